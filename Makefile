@@ -1,0 +1,46 @@
+# gateway: see README.md. `make run` starts the gateway on embedded defaults; `make test` runs
+# the whole test suite (what CI runs).
+GO        ?= go
+BIN       ?= bin/gateway
+DATA      ?= ./data
+VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X main.version=$(VERSION)
+# Packages must import one way: main → httpapi → engine → actors → {persist, network, ecom}.
+ADAPTERS  := persist network network/sim network/whatsapp ecom identity
+
+.PHONY: run build test test-short lint deps fuzz test-crash bench bench-quick clean
+
+run: build
+	$(BIN) serve --data $(DATA) --log-format text
+
+build:
+	@mkdir -p bin
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
+
+test: lint
+	$(GO) test -race -count=1 -timeout 12m ./...
+
+test-short:
+	$(GO) test -count=1 ./...
+
+lint: deps
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+# deps fails when an adapter imports the core, or the core imports the HTTP layer.
+deps:
+	@fail=0; \
+	for p in $(ADAPTERS); do \
+	  [ -d $$p ] || continue; \
+	  bad=$$($(GO) list -deps ./$$p | grep -E 'github.com/gateway/gateway/(engine|actors|httpapi)$$' || true); \
+	  if [ -n "$$bad" ]; then echo "$$p must not import: $$bad"; fail=1; fi; \
+	done; \
+	for p in engine actors; do \
+	  bad=$$($(GO) list -deps ./$$p | grep -E 'github.com/gateway/gateway/httpapi$$' || true); \
+	  if [ -n "$$bad" ]; then echo "$$p must not import: $$bad"; fail=1; fi; \
+	done; \
+	exit $$fail
+
+clean:
+	rm -rf bin

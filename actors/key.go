@@ -1,0 +1,313 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+
+	"github.com/gateway/gateway/persist"
+)
+
+// KeyStore is what a key actor needs from storage.
+type KeyStore interface {
+	GetKey(id string) (persist.APIKey, error)
+	PutKey(ctx context.Context, k persist.APIKey) error
+	GetKeyUsage(id string) (persist.KeyUsage, error)
+	PutKeyUsage(ctx context.Context, id string, u persist.KeyUsage) error
+	DeleteKey(ctx context.Context, id string) error
+}
+
+// KeyDeps are the key actor's collaborators.
+type KeyDeps struct {
+	Store KeyStore
+	Now   func() time.Time
+	Log   *slog.Logger
+	// Block is how many requests (and api_calls) are reserved durably at a time: the hot path
+	// writes once per Block requests, and a crash loses at most one Block of allowance.
+	Block int64
+	// Publish receives the key's record whenever it changes, so reads that need no counting
+	// (validate, lists) are served without a round trip to the actor.
+	Publish func(persist.APIKey)
+}
+
+// KeyPlan is the daily cap the key's owner has.
+type KeyPlan struct {
+	Name  string
+	Limit int64 // requests per UTC day; 0 = no cap
+}
+
+// Key-actor messages. Each carries its own reply channel (buffered, capacity 1): the actor never
+// blocks on a reply, and the caller avoids engine.Request's registry round trips.
+type (
+	// Authorize counts one API call if the key is usable for Scope ("" = any scope).
+	Authorize struct {
+		Scope string
+		Reply chan KeyResult
+	}
+	// GetKey answers the key's current view without counting.
+	GetKey struct{ Reply chan KeyResult }
+	// UpdateKey renames and/or changes the status of the key (nil = unchanged).
+	UpdateKey struct {
+		Name   *string
+		Status *string
+		Reply  chan error
+	}
+	// SetKeyPlan changes the daily cap (the owner's plan changed).
+	SetKeyPlan struct{ Plan KeyPlan }
+	// DeleteKey removes the key and its counters from storage; the actor then stops itself.
+	DeleteKey struct{ Reply chan error }
+
+	usageSaved struct {
+		usage persist.KeyUsage
+		err   error
+	}
+)
+
+// KeyResult is a key's view as of one message.
+type KeyResult struct {
+	Key       persist.APIKey
+	Plan      string
+	Limit     int64     // daily cap, 0 = none
+	Used      int64     // requests counted today
+	Remaining int64     // requests left today (0 when Limit is 0)
+	Reset     time.Time // start of the next UTC day
+	APICalls  int64
+	Err       error
+}
+
+// Key is the actor of one API key: its record and its daily rate limiter.
+// All fields are owned by the actor's goroutine.
+type Key struct {
+	deps KeyDeps
+	id   string
+	plan KeyPlan
+
+	rec     persist.APIKey
+	loaded  bool
+	deleted bool
+	day     string // UTC day of count
+	count   int64  // requests counted today
+	calls   int64  // api_calls, all time
+	// usage is the durable high-water mark: count may not pass usage.DayMark and calls may not
+	// pass usage.CallsMark until a larger mark is committed.
+	usage     persist.KeyUsage
+	reserving bool
+	pending   []*Authorize
+}
+
+// NewKey returns the producer of the actor for key id.
+func NewKey(id string, plan KeyPlan, deps KeyDeps) actor.Producer {
+	if deps.Block <= 0 {
+		deps.Block = 100
+	}
+	return func() actor.Receiver { return &Key{deps: deps, id: id, plan: plan} }
+}
+
+// Receive implements actor.Receiver.
+func (k *Key) Receive(c *actor.Context) {
+	switch m := c.Message().(type) {
+	case actor.Started:
+		k.load()
+	case *Authorize:
+		k.authorize(c, m)
+	case *GetKey:
+		m.Reply <- k.result(nil)
+	case *UpdateKey:
+		m.Reply <- k.update(m)
+	case SetKeyPlan:
+		k.plan = m.Plan
+	case *DeleteKey:
+		k.delete(c, m)
+	case usageSaved:
+		k.saved(c, m)
+	case actor.Stopped:
+		k.flush()
+	}
+}
+
+// load rebuilds the actor from storage; it runs on every (re)start. After a crash the counters
+// resume from the durable marks, which are never below what was granted.
+func (k *Key) load() {
+	rec, err := k.deps.Store.GetKey(k.id)
+	if err != nil {
+		k.deps.Log.Error("key actor: load record", "key_id", k.id, "err", err)
+		return
+	}
+	u, err := k.deps.Store.GetKeyUsage(k.id)
+	if err != nil {
+		k.deps.Log.Error("key actor: load usage", "key_id", k.id, "err", err)
+		return
+	}
+	k.rec, k.usage, k.loaded = rec, u, true
+	k.day = dayOf(k.deps.Now())
+	k.calls = u.CallsMark
+	if u.Day == k.day {
+		k.count = u.DayMark
+	} else {
+		k.count, k.usage.Day, k.usage.DayMark = 0, k.day, 0
+	}
+	k.publish()
+}
+
+func (k *Key) authorize(c *actor.Context, m *Authorize) {
+	if !k.loaded {
+		m.Reply <- KeyResult{Err: ErrUnavailable}
+		return
+	}
+	now := k.deps.Now()
+	k.rollDay(now)
+	if err := k.usable(now, m.Scope); err != nil {
+		m.Reply <- k.result(err)
+		return
+	}
+	if k.plan.Limit > 0 && k.count >= k.plan.Limit {
+		m.Reply <- k.result(ErrRateLimited)
+		return
+	}
+	if k.count >= k.usage.DayMark || k.calls >= k.usage.CallsMark {
+		// Not covered by a durable mark yet: wait for the reservation in flight.
+		k.pending = append(k.pending, m)
+		k.reserve(c)
+		return
+	}
+	k.count++
+	k.calls++
+	m.Reply <- k.result(nil)
+	// Reserve the next block ahead of need so the hot path rarely waits for a commit.
+	if k.usage.CallsMark-k.calls <= k.deps.Block/2 ||
+		(k.usage.DayMark-k.count <= k.deps.Block/2 && (k.plan.Limit == 0 || k.usage.DayMark < k.plan.Limit)) {
+		k.reserve(c)
+	}
+}
+
+// usable reports why the key may not be used now, if it may not.
+func (k *Key) usable(now time.Time, scope string) error {
+	if k.rec.Status != "active" {
+		return ErrKeyRevoked
+	}
+	if k.rec.ExpiresAt != nil && !now.Before(*k.rec.ExpiresAt) {
+		return ErrKeyExpired
+	}
+	if scope != "" && !slices.Contains(k.rec.Scopes, scope) {
+		return fmt.Errorf("%w: %s", ErrInsufficientScope, scope)
+	}
+	return nil
+}
+
+// reserve commits the next block of marks in the background; the outcome comes back as a
+// usageSaved message, so Receive never waits on the disk.
+func (k *Key) reserve(c *actor.Context) {
+	if k.reserving {
+		return
+	}
+	k.reserving = true
+	next := persist.KeyUsage{Day: k.day, DayMark: k.count + k.deps.Block, CallsMark: k.calls + k.deps.Block}
+	if k.plan.Limit > 0 && next.DayMark > k.plan.Limit {
+		next.DayMark = max(k.plan.Limit, k.usage.DayMark)
+	}
+	store, id, engine, self := k.deps.Store, k.id, c.Engine(), c.PID()
+	go func() {
+		err := store.PutKeyUsage(context.Background(), id, next)
+		engine.Send(self, usageSaved{usage: next, err: err})
+	}()
+}
+
+func (k *Key) saved(c *actor.Context, m usageSaved) {
+	k.reserving = false
+	pending := k.pending
+	k.pending = nil
+	if m.err != nil {
+		k.deps.Log.Error("key actor: save usage mark", "key_id", k.id, "err", m.err)
+		for _, p := range pending {
+			p.Reply <- KeyResult{Err: fmt.Errorf("%w: storage", ErrUnavailable)}
+		}
+		return
+	}
+	if m.usage.Day == k.day {
+		k.usage.DayMark = max(k.usage.DayMark, m.usage.DayMark)
+	}
+	k.usage.CallsMark = max(k.usage.CallsMark, m.usage.CallsMark)
+	for _, p := range pending {
+		k.authorize(c, p)
+	}
+}
+
+func (k *Key) rollDay(now time.Time) {
+	if d := dayOf(now); d != k.day {
+		k.day, k.count = d, 0
+		k.usage.Day, k.usage.DayMark = d, 0
+	}
+}
+
+func (k *Key) update(m *UpdateKey) error {
+	if !k.loaded {
+		return ErrUnavailable
+	}
+	rec := k.rec
+	if m.Name != nil {
+		rec.Name = *m.Name
+	}
+	if m.Status != nil {
+		rec.Status = *m.Status
+	}
+	if err := k.deps.Store.PutKey(context.Background(), rec); err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	k.rec = rec
+	k.publish()
+	return nil
+}
+
+func (k *Key) delete(c *actor.Context, m *DeleteKey) {
+	if err := k.deps.Store.DeleteKey(context.Background(), k.id); err != nil && !errors.Is(err, persist.ErrNotFound) {
+		m.Reply <- fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return
+	}
+	k.deleted = true
+	for _, p := range k.pending {
+		p.Reply <- KeyResult{Err: ErrUnknownKey}
+	}
+	k.pending = nil
+	m.Reply <- nil
+	c.Engine().Poison(c.PID())
+}
+
+// flush writes the exact counters on a stop, so a graceful restart loses no allowance.
+func (k *Key) flush() {
+	if !k.loaded || k.deleted {
+		return
+	}
+	u := persist.KeyUsage{Day: k.day, DayMark: k.count, CallsMark: k.calls}
+	if err := k.deps.Store.PutKeyUsage(context.Background(), k.id, u); err != nil {
+		k.deps.Log.Warn("key actor: flush usage", "key_id", k.id, "err", err)
+	}
+}
+
+func (k *Key) publish() {
+	if k.deps.Publish != nil {
+		k.deps.Publish(k.rec)
+	}
+}
+
+func (k *Key) result(err error) KeyResult {
+	r := KeyResult{
+		Key: k.rec, Plan: k.plan.Name, Limit: k.plan.Limit, Used: k.count,
+		Reset: nextDay(k.deps.Now()), APICalls: k.calls, Err: err,
+	}
+	if k.plan.Limit > 0 {
+		r.Remaining = max(k.plan.Limit-k.count, 0)
+	}
+	return r
+}
+
+func dayOf(t time.Time) string { return t.UTC().Format(time.DateOnly) }
+
+func nextDay(t time.Time) time.Time {
+	y, m, d := t.UTC().Date()
+	return time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC)
+}

@@ -1,0 +1,183 @@
+// Package engine is the application core: it starts the hollywood actor engine, spawns and
+// supervises every actor, rebuilds them from storage at boot, and is the only API the HTTP
+// layer calls. Imports: actors, persist (record types), hollywood; never httpapi or identity.
+//
+// Concurrency: the engine's own state is the user directory and the key index, each behind its
+// own RWMutex (never held together, never held while talking to an actor). Everything else is
+// owned by actors.
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+
+	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/persist"
+)
+
+// Store is what the engine needs from storage.
+type Store interface {
+	actors.KeyStore
+	GetUser(id string) (persist.User, error)
+	PutUser(ctx context.Context, u persist.User) error
+	ListUsers() ([]persist.User, error)
+	ListKeys() ([]persist.APIKey, error)
+}
+
+// Interface guards.
+var _ Store = (*persist.Store)(nil)
+
+// Config is everything the engine is built from; main constructs it.
+type Config struct {
+	Store       Store
+	Logger      *slog.Logger
+	Plans       Plans
+	DefaultPlan string
+	AdminUIDs   []string
+	// DevRoles honours the role claim of ID tokens (dev auth only: the embedded issuer's tokens).
+	DevRoles bool
+	// Now is the clock (tests move it); nil = time.Now.
+	Now func() time.Time
+	// KeyBlock is the key counters' reservation block (default 100).
+	KeyBlock int64
+	// AskTimeout bounds every wait for an actor's reply (default 5 s).
+	AskTimeout time.Duration
+}
+
+// Engine is the running core.
+type Engine struct {
+	cfg    Config
+	log    *slog.Logger
+	hw     *actor.Engine
+	events *actor.PID
+
+	users userDirectory
+	keys  keyIndex
+
+	authPool sync.Pool
+}
+
+// New builds the engine and rebuilds every actor from storage.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Plans == nil {
+		cfg.Plans = DefaultPlans()
+	}
+	if cfg.DefaultPlan == "" {
+		cfg.DefaultPlan = "free"
+	}
+	if _, ok := cfg.Plans[cfg.DefaultPlan]; !ok {
+		return nil, fmt.Errorf("engine: default plan %q is not in the plan table %v", cfg.DefaultPlan, cfg.Plans.Names())
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.KeyBlock <= 0 {
+		cfg.KeyBlock = 100
+	}
+	if cfg.AskTimeout <= 0 {
+		cfg.AskTimeout = 5 * time.Second
+	}
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	e := &Engine{cfg: cfg, log: cfg.Logger, hw: hw}
+	e.users.init(cfg.AdminUIDs)
+	e.keys.init()
+	e.authPool.New = func() any {
+		return &authCall{msg: actors.Authorize{Reply: make(chan actors.KeyResult, 1)}, timer: newStoppedTimer()}
+	}
+	e.events = hw.SpawnFunc(e.onEvent, "events", actor.WithInboxSize(64))
+	hw.Subscribe(e.events)
+	if err := e.boot(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// boot loads users and respawns one actor per API key.
+func (e *Engine) boot() error {
+	users, err := e.cfg.Store.ListUsers()
+	if err != nil {
+		return fmt.Errorf("engine: load users: %w", err)
+	}
+	for _, u := range users {
+		e.users.put(u)
+	}
+	keys, err := e.cfg.Store.ListKeys()
+	if err != nil {
+		return fmt.Errorf("engine: load keys: %w", err)
+	}
+	for _, k := range keys {
+		e.spawnKey(k)
+	}
+	e.log.Info("engine booted", "users", len(users), "keys", len(keys))
+	return nil
+}
+
+// Stop stops every actor (each flushes its state) and waits for them, within ctx.
+func (e *Engine) Stop(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, pid := range e.keys.pids() {
+		wg.Add(1)
+		done := e.hw.Poison(pid)
+		go func() { defer wg.Done(); <-done.Done() }()
+	}
+	waitCtx(ctx, &wg)
+	e.hw.Unsubscribe(e.events)
+	<-e.hw.Poison(e.events).Done()
+}
+
+// spawn is the one way every actor is started: a small inbox (the ring buffer grows on demand;
+// hollywood's default of 1024 costs about 28 KB per idle actor) and an unlimited restart budget
+// (hollywood v1.0.5 takes the whole process down when MaxRestarts is exceeded).
+func (e *Engine) spawn(p actor.Producer, kind, id string) *actor.PID {
+	return e.hw.Spawn(p, kind,
+		actor.WithID(id),
+		actor.WithInboxSize(8),
+		actor.WithMaxRestarts(math.MaxInt32),
+		actor.WithRestartDelay(10*time.Millisecond),
+	)
+}
+
+// onEvent logs the actor system's events that an operator must see.
+func (e *Engine) onEvent(c *actor.Context) {
+	switch ev := c.Message().(type) {
+	case actor.ActorRestartedEvent:
+		e.log.Error("actor restarted after a panic", "pid", ev.PID.String(), "reason", fmt.Sprint(ev.Reason), "restarts", ev.Restarts, "stack", string(ev.Stacktrace))
+	case actor.ActorMaxRestartsExceededEvent:
+		e.log.Error("actor exceeded its restart budget", "pid", ev.PID.String())
+	case actor.DeadLetterEvent:
+		e.log.Debug("dead letter", "target", ev.Target.String(), "msg", fmt.Sprintf("%T", ev.Message))
+	}
+}
+
+// Now is the engine's clock.
+func (e *Engine) Now() time.Time { return e.cfg.Now() }
+
+// Plans is the plan table in force.
+func (e *Engine) Plans() Plans { return e.cfg.Plans }
+
+func newStoppedTimer() *time.Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}
+
+func waitCtx(ctx context.Context, wg *sync.WaitGroup) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,326 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+	"github.com/google/uuid"
+
+	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/persist"
+)
+
+// Key format and scopes (SPEC.md section 2.1).
+const (
+	KeyPrefix   = "svc_live_"
+	keyHexLen   = 48
+	ScopeText   = "send_text"
+	ScopeMedia  = "send_media"
+	ScopeBulk   = "send_bulk"
+	StatusOn    = "active"
+	StatusOff   = "revoked"
+	keyActorKnd = "key"
+)
+
+// AllScopes are the scopes a key can have, and the default for a new key.
+var AllScopes = []string{ScopeText, ScopeMedia, ScopeBulk}
+
+// keyEntry is the index entry of one key: its actor and the last record it published.
+type keyEntry struct {
+	pid  *actor.PID
+	hash [sha256.Size]byte
+	view atomic.Pointer[persist.APIKey]
+}
+
+// keyIndex finds key actors by key id and by the SHA-256 of the raw key.
+type keyIndex struct {
+	mu     sync.RWMutex
+	byID   map[string]*keyEntry
+	byHash map[[sha256.Size]byte]*keyEntry
+}
+
+func (x *keyIndex) init() {
+	x.byID = map[string]*keyEntry{}
+	x.byHash = map[[sha256.Size]byte]*keyEntry{}
+}
+
+func (x *keyIndex) id(id string) *keyEntry {
+	x.mu.RLock()
+	e := x.byID[id]
+	x.mu.RUnlock()
+	return e
+}
+
+func (x *keyIndex) hash(h [sha256.Size]byte) *keyEntry {
+	x.mu.RLock()
+	e := x.byHash[h]
+	x.mu.RUnlock()
+	return e
+}
+
+func (x *keyIndex) add(id string, e *keyEntry) {
+	x.mu.Lock()
+	x.byID[id] = e
+	x.byHash[e.hash] = e
+	x.mu.Unlock()
+}
+
+func (x *keyIndex) remove(id string) {
+	x.mu.Lock()
+	if e := x.byID[id]; e != nil {
+		delete(x.byHash, e.hash)
+		delete(x.byID, id)
+	}
+	x.mu.Unlock()
+}
+
+func (x *keyIndex) all() []*keyEntry {
+	x.mu.RLock()
+	out := make([]*keyEntry, 0, len(x.byID))
+	for _, e := range x.byID {
+		out = append(out, e)
+	}
+	x.mu.RUnlock()
+	return out
+}
+
+func (x *keyIndex) ofOwner(uid string) []*keyEntry {
+	var out []*keyEntry
+	for _, e := range x.all() {
+		if v := e.view.Load(); v != nil && v.UserID == uid {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (x *keyIndex) pids() []*actor.PID {
+	all := x.all()
+	out := make([]*actor.PID, len(all))
+	for i, e := range all {
+		out[i] = e.pid
+	}
+	return out
+}
+
+func (e *Engine) spawnKey(k persist.APIKey) *keyEntry {
+	h, err := hex.DecodeString(k.Hash)
+	ent := &keyEntry{}
+	if err == nil && len(h) == sha256.Size {
+		copy(ent.hash[:], h)
+	}
+	rec := k
+	ent.view.Store(&rec)
+	deps := actors.KeyDeps{
+		Store: e.cfg.Store, Now: e.cfg.Now, Log: e.log, Block: e.cfg.KeyBlock,
+		Publish: func(r persist.APIKey) { ent.view.Store(&r) },
+	}
+	ent.pid = e.spawn(actors.NewKey(k.ID, e.keyPlan(k.UserID), deps), keyActorKnd, k.ID)
+	e.keys.add(k.ID, ent)
+	return ent
+}
+
+// KeyRequest is an administrator's request for a new key.
+type KeyRequest struct {
+	UserID    string
+	Name      string
+	ExpiresAt *time.Time
+	Scopes    []string // nil = all
+}
+
+// KeyView is a key as the admin and client views show it.
+type KeyView struct {
+	actors.KeyResult
+	ClientName string
+}
+
+// CreateKey issues a key for a user and returns its record and the raw key, which is not
+// stored anywhere (only its SHA-256 is).
+func (e *Engine) CreateKey(ctx context.Context, r KeyRequest) (KeyView, string, error) {
+	if _, err := e.User(r.UserID); err != nil {
+		return KeyView{}, "", err
+	}
+	if strings.TrimSpace(r.Name) == "" {
+		return KeyView{}, "", fmt.Errorf("%w: name is required", ErrValidation)
+	}
+	scopes, err := NormalizeScopes(r.Scopes)
+	if err != nil {
+		return KeyView{}, "", err
+	}
+	var secret [keyHexLen / 2]byte
+	if _, err := rand.Read(secret[:]); err != nil {
+		return KeyView{}, "", fmt.Errorf("%w: entropy: %v", ErrUnavailable, err)
+	}
+	raw := KeyPrefix + hex.EncodeToString(secret[:])
+	sum := sha256.Sum256([]byte(raw))
+	rec := persist.APIKey{
+		ID: uuid.NewString(), UserID: r.UserID, Name: r.Name,
+		Hash: hex.EncodeToString(sum[:]), Last4: raw[len(raw)-4:],
+		Status: StatusOn, Scopes: scopes, CreatedAt: e.Now().UTC(), ExpiresAt: r.ExpiresAt,
+	}
+	if err := e.cfg.Store.PutKey(ctx, rec); err != nil {
+		return KeyView{}, "", fmt.Errorf("%w: save key: %v", ErrUnavailable, err)
+	}
+	e.spawnKey(rec)
+	plan := e.keyPlan(rec.UserID)
+	view := KeyView{KeyResult: actors.KeyResult{Key: rec, Plan: plan.Name, Limit: plan.Limit}, ClientName: e.clientName(rec.UserID)}
+	e.log.Info("api key created", "key_id", rec.ID, "user_id", rec.UserID)
+	return view, raw, nil
+}
+
+// NormalizeScopes checks scopes against the known ones, removes repeats, and defaults nil to all.
+func NormalizeScopes(in []string) ([]string, error) {
+	if in == nil {
+		return slices.Clone(AllScopes), nil
+	}
+	if len(in) == 0 {
+		return nil, fmt.Errorf("%w: scopes must not be empty (any of %s)", ErrValidation, strings.Join(AllScopes, ", "))
+	}
+	out := make([]string, 0, len(in))
+	for _, s := range in {
+		if !slices.Contains(AllScopes, s) {
+			return nil, fmt.Errorf("%w: unknown scope %q (any of %s)", ErrValidation, s, strings.Join(AllScopes, ", "))
+		}
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// ListKeys returns every key (owner "" ) or one owner's keys, oldest first, with live counters.
+func (e *Engine) ListKeys(owner string) ([]KeyView, error) {
+	var ents []*keyEntry
+	if owner == "" {
+		ents = e.keys.all()
+	} else {
+		ents = e.keys.ofOwner(owner)
+	}
+	out := make([]KeyView, 0, len(ents))
+	for _, ent := range ents {
+		r, err := e.askKey(ent)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, KeyView{KeyResult: r, ClientName: e.clientName(r.Key.UserID)})
+	}
+	slices.SortFunc(out, func(a, b KeyView) int {
+		if c := a.Key.CreatedAt.Compare(b.Key.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key.ID, b.Key.ID)
+	})
+	return out, nil
+}
+
+func (e *Engine) askKey(ent *keyEntry) (actors.KeyResult, error) {
+	msg := &actors.GetKey{Reply: make(chan actors.KeyResult, 1)}
+	e.hw.Send(ent.pid, msg)
+	select {
+	case r := <-msg.Reply:
+		return r, r.Err
+	case <-time.After(e.cfg.AskTimeout):
+		return actors.KeyResult{}, fmt.Errorf("%w: key actor did not answer", ErrUnavailable)
+	}
+}
+
+// UpdateKey renames a key and/or sets its status (active or revoked).
+func (e *Engine) UpdateKey(ctx context.Context, id string, name, status *string) error {
+	if name != nil && strings.TrimSpace(*name) == "" {
+		return fmt.Errorf("%w: name must not be empty", ErrValidation)
+	}
+	if status != nil && *status != StatusOn && *status != StatusOff {
+		return fmt.Errorf("%w: status must be active or revoked", ErrValidation)
+	}
+	ent := e.keys.id(id)
+	if ent == nil {
+		return fmt.Errorf("%w: %s", ErrKeyNotFound, id)
+	}
+	msg := &actors.UpdateKey{Name: name, Status: status, Reply: make(chan error, 1)}
+	e.hw.Send(ent.pid, msg)
+	return e.waitErr(ctx, msg.Reply)
+}
+
+// DeleteKey removes a key permanently.
+func (e *Engine) DeleteKey(ctx context.Context, id string) error {
+	ent := e.keys.id(id)
+	if ent == nil {
+		return fmt.Errorf("%w: %s", ErrKeyNotFound, id)
+	}
+	msg := &actors.DeleteKey{Reply: make(chan error, 1)}
+	e.hw.Send(ent.pid, msg)
+	if err := e.waitErr(ctx, msg.Reply); err != nil {
+		return err
+	}
+	e.keys.remove(id)
+	e.log.Info("api key deleted", "key_id", id)
+	return nil
+}
+
+func (e *Engine) waitErr(ctx context.Context, reply chan error) error {
+	t := time.NewTimer(e.cfg.AskTimeout)
+	defer t.Stop()
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return fmt.Errorf("%w: actor did not answer", ErrUnavailable)
+	}
+}
+
+// ValidateKey tells whether a raw key is usable now, without counting a call. It reads the
+// record the key actor published, so it costs no actor round trip.
+func (e *Engine) ValidateKey(raw []byte) (KeyView, error) {
+	ent := e.keys.hash(sha256.Sum256(raw))
+	if ent == nil {
+		return KeyView{}, ErrUnknownKey
+	}
+	rec := *ent.view.Load()
+	v := KeyView{KeyResult: actors.KeyResult{Key: rec}, ClientName: e.clientName(rec.UserID)}
+	if rec.Status != StatusOn {
+		return v, ErrKeyRevoked
+	}
+	if rec.ExpiresAt != nil && !e.Now().Before(*rec.ExpiresAt) {
+		return v, ErrKeyExpired
+	}
+	return v, nil
+}
+
+// authCall is a pooled Authorize message with its reply channel and timer.
+type authCall struct {
+	msg   actors.Authorize
+	timer *time.Timer
+}
+
+// AuthorizeKey counts one API call of the raw key for scope ("" = none needed). The result's
+// Err is nil when the call may proceed; the limits are filled in either way once the key is known.
+func (e *Engine) AuthorizeKey(raw []byte, scope string) actors.KeyResult {
+	ent := e.keys.hash(sha256.Sum256(raw))
+	if ent == nil {
+		return actors.KeyResult{Err: ErrUnknownKey}
+	}
+	call := e.authPool.Get().(*authCall)
+	call.msg.Scope = scope
+	call.timer.Reset(e.cfg.AskTimeout)
+	e.hw.Send(ent.pid, &call.msg)
+	select {
+	case r := <-call.msg.Reply:
+		call.timer.Stop()
+		e.authPool.Put(call)
+		return r
+	case <-call.timer.C:
+		// The reply may still come: this call (and its channel) is not reused.
+		return actors.KeyResult{Err: fmt.Errorf("%w: key actor did not answer", ErrUnavailable)}
+	}
+}

@@ -1,0 +1,64 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"sort"
+
+	"github.com/goccy/go-json"
+)
+
+// Plan is one row of the plan table (DESIGN.md section 4). Zero means no cap.
+type Plan struct {
+	RateLimit       int64 `json:"rate_limit"`       // API requests per UTC day
+	MonthlyMessages int64 `json:"monthly_messages"` // messages per UTC calendar month
+}
+
+// Plans maps a plan name to its caps.
+type Plans map[string]Plan
+
+// DefaultPlans is the built-in plan table.
+func DefaultPlans() Plans {
+	return Plans{
+		"free":      {RateLimit: 1000, MonthlyMessages: 1000},
+		"starter":   {RateLimit: 10000, MonthlyMessages: 10000},
+		"business":  {RateLimit: 100000, MonthlyMessages: 100000},
+		"unlimited": {RateLimit: 0, MonthlyMessages: 0},
+	}
+}
+
+// LoadPlans reads a plan table of the exact form
+// {"<plan>": {"rate_limit": N, "monthly_messages": N}}; unknown fields are refused so a typo
+// does not silently mean "no cap".
+func LoadPlans(path string) (Plans, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("plans: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var p Plans
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("plans %s: %w", path, err)
+	}
+	if len(p) == 0 {
+		return nil, fmt.Errorf("plans %s: no plans", path)
+	}
+	for name, pl := range p {
+		if name == "" || pl.RateLimit < 0 || pl.MonthlyMessages < 0 {
+			return nil, fmt.Errorf("plans %s: plan %q: caps must be 0 or more", path, name)
+		}
+	}
+	return p, nil
+}
+
+// Names lists the plan names in order.
+func (p Plans) Names() []string {
+	names := make([]string, 0, len(p))
+	for n := range p {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

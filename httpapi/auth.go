@@ -1,0 +1,158 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/engine"
+	"github.com/gateway/gateway/persist"
+)
+
+var bearerPrefix = []byte("Bearer ")
+
+// bearer returns the token of an `Authorization: Bearer` header, if any.
+func bearer(ctx *fasthttp.RequestCtx) []byte {
+	h := ctx.Request.Header.Peek("Authorization")
+	if len(h) > len(bearerPrefix) && bytes.EqualFold(h[:len(bearerPrefix)], bearerPrefix) {
+		return bytes.TrimSpace(h[len(bearerPrefix):])
+	}
+	return nil
+}
+
+// apiKey authorizes an API-key call for scope ("" = none needed): the key comes from
+// `Authorization: Bearer` or `x-api-key`. It counts against the key's daily cap and sets the
+// rate-limit headers. On failure the error response is written and ok is false.
+func (s *Server) apiKey(ctx *fasthttp.RequestCtx, scope string) (actors.KeyResult, bool) {
+	raw := bearer(ctx)
+	if len(raw) == 0 {
+		raw = ctx.Request.Header.Peek("X-Api-Key")
+	}
+	if len(raw) == 0 {
+		s.metrics.keyDecision("missing")
+		s.writeError(ctx, errNoCredentials)
+		return actors.KeyResult{}, false
+	}
+	r := s.eng.AuthorizeKey(raw, scope)
+	if r.Key.ID != "" {
+		s.rateHeaders(ctx, r)
+	}
+	if r.Err != nil {
+		_, code := statusOf(r.Err)
+		s.metrics.keyDecision(code)
+		if errors.Is(r.Err, engine.ErrRateLimited) {
+			ctx.Response.Header.Set("Retry-After", strconv.FormatInt(max(int64(time.Until(r.Reset).Seconds()), 1), 10))
+		}
+		s.writeError(ctx, r.Err)
+		return r, false
+	}
+	s.metrics.keyDecision("allowed")
+	return r, true
+}
+
+// rateHeaders sets X-RateLimit-* (omitted for a plan without a daily cap).
+func (s *Server) rateHeaders(ctx *fasthttp.RequestCtx, r actors.KeyResult) {
+	if r.Limit <= 0 {
+		return
+	}
+	h := &ctx.Response.Header
+	h.Set("X-RateLimit-Limit", strconv.FormatInt(r.Limit, 10))
+	h.Set("X-RateLimit-Remaining", strconv.FormatInt(r.Remaining, 10))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(r.Reset.Unix(), 10))
+}
+
+// user authenticates the caller's ID token and returns the profile (created on a first call).
+func (s *Server) user(ctx *fasthttp.RequestCtx) (persist.User, error) {
+	tok := bearer(ctx)
+	if len(tok) == 0 {
+		return persist.User{}, errNoCredentials
+	}
+	c, err := s.cfg.Verifier.Verify(context.Background(), string(tok))
+	if err != nil {
+		s.reqLog(ctx).Debug("ID token refused", "err", err)
+		return persist.User{}, fmt.Errorf("%w: %v", errInvalidToken, err)
+	}
+	return s.eng.Authenticate(context.Background(), engine.Principal{
+		UID: c.UID, Name: c.Name, Email: c.Email, ClaimsAdmin: s.cfg.DevRoles && c.Role == engine.RoleAdmin,
+	})
+}
+
+// userHandler is a handler for an authenticated dashboard or admin user.
+type userHandler func(ctx *fasthttp.RequestCtx, u persist.User)
+
+// client wraps a route for any signed-in user: dashboard routes serve clients, and admins may
+// use them for their own sessions and keys too.
+func (s *Server) client(h userHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		u, err := s.user(ctx)
+		if err != nil {
+			s.writeError(ctx, err)
+			return
+		}
+		h(ctx, u)
+	}
+}
+
+// admin wraps a route that needs role admin.
+func (s *Server) admin(h userHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		u, err := s.user(ctx)
+		if err != nil {
+			s.writeError(ctx, err)
+			return
+		}
+		if u.Role != engine.RoleAdmin {
+			s.writeError(ctx, errNotAdmin)
+			return
+		}
+		h(ctx, u)
+	}
+}
+
+// internal wraps a route SPEC.md makes public "for internal use": callers inside
+// --internal-cidrs pass without a token; anyone else needs an admin ID token.
+func (s *Server) internal(h fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		if s.isInternal(ctx) {
+			h(ctx)
+			return
+		}
+		if len(bearer(ctx)) == 0 {
+			s.writeError(ctx, errInternalOnly)
+			return
+		}
+		u, err := s.user(ctx)
+		if err != nil {
+			s.writeError(ctx, err)
+			return
+		}
+		if u.Role != engine.RoleAdmin {
+			s.writeError(ctx, errInternalOnly)
+			return
+		}
+		h(ctx)
+	}
+}
+
+// isInternal: the peer address is inside --internal-cidrs. Forwarded-for headers are not
+// trusted: a proxy in front must restrict these routes itself.
+func (s *Server) isInternal(ctx *fasthttp.RequestCtx) bool {
+	addr, ok := netip.AddrFromSlice(ctx.RemoteIP())
+	if !ok {
+		return false
+	}
+	addr = addr.Unmap()
+	for _, p := range s.cfg.InternalCIDRs {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}

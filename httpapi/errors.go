@@ -1,0 +1,119 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/gateway/gateway/engine"
+)
+
+// HTTP-layer errors (the domain ones live in actors and are re-exported by engine).
+var (
+	// errNoCredentials: the request carries no API key or ID token.
+	errNoCredentials = errors.New("missing credentials: send Authorization: Bearer <token>")
+	// errInvalidToken: the ID token did not verify.
+	errInvalidToken = errors.New("invalid or expired ID token")
+	// errNotAdmin: the caller's role is not admin.
+	errNotAdmin = errors.New("this route needs the admin role")
+	// errInternalOnly: a route public only inside --internal-cidrs was called from outside
+	// without an admin token.
+	errInternalOnly = errors.New("this route is public only to internal addresses; send an admin ID token")
+	// errBodyTooLarge: the request body is over the route's limit.
+	errBodyTooLarge = errors.New("request body too large")
+	// errNotFound, errMethod: no such route / method.
+	errNotFound = errors.New("no such route")
+	errMethod   = errors.New("method not allowed on this route")
+)
+
+// inputError is a 400 with its own code: malformed JSON, a wrong type, a missing field.
+type inputError struct {
+	code string
+	msg  string
+}
+
+func (e *inputError) Error() string { return e.msg }
+
+func badInput(code, format string, args ...any) error {
+	return &inputError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// missing is the error for a required field that is absent or empty.
+func missing(field string) error {
+	return badInput("validation_failed", "%s is required", field)
+}
+
+// statusOf maps every error to its HTTP status and stable code: the one place that does so.
+func statusOf(err error) (int, string) {
+	var in *inputError
+	switch {
+	case errors.As(err, &in):
+		return fasthttp.StatusBadRequest, in.code
+	case errors.Is(err, engine.ErrValidation):
+		return fasthttp.StatusBadRequest, "validation_failed"
+	case errors.Is(err, errNoCredentials):
+		return fasthttp.StatusUnauthorized, "missing_credentials"
+	case errors.Is(err, errInvalidToken):
+		return fasthttp.StatusUnauthorized, "invalid_token"
+	case errors.Is(err, engine.ErrUnknownKey):
+		return fasthttp.StatusUnauthorized, "invalid_api_key"
+	case errors.Is(err, engine.ErrKeyRevoked):
+		return fasthttp.StatusUnauthorized, "key_revoked"
+	case errors.Is(err, engine.ErrKeyExpired):
+		return fasthttp.StatusUnauthorized, "key_expired"
+	case errors.Is(err, engine.ErrInsufficientScope):
+		return fasthttp.StatusForbidden, "insufficient_scope"
+	case errors.Is(err, errNotAdmin):
+		return fasthttp.StatusForbidden, "forbidden"
+	case errors.Is(err, engine.ErrForbidden):
+		return fasthttp.StatusForbidden, "forbidden"
+	case errors.Is(err, errInternalOnly):
+		return fasthttp.StatusForbidden, "internal_only"
+	case errors.Is(err, engine.ErrUserNotFound):
+		return fasthttp.StatusNotFound, "user_not_found"
+	case errors.Is(err, engine.ErrKeyNotFound):
+		return fasthttp.StatusNotFound, "key_not_found"
+	case errors.Is(err, engine.ErrSessionNotFound):
+		return fasthttp.StatusNotFound, "session_not_found"
+	case errors.Is(err, errNotFound):
+		return fasthttp.StatusNotFound, "not_found"
+	case errors.Is(err, errMethod):
+		return fasthttp.StatusMethodNotAllowed, "method_not_allowed"
+	case errors.Is(err, engine.ErrAlreadyExists):
+		return fasthttp.StatusConflict, "already_exists"
+	case errors.Is(err, errBodyTooLarge):
+		return fasthttp.StatusRequestEntityTooLarge, "body_too_large"
+	case errors.Is(err, engine.ErrRateLimited):
+		return fasthttp.StatusTooManyRequests, "rate_limited"
+	case errors.Is(err, engine.ErrQuotaExceeded):
+		return fasthttp.StatusTooManyRequests, "quota_exceeded"
+	case errors.Is(err, engine.ErrUnavailable):
+		return fasthttp.StatusServiceUnavailable, "unavailable"
+	}
+	return fasthttp.StatusInternalServerError, "internal"
+}
+
+type errorBody struct {
+	Success bool   `json:"success"`
+	Error   string `json:"error"`
+	Code    string `json:"code"`
+}
+
+// writeError writes the error model of DESIGN.md section 4. Server errors are logged with the
+// request id and answered with a generic text (no internals leak).
+func (s *Server) writeError(ctx *fasthttp.RequestCtx, err error) {
+	status, code := statusOf(err)
+	msg := err.Error()
+	if status >= 500 {
+		s.reqLog(ctx).Error("request failed", "status", status, "err", err)
+		if status == fasthttp.StatusInternalServerError {
+			msg = "internal error"
+		}
+	}
+	if status == fasthttp.StatusServiceUnavailable {
+		ctx.Response.Header.Set("Retry-After", strconv.Itoa(1))
+	}
+	writeJSON(ctx, status, errorBody{Error: msg, Code: code})
+}

@@ -1,0 +1,97 @@
+package httpapi
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-json"
+	"github.com/valyala/fasthttp"
+)
+
+var contentTypeJSON = []byte("application/json")
+
+// writeJSON encodes v as the response body.
+func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
+	ctx.Response.Header.SetContentTypeBytes(contentTypeJSON)
+	ctx.SetStatusCode(status)
+	enc := json.NewEncoder(ctx)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		// Only a bug (an unencodable value) gets here.
+		ctx.ResetBody()
+		ctx.SetStatusCode(fasthttp.StatusInternalServerError)
+		ctx.SetBodyString(`{"success":false,"error":"internal error","code":"internal"}`)
+	}
+}
+
+// decodeBody reads the JSON object body into v. A syntax error is `invalid_json`; a value of
+// the wrong type is `validation_failed` naming the field.
+func decodeBody(ctx *fasthttp.RequestCtx, v any) error {
+	body := ctx.PostBody()
+	if len(bytes.TrimSpace(body)) == 0 {
+		return badInput("invalid_json", "request body must be a JSON object")
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			field := te.Field
+			if field == "" {
+				return badInput("invalid_json", "request body must be a JSON object")
+			}
+			return badInput("validation_failed", "%s must be %s", field, jsonType(te.Type.Kind().String()))
+		}
+		return badInput("invalid_json", "malformed JSON: %s", err.Error())
+	}
+	return nil
+}
+
+func jsonType(kind string) string {
+	switch {
+	case kind == "string":
+		return "a string"
+	case kind == "bool":
+		return "a boolean"
+	case kind == "slice" || kind == "array":
+		return "an array"
+	case kind == "struct" || kind == "map":
+		return "an object"
+	case strings.HasPrefix(kind, "int"), strings.HasPrefix(kind, "uint"), strings.HasPrefix(kind, "float"):
+		return "a number"
+	}
+	return "of another type"
+}
+
+// timestamp is RFC 3339 UTC with milliseconds (DESIGN.md section 4).
+type timestamp time.Time
+
+const tsLayout = "2006-01-02T15:04:05.000Z07:00"
+
+func (t timestamp) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, len(tsLayout)+2)
+	b = append(b, '"')
+	b = time.Time(t).UTC().AppendFormat(b, tsLayout)
+	return append(b, '"'), nil
+}
+
+// tsPtr is a timestamp that may be null.
+func tsPtr(t *time.Time) *timestamp {
+	if t == nil {
+		return nil
+	}
+	v := timestamp(*t)
+	return &v
+}
+
+// parseExpiry accepts an ISO 8601 date ("2026-12-31": the key expires at the start of that UTC
+// day) or an RFC 3339 timestamp.
+func parseExpiry(s string) (time.Time, error) {
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t.UTC(), nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t.UTC(), nil
+	}
+	return time.Time{}, badInput("validation_failed", "expiresAt must be an ISO 8601 date (2026-12-31) or timestamp (2026-12-31T23:59:59Z)")
+}

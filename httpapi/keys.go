@@ -1,0 +1,248 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/engine"
+	"github.com/gateway/gateway/persist"
+)
+
+// keyJSON is an API key record (SPEC.md section 2.1). UserID is omitted in the client view;
+// RawKey appears only in the create response; the counters only in list responses.
+type keyJSON struct {
+	ID         string     `json:"id"`
+	UserID     string     `json:"userId,omitempty"`
+	ClientName string     `json:"clientName"`
+	Name       string     `json:"name"`
+	MaskedKey  string     `json:"maskedKey"`
+	RawKey     string     `json:"rawKey,omitempty"`
+	Status     string     `json:"status"`
+	CreatedAt  timestamp  `json:"createdAt"`
+	ExpiresAt  *timestamp `json:"expiresAt"`
+	Scopes     []string   `json:"scopes"`
+	RateLimit  *int64     `json:"rate_limit,omitempty"`
+	Plan       string     `json:"plan,omitempty"`
+	APICalls   *int64     `json:"api_calls,omitempty"`
+}
+
+func keyRecord(v engine.KeyView, withOwner, withCounters bool) keyJSON {
+	k := v.Key
+	j := keyJSON{
+		ID: k.ID, ClientName: v.ClientName, Name: k.Name, MaskedKey: engine.KeyPrefix + "***" + k.Last4,
+		Status: k.Status, CreatedAt: timestamp(k.CreatedAt), ExpiresAt: tsPtr(k.ExpiresAt), Scopes: k.Scopes,
+	}
+	if withOwner {
+		j.UserID = k.UserID
+	}
+	if withCounters {
+		limit, calls := v.Limit, v.APICalls
+		j.RateLimit, j.Plan, j.APICalls = &limit, v.Plan, &calls
+	}
+	return j
+}
+
+func keyList(views []engine.KeyView, withOwner bool) []keyJSON {
+	out := make([]keyJSON, len(views))
+	for i, v := range views {
+		out[i] = keyRecord(v, withOwner, true)
+	}
+	return out
+}
+
+func (s *Server) listKeys(ctx *fasthttp.RequestCtx, _ persist.User) {
+	views, err := s.eng.ListKeys("")
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, keyList(views, true))
+}
+
+func (s *Server) clientKeys(ctx *fasthttp.RequestCtx, u persist.User) {
+	views, err := s.eng.ListKeys(u.ID)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, keyList(views, false))
+}
+
+type createKeyRequest struct {
+	UserID    *string  `json:"userId"`
+	Name      *string  `json:"name"`
+	ExpiresAt *string  `json:"expiresAt"`
+	Scopes    []string `json:"scopes"`
+}
+
+func (s *Server) createKey(ctx *fasthttp.RequestCtx, _ persist.User) {
+	var req createKeyRequest
+	if err := decodeBody(ctx, &req); err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	if req.UserID == nil || strings.TrimSpace(*req.UserID) == "" {
+		s.writeError(ctx, missing("userId"))
+		return
+	}
+	if req.Name == nil || strings.TrimSpace(*req.Name) == "" {
+		s.writeError(ctx, missing("name"))
+		return
+	}
+	kr := engine.KeyRequest{UserID: *req.UserID, Name: strings.TrimSpace(*req.Name), Scopes: req.Scopes}
+	if req.ExpiresAt != nil && *req.ExpiresAt != "" {
+		t, err := parseExpiry(*req.ExpiresAt)
+		if err != nil {
+			s.writeError(ctx, err)
+			return
+		}
+		kr.ExpiresAt = &t
+	}
+	if req.Scopes != nil && len(req.Scopes) == 0 {
+		s.writeError(ctx, badInput("validation_failed", "scopes must not be empty (any of %s)", strings.Join(engine.AllScopes, ", ")))
+		return
+	}
+	view, raw, err := s.eng.CreateKey(context.Background(), kr)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	out := keyRecord(view, true, false)
+	out.RawKey = raw
+	writeJSON(ctx, fasthttp.StatusCreated, out)
+}
+
+type updateKeyRequest struct {
+	ID     *string `json:"id"`
+	Name   *string `json:"name"`
+	Status *string `json:"status"`
+}
+
+type successJSON struct {
+	Success bool `json:"success"`
+}
+
+func (s *Server) updateKey(ctx *fasthttp.RequestCtx, _ persist.User) {
+	var req updateKeyRequest
+	if err := decodeBody(ctx, &req); err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	if req.ID == nil || *req.ID == "" {
+		s.writeError(ctx, missing("id"))
+		return
+	}
+	if req.Name == nil && req.Status == nil {
+		s.writeError(ctx, badInput("validation_failed", "nothing to change: send name and/or status"))
+		return
+	}
+	if req.Name != nil {
+		n := strings.TrimSpace(*req.Name)
+		req.Name = &n
+	}
+	if err := s.eng.UpdateKey(context.Background(), *req.ID, req.Name, req.Status); err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
+}
+
+func (s *Server) deleteKey(ctx *fasthttp.RequestCtx, _ persist.User) {
+	id := string(ctx.QueryArgs().Peek("id"))
+	if id == "" {
+		s.writeError(ctx, missing("id"))
+		return
+	}
+	if err := s.eng.DeleteKey(context.Background(), id); err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
+}
+
+type validateRequest struct {
+	RawKey *string `json:"rawKey"`
+}
+
+type validateJSON struct {
+	Valid      bool       `json:"valid"`
+	ID         string     `json:"id,omitempty"`
+	Name       string     `json:"name,omitempty"`
+	UserID     string     `json:"userId,omitempty"`
+	ClientName string     `json:"clientName,omitempty"`
+	CreatedAt  *timestamp `json:"createdAt,omitempty"`
+	ExpiresAt  *timestamp `json:"expiresAt"`
+	Scopes     []string   `json:"scopes,omitempty"`
+	Error      string     `json:"error,omitempty"`
+}
+
+// validate answers SPEC.md's own shapes: {valid: true, ...} or 401 {valid: false, error}.
+func (s *Server) validate(ctx *fasthttp.RequestCtx) {
+	var req validateRequest
+	if err := decodeBody(ctx, &req); err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	if req.RawKey == nil || *req.RawKey == "" {
+		s.writeError(ctx, missing("rawKey"))
+		return
+	}
+	v, err := s.eng.ValidateKey([]byte(*req.RawKey))
+	if err != nil {
+		if !errors.Is(err, engine.ErrUnknownKey) && !errors.Is(err, engine.ErrKeyRevoked) && !errors.Is(err, engine.ErrKeyExpired) {
+			s.writeError(ctx, err)
+			return
+		}
+		writeJSON(ctx, fasthttp.StatusUnauthorized, invalidKeyJSON{Valid: false, Error: err.Error()})
+		return
+	}
+	k := v.Key
+	created := timestamp(k.CreatedAt)
+	writeJSON(ctx, fasthttp.StatusOK, validateJSON{
+		Valid: true, ID: k.ID, Name: k.Name, UserID: k.UserID, ClientName: v.ClientName,
+		CreatedAt: &created, ExpiresAt: tsPtr(k.ExpiresAt), Scopes: k.Scopes,
+	})
+}
+
+type invalidKeyJSON struct {
+	Valid bool   `json:"valid"`
+	Error string `json:"error"`
+}
+
+type accountJSON struct {
+	KeyID          string    `json:"keyId"`
+	Name           string    `json:"name"`
+	UserID         string    `json:"userId"`
+	Scopes         []string  `json:"scopes"`
+	Plan           string    `json:"plan"`
+	RateLimit      int64     `json:"rate_limit"`
+	RemainingToday *int64    `json:"remaining_today"`
+	Reset          timestamp `json:"reset"`
+	APICalls       int64     `json:"api_calls"`
+}
+
+// account is GET /api/v1/account: the calling key's own view. It counts like every v1 call.
+// remaining_today is null for a plan without a daily cap.
+func (s *Server) account(ctx *fasthttp.RequestCtx) {
+	r, ok := s.apiKey(ctx, "")
+	if !ok {
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, accountOf(r))
+}
+
+func accountOf(r actors.KeyResult) accountJSON {
+	a := accountJSON{
+		KeyID: r.Key.ID, Name: r.Key.Name, UserID: r.Key.UserID, Scopes: r.Key.Scopes, Plan: r.Plan,
+		RateLimit: r.Limit, Reset: timestamp(r.Reset), APICalls: r.APICalls,
+	}
+	if r.Limit > 0 {
+		rem := r.Remaining
+		a.RemainingToday = &rem
+	}
+	return a
+}

@@ -1,0 +1,82 @@
+package httpapi
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// httpMetrics: requests by route and status, latency by route, API-key decisions by outcome.
+type httpMetrics struct {
+	requests  *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	decisions *prometheus.CounterVec
+
+	mu       sync.RWMutex
+	outcomes map[string]prometheus.Counter
+}
+
+func newHTTPMetrics(reg *prometheus.Registry) (*httpMetrics, error) {
+	m := &httpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_http_requests_total", Help: "HTTP requests by route and status.",
+		}, []string{"route", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "gateway_http_request_duration_seconds", Help: "HTTP request latency by route.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"route"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_api_key_decisions_total", Help: "API-key authorization decisions by outcome.",
+		}, []string{"outcome"}),
+		outcomes: map[string]prometheus.Counter{},
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.decisions,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{})} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *httpMetrics) keyDecision(outcome string) {
+	m.mu.RLock()
+	c := m.outcomes[outcome]
+	m.mu.RUnlock()
+	if c == nil {
+		c = m.decisions.WithLabelValues(outcome)
+		m.mu.Lock()
+		m.outcomes[outcome] = c
+		m.mu.Unlock()
+	}
+	c.Inc()
+}
+
+// routeMetrics caches one route's series, so the hot path does no label hashing.
+type routeMetrics struct {
+	name     string
+	parent   *httpMetrics
+	latency  prometheus.Observer
+	mu       sync.RWMutex
+	byStatus map[int]prometheus.Counter
+}
+
+func (m *httpMetrics) route(name string) *routeMetrics {
+	return &routeMetrics{name: name, parent: m, latency: m.latency.WithLabelValues(name), byStatus: map[int]prometheus.Counter{}}
+}
+
+func (r *routeMetrics) observe(status int, d time.Duration) {
+	r.latency.Observe(d.Seconds())
+	r.mu.RLock()
+	c := r.byStatus[status]
+	r.mu.RUnlock()
+	if c == nil {
+		c = r.parent.requests.WithLabelValues(r.name, strconv.Itoa(status))
+		r.mu.Lock()
+		r.byStatus[status] = c
+		r.mu.Unlock()
+	}
+	c.Inc()
+}

@@ -1,0 +1,212 @@
+// Package httpapi is the gateway's HTTP interface: fasthttp + fasthttp/router, JSON through
+// goccy/go-json, authentication (API keys, ID tokens), the error model of DESIGN.md section 4,
+// metrics and the OpenAPI document. A handler parses, authorizes, asks the engine and writes the
+// response; it never touches storage. Imports: engine, identity, network (port types).
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"runtime/debug"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/fasthttp/router"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
+
+	"github.com/gateway/gateway/engine"
+	"github.com/gateway/gateway/identity"
+)
+
+// TokenVerifier verifies ID tokens (identity.Verifier in both auth modes).
+type TokenVerifier interface {
+	Verify(ctx context.Context, raw string) (identity.Claims, error)
+}
+
+// Interface guards.
+var _ TokenVerifier = (*identity.Verifier)(nil)
+
+// Config is what the HTTP layer is built from.
+type Config struct {
+	Engine   *engine.Engine
+	Verifier TokenVerifier
+	// DevRoles: the verifier is the embedded dev issuer, whose role claim is honoured.
+	DevRoles      bool
+	Logger        *slog.Logger
+	Registry      *prometheus.Registry // metrics are registered here and served at /metrics
+	InternalCIDRs []netip.Prefix
+	// BodyLimit is the default request body cap (1 MiB); MaxBodyLimit is the largest any route
+	// allows (media routes), which is what the server reads at most.
+	BodyLimit    int
+	MaxBodyLimit int
+	// LogRequests writes one access-log line per request (info level).
+	LogRequests bool
+	Version     string
+	// WriteTimeout bounds writing a response (a sync bulk send needs a long one).
+	WriteTimeout time.Duration
+}
+
+// Server is the gateway's HTTP server.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	eng     *engine.Engine
+	router  *router.Router
+	srv     *fasthttp.Server
+	metrics *httpMetrics
+	ready   atomic.Bool
+	reqSeq  atomic.Uint64
+	reqPfx  string
+}
+
+const (
+	ctxRoute     = "route"
+	ctxRequestID = "request_id"
+)
+
+// New builds the server and its routes.
+func New(cfg Config) (*Server, error) {
+	if cfg.Engine == nil || cfg.Verifier == nil {
+		return nil, errors.New("httpapi: engine and verifier are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	if cfg.BodyLimit <= 0 {
+		cfg.BodyLimit = 1 << 20
+	}
+	cfg.MaxBodyLimit = max(cfg.MaxBodyLimit, cfg.BodyLimit)
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 2 * time.Hour
+	}
+	var pfx [4]byte
+	_, _ = rand.Read(pfx[:])
+	s := &Server{cfg: cfg, log: cfg.Logger, eng: cfg.Engine, router: router.New(), reqPfx: hex.EncodeToString(pfx[:])}
+	var err error
+	if s.metrics, err = newHTTPMetrics(cfg.Registry); err != nil {
+		return nil, err
+	}
+	s.routes()
+	s.router.NotFound = func(ctx *fasthttp.RequestCtx) { s.writeError(ctx, errNotFound) }
+	s.router.MethodNotAllowed = func(ctx *fasthttp.RequestCtx) { s.writeError(ctx, errMethod) }
+	s.router.PanicHandler = nil // recovery is ours: see wrap
+	s.srv = &fasthttp.Server{
+		Handler:               s.router.Handler,
+		Name:                  "gateway",
+		MaxRequestBodySize:    cfg.MaxBodyLimit,
+		ReadTimeout:           30 * time.Second,
+		WriteTimeout:          cfg.WriteTimeout,
+		IdleTimeout:           2 * time.Minute,
+		NoDefaultServerHeader: true,
+		NoDefaultContentType:  true,
+		ErrorHandler:          s.transportError,
+		Logger:                fasthttpLogger{s.log},
+	}
+	return s, nil
+}
+
+// Handler is the full request handler (tests and benchmarks may serve it themselves).
+func (s *Server) Handler() fasthttp.RequestHandler { return s.router.Handler }
+
+// Serve accepts connections on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	s.ready.Store(true)
+	return s.srv.Serve(ln)
+}
+
+// Shutdown stops accepting, then waits for in-flight requests to finish, within ctx.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.ready.Store(false)
+	return s.srv.ShutdownWithContext(ctx)
+}
+
+// route registers a handler wrapped with recovery, request id, body limit, metrics and the
+// access log; limit 0 means the default body limit.
+func (s *Server) route(method, path string, limit int, h fasthttp.RequestHandler) {
+	if limit <= 0 {
+		limit = s.cfg.BodyLimit
+	}
+	m := s.metrics.route(method + " " + path)
+	s.router.Handle(method, path, func(ctx *fasthttp.RequestCtx) {
+		start := time.Now()
+		s.requestID(ctx)
+		defer func() {
+			if v := recover(); v != nil {
+				s.reqLog(ctx).Error("panic in handler", "route", path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				ctx.Response.Reset()
+				s.requestID(ctx)
+				s.writeError(ctx, fmt.Errorf("panic: %v", v))
+			}
+			status := ctx.Response.StatusCode()
+			m.observe(status, time.Since(start))
+			if s.cfg.LogRequests {
+				s.log.Info("request", "request_id", ctx.UserValue(ctxRequestID), "method", method, "route", path,
+					"status", status, "duration_ms", float64(time.Since(start).Microseconds())/1000, "remote", ctx.RemoteIP().String())
+			}
+		}()
+		if len(ctx.Request.Body()) > limit {
+			s.writeError(ctx, fmt.Errorf("%w: the limit is %d bytes", errBodyTooLarge, limit))
+			return
+		}
+		h(ctx)
+	})
+}
+
+// requestID takes the caller's X-Request-Id when it is sane, else makes one, and echoes it.
+func (s *Server) requestID(ctx *fasthttp.RequestCtx) string {
+	if v, ok := ctx.UserValue(ctxRequestID).(string); ok {
+		ctx.Response.Header.Set("X-Request-Id", v)
+		return v
+	}
+	id := string(ctx.Request.Header.Peek("X-Request-Id"))
+	if len(id) == 0 || len(id) > 128 || !printable(id) {
+		id = s.reqPfx + "-" + strconv.FormatUint(s.reqSeq.Add(1), 36)
+	}
+	ctx.SetUserValue(ctxRequestID, id)
+	ctx.Response.Header.Set("X-Request-Id", id)
+	return id
+}
+
+// reqLog is the logger of one request: every line carries its request id.
+func (s *Server) reqLog(ctx *fasthttp.RequestCtx) *slog.Logger {
+	if id, ok := ctx.UserValue(ctxRequestID).(string); ok {
+		return s.log.With("request_id", id)
+	}
+	return s.log
+}
+
+// transportError answers what fasthttp rejects before routing (body over the server's cap,
+// malformed HTTP) in the same JSON error model.
+func (s *Server) transportError(ctx *fasthttp.RequestCtx, err error) {
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		writeJSON(ctx, fasthttp.StatusRequestEntityTooLarge, errorBody{Error: fmt.Sprintf("request body too large: the limit is %d bytes", s.cfg.MaxBodyLimit), Code: "body_too_large"})
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusBadRequest, errorBody{Error: "malformed HTTP request", Code: "bad_request"})
+}
+
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+type fasthttpLogger struct{ log *slog.Logger }
+
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	l.log.Warn(fmt.Sprintf(format, args...), "component", "fasthttp")
+}

@@ -1,0 +1,97 @@
+package httpapi
+
+import (
+	"context"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/gateway/gateway/engine"
+	"github.com/gateway/gateway/persist"
+)
+
+type userJSON struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Email     string    `json:"email"`
+	Role      string    `json:"role"`
+	Plan      string    `json:"plan"`
+	CreatedAt timestamp `json:"createdAt"`
+	UpdatedAt timestamp `json:"updatedAt"`
+}
+
+func userRecord(u persist.User) userJSON {
+	return userJSON{ID: u.ID, Name: u.Name, Email: u.Email, Role: u.Role, Plan: u.Plan,
+		CreatedAt: timestamp(u.CreatedAt), UpdatedAt: timestamp(u.UpdatedAt)}
+}
+
+func (s *Server) listUsers(ctx *fasthttp.RequestCtx, _ persist.User) {
+	users := s.eng.Users()
+	out := make([]userJSON, len(users))
+	for i, u := range users {
+		out[i] = userRecord(u)
+	}
+	writeJSON(ctx, fasthttp.StatusOK, out)
+}
+
+type createUserRequest struct {
+	ID    *string `json:"id"`
+	Name  string  `json:"name"`
+	Email string  `json:"email"`
+	Role  string  `json:"role"`
+	Plan  string  `json:"plan"`
+}
+
+// createUser pre-provisions a profile: the user signs in later with this uid.
+func (s *Server) createUser(ctx *fasthttp.RequestCtx, _ persist.User) {
+	var req createUserRequest
+	if err := decodeBody(ctx, &req); err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	if req.ID == nil || strings.TrimSpace(*req.ID) == "" {
+		s.writeError(ctx, missing("id"))
+		return
+	}
+	u, err := s.eng.CreateUser(context.Background(), engine.NewUser{
+		ID: strings.TrimSpace(*req.ID), Name: req.Name, Email: req.Email, Role: req.Role, Plan: req.Plan,
+	})
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusCreated, userRecord(u))
+}
+
+type updateUserRequest struct {
+	ID   *string `json:"id"`
+	Name *string `json:"name"`
+	Role *string `json:"role"`
+	Plan *string `json:"plan"`
+}
+
+// updateUser changes a profile's role (promotion), plan or name.
+func (s *Server) updateUser(ctx *fasthttp.RequestCtx, _ persist.User) {
+	var req updateUserRequest
+	if err := decodeBody(ctx, &req); err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	if req.ID == nil || *req.ID == "" {
+		s.writeError(ctx, missing("id"))
+		return
+	}
+	if req.Name == nil && req.Role == nil && req.Plan == nil {
+		s.writeError(ctx, badInput("validation_failed", "nothing to change: send name, role and/or plan"))
+		return
+	}
+	u, err := s.eng.UpdateUser(context.Background(), engine.UserPatch{ID: *req.ID, Name: req.Name, Role: req.Role, Plan: req.Plan})
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, struct {
+		Success bool     `json:"success"`
+		User    userJSON `json:"user"`
+	}{true, userRecord(u)})
+}

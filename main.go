@@ -1,0 +1,368 @@
+// Command gateway is the messaging gateway: `gateway serve` runs it, `gateway token` mints a dev
+// ID token, `gateway version` prints the version. main is the only place that reads flags and
+// the environment and wires the packages together: configure → construct → run → wait.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gateway/gateway/engine"
+	"github.com/gateway/gateway/httpapi"
+	"github.com/gateway/gateway/identity"
+	"github.com/gateway/gateway/persist"
+)
+
+// version is set at build time (-ldflags "-X main.version=...").
+var version = "dev"
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "gateway:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		args = []string{"serve"}
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stderr)
+	case "token":
+		return token(args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, "gateway", version)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprintln(stdout, "usage: gateway serve [flags] | gateway token --uid UID [flags] | gateway version")
+		return nil
+	}
+	return fmt.Errorf("unknown command %q (serve, token, version)", args[0])
+}
+
+// config is every `gateway serve` flag (DESIGN.md section 6); each is also read from the
+// environment as GATEWAY_<NAME> (upper case, - → _). A flag given on the command line wins.
+type config struct {
+	addr, data, fsync, network, auth    string
+	oidcIssuer, oidcAudience            string
+	adminUIDs, plans, defaultPlan       string
+	publicURL, ecomAPIBase, ecomVersion string
+	ecomClientID, ecomClientSecret      string
+	internalCIDRs                       string
+	mediaMaxBytes                       int64
+	mediaAllowPrivate                   bool
+	bulkMaxRecipients                   int
+	simAutopair, simLatency             time.Duration
+	requireWebhookSig                   bool
+	bodyLimit                           int
+	logLevel, logFormat                 string
+	logRequests                         bool
+	shutdownTimeout                     time.Duration
+}
+
+func parseServe(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.addr, "addr", ":8080", "listen address")
+	fs.StringVar(&c.data, "data", "./data", "data directory (Badger at DATA/db, dev issuer key at DATA/dev-idp.pem)")
+	fs.StringVar(&c.fsync, "fsync", "batch", "batch: each group commit synced before replying; interval: synced every 100 ms")
+	fs.StringVar(&c.network, "network", "sim", "messaging network: sim (embedded) or whatsapp")
+	fs.StringVar(&c.auth, "auth", "dev", "ID tokens: dev (embedded issuer) or oidc")
+	fs.StringVar(&c.oidcIssuer, "oidc-issuer", "", "OIDC issuer URL (Firebase: https://securetoken.google.com/<project>)")
+	fs.StringVar(&c.oidcAudience, "oidc-audience", "", "OIDC audience (Firebase: the project id)")
+	fs.StringVar(&c.adminUIDs, "admin-uids", "", "comma list of admin uids")
+	fs.StringVar(&c.plans, "plans", "", `plan table JSON file: {"<plan>": {"rate_limit": N, "monthly_messages": N}}`)
+	fs.StringVar(&c.defaultPlan, "default-plan", "free", "plan of new users")
+	fs.StringVar(&c.publicURL, "public-url", "http://localhost:8080", "public base URL (webhook addresses, OAuth redirects)")
+	fs.StringVar(&c.ecomAPIBase, "ecom-api-base", "https://{shop}", "store-platform API base; {shop} is replaced")
+	fs.StringVar(&c.ecomVersion, "ecom-api-version", "2026-10", "store-platform Admin API version")
+	fs.StringVar(&c.ecomClientID, "ecom-client-id", "", "store-platform app client id (when oauth-init stored none)")
+	fs.StringVar(&c.ecomClientSecret, "ecom-client-secret", "", "store-platform app client secret")
+	fs.StringVar(&c.internalCIDRs, "internal-cidrs", "127.0.0.0/8,::1/128", "addresses allowed on the internal admin-prefixed routes without a token")
+	fs.Int64Var(&c.mediaMaxBytes, "media-max-bytes", 16<<20, "largest media file")
+	fs.BoolVar(&c.mediaAllowPrivate, "media-allow-private", false, "allow media URLs on private, loopback and link-local addresses")
+	fs.IntVar(&c.bulkMaxRecipients, "bulk-max-recipients", 1000, "most numbers in one bulk request")
+	fs.DurationVar(&c.simAutopair, "sim-autopair", 0, "sim only: pair a session this long after its QR is shown (0 = never)")
+	fs.DurationVar(&c.simLatency, "sim-latency", 0, "sim only: time each delivery takes")
+	fs.BoolVar(&c.requireWebhookSig, "require-webhook-signature", false, "refuse store webhooks for stores without a signing secret")
+	fs.IntVar(&c.bodyLimit, "body-limit", 1<<20, "request body limit in bytes (media routes allow media-max-bytes)")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.logFormat, "log-format", "json", "json or text")
+	fs.BoolVar(&c.logRequests, "log-requests", true, "one access-log line per request")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for in-flight requests")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if err := applyEnv(fs); err != nil {
+		return c, err
+	}
+	return c, c.check()
+}
+
+// applyEnv sets every flag not given on the command line from GATEWAY_<NAME>.
+func applyEnv(fs *flag.FlagSet) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		env := "GATEWAY_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok && !given[f.Name] && err == nil {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s: %w", env, e)
+			}
+		}
+	})
+	return err
+}
+
+func (c config) check() error {
+	switch {
+	case c.fsync != "batch" && c.fsync != "interval":
+		return fmt.Errorf("--fsync must be batch or interval")
+	case c.network != "sim" && c.network != "whatsapp":
+		return fmt.Errorf("--network must be sim or whatsapp")
+	case c.auth != "dev" && c.auth != "oidc":
+		return fmt.Errorf("--auth must be dev or oidc")
+	case c.auth == "oidc" && (c.oidcIssuer == "" || c.oidcAudience == ""):
+		return fmt.Errorf("--auth oidc needs --oidc-issuer and --oidc-audience")
+	case c.mediaMaxBytes <= 0 || c.bulkMaxRecipients <= 0 || c.bodyLimit <= 0:
+		return fmt.Errorf("--media-max-bytes, --bulk-max-recipients and --body-limit must be positive")
+	case c.logFormat != "json" && c.logFormat != "text":
+		return fmt.Errorf("--log-format must be json or text")
+	}
+	if _, err := parseCIDRs(c.internalCIDRs); err != nil {
+		return err
+	}
+	return nil
+}
+
+func parseCIDRs(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(part)
+		if err != nil {
+			return nil, fmt.Errorf("--internal-cidrs: %w", err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+func newLogger(c config, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if c.logFormat == "text" {
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewJSONHandler(w, opts)), nil
+}
+
+func serve(args []string, stderr io.Writer) error {
+	c, err := parseServe(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	log, err := newLogger(c, stderr)
+	if err != nil {
+		return err
+	}
+	// hollywood logs through the default logger: configure it once, here.
+	slog.SetDefault(log.With("component", "actors"))
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	g, err := build(ctx, c, log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		g.close()
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- g.http.Serve(ln) }()
+	log.Info("gateway listening", "addr", ln.Addr().String(), "version", version, "auth", c.auth, "network", c.network, "data", c.data, "fsync", c.fsync)
+	if g.issuer != nil {
+		printDevHelp(stderr, c, ln.Addr())
+	}
+
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err := <-errc:
+		g.shutdown(c.shutdownTimeout)
+		return fmt.Errorf("serve: %w", err)
+	}
+	g.shutdown(c.shutdownTimeout)
+	log.Info("stopped")
+	return nil
+}
+
+// gateway is the wired application.
+type gateway struct {
+	log    *slog.Logger
+	kv     *persist.Badger
+	engine *engine.Engine
+	http   *httpapi.Server
+	issuer *identity.Issuer // dev auth only
+}
+
+// build constructs every part from the configuration.
+func build(ctx context.Context, c config, log *slog.Logger) (g *gateway, err error) {
+	g = &gateway{log: log}
+	defer func() {
+		if err != nil {
+			g.close()
+		}
+	}()
+	if err := os.MkdirAll(c.data, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	plans := engine.DefaultPlans()
+	if c.plans != "" {
+		if plans, err = engine.LoadPlans(c.plans); err != nil {
+			return nil, err
+		}
+	}
+	verifier, issuer, err := newVerifier(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	g.issuer = issuer
+	g.kv, err = persist.OpenBadger(filepath.Join(c.data, "db"), persist.BadgerOptions{Fsync: persist.Fsync(c.fsync), Logger: log.With("component", "badger")})
+	if err != nil {
+		return nil, fmt.Errorf("open storage: %w", err)
+	}
+	g.engine, err = engine.New(engine.Config{
+		Store: persist.NewStore(g.kv), Logger: log.With("component", "engine"), Plans: plans,
+		DefaultPlan: c.defaultPlan, AdminUIDs: strings.Split(c.adminUIDs, ","), DevRoles: c.auth == "dev",
+	})
+	if err != nil {
+		return nil, err
+	}
+	cidrs, _ := parseCIDRs(c.internalCIDRs)
+	g.http, err = httpapi.New(httpapi.Config{
+		Engine: g.engine, Verifier: verifier, DevRoles: c.auth == "dev", Logger: log.With("component", "http"),
+		Registry: prometheus.NewRegistry(), InternalCIDRs: cidrs, BodyLimit: c.bodyLimit,
+		LogRequests: c.logRequests, Version: version,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// shutdown stops in order: stop accepting and drain requests, stop actors (they flush their
+// state), close storage.
+func (g *gateway) shutdown(timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if g.http != nil {
+		if err := g.http.Shutdown(ctx); err != nil {
+			g.log.Warn("http shutdown", "err", err)
+		}
+	}
+	if g.engine != nil {
+		g.engine.Stop(ctx)
+		g.engine = nil
+	}
+	g.close()
+}
+
+func (g *gateway) close() {
+	if g.engine != nil {
+		g.engine.Stop(context.Background())
+	}
+	if g.kv != nil {
+		if err := g.kv.Close(); err != nil {
+			g.log.Warn("close storage", "err", err)
+		}
+		g.kv = nil
+	}
+}
+
+func newVerifier(ctx context.Context, c config) (*identity.Verifier, *identity.Issuer, error) {
+	if c.auth == "oidc" {
+		v, err := identity.NewOIDC(ctx, c.oidcIssuer, c.oidcAudience, nil)
+		return v, nil, err
+	}
+	return identity.NewDev(c.data)
+}
+
+func printDevHelp(w io.Writer, c config, addr net.Addr) {
+	port := "8080"
+	if a, ok := addr.(*net.TCPAddr); ok {
+		port = fmt.Sprint(a.Port)
+	}
+	fmt.Fprintf(w, `
+gateway is running on embedded defaults (dev ID tokens, %s network, data in %s).
+Mint an ID token, then call the API with it:
+  admin:  go run . token --data %s --uid admin --role admin
+  client: go run . token --data %s --uid alice --name Alice
+  curl -H "Authorization: Bearer $TOKEN" http://localhost:%s/api/admin/apikeys
+`, c.network, c.data, c.data, c.data, port)
+}
+
+func token(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	data := fs.String("data", "./data", "data directory holding dev-idp.pem (created if missing)")
+	uid := fs.String("uid", "", "user id (sub)")
+	role := fs.String("role", "", "client or admin (honoured in dev auth only)")
+	name := fs.String("name", "", "display name")
+	email := fs.String("email", "", "email")
+	ttl := fs.Duration("ttl", time.Hour, "lifetime")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if err := applyEnv(fs); err != nil {
+		return err
+	}
+	if *uid == "" {
+		return errors.New("token: --uid is required")
+	}
+	if *role != "" && *role != engine.RoleClient && *role != engine.RoleAdmin {
+		return errors.New("token: --role must be client or admin")
+	}
+	_, issuer, err := identity.NewDev(*data)
+	if err != nil {
+		return err
+	}
+	tok, err := issuer.Mint(identity.TokenRequest{UID: *uid, Role: *role, Name: *name, Email: *email, TTL: *ttl})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, tok)
+	return nil
+}
