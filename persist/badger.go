@@ -1,0 +1,456 @@
+package persist
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Fsync says when Badger's commits reach the disk.
+type Fsync string
+
+const (
+	// FsyncBatch syncs each group commit before any of its callers returns (survives a
+	// machine crash).
+	FsyncBatch Fsync = "batch"
+	// FsyncInterval does not sync per commit but every syncInterval (survives a process
+	// crash; a machine crash may lose the last interval).
+	FsyncInterval Fsync = "interval"
+)
+
+// BadgerOptions configures OpenBadger.
+type BadgerOptions struct {
+	Fsync    Fsync        // "" means FsyncBatch
+	Logger   *slog.Logger // badger's own logs go through it, at warn and above only; nil discards
+	InMemory bool         // for tests and benchmarks only: nothing is written to disk
+}
+
+// Group commit limits and background periods.
+const (
+	// maxGroupOps and maxGroupBytes stop gathering requests into one transaction; Badger's
+	// own limit (15 % of the memtable, 2.4 MiB here) is enforced by splitting on ErrTxnTooBig.
+	maxGroupOps   = 1024
+	maxGroupBytes = 2 << 20
+	// queueSize is how many commit requests may wait for the writer; more callers block.
+	queueSize = 4096
+	// pooledBufMax keeps requests with huge buffers out of the pool.
+	pooledBufMax  = 64 << 10
+	syncInterval  = 100 * time.Millisecond
+	gcInterval    = 5 * time.Minute
+	gcDiscardRate = 0.5
+)
+
+// Badger is the durable KV. All writes go through one writer goroutine that gathers every
+// Commit waiting into one Badger transaction (group commit), so a synced commit costs one
+// fsync per group instead of one per caller.
+//
+// Concurrency: Get, Scan and Commit run on the caller's goroutine and are counted by gate;
+// only the writer goroutine creates write transactions; Close waits for the calls in flight,
+// then for the writer, then for the background syncer and value-log GC, then closes Badger.
+type Badger struct {
+	db       *badger.DB
+	log      *slog.Logger
+	inMemory bool
+
+	gate       *gate
+	reqs       chan *commitReq
+	pool       sync.Pool // *commitReq
+	writerDone chan struct{}
+	stop       chan struct{} // stops the syncer and the GC loop
+	bg         sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+
+	txns atomic.Uint64 // write transactions committed, for tests and benchmarks
+	// beforeGroup, when set by a test, runs in the writer before each group is written.
+	beforeGroup func(group []*commitReq)
+}
+
+// commitReq is one Commit call handed to the writer. Its ops point into buf, a private copy,
+// so a caller that gives up (context ended) may reuse its own slices at once.
+type commitReq struct {
+	ops  []Op
+	buf  []byte
+	size int
+	done chan error // buffered: the writer never blocks on a caller that left
+}
+
+// OpenBadger opens (or creates) the Badger database in dir (DATA/db) and starts its writer.
+func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
+	switch o.Fsync {
+	case "":
+		o.Fsync = FsyncBatch
+	case FsyncBatch, FsyncInterval:
+	default:
+		return nil, fmt.Errorf("%w: fsync mode %q (want %q or %q)", ErrInvalid, o.Fsync, FsyncBatch, FsyncInterval)
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("component", "badger")
+
+	opts := badger.DefaultOptions(dir)
+	if o.InMemory {
+		opts = badger.DefaultOptions("").WithInMemory(true)
+	}
+	opts = opts.
+		WithLogger(badgerLogger{log}).
+		// batch: each group transaction is synced once, before its callers are answered.
+		WithSyncWrites(o.Fsync == FsyncBatch && !o.InMemory).
+		// Only the writer goroutine writes, so transactions never overlap.
+		WithDetectConflicts(false).
+		WithMetricsEnabled(false).
+		// Memory kept modest (10k actors share 24 GiB): defaults are 5 x 64 MiB memtables,
+		// a 256 MiB block cache and 1 GiB value-log files. Here: at most 3 x 16 MiB memtables,
+		// 32 MiB block cache, 16 MiB index cache, 128 MiB value-log files, 2 compactors.
+		WithMemTableSize(16 << 20).
+		WithNumMemtables(3).
+		WithBlockCacheSize(32 << 20).
+		WithIndexCacheSize(16 << 20).
+		WithValueLogFileSize(128 << 20).
+		WithNumCompactors(2)
+
+	db, err := badger.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("persist: open badger at %q: %w", dir, err)
+	}
+	b := &Badger{
+		db:         db,
+		log:        log,
+		inMemory:   o.InMemory,
+		gate:       newGate(),
+		reqs:       make(chan *commitReq, queueSize),
+		writerDone: make(chan struct{}),
+		stop:       make(chan struct{}),
+	}
+	b.pool.New = func() any { return &commitReq{done: make(chan error, 1)} }
+	go b.write()
+	if !o.InMemory {
+		if o.Fsync == FsyncInterval {
+			b.bg.Go(b.syncLoop)
+		}
+		b.bg.Go(b.gcLoop)
+	}
+	return b, nil
+}
+
+// Get returns a copy of the value at key.
+func (b *Badger) Get(key []byte) ([]byte, error) {
+	if !b.gate.enter() {
+		return nil, ErrClosed
+	}
+	defer b.gate.leave()
+	if len(key) == 0 {
+		return nil, ErrNotFound
+	}
+	var value []byte
+	err := b.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(key)
+		if err != nil {
+			return err
+		}
+		value, err = item.ValueCopy(nil)
+		return err
+	})
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("persist: get: %w", err)
+	}
+	return value, nil
+}
+
+// Scan calls fn for every live key under prefix in key order, within one read snapshot.
+// The slices passed to fn are only valid during the call.
+func (b *Badger) Scan(prefix []byte, fn func(key, value []byte) error) error {
+	if !b.gate.enter() {
+		return ErrClosed
+	}
+	defer b.gate.leave()
+	return b.db.View(func(txn *badger.Txn) error {
+		// Values live in the LSM tree (under the 1 MiB value threshold): prefetching would
+		// only copy them.
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			var fnErr error
+			if err := item.Value(func(v []byte) error {
+				fnErr = fn(item.Key(), v)
+				return nil
+			}); err != nil {
+				return fmt.Errorf("persist: scan: %w", err)
+			}
+			if fnErr != nil {
+				return fnErr
+			}
+		}
+		return nil
+	})
+}
+
+// Commit hands ops to the writer and waits until the group holding them is written (and,
+// with FsyncBatch, synced). If ctx ends while waiting, Commit returns ctx.Err() but the ops
+// may still be committed: the outcome is then unknown to the caller.
+func (b *Badger) Commit(ctx context.Context, ops ...Op) error {
+	if !b.gate.enter() {
+		return ErrClosed
+	}
+	defer b.gate.leave()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := validateOps(ops); err != nil {
+		return err
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	if b.inMemory {
+		// In-memory Badger refuses values at or above its value threshold (1 MiB).
+		for i, op := range ops {
+			if len(op.Value) >= 1<<20 {
+				return fmt.Errorf("%w: op %d: value of %d bytes too large for in-memory mode", ErrInvalid, i, len(op.Value))
+			}
+		}
+	}
+	req := b.pool.Get().(*commitReq)
+	req.load(ops)
+	select {
+	case b.reqs <- req:
+	case <-ctx.Done():
+		b.release(req)
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.done:
+		b.release(req)
+		return err
+	case <-ctx.Done():
+		return ctx.Err() // req still belongs to the writer: not pooled
+	}
+}
+
+// load copies ops into r's own buffer.
+func (r *commitReq) load(ops []Op) {
+	n := 0
+	for _, op := range ops {
+		n += len(op.Key) + len(op.Value)
+	}
+	r.size = n
+	if cap(r.buf) < n {
+		r.buf = make([]byte, 0, n)
+	}
+	buf := r.buf[:0]
+	r.ops = r.ops[:0]
+	for _, op := range ops {
+		// buf has room for everything: appends never move it, so earlier slices stay valid.
+		k := len(buf)
+		buf = append(buf, op.Key...)
+		v := len(buf)
+		buf = append(buf, op.Value...)
+		r.ops = append(r.ops, Op{Key: buf[k:v:v], Value: buf[v:len(buf):len(buf)], Delete: op.Delete, TTL: op.TTL})
+	}
+	r.buf = buf
+}
+
+func (b *Badger) release(r *commitReq) {
+	if cap(r.buf) > pooledBufMax {
+		return
+	}
+	clear(r.ops)
+	r.ops = r.ops[:0]
+	b.pool.Put(r)
+}
+
+// write is the writer goroutine: it takes the first waiting request, gathers whatever else
+// is already waiting (up to the group limits), writes the group and answers its callers.
+// No timer: while one group is being synced the next one accumulates in the queue.
+func (b *Badger) write() {
+	defer close(b.writerDone)
+	var group []*commitReq
+	for req := range b.reqs {
+		group = append(group[:0], req)
+		ops, size := len(req.ops), req.size
+	gather:
+		for ops < maxGroupOps && size < maxGroupBytes {
+			select {
+			case r, ok := <-b.reqs:
+				if !ok {
+					break gather // closed: the range loop ends after this group
+				}
+				group = append(group, r)
+				ops += len(r.ops)
+				size += r.size
+			default:
+				break gather
+			}
+		}
+		if b.beforeGroup != nil {
+			b.beforeGroup(group)
+		}
+		b.commitGroup(group)
+		clear(group)
+	}
+}
+
+// commitGroup writes group, in order, in as few transactions as Badger accepts, and answers
+// every request. A request Badger refuses even alone fails by itself; its neighbours are
+// written.
+func (b *Badger) commitGroup(group []*commitReq) {
+	for len(group) > 0 {
+		txn := b.db.NewTransaction(true)
+		n, err := stage(txn, group)
+		if err != nil {
+			txn.Discard() // it may hold part of group[n]
+			if n == 0 || !errors.Is(err, badger.ErrTxnTooBig) {
+				b.commitGroup(group[:n]) // these staged cleanly: one transaction
+				group[n].done <- fmt.Errorf("persist: commit: %w", err)
+				group = group[n+1:]
+				continue
+			}
+			// group[n] does not fit on top of group[:n]: write those, then start at group[n].
+			b.commitGroup(group[:n])
+			group = group[n:]
+			continue
+		}
+		err = txn.Commit()
+		b.txns.Add(1)
+		if err != nil {
+			err = fmt.Errorf("persist: commit: %w", err)
+		}
+		for _, r := range group {
+			r.done <- err
+		}
+		return
+	}
+}
+
+// stage adds the requests' ops to txn; it returns how many requests were fully added and, if
+// it stopped early, the error of the request it stopped at.
+func stage(txn *badger.Txn, group []*commitReq) (int, error) {
+	for i, r := range group {
+		for _, op := range r.ops {
+			var err error
+			if op.Delete {
+				err = txn.Delete(op.Key)
+			} else {
+				e := badger.NewEntry(op.Key, op.Value)
+				if op.TTL > 0 {
+					e.ExpiresAt = expiresAt(time.Now(), op.TTL)
+				}
+				err = txn.SetEntry(e)
+			}
+			if err != nil {
+				return i, err
+			}
+		}
+	}
+	return len(group), nil
+}
+
+// expiresAt converts a TTL to Badger's expiry in Unix seconds, rounded up so that an entry
+// never expires before its TTL (Badger's own WithTTL rounds down, so a TTL under a second
+// could expire at once).
+func expiresAt(now time.Time, ttl time.Duration) uint64 {
+	t := now.Add(ttl)
+	s := t.Unix()
+	if t.Nanosecond() > 0 {
+		s++
+	}
+	return uint64(s)
+}
+
+// syncLoop makes interval-mode commits durable every syncInterval.
+func (b *Badger) syncLoop() {
+	t := time.NewTicker(syncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-t.C:
+			if err := b.db.Sync(); err != nil {
+				b.log.Warn("periodic sync failed", "err", err)
+			}
+		}
+	}
+}
+
+// gcLoop reclaims value-log space. Records stay under the value threshold and live in the
+// LSM tree, so this only matters for large values (media in the outbox).
+func (b *Badger) gcLoop() {
+	t := time.NewTicker(gcInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-t.C:
+		}
+		for {
+			err := b.db.RunValueLogGC(gcDiscardRate)
+			if err != nil {
+				if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) {
+					b.log.Warn("value log GC failed", "err", err)
+				}
+				break
+			}
+			select {
+			case <-b.stop:
+				return
+			default:
+			}
+		}
+	}
+}
+
+// Close lets the calls in flight finish (pending commits are written), stops the writer, the
+// syncer and the GC, and closes Badger (which syncs). Later calls return ErrClosed; Close
+// itself may be called again and returns the first result.
+func (b *Badger) Close() error {
+	b.closeOnce.Do(func() {
+		b.gate.closeAndWait()
+		// No caller is between enter and leave any more, so nothing can send on reqs.
+		close(b.reqs)
+		<-b.writerDone
+		close(b.stop)
+		b.bg.Wait()
+		if err := b.db.Close(); err != nil {
+			b.closeErr = fmt.Errorf("persist: close badger: %w", err)
+		}
+	})
+	return b.closeErr
+}
+
+// badgerLogger sends Badger's logs to slog, warnings and errors only: its info lines
+// (compactions, flushes) are noise at the gateway's scale.
+type badgerLogger struct{ l *slog.Logger }
+
+func (g badgerLogger) Errorf(f string, a ...any) {
+	g.l.Error(strings.TrimSpace(fmt.Sprintf(f, a...)))
+}
+
+func (g badgerLogger) Warningf(f string, a ...any) {
+	g.l.Warn(strings.TrimSpace(fmt.Sprintf(f, a...)))
+}
+
+func (badgerLogger) Infof(string, ...any)  {}
+func (badgerLogger) Debugf(string, ...any) {}
+
+// Interface guards.
+var (
+	_ KV            = (*Badger)(nil)
+	_ KV            = (*Memory)(nil)
+	_ badger.Logger = badgerLogger{}
+)

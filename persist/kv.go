@@ -1,0 +1,117 @@
+// Package persist owns the gateway's durable state: the ordered key-value store (Badger on disk,
+// a map for tests), the versioned record codec, typed tables and the typed stores the core uses
+// (users, API keys with their hash and owner indexes, key usage marks).
+//
+// It may import only the standard library, github.com/dgraph-io/badger/v4 and
+// github.com/goccy/go-json; it never imports other gateway packages.
+//
+// Key schema: every record lives under "<table>/<id>"; table names never contain "/", so one
+// table's prefix never covers another's.
+package persist
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrNotFound is returned when a key or record is absent or expired.
+var ErrNotFound = errors.New("not found")
+
+// ErrClosed is returned by every call on a KV after Close.
+var ErrClosed = errors.New("persist: store closed")
+
+// ErrInvalid wraps every refusal of a malformed input (empty key or id, oversized key or value,
+// negative TTL...). Nothing of a refused Commit is written.
+var ErrInvalid = errors.New("persist: invalid input")
+
+// ErrConflict is returned when a unique index already holds another record (two API keys
+// with the same hash).
+var ErrConflict = errors.New("persist: conflict")
+
+// Limits every KV enforces, so an implementation never sees what Badger would refuse
+// (Badger refuses keys over 65000 bytes and keys under its internal "!badger!" prefix).
+const (
+	MaxKeySize   = 65000
+	MaxValueSize = 64 << 20
+)
+
+var reservedPrefix = []byte("!badger!")
+
+// Op is one write of an atomic, durable commit.
+type Op struct {
+	Key    []byte
+	Value  []byte
+	Delete bool
+	TTL    time.Duration // 0 = no expiry (Badger entry TTL; the memory KV honours it too)
+}
+
+// KV is the ordered key-value store every typed store sits on.
+type KV interface {
+	Get(key []byte) ([]byte, error)                             // ErrNotFound when absent or expired
+	Scan(prefix []byte, fn func(key, value []byte) error) error // key order; fn must not keep slices
+	// Commit applies ops atomically and returns once they are durable (per the fsync mode).
+	// Many concurrent Commit calls are gathered by one writer into one Badger transaction
+	// per tick: group commit. Safe for concurrent use.
+	Commit(ctx context.Context, ops ...Op) error
+	Close() error
+}
+
+// validateOps refuses what no implementation may write, before anything is queued, so a bad
+// op fails only its own caller.
+func validateOps(ops []Op) error {
+	for i, op := range ops {
+		switch {
+		case len(op.Key) == 0:
+			return fmt.Errorf("%w: op %d: empty key", ErrInvalid, i)
+		case len(op.Key) > MaxKeySize:
+			return fmt.Errorf("%w: op %d: key of %d bytes exceeds %d", ErrInvalid, i, len(op.Key), MaxKeySize)
+		case bytes.HasPrefix(op.Key, reservedPrefix):
+			return fmt.Errorf("%w: op %d: key uses the reserved prefix %q", ErrInvalid, i, reservedPrefix)
+		case len(op.Value) > MaxValueSize:
+			return fmt.Errorf("%w: op %d: value of %d bytes exceeds %d", ErrInvalid, i, len(op.Value), MaxValueSize)
+		case op.TTL < 0:
+			return fmt.Errorf("%w: op %d: negative TTL", ErrInvalid, i)
+		}
+	}
+	return nil
+}
+
+// gate counts calls in flight and, once closed, refuses new ones and lets Close wait for
+// the running ones. It is lock-free so that nested calls (a Scan callback that commits)
+// never deadlock against a waiting Close: a nested call after Close just gets ErrClosed.
+type gate struct {
+	state    atomic.Int64 // calls in flight, plus gateClosed once closed
+	idleOnce sync.Once
+	idle     chan struct{} // closed when the gate is closed and nothing is in flight
+}
+
+const gateClosed = 1 << 62
+
+func newGate() *gate { return &gate{idle: make(chan struct{})} }
+
+func (g *gate) enter() bool {
+	if g.state.Add(1)&gateClosed != 0 {
+		g.leave()
+		return false
+	}
+	return true
+}
+
+func (g *gate) leave() {
+	if g.state.Add(-1) == gateClosed {
+		g.idleOnce.Do(func() { close(g.idle) })
+	}
+}
+
+// closeAndWait refuses new calls and returns when the last call in flight has left.
+func (g *gate) closeAndWait() {
+	if g.state.Add(gateClosed) == gateClosed {
+		g.idleOnce.Do(func() { close(g.idle) })
+	}
+	<-g.idle
+}

@@ -1,0 +1,267 @@
+package persist
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// User is a dashboard user's profile.
+type User struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Email     string    `json:"email"`
+	Role      string    `json:"role"` // client | admin
+	Plan      string    `json:"plan"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// APIKey is an API key record; the raw key is never stored.
+type APIKey struct {
+	ID        string     `json:"id"`
+	UserID    string     `json:"userId"`
+	Name      string     `json:"name"`
+	Hash      string     `json:"hash"` // hex SHA-256 of the raw key
+	Last4     string     `json:"last4"`
+	Status    string     `json:"status"` // active | revoked
+	Scopes    []string   `json:"scopes"`
+	CreatedAt time.Time  `json:"createdAt"`
+	ExpiresAt *time.Time `json:"expiresAt"`
+}
+
+// KeyUsage is a key's persisted counter marks (high-water marks reserved in blocks).
+type KeyUsage struct {
+	Day       string `json:"day"`       // UTC day "2006-01-02" the DayMark belongs to
+	DayMark   int64  `json:"dayMark"`   // requests counted today may not exceed this after a crash
+	CallsMark int64  `json:"callsMark"` // api_calls high-water mark (all time)
+}
+
+// Key schema of the Store (tables are "<name>/<id>"):
+//
+//	user/<userID>                          User (v1)
+//	apikey/<keyID>                         APIKey (v1)
+//	apikey_hash/<hash>                     raw key id: unique index by hash
+//	apikey_owner/<userID> NUL <keyID>      empty: index by owner (NUL ends the user id, so
+//	                                       "u1" never matches the keys of "u1x")
+//	apikey_usage/<keyID>                   KeyUsage (v1)
+const (
+	usersTable     = "user"
+	keysTable      = "apikey"
+	keyHashIndex   = "apikey_hash/"
+	keyOwnerIndex  = "apikey_owner/"
+	keyUsageTable  = "apikey_usage"
+	recordVersion1 = 1
+	keyLockStripes = 64
+)
+
+// Store holds the typed stores of the core. Key writes (PutKey, DeleteKey) read the old
+// record to fix the indexes; they are serialised per key id by striped locks so two writers
+// of one key cannot leave a stale index. Everything else is lock-free above the KV.
+type Store struct {
+	kv       KV
+	users    *Table[User]
+	keys     *Table[APIKey]
+	usage    *Table[KeyUsage]
+	seed     maphash.Seed
+	keyLocks [keyLockStripes]sync.Mutex
+}
+
+// NewStore returns the typed stores on kv.
+func NewStore(kv KV) *Store {
+	return &Store{
+		kv:    kv,
+		users: NewTable[User](kv, usersTable, recordVersion1),
+		keys:  NewTable[APIKey](kv, keysTable, recordVersion1),
+		usage: NewTable[KeyUsage](kv, keyUsageTable, recordVersion1),
+		seed:  maphash.MakeSeed(),
+	}
+}
+
+// KV returns the underlying store, for multi-op commits across tables.
+func (s *Store) KV() KV { return s.kv }
+
+// GetUser returns user id or ErrNotFound.
+func (s *Store) GetUser(id string) (User, error) { return s.users.Get(id) }
+
+// PutUser writes u (timestamps are the caller's).
+func (s *Store) PutUser(ctx context.Context, u User) error { return s.users.Put(ctx, u.ID, u) }
+
+// ListUsers returns every user, by id.
+func (s *Store) ListUsers() ([]User, error) {
+	var out []User
+	err := s.users.Scan("", func(_ string, u User) error {
+		out = append(out, u)
+		return nil
+	})
+	return out, err
+}
+
+// GetKey returns API key id or ErrNotFound.
+func (s *Store) GetKey(id string) (APIKey, error) { return s.keys.Get(id) }
+
+// GetKeyByHash returns the API key whose raw key hashes to hash, or ErrNotFound.
+func (s *Store) GetKeyByHash(hash string) (APIKey, error) {
+	if hash == "" {
+		return APIKey{}, ErrNotFound
+	}
+	id, err := s.kv.Get(hashKey(hash))
+	if err != nil {
+		return APIKey{}, err
+	}
+	return s.keys.Get(string(id))
+}
+
+// ListKeys returns every API key, by createdAt then id.
+func (s *Store) ListKeys() ([]APIKey, error) {
+	var out []APIKey
+	if err := s.keys.Scan("", func(_ string, k APIKey) error {
+		out = append(out, k)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	sortKeys(out)
+	return out, nil
+}
+
+// ListKeysByOwner returns the API keys of user userID, by createdAt then id.
+func (s *Store) ListKeysByOwner(userID string) ([]APIKey, error) {
+	if userID == "" {
+		return nil, nil
+	}
+	prefix := ownerPrefix(userID)
+	var ids []string
+	if err := s.kv.Scan(prefix, func(key, _ []byte) error {
+		ids = append(ids, string(key[len(prefix):]))
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	out := make([]APIKey, 0, len(ids))
+	for _, id := range ids {
+		k, err := s.keys.Get(id)
+		if errors.Is(err, ErrNotFound) {
+			continue // deleted between the index scan and this read
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	sortKeys(out)
+	return out, nil
+}
+
+// PutKey writes k and its hash and owner indexes in one atomic commit, removing the indexes
+// of the previous version of k when its hash or owner changed. A hash already indexed for
+// another key is refused with ErrConflict.
+func (s *Store) PutKey(ctx context.Context, k APIKey) error {
+	switch {
+	case k.ID == "" || k.UserID == "" || k.Hash == "":
+		return fmt.Errorf("%w: api key needs id, userId and hash", ErrInvalid)
+	case strings.IndexByte(k.UserID, 0) >= 0:
+		return fmt.Errorf("%w: api key userId contains NUL", ErrInvalid)
+	}
+	mu := s.keyLock(k.ID)
+	mu.Lock()
+	defer mu.Unlock()
+
+	old, err := s.keys.Get(k.ID)
+	exists := err == nil
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	if !exists || old.Hash != k.Hash {
+		holder, err := s.kv.Get(hashKey(k.Hash))
+		switch {
+		case err == nil && string(holder) != k.ID:
+			return fmt.Errorf("%w: hash of api key %q is already used by %q", ErrConflict, k.ID, holder)
+		case err != nil && !errors.Is(err, ErrNotFound):
+			return err
+		}
+	}
+
+	put, err := s.keys.PutOp(k.ID, k)
+	if err != nil {
+		return err
+	}
+	ops := []Op{
+		put,
+		{Key: hashKey(k.Hash), Value: []byte(k.ID)},
+		{Key: ownerKey(k.UserID, k.ID), Value: []byte{}},
+	}
+	if exists && old.Hash != k.Hash {
+		ops = append(ops, Op{Key: hashKey(old.Hash), Delete: true})
+	}
+	if exists && old.UserID != k.UserID {
+		ops = append(ops, Op{Key: ownerKey(old.UserID, k.ID), Delete: true})
+	}
+	return s.kv.Commit(ctx, ops...)
+}
+
+// DeleteKey removes API key id, its indexes and its usage marks atomically, or returns
+// ErrNotFound.
+func (s *Store) DeleteKey(ctx context.Context, id string) error {
+	mu := s.keyLock(id)
+	mu.Lock()
+	defer mu.Unlock()
+
+	old, err := s.keys.Get(id)
+	if err != nil {
+		return err
+	}
+	ops := []Op{
+		s.keys.DeleteOp(id),
+		{Key: ownerKey(old.UserID, id), Delete: true},
+		s.usage.DeleteOp(id),
+	}
+	// The hash index is removed only if it is this key's, never another key's entry.
+	holder, err := s.kv.Get(hashKey(old.Hash))
+	switch {
+	case err == nil && string(holder) == id:
+		ops = append(ops, Op{Key: hashKey(old.Hash), Delete: true})
+	case err != nil && !errors.Is(err, ErrNotFound):
+		return err
+	}
+	return s.kv.Commit(ctx, ops...)
+}
+
+// GetKeyUsage returns the usage marks of key id; the zero value and nil when there are none.
+func (s *Store) GetKeyUsage(id string) (KeyUsage, error) {
+	u, err := s.usage.Get(id)
+	if errors.Is(err, ErrNotFound) {
+		return KeyUsage{}, nil
+	}
+	return u, err
+}
+
+// PutKeyUsage writes the usage marks of key id.
+func (s *Store) PutKeyUsage(ctx context.Context, id string, u KeyUsage) error {
+	return s.usage.Put(ctx, id, u)
+}
+
+func (s *Store) keyLock(id string) *sync.Mutex {
+	return &s.keyLocks[maphash.String(s.seed, id)%keyLockStripes]
+}
+
+func hashKey(hash string) []byte { return []byte(keyHashIndex + hash) }
+
+func ownerPrefix(userID string) []byte { return []byte(keyOwnerIndex + userID + "\x00") }
+
+func ownerKey(userID, keyID string) []byte { return append(ownerPrefix(userID), keyID...) }
+
+func sortKeys(keys []APIKey) {
+	slices.SortFunc(keys, func(a, b APIKey) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+}
