@@ -1,0 +1,155 @@
+package ecom
+
+import (
+	"bytes"
+	"html"
+	"strconv"
+	"strings"
+
+	json "github.com/goccy/go-json"
+)
+
+// WooCommerce webhook topics (X-WC-Webhook-Topic) that can carry one of the five events.
+const (
+	WooTopicOrderCreated = "order.created"
+	WooTopicOrderUpdated = "order.updated"
+)
+
+type wooAddress struct {
+	FirstName flexString `json:"first_name"`
+	Address1  flexString `json:"address_1"`
+	City      flexString `json:"city"`
+	Country   flexString `json:"country"`
+	Phone     flexString `json:"phone"` // shipping.phone exists since WooCommerce 5.6
+}
+
+type wooOrder struct {
+	ID                 flexInt    `json:"id"`
+	Number             flexString `json:"number"`
+	Status             flexString `json:"status"`
+	Total              flexString `json:"total"`
+	Currency           flexString `json:"currency"`
+	PaymentMethodTitle flexString `json:"payment_method_title"`
+	Billing            wooAddress `json:"billing"`
+	Shipping           wooAddress `json:"shipping"`
+	LineItems          []struct {
+		Name     flexString `json:"name"`
+		Quantity flexInt    `json:"quantity"`
+	} `json:"line_items"`
+	Refunds []struct {
+		Total flexString `json:"total"`
+	} `json:"refunds"`
+	MetaData []struct {
+		Key   flexString      `json:"key"`
+		Value json.RawMessage `json:"value"`
+	} `json:"meta_data"`
+}
+
+// ParseWoo normalises a WooCommerce order.created / order.updated body. The order's status
+// picks the topic: pending or on-hold → orders/create (order.created only: an update that
+// leaves an order unpaid tells the customer nothing), processing → orders/paid, completed →
+// fulfillments/create, cancelled → orders/cancelled, refunded → refunds/create. failed, other
+// statuses and other topics return ErrIgnored with the reason; a body that is not a JSON order
+// returns ErrMalformed (WooCommerce's creation ping is a form body: see WooPing).
+func ParseWoo(topic string, body []byte) (Event, error) {
+	topic = strings.ToLower(strings.TrimSpace(topic))
+	if topic != WooTopicOrderCreated && topic != WooTopicOrderUpdated {
+		return Event{}, &detailError{kind: ErrIgnored, detail: "topic " + strconv.Quote(topic) + " sends no message"}
+	}
+	var o wooOrder
+	if err := decodeObject(body, &o); err != nil {
+		return Event{}, err
+	}
+	if o.ID <= 0 {
+		return Event{}, wrapMalformed("order without id")
+	}
+	status := strings.ToLower(string(o.Status))
+	var t string
+	switch status {
+	case "pending", "on-hold":
+		if topic == WooTopicOrderCreated {
+			t = TopicOrderCreated
+		}
+	case "processing":
+		t = TopicOrderPaid
+	case "completed":
+		t = TopicOrderFulfilled
+	case "cancelled":
+		t = TopicOrderCancelled
+	case "refunded":
+		t = TopicRefundCreated
+	}
+	if t == "" {
+		return Event{}, &detailError{kind: ErrIgnored, detail: "status " + strconv.Quote(status) + " on " + topic + " sends no message"}
+	}
+
+	ev := Event{
+		Platform:      PlatformWooCommerce,
+		Topic:         t,
+		OrderID:       int64(o.ID),
+		Total:         string(o.Total),
+		Currency:      string(o.Currency),
+		PaymentMethod: string(o.PaymentMethodTitle),
+		CustomerName:  pick(string(o.Billing.FirstName), string(o.Shipping.FirstName)),
+		Address:       pick(string(o.Shipping.Address1), string(o.Billing.Address1)),
+		ShippingCity:  pick(string(o.Shipping.City), string(o.Billing.City)),
+	}
+	if n := pick(string(o.Number), strconv.FormatInt(int64(o.ID), 10)); n != "" {
+		ev.OrderName = "#" + strings.TrimPrefix(n, "#")
+	}
+	for _, l := range o.LineItems {
+		if l.Name != "" {
+			// WordPress stores product names HTML-escaped ("Idea &ndash; Black").
+			ev.Items = append(ev.Items, Item{Title: html.UnescapeString(string(l.Name)), Quantity: int(l.Quantity)})
+		}
+	}
+	if t == TopicRefundCreated {
+		amounts := make([]string, 0, len(o.Refunds))
+		for _, r := range o.Refunds {
+			amounts = append(amounts, string(r.Total))
+		}
+		ev.RefundAmount = sumAmounts(amounts, true)
+	}
+	if t == TopicOrderFulfilled {
+		ev.TrackingNumber, ev.TrackingURL, ev.TrackingCompany = wooTracking(&o)
+	}
+	bill, ship := string(o.Billing.Country), string(o.Shipping.Country)
+	ev.Phone, ev.PhoneRaw, ev.SkipReason = pickPhone([]phoneCandidate{
+		{"billing.phone", string(o.Billing.Phone), []string{bill, ship}},
+		{"shipping.phone", string(o.Shipping.Phone), []string{ship, bill}},
+	})
+	return ev, nil
+}
+
+// wooTracking reads the latest shipment of the Shipment Tracking extension, the common way
+// WooCommerce stores carry tracking (core WooCommerce has no tracking field).
+func wooTracking(o *wooOrder) (number, url, company string) {
+	for _, m := range o.MetaData {
+		if m.Key != "_wc_shipment_tracking_items" {
+			continue
+		}
+		var items []struct {
+			Number         flexString `json:"tracking_number"`
+			Provider       flexString `json:"tracking_provider"`
+			CustomProvider flexString `json:"custom_tracking_provider"`
+			CustomLink     flexString `json:"custom_tracking_link"`
+		}
+		if json.Unmarshal(m.Value, &items) != nil || len(items) == 0 {
+			continue
+		}
+		last := items[len(items)-1]
+		return string(last.Number), string(last.CustomLink), pick(string(last.CustomProvider), string(last.Provider))
+	}
+	return "", "", ""
+}
+
+// WooPing reports whether body is the ping WooCommerce posts when a webhook is created: a form
+// body `webhook_id=N`, unsigned. Answer it 200 without checking the signature.
+func WooPing(body []byte) bool {
+	body = bytes.TrimSpace(body)
+	if !bytes.HasPrefix(body, []byte("webhook_id=")) {
+		return false
+	}
+	_, err := strconv.ParseUint(string(body[len("webhook_id="):]), 10, 64)
+	return err == nil
+}
