@@ -1,0 +1,324 @@
+package sim
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/gateway/gateway/network"
+)
+
+// linkState is where a client's link to the network stands.
+type linkState uint8
+
+const (
+	offline      linkState = iota // not connected (paired or not)
+	linking                       // unpaired and showing QR codes
+	online                        // paired and connected: can send
+	reconnecting                  // paired, the link dropped, coming back by itself
+)
+
+// client is one session's device on the sim network. An idle client is a small struct: no
+// goroutine; timers (QR rotation, auto-pair, reconnect) are time.AfterFunc.
+type client struct {
+	n       *Network
+	session string
+
+	mu        sync.Mutex
+	sink      func(network.Event)
+	phone     string // paired phone, "" when unpaired (mirrors Network.pairings)
+	state     linkState
+	qr        string // current QR code while linking
+	pairCode  string // code given by PairPhone, waiting to be typed on the phone
+	pairPhone string
+	gen       uint64      // bumped by every state change: a timer of an older gen does nothing
+	timer     *time.Timer // QR rotation or reconnect, per state
+	autoTimer *time.Timer // AutoPair while linking
+	queue     []network.Event
+	draining  bool // a goroutine is delivering queue to sink
+}
+
+// setState moves to s, stopping the timers of the state left. Called with mu held.
+func (c *client) setState(s linkState) {
+	c.gen++
+	c.state = s
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+	if c.autoTimer != nil {
+		c.autoTimer.Stop()
+		c.autoTimer = nil
+	}
+	if s != linking {
+		c.qr = ""
+	}
+}
+
+// emit queues ev for the sink. Events reach the sink in order, from a goroutine that lives
+// only while there are events to deliver, so a sink never blocks the sim and an idle client
+// costs no goroutine. Called with mu held.
+func (c *client) emit(ev network.Event) {
+	if c.n.closed.Load() {
+		return
+	}
+	c.queue = append(c.queue, ev)
+	if c.draining {
+		return
+	}
+	c.draining = true
+	c.n.events.Add(1)
+	go c.drain()
+}
+
+func (c *client) drain() {
+	defer c.n.events.Done()
+	var batch []network.Event
+	for {
+		c.mu.Lock()
+		if len(c.queue) == 0 {
+			c.draining = false
+			c.queue = nil // an idle client keeps no buffer
+			c.mu.Unlock()
+			return
+		}
+		batch, c.queue = c.queue, batch[:0]
+		sink := c.sink
+		c.mu.Unlock()
+		for i, ev := range batch {
+			if sink != nil {
+				sink(ev)
+			}
+			batch[i] = nil
+		}
+	}
+}
+
+// Connect connects a paired device (Connected) or shows QR codes for an unpaired one
+// (QRCode, rotating; Connect while a code is shown sends the current code again).
+func (c *client) Connect(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n.closed.Load() {
+		return errClosed
+	}
+	if c.phone != "" {
+		c.setState(online)
+		c.emit(network.Connected{Phone: c.phone})
+		return nil
+	}
+	if c.state == linking {
+		c.emit(network.QRCode{Code: c.qr})
+		return nil
+	}
+	c.setState(linking)
+	c.qr = newQRCode()
+	c.emit(network.QRCode{Code: c.qr})
+	gen := c.gen
+	c.scheduleRotation(gen)
+	if d := c.n.autoPair; d > 0 {
+		c.autoTimer = time.AfterFunc(d, func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.gen != gen || c.n.closed.Load() {
+				return
+			}
+			if err := c.pairLocked(autoPhone(c.session)); err != nil {
+				c.n.log.Error("sim: auto-pair", "session", c.session, "err", err)
+			}
+		})
+	}
+	return nil
+}
+
+// scheduleRotation shows a new QR code every qrRotate while the client stays in gen.
+func (c *client) scheduleRotation(gen uint64) {
+	c.timer = time.AfterFunc(c.n.qrRotate, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.gen != gen || c.n.closed.Load() {
+			return
+		}
+		c.qr = newQRCode()
+		c.emit(network.QRCode{Code: c.qr})
+		c.scheduleRotation(gen)
+	})
+}
+
+// pairLocked pairs the device with phone and connects it. Called with mu held.
+func (c *client) pairLocked(phone string) error {
+	if err := c.n.setPairing(c.session, phone); err != nil {
+		return err
+	}
+	c.n.log.Info("sim: device paired", "session", c.session, "phone", phone)
+	c.phone = phone
+	c.pairCode, c.pairPhone = "", ""
+	c.setState(online)
+	c.emit(network.Paired{Phone: phone})
+	c.emit(network.Connected{Phone: phone})
+	return nil
+}
+
+// logoutLocked unlinks the device (LoggedOut). Called with mu held.
+func (c *client) logoutLocked(reason string) error {
+	if err := c.n.setPairing(c.session, ""); err != nil {
+		return err
+	}
+	c.n.log.Info("sim: device unlinked", "session", c.session, "reason", reason)
+	c.phone = ""
+	c.setState(offline)
+	c.emit(network.LoggedOut{Reason: reason})
+	return nil
+}
+
+// PairPhone returns the eight-character code to type on the phone; Network.Pair with it links
+// the device to phone. A new call replaces the previous code.
+func (c *client) PairPhone(ctx context.Context, phone string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	phone = normalizePhone(phone)
+	if !validPhone(phone) {
+		return "", fmt.Errorf("sim: pair phone %q: %w", phone, ErrBadPhone)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n.closed.Load() {
+		return "", errClosed
+	}
+	if c.phone != "" {
+		return "", network.ErrAlreadyPaired
+	}
+	c.pairCode, c.pairPhone = newPairCode(), phone
+	return c.pairCode, nil
+}
+
+// IsOnNetwork tells whether a number has an account: every valid number but those marked
+// with SetUnregistered. Like the real network it needs a connected device.
+func (c *client) IsOnNetwork(ctx context.Context, phone string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if _, ok := c.online(); !ok {
+		return false, network.ErrNotConnected
+	}
+	return c.n.registered(phone), nil
+}
+
+// online returns the phone of a connected device.
+func (c *client) online() (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.phone, c.state == online && !c.n.closed.Load()
+}
+
+// Send delivers m after the network's latency and returns its receipt. A message id is
+// delivered at most once: a re-send of a delivered id returns the first receipt (after the
+// latency, like any answer from the network) and delivers nothing.
+func (c *client) Send(ctx context.Context, m network.Message) (network.Receipt, error) {
+	if err := ctx.Err(); err != nil {
+		return network.Receipt{}, err
+	}
+	from, ok := c.online()
+	if !ok {
+		return network.Receipt{}, network.ErrNotConnected
+	}
+	d := Delivered{ID: m.ID, From: from, To: m.To, Type: string(m.Kind)}
+	switch m.Kind {
+	case network.KindText:
+		d.Text = m.Text
+	case network.KindImage, network.KindVideo, network.KindAudio, network.KindDocument:
+		d.Caption, d.FileName, d.MimeType, d.Bytes = m.Caption, m.FileName, m.MimeType, len(m.Data)
+	case network.KindLocation:
+		d.Lat, d.Lng, d.Address = m.Lat, m.Lng, m.Address
+	case network.KindContact:
+		d.ContactName, d.ContactPhone = m.ContactName, m.ContactPhone
+	default:
+		return network.Receipt{}, fmt.Errorf("sim: kind %q: %w", m.Kind, network.ErrUnsupported)
+	}
+	if d.ID == "" {
+		d.ID = uuid.NewString() // the network names the message when the caller does not
+	}
+	if !c.n.registered(m.To) {
+		// A message delivered before its number left the network is still delivered.
+		if r, ok, err := c.n.deliveries.receipt(d.ID); ok || err != nil {
+			return r, err
+		}
+		return network.Receipt{}, fmt.Errorf("sim: %s: %w", m.To, network.ErrNotOnNetwork)
+	}
+	if lat := time.Duration(c.n.latency.Load()); lat > 0 {
+		t := time.NewTimer(lat)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return network.Receipt{}, ctx.Err()
+		case <-c.n.done:
+			t.Stop()
+			return network.Receipt{}, errClosed
+		}
+		// A link that dropped while the message was on its way fails the send, as on the network.
+		if _, ok := c.online(); !ok {
+			return network.Receipt{}, network.ErrNotConnected
+		}
+	}
+	d.Timestamp = time.Now().UTC().Truncate(time.Millisecond)
+	return c.n.deliveries.deliver(&d)
+}
+
+// Logout unlinks the device (LoggedOut); a new QR scan is needed afterwards. Logging out an
+// unpaired device just stops its QR codes.
+func (c *client) Logout(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.phone == "" {
+		c.setState(offline)
+		return nil
+	}
+	return c.logoutLocked("logged out")
+}
+
+// Disconnect takes the device offline and keeps the pairing. As with whatsmeow, no event.
+func (c *client) Disconnect() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.setState(offline)
+}
+
+// Paired tells whether the device is paired, and to which phone.
+func (c *client) Paired() (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.phone, c.phone != ""
+}
+
+// newQRCode returns the text of a QR code: a random ref, as the real network's codes are.
+func newQRCode() string {
+	b := make([]byte, 24)
+	rand.Read(b)
+	return "sim@" + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// pairCodeAlphabet leaves out 0, O, 1 and I, which people mistype.
+const pairCodeAlphabet = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+
+// newPairCode returns eight random characters of pairCodeAlphabet.
+func newPairCode() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	for i := range b {
+		b[i] = pairCodeAlphabet[int(b[i])%len(pairCodeAlphabet)] // 256 is a multiple of 32: unbiased
+	}
+	return string(b)
+}
