@@ -24,6 +24,9 @@ import (
 	"github.com/gateway/gateway/engine"
 	"github.com/gateway/gateway/httpapi"
 	"github.com/gateway/gateway/identity"
+	"github.com/gateway/gateway/network"
+	"github.com/gateway/gateway/network/sim"
+	"github.com/gateway/gateway/network/whatsapp"
 	"github.com/gateway/gateway/persist"
 )
 
@@ -231,6 +234,8 @@ type gateway struct {
 	log    *slog.Logger
 	kv     *persist.Badger
 	engine *engine.Engine
+	net    network.Network
+	sim    *sim.Network // --network sim only
 	http   *httpapi.Server
 	issuer *identity.Issuer // dev auth only
 }
@@ -261,9 +266,13 @@ func build(ctx context.Context, c config, log *slog.Logger) (g *gateway, err err
 	if err != nil {
 		return nil, fmt.Errorf("open storage: %w", err)
 	}
+	if err := g.openNetwork(c); err != nil {
+		return nil, err
+	}
 	g.engine, err = engine.New(engine.Config{
 		Store: persist.NewStore(g.kv), Logger: log.With("component", "engine"), Plans: plans,
 		DefaultPlan: c.defaultPlan, AdminUIDs: strings.Split(c.adminUIDs, ","), DevRoles: c.auth == "dev",
+		Network: g.net,
 	})
 	if err != nil {
 		return nil, err
@@ -272,7 +281,7 @@ func build(ctx context.Context, c config, log *slog.Logger) (g *gateway, err err
 	g.http, err = httpapi.New(httpapi.Config{
 		Engine: g.engine, Verifier: verifier, DevRoles: c.auth == "dev", Logger: log.With("component", "http"),
 		Registry: prometheus.NewRegistry(), InternalCIDRs: cidrs, BodyLimit: c.bodyLimit,
-		LogRequests: c.logRequests, Version: version,
+		LogRequests: c.logRequests, Version: version, Sim: g.sim,
 	})
 	if err != nil {
 		return nil, err
@@ -297,9 +306,34 @@ func (g *gateway) shutdown(timeout time.Duration) {
 	g.close()
 }
 
+// openNetwork opens the messaging network: the embedded simulation or WhatsApp.
+func (g *gateway) openNetwork(c config) error {
+	if c.network == "whatsapp" {
+		wa, err := whatsapp.Open(whatsapp.Options{DBPath: filepath.Join(c.data, "whatsapp.db"), Logger: g.log.With("component", "whatsapp")})
+		if err != nil {
+			return fmt.Errorf("open whatsapp store: %w", err)
+		}
+		g.net = wa
+		return nil
+	}
+	s, err := sim.Open(sim.Options{Dir: filepath.Join(c.data, "sim"), AutoPair: c.simAutopair, Latency: c.simLatency, Logger: g.log.With("component", "sim")})
+	if err != nil {
+		return fmt.Errorf("open sim network: %w", err)
+	}
+	g.net, g.sim = s, s
+	return nil
+}
+
 func (g *gateway) close() {
 	if g.engine != nil {
 		g.engine.Stop(context.Background())
+		g.engine = nil
+	}
+	if g.net != nil {
+		if err := g.net.Close(); err != nil {
+			g.log.Warn("close network", "err", err)
+		}
+		g.net = nil
 	}
 	if g.kv != nil {
 		if err := g.kv.Close(); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/anthdm/hollywood/actor"
 
 	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/persist"
 )
 
@@ -28,6 +29,7 @@ type Store interface {
 	PutUser(ctx context.Context, u persist.User) error
 	ListUsers() ([]persist.User, error)
 	ListKeys() ([]persist.APIKey, error)
+	KV() persist.KV
 }
 
 // Interface guards.
@@ -48,6 +50,11 @@ type Config struct {
 	KeyBlock int64
 	// AskTimeout bounds every wait for an actor's reply (default 5 s).
 	AskTimeout time.Duration
+	// Network is the messaging network the sessions use.
+	Network network.Network
+	// SessionTimeout bounds a wait for a session's answer that involves the network (a first QR
+	// code, a pair code); default 20 s.
+	SessionTimeout time.Duration
 }
 
 // Engine is the running core.
@@ -57,8 +64,11 @@ type Engine struct {
 	hw     *actor.Engine
 	events *actor.PID
 
-	users userDirectory
-	keys  keyIndex
+	users         userDirectory
+	keys          keyIndex
+	sessions      sessionIndex
+	sessionTable  sessionTable
+	sessionCreate sync.Mutex // serialises the creation of a user's own session
 
 	authPool sync.Pool
 }
@@ -86,6 +96,12 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.AskTimeout <= 0 {
 		cfg.AskTimeout = 5 * time.Second
 	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = 20 * time.Second
+	}
+	if cfg.Network == nil {
+		return nil, fmt.Errorf("engine: a messaging network is required")
+	}
 	hw, err := actor.NewEngine(actor.NewEngineConfig())
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
@@ -93,6 +109,8 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{cfg: cfg, log: cfg.Logger, hw: hw}
 	e.users.init(cfg.AdminUIDs)
 	e.keys.init()
+	e.sessions.init()
+	e.sessionTable = sessionTable{t: persist.NewTable[actors.SessionState](cfg.Store.KV(), "session", 1)}
 	e.authPool.New = func() any {
 		return &authCall{msg: actors.Authorize{Reply: make(chan actors.KeyResult, 1)}, timer: newStoppedTimer()}
 	}
@@ -120,14 +138,22 @@ func (e *Engine) boot() error {
 	for _, k := range keys {
 		e.spawnKey(k)
 	}
-	e.log.Info("engine booted", "users", len(users), "keys", len(keys))
+	sessions, err := e.bootSessions()
+	if err != nil {
+		return err
+	}
+	e.log.Info("engine booted", "users", len(users), "keys", len(keys), "sessions", sessions)
 	return nil
 }
 
 // Stop stops every actor (each flushes its state) and waits for them, within ctx.
 func (e *Engine) Stop(ctx context.Context) {
 	var wg sync.WaitGroup
-	for _, pid := range e.keys.pids() {
+	pids := e.keys.pids()
+	for _, s := range e.sessions.all() {
+		pids = append(pids, s.pid)
+	}
+	for _, pid := range pids {
 		wg.Add(1)
 		done := e.hw.Poison(pid)
 		go func() { defer wg.Done(); <-done.Done() }()

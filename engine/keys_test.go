@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gateway/gateway/network/sim"
 	"github.com/gateway/gateway/persist"
 )
 
@@ -24,9 +25,14 @@ func (c *clock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 
 func newTestEngine(t *testing.T, store *persist.Store, clk *clock, plans Plans) *Engine {
 	t.Helper()
+	net, err := sim.Open(sim.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { net.Close() })
 	e, err := New(Config{
 		Store: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Plans: plans,
-		Now: clk.now, KeyBlock: 10,
+		Now: clk.now, KeyBlock: 10, Network: net,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -51,6 +51,8 @@ func statusOf(err error) (int, string) {
 	switch {
 	case errors.As(err, &in):
 		return fasthttp.StatusBadRequest, in.code
+	case errors.Is(err, engine.ErrInvalidPhone):
+		return fasthttp.StatusBadRequest, "invalid_phone"
 	case errors.Is(err, engine.ErrValidation):
 		return fasthttp.StatusBadRequest, "validation_failed"
 	case errors.Is(err, errNoCredentials):
@@ -79,6 +81,10 @@ func statusOf(err error) (int, string) {
 		return fasthttp.StatusNotFound, "session_not_found"
 	case errors.Is(err, errNotFound):
 		return fasthttp.StatusNotFound, "not_found"
+	case errors.Is(err, engine.ErrAlreadyConnected):
+		return fasthttp.StatusConflict, "already_connected"
+	case errors.Is(err, engine.ErrNotConnected):
+		return fasthttp.StatusConflict, "session_not_connected"
 	case errors.Is(err, errMethod):
 		return fasthttp.StatusMethodNotAllowed, "method_not_allowed"
 	case errors.Is(err, engine.ErrAlreadyExists):

@@ -24,7 +24,26 @@ func (s *Server) routes() {
 	s.route(POST, "/api/admin/users", 0, s.admin(s.createUser))
 	s.route(PATCH, "/api/admin/users", 0, s.admin(s.updateUser))
 
+	// Internal admin-prefixed routes: public inside --internal-cidrs, else an admin token.
+	s.route(GET, "/api/admin/sessions", 0, s.internal(s.listSessions))
+	s.route(POST, "/api/admin/sessions/create", 0, s.internal(s.createSession))
+	s.route(POST, "/api/admin/sessions/assign", 0, s.internal(s.assignSession))
+
 	// Dashboard (ID token).
 	s.route(GET, "/api/client/apikeys", 0, s.client(s.clientKeys))
+	s.route(GET, "/api/client/qr", 0, s.client(s.clientQR))
+	s.route(GET, "/api/client/status", 0, s.client(s.clientStatus))
+	s.route(POST, "/api/client/start", 0, s.client(s.clientStart))
+	s.route(POST, "/api/client/pair-code", 0, s.client(s.clientPairCode))
+
+	// The simulated network's dev controls (--network sim only).
+	if s.cfg.Sim != nil {
+		s.route(POST, "/api/dev/sim/scan", 0, s.simScan)
+		s.route(POST, "/api/dev/sim/pair", 0, s.simPair)
+		s.route(GET, "/api/dev/sim/messages", 0, s.simMessages)
+		s.route(POST, "/api/dev/sim/unregistered", 0, s.simUnregistered)
+		s.route(POST, "/api/dev/sim/drop", 0, s.simDrop)
+		s.route(POST, "/api/dev/sim/latency", 0, s.simLatency)
+	}
 	_ = PUT
 }

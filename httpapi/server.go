@@ -24,6 +24,7 @@ import (
 
 	"github.com/gateway/gateway/engine"
 	"github.com/gateway/gateway/identity"
+	"github.com/gateway/gateway/network/sim"
 )
 
 // TokenVerifier verifies ID tokens (identity.Verifier in both auth modes).
@@ -52,6 +53,8 @@ type Config struct {
 	Version     string
 	// WriteTimeout bounds writing a response (a sync bulk send needs a long one).
 	WriteTimeout time.Duration
+	// Sim is the simulated network, whose dev controls are served when it is set.
+	Sim *sim.Network
 }
 
 // Server is the gateway's HTTP server.

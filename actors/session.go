@@ -1,0 +1,330 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+
+	"github.com/gateway/gateway/network"
+)
+
+// Session statuses. SPEC.md section 3.2: an admin-created session reports "created" until it is
+// started; the client view shows CONNECTED, SCAN_QR or DISCONNECTED (NOT_CREATED is the
+// absence of a session, decided by the engine).
+const (
+	StatusCreated      = "created"
+	StatusScanQR       = "SCAN_QR"
+	StatusConnected    = "CONNECTED"
+	StatusDisconnected = "DISCONNECTED"
+	StatusNotCreated   = "NOT_CREATED"
+)
+
+// Session errors.
+var (
+	// ErrAlreadyConnected: a QR or pair code was asked for a linked session.
+	ErrAlreadyConnected = errors.New("session is already connected")
+	// ErrNotConnected: the session is not linked and connected, so it cannot send.
+	ErrNotConnected = errors.New("session is not connected")
+)
+
+// SessionState is a session's persisted snapshot (and the view the actor publishes).
+type SessionState struct {
+	ID           string    `json:"id"`
+	Name         string    `json:"name"`
+	Status       string    `json:"status"`
+	Phone        string    `json:"phone"`
+	AssignedTo   string    `json:"assignedTo"`
+	AssignedAt   time.Time `json:"assignedAt"`
+	CreatedAt    time.Time `json:"createdAt"`
+	LastActivity time.Time `json:"lastActivity"`
+	// Linked: the device is paired to a phone (it reconnects at boot without a scan).
+	Linked bool `json:"linked"`
+	// QR is the latest QR code text while Status is SCAN_QR (not persisted).
+	QR string `json:"-"`
+}
+
+// ClientStatus is the status as the dashboard sees it.
+func (s SessionState) ClientStatus() string {
+	if s.Status == StatusCreated {
+		return StatusDisconnected
+	}
+	return s.Status
+}
+
+// SessionStore persists session snapshots.
+type SessionStore interface {
+	PutSession(ctx context.Context, s SessionState) error
+}
+
+// SessionDeps are a session actor's collaborators.
+type SessionDeps struct {
+	Store   SessionStore
+	Network network.Network
+	Now     func() time.Time
+	Log     *slog.Logger
+	// Publish receives every new view of the session (status reads cost no round trip).
+	Publish func(SessionState)
+	// IOTimeout bounds one network call (connect, pair code, logout).
+	IOTimeout time.Duration
+}
+
+// Session-actor messages.
+type (
+	// StartSession starts linking (QR) or reconnects a linked device.
+	StartSession struct{ Reply chan SessionReply }
+	// GetQR answers the current QR code, waiting for the first one to be shown.
+	GetQR struct{ Reply chan SessionReply }
+	// GetPairCode starts linking by phone number and answers the code to type on the phone.
+	GetPairCode struct {
+		Phone string
+		Reply chan SessionReply
+	}
+	// AssignSession records the user the session belongs to.
+	AssignSession struct {
+		UserID string
+		Reply  chan SessionReply
+	}
+
+	netEvent    struct{ ev network.Event }
+	connectDone struct{ err error }
+	pairDone    struct {
+		code  string
+		err   error
+		reply chan SessionReply
+	}
+)
+
+// SessionReply is a session's view after a message, or why the message failed.
+type SessionReply struct {
+	State SessionState
+	Code  string // pair code
+	Err   error
+}
+
+// Session is the actor of one messaging session: its state machine, latest QR and network
+// client. Network I/O runs on worker goroutines whose outcomes come back as messages, so status
+// and QR queries are answered at once while a call is in flight.
+type Session struct {
+	deps   SessionDeps
+	st     SessionState
+	client network.Client
+	// qrWaiters wait for the first QR code after a start.
+	qrWaiters []chan SessionReply
+	lastSaved time.Time
+}
+
+// NewSession returns the producer of a session actor starting from its snapshot.
+func NewSession(st SessionState, deps SessionDeps) actor.Producer {
+	if deps.IOTimeout <= 0 {
+		deps.IOTimeout = 30 * time.Second
+	}
+	return func() actor.Receiver { return &Session{deps: deps, st: st} }
+}
+
+// Receive implements actor.Receiver.
+func (s *Session) Receive(c *actor.Context) {
+	switch m := c.Message().(type) {
+	case actor.Started:
+		s.started(c)
+	case *StartSession:
+		s.start(c)
+		m.Reply <- SessionReply{State: s.st}
+	case *GetQR:
+		s.getQR(c, m)
+	case *GetPairCode:
+		s.pairCode(c, m)
+	case *AssignSession:
+		s.st.AssignedTo, s.st.AssignedAt = m.UserID, s.deps.Now().UTC()
+		err := s.save()
+		s.publish()
+		m.Reply <- SessionReply{State: s.st, Err: err}
+	case netEvent:
+		s.onNetEvent(m.ev)
+	case connectDone:
+		if m.err != nil {
+			s.deps.Log.Warn("session connect failed", "session_id", s.st.ID, "err", m.err)
+			if s.st.Status == StatusScanQR && s.st.QR == "" {
+				s.setStatus(StatusDisconnected)
+				s.failQRWaiters(fmt.Errorf("%w: connect: %v", ErrUnavailable, m.err))
+			}
+		}
+	case pairDone:
+		if m.err != nil {
+			m.reply <- SessionReply{State: s.st, Err: fmt.Errorf("%w: pair code: %v", ErrUnavailable, m.err)}
+			return
+		}
+		m.reply <- SessionReply{State: s.st, Code: m.code}
+	case actor.Stopped:
+		if s.client != nil {
+			s.client.Disconnect()
+		}
+	}
+}
+
+// started rebuilds from the snapshot (the actor was just spawned or restarted after a panic):
+// the network client is reopened and a linked device reconnects without a new scan.
+func (s *Session) started(c *actor.Context) {
+	engine, self := c.Engine(), c.PID()
+	client, err := s.deps.Network.Open(s.st.ID, func(ev network.Event) { engine.Send(self, netEvent{ev}) })
+	if err != nil {
+		s.deps.Log.Error("session: open network client", "session_id", s.st.ID, "err", err)
+		return
+	}
+	s.client = client
+	phone, linked := client.Paired()
+	s.st.Linked = linked
+	if linked {
+		s.st.Phone = phone
+	}
+	switch {
+	case linked:
+		s.setStatus(StatusDisconnected)
+		s.connect(c)
+	case s.st.Status == StatusCreated:
+		s.publish()
+	default:
+		// An unlinked session waits for the user to start it again (a QR is shown on demand).
+		s.st.QR = ""
+		s.setStatus(StatusDisconnected)
+	}
+}
+
+func (s *Session) start(c *actor.Context) {
+	if s.client == nil {
+		return
+	}
+	switch s.st.Status {
+	case StatusConnected:
+		return
+	case StatusScanQR:
+		if s.st.QR != "" {
+			return
+		}
+	}
+	if !s.st.Linked {
+		s.setStatus(StatusScanQR)
+	}
+	s.connect(c)
+}
+
+func (s *Session) connect(c *actor.Context) {
+	client, engine, self, timeout := s.client, c.Engine(), c.PID(), s.deps.IOTimeout
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		engine.Send(self, connectDone{err: client.Connect(ctx)})
+	}()
+}
+
+func (s *Session) getQR(c *actor.Context, m *GetQR) {
+	if s.st.Status == StatusConnected {
+		m.Reply <- SessionReply{State: s.st, Err: ErrAlreadyConnected}
+		return
+	}
+	if s.st.Status == StatusScanQR && s.st.QR != "" {
+		m.Reply <- SessionReply{State: s.st}
+		return
+	}
+	s.qrWaiters = append(s.qrWaiters, m.Reply)
+	s.start(c)
+}
+
+func (s *Session) pairCode(c *actor.Context, m *GetPairCode) {
+	if s.st.Status == StatusConnected {
+		m.Reply <- SessionReply{State: s.st, Err: ErrAlreadyConnected}
+		return
+	}
+	if s.client == nil {
+		m.Reply <- SessionReply{State: s.st, Err: fmt.Errorf("%w: network client", ErrUnavailable)}
+		return
+	}
+	s.setStatus(StatusScanQR)
+	client, engine, self, timeout, phone := s.client, c.Engine(), c.PID(), s.deps.IOTimeout, m.Phone
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		code, err := client.PairPhone(ctx, phone)
+		engine.Send(self, pairDone{code: code, err: err, reply: m.Reply})
+	}()
+}
+
+func (s *Session) onNetEvent(ev network.Event) {
+	switch e := ev.(type) {
+	case network.QRCode:
+		s.st.QR = e.Code
+		if !s.st.Linked {
+			s.setStatus(StatusScanQR)
+		}
+		for _, w := range s.qrWaiters {
+			w <- SessionReply{State: s.st}
+		}
+		s.qrWaiters = nil
+	case network.QRTimeout:
+		s.st.QR = ""
+		s.setStatus(StatusDisconnected)
+		s.failQRWaiters(fmt.Errorf("%w: the QR codes expired; start again", ErrUnavailable))
+	case network.Paired:
+		s.st.Linked, s.st.Phone, s.st.QR = true, e.Phone, ""
+		s.save()
+		s.publish()
+	case network.Connected:
+		s.st.Linked, s.st.QR = true, ""
+		if e.Phone != "" {
+			s.st.Phone = e.Phone
+		}
+		s.st.LastActivity = s.deps.Now().UTC()
+		s.setStatus(StatusConnected)
+		s.failQRWaiters(ErrAlreadyConnected)
+	case network.Disconnected:
+		s.setStatus(StatusDisconnected)
+	case network.LoggedOut:
+		s.st.Linked, s.st.QR = false, ""
+		s.setStatus(StatusDisconnected)
+	}
+}
+
+func (s *Session) failQRWaiters(err error) {
+	for _, w := range s.qrWaiters {
+		w <- SessionReply{State: s.st, Err: err}
+	}
+	s.qrWaiters = nil
+}
+
+// setStatus changes the status, persists the snapshot and publishes the view.
+func (s *Session) setStatus(status string) {
+	changed := s.st.Status != status
+	s.st.Status = status
+	if changed {
+		if err := s.save(); err != nil {
+			s.deps.Log.Error("session: save snapshot", "session_id", s.st.ID, "err", err)
+		}
+	}
+	s.publish()
+}
+
+func (s *Session) save() error {
+	s.lastSaved = s.deps.Now()
+	return s.deps.Store.PutSession(context.Background(), s.st)
+}
+
+// touch records activity; the snapshot is written at most every few seconds for it alone.
+func (s *Session) touch() {
+	now := s.deps.Now().UTC()
+	s.st.LastActivity = now
+	if now.Sub(s.lastSaved) >= 5*time.Second {
+		if err := s.save(); err != nil {
+			s.deps.Log.Warn("session: save activity", "session_id", s.st.ID, "err", err)
+		}
+	}
+	s.publish()
+}
+
+func (s *Session) publish() {
+	if s.deps.Publish != nil {
+		s.deps.Publish(s.st)
+	}
+}

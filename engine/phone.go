@@ -1,0 +1,29 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+)
+
+// ErrInvalidPhone: a phone number that is not 8 to 15 digits once +, spaces, -, (, ) and . are
+// removed (DESIGN.md section 4).
+var ErrInvalidPhone = fmt.Errorf("%w: phone must be 8 to 15 digits with country code", ErrValidation)
+
+// NormalizePhone strips +, spaces, -, (, ) and . and checks that 8 to 15 digits remain.
+func NormalizePhone(s string) (string, error) {
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			b.WriteByte(c)
+		case c == '+' || c == ' ' || c == '-' || c == '(' || c == ')' || c == '.':
+		default:
+			return "", ErrInvalidPhone
+		}
+	}
+	if n := b.Len(); n < 8 || n > 15 {
+		return "", ErrInvalidPhone
+	}
+	return b.String(), nil
+}

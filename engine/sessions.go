@@ -1,0 +1,299 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+	"github.com/google/uuid"
+
+	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/persist"
+)
+
+// Session errors, re-exported.
+var (
+	ErrAlreadyConnected = actors.ErrAlreadyConnected
+	ErrNotConnected     = actors.ErrNotConnected
+)
+
+const sessionActorKind = "session"
+
+// sessionTable persists session snapshots (actors.SessionStore).
+type sessionTable struct {
+	t *persist.Table[actors.SessionState]
+}
+
+func (s sessionTable) PutSession(ctx context.Context, st actors.SessionState) error {
+	return s.t.Put(ctx, st.ID, st)
+}
+
+// sessionEntry is one session's actor and the last view it published.
+type sessionEntry struct {
+	pid  *actor.PID
+	view atomic.Pointer[actors.SessionState]
+}
+
+// sessionIndex finds session actors by id and a user's sessions.
+type sessionIndex struct {
+	mu     sync.RWMutex
+	byID   map[string]*sessionEntry
+	byUser map[string][]string // user id → session ids, most recently assigned last
+}
+
+func (x *sessionIndex) init() {
+	x.byID = map[string]*sessionEntry{}
+	x.byUser = map[string][]string{}
+}
+
+func (x *sessionIndex) get(id string) *sessionEntry {
+	x.mu.RLock()
+	e := x.byID[id]
+	x.mu.RUnlock()
+	return e
+}
+
+// assign moves a session to a user (from whoever had it).
+func (x *sessionIndex) assign(id, from, to string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if from != "" {
+		x.byUser[from] = slices.DeleteFunc(x.byUser[from], func(s string) bool { return s == id })
+	}
+	if to != "" {
+		x.byUser[to] = append(slices.DeleteFunc(x.byUser[to], func(s string) bool { return s == id }), id)
+	}
+}
+
+// defaultOf is the session a user's sends go through when none is named: the one assigned last.
+func (x *sessionIndex) defaultOf(uid string) *sessionEntry {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	ids := x.byUser[uid]
+	if len(ids) == 0 {
+		return nil
+	}
+	return x.byID[ids[len(ids)-1]]
+}
+
+func (x *sessionIndex) all() []*sessionEntry {
+	x.mu.RLock()
+	out := make([]*sessionEntry, 0, len(x.byID))
+	for _, e := range x.byID {
+		out = append(out, e)
+	}
+	x.mu.RUnlock()
+	return out
+}
+
+func (e *Engine) bootSessions() (int, error) {
+	var states []actors.SessionState
+	err := e.sessionTable.t.Scan("", func(_ string, st actors.SessionState) error {
+		states = append(states, st)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("engine: load sessions: %w", err)
+	}
+	// Oldest assignment first, so each user's default is the one assigned last.
+	slices.SortFunc(states, func(a, b actors.SessionState) int { return a.AssignedAt.Compare(b.AssignedAt) })
+	for _, st := range states {
+		e.spawnSession(st)
+	}
+	return len(states), nil
+}
+
+func (e *Engine) spawnSession(st actors.SessionState) *sessionEntry {
+	ent := &sessionEntry{}
+	view := st
+	ent.view.Store(&view)
+	deps := actors.SessionDeps{
+		Store: e.sessionTable, Network: e.cfg.Network, Now: e.cfg.Now, Log: e.log,
+		Publish: func(s actors.SessionState) { ent.view.Store(&s) },
+	}
+	e.sessions.mu.Lock()
+	e.sessions.byID[st.ID] = ent
+	e.sessions.mu.Unlock()
+	if st.AssignedTo != "" {
+		e.sessions.assign(st.ID, "", st.AssignedTo)
+	}
+	ent.pid = e.spawn(actors.NewSession(st, deps), sessionActorKind, st.ID)
+	return ent
+}
+
+// SessionView is a session as the admin list shows it.
+type SessionView struct {
+	actors.SessionState
+	ClientName string
+}
+
+func (e *Engine) sessionView(ent *sessionEntry) SessionView {
+	st := *ent.view.Load()
+	v := SessionView{SessionState: st}
+	if st.AssignedTo != "" {
+		v.ClientName = e.clientName(st.AssignedTo)
+	}
+	return v
+}
+
+// Sessions lists every session, oldest first.
+func (e *Engine) Sessions() []SessionView {
+	ents := e.sessions.all()
+	out := make([]SessionView, len(ents))
+	for i, ent := range ents {
+		out[i] = e.sessionView(ent)
+	}
+	slices.SortFunc(out, func(a, b SessionView) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out
+}
+
+// CreateSession creates a session (status created), assigned to a user when assignTo is set.
+func (e *Engine) CreateSession(ctx context.Context, name, assignTo string) (SessionView, error) {
+	if strings.TrimSpace(name) == "" {
+		return SessionView{}, fmt.Errorf("%w: sessionName is required", ErrValidation)
+	}
+	if assignTo != "" {
+		if _, err := e.User(assignTo); err != nil {
+			return SessionView{}, err
+		}
+	}
+	now := e.Now().UTC()
+	st := actors.SessionState{
+		ID: uuid.NewString(), Name: strings.TrimSpace(name), Status: actors.StatusCreated,
+		AssignedTo: assignTo, CreatedAt: now, LastActivity: now,
+	}
+	if assignTo != "" {
+		st.AssignedAt = now
+	}
+	if err := e.sessionTable.PutSession(ctx, st); err != nil {
+		return SessionView{}, fmt.Errorf("%w: save session: %v", ErrUnavailable, err)
+	}
+	ent := e.spawnSession(st)
+	e.log.Info("session created", "session_id", st.ID, "assigned_to", assignTo)
+	return e.sessionView(ent), nil
+}
+
+// AssignSession assigns a session to a user.
+func (e *Engine) AssignSession(ctx context.Context, sessionID, userID string) error {
+	ent := e.sessions.get(sessionID)
+	if ent == nil {
+		return fmt.Errorf("%w: %s", ErrSessionNotFound, sessionID)
+	}
+	if _, err := e.User(userID); err != nil {
+		return err
+	}
+	from := ent.view.Load().AssignedTo
+	msg := &actors.AssignSession{UserID: userID, Reply: make(chan actors.SessionReply, 1)}
+	e.hw.Send(ent.pid, msg)
+	r, err := e.waitSession(ctx, msg.Reply)
+	if err != nil {
+		return err
+	}
+	if r.Err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, r.Err)
+	}
+	e.sessions.assign(sessionID, from, userID)
+	return nil
+}
+
+// SessionStatus is a user's session as the dashboard sees it; NOT_CREATED when there is none.
+func (e *Engine) SessionStatus(uid string) actors.SessionState {
+	ent := e.sessions.defaultOf(uid)
+	if ent == nil {
+		return actors.SessionState{Status: actors.StatusNotCreated}
+	}
+	st := *ent.view.Load()
+	st.Status = st.ClientStatus()
+	return st
+}
+
+// ownSession returns the user's session, creating one (assigned to them) when they have none.
+func (e *Engine) ownSession(ctx context.Context, u persist.User) (*sessionEntry, error) {
+	if ent := e.sessions.defaultOf(u.ID); ent != nil {
+		return ent, nil
+	}
+	e.sessionCreate.Lock()
+	defer e.sessionCreate.Unlock()
+	if ent := e.sessions.defaultOf(u.ID); ent != nil {
+		return ent, nil
+	}
+	name := u.Name
+	if name == "" {
+		name = u.ID
+	}
+	v, err := e.CreateSession(ctx, name+" session", u.ID)
+	if err != nil {
+		return nil, err
+	}
+	return e.sessions.get(v.ID), nil
+}
+
+// StartSession starts the user's session (creating it first if they have none): linking by QR
+// for an unlinked device, a reconnect for a linked one.
+func (e *Engine) StartSession(ctx context.Context, u persist.User) (actors.SessionState, error) {
+	ent, err := e.ownSession(ctx, u)
+	if err != nil {
+		return actors.SessionState{}, err
+	}
+	msg := &actors.StartSession{Reply: make(chan actors.SessionReply, 1)}
+	e.hw.Send(ent.pid, msg)
+	r, err := e.waitSession(ctx, msg.Reply)
+	if err != nil {
+		return actors.SessionState{}, err
+	}
+	return r.State, r.Err
+}
+
+// SessionQR returns the QR code text to show for the user's session, creating and starting the
+// session when needed; ErrAlreadyConnected when it is linked and connected.
+func (e *Engine) SessionQR(ctx context.Context, u persist.User) (actors.SessionState, error) {
+	ent, err := e.ownSession(ctx, u)
+	if err != nil {
+		return actors.SessionState{}, err
+	}
+	msg := &actors.GetQR{Reply: make(chan actors.SessionReply, 1)}
+	e.hw.Send(ent.pid, msg)
+	r, err := e.waitSession(ctx, msg.Reply)
+	if err != nil {
+		return actors.SessionState{}, err
+	}
+	return r.State, r.Err
+}
+
+// SessionPairCode starts linking the user's session by phone number and returns the code.
+func (e *Engine) SessionPairCode(ctx context.Context, u persist.User, phone string) (actors.SessionState, string, error) {
+	ent, err := e.ownSession(ctx, u)
+	if err != nil {
+		return actors.SessionState{}, "", err
+	}
+	msg := &actors.GetPairCode{Phone: phone, Reply: make(chan actors.SessionReply, 1)}
+	e.hw.Send(ent.pid, msg)
+	r, err := e.waitSession(ctx, msg.Reply)
+	if err != nil {
+		return actors.SessionState{}, "", err
+	}
+	return r.State, r.Code, r.Err
+}
+
+func (e *Engine) waitSession(ctx context.Context, reply chan actors.SessionReply) (actors.SessionReply, error) {
+	t := time.NewTimer(e.cfg.SessionTimeout)
+	defer t.Stop()
+	select {
+	case r := <-reply:
+		return r, nil
+	case <-ctx.Done():
+		return actors.SessionReply{}, ctx.Err()
+	case <-t.C:
+		return actors.SessionReply{}, fmt.Errorf("%w: the session did not answer in time", ErrUnavailable)
+	}
+}

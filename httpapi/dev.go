@@ -1,0 +1,143 @@
+package httpapi
+
+import (
+	"errors"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/gateway/gateway/network"
+	"github.com/gateway/gateway/network/sim"
+)
+
+// The simulated network's dev controls (DESIGN.md section 6), registered only with
+// --network sim. They stand for what a person does on the phone, and for the outside world's
+// conditions (unregistered numbers, latency, dropped links).
+
+type simScanRequest struct {
+	SessionID *string `json:"sessionId"`
+	Phone     *string `json:"phone"`
+}
+
+func (s *Server) simScan(ctx *fasthttp.RequestCtx) {
+	var req simScanRequest
+	if err := decodeBody(ctx, &req); err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	if req.SessionID == nil || *req.SessionID == "" {
+		s.writeError(ctx, missing("sessionId"))
+		return
+	}
+	if req.Phone == nil || *req.Phone == "" {
+		s.writeError(ctx, missing("phone"))
+		return
+	}
+	s.simResult(ctx, s.cfg.Sim.Scan(*req.SessionID, *req.Phone))
+}
+
+type simPairRequest struct {
+	SessionID *string `json:"sessionId"`
+	Code      *string `json:"code"`
+}
+
+func (s *Server) simPair(ctx *fasthttp.RequestCtx) {
+	var req simPairRequest
+	if err := decodeBody(ctx, &req); err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	if req.SessionID == nil || *req.SessionID == "" {
+		s.writeError(ctx, missing("sessionId"))
+		return
+	}
+	if req.Code == nil || *req.Code == "" {
+		s.writeError(ctx, missing("code"))
+		return
+	}
+	s.simResult(ctx, s.cfg.Sim.Pair(*req.SessionID, *req.Code))
+}
+
+func (s *Server) simMessages(ctx *fasthttp.RequestCtx) {
+	to := string(ctx.QueryArgs().Peek("to"))
+	if to == "" {
+		s.writeError(ctx, missing("to"))
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, struct {
+		Messages []sim.Delivered `json:"messages"`
+	}{s.cfg.Sim.Messages(to)})
+}
+
+type simUnregisteredRequest struct {
+	Numbers []string `json:"numbers"`
+}
+
+func (s *Server) simUnregistered(ctx *fasthttp.RequestCtx) {
+	var req simUnregisteredRequest
+	if err := decodeBody(ctx, &req); err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	if req.Numbers == nil {
+		s.writeError(ctx, missing("numbers"))
+		return
+	}
+	s.cfg.Sim.SetUnregistered(req.Numbers)
+	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
+}
+
+type simDropRequest struct {
+	SessionID *string `json:"sessionId"`
+	Logout    bool    `json:"logout"`
+}
+
+func (s *Server) simDrop(ctx *fasthttp.RequestCtx) {
+	var req simDropRequest
+	if err := decodeBody(ctx, &req); err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	if req.SessionID == nil || *req.SessionID == "" {
+		s.writeError(ctx, missing("sessionId"))
+		return
+	}
+	s.simResult(ctx, s.cfg.Sim.Drop(*req.SessionID, req.Logout))
+}
+
+type simLatencyRequest struct {
+	MS *float64 `json:"ms"`
+}
+
+func (s *Server) simLatency(ctx *fasthttp.RequestCtx) {
+	var req simLatencyRequest
+	if err := decodeBody(ctx, &req); err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	if req.MS == nil || *req.MS < 0 || *req.MS > 3_600_000 {
+		s.writeError(ctx, badInput("validation_failed", "ms must be a number from 0 to 3600000"))
+		return
+	}
+	s.cfg.Sim.SetLatency(time.Duration(*req.MS * float64(time.Millisecond)))
+	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
+}
+
+func (s *Server) simResult(ctx *fasthttp.RequestCtx, err error) {
+	switch {
+	case err == nil:
+		writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
+	case errors.Is(err, sim.ErrNotScanning):
+		writeJSON(ctx, fasthttp.StatusConflict, errorBody{Error: err.Error(), Code: "not_scanning"})
+	case errors.Is(err, network.ErrNotConnected):
+		writeJSON(ctx, fasthttp.StatusConflict, errorBody{Error: err.Error(), Code: "session_not_connected"})
+	case errors.Is(err, sim.ErrBadCode):
+		writeJSON(ctx, fasthttp.StatusBadRequest, errorBody{Error: err.Error(), Code: "bad_code"})
+	case errors.Is(err, sim.ErrBadPhone):
+		writeJSON(ctx, fasthttp.StatusBadRequest, errorBody{Error: err.Error(), Code: "invalid_phone"})
+	case errors.Is(err, sim.ErrUnknownSession):
+		writeJSON(ctx, fasthttp.StatusNotFound, errorBody{Error: err.Error(), Code: "session_not_found"})
+	default:
+		s.writeError(ctx, err)
+	}
+}

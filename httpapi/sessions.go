@@ -1,0 +1,184 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/base64"
+	"strings"
+
+	"github.com/skip2/go-qrcode"
+	"github.com/valyala/fasthttp"
+
+	"github.com/gateway/gateway/engine"
+	"github.com/gateway/gateway/persist"
+)
+
+// sessionJSON is a session record of the admin list (SPEC.md section 2.2).
+type sessionJSON struct {
+	ID           string    `json:"id"`
+	Name         string    `json:"name"`
+	Status       string    `json:"status"`
+	Phone        string    `json:"phone"`
+	AssignedTo   *string   `json:"assignedTo"`
+	ClientName   *string   `json:"clientName"`
+	CreatedAt    timestamp `json:"createdAt"`
+	LastActivity timestamp `json:"lastActivity"`
+}
+
+func (s *Server) listSessions(ctx *fasthttp.RequestCtx) {
+	views := s.eng.Sessions()
+	out := make([]sessionJSON, len(views))
+	for i, v := range views {
+		out[i] = sessionJSON{ID: v.ID, Name: v.Name, Status: v.Status, Phone: v.Phone,
+			CreatedAt: timestamp(v.CreatedAt), LastActivity: timestamp(v.LastActivity)}
+		if v.AssignedTo != "" {
+			a, c := v.AssignedTo, v.ClientName
+			out[i].AssignedTo, out[i].ClientName = &a, &c
+		}
+	}
+	writeJSON(ctx, fasthttp.StatusOK, out)
+}
+
+type createSessionRequest struct {
+	SessionName    *string `json:"sessionName"`
+	AssignToUserID *string `json:"assignToUserId"`
+}
+
+type sessionBrief struct {
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Status string `json:"status"`
+}
+
+func (s *Server) createSession(ctx *fasthttp.RequestCtx) {
+	var req createSessionRequest
+	if err := decodeBody(ctx, &req); err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	if req.SessionName == nil || strings.TrimSpace(*req.SessionName) == "" {
+		s.writeError(ctx, missing("sessionName"))
+		return
+	}
+	assign := ""
+	if req.AssignToUserID != nil {
+		assign = strings.TrimSpace(*req.AssignToUserID)
+	}
+	v, err := s.eng.CreateSession(context.Background(), *req.SessionName, assign)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, struct {
+		Success bool         `json:"success"`
+		Session sessionBrief `json:"session"`
+	}{true, sessionBrief{ID: v.ID, Name: v.Name, Status: v.Status}})
+}
+
+type assignSessionRequest struct {
+	SessionID *string `json:"sessionId"`
+	UserID    *string `json:"userId"`
+}
+
+func (s *Server) assignSession(ctx *fasthttp.RequestCtx) {
+	var req assignSessionRequest
+	if err := decodeBody(ctx, &req); err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	if req.SessionID == nil || *req.SessionID == "" {
+		s.writeError(ctx, missing("sessionId"))
+		return
+	}
+	if req.UserID == nil || *req.UserID == "" {
+		s.writeError(ctx, missing("userId"))
+		return
+	}
+	if err := s.eng.AssignSession(context.Background(), *req.SessionID, *req.UserID); err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
+}
+
+type statusJSON struct {
+	ID     *string `json:"id"`
+	Status string  `json:"status"`
+	Phone  *string `json:"phone"`
+}
+
+// clientStatus reports the live status of the caller's session (NOT_CREATED when none).
+func (s *Server) clientStatus(ctx *fasthttp.RequestCtx, u persist.User) {
+	st := s.eng.SessionStatus(u.ID)
+	out := statusJSON{Status: st.Status}
+	if st.ID != "" {
+		id := st.ID
+		out.ID = &id
+	}
+	if st.Phone != "" {
+		p := st.Phone
+		out.Phone = &p
+	}
+	writeJSON(ctx, fasthttp.StatusOK, out)
+}
+
+func (s *Server) clientStart(ctx *fasthttp.RequestCtx, u persist.User) {
+	if _, err := s.eng.StartSession(context.Background(), u); err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
+}
+
+type qrJSON struct {
+	QR        string `json:"qr"`
+	SessionID string `json:"sessionId"`
+}
+
+// clientQR returns the QR code to scan as a PNG data URI, creating and starting the caller's
+// session when needed.
+func (s *Server) clientQR(ctx *fasthttp.RequestCtx, u persist.User) {
+	st, err := s.eng.SessionQR(context.Background(), u)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	png, err := qrcode.Encode(st.QR, qrcode.Medium, 256)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, qrJSON{QR: "data:image/png;base64," + base64.StdEncoding.EncodeToString(png), SessionID: st.ID})
+}
+
+type pairCodeRequest struct {
+	Phone *string `json:"phone"`
+}
+
+// clientPairCode links by phone number instead of QR: the user types the code on the phone.
+func (s *Server) clientPairCode(ctx *fasthttp.RequestCtx, u persist.User) {
+	var req pairCodeRequest
+	if err := decodeBody(ctx, &req); err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	if req.Phone == nil || *req.Phone == "" {
+		s.writeError(ctx, missing("phone"))
+		return
+	}
+	phone, err := engine.NormalizePhone(*req.Phone)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	st, code, err := s.eng.SessionPairCode(context.Background(), u, phone)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, struct {
+		Success   bool   `json:"success"`
+		Code      string `json:"code"`
+		SessionID string `json:"sessionId"`
+	}{true, code, st.ID})
+}
+
