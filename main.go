@@ -281,7 +281,8 @@ func build(ctx context.Context, c config, log *slog.Logger) (g *gateway, err err
 	g.http, err = httpapi.New(httpapi.Config{
 		Engine: g.engine, Verifier: verifier, DevRoles: c.auth == "dev", Logger: log.With("component", "http"),
 		Registry: prometheus.NewRegistry(), InternalCIDRs: cidrs, BodyLimit: c.bodyLimit,
-		LogRequests: c.logRequests, Version: version, Sim: g.sim,
+		LogRequests: c.logRequests, Version: version, Sim: g.sim, BulkMaxRecipients: c.bulkMaxRecipients,
+		Media: httpapi.MediaOptions{MaxBytes: c.mediaMaxBytes, AllowPrivate: c.mediaAllowPrivate},
 	})
 	if err != nil {
 		return nil, err

@@ -209,3 +209,128 @@ func TestCLI(t *testing.T) {
 		t.Fatalf("GATEWAY_AUTH not applied: %v %s", err, out)
 	}
 }
+
+// metric reads one unlabelled sample from /metrics.
+func (tg *testGW) metric(name string) float64 {
+	tg.t.Helper()
+	r := tg.do("GET", "/metrics", nil, nil)
+	for _, line := range strings.Split(string(r.raw), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			var f float64
+			fmt.Sscan(v, &f)
+			return f
+		}
+	}
+	return -1
+}
+
+// Messages accepted into the outbox survive a kill -9 in flight: after the restart every one is
+// delivered, exactly once.
+func TestKill9AcceptedMessagesDeliveredOnce(t *testing.T) {
+	data := t.TempDir()
+	p := startProc(t, data)
+	tg := p.gw(t, data)
+	admin := tg.token("root", "admin")
+	s := tg.newSender(admin, "alice", "447700900001", nil)
+	want(t, tg.do("POST", "/api/dev/sim/latency", nil, map[string]any{"ms": 60000}), 200, "")
+
+	const n = 20
+	for i := 0; i < n; i++ {
+		go func() {
+			// These requests die with the process; their outcome is checked at the sim.
+			req, _ := http.NewRequest("POST", p.url+"/api/v1/messages/send", strings.NewReader(fmt.Sprintf(`{"phone":"1555020%04d","message":"m%d"}`, i, i)))
+			req.Header.Set("x-api-key", s.key)
+			if res, err := http.DefaultClient.Do(req); err == nil {
+				res.Body.Close()
+			}
+		}()
+	}
+	eventually(t, 10*time.Second, "all messages accepted into the outbox", func() bool {
+		return tg.metric("gateway_outbox_pending") == n
+	})
+	p.kill9(t)
+
+	p = startProc(t, data)
+	tg = p.gw(t, data)
+	eventually(t, 20*time.Second, "every accepted message delivered", func() bool {
+		for i := 0; i < n; i++ {
+			if len(tg.simMessages(fmt.Sprintf("1555020%04d", i))) == 0 {
+				return false
+			}
+		}
+		return tg.metric("gateway_outbox_pending") == 0
+	})
+	for i := 0; i < n; i++ {
+		got := tg.simMessages(fmt.Sprintf("1555020%04d", i))
+		if len(got) != 1 || got[0]["text"] != fmt.Sprintf("m%d", i) {
+			t.Fatalf("number %d got %v", i, got)
+		}
+	}
+	eventually(t, 5*time.Second, "messagesSent to count the recovered messages", func() bool {
+		return tg.account(s.key)["messagesSent"] == float64(n)
+	})
+	// And once more after a second restart: nothing is sent twice.
+	p.kill9(t)
+	p = startProc(t, data)
+	tg = p.gw(t, data)
+	tg.waitStatus(tg.token("alice", ""), "CONNECTED")
+	for i := 0; i < n; i++ {
+		if got := tg.simMessages(fmt.Sprintf("1555020%04d", i)); len(got) != 1 {
+			t.Fatalf("number %d got %d messages after a second restart", i, len(got))
+		}
+	}
+}
+
+// Async campaigns killed mid-way finish after the restart: every number gets exactly one
+// message, and the details list each number once.
+func TestKill9CampaignsResume(t *testing.T) {
+	data := t.TempDir()
+	p := startProc(t, data)
+	tg := p.gw(t, data)
+	admin := tg.token("root", "admin")
+	s := tg.newSender(admin, "alice", "447700900001", nil)
+	const campaigns, per = 3, 50
+	ids := make([]string, campaigns)
+	numbers := make([][]string, campaigns)
+	for c := 0; c < campaigns; c++ {
+		for i := 0; i < per; i++ {
+			numbers[c] = append(numbers[c], fmt.Sprintf("1555%d%06d", c+1, i))
+		}
+		r := tg.bulk(s.key, map[string]any{"numbers": numbers[c], "message": fmt.Sprintf("campaign %d", c), "delay": 0.02, "async": true})
+		want(t, r, 202, "")
+		ids[c] = r.str("campaign_id")
+	}
+	eventually(t, 20*time.Second, "campaigns mid-way", func() bool {
+		c := tg.do("GET", "/api/v1/campaigns/"+ids[campaigns-1], keyAuth(s.key), nil).obj()
+		return c["total_processed"].(float64) >= 10
+	})
+	p.kill9(t)
+
+	p = startProc(t, data)
+	tg = p.gw(t, data)
+	for _, id := range ids {
+		eventually(t, 60*time.Second, "campaign "+id+" completed", func() bool {
+			return tg.do("GET", "/api/v1/campaigns/"+id, keyAuth(s.key), nil).str("status") == "completed"
+		})
+	}
+	for c, id := range ids {
+		r := tg.do("GET", "/api/v1/campaigns/"+id, keyAuth(s.key), nil).obj()
+		details := r["details"].([]any)
+		if len(details) != per || r["successful"] != float64(per) {
+			t.Fatalf("campaign %d: %d details, %v successful", c, len(details), r["successful"])
+		}
+		for i, d := range details {
+			if d.(map[string]any)["number"] != numbers[c][i] {
+				t.Fatalf("campaign %d detail %d is %v, want %s", c, i, d, numbers[c][i])
+			}
+		}
+		for _, n := range numbers[c] {
+			if got := tg.simMessages(n); len(got) != 1 {
+				t.Fatalf("%s received %d messages", n, len(got))
+			}
+		}
+	}
+	if a := tg.account(s.key); a["messagesSent"] != float64(campaigns*per) {
+		t.Fatalf("messagesSent %v, want %d", a["messagesSent"], campaigns*per)
+	}
+}

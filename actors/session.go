@@ -70,6 +70,12 @@ type SessionDeps struct {
 	Publish func(SessionState)
 	// IOTimeout bounds one network call (connect, pair code, logout).
 	IOTimeout time.Duration
+	// Outbox keeps every accepted message until its outcome is recorded.
+	Outbox Outbox
+	// SendTimeout bounds one send on the network.
+	SendTimeout time.Duration
+	// OnRecovered is told the outcome of a message re-sent after a crash (no caller waits for it).
+	OnRecovered func(e OutboxEntry, err error)
 }
 
 // Session-actor messages.
@@ -83,6 +89,8 @@ type (
 		Phone string
 		Reply chan SessionReply
 	}
+	// ResendEntry re-sends an outbox entry that had no outcome at boot, once connected.
+	ResendEntry struct{ Entry OutboxEntry }
 	// AssignSession records the user the session belongs to.
 	AssignSession struct {
 		UserID string
@@ -91,6 +99,7 @@ type (
 
 	netEvent    struct{ ev network.Event }
 	connectDone struct{ err error }
+	sendDone    struct{}
 	pairDone    struct {
 		code  string
 		err   error
@@ -115,12 +124,17 @@ type Session struct {
 	// qrWaiters wait for the first QR code after a start.
 	qrWaiters []chan SessionReply
 	lastSaved time.Time
+	// recovering are outbox entries to re-send once the session is connected.
+	recovering []OutboxEntry
 }
 
 // NewSession returns the producer of a session actor starting from its snapshot.
 func NewSession(st SessionState, deps SessionDeps) actor.Producer {
 	if deps.IOTimeout <= 0 {
 		deps.IOTimeout = 30 * time.Second
+	}
+	if deps.SendTimeout <= 0 {
+		deps.SendTimeout = 60 * time.Second
 	}
 	return func() actor.Receiver { return &Session{deps: deps, st: st} }
 }
@@ -142,8 +156,28 @@ func (s *Session) Receive(c *actor.Context) {
 		err := s.save()
 		s.publish()
 		m.Reply <- SessionReply{State: s.st, Err: err}
+	case *SendMessage:
+		if s.st.Status != StatusConnected || s.client == nil {
+			m.Reply <- SendResult{Entry: m.Entry, Err: ErrNotConnected}
+			return
+		}
+		s.send(c, m.Entry, true, m.Reply)
+	case ResendEntry:
+		if s.st.Status == StatusConnected && s.client != nil {
+			s.send(c, m.Entry, false, nil)
+		} else {
+			s.recovering = append(s.recovering, m.Entry)
+		}
+	case sendDone:
+		s.touch()
 	case netEvent:
 		s.onNetEvent(m.ev)
+		if s.st.Status == StatusConnected && len(s.recovering) > 0 {
+			for _, e := range s.recovering {
+				s.send(c, e, false, nil)
+			}
+			s.recovering = nil
+		}
 	case connectDone:
 		if m.err != nil {
 			s.deps.Log.Warn("session connect failed", "session_id", s.st.ID, "err", m.err)
@@ -218,6 +252,45 @@ func (s *Session) connect(c *actor.Context) {
 		defer cancel()
 		engine.Send(self, connectDone{err: client.Connect(ctx)})
 	}()
+}
+
+// send runs one message through the outbox and the network on a worker goroutine: append
+// (durable) → send → record the outcome → answer. Fresh entries are appended first; recovered
+// ones are in the outbox already.
+func (s *Session) send(c *actor.Context, e OutboxEntry, fresh bool, reply chan SendResult) {
+	e.SessionID = s.st.ID
+	client, deps, engine, self := s.client, s.deps, c.Engine(), c.PID()
+	go func() {
+		r := runSend(client, deps, e, fresh)
+		if reply != nil {
+			reply <- r
+		} else if deps.OnRecovered != nil {
+			deps.OnRecovered(r.Entry, r.Err)
+		}
+		engine.Send(self, sendDone{})
+	}()
+}
+
+func runSend(client network.Client, deps SessionDeps, e OutboxEntry, fresh bool) SendResult {
+	if fresh {
+		if err := deps.Outbox.Append(context.Background(), e); err != nil {
+			return SendResult{Entry: e, Err: fmt.Errorf("%w: outbox: %v", ErrUnavailable, err)}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), deps.SendTimeout)
+	rc, err := client.Send(ctx, e.Message)
+	cancel()
+	now := deps.Now().UTC()
+	e.UpdatedAt = now
+	e.Message.Data = nil // the outcome is kept; the media bytes need not be
+	err = classify(err)
+	if err != nil {
+		e.Status, e.Error = MsgFailed, err.Error()
+	} else {
+		e.Status, e.NetworkID, e.SentAt = MsgSent, rc.ID, &now
+	}
+	deps.Outbox.Settle(e)
+	return SendResult{Entry: e, Err: err}
 }
 
 func (s *Session) getQR(c *actor.Context, m *GetQR) {

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
@@ -55,6 +56,8 @@ type Config struct {
 	// SessionTimeout bounds a wait for a session's answer that involves the network (a first QR
 	// code, a pair code); default 20 s.
 	SessionTimeout time.Duration
+	// SendTimeout bounds one send on the network (default 60 s).
+	SendTimeout time.Duration
 }
 
 // Engine is the running core.
@@ -69,6 +72,13 @@ type Engine struct {
 	sessions      sessionIndex
 	sessionTable  sessionTable
 	sessionCreate sync.Mutex // serialises the creation of a user's own session
+	outbox        *outboxStore
+	accountTable  accountTable
+	accounts      accountIndex
+	metrics       engineMetrics
+	idem          *idempotency
+	campaignStore *campaignStore
+	campaigns     campaignIndex
 
 	authPool sync.Pool
 }
@@ -99,6 +109,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.SessionTimeout <= 0 {
 		cfg.SessionTimeout = 20 * time.Second
 	}
+	if cfg.SendTimeout <= 0 {
+		cfg.SendTimeout = 60 * time.Second
+	}
 	if cfg.Network == nil {
 		return nil, fmt.Errorf("engine: a messaging network is required")
 	}
@@ -111,6 +124,12 @@ func New(cfg Config) (*Engine, error) {
 	e.keys.init()
 	e.sessions.init()
 	e.sessionTable = sessionTable{t: persist.NewTable[actors.SessionState](cfg.Store.KV(), "session", 1)}
+	e.outbox = newOutboxStore(cfg.Store.KV(), e.log)
+	e.accountTable = accountTable{t: persist.NewTable[actors.AccountState](cfg.Store.KV(), "account", 1)}
+	e.accounts.pids = map[string]*actor.PID{}
+	e.idem = newIdempotency(cfg.Store.KV())
+	e.campaignStore = newCampaignStore(cfg.Store.KV())
+	e.campaigns.byID = map[string]*campaignEntry{}
 	e.authPool.New = func() any {
 		return &authCall{msg: actors.Authorize{Reply: make(chan actors.KeyResult, 1)}, timer: newStoppedTimer()}
 	}
@@ -142,13 +161,30 @@ func (e *Engine) boot() error {
 	if err != nil {
 		return err
 	}
-	e.log.Info("engine booted", "users", len(users), "keys", len(keys), "sessions", sessions)
+	pending, err := e.recoverOutbox()
+	if err != nil {
+		return err
+	}
+	campaigns, err := e.bootCampaigns()
+	if err != nil {
+		return err
+	}
+	e.log.Info("engine booted", "users", len(users), "keys", len(keys), "sessions", sessions, "outbox_pending", pending, "campaigns", campaigns)
 	return nil
 }
 
 // Stop stops every actor (each flushes its state) and waits for them, within ctx.
 func (e *Engine) Stop(ctx context.Context) {
 	var wg sync.WaitGroup
+	// Campaigns first, so no new number starts; their cursors are persisted with every number.
+	e.campaigns.mu.RLock()
+	for _, ce := range e.campaigns.byID {
+		wg.Add(1)
+		done := e.hw.Poison(ce.pid)
+		go func() { defer wg.Done(); <-done.Done() }()
+	}
+	e.campaigns.mu.RUnlock()
+	waitCtx(ctx, &wg)
 	pids := e.keys.pids()
 	for _, s := range e.sessions.all() {
 		pids = append(pids, s.pid)
@@ -159,6 +195,17 @@ func (e *Engine) Stop(ctx context.Context) {
 		go func() { defer wg.Done(); <-done.Done() }()
 	}
 	waitCtx(ctx, &wg)
+	// Accounts last: the sessions' last sends have settled into them.
+	e.accounts.mu.Lock()
+	for _, pid := range e.accounts.pids {
+		wg.Add(1)
+		done := e.hw.Poison(pid)
+		go func() { defer wg.Done(); <-done.Done() }()
+	}
+	e.accounts.pids = map[string]*actor.PID{}
+	e.accounts.mu.Unlock()
+	waitCtx(ctx, &wg)
+	e.outbox.flush()
 	e.hw.Unsubscribe(e.events)
 	<-e.hw.Poison(e.events).Done()
 }
@@ -184,6 +231,41 @@ func (e *Engine) onEvent(c *actor.Context) {
 		e.log.Error("actor exceeded its restart budget", "pid", ev.PID.String())
 	case actor.DeadLetterEvent:
 		e.log.Debug("dead letter", "target", ev.Target.String(), "msg", fmt.Sprintf("%T", ev.Message))
+	}
+}
+
+// engineMetrics are counters the HTTP layer exports.
+type engineMetrics struct {
+	sent, failed                             atomic.Int64
+	campCompleted, campCancelled, campFailed atomic.Int64
+}
+
+func (m *engineMetrics) campaignsDone(status string) {
+	switch status {
+	case actors.CampaignCompleted:
+		m.campCompleted.Add(1)
+	case actors.CampaignCancelled:
+		m.campCancelled.Add(1)
+	default:
+		m.campFailed.Add(1)
+	}
+}
+
+// Stats are the engine's counters for metrics.
+type Stats struct {
+	MessagesSent, MessagesFailed, OutboxDepth int64
+	Sessions, Keys, CampaignsRunning          int
+	CampaignsCompleted, CampaignsCancelled    int64
+	CampaignsFailed                           int64
+}
+
+// Stats reads the engine's counters.
+func (e *Engine) Stats() Stats {
+	return Stats{
+		MessagesSent: e.metrics.sent.Load(), MessagesFailed: e.metrics.failed.Load(), OutboxDepth: e.outbox.depth.Load(),
+		Sessions: len(e.sessions.all()), Keys: len(e.keys.all()), CampaignsRunning: e.campaignsRunning(),
+		CampaignsCompleted: e.metrics.campCompleted.Load(), CampaignsCancelled: e.metrics.campCancelled.Load(),
+		CampaignsFailed: e.metrics.campFailed.Load(),
 	}
 }
 

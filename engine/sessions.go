@@ -114,7 +114,10 @@ func (e *Engine) spawnSession(st actors.SessionState) *sessionEntry {
 	ent.view.Store(&view)
 	deps := actors.SessionDeps{
 		Store: e.sessionTable, Network: e.cfg.Network, Now: e.cfg.Now, Log: e.log,
-		Publish: func(s actors.SessionState) { ent.view.Store(&s) },
+		Publish:     func(s actors.SessionState) { ent.view.Store(&s) },
+		Outbox:      e.outbox,
+		SendTimeout: e.cfg.SendTimeout,
+		OnRecovered: e.onRecovered,
 	}
 	e.sessions.mu.Lock()
 	e.sessions.byID[st.ID] = ent

@@ -184,6 +184,7 @@ func (e *Engine) UpdateUser(ctx context.Context, p UserPatch) (persist.User, err
 		for _, ent := range e.keys.ofOwner(u.ID) {
 			e.hw.Send(ent.pid, actors.SetKeyPlan{Plan: plan})
 		}
+		e.hw.Send(e.account(u.ID), actors.SetAccountLimit{Limit: e.monthlyLimit(u.ID)})
 	}
 	return u, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -95,6 +96,28 @@ func statusOf(err error) (int, string) {
 		return fasthttp.StatusTooManyRequests, "rate_limited"
 	case errors.Is(err, engine.ErrQuotaExceeded):
 		return fasthttp.StatusTooManyRequests, "quota_exceeded"
+	case errors.Is(err, engine.ErrRecipientNotOnNetwork):
+		return fasthttp.StatusBadRequest, "recipient_not_on_network"
+	case errors.Is(err, engine.ErrCampaignNotFound):
+		return fasthttp.StatusNotFound, "campaign_not_found"
+	case errors.Is(err, engine.ErrMessageNotFound):
+		return fasthttp.StatusNotFound, "message_not_found"
+	case errors.Is(err, engine.ErrIdempotencyInFlight):
+		return fasthttp.StatusConflict, "idempotency_in_progress"
+	case errors.Is(err, engine.ErrIdempotencyMismatch):
+		return fasthttp.StatusConflict, "idempotency_key_reused"
+	case errors.Is(err, errMediaTooLarge):
+		return fasthttp.StatusRequestEntityTooLarge, "media_too_large"
+	case errors.Is(err, errMediaType):
+		return fasthttp.StatusUnsupportedMediaType, "unsupported_media_type"
+	case errors.Is(err, errMediaRef):
+		return fasthttp.StatusBadRequest, "invalid_media"
+	case errors.Is(err, errMediaBlocked):
+		return fasthttp.StatusBadRequest, "media_url_blocked"
+	case errors.Is(err, errMediaFetch):
+		return fasthttp.StatusBadGateway, "media_fetch_failed"
+	case errors.Is(err, engine.ErrNetwork):
+		return fasthttp.StatusBadGateway, "network_error"
 	case errors.Is(err, engine.ErrUnavailable):
 		return fasthttp.StatusServiceUnavailable, "unavailable"
 	}
@@ -118,8 +141,14 @@ func (s *Server) writeError(ctx *fasthttp.RequestCtx, err error) {
 			msg = "internal error"
 		}
 	}
-	if status == fasthttp.StatusServiceUnavailable {
-		ctx.Response.Header.Set("Retry-After", strconv.Itoa(1))
+	switch {
+	case status == fasthttp.StatusServiceUnavailable:
+		ctx.Response.Header.Set("Retry-After", "1")
+	case code == "quota_exceeded":
+		// The monthly allowance comes back at the start of the next UTC month.
+		now := time.Now().UTC()
+		next := time.Date(now.Year(), now.Month()+1, 1, 0, 0, 0, 0, time.UTC)
+		ctx.Response.Header.Set("Retry-After", strconv.FormatInt(int64(next.Sub(now).Seconds())+1, 10))
 	}
 	writeJSON(ctx, status, errorBody{Error: msg, Code: code})
 }

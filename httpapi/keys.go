@@ -223,6 +223,9 @@ type accountJSON struct {
 	RemainingToday *int64    `json:"remaining_today"`
 	Reset          timestamp `json:"reset"`
 	APICalls       int64     `json:"api_calls"`
+	MessagesSent   int64     `json:"messagesSent"`
+	MonthlyLimit   int64     `json:"monthly_limit"`
+	RemainingMonth *int64    `json:"remaining_month"`
 }
 
 // account is GET /api/v1/account: the calling key's own view. It counts like every v1 call.
@@ -232,7 +235,18 @@ func (s *Server) account(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	writeJSON(ctx, fasthttp.StatusOK, accountOf(r))
+	a := accountOf(r)
+	acct, err := s.eng.Account(context.Background(), r.Key.UserID)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	a.MessagesSent, a.MonthlyLimit = acct.Sent, acct.Limit
+	if acct.Limit > 0 {
+		rem := acct.Remaining
+		a.RemainingMonth = &rem
+	}
+	writeJSON(ctx, fasthttp.StatusOK, a)
 }
 
 func accountOf(r actors.KeyResult) accountJSON {

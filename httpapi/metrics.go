@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gateway/gateway/engine"
 )
 
 // httpMetrics: requests by route and status, latency by route, API-key decisions by outcome.
@@ -16,6 +18,10 @@ type httpMetrics struct {
 
 	mu       sync.RWMutex
 	outcomes map[string]prometheus.Counter
+
+	sends    *prometheus.CounterVec
+	sendsMu  sync.RWMutex
+	sendByOc map[[2]string]prometheus.Counter
 }
 
 func newHTTPMetrics(reg *prometheus.Registry) (*httpMetrics, error) {
@@ -31,8 +37,12 @@ func newHTTPMetrics(reg *prometheus.Registry) (*httpMetrics, error) {
 			Name: "gateway_api_key_decisions_total", Help: "API-key authorization decisions by outcome.",
 		}, []string{"outcome"}),
 		outcomes: map[string]prometheus.Counter{},
+		sends: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_sends_total", Help: "Send requests by origin (api, dashboard) and outcome (sent or an error code).",
+		}, []string{"origin", "outcome"}),
+		sendByOc: map[[2]string]prometheus.Counter{},
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.decisions,
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.decisions, m.sends,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{})} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -79,4 +89,45 @@ func (r *routeMetrics) observe(status int, d time.Duration) {
 		r.mu.Unlock()
 	}
 	c.Inc()
+}
+
+// send counts one send request's outcome.
+func (m *httpMetrics) send(origin string, err error) {
+	outcome := "sent"
+	if err != nil {
+		_, outcome = statusOf(err)
+	}
+	k := [2]string{origin, outcome}
+	m.sendsMu.RLock()
+	c := m.sendByOc[k]
+	m.sendsMu.RUnlock()
+	if c == nil {
+		c = m.sends.WithLabelValues(origin, outcome)
+		m.sendsMu.Lock()
+		m.sendByOc[k] = c
+		m.sendsMu.Unlock()
+	}
+	c.Inc()
+}
+
+// engineCollectors export the engine's own counters.
+func engineCollectors(stats func() engine.Stats) []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_messages_sent_total", Help: "Messages the network acknowledged."},
+			func() float64 { return float64(stats().MessagesSent) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_messages_failed_total", Help: "Messages whose send failed."},
+			func() float64 { return float64(stats().MessagesFailed) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gateway_outbox_pending", Help: "Outbox entries accepted and without an outcome yet."},
+			func() float64 { return float64(stats().OutboxDepth) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gateway_campaigns_running", Help: "Bulk campaigns running."},
+			func() float64 { return float64(stats().CampaignsRunning) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_campaigns_completed_total", Help: "Bulk campaigns completed."},
+			func() float64 { return float64(stats().CampaignsCompleted) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_campaigns_cancelled_total", Help: "Bulk campaigns cancelled."},
+			func() float64 { return float64(stats().CampaignsCancelled) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gateway_sessions", Help: "Sessions (actors) in this process."},
+			func() float64 { return float64(stats().Sessions) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gateway_api_keys", Help: "API keys (actors) in this process."},
+			func() float64 { return float64(stats().Keys) }),
+	}
 }

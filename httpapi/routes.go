@@ -13,6 +13,12 @@ func (s *Server) routes() {
 
 	// Public message API (API key).
 	s.route(GET, "/api/v1/account", 0, s.account)
+	s.route(POST, "/api/v1/messages/send", 0, s.v1Send)
+	s.route(POST, "/api/v1/messages/send-image", s.mediaBodyLimit(), s.v1SendImage)
+	s.route(POST, "/api/v1/messages/send-bulk", 0, s.v1SendBulk)
+	s.route(GET, "/api/v1/messages/{id}", 0, s.v1Message)
+	s.route(GET, "/api/v1/campaigns/{id}", 0, s.v1Campaign)
+	s.route(DELETE, "/api/v1/campaigns/{id}", 0, s.v1CancelCampaign)
 
 	// Admin (ID token, role admin).
 	s.route(GET, "/api/admin/apikeys", 0, s.admin(s.listKeys))
@@ -35,6 +41,8 @@ func (s *Server) routes() {
 	s.route(GET, "/api/client/status", 0, s.client(s.clientStatus))
 	s.route(POST, "/api/client/start", 0, s.client(s.clientStart))
 	s.route(POST, "/api/client/pair-code", 0, s.client(s.clientPairCode))
+	s.route(POST, "/api/client/send", s.mediaBodyLimit(), s.client(s.clientSend))
+	s.route(POST, "/api/client/templates/test", 0, s.client(s.templateTest))
 
 	// The simulated network's dev controls (--network sim only).
 	if s.cfg.Sim != nil {
@@ -46,4 +54,10 @@ func (s *Server) routes() {
 		s.route(POST, "/api/dev/sim/latency", 0, s.simLatency)
 	}
 	_ = PUT
+}
+
+// mediaBodyLimit is the body cap of routes that take media inline: the media cap as base64
+// (4/3) plus room for the other fields.
+func (s *Server) mediaBodyLimit() int {
+	return int(s.cfg.Media.MaxBytes/3*4) + 64<<10
 }

@@ -55,6 +55,10 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Sim is the simulated network, whose dev controls are served when it is set.
 	Sim *sim.Network
+	// BulkMaxRecipients is the most numbers one bulk request may carry (default 1000).
+	BulkMaxRecipients int
+	// Media configures media intake (URLs and data URIs) for the send routes.
+	Media MediaOptions
 }
 
 // Server is the gateway's HTTP server.
@@ -65,6 +69,7 @@ type Server struct {
 	router  *router.Router
 	srv     *fasthttp.Server
 	metrics *httpMetrics
+	media   *mediaFetcher
 	ready   atomic.Bool
 	reqSeq  atomic.Uint64
 	reqPfx  string
@@ -89,7 +94,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.BodyLimit <= 0 {
 		cfg.BodyLimit = 1 << 20
 	}
-	cfg.MaxBodyLimit = max(cfg.MaxBodyLimit, cfg.BodyLimit)
+	if cfg.BulkMaxRecipients <= 0 {
+		cfg.BulkMaxRecipients = 1000
+	}
+	if cfg.Media.MaxBytes <= 0 {
+		cfg.Media.MaxBytes = 16 << 20
+	}
+	cfg.MaxBodyLimit = max(cfg.MaxBodyLimit, cfg.BodyLimit, int(cfg.Media.MaxBytes/3*4)+64<<10)
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 2 * time.Hour
 	}
@@ -100,6 +111,12 @@ func New(cfg Config) (*Server, error) {
 	if s.metrics, err = newHTTPMetrics(cfg.Registry); err != nil {
 		return nil, err
 	}
+	for _, c := range engineCollectors(cfg.Engine.Stats) {
+		if err := cfg.Registry.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	s.media = newMediaFetcher(cfg.Media)
 	s.routes()
 	s.router.NotFound = func(ctx *fasthttp.RequestCtx) { s.writeError(ctx, errNotFound) }
 	s.router.MethodNotAllowed = func(ctx *fasthttp.RequestCtx) { s.writeError(ctx, errMethod) }

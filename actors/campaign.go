@@ -1,0 +1,311 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+)
+
+// Campaign statuses.
+const (
+	CampaignQueued    = "queued"
+	CampaignRunning   = "running"
+	CampaignCompleted = "completed"
+	CampaignCancelled = "cancelled"
+	CampaignFailed    = "failed"
+)
+
+// CampaignDetail is one number's outcome (SPEC.md section 2.5).
+type CampaignDetail struct {
+	Number    string `json:"number"`
+	Success   bool   `json:"success"`
+	MessageID string `json:"messageId"`
+	Error     string `json:"error,omitempty"`
+}
+
+// CampaignState is a bulk campaign's persisted record. Details are stored one key per number
+// beside it (so a step writes one small record, not the whole list), and loaded into Details.
+type CampaignState struct {
+	ID        string   `json:"id"`
+	UserID    string   `json:"userId"`
+	SessionID string   `json:"sessionId"`
+	Message   string   `json:"message"`
+	Numbers   []string `json:"numbers"`
+	Delay     float64  `json:"delay"` // seconds between consecutive sends
+	Status    string   `json:"status"`
+	// Granted is how many numbers the allowance covers (the batch is clipped to it).
+	Granted int `json:"granted"`
+	// Cursor is the index of the next number to process.
+	Cursor int `json:"cursor"`
+	// InFlight is the message id of Numbers[Cursor] while its send may be under way: after a
+	// crash it is resolved through the outbox under the same id, never sent twice.
+	InFlight   string           `json:"inFlight,omitempty"`
+	Successful int              `json:"successful"`
+	Failed     int              `json:"failed"`
+	Details    []CampaignDetail `json:"-"`
+	CreatedAt  time.Time        `json:"createdAt"`
+	UpdatedAt  time.Time        `json:"updatedAt"`
+	Error      string           `json:"error,omitempty"`
+}
+
+// Done tells whether the campaign has ended.
+func (s CampaignState) Done() bool {
+	return s.Status == CampaignCompleted || s.Status == CampaignCancelled || s.Status == CampaignFailed
+}
+
+// CampaignStore persists campaigns: the record and, with it, the detail of one number.
+type CampaignStore interface {
+	SaveCampaign(ctx context.Context, s CampaignState, detail *CampaignDetail, final bool) error
+}
+
+// CampaignDeps are a campaign actor's collaborators.
+type CampaignDeps struct {
+	Store CampaignStore
+	Now   func() time.Time
+	Log   *slog.Logger
+	// Normalize turns a number as given into digits, or an error (a failed entry).
+	Normalize func(string) (string, error)
+	// NewID makes a message id.
+	NewID func() string
+	// Send sends one message of the campaign under the given id (allowance already reserved)
+	// and returns the outbox entry with its outcome.
+	Send func(ctx context.Context, s CampaignState, to, msgID string) (OutboxEntry, error)
+	// Outcome looks a message up in the outbox: found with an outcome, found pending, or absent.
+	Outcome func(msgID string) (e OutboxEntry, found bool)
+	// Release gives back allowance the campaign reserved and did not use.
+	Release func(userID string, n int64)
+	// Publish receives each new view (progress reads cost no round trip).
+	Publish func(CampaignState)
+}
+
+// Campaign-actor messages.
+type (
+	// WatchCampaign answers once the campaign has ended.
+	WatchCampaign struct{ Reply chan CampaignState }
+	// CancelCampaign stops the campaign before its next number; the reply comes once no send is
+	// in flight, so nothing is delivered after it.
+	CancelCampaign struct{ Reply chan CampaignState }
+
+	campaignNext struct{}
+	campaignSent struct {
+		idx   int
+		entry OutboxEntry
+		err   error
+	}
+	campaignSaved struct{ err error }
+)
+
+// Campaign is the actor of one bulk send: it sends one number at a time, in order, waits Delay
+// between sends on a timer (never a sleep in Receive), and persists its progress with every
+// number. All fields are owned by the actor's goroutine.
+type Campaign struct {
+	deps     CampaignDeps
+	st       CampaignState
+	sending  bool
+	timer    *time.Timer
+	watchers []chan CampaignState
+	cancels  []chan CampaignState
+}
+
+// NewCampaign returns the producer of a campaign actor from its state.
+func NewCampaign(st CampaignState, deps CampaignDeps) actor.Producer {
+	return func() actor.Receiver { return &Campaign{deps: deps, st: st} }
+}
+
+// Receive implements actor.Receiver.
+func (c *Campaign) Receive(ctx *actor.Context) {
+	switch m := ctx.Message().(type) {
+	case actor.Started:
+		c.resume(ctx)
+	case campaignNext:
+		c.step(ctx)
+	case campaignSent:
+		c.sent(ctx, m)
+	case *WatchCampaign:
+		if c.st.Done() {
+			m.Reply <- c.view()
+			return
+		}
+		c.watchers = append(c.watchers, m.Reply)
+	case *CancelCampaign:
+		if c.st.Done() {
+			m.Reply <- c.view()
+			return
+		}
+		c.st.Status = CampaignCancelled
+		if c.sending {
+			c.cancels = append(c.cancels, m.Reply)
+			return
+		}
+		c.finish(ctx)
+		m.Reply <- c.view()
+	case actor.Stopped:
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+	}
+}
+
+// resume starts a new campaign or picks a persisted one up where it stopped. A number whose
+// send was in flight at a crash is resolved through the outbox first.
+func (c *Campaign) resume(ctx *actor.Context) {
+	if c.st.Done() {
+		c.publish()
+		return
+	}
+	c.st.Status = CampaignRunning
+	c.publish()
+	if c.st.InFlight != "" {
+		c.resolveInFlight(ctx)
+		return
+	}
+	ctx.Engine().Send(ctx.PID(), campaignNext{})
+}
+
+func (c *Campaign) resolveInFlight(ctx *actor.Context) {
+	idx, id := c.st.Cursor, c.st.InFlight
+	e, found := c.deps.Outcome(id)
+	switch {
+	case found && e.Status != MsgQueued:
+		// The outbox settled it (the account counted it then): give back its reservation.
+		var err error
+		if e.Status == MsgFailed {
+			err = errors.New(e.Error)
+		}
+		c.deps.Release(c.st.UserID, 1)
+		c.sending = true
+		c.sent(ctx, campaignSent{idx: idx, entry: e, err: err})
+	case found:
+		// Pending in the outbox: the session re-sends it at boot; poll for its outcome.
+		engine, self := ctx.Engine(), ctx.PID()
+		c.timer = time.AfterFunc(200*time.Millisecond, func() { engine.Send(self, campaignNext{}) })
+	default:
+		// Never reached the outbox: send it now, under the same id.
+		c.sendNumber(ctx, idx, id)
+	}
+}
+
+// step processes the next number, or ends the campaign.
+func (c *Campaign) step(ctx *actor.Context) {
+	if c.st.Done() || c.sending {
+		return
+	}
+	if c.st.InFlight != "" {
+		c.resolveInFlight(ctx)
+		return
+	}
+	if c.st.Cursor >= c.st.Granted {
+		c.st.Status = CampaignCompleted
+		c.finish(ctx)
+		return
+	}
+	idx := c.st.Cursor
+	if _, err := c.deps.Normalize(c.st.Numbers[idx]); err != nil {
+		// An invalid number is a failed entry, not a failed campaign; its share of the
+		// allowance goes back.
+		c.deps.Release(c.st.UserID, 1)
+		c.sending = true
+		c.sent(ctx, campaignSent{idx: idx, err: err})
+		return
+	}
+	c.sendNumber(ctx, idx, c.deps.NewID())
+}
+
+// sendNumber persists the in-flight mark, then sends, on a worker goroutine.
+func (c *Campaign) sendNumber(ctx *actor.Context, idx int, msgID string) {
+	c.sending = true
+	c.st.InFlight = msgID
+	c.st.UpdatedAt = c.deps.Now().UTC()
+	snap := c.st
+	snap.Details = nil
+	deps, engine, self := c.deps, ctx.Engine(), ctx.PID()
+	to, _ := deps.Normalize(snap.Numbers[idx])
+	go func() {
+		if err := deps.Store.SaveCampaign(context.Background(), snap, nil, false); err != nil {
+			deps.Release(snap.UserID, 1)
+			engine.Send(self, campaignSent{idx: idx, err: fmt.Errorf("%w: save progress: %v", ErrUnavailable, err)})
+			return
+		}
+		e, err := deps.Send(context.Background(), snap, to, msgID)
+		engine.Send(self, campaignSent{idx: idx, entry: e, err: err})
+	}()
+}
+
+// sent records one number's outcome, persists the progress, and schedules the next number.
+func (c *Campaign) sent(ctx *actor.Context, m campaignSent) {
+	c.sending = false
+	if m.idx != c.st.Cursor {
+		return
+	}
+	d := CampaignDetail{Number: c.st.Numbers[m.idx], MessageID: m.entry.ID}
+	if m.err != nil {
+		d.Error = m.err.Error()
+		c.st.Failed++
+	} else {
+		d.Success = true
+		c.st.Successful++
+	}
+	c.st.Details = append(c.st.Details, d)
+	c.st.Cursor++
+	c.st.InFlight = ""
+	c.st.UpdatedAt = c.deps.Now().UTC()
+	c.save(ctx, &d, false)
+	c.publish()
+	if len(c.cancels) > 0 || c.st.Status == CampaignCancelled {
+		c.st.Status = CampaignCancelled
+		c.finish(ctx)
+		return
+	}
+	engine, self := ctx.Engine(), ctx.PID()
+	if c.st.Cursor >= c.st.Granted || c.st.Delay <= 0 {
+		engine.Send(self, campaignNext{})
+		return
+	}
+	c.timer = time.AfterFunc(time.Duration(c.st.Delay*float64(time.Second)), func() { engine.Send(self, campaignNext{}) })
+}
+
+// finish ends the campaign: the final record, the unused allowance released, everyone waiting
+// answered, and the actor stopped.
+func (c *Campaign) finish(ctx *actor.Context) {
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.st.UpdatedAt = c.deps.Now().UTC()
+	c.save(ctx, nil, true)
+	if unused := int64(c.st.Granted - c.st.Cursor); unused > 0 {
+		c.deps.Release(c.st.UserID, unused)
+	}
+	c.publish()
+	v := c.view()
+	for _, w := range append(c.watchers, c.cancels...) {
+		w <- v
+	}
+	c.watchers, c.cancels = nil, nil
+	ctx.Engine().Poison(ctx.PID())
+}
+
+// save writes the record (and a number's detail) synchronously: progress is durable before the
+// next number starts. A failure is logged; the in-flight mark still protects the next step.
+func (c *Campaign) save(_ *actor.Context, d *CampaignDetail, final bool) {
+	snap := c.st
+	snap.Details = nil
+	if err := c.deps.Store.SaveCampaign(context.Background(), snap, d, final); err != nil {
+		c.deps.Log.Error("campaign: save progress", "campaign_id", c.st.ID, "err", err)
+	}
+}
+
+func (c *Campaign) view() CampaignState {
+	v := c.st
+	v.Details = append([]CampaignDetail(nil), c.st.Details...)
+	return v
+}
+
+func (c *Campaign) publish() {
+	if c.deps.Publish != nil {
+		c.deps.Publish(c.view())
+	}
+}

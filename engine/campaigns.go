@@ -1,0 +1,272 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+	"github.com/google/uuid"
+
+	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/network"
+	"github.com/gateway/gateway/persist"
+)
+
+// ErrCampaignNotFound: no campaign with this id for this user.
+var ErrCampaignNotFound = errors.New("campaign not found")
+
+// Campaign retention once ended (record), and for the per-number details.
+const (
+	campaignRetention = 30 * 24 * time.Hour
+	detailRetention   = 90 * 24 * time.Hour
+)
+
+// campaignStore keeps "campaign/<id>" (the record) and "campaign_detail/<id>/<index>" (one
+// number's outcome each).
+type campaignStore struct {
+	records *persist.Table[actors.CampaignState]
+	details *persist.Table[actors.CampaignDetail]
+}
+
+func newCampaignStore(kv persist.KV) *campaignStore {
+	return &campaignStore{
+		records: persist.NewTable[actors.CampaignState](kv, "campaign", 1),
+		details: persist.NewTable[actors.CampaignDetail](kv, "campaign_detail", 1),
+	}
+}
+
+func detailID(campaignID string, idx int) string { return fmt.Sprintf("%s/%06d", campaignID, idx) }
+
+// SaveCampaign writes the record and, in the same commit, one number's detail.
+func (c *campaignStore) SaveCampaign(ctx context.Context, s actors.CampaignState, d *actors.CampaignDetail, final bool) error {
+	var ops []persist.Op
+	var rec persist.Op
+	var err error
+	if final {
+		rec, err = c.records.PutTTLOp(s.ID, s, campaignRetention)
+	} else {
+		rec, err = c.records.PutOp(s.ID, s)
+	}
+	if err != nil {
+		return err
+	}
+	ops = append(ops, rec)
+	if d != nil {
+		op, err := c.details.PutTTLOp(detailID(s.ID, s.Cursor-1), *d, detailRetention)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, op)
+	}
+	return c.records.KV().Commit(ctx, ops...)
+}
+
+// load reads a campaign and its details.
+func (c *campaignStore) load(id string) (actors.CampaignState, error) {
+	s, err := c.records.Get(id)
+	if err != nil {
+		return s, err
+	}
+	err = c.details.Scan(id+"/", func(_ string, d actors.CampaignDetail) error {
+		s.Details = append(s.Details, d)
+		return nil
+	})
+	return s, err
+}
+
+// campaignEntry is a running campaign's actor and its last published view.
+type campaignEntry struct {
+	pid  *actor.PID
+	view atomic.Pointer[actors.CampaignState]
+}
+
+type campaignIndex struct {
+	mu   sync.RWMutex
+	byID map[string]*campaignEntry
+}
+
+func (x *campaignIndex) get(id string) *campaignEntry {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.byID[id]
+}
+
+// CampaignRequest is a bulk send.
+type CampaignRequest struct {
+	UserID    string
+	SessionID string // "" = the user's default session
+	Numbers   []string
+	Message   string
+	Delay     float64 // seconds
+}
+
+// StartCampaign reserves min(len(numbers), remaining allowance) and starts the campaign actor.
+// ErrQuotaExceeded when nothing is left this month.
+func (e *Engine) StartCampaign(ctx context.Context, r CampaignRequest) (actors.CampaignState, error) {
+	ent, err := e.sendSession(r.UserID, r.SessionID)
+	if err != nil {
+		return actors.CampaignState{}, err
+	}
+	if ent.view.Load().Status != actors.StatusConnected {
+		return actors.CampaignState{}, fmt.Errorf("%w: link the session first", ErrNotConnected)
+	}
+	acct, err := e.reserve(ctx, r.UserID, int64(len(r.Numbers)))
+	if err == nil {
+		err = acct.Err
+	}
+	if err != nil {
+		return actors.CampaignState{}, err
+	}
+	now := e.Now().UTC()
+	st := actors.CampaignState{
+		ID: uuid.NewString(), UserID: r.UserID, SessionID: ent.view.Load().ID, Message: r.Message,
+		Numbers: r.Numbers, Delay: r.Delay, Status: actors.CampaignQueued, Granted: int(acct.Granted),
+		CreatedAt: now, UpdatedAt: now,
+	}
+	if err := e.campaignStore.SaveCampaign(ctx, st, nil, false); err != nil {
+		e.settle(r.UserID, 0, acct.Granted)
+		return actors.CampaignState{}, fmt.Errorf("%w: save campaign: %v", ErrUnavailable, err)
+	}
+	ce := e.spawnCampaign(st)
+	e.log.Info("campaign started", "campaign_id", st.ID, "user_id", st.UserID, "numbers", len(st.Numbers), "granted", st.Granted)
+	return *ce.view.Load(), nil
+}
+
+func (e *Engine) spawnCampaign(st actors.CampaignState) *campaignEntry {
+	ce := &campaignEntry{}
+	view := st
+	ce.view.Store(&view)
+	deps := actors.CampaignDeps{
+		Store: e.campaignStore, Now: e.cfg.Now, Log: e.log,
+		Normalize: NormalizePhone, NewID: NewMessageID,
+		Send:    e.sendCampaignMessage,
+		Outcome: e.outboxOutcome,
+		Release: func(uid string, n int64) { e.settle(uid, 0, n) },
+		Publish: func(s actors.CampaignState) {
+			ce.view.Store(&s)
+			if s.Done() {
+				e.metrics.campaignsDone(s.Status)
+				e.campaigns.mu.Lock()
+				delete(e.campaigns.byID, s.ID)
+				e.campaigns.mu.Unlock()
+			}
+		},
+	}
+	e.campaigns.mu.Lock()
+	e.campaigns.byID[st.ID] = ce
+	e.campaigns.mu.Unlock()
+	ce.pid = e.spawn(actors.NewCampaign(st, deps), "campaign", st.ID)
+	return ce
+}
+
+// sendCampaignMessage sends one campaign number (its allowance reserved at the start).
+func (e *Engine) sendCampaignMessage(ctx context.Context, s actors.CampaignState, to, msgID string) (actors.OutboxEntry, error) {
+	ent := e.sessions.get(s.SessionID)
+	if ent == nil || ent.view.Load().Status != actors.StatusConnected {
+		e.settle(s.UserID, 0, 1)
+		return actors.OutboxEntry{ID: msgID}, fmt.Errorf("%w: the campaign's session is not connected", ErrNotConnected)
+	}
+	m := network.Message{ID: msgID, To: to, Kind: network.KindText, Text: s.Message}
+	return e.dispatch(ctx, ent, s.UserID, "campaign:"+s.ID, m)
+}
+
+// outboxOutcome looks a message up in the outbox.
+func (e *Engine) outboxOutcome(id string) (actors.OutboxEntry, bool) {
+	m, err := e.outbox.get(id)
+	return m, err == nil
+}
+
+// Campaign returns one of the user's campaigns, with its details so far.
+func (e *Engine) Campaign(uid, id string) (actors.CampaignState, error) {
+	if ce := e.campaigns.get(id); ce != nil {
+		if v := *ce.view.Load(); v.UserID == uid {
+			return v, nil
+		}
+		return actors.CampaignState{}, fmt.Errorf("%w: %s", ErrCampaignNotFound, id)
+	}
+	s, err := e.campaignStore.load(id)
+	if err != nil || s.UserID != uid {
+		return actors.CampaignState{}, fmt.Errorf("%w: %s", ErrCampaignNotFound, id)
+	}
+	return s, nil
+}
+
+// WaitCampaign returns once the campaign has ended (or ctx ends).
+func (e *Engine) WaitCampaign(ctx context.Context, id string) (actors.CampaignState, error) {
+	ce := e.campaigns.get(id)
+	if ce == nil {
+		s, err := e.campaignStore.load(id)
+		if err != nil {
+			return s, fmt.Errorf("%w: %s", ErrCampaignNotFound, id)
+		}
+		return s, nil
+	}
+	msg := &actors.WatchCampaign{Reply: make(chan actors.CampaignState, 1)}
+	e.hw.Send(ce.pid, msg)
+	select {
+	case s := <-msg.Reply:
+		return s, nil
+	case <-ctx.Done():
+		return *ce.view.Load(), ctx.Err()
+	}
+}
+
+// CancelCampaign stops a running campaign before its next number.
+func (e *Engine) CancelCampaign(ctx context.Context, uid, id string) (actors.CampaignState, error) {
+	s, err := e.Campaign(uid, id)
+	if err != nil {
+		return s, err
+	}
+	ce := e.campaigns.get(id)
+	if ce == nil || s.Done() {
+		return s, nil
+	}
+	msg := &actors.CancelCampaign{Reply: make(chan actors.CampaignState, 1)}
+	e.hw.Send(ce.pid, msg)
+	return waitReply(ctx, msg.Reply, e.cfg.SendTimeout+10*time.Second, "campaign")
+}
+
+// bootCampaigns respawns every campaign that had not ended, re-reserving what it still needs
+// (reservations live in memory and died with the last process).
+func (e *Engine) bootCampaigns() (int, error) {
+	var open []string
+	err := e.campaignStore.records.Scan("", func(id string, s actors.CampaignState) error {
+		if !s.Done() {
+			open = append(open, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("engine: load campaigns: %w", err)
+	}
+	for _, id := range open {
+		s, err := e.campaignStore.load(id)
+		if err != nil {
+			return 0, fmt.Errorf("engine: load campaign %s: %w", id, err)
+		}
+		if need := int64(s.Granted - s.Cursor); need > 0 {
+			acct, err := e.reserve(context.Background(), s.UserID, need)
+			if err != nil {
+				return 0, err
+			}
+			// Allowance used elsewhere meanwhile clips the rest of the batch.
+			s.Granted = s.Cursor + int(acct.Granted)
+			if s.InFlight != "" && s.Granted == s.Cursor {
+				s.Granted++
+			}
+		}
+		e.spawnCampaign(s)
+	}
+	return len(open), nil
+}
+
+// campaignsRunning counts running campaigns (metrics).
+func (e *Engine) campaignsRunning() int {
+	e.campaigns.mu.RLock()
+	defer e.campaigns.mu.RUnlock()
+	return len(e.campaigns.byID)
+}

@@ -1,0 +1,173 @@
+package httpapi
+
+import (
+	"context"
+	"strings"
+
+	"github.com/goccy/go-json"
+	"github.com/valyala/fasthttp"
+
+	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/engine"
+)
+
+// maxDelay is the longest pause between two sends of a bulk campaign (seconds).
+const maxDelay = 3600
+
+type bulkRequest struct {
+	Numbers   json.RawMessage `json:"numbers"`
+	Message   *string         `json:"message"`
+	Delay     *float64        `json:"delay"`
+	SessionID string          `json:"session_id"`
+	Async     bool            `json:"async"`
+}
+
+type detailJSON struct {
+	Number    string `json:"number"`
+	Success   bool   `json:"success"`
+	MessageID string `json:"messageId"`
+	Error     string `json:"error,omitempty"`
+}
+
+// bulkResultJSON is SPEC.md section 2.5's result, with the campaign id added.
+type bulkResultJSON struct {
+	Success        bool         `json:"success"`
+	CampaignID     string       `json:"campaign_id"`
+	Status         string       `json:"status"`
+	TotalRequested int          `json:"total_requested"`
+	TotalProcessed int          `json:"total_processed"`
+	Successful     int          `json:"successful"`
+	Failed         int          `json:"failed"`
+	Details        []detailJSON `json:"details"`
+	Timestamp      timestamp    `json:"timestamp"`
+}
+
+type campaignJSON struct {
+	bulkResultJSON
+	CreatedAt timestamp `json:"created_at"`
+	UpdatedAt timestamp `json:"updated_at"`
+}
+
+type bulkAcceptedJSON struct {
+	Success        bool   `json:"success"`
+	CampaignID     string `json:"campaign_id"`
+	Status         string `json:"status"`
+	TotalRequested int    `json:"total_requested"`
+	TotalProcessed int    `json:"total_processed"`
+	StatusURL      string `json:"status_url"`
+}
+
+func bulkResult(s actors.CampaignState) bulkResultJSON {
+	details := make([]detailJSON, len(s.Details))
+	for i, d := range s.Details {
+		details[i] = detailJSON(d)
+	}
+	return bulkResultJSON{
+		Success: s.Status != actors.CampaignFailed, CampaignID: s.ID, Status: s.Status,
+		TotalRequested: len(s.Numbers), TotalProcessed: s.Cursor, Successful: s.Successful, Failed: s.Failed,
+		Details: details, Timestamp: timestamp(s.UpdatedAt),
+	}
+}
+
+func campaignView(s actors.CampaignState) campaignJSON {
+	return campaignJSON{bulkResultJSON: bulkResult(s), CreatedAt: timestamp(s.CreatedAt), UpdatedAt: timestamp(s.UpdatedAt)}
+}
+
+// v1SendBulk is POST /api/v1/messages/send-bulk (scope send_bulk): sync (the result when the
+// campaign ends; it goes on if the caller leaves) or async (202 at once).
+func (s *Server) v1SendBulk(ctx *fasthttp.RequestCtx) {
+	key, ok := s.apiKey(ctx, engine.ScopeBulk)
+	if !ok {
+		return
+	}
+	s.idempotent(ctx, key, func() {
+		var req bulkRequest
+		if err := decodeBody(ctx, &req); err != nil {
+			s.writeError(ctx, err)
+			return
+		}
+		r, err := s.bulkCampaign(req)
+		if err != nil {
+			s.writeError(ctx, err)
+			return
+		}
+		r.UserID = key.Key.UserID
+		st, err := s.eng.StartCampaign(context.Background(), r)
+		if err != nil {
+			s.writeError(ctx, err)
+			return
+		}
+		if req.Async {
+			writeJSON(ctx, fasthttp.StatusAccepted, bulkAcceptedJSON{
+				Success: true, CampaignID: st.ID, Status: st.Status, TotalRequested: len(st.Numbers),
+				TotalProcessed: st.Cursor, StatusURL: "/api/v1/campaigns/" + st.ID,
+			})
+			return
+		}
+		st, err = s.eng.WaitCampaign(context.Background(), st.ID)
+		if err != nil {
+			s.writeError(ctx, err)
+			return
+		}
+		writeJSON(ctx, fasthttp.StatusOK, bulkResult(st))
+	})
+}
+
+// bulkCampaign validates a bulk request.
+func (s *Server) bulkCampaign(req bulkRequest) (engine.CampaignRequest, error) {
+	var r engine.CampaignRequest
+	if len(req.Numbers) == 0 || string(req.Numbers) == "null" {
+		return r, missing("numbers")
+	}
+	if err := json.Unmarshal(req.Numbers, &r.Numbers); err != nil {
+		return r, badInput("validation_failed", "numbers must be an array of strings")
+	}
+	if len(r.Numbers) == 0 {
+		return r, badInput("validation_failed", "numbers must not be empty")
+	}
+	if len(r.Numbers) > s.cfg.BulkMaxRecipients {
+		return r, badInput("validation_failed", "numbers has %d entries; at most %d are allowed", len(r.Numbers), s.cfg.BulkMaxRecipients)
+	}
+	text, err := requireText("message", req.Message)
+	if err != nil {
+		return r, err
+	}
+	r.Message = text
+	r.Delay = 5
+	if req.Delay != nil {
+		if *req.Delay < 0 || *req.Delay > maxDelay {
+			return r, badInput("validation_failed", "delay must be 0 to %d seconds", maxDelay)
+		}
+		r.Delay = *req.Delay
+	}
+	r.SessionID = strings.TrimSpace(req.SessionID)
+	return r, nil
+}
+
+func (s *Server) v1Campaign(ctx *fasthttp.RequestCtx) {
+	key, ok := s.apiKey(ctx, "")
+	if !ok {
+		return
+	}
+	id, _ := ctx.UserValue("id").(string)
+	st, err := s.eng.Campaign(key.Key.UserID, id)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, campaignView(st))
+}
+
+func (s *Server) v1CancelCampaign(ctx *fasthttp.RequestCtx) {
+	key, ok := s.apiKey(ctx, "")
+	if !ok {
+		return
+	}
+	id, _ := ctx.UserValue("id").(string)
+	st, err := s.eng.CancelCampaign(context.Background(), key.Key.UserID, id)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, campaignView(st))
+}

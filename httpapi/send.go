@@ -1,0 +1,310 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/engine"
+	"github.com/gateway/gateway/network"
+	"github.com/gateway/gateway/persist"
+)
+
+// maxText is the longest text body accepted (the messaging network's own limit is 65,536).
+const maxText = 65536
+
+type sendRequest struct {
+	Phone   *string `json:"phone"`
+	Message *string `json:"message"`
+	Type    *string `json:"type"`
+}
+
+type sentJSON struct {
+	Success   bool      `json:"success"`
+	MessageID string    `json:"message_id"`
+	To        string    `json:"to"`
+	Session   string    `json:"session"`
+	Timestamp timestamp `json:"timestamp"`
+}
+
+func sentResponse(e actors.OutboxEntry) sentJSON {
+	ts := e.UpdatedAt
+	if e.SentAt != nil {
+		ts = *e.SentAt
+	}
+	return sentJSON{Success: true, MessageID: e.ID, To: e.Message.To, Session: e.SessionID, Timestamp: timestamp(ts)}
+}
+
+// v1Send is POST /api/v1/messages/send (scope send_text).
+func (s *Server) v1Send(ctx *fasthttp.RequestCtx) {
+	key, ok := s.apiKey(ctx, engine.ScopeText)
+	if !ok {
+		return
+	}
+	s.idempotent(ctx, key, func() {
+		var req sendRequest
+		if err := decodeBody(ctx, &req); err != nil {
+			s.writeError(ctx, err)
+			return
+		}
+		if req.Type != nil && *req.Type != "" && *req.Type != "text" {
+			s.writeError(ctx, badInput("validation_failed", "type must be text (send images with /api/v1/messages/send-image)"))
+			return
+		}
+		phone, err := requirePhone("phone", req.Phone)
+		if err != nil {
+			s.writeError(ctx, err)
+			return
+		}
+		text, err := requireText("message", req.Message)
+		if err != nil {
+			s.writeError(ctx, err)
+			return
+		}
+		s.send(ctx, key.Key.UserID, "", "api", network.Message{To: phone, Kind: network.KindText, Text: text}, true)
+	})
+}
+
+type sendImageRequest struct {
+	To        *string `json:"to"`
+	Image     *string `json:"image"`
+	Caption   string  `json:"caption"`
+	FileName  string  `json:"fileName"`
+	SessionID string  `json:"session_id"`
+}
+
+// v1SendImage is POST /api/v1/messages/send-image (scope send_media).
+func (s *Server) v1SendImage(ctx *fasthttp.RequestCtx) {
+	key, ok := s.apiKey(ctx, engine.ScopeMedia)
+	if !ok {
+		return
+	}
+	s.idempotent(ctx, key, func() {
+		var req sendImageRequest
+		if err := decodeBody(ctx, &req); err != nil {
+			s.writeError(ctx, err)
+			return
+		}
+		to, err := requirePhone("to", req.To)
+		if err != nil {
+			s.writeError(ctx, err)
+			return
+		}
+		if req.Image == nil || strings.TrimSpace(*req.Image) == "" {
+			s.writeError(ctx, missing("image"))
+			return
+		}
+		m, err := s.media.Load(context.Background(), strings.TrimSpace(*req.Image))
+		if err == nil {
+			err = checkImage(m)
+		}
+		if err != nil {
+			s.writeError(ctx, err)
+			return
+		}
+		name := req.FileName
+		if name == "" {
+			name = "image.png"
+		}
+		msg := network.Message{To: to, Kind: network.KindImage, Caption: req.Caption, FileName: name, MimeType: m.MimeType, Data: m.Data}
+		s.send(ctx, key.Key.UserID, req.SessionID, "api", msg, true)
+	})
+}
+
+type clientSendRequest struct {
+	Phone        *string  `json:"phone"`
+	Type         string   `json:"type"`
+	Text         *string  `json:"text"`
+	FileURL      *string  `json:"fileUrl"`
+	FileName     string   `json:"fileName"`
+	Caption      string   `json:"caption"`
+	Lat          *float64 `json:"lat"`
+	Lng          *float64 `json:"lng"`
+	Address      string   `json:"address"`
+	ContactName  *string  `json:"contactName"`
+	ContactPhone *string  `json:"contactPhone"`
+}
+
+// clientSend is POST /api/client/send: every message kind from the dashboard.
+func (s *Server) clientSend(ctx *fasthttp.RequestCtx, u persist.User) {
+	var req clientSendRequest
+	if err := decodeBody(ctx, &req); err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	msg, err := s.clientMessage(req)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	s.send(ctx, u.ID, "", "dashboard", msg, false)
+}
+
+// clientMessage validates a dashboard send and builds the message, loading media.
+func (s *Server) clientMessage(req clientSendRequest) (network.Message, error) {
+	phone, err := requirePhone("phone", req.Phone)
+	if err != nil {
+		return network.Message{}, err
+	}
+	kind := network.Kind(req.Type)
+	if kind == "" {
+		kind = network.KindText
+	}
+	msg := network.Message{To: phone, Kind: kind}
+	switch kind {
+	case network.KindText:
+		if msg.Text, err = requireText("text", req.Text); err != nil {
+			return msg, err
+		}
+	case network.KindImage, network.KindVideo, network.KindAudio, network.KindDocument:
+		if req.FileURL == nil || strings.TrimSpace(*req.FileURL) == "" {
+			return msg, badInput("validation_failed", "fileUrl is required for type %s", kind)
+		}
+		m, err := s.media.Load(context.Background(), strings.TrimSpace(*req.FileURL))
+		if err != nil {
+			return msg, err
+		}
+		if kind != network.KindDocument && mediaKind(m.MimeType) != string(kind) {
+			return msg, fmt.Errorf("%w: %s is not %s", errMediaType, m.MimeType, kindArticle(kind))
+		}
+		if kind == network.KindImage {
+			if err := checkImage(m); err != nil {
+				return msg, err
+			}
+		}
+		msg.Data, msg.MimeType, msg.FileName = m.Data, m.MimeType, req.FileName
+		if msg.FileName == "" {
+			msg.FileName = m.FileName
+		}
+		if kind != network.KindAudio {
+			msg.Caption = req.Caption
+		}
+	case network.KindLocation:
+		if req.Lat == nil {
+			return msg, badInput("validation_failed", "lat is required for type location")
+		}
+		if req.Lng == nil {
+			return msg, badInput("validation_failed", "lng is required for type location")
+		}
+		if *req.Lat < -90 || *req.Lat > 90 || *req.Lng < -180 || *req.Lng > 180 {
+			return msg, badInput("validation_failed", "lat must be -90 to 90 and lng -180 to 180")
+		}
+		msg.Lat, msg.Lng, msg.Address = *req.Lat, *req.Lng, req.Address
+	case network.KindContact:
+		if req.ContactName == nil || strings.TrimSpace(*req.ContactName) == "" {
+			return msg, badInput("validation_failed", "contactName is required for type contact")
+		}
+		cp, err := requirePhone("contactPhone", req.ContactPhone)
+		if err != nil {
+			return msg, err
+		}
+		msg.ContactName, msg.ContactPhone = strings.TrimSpace(*req.ContactName), cp
+	default:
+		return msg, badInput("validation_failed", "type must be one of text, image, video, audio, document, location, contact")
+	}
+	return msg, nil
+}
+
+func kindArticle(k network.Kind) string {
+	if k == network.KindAudio || k == network.KindImage {
+		return "an " + string(k)
+	}
+	return "a " + string(k)
+}
+
+type templateTestRequest struct {
+	Phone *string `json:"phone"`
+	Text  *string `json:"text"`
+}
+
+// templateTest is POST /api/client/templates/test: sends a text to a phone from the dashboard.
+func (s *Server) templateTest(ctx *fasthttp.RequestCtx, u persist.User) {
+	var req templateTestRequest
+	if err := decodeBody(ctx, &req); err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	phone, err := requirePhone("phone", req.Phone)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	text, err := requireText("text", req.Text)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	s.send(ctx, u.ID, "", "dashboard", network.Message{To: phone, Kind: network.KindText, Text: text}, false)
+}
+
+// send asks the engine to send and writes the response: the v1 shape (full) or {success}.
+func (s *Server) send(ctx *fasthttp.RequestCtx, uid, sessionID, origin string, m network.Message, full bool) {
+	entry, err := s.eng.Send(context.Background(), engine.SendRequest{UserID: uid, SessionID: sessionID, Origin: origin, Message: m})
+	if err != nil {
+		s.metrics.send(origin, err)
+		s.writeError(ctx, err)
+		return
+	}
+	s.metrics.send(origin, nil)
+	if full {
+		writeJSON(ctx, fasthttp.StatusOK, sentResponse(entry))
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
+}
+
+type messageJSON struct {
+	Success   bool       `json:"success"`
+	MessageID string     `json:"message_id"`
+	Status    string     `json:"status"`
+	To        string     `json:"to"`
+	Session   string     `json:"session"`
+	Type      string     `json:"type"`
+	CreatedAt timestamp  `json:"created_at"`
+	SentAt    *timestamp `json:"sent_at"`
+	Error     string     `json:"error,omitempty"`
+}
+
+// v1Message is GET /api/v1/messages/{id}: one of the key owner's messages.
+func (s *Server) v1Message(ctx *fasthttp.RequestCtx) {
+	key, ok := s.apiKey(ctx, "")
+	if !ok {
+		return
+	}
+	id, _ := ctx.UserValue("id").(string)
+	m, err := s.eng.Message(key.Key.UserID, id)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, messageJSON{
+		Success: true, MessageID: m.ID, Status: m.Status, To: m.Message.To, Session: m.SessionID,
+		Type: string(m.Message.Kind), CreatedAt: timestamp(m.CreatedAt), SentAt: tsPtr(m.SentAt), Error: m.Error,
+	})
+}
+
+func requirePhone(field string, v *string) (string, error) {
+	if v == nil || strings.TrimSpace(*v) == "" {
+		return "", missing(field)
+	}
+	p, err := engine.NormalizePhone(*v)
+	if err != nil {
+		return "", fmt.Errorf("%w (%s)", err, field)
+	}
+	return p, nil
+}
+
+func requireText(field string, v *string) (string, error) {
+	if v == nil || strings.TrimSpace(*v) == "" {
+		return "", missing(field)
+	}
+	if len(*v) > maxText || !utf8.ValidString(*v) {
+		return "", badInput("validation_failed", "%s must be valid UTF-8 of at most %d bytes", field, maxText)
+	}
+	return *v, nil
+}
+
