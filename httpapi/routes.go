@@ -59,5 +59,5 @@ func (s *Server) routes() {
 // mediaBodyLimit is the body cap of routes that take media inline: the media cap as base64
 // (4/3) plus room for the other fields.
 func (s *Server) mediaBodyLimit() int {
-	return int(s.cfg.Media.MaxBytes/3*4) + 64<<10
+	return mediaBodyLimit(s.cfg.Media.MaxBytes)
 }

@@ -308,3 +308,9 @@ func requireText(field string, v *string) (string, error) {
 	return *v, nil
 }
 
+
+// mediaBodyLimit is the body cap for a route that carries media of up to maxBytes inline: base64
+// (4/3), line breaks and escaped slashes (5 %), and room for the other fields.
+func mediaBodyLimit(maxBytes int64) int {
+	return int(maxBytes/3*4*105/100) + 64<<10
+}

@@ -100,7 +100,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Media.MaxBytes <= 0 {
 		cfg.Media.MaxBytes = 16 << 20
 	}
-	cfg.MaxBodyLimit = max(cfg.MaxBodyLimit, cfg.BodyLimit, int(cfg.Media.MaxBytes/3*4)+64<<10)
+	cfg.MaxBodyLimit = max(cfg.MaxBodyLimit, cfg.BodyLimit, mediaBodyLimit(cfg.Media.MaxBytes))
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 2 * time.Hour
 	}

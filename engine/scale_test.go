@@ -1,0 +1,147 @@
+package engine
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/network/sim"
+	"github.com/gateway/gateway/persist"
+)
+
+// -campaigns sets how many campaigns TestCampaignTimerDrift runs at once (make bench-scale
+// runs 10,000; make test a smaller number so the race detector stays quick).
+var scaleCampaigns = flag.Int("campaigns", 1000, "concurrent campaigns in TestCampaignTimerDrift")
+
+// TestCampaignTimerDrift runs many campaigns at once (delay 1 s, three numbers each) on the sim
+// network with Badger storage, and checks that the pause between two numbers of a campaign stays
+// within 100 ms of the delay at p99. It reports heap per running campaign.
+func TestCampaignTimerDrift(t *testing.T) {
+	n := *scaleCampaigns
+	if testing.Short() {
+		n = 100
+	}
+	const users, perCampaign = 50, 3
+	kv, err := persist.OpenBadger(t.TempDir(), persist.BadgerOptions{Fsync: persist.FsyncInterval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kv.Close()
+	net, err := sim.Open(sim.Options{Dir: t.TempDir(), AutoPair: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	e, err := New(Config{
+		Store: persist.NewStore(kv), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Plans: Plans{"unlimited": {}}, DefaultPlan: "unlimited", Network: net,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop(context.Background())
+	ctx := context.Background()
+	uids := make([]string, users)
+	for i := range uids {
+		uids[i] = fmt.Sprintf("u%03d", i)
+		u, err := e.CreateUser(ctx, NewUser{ID: uids[i]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.SessionQR(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, uid := range uids {
+		for e.SessionStatus(uid).Status != actors.StatusConnected {
+			if time.Now().After(deadline) {
+				t.Fatalf("session of %s never connected", uid)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	goroutinesBefore := runtime.NumGoroutine()
+
+	ids := make([]string, n)
+	numbers := make([][]string, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 64)
+	for i := 0; i < n; i++ {
+		for j := 0; j < perCampaign; j++ {
+			numbers[i] = append(numbers[i], fmt.Sprintf("1%02d%07d%d", j+10, i, j))
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			st, err := e.StartCampaign(ctx, CampaignRequest{UserID: uids[i%users], Numbers: numbers[i], Message: "m", Delay: 1})
+			if err != nil {
+				errs <- err
+				return
+			}
+			ids[i] = st.ID
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// While they all run (between their first and last number): heap per campaign.
+	var during runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&during)
+	running, goroutines := e.campaignsRunning(), runtime.NumGoroutine()
+
+	for _, id := range ids {
+		for {
+			st, err := e.WaitCampaign(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Done() {
+				if st.Successful != perCampaign {
+					t.Fatalf("campaign %s: %+v", id, st)
+				}
+				break
+			}
+		}
+	}
+	var drifts []time.Duration
+	for i := 0; i < n; i++ {
+		var prev time.Time
+		for j, num := range numbers[i] {
+			got := net.Messages(num)
+			if len(got) != 1 {
+				t.Fatalf("%s received %d messages", num, len(got))
+			}
+			if j > 0 {
+				d := got[0].Timestamp.Sub(prev) - time.Second
+				drifts = append(drifts, max(d, -d))
+			}
+			prev = got[0].Timestamp
+		}
+	}
+	slices.Sort(drifts)
+	p50, p99, worst := drifts[len(drifts)/2], drifts[len(drifts)*99/100], drifts[len(drifts)-1]
+	heapPer := (int64(during.HeapAlloc) - int64(before.HeapAlloc)) / int64(n)
+	t.Logf("campaigns=%d running=%d drift p50=%v p99=%v max=%v heap/campaign=%d B goroutines %d→%d",
+		n, running, p50, p99, worst, heapPer, goroutinesBefore, goroutines)
+	if p99 > 100*time.Millisecond {
+		t.Fatalf("timer drift p99 %v over 100 ms (p50 %v, max %v)", p99, p50, worst)
+	}
+}
