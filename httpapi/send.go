@@ -176,6 +176,9 @@ func (s *Server) clientMessage(req clientSendRequest) (network.Message, error) {
 				return msg, err
 			}
 		}
+		if kind == network.KindAudio && m.MimeType == "application/ogg" {
+			m.MimeType = "audio/ogg" // an Ogg container sent as audio is a voice note
+		}
 		msg.Data, msg.MimeType, msg.FileName = m.Data, m.MimeType, req.FileName
 		if msg.FileName == "" {
 			msg.FileName = m.FileName
