@@ -62,8 +62,10 @@ func (tg *testGW) start() {
 		g.close()
 		tg.t.Fatalf("listen: %v", err)
 	}
-	tg.g, tg.url, tg.errc = g, "http://"+ln.Addr().String(), make(chan error, 1)
-	go func() { tg.errc <- g.http.Serve(ln) }()
+	errc := make(chan error, 1)
+	tg.g, tg.url, tg.errc = g, "http://"+ln.Addr().String(), errc
+	srv := g.http
+	go func() { errc <- srv.Serve(ln) }()
 	_, issuer, err := identity.NewDev(cfg.data)
 	if err != nil {
 		tg.t.Fatalf("dev issuer: %v", err)
