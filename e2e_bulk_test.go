@@ -78,7 +78,7 @@ func TestBulkDelay(t *testing.T) {
 		times = append(times, ts)
 	}
 	for i := 1; i < 3; i++ {
-		if gap := times[i].Sub(times[i-1]); gap < 950*time.Millisecond || gap > 1500*time.Millisecond {
+		if gap := times[i].Sub(times[i-1]); gap < 850*time.Millisecond || gap > 1500*time.Millisecond {
 			t.Fatalf("gap %d is %v, want about 1 s", i, gap)
 		}
 	}

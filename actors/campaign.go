@@ -3,7 +3,6 @@ package actors
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -39,11 +38,10 @@ type CampaignState struct {
 	Status    string   `json:"status"`
 	// Granted is how many numbers the allowance covers (the batch is clipped to it).
 	Granted int `json:"granted"`
-	// Cursor is the index of the next number to process.
-	Cursor int `json:"cursor"`
-	// InFlight is the message id of Numbers[Cursor] while its send may be under way: after a
-	// crash it is resolved through the outbox under the same id, never sent twice.
-	InFlight   string           `json:"inFlight,omitempty"`
+	// Cursor is the index of the next number to process. Its message id is derived from the
+	// campaign id and the index, so after a crash the number is resolved through the outbox
+	// under that id: never sent twice.
+	Cursor     int              `json:"cursor"`
 	Successful int              `json:"successful"`
 	Failed     int              `json:"failed"`
 	Details    []CampaignDetail `json:"-"`
@@ -69,8 +67,8 @@ type CampaignDeps struct {
 	Log   *slog.Logger
 	// Normalize turns a number as given into digits, or an error (a failed entry).
 	Normalize func(string) (string, error)
-	// NewID makes a message id.
-	NewID func() string
+	// MessageID is the message id of a campaign's number (deterministic: id and index).
+	MessageID func(campaignID string, idx int) string
 	// Send sends one message of the campaign under the given id (allowance already reserved)
 	// and returns the outbox entry with its outcome.
 	Send func(ctx context.Context, s CampaignState, to, msgID string) (OutboxEntry, error)
@@ -80,6 +78,8 @@ type CampaignDeps struct {
 	Release func(userID string, n int64)
 	// Publish receives each new view (progress reads cost no round trip).
 	Publish func(CampaignState)
+	// TimerLate is told how late each delay timer was handled (scheduling drift).
+	TimerLate func(time.Duration)
 }
 
 // Campaign-actor messages.
@@ -90,13 +90,12 @@ type (
 	// in flight, so nothing is delivered after it.
 	CancelCampaign struct{ Reply chan CampaignState }
 
-	campaignNext struct{}
+	campaignNext struct{ due time.Time } // due: when the timer was meant to fire (zero: not a timer)
 	campaignSent struct {
 		idx   int
 		entry OutboxEntry
 		err   error
 	}
-	campaignSaved struct{ err error }
 )
 
 // Campaign is the actor of one bulk send: it sends one number at a time, in order, waits Delay
@@ -106,6 +105,7 @@ type Campaign struct {
 	deps     CampaignDeps
 	st       CampaignState
 	sending  bool
+	started  time.Time // when the send of the current number started
 	timer    *time.Timer
 	watchers []chan CampaignState
 	cancels  []chan CampaignState
@@ -122,6 +122,9 @@ func (c *Campaign) Receive(ctx *actor.Context) {
 	case actor.Started:
 		c.resume(ctx)
 	case campaignNext:
+		if !m.due.IsZero() && c.deps.TimerLate != nil {
+			c.deps.TimerLate(c.deps.Now().Sub(m.due))
+		}
 		c.step(ctx)
 	case campaignSent:
 		c.sent(ctx, m)
@@ -150,8 +153,7 @@ func (c *Campaign) Receive(ctx *actor.Context) {
 	}
 }
 
-// resume starts a new campaign or picks a persisted one up where it stopped. A number whose
-// send was in flight at a crash is resolved through the outbox first.
+// resume starts a new campaign or picks a persisted one up where it stopped.
 func (c *Campaign) resume(ctx *actor.Context) {
 	if c.st.Done() {
 		c.publish()
@@ -159,43 +161,14 @@ func (c *Campaign) resume(ctx *actor.Context) {
 	}
 	c.st.Status = CampaignRunning
 	c.publish()
-	if c.st.InFlight != "" {
-		c.resolveInFlight(ctx)
-		return
-	}
 	ctx.Engine().Send(ctx.PID(), campaignNext{})
 }
 
-func (c *Campaign) resolveInFlight(ctx *actor.Context) {
-	idx, id := c.st.Cursor, c.st.InFlight
-	e, found := c.deps.Outcome(id)
-	switch {
-	case found && e.Status != MsgQueued:
-		// The outbox settled it (the account counted it then): give back its reservation.
-		var err error
-		if e.Status == MsgFailed {
-			err = errors.New(e.Error)
-		}
-		c.deps.Release(c.st.UserID, 1)
-		c.sending = true
-		c.sent(ctx, campaignSent{idx: idx, entry: e, err: err})
-	case found:
-		// Pending in the outbox: the session re-sends it at boot; poll for its outcome.
-		engine, self := ctx.Engine(), ctx.PID()
-		c.timer = time.AfterFunc(200*time.Millisecond, func() { engine.Send(self, campaignNext{}) })
-	default:
-		// Never reached the outbox: send it now, under the same id.
-		c.sendNumber(ctx, idx, id)
-	}
-}
-
-// step processes the next number, or ends the campaign.
+// step processes the number at the cursor, or ends the campaign. The outbox is asked first:
+// a number whose send was under way when the process died is resolved there, under the same
+// message id, and never sent twice.
 func (c *Campaign) step(ctx *actor.Context) {
 	if c.st.Done() || c.sending {
-		return
-	}
-	if c.st.InFlight != "" {
-		c.resolveInFlight(ctx)
 		return
 	}
 	if c.st.Cursor >= c.st.Granted {
@@ -204,7 +177,26 @@ func (c *Campaign) step(ctx *actor.Context) {
 		return
 	}
 	idx := c.st.Cursor
-	if _, err := c.deps.Normalize(c.st.Numbers[idx]); err != nil {
+	id := c.deps.MessageID(c.st.ID, idx)
+	if e, found := c.deps.Outcome(id); found {
+		if e.Status == MsgQueued {
+			// Pending in the outbox: the session re-sends it at boot; poll for its outcome.
+			engine, self := ctx.Engine(), ctx.PID()
+			c.timer = time.AfterFunc(200*time.Millisecond, func() { engine.Send(self, campaignNext{}) })
+			return
+		}
+		// Settled by the outbox (the account counted it then): give back its reservation.
+		var err error
+		if e.Status == MsgFailed {
+			err = errors.New(e.Error)
+		}
+		c.deps.Release(c.st.UserID, 1)
+		c.sending = true
+		c.sent(ctx, campaignSent{idx: idx, entry: e, err: err})
+		return
+	}
+	to, err := c.deps.Normalize(c.st.Numbers[idx])
+	if err != nil {
 		// An invalid number is a failed entry, not a failed campaign; its share of the
 		// allowance goes back.
 		c.deps.Release(c.st.UserID, 1)
@@ -212,25 +204,13 @@ func (c *Campaign) step(ctx *actor.Context) {
 		c.sent(ctx, campaignSent{idx: idx, err: err})
 		return
 	}
-	c.sendNumber(ctx, idx, c.deps.NewID())
-}
-
-// sendNumber persists the in-flight mark, then sends, on a worker goroutine.
-func (c *Campaign) sendNumber(ctx *actor.Context, idx int, msgID string) {
 	c.sending = true
-	c.st.InFlight = msgID
-	c.st.UpdatedAt = c.deps.Now().UTC()
+	c.started = c.deps.Now()
 	snap := c.st
 	snap.Details = nil
-	deps, engine, self := c.deps, ctx.Engine(), ctx.PID()
-	to, _ := deps.Normalize(snap.Numbers[idx])
+	send, engine, self := c.deps.Send, ctx.Engine(), ctx.PID()
 	go func() {
-		if err := deps.Store.SaveCampaign(context.Background(), snap, nil, false); err != nil {
-			deps.Release(snap.UserID, 1)
-			engine.Send(self, campaignSent{idx: idx, err: fmt.Errorf("%w: save progress: %v", ErrUnavailable, err)})
-			return
-		}
-		e, err := deps.Send(context.Background(), snap, to, msgID)
+		e, err := send(context.Background(), snap, to, id)
 		engine.Send(self, campaignSent{idx: idx, entry: e, err: err})
 	}()
 }
@@ -251,7 +231,6 @@ func (c *Campaign) sent(ctx *actor.Context, m campaignSent) {
 	}
 	c.st.Details = append(c.st.Details, d)
 	c.st.Cursor++
-	c.st.InFlight = ""
 	c.st.UpdatedAt = c.deps.Now().UTC()
 	c.save(ctx, &d, false)
 	c.publish()
@@ -260,12 +239,16 @@ func (c *Campaign) sent(ctx *actor.Context, m campaignSent) {
 		c.finish(ctx)
 		return
 	}
+	// Sends start every Delay: the pause is measured from the start of the previous send, so
+	// the time the send itself took does not add up into drift.
 	engine, self := ctx.Engine(), ctx.PID()
-	if c.st.Cursor >= c.st.Granted || c.st.Delay <= 0 {
+	wait := time.Duration(c.st.Delay*float64(time.Second)) - c.deps.Now().Sub(c.started)
+	if c.st.Cursor >= c.st.Granted || c.st.Delay <= 0 || c.started.IsZero() || wait <= 0 {
 		engine.Send(self, campaignNext{})
 		return
 	}
-	c.timer = time.AfterFunc(time.Duration(c.st.Delay*float64(time.Second)), func() { engine.Send(self, campaignNext{}) })
+	due := c.deps.Now().Add(wait)
+	c.timer = time.AfterFunc(wait, func() { engine.Send(self, campaignNext{due: due}) })
 }
 
 // finish ends the campaign: the final record, the unused allowance released, everyone waiting

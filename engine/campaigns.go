@@ -2,8 +2,13 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,6 +92,7 @@ type campaignEntry struct {
 type campaignIndex struct {
 	mu   sync.RWMutex
 	byID map[string]*campaignEntry
+	late lateness
 }
 
 func (x *campaignIndex) get(id string) *campaignEntry {
@@ -142,10 +148,11 @@ func (e *Engine) spawnCampaign(st actors.CampaignState) *campaignEntry {
 	ce.view.Store(&view)
 	deps := actors.CampaignDeps{
 		Store: e.campaignStore, Now: e.cfg.Now, Log: e.log,
-		Normalize: NormalizePhone, NewID: NewMessageID,
-		Send:    e.sendCampaignMessage,
-		Outcome: e.outboxOutcome,
-		Release: func(uid string, n int64) { e.settle(uid, 0, n) },
+		Normalize: NormalizePhone, MessageID: CampaignMessageID,
+		Send:      e.sendCampaignMessage,
+		Outcome:   e.outboxOutcome,
+		Release:   func(uid string, n int64) { e.settle(uid, 0, n) },
+		TimerLate: e.campaigns.late.record,
 		Publish: func(s actors.CampaignState) {
 			ce.view.Store(&s)
 			if s.Done() {
@@ -172,6 +179,13 @@ func (e *Engine) sendCampaignMessage(ctx context.Context, s actors.CampaignState
 	}
 	m := network.Message{ID: msgID, To: to, Kind: network.KindText, Text: s.Message}
 	return e.dispatch(ctx, ent, s.UserID, "campaign:"+s.ID, m)
+}
+
+// CampaignMessageID is the message id of a campaign's number: derived from the campaign id and
+// the index, so a crash between the outbox and the campaign's own record cannot send it twice.
+func CampaignMessageID(campaignID string, idx int) string {
+	sum := sha256.Sum256([]byte(campaignID + "/" + strconv.Itoa(idx)))
+	return "3EB0" + strings.ToUpper(hex.EncodeToString(sum[:10]))
 }
 
 // outboxOutcome looks a message up in the outbox.
@@ -255,9 +269,6 @@ func (e *Engine) bootCampaigns() (int, error) {
 			}
 			// Allowance used elsewhere meanwhile clips the rest of the batch.
 			s.Granted = s.Cursor + int(acct.Granted)
-			if s.InFlight != "" && s.Granted == s.Cursor {
-				s.Granted++
-			}
 		}
 		e.spawnCampaign(s)
 	}
@@ -269,4 +280,34 @@ func (e *Engine) campaignsRunning() int {
 	e.campaigns.mu.RLock()
 	defer e.campaigns.mu.RUnlock()
 	return len(e.campaigns.byID)
+}
+
+// lateness keeps the most recent campaign timer delays (how late each fired and was handled),
+// for the drift figures of tests, benchmarks and metrics.
+type lateness struct {
+	mu      sync.Mutex
+	samples []time.Duration
+	next    int
+}
+
+const latenessSamples = 1 << 16
+
+func (l *lateness) record(d time.Duration) {
+	l.mu.Lock()
+	if len(l.samples) < latenessSamples {
+		l.samples = append(l.samples, d)
+	} else {
+		l.samples[l.next] = d
+		l.next = (l.next + 1) % latenessSamples
+	}
+	l.mu.Unlock()
+}
+
+// TimerLateness returns the recent campaign timer delays, sorted.
+func (e *Engine) TimerLateness() []time.Duration {
+	e.campaigns.late.mu.Lock()
+	out := slices.Clone(e.campaigns.late.samples)
+	e.campaigns.late.mu.Unlock()
+	slices.Sort(out)
+	return out
 }
