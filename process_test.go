@@ -168,12 +168,12 @@ func TestSIGTERMGracefulShutdown(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no exit after SIGTERM")
 	}
-	p.mu.Lock()
-	logs := p.stderr.String()
-	p.mu.Unlock()
-	if !strings.Contains(logs, `"msg":"stopped"`) {
-		t.Fatalf("no clean stop in logs:\n%s", logs)
-	}
+	// The log reader may still be draining the pipe after the exit.
+	eventually(t, 5*time.Second, "a clean stop in the logs", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return strings.Contains(p.stderr.String(), `"msg":"stopped"`)
+	})
 	p = startProc(t, data)
 	tg = p.gw(t, data)
 	a := tg.do("GET", "/api/v1/account", keyAuth(raw), nil)
