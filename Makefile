@@ -8,7 +8,7 @@ LDFLAGS   := -X main.version=$(VERSION)
 # Packages must import one way: main → httpapi → engine → actors → {persist, network, ecom}.
 ADAPTERS  := persist network network/sim network/whatsapp ecom identity
 
-.PHONY: run build test test-short lint deps fuzz test-crash bench bench-quick clean
+.PHONY: run build test test-short lint deps fuzz test-scale bench bench-quick clean
 
 run: build
 	$(BIN) serve --data $(DATA) --log-format text
@@ -41,6 +41,15 @@ deps:
 	  if [ -n "$$bad" ]; then echo "$$p must not import: $$bad"; fail=1; fi; \
 	done; \
 	exit $$fail
+
+# fuzz runs the route-body fuzzer (FUZZTIME, default 60s); its seeds run in make test too.
+FUZZTIME ?= 60s
+fuzz:
+	$(GO) test -run XXX -fuzz FuzzRouteBodies -fuzztime $(FUZZTIME) -parallel 2 .
+
+# test-scale runs 10,000 concurrent campaigns (delay 1 s) and reports timer lateness and heap.
+test-scale:
+	$(GO) test -count=1 -run TestCampaignTimerDrift -v ./engine -campaigns 10000
 
 clean:
 	rm -rf bin
