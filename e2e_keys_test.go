@@ -216,8 +216,11 @@ func badTokens(t testing.TB, tg *testGW) map[string]string {
 		"other-aud":     signToken(t, pemPath, claims(func(c map[string]any) { c["aud"] = "someone-else" })),
 		"other-key":     signWith(t, other, claims(func(map[string]any) {})),
 		"other-dev-key": fromOtherKey,
-		"expired":       signToken(t, pemPath, claims(func(c map[string]any) { c["exp"] = now.Add(-time.Hour).Unix(); c["iat"] = now.Add(-2 * time.Hour).Unix() })),
-		"empty-sub":     signToken(t, pemPath, claims(func(c map[string]any) { c["sub"] = "" })),
+		"expired": signToken(t, pemPath, claims(func(c map[string]any) {
+			c["exp"] = now.Add(-time.Hour).Unix()
+			c["iat"] = now.Add(-2 * time.Hour).Unix()
+		})),
+		"empty-sub": signToken(t, pemPath, claims(func(c map[string]any) { c["sub"] = "" })),
 	}
 }
 

@@ -134,17 +134,25 @@ func TestSendEveryKind(t *testing.T) {
 	}{
 		{map[string]any{"phone": "15550100010", "text": "hi"}, func(m map[string]any) bool { return m["type"] == "text" && m["text"] == "hi" }},
 		{map[string]any{"phone": "15550100011", "type": "image", "fileUrl": media.URL + "/photo.jpg", "caption": "c1"},
-			func(m map[string]any) bool { return m["type"] == "image" && m["mimeType"] == "image/jpeg" && m["caption"] == "c1" }},
+			func(m map[string]any) bool {
+				return m["type"] == "image" && m["mimeType"] == "image/jpeg" && m["caption"] == "c1"
+			}},
 		{map[string]any{"phone": "15550100012", "type": "video", "fileUrl": media.URL + "/clip.mp4", "caption": "c2"},
-			func(m map[string]any) bool { return m["type"] == "video" && m["mimeType"] == "video/mp4" && m["caption"] == "c2" }},
+			func(m map[string]any) bool {
+				return m["type"] == "video" && m["mimeType"] == "video/mp4" && m["caption"] == "c2"
+			}},
 		{map[string]any{"phone": "15550100013", "type": "audio", "fileUrl": media.URL + "/voice.ogg"},
-			func(m map[string]any) bool { return m["type"] == "audio" && strings.HasPrefix(m["mimeType"].(string), "audio/") }},
+			func(m map[string]any) bool {
+				return m["type"] == "audio" && strings.HasPrefix(m["mimeType"].(string), "audio/")
+			}},
 		{map[string]any{"phone": "15550100014", "type": "document", "fileUrl": media.URL + "/report.pdf", "fileName": "Q3.pdf", "caption": "c3"},
 			func(m map[string]any) bool {
 				return m["type"] == "document" && m["fileName"] == "Q3.pdf" && m["mimeType"] == "application/pdf" && m["bytes"].(float64) > 10
 			}},
 		{map[string]any{"phone": "15550100015", "type": "location", "lat": 51.5, "lng": -0.12, "address": "London"},
-			func(m map[string]any) bool { return m["type"] == "location" && m["lat"] == 51.5 && m["lng"] == -0.12 && m["address"] == "London" }},
+			func(m map[string]any) bool {
+				return m["type"] == "location" && m["lat"] == 51.5 && m["lng"] == -0.12 && m["address"] == "London"
+			}},
 		{map[string]any{"phone": "15550100016", "type": "contact", "contactName": "Bob", "contactPhone": "+44 7700 900555"},
 			func(m map[string]any) bool {
 				return m["type"] == "contact" && m["contactName"] == "Bob" && m["contactPhone"] == "447700900555"

@@ -311,7 +311,6 @@ func requireText(field string, v *string) (string, error) {
 	return *v, nil
 }
 
-
 // mediaBodyLimit is the body cap for a route that carries media of up to maxBytes inline: base64
 // (4/3), line breaks and escaped slashes (5 %), and room for the other fields.
 func mediaBodyLimit(maxBytes int64) int {

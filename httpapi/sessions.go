@@ -181,4 +181,3 @@ func (s *Server) clientPairCode(ctx *fasthttp.RequestCtx, u persist.User) {
 		SessionID string `json:"sessionId"`
 	}{true, code, st.ID})
 }
-
