@@ -1,0 +1,589 @@
+package whatsapp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.mau.fi/whatsmeow"
+	"go.mau.fi/whatsmeow/store"
+	"go.mau.fi/whatsmeow/store/sqlstore"
+	"go.mau.fi/whatsmeow/types"
+	"go.mau.fi/whatsmeow/types/events"
+
+	"github.com/gateway/gateway/network"
+)
+
+// Linking by phone code: whatsmeow asks for a client type and a "Browser (OS)" display name
+// that the server validates against a list of common ones.
+const (
+	pairClientType    = whatsmeow.PairClientChrome
+	pairClientDisplay = "Chrome (Linux)"
+	// connectedWait is how long a send or lookup waits for a dropped link to come back
+	// (whatsmeow reconnects by itself) before failing with ErrNotConnected.
+	connectedWait = 5 * time.Second
+)
+
+// client is one session's device: a whatsmeow client plus the state the port needs.
+type client struct {
+	n         *Network
+	sessionID string
+	log       *slog.Logger
+	sink      atomic.Pointer[func(network.Event)]
+	events    *eventQueue
+	lookups   *lookupCache
+
+	ctlMu sync.Mutex // serialises Connect, Disconnect, Logout and shutdown
+
+	mu       sync.Mutex // guards the fields below; never held during I/O
+	closed   bool
+	wa       *whatsmeow.Client
+	gen      uint64    // generation of wa; bumped whenever wa is replaced
+	waUsed   bool      // Connect was called on wa
+	phone    string    // linked phone (digits), "" while unpaired
+	device   types.JID // linked device JID, empty while unpaired
+	qr       *qrSession
+	loop     *connectLoop
+	stayDown bool // Disconnect was called, or the link stopped for good (no Connect since)
+	// online: the last connection event was Connected. whatsmeow's IsLoggedIn is not reset
+	// by Disconnect or a connect failure, so the adapter keeps its own. onlineCh is closed
+	// while online.
+	online      bool
+	onlineCh    chan struct{}
+	bannedUntil time.Time
+	bannedFor   string
+}
+
+// qrSession is whatsmeow's QR channel for the current linking attempt.
+type qrSession struct {
+	gen   uint64
+	first chan struct{} // closed at the first code: the link websocket is up
+	done  chan struct{} // closed when the channel ends
+	stop  chan struct{} // closed to abandon the channel (its client was replaced)
+	once  sync.Once
+}
+
+// connectLoop is a running first-connect attempt (with retries).
+type connectLoop struct {
+	stop chan struct{}
+	done chan struct{}
+}
+
+func newClient(n *Network, sessionID string, dev *store.Device, sink func(network.Event)) *client {
+	c := &client{
+		n:         n,
+		sessionID: sessionID,
+		log:       n.log.With("session", sessionID),
+		events:    newEventQueue(),
+		lookups:   newLookupCache(lookupTTL, negativeLookupTTL, lookupCacheMax),
+	}
+	c.sink.Store(&sink)
+	c.onlineCh = make(chan struct{})
+	if dev.ID != nil {
+		c.phone, c.device = dev.ID.User, *dev.ID
+	}
+	c.wa = c.newWA(dev, c.gen)
+	go c.events.run(c.handle)
+	return c
+}
+
+// newWA makes the whatsmeow client of a device. Its event handler only queues.
+func (c *client) newWA(dev *store.Device, gen uint64) *whatsmeow.Client {
+	wa := whatsmeow.NewClient(dev, newWALogger(c.log, "whatsmeow/Client"))
+	wa.DisableLoginAutoReconnect = true // see relogin
+	if h := c.n.httpClient; h != nil {
+		wa.SetWebsocketHTTPClient(h)
+		wa.SetPreLoginHTTPClient(h)
+		wa.SetMediaHTTPClient(h)
+	}
+	wa.AddEventHandler(func(evt any) { c.events.push(queued{gen: gen, evt: evt}) })
+	return wa
+}
+
+// replaceWA swaps in a new whatsmeow client for dev. Events of the old one are dropped from
+// now on. Called with mu held.
+func (c *client) replaceWA(dev *store.Device) *whatsmeow.Client {
+	old := c.wa
+	c.gen++
+	c.wa = c.newWA(dev, c.gen)
+	c.waUsed = false
+	if c.qr != nil {
+		c.qr.abandon()
+		c.qr = nil
+	}
+	return old
+}
+
+// setOnline records whether the device is connected. Called with mu held.
+func (c *client) setOnline(on bool) {
+	switch {
+	case on && !c.online:
+		close(c.onlineCh)
+	case !on && c.online:
+		c.onlineCh = make(chan struct{})
+	}
+	c.online = on
+}
+
+// pushLocal queues an event the adapter raises itself, behind whatsmeow's.
+func (c *client) pushLocal(gen uint64, evt network.Event) {
+	c.events.push(queued{gen: gen, evt: evt})
+}
+
+func (c *client) emit(evt network.Event) {
+	(*c.sink.Load())(evt)
+}
+
+// handle runs on the event goroutine: side effects first, then the sink.
+func (c *client) handle(q queued) {
+	c.mu.Lock()
+	if q.gen != c.gen {
+		c.mu.Unlock()
+		return
+	}
+	st := linkState{paired: c.phone != "", phone: c.phone}
+	c.mu.Unlock()
+
+	switch e := q.evt.(type) {
+	case *events.PairSuccess:
+		c.paired(e.ID)
+		st = linkState{paired: true, phone: e.ID.User}
+	case *events.ManualLoginReconnect:
+		c.log.Info("logging in as the linked device")
+		go c.relogin(q.gen)
+	case *events.LoggedOut:
+		c.log.Warn("device logged out", "on_connect", e.OnConnect, "reason", e.Reason.String())
+		if !c.resetDevice(q.gen) {
+			return
+		}
+	case *events.TemporaryBan:
+		c.log.Warn("account temporarily banned", "ban", e.String())
+		c.mu.Lock()
+		c.bannedUntil, c.bannedFor = banExpiry(time.Now(), e.Expire), e.String()
+		c.stayDown = true
+		c.setOnline(false)
+		c.mu.Unlock()
+	case *events.Disconnected:
+		c.mu.Lock()
+		c.setOnline(false)
+		c.mu.Unlock()
+	case *events.Connected:
+		c.mu.Lock()
+		late := c.stayDown
+		if !late {
+			c.bannedUntil, c.bannedFor = time.Time{}, ""
+			c.setOnline(true)
+		}
+		c.mu.Unlock()
+		if late {
+			// whatsmeow reports Connected from a goroutine that can outlive a Disconnect.
+			c.log.Debug("ignoring Connected of a connection closed by Disconnect")
+			return
+		}
+		c.log.Info("connected", "phone", st.phone)
+	case *events.StreamReplaced, *events.ClientOutdated, *events.ConnectFailure, *events.PairError:
+		c.log.Warn("connection stopped", "event", fmt.Sprintf("%T", e))
+		c.mu.Lock()
+		c.stayDown = true // whatsmeow does not reconnect after these; neither does the adapter
+		c.setOnline(false)
+		c.mu.Unlock()
+	case *events.StreamError:
+		c.log.Warn("stream error", "code", e.Code)
+	case qrItem:
+		if e.item.Event == whatsmeow.QRChannelEventError || strings.HasPrefix(e.item.Event, "err-") {
+			c.log.Warn("linking stopped", "event", e.item.Event, "error", e.item.Error)
+		}
+	}
+	if evt := translate(q.evt, st); evt != nil {
+		c.emit(evt)
+	}
+}
+
+// paired records a successful link: in memory, then in the session table, before the sink
+// hears of it (so a restart after Paired finds the device).
+func (c *client) paired(jid types.JID) {
+	c.mu.Lock()
+	c.phone, c.device = jid.User, jid
+	c.mu.Unlock()
+	c.log.Info("device linked", "phone", jid.User, "device", jid.String())
+	ctx, cancel := context.WithTimeout(c.n.ctx, dbTimeout)
+	defer cancel()
+	if err := saveSessionDevice(ctx, c.n.db, c.sessionID, jid, time.Now()); err != nil {
+		// The link works until the process stops; after a restart the session must link again.
+		c.log.Error("could not record the linked device; the session will need a new link after a restart",
+			"device", jid.String(), "error", err)
+	}
+}
+
+// relogin connects a device that was just linked: after pair-success the server ends the
+// link connection (stream error 515) and the device must log in on a new one. whatsmeow would
+// try that once and give up on failure (DisableLoginAutoReconnect is set); the connect loop
+// retries with backoff.
+func (c *client) relogin(gen uint64) {
+	c.ctlMu.Lock()
+	defer c.ctlMu.Unlock()
+	c.mu.Lock()
+	if gen != c.gen || c.closed || c.loop != nil {
+		c.mu.Unlock()
+		return
+	}
+	wa := c.wa
+	loop := &connectLoop{stop: make(chan struct{}), done: make(chan struct{})}
+	c.loop, c.waUsed, c.stayDown = loop, true, false
+	c.mu.Unlock()
+	go c.runConnect(loop, wa, gen)
+}
+
+// resetDevice replaces a logged-out device with a fresh unpaired one and drops its session
+// row. It reports false if gen is no longer current (the device was already replaced).
+func (c *client) resetDevice(gen uint64) bool {
+	c.mu.Lock()
+	if gen != c.gen {
+		c.mu.Unlock()
+		return false
+	}
+	old, device := c.replaceWA(c.n.container.NewDevice()), c.device
+	c.phone, c.device = "", types.JID{}
+	c.bannedUntil, c.bannedFor = time.Time{}, ""
+	c.setOnline(false)
+	c.mu.Unlock()
+	c.lookups.clear()
+	// The old client may still hold its socket; closing it can wait on whatsmeow's locks.
+	go old.Disconnect()
+	if !device.IsEmpty() {
+		ctx, cancel := context.WithTimeout(c.n.ctx, dbTimeout)
+		defer cancel()
+		if err := forgetSessionDevice(ctx, c.n.db, c.sessionID, device); err != nil {
+			c.log.Error("could not drop the logged-out device from the session table", "error", err)
+		}
+	}
+	return true
+}
+
+// Connect connects a paired device or starts linking an unpaired one; see network.Client.
+// A failed first connection is retried with capped exponential backoff until it succeeds or
+// Disconnect is called (once up, whatsmeow reconnects by itself).
+func (c *client) Connect(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.ctlMu.Lock()
+	defer c.ctlMu.Unlock()
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return errClosed
+	}
+	if c.loop != nil || c.online || (c.phone == "" && c.qr != nil) {
+		// Already connecting or connected, or linking (the QR session holds the connection).
+		c.mu.Unlock()
+		return nil
+	}
+	if c.phone == "" && c.qr == nil && c.waUsed {
+		// A new linking attempt gets a fresh unpaired device (nothing of it is stored yet):
+		// goroutines of the previous attempt may still read the old device, which linking
+		// writes to.
+		old := c.replaceWA(c.n.container.NewDevice())
+		go old.Disconnect()
+	}
+	wa, gen, unpaired, qr := c.wa, c.gen, c.phone == "", c.qr
+	c.waUsed, c.stayDown = true, false
+	c.mu.Unlock()
+
+	if unpaired && qr == nil {
+		// The QR channel must exist before the connection: it listens for the codes.
+		ch, err := wa.GetQRChannel(c.n.ctx)
+		switch {
+		case errors.Is(err, whatsmeow.ErrQRAlreadyConnected):
+			return nil
+		case errors.Is(err, whatsmeow.ErrQRStoreContainsID):
+			// Linked a moment ago; the PairSuccess event is on its way.
+		case err != nil:
+			return fmt.Errorf("whatsapp: start linking: %w", err)
+		default:
+			qr = &qrSession{gen: gen, first: make(chan struct{}), done: make(chan struct{}), stop: make(chan struct{})}
+			go c.readQR(qr, ch)
+		}
+	}
+	loop := &connectLoop{stop: make(chan struct{}), done: make(chan struct{})}
+	c.mu.Lock()
+	if qr != nil && c.gen == gen {
+		c.qr = qr
+	}
+	c.loop = loop
+	c.mu.Unlock()
+	go c.runConnect(loop, wa, gen)
+	return nil
+}
+
+// readQR forwards QR channel items to the event queue. It keeps draining an abandoned channel
+// (whatsmeow's emitter gives up on a full one by disconnecting its client).
+func (c *client) readQR(qr *qrSession, ch <-chan whatsmeow.QRChannelItem) {
+	defer func() {
+		close(qr.done)
+		c.mu.Lock()
+		if c.qr == qr {
+			c.qr = nil
+		}
+		c.mu.Unlock()
+	}()
+	for {
+		select {
+		case item, ok := <-ch:
+			if !ok {
+				return
+			}
+			if item.Event == whatsmeow.QRChannelEventCode {
+				qr.once.Do(func() { close(qr.first) })
+			} else {
+				// The last item: forget the session before the sink hears of it, so a Connect
+				// made on hearing QRTimeout starts a new one.
+				c.mu.Lock()
+				if c.qr == qr {
+					c.qr = nil
+				}
+				c.mu.Unlock()
+			}
+			c.events.push(queued{gen: qr.gen, evt: qrItem{item}})
+		case <-qr.stop:
+			return
+		}
+	}
+}
+
+func (qr *qrSession) abandon() {
+	select {
+	case <-qr.stop:
+	default:
+		close(qr.stop)
+	}
+}
+
+// runConnect makes the first connection, retrying with backoff.
+func (c *client) runConnect(loop *connectLoop, wa *whatsmeow.Client, gen uint64) {
+	defer func() {
+		c.mu.Lock()
+		if c.loop == loop {
+			c.loop = nil
+		}
+		c.mu.Unlock()
+		close(loop.done)
+	}()
+	// Start from a clean socket: after a ban or a replaced stream the server closes the old one
+	// only after a while, and whatsmeow would take it for a live connection.
+	wa.Disconnect()
+	for attempt := 0; ; attempt++ {
+		err := wa.ConnectContext(c.n.ctx)
+		if err == nil || errors.Is(err, whatsmeow.ErrAlreadyConnected) {
+			select {
+			case <-loop.stop:
+				// Disconnect was called while this attempt was under way.
+				wa.Disconnect()
+			default:
+			}
+			return
+		}
+		delay := backoff(attempt, c.n.backoffBase, c.n.backoffMax, rand.Float64())
+		c.log.Warn("connect failed; retrying", "attempt", attempt+1, "retry_in", delay, "error", err)
+		if attempt == 0 {
+			c.pushLocal(gen, network.Disconnected{
+				Reason:       fmt.Sprintf("connect failed: %v", err),
+				Reconnecting: true,
+			})
+		}
+		select {
+		case <-time.After(delay):
+		case <-loop.stop:
+			return
+		case <-c.n.ctx.Done():
+			return
+		}
+	}
+}
+
+// backoff is the wait before retry attempt+1: base·2^attempt capped at ceiling, with "equal
+// jitter" (half fixed, half random) so sessions that lost the network together do not
+// reconnect in lockstep. rnd is in [0, 1).
+func backoff(attempt int, base, ceiling time.Duration, rnd float64) time.Duration {
+	d := ceiling
+	if attempt < 30 {
+		if e := base << attempt; e > 0 && e < ceiling {
+			d = e
+		}
+	}
+	return d/2 + time.Duration(rnd*float64(d/2))
+}
+
+// stopLoop ends a running first-connect loop. Called with ctlMu held.
+func (c *client) stopLoop() {
+	c.mu.Lock()
+	loop := c.loop
+	c.loop = nil
+	c.mu.Unlock()
+	if loop != nil {
+		close(loop.stop)
+	}
+}
+
+// Disconnect closes the connection and keeps the pairing. While linking, the QR session ends
+// too: the unpaired device and its whatsmeow client are replaced so the old QR timers cannot
+// disturb a later Connect.
+func (c *client) Disconnect() {
+	c.ctlMu.Lock()
+	defer c.ctlMu.Unlock()
+	c.disconnect()
+}
+
+// disconnect is Disconnect with ctlMu held.
+func (c *client) disconnect() {
+	c.stopLoop()
+	c.mu.Lock()
+	c.stayDown = true
+	c.setOnline(false)
+	wa := c.wa
+	if c.phone == "" && !c.closed && c.waUsed {
+		wa = c.replaceWA(c.n.container.NewDevice())
+	}
+	c.mu.Unlock()
+	wa.Disconnect()
+}
+
+// PairPhone starts linking by phone number and returns the code to type on the phone. The
+// link websocket must be up first: it connects as for a QR and waits for the first code.
+func (c *client) PairPhone(ctx context.Context, phone string) (string, error) {
+	digits, err := phoneDigits(phone)
+	if err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	paired := c.phone != ""
+	c.mu.Unlock()
+	if paired {
+		return "", fmt.Errorf("whatsapp: pair by phone: %w", network.ErrAlreadyPaired)
+	}
+	if err := c.Connect(ctx); err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	wa, qr := c.wa, c.qr
+	c.mu.Unlock()
+	if qr == nil {
+		return "", fmt.Errorf("whatsapp: pair by phone: no linking session is running: %w", network.ErrNotConnected)
+	}
+	select {
+	case <-qr.first:
+	case <-qr.done:
+		return "", fmt.Errorf("whatsapp: pair by phone: linking ended before a code could be requested: %w", network.ErrNotConnected)
+	case <-ctx.Done():
+		return "", fmt.Errorf("whatsapp: pair by phone: waiting for the link connection: %w", ctx.Err())
+	}
+	code, err := wa.PairPhone(ctx, digits, true, pairClientType, pairClientDisplay)
+	if err != nil {
+		return "", fmt.Errorf("whatsapp: pair by phone: %w", classifyError(err))
+	}
+	return strings.ReplaceAll(code, "-", ""), nil
+}
+
+// Logout unlinks the device. The local device is removed even when the network cannot be told
+// (link down): the session must link again either way; the phone then lists a stale linked
+// device that its user can remove.
+func (c *client) Logout(ctx context.Context) error {
+	c.ctlMu.Lock()
+	defer c.ctlMu.Unlock()
+	c.stopLoop()
+	c.mu.Lock()
+	wa, gen, paired, closed := c.wa, c.gen, c.phone != "", c.closed
+	c.mu.Unlock()
+	if closed {
+		return errClosed
+	}
+	if !paired {
+		c.disconnect()
+		return nil
+	}
+	if err := wa.Logout(ctx); err != nil {
+		c.log.Warn("could not tell the network about the logout; removing the device locally", "error", err)
+		wa.Disconnect()
+		if err := wa.Store.Delete(ctx); err != nil && !errors.Is(err, sqlstore.ErrDeviceIDMustBeSet) {
+			return fmt.Errorf("whatsapp: logout: delete device: %w", err)
+		}
+	}
+	if c.resetDevice(gen) {
+		c.mu.Lock()
+		gen = c.gen
+		c.mu.Unlock()
+		c.pushLocal(gen, network.LoggedOut{Reason: "logged out by the gateway"})
+	}
+	return nil
+}
+
+// Paired tells whether the device is linked, and to which phone.
+func (c *client) Paired() (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.phone, c.phone != ""
+}
+
+// shutdown disconnects for Network.Close and stops the event goroutine.
+func (c *client) shutdown() {
+	c.ctlMu.Lock()
+	c.stopLoop()
+	c.mu.Lock()
+	c.closed = true
+	c.setOnline(false)
+	wa := c.wa
+	if c.qr != nil {
+		c.qr.abandon()
+		c.qr = nil
+	}
+	c.mu.Unlock()
+	wa.Disconnect()
+	c.ctlMu.Unlock()
+	c.events.close()
+}
+
+// ready returns the whatsmeow client if the device can send now, waiting briefly for a link
+// that is being (re-)established.
+func (c *client) ready(ctx context.Context) (*whatsmeow.Client, error) {
+	c.mu.Lock()
+	wa, paired, closed, online, onlineCh := c.wa, c.phone != "", c.closed, c.online, c.onlineCh
+	bannedUntil, bannedFor := c.bannedUntil, c.bannedFor
+	reconnecting := c.waUsed && !c.stayDown // Connect was called and nothing stopped the link
+	c.mu.Unlock()
+	switch {
+	case closed:
+		return nil, fmt.Errorf("%w: %w", network.ErrNotConnected, errClosed)
+	case !paired:
+		return nil, fmt.Errorf("whatsapp: device is not linked: %w", network.ErrNotConnected)
+	case time.Now().Before(bannedUntil):
+		return nil, fmt.Errorf("whatsapp: %s: %w", bannedFor, network.ErrBanned)
+	case online:
+		return wa, nil
+	case !reconnecting:
+		return nil, fmt.Errorf("whatsapp: link is down: %w", network.ErrNotConnected)
+	}
+	timer := time.NewTimer(connectedWait)
+	defer timer.Stop()
+	select {
+	case <-onlineCh:
+		return c.ready(ctx)
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return nil, fmt.Errorf("whatsapp: link is down: %w", network.ErrNotConnected)
+}
+
+// banExpiry is when a temporary ban ends; a ban without a stated expiry is assumed to last
+// until the next successful connection.
+func banExpiry(now time.Time, expire time.Duration) time.Time {
+	if expire <= 0 {
+		return now.Add(100 * 365 * 24 * time.Hour)
+	}
+	return now.Add(expire)
+}

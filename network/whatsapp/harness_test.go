@@ -1,0 +1,228 @@
+package whatsapp
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mau.fi/whatsmeow"
+
+	"github.com/gateway/gateway/network"
+	"github.com/gateway/gateway/network/whatsapp/fakewa"
+)
+
+func TestMain(m *testing.M) {
+	// The fake server's certificates chain to its own root. Set once, before any client runs.
+	whatsmeow.WACertPubKey = fakewa.RootPublicKey()
+	// As main does: libsignal's logger is a lazily set package variable (racy on first use).
+	RouteSignalLogs(slog.New(slog.DiscardHandler))
+	os.Exit(m.Run())
+}
+
+// wait is how long a test waits for an event from the fake network.
+const wait = 15 * time.Second
+
+// testLogger logs through t (shown for failing tests or -v); WHATSAPP_TEST_DEBUG=1 adds
+// whatsmeow's frame-level debug logs.
+func testLogger(t testing.TB) *slog.Logger {
+	level := slog.LevelInfo
+	if os.Getenv("WHATSAPP_TEST_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	w := &tWriter{t: t}
+	t.Cleanup(w.stop)
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// tWriter writes log lines to t until the test's cleanup: whatsmeow goroutines may still log
+// afterwards, and t.Log then panics.
+type tWriter struct {
+	mu      sync.Mutex
+	t       testing.TB
+	stopped bool
+}
+
+func (w *tWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.stopped {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func (w *tWriter) stop() {
+	w.mu.Lock()
+	w.stopped = true
+	w.mu.Unlock()
+}
+
+// harness is one fake network and one Network (device store) pointed at it.
+type harness struct {
+	t      *testing.T
+	srv    *fakewa.Server
+	dbPath string
+	net    *Network
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	srv, err := fakewa.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	h := &harness{t: t, srv: srv, dbPath: filepath.Join(t.TempDir(), "whatsapp.db")}
+	h.reopen()
+	return h
+}
+
+// reopen opens the Network on the harness database (closing the previous one).
+func (h *harness) reopen() {
+	h.t.Helper()
+	if h.net != nil {
+		if err := h.net.Close(); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	n, err := Open(Options{DBPath: h.dbPath, Logger: testLogger(h.t), SendTimeout: 10 * time.Second})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	n.httpClient = h.srv.HTTPClient()
+	n.backoffBase, n.backoffMax = 20*time.Millisecond, 100*time.Millisecond
+	h.net = n
+	h.t.Cleanup(func() { _ = n.Close() })
+}
+
+// session is an open client and the events its sink received.
+type session struct {
+	t   *testing.T
+	c   *client
+	rec *recorder
+}
+
+func (h *harness) open(id string) *session {
+	h.t.Helper()
+	rec := newRecorder()
+	c, err := h.net.Open(id, rec.sink)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return &session{t: h.t, c: c.(*client), rec: rec}
+}
+
+// recorder is a sink that never blocks and lets tests wait for events in order.
+type recorder struct {
+	mu     sync.Mutex
+	events []network.Event
+	next   int
+	wake   chan struct{}
+}
+
+func newRecorder() *recorder { return &recorder{wake: make(chan struct{}, 1)} }
+
+func (r *recorder) sink(e network.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// expect waits for the next event matching match, skipping others (QR rotations, say). It fails
+// the test if none comes within wait.
+func (s *session) expect(what string, match func(network.Event) bool) network.Event {
+	s.t.Helper()
+	deadline := time.After(wait)
+	for {
+		s.rec.mu.Lock()
+		for s.rec.next < len(s.rec.events) {
+			e := s.rec.events[s.rec.next]
+			s.rec.next++
+			if match(e) {
+				s.rec.mu.Unlock()
+				return e
+			}
+		}
+		seen := fmt.Sprintf("%#v", s.rec.events)
+		s.rec.mu.Unlock()
+		select {
+		case <-s.rec.wake:
+		case <-deadline:
+			s.t.Fatalf("no %s event within %v; events so far: %s", what, wait, seen)
+		}
+	}
+}
+
+// expectNone fails if an event matching match arrives within d (only for asserting absence).
+func (s *session) expectNone(what string, d time.Duration, match func(network.Event) bool) {
+	s.t.Helper()
+	deadline := time.After(d)
+	for {
+		s.rec.mu.Lock()
+		for i := s.rec.next; i < len(s.rec.events); i++ {
+			if match(s.rec.events[i]) {
+				s.rec.mu.Unlock()
+				s.t.Fatalf("unexpected %s event: %#v", what, s.rec.events[i])
+			}
+		}
+		s.rec.mu.Unlock()
+		select {
+		case <-s.rec.wake:
+		case <-deadline:
+			return
+		}
+	}
+}
+
+func isQR(e network.Event) bool        { _, ok := e.(network.QRCode); return ok }
+func isQRTimeout(e network.Event) bool { _, ok := e.(network.QRTimeout); return ok }
+func isPaired(e network.Event) bool    { _, ok := e.(network.Paired); return ok }
+func isConnected(e network.Event) bool { _, ok := e.(network.Connected); return ok }
+func isLoggedOut(e network.Event) bool { _, ok := e.(network.LoggedOut); return ok }
+func isDisconnected(reconnecting bool) func(network.Event) bool {
+	return func(e network.Event) bool {
+		d, ok := e.(network.Disconnected)
+		return ok && d.Reconnecting == reconnecting
+	}
+}
+
+func (s *session) connect() {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := s.c.Connect(ctx); err != nil {
+		s.t.Fatalf("Connect: %v", err)
+	}
+}
+
+// link connects an unpaired session, scans its first QR code as phone and waits for Connected.
+func (h *harness) link(s *session, phone string) {
+	h.t.Helper()
+	s.connect()
+	qr := s.expect("QRCode", isQR).(network.QRCode)
+	if err := h.srv.Scan(qr.Code, phone); err != nil {
+		h.t.Fatal(err)
+	}
+	if p := s.expect("Paired", isPaired).(network.Paired); p.Phone != phone {
+		h.t.Fatalf("Paired.Phone = %q, want %q", p.Phone, phone)
+	}
+	if c := s.expect("Connected", isConnected).(network.Connected); c.Phone != phone {
+		h.t.Fatalf("Connected.Phone = %q, want %q", c.Phone, phone)
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,233 @@
+package whatsapp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.mau.fi/whatsmeow"
+	"go.mau.fi/whatsmeow/types"
+
+	"github.com/gateway/gateway/network"
+)
+
+// Server error codes of a message acknowledgement.
+const (
+	// ackReachoutTimelock: the account may not message new contacts for now.
+	ackReachoutTimelock = 463
+)
+
+// IsOnNetwork tells whether a number has a WhatsApp account. Answers are cached per number.
+func (c *client) IsOnNetwork(ctx context.Context, phone string) (bool, error) {
+	digits, err := phoneDigits(phone)
+	if err != nil {
+		return false, err
+	}
+	if r, ok := c.lookups.get(digits, time.Now()); ok {
+		return r.in, nil
+	}
+	wa, err := c.ready(ctx)
+	if err != nil {
+		return false, err
+	}
+	r, err := c.lookup(ctx, wa, digits)
+	if err != nil {
+		return false, err
+	}
+	return r.in, nil
+}
+
+// lookup asks the network about a number and caches the answer.
+func (c *client) lookup(ctx context.Context, wa *whatsmeow.Client, digits string) (lookupResult, error) {
+	res, err := wa.IsOnWhatsApp(ctx, []string{"+" + digits})
+	if err != nil {
+		return lookupResult{}, fmt.Errorf("whatsapp: look up %s: %w", digits, classifyError(err))
+	}
+	var r lookupResult
+	for _, info := range res {
+		if info.IsIn && !info.JID.IsEmpty() {
+			r = lookupResult{in: true, jid: info.JID}
+			break
+		}
+	}
+	c.lookups.put(digits, r, time.Now())
+	return r, nil
+}
+
+// Send sends one message and waits for the server's acknowledgement. The recipient is looked
+// up first (cached) and the message goes to the JID the network returned; m.ID is the
+// WhatsApp message id, so a re-send after a crash is recognised as the same message.
+func (c *client) Send(ctx context.Context, m network.Message) (network.Receipt, error) {
+	if m.ID == "" {
+		return network.Receipt{}, errors.New("whatsapp: send: empty message id")
+	}
+	if !supportedKind(m.Kind) {
+		return network.Receipt{}, fmt.Errorf("whatsapp: send %q: %w", m.Kind, network.ErrUnsupported)
+	}
+	digits, err := phoneDigits(m.To)
+	if err != nil {
+		return network.Receipt{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.n.sendTimeout)
+	defer cancel()
+	wa, err := c.ready(ctx)
+	if err != nil {
+		return network.Receipt{}, err
+	}
+	r, ok := c.lookups.get(digits, time.Now())
+	if !ok {
+		if r, err = c.lookup(ctx, wa, digits); err != nil {
+			return network.Receipt{}, err
+		}
+	}
+	if !r.in {
+		return network.Receipt{}, fmt.Errorf("whatsapp: send to %s: %w", digits, network.ErrNotOnNetwork)
+	}
+	msg, err := buildMessage(ctx, wa.Upload, m, time.Now())
+	if err != nil {
+		return network.Receipt{}, fmt.Errorf("whatsapp: send %s: %w", m.Kind, classifyError(err))
+	}
+	resp, err := wa.SendMessage(ctx, r.jid, msg, whatsmeow.SendRequestExtra{
+		ID:      types.MessageID(m.ID),
+		Timeout: c.n.sendTimeout,
+	})
+	if err != nil {
+		return network.Receipt{}, fmt.Errorf("whatsapp: send %s %s to %s: %w", m.Kind, m.ID, digits, classifyError(err))
+	}
+	at := resp.Timestamp
+	if at.IsZero() {
+		at = time.Now()
+	}
+	return network.Receipt{ID: string(resp.ID), At: at.UTC()}, nil
+}
+
+// classifyError maps whatsmeow's errors onto the port's sentinels, keeping the original in the
+// chain for detail.
+func classifyError(err error) error {
+	var disc *whatsmeow.DisconnectedError
+	switch {
+	case err == nil:
+		return nil
+	case serverErrorCode(err) == ackReachoutTimelock:
+		return fmt.Errorf("%w (server error %d): %w", network.ErrTimelock, ackReachoutTimelock, err)
+	case errors.Is(err, whatsmeow.ErrNotConnected), errors.Is(err, whatsmeow.ErrNotLoggedIn),
+		errors.As(err, &disc):
+		return fmt.Errorf("%w: %w", network.ErrNotConnected, err)
+	case errors.Is(err, whatsmeow.ErrMessageTimedOut), errors.Is(err, whatsmeow.ErrIQTimedOut):
+		return fmt.Errorf("no answer from the network: %w", err)
+	}
+	return err
+}
+
+// serverErrorCode extracts the code of whatsmeow's "server returned error N" (an error
+// attribute on the message acknowledgement), or 0.
+func serverErrorCode(err error) int {
+	if !errors.Is(err, whatsmeow.ErrServerReturnedError) {
+		return 0
+	}
+	s := err.Error()
+	prefix := whatsmeow.ErrServerReturnedError.Error() + " "
+	i := strings.Index(s, prefix)
+	if i < 0 {
+		return 0
+	}
+	s = s[i+len(prefix):]
+	end := 0
+	for end < len(s) && s[end] >= '0' && s[end] <= '9' {
+		end++
+	}
+	code, _ := strconv.Atoi(s[:end])
+	return code
+}
+
+// phoneDigits normalises a number to its digits (country code included, no plus sign).
+func phoneDigits(phone string) (string, error) {
+	var b strings.Builder
+	for _, r := range phone {
+		switch {
+		case r >= '0' && r <= '9':
+			b.WriteRune(r)
+		case r == '+' || r == ' ' || r == '-' || r == '(' || r == ')' || r == '.':
+		default:
+			return "", fmt.Errorf("whatsapp: invalid phone number %q", phone)
+		}
+	}
+	d := b.String()
+	if len(d) < 8 || len(d) > 15 || d[0] == '0' {
+		return "", fmt.Errorf("whatsapp: invalid phone number %q: want 8 to 15 digits with the country code", phone)
+	}
+	return d, nil
+}
+
+// lookupResult is a cached answer to "is this number on WhatsApp".
+type lookupResult struct {
+	in  bool
+	jid types.JID
+}
+
+// lookupCache keeps IsOnWhatsApp answers per number, positive ones longer than negative ones,
+// and at most maxEntries entries.
+type lookupCache struct {
+	ttl, negTTL time.Duration
+	maxEntries  int
+
+	mu sync.Mutex
+	m  map[string]lookupEntry
+}
+
+type lookupEntry struct {
+	r       lookupResult
+	expires time.Time
+}
+
+func newLookupCache(ttl, negTTL time.Duration, maxEntries int) *lookupCache {
+	return &lookupCache{ttl: ttl, negTTL: negTTL, maxEntries: maxEntries, m: make(map[string]lookupEntry)}
+}
+
+func (lc *lookupCache) get(digits string, now time.Time) (lookupResult, bool) {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	e, ok := lc.m[digits]
+	if !ok || !now.Before(e.expires) {
+		return lookupResult{}, false
+	}
+	return e.r, true
+}
+
+func (lc *lookupCache) put(digits string, r lookupResult, now time.Time) {
+	ttl := lc.ttl
+	if !r.in {
+		ttl = lc.negTTL
+	}
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if _, ok := lc.m[digits]; !ok && len(lc.m) >= lc.maxEntries {
+		lc.evict(now)
+	}
+	lc.m[digits] = lookupEntry{r: r, expires: now.Add(ttl)}
+}
+
+// evict drops expired entries, then arbitrary ones down to 90 % of maxEntries. Called with mu held.
+func (lc *lookupCache) evict(now time.Time) {
+	for k, e := range lc.m {
+		if !now.Before(e.expires) {
+			delete(lc.m, k)
+		}
+	}
+	for k := range lc.m {
+		if len(lc.m) < lc.maxEntries*9/10 {
+			break
+		}
+		delete(lc.m, k)
+	}
+}
+
+func (lc *lookupCache) clear() {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	clear(lc.m)
+}

@@ -1,0 +1,302 @@
+// Package whatsapp is the WhatsApp adapter of the network port, built on whatsmeow: it links
+// devices by QR code or phone code, keeps them connected, sends every message kind and maps
+// whatsmeow's events and errors onto the port's. It owns DATA/whatsapp.db: whatsmeow's device
+// store (one SQLite container holding every device) plus the gateway's own session id → device
+// JID table. It imports only the standard library, third-party modules and
+// github.com/gateway/gateway/network.
+//
+// Concurrency: every Client has one event goroutine that delivers events to its sink in order;
+// whatsmeow's event handlers only append to that goroutine's queue. A Client's mu guards its
+// state and is never held during I/O; ctlMu serialises the operations that change the
+// connection (Connect, Disconnect, Logout, shutdown). Lock order: ctlMu → mu. The event
+// goroutine takes mu only; Network.mu is never held while a client's locks are taken.
+package whatsapp
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"go.mau.fi/whatsmeow/store"
+	"go.mau.fi/whatsmeow/store/sqlstore"
+	"go.mau.fi/whatsmeow/types"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver used by the device store
+
+	"github.com/gateway/gateway/network"
+)
+
+// Options configures Open.
+type Options struct {
+	// DBPath is the SQLite file holding every device (DATA/whatsapp.db). Created if missing.
+	DBPath string
+	// Logger receives the adapter's logs and whatsmeow's (module attribute "whatsmeow/...").
+	Logger *slog.Logger
+	// SendTimeout bounds one send: media upload and the wait for the server's acknowledgement
+	// (whatsmeow waits 75 s by default). Zero means DefaultSendTimeout.
+	SendTimeout time.Duration
+}
+
+// Defaults used when Options leaves a field zero, and the adapter's fixed policies.
+const (
+	DefaultSendTimeout = 60 * time.Second
+
+	// busyTimeout lets concurrent writers (many sessions saving keys at once) wait for the
+	// SQLite write lock instead of failing with SQLITE_BUSY.
+	busyTimeout = 10 * time.Second
+	// dbTimeout bounds one statement of the adapter's own (mapping table) queries.
+	dbTimeout = 10 * time.Second
+
+	// First-connect retry: capped exponential backoff with jitter.
+	connectBackoffBase = time.Second
+	connectBackoffMax  = time.Minute
+
+	// Recipient lookups (IsOnWhatsApp) are cached: a number that is on the network rarely
+	// leaves it; one that is not may join, so negative answers are kept for less time.
+	lookupTTL         = 12 * time.Hour
+	negativeLookupTTL = 10 * time.Minute
+	lookupCacheMax    = 50_000
+)
+
+// Network is the WhatsApp implementation of network.Network.
+type Network struct {
+	log         *slog.Logger
+	db          *sql.DB
+	container   *sqlstore.Container
+	sendTimeout time.Duration
+
+	// ctx lives as long as the Network: every whatsmeow connection and QR channel hangs off it,
+	// so Close stops them all.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// Test hooks, set only by tests before the first Open(sessionID): httpClient carries every
+	// whatsmeow connection (websocket and media) to a fake server; the delays are shortened so
+	// retries are observable quickly.
+	httpClient  *http.Client
+	backoffBase time.Duration
+	backoffMax  time.Duration
+
+	mu      sync.Mutex // guards clients and closed
+	clients map[string]*client
+	closed  bool
+}
+
+// Interface guards.
+var (
+	_ network.Network = (*Network)(nil)
+	_ network.Client  = (*client)(nil)
+)
+
+// errClosed is returned by every method once the Network is closed.
+var errClosed = errors.New("whatsapp network is closed")
+
+// Open opens (creating if needed) the device store at o.DBPath. It does no network I/O.
+func Open(o Options) (*Network, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if o.SendTimeout <= 0 {
+		o.SendTimeout = DefaultSendTimeout
+	}
+	dsn, err := sqliteDSN(o.DBPath)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("whatsapp: open %s: %w", o.DBPath, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	container := sqlstore.NewWithDB(db, "sqlite", newWALogger(log, "whatsmeow/Database"))
+	if err := container.Upgrade(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("whatsapp: upgrade device store %s: %w", o.DBPath, err)
+	}
+	if _, err := db.ExecContext(ctx, createSessionDeviceTable); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("whatsapp: create session table in %s: %w", o.DBPath, err)
+	}
+	n := &Network{
+		log:         log,
+		db:          db,
+		container:   container,
+		sendTimeout: o.SendTimeout,
+		backoffBase: connectBackoffBase,
+		backoffMax:  connectBackoffMax,
+		clients:     make(map[string]*client),
+	}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	return n, nil
+}
+
+// Open returns the client of a gateway session: its paired device when the session has one
+// (read from the session table, then the device store), else a new unpaired device that is
+// saved when a phone links it. Opening a session that is already open returns the same client
+// with its sink replaced (a restarted session actor takes the events over).
+func (n *Network) Open(sessionID string, sink func(network.Event)) (network.Client, error) {
+	if sessionID == "" {
+		return nil, errors.New("whatsapp: empty session id")
+	}
+	if sink == nil {
+		return nil, errors.New("whatsapp: nil event sink")
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil, errClosed
+	}
+	if c, ok := n.clients[sessionID]; ok {
+		c.sink.Store(&sink)
+		return c, nil
+	}
+	dev, err := n.loadDevice(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	c := newClient(n, sessionID, dev, sink)
+	n.clients[sessionID] = c
+	return c, nil
+}
+
+// loadDevice finds the session's device, or makes a new unpaired one. A mapping whose device is
+// gone from the store (deleted by whatsmeow while the gateway was down) is dropped.
+func (n *Network) loadDevice(sessionID string) (*store.Device, error) {
+	ctx, cancel := context.WithTimeout(n.ctx, dbTimeout)
+	defer cancel()
+	jid, ok, err := lookupSessionDevice(ctx, n.db, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("whatsapp: session %s: %w", sessionID, err)
+	}
+	if !ok {
+		return n.container.NewDevice(), nil
+	}
+	dev, err := n.container.GetDevice(ctx, jid)
+	if err != nil {
+		return nil, fmt.Errorf("whatsapp: session %s: load device %s: %w", sessionID, jid, err)
+	}
+	if dev == nil {
+		n.log.Warn("device of session is gone from the store; a new link is needed",
+			"session", sessionID, "device", jid.String())
+		if err := forgetSessionDevice(ctx, n.db, sessionID, jid); err != nil {
+			return nil, fmt.Errorf("whatsapp: session %s: %w", sessionID, err)
+		}
+		return n.container.NewDevice(), nil
+	}
+	return dev, nil
+}
+
+// Close disconnects every client (pairings are kept) and closes the device store.
+func (n *Network) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	clients := make([]*client, 0, len(n.clients))
+	for _, c := range n.clients {
+		clients = append(clients, c)
+	}
+	n.mu.Unlock()
+
+	// Disconnects wait for the websocket close handshake: run them side by side.
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		wg.Go(c.shutdown)
+	}
+	wg.Wait()
+	n.cancel()
+	if err := n.container.Close(); err != nil {
+		return fmt.Errorf("whatsapp: close device store: %w", err)
+	}
+	return nil
+}
+
+// sqliteDSN builds the modernc.org/sqlite DSN of the device store: foreign keys on (sqlstore
+// refuses SQLite without them), WAL so readers do not block the writer, a busy timeout, and
+// IMMEDIATE transactions so two writers never deadlock upgrading a read lock.
+func sqliteDSN(path string) (string, error) {
+	if path == "" {
+		return "", errors.New("whatsapp: empty database path")
+	}
+	if strings.ContainsRune(path, '?') {
+		return "", fmt.Errorf("whatsapp: database path %q must not contain '?'", path)
+	}
+	q := url.Values{}
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+	q.Set("_txlock", "immediate")
+	return path + "?" + q.Encode(), nil
+}
+
+// The session table deliberately has no foreign key to whatsmeow_device: a whatsmeow schema
+// upgrade that rebuilds that table would cascade-delete every mapping. Stale rows are dropped
+// when found (see loadDevice).
+const createSessionDeviceTable = `
+CREATE TABLE IF NOT EXISTS gateway_session_device (
+	session_id TEXT PRIMARY KEY,
+	device_jid TEXT NOT NULL UNIQUE,
+	paired_at  INTEGER NOT NULL
+)`
+
+func lookupSessionDevice(ctx context.Context, db *sql.DB, sessionID string) (types.JID, bool, error) {
+	var raw string
+	err := db.QueryRowContext(ctx,
+		`SELECT device_jid FROM gateway_session_device WHERE session_id = ?`, sessionID).Scan(&raw)
+	if errors.Is(err, sql.ErrNoRows) {
+		return types.JID{}, false, nil
+	}
+	if err != nil {
+		return types.JID{}, false, fmt.Errorf("read session device: %w", err)
+	}
+	jid, err := types.ParseJID(raw)
+	if err != nil {
+		return types.JID{}, false, fmt.Errorf("parse session device %q: %w", raw, err)
+	}
+	return jid, true, nil
+}
+
+// saveSessionDevice records the device a session was linked to. A device belongs to one
+// session: a stale row of another session naming it is replaced.
+func saveSessionDevice(ctx context.Context, db *sql.DB, sessionID string, jid types.JID, at time.Time) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("save session device: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx,
+		`DELETE FROM gateway_session_device WHERE device_jid = ? AND session_id <> ?`,
+		jid.String(), sessionID); err != nil {
+		return fmt.Errorf("save session device: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `
+		INSERT INTO gateway_session_device (session_id, device_jid, paired_at) VALUES (?, ?, ?)
+		ON CONFLICT (session_id) DO UPDATE SET device_jid = excluded.device_jid, paired_at = excluded.paired_at`,
+		sessionID, jid.String(), at.UnixMilli()); err != nil {
+		return fmt.Errorf("save session device: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("save session device: %w", err)
+	}
+	return nil
+}
+
+// forgetSessionDevice removes the session's row if it still names jid (a newer pairing is kept).
+func forgetSessionDevice(ctx context.Context, db *sql.DB, sessionID string, jid types.JID) error {
+	if _, err := db.ExecContext(ctx,
+		`DELETE FROM gateway_session_device WHERE session_id = ? AND device_jid = ?`,
+		sessionID, jid.String()); err != nil {
+		return fmt.Errorf("forget session device: %w", err)
+	}
+	return nil
+}
