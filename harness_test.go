@@ -77,9 +77,11 @@ func (tg *testGW) stop() {
 	if tg.g == nil {
 		return
 	}
+	// Close the client's idle connections first: a connection the client opened and never used
+	// would otherwise keep the server's shutdown waiting for its read timeout.
+	tg.client.CloseIdleConnections()
 	tg.g.shutdown(10 * time.Second)
 	tg.g = nil
-	tg.client.CloseIdleConnections()
 }
 
 // restart stops the gateway gracefully and starts it again on the same data dir and port-less

@@ -21,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gateway/gateway/ecom"
 	"github.com/gateway/gateway/engine"
 	"github.com/gateway/gateway/httpapi"
 	"github.com/gateway/gateway/identity"
@@ -269,10 +270,14 @@ func build(ctx context.Context, c config, log *slog.Logger) (g *gateway, err err
 	if err := g.openNetwork(c); err != nil {
 		return nil, err
 	}
+	stores, err := storeConfig(c)
+	if err != nil {
+		return nil, err
+	}
 	g.engine, err = engine.New(engine.Config{
 		Store: persist.NewStore(g.kv), Logger: log.With("component", "engine"), Plans: plans,
 		DefaultPlan: c.defaultPlan, AdminUIDs: strings.Split(c.adminUIDs, ","), DevRoles: c.auth == "dev",
-		Network: g.net,
+		Network: g.net, Stores: stores,
 	})
 	if err != nil {
 		return nil, err
@@ -288,6 +293,25 @@ func build(ctx context.Context, c config, log *slog.Logger) (g *gateway, err err
 		return nil, err
 	}
 	return g, nil
+}
+
+// storeConfig is the store integration's configuration: the store-platform client, the app
+// credentials, and the key that seals store credentials at rest (GATEWAY_SECRET_KEY, else a key
+// file in the data dir created on first use).
+func storeConfig(c config) (engine.StoreConfig, error) {
+	sc := engine.StoreConfig{
+		Client:    ecom.NewClient(ecom.ClientOptions{APIBase: c.ecomAPIBase, APIVersion: c.ecomVersion}),
+		PublicURL: c.publicURL, ClientID: c.ecomClientID, ClientSecret: c.ecomClientSecret,
+		RequireSignature: c.requireWebhookSig, SecretKeyFile: filepath.Join(c.data, "secret.key"),
+	}
+	if v := os.Getenv("GATEWAY_SECRET_KEY"); v != "" {
+		key, err := engine.ParseSecretKey(v)
+		if err != nil {
+			return sc, fmt.Errorf("GATEWAY_SECRET_KEY: %w", err)
+		}
+		sc.SecretKey = key
+	}
+	return sc, nil
 }
 
 // shutdown stops in order: stop accepting and drain requests, stop actors (they flush their
@@ -310,6 +334,9 @@ func (g *gateway) shutdown(timeout time.Duration) {
 // openNetwork opens the messaging network: the embedded simulation or WhatsApp.
 func (g *gateway) openNetwork(c config) error {
 	if c.network == "whatsapp" {
+		// Process-wide settings of the WhatsApp libraries, made once before any client exists.
+		whatsapp.RouteSignalLogs(g.log.With("component", "libsignal"))
+		whatsapp.SetDeviceName("gateway")
 		wa, err := whatsapp.Open(whatsapp.Options{DBPath: filepath.Join(c.data, "whatsapp.db"), Logger: g.log.With("component", "whatsapp")})
 		if err != nil {
 			return fmt.Errorf("open whatsapp store: %w", err)

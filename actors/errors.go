@@ -31,4 +31,11 @@ var (
 	ErrValidation = errors.New("validation failed")
 	// ErrForbidden: the caller may not act on this resource (another user's, or wrong role).
 	ErrForbidden = errors.New("forbidden")
+
+	// ErrStoreNotFound: no connected store matches (the user has none, or no store has this
+	// shop domain).
+	ErrStoreNotFound = errors.New("store not found")
+	// ErrInvalidSignature: a store webhook's signature is missing or does not verify with the
+	// store's secret, or the store has no secret and signatures are required.
+	ErrInvalidSignature = errors.New("invalid webhook signature")
 )

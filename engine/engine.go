@@ -58,6 +58,8 @@ type Config struct {
 	SessionTimeout time.Duration
 	// SendTimeout bounds one send on the network (default 60 s).
 	SendTimeout time.Duration
+	// Stores configures the store integration (stores.go).
+	Stores StoreConfig
 }
 
 // Engine is the running core.
@@ -79,6 +81,7 @@ type Engine struct {
 	idem          *idempotency
 	campaignStore *campaignStore
 	campaigns     campaignIndex
+	stores        *storeService
 
 	authPool sync.Pool
 }
@@ -169,45 +172,55 @@ func (e *Engine) boot() error {
 	if err != nil {
 		return err
 	}
-	e.log.Info("engine booted", "users", len(users), "keys", len(keys), "sessions", sessions, "outbox_pending", pending, "campaigns", campaigns)
+	stores, err := e.bootStores()
+	if err != nil {
+		return err
+	}
+	e.log.Info("engine booted", "users", len(users), "keys", len(keys), "sessions", sessions, "outbox_pending", pending, "campaigns", campaigns, "stores", stores)
 	return nil
 }
 
 // Stop stops every actor (each flushes its state) and waits for them, within ctx.
 func (e *Engine) Stop(ctx context.Context) {
-	var wg sync.WaitGroup
-	// Campaigns first, so no new number starts; their cursors are persisted with every number.
+	// Store actors before the rest: an event they leave unfinished stays in their durable inbox.
+	e.stopStores(ctx)
+	// Campaigns next, so no new number starts; their cursors are persisted with every number.
 	e.campaigns.mu.RLock()
+	var campaigns []*actor.PID
 	for _, ce := range e.campaigns.byID {
-		wg.Add(1)
-		done := e.hw.Poison(ce.pid)
-		go func() { defer wg.Done(); <-done.Done() }()
+		campaigns = append(campaigns, ce.pid)
 	}
 	e.campaigns.mu.RUnlock()
-	waitCtx(ctx, &wg)
+	e.poisonAll(ctx, campaigns)
 	pids := e.keys.pids()
 	for _, s := range e.sessions.all() {
 		pids = append(pids, s.pid)
 	}
+	e.poisonAll(ctx, pids)
+	// Accounts last: the sessions' last sends have settled into them.
+	e.accounts.mu.Lock()
+	var accounts []*actor.PID
+	for _, pid := range e.accounts.pids {
+		accounts = append(accounts, pid)
+	}
+	e.accounts.pids = map[string]*actor.PID{}
+	e.accounts.mu.Unlock()
+	e.poisonAll(ctx, accounts)
+	e.outbox.flush()
+	e.hw.Unsubscribe(e.events)
+	<-e.hw.Poison(e.events).Done()
+}
+
+// poisonAll stops actors (each handles what is queued before, then flushes its state in
+// Stopped) and waits for them, within ctx.
+func (e *Engine) poisonAll(ctx context.Context, pids []*actor.PID) {
+	var wg sync.WaitGroup
 	for _, pid := range pids {
 		wg.Add(1)
 		done := e.hw.Poison(pid)
 		go func() { defer wg.Done(); <-done.Done() }()
 	}
 	waitCtx(ctx, &wg)
-	// Accounts last: the sessions' last sends have settled into them.
-	e.accounts.mu.Lock()
-	for _, pid := range e.accounts.pids {
-		wg.Add(1)
-		done := e.hw.Poison(pid)
-		go func() { defer wg.Done(); <-done.Done() }()
-	}
-	e.accounts.pids = map[string]*actor.PID{}
-	e.accounts.mu.Unlock()
-	waitCtx(ctx, &wg)
-	e.outbox.flush()
-	e.hw.Unsubscribe(e.events)
-	<-e.hw.Poison(e.events).Done()
 }
 
 // spawn is the one way every actor is started: a small inbox (the ring buffer grows on demand;

@@ -54,8 +54,24 @@ func statusOf(err error) (int, string) {
 		return fasthttp.StatusBadRequest, in.code
 	case errors.Is(err, engine.ErrInvalidPhone):
 		return fasthttp.StatusBadRequest, "invalid_phone"
+	case errors.Is(err, engine.ErrInvalidShop):
+		return fasthttp.StatusBadRequest, "invalid_shop"
+	case errors.Is(err, engine.ErrInvalidPayload):
+		return fasthttp.StatusBadRequest, "invalid_json"
+	case errors.Is(err, engine.ErrStoreTokenRejected):
+		// The store platform refused the token the user gave: bad input, not the caller's
+		// credentials (a 401 would read as "sign in again" to the dashboard).
+		return fasthttp.StatusBadRequest, "store_token_rejected"
 	case errors.Is(err, engine.ErrValidation):
 		return fasthttp.StatusBadRequest, "validation_failed"
+	case errors.Is(err, engine.ErrInvalidSignature):
+		return fasthttp.StatusUnauthorized, "invalid_signature"
+	case errors.Is(err, engine.ErrStoreNotFound):
+		return fasthttp.StatusNotFound, "store_not_found"
+	case errors.Is(err, engine.ErrStoreTaken):
+		return fasthttp.StatusConflict, "store_connected_elsewhere"
+	case errors.Is(err, engine.ErrStorePlatform):
+		return fasthttp.StatusBadGateway, "store_platform_error"
 	case errors.Is(err, errNoCredentials):
 		return fasthttp.StatusUnauthorized, "missing_credentials"
 	case errors.Is(err, errInvalidToken):

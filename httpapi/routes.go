@@ -43,6 +43,20 @@ func (s *Server) routes() {
 	s.route(POST, "/api/client/pair-code", 0, s.client(s.clientPairCode))
 	s.route(POST, "/api/client/send", s.mediaBodyLimit(), s.client(s.clientSend))
 	s.route(POST, "/api/client/templates/test", 0, s.client(s.templateTest))
+	s.route(GET, "/api/client/templates", 0, s.client(s.clientTemplates))
+	s.route(PUT, "/api/client/templates", 0, s.client(s.putTemplate))
+	s.route(POST, "/api/client/store/connect", 0, s.client(s.storeConnect))
+	s.route(POST, "/api/client/store/verify-shopify", 0, s.client(s.verifyShopify))
+	s.route(GET, "/api/client/store", 0, s.client(s.clientStore))
+	s.route(DELETE, "/api/client/store", 0, s.client(s.deleteStore))
+
+	// Store integration (SPEC.md section 4.5): connecting (ID token) and the platform's calls (public).
+	s.route(POST, "/api/ecom/oauth-init", 0, s.client(s.oauthInit))
+	s.route(GET, "/api/ecom/callback", 0, s.ecomCallback)
+	s.route(POST, "/api/ecom/manual-connect", 0, s.client(s.manualConnect))
+	s.route(POST, "/api/ecom/native-connect", 0, s.client(s.nativeConnect))
+	s.route(POST, "/api/ecom/webhook", 0, s.ecomWebhook)
+	s.route(GET, "/api/ecom/test", 0, s.ecomTest)
 
 	// The simulated network's dev controls (--network sim only).
 	if s.cfg.Sim != nil {
@@ -53,7 +67,6 @@ func (s *Server) routes() {
 		s.route(POST, "/api/dev/sim/drop", 0, s.simDrop)
 		s.route(POST, "/api/dev/sim/latency", 0, s.simLatency)
 	}
-	_ = PUT
 }
 
 // mediaBodyLimit is the body cap of routes that take media inline: the media cap as base64

@@ -69,6 +69,7 @@ type Server struct {
 	router  *router.Router
 	srv     *fasthttp.Server
 	metrics *httpMetrics
+	ecom    *ecomMetrics
 	media   *mediaFetcher
 	ready   atomic.Bool
 	reqSeq  atomic.Uint64
@@ -109,6 +110,9 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Logger, eng: cfg.Engine, router: router.New(), reqPfx: hex.EncodeToString(pfx[:])}
 	var err error
 	if s.metrics, err = newHTTPMetrics(cfg.Registry); err != nil {
+		return nil, err
+	}
+	if s.ecom, err = newEcomMetrics(cfg.Registry, cfg.Engine.StoreStats); err != nil {
 		return nil, err
 	}
 	for _, c := range engineCollectors(cfg.Engine.Stats) {

@@ -1,0 +1,246 @@
+package actors
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+
+	"github.com/gateway/gateway/ecom"
+)
+
+// memInbox is an in-memory StoreEventsStore.
+type memInbox struct {
+	mu      sync.Mutex
+	entries map[string]InboxEntry
+	records []StoreEventRecord
+	sent    map[string]bool
+}
+
+func (m *memInbox) PendingInbox(string) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for s := range m.entries {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func (m *memInbox) InboxEntry(_, seq string) (InboxEntry, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.entries[seq]
+	return e, ok, nil
+}
+
+func (m *memInbox) LastEventN(string) (int64, error) { return 0, nil }
+
+func (m *memInbox) FinishEvent(_ context.Context, _, seq string, rec StoreEventRecord, sentKey string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.entries, seq)
+	m.records = append(m.records, rec)
+	if sentKey != "" {
+		m.sent[sentKey] = true
+	}
+	return nil
+}
+
+func (m *memInbox) record(webhookID string) (StoreEventRecord, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.records {
+		if r.WebhookID == webhookID {
+			return r, true
+		}
+	}
+	return StoreEventRecord{}, false
+}
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// storeHarness runs one storeevents actor over a memInbox; send decides each send's outcome.
+type storeHarness struct {
+	t     *testing.T
+	inbox *memInbox
+	clk   *fakeClock
+	hw    *actor.Engine
+	pid   *actor.PID
+
+	mu         sync.Mutex
+	sends      []string // phones, in order
+	send       func(n int) error
+	ready      bool
+	readyCalls int
+}
+
+func newStoreHarness(t *testing.T, send func(n int) error) *storeHarness {
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &storeHarness{t: t, inbox: &memInbox{entries: map[string]InboxEntry{}, sent: map[string]bool{}},
+		clk: &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}, hw: hw, send: send, ready: true}
+	return h
+}
+
+func (h *storeHarness) start() {
+	deps := StoreEventsDeps{
+		Store: h.inbox, Now: h.clk.now, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		FetchOrder:  func(context.Context, string, int64) ([]byte, error) { return nil, ErrNoStoreToken },
+		StoreName:   func(string) string { return "Acme" },
+		Template:    func(_, topic string) (string, bool, error) { return "order {order_number}", true, nil },
+		AlreadySent: func(_, key string) bool { h.inbox.mu.Lock(); defer h.inbox.mu.Unlock(); return h.inbox.sent[key] },
+		Outcome:     func(string) (OutboxEntry, bool) { return OutboxEntry{}, false },
+		Send: func(_ context.Context, _, msgID, to, _, _ string) (OutboxEntry, error) {
+			h.mu.Lock()
+			n := len(h.sends)
+			h.sends = append(h.sends, to)
+			h.mu.Unlock()
+			if err := h.send(n); err != nil {
+				return OutboxEntry{}, err
+			}
+			return OutboxEntry{ID: msgID, Status: MsgSent}, nil
+		},
+		Ready: func(string) bool {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.readyCalls++
+			return h.ready
+		},
+		BaseBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, SessionPoll: 5 * time.Millisecond,
+	}
+	h.pid = h.hw.Spawn(NewStoreEvents("acme.myshopify.com", deps), "storeevents", actor.WithID("acme"))
+	h.t.Cleanup(func() { <-h.hw.Poison(h.pid).Done() })
+}
+
+// add puts an orders/create entry for an order with this phone into the inbox.
+func (h *storeHarness) add(seq, webhookID string, orderID int, phone string) {
+	body := `{"id":` + itoa(orderID) + `,"name":"#` + itoa(orderID) + `","customer":{"first_name":"Ann","phone":"` + phone + `"}}`
+	h.inbox.mu.Lock()
+	h.inbox.entries[seq] = InboxEntry{
+		Seq: seq, Shop: "acme.myshopify.com", UserID: "u1", Platform: ecom.PlatformShopify, Topic: ecom.TopicOrderCreated,
+		WebhookID: webhookID, MessageID: "3EB0" + seq, ReceivedAt: h.clk.now(), Body: []byte(body),
+	}
+	h.inbox.mu.Unlock()
+	if h.pid != nil {
+		h.hw.Send(h.pid, InboxAdded{Seq: seq})
+	}
+}
+
+func itoa(n int) string {
+	s := ""
+	for n > 0 || s == "" {
+		s = string(rune('0'+n%10)) + s
+		n /= 10
+	}
+	return s
+}
+
+func (h *storeHarness) wait(what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func (h *storeHarness) sendCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.sends)
+}
+
+func TestStoreEventsInOrderWithRetries(t *testing.T) {
+	// The 2nd and 3rd sends fail on the network: the event is retried, and the ones behind it wait.
+	h := newStoreHarness(t, func(n int) error {
+		if n == 1 || n == 2 {
+			return ErrNetwork
+		}
+		return nil
+	})
+	h.add("001", "a", 1, "+14155550001")
+	h.add("002", "b", 2, "+14155550002")
+	h.start()
+	h.add("003", "c", 3, "+14155550003")
+	h.wait("three events recorded", func() bool { _, ok := h.inbox.record("c"); return ok })
+	h.mu.Lock()
+	got := slices.Clone(h.sends)
+	h.mu.Unlock()
+	want := []string{"14155550001", "14155550002", "14155550002", "14155550002", "14155550003"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("sends %v, want %v", got, want)
+	}
+	if r, _ := h.inbox.record("b"); r.Status != StoreEventSent || r.Attempts != 3 || r.MessageID != "3EB0002" || r.OrderName != "#2" {
+		t.Fatalf("retried event: %+v", r)
+	}
+	// The same order event again (another delivery id) is not sent twice.
+	h.add("004", "d", 1, "+14155550001")
+	h.wait("the repeat recorded", func() bool { _, ok := h.inbox.record("d"); return ok })
+	if r, _ := h.inbox.record("d"); r.Status != StoreEventSkipped || h.sendCount() != 5 {
+		t.Fatalf("repeated event: %+v after %d sends", r, h.sendCount())
+	}
+}
+
+func TestStoreEventsWaitForSessionThenGiveUpAfterWindow(t *testing.T) {
+	h := newStoreHarness(t, func(int) error { return ErrNotConnected })
+	h.ready = false
+	h.add("001", "a", 1, "+14155550001")
+	h.start()
+	h.wait("a first attempt", func() bool { return h.sendCount() == 1 })
+	// While the session is down, nothing is attempted: the session's state is polled.
+	h.wait("the session polled", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return h.readyCalls >= 5 })
+	if n := h.sendCount(); n != 1 {
+		t.Fatalf("%d sends while the session is down, want 1", n)
+	}
+	// Connected again: retried at once.
+	h.mu.Lock()
+	h.ready = true
+	h.mu.Unlock()
+	h.wait("a second attempt", func() bool { return h.sendCount() >= 2 })
+
+	// Still failing 24 h after it was received: given up, recorded failed, the next one runs.
+	h.clk.add(StoreRetryWindow + time.Minute)
+	h.wait("the event given up", func() bool { _, ok := h.inbox.record("a"); return ok })
+	r, _ := h.inbox.record("a")
+	if r.Status != StoreEventFailed || !strings.Contains(r.Reason, "gave up after 24 h") {
+		t.Fatalf("given-up event: %+v", r)
+	}
+	h.inbox.mu.Lock()
+	left := len(h.inbox.entries)
+	h.inbox.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d entries left in the inbox", left)
+	}
+}
+
+func TestStoreEventsSkipsWithoutPhone(t *testing.T) {
+	h := newStoreHarness(t, func(int) error { return nil })
+	h.start()
+	h.add("001", "a", 1, "not a number")
+	h.wait("recorded", func() bool { _, ok := h.inbox.record("a"); return ok })
+	if r, _ := h.inbox.record("a"); r.Status != StoreEventSkipped || !strings.Contains(r.Reason, "customer.phone") || h.sendCount() != 0 {
+		t.Fatalf("event without a usable phone: %+v", r)
+	}
+}

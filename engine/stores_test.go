@@ -1,0 +1,207 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gateway/gateway/ecom"
+	"github.com/gateway/gateway/ecom/ecomtest"
+	"github.com/gateway/gateway/network/sim"
+	"github.com/gateway/gateway/persist"
+)
+
+func newStoreEngine(t *testing.T, kv persist.KV, clk *clock, fake *ecomtest.Platform, sc StoreConfig) *Engine {
+	t.Helper()
+	net, err := sim.Open(sim.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { net.Close() })
+	sc.Client = ecom.NewClient(ecom.ClientOptions{APIBase: fake.APIBase()})
+	sc.PublicURL = "https://gw.example.com/"
+	e, err := New(Config{
+		Store: persist.NewStore(kv), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Now: clk.now, Network: net, Stores: sc,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Stop(context.Background()) })
+	return e
+}
+
+// An OAuth state is good for 10 minutes, once, for the user and shop it was issued for.
+func TestOAuthNonceExpiresAndIsSingleUse(t *testing.T) {
+	fake := ecomtest.New()
+	defer fake.Close()
+	const shop = "acme.myshopify.com"
+	fake.AddShop(shop, "Acme", "")
+	fake.SetApp("cid", "csecret")
+	clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	e := newStoreEngine(t, persist.NewMemory(), clk, fake, StoreConfig{})
+	ctx := context.Background()
+
+	callback := func(authURL, code string) error {
+		u, err := url.Parse(authURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := url.Values{"code": {code}, "shop": {shop}, "state": {u.Query().Get("state")}, "timestamp": {"1"}}
+		q.Set("hmac", ecom.SignOAuthQuery(q, "csecret"))
+		_, err = e.OAuthCallback(ctx, q)
+		return err
+	}
+	reason := func(err error) string {
+		var ce *CallbackError
+		if !errors.As(err, &ce) {
+			t.Fatalf("callback error %v is not a CallbackError", err)
+		}
+		return ce.Reason
+	}
+
+	authURL, _, err := e.OAuthInit(ctx, "alice", shop, "cid", "csecret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake.AddCode(shop, "c1", "shpat_x", "read_orders")
+	clk.set(clk.now().Add(10*time.Minute + time.Second))
+	if err := callback(authURL, "c1"); reason(err) != CallbackInvalidState {
+		t.Fatalf("expired state: %v", err)
+	}
+	if _, err := e.Store("alice"); !errors.Is(err, ErrStoreNotFound) {
+		t.Fatalf("a store was saved after an expired state: %v", err)
+	}
+
+	authURL, _, err = e.OAuthInit(ctx, "alice", shop, "cid", "csecret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.set(clk.now().Add(9 * time.Minute))
+	if err := callback(authURL, "c1"); err != nil {
+		t.Fatalf("callback within 10 minutes: %v", err)
+	}
+	if v, err := e.Store("alice"); err != nil || v.Method != StoreMethodOAuth || v.ShopName != "Acme" || v.WebhooksRegistered != 5 {
+		t.Fatalf("store %+v err %v", v, err)
+	}
+	if err := callback(authURL, "c1"); reason(err) != CallbackInvalidState {
+		t.Fatalf("replayed state: %v", err)
+	}
+
+	// The configured app credentials stand in when oauth-init gives none.
+	if _, _, err := e.OAuthInit(ctx, "alice", shop, "", ""); !errors.Is(err, ErrValidation) {
+		t.Fatalf("no credentials anywhere: %v", err)
+	}
+	if _, _, err := e.OAuthInit(ctx, "alice", "acme.example.com", "cid", "csecret"); !errors.Is(err, ErrInvalidShop) {
+		t.Fatalf("bad shop: %v", err)
+	}
+}
+
+// Credentials are sealed at rest, with the configured key or a 0600 key file made on first use;
+// a gateway restarted with the same key reads them back.
+func TestStoreSecretsSealedAtRest(t *testing.T) {
+	fake := ecomtest.New()
+	defer fake.Close()
+	const shop = "acme.myshopify.com"
+	fake.AddShop(shop, "Acme", "shpat_plaintext_token")
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "secret.key")
+	clk := &clock{t: time.Now()}
+	kv := persist.NewMemory()
+	e := newStoreEngine(t, kv, clk, fake, StoreConfig{SecretKeyFile: keyFile})
+	if _, err := os.Stat(keyFile); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("key file made before any store was connected: %v", err)
+	}
+	if _, err := e.ManualConnect(context.Background(), "alice", shop, "shpat_plaintext_token", "hook-secret-plain"); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(keyFile)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v %v", fi, err)
+	}
+	err = kv.Scan(nil, func(k, v []byte) error {
+		for _, s := range []string{"shpat_plaintext_token", "hook-secret-plain"} {
+			if bytes.Contains(v, []byte(s)) {
+				t.Errorf("%s holds %q in the clear", k, s)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Stop(context.Background())
+
+	// Same data, same key file: the webhook secret opens (signatures verify).
+	e2 := newStoreEngine(t, kv, clk, fake, StoreConfig{SecretKeyFile: keyFile})
+	body := []byte(`{"id":1}`)
+	w := Webhook{UID: []byte("alice"), Topic: []byte("orders/create"), Body: body, Signature: []byte(ecom.SignWebhook(body, "hook-secret-plain"))}
+	if res, err := e2.AcceptWebhook(context.Background(), w); err != nil || res.Status != WebhookIgnored {
+		t.Fatalf("signed webhook after a restart: %+v %v", res, err)
+	}
+	e2.Stop(context.Background())
+
+	// Another key: the secret does not open, and signed webhooks are refused rather than trusted.
+	other := make([]byte, 32)
+	other[0] = 1
+	e3 := newStoreEngine(t, kv, clk, fake, StoreConfig{SecretKey: other})
+	if _, err := e3.AcceptWebhook(context.Background(), w); !errors.Is(err, ErrInvalidSignature) {
+		t.Fatalf("webhook with an unreadable secret: %v", err)
+	}
+}
+
+func TestParseSecretKey(t *testing.T) {
+	key := bytes.Repeat([]byte{0xab}, 32)
+	for _, s := range []string{
+		hex.EncodeToString(key), base64.StdEncoding.EncodeToString(key), base64.RawURLEncoding.EncodeToString(key),
+		" " + base64.StdEncoding.EncodeToString(key) + "\n",
+	} {
+		if got, err := ParseSecretKey(s); err != nil || !bytes.Equal(got, key) {
+			t.Errorf("ParseSecretKey(%q) = %x, %v", s, got, err)
+		}
+	}
+	for _, s := range []string{"", "short", base64.StdEncoding.EncodeToString(key[:16]), strings.Repeat("z", 64)} {
+		if _, err := ParseSecretKey(s); err == nil {
+			t.Errorf("ParseSecretKey(%q) accepted", s)
+		}
+	}
+	sl := newSealer(key, "")
+	sealed, err := sl.seal("top secret")
+	if err != nil || !strings.HasPrefix(sealed, sealedPrefix) || strings.Contains(sealed, "top secret") {
+		t.Fatalf("seal: %q %v", sealed, err)
+	}
+	if plain, err := sl.open(sealed); err != nil || plain != "top secret" {
+		t.Fatalf("open: %q %v", plain, err)
+	}
+	tampered := sealed[:len(sealed)-2] + "AA"
+	if _, err := sl.open(tampered); err == nil {
+		t.Fatal("a tampered secret opened")
+	}
+}
+
+func TestPayloadHasPhone(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"customer":{"phone":"+1 312 555 0101"}}`:          true,
+		`{"billing": {"phone" : "(555) 555-5555"}}`:         true,
+		`{"phone":4915112345678}`:                           true,
+		`{"customer":{"phone":null},"phone":""}`:            false,
+		`{"note":"call \"phone\":\"123\" later"}`:           false,
+		`{"phones":"123","telephone":"5"}`:                  false,
+		`{"id":1}`:                                          false,
+		`{"shipping_address":{"phone":null},"phone":   ""}`: false,
+	} {
+		if got := payloadHasPhone([]byte(body)); got != want {
+			t.Errorf("payloadHasPhone(%s) = %v, want %v", body, got, want)
+		}
+	}
+}

@@ -1,0 +1,80 @@
+package httpapi
+
+import (
+	"context"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/gateway/gateway/engine"
+	"github.com/gateway/gateway/persist"
+)
+
+// Message templates per store topic (SPEC.md section 6; DESIGN.md section 5).
+
+type templateJSON struct {
+	Topic     string `json:"topic"`
+	Text      string `json:"text"`
+	Enabled   bool   `json:"enabled"`
+	IsDefault bool   `json:"isDefault"`
+}
+
+func toTemplateJSON(v engine.TemplateView) templateJSON {
+	return templateJSON{Topic: v.Topic, Text: v.Text, Enabled: v.Enabled, IsDefault: v.IsDefault}
+}
+
+type templatesJSON struct {
+	Success      bool           `json:"success"`
+	Templates    []templateJSON `json:"templates"`
+	Placeholders []string       `json:"placeholders"`
+}
+
+// clientTemplates is GET /api/client/templates: the five topics' templates and the placeholders
+// they may use.
+func (s *Server) clientTemplates(ctx *fasthttp.RequestCtx, u persist.User) {
+	list, err := s.eng.Templates(u.ID)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	out := templatesJSON{Success: true, Templates: make([]templateJSON, 0, len(list)), Placeholders: engine.TemplatePlaceholders()}
+	for _, v := range list {
+		out.Templates = append(out.Templates, toTemplateJSON(v))
+	}
+	writeJSON(ctx, fasthttp.StatusOK, out)
+}
+
+type putTemplateRequest struct {
+	Topic   *string `json:"topic"`
+	Text    *string `json:"text"`
+	Enabled *bool   `json:"enabled"`
+}
+
+type templateSavedJSON struct {
+	Success  bool         `json:"success"`
+	Template templateJSON `json:"template"`
+}
+
+// putTemplate is PUT /api/client/templates: {topic, text?, enabled?}. An empty text goes back
+// to the default; an absent field is left as it was.
+func (s *Server) putTemplate(ctx *fasthttp.RequestCtx, u persist.User) {
+	var req putTemplateRequest
+	if err := decodeBody(ctx, &req); err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	if req.Topic == nil || strings.TrimSpace(*req.Topic) == "" {
+		s.writeError(ctx, missing("topic"))
+		return
+	}
+	if req.Text == nil && req.Enabled == nil {
+		s.writeError(ctx, badInput("validation_failed", "text or enabled is required"))
+		return
+	}
+	v, err := s.eng.PutTemplate(context.Background(), u.ID, strings.TrimSpace(*req.Topic), req.Text, req.Enabled)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, templateSavedJSON{Success: true, Template: toTemplateJSON(v)})
+}
