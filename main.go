@@ -11,6 +11,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -78,6 +80,7 @@ type config struct {
 	logLevel, logFormat                 string
 	logRequests                         bool
 	shutdownTimeout                     time.Duration
+	pprofAddr                           string
 }
 
 func parseServe(args []string, stderr io.Writer) (config, error) {
@@ -111,6 +114,7 @@ func parseServe(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.logFormat, "log-format", "json", "json or text")
 	fs.BoolVar(&c.logRequests, "log-requests", true, "one access-log line per request")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for in-flight requests")
+	fs.StringVar(&c.pprofAddr, "pprof", "", "serve net/http/pprof on this address (for profiling; keep it on loopback)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -214,6 +218,9 @@ func serve(args []string, stderr io.Writer) error {
 	errc := make(chan error, 1)
 	go func() { errc <- g.http.Serve(ln) }()
 	log.Info("gateway listening", "addr", ln.Addr().String(), "version", version, "auth", c.auth, "network", c.network, "data", c.data, "fsync", c.fsync)
+	if c.pprofAddr != "" {
+		go servePprof(c.pprofAddr, log)
+	}
 	if g.issuer != nil {
 		printDevHelp(stderr, c, ln.Addr())
 	}
@@ -427,4 +434,18 @@ func token(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintln(stdout, tok)
 	return nil
+}
+
+// servePprof serves the runtime profiles (CPU, heap, allocations, goroutines) on their own
+// listener, so they are never reachable through the API's address.
+func servePprof(addr string, log *slog.Logger) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	log.Info("pprof listening", "addr", addr)
+	if err := http.ListenAndServe(addr, mux); err != nil {
+		log.Error("pprof", "err", err)
+	}
 }
