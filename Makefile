@@ -51,5 +51,16 @@ fuzz:
 test-scale:
 	$(GO) test -count=1 -run TestCampaignTimerDrift -v ./engine -campaigns 10000
 
+# bench runs the load-test benchmarks and the scale run (bench/README.md has the method and the
+# latest figures); bench-quick is the smoke test CI runs: it fails on errors, never on speed.
+bench: build
+	$(GO) build -o bin/bench ./bench
+	bin/bench run --gateway $(BIN)
+	bin/bench scale --gateway $(BIN)
+
+bench-quick: build
+	$(GO) build -o bin/bench ./bench
+	bin/bench run --quick --gateway $(BIN)
+
 clean:
 	rm -rf bin

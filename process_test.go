@@ -330,7 +330,13 @@ func TestKill9CampaignsResume(t *testing.T) {
 			}
 		}
 	}
-	if a := tg.account(s.key); a["messagesSent"] != float64(campaigns*per) {
-		t.Fatalf("messagesSent %v, want %d", a["messagesSent"], campaigns*per)
+	// messagesSent is written behind: a kill -9 may lose the increments of the one commit in
+	// flight (README: Allowance), never more than a handful; the allowance itself stays safe.
+	a := tg.account(s.key)
+	if sent := int(a["messagesSent"].(float64)); sent > campaigns*per || sent < campaigns*per-5 {
+		t.Fatalf("messagesSent %d, want %d (at most a few lost by the kill)", sent, campaigns*per)
+	}
+	if rem := int(a["remaining_month"].(float64)); rem > 1000-campaigns*per {
+		t.Fatalf("remaining_month %d after %d messages: the crash gave allowance back", rem, campaigns*per)
 	}
 }

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -13,6 +14,10 @@ type AccountState struct {
 	UserID string `json:"userId"`
 	Period string `json:"period"` // UTC month "2006-01" that Sent belongs to
 	Sent   int64  `json:"sent"`   // messages sent successfully this period (messagesSent)
+	// Mark is a durable upper bound on Sent plus reservations this period: allowance beyond it
+	// is granted only once a larger mark is committed, so a kill -9 (which can lose the last
+	// increments of Sent) never lets the month's limit be exceeded.
+	Mark int64 `json:"mark"`
 }
 
 // AccountStore persists account snapshots.
@@ -33,19 +38,25 @@ type (
 	// Reserve asks for up to N messages of this month's allowance. Granted may be less than N
 	// (a bulk batch is clipped); zero with ErrQuotaExceeded when none is left.
 	Reserve struct {
-		N     int64
+		N int64
+		// Force grants N whatever is left: a message accepted before a crash and sent again
+		// at boot must be counted, not refused.
+		Force bool
 		Reply chan AccountResult
 	}
 	// Settle reports the outcome of reserved messages: Sent succeeded, Unreserve is how much of
-	// the reservation to give back (successes included). A message recovered after a crash
-	// settles with Sent 1 and Unreserve 0 (its reservation died with the process).
+	// the reservation to give back (successes included). A message re-sent at boot after a
+	// crash is reserved again (Force) and settles like any other.
 	Settle struct{ Sent, Unreserve int64 }
 	// GetAccount answers the current allowance.
 	GetAccount struct{ Reply chan AccountResult }
 	// SetAccountLimit changes the monthly limit (the plan changed).
 	SetAccountLimit struct{ Limit int64 }
 
-	accountSaved struct{ err error }
+	accountSaved struct {
+		mark int64
+		err  error
+	}
 )
 
 // AccountResult is the allowance after a message.
@@ -60,17 +71,25 @@ type AccountResult struct {
 
 // Account is the actor of one user's monthly allowance. Reservations are in memory; Sent is
 // written behind (one commit in flight at a time, coalescing every change made meanwhile), so
-// the send path never waits on the disk for it. A kill -9 can lose the increments of the commit
-// in flight (milliseconds); a graceful stop writes the exact count.
+// the send path rarely waits on the disk: only when a reservation passes the durable Mark,
+// which is then raised a block ahead. After a kill -9 the allowance between the persisted Sent
+// and Mark counts as used (at most one block lost, never the limit exceeded); a graceful stop
+// writes the exact count.
 type Account struct {
 	deps     AccountDeps
 	limit    int64
-	st       AccountState
+	st       AccountState // st.Mark is the mark known to be durable
 	reserved int64
+	ghost    int64 // allowance of the last process whose fate is unknown (crash leftovers)
+	wantMark int64
+	pending  []*Reserve
 	loaded   bool
 	saving   bool
 	dirty    bool
 }
+
+// accountBlock is how far ahead the durable mark is raised.
+const accountBlock = 20
 
 // NewAccount returns the producer of a user's account actor.
 func NewAccount(userID string, limit int64, deps AccountDeps) actor.Producer {
@@ -83,22 +102,7 @@ func (a *Account) Receive(c *actor.Context) {
 	case actor.Started:
 		a.load()
 	case *Reserve:
-		a.roll()
-		if !a.loaded {
-			m.Reply <- AccountResult{Err: ErrUnavailable}
-			return
-		}
-		granted := m.N
-		if a.limit > 0 {
-			granted = min(m.N, max(a.limit-a.st.Sent-a.reserved, 0))
-		}
-		a.reserved += granted
-		r := a.result()
-		r.Granted = granted
-		if granted == 0 && m.N > 0 {
-			r.Err = ErrQuotaExceeded
-		}
-		m.Reply <- r
+		a.reserve(c, m)
 	case Settle:
 		a.roll()
 		a.st.Sent += m.Sent
@@ -113,20 +117,61 @@ func (a *Account) Receive(c *actor.Context) {
 		a.limit = m.Limit
 	case accountSaved:
 		a.saving = false
+		pending := a.pending
+		a.pending = nil
 		if m.err != nil {
 			a.deps.Log.Error("account actor: save", "user_id", a.st.UserID, "err", m.err)
 			a.dirty = true
+			a.wantMark = a.st.Mark
+			for _, p := range pending {
+				p.Reply <- AccountResult{Err: fmt.Errorf("%w: storage", ErrUnavailable)}
+			}
+			return
 		}
-		if a.dirty {
+		a.st.Mark = max(a.st.Mark, m.mark)
+		for _, p := range pending {
+			a.reserve(c, p)
+		}
+		if a.dirty || a.wantMark > a.st.Mark {
 			a.save(c)
 		}
 	case actor.Stopped:
 		if a.loaded {
-			if err := a.deps.Store.PutAccount(context.Background(), a.st); err != nil {
+			st := a.st
+			st.Mark = a.used()
+			if err := a.deps.Store.PutAccount(context.Background(), st); err != nil {
 				a.deps.Log.Warn("account actor: flush", "user_id", a.st.UserID, "err", err)
 			}
 		}
 	}
+}
+
+func (a *Account) used() int64 { return a.st.Sent + a.reserved + a.ghost }
+
+func (a *Account) reserve(c *actor.Context, m *Reserve) {
+	a.roll()
+	if !a.loaded {
+		m.Reply <- AccountResult{Err: ErrUnavailable}
+		return
+	}
+	granted := m.N
+	if a.limit > 0 && !m.Force {
+		granted = min(m.N, max(a.limit-a.used(), 0))
+		if need := a.used() + granted; need > a.st.Mark {
+			// Not covered by a durable mark yet: raise it a block ahead, then answer.
+			a.wantMark = max(a.wantMark, min(a.limit, need+accountBlock))
+			a.pending = append(a.pending, m)
+			a.save(c)
+			return
+		}
+	}
+	a.reserved += granted
+	r := a.result()
+	r.Granted = granted
+	if granted == 0 && m.N > 0 {
+		r.Err = ErrQuotaExceeded
+	}
+	m.Reply <- r
 }
 
 func (a *Account) load() {
@@ -138,12 +183,15 @@ func (a *Account) load() {
 	st.UserID = a.st.UserID
 	a.st, a.loaded = st, true
 	a.roll()
+	// A mark above the count is allowance a crashed process may have used.
+	a.ghost = max(a.st.Mark-a.st.Sent, 0)
+	a.wantMark = a.st.Mark
 }
 
 // roll starts a new period at the first message of a new UTC month.
 func (a *Account) roll() {
 	if p := a.deps.Now().UTC().Format("2006-01"); p != a.st.Period {
-		a.st.Period, a.st.Sent = p, 0
+		a.st.Period, a.st.Sent, a.st.Mark, a.wantMark, a.ghost = p, 0, 0, 0, 0
 	}
 }
 
@@ -154,13 +202,16 @@ func (a *Account) save(c *actor.Context) {
 	}
 	a.saving, a.dirty = true, false
 	st, store, engine, self := a.st, a.deps.Store, c.Engine(), c.PID()
-	go func() { engine.Send(self, accountSaved{err: store.PutAccount(context.Background(), st)}) }()
+	st.Mark = max(st.Mark, a.wantMark)
+	go func() {
+		engine.Send(self, accountSaved{mark: st.Mark, err: store.PutAccount(context.Background(), st)})
+	}()
 }
 
 func (a *Account) result() AccountResult {
 	r := AccountResult{Sent: a.st.Sent, Limit: a.limit, Reset: nextMonth(a.deps.Now())}
 	if a.limit > 0 {
-		r.Remaining = max(a.limit-a.st.Sent-a.reserved, 0)
+		r.Remaining = max(a.limit-a.used(), 0)
 	}
 	return r
 }

@@ -41,7 +41,10 @@ type CampaignState struct {
 	// Cursor is the index of the next number to process. Its message id is derived from the
 	// campaign id and the index, so after a crash the number is resolved through the outbox
 	// under that id: never sent twice.
-	Cursor     int              `json:"cursor"`
+	Cursor int `json:"cursor"`
+	// NextAt is when the next number is due (its delay after the previous send started): a
+	// campaign resumed after a restart waits for it rather than sending at once.
+	NextAt     time.Time        `json:"nextAt"`
 	Successful int              `json:"successful"`
 	Failed     int              `json:"failed"`
 	Details    []CampaignDetail `json:"-"`
@@ -80,12 +83,13 @@ type CampaignDeps struct {
 	Publish func(CampaignState)
 	// TimerLate is told how late each delay timer was handled (scheduling drift).
 	TimerLate func(time.Duration)
+	// Load reads the persisted campaign with its details: a restart after a panic resumes from
+	// it, not from the state the actor was spawned with.
+	Load func(id string) (CampaignState, error)
 }
 
 // Campaign-actor messages.
 type (
-	// WatchCampaign answers once the campaign has ended.
-	WatchCampaign struct{ Reply chan CampaignState }
 	// CancelCampaign stops the campaign before its next number; the reply comes once no send is
 	// in flight, so nothing is delivered after it.
 	CancelCampaign struct{ Reply chan CampaignState }
@@ -102,13 +106,12 @@ type (
 // between sends on a timer (never a sleep in Receive), and persists its progress with every
 // number. All fields are owned by the actor's goroutine.
 type Campaign struct {
-	deps     CampaignDeps
-	st       CampaignState
-	sending  bool
-	started  time.Time // when the send of the current number started
-	timer    *time.Timer
-	watchers []chan CampaignState
-	cancels  []chan CampaignState
+	deps    CampaignDeps
+	st      CampaignState
+	sending bool
+	started time.Time // when the send of the current number started
+	timer   *time.Timer
+	cancels []chan CampaignState
 }
 
 // NewCampaign returns the producer of a campaign actor from its state.
@@ -128,12 +131,6 @@ func (c *Campaign) Receive(ctx *actor.Context) {
 		c.step(ctx)
 	case campaignSent:
 		c.sent(ctx, m)
-	case *WatchCampaign:
-		if c.st.Done() {
-			m.Reply <- c.view()
-			return
-		}
-		c.watchers = append(c.watchers, m.Reply)
 	case *CancelCampaign:
 		if c.st.Done() {
 			m.Reply <- c.view()
@@ -155,13 +152,19 @@ func (c *Campaign) Receive(ctx *actor.Context) {
 
 // resume starts a new campaign or picks a persisted one up where it stopped.
 func (c *Campaign) resume(ctx *actor.Context) {
+	if c.deps.Load != nil {
+		if st, err := c.deps.Load(c.st.ID); err == nil {
+			c.st = st
+		}
+	}
+	c.sending = false
 	if c.st.Done() {
 		c.publish()
 		return
 	}
 	c.st.Status = CampaignRunning
 	c.publish()
-	ctx.Engine().Send(ctx.PID(), campaignNext{})
+	c.scheduleNext(ctx)
 }
 
 // step processes the number at the cursor, or ends the campaign. The outbox is asked first:
@@ -191,6 +194,7 @@ func (c *Campaign) step(ctx *actor.Context) {
 			err = errors.New(e.Error)
 		}
 		c.deps.Release(c.st.UserID, 1)
+		c.started = e.CreatedAt // the next number keeps its delay after this one's send
 		c.sending = true
 		c.sent(ctx, campaignSent{idx: idx, entry: e, err: err})
 		return
@@ -232,6 +236,10 @@ func (c *Campaign) sent(ctx *actor.Context, m campaignSent) {
 	c.st.Details = append(c.st.Details, d)
 	c.st.Cursor++
 	c.st.UpdatedAt = c.deps.Now().UTC()
+	c.st.NextAt = time.Time{}
+	if c.st.Delay > 0 && !c.started.IsZero() {
+		c.st.NextAt = c.started.Add(time.Duration(c.st.Delay * float64(time.Second))).UTC()
+	}
 	c.save(ctx, &d, false)
 	c.publish()
 	if len(c.cancels) > 0 || c.st.Status == CampaignCancelled {
@@ -241,13 +249,22 @@ func (c *Campaign) sent(ctx *actor.Context, m campaignSent) {
 	}
 	// Sends start every Delay: the pause is measured from the start of the previous send, so
 	// the time the send itself took does not add up into drift.
+	if c.st.Cursor >= c.st.Granted {
+		ctx.Engine().Send(ctx.PID(), campaignNext{})
+		return
+	}
+	c.scheduleNext(ctx)
+}
+
+// scheduleNext runs the next step at NextAt (at once when it has passed or is unset).
+func (c *Campaign) scheduleNext(ctx *actor.Context) {
 	engine, self := ctx.Engine(), ctx.PID()
-	wait := time.Duration(c.st.Delay*float64(time.Second)) - c.deps.Now().Sub(c.started)
-	if c.st.Cursor >= c.st.Granted || c.st.Delay <= 0 || c.started.IsZero() || wait <= 0 {
+	wait := c.st.NextAt.Sub(c.deps.Now())
+	if c.st.NextAt.IsZero() || wait <= 0 {
 		engine.Send(self, campaignNext{})
 		return
 	}
-	due := c.deps.Now().Add(wait)
+	due := c.st.NextAt
 	c.timer = time.AfterFunc(wait, func() { engine.Send(self, campaignNext{due: due}) })
 }
 
@@ -264,10 +281,10 @@ func (c *Campaign) finish(ctx *actor.Context) {
 	}
 	c.publish()
 	v := c.view()
-	for _, w := range append(c.watchers, c.cancels...) {
+	for _, w := range c.cancels {
 		w <- v
 	}
-	c.watchers, c.cancels = nil, nil
+	c.cancels = nil
 	ctx.Engine().Poison(ctx.PID())
 }
 

@@ -116,6 +116,10 @@ func (k *Key) Receive(c *actor.Context) {
 	case *Authorize:
 		k.authorize(c, m)
 	case *GetKey:
+		if k.deleted {
+			m.Reply <- KeyResult{Err: ErrKeyNotFound}
+			return
+		}
 		m.Reply <- k.result(nil)
 	case *UpdateKey:
 		m.Reply <- k.update(m)
@@ -155,6 +159,10 @@ func (k *Key) load() {
 }
 
 func (k *Key) authorize(c *actor.Context, m *Authorize) {
+	if k.deleted {
+		m.Reply <- KeyResult{Err: ErrUnknownKey}
+		return
+	}
 	if !k.loaded {
 		m.Reply <- KeyResult{Err: ErrUnavailable}
 		return
@@ -245,6 +253,9 @@ func (k *Key) rollDay(now time.Time) {
 }
 
 func (k *Key) update(m *UpdateKey) error {
+	if k.deleted {
+		return ErrKeyNotFound
+	}
 	if !k.loaded {
 		return ErrUnavailable
 	}
@@ -264,6 +275,10 @@ func (k *Key) update(m *UpdateKey) error {
 }
 
 func (k *Key) delete(c *actor.Context, m *DeleteKey) {
+	if k.deleted {
+		m.Reply <- ErrKeyNotFound
+		return
+	}
 	if err := k.deps.Store.DeleteKey(context.Background(), k.id); err != nil && !errors.Is(err, persist.ErrNotFound) {
 		m.Reply <- fmt.Errorf("%w: %v", ErrUnavailable, err)
 		return

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
@@ -76,6 +77,9 @@ type SessionDeps struct {
 	SendTimeout time.Duration
 	// OnRecovered is told the outcome of a message re-sent after a crash (no caller waits for it).
 	OnRecovered func(e OutboxEntry, err error)
+	// Load reads the persisted snapshot: a restart after a panic resumes from it, not from the
+	// state the actor was spawned with.
+	Load func(id string) (SessionState, error)
 }
 
 // Session-actor messages.
@@ -126,6 +130,9 @@ type Session struct {
 	lastSaved time.Time
 	// recovering are outbox entries to re-send once the session is connected.
 	recovering []OutboxEntry
+	// inflight counts send workers still running: a stop waits for them before it disconnects,
+	// so a graceful shutdown never turns an accepted message into a failure.
+	inflight sync.WaitGroup
 }
 
 // NewSession returns the producer of a session actor starting from its snapshot.
@@ -193,6 +200,7 @@ func (s *Session) Receive(c *actor.Context) {
 		}
 		m.reply <- SessionReply{State: s.st, Code: m.code}
 	case actor.Stopped:
+		s.drain()
 		if s.client != nil {
 			s.client.Disconnect()
 		}
@@ -202,6 +210,11 @@ func (s *Session) Receive(c *actor.Context) {
 // started rebuilds from the snapshot (the actor was just spawned or restarted after a panic):
 // the network client is reopened and a linked device reconnects without a new scan.
 func (s *Session) started(c *actor.Context) {
+	if s.deps.Load != nil {
+		if st, err := s.deps.Load(s.st.ID); err == nil {
+			s.st = st
+		}
+	}
 	engine, self := c.Engine(), c.PID()
 	client, err := s.deps.Network.Open(s.st.ID, func(ev network.Event) { engine.Send(self, netEvent{ev}) })
 	if err != nil {
@@ -260,7 +273,9 @@ func (s *Session) connect(c *actor.Context) {
 func (s *Session) send(c *actor.Context, e OutboxEntry, fresh bool, reply chan SendResult) {
 	e.SessionID = s.st.ID
 	client, deps, engine, self := s.client, s.deps, c.Engine(), c.PID()
+	s.inflight.Add(1)
 	go func() {
+		defer s.inflight.Done()
 		r := runSend(client, deps, e, fresh)
 		if reply != nil {
 			reply <- r
@@ -269,6 +284,17 @@ func (s *Session) send(c *actor.Context, e OutboxEntry, fresh bool, reply chan S
 		}
 		engine.Send(self, sendDone{})
 	}()
+}
+
+// drain waits for the send workers still running, at most one send timeout.
+func (s *Session) drain() {
+	done := make(chan struct{})
+	go func() { s.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(s.deps.SendTimeout):
+		s.deps.Log.Warn("session stopped with sends in flight", "session_id", s.st.ID)
+	}
 }
 
 func runSend(client network.Client, deps SessionDeps, e OutboxEntry, fresh bool) SendResult {

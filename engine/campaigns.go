@@ -87,6 +87,10 @@ func (c *campaignStore) load(id string) (actors.CampaignState, error) {
 type campaignEntry struct {
 	pid  *actor.PID
 	view atomic.Pointer[actors.CampaignState]
+	// done is closed once the campaign's final view is published: waiters select on it rather
+	// than message an actor that may already be gone.
+	done     chan struct{}
+	doneOnce sync.Once
 }
 
 type campaignIndex struct {
@@ -143,7 +147,7 @@ func (e *Engine) StartCampaign(ctx context.Context, r CampaignRequest) (actors.C
 }
 
 func (e *Engine) spawnCampaign(st actors.CampaignState) *campaignEntry {
-	ce := &campaignEntry{}
+	ce := &campaignEntry{done: make(chan struct{})}
 	view := st
 	ce.view.Store(&view)
 	deps := actors.CampaignDeps{
@@ -153,9 +157,11 @@ func (e *Engine) spawnCampaign(st actors.CampaignState) *campaignEntry {
 		Outcome:   e.outboxOutcome,
 		Release:   func(uid string, n int64) { e.settle(uid, 0, n) },
 		TimerLate: e.campaigns.late.record,
+		Load:      e.campaignStore.load,
 		Publish: func(s actors.CampaignState) {
 			ce.view.Store(&s)
 			if s.Done() {
+				ce.doneOnce.Do(func() { close(ce.done) })
 				e.metrics.campaignsDone(s.Status)
 				e.campaigns.mu.Lock()
 				delete(e.campaigns.byID, s.ID)
@@ -173,6 +179,10 @@ func (e *Engine) spawnCampaign(st actors.CampaignState) *campaignEntry {
 // sendCampaignMessage sends one campaign number (its allowance reserved at the start).
 func (e *Engine) sendCampaignMessage(ctx context.Context, s actors.CampaignState, to, msgID string) (actors.OutboxEntry, error) {
 	ent := e.sessions.get(s.SessionID)
+	if ent != nil && ent.view.Load().AssignedTo != s.UserID {
+		e.settle(s.UserID, 0, 1)
+		return actors.OutboxEntry{ID: msgID}, fmt.Errorf("%w: the campaign's session was reassigned to another account", ErrForbidden)
+	}
 	if ent == nil || ent.view.Load().Status != actors.StatusConnected {
 		e.settle(s.UserID, 0, 1)
 		return actors.OutboxEntry{ID: msgID}, fmt.Errorf("%w: the campaign's session is not connected", ErrNotConnected)
@@ -219,17 +229,16 @@ func (e *Engine) WaitCampaign(ctx context.Context, id string) (actors.CampaignSt
 		}
 		return s, nil
 	}
-	msg := &actors.WatchCampaign{Reply: make(chan actors.CampaignState, 1)}
-	e.hw.Send(ce.pid, msg)
 	select {
-	case s := <-msg.Reply:
-		return s, nil
+	case <-ce.done:
+		return *ce.view.Load(), nil
 	case <-ctx.Done():
 		return *ce.view.Load(), ctx.Err()
 	}
 }
 
-// CancelCampaign stops a running campaign before its next number.
+// CancelCampaign stops a running campaign before its next number. It answers once no send is
+// in flight, so nothing is delivered after it.
 func (e *Engine) CancelCampaign(ctx context.Context, uid, id string) (actors.CampaignState, error) {
 	s, err := e.Campaign(uid, id)
 	if err != nil {
@@ -241,7 +250,18 @@ func (e *Engine) CancelCampaign(ctx context.Context, uid, id string) (actors.Cam
 	}
 	msg := &actors.CancelCampaign{Reply: make(chan actors.CampaignState, 1)}
 	e.hw.Send(ce.pid, msg)
-	return waitReply(ctx, msg.Reply, e.cfg.SendTimeout+10*time.Second, "campaign")
+	t := time.NewTimer(e.cfg.SendTimeout + 10*time.Second)
+	defer t.Stop()
+	select {
+	case r := <-msg.Reply:
+		return r, nil
+	case <-ce.done: // it ended on its own just before the cancel arrived
+		return *ce.view.Load(), nil
+	case <-ctx.Done():
+		return s, ctx.Err()
+	case <-t.C:
+		return s, fmt.Errorf("%w: the campaign did not answer in time", ErrUnavailable)
+	}
 }
 
 // bootCampaigns respawns every campaign that had not ended, re-reserving what it still needs
@@ -268,7 +288,14 @@ func (e *Engine) bootCampaigns() (int, error) {
 				return 0, err
 			}
 			// Allowance used elsewhere meanwhile clips the rest of the batch.
-			s.Granted = s.Cursor + int(acct.Granted)
+			if g := s.Cursor + int(acct.Granted); g != s.Granted {
+				s.Granted = g
+				snap := s
+				snap.Details = nil
+				if err := e.campaignStore.SaveCampaign(context.Background(), snap, nil, false); err != nil {
+					return 0, fmt.Errorf("engine: save campaign %s: %w", id, err)
+				}
+			}
 		}
 		e.spawnCampaign(s)
 	}

@@ -152,6 +152,9 @@ func (e *Engine) CreateKey(ctx context.Context, r KeyRequest) (KeyView, string, 
 	if strings.TrimSpace(r.Name) == "" {
 		return KeyView{}, "", fmt.Errorf("%w: name is required", ErrValidation)
 	}
+	if err := checkName("name", r.Name); err != nil {
+		return KeyView{}, "", err
+	}
 	scopes, err := NormalizeScopes(r.Scopes)
 	if err != nil {
 		return KeyView{}, "", err
@@ -237,6 +240,11 @@ func (e *Engine) askKey(ent *keyEntry) (actors.KeyResult, error) {
 func (e *Engine) UpdateKey(ctx context.Context, id string, name, status *string) error {
 	if name != nil && strings.TrimSpace(*name) == "" {
 		return fmt.Errorf("%w: name must not be empty", ErrValidation)
+	}
+	if name != nil {
+		if err := checkName("name", *name); err != nil {
+			return err
+		}
 	}
 	if status != nil && *status != StatusOn && *status != StatusOff {
 		return fmt.Errorf("%w: status must be active or revoked", ErrValidation)

@@ -215,9 +215,16 @@ func (e *Engine) dispatch(ctx context.Context, ent *sessionEntry, uid, origin st
 	if err != nil {
 		// The outcome is unknown to the caller, not lost: the outbox still records it. Keep
 		// the reservation until the outcome arrives, then settle.
+		// If the session never answers (it dropped the message), give the reservation back.
 		go func() {
-			res := <-msg.Reply
-			e.settle(uid, boolInt(res.Err == nil), 1)
+			t := time.NewTimer(2 * e.cfg.SendTimeout)
+			defer t.Stop()
+			select {
+			case res := <-msg.Reply:
+				e.settle(uid, boolInt(res.Err == nil), 1)
+			case <-t.C:
+				e.settle(uid, 0, 1)
+			}
 		}()
 		return entry, err
 	}
@@ -268,6 +275,13 @@ func (e *Engine) recoverOutbox() (int, error) {
 			e.log.Error("outbox entry for an unknown session", "message_id", entry.ID, "session_id", entry.SessionID)
 			continue
 		}
+		// Its reservation died with the last process: take it again (forced: the message was
+		// accepted) before any new send can use the same allowance.
+		msg := &actors.Reserve{N: 1, Force: true, Reply: make(chan actors.AccountResult, 1)}
+		e.hw.Send(e.account(entry.UserID), msg)
+		if _, err := waitReply(context.Background(), msg.Reply, e.cfg.AskTimeout, "account"); err != nil {
+			return 0, fmt.Errorf("engine: outbox: reserve for %s: %w", entry.ID, err)
+		}
 		e.outbox.depth.Add(1)
 		e.hw.Send(ent.pid, actors.ResendEntry{Entry: entry})
 	}
@@ -278,10 +292,11 @@ func (e *Engine) onRecovered(entry actors.OutboxEntry, err error) {
 	if err != nil {
 		e.log.Warn("recovered message failed", "message_id", entry.ID, "err", err)
 		e.metrics.failed.Add(1)
+		e.settle(entry.UserID, 0, 1)
 		return
 	}
 	e.metrics.sent.Add(1)
-	e.settle(entry.UserID, 1, 0)
+	e.settle(entry.UserID, 1, 1)
 }
 
 // NewMessageID makes a message id in the shape WhatsApp Web uses (3EB0 + 20 hex digits).

@@ -41,9 +41,10 @@ type sessionEntry struct {
 
 // sessionIndex finds session actors by id and a user's sessions.
 type sessionIndex struct {
-	mu     sync.RWMutex
-	byID   map[string]*sessionEntry
-	byUser map[string][]string // user id → session ids, most recently assigned last
+	assignMu sync.Mutex // serialises assignments (read the owner, ask the actor, move the index)
+	mu       sync.RWMutex
+	byID     map[string]*sessionEntry
+	byUser   map[string][]string // user id → session ids, most recently assigned last
 }
 
 func (x *sessionIndex) init() {
@@ -75,10 +76,13 @@ func (x *sessionIndex) defaultOf(uid string) *sessionEntry {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	ids := x.byUser[uid]
-	if len(ids) == 0 {
-		return nil
+	for i := len(ids) - 1; i >= 0; i-- {
+		// The published view is the truth about ownership: the index may lag a reassignment.
+		if e := x.byID[ids[i]]; e != nil && e.view.Load().AssignedTo == uid {
+			return e
+		}
 	}
-	return x.byID[ids[len(ids)-1]]
+	return nil
 }
 
 func (x *sessionIndex) all() []*sessionEntry {
@@ -118,6 +122,7 @@ func (e *Engine) spawnSession(st actors.SessionState) *sessionEntry {
 		Outbox:      e.outbox,
 		SendTimeout: e.cfg.SendTimeout,
 		OnRecovered: e.onRecovered,
+		Load:        e.sessionTable.t.Get,
 	}
 	e.sessions.mu.Lock()
 	e.sessions.byID[st.ID] = ent
@@ -165,6 +170,9 @@ func (e *Engine) CreateSession(ctx context.Context, name, assignTo string) (Sess
 	if strings.TrimSpace(name) == "" {
 		return SessionView{}, fmt.Errorf("%w: sessionName is required", ErrValidation)
 	}
+	if err := checkName("sessionName", name); err != nil {
+		return SessionView{}, err
+	}
 	if assignTo != "" {
 		if _, err := e.User(assignTo); err != nil {
 			return SessionView{}, err
@@ -195,6 +203,8 @@ func (e *Engine) AssignSession(ctx context.Context, sessionID, userID string) er
 	if _, err := e.User(userID); err != nil {
 		return err
 	}
+	e.sessions.assignMu.Lock()
+	defer e.sessions.assignMu.Unlock()
 	from := ent.view.Load().AssignedTo
 	msg := &actors.AssignSession{UserID: userID, Reply: make(chan actors.SessionReply, 1)}
 	e.hw.Send(ent.pid, msg)

@@ -61,8 +61,8 @@ func (d *userDirectory) put(u persist.User) {
 // the effective role: admin when the uid is in --admin-uids, the profile was promoted, or (dev
 // auth only) the token says so.
 func (e *Engine) Authenticate(ctx context.Context, p Principal) (persist.User, error) {
-	if p.UID == "" {
-		return persist.User{}, fmt.Errorf("%w: empty uid", ErrValidation)
+	if err := checkID("uid", p.UID); err != nil {
+		return persist.User{}, err
 	}
 	u, ok := e.users.get(p.UID)
 	if !ok {
@@ -133,6 +133,15 @@ func (e *Engine) CreateUser(ctx context.Context, n NewUser) (persist.User, error
 	if err := e.checkRolePlan(n.Role, n.Plan); err != nil {
 		return persist.User{}, err
 	}
+	if err := checkID("id", n.ID); err != nil {
+		return persist.User{}, err
+	}
+	if err := checkName("name", n.Name); err != nil {
+		return persist.User{}, err
+	}
+	if err := checkName("email", n.Email); err != nil {
+		return persist.User{}, err
+	}
 	e.users.create.Lock()
 	defer e.users.create.Unlock()
 	if _, ok := e.users.get(n.ID); ok {
@@ -162,6 +171,9 @@ func (e *Engine) UpdateUser(ctx context.Context, p UserPatch) (persist.User, err
 		return persist.User{}, fmt.Errorf("%w: %s", ErrUserNotFound, p.ID)
 	}
 	if p.Name != nil {
+		if err := checkName("name", *p.Name); err != nil {
+			return persist.User{}, err
+		}
 		u.Name = *p.Name
 	}
 	if p.Role != nil {
@@ -220,4 +232,31 @@ func (e *Engine) keyPlan(uid string) actors.KeyPlan {
 		name = u.Plan
 	}
 	return actors.KeyPlan{Name: name, Limit: e.cfg.Plans[name].RateLimit}
+}
+
+// Limits on identifiers and names: ids become storage keys and names appear in every list.
+const (
+	maxIDLen   = 128
+	maxNameLen = 200
+)
+
+// checkID accepts 1 to 128 printable ASCII characters.
+func checkID(field, id string) error {
+	if id == "" || len(id) > maxIDLen {
+		return fmt.Errorf("%w: %s must be 1 to %d characters", ErrValidation, field, maxIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return fmt.Errorf("%w: %s must be printable ASCII without spaces", ErrValidation, field)
+		}
+	}
+	return nil
+}
+
+// checkName accepts at most 200 bytes.
+func checkName(field, name string) error {
+	if len(name) > maxNameLen {
+		return fmt.Errorf("%w: %s must be at most %d bytes", ErrValidation, field, maxNameLen)
+	}
+	return nil
 }

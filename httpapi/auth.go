@@ -79,9 +79,14 @@ func (s *Server) user(ctx *fasthttp.RequestCtx) (persist.User, error) {
 		s.reqLog(ctx).Debug("ID token refused", "err", err)
 		return persist.User{}, fmt.Errorf("%w: %v", errInvalidToken, err)
 	}
-	return s.eng.Authenticate(context.Background(), engine.Principal{
+	u, err := s.eng.Authenticate(context.Background(), engine.Principal{
 		UID: c.UID, Name: c.Name, Email: c.Email, ClaimsAdmin: s.cfg.DevRoles && c.Role == engine.RoleAdmin,
 	})
+	if errors.Is(err, engine.ErrValidation) {
+		// A verified token whose subject cannot be a user id (too long, unprintable).
+		return persist.User{}, fmt.Errorf("%w: %v", errInvalidToken, err)
+	}
+	return u, err
 }
 
 // userHandler is a handler for an authenticated dashboard or admin user.

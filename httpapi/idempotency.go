@@ -36,7 +36,14 @@ func (s *Server) idempotent(ctx *fasthttp.RequestCtx, key actors.KeyResult, h fu
 		ctx.SetBody(rec.Body)
 		return
 	}
+	finished := false
+	defer func() {
+		if !finished {
+			_ = done(nil) // a panic in h: release the key so the caller can retry
+		}
+	}()
 	h()
+	finished = true
 	status := ctx.Response.StatusCode()
 	if status < 200 || status > 299 {
 		_ = done(nil)

@@ -58,14 +58,15 @@ func (s *Server) routes() {
 	s.route(POST, "/api/ecom/webhook", 0, s.ecomWebhook)
 	s.route(GET, "/api/ecom/test", 0, s.ecomTest)
 
-	// The simulated network's dev controls (--network sim only).
+	// The simulated network's dev controls (--network sim only; internal like the admin-prefixed
+	// routes: they read every user's deliveries and link sessions).
 	if s.cfg.Sim != nil {
-		s.route(POST, "/api/dev/sim/scan", 0, s.simScan)
-		s.route(POST, "/api/dev/sim/pair", 0, s.simPair)
-		s.route(GET, "/api/dev/sim/messages", 0, s.simMessages)
-		s.route(POST, "/api/dev/sim/unregistered", 0, s.simUnregistered)
-		s.route(POST, "/api/dev/sim/drop", 0, s.simDrop)
-		s.route(POST, "/api/dev/sim/latency", 0, s.simLatency)
+		s.route(POST, "/api/dev/sim/scan", 0, s.internal(s.simScan))
+		s.route(POST, "/api/dev/sim/pair", 0, s.internal(s.simPair))
+		s.route(GET, "/api/dev/sim/messages", 0, s.internal(s.simMessages))
+		s.route(POST, "/api/dev/sim/unregistered", 0, s.internal(s.simUnregistered))
+		s.route(POST, "/api/dev/sim/drop", 0, s.internal(s.simDrop))
+		s.route(POST, "/api/dev/sim/latency", 0, s.internal(s.simLatency))
 	}
 }
 

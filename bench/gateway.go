@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// gatewayProc is one gateway process on loopback, started from the binary under test.
+type gatewayProc struct {
+	bin     string
+	data    string
+	addr    string
+	logPath string
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when the process has exited
+	waitErr error
+	api     *apiClient
+}
+
+// gatewaySpec is how to start a gateway.
+type gatewaySpec struct {
+	bin   string
+	data  string   // data dir (created by the gateway)
+	log   string   // file for its stderr/stdout
+	fsync string   // batch | interval
+	extra []string // more serve flags
+	env   []string // more environment (GOGC=...)
+}
+
+// startGateway starts `gateway serve` on a free loopback port and waits for /readyz.
+func startGateway(ctx context.Context, s gatewaySpec) (*gatewayProc, time.Duration, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, 0, err
+	}
+	logf, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer logf.Close()
+	if err := writePlans(s.data); err != nil {
+		return nil, 0, err
+	}
+	args := append([]string{"serve",
+		"--data", s.data, "--addr", addr, "--network", "sim", "--auth", "dev",
+		"--log-level", "warn", "--log-requests=false", "--fsync", s.fsync,
+		"--plans", plansPath(s.data), "--default-plan", benchPlan,
+	}, s.extra...)
+	cmd := exec.Command(s.bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), s.env...)
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, 0, fmt.Errorf("start gateway: %w", err)
+	}
+	g := &gatewayProc{bin: s.bin, data: s.data, addr: addr, logPath: s.log, cmd: cmd, exited: make(chan struct{}), api: newAPIClient(addr)}
+	go func() { g.waitErr = cmd.Wait(); close(g.exited) }()
+	if err := g.waitReady(ctx, 2*time.Minute); err != nil {
+		g.kill()
+		return nil, 0, err
+	}
+	return g, time.Since(start), nil
+}
+
+// benchPlan caps requests and messages far above what a run sends, so the counting code paths
+// (daily cap, monthly allowance) run without ever refusing.
+const benchPlan = "bench"
+
+func plansPath(data string) string { return data + ".plans.json" }
+
+func writePlans(data string) error {
+	plans := fmt.Sprintf(`{%q: {"rate_limit": 1000000000, "monthly_messages": 1000000000}}`, benchPlan)
+	return os.WriteFile(plansPath(data), []byte(plans), 0o600)
+}
+
+// freeAddr picks a free loopback port. Another process could take it before the gateway
+// binds; startGateway then fails loudly rather than measuring the wrong server.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// waitReady polls /readyz until it answers 200, the process exits, or the deadline passes.
+func (g *gatewayProc) waitReady(ctx context.Context, total time.Duration) error {
+	deadline := time.Now().Add(total)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if st, _, err := g.api.do("GET", "/readyz", nil, nil); err == nil && st == 200 {
+			return nil
+		}
+		select {
+		case <-g.exited:
+			return fmt.Errorf("gateway exited before ready (%v); log %s:\n%s", g.waitErr, g.logPath, tail(g.logPath, 20))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("gateway not ready after %v; log %s:\n%s", total, g.logPath, tail(g.logPath, 20))
+		}
+	}
+}
+
+// stop sends SIGTERM and waits for a graceful exit (SIGKILL after the timeout).
+func (g *gatewayProc) stop(timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	g.api.close()
+	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return 0, err
+	}
+	select {
+	case <-g.exited:
+	case <-time.After(timeout):
+		g.kill()
+		return time.Since(start), fmt.Errorf("gateway did not stop within %v: killed", timeout)
+	}
+	var exit *exec.ExitError
+	if g.waitErr != nil && !errors.As(g.waitErr, &exit) {
+		return time.Since(start), g.waitErr
+	}
+	if g.waitErr != nil {
+		return time.Since(start), fmt.Errorf("gateway exited with %v; log %s:\n%s", g.waitErr, g.logPath, tail(g.logPath, 20))
+	}
+	return time.Since(start), nil
+}
+
+func (g *gatewayProc) kill() {
+	_ = g.cmd.Process.Kill()
+	<-g.exited
+	g.api.close()
+}
+
+// token mints a dev ID token with `gateway token` (the same signing key as the server).
+func mintToken(bin, data, uid, role string) (string, error) {
+	args := []string{"token", "--data", data, "--uid", uid, "--ttl", "6h",
+		"--name", "Bench " + uid, "--email", uid + "@bench.example.com"}
+	if role != "" {
+		args = append(args, "--role", role)
+	}
+	var out, errb bytes.Buffer
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("gateway token --uid %s: %v: %s", uid, err, strings.TrimSpace(errb.String()))
+	}
+	tok := strings.TrimSpace(out.String())
+	if tok == "" {
+		return "", fmt.Errorf("gateway token --uid %s printed nothing", uid)
+	}
+	return tok, nil
+}
+
+// gatewayVersion is what `gateway version` prints.
+func gatewayVersion(bin string) string {
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// tail returns the last n lines of a file (for error reports).
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// apiClient makes the harness's own (non-measured) calls: provisioning, captures, checks.
+type apiClient struct {
+	addr string
+	hc   *fasthttp.HostClient
+}
+
+func newAPIClient(addr string) *apiClient {
+	return &apiClient{addr: addr, hc: &fasthttp.HostClient{
+		Addr: addr, MaxConns: 64, MaxIdemponentCallAttempts: 1,
+		ReadTimeout: 60 * time.Second, WriteTimeout: 60 * time.Second,
+		MaxConnWaitTimeout: 60 * time.Second, NoDefaultUserAgentHeader: true,
+	}}
+}
+
+// header is one request header.
+type header struct{ name, value string }
+
+func bearer(tok string) header { return header{"Authorization", "Bearer " + tok} }
+
+// do sends one request and returns the status and a copy of the body.
+func (a *apiClient) do(method, path string, hdrs []header, body []byte) (int, []byte, error) {
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	a.fill(req, method, path, hdrs, body)
+	if err := a.hc.Do(req, resp); err != nil {
+		return 0, nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	return resp.StatusCode(), append([]byte(nil), resp.Body()...), nil
+}
+
+func (a *apiClient) fill(req *fasthttp.Request, method, path string, hdrs []header, body []byte) {
+	req.Header.SetMethod(method)
+	req.SetRequestURI("http://" + a.addr + path)
+	for _, h := range hdrs {
+		req.Header.Set(h.name, h.value)
+	}
+	if body != nil {
+		req.Header.SetContentType("application/json")
+		req.SetBody(body)
+	}
+}
+
+func (a *apiClient) close() { a.hc.CloseIdleConnections() }
+
+// workDir makes the run's scratch directory.
+func workDir(prefix string) (string, error) {
+	return os.MkdirTemp("", prefix)
+}
+
+func dataDir(work, name string) string { return filepath.Join(work, name) }

@@ -1,0 +1,348 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// harness runs the cases of one `bench run` against one gateway at a time and the bare server.
+type harness struct {
+	o    runOptions
+	out  io.Writer
+	bare *bareProc
+	rep  *report
+	run  int // runs so far: makes recipients and request ids unique per run
+}
+
+// runBench is `bench run`: one gateway per --fsync mode, each freshly provisioned; under the
+// first mode every case, the connection sweep and the fixed-rate run; under the others the
+// send cases (at --conns and at the sweep's largest count).
+func runBench(ctx context.Context, o runOptions, out io.Writer) error {
+	if _, err := os.Stat(o.gateway); err != nil {
+		return fmt.Errorf("--gateway: %w (build it first: go build -o %s .)", err, o.gateway)
+	}
+	work, err := workDir("gateway-bench-")
+	if err != nil {
+		return err
+	}
+	if o.keep {
+		fmt.Fprintf(out, "work dir (kept): %s\n", work)
+	} else {
+		defer os.RemoveAll(work)
+	}
+	bare, err := startBare()
+	if err != nil {
+		return err
+	}
+	defer bare.stop()
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	h := &harness{o: o, out: out, bare: bare, rep: newReport(o.command, o.quick, gatewayVersion(o.gateway))}
+	h.rep.Config = map[string]any{
+		"duration": o.duration.String(), "warmup": o.warmup.String(), "conns": o.conns, "sweep": o.sweep,
+		"rate_fraction": o.rateFraction, "users": o.users, "cases": o.cases, "fsync": o.fsync,
+	}
+	fmt.Fprintf(out, "gateway %s; %s (load average %s); %d users; %v per case after %v warm-up\n", h.rep.Gateway, h.rep.Machine, h.rep.Machine.Load, o.users, o.duration, o.warmup)
+	for i, mode := range o.fsync {
+		if err := h.phase(ctx, work, mode, i == 0); err != nil {
+			h.rep.fail(fmt.Sprintf("fsync=%s: %v", mode, err))
+			fmt.Fprintf(out, "\nFAILED fsync=%s: %v\n", mode, err)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	h.rep.Finished = time.Now().UTC()
+	h.rep.Targets = checkTargets(h.rep)
+	printSummary(out, h.rep)
+	if o.results != "" {
+		path, err := h.rep.write(o.results, "")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "results: %s\n", path)
+	}
+	if o.readme != "" {
+		if err := updateReadme(o.readme, h.rep); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "figures updated in %s\n", o.readme)
+	}
+	if !h.rep.OK {
+		return errFailed
+	}
+	return ctx.Err()
+}
+
+// phase starts a gateway with the fsync mode, provisions it and runs its share of the cases.
+func (h *harness) phase(ctx context.Context, work, mode string, first bool) error {
+	ids := h.o.cases
+	if !first {
+		ids = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id != "send" && id != "send-idem" })
+		if len(ids) == 0 {
+			return nil
+		}
+	}
+	name := "fsync=" + mode
+	data := dataDir(work, "gateway-"+mode)
+	logPath := data + ".log"
+	g, boot, err := startGateway(ctx, gatewaySpec{bin: h.o.gateway, data: data, log: logPath, fsync: mode})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if _, err := g.stop(time.Minute); err != nil {
+			h.rep.fail(fmt.Sprintf("%s: stop: %v", name, err))
+		}
+	}()
+	t0 := time.Now()
+	needStores := slices.Contains(ids, "webhook")
+	fl, err := provision(ctx, g, provisionOptions{users: h.o.users, concurrency: 8, scan: true, keys: true, stores: needStores})
+	if err != nil {
+		return fmt.Errorf("provision: %w (gateway log %s)", err, logPath)
+	}
+	fmt.Fprintf(h.out, "\n== %s: gateway ready in %v; %d users linked and keyed in %v\n", name, boot.Round(time.Millisecond), len(fl.users), time.Since(t0).Round(time.Millisecond))
+	if needStores && !fl.stores {
+		fmt.Fprintf(h.out, "   %s\n", fl.storesNote)
+	}
+
+	results := map[string]*result{}
+	for _, id := range ids {
+		results[id] = h.runCase(ctx, g, fl, name, caseByID(id), h.o.conns, 0)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+
+	// The sweep and the fixed-rate run use v1 send; until that route is served, the first
+	// API-key case that is (so the machinery runs and the report says which case it used).
+	sweepCase := ""
+	for _, id := range []string{"send", "account", "validate"} {
+		if r := results[id]; r != nil && r.Skipped == "" && r.Failure == "" {
+			sweepCase = id
+			break
+		}
+	}
+	if sweepCase == "" {
+		return nil
+	}
+	sweep := h.o.sweep
+	if !first {
+		sweep = nil
+		if len(h.o.sweep) > 0 && slices.Max(h.o.sweep) != h.o.conns && sweepCase == "send" {
+			sweep = []int{slices.Max(h.o.sweep)}
+		}
+	}
+	peak, peakConns := results[sweepCase].Gateway.RPS, h.o.conns
+	for _, conns := range sweep {
+		if conns == h.o.conns {
+			continue // measured above
+		}
+		r := h.runCase(ctx, g, fl, name, caseByID(sweepCase), conns, 0)
+		r.Sweep = true
+		if r.Gateway != nil && r.Failure == "" && r.Gateway.RPS > peak {
+			peak, peakConns = r.Gateway.RPS, conns
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	results[sweepCase].Sweep = len(sweep) > 0
+	// The fixed-rate run uses the connection count the peak was reached with, so the schedule
+	// is limited by the gateway's speed, not by too few connections to carry it.
+	if first && h.o.rateFraction > 0 && peak > 0 {
+		h.runCase(ctx, g, fl, name, caseByID(sweepCase), peakConns, h.o.rateFraction*peak)
+	}
+	return ctx.Err()
+}
+
+// runCase measures one case at one connection count, against the gateway and then (closed
+// loop only) against the bare server answering the same bytes, and checks deliveries.
+func (h *harness) runCase(ctx context.Context, g *gatewayProc, fl *fleet, phase string, c *benchCase, conns int, rate float64) *result {
+	h.run++
+	r := &result{Phase: phase, Case: c.name, CaseID: c.id, Conns: conns, Mode: "closed"}
+	if rate > 0 {
+		r.Mode = "fixed-rate"
+	}
+	defer func() {
+		h.rep.add(r)
+		printResult(h.out, r)
+	}()
+	if c.needs == "stores" && !fl.stores {
+		r.Skipped = fl.storesNote
+		return r
+	}
+	tgt, recipients := c.build(fl, h.run)
+	captured, err := capture(g.api, tgt, h.run)
+	switch {
+	case err != nil:
+		r.Failure = "capture: " + err.Error()
+		return r
+	case routeMissing(captured.Status, []byte(captured.Body)):
+		r.Skipped = fmt.Sprintf("%s %s is not served yet (404)", c.method, c.path)
+		return r
+	case captured.Status < 200 || captured.Status > 299:
+		r.Failure = fmt.Sprintf("capture: status %d: %.300s", captured.Status, captured.Body)
+		return r
+	}
+	captured.Path = c.path
+	r.ResponseBytes = len(captured.Body)
+
+	l := load{addr: g.addr, conns: conns, warmup: h.o.warmup, duration: h.o.duration, rate: rate, timeout: h.o.timeout, run: h.run, pid: g.cmd.Process.Pid}
+	if err := h.settle(ctx, g, r); err != nil {
+		r.Failure = err.Error()
+		return r
+	}
+	gs := measure(ctx, l, tgt)
+	r.Gateway = &gs
+	// Deliveries first: for the webhook this also waits out the backlog the gateway is still
+	// working through, before the bare server is measured beside it.
+	if c.delivers {
+		wait := 10 * time.Second
+		if c.async {
+			wait = time.Minute
+		}
+		d, err := checkDeliveries(ctx, g.api, recipients, gs.OK+1, gs.Errors, wait)
+		r.Delivery = d
+		if err != nil {
+			r.Failure = err.Error()
+		}
+	}
+	if rate == 0 {
+		if err := h.bare.set(captured); err != nil {
+			r.Failure = err.Error()
+			return r
+		}
+		if err := h.settle(ctx, g, r); err != nil {
+			r.Failure = err.Error()
+			return r
+		}
+		l.addr, l.pid = h.bare.addr, h.bare.cmd.Process.Pid
+		bs := measure(ctx, l, tgt)
+		r.Bare = &bs
+		if bs.RPS > 0 {
+			r.Ratio = gs.RPS / bs.RPS
+		}
+	}
+	if r.Failure == "" && (gs.Errors > 0 || (r.Bare != nil && r.Bare.Errors > 0)) {
+		r.Failure = "error responses"
+	}
+	return r
+}
+
+// settleLimit bounds the wait for an idle gateway before a measurement.
+const settleLimit = 30 * time.Second
+
+// settle waits for the gateway to go idle and notes in r when it did not.
+func (h *harness) settle(ctx context.Context, g *gatewayProc, r *result) error {
+	if h.o.settle == 0 {
+		return nil
+	}
+	waited, idle, err := settle(ctx, g.api, h.o.settle, settleLimit)
+	r.SettleSeconds += waited.Seconds()
+	if err == nil && !idle {
+		r.Notes = append(r.Notes, fmt.Sprintf("gateway still busy (over %.0f%% of a core) after %v: measured anyway", settleIdle*100, settleLimit))
+	}
+	return err
+}
+
+// capture sends one request of the target through the harness's client and returns the
+// answer as the bare server will replay it. Headers that describe the connection or the
+// moment (Date, Content-Length, ...) are left to the bare server's own fasthttp.
+func capture(api *apiClient, t target, run int) (bareResponse, error) {
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	initRequest(req, api.addr, t)
+	t.prepare(req, &worker{id: captureWorker, run: run})
+	if err := api.hc.Do(req, resp); err != nil {
+		return bareResponse{}, err
+	}
+	out := bareResponse{Status: resp.StatusCode(), Body: string(resp.Body())}
+	for k, v := range resp.Header.All() {
+		switch strings.ToLower(string(k)) {
+		case "date", "content-length", "connection", "server", "transfer-encoding":
+			continue
+		}
+		out.Headers = append(out.Headers, [2]string{string(k), string(v)})
+	}
+	return out, nil
+}
+
+// delivery is the no-message-lost check of one run: every 2xx send (capture and warm-up
+// included) must be delivered by the sim exactly once.
+type delivery struct {
+	OK         int64 `json:"ok_responses"`
+	Delivered  int64 `json:"delivered"`
+	Duplicates int64 `json:"duplicates"`
+	Lost       int64 `json:"lost"`
+}
+
+// checkDeliveries polls the sim's delivered messages to the run's recipients until they add
+// up to ok or wait passes.
+func checkDeliveries(ctx context.Context, api *apiClient, recipients []string, ok, errs int64, wait time.Duration) (*delivery, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		d := &delivery{OK: ok}
+		for _, to := range recipients {
+			st, body, err := api.do("GET", "/api/dev/sim/messages?to="+to, nil, nil)
+			if err := want2xx("GET /api/dev/sim/messages", st, body, err); err != nil {
+				return d, err
+			}
+			var m struct {
+				Messages []struct {
+					ID string `json:"id"`
+				} `json:"messages"`
+			}
+			if err := json.Unmarshal(body, &m); err != nil {
+				return d, fmt.Errorf("GET /api/dev/sim/messages: %w", err)
+			}
+			seen := make(map[string]struct{}, len(m.Messages))
+			for _, msg := range m.Messages {
+				seen[msg.ID] = struct{}{}
+			}
+			d.Delivered += int64(len(m.Messages))
+			d.Duplicates += int64(len(m.Messages) - len(seen))
+		}
+		d.Lost = max(ok-d.Delivered, 0)
+		switch {
+		case d.Duplicates > 0:
+			return d, fmt.Errorf("%d messages delivered twice", d.Duplicates)
+		case d.Delivered > ok && errs == 0:
+			return d, fmt.Errorf("%d messages delivered without a successful response", d.Delivered-ok)
+		case d.Lost == 0:
+			return d, nil
+		case time.Now().After(deadline):
+			return d, fmt.Errorf("%d of %d successfully sent messages not delivered after %v", d.Lost, ok, wait)
+		}
+		select {
+		case <-ctx.Done():
+			return d, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// resultsPath is bench/results/<UTC date and time><suffix>.json.
+func resultsPath(dir string, t time.Time, suffix string) string {
+	return filepath.Join(dir, t.UTC().Format("2006-01-02T150405Z")+suffix+".json")
+}

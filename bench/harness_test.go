@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// The bare server process answers with the captured status, headers and body bytes.
+func TestBareProcessReplaysCapturedAnswer(t *testing.T) {
+	gw := serve(t, func(ctx *fasthttp.RequestCtx) {
+		ctx.SetStatusCode(201)
+		ctx.SetContentType("application/json")
+		ctx.Response.Header.Set("X-RateLimit-Limit", "1000")
+		ctx.SetBodyString(`{"success":true,"message_id":"m-1"}`)
+	})
+	captured, err := capture(newAPIClient(gw), getTarget("/api/v1/messages/send"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range captured.Headers {
+		if n := strings.ToLower(h[0]); n == "date" || n == "content-length" || n == "server" {
+			t.Fatalf("captured header %q would be sent twice by the bare server", h[0])
+		}
+	}
+	captured.Path = "/api/v1/messages/send"
+
+	bare, err := startBare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bare.stop()
+	if err := bare.set(captured); err != nil {
+		t.Fatal(err)
+	}
+	st, body, err := bare.api.do("POST", "/api/v1/messages/send", nil, []byte(`{"phone":"1"}`))
+	if err != nil || st != 201 || string(body) != `{"success":true,"message_id":"m-1"}` {
+		t.Fatalf("bare answered %d %s %v", st, body, err)
+	}
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	bare.api.fill(req, "GET", "/api/v1/messages/send", nil, nil)
+	if err := bare.api.hc.Do(req, resp); err != nil {
+		t.Fatal(err)
+	}
+	if string(resp.Header.Peek("X-RateLimit-Limit")) != "1000" || string(resp.Header.ContentType()) != "application/json" {
+		t.Fatalf("headers not replayed: %s", resp.Header.String())
+	}
+	if st, body, _ := bare.api.do("GET", "/other", nil, nil); !routeMissing(st, body) {
+		t.Fatalf("an unset path answers %d %s, want the gateway's no-such-route", st, body)
+	}
+}
+
+// fakeSim answers GET /api/dev/sim/messages from a map of recipient → message ids.
+func fakeSim(t *testing.T, delivered map[string][]string) *apiClient {
+	addr := serve(t, func(ctx *fasthttp.RequestCtx) {
+		type msg struct {
+			ID string `json:"id"`
+		}
+		var out struct {
+			Messages []msg `json:"messages"`
+		}
+		out.Messages = []msg{}
+		for _, id := range delivered[string(ctx.QueryArgs().Peek("to"))] {
+			out.Messages = append(out.Messages, msg{id})
+		}
+		b, _ := json.Marshal(out)
+		ctx.SetBody(b)
+	})
+	return newAPIClient(addr)
+}
+
+func TestCheckDeliveries(t *testing.T) {
+	api := fakeSim(t, map[string][]string{"1": {"a", "b"}, "2": {"c"}, "3": {"d", "d"}})
+	ctx := context.Background()
+	d, err := checkDeliveries(ctx, api, []string{"1", "2"}, 3, 0, time.Second)
+	if err != nil || d.Delivered != 3 || d.Lost != 0 {
+		t.Fatalf("all delivered: %+v %v", d, err)
+	}
+	d, err = checkDeliveries(ctx, api, []string{"1", "2"}, 5, 0, 150*time.Millisecond)
+	if err == nil || d.Lost != 2 {
+		t.Fatalf("two lost: %+v %v", d, err)
+	}
+	d, err = checkDeliveries(ctx, api, []string{"3"}, 2, 0, time.Second)
+	if err == nil || d.Duplicates != 1 {
+		t.Fatalf("delivered twice: %+v %v", d, err)
+	}
+	if _, err = checkDeliveries(ctx, api, []string{"1", "2"}, 2, 0, time.Second); err == nil {
+		t.Fatal("more delivered than sent, with no errors: want an error")
+	}
+	if _, err = checkDeliveries(ctx, api, []string{"1", "2"}, 2, 1, time.Second); err != nil {
+		t.Fatalf("more delivered than answered after a transport error is expected: %v", err)
+	}
+}
+
+// TestQuickRunAgainstTheGateway builds the gateway and runs the harness end to end in a very
+// short quick mode: every case the gateway serves must finish with no error and no message
+// lost; the cases it does not serve yet are reported as skipped.
+func TestQuickRunAgainstTheGateway(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the gateway")
+	}
+	bin := filepath.Join(t.TempDir(), "gateway")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	o, err := parseRun([]string{"--quick", "--gateway", bin, "--users", "3", "--duration", "300ms", "--warmup", "100ms",
+		"--conns", "4", "--sweep", "1,4,8", "--settle", "50ms"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := runBench(ctx, o, &out); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	s := out.String()
+	for _, c := range benchCases {
+		if !strings.Contains(s, "fsync=batch  "+c.name+"  (4 conns)") {
+			t.Errorf("no result for %s", c.name)
+		}
+	}
+	for _, want := range []string{"== summary", "OK: no errors, no message lost", "fsync=interval", "(8 conns)", "(1 conns)", "open loop"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	// validate, account and client status are served by every gateway build.
+	for _, c := range []string{"validate", "v1 account", "client status"} {
+		if strings.Contains(s, fmt.Sprintf("%s  (4 conns)\n   skipped", c)) {
+			t.Errorf("%s was skipped", c)
+		}
+	}
+	if t.Failed() {
+		t.Log(s)
+	}
+}
+
+// settle waits while the gateway's CPU counter climbs fast and returns once it is quiet.
+func TestSettleWaitsForAnIdleGateway(t *testing.T) {
+	var polls, busyPolls atomic.Int64
+	busyPolls.Store(4)
+	addr := serve(t, func(ctx *fasthttp.RequestCtx) {
+		n := polls.Add(1)
+		cpu := float64(min(n, busyPolls.Load())) // one CPU-second per poll while busy, then none
+		fmt.Fprintf(ctx, "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %g\n", cpu)
+	})
+	waited, idle, err := settle(context.Background(), newAPIClient(addr), 20*time.Millisecond, 5*time.Second)
+	if err != nil || !idle {
+		t.Fatalf("idle %v err %v", idle, err)
+	}
+	if polls.Load() < busyPolls.Load()+1 || waited < 60*time.Millisecond {
+		t.Fatalf("returned after %d polls (%v) while the counter was still climbing", polls.Load(), waited)
+	}
+
+	busyPolls.Store(1 << 40)
+	polls.Store(0)
+	_, idle, err = settle(context.Background(), newAPIClient(addr), 20*time.Millisecond, 100*time.Millisecond)
+	if err != nil || idle {
+		t.Fatalf("always busy: idle %v err %v, want not idle after the limit", idle, err)
+	}
+}
+
+// liveScrape drives collections by scraping and keeps the heap seen just after one.
+func TestLiveScrapeKeepsTheHeapAfterACollection(t *testing.T) {
+	var scrapes, collects atomic.Int64
+	collects.Store(1)
+	addr := serve(t, func(ctx *fasthttp.RequestCtx) {
+		n := scrapes.Add(1)
+		gcs := n / 3 * collects.Load() // a collection every third scrape (never when collects is 0)
+		heap := 1000 + 100*(n%3)       // grows between collections, back to 1000 after one
+		if gcs == 0 {
+			heap = 5000 // garbage from before: only a collection clears it
+		}
+		fmt.Fprintf(ctx, "go_memstats_heap_alloc_bytes %d\ngo_memstats_heap_inuse_bytes %d\nprocess_resident_memory_bytes 9000\ngo_goroutines 7\ngo_gc_duration_seconds_count %d\n", heap, heap+50, gcs)
+	})
+	m, err := liveScrape(newAPIClient(addr), 2, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.AfterGC || m.HeapAlloc != 1000 || m.HeapInuse != 1050 || m.Goroutines != 7 {
+		t.Fatalf("got %+v, want the heap just after a collection", m)
+	}
+
+	collects.Store(0)
+	scrapes.Store(0)
+	m, err = liveScrape(newAPIClient(addr), 2, 50*time.Millisecond)
+	if err != nil || m.AfterGC || m.HeapAlloc != 5000 {
+		t.Fatalf("no collection: got %+v %v, want the figures marked as including garbage", m, err)
+	}
+}

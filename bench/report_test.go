@@ -1,0 +1,130 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRouteMissingOnlyForNoSuchRoute(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		body   string
+		want   bool
+	}{
+		{404, `{"success":false,"error":"no such route","code":"not_found"}`, true},
+		{404, `{"success":false,"error":"no such session","code":"session_not_found"}`, false},
+		{404, `not json`, false},
+		{200, `{"code":"not_found"}`, false},
+		{405, `{"code":"method_not_allowed"}`, false},
+	} {
+		if got := routeMissing(tc.status, []byte(tc.body)); got != tc.want {
+			t.Errorf("routeMissing(%d, %s) = %v", tc.status, tc.body, got)
+		}
+	}
+}
+
+func TestParseProcMetrics(t *testing.T) {
+	text := `# HELP go_goroutines Number of goroutines.
+# TYPE go_goroutines gauge
+go_goroutines 28
+go_memstats_heap_alloc_bytes 2.5355928e+07
+go_memstats_heap_alloc_bytes_total 99
+go_memstats_heap_inuse_bytes 2.6812416e+07
+gateway_http_requests_total{route="x",status="200"} 5
+process_resident_memory_bytes 2.525184e+07 1700000000000
+go_gc_duration_seconds{quantile="0.5"} 0.0008
+go_gc_duration_seconds_count 2
+`
+	m, err := parseProcMetrics([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := procMetrics{HeapAlloc: 25355928, HeapInuse: 26812416, RSS: 25251840, Goroutines: 28, GCs: 2}
+	if m != want {
+		t.Fatalf("got %+v, want %+v", m, want)
+	}
+	if _, err := parseProcMetrics([]byte("go_goroutines 3\n")); err == nil {
+		t.Fatal("missing metrics: want an error")
+	}
+	want.AfterGC = true
+	per := perItem(want, procMetrics{HeapAlloc: want.HeapAlloc + 2000, HeapInuse: want.HeapInuse, RSS: want.RSS + 4000, Goroutines: 48}, 10)
+	if per != (procMetrics{HeapAlloc: 200, RSS: 400, Goroutines: 2}) {
+		t.Fatalf("per item %+v", per)
+	}
+}
+
+func TestUpdateReadmeReplacesOnlyTheFiguresBlock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "README.md")
+	before, after := "# bench\n\nmethod text\n\n", "\n\nmore text\n"
+	if err := os.WriteFile(path, []byte(before+readmeBegin+"\nold figures\n"+readmeEnd+after), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep := newReport("bench run", false, "gateway v1")
+	rep.Finished = rep.Started.Add(time.Minute)
+	rep.add(&result{Phase: "fsync=batch", Case: "validate", Conns: 64, Mode: "closed",
+		Gateway: &stats{RPS: 40000, P50: 1, P90: 2, P99: 3, P999: 4}, Bare: &stats{RPS: 50000}, Ratio: 0.8})
+	rep.add(&result{Phase: "fsync=batch", Case: "webhook", Conns: 64, Skipped: "POST /api/ecom/webhook is not served yet (404)"})
+	for range 2 {
+		if err := updateReadme(path, rep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ := os.ReadFile(path)
+	s := string(b)
+	if !strings.HasPrefix(s, before+readmeBegin+"\n") || !strings.HasSuffix(s, readmeEnd+after) || strings.Contains(s, "old figures") {
+		t.Fatalf("README outside the block changed, or the block was not replaced:\n%s", s)
+	}
+	for _, want := range []string{"| batch | validate | 64 | closed | 40000 |", "0.800", "webhook: POST /api/ecom/webhook is not served yet", "gateway v1"} {
+		if !strings.Contains(s, want) {
+			t.Fatalf("README lacks %q:\n%s", want, s)
+		}
+	}
+	if err := os.WriteFile(path, []byte("no markers"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := updateReadme(path, rep); err == nil {
+		t.Fatal("README without markers: want an error")
+	}
+}
+
+func TestReportFailsOnCaseFailure(t *testing.T) {
+	rep := newReport("x", true, "v")
+	rep.add(&result{Case: "validate", Skipped: "not served"})
+	if !rep.OK {
+		t.Fatal("a skipped case is not a failure")
+	}
+	rep.add(&result{Case: "v1 send", Failure: "error responses"})
+	if rep.OK || len(rep.Failures) != 1 {
+		t.Fatalf("ok %v failures %v", rep.OK, rep.Failures)
+	}
+}
+
+func TestParseRunFlags(t *testing.T) {
+	o, err := parseRun([]string{"--quick", "--users", "5"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.duration != 2*time.Second || o.warmup != 500*time.Millisecond || o.users != 5 || o.results != "" || o.readme != "" {
+		t.Fatalf("quick defaults: %+v", o)
+	}
+	o, err = parseRun([]string{"--quick", "--results", "out"}, io.Discard)
+	if err != nil || o.results != "out" || o.users != 20 {
+		t.Fatalf("quick with --results: %+v %v", o, err)
+	}
+	o, err = parseRun(nil, io.Discard)
+	if err != nil || o.duration != 10*time.Second || o.users != 100 || len(o.cases) != len(benchCases) || len(o.sweep) != 4 || o.results == "" {
+		t.Fatalf("defaults: %+v %v", o, err)
+	}
+	for _, bad := range [][]string{{"--cases", "nope"}, {"--fsync", "sometimes"}, {"--conns", "0"}, {"--sweep", "1,x"}, {"--users", "100000"}, {"extra"}} {
+		if _, err := parseRun(bad, io.Discard); err == nil {
+			t.Errorf("%v: want an error", bad)
+		}
+	}
+	if _, err := parseScale([]string{"--sessions", "0"}, io.Discard); err == nil {
+		t.Error("scale --sessions 0: want an error")
+	}
+}
