@@ -194,7 +194,7 @@ func (c *Campaign) step(ctx *actor.Context) {
 			err = errors.New(e.Error)
 		}
 		c.deps.Release(c.st.UserID, 1)
-		c.started = e.CreatedAt // the next number keeps its delay after this one's send
+		c.started = e.CreatedAt.Time() // the next number keeps its delay after this one's send
 		c.sending = true
 		c.sent(ctx, campaignSent{idx: idx, entry: e, err: err})
 		return

@@ -307,13 +307,13 @@ func runSend(client network.Client, deps SessionDeps, e OutboxEntry, fresh bool)
 	rc, err := client.Send(ctx, e.Message)
 	cancel()
 	now := deps.Now().UTC()
-	e.UpdatedAt = now
+	e.UpdatedAt = MillisOf(now)
 	e.Message.Data = nil // the outcome is kept; the media bytes need not be
 	err = classify(err)
 	if err != nil {
 		e.Status, e.Error = MsgFailed, err.Error()
 	} else {
-		e.Status, e.NetworkID, e.SentAt = MsgSent, rc.ID, &now
+		e.Status, e.NetworkID, e.SentAt = MsgSent, rc.ID, MillisOf(now)
 	}
 	deps.Outbox.Settle(e)
 	return SendResult{Entry: e, Err: err}
@@ -413,6 +413,9 @@ func (s *Session) save() error {
 // touch records activity; the snapshot is written at most every few seconds for it alone.
 func (s *Session) touch() {
 	now := s.deps.Now().UTC()
+	if now.Sub(s.st.LastActivity) < time.Second {
+		return // second precision is enough for lastActivity; spare the hot path a view copy
+	}
 	s.st.LastActivity = now
 	if now.Sub(s.lastSaved) >= 5*time.Second {
 		if err := s.save(); err != nil {

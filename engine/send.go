@@ -29,11 +29,13 @@ var (
 // outboxRetention is how long a message's outcome is kept for GET /api/v1/messages/{id}.
 const outboxRetention = 7 * 24 * time.Hour
 
-// outboxStore is the durable outbox: "outbox/<id>" holds the entry, "outbox_pending/<id>" marks
-// an entry without an outcome (boot scans only those). Both are written in one commit.
+// outboxStore is the durable outbox. "outbox_pending/<id>" holds an accepted entry until its
+// outcome is known (boot scans only those); the outcome then goes to "outbox/<id>", a short
+// record without the message body, kept outboxRetention, in the same commit that removes the
+// pending entry.
 type outboxStore struct {
-	entries *persist.Table[actors.OutboxEntry]
-	pending *persist.Table[struct{}]
+	done    *persist.Table[actors.OutboxEntry]
+	pending *persist.Table[actors.OutboxEntry]
 	log     interface{ Error(string, ...any) }
 	depth   atomic.Int64 // entries appended and not yet settled (metrics)
 	wg      sync.WaitGroup
@@ -41,22 +43,14 @@ type outboxStore struct {
 
 func newOutboxStore(kv persist.KV, log interface{ Error(string, ...any) }) *outboxStore {
 	return &outboxStore{
-		entries: persist.NewTable[actors.OutboxEntry](kv, "outbox", 1),
-		pending: persist.NewTable[struct{}](kv, "outbox_pending", 1),
+		done:    persist.NewTable[actors.OutboxEntry](kv, "outbox", 1),
+		pending: persist.NewTable[actors.OutboxEntry](kv, "outbox_pending", 1),
 		log:     log,
 	}
 }
 
 func (o *outboxStore) Append(ctx context.Context, e actors.OutboxEntry) error {
-	put, err := o.entries.PutOp(e.ID, e)
-	if err != nil {
-		return err
-	}
-	mark, err := o.pending.PutOp(e.ID, struct{}{})
-	if err != nil {
-		return err
-	}
-	if err := o.entries.KV().Commit(ctx, put, mark); err != nil {
+	if err := o.pending.Put(ctx, e.ID, e); err != nil {
 		return err
 	}
 	o.depth.Add(1)
@@ -67,7 +61,9 @@ func (o *outboxStore) Append(ctx context.Context, e actors.OutboxEntry) error {
 // outcome only means the message is sent again under the same id at boot).
 func (o *outboxStore) Settle(e actors.OutboxEntry) {
 	o.depth.Add(-1)
-	put, err := o.entries.PutTTLOp(e.ID, e, outboxRetention)
+	// The outcome keeps what GET /api/v1/messages/{id} shows, not the body.
+	e.Message = network.Message{ID: e.Message.ID, To: e.Message.To, Kind: e.Message.Kind}
+	put, err := o.done.PutTTLOp(e.ID, e, outboxRetention)
 	if err != nil {
 		o.log.Error("outbox: encode outcome", "message_id", e.ID, "err", err)
 		return
@@ -75,7 +71,7 @@ func (o *outboxStore) Settle(e actors.OutboxEntry) {
 	o.wg.Add(1)
 	go func() {
 		defer o.wg.Done()
-		if err := o.entries.KV().Commit(context.Background(), put, o.pending.DeleteOp(e.ID)); err != nil {
+		if err := o.done.KV().Commit(context.Background(), put, o.pending.DeleteOp(e.ID)); err != nil {
 			o.log.Error("outbox: record outcome", "message_id", e.ID, "err", err)
 		}
 	}()
@@ -84,25 +80,22 @@ func (o *outboxStore) Settle(e actors.OutboxEntry) {
 // flush waits for outcomes being written (graceful shutdown).
 func (o *outboxStore) flush() { o.wg.Wait() }
 
-func (o *outboxStore) get(id string) (actors.OutboxEntry, error) { return o.entries.Get(id) }
+// get returns a message: its outcome, or the pending entry while it has none.
+func (o *outboxStore) get(id string) (actors.OutboxEntry, error) {
+	e, err := o.done.Get(id)
+	if errors.Is(err, persist.ErrNotFound) {
+		return o.pending.Get(id)
+	}
+	return e, err
+}
 
 func (o *outboxStore) pendingEntries() ([]actors.OutboxEntry, error) {
-	var ids []string
-	if err := o.pending.Scan("", func(id string, _ struct{}) error {
-		ids = append(ids, id)
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	out := make([]actors.OutboxEntry, 0, len(ids))
-	for _, id := range ids {
-		e, err := o.entries.Get(id)
-		if err != nil {
-			return nil, fmt.Errorf("outbox entry %s: %w", id, err)
-		}
+	var out []actors.OutboxEntry
+	err := o.pending.Scan("", func(_ string, e actors.OutboxEntry) error {
 		out = append(out, e)
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }
 
 // accountTable persists account snapshots (actors.AccountStore).
@@ -207,7 +200,7 @@ func (e *Engine) dispatch(ctx context.Context, ent *sessionEntry, uid, origin st
 	now := e.Now().UTC()
 	entry := actors.OutboxEntry{
 		ID: m.ID, SessionID: ent.view.Load().ID, UserID: uid, Origin: origin,
-		Message: m, Status: actors.MsgQueued, CreatedAt: now, UpdatedAt: now,
+		Message: m, Status: actors.MsgQueued, CreatedAt: actors.MillisOf(now), UpdatedAt: actors.MillisOf(now),
 	}
 	msg := &actors.SendMessage{Entry: entry, Reply: make(chan actors.SendResult, 1)}
 	e.hw.Send(ent.pid, msg)

@@ -32,9 +32,9 @@ type sentJSON struct {
 }
 
 func sentResponse(e actors.OutboxEntry) sentJSON {
-	ts := e.UpdatedAt
-	if e.SentAt != nil {
-		ts = *e.SentAt
+	ts := e.UpdatedAt.Time()
+	if e.SentAt != 0 {
+		ts = e.SentAt.Time()
 	}
 	return sentJSON{Success: true, MessageID: e.ID, To: e.Message.To, Session: e.SessionID, Timestamp: timestamp(ts)}
 }
@@ -286,7 +286,7 @@ func (s *Server) v1Message(ctx *fasthttp.RequestCtx) {
 	}
 	writeJSON(ctx, fasthttp.StatusOK, messageJSON{
 		Success: true, MessageID: m.ID, Status: m.Status, To: m.Message.To, Session: m.SessionID,
-		Type: string(m.Message.Kind), CreatedAt: timestamp(m.CreatedAt), SentAt: tsPtr(m.SentAt), Error: m.Error,
+		Type: string(m.Message.Kind), CreatedAt: timestamp(m.CreatedAt.Time()), SentAt: sentAt(m.SentAt), Error: m.Error,
 	})
 }
 
@@ -315,4 +315,12 @@ func requireText(field string, v *string) (string, error) {
 // (4/3), line breaks and escaped slashes (5 %), and room for the other fields.
 func mediaBodyLimit(maxBytes int64) int {
 	return int(maxBytes/3*4*105/100) + 64<<10
+}
+
+func sentAt(m actors.Millis) *timestamp {
+	if m == 0 {
+		return nil
+	}
+	t := timestamp(m.Time())
+	return &t
 }

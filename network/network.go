@@ -26,20 +26,23 @@ const (
 
 // Message is one outbound message. ID is chosen by the caller (the gateway's outbox id) and is
 // passed to the network as the message id, so a re-send after a crash is not a duplicate.
+//
+// The JSON names are how outboxes store a message: absent fields are left out.
 type Message struct {
-	ID       string
-	To       string // digits with country code, no plus sign
-	Kind     Kind
-	Text     string // text body (KindText)
-	Caption  string // image, video, document
-	FileName string // media file name
-	MimeType string // media MIME type, sniffed by the gateway
-	Data     []byte // media bytes
-	Lat, Lng float64
-	Address  string // location title or address
+	ID       string  `json:"id"`
+	To       string  `json:"to"` // digits with country code, no plus sign
+	Kind     Kind    `json:"kind"`
+	Text     string  `json:"text,omitempty"`     // text body (KindText)
+	Caption  string  `json:"caption,omitempty"`  // image, video, document
+	FileName string  `json:"fileName,omitempty"` // media file name
+	MimeType string  `json:"mimeType,omitempty"` // media MIME type, sniffed by the gateway
+	Data     []byte  `json:"data,omitempty"`     // media bytes
+	Lat      float64 `json:"lat,omitempty"`
+	Lng      float64 `json:"lng,omitempty"`
+	Address  string  `json:"address,omitempty"` // location title or address
 	// Contact card.
-	ContactName  string
-	ContactPhone string
+	ContactName  string `json:"contactName,omitempty"`
+	ContactPhone string `json:"contactPhone,omitempty"`
 }
 
 // Receipt is the network's acknowledgement of a sent message.

@@ -83,7 +83,11 @@ func TestBadgerCloseKeepsAcknowledgedCommits(t *testing.T) {
 
 // Commits waiting while the writer is busy all go into the next transaction.
 func TestBadgerGroupsWaitingCommits(t *testing.T) {
-	b := openTestBadger(t, t.TempDir(), FsyncBatch)
+	b, err := OpenBadger(t.TempDir(), BadgerOptions{Fsync: FsyncBatch, Writers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
 	holding, release := make(chan struct{}), make(chan struct{})
 	var sizes []int // written by the writer goroutine only, read after the commits returned
 	b.beforeGroup = func(group []*commitReq) {

@@ -140,6 +140,18 @@ func (r *recorder) sink(e network.Event) {
 
 // expect waits for the next event matching match, skipping others (QR rotations, say). It fails
 // the test if none comes within wait.
+// seen tells whether any event so far (consumed or not) matches.
+func (s *session) seen(match func(network.Event) bool) bool {
+	s.rec.mu.Lock()
+	defer s.rec.mu.Unlock()
+	for _, e := range s.rec.events {
+		if match(e) {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *session) expect(what string, match func(network.Event) bool) network.Event {
 	s.t.Helper()
 	deadline := time.After(wait)
