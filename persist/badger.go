@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,6 +38,9 @@ type BadgerOptions struct {
 	// one returned, so concurrent groups would never hold writes that must be ordered.
 	InMemory bool // for tests and benchmarks only: nothing is written to disk
 	Writers  int
+	// MemTableSize is each memtable's size (default 64 MiB; Badger refuses a transaction over
+	// 15 % of it).
+	MemTableSize int64
 }
 
 // Group commit limits and background periods.
@@ -117,10 +121,12 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 		WithDetectConflicts(false).
 		WithMetricsEnabled(false).
 		// Memory kept modest (10k actors share 24 GiB): defaults are 5 x 64 MiB memtables,
-		// a 256 MiB block cache and 1 GiB value-log files. Here: at most 3 x 16 MiB memtables,
+		// a 256 MiB block cache and 1 GiB value-log files. Here: at most 4 x 64 MiB memtables,
 		// 32 MiB block cache, 16 MiB index cache, 128 MiB value-log files, 2 compactors.
-		WithMemTableSize(16 << 20).
-		WithNumMemtables(3).
+		// 3 x 16 MiB memtables stalled writes for about a second at each flush under a steady
+		// 10k sends/s (p99 1.4 s at a fixed rate; 0.17 s with these).
+		WithMemTableSize(cmp.Or(o.MemTableSize, 64<<20)).
+		WithNumMemtables(4).
 		WithBlockCacheSize(32 << 20).
 		WithIndexCacheSize(16 << 20).
 		WithValueLogFileSize(128 << 20).

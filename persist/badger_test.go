@@ -131,7 +131,11 @@ func TestBadgerGroupsWaitingCommits(t *testing.T) {
 // A group larger than one Badger transaction is split; a request too big even alone, or
 // refused by Badger, fails by itself while its neighbours are written.
 func TestBadgerCommitGroupSplits(t *testing.T) {
-	b := openTestBadger(t, t.TempDir(), FsyncBatch)
+	b, err := OpenBadger(t.TempDir(), BadgerOptions{Fsync: FsyncBatch, MemTableSize: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
 	value := bytes.Repeat([]byte("v"), 200<<10) // under the value threshold: counts in full
 	req := func(name string, n int) *commitReq {
 		ops := make([]Op, n)
