@@ -82,8 +82,7 @@ func (s *Server) v1SendBulk(ctx *fasthttp.RequestCtx) {
 	}
 	s.idempotent(ctx, key, func() {
 		var req bulkRequest
-		if err := decodeBody(ctx, &req); err != nil {
-			s.writeError(ctx, err)
+		if !s.bind(ctx, &req) {
 			return
 		}
 		r, err := s.bulkCampaign(req)

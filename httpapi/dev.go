@@ -21,16 +21,7 @@ type simScanRequest struct {
 
 func (s *Server) simScan(ctx *fasthttp.RequestCtx) {
 	var req simScanRequest
-	if err := decodeBody(ctx, &req); err != nil {
-		s.writeError(ctx, err)
-		return
-	}
-	if req.SessionID == nil || *req.SessionID == "" {
-		s.writeError(ctx, missing("sessionId"))
-		return
-	}
-	if req.Phone == nil || *req.Phone == "" {
-		s.writeError(ctx, missing("phone"))
+	if !s.bind(ctx, &req, need("sessionId", &req.SessionID), need("phone", &req.Phone)) {
 		return
 	}
 	s.simResult(ctx, s.cfg.Sim.Scan(*req.SessionID, *req.Phone))
@@ -43,16 +34,7 @@ type simPairRequest struct {
 
 func (s *Server) simPair(ctx *fasthttp.RequestCtx) {
 	var req simPairRequest
-	if err := decodeBody(ctx, &req); err != nil {
-		s.writeError(ctx, err)
-		return
-	}
-	if req.SessionID == nil || *req.SessionID == "" {
-		s.writeError(ctx, missing("sessionId"))
-		return
-	}
-	if req.Code == nil || *req.Code == "" {
-		s.writeError(ctx, missing("code"))
+	if !s.bind(ctx, &req, need("sessionId", &req.SessionID), need("code", &req.Code)) {
 		return
 	}
 	s.simResult(ctx, s.cfg.Sim.Pair(*req.SessionID, *req.Code))
@@ -75,8 +57,7 @@ type simUnregisteredRequest struct {
 
 func (s *Server) simUnregistered(ctx *fasthttp.RequestCtx) {
 	var req simUnregisteredRequest
-	if err := decodeBody(ctx, &req); err != nil {
-		s.writeError(ctx, err)
+	if !s.bind(ctx, &req) {
 		return
 	}
 	if req.Numbers == nil {
@@ -94,12 +75,7 @@ type simDropRequest struct {
 
 func (s *Server) simDrop(ctx *fasthttp.RequestCtx) {
 	var req simDropRequest
-	if err := decodeBody(ctx, &req); err != nil {
-		s.writeError(ctx, err)
-		return
-	}
-	if req.SessionID == nil || *req.SessionID == "" {
-		s.writeError(ctx, missing("sessionId"))
+	if !s.bind(ctx, &req, need("sessionId", &req.SessionID)) {
 		return
 	}
 	s.simResult(ctx, s.cfg.Sim.Drop(*req.SessionID, req.Logout))
@@ -111,8 +87,7 @@ type simLatencyRequest struct {
 
 func (s *Server) simLatency(ctx *fasthttp.RequestCtx) {
 	var req simLatencyRequest
-	if err := decodeBody(ctx, &req); err != nil {
-		s.writeError(ctx, err)
+	if !s.bind(ctx, &req) {
 		return
 	}
 	if req.MS == nil || *req.MS < 0 || *req.MS > 3_600_000 {

@@ -35,12 +35,7 @@ type oauthInitJSON struct {
 // oauthInit is POST /api/ecom/oauth-init.
 func (s *Server) oauthInit(ctx *fasthttp.RequestCtx, u persist.User) {
 	var req oauthInitRequest
-	if err := decodeBody(ctx, &req); err != nil {
-		s.writeError(ctx, err)
-		return
-	}
-	if req.Shop == nil || strings.TrimSpace(*req.Shop) == "" {
-		s.writeError(ctx, missing("shop"))
+	if !s.bind(ctx, &req, need("shop", &req.Shop)) {
 		return
 	}
 	authURL, shop, err := s.eng.OAuthInit(context.Background(), u.ID, *req.Shop, req.ClientID, req.ClientSecret)
@@ -99,16 +94,7 @@ type manualConnectJSON struct {
 // manualConnect is POST /api/ecom/manual-connect.
 func (s *Server) manualConnect(ctx *fasthttp.RequestCtx, u persist.User) {
 	var req manualConnectRequest
-	if err := decodeBody(ctx, &req); err != nil {
-		s.writeError(ctx, err)
-		return
-	}
-	if req.Shop == nil || strings.TrimSpace(*req.Shop) == "" {
-		s.writeError(ctx, missing("shop"))
-		return
-	}
-	if req.AccessToken == nil || strings.TrimSpace(*req.AccessToken) == "" {
-		s.writeError(ctx, missing("accessToken"))
+	if !s.bind(ctx, &req, need("shop", &req.Shop), need("accessToken", &req.AccessToken)) {
 		return
 	}
 	r, err := s.eng.ManualConnect(context.Background(), u.ID, *req.Shop, *req.AccessToken, req.WebhookSecret)
@@ -146,12 +132,7 @@ type nativeConnectJSON struct {
 // nativeConnect is POST /api/ecom/native-connect: the owner makes the webhooks in the store admin.
 func (s *Server) nativeConnect(ctx *fasthttp.RequestCtx, u persist.User) {
 	var req nativeConnectRequest
-	if err := decodeBody(ctx, &req); err != nil {
-		s.writeError(ctx, err)
-		return
-	}
-	if req.Shop == nil || strings.TrimSpace(*req.Shop) == "" {
-		s.writeError(ctx, missing("shop"))
+	if !s.bind(ctx, &req, need("shop", &req.Shop)) {
 		return
 	}
 	shop, hook, err := s.eng.NativeConnect(context.Background(), u.ID, *req.Shop, req.WebhookSecret)
@@ -181,16 +162,7 @@ type storeConnectRequest struct {
 // storeConnect is POST /api/client/store/connect.
 func (s *Server) storeConnect(ctx *fasthttp.RequestCtx, u persist.User) {
 	var req storeConnectRequest
-	if err := decodeBody(ctx, &req); err != nil {
-		s.writeError(ctx, err)
-		return
-	}
-	if req.Platform == nil || strings.TrimSpace(*req.Platform) == "" {
-		s.writeError(ctx, missing("platform"))
-		return
-	}
-	if req.Domain == nil || strings.TrimSpace(*req.Domain) == "" {
-		s.writeError(ctx, missing("domain"))
+	if !s.bind(ctx, &req, need("platform", &req.Platform), need("domain", &req.Domain)) {
 		return
 	}
 	if strings.EqualFold(strings.TrimSpace(*req.Platform), "shopify") && strings.TrimSpace(req.AccessToken) == "" {
@@ -220,16 +192,7 @@ type verifyShopifyJSON struct {
 // verifyShopify is POST /api/client/store/verify-shopify.
 func (s *Server) verifyShopify(ctx *fasthttp.RequestCtx, _ persist.User) {
 	var req verifyShopifyRequest
-	if err := decodeBody(ctx, &req); err != nil {
-		s.writeError(ctx, err)
-		return
-	}
-	if req.Domain == nil || strings.TrimSpace(*req.Domain) == "" {
-		s.writeError(ctx, missing("domain"))
-		return
-	}
-	if req.AccessToken == nil || strings.TrimSpace(*req.AccessToken) == "" {
-		s.writeError(ctx, missing("access_token"))
+	if !s.bind(ctx, &req, need("domain", &req.Domain), need("access_token", &req.AccessToken)) {
 		return
 	}
 	name, err := s.eng.VerifyShopify(context.Background(), *req.Domain, *req.AccessToken)

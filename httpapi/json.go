@@ -95,3 +95,28 @@ func parseExpiry(s string) (time.Time, error) {
 	}
 	return time.Time{}, badInput("validation_failed", "expiresAt must be an ISO 8601 date (2026-12-31) or timestamp (2026-12-31T23:59:59Z)")
 }
+
+// reqField is a required string field of a request body.
+type reqField struct {
+	name string
+	v    **string
+}
+
+// need names a required string field: present and not blank.
+func need(name string, v **string) reqField { return reqField{name: name, v: v} }
+
+// bind decodes the JSON body into req and checks the required fields, in order. On failure it
+// writes the 400 (invalid_json, or validation_failed naming the field) and returns false.
+func (s *Server) bind(ctx *fasthttp.RequestCtx, req any, fields ...reqField) bool {
+	if err := decodeBody(ctx, req); err != nil {
+		s.writeError(ctx, err)
+		return false
+	}
+	for _, f := range fields {
+		if *f.v == nil || strings.TrimSpace(**f.v) == "" {
+			s.writeError(ctx, missing(f.name))
+			return false
+		}
+	}
+	return true
+}

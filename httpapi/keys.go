@@ -81,16 +81,7 @@ type createKeyRequest struct {
 
 func (s *Server) createKey(ctx *fasthttp.RequestCtx, _ persist.User) {
 	var req createKeyRequest
-	if err := decodeBody(ctx, &req); err != nil {
-		s.writeError(ctx, err)
-		return
-	}
-	if req.UserID == nil || strings.TrimSpace(*req.UserID) == "" {
-		s.writeError(ctx, missing("userId"))
-		return
-	}
-	if req.Name == nil || strings.TrimSpace(*req.Name) == "" {
-		s.writeError(ctx, missing("name"))
+	if !s.bind(ctx, &req, need("userId", &req.UserID), need("name", &req.Name)) {
 		return
 	}
 	kr := engine.KeyRequest{UserID: *req.UserID, Name: strings.TrimSpace(*req.Name), Scopes: req.Scopes}
@@ -128,12 +119,7 @@ type successJSON struct {
 
 func (s *Server) updateKey(ctx *fasthttp.RequestCtx, _ persist.User) {
 	var req updateKeyRequest
-	if err := decodeBody(ctx, &req); err != nil {
-		s.writeError(ctx, err)
-		return
-	}
-	if req.ID == nil || *req.ID == "" {
-		s.writeError(ctx, missing("id"))
+	if !s.bind(ctx, &req, need("id", &req.ID)) {
 		return
 	}
 	if req.Name == nil && req.Status == nil {
@@ -183,12 +169,7 @@ type validateJSON struct {
 // validate answers SPEC.md's own shapes: {valid: true, ...} or 401 {valid: false, error}.
 func (s *Server) validate(ctx *fasthttp.RequestCtx) {
 	var req validateRequest
-	if err := decodeBody(ctx, &req); err != nil {
-		s.writeError(ctx, err)
-		return
-	}
-	if req.RawKey == nil || *req.RawKey == "" {
-		s.writeError(ctx, missing("rawKey"))
+	if !s.bind(ctx, &req, need("rawKey", &req.RawKey)) {
 		return
 	}
 	v, err := s.eng.ValidateKey([]byte(*req.RawKey))

@@ -47,8 +47,7 @@ func (s *Server) v1Send(ctx *fasthttp.RequestCtx) {
 	}
 	s.idempotent(ctx, key, func() {
 		var req sendRequest
-		if err := decodeBody(ctx, &req); err != nil {
-			s.writeError(ctx, err)
+		if !s.bind(ctx, &req) {
 			return
 		}
 		if req.Type != nil && *req.Type != "" && *req.Type != "text" {
@@ -85,8 +84,7 @@ func (s *Server) v1SendImage(ctx *fasthttp.RequestCtx) {
 	}
 	s.idempotent(ctx, key, func() {
 		var req sendImageRequest
-		if err := decodeBody(ctx, &req); err != nil {
-			s.writeError(ctx, err)
+		if !s.bind(ctx, &req) {
 			return
 		}
 		to, err := requirePhone("to", req.To)
@@ -132,8 +130,7 @@ type clientSendRequest struct {
 // clientSend is POST /api/client/send: every message kind from the dashboard.
 func (s *Server) clientSend(ctx *fasthttp.RequestCtx, u persist.User) {
 	var req clientSendRequest
-	if err := decodeBody(ctx, &req); err != nil {
-		s.writeError(ctx, err)
+	if !s.bind(ctx, &req) {
 		return
 	}
 	msg, err := s.clientMessage(req)
@@ -227,8 +224,7 @@ type templateTestRequest struct {
 // templateTest is POST /api/client/templates/test: sends a text to a phone from the dashboard.
 func (s *Server) templateTest(ctx *fasthttp.RequestCtx, u persist.User) {
 	var req templateTestRequest
-	if err := decodeBody(ctx, &req); err != nil {
-		s.writeError(ctx, err)
+	if !s.bind(ctx, &req) {
 		return
 	}
 	phone, err := requirePhone("phone", req.Phone)

@@ -51,12 +51,7 @@ type sessionBrief struct {
 
 func (s *Server) createSession(ctx *fasthttp.RequestCtx) {
 	var req createSessionRequest
-	if err := decodeBody(ctx, &req); err != nil {
-		s.writeError(ctx, err)
-		return
-	}
-	if req.SessionName == nil || strings.TrimSpace(*req.SessionName) == "" {
-		s.writeError(ctx, missing("sessionName"))
+	if !s.bind(ctx, &req, need("sessionName", &req.SessionName)) {
 		return
 	}
 	assign := ""
@@ -81,16 +76,7 @@ type assignSessionRequest struct {
 
 func (s *Server) assignSession(ctx *fasthttp.RequestCtx) {
 	var req assignSessionRequest
-	if err := decodeBody(ctx, &req); err != nil {
-		s.writeError(ctx, err)
-		return
-	}
-	if req.SessionID == nil || *req.SessionID == "" {
-		s.writeError(ctx, missing("sessionId"))
-		return
-	}
-	if req.UserID == nil || *req.UserID == "" {
-		s.writeError(ctx, missing("userId"))
+	if !s.bind(ctx, &req, need("sessionId", &req.SessionID), need("userId", &req.UserID)) {
 		return
 	}
 	if err := s.eng.AssignSession(context.Background(), *req.SessionID, *req.UserID); err != nil {
@@ -157,12 +143,7 @@ type pairCodeRequest struct {
 // clientPairCode links by phone number instead of QR: the user types the code on the phone.
 func (s *Server) clientPairCode(ctx *fasthttp.RequestCtx, u persist.User) {
 	var req pairCodeRequest
-	if err := decodeBody(ctx, &req); err != nil {
-		s.writeError(ctx, err)
-		return
-	}
-	if req.Phone == nil || *req.Phone == "" {
-		s.writeError(ctx, missing("phone"))
+	if !s.bind(ctx, &req, need("phone", &req.Phone)) {
 		return
 	}
 	phone, err := engine.NormalizePhone(*req.Phone)

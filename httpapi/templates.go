@@ -59,12 +59,7 @@ type templateSavedJSON struct {
 // to the default; an absent field is left as it was.
 func (s *Server) putTemplate(ctx *fasthttp.RequestCtx, u persist.User) {
 	var req putTemplateRequest
-	if err := decodeBody(ctx, &req); err != nil {
-		s.writeError(ctx, err)
-		return
-	}
-	if req.Topic == nil || strings.TrimSpace(*req.Topic) == "" {
-		s.writeError(ctx, missing("topic"))
+	if !s.bind(ctx, &req, need("topic", &req.Topic)) {
 		return
 	}
 	if req.Text == nil && req.Enabled == nil {

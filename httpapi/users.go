@@ -45,12 +45,7 @@ type createUserRequest struct {
 // createUser pre-provisions a profile: the user signs in later with this uid.
 func (s *Server) createUser(ctx *fasthttp.RequestCtx, _ persist.User) {
 	var req createUserRequest
-	if err := decodeBody(ctx, &req); err != nil {
-		s.writeError(ctx, err)
-		return
-	}
-	if req.ID == nil || strings.TrimSpace(*req.ID) == "" {
-		s.writeError(ctx, missing("id"))
+	if !s.bind(ctx, &req, need("id", &req.ID)) {
 		return
 	}
 	u, err := s.eng.CreateUser(context.Background(), engine.NewUser{
@@ -73,12 +68,7 @@ type updateUserRequest struct {
 // updateUser changes a profile's role (promotion), plan or name.
 func (s *Server) updateUser(ctx *fasthttp.RequestCtx, _ persist.User) {
 	var req updateUserRequest
-	if err := decodeBody(ctx, &req); err != nil {
-		s.writeError(ctx, err)
-		return
-	}
-	if req.ID == nil || *req.ID == "" {
-		s.writeError(ctx, missing("id"))
+	if !s.bind(ctx, &req, need("id", &req.ID)) {
 		return
 	}
 	if req.Name == nil && req.Role == nil && req.Plan == nil {
