@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -695,4 +696,42 @@ func TestStoreWebhookWhileSessionDisconnected(t *testing.T) {
 		t.Fatalf("event after reconnect: %v", ev)
 	}
 	eventually(t, 5*time.Second, "nothing pending", func() bool { return tg.metric("gateway_store_events_pending") == 0 })
+}
+
+// An OAuth nonce lives 10 minutes: a callback after that is sent to the error page, over HTTP,
+// and nothing is saved.
+func TestStoreOAuthExpiredNonce(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	fake := ecomtest.New()
+	t.Cleanup(fake.Close)
+	tg := startGWClock(t, clock, "--ecom-api-base", fake.APIBase(), "--public-url", testPublicURL)
+	fake.AddShop(aliceShop, "Alice Shop", "")
+	fake.SetApp("app-client-id", "app-client-secret")
+	alice := tg.newClient("alice")
+	r := tg.do("POST", "/api/ecom/oauth-init", bearerAuth(alice), map[string]any{
+		"shop": aliceShop, "clientId": "app-client-id", "clientSecret": "app-client-secret"})
+	want(t, r, 200, "")
+	u, err := url.Parse(r.str("authUrl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := u.Query().Get("state")
+	fake.AddCode(aliceShop, "code-1", aliceToken, "read_orders,read_customers")
+
+	mu.Lock()
+	now = now.Add(11 * time.Minute)
+	mu.Unlock()
+	q := url.Values{"code": {"code-1"}, "shop": {aliceShop}, "state": {state}, "timestamp": {fmt.Sprint(time.Now().Unix())}}
+	q.Set("hmac", ecom.SignOAuthQuery(q, "app-client-secret"))
+	if loc := tg.callback(t, q); loc != "/dashboard/connect-store/error?reason=invalid_state" {
+		t.Fatalf("redirect %q, want the error page with reason invalid_state", loc)
+	}
+	if s := tg.store(alice); s["connected"] != false {
+		t.Fatalf("a store was saved after an expired nonce: %v", s)
+	}
+	if subs := fake.Subscriptions(aliceShop); len(subs) != 0 {
+		t.Fatalf("webhooks registered after an expired nonce: %v", subs)
+	}
 }

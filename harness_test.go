@@ -31,14 +31,21 @@ type testGW struct {
 	issuer *identity.Issuer
 	client *http.Client
 	errc   chan error
+	clock  func() time.Time // the engine's clock (nil: time.Now)
 }
 
 // startGW starts a gateway on a fresh data dir (unless args set --data) with args added to the
 // defaults.
 func startGW(t testing.TB, args ...string) *testGW {
 	t.Helper()
+	return startGWClock(t, nil, args...)
+}
+
+// startGWClock is startGW with the engine's clock given (tests that move time).
+func startGWClock(t testing.TB, clock func() time.Time, args ...string) *testGW {
+	t.Helper()
 	base := []string{"--data", t.TempDir(), "--addr", "127.0.0.1:0", "--log-level", "warn", "--log-requests=false"}
-	tg := &testGW{t: t, args: append(base, args...), client: &http.Client{Timeout: 30 * time.Second}}
+	tg := &testGW{t: t, args: append(base, args...), client: &http.Client{Timeout: 30 * time.Second}, clock: clock}
 	tg.start()
 	t.Cleanup(tg.stop)
 	return tg
@@ -50,6 +57,7 @@ func (tg *testGW) start() {
 	if err != nil {
 		tg.t.Fatalf("flags: %v", err)
 	}
+	cfg.now = tg.clock
 	tg.cfg = cfg
 	// Logs go to stderr at error level (a test's goroutines may outlive testing.T's logger).
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))

@@ -81,6 +81,8 @@ type config struct {
 	logRequests                         bool
 	shutdownTimeout                     time.Duration
 	pprofAddr                           string
+	// now is the engine's clock; nil is time.Now. Not a flag: tests move it.
+	now func() time.Time
 }
 
 func parseServe(args []string, stderr io.Writer) (config, error) {
@@ -284,7 +286,7 @@ func build(ctx context.Context, c config, log *slog.Logger) (g *gateway, err err
 	g.engine, err = engine.New(engine.Config{
 		Store: persist.NewStore(g.kv), Logger: log.With("component", "engine"), Plans: plans,
 		DefaultPlan: c.defaultPlan, AdminUIDs: strings.Split(c.adminUIDs, ","), DevRoles: c.auth == "dev",
-		Network: g.net, Stores: stores,
+		Network: g.net, Stores: stores, Now: c.now,
 	})
 	if err != nil {
 		return nil, err
