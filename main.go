@@ -393,13 +393,17 @@ func printDevHelp(w io.Writer, c config, addr net.Addr) {
 	if a, ok := addr.(*net.TCPAddr); ok {
 		port = fmt.Sprint(a.Port)
 	}
+	bin := os.Args[0]
+	if strings.Contains(bin, "go-build") {
+		bin = "go run ." // started by `go run`
+	}
 	fmt.Fprintf(w, `
-gateway is running on embedded defaults (dev ID tokens, %s network, data in %s).
-Mint an ID token, then call the API with it:
-  admin:  go run . token --data %s --uid admin --role admin
-  client: go run . token --data %s --uid alice --name Alice
-  curl -H "Authorization: Bearer $TOKEN" http://localhost:%s/api/admin/apikeys
-`, c.network, c.data, c.data, c.data, port)
+gateway is running on embedded defaults (dev ID tokens, %[1]s network, data in %[2]s).
+Mint an ID token, then call the API with it (README.md shows a first session):
+  ADMIN=$(%[3]s token --data %[2]s --uid admin --role admin)
+  ALICE=$(%[3]s token --data %[2]s --uid alice --name Alice)
+  curl -H "Authorization: Bearer $ADMIN" http://localhost:%[4]s/api/admin/apikeys
+`, c.network, c.data, bin, port)
 }
 
 func token(args []string, stdout, stderr io.Writer) error {
