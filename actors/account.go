@@ -42,7 +42,11 @@ type (
 		// Force grants N whatever is left: a message accepted before a crash and sent again
 		// at boot must be counted, not refused.
 		Force bool
-		Reply chan AccountResult
+		// Reclaim takes back, first, allowance the last process held (its reservations count
+		// in the mark it left, which boot sees as ghost): a campaign resumed or a message
+		// recovered at boot re-takes its own reservation instead of taking it twice.
+		Reclaim bool
+		Reply   chan AccountResult
 	}
 	// Settle reports the outcome of reserved messages: Sent succeeded, Unreserve is how much of
 	// the reservation to give back (successes included). A message re-sent at boot after a
@@ -55,8 +59,9 @@ type (
 
 	accountFlush struct{}
 	accountSaved struct {
-		mark int64
-		err  error
+		period string
+		mark   int64
+		err    error
 	}
 )
 
@@ -141,7 +146,9 @@ func (a *Account) Receive(c *actor.Context) {
 			}
 			return
 		}
-		a.st.Mark = max(a.st.Mark, m.mark)
+		if m.period == a.st.Period { // a mark of a month that has ended means nothing now
+			a.st.Mark = max(a.st.Mark, m.mark)
+		}
 		for _, p := range pending {
 			a.reserve(c, p)
 		}
@@ -165,6 +172,29 @@ func (a *Account) reserve(c *actor.Context, m *Reserve) {
 	a.roll()
 	if !a.loaded {
 		m.Reply <- AccountResult{Err: ErrUnavailable}
+		return
+	}
+	if m.Reclaim {
+		take := min(a.ghost, m.N)
+		a.ghost -= take
+		a.reserved += take
+		if take == m.N {
+			r := a.result()
+			r.Granted = take
+			m.Reply <- r
+			return
+		}
+		// The rest is a new reservation; answer with the total granted.
+		rest := &Reserve{N: m.N - take, Force: m.Force, Reply: make(chan AccountResult, 1)}
+		a.reserve(c, rest)
+		go func() {
+			r := <-rest.Reply
+			r.Granted += take
+			if r.Granted > 0 {
+				r.Err = nil
+			}
+			m.Reply <- r
+		}()
 		return
 	}
 	granted := m.N
@@ -217,7 +247,7 @@ func (a *Account) save(c *actor.Context) {
 	st, store, engine, self := a.st, a.deps.Store, c.Engine(), c.PID()
 	st.Mark = max(st.Mark, a.wantMark)
 	go func() {
-		engine.Send(self, accountSaved{mark: st.Mark, err: store.PutAccount(context.Background(), st)})
+		engine.Send(self, accountSaved{period: st.Period, mark: st.Mark, err: store.PutAccount(context.Background(), st)})
 	}()
 }
 

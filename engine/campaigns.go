@@ -283,7 +283,9 @@ func (e *Engine) bootCampaigns() (int, error) {
 			return 0, fmt.Errorf("engine: load campaign %s: %w", id, err)
 		}
 		if need := int64(s.Granted - s.Cursor); need > 0 {
-			acct, err := e.reserve(context.Background(), s.UserID, need)
+			msg := &actors.Reserve{N: need, Reclaim: true, Reply: make(chan actors.AccountResult, 1)}
+			e.hw.Send(e.account(s.UserID), msg)
+			acct, err := waitReply(context.Background(), msg.Reply, e.cfg.AskTimeout, "account")
 			if err != nil {
 				return 0, err
 			}

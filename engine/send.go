@@ -208,15 +208,24 @@ func (e *Engine) dispatch(ctx context.Context, ent *sessionEntry, uid, origin st
 	if err != nil {
 		// The outcome is unknown to the caller, not lost: the outbox still records it. Keep
 		// the reservation until the outcome arrives, then settle.
-		// If the session never answers (it dropped the message), give the reservation back.
+		// If the session never answers, the reservation is given back only when the message
+		// is not pending in the outbox: one still pending may yet go out (it keeps its
+		// reservation; a restart re-takes it when the outbox re-sends it).
 		go func() {
 			t := time.NewTimer(2 * e.cfg.SendTimeout)
 			defer t.Stop()
-			select {
-			case res := <-msg.Reply:
-				e.settle(uid, boolInt(res.Err == nil), 1)
-			case <-t.C:
-				e.settle(uid, 0, 1)
+			for {
+				select {
+				case res := <-msg.Reply:
+					e.settle(uid, boolInt(res.Err == nil), 1)
+					return
+				case <-t.C:
+					if _, err := e.outbox.pending.Get(m.ID); err != nil {
+						e.settle(uid, 0, 1)
+						return
+					}
+					t.Reset(10 * time.Minute)
+				}
 			}
 		}()
 		return entry, err
@@ -270,7 +279,7 @@ func (e *Engine) recoverOutbox() (int, error) {
 		}
 		// Its reservation died with the last process: take it again (forced: the message was
 		// accepted) before any new send can use the same allowance.
-		msg := &actors.Reserve{N: 1, Force: true, Reply: make(chan actors.AccountResult, 1)}
+		msg := &actors.Reserve{N: 1, Force: true, Reclaim: true, Reply: make(chan actors.AccountResult, 1)}
 		e.hw.Send(e.account(entry.UserID), msg)
 		if _, err := waitReply(context.Background(), msg.Reply, e.cfg.AskTimeout, "account"); err != nil {
 			return 0, fmt.Errorf("engine: outbox: reserve for %s: %w", entry.ID, err)
