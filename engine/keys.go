@@ -228,12 +228,11 @@ func (e *Engine) ListKeys(owner string) ([]KeyView, error) {
 func (e *Engine) askKey(ent *keyEntry) (actors.KeyResult, error) {
 	msg := &actors.GetKey{Reply: make(chan actors.KeyResult, 1)}
 	e.hw.Send(ent.pid, msg)
-	select {
-	case r := <-msg.Reply:
-		return r, r.Err
-	case <-time.After(e.cfg.AskTimeout):
-		return actors.KeyResult{}, fmt.Errorf("%w: key actor did not answer", ErrUnavailable)
+	r, err := waitReply(context.Background(), msg.Reply, e.cfg.AskTimeout, "key")
+	if err != nil {
+		return r, err
 	}
+	return r, r.Err
 }
 
 // UpdateKey renames a key and/or sets its status (active or revoked).
@@ -275,16 +274,11 @@ func (e *Engine) DeleteKey(ctx context.Context, id string) error {
 }
 
 func (e *Engine) waitErr(ctx context.Context, reply chan error) error {
-	t := time.NewTimer(e.cfg.AskTimeout)
-	defer t.Stop()
-	select {
-	case err := <-reply:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return fmt.Errorf("%w: actor did not answer", ErrUnavailable)
+	err, werr := waitReply(ctx, reply, e.cfg.AskTimeout, "key")
+	if werr != nil {
+		return werr
 	}
+	return err
 }
 
 // ValidateKey tells whether a raw key is usable now, without counting a call. It reads the

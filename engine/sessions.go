@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/anthdm/hollywood/actor"
 	"github.com/google/uuid"
@@ -299,14 +298,5 @@ func (e *Engine) SessionPairCode(ctx context.Context, u persist.User, phone stri
 }
 
 func (e *Engine) waitSession(ctx context.Context, reply chan actors.SessionReply) (actors.SessionReply, error) {
-	t := time.NewTimer(e.cfg.SessionTimeout)
-	defer t.Stop()
-	select {
-	case r := <-reply:
-		return r, nil
-	case <-ctx.Done():
-		return actors.SessionReply{}, ctx.Err()
-	case <-t.C:
-		return actors.SessionReply{}, fmt.Errorf("%w: the session did not answer in time", ErrUnavailable)
-	}
+	return waitReply(ctx, reply, e.cfg.SessionTimeout, "session")
 }
