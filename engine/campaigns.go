@@ -121,9 +121,6 @@ func (e *Engine) StartCampaign(ctx context.Context, r CampaignRequest) (actors.C
 	if err != nil {
 		return actors.CampaignState{}, err
 	}
-	if ent.view.Load().Status != actors.StatusConnected {
-		return actors.CampaignState{}, fmt.Errorf("%w: link the session first", ErrNotConnected)
-	}
 	acct, err := e.reserve(ctx, r.UserID, int64(len(r.Numbers)))
 	if err == nil {
 		err = acct.Err
@@ -178,14 +175,11 @@ func (e *Engine) spawnCampaign(st actors.CampaignState) *campaignEntry {
 
 // sendCampaignMessage sends one campaign number (its allowance reserved at the start).
 func (e *Engine) sendCampaignMessage(ctx context.Context, s actors.CampaignState, to, msgID string) (actors.OutboxEntry, error) {
-	ent := e.sessions.get(s.SessionID)
-	if ent != nil && ent.view.Load().AssignedTo != s.UserID {
+	// Still the campaign user's, and connected (an admin may have reassigned it meanwhile).
+	ent, err := e.sendSession(s.UserID, s.SessionID)
+	if err != nil {
 		e.settle(s.UserID, 0, 1)
-		return actors.OutboxEntry{ID: msgID}, fmt.Errorf("%w: the campaign's session was reassigned to another account", ErrForbidden)
-	}
-	if ent == nil || ent.view.Load().Status != actors.StatusConnected {
-		e.settle(s.UserID, 0, 1)
-		return actors.OutboxEntry{ID: msgID}, fmt.Errorf("%w: the campaign's session is not connected", ErrNotConnected)
+		return actors.OutboxEntry{ID: msgID}, err
 	}
 	m := network.Message{ID: msgID, To: to, Kind: network.KindText, Text: s.Message}
 	return e.dispatch(ctx, ent, s.UserID, "campaign:"+s.ID, m)

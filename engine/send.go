@@ -169,7 +169,7 @@ type SendRequest struct {
 	UserID    string
 	SessionID string // "" = the user's default session; else it must be assigned to the user
 	Origin    string
-	Message   network.Message // To must be normalised digits; ID is set by Send
+	Message   network.Message // To must be normalised digits; ID "" = a new one
 }
 
 // Send sends one message through the user's session: allowance reserved, outbox appended
@@ -180,9 +180,6 @@ func (e *Engine) Send(ctx context.Context, r SendRequest) (actors.OutboxEntry, e
 	if err != nil {
 		return actors.OutboxEntry{}, err
 	}
-	if ent.view.Load().Status != actors.StatusConnected {
-		return actors.OutboxEntry{}, fmt.Errorf("%w: link the session first", ErrNotConnected)
-	}
 	acct, err := e.reserve(ctx, r.UserID, 1)
 	if err == nil {
 		err = acct.Err
@@ -190,7 +187,9 @@ func (e *Engine) Send(ctx context.Context, r SendRequest) (actors.OutboxEntry, e
 	if err != nil {
 		return actors.OutboxEntry{}, err
 	}
-	r.Message.ID = NewMessageID()
+	if r.Message.ID == "" {
+		r.Message.ID = NewMessageID()
+	}
 	return e.dispatch(ctx, ent, r.UserID, r.Origin, r.Message)
 }
 
@@ -239,18 +238,19 @@ func (e *Engine) dispatch(ctx context.Context, ent *sessionEntry, uid, origin st
 	return res.Entry, res.Err
 }
 
-// sendSession resolves the session a user's message goes through.
+// sendSession resolves the session a user's message goes through ("" = the user's default)
+// and checks it is assigned to the user and connected.
 func (e *Engine) sendSession(uid, sessionID string) (*sessionEntry, error) {
+	var ent *sessionEntry
 	if sessionID == "" {
-		ent := e.sessions.defaultOf(uid)
-		if ent == nil {
+		if ent = e.sessions.defaultOf(uid); ent == nil {
 			return nil, fmt.Errorf("%w: no session is assigned to this account; link one first", ErrNotConnected)
 		}
-		return ent, nil
-	}
-	ent := e.sessions.get(sessionID)
-	if ent == nil || ent.view.Load().AssignedTo != uid {
+	} else if ent = e.sessions.get(sessionID); ent == nil || ent.view.Load().AssignedTo != uid {
 		return nil, fmt.Errorf("%w: session %s is not assigned to this account", ErrForbidden, sessionID)
+	}
+	if ent.view.Load().Status != actors.StatusConnected {
+		return nil, fmt.Errorf("%w: link the session first", ErrNotConnected)
 	}
 	return ent, nil
 }

@@ -811,27 +811,14 @@ func eventSlot(shop string, n int64) string {
 // sendStoreMessage sends a store event's message through the owner's default session under the
 // entry's message id (actors.StoreEventsDeps.Send).
 func (e *Engine) sendStoreMessage(ctx context.Context, uid, msgID, to, text, origin string) (actors.OutboxEntry, error) {
-	ent, err := e.sendSession(uid, "")
-	if err != nil {
-		return actors.OutboxEntry{}, err
-	}
-	if ent.view.Load().Status != actors.StatusConnected {
-		return actors.OutboxEntry{}, fmt.Errorf("%w: the store owner's session is not connected", ErrNotConnected)
-	}
-	acct, err := e.reserve(ctx, uid, 1)
-	if err == nil {
-		err = acct.Err
-	}
-	if err != nil {
-		return actors.OutboxEntry{}, err
-	}
-	return e.dispatch(ctx, ent, uid, origin, network.Message{ID: msgID, To: to, Kind: network.KindText, Text: text})
+	return e.Send(ctx, SendRequest{UserID: uid, Origin: origin,
+		Message: network.Message{ID: msgID, To: to, Kind: network.KindText, Text: text}})
 }
 
 // sessionReady tells whether the user's default session is connected.
 func (e *Engine) sessionReady(uid string) bool {
-	ent := e.sessions.defaultOf(uid)
-	return ent != nil && ent.view.Load().Status == actors.StatusConnected
+	_, err := e.sendSession(uid, "")
+	return err == nil
 }
 
 // ---- templates ----
