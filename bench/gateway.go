@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -234,8 +235,20 @@ func (a *apiClient) fill(req *fasthttp.Request, method, path string, hdrs []head
 func (a *apiClient) close() { a.hc.CloseIdleConnections() }
 
 // workDir makes the run's scratch directory.
-func workDir(prefix string) (string, error) {
-	return os.MkdirTemp("", prefix)
+// workDir checks the gateway binary and makes a fresh work dir; cleanup removes it unless keep
+// (then its path is printed).
+func workDir(gateway, prefix string, keep bool, out io.Writer) (dir string, cleanup func(), err error) {
+	if _, err := os.Stat(gateway); err != nil {
+		return "", nil, fmt.Errorf("--gateway: %w (build it first: go build -o %s .)", err, gateway)
+	}
+	if dir, err = os.MkdirTemp("", prefix); err != nil {
+		return "", nil, err
+	}
+	if keep {
+		fmt.Fprintf(out, "work dir (kept): %s\n", dir)
+		return dir, func() {}, nil
+	}
+	return dir, func() { os.RemoveAll(dir) }, nil
 }
 
 func dataDir(work, name string) string { return filepath.Join(work, name) }

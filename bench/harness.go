@@ -28,18 +28,11 @@ type harness struct {
 // first mode every case, the connection sweep and the fixed-rate run; under the others the
 // send cases (at --conns and at the sweep's largest count).
 func runBench(ctx context.Context, o runOptions, out io.Writer) error {
-	if _, err := os.Stat(o.gateway); err != nil {
-		return fmt.Errorf("--gateway: %w (build it first: go build -o %s .)", err, o.gateway)
-	}
-	work, err := workDir("gateway-bench-")
+	work, cleanup, err := workDir(o.gateway, "gateway-bench-", o.keep, out)
 	if err != nil {
 		return err
 	}
-	if o.keep {
-		fmt.Fprintf(out, "work dir (kept): %s\n", work)
-	} else {
-		defer os.RemoveAll(work)
-	}
+	defer cleanup()
 	bare, err := startBare()
 	if err != nil {
 		return err

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -63,18 +62,11 @@ func (r *scaleReport) fail(msg string) {
 // after, then running campaigns (the hook: measured once the route is served), then a graceful
 // stop and a timed boot with everything persisted.
 func runScale(ctx context.Context, o scaleOptions, out io.Writer) error {
-	if _, err := os.Stat(o.gateway); err != nil {
-		return fmt.Errorf("--gateway: %w", err)
-	}
-	work, err := workDir("gateway-scale-")
+	work, cleanup, err := workDir(o.gateway, "gateway-scale-", o.keep, out)
 	if err != nil {
 		return err
 	}
-	if o.keep {
-		fmt.Fprintf(out, "work dir (kept): %s\n", work)
-	} else {
-		defer os.RemoveAll(work)
-	}
+	defer cleanup()
 	rep := &scaleReport{Started: time.Now().UTC(), Command: o.command, Gateway: gatewayVersion(o.gateway), Machine: thisMachine(),
 		Sessions: o.sessions, OK: true, Config: map[string]any{"sessions": o.sessions, "campaigns": o.campaigns, "fsync": o.fsync, "gogc": o.gogc}}
 	err = scale(ctx, o, work, rep, out)

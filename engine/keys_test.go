@@ -111,19 +111,11 @@ func TestCounterResumesFromMarkAfterCrash(t *testing.T) {
 	}
 	// "Crash": e1 is abandoned, never stopped. Wait for its background reservation to land so the
 	// test is deterministic about which mark it resumes from.
-	var u persist.KeyUsage
-	deadline := time.Now().Add(2 * time.Second)
-	for {
+	waitUntil(t, 2*time.Second, "the mark to cover the grants", func() bool {
 		keys, _ := store.ListKeys()
-		u, _ = store.GetKeyUsage(keys[0].ID)
-		if u.DayMark >= 23 && u.CallsMark >= 23 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("mark never covered the grants: %+v", u)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		u, _ := store.GetKeyUsage(keys[0].ID)
+		return u.DayMark >= 23 && u.CallsMark >= 23
+	})
 	e2 := newTestEngine(t, store, clk, plans)
 	defer e2.Stop(context.Background())
 	r := e2.AuthorizeKey(raw, "")
@@ -164,3 +156,15 @@ func TestLoadPlans(t *testing.T) {
 }
 
 func writeFile(p, s string) error { return os.WriteFile(p, []byte(s), 0o600) }
+
+// waitUntil polls cond until it holds or total passes.
+func waitUntil(t testing.TB, total time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(total)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", total, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

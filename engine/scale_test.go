@@ -60,15 +60,14 @@ func TestCampaignTimerDrift(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for _, uid := range uids {
-		for e.SessionStatus(uid).Status != actors.StatusConnected {
-			if time.Now().After(deadline) {
-				t.Fatalf("session of %s never connected", uid)
+	waitUntil(t, 20*time.Second, "every session connected", func() bool {
+		for _, uid := range uids {
+			if e.SessionStatus(uid).Status != actors.StatusConnected {
+				return false
 			}
-			time.Sleep(5 * time.Millisecond)
 		}
-	}
+		return true
+	})
 
 	runtime.GC()
 	var before runtime.MemStats
