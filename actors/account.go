@@ -47,6 +47,8 @@ type (
 		// recovered at boot re-takes its own reservation instead of taking it twice.
 		Reclaim bool
 		Reply   chan AccountResult
+
+		reclaimed int64 // taken from the ghost (set by the actor)
 	}
 	// Settle reports the outcome of reserved messages: Sent succeeded, Unreserve is how much of
 	// the reservation to give back (successes included). A message re-sent at boot after a
@@ -178,24 +180,7 @@ func (a *Account) reserve(c *actor.Context, m *Reserve) {
 		take := min(a.ghost, m.N)
 		a.ghost -= take
 		a.reserved += take
-		if take == m.N {
-			r := a.result()
-			r.Granted = take
-			m.Reply <- r
-			return
-		}
-		// The rest is a new reservation; answer with the total granted.
-		rest := &Reserve{N: m.N - take, Force: m.Force, Reply: make(chan AccountResult, 1)}
-		a.reserve(c, rest)
-		go func() {
-			r := <-rest.Reply
-			r.Granted += take
-			if r.Granted > 0 {
-				r.Err = nil
-			}
-			m.Reply <- r
-		}()
-		return
+		m.N, m.reclaimed, m.Reclaim = m.N-take, take, false // the rest is a new reservation
 	}
 	granted := m.N
 	if a.limit > 0 && !m.Force {
@@ -210,8 +195,8 @@ func (a *Account) reserve(c *actor.Context, m *Reserve) {
 	}
 	a.reserved += granted
 	r := a.result()
-	r.Granted = granted
-	if granted == 0 && m.N > 0 {
+	r.Granted = granted + m.reclaimed
+	if r.Granted == 0 && m.N > 0 {
 		r.Err = ErrQuotaExceeded
 	}
 	m.Reply <- r

@@ -14,7 +14,7 @@ func (s *Server) routes() {
 	// Public message API (API key).
 	s.route(GET, "/api/v1/account", 0, s.account)
 	s.route(POST, "/api/v1/messages/send", 0, s.v1Send)
-	s.route(POST, "/api/v1/messages/send-image", s.mediaBodyLimit(), s.v1SendImage)
+	s.route(POST, "/api/v1/messages/send-image", mediaBodyLimit(s.cfg.Media.MaxBytes), s.v1SendImage)
 	s.route(POST, "/api/v1/messages/send-bulk", 0, s.v1SendBulk)
 	s.route(GET, "/api/v1/messages/{id}", 0, s.v1Message)
 	s.route(GET, "/api/v1/campaigns/{id}", 0, s.v1Campaign)
@@ -41,7 +41,7 @@ func (s *Server) routes() {
 	s.route(GET, "/api/client/status", 0, s.client(s.clientStatus))
 	s.route(POST, "/api/client/start", 0, s.client(s.clientStart))
 	s.route(POST, "/api/client/pair-code", 0, s.client(s.clientPairCode))
-	s.route(POST, "/api/client/send", s.mediaBodyLimit(), s.client(s.clientSend))
+	s.route(POST, "/api/client/send", mediaBodyLimit(s.cfg.Media.MaxBytes), s.client(s.clientSend))
 	s.route(POST, "/api/client/templates/test", 0, s.client(s.templateTest))
 	s.route(GET, "/api/client/templates", 0, s.client(s.clientTemplates))
 	s.route(PUT, "/api/client/templates", 0, s.client(s.putTemplate))
@@ -68,10 +68,4 @@ func (s *Server) routes() {
 		s.route(POST, "/api/dev/sim/drop", 0, s.internal(s.simDrop))
 		s.route(POST, "/api/dev/sim/latency", 0, s.internal(s.simLatency))
 	}
-}
-
-// mediaBodyLimit is the body cap of routes that take media inline: the media cap as base64
-// (4/3) plus room for the other fields.
-func (s *Server) mediaBodyLimit() int {
-	return mediaBodyLimit(s.cfg.Media.MaxBytes)
 }
