@@ -257,3 +257,30 @@ func TestBulkSurvivesRestartWithinAllowance(t *testing.T) {
 		t.Fatalf("account after the campaign: %v", a)
 	}
 }
+
+// A campaign waits out a dropped link (or a session reconnecting after a restart) rather than
+// failing the numbers it reaches meanwhile.
+func TestBulkWaitsForSessionToReconnect(t *testing.T) {
+	tg := startGW(t)
+	admin := tg.token("root", "admin")
+	s := tg.newSender(admin, "alice", "447700900001", nil)
+	var nums []string
+	for i := 0; i < 30; i++ {
+		nums = append(nums, fmt.Sprintf("155507%05d", i))
+	}
+	r := tg.bulk(s.key, map[string]any{"numbers": nums, "message": "m", "delay": 0.05, "async": true})
+	want(t, r, 202, "")
+	id := r.str("campaign_id")
+	eventually(t, 10*time.Second, "campaign mid-way", func() bool {
+		return tg.do("GET", "/api/v1/campaigns/"+id, keyAuth(s.key), nil).obj()["total_processed"].(float64) >= 5
+	})
+	want(t, tg.do("POST", "/api/dev/sim/drop", nil, map[string]any{"sessionId": s.session}), 200, "")
+	var c map[string]any
+	eventually(t, 30*time.Second, "campaign completed", func() bool {
+		c = tg.do("GET", "/api/v1/campaigns/"+id, keyAuth(s.key), nil).obj()
+		return c["status"] == "completed"
+	})
+	if c["successful"] != float64(30) || c["failed"] != float64(0) {
+		t.Fatalf("after a dropped link: %v successful, %v failed; want 30 and 0", c["successful"], c["failed"])
+	}
+}

@@ -3,11 +3,20 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
 )
+
+// ErrSessionNotReady: the campaign's session is not connected yet (it reconnects after a
+// restart or a dropped link). The number was not sent and keeps its reservation: the campaign
+// waits and tries it again, up to campaignSessionWait.
+var ErrSessionNotReady = fmt.Errorf("%w: waiting for the session to connect", ErrNotConnected)
+
+// campaignSessionWait is how long a campaign waits for its session before failing a number.
+const campaignSessionWait = 2 * time.Minute
 
 // Campaign statuses.
 const (
@@ -110,8 +119,10 @@ type Campaign struct {
 	st      CampaignState
 	sending bool
 	started time.Time // when the send of the current number started
-	timer   *time.Timer
-	cancels []chan CampaignState
+	// waitingSince is when the campaign began waiting for its session to connect.
+	waitingSince time.Time
+	timer        *time.Timer
+	cancels      []chan CampaignState
 }
 
 // NewCampaign returns the producer of a campaign actor from its state.
@@ -224,6 +235,21 @@ func (c *Campaign) sent(ctx *actor.Context, m campaignSent) {
 	c.sending = false
 	if m.idx != c.st.Cursor {
 		return
+	}
+	if errors.Is(m.err, ErrSessionNotReady) && len(c.cancels) == 0 && c.st.Status != CampaignCancelled {
+		now := c.deps.Now()
+		if c.waitingSince.IsZero() {
+			c.waitingSince = now
+		}
+		if now.Sub(c.waitingSince) < campaignSessionWait {
+			engine, self := ctx.Engine(), ctx.PID()
+			c.timer = time.AfterFunc(500*time.Millisecond, func() { engine.Send(self, campaignNext{}) })
+			return
+		}
+	}
+	c.waitingSince = time.Time{}
+	if errors.Is(m.err, ErrSessionNotReady) {
+		c.deps.Release(c.st.UserID, 1) // never sent: its reservation goes back
 	}
 	d := CampaignDetail{Number: c.st.Numbers[m.idx], MessageID: m.entry.ID}
 	if m.err != nil {

@@ -175,8 +175,12 @@ func (e *Engine) spawnCampaign(st actors.CampaignState) *campaignEntry {
 
 // sendCampaignMessage sends one campaign number (its allowance reserved at the start).
 func (e *Engine) sendCampaignMessage(ctx context.Context, s actors.CampaignState, to, msgID string) (actors.OutboxEntry, error) {
-	// Still the campaign user's, and connected (an admin may have reassigned it meanwhile).
+	// Still the campaign user's, and connected (an admin may have reassigned it meanwhile; after
+	// a restart it reconnects while the campaign resumes: the campaign waits for it).
 	ent, err := e.sendSession(s.UserID, s.SessionID)
+	if errors.Is(err, ErrNotConnected) {
+		return actors.OutboxEntry{ID: msgID}, fmt.Errorf("%w: %v", actors.ErrSessionNotReady, err)
+	}
 	if err != nil {
 		e.settle(s.UserID, 0, 1)
 		return actors.OutboxEntry{ID: msgID}, err
