@@ -6,42 +6,26 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gateway/gateway/domain"
+
 	"github.com/gateway/gateway/network"
 )
 
 // Outbox statuses of a message.
 const (
-	MsgQueued = "queued"
-	MsgSent   = "sent"
-	MsgFailed = "failed"
+	MsgQueued = domain.MsgQueued
+	MsgSent   = domain.MsgSent
+	MsgFailed = domain.MsgFailed
 )
 
-// OutboxEntry is one accepted message: committed before it goes to the network, its outcome
-// recorded after. An entry without an outcome at boot is sent again with the same id, which the
-// network treats as the same message.
-type OutboxEntry struct {
-	ID        string          `json:"id"`
-	SessionID string          `json:"sessionId"`
-	UserID    string          `json:"userId"`
-	Origin    string          `json:"origin"` // api, dashboard, campaign:<id>, store:<shop>
-	Message   network.Message `json:"message"`
-	Status    string          `json:"status"`
-	NetworkID string          `json:"networkId,omitempty"`
-	SentAt    Millis          `json:"sentAt,omitempty"` // 0 until sent
-	Error     string          `json:"error,omitempty"`
-	CreatedAt Millis          `json:"createdAt"`
-	UpdatedAt Millis          `json:"updatedAt"`
-}
-
-// Millis is a time in Unix milliseconds. Outbox entries are encoded twice per message, and
-// encoding time.Time as text cost about 5 % of a send's CPU (profiled): an integer is cheap.
-type Millis int64
+// The outbox's records, declared in domain.
+type (
+	OutboxEntry = domain.OutboxEntry
+	Millis      = domain.Millis
+)
 
 // MillisOf converts a time.
-func MillisOf(t time.Time) Millis { return Millis(t.UnixMilli()) }
-
-// Time converts back (UTC).
-func (m Millis) Time() time.Time { return time.UnixMilli(int64(m)).UTC() }
+func MillisOf(t time.Time) Millis { return domain.MillisOf(t) }
 
 // Outbox is the durable outbox (group-committed: many concurrent appends share one sync).
 type Outbox interface {
@@ -66,10 +50,8 @@ type SendResult struct {
 
 // Send errors the caller sees.
 var (
-	// ErrRecipientNotOnNetwork: the number has no account on the messaging network.
-	ErrRecipientNotOnNetwork = errors.New("the recipient is not on the messaging network")
-	// ErrNetwork: the network refused or failed the send.
-	ErrNetwork = errors.New("the messaging network failed the send")
+	ErrRecipientNotOnNetwork = domain.ErrRecipientNotOnNetwork
+	ErrNetwork               = domain.ErrNetwork
 )
 
 // classify turns a network error into the gateway's.

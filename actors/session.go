@@ -2,59 +2,35 @@ package actors
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/gateway/gateway/domain"
 
 	"github.com/anthdm/hollywood/actor"
 
 	"github.com/gateway/gateway/network"
 )
 
-// Session statuses. SPEC.md section 3.2: an admin-created session reports "created" until it is
-// started; the client view shows CONNECTED, SCAN_QR or DISCONNECTED (NOT_CREATED is the
-// absence of a session, decided by the engine).
+// Session statuses, declared in domain.
 const (
-	StatusCreated      = "created"
-	StatusScanQR       = "SCAN_QR"
-	StatusConnected    = "CONNECTED"
-	StatusDisconnected = "DISCONNECTED"
-	StatusNotCreated   = "NOT_CREATED"
+	StatusCreated      = domain.StatusCreated
+	StatusScanQR       = domain.StatusScanQR
+	StatusConnected    = domain.StatusConnected
+	StatusDisconnected = domain.StatusDisconnected
+	StatusNotCreated   = domain.StatusNotCreated
 )
 
 // Session errors.
 var (
-	// ErrAlreadyConnected: a QR or pair code was asked for a linked session.
-	ErrAlreadyConnected = errors.New("session is already connected")
-	// ErrNotConnected: the session is not linked and connected, so it cannot send.
-	ErrNotConnected = errors.New("session is not connected")
+	ErrAlreadyConnected = domain.ErrAlreadyConnected
+	ErrNotConnected     = domain.ErrNotConnected
 )
 
-// SessionState is a session's persisted snapshot (and the view the actor publishes).
-type SessionState struct {
-	ID           string    `json:"id"`
-	Name         string    `json:"name"`
-	Status       string    `json:"status"`
-	Phone        string    `json:"phone"`
-	AssignedTo   string    `json:"assignedTo"`
-	AssignedAt   time.Time `json:"assignedAt"`
-	CreatedAt    time.Time `json:"createdAt"`
-	LastActivity time.Time `json:"lastActivity"`
-	// Linked: the device is paired to a phone (it reconnects at boot without a scan).
-	Linked bool `json:"linked"`
-	// QR is the latest QR code text while Status is SCAN_QR (not persisted).
-	QR string `json:"-"`
-}
-
-// ClientStatus is the status as the dashboard sees it.
-func (s SessionState) ClientStatus() string {
-	if s.Status == StatusCreated {
-		return StatusDisconnected
-	}
-	return s.Status
-}
+// SessionState is a session's persisted snapshot (domain.Session).
+type SessionState = domain.Session
 
 // SessionStore persists session snapshots.
 type SessionStore interface {

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gateway/gateway/domain"
+
 	"github.com/anthdm/hollywood/actor"
 	"github.com/google/uuid"
 
@@ -22,7 +24,7 @@ import (
 )
 
 // ErrCampaignNotFound: no campaign with this id for this user.
-var ErrCampaignNotFound = errors.New("campaign not found")
+var ErrCampaignNotFound = domain.ErrCampaignNotFound
 
 // Campaign retention once ended (record), and for the per-number details.
 const (

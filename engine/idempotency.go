@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gateway/gateway/domain"
+
 	"github.com/gateway/gateway/persist"
 )
 
@@ -13,10 +15,10 @@ import (
 const IdempotencyTTL = 24 * time.Hour
 
 // ErrIdempotencyInFlight: a request with the same Idempotency-Key is being processed.
-var ErrIdempotencyInFlight = errors.New("a request with this Idempotency-Key is in progress")
+var ErrIdempotencyInFlight = domain.ErrIdempotencyInFlight
 
 // ErrIdempotencyMismatch: the Idempotency-Key was used before with another request body.
-var ErrIdempotencyMismatch = errors.New("this Idempotency-Key was used with a different request")
+var ErrIdempotencyMismatch = domain.ErrIdempotencyMismatch
 
 // IdemRecord is a stored response.
 type IdemRecord struct {

@@ -1,13 +1,14 @@
 package engine
 
 import (
-	"fmt"
 	"strings"
+
+	"github.com/gateway/gateway/domain"
 )
 
 // ErrInvalidPhone: a phone number that is not 8 to 15 digits once +, spaces, -, (, ) and . are
 // removed (DESIGN.md section 4).
-var ErrInvalidPhone = fmt.Errorf("%w: phone must be 8 to 15 digits with country code", ErrValidation)
+var ErrInvalidPhone = domain.ErrInvalidPhone
 
 // NormalizePhone strips +, spaces, -, (, ) and . and checks that 8 to 15 digits remain.
 func NormalizePhone(s string) (string, error) {

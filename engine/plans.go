@@ -6,14 +6,13 @@ import (
 	"os"
 	"sort"
 
+	"github.com/gateway/gateway/domain"
+
 	"github.com/goccy/go-json"
 )
 
-// Plan is one row of the plan table (DESIGN.md section 4). Zero means no cap.
-type Plan struct {
-	RateLimit       int64 `json:"rate_limit"`       // API requests per UTC day
-	MonthlyMessages int64 `json:"monthly_messages"` // messages per UTC calendar month
-}
+// Plan is one row of the plan table (DESIGN.md section 4), declared in domain.
+type Plan = domain.Plan
 
 // Plans maps a plan name to its caps.
 type Plans map[string]Plan

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gateway/gateway/domain"
+
 	"github.com/anthdm/hollywood/actor"
 
 	"github.com/gateway/gateway/actors"
@@ -22,8 +24,7 @@ import (
 var (
 	ErrRecipientNotOnNetwork = actors.ErrRecipientNotOnNetwork
 	ErrNetwork               = actors.ErrNetwork
-	// ErrMessageNotFound: no message with this id for this user.
-	ErrMessageNotFound = errors.New("message not found")
+	ErrMessageNotFound       = domain.ErrMessageNotFound
 )
 
 // outboxRetention is how long a message's outcome is kept for GET /api/v1/messages/{id}.

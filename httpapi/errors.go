@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gateway/gateway/domain"
+
 	"github.com/valyala/fasthttp"
 
 	"github.com/gateway/gateway/engine"
@@ -14,19 +16,19 @@ import (
 // HTTP-layer errors (the domain ones live in actors and are re-exported by engine).
 var (
 	// errNoCredentials: the request carries no API key or ID token.
-	errNoCredentials = errors.New("missing credentials: send Authorization: Bearer <token>")
+	errNoCredentials = domain.E("missing_credentials", "missing credentials: send Authorization: Bearer <token>")
 	// errInvalidToken: the ID token did not verify.
-	errInvalidToken = errors.New("invalid or expired ID token")
+	errInvalidToken = domain.E("invalid_token", "invalid or expired ID token")
 	// errNotAdmin: the caller's role is not admin.
-	errNotAdmin = errors.New("this route needs the admin role")
+	errNotAdmin = domain.E("forbidden", "this route needs the admin role")
 	// errInternalOnly: a route public only inside --internal-cidrs was called from outside
 	// without an admin token.
-	errInternalOnly = errors.New("this route is public only to internal addresses; send an admin ID token")
+	errInternalOnly = domain.E("internal_only", "this route is public only to internal addresses; send an admin ID token")
 	// errBodyTooLarge: the request body is over the route's limit.
-	errBodyTooLarge = errors.New("request body too large")
+	errBodyTooLarge = domain.E("body_too_large", "request body too large")
 	// errNotFound, errMethod: no such route / method.
-	errNotFound = errors.New("no such route")
-	errMethod   = errors.New("method not allowed on this route")
+	errNotFound = domain.E("not_found", "no such route")
+	errMethod   = domain.E("method_not_allowed", "method not allowed on this route")
 )
 
 // inputError is a 400 with its own code: malformed JSON, a wrong type, a missing field.
@@ -46,98 +48,63 @@ func missing(field string) error {
 	return badInput("validation_failed", "%s is required", field)
 }
 
+// statusByCode maps each domain error code to its HTTP status (DESIGN.md section 4): the one
+// table that does so. Codes are the domain's (domain/errors.go) and the HTTP layer's own below.
+var statusByCode = map[string]int{
+	"validation_failed": 400, "invalid_json": 400, "invalid_phone": 400, "invalid_shop": 400,
+	"store_token_rejected": 400, "recipient_not_on_network": 400, "invalid_media": 400,
+	"media_url_blocked": 400,
+	"invalid_api_key":   401, "key_revoked": 401, "key_expired": 401, "invalid_signature": 401,
+	"missing_credentials": 401, "invalid_token": 401,
+	"insufficient_scope": 403, "forbidden": 403, "internal_only": 403,
+	"user_not_found": 404, "key_not_found": 404, "session_not_found": 404, "store_not_found": 404,
+	"campaign_not_found": 404, "message_not_found": 404, "not_found": 404,
+	"method_not_allowed": 405,
+	"already_connected":  409, "session_not_connected": 409, "already_exists": 409,
+	"store_connected_elsewhere": 409, "idempotency_in_progress": 409, "idempotency_key_reused": 409,
+	"body_too_large": 413, "media_too_large": 413,
+	"unsupported_media_type": 415,
+	"rate_limited":           429, "quota_exceeded": 429,
+	"network_error": 502, "store_platform_error": 502, "media_fetch_failed": 502,
+	"unavailable": 503,
+}
+
 // statusOf maps every error to its HTTP status and stable code: the one place that does so.
+// Domain errors carry their code; the few adapter errors not translated at their edge yet are
+// matched here.
 func statusOf(err error) (int, string) {
 	var in *inputError
-	switch {
-	case errors.As(err, &in):
+	if errors.As(err, &in) {
 		return fasthttp.StatusBadRequest, in.code
-	case errors.Is(err, engine.ErrInvalidPhone):
-		return fasthttp.StatusBadRequest, "invalid_phone"
-	case errors.Is(err, engine.ErrInvalidShop):
-		return fasthttp.StatusBadRequest, "invalid_shop"
-	case errors.Is(err, engine.ErrInvalidPayload):
-		return fasthttp.StatusBadRequest, "invalid_json"
-	case errors.Is(err, engine.ErrStoreTokenRejected):
-		// The store platform refused the token the user gave: bad input, not the caller's
-		// credentials (a 401 would read as "sign in again" to the dashboard).
-		return fasthttp.StatusBadRequest, "store_token_rejected"
-	case errors.Is(err, engine.ErrValidation):
-		return fasthttp.StatusBadRequest, "validation_failed"
-	case errors.Is(err, engine.ErrInvalidSignature):
-		return fasthttp.StatusUnauthorized, "invalid_signature"
-	case errors.Is(err, engine.ErrStoreNotFound):
-		return fasthttp.StatusNotFound, "store_not_found"
-	case errors.Is(err, engine.ErrStoreTaken):
-		return fasthttp.StatusConflict, "store_connected_elsewhere"
-	case errors.Is(err, engine.ErrStorePlatform):
-		return fasthttp.StatusBadGateway, "store_platform_error"
-	case errors.Is(err, errNoCredentials):
-		return fasthttp.StatusUnauthorized, "missing_credentials"
-	case errors.Is(err, errInvalidToken):
-		return fasthttp.StatusUnauthorized, "invalid_token"
-	case errors.Is(err, engine.ErrUnknownKey):
-		return fasthttp.StatusUnauthorized, "invalid_api_key"
-	case errors.Is(err, engine.ErrKeyRevoked):
-		return fasthttp.StatusUnauthorized, "key_revoked"
-	case errors.Is(err, engine.ErrKeyExpired):
-		return fasthttp.StatusUnauthorized, "key_expired"
-	case errors.Is(err, engine.ErrInsufficientScope):
-		return fasthttp.StatusForbidden, "insufficient_scope"
-	case errors.Is(err, errNotAdmin):
-		return fasthttp.StatusForbidden, "forbidden"
-	case errors.Is(err, engine.ErrForbidden):
-		return fasthttp.StatusForbidden, "forbidden"
-	case errors.Is(err, errInternalOnly):
-		return fasthttp.StatusForbidden, "internal_only"
-	case errors.Is(err, engine.ErrUserNotFound):
-		return fasthttp.StatusNotFound, "user_not_found"
-	case errors.Is(err, engine.ErrKeyNotFound):
-		return fasthttp.StatusNotFound, "key_not_found"
-	case errors.Is(err, engine.ErrSessionNotFound):
-		return fasthttp.StatusNotFound, "session_not_found"
-	case errors.Is(err, errNotFound):
-		return fasthttp.StatusNotFound, "not_found"
-	case errors.Is(err, engine.ErrAlreadyConnected):
-		return fasthttp.StatusConflict, "already_connected"
-	case errors.Is(err, engine.ErrNotConnected):
-		return fasthttp.StatusConflict, "session_not_connected"
-	case errors.Is(err, errMethod):
-		return fasthttp.StatusMethodNotAllowed, "method_not_allowed"
-	case errors.Is(err, engine.ErrAlreadyExists):
-		return fasthttp.StatusConflict, "already_exists"
-	case errors.Is(err, errBodyTooLarge):
-		return fasthttp.StatusRequestEntityTooLarge, "body_too_large"
-	case errors.Is(err, engine.ErrRateLimited):
-		return fasthttp.StatusTooManyRequests, "rate_limited"
-	case errors.Is(err, engine.ErrQuotaExceeded):
-		return fasthttp.StatusTooManyRequests, "quota_exceeded"
-	case errors.Is(err, engine.ErrRecipientNotOnNetwork):
-		return fasthttp.StatusBadRequest, "recipient_not_on_network"
-	case errors.Is(err, engine.ErrCampaignNotFound):
-		return fasthttp.StatusNotFound, "campaign_not_found"
-	case errors.Is(err, engine.ErrMessageNotFound):
-		return fasthttp.StatusNotFound, "message_not_found"
-	case errors.Is(err, engine.ErrIdempotencyInFlight):
-		return fasthttp.StatusConflict, "idempotency_in_progress"
-	case errors.Is(err, engine.ErrIdempotencyMismatch):
-		return fasthttp.StatusConflict, "idempotency_key_reused"
-	case errors.Is(err, errMediaTooLarge):
-		return fasthttp.StatusRequestEntityTooLarge, "media_too_large"
-	case errors.Is(err, errMediaType):
-		return fasthttp.StatusUnsupportedMediaType, "unsupported_media_type"
-	case errors.Is(err, errMediaRef):
-		return fasthttp.StatusBadRequest, "invalid_media"
-	case errors.Is(err, errMediaBlocked):
-		return fasthttp.StatusBadRequest, "media_url_blocked"
-	case errors.Is(err, errMediaFetch):
-		return fasthttp.StatusBadGateway, "media_fetch_failed"
-	case errors.Is(err, engine.ErrNetwork):
-		return fasthttp.StatusBadGateway, "network_error"
-	case errors.Is(err, engine.ErrUnavailable):
-		return fasthttp.StatusServiceUnavailable, "unavailable"
+	}
+	if code := domain.CodeOf(err); code != "" {
+		if st, ok := statusByCode[code]; ok {
+			return st, code
+		}
+	}
+	for _, a := range adapterErrors {
+		if errors.Is(err, a.err) {
+			return statusByCode[a.code], a.code
+		}
 	}
 	return fasthttp.StatusInternalServerError, "internal"
+}
+
+// adapterErrors are adapter errors (store platform, media) and their codes.
+var adapterErrors = []struct {
+	err  error
+	code string
+}{
+	{engine.ErrInvalidShop, "invalid_shop"},
+	{engine.ErrInvalidPayload, "invalid_json"},
+	{engine.ErrStoreTokenRejected, "store_token_rejected"},
+	{engine.ErrStoreTaken, "store_connected_elsewhere"},
+	{engine.ErrStorePlatform, "store_platform_error"},
+	{errMediaTooLarge, "media_too_large"},
+	{errMediaType, "unsupported_media_type"},
+	{errMediaRef, "invalid_media"},
+	{errMediaBlocked, "media_url_blocked"},
+	{errMediaFetch, "media_fetch_failed"},
 }
 
 type errorBody struct {

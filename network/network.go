@@ -1,49 +1,33 @@
 // Package network is the messaging-network port: what a session actor needs from a messaging
 // network (link a device by QR or phone code, keep it connected, send every message kind, log
 // out). Implementations live in sub-packages: sim (the embedded default) and whatsapp
-// (whatsmeow). This package imports nothing from the gateway; adapters import only this.
+// (whatsmeow). This package imports only domain; adapters import only this and domain.
 package network
 
 import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/gateway/gateway/domain"
 )
 
-// Kind is a message kind, as SPEC.md section 4.4 names them.
-type Kind string
+// Kind and Message are the domain's (the port speaks the gateway's vocabulary).
+type (
+	Kind    = domain.Kind
+	Message = domain.Message
+)
 
 // Message kinds.
 const (
-	KindText     Kind = "text"
-	KindImage    Kind = "image"
-	KindVideo    Kind = "video"
-	KindAudio    Kind = "audio"
-	KindDocument Kind = "document"
-	KindLocation Kind = "location"
-	KindContact  Kind = "contact"
+	KindText     = domain.KindText
+	KindImage    = domain.KindImage
+	KindVideo    = domain.KindVideo
+	KindAudio    = domain.KindAudio
+	KindDocument = domain.KindDocument
+	KindLocation = domain.KindLocation
+	KindContact  = domain.KindContact
 )
-
-// Message is one outbound message. ID is chosen by the caller (the gateway's outbox id) and is
-// passed to the network as the message id, so a re-send after a crash is not a duplicate.
-//
-// The JSON names are how outboxes store a message: absent fields are left out.
-type Message struct {
-	ID       string  `json:"id"`
-	To       string  `json:"to"` // digits with country code, no plus sign
-	Kind     Kind    `json:"kind"`
-	Text     string  `json:"text,omitempty"`     // text body (KindText)
-	Caption  string  `json:"caption,omitempty"`  // image, video, document
-	FileName string  `json:"fileName,omitempty"` // media file name
-	MimeType string  `json:"mimeType,omitempty"` // media MIME type, sniffed by the gateway
-	Data     []byte  `json:"data,omitempty"`     // media bytes
-	Lat      float64 `json:"lat,omitempty"`
-	Lng      float64 `json:"lng,omitempty"`
-	Address  string  `json:"address,omitempty"` // location title or address
-	// Contact card.
-	ContactName  string `json:"contactName,omitempty"`
-	ContactPhone string `json:"contactPhone,omitempty"`
-}
 
 // Receipt is the network's acknowledgement of a sent message.
 type Receipt struct {

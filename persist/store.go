@@ -9,39 +9,16 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
+
+	"github.com/gateway/gateway/domain"
 )
 
-// User is a dashboard user's profile.
-type User struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Email     string    `json:"email"`
-	Role      string    `json:"role"` // client | admin
-	Plan      string    `json:"plan"`
-	CreatedAt time.Time `json:"createdAt"`
-	UpdatedAt time.Time `json:"updatedAt"`
-}
-
-// APIKey is an API key record; the raw key is never stored.
-type APIKey struct {
-	ID        string     `json:"id"`
-	UserID    string     `json:"userId"`
-	Name      string     `json:"name"`
-	Hash      string     `json:"hash"` // hex SHA-256 of the raw key
-	Last4     string     `json:"last4"`
-	Status    string     `json:"status"` // active | revoked
-	Scopes    []string   `json:"scopes"`
-	CreatedAt time.Time  `json:"createdAt"`
-	ExpiresAt *time.Time `json:"expiresAt"`
-}
-
-// KeyUsage is a key's persisted counter marks (high-water marks reserved in blocks).
-type KeyUsage struct {
-	Day       string `json:"day"`       // UTC day "2006-01-02" the DayMark belongs to
-	DayMark   int64  `json:"dayMark"`   // requests counted today may not exceed this after a crash
-	CallsMark int64  `json:"callsMark"` // api_calls high-water mark (all time)
-}
+// The records persist stores, declared in domain.
+type (
+	User     = domain.User
+	APIKey   = domain.APIKey
+	KeyUsage = domain.KeyUsage
+)
 
 // Key schema of the Store (tables are "<name>/<id>"):
 //

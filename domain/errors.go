@@ -1,0 +1,91 @@
+// Package domain is the gateway's vocabulary: the value types every layer speaks (users, keys,
+// messages, sessions, campaigns, stores) and every error with its stable code. It imports only
+// the standard library, so every other package may import it and it imports none of them.
+package domain
+
+import "errors"
+
+// Error is a domain error with a stable, snake_case code: the HTTP layer maps the code to a
+// status in one table, clients match on the code. Sentinels are pointers, so errors.Is matches
+// them through any wrapping (fmt.Errorf("%w: detail", domain.ErrX)).
+type Error struct {
+	Code string
+	Msg  string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// Is lets a wrapped sentinel of the same code match (two declarations of one code are one
+// error).
+func (e *Error) Is(target error) bool {
+	var t *Error
+	return errors.As(target, &t) && t.Code == e.Code
+}
+
+// E declares a domain error.
+func E(code, msg string) *Error { return &Error{Code: code, Msg: msg} }
+
+// CodeOf returns the code of the first domain error in err's chain ("" for none).
+func CodeOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+// Every domain error, by the status class it maps to (DESIGN.md section 4).
+var (
+	// 400: the input is wrong.
+	ErrValidation            = E("validation_failed", "validation failed")
+	ErrInvalidJSON           = E("invalid_json", "the body is not valid JSON")
+	ErrInvalidPhone          = E("invalid_phone", "validation failed: phone must be 8 to 15 digits with country code")
+	ErrInvalidShop           = E("invalid_shop", "ecom: invalid shop domain")
+	ErrInvalidPayload        = E("invalid_json", "the webhook body is not a valid JSON object")
+	ErrStoreTokenRejected    = E("store_token_rejected", "ecom: the store platform rejected the access token")
+	ErrRecipientNotOnNetwork = E("recipient_not_on_network", "the recipient is not on the messaging network")
+	ErrInvalidMedia          = E("invalid_media", "invalid media reference")
+	ErrMediaBlocked          = E("media_url_blocked", "media URL not allowed")
+
+	// 401: credentials.
+	ErrUnknownKey       = E("invalid_api_key", "Invalid API key") //nolint:staticcheck // SPEC.md's exact text
+	ErrKeyRevoked       = E("key_revoked", "API key has been revoked")
+	ErrKeyExpired       = E("key_expired", "API key has expired")
+	ErrInvalidSignature = E("invalid_signature", "invalid webhook signature")
+
+	// 403: not allowed.
+	ErrInsufficientScope = E("insufficient_scope", "API key lacks the required scope")
+	ErrForbidden         = E("forbidden", "forbidden")
+
+	// 404: no such record.
+	ErrUserNotFound     = E("user_not_found", "user not found")
+	ErrKeyNotFound      = E("key_not_found", "API key not found")
+	ErrSessionNotFound  = E("session_not_found", "session not found")
+	ErrStoreNotFound    = E("store_not_found", "store not found")
+	ErrCampaignNotFound = E("campaign_not_found", "campaign not found")
+	ErrMessageNotFound  = E("message_not_found", "message not found")
+
+	// 409: state conflicts.
+	ErrAlreadyConnected    = E("already_connected", "session is already connected")
+	ErrNotConnected        = E("session_not_connected", "session is not connected")
+	ErrAlreadyExists       = E("already_exists", "already exists")
+	ErrStoreTaken          = E("store_connected_elsewhere", "this store is connected to another account")
+	ErrIdempotencyInFlight = E("idempotency_in_progress", "a request with this Idempotency-Key is in progress")
+	ErrIdempotencyMismatch = E("idempotency_key_reused", "this Idempotency-Key was used with a different request")
+
+	// 413, 415: media.
+	ErrMediaTooLarge = E("media_too_large", "media too large")
+	ErrMediaType     = E("unsupported_media_type", "unsupported media type")
+
+	// 429: limits.
+	ErrRateLimited   = E("rate_limited", "daily request limit reached")
+	ErrQuotaExceeded = E("quota_exceeded", "monthly message allowance used up")
+
+	// 502: an upstream failed.
+	ErrNetwork       = E("network_error", "the messaging network failed the send")
+	ErrStorePlatform = E("store_platform_error", "ecom: the store platform failed")
+	ErrMediaFetch    = E("media_fetch_failed", "media fetch failed")
+
+	// 503: a dependency did not answer; retry later.
+	ErrUnavailable = E("unavailable", "service temporarily unavailable")
+)

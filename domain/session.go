@@ -1,0 +1,110 @@
+package domain
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// Session statuses. SPEC.md section 3.2: an admin-created session reports "created" until it is
+// started; the client view shows CONNECTED, SCAN_QR or DISCONNECTED (NOT_CREATED is the
+// absence of a session).
+const (
+	StatusCreated      = "created"
+	StatusScanQR       = "SCAN_QR"
+	StatusConnected    = "CONNECTED"
+	StatusDisconnected = "DISCONNECTED"
+	StatusNotCreated   = "NOT_CREATED"
+)
+
+// Session is a messaging session's persisted snapshot (and the view its actor publishes).
+type Session struct {
+	ID           string    `json:"id"`
+	Name         string    `json:"name"`
+	Status       string    `json:"status"`
+	Phone        string    `json:"phone"`
+	AssignedTo   string    `json:"assignedTo"`
+	AssignedAt   time.Time `json:"assignedAt"`
+	CreatedAt    time.Time `json:"createdAt"`
+	LastActivity time.Time `json:"lastActivity"`
+	// Linked: the device is paired to a phone (it reconnects at boot without a scan).
+	Linked bool `json:"linked"`
+	// Pacing overrides the plan's and the network's pacing for this session (nil = none).
+	Pacing *Pacing `json:"pacing,omitempty"`
+	// QR is the latest QR code text while Status is SCAN_QR (not persisted).
+	QR string `json:"-"`
+	// Queue is the session's delivery queue as of the view (not persisted).
+	Queue QueueStats `json:"-"`
+}
+
+// ClientStatus is the status as the dashboard sees it.
+func (s Session) ClientStatus() string {
+	if s.Status == StatusCreated {
+		return StatusDisconnected
+	}
+	return s.Status
+}
+
+// QueueStats describes a session's delivery queue.
+type QueueStats struct {
+	Depth    int    // accepted messages without a network outcome
+	OldestAt Millis // acceptance time of the oldest (0 when empty)
+}
+
+// Pacing is how fast a session's queue may deliver (DESIGN.md section 9). Zero fields mean no
+// limit. Every field is optional in JSON so a partial override keeps the rest.
+type Pacing struct {
+	// MinGapMs is the least time between two sends; JitterMs adds a random 0..JitterMs on top.
+	MinGapMs int64 `json:"minGapMs"`
+	JitterMs int64 `json:"jitterMs"`
+	// PerMinute caps the sends in any 60 s window.
+	PerMinute int `json:"perMinute"`
+	// NewContactsPerDay caps first messages to numbers the session never wrote to, per UTC day;
+	// RampDays ramps that cap up linearly over a newly linked account's first days.
+	NewContactsPerDay int `json:"newContactsPerDay"`
+	RampDays          int `json:"rampDays"`
+}
+
+// IsZero tells whether the pacing limits nothing.
+func (p Pacing) IsZero() bool { return p == Pacing{} }
+
+// Gap is the wait after a send: the minimum gap plus its jitter.
+func (p Pacing) Gap() time.Duration {
+	g := time.Duration(p.MinGapMs) * time.Millisecond
+	if p.JitterMs > 0 {
+		g += time.Duration(rand.Int64N(p.JitterMs+1)) * time.Millisecond
+	}
+	return g
+}
+
+// NewContactCap is the new-contact cap on the given day of a linked account's life (day 0 is
+// the day it was linked).
+func (p Pacing) NewContactCap(day int) int {
+	if p.NewContactsPerDay <= 0 || p.RampDays <= 0 || day >= p.RampDays {
+		return p.NewContactsPerDay
+	}
+	c := p.NewContactsPerDay * (day + 1) / p.RampDays
+	return max(c, 1)
+}
+
+// Merge returns p with the non-zero fields of o laid over it.
+func (p Pacing) Merge(o *Pacing) Pacing {
+	if o == nil {
+		return p
+	}
+	if o.MinGapMs != 0 {
+		p.MinGapMs = o.MinGapMs
+	}
+	if o.JitterMs != 0 {
+		p.JitterMs = o.JitterMs
+	}
+	if o.PerMinute != 0 {
+		p.PerMinute = o.PerMinute
+	}
+	if o.NewContactsPerDay != 0 {
+		p.NewContactsPerDay = o.NewContactsPerDay
+	}
+	if o.RampDays != 0 {
+		p.RampDays = o.RampDays
+	}
+	return p
+}

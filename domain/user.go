@@ -1,0 +1,62 @@
+package domain
+
+import "time"
+
+// Roles.
+const (
+	RoleClient = "client"
+	RoleAdmin  = "admin"
+)
+
+// User is a dashboard user's profile.
+type User struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Email     string    `json:"email"`
+	Role      string    `json:"role"` // client | admin
+	Plan      string    `json:"plan"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// Plan is one row of the plan table (DESIGN.md section 4). Zero means no cap.
+type Plan struct {
+	RateLimit       int64 `json:"rate_limit"`       // API requests per UTC day
+	MonthlyMessages int64 `json:"monthly_messages"` // messages per UTC calendar month
+	// Pacing is the plan's delivery pacing (nil = the network's defaults).
+	Pacing *Pacing `json:"pacing,omitempty"`
+}
+
+// Key statuses.
+const (
+	KeyActive  = "active"
+	KeyRevoked = "revoked"
+)
+
+// Scopes an API key can have.
+const (
+	ScopeText         = "send_text"
+	ScopeMedia        = "send_media"
+	ScopeBulk         = "send_bulk"
+	ScopeReadMessages = "read_messages"
+)
+
+// APIKey is an API key record; the raw key is never stored.
+type APIKey struct {
+	ID        string     `json:"id"`
+	UserID    string     `json:"userId"`
+	Name      string     `json:"name"`
+	Hash      string     `json:"hash"` // hex SHA-256 of the raw key
+	Last4     string     `json:"last4"`
+	Status    string     `json:"status"` // active | revoked
+	Scopes    []string   `json:"scopes"`
+	CreatedAt time.Time  `json:"createdAt"`
+	ExpiresAt *time.Time `json:"expiresAt"`
+}
+
+// KeyUsage is a key's persisted counter marks (high-water marks reserved in blocks).
+type KeyUsage struct {
+	Day       string `json:"day"`       // UTC day "2006-01-02" the DayMark belongs to
+	DayMark   int64  `json:"dayMark"`   // requests counted today may not exceed this after a crash
+	CallsMark int64  `json:"callsMark"` // api_calls high-water mark (all time)
+}
