@@ -256,10 +256,11 @@ func TestSendScopeOwnershipAndState(t *testing.T) {
 	want(t, tg.do("POST", "/api/v1/messages/send", keyAuth(ck), map[string]any{"phone": "15550100001", "message": "x"}), 409, "session_not_connected")
 	want(t, tg.do("POST", "/api/client/send", bearerAuth(carol), map[string]any{"phone": "15550100001", "text": "x"}), 409, "session_not_connected")
 
-	// An unregistered number: an error, and messagesSent unchanged.
+	// An unregistered number: an error once the caller waits for the outcome, and
+	// messagesSent unchanged.
 	want(t, tg.do("POST", "/api/dev/sim/unregistered", nil, map[string]any{"numbers": []string{"15550109999"}}), 200, "")
 	before := tg.account(bob.key)["messagesSent"]
-	r = tg.do("POST", "/api/v1/messages/send", keyAuth(bob.key), map[string]any{"phone": "15550109999", "message": "x"})
+	r = tg.do("POST", "/api/v1/messages/send?wait=10", keyAuth(bob.key), map[string]any{"phone": "15550109999", "message": "x"})
 	want(t, r, 400, "recipient_not_on_network")
 	if after := tg.account(bob.key)["messagesSent"]; after != before {
 		t.Fatalf("messagesSent %v → %v after a failed send", before, after)
@@ -277,8 +278,13 @@ func TestMonthlyAllowance(t *testing.T) {
 	for i := 0; i < 90; i++ {
 		want(t, tg.do("POST", "/api/v1/messages/send", keyAuth(s.key), map[string]any{"phone": fmt.Sprintf("155501%05d", i), "message": "x"}), 200, "")
 	}
-	a := tg.account(s.key)
-	if a["messagesSent"] != float64(90) || a["monthly_limit"] != float64(100) || a["remaining_month"] != float64(10) {
+	// Accepted at once, counted in messagesSent once the network acknowledged each.
+	var a map[string]any
+	eventually(t, 10*time.Second, "90 messages sent", func() bool {
+		a = tg.account(s.key)
+		return a["messagesSent"] == float64(90)
+	})
+	if a["monthly_limit"] != float64(100) || a["remaining_month"] != float64(10) {
 		t.Fatalf("account: %v", a)
 	}
 	// 25 concurrent sends against 10 left: exactly 10 succeed.
@@ -304,9 +310,10 @@ func TestMonthlyAllowance(t *testing.T) {
 	}
 	want(t, tg.do("POST", "/api/v1/messages/send", keyAuth(s.key), map[string]any{"phone": "15550300000", "message": "x"}), 429, "quota_exceeded")
 	tg.restart()
-	if a := tg.account(s.key); a["messagesSent"] != float64(100) || a["remaining_month"] != float64(0) {
-		t.Fatalf("after restart: %v", a)
-	}
+	eventually(t, 10*time.Second, "100 sent after the restart", func() bool {
+		a = tg.account(s.key)
+		return a["messagesSent"] == float64(100) && a["remaining_month"] == float64(0)
+	})
 }
 
 func TestSendMediaLimits(t *testing.T) {
@@ -336,9 +343,7 @@ func TestSendMediaLimits(t *testing.T) {
 	tg.start()
 	tg.waitStatus(tg.token("alice", ""), "CONNECTED")
 	want(t, send(srv.URL+"/a.jpg"), 200, "")
-	if got := tg.simMessages("15550100001"); len(got) != 4 {
-		t.Fatalf("deliveries: %d, want 4", len(got))
-	}
+	eventually(t, 10*time.Second, "4 deliveries", func() bool { return len(tg.simMessages("15550100001")) == 4 })
 }
 
 func TestIdempotencyKey(t *testing.T) {
@@ -399,7 +404,7 @@ func TestThousandSessionsAnswerWhileASendIsHeld(t *testing.T) {
 	want(t, tg.do("POST", "/api/dev/sim/latency", nil, map[string]any{"ms": 8000}), 200, "")
 	held := make(chan resp, 1)
 	go func() {
-		held <- tg.do("POST", "/api/v1/messages/send", keyAuth(key), map[string]any{"phone": "15550100001", "message": "slow"})
+		held <- tg.do("POST", "/api/v1/messages/send?wait=30", keyAuth(key), map[string]any{"phone": "15550100001", "message": "slow"})
 	}()
 	eventually(t, 5*time.Second, "the send to be in flight", func() bool {
 		return bytes.Contains(tg.do("GET", "/metrics", nil, nil).raw, []byte("gateway_outbox_pending 1"))

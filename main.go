@@ -23,6 +23,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/ecom"
 	"github.com/gateway/gateway/engine"
 	"github.com/gateway/gateway/httpapi"
@@ -75,6 +76,9 @@ type config struct {
 	mediaAllowPrivate                   bool
 	bulkMaxRecipients                   int
 	simAutopair, simLatency             time.Duration
+	paceMinGap, paceJitter              time.Duration
+	pacePerMinute, paceNewContacts      int
+	paceRampDays                        int
 	requireWebhookSig                   bool
 	bodyLimit                           int
 	logLevel, logFormat                 string
@@ -110,6 +114,11 @@ func parseServe(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.bulkMaxRecipients, "bulk-max-recipients", 1000, "most numbers in one bulk request")
 	fs.DurationVar(&c.simAutopair, "sim-autopair", 0, "sim only: pair a session this long after its QR is shown (0 = never)")
 	fs.DurationVar(&c.simLatency, "sim-latency", 0, "sim only: time each delivery takes")
+	fs.DurationVar(&c.paceMinGap, "pace-min-gap", -1, "least time between two sends of a session (-1 = the network's default: none on sim, see README for whatsapp)")
+	fs.DurationVar(&c.paceJitter, "pace-jitter", -1, "random extra time added to each gap (-1 = the network's default)")
+	fs.IntVar(&c.pacePerMinute, "pace-per-minute", -1, "most sends of a session in any minute (0 = no cap, -1 = the network's default)")
+	fs.IntVar(&c.paceNewContacts, "pace-new-contacts", -1, "most first messages to new numbers per session per UTC day (0 = no cap, -1 = the network's default)")
+	fs.IntVar(&c.paceRampDays, "pace-ramp-days", -1, "days over which a newly linked session's new-contact cap ramps up (-1 = the network's default)")
 	fs.BoolVar(&c.requireWebhookSig, "require-webhook-signature", false, "refuse store webhooks for stores without a signing secret")
 	fs.IntVar(&c.bodyLimit, "body-limit", 1<<20, "request body limit in bytes (media routes allow media-max-bytes)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -286,7 +295,7 @@ func build(ctx context.Context, c config, log *slog.Logger) (g *gateway, err err
 	g.engine, err = engine.New(engine.Config{
 		Store: persist.NewStore(g.kv), Logger: log.With("component", "engine"), Plans: plans,
 		DefaultPlan: c.defaultPlan, AdminUIDs: strings.Split(c.adminUIDs, ","), DevRoles: c.auth == "dev",
-		Network: g.net, Stores: stores, Now: c.now,
+		Network: g.net, Stores: stores, Now: c.now, Pacing: c.pacing(),
 	})
 	if err != nil {
 		return nil, err
@@ -454,4 +463,31 @@ func servePprof(addr string, log *slog.Logger) {
 	if err := http.ListenAndServe(addr, mux); err != nil {
 		log.Error("pprof", "err", err)
 	}
+}
+
+// whatsappPacing is the default pacing of WhatsApp sessions; README "Pacing" gives the sources.
+var whatsappPacing = domain.Pacing{MinGapMs: 1000, JitterMs: 2000, PerMinute: 20, NewContactsPerDay: 100, RampDays: 7}
+
+// pacing is the network's default pacing with the --pace-* flags over it (-1 keeps the default).
+func (c config) pacing() domain.Pacing {
+	var p domain.Pacing
+	if c.network == "whatsapp" {
+		p = whatsappPacing
+	}
+	if c.paceMinGap >= 0 {
+		p.MinGapMs = c.paceMinGap.Milliseconds()
+	}
+	if c.paceJitter >= 0 {
+		p.JitterMs = c.paceJitter.Milliseconds()
+	}
+	if c.pacePerMinute >= 0 {
+		p.PerMinute = c.pacePerMinute
+	}
+	if c.paceNewContacts >= 0 {
+		p.NewContactsPerDay = c.paceNewContacts
+	}
+	if c.paceRampDays >= 0 {
+		p.RampDays = c.paceRampDays
+	}
+	return p
 }

@@ -30,8 +30,10 @@ func TestKill9AcceptedWebhooksDeliveredOnce(t *testing.T) {
 			t.Fatalf("%s: %s", w.id, r.raw)
 		}
 	}
-	eventually(t, 10*time.Second, "the first message in the outbox", func() bool {
-		return tg.metric("gateway_outbox_pending") == 1 && tg.metric("gateway_store_events_pending") == 2
+	// Both events become messages accepted into the outbox (accept, then deliver): both are
+	// queued behind the hanging delivery when the gateway dies.
+	eventually(t, 10*time.Second, "both messages in the outbox", func() bool {
+		return tg.metric("gateway_outbox_pending") == 2 && tg.metric("gateway_store_events_pending") == 0
 	})
 	p.kill9(t)
 

@@ -6,19 +6,13 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/gateway/gateway/domain"
+
 	"github.com/anthdm/hollywood/actor"
 )
 
-// AccountState is a user's monthly message allowance snapshot.
-type AccountState struct {
-	UserID string `json:"userId"`
-	Period string `json:"period"` // UTC month "2006-01" that Sent belongs to
-	Sent   int64  `json:"sent"`   // messages sent successfully this period (messagesSent)
-	// Mark is a durable upper bound on Sent plus reservations this period: allowance beyond it
-	// is granted only once a larger mark is committed, so a kill -9 (which can lose the last
-	// increments of Sent) never lets the month's limit be exceeded.
-	Mark int64 `json:"mark"`
-}
+// AccountState is a user's monthly message allowance snapshot (domain.Allowance).
+type AccountState = domain.Allowance
 
 // AccountStore persists account snapshots.
 type AccountStore interface {

@@ -47,12 +47,15 @@ type SessionDeps struct {
 	Publish func(SessionState)
 	// IOTimeout bounds one network call (connect, pair code, logout).
 	IOTimeout time.Duration
-	// Outbox keeps every accepted message until its outcome is recorded.
-	Outbox Outbox
+	// Deliveries is told each queued message's network outcome.
+	Deliveries Deliveries
+	// Contacts is the contact book of the new-contact pacing cap (nil: no such cap).
+	Contacts Contacts
+	// Pacing is the session's pacing at spawn (the network's, the plan's and the session's own,
+	// merged by the engine); SetPacing changes it.
+	Pacing domain.Pacing
 	// SendTimeout bounds one send on the network.
 	SendTimeout time.Duration
-	// OnRecovered is told the outcome of a message re-sent after a crash (no caller waits for it).
-	OnRecovered func(e OutboxEntry, err error)
 	// Load reads the persisted snapshot: a restart after a panic resumes from it, not from the
 	// state the actor was spawned with.
 	Load func(id string) (SessionState, error)
@@ -69,8 +72,6 @@ type (
 		Phone string
 		Reply chan SessionReply
 	}
-	// ResendEntry re-sends an outbox entry that had no outcome at boot, once connected.
-	ResendEntry struct{ Entry OutboxEntry }
 	// AssignSession records the user the session belongs to.
 	AssignSession struct {
 		UserID string
@@ -79,7 +80,6 @@ type (
 
 	netEvent    struct{ ev network.Event }
 	connectDone struct{ err error }
-	sendDone    struct{}
 	pairDone    struct {
 		code  string
 		err   error
@@ -104,8 +104,8 @@ type Session struct {
 	// qrWaiters wait for the first QR code after a start.
 	qrWaiters []chan SessionReply
 	lastSaved time.Time
-	// recovering are outbox entries to re-send once the session is connected.
-	recovering []OutboxEntry
+	// q is the delivery queue: accepted messages in order, sent one batch at a time.
+	q queue
 	// inflight counts send workers still running: a stop waits for them before it disconnects,
 	// so a graceful shutdown never turns an accepted message into a failure.
 	inflight sync.WaitGroup
@@ -119,7 +119,12 @@ func NewSession(st SessionState, deps SessionDeps) actor.Producer {
 	if deps.SendTimeout <= 0 {
 		deps.SendTimeout = 60 * time.Second
 	}
-	return func() actor.Receiver { return &Session{deps: deps, st: st} }
+	return func() actor.Receiver {
+		s := &Session{deps: deps, st: st}
+		s.q.base = deps.Pacing
+		s.q.pacing = deps.Pacing.Merge(st.Pacing)
+		return s
+	}
 }
 
 // Receive implements actor.Receiver.
@@ -139,28 +144,30 @@ func (s *Session) Receive(c *actor.Context) {
 		err := s.save()
 		s.publish()
 		m.Reply <- SessionReply{State: s.st, Err: err}
-	case *SendMessage:
-		if s.st.Status != StatusConnected || s.client == nil {
-			m.Reply <- SendResult{Entry: m.Entry, Err: ErrNotConnected}
-			return
-		}
-		s.send(c, m.Entry, true, m.Reply)
-	case ResendEntry:
-		if s.st.Status == StatusConnected && s.client != nil {
-			s.send(c, m.Entry, false, nil)
-		} else {
-			s.recovering = append(s.recovering, m.Entry)
-		}
-	case sendDone:
-		s.touch()
+	case Enqueue:
+		m.Entry.SessionID = s.st.ID
+		s.q.items = append(s.q.items, m.Entry)
+		s.pump(c)
+		s.publishQueue()
+	case SetPacing:
+		s.q.base = m.Pacing
+		s.q.pacing = m.Pacing.Merge(s.st.Pacing)
+		s.pump(c)
+	case *SetSessionPacing:
+		s.st.Pacing = m.Pacing
+		s.q.pacing = s.q.base.Merge(m.Pacing)
+		err := s.save()
+		s.publish()
+		m.Reply <- SessionReply{State: s.st, Err: err}
+		s.pump(c)
+	case deliverTick:
+		s.q.timerAt = time.Time{}
+		s.pump(c)
+	case batchDone:
+		s.batchDone(c, m)
 	case netEvent:
 		s.onNetEvent(m.ev)
-		if s.st.Status == StatusConnected && len(s.recovering) > 0 {
-			for _, e := range s.recovering {
-				s.send(c, e, false, nil)
-			}
-			s.recovering = nil
-		}
+		s.pump(c)
 	case connectDone:
 		if m.err != nil {
 			s.deps.Log.Warn("session connect failed", "session_id", s.st.ID, "err", m.err)
@@ -243,25 +250,6 @@ func (s *Session) connect(c *actor.Context) {
 	}()
 }
 
-// send runs one message through the outbox and the network on a worker goroutine: append
-// (durable) → send → record the outcome → answer. Fresh entries are appended first; recovered
-// ones are in the outbox already.
-func (s *Session) send(c *actor.Context, e OutboxEntry, fresh bool, reply chan SendResult) {
-	e.SessionID = s.st.ID
-	client, deps, engine, self := s.client, s.deps, c.Engine(), c.PID()
-	s.inflight.Add(1)
-	go func() {
-		defer s.inflight.Done()
-		r := runSend(client, deps, e, fresh)
-		if reply != nil {
-			reply <- r
-		} else if deps.OnRecovered != nil {
-			deps.OnRecovered(r.Entry, r.Err)
-		}
-		engine.Send(self, sendDone{})
-	}()
-}
-
 // drain waits for the send workers still running, at most one send timeout.
 func (s *Session) drain() {
 	done := make(chan struct{})
@@ -271,28 +259,6 @@ func (s *Session) drain() {
 	case <-time.After(s.deps.SendTimeout):
 		s.deps.Log.Warn("session stopped with sends in flight", "session_id", s.st.ID)
 	}
-}
-
-func runSend(client network.Client, deps SessionDeps, e OutboxEntry, fresh bool) SendResult {
-	if fresh {
-		if err := deps.Outbox.Append(context.Background(), e); err != nil {
-			return SendResult{Entry: e, Err: fmt.Errorf("%w: outbox: %v", ErrUnavailable, err)}
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), deps.SendTimeout)
-	rc, err := client.Send(ctx, e.Message)
-	cancel()
-	now := deps.Now().UTC()
-	e.UpdatedAt = MillisOf(now)
-	e.Message.Data = nil // the outcome is kept; the media bytes need not be
-	err = classify(err)
-	if err != nil {
-		e.Status, e.Error = MsgFailed, err.Error()
-	} else {
-		e.Status, e.NetworkID, e.SentAt = MsgSent, rc.ID, MillisOf(now)
-	}
-	deps.Outbox.Settle(e)
-	return SendResult{Entry: e, Err: err}
 }
 
 func (s *Session) getQR(c *actor.Context, m *GetQR) {
@@ -401,7 +367,12 @@ func (s *Session) touch() {
 	s.publish()
 }
 
+// publishQueue publishes the view when the queue's depth or head changed (status reads and
+// metrics see it without a round trip).
+func (s *Session) publishQueue() { s.publish() }
+
 func (s *Session) publish() {
+	s.st.Queue = s.q.stats()
 	if s.deps.Publish != nil {
 		s.deps.Publish(s.st)
 	}

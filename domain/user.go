@@ -60,3 +60,14 @@ type KeyUsage struct {
 	DayMark   int64  `json:"dayMark"`   // requests counted today may not exceed this after a crash
 	CallsMark int64  `json:"callsMark"` // api_calls high-water mark (all time)
 }
+
+// Allowance is a user's monthly message allowance snapshot.
+type Allowance struct {
+	UserID string `json:"userId"`
+	Period string `json:"period"` // UTC month "2006-01" that Sent belongs to
+	Sent   int64  `json:"sent"`   // messages sent successfully this period (messagesSent)
+	// Mark is a durable upper bound on Sent plus reservations this period: allowance beyond it
+	// is granted only once a larger mark is committed, so a kill -9 (which can lose the last
+	// increments of Sent) never lets the month's limit be exceeded.
+	Mark int64 `json:"mark"`
+}

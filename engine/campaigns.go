@@ -19,7 +19,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/gateway/gateway/actors"
-	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/persist"
 )
 
@@ -50,7 +49,12 @@ func detailID(campaignID string, idx int) string { return fmt.Sprintf("%s/%06d",
 
 // SaveCampaign writes the record and, in the same commit, one number's detail.
 func (c *campaignStore) SaveCampaign(ctx context.Context, s actors.CampaignState, d *actors.CampaignDetail, final bool) error {
-	var ops []persist.Op
+	return c.save(ctx, s, d, final)
+}
+
+// save is SaveCampaign with extra writes in the same commit (a new campaign's idempotency record).
+func (c *campaignStore) save(ctx context.Context, s actors.CampaignState, d *actors.CampaignDetail, final bool, extra ...persist.Op) error {
+	ops := extra
 	var rec persist.Op
 	var err error
 	if final {
@@ -114,6 +118,10 @@ type CampaignRequest struct {
 	Numbers   []string
 	Message   string
 	Delay     float64 // seconds
+	// ID "" = a new one. A derived id (Idempotency-Key) makes the start idempotent: a campaign
+	// that exists already is answered as it stands; Idem's record is committed with it.
+	ID   string
+	Idem *Idem
 }
 
 // StartCampaign reserves min(len(numbers), remaining allowance) and starts the campaign actor.
@@ -123,21 +131,34 @@ func (e *Engine) StartCampaign(ctx context.Context, r CampaignRequest) (actors.C
 	if err != nil {
 		return actors.CampaignState{}, err
 	}
-	acct, err := e.reserve(ctx, r.UserID, int64(len(r.Numbers)))
-	if err == nil {
-		err = acct.Err
+	if r.ID != "" {
+		if st, err := e.Campaign(r.UserID, r.ID); err == nil {
+			return st, nil
+		}
+	} else {
+		r.ID = uuid.NewString()
 	}
+	res, err := e.reserve(ctx, r.UserID, int64(len(r.Numbers)), ReserveOpts{})
 	if err != nil {
 		return actors.CampaignState{}, err
 	}
 	now := e.Now().UTC()
 	st := actors.CampaignState{
-		ID: uuid.NewString(), UserID: r.UserID, SessionID: ent.view.Load().ID, Message: r.Message,
-		Numbers: r.Numbers, Delay: r.Delay, Status: actors.CampaignQueued, Granted: int(acct.Granted),
+		ID: r.ID, UserID: r.UserID, SessionID: ent.view.Load().ID, Message: r.Message,
+		Numbers: r.Numbers, Delay: r.Delay, Status: actors.CampaignQueued, Granted: int(res.Granted()),
 		CreatedAt: now, UpdatedAt: now,
 	}
-	if err := e.campaignStore.SaveCampaign(ctx, st, nil, false); err != nil {
-		e.settle(r.UserID, 0, acct.Granted)
+	var extra []persist.Op
+	if r.Idem != nil {
+		op, err := e.msgs.outbox.IdemOp(r.Idem.ID(), IdemRecord{BodyHash: r.Idem.BodyHash, CampaignID: st.ID})
+		if err != nil {
+			res.Release()
+			return actors.CampaignState{}, err
+		}
+		extra = append(extra, op)
+	}
+	if err := e.campaignStore.save(ctx, st, nil, false, extra...); err != nil {
+		res.Release()
 		return actors.CampaignState{}, fmt.Errorf("%w: save campaign: %v", ErrUnavailable, err)
 	}
 	ce := e.spawnCampaign(st)
@@ -154,7 +175,7 @@ func (e *Engine) spawnCampaign(st actors.CampaignState) *campaignEntry {
 		Normalize: NormalizePhone, MessageID: CampaignMessageID,
 		Send:      e.sendCampaignMessage,
 		Outcome:   e.outboxOutcome,
-		Release:   func(uid string, n int64) { e.settle(uid, 0, n) },
+		Release:   func(uid string, n int64) { e.adopt(uid, n).Release() },
 		TimerLate: e.campaigns.late.record,
 		Load:      e.campaignStore.load,
 		Publish: func(s actors.CampaignState) {
@@ -184,12 +205,22 @@ func (e *Engine) sendCampaignMessage(ctx context.Context, s actors.CampaignState
 		return actors.OutboxEntry{ID: msgID}, fmt.Errorf("%w: %v", actors.ErrSessionNotReady, err)
 	}
 	if err != nil {
-		e.settle(s.UserID, 0, 1)
+		e.adopt(s.UserID, 1).Release()
 		return actors.OutboxEntry{ID: msgID}, err
 	}
-	m := network.Message{ID: msgID, To: to, Kind: network.KindText, Text: s.Message}
-	return e.dispatch(ctx, ent, s.UserID, "campaign:"+s.ID, m)
+	// The number's allowance is the campaign's (reserved at its start). The campaign waits for
+	// the network's outcome: its details say sent or failed, and pacing stretches its cadence.
+	return e.Send(ctx, SendRequest{
+		UserID: s.UserID, SessionID: ent.view.Load().ID, Origin: "campaign:" + s.ID,
+		Message:  domain.Message{ID: msgID, To: to, Kind: domain.KindText, Text: s.Message},
+		Reserved: e.adopt(s.UserID, 1), Wait: campaignSendWait,
+	})
 }
+
+// campaignSendWait bounds a campaign's wait for one number's outcome: a message still queued
+// then (a session paced, held or reconnecting) is left to its deliverer and the campaign asks
+// the outbox for its outcome on its next step.
+const campaignSendWait = 10 * time.Minute
 
 // CampaignMessageID is the message id of a campaign's number: derived from the campaign id and
 // the index, so a crash between the outbox and the campaign's own record cannot send it twice.
@@ -200,7 +231,7 @@ func CampaignMessageID(campaignID string, idx int) string {
 
 // outboxOutcome looks a message up in the outbox.
 func (e *Engine) outboxOutcome(id string) (actors.OutboxEntry, bool) {
-	m, err := e.outbox.get(id)
+	m, err := e.msgs.outbox.Get(id)
 	return m, err == nil
 }
 
@@ -283,14 +314,16 @@ func (e *Engine) bootCampaigns() (int, error) {
 			return 0, fmt.Errorf("engine: load campaign %s: %w", id, err)
 		}
 		if need := int64(s.Granted - s.Cursor); need > 0 {
-			msg := &actors.Reserve{N: need, Reclaim: true, Reply: make(chan actors.AccountResult, 1)}
-			e.hw.Send(e.account(s.UserID), msg)
-			acct, err := waitReply(context.Background(), msg.Reply, e.cfg.AskTimeout, "account")
-			if err != nil {
+			res, err := e.reserve(context.Background(), s.UserID, need, ReserveOpts{Reclaim: true})
+			granted := int64(0)
+			switch {
+			case err == nil:
+				granted = res.Granted()
+			case !errors.Is(err, ErrQuotaExceeded):
 				return 0, err
 			}
 			// Allowance used elsewhere meanwhile clips the rest of the batch.
-			if g := s.Cursor + int(acct.Granted); g != s.Granted {
+			if g := s.Cursor + int(granted); g != s.Granted {
 				s.Granted = g
 				snap := s
 				snap.Details = nil

@@ -19,6 +19,7 @@ import (
 	"github.com/anthdm/hollywood/actor"
 
 	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/persist"
 )
@@ -58,6 +59,9 @@ type Config struct {
 	SessionTimeout time.Duration
 	// SendTimeout bounds one send on the network (default 60 s).
 	SendTimeout time.Duration
+	// Pacing is the network's default pacing of every session's queue (DESIGN.md section 9); a
+	// plan's pacing and a session's own lie over it.
+	Pacing domain.Pacing
 	// Stores configures the store integration (stores.go).
 	Stores StoreConfig
 }
@@ -74,11 +78,12 @@ type Engine struct {
 	sessions      sessionIndex
 	sessionTable  sessionTable
 	sessionCreate sync.Mutex // serialises the creation of a user's own session
-	outbox        *outboxStore
-	accountTable  accountTable
+	msgs          *messages
+	accountTable  persist.Accounts
+	contacts      persist.Contacts
 	accounts      accountIndex
 	metrics       engineMetrics
-	idem          *idempotency
+	idem          idempotency
 	campaignStore *campaignStore
 	campaigns     campaignIndex
 	stores        *storeService
@@ -127,10 +132,10 @@ func New(cfg Config) (*Engine, error) {
 	e.keys.init()
 	e.sessions.init()
 	e.sessionTable = sessionTable{t: persist.NewTable[actors.SessionState](cfg.Store.KV(), "session", 1)}
-	e.outbox = newOutboxStore(cfg.Store.KV(), e.log)
-	e.accountTable = accountTable{t: persist.NewTable[actors.AccountState](cfg.Store.KV(), "account", 1)}
+	e.msgs = newMessages(e, persist.NewOutbox(cfg.Store.KV()))
+	e.accountTable = persist.NewAccounts(cfg.Store.KV())
+	e.contacts = persist.NewContacts(cfg.Store.KV())
 	e.accounts.pids = map[string]*actor.PID{}
-	e.idem = newIdempotency(cfg.Store.KV())
 	e.campaignStore = newCampaignStore(cfg.Store.KV())
 	e.campaigns.byID = map[string]*campaignEntry{}
 	e.authPool.New = func() any {
@@ -197,7 +202,9 @@ func (e *Engine) Stop(ctx context.Context) {
 		pids = append(pids, s.pid)
 	}
 	e.poisonAll(ctx, pids)
-	// Accounts last: the sessions' last sends have settled into them.
+	// The outcomes of the sessions' last sends are written, and only then settled into the
+	// accounts (messages.Outcome); accounts last.
+	e.msgs.outbox.Flush()
 	e.accounts.mu.Lock()
 	var accounts []*actor.PID
 	for _, pid := range e.accounts.pids {
@@ -206,7 +213,7 @@ func (e *Engine) Stop(ctx context.Context) {
 	e.accounts.pids = map[string]*actor.PID{}
 	e.accounts.mu.Unlock()
 	e.poisonAll(ctx, accounts)
-	e.outbox.flush()
+	e.msgs.outbox.Flush()
 	e.hw.Unsubscribe(e.events)
 	<-e.hw.Poison(e.events).Done()
 }
@@ -275,7 +282,7 @@ type Stats struct {
 // Stats reads the engine's counters.
 func (e *Engine) Stats() Stats {
 	return Stats{
-		MessagesSent: e.metrics.sent.Load(), MessagesFailed: e.metrics.failed.Load(), OutboxDepth: e.outbox.depth.Load(),
+		MessagesSent: e.metrics.sent.Load(), MessagesFailed: e.metrics.failed.Load(), OutboxDepth: e.msgs.depth.Load(),
 		Sessions: len(e.sessions.all()), Keys: len(e.keys.all()), CampaignsRunning: e.campaignsRunning(),
 		CampaignsCompleted: e.metrics.campCompleted.Load(), CampaignsCancelled: e.metrics.campCancelled.Load(),
 		CampaignsFailed: e.metrics.campFailed.Load(),

@@ -1,84 +1,99 @@
 package engine
 
 import (
-	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
-	"time"
 
 	"github.com/gateway/gateway/domain"
-
 	"github.com/gateway/gateway/persist"
+	"github.com/google/uuid"
 )
 
-// IdempotencyTTL is how long a v1 POST's response is replayed for the same Idempotency-Key.
-const IdempotencyTTL = 24 * time.Hour
+// IdempotencyTTL is how long a v1 POST's Idempotency-Key names what it made.
+const IdempotencyTTL = persist.IdempotencyTTL
 
-// ErrIdempotencyInFlight: a request with the same Idempotency-Key is being processed.
-var ErrIdempotencyInFlight = domain.ErrIdempotencyInFlight
+// Idempotency errors.
+var (
+	ErrIdempotencyInFlight = domain.ErrIdempotencyInFlight
+	ErrIdempotencyMismatch = domain.ErrIdempotencyMismatch
+)
 
-// ErrIdempotencyMismatch: the Idempotency-Key was used before with another request body.
-var ErrIdempotencyMismatch = domain.ErrIdempotencyMismatch
+// IdemRecord is what an Idempotency-Key stands for (persist.IdemRecord).
+type IdemRecord = persist.IdemRecord
 
-// IdemRecord is a stored response.
-type IdemRecord struct {
-	BodyHash string `json:"bodyHash"` // SHA-256 of the request body
-	Status   int    `json:"status"`
-	Body     []byte `json:"body"`
+// Idem is an Idempotency-Key in force for one request (DESIGN.md section 9): what the request
+// makes gets the id Derived, and the record is committed with it.
+type Idem struct {
+	KeyID, Key, BodyHash string
 }
 
-// idempotency stores responses per (API key, Idempotency-Key) with a 24 h TTL, and guards
-// against two concurrent requests with the same key.
+// ID is the record's id.
+func (i Idem) ID() string { return i.KeyID + "/" + i.Key }
+
+// Derived is the id of the message the request makes.
+func (i Idem) Derived() string { return DerivedID(i.KeyID, i.Key) }
+
+// idemNamespace is the UUID namespace of campaign ids derived from Idempotency-Keys.
+var idemNamespace = uuid.MustParse("6f1d4c52-0b7e-4f4e-9a57-2f6c1d0e9b31")
+
+// DerivedCampaign is the id (a UUID, like every campaign id) of the campaign the request makes.
+func (i Idem) DerivedCampaign() string {
+	return uuid.NewSHA1(idemNamespace, []byte(i.KeyID+"\x00"+i.Key)).String()
+}
+
+// idempotency guards against two concurrent requests with the same key.
 type idempotency struct {
-	table    *persist.Table[IdemRecord]
 	mu       sync.Mutex
 	inflight map[string]struct{}
 }
 
-func newIdempotency(kv persist.KV) *idempotency {
-	return &idempotency{table: persist.NewTable[IdemRecord](kv, "idem", 1), inflight: map[string]struct{}{}}
-}
-
-// BeginIdempotent looks the key up: a stored record is returned for replay (found); otherwise
-// the key is marked in flight and done must be called with the response to keep (nil to keep
-// none, e.g. after an error the caller may retry).
-func (e *Engine) BeginIdempotent(keyID, idemKey, bodyHash string) (rec IdemRecord, found bool, done func(*IdemRecord) error, err error) {
-	id := keyID + "/" + idemKey
-	x := e.idem
+// BeginIdempotent looks the key up: a record is returned for replay (found); otherwise the key
+// is marked in flight until release is called. It needs no daily-cap charge: callers look it up
+// before authorizing the call.
+func (e *Engine) BeginIdempotent(i Idem) (rec IdemRecord, found bool, release func(), err error) {
+	id := i.ID()
+	x := &e.idem
 	x.mu.Lock()
+	if x.inflight == nil {
+		x.inflight = map[string]struct{}{}
+	}
 	if _, busy := x.inflight[id]; busy {
 		x.mu.Unlock()
 		return IdemRecord{}, false, nil, ErrIdempotencyInFlight
 	}
 	x.inflight[id] = struct{}{}
 	x.mu.Unlock()
-	release := func() {
+	release = func() {
 		x.mu.Lock()
 		delete(x.inflight, id)
 		x.mu.Unlock()
 	}
-	rec, err = x.table.Get(id)
+	rec, err = e.msgs.outbox.Idem(id)
 	switch {
 	case err == nil:
 		release()
-		if rec.BodyHash != bodyHash {
+		if rec.BodyHash != i.BodyHash {
 			return IdemRecord{}, false, nil, ErrIdempotencyMismatch
 		}
 		return rec, true, nil, nil
 	case !errors.Is(err, persist.ErrNotFound):
 		release()
-		return IdemRecord{}, false, nil, ErrUnavailable
+		return IdemRecord{}, false, nil, fmt.Errorf("%w: idempotency: %v", ErrUnavailable, err)
 	}
-	return IdemRecord{}, false, func(r *IdemRecord) error {
-		defer release()
-		if r == nil {
-			return nil
-		}
-		r.BodyHash = bodyHash
-		op, err := x.table.PutTTLOp(id, *r, IdempotencyTTL)
-		if err != nil {
-			return err
-		}
-		return x.table.KV().Commit(context.Background(), op)
-	}, nil
+	return IdemRecord{}, false, release, nil
+}
+
+// PeekKey checks a raw API key for scope ("" = any) without counting a call: for an
+// Idempotency-Key replay, which is looked up before the daily cap is charged.
+func (e *Engine) PeekKey(raw []byte, scope string) (domain.APIKey, error) {
+	v, err := e.ValidateKey(raw)
+	if err != nil {
+		return v.Key, err
+	}
+	if scope != "" && !slices.Contains(v.Key.Scopes, scope) {
+		return v.Key, ErrInsufficientScope
+	}
+	return v.Key, nil
 }

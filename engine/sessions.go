@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/persist"
 )
 
@@ -118,9 +119,10 @@ func (e *Engine) spawnSession(st actors.SessionState) *sessionEntry {
 	deps := actors.SessionDeps{
 		Store: e.sessionTable, Network: e.cfg.Network, Now: e.cfg.Now, Log: e.log,
 		Publish:     func(s actors.SessionState) { ent.view.Store(&s) },
-		Outbox:      e.outbox,
+		Deliveries:  e.msgs,
+		Contacts:    e.contacts,
+		Pacing:      e.pacingOf(st.AssignedTo),
 		SendTimeout: e.cfg.SendTimeout,
-		OnRecovered: e.onRecovered,
 		Load:        e.sessionTable.t.Get,
 	}
 	e.sessions.mu.Lock()
@@ -215,7 +217,40 @@ func (e *Engine) AssignSession(ctx context.Context, sessionID, userID string) er
 		return fmt.Errorf("%w: %v", ErrUnavailable, r.Err)
 	}
 	e.sessions.assign(sessionID, from, userID)
+	// The new owner's plan may pace differently.
+	e.hw.Send(ent.pid, actors.SetPacing{Pacing: e.pacingOf(userID)})
 	return nil
+}
+
+// SetSessionPacing sets a session's own pacing override (nil: the plan's and the network's).
+func (e *Engine) SetSessionPacing(ctx context.Context, sessionID string, p *domain.Pacing) (SessionView, error) {
+	ent := e.sessions.get(sessionID)
+	if ent == nil {
+		return SessionView{}, fmt.Errorf("%w: %s", ErrSessionNotFound, sessionID)
+	}
+	if p != nil && (p.MinGapMs < 0 || p.JitterMs < 0 || p.PerMinute < 0 || p.NewContactsPerDay < 0 || p.RampDays < 0) {
+		return SessionView{}, fmt.Errorf("%w: pacing values must be 0 or more", ErrValidation)
+	}
+	msg := &actors.SetSessionPacing{Pacing: p, Reply: make(chan actors.SessionReply, 1)}
+	e.hw.Send(ent.pid, msg)
+	r, err := e.waitSession(ctx, msg.Reply)
+	if err == nil && r.Err != nil {
+		err = fmt.Errorf("%w: %v", ErrUnavailable, r.Err)
+	}
+	if err != nil {
+		return SessionView{}, err
+	}
+	return e.sessionView(ent), nil
+}
+
+// Pacing is the pacing in force for a session: the network's, its owner's plan's, its own.
+func (e *Engine) Pacing(sessionID string) (domain.Pacing, error) {
+	ent := e.sessions.get(sessionID)
+	if ent == nil {
+		return domain.Pacing{}, fmt.Errorf("%w: %s", ErrSessionNotFound, sessionID)
+	}
+	v := ent.view.Load()
+	return e.pacingOf(v.AssignedTo).Merge(v.Pacing), nil
 }
 
 // SessionStatus is a user's session as the dashboard sees it; NOT_CREATED when there is none.

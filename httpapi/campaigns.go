@@ -76,11 +76,7 @@ func campaignView(s actors.CampaignState) campaignJSON {
 // v1SendBulk is POST /api/v1/messages/send-bulk (scope send_bulk): sync (the result when the
 // campaign ends; it goes on if the caller leaves) or async (202 at once).
 func (s *Server) v1SendBulk(ctx *fasthttp.RequestCtx) {
-	key, ok := s.apiKey(ctx, engine.ScopeBulk)
-	if !ok {
-		return
-	}
-	s.idempotent(ctx, key, func() {
+	s.v1Post(ctx, engine.ScopeBulk, func(key actors.KeyResult, idem *engine.Idem) {
 		var req bulkRequest
 		if !s.bind(ctx, &req) {
 			return
@@ -91,25 +87,44 @@ func (s *Server) v1SendBulk(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		r.UserID = key.Key.UserID
-		st, err := s.eng.StartCampaign(context.Background(), r)
+		if idem != nil {
+			r.ID, r.Idem = idem.DerivedCampaign(), idem
+		}
+		st, err := s.eng.StartCampaign(ctx, r)
 		if err != nil {
 			s.writeError(ctx, err)
 			return
 		}
-		if req.Async {
-			writeJSON(ctx, fasthttp.StatusAccepted, bulkAcceptedJSON{
-				Success: true, CampaignID: st.ID, Status: st.Status, TotalRequested: len(st.Numbers),
-				TotalProcessed: st.Cursor, StatusURL: "/api/v1/campaigns/" + st.ID,
-			})
-			return
-		}
-		st, err = s.eng.WaitCampaign(context.Background(), st.ID)
+		s.bulkAnswer(ctx, st, req.Async)
+	}, func(uid string, rec engine.IdemRecord) {
+		// The same body as the first request: it tells whether that one was async.
+		var req bulkRequest
+		_ = json.Unmarshal(ctx.PostBody(), &req)
+		st, err := s.eng.Campaign(uid, rec.CampaignID)
 		if err != nil {
 			s.writeError(ctx, err)
 			return
 		}
-		writeJSON(ctx, fasthttp.StatusOK, bulkResult(st))
+		s.bulkAnswer(ctx, st, req.Async)
 	})
+}
+
+// bulkAnswer writes a bulk send's answer: 202 at once (async), or the result once the campaign
+// has ended (it goes on if the caller leaves).
+func (s *Server) bulkAnswer(ctx *fasthttp.RequestCtx, st actors.CampaignState, async bool) {
+	if async {
+		writeJSON(ctx, fasthttp.StatusAccepted, bulkAcceptedJSON{
+			Success: true, CampaignID: st.ID, Status: st.Status, TotalRequested: len(st.Numbers),
+			TotalProcessed: st.Cursor, StatusURL: "/api/v1/campaigns/" + st.ID,
+		})
+		return
+	}
+	st, err := s.eng.WaitCampaign(ctx, st.ID)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, bulkResult(st))
 }
 
 // bulkCampaign validates a bulk request.

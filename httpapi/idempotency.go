@@ -1,8 +1,11 @@
 package httpapi
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -10,47 +13,89 @@ import (
 	"github.com/gateway/gateway/engine"
 )
 
-// idempotent runs a v1 POST under its Idempotency-Key (DESIGN.md section 5): within 24 h the same
-// key and API key replay the first successful response and send nothing again. Error responses
-// are not kept, so a failed request can be retried with the same key.
-func (s *Server) idempotent(ctx *fasthttp.RequestCtx, key actors.KeyResult, h func()) {
+// v1Post runs a v1 POST under its Idempotency-Key (DESIGN.md section 9). With a key, what the
+// request makes gets an id derived from (API key, Idempotency-Key) and the key's record is
+// committed with it; a retry with the same key and body, before or after a crash, is answered
+// from what the first made, and is looked up before the daily cap is charged (a replay after
+// the cap is used up still succeeds). The same key with another body is 409
+// idempotency_key_reused. idem is nil without a key.
+func (s *Server) v1Post(ctx *fasthttp.RequestCtx, scope string, h func(key actors.KeyResult, idem *engine.Idem), replay func(uid string, rec engine.IdemRecord)) {
 	idemKey := ctx.Request.Header.Peek("Idempotency-Key")
 	if len(idemKey) == 0 {
-		h()
+		if key, ok := s.apiKey(ctx, scope); ok {
+			h(key, nil)
+		}
 		return
 	}
 	if len(idemKey) > 255 {
 		s.writeError(ctx, badInput("validation_failed", "Idempotency-Key must be at most 255 characters"))
 		return
 	}
-	sum := sha256.Sum256(ctx.PostBody())
-	rec, found, done, err := s.eng.BeginIdempotent(key.Key.ID, string(idemKey), hex.EncodeToString(sum[:]))
-	if err != nil {
-		s.writeError(ctx, err)
-		return
-	}
-	if found {
-		ctx.Response.Header.Set("Idempotent-Replayed", "true")
-		ctx.Response.Header.SetContentTypeBytes(contentTypeJSON)
-		ctx.SetStatusCode(rec.Status)
-		ctx.SetBody(rec.Body)
-		return
-	}
-	finished := false
-	defer func() {
-		if !finished {
-			_ = done(nil) // a panic in h: release the key so the caller can retry
+	var idem *engine.Idem
+	// The key is checked (status, expiry, scope) without counting a call; a key that does not
+	// pass goes through the counting check below, which answers why.
+	if k, err := s.eng.PeekKey(s.rawKey(ctx), scope); err == nil {
+		sum := sha256.Sum256(ctx.PostBody())
+		idem = &engine.Idem{KeyID: k.ID, Key: string(idemKey), BodyHash: hex.EncodeToString(sum[:])}
+		rec, found, release, err := s.eng.BeginIdempotent(*idem)
+		if err != nil {
+			s.writeError(ctx, err)
+			return
 		}
-	}()
-	h()
-	finished = true
-	status := ctx.Response.StatusCode()
-	if status < 200 || status > 299 {
-		_ = done(nil)
+		if found {
+			ctx.Response.Header.Set("Idempotent-Replayed", "true")
+			if rec.MessageID == "" && rec.CampaignID == "" {
+				// A response stored by an earlier release: replay its bytes.
+				ctx.Response.Header.SetContentTypeBytes(contentTypeJSON)
+				ctx.SetStatusCode(rec.Status)
+				ctx.SetBody(rec.Body)
+				return
+			}
+			replay(k.UserID, rec)
+			return
+		}
+		defer release()
+	}
+	key, ok := s.apiKey(ctx, scope)
+	if !ok {
 		return
 	}
-	body := append([]byte(nil), ctx.Response.Body()...)
-	if err := done(&engine.IdemRecord{Status: status, Body: body}); err != nil {
-		s.reqLog(ctx).Error("idempotency: save response", "err", err)
+	if idem == nil || idem.KeyID != key.Key.ID {
+		return // cannot happen: the key passed the check above (kept defensive)
 	}
+	h(key, idem)
+}
+
+// rawKey is the API key of the request: `Authorization: Bearer` or `x-api-key`.
+func (s *Server) rawKey(ctx *fasthttp.RequestCtx) []byte {
+	if raw := bearer(ctx); len(raw) > 0 {
+		return raw
+	}
+	return ctx.Request.Header.Peek("X-Api-Key")
+}
+
+var preferWait = []byte("wait=")
+
+// waitOf is how long a send waits for the network's outcome: `?wait=N` or `Prefer: wait=N`
+// (0 to 60 s), else def.
+func waitOf(ctx *fasthttp.RequestCtx, def time.Duration) (time.Duration, error) {
+	v := ctx.QueryArgs().Peek("wait")
+	if len(v) == 0 {
+		if p := ctx.Request.Header.Peek("Prefer"); len(p) > 0 {
+			for _, part := range bytes.Split(p, []byte(",")) {
+				part = bytes.TrimSpace(part)
+				if bytes.HasPrefix(part, preferWait) {
+					v = part[len(preferWait):]
+				}
+			}
+		}
+	}
+	if len(v) == 0 {
+		return def, nil
+	}
+	n, err := strconv.ParseFloat(string(v), 64)
+	if err != nil || n < 0 || n > 60 {
+		return 0, badInput("validation_failed", "wait must be a number of seconds from 0 to 60")
+	}
+	return time.Duration(n * float64(time.Second)), nil
 }

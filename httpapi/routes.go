@@ -34,6 +34,7 @@ func (s *Server) routes() {
 	s.route(GET, "/api/admin/sessions", 0, s.internal(s.listSessions))
 	s.route(POST, "/api/admin/sessions/create", 0, s.internal(s.createSession))
 	s.route(POST, "/api/admin/sessions/assign", 0, s.internal(s.assignSession))
+	s.route(PATCH, "/api/admin/sessions", 0, s.admin(s.setSessionPacing))
 
 	// Dashboard (ID token).
 	s.route(GET, "/api/client/apikeys", 0, s.client(s.clientKeys))

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/engine"
 	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/persist"
@@ -29,23 +31,31 @@ type sentJSON struct {
 	To        string    `json:"to"`
 	Session   string    `json:"session"`
 	Timestamp timestamp `json:"timestamp"`
+	Status    string    `json:"status"`
 }
 
-func sentResponse(e actors.OutboxEntry) sentJSON {
-	ts := e.UpdatedAt.Time()
+func sentResponse(e domain.OutboxEntry) sentJSON {
+	ts := e.CreatedAt.Time()
 	if e.SentAt != 0 {
 		ts = e.SentAt.Time()
 	}
-	return sentJSON{Success: true, MessageID: e.ID, To: e.Message.To, Session: e.SessionID, Timestamp: timestamp(ts)}
+	return sentJSON{Success: true, MessageID: e.ID, To: e.Message.To, Session: e.SessionID, Timestamp: timestamp(ts), Status: e.Status}
+}
+
+// replayMessage answers a retried v1 send from the message its Idempotency-Key made, as it
+// stands now.
+func (s *Server) replayMessage(ctx *fasthttp.RequestCtx, uid string, rec engine.IdemRecord) {
+	e, err := s.eng.Message(uid, rec.MessageID)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, sentResponse(e))
 }
 
 // v1Send is POST /api/v1/messages/send (scope send_text).
 func (s *Server) v1Send(ctx *fasthttp.RequestCtx) {
-	key, ok := s.apiKey(ctx, engine.ScopeText)
-	if !ok {
-		return
-	}
-	s.idempotent(ctx, key, func() {
+	s.v1Post(ctx, engine.ScopeText, func(key actors.KeyResult, idem *engine.Idem) {
 		var req sendRequest
 		if !s.bind(ctx, &req) {
 			return
@@ -64,8 +74,9 @@ func (s *Server) v1Send(ctx *fasthttp.RequestCtx) {
 			s.writeError(ctx, err)
 			return
 		}
-		s.send(ctx, key.Key.UserID, "", "api", network.Message{To: phone, Kind: network.KindText, Text: text}, true)
-	})
+		s.send(ctx, engine.SendRequest{UserID: key.Key.UserID, Origin: "api",
+			Message: domain.Message{To: phone, Kind: domain.KindText, Text: text}}, idem, true)
+	}, func(uid string, rec engine.IdemRecord) { s.replayMessage(ctx, uid, rec) })
 }
 
 type sendImageRequest struct {
@@ -78,11 +89,7 @@ type sendImageRequest struct {
 
 // v1SendImage is POST /api/v1/messages/send-image (scope send_media).
 func (s *Server) v1SendImage(ctx *fasthttp.RequestCtx) {
-	key, ok := s.apiKey(ctx, engine.ScopeMedia)
-	if !ok {
-		return
-	}
-	s.idempotent(ctx, key, func() {
+	s.v1Post(ctx, engine.ScopeMedia, func(key actors.KeyResult, idem *engine.Idem) {
 		var req sendImageRequest
 		if !s.bind(ctx, &req) {
 			return
@@ -96,7 +103,7 @@ func (s *Server) v1SendImage(ctx *fasthttp.RequestCtx) {
 			s.writeError(ctx, missing("image"))
 			return
 		}
-		m, err := s.media.Load(context.Background(), strings.TrimSpace(*req.Image))
+		m, err := s.media.Load(ctx, strings.TrimSpace(*req.Image))
 		if err == nil {
 			err = checkImage(m)
 		}
@@ -108,9 +115,9 @@ func (s *Server) v1SendImage(ctx *fasthttp.RequestCtx) {
 		if name == "" {
 			name = "image.png"
 		}
-		msg := network.Message{To: to, Kind: network.KindImage, Caption: req.Caption, FileName: name, MimeType: m.MimeType, Data: m.Data}
-		s.send(ctx, key.Key.UserID, req.SessionID, "api", msg, true)
-	})
+		msg := domain.Message{To: to, Kind: domain.KindImage, Caption: req.Caption, FileName: name, MimeType: m.MimeType, Data: m.Data}
+		s.send(ctx, engine.SendRequest{UserID: key.Key.UserID, SessionID: req.SessionID, Origin: "api", Message: msg}, idem, true)
+	}, func(uid string, rec engine.IdemRecord) { s.replayMessage(ctx, uid, rec) })
 }
 
 type clientSendRequest struct {
@@ -138,7 +145,7 @@ func (s *Server) clientSend(ctx *fasthttp.RequestCtx, u persist.User) {
 		s.writeError(ctx, err)
 		return
 	}
-	s.send(ctx, u.ID, "", "dashboard", msg, false)
+	s.send(ctx, engine.SendRequest{UserID: u.ID, Origin: "dashboard", Message: msg}, nil, false)
 }
 
 // clientMessage validates a dashboard send and builds the message, loading media.
@@ -237,18 +244,38 @@ func (s *Server) templateTest(ctx *fasthttp.RequestCtx, u persist.User) {
 		s.writeError(ctx, err)
 		return
 	}
-	s.send(ctx, u.ID, "", "dashboard", network.Message{To: phone, Kind: network.KindText, Text: text}, false)
+	s.send(ctx, engine.SendRequest{UserID: u.ID, Origin: "dashboard", Message: domain.Message{To: phone, Kind: domain.KindText, Text: text}}, nil, false)
 }
 
-// send asks the engine to send and writes the response: the v1 shape (full) or {success}.
-func (s *Server) send(ctx *fasthttp.RequestCtx, uid, sessionID, origin string, m network.Message, full bool) {
-	entry, err := s.eng.Send(context.Background(), engine.SendRequest{UserID: uid, SessionID: sessionID, Origin: origin, Message: m})
+// dashboardWait is how long a dashboard send waits for the network's outcome by default: a
+// person is watching (DESIGN.md section 9). v1 sends answer once queued unless asked to wait.
+const dashboardWait = 15 * time.Second
+
+// send asks the engine to accept (and, if asked, wait for) a message and writes the response:
+// the v1 shape (full) or {success}.
+func (s *Server) send(ctx *fasthttp.RequestCtx, r engine.SendRequest, idem *engine.Idem, full bool) {
+	def := time.Duration(0)
+	if !full {
+		def = dashboardWait
+	}
+	wait, err := waitOf(ctx, def)
 	if err != nil {
-		s.metrics.send(origin, err)
 		s.writeError(ctx, err)
 		return
 	}
-	s.metrics.send(origin, nil)
+	r.Wait = wait
+	if idem != nil {
+		r.Message.ID = idem.Derived()
+		r.IdemID = idem.ID()
+		r.Idem = engine.IdemRecord{BodyHash: idem.BodyHash}
+	}
+	entry, err := s.eng.Send(ctx, r)
+	if err != nil {
+		s.metrics.send(r.Origin, err)
+		s.writeError(ctx, err)
+		return
+	}
+	s.metrics.send(r.Origin, nil)
 	if full {
 		writeJSON(ctx, fasthttp.StatusOK, sentResponse(entry))
 		return
@@ -257,15 +284,24 @@ func (s *Server) send(ctx *fasthttp.RequestCtx, uid, sessionID, origin string, m
 }
 
 type messageJSON struct {
-	Success   bool       `json:"success"`
-	MessageID string     `json:"message_id"`
-	Status    string     `json:"status"`
-	To        string     `json:"to"`
-	Session   string     `json:"session"`
-	Type      string     `json:"type"`
-	CreatedAt timestamp  `json:"created_at"`
-	SentAt    *timestamp `json:"sent_at"`
-	Error     string     `json:"error,omitempty"`
+	Success   bool          `json:"success"`
+	ID        string        `json:"id"`
+	MessageID string        `json:"message_id"`
+	Status    string        `json:"status"`
+	To        string        `json:"to"`
+	Session   string        `json:"session"`
+	Type      string        `json:"type"`
+	CreatedAt timestamp     `json:"created_at"`
+	SentAt    *timestamp    `json:"sent_at"`
+	Code      string        `json:"code,omitempty"`
+	Error     string        `json:"error,omitempty"`
+	Attempts  int           `json:"attempts"`
+	History   []historyJSON `json:"history"`
+}
+
+type historyJSON struct {
+	Status string    `json:"status"`
+	At     timestamp `json:"at"`
 }
 
 // v1Message is GET /api/v1/messages/{id}: one of the key owner's messages.
@@ -280,9 +316,14 @@ func (s *Server) v1Message(ctx *fasthttp.RequestCtx) {
 		s.writeError(ctx, err)
 		return
 	}
+	hist := make([]historyJSON, len(m.History))
+	for i, h := range m.History {
+		hist[i] = historyJSON{Status: h.Status, At: timestamp(h.At.Time())}
+	}
 	writeJSON(ctx, fasthttp.StatusOK, messageJSON{
-		Success: true, MessageID: m.ID, Status: m.Status, To: m.Message.To, Session: m.SessionID,
-		Type: string(m.Message.Kind), CreatedAt: timestamp(m.CreatedAt.Time()), SentAt: sentAt(m.SentAt), Error: m.Error,
+		Success: true, ID: m.ID, MessageID: m.ID, Status: m.Status, To: m.Message.To, Session: m.SessionID,
+		Type: string(m.Message.Kind), CreatedAt: timestamp(m.CreatedAt.Time()), SentAt: sentAt(m.SentAt),
+		Code: m.Code, Error: m.Error, Attempts: m.Attempts, History: hist,
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/skip2/go-qrcode"
 	"github.com/valyala/fasthttp"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/engine"
 	"github.com/gateway/gateway/persist"
 )
@@ -87,15 +88,31 @@ func (s *Server) assignSession(ctx *fasthttp.RequestCtx) {
 }
 
 type statusJSON struct {
-	ID     *string `json:"id"`
-	Status string  `json:"status"`
-	Phone  *string `json:"phone"`
+	ID     *string   `json:"id"`
+	Status string    `json:"status"`
+	Phone  *string   `json:"phone"`
+	Queue  queueJSON `json:"queue"`
+}
+
+// queueJSON is a session's delivery queue (DESIGN.md section 9).
+type queueJSON struct {
+	Depth    int        `json:"depth"`
+	OldestAt *timestamp `json:"oldestAt"`
+}
+
+func queueOf(q domain.QueueStats) queueJSON {
+	out := queueJSON{Depth: q.Depth}
+	if q.OldestAt != 0 {
+		t := timestamp(q.OldestAt.Time())
+		out.OldestAt = &t
+	}
+	return out
 }
 
 // clientStatus reports the live status of the caller's session (NOT_CREATED when none).
 func (s *Server) clientStatus(ctx *fasthttp.RequestCtx, u persist.User) {
 	st := s.eng.SessionStatus(u.ID)
-	out := statusJSON{Status: st.Status}
+	out := statusJSON{Status: st.Status, Queue: queueOf(st.Queue)}
 	if st.ID != "" {
 		id := st.ID
 		out.ID = &id
@@ -161,4 +178,36 @@ func (s *Server) clientPairCode(ctx *fasthttp.RequestCtx, u persist.User) {
 		Code      string `json:"code"`
 		SessionID string `json:"sessionId"`
 	}{true, code, st.ID})
+}
+
+type sessionPacingRequest struct {
+	ID     *string        `json:"id"`
+	Pacing *domain.Pacing `json:"pacing"`
+}
+
+type pacingJSON struct {
+	Success bool           `json:"success"`
+	ID      string         `json:"id"`
+	Own     *domain.Pacing `json:"pacing"`
+	Applied domain.Pacing  `json:"applied"`
+}
+
+// setSessionPacing is PATCH /api/admin/sessions {id, pacing}: a session's own pacing override
+// (null removes it); the answer shows the override and the pacing in force.
+func (s *Server) setSessionPacing(ctx *fasthttp.RequestCtx, _ domain.User) {
+	var req sessionPacingRequest
+	if !s.bind(ctx, &req, need("id", &req.ID)) {
+		return
+	}
+	v, err := s.eng.SetSessionPacing(ctx, *req.ID, req.Pacing)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	applied, err := s.eng.Pacing(v.ID)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, pacingJSON{Success: true, ID: v.ID, Own: v.Pacing, Applied: applied})
 }

@@ -20,24 +20,6 @@ type (
 	KeyUsage = domain.KeyUsage
 )
 
-// Key schema of the Store (tables are "<name>/<id>"):
-//
-//	user/<userID>                          User (v1)
-//	apikey/<keyID>                         APIKey (v1)
-//	apikey_hash/<hash>                     raw key id: unique index by hash
-//	apikey_owner/<userID> NUL <keyID>      empty: index by owner (NUL ends the user id, so
-//	                                       "u1" never matches the keys of "u1x")
-//	apikey_usage/<keyID>                   KeyUsage (v1)
-const (
-	usersTable     = "user"
-	keysTable      = "apikey"
-	keyHashIndex   = "apikey_hash/"
-	keyOwnerIndex  = "apikey_owner/"
-	keyUsageTable  = "apikey_usage"
-	recordVersion1 = 1
-	keyLockStripes = 64
-)
-
 // Store holds the typed stores of the core. Key writes (PutKey, DeleteKey) read the old
 // record to fix the indexes; they are serialised per key id by striped locks so two writers
 // of one key cannot leave a stale index. Everything else is lock-free above the KV.

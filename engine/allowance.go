@@ -1,0 +1,147 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/anthdm/hollywood/actor"
+
+	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/persist"
+)
+
+// Reservation is monthly allowance held for messages that have no outcome yet: the one owner
+// of the count. Every path that sends (a v1 or dashboard send, a campaign's numbers, a store
+// event, a message recovered at boot) takes one, then commits what was sent and releases the
+// rest, exactly once: Commit and Release may be called from any goroutine, and whatever is
+// committed or released is gone from the reservation, so no path can count a message twice.
+type Reservation struct {
+	e    *Engine
+	uid  string
+	left atomic.Int64
+}
+
+// ReserveOpts are the account actor's options for a reservation (see actors.Reserve).
+type ReserveOpts struct{ Force, Reclaim bool }
+
+// reserve asks the user's account for up to n messages; the reservation may hold less (a bulk
+// batch is clipped). ErrQuotaExceeded when nothing is left this month.
+func (e *Engine) reserve(ctx context.Context, uid string, n int64, o ReserveOpts) (*Reservation, error) {
+	msg := &actors.Reserve{N: n, Force: o.Force, Reclaim: o.Reclaim, Reply: make(chan actors.AccountResult, 1)}
+	e.hw.Send(e.account(uid), msg)
+	res, err := waitReply(ctx, msg.Reply, e.cfg.AskTimeout, "account")
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		return nil, err
+	}
+	return e.adopt(uid, res.Granted), nil
+}
+
+// adopt wraps allowance reserved already (a campaign's batch, handed out one number at a time).
+func (e *Engine) adopt(uid string, n int64) *Reservation {
+	r := &Reservation{e: e, uid: uid}
+	r.left.Store(n)
+	return r
+}
+
+// Granted is what the reservation still holds.
+func (r *Reservation) Granted() int64 { return r.left.Load() }
+
+// Take moves n of the reservation into a new one (a campaign's number becomes a message).
+func (r *Reservation) Take(n int64) *Reservation {
+	if !r.take(n) {
+		return r.e.adopt(r.uid, 0)
+	}
+	return r.e.adopt(r.uid, n)
+}
+
+// Commit counts n held messages as sent.
+func (r *Reservation) Commit(n int64) {
+	if r.take(n) {
+		r.e.hw.Send(r.e.account(r.uid), actors.Settle{Sent: n, Unreserve: n})
+	}
+}
+
+// Release gives back whatever the reservation still holds.
+func (r *Reservation) Release() {
+	if n := r.left.Swap(0); n > 0 {
+		r.e.hw.Send(r.e.account(r.uid), actors.Settle{Unreserve: n})
+	}
+}
+
+// ReleaseN gives back n of what the reservation holds.
+func (r *Reservation) ReleaseN(n int64) {
+	if r.take(n) {
+		r.e.hw.Send(r.e.account(r.uid), actors.Settle{Unreserve: n})
+	}
+}
+
+func (r *Reservation) take(n int64) bool {
+	for {
+		left := r.left.Load()
+		if n <= 0 || left < n {
+			return false
+		}
+		if r.left.CompareAndSwap(left, left-n) {
+			return true
+		}
+	}
+}
+
+// accountIndex: one account actor per user, spawned on first use.
+type accountIndex struct {
+	mu   sync.RWMutex
+	pids map[string]*actor.PID
+}
+
+func (e *Engine) account(uid string) *actor.PID {
+	e.accounts.mu.RLock()
+	pid := e.accounts.pids[uid]
+	e.accounts.mu.RUnlock()
+	if pid != nil {
+		return pid
+	}
+	e.accounts.mu.Lock()
+	defer e.accounts.mu.Unlock()
+	if pid = e.accounts.pids[uid]; pid == nil {
+		deps := actors.AccountDeps{Store: e.accountTable, Now: e.cfg.Now, Log: e.log}
+		pid = e.spawn(actors.NewAccount(uid, e.monthlyLimit(uid), deps), "account", uid)
+		e.accounts.pids[uid] = pid
+	}
+	return pid
+}
+
+func (e *Engine) monthlyLimit(uid string) int64 {
+	return e.planOf(uid).MonthlyMessages
+}
+
+func (e *Engine) planOf(uid string) Plan {
+	name := e.cfg.DefaultPlan
+	if u, ok := e.users.get(uid); ok && u.Plan != "" {
+		name = u.Plan
+	}
+	return e.cfg.Plans[name]
+}
+
+// Account is the user's monthly allowance.
+func (e *Engine) Account(ctx context.Context, uid string) (actors.AccountResult, error) {
+	msg := &actors.GetAccount{Reply: make(chan actors.AccountResult, 1)}
+	e.hw.Send(e.account(uid), msg)
+	return waitReply(ctx, msg.Reply, e.cfg.AskTimeout, "account")
+}
+
+var _ actors.AccountStore = persist.Accounts{}
+
+// pacingOf is the pacing of a session owned by uid: the network's default with the owner's
+// plan's over it (the session's own override is laid on by its actor).
+func (e *Engine) pacingOf(uid string) domain.Pacing {
+	p := e.cfg.Pacing
+	if uid != "" {
+		p = p.Merge(e.planOf(uid).Pacing)
+	}
+	return p
+}

@@ -1,0 +1,347 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/persist"
+)
+
+// Send errors, re-exported.
+var (
+	ErrRecipientNotOnNetwork = domain.ErrRecipientNotOnNetwork
+	ErrNetwork               = domain.ErrNetwork
+	ErrMessageNotFound       = domain.ErrMessageNotFound
+)
+
+// SendRequest is one message to accept for a user (DESIGN.md section 3, flow 1).
+type SendRequest struct {
+	UserID    string
+	SessionID string // "" = the user's default session; else it must be assigned to the user
+	Origin    string // api, dashboard, campaign:<id>, store:<shop>
+	// Message: To must be normalised digits. ID "" = a new one; a caller-chosen id (a campaign's
+	// number, a store event, an Idempotency-Key) makes the accept idempotent: a message that
+	// exists already is answered as it stands and not queued again.
+	Message domain.Message
+	// Idem, when IdemID is set, is committed with the outbox entry (Idempotency-Key).
+	IdemID string
+	Idem   persist.IdemRecord
+	// Reserved: the caller holds this message's allowance already (a campaign's batch).
+	Reserved *Reservation
+	// Wait is how long to wait for the network's outcome (0 = answer once queued).
+	Wait time.Duration
+}
+
+// messages is the message facet: it accepts messages into the durable outbox, hands them to
+// their session's deliverer, and takes their outcomes back (actors.Deliveries). It owns each
+// in-flight message's reservation and its waiters.
+type messages struct {
+	e      *Engine
+	outbox *persist.Outbox
+	shards [64]pendingShard
+	depth  atomic.Int64 // accepted, no network outcome yet (gateway_outbox_pending)
+	queued atomic.Int64 // accepted in all (metrics)
+}
+
+type pendingShard struct {
+	mu sync.Mutex
+	m  map[string]*pending
+}
+
+// pending is one accepted message without an outcome.
+type pending struct {
+	res     *Reservation
+	waiters []chan outcome
+}
+
+type outcome struct {
+	entry domain.OutboxEntry
+	err   error
+}
+
+func newMessages(e *Engine, o *persist.Outbox) *messages {
+	m := &messages{e: e, outbox: o}
+	for i := range m.shards {
+		m.shards[i].m = map[string]*pending{}
+	}
+	return m
+}
+
+func (m *messages) shard(id string) *pendingShard {
+	var h uint32 = 2166136261
+	for i := 0; i < len(id); i++ {
+		h = (h ^ uint32(id[i])) * 16777619
+	}
+	return &m.shards[h%uint32(len(m.shards))]
+}
+
+// Send accepts a message: session resolved (assigned to the user, and linked), allowance
+// reserved, ONE commit holding the outbox entry (and the Idempotency-Key's record), the entry
+// handed to the session's deliverer. It answers once queued, or, with r.Wait, once the network's
+// outcome is known or the wait is over (still queued then: not an error).
+func (e *Engine) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry, error) {
+	ent, err := e.sendSession(r.UserID, r.SessionID)
+	if err != nil {
+		if r.Reserved != nil {
+			r.Reserved.Release()
+		}
+		return domain.OutboxEntry{}, err
+	}
+	m := e.msgs
+	if r.Message.ID != "" {
+		// A caller-chosen id: the message may exist already (a retry, a resumed campaign).
+		if old, err := m.outbox.Get(r.Message.ID); err == nil {
+			if r.Reserved != nil {
+				r.Reserved.Release()
+			}
+			if old.UserID != r.UserID {
+				return domain.OutboxEntry{}, fmt.Errorf("%w: message id %s", ErrForbidden, r.Message.ID)
+			}
+			return m.wait(ctx, old, r.Wait)
+		} else if !errors.Is(err, persist.ErrNotFound) {
+			return domain.OutboxEntry{}, fmt.Errorf("%w: outbox: %v", ErrUnavailable, err)
+		}
+	} else {
+		r.Message.ID = NewMessageID()
+	}
+	res := r.Reserved
+	if res == nil {
+		if res, err = e.reserve(ctx, r.UserID, 1, ReserveOpts{}); err != nil {
+			return domain.OutboxEntry{}, err
+		}
+	}
+	now := e.Now().UTC()
+	entry := domain.OutboxEntry{
+		ID: r.Message.ID, SessionID: ent.view.Load().ID, UserID: r.UserID, Origin: r.Origin,
+		Message: r.Message, CreatedAt: domain.MillisOf(now),
+	}
+	entry.SetStatus(domain.MsgQueued, now)
+	if r.IdemID != "" {
+		r.Idem.MessageID = entry.ID
+	}
+	if err := m.outbox.Accept(ctx, entry, r.IdemID, r.Idem); err != nil {
+		res.Release()
+		return domain.OutboxEntry{}, fmt.Errorf("%w: outbox: %v", ErrUnavailable, err)
+	}
+	var ch chan outcome
+	if r.Wait > 0 {
+		ch = make(chan outcome, 1)
+	}
+	m.track(entry.ID, res, ch)
+	m.queued.Add(1)
+	e.hw.Send(ent.pid, actors.Enqueue{Entry: entry})
+	if ch == nil {
+		return entry, nil
+	}
+	return m.await(ctx, entry, ch, r.Wait)
+}
+
+// track registers an accepted message's reservation (and a waiter).
+func (m *messages) track(id string, res *Reservation, ch chan outcome) {
+	sh := m.shard(id)
+	sh.mu.Lock()
+	p := sh.m[id]
+	if p == nil {
+		p = &pending{res: res}
+		sh.m[id] = p
+		m.depth.Add(1)
+	} else if res != nil && res != p.res {
+		res.Release() // tracked twice (a retry racing its first accept): one reservation is enough
+	}
+	if ch != nil {
+		p.waiters = append(p.waiters, ch)
+	}
+	sh.mu.Unlock()
+}
+
+// wait answers an existing message as it stands, or waits for its outcome while it is queued.
+func (m *messages) wait(ctx context.Context, e domain.OutboxEntry, d time.Duration) (domain.OutboxEntry, error) {
+	if e.Final() || d <= 0 {
+		return e, failure(e)
+	}
+	ch := make(chan outcome, 1)
+	sh := m.shard(e.ID)
+	sh.mu.Lock()
+	p := sh.m[e.ID]
+	if p != nil {
+		p.waiters = append(p.waiters, ch)
+	}
+	sh.mu.Unlock()
+	if p == nil {
+		// Settled meanwhile: read it again.
+		if cur, err := m.outbox.Get(e.ID); err == nil {
+			return cur, failure(cur)
+		}
+		return e, nil
+	}
+	return m.await(ctx, e, ch, d)
+}
+
+func (m *messages) await(ctx context.Context, e domain.OutboxEntry, ch chan outcome, d time.Duration) (domain.OutboxEntry, error) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case o := <-ch:
+		return o.entry, o.err
+	case <-t.C:
+		return e, nil
+	case <-ctx.Done():
+		return e, nil
+	}
+}
+
+// failure is a settled entry's error (nil unless it failed).
+func failure(e domain.OutboxEntry) error {
+	if e.Status != domain.MsgFailed {
+		return nil
+	}
+	if code := e.Code; code == "recipient_not_on_network" {
+		return fmt.Errorf("%w: %s", ErrRecipientNotOnNetwork, e.Error)
+	}
+	return fmt.Errorf("%w: %s", ErrNetwork, e.Error)
+}
+
+// Outcome implements actors.Deliveries: the network's final word on a message. The outcome is
+// recorded in the background (a lost one only means a re-send under the same id at boot, which
+// the network treats as the same message), and the reservation is settled only once that
+// record is durable: a message is counted in messagesSent after its pending entry is gone, so
+// a crash between the two can undercount by the last few, never count one message twice.
+// Whoever waits is answered at once.
+func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
+	sh := m.shard(e.ID)
+	sh.mu.Lock()
+	p := sh.m[e.ID]
+	delete(sh.m, e.ID)
+	sh.mu.Unlock()
+	if p != nil {
+		m.depth.Add(-1)
+	}
+	if sendErr == nil {
+		m.e.metrics.sent.Add(1)
+	} else {
+		m.e.metrics.failed.Add(1)
+	}
+	m.outbox.Settle(e, func(err error) {
+		if err != nil {
+			// Still pending on disk: the next boot sends it again under its id and settles it
+			// then; this process keeps its reservation held.
+			m.e.log.Error("outbox: record outcome", "message_id", e.ID, "err", err)
+			return
+		}
+		if p == nil {
+			return
+		}
+		if sendErr == nil {
+			p.res.Commit(1)
+		} else {
+			p.res.Release()
+		}
+	})
+	if p != nil {
+		for _, w := range p.waiters {
+			w <- outcome{entry: e, err: sendErr}
+		}
+	}
+}
+
+// Receipt records a receipt of the network (delivered, read) for a message.
+func (e *Engine) Receipt(id string, status domain.MessageStatus, at time.Time) {
+	e.msgs.outbox.Receipt(id, domain.StatusChange{Status: status, At: domain.MillisOf(at)}, func(err error) {
+		if err != nil {
+			e.log.Warn("outbox: record receipt", "message_id", id, "status", status, "err", err)
+		}
+	})
+}
+
+// sendSession resolves the session a user's message goes through ("" = the user's default)
+// and checks it is assigned to the user and linked. A linked session that is momentarily
+// disconnected accepts: its queue waits for the link (DESIGN.md section 9).
+func (e *Engine) sendSession(uid, sessionID string) (*sessionEntry, error) {
+	var ent *sessionEntry
+	if sessionID == "" {
+		if ent = e.sessions.defaultOf(uid); ent == nil {
+			return nil, fmt.Errorf("%w: no session is assigned to this account; link one first", ErrNotConnected)
+		}
+	} else if ent = e.sessions.get(sessionID); ent == nil || ent.view.Load().AssignedTo != uid {
+		return nil, fmt.Errorf("%w: session %s is not assigned to this account", ErrForbidden, sessionID)
+	}
+	if v := ent.view.Load(); v.Status != actors.StatusConnected && !v.Linked {
+		return nil, fmt.Errorf("%w: link the session first", ErrNotConnected)
+	}
+	return ent, nil
+}
+
+// Message returns one of the user's messages by id, with its history.
+func (e *Engine) Message(uid, id string) (domain.OutboxEntry, error) {
+	m, err := e.msgs.outbox.Get(id)
+	if err != nil || m.UserID != uid {
+		return domain.OutboxEntry{}, fmt.Errorf("%w: %s", ErrMessageNotFound, id)
+	}
+	return m, nil
+}
+
+// recoverOutbox hands every entry without an outcome back to its session's deliverer, which
+// sends it again under the same id once connected. Its reservation died with the last process:
+// it is taken again (forced: the message was accepted) before any new send can use the same
+// allowance. The outbox is read once, before any deliverer runs, so no outcome can land between
+// the read and the re-reservation.
+func (e *Engine) recoverOutbox() (int, error) {
+	pending, err := e.msgs.outbox.Pending()
+	if err != nil {
+		return 0, fmt.Errorf("engine: outbox: %w", err)
+	}
+	for _, entry := range pending {
+		ent := e.sessions.get(entry.SessionID)
+		if ent == nil {
+			e.log.Error("outbox entry for an unknown session", "message_id", entry.ID, "session_id", entry.SessionID)
+			continue
+		}
+		res, err := e.reserve(context.Background(), entry.UserID, 1, ReserveOpts{Force: true, Reclaim: true})
+		if err != nil {
+			return 0, fmt.Errorf("engine: outbox: reserve for %s: %w", entry.ID, err)
+		}
+		e.msgs.track(entry.ID, res, nil)
+		e.hw.Send(ent.pid, actors.Enqueue{Entry: entry})
+	}
+	return len(pending), nil
+}
+
+// NewMessageID makes a message id in the shape WhatsApp Web uses (3EB0 + 20 hex digits).
+func NewMessageID() string {
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	return "3EB0" + strings.ToUpper(hex.EncodeToString(b[:]))
+}
+
+// DerivedID is the id of what an Idempotency-Key makes (a message, a campaign): a function of
+// the API key and the Idempotency-Key, so a retry after a crash names the same message.
+func DerivedID(keyID, idemKey string) string {
+	sum := sha256.Sum256([]byte(keyID + "\x00" + idemKey))
+	return "3EB0" + strings.ToUpper(hex.EncodeToString(sum[:10]))
+}
+
+// waitReply waits for an actor's reply, ctx, or the timeout.
+func waitReply[T any](ctx context.Context, reply chan T, timeout time.Duration, who string) (T, error) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case r := <-reply:
+		return r, nil
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	case <-t.C:
+		var zero T
+		return zero, fmt.Errorf("%w: the %s did not answer in time", ErrUnavailable, who)
+	}
+}

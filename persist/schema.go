@@ -1,0 +1,43 @@
+package persist
+
+// The key schema: every table and index the gateway keeps, in one place. A table is
+// "<name>/<id>" holding a record encoded with its version (codec.go); TTL is how long a record
+// lives after its last write (0 = until deleted).
+//
+//	table                          record (version)          TTL       written by
+//	user/<uid>                     domain.User (1)           -         users
+//	apikey/<keyID>                 domain.APIKey (1)         -         keys
+//	apikey_hash/<sha256 hex>       key id (raw)              -         keys (unique index)
+//	apikey_owner/<uid> NUL <keyID> empty                     -         keys (index by owner)
+//	apikey_usage/<keyID>           domain.KeyUsage (1)       -         key actor (block marks)
+//	account/<uid>                  domain.Allowance (1)      -         account actor
+//	session/<sessionID>            domain.Session (1)        -         session actor
+//	outbox_pending/<msgID>         domain.OutboxEntry (1)    -         accept; removed by the outcome
+//	outbox/<msgID>                 domain.OutboxEntry (1)    7 days    the deliverer's outcome (no body)
+//	outbox_receipt/<msgID>/<st>    domain.StatusChange (1)   7 days    receipts: delivered, read
+//	idem/<keyID>/<Idempotency-Key> IdemRecord (1)            24 h      accept (same commit as the entry)
+//	contact/<sessionID>/<phone>    first-contact day (1)     -         deliverer (new-contact pacing)
+//	campaign/<id>                  domain.Campaign (1)       30 days   campaign actor (TTL once ended)
+//	campaign_detail/<id>/<index>   domain.CampaignDetail (1) 90 days   campaign actor
+//	inbox/, webhook_seen/, store_sent/, store_event/, store/, nonces, templates: see inbox.go
+//	and stores.go (the store integration's tables).
+const (
+	usersTable         = "user"
+	keysTable          = "apikey"
+	keyHashIndex       = "apikey_hash/"
+	keyOwnerIndex      = "apikey_owner/"
+	keyUsageTable      = "apikey_usage"
+	accountTable       = "account"
+	sessionTable       = "session"
+	outboxTable        = "outbox"
+	outboxPendingTable = "outbox_pending"
+	outboxReceiptTable = "outbox_receipt"
+	idemTable          = "idem"
+	contactTable       = "contact"
+	campaignTable      = "campaign"
+	campaignDetails    = "campaign_detail"
+	recordVersion1     = 1
+
+	// keyLockStripes: key writes are serialised per key id over this many locks (store.go).
+	keyLockStripes = 64
+)
