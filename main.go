@@ -23,6 +23,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gateway/gateway/actors"
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/ecom"
 	"github.com/gateway/gateway/engine"
@@ -62,6 +63,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	return fmt.Errorf("unknown command %q (serve, token, version)", args[0])
 }
+
+// Interface guards: the adapters main wires into the core.
+var (
+	_ network.Network     = (*sim.Network)(nil)
+	_ httpapi.SimControls = (*sim.Network)(nil)
+	_ actors.AccountStore = persist.Accounts{}
+	_ actors.Contacts     = persist.Contacts{}
+	_ engine.Store        = (*persist.Store)(nil)
+)
 
 // config is every `gateway serve` flag (DESIGN.md section 6); each is also read from the
 // environment as GATEWAY_<NAME> (upper case, - → _). A flag given on the command line wins.
@@ -301,10 +311,14 @@ func build(ctx context.Context, c config, log *slog.Logger) (g *gateway, err err
 		return nil, err
 	}
 	cidrs, _ := parseCIDRs(c.internalCIDRs)
+	var simControls httpapi.SimControls // nil unless --network sim (a nil *sim.Network is not)
+	if g.sim != nil {
+		simControls = g.sim
+	}
 	g.http, err = httpapi.New(httpapi.Config{
 		Engine: g.engine, Verifier: verifier, DevRoles: c.auth == "dev", Logger: log.With("component", "http"),
 		Registry: prometheus.NewRegistry(), InternalCIDRs: cidrs, BodyLimit: c.bodyLimit,
-		LogRequests: c.logRequests, Version: version, Sim: g.sim, BulkMaxRecipients: c.bulkMaxRecipients,
+		LogRequests: c.logRequests, Version: version, Sim: simControls, BulkMaxRecipients: c.bulkMaxRecipients,
 		Media: httpapi.MediaOptions{MaxBytes: c.mediaMaxBytes, AllowPrivate: c.mediaAllowPrivate},
 	})
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gateway/gateway/domain"
+
 	"github.com/anthdm/hollywood/actor"
 
 	"github.com/gateway/gateway/persist"
@@ -68,16 +70,10 @@ type (
 	}
 )
 
-// KeyResult is a key's view as of one message.
+// KeyResult is a key's view as of one message, and why the message failed.
 type KeyResult struct {
-	Key       persist.APIKey
-	Plan      string
-	Limit     int64     // daily cap, 0 = none
-	Used      int64     // requests counted today
-	Remaining int64     // requests left today (0 when Limit is 0)
-	Reset     time.Time // start of the next UTC day
-	APICalls  int64
-	Err       error
+	domain.Grant
+	Err error
 }
 
 // Key is the actor of one API key: its record and its daily rate limiter.
@@ -321,10 +317,10 @@ func (k *Key) publish() {
 }
 
 func (k *Key) result(err error) KeyResult {
-	r := KeyResult{
+	r := KeyResult{Grant: domain.Grant{
 		Key: k.rec, Plan: k.plan.Name, Limit: k.plan.Limit, Used: k.count,
-		Reset: nextDay(k.deps.Now()), APICalls: k.calls, Err: err,
-	}
+		Reset: nextDay(k.deps.Now()), APICalls: k.calls,
+	}, Err: err}
 	if k.plan.Limit > 0 {
 		r.Remaining = max(k.plan.Limit-k.count, 0)
 	}

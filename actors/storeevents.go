@@ -13,15 +13,16 @@ import (
 	"github.com/anthdm/hollywood/actor"
 	json "github.com/goccy/go-json"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/ecom"
 )
 
 // Outcomes of a store event.
 const (
-	StoreEventPending = "pending" // in the inbox, not processed yet (or waiting for a retry)
-	StoreEventSent    = "sent"    // the customer's message was sent
-	StoreEventSkipped = "skipped" // nothing to send: no phone, template disabled, topic or status that sends nothing
-	StoreEventFailed  = "failed"  // could not be sent, and retrying will not help (or 24 h of retries did not)
+	StoreEventPending = domain.StoreEventPending // in the inbox, not processed yet (or waiting for a retry)
+	StoreEventSent    = "sent"                   // the customer's message was sent
+	StoreEventSkipped = "skipped"                // nothing to send: no phone, template disabled, topic or status that sends nothing
+	StoreEventFailed  = "failed"                 // could not be sent, and retrying will not help (or 24 h of retries did not)
 )
 
 const (

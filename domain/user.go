@@ -71,3 +71,14 @@ type Allowance struct {
 	// increments of Sent) never lets the month's limit be exceeded.
 	Mark int64 `json:"mark"`
 }
+
+// Grant is an API key's view as one call was authorized: its record and its daily limits.
+type Grant struct {
+	Key       APIKey
+	Plan      string
+	Limit     int64     // daily cap, 0 = none
+	Used      int64     // requests counted today
+	Remaining int64     // requests left today (0 when Limit is 0)
+	Reset     time.Time // start of the next UTC day
+	APICalls  int64
+}

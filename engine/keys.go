@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/persist"
 )
 
@@ -139,7 +140,7 @@ type KeyRequest struct {
 
 // KeyView is a key as the admin and client views show it.
 type KeyView struct {
-	actors.KeyResult
+	domain.Grant
 	ClientName string
 }
 
@@ -175,7 +176,7 @@ func (e *Engine) CreateKey(ctx context.Context, r KeyRequest) (KeyView, string, 
 	}
 	e.spawnKey(rec)
 	plan := e.keyPlan(rec.UserID)
-	view := KeyView{KeyResult: actors.KeyResult{Key: rec, Plan: plan.Name, Limit: plan.Limit}, ClientName: e.clientName(rec.UserID)}
+	view := KeyView{Grant: domain.Grant{Key: rec, Plan: plan.Name, Limit: plan.Limit}, ClientName: e.clientName(rec.UserID)}
 	e.log.Info("api key created", "key_id", rec.ID, "user_id", rec.UserID)
 	return view, raw, nil
 }
@@ -214,7 +215,7 @@ func (e *Engine) ListKeys(owner string) ([]KeyView, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, KeyView{KeyResult: r, ClientName: e.clientName(r.Key.UserID)})
+		out = append(out, KeyView{Grant: r.Grant, ClientName: e.clientName(r.Key.UserID)})
 	}
 	slices.SortFunc(out, func(a, b KeyView) int {
 		if c := a.Key.CreatedAt.Compare(b.Key.CreatedAt); c != 0 {
@@ -289,7 +290,7 @@ func (e *Engine) ValidateKey(raw []byte) (KeyView, error) {
 		return KeyView{}, ErrUnknownKey
 	}
 	rec := *ent.view.Load()
-	v := KeyView{KeyResult: actors.KeyResult{Key: rec}, ClientName: e.clientName(rec.UserID)}
+	v := KeyView{Grant: domain.Grant{Key: rec}, ClientName: e.clientName(rec.UserID)}
 	if rec.Status != StatusOn {
 		return v, ErrKeyRevoked
 	}
@@ -305,12 +306,12 @@ type authCall struct {
 	timer *time.Timer
 }
 
-// AuthorizeKey counts one API call of the raw key for scope ("" = none needed). The result's
-// Err is nil when the call may proceed; the limits are filled in either way once the key is known.
-func (e *Engine) AuthorizeKey(raw []byte, scope string) actors.KeyResult {
+// AuthorizeKey counts one API call of the raw key for scope ("" = none needed). The error is nil
+// when the call may proceed; the grant's limits are filled in either way once the key is known.
+func (e *Engine) AuthorizeKey(raw []byte, scope string) (domain.Grant, error) {
 	ent := e.keys.hash(sha256.Sum256(raw))
 	if ent == nil {
-		return actors.KeyResult{Err: ErrUnknownKey}
+		return domain.Grant{}, ErrUnknownKey
 	}
 	call := e.authPool.Get().(*authCall)
 	call.msg.Scope = scope
@@ -320,9 +321,9 @@ func (e *Engine) AuthorizeKey(raw []byte, scope string) actors.KeyResult {
 	case r := <-call.msg.Reply:
 		call.timer.Stop()
 		e.authPool.Put(call)
-		return r
+		return r.Grant, r.Err
 	case <-call.timer.C:
 		// The reply may still come: this call (and its channel) is not reused.
-		return actors.KeyResult{Err: fmt.Errorf("%w: key actor did not answer", ErrUnavailable)}
+		return domain.Grant{}, fmt.Errorf("%w: key actor did not answer", ErrUnavailable)
 	}
 }

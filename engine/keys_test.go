@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gateway/gateway/actors"
 	"github.com/gateway/gateway/network/sim"
 	"github.com/gateway/gateway/persist"
 )
@@ -58,19 +59,19 @@ func TestAuthorizeScope(t *testing.T) {
 	e := newTestEngine(t, persist.NewStore(persist.NewMemory()), clk, nil)
 	defer e.Stop(context.Background())
 	raw := setupKey(t, e, []string{ScopeText})
-	if r := e.AuthorizeKey([]byte(raw), ScopeText); r.Err != nil {
+	if r := authz(e, []byte(raw), ScopeText); r.Err != nil {
 		t.Fatalf("send_text: %v", r.Err)
 	}
 	for _, s := range []string{ScopeMedia, ScopeBulk} {
-		if r := e.AuthorizeKey([]byte(raw), s); !errors.Is(r.Err, ErrInsufficientScope) {
+		if r := authz(e, []byte(raw), s); !errors.Is(r.Err, ErrInsufficientScope) {
 			t.Fatalf("%s: got %v, want insufficient scope", s, r.Err)
 		}
 	}
-	if r := e.AuthorizeKey([]byte("svc_live_x"), ""); !errors.Is(r.Err, ErrUnknownKey) {
+	if r := authz(e, []byte("svc_live_x"), ""); !errors.Is(r.Err, ErrUnknownKey) {
 		t.Fatalf("unknown key: %v", r.Err)
 	}
 	// Refused calls are not counted.
-	if r := e.AuthorizeKey([]byte(raw), ""); r.Used != 2 || r.APICalls != 2 {
+	if r := authz(e, []byte(raw), ""); r.Used != 2 || r.APICalls != 2 {
 		t.Fatalf("used %d calls %d, want 2 and 2", r.Used, r.APICalls)
 	}
 }
@@ -82,16 +83,16 @@ func TestDailyCapRollsOverAtUTCMidnight(t *testing.T) {
 	defer e.Stop(context.Background())
 	raw := []byte(setupKey(t, e, nil))
 	for i := 0; i < 3; i++ {
-		if r := e.AuthorizeKey(raw, ""); r.Err != nil {
+		if r := authz(e, raw, ""); r.Err != nil {
 			t.Fatalf("call %d: %v", i, r.Err)
 		}
 	}
-	r := e.AuthorizeKey(raw, "")
+	r := authz(e, raw, "")
 	if !errors.Is(r.Err, ErrRateLimited) || r.Remaining != 0 || !r.Reset.Equal(time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)) {
 		t.Fatalf("4th call: %+v", r)
 	}
 	clk.set(time.Date(2026, 3, 2, 0, 0, 1, 0, time.UTC))
-	if r := e.AuthorizeKey(raw, ""); r.Err != nil || r.Remaining != 2 || r.APICalls != 4 {
+	if r := authz(e, raw, ""); r.Err != nil || r.Remaining != 2 || r.APICalls != 4 {
 		t.Fatalf("next day: %+v", r)
 	}
 }
@@ -105,7 +106,7 @@ func TestCounterResumesFromMarkAfterCrash(t *testing.T) {
 	e1 := newTestEngine(t, store, clk, plans)
 	raw := []byte(setupKey(t, e1, nil))
 	for i := 0; i < 23; i++ {
-		if r := e1.AuthorizeKey(raw, ""); r.Err != nil {
+		if r := authz(e1, raw, ""); r.Err != nil {
 			t.Fatal(r.Err)
 		}
 	}
@@ -118,7 +119,7 @@ func TestCounterResumesFromMarkAfterCrash(t *testing.T) {
 	})
 	e2 := newTestEngine(t, store, clk, plans)
 	defer e2.Stop(context.Background())
-	r := e2.AuthorizeKey(raw, "")
+	r := authz(e2, raw, "")
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -127,7 +128,7 @@ func TestCounterResumesFromMarkAfterCrash(t *testing.T) {
 	}
 	// Never more than the cap in the day, across the crash.
 	granted := 23 + 1
-	for e2.AuthorizeKey(raw, "").Err == nil {
+	for authz(e2, raw, "").Err == nil {
 		granted++
 	}
 	if granted > 100 {
@@ -167,4 +168,10 @@ func waitUntil(t testing.TB, total time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// authz is AuthorizeKey with its two results in one value, for table checks.
+func authz(e *Engine, raw []byte, scope string) actors.KeyResult {
+	g, err := e.AuthorizeKey(raw, scope)
+	return actors.KeyResult{Grant: g, Err: err}
 }

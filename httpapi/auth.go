@@ -2,18 +2,17 @@ package httpapi
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
 	"time"
 
+	"github.com/gateway/gateway/domain"
+
 	"github.com/valyala/fasthttp"
 
-	"github.com/gateway/gateway/actors"
 	"github.com/gateway/gateway/engine"
-	"github.com/gateway/gateway/persist"
 )
 
 var bearerPrefix = []byte("Bearer ")
@@ -30,7 +29,7 @@ func bearer(ctx *fasthttp.RequestCtx) []byte {
 // apiKey authorizes an API-key call for scope ("" = none needed): the key comes from
 // `Authorization: Bearer` or `x-api-key`. It counts against the key's daily cap and sets the
 // rate-limit headers. On failure the error response is written and ok is false.
-func (s *Server) apiKey(ctx *fasthttp.RequestCtx, scope string) (actors.KeyResult, bool) {
+func (s *Server) apiKey(ctx *fasthttp.RequestCtx, scope string) (domain.Grant, bool) {
 	raw := bearer(ctx)
 	if len(raw) == 0 {
 		raw = ctx.Request.Header.Peek("X-Api-Key")
@@ -38,19 +37,19 @@ func (s *Server) apiKey(ctx *fasthttp.RequestCtx, scope string) (actors.KeyResul
 	if len(raw) == 0 {
 		s.metrics.keyDecision("missing")
 		s.writeError(ctx, errNoCredentials)
-		return actors.KeyResult{}, false
+		return domain.Grant{}, false
 	}
-	r := s.eng.AuthorizeKey(raw, scope)
+	r, err := s.eng.AuthorizeKey(raw, scope)
 	if r.Key.ID != "" {
 		s.rateHeaders(ctx, r)
 	}
-	if r.Err != nil {
-		_, code := statusOf(r.Err)
+	if err != nil {
+		_, code := statusOf(err)
 		s.metrics.keyDecision(code)
-		if errors.Is(r.Err, engine.ErrRateLimited) {
+		if errors.Is(err, engine.ErrRateLimited) {
 			ctx.Response.Header.Set("Retry-After", strconv.FormatInt(max(int64(time.Until(r.Reset).Seconds()), 1), 10))
 		}
-		s.writeError(ctx, r.Err)
+		s.writeError(ctx, err)
 		return r, false
 	}
 	s.metrics.keyDecision("allowed")
@@ -58,7 +57,7 @@ func (s *Server) apiKey(ctx *fasthttp.RequestCtx, scope string) (actors.KeyResul
 }
 
 // rateHeaders sets X-RateLimit-* (omitted for a plan without a daily cap).
-func (s *Server) rateHeaders(ctx *fasthttp.RequestCtx, r actors.KeyResult) {
+func (s *Server) rateHeaders(ctx *fasthttp.RequestCtx, r domain.Grant) {
 	if r.Limit <= 0 {
 		return
 	}
@@ -69,28 +68,28 @@ func (s *Server) rateHeaders(ctx *fasthttp.RequestCtx, r actors.KeyResult) {
 }
 
 // user authenticates the caller's ID token and returns the profile (created on a first call).
-func (s *Server) user(ctx *fasthttp.RequestCtx) (persist.User, error) {
+func (s *Server) user(ctx *fasthttp.RequestCtx) (domain.User, error) {
 	tok := bearer(ctx)
 	if len(tok) == 0 {
-		return persist.User{}, errNoCredentials
+		return domain.User{}, errNoCredentials
 	}
-	c, err := s.cfg.Verifier.Verify(context.Background(), string(tok))
+	c, err := s.cfg.Verifier.Verify(s.reqContext(ctx), string(tok))
 	if err != nil {
 		s.reqLog(ctx).Debug("ID token refused", "err", err)
-		return persist.User{}, fmt.Errorf("%w: %v", errInvalidToken, err)
+		return domain.User{}, fmt.Errorf("%w: %v", errInvalidToken, err)
 	}
-	u, err := s.eng.Authenticate(context.Background(), engine.Principal{
+	u, err := s.eng.Authenticate(s.reqContext(ctx), engine.Principal{
 		UID: c.UID, Name: c.Name, Email: c.Email, ClaimsAdmin: s.cfg.DevRoles && c.Role == engine.RoleAdmin,
 	})
 	if errors.Is(err, engine.ErrValidation) {
 		// A verified token whose subject cannot be a user id (too long, unprintable).
-		return persist.User{}, fmt.Errorf("%w: %v", errInvalidToken, err)
+		return domain.User{}, fmt.Errorf("%w: %v", errInvalidToken, err)
 	}
 	return u, err
 }
 
 // userHandler is a handler for an authenticated dashboard or admin user.
-type userHandler func(ctx *fasthttp.RequestCtx, u persist.User)
+type userHandler func(ctx *fasthttp.RequestCtx, u domain.User)
 
 // client wraps a route for any signed-in user: dashboard routes serve clients, and admins may
 // use them for their own sessions and keys too.

@@ -1,13 +1,13 @@
 package httpapi
 
 import (
-	"context"
 	"strings"
+
+	"github.com/gateway/gateway/domain"
 
 	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
 
-	"github.com/gateway/gateway/actors"
 	"github.com/gateway/gateway/engine"
 )
 
@@ -57,26 +57,26 @@ type bulkAcceptedJSON struct {
 	StatusURL      string `json:"status_url"`
 }
 
-func bulkResult(s actors.CampaignState) bulkResultJSON {
+func bulkResult(s domain.Campaign) bulkResultJSON {
 	details := make([]detailJSON, len(s.Details))
 	for i, d := range s.Details {
 		details[i] = detailJSON(d)
 	}
 	return bulkResultJSON{
-		Success: s.Status != actors.CampaignFailed, CampaignID: s.ID, Status: s.Status,
+		Success: s.Status != domain.CampaignFailed, CampaignID: s.ID, Status: s.Status,
 		TotalRequested: len(s.Numbers), TotalProcessed: s.Cursor, Successful: s.Successful, Failed: s.Failed,
 		Details: details, Timestamp: timestamp(s.UpdatedAt),
 	}
 }
 
-func campaignView(s actors.CampaignState) campaignJSON {
+func campaignView(s domain.Campaign) campaignJSON {
 	return campaignJSON{bulkResultJSON: bulkResult(s), CreatedAt: timestamp(s.CreatedAt), UpdatedAt: timestamp(s.UpdatedAt)}
 }
 
 // v1SendBulk is POST /api/v1/messages/send-bulk (scope send_bulk): sync (the result when the
 // campaign ends; it goes on if the caller leaves) or async (202 at once).
 func (s *Server) v1SendBulk(ctx *fasthttp.RequestCtx) {
-	s.v1Post(ctx, engine.ScopeBulk, func(key actors.KeyResult, idem *engine.Idem) {
+	s.v1Post(ctx, engine.ScopeBulk, func(key domain.Grant, idem *engine.Idem) {
 		var req bulkRequest
 		if !s.bind(ctx, &req) {
 			return
@@ -90,7 +90,7 @@ func (s *Server) v1SendBulk(ctx *fasthttp.RequestCtx) {
 		if idem != nil {
 			r.ID, r.Idem = idem.DerivedCampaign(), idem
 		}
-		st, err := s.eng.StartCampaign(ctx, r)
+		st, err := s.eng.StartCampaign(s.reqContext(ctx), r)
 		if err != nil {
 			s.writeError(ctx, err)
 			return
@@ -111,7 +111,7 @@ func (s *Server) v1SendBulk(ctx *fasthttp.RequestCtx) {
 
 // bulkAnswer writes a bulk send's answer: 202 at once (async), or the result once the campaign
 // has ended (it goes on if the caller leaves).
-func (s *Server) bulkAnswer(ctx *fasthttp.RequestCtx, st actors.CampaignState, async bool) {
+func (s *Server) bulkAnswer(ctx *fasthttp.RequestCtx, st domain.Campaign, async bool) {
 	if async {
 		writeJSON(ctx, fasthttp.StatusAccepted, bulkAcceptedJSON{
 			Success: true, CampaignID: st.ID, Status: st.Status, TotalRequested: len(st.Numbers),
@@ -119,7 +119,7 @@ func (s *Server) bulkAnswer(ctx *fasthttp.RequestCtx, st actors.CampaignState, a
 		})
 		return
 	}
-	st, err := s.eng.WaitCampaign(ctx, st.ID)
+	st, err := s.eng.WaitCampaign(s.reqContext(ctx), st.ID)
 	if err != nil {
 		s.writeError(ctx, err)
 		return
@@ -178,7 +178,7 @@ func (s *Server) v1CancelCampaign(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	id, _ := ctx.UserValue("id").(string)
-	st, err := s.eng.CancelCampaign(context.Background(), key.Key.UserID, id)
+	st, err := s.eng.CancelCampaign(s.reqContext(ctx), key.Key.UserID, id)
 	if err != nil {
 		s.writeError(ctx, err)
 		return

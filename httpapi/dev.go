@@ -1,13 +1,11 @@
 package httpapi
 
 import (
-	"errors"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/gateway/gateway/network"
-	"github.com/gateway/gateway/network/sim"
+	"github.com/gateway/gateway/domain"
 )
 
 // The simulated network's dev controls (DESIGN.md section 6), registered only with
@@ -47,7 +45,7 @@ func (s *Server) simMessages(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusOK, struct {
-		Messages []sim.Delivered `json:"messages"`
+		Messages []domain.Delivered `json:"messages"`
 	}{s.cfg.Sim.Messages(to)})
 }
 
@@ -99,20 +97,19 @@ func (s *Server) simLatency(ctx *fasthttp.RequestCtx) {
 }
 
 func (s *Server) simResult(ctx *fasthttp.RequestCtx, err error) {
-	switch {
-	case err == nil:
-		writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
-	case errors.Is(err, sim.ErrNotScanning):
-		writeJSON(ctx, fasthttp.StatusConflict, errorBody{Error: err.Error(), Code: "not_scanning"})
-	case errors.Is(err, network.ErrNotConnected):
-		writeJSON(ctx, fasthttp.StatusConflict, errorBody{Error: err.Error(), Code: "session_not_connected"})
-	case errors.Is(err, sim.ErrBadCode):
-		writeJSON(ctx, fasthttp.StatusBadRequest, errorBody{Error: err.Error(), Code: "bad_code"})
-	case errors.Is(err, sim.ErrBadPhone):
-		writeJSON(ctx, fasthttp.StatusBadRequest, errorBody{Error: err.Error(), Code: "invalid_phone"})
-	case errors.Is(err, sim.ErrUnknownSession):
-		writeJSON(ctx, fasthttp.StatusNotFound, errorBody{Error: err.Error(), Code: "session_not_found"})
-	default:
+	if err != nil {
 		s.writeError(ctx, err)
+		return
 	}
+	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
+}
+
+// SimControls are the simulated network's dev controls (main passes the sim).
+type SimControls interface {
+	Scan(sessionID, phone string) error
+	Pair(sessionID, code string) error
+	Messages(to string) []domain.Delivered
+	SetUnregistered(numbers []string)
+	Drop(sessionID string, logout bool) error
+	SetLatency(d time.Duration)
 }

@@ -9,12 +9,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gateway/gateway/domain"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
-	"github.com/gateway/gateway/actors"
 	"github.com/gateway/gateway/engine"
-	"github.com/gateway/gateway/persist"
 )
 
 // Store integration routes (SPEC.md sections 4.4 and 4.5): connecting a store (OAuth, manual
@@ -33,7 +33,7 @@ type oauthInitJSON struct {
 }
 
 // oauthInit is POST /api/ecom/oauth-init.
-func (s *Server) oauthInit(ctx *fasthttp.RequestCtx, u persist.User) {
+func (s *Server) oauthInit(ctx *fasthttp.RequestCtx, u domain.User) {
 	var req oauthInitRequest
 	if !s.bind(ctx, &req, need("shop", &req.Shop)) {
 		return
@@ -92,7 +92,7 @@ type manualConnectJSON struct {
 }
 
 // manualConnect is POST /api/ecom/manual-connect.
-func (s *Server) manualConnect(ctx *fasthttp.RequestCtx, u persist.User) {
+func (s *Server) manualConnect(ctx *fasthttp.RequestCtx, u domain.User) {
 	var req manualConnectRequest
 	if !s.bind(ctx, &req, need("shop", &req.Shop), need("accessToken", &req.AccessToken)) {
 		return
@@ -130,7 +130,7 @@ type nativeConnectJSON struct {
 }
 
 // nativeConnect is POST /api/ecom/native-connect: the owner makes the webhooks in the store admin.
-func (s *Server) nativeConnect(ctx *fasthttp.RequestCtx, u persist.User) {
+func (s *Server) nativeConnect(ctx *fasthttp.RequestCtx, u domain.User) {
 	var req nativeConnectRequest
 	if !s.bind(ctx, &req, need("shop", &req.Shop)) {
 		return
@@ -160,7 +160,7 @@ type storeConnectRequest struct {
 }
 
 // storeConnect is POST /api/client/store/connect.
-func (s *Server) storeConnect(ctx *fasthttp.RequestCtx, u persist.User) {
+func (s *Server) storeConnect(ctx *fasthttp.RequestCtx, u domain.User) {
 	var req storeConnectRequest
 	if !s.bind(ctx, &req, need("platform", &req.Platform), need("domain", &req.Domain)) {
 		return
@@ -190,7 +190,7 @@ type verifyShopifyJSON struct {
 }
 
 // verifyShopify is POST /api/client/store/verify-shopify.
-func (s *Server) verifyShopify(ctx *fasthttp.RequestCtx, _ persist.User) {
+func (s *Server) verifyShopify(ctx *fasthttp.RequestCtx, _ domain.User) {
 	var req verifyShopifyRequest
 	if !s.bind(ctx, &req, need("domain", &req.Domain), need("access_token", &req.AccessToken)) {
 		return
@@ -234,7 +234,7 @@ type storeJSON struct {
 
 // clientStore is GET /api/client/store: the connected store (never its credentials) and its
 // recent events; connected false when there is none.
-func (s *Server) clientStore(ctx *fasthttp.RequestCtx, u persist.User) {
+func (s *Server) clientStore(ctx *fasthttp.RequestCtx, u domain.User) {
 	v, err := s.eng.Store(u.ID)
 	if errors.Is(err, engine.ErrStoreNotFound) {
 		writeJSON(ctx, fasthttp.StatusOK, storeJSON{Success: true, Events: []storeEventJSON{}})
@@ -254,7 +254,7 @@ func (s *Server) clientStore(ctx *fasthttp.RequestCtx, u persist.User) {
 			ID: r.Seq, Topic: r.Topic, Status: r.Status, Reason: r.Reason, WebhookID: r.WebhookID, OrderID: r.OrderID,
 			OrderName: r.OrderName, Phone: r.Phone, MessageID: r.MessageID, Attempts: r.Attempts, ReceivedAt: timestamp(r.ReceivedAt),
 		}
-		if r.Status != actors.StoreEventPending {
+		if r.Status != domain.StoreEventPending {
 			ev.ProcessedAt = tsPtr(&r.ProcessedAt)
 		}
 		out.Events = append(out.Events, ev)
@@ -263,7 +263,7 @@ func (s *Server) clientStore(ctx *fasthttp.RequestCtx, u persist.User) {
 }
 
 // deleteStore is DELETE /api/client/store.
-func (s *Server) deleteStore(ctx *fasthttp.RequestCtx, u persist.User) {
+func (s *Server) deleteStore(ctx *fasthttp.RequestCtx, u domain.User) {
 	if err := s.eng.DisconnectStore(context.Background(), u.ID); err != nil {
 		s.writeError(ctx, err)
 		return

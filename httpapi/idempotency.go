@@ -7,9 +7,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gateway/gateway/domain"
+
 	"github.com/valyala/fasthttp"
 
-	"github.com/gateway/gateway/actors"
 	"github.com/gateway/gateway/engine"
 )
 
@@ -19,7 +20,7 @@ import (
 // from what the first made, and is looked up before the daily cap is charged (a replay after
 // the cap is used up still succeeds). The same key with another body is 409
 // idempotency_key_reused. idem is nil without a key.
-func (s *Server) v1Post(ctx *fasthttp.RequestCtx, scope string, h func(key actors.KeyResult, idem *engine.Idem), replay func(uid string, rec engine.IdemRecord)) {
+func (s *Server) v1Post(ctx *fasthttp.RequestCtx, scope string, h func(key domain.Grant, idem *engine.Idem), replay func(uid string, rec engine.IdemRecord)) {
 	idemKey := ctx.Request.Header.Peek("Idempotency-Key")
 	if len(idemKey) == 0 {
 		if key, ok := s.apiKey(ctx, scope); ok {

@@ -4,10 +4,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gateway/gateway/domain"
+
 	"github.com/goccy/go-json"
 
-	"github.com/gateway/gateway/actors"
-	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/persist"
 )
 
@@ -32,10 +32,10 @@ func BenchmarkJSON(b *testing.B) {
 			}
 		}
 	})
-	entry := actors.OutboxEntry{
+	entry := domain.OutboxEntry{
 		ID: "3EB0AAAAAAAAAAAAAAAAAAAA", SessionID: "6f1c1c3e-9c5b-4a57-9a43-9d2f4d1b7f10", UserID: "alice", Origin: "api",
-		Message: network.Message{ID: "3EB0AAAAAAAAAAAAAAAAAAAA", To: "15550100001", Kind: network.KindText, Text: "Your order #1001 has shipped"},
-		Status:  actors.MsgQueued, CreatedAt: actors.MillisOf(time.Now()), UpdatedAt: actors.MillisOf(time.Now()),
+		Message: domain.Message{ID: "3EB0AAAAAAAAAAAAAAAAAAAA", To: "15550100001", Kind: domain.KindText, Text: "Your order #1001 has shipped"},
+		Status:  domain.MsgQueued, CreatedAt: domain.MillisOf(time.Now()), UpdatedAt: domain.MillisOf(time.Now()),
 	}
 	b.Run("encode outbox entry", func(b *testing.B) {
 		b.ReportAllocs()

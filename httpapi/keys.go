@@ -1,15 +1,14 @@
 package httpapi
 
 import (
-	"context"
 	"errors"
 	"strings"
 
+	"github.com/gateway/gateway/domain"
+
 	"github.com/valyala/fasthttp"
 
-	"github.com/gateway/gateway/actors"
 	"github.com/gateway/gateway/engine"
-	"github.com/gateway/gateway/persist"
 )
 
 // keyJSON is an API key record (SPEC.md section 2.1). UserID is omitted in the client view;
@@ -54,7 +53,7 @@ func keyList(views []engine.KeyView, withOwner bool) []keyJSON {
 	return out
 }
 
-func (s *Server) listKeys(ctx *fasthttp.RequestCtx, _ persist.User) {
+func (s *Server) listKeys(ctx *fasthttp.RequestCtx, _ domain.User) {
 	views, err := s.eng.ListKeys("")
 	if err != nil {
 		s.writeError(ctx, err)
@@ -63,7 +62,7 @@ func (s *Server) listKeys(ctx *fasthttp.RequestCtx, _ persist.User) {
 	writeJSON(ctx, fasthttp.StatusOK, keyList(views, true))
 }
 
-func (s *Server) clientKeys(ctx *fasthttp.RequestCtx, u persist.User) {
+func (s *Server) clientKeys(ctx *fasthttp.RequestCtx, u domain.User) {
 	views, err := s.eng.ListKeys(u.ID)
 	if err != nil {
 		s.writeError(ctx, err)
@@ -79,7 +78,7 @@ type createKeyRequest struct {
 	Scopes    []string `json:"scopes"`
 }
 
-func (s *Server) createKey(ctx *fasthttp.RequestCtx, _ persist.User) {
+func (s *Server) createKey(ctx *fasthttp.RequestCtx, _ domain.User) {
 	var req createKeyRequest
 	if !s.bind(ctx, &req, need("userId", &req.UserID), need("name", &req.Name)) {
 		return
@@ -97,7 +96,7 @@ func (s *Server) createKey(ctx *fasthttp.RequestCtx, _ persist.User) {
 		s.writeError(ctx, badInput("validation_failed", "scopes must not be empty (any of %s)", strings.Join(engine.AllScopes, ", ")))
 		return
 	}
-	view, raw, err := s.eng.CreateKey(context.Background(), kr)
+	view, raw, err := s.eng.CreateKey(s.reqContext(ctx), kr)
 	if err != nil {
 		s.writeError(ctx, err)
 		return
@@ -117,7 +116,7 @@ type successJSON struct {
 	Success bool `json:"success"`
 }
 
-func (s *Server) updateKey(ctx *fasthttp.RequestCtx, _ persist.User) {
+func (s *Server) updateKey(ctx *fasthttp.RequestCtx, _ domain.User) {
 	var req updateKeyRequest
 	if !s.bind(ctx, &req, need("id", &req.ID)) {
 		return
@@ -130,20 +129,20 @@ func (s *Server) updateKey(ctx *fasthttp.RequestCtx, _ persist.User) {
 		n := strings.TrimSpace(*req.Name)
 		req.Name = &n
 	}
-	if err := s.eng.UpdateKey(context.Background(), *req.ID, req.Name, req.Status); err != nil {
+	if err := s.eng.UpdateKey(s.reqContext(ctx), *req.ID, req.Name, req.Status); err != nil {
 		s.writeError(ctx, err)
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
 }
 
-func (s *Server) deleteKey(ctx *fasthttp.RequestCtx, _ persist.User) {
+func (s *Server) deleteKey(ctx *fasthttp.RequestCtx, _ domain.User) {
 	id := string(ctx.QueryArgs().Peek("id"))
 	if id == "" {
 		s.writeError(ctx, missing("id"))
 		return
 	}
-	if err := s.eng.DeleteKey(context.Background(), id); err != nil {
+	if err := s.eng.DeleteKey(s.reqContext(ctx), id); err != nil {
 		s.writeError(ctx, err)
 		return
 	}
@@ -217,7 +216,7 @@ func (s *Server) account(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	a := accountOf(r)
-	acct, err := s.eng.Account(context.Background(), r.Key.UserID)
+	acct, err := s.eng.Account(s.reqContext(ctx), r.Key.UserID)
 	if err != nil {
 		s.writeError(ctx, err)
 		return
@@ -230,7 +229,7 @@ func (s *Server) account(ctx *fasthttp.RequestCtx) {
 	writeJSON(ctx, fasthttp.StatusOK, a)
 }
 
-func accountOf(r actors.KeyResult) accountJSON {
+func accountOf(r domain.Grant) accountJSON {
 	a := accountJSON{
 		KeyID: r.Key.ID, Name: r.Key.Name, UserID: r.Key.UserID, Scopes: r.Key.Scopes, Plan: r.Plan,
 		RateLimit: r.Limit, Reset: timestamp(r.Reset), APICalls: r.APICalls,

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -9,11 +8,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/gateway/gateway/actors"
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/engine"
-	"github.com/gateway/gateway/network"
-	"github.com/gateway/gateway/persist"
 )
 
 // maxText is the longest text body accepted (the messaging network's own limit is 65,536).
@@ -55,7 +51,7 @@ func (s *Server) replayMessage(ctx *fasthttp.RequestCtx, uid string, rec engine.
 
 // v1Send is POST /api/v1/messages/send (scope send_text).
 func (s *Server) v1Send(ctx *fasthttp.RequestCtx) {
-	s.v1Post(ctx, engine.ScopeText, func(key actors.KeyResult, idem *engine.Idem) {
+	s.v1Post(ctx, engine.ScopeText, func(key domain.Grant, idem *engine.Idem) {
 		var req sendRequest
 		if !s.bind(ctx, &req) {
 			return
@@ -89,7 +85,7 @@ type sendImageRequest struct {
 
 // v1SendImage is POST /api/v1/messages/send-image (scope send_media).
 func (s *Server) v1SendImage(ctx *fasthttp.RequestCtx) {
-	s.v1Post(ctx, engine.ScopeMedia, func(key actors.KeyResult, idem *engine.Idem) {
+	s.v1Post(ctx, engine.ScopeMedia, func(key domain.Grant, idem *engine.Idem) {
 		var req sendImageRequest
 		if !s.bind(ctx, &req) {
 			return
@@ -103,7 +99,7 @@ func (s *Server) v1SendImage(ctx *fasthttp.RequestCtx) {
 			s.writeError(ctx, missing("image"))
 			return
 		}
-		m, err := s.media.Load(ctx, strings.TrimSpace(*req.Image))
+		m, err := s.media.Load(s.reqContext(ctx), strings.TrimSpace(*req.Image))
 		if err == nil {
 			err = checkImage(m)
 		}
@@ -135,12 +131,12 @@ type clientSendRequest struct {
 }
 
 // clientSend is POST /api/client/send: every message kind from the dashboard.
-func (s *Server) clientSend(ctx *fasthttp.RequestCtx, u persist.User) {
+func (s *Server) clientSend(ctx *fasthttp.RequestCtx, u domain.User) {
 	var req clientSendRequest
 	if !s.bind(ctx, &req) {
 		return
 	}
-	msg, err := s.clientMessage(req)
+	msg, err := s.clientMessage(ctx, req)
 	if err != nil {
 		s.writeError(ctx, err)
 		return
@@ -149,48 +145,48 @@ func (s *Server) clientSend(ctx *fasthttp.RequestCtx, u persist.User) {
 }
 
 // clientMessage validates a dashboard send and builds the message, loading media.
-func (s *Server) clientMessage(req clientSendRequest) (network.Message, error) {
+func (s *Server) clientMessage(ctx *fasthttp.RequestCtx, req clientSendRequest) (domain.Message, error) {
 	phone, err := requirePhone("phone", req.Phone)
 	if err != nil {
-		return network.Message{}, err
+		return domain.Message{}, err
 	}
-	kind := network.Kind(req.Type)
+	kind := domain.Kind(req.Type)
 	if kind == "" {
-		kind = network.KindText
+		kind = domain.KindText
 	}
-	msg := network.Message{To: phone, Kind: kind}
+	msg := domain.Message{To: phone, Kind: kind}
 	switch kind {
-	case network.KindText:
+	case domain.KindText:
 		if msg.Text, err = requireText("text", req.Text); err != nil {
 			return msg, err
 		}
-	case network.KindImage, network.KindVideo, network.KindAudio, network.KindDocument:
+	case domain.KindImage, domain.KindVideo, domain.KindAudio, domain.KindDocument:
 		if req.FileURL == nil || strings.TrimSpace(*req.FileURL) == "" {
 			return msg, badInput("validation_failed", "fileUrl is required for type %s", kind)
 		}
-		m, err := s.media.Load(context.Background(), strings.TrimSpace(*req.FileURL))
+		m, err := s.media.Load(s.reqContext(ctx), strings.TrimSpace(*req.FileURL))
 		if err != nil {
 			return msg, err
 		}
-		if kind != network.KindDocument && mediaKind(m.MimeType) != string(kind) {
+		if kind != domain.KindDocument && mediaKind(m.MimeType) != string(kind) {
 			return msg, fmt.Errorf("%w: %s is not %s", errMediaType, m.MimeType, kindArticle(kind))
 		}
-		if kind == network.KindImage {
+		if kind == domain.KindImage {
 			if err := checkImage(m); err != nil {
 				return msg, err
 			}
 		}
-		if kind == network.KindAudio && m.MimeType == "application/ogg" {
+		if kind == domain.KindAudio && m.MimeType == "application/ogg" {
 			m.MimeType = "audio/ogg" // an Ogg container sent as audio is a voice note
 		}
 		msg.Data, msg.MimeType, msg.FileName = m.Data, m.MimeType, req.FileName
 		if msg.FileName == "" {
 			msg.FileName = m.FileName
 		}
-		if kind != network.KindAudio {
+		if kind != domain.KindAudio {
 			msg.Caption = req.Caption
 		}
-	case network.KindLocation:
+	case domain.KindLocation:
 		if req.Lat == nil {
 			return msg, badInput("validation_failed", "lat is required for type location")
 		}
@@ -201,7 +197,7 @@ func (s *Server) clientMessage(req clientSendRequest) (network.Message, error) {
 			return msg, badInput("validation_failed", "lat must be -90 to 90 and lng -180 to 180")
 		}
 		msg.Lat, msg.Lng, msg.Address = *req.Lat, *req.Lng, req.Address
-	case network.KindContact:
+	case domain.KindContact:
 		if req.ContactName == nil || strings.TrimSpace(*req.ContactName) == "" {
 			return msg, badInput("validation_failed", "contactName is required for type contact")
 		}
@@ -216,8 +212,8 @@ func (s *Server) clientMessage(req clientSendRequest) (network.Message, error) {
 	return msg, nil
 }
 
-func kindArticle(k network.Kind) string {
-	if k == network.KindAudio || k == network.KindImage {
+func kindArticle(k domain.Kind) string {
+	if k == domain.KindAudio || k == domain.KindImage {
 		return "an " + string(k)
 	}
 	return "a " + string(k)
@@ -229,7 +225,7 @@ type templateTestRequest struct {
 }
 
 // templateTest is POST /api/client/templates/test: sends a text to a phone from the dashboard.
-func (s *Server) templateTest(ctx *fasthttp.RequestCtx, u persist.User) {
+func (s *Server) templateTest(ctx *fasthttp.RequestCtx, u domain.User) {
 	var req templateTestRequest
 	if !s.bind(ctx, &req) {
 		return
@@ -269,7 +265,7 @@ func (s *Server) send(ctx *fasthttp.RequestCtx, r engine.SendRequest, idem *engi
 		r.IdemID = idem.ID()
 		r.Idem = engine.IdemRecord{BodyHash: idem.BodyHash}
 	}
-	entry, err := s.eng.Send(ctx, r)
+	entry, err := s.eng.Send(s.reqContext(ctx), r)
 	if err != nil {
 		s.metrics.send(r.Origin, err)
 		s.writeError(ctx, err)
@@ -354,7 +350,7 @@ func mediaBodyLimit(maxBytes int64) int {
 	return int(maxBytes/3*4*105/100) + 64<<10
 }
 
-func sentAt(m actors.Millis) *timestamp {
+func sentAt(m domain.Millis) *timestamp {
 	if m == 0 {
 		return nil
 	}

@@ -24,7 +24,6 @@ import (
 
 	"github.com/gateway/gateway/engine"
 	"github.com/gateway/gateway/identity"
-	"github.com/gateway/gateway/network/sim"
 )
 
 // TokenVerifier verifies ID tokens (identity.Verifier in both auth modes).
@@ -54,7 +53,7 @@ type Config struct {
 	// WriteTimeout bounds writing a response (a sync bulk send needs a long one).
 	WriteTimeout time.Duration
 	// Sim is the simulated network, whose dev controls are served when it is set.
-	Sim *sim.Network
+	Sim SimControls
 	// BulkMaxRecipients is the most numbers one bulk request may carry (default 1000).
 	BulkMaxRecipients int
 	// Media configures media intake (URLs and data URIs) for the send routes.
@@ -74,6 +73,9 @@ type Server struct {
 	ready   atomic.Bool
 	reqSeq  atomic.Uint64
 	reqPfx  string
+	// base is the parent of every request's context, cancelled once the server has shut down.
+	base       context.Context
+	cancelBase context.CancelFunc
 }
 
 const (
@@ -108,6 +110,7 @@ func New(cfg Config) (*Server, error) {
 	var pfx [4]byte
 	_, _ = rand.Read(pfx[:])
 	s := &Server{cfg: cfg, log: cfg.Logger, eng: cfg.Engine, router: router.New(), reqPfx: hex.EncodeToString(pfx[:])}
+	s.base, s.cancelBase = context.WithCancel(context.Background())
 	var err error
 	if s.metrics, err = newHTTPMetrics(cfg.Registry); err != nil {
 		return nil, err
@@ -152,8 +155,25 @@ func (s *Server) Serve(ln net.Listener) error {
 // Shutdown stops accepting, then waits for in-flight requests to finish, within ctx.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.ready.Store(false)
-	return s.srv.ShutdownWithContext(ctx)
+	err := s.srv.ShutdownWithContext(ctx)
+	s.cancelBase()
+	return err
 }
+
+// reqContext is the context a handler passes to the engine, media and identity: it ends when
+// the server has shut down (handlers still running then stop waiting). It carries the request id
+// for logs. fasthttp's RequestCtx is itself a context, but its Done races with the server's
+// shutdown (fasthttp v1.74.0 reads the server's done channel unsynchronised), so it is not
+// passed down.
+func (s *Server) reqContext(ctx *fasthttp.RequestCtx) context.Context {
+	if id, ok := ctx.UserValue(ctxRequestID).(string); ok {
+		return context.WithValue(s.base, requestIDKey{}, id)
+	}
+	return s.base
+}
+
+// requestIDKey is the context key of the request id.
+type requestIDKey struct{}
 
 // route registers a handler wrapped with recovery, request id, body limit, metrics and the
 // access log; limit 0 means the default body limit.

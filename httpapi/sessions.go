@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/base64"
 	"strings"
 
@@ -10,7 +9,6 @@ import (
 
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/engine"
-	"github.com/gateway/gateway/persist"
 )
 
 // sessionJSON is a session record of the admin list (SPEC.md section 2.2).
@@ -59,7 +57,7 @@ func (s *Server) createSession(ctx *fasthttp.RequestCtx) {
 	if req.AssignToUserID != nil {
 		assign = strings.TrimSpace(*req.AssignToUserID)
 	}
-	v, err := s.eng.CreateSession(context.Background(), *req.SessionName, assign)
+	v, err := s.eng.CreateSession(s.reqContext(ctx), *req.SessionName, assign)
 	if err != nil {
 		s.writeError(ctx, err)
 		return
@@ -80,7 +78,7 @@ func (s *Server) assignSession(ctx *fasthttp.RequestCtx) {
 	if !s.bind(ctx, &req, need("sessionId", &req.SessionID), need("userId", &req.UserID)) {
 		return
 	}
-	if err := s.eng.AssignSession(context.Background(), *req.SessionID, *req.UserID); err != nil {
+	if err := s.eng.AssignSession(s.reqContext(ctx), *req.SessionID, *req.UserID); err != nil {
 		s.writeError(ctx, err)
 		return
 	}
@@ -110,7 +108,7 @@ func queueOf(q domain.QueueStats) queueJSON {
 }
 
 // clientStatus reports the live status of the caller's session (NOT_CREATED when none).
-func (s *Server) clientStatus(ctx *fasthttp.RequestCtx, u persist.User) {
+func (s *Server) clientStatus(ctx *fasthttp.RequestCtx, u domain.User) {
 	st := s.eng.SessionStatus(u.ID)
 	out := statusJSON{Status: st.Status, Queue: queueOf(st.Queue)}
 	if st.ID != "" {
@@ -124,8 +122,8 @@ func (s *Server) clientStatus(ctx *fasthttp.RequestCtx, u persist.User) {
 	writeJSON(ctx, fasthttp.StatusOK, out)
 }
 
-func (s *Server) clientStart(ctx *fasthttp.RequestCtx, u persist.User) {
-	if _, err := s.eng.StartSession(context.Background(), u); err != nil {
+func (s *Server) clientStart(ctx *fasthttp.RequestCtx, u domain.User) {
+	if _, err := s.eng.StartSession(s.reqContext(ctx), u); err != nil {
 		s.writeError(ctx, err)
 		return
 	}
@@ -139,8 +137,8 @@ type qrJSON struct {
 
 // clientQR returns the QR code to scan as a PNG data URI, creating and starting the caller's
 // session when needed.
-func (s *Server) clientQR(ctx *fasthttp.RequestCtx, u persist.User) {
-	st, err := s.eng.SessionQR(context.Background(), u)
+func (s *Server) clientQR(ctx *fasthttp.RequestCtx, u domain.User) {
+	st, err := s.eng.SessionQR(s.reqContext(ctx), u)
 	if err != nil {
 		s.writeError(ctx, err)
 		return
@@ -158,7 +156,7 @@ type pairCodeRequest struct {
 }
 
 // clientPairCode links by phone number instead of QR: the user types the code on the phone.
-func (s *Server) clientPairCode(ctx *fasthttp.RequestCtx, u persist.User) {
+func (s *Server) clientPairCode(ctx *fasthttp.RequestCtx, u domain.User) {
 	var req pairCodeRequest
 	if !s.bind(ctx, &req, need("phone", &req.Phone)) {
 		return
@@ -168,7 +166,7 @@ func (s *Server) clientPairCode(ctx *fasthttp.RequestCtx, u persist.User) {
 		s.writeError(ctx, err)
 		return
 	}
-	st, code, err := s.eng.SessionPairCode(context.Background(), u, phone)
+	st, code, err := s.eng.SessionPairCode(s.reqContext(ctx), u, phone)
 	if err != nil {
 		s.writeError(ctx, err)
 		return
@@ -199,7 +197,7 @@ func (s *Server) setSessionPacing(ctx *fasthttp.RequestCtx, _ domain.User) {
 	if !s.bind(ctx, &req, need("id", &req.ID)) {
 		return
 	}
-	v, err := s.eng.SetSessionPacing(ctx, *req.ID, req.Pacing)
+	v, err := s.eng.SetSessionPacing(s.reqContext(ctx), *req.ID, req.Pacing)
 	if err != nil {
 		s.writeError(ctx, err)
 		return

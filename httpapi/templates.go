@@ -4,10 +4,11 @@ import (
 	"context"
 	"strings"
 
+	"github.com/gateway/gateway/domain"
+
 	"github.com/valyala/fasthttp"
 
 	"github.com/gateway/gateway/engine"
-	"github.com/gateway/gateway/persist"
 )
 
 // Message templates per store topic (SPEC.md section 6; DESIGN.md section 5).
@@ -31,7 +32,7 @@ type templatesJSON struct {
 
 // clientTemplates is GET /api/client/templates: the five topics' templates and the placeholders
 // they may use.
-func (s *Server) clientTemplates(ctx *fasthttp.RequestCtx, u persist.User) {
+func (s *Server) clientTemplates(ctx *fasthttp.RequestCtx, u domain.User) {
 	list, err := s.eng.Templates(u.ID)
 	if err != nil {
 		s.writeError(ctx, err)
@@ -57,7 +58,7 @@ type templateSavedJSON struct {
 
 // putTemplate is PUT /api/client/templates: {topic, text?, enabled?}. An empty text goes back
 // to the default; an absent field is left as it was.
-func (s *Server) putTemplate(ctx *fasthttp.RequestCtx, u persist.User) {
+func (s *Server) putTemplate(ctx *fasthttp.RequestCtx, u domain.User) {
 	var req putTemplateRequest
 	if !s.bind(ctx, &req, need("topic", &req.Topic)) {
 		return

@@ -1,13 +1,13 @@
 package httpapi
 
 import (
-	"context"
 	"strings"
+
+	"github.com/gateway/gateway/domain"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/gateway/gateway/engine"
-	"github.com/gateway/gateway/persist"
 )
 
 type userJSON struct {
@@ -20,12 +20,12 @@ type userJSON struct {
 	UpdatedAt timestamp `json:"updatedAt"`
 }
 
-func userRecord(u persist.User) userJSON {
+func userRecord(u domain.User) userJSON {
 	return userJSON{ID: u.ID, Name: u.Name, Email: u.Email, Role: u.Role, Plan: u.Plan,
 		CreatedAt: timestamp(u.CreatedAt), UpdatedAt: timestamp(u.UpdatedAt)}
 }
 
-func (s *Server) listUsers(ctx *fasthttp.RequestCtx, _ persist.User) {
+func (s *Server) listUsers(ctx *fasthttp.RequestCtx, _ domain.User) {
 	users := s.eng.Users()
 	out := make([]userJSON, len(users))
 	for i, u := range users {
@@ -43,12 +43,12 @@ type createUserRequest struct {
 }
 
 // createUser pre-provisions a profile: the user signs in later with this uid.
-func (s *Server) createUser(ctx *fasthttp.RequestCtx, _ persist.User) {
+func (s *Server) createUser(ctx *fasthttp.RequestCtx, _ domain.User) {
 	var req createUserRequest
 	if !s.bind(ctx, &req, need("id", &req.ID)) {
 		return
 	}
-	u, err := s.eng.CreateUser(context.Background(), engine.NewUser{
+	u, err := s.eng.CreateUser(s.reqContext(ctx), engine.NewUser{
 		ID: strings.TrimSpace(*req.ID), Name: req.Name, Email: req.Email, Role: req.Role, Plan: req.Plan,
 	})
 	if err != nil {
@@ -66,7 +66,7 @@ type updateUserRequest struct {
 }
 
 // updateUser changes a profile's role (promotion), plan or name.
-func (s *Server) updateUser(ctx *fasthttp.RequestCtx, _ persist.User) {
+func (s *Server) updateUser(ctx *fasthttp.RequestCtx, _ domain.User) {
 	var req updateUserRequest
 	if !s.bind(ctx, &req, need("id", &req.ID)) {
 		return
@@ -75,7 +75,7 @@ func (s *Server) updateUser(ctx *fasthttp.RequestCtx, _ persist.User) {
 		s.writeError(ctx, badInput("validation_failed", "nothing to change: send name, role and/or plan"))
 		return
 	}
-	u, err := s.eng.UpdateUser(context.Background(), engine.UserPatch{ID: *req.ID, Name: req.Name, Role: req.Role, Plan: req.Plan})
+	u, err := s.eng.UpdateUser(s.reqContext(ctx), engine.UserPatch{ID: *req.ID, Name: req.Name, Role: req.Role, Plan: req.Plan})
 	if err != nil {
 		s.writeError(ctx, err)
 		return

@@ -101,7 +101,7 @@ type Client interface {
 // Errors reported by clients. Adapters wrap them with detail; callers test with errors.Is.
 var (
 	// ErrNotConnected: the device is not connected (not paired, or the link is down).
-	ErrNotConnected = errors.New("session not connected to the network")
+	ErrNotConnected = domain.E("session_not_connected", "session not connected to the network")
 	// ErrNotOnNetwork: the recipient has no account on the network.
 	ErrNotOnNetwork = errors.New("recipient is not on the network")
 	// ErrTimelock: the network refuses messages to new contacts for now (reach-out timelock).

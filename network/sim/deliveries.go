@@ -9,7 +9,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
+
+	"github.com/gateway/gateway/domain"
 
 	"github.com/goccy/go-json"
 
@@ -17,23 +18,7 @@ import (
 )
 
 // Delivered is one message the sim network delivered, as GET /api/dev/sim/messages lists it.
-type Delivered struct {
-	ID           string    `json:"id"`
-	From         string    `json:"from"`
-	To           string    `json:"to"`
-	Type         string    `json:"type"`
-	Text         string    `json:"text,omitempty"`
-	Caption      string    `json:"caption,omitempty"`
-	FileName     string    `json:"fileName,omitempty"`
-	MimeType     string    `json:"mimeType,omitempty"`
-	Bytes        int       `json:"bytes,omitempty"`
-	Lat          float64   `json:"lat,omitempty"`
-	Lng          float64   `json:"lng,omitempty"`
-	Address      string    `json:"address,omitempty"`
-	ContactName  string    `json:"contactName,omitempty"`
-	ContactPhone string    `json:"contactPhone,omitempty"`
-	Timestamp    time.Time `json:"timestamp"`
-}
+type Delivered = domain.Delivered
 
 // deliveries is the record of every delivered message: the journal deliveries.jsonl (one
 // Delivered a line, in delivery order) and two in-memory indexes rebuilt from it on open.

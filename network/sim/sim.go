@@ -28,6 +28,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gateway/gateway/domain"
+
 	"github.com/goccy/go-json"
 
 	"github.com/gateway/gateway/network"
@@ -37,13 +39,13 @@ import (
 // ErrBadPhone → 400, ErrUnknownSession → 404).
 var (
 	// ErrNotScanning: Scan was asked of a session that is not showing a QR code.
-	ErrNotScanning = errors.New("session is not showing a QR code")
+	ErrNotScanning = domain.E("not_scanning", "session is not showing a QR code")
 	// ErrBadCode: Pair was given a code that is not the session's current pair code.
-	ErrBadCode = errors.New("wrong pair code")
+	ErrBadCode = domain.E("bad_code", "wrong pair code")
 	// ErrUnknownSession: no client of that session was opened on this network.
-	ErrUnknownSession = errors.New("unknown session")
+	ErrUnknownSession = domain.E("session_not_found", "unknown session")
 	// ErrBadPhone: a phone number that is not 8 to 15 digits.
-	ErrBadPhone = errors.New("phone number must be 8 to 15 digits")
+	ErrBadPhone = domain.E("invalid_phone", "phone number must be 8 to 15 digits")
 )
 
 // errClosed is what calls on a closed network fail with: for callers, the link is down.

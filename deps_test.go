@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/gateway/gateway"
+
+// allowedImports is the allow-list of import arrows between the gateway's own packages
+// (DESIGN.md section 1): main → httpapi → engine → actors → the network port; every adapter
+// (persist, network/*, ecom, identity, media) imports only domain, never the core; main wires
+// them. A package not listed may import no package of the gateway. Test-only packages are
+// listed too, with what they may use.
+var allowedImports = map[string][]string{
+	"":        {"*"}, // main wires everything
+	"domain":  {},
+	"httpapi": {"domain", "engine", "identity", "media", "web"},
+	"engine":  {"domain", "actors", "persist", "network", "ecom"},
+	// storeevents parses and renders store payloads with ecom's stateless functions.
+	"actors":                  {"domain", "network", "persist", "ecom"},
+	"persist":                 {"domain"},
+	"network":                 {"domain"},
+	"network/sim":             {"domain", "network"},
+	"network/whatsapp":        {"domain", "network"},
+	"network/whatsapp/fakewa": {},
+	"network/networktest":     {"domain", "network"},
+	"ecom":                    {"domain"},
+	"ecom/ecomtest":           {"domain", "ecom"},
+	"identity":                {"domain"},
+	"media":                   {"domain"},
+	"web":                     {},
+	"bench":                   {"domain", "identity"}, // mints dev ID tokens
+}
+
+// goImports lists every package of the module with the module's packages it imports directly
+// (go list -deps walks them all, test imports excluded).
+func goImports(t *testing.T, pattern string) map[string][]string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, pattern).Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	pkgs := map[string][]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 || !inModule(f[0]) {
+			continue
+		}
+		var own []string
+		for _, imp := range f[1:] {
+			if inModule(imp) {
+				own = append(own, rel(imp))
+			}
+		}
+		pkgs[rel(f[0])] = own
+	}
+	return pkgs
+}
+
+func inModule(p string) bool { return p == module || strings.HasPrefix(p, module+"/") }
+
+func rel(p string) string { return strings.TrimPrefix(strings.TrimPrefix(p, module), "/") }
+
+// badArrows lists the imports the allow-list does not permit.
+func badArrows(pkgs map[string][]string) []string {
+	var bad []string
+	for pkg, imps := range pkgs {
+		allowed, listed := allowedImports[pkg]
+		for _, imp := range imps {
+			if !listed || !(slices.Contains(allowed, "*") || slices.Contains(allowed, imp)) {
+				bad = append(bad, pkg+" → "+imp)
+			}
+		}
+	}
+	slices.Sort(bad)
+	return bad
+}
+
+func TestImportAllowList(t *testing.T) {
+	if bad := badArrows(goImports(t, "./...")); len(bad) > 0 {
+		t.Fatalf("imports outside the allow-list (DESIGN.md section 1):\n%s", strings.Join(bad, "\n"))
+	}
+}
+
+// The check itself fails on the arrows it exists to stop: an adapter importing the core, and
+// httpapi importing persist, network or actors.
+func TestImportAllowListCatchesBadArrows(t *testing.T) {
+	for _, arrow := range [][2]string{
+		{"persist", "engine"}, {"network/sim", "actors"}, {"ecom", "httpapi"}, {"identity", "engine"},
+		{"httpapi", "persist"}, {"httpapi", "network"}, {"httpapi", "actors"}, {"domain", "persist"},
+	} {
+		if bad := badArrows(map[string][]string{arrow[0]: {arrow[1]}}); len(bad) != 1 {
+			t.Errorf("%s → %s passed the allow-list", arrow[0], arrow[1])
+		}
+	}
+}

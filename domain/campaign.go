@@ -1,0 +1,52 @@
+package domain
+
+import "time"
+
+// Campaign statuses.
+const (
+	CampaignQueued    = "queued"
+	CampaignRunning   = "running"
+	CampaignCompleted = "completed"
+	CampaignCancelled = "cancelled"
+	CampaignFailed    = "failed"
+)
+
+// CampaignDetail is one number's outcome (SPEC.md section 2.5).
+type CampaignDetail struct {
+	Number    string `json:"number"`
+	Success   bool   `json:"success"`
+	MessageID string `json:"messageId"`
+	Error     string `json:"error,omitempty"`
+}
+
+// Campaign is a bulk campaign's persisted record. Details are stored one key per number
+// beside it (so a step writes one small record, not the whole list), and loaded into Details.
+type Campaign struct {
+	ID        string   `json:"id"`
+	UserID    string   `json:"userId"`
+	SessionID string   `json:"sessionId"`
+	Message   string   `json:"message"`
+	Numbers   []string `json:"numbers"`
+	Delay     float64  `json:"delay"` // seconds between consecutive sends
+	Status    string   `json:"status"`
+	// Granted is how many numbers the allowance covers (the batch is clipped to it).
+	Granted int `json:"granted"`
+	// Cursor is the index of the next number to process. Its message id is derived from the
+	// campaign id and the index, so after a crash the number is resolved through the outbox
+	// under that id: never sent twice.
+	Cursor int `json:"cursor"`
+	// NextAt is when the next number is due (its delay after the previous send started): a
+	// campaign resumed after a restart waits for it rather than sending at once.
+	NextAt     time.Time        `json:"nextAt"`
+	Successful int              `json:"successful"`
+	Failed     int              `json:"failed"`
+	Details    []CampaignDetail `json:"-"`
+	CreatedAt  time.Time        `json:"createdAt"`
+	UpdatedAt  time.Time        `json:"updatedAt"`
+	Error      string           `json:"error,omitempty"`
+}
+
+// Done tells whether the campaign has ended.
+func (s Campaign) Done() bool {
+	return s.Status == CampaignCompleted || s.Status == CampaignCancelled || s.Status == CampaignFailed
+}
