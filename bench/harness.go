@@ -206,6 +206,7 @@ func (h *harness) runCase(ctx context.Context, g *gatewayProc, fl *fleet, phase 
 		return r
 	}
 	gs := measure(ctx, l, tgt)
+	ended := time.Now()
 	r.Gateway = &gs
 	// Deliveries first: for the webhook this also waits out the backlog the gateway is still
 	// working through, before the bare server is measured beside it.
@@ -218,6 +219,11 @@ func (h *harness) runCase(ctx context.Context, g *gatewayProc, fl *fleet, phase 
 		r.Delivery = d
 		if err != nil {
 			r.Failure = err.Error()
+		} else if window := h.o.duration.Seconds(); window > 0 {
+			// Accepted within the window, then delivered by the end of the drain: the
+			// delivered rate is the window's answers over the window plus the drain.
+			r.DrainSeconds = time.Since(ended).Seconds()
+			r.DeliveredRPS = float64(gs.Requests) / (window + r.DrainSeconds)
 		}
 	}
 	if rate == 0 {
@@ -234,6 +240,9 @@ func (h *harness) runCase(ctx context.Context, g *gatewayProc, fl *fleet, phase 
 		r.Bare = &bs
 		if bs.RPS > 0 {
 			r.Ratio = gs.RPS / bs.RPS
+			if r.DeliveredRPS > 0 {
+				r.SustainedRatio = min(gs.RPS, r.DeliveredRPS) / bs.RPS
+			}
 		}
 	}
 	if r.Failure == "" && (gs.Errors > 0 || (r.Bare != nil && r.Bare.Errors > 0)) {
