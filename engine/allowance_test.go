@@ -1,0 +1,85 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gateway/gateway/persist"
+)
+
+// A reservation settles each unit exactly once, whatever path commits or releases it and
+// however often: the one owner of the monthly count.
+func TestReservationSettlesEachUnitOnce(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	e := newTestEngine(t, persist.NewStore(persist.NewMemory()), clk, Plans{"free": {RateLimit: 0, MonthlyMessages: 10}})
+	defer e.Stop(context.Background())
+	ctx := context.Background()
+	if _, err := e.CreateUser(ctx, NewUser{ID: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	batch, err := e.reserve(ctx, "alice", 4, ReserveOpts{})
+	if err != nil || batch.Granted() != 4 {
+		t.Fatalf("reserve 4: %v, granted %d", err, batch.Granted())
+	}
+	// Three messages taken from the batch, settled from many goroutines at once, twice each.
+	msgs := []*Reservation{batch.Take(1), batch.Take(1), batch.Take(1)}
+	var wg sync.WaitGroup
+	for i, m := range msgs {
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if i == 2 {
+					m.Release() // failed
+				} else {
+					m.Commit(1) // sent
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	batch.Release() // the unused fourth
+	batch.Release()
+	if over := batch.Take(1); over.Granted() != 0 {
+		t.Fatal("took from an empty reservation")
+	}
+	waitUntil(t, 2*time.Second, "the account to settle", func() bool {
+		a, err := e.Account(ctx, "alice")
+		return err == nil && a.Sent == 2 && a.Remaining == 8
+	})
+	// Nothing more trickles in.
+	time.Sleep(50 * time.Millisecond)
+	if a, _ := e.Account(ctx, "alice"); a.Sent != 2 || a.Remaining != 8 {
+		t.Fatalf("account %+v, want 2 sent and 8 left", a)
+	}
+}
+
+// The key's durable block scales with its daily cap: a kill -9 costs at most 1 % of the day.
+func TestKeyBlockScalesWithCap(t *testing.T) {
+	for _, tc := range []struct {
+		limit int64
+		block int64
+	}{{300, 3}, {50, 1}, {100000, 10}, {0, 10}} {
+		clk := &clock{t: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)}
+		store := persist.NewStore(persist.NewMemory())
+		e := newTestEngine(t, store, clk, Plans{"free": {RateLimit: tc.limit, MonthlyMessages: 10}})
+		raw := []byte(setupKey(t, e, nil))
+		if r := authz(e, raw, ""); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		waitUntil(t, 2*time.Second, "a mark", func() bool {
+			keys, _ := store.ListKeys()
+			u, _ := store.GetKeyUsage(keys[0].ID)
+			return u.DayMark > 0
+		})
+		keys, _ := store.ListKeys()
+		u, _ := store.GetKeyUsage(keys[0].ID)
+		// The first call reserved one block ahead of the call it covers.
+		if u.DayMark > 1+tc.block || u.DayMark < 1 {
+			t.Errorf("cap %d: mark %d after one call, want at most 1+%d", tc.limit, u.DayMark, tc.block)
+		}
+		e.Stop(context.Background())
+	}
+}
