@@ -1,0 +1,414 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/gateway/gateway/ecom"
+	"github.com/gateway/gateway/persist"
+)
+
+// Connecting and disconnecting a store: OAuth install, manual token, native webhooks and
+// POST /api/client/store/connect, each ending in saveStore.
+
+// OAuthInit starts an OAuth install: it stores the app credentials with a single-use nonce
+// (10 minutes) and returns the platform's authorization address and the shop. Empty clientID
+// and clientSecret use the configured app credentials.
+func (e *Engine) OAuthInit(ctx context.Context, uid, shop, clientID, clientSecret string) (authURL, canonical string, err error) {
+	s := e.stores
+	canonical, ok := ecom.NormalizeShopDomain(shop)
+	if !ok {
+		return "", "", fmt.Errorf("%w: %q; use <name>.myshopify.com", ErrInvalidShop, shop)
+	}
+	n := oauthNonce{UserID: uid, Shop: canonical, ClientID: strings.TrimSpace(clientID), CreatedAt: e.Now().UTC()}
+	clientSecret = strings.TrimSpace(clientSecret)
+	switch {
+	case n.ClientID == "" && clientSecret == "":
+		if s.cfg.ClientID == "" || s.cfg.ClientSecret == "" {
+			return "", "", fmt.Errorf("%w: clientId and clientSecret are required (no app credentials are configured)", ErrValidation)
+		}
+		n.ClientID, n.AppCredentials = s.cfg.ClientID, true
+	case n.ClientID == "":
+		return "", "", fmt.Errorf("%w: clientId is required", ErrValidation)
+	case clientSecret == "":
+		return "", "", fmt.Errorf("%w: clientSecret is required", ErrValidation)
+	default:
+		if n.ClientSecret, err = s.sealer.seal(clientSecret); err != nil {
+			return "", "", fmt.Errorf("%w: seal the client secret: %v", ErrUnavailable, err)
+		}
+	}
+	nonce := randomHex(16)
+	op, err := s.nonces.PutTTLOp(nonce, n, oauthNonceTTL)
+	if err != nil {
+		return "", "", err
+	}
+	if err := s.nonces.KV().Commit(ctx, op); err != nil {
+		return "", "", fmt.Errorf("%w: save the OAuth state: %v", ErrUnavailable, err)
+	}
+	authURL = s.client.AuthorizeURL(canonical, n.ClientID, OAuthScopes, s.cfg.PublicURL+"/api/ecom/callback", uid+"___"+nonce)
+	return authURL, canonical, nil
+}
+
+// CallbackError is why an OAuth callback failed; Reason is the code the error page gets.
+type CallbackError struct {
+	Reason string
+	Err    error
+}
+
+func (c *CallbackError) Error() string { return "oauth callback: " + c.Reason + ": " + c.Err.Error() }
+func (c *CallbackError) Unwrap() error { return c.Err }
+
+// OAuth callback failure reasons.
+const (
+	CallbackInvalidRequest = "invalid_request"
+	CallbackInvalidShop    = "invalid_shop"
+	CallbackInvalidState   = "invalid_state"
+	CallbackInvalidHMAC    = "invalid_hmac"
+	CallbackExchange       = "token_exchange_failed"
+	CallbackWebhooks       = "webhook_registration_failed"
+	CallbackPlatform       = "store_platform_error"
+	CallbackUnavailable    = "unavailable"
+)
+
+// OAuthCallback completes an install (SPEC.md section 4.5): the state's nonce must be one this
+// gateway issued, unexpired, for that user and shop; the `hmac` must verify with the app
+// secret; then the code is exchanged, the five webhooks registered and the store saved. On any
+// failure nothing is saved and the error is a *CallbackError.
+func (e *Engine) OAuthCallback(ctx context.Context, q url.Values) (string, error) {
+	s := e.stores
+	fail := func(reason string, err error) (string, error) {
+		return "", &CallbackError{Reason: reason, Err: err}
+	}
+	code, shopIn, state := q.Get("code"), q.Get("shop"), q.Get("state")
+	if code == "" || shopIn == "" || state == "" {
+		return fail(CallbackInvalidRequest, errors.New("code, shop and state are required"))
+	}
+	shop, ok := ecom.NormalizeShopDomain(shopIn)
+	if !ok {
+		return fail(CallbackInvalidShop, fmt.Errorf("%w: %q", ErrInvalidShop, shopIn))
+	}
+	i := strings.LastIndex(state, "___")
+	if i <= 0 {
+		return fail(CallbackInvalidState, errors.New("state is not <uid>___<nonce>"))
+	}
+	uid, nonce := state[:i], state[i+3:]
+	n, err := s.nonces.Get(nonce)
+	switch {
+	case nonce == "" || errors.Is(err, persist.ErrNotFound):
+		return fail(CallbackInvalidState, errors.New("unknown or expired state"))
+	case err != nil:
+		return fail(CallbackUnavailable, err)
+	case e.Now().Sub(n.CreatedAt) > oauthNonceTTL:
+		return fail(CallbackInvalidState, errors.New("expired state"))
+	case n.UserID != uid || n.Shop != shop:
+		return fail(CallbackInvalidState, errors.New("the state was issued for another user or shop"))
+	}
+	secret := s.cfg.ClientSecret
+	if !n.AppCredentials {
+		if secret, err = s.sealer.open(n.ClientSecret); err != nil {
+			return fail(CallbackUnavailable, err)
+		}
+	}
+	if !ecom.VerifyOAuthHMAC(q, secret) {
+		return fail(CallbackInvalidHMAC, errors.New("the hmac does not verify"))
+	}
+	// Single use: consumed before the exchange, so a replayed callback finds no state.
+	if err := s.nonces.Delete(ctx, nonce); err != nil {
+		return fail(CallbackUnavailable, err)
+	}
+	token, scope, err := s.client.ExchangeCode(ctx, shop, n.ClientID, secret, code)
+	switch {
+	case errors.Is(err, ecom.ErrUnauthorized):
+		return fail(CallbackExchange, err)
+	case err != nil:
+		return fail(CallbackPlatform, err)
+	}
+	name, _ := s.client.VerifyToken(ctx, shop, token) // the name only fills {store_name}
+	registered, err := s.client.RegisterWebhooks(ctx, shop, token, s.webhookURL(uid, shop))
+	if err != nil || registered < len(ecom.Topics()) {
+		if err == nil {
+			err = fmt.Errorf("%d of %d webhooks registered", registered, len(ecom.Topics()))
+		}
+		return fail(CallbackWebhooks, err)
+	}
+	rec := StoreRecord{
+		Shop: shop, Platform: ecom.PlatformShopify, Method: StoreMethodOAuth, UserID: uid, ShopName: name,
+		ClientID: n.ClientID, ClientSecret: n.ClientSecret, AppCredentials: n.AppCredentials, Scope: scope,
+		WebhooksRegistered: registered, ConnectedAt: e.Now().UTC(),
+	}
+	if rec.AccessToken, err = s.sealer.seal(token); err != nil {
+		return fail(CallbackUnavailable, err)
+	}
+	if err := e.saveStore(ctx, rec, true); err != nil {
+		return fail(CallbackUnavailable, err)
+	}
+	e.log.Info("store connected", "method", rec.Method, "shop", shop, "user_id", uid)
+	return shop, nil
+}
+
+// ManualResult is the outcome of a manual (access token) connect.
+type ManualResult struct {
+	Shop               string
+	ShopName           string
+	WebhooksRegistered int
+	WebhooksSkipped    bool // none could be registered (create them in the store admin)
+	WebhookURL         string
+	RegisterError      string
+}
+
+// ManualConnect connects a store with an Admin API access token: the token is verified, the
+// five webhooks registered (as many as the token allows) and the store saved. webhookSecret is
+// the signing secret of the app the token belongs to, when known.
+func (e *Engine) ManualConnect(ctx context.Context, uid, shop, token, webhookSecret string) (ManualResult, error) {
+	s := e.stores
+	canonical, token, name, err := e.verifyShopToken(ctx, shop, token)
+	if err != nil {
+		return ManualResult{}, err
+	}
+	res := ManualResult{Shop: canonical, ShopName: name, WebhookURL: s.webhookURL(uid, canonical)}
+	n, rerr := s.client.RegisterWebhooks(ctx, canonical, token, res.WebhookURL)
+	res.WebhooksRegistered, res.WebhooksSkipped = n, n == 0
+	if rerr != nil {
+		res.RegisterError = rerr.Error()
+		e.log.Warn("store webhooks not all registered", "shop", canonical, "user_id", uid, "registered", n, "err", rerr)
+	}
+	rec := StoreRecord{
+		Shop: canonical, Platform: ecom.PlatformShopify, Method: StoreMethodManual, UserID: uid, ShopName: name,
+		WebhooksRegistered: n, ConnectedAt: e.Now().UTC(),
+	}
+	if err := e.sealInto(&rec, token, webhookSecret); err != nil {
+		return ManualResult{}, err
+	}
+	if err := e.saveStore(ctx, rec, true); err != nil {
+		return ManualResult{}, err
+	}
+	e.log.Info("store connected", "method", rec.Method, "shop", canonical, "user_id", uid, "webhooks", n)
+	return res, nil
+}
+
+// NativeConnect connects a store whose owner creates the webhooks in the store admin;
+// webhookSecret is the signing secret the admin shows for them (optional).
+func (e *Engine) NativeConnect(ctx context.Context, uid, shop, webhookSecret string) (string, string, error) {
+	canonical, ok := ecom.NormalizeShopDomain(shop)
+	if !ok {
+		return "", "", fmt.Errorf("%w: %q; use <name>.myshopify.com", ErrInvalidShop, shop)
+	}
+	rec := StoreRecord{Shop: canonical, Platform: ecom.PlatformShopify, Method: StoreMethodNative, UserID: uid, ConnectedAt: e.Now().UTC()}
+	if err := e.sealInto(&rec, "", webhookSecret); err != nil {
+		return "", "", err
+	}
+	if err := e.saveStore(ctx, rec, false); err != nil {
+		return "", "", err
+	}
+	e.log.Info("store connected", "method", rec.Method, "shop", canonical, "user_id", uid)
+	return canonical, e.stores.webhookURL(uid, canonical), nil
+}
+
+// ConnectStore is POST /api/client/store/connect: a Shopify-type store by access token (verified,
+// and all five webhooks must register) or a WooCommerce store by domain (its webhooks are made
+// in its admin, optionally signed with webhookSecret).
+func (e *Engine) ConnectStore(ctx context.Context, uid, platform, domain, token, webhookSecret string) error {
+	s := e.stores
+	switch strings.ToLower(strings.TrimSpace(platform)) {
+	case ecom.PlatformShopify:
+		canonical, token, name, err := e.verifyShopToken(ctx, domain, token)
+		if err != nil {
+			return err
+		}
+		n, err := s.client.RegisterWebhooks(ctx, canonical, token, s.webhookURL(uid, canonical))
+		if err != nil || n < len(ecom.Topics()) {
+			if err == nil {
+				err = fmt.Errorf("%w: %d of %d webhooks registered", ErrStorePlatform, n, len(ecom.Topics()))
+			}
+			return err
+		}
+		rec := StoreRecord{
+			Shop: canonical, Platform: ecom.PlatformShopify, Method: StoreMethodConnect, UserID: uid, ShopName: name,
+			WebhooksRegistered: n, ConnectedAt: e.Now().UTC(),
+		}
+		if err := e.sealInto(&rec, token, webhookSecret); err != nil {
+			return err
+		}
+		return e.saveStore(ctx, rec, true)
+	case ecom.PlatformWooCommerce:
+		host, ok := hostOf(domain)
+		if !ok {
+			return fmt.Errorf("%w: domain must be the store's host name (shop.example.com)", ErrValidation)
+		}
+		rec := StoreRecord{Shop: host, Platform: ecom.PlatformWooCommerce, Method: StoreMethodConnect, UserID: uid, ConnectedAt: e.Now().UTC()}
+		if err := e.sealInto(&rec, "", webhookSecret); err != nil {
+			return err
+		}
+		return e.saveStore(ctx, rec, false)
+	}
+	return fmt.Errorf("%w: platform must be shopify or woocommerce", ErrValidation)
+}
+
+// VerifyShopify checks an access token against the platform and returns the shop's name.
+func (e *Engine) VerifyShopify(ctx context.Context, domain, token string) (string, error) {
+	_, _, name, err := e.verifyShopToken(ctx, domain, token)
+	return name, err
+}
+
+// verifyShopToken validates the domain (before any outbound call) and the token's shape, then
+// asks the platform for the shop's name.
+func (e *Engine) verifyShopToken(ctx context.Context, domain, token string) (shop, tok, name string, err error) {
+	shop, ok := ecom.NormalizeShopDomain(domain)
+	if !ok {
+		return "", "", "", fmt.Errorf("%w: %q; use <name>.myshopify.com", ErrInvalidShop, domain)
+	}
+	tok = strings.TrimSpace(token)
+	if tok == "" {
+		return "", "", "", fmt.Errorf("%w: the access token is required", ErrValidation)
+	}
+	if !slices.ContainsFunc(accessTokenPrefixes, func(p string) bool { return strings.HasPrefix(tok, p) }) {
+		return "", "", "", fmt.Errorf("%w: the access token must start with %s", ErrValidation, strings.Join(accessTokenPrefixes, ", "))
+	}
+	name, err = e.stores.client.VerifyToken(ctx, shop, tok)
+	if err != nil {
+		return "", "", "", err
+	}
+	return shop, tok, name, nil
+}
+
+func (e *Engine) sealInto(rec *StoreRecord, token, webhookSecret string) error {
+	s := e.stores
+	var err error
+	if rec.AccessToken, err = s.sealer.seal(token); err != nil {
+		return fmt.Errorf("%w: seal the access token: %v", ErrUnavailable, err)
+	}
+	if rec.WebhookSecret, err = s.sealer.seal(strings.TrimSpace(webhookSecret)); err != nil {
+		return fmt.Errorf("%w: seal the webhook secret: %v", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// saveStore makes rec the user's store, in one commit: the user's previous store (if another
+// shop) and, when takeOver allows it (the platform proved access), another user's connection of
+// the same shop are removed with their pending events. A reconnect of the same shop by the same
+// user keeps its pending events and actor.
+func (e *Engine) saveStore(ctx context.Context, rec StoreRecord, takeOver bool) error {
+	s := e.stores
+	s.idx.write.Lock()
+	defer s.idx.write.Unlock()
+	s.idx.mu.RLock()
+	sameShop, prevOfUser := s.idx.byShop[rec.Shop], s.idx.byUser[rec.UserID]
+	s.idx.mu.RUnlock()
+	if sameShop != nil && sameShop.rec.UserID != rec.UserID && !takeOver {
+		return ErrStoreTaken
+	}
+	put, err := s.records.PutOp(rec.Shop, rec)
+	if err != nil {
+		return err
+	}
+	ops := []persist.Op{put}
+	var dropped []*storeEntry
+	if prevOfUser != nil && prevOfUser.rec.Shop != rec.Shop {
+		dropped = append(dropped, prevOfUser)
+		ops = append(ops, s.records.DeleteOp(prevOfUser.rec.Shop))
+	}
+	if sameShop != nil && sameShop.rec.UserID != rec.UserID {
+		dropped = append(dropped, sameShop)
+	}
+	var removed int64
+	for _, d := range dropped {
+		more, n, err := s.shopDataOps(d.rec.Shop)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		ops, removed = append(ops, more...), removed+n
+	}
+	if err := s.records.KV().Commit(ctx, ops...); err != nil {
+		return fmt.Errorf("%w: save store: %v", ErrUnavailable, err)
+	}
+	s.pending.Add(-removed)
+	ent := s.newEntry(rec)
+	if sameShop != nil && sameShop.rec.UserID == rec.UserID {
+		// Same store, new credentials: its actor goes on with its queue (it reads the store's
+		// current credentials).
+		sameShop.mu.Lock()
+		ent.pid, sameShop.pid = sameShop.pid, nil
+		sameShop.mu.Unlock()
+		ent.seq.Store(sameShop.seq.Load())
+		if v := sameShop.view.Load(); v != nil {
+			ent.view.Store(v)
+		}
+	}
+	s.idx.mu.Lock()
+	for _, d := range dropped {
+		if s.idx.byShop[d.rec.Shop] == d {
+			delete(s.idx.byShop, d.rec.Shop)
+		}
+		if s.idx.byUser[d.rec.UserID] == d {
+			delete(s.idx.byUser, d.rec.UserID)
+		}
+	}
+	s.idx.byShop[rec.Shop], s.idx.byUser[rec.UserID] = ent, ent
+	s.idx.mu.Unlock()
+	for _, d := range dropped {
+		e.stopStoreActor(d)
+	}
+	return nil
+}
+
+// shopDataOps are the deletions of a shop's pending inbox and recent events, and how many
+// inbox entries they remove.
+func (s *storeService) shopDataOps(shop string) (ops []persist.Op, pending int64, err error) {
+	kv := s.records.KV()
+	for _, prefix := range []string{"inbox/" + shop + "/", "store_event/" + shop + "/"} {
+		err := kv.Scan([]byte(prefix), func(key, _ []byte) error {
+			ops = append(ops, persist.Op{Key: bytes.Clone(key), Delete: true})
+			if strings.HasPrefix(prefix, "inbox/") {
+				pending++
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, 0, err
+		}
+	}
+	return ops, pending, nil
+}
+
+// DisconnectStore removes the user's store, its pending events and its recent events. The
+// webhooks registered on the platform stay (they are answered 404 from now on).
+func (e *Engine) DisconnectStore(ctx context.Context, uid string) error {
+	s := e.stores
+	s.idx.write.Lock()
+	defer s.idx.write.Unlock()
+	s.idx.mu.RLock()
+	ent := s.idx.byUser[uid]
+	s.idx.mu.RUnlock()
+	if ent == nil {
+		return fmt.Errorf("%w: no store is connected to this account", ErrStoreNotFound)
+	}
+	e.stopStoreActor(ent)
+	ops, removed, err := s.shopDataOps(ent.rec.Shop)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	ops = append(ops, s.records.DeleteOp(ent.rec.Shop))
+	if err := s.records.KV().Commit(ctx, ops...); err != nil {
+		return fmt.Errorf("%w: remove store: %v", ErrUnavailable, err)
+	}
+	s.pending.Add(-removed)
+	s.idx.mu.Lock()
+	delete(s.idx.byShop, ent.rec.Shop)
+	delete(s.idx.byUser, uid)
+	s.idx.mu.Unlock()
+	e.log.Info("store disconnected", "shop", ent.rec.Shop, "user_id", uid)
+	return nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
