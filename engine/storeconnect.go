@@ -131,25 +131,17 @@ func (e *Engine) OAuthCallback(ctx context.Context, q url.Values) (string, error
 		return fail(CallbackPlatform, err)
 	}
 	name, _ := s.client.VerifyToken(ctx, shop, token) // the name only fills {store_name}
-	registered, err := s.client.RegisterWebhooks(ctx, shop, token, s.webhookURL(uid, shop))
-	if err != nil || registered < len(ecom.Topics()) {
-		if err == nil {
-			err = fmt.Errorf("%d of %d webhooks registered", registered, len(ecom.Topics()))
-		}
-		return fail(CallbackWebhooks, err)
-	}
 	rec := StoreRecord{
-		Shop: shop, Platform: ecom.PlatformShopify, Method: StoreMethodOAuth, UserID: uid, ShopName: name,
+		Shop: shop, Method: StoreMethodOAuth, UserID: uid, ShopName: name,
 		ClientID: n.ClientID, ClientSecret: n.ClientSecret, AppCredentials: n.AppCredentials, Scope: scope,
-		WebhooksRegistered: registered, ConnectedAt: e.Now().UTC(),
 	}
-	if rec.AccessToken, err = s.sealer.seal(token); err != nil {
+	if _, err := e.connectShopify(ctx, rec, token, "", true); err != nil {
+		var we *webhooksError
+		if errors.As(err, &we) {
+			return fail(CallbackWebhooks, err)
+		}
 		return fail(CallbackUnavailable, err)
 	}
-	if err := e.saveStore(ctx, rec, true); err != nil {
-		return fail(CallbackUnavailable, err)
-	}
-	e.log.Info("store connected", "method", rec.Method, "shop", shop, "user_id", uid)
 	return shop, nil
 }
 
@@ -172,24 +164,18 @@ func (e *Engine) ManualConnect(ctx context.Context, uid, shop, token, webhookSec
 	if err != nil {
 		return ManualResult{}, err
 	}
-	res := ManualResult{Shop: canonical, ShopName: name, WebhookURL: s.webhookURL(uid, canonical)}
-	n, rerr := s.client.RegisterWebhooks(ctx, canonical, token, res.WebhookURL)
-	res.WebhooksRegistered, res.WebhooksSkipped = n, n == 0
-	if rerr != nil {
-		res.RegisterError = rerr.Error()
-		e.log.Warn("store webhooks not all registered", "shop", canonical, "user_id", uid, "registered", n, "err", rerr)
-	}
-	rec := StoreRecord{
-		Shop: canonical, Platform: ecom.PlatformShopify, Method: StoreMethodManual, UserID: uid, ShopName: name,
-		WebhooksRegistered: n, ConnectedAt: e.Now().UTC(),
-	}
-	if err := e.sealInto(&rec, token, webhookSecret); err != nil {
+	rec := StoreRecord{Shop: canonical, Method: StoreMethodManual, UserID: uid, ShopName: name}
+	reg, err := e.connectShopify(ctx, rec, token, webhookSecret, false)
+	if err != nil {
 		return ManualResult{}, err
 	}
-	if err := e.saveStore(ctx, rec, true); err != nil {
-		return ManualResult{}, err
+	res := ManualResult{
+		Shop: canonical, ShopName: name, WebhookURL: s.webhookURL(uid, canonical),
+		WebhooksRegistered: reg.n, WebhooksSkipped: reg.n == 0,
 	}
-	e.log.Info("store connected", "method", rec.Method, "shop", canonical, "user_id", uid, "webhooks", n)
+	if reg.err != nil {
+		res.RegisterError = reg.err.Error()
+	}
 	return res, nil
 }
 
@@ -215,28 +201,15 @@ func (e *Engine) NativeConnect(ctx context.Context, uid, shop, webhookSecret str
 // and all five webhooks must register) or a WooCommerce store by domain (its webhooks are made
 // in its admin, optionally signed with webhookSecret).
 func (e *Engine) ConnectStore(ctx context.Context, uid, platform, domain, token, webhookSecret string) error {
-	s := e.stores
 	switch strings.ToLower(strings.TrimSpace(platform)) {
 	case ecom.PlatformShopify:
 		canonical, token, name, err := e.verifyShopToken(ctx, domain, token)
 		if err != nil {
 			return err
 		}
-		n, err := s.client.RegisterWebhooks(ctx, canonical, token, s.webhookURL(uid, canonical))
-		if err != nil || n < len(ecom.Topics()) {
-			if err == nil {
-				err = fmt.Errorf("%w: %d of %d webhooks registered", ErrStorePlatform, n, len(ecom.Topics()))
-			}
-			return err
-		}
-		rec := StoreRecord{
-			Shop: canonical, Platform: ecom.PlatformShopify, Method: StoreMethodConnect, UserID: uid, ShopName: name,
-			WebhooksRegistered: n, ConnectedAt: e.Now().UTC(),
-		}
-		if err := e.sealInto(&rec, token, webhookSecret); err != nil {
-			return err
-		}
-		return e.saveStore(ctx, rec, true)
+		rec := StoreRecord{Shop: canonical, Method: StoreMethodConnect, UserID: uid, ShopName: name}
+		_, err = e.connectShopify(ctx, rec, token, webhookSecret, true)
+		return err
 	case ecom.PlatformWooCommerce:
 		host, ok := hostOf(domain)
 		if !ok {
@@ -249,6 +222,49 @@ func (e *Engine) ConnectStore(ctx context.Context, uid, platform, domain, token,
 		return e.saveStore(ctx, rec, false)
 	}
 	return fmt.Errorf("%w: platform must be shopify or woocommerce", ErrValidation)
+}
+
+// registration is how a store's webhooks registration went: how many of the five registered,
+// and why not all (nil when all did).
+type registration struct {
+	n   int
+	err error
+}
+
+// webhooksError is a connect refused because not every webhook registered.
+type webhooksError struct{ err error }
+
+func (w *webhooksError) Error() string { return w.err.Error() }
+func (w *webhooksError) Unwrap() error { return w.err }
+
+// connectShopify ends the three Shopify-type flows (OAuth callback, manual token,
+// store/connect) once they hold a verified token: register the five webhooks at the store's
+// address, seal the credentials into rec, save it (the platform proved access, so it may take
+// the shop over). rec carries the flow's own fields. With allWebhooks, fewer than five
+// registered webhooks fail the connect with a *webhooksError and nothing is saved; without,
+// whatever registered is kept and the rest is reported.
+func (e *Engine) connectShopify(ctx context.Context, rec StoreRecord, token, webhookSecret string, allWebhooks bool) (registration, error) {
+	s := e.stores
+	n, err := s.client.RegisterWebhooks(ctx, rec.Shop, token, s.webhookURL(rec.UserID, rec.Shop))
+	reg := registration{n: n, err: err}
+	if allWebhooks && (err != nil || n < len(ecom.Topics())) {
+		if err == nil {
+			err = fmt.Errorf("%w: %d of %d webhooks registered", ErrStorePlatform, n, len(ecom.Topics()))
+		}
+		return reg, &webhooksError{err}
+	}
+	if err != nil {
+		e.log.Warn("store webhooks not all registered", "shop", rec.Shop, "user_id", rec.UserID, "registered", n, "err", err)
+	}
+	rec.Platform, rec.WebhooksRegistered, rec.ConnectedAt = ecom.PlatformShopify, n, e.Now().UTC()
+	if err := e.sealInto(&rec, token, webhookSecret); err != nil {
+		return reg, err
+	}
+	if err := e.saveStore(ctx, rec, true); err != nil {
+		return reg, err
+	}
+	e.log.Info("store connected", "method", rec.Method, "shop", rec.Shop, "user_id", rec.UserID, "webhooks", n)
+	return reg, nil
 }
 
 // VerifyShopify checks an access token against the platform and returns the shop's name.
