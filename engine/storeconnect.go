@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"slices"
 	"strings"
 
 	"github.com/gateway/gateway/ecom"
@@ -211,7 +210,7 @@ func (e *Engine) ConnectStore(ctx context.Context, uid, platform, domain, token,
 		_, err = e.connectShopify(ctx, rec, token, webhookSecret, true)
 		return err
 	case ecom.PlatformWooCommerce:
-		host, ok := hostOf(domain)
+		host, ok := ecom.NormalizeHost(domain)
 		if !ok {
 			return fmt.Errorf("%w: domain must be the store's host name (shop.example.com)", ErrValidation)
 		}
@@ -284,8 +283,8 @@ func (e *Engine) verifyShopToken(ctx context.Context, domain, token string) (sho
 	if tok == "" {
 		return "", "", "", fmt.Errorf("%w: the access token is required", ErrValidation)
 	}
-	if !slices.ContainsFunc(accessTokenPrefixes, func(p string) bool { return strings.HasPrefix(tok, p) }) {
-		return "", "", "", fmt.Errorf("%w: the access token must start with %s", ErrValidation, strings.Join(accessTokenPrefixes, ", "))
+	if !ecom.ValidAccessToken(tok) {
+		return "", "", "", fmt.Errorf("%w: the access token must start with %s", ErrValidation, strings.Join(ecom.AccessTokenPrefixes(), ", "))
 	}
 	name, err = e.stores.client.VerifyToken(ctx, shop, tok)
 	if err != nil {

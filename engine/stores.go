@@ -79,9 +79,6 @@ const (
 	storeStopWait = 2 * time.Second
 )
 
-// accessTokenPrefixes are the prefixes of the Shopify-type platform's Admin API tokens.
-var accessTokenPrefixes = []string{"shpat_", "shpca_", "shppa_"}
-
 // StoreConfig configures the store integration.
 type StoreConfig struct {
 	// Client talks to the store platform (nil: ecom.NewClient with its defaults).
@@ -128,8 +125,8 @@ type StoreRecord struct {
 type storeEntry struct {
 	rec                             StoreRecord
 	token, clientSecret, hookSecret string
-	hookMACs, clientMACs            macPool // HMAC-SHA256 states keyed with the secrets, reused
-	openErr                         error   // the credentials did not open (key changed)
+	hookMACs, clientMACs            ecom.WebhookVerifier // keyed with the secrets, reused per request
+	openErr                         error                // the credentials did not open (key changed)
 	seq                             atomic.Int64
 	view                            atomic.Pointer[actors.StoreEventsView]
 	mu                              sync.Mutex // guards pid
@@ -270,8 +267,7 @@ func (s *storeService) newEntry(r StoreRecord) *storeEntry {
 	if r.AppCredentials {
 		ent.clientSecret = s.cfg.ClientSecret
 	}
-	ent.hookMACs.init(ent.hookSecret)
-	ent.clientMACs.init(ent.clientSecret)
+	ent.hookMACs, ent.clientMACs = ecom.NewWebhookVerifier(ent.hookSecret), ecom.NewWebhookVerifier(ent.clientSecret)
 	ent.storeName = r.ShopName
 	if ent.storeName == "" {
 		ent.storeName = r.Shop
@@ -582,28 +578,4 @@ func (e *Engine) StoreStats() StoreStats {
 		WebhooksIgnored: s.ignored.Load(), SignatureFailures: s.signatureN.Load(), EventsPending: s.pending.Load(),
 		EventsSent: s.sentN.Load(), EventsSkipped: s.skippedN.Load(), EventsFailed: s.failedN.Load(),
 	}
-}
-
-// hostOf reads a host name from a domain or URL ("https://Shop.example.com/" → "shop.example.com").
-func hostOf(s string) (string, bool) {
-	s = strings.ToLower(strings.TrimSpace(s))
-	s = strings.TrimPrefix(s, "https://")
-	s = strings.TrimPrefix(s, "http://")
-	if i := strings.IndexAny(s, "/?#"); i >= 0 {
-		s = s[:i]
-	}
-	s = strings.TrimSuffix(s, ".")
-	if s == "" || len(s) > 253 {
-		return "", false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == ':') {
-			return "", false
-		}
-	}
-	if s[0] == '.' || s[0] == '-' || s[0] == ':' || !strings.Contains(s, ".") && !strings.HasPrefix(s, "localhost") {
-		return "", false
-	}
-	return s, true
 }

@@ -188,20 +188,3 @@ func TestParseSecretKey(t *testing.T) {
 		t.Fatal("a tampered secret opened")
 	}
 }
-
-func TestPayloadHasPhone(t *testing.T) {
-	for body, want := range map[string]bool{
-		`{"customer":{"phone":"+1 312 555 0101"}}`:          true,
-		`{"billing": {"phone" : "(555) 555-5555"}}`:         true,
-		`{"phone":4915112345678}`:                           true,
-		`{"customer":{"phone":null},"phone":""}`:            false,
-		`{"note":"call \"phone\":\"123\" later"}`:           false,
-		`{"phones":"123","telephone":"5"}`:                  false,
-		`{"id":1}`:                                          false,
-		`{"shipping_address":{"phone":null},"phone":   ""}`: false,
-	} {
-		if got := payloadHasPhone([]byte(body)); got != want {
-			t.Errorf("payloadHasPhone(%s) = %v, want %v", body, got, want)
-		}
-	}
-}

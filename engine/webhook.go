@@ -3,15 +3,10 @@ package engine
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"hash"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	json "github.com/goccy/go-json"
@@ -61,7 +56,7 @@ func (e *Engine) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, e
 		return WebhookResult{Topic: "none"}, fmt.Errorf("%w: no connected store matches this webhook", ErrStoreNotFound)
 	}
 	woo := ent.rec.Platform == ecom.PlatformWooCommerce
-	res := WebhookResult{Topic: metricTopic(w.Topic, woo)}
+	res := WebhookResult{Topic: ecom.TopicLabel(ent.rec.Platform, w.Topic)}
 	if ecom.WooPing(w.Body) {
 		// WooCommerce's unsigned ping when a webhook is created.
 		res.Status, res.Reason = WebhookIgnored, "webhook ping"
@@ -84,7 +79,7 @@ func (e *Engine) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, e
 	case woo && topic != ecom.WooTopicOrderCreated && topic != ecom.WooTopicOrderUpdated,
 		!woo && !ecom.ValidTopic(strings.ToLower(topic)):
 		res.Status, res.Reason = WebhookIgnored, "topic "+strconv.Quote(topic)+" sends no message"
-	case orderShaped && !payloadHasPhone(w.Body):
+	case orderShaped && !ecom.HasPhone(w.Body):
 		res.Status, res.Reason = WebhookIgnored, "no phone number in the payload"
 	}
 	if res.Status == WebhookIgnored {
@@ -186,7 +181,7 @@ func (s *storeService) resolve(w Webhook) *storeEntry {
 	if ent := s.idx.byShop[string(shop)]; ent != nil {
 		return ent
 	}
-	h, ok := hostOf(string(shop))
+	h, ok := ecom.NormalizeHost(string(shop))
 	if !ok {
 		return nil
 	}
@@ -204,46 +199,11 @@ func (s *storeService) verify(ent *storeEntry, w Webhook) error {
 	if len(w.Signature) == 0 {
 		return fmt.Errorf("%w: the signature header is missing", ErrInvalidSignature)
 	}
-	var given [sha256.Size]byte
-	sig := bytes.TrimSpace(w.Signature)
-	if base64.StdEncoding.DecodedLen(len(sig)) <= len(given)+2 {
-		var buf [sha256.Size + 3]byte
-		if n, err := base64.StdEncoding.Decode(buf[:], sig); err == nil && n == sha256.Size {
-			copy(given[:], buf[:n])
-			if ent.hookMACs.verify(w.Body, given) || ent.clientMACs.verify(w.Body, given) {
-				return nil
-			}
-		}
+	if sig, ok := ecom.ParseWebhookSignature(w.Signature); ok &&
+		(ent.hookMACs.Verify(w.Body, sig) || ent.clientMACs.Verify(w.Body, sig)) {
+		return nil
 	}
 	return fmt.Errorf("%w: the signature does not match the body", ErrInvalidSignature)
-}
-
-// macPool reuses HMAC-SHA256 states keyed with one secret (hmac.New allocates several objects,
-// and the webhook route verifies every request). The comparison is constant-time, as
-// ecom.VerifyWebhookHMAC's.
-type macPool struct {
-	pool *sync.Pool // nil: no secret
-}
-
-func (m *macPool) init(secret string) {
-	if secret == "" {
-		return
-	}
-	key := []byte(secret)
-	m.pool = &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}
-}
-
-func (m *macPool) verify(body []byte, given [sha256.Size]byte) bool {
-	if m.pool == nil {
-		return false
-	}
-	h := m.pool.Get().(hash.Hash)
-	h.Reset()
-	h.Write(body)
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
-	m.pool.Put(h)
-	return hmac.Equal(sum[:], given[:])
 }
 
 // nextSeq is a fixed-width increasing sequence: the clock in nanoseconds, bumped past the last
@@ -263,68 +223,4 @@ func (ent *storeEntry) nextSeq(now time.Time) string {
 			return string(out)
 		}
 	}
-}
-
-var phoneKey = []byte(`"phone"`)
-
-// payloadHasPhone reports whether body has any "phone" field holding a non-empty string or a
-// number. A false "yes" only defers the decision to the actor; a "no" is certain: the event
-// has no number to send to.
-func payloadHasPhone(body []byte) bool {
-	for i := 0; i < len(body); {
-		j := bytes.Index(body[i:], phoneKey)
-		if j < 0 {
-			return false
-		}
-		k := i + j + len(phoneKey)
-		k = skipSpace(body, k)
-		if k < len(body) && body[k] == ':' {
-			k = skipSpace(body, k+1)
-			if k+1 < len(body) && body[k] == '"' && body[k+1] != '"' {
-				return true
-			}
-			if k < len(body) && body[k] >= '0' && body[k] <= '9' {
-				return true
-			}
-		}
-		i = k
-	}
-	return false
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// metricTopic bounds the topic label of the webhook metrics (constant strings: no allocation).
-func metricTopic(topic []byte, woo bool) string {
-	t := bytes.TrimSpace(topic)
-	if len(t) == 0 {
-		return "none"
-	}
-	if woo {
-		switch string(t) {
-		case ecom.WooTopicOrderCreated:
-			return ecom.WooTopicOrderCreated
-		case ecom.WooTopicOrderUpdated:
-			return ecom.WooTopicOrderUpdated
-		}
-		return "other"
-	}
-	switch string(t) {
-	case ecom.TopicOrderCreated:
-		return ecom.TopicOrderCreated
-	case ecom.TopicOrderPaid:
-		return ecom.TopicOrderPaid
-	case ecom.TopicOrderFulfilled:
-		return ecom.TopicOrderFulfilled
-	case ecom.TopicOrderCancelled:
-		return ecom.TopicOrderCancelled
-	case ecom.TopicRefundCreated:
-		return ecom.TopicRefundCreated
-	}
-	return "other"
 }
