@@ -11,60 +11,31 @@ import (
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
-	json "github.com/goccy/go-json"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/ecom"
 )
 
 // Outcomes of a store event.
 const (
-	StoreEventPending = "pending" // in the inbox, not processed yet (or waiting for a retry)
-	StoreEventSent    = "sent"    // the customer's message was sent
-	StoreEventSkipped = "skipped" // nothing to send: no phone, template disabled, topic or status that sends nothing
-	StoreEventFailed  = "failed"  // could not be sent, and retrying will not help (or 24 h of retries did not)
+	StoreEventPending = domain.StoreEventPending
+	StoreEventSent    = domain.StoreEventSent
+	StoreEventSkipped = domain.StoreEventSkipped
+	StoreEventFailed  = domain.StoreEventFailed
 )
 
 const (
 	// RecentStoreEvents is how many processed events a store keeps for GET /api/client/store.
-	RecentStoreEvents = 50
+	RecentStoreEvents = domain.RecentStoreEvents
 	// StoreRetryWindow is how long an event keeps being retried after it was received.
 	StoreRetryWindow = 24 * time.Hour
 )
 
-// InboxEntry is one accepted webhook: committed before the platform gets its 200, removed when
-// its outcome is recorded.
-type InboxEntry struct {
-	Seq       string `json:"seq"` // fixed-width, increasing per shop: the processing order
-	Shop      string `json:"shop"`
-	UserID    string `json:"userId"`
-	Platform  string `json:"platform"`            // ecom.PlatformShopify or ecom.PlatformWooCommerce
-	Topic     string `json:"topic"`               // as the platform sent it
-	WebhookID string `json:"webhookId,omitempty"` // the platform's delivery id (deduped)
-	// MessageID is the outbox id the customer's message gets. It is chosen at acceptance, so an
-	// event processed again after a crash finds its message in the outbox instead of sending a
-	// second one.
-	MessageID  string          `json:"messageId"`
-	ReceivedAt time.Time       `json:"receivedAt"`
-	Body       json.RawMessage `json:"body"`
-}
+// InboxEntry is one accepted webhook (domain.InboxEntry).
+type InboxEntry = domain.InboxEntry
 
-// StoreEventRecord is one event's outcome, as GET /api/client/store lists it.
-type StoreEventRecord struct {
-	// N orders the records of a store; the record lives in ring slot N % RecentStoreEvents.
-	N           int64     `json:"n"`
-	Seq         string    `json:"seq,omitempty"`
-	Topic       string    `json:"topic"`
-	WebhookID   string    `json:"webhookId,omitempty"`
-	OrderID     int64     `json:"orderId,omitempty"`
-	OrderName   string    `json:"orderName,omitempty"`
-	Phone       string    `json:"phone,omitempty"`
-	Status      string    `json:"status"`
-	Reason      string    `json:"reason,omitempty"`
-	MessageID   string    `json:"messageId,omitempty"`
-	Attempts    int       `json:"attempts"`
-	ReceivedAt  time.Time `json:"receivedAt"`
-	ProcessedAt time.Time `json:"processedAt"`
-}
+// StoreEventRecord is one event's outcome (domain.StoreEvent).
+type StoreEventRecord = domain.StoreEvent
 
 // ErrNoStoreToken: the store was connected without an Admin API token (native webhooks,
 // WooCommerce), so an order cannot be fetched.

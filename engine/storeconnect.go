@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -26,7 +25,7 @@ func (e *Engine) OAuthInit(ctx context.Context, uid, shop, clientID, clientSecre
 	if !ok {
 		return "", "", fmt.Errorf("%w: %q; use <name>.myshopify.com", ErrInvalidShop, shop)
 	}
-	n := oauthNonce{UserID: uid, Shop: canonical, ClientID: strings.TrimSpace(clientID), CreatedAt: e.Now().UTC()}
+	n := persist.OAuthNonce{UserID: uid, Shop: canonical, ClientID: strings.TrimSpace(clientID), CreatedAt: e.Now().UTC()}
 	clientSecret = strings.TrimSpace(clientSecret)
 	switch {
 	case n.ClientID == "" && clientSecret == "":
@@ -39,16 +38,12 @@ func (e *Engine) OAuthInit(ctx context.Context, uid, shop, clientID, clientSecre
 	case clientSecret == "":
 		return "", "", fmt.Errorf("%w: clientSecret is required", ErrValidation)
 	default:
-		if n.ClientSecret, err = s.sealer.seal(clientSecret); err != nil {
+		if n.ClientSecret, err = s.sealer.Seal(clientSecret); err != nil {
 			return "", "", fmt.Errorf("%w: seal the client secret: %v", ErrUnavailable, err)
 		}
 	}
 	nonce := randomHex(16)
-	op, err := s.nonces.PutTTLOp(nonce, n, oauthNonceTTL)
-	if err != nil {
-		return "", "", err
-	}
-	if err := s.nonces.KV().Commit(ctx, op); err != nil {
+	if err := s.records.PutNonce(ctx, nonce, n); err != nil {
 		return "", "", fmt.Errorf("%w: save the OAuth state: %v", ErrUnavailable, err)
 	}
 	authURL = s.client.AuthorizeURL(canonical, n.ClientID, OAuthScopes, s.cfg.PublicURL+"/api/ecom/callback", uid+"___"+nonce)
@@ -98,20 +93,20 @@ func (e *Engine) OAuthCallback(ctx context.Context, q url.Values) (string, error
 		return fail(CallbackInvalidState, errors.New("state is not <uid>___<nonce>"))
 	}
 	uid, nonce := state[:i], state[i+3:]
-	n, err := s.nonces.Get(nonce)
+	n, err := s.records.Nonce(nonce)
 	switch {
 	case nonce == "" || errors.Is(err, persist.ErrNotFound):
 		return fail(CallbackInvalidState, errors.New("unknown or expired state"))
 	case err != nil:
 		return fail(CallbackUnavailable, err)
-	case e.Now().Sub(n.CreatedAt) > oauthNonceTTL:
+	case e.Now().Sub(n.CreatedAt) > persist.OAuthNonceTTL:
 		return fail(CallbackInvalidState, errors.New("expired state"))
 	case n.UserID != uid || n.Shop != shop:
 		return fail(CallbackInvalidState, errors.New("the state was issued for another user or shop"))
 	}
 	secret := s.cfg.ClientSecret
 	if !n.AppCredentials {
-		if secret, err = s.sealer.open(n.ClientSecret); err != nil {
+		if secret, err = s.sealer.Open(n.ClientSecret); err != nil {
 			return fail(CallbackUnavailable, err)
 		}
 	}
@@ -119,7 +114,7 @@ func (e *Engine) OAuthCallback(ctx context.Context, q url.Values) (string, error
 		return fail(CallbackInvalidHMAC, errors.New("the hmac does not verify"))
 	}
 	// Single use: consumed before the exchange, so a replayed callback finds no state.
-	if err := s.nonces.Delete(ctx, nonce); err != nil {
+	if err := s.records.DeleteNonce(ctx, nonce); err != nil {
 		return fail(CallbackUnavailable, err)
 	}
 	token, scope, err := s.client.ExchangeCode(ctx, shop, n.ClientID, secret, code)
@@ -296,10 +291,10 @@ func (e *Engine) verifyShopToken(ctx context.Context, domain, token string) (sho
 func (e *Engine) sealInto(rec *StoreRecord, token, webhookSecret string) error {
 	s := e.stores
 	var err error
-	if rec.AccessToken, err = s.sealer.seal(token); err != nil {
+	if rec.AccessToken, err = s.sealer.Seal(token); err != nil {
 		return fmt.Errorf("%w: seal the access token: %v", ErrUnavailable, err)
 	}
-	if rec.WebhookSecret, err = s.sealer.seal(strings.TrimSpace(webhookSecret)); err != nil {
+	if rec.WebhookSecret, err = s.sealer.Seal(strings.TrimSpace(webhookSecret)); err != nil {
 		return fmt.Errorf("%w: seal the webhook secret: %v", ErrUnavailable, err)
 	}
 	return nil
@@ -319,7 +314,7 @@ func (e *Engine) saveStore(ctx context.Context, rec StoreRecord, takeOver bool) 
 	if sameShop != nil && sameShop.rec.UserID != rec.UserID && !takeOver {
 		return ErrStoreTaken
 	}
-	put, err := s.records.PutOp(rec.Shop, rec)
+	put, err := s.records.PutOp(rec)
 	if err != nil {
 		return err
 	}
@@ -334,13 +329,13 @@ func (e *Engine) saveStore(ctx context.Context, rec StoreRecord, takeOver bool) 
 	}
 	var removed int64
 	for _, d := range dropped {
-		more, n, err := s.shopDataOps(d.rec.Shop)
+		more, n, err := s.inbox.ShopDataOps(d.rec.Shop)
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 		ops, removed = append(ops, more...), removed+n
 	}
-	if err := s.records.KV().Commit(ctx, ops...); err != nil {
+	if err := s.records.Commit(ctx, ops...); err != nil {
 		return fmt.Errorf("%w: save store: %v", ErrUnavailable, err)
 	}
 	s.pending.Add(-removed)
@@ -351,7 +346,7 @@ func (e *Engine) saveStore(ctx context.Context, rec StoreRecord, takeOver bool) 
 		sameShop.mu.Lock()
 		ent.pid, sameShop.pid = sameShop.pid, nil
 		sameShop.mu.Unlock()
-		ent.seq.Store(sameShop.seq.Load())
+		ent.seq.Continue(&sameShop.seq)
 		if v := sameShop.view.Load(); v != nil {
 			ent.view.Store(v)
 		}
@@ -373,25 +368,6 @@ func (e *Engine) saveStore(ctx context.Context, rec StoreRecord, takeOver bool) 
 	return nil
 }
 
-// shopDataOps are the deletions of a shop's pending inbox and recent events, and how many
-// inbox entries they remove.
-func (s *storeService) shopDataOps(shop string) (ops []persist.Op, pending int64, err error) {
-	kv := s.records.KV()
-	for _, prefix := range []string{"inbox/" + shop + "/", "store_event/" + shop + "/"} {
-		err := kv.Scan([]byte(prefix), func(key, _ []byte) error {
-			ops = append(ops, persist.Op{Key: bytes.Clone(key), Delete: true})
-			if strings.HasPrefix(prefix, "inbox/") {
-				pending++
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, 0, err
-		}
-	}
-	return ops, pending, nil
-}
-
 // DisconnectStore removes the user's store, its pending events and its recent events. The
 // webhooks registered on the platform stay (they are answered 404 from now on).
 func (e *Engine) DisconnectStore(ctx context.Context, uid string) error {
@@ -405,12 +381,12 @@ func (e *Engine) DisconnectStore(ctx context.Context, uid string) error {
 		return fmt.Errorf("%w: no store is connected to this account", ErrStoreNotFound)
 	}
 	e.stopStoreActor(ent)
-	ops, removed, err := s.shopDataOps(ent.rec.Shop)
+	ops, removed, err := s.inbox.ShopDataOps(ent.rec.Shop)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	ops = append(ops, s.records.DeleteOp(ent.rec.Shop))
-	if err := s.records.KV().Commit(ctx, ops...); err != nil {
+	if err := s.records.Commit(ctx, ops...); err != nil {
 		return fmt.Errorf("%w: remove store: %v", ErrUnavailable, err)
 	}
 	s.pending.Add(-removed)

@@ -15,6 +15,7 @@ import (
 	"github.com/anthdm/hollywood/actor"
 
 	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/ecom"
 	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/persist"
@@ -24,15 +25,9 @@ import (
 // templates, OAuth nonces, and the webhook receiver's durable inbox feeding one storeevents
 // actor per store.
 //
-// Key schema:
-//
-//	store/<shop>                         StoreRecord (credentials sealed, see secrets.go)
-//	template/<uid>                       the user's templates by topic
-//	oauth_nonce/<nonce>                  a pending OAuth install (TTL 10 min)
-//	inbox/<shop>/<seq>                   actors.InboxEntry until its outcome is recorded
-//	webhook_seen/<shop>/<delivery id>    dedupe of the platform's deliveries (TTL 3 days)
-//	store_sent/<shop>/<event key>        a message went out for this order event (TTL 30 days)
-//	store_event/<shop>/<slot>            the last actors.RecentStoreEvents outcomes (a ring)
+// Storage: persist.Stores (records, OAuth nonces, templates) and persist.Inbox (inbox, dedupe
+// marks, recent outcomes); their key schema is written down in persist/stores.go and
+// persist/inbox.go.
 //
 // Concurrency: storeIndex.mu guards the shop and user maps (never held during I/O);
 // storeIndex.write serialises connects and disconnects; a storeEntry's credentials never change
@@ -59,19 +54,15 @@ var (
 
 // Store connection methods (StoreRecord.Method).
 const (
-	StoreMethodOAuth   = "oauth"
-	StoreMethodManual  = "manual"
-	StoreMethodNative  = "native"
-	StoreMethodConnect = "connect" // POST /api/client/store/connect
+	StoreMethodOAuth   = domain.StoreMethodOAuth
+	StoreMethodManual  = domain.StoreMethodManual
+	StoreMethodNative  = domain.StoreMethodNative
+	StoreMethodConnect = domain.StoreMethodConnect
 )
 
 const (
 	// OAuthScopes are the access scopes the OAuth install asks for.
 	OAuthScopes     = "read_orders,read_customers"
-	oauthNonceTTL   = 10 * time.Minute
-	webhookSeenTTL  = 72 * time.Hour // Shopify retries a delivery for 4 h; WooCommerce for less
-	storeSentTTL    = 30 * 24 * time.Hour
-	storeEventTTL   = 30 * 24 * time.Hour
 	maxTemplateText = 4096
 	storeActorKind  = "storeevents"
 	// storeStopWait bounds how long Stop waits for store workers in flight (their entries stay in
@@ -89,37 +80,15 @@ type StoreConfig struct {
 	ClientID, ClientSecret string
 	// RequireSignature refuses webhooks of stores that have no signing secret.
 	RequireSignature bool
-	// SecretKey seals credentials at rest (32 bytes); nil = the key in SecretKeyFile, created on
-	// first use; both empty = a key that lives as long as the process (tests).
-	SecretKey     []byte
-	SecretKeyFile string
+	// Sealer seals credentials at rest (main loads its key); nil = a key that lives as long as
+	// the process (tests).
+	Sealer *persist.Sealer
 	// Retry policy of the storeevents actors (zero values: see actors.StoreEventsDeps).
 	BaseBackoff, MaxBackoff, SessionPoll, RetryWindow time.Duration
 }
 
-// StoreRecord is a connected store as stored. AccessToken, ClientSecret and WebhookSecret are
-// sealed; they are never logged or returned.
-type StoreRecord struct {
-	Shop     string `json:"shop"`
-	Platform string `json:"platform"` // ecom.PlatformShopify or ecom.PlatformWooCommerce
-	Method   string `json:"method"`
-	UserID   string `json:"userId"`
-	ShopName string `json:"shopName,omitempty"`
-	// AccessToken is the Admin API token (OAuth, manual, store/connect).
-	AccessToken string `json:"accessToken,omitempty"`
-	ClientID    string `json:"clientId,omitempty"`
-	// ClientSecret is the app secret given to oauth-init: the platform signs the webhooks it
-	// registered through the app with it.
-	ClientSecret string `json:"clientSecret,omitempty"`
-	// AppCredentials: installed with the configured app credentials (--ecom-client-secret
-	// signs its webhooks).
-	AppCredentials bool `json:"appCredentials,omitempty"`
-	// WebhookSecret signs webhooks made in the store admin (native) or WooCommerce's.
-	WebhookSecret      string    `json:"webhookSecret,omitempty"`
-	Scope              string    `json:"scope,omitempty"`
-	WebhooksRegistered int       `json:"webhooksRegistered"`
-	ConnectedAt        time.Time `json:"connectedAt"`
-}
+// StoreRecord is a connected store as stored (domain.Store).
+type StoreRecord = domain.Store
 
 // storeEntry is a connected store in memory: its record, opened credentials and actor.
 type storeEntry struct {
@@ -127,7 +96,7 @@ type storeEntry struct {
 	token, clientSecret, hookSecret string
 	hookMACs, clientMACs            ecom.WebhookVerifier // keyed with the secrets, reused per request
 	openErr                         error                // the credentials did not open (key changed)
-	seq                             atomic.Int64
+	seq                             persist.InboxSeq
 	view                            atomic.Pointer[actors.StoreEventsView]
 	mu                              sync.Mutex // guards pid
 	pid                             *actor.PID
@@ -142,36 +111,17 @@ type storeIndex struct {
 	gen    atomic.Int64 // actor id suffix: a reconnected shop gets a fresh actor id
 }
 
-type oauthNonce struct {
-	UserID         string    `json:"userId"`
-	Shop           string    `json:"shop"`
-	ClientID       string    `json:"clientId"`
-	ClientSecret   string    `json:"clientSecret,omitempty"` // sealed
-	AppCredentials bool      `json:"appCredentials,omitempty"`
-	CreatedAt      time.Time `json:"createdAt"`
-}
-
-type storedTemplate struct {
-	Text    string `json:"text,omitempty"` // "" = the default text
-	Enabled bool   `json:"enabled"`
-}
-
 // storeService holds the store integration's tables and state.
 type storeService struct {
 	cfg     StoreConfig
 	client  *ecom.Client
-	sealer  *sealer
+	sealer  *persist.Sealer
 	idx     storeIndex
 	workers workerCount
 
-	records   *persist.Table[StoreRecord]
-	nonces    *persist.Table[oauthNonce]
-	templates *persist.Table[map[string]storedTemplate]
-	inbox     *persist.Table[actors.InboxEntry]
-	seen      *persist.Table[struct{}]
-	sent      *persist.Table[struct{}]
-	events    *persist.Table[actors.StoreEventRecord]
-	tmplMu    sync.Mutex // serialises template read-modify-writes
+	records *persist.Stores
+	inbox   *persist.Inbox
+	tmplMu  sync.Mutex // serialises template read-modify-writes
 
 	inflight sync.Map // webhook_seen keys being committed right now
 
@@ -186,14 +136,11 @@ func (e *Engine) bootStores() (int, error) {
 	cfg := e.cfg.Stores
 	kv := e.cfg.Store.KV()
 	s := &storeService{
-		cfg: cfg, client: cfg.Client, sealer: newSealer(cfg.SecretKey, cfg.SecretKeyFile),
-		records:   persist.NewTable[StoreRecord](kv, "store", 1),
-		nonces:    persist.NewTable[oauthNonce](kv, "oauth_nonce", 1),
-		templates: persist.NewTable[map[string]storedTemplate](kv, "template", 1),
-		inbox:     persist.NewTable[actors.InboxEntry](kv, "inbox", 1),
-		seen:      persist.NewTable[struct{}](kv, "webhook_seen", 1),
-		sent:      persist.NewTable[struct{}](kv, "store_sent", 1),
-		events:    persist.NewTable[actors.StoreEventRecord](kv, "store_event", 1),
+		cfg: cfg, client: cfg.Client, sealer: cfg.Sealer,
+		records: persist.NewStores(kv), inbox: persist.NewInbox(kv),
+	}
+	if s.sealer == nil {
+		s.sealer = persist.NewSealer(nil, "")
 	}
 	if s.client == nil {
 		s.client = ecom.NewClient(ecom.ClientOptions{})
@@ -205,8 +152,8 @@ func (e *Engine) bootStores() (int, error) {
 	s.idx.byShop, s.idx.byUser = map[string]*storeEntry{}, map[string]*storeEntry{}
 	e.stores = s
 
-	var recs []StoreRecord
-	if err := s.records.Scan("", func(_ string, r StoreRecord) error { recs = append(recs, r); return nil }); err != nil {
+	recs, err := s.records.All()
+	if err != nil {
 		return 0, fmt.Errorf("engine: load stores: %w", err)
 	}
 	for _, r := range recs {
@@ -220,28 +167,21 @@ func (e *Engine) bootStores() (int, error) {
 	// Pending inbox entries: group by shop; entries of stores no longer connected are dropped.
 	counts := map[string]int{}
 	var orphans []persist.Op
-	err := e.cfg.Store.KV().Scan([]byte("inbox/"), func(key, _ []byte) error {
-		id := string(key[len("inbox/"):])
-		shop, seq, ok := strings.Cut(id, "/")
-		if !ok {
-			return nil
-		}
+	err = s.inbox.Pending(func(shop, seq string) error {
 		ent := s.idx.byShop[shop]
 		if ent == nil {
-			orphans = append(orphans, s.inbox.DeleteOp(id))
+			orphans = append(orphans, s.inbox.DeleteOp(shop, seq))
 			return nil
 		}
 		counts[shop]++
-		if n, err := strconv.ParseInt(seq, 10, 64); err == nil && n > ent.seq.Load() {
-			ent.seq.Store(n)
-		}
+		ent.seq.Observe(seq)
 		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("engine: load store inbox: %w", err)
 	}
 	if len(orphans) > 0 {
-		if err := kv.Commit(context.Background(), orphans...); err != nil {
+		if err := s.inbox.Commit(context.Background(), orphans...); err != nil {
 			return 0, fmt.Errorf("engine: drop inbox entries of disconnected stores: %w", err)
 		}
 	}
@@ -257,11 +197,11 @@ func (s *storeService) newEntry(r StoreRecord) *storeEntry {
 	ent := &storeEntry{rec: r}
 	var errs []error
 	var err error
-	ent.token, err = s.sealer.open(r.AccessToken)
+	ent.token, err = s.sealer.Open(r.AccessToken)
 	errs = append(errs, err)
-	ent.clientSecret, err = s.sealer.open(r.ClientSecret)
+	ent.clientSecret, err = s.sealer.Open(r.ClientSecret)
 	errs = append(errs, err)
-	ent.hookSecret, err = s.sealer.open(r.WebhookSecret)
+	ent.hookSecret, err = s.sealer.Open(r.WebhookSecret)
 	errs = append(errs, err)
 	ent.openErr = errors.Join(errs...)
 	if r.AppCredentials {
@@ -302,7 +242,7 @@ func (e *Engine) storeActor(ent *storeEntry) *actor.PID {
 	}
 	s := e.stores
 	deps := actors.StoreEventsDeps{
-		Store: storeEventsStore{s}, Now: e.cfg.Now, Log: e.log,
+		Store: storeEventsStore{s.inbox, s}, Now: e.cfg.Now, Log: e.log,
 		// The store's current entry, not ent: a reconnect of the same shop (new credentials)
 		// keeps this actor.
 		FetchOrder: func(ctx context.Context, shop string, orderID int64) ([]byte, error) {
@@ -322,7 +262,7 @@ func (e *Engine) storeActor(ent *storeEntry) *actor.PID {
 			return shop
 		},
 		Template:    e.template,
-		AlreadySent: func(shop, key string) bool { _, err := s.sent.KV().Get(s.sentKey(shop, key)); return err == nil },
+		AlreadySent: s.inbox.AlreadySent,
 		Outcome:     e.outboxOutcome,
 		Send:        e.sendStoreMessage,
 		Ready:       e.sessionReady,
@@ -418,75 +358,34 @@ func (w *workerCount) wait(ctx context.Context) {
 
 // ---- storage for the actors ----
 
-// storeEventsStore implements actors.StoreEventsStore.
-type storeEventsStore struct{ s *storeService }
+// storeEventsStore is the storeevents actors' storage: the inbox, with the outcomes counted.
+type storeEventsStore struct {
+	*persist.Inbox
+	s *storeService
+}
 
 // Interface guards.
 var _ actors.StoreEventsStore = storeEventsStore{}
 
-func (st storeEventsStore) PendingInbox(shop string) ([]string, error) {
-	var seqs []string
-	err := st.s.inbox.KV().Scan([]byte("inbox/"+shop+"/"), func(key, _ []byte) error {
-		seqs = append(seqs, string(key[len("inbox/"+shop+"/"):]))
-		return nil
-	})
-	return seqs, err
-}
-
-func (st storeEventsStore) InboxEntry(shop, seq string) (actors.InboxEntry, bool, error) {
-	e, err := st.s.inbox.Get(shop + "/" + seq)
-	if errors.Is(err, persist.ErrNotFound) {
-		return e, false, nil
-	}
-	return e, err == nil, err
-}
-
-func (st storeEventsStore) LastEventN(shop string) (int64, error) {
-	var n int64
-	err := st.s.events.Scan(shop+"/", func(_ string, r actors.StoreEventRecord) error {
-		n = max(n, r.N)
-		return nil
-	})
-	return n, err
-}
-
 func (st storeEventsStore) FinishEvent(ctx context.Context, shop, seq string, rec actors.StoreEventRecord, sentKey string) error {
+	err := st.Finish(ctx, shop, seq, rec, sentKey)
+	if errors.Is(err, persist.ErrNotFound) {
+		return nil // removed meanwhile: the store was disconnected
+	}
+	if err != nil || seq == "" {
+		return err
+	}
 	s := st.s
-	if seq != "" {
-		if _, err := s.inbox.KV().Get([]byte("inbox/" + shop + "/" + seq)); errors.Is(err, persist.ErrNotFound) {
-			return nil // removed meanwhile: the store was disconnected
-		}
-	}
-	put, err := s.events.PutTTLOp(eventSlot(shop, rec.N), rec, storeEventTTL)
-	if err != nil {
-		return err
-	}
-	ops := []persist.Op{put}
-	if seq != "" {
-		ops = append(ops, s.inbox.DeleteOp(shop+"/"+seq))
-	}
-	if sentKey != "" {
-		ops = append(ops, persist.Op{Key: s.sentKey(shop, sentKey), Value: seenValue, TTL: storeSentTTL})
-	}
-	if err := s.inbox.KV().Commit(ctx, ops...); err != nil {
-		return err
-	}
-	if seq != "" {
-		s.pending.Add(-1)
-		switch rec.Status {
-		case actors.StoreEventSent:
-			s.sentN.Add(1)
-		case actors.StoreEventSkipped:
-			s.skippedN.Add(1)
-		default:
-			s.failedN.Add(1)
-		}
+	s.pending.Add(-1)
+	switch rec.Status {
+	case actors.StoreEventSent:
+		s.sentN.Add(1)
+	case actors.StoreEventSkipped:
+		s.skippedN.Add(1)
+	default:
+		s.failedN.Add(1)
 	}
 	return nil
-}
-
-func eventSlot(shop string, n int64) string {
-	return fmt.Sprintf("%s/%02d", shop, n%actors.RecentStoreEvents)
 }
 
 // sendStoreMessage sends a store event's message through the owner's default session under the
@@ -529,7 +428,7 @@ func (e *Engine) Store(uid string) (StoreView, error) {
 	}
 	qv := ent.view.Load()
 	errStop := errors.New("stop")
-	err := s.inbox.Scan(r.Shop+"/", func(_ string, in actors.InboxEntry) error {
+	err := s.inbox.ScanShop(r.Shop, func(in actors.InboxEntry) error {
 		rec := actors.StoreEventRecord{Seq: in.Seq, Topic: in.Topic, WebhookID: in.WebhookID, Status: actors.StoreEventPending, ReceivedAt: in.ReceivedAt}
 		if qv != nil && qv.Head == in.Seq {
 			rec.Attempts, rec.Reason = qv.Attempts, qv.LastError
@@ -543,11 +442,8 @@ func (e *Engine) Store(uid string) (StoreView, error) {
 	if err != nil && !errors.Is(err, errStop) {
 		return StoreView{}, fmt.Errorf("%w: read the inbox: %v", ErrUnavailable, err)
 	}
-	var done []actors.StoreEventRecord
-	if err := s.events.Scan(r.Shop+"/", func(_ string, rec actors.StoreEventRecord) error {
-		done = append(done, rec)
-		return nil
-	}); err != nil {
+	done, err := s.inbox.RecentEvents(r.Shop)
+	if err != nil {
 		return StoreView{}, fmt.Errorf("%w: read recent events: %v", ErrUnavailable, err)
 	}
 	slices.SortFunc(done, func(a, b actors.StoreEventRecord) int { return int(b.N - a.N) })

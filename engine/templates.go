@@ -2,12 +2,11 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/ecom"
-	"github.com/gateway/gateway/persist"
 )
 
 // Message templates per store topic (SPEC.md section 6).
@@ -22,7 +21,7 @@ type TemplateView struct {
 
 // template is the user's template for a topic (actors.StoreEventsDeps.Template).
 func (e *Engine) template(uid, topic string) (string, bool, error) {
-	all, err := e.stores.userTemplates(uid)
+	all, err := e.stores.records.Templates(uid)
 	if err != nil {
 		return "", false, err
 	}
@@ -30,15 +29,7 @@ func (e *Engine) template(uid, topic string) (string, bool, error) {
 	return v.Text, v.Enabled, nil
 }
 
-func (s *storeService) userTemplates(uid string) (map[string]storedTemplate, error) {
-	m, err := s.templates.Get(uid)
-	if errors.Is(err, persist.ErrNotFound) {
-		return nil, nil
-	}
-	return m, err
-}
-
-func templateView(topic string, all map[string]storedTemplate) TemplateView {
+func templateView(topic string, all map[string]domain.Template) TemplateView {
 	t, ok := all[topic]
 	if !ok {
 		t.Enabled = true
@@ -52,7 +43,7 @@ func templateView(topic string, all map[string]storedTemplate) TemplateView {
 
 // Templates lists the user's five templates, in the platform's topic order.
 func (e *Engine) Templates(uid string) ([]TemplateView, error) {
-	all, err := e.stores.userTemplates(uid)
+	all, err := e.stores.records.Templates(uid)
 	if err != nil {
 		return nil, fmt.Errorf("%w: read templates: %v", ErrUnavailable, err)
 	}
@@ -75,12 +66,12 @@ func (e *Engine) PutTemplate(ctx context.Context, uid, topic string, text *strin
 	s := e.stores
 	s.tmplMu.Lock()
 	defer s.tmplMu.Unlock()
-	all, err := s.userTemplates(uid)
+	all, err := s.records.Templates(uid)
 	if err != nil {
 		return TemplateView{}, fmt.Errorf("%w: read templates: %v", ErrUnavailable, err)
 	}
 	if all == nil {
-		all = map[string]storedTemplate{}
+		all = map[string]domain.Template{}
 	}
 	t, ok := all[topic]
 	if !ok {
@@ -93,7 +84,7 @@ func (e *Engine) PutTemplate(ctx context.Context, uid, topic string, text *strin
 		t.Enabled = *enabled
 	}
 	all[topic] = t
-	if err := s.templates.Put(ctx, uid, all); err != nil {
+	if err := s.records.PutTemplates(ctx, uid, all); err != nil {
 		return TemplateView{}, fmt.Errorf("%w: save template: %v", ErrUnavailable, err)
 	}
 	return templateView(topic, all), nil

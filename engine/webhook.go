@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	json "github.com/goccy/go-json"
 
@@ -100,28 +99,21 @@ func (e *Engine) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, e
 			return res, nil
 		}
 		defer s.inflight.Delete(seenID)
-		if _, err := s.seen.KV().Get(s.seenKey(seenID)); err == nil {
+		if s.inbox.Seen(ent.rec.Shop, string(w.DeliveryID)) {
 			s.duplicates.Add(1)
 			res.Status = WebhookDuplicate
 			return res, nil
 		}
 	}
-	seq := ent.nextSeq(now)
+	seq := ent.seq.Next(now)
 	entry := actors.InboxEntry{
 		Seq: seq, Shop: ent.rec.Shop, UserID: ent.rec.UserID, Platform: ent.rec.Platform, Topic: topic,
 		WebhookID: string(w.DeliveryID), MessageID: NewMessageID(), ReceivedAt: now, Body: w.Body,
 	}
-	put, err := inboxOp(ent.rec.Shop+"/"+seq, entry)
-	if err != nil {
+	switch err := s.inbox.Accept(ctx, entry, string(w.DeliveryID)); {
+	case errors.Is(err, persist.ErrInboxEntry):
 		return res, fmt.Errorf("%w: %v", ErrInvalidPayload, err)
-	}
-	ops := [2]persist.Op{put}
-	n := 1
-	if seenID != "" {
-		ops[1] = persist.Op{Key: s.seenKey(seenID), Value: seenValue, TTL: webhookSeenTTL}
-		n = 2
-	}
-	if err := s.inbox.KV().Commit(ctx, ops[:n]...); err != nil {
+	case err != nil:
 		return res, fmt.Errorf("%w: store the webhook: %v", ErrUnavailable, err)
 	}
 	s.accepted.Add(1)
@@ -129,34 +121,6 @@ func (e *Engine) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, e
 	e.hw.Send(e.storeActor(ent), actors.InboxAdded{Seq: seq})
 	res.Status = WebhookQueued
 	return res, nil
-}
-
-// inboxOp is s.inbox.PutOp for an entry whose body json.Valid has checked: the body is spliced
-// in as it came instead of being validated and compacted again by the encoder (the record
-// reads back the same through the inbox table).
-func inboxOp(id string, e actors.InboxEntry) (persist.Op, error) {
-	body := e.Body
-	e.Body = nil
-	head, err := persist.Encode(1, e) // ends with `,"body":null}`
-	if err != nil {
-		return persist.Op{}, err
-	}
-	head, ok := bytes.CutSuffix(head, []byte("null}"))
-	if !ok {
-		return persist.Op{}, errors.New("inbox entry encoding: unexpected shape")
-	}
-	v := make([]byte, 0, len(head)+len(body)+1)
-	v = append(append(append(v, head...), body...), '}')
-	return persist.Op{Key: []byte("inbox/" + id), Value: v}, nil
-}
-
-// seenValue is the encoded empty record of webhook_seen (version 1, "{}").
-var seenValue = []byte("\x01{}")
-
-func (s *storeService) seenKey(id string) []byte { return []byte("webhook_seen/" + id) }
-
-func (s *storeService) sentKey(shop, key string) []byte {
-	return []byte("store_sent/" + shop + "/" + key)
 }
 
 // resolve finds the store a webhook is for: the uid's store (which must be the query's shop
@@ -204,23 +168,4 @@ func (s *storeService) verify(ent *storeEntry, w Webhook) error {
 		return nil
 	}
 	return fmt.Errorf("%w: the signature does not match the body", ErrInvalidSignature)
-}
-
-// nextSeq is a fixed-width increasing sequence: the clock in nanoseconds, bumped past the last
-// one (so it also increases across restarts).
-func (ent *storeEntry) nextSeq(now time.Time) string {
-	for {
-		last := ent.seq.Load()
-		n := max(last+1, now.UnixNano())
-		if ent.seq.CompareAndSwap(last, n) {
-			var b [20]byte
-			v := strconv.AppendInt(b[:0], n, 10)
-			out := make([]byte, 20)
-			for i := range out {
-				out[i] = '0'
-			}
-			copy(out[20-len(v):], v)
-			return string(out)
-		}
-	}
 }
