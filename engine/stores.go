@@ -242,36 +242,10 @@ func (e *Engine) storeActor(ent *storeEntry) *actor.PID {
 	}
 	s := e.stores
 	deps := actors.StoreEventsDeps{
-		Store: storeEventsStore{s.inbox, s}, Now: e.cfg.Now, Log: e.log,
-		// The store's current entry, not ent: a reconnect of the same shop (new credentials)
-		// keeps this actor.
-		FetchOrder: func(ctx context.Context, shop string, orderID int64) ([]byte, error) {
-			cur := s.byShop(shop)
-			if cur == nil {
-				return nil, fmt.Errorf("%w: %s", ErrStoreNotFound, shop)
-			}
-			if cur.token == "" {
-				return nil, actors.ErrNoStoreToken
-			}
-			return s.client.FetchOrder(ctx, shop, cur.token, orderID)
-		},
-		StoreName: func(shop string) string {
-			if cur := s.byShop(shop); cur != nil {
-				return cur.storeName
-			}
-			return shop
-		},
-		Template:    e.template,
-		AlreadySent: s.inbox.AlreadySent,
-		Outcome:     e.outboxOutcome,
-		Send:        e.sendStoreMessage,
-		Ready:       e.sessionReady,
-		Publish: func(v actors.StoreEventsView) {
-			if cur := s.byShop(ent.rec.Shop); cur != nil {
-				cur.view.Store(&v)
-			}
-		},
-		Workers:     &s.workers,
+		Store: storeEventsStore{s.inbox, s}, Orders: s, Templates: s,
+		Sender: storeSender{e}, Outcomes: storeSender{e},
+		Views: storeViews{s, ent.rec.Shop}, Workers: &s.workers,
+		Now: e.cfg.Now, Log: e.log,
 		BaseBackoff: s.cfg.BaseBackoff, MaxBackoff: s.cfg.MaxBackoff, SessionPoll: s.cfg.SessionPoll, RetryWindow: s.cfg.RetryWindow,
 	}
 	id := ent.rec.Shop + "." + strconv.FormatInt(s.idx.gen.Add(1), 10)
@@ -364,9 +338,6 @@ type storeEventsStore struct {
 	s *storeService
 }
 
-// Interface guards.
-var _ actors.StoreEventsStore = storeEventsStore{}
-
 func (st storeEventsStore) FinishEvent(ctx context.Context, shop, seq string, rec actors.StoreEventRecord, sentKey string) error {
 	err := st.Finish(ctx, shop, seq, rec, sentKey)
 	if errors.Is(err, persist.ErrNotFound) {
@@ -388,18 +359,64 @@ func (st storeEventsStore) FinishEvent(ctx context.Context, shop, seq string, re
 	return nil
 }
 
-// sendStoreMessage sends a store event's message through the owner's default session under the
-// entry's message id (actors.StoreEventsDeps.Send).
-func (e *Engine) sendStoreMessage(ctx context.Context, uid, msgID, to, text, origin string) (actors.OutboxEntry, error) {
-	return e.Send(ctx, SendRequest{UserID: uid, Origin: origin,
+// What the storeevents actors consume (actors.StoreEventsDeps). The store's current entry is
+// looked up on every call, not the one the actor was spawned for: a reconnect of the same shop
+// (new credentials) keeps its actor.
+
+// FetchOrder implements actors.OrderFetcher with the store's current token.
+func (s *storeService) FetchOrder(ctx context.Context, shop string, orderID int64) ([]byte, error) {
+	cur := s.byShop(shop)
+	if cur == nil {
+		return nil, fmt.Errorf("%w: %s", ErrStoreNotFound, shop)
+	}
+	if cur.token == "" {
+		return nil, actors.ErrNoStoreToken
+	}
+	return s.client.FetchOrder(ctx, shop, cur.token, orderID)
+}
+
+// storeViews publishes a store actor's queue view on the shop's current entry.
+type storeViews struct {
+	s    *storeService
+	shop string
+}
+
+func (v storeViews) PublishView(view actors.StoreEventsView) {
+	if cur := v.s.byShop(v.shop); cur != nil {
+		cur.view.Store(&view)
+	}
+}
+
+// storeSender sends store events' messages through the engine.
+type storeSender struct{ e *Engine }
+
+// Send sends a store event's message through the owner's default session under the entry's
+// message id.
+func (ss storeSender) Send(ctx context.Context, uid, msgID, to, text, origin string) (actors.OutboxEntry, error) {
+	return ss.e.Send(ctx, SendRequest{UserID: uid, Origin: origin,
 		Message: network.Message{ID: msgID, To: to, Kind: network.KindText, Text: text}})
 }
 
-// sessionReady tells whether the user's default session is connected.
-func (e *Engine) sessionReady(uid string) bool {
-	_, err := e.sendSession(uid, "")
+// SessionReady tells whether the user's default session is connected.
+func (ss storeSender) SessionReady(uid string) bool {
+	_, err := ss.e.sendSession(uid, "")
 	return err == nil
 }
+
+// Outcome looks a message up in the outbox.
+func (ss storeSender) Outcome(msgID string) (actors.OutboxEntry, bool) {
+	return ss.e.outboxOutcome(msgID)
+}
+
+// Interface guards.
+var (
+	_ actors.EventStore    = storeEventsStore{}
+	_ actors.OrderFetcher  = (*storeService)(nil)
+	_ actors.Templates     = (*storeService)(nil)
+	_ actors.Sender        = storeSender{}
+	_ actors.Outcomes      = storeSender{}
+	_ actors.ViewPublisher = storeViews{}
+)
 
 // StoreView is a user's connected store as the dashboard shows it (no credentials).
 type StoreView struct {

@@ -19,9 +19,9 @@ type TemplateView struct {
 	IsDefault bool // the user has not written their own text
 }
 
-// template is the user's template for a topic (actors.StoreEventsDeps.Template).
-func (e *Engine) template(uid, topic string) (string, bool, error) {
-	all, err := e.stores.records.Templates(uid)
+// Template implements actors.Templates: the user's template for a topic.
+func (s *storeService) Template(uid, topic string) (string, bool, error) {
+	all, err := s.records.Templates(uid)
 	if err != nil {
 		return "", false, err
 	}
@@ -39,6 +39,15 @@ func templateView(topic string, all map[string]domain.Template) TemplateView {
 		v.Text, v.IsDefault = ecom.DefaultTemplate(topic), true
 	}
 	return v
+}
+
+// StoreName implements actors.Templates: the shop's name, for {store_name} (the current
+// entry's: a reconnect may have renamed it).
+func (s *storeService) StoreName(shop string) string {
+	if cur := s.byShop(shop); cur != nil {
+		return cur.storeName
+	}
+	return shop
 }
 
 // Templates lists the user's five templates, in the platform's topic order.
