@@ -37,8 +37,8 @@ type InboxEntry = domain.InboxEntry
 // StoreEventRecord is one event's outcome (domain.StoreEvent).
 type StoreEventRecord = domain.StoreEvent
 
-// ErrNoStoreToken: the store was connected without an Admin API token (native webhooks,
-// WooCommerce), so an order cannot be fetched.
+// ErrNoStoreToken is returned by OrderFetcher when the store was connected without an Admin
+// API token (native webhooks, WooCommerce), so an order cannot be fetched.
 var ErrNoStoreToken = errors.New("the store was connected without an access token")
 
 // What a storeevents actor needs from the rest of the gateway: small interfaces declared here,

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -154,5 +155,46 @@ func TestStoreSecretsSealedAtRest(t *testing.T) {
 	e3 := newStoreEngine(t, kv, clk, fake, StoreConfig{Sealer: persist.NewSealer(other, "")})
 	if _, err := e3.AcceptWebhook(context.Background(), w); !errors.Is(err, ErrInvalidSignature) {
 		t.Fatalf("webhook with an unreadable secret: %v", err)
+	}
+}
+
+// BenchmarkAcceptWebhook is the receiver's hot path: resolve, verify the signature, dedupe,
+// commit the entry and its dedupe mark (memory KV), hand it to the store's actor.
+func BenchmarkAcceptWebhook(b *testing.B) {
+	fake := ecomtest.New()
+	defer fake.Close()
+	const shop = "acme.myshopify.com"
+	fake.AddShop(shop, "Acme", "shpat_bench")
+	net, err := sim.Open(sim.Options{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer net.Close()
+	e, err := New(Config{
+		Store: persist.NewStore(persist.NewMemory()), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Network: net,
+		Stores: StoreConfig{Client: ecom.NewClient(ecom.ClientOptions{APIBase: fake.APIBase()}), PublicURL: "https://gw.example.com"},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Stop(context.Background())
+	ctx := context.Background()
+	if _, err := e.ManualConnect(ctx, "alice", shop, "shpat_bench", "hook-secret"); err != nil {
+		b.Fatal(err)
+	}
+	body, err := os.ReadFile("../ecom/testdata/shopify/order.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := Webhook{UID: []byte("alice"), Topic: []byte("orders/create"), Body: body, Signature: []byte(ecom.SignWebhook(body, "hook-secret"))}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		w.DeliveryID = strconv.AppendInt(w.DeliveryID[:0], int64(i), 10)
+		if res, err := e.AcceptWebhook(ctx, w); err != nil || res.Status != WebhookQueued {
+			b.Fatalf("%+v %v", res, err)
+		}
 	}
 }
