@@ -334,15 +334,18 @@ func storeConfig(c config) (engine.StoreConfig, error) {
 	sc := engine.StoreConfig{
 		Client:    ecom.NewClient(ecom.ClientOptions{APIBase: c.ecomAPIBase, APIVersion: c.ecomVersion}),
 		PublicURL: c.publicURL, ClientID: c.ecomClientID, ClientSecret: c.ecomClientSecret,
-		RequireSignature: c.requireWebhookSig, SecretKeyFile: filepath.Join(c.data, "secret.key"),
+		RequireSignature: c.requireWebhookSig,
 	}
+	var key []byte
 	if v := os.Getenv("GATEWAY_SECRET_KEY"); v != "" {
-		key, err := engine.ParseSecretKey(v)
-		if err != nil {
+		var err error
+		if key, err = persist.ParseSecretKey(v); err != nil {
 			return sc, fmt.Errorf("GATEWAY_SECRET_KEY: %w", err)
 		}
-		sc.SecretKey = key
 	}
+	// Without GATEWAY_SECRET_KEY, the key file is read (or created) when a first credential is
+	// sealed or opened, so a gateway without stores never creates one.
+	sc.Sealer = persist.NewSealer(key, filepath.Join(c.data, "secret.key"))
 	return sc, nil
 }
 

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
-	json "github.com/goccy/go-json"
 
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/ecom"
@@ -19,69 +18,87 @@ import (
 
 // Outcomes of a store event.
 const (
-	StoreEventPending = domain.StoreEventPending // in the inbox, not processed yet (or waiting for a retry)
-	StoreEventSent    = "sent"                   // the customer's message was sent
-	StoreEventSkipped = "skipped"                // nothing to send: no phone, template disabled, topic or status that sends nothing
-	StoreEventFailed  = "failed"                 // could not be sent, and retrying will not help (or 24 h of retries did not)
+	StoreEventPending = domain.StoreEventPending
+	StoreEventSent    = domain.StoreEventSent
+	StoreEventSkipped = domain.StoreEventSkipped
+	StoreEventFailed  = domain.StoreEventFailed
 )
 
 const (
 	// RecentStoreEvents is how many processed events a store keeps for GET /api/client/store.
-	RecentStoreEvents = 50
+	RecentStoreEvents = domain.RecentStoreEvents
 	// StoreRetryWindow is how long an event keeps being retried after it was received.
 	StoreRetryWindow = 24 * time.Hour
 )
 
-// InboxEntry is one accepted webhook: committed before the platform gets its 200, removed when
-// its outcome is recorded.
-type InboxEntry struct {
-	Seq       string `json:"seq"` // fixed-width, increasing per shop: the processing order
-	Shop      string `json:"shop"`
-	UserID    string `json:"userId"`
-	Platform  string `json:"platform"`            // ecom.PlatformShopify or ecom.PlatformWooCommerce
-	Topic     string `json:"topic"`               // as the platform sent it
-	WebhookID string `json:"webhookId,omitempty"` // the platform's delivery id (deduped)
-	// MessageID is the outbox id the customer's message gets. It is chosen at acceptance, so an
-	// event processed again after a crash finds its message in the outbox instead of sending a
-	// second one.
-	MessageID  string          `json:"messageId"`
-	ReceivedAt time.Time       `json:"receivedAt"`
-	Body       json.RawMessage `json:"body"`
-}
+// InboxEntry is one accepted webhook (domain.InboxEntry).
+type InboxEntry = domain.InboxEntry
 
-// StoreEventRecord is one event's outcome, as GET /api/client/store lists it.
-type StoreEventRecord struct {
-	// N orders the records of a store; the record lives in ring slot N % RecentStoreEvents.
-	N           int64     `json:"n"`
-	Seq         string    `json:"seq,omitempty"`
-	Topic       string    `json:"topic"`
-	WebhookID   string    `json:"webhookId,omitempty"`
-	OrderID     int64     `json:"orderId,omitempty"`
-	OrderName   string    `json:"orderName,omitempty"`
-	Phone       string    `json:"phone,omitempty"`
-	Status      string    `json:"status"`
-	Reason      string    `json:"reason,omitempty"`
-	MessageID   string    `json:"messageId,omitempty"`
-	Attempts    int       `json:"attempts"`
-	ReceivedAt  time.Time `json:"receivedAt"`
-	ProcessedAt time.Time `json:"processedAt"`
-}
+// StoreEventRecord is one event's outcome (domain.StoreEvent).
+type StoreEventRecord = domain.StoreEvent
 
-// ErrNoStoreToken: the store was connected without an Admin API token (native webhooks,
-// WooCommerce), so an order cannot be fetched.
+// ErrNoStoreToken is returned by OrderFetcher when the store was connected without an Admin
+// API token (native webhooks, WooCommerce), so an order cannot be fetched.
 var ErrNoStoreToken = errors.New("the store was connected without an access token")
 
-// StoreEventsStore is the storeevents actor's storage.
-type StoreEventsStore interface {
+// What a storeevents actor needs from the rest of the gateway: small interfaces declared here,
+// where they are consumed, and implemented by the engine. Everything that does I/O is called
+// from the actor's worker goroutine, never from Receive.
+
+// EventStore is the actor's storage: the store's durable inbox and its recorded outcomes.
+type EventStore interface {
 	// PendingInbox lists the seqs of the shop's inbox, in order.
 	PendingInbox(shop string) ([]string, error)
 	// InboxEntry reads one entry; found is false once it was removed.
 	InboxEntry(shop, seq string) (e InboxEntry, found bool, err error)
 	// LastEventN is the highest StoreEventRecord.N recorded for the shop (0 for none).
 	LastEventN(shop string) (int64, error)
+	// AlreadySent tells whether a message for this event (ecom.Event.DedupeKey) went out already.
+	AlreadySent(shop, key string) bool
 	// FinishEvent records an outcome in one commit: the record in its ring slot, the inbox
 	// entry removed (seq "" = none), and sentKey marked as sent (ecom.Event.DedupeKey; "" = none).
 	FinishEvent(ctx context.Context, shop, seq string, rec StoreEventRecord, sentKey string) error
+}
+
+// OrderFetcher reads orders from the store platform.
+type OrderFetcher interface {
+	// FetchOrder reads an order from the store platform's Admin API (REST-shaped, for
+	// ecom.MergeOrder). Errors match ecom's sentinels, or ErrNoStoreToken.
+	FetchOrder(ctx context.Context, shop string, orderID int64) ([]byte, error)
+}
+
+// Templates is what a message is rendered from.
+type Templates interface {
+	// Template is the owner's template for a topic (the default when they wrote none).
+	Template(uid, topic string) (text string, enabled bool, err error)
+	// StoreName fills {store_name}.
+	StoreName(shop string) string
+}
+
+// Sender sends through the owner's session.
+type Sender interface {
+	// Send sends a text through the user's session under msgID, with its allowance.
+	Send(ctx context.Context, uid, msgID, to, text, origin string) (OutboxEntry, error)
+	// SessionReady tells whether the user's session is connected (a cheap read, no I/O).
+	SessionReady(uid string) bool
+}
+
+// Outcomes finds what became of a message sent before (a crash between the send and the
+// recorded outcome).
+type Outcomes interface {
+	// Outcome looks a message up in the outbox.
+	Outcome(msgID string) (OutboxEntry, bool)
+}
+
+// ViewPublisher receives the actor's queue view after every change.
+type ViewPublisher interface {
+	PublishView(StoreEventsView)
+}
+
+// WorkerGroup counts worker goroutines, so a shutdown can wait for them.
+type WorkerGroup interface {
+	Add(int)
+	Done()
 }
 
 // StoreEventsView is what the actor publishes about its queue (for GET /api/client/store).
@@ -93,34 +110,17 @@ type StoreEventsView struct {
 	NextRetry time.Time // when Head is tried again (zero when it is not waiting)
 }
 
-// StoreEventsDeps are a storeevents actor's collaborators. Everything that does I/O is called
-// from the actor's worker goroutine, never from Receive.
+// StoreEventsDeps are a storeevents actor's collaborators.
 type StoreEventsDeps struct {
-	Store StoreEventsStore
-	Now   func() time.Time
-	Log   *slog.Logger
-	// FetchOrder reads an order from the store platform's Admin API (REST-shaped, for
-	// ecom.MergeOrder). Errors match ecom's sentinels.
-	FetchOrder func(ctx context.Context, shop string, orderID int64) ([]byte, error)
-	// StoreName fills {store_name}.
-	StoreName func(shop string) string
-	// Template is the owner's template for a topic (the default when they wrote none).
-	Template func(uid, topic string) (text string, enabled bool, err error)
-	// AlreadySent tells whether a message for this event (ecom.Event.DedupeKey) went out already.
-	AlreadySent func(shop, key string) bool
-	// Outcome looks a message up in the outbox.
-	Outcome func(msgID string) (OutboxEntry, bool)
-	// Send sends a text through the user's session under msgID, with its allowance.
-	Send func(ctx context.Context, uid, msgID, to, text, origin string) (OutboxEntry, error)
-	// Ready tells whether the user's session is connected (a cheap read, no I/O).
-	Ready func(uid string) bool
-	// Publish receives the queue's view after every change (optional).
-	Publish func(StoreEventsView)
-	// Workers counts worker goroutines, so a shutdown can wait for them (optional).
-	Workers interface {
-		Add(int)
-		Done()
-	}
+	Store     EventStore
+	Orders    OrderFetcher
+	Templates Templates
+	Sender    Sender
+	Outcomes  Outcomes
+	Views     ViewPublisher // optional
+	Workers   WorkerGroup   // optional
+	Now       func() time.Time
+	Log       *slog.Logger
 	// Retry policy: backoff doubles from BaseBackoff up to MaxBackoff; while the session is
 	// disconnected it is polled every SessionPoll; an event is given up RetryWindow after it was
 	// received. Zero values take 1 s, 5 min, 1 s and StoreRetryWindow.
@@ -332,7 +332,7 @@ func (a *StoreEvents) wake(c *actor.Context) {
 		a.load(c)
 		return
 	}
-	if a.last.waitSession && !a.deps.Ready(a.last.uid) && a.deps.Now().Sub(a.last.receivedAt) < a.deps.RetryWindow {
+	if a.last.waitSession && !a.deps.Sender.SessionReady(a.last.uid) && a.deps.Now().Sub(a.last.receivedAt) < a.deps.RetryWindow {
 		a.schedule(c, a.deps.SessionPoll)
 		return
 	}
@@ -368,7 +368,7 @@ func (a *StoreEvents) spawnWorker(fn func()) {
 }
 
 func (a *StoreEvents) publish() {
-	if a.deps.Publish == nil {
+	if a.deps.Views == nil {
 		return
 	}
 	v := StoreEventsView{Pending: len(a.queue), Attempts: a.attempts, NextRetry: a.next}
@@ -378,7 +378,7 @@ func (a *StoreEvents) publish() {
 	if a.last.err != nil {
 		v.LastError = a.last.err.Error()
 	}
-	a.deps.Publish(v)
+	a.deps.Views.PublishView(v)
 }
 
 // storeWorker processes one inbox entry, off the actor's goroutine.
@@ -447,7 +447,7 @@ func (w storeWorker) run(entry InboxEntry, rec *StoreEventRecord) (sentKey strin
 	rec.Topic, rec.OrderID, rec.OrderName = ev.Topic, ev.OrderID, ev.OrderName
 	ctx := context.Background()
 	if ev.NeedsOrder {
-		order, err := w.deps.FetchOrder(ctx, entry.Shop, ev.OrderID)
+		order, err := w.deps.Orders.FetchOrder(ctx, entry.Shop, ev.OrderID)
 		switch {
 		case errors.Is(err, ErrNoStoreToken) && ev.Phone != "":
 			// Go with what the payload carries (a fulfillment's destination).
@@ -470,21 +470,21 @@ func (w storeWorker) run(entry InboxEntry, rec *StoreEventRecord) (sentKey strin
 		return final(StoreEventSkipped, ev.SkipReason)
 	}
 	key := ev.DedupeKey()
-	if w.deps.AlreadySent(entry.Shop, key) {
+	if w.deps.Store.AlreadySent(entry.Shop, key) {
 		return final(StoreEventSkipped, "already sent: the store repeated this event")
 	}
-	tmpl, enabled, err := w.deps.Template(entry.UserID, ev.Topic)
+	tmpl, enabled, err := w.deps.Templates.Template(entry.UserID, ev.Topic)
 	if err != nil {
 		return "", fmt.Errorf("%w: read template: %v", ErrUnavailable, err), false
 	}
 	if !enabled {
 		return final(StoreEventSkipped, "template disabled")
 	}
-	text := ecom.Render(tmpl, ev, w.deps.StoreName(entry.Shop))
+	text := ecom.Render(tmpl, ev, w.deps.Templates.StoreName(entry.Shop))
 	if text == "" {
 		return final(StoreEventSkipped, "the template renders an empty message")
 	}
-	if prev, found := w.deps.Outcome(entry.MessageID); found {
+	if prev, found := w.deps.Outcomes.Outcome(entry.MessageID); found {
 		switch prev.Status {
 		case MsgSent:
 			rec.Status, rec.MessageID = StoreEventSent, prev.ID
@@ -495,7 +495,7 @@ func (w storeWorker) run(entry InboxEntry, rec *StoreEventRecord) (sentKey strin
 			return "", fmt.Errorf("%w: the message is still in the outbox", ErrUnavailable), false
 		}
 	}
-	sent, err := w.deps.Send(ctx, entry.UserID, entry.MessageID, ev.Phone, text, "store:"+entry.Shop)
+	sent, err := w.deps.Sender.Send(ctx, entry.UserID, entry.MessageID, ev.Phone, text, "store:"+entry.Shop)
 	switch {
 	case err == nil:
 		rec.Status, rec.MessageID = StoreEventSent, sent.ID

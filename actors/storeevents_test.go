@@ -15,7 +15,7 @@ import (
 	"github.com/gateway/gateway/ecom"
 )
 
-// memInbox is an in-memory StoreEventsStore.
+// memInbox is an in-memory EventStore.
 type memInbox struct {
 	mu      sync.Mutex
 	entries map[string]InboxEntry
@@ -42,6 +42,12 @@ func (m *memInbox) InboxEntry(_, seq string) (InboxEntry, bool, error) {
 }
 
 func (m *memInbox) LastEventN(string) (int64, error) { return 0, nil }
+
+func (m *memInbox) AlreadySent(_, key string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sent[key]
+}
 
 func (m *memInbox) FinishEvent(_ context.Context, _, seq string, rec StoreEventRecord, sentKey string) error {
 	m.mu.Lock()
@@ -90,6 +96,9 @@ type storeHarness struct {
 	send       func(n int) error
 	ready      bool
 	readyCalls int
+	disabled   bool                   // the template is disabled
+	outbox     map[string]OutboxEntry // what Outcome finds, by message id
+	views      []StoreEventsView
 }
 
 func newStoreHarness(t *testing.T, send func(n int) error) *storeHarness {
@@ -102,30 +111,59 @@ func newStoreHarness(t *testing.T, send func(n int) error) *storeHarness {
 	return h
 }
 
+// The harness is the actor's whole world: storage (its memInbox), orders, templates, the
+// sender and the outbox.
+func (h *storeHarness) FetchOrder(context.Context, string, int64) ([]byte, error) {
+	return nil, ErrNoStoreToken
+}
+func (h *storeHarness) Template(_, topic string) (string, bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return "order {order_number}", !h.disabled, nil
+}
+func (h *storeHarness) StoreName(string) string { return "Acme" }
+func (h *storeHarness) Outcome(id string) (OutboxEntry, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e, ok := h.outbox[id]
+	return e, ok
+}
+func (h *storeHarness) PublishView(v StoreEventsView) {
+	h.mu.Lock()
+	h.views = append(h.views, v)
+	h.mu.Unlock()
+}
+func (h *storeHarness) Send(_ context.Context, _, msgID, to, _, _ string) (OutboxEntry, error) {
+	h.mu.Lock()
+	n := len(h.sends)
+	h.sends = append(h.sends, to)
+	h.mu.Unlock()
+	if err := h.send(n); err != nil {
+		return OutboxEntry{}, err
+	}
+	return OutboxEntry{ID: msgID, Status: MsgSent}, nil
+}
+func (h *storeHarness) SessionReady(string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.readyCalls++
+	return h.ready
+}
+
+// Interface guards.
+var (
+	_ EventStore    = (*memInbox)(nil)
+	_ OrderFetcher  = (*storeHarness)(nil)
+	_ Templates     = (*storeHarness)(nil)
+	_ Sender        = (*storeHarness)(nil)
+	_ Outcomes      = (*storeHarness)(nil)
+	_ ViewPublisher = (*storeHarness)(nil)
+)
+
 func (h *storeHarness) start() {
 	deps := StoreEventsDeps{
-		Store: h.inbox, Now: h.clk.now, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		FetchOrder:  func(context.Context, string, int64) ([]byte, error) { return nil, ErrNoStoreToken },
-		StoreName:   func(string) string { return "Acme" },
-		Template:    func(_, topic string) (string, bool, error) { return "order {order_number}", true, nil },
-		AlreadySent: func(_, key string) bool { h.inbox.mu.Lock(); defer h.inbox.mu.Unlock(); return h.inbox.sent[key] },
-		Outcome:     func(string) (OutboxEntry, bool) { return OutboxEntry{}, false },
-		Send: func(_ context.Context, _, msgID, to, _, _ string) (OutboxEntry, error) {
-			h.mu.Lock()
-			n := len(h.sends)
-			h.sends = append(h.sends, to)
-			h.mu.Unlock()
-			if err := h.send(n); err != nil {
-				return OutboxEntry{}, err
-			}
-			return OutboxEntry{ID: msgID, Status: MsgSent}, nil
-		},
-		Ready: func(string) bool {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			h.readyCalls++
-			return h.ready
-		},
+		Store: h.inbox, Orders: h, Templates: h, Sender: h, Outcomes: h, Views: h,
+		Now: h.clk.now, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BaseBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, SessionPoll: 5 * time.Millisecond,
 	}
 	h.pid = h.hw.Spawn(NewStoreEvents("acme.myshopify.com", deps), "storeevents", actor.WithID("acme"))
@@ -243,4 +281,31 @@ func TestStoreEventsSkipsWithoutPhone(t *testing.T) {
 	if r, _ := h.inbox.record("a"); r.Status != StoreEventSkipped || !strings.Contains(r.Reason, "customer.phone") || h.sendCount() != 0 {
 		t.Fatalf("event without a usable phone: %+v", r)
 	}
+}
+
+// A message the outbox already holds as sent (a crash before the outcome was recorded) is
+// recorded sent, not sent again; a disabled template sends nothing; the queue view is
+// published as it drains.
+func TestStoreEventsOutboxTemplateAndViews(t *testing.T) {
+	h := newStoreHarness(t, func(int) error { return nil })
+	h.outbox = map[string]OutboxEntry{"3EB0001": {ID: "3EB0001", Status: MsgSent}}
+	h.add("001", "a", 1, "+14155550001")
+	h.start()
+	h.wait("the sent one recorded", func() bool { _, ok := h.inbox.record("a"); return ok })
+	if r, _ := h.inbox.record("a"); r.Status != StoreEventSent || r.MessageID != "3EB0001" || h.sendCount() != 0 {
+		t.Fatalf("event already in the outbox: %+v after %d sends", r, h.sendCount())
+	}
+	h.mu.Lock()
+	h.disabled = true
+	h.mu.Unlock()
+	h.add("002", "b", 2, "+14155550002")
+	h.wait("the disabled one recorded", func() bool { _, ok := h.inbox.record("b"); return ok })
+	if r, _ := h.inbox.record("b"); r.Status != StoreEventSkipped || r.Reason != "template disabled" || h.sendCount() != 0 {
+		t.Fatalf("event with a disabled template: %+v", r)
+	}
+	h.wait("an empty queue published", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.views) > 0 && h.views[len(h.views)-1].Pending == 0
+	})
 }

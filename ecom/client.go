@@ -84,13 +84,54 @@ func ValidShopDomain(shop string) bool {
 // NormalizeShopDomain turns what a user typed ("https://My-Store.myshopify.com/admin") into
 // the shop domain ("my-store.myshopify.com"), or reports false when it is not one.
 func NormalizeShopDomain(input string) (string, bool) {
+	return canonicalShop(hostPart(input))
+}
+
+// NormalizeHost reads a host name from a domain or URL ("https://Shop.example.com/" →
+// "shop.example.com"), as a WooCommerce-type store is named: letters, digits, '-', '.' and a
+// port; a dot in it, or localhost.
+func NormalizeHost(input string) (string, bool) {
+	s := strings.TrimSuffix(hostPart(input), ".")
+	if s == "" || len(s) > 253 {
+		return "", false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == ':') {
+			return "", false
+		}
+	}
+	if s[0] == '.' || s[0] == '-' || s[0] == ':' || !strings.Contains(s, ".") && !strings.HasPrefix(s, "localhost") {
+		return "", false
+	}
+	return s, true
+}
+
+// hostPart is what a user typed as a store's address, lower-cased, without the http(s) scheme
+// and without any path, query or fragment.
+func hostPart(input string) string {
 	s := strings.ToLower(strings.TrimSpace(input))
 	s = strings.TrimPrefix(s, "https://")
 	s = strings.TrimPrefix(s, "http://")
 	if i := strings.IndexAny(s, "/?#"); i >= 0 {
 		s = s[:i]
 	}
-	return canonicalShop(s)
+	return s
+}
+
+// AccessTokenPrefixes are the prefixes of the Shopify-type platform's Admin API tokens (a fresh
+// slice each call).
+func AccessTokenPrefixes() []string { return []string{"shpat_", "shpca_", "shppa_"} }
+
+// ValidAccessToken reports whether token has the shape of an Admin API token (one of
+// AccessTokenPrefixes), so a pasted API key or secret is refused before any outbound call.
+func ValidAccessToken(token string) bool {
+	for _, p := range AccessTokenPrefixes() {
+		if strings.HasPrefix(token, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func canonicalShop(shop string) (string, bool) {

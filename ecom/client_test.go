@@ -60,6 +60,40 @@ func TestValidShopDomain(t *testing.T) {
 	}
 }
 
+func TestNormalizeHost(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"shop.example.com", "shop.example.com"},
+		{"  https://Shop.Example.com/wp-admin?x=1#y ", "shop.example.com"},
+		{"http://shop.example.com.", "shop.example.com"},
+		{"shop.example.com:8443", "shop.example.com:8443"},
+		{"localhost:8080", "localhost:8080"},
+		{"", ""},
+		{"https://", ""},
+		{"shop", ""},              // no dot, not localhost
+		{".example.com", ""},      // starts with a dot
+		{"-shop.example.com", ""}, // starts with a hyphen
+		{"shop_1.example.com", ""},
+		{"user@shop.example.com", ""},
+		{strings.Repeat("a", 250) + ".com", ""}, // over 253 bytes
+	} {
+		got, ok := NormalizeHost(c.in)
+		if got != c.want || ok != (c.want != "") {
+			t.Errorf("NormalizeHost(%q) = %q, %v; want %q", c.in, got, ok, c.want)
+		}
+	}
+}
+
+func TestValidAccessToken(t *testing.T) {
+	for tok, want := range map[string]bool{
+		"shpat_abc": true, "shpca_abc": true, "shppa_abc": true,
+		"": false, "shpss_abc": false, "abc": false, " shpat_abc": false, "SHPAT_abc": false,
+	} {
+		if got := ValidAccessToken(tok); got != want {
+			t.Errorf("ValidAccessToken(%q) = %v, want %v", tok, got, want)
+		}
+	}
+}
+
 func TestVerifyToken(t *testing.T) {
 	p, c := newFake(t)
 	ctx := context.Background()

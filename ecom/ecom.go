@@ -10,6 +10,7 @@
 package ecom
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 )
@@ -63,6 +64,37 @@ func ValidTopic(topic string) bool {
 		return true
 	}
 	return false
+}
+
+// TopicLabel bounds a webhook's topic header to a metric label: one of the platform's known
+// topics, "other", or "none" when empty. It returns constant strings, so it does not allocate.
+func TopicLabel(platform string, topic []byte) string {
+	t := bytes.TrimSpace(topic)
+	if len(t) == 0 {
+		return "none"
+	}
+	if platform == PlatformWooCommerce {
+		switch string(t) {
+		case WooTopicOrderCreated:
+			return WooTopicOrderCreated
+		case WooTopicOrderUpdated:
+			return WooTopicOrderUpdated
+		}
+		return "other"
+	}
+	switch string(t) {
+	case TopicOrderCreated:
+		return TopicOrderCreated
+	case TopicOrderPaid:
+		return TopicOrderPaid
+	case TopicOrderFulfilled:
+		return TopicOrderFulfilled
+	case TopicOrderCancelled:
+		return TopicOrderCancelled
+	case TopicRefundCreated:
+		return TopicRefundCreated
+	}
+	return "other"
 }
 
 // Item is one order line as templates show it: "Title x Quantity".

@@ -408,3 +408,27 @@ func TestDedupeKey(t *testing.T) {
 		t.Fatalf("key %q", w.DedupeKey())
 	}
 }
+
+func TestTopicLabel(t *testing.T) {
+	for _, c := range []struct {
+		platform, topic, want string
+	}{
+		{PlatformShopify, "orders/create", TopicOrderCreated},
+		{PlatformShopify, " refunds/create\n", TopicRefundCreated},
+		{PlatformShopify, "fulfillments/create", TopicOrderFulfilled},
+		{PlatformShopify, "products/update", "other"},
+		{PlatformShopify, "order.created", "other"},
+		{PlatformShopify, "", "none"},
+		{PlatformWooCommerce, "order.created", WooTopicOrderCreated},
+		{PlatformWooCommerce, "order.updated", WooTopicOrderUpdated},
+		{PlatformWooCommerce, "orders/create", "other"},
+		{PlatformWooCommerce, "  ", "none"},
+	} {
+		if got := TopicLabel(c.platform, []byte(c.topic)); got != c.want {
+			t.Errorf("TopicLabel(%s, %q) = %q, want %q", c.platform, c.topic, got, c.want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { TopicLabel(PlatformShopify, []byte("orders/paid")) }); n != 0 {
+		t.Errorf("TopicLabel allocates %v times", n)
+	}
+}

@@ -1,6 +1,7 @@
 package ecom
 
 import (
+	"bytes"
 	"strings"
 
 	"github.com/nyaruka/phonenumbers"
@@ -86,4 +87,38 @@ func parsePossible(raw, region string) (string, bool) {
 		return "", false
 	}
 	return strings.TrimPrefix(phonenumbers.Format(n, phonenumbers.E164), "+"), true
+}
+
+var phoneKey = []byte(`"phone"`)
+
+// HasPhone reports whether a webhook body has any "phone" field holding a non-empty string or a
+// number: a byte scan, no parse, for the receiver's hot path. A false "yes" only defers the
+// decision to the parser; a "no" is certain: the event has no number to send to.
+func HasPhone(body []byte) bool {
+	for i := 0; i < len(body); {
+		j := bytes.Index(body[i:], phoneKey)
+		if j < 0 {
+			return false
+		}
+		k := i + j + len(phoneKey)
+		k = skipSpace(body, k)
+		if k < len(body) && body[k] == ':' {
+			k = skipSpace(body, k+1)
+			if k+1 < len(body) && body[k] == '"' && body[k+1] != '"' {
+				return true
+			}
+			if k < len(body) && body[k] >= '0' && body[k] <= '9' {
+				return true
+			}
+		}
+		i = k
+	}
+	return false
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
 }

@@ -48,3 +48,22 @@ func TestPickPhoneReasons(t *testing.T) {
 		t.Fatalf("got %q %q %q", phone, raw, reason)
 	}
 }
+
+func TestHasPhone(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"customer":{"phone":"+1 312 555 0101"}}`:          true,
+		`{"billing": {"phone" : "(555) 555-5555"}}`:         true,
+		`{"phone":4915112345678}`:                           true,
+		`{"customer":{"phone":null},"phone":""}`:            false,
+		`{"note":"call \"phone\":\"123\" later"}`:           false,
+		`{"phones":"123","telephone":"5"}`:                  false,
+		`{"id":1}`:                                          false,
+		`{"shipping_address":{"phone":null},"phone":   ""}`: false,
+		`{"phone":`:   false,
+		`{"phone": "`: false,
+	} {
+		if got := HasPhone([]byte(body)); got != want {
+			t.Errorf("HasPhone(%s) = %v, want %v", body, got, want)
+		}
+	}
+}

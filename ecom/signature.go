@@ -1,27 +1,76 @@
 package ecom
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"hash"
 	"net/url"
 	"sort"
 	"strings"
+	"sync"
 )
 
-// VerifyWebhookHMAC reports whether headerValue is the base64 HMAC-SHA256 of body under secret:
-// Shopify's X-Shopify-Hmac-Sha256 and WooCommerce's X-WC-Webhook-Signature are both this. The
-// comparison is constant-time. An empty secret never verifies (anyone could sign with it).
-func VerifyWebhookHMAC(body []byte, headerValue, secret string) bool {
+// WebhookSignature is a decoded webhook signature: the HMAC-SHA256 of the body.
+type WebhookSignature [sha256.Size]byte
+
+// ParseWebhookSignature decodes a signature header (base64, surrounding space ignored) without
+// allocating; false when it is not the base64 of 32 bytes.
+func ParseWebhookSignature(headerValue []byte) (WebhookSignature, bool) {
+	var sig WebhookSignature
+	v := bytes.TrimSpace(headerValue)
+	if base64.StdEncoding.DecodedLen(len(v)) > len(sig)+2 {
+		return sig, false
+	}
+	var buf [sha256.Size + 3]byte
+	n, err := base64.StdEncoding.Decode(buf[:], v)
+	if err != nil || n != sha256.Size {
+		return sig, false
+	}
+	copy(sig[:], buf[:n])
+	return sig, true
+}
+
+// WebhookVerifier checks webhook signatures under one secret. It reuses its HMAC-SHA256 states
+// (hmac.New allocates several objects, and the webhook route verifies every request). The zero
+// value, and one made with an empty secret, verify nothing: anyone could sign with an empty
+// secret. Safe for concurrent use.
+type WebhookVerifier struct {
+	pool *sync.Pool // nil: no secret
+}
+
+// NewWebhookVerifier returns the verifier of secret.
+func NewWebhookVerifier(secret string) WebhookVerifier {
 	if secret == "" {
+		return WebhookVerifier{}
+	}
+	key := []byte(secret)
+	return WebhookVerifier{pool: &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}}
+}
+
+// Verify reports whether sig is the HMAC-SHA256 of body under the verifier's secret. The
+// comparison is constant-time.
+func (v WebhookVerifier) Verify(body []byte, sig WebhookSignature) bool {
+	if v.pool == nil {
 		return false
 	}
-	given, err := base64.StdEncoding.DecodeString(strings.TrimSpace(headerValue))
-	if err != nil || len(given) != sha256.Size {
-		return false
-	}
-	return hmac.Equal(given, macSHA256(secret, body))
+	h := v.pool.Get().(hash.Hash)
+	h.Reset()
+	h.Write(body)
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	v.pool.Put(h)
+	return hmac.Equal(sum[:], sig[:])
+}
+
+// VerifyWebhookHMAC reports whether headerValue is the base64 HMAC-SHA256 of body under secret:
+// Shopify's X-Shopify-Hmac-Sha256 and WooCommerce's X-WC-Webhook-Signature are both this. It is
+// the one-shot form of WebhookVerifier: constant-time, and an empty secret never verifies.
+func VerifyWebhookHMAC(body []byte, headerValue, secret string) bool {
+	sig, ok := ParseWebhookSignature([]byte(headerValue))
+	return ok && NewWebhookVerifier(secret).Verify(body, sig)
 }
 
 // SignWebhook returns the base64 HMAC-SHA256 of body under secret, as the platforms put it in

@@ -3,6 +3,8 @@ package ecom
 import (
 	"encoding/hex"
 	"net/url"
+	"strconv"
+	"sync"
 	"testing"
 )
 
@@ -35,8 +37,42 @@ func TestVerifyWebhookHMAC(t *testing.T) {
 			if got := VerifyWebhookHMAC([]byte(c.body), c.header, c.secret); got != c.want {
 				t.Fatalf("VerifyWebhookHMAC = %v, want %v", got, c.want)
 			}
+			// The pooled form, as the webhook receiver runs it: the same answers, and again
+			// with a state taken back from the pool.
+			v := NewWebhookVerifier(c.secret)
+			for range 2 {
+				sig, ok := ParseWebhookSignature([]byte(c.header))
+				if got := ok && v.Verify([]byte(c.body), sig); got != c.want {
+					t.Fatalf("WebhookVerifier.Verify = %v, want %v", got, c.want)
+				}
+			}
 		})
 	}
+}
+
+func TestWebhookVerifierConcurrent(t *testing.T) {
+	v := NewWebhookVerifier("secret")
+	var zero WebhookVerifier
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 200 {
+				body := []byte(strconv.Itoa(i*1000 + j))
+				sig, ok := ParseWebhookSignature([]byte(SignWebhook(body, "secret")))
+				if !ok || !v.Verify(body, sig) {
+					t.Errorf("body %s does not verify", body)
+					return
+				}
+				if v.Verify(append(body, 'x'), sig) || zero.Verify(body, sig) {
+					t.Errorf("body %s: a wrong body or the zero verifier verified", body)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 func TestVerifyOAuthHMAC(t *testing.T) {

@@ -393,7 +393,7 @@ func newEcomMetrics(reg *prometheus.Registry, stats func() engine.StoreStats) (*
 	return m, nil
 }
 
-// webhook counts one webhook's outcome; topic is bounded by the engine (metricTopic).
+// webhook counts one webhook's outcome; topic is bounded by the engine (ecom.TopicLabel).
 func (m *ecomMetrics) webhook(topic, outcome string) {
 	m.counter(m.webhooks, "w", topic, outcome).Inc()
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/gateway/gateway/engine"
 )
@@ -43,7 +44,7 @@ func newHTTPMetrics(reg *prometheus.Registry) (*httpMetrics, error) {
 		sendByOc: map[[2]string]prometheus.Counter{},
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.latency, m.decisions, m.sends,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{})} {
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

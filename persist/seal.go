@@ -1,4 +1,4 @@
-package engine
+package persist
 
 import (
 	"crypto/aes"
@@ -16,8 +16,15 @@ import (
 
 // Store-platform credentials (access tokens, app client secrets, webhook signing secrets) are
 // sealed with AES-256-GCM before they are written: a copy of the data dir alone does not give
-// them away. The key comes from GATEWAY_SECRET_KEY (main passes it in StoreConfig.SecretKey),
-// else from a key file in the data dir created on first use.
+// them away. main loads the key: GATEWAY_SECRET_KEY (ParseSecretKey), else a key file in the
+// data dir created on first use.
+//
+// ---- schema: sealed values ----
+//
+//	"v1:" + base64(nonce || AES-256-GCM ciphertext)   additional data: "v1:"; "" stays ""
+//
+// Sealed values are fields of records (Store.AccessToken, ClientSecret, WebhookSecret;
+// OAuthNonce.ClientSecret), not keys of their own.
 
 const (
 	secretKeySize = 32
@@ -41,9 +48,10 @@ func ParseSecretKey(s string) ([]byte, error) {
 	return nil, errors.New("the secret key must be 32 bytes, written as base64 or 64 hex digits")
 }
 
-// sealer seals and opens secrets. Its key is loaded on first use (sealing a first store
+// Sealer seals and opens secrets. Its key is loaded on first use (sealing a first store
 // credential, or opening one at boot), so a gateway without stores never creates a key file.
-type sealer struct {
+// Safe for concurrent use.
+type Sealer struct {
 	key     []byte // from the configuration, or nil
 	keyFile string // used when key is nil; "" = an in-memory key (tests)
 
@@ -52,11 +60,13 @@ type sealer struct {
 	err  error
 }
 
-func newSealer(key []byte, keyFile string) *sealer {
-	return &sealer{key: key, keyFile: keyFile}
+// NewSealer returns a sealer with key (32 bytes), or, when key is nil, the key in keyFile
+// (created on first use); both empty: a key that lives as long as the process (tests).
+func NewSealer(key []byte, keyFile string) *Sealer {
+	return &Sealer{key: key, keyFile: keyFile}
 }
 
-func (s *sealer) init() (cipher.AEAD, error) {
+func (s *Sealer) init() (cipher.AEAD, error) {
 	s.once.Do(func() {
 		key := s.key
 		if key == nil {
@@ -111,8 +121,8 @@ func loadKeyFile(path string) ([]byte, error) {
 	return key, nil
 }
 
-// seal encrypts a secret; "" stays "" (nothing to hide, and "no secret" stays visible).
-func (s *sealer) seal(plain string) (string, error) {
+// Seal encrypts a secret; "" stays "" (nothing to hide, and "no secret" stays visible).
+func (s *Sealer) Seal(plain string) (string, error) {
 	if plain == "" {
 		return "", nil
 	}
@@ -126,8 +136,8 @@ func (s *sealer) seal(plain string) (string, error) {
 	return sealedPrefix + base64.StdEncoding.EncodeToString(out), nil
 }
 
-// open decrypts what seal produced.
-func (s *sealer) open(sealed string) (string, error) {
+// Open decrypts what Seal produced.
+func (s *Sealer) Open(sealed string) (string, error) {
 	if sealed == "" {
 		return "", nil
 	}

@@ -1,0 +1,93 @@
+package domain
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Store integration (SPEC.md sections 4.4, 4.5 and 6): a connected store, one accepted webhook
+// in its durable inbox, an event's outcome, and a user's message template.
+
+// Store connection methods (Store.Method).
+const (
+	StoreMethodOAuth   = "oauth"
+	StoreMethodManual  = "manual"
+	StoreMethodNative  = "native"
+	StoreMethodConnect = "connect" // POST /api/client/store/connect
+)
+
+// Store is a connected store as stored. AccessToken, ClientSecret and WebhookSecret are
+// sealed; they are never logged or returned.
+type Store struct {
+	Shop     string `json:"shop"`
+	Platform string `json:"platform"` // ecom.PlatformShopify or ecom.PlatformWooCommerce
+	Method   string `json:"method"`
+	UserID   string `json:"userId"`
+	ShopName string `json:"shopName,omitempty"`
+	// AccessToken is the Admin API token (OAuth, manual, store/connect).
+	AccessToken string `json:"accessToken,omitempty"`
+	ClientID    string `json:"clientId,omitempty"`
+	// ClientSecret is the app secret given to oauth-init: the platform signs the webhooks it
+	// registered through the app with it.
+	ClientSecret string `json:"clientSecret,omitempty"`
+	// AppCredentials: installed with the configured app credentials (--ecom-client-secret
+	// signs its webhooks).
+	AppCredentials bool `json:"appCredentials,omitempty"`
+	// WebhookSecret signs webhooks made in the store admin (native) or WooCommerce's.
+	WebhookSecret      string    `json:"webhookSecret,omitempty"`
+	Scope              string    `json:"scope,omitempty"`
+	WebhooksRegistered int       `json:"webhooksRegistered"`
+	ConnectedAt        time.Time `json:"connectedAt"`
+}
+
+// InboxEntry is one accepted webhook: committed before the platform gets its 200, removed when
+// its outcome is recorded.
+type InboxEntry struct {
+	Seq       string `json:"seq"` // fixed-width, increasing per shop: the processing order
+	Shop      string `json:"shop"`
+	UserID    string `json:"userId"`
+	Platform  string `json:"platform"`            // ecom.PlatformShopify or ecom.PlatformWooCommerce
+	Topic     string `json:"topic"`               // as the platform sent it
+	WebhookID string `json:"webhookId,omitempty"` // the platform's delivery id (deduped)
+	// MessageID is the outbox id the customer's message gets. It is chosen at acceptance, so an
+	// event processed again after a crash finds its message in the outbox instead of sending a
+	// second one.
+	MessageID  string          `json:"messageId"`
+	ReceivedAt time.Time       `json:"receivedAt"`
+	Body       json.RawMessage `json:"body"` // last: the inbox splices the body in as it came
+}
+
+// Outcomes of a store event (StoreEvent.Status).
+const (
+	StoreEventPending = "pending" // in the inbox, not processed yet (or waiting for a retry)
+	StoreEventSent    = "sent"    // the customer's message was sent
+	StoreEventSkipped = "skipped" // nothing to send: no phone, template disabled, topic or status that sends nothing
+	StoreEventFailed  = "failed"  // could not be sent, and retrying will not help (or 24 h of retries did not)
+)
+
+// RecentStoreEvents is how many processed events a store keeps for GET /api/client/store.
+const RecentStoreEvents = 50
+
+// StoreEvent is one event's outcome, as GET /api/client/store lists it.
+type StoreEvent struct {
+	// N orders the records of a store; the record lives in ring slot N % RecentStoreEvents.
+	N           int64     `json:"n"`
+	Seq         string    `json:"seq,omitempty"`
+	Topic       string    `json:"topic"`
+	WebhookID   string    `json:"webhookId,omitempty"`
+	OrderID     int64     `json:"orderId,omitempty"`
+	OrderName   string    `json:"orderName,omitempty"`
+	Phone       string    `json:"phone,omitempty"`
+	Status      string    `json:"status"`
+	Reason      string    `json:"reason,omitempty"`
+	MessageID   string    `json:"messageId,omitempty"`
+	Attempts    int       `json:"attempts"`
+	ReceivedAt  time.Time `json:"receivedAt"`
+	ProcessedAt time.Time `json:"processedAt"`
+}
+
+// Template is a user's message template for one topic, as stored.
+type Template struct {
+	Text    string `json:"text,omitempty"` // "" = the default text
+	Enabled bool   `json:"enabled"`
+}

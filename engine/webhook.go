@@ -1,0 +1,171 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	json "github.com/goccy/go-json"
+
+	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/ecom"
+	"github.com/gateway/gateway/persist"
+)
+
+// The webhook receiver's hot path: every store webhook comes through AcceptWebhook, so it
+// allocates little and parses nothing the storeevents actor will parse again.
+
+// Webhook is one inbound store webhook as the HTTP layer read it. The byte slices are only read
+// during AcceptWebhook.
+type Webhook struct {
+	UID, Shop  []byte // query parameters
+	Topic      []byte // x-ecom-topic, X-Shopify-Topic or X-WC-Webhook-Topic
+	ShopDomain []byte // x-ecom-shop-domain, X-Shopify-Shop-Domain or X-WC-Webhook-Source
+	Signature  []byte // X-Shopify-Hmac-Sha256 or X-WC-Webhook-Signature
+	DeliveryID []byte // X-Shopify-Webhook-Id or X-WC-Webhook-Delivery-ID
+	Body       []byte
+}
+
+// Webhook outcomes (WebhookResult.Status).
+const (
+	WebhookQueued    = "queued"
+	WebhookDuplicate = "duplicate"
+	WebhookIgnored   = "ignored"
+)
+
+// WebhookResult is the receiver's answer.
+type WebhookResult struct {
+	Status string
+	Reason string
+	// Topic is the topic for metrics: one of the platforms' known topics, "other" or "none".
+	Topic string
+}
+
+// AcceptWebhook is the webhook receiver: resolve the store, verify the signature, dedupe by
+// delivery id, commit the event to the store's durable inbox (dedupe mark and entry in one
+// group commit), and hand it to the store's actor. It parses nothing beyond a JSON validity
+// check and a scan for a phone field; the actor does the rest.
+func (e *Engine) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, error) {
+	s := e.stores
+	ent := s.resolve(w)
+	if ent == nil {
+		return WebhookResult{Topic: "none"}, fmt.Errorf("%w: no connected store matches this webhook", ErrStoreNotFound)
+	}
+	woo := ent.rec.Platform == ecom.PlatformWooCommerce
+	res := WebhookResult{Topic: ecom.TopicLabel(ent.rec.Platform, w.Topic)}
+	if ecom.WooPing(w.Body) {
+		// WooCommerce's unsigned ping when a webhook is created.
+		res.Status, res.Reason = WebhookIgnored, "webhook ping"
+		return res, nil
+	}
+	if err := s.verify(ent, w); err != nil {
+		s.signatureN.Add(1)
+		return res, err
+	}
+	topic := string(bytes.TrimSpace(w.Topic))
+	if topic == "" {
+		return res, fmt.Errorf("%w: the topic header (X-Shopify-Topic, x-ecom-topic or X-WC-Webhook-Topic) is required", ErrValidation)
+	}
+	if b := bytes.TrimLeft(w.Body, " \t\r\n"); len(b) == 0 || b[0] != '{' || !json.Valid(w.Body) {
+		return res, ErrInvalidPayload
+	}
+	now := e.Now().UTC()
+	orderShaped := woo || topic == ecom.TopicOrderCreated || topic == ecom.TopicOrderPaid || topic == ecom.TopicOrderCancelled
+	switch {
+	case woo && topic != ecom.WooTopicOrderCreated && topic != ecom.WooTopicOrderUpdated,
+		!woo && !ecom.ValidTopic(strings.ToLower(topic)):
+		res.Status, res.Reason = WebhookIgnored, "topic "+strconv.Quote(topic)+" sends no message"
+	case orderShaped && !ecom.HasPhone(w.Body):
+		res.Status, res.Reason = WebhookIgnored, "no phone number in the payload"
+	}
+	if res.Status == WebhookIgnored {
+		s.ignored.Add(1)
+		e.hw.Send(e.storeActor(ent), actors.RecordStoreEvent{Record: actors.StoreEventRecord{
+			Topic: topic, WebhookID: string(w.DeliveryID), Status: actors.StoreEventSkipped, Reason: res.Reason,
+			ReceivedAt: now, ProcessedAt: now,
+		}})
+		return res, nil
+	}
+
+	var seenID string
+	if len(w.DeliveryID) > 0 {
+		seenID = ent.rec.Shop + "/" + string(w.DeliveryID)
+		if _, busy := s.inflight.LoadOrStore(seenID, struct{}{}); busy {
+			s.duplicates.Add(1)
+			res.Status = WebhookDuplicate
+			return res, nil
+		}
+		defer s.inflight.Delete(seenID)
+		if s.inbox.Seen(ent.rec.Shop, string(w.DeliveryID)) {
+			s.duplicates.Add(1)
+			res.Status = WebhookDuplicate
+			return res, nil
+		}
+	}
+	seq := ent.seq.Next(now)
+	entry := actors.InboxEntry{
+		Seq: seq, Shop: ent.rec.Shop, UserID: ent.rec.UserID, Platform: ent.rec.Platform, Topic: topic,
+		WebhookID: string(w.DeliveryID), MessageID: NewMessageID(), ReceivedAt: now, Body: w.Body,
+	}
+	switch err := s.inbox.Accept(ctx, entry, string(w.DeliveryID)); {
+	case errors.Is(err, persist.ErrInboxEntry):
+		return res, fmt.Errorf("%w: %v", ErrInvalidPayload, err)
+	case err != nil:
+		return res, fmt.Errorf("%w: store the webhook: %v", ErrUnavailable, err)
+	}
+	s.accepted.Add(1)
+	s.pending.Add(1)
+	e.hw.Send(e.storeActor(ent), actors.InboxAdded{Seq: seq})
+	res.Status = WebhookQueued
+	return res, nil
+}
+
+// resolve finds the store a webhook is for: the uid's store (which must be the query's shop
+// when one is given), else the store with the query's or the header's shop domain.
+func (s *storeService) resolve(w Webhook) *storeEntry {
+	s.idx.mu.RLock()
+	defer s.idx.mu.RUnlock()
+	if len(w.UID) > 0 {
+		ent := s.idx.byUser[string(w.UID)]
+		if ent == nil || (len(w.Shop) > 0 && !strings.EqualFold(string(w.Shop), ent.rec.Shop)) {
+			return nil
+		}
+		return ent
+	}
+	shop := w.Shop
+	if len(shop) == 0 {
+		shop = w.ShopDomain
+	}
+	if len(shop) == 0 {
+		return nil
+	}
+	if ent := s.idx.byShop[string(shop)]; ent != nil {
+		return ent
+	}
+	h, ok := ecom.NormalizeHost(string(shop))
+	if !ok {
+		return nil
+	}
+	return s.idx.byShop[h]
+}
+
+// verify checks the webhook's signature with the store's secrets (constant time).
+func (s *storeService) verify(ent *storeEntry, w Webhook) error {
+	if !ent.hasSecret() {
+		if s.cfg.RequireSignature {
+			return fmt.Errorf("%w: this store has no webhook signing secret, and the gateway requires signed webhooks", ErrInvalidSignature)
+		}
+		return nil
+	}
+	if len(w.Signature) == 0 {
+		return fmt.Errorf("%w: the signature header is missing", ErrInvalidSignature)
+	}
+	if sig, ok := ecom.ParseWebhookSignature(w.Signature); ok &&
+		(ent.hookMACs.Verify(w.Body, sig) || ent.clientMACs.Verify(w.Body, sig)) {
+		return nil
+	}
+	return fmt.Errorf("%w: the signature does not match the body", ErrInvalidSignature)
+}
