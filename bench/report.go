@@ -31,11 +31,11 @@ type result struct {
 	// For the cases that deliver: how long after the measured window the last message reached
 	// the sim (the backlog), the delivered rate over the window plus that drain, and the
 	// sustained ratio: the lesser of accepted and delivered rates over bare (DESIGN.md 8).
-	DrainSeconds   float64 `json:"drain_seconds,omitempty"`
-	DeliveredRPS   float64 `json:"delivered_rps,omitempty"`
-	SustainedRatio float64 `json:"sustained_ratio,omitempty"`
-	SettleSeconds float64   `json:"settle_seconds"` // waited for an idle gateway before the measurements
-	Notes         []string  `json:"notes,omitempty"`
+	DrainSeconds   float64  `json:"drain_seconds,omitempty"`
+	DeliveredRPS   float64  `json:"delivered_rps,omitempty"`
+	SustainedRatio float64  `json:"sustained_ratio,omitempty"`
+	SettleSeconds  float64  `json:"settle_seconds"` // waited for an idle gateway before the measurements
+	Notes          []string `json:"notes,omitempty"`
 }
 
 // report is a whole `bench run`, as written to bench/results.

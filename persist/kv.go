@@ -1,9 +1,10 @@
 // Package persist owns the gateway's durable state: the ordered key-value store (Badger on disk,
-// a map for tests), the versioned record codec, typed tables and the typed stores the core uses
-// (users, API keys with their hash and owner indexes, key usage marks).
+// a map for tests), the versioned record codec, typed tables and every typed store of domain
+// types the core uses (schema.go lists every key prefix, version and TTL).
 //
-// It may import only the standard library, github.com/dgraph-io/badger/v4 and
-// github.com/goccy/go-json; it never imports other gateway packages.
+// It may import only the standard library, github.com/dgraph-io/badger/v4,
+// github.com/goccy/go-json and the gateway's domain package; never the core (engine, actors,
+// httpapi), which TestImportAllowList checks.
 //
 // Key schema: every record lives under "<table>/<id>"; table names never contain "/", so one
 // table's prefix never covers another's.
