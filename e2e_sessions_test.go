@@ -209,3 +209,40 @@ func TestInternalRoutesOutsideInternalCIDRs(t *testing.T) {
 	// validate stays public everywhere.
 	want(t, tg.do("POST", "/api/admin/apikeys/validate", nil, map[string]any{"rawKey": "x"}), 401, "")
 }
+
+// Unlinking: the user logs their session out; an admin reassigning a linked session logs the
+// previous owner's device out first; an admin deletes a session.
+func TestSessionLogoutReassignDelete(t *testing.T) {
+	tg := startGW(t)
+	admin := tg.token("root", "admin")
+	s := tg.newSender(admin, "alice", "447700900001", nil)
+	want(t, tg.do("POST", "/api/client/logout", bearerAuth(s.tok), nil), 200, "")
+	if st := tg.status(s.tok); st["status"] != "DISCONNECTED" || st["phone"] != nil {
+		t.Fatalf("after logout: %v", st)
+	}
+	want(t, tg.do("POST", "/api/v1/messages/send", keyAuth(s.key), map[string]any{"phone": "15550100001", "message": "x"}), 409, "session_not_connected")
+	// Linked again with a new scan.
+	want(t, tg.do("GET", "/api/client/qr", bearerAuth(s.tok), nil), 200, "")
+	want(t, tg.do("POST", "/api/dev/sim/scan", nil, map[string]any{"sessionId": s.session, "phone": "447700900001"}), 200, "")
+	tg.waitStatus(s.tok, "CONNECTED")
+
+	// Reassigned to bob: alice's phone is unlinked first, so bob cannot send as her.
+	bob := tg.newClient("bob")
+	want(t, tg.do("POST", "/api/admin/sessions/assign", bearerAuth(admin), map[string]any{"sessionId": s.session, "userId": "bob"}), 200, "")
+	if st := tg.status(bob); st["status"] != "DISCONNECTED" || st["phone"] != nil {
+		t.Fatalf("reassigned session: %v", st)
+	}
+
+	// Deleted: gone from the list, and the owner has no session.
+	want(t, tg.do("DELETE", "/api/admin/sessions?id="+s.session, bearerAuth(bob), nil), 403, "forbidden")
+	want(t, tg.do("DELETE", "/api/admin/sessions?id="+s.session, bearerAuth(admin), nil), 200, "")
+	want(t, tg.do("DELETE", "/api/admin/sessions?id="+s.session, bearerAuth(admin), nil), 404, "session_not_found")
+	for _, v := range tg.do("GET", "/api/admin/sessions", nil, nil).list() {
+		if v["id"] == s.session {
+			t.Fatal("a deleted session is still listed")
+		}
+	}
+	if st := tg.status(bob); st["status"] != "NOT_CREATED" {
+		t.Fatalf("after delete: %v", st)
+	}
+}

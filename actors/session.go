@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -72,6 +73,11 @@ type (
 		Phone string
 		Reply chan SessionReply
 	}
+	// LogoutSession unlinks the device from its phone (a new scan is needed to link again).
+	LogoutSession struct{ Reply chan SessionReply }
+	// TakeQueue hands back the messages still queued (the session is being deleted); the
+	// session keeps nothing to send.
+	TakeQueue struct{ Reply chan []domain.OutboxEntry }
 	// AssignSession records the user the session belongs to.
 	AssignSession struct {
 		UserID string
@@ -80,7 +86,11 @@ type (
 
 	netEvent    struct{ ev network.Event }
 	connectDone struct{ err error }
-	pairDone    struct {
+	logoutDone  struct {
+		err   error
+		reply chan SessionReply
+	}
+	pairDone struct {
 		code  string
 		err   error
 		reply chan SessionReply
@@ -149,6 +159,15 @@ func (s *Session) Receive(c *actor.Context) {
 		s.q.items = append(s.q.items, m.Entry)
 		s.pump(c)
 		s.publishQueue()
+	case *LogoutSession:
+		s.logout(c, m.Reply)
+	case logoutDone:
+		s.loggedOut(m)
+	case *TakeQueue:
+		items := s.q.items
+		s.q.items = nil
+		s.publishQueue()
+		m.Reply <- items
 	case SetPacing:
 		s.q.base = m.Pacing
 		s.q.pacing = m.Pacing.Merge(s.st.Pacing)
@@ -376,4 +395,39 @@ func (s *Session) publish() {
 	if s.deps.Publish != nil {
 		s.deps.Publish(s.st)
 	}
+}
+
+// logout unlinks the device on a worker goroutine (network I/O never runs in Receive).
+func (s *Session) logout(c *actor.Context, reply chan SessionReply) {
+	if s.client == nil {
+		reply <- SessionReply{State: s.st, Err: fmt.Errorf("%w: network client", ErrUnavailable)}
+		return
+	}
+	if !s.st.Linked {
+		reply <- SessionReply{State: s.st}
+		return
+	}
+	client, engine, self, timeout := s.client, c.Engine(), c.PID(), s.deps.IOTimeout
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		engine.Send(self, logoutDone{err: client.Logout(ctx), reply: reply})
+	}()
+}
+
+// loggedOut records the unlink: a device the network no longer knows is unlinked here too,
+// whatever the call answered, once the network did not refuse it for a reason of its own.
+func (s *Session) loggedOut(m logoutDone) {
+	if m.err != nil && !errors.Is(m.err, network.ErrNotConnected) {
+		s.deps.Log.Warn("session logout failed", "session_id", s.st.ID, "err", m.err)
+		m.reply <- SessionReply{State: s.st, Err: fmt.Errorf("%w: logout: %w", ErrUnavailable, m.err)}
+		return
+	}
+	s.st.Linked, s.st.QR, s.st.Phone, s.st.Status = false, "", "", StatusDisconnected
+	if err := s.save(); err != nil {
+		s.deps.Log.Error("session: save snapshot", "session_id", s.st.ID, "err", err)
+	}
+	s.publish()
+	s.deps.Log.Info("session logged out", "session_id", s.st.ID)
+	m.reply <- SessionReply{State: s.st}
 }

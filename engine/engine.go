@@ -76,7 +76,7 @@ type Engine struct {
 	users         userDirectory
 	keys          keyIndex
 	sessions      sessionIndex
-	sessionTable  sessionTable
+	sessionTable  persist.Sessions
 	sessionCreate sync.Mutex // serialises the creation of a user's own session
 	msgs          *messages
 	accountTable  persist.Accounts
@@ -131,7 +131,7 @@ func New(cfg Config) (*Engine, error) {
 	e.users.init(cfg.AdminUIDs)
 	e.keys.init()
 	e.sessions.init()
-	e.sessionTable = sessionTable{t: persist.NewTable[actors.SessionState](cfg.Store.KV(), "session", 1)}
+	e.sessionTable = persist.NewSessions(cfg.Store.KV())
 	e.msgs = newMessages(e, persist.NewOutbox(cfg.Store.KV()))
 	e.accountTable = persist.NewAccounts(cfg.Store.KV())
 	e.contacts = persist.NewContacts(cfg.Store.KV())

@@ -24,15 +24,6 @@ var (
 
 const sessionActorKind = "session"
 
-// sessionTable persists session snapshots (actors.SessionStore).
-type sessionTable struct {
-	t *persist.Table[actors.SessionState]
-}
-
-func (s sessionTable) PutSession(ctx context.Context, st actors.SessionState) error {
-	return s.t.Put(ctx, st.ID, st)
-}
-
 // sessionEntry is one session's actor and the last view it published.
 type sessionEntry struct {
 	pid  *actor.PID
@@ -85,6 +76,16 @@ func (x *sessionIndex) defaultOf(uid string) *sessionEntry {
 	return nil
 }
 
+// remove drops a session from the index.
+func (x *sessionIndex) remove(id, owner string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	delete(x.byID, id)
+	if owner != "" {
+		x.byUser[owner] = slices.DeleteFunc(x.byUser[owner], func(s string) bool { return s == id })
+	}
+}
+
 func (x *sessionIndex) all() []*sessionEntry {
 	x.mu.RLock()
 	out := make([]*sessionEntry, 0, len(x.byID))
@@ -96,11 +97,7 @@ func (x *sessionIndex) all() []*sessionEntry {
 }
 
 func (e *Engine) bootSessions() (int, error) {
-	var states []actors.SessionState
-	err := e.sessionTable.t.Scan("", func(_ string, st actors.SessionState) error {
-		states = append(states, st)
-		return nil
-	})
+	states, err := e.sessionTable.ListSessions()
 	if err != nil {
 		return 0, fmt.Errorf("engine: load sessions: %w", err)
 	}
@@ -123,7 +120,7 @@ func (e *Engine) spawnSession(st actors.SessionState) *sessionEntry {
 		Contacts:    e.contacts,
 		Pacing:      e.pacingOf(st.AssignedTo),
 		SendTimeout: e.cfg.SendTimeout,
-		Load:        e.sessionTable.t.Get,
+		Load:        e.sessionTable.GetSession,
 	}
 	e.sessions.mu.Lock()
 	e.sessions.byID[st.ID] = ent
@@ -207,6 +204,13 @@ func (e *Engine) AssignSession(ctx context.Context, sessionID, userID string) er
 	e.sessions.assignMu.Lock()
 	defer e.sessions.assignMu.Unlock()
 	from := ent.view.Load().AssignedTo
+	if from != "" && from != userID && ent.view.Load().Linked {
+		// The device is the previous owner's account: unlink it before anyone else can send
+		// through it.
+		if err := e.logout(ctx, ent); err != nil {
+			return err
+		}
+	}
 	msg := &actors.AssignSession{UserID: userID, Reply: make(chan actors.SessionReply, 1)}
 	e.hw.Send(ent.pid, msg)
 	r, err := e.waitSession(ctx, msg.Reply)
@@ -334,4 +338,62 @@ func (e *Engine) SessionPairCode(ctx context.Context, u persist.User, phone stri
 
 func (e *Engine) waitSession(ctx context.Context, reply chan actors.SessionReply) (actors.SessionReply, error) {
 	return waitReply(ctx, reply, e.cfg.SessionTimeout, "session")
+}
+
+// logout unlinks a session's device from its phone.
+func (e *Engine) logout(ctx context.Context, ent *sessionEntry) error {
+	msg := &actors.LogoutSession{Reply: make(chan actors.SessionReply, 1)}
+	e.hw.Send(ent.pid, msg)
+	r, err := e.waitSession(ctx, msg.Reply)
+	if err == nil {
+		err = r.Err
+	}
+	return err
+}
+
+// LogoutSession unlinks the user's session from their phone (POST /api/client/logout); a new
+// QR scan links it again.
+func (e *Engine) LogoutSession(ctx context.Context, uid string) error {
+	ent := e.sessions.defaultOf(uid)
+	if ent == nil {
+		return fmt.Errorf("%w: this account has no session", ErrSessionNotFound)
+	}
+	return e.logout(ctx, ent)
+}
+
+// DeleteSession unlinks a session's device, stops its actor and deletes it (DELETE
+// /api/admin/sessions?id=). Messages still in its queue fail with session_not_found: nothing
+// can send them any more.
+func (e *Engine) DeleteSession(ctx context.Context, id string) error {
+	ent := e.sessions.get(id)
+	if ent == nil {
+		return fmt.Errorf("%w: %s", ErrSessionNotFound, id)
+	}
+	e.sessions.assignMu.Lock()
+	defer e.sessions.assignMu.Unlock()
+	if ent.view.Load().Linked {
+		if err := e.logout(ctx, ent); err != nil {
+			return err
+		}
+	}
+	take := &actors.TakeQueue{Reply: make(chan []domain.OutboxEntry, 1)}
+	e.hw.Send(ent.pid, take)
+	queued, err := waitReply(ctx, take.Reply, e.cfg.AskTimeout, "session")
+	if err != nil {
+		return err
+	}
+	<-e.hw.Poison(ent.pid).Done()
+	if err := e.sessionTable.DeleteSession(ctx, id); err != nil {
+		return fmt.Errorf("%w: delete session: %v", ErrUnavailable, err)
+	}
+	e.sessions.remove(id, ent.view.Load().AssignedTo)
+	now := e.Now().UTC()
+	for _, q := range queued {
+		gone := fmt.Errorf("%w: the session was deleted", ErrSessionNotFound)
+		q.Code, q.Error = domain.CodeOf(gone), gone.Error()
+		q.SetStatus(domain.MsgFailed, now)
+		e.msgs.Outcome(q, gone)
+	}
+	e.log.Info("session deleted", "session_id", id, "queued_failed", len(queued))
+	return nil
 }

@@ -35,6 +35,7 @@ func (s *Server) routes() {
 	s.route(POST, "/api/admin/sessions/create", 0, s.internal(s.createSession))
 	s.route(POST, "/api/admin/sessions/assign", 0, s.internal(s.assignSession))
 	s.route(PATCH, "/api/admin/sessions", 0, s.admin(s.setSessionPacing))
+	s.route(DELETE, "/api/admin/sessions", 0, s.admin(s.deleteSession))
 
 	// Dashboard (ID token).
 	s.route(GET, "/api/client/apikeys", 0, s.client(s.clientKeys))
@@ -42,6 +43,7 @@ func (s *Server) routes() {
 	s.route(GET, "/api/client/status", 0, s.client(s.clientStatus))
 	s.route(POST, "/api/client/start", 0, s.client(s.clientStart))
 	s.route(POST, "/api/client/pair-code", 0, s.client(s.clientPairCode))
+	s.route(POST, "/api/client/logout", 0, s.client(s.clientLogout))
 	s.route(POST, "/api/client/send", mediaBodyLimit(s.cfg.Media.MaxBytes), s.client(s.clientSend))
 	s.route(POST, "/api/client/templates/test", 0, s.client(s.templateTest))
 	s.route(GET, "/api/client/templates", 0, s.client(s.clientTemplates))

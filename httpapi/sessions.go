@@ -209,3 +209,26 @@ func (s *Server) setSessionPacing(ctx *fasthttp.RequestCtx, _ domain.User) {
 	}
 	writeJSON(ctx, fasthttp.StatusOK, pacingJSON{Success: true, ID: v.ID, Own: v.Pacing, Applied: applied})
 }
+
+// clientLogout is POST /api/client/logout: unlink the caller's session from their phone.
+func (s *Server) clientLogout(ctx *fasthttp.RequestCtx, u domain.User) {
+	if err := s.eng.LogoutSession(s.reqContext(ctx), u.ID); err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
+}
+
+// deleteSession is DELETE /api/admin/sessions?id=: unlink, stop and delete a session.
+func (s *Server) deleteSession(ctx *fasthttp.RequestCtx, _ domain.User) {
+	id := strings.TrimSpace(string(ctx.QueryArgs().Peek("id")))
+	if id == "" {
+		s.writeError(ctx, missing("id"))
+		return
+	}
+	if err := s.eng.DeleteSession(s.reqContext(ctx), id); err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
+}
