@@ -31,6 +31,7 @@ import (
 	"github.com/gateway/gateway/network/sim"
 	"github.com/gateway/gateway/network/whatsapp"
 	"github.com/gateway/gateway/persist"
+	"github.com/gateway/gateway/web"
 )
 
 // version is set at build time (-ldflags "-X main.version=...").
@@ -71,6 +72,7 @@ type config struct {
 	publicURL, ecomAPIBase, ecomVersion string
 	ecomClientID, ecomClientSecret      string
 	internalCIDRs                       string
+	dashboardClientID, firebaseAPIKey   string
 	mediaMaxBytes                       int64
 	mediaAllowPrivate                   bool
 	bulkMaxRecipients                   int
@@ -105,6 +107,8 @@ func parseServe(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.ecomClientID, "ecom-client-id", "", "store-platform app client id (when oauth-init stored none)")
 	fs.StringVar(&c.ecomClientSecret, "ecom-client-secret", "", "store-platform app client secret")
 	fs.StringVar(&c.internalCIDRs, "internal-cidrs", "127.0.0.0/8,::1/128", "addresses allowed on the internal admin-prefixed routes without a token")
+	fs.StringVar(&c.dashboardClientID, "dashboard-client-id", "", "OIDC client id of the dashboard (authorization-code flow with PKCE; --auth oidc)")
+	fs.StringVar(&c.firebaseAPIKey, "firebase-api-key", "", "Firebase web API key: the dashboard signs in with email and password")
 	fs.Int64Var(&c.mediaMaxBytes, "media-max-bytes", 16<<20, "largest media file")
 	fs.BoolVar(&c.mediaAllowPrivate, "media-allow-private", false, "allow media URLs on private, loopback and link-local addresses")
 	fs.IntVar(&c.bulkMaxRecipients, "bulk-max-recipients", 1000, "most numbers in one bulk request")
@@ -224,7 +228,7 @@ func serve(args []string, stderr io.Writer) error {
 		go servePprof(c.pprofAddr, log)
 	}
 	if g.issuer != nil {
-		printDevHelp(stderr, c, ln.Addr())
+		printDevHelp(stderr, c, ln.Addr(), g.issuer)
 	}
 
 	select {
@@ -292,11 +296,20 @@ func build(ctx context.Context, c config, log *slog.Logger) (g *gateway, err err
 		return nil, err
 	}
 	cidrs, _ := parseCIDRs(c.internalCIDRs)
+	site, err := web.New()
+	if err != nil {
+		return nil, err
+	}
+	dash := httpapi.DashboardConfig{Site: site, Auth: c.auth, OIDCIssuer: c.oidcIssuer, ClientID: c.dashboardClientID, FirebaseAPIKey: c.firebaseAPIKey}
+	if issuer != nil {
+		dash.DevIssuer = issuer
+	}
 	g.http, err = httpapi.New(httpapi.Config{
 		Engine: g.engine, Verifier: verifier, DevRoles: c.auth == "dev", Logger: log.With("component", "http"),
 		Registry: prometheus.NewRegistry(), InternalCIDRs: cidrs, BodyLimit: c.bodyLimit,
 		LogRequests: c.logRequests, Version: version, Sim: g.sim, BulkMaxRecipients: c.bulkMaxRecipients,
-		Media: httpapi.MediaOptions{MaxBytes: c.mediaMaxBytes, AllowPrivate: c.mediaAllowPrivate},
+		Media:     httpapi.MediaOptions{MaxBytes: c.mediaMaxBytes, AllowPrivate: c.mediaAllowPrivate},
+		Dashboard: dash,
 	})
 	if err != nil {
 		return nil, err
@@ -388,7 +401,7 @@ func newVerifier(ctx context.Context, c config) (*identity.Verifier, *identity.I
 	return identity.NewDev(c.data)
 }
 
-func printDevHelp(w io.Writer, c config, addr net.Addr) {
+func printDevHelp(w io.Writer, c config, addr net.Addr, issuer *identity.Issuer) {
 	port := "8080"
 	if a, ok := addr.(*net.TCPAddr); ok {
 		port = fmt.Sprint(a.Port)
@@ -404,6 +417,19 @@ Mint an ID token, then call the API with it (README.md shows a first session):
   ALICE=$(%[3]s token --data %[2]s --uid alice --name Alice)
   curl -H "Authorization: Bearer $ADMIN" http://localhost:%[4]s/api/admin/apikeys
 `, c.network, c.data, bin, port)
+	// Ready dashboard links: the token rides in the fragment, which never reaches a server or a
+	// log; the page takes it out of the address at once. They last 12 hours.
+	admin, err1 := issuer.Mint(identity.TokenRequest{UID: "admin", Role: engine.RoleAdmin, Name: "Admin", TTL: 12 * time.Hour})
+	alice, err2 := issuer.Mint(identity.TokenRequest{UID: "alice", Name: "Alice", Email: "alice@example.com", TTL: 12 * time.Hour})
+	if err1 != nil || err2 != nil {
+		return
+	}
+	fmt.Fprintf(w, `Or open the dashboard (links valid for 12 hours; the form at /dashboard/ signs in anyone):
+  admin:  http://localhost:%[1]s/dashboard/#token=%[2]s
+  client: http://localhost:%[1]s/dashboard/#token=%[3]s
+  API reference: http://localhost:%[1]s/docs
+
+`, port, admin, alice)
 }
 
 func token(args []string, stdout, stderr io.Writer) error {
