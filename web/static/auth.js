@@ -28,7 +28,7 @@ export function expiresIn(token) {
 
 export function readToken() {
   const t = sessionStorage.getItem(TOKEN);
-  if (t && expiresIn(t) > 5000) return t;
+  if (t && expiresIn(t) > 1000) return t;
   if (t) sessionStorage.removeItem(TOKEN);
   return null;
 }
