@@ -125,6 +125,18 @@ func TestDashboardPages(t *testing.T) {
 	})
 }
 
+func TestClientUsage(t *testing.T) {
+	tg := startGW(t)
+	alice := tg.token("alice", "")
+	r := tg.do("GET", "/api/client/usage", bearerAuth(alice), nil)
+	want(t, r, 200, "")
+	u := r.obj()
+	if u["plan"] != "free" || u["messagesSent"] != 0.0 || u["monthlyLimit"] != 1000.0 || u["remaining"] != 1000.0 {
+		t.Fatalf("usage %s", r.raw)
+	}
+	want(t, tg.do("GET", "/api/client/usage", nil, nil), 401, "missing_credentials")
+}
+
 func TestDashboardDevTokenInternalOnly(t *testing.T) {
 	// Loopback is not internal here: the dev sign-in is refused and not offered.
 	tg := startGW(t, "--internal-cidrs", "10.99.0.0/16")

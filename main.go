@@ -73,6 +73,7 @@ type config struct {
 	ecomClientID, ecomClientSecret      string
 	internalCIDRs                       string
 	dashboardClientID, firebaseAPIKey   string
+	firebaseAuthURL                     string
 	mediaMaxBytes                       int64
 	mediaAllowPrivate                   bool
 	bulkMaxRecipients                   int
@@ -109,6 +110,7 @@ func parseServe(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.internalCIDRs, "internal-cidrs", "127.0.0.0/8,::1/128", "addresses allowed on the internal admin-prefixed routes without a token")
 	fs.StringVar(&c.dashboardClientID, "dashboard-client-id", "", "OIDC client id of the dashboard (authorization-code flow with PKCE; --auth oidc)")
 	fs.StringVar(&c.firebaseAPIKey, "firebase-api-key", "", "Firebase web API key: the dashboard signs in with email and password")
+	fs.StringVar(&c.firebaseAuthURL, "firebase-auth-url", "https://identitytoolkit.googleapis.com", "Firebase Identity Toolkit base URL the dashboard calls (the Auth emulator's for local work)")
 	fs.Int64Var(&c.mediaMaxBytes, "media-max-bytes", 16<<20, "largest media file")
 	fs.BoolVar(&c.mediaAllowPrivate, "media-allow-private", false, "allow media URLs on private, loopback and link-local addresses")
 	fs.IntVar(&c.bulkMaxRecipients, "bulk-max-recipients", 1000, "most numbers in one bulk request")
@@ -300,7 +302,7 @@ func build(ctx context.Context, c config, log *slog.Logger) (g *gateway, err err
 	if err != nil {
 		return nil, err
 	}
-	dash := httpapi.DashboardConfig{Site: site, Auth: c.auth, OIDCIssuer: c.oidcIssuer, ClientID: c.dashboardClientID, FirebaseAPIKey: c.firebaseAPIKey}
+	dash := httpapi.DashboardConfig{Site: site, Auth: c.auth, OIDCIssuer: c.oidcIssuer, ClientID: c.dashboardClientID, FirebaseAPIKey: c.firebaseAPIKey, FirebaseAuthURL: c.firebaseAuthURL}
 	if issuer != nil {
 		dash.DevIssuer = issuer
 	}

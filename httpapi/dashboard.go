@@ -37,16 +37,17 @@ type DashboardConfig struct {
 	DevIssuer TokenMinter
 	// OIDCIssuer and ClientID drive the authorization-code flow with PKCE in the browser.
 	OIDCIssuer, ClientID string
-	// FirebaseAPIKey turns on Firebase email and password sign-in.
-	FirebaseAPIKey string
+	// FirebaseAPIKey turns on Firebase email and password sign-in, against FirebaseAuthURL
+	// (the Identity Toolkit's base URL; "" is Google's; the Auth emulator's or a test double's).
+	FirebaseAPIKey, FirebaseAuthURL string
 	// HTTPClient fetches the issuer's discovery document (nil: a client with a 3 s timeout).
 	HTTPClient *http.Client
 
 	disc *discoveryCache // set by dashboardRoutes
 }
 
-// firebaseOrigins are the hosts the page calls for Firebase sign-in.
-const firebaseOrigins = "https://identitytoolkit.googleapis.com https://securetoken.googleapis.com"
+// firebaseAuthURL is the Identity Toolkit the page calls for Firebase sign-in.
+const firebaseAuthURL = "https://identitytoolkit.googleapis.com"
 
 func (s *Server) dashboardRoutes() {
 	if s.cfg.Dashboard.Site == nil {
@@ -61,6 +62,7 @@ func (s *Server) dashboardRoutes() {
 	s.route(GET, "/dashboard/config.json", 0, s.dashboardConfig)
 	s.route(GET, "/dashboard/v/{version}/{file}", 0, s.dashboardAsset)
 	s.route(GET, "/docs", 0, s.docsPage)
+	s.route(GET, "/api/client/usage", 0, s.client(s.clientUsage))
 	if s.cfg.Dashboard.Auth == "dev" && s.cfg.Dashboard.DevIssuer != nil {
 		s.route(POST, "/api/dev/token", 0, s.devToken)
 	}
@@ -115,7 +117,7 @@ func (s *Server) signInOrigins(ctx context.Context) string {
 	d := s.cfg.Dashboard
 	var out []string
 	if d.FirebaseAPIKey != "" {
-		out = append(out, firebaseOrigins)
+		out = append(out, origin(s.firebaseAuthURL()))
 	}
 	if d.Auth == "oidc" && d.ClientID != "" {
 		if disc, err := s.oidcDiscovery(ctx); err == nil {
@@ -195,7 +197,15 @@ type dashboardOIDC struct {
 }
 
 type dashboardFirebase struct {
-	APIKey string `json:"apiKey"`
+	APIKey  string `json:"apiKey"`
+	AuthURL string `json:"authUrl"`
+}
+
+func (s *Server) firebaseAuthURL() string {
+	if u := s.cfg.Dashboard.FirebaseAuthURL; u != "" {
+		return strings.TrimSuffix(u, "/")
+	}
+	return firebaseAuthURL
 }
 
 type dashboardConfigJSON struct {
@@ -222,7 +232,7 @@ func (s *Server) dashboardConfig(ctx *fasthttp.RequestCtx) {
 		out.OIDC = o
 	}
 	if d.FirebaseAPIKey != "" {
-		out.Firebase = &dashboardFirebase{APIKey: d.FirebaseAPIKey}
+		out.Firebase = &dashboardFirebase{APIKey: d.FirebaseAPIKey, AuthURL: s.firebaseAuthURL()}
 	}
 	ctx.Response.Header.Set("Cache-Control", "no-store")
 	writeJSON(ctx, fasthttp.StatusOK, out)

@@ -48,6 +48,7 @@ async function boot() {
     const t = await finishOIDC(cfg);
     if (t) storeToken(t);
   } catch (e) {
+    clearToken();
     return showSignIn('Sign-in failed: ' + e.message + '.');
   }
   const token = readToken();

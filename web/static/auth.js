@@ -105,8 +105,8 @@ const firebaseErrors = {
   TOO_MANY_ATTEMPTS_TRY_LATER: 'Too many attempts: try again later.',
 };
 
-async function firebaseSignIn(apiKey, email, password) {
-  const res = await fetch('https://identitytoolkit.googleapis.com/v1/accounts:signInWithPassword?key=' + encodeURIComponent(apiKey), {
+async function firebaseSignIn(fb, email, password) {
+  const res = await fetch(fb.authUrl + '/v1/accounts:signInWithPassword?key=' + encodeURIComponent(fb.apiKey), {
     method: 'POST',
     headers: { 'Content-Type': 'application/json' },
     body: JSON.stringify({ email, password, returnSecureToken: true }),
@@ -158,7 +158,7 @@ export function signInScreen(root, cfg, message, onToken) {
     parts.push(h('section', { class: 'card' }, h('h2', {}, 'Sign in with email'),
       form({ id: 'firebase-signin' }, [field('Email', email), field('Password', pw), h('button', { type: 'submit' }, 'Sign in')], async () => {
         try {
-          const t = await firebaseSignIn(cfg.firebase.apiKey, email.value.trim(), pw.value);
+          const t = await firebaseSignIn(cfg.firebase, email.value.trim(), pw.value);
           pw.value = '';
           onToken(t);
         } catch (e) { pw.value = ''; say(slot, 'error', e.message); }

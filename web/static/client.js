@@ -161,9 +161,10 @@ export function usage(el) {
     { title: 'Calls', cell: (k) => meter(k.api_calls, k.rate_limit) },
   ], list, 'No API key yet: the daily count is per key.')), (e) => mount(daily, notice('error', sentence(e))));
   api('GET', '/api/client/usage').then((u) => mount(monthly,
-    h('p', {}, 'Plan ', h('strong', {}, u.plan || '—')),
-    meter(u.messagesSent ?? u.sent ?? 0, u.monthly_messages ?? u.limit ?? 0),
-    u.resetsAt ? h('p', { class: 'muted' }, 'Resets ' + when(u.resetsAt)) : null),
+    h('p', {}, 'Plan ', h('strong', { id: 'usage-plan' }, u.plan || '—')),
+    h('p', { id: 'usage-month' }, 'Messages sent: ', meter(u.messagesSent, u.monthlyLimit)),
+    u.remaining != null ? h('p', {}, String(u.remaining), ' left this month.') : null,
+    h('p', { class: 'muted' }, 'The allowance starts again on ' + when(u.resetsAt) + '. Only messages the network accepted count.')),
   (e) => mount(monthly, e.status === 404 ? unavailable("The month's allowance") : notice('error', sentence(e))));
 }
 

@@ -70,12 +70,14 @@ type gw struct {
 	http *http.Client
 }
 
-func startGateway(t *testing.T) *gw {
+// startGateway runs the binary on the sim network with dev auth (args may change either: the
+// last of a repeated flag wins).
+func startGateway(t *testing.T, args ...string) *gw {
 	t.Helper()
 	fake := ecomtest.New()
 	t.Cleanup(fake.Close)
-	cmd := exec.Command(gatewayBin, "serve", "--data", t.TempDir(), "--addr", "127.0.0.1:0", "--network", "sim", "--auth", "dev",
-		"--ecom-api-base", fake.APIBase(), "--public-url", "https://gw.example.com", "--log-format", "json", "--log-requests=false")
+	cmd := exec.Command(gatewayBin, append([]string{"serve", "--data", t.TempDir(), "--addr", "127.0.0.1:0", "--network", "sim", "--auth", "dev",
+		"--ecom-api-base", fake.APIBase(), "--public-url", "https://gw.example.com", "--log-format", "json", "--log-requests=false"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -361,6 +363,11 @@ func TestClientJourney(t *testing.T) {
 	b.set("#send-form [name=phone]", "12")
 	b.click("#send-form button[type=submit]")
 	b.waitFor("the error sentence", `[...document.querySelectorAll('.notice.error')].some(n => /phone number is not valid/.test(n.textContent))`)
+
+	// The month's usage counts the message.
+	b.go_("#/usage")
+	b.waitFor("the month's count", `/1 of 1000/.test((document.querySelector('#usage-month')||{}).textContent||'')`)
+	b.shot("usage")
 
 	// Save a template, with its live preview.
 	b.go_("#/templates")
