@@ -105,16 +105,6 @@ func New() (*Site, error) {
 // Version is the hash that addresses this build's assets.
 func (s *Site) Version() string { return s.version }
 
-// Names lists the embedded files.
-func (s *Site) Names() []string {
-	out := make([]string, 0, len(s.files))
-	for n := range s.files {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // Has reports whether name is an embedded file.
 func (s *Site) Has(name string) bool { return s.files[name] != nil }
 

@@ -62,22 +62,22 @@ export function session(el) {
     if (!changed) return;
     if (st.status === 'SCAN_QR' || st.status === 'NOT_CREATED') startQR();
     else { stopQR(); lastQR = ''; }
-    if (st.status === 'CONNECTED') mount(qrBox, h('p', { class: 'linked' }, '✓ Linked'));
+    pairCard.hidden = st.status === 'CONNECTED';
+    if (st.status === 'CONNECTED') mount(qrBox, h('p', { class: 'linked' }, '✓ Linked'), h('p', { class: 'muted' }, 'Send from the Send page, or with an API key.'));
     if (st.status === 'DISCONNECTED') mount(qrBox, h('button', { type: 'button', onclick: async () => {
       try { await api('POST', '/api/client/start'); status = null; } catch (e) { say(slot, 'error', sentence(e)); }
     } }, 'Link again with a new QR code'));
   };
 
+  const pairCard = h('section', { class: 'card' }, h('h2', {}, 'Or link with a code'), h('p', { class: 'muted' }, 'For a phone that cannot scan: the gateway gives a code to type on it.'), pairForm, pairOut);
+  mount(el,
+    h('section', { class: 'card' }, h('h2', {}, 'Status'), statusEl, extra, slot),
+    h('div', { class: 'cols' }, h('section', { class: 'card' }, h('h2', {}, 'Phone'), qrBox), pairCard));
   const statusPoll = poll(async () => {
     try { render(await api('GET', '/api/client/status')); say(slot, '', ''); }
     catch (e) { say(slot, 'error', sentence(e)); }
   }, () => (status && status.status === 'CONNECTED' ? 5000 : 1000));
 
-  mount(el,
-    h('section', { class: 'card' }, h('h2', {}, 'Status'), statusEl, extra, slot),
-    h('div', { class: 'cols' },
-      h('section', { class: 'card' }, h('h2', {}, 'Link with a QR code'), qrBox),
-      h('section', { class: 'card' }, h('h2', {}, 'Or link with a code'), h('p', { class: 'muted' }, 'For a phone that cannot scan: the gateway gives a code to type on it.'), pairForm, pairOut)));
   return () => { statusPoll.stop(); stopQR(); };
 }
 

@@ -432,6 +432,16 @@ func TestSignIn(t *testing.T) {
 		t.Errorf("header says %q", who)
 	}
 
+	// Link with a pair code instead of the QR code.
+	b.set("#pair-form [name=phone]", "+44 7700 900123")
+	b.click("#pair-form button[type=submit]")
+	b.waitFor("the pair code", `/^[A-Z0-9-]{8,9}$/.test((document.querySelector('#pair-code')||{}).textContent||'')`)
+	var carol string
+	b.eval(`sessionStorage.getItem('gateway.idToken')`, &carol)
+	st := g.call("GET", "/api/client/status", carol, nil)
+	g.call("POST", "/api/dev/sim/pair", "", map[string]any{"sessionId": st["id"], "code": b.text("#pair-code")})
+	b.waitFor("CONNECTED", `document.querySelector('#session-status').textContent === 'CONNECTED'`, 5*time.Second)
+
 	// A reload keeps the sign-in (this tab's sessionStorage).
 	b.run(chromedp.Reload())
 	b.waitFor("the session screen after a reload", `document.querySelector('#session-status')`)
