@@ -1,5 +1,5 @@
 // app.js: boot, sign-in state, the navigation and the hash router (#/session, #/admin/keys...).
-import { h, mount, api, setAuth, sentence, notice } from './lib.js';
+import { h, mount, api, setAuth, notice } from './lib.js';
 import { claims, expiresIn, readToken, storeToken, clearToken, takeHashToken, finishOIDC, signInScreen } from './auth.js';
 import { landing } from './landing.js';
 import * as client from './client.js';
@@ -75,14 +75,16 @@ async function start(token) {
   setAuth(token, () => signOut('Your sign-in has expired or was refused. Sign in again.'));
   clearTimeout(expiryTimer);
   expiryTimer = setTimeout(() => signOut('Your sign-in has expired. Sign in again.'), Math.min(Math.max(expiresIn(token) - 2000, 0), 2 ** 31 - 1));
-  me = { uid: c.sub, name: c.name || c.email || c.sub, admin: false };
-  try {
-    await api('GET', '/api/admin/users');
-    me.admin = true;
-  } catch (e) {
-    if (e.status === 401) return; // signed out by api()
-    if (e.status !== 403) { mount(root, notice('error', sentence(e))); return; }
-  }
+  // The role claim (dev tokens) is a hint for the first screen; the admin routes' answer decides,
+  // in parallel, so a client's first screen does not wait for it.
+  me = { uid: c.sub, name: c.name || c.email || c.sub, admin: c.role === 'admin' };
+  const user = me;
+  api('GET', '/api/admin/users').then(() => true, (e) => (e.status === 403 ? false : null)).then((admin) => {
+    if (admin === null || me !== user || admin === me.admin) return;
+    me.admin = admin;
+    shell();
+    route();
+  });
   shell();
   if (!location.hash || location.hash === '#/' || location.hash === '#') location.hash = me.admin ? '#/admin/keys' : '#/session';
   else route();

@@ -36,6 +36,7 @@ export function session(el) {
     qrPoll = poll(async () => {
       try {
         const r = await api('GET', '/api/client/qr');
+        if (!qrPoll || (status && status.status !== 'SCAN_QR' && status.status !== 'NOT_CREATED')) return; // answered too late
         if (r.qr !== lastQR) {
           lastQR = r.qr;
           mount(qrBox, h('img', { id: 'qr', src: r.qr, alt: 'QR code to scan with the phone', width: 256, height: 256 }),
@@ -61,7 +62,7 @@ export function session(el) {
     mount(extra, bits);
     if (!changed) return;
     if (st.status === 'SCAN_QR' || st.status === 'NOT_CREATED') startQR();
-    else { stopQR(); lastQR = ''; }
+    else { stopQR(); lastQR = ''; if (qrBox.querySelector('#qr')) qrBox.replaceChildren(); }
     pairCard.hidden = st.status === 'CONNECTED';
     if (st.status === 'CONNECTED') mount(qrBox, h('p', { class: 'linked' }, '✓ Linked'), h('p', { class: 'muted' }, 'Send from the Send page, or with an API key.'));
     if (st.status === 'DISCONNECTED') mount(qrBox, h('button', { type: 'button', onclick: async () => {
@@ -73,6 +74,8 @@ export function session(el) {
   mount(el,
     h('section', { class: 'card' }, h('h2', {}, 'Status'), statusEl, extra, slot),
     h('div', { class: 'cols' }, h('section', { class: 'card' }, h('h2', {}, 'Phone'), qrBox), pairCard));
+  // The QR code is asked for at once, beside the status: a new user sees it a round trip sooner.
+  startQR();
   const statusPoll = poll(async () => {
     try { render(await api('GET', '/api/client/status')); say(slot, '', ''); }
     catch (e) { say(slot, 'error', sentence(e)); }
