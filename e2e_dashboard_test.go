@@ -6,6 +6,7 @@ package main
 import (
 	"compress/gzip"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -145,5 +146,27 @@ func TestDashboardDevTokenInternalOnly(t *testing.T) {
 	want(t, r, 200, "")
 	if r.obj()["devSignIn"] != false {
 		t.Fatalf("devSignIn offered outside --internal-cidrs: %s", r.raw)
+	}
+}
+
+// `make run` prints a ready dashboard link for an admin and a client, whose tokens work.
+func TestDevHelpPrintsDashboardLinks(t *testing.T) {
+	tg := startGW(t)
+	var out strings.Builder
+	addr, err := net.ResolveTCPAddr("tcp", strings.TrimPrefix(tg.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	printDevHelp(&out, tg.cfg, addr, tg.issuer)
+	links := regexp.MustCompile(`(admin|client): +http://localhost:\d+/dashboard/#token=([A-Za-z0-9_.-]+)`).FindAllStringSubmatch(out.String(), -1)
+	if len(links) != 2 {
+		t.Fatalf("want an admin and a client link in:\n%s", out.String())
+	}
+	for _, l := range links {
+		status := 403
+		if l[1] == "admin" {
+			status = 200
+		}
+		want(t, tg.do("GET", "/api/admin/users", bearerAuth(l[2]), nil), status, "")
 	}
 }

@@ -156,6 +156,23 @@ func (g *gw) call(method, path, token string, body any) map[string]any {
 	return out
 }
 
+// callList is call for a route that answers a JSON array.
+func (g *gw) callList(method, path, token string) []map[string]any {
+	g.t.Helper()
+	req, _ := http.NewRequest(method, g.url+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := g.http.Do(req)
+	if err != nil {
+		g.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	var out []map[string]any
+	if err := json.NewDecoder(res.Body).Decode(&out); err != nil || res.StatusCode != 200 {
+		g.t.Fatalf("%s %s: %d %v", method, path, res.StatusCode, err)
+	}
+	return out
+}
+
 func (g *gw) token(uid, role string, ttl int) string {
 	g.t.Helper()
 	r := g.call("POST", "/api/dev/token", "", map[string]any{"uid": uid, "role": role, "name": strings.ToUpper(uid[:1]) + uid[1:], "ttlSeconds": ttl})
@@ -380,6 +397,13 @@ func TestClientJourney(t *testing.T) {
 	b.click("#template-save")
 	b.waitFor("the saved notice", `[...document.querySelectorAll('.notice.ok')].some(n => n.textContent.startsWith('Saved'))`)
 	b.shot("templates")
+	b.set("#template-test-phone", "4915550002222")
+	b.click("#template-test button[type=submit]")
+	b.waitFor("the test sent", `[...document.querySelectorAll('.notice.ok')].some(n => n.textContent.includes('test message is sent'))`, 20*time.Second)
+	if got := g.call("GET", "/api/dev/sim/messages?to=4915550002222", "", nil)["messages"].([]any); len(got) != 1 ||
+		!strings.HasPrefix(got[0].(map[string]any)["text"].(string), "Hi John, thanks for order #1001 at") {
+		t.Fatalf("the test message: %v", got)
+	}
 	saved := false
 	for _, tpl := range g.call("GET", "/api/client/templates", tok, nil)["templates"].([]any) {
 		m := tpl.(map[string]any)
@@ -405,6 +429,14 @@ func TestClientJourney(t *testing.T) {
 	if strings.Contains(b.html(), shopToken) {
 		t.Fatal("the store access token is left in the page")
 	}
+
+	// Screens whose API is not served yet say so (and raise no error in the page).
+	for _, screen := range []string{"webhooks", "campaigns"} {
+		b.go_("#/" + screen)
+		b.waitFor(screen+" saying it is not available", `/not available on this gateway yet/.test(document.querySelector('#view').textContent)`)
+	}
+	b.go_("#/keys")
+	b.waitFor("the keys screen", `/no API key yet/i.test(document.querySelector('#view').textContent)`)
 
 	// Sign out: back to the sign-in, nothing kept.
 	b.click("#signout")
@@ -457,6 +489,12 @@ func TestSignIn(t *testing.T) {
 		t.Errorf("the page reloaded itself %d times", loads)
 	}
 	b.waitFor("the form to stay", `document.querySelector('#dev-signin')`)
+
+	// A token the gateway refuses (its signature altered): back to the sign-in, saying so.
+	good := g.token("frank", "client", 3600)
+	bad := good[:len(good)-4] + map[bool]string{true: "AAAA", false: "BBBB"}[!strings.HasSuffix(good, "AAAA")]
+	b.open(g.url + "/dashboard/#token=" + bad)
+	b.waitFor("the refusal message", `/refused/.test((document.querySelector('#signin-message')||{}).textContent||'')`)
 
 	// A link whose token has already expired.
 	old := g.token("erin", "client", 1)
@@ -515,7 +553,18 @@ func TestAdminKeys(t *testing.T) {
 
 	b.go_("#/admin/users")
 	b.waitFor("the users table", `document.querySelector('#screen-admin-users table')`)
+	b.set(`#screen-admin-users input[aria-label="plan of alice"]`, "starter")
+	b.waitFor("the update notice", `[...document.querySelectorAll('.notice.ok')].some(n => n.textContent === 'Updated alice.')`)
 	b.shot("admin-users")
+	plan := ""
+	for _, k := range g.callList("GET", "/api/admin/users", admin) {
+		if k["id"] == "alice" {
+			plan, _ = k["plan"].(string)
+		}
+	}
+	if plan != "starter" {
+		t.Fatalf("alice's plan is %q, want starter", plan)
+	}
 	b.go_("#/admin/sessions")
 	b.set("#session-form [name=sessionName]", "support line")
 	b.set("#session-form [name=assignToUserId]", "alice")
