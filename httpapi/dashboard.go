@@ -50,11 +50,12 @@ type DashboardConfig struct {
 const firebaseAuthURL = "https://identitytoolkit.googleapis.com"
 
 func (s *Server) dashboardRoutes() {
+	const GET, POST = fasthttp.MethodGet, fasthttp.MethodPost
+	s.route(GET, "/api/client/usage", 0, s.client(s.clientUsage))
 	if s.cfg.Dashboard.Site == nil {
 		return
 	}
 	s.cfg.Dashboard.disc = &discoveryCache{}
-	const GET, POST = fasthttp.MethodGet, fasthttp.MethodPost
 	s.route(GET, "/", 0, s.toDashboard)
 	s.route(GET, "/dashboard/", 0, s.dashboardPage)
 	s.route(GET, "/dashboard/connect-store/success", 0, s.dashboardPage)
@@ -62,7 +63,6 @@ func (s *Server) dashboardRoutes() {
 	s.route(GET, "/dashboard/config.json", 0, s.dashboardConfig)
 	s.route(GET, "/dashboard/v/{version}/{file}", 0, s.dashboardAsset)
 	s.route(GET, "/docs", 0, s.docsPage)
-	s.route(GET, "/api/client/usage", 0, s.client(s.clientUsage))
 	if s.cfg.Dashboard.Auth == "dev" && s.cfg.Dashboard.DevIssuer != nil {
 		s.route(POST, "/api/dev/token", 0, s.devToken)
 	}

@@ -117,9 +117,14 @@ export function sessions(el) {
   const slot = h('div', { class: 'slot' });
   const list = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
   const userIds = h('div', {});
-  const load = async () => {
+  let shown = '';
+  const load = async (force) => {
     let rows;
     try { rows = await api('GET', '/api/admin/sessions'); } catch (e) { mount(list, notice('error', sentence(e))); return; }
+    // The list refreshes by itself; it is left alone while unchanged or while someone types in it.
+    const now = JSON.stringify(rows);
+    if (force !== true && (now === shown || list.contains(document.activeElement))) return;
+    shown = now;
     mount(list, table([
       { title: 'Name', cell: (s) => s.name },
       { title: 'Id', cell: (s) => h('code', {}, s.id) },
@@ -128,7 +133,7 @@ export function sessions(el) {
       { title: 'Assigned to', cell: (s) => {
         const i = h('input', { value: s.assignedTo || '', list: 'user-ids', size: 12, placeholder: 'user id', 'aria-label': 'assign ' + s.name });
         const b = h('button', { type: 'button', class: 'small', onclick: async () => {
-          try { await api('POST', '/api/admin/sessions/assign', { sessionId: s.id, userId: i.value.trim() }); say(slot, 'ok', 'Assigned “' + s.name + '” to ' + i.value.trim() + '.'); load(); }
+          try { await api('POST', '/api/admin/sessions/assign', { sessionId: s.id, userId: i.value.trim() }); say(slot, 'ok', 'Assigned “' + s.name + '” to ' + i.value.trim() + '.'); load(true); }
           catch (e) { say(slot, 'error', sentence(e)); }
         } }, 'Assign');
         return h('div', { class: 'row' }, i, b, s.clientName ? h('small', {}, s.clientName) : null);
@@ -144,7 +149,7 @@ export function sessions(el) {
       form({ id: 'session-form', class: 'inline' }, [field('Name', name), field('Assign to user id', assign), h('button', { type: 'submit' }, 'Create')], async () => {
         const body = { sessionName: name.value.trim() };
         if (assign.value.trim()) body.assignToUserId = assign.value.trim();
-        try { await api('POST', '/api/admin/sessions/create', body); say(slot, 'ok', 'Created “' + body.sessionName + '”.'); name.value = assign.value = ''; load(); }
+        try { await api('POST', '/api/admin/sessions/create', body); say(slot, 'ok', 'Created “' + body.sessionName + '”.'); name.value = assign.value = ''; load(true); }
         catch (e) { say(slot, 'error', sentence(e)); }
       })),
     h('section', { class: 'card' }, h('h2', {}, 'Sessions'), slot, list));

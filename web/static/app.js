@@ -29,14 +29,12 @@ let me = null;
 let cleanup = null;
 let expiryTimer = null;
 
+// The sign-in configuration is fetched at once, but only the sign-in screen and the OIDC return
+// wait for it: a page opened with a token goes straight to its first screen.
+const config = fetch('/dashboard/config.json', { cache: 'no-store' }).then((r) => r.json());
+config.catch(() => {}); // reported where it is awaited
+
 async function boot() {
-  try {
-    const res = await fetch('/dashboard/config.json', { cache: 'no-store' });
-    cfg = await res.json();
-  } catch {
-    mount(root, notice('error', 'The gateway cannot be reached. Reload the page to try again.'));
-    return;
-  }
   const path = location.pathname.replace(/\/+$/, '');
   if (path.endsWith('/connect-store/success') || path.endsWith('/connect-store/error')) {
     landing(root, path.endsWith('/success'), new URLSearchParams(location.search), !!readToken());
@@ -44,22 +42,31 @@ async function boot() {
   }
   const fromHash = takeHashToken();
   if (fromHash) storeToken(fromHash);
-  try {
-    const t = await finishOIDC(cfg);
-    if (t) storeToken(t);
-  } catch (e) {
-    clearToken();
-    return showSignIn('Sign-in failed: ' + e.message + '.');
+  const q = new URLSearchParams(location.search);
+  if (q.has('code') || q.has('error')) {
+    try {
+      const t = await finishOIDC(await config);
+      if (t) storeToken(t);
+    } catch (e) {
+      clearToken();
+      return showSignIn('Sign-in failed: ' + e.message + '.');
+    }
   }
   const token = readToken();
   if (!token) return showSignIn(fromHash ? 'That sign-in link has expired. Sign in again.' : '');
   start(token);
 }
 
-function showSignIn(message) {
+async function showSignIn(message) {
   stopScreen();
   clearTimeout(expiryTimer);
   setAuth(null);
+  try {
+    cfg = cfg || (await config);
+  } catch {
+    mount(root, notice('error', 'The gateway cannot be reached. Reload the page to try again.'));
+    return;
+  }
   signInScreen(root, cfg, message, (t) => { storeToken(t); start(t); });
 }
 

@@ -123,7 +123,9 @@ export function send(el) {
       say(slot, 'info', 'Sending…');
       try {
         const r = await api('POST', '/api/client/send', body);
-        say(slot, 'ok', 'Sent to +' + (r.to || phone.value.replace(/\D/g, '')) + (r.message_id ? ' (message ' + r.message_id + ')' : '') + '.');
+        const to = '+' + (r.to || phone.value.replace(/\D/g, '')), id = r.message_id ? ' (message ' + r.message_id + ')' : '';
+        if (r.status === 'queued') say(slot, 'info', 'Queued for ' + to + id + ': it goes out as soon as the phone is reachable.');
+        else say(slot, 'ok', 'Sent to ' + to + id + '.');
       } catch (e) { say(slot, 'error', sentence(e)); }
     }), slot));
 }

@@ -109,12 +109,19 @@ function secretInput(name, placeholder) {
 /** store: the connected store, or the four ways to connect one. */
 export function store(el) {
   const slot = h('div', { class: 'slot' });
+  let shown = '';
   const load = async () => {
     let s;
     try { s = await api('GET', '/api/client/store'); } catch (e) { mount(el, notice('error', sentence(e))); return; }
+    const now = JSON.stringify(s);
+    if (now === shown) return;
+    shown = now;
     if (s.connected) return connected(s);
     connect();
   };
+  // A connected store's events come in by themselves: refresh while it is connected (a connect
+  // form is never re-rendered under the user's hands).
+  const timer = setInterval(() => { if (shown.includes('"connected":true')) load(); }, 5000);
   const connected = (s) => mount(el,
     h('section', { class: 'card', id: 'store-connected' },
       h('h2', {}, s.shopName || s.shop, ' ', badge('connected')),
@@ -206,4 +213,5 @@ export function store(el) {
     pick('token');
   };
   load();
+  return () => clearInterval(timer);
 }
