@@ -302,8 +302,9 @@ func build(ctx context.Context, c config, log *slog.Logger) (g *gateway, err err
 	if err != nil {
 		return nil, err
 	}
-	dash := httpapi.DashboardConfig{Site: site, Auth: c.auth, OIDCIssuer: c.oidcIssuer, ClientID: c.dashboardClientID, FirebaseAPIKey: c.firebaseAPIKey, FirebaseAuthURL: c.firebaseAuthURL}
-	if issuer != nil {
+	dash := httpapi.DashboardConfig{Site: site, Auth: c.auth, OIDCIssuer: c.oidcIssuer, ClientID: c.dashboardClientID,
+		FirebaseAPIKey: c.firebaseAPIKey, FirebaseAuthURL: c.firebaseAuthURL}
+	if issuer != nil { // a nil *Issuer in the interface would not be a nil TokenMinter
 		dash.DevIssuer = issuer
 	}
 	g.http, err = httpapi.New(httpapi.Config{
@@ -426,7 +427,7 @@ Mint an ID token, then call the API with it (README.md shows a first session):
 	if err1 != nil || err2 != nil {
 		return
 	}
-	fmt.Fprintf(w, `Or open the dashboard (links valid for 12 hours; the form at /dashboard/ signs in anyone):
+	fmt.Fprintf(w, `Or open the dashboard (links valid for 12 hours; the form at /dashboard/ signs in as anyone):
   admin:  http://localhost:%[1]s/dashboard/#token=%[2]s
   client: http://localhost:%[1]s/dashboard/#token=%[3]s
   API reference: http://localhost:%[1]s/docs
