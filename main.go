@@ -33,6 +33,7 @@ import (
 	"github.com/gateway/gateway/network/sim"
 	"github.com/gateway/gateway/network/whatsapp"
 	"github.com/gateway/gateway/persist"
+	"github.com/gateway/gateway/web"
 )
 
 // version is set at build time (-ldflags "-X main.version=...").
@@ -82,6 +83,8 @@ type config struct {
 	publicURL, ecomAPIBase, ecomVersion string
 	ecomClientID, ecomClientSecret      string
 	internalCIDRs                       string
+	dashboardClientID, firebaseAPIKey   string
+	firebaseAuthURL                     string
 	mediaMaxBytes                       int64
 	mediaAllowPrivate                   bool
 	bulkMaxRecipients                   int
@@ -119,6 +122,9 @@ func parseServe(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.ecomClientID, "ecom-client-id", "", "store-platform app client id (when oauth-init stored none)")
 	fs.StringVar(&c.ecomClientSecret, "ecom-client-secret", "", "store-platform app client secret")
 	fs.StringVar(&c.internalCIDRs, "internal-cidrs", "127.0.0.0/8,::1/128", "addresses allowed on the internal admin-prefixed routes without a token")
+	fs.StringVar(&c.dashboardClientID, "dashboard-client-id", "", "OIDC client id of the dashboard (authorization-code flow with PKCE; --auth oidc)")
+	fs.StringVar(&c.firebaseAPIKey, "firebase-api-key", "", "Firebase web API key: the dashboard signs in with email and password")
+	fs.StringVar(&c.firebaseAuthURL, "firebase-auth-url", "https://identitytoolkit.googleapis.com", "Firebase Identity Toolkit base URL the dashboard calls (the Auth emulator's for local work)")
 	fs.Int64Var(&c.mediaMaxBytes, "media-max-bytes", 16<<20, "largest media file")
 	fs.BoolVar(&c.mediaAllowPrivate, "media-allow-private", false, "allow media URLs on private, loopback and link-local addresses")
 	fs.IntVar(&c.bulkMaxRecipients, "bulk-max-recipients", 1000, "most numbers in one bulk request")
@@ -243,7 +249,7 @@ func serve(args []string, stderr io.Writer) error {
 		go servePprof(c.pprofAddr, log)
 	}
 	if g.issuer != nil {
-		printDevHelp(stderr, c, ln.Addr())
+		printDevHelp(stderr, c, ln.Addr(), g.issuer)
 	}
 
 	select {
@@ -315,11 +321,21 @@ func build(ctx context.Context, c config, log *slog.Logger) (g *gateway, err err
 	if g.sim != nil {
 		simControls = g.sim
 	}
+	site, err := web.New()
+	if err != nil {
+		return nil, err
+	}
+	dash := httpapi.DashboardConfig{Site: site, Auth: c.auth, OIDCIssuer: c.oidcIssuer, ClientID: c.dashboardClientID,
+		FirebaseAPIKey: c.firebaseAPIKey, FirebaseAuthURL: c.firebaseAuthURL}
+	if issuer != nil { // a nil *Issuer in the interface would not be a nil TokenMinter
+		dash.DevIssuer = issuer
+	}
 	g.http, err = httpapi.New(httpapi.Config{
 		Engine: g.engine, Verifier: verifier, DevRoles: c.auth == "dev", Logger: log.With("component", "http"),
 		Registry: prometheus.NewRegistry(), InternalCIDRs: cidrs, BodyLimit: c.bodyLimit,
 		LogRequests: c.logRequests, Version: version, Sim: simControls, BulkMaxRecipients: c.bulkMaxRecipients,
-		Media: httpapi.MediaOptions{MaxBytes: c.mediaMaxBytes, AllowPrivate: c.mediaAllowPrivate},
+		Media:     httpapi.MediaOptions{MaxBytes: c.mediaMaxBytes, AllowPrivate: c.mediaAllowPrivate},
+		Dashboard: dash,
 	})
 	if err != nil {
 		return nil, err
@@ -414,7 +430,7 @@ func newVerifier(ctx context.Context, c config) (*identity.Verifier, *identity.I
 	return identity.NewDev(c.data)
 }
 
-func printDevHelp(w io.Writer, c config, addr net.Addr) {
+func printDevHelp(w io.Writer, c config, addr net.Addr, issuer *identity.Issuer) {
 	port := "8080"
 	if a, ok := addr.(*net.TCPAddr); ok {
 		port = fmt.Sprint(a.Port)
@@ -430,6 +446,19 @@ Mint an ID token, then call the API with it (README.md shows a first session):
   ALICE=$(%[3]s token --data %[2]s --uid alice --name Alice)
   curl -H "Authorization: Bearer $ADMIN" http://localhost:%[4]s/api/admin/apikeys
 `, c.network, c.data, bin, port)
+	// Ready dashboard links: the token rides in the fragment, which never reaches a server or a
+	// log; the page takes it out of the address at once. They last 12 hours.
+	admin, err1 := issuer.Mint(identity.TokenRequest{UID: "admin", Role: engine.RoleAdmin, Name: "Admin", TTL: 12 * time.Hour})
+	alice, err2 := issuer.Mint(identity.TokenRequest{UID: "alice", Name: "Alice", Email: "alice@example.com", TTL: 12 * time.Hour})
+	if err1 != nil || err2 != nil {
+		return
+	}
+	fmt.Fprintf(w, `Or open the dashboard (links valid for 12 hours; the form at /dashboard/ signs in as anyone):
+  admin:  http://localhost:%[1]s/dashboard/#token=%[2]s
+  client: http://localhost:%[1]s/dashboard/#token=%[3]s
+  API reference: http://localhost:%[1]s/docs
+
+`, port, admin, alice)
 }
 
 func token(args []string, stdout, stderr io.Writer) error {

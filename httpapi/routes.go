@@ -61,6 +61,9 @@ func (s *Server) routes() {
 	s.route(POST, "/api/ecom/webhook", 0, s.ecomWebhook)
 	s.route(GET, "/api/ecom/test", 0, s.ecomTest)
 
+	// The dashboard, the API reference page and the dev sign-in (dashboard.go).
+	s.dashboardRoutes()
+
 	// The simulated network's dev controls (--network sim only; internal like the admin-prefixed
 	// routes: they read every user's deliveries and link sessions).
 	if s.cfg.Sim != nil {

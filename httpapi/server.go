@@ -58,6 +58,8 @@ type Config struct {
 	BulkMaxRecipients int
 	// Media configures media intake (URLs and data URIs) for the send routes.
 	Media MediaOptions
+	// Dashboard is the embedded web UI and its sign-in (see dashboard.go).
+	Dashboard DashboardConfig
 }
 
 // Server is the gateway's HTTP server.

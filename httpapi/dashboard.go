@@ -1,0 +1,289 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/goccy/go-json"
+	"github.com/valyala/fasthttp"
+
+	"github.com/gateway/gateway/engine"
+	"github.com/gateway/gateway/identity"
+	"github.com/gateway/gateway/web"
+)
+
+// The dashboard (DESIGN.md section 11): the embedded web UI at /dashboard/, the API reference
+// at /docs, the sign-in configuration the page reads, and the dev sign-in that mints a token.
+
+// TokenMinter mints dev ID tokens (the embedded dev issuer, as `gateway token` uses it).
+type TokenMinter interface {
+	Mint(r identity.TokenRequest) (string, error)
+}
+
+// Interface guards.
+var _ TokenMinter = (*identity.Issuer)(nil)
+
+// DashboardConfig is what the dashboard needs to know; a nil Site serves no dashboard.
+type DashboardConfig struct {
+	Site *web.Site
+	// Auth is the gateway's ID-token mode: "dev" or "oidc".
+	Auth string
+	// DevIssuer mints tokens for the dev sign-in form (dev auth only).
+	DevIssuer TokenMinter
+	// OIDCIssuer and ClientID drive the authorization-code flow with PKCE in the browser.
+	OIDCIssuer, ClientID string
+	// FirebaseAPIKey turns on Firebase email and password sign-in, against FirebaseAuthURL
+	// (the Identity Toolkit's base URL; "" is Google's; the Auth emulator's or a test double's).
+	FirebaseAPIKey, FirebaseAuthURL string
+	// HTTPClient fetches the issuer's discovery document (nil: a client with a 3 s timeout).
+	HTTPClient *http.Client
+
+	disc *discoveryCache // set by dashboardRoutes
+}
+
+// firebaseAuthURL is the Identity Toolkit the page calls for Firebase sign-in.
+const firebaseAuthURL = "https://identitytoolkit.googleapis.com"
+
+func (s *Server) dashboardRoutes() {
+	const GET, POST = fasthttp.MethodGet, fasthttp.MethodPost
+	s.route(GET, "/api/client/usage", 0, s.client(s.clientUsage))
+	if s.cfg.Dashboard.Site == nil {
+		return
+	}
+	s.cfg.Dashboard.disc = &discoveryCache{}
+	s.route(GET, "/", 0, s.toDashboard)
+	s.route(GET, "/dashboard/", 0, s.dashboardPage)
+	s.route(GET, "/dashboard/connect-store/success", 0, s.dashboardPage)
+	s.route(GET, "/dashboard/connect-store/error", 0, s.dashboardPage)
+	s.route(GET, "/dashboard/config.json", 0, s.dashboardConfig)
+	s.route(GET, "/dashboard/v/{version}/{file}", 0, s.dashboardAsset)
+	s.route(GET, "/docs", 0, s.docsPage)
+	if s.cfg.Dashboard.Auth == "dev" && s.cfg.Dashboard.DevIssuer != nil {
+		s.route(POST, "/api/dev/token", 0, s.devToken)
+	}
+}
+
+func (s *Server) toDashboard(ctx *fasthttp.RequestCtx) {
+	ctx.Response.Header.Set("Location", "/dashboard/")
+	ctx.Response.Header.Set("Cache-Control", "no-cache")
+	ctx.SetStatusCode(fasthttp.StatusFound)
+}
+
+func (s *Server) dashboardPage(ctx *fasthttp.RequestCtx) {
+	s.pageHeaders(ctx)
+	s.cfg.Dashboard.Site.Serve(ctx, web.PageIndex, false)
+}
+
+func (s *Server) docsPage(ctx *fasthttp.RequestCtx) {
+	s.pageHeaders(ctx)
+	s.cfg.Dashboard.Site.Serve(ctx, web.PageDocs, false)
+}
+
+func (s *Server) dashboardAsset(ctx *fasthttp.RequestCtx) {
+	site := s.cfg.Dashboard.Site
+	name, _ := ctx.UserValue("file").(string)
+	if strings.HasSuffix(name, ".html") || !site.Has(name) {
+		s.writeError(ctx, errNotFound)
+		return
+	}
+	s.pageHeaders(ctx)
+	// An old page may still ask for its version's assets: serve the current file, uncached.
+	site.Serve(ctx, name, ctx.UserValue("version") == site.Version())
+}
+
+// pageHeaders sets the security headers of every dashboard response. The content-security
+// policy allows nothing but this origin, the QR code's data: image, and the identity
+// provider's token endpoint the sign-in calls.
+func (s *Server) pageHeaders(ctx *fasthttp.RequestCtx) {
+	connect := "'self'"
+	if extra := s.signInOrigins(ctx); extra != "" {
+		connect += " " + extra
+	}
+	h := &ctx.Response.Header
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
+		"connect-src "+connect+"; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+}
+
+// signInOrigins are the identity provider's origins the page calls (none in dev auth).
+func (s *Server) signInOrigins(ctx context.Context) string {
+	d := s.cfg.Dashboard
+	var out []string
+	if d.FirebaseAPIKey != "" {
+		out = append(out, origin(s.firebaseAuthURL()))
+	}
+	if d.Auth == "oidc" && d.ClientID != "" {
+		if disc, err := s.oidcDiscovery(ctx); err == nil {
+			if o := origin(disc.TokenEndpoint); o != "" {
+				out = append(out, o)
+			}
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func origin(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+// discovery is the part of the issuer's /.well-known/openid-configuration the page needs.
+type discovery struct {
+	AuthorizationEndpoint string `json:"authorization_endpoint"`
+	TokenEndpoint         string `json:"token_endpoint"`
+}
+
+// discoveryCache holds the issuer's discovery document once read.
+type discoveryCache struct {
+	mu  sync.Mutex
+	doc discovery
+}
+
+// oidcDiscovery reads the issuer's discovery document once (a failure is tried again on the
+// next page load).
+func (s *Server) oidcDiscovery(ctx context.Context) (discovery, error) {
+	issuer := strings.TrimSuffix(s.cfg.Dashboard.OIDCIssuer, "/")
+	c := s.cfg.Dashboard.disc
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.doc.TokenEndpoint != "" {
+		return c.doc, nil
+	}
+	client := s.cfg.Dashboard.HTTPClient
+	if client == nil {
+		client = &http.Client{Timeout: 3 * time.Second}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, issuer+"/.well-known/openid-configuration", nil)
+	if err != nil {
+		return discovery{}, err
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		return discovery{}, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return discovery{}, fmt.Errorf("discovery: status %d", res.StatusCode)
+	}
+	var d discovery
+	if err := json.NewDecoder(http.MaxBytesReader(nil, res.Body, 1<<20)).Decode(&d); err != nil {
+		return discovery{}, fmt.Errorf("discovery: %w", err)
+	}
+	if d.AuthorizationEndpoint == "" || d.TokenEndpoint == "" {
+		return discovery{}, fmt.Errorf("discovery: no authorization or token endpoint")
+	}
+	c.doc = d
+	return d, nil
+}
+
+type dashboardOIDC struct {
+	Issuer                string `json:"issuer"`
+	ClientID              string `json:"clientId"`
+	AuthorizationEndpoint string `json:"authorizationEndpoint,omitempty"`
+	TokenEndpoint         string `json:"tokenEndpoint,omitempty"`
+	Error                 string `json:"error,omitempty"`
+}
+
+type dashboardFirebase struct {
+	APIKey  string `json:"apiKey"`
+	AuthURL string `json:"authUrl"`
+}
+
+func (s *Server) firebaseAuthURL() string {
+	if u := s.cfg.Dashboard.FirebaseAuthURL; u != "" {
+		return strings.TrimSuffix(u, "/")
+	}
+	return firebaseAuthURL
+}
+
+type dashboardConfigJSON struct {
+	Auth      string             `json:"auth"`
+	DevSignIn bool               `json:"devSignIn"`
+	OIDC      *dashboardOIDC     `json:"oidc"`
+	Firebase  *dashboardFirebase `json:"firebase"`
+	Version   string             `json:"version"`
+}
+
+// dashboardConfig is GET /dashboard/config.json: how this gateway signs users in.
+func (s *Server) dashboardConfig(ctx *fasthttp.RequestCtx) {
+	d := s.cfg.Dashboard
+	out := dashboardConfigJSON{Auth: d.Auth, Version: s.cfg.Version,
+		DevSignIn: d.Auth == "dev" && d.DevIssuer != nil && s.isInternal(ctx)}
+	if d.Auth == "oidc" && d.ClientID != "" {
+		o := &dashboardOIDC{Issuer: d.OIDCIssuer, ClientID: d.ClientID}
+		if disc, err := s.oidcDiscovery(ctx); err != nil {
+			s.reqLog(ctx).Warn("OIDC discovery for the dashboard failed", "err", err)
+			o.Error = "the identity provider cannot be reached; try again in a moment"
+		} else {
+			o.AuthorizationEndpoint, o.TokenEndpoint = disc.AuthorizationEndpoint, disc.TokenEndpoint
+		}
+		out.OIDC = o
+	}
+	if d.FirebaseAPIKey != "" {
+		out.Firebase = &dashboardFirebase{APIKey: d.FirebaseAPIKey, AuthURL: s.firebaseAuthURL()}
+	}
+	ctx.Response.Header.Set("Cache-Control", "no-store")
+	writeJSON(ctx, fasthttp.StatusOK, out)
+}
+
+type devTokenRequest struct {
+	UID        *string `json:"uid"`
+	Role       string  `json:"role"`
+	Name       string  `json:"name"`
+	Email      string  `json:"email"`
+	TTLSeconds int     `json:"ttlSeconds"`
+}
+
+type devTokenJSON struct {
+	Success   bool      `json:"success"`
+	Token     string    `json:"token"`
+	ExpiresAt timestamp `json:"expiresAt"`
+}
+
+// devToken is POST /api/dev/token: the dev sign-in form's token, minted by the same issuer as
+// `gateway token`. Served with --auth dev only, and only to --internal-cidrs.
+func (s *Server) devToken(ctx *fasthttp.RequestCtx) {
+	if !s.isInternal(ctx) {
+		writeJSON(ctx, fasthttp.StatusForbidden, errorBody{Error: "dev sign-in is open only to internal addresses", Code: "internal_only"})
+		return
+	}
+	var req devTokenRequest
+	if !s.bind(ctx, &req, need("uid", &req.UID)) {
+		return
+	}
+	uid := strings.TrimSpace(*req.UID)
+	switch {
+	case uid == "":
+		s.writeError(ctx, badInput("validation_failed", "uid must not be empty"))
+		return
+	case req.Role != "" && req.Role != engine.RoleClient && req.Role != engine.RoleAdmin:
+		s.writeError(ctx, badInput("validation_failed", "role must be client or admin"))
+		return
+	case req.TTLSeconds < 0 || req.TTLSeconds > 86400:
+		s.writeError(ctx, badInput("validation_failed", "ttlSeconds must be from 0 to 86400"))
+		return
+	}
+	ttl := time.Duration(req.TTLSeconds) * time.Second
+	if ttl == 0 {
+		ttl = time.Hour
+	}
+	tok, err := s.cfg.Dashboard.DevIssuer.Mint(identity.TokenRequest{UID: uid, Role: req.Role, Name: req.Name, Email: req.Email, TTL: ttl})
+	if err != nil {
+		s.writeError(ctx, badInput("validation_failed", "%s", err.Error()))
+		return
+	}
+	ctx.Response.Header.Set("Cache-Control", "no-store")
+	writeJSON(ctx, fasthttp.StatusOK, devTokenJSON{Success: true, Token: tok, ExpiresAt: timestamp(time.Now().Add(ttl))})
+}

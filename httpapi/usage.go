@@ -1,0 +1,32 @@
+package httpapi
+
+import (
+	"github.com/gateway/gateway/domain"
+	"github.com/valyala/fasthttp"
+)
+
+// usageJSON is the caller's month: messages sent against the plan's allowance (the dashboard's
+// usage screen; the daily counts are per key, in /api/client/apikeys).
+type usageJSON struct {
+	Success      bool      `json:"success"`
+	Plan         string    `json:"plan"`
+	MessagesSent int64     `json:"messagesSent"`
+	MonthlyLimit int64     `json:"monthlyLimit"`
+	Remaining    *int64    `json:"remaining"`
+	ResetsAt     timestamp `json:"resetsAt"`
+}
+
+// clientUsage is GET /api/client/usage.
+func (s *Server) clientUsage(ctx *fasthttp.RequestCtx, u domain.User) {
+	acct, err := s.eng.Account(ctx, u.ID)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	out := usageJSON{Success: true, Plan: u.Plan, MessagesSent: acct.Sent, MonthlyLimit: acct.Limit, ResetsAt: timestamp(acct.Reset)}
+	if acct.Limit > 0 {
+		rem := acct.Remaining
+		out.Remaining = &rem
+	}
+	writeJSON(ctx, fasthttp.StatusOK, out)
+}

@@ -1,0 +1,171 @@
+// lib.js: the dashboard's whole toolkit: h() builds DOM nodes, api() calls the gateway and
+// turns its errors into sentences, poll() repeats a task until stopped. No framework: each
+// screen is a function that renders into a container and returns its cleanup.
+
+/** h(tag, attrs, ...children): an element. attrs: class, on<event>, value, checked, etc. */
+export function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v == null || v === false) continue;
+    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else if (k === 'class') el.className = v;
+    else if (k === 'value' || k === 'checked' || k === 'disabled' || k === 'selected') el[k] = v;
+    else if (k === 'dataset') Object.assign(el.dataset, v);
+    else el.setAttribute(k, v === true ? '' : v);
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el, children) {
+  for (const c of children) {
+    if (c == null || c === false) continue;
+    if (Array.isArray(c)) append(el, c);
+    else el.append(c instanceof Node ? c : String(c));
+  }
+}
+
+/** mount replaces el's children. */
+export function mount(el, ...children) {
+  el.replaceChildren();
+  append(el, children);
+  return el;
+}
+
+/** ApiError is a failed call: status, code, and a sentence a person can read. */
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+const sentences = {
+  missing_credentials: 'You are not signed in.',
+  invalid_token: 'Your sign-in has expired. Sign in again.',
+  forbidden: 'Your account is not allowed to do this.',
+  internal_only: 'This is open only to administrators.',
+  session_not_connected: 'Your phone is not linked yet: link it on the Session page first.',
+  already_connected: 'Your phone is already linked.',
+  rate_limited: 'The daily request limit is reached; it resets at midnight UTC.',
+  quota_exceeded: "This month's message allowance is used up.",
+  invalid_phone: 'That phone number is not valid: use 8 to 15 digits with the country code.',
+  recipient_not_on_network: 'That number is not on the messaging network.',
+  network_error: 'The messaging network did not answer. Try again in a moment.',
+  store_platform_error: 'The store platform did not answer as expected. Try again in a moment.',
+  store_token_rejected: 'The store platform refused that access token.',
+  store_connected_elsewhere: 'That store is already connected to another account.',
+  unavailable: 'The gateway is busy or its storage is unavailable. Try again in a moment.',
+  idp_unavailable: 'The sign-in provider cannot be reached. Try again in a moment.',
+  internal: 'Something went wrong on the gateway. Try again; if it persists, tell an administrator.',
+};
+
+/** sentence turns an API error into a sentence: a known code's own words, else the API's text. */
+export function sentence(err) {
+  if (!(err instanceof ApiError)) return err && err.message ? 'Could not reach the gateway: ' + err.message + '.' : 'Could not reach the gateway.';
+  if (sentences[err.code]) return sentences[err.code];
+  let t = (err.message || 'The request failed').trim();
+  t = t.charAt(0).toUpperCase() + t.slice(1);
+  return /[.!?]$/.test(t) ? t : t + '.';
+}
+
+let bearer = null;
+let onAuthLost = () => {};
+
+/** setAuth sets the ID token sent with every call and what happens when it stops working. */
+export function setAuth(token, lost) {
+  bearer = token;
+  if (lost) onAuthLost = lost;
+}
+
+/** api calls the gateway; it resolves to the decoded JSON or throws an ApiError. */
+export async function api(method, path, body) {
+  const headers = { Accept: 'application/json' };
+  if (bearer) headers.Authorization = 'Bearer ' + bearer;
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
+  let data = null;
+  const text = await res.text();
+  try { data = text ? JSON.parse(text) : null; } catch { data = null; }
+  if (!res.ok) {
+    const err = new ApiError(res.status, (data && data.code) || 'http_' + res.status, (data && data.error) || res.statusText);
+    if (res.status === 401 && bearer && (err.code === 'invalid_token' || err.code === 'missing_credentials')) onAuthLost(err);
+    throw err;
+  }
+  return data;
+}
+
+/** poll runs task now and every ms until stop(); a task that throws is tried again next time. */
+export function poll(task, ms) {
+  let timer = null, stopped = false;
+  const run = async () => {
+    if (stopped) return;
+    try { await task(); } catch { /* shown by the task itself */ }
+    if (!stopped) timer = setTimeout(run, typeof ms === 'function' ? ms() : ms);
+  };
+  run();
+  return { stop() { stopped = true; clearTimeout(timer); } };
+}
+
+/** when formats an RFC 3339 time for people (local time), or a dash. */
+export function when(iso) {
+  if (!iso) return '—';
+  const d = new Date(iso);
+  return isNaN(d) ? iso : d.toLocaleString();
+}
+
+/** notice is a message line: kind ok, error or info. */
+export function notice(kind, text) {
+  return h('p', { class: 'notice ' + kind, role: kind === 'error' ? 'alert' : 'status' }, text);
+}
+
+/** status shows a message in a slot element (replacing what it showed). */
+export function say(slot, kind, text) {
+  mount(slot, text ? notice(kind, text) : null);
+}
+
+/** field is a labelled input. */
+export function field(label, input, hint) {
+  return h('label', { class: 'field' }, h('span', {}, label), input, hint ? h('small', {}, hint) : null);
+}
+
+/** form builds a form whose submit runs fn with the button disabled meanwhile. */
+export function form(attrs, children, fn) {
+  const f = h('form', attrs, children);
+  f.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const btns = f.querySelectorAll('button');
+    btns.forEach((b) => (b.disabled = true));
+    try { await fn(f); } finally { btns.forEach((b) => (b.disabled = false)); }
+  });
+  return f;
+}
+
+/** table renders rows with the given columns [{title, cell(row)}]. */
+export function table(cols, rows, empty) {
+  if (!rows.length) return h('p', { class: 'empty' }, empty || 'Nothing yet.');
+  return h('div', { class: 'scroll' }, h('table', {},
+    h('thead', {}, h('tr', {}, cols.map((c) => h('th', {}, c.title)))),
+    h('tbody', {}, rows.map((r) => h('tr', {}, cols.map((c) => h('td', { 'data-label': c.title }, c.cell(r))))))));
+}
+
+/** badge is a status label. */
+export function badge(text) {
+  return h('span', { class: 'badge b-' + String(text || '').toLowerCase().replace(/[^a-z_]/g, '') }, text || '—');
+}
+
+/** copyButton copies text to the clipboard. */
+export function copyButton(text, label = 'Copy') {
+  const b = h('button', { type: 'button', class: 'small', onclick: async () => {
+    try { await navigator.clipboard.writeText(typeof text === 'function' ? text() : text); b.textContent = 'Copied'; }
+    catch { b.textContent = 'Select and copy it'; }
+    setTimeout(() => (b.textContent = label), 1500);
+  } }, label);
+  return b;
+}
+
+/** unavailable says a screen's API is not on this gateway yet (a 404 from a route another issue adds). */
+export function unavailable(what) {
+  return notice('info', what + ' is not available on this gateway yet: its API is not served. This page lights up when it is.');
+}
