@@ -23,11 +23,10 @@ test: lint
 test-short:
 	$(GO) test -count=1 ./...
 
-<<<<<<< HEAD
 # staticcheck is pinned and run through `go run` (built once into the module cache), so `make
 # lint` needs nothing installed; 2026.2.2 is the release that reads go 1.26 code.
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
-=======
+
 # test-ui drives the dashboard in headless Chromium (Debian's chromium; CHROMIUM=path to use
 # another) against the real binary: sign-in, QR to CONNECTED, send, templates, store, admin keys,
 # page weight. screenshots reruns them and rewrites docs/screenshots/*.png.
@@ -42,7 +41,6 @@ screenshots:
 web:
 	@if command -v node >/dev/null; then for f in web/static/*.js; do node --check --input-type=module < $$f || exit 1; done; echo "web/static: ok"; \
 	else echo "no build step: web/static is served as written (node not found, syntax not checked)"; fi
->>>>>>> dashboard
 
 lint: deps
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
