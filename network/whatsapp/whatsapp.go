@@ -142,7 +142,7 @@ func Open(o Options) (*Network, error) {
 // (read from the session table, then the device store), else a new unpaired device that is
 // saved when a phone links it. Opening a session that is already open returns the same client
 // with its sink replaced (a restarted session actor takes the events over).
-func (n *Network) Open(sessionID string, sink func(network.Event)) (network.Client, error) {
+func (n *Network) Open(sessionID string, sink func(network.Event), opts ...network.Option) (network.Client, error) {
 	if sessionID == "" {
 		return nil, errors.New("whatsapp: empty session id")
 	}

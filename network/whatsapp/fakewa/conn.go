@@ -379,7 +379,7 @@ func (c *conn) handleClientResult(n *node) error {
 		return nil
 	}
 	if n.Attrs["type"] == "error" {
-		return fmt.Errorf("client rejected pairing: %s", n.XMLString())
+		return fmt.Errorf("client rejected pairing: %s", n.String())
 	}
 	if _, ok := n.GetOptionalChildByTag("pair-device-sign", "device-identity"); !ok {
 		return errors.New("pairing signature without device identity")
