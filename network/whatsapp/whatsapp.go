@@ -41,6 +41,11 @@ type Options struct {
 	// SendTimeout bounds one send: media upload and the wait for the server's acknowledgement
 	// (whatsmeow waits 75 s by default). Zero means DefaultSendTimeout.
 	SendTimeout time.Duration
+	// RejectCalls declines incoming voice and video calls (`--reject-calls`).
+	RejectCalls bool
+	// NoVersionFetch keeps the client version built into whatsmeow instead of asking
+	// web.whatsapp.com for the current one before the first connection (see clientVersion).
+	NoVersionFetch bool
 }
 
 // Defaults used when Options leaves a field zero, and the adapter's fixed policies.
@@ -76,12 +81,16 @@ type Network struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	rejectCalls bool
+	version     *clientVersion
+
 	// Test hooks, set only by tests before the first Open(sessionID): httpClient carries every
 	// whatsmeow connection (websocket and media) to a fake server; the delays are shortened so
 	// retries are observable quickly.
-	httpClient  *http.Client
-	backoffBase time.Duration
-	backoffMax  time.Duration
+	httpClient   *http.Client
+	backoffBase  time.Duration
+	backoffMax   time.Duration
+	banEndJitter time.Duration
 
 	mu      sync.Mutex // guards clients and closed
 	clients map[string]*client
@@ -121,19 +130,24 @@ func Open(o Options) (*Network, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("whatsapp: upgrade device store %s: %w", o.DBPath, err)
 	}
-	if _, err := db.ExecContext(ctx, createSessionDeviceTable); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("whatsapp: create session table in %s: %w", o.DBPath, err)
+	for _, table := range []string{createSessionDeviceTable, createVersionTable} {
+		if _, err := db.ExecContext(ctx, table); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("whatsapp: create gateway tables in %s: %w", o.DBPath, err)
+		}
 	}
 	n := &Network{
-		log:         log,
-		db:          db,
-		container:   container,
-		sendTimeout: o.SendTimeout,
-		backoffBase: connectBackoffBase,
-		backoffMax:  connectBackoffMax,
-		clients:     make(map[string]*client),
+		log:          log,
+		db:           db,
+		container:    container,
+		sendTimeout:  o.SendTimeout,
+		backoffBase:  connectBackoffBase,
+		backoffMax:   connectBackoffMax,
+		banEndJitter: banEndJitter,
+		clients:      make(map[string]*client),
+		rejectCalls:  o.RejectCalls,
 	}
+	n.version = newClientVersion(n, !o.NoVersionFetch)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	return n, nil
 }
@@ -154,15 +168,20 @@ func (n *Network) Open(sessionID string, sink func(network.Event), opts ...netwo
 	if n.closed {
 		return nil, errClosed
 	}
+	o := network.Options(opts...)
+	if err := checkProxy(o.Proxy); err != nil {
+		return nil, err
+	}
 	if c, ok := n.clients[sessionID]; ok {
 		c.sink.Store(&sink)
+		c.opts.Store(&o) // a new proxy applies from the next whatsmeow client (next link or restart)
 		return c, nil
 	}
 	dev, err := n.loadDevice(sessionID)
 	if err != nil {
 		return nil, err
 	}
-	c := newClient(n, sessionID, dev, sink)
+	c := newClient(n, sessionID, dev, sink, o)
 	n.clients[sessionID] = c
 	return c, nil
 }
@@ -192,6 +211,26 @@ func (n *Network) loadDevice(sessionID string) (*store.Device, error) {
 		return n.container.NewDevice(), nil
 	}
 	return dev, nil
+}
+
+// checkProxy accepts the proxies whatsmeow can use: socks5, http and https URLs with a host.
+func checkProxy(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("whatsapp: proxy %q: %w", raw, err)
+	}
+	switch u.Scheme {
+	case "socks5", "http", "https":
+	default:
+		return fmt.Errorf("whatsapp: proxy %q: want socks5://, http:// or https://", u.Redacted())
+	}
+	if u.Host == "" {
+		return fmt.Errorf("whatsapp: proxy %q: no host", u.Redacted())
+	}
+	return nil
 }
 
 // Close disconnects every client (pairings are kept) and closes the device store.
