@@ -731,7 +731,7 @@ func (c *client) ready(ctx context.Context) (*whatsmeow.Client, error) {
 	case !reconnecting:
 		return nil, fmt.Errorf("whatsapp: link is down: %w", network.ErrNotConnected)
 	}
-	timer := time.NewTimer(connectedWait)
+	timer := time.NewTimer(c.n.connectedWait)
 	defer timer.Stop()
 	select {
 	case <-onlineCh:

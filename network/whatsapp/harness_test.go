@@ -105,6 +105,7 @@ func (h *harness) reopen() {
 	n.httpClient = h.srv.HTTPClient()
 	n.backoffBase, n.backoffMax = 20*time.Millisecond, 100*time.Millisecond
 	n.banEndJitter = 10 * time.Millisecond
+	n.connectedWait = time.Second
 	h.net = n
 	h.t.Cleanup(func() { _ = n.Close() })
 }

@@ -103,6 +103,15 @@ func (c *client) Send(ctx context.Context, m network.Message) (network.Receipt, 
 	if err != nil {
 		return network.Receipt{}, err
 	}
+	// During a reach-out timelock nothing is sent, whatever the caller does: every refused
+	// attempt counts against the account. The core pauses the queue until the end anyway.
+	c.mu.Lock()
+	until := c.timelockUntil
+	c.mu.Unlock()
+	if until.After(time.Now()) {
+		return network.Receipt{}, &network.TimelockError{Until: until, Code: ackReachoutTimelock,
+			Detail: errors.New("whatsapp: not sent: the account is in a reach-out timelock")}
+	}
 	r, ok := c.lookups.get(digits, time.Now())
 	if !ok {
 		if r, err = c.lookup(ctx, wa, digits); err != nil {

@@ -91,6 +91,8 @@ type Network struct {
 	backoffBase  time.Duration
 	backoffMax   time.Duration
 	banEndJitter time.Duration
+	// connectedWait: how long a send waits for a dropped link (see the constant).
+	connectedWait time.Duration
 
 	mu      sync.Mutex // guards clients and closed
 	clients map[string]*client
@@ -137,15 +139,16 @@ func Open(o Options) (*Network, error) {
 		}
 	}
 	n := &Network{
-		log:          log,
-		db:           db,
-		container:    container,
-		sendTimeout:  o.SendTimeout,
-		backoffBase:  connectBackoffBase,
-		backoffMax:   connectBackoffMax,
-		banEndJitter: banEndJitter,
-		clients:      make(map[string]*client),
-		rejectCalls:  o.RejectCalls,
+		log:           log,
+		db:            db,
+		container:     container,
+		sendTimeout:   o.SendTimeout,
+		backoffBase:   connectBackoffBase,
+		backoffMax:    connectBackoffMax,
+		banEndJitter:  banEndJitter,
+		connectedWait: connectedWait,
+		clients:       make(map[string]*client),
+		rejectCalls:   o.RejectCalls,
 	}
 	n.version = newClientVersion(n, !o.NoVersionFetch)
 	n.ctx, n.cancel = context.WithCancel(context.Background())

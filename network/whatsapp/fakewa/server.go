@@ -74,6 +74,8 @@ type Server struct {
 	outdated bool // logins and links fail with 405 (client outdated)
 	silent   map[string]bool
 	minVer   uint32 // with outdated: versions at or above this are accepted (0: none)
+	webVer   uint32 // the client_revision web.whatsapp.com's page names (0: the page has none)
+	webHits  int
 	pairs    map[string]*codePairing
 	sent     []Message
 	uploads  []Upload
@@ -139,6 +141,7 @@ func New() (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ws/chat", s.serveWebsocket)
 	mux.HandleFunc("POST /mms/{type}/{token}", s.serveUpload)
+	mux.HandleFunc("GET /{$}", s.serveWebPage)
 	s.ts = httptest.NewUnstartedServer(mux)
 	s.ts.Config.ErrorLog = log.New(io.Discard, "", 0) // TLS errors of dropped test connections
 	s.ts.StartTLS()

@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -42,6 +43,35 @@ func (s *Server) refusesVersion(p *waWa6.ClientPayload) bool {
 		return false
 	}
 	return s.minVer == 0 || p.GetUserAgent().GetAppVersion().GetTertiary() < s.minVer
+}
+
+// SetWebVersion sets the current web client revision (the x of 2.3000.x) that the page at
+// https://web.whatsapp.com/ names, where whatsmeow.GetLatestVersion reads it. 0: the page
+// names none (the fetch fails).
+func (s *Server) SetWebVersion(rev uint32) {
+	s.mu.Lock()
+	s.webVer = rev
+	s.mu.Unlock()
+}
+
+// WebVersionFetches is how many times the web page was fetched.
+func (s *Server) WebVersionFetches() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.webHits
+}
+
+func (s *Server) serveWebPage(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	rev := s.webVer
+	s.webHits++
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "text/html")
+	if rev == 0 {
+		_, _ = w.Write([]byte("<html>no version here</html>"))
+		return
+	}
+	fmt.Fprintf(w, `<html><script>self.__x={"server_revision":%d,"client_revision":%d,"hsi":"x"}</script></html>`, rev, rev)
 }
 
 // SetSilent makes phone's logged-in connections a dead path: the socket stays open but the
