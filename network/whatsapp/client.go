@@ -68,6 +68,10 @@ type client struct {
 	keepaliveDown bool
 	// timelockUntil: the end of the reach-out timelock the server announced (zero: none known).
 	timelockUntil time.Time
+	// The phone behind the device (see phone.go).
+	phoneSeenAt time.Time
+	phoneWarned bool
+	phoneTimer  *time.Timer
 }
 
 // qrSession is whatsmeow's QR channel for the current linking attempt.
@@ -176,7 +180,17 @@ func (c *client) handle(q queued) {
 	st := linkState{paired: c.phone != "", phone: c.phone, wa: c.wa}
 	c.mu.Unlock()
 
+	if fromOwnPhone(q.evt) {
+		if evt := c.phoneSeen(time.Now()); evt != nil {
+			c.emit(evt)
+		}
+	}
 	switch e := q.evt.(type) {
+	case phoneCheck:
+		if evt := c.checkPhone(time.Now()); evt != nil {
+			c.emit(evt)
+		}
+		return
 	case *events.PairSuccess:
 		c.paired(e.ID)
 		st = linkState{paired: true, phone: e.ID.User, wa: st.wa}
@@ -246,6 +260,16 @@ func (c *client) handle(q queued) {
 		}
 		c.log.Info("connected", "phone", st.phone)
 		go c.sendUnavailable(st.wa)
+		c.emit(network.Connected{Phone: st.phone})
+		if evt := c.checkPhone(time.Now()); evt != nil {
+			c.emit(evt) // after Connected: the warning stands while connected
+		}
+		c.mu.Lock()
+		if c.phoneTimer == nil && !c.closed {
+			c.schedulePhoneCheck(q.gen)
+		}
+		c.mu.Unlock()
+		return
 	case *events.PushNameSetting:
 		go c.sendUnavailable(st.wa)
 	case *events.ClientOutdated:
@@ -366,11 +390,13 @@ func (c *client) rejectCall(wa *whatsmeow.Client, e *events.CallOffer) {
 func (c *client) paired(jid types.JID) {
 	c.mu.Lock()
 	c.phone, c.device = jid.User, jid
+	c.phoneSeenAt, c.phoneWarned = time.Now(), false // the phone just scanned
 	c.mu.Unlock()
 	c.log.Info("device linked", "phone", jid.User, "device", jid.String())
 	ctx, cancel := context.WithTimeout(c.n.ctx, dbTimeout)
 	defer cancel()
-	if err := saveSessionDevice(ctx, c.n.db, c.sessionID, jid, time.Now()); err != nil {
+	now := time.Now()
+	if err := saveSessionDevice(ctx, c.n.db, c.sessionID, jid, now); err != nil {
 		// The link works until the process stops; after a restart the session must link again.
 		c.log.Error("could not record the linked device; the session will need a new link after a restart",
 			"device", jid.String(), "error", err)
@@ -409,6 +435,11 @@ func (c *client) resetDevice(gen uint64) bool {
 	c.bannedUntil, c.bannedFor = time.Time{}, ""
 	c.stopBanTimer()
 	c.keepaliveDown, c.timelockUntil = false, time.Time{}
+	c.phoneSeenAt, c.phoneWarned = time.Time{}, false
+	if c.phoneTimer != nil {
+		c.phoneTimer.Stop()
+		c.phoneTimer = nil
+	}
 	c.setOnline(false)
 	c.mu.Unlock()
 	c.lookups.clear()
@@ -699,6 +730,10 @@ func (c *client) shutdown() {
 	c.mu.Lock()
 	c.closed = true
 	c.stopBanTimer()
+	if c.phoneTimer != nil {
+		c.phoneTimer.Stop()
+		c.phoneTimer = nil
+	}
 	c.setOnline(false)
 	wa := c.wa
 	if c.qr != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.mau.fi/whatsmeow/store"
+	"go.mau.fi/whatsmeow/types/events"
 
 	"github.com/gateway/gateway/network"
 )
@@ -324,5 +325,34 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("no %s within %v", what, wait)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A phone not seen for 12 days raises PhoneOffline (WhatsApp unlinks the device at about
+// 14); a sign of life from the phone ends it.
+func TestPhoneOfflineWarning(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	s := h.open("s1")
+	h.link(s, phoneA)
+	s.c.mu.Lock()
+	s.c.phoneSeenAt = time.Now().Add(-13 * 24 * time.Hour)
+	gen := s.c.gen
+	s.c.mu.Unlock()
+	s.c.events.push(queued{gen: gen, evt: phoneCheck{}})
+	w := s.expect("PhoneOffline", func(e network.Event) bool { _, ok := e.(network.PhoneOffline); return ok }).(network.PhoneOffline)
+	if got := w.LogoutAt.Sub(w.LastSeen); got != phoneUnlinkAfter {
+		t.Fatalf("warning %+v, want the unlink 14 days after last seen", w)
+	}
+	s.c.events.push(queued{gen: gen, evt: phoneCheck{}})
+	s.expectNone("a second warning", 200*time.Millisecond, func(e network.Event) bool { _, ok := e.(network.PhoneOffline); return ok })
+
+	// The phone sends something from itself: the warning is over, and the time is kept.
+	s.c.events.push(queued{gen: gen, evt: &events.PushNameSetting{}})
+	s.expect("PhoneOnline", func(e network.Event) bool { _, ok := e.(network.PhoneOnline); return ok })
+	h.reopen()
+	s = h.open("s1")
+	if seen := s.c.phoneSeenAt; time.Since(seen) > time.Minute {
+		t.Fatalf("after a restart the phone was last seen %v, want just now", seen)
 	}
 }

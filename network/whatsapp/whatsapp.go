@@ -138,6 +138,10 @@ func Open(o Options) (*Network, error) {
 			return nil, fmt.Errorf("whatsapp: create gateway tables in %s: %w", o.DBPath, err)
 		}
 	}
+	if err := addPhoneSeenColumn(ctx, db); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("whatsapp: upgrade session table in %s: %w", o.DBPath, err)
+	}
 	n := &Network{
 		log:           log,
 		db:            db,
@@ -185,6 +189,11 @@ func (n *Network) Open(sessionID string, sink func(network.Event), opts ...netwo
 		return nil, err
 	}
 	c := newClient(n, sessionID, dev, sink, o)
+	if c.phone != "" {
+		ctx, cancel := context.WithTimeout(n.ctx, dbTimeout)
+		c.phoneSeenAt = c.loadPhoneSeen(ctx)
+		cancel()
+	}
 	n.clients[sessionID] = c
 	return c, nil
 }
@@ -322,9 +331,10 @@ func saveSessionDevice(ctx context.Context, db *sql.DB, sessionID string, jid ty
 		return fmt.Errorf("save session device: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `
-		INSERT INTO gateway_session_device (session_id, device_jid, paired_at) VALUES (?, ?, ?)
-		ON CONFLICT (session_id) DO UPDATE SET device_jid = excluded.device_jid, paired_at = excluded.paired_at`,
-		sessionID, jid.String(), at.UnixMilli()); err != nil {
+		INSERT INTO gateway_session_device (session_id, device_jid, paired_at, phone_seen_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (session_id) DO UPDATE SET device_jid = excluded.device_jid, paired_at = excluded.paired_at,
+			phone_seen_at = excluded.phone_seen_at`,
+		sessionID, jid.String(), at.UnixMilli(), at.UnixMilli()); err != nil {
 		return fmt.Errorf("save session device: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
