@@ -374,3 +374,24 @@ func RetryAfter(err error) (time.Duration, bool) {
 	}
 	return 0, false
 }
+
+// Pacing is how fast one session may send (DESIGN.md section 9: the deliverer applies it per
+// session queue; `--pace-*` flags, plans and the admin API override it). Zero fields mean no
+// limit.
+type Pacing struct {
+	MinGap    time.Duration // at least this between two sends of a session
+	Jitter    time.Duration // plus a random extra in [0, Jitter)
+	PerMinute int           // at most this many sends a minute
+	// NewContactsPerDay caps first messages to numbers the session never wrote to or heard
+	// from, per day; a newly linked account starts at NewContactsFirstDay and ramps up
+	// linearly to NewContactsPerDay over RampDays.
+	NewContactsPerDay   int
+	NewContactsFirstDay int
+	RampDays            int
+}
+
+// PacingDefaulter is implemented by networks that come with pacing defaults (WhatsApp); a
+// network without it (the sim) has none.
+type PacingDefaulter interface {
+	DefaultPacing() Pacing
+}

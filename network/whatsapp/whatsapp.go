@@ -352,3 +352,21 @@ func forgetSessionDevice(ctx context.Context, db *sql.DB, sessionID string, jid 
 	}
 	return nil
 }
+
+// DefaultPacing is the pacing the core applies to WhatsApp sessions unless configured
+// otherwise (README.md, "WhatsApp", has the sources). Conservative on purpose: WhatsApp
+// publishes no limits, and the peers that document anything say "slow, random, few cold
+// contacts".
+var DefaultPacing = network.Pacing{
+	MinGap:              8 * time.Second,
+	Jitter:              7 * time.Second,
+	PerMinute:           6,
+	NewContactsPerDay:   200,
+	NewContactsFirstDay: 20,
+	RampDays:            14,
+}
+
+// DefaultPacing implements network.PacingDefaulter.
+func (n *Network) DefaultPacing() network.Pacing { return DefaultPacing }
+
+var _ network.PacingDefaulter = (*Network)(nil)
