@@ -356,3 +356,24 @@ func TestPhoneOfflineWarning(t *testing.T) {
 		t.Fatalf("after a restart the phone was last seen %v, want just now", seen)
 	}
 }
+
+// A customer writes to the linked number: the message, encrypted by the fake phone for this
+// device (Signal), is decrypted by whatsmeow and reaches the port with the sender's number.
+func TestIncomingMessageReachesThePort(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	s := h.open("s1")
+	h.link(s, phoneA)
+	h.srv.AddAccount(phoneB)
+	waitFor(t, "the device's key upload", func() bool { return h.srv.HasKeys(phoneA) })
+	for i, text := range []string{"where is my order?", "hello?"} {
+		id, err := h.srv.SendText(phoneB, phoneA, text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := s.expect("Incoming", func(e network.Event) bool { _, ok := e.(network.Incoming); return ok }).(network.Incoming)
+		if in.ID != id || in.From != phoneB || in.FromLID != h.srv.LID(phoneB) || in.Kind != network.KindText || in.Text != text || in.At.IsZero() {
+			t.Fatalf("message %d: %#v, want %q from %s", i, in, text, phoneB)
+		}
+	}
+}

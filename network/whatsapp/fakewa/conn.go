@@ -420,6 +420,11 @@ func (c *conn) handleIQ(n *node) error {
 	case xmlns == "encrypt":
 		list, _ := n.GetOptionalChildByTag("list")
 		c.addPreKeys(len(list.GetChildren()))
+		c.s.mu.Lock()
+		if _, d := c.device(); d != nil {
+			d.storeKeys(n)
+		}
+		c.s.mu.Unlock()
 		return c.result(n, nil)
 	case xmlns == "usync":
 		return c.result(n, []node{{Tag: "usync", Content: []node{{Tag: "list", Content: c.usync(n)}}}})

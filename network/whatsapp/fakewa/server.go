@@ -67,6 +67,8 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	signalMu sync.Mutex // serialises Signal encryption (the in-memory stores are not safe)
+
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
 	accounts map[string]*account
@@ -99,11 +101,13 @@ type account struct {
 	// notification with it on the first refusal.
 	timelockEnds time.Time
 	ackError     int // another ack error to answer every message with (479...)
+	signal       *signalSender
 }
 
 type device struct {
 	noisePub [32]byte
 	prekeys  int
+	keys     *deviceKeys // what the device uploaded, for messages to it
 }
 
 type ban struct {
