@@ -20,10 +20,11 @@ import (
 func TestMain(m *testing.M) {
 	// The fake server's certificates chain to its own root. Set once, before any client runs.
 	whatsmeow.WACertPubKey = fakewa.RootPublicKey()
-	// Keepalives every 100-150 ms with a 150 ms deadline, so a dead path shows within a second.
-	// whatsmeow's forced reconnect after KeepAliveMaxFailTime stays out of the tests' way.
-	whatsmeow.KeepAliveIntervalMin, whatsmeow.KeepAliveIntervalMax = 100*time.Millisecond, 150*time.Millisecond
-	whatsmeow.KeepAliveResponseDeadline = 150 * time.Millisecond
+	// Keepalives every 200-300 ms with a 1 s deadline (lenient for a loaded machine under the
+	// race detector), so a dead path shows within about 1.5 s. whatsmeow's forced reconnect
+	// after KeepAliveMaxFailTime stays out of the tests' way.
+	whatsmeow.KeepAliveIntervalMin, whatsmeow.KeepAliveIntervalMax = 200*time.Millisecond, 300*time.Millisecond
+	whatsmeow.KeepAliveResponseDeadline = time.Second
 	// As main does: libsignal's logger is a lazily set package variable (racy on first use).
 	RouteSignalLogs(slog.New(slog.DiscardHandler))
 	os.Exit(m.Run())
