@@ -377,3 +377,20 @@ func TestIncomingMessageReachesThePort(t *testing.T) {
 		}
 	}
 }
+
+// With RejectCalls, an incoming call is declined; without it, it is left alone.
+func TestIncomingCallsRejected(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.net.rejectCalls = true
+	s := h.open("s1")
+	h.link(s, phoneA)
+	h.srv.AddAccount(phoneB)
+	if n, err := h.srv.Call(phoneB, phoneA, "CALL1"); err != nil || n != 1 {
+		t.Fatalf("call: %d, %v", n, err)
+	}
+	waitFor(t, "the call rejected", func() bool {
+		r := h.srv.Rejected()
+		return len(r) == 1 && r[0] == "CALL1"
+	})
+}

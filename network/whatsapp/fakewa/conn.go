@@ -365,6 +365,14 @@ func (c *conn) handle(n *node) error {
 		return c.handleIQ(n)
 	case "message":
 		return c.handleMessage(n)
+	case "call":
+		if reject, ok := n.GetOptionalChildByTag("reject"); ok {
+			id, _ := reject.Attrs["call-id"].(string)
+			c.s.mu.Lock()
+			c.s.rejected = append(c.s.rejected, id)
+			c.s.mu.Unlock()
+		}
+		return nil
 	}
 	return nil // receipts, acks, presence: nothing to do
 }

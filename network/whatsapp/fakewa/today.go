@@ -402,3 +402,34 @@ func (p *codePairing) finish(a *account, bundle []byte) ([]byte, [32]byte, error
 	adv, err := hkdf.Key(sha256.New, input, nil, "adv_secret", 32)
 	return adv, identity, err
 }
+
+// Call plays from's phone calling phone to's linked devices (a call offer). The calls the
+// devices reject are listed by Rejected.
+func (s *Server) Call(from, to, callID string) (int, error) {
+	s.mu.Lock()
+	caller, ok := s.accounts[from]
+	conns := s.loggedIn(to)
+	s.mu.Unlock()
+	if !ok {
+		return 0, fmt.Errorf("fakewa: %s is not on the network", from)
+	}
+	lid := types.NewJID(caller.lid, types.HiddenUserServer)
+	n := node{Tag: "call", Attrs: attrs{
+		"from": lid, "id": callID, "t": strconv.FormatInt(time.Now().Unix(), 10), "platform": "android", "version": "2.26.1",
+	}, Content: []node{{Tag: "offer", Attrs: attrs{
+		"call-id": callID, "call-creator": lid, "caller_pn": types.NewJID(from, types.DefaultUserServer),
+	}}}}
+	for _, c := range conns {
+		if err := c.send(n); err != nil {
+			return 0, err
+		}
+	}
+	return len(conns), nil
+}
+
+// Rejected lists the call ids the devices rejected.
+func (s *Server) Rejected() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.rejected...)
+}
