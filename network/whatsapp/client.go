@@ -30,6 +30,8 @@ const (
 	connectedWait = 5 * time.Second
 	// retryParallel bounds the retry receipts answered at once (each may re-upload media).
 	retryParallel = 4
+	// reconnectSpreadMax bounds the random extra wait between whatsmeow's reconnect attempts.
+	reconnectSpreadMax = 30 * time.Second
 	// banEndJitter spreads the reconnects of sessions whose bans end together.
 	banEndJitter = 30 * time.Second
 )
@@ -132,6 +134,23 @@ func (c *client) newWA(dev *store.Device, gen uint64) *whatsmeow.Client {
 		wa.UseRetryMessageStore = true
 	}
 	wa.SetMaxParallelRetryReceiptHandling(retryParallel)
+	// whatsmeow retries a dropped link after 0, 2, 4, 6… s, the same for every session: after
+	// a server-wide drop they would all come back in step. A random extra wait on each failed
+	// attempt spreads them out (the hook runs on the reconnect goroutine, before the next try).
+	wa.AutoReconnectHook = func(error) bool {
+		spread := min(time.Duration(wa.AutoReconnectErrors)*2*time.Second, reconnectSpreadMax)
+		if spread <= 0 {
+			return true
+		}
+		t := time.NewTimer(time.Duration(rand.Int64N(int64(spread))))
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return true
+		case <-c.n.ctx.Done():
+			return false
+		}
+	}
 	wa.AddEventHandler(func(evt any) { c.events.push(queued{gen: gen, evt: evt}) })
 	return wa
 }
