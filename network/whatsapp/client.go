@@ -68,6 +68,8 @@ type client struct {
 	banTimer    *time.Timer // reconnects when a ban with a known end is over
 	// keepaliveDown: keepalives are failing; the link looks open but is dead (online false).
 	keepaliveDown bool
+	// outdated: WhatsApp refused this client version (405) since the last Connected.
+	outdated bool
 	// timelockUntil: the end of the reach-out timelock the server announced (zero: none known).
 	timelockUntil time.Time
 	// The phone behind the device (see phone.go).
@@ -268,7 +270,7 @@ func (c *client) handle(q queued) {
 		late := c.stayDown
 		if !late {
 			c.bannedUntil, c.bannedFor = time.Time{}, ""
-			c.keepaliveDown = false
+			c.keepaliveDown, c.outdated = false, false
 			c.setOnline(true)
 		}
 		c.mu.Unlock()
@@ -294,7 +296,7 @@ func (c *client) handle(q queued) {
 	case *events.ClientOutdated:
 		c.log.Error("WhatsApp refuses this client version (405)", "version", store.GetWAVersion().String())
 		c.mu.Lock()
-		c.stayDown = true
+		c.stayDown, c.outdated = true, true
 		c.setOnline(false)
 		c.mu.Unlock()
 		go c.n.recoverOutdated(c, q.gen)
@@ -770,7 +772,7 @@ func (c *client) shutdown() {
 func (c *client) ready(ctx context.Context) (*whatsmeow.Client, error) {
 	c.mu.Lock()
 	wa, paired, closed, online, onlineCh := c.wa, c.phone != "", c.closed, c.online, c.onlineCh
-	bannedUntil, bannedFor := c.bannedUntil, c.bannedFor
+	bannedUntil, bannedFor, outdated := c.bannedUntil, c.bannedFor, c.outdated
 	reconnecting := c.waUsed && !c.stayDown // Connect was called and nothing stopped the link
 	c.mu.Unlock()
 	switch {
@@ -780,6 +782,8 @@ func (c *client) ready(ctx context.Context) (*whatsmeow.Client, error) {
 		return nil, fmt.Errorf("whatsapp: device is not linked: %w", network.ErrNotConnected)
 	case time.Now().Before(bannedUntil):
 		return nil, fmt.Errorf("whatsapp: %s: %w", bannedFor, network.ErrBanned)
+	case outdated && !online:
+		return nil, fmt.Errorf("whatsapp: client version %s refused: %w", store.GetWAVersion().String(), network.ErrOutdated)
 	case online:
 		return wa, nil
 	case !reconnecting:

@@ -40,6 +40,9 @@ func TestOutdatedClient(t *testing.T) {
 		t.Fatalf("outdated event %+v, want no reconnect and the code in the reason", d)
 	}
 	s.expectNone("Connected", 300*time.Millisecond, isConnected)
+	if _, err := s.c.Send(ctxT(t), network.Message{ID: "O1", To: phoneB, Kind: network.KindText, Text: "x"}); !errors.Is(err, network.ErrOutdated) {
+		t.Fatalf("send while outdated: %v, want ErrOutdated", err)
+	}
 
 	fresh := h.open("s2")
 	fresh.connect()
