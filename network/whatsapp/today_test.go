@@ -397,3 +397,30 @@ func TestIncomingCallsRejected(t *testing.T) {
 		return len(r) == 1 && r[0] == "CALL1"
 	})
 }
+
+// Privacy tokens as whatsmeow handles them: a cold contact gets no token; once the contact
+// has granted one (a privacy_token notification), messages to them carry the tctoken.
+func TestPrivacyTokenSentOnceGranted(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	s := h.open("s1")
+	h.link(s, phoneA)
+	h.srv.AddAccount(phoneB)
+	if _, err := s.c.Send(ctxT(t), network.Message{ID: "PT1", To: phoneB, Kind: network.KindText, Text: "cold"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.srv.PrivacyToken(phoneB, phoneA); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a message carrying the tctoken", func() bool {
+		id := fmt.Sprintf("PT%d", time.Now().UnixNano())
+		if _, err := s.c.Send(ctxT(t), network.Message{ID: id, To: phoneB, Kind: network.KindText, Text: "warm"}); err != nil {
+			t.Fatal(err)
+		}
+		msgs := h.srv.Messages()
+		return msgs[len(msgs)-1].Token == "tctoken"
+	})
+	if first := h.srv.Messages()[0]; first.Token != "" {
+		t.Fatalf("the cold message carried %q", first.Token)
+	}
+}

@@ -433,3 +433,30 @@ func (s *Server) Rejected() []string {
 	defer s.mu.Unlock()
 	return append([]string(nil), s.rejected...)
 }
+
+// PrivacyToken plays from's phone granting a trusted-contact privacy token (tctoken) to
+// phone to's devices, as happens when from writes to to: messages from to to from then carry
+// it (Message.Token "tctoken"), which is what keeps them out of the reach-out timelock.
+func (s *Server) PrivacyToken(from, to string) (int, error) {
+	s.mu.Lock()
+	granter, ok := s.accounts[from]
+	conns := s.loggedIn(to)
+	s.mu.Unlock()
+	if !ok {
+		return 0, fmt.Errorf("fakewa: %s is not on the network", from)
+	}
+	token := make([]byte, 24)
+	_, _ = rand.Read(token)
+	now := strconv.FormatInt(time.Now().Unix(), 10)
+	for _, c := range conns {
+		n := node{Tag: "notification", Attrs: attrs{
+			"from": types.NewJID(granter.lid, types.HiddenUserServer), "type": "privacy_token", "id": c.nextID(), "t": now,
+		}, Content: []node{{Tag: "tokens", Content: []node{
+			{Tag: "token", Attrs: attrs{"jid": types.NewJID(granter.lid, types.HiddenUserServer), "t": now, "type": "trusted_contact"}, Content: token},
+		}}}}
+		if err := c.send(n); err != nil {
+			return 0, err
+		}
+	}
+	return len(conns), nil
+}
