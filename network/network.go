@@ -7,6 +7,7 @@ package network
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/gateway/gateway/domain"
@@ -48,31 +49,176 @@ type QRTimeout struct{}
 // Paired: a phone scanned the QR or entered the pair code; Phone is its number (digits).
 type Paired struct{ Phone string }
 
-// Connected: the device is online and can send.
+// Connected: the device is online and can send. It also ends every Disconnected (whatever
+// its StatusReason) and a PhoneOffline warning is not cleared by it (see PhoneOffline).
 type Connected struct{ Phone string }
 
+// StatusReason says why a session is not connected, in words the API shows as
+// `statusReason` next to the SPEC's four client statuses (which do not change).
+type StatusReason string
+
+// Status reasons of Disconnected and LoggedOut.
+const (
+	// ReasonNetwork: the link dropped (socket closed, server restarting, connect failed); the
+	// client reconnects by itself (Reconnecting true).
+	ReasonNetwork StatusReason = "network"
+	// ReasonKeepalive: the server stopped answering keepalives; the link looks open but
+	// nothing gets through. The client is recovering by itself (Reconnecting true); Connected
+	// follows when keepalives are answered again. Sends meanwhile end in ErrUnknownOutcome or
+	// ErrNotConnected, never in a definite failure.
+	ReasonKeepalive StatusReason = "keepalive"
+	// ReasonBanned: the account is temporarily banned (Until: when it ends, zero if the network
+	// did not say). The client reconnects by itself when Until passes (Reconnecting true while
+	// an end is known); without an end only a new Connect tries again.
+	ReasonBanned StatusReason = "banned"
+	// ReasonOutdated: the network refuses this client version (WhatsApp's 405). Stays down:
+	// the gateway must be upgraded (or restarted, which fetches the current version).
+	ReasonOutdated StatusReason = "outdated"
+	// ReasonReplaced: another client took over the device's connection. Stays down until the
+	// next Connect (so two gateways never fight over one device).
+	ReasonReplaced StatusReason = "replaced"
+	// ReasonLoggedOut: the device was unlinked (LoggedOut carries it); a new link is needed.
+	ReasonLoggedOut StatusReason = "logged_out"
+)
+
 // Disconnected: the connection dropped. Reconnecting tells whether the client is reconnecting
-// by itself (a transient drop) or stays down (stream replaced, temporary ban, outdated client).
+// by itself (a transient drop, the end of a ban) or stays down (stream replaced, a ban with no
+// known end, outdated client). StatusReason is the machine-readable cause; Reason is the
+// human-readable detail for logs and the dashboard.
 type Disconnected struct {
 	Reason       string
 	Reconnecting bool
+	StatusReason StatusReason
+	// Until: the ban's end (StatusReason banned); zero when unknown or not a ban.
+	Until time.Time
 }
 
 // LoggedOut: the device was unlinked (from the phone or by Logout); a new QR scan is needed.
+// Its status reason is always ReasonLoggedOut.
 type LoggedOut struct{ Reason string }
 
-func (QRCode) isEvent()       {}
-func (QRTimeout) isEvent()    {}
-func (Paired) isEvent()       {}
-func (Connected) isEvent()    {}
-func (Disconnected) isEvent() {}
-func (LoggedOut) isEvent()    {}
+// Timelock: the network's reach-out timelock changed. While Active, messages to contacts who
+// never wrote to the account are refused (error 463) until Until (zero: end not given). The
+// session stays connected; the core pauses the session's queue until Until (or until a
+// Timelock with Active false), and never re-sends meanwhile.
+type Timelock struct {
+	Active bool
+	Until  time.Time
+	Kind   string // the network's enforcement type, for the dashboard ("" if not given)
+}
+
+// ReceiptStatus is how far a sent message got on the recipient's side.
+type ReceiptStatus string
+
+// Receipt statuses, in order: a later one implies the earlier ones.
+const (
+	StatusDelivered ReceiptStatus = "delivered" // on the recipient's device
+	StatusRead      ReceiptStatus = "read"      // opened (only where the recipient sends read receipts)
+	StatusPlayed    ReceiptStatus = "played"    // a voice note or video was played
+)
+
+// MessageReceipt: the recipient's device reported on sent messages. IDs are Message.ID values
+// (the network uses the caller's ids). From is the recipient's phone (digits) when the network
+// tells it, else "". Receipts can arrive more than once and out of order: keep the furthest.
+type MessageReceipt struct {
+	IDs    []string
+	Status ReceiptStatus
+	From   string
+	At     time.Time
+}
+
+// Incoming: someone wrote to the session's number. Media bytes are not downloaded: the
+// metadata says what was sent.
+type Incoming struct {
+	ID       string    // the network's message id
+	From     string    // sender's phone (digits); "" if the network hides it
+	FromLID  string    // sender's network-internal id where the network has one (WhatsApp LID user)
+	PushName string    // the name the sender set on their profile
+	Kind     Kind      // text, image, video, audio, document, location, contact; "other" for the rest
+	Text     string    // text body
+	Caption  string    // media caption
+	MimeType string    // media
+	FileName string    // documents
+	Size     int64     // media size in bytes
+	At       time.Time // when the sender sent it (network time)
+}
+
+// KindOther is the Incoming.Kind of a message the port has no kind for (stickers, polls,
+// reactions...).
+const KindOther Kind = "other"
+
+// PhoneOffline: the phone the device is linked to has not been seen for a while; WhatsApp
+// unlinks companion devices after about 14 days without the phone. LogoutAt is the expected
+// unlink; the warning stands until a PhoneOnline.
+type PhoneOffline struct {
+	LastSeen time.Time
+	LogoutAt time.Time
+}
+
+// PhoneOnline: the phone was seen again; a PhoneOffline warning is over.
+type PhoneOnline struct{}
+
+func (QRCode) isEvent()         {}
+func (QRTimeout) isEvent()      {}
+func (Paired) isEvent()         {}
+func (Connected) isEvent()      {}
+func (Disconnected) isEvent()   {}
+func (LoggedOut) isEvent()      {}
+func (Timelock) isEvent()       {}
+func (MessageReceipt) isEvent() {}
+func (Incoming) isEvent()       {}
+func (PhoneOffline) isEvent()   {}
+func (PhoneOnline) isEvent()    {}
+
+// MessageSource gives the network adapter back a message it sent earlier, by id: the core's
+// outbox implements it. WhatsApp asks for a message again when a recipient's device could not
+// decrypt it (a retry receipt), possibly days later; the adapter re-encrypts it from this.
+// Media messages need their Data. Implementations must be safe for concurrent use and quick
+// (they are called from the network's receive path).
+type MessageSource interface {
+	Message(ctx context.Context, id string) (Message, bool)
+}
+
+// ClientOptions are the per-session settings of Network.Open.
+type ClientOptions struct {
+	// Messages answers re-send requests for sent messages (see MessageSource). Nil: the adapter
+	// keeps what it can itself (WhatsApp: a store of the last 7 days of sent messages).
+	Messages MessageSource
+	// Proxy carries the session's connections to the network: "socks5://user:pass@host:port"
+	// or "http://host:port" ("" = direct). Adapters that have no network connection ignore it.
+	Proxy string
+}
+
+// Option sets a ClientOptions field.
+type Option func(*ClientOptions)
+
+// WithMessageSource sets ClientOptions.Messages.
+func WithMessageSource(src MessageSource) Option {
+	return func(o *ClientOptions) { o.Messages = src }
+}
+
+// WithProxy sets ClientOptions.Proxy.
+func WithProxy(proxyURL string) Option {
+	return func(o *ClientOptions) { o.Proxy = proxyURL }
+}
+
+// Options applies opts in order (adapters call it in Open).
+func Options(opts ...Option) ClientOptions {
+	var o ClientOptions
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	return o
+}
 
 // Network opens clients, one per gateway session.
 type Network interface {
 	// Open returns the client of a gateway session, creating its device state if it has none.
-	// Events are delivered to sink. Open does no network I/O.
-	Open(sessionID string, sink func(Event)) (Client, error)
+	// Events are delivered to sink. Open does no network I/O. Opening an open session again
+	// returns the same client with the new sink and options.
+	Open(sessionID string, sink func(Event), opts ...Option) (Client, error)
 	// Close disconnects every client (pairings are kept).
 	Close() error
 }
@@ -88,9 +234,12 @@ type Client interface {
 	PairPhone(ctx context.Context, phone string) (string, error)
 	// IsOnNetwork tells whether a number has an account on the network.
 	IsOnNetwork(ctx context.Context, phone string) (bool, error)
-	// Send sends a message and waits for the network's acknowledgement.
+	// Send sends a message and waits for the network's acknowledgement. Its error says what
+	// the caller may do next (see the errors below): a definite failure, a wait (timelock,
+	// rate limit), or ErrUnknownOutcome (send it again later under the same id).
 	Send(ctx context.Context, m Message) (Receipt, error)
-	// Logout unlinks the device; a new QR scan is needed afterwards.
+	// Logout unlinks the device; a new QR scan is needed afterwards. Call it before a session
+	// changes owner or is deleted, so the previous owner's account is not left linked.
 	Logout(ctx context.Context) error
 	// Disconnect closes the connection and keeps the pairing.
 	Disconnect()
@@ -99,17 +248,134 @@ type Client interface {
 }
 
 // Errors reported by clients. Adapters wrap them with detail; callers test with errors.Is.
+// What the core's deliverer does with each:
+//
+//   - ErrNotOnNetwork, ErrUnsupported, ErrRefused (after its backoff, once), ErrAlreadyPaired:
+//     definite failures of this message; report `failed`.
+//   - ErrNotConnected: nothing was sent; keep the message queued until the session is
+//     Connected again (fail it only if the session is logged out).
+//   - ErrUnknownOutcome: the message may have reached the network; never report it failed.
+//     Keep it queued and send it again under the same id (the network dedupes on the id), or
+//     settle it when a MessageReceipt for the id arrives.
+//   - ErrTimelock (a *TimelockError, with Until): pause the session's queue until Until (or a
+//     Timelock{Active: false} event); do not re-send meanwhile, then send again.
+//   - ErrRateLimited (a *RetryLaterError, with After): pause the session's queue for After,
+//     then send again under the same id.
+//   - ErrBanned, ErrOutdated: the session is down (a Disconnected event says why and until
+//     when); keep the queue until Connected.
 var (
-	// ErrNotConnected: the device is not connected (not paired, or the link is down).
+	// ErrNotConnected: the device is not connected (not paired, or the link is down). Nothing
+	// was sent.
 	ErrNotConnected = domain.E("session_not_connected", "session not connected to the network")
 	// ErrNotOnNetwork: the recipient has no account on the network.
 	ErrNotOnNetwork = errors.New("recipient is not on the network")
-	// ErrTimelock: the network refuses messages to new contacts for now (reach-out timelock).
+	// ErrTimelock: the network refuses messages to new contacts for now (WhatsApp's reach-out
+	// timelock, ack error 463). Returned as a *TimelockError carrying the end when known.
 	ErrTimelock = errors.New("account is temporarily restricted from messaging new contacts")
 	// ErrBanned: the account is temporarily banned.
 	ErrBanned = errors.New("account is temporarily banned by the network")
-	// ErrUnsupported: the network cannot send this kind of message.
+	// ErrOutdated: the network refuses this client version (WhatsApp's 405 "client outdated").
+	ErrOutdated = errors.New("the network refuses this client version; the gateway needs an update")
+	// ErrRateLimited: the network asks the account to slow down (HTTP-429-class answers to
+	// lookups, the IQ "rate-overlimit"). Returned as a *RetryLaterError with a backoff.
+	ErrRateLimited = errors.New("the network asks the account to slow down")
+	// ErrRefused: the network refused this message stanza (WhatsApp's ack error 479,
+	// "smax-invalid", and other ack errors). Returned as a *RetryLaterError: one more try after
+	// the backoff, then a definite failure.
+	ErrRefused = errors.New("the network refused the message")
+	// ErrUnknownOutcome: the message went to the network but no answer came back (ack timeout,
+	// the link dropped or the caller's context ended while waiting): it may have been
+	// delivered. Never report it failed; send it again under the same id.
+	ErrUnknownOutcome = errors.New("the outcome of the send is unknown (no acknowledgement)")
+	// ErrUnsupported: the network cannot send this kind of message (or this media format).
 	ErrUnsupported = errors.New("message kind not supported by the network")
 	// ErrAlreadyPaired: linking was asked for a device that is already paired.
 	ErrAlreadyPaired = errors.New("device is already paired")
 )
+
+// TimelockError is ErrTimelock with the end of the timelock (zero: the network did not say;
+// wait for a Timelock event, or retry after a conservative pause such as an hour).
+type TimelockError struct {
+	Until  time.Time
+	Code   int   // the network's code (463), 0 if none
+	Detail error // the adapter's error, for logs
+}
+
+func (e *TimelockError) Error() string {
+	msg := ErrTimelock.Error()
+	if !e.Until.IsZero() {
+		msg += " until " + e.Until.UTC().Format(time.RFC3339)
+	}
+	if e.Detail != nil {
+		msg += ": " + e.Detail.Error()
+	}
+	return msg
+}
+
+// Is makes errors.Is(err, ErrTimelock) true.
+func (e *TimelockError) Is(target error) bool { return target == ErrTimelock }
+func (e *TimelockError) Unwrap() error        { return e.Detail }
+
+// RetryLaterError is ErrRateLimited or ErrRefused with the wait the network (or the adapter's
+// policy) suggests before the next try.
+type RetryLaterError struct {
+	Err    error         // ErrRateLimited or ErrRefused
+	Code   int           // the network's code (429, 479...), 0 if none
+	After  time.Duration // wait at least this long before sending on this session again
+	Detail error         // the adapter's error, for logs
+}
+
+func (e *RetryLaterError) Error() string {
+	msg := e.Err.Error()
+	if e.Code != 0 {
+		msg += " (code " + strconv.Itoa(e.Code) + ")"
+	}
+	msg += "; retry after " + e.After.String()
+	if e.Detail != nil {
+		msg += ": " + e.Detail.Error()
+	}
+	return msg
+}
+
+// Is makes errors.Is(err, e.Err) true.
+func (e *RetryLaterError) Is(target error) bool { return target == e.Err }
+func (e *RetryLaterError) Unwrap() error        { return e.Detail }
+
+// TimelockUntil returns the end carried by a timelock error (ok false if err is not one).
+func TimelockUntil(err error) (until time.Time, ok bool) {
+	var te *TimelockError
+	if errors.As(err, &te) {
+		return te.Until, true
+	}
+	return time.Time{}, errors.Is(err, ErrTimelock)
+}
+
+// RetryAfter returns the backoff carried by a rate-limit or refusal error.
+func RetryAfter(err error) (time.Duration, bool) {
+	var re *RetryLaterError
+	if errors.As(err, &re) {
+		return re.After, true
+	}
+	return 0, false
+}
+
+// Pacing is how fast one session may send (DESIGN.md section 9: the deliverer applies it per
+// session queue; `--pace-*` flags, plans and the admin API override it). Zero fields mean no
+// limit.
+type Pacing struct {
+	MinGap    time.Duration // at least this between two sends of a session
+	Jitter    time.Duration // plus a random extra in [0, Jitter)
+	PerMinute int           // at most this many sends a minute
+	// NewContactsPerDay caps first messages to numbers the session never wrote to or heard
+	// from, per day; a newly linked account starts at NewContactsFirstDay and ramps up
+	// linearly to NewContactsPerDay over RampDays.
+	NewContactsPerDay   int
+	NewContactsFirstDay int
+	RampDays            int
+}
+
+// PacingDefaulter is implemented by networks that come with pacing defaults (WhatsApp); a
+// network without it (the sim) has none.
+type PacingDefaulter interface {
+	DefaultPacing() Pacing
+}

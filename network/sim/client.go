@@ -271,7 +271,16 @@ func (c *client) Send(ctx context.Context, m network.Message) (network.Receipt, 
 		}
 	}
 	d.Timestamp = time.Now().UTC().Truncate(time.Millisecond)
-	return c.n.deliveries.deliver(&d)
+	r, _, err := c.n.deliveries.deliver(&d)
+	if err == nil {
+		// The recipient's phone has it: the delivery receipt follows (the latency was the way
+		// there); a re-send of a delivered id hears it again. It may reach the sink before
+		// Send returns: keep the furthest status.
+		c.mu.Lock()
+		c.emit(network.MessageReceipt{IDs: []string{r.ID}, Status: network.StatusDelivered, From: d.To, At: r.At})
+		c.mu.Unlock()
+	}
+	return r, err
 }
 
 // Logout unlinks the device (LoggedOut); a new QR scan is needed afterwards. Logging out an

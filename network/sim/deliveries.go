@@ -152,29 +152,44 @@ func (d *deliveries) receiptLocked(id string) (network.Receipt, bool, error) {
 	return network.Receipt{ID: r.ID, At: r.Timestamp}, true, nil
 }
 
+// record returns the delivery of id.
+func (d *deliveries) record(id string) (Delivered, bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return Delivered{}, false, errClosed
+	}
+	off, ok, err := d.find(id)
+	if !ok || err != nil {
+		return Delivered{}, false, err
+	}
+	r, err := d.readAt(off)
+	return r, err == nil, err
+}
+
 // deliver records m unless its id was delivered before, in which case it returns the first
-// delivery's receipt and records nothing.
-func (d *deliveries) deliver(m *Delivered) (network.Receipt, error) {
+// delivery's receipt and records nothing (fresh false).
+func (d *deliveries) deliver(m *Delivered) (r network.Receipt, fresh bool, err error) {
 	line, err := json.Marshal(m) // outside the lock: encoding is most of the work
 	if err != nil {
-		return network.Receipt{}, fmt.Errorf("sim: encode delivery: %w", err)
+		return network.Receipt{}, false, fmt.Errorf("sim: encode delivery: %w", err)
 	}
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return network.Receipt{}, errClosed
+		return network.Receipt{}, false, errClosed
 	}
 	if r, ok, err := d.receiptLocked(m.ID); ok || err != nil {
-		return r, err
+		return r, false, err
 	}
 	d.line = append(append(d.line[:0], line...), '\n')
 	off, err := d.j.append(d.line)
 	if err != nil {
-		return network.Receipt{}, err
+		return network.Receipt{}, false, err
 	}
 	d.index(m.ID, m.To, off)
-	return network.Receipt{ID: m.ID, At: m.Timestamp}, nil
+	return network.Receipt{ID: m.ID, At: m.Timestamp}, true, nil
 }
 
 // to returns the messages delivered to a number, in delivery order.

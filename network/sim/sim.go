@@ -31,12 +31,14 @@ import (
 	"github.com/gateway/gateway/domain"
 
 	"github.com/goccy/go-json"
+	"github.com/google/uuid"
 
 	"github.com/gateway/gateway/network"
 )
 
-// Errors of the dev controls (the HTTP layer maps them: ErrNotScanning → 409, ErrBadCode and
-// ErrBadPhone → 400, ErrUnknownSession → 404).
+// Errors of the dev controls (the HTTP layer maps them: ErrNotScanning → 409, ErrBadCode,
+// ErrBadPhone and ErrEmptyText → 400, ErrUnknownSession and ErrUnknownMessage → 404,
+// network.ErrNotConnected → 409).
 var (
 	// ErrNotScanning: Scan was asked of a session that is not showing a QR code.
 	ErrNotScanning = domain.E("not_scanning", "session is not showing a QR code")
@@ -46,6 +48,10 @@ var (
 	ErrUnknownSession = domain.E("session_not_found", "unknown session")
 	// ErrBadPhone: a phone number that is not 8 to 15 digits.
 	ErrBadPhone = domain.E("invalid_phone", "phone number must be 8 to 15 digits")
+	// ErrUnknownMessage: Read was given an id the sim never delivered.
+	ErrUnknownMessage = domain.E("message_not_found", "no message with that id was delivered")
+	// ErrEmptyText: Inbound was given no text.
+	ErrEmptyText = domain.E("validation_failed", "text is required")
 )
 
 // errClosed is what calls on a closed network fail with: for callers, the link is down.
@@ -186,7 +192,8 @@ func Open(o Options) (*Network, error) {
 
 // Open returns the client of a session, creating it on first use; a session opened again
 // gets the same client (its link state is kept) with events now going to sink.
-func (n *Network) Open(sessionID string, sink func(network.Event)) (network.Client, error) {
+// Options (a message source, a proxy) mean nothing to the sim and are ignored.
+func (n *Network) Open(sessionID string, sink func(network.Event), _ ...network.Option) (network.Client, error) {
 	if sessionID == "" {
 		return nil, errors.New("sim: empty session id")
 	}
@@ -356,7 +363,7 @@ func (n *Network) Drop(sessionID string, logout bool) error {
 		return fmt.Errorf("sim: session %s is not connected: %w", sessionID, network.ErrNotConnected)
 	}
 	c.setState(reconnecting)
-	c.emit(network.Disconnected{Reason: "connection dropped", Reconnecting: true})
+	c.emit(network.Disconnected{Reason: "connection dropped", Reconnecting: true, StatusReason: network.ReasonNetwork})
 	gen := c.gen
 	c.timer = time.AfterFunc(n.reconnectDelay, func() {
 		c.mu.Lock()
@@ -435,4 +442,64 @@ func validPhone(s string) bool {
 		}
 	}
 	return true
+}
+
+// Read is the recipient of a delivered message opening it (POST /api/dev/sim/read): the
+// sending session hears MessageReceipt{Status: read}. ErrUnknownMessage unless the id was
+// delivered. A session that is not open (or not linked to the sender's phone any more) hears
+// nothing, as on the network.
+func (n *Network) Read(messageID string) error {
+	d, ok, err := n.deliveries.record(messageID)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("sim: read %q: %w", messageID, ErrUnknownMessage)
+	}
+	n.mu.Lock()
+	clients := make([]*client, 0, 1)
+	for id, phone := range n.pairings {
+		if phone == d.From {
+			if c := n.clients[id]; c != nil {
+				clients = append(clients, c)
+			}
+		}
+	}
+	n.mu.Unlock()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for _, c := range clients {
+		c.mu.Lock()
+		c.emit(network.MessageReceipt{IDs: []string{d.ID}, Status: network.StatusRead, From: d.To, At: now})
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+// Inbound is a customer writing to the session's number (POST /api/dev/sim/inbound): the
+// session hears Incoming with a new message id, which Inbound returns. The session must be
+// connected (network.ErrNotConnected otherwise; the real network would hold the message until
+// the device connects, which the sim does not model).
+func (n *Network) Inbound(sessionID, from, text string) (string, error) {
+	from = normalizePhone(from)
+	if !validPhone(from) {
+		return "", ErrBadPhone
+	}
+	if strings.TrimSpace(text) == "" {
+		return "", ErrEmptyText
+	}
+	c, err := n.client(sessionID)
+	if err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state != online {
+		return "", fmt.Errorf("sim: session %s is not connected: %w", sessionID, network.ErrNotConnected)
+	}
+	id := "SIMIN" + strings.ToUpper(strings.ReplaceAll(uuid.NewString(), "-", ""))[:20]
+	c.emit(network.Incoming{
+		ID: id, From: from, Kind: network.KindText, Text: text,
+		At: time.Now().UTC().Truncate(time.Millisecond),
+	})
+	return id, nil
 }

@@ -389,7 +389,7 @@ func TestDropReconnects(t *testing.T) {
 	if err := n.Drop("s1", false); err != nil {
 		t.Fatal(err)
 	}
-	r.expect(t, network.Disconnected{Reason: "connection dropped", Reconnecting: true})
+	r.expect(t, network.Disconnected{Reason: "connection dropped", Reconnecting: true, StatusReason: network.ReasonNetwork})
 	r.expect(t, network.Connected{Phone: "15550000001"})
 	if _, err := c.Send(ctx, text("a", "15551112222", "back")); err != nil {
 		t.Fatalf("send after reconnect: %v", err)
@@ -410,7 +410,7 @@ func TestDropWhileReconnecting(t *testing.T) {
 	if err := n.Drop("s1", false); err != nil {
 		t.Fatal(err)
 	}
-	r.expect(t, network.Disconnected{Reason: "connection dropped", Reconnecting: true})
+	r.expect(t, network.Disconnected{Reason: "connection dropped", Reconnecting: true, StatusReason: network.ReasonNetwork})
 	if _, err := c.Send(ctx, text("a", "15551112222", "x")); !errors.Is(err, network.ErrNotConnected) {
 		t.Fatalf("send while reconnecting: %v, want ErrNotConnected", err)
 	}
@@ -738,7 +738,7 @@ func TestEventsInOrderToSlowSink(t *testing.T) {
 	}
 	want := []network.Event{network.Paired{Phone: "15550000001"}, network.Connected{Phone: "15550000001"}}
 	for range 3 {
-		want = append(want, network.Disconnected{Reason: "connection dropped", Reconnecting: true},
+		want = append(want, network.Disconnected{Reason: "connection dropped", Reconnecting: true, StatusReason: network.ReasonNetwork},
 			network.Connected{Phone: "15550000001"})
 	}
 	if !reflect.DeepEqual(got[1:], want) {

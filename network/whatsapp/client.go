@@ -28,6 +28,12 @@ const (
 	// connectedWait is how long a send or lookup waits for a dropped link to come back
 	// (whatsmeow reconnects by itself) before failing with ErrNotConnected.
 	connectedWait = 5 * time.Second
+	// retryParallel bounds the retry receipts answered at once (each may re-upload media).
+	retryParallel = 4
+	// reconnectSpreadMax bounds the random extra wait between whatsmeow's reconnect attempts.
+	reconnectSpreadMax = 30 * time.Second
+	// banEndJitter spreads the reconnects of sessions whose bans end together.
+	banEndJitter = 30 * time.Second
 )
 
 // client is one session's device: a whatsmeow client plus the state the port needs.
@@ -36,6 +42,7 @@ type client struct {
 	sessionID string
 	log       *slog.Logger
 	sink      atomic.Pointer[func(network.Event)]
+	opts      atomic.Pointer[network.ClientOptions] // replaced by a later Open
 	events    *eventQueue
 	lookups   *lookupCache
 
@@ -58,6 +65,17 @@ type client struct {
 	onlineCh    chan struct{}
 	bannedUntil time.Time
 	bannedFor   string
+	banTimer    *time.Timer // reconnects when a ban with a known end is over
+	// keepaliveDown: keepalives are failing; the link looks open but is dead (online false).
+	keepaliveDown bool
+	// outdated: WhatsApp refused this client version (405) since the last Connected.
+	outdated bool
+	// timelockUntil: the end of the reach-out timelock the server announced (zero: none known).
+	timelockUntil time.Time
+	// The phone behind the device (see phone.go).
+	phoneSeenAt time.Time
+	phoneWarned bool
+	phoneTimer  *time.Timer
 }
 
 // qrSession is whatsmeow's QR channel for the current linking attempt.
@@ -75,7 +93,7 @@ type connectLoop struct {
 	done chan struct{}
 }
 
-func newClient(n *Network, sessionID string, dev *store.Device, sink func(network.Event)) *client {
+func newClient(n *Network, sessionID string, dev *store.Device, sink func(network.Event), opts network.ClientOptions) *client {
 	c := &client{
 		n:         n,
 		sessionID: sessionID,
@@ -84,6 +102,7 @@ func newClient(n *Network, sessionID string, dev *store.Device, sink func(networ
 		lookups:   newLookupCache(lookupTTL, negativeLookupTTL, lookupCacheMax),
 	}
 	c.sink.Store(&sink)
+	c.opts.Store(&opts)
 	c.onlineCh = make(chan struct{})
 	if dev.ID != nil {
 		c.phone, c.device = dev.ID.User, *dev.ID
@@ -97,10 +116,42 @@ func newClient(n *Network, sessionID string, dev *store.Device, sink func(networ
 func (c *client) newWA(dev *store.Device, gen uint64) *whatsmeow.Client {
 	wa := whatsmeow.NewClient(dev, newWALogger(c.log, "whatsmeow/Client"))
 	wa.DisableLoginAutoReconnect = true // see relogin
+	opts := c.opts.Load()
 	if h := c.n.httpClient; h != nil {
 		wa.SetWebsocketHTTPClient(h)
 		wa.SetPreLoginHTTPClient(h)
 		wa.SetMediaHTTPClient(h)
+	} else if opts.Proxy != "" {
+		// Checked by Network.Open; the websocket and media both go through it.
+		if err := wa.SetProxyAddress(opts.Proxy); err != nil {
+			c.log.Error("proxy refused; connecting directly", "error", err)
+		}
+	}
+	// Re-send requests (retry receipts) for messages older than whatsmeow's in-memory 256:
+	// answered from the core's outbox when it gives a MessageSource, else from whatsmeow's own
+	// store of sent messages (7 days, in the device database).
+	if opts.Messages != nil {
+		wa.GetMessageForRetry = c.messageForRetry
+	} else {
+		wa.UseRetryMessageStore = true
+	}
+	wa.SetMaxParallelRetryReceiptHandling(retryParallel)
+	// whatsmeow retries a dropped link after 0, 2, 4, 6… s, the same for every session: after
+	// a server-wide drop they would all come back in step. A random extra wait on each failed
+	// attempt spreads them out (the hook runs on the reconnect goroutine, before the next try).
+	wa.AutoReconnectHook = func(error) bool {
+		spread := min(time.Duration(wa.AutoReconnectErrors)*2*time.Second, reconnectSpreadMax)
+		if spread <= 0 {
+			return true
+		}
+		t := time.NewTimer(time.Duration(rand.Int64N(int64(spread))))
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return true
+		case <-c.n.ctx.Done():
+			return false
+		}
 	}
 	wa.AddEventHandler(func(evt any) { c.events.push(queued{gen: gen, evt: evt}) })
 	return wa
@@ -147,13 +198,23 @@ func (c *client) handle(q queued) {
 		c.mu.Unlock()
 		return
 	}
-	st := linkState{paired: c.phone != "", phone: c.phone}
+	st := linkState{paired: c.phone != "", phone: c.phone, wa: c.wa}
 	c.mu.Unlock()
 
+	if fromOwnPhone(q.evt) {
+		if evt := c.phoneSeen(time.Now()); evt != nil {
+			c.emit(evt)
+		}
+	}
 	switch e := q.evt.(type) {
+	case phoneCheck:
+		if evt := c.checkPhone(time.Now()); evt != nil {
+			c.emit(evt)
+		}
+		return
 	case *events.PairSuccess:
 		c.paired(e.ID)
-		st = linkState{paired: true, phone: e.ID.User}
+		st = linkState{paired: true, phone: e.ID.User, wa: st.wa}
 	case *events.ManualLoginReconnect:
 		c.log.Info("logging in as the linked device")
 		go c.relogin(q.gen)
@@ -164,20 +225,52 @@ func (c *client) handle(q queued) {
 		}
 	case *events.TemporaryBan:
 		c.log.Warn("account temporarily banned", "ban", e.String())
+		until := banExpiry(time.Now(), e.Expire)
+		st.banUntil = until
 		c.mu.Lock()
-		c.bannedUntil, c.bannedFor = banExpiry(time.Now(), e.Expire), e.String()
+		c.bannedUntil, c.bannedFor = until, e.String()
 		c.stayDown = true
 		c.setOnline(false)
+		if e.Expire > 0 {
+			c.scheduleBanEnd(q.gen, until)
+		}
 		c.mu.Unlock()
 	case *events.Disconnected:
 		c.mu.Lock()
 		c.setOnline(false)
+		c.keepaliveDown = false
 		c.mu.Unlock()
+	case *events.KeepAliveTimeout:
+		c.mu.Lock()
+		first := !c.keepaliveDown && c.online
+		if first {
+			c.keepaliveDown = true
+			c.setOnline(false)
+		}
+		c.mu.Unlock()
+		if !first {
+			return
+		}
+		c.log.Warn("keepalive failed; the link is dead until the server answers again",
+			"errors", e.ErrorCount, "last_success", e.LastSuccess)
+	case *events.KeepAliveRestored:
+		c.mu.Lock()
+		recovered := c.keepaliveDown && !c.stayDown
+		if recovered {
+			c.keepaliveDown = false
+			c.setOnline(true)
+		}
+		c.mu.Unlock()
+		if !recovered {
+			return
+		}
+		c.log.Info("keepalive answered again; the link is back")
 	case *events.Connected:
 		c.mu.Lock()
 		late := c.stayDown
 		if !late {
 			c.bannedUntil, c.bannedFor = time.Time{}, ""
+			c.keepaliveDown, c.outdated = false, false
 			c.setOnline(true)
 		}
 		c.mu.Unlock()
@@ -187,7 +280,27 @@ func (c *client) handle(q queued) {
 			return
 		}
 		c.log.Info("connected", "phone", st.phone)
-	case *events.StreamReplaced, *events.ClientOutdated, *events.ConnectFailure, *events.PairError:
+		go c.sendUnavailable(st.wa)
+		c.emit(network.Connected{Phone: st.phone})
+		if evt := c.checkPhone(time.Now()); evt != nil {
+			c.emit(evt) // after Connected: the warning stands while connected
+		}
+		c.mu.Lock()
+		if c.phoneTimer == nil && !c.closed {
+			c.schedulePhoneCheck(q.gen)
+		}
+		c.mu.Unlock()
+		return
+	case *events.PushNameSetting:
+		go c.sendUnavailable(st.wa)
+	case *events.ClientOutdated:
+		c.log.Error("WhatsApp refuses this client version (405)", "version", store.GetWAVersion().String())
+		c.mu.Lock()
+		c.stayDown, c.outdated = true, true
+		c.setOnline(false)
+		c.mu.Unlock()
+		go c.n.recoverOutdated(c, q.gen)
+	case *events.StreamReplaced, *events.ConnectFailure, *events.PairError:
 		c.log.Warn("connection stopped", "event", fmt.Sprintf("%T", e))
 		c.mu.Lock()
 		c.stayDown = true // whatsmeow does not reconnect after these; neither does the adapter
@@ -195,6 +308,35 @@ func (c *client) handle(q queued) {
 		c.mu.Unlock()
 	case *events.StreamError:
 		c.log.Warn("stream error", "code", e.Code)
+	case *events.NotifyAccountReachoutTimelock:
+		tl := timelockEvent(e)
+		c.log.Warn("reach-out timelock", "active", tl.Active, "until", tl.Until, "type", tl.Kind)
+		c.mu.Lock()
+		c.timelockUntil = tl.Until
+		c.mu.Unlock()
+		c.emit(tl)
+		return
+	case *events.Receipt:
+		ctx, cancel := context.WithTimeout(c.n.ctx, dbTimeout)
+		evt := receiptEvent(ctx, e, st.resolvePN)
+		cancel()
+		if evt != nil {
+			c.emit(evt)
+		}
+		return
+	case *events.Message:
+		ctx, cancel := context.WithTimeout(c.n.ctx, dbTimeout)
+		evt := incomingEvent(ctx, e, st.resolvePN)
+		cancel()
+		if evt != nil {
+			c.emit(evt)
+		}
+		return
+	case *events.CallOffer:
+		if c.n.rejectCalls {
+			go c.rejectCall(st.wa, e)
+		}
+		return
 	case qrItem:
 		if e.item.Event == whatsmeow.QRChannelEventError || strings.HasPrefix(e.item.Event, "err-") {
 			c.log.Warn("linking stopped", "event", e.item.Event, "error", e.item.Error)
@@ -205,16 +347,77 @@ func (c *client) handle(q queued) {
 	}
 }
 
+// scheduleBanEnd reconnects when a temporary ban ends (plus a little jitter, so the sessions
+// of one ban wave do not come back together). Called with mu held.
+func (c *client) scheduleBanEnd(gen uint64, until time.Time) {
+	if c.banTimer != nil {
+		c.banTimer.Stop()
+	}
+	wait := time.Until(until) + time.Duration(rand.Int64N(int64(c.n.banEndJitter)))
+	c.banTimer = time.AfterFunc(wait, func() {
+		c.mu.Lock()
+		current := c.gen == gen && !c.closed && c.banTimer != nil
+		c.banTimer = nil
+		c.mu.Unlock()
+		if !current {
+			return
+		}
+		c.log.Info("temporary ban over; reconnecting")
+		ctx, cancel := context.WithTimeout(c.n.ctx, dbTimeout)
+		defer cancel()
+		if err := c.Connect(ctx); err != nil {
+			c.log.Warn("reconnect after the ban failed", "error", err)
+		}
+	})
+}
+
+// stopBanTimer cancels a scheduled reconnect. Called with mu held.
+func (c *client) stopBanTimer() {
+	if c.banTimer != nil {
+		c.banTimer.Stop()
+		c.banTimer = nil
+	}
+}
+
+// sendUnavailable tells the server the device is connected but nobody is looking at it, so
+// the phone keeps its notifications (whatsmeow asks for one presence per connection so the
+// server knows the push name; mautrix sends "unavailable" too). Without a push name (not yet
+// synced from the phone) there is nothing to send; PushNameSetting sends it later.
+func (c *client) sendUnavailable(wa *whatsmeow.Client) {
+	if wa == nil || wa.Store.PushName == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.n.ctx, dbTimeout)
+	defer cancel()
+	if err := wa.SendPresence(ctx, types.PresenceUnavailable); err != nil {
+		c.log.Debug("could not send presence", "error", err)
+	}
+}
+
+// rejectCall declines an incoming call (Options.RejectCalls): nobody answers calls on a
+// gateway, and a call left ringing looks like an absent business.
+func (c *client) rejectCall(wa *whatsmeow.Client, e *events.CallOffer) {
+	ctx, cancel := context.WithTimeout(c.n.ctx, dbTimeout)
+	defer cancel()
+	if err := wa.RejectCall(ctx, e.From, e.CallID); err != nil {
+		c.log.Warn("could not reject a call", "from", e.From.String(), "error", err)
+		return
+	}
+	c.log.Info("rejected an incoming call", "from", e.From.String())
+}
+
 // paired records a successful link: in memory, then in the session table, before the sink
 // hears of it (so a restart after Paired finds the device).
 func (c *client) paired(jid types.JID) {
 	c.mu.Lock()
 	c.phone, c.device = jid.User, jid
+	c.phoneSeenAt, c.phoneWarned = time.Now(), false // the phone just scanned
 	c.mu.Unlock()
 	c.log.Info("device linked", "phone", jid.User, "device", jid.String())
 	ctx, cancel := context.WithTimeout(c.n.ctx, dbTimeout)
 	defer cancel()
-	if err := saveSessionDevice(ctx, c.n.db, c.sessionID, jid, time.Now()); err != nil {
+	now := time.Now()
+	if err := saveSessionDevice(ctx, c.n.db, c.sessionID, jid, now); err != nil {
 		// The link works until the process stops; after a restart the session must link again.
 		c.log.Error("could not record the linked device; the session will need a new link after a restart",
 			"device", jid.String(), "error", err)
@@ -251,6 +454,13 @@ func (c *client) resetDevice(gen uint64) bool {
 	old, device := c.replaceWA(c.n.container.NewDevice()), c.device
 	c.phone, c.device = "", types.JID{}
 	c.bannedUntil, c.bannedFor = time.Time{}, ""
+	c.stopBanTimer()
+	c.keepaliveDown, c.timelockUntil = false, time.Time{}
+	c.phoneSeenAt, c.phoneWarned = time.Time{}, false
+	if c.phoneTimer != nil {
+		c.phoneTimer.Stop()
+		c.phoneTimer = nil
+	}
 	c.setOnline(false)
 	c.mu.Unlock()
 	c.lookups.clear()
@@ -273,6 +483,8 @@ func (c *client) Connect(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	// The version this client announces: checked once a day, before connecting.
+	c.n.version.ensure(ctx, false)
 	c.ctlMu.Lock()
 	defer c.ctlMu.Unlock()
 	c.mu.Lock()
@@ -395,6 +607,7 @@ func (c *client) runConnect(loop *connectLoop, wa *whatsmeow.Client, gen uint64)
 			c.pushLocal(gen, network.Disconnected{
 				Reason:       fmt.Sprintf("connect failed: %v", err),
 				Reconnecting: true,
+				StatusReason: network.ReasonNetwork,
 			})
 		}
 		select {
@@ -444,6 +657,7 @@ func (c *client) Disconnect() {
 func (c *client) disconnect() {
 	c.stopLoop()
 	c.mu.Lock()
+	c.stopBanTimer()
 	c.stayDown = true
 	c.setOnline(false)
 	wa := c.wa
@@ -536,6 +750,11 @@ func (c *client) shutdown() {
 	c.stopLoop()
 	c.mu.Lock()
 	c.closed = true
+	c.stopBanTimer()
+	if c.phoneTimer != nil {
+		c.phoneTimer.Stop()
+		c.phoneTimer = nil
+	}
 	c.setOnline(false)
 	wa := c.wa
 	if c.qr != nil {
@@ -553,7 +772,7 @@ func (c *client) shutdown() {
 func (c *client) ready(ctx context.Context) (*whatsmeow.Client, error) {
 	c.mu.Lock()
 	wa, paired, closed, online, onlineCh := c.wa, c.phone != "", c.closed, c.online, c.onlineCh
-	bannedUntil, bannedFor := c.bannedUntil, c.bannedFor
+	bannedUntil, bannedFor, outdated := c.bannedUntil, c.bannedFor, c.outdated
 	reconnecting := c.waUsed && !c.stayDown // Connect was called and nothing stopped the link
 	c.mu.Unlock()
 	switch {
@@ -563,12 +782,14 @@ func (c *client) ready(ctx context.Context) (*whatsmeow.Client, error) {
 		return nil, fmt.Errorf("whatsapp: device is not linked: %w", network.ErrNotConnected)
 	case time.Now().Before(bannedUntil):
 		return nil, fmt.Errorf("whatsapp: %s: %w", bannedFor, network.ErrBanned)
+	case outdated && !online:
+		return nil, fmt.Errorf("whatsapp: client version %s refused: %w", store.GetWAVersion().String(), network.ErrOutdated)
 	case online:
 		return wa, nil
 	case !reconnecting:
 		return nil, fmt.Errorf("whatsapp: link is down: %w", network.ErrNotConnected)
 	}
-	timer := time.NewTimer(connectedWait)
+	timer := time.NewTimer(c.n.connectedWait)
 	defer timer.Stop()
 	select {
 	case <-onlineCh:

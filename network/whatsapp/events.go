@@ -1,10 +1,13 @@
 package whatsapp
 
 import (
+	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"go.mau.fi/whatsmeow"
+	"go.mau.fi/whatsmeow/types"
 	"go.mau.fi/whatsmeow/types/events"
 
 	"github.com/gateway/gateway/network"
@@ -96,6 +99,17 @@ func (q *eventQueue) close() {
 type linkState struct {
 	paired bool
 	phone  string
+	wa     *whatsmeow.Client // the current whatsmeow client (nil in unit tests)
+	// banUntil: the end of a temporary ban being reported, as the client recorded it.
+	banUntil time.Time
+}
+
+// resolvePN finds the phone number of a LID in the device's LID map.
+func (st linkState) resolvePN(ctx context.Context, lid types.JID) (types.JID, error) {
+	if st.wa == nil || st.wa.Store == nil || st.wa.Store.LIDs == nil {
+		return types.JID{}, nil
+	}
+	return st.wa.Store.LIDs.GetPNForLID(ctx, lid)
 }
 
 // translate maps one whatsmeow event or QR channel item onto the port's events (DESIGN.md
@@ -117,15 +131,22 @@ func translate(evt any, st linkState) network.Event {
 	case *events.PairSuccess:
 		return network.Paired{Phone: e.ID.User}
 	case *events.PairError:
-		return network.Disconnected{Reason: fmt.Sprintf("linking failed: %v", e.Error)}
+		return network.Disconnected{Reason: fmt.Sprintf("linking failed: %v", e.Error), StatusReason: network.ReasonNetwork}
 	case *events.Connected:
 		return network.Connected{Phone: st.phone}
+	case *events.KeepAliveRestored:
+		return network.Connected{Phone: st.phone}
+	case *events.KeepAliveTimeout:
+		return network.Disconnected{
+			Reason:       fmt.Sprintf("keepalive: no answer from the server since %s", e.LastSuccess.UTC().Format(time.RFC3339)),
+			Reconnecting: true, StatusReason: network.ReasonKeepalive,
+		}
 	case *events.Disconnected:
 		if !st.paired {
 			// While linking, whatsmeow does not reconnect and the QR channel reports a timeout.
 			return nil
 		}
-		return network.Disconnected{Reason: "connection lost", Reconnecting: true}
+		return network.Disconnected{Reason: "connection lost", Reconnecting: true, StatusReason: network.ReasonNetwork}
 	case *events.LoggedOut:
 		reason := "device removed from the phone"
 		if e.OnConnect {
@@ -133,15 +154,26 @@ func translate(evt any, st linkState) network.Event {
 		}
 		return network.LoggedOut{Reason: reason}
 	case *events.StreamReplaced:
-		return network.Disconnected{Reason: "stream replaced: another client connected with this device"}
+		return network.Disconnected{Reason: "stream replaced: another client connected with this device", StatusReason: network.ReasonReplaced}
 	case *events.TemporaryBan:
-		return network.Disconnected{Reason: e.String()}
+		d := network.Disconnected{Reason: e.String(), StatusReason: network.ReasonBanned}
+		if e.Expire > 0 {
+			until := st.banUntil
+			if until.IsZero() {
+				until = time.Now().Add(e.Expire)
+			}
+			d.Until, d.Reconnecting = until.UTC(), true
+		}
+		return d
 	case *events.ClientOutdated:
-		return network.Disconnected{Reason: "client outdated: the WhatsApp library needs an update"}
+		return network.Disconnected{
+			Reason:       "client outdated (405): WhatsApp refuses this client version; upgrade the gateway (it fetches the current web version at start)",
+			StatusReason: network.ReasonOutdated,
+		}
 	case *events.ConnectFailure:
-		return network.Disconnected{Reason: fmt.Sprintf("connect failure %s", e.Reason)}
+		return network.Disconnected{Reason: fmt.Sprintf("connect failure %s", e.Reason), StatusReason: network.ReasonNetwork}
 	case *events.CATRefreshError:
-		return network.Disconnected{Reason: fmt.Sprintf("auth token refresh failed: %v", e.Error)}
+		return network.Disconnected{Reason: fmt.Sprintf("auth token refresh failed: %v", e.Error), StatusReason: network.ReasonNetwork}
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 func TestTranslate(t *testing.T) {
 	paired := linkState{paired: true, phone: "15550001111"}
 	unpaired := linkState{}
+	banned := linkState{paired: true, phone: "15550001111", banUntil: time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)}
 	dev := types.JID{User: "15550001111", Server: types.DefaultUserServer, Device: 12}
 	tests := []struct {
 		name string
@@ -29,19 +30,27 @@ func TestTranslate(t *testing.T) {
 		{"qr success is reported by PairSuccess", qrItem{whatsmeow.QRChannelSuccess}, unpaired, nil},
 		{"qr error is reported by PairError", qrItem{whatsmeow.QRChannelItem{Event: whatsmeow.QRChannelEventError, Error: errors.New("x")}}, unpaired, nil},
 		{"pair success", &events.PairSuccess{ID: dev}, unpaired, network.Paired{Phone: "15550001111"}},
-		{"pair error", &events.PairError{Error: errors.New("bad hmac")}, unpaired, network.Disconnected{Reason: "linking failed: bad hmac"}},
+		{"pair error", &events.PairError{Error: errors.New("bad hmac")}, unpaired, network.Disconnected{Reason: "linking failed: bad hmac", StatusReason: network.ReasonNetwork}},
 		{"connected", &events.Connected{}, paired, network.Connected{Phone: "15550001111"}},
-		{"disconnected while paired reconnects", &events.Disconnected{}, paired, network.Disconnected{Reason: "connection lost", Reconnecting: true}},
+		{"disconnected while paired reconnects", &events.Disconnected{}, paired, network.Disconnected{Reason: "connection lost", Reconnecting: true, StatusReason: network.ReasonNetwork}},
 		{"disconnected while linking is a QR timeout", &events.Disconnected{}, unpaired, nil},
 		{"logged out from the phone", &events.LoggedOut{}, paired, network.LoggedOut{Reason: "device removed from the phone"}},
 		{"logged out on connect", &events.LoggedOut{OnConnect: true, Reason: events.ConnectFailureLoggedOut}, paired, network.LoggedOut{Reason: "401: logged out from another device"}},
-		{"stream replaced", &events.StreamReplaced{}, paired, network.Disconnected{Reason: "stream replaced: another client connected with this device"}},
-		{"temporary ban", &events.TemporaryBan{Code: events.TempBanBlockedByUsers, Expire: time.Hour}, paired,
-			network.Disconnected{Reason: "You've been temporarily banned: 102: too many people blocked you. The ban expires in 1h0m0s"}},
-		{"client outdated", &events.ClientOutdated{}, paired, network.Disconnected{Reason: "client outdated: the WhatsApp library needs an update"}},
-		{"connect failure", &events.ConnectFailure{Reason: events.ConnectFailureBadUserAgent}, paired, network.Disconnected{Reason: "connect failure 409: client user agent was rejected"}},
+		{"stream replaced", &events.StreamReplaced{}, paired, network.Disconnected{Reason: "stream replaced: another client connected with this device", StatusReason: network.ReasonReplaced}},
+		{"temporary ban", &events.TemporaryBan{Code: events.TempBanBlockedByUsers, Expire: time.Hour}, banned,
+			network.Disconnected{Reason: "You've been temporarily banned: 102: too many people blocked you. The ban expires in 1h0m0s",
+				StatusReason: network.ReasonBanned, Until: banned.banUntil, Reconnecting: true}},
+		{"temporary ban without an end stays down", &events.TemporaryBan{Code: events.TempBanBlockedByUsers}, paired,
+			network.Disconnected{Reason: "You've been temporarily banned: 102: too many people blocked you", StatusReason: network.ReasonBanned}},
+		{"client outdated", &events.ClientOutdated{}, paired, network.Disconnected{
+			Reason:       "client outdated (405): WhatsApp refuses this client version; upgrade the gateway (it fetches the current web version at start)",
+			StatusReason: network.ReasonOutdated}},
+		{"connect failure", &events.ConnectFailure{Reason: events.ConnectFailureBadUserAgent}, paired, network.Disconnected{Reason: "connect failure 409: client user agent was rejected", StatusReason: network.ReasonNetwork}},
+		{"keepalive timeout", &events.KeepAliveTimeout{ErrorCount: 1, LastSuccess: time.Date(2026, 8, 1, 0, 0, 0, 0, time.UTC)}, paired,
+			network.Disconnected{Reason: "keepalive: no answer from the server since 2026-08-01T00:00:00Z", Reconnecting: true, StatusReason: network.ReasonKeepalive}},
+		{"keepalive restored", &events.KeepAliveRestored{}, paired, network.Connected{Phone: "15550001111"}},
 		{"adapter event passes through", network.LoggedOut{Reason: "x"}, paired, network.LoggedOut{Reason: "x"}},
-		{"other whatsmeow events are not reported", &events.KeepAliveTimeout{}, paired, nil},
+		{"other whatsmeow events are not reported", &events.PushNameSetting{}, paired, nil},
 		{"stream errors are followed by Disconnected", &events.StreamError{Code: "500"}, paired, nil},
 		{"QR event itself is not reported (the channel is)", &events.QR{Codes: []string{"a"}}, unpaired, nil},
 	}

@@ -20,6 +20,11 @@ import (
 func TestMain(m *testing.M) {
 	// The fake server's certificates chain to its own root. Set once, before any client runs.
 	whatsmeow.WACertPubKey = fakewa.RootPublicKey()
+	// Keepalives every 200-300 ms with a 1 s deadline (lenient for a loaded machine under the
+	// race detector), so a dead path shows within about 1.5 s. whatsmeow's forced reconnect
+	// after KeepAliveMaxFailTime stays out of the tests' way.
+	whatsmeow.KeepAliveIntervalMin, whatsmeow.KeepAliveIntervalMax = 200*time.Millisecond, 300*time.Millisecond
+	whatsmeow.KeepAliveResponseDeadline = time.Second
 	// As main does: libsignal's logger is a lazily set package variable (racy on first use).
 	RouteSignalLogs(slog.New(slog.DiscardHandler))
 	os.Exit(m.Run())
@@ -69,6 +74,9 @@ type harness struct {
 	srv    *fakewa.Server
 	dbPath string
 	net    *Network
+	// fetchVersion: the Network asks the fake for the current web version (whatsmeow keeps the
+	// version in a process-wide variable: only tests that do not run in parallel set it).
+	fetchVersion bool
 }
 
 func newHarness(t *testing.T) *harness {
@@ -91,12 +99,14 @@ func (h *harness) reopen() {
 			h.t.Fatal(err)
 		}
 	}
-	n, err := Open(Options{DBPath: h.dbPath, Logger: testLogger(h.t), SendTimeout: 10 * time.Second})
+	n, err := Open(Options{DBPath: h.dbPath, Logger: testLogger(h.t), SendTimeout: 10 * time.Second, NoVersionFetch: !h.fetchVersion})
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	n.httpClient = h.srv.HTTPClient()
 	n.backoffBase, n.backoffMax = 20*time.Millisecond, 100*time.Millisecond
+	n.banEndJitter = 10 * time.Millisecond
+	n.connectedWait = time.Second
 	h.net = n
 	h.t.Cleanup(func() { _ = n.Close() })
 }

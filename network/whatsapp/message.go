@@ -99,6 +99,14 @@ func buildMediaMessage(ctx context.Context, upload uploadFunc, m network.Message
 		network.KindAudio:    whatsmeow.MediaAudio,
 		network.KindDocument: whatsmeow.MediaDocument,
 	}[m.Kind]
+	var audio audioInfo
+	if m.Kind == network.KindAudio {
+		// Refuse what WhatsApp cannot play before uploading anything.
+		var err error
+		if audio, err = inspectAudio(m.Data, mime); err != nil {
+			return nil, err
+		}
+	}
 	up, err := upload(ctx, m.Data, mediaType)
 	if err != nil {
 		return nil, fmt.Errorf("upload %s: %w", m.Kind, err)
@@ -140,13 +148,17 @@ func buildMediaMessage(ctx context.Context, upload uploadFunc, m network.Message
 
 	case network.KindAudio:
 		aud := &waE2E.AudioMessage{
-			Mimetype: proto.String(mime),
+			Mimetype: proto.String(audio.mime),
 			URL:      proto.String(up.URL), DirectPath: proto.String(up.DirectPath), MediaKey: up.MediaKey,
 			FileEncSHA256: up.FileEncSHA256, FileSHA256: up.FileSHA256, FileLength: proto.Uint64(up.FileLength),
 			MediaKeyTimestamp: keyTS,
 		}
-		if s := mp4Info(m.Data).seconds; s > 0 {
-			aud.Seconds = proto.Uint32(s)
+		if audio.seconds > 0 {
+			aud.Seconds = proto.Uint32(audio.seconds)
+		}
+		if audio.voiceNote {
+			aud.PTT = proto.Bool(true)
+			aud.Waveform = audio.waveform
 		}
 		return &waE2E.Message{AudioMessage: aud}, nil
 

@@ -109,7 +109,7 @@ func TestBuildImage(t *testing.T) {
 
 func TestBuildMediaErrors(t *testing.T) {
 	up := &fakeUpload{err: errors.New("503 from media host")}
-	if _, err := buildMessage(context.Background(), up.upload, network.Message{Kind: network.KindAudio, Data: []byte("x")}, time.Now()); err == nil || !strings.Contains(err.Error(), "503 from media host") {
+	if _, err := buildMessage(context.Background(), up.upload, network.Message{Kind: network.KindAudio, Data: []byte("ID3x"), MimeType: "audio/mpeg"}, time.Now()); err == nil || !strings.Contains(err.Error(), "503 from media host") {
 		t.Fatalf("upload error: %v", err)
 	}
 	if _, err := buildMessage(context.Background(), up.upload, network.Message{Kind: network.KindVideo}, time.Now()); err == nil {

@@ -17,8 +17,22 @@ import (
 
 // Server error codes of a message acknowledgement.
 const (
-	// ackReachoutTimelock: the account may not message new contacts for now.
+	// ackReachoutTimelock: the account may not message new contacts for now (the reach-out
+	// timelock; the end comes in a NotifyAccountReachoutTimelock notification).
 	ackReachoutTimelock = 463
+	// ackRefused: the server refused the message stanza ("smax-invalid").
+	ackRefused = 479
+)
+
+// Backoffs the adapter suggests with network.RetryLaterError. Conservative on purpose: on
+// WhatsApp, pressing on after a refusal is what gets accounts restricted.
+const (
+	// rateLimitBackoff: after a 429 "rate-overlimit" (lookups, prekey fetches).
+	rateLimitBackoff = 15 * time.Minute
+	// refusedBackoff: after ack error 479 or another refusal of one message.
+	refusedBackoff = 5 * time.Minute
+	// noLIDBackoff: the server knows no LID for the number: it may be new or gone.
+	noLIDBackoff = time.Hour
 )
 
 // IsOnNetwork tells whether a number has a WhatsApp account. Answers are cached per number.
@@ -47,12 +61,23 @@ func (c *client) lookup(ctx context.Context, wa *whatsmeow.Client, digits string
 	if err != nil {
 		return lookupResult{}, fmt.Errorf("whatsapp: look up %s: %w", digits, classifyError(err))
 	}
+	// Today the answer's JID is the user's LID and PhoneNumber the number asked about;
+	// whatsmeow has stored the pair in its LID map, which SendMessage reads. The adapter keeps
+	// the phone-number JID: sends go to the number and whatsmeow addresses them to the LID
+	// (with the number as peer_recipient_pn), as WhatsApp clients do since 2026.
 	var r lookupResult
 	for _, info := range res {
-		if info.IsIn && !info.JID.IsEmpty() {
-			r = lookupResult{in: true, jid: info.JID}
-			break
+		if !info.IsIn || info.JID.IsEmpty() {
+			continue
 		}
+		r = lookupResult{in: true, jid: types.NewJID(digits, types.DefaultUserServer)}
+		if info.JID.Server == types.HiddenUserServer {
+			r.lid = info.JID
+		}
+		if info.PhoneNumber.Server == types.DefaultUserServer {
+			r.jid = info.PhoneNumber
+		}
+		break
 	}
 	c.lookups.put(digits, r, time.Now())
 	return r, nil
@@ -78,6 +103,15 @@ func (c *client) Send(ctx context.Context, m network.Message) (network.Receipt, 
 	if err != nil {
 		return network.Receipt{}, err
 	}
+	// During a reach-out timelock nothing is sent, whatever the caller does: every refused
+	// attempt counts against the account. The core pauses the queue until the end anyway.
+	c.mu.Lock()
+	until := c.timelockUntil
+	c.mu.Unlock()
+	if until.After(time.Now()) {
+		return network.Receipt{}, &network.TimelockError{Until: until, Code: ackReachoutTimelock,
+			Detail: errors.New("whatsapp: not sent: the account is in a reach-out timelock")}
+	}
 	r, ok := c.lookups.get(digits, time.Now())
 	if !ok {
 		if r, err = c.lookup(ctx, wa, digits); err != nil {
@@ -91,12 +125,16 @@ func (c *client) Send(ctx context.Context, m network.Message) (network.Receipt, 
 	if err != nil {
 		return network.Receipt{}, fmt.Errorf("whatsapp: send %s: %w", m.Kind, classifyError(err))
 	}
-	resp, err := wa.SendMessage(ctx, r.jid, msg, whatsmeow.SendRequestExtra{
+	to := r.jid
+	if !r.lid.IsEmpty() {
+		to = r.lid // a DM goes to the LID; whatsmeow adds the number as peer_recipient_pn
+	}
+	resp, err := wa.SendMessage(ctx, to, msg, whatsmeow.SendRequestExtra{
 		ID:      types.MessageID(m.ID),
 		Timeout: c.n.sendTimeout,
 	})
 	if err != nil {
-		return network.Receipt{}, fmt.Errorf("whatsapp: send %s %s to %s: %w", m.Kind, m.ID, digits, classifyError(err))
+		return network.Receipt{}, fmt.Errorf("whatsapp: send %s %s to %s: %w", m.Kind, m.ID, digits, c.classifySendError(err))
 	}
 	at := resp.Timestamp
 	if at.IsZero() {
@@ -105,22 +143,57 @@ func (c *client) Send(ctx context.Context, m network.Message) (network.Receipt, 
 	return network.Receipt{ID: string(resp.ID), At: at.UTC()}, nil
 }
 
-// classifyError maps whatsmeow's errors onto the port's sentinels, keeping the original in the
-// chain for detail.
+// classifyError maps whatsmeow's errors of a query (a lookup, a pair code request) or of a
+// step before a message leaves (media upload) onto the port's sentinels, keeping the original
+// in the chain for detail. Nothing was sent when these happen.
 func classifyError(err error) error {
 	var disc *whatsmeow.DisconnectedError
 	switch {
 	case err == nil:
 		return nil
-	case serverErrorCode(err) == ackReachoutTimelock:
-		return fmt.Errorf("%w (server error %d): %w", network.ErrTimelock, ackReachoutTimelock, err)
+	case errors.Is(err, whatsmeow.ErrIQRateOverLimit):
+		return &network.RetryLaterError{Err: network.ErrRateLimited, Code: 429, After: rateLimitBackoff, Detail: err}
 	case errors.Is(err, whatsmeow.ErrNotConnected), errors.Is(err, whatsmeow.ErrNotLoggedIn),
-		errors.As(err, &disc):
+		errors.As(err, &disc), errors.Is(err, whatsmeow.ErrIQTimedOut):
 		return fmt.Errorf("%w: %w", network.ErrNotConnected, err)
-	case errors.Is(err, whatsmeow.ErrMessageTimedOut), errors.Is(err, whatsmeow.ErrIQTimedOut):
+	case errors.Is(err, whatsmeow.ErrMessageTimedOut):
 		return fmt.Errorf("no answer from the network: %w", err)
 	}
 	return err
+}
+
+// classifySendError maps an error of SendMessage. The rule (DESIGN.md section 9): an error
+// after which the message may have reached the server is ErrUnknownOutcome, never a failure;
+// a refusal in the acknowledgement is definite and says when to try again.
+func (c *client) classifySendError(err error) error {
+	switch code := serverErrorCode(err); {
+	case code == ackReachoutTimelock:
+		c.mu.Lock()
+		until := c.timelockUntil
+		c.mu.Unlock()
+		if !until.After(time.Now()) {
+			until = time.Time{} // the notification with the end may still be on its way
+		}
+		return &network.TimelockError{Until: until, Code: code, Detail: err}
+	case code == 429:
+		return &network.RetryLaterError{Err: network.ErrRateLimited, Code: code, After: rateLimitBackoff, Detail: err}
+	case code != 0: // 479 and the rest: this message was refused
+		return &network.RetryLaterError{Err: network.ErrRefused, Code: code, After: refusedBackoff, Detail: err}
+	}
+	var disc *whatsmeow.DisconnectedError
+	switch {
+	case strings.Contains(err.Error(), "failed to send message node"):
+		// The frame never left (no socket, or the write failed).
+		return fmt.Errorf("%w: %w", network.ErrNotConnected, err)
+	case strings.Contains(err.Error(), "no LID found for"):
+		return &network.RetryLaterError{Err: network.ErrRefused, After: noLIDBackoff, Detail: err}
+	case errors.Is(err, whatsmeow.ErrMessageTimedOut), errors.As(err, &disc),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		// Sent, or perhaps sent: the acknowledgement did not come (a dead link, a drop while
+		// waiting, the caller's deadline).
+		return fmt.Errorf("%w: %w", network.ErrUnknownOutcome, err)
+	}
+	return classifyError(err)
 }
 
 // serverErrorCode extracts the code of whatsmeow's "server returned error N" (an error
@@ -166,7 +239,8 @@ func phoneDigits(phone string) (string, error) {
 // lookupResult is a cached answer to "is this number on WhatsApp".
 type lookupResult struct {
 	in  bool
-	jid types.JID
+	jid types.JID // the phone-number JID messages are addressed to
+	lid types.JID // the user's LID, as the network answered (empty if it gave none)
 }
 
 // lookupCache keeps IsOnWhatsApp answers per number, positive ones longer than negative ones,

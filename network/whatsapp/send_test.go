@@ -19,13 +19,12 @@ func TestClassifyError(t *testing.T) {
 		err  error
 		want error
 	}{
-		{timelock, network.ErrTimelock},
-		{fmt.Errorf("wrapped: %w", timelock), network.ErrTimelock},
 		{whatsmeow.ErrNotConnected, network.ErrNotConnected},
 		{whatsmeow.ErrNotLoggedIn, network.ErrNotConnected},
 		{&whatsmeow.DisconnectedError{Action: "message send"}, network.ErrNotConnected},
 		{whatsmeow.ErrMessageTimedOut, whatsmeow.ErrMessageTimedOut},
 		{other, whatsmeow.ErrServerReturnedError},
+		{whatsmeow.ErrIQRateOverLimit, network.ErrRateLimited},
 	}
 	for _, tt := range tests {
 		got := classifyError(tt.err)

@@ -41,6 +41,11 @@ type Options struct {
 	// SendTimeout bounds one send: media upload and the wait for the server's acknowledgement
 	// (whatsmeow waits 75 s by default). Zero means DefaultSendTimeout.
 	SendTimeout time.Duration
+	// RejectCalls declines incoming voice and video calls (`--reject-calls`).
+	RejectCalls bool
+	// NoVersionFetch keeps the client version built into whatsmeow instead of asking
+	// web.whatsapp.com for the current one before the first connection (see clientVersion).
+	NoVersionFetch bool
 }
 
 // Defaults used when Options leaves a field zero, and the adapter's fixed policies.
@@ -76,12 +81,18 @@ type Network struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	rejectCalls bool
+	version     *clientVersion
+
 	// Test hooks, set only by tests before the first Open(sessionID): httpClient carries every
 	// whatsmeow connection (websocket and media) to a fake server; the delays are shortened so
 	// retries are observable quickly.
-	httpClient  *http.Client
-	backoffBase time.Duration
-	backoffMax  time.Duration
+	httpClient   *http.Client
+	backoffBase  time.Duration
+	backoffMax   time.Duration
+	banEndJitter time.Duration
+	// connectedWait: how long a send waits for a dropped link (see the constant).
+	connectedWait time.Duration
 
 	mu      sync.Mutex // guards clients and closed
 	clients map[string]*client
@@ -121,19 +132,29 @@ func Open(o Options) (*Network, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("whatsapp: upgrade device store %s: %w", o.DBPath, err)
 	}
-	if _, err := db.ExecContext(ctx, createSessionDeviceTable); err != nil {
+	for _, table := range []string{createSessionDeviceTable, createVersionTable} {
+		if _, err := db.ExecContext(ctx, table); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("whatsapp: create gateway tables in %s: %w", o.DBPath, err)
+		}
+	}
+	if err := addPhoneSeenColumn(ctx, db); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("whatsapp: create session table in %s: %w", o.DBPath, err)
+		return nil, fmt.Errorf("whatsapp: upgrade session table in %s: %w", o.DBPath, err)
 	}
 	n := &Network{
-		log:         log,
-		db:          db,
-		container:   container,
-		sendTimeout: o.SendTimeout,
-		backoffBase: connectBackoffBase,
-		backoffMax:  connectBackoffMax,
-		clients:     make(map[string]*client),
+		log:           log,
+		db:            db,
+		container:     container,
+		sendTimeout:   o.SendTimeout,
+		backoffBase:   connectBackoffBase,
+		backoffMax:    connectBackoffMax,
+		banEndJitter:  banEndJitter,
+		connectedWait: connectedWait,
+		clients:       make(map[string]*client),
+		rejectCalls:   o.RejectCalls,
 	}
+	n.version = newClientVersion(n, !o.NoVersionFetch)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	return n, nil
 }
@@ -142,7 +163,7 @@ func Open(o Options) (*Network, error) {
 // (read from the session table, then the device store), else a new unpaired device that is
 // saved when a phone links it. Opening a session that is already open returns the same client
 // with its sink replaced (a restarted session actor takes the events over).
-func (n *Network) Open(sessionID string, sink func(network.Event)) (network.Client, error) {
+func (n *Network) Open(sessionID string, sink func(network.Event), opts ...network.Option) (network.Client, error) {
 	if sessionID == "" {
 		return nil, errors.New("whatsapp: empty session id")
 	}
@@ -154,15 +175,25 @@ func (n *Network) Open(sessionID string, sink func(network.Event)) (network.Clie
 	if n.closed {
 		return nil, errClosed
 	}
+	o := network.Options(opts...)
+	if err := checkProxy(o.Proxy); err != nil {
+		return nil, err
+	}
 	if c, ok := n.clients[sessionID]; ok {
 		c.sink.Store(&sink)
+		c.opts.Store(&o) // a new proxy applies from the next whatsmeow client (next link or restart)
 		return c, nil
 	}
 	dev, err := n.loadDevice(sessionID)
 	if err != nil {
 		return nil, err
 	}
-	c := newClient(n, sessionID, dev, sink)
+	c := newClient(n, sessionID, dev, sink, o)
+	if c.phone != "" {
+		ctx, cancel := context.WithTimeout(n.ctx, dbTimeout)
+		c.phoneSeenAt = c.loadPhoneSeen(ctx)
+		cancel()
+	}
 	n.clients[sessionID] = c
 	return c, nil
 }
@@ -192,6 +223,26 @@ func (n *Network) loadDevice(sessionID string) (*store.Device, error) {
 		return n.container.NewDevice(), nil
 	}
 	return dev, nil
+}
+
+// checkProxy accepts the proxies whatsmeow can use: socks5, http and https URLs with a host.
+func checkProxy(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("whatsapp: proxy %q: %w", raw, err)
+	}
+	switch u.Scheme {
+	case "socks5", "http", "https":
+	default:
+		return fmt.Errorf("whatsapp: proxy %q: want socks5://, http:// or https://", u.Redacted())
+	}
+	if u.Host == "" {
+		return fmt.Errorf("whatsapp: proxy %q: no host", u.Redacted())
+	}
+	return nil
 }
 
 // Close disconnects every client (pairings are kept) and closes the device store.
@@ -280,9 +331,10 @@ func saveSessionDevice(ctx context.Context, db *sql.DB, sessionID string, jid ty
 		return fmt.Errorf("save session device: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `
-		INSERT INTO gateway_session_device (session_id, device_jid, paired_at) VALUES (?, ?, ?)
-		ON CONFLICT (session_id) DO UPDATE SET device_jid = excluded.device_jid, paired_at = excluded.paired_at`,
-		sessionID, jid.String(), at.UnixMilli()); err != nil {
+		INSERT INTO gateway_session_device (session_id, device_jid, paired_at, phone_seen_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (session_id) DO UPDATE SET device_jid = excluded.device_jid, paired_at = excluded.paired_at,
+			phone_seen_at = excluded.phone_seen_at`,
+		sessionID, jid.String(), at.UnixMilli(), at.UnixMilli()); err != nil {
 		return fmt.Errorf("save session device: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -300,3 +352,21 @@ func forgetSessionDevice(ctx context.Context, db *sql.DB, sessionID string, jid 
 	}
 	return nil
 }
+
+// DefaultPacing is the pacing the core applies to WhatsApp sessions unless configured
+// otherwise (README.md, "WhatsApp", has the sources). Conservative on purpose: WhatsApp
+// publishes no limits, and the peers that document anything say "slow, random, few cold
+// contacts".
+var DefaultPacing = network.Pacing{
+	MinGap:              8 * time.Second,
+	Jitter:              7 * time.Second,
+	PerMinute:           6,
+	NewContactsPerDay:   200,
+	NewContactsFirstDay: 20,
+	RampDays:            14,
+}
+
+// DefaultPacing implements network.PacingDefaulter.
+func (n *Network) DefaultPacing() network.Pacing { return DefaultPacing }
+
+var _ network.PacingDefaulter = (*Network)(nil)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gateway/gateway/network"
+	"github.com/gateway/gateway/network/whatsapp/fakewa"
 )
 
 const (
@@ -29,8 +30,11 @@ func TestLinkByQRThenConnected(t *testing.T) {
 	}
 	s.connect()
 	qr := s.expect("QRCode", isQR).(network.QRCode)
-	if n := len(strings.Split(qr.Code, ",")); n != 4 {
-		t.Fatalf("QR code %q has %d parts, want ref,noise,identity,adv", qr.Code, n)
+	// Today's format (whatsmeow 876de1e9): a wa.me link whose fragment is
+	// ref,noise,identity,adv,platform.
+	frag, ok := strings.CutPrefix(qr.Code, fakewa.QRPrefix)
+	if n := len(strings.Split(frag, ",")); !ok || n != 5 {
+		t.Fatalf("QR code %q: want %sref,noise,identity,adv,platform", qr.Code, fakewa.QRPrefix)
 	}
 	if err := h.srv.Scan(qr.Code, phoneA); err != nil {
 		t.Fatal(err)
@@ -84,9 +88,12 @@ func TestSendTextAcknowledgedWithCallerID(t *testing.T) {
 	if r.ID != id || r.At.IsZero() {
 		t.Fatalf("receipt = %+v, want id %s and a time", r, id)
 	}
+	// A DM goes to the recipient's LID, with the number as peer_recipient_pn (whatsmeow
+	// 4f8f64e0, "send: always use LID for DMs").
 	msgs := h.srv.Messages()
-	if len(msgs) != 1 || msgs[0].ID != id || msgs[0].To != phoneB+"@s.whatsapp.net" || msgs[0].Type != "text" {
-		t.Fatalf("server got %+v", msgs)
+	if len(msgs) != 1 || msgs[0].ID != id || msgs[0].To != h.srv.LID(phoneB)+"@lid" ||
+		msgs[0].RecipientPN != phoneB+"@s.whatsapp.net" || msgs[0].Type != "text" {
+		t.Fatalf("server got %+v, want a text to %s@lid for %s", msgs, h.srv.LID(phoneB), phoneB)
 	}
 
 	// The recipient lookup is cached: a second send does not ask again.
@@ -199,18 +206,19 @@ func TestStreamError503Reconnects(t *testing.T) {
 	}
 }
 
+// A ban without a stated end keeps the session down (DISCONNECTED banned) until Connect.
 func TestTemporaryBanStopsReconnecting(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	s := h.open("s1")
 	h.link(s, phoneA)
 	h.srv.AddAccount(phoneB)
-	h.srv.Ban(phoneA, 101, time.Hour)
+	h.srv.Ban(phoneA, 101, 0)
 
 	s.expect("Disconnected{Reconnecting: true}", isDisconnected(true)) // the drop
 	d := s.expect("Disconnected{Reconnecting: false}", isDisconnected(false)).(network.Disconnected)
-	if !strings.Contains(d.Reason, "banned") {
-		t.Fatalf("ban reason %q", d.Reason)
+	if !strings.Contains(d.Reason, "banned") || d.StatusReason != network.ReasonBanned || !d.Until.IsZero() {
+		t.Fatalf("ban event %+v, want reason banned with no end", d)
 	}
 	_, err := s.c.Send(ctxT(t), network.Message{ID: "BANNED", To: phoneB, Kind: network.KindText, Text: "x"})
 	if !errors.Is(err, network.ErrBanned) {
@@ -225,6 +233,27 @@ func TestTemporaryBanStopsReconnecting(t *testing.T) {
 	h.srv.Unban(phoneA)
 	s.connect()
 	s.expect("Connected", isConnected)
+}
+
+// A ban with an end: DISCONNECTED banned until that end, then the session reconnects by itself.
+func TestTemporaryBanEndsAndReconnects(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	s := h.open("s1")
+	h.link(s, phoneA)
+	h.srv.Ban(phoneA, 101, 2*time.Second)
+	before := time.Now()
+	d := s.expect("Disconnected banned", func(e network.Event) bool {
+		d, ok := e.(network.Disconnected)
+		return ok && d.StatusReason == network.ReasonBanned
+	}).(network.Disconnected)
+	if !d.Reconnecting || d.Until.Before(before.Add(time.Second)) || d.Until.After(before.Add(3*time.Second)) {
+		t.Fatalf("ban event %+v, want Reconnecting and Until about 2 s from now", d)
+	}
+	s.expect("Connected after the ban", isConnected)
+	if time.Now().Before(d.Until) {
+		t.Fatalf("reconnected at %v, before the ban's end %v", time.Now(), d.Until)
+	}
 }
 
 func TestStreamReplacedStopsReconnecting(t *testing.T) {

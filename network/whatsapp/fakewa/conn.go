@@ -93,7 +93,9 @@ func (c *conn) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if payload.Username == nil {
+	if c.s.refusesVersion(payload) {
+		c.endStream(node{Tag: "failure", Attrs: attrs{"reason": "405", "location": "fakewa"}})
+	} else if payload.Username == nil {
 		if err := c.startLinking(); err != nil {
 			return err
 		}
@@ -300,10 +302,12 @@ func (c *conn) startLogin(p *waWa6.ClientPayload) error {
 	case dev == nil || dev.noisePub != c.noisePub:
 		c.endStream(node{Tag: "failure", Attrs: attrs{"reason": "401", "location": "fakewa"}})
 		return nil
-	case b != nil:
-		c.endStream(node{Tag: "failure", Attrs: attrs{
-			"reason": "402", "code": strconv.Itoa(b.code), "expire": strconv.Itoa(int(b.expire.Seconds())),
-		}})
+	case b != nil && (b.ends.IsZero() || time.Now().Before(b.ends)):
+		a := attrs{"reason": "402", "code": strconv.Itoa(b.code)}
+		if !b.ends.IsZero() {
+			a["expire"] = strconv.Itoa(int(time.Until(b.ends).Round(time.Second).Seconds()))
+		}
+		c.endStream(node{Tag: "failure", Attrs: a})
 		return nil
 	}
 	c.mu.Lock()
@@ -361,6 +365,14 @@ func (c *conn) handle(n *node) error {
 		return c.handleIQ(n)
 	case "message":
 		return c.handleMessage(n)
+	case "call":
+		if reject, ok := n.GetOptionalChildByTag("reject"); ok {
+			id, _ := reject.Attrs["call-id"].(string)
+			c.s.mu.Lock()
+			c.s.rejected = append(c.s.rejected, id)
+			c.s.mu.Unlock()
+		}
+		return nil
 	}
 	return nil // receipts, acks, presence: nothing to do
 }
@@ -379,7 +391,7 @@ func (c *conn) handleClientResult(n *node) error {
 		return nil
 	}
 	if n.Attrs["type"] == "error" {
-		return fmt.Errorf("client rejected pairing: %s", n.XMLString())
+		return fmt.Errorf("client rejected pairing: %s", n.String())
 	}
 	if _, ok := n.GetOptionalChildByTag("pair-device-sign", "device-identity"); !ok {
 		return errors.New("pairing signature without device identity")
@@ -400,6 +412,9 @@ func (c *conn) result(req *node, content any) error {
 
 func (c *conn) handleIQ(n *node) error {
 	xmlns, _ := n.Attrs["xmlns"].(string)
+	if jid := c.loginJID(); jid != nil && c.s.isSilent(jid.User) {
+		return nil // a dead path: nothing comes back, keepalives included
+	}
 	children := n.GetChildren()
 	first := ""
 	if len(children) > 0 {
@@ -413,6 +428,11 @@ func (c *conn) handleIQ(n *node) error {
 	case xmlns == "encrypt":
 		list, _ := n.GetOptionalChildByTag("list")
 		c.addPreKeys(len(list.GetChildren()))
+		c.s.mu.Lock()
+		if _, d := c.device(); d != nil {
+			d.storeKeys(n)
+		}
+		c.s.mu.Unlock()
 		return c.result(n, nil)
 	case xmlns == "usync":
 		return c.result(n, []node{{Tag: "usync", Content: []node{{Tag: "list", Content: c.usync(n)}}}})
@@ -424,9 +444,7 @@ func (c *conn) handleIQ(n *node) error {
 		c.removeSelf()
 		return c.result(n, nil)
 	case xmlns == "md" && first == "link_code_companion_reg":
-		return c.result(n, []node{{Tag: "link_code_companion_reg", Content: []node{
-			{Tag: "link_code_pairing_ref", Content: []byte("fakewa-link-code-ref")},
-		}}})
+		return c.linkCode(n, children[0])
 	}
 	return c.result(n, nil) // keepalive, passive, and anything else: an empty success
 }
@@ -480,7 +498,7 @@ func (c *conn) preKeyBundles(users []node) []node {
 	out := make([]node, 0, len(users))
 	for _, u := range users {
 		jid, _ := u.Attrs["jid"].(types.JID)
-		a := c.s.accounts[jid.User]
+		a := c.s.byJID(jid)
 		if a == nil || jid.Device != 0 {
 			out = append(out, node{Tag: "user", Attrs: attrs{"jid": jid}, Content: []node{
 				{Tag: "error", Attrs: attrs{"code": "404", "text": "item-not-found"}},
@@ -534,20 +552,37 @@ func (c *conn) usync(n *node) []node {
 			}
 			digits := strings.TrimPrefix(strings.TrimSuffix(q, "@"+types.LegacyUserServer), "+")
 			c.s.lookups++
+			pn := types.NewJID(digits, types.DefaultUserServer)
+			a, in := c.s.accounts[digits]
+			ua := attrs{"jid": pn}
 			typ := "out"
-			if _, ok := c.s.accounts[digits]; ok {
+			if in {
 				typ = "in"
+				if contact.Attrs["addressing_mode"] == "lid" {
+					// Today's answer: the LID is the user's address, the number rides along.
+					ua = attrs{"jid": types.NewJID(a.lid, types.HiddenUserServer), "pn_jid": pn}
+				}
 			}
-			out = append(out, node{Tag: "user", Attrs: attrs{"jid": types.NewJID(digits, types.DefaultUserServer)},
+			out = append(out, node{Tag: "user", Attrs: ua,
 				Content: []node{{Tag: "contact", Attrs: attrs{"type": typ}, Content: []byte(q)}}})
 			continue
 		}
 		jid, ok := u.Attrs["jid"].(types.JID)
-		if !ok || !wantDevices {
+		if !ok {
+			continue
+		}
+		a := c.s.byJID(jid)
+		if _, wantLID := query.GetOptionalChildByTag("lid"); wantLID && a != nil && jid.Server == types.DefaultUserServer {
+			out = append(out, node{Tag: "user", Attrs: attrs{"jid": jid}, Content: []node{
+				{Tag: "lid", Attrs: attrs{"val": types.NewJID(a.lid, types.HiddenUserServer)}},
+			}})
+			continue
+		}
+		if !wantDevices {
 			continue
 		}
 		var devs []node
-		if a := c.s.accounts[jid.User]; a != nil {
+		if a != nil {
 			devs = append(devs, node{Tag: "device", Attrs: attrs{"id": "0"}})
 			for id := range a.devices {
 				devs = append(devs, node{Tag: "device", Attrs: attrs{"id": strconv.Itoa(int(id))}})
@@ -560,19 +595,37 @@ func (c *conn) usync(n *node) []node {
 	return out
 }
 
-// handleMessage acknowledges (and records) a sent message.
+// handleMessage acknowledges (and records) a sent message, with the account's ack error if it
+// has one (463 for a timelocked account, after which the reach-out timelock notification
+// follows), or says nothing while the account is silent.
 func (c *conn) handleMessage(n *node) error {
 	id, _ := n.Attrs["id"].(string)
 	to, _ := n.Attrs["to"].(types.JID)
 	typ, _ := n.Attrs["type"].(string)
-	var mediaType string
+	pn, _ := n.Attrs["peer_recipient_pn"].(types.JID)
+	var mediaType, token string
+	retry := 0
+	noteEnc := func(enc node) {
+		if mt, ok := enc.Attrs["mediatype"].(string); ok {
+			mediaType = mt
+		}
+		if cnt, ok := enc.Attrs["count"]; ok {
+			retry, _ = strconv.Atoi(fmt.Sprint(cnt))
+		}
+	}
 	if parts, ok := n.GetOptionalChildByTag("participants"); ok {
 		for _, p := range parts.GetChildren() {
 			if enc, ok := p.GetOptionalChildByTag("enc"); ok {
-				if mt, ok := enc.Attrs["mediatype"].(string); ok {
-					mediaType = mt
-				}
+				noteEnc(enc)
 			}
+		}
+	}
+	for _, child := range n.GetChildren() {
+		switch child.Tag {
+		case "enc":
+			noteEnc(child)
+		case "tctoken", "cstoken":
+			token = child.Tag
 		}
 	}
 	jid := c.loginJID()
@@ -582,14 +635,37 @@ func (c *conn) handleMessage(n *node) error {
 	c.s.mu.Lock()
 	a := c.s.accounts[jid.User]
 	errCode := 0
+	var timelockEnds time.Time
 	if a != nil && a.timelock {
-		errCode = 463
+		errCode, timelockEnds = 463, a.timelockEnds
+	} else if a != nil && a.ackError != 0 {
+		errCode = a.ackError
 	}
-	c.s.sent = append(c.s.sent, Message{ID: id, From: jid.User, To: to.String(), Type: typ, MediaType: mediaType, Error: errCode})
+	silent := c.s.silent[jid.User]
+	c.s.sent = append(c.s.sent, Message{
+		ID: id, From: jid.User, To: to.String(), Type: typ, MediaType: mediaType,
+		Error: errCode, RecipientPN: pnString(pn), Retry: retry, Token: token, Acked: !silent,
+	})
 	c.s.mu.Unlock()
+	if silent {
+		return nil
+	}
 	ack := attrs{"class": "message", "id": id, "from": to, "t": strconv.FormatInt(time.Now().Unix(), 10)}
 	if errCode != 0 {
 		ack["error"] = strconv.Itoa(errCode)
 	}
-	return c.send(node{Tag: "ack", Attrs: ack})
+	if err := c.send(node{Tag: "ack", Attrs: ack}); err != nil {
+		return err
+	}
+	if errCode == 463 {
+		return c.sendTimelockNotification(true, timelockEnds)
+	}
+	return nil
+}
+
+func pnString(j types.JID) string {
+	if j.IsEmpty() {
+		return ""
+	}
+	return j.String()
 }

@@ -39,14 +39,18 @@ import (
 	"go.mau.fi/whatsmeow/util/keys"
 )
 
-// Message is a message the server acknowledged.
+// Message is a message the server acknowledged (or, in a silent stretch, received).
 type Message struct {
-	ID        string
-	From      string // sender's phone (digits)
-	To        string // recipient JID
-	Type      string // the node's type attribute: "text" or "media"
-	MediaType string // the enc mediatype attribute: image, video, audio, document, vcard, ""
-	Error     int    // error code returned in the acknowledgement, 0 if none
+	ID          string
+	From        string // sender's phone (digits)
+	To          string // recipient JID: the LID (…@lid) for direct messages, as today's clients send
+	RecipientPN string // the peer_recipient_pn attribute sent with a LID-addressed DM
+	Type        string // the node's type attribute: "text" or "media"
+	MediaType   string // the enc mediatype attribute: image, video, audio, document, vcard, ptt, ""
+	Retry       int    // the enc count attribute: >0 for a re-send answering a retry receipt
+	Token       string // the privacy token sent along: "tctoken", "cstoken" or ""
+	Error       int    // error code returned in the acknowledgement, 0 if none
+	Acked       bool   // an acknowledgement was sent (false while the server was silent)
 }
 
 // Upload is a media upload the server accepted.
@@ -63,10 +67,19 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	signalMu sync.Mutex // serialises Signal encryption (the in-memory stores are not safe)
+
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
 	accounts map[string]*account
 	down     bool
+	outdated bool // logins and links fail with 405 (client outdated)
+	silent   map[string]bool
+	minVer   uint32 // with outdated: versions at or above this are accepted (0: none)
+	webVer   uint32 // the client_revision web.whatsapp.com's page names (0: the page has none)
+	webHits  int
+	rejected []string // call ids rejected by devices
+	pairs    map[string]*codePairing
 	sent     []Message
 	uploads  []Upload
 	lookups  int
@@ -85,16 +98,22 @@ type account struct {
 	nextPre  uint32
 	ban      *ban
 	timelock bool
+	// timelockEnds: when the timelock ends; the server sends the reach-out timelock
+	// notification with it on the first refusal.
+	timelockEnds time.Time
+	ackError     int // another ack error to answer every message with (479...)
+	signal       *signalSender
 }
 
 type device struct {
 	noisePub [32]byte
 	prekeys  int
+	keys     *deviceKeys // what the device uploaded, for messages to it
 }
 
 type ban struct {
-	code   int
-	expire time.Duration
+	code int
+	ends time.Time // zero: until Unban
 }
 
 // RootPublicKey is the key the test must install as whatsmeow.WACertPubKey. It is the same
@@ -115,6 +134,8 @@ func New() (*Server, error) {
 		static:   keys.NewKeyPair(),
 		conns:    make(map[*conn]struct{}),
 		accounts: make(map[string]*account),
+		silent:   make(map[string]bool),
+		pairs:    make(map[string]*codePairing),
 	}
 	cert, err := certChain(rootKey(), s.static)
 	if err != nil {
@@ -125,6 +146,7 @@ func New() (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ws/chat", s.serveWebsocket)
 	mux.HandleFunc("POST /mms/{type}/{token}", s.serveUpload)
+	mux.HandleFunc("GET /{$}", s.serveWebPage)
 	s.ts = httptest.NewUnstartedServer(mux)
 	s.ts.Config.ErrorLog = log.New(io.Discard, "", 0) // TLS errors of dropped test connections
 	s.ts.StartTLS()
@@ -230,10 +252,16 @@ func (s *Server) SetTimelock(phone string, on bool) {
 	s.mu.Unlock()
 }
 
-// Ban bans phone temporarily: its connections drop and logins fail with reason 402 until Unban.
+// Ban bans phone temporarily: its connections drop and logins fail with reason 402 (with the
+// time left) until expire passes, or until Unban when expire is 0 (the failure then names no
+// end).
 func (s *Server) Ban(phone string, code int, expire time.Duration) {
 	s.mu.Lock()
-	s.account(phone).ban = &ban{code: code, expire: expire}
+	b := &ban{code: code}
+	if expire > 0 {
+		b.ends = time.Now().Add(expire)
+	}
+	s.account(phone).ban = b
 	conns := s.loggedIn(phone)
 	s.mu.Unlock()
 	for _, c := range conns {
@@ -355,12 +383,19 @@ func (s *Server) Lookups() int {
 	return s.lookups
 }
 
+// QRPrefix starts every QR code today's clients show (whatsmeow 876de1e9): the phone's
+// camera opens WhatsApp's linked-devices screen with the rest of the code as its fragment.
+const QRPrefix = "https://wa.me/settings/linked_devices#"
+
 // Scan plays the phone of account phone scanning a QR code: the device showing it is linked
-// (pair-success), after which the client reconnects and logs in.
+// (pair-success), after which the client reconnects and logs in. Only today's format is
+// accepted: QRPrefix + ref,noise,identity,adv,platform (the bare four-part code of older
+// clients is refused, as WhatsApp may do).
 func (s *Server) Scan(qr, phone string) error {
-	parts := strings.Split(qr, ",")
-	if len(parts) != 4 {
-		return fmt.Errorf("fakewa: QR code %q: want ref,noise,identity,adv", qr)
+	frag, ok := strings.CutPrefix(qr, QRPrefix)
+	parts := strings.Split(frag, ",")
+	if !ok || len(parts) != 5 || parts[4] == "" {
+		return fmt.Errorf("fakewa: QR code %q: want %sref,noise,identity,adv,platform", qr, QRPrefix)
 	}
 	noise, err1 := base64.StdEncoding.DecodeString(parts[1])
 	identity, err2 := base64.StdEncoding.DecodeString(parts[2])

@@ -1,0 +1,47 @@
+package sim
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gateway/gateway/network"
+	"github.com/gateway/gateway/network/networktest"
+)
+
+// The network port's contract, on the sim.
+func TestContract(t *testing.T) {
+	networktest.Run(t, func(t *testing.T) networktest.Env {
+		return &simEnv{n: openSim(t, Options{reconnectDelay: 20 * time.Millisecond})}
+	})
+}
+
+type simEnv struct{ n *Network }
+
+func (e *simEnv) Network() network.Network { return e.n }
+
+func (e *simEnv) Scan(t *testing.T, session, _, phone string) {
+	t.Helper()
+	if err := e.n.Scan(session, phone); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *simEnv) EnterCode(t *testing.T, session, _, code string) {
+	t.Helper()
+	if err := e.n.Pair(session, code); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *simEnv) AddAccounts(*testing.T, ...string) {} // every valid number is on the sim
+
+func (e *simEnv) Unregistered(_ *testing.T, phones ...string) { e.n.SetUnregistered(phones) }
+
+func (e *simEnv) Drop(t *testing.T, session, _ string) {
+	t.Helper()
+	if err := e.n.Drop(session, false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *simEnv) Delivered(*testing.T, string, string, string) {} // the sim reports it by itself

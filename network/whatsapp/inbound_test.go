@@ -1,0 +1,104 @@
+package whatsapp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.mau.fi/whatsmeow"
+	"go.mau.fi/whatsmeow/proto/waE2E"
+	"go.mau.fi/whatsmeow/types"
+	"go.mau.fi/whatsmeow/types/events"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gateway/gateway/network"
+)
+
+var (
+	customerLID = types.NewJID("100000000000099", types.HiddenUserServer)
+	customerPN  = types.NewJID("15550009999", types.DefaultUserServer)
+)
+
+func resolveCustomer(_ context.Context, lid types.JID) (types.JID, error) {
+	if lid == customerLID {
+		return customerPN, nil
+	}
+	return types.JID{}, nil
+}
+
+func TestIncomingEvent(t *testing.T) {
+	at := time.Date(2026, 9, 1, 10, 0, 0, 0, time.UTC)
+	src := types.MessageSource{Chat: customerLID, Sender: customerLID}
+	msg := func(m *waE2E.Message) *events.Message {
+		return &events.Message{Info: types.MessageInfo{MessageSource: src, ID: "ABC", PushName: "Ana", Timestamp: at}, Message: m}
+	}
+	got := incomingEvent(context.Background(), msg(&waE2E.Message{Conversation: proto.String("where is my order?")}), resolveCustomer)
+	want := network.Incoming{ID: "ABC", From: "15550009999", FromLID: "100000000000099", PushName: "Ana",
+		Kind: network.KindText, Text: "where is my order?", At: at}
+	if got != want {
+		t.Fatalf("text: %#v, want %#v", got, want)
+	}
+	doc := incomingEvent(context.Background(), msg(&waE2E.Message{DocumentMessage: &waE2E.DocumentMessage{
+		FileName: proto.String("invoice.pdf"), Mimetype: proto.String("application/pdf"), FileLength: proto.Uint64(1234), Caption: proto.String("here"),
+	}}), resolveCustomer).(network.Incoming)
+	if doc.Kind != network.KindDocument || doc.FileName != "invoice.pdf" || doc.MimeType != "application/pdf" || doc.Size != 1234 || doc.Caption != "here" {
+		t.Fatalf("document: %#v", doc)
+	}
+	own := msg(&waE2E.Message{Conversation: proto.String("x")})
+	own.Info.IsFromMe = true
+	if e := incomingEvent(context.Background(), own, resolveCustomer); e != nil {
+		t.Fatalf("own message reported: %#v", e)
+	}
+	group := msg(&waE2E.Message{Conversation: proto.String("x")})
+	group.Info.IsGroup = true
+	if e := incomingEvent(context.Background(), group, resolveCustomer); e != nil {
+		t.Fatalf("group message reported: %#v", e)
+	}
+}
+
+func TestReceiptEvent(t *testing.T) {
+	at := time.Date(2026, 9, 1, 10, 0, 0, 0, time.UTC)
+	r := &events.Receipt{MessageSource: types.MessageSource{Chat: customerLID, Sender: customerLID},
+		MessageIDs: []types.MessageID{"M1", "M2"}, Timestamp: at, Type: types.ReceiptTypeRead}
+	got := receiptEvent(context.Background(), r, resolveCustomer)
+	want := network.MessageReceipt{IDs: []string{"M1", "M2"}, Status: network.StatusRead, From: "15550009999", At: at}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("receipt: %#v, want %#v", got, want)
+	}
+	r.Type = types.ReceiptTypeRetry
+	if e := receiptEvent(context.Background(), r, resolveCustomer); e != nil {
+		t.Fatalf("retry receipt reported: %#v", e)
+	}
+}
+
+func TestClassifySendError(t *testing.T) {
+	c := &client{}
+	code := func(n int) error { return fmt.Errorf("%w %d", whatsmeow.ErrServerReturnedError, n) }
+	tests := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"463 timelock", code(463), network.ErrTimelock},
+		{"479 refused", code(479), network.ErrRefused},
+		{"429 rate limited", code(429), network.ErrRateLimited},
+		{"ack timeout", whatsmeow.ErrMessageTimedOut, network.ErrUnknownOutcome},
+		{"deadline while waiting", fmt.Errorf("x: %w", context.DeadlineExceeded), network.ErrUnknownOutcome},
+		{"dropped while waiting", &whatsmeow.DisconnectedError{Action: "message send"}, network.ErrUnknownOutcome},
+		{"frame never left", fmt.Errorf("failed to send message node: %w", whatsmeow.ErrNotConnected), network.ErrNotConnected},
+		{"no LID", errors.New("no LID found for 1555@s.whatsapp.net from server"), network.ErrRefused},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := c.classifySendError(tt.err)
+			if !errors.Is(got, tt.want) || !errors.Is(got, tt.err) && !errors.As(tt.err, new(*whatsmeow.DisconnectedError)) {
+				t.Fatalf("classifySendError(%v) = %v, want %v", tt.err, got, tt.want)
+			}
+			if tt.want != network.ErrUnknownOutcome && errors.Is(got, network.ErrUnknownOutcome) {
+				t.Fatalf("definite error %v classified unknown", tt.err)
+			}
+		})
+	}
+}

@@ -1,0 +1,144 @@
+package whatsapp
+
+// The phone behind a linked device. WhatsApp unlinks companion devices whose phone has not
+// been online for about 14 days; mautrix-whatsapp warns at 12 (phoneping.go). The adapter
+// records when the phone last showed signs of life (a message or receipt from the phone
+// itself, history and app-state syncs, which only the phone sends) and raises PhoneOffline
+// when that is older than phoneOfflineWarn, PhoneOnline when the phone is back.
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"go.mau.fi/whatsmeow/types/events"
+
+	"github.com/gateway/gateway/network"
+)
+
+const (
+	phoneUnlinkAfter = 14 * 24 * time.Hour
+	phoneOfflineWarn = 12 * 24 * time.Hour
+	// phoneSeenWrite: the last-seen time is written at most this often per session.
+	phoneSeenWrite = time.Hour
+	// phoneCheckEvery: how often a connected session checks its phone.
+	phoneCheckEvery = 6 * time.Hour
+)
+
+// addPhoneSeenColumn adds gateway_session_device.phone_seen_at to stores made before it.
+func addPhoneSeenColumn(ctx context.Context, db *sql.DB) error {
+	rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_table_info('gateway_session_device')`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return err
+		}
+		if name == "phone_seen_at" {
+			return nil
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	_, err = db.ExecContext(ctx, `ALTER TABLE gateway_session_device ADD COLUMN phone_seen_at INTEGER NOT NULL DEFAULT 0`)
+	return err
+}
+
+// fromOwnPhone tells whether a whatsmeow event shows the linked phone (device 0) online.
+func fromOwnPhone(evt any) bool {
+	switch e := evt.(type) {
+	case *events.Message:
+		return e.Info.IsFromMe && e.Info.Sender.Device == 0
+	case *events.Receipt:
+		return e.IsFromMe && e.Sender.Device == 0
+	case *events.HistorySync, *events.AppState, *events.PushNameSetting:
+		return true
+	}
+	return false
+}
+
+// loadPhoneSeen reads the phone's last-seen time of the session (zero if never recorded).
+func (c *client) loadPhoneSeen(ctx context.Context) time.Time {
+	var ms int64
+	err := c.n.db.QueryRowContext(ctx,
+		`SELECT phone_seen_at FROM gateway_session_device WHERE session_id = ?`, c.sessionID).Scan(&ms)
+	if err != nil || ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+// phoneSeen records that the phone was online now; it returns PhoneOnline when that ends a
+// warning.
+func (c *client) phoneSeen(now time.Time) network.Event {
+	c.mu.Lock()
+	write := now.Sub(c.phoneSeenAt) >= phoneSeenWrite || c.phoneWarned
+	warned := c.phoneWarned
+	c.phoneSeenAt, c.phoneWarned = now, false
+	c.mu.Unlock()
+	if write {
+		ctx, cancel := context.WithTimeout(c.n.ctx, dbTimeout)
+		defer cancel()
+		if _, err := c.n.db.ExecContext(ctx,
+			`UPDATE gateway_session_device SET phone_seen_at = ? WHERE session_id = ?`, now.UnixMilli(), c.sessionID); err != nil {
+			c.log.Warn("could not record when the phone was seen", "error", err)
+		}
+	}
+	if warned {
+		c.log.Info("the phone is online again")
+		return network.PhoneOnline{}
+	}
+	return nil
+}
+
+// checkPhone raises PhoneOffline once when the phone has not been seen for phoneOfflineWarn.
+// A session with no record yet (linked before the adapter kept one) counts from now.
+func (c *client) checkPhone(now time.Time) network.Event {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.phone == "" {
+		return nil
+	}
+	if c.phoneSeenAt.IsZero() {
+		c.phoneSeenAt = now
+		return nil
+	}
+	if c.phoneWarned || now.Sub(c.phoneSeenAt) < phoneOfflineWarn {
+		return nil
+	}
+	c.phoneWarned = true
+	logoutAt := c.phoneSeenAt.Add(phoneUnlinkAfter)
+	c.log.Warn(fmt.Sprintf("the phone has been offline since %s; WhatsApp unlinks this device around %s unless the phone comes online",
+		c.phoneSeenAt.UTC().Format(time.RFC3339), logoutAt.UTC().Format(time.RFC3339)))
+	return network.PhoneOffline{LastSeen: c.phoneSeenAt.UTC(), LogoutAt: logoutAt.UTC()}
+}
+
+// schedulePhoneCheck checks the phone every phoneCheckEvery while the client lives. Called
+// with mu held.
+func (c *client) schedulePhoneCheck(gen uint64) {
+	if c.phoneTimer != nil {
+		c.phoneTimer.Stop()
+	}
+	c.phoneTimer = time.AfterFunc(phoneCheckEvery, func() {
+		c.mu.Lock()
+		alive := !c.closed && c.gen == gen
+		c.mu.Unlock()
+		if !alive {
+			return
+		}
+		c.events.push(queued{gen: gen, evt: phoneCheck{}})
+		c.mu.Lock()
+		if !c.closed && c.gen == gen {
+			c.schedulePhoneCheck(gen)
+		}
+		c.mu.Unlock()
+	})
+}
+
+// phoneCheck is a queued request to check the phone (handled on the event goroutine).
+type phoneCheck struct{}
