@@ -92,6 +92,7 @@ type config struct {
 	paceMinGap, paceJitter              time.Duration
 	pacePerMinute, paceNewContacts      int
 	paceRampDays                        int
+	bootWindow                          time.Duration
 	requireWebhookSig                   bool
 	bodyLimit                           int
 	logLevel, logFormat                 string
@@ -130,6 +131,7 @@ func parseServe(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.bulkMaxRecipients, "bulk-max-recipients", 1000, "most numbers in one bulk request")
 	fs.DurationVar(&c.simAutopair, "sim-autopair", 0, "sim only: pair a session this long after its QR is shown (0 = never)")
 	fs.DurationVar(&c.simLatency, "sim-latency", 0, "sim only: time each delivery takes")
+	fs.DurationVar(&c.bootWindow, "boot-window", -1, "linked sessions reconnect at boot spread over this long (-1 = 2m on whatsapp, at once on sim)")
 	fs.DurationVar(&c.paceMinGap, "pace-min-gap", -1, "least time between two sends of a session (-1 = the network's default: none on sim, see README for whatsapp)")
 	fs.DurationVar(&c.paceJitter, "pace-jitter", -1, "random extra time added to each gap (-1 = the network's default)")
 	fs.IntVar(&c.pacePerMinute, "pace-per-minute", -1, "most sends of a session in any minute (0 = no cap, -1 = the network's default)")
@@ -311,7 +313,7 @@ func build(ctx context.Context, c config, log *slog.Logger) (g *gateway, err err
 	g.engine, err = engine.New(engine.Config{
 		Store: persist.NewStore(g.kv), Logger: log.With("component", "engine"), Plans: plans,
 		DefaultPlan: c.defaultPlan, AdminUIDs: strings.Split(c.adminUIDs, ","), DevRoles: c.auth == "dev",
-		Network: g.net, Stores: stores, Now: c.now, Pacing: c.pacing(),
+		Network: g.net, Stores: stores, Now: c.now, Pacing: c.pacing(), BootWindow: c.bootWindowOrDefault(),
 	})
 	if err != nil {
 		return nil, err
@@ -511,14 +513,14 @@ func servePprof(addr string, log *slog.Logger) {
 	}
 }
 
-// whatsappPacing is the default pacing of WhatsApp sessions; README "Pacing" gives the sources.
-var whatsappPacing = domain.Pacing{MinGapMs: 1000, JitterMs: 2000, PerMinute: 20, NewContactsPerDay: 100, RampDays: 7}
-
-// pacing is the network's default pacing with the --pace-* flags over it (-1 keeps the default).
+// pacing is the network's default pacing (whatsapp.DefaultPacing, whose sources README
+// "WhatsApp" cites; none on the sim) with the --pace-* flags over it (-1 keeps the default).
 func (c config) pacing() domain.Pacing {
 	var p domain.Pacing
 	if c.network == "whatsapp" {
-		p = whatsappPacing
+		w := whatsapp.DefaultPacing
+		p = domain.Pacing{MinGapMs: w.MinGap.Milliseconds(), JitterMs: w.Jitter.Milliseconds(), PerMinute: w.PerMinute,
+			NewContactsPerDay: w.NewContactsPerDay, NewContactsFirstDay: w.NewContactsFirstDay, RampDays: w.RampDays}
 	}
 	if c.paceMinGap >= 0 {
 		p.MinGapMs = c.paceMinGap.Milliseconds()
@@ -536,4 +538,15 @@ func (c config) pacing() domain.Pacing {
 		p.RampDays = c.paceRampDays
 	}
 	return p
+}
+
+// bootWindowOrDefault is --boot-window, or the network's default (-1).
+func (c config) bootWindowOrDefault() time.Duration {
+	switch {
+	case c.bootWindow >= 0:
+		return c.bootWindow
+	case c.network == "whatsapp":
+		return network.DefaultBootWindow
+	}
+	return 0
 }

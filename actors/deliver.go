@@ -17,6 +17,8 @@ type Deliveries interface {
 	// Outcome is told the network's final word on an entry: sent (err nil) or failed. It is
 	// called from the deliverer's worker goroutine, in queue order, and must not block long.
 	Outcome(e domain.OutboxEntry, err error)
+	// Receipt is told the recipient's device reported on a sent message (delivered, read).
+	Receipt(id string, status domain.MessageStatus, at time.Time)
 }
 
 // Contacts remembers which numbers a session wrote to before, for the new-contact pacing cap.
@@ -213,7 +215,7 @@ func deliver(client network.Client, deps SessionDeps, batch []domain.OutboxEntry
 		cancel()
 		now := deps.Now().UTC()
 		e.Attempts++
-		if hold, until := heldBy(err, now); hold {
+		if hold, until := heldBy(err, now, e.Attempts); hold {
 			rest := append([]domain.OutboxEntry{e}, batch[i+1:]...)
 			r.rest, r.pause = rest, until
 			deps.Log.Warn("deliverer: outcome unknown or held; the message is sent again under its id",
@@ -237,18 +239,28 @@ func deliver(client network.Client, deps SessionDeps, batch []domain.OutboxEntry
 }
 
 // heldBy tells whether a send error leaves the outcome unknown or asks the queue to wait, and
-// until when (zero: the queue's own backoff). Such a message is never reported failed.
-func heldBy(err error, now time.Time) (bool, time.Time) {
-	switch {
-	case err == nil:
+// until when (zero: the queue's own backoff). Such a message is never reported failed. What
+// each network error means is network.go's list.
+func heldBy(err error, now time.Time, attempts int) (bool, time.Time) {
+	if err == nil {
 		return false, time.Time{}
-	case errors.Is(err, network.ErrTimelock), errors.Is(err, network.ErrBanned):
-		var u interface{ RetryAt() time.Time }
-		if errors.As(err, &u) && u.RetryAt().After(now) {
-			return true, u.RetryAt()
+	}
+	if until, ok := network.TimelockUntil(err); ok {
+		// Never re-sent before the timelock ends; an hour when the network did not say.
+		if until.After(now) {
+			return true, until
 		}
 		return true, now.Add(time.Hour)
-	case errors.Is(err, network.ErrNotConnected),
+	}
+	if after, ok := network.RetryAfter(err); ok {
+		if errors.Is(err, network.ErrRefused) && attempts >= 2 {
+			return false, time.Time{} // refused again after its backoff: a definite failure
+		}
+		return true, now.Add(after)
+	}
+	switch {
+	case errors.Is(err, network.ErrNotConnected), errors.Is(err, network.ErrUnknownOutcome),
+		errors.Is(err, network.ErrBanned), errors.Is(err, network.ErrOutdated),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return true, time.Time{}
 	}

@@ -57,6 +57,13 @@ type SessionDeps struct {
 	Pacing domain.Pacing
 	// SendTimeout bounds one send on the network.
 	SendTimeout time.Duration
+	// Messages gives the network back a message it sent earlier (retry receipts).
+	Messages network.MessageSource
+	// Inbound is told every message someone wrote to the session's number (nil: dropped).
+	Inbound Inbound
+	// ConnectDelay delays a linked session's first reconnect after boot (its slot in the boot
+	// window).
+	ConnectDelay time.Duration
 	// Load reads the persisted snapshot: a restart after a panic resumes from it, not from the
 	// state the actor was spawned with.
 	Load func(id string) (SessionState, error)
@@ -86,6 +93,7 @@ type (
 
 	netEvent    struct{ ev network.Event }
 	connectDone struct{ err error }
+	connectNow  struct{}
 	logoutDone  struct {
 		err   error
 		reply chan SessionReply
@@ -187,6 +195,10 @@ func (s *Session) Receive(c *actor.Context) {
 	case netEvent:
 		s.onNetEvent(m.ev)
 		s.pump(c)
+	case connectNow:
+		if s.st.Status != StatusConnected {
+			s.connect(c)
+		}
 	case connectDone:
 		if m.err != nil {
 			s.deps.Log.Warn("session connect failed", "session_id", s.st.ID, "err", m.err)
@@ -218,7 +230,11 @@ func (s *Session) started(c *actor.Context) {
 		}
 	}
 	engine, self := c.Engine(), c.PID()
-	client, err := s.deps.Network.Open(s.st.ID, func(ev network.Event) { engine.Send(self, netEvent{ev}) })
+	var opts []network.Option
+	if s.deps.Messages != nil {
+		opts = append(opts, network.WithMessageSource(s.deps.Messages))
+	}
+	client, err := s.deps.Network.Open(s.st.ID, func(ev network.Event) { engine.Send(self, netEvent{ev}) }, opts...)
 	if err != nil {
 		s.deps.Log.Error("session: open network client", "session_id", s.st.ID, "err", err)
 		return
@@ -232,7 +248,13 @@ func (s *Session) started(c *actor.Context) {
 	switch {
 	case linked:
 		s.setStatus(StatusDisconnected)
-		s.connect(c)
+		if d := s.deps.ConnectDelay; d > 0 {
+			// Boot: linked sessions reconnect spread over a window, not all at once.
+			s.deps.ConnectDelay = 0
+			time.AfterFunc(d, func() { engine.Send(self, connectNow{}) })
+		} else {
+			s.connect(c)
+		}
 	case s.st.Status == StatusCreated:
 		s.publish()
 	default:
@@ -337,14 +359,61 @@ func (s *Session) onNetEvent(ev network.Event) {
 			s.st.Phone = e.Phone
 		}
 		s.st.LastActivity = s.deps.Now().UTC()
+		s.st.StatusReason, s.st.Until = "", time.Time{}
 		s.setStatus(StatusConnected)
 		s.failQRWaiters(ErrAlreadyConnected)
 	case network.Disconnected:
-		s.setStatus(StatusDisconnected)
+		s.st.StatusReason, s.st.Until = string(e.StatusReason), e.Until
+		if s.st.StatusReason == "" {
+			s.st.StatusReason = string(network.ReasonNetwork)
+		}
+		s.deps.Log.Info("session disconnected", "session_id", s.st.ID, "reason", s.st.StatusReason, "detail", e.Reason, "until", e.Until, "reconnecting", e.Reconnecting)
+		s.saveStatus(StatusDisconnected)
 	case network.LoggedOut:
 		s.st.Linked, s.st.QR = false, ""
-		s.setStatus(StatusDisconnected)
+		s.st.StatusReason, s.st.Until = string(network.ReasonLoggedOut), time.Time{}
+		s.saveStatus(StatusDisconnected)
+	case network.Timelock:
+		// The network refuses first messages to new contacts: the queue holds until the end
+		// (an hour when not given) and nothing is re-sent meanwhile.
+		s.st.TimelockUntil = time.Time{}
+		if e.Active {
+			s.st.TimelockUntil = e.Until
+			if e.Until.IsZero() {
+				s.st.TimelockUntil = s.deps.Now().Add(time.Hour)
+			}
+		}
+		s.q.pause = s.st.TimelockUntil
+		s.saveStatus(s.st.Status)
+	case network.PhoneOffline:
+		s.st.LogoutAt = e.LogoutAt
+		s.saveStatus(s.st.Status)
+	case network.PhoneOnline:
+		s.st.LogoutAt = time.Time{}
+		s.saveStatus(s.st.Status)
+	case network.MessageReceipt:
+		st := domain.MsgDelivered
+		if e.Status == network.StatusRead || e.Status == network.StatusPlayed {
+			st = domain.MsgRead
+		}
+		for _, id := range e.IDs {
+			s.deps.Deliveries.Receipt(id, st, e.At)
+		}
+	case network.Incoming:
+		if s.deps.Inbound != nil {
+			s.deps.Inbound.Incoming(s.st, e)
+		}
 	}
+}
+
+// saveStatus sets the status and always persists the snapshot (its reason or a warning may have
+// changed even when the status did not).
+func (s *Session) saveStatus(status string) {
+	s.st.Status = status
+	if err := s.save(); err != nil {
+		s.deps.Log.Error("session: save snapshot", "session_id", s.st.ID, "err", err)
+	}
+	s.publish()
 }
 
 func (s *Session) failQRWaiters(err error) {
@@ -430,4 +499,9 @@ func (s *Session) loggedOut(m logoutDone) {
 	s.publish()
 	s.deps.Log.Info("session logged out", "session_id", s.st.ID)
 	m.reply <- SessionReply{State: s.st}
+}
+
+// Inbound takes the messages people write to a session's number.
+type Inbound interface {
+	Incoming(s domain.Session, m network.Incoming)
 }

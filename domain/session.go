@@ -30,6 +30,16 @@ type Session struct {
 	Linked bool `json:"linked"`
 	// Pacing overrides the plan's and the network's pacing for this session (nil = none).
 	Pacing *Pacing `json:"pacing,omitempty"`
+	// StatusReason says why the session is not connected (logged_out, banned, outdated,
+	// replaced, keepalive, network; "" while connected), and Until when a ban ends.
+	StatusReason string    `json:"statusReason,omitempty"`
+	Until        time.Time `json:"until"`
+	// TimelockUntil: the network refuses first messages to new contacts until then (WhatsApp's
+	// reach-out timelock); the queue is held meanwhile. Zero when none.
+	TimelockUntil time.Time `json:"timelockUntil"`
+	// LogoutAt: the phone has not been seen for days and the network is expected to unlink the
+	// device then (a warning; zero when none).
+	LogoutAt time.Time `json:"logoutAt"`
 	// QR is the latest QR code text while Status is SCAN_QR (not persisted).
 	QR string `json:"-"`
 	// Queue is the session's delivery queue as of the view (not persisted).
@@ -61,7 +71,10 @@ type Pacing struct {
 	// NewContactsPerDay caps first messages to numbers the session never wrote to, per UTC day;
 	// RampDays ramps that cap up linearly over a newly linked account's first days.
 	NewContactsPerDay int `json:"newContactsPerDay"`
-	RampDays          int `json:"rampDays"`
+	// NewContactsFirstDay is the cap on the day a number is linked (default: the ramp's even
+	// step, at least 1).
+	NewContactsFirstDay int `json:"newContactsFirstDay"`
+	RampDays            int `json:"rampDays"`
 }
 
 // IsZero tells whether the pacing limits nothing.
@@ -82,8 +95,12 @@ func (p Pacing) NewContactCap(day int) int {
 	if p.NewContactsPerDay <= 0 || p.RampDays <= 0 || day >= p.RampDays {
 		return p.NewContactsPerDay
 	}
-	c := p.NewContactsPerDay * (day + 1) / p.RampDays
-	return max(c, 1)
+	first := p.NewContactsFirstDay
+	if first <= 0 {
+		first = max(p.NewContactsPerDay/p.RampDays, 1)
+	}
+	first = min(first, p.NewContactsPerDay)
+	return first + (p.NewContactsPerDay-first)*day/p.RampDays
 }
 
 // Merge returns p with the non-zero fields of o laid over it.
@@ -102,6 +119,9 @@ func (p Pacing) Merge(o *Pacing) Pacing {
 	}
 	if o.NewContactsPerDay != 0 {
 		p.NewContactsPerDay = o.NewContactsPerDay
+	}
+	if o.NewContactsFirstDay != 0 {
+		p.NewContactsFirstDay = o.NewContactsFirstDay
 	}
 	if o.RampDays != 0 {
 		p.RampDays = o.RampDays

@@ -59,6 +59,8 @@ type Config struct {
 	SessionTimeout time.Duration
 	// SendTimeout bounds one send on the network (default 60 s).
 	SendTimeout time.Duration
+	// BootWindow spreads linked sessions' reconnects at boot over this long (0: at once).
+	BootWindow time.Duration
 	// Pacing is the network's default pacing of every session's queue (DESIGN.md section 9); a
 	// plan's pacing and a session's own lie over it.
 	Pacing domain.Pacing
@@ -81,6 +83,7 @@ type Engine struct {
 	msgs          *messages
 	accountTable  persist.Accounts
 	contacts      persist.Contacts
+	inbound       actors.Inbound // takes incoming messages (events out); nil drops them
 	accounts      accountIndex
 	metrics       engineMetrics
 	idem          idempotency

@@ -254,13 +254,25 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	}
 }
 
-// Receipt records a receipt of the network (delivered, read) for a message.
-func (e *Engine) Receipt(id string, status domain.MessageStatus, at time.Time) {
-	e.msgs.outbox.Receipt(id, domain.StatusChange{Status: status, At: domain.MillisOf(at)}, func(err error) {
+// Receipt implements actors.Deliveries: the recipient's device reported on a message
+// (delivered, read); recorded beside its outcome.
+func (m *messages) Receipt(id string, status domain.MessageStatus, at time.Time) {
+	m.outbox.Receipt(id, domain.StatusChange{Status: status, At: domain.MillisOf(at)}, func(err error) {
 		if err != nil {
-			e.log.Warn("outbox: record receipt", "message_id", id, "status", status, "err", err)
+			m.e.log.Warn("outbox: record receipt", "message_id", id, "status", status, "err", err)
 		}
 	})
+}
+
+// Message implements network.MessageSource: a message sent earlier, for the network's re-send
+// requests (retry receipts). The outbox keeps every message 7 days; media bytes only while the
+// message is queued (the adapter keeps its own copy of recent media).
+func (m *messages) Message(_ context.Context, id string) (domain.Message, bool) {
+	e, err := m.outbox.Get(id)
+	if err != nil {
+		return domain.Message{}, false
+	}
+	return e.Message, true
 }
 
 // sendSession resolves the session a user's message goes through ("" = the user's default)

@@ -3,16 +3,19 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/anthdm/hollywood/actor"
 	"github.com/google/uuid"
 
 	"github.com/gateway/gateway/actors"
 	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/persist"
 )
 
@@ -103,24 +106,46 @@ func (e *Engine) bootSessions() (int, error) {
 	}
 	// Oldest assignment first, so each user's default is the one assigned last.
 	slices.SortFunc(states, func(a, b actors.SessionState) int { return a.AssignedAt.Compare(b.AssignedAt) })
+	// Linked sessions reconnect spread over the boot window, in a shuffled order.
+	linked := 0
 	for _, st := range states {
-		e.spawnSession(st)
+		if st.Linked {
+			linked++
+		}
+	}
+	delays := network.Stagger(linked, e.cfg.BootWindow)
+	rand.Shuffle(len(delays), func(i, j int) { delays[i], delays[j] = delays[j], delays[i] })
+	for _, st := range states {
+		var d time.Duration
+		if st.Linked && len(delays) > 0 {
+			d, delays = delays[0], delays[1:]
+		}
+		e.spawnSessionDelayed(st, d)
 	}
 	return len(states), nil
 }
 
 func (e *Engine) spawnSession(st actors.SessionState) *sessionEntry {
+	return e.spawnSessionDelayed(st, 0)
+}
+
+// spawnSessionDelayed spawns a session actor whose first reconnect (a linked session) waits
+// connectDelay.
+func (e *Engine) spawnSessionDelayed(st actors.SessionState, connectDelay time.Duration) *sessionEntry {
 	ent := &sessionEntry{}
 	view := st
 	ent.view.Store(&view)
 	deps := actors.SessionDeps{
 		Store: e.sessionTable, Network: e.cfg.Network, Now: e.cfg.Now, Log: e.log,
-		Publish:     func(s actors.SessionState) { ent.view.Store(&s) },
-		Deliveries:  e.msgs,
-		Contacts:    e.contacts,
-		Pacing:      e.pacingOf(st.AssignedTo),
-		SendTimeout: e.cfg.SendTimeout,
-		Load:        e.sessionTable.GetSession,
+		Publish:      func(s actors.SessionState) { ent.view.Store(&s) },
+		Deliveries:   e.msgs,
+		Messages:     e.msgs,
+		Inbound:      e.inbound,
+		ConnectDelay: connectDelay,
+		Contacts:     e.contacts,
+		Pacing:       e.pacingOf(st.AssignedTo),
+		SendTimeout:  e.cfg.SendTimeout,
+		Load:         e.sessionTable.GetSession,
 	}
 	e.sessions.mu.Lock()
 	e.sessions.byID[st.ID] = ent

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/base64"
 	"strings"
+	"time"
 
 	"github.com/skip2/go-qrcode"
 	"github.com/valyala/fasthttp"
@@ -21,6 +22,7 @@ type sessionJSON struct {
 	ClientName   *string   `json:"clientName"`
 	CreatedAt    timestamp `json:"createdAt"`
 	LastActivity timestamp `json:"lastActivity"`
+	reasonJSON
 }
 
 func (s *Server) listSessions(ctx *fasthttp.RequestCtx) {
@@ -28,7 +30,7 @@ func (s *Server) listSessions(ctx *fasthttp.RequestCtx) {
 	out := make([]sessionJSON, len(views))
 	for i, v := range views {
 		out[i] = sessionJSON{ID: v.ID, Name: v.Name, Status: v.Status, Phone: v.Phone,
-			CreatedAt: timestamp(v.CreatedAt), LastActivity: timestamp(v.LastActivity)}
+			CreatedAt: timestamp(v.CreatedAt), LastActivity: timestamp(v.LastActivity), reasonJSON: reasonOf(v.SessionState)}
 		if v.AssignedTo != "" {
 			a, c := v.AssignedTo, v.ClientName
 			out[i].AssignedTo, out[i].ClientName = &a, &c
@@ -90,6 +92,32 @@ type statusJSON struct {
 	Status string    `json:"status"`
 	Phone  *string   `json:"phone"`
 	Queue  queueJSON `json:"queue"`
+	reasonJSON
+}
+
+// reasonJSON says why a session is not connected, and what the network holds against it.
+type reasonJSON struct {
+	StatusReason  *string    `json:"statusReason"`
+	Until         *timestamp `json:"until"`
+	TimelockUntil *timestamp `json:"timelockUntil"`
+	LogoutAt      *timestamp `json:"logoutAt"`
+}
+
+func reasonOf(st domain.Session) reasonJSON {
+	var r reasonJSON
+	if st.StatusReason != "" && st.Status != domain.StatusConnected {
+		v := st.StatusReason
+		r.StatusReason = &v
+	}
+	opt := func(t time.Time) *timestamp {
+		if t.IsZero() {
+			return nil
+		}
+		ts := timestamp(t)
+		return &ts
+	}
+	r.Until, r.TimelockUntil, r.LogoutAt = opt(st.Until), opt(st.TimelockUntil), opt(st.LogoutAt)
+	return r
 }
 
 // queueJSON is a session's delivery queue (DESIGN.md section 9).
@@ -110,7 +138,7 @@ func queueOf(q domain.QueueStats) queueJSON {
 // clientStatus reports the live status of the caller's session (NOT_CREATED when none).
 func (s *Server) clientStatus(ctx *fasthttp.RequestCtx, u domain.User) {
 	st := s.eng.SessionStatus(u.ID)
-	out := statusJSON{Status: st.Status, Queue: queueOf(st.Queue)}
+	out := statusJSON{Status: st.Status, Queue: queueOf(st.Queue), reasonJSON: reasonOf(st)}
 	if st.ID != "" {
 		id := st.ID
 		out.ID = &id
