@@ -112,3 +112,31 @@ func TestSessionPacing(t *testing.T) {
 		return tg.status(s.tok)["queue"].(map[string]any)["depth"] == float64(0)
 	})
 }
+
+// Receipts: a sent message becomes delivered (the sim's receipt after its latency), then read
+// when the recipient reads it; the history has every step in order.
+func TestMessageReceipts(t *testing.T) {
+	tg := startGW(t)
+	admin := tg.token("root", "admin")
+	s := tg.newSender(admin, "alice", "447700900001", nil)
+	r := tg.do("POST", "/api/v1/messages/send?wait=5", keyAuth(s.key), map[string]any{"phone": "15550100001", "message": "hi"})
+	want(t, r, 200, "")
+	id := r.str("message_id")
+	eventually(t, 10*time.Second, "delivered", func() bool {
+		return tg.do("GET", "/api/v1/messages/"+id, keyAuth(s.key), nil).str("status") == "delivered"
+	})
+	want(t, tg.do("POST", "/api/dev/sim/read", nil, map[string]any{"messageId": id}), 200, "")
+	want(t, tg.do("POST", "/api/dev/sim/read", nil, map[string]any{"messageId": "3EB0NOPE"}), 404, "message_not_found")
+	var m resp
+	eventually(t, 10*time.Second, "read", func() bool {
+		m = tg.do("GET", "/api/v1/messages/"+id, keyAuth(s.key), nil)
+		return m.str("status") == "read"
+	})
+	var steps []string
+	for _, h := range m.obj()["history"].([]any) {
+		steps = append(steps, h.(map[string]any)["status"].(string))
+	}
+	if fmt.Sprint(steps) != "[queued sent delivered read]" {
+		t.Fatalf("history %v", steps)
+	}
+}

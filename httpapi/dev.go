@@ -112,4 +112,42 @@ type SimControls interface {
 	SetUnregistered(numbers []string)
 	Drop(sessionID string, logout bool) error
 	SetLatency(d time.Duration)
+	Read(messageID string) error
+	Inbound(sessionID, from, text string) (string, error)
+}
+
+type simReadRequest struct {
+	MessageID *string `json:"messageId"`
+}
+
+// simRead is POST /api/dev/sim/read: the recipient reads a delivered message (a read receipt).
+func (s *Server) simRead(ctx *fasthttp.RequestCtx) {
+	var req simReadRequest
+	if !s.bind(ctx, &req, need("messageId", &req.MessageID)) {
+		return
+	}
+	s.simResult(ctx, s.cfg.Sim.Read(*req.MessageID))
+}
+
+type simInboundRequest struct {
+	SessionID *string `json:"sessionId"`
+	From      *string `json:"from"`
+	Text      *string `json:"text"`
+}
+
+// simInbound is POST /api/dev/sim/inbound: a customer writes to the session's number.
+func (s *Server) simInbound(ctx *fasthttp.RequestCtx) {
+	var req simInboundRequest
+	if !s.bind(ctx, &req, need("sessionId", &req.SessionID), need("from", &req.From), need("text", &req.Text)) {
+		return
+	}
+	id, err := s.cfg.Sim.Inbound(*req.SessionID, *req.From, *req.Text)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, struct {
+		Success bool   `json:"success"`
+		ID      string `json:"id"`
+	}{true, id})
 }

@@ -73,5 +73,7 @@ func (s *Server) routes() {
 		s.route(POST, "/api/dev/sim/unregistered", 0, s.internal(s.simUnregistered))
 		s.route(POST, "/api/dev/sim/drop", 0, s.internal(s.simDrop))
 		s.route(POST, "/api/dev/sim/latency", 0, s.internal(s.simLatency))
+		s.route(POST, "/api/dev/sim/read", 0, s.internal(s.simRead))
+		s.route(POST, "/api/dev/sim/inbound", 0, s.internal(s.simInbound))
 	}
 }
