@@ -24,6 +24,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/gateway/gateway/media"
 )
 
 // Media intake errors; the error model maps each to a status and code.
@@ -204,53 +206,9 @@ func (f *mediaFetcher) checkAddr(ap netip.AddrPort) error {
 	return mediaErr(errMediaBlocked, "host resolves to a private, loopback or link-local address")
 }
 
-// mediaReservedPrefixes are ranges that are not the public internet but that netip's predicates
-// do not cover. Read-only.
-var mediaReservedPrefixes = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),       // "this network"
-	netip.MustParsePrefix("100.64.0.0/10"),   // carrier-grade NAT (shared address space)
-	netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments
-	netip.MustParsePrefix("192.0.2.0/24"),    // TEST-NET-1
-	netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking
-	netip.MustParsePrefix("198.51.100.0/24"), // TEST-NET-2
-	netip.MustParsePrefix("203.0.113.0/24"),  // TEST-NET-3
-	netip.MustParsePrefix("240.0.0.0/4"),     // reserved, and broadcast
-	netip.MustParsePrefix("64:ff9b:1::/48"),  // local-use NAT64
-	netip.MustParsePrefix("100::/64"),        // discard-only
-	netip.MustParsePrefix("2001:db8::/32"),   // documentation
-	netip.MustParsePrefix("fec0::/10"),       // site-local (deprecated, still routed by some)
-}
-
-var (
-	mediaNAT64     = netip.MustParsePrefix("64:ff9b::/96")
-	mediaSixToFour = netip.MustParsePrefix("2002::/16")
-)
-
-// mediaAddrBlocked reports whether ip is not a public unicast address.
-func mediaAddrBlocked(ip netip.Addr) bool {
-	ip = ip.Unmap().WithZone("")
-	if !ip.IsValid() {
-		return true
-	}
-	if ip.IsPrivate() || ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() {
-		return true
-	}
-	for _, p := range mediaReservedPrefixes {
-		if p.Contains(ip) {
-			return true
-		}
-	}
-	// NAT64 and 6to4 addresses reach the IPv4 address they embed: judge that one.
-	a := ip.As16()
-	if mediaNAT64.Contains(ip) {
-		return mediaAddrBlocked(netip.AddrFrom4([4]byte(a[12:16])))
-	}
-	if mediaSixToFour.Contains(ip) {
-		return mediaAddrBlocked(netip.AddrFrom4([4]byte(a[2:6])))
-	}
-	return false
-}
+// mediaAddrBlocked reports whether ip is not a public unicast address (one rule for media and
+// webhook URLs: media.AddrBlocked).
+func mediaAddrBlocked(ip netip.Addr) bool { return media.AddrBlocked(ip) }
 
 func (f *mediaFetcher) fetch(ctx context.Context, u *url.URL) (Media, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
