@@ -5,9 +5,13 @@ package domain
 // messages kept for GET /api/v1/messages?direction=in.
 
 import (
+	"errors"
 	"slices"
 	"time"
 )
+
+// ErrWebhookNotFound: no such webhook subscription (or not the caller's).
+var ErrWebhookNotFound = errors.New("webhook subscription not found")
 
 // EventType names an event a subscription can receive.
 type EventType string
@@ -165,4 +169,13 @@ type WebhookAttempt struct {
 	Delivered bool      `json:"delivered"`
 	At        time.Time `json:"at"`
 	Duration  int64     `json:"durationMs"`
+}
+
+// WebhookProgress is what a subscription's deliverer writes after some attempts, in one commit:
+// the attempt records, the deliveries that succeeded (removed from the queue), and the
+// subscription record when its health changed.
+type WebhookProgress struct {
+	Attempts     []WebhookAttempt
+	Delivered    []uint64
+	Subscription *WebhookSubscription
 }

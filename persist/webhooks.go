@@ -84,9 +84,14 @@ func (w *Webhooks) PutSubscription(ctx context.Context, s domain.WebhookSubscrip
 	return w.kv.Commit(ctx, put, Op{Key: webhookOwnerKey(s.UserID, s.ID), Value: []byte{}})
 }
 
-// GetSubscription returns subscription id or ErrNotFound.
+// GetSubscription returns subscription id, or an error matching both ErrNotFound and
+// domain.ErrWebhookNotFound.
 func (w *Webhooks) GetSubscription(id string) (domain.WebhookSubscription, error) {
-	return w.subs.Get(id)
+	s, err := w.subs.Get(id)
+	if errors.Is(err, ErrNotFound) {
+		return s, fmt.Errorf("%w: %w", domain.ErrWebhookNotFound, err)
+	}
+	return s, err
 }
 
 // ListSubscriptions returns every subscription, by id (for boot).
@@ -136,7 +141,7 @@ func (w *Webhooks) ListSubscriptionsByOwner(userID string) ([]domain.WebhookSubs
 // and index go first, in one commit, so a crash part-way leaves only queue entries without a
 // subscription, which PurgeQueue (or the next delete) removes.
 func (w *Webhooks) DeleteSubscription(ctx context.Context, id string) error {
-	s, err := w.subs.Get(id)
+	s, err := w.GetSubscription(id)
 	if err != nil {
 		return err
 	}
@@ -269,6 +274,43 @@ func (w *Webhooks) RecordAttempt(ctx context.Context, subID string, seq uint64, 
 		return w.kv.Commit(ctx, put)
 	}
 	return w.kv.Commit(ctx, put, w.queue.DeleteOp(queueID(subID, seq)))
+}
+
+// SaveProgress commits p for subscription subID.
+func (w *Webhooks) SaveProgress(ctx context.Context, subID string, p domain.WebhookProgress) error {
+	ops := make([]Op, 0, len(p.Attempts)+len(p.Delivered)+2)
+	// Only the last ring's worth of attempts survives the commit anyway.
+	attempts := p.Attempts[max(0, len(p.Attempts)-RecentWebhookAttempts):]
+	for _, a := range attempts {
+		op, err := w.attempts.PutOp(attemptID(subID, int(a.N%RecentWebhookAttempts)), a)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, op)
+	}
+	for _, seq := range p.Delivered {
+		ops = append(ops, w.queue.DeleteOp(queueID(subID, seq)))
+	}
+	if s := p.Subscription; s != nil {
+		if s.ID != subID {
+			return fmt.Errorf("%w: progress of %q carries subscription %q", ErrInvalid, subID, s.ID)
+		}
+		// A subscription deleted meanwhile is not brought back (the window between this read
+		// and the commit is the only one left).
+		if _, err := w.subs.Get(subID); err == nil {
+			put, err := w.subs.PutOp(s.ID, *s)
+			if err != nil {
+				return err
+			}
+			ops = append(ops, put)
+		} else if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	return w.kv.Commit(ctx, ops...)
 }
 
 // Attempts returns the recent attempts of subscription subID, newest first.
