@@ -337,6 +337,20 @@ func (w *Webhooks) InboundOp(m domain.InboundMessage) (Op, error) {
 	return w.inbound.PutTTLOp(id, m, domain.InboundRetention)
 }
 
+// SaveInbound commits incoming message m and the deliveries of its message.received event in
+// one commit: the message is listed if and only if its event is queued.
+func (w *Webhooks) SaveInbound(ctx context.Context, m domain.InboundMessage, ds []domain.WebhookDelivery) error {
+	op, err := w.InboundOp(m)
+	if err != nil {
+		return err
+	}
+	ops, err := w.EnqueueOps(ds)
+	if err != nil {
+		return err
+	}
+	return w.kv.Commit(ctx, append(ops, op)...)
+}
+
 // ListInbound returns userID's incoming messages at or after since, oldest first, at most
 // limit (0 = no limit).
 func (w *Webhooks) ListInbound(userID string, since time.Time, limit int) ([]domain.InboundMessage, error) {
