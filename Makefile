@@ -6,7 +6,7 @@ DATA      ?= ./data
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 # Packages must import one way: main → httpapi → engine → actors → {persist, network, ecom}.
-ADAPTERS  := persist network network/sim network/whatsapp ecom identity
+ADAPTERS  := persist network network/sim network/whatsapp ecom identity media
 
 .PHONY: run build test test-short lint deps fuzz test-scale bench bench-quick clean
 

@@ -132,6 +132,14 @@ func statusOf(err error) (int, string) {
 		return fasthttp.StatusBadRequest, "media_url_blocked"
 	case errors.Is(err, errMediaFetch):
 		return fasthttp.StatusBadGateway, "media_fetch_failed"
+	case errors.Is(err, engine.ErrWebhookNotFound):
+		return fasthttp.StatusNotFound, "webhook_not_found"
+	case errors.Is(err, engine.ErrWebhookURL):
+		return fasthttp.StatusBadRequest, "invalid_webhook_url"
+	case errors.Is(err, engine.ErrWebhookBlocked):
+		return fasthttp.StatusBadRequest, "webhook_url_blocked"
+	case errors.Is(err, engine.ErrWebhookLimit):
+		return fasthttp.StatusConflict, "webhook_limit"
 	case errors.Is(err, engine.ErrNetwork):
 		return fasthttp.StatusBadGateway, "network_error"
 	case errors.Is(err, engine.ErrUnavailable):

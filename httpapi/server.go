@@ -59,6 +59,8 @@ type Config struct {
 	BulkMaxRecipients int
 	// Media configures media intake (URLs and data URIs) for the send routes.
 	Media MediaOptions
+	// Webhooks is the events-out facet; its routes are served when it is set.
+	Webhooks WebhookService
 }
 
 // Server is the gateway's HTTP server.
