@@ -21,12 +21,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/anthdm/hollywood/actor"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gateway/gateway/actors/webhook"
 	"github.com/gateway/gateway/ecom"
 	"github.com/gateway/gateway/engine"
 	"github.com/gateway/gateway/httpapi"
 	"github.com/gateway/gateway/identity"
+	"github.com/gateway/gateway/media"
 	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/network/sim"
 	"github.com/gateway/gateway/network/whatsapp"
@@ -73,6 +76,7 @@ type config struct {
 	internalCIDRs                       string
 	mediaMaxBytes                       int64
 	mediaAllowPrivate                   bool
+	webhookAllowPrivate                 bool
 	bulkMaxRecipients                   int
 	simAutopair, simLatency             time.Duration
 	requireWebhookSig                   bool
@@ -107,6 +111,7 @@ func parseServe(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.internalCIDRs, "internal-cidrs", "127.0.0.0/8,::1/128", "addresses allowed on the internal admin-prefixed routes without a token")
 	fs.Int64Var(&c.mediaMaxBytes, "media-max-bytes", 16<<20, "largest media file")
 	fs.BoolVar(&c.mediaAllowPrivate, "media-allow-private", false, "allow media URLs on private, loopback and link-local addresses")
+	fs.BoolVar(&c.webhookAllowPrivate, "webhook-allow-private", false, "allow webhook subscription URLs on private, loopback and link-local addresses")
 	fs.IntVar(&c.bulkMaxRecipients, "bulk-max-recipients", 1000, "most numbers in one bulk request")
 	fs.DurationVar(&c.simAutopair, "sim-autopair", 0, "sim only: pair a session this long after its QR is shown (0 = never)")
 	fs.DurationVar(&c.simLatency, "sim-latency", 0, "sim only: time each delivery takes")
@@ -244,6 +249,7 @@ type gateway struct {
 	log    *slog.Logger
 	kv     *persist.Badger
 	engine *engine.Engine
+	events *engine.Events // events out (webhooks); its own actor engine until Core v2 wires it in
 	net    network.Network
 	sim    *sim.Network // --network sim only
 	http   *httpapi.Server
@@ -291,10 +297,14 @@ func build(ctx context.Context, c config, log *slog.Logger) (g *gateway, err err
 	if err != nil {
 		return nil, err
 	}
+	reg := prometheus.NewRegistry()
+	if g.events, err = newEvents(ctx, c, g.kv, reg, log); err != nil {
+		return nil, err
+	}
 	cidrs, _ := parseCIDRs(c.internalCIDRs)
 	g.http, err = httpapi.New(httpapi.Config{
 		Engine: g.engine, Verifier: verifier, DevRoles: c.auth == "dev", Logger: log.With("component", "http"),
-		Registry: prometheus.NewRegistry(), InternalCIDRs: cidrs, BodyLimit: c.bodyLimit,
+		Registry: reg, InternalCIDRs: cidrs, BodyLimit: c.bodyLimit, Webhooks: g.events,
 		LogRequests: c.logRequests, Version: version, Sim: g.sim, BulkMaxRecipients: c.bulkMaxRecipients,
 		Media: httpapi.MediaOptions{MaxBytes: c.mediaMaxBytes, AllowPrivate: c.mediaAllowPrivate},
 	})
@@ -302,6 +312,28 @@ func build(ctx context.Context, c config, log *slog.Logger) (g *gateway, err err
 		return nil, err
 	}
 	return g, nil
+}
+
+// newEvents builds events out (DESIGN.md section 10) and resumes the deliveries queued before
+// the last stop or crash. Webhook URLs pass the media address checks unless
+// --webhook-allow-private.
+func newEvents(ctx context.Context, c config, kv persist.KV, reg prometheus.Registerer, log *slog.Logger) (*engine.Events, error) {
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	guard := media.Guard{AllowPrivate: c.webhookAllowPrivate}
+	ev, err := engine.NewEvents(engine.EventsConfig{
+		Store: persist.NewWebhooks(kv), Actors: hw, Log: log.With("component", "events"), Metrics: reg,
+		Poster: webhook.NewHTTPPoster(guard.Dialer(5*time.Second), webhook.Timeout, 0), Guard: guard,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := ev.Boot(ctx); err != nil {
+		return nil, err
+	}
+	return ev, nil
 }
 
 // storeConfig is the store integration's configuration: the store-platform client, the app
@@ -337,6 +369,10 @@ func (g *gateway) shutdown(timeout time.Duration) {
 		g.engine.Stop(ctx)
 		g.engine = nil
 	}
+	if g.events != nil {
+		g.events.Stop(ctx) // after the engine: its last status changes are published
+		g.events = nil
+	}
 	g.close()
 }
 
@@ -365,6 +401,10 @@ func (g *gateway) close() {
 	if g.engine != nil {
 		g.engine.Stop(context.Background())
 		g.engine = nil
+	}
+	if g.events != nil {
+		g.events.Stop(context.Background())
+		g.events = nil
 	}
 	if g.net != nil {
 		if err := g.net.Close(); err != nil {
