@@ -411,7 +411,7 @@ func (e *Events) kick(ds []domain.WebhookDelivery) {
 	e.metrics.pending.Add(float64(len(ds)))
 	for _, d := range ds {
 		if pid := e.actor(d.SubscriptionID); pid != nil {
-			e.cfg.Actors.Send(pid, webhook.Enqueued{Seqs: []uint64{d.Seq}})
+			e.cfg.Actors.Send(pid, webhook.Enqueued{Deliveries: []domain.WebhookDelivery{d}})
 		}
 	}
 }

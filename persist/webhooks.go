@@ -4,6 +4,7 @@ package persist
 // delivery queue, its ring of recent attempts, and incoming messages kept 7 days.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -251,6 +252,44 @@ func (w *Webhooks) Delivery(subID string, seq uint64) (d domain.WebhookDelivery,
 		return d, false, nil
 	}
 	return d, err == nil, err
+}
+
+// DeliveriesFrom returns up to limit queued deliveries of subscription subID with a sequence
+// number at or above from, in order, read in one snapshot. (One read per batch matters: a
+// Badger read waits for the commits in flight, an fsync with --fsync batch.)
+func (w *Webhooks) DeliveriesFrom(subID string, from uint64, limit int) ([]domain.WebhookDelivery, error) {
+	var out []domain.WebhookDelivery
+	prefix := []byte(webhookQueueTable + "/" + subID + "\x00")
+	start := fmt.Appendf(slices.Clone(prefix), "%016x", from)
+	fn := func(key, value []byte) error {
+		if bytes.Compare(key, start) < 0 {
+			return nil
+		}
+		var d domain.WebhookDelivery
+		if _, err := Decode(value, recordVersion1, &d); err != nil {
+			return fmt.Errorf("%s %q: %w", webhookQueueTable, key, err)
+		}
+		out = append(out, d)
+		if len(out) == limit {
+			return errStopScan
+		}
+		return nil
+	}
+	var err error
+	if r, ok := w.kv.(rangeScanner); ok {
+		err = r.ScanFrom(prefix, start, fn) // delivered entries before start are not walked
+	} else {
+		err = w.kv.Scan(prefix, fn)
+	}
+	if errors.Is(err, errStopScan) {
+		err = nil
+	}
+	return out, err
+}
+
+// rangeScanner is a KV that can start a scan past the beginning of its prefix (Badger, Memory).
+type rangeScanner interface {
+	ScanFrom(prefix, start []byte, fn func(key, value []byte) error) error
 }
 
 // LastAttemptN is the highest WebhookAttempt.N recorded for subscription subID (0 for none).

@@ -126,3 +126,30 @@ func testWebhooks(t *testing.T, kv KV) {
 		t.Fatalf("ListInbound with limit = %+v", in)
 	}
 }
+
+func TestDeliveriesFrom(t *testing.T) {
+	for _, impl := range kvImpls() {
+		t.Run(impl.name, func(t *testing.T) {
+			w := NewWebhooks(impl.open(t))
+			ctx := context.Background()
+			var ds []domain.WebhookDelivery
+			for seq := uint64(1); seq <= 10; seq++ {
+				ds = append(ds, domain.WebhookDelivery{ID: "m", SubscriptionID: "s1", Seq: seq * 16})
+			}
+			if err := w.Enqueue(ctx, append(ds, domain.WebhookDelivery{ID: "x", SubscriptionID: "s10", Seq: 1})); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.SaveProgress(ctx, "s1", domain.WebhookProgress{Delivered: []uint64{16, 32}}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := w.DeliveriesFrom("s1", 33, 3)
+			if err != nil || len(got) != 3 || got[0].Seq != 48 || got[2].Seq != 80 {
+				t.Fatalf("DeliveriesFrom(33, 3) = %+v, %v", got, err)
+			}
+			got, _ = w.DeliveriesFrom("s1", 0, 100)
+			if len(got) != 8 || got[0].Seq != 48 || got[7].Seq != 160 {
+				t.Fatalf("DeliveriesFrom(0) = %d entries from %d", len(got), got[0].Seq)
+			}
+		})
+	}
+}

@@ -33,8 +33,9 @@ type Store interface {
 	GetSubscription(id string) (domain.WebhookSubscription, error)
 	// Pending lists the subscription's queued sequence numbers, in order.
 	Pending(subID string) ([]uint64, error)
-	// Delivery reads one queued delivery; found is false once it was removed.
-	Delivery(subID string, seq uint64) (d domain.WebhookDelivery, found bool, err error)
+	// DeliveriesFrom reads up to limit queued deliveries with a sequence number at or above
+	// from, in order.
+	DeliveriesFrom(subID string, from uint64, limit int) ([]domain.WebhookDelivery, error)
 	// LastAttemptN is the highest attempt number recorded (0 for none).
 	LastAttemptN(subID string) (int64, error)
 	// SaveProgress commits attempts, removes delivered entries and writes the subscription
@@ -125,8 +126,10 @@ type Deps struct {
 
 // Messages the actor takes.
 type (
-	// Enqueued tells the actor deliveries were committed to its queue.
-	Enqueued struct{ Seqs []uint64 }
+	// Enqueued tells the actor deliveries were committed to its queue. It carries them, so the
+	// actor need not read them back (up to maxCached are kept in memory; the rest are read
+	// from the store in batches when their turn comes).
+	Enqueued struct{ Deliveries []domain.WebhookDelivery }
 
 	loaded struct {
 		sub     domain.WebhookSubscription
@@ -139,7 +142,8 @@ type (
 	attempted struct {
 		run       *int
 		seq       uint64
-		gone      bool // the delivery was removed meanwhile
+		read      []domain.WebhookDelivery // the worker read deliveries instead of posting
+		gone      bool                     // the delivery was removed meanwhile
 		id        string
 		eventID   string
 		typ       domain.EventType
@@ -163,6 +167,7 @@ type Subscription struct {
 	signer Signer
 	queue  []uint64 // pending, in order
 	known  map[uint64]bool
+	cached map[uint64]domain.WebhookDelivery // the bodies of some of queue, read or enqueued
 	nextN  int64
 
 	running  *int // the attempt whose worker runs for queue[0]; nil: none
@@ -184,7 +189,7 @@ func New(id string, deps Deps) actor.Producer {
 		deps.Log = slog.New(slog.DiscardHandler)
 	}
 	return func() actor.Receiver {
-		return &Subscription{id: id, deps: deps, known: map[uint64]bool{}}
+		return &Subscription{id: id, deps: deps, known: map[uint64]bool{}, cached: map[uint64]domain.WebhookDelivery{}}
 	}
 }
 
@@ -196,8 +201,10 @@ func (a *Subscription) Receive(c *actor.Context) {
 	case loaded:
 		a.onLoaded(c, m)
 	case Enqueued:
-		for _, s := range m.Seqs {
-			a.add(s)
+		for _, d := range m.Deliveries {
+			if a.add(d.Seq) && len(a.cached) < maxCached {
+				a.cached[d.Seq] = d
+			}
 		}
 		a.kick(c)
 	case attempted:
@@ -256,7 +263,7 @@ func (a *Subscription) onLoaded(c *actor.Context, m loaded) {
 		return
 	}
 	if m.missing {
-		a.queue, a.known = nil, map[uint64]bool{} // deleted: the engine stops this actor
+		a.queue, a.known, a.cached = nil, map[uint64]bool{}, map[uint64]domain.WebhookDelivery{} // deleted: the engine stops this actor
 		return
 	}
 	a.loaded, a.sub, a.signer = true, m.sub, m.signer
@@ -271,11 +278,18 @@ func (a *Subscription) onLoaded(c *actor.Context, m loaded) {
 	a.kick(c)
 }
 
+// maxCached bounds the deliveries a subscription keeps in memory (a receiver that is down
+// lets its queue grow in the store, not in memory); readBatch is how many are read at once.
+const (
+	maxCached = 1024
+	readBatch = 256
+)
+
 // add inserts seq in order; a late arrival with a lower seq than the head in progress goes
-// right after it.
-func (a *Subscription) add(seq uint64) {
+// right after it. It reports whether seq was new.
+func (a *Subscription) add(seq uint64) bool {
 	if a.known[seq] {
-		return
+		return false
 	}
 	a.known[seq] = true
 	i, _ := slices.BinarySearch(a.queue, seq)
@@ -283,6 +297,7 @@ func (a *Subscription) add(seq uint64) {
 		i = 1
 	}
 	a.queue = slices.Insert(a.queue, i, seq)
+	return true
 }
 
 // kick starts the worker on the head of the queue when nothing is in progress.
@@ -295,23 +310,32 @@ func (a *Subscription) kick(c *actor.Context) {
 	seq, url, signer, id := a.queue[0], a.sub.URL, a.signer, a.id
 	store, poster, clock := a.deps.Store, a.deps.Poster, a.deps.Clock
 	engine, self := c.Engine(), c.PID()
-	a.spawn(func() {
-		r := attempted{run: run, seq: seq}
-		d, found, err := store.Delivery(id, seq)
-		switch {
-		case err != nil:
-			r.err, r.at = fmt.Errorf("read the queued delivery: %w", err), clock.Now()
-		case !found:
-			r.gone = true
-		default:
-			r.id, r.eventID, r.typ, r.createdAt = d.ID, d.EventID, d.Type, d.CreatedAt
-			r.at = clock.Now()
-			var h Headers
-			if h, err = signer.Sign(d.ID, r.at, d.Body); err == nil {
-				r.status, err = poster.Post(context.Background(), url, h, d.Body)
+	d, cached := a.cached[seq]
+	if !cached {
+		// Read the head and what follows it in one go (after a restart, or past maxCached).
+		room := max(1, min(readBatch, maxCached-len(a.cached)))
+		a.spawn(func() {
+			r := attempted{run: run, seq: seq}
+			ds, err := store.DeliveriesFrom(id, seq, room)
+			switch {
+			case err != nil:
+				r.err, r.at = fmt.Errorf("read the queued delivery: %w", err), clock.Now()
+			case len(ds) == 0 || ds[0].Seq != seq:
+				r.gone, r.read = true, ds
+			default:
+				r.read = ds
 			}
-			r.err, r.took = err, clock.Now().Sub(r.at)
+			engine.Send(self, r)
+		})
+		return
+	}
+	a.spawn(func() {
+		r := attempted{run: run, seq: seq, id: d.ID, eventID: d.EventID, typ: d.Type, createdAt: d.CreatedAt, at: clock.Now()}
+		h, err := signer.Sign(d.ID, r.at, d.Body)
+		if err == nil {
+			r.status, err = poster.Post(context.Background(), url, h, d.Body)
 		}
+		r.err, r.took = err, clock.Now().Sub(r.at)
 		engine.Send(self, r)
 	})
 }
@@ -325,9 +349,18 @@ func (a *Subscription) onAttempted(c *actor.Context, m attempted) {
 		a.kick(c)
 		return
 	}
+	for _, d := range m.read {
+		if a.known[d.Seq] {
+			a.cached[d.Seq] = d
+		}
+	}
 	if m.gone {
 		a.pop()
 		a.kick(c)
+		return
+	}
+	if m.read != nil {
+		a.kick(c) // the head is in memory now
 		return
 	}
 	ok := m.err == nil && m.status >= 200 && m.status < 300
@@ -385,6 +418,7 @@ func (a *Subscription) onAttempted(c *actor.Context, m attempted) {
 
 func (a *Subscription) pop() {
 	delete(a.known, a.queue[0])
+	delete(a.cached, a.queue[0])
 	a.queue = a.queue[1:]
 	a.attempts = 0
 }
@@ -392,7 +426,7 @@ func (a *Subscription) pop() {
 // drop empties the queue of a disabled subscription: nothing more is sent to it.
 func (a *Subscription) drop(c *actor.Context) {
 	a.deps.Observer.Dropped(a.id, len(a.queue))
-	a.queue, a.known, a.attempts = nil, map[uint64]bool{}, 0
+	a.queue, a.known, a.cached, a.attempts = nil, map[uint64]bool{}, map[uint64]domain.WebhookDelivery{}, 0
 	a.unsaved.Delivered = nil // the purge removes them all
 	a.purge = true
 	a.save(c)

@@ -238,7 +238,7 @@ func (h *harness) publish(n int) []string {
 		h.t.Fatal(err)
 	}
 	if h.pid != nil {
-		h.hw.Send(h.pid, webhook.Enqueued{Seqs: seqs})
+		h.hw.Send(h.pid, webhook.Enqueued{Deliveries: ds})
 	}
 	return ids
 }
