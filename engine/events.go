@@ -52,6 +52,7 @@ type EventStore interface {
 	ListSubscriptions() ([]domain.WebhookSubscription, error)
 	DeleteSubscription(ctx context.Context, id string) error
 	Enqueue(ctx context.Context, ds []domain.WebhookDelivery) error
+	EnqueueOps(ds []domain.WebhookDelivery) ([]persist.Op, error)
 	QueueHeads() (pending map[string]int, maxSeq uint64, err error)
 	Attempts(subID string) ([]domain.WebhookAttempt, error)
 	SaveInbound(ctx context.Context, m domain.InboundMessage, ds []domain.WebhookDelivery) error
@@ -309,6 +310,38 @@ func (e *Events) Publish(ctx context.Context, uid string, ev domain.Event) error
 	}
 	e.kick(ds)
 	return nil
+}
+
+// PreparedEvent is an event made ready for the caller's own commit (Prepare).
+type PreparedEvent struct {
+	deliveries []domain.WebhookDelivery
+	ops        []persist.Op
+}
+
+// Ops are the writes that queue the event; empty when no subscription wants it.
+func (p PreparedEvent) Ops() []persist.Op { return p.ops }
+
+// Prepare is Publish for a caller that commits the event together with the fact it reports
+// (an outbox entry's new status and its message.status event in one group commit): add Ops to
+// that commit, then call Committed once it is durable. An event prepared and never committed is
+// simply not sent.
+func (e *Events) Prepare(uid string, ev domain.Event) (PreparedEvent, error) {
+	ds, err := e.deliveries(uid, ev)
+	if err != nil || len(ds) == 0 {
+		return PreparedEvent{}, err
+	}
+	ops, err := e.cfg.Store.EnqueueOps(ds)
+	if err != nil {
+		return PreparedEvent{}, fmt.Errorf("%w: %v", ErrValidation, err)
+	}
+	return PreparedEvent{deliveries: ds, ops: ops}, nil
+}
+
+// Committed hands a prepared event whose Ops were committed to its subscriptions' actors.
+func (e *Events) Committed(p PreparedEvent) {
+	if len(p.deliveries) > 0 {
+		e.kick(p.deliveries)
+	}
 }
 
 // ReceiveMessage keeps an incoming message (7 days) and publishes its message.received event,

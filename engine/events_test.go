@@ -495,3 +495,27 @@ func crashChild() {
 	}
 	select {}
 }
+
+func TestPreparedEventGoesOutOnlyOnceCommitted(t *testing.T) {
+	ctx := context.Background()
+	rcv := newTestReceiver(t)
+	kv := persist.NewMemory()
+	h := newEvents(t, kv, true, webhook.Policy{})
+	defer h.stop()
+	if _, err := h.ev.Subscribe(ctx, "u1", rcv.URL, []domain.EventType{domain.EventMessageStatus}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := h.ev.Prepare("u1", domain.Event{Type: domain.EventMessageStatus, Data: domain.MessageStatusData{MessageID: "m1", Status: "sent"}})
+	if err != nil || len(p.Ops()) != 1 {
+		t.Fatalf("Prepare = %d ops, %v", len(p.Ops()), err)
+	}
+	// The caller's own commit: its record and the event's ops together.
+	if err := kv.Commit(ctx, append(p.Ops(), persist.Op{Key: []byte("outbox/m1"), Value: []byte("sent")})...); err != nil {
+		t.Fatal(err)
+	}
+	h.ev.Committed(p)
+	waitUntil(t, 5*time.Second, "the event", func() bool { return len(rcv.got()) == 1 })
+	if none, err := h.ev.Prepare("u2", domain.Event{Type: domain.EventMessageStatus}); err != nil || len(none.Ops()) != 0 {
+		t.Fatalf("a user without subscriptions: %d ops, %v", len(none.Ops()), err)
+	}
+}
