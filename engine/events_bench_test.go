@@ -33,7 +33,10 @@ import (
 // receiver on loopback that verifies every signature, and the clock stops when the last one
 // is accepted. One op = one event published to one subscription and delivered.
 //
-//	go test -run XXX -bench SignedDeliveries -benchtime 100000x ./engine
+//	go test -run XXX -bench SignedDeliveries -benchtime 30000x ./engine
+//
+// BENCH_FSYNC=interval opens Badger in --fsync interval mode; BENCH_MEMKV=1 uses the memory KV
+// and BENCH_NOPPOST=1 a poster that sends nothing (to isolate the actors' own cost).
 func BenchmarkSignedDeliveries(b *testing.B) {
 	for _, subs := range []int{1, 16, 64} {
 		for _, backlog := range []bool{false, true} {
@@ -164,7 +167,11 @@ func openBenchKV(b *testing.B) (persist.KV, error) {
 	if os.Getenv("BENCH_MEMKV") != "" {
 		return persist.NewMemory(), nil
 	}
-	return persist.OpenBadger(filepath.Join(b.TempDir(), "db"), persist.BadgerOptions{Fsync: persist.FsyncBatch})
+	fsync := persist.FsyncBatch
+	if os.Getenv("BENCH_FSYNC") == "interval" {
+		fsync = persist.FsyncInterval
+	}
+	return persist.OpenBadger(filepath.Join(b.TempDir(), "db"), persist.BadgerOptions{Fsync: fsync})
 }
 
 type nopPoster struct{ n *atomic.Int64 }

@@ -144,6 +144,7 @@ type (
 		seq       uint64
 		read      []domain.WebhookDelivery // the worker read deliveries instead of posting
 		gone      bool                     // the delivery was removed meanwhile
+		last      bool                     // the worker's last report: it has finished
 		id        string
 		eventID   string
 		typ       domain.EventType
@@ -170,7 +171,8 @@ type Subscription struct {
 	cached map[uint64]domain.WebhookDelivery // the bodies of some of queue, read or enqueued
 	nextN  int64
 
-	running  *int // the attempt whose worker runs for queue[0]; nil: none
+	running  *int // the worker running for the head of the queue; nil: none
+	inflight int  // how many of the queue's first entries that worker holds
 	waiting  bool // queue[0] waits for a retry timer
 	timer    Timer
 	attempts int // consecutive failures of queue[0]
@@ -283,6 +285,7 @@ func (a *Subscription) onLoaded(c *actor.Context, m loaded) {
 const (
 	maxCached = 1024
 	readBatch = 256
+	postBatch = 64 // the most deliveries one worker posts back to back
 )
 
 // add inserts seq in order; a late arrival with a lower seq than the head in progress goes
@@ -293,8 +296,8 @@ func (a *Subscription) add(seq uint64) bool {
 	}
 	a.known[seq] = true
 	i, _ := slices.BinarySearch(a.queue, seq)
-	if i == 0 && len(a.queue) > 0 && (a.running != nil || a.waiting) {
-		i = 1
+	if len(a.queue) > 0 && (a.running != nil || a.waiting) {
+		i = max(i, a.inflight, 1)
 	}
 	a.queue = slices.Insert(a.queue, i, seq)
 	return true
@@ -306,7 +309,7 @@ func (a *Subscription) kick(c *actor.Context) {
 		return
 	}
 	run := new(int)
-	a.running = run
+	a.running, a.inflight = run, 1
 	seq, url, signer, id := a.queue[0], a.sub.URL, a.signer, a.id
 	store, poster, clock := a.deps.Store, a.deps.Poster, a.deps.Clock
 	engine, self := c.Engine(), c.PID()
@@ -315,7 +318,7 @@ func (a *Subscription) kick(c *actor.Context) {
 		// Read the head and what follows it in one go (after a restart, or past maxCached).
 		room := max(1, min(readBatch, maxCached-len(a.cached)))
 		a.spawn(func() {
-			r := attempted{run: run, seq: seq}
+			r := attempted{run: run, seq: seq, last: true}
 			ds, err := store.DeliveriesFrom(id, seq, room)
 			switch {
 			case err != nil:
@@ -329,14 +332,33 @@ func (a *Subscription) kick(c *actor.Context) {
 		})
 		return
 	}
-	a.spawn(func() {
-		r := attempted{run: run, seq: seq, id: d.ID, eventID: d.EventID, typ: d.Type, createdAt: d.CreatedAt, at: clock.Now()}
-		h, err := signer.Sign(d.ID, r.at, d.Body)
-		if err == nil {
-			r.status, err = poster.Post(context.Background(), url, h, d.Body)
+	// The worker posts the head and, while they succeed, the cached entries after it, without
+	// waiting for the actor in between: still one request in flight, in order, each outcome
+	// reported as it comes. It stops at the first failure.
+	batch := []domain.WebhookDelivery{d}
+	for _, next := range a.queue[1:min(len(a.queue), postBatch)] {
+		nd, ok := a.cached[next]
+		if !ok {
+			break
 		}
-		r.err, r.took = err, clock.Now().Sub(r.at)
-		engine.Send(self, r)
+		batch = append(batch, nd)
+	}
+	a.inflight = len(batch)
+	a.spawn(func() {
+		for i, d := range batch {
+			r := attempted{run: run, seq: d.Seq, id: d.ID, eventID: d.EventID, typ: d.Type, createdAt: d.CreatedAt, at: clock.Now()}
+			h, err := signer.Sign(d.ID, r.at, d.Body)
+			if err == nil {
+				r.status, err = poster.Post(context.Background(), url, h, d.Body)
+			}
+			r.err, r.took = err, clock.Now().Sub(r.at)
+			failed := err != nil || r.status < 200 || r.status > 299
+			r.last = failed || i == len(batch)-1
+			engine.Send(self, r)
+			if failed {
+				return
+			}
+		}
 	})
 }
 
@@ -344,7 +366,11 @@ func (a *Subscription) onAttempted(c *actor.Context, m attempted) {
 	if m.run != a.running {
 		return // from before a restart, or for a queue that was dropped
 	}
-	a.running = nil
+	if m.last {
+		a.running, a.inflight = nil, 0
+	} else {
+		a.inflight--
+	}
 	if len(a.queue) == 0 || a.queue[0] != m.seq {
 		a.kick(c)
 		return
