@@ -199,6 +199,14 @@ func TestWebhooksEndToEnd(t *testing.T) {
 	narrow := tg.newKey(admin, "alice", map[string]any{"scopes": []string{"send_text"}}).str("rawKey")
 	want(t, tg.do("GET", "/api/v1/messages?direction=in", keyAuth(narrow), nil), 403, "insufficient_scope")
 
+	metrics := tg.do("GET", "/metrics", nil, nil)
+	for _, m := range []string{"gateway_webhook_events_queued_total 10", "gateway_webhook_deliveries_total 10", "gateway_webhook_pending 0",
+		"gateway_webhook_attempts_failed_total 0", "gateway_webhook_delivery_lag_seconds_count 10"} {
+		if !strings.Contains(string(metrics.raw), m+"\n") {
+			t.Errorf("/metrics lacks %q", m)
+		}
+	}
+
 	want(t, tg.do("DELETE", "/api/client/webhooks?id="+id, bearerAuth(tg.token("bob", "client")), nil), 404, "webhook_not_found")
 	want(t, tg.do("DELETE", "/api/client/webhooks?id="+id, bearerAuth(tok), nil), 200, "")
 	want(t, tg.do("DELETE", "/api/client/webhooks?id="+id, bearerAuth(tok), nil), 404, "webhook_not_found")

@@ -182,6 +182,7 @@ type Subscription struct {
 	saving  bool
 	writing chan struct{} // closed when the last writer started has finished
 	stopped bool
+	done    chan struct{} // closed when the actor stops: a worker posts nothing more after it
 }
 
 // New returns the producer of subscription id's actor.
@@ -191,7 +192,7 @@ func New(id string, deps Deps) actor.Producer {
 		deps.Log = slog.New(slog.DiscardHandler)
 	}
 	return func() actor.Receiver {
-		return &Subscription{id: id, deps: deps, known: map[uint64]bool{}, cached: map[uint64]domain.WebhookDelivery{}}
+		return &Subscription{id: id, deps: deps, known: map[uint64]bool{}, cached: map[uint64]domain.WebhookDelivery{}, done: make(chan struct{})}
 	}
 }
 
@@ -226,6 +227,7 @@ func (a *Subscription) Receive(c *actor.Context) {
 		a.kick(c)
 	case actor.Stopped:
 		a.stopped = true
+		close(a.done)
 		if a.timer != nil {
 			a.timer.Stop()
 		}
@@ -344,8 +346,14 @@ func (a *Subscription) kick(c *actor.Context) {
 		batch = append(batch, nd)
 	}
 	a.inflight = len(batch)
+	done := a.done
 	a.spawn(func() {
 		for i, d := range batch {
+			select {
+			case <-done:
+				return // stopping: what was not posted stays queued
+			default:
+			}
 			r := attempted{run: run, seq: d.Seq, id: d.ID, eventID: d.EventID, typ: d.Type, createdAt: d.CreatedAt, at: clock.Now()}
 			h, err := signer.Sign(d.ID, r.at, d.Body)
 			if err == nil {
