@@ -207,7 +207,9 @@ func (e *Events) Subscribe(ctx context.Context, uid, rawURL string, types []doma
 			events = append(events, t)
 		}
 	}
-	u, err := e.cfg.Guard.CheckURL(ctx, nil, rawURL)
+	checkCtx, cancel := context.WithTimeout(ctx, 5*time.Second) // the host's DNS answers, or not
+	u, err := e.cfg.Guard.CheckURL(checkCtx, nil, rawURL)
+	cancel()
 	switch {
 	case errors.Is(err, media.ErrBlocked):
 		return domain.WebhookSubscription{}, fmt.Errorf("%w: %v", ErrWebhookBlocked, err)
