@@ -298,7 +298,7 @@ func build(ctx context.Context, c config, log *slog.Logger) (g *gateway, err err
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
-	if g.events, err = newEvents(ctx, c, g.kv, reg, log); err != nil {
+	if g.events, err = newEvents(ctx, c, g.kv, reg, engine.NewSecretBox(stores.SecretKey, stores.SecretKeyFile), log); err != nil {
 		return nil, err
 	}
 	cidrs, _ := parseCIDRs(c.internalCIDRs)
@@ -317,7 +317,8 @@ func build(ctx context.Context, c config, log *slog.Logger) (g *gateway, err err
 // newEvents builds events out (DESIGN.md section 10) and resumes the deliveries queued before
 // the last stop or crash. Webhook URLs pass the media address checks unless
 // --webhook-allow-private.
-func newEvents(ctx context.Context, c config, kv persist.KV, reg prometheus.Registerer, log *slog.Logger) (*engine.Events, error) {
+// Signing secrets are sealed at rest with the key of the store credentials.
+func newEvents(ctx context.Context, c config, kv persist.KV, reg prometheus.Registerer, secrets engine.SecretBox, log *slog.Logger) (*engine.Events, error) {
 	hw, err := actor.NewEngine(actor.NewEngineConfig())
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
@@ -325,7 +326,7 @@ func newEvents(ctx context.Context, c config, kv persist.KV, reg prometheus.Regi
 	guard := media.Guard{AllowPrivate: c.webhookAllowPrivate}
 	ev, err := engine.NewEvents(engine.EventsConfig{
 		Store: persist.NewWebhooks(kv), Actors: hw, Log: log.With("component", "events"), Metrics: reg,
-		Poster: webhook.NewHTTPPoster(guard.Dialer(5*time.Second), webhook.Timeout, 0), Guard: guard,
+		Poster: webhook.NewHTTPPoster(guard.Dialer(5*time.Second), webhook.Timeout, 0), Guard: guard, Secrets: secrets,
 	})
 	if err != nil {
 		return nil, err

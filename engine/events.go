@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,6 +88,30 @@ type EventsConfig struct {
 	Policy webhook.Policy
 	// MaxSubscriptions per user (default 10).
 	MaxSubscriptions int
+	// Secrets seals signing secrets at rest (NewSecretBox, with the key that seals store
+	// credentials); nil keeps them in clear (tests).
+	Secrets SecretBox
+}
+
+// SecretBox seals secrets at rest and opens them (webhook.Secrets is its opening half).
+type SecretBox interface {
+	Seal(plain string) (string, error)
+	Open(stored string) (string, error)
+}
+
+// NewSecretBox seals with key, else with the key in keyFile (created on first use): the same
+// key and file as StoreConfig's. A secret stored in clear (whsec_...) opens as itself.
+func NewSecretBox(key []byte, keyFile string) SecretBox { return secretBox{newSealer(key, keyFile)} }
+
+type secretBox struct{ s *sealer }
+
+func (b secretBox) Seal(plain string) (string, error) { return b.s.seal(plain) }
+
+func (b secretBox) Open(stored string) (string, error) {
+	if strings.HasPrefix(stored, "whsec_") {
+		return stored, nil
+	}
+	return b.s.open(stored)
 }
 
 // Events is the events-out facet: subscriptions, publishing, incoming messages.
@@ -139,6 +164,7 @@ func (e *Events) Boot(ctx context.Context) error {
 	}
 	e.mu.Lock()
 	for _, s := range subs {
+		s.Secret = "" // the actors read it from the store and open it
 		e.index(s)
 	}
 	e.mu.Unlock()
@@ -227,27 +253,35 @@ func (e *Events) Subscribe(ctx context.Context, uid, rawURL string, types []doma
 		return domain.WebhookSubscription{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	s := domain.WebhookSubscription{
-		ID: "wh_" + randomID(10), UserID: uid, URL: u.String(), Events: events, Secret: secret,
+		ID: "wh_" + randomID(10), UserID: uid, URL: u.String(), Events: events,
 		CreatedAt: e.cfg.Clock.Now().UTC().Truncate(time.Millisecond),
 	}
-	if err := e.cfg.Store.PutSubscription(ctx, s); err != nil {
+	stored := s
+	if stored.Secret, err = e.seal(secret); err != nil {
+		return domain.WebhookSubscription{}, fmt.Errorf("%w: seal the secret: %v", ErrUnavailable, err)
+	}
+	if err := e.cfg.Store.PutSubscription(ctx, stored); err != nil {
 		return domain.WebhookSubscription{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	e.mu.Lock()
-	e.index(s)
+	e.index(s) // the index never holds a secret
 	e.mu.Unlock()
+	s.Secret = secret
 	return s, nil
+}
+
+func (e *Events) seal(secret string) (string, error) {
+	if e.cfg.Secrets == nil {
+		return secret, nil
+	}
+	return e.cfg.Secrets.Seal(secret)
 }
 
 // List returns uid's subscriptions, oldest first, without their secrets.
 func (e *Events) List(uid string) []domain.WebhookSubscription {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	out := slices.Clone(e.byUser[uid])
-	for i := range out {
-		out[i].Secret = ""
-	}
-	return out
+	return slices.Clone(e.byUser[uid])
 }
 
 // Delete removes uid's subscription id: nothing more is sent to it, and its queue is dropped.
@@ -294,7 +328,6 @@ func (e *Events) Subscription(uid, id string) (domain.WebhookSubscription, error
 	if !ok || s.UserID != uid {
 		return domain.WebhookSubscription{}, ErrWebhookNotFound
 	}
-	s.Secret = ""
 	return s, nil
 }
 
@@ -473,6 +506,9 @@ func (e *Events) actor(id string) *actor.PID {
 		Store: e.cfg.Store, Poster: e.cfg.Poster, Clock: e.cfg.Clock, Observer: (*eventsObserver)(e),
 		Workers: &e.workers, Log: e.log, Policy: e.cfg.Policy,
 	}
+	if e.cfg.Secrets != nil {
+		deps.Secrets = e.cfg.Secrets
+	}
 	// The engine's spawn rules (DESIGN.md section 7): a small inbox, an unlimited restart budget.
 	pid = e.cfg.Actors.Spawn(webhook.New(id, deps), "webhook",
 		actor.WithID(id),
@@ -544,8 +580,8 @@ func (o *eventsObserver) Dropped(_ string, n int) {
 	o.metrics.pending.Sub(float64(n))
 }
 
-// Changed keeps the index's copy of a subscription's health (never its secret or events, which
-// only Subscribe sets).
+// Changed keeps the index's copy of a subscription's health (never its secret, which the index
+// does not hold, nor its events, which only Subscribe sets).
 func (o *eventsObserver) Changed(s domain.WebhookSubscription) {
 	e := (*Events)(o)
 	e.mu.Lock()

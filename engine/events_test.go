@@ -519,3 +519,41 @@ func TestPreparedEventGoesOutOnlyOnceCommitted(t *testing.T) {
 		t.Fatalf("a user without subscriptions: %d ops, %v", len(none.Ops()), err)
 	}
 }
+
+func TestSecretsAreSealedAtRest(t *testing.T) {
+	ctx := context.Background()
+	rcv := newTestReceiver(t)
+	kv := persist.NewMemory()
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard := media.Guard{AllowPrivate: true}
+	store := persist.NewWebhooks(kv)
+	ev, err := engine.NewEvents(engine.EventsConfig{
+		Store: store, Actors: hw, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Poster: webhook.NewHTTPPoster(nil, 0, 0), Guard: guard, Secrets: engine.NewSecretBox(nil, ""),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ev.Stop(ctx)
+	sub, err := ev.Subscribe(ctx, "u1", rcv.URL, []domain.EventType{domain.EventSessionStatus})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := store.GetSubscription(sub.ID)
+	if err != nil || stored.Secret == "" || strings.Contains(stored.Secret, strings.TrimPrefix(sub.Secret, "whsec_")) {
+		t.Fatalf("stored secret %q (%v): not sealed", stored.Secret, err)
+	}
+	if got := ev.List("u1"); len(got) != 1 || got[0].Secret != "" {
+		t.Fatalf("List shows a secret: %+v", got)
+	}
+	if err := ev.Publish(ctx, "u1", domain.Event{Type: domain.EventSessionStatus, Data: domain.SessionStatusData{SessionID: "s1", Status: "CONNECTED"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "the event", func() bool { return len(rcv.got()) == 1 })
+	if err := verifyFromSpec(sub.Secret, rcv.got()[0]); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -113,9 +113,15 @@ type Workers interface {
 	Done()
 }
 
+// Secrets opens a signing secret as the store keeps it (sealed at rest).
+type Secrets interface {
+	Open(stored string) (string, error)
+}
+
 // Deps are a subscription actor's collaborators.
 type Deps struct {
 	Store    Store
+	Secrets  Secrets // optional: nil when the store keeps secrets in clear
 	Poster   Poster
 	Clock    Clock
 	Observer Observer
@@ -238,7 +244,7 @@ func (a *Subscription) Receive(c *actor.Context) {
 // load reads the subscription and its queue on a goroutine (Started runs on the spawner's
 // goroutine, which may be a request).
 func (a *Subscription) load(c *actor.Context) {
-	engine, self, store, id := c.Engine(), c.PID(), a.deps.Store, a.id
+	engine, self, store, secrets, id := c.Engine(), c.PID(), a.deps.Store, a.deps.Secrets, a.id
 	a.spawn(func() {
 		var m loaded
 		m.sub, m.err = store.GetSubscription(id)
@@ -246,7 +252,13 @@ func (a *Subscription) load(c *actor.Context) {
 		case errors.Is(m.err, domain.ErrWebhookNotFound):
 			m.missing, m.err = true, nil
 		case m.err == nil:
-			m.signer, m.err = NewSigner(m.sub.Secret)
+			secret := m.sub.Secret
+			if secrets != nil {
+				secret, m.err = secrets.Open(secret)
+			}
+			if m.err == nil {
+				m.signer, m.err = NewSigner(secret)
+			}
 		}
 		if m.err == nil && !m.missing {
 			m.seqs, m.err = store.Pending(id)
