@@ -14,7 +14,7 @@ ifneq ($(wildcard $(SHARED_GOPROXY)/.),)
 export GOPROXY := file://$(SHARED_GOPROXY),$(shell GOPROXY= $(GO) env GOPROXY)
 endif
 
-.PHONY: run build test test-short test-ui screenshots web lint deps fuzz test-scale bench bench-quick clean
+.PHONY: run build test test-short test-ui screenshots web lint deps fuzz test-scale bench bench-quick bench-events webhook-interop clean
 
 run: build
 	$(BIN) serve --data $(DATA) --log-format text
@@ -83,6 +83,21 @@ bench: build
 	$(GO) build -o bin/bench ./bench
 	bin/bench run --gateway $(BIN)
 	bin/bench scale --gateway $(BIN)
+	$(MAKE) bench-events
+
+# bench-events: signed webhook deliveries per second to a loopback receiver (DESIGN.md section 8:
+# at least 10k/s), with the HTTP ceiling of this machine beside it (bench/README.md, "Events out").
+bench-events:
+	$(GO) test -run XXX -bench 'SignedDeliveries' -benchtime 30000x ./engine
+	$(GO) test -run XXX -bench 'Post$$' -benchtime 30000x ./actors/webhook
+
+# webhook-interop installs the npm package standardwebhooks (the specification's TypeScript
+# library) outside the repository; the engine's webhook tests then also verify every signature
+# with it (they skip that check when node or the package is missing).
+webhook-interop:
+	mkdir -p $(HOME)/.cache/gateway-node
+	cd $(HOME)/.cache/gateway-node && npm install --no-audit --no-fund standardwebhooks@1.1.1
+	$(GO) test -count=1 -run 'TestEventsToALoopbackReceiver' -v ./engine | grep -E 'Node|ok|FAIL'
 
 bench-quick: build
 	$(GO) build -o bin/bench ./bench

@@ -20,9 +20,10 @@ var allowedImports = map[string][]string{
 	"":        {"*"}, // main wires everything
 	"domain":  {},
 	"httpapi": {"domain", "engine", "identity", "media", "web"},
-	"engine":  {"domain", "actors", "persist", "network", "ecom"},
+	"engine":  {"domain", "actors", "persist", "network", "ecom", "actors/webhook", "media"},
 	// storeevents parses and renders store payloads with ecom's stateless functions.
 	"actors":                  {"domain", "network", "persist", "ecom"},
+	"actors/webhook":          {"domain"},
 	"persist":                 {"domain"},
 	"network":                 {"domain"},
 	"network/sim":             {"domain", "network"},

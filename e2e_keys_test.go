@@ -59,7 +59,7 @@ func TestKeyLifecycle(t *testing.T) {
 	if got, want := k["maskedKey"], "svc_live_***"+raw[len(raw)-4:]; got != want {
 		t.Fatalf("maskedKey %v, want %v", got, want)
 	}
-	if fmt.Sprint(k["scopes"]) != "[send_text send_media send_bulk]" || k["status"] != "active" || k["userId"] != "alice" || k["clientName"] != "Alice" {
+	if fmt.Sprint(k["scopes"]) != "[send_text send_media send_bulk read_messages]" || k["status"] != "active" || k["userId"] != "alice" || k["clientName"] != "Alice" {
 		t.Fatalf("create response: %s", created.raw)
 	}
 	id := k["id"].(string)

@@ -21,14 +21,17 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/anthdm/hollywood/actor"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/actors/webhook"
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/ecom"
 	"github.com/gateway/gateway/engine"
 	"github.com/gateway/gateway/httpapi"
 	"github.com/gateway/gateway/identity"
+	"github.com/gateway/gateway/media"
 	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/network/sim"
 	"github.com/gateway/gateway/network/whatsapp"
@@ -87,6 +90,7 @@ type config struct {
 	firebaseAuthURL                     string
 	mediaMaxBytes                       int64
 	mediaAllowPrivate                   bool
+	webhookAllowPrivate                 bool
 	bulkMaxRecipients                   int
 	simAutopair, simLatency             time.Duration
 	paceMinGap, paceJitter              time.Duration
@@ -128,6 +132,7 @@ func parseServe(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.firebaseAuthURL, "firebase-auth-url", "https://identitytoolkit.googleapis.com", "Firebase Identity Toolkit base URL the dashboard calls (the Auth emulator's for local work)")
 	fs.Int64Var(&c.mediaMaxBytes, "media-max-bytes", 16<<20, "largest media file")
 	fs.BoolVar(&c.mediaAllowPrivate, "media-allow-private", false, "allow media URLs on private, loopback and link-local addresses")
+	fs.BoolVar(&c.webhookAllowPrivate, "webhook-allow-private", false, "allow webhook subscription URLs on private, loopback and link-local addresses")
 	fs.IntVar(&c.bulkMaxRecipients, "bulk-max-recipients", 1000, "most numbers in one bulk request")
 	fs.DurationVar(&c.simAutopair, "sim-autopair", 0, "sim only: pair a session this long after its QR is shown (0 = never)")
 	fs.DurationVar(&c.simLatency, "sim-latency", 0, "sim only: time each delivery takes")
@@ -271,6 +276,7 @@ type gateway struct {
 	log    *slog.Logger
 	kv     *persist.Badger
 	engine *engine.Engine
+	events *engine.Events // events out (webhooks); its own actor engine until Core v2 wires it in
 	net    network.Network
 	sim    *sim.Network // --network sim only
 	http   *httpapi.Server
@@ -310,10 +316,16 @@ func build(ctx context.Context, c config, log *slog.Logger) (g *gateway, err err
 	if err != nil {
 		return nil, err
 	}
+	// Events out first: the engine publishes into it from boot on.
+	reg := prometheus.NewRegistry()
+	if g.events, err = newEvents(ctx, c, g.kv, reg, engine.NewSecretBox(stores.Sealer), log); err != nil {
+		return nil, err
+	}
 	g.engine, err = engine.New(engine.Config{
 		Store: persist.NewStore(g.kv), Logger: log.With("component", "engine"), Plans: plans,
 		DefaultPlan: c.defaultPlan, AdminUIDs: strings.Split(c.adminUIDs, ","), DevRoles: c.auth == "dev",
 		Network: g.net, Stores: stores, Now: c.now, Pacing: c.pacing(), BootWindow: c.bootWindowOrDefault(),
+		Events: g.events,
 	})
 	if err != nil {
 		return nil, err
@@ -334,7 +346,7 @@ func build(ctx context.Context, c config, log *slog.Logger) (g *gateway, err err
 	}
 	g.http, err = httpapi.New(httpapi.Config{
 		Engine: g.engine, Verifier: verifier, DevRoles: c.auth == "dev", Logger: log.With("component", "http"),
-		Registry: prometheus.NewRegistry(), InternalCIDRs: cidrs, BodyLimit: c.bodyLimit,
+		Registry: reg, InternalCIDRs: cidrs, BodyLimit: c.bodyLimit, Webhooks: g.events,
 		LogRequests: c.logRequests, Version: version, Sim: simControls, BulkMaxRecipients: c.bulkMaxRecipients,
 		Media:     httpapi.MediaOptions{MaxBytes: c.mediaMaxBytes, AllowPrivate: c.mediaAllowPrivate},
 		Dashboard: dash,
@@ -343,6 +355,29 @@ func build(ctx context.Context, c config, log *slog.Logger) (g *gateway, err err
 		return nil, err
 	}
 	return g, nil
+}
+
+// newEvents builds events out (DESIGN.md section 10) and resumes the deliveries queued before
+// the last stop or crash. Webhook URLs pass the media address checks unless
+// --webhook-allow-private.
+// Signing secrets are sealed at rest with the key of the store credentials.
+func newEvents(ctx context.Context, c config, kv persist.KV, reg prometheus.Registerer, secrets engine.SecretBox, log *slog.Logger) (*engine.Events, error) {
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	guard := media.Guard{AllowPrivate: c.webhookAllowPrivate}
+	ev, err := engine.NewEvents(engine.EventsConfig{
+		Store: persist.NewWebhooks(kv), Actors: hw, Log: log.With("component", "events"), Metrics: reg,
+		Poster: webhook.NewHTTPPoster(guard.Dialer(5*time.Second), webhook.Timeout, 0), Guard: guard, Secrets: secrets,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := ev.Boot(ctx); err != nil {
+		return nil, err
+	}
+	return ev, nil
 }
 
 // storeConfig is the store integration's configuration: the store-platform client, the app
@@ -381,6 +416,10 @@ func (g *gateway) shutdown(timeout time.Duration) {
 		g.engine.Stop(ctx)
 		g.engine = nil
 	}
+	if g.events != nil {
+		g.events.Stop(ctx) // after the engine: its last status changes are published
+		g.events = nil
+	}
 	g.close()
 }
 
@@ -409,6 +448,10 @@ func (g *gateway) close() {
 	if g.engine != nil {
 		g.engine.Stop(context.Background())
 		g.engine = nil
+	}
+	if g.events != nil {
+		g.events.Stop(context.Background())
+		g.events = nil
 	}
 	if g.net != nil {
 		if err := g.net.Close(); err != nil {

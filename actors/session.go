@@ -61,6 +61,8 @@ type SessionDeps struct {
 	Messages network.MessageSource
 	// Inbound is told every message someone wrote to the session's number (nil: dropped).
 	Inbound Inbound
+	// Events is told every status change (nil: none).
+	Events SessionEvents
 	// ConnectDelay delays a linked session's first reconnect after boot (its slot in the boot
 	// window).
 	ConnectDelay time.Duration
@@ -124,6 +126,8 @@ type Session struct {
 	lastSaved time.Time
 	// q is the delivery queue: accepted messages in order, sent one batch at a time.
 	q queue
+	// lastEvent is the last status reported to deps.Events.
+	lastEvent string
 	// inflight counts send workers still running: a stop waits for them before it disconnects,
 	// so a graceful shutdown never turns an accepted message into a failure.
 	inflight sync.WaitGroup
@@ -409,6 +413,9 @@ func (s *Session) onNetEvent(ev network.Event) {
 // saveStatus sets the status and always persists the snapshot (its reason or a warning may have
 // changed even when the status did not).
 func (s *Session) saveStatus(status string) {
+	if status != s.st.Status || status != StatusConnected {
+		defer s.statusEvent()
+	}
 	s.st.Status = status
 	if err := s.save(); err != nil {
 		s.deps.Log.Error("session: save snapshot", "session_id", s.st.ID, "err", err)
@@ -426,6 +433,9 @@ func (s *Session) failQRWaiters(err error) {
 // setStatus changes the status, persists the snapshot and publishes the view.
 func (s *Session) setStatus(status string) {
 	changed := s.st.Status != status
+	if changed {
+		defer s.statusEvent()
+	}
 	s.st.Status = status
 	if changed {
 		if err := s.save(); err != nil {
@@ -504,4 +514,26 @@ func (s *Session) loggedOut(m logoutDone) {
 // Inbound takes the messages people write to a session's number.
 type Inbound interface {
 	Incoming(s domain.Session, m network.Incoming)
+}
+
+// SessionEvents hears a session's status changes (session.status events).
+type SessionEvents interface {
+	SessionChanged(s domain.Session)
+}
+
+// statusEvent reports the session's status as it stands, once it differs from the last one
+// reported (status, reason or ban end).
+func (s *Session) statusEvent() {
+	if s.deps.Events == nil {
+		return
+	}
+	key := s.st.ClientStatus() + "|" + s.st.StatusReason + "|" + s.st.Until.String()
+	if s.st.Status == StatusConnected {
+		key = StatusConnected
+	}
+	if key == s.lastEvent {
+		return
+	}
+	s.lastEvent = key
+	s.deps.Events.SessionChanged(s.st)
 }

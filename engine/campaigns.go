@@ -91,8 +91,9 @@ func (c *campaignStore) load(id string) (actors.CampaignState, error) {
 
 // campaignEntry is a running campaign's actor and its last published view.
 type campaignEntry struct {
-	pid  *actor.PID
-	view atomic.Pointer[actors.CampaignState]
+	lastProgress time.Time // the last campaign.progress event (at most one a second)
+	pid          *actor.PID
+	view         atomic.Pointer[actors.CampaignState]
 	// done is closed once the campaign's final view is published: waiters select on it rather
 	// than message an actor that may already be gone.
 	done     chan struct{}
@@ -180,6 +181,7 @@ func (e *Engine) spawnCampaign(st actors.CampaignState) *campaignEntry {
 		Load:      e.campaignStore.load,
 		Publish: func(s actors.CampaignState) {
 			ce.view.Store(&s)
+			e.campaignEvent(ce, s)
 			if s.Done() {
 				ce.doneOnce.Do(func() { close(ce.done) })
 				e.metrics.campaignsDone(s.Status)
@@ -372,4 +374,21 @@ func (e *Engine) TimerLateness() []time.Duration {
 	e.campaigns.late.mu.Unlock()
 	slices.Sort(out)
 	return out
+}
+
+// campaignEvent reports a campaign's progress (at most once a second) and its end.
+func (e *Engine) campaignEvent(ce *campaignEntry, s actors.CampaignState) {
+	if e.pub == nil {
+		return
+	}
+	d := domain.CampaignEventData{CampaignID: s.ID, Status: s.Status, TotalRequested: len(s.Numbers),
+		TotalProcessed: s.Cursor, Successful: s.Successful, Failed: s.Failed}
+	if s.Done() {
+		e.pub.publish(s.UserID, domain.Event{Type: domain.EventCampaignCompleted, Data: d})
+		return
+	}
+	if now := time.Now(); now.Sub(ce.lastProgress) >= time.Second {
+		ce.lastProgress = now
+		e.pub.publish(s.UserID, domain.Event{Type: domain.EventCampaignProgress, Data: d})
+	}
 }

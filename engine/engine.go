@@ -59,6 +59,9 @@ type Config struct {
 	SessionTimeout time.Duration
 	// SendTimeout bounds one send on the network (default 60 s).
 	SendTimeout time.Duration
+	// Events takes the core's events (message.status, session.status, campaigns, stores,
+	// incoming messages); nil: none are published.
+	Events EventSink
 	// BootWindow spreads linked sessions' reconnects at boot over this long (0: at once).
 	BootWindow time.Duration
 	// Pacing is the network's default pacing of every session's queue (DESIGN.md section 9); a
@@ -84,6 +87,7 @@ type Engine struct {
 	accountTable  persist.Accounts
 	contacts      persist.Contacts
 	inbound       actors.Inbound // takes incoming messages (events out); nil drops them
+	pub           *publisher     // events out, in order (nil: off)
 	accounts      accountIndex
 	metrics       engineMetrics
 	idem          idempotency
@@ -138,6 +142,10 @@ func New(cfg Config) (*Engine, error) {
 	e.msgs = newMessages(e, persist.NewOutbox(cfg.Store.KV()))
 	e.accountTable = persist.NewAccounts(cfg.Store.KV())
 	e.contacts = persist.NewContacts(cfg.Store.KV())
+	if cfg.Events != nil {
+		e.pub = newPublisher(cfg.Events, cfg.Store.KV(), e.log)
+		e.inbound = inbound{sink: cfg.Events, log: e.log}
+	}
 	e.accounts.pids = map[string]*actor.PID{}
 	e.campaignStore = newCampaignStore(cfg.Store.KV())
 	e.campaigns.byID = map[string]*campaignEntry{}
@@ -208,6 +216,8 @@ func (e *Engine) Stop(ctx context.Context) {
 	// The outcomes of the sessions' last sends are written, and only then settled into the
 	// accounts (messages.Outcome); accounts last.
 	e.msgs.outbox.Flush()
+	// Every change above has been reported: publish what is queued.
+	defer e.pub.stop()
 	e.accounts.mu.Lock()
 	var accounts []*actor.PID
 	for _, pid := range e.accounts.pids {

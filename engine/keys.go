@@ -27,13 +27,14 @@ const (
 	ScopeText   = "send_text"
 	ScopeMedia  = "send_media"
 	ScopeBulk   = "send_bulk"
+	ScopeRead   = "read_messages" // GET /api/v1/messages?direction=in (DESIGN.md section 10)
 	StatusOn    = "active"
 	StatusOff   = "revoked"
 	keyActorKnd = "key"
 )
 
 // AllScopes are the scopes a key can have, and the default for a new key.
-var AllScopes = []string{ScopeText, ScopeMedia, ScopeBulk}
+var AllScopes = []string{ScopeText, ScopeMedia, ScopeBulk, ScopeRead}
 
 // keyEntry is the index entry of one key: its actor and the last record it published.
 type keyEntry struct {

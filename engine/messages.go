@@ -62,6 +62,8 @@ type pendingShard struct {
 type pending struct {
 	res     *Reservation
 	waiters []chan outcome
+	// receipts that came before the outcome was recorded: reported after it, in order.
+	early []domain.StatusChange
 }
 
 type outcome struct {
@@ -139,6 +141,7 @@ func (e *Engine) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry, e
 	}
 	m.track(entry.ID, res, ch)
 	m.queued.Add(1)
+	e.pub.publish(entry.UserID, messageEvent(entry, domain.MsgQueued, now))
 	e.hw.Send(ent.pid, actors.Enqueue{Entry: entry})
 	if ch == nil {
 		return entry, nil
@@ -231,6 +234,12 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	} else {
 		m.e.metrics.failed.Add(1)
 	}
+	m.e.pub.publish(e.UserID, messageEvent(e, e.Status, e.UpdatedAt.Time()))
+	if p != nil {
+		for _, c := range p.early {
+			m.receipt(e, c)
+		}
+	}
 	m.outbox.Settle(e, func(err error) {
 		if err != nil {
 			// Still pending on disk: the next boot sends it again under its id and settles it
@@ -257,11 +266,34 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 // Receipt implements actors.Deliveries: the recipient's device reported on a message
 // (delivered, read); recorded beside its outcome.
 func (m *messages) Receipt(id string, status domain.MessageStatus, at time.Time) {
-	m.outbox.Receipt(id, domain.StatusChange{Status: status, At: domain.MillisOf(at)}, func(err error) {
+	c := domain.StatusChange{Status: status, At: domain.MillisOf(at)}
+	sh := m.shard(id)
+	sh.mu.Lock()
+	if p := sh.m[id]; p != nil {
+		// Before its outcome (the receipt overtook the deliverer): reported after it.
+		p.early = append(p.early, c)
+		sh.mu.Unlock()
+		return
+	}
+	sh.mu.Unlock()
+	e, err := m.outbox.Get(id)
+	if err != nil {
+		return // not ours (a message sent from the phone), or gone
+	}
+	m.receipt(e, c)
+}
+
+// receipt records a receipt and reports it, unless the message is there already.
+func (m *messages) receipt(e domain.OutboxEntry, c domain.StatusChange) {
+	if !e.SetStatus(c.Status, c.At.Time()) {
+		return // a repeat, or behind what the message reached
+	}
+	m.outbox.Receipt(e.ID, c, func(err error) {
 		if err != nil {
-			m.e.log.Warn("outbox: record receipt", "message_id", id, "status", status, "err", err)
+			m.e.log.Warn("outbox: record receipt", "message_id", e.ID, "status", c.Status, "err", err)
 		}
 	})
+	m.e.pub.publish(e.UserID, messageEvent(e, c.Status, c.At.Time()))
 }
 
 // Message implements network.MessageSource: a message sent earlier, for the network's re-send

@@ -141,6 +141,7 @@ func (e *Engine) spawnSessionDelayed(st actors.SessionState, connectDelay time.D
 		Deliveries:   e.msgs,
 		Messages:     e.msgs,
 		Inbound:      e.inbound,
+		Events:       e.sessionEvents(),
 		ConnectDelay: connectDelay,
 		Contacts:     e.contacts,
 		Pacing:       e.pacingOf(st.AssignedTo),
@@ -421,4 +422,12 @@ func (e *Engine) DeleteSession(ctx context.Context, id string) error {
 	}
 	e.log.Info("session deleted", "session_id", id, "queued_failed", len(queued))
 	return nil
+}
+
+// sessionEvents is the session actors' status listener (nil when events are off).
+func (e *Engine) sessionEvents() actors.SessionEvents {
+	if e.pub == nil {
+		return nil
+	}
+	return sessionEvents{e.pub}
 }

@@ -113,6 +113,7 @@ type storeIndex struct {
 
 // storeService holds the store integration's tables and state.
 type storeService struct {
+	pub     *publisher // store.event (nil: events off)
 	cfg     StoreConfig
 	client  *ecom.Client
 	sealer  *persist.Sealer
@@ -136,7 +137,7 @@ func (e *Engine) bootStores() (int, error) {
 	cfg := e.cfg.Stores
 	kv := e.cfg.Store.KV()
 	s := &storeService{
-		cfg: cfg, client: cfg.Client, sealer: cfg.Sealer,
+		cfg: cfg, client: cfg.Client, sealer: cfg.Sealer, pub: e.pub,
 		records: persist.NewStores(kv), inbox: persist.NewInbox(kv),
 	}
 	if s.sealer == nil {
@@ -348,6 +349,12 @@ func (st storeEventsStore) FinishEvent(ctx context.Context, shop, seq string, re
 	}
 	s := st.s
 	s.pending.Add(-1)
+	if ent := s.byShop(shop); ent != nil && s.pub != nil {
+		s.pub.publish(ent.rec.UserID, domain.Event{Type: domain.EventStoreEvent, Data: domain.StoreEventData{
+			Shop: shop, Topic: rec.Topic, OrderID: rec.OrderID, OrderName: rec.OrderName,
+			Outcome: rec.Status, Reason: rec.Reason, MessageID: rec.MessageID,
+		}})
+	}
 	switch rec.Status {
 	case actors.StoreEventSent:
 		s.sentN.Add(1)

@@ -66,7 +66,8 @@ var statusByCode = map[string]int{
 	"unsupported_media_type": 415,
 	"rate_limited":           429, "quota_exceeded": 429,
 	"network_error": 502, "store_platform_error": 502, "media_fetch_failed": 502,
-	"unavailable": 503,
+	"unavailable":       503,
+	"webhook_not_found": 404, "invalid_webhook_url": 400, "webhook_url_blocked": 400, "webhook_limit": 409,
 }
 
 // statusOf maps every error to its HTTP status and stable code: the one place that does so.
@@ -105,6 +106,10 @@ var adapterErrors = []struct {
 	{errMediaRef, "invalid_media"},
 	{errMediaBlocked, "media_url_blocked"},
 	{errMediaFetch, "media_fetch_failed"},
+	{engine.ErrWebhookNotFound, "webhook_not_found"},
+	{engine.ErrWebhookURL, "invalid_webhook_url"},
+	{engine.ErrWebhookBlocked, "webhook_url_blocked"},
+	{engine.ErrWebhookLimit, "webhook_limit"},
 }
 
 type errorBody struct {

@@ -53,6 +53,15 @@ func (s *Server) routes() {
 	s.route(GET, "/api/client/store", 0, s.client(s.clientStore))
 	s.route(DELETE, "/api/client/store", 0, s.client(s.deleteStore))
 
+	// Events out: webhook subscriptions (ID token) and incoming messages (API key).
+	if s.cfg.Webhooks != nil {
+		s.route(GET, "/api/client/webhooks", 0, s.client(s.listWebhooks))
+		s.route(POST, "/api/client/webhooks", 0, s.client(s.createWebhook))
+		s.route(DELETE, "/api/client/webhooks", 0, s.client(s.deleteWebhook))
+		s.route(GET, "/api/client/webhooks/deliveries", 0, s.client(s.webhookDeliveries))
+		s.route(GET, "/api/v1/messages", 0, s.v1Messages)
+	}
+
 	// Store integration (SPEC.md section 4.5): connecting (ID token) and the platform's calls (public).
 	s.route(POST, "/api/ecom/oauth-init", 0, s.client(s.oauthInit))
 	s.route(GET, "/api/ecom/callback", 0, s.ecomCallback)

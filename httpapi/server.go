@@ -60,6 +60,8 @@ type Config struct {
 	Media MediaOptions
 	// Dashboard is the embedded web UI and its sign-in (see dashboard.go).
 	Dashboard DashboardConfig
+	// Webhooks is the events-out facet; its routes are served when it is set.
+	Webhooks WebhookService
 }
 
 // Server is the gateway's HTTP server.

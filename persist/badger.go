@@ -197,6 +197,12 @@ func (b *Badger) Get(key []byte) ([]byte, error) {
 // Scan calls fn for every live key under prefix in key order, within one read snapshot.
 // The slices passed to fn are only valid during the call.
 func (b *Badger) Scan(prefix []byte, fn func(key, value []byte) error) error {
+	return b.ScanFrom(prefix, prefix, fn)
+}
+
+// ScanFrom is Scan starting at the first key at or after start (a key under prefix): it seeks
+// instead of walking the keys before start.
+func (b *Badger) ScanFrom(prefix, start []byte, fn func(key, value []byte) error) error {
 	if !b.gate.enter() {
 		return ErrClosed
 	}
@@ -206,7 +212,7 @@ func (b *Badger) Scan(prefix []byte, fn func(key, value []byte) error) error {
 		// only copy them.
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
+		for it.Seek(start); it.Valid(); it.Next() {
 			item := it.Item()
 			var fnErr error
 			if err := item.Value(func(v []byte) error {

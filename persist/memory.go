@@ -50,6 +50,11 @@ func (m *Memory) Get(key []byte) ([]byte, error) {
 // Scan calls fn for every live key under prefix, in key order, on a snapshot taken when the
 // scan starts; fn runs without the lock held, so it may call Get or Commit.
 func (m *Memory) Scan(prefix []byte, fn func(key, value []byte) error) error {
+	return m.ScanFrom(prefix, prefix, fn)
+}
+
+// ScanFrom is Scan from the first key at or after start.
+func (m *Memory) ScanFrom(prefix, start []byte, fn func(key, value []byte) error) error {
 	type kv struct {
 		key   string
 		value []byte
@@ -63,7 +68,7 @@ func (m *Memory) Scan(prefix []byte, fn func(key, value []byte) error) error {
 	p := string(prefix)
 	var snap []kv
 	for k, e := range m.m {
-		if strings.HasPrefix(k, p) && e.live(now) {
+		if strings.HasPrefix(k, p) && k >= string(start) && e.live(now) {
 			snap = append(snap, kv{k, e.value})
 		}
 	}

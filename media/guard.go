@@ -1,26 +1,31 @@
+// Package media holds the gateway's outbound-address guard (and, after Core v2, the SSRF-safe
+// media fetch): what may be reached when a user hands the gateway a URL. It imports only the
+// standard library.
 package media
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"syscall"
 	"time"
 )
 
-// The address guard: what outbound connections to an address a user chose (a media URL, a
-// webhook URL) may reach. The fetcher uses it; other adapters dial through Guard.Dialer.
-
-// ErrBlocked: the address is outside the public internet (private, loopback, link-local,
-// reserved) and private addresses are not allowed.
+// ErrBlocked: the URL's host is, or resolves to, an address outside the public internet
+// (private, loopback, link-local, reserved) and private addresses are not allowed.
 var ErrBlocked = errors.New("address not allowed")
+
+// ErrBadURL: not an absolute http(s) URL with a host and without credentials.
+var ErrBadURL = errors.New("invalid URL")
 
 // Guard decides which addresses outbound requests may reach. The zero value refuses every
 // non-public address. Read-only after construction; safe for concurrent use.
 type Guard struct {
 	// AllowPrivate lets requests reach private, loopback, link-local, unspecified and multicast
-	// addresses (--media-allow-private: tests and local setups).
+	// addresses (--media-allow-private, --webhook-allow-private: tests and local setups).
 	AllowPrivate bool
 }
 
@@ -44,10 +49,53 @@ func (g Guard) CheckAddr(ip netip.Addr) error {
 	return fmt.Errorf("%w: the host is or resolves to a private, loopback or link-local address", ErrBlocked)
 }
 
-// Dialer returns a dialer that refuses what the guard refuses. Use it without a proxy: a proxy
-// would connect on our behalf and bypass the check.
+// Dialer returns a dialer that refuses what the guard refuses.
 func (g Guard) Dialer(timeout time.Duration) *net.Dialer {
 	return &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second, Control: g.Control}
+}
+
+// CheckURL parses raw and checks it before it is stored or used: an absolute http(s) URL with a
+// host, no credentials, and a host whose every address passes CheckAddr. The dial-time Control
+// check still applies at every connection: a name may resolve differently later.
+func (g Guard) CheckURL(ctx context.Context, r *net.Resolver, raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: not a URL", ErrBadURL)
+	}
+	switch u.Scheme {
+	case "http", "https":
+	default:
+		return nil, fmt.Errorf("%w: the scheme must be http or https", ErrBadURL)
+	}
+	host := u.Hostname()
+	switch {
+	case host == "":
+		return nil, fmt.Errorf("%w: no host", ErrBadURL)
+	case u.User != nil:
+		// Credentials would be sent to whatever the URL points at, and logged.
+		return nil, fmt.Errorf("%w: the URL must not carry credentials", ErrBadURL)
+	case u.Fragment != "":
+		return nil, fmt.Errorf("%w: the URL must not carry a fragment", ErrBadURL)
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return u, g.CheckAddr(ip)
+	}
+	if g.AllowPrivate {
+		return u, nil
+	}
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	addrs, err := r.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the host does not resolve", ErrBadURL)
+	}
+	for _, a := range addrs {
+		if err := g.CheckAddr(a); err != nil {
+			return nil, err
+		}
+	}
+	return u, nil
 }
 
 // reserved are ranges that are not the public internet but that netip's predicates do not

@@ -1,0 +1,165 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/network"
+	"github.com/gateway/gateway/persist"
+)
+
+// EventSink is where the core's events go (the Events facet): prepared for a commit the core
+// makes, then handed to their subscriptions once durable.
+type EventSink interface {
+	Prepare(uid string, ev domain.Event) (PreparedEvent, error)
+	Committed(p PreparedEvent)
+	ReceiveMessage(ctx context.Context, m domain.InboundMessage) error
+}
+
+var _ EventSink = (*Events)(nil)
+
+// publisher turns the core's changes (message statuses, sessions, campaigns, store events) into
+// events, in the order they happened: one goroutine takes them from a queue, prepares each (its
+// place in every subscription's order is fixed then), commits a batch in one group commit and
+// only then hands them on. The core never waits for a subscriber; an event is durable within
+// milliseconds of the change it reports (a kill -9 in between loses only those milliseconds'
+// events; the changes themselves are durable already).
+type publisher struct {
+	sink EventSink
+	kv   persist.KV
+	log  interface{ Warn(string, ...any) }
+	ch   chan pub
+	done chan struct{}
+}
+
+type pub struct {
+	uid string
+	ev  domain.Event
+}
+
+// publishBatch is the most events one commit carries.
+const publishBatch = 512
+
+func newPublisher(sink EventSink, kv persist.KV, log interface{ Warn(string, ...any) }) *publisher {
+	p := &publisher{sink: sink, kv: kv, log: log, ch: make(chan pub, 4096), done: make(chan struct{})}
+	go p.run()
+	return p
+}
+
+// publish queues an event (nil publisher: events are off).
+func (p *publisher) publish(uid string, ev domain.Event) {
+	if p == nil || uid == "" {
+		return
+	}
+	if ev.At.IsZero() {
+		ev.At = time.Now()
+	}
+	p.ch <- pub{uid: uid, ev: ev}
+}
+
+func (p *publisher) run() {
+	defer close(p.done)
+	batch := make([]pub, 0, publishBatch)
+	for first := range p.ch {
+		batch = append(batch[:0], first)
+	more:
+		for len(batch) < publishBatch {
+			select {
+			case x, ok := <-p.ch:
+				if !ok {
+					break more
+				}
+				batch = append(batch, x)
+			default:
+				break more
+			}
+		}
+		var ops []persist.Op
+		preps := make([]PreparedEvent, 0, len(batch))
+		for _, b := range batch {
+			pe, err := p.sink.Prepare(b.uid, b.ev)
+			if err != nil {
+				p.log.Warn("events: prepare", "type", b.ev.Type, "err", err)
+				continue
+			}
+			ops = append(ops, pe.Ops()...)
+			preps = append(preps, pe)
+		}
+		if len(ops) > 0 {
+			// Storage may be full or failing for a while: retry, in order, until it takes them.
+			for wait := 50 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+				err := p.kv.Commit(context.Background(), ops...)
+				if err == nil {
+					break
+				}
+				p.log.Warn("events: commit", "events", len(preps), "err", err, "retry_in", wait)
+				time.Sleep(wait)
+			}
+		}
+		for _, pe := range preps {
+			p.sink.Committed(pe)
+		}
+	}
+}
+
+// stop publishes what is queued and returns.
+func (p *publisher) stop() {
+	if p == nil {
+		return
+	}
+	close(p.ch)
+	<-p.done
+}
+
+// messageEvent is a message.status event of an entry as it stands.
+func messageEvent(e domain.OutboxEntry, status domain.MessageStatus, at time.Time) domain.Event {
+	d := domain.MessageStatusData{MessageID: e.ID, To: e.Message.To, SessionID: e.SessionID, Status: status, At: at.UTC()}
+	if status == domain.MsgFailed {
+		d.Code, d.Error = e.Code, e.Error
+	}
+	return domain.Event{Type: domain.EventMessageStatus, At: at, Data: d}
+}
+
+// sessionEvents publishes a session's status changes (actors.SessionEvents).
+type sessionEvents struct{ p *publisher }
+
+func (s sessionEvents) SessionChanged(st domain.Session) {
+	d := domain.SessionStatusData{SessionID: st.ID, Status: st.ClientStatus(), Reason: st.StatusReason, Phone: st.Phone}
+	if st.Status == domain.StatusConnected {
+		d.Reason = ""
+	}
+	if !st.Until.IsZero() {
+		u := st.Until.UTC()
+		d.Until = &u
+	}
+	s.p.publish(st.AssignedTo, domain.Event{Type: domain.EventSessionStatus, Data: d})
+}
+
+// inbound keeps incoming messages and publishes message.received (actors.Inbound).
+type inbound struct {
+	sink EventSink
+	log  interface{ Warn(string, ...any) }
+}
+
+func (in inbound) Incoming(s domain.Session, m network.Incoming) {
+	if s.AssignedTo == "" || in.sink == nil {
+		return
+	}
+	msg := domain.InboundMessage{
+		ID: m.ID, UserID: s.AssignedTo, SessionID: s.ID, From: m.From, Type: string(m.Kind),
+		Text: m.Text, Caption: m.Caption, MimeType: m.MimeType, FileName: m.FileName, Bytes: m.Size, Timestamp: m.At,
+	}
+	// The session actor must not wait on storage: keep it in the background.
+	go func() {
+		if err := in.sink.ReceiveMessage(context.Background(), msg); err != nil {
+			in.log.Warn("incoming message not kept", "session_id", s.ID, "err", err)
+		}
+	}()
+}
+
+var (
+	_ actors.Inbound       = inbound{}
+	_ actors.SessionEvents = sessionEvents{}
+)

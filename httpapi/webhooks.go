@@ -1,0 +1,224 @@
+package httpapi
+
+// Events out (DESIGN.md section 10): a user's webhook subscriptions, their recent deliveries,
+// and the v1 listing of incoming messages.
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/engine"
+)
+
+// WebhookService is the events facet as the HTTP layer uses it (*engine.Events).
+type WebhookService interface {
+	Subscribe(ctx context.Context, uid, url string, types []domain.EventType) (domain.WebhookSubscription, error)
+	List(uid string) []domain.WebhookSubscription
+	Delete(ctx context.Context, uid, id string) error
+	Deliveries(uid, id string) ([]domain.WebhookAttempt, error)
+	Subscription(uid, id string) (domain.WebhookSubscription, error)
+	Inbound(uid string, since time.Time, limit int) ([]domain.InboundMessage, error)
+}
+
+// Interface guards.
+var _ WebhookService = (*engine.Events)(nil)
+
+// subscriptionJSON is a subscription as the API shows it (the secret only in the create response).
+type subscriptionJSON struct {
+	ID             string             `json:"id"`
+	URL            string             `json:"url"`
+	Events         []domain.EventType `json:"events"`
+	Secret         string             `json:"secret,omitempty"`
+	Status         string             `json:"status"` // active, failing, disabled
+	CreatedAt      timestamp          `json:"createdAt"`
+	FailingSince   *timestamp         `json:"failingSince"`
+	DisabledAt     *timestamp         `json:"disabledAt"`
+	DisabledReason string             `json:"disabledReason,omitempty"`
+}
+
+func toSubscriptionJSON(s domain.WebhookSubscription) subscriptionJSON {
+	out := subscriptionJSON{ID: s.ID, URL: s.URL, Events: s.Events, Secret: s.Secret, Status: "active",
+		CreatedAt: timestamp(s.CreatedAt), DisabledReason: s.DisabledReason}
+	if !s.FailingSince.IsZero() {
+		out.Status, out.FailingSince = "failing", tsPtr(&s.FailingSince)
+	}
+	if s.Disabled {
+		out.Status, out.DisabledAt = "disabled", tsPtr(&s.DisabledAt)
+	}
+	return out
+}
+
+type webhookCreatedJSON struct {
+	Success bool `json:"success"`
+	subscriptionJSON
+}
+
+type webhookListJSON struct {
+	Success  bool               `json:"success"`
+	Webhooks []subscriptionJSON `json:"webhooks"`
+	Events   []string           `json:"eventTypes"`
+}
+
+type createWebhookRequest struct {
+	URL    *string   `json:"url"`
+	Events *[]string `json:"events"`
+}
+
+// listWebhooks is GET /api/client/webhooks: the user's subscriptions, without secrets.
+func (s *Server) listWebhooks(ctx *fasthttp.RequestCtx, u domain.User) {
+	subs := s.cfg.Webhooks.List(u.ID)
+	out := webhookListJSON{Success: true, Webhooks: make([]subscriptionJSON, 0, len(subs))}
+	for _, sub := range subs {
+		out.Webhooks = append(out.Webhooks, toSubscriptionJSON(sub))
+	}
+	for _, t := range domain.EventTypes() {
+		out.Events = append(out.Events, string(t))
+	}
+	writeJSON(ctx, fasthttp.StatusOK, out)
+}
+
+// createWebhook is POST /api/client/webhooks {url, events}: 201 with the secret, shown once.
+func (s *Server) createWebhook(ctx *fasthttp.RequestCtx, u domain.User) {
+	var req createWebhookRequest
+	if !s.bind(ctx, &req, need("url", &req.URL)) {
+		return
+	}
+	if req.Events == nil || len(*req.Events) == 0 {
+		s.writeError(ctx, missing("events"))
+		return
+	}
+	types := make([]domain.EventType, 0, len(*req.Events))
+	for _, t := range *req.Events {
+		types = append(types, domain.EventType(strings.TrimSpace(t)))
+	}
+	sub, err := s.cfg.Webhooks.Subscribe(context.Background(), u.ID, strings.TrimSpace(*req.URL), types)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusCreated, webhookCreatedJSON{Success: true, subscriptionJSON: toSubscriptionJSON(sub)})
+}
+
+// deleteWebhook is DELETE /api/client/webhooks?id=.
+func (s *Server) deleteWebhook(ctx *fasthttp.RequestCtx, u domain.User) {
+	id := string(ctx.QueryArgs().Peek("id"))
+	if id == "" {
+		s.writeError(ctx, missing("id"))
+		return
+	}
+	if err := s.cfg.Webhooks.Delete(context.Background(), u.ID, id); err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
+}
+
+type webhookAttemptJSON struct {
+	ID         string           `json:"id"`
+	EventID    string           `json:"eventId"`
+	Type       domain.EventType `json:"type"`
+	Attempt    int              `json:"attempt"`
+	StatusCode int              `json:"statusCode"`
+	Delivered  bool             `json:"delivered"`
+	Error      string           `json:"error,omitempty"`
+	At         timestamp        `json:"at"`
+	DurationMs int64            `json:"durationMs"`
+}
+
+type webhookDeliveriesJSON struct {
+	Success    bool                 `json:"success"`
+	Webhook    subscriptionJSON     `json:"webhook"`
+	Deliveries []webhookAttemptJSON `json:"deliveries"`
+}
+
+// webhookDeliveries is GET /api/client/webhooks/deliveries?id=: the recent attempts, newest first.
+func (s *Server) webhookDeliveries(ctx *fasthttp.RequestCtx, u domain.User) {
+	id := string(ctx.QueryArgs().Peek("id"))
+	if id == "" {
+		s.writeError(ctx, missing("id"))
+		return
+	}
+	sub, err := s.cfg.Webhooks.Subscription(u.ID, id)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	as, err := s.cfg.Webhooks.Deliveries(u.ID, id)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	out := webhookDeliveriesJSON{Success: true, Webhook: toSubscriptionJSON(sub), Deliveries: make([]webhookAttemptJSON, 0, len(as))}
+	for _, a := range as {
+		out.Deliveries = append(out.Deliveries, webhookAttemptJSON{ID: a.ID, EventID: a.EventID, Type: a.Type, Attempt: a.Attempt,
+			StatusCode: a.Status, Delivered: a.Delivered, Error: a.Error, At: timestamp(a.At), DurationMs: a.Duration})
+	}
+	writeJSON(ctx, fasthttp.StatusOK, out)
+}
+
+type inboundJSON struct {
+	ID        string    `json:"id"`
+	Session   string    `json:"session"`
+	From      string    `json:"from"`
+	Type      string    `json:"type"`
+	Text      string    `json:"text,omitempty"`
+	Caption   string    `json:"caption,omitempty"`
+	MimeType  string    `json:"mimeType,omitempty"`
+	FileName  string    `json:"fileName,omitempty"`
+	Bytes     int64     `json:"bytes,omitempty"`
+	Timestamp timestamp `json:"timestamp"`
+}
+
+type inboundListJSON struct {
+	Success   bool          `json:"success"`
+	Direction string        `json:"direction"`
+	Messages  []inboundJSON `json:"messages"`
+}
+
+// v1Messages is GET /api/v1/messages?direction=in&since=&limit= (scope read_messages): the key
+// owner's incoming messages of the last 7 days, oldest first.
+func (s *Server) v1Messages(ctx *fasthttp.RequestCtx) {
+	key, ok := s.apiKey(ctx, engine.ScopeRead)
+	if !ok {
+		return
+	}
+	args := ctx.QueryArgs()
+	if d := string(args.Peek("direction")); d != "in" {
+		s.writeError(ctx, badInput("validation_failed", "direction must be \"in\" (incoming messages)"))
+		return
+	}
+	var since time.Time
+	if v := string(args.Peek("since")); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			s.writeError(ctx, badInput("validation_failed", "since must be an RFC 3339 timestamp"))
+			return
+		}
+		since = t
+	}
+	limit := 100
+	if v := string(args.Peek("limit")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			s.writeError(ctx, badInput("validation_failed", "limit must be 1 to 1000"))
+			return
+		}
+		limit = n
+	}
+	msgs, err := s.cfg.Webhooks.Inbound(key.Key.UserID, since, limit)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	out := inboundListJSON{Success: true, Direction: "in", Messages: make([]inboundJSON, 0, len(msgs))}
+	for _, m := range msgs {
+		out.Messages = append(out.Messages, inboundJSON{ID: m.ID, Session: m.SessionID, From: m.From, Type: m.Type, Text: m.Text,
+			Caption: m.Caption, MimeType: m.MimeType, FileName: m.FileName, Bytes: m.Bytes, Timestamp: timestamp(m.Timestamp)})
+	}
+	writeJSON(ctx, fasthttp.StatusOK, out)
+}
