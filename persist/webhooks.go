@@ -396,12 +396,16 @@ func (w *Webhooks) ListInbound(userID string, since time.Time, limit int) ([]dom
 	if checkID("user id", userID) != nil {
 		return nil, nil
 	}
-	from := fmt.Sprintf("%013d", max(since.UnixMilli(), 0))
-	prefix := userID + "\x00"
+	prefix := []byte(inboundTable + "/" + userID + "\x00")
+	start := fmt.Appendf(slices.Clone(prefix), "%013d", max(since.UnixMilli(), 0))
 	var out []domain.InboundMessage
-	err := w.inbound.Scan(prefix, func(id string, m domain.InboundMessage) error {
-		if id[len(prefix):len(prefix)+13] < from {
+	fn := func(key, value []byte) error {
+		if bytes.Compare(key, start) < 0 {
 			return nil
+		}
+		var m domain.InboundMessage
+		if _, err := Decode(value, recordVersion1, &m); err != nil {
+			return fmt.Errorf("%s %q: %w", inboundTable, key, err)
 		}
 		m.UserID = userID
 		out = append(out, m)
@@ -409,7 +413,13 @@ func (w *Webhooks) ListInbound(userID string, since time.Time, limit int) ([]dom
 			return errStopScan
 		}
 		return nil
-	})
+	}
+	var err error
+	if r, ok := w.kv.(rangeScanner); ok {
+		err = r.ScanFrom(prefix, start, fn) // older messages are not walked
+	} else {
+		err = w.kv.Scan(prefix, fn)
+	}
 	if errors.Is(err, errStopScan) {
 		err = nil
 	}
