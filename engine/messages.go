@@ -62,8 +62,12 @@ type pendingShard struct {
 type pending struct {
 	res     *Reservation
 	waiters []chan outcome
-	// receipts that came before the outcome was recorded: reported after it, in order.
+	// receipts that came before the outcome: reported after it, in order.
 	early []domain.StatusChange
+	// settled: the outcome is known and being written; entry is the message as it stands
+	// until that write lands (a receipt or a wait then reads it here, not from storage).
+	settled bool
+	entry   domain.OutboxEntry
 }
 
 type outcome struct {
@@ -176,6 +180,11 @@ func (m *messages) wait(ctx context.Context, e domain.OutboxEntry, d time.Durati
 	sh := m.shard(e.ID)
 	sh.mu.Lock()
 	p := sh.m[e.ID]
+	if p != nil && p.settled {
+		cur := p.entry
+		sh.mu.Unlock()
+		return cur, failure(cur)
+	}
 	if p != nil {
 		p.waiters = append(p.waiters, ch)
 	}
@@ -224,7 +233,11 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	sh := m.shard(e.ID)
 	sh.mu.Lock()
 	p := sh.m[e.ID]
-	delete(sh.m, e.ID)
+	var early []domain.StatusChange
+	if p != nil {
+		p.settled, p.entry = true, e
+		early, p.early = p.early, nil
+	}
 	sh.mu.Unlock()
 	if p != nil {
 		m.depth.Add(-1)
@@ -235,12 +248,13 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 		m.e.metrics.failed.Add(1)
 	}
 	m.e.pub.publish(e.UserID, messageEvent(e, e.Status, e.UpdatedAt.Time()))
-	if p != nil {
-		for _, c := range p.early {
-			m.receipt(e, c)
-		}
+	for _, c := range early {
+		m.receiptOf(e.ID, c)
 	}
 	m.outbox.Settle(e, func(err error) {
+		sh.mu.Lock()
+		delete(sh.m, e.ID)
+		sh.mu.Unlock()
 		if err != nil {
 			// Still pending on disk: the next boot sends it again under its id and settles it
 			// then; this process keeps its reservation held.
@@ -266,27 +280,37 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 // Receipt implements actors.Deliveries: the recipient's device reported on a message
 // (delivered, read); recorded beside its outcome.
 func (m *messages) Receipt(id string, status domain.MessageStatus, at time.Time) {
-	c := domain.StatusChange{Status: status, At: domain.MillisOf(at)}
+	m.receiptOf(id, domain.StatusChange{Status: status, At: domain.MillisOf(at)})
+}
+
+// receiptOf applies a receipt to message id: held until its outcome when it overtook the
+// deliverer; else recorded and reported, unless the message is there already.
+func (m *messages) receiptOf(id string, c domain.StatusChange) {
 	sh := m.shard(id)
 	sh.mu.Lock()
-	if p := sh.m[id]; p != nil {
-		// Before its outcome (the receipt overtook the deliverer): reported after it.
+	p := sh.m[id]
+	if p != nil && !p.settled {
 		p.early = append(p.early, c)
 		sh.mu.Unlock()
 		return
 	}
-	sh.mu.Unlock()
-	e, err := m.outbox.Get(id)
-	if err != nil {
-		return // not ours (a message sent from the phone), or gone
-	}
-	m.receipt(e, c)
-}
-
-// receipt records a receipt and reports it, unless the message is there already.
-func (m *messages) receipt(e domain.OutboxEntry, c domain.StatusChange) {
-	if !e.SetStatus(c.Status, c.At.Time()) {
-		return // a repeat, or behind what the message reached
+	var e domain.OutboxEntry
+	if p != nil {
+		if !p.entry.SetStatus(c.Status, c.At.Time()) {
+			sh.mu.Unlock()
+			return
+		}
+		e = p.entry
+		sh.mu.Unlock()
+	} else {
+		sh.mu.Unlock()
+		var err error
+		if e, err = m.outbox.Get(id); err != nil {
+			return // not ours (a message sent from the phone), or gone
+		}
+		if !e.SetStatus(c.Status, c.At.Time()) {
+			return // a repeat, or behind what the message reached
+		}
 	}
 	m.outbox.Receipt(e.ID, c, func(err error) {
 		if err != nil {

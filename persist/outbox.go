@@ -122,11 +122,15 @@ func (o *Outbox) Flush() { o.wg.Wait() }
 
 // Get returns a message as it stands: its outcome with the receipts laid over it, or the
 // pending entry while it has none. ErrNotFound when there is neither.
+//
+// The pending entry is read first: the outcome's commit removes it and writes the outcome in one
+// transaction, so reading in this order never falls between the two (the other order could
+// miss both while that commit lands).
 func (o *Outbox) Get(id string) (domain.OutboxEntry, error) {
-	e, err := o.done.Get(id)
-	if errors.Is(err, ErrNotFound) {
-		return o.pending.Get(id)
+	if e, err := o.pending.Get(id); !errors.Is(err, ErrNotFound) {
+		return e, err
 	}
+	e, err := o.done.Get(id)
 	if err != nil {
 		return e, err
 	}
