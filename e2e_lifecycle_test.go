@@ -5,6 +5,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -84,6 +85,14 @@ func TestSessionPacing(t *testing.T) {
 		t.Fatalf("pacing: %s", r.raw)
 	}
 	want(t, tg.do("PATCH", "/api/admin/sessions", bearerAuth(s.tok), map[string]any{"id": s.session, "pacing": nil}), 403, "forbidden")
+	// A proxy alone leaves the pacing as it is; its password never comes back.
+	r = tg.do("PATCH", "/api/admin/sessions", bearerAuth(admin), map[string]any{"id": s.session, "proxy": "socks5://u:secret@127.0.0.1:1080"})
+	want(t, r, 200, "")
+	if r.obj()["applied"].(map[string]any)["minGapMs"] != float64(1000) || strings.Contains(string(r.raw), "secret") {
+		t.Fatalf("proxy: %s", r.raw)
+	}
+	want(t, tg.do("PATCH", "/api/admin/sessions", bearerAuth(admin), map[string]any{"id": s.session, "proxy": "ftp://x"}), 400, "validation_failed")
+	want(t, tg.do("PATCH", "/api/admin/sessions", bearerAuth(admin), map[string]any{"id": s.session, "proxy": ""}), 200, "")
 	want(t, tg.do("PATCH", "/api/admin/sessions", bearerAuth(admin), map[string]any{"id": "nope"}), 404, "session_not_found")
 
 	const to = "15550100009"

@@ -97,6 +97,7 @@ type config struct {
 	pacePerMinute, paceNewContacts      int
 	paceRampDays                        int
 	bootWindow                          time.Duration
+	rejectCalls                         bool
 	requireWebhookSig                   bool
 	bodyLimit                           int
 	logLevel, logFormat                 string
@@ -136,6 +137,7 @@ func parseServe(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.bulkMaxRecipients, "bulk-max-recipients", 1000, "most numbers in one bulk request")
 	fs.DurationVar(&c.simAutopair, "sim-autopair", 0, "sim only: pair a session this long after its QR is shown (0 = never)")
 	fs.DurationVar(&c.simLatency, "sim-latency", 0, "sim only: time each delivery takes")
+	fs.BoolVar(&c.rejectCalls, "reject-calls", false, "whatsapp only: reject incoming calls")
 	fs.DurationVar(&c.bootWindow, "boot-window", -1, "linked sessions reconnect at boot spread over this long (-1 = 2m on whatsapp, at once on sim)")
 	fs.DurationVar(&c.paceMinGap, "pace-min-gap", -1, "least time between two sends of a session (-1 = the network's default: none on sim, see README for whatsapp)")
 	fs.DurationVar(&c.paceJitter, "pace-jitter", -1, "random extra time added to each gap (-1 = the network's default)")
@@ -429,7 +431,7 @@ func (g *gateway) openNetwork(c config) error {
 		// Process-wide settings of the WhatsApp libraries, made once before any client exists.
 		whatsapp.RouteSignalLogs(g.log.With("component", "libsignal"))
 		whatsapp.SetDeviceName("gateway")
-		wa, err := whatsapp.Open(whatsapp.Options{DBPath: filepath.Join(c.data, "whatsapp.db"), Logger: g.log.With("component", "whatsapp")})
+		wa, err := whatsapp.Open(whatsapp.Options{DBPath: filepath.Join(c.data, "whatsapp.db"), Logger: g.log.With("component", "whatsapp"), RejectCalls: c.rejectCalls})
 		if err != nil {
 			return fmt.Errorf("open whatsapp store: %w", err)
 		}

@@ -35,10 +35,14 @@ type (
 	Enqueue struct{ Entry domain.OutboxEntry }
 	// SetPacing changes the pacing the session inherits (the network's and its owner's plan's).
 	SetPacing struct{ Pacing domain.Pacing }
-	// SetSessionPacing sets the session's own pacing override (nil: none), persisted.
-	SetSessionPacing struct {
-		Pacing *domain.Pacing
-		Reply  chan SessionReply
+	// UpdateSession changes the session's own settings, persisted: its pacing override (when
+	// SetPacing; nil removes it) and its proxy (when Proxy is set; applies from the next
+	// connect).
+	UpdateSession struct {
+		SetPacing bool
+		Pacing    *domain.Pacing
+		Proxy     *string
+		Reply     chan SessionReply
 	}
 
 	deliverTick struct{}
@@ -222,7 +226,6 @@ func deliver(client network.Client, deps SessionDeps, batch []domain.OutboxEntry
 				"session_id", e.SessionID, "message_id", e.ID, "attempts", e.Attempts, "err", err)
 			return r
 		}
-		e.Message.Data = nil // the outcome is kept; the media bytes need not be
 		if err != nil {
 			err = classify(err)
 			e.Code, e.Error = domain.CodeOf(err), err.Error()

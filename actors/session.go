@@ -184,9 +184,14 @@ func (s *Session) Receive(c *actor.Context) {
 		s.q.base = m.Pacing
 		s.q.pacing = m.Pacing.Merge(s.st.Pacing)
 		s.pump(c)
-	case *SetSessionPacing:
-		s.st.Pacing = m.Pacing
-		s.q.pacing = s.q.base.Merge(m.Pacing)
+	case *UpdateSession:
+		if m.SetPacing {
+			s.st.Pacing = m.Pacing
+			s.q.pacing = s.q.base.Merge(m.Pacing)
+		}
+		if m.Proxy != nil {
+			s.st.Proxy = *m.Proxy
+		}
 		err := s.save()
 		s.publish()
 		m.Reply <- SessionReply{State: s.st, Err: err}
@@ -237,6 +242,9 @@ func (s *Session) started(c *actor.Context) {
 	var opts []network.Option
 	if s.deps.Messages != nil {
 		opts = append(opts, network.WithMessageSource(s.deps.Messages))
+	}
+	if s.st.Proxy != "" {
+		opts = append(opts, network.WithProxy(s.st.Proxy))
 	}
 	client, err := s.deps.Network.Open(s.st.ID, func(ev network.Event) { engine.Send(self, netEvent{ev}) }, opts...)
 	if err != nil {

@@ -28,6 +28,9 @@ type Session struct {
 	LastActivity time.Time `json:"lastActivity"`
 	// Linked: the device is paired to a phone (it reconnects at boot without a scan).
 	Linked bool `json:"linked"`
+	// Proxy carries the session's connections to the network ("socks5://user:pass@host:port" or
+	// "http://host:port"; "" = direct). A change applies from the next connect.
+	Proxy string `json:"proxy,omitempty"`
 	// Pacing overrides the plan's and the network's pacing for this session (nil = none).
 	Pacing *Pacing `json:"pacing,omitempty"`
 	// StatusReason says why the session is not connected (logged_out, banned, outdated,

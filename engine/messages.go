@@ -321,8 +321,7 @@ func (m *messages) receiptOf(id string, c domain.StatusChange) {
 }
 
 // Message implements network.MessageSource: a message sent earlier, for the network's re-send
-// requests (retry receipts). The outbox keeps every message 7 days; media bytes only while the
-// message is queued (the adapter keeps its own copy of recent media).
+// requests (retry receipts). The outbox keeps every message, media included, 7 days.
 func (m *messages) Message(_ context.Context, id string) (domain.Message, bool) {
 	e, err := m.outbox.Get(id)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -252,8 +253,17 @@ func (e *Engine) AssignSession(ctx context.Context, sessionID, userID string) er
 	return nil
 }
 
-// SetSessionPacing sets a session's own pacing override (nil: the plan's and the network's).
-func (e *Engine) SetSessionPacing(ctx context.Context, sessionID string, p *domain.Pacing) (SessionView, error) {
+// SessionUpdate is an admin's change to a session: its pacing override (when SetPacing; nil
+// removes it) and its proxy (when Proxy is set; "" = direct).
+type SessionUpdate struct {
+	SetPacing bool
+	Pacing    *domain.Pacing
+	Proxy     *string
+}
+
+// UpdateSession applies an admin's change to a session.
+func (e *Engine) UpdateSession(ctx context.Context, sessionID string, u SessionUpdate) (SessionView, error) {
+	p := u.Pacing
 	ent := e.sessions.get(sessionID)
 	if ent == nil {
 		return SessionView{}, fmt.Errorf("%w: %s", ErrSessionNotFound, sessionID)
@@ -261,7 +271,13 @@ func (e *Engine) SetSessionPacing(ctx context.Context, sessionID string, p *doma
 	if p != nil && (p.MinGapMs < 0 || p.JitterMs < 0 || p.PerMinute < 0 || p.NewContactsPerDay < 0 || p.RampDays < 0) {
 		return SessionView{}, fmt.Errorf("%w: pacing values must be 0 or more", ErrValidation)
 	}
-	msg := &actors.SetSessionPacing{Pacing: p, Reply: make(chan actors.SessionReply, 1)}
+	if u.Proxy != nil && *u.Proxy != "" {
+		pu, err := url.Parse(*u.Proxy)
+		if err != nil || pu.Host == "" || (pu.Scheme != "socks5" && pu.Scheme != "http" && pu.Scheme != "https") {
+			return SessionView{}, fmt.Errorf("%w: proxy must be socks5://host:port or http(s)://host:port", ErrValidation)
+		}
+	}
+	msg := &actors.UpdateSession{SetPacing: u.SetPacing, Pacing: p, Proxy: u.Proxy, Reply: make(chan actors.SessionReply, 1)}
 	e.hw.Send(ent.pid, msg)
 	r, err := e.waitSession(ctx, msg.Reply)
 	if err == nil && r.Err != nil {

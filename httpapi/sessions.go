@@ -1,10 +1,13 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/base64"
+	"net/url"
 	"strings"
 	"time"
 
+	"github.com/goccy/go-json"
 	"github.com/skip2/go-qrcode"
 	"github.com/valyala/fasthttp"
 
@@ -207,8 +210,9 @@ func (s *Server) clientPairCode(ctx *fasthttp.RequestCtx, u domain.User) {
 }
 
 type sessionPacingRequest struct {
-	ID     *string        `json:"id"`
-	Pacing *domain.Pacing `json:"pacing"`
+	ID     *string         `json:"id"`
+	Pacing json.RawMessage `json:"pacing"`
+	Proxy  *string         `json:"proxy"`
 }
 
 type pacingJSON struct {
@@ -216,16 +220,31 @@ type pacingJSON struct {
 	ID      string         `json:"id"`
 	Own     *domain.Pacing `json:"pacing"`
 	Applied domain.Pacing  `json:"applied"`
+	Proxy   string         `json:"proxy"`
 }
 
-// setSessionPacing is PATCH /api/admin/sessions {id, pacing}: a session's own pacing override
-// (null removes it); the answer shows the override and the pacing in force.
+// setSessionPacing is PATCH /api/admin/sessions {id, pacing?, proxy?}: a session's own pacing
+// override (null removes it; absent leaves it) and its proxy; the answer shows the override,
+// the pacing in force and the proxy (its password masked).
 func (s *Server) setSessionPacing(ctx *fasthttp.RequestCtx, _ domain.User) {
 	var req sessionPacingRequest
 	if !s.bind(ctx, &req, need("id", &req.ID)) {
 		return
 	}
-	v, err := s.eng.SetSessionPacing(s.reqContext(ctx), *req.ID, req.Pacing)
+	u := engine.SessionUpdate{Proxy: req.Proxy}
+	if len(req.Pacing) > 0 {
+		u.SetPacing = true
+		if string(req.Pacing) != "null" {
+			u.Pacing = new(domain.Pacing)
+			dec := json.NewDecoder(bytes.NewReader(req.Pacing))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(u.Pacing); err != nil {
+				s.writeError(ctx, badInput("validation_failed", "pacing: %v", err))
+				return
+			}
+		}
+	}
+	v, err := s.eng.UpdateSession(s.reqContext(ctx), *req.ID, u)
 	if err != nil {
 		s.writeError(ctx, err)
 		return
@@ -235,7 +254,19 @@ func (s *Server) setSessionPacing(ctx *fasthttp.RequestCtx, _ domain.User) {
 		s.writeError(ctx, err)
 		return
 	}
-	writeJSON(ctx, fasthttp.StatusOK, pacingJSON{Success: true, ID: v.ID, Own: v.Pacing, Applied: applied})
+	writeJSON(ctx, fasthttp.StatusOK, pacingJSON{Success: true, ID: v.ID, Own: v.Pacing, Applied: applied, Proxy: maskProxy(v.Proxy)})
+}
+
+// maskProxy hides a proxy URL's password.
+func maskProxy(p string) string {
+	u, err := url.Parse(p)
+	if err != nil || u.User == nil {
+		return p
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
 }
 
 // clientLogout is POST /api/client/logout: unlink the caller's session from their phone.

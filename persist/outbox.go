@@ -31,7 +31,7 @@ type IdemRecord struct {
 
 // Outbox is the durable outbox. An accepted entry sits under "outbox_pending/<id>" (with its
 // body) until the network's outcome is known (boot scans only those); the outcome then goes to
-// "outbox/<id>", a record without the media bytes kept OutboxRetention, in the commit that
+// "outbox/<id>", the whole message with its outcome, kept OutboxRetention, in the commit that
 // removes the pending entry. Receipts (delivered, read) are separate small records
 // "outbox_receipt/<id>/<status>", so a receipt racing the outcome's commit never overwrites it.
 type Outbox struct {
@@ -90,7 +90,8 @@ func (o *Outbox) PutIdem(ctx context.Context, idemID string, rec IdemRecord) err
 // wait for it (a lost outcome only means the message is sent again under the same id at boot,
 // which the network treats as the same message). done is called with the commit's error.
 func (o *Outbox) Settle(e domain.OutboxEntry, done func(error)) {
-	e.Message.Data = nil // the outcome keeps the message for re-send requests, not its media bytes
+	// The outcome keeps the whole message, media bytes included, for the network's re-send
+	// requests (retry receipts) during OutboxRetention.
 	put, err := o.done.PutTTLOp(e.ID, e, OutboxRetention)
 	if err != nil {
 		done(err)
