@@ -75,7 +75,7 @@ func TestKill9EventsSurviveReceiverOutage(t *testing.T) {
 	time.Sleep(outage / 2) // the receiver stays down: retries pile up (the outage itself is the point)
 	p.kill9(t)
 	srv.Listener.Close() // refuses connections while the gateway restarts
-	p = startProc(t, data, "--webhook-allow-private")
+	startProc(t, data, "--webhook-allow-private")
 	time.Sleep(outage / 2)
 	// Back: a new listener on the same address.
 	srv2 := httptest.NewUnstartedServer(srv.Config.Handler)

@@ -1,5 +1,5 @@
-// Package web is the dashboard: plain HTML, CSS and ES modules under static/, embedded with
-// go:embed and served by the gateway at /dashboard/ (DESIGN.md section 11). The page talks to
+// Package web is the dashboard: plain HTML, CSS and ES modules under static/, embedded in the
+// binary and served by the gateway at /dashboard/ (DESIGN.md section 11). The page talks to
 // the gateway only through its HTTP API. Nothing here imports another package of the gateway;
 // httpapi registers the routes and calls Site.Serve.
 //

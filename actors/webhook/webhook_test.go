@@ -225,14 +225,12 @@ func (h *harness) stop() {
 func (h *harness) publish(n int) []string {
 	var ds []domain.WebhookDelivery
 	var ids []string
-	var seqs []uint64
 	for range n {
 		h.seq++
 		id := fmt.Sprintf("msg_%04d", h.seq)
 		ds = append(ds, domain.WebhookDelivery{ID: id, SubscriptionID: h.sub.ID, Seq: h.seq, EventID: "evt" + id,
 			Type: domain.EventMessageStatus, CreatedAt: h.clk.Now(), Body: []byte(`{"n":` + fmt.Sprint(h.seq) + `}`)})
 		ids = append(ids, id)
-		seqs = append(seqs, h.seq)
 	}
 	if err := h.store.Enqueue(context.Background(), ds); err != nil {
 		h.t.Fatal(err)

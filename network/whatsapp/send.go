@@ -20,8 +20,6 @@ const (
 	// ackReachoutTimelock: the account may not message new contacts for now (the reach-out
 	// timelock; the end comes in a NotifyAccountReachoutTimelock notification).
 	ackReachoutTimelock = 463
-	// ackRefused: the server refused the message stanza ("smax-invalid").
-	ackRefused = 479
 )
 
 // Backoffs the adapter suggests with network.RetryLaterError. Conservative on purpose: on
