@@ -17,6 +17,18 @@ import (
 )
 
 // simMessages returns what the sim delivered to a number.
+// simDelivered waits until the sim has delivered at least n messages to to (a v1 send answers
+// once the message is queued), then returns them.
+func (tg *testGW) simDelivered(to string, n int) []map[string]any {
+	tg.t.Helper()
+	var got []map[string]any
+	eventually(tg.t, 10*time.Second, fmt.Sprintf("%d messages delivered to %s", n, to), func() bool {
+		got = tg.simMessages(to)
+		return len(got) >= n
+	})
+	return got
+}
+
 func (tg *testGW) simMessages(to string) []map[string]any {
 	tg.t.Helper()
 	r := tg.do("GET", "/api/dev/sim/messages?to="+to, nil, nil)
@@ -85,13 +97,17 @@ func TestSendEveryKind(t *testing.T) {
 	if o := r.obj(); o["success"] != true || o["to"] != "15550100001" || o["session"] != s.session || !strings.HasPrefix(r.str("message_id"), "3EB0") || r.str("timestamp") == "" {
 		t.Fatalf("send response: %s", r.raw)
 	}
-	got := tg.simMessages("15550100001")
+	got := tg.simDelivered("15550100001", 1)
 	if len(got) != 1 || got[0]["text"] != "hello {name}" || got[0]["type"] != "text" || got[0]["from"] != "447700900001" || got[0]["id"] != r.str("message_id") {
 		t.Fatalf("delivered: %v", got)
 	}
 	// The message's status: sent, or delivered once the sim's receipt is in.
-	st := tg.do("GET", "/api/v1/messages/"+r.str("message_id"), keyAuth(s.key), nil)
-	if want(t, st, 200, ""); (st.str("status") != "sent" && st.str("status") != "delivered") || st.str("to") != "15550100001" {
+	var st resp
+	eventually(t, 5*time.Second, "the message sent", func() bool {
+		st = tg.do("GET", "/api/v1/messages/"+r.str("message_id"), keyAuth(s.key), nil)
+		return st.str("status") == "sent" || st.str("status") == "delivered"
+	})
+	if want(t, st, 200, ""); st.str("to") != "15550100001" {
 		t.Fatalf("message status: %s", st.raw)
 	}
 
@@ -99,7 +115,7 @@ func TestSendEveryKind(t *testing.T) {
 	img := pngDataURI(t, 16)
 	r = tg.do("POST", "/api/v1/messages/send-image", keyAuth(s.key), map[string]any{"to": "15550100002", "image": img, "caption": "look"})
 	want(t, r, 200, "")
-	got = tg.simMessages("15550100002")
+	got = tg.simDelivered("15550100002", 1)
 	raw, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(img, "data:image/png;base64,"))
 	if len(got) != 1 || got[0]["type"] != "image" || got[0]["caption"] != "look" || got[0]["fileName"] != "image.png" ||
 		got[0]["mimeType"] != "image/png" || got[0]["bytes"] != float64(len(raw)) {

@@ -171,6 +171,17 @@ func (m *messages) track(id string, res *Reservation, ch chan outcome) {
 	sh.mu.Unlock()
 }
 
+// settling returns a message whose outcome is known and still being written.
+func (m *messages) settling(id string) (domain.OutboxEntry, bool) {
+	sh := m.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if p := sh.m[id]; p != nil && p.settled {
+		return p.entry, true
+	}
+	return domain.OutboxEntry{}, false
+}
+
 // wait answers an existing message as it stands, or waits for its outcome while it is queued.
 func (m *messages) wait(ctx context.Context, e domain.OutboxEntry, d time.Duration) (domain.OutboxEntry, error) {
 	if e.Final() || d <= 0 {
@@ -350,6 +361,9 @@ func (e *Engine) sendSession(uid, sessionID string) (*sessionEntry, error) {
 
 // Message returns one of the user's messages by id, with its history.
 func (e *Engine) Message(uid, id string) (domain.OutboxEntry, error) {
+	if m, ok := e.msgs.settling(id); ok && m.UserID == uid {
+		return m, nil
+	}
 	m, err := e.msgs.outbox.Get(id)
 	if err != nil || m.UserID != uid {
 		return domain.OutboxEntry{}, fmt.Errorf("%w: %s", ErrMessageNotFound, id)
