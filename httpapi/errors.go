@@ -9,6 +9,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/gateway/gateway/engine"
+	"github.com/gateway/gateway/identity"
+	"github.com/gateway/gateway/persist"
 )
 
 // HTTP-layer errors (the domain ones live in actors and are re-exported by engine).
@@ -24,6 +26,10 @@ var (
 	errInternalOnly = errors.New("this route is public only to internal addresses; send an admin ID token")
 	// errBodyTooLarge: the request body is over the route's limit.
 	errBodyTooLarge = errors.New("request body too large")
+	// errUnsupportedSubject: the token verified but its sub cannot be a user id.
+	errUnsupportedSubject = errors.New("this account's subject cannot be used as a user id")
+	// errTooManyAttempts: too many failed guesses from one client (or at one shop).
+	errTooManyAttempts = errors.New("too many failed attempts; retry later")
 	// errNotFound, errMethod: no such route / method.
 	errNotFound = errors.New("no such route")
 	errMethod   = errors.New("method not allowed on this route")
@@ -72,6 +78,16 @@ func statusOf(err error) (int, string) {
 		return fasthttp.StatusConflict, "store_connected_elsewhere"
 	case errors.Is(err, engine.ErrStorePlatform):
 		return fasthttp.StatusBadGateway, "store_platform_error"
+	case errors.Is(err, identity.ErrUnavailable):
+		return fasthttp.StatusServiceUnavailable, "idp_unavailable"
+	case errors.Is(err, persist.ErrStorageUnavailable):
+		return fasthttp.StatusServiceUnavailable, "storage_unavailable"
+	case errors.Is(err, identity.ErrNotAllowed):
+		return fasthttp.StatusForbidden, "sign_in_not_allowed"
+	case errors.Is(err, errUnsupportedSubject):
+		return fasthttp.StatusForbidden, "unsupported_subject"
+	case errors.Is(err, errTooManyAttempts):
+		return fasthttp.StatusTooManyRequests, "too_many_attempts"
 	case errors.Is(err, errNoCredentials):
 		return fasthttp.StatusUnauthorized, "missing_credentials"
 	case errors.Is(err, errInvalidToken):
@@ -150,15 +166,31 @@ type errorBody struct {
 // request id and answered with a generic text (no internals leak).
 func (s *Server) writeError(ctx *fasthttp.RequestCtx, err error) {
 	status, code := statusOf(err)
-	msg := err.Error()
-	if status >= 500 {
-		s.reqLog(ctx).Error("request failed", "status", status, "err", err)
-		if status == fasthttp.StatusInternalServerError {
-			msg = "internal error"
+	if code == "unavailable" && s.cfg.Storage != nil {
+		// The core reports a failed write as unavailable without keeping the storage's
+		// error; while storage is refusing writes, that is the cause.
+		if serr := s.cfg.Storage(); serr != nil {
+			code, err = "storage_unavailable", fmt.Errorf("%w (%v)", serr, err)
 		}
 	}
+	msg := err.Error()
 	switch {
 	case status == fasthttp.StatusServiceUnavailable:
+		// A dependency is down (identity provider, disk): its own WARN names the cause once;
+		// one line per refused request stays below ERROR.
+		s.reqLog(ctx).Warn("request refused", "status", status, "code", code, "err", err)
+	case status >= 500:
+		s.reqLog(ctx).Error("request failed", "status", status, "err", err)
+	}
+	if status == fasthttp.StatusInternalServerError {
+		msg = "internal error"
+	}
+	switch {
+	case code == "storage_unavailable":
+		ctx.Response.Header.Set("Retry-After", "5")
+	case status == fasthttp.StatusServiceUnavailable:
+		ctx.Response.Header.Set("Retry-After", "1")
+	case code == "too_many_attempts":
 		ctx.Response.Header.Set("Retry-After", "1")
 	case code == "quota_exceeded":
 		// The monthly allowance comes back at the start of the next UTC month.
