@@ -54,14 +54,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return serve(args[1:], stderr)
 	case "token":
 		return token(args[1:], stdout, stderr)
+	case "healthcheck":
+		return healthcheck(args[1:], stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "gateway", version)
 		return nil
 	case "help", "-h", "--help":
-		fmt.Fprintln(stdout, "usage: gateway serve [flags] | gateway token --uid UID [flags] | gateway version")
+		fmt.Fprintln(stdout, "usage: gateway serve [flags] | gateway token --uid UID [flags] | gateway healthcheck [--addr ADDR] | gateway version")
 		return nil
 	}
-	return fmt.Errorf("unknown command %q (serve, token, version)", args[0])
+	return fmt.Errorf("unknown command %q (serve, token, healthcheck, version)", args[0])
 }
 
 // config is every `gateway serve` flag (DESIGN.md section 6); each is also read from the
@@ -272,6 +274,11 @@ func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err err
 			g.close()
 		}
 	}()
+	// Configuration errors first, before anything is opened.
+	stores, err := storeConfig(c)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(c.data, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
@@ -293,10 +300,6 @@ func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err err
 		return nil, fmt.Errorf("open storage: %w", err)
 	}
 	if err := g.openNetwork(c); err != nil {
-		return nil, err
-	}
-	stores, err := storeConfig(c)
-	if err != nil {
 		return nil, err
 	}
 	g.engine, err = engine.New(engine.Config{
@@ -549,4 +552,36 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// healthcheck asks a gateway on this machine whether it is ready (GET /readyz on --addr or
+// GATEWAY_ADDR): the container's HEALTHCHECK, where there is no curl.
+func healthcheck(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", ":8080", "the gateway's listen address")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := applyEnv(fs); err != nil {
+		return err
+	}
+	host, port, err := net.SplitHostPort(*addr)
+	if err != nil {
+		return fmt.Errorf("healthcheck: --addr: %w", err)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	client := &http.Client{Timeout: 2 * time.Second}
+	res, err := client.Get("http://" + net.JoinHostPort(host, port) + "/readyz")
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("healthcheck: not ready: %d %s", res.StatusCode, strings.TrimSpace(string(body)))
+	}
+	return nil
 }

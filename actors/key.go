@@ -267,7 +267,7 @@ func (k *Key) update(m *UpdateKey) error {
 		rec.Status = *m.Status
 	}
 	if err := k.deps.Store.PutKey(context.Background(), rec); err != nil {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	k.rec = rec
 	k.publish()
@@ -280,7 +280,7 @@ func (k *Key) delete(c *actor.Context, m *DeleteKey) {
 		return
 	}
 	if err := k.deps.Store.DeleteKey(context.Background(), k.id); err != nil && !errors.Is(err, persist.ErrNotFound) {
-		m.Reply <- fmt.Errorf("%w: %v", ErrUnavailable, err)
+		m.Reply <- fmt.Errorf("%w: %w", ErrUnavailable, err)
 		return
 	}
 	k.deleted = true

@@ -300,7 +300,7 @@ func (s *Session) drain() {
 func runSend(client network.Client, deps SessionDeps, e OutboxEntry, fresh bool) SendResult {
 	if fresh {
 		if err := deps.Outbox.Append(context.Background(), e); err != nil {
-			return SendResult{Entry: e, Err: fmt.Errorf("%w: outbox: %v", ErrUnavailable, err)}
+			return SendResult{Entry: e, Err: fmt.Errorf("%w: outbox: %w", ErrUnavailable, err)}
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), deps.SendTimeout)

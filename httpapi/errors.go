@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -166,11 +167,15 @@ type errorBody struct {
 // request id and answered with a generic text (no internals leak).
 func (s *Server) writeError(ctx *fasthttp.RequestCtx, err error) {
 	status, code := statusOf(err)
-	if code == "unavailable" && s.cfg.Storage != nil {
-		// The core reports a failed write as unavailable without keeping the storage's
-		// error; while storage is refusing writes, that is the cause.
-		if serr := s.cfg.Storage(); serr != nil {
-			code, err = "storage_unavailable", fmt.Errorf("%w (%v)", serr, err)
+	if code == "unavailable" {
+		// The core reports a failed write as unavailable and keeps the storage's error only
+		// as text (%v): recognise it by its text, or by storage refusing writes right now.
+		if strings.Contains(err.Error(), persist.ErrStorageUnavailable.Error()) {
+			code = "storage_unavailable"
+		} else if s.cfg.Storage != nil {
+			if serr := s.cfg.Storage(); serr != nil {
+				code, err = "storage_unavailable", fmt.Errorf("%w (%v)", serr, err)
+			}
 		}
 	}
 	msg := err.Error()

@@ -391,6 +391,8 @@ func (b *Badger) commitGroup(group []*commitReq) {
 		b.txns.Add(1)
 		if err != nil {
 			err = b.commitErr(err)
+		} else {
+			b.disk.wrote(groupBytes(group))
 		}
 		for _, r := range group {
 			r.done <- err
@@ -398,6 +400,24 @@ func (b *Badger) commitGroup(group []*commitReq) {
 		return
 	}
 }
+
+// groupBytes estimates what a group adds to Badger's write-ahead log (every entry, with its
+// header) and to its value log (values over the 1 MiB value threshold).
+func groupBytes(group []*commitReq) (wal, vlog int64) {
+	for _, r := range group {
+		for _, op := range r.ops {
+			n := int64(len(op.Key) + len(op.Value) + entryOverhead)
+			wal += n
+			if len(op.Value) >= 1<<20 {
+				vlog += n
+			}
+		}
+	}
+	return wal, vlog
+}
+
+// entryOverhead is an upper bound of Badger's per-entry header, checksum and version.
+const entryOverhead = 64
 
 // commitErr wraps a failed write; running out of space makes the storage unavailable (the
 // watcher makes it available again once space returns).

@@ -34,6 +34,12 @@ const (
 	allocateLead = 16 << 20
 )
 
+// mappedFile is what the watcher knows of one Badger .mem or .vlog file.
+type mappedFile struct {
+	base      int64 // the committed-bytes counter when the file was first seen
+	allocated int64 // bytes allocated from the start
+}
+
 // diskGuard watches the file system of one directory. low is read on every Commit (one atomic
 // load); the rest is owned by the watcher goroutine, except cause (mu).
 type diskGuard struct {
@@ -42,18 +48,22 @@ type diskGuard struct {
 	log   *slog.Logger
 	// free reports the bytes available to us on dir's file system (statfs); tests replace it.
 	free func(dir string) (uint64, error)
-	// allocate gives a file real blocks up to lead bytes past its allocated part
-	// (fallocate); tests replace it.
-	allocate func(path string, lead int64) error
+	// allocate gives a file real blocks from its start to an offset (fallocate); tests
+	// replace it.
+	allocate func(path string, upTo int64) error
 
 	low atomic.Bool
+	// walBytes and vlogBytes count what was committed (writer goroutines); files is the
+	// watcher's own.
+	walBytes, vlogBytes atomic.Int64
+	files               map[string]*mappedFile
 
 	mu    sync.Mutex
 	cause string
 }
 
 func newDiskGuard(dir string, floor uint64, log *slog.Logger) *diskGuard {
-	return &diskGuard{dir: dir, floor: floor, log: log, free: freeBytes, allocate: allocateFile}
+	return &diskGuard{dir: dir, floor: floor, log: log, free: freeBytes, allocate: allocateFile, files: map[string]*mappedFile{}}
 }
 
 // err is ErrStorageUnavailable with the cause while space is low, else nil.
@@ -107,23 +117,62 @@ func (g *diskGuard) beforeWrite() error {
 	return g.err()
 }
 
-// allocateMapped keeps allocateLead bytes of real blocks ahead of what Badger has written
-// in each .mem and .vlog file. Those files are written sequentially from the start, so their
-// allocated size tracks the write position; allocating them whole would cost up to twice the
-// memtable and value-log sizes per file, on a value log that stays nearly empty.
+// allocateMapped keeps allocateLead bytes of real blocks ahead of where Badger writes in each
+// .mem and .vlog file. Those files are written sequentially from the start, so the write
+// position is at most what was committed since the file appeared (counted generously: entry
+// headers and a quarter more); allocating them whole instead would cost twice the memtable
+// and value-log sizes per file.
 func (g *diskGuard) allocateMapped() {
 	entries, err := os.ReadDir(g.dir)
 	if err != nil {
 		return
 	}
+	walBytes, vlogBytes := g.walBytes.Load(), g.vlogBytes.Load()
+	seen := make(map[string]bool, len(entries))
 	for _, e := range entries {
 		name := e.Name()
-		if !strings.HasSuffix(name, ".mem") && !strings.HasSuffix(name, ".vlog") {
+		var written int64
+		switch {
+		case strings.HasSuffix(name, ".mem"):
+			written = walBytes
+		case strings.HasSuffix(name, ".vlog"):
+			written = vlogBytes
+		default:
 			continue
 		}
-		if err := g.allocate(filepath.Join(g.dir, name), allocateLead); err != nil && noSpace(err) {
-			g.setLow(fmt.Sprintf("no space to allocate %s: %v", name, err))
+		seen[name] = true
+		f, ok := g.files[name]
+		if !ok {
+			f = &mappedFile{base: written}
+			g.files[name] = f
 		}
+		target := 4<<10 + (written-f.base)*5/4 + allocateLead
+		if target <= f.allocated {
+			continue
+		}
+		if err := g.allocate(filepath.Join(g.dir, name), target); err != nil {
+			if noSpace(err) {
+				g.setLow(fmt.Sprintf("no space to allocate %s: %v", name, err))
+			}
+			continue
+		}
+		f.allocated = target
+	}
+	for name := range g.files {
+		if !seen[name] {
+			delete(g.files, name)
+		}
+	}
+}
+
+// wrote counts bytes handed to Badger in a committed group (for allocateMapped).
+func (g *diskGuard) wrote(wal, vlog int64) {
+	if g == nil {
+		return
+	}
+	g.walBytes.Add(wal)
+	if vlog > 0 {
+		g.vlogBytes.Add(vlog)
 	}
 }
 

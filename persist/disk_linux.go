@@ -14,10 +14,9 @@ func freeBytes(dir string) (uint64, error) {
 	return st.Bavail * uint64(st.Bsize), nil
 }
 
-// allocateFile gives path real blocks from its start to lead bytes past its allocated part
-// (at most its size); fallocate mode 0 keeps size and data. Files are written sequentially,
-// so the allocated part covers what was written.
-func allocateFile(path string, lead int64) error {
+// allocateFile gives path real blocks from its start to upTo (at most its size);
+// fallocate mode 0 keeps size and data and skips what is allocated already.
+func allocateFile(path string, upTo int64) error {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return err
@@ -27,17 +26,12 @@ func allocateFile(path string, lead int64) error {
 	if err != nil {
 		return err
 	}
-	st, ok := info.Sys().(*syscall.Stat_t)
-	if !ok {
+	upTo = min(upTo, info.Size())
+	if upTo <= 0 {
 		return nil
 	}
-	allocated := st.Blocks * 512
-	if allocated >= info.Size() {
-		return nil // no holes left
-	}
-	target := min(info.Size(), allocated+lead)
 	for {
-		err = syscall.Fallocate(int(f.Fd()), 0, 0, target)
+		err = syscall.Fallocate(int(f.Fd()), 0, 0, upTo)
 		if err != syscall.EINTR {
 			break
 		}

@@ -107,7 +107,7 @@ func TestBadgerNoSpaceErrorIsUnavailable(t *testing.T) {
 	}
 }
 
-// The mapped files are allocated ahead of Badger's writes, not whole.
+// The mapped files are allocated ahead of Badger's writes, by allocateLead, not whole.
 func TestBadgerAllocatesMappedFiles(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("fallocate is Linux only")
@@ -118,18 +118,29 @@ func TestBadgerAllocatesMappedFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	mems, _ := filepath.Glob(filepath.Join(dir, "*.mem"))
-	if len(mems) == 0 {
-		t.Fatal("no memtable file")
+	allocated := func() (int64, int64) {
+		mems, _ := filepath.Glob(filepath.Join(dir, "*.mem"))
+		if len(mems) != 1 {
+			t.Fatalf("memtable files: %v", mems)
+		}
+		info, err := os.Stat(mems[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Sys().(*syscall.Stat_t).Blocks * 512, info.Size()
 	}
-	info, err := os.Stat(mems[0])
-	if err != nil {
-		t.Fatal(err)
+	time.Sleep(3 * diskCheckEvery) // idle: the allocation does not creep
+	if got, size := allocated(); got < allocateLead || got > allocateLead+64<<10 || got >= size {
+		t.Fatalf("idle memtable file: %d bytes allocated of %d, want about %d", got, size, allocateLead)
 	}
-	blocks := info.Sys().(*syscall.Stat_t).Blocks * 512
-	if blocks < allocateLead/2 || blocks >= info.Size() {
-		t.Fatalf("memtable file %s: %d bytes allocated of %d, want about %d", mems[0], blocks, info.Size(), allocateLead)
+	value := make([]byte, 64<<10)
+	for i := range 128 { // 8 MiB
+		mustCommit(t, b, Op{Key: []byte(fmt.Sprintf("k/%03d", i)), Value: value})
 	}
+	waitUntil(t, 2*time.Second, "allocation ahead of 8 MiB of writes", func() bool {
+		got, _ := allocated()
+		return got >= 8<<20+allocateLead
+	})
 }
 
 // On a real, small file system (tmpfs, which needs root to mount) filled by the writes and
