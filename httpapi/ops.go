@@ -81,7 +81,7 @@ func (g *guessLimits) sweep() {
 }
 
 // limitGuesses refuses a caller (by key) that spent its failures, and charges a failure for
-// every 401 or 403 the handler answers.
+// every 401, 403 or 404 the handler answers (a wrong key or signature, an unknown store).
 func (s *Server) limitGuesses(key func(*fasthttp.RequestCtx) string, h fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		k := key(ctx)
@@ -90,7 +90,8 @@ func (s *Server) limitGuesses(key func(*fasthttp.RequestCtx) string, h fasthttp.
 			return
 		}
 		h(ctx)
-		if st := ctx.Response.StatusCode(); st == fasthttp.StatusUnauthorized || st == fasthttp.StatusForbidden {
+		switch ctx.Response.StatusCode() {
+		case fasthttp.StatusUnauthorized, fasthttp.StatusForbidden, fasthttp.StatusNotFound:
 			s.guesses.fail(k)
 		}
 	}
