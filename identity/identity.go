@@ -61,6 +61,7 @@ type Claims struct {
 type Verifier struct {
 	oidc      *oidc.IDTokenVerifier
 	trustRole bool // dev mode only: the role claim comes from our own issuer
+	audience  string
 	now       func() time.Time
 	cache     *tokenCache
 	metrics   *verifierMetrics
@@ -76,6 +77,7 @@ func newVerifier(issuer string, keys oidc.KeySet, cfg oidc.Config, trustRole boo
 	// gives the skew. Reading v.now at call time lets tests move the clock.
 	cfg.Now = func() time.Time { return v.now().Add(-ClockSkew) }
 	v.oidc = oidc.NewVerifier(issuer, keys, &cfg)
+	v.audience = cfg.ClientID
 	return v
 }
 
@@ -140,6 +142,7 @@ func (v *Verifier) verify(ctx context.Context, rawToken string) (_ Claims, cache
 			SignInProvider string `json:"sign_in_provider"`
 		} `json:"firebase"`
 		Role json.RawMessage `json:"role"`
+		AZP  string          `json:"azp"`
 	}
 	if err := tok.Claims(&extra); err != nil {
 		return Claims{}, false, invalid("malformed claims")
@@ -153,6 +156,11 @@ func (v *Verifier) verify(ctx context.Context, rawToken string) (_ Claims, cache
 		if time.Unix(int64(at), 0).After(now.Add(ClockSkew)) {
 			return Claims{}, false, invalid("auth_time in the future")
 		}
+	}
+	// A token for several audiences is ours only if we are the party it was issued to
+	// (OIDC Core 3.1.3.7; Dex trusted peers issue such tokens to other clients).
+	if len(tok.Audience) > 1 && extra.AZP != v.audience {
+		return Claims{}, false, invalid("issued to another party (azp)")
 	}
 	if extra.Firebase.SignInProvider == "anonymous" && !v.allowAnonymous {
 		return Claims{}, false, fmt.Errorf("%w: anonymous sign-in is not accepted", ErrNotAllowed)

@@ -177,6 +177,7 @@ func TestOIDC(t *testing.T) {
 		{"expired", sign(t, key, "k1", with(claims, "exp", base.Add(-2*ClockSkew).Unix())), "expired"},
 		{"iat in the future", sign(t, key, "k1", with(claims, "iat", base.Add(2*ClockSkew).Unix())), "iat in the future"},
 		{"empty sub", sign(t, key, "k1", with(claims, "sub", "")), "empty sub"},
+		{"several audiences, another party", sign(t, key, "k1", with(claims, "aud", []string{project, "other"}, "azp", "other")), "azp"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := v.Verify(ctx, tc.token)
@@ -444,6 +445,9 @@ func TestOIDCClaimChecks(t *testing.T) {
 	wantInvalid(t, err, "auth_time")
 	if _, err := v.Verify(ctx, sign(t, key, "k1", with(claims, "email_verified", false))); err != nil {
 		t.Fatalf("unverified email without the option: %v", err)
+	}
+	if _, err := v.Verify(ctx, sign(t, key, "k1", with(claims, "aud", []string{project, "other"}, "azp", project))); err != nil {
+		t.Fatalf("several audiences, issued to us: %v", err)
 	}
 
 	v, err = NewOIDC(ctx, idp.issuer, project, OIDCOptions{AllowAnonymous: true, RequireEmailVerified: true})
