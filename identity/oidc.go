@@ -146,6 +146,7 @@ type provider struct {
 	warned    time.Time     // last WARN of the ongoing outage
 
 	kick       chan struct{} // wakes the background loop early
+	scheduled  atomic.Bool   // a wakeAfterCooldown timer is pending
 	stop, done chan struct{}
 	closeOnce  sync.Once
 }
@@ -452,12 +453,17 @@ func (p *provider) wake() {
 	}
 }
 
-// wakeAfterCooldown makes the loop fetch once the kid cooldown has passed.
+// wakeAfterCooldown makes the loop fetch once the kid cooldown has passed (one timer at a
+// time, however many tokens ask).
 func (p *provider) wakeAfterCooldown() {
+	if !p.scheduled.CompareAndSwap(false, true) {
+		return
+	}
 	p.mu.Lock()
 	wait := kidCooldown - p.now().Sub(p.attempted)
 	p.mu.Unlock()
 	time.AfterFunc(max(wait, 0)+10*time.Millisecond, func() {
+		p.scheduled.Store(false)
 		select {
 		case p.kick <- struct{}{}:
 		default:
