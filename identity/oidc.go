@@ -36,7 +36,7 @@ const (
 	// kidCooldown is the least time between two fetches caused by tokens with an unknown key
 	// id. Forged kids cost at most one fetch per cooldown; a rotated-in key is picked up
 	// within it (see VerifySignature).
-	kidCooldown  = 5 * time.Second
+	kidCooldown  = 4 * time.Second
 	maxJWKSBytes = 1 << 20
 	// warnEvery limits repeated WARN lines of one ongoing outage.
 	warnEvery = 30 * time.Second
@@ -175,9 +175,10 @@ func unavailable(format string, args ...any) error {
 //
 // A token whose key id is unknown may come from a key the provider has just rotated in: the
 // JWKS is fetched at once unless a fetch ran within kidCooldown. Inside the cooldown the
-// token is refused as unknown (401) only if the current keys were fetched after the token
-// was issued (so the provider would have published its key); a token newer than the keys
-// gets ErrUnavailable (503, retry) and the background loop fetches when the cooldown ends.
+// token is refused as unknown (401) only if the current keys were fetched more than
+// ClockSkew after it was issued (so the provider had published its key); a token that may be
+// newer than the keys gets ErrUnavailable (503, retry) and the background loop fetches when
+// the cooldown ends.
 func (p *provider) VerifySignature(ctx context.Context, raw string) (payload []byte, err error) {
 	if h, ok := ctx.Value(sigErrKey{}).(*error); ok {
 		// go-oidc flattens this error to text: Verify reads it from here to tell an
@@ -213,7 +214,9 @@ func (p *provider) keysFor(ctx context.Context, jws *jose.JSONWebSignature, ks *
 	err := p.refresh(ctx, true)
 	switch {
 	case errors.Is(err, errCooldown):
-		if iat, ok := unverifiedIssuedAt(jws); ok && iat.After(ks.fetched) {
+		// iat has whole seconds and the provider's clock may differ from ours: within
+		// ClockSkew of the fetch, the token may be newer than the keys.
+		if iat, ok := unverifiedIssuedAt(jws); ok && iat.Add(ClockSkew).After(ks.fetched) {
 			p.wakeAfterCooldown()
 			return nil, unavailable("a token signed with a key id newer than the loaded keys")
 		}

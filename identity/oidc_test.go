@@ -169,7 +169,7 @@ func TestOIDC(t *testing.T) {
 		name, token, reason string
 	}{
 		{"other key, known kid", sign(t, other, "k1", claims), "bad signature"},
-		{"other key, unknown kid", sign(t, other, "k9", claims), "bad signature"},
+		{"other key, unknown kid", sign(t, other, "k9", with(claims, "iat", base.Add(-2*ClockSkew).Unix())), "bad signature"},
 		{"other key, no kid", sign(t, other, "", claims), "bad signature"},
 		{"wrong audience", sign(t, key, "k1", with(claims, "aud", "another-project")), "wrong audience"},
 		{"wrong issuer", sign(t, key, "k1", with(claims, "iss", "https://securetoken.google.com/"+project)), "wrong issuer"},
@@ -212,7 +212,7 @@ func TestOIDC(t *testing.T) {
 		}
 		// Another unknown kid right after, on a token older than the keys, is refused without
 		// a fetch.
-		_, err := v.Verify(ctx, sign(t, other, "k3", idp.firebaseClaims(now)))
+		_, err := v.Verify(ctx, sign(t, other, "k3", idp.firebaseClaims(now.Add(-2*ClockSkew))))
 		wantInvalid(t, err, "bad signature")
 		if n := idp.fetches.Load(); n != 2 {
 			t.Fatalf("JWKS fetched %d times, want 2 (cooldown)", n)
@@ -248,6 +248,13 @@ func TestOIDC(t *testing.T) {
 		if err := v.provider.refresh(ctx, false); err != nil {
 			t.Fatal(err)
 		}
+		// Refused at once: retryable while a new fetch is within the cooldown (the token is
+		// recent), then 401 once a fetch confirms its key is gone.
+		if _, err := v.Verify(ctx, tok); err == nil {
+			t.Fatal("a cached token of a withdrawn key was accepted")
+		}
+		now = now.Add(kidCooldown + time.Second)
+		offset.Store(int64(now.Sub(base)))
 		_, err := v.Verify(ctx, tok)
 		wantInvalid(t, err, "bad signature")
 		if _, err := v.Verify(ctx, sign(t, other, "k2", idp.firebaseClaims(now))); err != nil {
