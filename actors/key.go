@@ -232,7 +232,7 @@ func (k *Key) saved(c *actor.Context, m usageSaved) {
 	if m.err != nil {
 		k.deps.Log.Error("key actor: save usage mark", "key_id", k.id, "err", m.err)
 		for _, p := range pending {
-			p.Reply <- KeyResult{Err: fmt.Errorf("%w: storage", ErrUnavailable)}
+			p.Reply <- KeyResult{Err: fmt.Errorf("%w: storage: %w", ErrUnavailable, m.err)}
 		}
 		return
 	}
