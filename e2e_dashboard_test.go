@@ -157,7 +157,7 @@ func TestDevHelpPrintsDashboardLinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	printDevHelp(&out, tg.cfg, addr, tg.issuer)
+	printDevHelp(&out, addr, tg.issuer)
 	links := regexp.MustCompile(`(admin|client): +http://localhost:\d+/dashboard/#token=([A-Za-z0-9_.-]+)`).FindAllStringSubmatch(out.String(), -1)
 	if len(links) != 2 {
 		t.Fatalf("want an admin and a client link in:\n%s", out.String())

@@ -17,6 +17,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -58,14 +60,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return serve(args[1:], stderr)
 	case "token":
 		return token(args[1:], stdout, stderr)
+	case "healthcheck":
+		return healthcheck(args[1:], stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "gateway", version)
 		return nil
 	case "help", "-h", "--help":
-		fmt.Fprintln(stdout, "usage: gateway serve [flags] | gateway token --uid UID [flags] | gateway version")
+		fmt.Fprintln(stdout, "usage: gateway serve [flags] | gateway token --uid UID [flags] | gateway healthcheck [--addr ADDR] | gateway version")
 		return nil
 	}
-	return fmt.Errorf("unknown command %q (serve, token, version)", args[0])
+	return fmt.Errorf("unknown command %q (serve, token, healthcheck, version)", args[0])
 }
 
 // Interface guards: the adapters main wires into the core.
@@ -104,6 +108,10 @@ type config struct {
 	logRequests                         bool
 	shutdownTimeout                     time.Duration
 	pprofAddr                           string
+	minFreeDisk                         byteSize
+	oidcAllowAnonymous                  bool
+	oidcRequireEmailVerified            bool
+	corsOrigins                         string
 	// now is the engine's clock; nil is time.Now. Not a flag: tests move it.
 	now func() time.Time
 }
@@ -151,6 +159,12 @@ func parseServe(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.logRequests, "log-requests", true, "one access-log line per request")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for in-flight requests")
 	fs.StringVar(&c.pprofAddr, "pprof", "", "serve net/http/pprof on this address (for profiling; keep it on loopback)")
+	c.minFreeDisk = 256 << 20
+	fs.Var(&c.minFreeDisk, "min-free-disk", "free-space floor of the data disk (bytes, or with KiB, MiB, GiB): under it writes answer 503 storage_unavailable and /readyz is not ready; 0 disables it")
+	fs.BoolVar(&c.oidcAllowAnonymous, "oidc-allow-anonymous", false, "accept Firebase anonymous sign-ins (refused by default)")
+	fs.BoolVar(&c.oidcRequireEmailVerified, "oidc-require-email-verified", false, "refuse ID tokens whose email_verified claim is not true")
+	fs.StringVar(&c.corsOrigins, "cors-origins", "", "comma list of browser origins allowed to call the API (CORS), or * for any; empty: no CORS headers")
+	fs.Usage = func() { serveUsage(fs) }
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -166,7 +180,7 @@ func applyEnv(fs *flag.FlagSet) error {
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
-		env := "GATEWAY_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		env := envName(f.Name)
 		if v, ok := os.LookupEnv(env); ok && !given[f.Name] && err == nil {
 			if e := fs.Set(f.Name, v); e != nil {
 				err = fmt.Errorf("%s: %w", env, e)
@@ -258,7 +272,8 @@ func serve(args []string, stderr io.Writer) error {
 		go servePprof(c.pprofAddr, log)
 	}
 	if g.issuer != nil {
-		printDevHelp(stderr, c, ln.Addr(), g.issuer)
+		logDevHelp(log, c, ln.Addr())
+		printDevHelp(stderr, ln.Addr(), g.issuer)
 	}
 
 	select {
@@ -275,24 +290,31 @@ func serve(args []string, stderr io.Writer) error {
 
 // gateway is the wired application.
 type gateway struct {
-	log    *slog.Logger
-	kv     *persist.Badger
-	engine *engine.Engine
-	events *engine.Events // events out (webhooks); its own actor engine until Core v2 wires it in
-	net    network.Network
-	sim    *sim.Network // --network sim only
-	http   *httpapi.Server
-	issuer *identity.Issuer // dev auth only
+	log      *slog.Logger
+	kv       *persist.Badger
+	engine   *engine.Engine
+	events   *engine.Events // events out (webhooks)
+	net      network.Network
+	sim      *sim.Network // --network sim only
+	http     *httpapi.Server
+	issuer   *identity.Issuer // dev auth only
+	verifier *identity.Verifier
 }
 
 // build constructs every part from the configuration.
-func build(ctx context.Context, c config, log *slog.Logger) (g *gateway, err error) {
-	g = &gateway{log: log}
+func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err error) {
+	// g is never nil here: returning (nil, err) must still close what was opened.
+	g := &gateway{log: log}
 	defer func() {
 		if err != nil {
 			g.close()
 		}
 	}()
+	// Configuration errors first, before anything is opened.
+	stores, err := storeConfig(c)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(c.data, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
@@ -302,24 +324,27 @@ func build(ctx context.Context, c config, log *slog.Logger) (g *gateway, err err
 			return nil, err
 		}
 	}
-	verifier, issuer, err := newVerifier(ctx, c)
+	verifier, issuer, err := newVerifier(ctx, c, log)
 	if err != nil {
 		return nil, err
 	}
-	g.issuer = issuer
-	g.kv, err = persist.OpenBadger(filepath.Join(c.data, "db"), persist.BadgerOptions{Fsync: persist.Fsync(c.fsync), Logger: log.With("component", "badger")})
+	g.issuer, g.verifier = issuer, verifier
+	g.kv, err = persist.OpenBadger(filepath.Join(c.data, "db"), persist.BadgerOptions{
+		Fsync: persist.Fsync(c.fsync), Logger: log.With("component", "badger"), MinFreeDisk: int64(c.minFreeDisk),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("open storage: %w", err)
 	}
 	if err := g.openNetwork(c); err != nil {
 		return nil, err
 	}
-	stores, err := storeConfig(c)
-	if err != nil {
-		return nil, err
-	}
 	// Events out first: the engine publishes into it from boot on.
 	reg := prometheus.NewRegistry()
+	reg.MustRegister(verifier.Collectors()...)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "gateway_build_info", Help: "Always 1; the labels name the running build.",
+		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
+	}, func() float64 { return 1 }))
 	if g.events, err = newEvents(ctx, c, g.kv, reg, engine.NewSecretBox(stores.Sealer), log); err != nil {
 		return nil, err
 	}
@@ -333,6 +358,12 @@ func build(ctx context.Context, c config, log *slog.Logger) (g *gateway, err err
 		return nil, err
 	}
 	cidrs, _ := parseCIDRs(c.internalCIDRs)
+	identityCheck := func() error {
+		if st := verifier.Status(); !st.Ready || st.Err != nil {
+			return errors.New("unavailable")
+		}
+		return nil
+	}
 	var simControls httpapi.SimControls // nil unless --network sim (a nil *sim.Network is not)
 	if g.sim != nil {
 		simControls = g.sim
@@ -349,6 +380,11 @@ func build(ctx context.Context, c config, log *slog.Logger) (g *gateway, err err
 	g.http, err = httpapi.New(httpapi.Config{
 		Engine: g.engine, Verifier: verifier, DevRoles: c.auth == "dev", Logger: log.With("component", "http"),
 		Registry: reg, InternalCIDRs: cidrs, BodyLimit: c.bodyLimit, Webhooks: g.events,
+		CORSOrigins: splitList(c.corsOrigins), Storage: g.kv.Health,
+		ReadyChecks: []httpapi.ReadyCheck{
+			{Name: "storage", Critical: true, Check: g.kv.Health},
+			{Name: "identity", Check: identityCheck},
+		},
 		LogRequests: c.logRequests, Version: version, Sim: simControls, BulkMaxRecipients: c.bulkMaxRecipients,
 		Media:     httpapi.MediaOptions{MaxBytes: c.mediaMaxBytes, AllowPrivate: c.mediaAllowPrivate},
 		Dashboard: dash,
@@ -461,6 +497,10 @@ func (g *gateway) close() {
 		}
 		g.net = nil
 	}
+	if g.verifier != nil {
+		g.verifier.Close()
+		g.verifier = nil
+	}
 	if g.kv != nil {
 		if err := g.kv.Close(); err != nil {
 			g.log.Warn("close storage", "err", err)
@@ -469,15 +509,19 @@ func (g *gateway) close() {
 	}
 }
 
-func newVerifier(ctx context.Context, c config) (*identity.Verifier, *identity.Issuer, error) {
+func newVerifier(ctx context.Context, c config, log *slog.Logger) (*identity.Verifier, *identity.Issuer, error) {
 	if c.auth == "oidc" {
-		v, err := identity.NewOIDC(ctx, c.oidcIssuer, c.oidcAudience, nil)
+		v, err := identity.NewOIDC(ctx, c.oidcIssuer, c.oidcAudience, identity.OIDCOptions{
+			Logger: log.With("component", "identity"), AllowAnonymous: c.oidcAllowAnonymous,
+			RequireEmailVerified: c.oidcRequireEmailVerified,
+		})
 		return v, nil, err
 	}
 	return identity.NewDev(c.data)
 }
 
-func printDevHelp(w io.Writer, c config, addr net.Addr, issuer *identity.Issuer) {
+// logDevHelp tells, as one log record, how to mint dev ID tokens and make a first call.
+func logDevHelp(log *slog.Logger, c config, addr net.Addr) {
 	port := "8080"
 	if a, ok := addr.(*net.TCPAddr); ok {
 		port = fmt.Sprint(a.Port)
@@ -486,13 +530,19 @@ func printDevHelp(w io.Writer, c config, addr net.Addr, issuer *identity.Issuer)
 	if strings.Contains(bin, "go-build") {
 		bin = "go run ." // started by `go run`
 	}
-	fmt.Fprintf(w, `
-gateway is running on embedded defaults (dev ID tokens, %[1]s network, data in %[2]s).
-Mint an ID token, then call the API with it (README.md shows a first session):
-  ADMIN=$(%[3]s token --data %[2]s --uid admin --role admin)
-  ALICE=$(%[3]s token --data %[2]s --uid alice --name Alice)
-  curl -H "Authorization: Bearer $ADMIN" http://localhost:%[4]s/api/admin/apikeys
-`, c.network, c.data, bin, port)
+	log.Info("embedded defaults: dev ID tokens; mint one and call the API (README.md shows a first session)",
+		"network", c.network, "data", c.data,
+		"admin_token", fmt.Sprintf("ADMIN=$(%s token --data %s --uid admin --role admin)", bin, c.data),
+		"client_token", fmt.Sprintf("ALICE=$(%s token --data %s --uid alice --name Alice)", bin, c.data),
+		"first_call", fmt.Sprintf(`curl -H "Authorization: Bearer $ADMIN" http://localhost:%s/api/admin/apikeys`, port))
+}
+
+// printDevHelp prints ready dashboard links (dev auth): make run's first screen.
+func printDevHelp(w io.Writer, addr net.Addr, issuer *identity.Issuer) {
+	port := "8080"
+	if a, ok := addr.(*net.TCPAddr); ok {
+		port = fmt.Sprint(a.Port)
+	}
 	// Ready dashboard links: the token rides in the fragment, which never reaches a server or a
 	// log; the page takes it out of the address at once. They last 12 hours.
 	admin, err1 := issuer.Mint(identity.TokenRequest{UID: "admin", Role: engine.RoleAdmin, Name: "Admin", TTL: 12 * time.Hour})
@@ -500,7 +550,7 @@ Mint an ID token, then call the API with it (README.md shows a first session):
 	if err1 != nil || err2 != nil {
 		return
 	}
-	fmt.Fprintf(w, `Or open the dashboard (links valid for 12 hours; the form at /dashboard/ signs in as anyone):
+	fmt.Fprintf(w, `Open the dashboard (links valid for 12 hours; the form at /dashboard/ signs in as anyone):
   admin:  http://localhost:%[1]s/dashboard/#token=%[2]s
   client: http://localhost:%[1]s/dashboard/#token=%[3]s
   API reference: http://localhost:%[1]s/docs
@@ -594,4 +644,92 @@ func (c config) bootWindowOrDefault() time.Duration {
 		return network.DefaultBootWindow
 	}
 	return 0
+}
+
+// byteSize is a flag value in bytes, written as a number with an optional KiB/MiB/GiB (or
+// KB/MB/GB, K/M/G: the same powers of 1024) suffix.
+type byteSize int64
+
+func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+
+func (b *byteSize) Set(v string) error {
+	v = strings.TrimSpace(v)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1 << 30}, {"MB", 1 << 20}, {"KB", 1 << 10}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}, {"B", 1}} {
+		if strings.HasSuffix(v, u.suffix) {
+			v, mult = strings.TrimSpace(strings.TrimSuffix(v, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want a size such as 268435456 or 256MiB")
+	}
+	*b = byteSize(n * mult)
+	return nil
+}
+
+// envName is the environment variable that sets a flag: GATEWAY_<NAME>, upper case, - → _.
+func envName(flag string) string {
+	return "GATEWAY_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// serveUsage is `gateway serve --help`: every flag with the variable that also sets it.
+func serveUsage(fs *flag.FlagSet) {
+	w := fs.Output()
+	fmt.Fprintln(w, "usage: gateway serve [flags]")
+	fmt.Fprintln(w, "Every flag is also read from the environment variable named beside it; a flag on the command line wins.")
+	fs.VisitAll(func(f *flag.Flag) {
+		def := ""
+		if f.DefValue != "" {
+			def = fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		fmt.Fprintf(w, "  --%s, %s%s\n      %s\n", f.Name, envName(f.Name), def, f.Usage)
+	})
+	fmt.Fprintln(w, "  GATEWAY_SECRET_KEY\n      key sealing store credentials at rest (32 bytes as 64 hex digits or base64); default: DATA/secret.key, created on first use")
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// healthcheck asks a gateway on this machine whether it is ready (GET /readyz on --addr or
+// GATEWAY_ADDR): the container's HEALTHCHECK, where there is no curl.
+func healthcheck(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", ":8080", "the gateway's listen address")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := applyEnv(fs); err != nil {
+		return err
+	}
+	host, port, err := net.SplitHostPort(*addr)
+	if err != nil {
+		return fmt.Errorf("healthcheck: --addr: %w", err)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	client := &http.Client{Timeout: 2 * time.Second}
+	res, err := client.Get("http://" + net.JoinHostPort(host, port) + "/readyz")
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("healthcheck: not ready: %d %s", res.StatusCode, strings.TrimSpace(string(body)))
+	}
+	return nil
 }

@@ -37,7 +37,11 @@ func gatewayBinary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "gateway")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		// Built as the Dockerfile builds it (static, -trimpath), so TestDockerfile's build
+		// of the same binary only links.
+		cmd := exec.Command("go", "build", "-trimpath", "-o", binPath, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

@@ -138,7 +138,7 @@ func (a *Account) Receive(c *actor.Context) {
 			a.dirty = true
 			a.wantMark = a.st.Mark
 			for _, p := range pending {
-				p.Reply <- AccountResult{Err: fmt.Errorf("%w: storage", ErrUnavailable)}
+				p.Reply <- AccountResult{Err: fmt.Errorf("%w: storage: %w", ErrUnavailable, m.err)}
 			}
 			return
 		}

@@ -239,7 +239,7 @@ func (k *Key) saved(c *actor.Context, m usageSaved) {
 	if m.err != nil {
 		k.deps.Log.Error("key actor: save usage mark", "key_id", k.id, "err", m.err)
 		for _, p := range pending {
-			p.Reply <- KeyResult{Err: fmt.Errorf("%w: storage", ErrUnavailable)}
+			p.Reply <- KeyResult{Err: fmt.Errorf("%w: storage: %w", ErrUnavailable, m.err)}
 		}
 		return
 	}
@@ -274,7 +274,7 @@ func (k *Key) update(m *UpdateKey) error {
 		rec.Status = *m.Status
 	}
 	if err := k.deps.Store.PutKey(context.Background(), rec); err != nil {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	k.rec = rec
 	k.publish()
@@ -287,7 +287,7 @@ func (k *Key) delete(c *actor.Context, m *DeleteKey) {
 		return
 	}
 	if err := k.deps.Store.DeleteKey(context.Background(), k.id); err != nil && !errors.Is(err, persist.ErrNotFound) {
-		m.Reply <- fmt.Errorf("%w: %v", ErrUnavailable, err)
+		m.Reply <- fmt.Errorf("%w: %w", ErrUnavailable, err)
 		return
 	}
 	k.deleted = true

@@ -87,5 +87,10 @@ var (
 	ErrMediaFetch    = E("media_fetch_failed", "media fetch failed")
 
 	// 503: a dependency did not answer; retry later.
-	ErrUnavailable = E("unavailable", "service temporarily unavailable")
+	ErrUnavailable        = E("unavailable", "service temporarily unavailable")
+	ErrStorageUnavailable = E("storage_unavailable", "storage unavailable")
+	ErrIdPUnavailable     = E("idp_unavailable", "identity provider unavailable")
+
+	// 403: a verified identity the gateway does not let in.
+	ErrSignInNotAllowed = E("sign_in_not_allowed", "sign-in not allowed")
 )

@@ -236,11 +236,11 @@ func (e *Engine) keyPlan(uid string) actors.KeyPlan {
 
 // Limits on identifiers and names: ids become storage keys and names appear in every list.
 const (
-	maxIDLen   = 128
+	maxIDLen   = 255 // the longest sub OIDC allows
 	maxNameLen = 200
 )
 
-// checkID accepts 1 to 128 printable ASCII characters.
+// checkID accepts 1 to 255 printable ASCII characters.
 func checkID(field, id string) error {
 	if id == "" || len(id) > maxIDLen {
 		return fmt.Errorf("%w: %s must be 1 to %d characters", ErrValidation, field, maxIDLen)

@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/gateway/gateway/engine"
+	"github.com/gateway/gateway/identity"
 )
 
 var bearerPrefix = []byte("Bearer ")
@@ -76,14 +77,18 @@ func (s *Server) user(ctx *fasthttp.RequestCtx) (domain.User, error) {
 	c, err := s.cfg.Verifier.Verify(s.reqContext(ctx), string(tok))
 	if err != nil {
 		s.reqLog(ctx).Debug("ID token refused", "err", err)
+		if errors.Is(err, identity.ErrUnavailable) || errors.Is(err, identity.ErrNotAllowed) {
+			return domain.User{}, err // 503 idp_unavailable (retry), 403 sign_in_not_allowed
+		}
 		return domain.User{}, fmt.Errorf("%w: %v", errInvalidToken, err)
 	}
 	u, err := s.eng.Authenticate(s.reqContext(ctx), engine.Principal{
 		UID: c.UID, Name: c.Name, Email: c.Email, ClaimsAdmin: s.cfg.DevRoles && c.Role == engine.RoleAdmin,
 	})
 	if errors.Is(err, engine.ErrValidation) {
-		// A verified token whose subject cannot be a user id (too long, unprintable).
-		return domain.User{}, fmt.Errorf("%w: %v", errInvalidToken, err)
+		// A verified token whose subject cannot be a user id (too long, unprintable): a 403,
+		// since signing in again would not help.
+		return domain.User{}, fmt.Errorf("%w: %v", errUnsupportedSubject, err)
 	}
 	return u, err
 }

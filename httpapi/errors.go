@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gateway/gateway/domain"
@@ -26,6 +27,10 @@ var (
 	errInternalOnly = domain.E("internal_only", "this route is public only to internal addresses; send an admin ID token")
 	// errBodyTooLarge: the request body is over the route's limit.
 	errBodyTooLarge = domain.E("body_too_large", "request body too large")
+	// errUnsupportedSubject: the token verified but its sub cannot be a user id.
+	errUnsupportedSubject = domain.E("unsupported_subject", "this account's subject cannot be used as a user id")
+	// errTooManyAttempts: too many failed guesses from one client (or at one shop).
+	errTooManyAttempts = domain.E("too_many_attempts", "too many failed attempts; retry later")
 	// errNotFound, errMethod: no such route / method.
 	errNotFound = domain.E("not_found", "no such route")
 	errMethod   = domain.E("method_not_allowed", "method not allowed on this route")
@@ -68,6 +73,8 @@ var statusByCode = map[string]int{
 	"network_error": 502, "store_platform_error": 502, "media_fetch_failed": 502,
 	"unavailable":       503,
 	"webhook_not_found": 404, "invalid_webhook_url": 400, "webhook_url_blocked": 400, "webhook_limit": 409,
+	"storage_unavailable": 503, "idp_unavailable": 503, "sign_in_not_allowed": 403,
+	"unsupported_subject": 403, "too_many_attempts": 429,
 }
 
 // statusOf maps every error to its HTTP status and stable code: the one place that does so.
@@ -122,15 +129,35 @@ type errorBody struct {
 // request id and answered with a generic text (no internals leak).
 func (s *Server) writeError(ctx *fasthttp.RequestCtx, err error) {
 	status, code := statusOf(err)
-	msg := err.Error()
-	if status >= 500 {
-		s.reqLog(ctx).Error("request failed", "status", status, "err", err)
-		if status == fasthttp.StatusInternalServerError {
-			msg = "internal error"
+	if code == "unavailable" {
+		// The core reports a failed write as unavailable and keeps the storage's error only
+		// as text (%v): recognise it by its text, or by storage refusing writes right now.
+		if strings.Contains(err.Error(), domain.ErrStorageUnavailable.Msg) {
+			code = "storage_unavailable"
+		} else if s.cfg.Storage != nil {
+			if serr := s.cfg.Storage(); serr != nil {
+				code, err = "storage_unavailable", fmt.Errorf("%w (%v)", serr, err)
+			}
 		}
 	}
+	msg := err.Error()
 	switch {
 	case status == fasthttp.StatusServiceUnavailable:
+		// A dependency is down (identity provider, disk): its own WARN names the cause once;
+		// one line per refused request stays below ERROR.
+		s.reqLog(ctx).Warn("request refused", "status", status, "code", code, "err", err)
+	case status >= 500:
+		s.reqLog(ctx).Error("request failed", "status", status, "err", err)
+	}
+	if status == fasthttp.StatusInternalServerError {
+		msg = "internal error"
+	}
+	switch {
+	case code == "storage_unavailable":
+		ctx.Response.Header.Set("Retry-After", "5")
+	case status == fasthttp.StatusServiceUnavailable:
+		ctx.Response.Header.Set("Retry-After", "1")
+	case code == "too_many_attempts":
 		ctx.Response.Header.Set("Retry-After", "1")
 	case code == "quota_exceeded":
 		// The monthly allowance comes back at the start of the next UTC month.

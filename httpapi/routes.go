@@ -25,7 +25,7 @@ func (s *Server) routes() {
 	s.route(POST, "/api/admin/apikeys", 0, s.admin(s.createKey))
 	s.route(PATCH, "/api/admin/apikeys", 0, s.admin(s.updateKey))
 	s.route(DELETE, "/api/admin/apikeys", 0, s.admin(s.deleteKey))
-	s.route(POST, "/api/admin/apikeys/validate", 0, s.validate)
+	s.route(POST, "/api/admin/apikeys/validate", 0, s.limitGuesses(byClient("validate:"), s.validate))
 	s.route(GET, "/api/admin/users", 0, s.admin(s.listUsers))
 	s.route(POST, "/api/admin/users", 0, s.admin(s.createUser))
 	s.route(PATCH, "/api/admin/users", 0, s.admin(s.updateUser))
@@ -67,7 +67,7 @@ func (s *Server) routes() {
 	s.route(GET, "/api/ecom/callback", 0, s.ecomCallback)
 	s.route(POST, "/api/ecom/manual-connect", 0, s.client(s.manualConnect))
 	s.route(POST, "/api/ecom/native-connect", 0, s.client(s.nativeConnect))
-	s.route(POST, "/api/ecom/webhook", 0, s.ecomWebhook)
+	s.route(POST, "/api/ecom/webhook", 0, s.limitGuesses(byShop, s.ecomWebhook))
 	s.route(GET, "/api/ecom/test", 0, s.ecomTest)
 
 	// The dashboard, the API reference page and the dev sign-in (dashboard.go).

@@ -5,6 +5,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -62,6 +63,13 @@ type Config struct {
 	Dashboard DashboardConfig
 	// Webhooks is the events-out facet; its routes are served when it is set.
 	Webhooks WebhookService
+	// ReadyChecks are the dependencies /readyz reports (storage, identity provider).
+	ReadyChecks []ReadyCheck
+	// Storage is nil while storage accepts writes, else why not (persist.Badger.Health): a
+	// 503 the core reports as unavailable is then answered as storage_unavailable.
+	Storage func() error
+	// CORSOrigins are the browser origins allowed to call the API ("*": any); none: no CORS.
+	CORSOrigins []string
 }
 
 // Server is the gateway's HTTP server.
@@ -80,6 +88,11 @@ type Server struct {
 	// base is the parent of every request's context, cancelled once the server has shut down.
 	base       context.Context
 	cancelBase context.CancelFunc
+	// limits holds the body limits of routes other than the default, by "METHOD /path";
+	// written only while routes are registered.
+	limits map[string]int
+	// guesses rate-limits failed attempts on the public routes that take guesses.
+	guesses *guessLimits
 }
 
 const (
@@ -128,14 +141,16 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s.media = newMediaFetcher(cfg.Media)
+	s.guesses = newGuessLimits()
 	s.routes()
-	s.router.NotFound = func(ctx *fasthttp.RequestCtx) { s.writeError(ctx, errNotFound) }
-	s.router.MethodNotAllowed = func(ctx *fasthttp.RequestCtx) { s.writeError(ctx, errMethod) }
+	s.router.NotFound = func(ctx *fasthttp.RequestCtx) { s.requestID(ctx); s.writeError(ctx, errNotFound) }
+	s.router.MethodNotAllowed = func(ctx *fasthttp.RequestCtx) { s.requestID(ctx); s.writeError(ctx, errMethod) }
 	s.router.PanicHandler = nil // recovery is ours: see wrap
 	s.srv = &fasthttp.Server{
-		Handler:               s.router.Handler,
+		Handler:               s.Handler(),
 		Name:                  "gateway",
 		MaxRequestBodySize:    cfg.MaxBodyLimit,
+		HeaderReceived:        s.headerReceived,
 		ReadTimeout:           30 * time.Second,
 		WriteTimeout:          cfg.WriteTimeout,
 		IdleTimeout:           2 * time.Minute,
@@ -148,7 +163,12 @@ func New(cfg Config) (*Server, error) {
 }
 
 // Handler is the full request handler (tests and benchmarks may serve it themselves).
-func (s *Server) Handler() fasthttp.RequestHandler { return s.router.Handler }
+func (s *Server) Handler() fasthttp.RequestHandler {
+	if len(s.cfg.CORSOrigins) > 0 {
+		return s.cors(s.router.Handler)
+	}
+	return s.router.Handler
+}
 
 // Serve accepts connections on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
@@ -184,6 +204,12 @@ type requestIDKey struct{}
 func (s *Server) route(method, path string, limit int, h fasthttp.RequestHandler) {
 	if limit <= 0 {
 		limit = s.cfg.BodyLimit
+	}
+	if limit != s.cfg.BodyLimit {
+		if s.limits == nil {
+			s.limits = map[string]int{}
+		}
+		s.limits[method+" "+path] = limit
 	}
 	m := s.metrics.route(method + " " + path)
 	s.router.Handle(method, path, func(ctx *fasthttp.RequestCtx) {
@@ -234,11 +260,33 @@ func (s *Server) reqLog(ctx *fasthttp.RequestCtx) *slog.Logger {
 	return s.log
 }
 
-// transportError answers what fasthttp rejects before routing (body over the server's cap,
+// headerReceived gives each request its route's body limit once its headers are read, so
+// fasthttp refuses a larger body before reading it (by Content-Length at once, or as soon as
+// a chunked body passes the limit). Routes with parameters in their path use the default.
+func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	return fasthttp.RequestConfig{MaxRequestBodySize: s.bodyLimit(h)}
+}
+
+func (s *Server) bodyLimit(h *fasthttp.RequestHeader) int {
+	if len(s.limits) == 0 {
+		return s.cfg.BodyLimit
+	}
+	uri := h.RequestURI()
+	if i := bytes.IndexByte(uri, '?'); i >= 0 {
+		uri = uri[:i]
+	}
+	if l, ok := s.limits[string(h.Method())+" "+string(uri)]; ok {
+		return l
+	}
+	return s.cfg.BodyLimit
+}
+
+// transportError answers what fasthttp rejects before routing (body over the route's limit,
 // malformed HTTP) in the same JSON error model.
 func (s *Server) transportError(ctx *fasthttp.RequestCtx, err error) {
+	s.requestID(ctx)
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
-		writeJSON(ctx, fasthttp.StatusRequestEntityTooLarge, errorBody{Error: fmt.Sprintf("request body too large: the limit is %d bytes", s.cfg.MaxBodyLimit), Code: "body_too_large"})
+		writeJSON(ctx, fasthttp.StatusRequestEntityTooLarge, errorBody{Error: fmt.Sprintf("request body too large: the limit is %d bytes", s.bodyLimit(&ctx.Request.Header)), Code: "body_too_large"})
 		return
 	}
 	writeJSON(ctx, fasthttp.StatusBadRequest, errorBody{Error: "malformed HTTP request", Code: "bad_request"})

@@ -18,33 +18,41 @@ type tokenCache struct {
 type cachedClaims struct {
 	claims Claims
 	until  time.Time
+	kid    string // the token's key id: the entry is honoured while that key is published
+	gen    uint64 // key-set generation at verification, for tokens without a kid
 }
 
 func newTokenCache(size int) *tokenCache {
 	return &tokenCache{max: size, entries: make(map[[32]byte]cachedClaims)}
 }
 
-func (c *tokenCache) get(key [32]byte, now time.Time) (Claims, bool) {
+func (c *tokenCache) get(key [32]byte, now time.Time) (cachedClaims, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.entries[key]
 	if !ok {
-		return Claims{}, false
+		return cachedClaims{}, false
 	}
 	if !now.Before(e.until) {
 		delete(c.entries, key)
-		return Claims{}, false
+		return cachedClaims{}, false
 	}
-	return e.claims, true
+	return e, true
 }
 
-func (c *tokenCache) put(key [32]byte, claims Claims, until, now time.Time) {
+func (c *tokenCache) put(key [32]byte, e cachedClaims, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.entries[key]; !ok && len(c.entries) >= c.max {
 		c.evict(now)
 	}
-	c.entries[key] = cachedClaims{claims: claims, until: until}
+	c.entries[key] = e
+}
+
+func (c *tokenCache) drop(key [32]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.entries, key)
 }
 
 // evict drops expired entries and, if the cache is still full, an arbitrary eighth of it

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gateway/gateway/domain"
+
 	"github.com/coreos/go-oidc/v3/oidc"
 )
 
@@ -39,6 +41,14 @@ const (
 // (malformed, bad signature, wrong issuer, wrong audience, expired, ...).
 var ErrInvalidToken = errors.New("invalid token")
 
+// ErrUnavailable: the token cannot be checked now because the identity provider's keys are
+// not loaded, or a new key id could not be fetched. The caller should retry (HTTP 503).
+var ErrUnavailable = domain.ErrIdPUnavailable
+
+// ErrNotAllowed: the token is valid but its kind of sign-in is refused here (a Firebase
+// anonymous sign-in, an unverified email where one is required).
+var ErrNotAllowed = domain.ErrSignInNotAllowed
+
 // Claims is what the gateway takes from a verified ID token.
 type Claims struct {
 	UID    string // sub
@@ -53,66 +63,149 @@ type Claims struct {
 type Verifier struct {
 	oidc      *oidc.IDTokenVerifier
 	trustRole bool // dev mode only: the role claim comes from our own issuer
+	audience  string
 	now       func() time.Time
 	cache     *tokenCache
+	metrics   *verifierMetrics
+	// provider is the remote issuer (OIDC mode); nil for the dev verifier's static key.
+	provider *provider
+	// Claim checks of OIDC mode (see OIDCOptions).
+	firebase, allowAnonymous, requireEmailVerified bool
 }
 
 func newVerifier(issuer string, keys oidc.KeySet, cfg oidc.Config, trustRole bool) *Verifier {
-	v := &Verifier{trustRole: trustRole, now: time.Now, cache: newTokenCache(cacheSize)}
+	v := &Verifier{trustRole: trustRole, now: time.Now, cache: newTokenCache(cacheSize), metrics: newVerifierMetrics()}
 	// go-oidc compares exp with Now() without leeway: shifting its clock back by ClockSkew
 	// gives the skew. Reading v.now at call time lets tests move the clock.
 	cfg.Now = func() time.Time { return v.now().Add(-ClockSkew) }
 	v.oidc = oidc.NewVerifier(issuer, keys, &cfg)
+	v.audience = cfg.ClientID
 	return v
 }
 
-// Verify checks rawToken's signature, issuer, audience, expiry, sub and iat (with ClockSkew)
-// and returns its claims. A token verified before is answered from a cache until it expires.
+// Verify checks rawToken's signature, issuer, audience, expiry, sub, iat and auth_time (with
+// ClockSkew) and returns its claims. A token verified before is answered from a cache until it
+// expires or its key leaves the provider's key set. It fails with ErrInvalidToken,
+// ErrNotAllowed or ErrUnavailable.
 func (v *Verifier) Verify(ctx context.Context, rawToken string) (Claims, error) {
+	c, cached, err := v.verify(ctx, rawToken)
+	if cached {
+		v.metrics.cacheHit()
+	} else {
+		v.metrics.decision(err)
+	}
+	return c, err
+}
+
+func (v *Verifier) verify(ctx context.Context, rawToken string) (_ Claims, cached bool, _ error) {
 	if len(rawToken) > maxTokenBytes || strings.Count(rawToken, ".") != 2 {
-		return Claims{}, invalid("malformed")
+		return Claims{}, false, invalid("malformed")
 	}
 	now := v.now()
 	sum := sha256.Sum256([]byte(rawToken))
-	if c, ok := v.cache.get(sum, now); ok {
-		return c, nil
+	if e, ok := v.cache.get(sum, now); ok {
+		if v.provider == nil || v.provider.live(e.kid, e.gen) {
+			return e.claims, true, nil
+		}
+		v.cache.drop(sum) // its key was withdrawn: verify again (and refuse)
+	}
+	var gen uint64
+	if v.provider != nil {
+		gen = v.provider.generation()
 	}
 
-	tok, err := v.oidc.Verify(ctx, rawToken)
+	var sigErr error
+	tok, err := v.oidc.Verify(context.WithValue(ctx, sigErrKey{}, &sigErr), rawToken)
 	if err != nil {
-		return Claims{}, invalid(oidcReason(err))
+		if errors.Is(sigErr, ErrUnavailable) {
+			return Claims{}, false, sigErr
+		}
+		return Claims{}, false, invalid(oidcReason(err))
 	}
 	if tok.Subject == "" {
-		return Claims{}, invalid("empty sub")
+		return Claims{}, false, invalid("empty sub")
 	}
 	if tok.IssuedAt.IsZero() {
-		return Claims{}, invalid("missing iat")
+		return Claims{}, false, invalid("missing iat")
 	}
 	if tok.IssuedAt.After(now.Add(ClockSkew)) {
-		return Claims{}, invalid("iat in the future")
+		return Claims{}, false, invalid("iat in the future")
 	}
 
 	c := Claims{UID: tok.Subject, Issuer: tok.Issuer, Expiry: tok.Expiry.UTC()}
 	// Decode only the claims we use. In OIDC mode "role" is never read, so whatever shape a
 	// provider gives it cannot break verification.
 	var extra struct {
-		Name  string          `json:"name"`
-		Email string          `json:"email"`
-		Role  json.RawMessage `json:"role"`
+		Name          string          `json:"name"`
+		Email         string          `json:"email"`
+		EmailVerified *bool           `json:"email_verified"`
+		AuthTime      json.RawMessage `json:"auth_time"`
+		Firebase      struct {
+			SignInProvider string `json:"sign_in_provider"`
+		} `json:"firebase"`
+		Role json.RawMessage `json:"role"`
+		AZP  string          `json:"azp"`
 	}
 	if err := tok.Claims(&extra); err != nil {
-		return Claims{}, invalid("malformed claims")
+		return Claims{}, false, invalid("malformed claims")
+	}
+	// auth_time, when present (Firebase: always), is a number not in the future.
+	if len(extra.AuthTime) > 0 || v.firebase {
+		var at float64
+		if err := json.Unmarshal(extra.AuthTime, &at); err != nil || at <= 0 {
+			return Claims{}, false, invalid("missing or malformed auth_time")
+		}
+		if time.Unix(int64(at), 0).After(now.Add(ClockSkew)) {
+			return Claims{}, false, invalid("auth_time in the future")
+		}
+	}
+	// A token for several audiences is ours only if we are the party it was issued to
+	// (OIDC Core 3.1.3.7; Dex trusted peers issue such tokens to other clients).
+	if len(tok.Audience) > 1 && extra.AZP != v.audience {
+		return Claims{}, false, invalid("issued to another party (azp)")
+	}
+	if extra.Firebase.SignInProvider == "anonymous" && !v.allowAnonymous {
+		return Claims{}, false, fmt.Errorf("%w: anonymous sign-in is not accepted", ErrNotAllowed)
+	}
+	if v.requireEmailVerified && (extra.EmailVerified == nil || !*extra.EmailVerified) {
+		return Claims{}, false, fmt.Errorf("%w: the email address is not verified", ErrNotAllowed)
 	}
 	c.Name, c.Email = extra.Name, extra.Email
 	if v.trustRole && len(extra.Role) > 0 {
 		if err := json.Unmarshal(extra.Role, &c.Role); err != nil {
-			return Claims{}, invalid("malformed role claim")
+			return Claims{}, false, invalid("malformed role claim")
 		}
 	}
 
-	// Cached until the moment verification itself would start refusing it.
-	v.cache.put(sum, c, c.Expiry.Add(ClockSkew), now)
-	return c, nil
+	// Cached until the moment verification itself would start refusing it, or until its key
+	// leaves the provider's set.
+	v.cache.put(sum, cachedClaims{claims: c, until: c.Expiry.Add(ClockSkew), kid: tokenKid(rawToken), gen: gen}, now)
+	return c, false, nil
+}
+
+// Status is the provider's state for /readyz: Ready once keys are loaded (the last good keys
+// keep it ready through a later outage, which Err then reports). The dev verifier is always
+// ready.
+type Status struct {
+	Ready   bool
+	KeysAge time.Duration
+	Err     error
+}
+
+// Status reports the identity provider's state.
+func (v *Verifier) Status() Status {
+	if v.provider == nil {
+		return Status{Ready: true}
+	}
+	loaded, age, err := v.provider.status()
+	return Status{Ready: loaded, KeysAge: age, Err: err}
+}
+
+// Close stops the background key refresh (OIDC mode). Verify keeps working on the keys it has.
+func (v *Verifier) Close() {
+	if v.provider != nil {
+		v.provider.close()
+	}
 }
 
 func invalid(reason string) error {
@@ -128,7 +221,7 @@ func oidcReason(err error) string {
 	}
 	msg := err.Error()
 	switch {
-	case strings.Contains(msg, "unexpected signature algorithm"):
+	case strings.Contains(msg, "unexpected signature algorithm"), strings.Contains(msg, "unsupported algorithm"):
 		return "unsupported algorithm"
 	case strings.Contains(msg, "malformed jwt"), strings.Contains(msg, "failed to unmarshal claims"):
 		return "malformed"

@@ -401,7 +401,7 @@ func TestCacheBounded(t *testing.T) {
 	key := func(i int) [32]byte { return [32]byte{byte(i), byte(i >> 8)} }
 
 	for i := range 100 {
-		c.put(key(i), Claims{UID: "u"}, now.Add(time.Hour), now)
+		c.put(key(i), cachedClaims{claims: Claims{UID: "u"}, until: now.Add(time.Hour)}, now)
 		if n := c.len(); n > 8 {
 			t.Fatalf("cache holds %d entries, bound is 8", n)
 		}
@@ -414,14 +414,14 @@ func TestCacheBounded(t *testing.T) {
 	// dropping anything live.
 	c = newTokenCache(8)
 	for i := range 8 {
-		c.put(key(i), Claims{}, now.Add(time.Second), now)
+		c.put(key(i), cachedClaims{until: now.Add(time.Second)}, now)
 	}
 	later := now.Add(time.Minute)
-	c.put(key(100), Claims{UID: "live"}, later.Add(time.Hour), later)
+	c.put(key(100), cachedClaims{claims: Claims{UID: "live"}, until: later.Add(time.Hour)}, later)
 	if n := c.len(); n != 1 {
 		t.Errorf("after evicting expired entries the cache holds %d, want 1", n)
 	}
-	if got, ok := c.get(key(100), later); !ok || got.UID != "live" {
+	if got, ok := c.get(key(100), later); !ok || got.claims.UID != "live" {
 		t.Errorf("get = %+v, %v", got, ok)
 	}
 	if _, ok := c.get(key(0), later); ok {

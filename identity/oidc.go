@@ -2,87 +2,108 @@ package identity
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	jose "github.com/go-jose/go-jose/v4"
 )
 
+// Provider timing. A request never waits for the provider longer than fetchTimeout, and only
+// when its token names a key id the gateway has not seen; known keys are always served from
+// memory while the background loop keeps them fresh.
 const (
-	httpTimeout = 10 * time.Second
-	// jwksCooldown is the least time between two JWKS fetches. go-oidc's RemoteKeySet fetches
-	// on every token it cannot verify, so anyone could make us hammer the provider with
-	// made-up kids; 30 s is what panva/jose uses. A rotated-in key is picked up on first use.
-	jwksCooldown = 30 * time.Second
-	// jwksMaxAge makes a key the provider withdrew stop verifying within about an hour.
-	jwksMaxAge   = time.Hour
+	// fetchTimeout bounds each discovery and JWKS request.
+	fetchTimeout = 2500 * time.Millisecond
+	// refreshEvery is how often the background loop re-reads discovery and the JWKS while the
+	// provider is healthy: a withdrawn key stops verifying (and its cached tokens are
+	// dropped) within this time.
+	refreshEvery = 5 * time.Minute
+	// retryEvery is the background loop's period while the provider is unreachable: the
+	// gateway recovers within retryEvery + fetchTimeout of the provider coming back.
+	retryEvery = time.Second
+	// kidCooldown is the least time between two fetches caused by tokens with an unknown key
+	// id. Forged kids cost at most one fetch per cooldown; a rotated-in key is picked up
+	// within it (see VerifySignature).
+	kidCooldown  = 4 * time.Second
 	maxJWKSBytes = 1 << 20
+	// warnEvery limits repeated WARN lines of one ongoing outage.
+	warnEvery = 30 * time.Second
 )
 
-// NewOIDC discovers issuer's configuration (issuer + "/.well-known/openid-configuration") and
-// fetches its JWKS; audience is required. For Firebase, issuer is
-// https://securetoken.google.com/<project> and audience is <project>. httpClient may be nil.
-// The issuer and its jwks_uri must be https unless they are on a loopback address.
-func NewOIDC(ctx context.Context, issuer, audience string, httpClient *http.Client) (*Verifier, error) {
+// asymmetricAlgs are the only algorithms ever accepted (never none or HS*); the provider's
+// discovery document narrows them.
+var asymmetricAlgs = []jose.SignatureAlgorithm{
+	jose.RS256, jose.RS384, jose.RS512, jose.ES256, jose.ES384, jose.ES512,
+	jose.PS256, jose.PS384, jose.PS512, jose.EdDSA,
+}
+
+// OIDCOptions configures NewOIDC. The zero value is usable.
+type OIDCOptions struct {
+	// HTTPClient fetches discovery and the JWKS; nil is a client with fetchTimeout.
+	HTTPClient *http.Client
+	// Logger receives provider outages (WARN, with the cause) and recoveries; nil discards.
+	Logger *slog.Logger
+	// AllowAnonymous accepts Firebase anonymous sign-ins (firebase.sign_in_provider
+	// "anonymous"); by default they are refused with ErrNotAllowed.
+	AllowAnonymous bool
+	// RequireEmailVerified refuses tokens whose email_verified claim is not true.
+	RequireEmailVerified bool
+}
+
+// NewOIDC returns a verifier for issuer's ID tokens; audience is required. For Firebase,
+// issuer is https://securetoken.google.com/<project> and audience is <project>. The issuer and
+// its jwks_uri must be https unless they are on a loopback address.
+//
+// It fails only on a bad configuration. The provider being down is not an error: NewOIDC
+// tries once (within fetchTimeout), then a background loop keeps trying every retryEvery;
+// until keys load, Verify answers ErrUnavailable. Close stops the loop.
+func NewOIDC(ctx context.Context, issuer, audience string, o OIDCOptions) (*Verifier, error) {
 	if issuer == "" || audience == "" {
 		return nil, errors.New("identity: oidc issuer and audience are required")
 	}
 	if err := checkSecureURL(issuer); err != nil {
 		return nil, fmt.Errorf("identity: oidc issuer: %w", err)
 	}
-	if httpClient == nil {
-		httpClient = &http.Client{Timeout: httpTimeout}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Timeout: fetchTimeout}
 	}
-	provider, err := oidc.NewProvider(oidc.ClientContext(ctx, httpClient), issuer)
-	if err != nil {
-		return nil, fmt.Errorf("identity: oidc discovery for %s: %w", issuer, err)
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
-	var meta struct {
-		JWKSURL string   `json:"jwks_uri"`
-		Algs    []string `json:"id_token_signing_alg_values_supported"`
+	p := &provider{
+		issuer: strings.TrimSuffix(issuer, "/"), client: o.HTTPClient, log: log, now: time.Now,
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
-	if err := provider.Claims(&meta); err != nil {
-		return nil, fmt.Errorf("identity: oidc discovery for %s: %w", issuer, err)
+	// go-oidc checks the algorithm against this list before it calls VerifySignature, which
+	// narrows it to what the provider's discovery announces now.
+	algs := make([]string, len(asymmetricAlgs))
+	for i, a := range asymmetricAlgs {
+		algs[i] = string(a)
 	}
-	if meta.JWKSURL == "" {
-		return nil, fmt.Errorf("identity: oidc discovery for %s: no jwks_uri", issuer)
+	v := newVerifier(issuer, p, oidc.Config{ClientID: audience, SupportedSigningAlgs: algs}, false)
+	v.provider = p
+	v.allowAnonymous, v.requireEmailVerified = o.AllowAnonymous, o.RequireEmailVerified
+	v.firebase = strings.HasPrefix(issuer, "https://securetoken.google.com/")
+	p.now = func() time.Time { return v.now() } // one clock for the verifier and its keys
+	p.metrics = v.metrics
+	if err := p.refresh(ctx, false); err != nil {
+		p.warn(err)
 	}
-	if err := checkSecureURL(meta.JWKSURL); err != nil {
-		return nil, fmt.Errorf("identity: oidc jwks_uri: %w", err)
-	}
-	keys := &remoteKeys{url: meta.JWKSURL, client: httpClient, now: time.Now}
-	if err := keys.refresh(ctx); err != nil {
-		return nil, fmt.Errorf("identity: oidc keys for %s: %w", issuer, err)
-	}
-	cfg := oidc.Config{ClientID: audience, SupportedSigningAlgs: signingAlgs(meta.Algs)}
-	v := newVerifier(issuer, keys, cfg, false)
-	keys.now = func() time.Time { return v.now() } // one clock for the verifier and its keys
+	go p.run()
 	return v, nil
-}
-
-// signingAlgs keeps the asymmetric algorithms the provider announces (never none or HS*);
-// RS256 when it announces none we know.
-func signingAlgs(announced []string) []string {
-	var algs []string
-	for _, a := range announced {
-		switch a {
-		case oidc.RS256, oidc.RS384, oidc.RS512, oidc.ES256, oidc.ES384, oidc.ES512,
-			oidc.PS256, oidc.PS384, oidc.PS512, oidc.EdDSA:
-			algs = append(algs, a)
-		}
-	}
-	if len(algs) == 0 {
-		algs = []string{oidc.RS256}
-	}
-	return algs
 }
 
 func checkSecureURL(raw string) error {
@@ -105,147 +126,263 @@ func checkSecureURL(raw string) error {
 	return fmt.Errorf("%q: must be https (plain http only on loopback)", raw)
 }
 
-// remoteKeys is the provider's JWKS, cached. It replaces go-oidc's RemoteKeySet, which
-// re-fetches the JWKS for every token whose signature does not verify: here a token whose
-// kid is known but whose signature is wrong is refused without a fetch, and fetches for
-// unknown kids (or stale keys) are at most one per jwksCooldown. Safe for concurrent use:
-// mu guards every field below it; the fetch runs outside mu.
-type remoteKeys struct {
-	url    string
-	client *http.Client
-	now    func() time.Time
+// provider is the identity provider as the gateway sees it: its discovery document and JWKS,
+// loaded by a background loop and by tokens with unknown key ids. Verification reads the
+// current keySet through an atomic pointer and never takes mu; mu guards the fetch
+// bookkeeping below it, and the fetch itself runs outside mu.
+type provider struct {
+	issuer  string
+	client  *http.Client
+	log     *slog.Logger
+	now     func() time.Time
+	metrics *verifierMetrics
+
+	keys atomic.Pointer[keySet] // nil until the first successful load
 
 	mu        sync.Mutex
-	keys      []jose.JSONWebKey
-	fetched   time.Time     // last successful fetch
 	attempted time.Time     // last fetch started
 	inflight  chan struct{} // closed when the running fetch ends; nil when none runs
+	lastErr   error         // of the last fetch; nil after a success
+	warned    time.Time     // last WARN of the ongoing outage
+
+	kick       chan struct{} // wakes the background loop early
+	scheduled  atomic.Bool   // a wakeAfterCooldown timer is pending
+	stop, done chan struct{}
+	closeOnce  sync.Once
 }
 
-var _ oidc.KeySet = (*remoteKeys)(nil)
+// keySet is one successful load: immutable once published.
+type keySet struct {
+	keys    []jose.JSONWebKey
+	kids    map[string]bool
+	algs    map[jose.SignatureAlgorithm]bool // from discovery
+	fetched time.Time
+	gen     uint64
+}
 
-// VerifySignature implements oidc.KeySet. go-oidc has already checked the algorithm and that
-// there is exactly one signature.
-func (r *remoteKeys) VerifySignature(ctx context.Context, raw string) ([]byte, error) {
-	jws, err := jose.ParseSignedCompact(raw, []jose.SignatureAlgorithm{
-		jose.RS256, jose.RS384, jose.RS512, jose.ES256, jose.ES384, jose.ES512,
-		jose.PS256, jose.PS384, jose.PS512, jose.EdDSA,
-	})
+var _ oidc.KeySet = (*provider)(nil)
+
+// sigErrKey carries a *error from Verify to VerifySignature through go-oidc.
+type sigErrKey struct{}
+
+// unavailable wraps ErrUnavailable with the cause (the caller logs it; clients see a 503).
+func unavailable(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrUnavailable, fmt.Sprintf(format, args...))
+}
+
+// VerifySignature implements oidc.KeySet. go-oidc has already checked that the algorithm is
+// asymmetric and that there is exactly one signature.
+//
+// A token whose key id is unknown may come from a key the provider has just rotated in: the
+// JWKS is fetched at once unless a fetch ran within kidCooldown. Inside the cooldown the
+// token is refused as unknown (401) only if the current keys were fetched more than
+// ClockSkew after it was issued (so the provider had published its key); a token that may be
+// newer than the keys gets ErrUnavailable (503, retry) and the background loop fetches when
+// the cooldown ends.
+func (p *provider) VerifySignature(ctx context.Context, raw string) (payload []byte, err error) {
+	if h, ok := ctx.Value(sigErrKey{}).(*error); ok {
+		// go-oidc flattens this error to text: Verify reads it from here to tell an
+		// unavailable provider from a bad token.
+		defer func() { *h = err }()
+	}
+	jws, err := jose.ParseSignedCompact(raw, asymmetricAlgs)
 	if err != nil || len(jws.Signatures) != 1 {
 		return nil, fmt.Errorf("malformed jwt: %v", err)
 	}
-	kid := jws.Signatures[0].Header.KeyID
-
-	keys, stale := r.snapshot()
-	if stale {
-		// The provider may have withdrawn a key. If the fetch fails, the old keys are kept:
-		// an outage of the provider must not lock every user out.
-		if err := r.refresh(ctx); err == nil {
-			keys, _ = r.snapshot()
+	hdr := jws.Signatures[0].Header
+	ks := p.keys.Load()
+	if ks == nil {
+		p.wake()
+		return nil, unavailable("the identity provider's keys are not loaded yet")
+	}
+	if hdr.KeyID != "" && !ks.kids[hdr.KeyID] {
+		if ks, err = p.keysFor(ctx, jws, ks); err != nil {
+			return nil, err
 		}
 	}
-	payload, matched := verifyWith(jws, kid, keys)
-	if payload != nil {
+	if !ks.algs[jose.SignatureAlgorithm(hdr.Algorithm)] {
+		return nil, fmt.Errorf("unexpected signature algorithm %q", hdr.Algorithm)
+	}
+	if payload = verifyWith(jws, hdr.KeyID, hdr.Algorithm, ks.keys); payload != nil {
 		return payload, nil
 	}
-	if matched || stale {
-		return nil, errors.New("no key verifies the signature")
-	}
-	// Unknown kid: the provider may have rotated in a new key. Fetch, unless in cooldown.
-	if err := r.refresh(ctx); err != nil && !errors.Is(err, errCooldown) {
-		return nil, err
-	}
-	keys, _ = r.snapshot()
-	if payload, _ := verifyWith(jws, kid, keys); payload != nil {
-		return payload, nil
-	}
-	return nil, fmt.Errorf("no key for kid %q", kid)
+	return nil, errors.New("no key verifies the signature")
 }
 
-// verifyWith tries the keys with the token's kid (every key when the token has none).
-// matched says whether some key was tried.
-func verifyWith(jws *jose.JSONWebSignature, kid string, keys []jose.JSONWebKey) (payload []byte, matched bool) {
+// keysFor fetches the JWKS for a token whose kid is not in ks, within the limits above.
+func (p *provider) keysFor(ctx context.Context, jws *jose.JSONWebSignature, ks *keySet) (*keySet, error) {
+	err := p.refresh(ctx, true)
+	switch {
+	case errors.Is(err, errCooldown):
+		// iat has whole seconds and the provider's clock may differ from ours: within
+		// ClockSkew of the fetch, the token may be newer than the keys.
+		if iat, ok := unverifiedIssuedAt(jws); ok && iat.Add(ClockSkew).After(ks.fetched) {
+			p.wakeAfterCooldown()
+			return nil, unavailable("a token signed with a key id newer than the loaded keys")
+		}
+	case err != nil:
+		return nil, unavailable("fetching keys for a new key id: %v", err)
+	}
+	return p.keys.Load(), nil
+}
+
+// unverifiedIssuedAt reads iat from a token whose signature is not verified yet; it only
+// chooses between two refusals, never grants anything.
+func unverifiedIssuedAt(jws *jose.JSONWebSignature) (time.Time, bool) {
+	var c struct {
+		IssuedAt *float64 `json:"iat"`
+	}
+	if json.Unmarshal(jws.UnsafePayloadWithoutVerification(), &c) != nil || c.IssuedAt == nil {
+		return time.Time{}, false
+	}
+	return time.Unix(int64(*c.IssuedAt), 0), true
+}
+
+// verifyWith tries the keys with the token's kid (every key when the token has none) whose
+// own alg, when set, is the token's.
+func verifyWith(jws *jose.JSONWebSignature, kid, alg string, keys []jose.JSONWebKey) []byte {
 	for i := range keys {
-		if kid != "" && keys[i].KeyID != kid {
+		if (kid != "" && keys[i].KeyID != kid) || (keys[i].Algorithm != "" && keys[i].Algorithm != alg) {
 			continue
 		}
-		matched = true
 		if p, err := jws.Verify(&keys[i]); err == nil {
-			return p, true
+			return p
 		}
 	}
-	return nil, matched
+	return nil
 }
 
-func (r *remoteKeys) snapshot() (keys []jose.JSONWebKey, stale bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.keys, r.now().Sub(r.fetched) > jwksMaxAge
-}
+var errCooldown = errors.New("keys fetched recently")
 
-var errCooldown = errors.New("jwks fetched recently")
-
-// refresh fetches the JWKS unless one was fetched less than jwksCooldown ago; callers that
-// arrive while a fetch runs wait for it instead of starting another.
-func (r *remoteKeys) refresh(ctx context.Context) error {
-	r.mu.Lock()
-	if ch := r.inflight; ch != nil {
-		r.mu.Unlock()
+// refresh loads discovery and the JWKS. With forKid (a request's unknown kid) it refuses to
+// start a fetch within kidCooldown of the last one (errCooldown). Callers that arrive while a
+// fetch runs wait for it and share its result.
+func (p *provider) refresh(ctx context.Context, forKid bool) error {
+	p.mu.Lock()
+	if ch := p.inflight; ch != nil {
+		p.mu.Unlock()
 		select {
 		case <-ch:
-			return nil
+			p.mu.Lock()
+			err := p.lastErr
+			p.mu.Unlock()
+			return err
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
-	now := r.now()
-	if !r.attempted.IsZero() && now.Sub(r.attempted) < jwksCooldown {
-		r.mu.Unlock()
+	now := p.now()
+	if forKid && !p.attempted.IsZero() && now.Sub(p.attempted) < kidCooldown {
+		p.mu.Unlock()
 		return errCooldown
 	}
-	r.attempted = now
+	p.attempted = now
 	ch := make(chan struct{})
-	r.inflight = ch
-	r.mu.Unlock()
+	p.inflight = ch
+	p.mu.Unlock()
 
-	// Shared by every waiter, so one caller giving up must not cancel it; bounded on its own
-	// (the caller's http.Client may have no timeout).
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpTimeout)
-	keys, err := r.fetch(fctx)
+	// Shared by every waiter, so one caller giving up must not cancel it.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
+	ks, err := p.load(fctx)
 	cancel()
-
-	r.mu.Lock()
 	if err == nil {
-		r.keys, r.fetched = keys, now
+		if old := p.keys.Load(); old != nil {
+			ks.gen = old.gen + 1
+		}
+		ks.fetched = now
+		p.keys.Store(ks)
 	}
-	r.inflight = nil
-	r.mu.Unlock()
+	p.metrics.fetch(err)
+
+	p.mu.Lock()
+	recovered := err == nil && p.lastErr != nil
+	p.lastErr = err
+	p.inflight = nil
+	p.mu.Unlock()
 	close(ch)
+	if recovered {
+		p.log.Info("identity provider reachable again", "issuer", p.issuer, "keys", len(ks.keys))
+	}
 	return err
 }
 
-func (r *remoteKeys) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.url, nil)
+// load reads the discovery document, then the JWKS it names.
+func (p *provider) load(ctx context.Context) (*keySet, error) {
+	var meta struct {
+		Issuer  string   `json:"issuer"`
+		JWKSURL string   `json:"jwks_uri"`
+		Algs    []string `json:"id_token_signing_alg_values_supported"`
+	}
+	body, err := p.get(ctx, p.issuer+"/.well-known/openid-configuration")
+	if err != nil {
+		return nil, fmt.Errorf("discovery: %w", err)
+	}
+	if err := json.Unmarshal(body, &meta); err != nil {
+		return nil, fmt.Errorf("discovery: %w", err)
+	}
+	if strings.TrimSuffix(meta.Issuer, "/") != p.issuer {
+		return nil, fmt.Errorf("discovery: the document names issuer %q", meta.Issuer)
+	}
+	if meta.JWKSURL == "" {
+		return nil, errors.New("discovery: no jwks_uri")
+	}
+	if err := checkSecureURL(meta.JWKSURL); err != nil {
+		return nil, fmt.Errorf("discovery: jwks_uri: %w", err)
+	}
+	body, err = p.get(ctx, meta.JWKSURL)
+	if err != nil {
+		return nil, fmt.Errorf("jwks: %w", err)
+	}
+	keys, err := parseJWKS(body)
+	if err != nil {
+		return nil, err
+	}
+	ks := &keySet{keys: keys, kids: make(map[string]bool, len(keys)), algs: signingAlgs(meta.Algs)}
+	for _, k := range keys {
+		ks.kids[k.KeyID] = true
+	}
+	return ks, nil
+}
+
+func (p *provider) get(ctx context.Context, u string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := r.client.Do(req)
+	resp, err := p.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("fetch jwks: %w", err)
+		return nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxJWKSBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("fetch jwks: %w", err)
+		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("fetch jwks: %s", resp.Status)
+		return nil, fmt.Errorf("%s answered %s", u, resp.Status)
 	}
 	if len(body) > maxJWKSBytes {
-		return nil, errors.New("fetch jwks: response too large")
+		return nil, fmt.Errorf("%s: response too large", u)
 	}
-	return parseJWKS(body)
+	return body, nil
+}
+
+// signingAlgs keeps the asymmetric algorithms the provider announces; RS256 when it
+// announces none we know (the OIDC default).
+func signingAlgs(announced []string) map[jose.SignatureAlgorithm]bool {
+	algs := map[jose.SignatureAlgorithm]bool{}
+	for _, a := range announced {
+		for _, ok := range asymmetricAlgs {
+			if string(ok) == a {
+				algs[ok] = true
+			}
+		}
+	}
+	if len(algs) == 0 {
+		algs[jose.RS256] = true
+	}
+	return algs
 }
 
 // parseJWKS keeps the public signing keys it understands and skips the rest, as go-oidc does:
@@ -274,4 +411,142 @@ func parseJWKS(body []byte) ([]jose.JSONWebKey, error) {
 		return nil, errors.New("jwks has no usable signing key")
 	}
 	return keys, nil
+}
+
+// run is the background loop: it refreshes every refreshEvery while the provider answers,
+// every retryEvery while it does not, and early when a request wakes it.
+func (p *provider) run() {
+	defer close(p.done)
+	next := retryEvery
+	if p.keys.Load() != nil && p.failing() == nil {
+		next = refreshEvery
+	}
+	for {
+		t := time.NewTimer(next)
+		select {
+		case <-p.stop:
+			t.Stop()
+			return
+		case <-t.C:
+		case <-p.kick:
+			t.Stop()
+		}
+		err := p.refresh(context.Background(), false)
+		if err != nil {
+			p.warn(err)
+			next = retryEvery
+			continue
+		}
+		next = refreshEvery
+	}
+}
+
+// wake asks the background loop for a fetch now (at most one per retryEvery is made while
+// requests keep asking: the loop's own fetch takes that long at least when failing).
+func (p *provider) wake() {
+	p.mu.Lock()
+	recent := p.inflight != nil || p.now().Sub(p.attempted) < retryEvery
+	p.mu.Unlock()
+	if recent {
+		return
+	}
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// wakeAfterCooldown makes the loop fetch once the kid cooldown has passed (one timer at a
+// time, however many tokens ask).
+func (p *provider) wakeAfterCooldown() {
+	if !p.scheduled.CompareAndSwap(false, true) {
+		return
+	}
+	p.mu.Lock()
+	wait := kidCooldown - p.now().Sub(p.attempted)
+	p.mu.Unlock()
+	time.AfterFunc(max(wait, 0)+10*time.Millisecond, func() {
+		p.scheduled.Store(false)
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	})
+}
+
+func (p *provider) failing() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastErr
+}
+
+// warn logs a failed fetch at WARN with its cause, once per warnEvery of an ongoing outage.
+func (p *provider) warn(err error) {
+	p.mu.Lock()
+	now := time.Now()
+	quiet := now.Sub(p.warned) < warnEvery
+	if !quiet {
+		p.warned = now
+	}
+	p.mu.Unlock()
+	if quiet {
+		return
+	}
+	ks := p.keys.Load()
+	if ks == nil {
+		p.log.Warn("identity provider unreachable: ID-token routes answer 503 until its keys load", "issuer", p.issuer, "err", err)
+		return
+	}
+	p.log.Warn("identity provider unreachable: keeping the last keys", "issuer", p.issuer, "keys_age", time.Since(ks.fetched).Round(time.Second).String(), "err", err)
+}
+
+// status says whether keys are loaded, and the last fetch's error.
+func (p *provider) status() (loaded bool, age time.Duration, err error) {
+	ks := p.keys.Load()
+	if ks != nil {
+		age = p.now().Sub(ks.fetched)
+	}
+	return ks != nil, age, p.failing()
+}
+
+// live says whether a token verified with kid (or, without kid, under generation gen) may
+// still be answered from the cache: its key is still in the current set.
+func (p *provider) live(kid string, gen uint64) bool {
+	ks := p.keys.Load()
+	if ks == nil {
+		return false
+	}
+	if kid == "" {
+		return ks.gen == gen
+	}
+	return ks.kids[kid]
+}
+
+func (p *provider) generation() uint64 {
+	if ks := p.keys.Load(); ks != nil {
+		return ks.gen
+	}
+	return 0
+}
+
+func (p *provider) close() {
+	p.closeOnce.Do(func() { close(p.stop) })
+	<-p.done
+}
+
+// tokenKid reads the kid from a compact JWS header without verifying anything.
+func tokenKid(raw string) string {
+	i := strings.IndexByte(raw, '.')
+	if i <= 0 {
+		return ""
+	}
+	b, err := base64.RawURLEncoding.DecodeString(raw[:i])
+	if err != nil {
+		return ""
+	}
+	var h struct {
+		Kid string `json:"kid"`
+	}
+	_ = json.Unmarshal(b, &h)
+	return h.Kid
 }

@@ -2,8 +2,12 @@ package identity
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/rsa"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,44 +17,58 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
 )
 
 const project = "demo-project"
 
 // fakeIdP serves OIDC discovery and a JWKS the way Firebase does, under a Firebase-shaped
 // issuer path (<server>/securetoken/<project>), since go-oidc requires the discovered issuer
-// to equal the URL it was given.
+// to equal the URL it was given. It can answer errors and hang, to play an outage.
 type fakeIdP struct {
 	srv     *httptest.Server
 	issuer  string
 	fetches atomic.Int64 // JWKS requests
-	status  atomic.Int64 // JWKS response status; 0 = 200
+	status  atomic.Int64 // discovery and JWKS response status; 0 = 200
+	hang    atomic.Bool  // JWKS requests wait until the client gives up
 
 	mu   sync.Mutex
 	keys []jose.JSONWebKey
+	algs []string
 }
 
 func newFakeIdP(t *testing.T) *fakeIdP {
 	t.Helper()
-	idp := &fakeIdP{}
+	idp := &fakeIdP{algs: []string{"RS256"}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/securetoken/", func(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasSuffix(r.URL.Path, "/.well-known/openid-configuration") {
 			http.NotFound(w, r)
 			return
 		}
+		if s := idp.status.Load(); s != 0 {
+			w.WriteHeader(int(s))
+			return
+		}
+		idp.mu.Lock()
+		algs := idp.algs
+		idp.mu.Unlock()
 		// Always announces the one configured issuer, whatever path was asked.
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"issuer":                                idp.issuer,
 			"jwks_uri":                              idp.srv.URL + "/jwks",
-			"id_token_signing_alg_values_supported": []string{"RS256"},
+			"id_token_signing_alg_values_supported": algs,
 			"response_types_supported":              []string{"id_token"},
 			"subject_types_supported":               []string{"public"},
 		})
 	})
 	mux.HandleFunc("/jwks", func(w http.ResponseWriter, r *http.Request) {
 		idp.fetches.Add(1)
+		if idp.hang.Load() {
+			<-r.Context().Done()
+			return
+		}
 		if s := idp.status.Load(); s != 0 {
 			w.WriteHeader(int(s))
 			return
@@ -89,12 +107,32 @@ func (idp *fakeIdP) firebaseClaims(now time.Time) map[string]any {
 // newOIDC builds an OIDC verifier on idp with a test clock at base + *offset.
 func newOIDC(t *testing.T, idp *fakeIdP, base time.Time, offset *atomic.Int64) *Verifier {
 	t.Helper()
-	v, err := NewOIDC(context.Background(), idp.issuer, project, nil)
+	v, err := NewOIDC(context.Background(), idp.issuer, project, OIDCOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(v.Close)
 	v.now = func() time.Time { return base.Add(time.Duration(offset.Load())) }
 	return v
+}
+
+// waitFor polls cond every 20 ms until it holds or total passes.
+func waitFor(t *testing.T, total time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(total)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", total, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func wantUnavailable(t *testing.T, err error) {
+	t.Helper()
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("err = %v, want ErrUnavailable", err)
+	}
 }
 
 func TestOIDC(t *testing.T) {
@@ -131,7 +169,7 @@ func TestOIDC(t *testing.T) {
 		name, token, reason string
 	}{
 		{"other key, known kid", sign(t, other, "k1", claims), "bad signature"},
-		{"other key, unknown kid", sign(t, other, "k9", claims), "bad signature"},
+		{"other key, unknown kid", sign(t, other, "k9", with(claims, "iat", base.Add(-2*ClockSkew).Unix())), "bad signature"},
 		{"other key, no kid", sign(t, other, "", claims), "bad signature"},
 		{"wrong audience", sign(t, key, "k1", with(claims, "aud", "another-project")), "wrong audience"},
 		{"wrong issuer", sign(t, key, "k1", with(claims, "iss", "https://securetoken.google.com/"+project)), "wrong issuer"},
@@ -139,6 +177,7 @@ func TestOIDC(t *testing.T) {
 		{"expired", sign(t, key, "k1", with(claims, "exp", base.Add(-2*ClockSkew).Unix())), "expired"},
 		{"iat in the future", sign(t, key, "k1", with(claims, "iat", base.Add(2*ClockSkew).Unix())), "iat in the future"},
 		{"empty sub", sign(t, key, "k1", with(claims, "sub", "")), "empty sub"},
+		{"several audiences, another party", sign(t, key, "k1", with(claims, "aud", []string{project, "other"}, "azp", "other")), "azp"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := v.Verify(ctx, tc.token)
@@ -154,8 +193,8 @@ func TestOIDC(t *testing.T) {
 		// The provider publishes k2; after the cooldown a k2 token triggers one fetch,
 		// even when many arrive at once.
 		idp.setKeys(map[string]*rsa.PrivateKey{"k1": key, "k2": other})
-		offset.Store(int64(jwksCooldown + time.Second))
-		now := base.Add(jwksCooldown + time.Second)
+		offset.Store(int64(kidCooldown + time.Second))
+		now := base.Add(kidCooldown + time.Second)
 		tok := sign(t, other, "k2", idp.firebaseClaims(now))
 		var wg sync.WaitGroup
 		for range 16 {
@@ -171,25 +210,53 @@ func TestOIDC(t *testing.T) {
 		if n := idp.fetches.Load(); n != 2 {
 			t.Fatalf("JWKS fetched %d times, want 2", n)
 		}
-		// Another unknown kid right after is refused without a fetch.
-		_, err := v.Verify(ctx, sign(t, other, "k3", idp.firebaseClaims(now)))
+		// Another unknown kid right after, on a token older than the keys, is refused without
+		// a fetch.
+		_, err := v.Verify(ctx, sign(t, other, "k3", idp.firebaseClaims(now.Add(-2*ClockSkew))))
 		wantInvalid(t, err, "bad signature")
 		if n := idp.fetches.Load(); n != 2 {
 			t.Fatalf("JWKS fetched %d times, want 2 (cooldown)", n)
 		}
 	})
 
-	t.Run("withdrawn key", func(t *testing.T) {
-		// Once the cached set is older than jwksMaxAge it is fetched again, and a key the
-		// provider withdrew stops verifying.
-		idp.setKeys(map[string]*rsa.PrivateKey{"k2": other})
-		now := base.Add(jwksMaxAge + 2*jwksCooldown)
+	t.Run("rotated in during the cooldown", func(t *testing.T) {
+		// k4 appears right after a fetch: its token is newer than the keys, so it gets a
+		// retryable ErrUnavailable (not a 401), and is accepted once the cooldown has passed.
+		k4 := testKeys()[0]
+		idp.setKeys(map[string]*rsa.PrivateKey{"k1": key, "k2": other, "k4": k4})
+		now := base.Add(kidCooldown + 2*time.Second)
 		offset.Store(int64(now.Sub(base)))
-		_, err := v.Verify(ctx, sign(t, key, "k1", idp.firebaseClaims(now)))
-		wantInvalid(t, err, "bad signature")
-		if n := idp.fetches.Load(); n != 3 {
-			t.Fatalf("JWKS fetched %d times, want 3", n)
+		tok := sign(t, k4, "k4", idp.firebaseClaims(now))
+		_, err := v.Verify(ctx, tok)
+		wantUnavailable(t, err)
+		offset.Store(int64(now.Sub(base) + kidCooldown))
+		if _, err := v.Verify(ctx, tok); err != nil {
+			t.Fatalf("k4 token after the cooldown: %v", err)
 		}
+	})
+
+	t.Run("withdrawn key drops cached tokens", func(t *testing.T) {
+		now := base.Add(3 * kidCooldown)
+		offset.Store(int64(now.Sub(base)))
+		tok := sign(t, key, "k1", idp.firebaseClaims(base))
+		if _, err := v.Verify(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+		// The provider withdraws k1; the next refresh (background loop) drops the cached
+		// token at once, not at its expiry.
+		idp.setKeys(map[string]*rsa.PrivateKey{"k2": other})
+		if err := v.provider.refresh(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+		// Refused at once: retryable while a new fetch is within the cooldown (the token is
+		// recent), then 401 once a fetch confirms its key is gone.
+		if _, err := v.Verify(ctx, tok); err == nil {
+			t.Fatal("a cached token of a withdrawn key was accepted")
+		}
+		now = now.Add(kidCooldown + time.Second)
+		offset.Store(int64(now.Sub(base)))
+		_, err := v.Verify(ctx, tok)
+		wantInvalid(t, err, "bad signature")
 		if _, err := v.Verify(ctx, sign(t, other, "k2", idp.firebaseClaims(now))); err != nil {
 			t.Fatal(err)
 		}
@@ -217,28 +284,192 @@ func TestOIDCCacheRefusesAfterExpiry(t *testing.T) {
 	wantInvalid(t, err, "expired")
 }
 
-func TestNewOIDCErrors(t *testing.T) {
+func TestNewOIDCConfigErrors(t *testing.T) {
 	idp := newFakeIdP(t)
-	idp.setKeys(map[string]*rsa.PrivateKey{"k1": testKeys()[0]})
 	ctx := context.Background()
-	for _, tc := range []struct {
-		name, issuer, audience string
-		jwksStatus             int
-	}{
-		{"no audience", idp.issuer, "", 0},
-		{"no issuer", "", project, 0},
-		{"plain http off loopback", "http://idp.example.com/securetoken/" + project, project, 0},
-		{"discovered issuer differs", idp.srv.URL + "/securetoken/other", project, 0},
-		{"no discovery document", idp.srv.URL + "/nothing", project, 0},
-		{"jwks unavailable", idp.issuer, project, http.StatusInternalServerError},
+	for _, tc := range []struct{ name, issuer, audience string }{
+		{"no audience", idp.issuer, ""},
+		{"no issuer", "", project},
+		{"plain http off loopback", "http://idp.example.com/securetoken/" + project, project},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			idp.status.Store(int64(tc.jwksStatus))
-			defer idp.status.Store(0)
-			if v, err := NewOIDC(ctx, tc.issuer, tc.audience, nil); err == nil {
+			if v, err := NewOIDC(ctx, tc.issuer, tc.audience, OIDCOptions{}); err == nil {
+				v.Close()
 				t.Fatalf("NewOIDC succeeded: %+v", v)
 			}
 		})
+	}
+}
+
+// A provider that cannot be used at start is not a start-up failure: the verifier is not
+// ready and answers ErrUnavailable, and recovers on its own once the provider answers.
+func TestOIDCProviderDownAtStart(t *testing.T) {
+	key := testKeys()[0]
+	for _, tc := range []struct {
+		name        string
+		break_, fix func(idp *fakeIdP)
+	}{
+		{"jwks 503", func(idp *fakeIdP) { idp.status.Store(503) }, func(idp *fakeIdP) { idp.status.Store(0) }},
+		{"jwks hangs", func(idp *fakeIdP) { idp.hang.Store(true) }, func(idp *fakeIdP) { idp.hang.Store(false) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			idp := newFakeIdP(t)
+			idp.setKeys(map[string]*rsa.PrivateKey{"k1": key})
+			tc.break_(idp)
+			start := time.Now()
+			v, err := NewOIDC(context.Background(), idp.issuer, project, OIDCOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer v.Close()
+			if d := time.Since(start); d > fetchTimeout+time.Second {
+				t.Fatalf("NewOIDC took %v with the provider down", d)
+			}
+			if st := v.Status(); st.Ready || st.Err == nil {
+				t.Fatalf("Status = %+v, want not ready with a cause", st)
+			}
+			tok := sign(t, key, "k1", idp.firebaseClaims(time.Now()))
+			_, err = v.Verify(context.Background(), tok)
+			wantUnavailable(t, err)
+
+			tc.fix(idp)
+			waitFor(t, retryEvery+fetchTimeout+2*time.Second, "keys loaded", func() bool { return v.Status().Ready })
+			if _, err := v.Verify(context.Background(), tok); err != nil {
+				t.Fatal(err)
+			}
+			if st := v.Status(); st.Err != nil {
+				t.Fatalf("Status after recovery = %+v", st)
+			}
+		})
+	}
+}
+
+// While the provider hangs, known keys answer at once and an unknown kid waits at most
+// fetchTimeout, then gets ErrUnavailable; the last good keys are kept.
+func TestOIDCProviderHangsLater(t *testing.T) {
+	key, other := testKeys()[0], testKeys()[1]
+	idp := newFakeIdP(t)
+	idp.setKeys(map[string]*rsa.PrivateKey{"k1": key})
+	v, err := NewOIDC(context.Background(), idp.issuer, project, OIDCOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	idp.hang.Store(true)
+	ctx := context.Background()
+	now := time.Now()
+
+	start := time.Now()
+	if _, err := v.Verify(ctx, sign(t, key, "k1", idp.firebaseClaims(now))); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Fatalf("known key took %v while the provider hangs", d)
+	}
+	// Past the kid cooldown, a token with a new kid makes one fetch, which times out.
+	v.now = func() time.Time { return time.Now().Add(kidCooldown) }
+	start = time.Now()
+	_, err = v.Verify(ctx, sign(t, other, "k2", idp.firebaseClaims(now.Add(kidCooldown))))
+	wantUnavailable(t, err)
+	if d := time.Since(start); d > fetchTimeout+time.Second {
+		t.Fatalf("unknown kid took %v, want at most about %v", d, fetchTimeout)
+	}
+	if st := v.Status(); !st.Ready || st.Err == nil {
+		t.Fatalf("Status = %+v, want ready (last good keys) with the fetch error", st)
+	}
+}
+
+// The accepted algorithms follow the discovery document as it changes (RS256 → ES256)
+// without a restart; none and HS* are never accepted.
+func TestOIDCAlgorithmsFollowDiscovery(t *testing.T) {
+	key := testKeys()[0]
+	idp := newFakeIdP(t)
+	idp.setKeys(map[string]*rsa.PrivateKey{"k1": key})
+	base := time.Now()
+	var offset atomic.Int64
+	v := newOIDC(t, idp, base, &offset)
+	ctx := context.Background()
+
+	ec, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signES := func(claims map[string]any) string {
+		s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: ec, KeyID: "e1"}},
+			(&jose.SignerOptions{}).WithType("JWT"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, err := jwt.Signed(s).Claims(claims).Serialize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	// The provider switches: new EC key, discovery announces ES256 only.
+	idp.mu.Lock()
+	idp.keys = []jose.JSONWebKey{{Key: &ec.PublicKey, KeyID: "e1", Algorithm: "ES256", Use: "sig"}}
+	idp.algs = []string{"ES256"}
+	idp.mu.Unlock()
+	now := base.Add(kidCooldown + time.Second)
+	offset.Store(int64(now.Sub(base)))
+	if _, err := v.Verify(ctx, signES(idp.firebaseClaims(now))); err != nil {
+		t.Fatalf("ES256 token after the provider switched: %v", err)
+	}
+	// An HS256 token keyed with anything is refused before any key is tried.
+	hs, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.HS256, Key: []byte("0123456789abcdef0123456789abcdef")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := jwt.Signed(hs).Claims(idp.firebaseClaims(now)).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = v.Verify(ctx, tok)
+	wantInvalid(t, err, "")
+}
+
+func TestOIDCClaimChecks(t *testing.T) {
+	key := testKeys()[0]
+	idp := newFakeIdP(t)
+	idp.setKeys(map[string]*rsa.PrivateKey{"k1": key})
+	now := time.Now()
+	ctx := context.Background()
+	claims := idp.firebaseClaims(now)
+	anon := with(claims, "firebase", map[string]any{"sign_in_provider": "anonymous"})
+
+	v := newOIDC(t, idp, now, new(atomic.Int64))
+	v.firebase = true // the fake's issuer is not securetoken.google.com
+	_, err := v.Verify(ctx, sign(t, key, "k1", anon))
+	if !errors.Is(err, ErrNotAllowed) {
+		t.Fatalf("anonymous sign-in: err = %v, want ErrNotAllowed", err)
+	}
+	_, err = v.Verify(ctx, sign(t, key, "k1", with(claims, "auth_time", now.Add(time.Hour).Unix())))
+	wantInvalid(t, err, "auth_time in the future")
+	_, err = v.Verify(ctx, sign(t, key, "k1", with(claims, "auth_time", nil)))
+	wantInvalid(t, err, "auth_time")
+	_, err = v.Verify(ctx, sign(t, key, "k1", with(claims, "auth_time", "yesterday")))
+	wantInvalid(t, err, "auth_time")
+	if _, err := v.Verify(ctx, sign(t, key, "k1", with(claims, "email_verified", false))); err != nil {
+		t.Fatalf("unverified email without the option: %v", err)
+	}
+	if _, err := v.Verify(ctx, sign(t, key, "k1", with(claims, "aud", []string{project, "other"}, "azp", project))); err != nil {
+		t.Fatalf("several audiences, issued to us: %v", err)
+	}
+
+	v, err = NewOIDC(ctx, idp.issuer, project, OIDCOptions{AllowAnonymous: true, RequireEmailVerified: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if _, err := v.Verify(ctx, sign(t, key, "k1", anon)); err != nil {
+		t.Fatalf("anonymous sign-in with AllowAnonymous: %v", err)
+	}
+	for _, c := range []map[string]any{with(claims, "email_verified", false), with(claims, "email_verified", nil)} {
+		_, err = v.Verify(ctx, sign(t, key, "k1", c))
+		if !errors.Is(err, ErrNotAllowed) {
+			t.Fatalf("unverified email with RequireEmailVerified: err = %v", err)
+		}
 	}
 }
 

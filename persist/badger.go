@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,13 @@ type BadgerOptions struct {
 	// MemTableSize is each memtable's size (default 64 MiB; Badger refuses a transaction over
 	// 15 % of it).
 	MemTableSize int64
+	// MinFreeDisk is the free-space floor of the data disk: under it, commits fail with
+	// ErrStorageUnavailable (reads go on) until space returns, and OpenBadger refuses to
+	// start. 0 disables the floor; Badger's mapped files are still allocated ahead of its
+	// writes (see disk.go).
+	MinFreeDisk int64
+	// freeSpace replaces statfs in tests.
+	freeSpace func(dir string) (uint64, error)
 }
 
 // Group commit limits and background periods.
@@ -69,6 +77,7 @@ type Badger struct {
 	db       *badger.DB
 	log      *slog.Logger
 	inMemory bool
+	disk     *diskGuard // nil in memory
 
 	gate       *gate
 	reqs       chan *commitReq
@@ -135,14 +144,33 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 		// under load (profiled) for little disk saved.
 		WithCompression(options.None)
 
+	var disk *diskGuard
+	if !o.InMemory {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("persist: open badger at %q: %w", dir, err)
+		}
+		disk = newDiskGuard(dir, uint64(max(o.MinFreeDisk, 0)), log)
+		if o.freeSpace != nil {
+			disk.free = o.freeSpace
+		}
+		// Opening replays the log into a new, mapped memtable: on a full disk that write
+		// would fault. Refuse to start instead, with the reason.
+		if disk.check(); disk.low.Load() {
+			return nil, fmt.Errorf("persist: open badger at %q: %w", dir, disk.err())
+		}
+	}
 	db, err := badger.Open(opts)
 	if err != nil {
+		if noSpace(err) {
+			err = fmt.Errorf("%w: %w", ErrStorageUnavailable, err)
+		}
 		return nil, fmt.Errorf("persist: open badger at %q: %w", dir, err)
 	}
 	b := &Badger{
 		db:         db,
 		log:        log,
 		inMemory:   o.InMemory,
+		disk:       disk,
 		gate:       newGate(),
 		reqs:       make(chan *commitReq, queueSize),
 		writerDone: make(chan struct{}),
@@ -159,6 +187,8 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 	}
 	go func() { wg.Wait(); close(b.writerDone) }()
 	if !o.InMemory {
+		disk.check() // allocate the memtable Badger just created
+		b.bg.Go(func() { disk.watch(b.stop) })
 		if o.Fsync == FsyncInterval {
 			b.bg.Go(b.syncLoop)
 		}
@@ -241,6 +271,9 @@ func (b *Badger) Commit(ctx context.Context, ops ...Op) error {
 		return err
 	}
 	if err := validateOps(ops); err != nil {
+		return err
+	}
+	if err := b.Health(); err != nil {
 		return err
 	}
 	if len(ops) == 0 {
@@ -328,6 +361,13 @@ func (b *Badger) write() {
 		if b.beforeGroup != nil {
 			b.beforeGroup(group)
 		}
+		if err := b.disk.beforeWrite(); err != nil {
+			for _, r := range group {
+				r.done <- err
+			}
+			clear(group)
+			continue
+		}
 		b.commitGroup(group)
 		clear(group)
 	}
@@ -344,7 +384,7 @@ func (b *Badger) commitGroup(group []*commitReq) {
 			txn.Discard() // it may hold part of group[n]
 			if n == 0 || !errors.Is(err, badger.ErrTxnTooBig) {
 				b.commitGroup(group[:n]) // these staged cleanly: one transaction
-				group[n].done <- fmt.Errorf("persist: commit: %w", err)
+				group[n].done <- b.commitErr(err)
 				group = group[n+1:]
 				continue
 			}
@@ -356,13 +396,52 @@ func (b *Badger) commitGroup(group []*commitReq) {
 		err = txn.Commit()
 		b.txns.Add(1)
 		if err != nil {
-			err = fmt.Errorf("persist: commit: %w", err)
+			err = b.commitErr(err)
+		} else {
+			b.disk.wrote(groupBytes(group))
 		}
 		for _, r := range group {
 			r.done <- err
 		}
 		return
 	}
+}
+
+// groupBytes estimates what a group adds to Badger's write-ahead log (every entry, with its
+// header) and to its value log (values over the 1 MiB value threshold).
+func groupBytes(group []*commitReq) (wal, vlog int64) {
+	for _, r := range group {
+		for _, op := range r.ops {
+			n := int64(len(op.Key) + len(op.Value) + entryOverhead)
+			wal += n
+			if len(op.Value) >= 1<<20 {
+				vlog += n
+			}
+		}
+	}
+	return wal, vlog
+}
+
+// entryOverhead is an upper bound of Badger's per-entry header, checksum and version.
+const entryOverhead = 64
+
+// commitErr wraps a failed write; running out of space makes the storage unavailable (the
+// watcher makes it available again once space returns).
+func (b *Badger) commitErr(err error) error {
+	if noSpace(err) && b.disk != nil {
+		b.disk.setLow(fmt.Sprintf("a write failed: %v", err))
+		return fmt.Errorf("persist: commit: %w: %w", ErrStorageUnavailable, err)
+	}
+	return fmt.Errorf("persist: commit: %w", err)
+}
+
+// Health is nil while commits are accepted, else ErrStorageUnavailable with its cause (free
+// space under MinFreeDisk, or a write that found the disk full).
+func (b *Badger) Health() error {
+	if b.disk == nil {
+		return nil
+	}
+	return b.disk.err()
 }
 
 // stage adds the requests' ops to txn; it returns how many requests were fully added and, if

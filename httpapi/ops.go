@@ -1,0 +1,147 @@
+package httpapi
+
+import (
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Guess limits: the public routes that take guesses (API-key validation, the store webhook
+// receiver's signatures) allow guessBurst failed attempts per client (or shop), refilled at
+// guessRate per second; past that they answer 429 too_many_attempts until the bucket
+// refills. Successful calls cost nothing, so legitimate traffic is never slowed.
+const (
+	guessBurst      = 20
+	guessRate       = 2.0
+	guessMaxBuckets = 100_000
+)
+
+// guessLimits holds one failure bucket per key. Safe for concurrent use: mu guards buckets.
+type guessLimits struct {
+	mu      sync.Mutex
+	buckets map[string]*guessBucket
+	now     func() time.Time
+}
+
+type guessBucket struct {
+	tokens float64
+	at     time.Time
+}
+
+func newGuessLimits() *guessLimits {
+	return &guessLimits{buckets: map[string]*guessBucket{}, now: time.Now}
+}
+
+// allow says whether key has a failure left to spend.
+func (g *guessLimits) allow(key string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	b, ok := g.buckets[key]
+	if !ok {
+		return true
+	}
+	g.refill(b)
+	return b.tokens >= 1
+}
+
+// fail spends one failure of key.
+func (g *guessLimits) fail(key string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	b, ok := g.buckets[key]
+	if !ok {
+		if len(g.buckets) >= guessMaxBuckets {
+			g.sweep()
+		}
+		b = &guessBucket{tokens: guessBurst, at: g.now()}
+		g.buckets[key] = b
+	}
+	g.refill(b)
+	b.tokens = max(b.tokens-1, 0)
+}
+
+func (g *guessLimits) refill(b *guessBucket) {
+	now := g.now()
+	b.tokens = min(guessBurst, b.tokens+now.Sub(b.at).Seconds()*guessRate)
+	b.at = now
+}
+
+// sweep drops full buckets (they hold nothing); if none is full, all of them.
+func (g *guessLimits) sweep() {
+	for k, b := range g.buckets {
+		if g.refill(b); b.tokens >= guessBurst {
+			delete(g.buckets, k)
+		}
+	}
+	if len(g.buckets) >= guessMaxBuckets {
+		clear(g.buckets)
+	}
+}
+
+// limitGuesses refuses a caller (by key) that spent its failures, and charges a failure for
+// every 401, 403 or 404 the handler answers (a wrong key or signature, an unknown store).
+func (s *Server) limitGuesses(key func(*fasthttp.RequestCtx) string, h fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		k := key(ctx)
+		if !s.guesses.allow(k) {
+			s.writeError(ctx, errTooManyAttempts)
+			return
+		}
+		h(ctx)
+		switch ctx.Response.StatusCode() {
+		case fasthttp.StatusUnauthorized, fasthttp.StatusForbidden, fasthttp.StatusNotFound:
+			s.guesses.fail(k)
+		}
+	}
+}
+
+// byClient keys guesses by the peer address.
+func byClient(prefix string) func(*fasthttp.RequestCtx) string {
+	return func(ctx *fasthttp.RequestCtx) string { return prefix + ctx.RemoteIP().String() }
+}
+
+// byShop keys webhook signature guesses by the shop they claim to come from.
+func byShop(ctx *fasthttp.RequestCtx) string {
+	h := &ctx.Request.Header
+	shop := ctx.QueryArgs().Peek("shop")
+	if len(shop) == 0 {
+		shop = firstHeader(h, "X-Ecom-Shop-Domain", "X-Shopify-Shop-Domain", "X-Wc-Webhook-Source")
+	}
+	if len(shop) == 0 {
+		shop = ctx.QueryArgs().Peek("uid")
+	}
+	return "webhook:" + strings.ToLower(string(shop))
+}
+
+// cors answers preflight requests and adds the CORS headers for the allowed origins.
+func (s *Server) cors(next fasthttp.RequestHandler) fasthttp.RequestHandler {
+	any := false
+	allowed := map[string]bool{}
+	for _, o := range s.cfg.CORSOrigins {
+		if o == "*" {
+			any = true
+		}
+		allowed[strings.TrimSuffix(o, "/")] = true
+	}
+	return func(ctx *fasthttp.RequestCtx) {
+		origin := string(ctx.Request.Header.Peek("Origin"))
+		if origin == "" || (!any && !allowed[origin]) {
+			next(ctx)
+			return
+		}
+		h := &ctx.Response.Header
+		h.Set("Access-Control-Allow-Origin", origin)
+		h.Add("Vary", "Origin")
+		h.Set("Access-Control-Expose-Headers", "X-Request-Id, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, Retry-After")
+		if ctx.IsOptions() && len(ctx.Request.Header.Peek("Access-Control-Request-Method")) > 0 {
+			h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE")
+			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key, Idempotency-Key, X-Request-Id")
+			h.Set("Access-Control-Max-Age", "600")
+			ctx.SetStatusCode(fasthttp.StatusNoContent)
+			return
+		}
+		next(ctx)
+	}
+}

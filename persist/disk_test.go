@@ -1,0 +1,240 @@
+package persist
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// waitUntil polls cond every 10 ms until it holds or total passes.
+func waitUntil(t *testing.T, total time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(total)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", total, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Free space under the floor refuses commits with ErrStorageUnavailable (reads go on), and
+// commits are accepted again once space returns; nothing acknowledged is lost. Free space is
+// injected, so no mount is needed.
+func TestBadgerFreeSpaceFloor(t *testing.T) {
+	dir := t.TempDir()
+	const floor = 100 << 20
+	var free atomic.Uint64
+	free.Store(1 << 30)
+	opts := BadgerOptions{MinFreeDisk: floor, freeSpace: func(string) (uint64, error) { return free.Load(), nil }}
+	b, err := OpenBadger(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	mustCommit(t, b, put("k/before", "1"))
+
+	free.Store(floor - 1)
+	waitUntil(t, 2*time.Second, "commits refused", func() bool {
+		return errors.Is(b.Commit(ctx, put("k/probe", "x")), ErrStorageUnavailable)
+	})
+	if err := b.Health(); !errors.Is(err, ErrStorageUnavailable) {
+		t.Fatalf("Health = %v, want ErrStorageUnavailable", err)
+	}
+	wantValue(t, b, "k/before", "1")
+
+	// Just over the floor is not enough (hysteresis); well over it is.
+	free.Store(floor + 1)
+	time.Sleep(3 * diskCheckEvery)
+	if err := b.Health(); err == nil {
+		t.Fatal("available again one byte over the floor")
+	}
+	free.Store(1 << 30)
+	waitUntil(t, 2*time.Second, "commits accepted again", func() bool { return b.Health() == nil })
+	mustCommit(t, b, put("k/after", "2"))
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err = OpenBadger(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	wantValue(t, b, "k/before", "1")
+	wantValue(t, b, "k/after", "2")
+}
+
+func TestBadgerOpenRefusesUnderFloor(t *testing.T) {
+	_, err := OpenBadger(t.TempDir(), BadgerOptions{MinFreeDisk: 1 << 20, freeSpace: func(string) (uint64, error) { return 1 << 10, nil }})
+	if !errors.Is(err, ErrStorageUnavailable) {
+		t.Fatalf("OpenBadger = %v, want ErrStorageUnavailable", err)
+	}
+}
+
+// A write that finds the disk full (ENOSPC) makes the storage unavailable; the watcher makes
+// it available again once free space is back over the floor.
+func TestBadgerNoSpaceErrorIsUnavailable(t *testing.T) {
+	var free atomic.Uint64
+	free.Store(1 << 30)
+	b, err := OpenBadger(t.TempDir(), BadgerOptions{freeSpace: func(string) (uint64, error) { return free.Load(), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	free.Store(0) // stays "low" until space returns
+	err = b.commitErr(fmt.Errorf("write: %w", syscall.ENOSPC))
+	if !errors.Is(err, ErrStorageUnavailable) || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("commitErr = %v", err)
+	}
+	if !errors.Is(b.Commit(context.Background(), put("k", "v")), ErrStorageUnavailable) {
+		t.Fatal("commit accepted after ENOSPC")
+	}
+	free.Store(1 << 30)
+	waitUntil(t, 2*time.Second, "available again", func() bool { return b.Health() == nil })
+	mustCommit(t, b, put("k", "v"))
+	if err := b.commitErr(errors.New("other")); errors.Is(err, ErrStorageUnavailable) {
+		t.Fatalf("a non-space error made storage unavailable: %v", err)
+	}
+}
+
+// The mapped files are allocated ahead of Badger's writes, by allocateLead, not whole.
+func TestBadgerAllocatesMappedFiles(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("fallocate is Linux only")
+	}
+	dir := t.TempDir()
+	b, err := OpenBadger(dir, BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	allocated := func() (int64, int64) {
+		mems, _ := filepath.Glob(filepath.Join(dir, "*.mem"))
+		if len(mems) != 1 {
+			t.Fatalf("memtable files: %v", mems)
+		}
+		info, err := os.Stat(mems[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Sys().(*syscall.Stat_t).Blocks * 512, info.Size()
+	}
+	time.Sleep(3 * diskCheckEvery) // idle: the allocation does not creep
+	if got, size := allocated(); got < allocateLead || got > allocateLead+64<<10 || got >= size {
+		t.Fatalf("idle memtable file: %d bytes allocated of %d, want about %d", got, size, allocateLead)
+	}
+	value := make([]byte, 64<<10)
+	for i := range 128 { // 8 MiB
+		mustCommit(t, b, Op{Key: []byte(fmt.Sprintf("k/%03d", i)), Value: value})
+	}
+	waitUntil(t, 2*time.Second, "allocation ahead of 8 MiB of writes", func() bool {
+		got, _ := allocated()
+		return got >= 8<<20+allocateLead
+	})
+}
+
+// On a real, small file system (tmpfs, which needs root to mount) filled by the writes and
+// then by another program down to its last MiB: commits fail with ErrStorageUnavailable, the
+// process does not fault, and once the other file is removed commits succeed and every
+// acknowledged write is there.
+func TestBadgerFullTmpfs(t *testing.T) {
+	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
+		t.Skip("needs root on Linux to mount a tmpfs")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=96m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	// Space someone else holds and gives back at the end.
+	held := filepath.Join(dir, "held")
+	if err := os.WriteFile(held, make([]byte, 32<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "db")
+	opts := BadgerOptions{MinFreeDisk: 16 << 20, MemTableSize: 8 << 20}
+	b, err := OpenBadger(db, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	value := make([]byte, 4096)
+	var (
+		mu    sync.Mutex
+		acked []string
+		wg    sync.WaitGroup
+	)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				k := fmt.Sprintf("w%d/%06d", w, i)
+				err := b.Commit(ctx, Op{Key: []byte(k), Value: value})
+				if errors.Is(err, ErrStorageUnavailable) {
+					return
+				}
+				if err != nil {
+					t.Errorf("Commit: %v", err)
+					return
+				}
+				mu.Lock()
+				acked = append(acked, k)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	// Another program takes the space that is left, but for 1 MiB.
+	filler := filepath.Join(dir, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 1<<20)
+	for {
+		free, err := freeBytes(dir)
+		if err != nil || free <= 2<<20 {
+			break
+		}
+		if _, err := f.Write(chunk); err != nil {
+			break
+		}
+	}
+	f.Close()
+	for range 20 { // still refused, still alive
+		if err := b.Commit(ctx, put("k/late", "x")); !errors.Is(err, ErrStorageUnavailable) {
+			t.Fatalf("commit on a full disk: %v", err)
+		}
+	}
+	for _, name := range []string{filler, held} {
+		if err := os.Remove(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, 5*time.Second, "storage available again", func() bool { return b.Health() == nil })
+	mustCommit(t, b, put("k/after", "ok"))
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err = OpenBadger(db, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, k := range acked {
+		if _, err := b.Get([]byte(k)); err != nil {
+			t.Fatalf("acknowledged %s: %v", k, err)
+		}
+	}
+	wantValue(t, b, "k/after", "ok")
+	t.Logf("%d writes acknowledged before the disk reached the floor", len(acked))
+}
