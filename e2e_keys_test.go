@@ -493,3 +493,25 @@ func TestHealthAndMetrics(t *testing.T) {
 		t.Fatalf("request id not echoed: %v", res.Header)
 	}
 }
+
+// Sign-in guesses: a client sending ID tokens that do not verify is refused with 429 once it
+// spent its failures; a good token is never charged.
+func TestIDTokenGuessesLimited(t *testing.T) {
+	tg := startGW(t)
+	good := tg.token("alice", "client")
+	for range 5 {
+		want(t, tg.do("GET", "/api/client/status", bearerAuth(good), nil), 200, "")
+	}
+	var limited resp
+	for i := range 100 {
+		r := tg.do("GET", "/api/client/status", bearerAuth(fmt.Sprintf("forged.%d.token", i)), nil)
+		if r.status == 429 {
+			limited = r
+			break
+		}
+		want(t, r, 401, "invalid_token")
+	}
+	if limited.status != 429 || limited.str("code") != "too_many_attempts" || limited.header.Get("Retry-After") == "" {
+		t.Fatalf("no 429 after 100 forged tokens: %d %s", limited.status, limited.raw)
+	}
+}
