@@ -74,20 +74,19 @@ func (s *Server) user(ctx *fasthttp.RequestCtx) (domain.User, error) {
 	if len(tok) == 0 {
 		return domain.User{}, errNoCredentials
 	}
-	// Sign-in guesses: a client that sent too many ID tokens that did not verify waits
-	// (429 too_many_attempts), as on the other routes that take guesses.
-	guess := "signin:" + ctx.RemoteIP().String()
-	if s.guesses != nil && !s.guesses.allow(guess) {
-		return domain.User{}, errTooManyAttempts
-	}
 	c, err := s.cfg.Verifier.Verify(s.reqContext(ctx), string(tok))
 	if err != nil {
 		s.reqLog(ctx).Debug("ID token refused", "err", err)
 		if errors.Is(err, identity.ErrUnavailable) || errors.Is(err, identity.ErrNotAllowed) {
 			return domain.User{}, err // 503 idp_unavailable (retry), 403 sign_in_not_allowed
 		}
-		if s.guesses != nil {
-			s.guesses.fail(guess)
+		// Sign-in guesses: a client whose ID tokens keep failing is answered 429
+		// too_many_attempts past its budget; a token that verifies is never refused for it.
+		if guess := ctx.RemoteIP().String(); s.signins != nil {
+			if !s.signins.allow(guess) {
+				return domain.User{}, errTooManyAttempts
+			}
+			s.signins.fail(guess)
 		}
 		return domain.User{}, fmt.Errorf("%w: %v", errInvalidToken, err)
 	}

@@ -16,13 +16,18 @@ const (
 	guessBurst      = 20
 	guessRate       = 2.0
 	guessMaxBuckets = 100_000
+	// ID tokens that do not verify: a larger budget (a browser with a stale token retries a
+	// few calls at once), and only failing tokens are ever refused.
+	signinBurst = 200
+	signinRate  = 20.0
 )
 
 // guessLimits holds one failure bucket per key. Safe for concurrent use: mu guards buckets.
 type guessLimits struct {
-	mu      sync.Mutex
-	buckets map[string]*guessBucket
-	now     func() time.Time
+	mu          sync.Mutex
+	buckets     map[string]*guessBucket
+	now         func() time.Time
+	burst, rate float64
 }
 
 type guessBucket struct {
@@ -30,8 +35,10 @@ type guessBucket struct {
 	at     time.Time
 }
 
-func newGuessLimits() *guessLimits {
-	return &guessLimits{buckets: map[string]*guessBucket{}, now: time.Now}
+func newGuessLimits() *guessLimits { return newGuessLimitsOf(guessBurst, guessRate) }
+
+func newGuessLimitsOf(burst, rate float64) *guessLimits {
+	return &guessLimits{buckets: map[string]*guessBucket{}, now: time.Now, burst: burst, rate: rate}
 }
 
 // allow says whether key has a failure left to spend.
@@ -55,7 +62,7 @@ func (g *guessLimits) fail(key string) {
 		if len(g.buckets) >= guessMaxBuckets {
 			g.sweep()
 		}
-		b = &guessBucket{tokens: guessBurst, at: g.now()}
+		b = &guessBucket{tokens: g.burst, at: g.now()}
 		g.buckets[key] = b
 	}
 	g.refill(b)
@@ -64,14 +71,14 @@ func (g *guessLimits) fail(key string) {
 
 func (g *guessLimits) refill(b *guessBucket) {
 	now := g.now()
-	b.tokens = min(guessBurst, b.tokens+now.Sub(b.at).Seconds()*guessRate)
+	b.tokens = min(g.burst, b.tokens+now.Sub(b.at).Seconds()*g.rate)
 	b.at = now
 }
 
 // sweep drops full buckets (they hold nothing); if none is full, all of them.
 func (g *guessLimits) sweep() {
 	for k, b := range g.buckets {
-		if g.refill(b); b.tokens >= guessBurst {
+		if g.refill(b); b.tokens >= g.burst {
 			delete(g.buckets, k)
 		}
 	}

@@ -93,6 +93,8 @@ type Server struct {
 	limits map[string]int
 	// guesses rate-limits failed attempts on the public routes that take guesses.
 	guesses *guessLimits
+	// signins limits ID tokens that do not verify, per client address.
+	signins *guessLimits
 }
 
 const (
@@ -142,6 +144,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.media = newMediaFetcher(cfg.Media)
 	s.guesses = newGuessLimits()
+	s.signins = newGuessLimitsOf(signinBurst, signinRate)
 	s.routes()
 	s.router.NotFound = func(ctx *fasthttp.RequestCtx) { s.requestID(ctx); s.writeError(ctx, errNotFound) }
 	s.router.MethodNotAllowed = func(ctx *fasthttp.RequestCtx) { s.requestID(ctx); s.writeError(ctx, errMethod) }
