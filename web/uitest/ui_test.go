@@ -447,11 +447,12 @@ func TestClientJourney(t *testing.T) {
 		t.Fatal("the store access token is left in the page")
 	}
 
-	// Screens whose API is not served yet say so (and raise no error in the page).
-	for _, screen := range []string{"webhooks", "campaigns"} {
-		b.go_("#/" + screen)
-		b.waitFor(screen+" saying it is not available", `/not available on this gateway yet/.test(document.querySelector('#view').textContent)`)
-	}
+	// The webhooks screen is served (events out): its subscription form shows. A screen whose
+	// API is not served yet says so (and raises no error in the page).
+	b.go_("#/webhooks")
+	b.waitFor("the webhook subscription form", `document.querySelector('#webhook-form') !== null`)
+	b.go_("#/campaigns")
+	b.waitFor("campaigns saying it is not available", `/not available on this gateway yet/.test(document.querySelector('#view').textContent)`)
 	b.go_("#/keys")
 	b.waitFor("the keys screen", `/no API key yet/i.test(document.querySelector('#view').textContent)`)
 
