@@ -1,0 +1,94 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/network/sim"
+	"github.com/gateway/gateway/persist"
+)
+
+// Linked sessions reconnect at boot spread over the boot window, not all at once.
+func TestBootReconnectsSpreadOverTheWindow(t *testing.T) {
+	const n, window = 200, 2 * time.Second
+	store := persist.NewStore(persist.NewMemory())
+	dir := t.TempDir()
+	open := func(autopair time.Duration) *sim.Network {
+		net, err := sim.Open(sim.Options{Dir: dir, AutoPair: autopair})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return net
+	}
+	newEngine := func(net *sim.Network, boot time.Duration) *Engine {
+		e, err := New(Config{
+			Store: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Plans: Plans{"unlimited": {}}, DefaultPlan: "unlimited", Network: net, BootWindow: boot,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	ctx := context.Background()
+	net1 := open(time.Millisecond)
+	e1 := newEngine(net1, 0)
+	uids := make([]string, n)
+	for i := range uids {
+		uids[i] = fmt.Sprintf("u%03d", i)
+		u, err := e1.CreateUser(ctx, NewUser{ID: uids[i]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e1.SessionQR(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, 20*time.Second, "every session linked", func() bool {
+		for _, uid := range uids {
+			if e1.SessionStatus(uid).Status != actors.StatusConnected {
+				return false
+			}
+		}
+		return true
+	})
+	e1.Stop(ctx)
+	net1.Close()
+
+	net2 := open(0)
+	defer net2.Close()
+	start := time.Now()
+	e2 := newEngine(net2, window)
+	defer e2.Stop(ctx)
+	at := map[string]time.Duration{}
+	waitUntil(t, 3*window, "every session reconnected", func() bool {
+		for _, uid := range uids {
+			if _, ok := at[uid]; !ok && e2.SessionStatus(uid).Status == actors.StatusConnected {
+				at[uid] = time.Since(start)
+			}
+		}
+		return len(at) == n
+	})
+	times := make([]time.Duration, 0, n)
+	for _, d := range at {
+		times = append(times, d)
+	}
+	slices.Sort(times)
+	// Spread: a quarter of the window passes before half of them are back, and the last comes
+	// after most of the window; no second of it takes them all.
+	if mid := times[n/2]; mid < window/4 {
+		t.Fatalf("half the sessions reconnected within %v of a %v window", mid, window)
+	}
+	if last := times[n-1]; last < window*7/10 {
+		t.Fatalf("the last session reconnected after %v of a %v window", last, window)
+	}
+	if first := times[0]; first > window/2 {
+		t.Fatalf("the first session waited %v", first)
+	}
+}
