@@ -143,7 +143,7 @@ func NewEvents(cfg EventsConfig) (*Events, error) {
 		cfg.MaxSubscriptions = 10
 	}
 	e := &Events{
-		cfg: cfg, log: cfg.Log.With("component", "events"),
+		cfg: cfg, log: cfg.Log,
 		byUser: map[string][]domain.WebhookSubscription{}, byID: map[string]domain.WebhookSubscription{},
 		pids: map[string]*actor.PID{},
 	}
