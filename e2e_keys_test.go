@@ -293,7 +293,6 @@ func TestBadInput(t *testing.T) {
 	admin := tg.token("root", "admin")
 	tg.newClient("alice")
 	a := bearerAuth(admin)
-	big := `{"userId":"alice","name":"` + strings.Repeat("x", 2<<20) + `"}`
 
 	cases := []struct {
 		name, method, path string
@@ -314,7 +313,6 @@ func TestBadInput(t *testing.T) {
 		{"create bad expiresAt", "POST", "/api/admin/apikeys", `{"userId":"alice","name":"x","expiresAt":"next tuesday"}`, 400, "validation_failed"},
 		{"create expiresAt number", "POST", "/api/admin/apikeys", `{"userId":"alice","name":"x","expiresAt":12}`, 400, "validation_failed"},
 		{"create unknown user", "POST", "/api/admin/apikeys", `{"userId":"nobody","name":"x"}`, 404, "user_not_found"},
-		{"create 2 MiB body", "POST", "/api/admin/apikeys", big, 413, "body_too_large"},
 		{"patch malformed", "PATCH", "/api/admin/apikeys", `{`, 400, "invalid_json"},
 		{"patch no id", "PATCH", "/api/admin/apikeys", `{"name":"x"}`, 400, "validation_failed"},
 		{"patch nothing", "PATCH", "/api/admin/apikeys", `{"id":"x"}`, 400, "validation_failed"},
@@ -326,7 +324,6 @@ func TestBadInput(t *testing.T) {
 		{"validate malformed", "POST", "/api/admin/apikeys/validate", `{"rawKey"`, 400, "invalid_json"},
 		{"validate missing", "POST", "/api/admin/apikeys/validate", `{}`, 400, "validation_failed"},
 		{"validate number", "POST", "/api/admin/apikeys/validate", `{"rawKey":1}`, 400, "validation_failed"},
-		{"validate 2 MiB", "POST", "/api/admin/apikeys/validate", big, 413, "body_too_large"},
 		{"user create no id", "POST", "/api/admin/users", `{"name":"x"}`, 400, "validation_failed"},
 		{"user create bad role", "POST", "/api/admin/users", `{"id":"dave","role":"root"}`, 400, "validation_failed"},
 		{"user create bad plan", "POST", "/api/admin/users", `{"id":"dave","plan":"gold"}`, 400, "validation_failed"},
@@ -346,6 +343,14 @@ func TestBadInput(t *testing.T) {
 			}
 			want(t, tg.do(c.method, c.path, hdr, c.body), c.status, c.code)
 		})
+	}
+	// A body over the route's limit is refused from its headers, before it is read: the answer
+	// is read over a raw connection (an HTTP client still sending the body may see the
+	// connection close under it instead).
+	for _, path := range []string{"/api/admin/apikeys", "/api/admin/apikeys/validate"} {
+		if got := rawStatus(t, tg.url, "POST", path, 2<<20, 5*time.Second); !strings.Contains(got, " 413 ") {
+			t.Fatalf("2 MiB to %s: %q, want 413", path, got)
+		}
 	}
 	// Nothing was half-written: no key exists, and the users are the callers only.
 	if l := tg.do("GET", "/api/admin/apikeys", a, nil).list(); len(l) != 0 {
