@@ -50,7 +50,6 @@ type messages struct {
 	outbox *persist.Outbox
 	shards [64]pendingShard
 	depth  atomic.Int64 // accepted, no network outcome yet (gateway_outbox_pending)
-	queued atomic.Int64 // accepted in all (metrics)
 }
 
 type pendingShard struct {
@@ -144,7 +143,6 @@ func (e *Engine) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry, e
 		ch = make(chan outcome, 1)
 	}
 	m.track(entry.ID, res, ch)
-	m.queued.Add(1)
 	e.pub.publish(entry.UserID, messageEvent(entry, domain.MsgQueued, now))
 	e.hw.Send(ent.pid, actors.Enqueue{Entry: entry})
 	if ch == nil {

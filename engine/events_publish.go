@@ -1,0 +1,155 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/persist"
+)
+
+// Publishing: events made ready for their subscriptions, committed, then handed on.
+
+// Publish commits ev to the queue of every subscription of uid that takes its type, in one
+// commit, then wakes their actors. It returns once the event is durable (nil at once when no
+// subscription wants it); it never waits for a delivery. Calls for one user that must arrive in
+// order (a message's queued, sent, delivered) must be made one after the other.
+func (e *Events) Publish(ctx context.Context, uid string, ev domain.Event) error {
+	ds, err := e.deliveries(uid, ev)
+	if err != nil || len(ds) == 0 {
+		return err
+	}
+	if err := e.cfg.Store.Enqueue(ctx, ds); err != nil {
+		return fmt.Errorf("%w: queue event: %v", ErrUnavailable, err)
+	}
+	e.kick(ds)
+	return nil
+}
+
+// PreparedEvent is an event made ready for the caller's own commit (Prepare).
+type PreparedEvent struct {
+	deliveries []domain.WebhookDelivery
+	ops        []persist.Op
+}
+
+// Ops are the writes that queue the event; empty when no subscription wants it.
+func (p PreparedEvent) Ops() []persist.Op { return p.ops }
+
+// Prepare is Publish for a caller that commits the event together with the fact it reports
+// (an outbox entry's new status and its message.status event in one group commit): add Ops to
+// that commit, then call Committed once it is durable. An event prepared and never committed is
+// simply not sent.
+func (e *Events) Prepare(uid string, ev domain.Event) (PreparedEvent, error) {
+	ds, err := e.deliveries(uid, ev)
+	if err != nil || len(ds) == 0 {
+		return PreparedEvent{}, err
+	}
+	ops, err := e.cfg.Store.EnqueueOps(ds)
+	if err != nil {
+		return PreparedEvent{}, fmt.Errorf("%w: %v", ErrValidation, err)
+	}
+	return PreparedEvent{deliveries: ds, ops: ops}, nil
+}
+
+// Committed hands a prepared event whose Ops were committed to its subscriptions' actors.
+func (e *Events) Committed(p PreparedEvent) {
+	if len(p.deliveries) > 0 {
+		e.kick(p.deliveries)
+	}
+}
+
+// ReceiveMessage keeps an incoming message (7 days) and publishes its message.received event,
+// in one commit.
+func (e *Events) ReceiveMessage(ctx context.Context, m domain.InboundMessage) error {
+	if m.UserID == "" || m.ID == "" {
+		return fmt.Errorf("%w: an incoming message needs a user and an id", ErrValidation)
+	}
+	if m.Timestamp.IsZero() {
+		m.Timestamp = e.cfg.Clock.Now()
+	}
+	m.Timestamp = m.Timestamp.UTC().Truncate(time.Millisecond)
+	ds, err := e.deliveries(m.UserID, domain.Event{Type: domain.EventMessageReceived, At: m.Timestamp, Data: m})
+	if err != nil {
+		return err
+	}
+	if err := e.cfg.Store.SaveInbound(ctx, m, ds); err != nil {
+		return fmt.Errorf("%w: keep incoming message: %v", ErrUnavailable, err)
+	}
+	e.kick(ds)
+	return nil
+}
+
+// Inbound lists uid's incoming messages at or after since, oldest first (at most limit; 0 = 1000).
+func (e *Events) Inbound(uid string, since time.Time, limit int) ([]domain.InboundMessage, error) {
+	if limit <= 0 || limit > 1000 {
+		limit = 1000
+	}
+	out, err := e.cfg.Store.ListInbound(uid, since, limit)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return out, nil
+}
+
+// EventsStats are the facet's figures (the metrics carry them too).
+type EventsStats struct {
+	Subscriptions int
+	Pending       int64
+}
+
+// Stats reads the facet's figures.
+func (e *Events) Stats() EventsStats {
+	e.mu.RLock()
+	n := len(e.byID)
+	e.mu.RUnlock()
+	return EventsStats{Subscriptions: n, Pending: int64(e.metrics.pendingN.Load())}
+}
+
+// envelope is the Standard Webhooks body.
+type envelope struct {
+	Type      domain.EventType `json:"type"`
+	Timestamp string           `json:"timestamp"`
+	Data      any              `json:"data"`
+}
+
+// deliveries builds one delivery of ev per subscription of uid that takes it (none: nil).
+func (e *Events) deliveries(uid string, ev domain.Event) ([]domain.WebhookDelivery, error) {
+	if !ev.Type.Valid() {
+		return nil, fmt.Errorf("%w: unknown event type %q", ErrValidation, ev.Type)
+	}
+	e.mu.RLock()
+	var subs []string
+	for _, s := range e.byUser[uid] {
+		if s.Wants(ev.Type) {
+			subs = append(subs, s.ID)
+		}
+	}
+	e.mu.RUnlock()
+	if len(subs) == 0 {
+		return nil, nil
+	}
+	now := e.cfg.Clock.Now().UTC()
+	if ev.At.IsZero() {
+		ev.At = now
+	}
+	if ev.ID == "" {
+		ev.ID = "evt_" + randomID(10)
+	}
+	body, err := json.Marshal(envelope{Type: ev.Type, Timestamp: ev.At.UTC().Format(timestampMillis), Data: ev.Data})
+	if err != nil {
+		return nil, fmt.Errorf("%w: event data: %v", ErrValidation, err)
+	}
+	ds := make([]domain.WebhookDelivery, len(subs))
+	for i, id := range subs {
+		ds[i] = domain.WebhookDelivery{
+			ID: "msg_" + randomID(10), SubscriptionID: id, Seq: e.seq.Add(1), EventID: ev.ID,
+			Type: ev.Type, CreatedAt: now, Body: body,
+		}
+	}
+	return ds, nil
+}
+
+// timestampMillis is RFC 3339 UTC with milliseconds (DESIGN.md section 4).
+const timestampMillis = "2006-01-02T15:04:05.000Z07:00"

@@ -1,0 +1,107 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/network"
+	"github.com/gateway/gateway/persist"
+)
+
+// What the storeevents actors consume, implemented by the engine: their storage (the inbox,
+// with the outcomes counted and published), order fetches, views and the message sender.
+
+// storeEventsStore is the storeevents actors' storage: the inbox, with the outcomes counted.
+type storeEventsStore struct {
+	*persist.Inbox
+	s *storeService
+}
+
+func (st storeEventsStore) FinishEvent(ctx context.Context, shop, seq string, rec actors.StoreEventRecord, sentKey string) error {
+	err := st.Finish(ctx, shop, seq, rec, sentKey)
+	if errors.Is(err, persist.ErrNotFound) {
+		return nil // removed meanwhile: the store was disconnected
+	}
+	if err != nil || seq == "" {
+		return err
+	}
+	s := st.s
+	s.pending.Add(-1)
+	if ent := s.byShop(shop); ent != nil && s.pub != nil {
+		s.pub.publish(ent.rec.UserID, domain.Event{Type: domain.EventStoreEvent, Data: domain.StoreEventData{
+			Shop: shop, Topic: rec.Topic, OrderID: rec.OrderID, OrderName: rec.OrderName,
+			Outcome: rec.Status, Reason: rec.Reason, MessageID: rec.MessageID,
+		}})
+	}
+	switch rec.Status {
+	case actors.StoreEventSent:
+		s.sentN.Add(1)
+	case actors.StoreEventSkipped:
+		s.skippedN.Add(1)
+	default:
+		s.failedN.Add(1)
+	}
+	return nil
+}
+
+// What the storeevents actors consume (actors.StoreEventsDeps). The store's current entry is
+// looked up on every call, not the one the actor was spawned for: a reconnect of the same shop
+// (new credentials) keeps its actor.
+
+// FetchOrder implements actors.OrderFetcher with the store's current token.
+func (s *storeService) FetchOrder(ctx context.Context, shop string, orderID int64) ([]byte, error) {
+	cur := s.byShop(shop)
+	if cur == nil {
+		return nil, fmt.Errorf("%w: %s", ErrStoreNotFound, shop)
+	}
+	if cur.token == "" {
+		return nil, actors.ErrNoStoreToken
+	}
+	return s.client.FetchOrder(ctx, shop, cur.token, orderID)
+}
+
+// storeViews publishes a store actor's queue view on the shop's current entry.
+type storeViews struct {
+	s    *storeService
+	shop string
+}
+
+func (v storeViews) PublishView(view actors.StoreEventsView) {
+	if cur := v.s.byShop(v.shop); cur != nil {
+		cur.view.Store(&view)
+	}
+}
+
+// storeSender sends store events' messages through the engine.
+type storeSender struct{ e *Engine }
+
+// Send sends a store event's message through the owner's default session under the entry's
+// message id.
+func (ss storeSender) Send(ctx context.Context, uid, msgID, to, text, origin string) (actors.OutboxEntry, error) {
+	return ss.e.Send(ctx, SendRequest{UserID: uid, Origin: origin,
+		Message: network.Message{ID: msgID, To: to, Kind: network.KindText, Text: text}})
+}
+
+// SessionReady tells whether the user's default session is connected.
+func (ss storeSender) SessionReady(uid string) bool {
+	_, err := ss.e.sendSession(uid, "")
+	return err == nil
+}
+
+// Outcome looks a message up in the outbox.
+func (ss storeSender) Outcome(msgID string) (actors.OutboxEntry, bool) {
+	return ss.e.outboxOutcome(msgID)
+}
+
+// Interface guards.
+var (
+	_ actors.EventStore    = storeEventsStore{}
+	_ actors.OrderFetcher  = (*storeService)(nil)
+	_ actors.Templates     = (*storeService)(nil)
+	_ actors.Sender        = storeSender{}
+	_ actors.Outcomes      = storeSender{}
+	_ actors.ViewPublisher = storeViews{}
+)
