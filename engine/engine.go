@@ -19,6 +19,7 @@ import (
 	"github.com/anthdm/hollywood/actor"
 
 	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/actors/key"
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/persist"
@@ -26,7 +27,7 @@ import (
 
 // Store is what the engine needs from storage.
 type Store interface {
-	actors.KeyStore
+	key.Store
 	GetUser(id string) (persist.User, error)
 	PutUser(ctx context.Context, u persist.User) error
 	ListUsers() ([]persist.User, error)
@@ -150,7 +151,7 @@ func New(cfg Config) (*Engine, error) {
 	e.campaignStore = newCampaignStore(cfg.Store.KV())
 	e.campaigns.byID = map[string]*campaignEntry{}
 	e.authPool.New = func() any {
-		return &authCall{msg: actors.Authorize{Reply: make(chan actors.KeyResult, 1)}, timer: newStoppedTimer()}
+		return &authCall{msg: key.Authorize{Reply: make(chan key.Result, 1)}, timer: newStoppedTimer()}
 	}
 	e.events = hw.SpawnFunc(e.onEvent, "events", actor.WithInboxSize(64))
 	hw.Subscribe(e.events)
@@ -307,6 +308,12 @@ func (e *Engine) Now() time.Time { return e.cfg.Now() }
 
 // Plans is the plan table in force.
 func (e *Engine) Plans() Plans { return e.cfg.Plans }
+
+// clockFunc is the engine's clock as the actors consume it (their Clock interfaces).
+type clockFunc func() time.Time
+
+// Now implements the actors' Clock.
+func (c clockFunc) Now() time.Time { return c() }
 
 func newStoppedTimer() *time.Timer {
 	t := time.NewTimer(time.Hour)

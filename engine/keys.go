@@ -15,7 +15,7 @@ import (
 	"github.com/anthdm/hollywood/actor"
 	"github.com/google/uuid"
 
-	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/actors/key"
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/persist"
 )
@@ -42,6 +42,9 @@ type keyEntry struct {
 	hash [sha256.Size]byte
 	view atomic.Pointer[persist.APIKey]
 }
+
+// Publish implements key.Publisher: the key actor's record, read without a round trip.
+func (ent *keyEntry) Publish(rec persist.APIKey) { ent.view.Store(&rec) }
 
 // keyIndex finds key actors by key id and by the SHA-256 of the raw key.
 type keyIndex struct {
@@ -122,11 +125,8 @@ func (e *Engine) spawnKey(k persist.APIKey) *keyEntry {
 	}
 	rec := k
 	ent.view.Store(&rec)
-	deps := actors.KeyDeps{
-		Store: e.cfg.Store, Now: e.cfg.Now, Log: e.log, Block: e.cfg.KeyBlock,
-		Publish: func(r persist.APIKey) { ent.view.Store(&r) },
-	}
-	ent.pid = e.spawn(actors.NewKey(k.ID, e.keyPlan(k.UserID), deps), keyActorKnd, k.ID)
+	deps := key.Deps{Store: e.cfg.Store, Clock: clockFunc(e.cfg.Now), Log: e.log, Block: e.cfg.KeyBlock, Publisher: ent}
+	ent.pid = e.spawn(key.New(k.ID, e.keyPlan(k.UserID), deps), keyActorKnd, k.ID)
 	e.keys.add(k.ID, ent)
 	return ent
 }
@@ -227,8 +227,8 @@ func (e *Engine) ListKeys(owner string) ([]KeyView, error) {
 	return out, nil
 }
 
-func (e *Engine) askKey(ent *keyEntry) (actors.KeyResult, error) {
-	msg := &actors.GetKey{Reply: make(chan actors.KeyResult, 1)}
+func (e *Engine) askKey(ent *keyEntry) (key.Result, error) {
+	msg := &key.Get{Reply: make(chan key.Result, 1)}
 	e.hw.Send(ent.pid, msg)
 	r, err := waitReply(context.Background(), msg.Reply, e.cfg.AskTimeout, "key")
 	if err != nil {
@@ -254,7 +254,7 @@ func (e *Engine) UpdateKey(ctx context.Context, id string, name, status *string)
 	if ent == nil {
 		return fmt.Errorf("%w: %s", ErrKeyNotFound, id)
 	}
-	msg := &actors.UpdateKey{Name: name, Status: status, Reply: make(chan error, 1)}
+	msg := &key.Update{Name: name, Status: status, Reply: make(chan error, 1)}
 	e.hw.Send(ent.pid, msg)
 	return e.waitErr(ctx, msg.Reply)
 }
@@ -265,7 +265,7 @@ func (e *Engine) DeleteKey(ctx context.Context, id string) error {
 	if ent == nil {
 		return fmt.Errorf("%w: %s", ErrKeyNotFound, id)
 	}
-	msg := &actors.DeleteKey{Reply: make(chan error, 1)}
+	msg := &key.Delete{Reply: make(chan error, 1)}
 	e.hw.Send(ent.pid, msg)
 	if err := e.waitErr(ctx, msg.Reply); err != nil {
 		return err
@@ -303,7 +303,7 @@ func (e *Engine) ValidateKey(raw []byte) (KeyView, error) {
 
 // authCall is a pooled Authorize message with its reply channel and timer.
 type authCall struct {
-	msg   actors.Authorize
+	msg   key.Authorize
 	timer *time.Timer
 }
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/actors/key"
 	"github.com/gateway/gateway/network/sim"
 	"github.com/gateway/gateway/persist"
 )
@@ -171,7 +171,7 @@ func waitUntil(t testing.TB, total time.Duration, what string, cond func() bool)
 }
 
 // authz is AuthorizeKey with its two results in one value, for table checks.
-func authz(e *Engine, raw []byte, scope string) actors.KeyResult {
+func authz(e *Engine, raw []byte, scope string) key.Result {
 	g, err := e.AuthorizeKey(raw, scope)
-	return actors.KeyResult{Grant: g, Err: err}
+	return key.Result{Grant: g, Err: err}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/actors/key"
 	"github.com/gateway/gateway/persist"
 )
 
@@ -194,7 +195,7 @@ func (e *Engine) UpdateUser(ctx context.Context, p UserPatch) (persist.User, err
 	if planChanged {
 		plan := e.keyPlan(u.ID)
 		for _, ent := range e.keys.ofOwner(u.ID) {
-			e.hw.Send(ent.pid, actors.SetKeyPlan{Plan: plan})
+			e.hw.Send(ent.pid, key.SetPlan{Plan: plan})
 		}
 		e.hw.Send(e.account(u.ID), actors.SetAccountLimit{Limit: e.monthlyLimit(u.ID)})
 	}
@@ -226,12 +227,12 @@ func (e *Engine) clientName(uid string) string {
 }
 
 // keyPlan is the daily cap of a user's keys.
-func (e *Engine) keyPlan(uid string) actors.KeyPlan {
+func (e *Engine) keyPlan(uid string) key.Plan {
 	name := e.cfg.DefaultPlan
 	if u, ok := e.users.get(uid); ok && u.Plan != "" {
 		name = u.Plan
 	}
-	return actors.KeyPlan{Name: name, Limit: e.cfg.Plans[name].RateLimit}
+	return key.Plan{Name: name, Limit: e.cfg.Plans[name].RateLimit}
 }
 
 // Limits on identifiers and names: ids become storage keys and names appear in every list.

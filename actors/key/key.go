@@ -1,4 +1,14 @@
-package actors
+// Package key is the actor of one API key: its record and its daily rate limiter. The day's
+// count and the all-time api_calls are reserved durably in blocks (a durable high-water mark),
+// so the hot path rarely waits for a commit and a crash loses at most one block of a key's day.
+//
+// Imports: domain, persist (its ErrNotFound) and hollywood; what the actor needs from the rest of
+// the gateway is declared here as interfaces (Store, Clock, Publisher). Only the engine imports
+// it: it spawns one actor per key and implements those interfaces.
+//
+// Concurrency: every field of Key is owned by the actor's goroutine. Receive never waits on the
+// disk for a mark: a worker goroutine writes it and reports back with a message.
+package key
 
 import (
 	"context"
@@ -8,37 +18,48 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gateway/gateway/domain"
-
 	"github.com/anthdm/hollywood/actor"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/persist"
 )
 
-// KeyStore is what a key actor needs from storage.
-type KeyStore interface {
-	GetKey(id string) (persist.APIKey, error)
-	PutKey(ctx context.Context, k persist.APIKey) error
-	GetKeyUsage(id string) (persist.KeyUsage, error)
-	PutKeyUsage(ctx context.Context, id string, u persist.KeyUsage) error
+// Store is what a key actor needs from storage (persist.Store).
+type Store interface {
+	GetKey(id string) (domain.APIKey, error)
+	PutKey(ctx context.Context, k domain.APIKey) error
+	GetKeyUsage(id string) (domain.KeyUsage, error)
+	PutKeyUsage(ctx context.Context, id string, u domain.KeyUsage) error
+	// DeleteKey returns an error matching persist.ErrNotFound when the key is absent.
 	DeleteKey(ctx context.Context, id string) error
 }
 
-// KeyDeps are the key actor's collaborators.
-type KeyDeps struct {
-	Store KeyStore
-	Now   func() time.Time
+// Clock is the actor's time: the day the count belongs to, expiry, and the reset it reports.
+type Clock interface {
+	Now() time.Time
+}
+
+// Publisher receives the key's record whenever it changes, so reads that need no counting
+// (validate, lists) are served without a round trip to the actor. It is called from the actor's
+// goroutine and must not block.
+type Publisher interface {
+	Publish(rec domain.APIKey)
+}
+
+// Deps are the key actor's collaborators.
+type Deps struct {
+	Store Store
+	Clock Clock
 	Log   *slog.Logger
 	// Block is how many requests (and api_calls) are reserved durably at a time: the hot path
 	// writes once per Block requests, and a crash loses at most one Block of allowance.
 	Block int64
-	// Publish receives the key's record whenever it changes, so reads that need no counting
-	// (validate, lists) are served without a round trip to the actor.
-	Publish func(persist.APIKey)
+	// Publisher is optional (nil: nothing is published).
+	Publisher Publisher
 }
 
-// KeyPlan is the daily cap the key's owner has.
-type KeyPlan struct {
+// Plan is the daily cap the key's owner has.
+type Plan struct {
 	Name  string
 	Limit int64 // requests per UTC day; 0 = no cap
 }
@@ -49,29 +70,30 @@ type (
 	// Authorize counts one API call if the key is usable for Scope ("" = any scope).
 	Authorize struct {
 		Scope string
-		Reply chan KeyResult
+		Reply chan Result
 	}
-	// GetKey answers the key's current view without counting.
-	GetKey struct{ Reply chan KeyResult }
-	// UpdateKey renames and/or changes the status of the key (nil = unchanged).
-	UpdateKey struct {
+	// Get answers the key's current view without counting.
+	Get struct{ Reply chan Result }
+	// Update renames and/or changes the status of the key (nil = unchanged).
+	Update struct {
 		Name   *string
 		Status *string
 		Reply  chan error
 	}
-	// SetKeyPlan changes the daily cap (the owner's plan changed).
-	SetKeyPlan struct{ Plan KeyPlan }
-	// DeleteKey removes the key and its counters from storage; the actor then stops itself.
-	DeleteKey struct{ Reply chan error }
+	// SetPlan changes the daily cap (the owner's plan changed).
+	SetPlan struct{ Plan Plan }
+	// Delete removes the key and its counters from storage; the actor then stops itself.
+	Delete struct{ Reply chan error }
 
 	usageSaved struct {
-		usage persist.KeyUsage
+		usage domain.KeyUsage
 		err   error
 	}
 )
 
-// KeyResult is a key's view as of one message, and why the message failed.
-type KeyResult struct {
+// Result is a key's view as of one message, and why the message failed. Err rides in the reply
+// because the reply is a channel message; the engine returns it as its own error value.
+type Result struct {
 	domain.Grant
 	Err error
 }
@@ -79,11 +101,11 @@ type KeyResult struct {
 // Key is the actor of one API key: its record and its daily rate limiter.
 // All fields are owned by the actor's goroutine.
 type Key struct {
-	deps KeyDeps
+	deps Deps
 	id   string
-	plan KeyPlan
+	plan Plan
 
-	rec     persist.APIKey
+	rec     domain.APIKey
 	loaded  bool
 	deleted bool
 	day     string // UTC day of count
@@ -91,13 +113,13 @@ type Key struct {
 	calls   int64  // api_calls, all time
 	// usage is the durable high-water mark: count may not pass usage.DayMark and calls may not
 	// pass usage.CallsMark until a larger mark is committed.
-	usage     persist.KeyUsage
+	usage     domain.KeyUsage
 	reserving bool
 	pending   []*Authorize
 }
 
-// NewKey returns the producer of the actor for key id.
-func NewKey(id string, plan KeyPlan, deps KeyDeps) actor.Producer {
+// New returns the producer of the actor for key id.
+func New(id string, plan Plan, deps Deps) actor.Producer {
 	if deps.Block <= 0 {
 		deps.Block = 100
 	}
@@ -111,17 +133,17 @@ func (k *Key) Receive(c *actor.Context) {
 		k.load()
 	case *Authorize:
 		k.authorize(c, m)
-	case *GetKey:
+	case *Get:
 		if k.deleted {
-			m.Reply <- KeyResult{Err: ErrKeyNotFound}
+			m.Reply <- Result{Err: domain.ErrKeyNotFound}
 			return
 		}
 		m.Reply <- k.result(nil)
-	case *UpdateKey:
+	case *Update:
 		m.Reply <- k.update(m)
-	case SetKeyPlan:
+	case SetPlan:
 		k.plan = m.Plan
-	case *DeleteKey:
+	case *Delete:
 		k.delete(c, m)
 	case usageSaved:
 		k.saved(c, m)
@@ -144,7 +166,7 @@ func (k *Key) load() {
 		return
 	}
 	k.rec, k.usage, k.loaded = rec, u, true
-	k.day = dayOf(k.deps.Now())
+	k.day = dayOf(k.deps.Clock.Now())
 	k.calls = u.CallsMark
 	if u.Day == k.day {
 		k.count = u.DayMark
@@ -156,21 +178,21 @@ func (k *Key) load() {
 
 func (k *Key) authorize(c *actor.Context, m *Authorize) {
 	if k.deleted {
-		m.Reply <- KeyResult{Err: ErrUnknownKey}
+		m.Reply <- Result{Err: domain.ErrUnknownKey}
 		return
 	}
 	if !k.loaded {
-		m.Reply <- KeyResult{Err: ErrUnavailable}
+		m.Reply <- Result{Err: domain.ErrUnavailable}
 		return
 	}
-	now := k.deps.Now()
+	now := k.deps.Clock.Now()
 	k.rollDay(now)
 	if err := k.usable(now, m.Scope); err != nil {
 		m.Reply <- k.result(err)
 		return
 	}
 	if k.plan.Limit > 0 && k.count >= k.plan.Limit {
-		m.Reply <- k.result(ErrRateLimited)
+		m.Reply <- k.result(domain.ErrRateLimited)
 		return
 	}
 	if k.count >= k.usage.DayMark || k.calls >= k.usage.CallsMark {
@@ -202,13 +224,13 @@ func (k *Key) block() int64 {
 // usable reports why the key may not be used now, if it may not.
 func (k *Key) usable(now time.Time, scope string) error {
 	if k.rec.Status != "active" {
-		return ErrKeyRevoked
+		return domain.ErrKeyRevoked
 	}
 	if k.rec.ExpiresAt != nil && !now.Before(*k.rec.ExpiresAt) {
-		return ErrKeyExpired
+		return domain.ErrKeyExpired
 	}
 	if scope != "" && !slices.Contains(k.rec.Scopes, scope) {
-		return fmt.Errorf("%w: %s", ErrInsufficientScope, scope)
+		return fmt.Errorf("%w: %s", domain.ErrInsufficientScope, scope)
 	}
 	return nil
 }
@@ -221,14 +243,14 @@ func (k *Key) reserve(c *actor.Context) {
 	}
 	k.reserving = true
 	b := k.block()
-	next := persist.KeyUsage{Day: k.day, DayMark: k.count + b, CallsMark: k.calls + b}
+	next := domain.KeyUsage{Day: k.day, DayMark: k.count + b, CallsMark: k.calls + b}
 	if k.plan.Limit > 0 && next.DayMark > k.plan.Limit {
 		next.DayMark = max(k.plan.Limit, k.usage.DayMark)
 	}
-	store, id, engine, self := k.deps.Store, k.id, c.Engine(), c.PID()
+	store, id, hw, self := k.deps.Store, k.id, c.Engine(), c.PID()
 	go func() {
 		err := store.PutKeyUsage(context.Background(), id, next)
-		engine.Send(self, usageSaved{usage: next, err: err})
+		hw.Send(self, usageSaved{usage: next, err: err})
 	}()
 }
 
@@ -239,7 +261,7 @@ func (k *Key) saved(c *actor.Context, m usageSaved) {
 	if m.err != nil {
 		k.deps.Log.Error("key actor: save usage mark", "key_id", k.id, "err", m.err)
 		for _, p := range pending {
-			p.Reply <- KeyResult{Err: fmt.Errorf("%w: storage: %w", ErrUnavailable, m.err)}
+			p.Reply <- Result{Err: fmt.Errorf("%w: storage: %w", domain.ErrUnavailable, m.err)}
 		}
 		return
 	}
@@ -259,12 +281,12 @@ func (k *Key) rollDay(now time.Time) {
 	}
 }
 
-func (k *Key) update(m *UpdateKey) error {
+func (k *Key) update(m *Update) error {
 	if k.deleted {
-		return ErrKeyNotFound
+		return domain.ErrKeyNotFound
 	}
 	if !k.loaded {
-		return ErrUnavailable
+		return domain.ErrUnavailable
 	}
 	rec := k.rec
 	if m.Name != nil {
@@ -274,25 +296,25 @@ func (k *Key) update(m *UpdateKey) error {
 		rec.Status = *m.Status
 	}
 	if err := k.deps.Store.PutKey(context.Background(), rec); err != nil {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", domain.ErrUnavailable, err)
 	}
 	k.rec = rec
 	k.publish()
 	return nil
 }
 
-func (k *Key) delete(c *actor.Context, m *DeleteKey) {
+func (k *Key) delete(c *actor.Context, m *Delete) {
 	if k.deleted {
-		m.Reply <- ErrKeyNotFound
+		m.Reply <- domain.ErrKeyNotFound
 		return
 	}
 	if err := k.deps.Store.DeleteKey(context.Background(), k.id); err != nil && !errors.Is(err, persist.ErrNotFound) {
-		m.Reply <- fmt.Errorf("%w: %w", ErrUnavailable, err)
+		m.Reply <- fmt.Errorf("%w: %w", domain.ErrUnavailable, err)
 		return
 	}
 	k.deleted = true
 	for _, p := range k.pending {
-		p.Reply <- KeyResult{Err: ErrUnknownKey}
+		p.Reply <- Result{Err: domain.ErrUnknownKey}
 	}
 	k.pending = nil
 	m.Reply <- nil
@@ -304,22 +326,22 @@ func (k *Key) flush() {
 	if !k.loaded || k.deleted {
 		return
 	}
-	u := persist.KeyUsage{Day: k.day, DayMark: k.count, CallsMark: k.calls}
+	u := domain.KeyUsage{Day: k.day, DayMark: k.count, CallsMark: k.calls}
 	if err := k.deps.Store.PutKeyUsage(context.Background(), k.id, u); err != nil {
 		k.deps.Log.Warn("key actor: flush usage", "key_id", k.id, "err", err)
 	}
 }
 
 func (k *Key) publish() {
-	if k.deps.Publish != nil {
-		k.deps.Publish(k.rec)
+	if k.deps.Publisher != nil {
+		k.deps.Publisher.Publish(k.rec)
 	}
 }
 
-func (k *Key) result(err error) KeyResult {
-	r := KeyResult{Grant: domain.Grant{
+func (k *Key) result(err error) Result {
+	r := Result{Grant: domain.Grant{
 		Key: k.rec, Plan: k.plan.Name, Limit: k.plan.Limit, Used: k.count,
-		Reset: nextDay(k.deps.Now()), APICalls: k.calls,
+		Reset: nextDay(k.deps.Clock.Now()), APICalls: k.calls,
 	}, Err: err}
 	if k.plan.Limit > 0 {
 		r.Remaining = max(k.plan.Limit-k.count, 0)
