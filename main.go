@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/actors/account"
 	"github.com/gateway/gateway/actors/webhook"
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/ecom"
@@ -76,7 +77,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 var (
 	_ network.Network     = (*sim.Network)(nil)
 	_ httpapi.SimControls = (*sim.Network)(nil)
-	_ actors.AccountStore = persist.Accounts{}
+	_ account.Store       = persist.Accounts{}
 	_ actors.Contacts     = persist.Contacts{}
 	_ engine.Store        = (*persist.Store)(nil)
 )

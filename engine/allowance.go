@@ -7,7 +7,7 @@ import (
 
 	"github.com/anthdm/hollywood/actor"
 
-	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/actors/account"
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/persist"
 )
@@ -23,13 +23,13 @@ type Reservation struct {
 	left atomic.Int64
 }
 
-// ReserveOpts are the account actor's options for a reservation (see actors.Reserve).
+// ReserveOpts are the account actor's options for a reservation (see account.Reserve).
 type ReserveOpts struct{ Force, Reclaim bool }
 
 // reserve asks the user's account for up to n messages; the reservation may hold less (a bulk
 // batch is clipped). ErrQuotaExceeded when nothing is left this month.
 func (e *Engine) reserve(ctx context.Context, uid string, n int64, o ReserveOpts) (*Reservation, error) {
-	msg := &actors.Reserve{N: n, Force: o.Force, Reclaim: o.Reclaim, Reply: make(chan actors.AccountResult, 1)}
+	msg := &account.Reserve{N: n, Force: o.Force, Reclaim: o.Reclaim, Reply: make(chan account.Result, 1)}
 	e.hw.Send(e.account(uid), msg)
 	res, err := waitReply(ctx, msg.Reply, e.cfg.AskTimeout, "account")
 	if err == nil {
@@ -62,21 +62,21 @@ func (r *Reservation) Take(n int64) *Reservation {
 // Commit counts n held messages as sent.
 func (r *Reservation) Commit(n int64) {
 	if r.take(n) {
-		r.e.hw.Send(r.e.account(r.uid), actors.Settle{Sent: n, Unreserve: n})
+		r.e.hw.Send(r.e.account(r.uid), account.Settle{Sent: n, Unreserve: n})
 	}
 }
 
 // Release gives back whatever the reservation still holds.
 func (r *Reservation) Release() {
 	if n := r.left.Swap(0); n > 0 {
-		r.e.hw.Send(r.e.account(r.uid), actors.Settle{Unreserve: n})
+		r.e.hw.Send(r.e.account(r.uid), account.Settle{Unreserve: n})
 	}
 }
 
 // ReleaseN gives back n of what the reservation holds.
 func (r *Reservation) ReleaseN(n int64) {
 	if r.take(n) {
-		r.e.hw.Send(r.e.account(r.uid), actors.Settle{Unreserve: n})
+		r.e.hw.Send(r.e.account(r.uid), account.Settle{Unreserve: n})
 	}
 }
 
@@ -108,8 +108,8 @@ func (e *Engine) account(uid string) *actor.PID {
 	e.accounts.mu.Lock()
 	defer e.accounts.mu.Unlock()
 	if pid = e.accounts.pids[uid]; pid == nil {
-		deps := actors.AccountDeps{Store: e.accountTable, Now: e.cfg.Now, Log: e.log}
-		pid = e.spawn(actors.NewAccount(uid, e.monthlyLimit(uid), deps), "account", uid)
+		deps := account.Deps{Store: e.accountTable, Clock: clockFunc(e.cfg.Now), Log: e.log}
+		pid = e.spawn(account.New(uid, e.monthlyLimit(uid), deps), "account", uid)
 		e.accounts.pids[uid] = pid
 	}
 	return pid
@@ -128,13 +128,13 @@ func (e *Engine) planOf(uid string) Plan {
 }
 
 // Account is the user's monthly allowance.
-func (e *Engine) Account(ctx context.Context, uid string) (actors.AccountResult, error) {
-	msg := &actors.GetAccount{Reply: make(chan actors.AccountResult, 1)}
+func (e *Engine) Account(ctx context.Context, uid string) (account.Result, error) {
+	msg := &account.Get{Reply: make(chan account.Result, 1)}
 	e.hw.Send(e.account(uid), msg)
 	return waitReply(ctx, msg.Reply, e.cfg.AskTimeout, "account")
 }
 
-var _ actors.AccountStore = persist.Accounts{}
+var _ account.Store = persist.Accounts{}
 
 // pacingOf is the pacing of a session owned by uid: the network's default with the owner's
 // plan's over it (the session's own override is laid on by its actor).

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/actors/account"
 	"github.com/gateway/gateway/actors/key"
 	"github.com/gateway/gateway/persist"
 )
@@ -197,7 +197,7 @@ func (e *Engine) UpdateUser(ctx context.Context, p UserPatch) (persist.User, err
 		for _, ent := range e.keys.ofOwner(u.ID) {
 			e.hw.Send(ent.pid, key.SetPlan{Plan: plan})
 		}
-		e.hw.Send(e.account(u.ID), actors.SetAccountLimit{Limit: e.monthlyLimit(u.ID)})
+		e.hw.Send(e.account(u.ID), account.SetLimit{Limit: e.monthlyLimit(u.ID)})
 	}
 	return u, nil
 }

@@ -1,4 +1,15 @@
-package actors
+// Package account is the actor of one user's monthly message allowance: reservations in
+// memory, the count written behind, and a durable mark raised a block ahead so that a crash
+// never lets a user exceed the monthly limit.
+//
+// Imports: domain and hollywood; what the actor needs from the rest of the gateway is declared
+// here as interfaces (Store, Clock). Only the engine imports it: it spawns one actor per user
+// (on first use) and implements those interfaces (persist.Accounts is the Store).
+//
+// Concurrency: every field of Account is owned by the actor's goroutine. Receive never waits on
+// the disk: a worker goroutine writes the snapshot (one write in flight at a time) and reports
+// back with a message.
+package account
 
 import (
 	"context"
@@ -6,31 +17,33 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/gateway/gateway/domain"
-
 	"github.com/anthdm/hollywood/actor"
+
+	"github.com/gateway/gateway/domain"
 )
 
-// AccountState is a user's monthly message allowance snapshot (domain.Allowance).
-type AccountState = domain.Allowance
-
-// AccountStore persists account snapshots.
-type AccountStore interface {
-	GetAccount(userID string) (AccountState, error) // zero state and nil when none
-	PutAccount(ctx context.Context, s AccountState) error
+// Store persists account snapshots (persist.Accounts).
+type Store interface {
+	GetAccount(userID string) (domain.Allowance, error) // zero state and nil when none
+	PutAccount(ctx context.Context, s domain.Allowance) error
 }
 
-// AccountDeps are the account actor's collaborators.
-type AccountDeps struct {
-	Store AccountStore
-	Now   func() time.Time
+// Clock is the actor's time: the month a count belongs to, and the reset it reports.
+type Clock interface {
+	Now() time.Time
+}
+
+// Deps are the account actor's collaborators.
+type Deps struct {
+	Store Store
+	Clock Clock
 	Log   *slog.Logger
 }
 
 // Account-actor messages.
 type (
 	// Reserve asks for up to N messages of this month's allowance. Granted may be less than N
-	// (a bulk batch is clipped); zero with ErrQuotaExceeded when none is left.
+	// (a bulk batch is clipped); zero with domain.ErrQuotaExceeded when none is left.
 	Reserve struct {
 		N int64
 		// Force grants N whatever is left: a message accepted before a crash and sent again
@@ -40,7 +53,7 @@ type (
 		// in the mark it left, which boot sees as ghost): a campaign resumed or a message
 		// recovered at boot re-takes its own reservation instead of taking it twice.
 		Reclaim bool
-		Reply   chan AccountResult
+		Reply   chan Result
 
 		reclaimed int64 // taken from the ghost (set by the actor)
 	}
@@ -48,10 +61,10 @@ type (
 	// the reservation to give back (successes included). A message re-sent at boot after a
 	// crash is reserved again (Force) and settles like any other.
 	Settle struct{ Sent, Unreserve int64 }
-	// GetAccount answers the current allowance.
-	GetAccount struct{ Reply chan AccountResult }
-	// SetAccountLimit changes the monthly limit (the plan changed).
-	SetAccountLimit struct{ Limit int64 }
+	// Get answers the current allowance.
+	Get struct{ Reply chan Result }
+	// SetLimit changes the monthly limit (the plan changed).
+	SetLimit struct{ Limit int64 }
 
 	accountFlush struct{}
 	accountSaved struct {
@@ -61,8 +74,9 @@ type (
 	}
 )
 
-// AccountResult is the allowance after a message.
-type AccountResult struct {
+// Result is the allowance after a message. Err rides in the reply because the reply is a
+// channel message; the engine returns it as its own error value.
+type Result struct {
 	Granted   int64
 	Sent      int64 // messagesSent this month
 	Limit     int64 // monthly limit, 0 = none
@@ -78,9 +92,9 @@ type AccountResult struct {
 // and Mark counts as used (at most one block lost, never the limit exceeded); a graceful stop
 // writes the exact count.
 type Account struct {
-	deps     AccountDeps
+	deps     Deps
 	limit    int64
-	st       AccountState // st.Mark is the mark known to be durable
+	st       domain.Allowance // st.Mark is the mark known to be durable
 	reserved int64
 	ghost    int64 // allowance of the last process whose fate is unknown (crash leftovers)
 	wantMark int64
@@ -99,9 +113,9 @@ const (
 	accountFlushEvery = 20 * time.Millisecond
 )
 
-// NewAccount returns the producer of a user's account actor.
-func NewAccount(userID string, limit int64, deps AccountDeps) actor.Producer {
-	return func() actor.Receiver { return &Account{deps: deps, limit: limit, st: AccountState{UserID: userID}} }
+// New returns the producer of a user's account actor.
+func New(userID string, limit int64, deps Deps) actor.Producer {
+	return func() actor.Receiver { return &Account{deps: deps, limit: limit, st: domain.Allowance{UserID: userID}} }
 }
 
 // Receive implements actor.Receiver.
@@ -118,16 +132,16 @@ func (a *Account) Receive(c *actor.Context) {
 		if m.Sent > 0 && !a.flushQueued {
 			// Coalesce the writes of the count (they cost 7 % of a send's CPU one per commit).
 			a.flushQueued = true
-			engine, self := c.Engine(), c.PID()
-			time.AfterFunc(accountFlushEvery, func() { engine.Send(self, accountFlush{}) })
+			hw, self := c.Engine(), c.PID()
+			time.AfterFunc(accountFlushEvery, func() { hw.Send(self, accountFlush{}) })
 		}
 	case accountFlush:
 		a.flushQueued = false
 		a.save(c)
-	case *GetAccount:
+	case *Get:
 		a.roll()
 		m.Reply <- a.result()
-	case SetAccountLimit:
+	case SetLimit:
 		a.limit = m.Limit
 	case accountSaved:
 		a.saving = false
@@ -138,7 +152,7 @@ func (a *Account) Receive(c *actor.Context) {
 			a.dirty = true
 			a.wantMark = a.st.Mark
 			for _, p := range pending {
-				p.Reply <- AccountResult{Err: fmt.Errorf("%w: storage: %w", ErrUnavailable, m.err)}
+				p.Reply <- Result{Err: fmt.Errorf("%w: storage: %w", domain.ErrUnavailable, m.err)}
 			}
 			return
 		}
@@ -167,7 +181,7 @@ func (a *Account) used() int64 { return a.st.Sent + a.reserved + a.ghost }
 func (a *Account) reserve(c *actor.Context, m *Reserve) {
 	a.roll()
 	if !a.loaded {
-		m.Reply <- AccountResult{Err: ErrUnavailable}
+		m.Reply <- Result{Err: domain.ErrUnavailable}
 		return
 	}
 	if m.Reclaim {
@@ -191,7 +205,7 @@ func (a *Account) reserve(c *actor.Context, m *Reserve) {
 	r := a.result()
 	r.Granted = granted + m.reclaimed
 	if r.Granted == 0 && m.N > 0 {
-		r.Err = ErrQuotaExceeded
+		r.Err = domain.ErrQuotaExceeded
 	}
 	m.Reply <- r
 }
@@ -212,7 +226,7 @@ func (a *Account) load() {
 
 // roll starts a new period at the first message of a new UTC month.
 func (a *Account) roll() {
-	if p := a.deps.Now().UTC().Format("2006-01"); p != a.st.Period {
+	if p := a.deps.Clock.Now().UTC().Format("2006-01"); p != a.st.Period {
 		a.st.Period, a.st.Sent, a.st.Mark, a.wantMark, a.ghost = p, 0, 0, 0, 0
 	}
 }
@@ -223,15 +237,15 @@ func (a *Account) save(c *actor.Context) {
 		return
 	}
 	a.saving, a.dirty = true, false
-	st, store, engine, self := a.st, a.deps.Store, c.Engine(), c.PID()
+	st, store, hw, self := a.st, a.deps.Store, c.Engine(), c.PID()
 	st.Mark = max(st.Mark, a.wantMark)
 	go func() {
-		engine.Send(self, accountSaved{period: st.Period, mark: st.Mark, err: store.PutAccount(context.Background(), st)})
+		hw.Send(self, accountSaved{period: st.Period, mark: st.Mark, err: store.PutAccount(context.Background(), st)})
 	}()
 }
 
-func (a *Account) result() AccountResult {
-	r := AccountResult{Sent: a.st.Sent, Limit: a.limit, Reset: nextMonth(a.deps.Now())}
+func (a *Account) result() Result {
+	r := Result{Sent: a.st.Sent, Limit: a.limit, Reset: nextMonth(a.deps.Clock.Now())}
 	if a.limit > 0 {
 		r.Remaining = max(a.limit-a.used(), 0)
 	}
