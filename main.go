@@ -26,8 +26,8 @@ import (
 	"github.com/anthdm/hollywood/actor"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gateway/gateway/actors"
 	"github.com/gateway/gateway/actors/account"
+	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/actors/webhook"
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/ecom"
@@ -78,7 +78,8 @@ var (
 	_ network.Network     = (*sim.Network)(nil)
 	_ httpapi.SimControls = (*sim.Network)(nil)
 	_ account.Store       = persist.Accounts{}
-	_ actors.Contacts     = persist.Contacts{}
+	_ session.Contacts    = persist.Contacts{}
+	_ session.Store       = persist.Sessions{}
 	_ engine.Store        = (*persist.Store)(nil)
 )
 

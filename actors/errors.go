@@ -20,4 +20,6 @@ var (
 	ErrForbidden         = domain.ErrForbidden
 	ErrStoreNotFound     = domain.ErrStoreNotFound
 	ErrInvalidSignature  = domain.ErrInvalidSignature
+	ErrAlreadyConnected  = domain.ErrAlreadyConnected
+	ErrNotConnected      = domain.ErrNotConnected
 )

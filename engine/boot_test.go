@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network/sim"
 	"github.com/gateway/gateway/persist"
 )
@@ -52,7 +52,7 @@ func TestBootReconnectsSpreadOverTheWindow(t *testing.T) {
 	}
 	waitUntil(t, 20*time.Second, "every session linked", func() bool {
 		for _, uid := range uids {
-			if e1.SessionStatus(uid).Status != actors.StatusConnected {
+			if e1.SessionStatus(uid).Status != domain.StatusConnected {
 				return false
 			}
 		}
@@ -69,7 +69,7 @@ func TestBootReconnectsSpreadOverTheWindow(t *testing.T) {
 	at := map[string]time.Duration{}
 	waitUntil(t, 3*window, "every session reconnected", func() bool {
 		for _, uid := range uids {
-			if _, ok := at[uid]; !ok && e2.SessionStatus(uid).Status == actors.StatusConnected {
+			if _, ok := at[uid]; !ok && e2.SessionStatus(uid).Status == domain.StatusConnected {
 				at[uid] = time.Since(start)
 			}
 		}

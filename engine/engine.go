@@ -20,6 +20,7 @@ import (
 
 	"github.com/gateway/gateway/actors"
 	"github.com/gateway/gateway/actors/key"
+	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/persist"
@@ -87,8 +88,8 @@ type Engine struct {
 	msgs          *messages
 	accountTable  persist.Accounts
 	contacts      persist.Contacts
-	inbound       actors.Inbound // takes incoming messages (events out); nil drops them
-	pub           *publisher     // events out, in order (nil: off)
+	inbound       session.Inbound // takes incoming messages (events out); nil drops them
+	pub           *publisher      // events out, in order (nil: off)
 	accounts      accountIndex
 	metrics       engineMetrics
 	idem          idempotency

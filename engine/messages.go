@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/persist"
 )
@@ -43,7 +43,7 @@ type SendRequest struct {
 }
 
 // messages is the message facet: it accepts messages into the durable outbox, hands them to
-// their session's deliverer, and takes their outcomes back (actors.Deliveries). It owns each
+// their session's deliverer, and takes their outcomes back (session.Deliveries). It owns each
 // in-flight message's reservation and its waiters.
 type messages struct {
 	e      *Engine
@@ -144,7 +144,7 @@ func (e *Engine) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry, e
 	}
 	m.track(entry.ID, res, ch)
 	e.pub.publish(entry.UserID, messageEvent(entry, domain.MsgQueued, now))
-	e.hw.Send(ent.pid, actors.Enqueue{Entry: entry})
+	e.hw.Send(ent.pid, session.Enqueue{Entry: entry})
 	if ch == nil {
 		return entry, nil
 	}
@@ -232,7 +232,7 @@ func failure(e domain.OutboxEntry) error {
 	return fmt.Errorf("%w: %s", ErrNetwork, e.Error)
 }
 
-// Outcome implements actors.Deliveries: the network's final word on a message. The outcome is
+// Outcome implements session.Deliveries: the network's final word on a message. The outcome is
 // recorded in the background (a lost one only means a re-send under the same id at boot, which
 // the network treats as the same message), and the reservation is settled only once that
 // record is durable: a message is counted in messagesSent after its pending entry is gone, so
@@ -286,7 +286,7 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	}
 }
 
-// Receipt implements actors.Deliveries: the recipient's device reported on a message
+// Receipt implements session.Deliveries: the recipient's device reported on a message
 // (delivered, read); recorded beside its outcome.
 func (m *messages) Receipt(id string, status domain.MessageStatus, at time.Time) {
 	m.receiptOf(id, domain.StatusChange{Status: status, At: domain.MillisOf(at)})
@@ -351,7 +351,7 @@ func (e *Engine) sendSession(uid, sessionID string) (*sessionEntry, error) {
 	} else if ent = e.sessions.get(sessionID); ent == nil || ent.view.Load().AssignedTo != uid {
 		return nil, fmt.Errorf("%w: session %s is not assigned to this account", ErrForbidden, sessionID)
 	}
-	if v := ent.view.Load(); v.Status != actors.StatusConnected && !v.Linked {
+	if v := ent.view.Load(); v.Status != domain.StatusConnected && !v.Linked {
 		return nil, fmt.Errorf("%w: link the session first", ErrNotConnected)
 	}
 	return ent, nil
@@ -390,7 +390,7 @@ func (e *Engine) recoverOutbox() (int, error) {
 			return 0, fmt.Errorf("engine: outbox: reserve for %s: %w", entry.ID, err)
 		}
 		e.msgs.track(entry.ID, res, nil)
-		e.hw.Send(ent.pid, actors.Enqueue{Entry: entry})
+		e.hw.Send(ent.pid, session.Enqueue{Entry: entry})
 	}
 	return len(pending), nil
 }

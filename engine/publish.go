@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/persist"
@@ -122,7 +122,7 @@ func messageEvent(e domain.OutboxEntry, status domain.MessageStatus, at time.Tim
 	return domain.Event{Type: domain.EventMessageStatus, At: at, Data: d}
 }
 
-// sessionEvents publishes a session's status changes (actors.SessionEvents).
+// sessionEvents publishes a session's status changes (session.Events).
 type sessionEvents struct{ p *publisher }
 
 func (s sessionEvents) SessionChanged(st domain.Session) {
@@ -137,7 +137,7 @@ func (s sessionEvents) SessionChanged(st domain.Session) {
 	s.p.publish(st.AssignedTo, domain.Event{Type: domain.EventSessionStatus, Data: d})
 }
 
-// inbound keeps incoming messages and publishes message.received (actors.Inbound).
+// inbound keeps incoming messages and publishes message.received (session.Inbound).
 type inbound struct {
 	sink EventSink
 	log  interface{ Warn(string, ...any) }
@@ -160,6 +160,6 @@ func (in inbound) Incoming(s domain.Session, m network.Incoming) {
 }
 
 var (
-	_ actors.Inbound       = inbound{}
-	_ actors.SessionEvents = sessionEvents{}
+	_ session.Inbound = inbound{}
+	_ session.Events  = sessionEvents{}
 )

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network/sim"
 	"github.com/gateway/gateway/persist"
 )
@@ -62,7 +62,7 @@ func TestCampaignTimerDrift(t *testing.T) {
 	}
 	waitUntil(t, 20*time.Second, "every session connected", func() bool {
 		for _, uid := range uids {
-			if e.SessionStatus(uid).Status != actors.StatusConnected {
+			if e.SessionStatus(uid).Status != domain.StatusConnected {
 				return false
 			}
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/anthdm/hollywood/actor"
 	"github.com/google/uuid"
 
-	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/persist"
@@ -22,8 +22,8 @@ import (
 
 // Session errors, re-exported.
 var (
-	ErrAlreadyConnected = actors.ErrAlreadyConnected
-	ErrNotConnected     = actors.ErrNotConnected
+	ErrAlreadyConnected = domain.ErrAlreadyConnected
+	ErrNotConnected     = domain.ErrNotConnected
 )
 
 const sessionActorKind = "session"
@@ -31,8 +31,11 @@ const sessionActorKind = "session"
 // sessionEntry is one session's actor and the last view it published.
 type sessionEntry struct {
 	pid  *actor.PID
-	view atomic.Pointer[actors.SessionState]
+	view atomic.Pointer[domain.Session]
 }
+
+// Publish implements session.Publisher: the session actor's view, read without a round trip.
+func (ent *sessionEntry) Publish(s domain.Session) { ent.view.Store(&s) }
 
 // sessionIndex finds session actors by id and a user's sessions.
 type sessionIndex struct {
@@ -106,7 +109,7 @@ func (e *Engine) bootSessions() (int, error) {
 		return 0, fmt.Errorf("engine: load sessions: %w", err)
 	}
 	// Oldest assignment first, so each user's default is the one assigned last.
-	slices.SortFunc(states, func(a, b actors.SessionState) int { return a.AssignedAt.Compare(b.AssignedAt) })
+	slices.SortFunc(states, func(a, b domain.Session) int { return a.AssignedAt.Compare(b.AssignedAt) })
 	// Linked sessions reconnect spread over the boot window, in a shuffled order.
 	linked := 0
 	for _, st := range states {
@@ -126,19 +129,19 @@ func (e *Engine) bootSessions() (int, error) {
 	return len(states), nil
 }
 
-func (e *Engine) spawnSession(st actors.SessionState) *sessionEntry {
+func (e *Engine) spawnSession(st domain.Session) *sessionEntry {
 	return e.spawnSessionDelayed(st, 0)
 }
 
 // spawnSessionDelayed spawns a session actor whose first reconnect (a linked session) waits
 // connectDelay.
-func (e *Engine) spawnSessionDelayed(st actors.SessionState, connectDelay time.Duration) *sessionEntry {
+func (e *Engine) spawnSessionDelayed(st domain.Session, connectDelay time.Duration) *sessionEntry {
 	ent := &sessionEntry{}
 	view := st
 	ent.view.Store(&view)
-	deps := actors.SessionDeps{
-		Store: e.sessionTable, Network: e.cfg.Network, Now: e.cfg.Now, Log: e.log,
-		Publish:      func(s actors.SessionState) { ent.view.Store(&s) },
+	deps := session.Deps{
+		Store: e.sessionTable, Network: e.cfg.Network, Clock: clockFunc(e.cfg.Now), Log: e.log,
+		Publisher:    ent,
 		Deliveries:   e.msgs,
 		Messages:     e.msgs,
 		Inbound:      e.inbound,
@@ -147,7 +150,6 @@ func (e *Engine) spawnSessionDelayed(st actors.SessionState, connectDelay time.D
 		Contacts:     e.contacts,
 		Pacing:       e.pacingOf(st.AssignedTo),
 		SendTimeout:  e.cfg.SendTimeout,
-		Load:         e.sessionTable.GetSession,
 	}
 	e.sessions.mu.Lock()
 	e.sessions.byID[st.ID] = ent
@@ -155,13 +157,16 @@ func (e *Engine) spawnSessionDelayed(st actors.SessionState, connectDelay time.D
 	if st.AssignedTo != "" {
 		e.sessions.assign(st.ID, "", st.AssignedTo)
 	}
-	ent.pid = e.spawn(actors.NewSession(st, deps), sessionActorKind, st.ID)
+	ent.pid = e.spawn(session.New(st, deps), sessionActorKind, st.ID)
 	return ent
 }
 
+// SessionState is a session's snapshot (domain.Session); SessionView embeds it under this name.
+type SessionState = domain.Session
+
 // SessionView is a session as the admin list shows it.
 type SessionView struct {
-	actors.SessionState
+	SessionState
 	ClientName string
 }
 
@@ -204,8 +209,8 @@ func (e *Engine) CreateSession(ctx context.Context, name, assignTo string) (Sess
 		}
 	}
 	now := e.Now().UTC()
-	st := actors.SessionState{
-		ID: uuid.NewString(), Name: strings.TrimSpace(name), Status: actors.StatusCreated,
+	st := domain.Session{
+		ID: uuid.NewString(), Name: strings.TrimSpace(name), Status: domain.StatusCreated,
 		AssignedTo: assignTo, CreatedAt: now, LastActivity: now,
 	}
 	if assignTo != "" {
@@ -238,7 +243,7 @@ func (e *Engine) AssignSession(ctx context.Context, sessionID, userID string) er
 			return err
 		}
 	}
-	msg := &actors.AssignSession{UserID: userID, Reply: make(chan actors.SessionReply, 1)}
+	msg := &session.Assign{UserID: userID, Reply: make(chan session.Reply, 1)}
 	e.hw.Send(ent.pid, msg)
 	r, err := e.waitSession(ctx, msg.Reply)
 	if err != nil {
@@ -249,7 +254,7 @@ func (e *Engine) AssignSession(ctx context.Context, sessionID, userID string) er
 	}
 	e.sessions.assign(sessionID, from, userID)
 	// The new owner's plan may pace differently.
-	e.hw.Send(ent.pid, actors.SetPacing{Pacing: e.pacingOf(userID)})
+	e.hw.Send(ent.pid, session.SetPacing{Pacing: e.pacingOf(userID)})
 	return nil
 }
 
@@ -277,7 +282,7 @@ func (e *Engine) UpdateSession(ctx context.Context, sessionID string, u SessionU
 			return SessionView{}, fmt.Errorf("%w: proxy must be socks5://host:port or http(s)://host:port", ErrValidation)
 		}
 	}
-	msg := &actors.UpdateSession{SetPacing: u.SetPacing, Pacing: p, Proxy: u.Proxy, Reply: make(chan actors.SessionReply, 1)}
+	msg := &session.Update{SetPacing: u.SetPacing, Pacing: p, Proxy: u.Proxy, Reply: make(chan session.Reply, 1)}
 	e.hw.Send(ent.pid, msg)
 	r, err := e.waitSession(ctx, msg.Reply)
 	if err == nil && r.Err != nil {
@@ -300,10 +305,10 @@ func (e *Engine) Pacing(sessionID string) (domain.Pacing, error) {
 }
 
 // SessionStatus is a user's session as the dashboard sees it; NOT_CREATED when there is none.
-func (e *Engine) SessionStatus(uid string) actors.SessionState {
+func (e *Engine) SessionStatus(uid string) domain.Session {
 	ent := e.sessions.defaultOf(uid)
 	if ent == nil {
-		return actors.SessionState{Status: actors.StatusNotCreated}
+		return domain.Session{Status: domain.StatusNotCreated}
 	}
 	st := *ent.view.Load()
 	st.Status = st.ClientStatus()
@@ -333,58 +338,58 @@ func (e *Engine) ownSession(ctx context.Context, u persist.User) (*sessionEntry,
 
 // StartSession starts the user's session (creating it first if they have none): linking by QR
 // for an unlinked device, a reconnect for a linked one.
-func (e *Engine) StartSession(ctx context.Context, u persist.User) (actors.SessionState, error) {
+func (e *Engine) StartSession(ctx context.Context, u persist.User) (domain.Session, error) {
 	ent, err := e.ownSession(ctx, u)
 	if err != nil {
-		return actors.SessionState{}, err
+		return domain.Session{}, err
 	}
-	msg := &actors.StartSession{Reply: make(chan actors.SessionReply, 1)}
+	msg := &session.Start{Reply: make(chan session.Reply, 1)}
 	e.hw.Send(ent.pid, msg)
 	r, err := e.waitSession(ctx, msg.Reply)
 	if err != nil {
-		return actors.SessionState{}, err
+		return domain.Session{}, err
 	}
 	return r.State, r.Err
 }
 
 // SessionQR returns the QR code text to show for the user's session, creating and starting the
 // session when needed; ErrAlreadyConnected when it is linked and connected.
-func (e *Engine) SessionQR(ctx context.Context, u persist.User) (actors.SessionState, error) {
+func (e *Engine) SessionQR(ctx context.Context, u persist.User) (domain.Session, error) {
 	ent, err := e.ownSession(ctx, u)
 	if err != nil {
-		return actors.SessionState{}, err
+		return domain.Session{}, err
 	}
-	msg := &actors.GetQR{Reply: make(chan actors.SessionReply, 1)}
+	msg := &session.GetQR{Reply: make(chan session.Reply, 1)}
 	e.hw.Send(ent.pid, msg)
 	r, err := e.waitSession(ctx, msg.Reply)
 	if err != nil {
-		return actors.SessionState{}, err
+		return domain.Session{}, err
 	}
 	return r.State, r.Err
 }
 
 // SessionPairCode starts linking the user's session by phone number and returns the code.
-func (e *Engine) SessionPairCode(ctx context.Context, u persist.User, phone string) (actors.SessionState, string, error) {
+func (e *Engine) SessionPairCode(ctx context.Context, u persist.User, phone string) (domain.Session, string, error) {
 	ent, err := e.ownSession(ctx, u)
 	if err != nil {
-		return actors.SessionState{}, "", err
+		return domain.Session{}, "", err
 	}
-	msg := &actors.GetPairCode{Phone: phone, Reply: make(chan actors.SessionReply, 1)}
+	msg := &session.GetPairCode{Phone: phone, Reply: make(chan session.Reply, 1)}
 	e.hw.Send(ent.pid, msg)
 	r, err := e.waitSession(ctx, msg.Reply)
 	if err != nil {
-		return actors.SessionState{}, "", err
+		return domain.Session{}, "", err
 	}
 	return r.State, r.Code, r.Err
 }
 
-func (e *Engine) waitSession(ctx context.Context, reply chan actors.SessionReply) (actors.SessionReply, error) {
+func (e *Engine) waitSession(ctx context.Context, reply chan session.Reply) (session.Reply, error) {
 	return waitReply(ctx, reply, e.cfg.SessionTimeout, "session")
 }
 
 // logout unlinks a session's device from its phone.
 func (e *Engine) logout(ctx context.Context, ent *sessionEntry) error {
-	msg := &actors.LogoutSession{Reply: make(chan actors.SessionReply, 1)}
+	msg := &session.Logout{Reply: make(chan session.Reply, 1)}
 	e.hw.Send(ent.pid, msg)
 	r, err := e.waitSession(ctx, msg.Reply)
 	if err == nil {
@@ -418,7 +423,7 @@ func (e *Engine) DeleteSession(ctx context.Context, id string) error {
 			return err
 		}
 	}
-	take := &actors.TakeQueue{Reply: make(chan []domain.OutboxEntry, 1)}
+	take := &session.TakeQueue{Reply: make(chan []domain.OutboxEntry, 1)}
 	e.hw.Send(ent.pid, take)
 	queued, err := waitReply(ctx, take.Reply, e.cfg.AskTimeout, "session")
 	if err != nil {
@@ -441,7 +446,7 @@ func (e *Engine) DeleteSession(ctx context.Context, id string) error {
 }
 
 // sessionEvents is the session actors' status listener (nil when events are off).
-func (e *Engine) sessionEvents() actors.SessionEvents {
+func (e *Engine) sessionEvents() session.Events {
 	if e.pub == nil {
 		return nil
 	}

@@ -1,4 +1,17 @@
-package actors
+// Package session is the actor of one messaging session: its state machine (created, scan QR,
+// connected, disconnected), its latest QR code, its network client, and its deliverer
+// (deliver.go): the ordered queue of accepted messages, sent with the session's pacing, each
+// outcome reported to the engine's message facet.
+//
+// Imports: domain, network (the port) and hollywood; what the actor needs from the rest of the
+// gateway is declared here as interfaces (Store, Clock, Publisher, Deliveries, Contacts,
+// Inbound, Events). Only the engine imports it: it spawns one actor per session and implements
+// those interfaces (persist.Sessions is the Store, persist.Contacts the Contacts).
+//
+// Concurrency: every field of Session is owned by the actor's goroutine. Network I/O (connect,
+// pair code, logout, sends) runs on worker goroutines whose outcomes come back as messages, so
+// status and QR queries are answered at once while a call is in flight.
+package session
 
 import (
 	"context"
@@ -15,37 +28,33 @@ import (
 	"github.com/gateway/gateway/network"
 )
 
-// Session statuses, declared in domain.
-const (
-	StatusCreated      = domain.StatusCreated
-	StatusScanQR       = domain.StatusScanQR
-	StatusConnected    = domain.StatusConnected
-	StatusDisconnected = domain.StatusDisconnected
-	StatusNotCreated   = domain.StatusNotCreated
-)
-
-// Session errors.
-var (
-	ErrAlreadyConnected = domain.ErrAlreadyConnected
-	ErrNotConnected     = domain.ErrNotConnected
-)
-
-// SessionState is a session's persisted snapshot (domain.Session).
-type SessionState = domain.Session
-
-// SessionStore persists session snapshots.
-type SessionStore interface {
-	PutSession(ctx context.Context, s SessionState) error
+// Store persists session snapshots (persist.Sessions).
+type Store interface {
+	PutSession(ctx context.Context, s domain.Session) error
+	// GetSession reads the persisted snapshot: a restart after a panic resumes from it, not
+	// from the state the actor was spawned with.
+	GetSession(id string) (domain.Session, error)
 }
 
-// SessionDeps are a session actor's collaborators.
-type SessionDeps struct {
-	Store   SessionStore
+// Clock is the actor's time: activity, assignment and timelock times, pacing and backoff.
+type Clock interface {
+	Now() time.Time
+}
+
+// Publisher receives every new view of the session (status reads cost no round trip). It is
+// called from the actor's goroutine and must not block.
+type Publisher interface {
+	Publish(s domain.Session)
+}
+
+// Deps are a session actor's collaborators.
+type Deps struct {
+	Store   Store
 	Network network.Network
-	Now     func() time.Time
+	Clock   Clock
 	Log     *slog.Logger
-	// Publish receives every new view of the session (status reads cost no round trip).
-	Publish func(SessionState)
+	// Publisher is optional (nil: nothing is published).
+	Publisher Publisher
 	// IOTimeout bounds one network call (connect, pair code, logout).
 	IOTimeout time.Duration
 	// Deliveries is told each queued message's network outcome.
@@ -62,35 +71,32 @@ type SessionDeps struct {
 	// Inbound is told every message someone wrote to the session's number (nil: dropped).
 	Inbound Inbound
 	// Events is told every status change (nil: none).
-	Events SessionEvents
+	Events Events
 	// ConnectDelay delays a linked session's first reconnect after boot (its slot in the boot
 	// window).
 	ConnectDelay time.Duration
-	// Load reads the persisted snapshot: a restart after a panic resumes from it, not from the
-	// state the actor was spawned with.
-	Load func(id string) (SessionState, error)
 }
 
 // Session-actor messages.
 type (
-	// StartSession starts linking (QR) or reconnects a linked device.
-	StartSession struct{ Reply chan SessionReply }
+	// Start starts linking (QR) or reconnects a linked device.
+	Start struct{ Reply chan Reply }
 	// GetQR answers the current QR code, waiting for the first one to be shown.
-	GetQR struct{ Reply chan SessionReply }
+	GetQR struct{ Reply chan Reply }
 	// GetPairCode starts linking by phone number and answers the code to type on the phone.
 	GetPairCode struct {
 		Phone string
-		Reply chan SessionReply
+		Reply chan Reply
 	}
-	// LogoutSession unlinks the device from its phone (a new scan is needed to link again).
-	LogoutSession struct{ Reply chan SessionReply }
+	// Logout unlinks the device from its phone (a new scan is needed to link again).
+	Logout struct{ Reply chan Reply }
 	// TakeQueue hands back the messages still queued (the session is being deleted); the
 	// session keeps nothing to send.
 	TakeQueue struct{ Reply chan []domain.OutboxEntry }
-	// AssignSession records the user the session belongs to.
-	AssignSession struct {
+	// Assign records the user the session belongs to.
+	Assign struct {
 		UserID string
-		Reply  chan SessionReply
+		Reply  chan Reply
 	}
 
 	netEvent    struct{ ev network.Event }
@@ -98,18 +104,18 @@ type (
 	connectNow  struct{}
 	logoutDone  struct {
 		err   error
-		reply chan SessionReply
+		reply chan Reply
 	}
 	pairDone struct {
 		code  string
 		err   error
-		reply chan SessionReply
+		reply chan Reply
 	}
 )
 
-// SessionReply is a session's view after a message, or why the message failed.
-type SessionReply struct {
-	State SessionState
+// Reply is a session's view after a message, or why the message failed.
+type Reply struct {
+	State domain.Session
 	Code  string // pair code
 	Err   error
 }
@@ -118,11 +124,11 @@ type SessionReply struct {
 // client. Network I/O runs on worker goroutines whose outcomes come back as messages, so status
 // and QR queries are answered at once while a call is in flight.
 type Session struct {
-	deps   SessionDeps
-	st     SessionState
+	deps   Deps
+	st     domain.Session
 	client network.Client
 	// qrWaiters wait for the first QR code after a start.
-	qrWaiters []chan SessionReply
+	qrWaiters []chan Reply
 	lastSaved time.Time
 	// q is the delivery queue: accepted messages in order, sent one batch at a time.
 	q queue
@@ -133,8 +139,8 @@ type Session struct {
 	inflight sync.WaitGroup
 }
 
-// NewSession returns the producer of a session actor starting from its snapshot.
-func NewSession(st SessionState, deps SessionDeps) actor.Producer {
+// New returns the producer of a session actor starting from its snapshot.
+func New(st domain.Session, deps Deps) actor.Producer {
 	if deps.IOTimeout <= 0 {
 		deps.IOTimeout = 30 * time.Second
 	}
@@ -154,24 +160,24 @@ func (s *Session) Receive(c *actor.Context) {
 	switch m := c.Message().(type) {
 	case actor.Started:
 		s.started(c)
-	case *StartSession:
+	case *Start:
 		s.start(c)
-		m.Reply <- SessionReply{State: s.st}
+		m.Reply <- Reply{State: s.st}
 	case *GetQR:
 		s.getQR(c, m)
 	case *GetPairCode:
 		s.pairCode(c, m)
-	case *AssignSession:
-		s.st.AssignedTo, s.st.AssignedAt = m.UserID, s.deps.Now().UTC()
+	case *Assign:
+		s.st.AssignedTo, s.st.AssignedAt = m.UserID, s.deps.Clock.Now().UTC()
 		err := s.save()
 		s.publish()
-		m.Reply <- SessionReply{State: s.st, Err: err}
+		m.Reply <- Reply{State: s.st, Err: err}
 	case Enqueue:
 		m.Entry.SessionID = s.st.ID
 		s.q.items = append(s.q.items, m.Entry)
 		s.pump(c)
 		s.publishQueue()
-	case *LogoutSession:
+	case *Logout:
 		s.logout(c, m.Reply)
 	case logoutDone:
 		s.loggedOut(m)
@@ -184,7 +190,7 @@ func (s *Session) Receive(c *actor.Context) {
 		s.q.base = m.Pacing
 		s.q.pacing = m.Pacing.Merge(s.st.Pacing)
 		s.pump(c)
-	case *UpdateSession:
+	case *Update:
 		if m.SetPacing {
 			s.st.Pacing = m.Pacing
 			s.q.pacing = s.q.base.Merge(m.Pacing)
@@ -194,7 +200,7 @@ func (s *Session) Receive(c *actor.Context) {
 		}
 		err := s.save()
 		s.publish()
-		m.Reply <- SessionReply{State: s.st, Err: err}
+		m.Reply <- Reply{State: s.st, Err: err}
 		s.pump(c)
 	case deliverTick:
 		s.q.timerAt = time.Time{}
@@ -205,23 +211,23 @@ func (s *Session) Receive(c *actor.Context) {
 		s.onNetEvent(m.ev)
 		s.pump(c)
 	case connectNow:
-		if s.st.Status != StatusConnected {
+		if s.st.Status != domain.StatusConnected {
 			s.connect(c)
 		}
 	case connectDone:
 		if m.err != nil {
 			s.deps.Log.Warn("session connect failed", "session_id", s.st.ID, "err", m.err)
-			if s.st.Status == StatusScanQR && s.st.QR == "" {
-				s.setStatus(StatusDisconnected)
-				s.failQRWaiters(fmt.Errorf("%w: connect: %v", ErrUnavailable, m.err))
+			if s.st.Status == domain.StatusScanQR && s.st.QR == "" {
+				s.setStatus(domain.StatusDisconnected)
+				s.failQRWaiters(fmt.Errorf("%w: connect: %v", domain.ErrUnavailable, m.err))
 			}
 		}
 	case pairDone:
 		if m.err != nil {
-			m.reply <- SessionReply{State: s.st, Err: fmt.Errorf("%w: pair code: %v", ErrUnavailable, m.err)}
+			m.reply <- Reply{State: s.st, Err: fmt.Errorf("%w: pair code: %v", domain.ErrUnavailable, m.err)}
 			return
 		}
-		m.reply <- SessionReply{State: s.st, Code: m.code}
+		m.reply <- Reply{State: s.st, Code: m.code}
 	case actor.Stopped:
 		s.drain()
 		if s.client != nil {
@@ -233,12 +239,10 @@ func (s *Session) Receive(c *actor.Context) {
 // started rebuilds from the snapshot (the actor was just spawned or restarted after a panic):
 // the network client is reopened and a linked device reconnects without a new scan.
 func (s *Session) started(c *actor.Context) {
-	if s.deps.Load != nil {
-		if st, err := s.deps.Load(s.st.ID); err == nil {
-			s.st = st
-		}
+	if st, err := s.deps.Store.GetSession(s.st.ID); err == nil {
+		s.st = st
 	}
-	engine, self := c.Engine(), c.PID()
+	hw, self := c.Engine(), c.PID()
 	var opts []network.Option
 	if s.deps.Messages != nil {
 		opts = append(opts, network.WithMessageSource(s.deps.Messages))
@@ -246,7 +250,7 @@ func (s *Session) started(c *actor.Context) {
 	if s.st.Proxy != "" {
 		opts = append(opts, network.WithProxy(s.st.Proxy))
 	}
-	client, err := s.deps.Network.Open(s.st.ID, func(ev network.Event) { engine.Send(self, netEvent{ev}) }, opts...)
+	client, err := s.deps.Network.Open(s.st.ID, func(ev network.Event) { hw.Send(self, netEvent{ev}) }, opts...)
 	if err != nil {
 		s.deps.Log.Error("session: open network client", "session_id", s.st.ID, "err", err)
 		return
@@ -259,20 +263,20 @@ func (s *Session) started(c *actor.Context) {
 	}
 	switch {
 	case linked:
-		s.setStatus(StatusDisconnected)
+		s.setStatus(domain.StatusDisconnected)
 		if d := s.deps.ConnectDelay; d > 0 {
 			// Boot: linked sessions reconnect spread over a window, not all at once.
 			s.deps.ConnectDelay = 0
-			time.AfterFunc(d, func() { engine.Send(self, connectNow{}) })
+			time.AfterFunc(d, func() { hw.Send(self, connectNow{}) })
 		} else {
 			s.connect(c)
 		}
-	case s.st.Status == StatusCreated:
+	case s.st.Status == domain.StatusCreated:
 		s.publish()
 	default:
 		// An unlinked session waits for the user to start it again (a QR is shown on demand).
 		s.st.QR = ""
-		s.setStatus(StatusDisconnected)
+		s.setStatus(domain.StatusDisconnected)
 	}
 }
 
@@ -281,25 +285,25 @@ func (s *Session) start(c *actor.Context) {
 		return
 	}
 	switch s.st.Status {
-	case StatusConnected:
+	case domain.StatusConnected:
 		return
-	case StatusScanQR:
+	case domain.StatusScanQR:
 		if s.st.QR != "" {
 			return
 		}
 	}
 	if !s.st.Linked {
-		s.setStatus(StatusScanQR)
+		s.setStatus(domain.StatusScanQR)
 	}
 	s.connect(c)
 }
 
 func (s *Session) connect(c *actor.Context) {
-	client, engine, self, timeout := s.client, c.Engine(), c.PID(), s.deps.IOTimeout
+	client, hw, self, timeout := s.client, c.Engine(), c.PID(), s.deps.IOTimeout
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		engine.Send(self, connectDone{err: client.Connect(ctx)})
+		hw.Send(self, connectDone{err: client.Connect(ctx)})
 	}()
 }
 
@@ -315,12 +319,12 @@ func (s *Session) drain() {
 }
 
 func (s *Session) getQR(c *actor.Context, m *GetQR) {
-	if s.st.Status == StatusConnected {
-		m.Reply <- SessionReply{State: s.st, Err: ErrAlreadyConnected}
+	if s.st.Status == domain.StatusConnected {
+		m.Reply <- Reply{State: s.st, Err: domain.ErrAlreadyConnected}
 		return
 	}
-	if s.st.Status == StatusScanQR && s.st.QR != "" {
-		m.Reply <- SessionReply{State: s.st}
+	if s.st.Status == domain.StatusScanQR && s.st.QR != "" {
+		m.Reply <- Reply{State: s.st}
 		return
 	}
 	s.qrWaiters = append(s.qrWaiters, m.Reply)
@@ -328,21 +332,21 @@ func (s *Session) getQR(c *actor.Context, m *GetQR) {
 }
 
 func (s *Session) pairCode(c *actor.Context, m *GetPairCode) {
-	if s.st.Status == StatusConnected {
-		m.Reply <- SessionReply{State: s.st, Err: ErrAlreadyConnected}
+	if s.st.Status == domain.StatusConnected {
+		m.Reply <- Reply{State: s.st, Err: domain.ErrAlreadyConnected}
 		return
 	}
 	if s.client == nil {
-		m.Reply <- SessionReply{State: s.st, Err: fmt.Errorf("%w: network client", ErrUnavailable)}
+		m.Reply <- Reply{State: s.st, Err: fmt.Errorf("%w: network client", domain.ErrUnavailable)}
 		return
 	}
-	s.setStatus(StatusScanQR)
-	client, engine, self, timeout, phone := s.client, c.Engine(), c.PID(), s.deps.IOTimeout, m.Phone
+	s.setStatus(domain.StatusScanQR)
+	client, hw, self, timeout, phone := s.client, c.Engine(), c.PID(), s.deps.IOTimeout, m.Phone
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		code, err := client.PairPhone(ctx, phone)
-		engine.Send(self, pairDone{code: code, err: err, reply: m.Reply})
+		hw.Send(self, pairDone{code: code, err: err, reply: m.Reply})
 	}()
 }
 
@@ -351,16 +355,16 @@ func (s *Session) onNetEvent(ev network.Event) {
 	case network.QRCode:
 		s.st.QR = e.Code
 		if !s.st.Linked {
-			s.setStatus(StatusScanQR)
+			s.setStatus(domain.StatusScanQR)
 		}
 		for _, w := range s.qrWaiters {
-			w <- SessionReply{State: s.st}
+			w <- Reply{State: s.st}
 		}
 		s.qrWaiters = nil
 	case network.QRTimeout:
 		s.st.QR = ""
-		s.setStatus(StatusDisconnected)
-		s.failQRWaiters(fmt.Errorf("%w: the QR codes expired; start again", ErrUnavailable))
+		s.setStatus(domain.StatusDisconnected)
+		s.failQRWaiters(fmt.Errorf("%w: the QR codes expired; start again", domain.ErrUnavailable))
 	case network.Paired:
 		s.st.Linked, s.st.Phone, s.st.QR = true, e.Phone, ""
 		s.save()
@@ -370,21 +374,21 @@ func (s *Session) onNetEvent(ev network.Event) {
 		if e.Phone != "" {
 			s.st.Phone = e.Phone
 		}
-		s.st.LastActivity = s.deps.Now().UTC()
+		s.st.LastActivity = s.deps.Clock.Now().UTC()
 		s.st.StatusReason, s.st.Until = "", time.Time{}
-		s.setStatus(StatusConnected)
-		s.failQRWaiters(ErrAlreadyConnected)
+		s.setStatus(domain.StatusConnected)
+		s.failQRWaiters(domain.ErrAlreadyConnected)
 	case network.Disconnected:
 		s.st.StatusReason, s.st.Until = string(e.StatusReason), e.Until
 		if s.st.StatusReason == "" {
 			s.st.StatusReason = string(network.ReasonNetwork)
 		}
 		s.deps.Log.Info("session disconnected", "session_id", s.st.ID, "reason", s.st.StatusReason, "detail", e.Reason, "until", e.Until, "reconnecting", e.Reconnecting)
-		s.saveStatus(StatusDisconnected)
+		s.saveStatus(domain.StatusDisconnected)
 	case network.LoggedOut:
 		s.st.Linked, s.st.QR = false, ""
 		s.st.StatusReason, s.st.Until = string(network.ReasonLoggedOut), time.Time{}
-		s.saveStatus(StatusDisconnected)
+		s.saveStatus(domain.StatusDisconnected)
 	case network.Timelock:
 		// The network refuses first messages to new contacts: the queue holds until the end
 		// (an hour when not given) and nothing is re-sent meanwhile.
@@ -392,7 +396,7 @@ func (s *Session) onNetEvent(ev network.Event) {
 		if e.Active {
 			s.st.TimelockUntil = e.Until
 			if e.Until.IsZero() {
-				s.st.TimelockUntil = s.deps.Now().Add(time.Hour)
+				s.st.TimelockUntil = s.deps.Clock.Now().Add(time.Hour)
 			}
 		}
 		s.q.pause = s.st.TimelockUntil
@@ -421,7 +425,7 @@ func (s *Session) onNetEvent(ev network.Event) {
 // saveStatus sets the status and always persists the snapshot (its reason or a warning may have
 // changed even when the status did not).
 func (s *Session) saveStatus(status string) {
-	if status != s.st.Status || status != StatusConnected {
+	if status != s.st.Status || status != domain.StatusConnected {
 		defer s.statusEvent()
 	}
 	s.st.Status = status
@@ -433,7 +437,7 @@ func (s *Session) saveStatus(status string) {
 
 func (s *Session) failQRWaiters(err error) {
 	for _, w := range s.qrWaiters {
-		w <- SessionReply{State: s.st, Err: err}
+		w <- Reply{State: s.st, Err: err}
 	}
 	s.qrWaiters = nil
 }
@@ -454,13 +458,13 @@ func (s *Session) setStatus(status string) {
 }
 
 func (s *Session) save() error {
-	s.lastSaved = s.deps.Now()
+	s.lastSaved = s.deps.Clock.Now()
 	return s.deps.Store.PutSession(context.Background(), s.st)
 }
 
 // touch records activity; the snapshot is written at most every few seconds for it alone.
 func (s *Session) touch() {
-	now := s.deps.Now().UTC()
+	now := s.deps.Clock.Now().UTC()
 	if now.Sub(s.st.LastActivity) < time.Second {
 		return // second precision is enough for lastActivity; spare the hot path a view copy
 	}
@@ -479,26 +483,26 @@ func (s *Session) publishQueue() { s.publish() }
 
 func (s *Session) publish() {
 	s.st.Queue = s.q.stats()
-	if s.deps.Publish != nil {
-		s.deps.Publish(s.st)
+	if s.deps.Publisher != nil {
+		s.deps.Publisher.Publish(s.st)
 	}
 }
 
 // logout unlinks the device on a worker goroutine (network I/O never runs in Receive).
-func (s *Session) logout(c *actor.Context, reply chan SessionReply) {
+func (s *Session) logout(c *actor.Context, reply chan Reply) {
 	if s.client == nil {
-		reply <- SessionReply{State: s.st, Err: fmt.Errorf("%w: network client", ErrUnavailable)}
+		reply <- Reply{State: s.st, Err: fmt.Errorf("%w: network client", domain.ErrUnavailable)}
 		return
 	}
 	if !s.st.Linked {
-		reply <- SessionReply{State: s.st}
+		reply <- Reply{State: s.st}
 		return
 	}
-	client, engine, self, timeout := s.client, c.Engine(), c.PID(), s.deps.IOTimeout
+	client, hw, self, timeout := s.client, c.Engine(), c.PID(), s.deps.IOTimeout
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		engine.Send(self, logoutDone{err: client.Logout(ctx), reply: reply})
+		hw.Send(self, logoutDone{err: client.Logout(ctx), reply: reply})
 	}()
 }
 
@@ -507,16 +511,16 @@ func (s *Session) logout(c *actor.Context, reply chan SessionReply) {
 func (s *Session) loggedOut(m logoutDone) {
 	if m.err != nil && !errors.Is(m.err, network.ErrNotConnected) {
 		s.deps.Log.Warn("session logout failed", "session_id", s.st.ID, "err", m.err)
-		m.reply <- SessionReply{State: s.st, Err: fmt.Errorf("%w: logout: %w", ErrUnavailable, m.err)}
+		m.reply <- Reply{State: s.st, Err: fmt.Errorf("%w: logout: %w", domain.ErrUnavailable, m.err)}
 		return
 	}
-	s.st.Linked, s.st.QR, s.st.Phone, s.st.Status = false, "", "", StatusDisconnected
+	s.st.Linked, s.st.QR, s.st.Phone, s.st.Status = false, "", "", domain.StatusDisconnected
 	if err := s.save(); err != nil {
 		s.deps.Log.Error("session: save snapshot", "session_id", s.st.ID, "err", err)
 	}
 	s.publish()
 	s.deps.Log.Info("session logged out", "session_id", s.st.ID)
-	m.reply <- SessionReply{State: s.st}
+	m.reply <- Reply{State: s.st}
 }
 
 // Inbound takes the messages people write to a session's number.
@@ -524,8 +528,8 @@ type Inbound interface {
 	Incoming(s domain.Session, m network.Incoming)
 }
 
-// SessionEvents hears a session's status changes (session.status events).
-type SessionEvents interface {
+// Events hears a session's status changes (session.status events).
+type Events interface {
 	SessionChanged(s domain.Session)
 }
 
@@ -536,8 +540,8 @@ func (s *Session) statusEvent() {
 		return
 	}
 	key := s.st.ClientStatus() + "|" + s.st.StatusReason + "|" + s.st.Until.String()
-	if s.st.Status == StatusConnected {
-		key = StatusConnected
+	if s.st.Status == domain.StatusConnected {
+		key = domain.StatusConnected
 	}
 	if key == s.lastEvent {
 		return

@@ -1,8 +1,9 @@
-package actors
+package session
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
@@ -35,14 +36,14 @@ type (
 	Enqueue struct{ Entry domain.OutboxEntry }
 	// SetPacing changes the pacing the session inherits (the network's and its owner's plan's).
 	SetPacing struct{ Pacing domain.Pacing }
-	// UpdateSession changes the session's own settings, persisted: its pacing override (when
+	// Update changes the session's own settings, persisted: its pacing override (when
 	// SetPacing; nil removes it) and its proxy (when Proxy is set; applies from the next
 	// connect).
-	UpdateSession struct {
+	Update struct {
 		SetPacing bool
 		Pacing    *domain.Pacing
 		Proxy     *string
-		Reply     chan SessionReply
+		Reply     chan Reply
 	}
 
 	deliverTick struct{}
@@ -95,10 +96,10 @@ func (q *queue) stats() domain.QueueStats {
 // allows; otherwise it schedules itself for when pacing will.
 func (s *Session) pump(c *actor.Context) {
 	q := &s.q
-	if q.busy || len(q.items) == 0 || s.st.Status != StatusConnected || s.client == nil {
+	if q.busy || len(q.items) == 0 || s.st.Status != domain.StatusConnected || s.client == nil {
 		return
 	}
-	now := s.deps.Now()
+	now := s.deps.Clock.Now()
 	if wait := s.paceWait(now); wait > 0 {
 		s.schedule(c, now.Add(wait))
 		return
@@ -122,11 +123,11 @@ func (s *Session) pump(c *actor.Context) {
 	copy(batch, q.items[:n])
 	q.items = q.items[n:]
 	q.busy = true
-	client, deps, engine, self := s.client, s.deps, c.Engine(), c.PID()
+	client, deps, hw, self := s.client, s.deps, c.Engine(), c.PID()
 	s.inflight.Add(1)
 	go func() {
 		defer s.inflight.Done()
-		engine.Send(self, deliver(client, deps, batch))
+		hw.Send(self, deliver(client, deps, batch))
 	}()
 }
 
@@ -175,8 +176,8 @@ func (s *Session) schedule(c *actor.Context, at time.Time) {
 		return // an earlier tick is coming
 	}
 	s.q.timerAt = at
-	engine, self := c.Engine(), c.PID()
-	time.AfterFunc(at.Sub(s.deps.Now()), func() { engine.Send(self, deliverTick{}) })
+	hw, self := c.Engine(), c.PID()
+	time.AfterFunc(at.Sub(s.deps.Clock.Now()), func() { hw.Send(self, deliverTick{}) })
 }
 
 // batchDone takes a worker's report: entries it could not settle go back to the queue's head
@@ -199,7 +200,7 @@ func (s *Session) batchDone(c *actor.Context, m batchDone) {
 		q.items = append(m.rest, q.items...)
 		if m.pause.IsZero() {
 			q.retry = min(max(2*q.retry, retryFirst), retryMax)
-			m.pause = s.deps.Now().Add(q.retry)
+			m.pause = s.deps.Clock.Now().Add(q.retry)
 		}
 		q.pause = m.pause
 		s.deps.Log.Info("deliverer: queue held", "session_id", s.st.ID, "until", q.pause, "depth", len(q.items))
@@ -211,13 +212,13 @@ func (s *Session) batchDone(c *actor.Context, m batchDone) {
 // deliver sends a batch in order and reports each final outcome to the message facet. It stops
 // at the first entry whose outcome is unknown, or that the network asks to hold: that entry and
 // those behind it go back to the queue.
-func deliver(client network.Client, deps SessionDeps, batch []domain.OutboxEntry) batchDone {
+func deliver(client network.Client, deps Deps, batch []domain.OutboxEntry) batchDone {
 	var r batchDone
 	for i, e := range batch {
 		ctx, cancel := context.WithTimeout(context.Background(), deps.SendTimeout)
 		rc, err := client.Send(ctx, e.Message)
 		cancel()
-		now := deps.Now().UTC()
+		now := deps.Clock.Now().UTC()
 		e.Attempts++
 		if hold, until := heldBy(err, now, e.Attempts); hold {
 			rest := append([]domain.OutboxEntry{e}, batch[i+1:]...)
@@ -268,4 +269,18 @@ func heldBy(err error, now time.Time, attempts int) (bool, time.Time) {
 		return true, time.Time{}
 	}
 	return false, time.Time{}
+}
+
+// classify turns a network's definite failure into the gateway's error (the network's error
+// stays in the chain, so errors.Is matches either).
+func classify(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, network.ErrNotOnNetwork):
+		return fmt.Errorf("%w: %w", domain.ErrRecipientNotOnNetwork, err)
+	case errors.Is(err, network.ErrNotConnected):
+		return fmt.Errorf("%w: %w", domain.ErrNotConnected, err)
+	}
+	return fmt.Errorf("%w: %w", domain.ErrNetwork, err)
 }
