@@ -18,7 +18,7 @@ import (
 	"github.com/anthdm/hollywood/actor"
 	"github.com/google/uuid"
 
-	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/actors/campaign"
 	"github.com/gateway/gateway/persist"
 )
 
@@ -34,26 +34,26 @@ const (
 // campaignStore keeps "campaign/<id>" (the record) and "campaign_detail/<id>/<index>" (one
 // number's outcome each).
 type campaignStore struct {
-	records *persist.Table[actors.CampaignState]
-	details *persist.Table[actors.CampaignDetail]
+	records *persist.Table[domain.Campaign]
+	details *persist.Table[domain.CampaignDetail]
 }
 
 func newCampaignStore(kv persist.KV) *campaignStore {
 	return &campaignStore{
-		records: persist.NewTable[actors.CampaignState](kv, "campaign", 1),
-		details: persist.NewTable[actors.CampaignDetail](kv, "campaign_detail", 1),
+		records: persist.NewTable[domain.Campaign](kv, "campaign", 1),
+		details: persist.NewTable[domain.CampaignDetail](kv, "campaign_detail", 1),
 	}
 }
 
 func detailID(campaignID string, idx int) string { return fmt.Sprintf("%s/%06d", campaignID, idx) }
 
 // SaveCampaign writes the record and, in the same commit, one number's detail.
-func (c *campaignStore) SaveCampaign(ctx context.Context, s actors.CampaignState, d *actors.CampaignDetail, final bool) error {
+func (c *campaignStore) SaveCampaign(ctx context.Context, s domain.Campaign, d *domain.CampaignDetail, final bool) error {
 	return c.save(ctx, s, d, final)
 }
 
 // save is SaveCampaign with extra writes in the same commit (a new campaign's idempotency record).
-func (c *campaignStore) save(ctx context.Context, s actors.CampaignState, d *actors.CampaignDetail, final bool, extra ...persist.Op) error {
+func (c *campaignStore) save(ctx context.Context, s domain.Campaign, d *domain.CampaignDetail, final bool, extra ...persist.Op) error {
 	ops := extra
 	var rec persist.Op
 	var err error
@@ -76,13 +76,13 @@ func (c *campaignStore) save(ctx context.Context, s actors.CampaignState, d *act
 	return c.records.KV().Commit(ctx, ops...)
 }
 
-// load reads a campaign and its details.
-func (c *campaignStore) load(id string) (actors.CampaignState, error) {
+// LoadCampaign reads a campaign and its details.
+func (c *campaignStore) LoadCampaign(id string) (domain.Campaign, error) {
 	s, err := c.records.Get(id)
 	if err != nil {
 		return s, err
 	}
-	err = c.details.Scan(id+"/", func(_ string, d actors.CampaignDetail) error {
+	err = c.details.Scan(id+"/", func(_ string, d domain.CampaignDetail) error {
 		s.Details = append(s.Details, d)
 		return nil
 	})
@@ -93,7 +93,7 @@ func (c *campaignStore) load(id string) (actors.CampaignState, error) {
 type campaignEntry struct {
 	lastProgress time.Time // the last campaign.progress event (at most one a second)
 	pid          *actor.PID
-	view         atomic.Pointer[actors.CampaignState]
+	view         atomic.Pointer[domain.Campaign]
 	// done is closed once the campaign's final view is published: waiters select on it rather
 	// than message an actor that may already be gone.
 	done     chan struct{}
@@ -127,10 +127,10 @@ type CampaignRequest struct {
 
 // StartCampaign reserves min(len(numbers), remaining allowance) and starts the campaign actor.
 // ErrQuotaExceeded when nothing is left this month.
-func (e *Engine) StartCampaign(ctx context.Context, r CampaignRequest) (actors.CampaignState, error) {
+func (e *Engine) StartCampaign(ctx context.Context, r CampaignRequest) (domain.Campaign, error) {
 	ent, err := e.sendSession(r.UserID, r.SessionID)
 	if err != nil {
-		return actors.CampaignState{}, err
+		return domain.Campaign{}, err
 	}
 	if r.ID != "" {
 		if st, err := e.Campaign(r.UserID, r.ID); err == nil {
@@ -141,12 +141,12 @@ func (e *Engine) StartCampaign(ctx context.Context, r CampaignRequest) (actors.C
 	}
 	res, err := e.reserve(ctx, r.UserID, int64(len(r.Numbers)), ReserveOpts{})
 	if err != nil {
-		return actors.CampaignState{}, err
+		return domain.Campaign{}, err
 	}
 	now := e.Now().UTC()
-	st := actors.CampaignState{
+	st := domain.Campaign{
 		ID: r.ID, UserID: r.UserID, SessionID: ent.view.Load().ID, Message: r.Message,
-		Numbers: r.Numbers, Delay: r.Delay, Status: actors.CampaignQueued, Granted: int(res.Granted()),
+		Numbers: r.Numbers, Delay: r.Delay, Status: domain.CampaignQueued, Granted: int(res.Granted()),
 		CreatedAt: now, UpdatedAt: now,
 	}
 	var extra []persist.Op
@@ -154,61 +154,46 @@ func (e *Engine) StartCampaign(ctx context.Context, r CampaignRequest) (actors.C
 		op, err := e.msgs.outbox.IdemOp(r.Idem.ID(), IdemRecord{BodyHash: r.Idem.BodyHash, CampaignID: st.ID})
 		if err != nil {
 			res.Release()
-			return actors.CampaignState{}, err
+			return domain.Campaign{}, err
 		}
 		extra = append(extra, op)
 	}
 	if err := e.campaignStore.save(ctx, st, nil, false, extra...); err != nil {
 		res.Release()
-		return actors.CampaignState{}, fmt.Errorf("%w: save campaign: %v", ErrUnavailable, err)
+		return domain.Campaign{}, fmt.Errorf("%w: save campaign: %v", ErrUnavailable, err)
 	}
 	ce := e.spawnCampaign(st)
 	e.log.Info("campaign started", "campaign_id", st.ID, "user_id", st.UserID, "numbers", len(st.Numbers), "granted", st.Granted)
 	return *ce.view.Load(), nil
 }
 
-func (e *Engine) spawnCampaign(st actors.CampaignState) *campaignEntry {
+func (e *Engine) spawnCampaign(st domain.Campaign) *campaignEntry {
 	ce := &campaignEntry{done: make(chan struct{})}
 	view := st
 	ce.view.Store(&view)
-	deps := actors.CampaignDeps{
-		Store: e.campaignStore, Now: e.cfg.Now, Log: e.log,
-		Normalize: NormalizePhone, MessageID: CampaignMessageID,
-		Send:      e.sendCampaignMessage,
-		Outcome:   e.outboxOutcome,
-		Release:   func(uid string, n int64) { e.adopt(uid, n).Release() },
-		TimerLate: e.campaigns.late.record,
-		Load:      e.campaignStore.load,
-		Publish: func(s actors.CampaignState) {
-			ce.view.Store(&s)
-			e.campaignEvent(ce, s)
-			if s.Done() {
-				ce.doneOnce.Do(func() { close(ce.done) })
-				e.metrics.campaignsDone(s.Status)
-				e.campaigns.mu.Lock()
-				delete(e.campaigns.byID, s.ID)
-				e.campaigns.mu.Unlock()
-			}
-		},
+	deps := campaign.Deps{
+		Store: e.campaignStore, Clock: clockFunc(e.cfg.Now), Log: e.log,
+		Numbers: campaignNumbers{}, Sender: campaignSender{e}, Outbox: campaignSender{e}, Allowance: campaignSender{e},
+		Publisher: campaignViews{e, ce}, Observer: &e.campaigns.late,
 	}
 	e.campaigns.mu.Lock()
 	e.campaigns.byID[st.ID] = ce
 	e.campaigns.mu.Unlock()
-	ce.pid = e.spawn(actors.NewCampaign(st, deps), "campaign", st.ID)
+	ce.pid = e.spawn(campaign.New(st, deps), "campaign", st.ID)
 	return ce
 }
 
 // sendCampaignMessage sends one campaign number (its allowance reserved at the start).
-func (e *Engine) sendCampaignMessage(ctx context.Context, s actors.CampaignState, to, msgID string) (actors.OutboxEntry, error) {
+func (e *Engine) sendCampaignMessage(ctx context.Context, s domain.Campaign, to, msgID string) (domain.OutboxEntry, error) {
 	// Still the campaign user's, and connected (an admin may have reassigned it meanwhile; after
 	// a restart it reconnects while the campaign resumes: the campaign waits for it).
 	ent, err := e.sendSession(s.UserID, s.SessionID)
 	if errors.Is(err, ErrNotConnected) {
-		return actors.OutboxEntry{ID: msgID}, fmt.Errorf("%w: %v", actors.ErrSessionNotReady, err)
+		return domain.OutboxEntry{ID: msgID}, fmt.Errorf("%w: %v", campaign.ErrSessionNotReady, err)
 	}
 	if err != nil {
 		e.adopt(s.UserID, 1).Release()
-		return actors.OutboxEntry{ID: msgID}, err
+		return domain.OutboxEntry{ID: msgID}, err
 	}
 	// The number's allowance is the campaign's (reserved at its start). The campaign waits for
 	// the network's outcome: its details say sent or failed, and pacing stretches its cadence.
@@ -231,32 +216,89 @@ func CampaignMessageID(campaignID string, idx int) string {
 	return "3EB0" + strings.ToUpper(hex.EncodeToString(sum[:10]))
 }
 
+// What a campaign actor consumes (campaign.Deps), implemented by the engine.
+
+// campaignNumbers implements campaign.Numbers: the phone rule of every send, and message ids
+// derived from the campaign.
+type campaignNumbers struct{}
+
+func (campaignNumbers) Normalize(number string) (string, error) { return NormalizePhone(number) }
+
+func (campaignNumbers) MessageID(campaignID string, idx int) string {
+	return CampaignMessageID(campaignID, idx)
+}
+
+// campaignSender sends a campaign's numbers through the engine, looks earlier sends up in the
+// outbox and gives back unused allowance (campaign.Sender, Outbox and Allowance).
+type campaignSender struct{ e *Engine }
+
+func (cs campaignSender) Send(ctx context.Context, s domain.Campaign, to, msgID string) (domain.OutboxEntry, error) {
+	return cs.e.sendCampaignMessage(ctx, s, to, msgID)
+}
+
+func (cs campaignSender) Outcome(msgID string) (domain.OutboxEntry, bool) {
+	return cs.e.outboxOutcome(msgID)
+}
+
+func (cs campaignSender) Release(uid string, n int64) { cs.e.adopt(uid, n).Release() }
+
+// campaignViews takes a campaign actor's views (campaign.Publisher): the entry's view, the
+// campaign events, and at the end the metrics and the index.
+type campaignViews struct {
+	e  *Engine
+	ce *campaignEntry
+}
+
+func (v campaignViews) Publish(s domain.Campaign) {
+	e, ce := v.e, v.ce
+	ce.view.Store(&s)
+	e.campaignEvent(ce, s)
+	if s.Done() {
+		ce.doneOnce.Do(func() { close(ce.done) })
+		e.metrics.campaignsDone(s.Status)
+		e.campaigns.mu.Lock()
+		delete(e.campaigns.byID, s.ID)
+		e.campaigns.mu.Unlock()
+	}
+}
+
+// Interface guards.
+var (
+	_ campaign.Store     = (*campaignStore)(nil)
+	_ campaign.Numbers   = campaignNumbers{}
+	_ campaign.Sender    = campaignSender{}
+	_ campaign.Outbox    = campaignSender{}
+	_ campaign.Allowance = campaignSender{}
+	_ campaign.Publisher = campaignViews{}
+	_ campaign.Observer  = (*lateness)(nil)
+)
+
 // outboxOutcome looks a message up in the outbox.
-func (e *Engine) outboxOutcome(id string) (actors.OutboxEntry, bool) {
+func (e *Engine) outboxOutcome(id string) (domain.OutboxEntry, bool) {
 	m, err := e.msgs.outbox.Get(id)
 	return m, err == nil
 }
 
 // Campaign returns one of the user's campaigns, with its details so far.
-func (e *Engine) Campaign(uid, id string) (actors.CampaignState, error) {
+func (e *Engine) Campaign(uid, id string) (domain.Campaign, error) {
 	if ce := e.campaigns.get(id); ce != nil {
 		if v := *ce.view.Load(); v.UserID == uid {
 			return v, nil
 		}
-		return actors.CampaignState{}, fmt.Errorf("%w: %s", ErrCampaignNotFound, id)
+		return domain.Campaign{}, fmt.Errorf("%w: %s", ErrCampaignNotFound, id)
 	}
-	s, err := e.campaignStore.load(id)
+	s, err := e.campaignStore.LoadCampaign(id)
 	if err != nil || s.UserID != uid {
-		return actors.CampaignState{}, fmt.Errorf("%w: %s", ErrCampaignNotFound, id)
+		return domain.Campaign{}, fmt.Errorf("%w: %s", ErrCampaignNotFound, id)
 	}
 	return s, nil
 }
 
 // WaitCampaign returns once the campaign has ended (or ctx ends).
-func (e *Engine) WaitCampaign(ctx context.Context, id string) (actors.CampaignState, error) {
+func (e *Engine) WaitCampaign(ctx context.Context, id string) (domain.Campaign, error) {
 	ce := e.campaigns.get(id)
 	if ce == nil {
-		s, err := e.campaignStore.load(id)
+		s, err := e.campaignStore.LoadCampaign(id)
 		if err != nil {
 			return s, fmt.Errorf("%w: %s", ErrCampaignNotFound, id)
 		}
@@ -272,7 +314,7 @@ func (e *Engine) WaitCampaign(ctx context.Context, id string) (actors.CampaignSt
 
 // CancelCampaign stops a running campaign before its next number. It answers once no send is
 // in flight, so nothing is delivered after it.
-func (e *Engine) CancelCampaign(ctx context.Context, uid, id string) (actors.CampaignState, error) {
+func (e *Engine) CancelCampaign(ctx context.Context, uid, id string) (domain.Campaign, error) {
 	s, err := e.Campaign(uid, id)
 	if err != nil {
 		return s, err
@@ -281,7 +323,7 @@ func (e *Engine) CancelCampaign(ctx context.Context, uid, id string) (actors.Cam
 	if ce == nil || s.Done() {
 		return s, nil
 	}
-	msg := &actors.CancelCampaign{Reply: make(chan actors.CampaignState, 1)}
+	msg := &campaign.Cancel{Reply: make(chan domain.Campaign, 1)}
 	e.hw.Send(ce.pid, msg)
 	t := time.NewTimer(e.cfg.SendTimeout + 10*time.Second)
 	defer t.Stop()
@@ -301,7 +343,7 @@ func (e *Engine) CancelCampaign(ctx context.Context, uid, id string) (actors.Cam
 // (reservations live in memory and died with the last process).
 func (e *Engine) bootCampaigns() (int, error) {
 	var open []string
-	err := e.campaignStore.records.Scan("", func(id string, s actors.CampaignState) error {
+	err := e.campaignStore.records.Scan("", func(id string, s domain.Campaign) error {
 		if !s.Done() {
 			open = append(open, id)
 		}
@@ -311,7 +353,7 @@ func (e *Engine) bootCampaigns() (int, error) {
 		return 0, fmt.Errorf("engine: load campaigns: %w", err)
 	}
 	for _, id := range open {
-		s, err := e.campaignStore.load(id)
+		s, err := e.campaignStore.LoadCampaign(id)
 		if err != nil {
 			return 0, fmt.Errorf("engine: load campaign %s: %w", id, err)
 		}
@@ -356,7 +398,8 @@ type lateness struct {
 
 const latenessSamples = 1 << 16
 
-func (l *lateness) record(d time.Duration) {
+// TimerLate implements campaign.Observer: it keeps the sample.
+func (l *lateness) TimerLate(d time.Duration) {
 	l.mu.Lock()
 	if len(l.samples) < latenessSamples {
 		l.samples = append(l.samples, d)
@@ -377,7 +420,7 @@ func (e *Engine) TimerLateness() []time.Duration {
 }
 
 // campaignEvent reports a campaign's progress (at most once a second) and its end.
-func (e *Engine) campaignEvent(ce *campaignEntry, s actors.CampaignState) {
+func (e *Engine) campaignEvent(ce *campaignEntry, s domain.Campaign) {
 	if e.pub == nil {
 		return
 	}

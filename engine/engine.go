@@ -18,7 +18,6 @@ import (
 
 	"github.com/anthdm/hollywood/actor"
 
-	"github.com/gateway/gateway/actors"
 	"github.com/gateway/gateway/actors/key"
 	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/domain"
@@ -277,9 +276,9 @@ type engineMetrics struct {
 
 func (m *engineMetrics) campaignsDone(status string) {
 	switch status {
-	case actors.CampaignCompleted:
+	case domain.CampaignCompleted:
 		m.campCompleted.Add(1)
-	case actors.CampaignCancelled:
+	case domain.CampaignCancelled:
 		m.campCancelled.Add(1)
 	default:
 		m.campFailed.Add(1)

@@ -1,0 +1,337 @@
+// Package campaign is the actor of one bulk send: it sends a campaign's numbers one at a time,
+// in order, waits the campaign's delay between sends on a timer (never a sleep in Receive), and
+// persists its progress with every number, so a restart resumes where it stopped and never
+// sends a number twice (each number's message id is derived from the campaign id and index).
+//
+// Imports: domain and hollywood; what the actor needs from the rest of the gateway is declared
+// here as interfaces (Store, Clock, Numbers, Sender, Outbox, Allowance, Publisher, Observer).
+// Only the engine imports it: it spawns one actor per running campaign and implements those
+// interfaces.
+//
+// Concurrency: every field of Campaign is owned by the actor's goroutine. A number's send runs
+// on a worker goroutine whose outcome comes back as a message; the progress record is written
+// from Receive (it must be durable before the next number starts).
+package campaign
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+
+	"github.com/gateway/gateway/domain"
+)
+
+// ErrSessionNotReady is returned by a Sender when the campaign's session is not connected yet
+// (it reconnects after a restart or a dropped link). The number was not sent and keeps its
+// reservation: the campaign waits and tries it again, up to campaignSessionWait.
+var ErrSessionNotReady = fmt.Errorf("%w: waiting for the session to connect", domain.ErrNotConnected)
+
+// campaignSessionWait is how long a campaign waits for its session before failing a number.
+const campaignSessionWait = 2 * time.Minute
+
+// Store persists campaigns: the record and, with it, the detail of one number.
+type Store interface {
+	SaveCampaign(ctx context.Context, s domain.Campaign, detail *domain.CampaignDetail, final bool) error
+	// LoadCampaign reads the persisted campaign with its details: a restart after a panic
+	// resumes from it, not from the state the actor was spawned with.
+	LoadCampaign(id string) (domain.Campaign, error)
+}
+
+// Clock is the actor's time: the cadence of the sends and the records' times.
+type Clock interface {
+	Now() time.Time
+}
+
+// Numbers turns a campaign's numbers into recipients and message ids.
+type Numbers interface {
+	// Normalize turns a number as given into digits, or an error (a failed entry).
+	Normalize(number string) (string, error)
+	// MessageID is the message id of a campaign's number (deterministic: id and index).
+	MessageID(campaignID string, idx int) string
+}
+
+// Sender sends the campaign's messages. It is called from a worker goroutine.
+type Sender interface {
+	// Send sends one message of the campaign under the given id (allowance already reserved)
+	// and returns the outbox entry with its outcome. An error wrapping ErrSessionNotReady
+	// leaves the number's reservation to the campaign, which tries it again.
+	Send(ctx context.Context, s domain.Campaign, to, msgID string) (domain.OutboxEntry, error)
+}
+
+// Outbox finds what became of a number's message sent before (by an earlier run of the
+// campaign, before a crash).
+type Outbox interface {
+	// Outcome looks a message up in the outbox: found with an outcome, found pending, or absent.
+	Outcome(msgID string) (e domain.OutboxEntry, found bool)
+}
+
+// Allowance takes back what the campaign reserved at its start and did not use.
+type Allowance interface {
+	// Release gives back n messages of the user's allowance.
+	Release(userID string, n int64)
+}
+
+// Publisher receives each new view of the campaign (progress reads cost no round trip). It is
+// called from the actor's goroutine and must not block.
+type Publisher interface {
+	Publish(s domain.Campaign)
+}
+
+// Observer is told how late each delay timer was handled (scheduling drift), for metrics.
+type Observer interface {
+	TimerLate(late time.Duration)
+}
+
+// Deps are a campaign actor's collaborators.
+type Deps struct {
+	Store     Store
+	Clock     Clock
+	Log       *slog.Logger
+	Numbers   Numbers
+	Sender    Sender
+	Outbox    Outbox
+	Allowance Allowance
+	Publisher Publisher // optional
+	Observer  Observer  // optional
+}
+
+// Campaign-actor messages.
+type (
+	// Cancel stops the campaign before its next number; the reply comes once no send is
+	// in flight, so nothing is delivered after it.
+	Cancel struct{ Reply chan domain.Campaign }
+
+	campaignNext struct{ due time.Time } // due: when the timer was meant to fire (zero: not a timer)
+	campaignSent struct {
+		idx   int
+		entry domain.OutboxEntry
+		err   error
+	}
+)
+
+// Campaign is the actor of one bulk send: it sends one number at a time, in order, waits Delay
+// between sends on a timer (never a sleep in Receive), and persists its progress with every
+// number. All fields are owned by the actor's goroutine.
+type Campaign struct {
+	deps    Deps
+	st      domain.Campaign
+	sending bool
+	started time.Time // when the send of the current number started
+	// waitingSince is when the campaign began waiting for its session to connect.
+	waitingSince time.Time
+	timer        *time.Timer
+	cancels      []chan domain.Campaign
+}
+
+// New returns the producer of a campaign actor from its state.
+func New(st domain.Campaign, deps Deps) actor.Producer {
+	return func() actor.Receiver { return &Campaign{deps: deps, st: st} }
+}
+
+// Receive implements actor.Receiver.
+func (a *Campaign) Receive(c *actor.Context) {
+	switch m := c.Message().(type) {
+	case actor.Started:
+		a.resume(c)
+	case campaignNext:
+		if !m.due.IsZero() && a.deps.Observer != nil {
+			a.deps.Observer.TimerLate(a.deps.Clock.Now().Sub(m.due))
+		}
+		a.step(c)
+	case campaignSent:
+		a.sent(c, m)
+	case *Cancel:
+		if a.st.Done() {
+			m.Reply <- a.view()
+			return
+		}
+		a.st.Status = domain.CampaignCancelled
+		if a.sending {
+			a.cancels = append(a.cancels, m.Reply)
+			return
+		}
+		a.finish(c)
+		m.Reply <- a.view()
+	case actor.Stopped:
+		if a.timer != nil {
+			a.timer.Stop()
+		}
+	}
+}
+
+// resume starts a new campaign or picks a persisted one up where it stopped.
+func (a *Campaign) resume(c *actor.Context) {
+	if st, err := a.deps.Store.LoadCampaign(a.st.ID); err == nil {
+		a.st = st
+	}
+	a.sending = false
+	if a.st.Done() {
+		a.publish()
+		return
+	}
+	a.st.Status = domain.CampaignRunning
+	a.publish()
+	a.scheduleNext(c)
+}
+
+// step processes the number at the cursor, or ends the campaign. The outbox is asked first:
+// a number whose send was under way when the process died is resolved there, under the same
+// message id, and never sent twice.
+func (a *Campaign) step(c *actor.Context) {
+	if a.st.Done() || a.sending {
+		return
+	}
+	if a.st.Cursor >= a.st.Granted {
+		a.st.Status = domain.CampaignCompleted
+		a.finish(c)
+		return
+	}
+	idx := a.st.Cursor
+	id := a.deps.Numbers.MessageID(a.st.ID, idx)
+	if e, found := a.deps.Outbox.Outcome(id); found {
+		if e.Status == domain.MsgQueued {
+			// Pending in the outbox: the session re-sends it at boot; poll for its outcome.
+			hw, self := c.Engine(), c.PID()
+			a.timer = time.AfterFunc(200*time.Millisecond, func() { hw.Send(self, campaignNext{}) })
+			return
+		}
+		// Settled by the outbox (the account counted it then): give back its reservation.
+		var err error
+		if e.Status == domain.MsgFailed {
+			err = errors.New(e.Error)
+		}
+		a.deps.Allowance.Release(a.st.UserID, 1)
+		a.started = e.CreatedAt.Time() // the next number keeps its delay after this one's send
+		a.sending = true
+		a.sent(c, campaignSent{idx: idx, entry: e, err: err})
+		return
+	}
+	to, err := a.deps.Numbers.Normalize(a.st.Numbers[idx])
+	if err != nil {
+		// An invalid number is a failed entry, not a failed campaign; its share of the
+		// allowance goes back.
+		a.deps.Allowance.Release(a.st.UserID, 1)
+		a.sending = true
+		a.sent(c, campaignSent{idx: idx, err: err})
+		return
+	}
+	a.sending = true
+	a.started = a.deps.Clock.Now()
+	snap := a.st
+	snap.Details = nil
+	sender, hw, self := a.deps.Sender, c.Engine(), c.PID()
+	go func() {
+		e, err := sender.Send(context.Background(), snap, to, id)
+		hw.Send(self, campaignSent{idx: idx, entry: e, err: err})
+	}()
+}
+
+// sent records one number's outcome, persists the progress, and schedules the next number.
+func (a *Campaign) sent(c *actor.Context, m campaignSent) {
+	a.sending = false
+	if m.idx != a.st.Cursor {
+		return
+	}
+	if errors.Is(m.err, ErrSessionNotReady) && len(a.cancels) == 0 && a.st.Status != domain.CampaignCancelled {
+		now := a.deps.Clock.Now()
+		if a.waitingSince.IsZero() {
+			a.waitingSince = now
+		}
+		if now.Sub(a.waitingSince) < campaignSessionWait {
+			hw, self := c.Engine(), c.PID()
+			a.timer = time.AfterFunc(500*time.Millisecond, func() { hw.Send(self, campaignNext{}) })
+			return
+		}
+	}
+	a.waitingSince = time.Time{}
+	if errors.Is(m.err, ErrSessionNotReady) {
+		a.deps.Allowance.Release(a.st.UserID, 1) // never sent: its reservation goes back
+	}
+	d := domain.CampaignDetail{Number: a.st.Numbers[m.idx], MessageID: m.entry.ID}
+	if m.err != nil {
+		d.Error = m.err.Error()
+		a.st.Failed++
+	} else {
+		d.Success = true
+		a.st.Successful++
+	}
+	a.st.Details = append(a.st.Details, d)
+	a.st.Cursor++
+	a.st.UpdatedAt = a.deps.Clock.Now().UTC()
+	a.st.NextAt = time.Time{}
+	if a.st.Delay > 0 && !a.started.IsZero() {
+		a.st.NextAt = a.started.Add(time.Duration(a.st.Delay * float64(time.Second))).UTC()
+	}
+	a.save(c, &d, false)
+	a.publish()
+	if len(a.cancels) > 0 || a.st.Status == domain.CampaignCancelled {
+		a.st.Status = domain.CampaignCancelled
+		a.finish(c)
+		return
+	}
+	// Sends start every Delay: the pause is measured from the start of the previous send, so
+	// the time the send itself took does not add up into drift.
+	if a.st.Cursor >= a.st.Granted {
+		c.Engine().Send(c.PID(), campaignNext{})
+		return
+	}
+	a.scheduleNext(c)
+}
+
+// scheduleNext runs the next step at NextAt (at once when it has passed or is unset).
+func (a *Campaign) scheduleNext(c *actor.Context) {
+	hw, self := c.Engine(), c.PID()
+	wait := a.st.NextAt.Sub(a.deps.Clock.Now())
+	if a.st.NextAt.IsZero() || wait <= 0 {
+		hw.Send(self, campaignNext{})
+		return
+	}
+	due := a.st.NextAt
+	a.timer = time.AfterFunc(wait, func() { hw.Send(self, campaignNext{due: due}) })
+}
+
+// finish ends the campaign: the final record, the unused allowance released, everyone waiting
+// answered, and the actor stopped.
+func (a *Campaign) finish(c *actor.Context) {
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+	a.st.UpdatedAt = a.deps.Clock.Now().UTC()
+	a.save(c, nil, true)
+	if unused := int64(a.st.Granted - a.st.Cursor); unused > 0 {
+		a.deps.Allowance.Release(a.st.UserID, unused)
+	}
+	a.publish()
+	v := a.view()
+	for _, w := range a.cancels {
+		w <- v
+	}
+	a.cancels = nil
+	c.Engine().Poison(c.PID())
+}
+
+// save writes the record (and a number's detail) synchronously: progress is durable before the
+// next number starts. A failure is logged; the in-flight mark still protects the next step.
+func (a *Campaign) save(_ *actor.Context, d *domain.CampaignDetail, final bool) {
+	snap := a.st
+	snap.Details = nil
+	if err := a.deps.Store.SaveCampaign(context.Background(), snap, d, final); err != nil {
+		a.deps.Log.Error("campaign: save progress", "campaign_id", a.st.ID, "err", err)
+	}
+}
+
+func (a *Campaign) view() domain.Campaign {
+	v := a.st
+	v.Details = append([]domain.CampaignDetail(nil), a.st.Details...)
+	return v
+}
+
+func (a *Campaign) publish() {
+	if a.deps.Publisher != nil {
+		a.deps.Publisher.Publish(a.view())
+	}
+}
