@@ -20,13 +20,14 @@ var allowedImports = map[string][]string{
 	"":        {"*"}, // main wires everything
 	"domain":  {},
 	"httpapi": {"domain", "engine", "identity", "media", "web"},
-	"engine":  {"domain", "actors", "actors/account", "actors/campaign", "actors/key", "actors/session", "actors/webhook", "persist", "network", "ecom", "media"},
+	"engine":  {"domain", "actors", "actors/account", "actors/campaign", "actors/key", "actors/session", "actors/storeevents", "actors/webhook", "persist", "network", "ecom", "media"},
 	// storeevents parses and renders store payloads with ecom's stateless functions.
 	"actors":                  {"domain", "network", "persist", "ecom"},
 	"actors/account":          {"domain"},
 	"actors/campaign":         {"domain"},
 	"actors/key":              {"domain", "persist"}, // persist.ErrNotFound
 	"actors/session":          {"domain", "network"},
+	"actors/storeevents":      {"domain", "ecom"},
 	"actors/webhook":          {"domain"},
 	"persist":                 {"domain"},
 	"network":                 {"domain"},

@@ -14,7 +14,7 @@ import (
 
 	"github.com/anthdm/hollywood/actor"
 
-	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/actors/storeevents"
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/ecom"
 	"github.com/gateway/gateway/persist"
@@ -35,8 +35,8 @@ import (
 
 // Store errors, re-exported for the HTTP layer.
 var (
-	ErrStoreNotFound    = actors.ErrStoreNotFound
-	ErrInvalidSignature = actors.ErrInvalidSignature
+	ErrStoreNotFound    = domain.ErrStoreNotFound
+	ErrInvalidSignature = domain.ErrInvalidSignature
 	// ErrInvalidShop: the shop domain is not a `<name>.myshopify.com` domain (checked before any
 	// outbound call).
 	ErrInvalidShop = ecom.ErrInvalidShop
@@ -82,7 +82,7 @@ type StoreConfig struct {
 	// Sealer seals credentials at rest (main loads its key); nil = a key that lives as long as
 	// the process (tests).
 	Sealer *persist.Sealer
-	// Retry policy of the storeevents actors (zero values: see actors.StoreEventsDeps).
+	// Retry policy of the storeevents actors (zero values: see storeevents.Deps).
 	BaseBackoff, MaxBackoff, SessionPoll, RetryWindow time.Duration
 }
 
@@ -96,7 +96,7 @@ type storeEntry struct {
 	hookMACs, clientMACs            ecom.WebhookVerifier // keyed with the secrets, reused per request
 	openErr                         error                // the credentials did not open (key changed)
 	seq                             persist.InboxSeq
-	view                            atomic.Pointer[actors.StoreEventsView]
+	view                            atomic.Pointer[storeevents.View]
 	mu                              sync.Mutex // guards pid
 	pid                             *actor.PID
 	storeName, webhookURL           string
@@ -241,15 +241,15 @@ func (e *Engine) storeActor(ent *storeEntry) *actor.PID {
 		return ent.pid
 	}
 	s := e.stores
-	deps := actors.StoreEventsDeps{
+	deps := storeevents.Deps{
 		Store: storeEventsStore{s.inbox, s}, Orders: s, Templates: s,
-		Sender: storeSender{e}, Outcomes: storeSender{e},
-		Views: storeViews{s, ent.rec.Shop}, Workers: &s.workers,
-		Now: e.cfg.Now, Log: e.log,
+		Sender: storeSender{e}, Outbox: storeSender{e},
+		Publisher: storeViews{s, ent.rec.Shop}, Workers: &s.workers,
+		Clock: clockFunc(e.cfg.Now), Log: e.log,
 		BaseBackoff: s.cfg.BaseBackoff, MaxBackoff: s.cfg.MaxBackoff, SessionPoll: s.cfg.SessionPoll, RetryWindow: s.cfg.RetryWindow,
 	}
 	id := ent.rec.Shop + "." + strconv.FormatInt(s.idx.gen.Add(1), 10)
-	ent.pid = e.spawn(actors.NewStoreEvents(ent.rec.Shop, deps), storeActorKind, id)
+	ent.pid = e.spawn(storeevents.New(ent.rec.Shop, deps), storeActorKind, id)
 	return ent.pid
 }
 
@@ -338,7 +338,7 @@ type StoreView struct {
 	HasWebhookSecret                 bool
 	WebhooksRegistered               int
 	// Events: pending events (oldest first), then the recent outcomes, newest first.
-	Events []actors.StoreEventRecord
+	Events []domain.StoreEvent
 }
 
 // Store returns the user's store; ErrStoreNotFound when none is connected.
@@ -357,13 +357,13 @@ func (e *Engine) Store(uid string) (StoreView, error) {
 	}
 	qv := ent.view.Load()
 	errStop := errors.New("stop")
-	err := s.inbox.ScanShop(r.Shop, func(in actors.InboxEntry) error {
-		rec := actors.StoreEventRecord{Seq: in.Seq, Topic: in.Topic, WebhookID: in.WebhookID, Status: actors.StoreEventPending, ReceivedAt: in.ReceivedAt}
+	err := s.inbox.ScanShop(r.Shop, func(in domain.InboxEntry) error {
+		rec := domain.StoreEvent{Seq: in.Seq, Topic: in.Topic, WebhookID: in.WebhookID, Status: domain.StoreEventPending, ReceivedAt: in.ReceivedAt}
 		if qv != nil && qv.Head == in.Seq {
 			rec.Attempts, rec.Reason = qv.Attempts, qv.LastError
 		}
 		v.Events = append(v.Events, rec)
-		if len(v.Events) >= actors.RecentStoreEvents {
+		if len(v.Events) >= domain.RecentStoreEvents {
 			return errStop
 		}
 		return nil
@@ -375,7 +375,7 @@ func (e *Engine) Store(uid string) (StoreView, error) {
 	if err != nil {
 		return StoreView{}, fmt.Errorf("%w: read recent events: %v", ErrUnavailable, err)
 	}
-	slices.SortFunc(done, func(a, b actors.StoreEventRecord) int { return int(b.N - a.N) })
+	slices.SortFunc(done, func(a, b domain.StoreEvent) int { return int(b.N - a.N) })
 	v.Events = append(v.Events, done...)
 	return v, nil
 }

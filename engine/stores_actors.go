@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/actors/storeevents"
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/persist"
@@ -20,7 +20,7 @@ type storeEventsStore struct {
 	s *storeService
 }
 
-func (st storeEventsStore) FinishEvent(ctx context.Context, shop, seq string, rec actors.StoreEventRecord, sentKey string) error {
+func (st storeEventsStore) FinishEvent(ctx context.Context, shop, seq string, rec domain.StoreEvent, sentKey string) error {
 	err := st.Finish(ctx, shop, seq, rec, sentKey)
 	if errors.Is(err, persist.ErrNotFound) {
 		return nil // removed meanwhile: the store was disconnected
@@ -37,9 +37,9 @@ func (st storeEventsStore) FinishEvent(ctx context.Context, shop, seq string, re
 		}})
 	}
 	switch rec.Status {
-	case actors.StoreEventSent:
+	case domain.StoreEventSent:
 		s.sentN.Add(1)
-	case actors.StoreEventSkipped:
+	case domain.StoreEventSkipped:
 		s.skippedN.Add(1)
 	default:
 		s.failedN.Add(1)
@@ -47,29 +47,30 @@ func (st storeEventsStore) FinishEvent(ctx context.Context, shop, seq string, re
 	return nil
 }
 
-// What the storeevents actors consume (actors.StoreEventsDeps). The store's current entry is
+// What the storeevents actors consume (storeevents.Deps). The store's current entry is
 // looked up on every call, not the one the actor was spawned for: a reconnect of the same shop
 // (new credentials) keeps its actor.
 
-// FetchOrder implements actors.OrderFetcher with the store's current token.
+// FetchOrder implements storeevents.OrderFetcher with the store's current token.
 func (s *storeService) FetchOrder(ctx context.Context, shop string, orderID int64) ([]byte, error) {
 	cur := s.byShop(shop)
 	if cur == nil {
 		return nil, fmt.Errorf("%w: %s", ErrStoreNotFound, shop)
 	}
 	if cur.token == "" {
-		return nil, actors.ErrNoStoreToken
+		return nil, storeevents.ErrNoStoreToken
 	}
 	return s.client.FetchOrder(ctx, shop, cur.token, orderID)
 }
 
-// storeViews publishes a store actor's queue view on the shop's current entry.
+// storeViews publishes a store actor's queue view on the shop's current entry
+// (storeevents.Publisher).
 type storeViews struct {
 	s    *storeService
 	shop string
 }
 
-func (v storeViews) PublishView(view actors.StoreEventsView) {
+func (v storeViews) Publish(view storeevents.View) {
 	if cur := v.s.byShop(v.shop); cur != nil {
 		cur.view.Store(&view)
 	}
@@ -80,7 +81,7 @@ type storeSender struct{ e *Engine }
 
 // Send sends a store event's message through the owner's default session under the entry's
 // message id.
-func (ss storeSender) Send(ctx context.Context, uid, msgID, to, text, origin string) (actors.OutboxEntry, error) {
+func (ss storeSender) Send(ctx context.Context, uid, msgID, to, text, origin string) (domain.OutboxEntry, error) {
 	return ss.e.Send(ctx, SendRequest{UserID: uid, Origin: origin,
 		Message: network.Message{ID: msgID, To: to, Kind: network.KindText, Text: text}})
 }
@@ -92,16 +93,16 @@ func (ss storeSender) SessionReady(uid string) bool {
 }
 
 // Outcome looks a message up in the outbox.
-func (ss storeSender) Outcome(msgID string) (actors.OutboxEntry, bool) {
+func (ss storeSender) Outcome(msgID string) (domain.OutboxEntry, bool) {
 	return ss.e.outboxOutcome(msgID)
 }
 
 // Interface guards.
 var (
-	_ actors.EventStore    = storeEventsStore{}
-	_ actors.OrderFetcher  = (*storeService)(nil)
-	_ actors.Templates     = (*storeService)(nil)
-	_ actors.Sender        = storeSender{}
-	_ actors.Outcomes      = storeSender{}
-	_ actors.ViewPublisher = storeViews{}
+	_ storeevents.Store        = storeEventsStore{}
+	_ storeevents.OrderFetcher = (*storeService)(nil)
+	_ storeevents.Templates    = (*storeService)(nil)
+	_ storeevents.Sender       = storeSender{}
+	_ storeevents.Outbox       = storeSender{}
+	_ storeevents.Publisher    = storeViews{}
 )

@@ -19,7 +19,7 @@ type TemplateView struct {
 	IsDefault bool // the user has not written their own text
 }
 
-// Template implements actors.Templates: the user's template for a topic.
+// Template implements storeevents.Templates: the user's template for a topic.
 func (s *storeService) Template(uid, topic string) (string, bool, error) {
 	all, err := s.records.Templates(uid)
 	if err != nil {
@@ -41,7 +41,7 @@ func templateView(topic string, all map[string]domain.Template) TemplateView {
 	return v
 }
 
-// StoreName implements actors.Templates: the shop's name, for {store_name} (the current
+// StoreName implements storeevents.Templates: the shop's name, for {store_name} (the current
 // entry's: a reconnect may have renamed it).
 func (s *storeService) StoreName(shop string) string {
 	if cur := s.byShop(shop); cur != nil {

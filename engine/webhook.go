@@ -10,7 +10,8 @@ import (
 
 	json "github.com/goccy/go-json"
 
-	"github.com/gateway/gateway/actors"
+	"github.com/gateway/gateway/actors/storeevents"
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/ecom"
 	"github.com/gateway/gateway/persist"
 )
@@ -83,8 +84,8 @@ func (e *Engine) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, e
 	}
 	if res.Status == WebhookIgnored {
 		s.ignored.Add(1)
-		e.hw.Send(e.storeActor(ent), actors.RecordStoreEvent{Record: actors.StoreEventRecord{
-			Topic: topic, WebhookID: string(w.DeliveryID), Status: actors.StoreEventSkipped, Reason: res.Reason,
+		e.hw.Send(e.storeActor(ent), storeevents.RecordEvent{Record: domain.StoreEvent{
+			Topic: topic, WebhookID: string(w.DeliveryID), Status: domain.StoreEventSkipped, Reason: res.Reason,
 			ReceivedAt: now, ProcessedAt: now,
 		}})
 		return res, nil
@@ -106,7 +107,7 @@ func (e *Engine) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, e
 		}
 	}
 	seq := ent.seq.Next(now)
-	entry := actors.InboxEntry{
+	entry := domain.InboxEntry{
 		Seq: seq, Shop: ent.rec.Shop, UserID: ent.rec.UserID, Platform: ent.rec.Platform, Topic: topic,
 		WebhookID: string(w.DeliveryID), MessageID: NewMessageID(), ReceivedAt: now, Body: w.Body,
 	}
@@ -118,7 +119,7 @@ func (e *Engine) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, e
 	}
 	s.accepted.Add(1)
 	s.pending.Add(1)
-	e.hw.Send(e.storeActor(ent), actors.InboxAdded{Seq: seq})
+	e.hw.Send(e.storeActor(ent), storeevents.InboxAdded{Seq: seq})
 	res.Status = WebhookQueued
 	return res, nil
 }

@@ -1,4 +1,4 @@
-package actors
+package storeevents
 
 import (
 	"context"
@@ -12,14 +12,15 @@ import (
 
 	"github.com/anthdm/hollywood/actor"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/ecom"
 )
 
-// memInbox is an in-memory EventStore.
+// memInbox is an in-memory Store.
 type memInbox struct {
 	mu      sync.Mutex
-	entries map[string]InboxEntry
-	records []StoreEventRecord
+	entries map[string]domain.InboxEntry
+	records []domain.StoreEvent
 	sent    map[string]bool
 }
 
@@ -34,7 +35,7 @@ func (m *memInbox) PendingInbox(string) ([]string, error) {
 	return out, nil
 }
 
-func (m *memInbox) InboxEntry(_, seq string) (InboxEntry, bool, error) {
+func (m *memInbox) InboxEntry(_, seq string) (domain.InboxEntry, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.entries[seq]
@@ -49,7 +50,7 @@ func (m *memInbox) AlreadySent(_, key string) bool {
 	return m.sent[key]
 }
 
-func (m *memInbox) FinishEvent(_ context.Context, _, seq string, rec StoreEventRecord, sentKey string) error {
+func (m *memInbox) FinishEvent(_ context.Context, _, seq string, rec domain.StoreEvent, sentKey string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.entries, seq)
@@ -60,7 +61,7 @@ func (m *memInbox) FinishEvent(_ context.Context, _, seq string, rec StoreEventR
 	return nil
 }
 
-func (m *memInbox) record(webhookID string) (StoreEventRecord, bool) {
+func (m *memInbox) record(webhookID string) (domain.StoreEvent, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, r := range m.records {
@@ -68,7 +69,7 @@ func (m *memInbox) record(webhookID string) (StoreEventRecord, bool) {
 			return r, true
 		}
 	}
-	return StoreEventRecord{}, false
+	return domain.StoreEvent{}, false
 }
 
 type fakeClock struct {
@@ -76,7 +77,7 @@ type fakeClock struct {
 	t  time.Time
 }
 
-func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *fakeClock) add(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
@@ -96,9 +97,9 @@ type storeHarness struct {
 	send       func(n int) error
 	ready      bool
 	readyCalls int
-	disabled   bool                   // the template is disabled
-	outbox     map[string]OutboxEntry // what Outcome finds, by message id
-	views      []StoreEventsView
+	disabled   bool                          // the template is disabled
+	outbox     map[string]domain.OutboxEntry // what Outcome finds, by message id
+	views      []View
 }
 
 func newStoreHarness(t *testing.T, send func(n int) error) *storeHarness {
@@ -106,7 +107,7 @@ func newStoreHarness(t *testing.T, send func(n int) error) *storeHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &storeHarness{t: t, inbox: &memInbox{entries: map[string]InboxEntry{}, sent: map[string]bool{}},
+	h := &storeHarness{t: t, inbox: &memInbox{entries: map[string]domain.InboxEntry{}, sent: map[string]bool{}},
 		clk: &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}, hw: hw, send: send, ready: true}
 	return h
 }
@@ -122,26 +123,26 @@ func (h *storeHarness) Template(_, topic string) (string, bool, error) {
 	return "order {order_number}", !h.disabled, nil
 }
 func (h *storeHarness) StoreName(string) string { return "Acme" }
-func (h *storeHarness) Outcome(id string) (OutboxEntry, bool) {
+func (h *storeHarness) Outcome(id string) (domain.OutboxEntry, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	e, ok := h.outbox[id]
 	return e, ok
 }
-func (h *storeHarness) PublishView(v StoreEventsView) {
+func (h *storeHarness) Publish(v View) {
 	h.mu.Lock()
 	h.views = append(h.views, v)
 	h.mu.Unlock()
 }
-func (h *storeHarness) Send(_ context.Context, _, msgID, to, _, _ string) (OutboxEntry, error) {
+func (h *storeHarness) Send(_ context.Context, _, msgID, to, _, _ string) (domain.OutboxEntry, error) {
 	h.mu.Lock()
 	n := len(h.sends)
 	h.sends = append(h.sends, to)
 	h.mu.Unlock()
 	if err := h.send(n); err != nil {
-		return OutboxEntry{}, err
+		return domain.OutboxEntry{}, err
 	}
-	return OutboxEntry{ID: msgID, Status: MsgSent}, nil
+	return domain.OutboxEntry{ID: msgID, Status: domain.MsgSent}, nil
 }
 func (h *storeHarness) SessionReady(string) bool {
 	h.mu.Lock()
@@ -152,21 +153,22 @@ func (h *storeHarness) SessionReady(string) bool {
 
 // Interface guards.
 var (
-	_ EventStore    = (*memInbox)(nil)
-	_ OrderFetcher  = (*storeHarness)(nil)
-	_ Templates     = (*storeHarness)(nil)
-	_ Sender        = (*storeHarness)(nil)
-	_ Outcomes      = (*storeHarness)(nil)
-	_ ViewPublisher = (*storeHarness)(nil)
+	_ Store        = (*memInbox)(nil)
+	_ OrderFetcher = (*storeHarness)(nil)
+	_ Templates    = (*storeHarness)(nil)
+	_ Sender       = (*storeHarness)(nil)
+	_ Outbox       = (*storeHarness)(nil)
+	_ Publisher    = (*storeHarness)(nil)
+	_ Clock        = (*fakeClock)(nil)
 )
 
 func (h *storeHarness) start() {
-	deps := StoreEventsDeps{
-		Store: h.inbox, Orders: h, Templates: h, Sender: h, Outcomes: h, Views: h,
-		Now: h.clk.now, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	deps := Deps{
+		Store: h.inbox, Orders: h, Templates: h, Sender: h, Outbox: h, Publisher: h,
+		Clock: h.clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BaseBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, SessionPoll: 5 * time.Millisecond,
 	}
-	h.pid = h.hw.Spawn(NewStoreEvents("acme.myshopify.com", deps), "storeevents", actor.WithID("acme"))
+	h.pid = h.hw.Spawn(New("acme.myshopify.com", deps), "storeevents", actor.WithID("acme"))
 	h.t.Cleanup(func() { <-h.hw.Poison(h.pid).Done() })
 }
 
@@ -174,9 +176,9 @@ func (h *storeHarness) start() {
 func (h *storeHarness) add(seq, webhookID string, orderID int, phone string) {
 	body := `{"id":` + itoa(orderID) + `,"name":"#` + itoa(orderID) + `","customer":{"first_name":"Ann","phone":"` + phone + `"}}`
 	h.inbox.mu.Lock()
-	h.inbox.entries[seq] = InboxEntry{
+	h.inbox.entries[seq] = domain.InboxEntry{
 		Seq: seq, Shop: "acme.myshopify.com", UserID: "u1", Platform: ecom.PlatformShopify, Topic: ecom.TopicOrderCreated,
-		WebhookID: webhookID, MessageID: "3EB0" + seq, ReceivedAt: h.clk.now(), Body: []byte(body),
+		WebhookID: webhookID, MessageID: "3EB0" + seq, ReceivedAt: h.clk.Now(), Body: []byte(body),
 	}
 	h.inbox.mu.Unlock()
 	if h.pid != nil {
@@ -214,7 +216,7 @@ func TestStoreEventsInOrderWithRetries(t *testing.T) {
 	// The 2nd and 3rd sends fail on the network: the event is retried, and the ones behind it wait.
 	h := newStoreHarness(t, func(n int) error {
 		if n == 1 || n == 2 {
-			return ErrNetwork
+			return domain.ErrNetwork
 		}
 		return nil
 	})
@@ -230,19 +232,19 @@ func TestStoreEventsInOrderWithRetries(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("sends %v, want %v", got, want)
 	}
-	if r, _ := h.inbox.record("b"); r.Status != StoreEventSent || r.Attempts != 3 || r.MessageID != "3EB0002" || r.OrderName != "#2" {
+	if r, _ := h.inbox.record("b"); r.Status != domain.StoreEventSent || r.Attempts != 3 || r.MessageID != "3EB0002" || r.OrderName != "#2" {
 		t.Fatalf("retried event: %+v", r)
 	}
 	// The same order event again (another delivery id) is not sent twice.
 	h.add("004", "d", 1, "+14155550001")
 	h.wait("the repeat recorded", func() bool { _, ok := h.inbox.record("d"); return ok })
-	if r, _ := h.inbox.record("d"); r.Status != StoreEventSkipped || h.sendCount() != 5 {
+	if r, _ := h.inbox.record("d"); r.Status != domain.StoreEventSkipped || h.sendCount() != 5 {
 		t.Fatalf("repeated event: %+v after %d sends", r, h.sendCount())
 	}
 }
 
 func TestStoreEventsWaitForSessionThenGiveUpAfterWindow(t *testing.T) {
-	h := newStoreHarness(t, func(int) error { return ErrNotConnected })
+	h := newStoreHarness(t, func(int) error { return domain.ErrNotConnected })
 	h.ready = false
 	h.add("001", "a", 1, "+14155550001")
 	h.start()
@@ -259,10 +261,10 @@ func TestStoreEventsWaitForSessionThenGiveUpAfterWindow(t *testing.T) {
 	h.wait("a second attempt", func() bool { return h.sendCount() >= 2 })
 
 	// Still failing 24 h after it was received: given up, recorded failed, the next one runs.
-	h.clk.add(StoreRetryWindow + time.Minute)
+	h.clk.add(DefaultRetryWindow + time.Minute)
 	h.wait("the event given up", func() bool { _, ok := h.inbox.record("a"); return ok })
 	r, _ := h.inbox.record("a")
-	if r.Status != StoreEventFailed || !strings.Contains(r.Reason, "gave up after 24 h") {
+	if r.Status != domain.StoreEventFailed || !strings.Contains(r.Reason, "gave up after 24 h") {
 		t.Fatalf("given-up event: %+v", r)
 	}
 	h.inbox.mu.Lock()
@@ -278,7 +280,7 @@ func TestStoreEventsSkipsWithoutPhone(t *testing.T) {
 	h.start()
 	h.add("001", "a", 1, "not a number")
 	h.wait("recorded", func() bool { _, ok := h.inbox.record("a"); return ok })
-	if r, _ := h.inbox.record("a"); r.Status != StoreEventSkipped || !strings.Contains(r.Reason, "customer.phone") || h.sendCount() != 0 {
+	if r, _ := h.inbox.record("a"); r.Status != domain.StoreEventSkipped || !strings.Contains(r.Reason, "customer.phone") || h.sendCount() != 0 {
 		t.Fatalf("event without a usable phone: %+v", r)
 	}
 }
@@ -288,11 +290,11 @@ func TestStoreEventsSkipsWithoutPhone(t *testing.T) {
 // published as it drains.
 func TestStoreEventsOutboxTemplateAndViews(t *testing.T) {
 	h := newStoreHarness(t, func(int) error { return nil })
-	h.outbox = map[string]OutboxEntry{"3EB0001": {ID: "3EB0001", Status: MsgSent}}
+	h.outbox = map[string]domain.OutboxEntry{"3EB0001": {ID: "3EB0001", Status: domain.MsgSent}}
 	h.add("001", "a", 1, "+14155550001")
 	h.start()
 	h.wait("the sent one recorded", func() bool { _, ok := h.inbox.record("a"); return ok })
-	if r, _ := h.inbox.record("a"); r.Status != StoreEventSent || r.MessageID != "3EB0001" || h.sendCount() != 0 {
+	if r, _ := h.inbox.record("a"); r.Status != domain.StoreEventSent || r.MessageID != "3EB0001" || h.sendCount() != 0 {
 		t.Fatalf("event already in the outbox: %+v after %d sends", r, h.sendCount())
 	}
 	h.mu.Lock()
@@ -300,7 +302,7 @@ func TestStoreEventsOutboxTemplateAndViews(t *testing.T) {
 	h.mu.Unlock()
 	h.add("002", "b", 2, "+14155550002")
 	h.wait("the disabled one recorded", func() bool { _, ok := h.inbox.record("b"); return ok })
-	if r, _ := h.inbox.record("b"); r.Status != StoreEventSkipped || r.Reason != "template disabled" || h.sendCount() != 0 {
+	if r, _ := h.inbox.record("b"); r.Status != domain.StoreEventSkipped || r.Reason != "template disabled" || h.sendCount() != 0 {
 		t.Fatalf("event with a disabled template: %+v", r)
 	}
 	h.wait("an empty queue published", func() bool {

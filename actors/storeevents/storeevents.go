@@ -1,4 +1,18 @@
-package actors
+// Package storeevents is the actor of one connected store (Shopify or WooCommerce): it works
+// through the store's durable inbox of accepted webhooks in order, one event at a time (parse,
+// fetch the order when the payload lacks it, render the owner's template, send through the
+// owner's session), records each outcome, and retries transient failures with capped
+// exponential backoff.
+//
+// Imports: domain, ecom (its stateless parsers and renderer) and hollywood; what the actor needs
+// from the rest of the gateway is declared here as interfaces (Store, OrderFetcher, Templates,
+// Sender, Outbox, Publisher, Workers, Clock). Only the engine imports it: it spawns one actor
+// per connected store and implements those interfaces.
+//
+// Concurrency: every field of StoreEvents is owned by the actor's goroutine. Receive never does
+// I/O: a worker goroutine processes the head of the queue and reports back with a message, and
+// retries wait on timers.
+package storeevents
 
 import (
 	"context"
@@ -16,26 +30,9 @@ import (
 	"github.com/gateway/gateway/ecom"
 )
 
-// Outcomes of a store event.
-const (
-	StoreEventPending = domain.StoreEventPending
-	StoreEventSent    = domain.StoreEventSent
-	StoreEventSkipped = domain.StoreEventSkipped
-	StoreEventFailed  = domain.StoreEventFailed
-)
-
-const (
-	// RecentStoreEvents is how many processed events a store keeps for GET /api/client/store.
-	RecentStoreEvents = domain.RecentStoreEvents
-	// StoreRetryWindow is how long an event keeps being retried after it was received.
-	StoreRetryWindow = 24 * time.Hour
-)
-
-// InboxEntry is one accepted webhook (domain.InboxEntry).
-type InboxEntry = domain.InboxEntry
-
-// StoreEventRecord is one event's outcome (domain.StoreEvent).
-type StoreEventRecord = domain.StoreEvent
+// DefaultRetryWindow is how long an event keeps being retried after it was received, unless
+// Deps.RetryWindow says otherwise.
+const DefaultRetryWindow = 24 * time.Hour
 
 // ErrNoStoreToken is returned by OrderFetcher when the store was connected without an Admin
 // API token (native webhooks, WooCommerce), so an order cannot be fetched.
@@ -45,19 +42,19 @@ var ErrNoStoreToken = errors.New("the store was connected without an access toke
 // where they are consumed, and implemented by the engine. Everything that does I/O is called
 // from the actor's worker goroutine, never from Receive.
 
-// EventStore is the actor's storage: the store's durable inbox and its recorded outcomes.
-type EventStore interface {
+// Store is the actor's storage: the store's durable inbox and its recorded outcomes.
+type Store interface {
 	// PendingInbox lists the seqs of the shop's inbox, in order.
 	PendingInbox(shop string) ([]string, error)
 	// InboxEntry reads one entry; found is false once it was removed.
-	InboxEntry(shop, seq string) (e InboxEntry, found bool, err error)
-	// LastEventN is the highest StoreEventRecord.N recorded for the shop (0 for none).
+	InboxEntry(shop, seq string) (e domain.InboxEntry, found bool, err error)
+	// LastEventN is the highest domain.StoreEvent.N recorded for the shop (0 for none).
 	LastEventN(shop string) (int64, error)
 	// AlreadySent tells whether a message for this event (ecom.Event.DedupeKey) went out already.
 	AlreadySent(shop, key string) bool
 	// FinishEvent records an outcome in one commit: the record in its ring slot, the inbox
 	// entry removed (seq "" = none), and sentKey marked as sent (ecom.Event.DedupeKey; "" = none).
-	FinishEvent(ctx context.Context, shop, seq string, rec StoreEventRecord, sentKey string) error
+	FinishEvent(ctx context.Context, shop, seq string, rec domain.StoreEvent, sentKey string) error
 }
 
 // OrderFetcher reads orders from the store platform.
@@ -78,31 +75,37 @@ type Templates interface {
 // Sender sends through the owner's session.
 type Sender interface {
 	// Send sends a text through the user's session under msgID, with its allowance.
-	Send(ctx context.Context, uid, msgID, to, text, origin string) (OutboxEntry, error)
+	Send(ctx context.Context, uid, msgID, to, text, origin string) (domain.OutboxEntry, error)
 	// SessionReady tells whether the user's session is connected (a cheap read, no I/O).
 	SessionReady(uid string) bool
 }
 
-// Outcomes finds what became of a message sent before (a crash between the send and the
+// Outbox finds what became of a message sent before (a crash between the send and the
 // recorded outcome).
-type Outcomes interface {
+type Outbox interface {
 	// Outcome looks a message up in the outbox.
-	Outcome(msgID string) (OutboxEntry, bool)
+	Outcome(msgID string) (domain.OutboxEntry, bool)
 }
 
-// ViewPublisher receives the actor's queue view after every change.
-type ViewPublisher interface {
-	PublishView(StoreEventsView)
+// Publisher receives the actor's queue view after every change. It is called from the actor's
+// goroutine and must not block.
+type Publisher interface {
+	Publish(v View)
 }
 
-// WorkerGroup counts worker goroutines, so a shutdown can wait for them.
-type WorkerGroup interface {
+// Workers counts worker goroutines, so a shutdown can wait for them.
+type Workers interface {
 	Add(int)
 	Done()
 }
 
-// StoreEventsView is what the actor publishes about its queue (for GET /api/client/store).
-type StoreEventsView struct {
+// Clock is the actor's time: records, the retry window, and retry times.
+type Clock interface {
+	Now() time.Time
+}
+
+// View is what the actor publishes about its queue (for GET /api/client/store).
+type View struct {
 	Pending   int       // entries in the inbox
 	Head      string    // seq of the entry being processed or waiting for a retry
 	Attempts  int       // failed attempts of Head so far
@@ -110,20 +113,20 @@ type StoreEventsView struct {
 	NextRetry time.Time // when Head is tried again (zero when it is not waiting)
 }
 
-// StoreEventsDeps are a storeevents actor's collaborators.
-type StoreEventsDeps struct {
-	Store     EventStore
+// Deps are a storeevents actor's collaborators.
+type Deps struct {
+	Store     Store
 	Orders    OrderFetcher
 	Templates Templates
 	Sender    Sender
-	Outcomes  Outcomes
-	Views     ViewPublisher // optional
-	Workers   WorkerGroup   // optional
-	Now       func() time.Time
+	Outbox    Outbox
+	Publisher Publisher // optional
+	Workers   Workers   // optional
+	Clock     Clock
 	Log       *slog.Logger
 	// Retry policy: backoff doubles from BaseBackoff up to MaxBackoff; while the session is
 	// disconnected it is polled every SessionPoll; an event is given up RetryWindow after it was
-	// received. Zero values take 1 s, 5 min, 1 s and StoreRetryWindow.
+	// received. Zero values take 1 s, 5 min, 1 s and DefaultRetryWindow.
 	BaseBackoff, MaxBackoff, SessionPoll, RetryWindow time.Duration
 }
 
@@ -131,9 +134,9 @@ type StoreEventsDeps struct {
 type (
 	// InboxAdded tells the actor an entry was committed to its inbox.
 	InboxAdded struct{ Seq string }
-	// RecordStoreEvent records an event that was answered without entering the inbox (ignored
+	// RecordEvent records an event that was answered without entering the inbox (ignored
 	// at the receiver: no phone, a topic that sends nothing).
-	RecordStoreEvent struct{ Record StoreEventRecord }
+	RecordEvent struct{ Record domain.StoreEvent }
 
 	storeLoaded struct {
 		seqs  []string
@@ -158,12 +161,12 @@ type (
 // owned by the actor's goroutine.
 type StoreEvents struct {
 	shop string
-	deps StoreEventsDeps
+	deps Deps
 
 	loaded bool
 	queue  []string // pending seqs, sorted
 	known  map[string]bool
-	early  []StoreEventRecord // records that arrived before the load finished
+	early  []domain.StoreEvent // records that arrived before the load finished
 	nextN  int64
 	// running identifies the attempt whose worker runs for queue[0] (nil: none). A result of
 	// another attempt, say one from before a restart after a panic, is ignored.
@@ -175,8 +178,8 @@ type StoreEvents struct {
 	next     time.Time
 }
 
-// NewStoreEvents returns the producer of the actor of shop.
-func NewStoreEvents(shop string, deps StoreEventsDeps) actor.Producer {
+// New returns the producer of the actor of shop.
+func New(shop string, deps Deps) actor.Producer {
 	if deps.BaseBackoff <= 0 {
 		deps.BaseBackoff = time.Second
 	}
@@ -187,7 +190,7 @@ func NewStoreEvents(shop string, deps StoreEventsDeps) actor.Producer {
 		deps.SessionPoll = time.Second
 	}
 	if deps.RetryWindow <= 0 {
-		deps.RetryWindow = StoreRetryWindow
+		deps.RetryWindow = DefaultRetryWindow
 	}
 	return func() actor.Receiver {
 		return &StoreEvents{shop: shop, deps: deps, known: map[string]bool{}}
@@ -202,8 +205,8 @@ func (a *StoreEvents) Receive(c *actor.Context) {
 	case storeLoaded:
 		if m.err != nil {
 			a.deps.Log.Error("storeevents: load inbox", "shop", a.shop, "err", m.err)
-			engine, self := c.Engine(), c.PID()
-			a.timer = time.AfterFunc(time.Second, func() { engine.Send(self, storeWake{}) })
+			hw, self := c.Engine(), c.PID()
+			a.timer = time.AfterFunc(time.Second, func() { hw.Send(self, storeWake{}) })
 			return
 		}
 		a.loaded = true
@@ -219,7 +222,7 @@ func (a *StoreEvents) Receive(c *actor.Context) {
 	case InboxAdded:
 		a.add(m.Seq)
 		a.kick(c)
-	case RecordStoreEvent:
+	case RecordEvent:
 		if !a.loaded {
 			a.early = append(a.early, m.Record)
 			return
@@ -239,14 +242,14 @@ func (a *StoreEvents) Receive(c *actor.Context) {
 // load reads the inbox on a goroutine: Started runs on the spawner's goroutine, which may be a
 // webhook request.
 func (a *StoreEvents) load(c *actor.Context) {
-	engine, self, deps, shop := c.Engine(), c.PID(), a.deps, a.shop
+	hw, self, deps, shop := c.Engine(), c.PID(), a.deps, a.shop
 	a.spawnWorker(func() {
 		seqs, err := deps.Store.PendingInbox(shop)
 		var n int64
 		if err == nil {
 			n, err = deps.Store.LastEventN(shop)
 		}
-		engine.Send(self, storeLoaded{seqs: seqs, lastN: n, err: err})
+		hw.Send(self, storeLoaded{seqs: seqs, lastN: n, err: err})
 	})
 }
 
@@ -264,7 +267,7 @@ func (a *StoreEvents) add(seq string) {
 }
 
 // record writes a record of an event that never entered the inbox.
-func (a *StoreEvents) record(r StoreEventRecord) {
+func (a *StoreEvents) record(r domain.StoreEvent) {
 	r.N = a.nextN
 	a.nextN++
 	store, shop, log := a.deps.Store, a.shop, a.deps.Log
@@ -285,11 +288,11 @@ func (a *StoreEvents) kick(c *actor.Context) {
 	seq, n, attempts := a.queue[0], a.nextN, a.attempts
 	a.nextN++ // a retried attempt leaves a gap in N: harmless, N only orders records
 	w := storeWorker{shop: a.shop, deps: a.deps}
-	engine, self := c.Engine(), c.PID()
+	hw, self := c.Engine(), c.PID()
 	a.spawnWorker(func() {
 		res := w.process(seq, n, attempts)
 		res.run = run
-		engine.Send(self, res)
+		hw.Send(self, res)
 	})
 	a.publish()
 }
@@ -332,7 +335,7 @@ func (a *StoreEvents) wake(c *actor.Context) {
 		a.load(c)
 		return
 	}
-	if a.last.waitSession && !a.deps.Sender.SessionReady(a.last.uid) && a.deps.Now().Sub(a.last.receivedAt) < a.deps.RetryWindow {
+	if a.last.waitSession && !a.deps.Sender.SessionReady(a.last.uid) && a.deps.Clock.Now().Sub(a.last.receivedAt) < a.deps.RetryWindow {
 		a.schedule(c, a.deps.SessionPoll)
 		return
 	}
@@ -341,12 +344,12 @@ func (a *StoreEvents) wake(c *actor.Context) {
 
 func (a *StoreEvents) schedule(c *actor.Context, d time.Duration) {
 	a.waiting = true
-	a.next = a.deps.Now().Add(d)
-	engine, self := c.Engine(), c.PID()
+	a.next = a.deps.Clock.Now().Add(d)
+	hw, self := c.Engine(), c.PID()
 	if a.timer != nil {
 		a.timer.Stop()
 	}
-	a.timer = time.AfterFunc(d, func() { engine.Send(self, storeWake{}) })
+	a.timer = time.AfterFunc(d, func() { hw.Send(self, storeWake{}) })
 }
 
 // backoff is the wait after the attempts-th failure: BaseBackoff doubling, capped.
@@ -368,23 +371,23 @@ func (a *StoreEvents) spawnWorker(fn func()) {
 }
 
 func (a *StoreEvents) publish() {
-	if a.deps.Views == nil {
+	if a.deps.Publisher == nil {
 		return
 	}
-	v := StoreEventsView{Pending: len(a.queue), Attempts: a.attempts, NextRetry: a.next}
+	v := View{Pending: len(a.queue), Attempts: a.attempts, NextRetry: a.next}
 	if len(a.queue) > 0 {
 		v.Head = a.queue[0]
 	}
 	if a.last.err != nil {
 		v.LastError = a.last.err.Error()
 	}
-	a.deps.Views.PublishView(v)
+	a.deps.Publisher.Publish(v)
 }
 
 // storeWorker processes one inbox entry, off the actor's goroutine.
 type storeWorker struct {
 	shop string
-	deps StoreEventsDeps
+	deps Deps
 }
 
 // process runs one attempt at an entry and, when its outcome is final, records it.
@@ -392,32 +395,32 @@ func (w storeWorker) process(seq string, n int64, attempts int) storeWorked {
 	res := storeWorked{seq: seq}
 	entry, found, err := w.deps.Store.InboxEntry(w.shop, seq)
 	if err != nil {
-		res.retry, res.err, res.receivedAt = true, fmt.Errorf("%w: read inbox: %v", ErrUnavailable, err), w.deps.Now()
+		res.retry, res.err, res.receivedAt = true, fmt.Errorf("%w: read inbox: %v", domain.ErrUnavailable, err), w.deps.Clock.Now()
 		return res
 	}
 	if !found {
 		return res // removed meanwhile (the store was disconnected)
 	}
 	res.uid, res.receivedAt = entry.UserID, entry.ReceivedAt
-	rec := StoreEventRecord{
+	rec := domain.StoreEvent{
 		N: n, Seq: seq, Topic: entry.Topic, WebhookID: entry.WebhookID, Attempts: attempts + 1, ReceivedAt: entry.ReceivedAt,
 	}
 	sentKey, retryErr, waitSession := w.run(entry, &rec)
 	if retryErr != nil {
-		if w.deps.Now().Sub(entry.ReceivedAt) < w.deps.RetryWindow {
+		if w.deps.Clock.Now().Sub(entry.ReceivedAt) < w.deps.RetryWindow {
 			res.retry, res.err, res.waitSession = true, retryErr, waitSession
 			return res
 		}
-		rec.Status, rec.Reason = StoreEventFailed, "gave up after "+hours(w.deps.RetryWindow)+" of retries: "+retryErr.Error()
+		rec.Status, rec.Reason = domain.StoreEventFailed, "gave up after "+hours(w.deps.RetryWindow)+" of retries: "+retryErr.Error()
 	}
-	rec.ProcessedAt = w.deps.Now().UTC()
+	rec.ProcessedAt = w.deps.Clock.Now().UTC()
 	if err := w.deps.Store.FinishEvent(context.Background(), w.shop, seq, rec, sentKey); err != nil {
 		// The outcome is not recorded: run the entry again later (its message id makes a second
 		// run find the message in the outbox rather than send it twice).
-		res.retry, res.err = true, fmt.Errorf("%w: record outcome: %v", ErrUnavailable, err)
+		res.retry, res.err = true, fmt.Errorf("%w: record outcome: %v", domain.ErrUnavailable, err)
 		return res
 	}
-	if rec.Status != StoreEventSent {
+	if rec.Status != domain.StoreEventSent {
 		w.deps.Log.Info("store event not sent", "shop", w.shop, "seq", seq, "topic", rec.Topic, "status", rec.Status, "reason", rec.Reason)
 	}
 	return res
@@ -425,7 +428,7 @@ func (w storeWorker) process(seq string, n int64, attempts int) storeWorked {
 
 // run takes an entry from payload to sent message. It fills rec with the outcome, or returns a
 // transient error to retry (waitSession: the owner's session is not connected).
-func (w storeWorker) run(entry InboxEntry, rec *StoreEventRecord) (sentKey string, retry error, waitSession bool) {
+func (w storeWorker) run(entry domain.InboxEntry, rec *domain.StoreEvent) (sentKey string, retry error, waitSession bool) {
 	final := func(status, reason string) (string, error, bool) {
 		rec.Status, rec.Reason = status, reason
 		return "", nil, false
@@ -440,9 +443,9 @@ func (w storeWorker) run(entry InboxEntry, rec *StoreEventRecord) (sentKey strin
 	}
 	switch {
 	case errors.Is(err, ecom.ErrIgnored):
-		return final(StoreEventSkipped, reasonOf(err))
+		return final(domain.StoreEventSkipped, reasonOf(err))
 	case err != nil:
-		return final(StoreEventFailed, reasonOf(err))
+		return final(domain.StoreEventFailed, reasonOf(err))
 	}
 	rec.Topic, rec.OrderID, rec.OrderName = ev.Topic, ev.OrderID, ev.OrderName
 	ctx := context.Background()
@@ -452,14 +455,14 @@ func (w storeWorker) run(entry InboxEntry, rec *StoreEventRecord) (sentKey strin
 		case errors.Is(err, ErrNoStoreToken) && ev.Phone != "":
 			// Go with what the payload carries (a fulfillment's destination).
 		case errors.Is(err, ErrNoStoreToken):
-			return final(StoreEventSkipped, "no phone number in the payload, and no access token to fetch its order")
+			return final(domain.StoreEventSkipped, "no phone number in the payload, and no access token to fetch its order")
 		case errors.Is(err, ecom.ErrUpstream):
 			return "", fmt.Errorf("fetch order %d: %w", ev.OrderID, err), false
 		case err != nil:
-			return final(StoreEventFailed, "fetch order: "+reasonOf(err))
+			return final(domain.StoreEventFailed, "fetch order: "+reasonOf(err))
 		default:
 			if err := ecom.MergeOrder(&ev, order); err != nil {
-				return final(StoreEventFailed, "fetched order: "+reasonOf(err))
+				return final(domain.StoreEventFailed, "fetched order: "+reasonOf(err))
 			}
 		}
 		ev.NeedsOrder = false
@@ -467,46 +470,46 @@ func (w storeWorker) run(entry InboxEntry, rec *StoreEventRecord) (sentKey strin
 	}
 	rec.Phone = ev.Phone
 	if ev.SkipReason != "" {
-		return final(StoreEventSkipped, ev.SkipReason)
+		return final(domain.StoreEventSkipped, ev.SkipReason)
 	}
 	key := ev.DedupeKey()
 	if w.deps.Store.AlreadySent(entry.Shop, key) {
-		return final(StoreEventSkipped, "already sent: the store repeated this event")
+		return final(domain.StoreEventSkipped, "already sent: the store repeated this event")
 	}
 	tmpl, enabled, err := w.deps.Templates.Template(entry.UserID, ev.Topic)
 	if err != nil {
-		return "", fmt.Errorf("%w: read template: %v", ErrUnavailable, err), false
+		return "", fmt.Errorf("%w: read template: %v", domain.ErrUnavailable, err), false
 	}
 	if !enabled {
-		return final(StoreEventSkipped, "template disabled")
+		return final(domain.StoreEventSkipped, "template disabled")
 	}
 	text := ecom.Render(tmpl, ev, w.deps.Templates.StoreName(entry.Shop))
 	if text == "" {
-		return final(StoreEventSkipped, "the template renders an empty message")
+		return final(domain.StoreEventSkipped, "the template renders an empty message")
 	}
-	if prev, found := w.deps.Outcomes.Outcome(entry.MessageID); found {
+	if prev, found := w.deps.Outbox.Outcome(entry.MessageID); found {
 		switch prev.Status {
-		case MsgSent:
-			rec.Status, rec.MessageID = StoreEventSent, prev.ID
+		case domain.MsgSent:
+			rec.Status, rec.MessageID = domain.StoreEventSent, prev.ID
 			return key, nil, false
-		case MsgQueued:
+		case domain.MsgQueued:
 			// In the outbox without an outcome (a send in flight, or one the session re-sends
 			// after a restart): wait for it rather than send again.
-			return "", fmt.Errorf("%w: the message is still in the outbox", ErrUnavailable), false
+			return "", fmt.Errorf("%w: the message is still in the outbox", domain.ErrUnavailable), false
 		}
 	}
 	sent, err := w.deps.Sender.Send(ctx, entry.UserID, entry.MessageID, ev.Phone, text, "store:"+entry.Shop)
 	switch {
 	case err == nil:
-		rec.Status, rec.MessageID = StoreEventSent, sent.ID
+		rec.Status, rec.MessageID = domain.StoreEventSent, sent.ID
 		return key, nil, false
-	case errors.Is(err, ErrNotConnected):
+	case errors.Is(err, domain.ErrNotConnected):
 		return "", err, true
-	case errors.Is(err, ErrNetwork), errors.Is(err, ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, domain.ErrNetwork), errors.Is(err, domain.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		return "", err, false
 	}
 	rec.MessageID = entry.MessageID
-	return final(StoreEventFailed, err.Error())
+	return final(domain.StoreEventFailed, err.Error())
 }
 
 // reasonOf is an ecom error's text without the package prefix.
