@@ -5,7 +5,7 @@ BIN       ?= bin/gateway
 DATA      ?= ./data
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
-# Packages must import one way: main → httpapi → engine → actors → {persist, network, ecom}.
+# Packages must import one way: main → httpapi → engine → actors/* → {domain, network, ecom}.
 ADAPTERS  := persist network network/sim network/whatsapp network/networktest ecom identity media domain
 # whatsmeow 2026-08-21 is served by ../shared/goproxy when the default module proxy does not
 # have it yet (see README.md, "WhatsApp"); the same versions and hashes as the public proxy.
@@ -54,18 +54,21 @@ lint: deps
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
 
-# deps fails when an adapter imports the core, or the core imports the HTTP layer.
+# deps fails when an adapter imports the core, the core imports the HTTP layer, or an actor
+# imports the engine (TestImportAllowList in deps_test.go checks every arrow).
 deps:
 	@fail=0; \
 	for p in $(ADAPTERS); do \
 	  [ -d $$p ] || continue; \
-	  bad=$$($(GO) list -deps ./$$p | grep -E 'github.com/gateway/gateway/(engine|actors|httpapi)$$' || true); \
+	  bad=$$($(GO) list -deps ./$$p | grep -E 'github.com/gateway/gateway/(engine|actors(/[a-z]+)?|httpapi)$$' || true); \
 	  if [ -n "$$bad" ]; then echo "$$p must not import: $$bad"; fail=1; fi; \
 	done; \
-	for p in engine actors; do \
+	for p in engine actors/...; do \
 	  bad=$$($(GO) list -deps ./$$p | grep -E 'github.com/gateway/gateway/httpapi$$' || true); \
 	  if [ -n "$$bad" ]; then echo "$$p must not import: $$bad"; fail=1; fi; \
 	done; \
+	bad=$$($(GO) list -deps ./actors/... | grep -E 'github.com/gateway/gateway/engine$$' || true); \
+	if [ -n "$$bad" ]; then echo "actors must not import: $$bad"; fail=1; fi; \
 	exit $$fail
 
 # fuzz runs the route-body fuzzer (FUZZTIME, default 60s); its seeds run in make test too.

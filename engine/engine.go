@@ -1,6 +1,7 @@
 // Package engine is the application core: it starts the hollywood actor engine, spawns and
 // supervises every actor, rebuilds them from storage at boot, and is the only API the HTTP
-// layer calls. Imports: actors, persist (record types), hollywood; never httpapi or identity.
+// layer calls. Imports: actors/* (one package per actor kind, whose interfaces the engine
+// implements), persist (record types), hollywood; never httpapi or identity.
 //
 // Concurrency: the engine's own state is the user directory and the key index, each behind its
 // own RWMutex (never held together, never held while talking to an actor). Everything else is

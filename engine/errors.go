@@ -1,20 +1,20 @@
 package engine
 
-import "github.com/gateway/gateway/actors"
+import "github.com/gateway/gateway/domain"
 
-// The domain errors, re-exported for the HTTP layer: they are declared once, in actors.
+// The domain errors, re-exported for the HTTP layer: they are declared once, in domain.
 var (
-	ErrUnknownKey        = actors.ErrUnknownKey
-	ErrKeyRevoked        = actors.ErrKeyRevoked
-	ErrKeyExpired        = actors.ErrKeyExpired
-	ErrInsufficientScope = actors.ErrInsufficientScope
-	ErrRateLimited       = actors.ErrRateLimited
-	ErrQuotaExceeded     = actors.ErrQuotaExceeded
-	ErrUnavailable       = actors.ErrUnavailable
-	ErrUserNotFound      = actors.ErrUserNotFound
-	ErrKeyNotFound       = actors.ErrKeyNotFound
-	ErrSessionNotFound   = actors.ErrSessionNotFound
-	ErrAlreadyExists     = actors.ErrAlreadyExists
-	ErrValidation        = actors.ErrValidation
-	ErrForbidden         = actors.ErrForbidden
+	ErrUnknownKey        = domain.ErrUnknownKey
+	ErrKeyRevoked        = domain.ErrKeyRevoked
+	ErrKeyExpired        = domain.ErrKeyExpired
+	ErrInsufficientScope = domain.ErrInsufficientScope
+	ErrRateLimited       = domain.ErrRateLimited
+	ErrQuotaExceeded     = domain.ErrQuotaExceeded
+	ErrUnavailable       = domain.ErrUnavailable
+	ErrUserNotFound      = domain.ErrUserNotFound
+	ErrKeyNotFound       = domain.ErrKeyNotFound
+	ErrSessionNotFound   = domain.ErrSessionNotFound
+	ErrAlreadyExists     = domain.ErrAlreadyExists
+	ErrValidation        = domain.ErrValidation
+	ErrForbidden         = domain.ErrForbidden
 )
