@@ -244,7 +244,7 @@ func (a *Subscription) Receive(c *actor.Context) {
 // load reads the subscription and its queue on a goroutine (Started runs on the spawner's
 // goroutine, which may be a request).
 func (a *Subscription) load(c *actor.Context) {
-	engine, self, store, secrets, id := c.Engine(), c.PID(), a.deps.Store, a.deps.Secrets, a.id
+	hw, self, store, secrets, id := c.Engine(), c.PID(), a.deps.Store, a.deps.Secrets, a.id
 	a.spawn(func() {
 		var m loaded
 		m.sub, m.err = store.GetSubscription(id)
@@ -266,7 +266,7 @@ func (a *Subscription) load(c *actor.Context) {
 		if m.err == nil && !m.missing {
 			m.lastN, m.err = store.LastAttemptN(id)
 		}
-		engine.Send(self, m)
+		hw.Send(self, m)
 	})
 }
 
@@ -274,8 +274,8 @@ func (a *Subscription) onLoaded(c *actor.Context, m loaded) {
 	if m.err != nil {
 		a.deps.Log.Error("webhook: load subscription", "subscription", a.id, "err", m.err)
 		a.waiting = true
-		engine, self := c.Engine(), c.PID()
-		a.timer = a.deps.Clock.AfterFunc(time.Second, func() { engine.Send(self, wake{}) })
+		hw, self := c.Engine(), c.PID()
+		a.timer = a.deps.Clock.AfterFunc(time.Second, func() { hw.Send(self, wake{}) })
 		return
 	}
 	if m.missing {
@@ -326,7 +326,7 @@ func (a *Subscription) kick(c *actor.Context) {
 	a.running, a.inflight = run, 1
 	seq, url, signer, id := a.queue[0], a.sub.URL, a.signer, a.id
 	store, poster, clock := a.deps.Store, a.deps.Poster, a.deps.Clock
-	engine, self := c.Engine(), c.PID()
+	hw, self := c.Engine(), c.PID()
 	d, cached := a.cached[seq]
 	if !cached {
 		// Read the head and what follows it in one go (after a restart, or past maxCached).
@@ -342,7 +342,7 @@ func (a *Subscription) kick(c *actor.Context) {
 			default:
 				r.read = ds
 			}
-			engine.Send(self, r)
+			hw.Send(self, r)
 		})
 		return
 	}
@@ -374,7 +374,7 @@ func (a *Subscription) kick(c *actor.Context) {
 			r.err, r.took = err, clock.Now().Sub(r.at)
 			failed := err != nil || r.status < 200 || r.status > 299
 			r.last = failed || i == len(batch)-1
-			engine.Send(self, r)
+			hw.Send(self, r)
 			if failed {
 				return
 			}
@@ -497,7 +497,7 @@ func (a *Subscription) save(c *actor.Context) {
 	store, id, stopped, prev, log := a.deps.Store, a.id, a.stopped, a.writing, a.deps.Log
 	done := make(chan struct{})
 	a.writing = done
-	engine, self := c.Engine(), c.PID()
+	hw, self := c.Engine(), c.PID()
 	a.spawn(func() {
 		defer close(done)
 		if prev != nil {
@@ -513,17 +513,17 @@ func (a *Subscription) save(c *actor.Context) {
 			}
 			return // nobody to tell: the actor is gone
 		}
-		engine.Send(self, saved{err: err})
+		hw.Send(self, saved{err: err})
 	})
 }
 
 func (a *Subscription) schedule(c *actor.Context, d time.Duration) {
 	a.waiting = true
-	engine, self := c.Engine(), c.PID()
+	hw, self := c.Engine(), c.PID()
 	if a.timer != nil {
 		a.timer.Stop()
 	}
-	a.timer = a.deps.Clock.AfterFunc(d, func() { engine.Send(self, wake{}) })
+	a.timer = a.deps.Clock.AfterFunc(d, func() { hw.Send(self, wake{}) })
 }
 
 // jittered draws the wait uniformly from [d/2, d].
