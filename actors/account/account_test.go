@@ -1,0 +1,114 @@
+package account
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+
+	"github.com/gateway/gateway/domain"
+)
+
+type memStore struct {
+	mu sync.Mutex
+	st domain.Allowance
+}
+
+func (m *memStore) GetAccount(string) (domain.Allowance, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.st, nil
+}
+
+func (m *memStore) PutAccount(_ context.Context, s domain.Allowance) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.st = s
+	return nil
+}
+
+func (m *memStore) get() domain.Allowance { m.mu.Lock(); defer m.mu.Unlock(); return m.st }
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) set(t time.Time) {
+	c.mu.Lock()
+	c.t = t
+	c.mu.Unlock()
+}
+
+var (
+	_ Store = (*memStore)(nil)
+	_ Clock = (*fakeClock)(nil)
+)
+
+func reserve(t *testing.T, hw *actor.Engine, pid *actor.PID, n int64) Result {
+	t.Helper()
+	m := &Reserve{N: n, Reply: make(chan Result, 1)}
+	hw.Send(pid, m)
+	select {
+	case r := <-m.Reply:
+		return r
+	case <-time.After(5 * time.Second):
+		t.Fatal("the account actor did not answer")
+		return Result{}
+	}
+}
+
+// The monthly limit on a fake clock: a batch is clipped to what is left, nothing is granted
+// beyond the durable mark, and a new UTC month starts from zero.
+func TestMonthlyLimitOnAFakeClock(t *testing.T) {
+	store := &memStore{}
+	clk := &fakeClock{t: time.Date(2026, 1, 31, 23, 0, 0, 0, time.UTC)}
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := Deps{Store: store, Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	pid := hw.Spawn(New("u1", 5, deps), "account", actor.WithID("u1"))
+
+	if r := reserve(t, hw, pid, 3); r.Err != nil || r.Granted != 3 || r.Remaining != 2 {
+		t.Fatalf("first batch: %+v", r)
+	}
+	if r := reserve(t, hw, pid, 5); r.Err != nil || r.Granted != 2 || r.Remaining != 0 {
+		t.Fatalf("a batch over the limit is clipped: %+v", r)
+	}
+	if mark := store.get().Mark; mark < 5 {
+		t.Fatalf("granted 5 with a durable mark of %d", mark)
+	}
+	if r := reserve(t, hw, pid, 1); !errors.Is(r.Err, domain.ErrQuotaExceeded) || r.Granted != 0 {
+		t.Fatalf("nothing left: %+v", r)
+	}
+	hw.Send(pid, Settle{Sent: 4, Unreserve: 5}) // 4 sent, 1 failed: its allowance comes back
+	if r := reserve(t, hw, pid, 2); r.Err != nil || r.Granted != 1 || r.Sent != 4 {
+		t.Fatalf("after settling: %+v", r)
+	}
+	if want := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC); !reserve(t, hw, pid, 0).Reset.Equal(want) {
+		t.Fatalf("reset is not %v", want)
+	}
+
+	hw.Send(pid, Settle{Sent: 1, Unreserve: 1}) // a reservation in flight counts until settled
+	get := &Get{Reply: make(chan Result, 1)}
+	hw.Send(pid, get)
+	if r := <-get.Reply; r.Sent != 5 || r.Remaining != 0 {
+		t.Fatalf("January ends with %+v", r)
+	}
+
+	clk.set(time.Date(2026, 2, 1, 0, 0, 1, 0, time.UTC))
+	if r := reserve(t, hw, pid, 5); r.Err != nil || r.Granted != 5 || r.Sent != 0 {
+		t.Fatalf("a new month: %+v", r)
+	}
+	<-hw.Poison(pid).Done()
+	if st := store.get(); st.Period != "2026-02" || st.Mark != 5 {
+		t.Fatalf("a graceful stop writes the month's use, got %+v", st)
+	}
+}

@@ -1,0 +1,155 @@
+package key
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/persist"
+)
+
+type memStore struct {
+	mu    sync.Mutex
+	keys  map[string]domain.APIKey
+	usage map[string]domain.KeyUsage
+}
+
+func (m *memStore) GetKey(id string) (domain.APIKey, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k, ok := m.keys[id]
+	if !ok {
+		return k, persist.ErrNotFound
+	}
+	return k, nil
+}
+
+func (m *memStore) PutKey(_ context.Context, k domain.APIKey) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.keys[k.ID] = k
+	return nil
+}
+
+func (m *memStore) GetKeyUsage(id string) (domain.KeyUsage, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.usage[id], nil
+}
+
+func (m *memStore) PutKeyUsage(_ context.Context, id string, u domain.KeyUsage) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.usage[id] = u
+	return nil
+}
+
+func (m *memStore) DeleteKey(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.keys, id)
+	delete(m.usage, id)
+	return nil
+}
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+type views struct {
+	mu   sync.Mutex
+	last domain.APIKey
+	n    int
+}
+
+func (v *views) Publish(rec domain.APIKey) { v.mu.Lock(); v.last, v.n = rec, v.n+1; v.mu.Unlock() }
+
+var (
+	_ Store     = (*memStore)(nil)
+	_ Clock     = (*fakeClock)(nil)
+	_ Publisher = (*views)(nil)
+)
+
+func authorize(t *testing.T, hw *actor.Engine, pid *actor.PID, scope string) Result {
+	t.Helper()
+	m := &Authorize{Scope: scope, Reply: make(chan Result, 1)}
+	hw.Send(pid, m)
+	select {
+	case r := <-m.Reply:
+		return r
+	case <-time.After(5 * time.Second):
+		t.Fatal("the key actor did not answer")
+		return Result{}
+	}
+}
+
+// The daily cap on a fake clock: the limit is enforced, the day's count is durable before it is
+// granted, and a new UTC day starts from zero while api_calls keep counting.
+func TestDailyCapOnAFakeClock(t *testing.T) {
+	store := &memStore{keys: map[string]domain.APIKey{"k1": {ID: "k1", UserID: "u1", Status: "active", Scopes: []string{"text"}}},
+		usage: map[string]domain.KeyUsage{}}
+	clk := &fakeClock{t: time.Date(2026, 5, 1, 23, 0, 0, 0, time.UTC)}
+	v := &views{}
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := Deps{Store: store, Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Block: 100, Publisher: v}
+	pid := hw.Spawn(New("k1", Plan{Name: "free", Limit: 3}, deps), "key", actor.WithID("k1"))
+
+	for i := range 3 {
+		r := authorize(t, hw, pid, "text")
+		if r.Err != nil || r.Used != int64(i+1) || r.Remaining != int64(2-i) {
+			t.Fatalf("call %d: used %d, remaining %d, err %v", i+1, r.Used, r.Remaining, r.Err)
+		}
+		if u, _ := store.GetKeyUsage("k1"); u.DayMark < r.Used || u.CallsMark < r.APICalls {
+			t.Fatalf("call %d granted beyond the durable marks %+v", i+1, u)
+		}
+	}
+	if r := authorize(t, hw, pid, "text"); !errors.Is(r.Err, domain.ErrRateLimited) {
+		t.Fatalf("4th call: %v, want rate limited", r.Err)
+	}
+	if r := authorize(t, hw, pid, "media"); !errors.Is(r.Err, domain.ErrInsufficientScope) {
+		t.Fatalf("a scope the key lacks: %v", r.Err)
+	}
+	clk.add(time.Hour) // the next UTC day
+	r := authorize(t, hw, pid, "text")
+	if r.Err != nil || r.Used != 1 || r.APICalls != 4 {
+		t.Fatalf("next day: used %d, api_calls %d, err %v", r.Used, r.APICalls, r.Err)
+	}
+	if want := time.Date(2026, 5, 3, 0, 0, 0, 0, time.UTC); !r.Reset.Equal(want) {
+		t.Fatalf("reset %v, want %v", r.Reset, want)
+	}
+
+	name := "renamed"
+	up := &Update{Name: &name, Reply: make(chan error, 1)}
+	hw.Send(pid, up)
+	if err := <-up.Reply; err != nil {
+		t.Fatal(err)
+	}
+	v.mu.Lock()
+	published, n := v.last.Name, v.n
+	v.mu.Unlock()
+	if published != "renamed" || n < 2 {
+		t.Fatalf("published %q after %d publications, want the renamed record", published, n)
+	}
+	<-hw.Poison(pid).Done()
+	if u, _ := store.GetKeyUsage("k1"); u.Day != "2026-05-02" || u.DayMark != 1 || u.CallsMark != 4 {
+		t.Fatalf("a graceful stop writes the exact counters, got %+v", u)
+	}
+}
