@@ -260,8 +260,7 @@ type devTokenJSON struct {
 // `gateway token`. Served with --auth dev only, and only to --internal-cidrs.
 func (s *Server) devToken(ctx *fasthttp.RequestCtx) error {
 	if !s.isInternal(ctx) {
-		writeJSON(ctx, fasthttp.StatusForbidden, errorBody{Error: "dev sign-in is open only to internal addresses", Code: "internal_only"})
-		return nil
+		return errDevSignInInternal
 	}
 	var req devTokenRequest
 	if err := bind(ctx, &req, need("uid", &req.UID)); err != nil {

@@ -22,7 +22,7 @@ func (s *Server) simScan(ctx *fasthttp.RequestCtx) error {
 	if err := bind(ctx, &req, need("sessionId", &req.SessionID), need("phone", &req.Phone)); err != nil {
 		return err
 	}
-	return s.simResult(ctx, s.cfg.Sim.Scan(*req.SessionID, *req.Phone))
+	return simResult(ctx, s.cfg.Sim.Scan(*req.SessionID, *req.Phone))
 }
 
 type simPairRequest struct {
@@ -35,7 +35,7 @@ func (s *Server) simPair(ctx *fasthttp.RequestCtx) error {
 	if err := bind(ctx, &req, need("sessionId", &req.SessionID), need("code", &req.Code)); err != nil {
 		return err
 	}
-	return s.simResult(ctx, s.cfg.Sim.Pair(*req.SessionID, *req.Code))
+	return simResult(ctx, s.cfg.Sim.Pair(*req.SessionID, *req.Code))
 }
 
 func (s *Server) simMessages(ctx *fasthttp.RequestCtx) error {
@@ -76,7 +76,7 @@ func (s *Server) simDrop(ctx *fasthttp.RequestCtx) error {
 	if err := bind(ctx, &req, need("sessionId", &req.SessionID)); err != nil {
 		return err
 	}
-	return s.simResult(ctx, s.cfg.Sim.Drop(*req.SessionID, req.Logout))
+	return simResult(ctx, s.cfg.Sim.Drop(*req.SessionID, req.Logout))
 }
 
 type simLatencyRequest struct {
@@ -96,7 +96,7 @@ func (s *Server) simLatency(ctx *fasthttp.RequestCtx) error {
 	return nil
 }
 
-func (s *Server) simResult(ctx *fasthttp.RequestCtx, err error) error {
+func simResult(ctx *fasthttp.RequestCtx, err error) error {
 	if err != nil {
 		return err
 	}
@@ -126,7 +126,7 @@ func (s *Server) simRead(ctx *fasthttp.RequestCtx) error {
 	if err := bind(ctx, &req, need("messageId", &req.MessageID)); err != nil {
 		return err
 	}
-	return s.simResult(ctx, s.cfg.Sim.Read(*req.MessageID))
+	return simResult(ctx, s.cfg.Sim.Read(*req.MessageID))
 }
 
 type simInboundRequest struct {

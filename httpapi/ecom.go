@@ -312,8 +312,7 @@ func (s *Server) ecomWebhook(ctx *fasthttp.RequestCtx) error {
 	}
 	res, err := s.eng.AcceptWebhook(context.Background(), w)
 	if err != nil {
-		_, code := statusOf(err)
-		s.ecom.webhook(res.Topic, code)
+		s.ecom.webhook(res.Topic, errCode(err))
 		return err
 	}
 	s.ecom.webhook(res.Topic, res.Status)

@@ -37,6 +37,8 @@ var (
 	// errInternalOnly: a route public only inside --internal-cidrs was called from outside
 	// without an admin token.
 	errInternalOnly = domain.E("internal_only", "this route is public only to internal addresses; send an admin ID token")
+	// errDevSignInInternal: the dev sign-in was called from outside --internal-cidrs.
+	errDevSignInInternal = domain.E("internal_only", "dev sign-in is open only to internal addresses")
 	// errBodyTooLarge: the request body is over the route's limit.
 	errBodyTooLarge = domain.E("body_too_large", "request body too large")
 	// errUnsupportedSubject: the token verified but its sub cannot be a user id.
