@@ -104,7 +104,7 @@ func (s *Server) dashboardAsset(ctx *fasthttp.RequestCtx) error {
 // provider's token endpoint the sign-in calls.
 func (s *Server) pageHeaders(ctx *fasthttp.RequestCtx) {
 	connect := "'self'"
-	if extra := s.signInOrigins(ctx); extra != "" {
+	if extra := s.signInOrigins(s.reqContext(ctx)); extra != "" {
 		connect += " " + extra
 	}
 	h := &ctx.Response.Header
@@ -226,7 +226,7 @@ func (s *Server) dashboardConfig(ctx *fasthttp.RequestCtx) error {
 		DevSignIn: d.Auth == "dev" && d.DevIssuer != nil && s.isInternal(ctx)}
 	if d.Auth == "oidc" && d.ClientID != "" {
 		o := &dashboardOIDC{Issuer: d.OIDCIssuer, ClientID: d.ClientID}
-		if disc, err := s.oidcDiscovery(ctx); err != nil {
+		if disc, err := s.oidcDiscovery(s.reqContext(ctx)); err != nil {
 			s.reqLog(ctx).Warn("OIDC discovery for the dashboard failed", "err", err)
 			o.Error = "the identity provider cannot be reached; try again in a moment"
 		} else {

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"errors"
 	"net/url"
 	"strconv"
@@ -38,7 +37,7 @@ func (s *Server) oauthInit(ctx *fasthttp.RequestCtx, u domain.User) error {
 	if err := bind(ctx, &req, need("shop", &req.Shop)); err != nil {
 		return err
 	}
-	authURL, shop, err := s.eng.OAuthInit(context.Background(), u.ID, *req.Shop, req.ClientID, req.ClientSecret)
+	authURL, shop, err := s.eng.OAuthInit(s.reqContext(ctx), u.ID, *req.Shop, req.ClientID, req.ClientSecret)
 	if err != nil {
 		return err
 	}
@@ -54,7 +53,7 @@ func (s *Server) ecomCallback(ctx *fasthttp.RequestCtx) error {
 		s.redirect(ctx, "/dashboard/connect-store/error?reason="+engine.CallbackInvalidRequest)
 		return nil
 	}
-	shop, err := s.eng.OAuthCallback(context.Background(), q)
+	shop, err := s.eng.OAuthCallback(s.reqContext(ctx), q)
 	if err != nil {
 		reason := engine.CallbackUnavailable
 		var ce *engine.CallbackError
@@ -98,7 +97,7 @@ func (s *Server) manualConnect(ctx *fasthttp.RequestCtx, u domain.User) error {
 	if err := bind(ctx, &req, need("shop", &req.Shop), need("accessToken", &req.AccessToken)); err != nil {
 		return err
 	}
-	r, err := s.eng.ManualConnect(context.Background(), u.ID, *req.Shop, *req.AccessToken, req.WebhookSecret)
+	r, err := s.eng.ManualConnect(s.reqContext(ctx), u.ID, *req.Shop, *req.AccessToken, req.WebhookSecret)
 	if err != nil {
 		s.ecom.connect("manual", errCode(err))
 		return err
@@ -136,7 +135,7 @@ func (s *Server) nativeConnect(ctx *fasthttp.RequestCtx, u domain.User) error {
 	if err := bind(ctx, &req, need("shop", &req.Shop)); err != nil {
 		return err
 	}
-	shop, hook, err := s.eng.NativeConnect(context.Background(), u.ID, *req.Shop, req.WebhookSecret)
+	shop, hook, err := s.eng.NativeConnect(s.reqContext(ctx), u.ID, *req.Shop, req.WebhookSecret)
 	if err != nil {
 		s.ecom.connect("native", errCode(err))
 		return err
@@ -169,7 +168,7 @@ func (s *Server) storeConnect(ctx *fasthttp.RequestCtx, u domain.User) error {
 	if strings.EqualFold(strings.TrimSpace(*req.Platform), "shopify") && strings.TrimSpace(req.AccessToken) == "" {
 		return missing("access_token")
 	}
-	err := s.eng.ConnectStore(context.Background(), u.ID, *req.Platform, *req.Domain, req.AccessToken, req.WebhookSecret)
+	err := s.eng.ConnectStore(s.reqContext(ctx), u.ID, *req.Platform, *req.Domain, req.AccessToken, req.WebhookSecret)
 	if err != nil {
 		s.ecom.connect("connect", errCode(err))
 		return err
@@ -195,7 +194,7 @@ func (s *Server) verifyShopify(ctx *fasthttp.RequestCtx, _ domain.User) error {
 	if err := bind(ctx, &req, need("domain", &req.Domain), need("access_token", &req.AccessToken)); err != nil {
 		return err
 	}
-	name, err := s.eng.VerifyShopify(context.Background(), *req.Domain, *req.AccessToken)
+	name, err := s.eng.VerifyShopify(s.reqContext(ctx), *req.Domain, *req.AccessToken)
 	if err != nil {
 		return err
 	}
@@ -264,7 +263,7 @@ func (s *Server) clientStore(ctx *fasthttp.RequestCtx, u domain.User) error {
 
 // deleteStore is DELETE /api/client/store.
 func (s *Server) deleteStore(ctx *fasthttp.RequestCtx, u domain.User) error {
-	if err := s.eng.DisconnectStore(context.Background(), u.ID); err != nil {
+	if err := s.eng.DisconnectStore(s.reqContext(ctx), u.ID); err != nil {
 		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
@@ -310,7 +309,7 @@ func (s *Server) ecomWebhook(ctx *fasthttp.RequestCtx) error {
 		DeliveryID: firstHeader(h, "X-Shopify-Webhook-Id", "X-Ecom-Webhook-Id", "X-Wc-Webhook-Delivery-Id"),
 		Body:       ctx.PostBody(),
 	}
-	res, err := s.eng.AcceptWebhook(context.Background(), w)
+	res, err := s.eng.AcceptWebhook(s.reqContext(ctx), w)
 	if err != nil {
 		s.ecom.webhook(res.Topic, errCode(err))
 		return err

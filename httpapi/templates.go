@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"strings"
 
 	"github.com/gateway/gateway/domain"
@@ -66,7 +65,7 @@ func (s *Server) putTemplate(ctx *fasthttp.RequestCtx, u domain.User) error {
 	if req.Text == nil && req.Enabled == nil {
 		return badInput("validation_failed", "text or enabled is required")
 	}
-	v, err := s.eng.PutTemplate(context.Background(), u.ID, strings.TrimSpace(*req.Topic), req.Text, req.Enabled)
+	v, err := s.eng.PutTemplate(s.reqContext(ctx), u.ID, strings.TrimSpace(*req.Topic), req.Text, req.Enabled)
 	if err != nil {
 		return err
 	}

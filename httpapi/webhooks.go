@@ -96,7 +96,7 @@ func (s *Server) createWebhook(ctx *fasthttp.RequestCtx, u domain.User) error {
 	for _, t := range *req.Events {
 		types = append(types, domain.EventType(strings.TrimSpace(t)))
 	}
-	sub, err := s.cfg.Webhooks.Subscribe(context.Background(), u.ID, strings.TrimSpace(*req.URL), types)
+	sub, err := s.cfg.Webhooks.Subscribe(s.reqContext(ctx), u.ID, strings.TrimSpace(*req.URL), types)
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func (s *Server) deleteWebhook(ctx *fasthttp.RequestCtx, u domain.User) error {
 	if id == "" {
 		return missing("id")
 	}
-	if err := s.cfg.Webhooks.Delete(context.Background(), u.ID, id); err != nil {
+	if err := s.cfg.Webhooks.Delete(s.reqContext(ctx), u.ID, id); err != nil {
 		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
