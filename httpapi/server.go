@@ -204,8 +204,8 @@ func (s *Server) reqContext(ctx *fasthttp.RequestCtx) context.Context {
 type requestIDKey struct{}
 
 // handler is a route's handler, like caddy's Handler: it writes its response and returns nil,
-// or returns an error and writes nothing (headers it set, such as X-RateLimit-*, stay); route
-// answers the error in the error model (errors.go).
+// or returns an error without writing a body (route drops any it began; headers it set, such
+// as X-RateLimit-*, stay), which route answers in the error model (errors.go).
 type handler func(ctx *fasthttp.RequestCtx) error
 
 // route registers a handler wrapped with recovery, request id, body limit, metrics and the
