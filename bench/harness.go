@@ -33,7 +33,7 @@ func runBench(ctx context.Context, o runOptions, out io.Writer) error {
 		return err
 	}
 	defer cleanup()
-	bare, err := startBare()
+	bare, err := startBare(work)
 	if err != nil {
 		return err
 	}
