@@ -134,7 +134,8 @@ func TestQuickRunAgainstTheGateway(t *testing.T) {
 			t.Errorf("no result for %s", c.name)
 		}
 	}
-	for _, want := range []string{"== summary", "OK: no errors, no message lost", "fsync=interval", "(8 conns)", "(1 conns)", "open loop"} {
+	for _, want := range []string{"== summary", "OK: no errors, no message lost", "fsync=interval", "(8 conns)", "(1 conns)", "open loop",
+		"   floor", "of bare, gateway", "gateway/floor"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q", want)
 		}
