@@ -2,25 +2,37 @@ package main
 
 import (
 	"bufio"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/gateway/gateway/persist"
 )
 
 // The bare server is the ceiling each case is measured against: fasthttp with the gateway's
 // server settings, answering each path with the status, headers and body bytes the gateway
 // gave for that case (a captured real response), and doing nothing else. It runs as its own
 // process, like the gateway, so both get the same share of the machine.
+//
+// A path may also be flagged to commit: before answering, the bare server then makes one
+// durable commit per request (the request body under a new key) through persist.Badger, the
+// gateway's own group-commit store, with the fsync mode given. That is the least any server
+// must do to accept a request durably: the floor of the cases that write (DESIGN.md section 8).
 
 // bareResponse is one canned answer, set through POST /__bare/response.
 type bareResponse struct {
@@ -28,42 +40,131 @@ type bareResponse struct {
 	Status  int         `json:"status"`
 	Headers [][2]string `json:"headers"`
 	Body    string      `json:"body"`
+	// Commit, "batch" or "interval", makes each request on Path wait for one Badger commit
+	// with that fsync mode before the answer; "" answers at once.
+	Commit string `json:"commit,omitempty"`
 }
 
-const bareControlPath = "/__bare/response"
+const (
+	bareControlPath = "/__bare/response"
+	// bareCommitsPath answers GET with {"commits": n}: floor commits made so far.
+	bareCommitsPath = "/__bare/commits"
+	// floorKeyPrefix starts every key the floor writes (then a big-endian counter).
+	floorKeyPrefix = "floor/"
+)
 
 // bareServer answers from an immutable path → response map, replaced whole on each change.
 type bareServer struct {
-	mu     sync.Mutex // serialises replacements
+	mu     sync.Mutex // serialises replacements and guards stores, tmp, closed
 	routes atomic.Pointer[map[string]*bareAnswer]
+
+	// parent is where the floor's temporary directory is made ("" = the system's temp dir);
+	// tmp is that directory, made on the first Commit route and removed by close. Each fsync
+	// mode has its own store, tmp/<mode>, opened once.
+	parent  string
+	tmp     string
+	stores  map[string]*persist.Badger
+	closed  bool
+	seq     atomic.Uint64 // the floor's keys
+	commits atomic.Int64  // floor commits that succeeded
 }
 
 type bareAnswer struct {
 	status  int
 	headers [][2]string
 	body    []byte
+	store   *persist.Badger // nil: no commit before the answer
 }
 
-func newBareServer() *bareServer {
-	b := &bareServer{}
+func newBareServer(parent string) *bareServer {
+	b := &bareServer{parent: parent, stores: map[string]*persist.Badger{}}
 	b.routes.Store(&map[string]*bareAnswer{})
 	return b
 }
 
-func (b *bareServer) set(r bareResponse) {
+func (b *bareServer) set(r bareResponse) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	a := &bareAnswer{status: r.Status, headers: r.Headers, body: []byte(r.Body)}
+	if r.Commit != "" {
+		var err error
+		if a.store, err = b.store(r.Commit); err != nil {
+			return err
+		}
+	}
 	old := *b.routes.Load()
 	next := make(map[string]*bareAnswer, len(old)+1)
 	for k, v := range old {
 		next[k] = v
 	}
-	next[r.Path] = &bareAnswer{status: r.Status, headers: r.Headers, body: []byte(r.Body)}
+	next[r.Path] = a
 	b.routes.Store(&next)
+	return nil
+}
+
+// store returns the Badger of an fsync mode, opening it on first use (b.mu held). Options are
+// persist's defaults, as the gateway's: one writer, the same memtables and caches; the
+// free-space watcher runs as in the gateway (its floor only matters on a full disk).
+func (b *bareServer) store(mode string) (*persist.Badger, error) {
+	if s := b.stores[mode]; s != nil {
+		return s, nil
+	}
+	switch {
+	case b.closed:
+		return nil, persist.ErrClosed
+	case mode != string(persist.FsyncBatch) && mode != string(persist.FsyncInterval):
+		return nil, fmt.Errorf("commit %q: want %q or %q", mode, persist.FsyncBatch, persist.FsyncInterval)
+	}
+	if b.tmp == "" {
+		dir, err := os.MkdirTemp(b.parent, "bare-floor-")
+		if err != nil {
+			return nil, err
+		}
+		b.tmp = dir
+	}
+	s, err := persist.OpenBadger(filepath.Join(b.tmp, mode), persist.BadgerOptions{Fsync: persist.Fsync(mode)})
+	if err != nil {
+		return nil, err
+	}
+	b.stores[mode] = s
+	return s, nil
+}
+
+// close closes the floor's stores and removes their directory.
+func (b *bareServer) close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	var errs []error
+	for mode, s := range b.stores {
+		errs = append(errs, s.Close())
+		delete(b.stores, mode)
+	}
+	if b.tmp != "" {
+		errs = append(errs, os.RemoveAll(b.tmp))
+		b.tmp = ""
+	}
+	return errors.Join(errs...)
+}
+
+// commit makes the floor's one durable write of a request: its body under a new key.
+func (b *bareServer) commit(ctx *fasthttp.RequestCtx, s *persist.Badger) error {
+	key := binary.BigEndian.AppendUint64(append(make([]byte, 0, len(floorKeyPrefix)+8), floorKeyPrefix...), b.seq.Add(1))
+	if err := s.Commit(ctx, persist.Op{Key: key, Value: ctx.PostBody()}); err != nil {
+		return err
+	}
+	b.commits.Add(1)
+	return nil
 }
 
 func (b *bareServer) handle(ctx *fasthttp.RequestCtx) {
 	if a := (*b.routes.Load())[string(ctx.Path())]; a != nil {
+		if a.store != nil {
+			if err := b.commit(ctx, a.store); err != nil {
+				ctx.Error("bare commit: "+err.Error(), fasthttp.StatusInternalServerError)
+				return
+			}
+		}
 		ctx.SetStatusCode(a.status)
 		for _, h := range a.headers {
 			ctx.Response.Header.Set(h[0], h[1])
@@ -77,7 +178,13 @@ func (b *bareServer) handle(ctx *fasthttp.RequestCtx) {
 			ctx.Error("bad bare response", fasthttp.StatusBadRequest)
 			return
 		}
-		b.set(r)
+		if err := b.set(r); err != nil {
+			ctx.Error("bare response: "+err.Error(), fasthttp.StatusBadRequest)
+		}
+		return
+	}
+	if string(ctx.Path()) == bareCommitsPath && ctx.IsGet() {
+		ctx.SetBody(mustJSON(map[string]int64{"commits": b.commits.Load()}))
 		return
 	}
 	ctx.Error(`{"success":false,"error":"no such route","code":"not_found"}`, fasthttp.StatusNotFound)
@@ -93,11 +200,13 @@ func (b *bareServer) server() *fasthttp.Server {
 }
 
 // bareMain is `bench bare`: serve on --addr, print "listening ADDR", stop when stdin closes
-// (the harness holds it open, so the server never outlives the harness).
+// (the harness holds it open, so the server never outlives the harness) or on SIGINT or
+// SIGTERM, then remove the floor's directory.
 func bareMain(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:0", "listen address")
+	tmp := fs.String("tmp", "", "where the floor's temporary store directory is made (default: the system's temp dir); put it on the gateway's file system")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -105,13 +214,26 @@ func bareMain(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv := newBareServer().server()
+	b := newBareServer(*tmp)
+	srv := b.server()
 	fmt.Fprintf(stdout, "listening %s\n", ln.Addr())
+	stdin := make(chan struct{})
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
+		close(stdin)
+	}()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	go func() {
+		select {
+		case <-stdin:
+		case <-sig:
+		}
 		_ = srv.Shutdown()
 	}()
-	return srv.Serve(ln)
+	err = srv.Serve(ln)
+	return errors.Join(err, b.close())
 }
 
 // bareProc is the bare server process started by the harness.
@@ -120,16 +242,19 @@ type bareProc struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	api   *apiClient
+
+	stopOnce sync.Once
 }
 
 // startBare re-executes this binary as the bare server (roleEnv makes that work for the test
-// binary too) and reads its address.
-func startBare() (*bareProc, error) {
+// binary too) and reads its address. tmp is where its floor stores go ("" = the system's temp
+// dir): the harness passes its work dir, so the floor writes to the gateway's file system.
+func startBare(tmp string) (*bareProc, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, "--addr", "127.0.0.1:0")
+	cmd := exec.Command(exe, "--addr", "127.0.0.1:0", "--tmp", tmp)
 	cmd.Env = append(os.Environ(), roleEnv+"=bare")
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
@@ -159,15 +284,34 @@ func (b *bareProc) set(r bareResponse) error {
 	return want2xx("bare "+bareControlPath, st, body, err)
 }
 
-func (b *bareProc) stop() {
-	b.api.close()
-	_ = b.stdin.Close()
-	done := make(chan struct{})
-	go func() { _ = b.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = b.cmd.Process.Kill()
-		<-done
+// commits is how many floor commits the bare server has made so far.
+func (b *bareProc) commits() (int64, error) {
+	st, body, err := b.api.do("GET", bareCommitsPath, nil, nil)
+	if err := want2xx("bare "+bareCommitsPath, st, body, err); err != nil {
+		return 0, err
 	}
+	var c struct {
+		Commits int64 `json:"commits"`
+	}
+	if err := json.Unmarshal(body, &c); err != nil {
+		return 0, fmt.Errorf("bare %s: %w", bareCommitsPath, err)
+	}
+	return c.Commits, nil
+}
+
+// stop closes the server's stdin and waits for it to exit (it closes and removes its floor
+// stores first); safe to call twice.
+func (b *bareProc) stop() {
+	b.stopOnce.Do(func() {
+		b.api.close()
+		_ = b.stdin.Close()
+		done := make(chan struct{})
+		go func() { _ = b.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = b.cmd.Process.Kill()
+			<-done
+		}
+	})
 }

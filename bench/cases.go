@@ -18,17 +18,18 @@ type benchCase struct {
 	method   string
 	path     string
 	delivers bool   // each 2xx answer is one message the sim must deliver
+	durable  bool   // answered only after a durable commit: also measured against the floor
 	async    bool   // delivered after the answer (the webhook's inbox), so the check waits
 	needs    string // "stores": the fleet must have stores connected
 	build    func(f *fleet, run int) (target, []string)
 }
 
 var benchCases = []benchCase{
-	{id: "send", name: "v1 send", method: "POST", path: "/api/v1/messages/send", delivers: true, build: buildSend(false)},
-	{id: "send-idem", name: "v1 send with Idempotency-Key", method: "POST", path: "/api/v1/messages/send", delivers: true, build: buildSend(true)},
+	{id: "send", name: "v1 send", method: "POST", path: "/api/v1/messages/send", delivers: true, durable: true, build: buildSend(false)},
+	{id: "send-idem", name: "v1 send with Idempotency-Key", method: "POST", path: "/api/v1/messages/send", delivers: true, durable: true, build: buildSend(true)},
 	{id: "validate", name: "validate", method: "POST", path: "/api/admin/apikeys/validate", build: buildValidate},
 	{id: "account", name: "v1 account", method: "GET", path: "/api/v1/account", build: buildAccount},
-	{id: "webhook", name: "webhook", method: "POST", path: "/api/ecom/webhook", delivers: true, async: true, needs: "stores", build: buildWebhook},
+	{id: "webhook", name: "webhook", method: "POST", path: "/api/ecom/webhook", delivers: true, durable: true, async: true, needs: "stores", build: buildWebhook},
 	{id: "status", name: "client status", method: "GET", path: "/api/client/status", build: buildStatus},
 }
 

@@ -156,3 +156,16 @@ func TestOrderIDsAreFixedWidth(t *testing.T) {
 		seen[string(dst)] = true
 	}
 }
+
+// The cases that answer only after a durable commit are the ones measured against the floor.
+func TestDurableCasesAreTheWritingOnes(t *testing.T) {
+	var durable []string
+	for _, c := range benchCases {
+		if c.durable {
+			durable = append(durable, c.id)
+		}
+	}
+	if strings.Join(durable, ",") != "send,send-idem,webhook" {
+		t.Fatalf("durable cases %v, want send, send-idem, webhook", durable)
+	}
+}

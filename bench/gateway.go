@@ -23,6 +23,7 @@ type gatewayProc struct {
 	data    string
 	addr    string
 	logPath string
+	fsync   string // batch | interval
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed when the process has exited
 	waitErr error
@@ -65,7 +66,7 @@ func startGateway(ctx context.Context, s gatewaySpec) (*gatewayProc, time.Durati
 	if err := cmd.Start(); err != nil {
 		return nil, 0, fmt.Errorf("start gateway: %w", err)
 	}
-	g := &gatewayProc{bin: s.bin, data: s.data, addr: addr, logPath: s.log, cmd: cmd, exited: make(chan struct{}), api: newAPIClient(addr)}
+	g := &gatewayProc{bin: s.bin, data: s.data, addr: addr, logPath: s.log, fsync: s.fsync, cmd: cmd, exited: make(chan struct{}), api: newAPIClient(addr)}
 	go func() { g.waitErr = cmd.Wait(); close(g.exited) }()
 	if err := g.waitReady(ctx, 2*time.Minute); err != nil {
 		g.kill()

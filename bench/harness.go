@@ -33,7 +33,7 @@ func runBench(ctx context.Context, o runOptions, out io.Writer) error {
 		return err
 	}
 	defer cleanup()
-	bare, err := startBare()
+	bare, err := startBare(work)
 	if err != nil {
 		return err
 	}
@@ -244,11 +244,48 @@ func (h *harness) runCase(ctx context.Context, g *gatewayProc, fl *fleet, phase 
 				r.SustainedRatio = min(gs.RPS, r.DeliveredRPS) / bs.RPS
 			}
 		}
+		if c.durable && ctx.Err() == nil {
+			if err := h.measureFloor(ctx, g, r, captured, l, tgt); err != nil && r.Failure == "" {
+				r.Failure = err.Error()
+			}
+		}
 	}
-	if r.Failure == "" && (gs.Errors > 0 || (r.Bare != nil && r.Bare.Errors > 0)) {
+	if r.Failure == "" && (gs.Errors > 0 || errorsOf(r.Bare) > 0 || errorsOf(r.Floor) > 0) {
 		r.Failure = "error responses"
 	}
 	return r
+}
+
+// measureFloor measures the bare server again on the same bytes, now making one durable commit
+// per request (fsync mode of the gateway under test) before each answer: what any server must
+// pay at least to accept the case's requests durably. The bare server's commit count must
+// have grown by at least its 2xx answers, or the floor measured nothing.
+func (h *harness) measureFloor(ctx context.Context, g *gatewayProc, r *result, captured bareResponse, l load, tgt target) error {
+	captured.Commit = g.fsync
+	if err := h.bare.set(captured); err != nil {
+		return err
+	}
+	if err := h.settle(ctx, g, r); err != nil {
+		return err
+	}
+	before, err := h.bare.commits()
+	if err != nil {
+		return err
+	}
+	fs := measure(ctx, l, tgt)
+	r.Floor = &fs
+	after, err := h.bare.commits()
+	if err != nil {
+		return err
+	}
+	if fs.RPS > 0 && r.Bare != nil && r.Bare.RPS > 0 {
+		r.FloorRatio = fs.RPS / r.Bare.RPS
+		r.GatewayFloorRatio = r.Gateway.RPS / fs.RPS
+	}
+	if n := after - before; n < fs.OK {
+		return fmt.Errorf("floor: %d answers but %d commits", fs.OK, n)
+	}
+	return nil
 }
 
 // settleLimit bounds the wait for an idle gateway before a measurement.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -34,7 +35,7 @@ func TestBareProcessReplaysCapturedAnswer(t *testing.T) {
 	}
 	captured.Path = "/api/v1/messages/send"
 
-	bare, err := startBare()
+	bare, err := startBare("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,8 @@ func TestQuickRunAgainstTheGateway(t *testing.T) {
 			t.Errorf("no result for %s", c.name)
 		}
 	}
-	for _, want := range []string{"== summary", "OK: no errors, no message lost", "fsync=interval", "(8 conns)", "(1 conns)", "open loop"} {
+	for _, want := range []string{"== summary", "OK: no errors, no message lost", "fsync=interval", "(8 conns)", "(1 conns)", "open loop",
+		"   floor", "of bare, gateway", "gateway/floor"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q", want)
 		}
@@ -200,5 +202,96 @@ func TestLiveScrapeKeepsTheHeapAfterACollection(t *testing.T) {
 	m, err = liveScrape(newAPIClient(addr), 2, 50*time.Millisecond)
 	if err != nil || m.AfterGC || m.HeapAlloc != 5000 {
 		t.Fatalf("no collection: got %+v %v, want the figures marked as including garbage", m, err)
+	}
+}
+
+// A Commit-flagged path makes one durable write per request (its body under a new key) before
+// the canned answer; other paths write nothing; the floor's directory goes with close.
+func TestBareCommitRouteWritesOneKeyPerRequest(t *testing.T) {
+	parent := t.TempDir()
+	b := newBareServer(parent)
+	defer b.close()
+	for _, r := range []bareResponse{
+		{Path: "/send", Status: 202, Body: `{"ok":true}`, Commit: "batch"},
+		{Path: "/hook", Status: 200, Body: `{}`, Commit: "interval"},
+		{Path: "/plain", Status: 200, Body: `{}`},
+	} {
+		if err := b.set(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.set(bareResponse{Path: "/x", Status: 200, Commit: "sometimes"}); err == nil {
+		t.Fatal("commit mode sometimes: want an error")
+	}
+	api := newAPIClient(serve(t, b.handle))
+	defer api.close()
+	bodies := []string{`{"n":1}`, `{"n":2}`, `{"n":3}`}
+	for _, body := range bodies {
+		if st, got, err := api.do("POST", "/send", nil, []byte(body)); err != nil || st != 202 || string(got) != `{"ok":true}` {
+			t.Fatalf("commit route answered %d %s %v", st, got, err)
+		}
+	}
+	if st, _, err := api.do("POST", "/plain", nil, []byte(`{"n":0}`)); err != nil || st != 200 {
+		t.Fatalf("plain route answered %d %v", st, err)
+	}
+	if st, _, err := api.do("POST", "/hook", nil, []byte(`{"n":4}`)); err != nil || st != 200 {
+		t.Fatalf("interval route answered %d %v", st, err)
+	}
+	if n := b.commits.Load(); n != 4 {
+		t.Fatalf("%d commits, want 4 (3 batch, 1 interval, none for the plain route)", n)
+	}
+	var got []string
+	if err := b.stores["batch"].Scan([]byte(floorKeyPrefix), func(k, v []byte) error {
+		got = append(got, string(v))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, " ") != strings.Join(bodies, " ") {
+		t.Fatalf("batch store holds %q, want one key per request with its body %q", got, bodies)
+	}
+	if st, body, _ := api.do("GET", bareCommitsPath, nil, nil); st != 200 || string(body) != `{"commits":4}` {
+		t.Fatalf("%s answered %d %s", bareCommitsPath, st, body)
+	}
+	tmp := b.tmp
+	if filepath.Dir(tmp) != parent || len(b.stores) != 2 {
+		t.Fatalf("floor dir %q (want under %q), %d stores (want one per mode)", tmp, parent, len(b.stores))
+	}
+	if err := b.close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+		t.Fatalf("floor dir still there after close: %v", err)
+	}
+	if st, _, _ := api.do("POST", "/send", nil, []byte(`{}`)); st != 500 {
+		t.Fatalf("commit route after close answered %d, want 500", st)
+	}
+}
+
+// The bare process counts its floor commits and removes its floor directory when it stops.
+func TestBareProcessCommitsAndCleansUp(t *testing.T) {
+	parent := t.TempDir()
+	bare, err := startBare(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bare.stop()
+	if err := bare.set(bareResponse{Path: "/api/v1/messages/send", Status: 201, Body: `{"success":true}`, Commit: "interval"}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if st, body, err := bare.api.do("POST", "/api/v1/messages/send", nil, []byte(`{"phone":"1"}`)); err != nil || st != 201 || string(body) != `{"success":true}` {
+			t.Fatalf("bare answered %d %s %v", st, body, err)
+		}
+	}
+	if n, err := bare.commits(); err != nil || n != 2 {
+		t.Fatalf("commits %d %v, want 2", n, err)
+	}
+	if entries, _ := os.ReadDir(parent); len(entries) != 1 {
+		t.Fatalf("%d entries under the floor's parent while serving, want its one temp dir", len(entries))
+	}
+	bare.stop()
+	if entries, err := os.ReadDir(parent); err != nil || len(entries) != 0 {
+		t.Fatalf("left behind after exit: %v %v", entries, err)
 	}
 }

@@ -1,13 +1,16 @@
 // Command bench is the gateway's load-test harness (`make bench`, `make bench-quick`).
 //
 // It owns bench/ and imports only the identity package's dev issuer (to mint client ID tokens
-// with the key file the gateway uses, as `gateway token` does, without a process per user):
-// everything else goes through the gateway binary, run as a separate process, its public HTTP
-// API and its CLI, as an operator would. It starts the gateway on loopback with the sim network, dev auth and a fresh data
+// with the key file the gateway uses, as `gateway token` does, without a process per user) and
+// persist's Badger (the bare server's durable floor): everything else goes through the gateway
+// binary, run as a separate process, its public HTTP API and its CLI, as an operator would. It
+// starts the gateway on loopback with the sim network, dev auth and a fresh data
 // dir, provisions users, linked sessions and API keys through the API, then measures each
 // case with a fasthttp-client load generator (HdrHistogram latencies) against the gateway and
 // against a bare fasthttp server (this binary's `bare` mode, its own process) that answers the
 // same bytes, so every figure is a ratio taken side by side in one run (DESIGN.md section 8).
+// The cases that write durably are measured a third time against the floor: the bare server
+// making one Badger commit per request before its answer.
 //
 //	bench run   [flags]  the cases, the connection sweep and the fixed-rate run (default)
 //	bench scale [flags]  memory and goroutines per linked session (and per campaign), boot time

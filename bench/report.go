@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,19 +16,25 @@ import (
 
 // result is one case at one connection count under one gateway configuration.
 type result struct {
-	Phase         string    `json:"phase"` // fsync=batch | fsync=interval
-	Case          string    `json:"case"`
-	CaseID        string    `json:"case_id"`
-	Conns         int       `json:"conns"`
-	Mode          string    `json:"mode"` // closed | fixed-rate
-	Sweep         bool      `json:"sweep,omitempty"`
-	Skipped       string    `json:"skipped,omitempty"`
-	Failure       string    `json:"failure,omitempty"`
-	ResponseBytes int       `json:"response_bytes,omitempty"`
-	Gateway       *stats    `json:"gateway,omitempty"`
-	Bare          *stats    `json:"bare,omitempty"`
-	Ratio         float64   `json:"ratio,omitempty"` // gateway req/s over bare req/s
-	Delivery      *delivery `json:"delivery,omitempty"`
+	Phase         string  `json:"phase"` // fsync=batch | fsync=interval
+	Case          string  `json:"case"`
+	CaseID        string  `json:"case_id"`
+	Conns         int     `json:"conns"`
+	Mode          string  `json:"mode"` // closed | fixed-rate
+	Sweep         bool    `json:"sweep,omitempty"`
+	Skipped       string  `json:"skipped,omitempty"`
+	Failure       string  `json:"failure,omitempty"`
+	ResponseBytes int     `json:"response_bytes,omitempty"`
+	Gateway       *stats  `json:"gateway,omitempty"`
+	Bare          *stats  `json:"bare,omitempty"`
+	Ratio         float64 `json:"ratio,omitempty"` // gateway req/s over bare req/s
+	// For the cases that write durably: the bare server again, making one Badger commit per
+	// request (the phase's fsync mode) before answering (the floor), its req/s over bare's,
+	// and the gateway's req/s over the floor's.
+	Floor             *stats    `json:"floor,omitempty"`
+	FloorRatio        float64   `json:"floor_ratio,omitempty"`
+	GatewayFloorRatio float64   `json:"gateway_floor_ratio,omitempty"`
+	Delivery          *delivery `json:"delivery,omitempty"`
 	// For the cases that deliver: how long after the measured window the last message reached
 	// the sim (the backlog), the delivered rate over the window plus that drain, and the
 	// sustained ratio: the lesser of accepted and delivered rates over bare (DESIGN.md 8).
@@ -151,11 +158,18 @@ func printResult(w io.Writer, r *result) {
 		if r.Bare != nil {
 			row("bare", r.Bare)
 		}
+		if r.Floor != nil {
+			row("floor", r.Floor)
+		}
 		tw.Flush()
 	}
 	var notes []string
 	if r.Bare != nil {
 		notes = append(notes, fmt.Sprintf("ratio %.3f", r.Ratio))
+	}
+	if r.Floor != nil {
+		notes = append(notes, fmt.Sprintf("floor (bare + %s) %.3f of bare, gateway %.3f of the floor",
+			floorWords(fsyncOf(r)), r.FloorRatio, r.GatewayFloorRatio))
 	}
 	if r.DeliveredRPS > 0 {
 		notes = append(notes, fmt.Sprintf("delivered %.0f/s (backlog drained %.2fs after the window)", r.DeliveredRPS, r.DrainSeconds))
@@ -184,7 +198,7 @@ func printResult(w io.Writer, r *result) {
 	if r.Failure != "" {
 		fmt.Fprintf(w, "   FAILED: %s\n", r.Failure)
 	}
-	for _, s := range append(sampleOf(r.Gateway), sampleOf(r.Bare)...) {
+	for _, s := range slices.Concat(sampleOf(r.Gateway), sampleOf(r.Bare), sampleOf(r.Floor)) {
 		fmt.Fprintf(w, "   error: %s\n", s)
 	}
 }
@@ -197,12 +211,23 @@ const disturbed = 0.10
 // measurements (-1 unknown).
 func (r *result) otherCPU() float64 {
 	o := -1.0
-	for _, s := range []*stats{r.Gateway, r.Bare} {
+	for _, s := range []*stats{r.Gateway, r.Bare, r.Floor} {
 		if s != nil {
 			o = max(o, s.OtherCPU)
 		}
 	}
 	return o
+}
+
+// fsyncOf is the fsync mode of a result's phase.
+func fsyncOf(r *result) string { return strings.TrimPrefix(r.Phase, "fsync=") }
+
+// floorWords says what the floor does per request under an fsync mode.
+func floorWords(mode string) string {
+	if mode == "interval" {
+		return "one commit per request, synced every 100 ms"
+	}
+	return "one synced commit per request"
 }
 
 func pct(f float64) string {
@@ -222,7 +247,7 @@ func sampleOf(s *stats) []string {
 // summaryTable renders every run as one table (text for the terminal, markdown for README).
 func summaryTable(rep *report, markdown bool) string {
 	var b bytes.Buffer
-	cols := []string{"fsync", "case", "conns", "mode", "req/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "errors", "bare req/s", "ratio", "delivered/sent", "other CPU"}
+	cols := []string{"fsync", "case", "conns", "mode", "req/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "errors", "bare req/s", "ratio", "floor req/s", "gateway/floor", "delivered/sent", "other CPU"}
 	var tw *tabwriter.Writer
 	line := func(cells []string) {
 		if markdown {
@@ -249,7 +274,7 @@ func summaryTable(rep *report, markdown bool) string {
 		if r.Skipped != "" || r.Gateway == nil {
 			continue
 		}
-		fsync := strings.TrimPrefix(r.Phase, "fsync=")
+		fsync := fsyncOf(r)
 		mode := r.Mode
 		if r.Mode == "fixed-rate" {
 			mode = fmt.Sprintf("fixed %.0f/s", r.Gateway.TargetRPS)
@@ -260,6 +285,10 @@ func summaryTable(rep *report, markdown bool) string {
 		if r.Bare != nil {
 			bare, ratio = fmt.Sprintf("%.0f", r.Bare.RPS), fmt.Sprintf("%.3f", r.Ratio)
 		}
+		floor, overFloor := "", ""
+		if r.Floor != nil {
+			floor, overFloor = fmt.Sprintf("%.0f", r.Floor.RPS), fmt.Sprintf("%.3f", r.GatewayFloorRatio)
+		}
 		del := ""
 		if d := r.Delivery; d != nil {
 			del = fmt.Sprintf("%d/%d", d.Delivered, d.OK)
@@ -267,7 +296,7 @@ func summaryTable(rep *report, markdown bool) string {
 		g := r.Gateway
 		line([]string{fsync, r.Case, fmt.Sprint(r.Conns), mode, fmt.Sprintf("%.0f", g.RPS),
 			fmt.Sprintf("%.3f", g.P50), fmt.Sprintf("%.3f", g.P90), fmt.Sprintf("%.3f", g.P99), fmt.Sprintf("%.3f", g.P999),
-			fmt.Sprint(g.Errors + errorsOf(r.Bare)), bare, ratio, del, pct(r.otherCPU())})
+			fmt.Sprint(g.Errors + errorsOf(r.Bare) + errorsOf(r.Floor)), bare, ratio, floor, overFloor, del, pct(r.otherCPU())})
 	}
 	if tw != nil {
 		tw.Flush()
@@ -349,6 +378,9 @@ func figuresMarkdown(rep *report) string {
 		rep.Finished.Sub(rep.Started).Round(time.Second), rep.Gateway, rep.Machine, rep.Machine.Go)
 	fmt.Fprintf(&b, "Command: `%s`. Load average when it started: %s (anything near or above 2 on 2 cores means\nother work shared the machine and the figures are noisy).\n\n", strings.TrimSpace(rep.Command), rep.Machine.Load)
 	b.WriteString(summaryTable(rep, true))
+	if hasFloor(rep) {
+		b.WriteString("\nfloor: the bare server making one Badger commit per request (the row's fsync mode) before answering; gateway/floor: the gateway's req/s over it.\n")
+	}
 	if t := targetLines(rep); len(t) > 0 {
 		b.WriteString("\nTargets (DESIGN.md section 8; reported, not enforced):\n\n")
 		for _, l := range t {
@@ -371,6 +403,15 @@ func figuresMarkdown(rep *report) string {
 	return b.String()
 }
 
+func hasFloor(rep *report) bool {
+	for _, r := range rep.Results {
+		if r.Floor != nil && r.Skipped == "" {
+			return true
+		}
+	}
+	return false
+}
+
 // targetCheck is one of DESIGN.md section 8's figures, checked against this run. Speed targets are
 // reported, never failed on: absolute speed depends on the machine and its load.
 type targetCheck struct {
@@ -378,6 +419,10 @@ type targetCheck struct {
 	Got       float64 `json:"got"`
 	Met       bool    `json:"met"`
 	Disturbed bool    `json:"disturbed,omitempty"` // other processes took over 10% of the machine meanwhile
+	// For a ratio target on a case that writes durably: the floor's req/s over bare's in the
+	// same run, under FloorFsync (what a server doing nothing but the commit reached).
+	Floor      float64 `json:"floor_ratio,omitempty"`
+	FloorFsync string  `json:"floor_fsync,omitempty"`
 }
 
 // checkTargets evaluates the targets whose runs happened.
@@ -393,14 +438,14 @@ func checkTargets(rep *report) []targetCheck {
 	}
 	ratio := func(name, phase, caseID string, least float64) {
 		if r := find(phase, caseID, 64, "closed"); r != nil && r.Bare != nil {
-			out = append(out, targetCheck{Target: fmt.Sprintf("%s: ratio at 64 conns >= %.2f", name, least), Got: r.Ratio, Met: r.Ratio >= least, Disturbed: r.otherCPU() > disturbed})
+			out = append(out, withFloor(targetCheck{Target: fmt.Sprintf("%s: ratio at 64 conns >= %.2f", name, least), Got: r.Ratio, Met: r.Ratio >= least, Disturbed: r.otherCPU() > disturbed}, r))
 		}
 	}
 	// Sustained: accepted AND delivered in the same window, the backlog drained within 2 s.
 	sustained := func(name, phase, caseID string, least, drain float64) {
 		if r := find(phase, caseID, 64, "closed"); r != nil && r.Bare != nil && r.SustainedRatio > 0 {
-			out = append(out, targetCheck{Target: fmt.Sprintf("%s: sustained ratio at 64 conns >= %.2f, backlog drained within %.0f s", name, least, drain),
-				Got: r.SustainedRatio, Met: r.SustainedRatio >= least && r.DrainSeconds <= drain, Disturbed: r.otherCPU() > disturbed})
+			out = append(out, withFloor(targetCheck{Target: fmt.Sprintf("%s: sustained ratio at 64 conns >= %.2f, backlog drained within %.0f s", name, least, drain),
+				Got: r.SustainedRatio, Met: r.SustainedRatio >= least && r.DrainSeconds <= drain, Disturbed: r.otherCPU() > disturbed}, r))
 		}
 	}
 	sustained("v1 send, fsync=batch", "fsync=batch", "send", 0.5, 2)
@@ -415,12 +460,23 @@ func checkTargets(rep *report) []targetCheck {
 	return out
 }
 
+// withFloor notes the floor of r (when it was measured) on a ratio target.
+func withFloor(t targetCheck, r *result) targetCheck {
+	if r.Floor != nil && r.FloorRatio > 0 {
+		t.Floor, t.FloorFsync = r.FloorRatio, fsyncOf(r)
+	}
+	return t
+}
+
 func targetLines(rep *report) []string {
 	var out []string
 	for _, t := range rep.Targets {
 		mark := "met"
 		if !t.Met {
 			mark = "NOT met"
+			if t.Floor > 0 {
+				mark += fmt.Sprintf("; a bare server with %s: %.3f of bare", floorWords(t.FloorFsync), t.Floor)
+			}
 		}
 		if t.Disturbed {
 			mark += "; measured while other processes used the machine: not conclusive"

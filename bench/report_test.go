@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -126,5 +127,90 @@ func TestParseRunFlags(t *testing.T) {
 	}
 	if _, err := parseScale([]string{"--sessions", "0"}, io.Discard); err == nil {
 		t.Error("scale --sessions 0: want an error")
+	}
+}
+
+// floorReport is a run with the floor measured on v1 send under both fsync modes, and on
+// validate none (it does not write).
+func floorReport() *report {
+	rep := newReport("bench run", false, "gateway v1")
+	rep.Finished = rep.Started.Add(time.Minute)
+	rep.add(&result{Phase: "fsync=batch", Case: "v1 send", CaseID: "send", Conns: 64, Mode: "closed",
+		Gateway: &stats{RPS: 20000}, Bare: &stats{RPS: 100000}, Floor: &stats{RPS: 30000, P50: 2, Errors: 1},
+		Ratio: 0.2, FloorRatio: 0.3, GatewayFloorRatio: 20000.0 / 30000, DeliveredRPS: 20000, SustainedRatio: 0.2, DrainSeconds: 0.1})
+	rep.add(&result{Phase: "fsync=interval", Case: "v1 send", CaseID: "send", Conns: 64, Mode: "closed",
+		Gateway: &stats{RPS: 70000}, Bare: &stats{RPS: 100000}, Floor: &stats{RPS: 80000},
+		Ratio: 0.7, FloorRatio: 0.8, GatewayFloorRatio: 0.875, DeliveredRPS: 70000, SustainedRatio: 0.7, DrainSeconds: 0.1})
+	rep.add(&result{Phase: "fsync=batch", Case: "validate", CaseID: "validate", Conns: 64, Mode: "closed",
+		Gateway: &stats{RPS: 50000}, Bare: &stats{RPS: 100000}, Ratio: 0.5})
+	rep.Targets = checkTargets(rep)
+	return rep
+}
+
+func TestFloorInResultTableTargetsAndJSON(t *testing.T) {
+	rep := floorReport()
+	var out strings.Builder
+	printResult(&out, rep.Results[0])
+	for _, want := range []string{"   floor", "30000", "floor (bare + one synced commit per request) 0.300 of bare, gateway 0.667 of the floor"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("printResult lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	printResult(&out, rep.Results[2])
+	if strings.Contains(out.String(), "floor") {
+		t.Errorf("a case without a floor prints one:\n%s", out.String())
+	}
+
+	md := summaryTable(rep, true)
+	for _, want := range []string{
+		"| bare req/s | ratio | floor req/s | gateway/floor | delivered/sent |",
+		"| batch | v1 send | 64 | closed | 20000 | 0.000 | 0.000 | 0.000 | 0.000 | 1 | 100000 | 0.200 | 30000 | 0.667 |",
+		"| batch | validate | 64 | closed | 50000 | 0.000 | 0.000 | 0.000 | 0.000 | 0 | 100000 | 0.500 |  |  |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("summary table lacks %q:\n%s", want, md)
+		}
+	}
+	if !strings.Contains(figuresMarkdown(rep), "\nfloor: the bare server making one Badger commit per request") {
+		t.Error("README figures do not say what the floor is")
+	}
+
+	lines := strings.Join(targetLines(rep), "\n")
+	for _, want := range []string{
+		"v1 send, fsync=batch: sustained ratio at 64 conns >= 0.50, backlog drained within 2 s: 0.200 (NOT met; a bare server with one synced commit per request: 0.300 of bare)",
+		"v1 send, fsync=interval: sustained ratio at 64 conns >= 0.60, backlog drained within 2 s: 0.700 (met)",
+		"validate: ratio at 64 conns >= 0.85: 0.500 (NOT met)",
+	} {
+		if !strings.Contains(lines, want) {
+			t.Errorf("targets lack %q:\n%s", want, lines)
+		}
+	}
+	rep.Results[1].SustainedRatio = 0.5
+	rep.Targets = checkTargets(rep)
+	if lines := strings.Join(targetLines(rep), "\n"); !strings.Contains(lines, "0.500 (NOT met; a bare server with one commit per request, synced every 100 ms: 0.800 of bare)") {
+		t.Errorf("interval target lacks its floor:\n%s", lines)
+	}
+
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		Results []struct {
+			Floor             *stats  `json:"floor"`
+			FloorRatio        float64 `json:"floor_ratio"`
+			GatewayFloorRatio float64 `json:"gateway_floor_ratio"`
+		} `json:"results"`
+		Targets []targetCheck `json:"targets"`
+	}
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if r := back.Results[0]; r.Floor == nil || r.Floor.RPS != 30000 || r.FloorRatio != 0.3 || r.GatewayFloorRatio == 0 {
+		t.Fatalf("floor not in the JSON result: %+v", r)
+	}
+	if back.Results[2].Floor != nil || back.Targets[0].Floor != 0.3 || back.Targets[0].FloorFsync != "batch" {
+		t.Fatalf("JSON targets or non-durable result wrong: %+v %+v", back.Results[2], back.Targets)
 	}
 }

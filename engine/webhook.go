@@ -100,11 +100,6 @@ func (e *Engine) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, e
 			return res, nil
 		}
 		defer s.inflight.Delete(seenID)
-		if s.inbox.Seen(ent.rec.Shop, string(w.DeliveryID)) {
-			s.duplicates.Add(1)
-			res.Status = WebhookDuplicate
-			return res, nil
-		}
 	}
 	seq := ent.seq.Next(now)
 	entry := domain.InboxEntry{
@@ -112,6 +107,12 @@ func (e *Engine) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, e
 		WebhookID: string(w.DeliveryID), MessageID: NewMessageID(), ReceivedAt: now, Body: w.Body,
 	}
 	switch err := s.inbox.Accept(ctx, entry, string(w.DeliveryID)); {
+	case errors.Is(err, persist.ErrExists):
+		// Accepted before (the dedupe mark is checked in the commit: a read first would
+		// wait for the commits in flight).
+		s.duplicates.Add(1)
+		res.Status = WebhookDuplicate
+		return res, nil
 	case errors.Is(err, persist.ErrInboxEntry):
 		return res, fmt.Errorf("%w: %v", ErrInvalidPayload, err)
 	case err != nil:

@@ -29,32 +29,26 @@ func bearer(ctx *fasthttp.RequestCtx) []byte {
 
 // apiKey authorizes an API-key call for scope ("" = none needed): the key comes from
 // `Authorization: Bearer` or `x-api-key`. It counts against the key's daily cap and sets the
-// rate-limit headers. On failure the error response is written and ok is false.
-func (s *Server) apiKey(ctx *fasthttp.RequestCtx, scope string) (domain.Grant, bool) {
-	raw := bearer(ctx)
-	if len(raw) == 0 {
-		raw = ctx.Request.Header.Peek("X-Api-Key")
-	}
+// rate-limit headers; a key over its cap is refused with a Retry-After of when its day ends.
+func (s *Server) apiKey(ctx *fasthttp.RequestCtx, scope string) (domain.Grant, error) {
+	raw := s.rawKey(ctx)
 	if len(raw) == 0 {
 		s.metrics.keyDecision("missing")
-		s.writeError(ctx, errNoCredentials)
-		return domain.Grant{}, false
+		return domain.Grant{}, errNoCredentials
 	}
 	r, err := s.eng.AuthorizeKey(raw, scope)
 	if r.Key.ID != "" {
 		s.rateHeaders(ctx, r)
 	}
 	if err != nil {
-		_, code := statusOf(err)
-		s.metrics.keyDecision(code)
+		s.metrics.keyDecision(errCode(err))
 		if errors.Is(err, engine.ErrRateLimited) {
-			ctx.Response.Header.Set("Retry-After", strconv.FormatInt(max(int64(time.Until(r.Reset).Seconds()), 1), 10))
+			err = retryAfter(err, max(int64(time.Until(r.Reset).Seconds()), 1))
 		}
-		s.writeError(ctx, err)
-		return r, false
+		return r, err
 	}
 	s.metrics.keyDecision("allowed")
-	return r, true
+	return r, nil
 }
 
 // rateHeaders sets X-RateLimit-* (omitted for a plan without a daily cap).
@@ -102,59 +96,52 @@ func (s *Server) user(ctx *fasthttp.RequestCtx) (domain.User, error) {
 }
 
 // userHandler is a handler for an authenticated dashboard or admin user.
-type userHandler func(ctx *fasthttp.RequestCtx, u domain.User)
+type userHandler func(ctx *fasthttp.RequestCtx, u domain.User) error
 
 // client wraps a route for any signed-in user: dashboard routes serve clients, and admins may
 // use them for their own sessions and keys too.
-func (s *Server) client(h userHandler) fasthttp.RequestHandler {
-	return func(ctx *fasthttp.RequestCtx) {
+func (s *Server) client(h userHandler) handler {
+	return func(ctx *fasthttp.RequestCtx) error {
 		u, err := s.user(ctx)
 		if err != nil {
-			s.writeError(ctx, err)
-			return
+			return err
 		}
-		h(ctx, u)
+		return h(ctx, u)
 	}
 }
 
 // admin wraps a route that needs role admin.
-func (s *Server) admin(h userHandler) fasthttp.RequestHandler {
-	return func(ctx *fasthttp.RequestCtx) {
+func (s *Server) admin(h userHandler) handler {
+	return func(ctx *fasthttp.RequestCtx) error {
 		u, err := s.user(ctx)
 		if err != nil {
-			s.writeError(ctx, err)
-			return
+			return err
 		}
 		if u.Role != engine.RoleAdmin {
-			s.writeError(ctx, errNotAdmin)
-			return
+			return errNotAdmin
 		}
-		h(ctx, u)
+		return h(ctx, u)
 	}
 }
 
 // internal wraps a route SPEC.md makes public "for internal use": callers inside
 // --internal-cidrs pass without a token; anyone else needs an admin ID token.
-func (s *Server) internal(h fasthttp.RequestHandler) fasthttp.RequestHandler {
-	return func(ctx *fasthttp.RequestCtx) {
+func (s *Server) internal(h handler) handler {
+	return func(ctx *fasthttp.RequestCtx) error {
 		if s.isInternal(ctx) {
-			h(ctx)
-			return
+			return h(ctx)
 		}
 		if len(bearer(ctx)) == 0 {
-			s.writeError(ctx, errInternalOnly)
-			return
+			return errInternalOnly
 		}
 		u, err := s.user(ctx)
 		if err != nil {
-			s.writeError(ctx, err)
-			return
+			return err
 		}
 		if u.Role != engine.RoleAdmin {
-			s.writeError(ctx, errInternalOnly)
-			return
+			return errInternalOnly
 		}
-		h(ctx)
+		return h(ctx)
 	}
 }
 

@@ -75,16 +75,15 @@ func campaignView(s domain.Campaign) campaignJSON {
 
 // v1SendBulk is POST /api/v1/messages/send-bulk (scope send_bulk): sync (the result when the
 // campaign ends; it goes on if the caller leaves) or async (202 at once).
-func (s *Server) v1SendBulk(ctx *fasthttp.RequestCtx) {
-	s.v1Post(ctx, engine.ScopeBulk, func(key domain.Grant, idem *engine.Idem) {
+func (s *Server) v1SendBulk(ctx *fasthttp.RequestCtx) error {
+	return s.v1Post(ctx, engine.ScopeBulk, func(key domain.Grant, idem *engine.Idem) error {
 		var req bulkRequest
-		if !s.bind(ctx, &req) {
-			return
+		if err := bind(ctx, &req); err != nil {
+			return err
 		}
 		r, err := s.bulkCampaign(req)
 		if err != nil {
-			s.writeError(ctx, err)
-			return
+			return err
 		}
 		r.UserID = key.Key.UserID
 		if idem != nil {
@@ -92,39 +91,37 @@ func (s *Server) v1SendBulk(ctx *fasthttp.RequestCtx) {
 		}
 		st, err := s.eng.StartCampaign(s.reqContext(ctx), r)
 		if err != nil {
-			s.writeError(ctx, err)
-			return
+			return err
 		}
-		s.bulkAnswer(ctx, st, req.Async)
-	}, func(uid string, rec engine.IdemRecord) {
+		return s.bulkAnswer(ctx, st, req.Async)
+	}, func(uid string, rec engine.IdemRecord) error {
 		// The same body as the first request: it tells whether that one was async.
 		var req bulkRequest
 		_ = json.Unmarshal(ctx.PostBody(), &req)
 		st, err := s.eng.Campaign(uid, rec.CampaignID)
 		if err != nil {
-			s.writeError(ctx, err)
-			return
+			return err
 		}
-		s.bulkAnswer(ctx, st, req.Async)
+		return s.bulkAnswer(ctx, st, req.Async)
 	})
 }
 
 // bulkAnswer writes a bulk send's answer: 202 at once (async), or the result once the campaign
 // has ended (it goes on if the caller leaves).
-func (s *Server) bulkAnswer(ctx *fasthttp.RequestCtx, st domain.Campaign, async bool) {
+func (s *Server) bulkAnswer(ctx *fasthttp.RequestCtx, st domain.Campaign, async bool) error {
 	if async {
 		writeJSON(ctx, fasthttp.StatusAccepted, bulkAcceptedJSON{
 			Success: true, CampaignID: st.ID, Status: st.Status, TotalRequested: len(st.Numbers),
 			TotalProcessed: st.Cursor, StatusURL: "/api/v1/campaigns/" + st.ID,
 		})
-		return
+		return nil
 	}
 	st, err := s.eng.WaitCampaign(s.reqContext(ctx), st.ID)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, bulkResult(st))
+	return nil
 }
 
 // bulkCampaign validates a bulk request.
@@ -158,30 +155,30 @@ func (s *Server) bulkCampaign(req bulkRequest) (engine.CampaignRequest, error) {
 	return r, nil
 }
 
-func (s *Server) v1Campaign(ctx *fasthttp.RequestCtx) {
-	key, ok := s.apiKey(ctx, "")
-	if !ok {
-		return
+func (s *Server) v1Campaign(ctx *fasthttp.RequestCtx) error {
+	key, err := s.apiKey(ctx, "")
+	if err != nil {
+		return err
 	}
 	id, _ := ctx.UserValue("id").(string)
 	st, err := s.eng.Campaign(key.Key.UserID, id)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, campaignView(st))
+	return nil
 }
 
-func (s *Server) v1CancelCampaign(ctx *fasthttp.RequestCtx) {
-	key, ok := s.apiKey(ctx, "")
-	if !ok {
-		return
+func (s *Server) v1CancelCampaign(ctx *fasthttp.RequestCtx) error {
+	key, err := s.apiKey(ctx, "")
+	if err != nil {
+		return err
 	}
 	id, _ := ctx.UserValue("id").(string)
 	st, err := s.eng.CancelCampaign(s.reqContext(ctx), key.Key.UserID, id)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, campaignView(st))
+	return nil
 }

@@ -68,32 +68,35 @@ func (s *Server) dashboardRoutes() {
 	}
 }
 
-func (s *Server) toDashboard(ctx *fasthttp.RequestCtx) {
+func (s *Server) toDashboard(ctx *fasthttp.RequestCtx) error {
 	ctx.Response.Header.Set("Location", "/dashboard/")
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
 	ctx.SetStatusCode(fasthttp.StatusFound)
+	return nil
 }
 
-func (s *Server) dashboardPage(ctx *fasthttp.RequestCtx) {
+func (s *Server) dashboardPage(ctx *fasthttp.RequestCtx) error {
 	s.pageHeaders(ctx)
 	s.cfg.Dashboard.Site.Serve(ctx, web.PageIndex, false)
+	return nil
 }
 
-func (s *Server) docsPage(ctx *fasthttp.RequestCtx) {
+func (s *Server) docsPage(ctx *fasthttp.RequestCtx) error {
 	s.pageHeaders(ctx)
 	s.cfg.Dashboard.Site.Serve(ctx, web.PageDocs, false)
+	return nil
 }
 
-func (s *Server) dashboardAsset(ctx *fasthttp.RequestCtx) {
+func (s *Server) dashboardAsset(ctx *fasthttp.RequestCtx) error {
 	site := s.cfg.Dashboard.Site
 	name, _ := ctx.UserValue("file").(string)
 	if strings.HasSuffix(name, ".html") || !site.Has(name) {
-		s.writeError(ctx, errNotFound)
-		return
+		return errNotFound
 	}
 	s.pageHeaders(ctx)
 	// An old page may still ask for its version's assets: serve the current file, uncached.
 	site.Serve(ctx, name, ctx.UserValue("version") == site.Version())
+	return nil
 }
 
 // pageHeaders sets the security headers of every dashboard response. The content-security
@@ -101,7 +104,7 @@ func (s *Server) dashboardAsset(ctx *fasthttp.RequestCtx) {
 // provider's token endpoint the sign-in calls.
 func (s *Server) pageHeaders(ctx *fasthttp.RequestCtx) {
 	connect := "'self'"
-	if extra := s.signInOrigins(ctx); extra != "" {
+	if extra := s.signInOrigins(s.reqContext(ctx)); extra != "" {
 		connect += " " + extra
 	}
 	h := &ctx.Response.Header
@@ -217,13 +220,13 @@ type dashboardConfigJSON struct {
 }
 
 // dashboardConfig is GET /dashboard/config.json: how this gateway signs users in.
-func (s *Server) dashboardConfig(ctx *fasthttp.RequestCtx) {
+func (s *Server) dashboardConfig(ctx *fasthttp.RequestCtx) error {
 	d := s.cfg.Dashboard
 	out := dashboardConfigJSON{Auth: d.Auth, Version: s.cfg.Version,
 		DevSignIn: d.Auth == "dev" && d.DevIssuer != nil && s.isInternal(ctx)}
 	if d.Auth == "oidc" && d.ClientID != "" {
 		o := &dashboardOIDC{Issuer: d.OIDCIssuer, ClientID: d.ClientID}
-		if disc, err := s.oidcDiscovery(ctx); err != nil {
+		if disc, err := s.oidcDiscovery(s.reqContext(ctx)); err != nil {
 			s.reqLog(ctx).Warn("OIDC discovery for the dashboard failed", "err", err)
 			o.Error = "the identity provider cannot be reached; try again in a moment"
 		} else {
@@ -236,6 +239,7 @@ func (s *Server) dashboardConfig(ctx *fasthttp.RequestCtx) {
 	}
 	ctx.Response.Header.Set("Cache-Control", "no-store")
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 type devTokenRequest struct {
@@ -254,26 +258,22 @@ type devTokenJSON struct {
 
 // devToken is POST /api/dev/token: the dev sign-in form's token, minted by the same issuer as
 // `gateway token`. Served with --auth dev only, and only to --internal-cidrs.
-func (s *Server) devToken(ctx *fasthttp.RequestCtx) {
+func (s *Server) devToken(ctx *fasthttp.RequestCtx) error {
 	if !s.isInternal(ctx) {
-		writeJSON(ctx, fasthttp.StatusForbidden, errorBody{Error: "dev sign-in is open only to internal addresses", Code: "internal_only"})
-		return
+		return errDevSignInInternal
 	}
 	var req devTokenRequest
-	if !s.bind(ctx, &req, need("uid", &req.UID)) {
-		return
+	if err := bind(ctx, &req, need("uid", &req.UID)); err != nil {
+		return err
 	}
 	uid := strings.TrimSpace(*req.UID)
 	switch {
 	case uid == "":
-		s.writeError(ctx, badInput("validation_failed", "uid must not be empty"))
-		return
+		return badInput("validation_failed", "uid must not be empty")
 	case req.Role != "" && req.Role != engine.RoleClient && req.Role != engine.RoleAdmin:
-		s.writeError(ctx, badInput("validation_failed", "role must be client or admin"))
-		return
+		return badInput("validation_failed", "role must be client or admin")
 	case req.TTLSeconds < 0 || req.TTLSeconds > 86400:
-		s.writeError(ctx, badInput("validation_failed", "ttlSeconds must be from 0 to 86400"))
-		return
+		return badInput("validation_failed", "ttlSeconds must be from 0 to 86400")
 	}
 	ttl := time.Duration(req.TTLSeconds) * time.Second
 	if ttl == 0 {
@@ -281,9 +281,9 @@ func (s *Server) devToken(ctx *fasthttp.RequestCtx) {
 	}
 	tok, err := s.cfg.Dashboard.DevIssuer.Mint(identity.TokenRequest{UID: uid, Role: req.Role, Name: req.Name, Email: req.Email, TTL: ttl})
 	if err != nil {
-		s.writeError(ctx, badInput("validation_failed", "%s", err.Error()))
-		return
+		return badInput("validation_failed", "%s", err.Error())
 	}
 	ctx.Response.Header.Set("Cache-Control", "no-store")
 	writeJSON(ctx, fasthttp.StatusOK, devTokenJSON{Success: true, Token: tok, ExpiresAt: timestamp(time.Now().Add(ttl))})
+	return nil
 }

@@ -17,12 +17,12 @@ type simScanRequest struct {
 	Phone     *string `json:"phone"`
 }
 
-func (s *Server) simScan(ctx *fasthttp.RequestCtx) {
+func (s *Server) simScan(ctx *fasthttp.RequestCtx) error {
 	var req simScanRequest
-	if !s.bind(ctx, &req, need("sessionId", &req.SessionID), need("phone", &req.Phone)) {
-		return
+	if err := bind(ctx, &req, need("sessionId", &req.SessionID), need("phone", &req.Phone)); err != nil {
+		return err
 	}
-	s.simResult(ctx, s.cfg.Sim.Scan(*req.SessionID, *req.Phone))
+	return simResult(ctx, s.cfg.Sim.Scan(*req.SessionID, *req.Phone))
 }
 
 type simPairRequest struct {
@@ -30,40 +30,40 @@ type simPairRequest struct {
 	Code      *string `json:"code"`
 }
 
-func (s *Server) simPair(ctx *fasthttp.RequestCtx) {
+func (s *Server) simPair(ctx *fasthttp.RequestCtx) error {
 	var req simPairRequest
-	if !s.bind(ctx, &req, need("sessionId", &req.SessionID), need("code", &req.Code)) {
-		return
+	if err := bind(ctx, &req, need("sessionId", &req.SessionID), need("code", &req.Code)); err != nil {
+		return err
 	}
-	s.simResult(ctx, s.cfg.Sim.Pair(*req.SessionID, *req.Code))
+	return simResult(ctx, s.cfg.Sim.Pair(*req.SessionID, *req.Code))
 }
 
-func (s *Server) simMessages(ctx *fasthttp.RequestCtx) {
+func (s *Server) simMessages(ctx *fasthttp.RequestCtx) error {
 	to := string(ctx.QueryArgs().Peek("to"))
 	if to == "" {
-		s.writeError(ctx, missing("to"))
-		return
+		return missing("to")
 	}
 	writeJSON(ctx, fasthttp.StatusOK, struct {
 		Messages []domain.Delivered `json:"messages"`
 	}{s.cfg.Sim.Messages(to)})
+	return nil
 }
 
 type simUnregisteredRequest struct {
 	Numbers []string `json:"numbers"`
 }
 
-func (s *Server) simUnregistered(ctx *fasthttp.RequestCtx) {
+func (s *Server) simUnregistered(ctx *fasthttp.RequestCtx) error {
 	var req simUnregisteredRequest
-	if !s.bind(ctx, &req) {
-		return
+	if err := bind(ctx, &req); err != nil {
+		return err
 	}
 	if req.Numbers == nil {
-		s.writeError(ctx, missing("numbers"))
-		return
+		return missing("numbers")
 	}
 	s.cfg.Sim.SetUnregistered(req.Numbers)
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
+	return nil
 }
 
 type simDropRequest struct {
@@ -71,37 +71,37 @@ type simDropRequest struct {
 	Logout    bool    `json:"logout"`
 }
 
-func (s *Server) simDrop(ctx *fasthttp.RequestCtx) {
+func (s *Server) simDrop(ctx *fasthttp.RequestCtx) error {
 	var req simDropRequest
-	if !s.bind(ctx, &req, need("sessionId", &req.SessionID)) {
-		return
+	if err := bind(ctx, &req, need("sessionId", &req.SessionID)); err != nil {
+		return err
 	}
-	s.simResult(ctx, s.cfg.Sim.Drop(*req.SessionID, req.Logout))
+	return simResult(ctx, s.cfg.Sim.Drop(*req.SessionID, req.Logout))
 }
 
 type simLatencyRequest struct {
 	MS *float64 `json:"ms"`
 }
 
-func (s *Server) simLatency(ctx *fasthttp.RequestCtx) {
+func (s *Server) simLatency(ctx *fasthttp.RequestCtx) error {
 	var req simLatencyRequest
-	if !s.bind(ctx, &req) {
-		return
+	if err := bind(ctx, &req); err != nil {
+		return err
 	}
 	if req.MS == nil || *req.MS < 0 || *req.MS > 3_600_000 {
-		s.writeError(ctx, badInput("validation_failed", "ms must be a number from 0 to 3600000"))
-		return
+		return badInput("validation_failed", "ms must be a number from 0 to 3600000")
 	}
 	s.cfg.Sim.SetLatency(time.Duration(*req.MS * float64(time.Millisecond)))
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
+	return nil
 }
 
-func (s *Server) simResult(ctx *fasthttp.RequestCtx, err error) {
+func simResult(ctx *fasthttp.RequestCtx, err error) error {
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
+	return nil
 }
 
 // SimControls are the simulated network's dev controls (main passes the sim).
@@ -121,12 +121,12 @@ type simReadRequest struct {
 }
 
 // simRead is POST /api/dev/sim/read: the recipient reads a delivered message (a read receipt).
-func (s *Server) simRead(ctx *fasthttp.RequestCtx) {
+func (s *Server) simRead(ctx *fasthttp.RequestCtx) error {
 	var req simReadRequest
-	if !s.bind(ctx, &req, need("messageId", &req.MessageID)) {
-		return
+	if err := bind(ctx, &req, need("messageId", &req.MessageID)); err != nil {
+		return err
 	}
-	s.simResult(ctx, s.cfg.Sim.Read(*req.MessageID))
+	return simResult(ctx, s.cfg.Sim.Read(*req.MessageID))
 }
 
 type simInboundRequest struct {
@@ -136,18 +136,18 @@ type simInboundRequest struct {
 }
 
 // simInbound is POST /api/dev/sim/inbound: a customer writes to the session's number.
-func (s *Server) simInbound(ctx *fasthttp.RequestCtx) {
+func (s *Server) simInbound(ctx *fasthttp.RequestCtx) error {
 	var req simInboundRequest
-	if !s.bind(ctx, &req, need("sessionId", &req.SessionID), need("from", &req.From), need("text", &req.Text)) {
-		return
+	if err := bind(ctx, &req, need("sessionId", &req.SessionID), need("from", &req.From), need("text", &req.Text)); err != nil {
+		return err
 	}
 	id, err := s.cfg.Sim.Inbound(*req.SessionID, *req.From, *req.Text)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, struct {
 		Success bool   `json:"success"`
 		ID      string `json:"id"`
 	}{true, id})
+	return nil
 }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"errors"
 	"net/url"
 	"strconv"
@@ -33,28 +32,28 @@ type oauthInitJSON struct {
 }
 
 // oauthInit is POST /api/ecom/oauth-init.
-func (s *Server) oauthInit(ctx *fasthttp.RequestCtx, u domain.User) {
+func (s *Server) oauthInit(ctx *fasthttp.RequestCtx, u domain.User) error {
 	var req oauthInitRequest
-	if !s.bind(ctx, &req, need("shop", &req.Shop)) {
-		return
+	if err := bind(ctx, &req, need("shop", &req.Shop)); err != nil {
+		return err
 	}
-	authURL, shop, err := s.eng.OAuthInit(context.Background(), u.ID, *req.Shop, req.ClientID, req.ClientSecret)
+	authURL, shop, err := s.eng.OAuthInit(s.reqContext(ctx), u.ID, *req.Shop, req.ClientID, req.ClientSecret)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, oauthInitJSON{Success: true, AuthURL: authURL, Shop: shop})
+	return nil
 }
 
 // ecomCallback is GET /api/ecom/callback, where the store platform sends the owner after the
 // install. It always redirects: to the success page, or to the error page with a reason code.
-func (s *Server) ecomCallback(ctx *fasthttp.RequestCtx) {
+func (s *Server) ecomCallback(ctx *fasthttp.RequestCtx) error {
 	q, err := url.ParseQuery(string(ctx.URI().QueryString()))
 	if err != nil {
 		s.redirect(ctx, "/dashboard/connect-store/error?reason="+engine.CallbackInvalidRequest)
-		return
+		return nil
 	}
-	shop, err := s.eng.OAuthCallback(context.Background(), q)
+	shop, err := s.eng.OAuthCallback(s.reqContext(ctx), q)
 	if err != nil {
 		reason := engine.CallbackUnavailable
 		var ce *engine.CallbackError
@@ -64,10 +63,11 @@ func (s *Server) ecomCallback(ctx *fasthttp.RequestCtx) {
 		s.ecom.connect("oauth", reason)
 		s.reqLog(ctx).Warn("store OAuth callback failed", "reason", reason, "err", err)
 		s.redirect(ctx, "/dashboard/connect-store/error?reason="+url.QueryEscape(reason))
-		return
+		return nil
 	}
 	s.ecom.connect("oauth", "connected")
 	s.redirect(ctx, "/dashboard/connect-store/success?shop="+url.QueryEscape(shop))
+	return nil
 }
 
 func (s *Server) redirect(ctx *fasthttp.RequestCtx, location string) {
@@ -92,16 +92,15 @@ type manualConnectJSON struct {
 }
 
 // manualConnect is POST /api/ecom/manual-connect.
-func (s *Server) manualConnect(ctx *fasthttp.RequestCtx, u domain.User) {
+func (s *Server) manualConnect(ctx *fasthttp.RequestCtx, u domain.User) error {
 	var req manualConnectRequest
-	if !s.bind(ctx, &req, need("shop", &req.Shop), need("accessToken", &req.AccessToken)) {
-		return
+	if err := bind(ctx, &req, need("shop", &req.Shop), need("accessToken", &req.AccessToken)); err != nil {
+		return err
 	}
-	r, err := s.eng.ManualConnect(context.Background(), u.ID, *req.Shop, *req.AccessToken, req.WebhookSecret)
+	r, err := s.eng.ManualConnect(s.reqContext(ctx), u.ID, *req.Shop, *req.AccessToken, req.WebhookSecret)
 	if err != nil {
 		s.ecom.connect("manual", errCode(err))
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	s.ecom.connect("manual", "connected")
 	msg := "Store " + r.Shop + " connected; all " + strconv.Itoa(r.WebhooksRegistered) + " webhooks are registered."
@@ -116,6 +115,7 @@ func (s *Server) manualConnect(ctx *fasthttp.RequestCtx, u domain.User) {
 		Success: true, Message: msg, Shop: r.Shop, WebhooksRegistered: r.WebhooksRegistered,
 		ShopifyVerified: true, WebhooksSkipped: r.WebhooksSkipped,
 	})
+	return nil
 }
 
 type nativeConnectRequest struct {
@@ -130,16 +130,15 @@ type nativeConnectJSON struct {
 }
 
 // nativeConnect is POST /api/ecom/native-connect: the owner makes the webhooks in the store admin.
-func (s *Server) nativeConnect(ctx *fasthttp.RequestCtx, u domain.User) {
+func (s *Server) nativeConnect(ctx *fasthttp.RequestCtx, u domain.User) error {
 	var req nativeConnectRequest
-	if !s.bind(ctx, &req, need("shop", &req.Shop)) {
-		return
+	if err := bind(ctx, &req, need("shop", &req.Shop)); err != nil {
+		return err
 	}
-	shop, hook, err := s.eng.NativeConnect(context.Background(), u.ID, *req.Shop, req.WebhookSecret)
+	shop, hook, err := s.eng.NativeConnect(s.reqContext(ctx), u.ID, *req.Shop, req.WebhookSecret)
 	if err != nil {
 		s.ecom.connect("native", errCode(err))
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	s.ecom.connect("native", "connected")
 	msg := "Store " + shop + " connected. In the store admin, create webhooks (JSON) for orders/create, orders/paid, " +
@@ -150,6 +149,7 @@ func (s *Server) nativeConnect(ctx *fasthttp.RequestCtx, u domain.User) {
 		msg += "; their signatures are checked with the secret you gave."
 	}
 	writeJSON(ctx, fasthttp.StatusOK, nativeConnectJSON{Success: true, Message: msg, Shop: shop})
+	return nil
 }
 
 type storeConnectRequest struct {
@@ -160,23 +160,22 @@ type storeConnectRequest struct {
 }
 
 // storeConnect is POST /api/client/store/connect.
-func (s *Server) storeConnect(ctx *fasthttp.RequestCtx, u domain.User) {
+func (s *Server) storeConnect(ctx *fasthttp.RequestCtx, u domain.User) error {
 	var req storeConnectRequest
-	if !s.bind(ctx, &req, need("platform", &req.Platform), need("domain", &req.Domain)) {
-		return
+	if err := bind(ctx, &req, need("platform", &req.Platform), need("domain", &req.Domain)); err != nil {
+		return err
 	}
 	if strings.EqualFold(strings.TrimSpace(*req.Platform), "shopify") && strings.TrimSpace(req.AccessToken) == "" {
-		s.writeError(ctx, missing("access_token"))
-		return
+		return missing("access_token")
 	}
-	err := s.eng.ConnectStore(context.Background(), u.ID, *req.Platform, *req.Domain, req.AccessToken, req.WebhookSecret)
+	err := s.eng.ConnectStore(s.reqContext(ctx), u.ID, *req.Platform, *req.Domain, req.AccessToken, req.WebhookSecret)
 	if err != nil {
 		s.ecom.connect("connect", errCode(err))
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	s.ecom.connect("connect", "connected")
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
+	return nil
 }
 
 type verifyShopifyRequest struct {
@@ -190,17 +189,17 @@ type verifyShopifyJSON struct {
 }
 
 // verifyShopify is POST /api/client/store/verify-shopify.
-func (s *Server) verifyShopify(ctx *fasthttp.RequestCtx, _ domain.User) {
+func (s *Server) verifyShopify(ctx *fasthttp.RequestCtx, _ domain.User) error {
 	var req verifyShopifyRequest
-	if !s.bind(ctx, &req, need("domain", &req.Domain), need("access_token", &req.AccessToken)) {
-		return
+	if err := bind(ctx, &req, need("domain", &req.Domain), need("access_token", &req.AccessToken)); err != nil {
+		return err
 	}
-	name, err := s.eng.VerifyShopify(context.Background(), *req.Domain, *req.AccessToken)
+	name, err := s.eng.VerifyShopify(s.reqContext(ctx), *req.Domain, *req.AccessToken)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, verifyShopifyJSON{Success: true, ShopName: name})
+	return nil
 }
 
 type storeEventJSON struct {
@@ -234,15 +233,14 @@ type storeJSON struct {
 
 // clientStore is GET /api/client/store: the connected store (never its credentials) and its
 // recent events; connected false when there is none.
-func (s *Server) clientStore(ctx *fasthttp.RequestCtx, u domain.User) {
+func (s *Server) clientStore(ctx *fasthttp.RequestCtx, u domain.User) error {
 	v, err := s.eng.Store(u.ID)
 	if errors.Is(err, engine.ErrStoreNotFound) {
 		writeJSON(ctx, fasthttp.StatusOK, storeJSON{Success: true, Events: []storeEventJSON{}})
-		return
+		return nil
 	}
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	out := storeJSON{
 		Success: true, Connected: true, Shop: v.Shop, ShopName: v.ShopName, Platform: v.Platform, Method: v.Method,
@@ -260,15 +258,16 @@ func (s *Server) clientStore(ctx *fasthttp.RequestCtx, u domain.User) {
 		out.Events = append(out.Events, ev)
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 // deleteStore is DELETE /api/client/store.
-func (s *Server) deleteStore(ctx *fasthttp.RequestCtx, u domain.User) {
-	if err := s.eng.DisconnectStore(context.Background(), u.ID); err != nil {
-		s.writeError(ctx, err)
-		return
+func (s *Server) deleteStore(ctx *fasthttp.RequestCtx, u domain.User) error {
+	if err := s.eng.DisconnectStore(s.reqContext(ctx), u.ID); err != nil {
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
+	return nil
 }
 
 type ecomTestJSON struct {
@@ -278,8 +277,9 @@ type ecomTestJSON struct {
 }
 
 // ecomTest is GET /api/ecom/test: the store integration's health check.
-func (s *Server) ecomTest(ctx *fasthttp.RequestCtx) {
+func (s *Server) ecomTest(ctx *fasthttp.RequestCtx) error {
 	writeJSON(ctx, fasthttp.StatusOK, ecomTestJSON{Status: "ok", Message: "store integration is running", Timestamp: timestamp(time.Now())})
+	return nil
 }
 
 // The webhook answers that carry no reason, written without encoding.
@@ -297,7 +297,7 @@ type webhookJSON struct {
 // ecomWebhook is POST /api/ecom/webhook, the store platforms' webhook receiver (DESIGN.md
 // section 3, flow 3). It answers within a group commit: the event is durable in the store's
 // inbox before the 200, and the message is sent afterwards.
-func (s *Server) ecomWebhook(ctx *fasthttp.RequestCtx) {
+func (s *Server) ecomWebhook(ctx *fasthttp.RequestCtx) error {
 	h := &ctx.Request.Header
 	args := ctx.QueryArgs()
 	w := engine.Webhook{
@@ -309,12 +309,10 @@ func (s *Server) ecomWebhook(ctx *fasthttp.RequestCtx) {
 		DeliveryID: firstHeader(h, "X-Shopify-Webhook-Id", "X-Ecom-Webhook-Id", "X-Wc-Webhook-Delivery-Id"),
 		Body:       ctx.PostBody(),
 	}
-	res, err := s.eng.AcceptWebhook(context.Background(), w)
+	res, err := s.eng.AcceptWebhook(s.reqContext(ctx), w)
 	if err != nil {
-		_, code := statusOf(err)
-		s.ecom.webhook(res.Topic, code)
-		s.writeError(ctx, err)
-		return
+		s.ecom.webhook(res.Topic, errCode(err))
+		return err
 	}
 	s.ecom.webhook(res.Topic, res.Status)
 	switch {
@@ -325,6 +323,7 @@ func (s *Server) ecomWebhook(ctx *fasthttp.RequestCtx) {
 	default:
 		writeRaw(ctx, webhookQueuedBody)
 	}
+	return nil
 }
 
 func firstHeader(h *fasthttp.RequestHeader, names ...string) []byte {

@@ -1,5 +1,17 @@
 package httpapi
 
+// The error model (DESIGN.md section 4). A handler (server.go) writes its response and returns
+// nil, or writes no body and returns an error; route turns that error into the answer with
+// writeError, the one place that does so: statusOf maps it to its status and stable code
+// (statusByCode), and the body is {success: false, error, code}. A 500 hides its text; 5xx
+// are logged with the request id.
+//
+// Headers of an error answer: Retry-After is writeError's too. It follows from the code (503s,
+// too_many_attempts, quota_exceeded), or the error carries it: retryAfter(err, seconds) wraps
+// an error with its own delay (a key over its daily cap: until the day's reset), keeping its
+// text, status and code. Headers that belong to every answer of a route, error or not (the
+// X-RateLimit-* of an API key), are set by the handler before it returns.
+
 import (
 	"errors"
 	"fmt"
@@ -25,6 +37,8 @@ var (
 	// errInternalOnly: a route public only inside --internal-cidrs was called from outside
 	// without an admin token.
 	errInternalOnly = domain.E("internal_only", "this route is public only to internal addresses; send an admin ID token")
+	// errDevSignInInternal: the dev sign-in was called from outside --internal-cidrs.
+	errDevSignInInternal = domain.E("internal_only", "dev sign-in is open only to internal addresses")
 	// errBodyTooLarge: the request body is over the route's limit.
 	errBodyTooLarge = domain.E("body_too_large", "request body too large")
 	// errUnsupportedSubject: the token verified but its sub cannot be a user id.
@@ -119,6 +133,20 @@ var adapterErrors = []struct {
 	{engine.ErrWebhookLimit, "webhook_limit"},
 }
 
+// retryError is an error whose answer says when to retry (Retry-After, in seconds).
+type retryError struct {
+	err     error
+	seconds int64
+}
+
+func (e *retryError) Error() string { return e.err.Error() }
+func (e *retryError) Unwrap() error { return e.err }
+
+// retryAfter makes err answered with Retry-After: seconds.
+func retryAfter(err error, seconds int64) error {
+	return &retryError{err: err, seconds: seconds}
+}
+
 type errorBody struct {
 	Success bool   `json:"success"`
 	Error   string `json:"error"`
@@ -129,6 +157,8 @@ type errorBody struct {
 // request id and answered with a generic text (no internals leak).
 func (s *Server) writeError(ctx *fasthttp.RequestCtx, err error) {
 	status, code := statusOf(err)
+	var retry *retryError
+	hinted := errors.As(err, &retry) // before err is rewrapped below
 	if code == "unavailable" {
 		// The core reports a failed write as unavailable and keeps the storage's error only
 		// as text (%v): recognise it by its text, or by storage refusing writes right now.
@@ -153,6 +183,8 @@ func (s *Server) writeError(ctx *fasthttp.RequestCtx, err error) {
 		msg = "internal error"
 	}
 	switch {
+	case hinted:
+		ctx.Response.Header.Set("Retry-After", strconv.FormatInt(retry.seconds, 10))
 	case code == "storage_unavailable":
 		ctx.Response.Header.Set("Retry-After", "5")
 	case status == fasthttp.StatusServiceUnavailable:

@@ -27,13 +27,14 @@ type ReadyCheck struct {
 	Check    func() error
 }
 
-func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
+func (s *Server) healthz(ctx *fasthttp.RequestCtx) error {
 	writeJSON(ctx, fasthttp.StatusOK, healthJSON{Status: "ok", Version: s.cfg.Version, Time: timestamp(time.Now())})
+	return nil
 }
 
 // readyz is 200 while the server accepts work, 503 before boot ends, once shutdown begins and
 // while a critical dependency fails; the body names every dependency's state.
-func (s *Server) readyz(ctx *fasthttp.RequestCtx) {
+func (s *Server) readyz(ctx *fasthttp.RequestCtx) error {
 	ready := s.ready.Load()
 	var checks map[string]string
 	for _, c := range s.cfg.ReadyChecks {
@@ -48,16 +49,16 @@ func (s *Server) readyz(ctx *fasthttp.RequestCtx) {
 	}
 	if !ready {
 		writeJSON(ctx, fasthttp.StatusServiceUnavailable, healthJSON{Status: "not_ready", Time: timestamp(time.Now()), Checks: checks})
-		return
+		return nil
 	}
 	writeJSON(ctx, fasthttp.StatusOK, healthJSON{Status: "ready", Version: s.cfg.Version, Time: timestamp(time.Now()), Checks: checks})
+	return nil
 }
 
-func (s *Server) metricsText(ctx *fasthttp.RequestCtx) {
+func (s *Server) metricsText(ctx *fasthttp.RequestCtx) error {
 	families, err := s.cfg.Registry.Gather()
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	format := expfmt.NewFormat(expfmt.TypeTextPlain)
 	ctx.Response.Header.Set("Content-Type", string(format))
@@ -65,12 +66,14 @@ func (s *Server) metricsText(ctx *fasthttp.RequestCtx) {
 	for _, mf := range families {
 		if err := enc.Encode(mf); err != nil {
 			s.reqLog(ctx).Error("metrics encode", "err", err)
-			return
+			return nil
 		}
 	}
+	return nil
 }
 
-func (s *Server) openapi(ctx *fasthttp.RequestCtx) {
+func (s *Server) openapi(ctx *fasthttp.RequestCtx) error {
 	ctx.Response.Header.SetContentTypeBytes(contentTypeJSON)
 	ctx.SetBody(openapiDoc)
+	return nil
 }

@@ -20,17 +20,17 @@ import (
 // from what the first made, and is looked up before the daily cap is charged (a replay after
 // the cap is used up still succeeds). The same key with another body is 409
 // idempotency_key_reused. idem is nil without a key.
-func (s *Server) v1Post(ctx *fasthttp.RequestCtx, scope string, h func(key domain.Grant, idem *engine.Idem), replay func(uid string, rec engine.IdemRecord)) {
+func (s *Server) v1Post(ctx *fasthttp.RequestCtx, scope string, h func(key domain.Grant, idem *engine.Idem) error, replay func(uid string, rec engine.IdemRecord) error) error {
 	idemKey := ctx.Request.Header.Peek("Idempotency-Key")
 	if len(idemKey) == 0 {
-		if key, ok := s.apiKey(ctx, scope); ok {
-			h(key, nil)
+		key, err := s.apiKey(ctx, scope)
+		if err != nil {
+			return err
 		}
-		return
+		return h(key, nil)
 	}
 	if len(idemKey) > 255 {
-		s.writeError(ctx, badInput("validation_failed", "Idempotency-Key must be at most 255 characters"))
-		return
+		return badInput("validation_failed", "Idempotency-Key must be at most 255 characters")
 	}
 	var idem *engine.Idem
 	// The key is checked (status, expiry, scope) without counting a call; a key that does not
@@ -40,8 +40,7 @@ func (s *Server) v1Post(ctx *fasthttp.RequestCtx, scope string, h func(key domai
 		idem = &engine.Idem{KeyID: k.ID, Key: string(idemKey), BodyHash: hex.EncodeToString(sum[:])}
 		rec, found, release, err := s.eng.BeginIdempotent(*idem)
 		if err != nil {
-			s.writeError(ctx, err)
-			return
+			return err
 		}
 		if found {
 			ctx.Response.Header.Set("Idempotent-Replayed", "true")
@@ -50,21 +49,20 @@ func (s *Server) v1Post(ctx *fasthttp.RequestCtx, scope string, h func(key domai
 				ctx.Response.Header.SetContentTypeBytes(contentTypeJSON)
 				ctx.SetStatusCode(rec.Status)
 				ctx.SetBody(rec.Body)
-				return
+				return nil
 			}
-			replay(k.UserID, rec)
-			return
+			return replay(k.UserID, rec)
 		}
 		defer release()
 	}
-	key, ok := s.apiKey(ctx, scope)
-	if !ok {
-		return
+	key, err := s.apiKey(ctx, scope)
+	if err != nil {
+		return err
 	}
 	if idem == nil || idem.KeyID != key.Key.ID {
-		return // cannot happen: the key passed the check above (kept defensive)
+		return nil // cannot happen: the key passed the check above (kept defensive)
 	}
-	h(key, idem)
+	return h(key, idem)
 }
 
 // rawKey is the API key of the request: `Authorization: Bearer` or `x-api-key`.

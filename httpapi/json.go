@@ -105,18 +105,16 @@ type reqField struct {
 // need names a required string field: present and not blank.
 func need(name string, v **string) reqField { return reqField{name: name, v: v} }
 
-// bind decodes the JSON body into req and checks the required fields, in order. On failure it
-// writes the 400 (invalid_json, or validation_failed naming the field) and returns false.
-func (s *Server) bind(ctx *fasthttp.RequestCtx, req any, fields ...reqField) bool {
+// bind decodes the JSON body into req and checks the required fields, in order: the error is
+// a 400 (invalid_json, or validation_failed naming the field).
+func bind(ctx *fasthttp.RequestCtx, req any, fields ...reqField) error {
 	if err := decodeBody(ctx, req); err != nil {
-		s.writeError(ctx, err)
-		return false
+		return err
 	}
 	for _, f := range fields {
 		if *f.v == nil || strings.TrimSpace(**f.v) == "" {
-			s.writeError(ctx, missing(f.name))
-			return false
+			return missing(f.name)
 		}
 	}
-	return true
+	return nil
 }

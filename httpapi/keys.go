@@ -53,22 +53,22 @@ func keyList(views []engine.KeyView, withOwner bool) []keyJSON {
 	return out
 }
 
-func (s *Server) listKeys(ctx *fasthttp.RequestCtx, _ domain.User) {
+func (s *Server) listKeys(ctx *fasthttp.RequestCtx, _ domain.User) error {
 	views, err := s.eng.ListKeys("")
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, keyList(views, true))
+	return nil
 }
 
-func (s *Server) clientKeys(ctx *fasthttp.RequestCtx, u domain.User) {
+func (s *Server) clientKeys(ctx *fasthttp.RequestCtx, u domain.User) error {
 	views, err := s.eng.ListKeys(u.ID)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, keyList(views, false))
+	return nil
 }
 
 type createKeyRequest struct {
@@ -78,32 +78,30 @@ type createKeyRequest struct {
 	Scopes    []string `json:"scopes"`
 }
 
-func (s *Server) createKey(ctx *fasthttp.RequestCtx, _ domain.User) {
+func (s *Server) createKey(ctx *fasthttp.RequestCtx, _ domain.User) error {
 	var req createKeyRequest
-	if !s.bind(ctx, &req, need("userId", &req.UserID), need("name", &req.Name)) {
-		return
+	if err := bind(ctx, &req, need("userId", &req.UserID), need("name", &req.Name)); err != nil {
+		return err
 	}
 	kr := engine.KeyRequest{UserID: *req.UserID, Name: strings.TrimSpace(*req.Name), Scopes: req.Scopes}
 	if req.ExpiresAt != nil && *req.ExpiresAt != "" {
 		t, err := parseExpiry(*req.ExpiresAt)
 		if err != nil {
-			s.writeError(ctx, err)
-			return
+			return err
 		}
 		kr.ExpiresAt = &t
 	}
 	if req.Scopes != nil && len(req.Scopes) == 0 {
-		s.writeError(ctx, badInput("validation_failed", "scopes must not be empty (any of %s)", strings.Join(engine.AllScopes, ", ")))
-		return
+		return badInput("validation_failed", "scopes must not be empty (any of %s)", strings.Join(engine.AllScopes, ", "))
 	}
 	view, raw, err := s.eng.CreateKey(s.reqContext(ctx), kr)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	out := keyRecord(view, true, false)
 	out.RawKey = raw
 	writeJSON(ctx, fasthttp.StatusCreated, out)
+	return nil
 }
 
 type updateKeyRequest struct {
@@ -116,37 +114,35 @@ type successJSON struct {
 	Success bool `json:"success"`
 }
 
-func (s *Server) updateKey(ctx *fasthttp.RequestCtx, _ domain.User) {
+func (s *Server) updateKey(ctx *fasthttp.RequestCtx, _ domain.User) error {
 	var req updateKeyRequest
-	if !s.bind(ctx, &req, need("id", &req.ID)) {
-		return
+	if err := bind(ctx, &req, need("id", &req.ID)); err != nil {
+		return err
 	}
 	if req.Name == nil && req.Status == nil {
-		s.writeError(ctx, badInput("validation_failed", "nothing to change: send name and/or status"))
-		return
+		return badInput("validation_failed", "nothing to change: send name and/or status")
 	}
 	if req.Name != nil {
 		n := strings.TrimSpace(*req.Name)
 		req.Name = &n
 	}
 	if err := s.eng.UpdateKey(s.reqContext(ctx), *req.ID, req.Name, req.Status); err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
+	return nil
 }
 
-func (s *Server) deleteKey(ctx *fasthttp.RequestCtx, _ domain.User) {
+func (s *Server) deleteKey(ctx *fasthttp.RequestCtx, _ domain.User) error {
 	id := string(ctx.QueryArgs().Peek("id"))
 	if id == "" {
-		s.writeError(ctx, missing("id"))
-		return
+		return missing("id")
 	}
 	if err := s.eng.DeleteKey(s.reqContext(ctx), id); err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
+	return nil
 }
 
 type validateRequest struct {
@@ -166,19 +162,18 @@ type validateJSON struct {
 }
 
 // validate answers SPEC.md's own shapes: {valid: true, ...} or 401 {valid: false, error}.
-func (s *Server) validate(ctx *fasthttp.RequestCtx) {
+func (s *Server) validate(ctx *fasthttp.RequestCtx) error {
 	var req validateRequest
-	if !s.bind(ctx, &req, need("rawKey", &req.RawKey)) {
-		return
+	if err := bind(ctx, &req, need("rawKey", &req.RawKey)); err != nil {
+		return err
 	}
 	v, err := s.eng.ValidateKey([]byte(*req.RawKey))
 	if err != nil {
 		if !errors.Is(err, engine.ErrUnknownKey) && !errors.Is(err, engine.ErrKeyRevoked) && !errors.Is(err, engine.ErrKeyExpired) {
-			s.writeError(ctx, err)
-			return
+			return err
 		}
 		writeJSON(ctx, fasthttp.StatusUnauthorized, invalidKeyJSON{Valid: false, Error: err.Error()})
-		return
+		return nil
 	}
 	k := v.Key
 	created := timestamp(k.CreatedAt)
@@ -186,6 +181,7 @@ func (s *Server) validate(ctx *fasthttp.RequestCtx) {
 		Valid: true, ID: k.ID, Name: k.Name, UserID: k.UserID, ClientName: v.ClientName,
 		CreatedAt: &created, ExpiresAt: tsPtr(k.ExpiresAt), Scopes: k.Scopes,
 	})
+	return nil
 }
 
 type invalidKeyJSON struct {
@@ -210,16 +206,15 @@ type accountJSON struct {
 
 // account is GET /api/v1/account: the calling key's own view. It counts like every v1 call.
 // remaining_today is null for a plan without a daily cap.
-func (s *Server) account(ctx *fasthttp.RequestCtx) {
-	r, ok := s.apiKey(ctx, "")
-	if !ok {
-		return
+func (s *Server) account(ctx *fasthttp.RequestCtx) error {
+	r, err := s.apiKey(ctx, "")
+	if err != nil {
+		return err
 	}
 	a := accountOf(r)
 	acct, err := s.eng.Account(s.reqContext(ctx), r.Key.UserID)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	a.MessagesSent, a.MonthlyLimit = acct.Sent, acct.Limit
 	if acct.Limit > 0 {
@@ -227,6 +222,7 @@ func (s *Server) account(ctx *fasthttp.RequestCtx) {
 		a.RemainingMonth = &rem
 	}
 	writeJSON(ctx, fasthttp.StatusOK, a)
+	return nil
 }
 
 func accountOf(r domain.Grant) accountJSON {

@@ -89,18 +89,22 @@ func (g *guessLimits) sweep() {
 
 // limitGuesses refuses a caller (by key) that spent its failures, and charges a failure for
 // every 401, 403 or 404 the handler answers (a wrong key or signature, an unknown store).
-func (s *Server) limitGuesses(key func(*fasthttp.RequestCtx) string, h fasthttp.RequestHandler) fasthttp.RequestHandler {
-	return func(ctx *fasthttp.RequestCtx) {
+func (s *Server) limitGuesses(key func(*fasthttp.RequestCtx) string, h handler) handler {
+	return func(ctx *fasthttp.RequestCtx) error {
 		k := key(ctx)
 		if !s.guesses.allow(k) {
-			s.writeError(ctx, errTooManyAttempts)
-			return
+			return errTooManyAttempts
 		}
-		h(ctx)
-		switch ctx.Response.StatusCode() {
+		err := h(ctx)
+		status := ctx.Response.StatusCode()
+		if err != nil {
+			status, _ = statusOf(err)
+		}
+		switch status {
 		case fasthttp.StatusUnauthorized, fasthttp.StatusForbidden, fasthttp.StatusNotFound:
 			s.guesses.fail(k)
 		}
+		return err
 	}
 }
 

@@ -40,39 +40,36 @@ func sentResponse(e domain.OutboxEntry) sentJSON {
 
 // replayMessage answers a retried v1 send from the message its Idempotency-Key made, as it
 // stands now.
-func (s *Server) replayMessage(ctx *fasthttp.RequestCtx, uid string, rec engine.IdemRecord) {
+func (s *Server) replayMessage(ctx *fasthttp.RequestCtx, uid string, rec engine.IdemRecord) error {
 	e, err := s.eng.Message(uid, rec.MessageID)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, sentResponse(e))
+	return nil
 }
 
 // v1Send is POST /api/v1/messages/send (scope send_text).
-func (s *Server) v1Send(ctx *fasthttp.RequestCtx) {
-	s.v1Post(ctx, engine.ScopeText, func(key domain.Grant, idem *engine.Idem) {
+func (s *Server) v1Send(ctx *fasthttp.RequestCtx) error {
+	return s.v1Post(ctx, engine.ScopeText, func(key domain.Grant, idem *engine.Idem) error {
 		var req sendRequest
-		if !s.bind(ctx, &req) {
-			return
+		if err := bind(ctx, &req); err != nil {
+			return err
 		}
 		if req.Type != nil && *req.Type != "" && *req.Type != "text" {
-			s.writeError(ctx, badInput("validation_failed", "type must be text (send images with /api/v1/messages/send-image)"))
-			return
+			return badInput("validation_failed", "type must be text (send images with /api/v1/messages/send-image)")
 		}
 		phone, err := requirePhone("phone", req.Phone)
 		if err != nil {
-			s.writeError(ctx, err)
-			return
+			return err
 		}
 		text, err := requireText("message", req.Message)
 		if err != nil {
-			s.writeError(ctx, err)
-			return
+			return err
 		}
-		s.send(ctx, engine.SendRequest{UserID: key.Key.UserID, Origin: "api",
+		return s.send(ctx, engine.SendRequest{UserID: key.Key.UserID, Origin: "api",
 			Message: domain.Message{To: phone, Kind: domain.KindText, Text: text}}, idem, true)
-	}, func(uid string, rec engine.IdemRecord) { s.replayMessage(ctx, uid, rec) })
+	}, func(uid string, rec engine.IdemRecord) error { return s.replayMessage(ctx, uid, rec) })
 }
 
 type sendImageRequest struct {
@@ -84,36 +81,33 @@ type sendImageRequest struct {
 }
 
 // v1SendImage is POST /api/v1/messages/send-image (scope send_media).
-func (s *Server) v1SendImage(ctx *fasthttp.RequestCtx) {
-	s.v1Post(ctx, engine.ScopeMedia, func(key domain.Grant, idem *engine.Idem) {
+func (s *Server) v1SendImage(ctx *fasthttp.RequestCtx) error {
+	return s.v1Post(ctx, engine.ScopeMedia, func(key domain.Grant, idem *engine.Idem) error {
 		var req sendImageRequest
-		if !s.bind(ctx, &req) {
-			return
+		if err := bind(ctx, &req); err != nil {
+			return err
 		}
 		to, err := requirePhone("to", req.To)
 		if err != nil {
-			s.writeError(ctx, err)
-			return
+			return err
 		}
 		if req.Image == nil || strings.TrimSpace(*req.Image) == "" {
-			s.writeError(ctx, missing("image"))
-			return
+			return missing("image")
 		}
 		m, err := s.media.Load(s.reqContext(ctx), strings.TrimSpace(*req.Image))
 		if err == nil {
 			err = checkImage(m)
 		}
 		if err != nil {
-			s.writeError(ctx, err)
-			return
+			return err
 		}
 		name := req.FileName
 		if name == "" {
 			name = "image.png"
 		}
 		msg := domain.Message{To: to, Kind: domain.KindImage, Caption: req.Caption, FileName: name, MimeType: m.MimeType, Data: m.Data}
-		s.send(ctx, engine.SendRequest{UserID: key.Key.UserID, SessionID: req.SessionID, Origin: "api", Message: msg}, idem, true)
-	}, func(uid string, rec engine.IdemRecord) { s.replayMessage(ctx, uid, rec) })
+		return s.send(ctx, engine.SendRequest{UserID: key.Key.UserID, SessionID: req.SessionID, Origin: "api", Message: msg}, idem, true)
+	}, func(uid string, rec engine.IdemRecord) error { return s.replayMessage(ctx, uid, rec) })
 }
 
 type clientSendRequest struct {
@@ -131,17 +125,16 @@ type clientSendRequest struct {
 }
 
 // clientSend is POST /api/client/send: every message kind from the dashboard.
-func (s *Server) clientSend(ctx *fasthttp.RequestCtx, u domain.User) {
+func (s *Server) clientSend(ctx *fasthttp.RequestCtx, u domain.User) error {
 	var req clientSendRequest
-	if !s.bind(ctx, &req) {
-		return
+	if err := bind(ctx, &req); err != nil {
+		return err
 	}
 	msg, err := s.clientMessage(ctx, req)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
-	s.send(ctx, engine.SendRequest{UserID: u.ID, Origin: "dashboard", Message: msg}, nil, false)
+	return s.send(ctx, engine.SendRequest{UserID: u.ID, Origin: "dashboard", Message: msg}, nil, false)
 }
 
 // clientMessage validates a dashboard send and builds the message, loading media.
@@ -225,22 +218,20 @@ type templateTestRequest struct {
 }
 
 // templateTest is POST /api/client/templates/test: sends a text to a phone from the dashboard.
-func (s *Server) templateTest(ctx *fasthttp.RequestCtx, u domain.User) {
+func (s *Server) templateTest(ctx *fasthttp.RequestCtx, u domain.User) error {
 	var req templateTestRequest
-	if !s.bind(ctx, &req) {
-		return
+	if err := bind(ctx, &req); err != nil {
+		return err
 	}
 	phone, err := requirePhone("phone", req.Phone)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	text, err := requireText("text", req.Text)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
-	s.send(ctx, engine.SendRequest{UserID: u.ID, Origin: "dashboard", Message: domain.Message{To: phone, Kind: domain.KindText, Text: text}}, nil, false)
+	return s.send(ctx, engine.SendRequest{UserID: u.ID, Origin: "dashboard", Message: domain.Message{To: phone, Kind: domain.KindText, Text: text}}, nil, false)
 }
 
 // dashboardWait is how long a dashboard send waits for the network's outcome by default: a
@@ -249,15 +240,14 @@ const dashboardWait = 15 * time.Second
 
 // send asks the engine to accept (and, if asked, wait for) a message and writes the response:
 // the v1 shape (full) or {success}.
-func (s *Server) send(ctx *fasthttp.RequestCtx, r engine.SendRequest, idem *engine.Idem, full bool) {
+func (s *Server) send(ctx *fasthttp.RequestCtx, r engine.SendRequest, idem *engine.Idem, full bool) error {
 	def := time.Duration(0)
 	if !full {
 		def = dashboardWait
 	}
 	wait, err := waitOf(ctx, def)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	r.Wait = wait
 	if idem != nil {
@@ -268,15 +258,15 @@ func (s *Server) send(ctx *fasthttp.RequestCtx, r engine.SendRequest, idem *engi
 	entry, err := s.eng.Send(s.reqContext(ctx), r)
 	if err != nil {
 		s.metrics.send(r.Origin, err)
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	s.metrics.send(r.Origin, nil)
 	if full {
 		writeJSON(ctx, fasthttp.StatusOK, sentResponse(entry))
-		return
+		return nil
 	}
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
+	return nil
 }
 
 type messageJSON struct {
@@ -301,16 +291,15 @@ type historyJSON struct {
 }
 
 // v1Message is GET /api/v1/messages/{id}: one of the key owner's messages.
-func (s *Server) v1Message(ctx *fasthttp.RequestCtx) {
-	key, ok := s.apiKey(ctx, "")
-	if !ok {
-		return
+func (s *Server) v1Message(ctx *fasthttp.RequestCtx) error {
+	key, err := s.apiKey(ctx, "")
+	if err != nil {
+		return err
 	}
 	id, _ := ctx.UserValue("id").(string)
 	m, err := s.eng.Message(key.Key.UserID, id)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	hist := make([]historyJSON, len(m.History))
 	for i, h := range m.History {
@@ -321,6 +310,7 @@ func (s *Server) v1Message(ctx *fasthttp.RequestCtx) {
 		Type: string(m.Message.Kind), CreatedAt: timestamp(m.CreatedAt.Time()), SentAt: sentAt(m.SentAt),
 		Code: m.Code, Error: m.Error, Attempts: m.Attempts, History: hist,
 	})
+	return nil
 }
 
 func requirePhone(field string, v *string) (string, error) {

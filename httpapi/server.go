@@ -1,7 +1,8 @@
 // Package httpapi is the gateway's HTTP interface: fasthttp + fasthttp/router, JSON through
 // goccy/go-json, authentication (API keys, ID tokens), the error model of DESIGN.md section 4,
 // metrics and the OpenAPI document. A handler parses, authorizes, asks the engine and writes the
-// response; it never touches storage. Imports: engine, identity, network (port types).
+// response, or returns an error that route answers (errors.go); it never touches storage.
+// Imports: engine, identity, network (port types).
 package httpapi
 
 import (
@@ -202,9 +203,15 @@ func (s *Server) reqContext(ctx *fasthttp.RequestCtx) context.Context {
 // requestIDKey is the context key of the request id.
 type requestIDKey struct{}
 
+// handler is a route's handler, like caddy's Handler: it writes its response and returns nil,
+// or returns an error without writing a body (route drops any it began; headers it set, such
+// as X-RateLimit-*, stay), which route answers in the error model (errors.go).
+type handler func(ctx *fasthttp.RequestCtx) error
+
 // route registers a handler wrapped with recovery, request id, body limit, metrics and the
-// access log; limit 0 means the default body limit.
-func (s *Server) route(method, path string, limit int, h fasthttp.RequestHandler) {
+// access log; limit 0 means the default body limit. It is the one place where a handler's
+// error becomes its response (writeError).
+func (s *Server) route(method, path string, limit int, h handler) {
 	if limit <= 0 {
 		limit = s.cfg.BodyLimit
 	}
@@ -232,11 +239,16 @@ func (s *Server) route(method, path string, limit int, h fasthttp.RequestHandler
 					"status", status, "duration_ms", float64(time.Since(start).Microseconds())/1000, "remote", ctx.RemoteIP().String())
 			}
 		}()
+		var err error
 		if len(ctx.Request.Body()) > limit {
-			s.writeError(ctx, fmt.Errorf("%w: the limit is %d bytes", errBodyTooLarge, limit))
-			return
+			err = fmt.Errorf("%w: the limit is %d bytes", errBodyTooLarge, limit)
+		} else {
+			err = h(ctx)
 		}
-		h(ctx)
+		if err != nil {
+			ctx.Response.ResetBody()
+			s.writeError(ctx, err)
+		}
 	})
 }
 

@@ -28,7 +28,7 @@ type sessionJSON struct {
 	reasonJSON
 }
 
-func (s *Server) listSessions(ctx *fasthttp.RequestCtx) {
+func (s *Server) listSessions(ctx *fasthttp.RequestCtx) error {
 	views := s.eng.Sessions()
 	out := make([]sessionJSON, len(views))
 	for i, v := range views {
@@ -40,6 +40,7 @@ func (s *Server) listSessions(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 type createSessionRequest struct {
@@ -53,10 +54,10 @@ type sessionBrief struct {
 	Status string `json:"status"`
 }
 
-func (s *Server) createSession(ctx *fasthttp.RequestCtx) {
+func (s *Server) createSession(ctx *fasthttp.RequestCtx) error {
 	var req createSessionRequest
-	if !s.bind(ctx, &req, need("sessionName", &req.SessionName)) {
-		return
+	if err := bind(ctx, &req, need("sessionName", &req.SessionName)); err != nil {
+		return err
 	}
 	assign := ""
 	if req.AssignToUserID != nil {
@@ -64,13 +65,13 @@ func (s *Server) createSession(ctx *fasthttp.RequestCtx) {
 	}
 	v, err := s.eng.CreateSession(s.reqContext(ctx), *req.SessionName, assign)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, struct {
 		Success bool         `json:"success"`
 		Session sessionBrief `json:"session"`
 	}{true, sessionBrief{ID: v.ID, Name: v.Name, Status: v.Status}})
+	return nil
 }
 
 type assignSessionRequest struct {
@@ -78,16 +79,16 @@ type assignSessionRequest struct {
 	UserID    *string `json:"userId"`
 }
 
-func (s *Server) assignSession(ctx *fasthttp.RequestCtx) {
+func (s *Server) assignSession(ctx *fasthttp.RequestCtx) error {
 	var req assignSessionRequest
-	if !s.bind(ctx, &req, need("sessionId", &req.SessionID), need("userId", &req.UserID)) {
-		return
+	if err := bind(ctx, &req, need("sessionId", &req.SessionID), need("userId", &req.UserID)); err != nil {
+		return err
 	}
 	if err := s.eng.AssignSession(s.reqContext(ctx), *req.SessionID, *req.UserID); err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
+	return nil
 }
 
 type statusJSON struct {
@@ -139,7 +140,7 @@ func queueOf(q domain.QueueStats) queueJSON {
 }
 
 // clientStatus reports the live status of the caller's session (NOT_CREATED when none).
-func (s *Server) clientStatus(ctx *fasthttp.RequestCtx, u domain.User) {
+func (s *Server) clientStatus(ctx *fasthttp.RequestCtx, u domain.User) error {
 	st := s.eng.SessionStatus(u.ID)
 	out := statusJSON{Status: st.Status, Queue: queueOf(st.Queue), reasonJSON: reasonOf(st)}
 	if st.ID != "" {
@@ -151,14 +152,15 @@ func (s *Server) clientStatus(ctx *fasthttp.RequestCtx, u domain.User) {
 		out.Phone = &p
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
-func (s *Server) clientStart(ctx *fasthttp.RequestCtx, u domain.User) {
+func (s *Server) clientStart(ctx *fasthttp.RequestCtx, u domain.User) error {
 	if _, err := s.eng.StartSession(s.reqContext(ctx), u); err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
+	return nil
 }
 
 type qrJSON struct {
@@ -168,18 +170,17 @@ type qrJSON struct {
 
 // clientQR returns the QR code to scan as a PNG data URI, creating and starting the caller's
 // session when needed.
-func (s *Server) clientQR(ctx *fasthttp.RequestCtx, u domain.User) {
+func (s *Server) clientQR(ctx *fasthttp.RequestCtx, u domain.User) error {
 	st, err := s.eng.SessionQR(s.reqContext(ctx), u)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	png, err := qrcode.Encode(st.QR, qrcode.Medium, 256)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, qrJSON{QR: "data:image/png;base64," + base64.StdEncoding.EncodeToString(png), SessionID: st.ID})
+	return nil
 }
 
 type pairCodeRequest struct {
@@ -187,26 +188,25 @@ type pairCodeRequest struct {
 }
 
 // clientPairCode links by phone number instead of QR: the user types the code on the phone.
-func (s *Server) clientPairCode(ctx *fasthttp.RequestCtx, u domain.User) {
+func (s *Server) clientPairCode(ctx *fasthttp.RequestCtx, u domain.User) error {
 	var req pairCodeRequest
-	if !s.bind(ctx, &req, need("phone", &req.Phone)) {
-		return
+	if err := bind(ctx, &req, need("phone", &req.Phone)); err != nil {
+		return err
 	}
 	phone, err := engine.NormalizePhone(*req.Phone)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	st, code, err := s.eng.SessionPairCode(s.reqContext(ctx), u, phone)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, struct {
 		Success   bool   `json:"success"`
 		Code      string `json:"code"`
 		SessionID string `json:"sessionId"`
 	}{true, code, st.ID})
+	return nil
 }
 
 type sessionPacingRequest struct {
@@ -226,10 +226,10 @@ type pacingJSON struct {
 // setSessionPacing is PATCH /api/admin/sessions {id, pacing?, proxy?}: a session's own pacing
 // override (null removes it; absent leaves it) and its proxy; the answer shows the override,
 // the pacing in force and the proxy (its password masked).
-func (s *Server) setSessionPacing(ctx *fasthttp.RequestCtx, _ domain.User) {
+func (s *Server) setSessionPacing(ctx *fasthttp.RequestCtx, _ domain.User) error {
 	var req sessionPacingRequest
-	if !s.bind(ctx, &req, need("id", &req.ID)) {
-		return
+	if err := bind(ctx, &req, need("id", &req.ID)); err != nil {
+		return err
 	}
 	u := engine.SessionUpdate{Proxy: req.Proxy}
 	if len(req.Pacing) > 0 {
@@ -239,22 +239,20 @@ func (s *Server) setSessionPacing(ctx *fasthttp.RequestCtx, _ domain.User) {
 			dec := json.NewDecoder(bytes.NewReader(req.Pacing))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(u.Pacing); err != nil {
-				s.writeError(ctx, badInput("validation_failed", "pacing: %v", err))
-				return
+				return badInput("validation_failed", "pacing: %v", err)
 			}
 		}
 	}
 	v, err := s.eng.UpdateSession(s.reqContext(ctx), *req.ID, u)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	applied, err := s.eng.Pacing(v.ID)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, pacingJSON{Success: true, ID: v.ID, Own: v.Pacing, Applied: applied, Proxy: maskProxy(v.Proxy)})
+	return nil
 }
 
 // maskProxy hides a proxy URL's password.
@@ -270,24 +268,23 @@ func maskProxy(p string) string {
 }
 
 // clientLogout is POST /api/client/logout: unlink the caller's session from their phone.
-func (s *Server) clientLogout(ctx *fasthttp.RequestCtx, u domain.User) {
+func (s *Server) clientLogout(ctx *fasthttp.RequestCtx, u domain.User) error {
 	if err := s.eng.LogoutSession(s.reqContext(ctx), u.ID); err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
+	return nil
 }
 
 // deleteSession is DELETE /api/admin/sessions?id=: unlink, stop and delete a session.
-func (s *Server) deleteSession(ctx *fasthttp.RequestCtx, _ domain.User) {
+func (s *Server) deleteSession(ctx *fasthttp.RequestCtx, _ domain.User) error {
 	id := strings.TrimSpace(string(ctx.QueryArgs().Peek("id")))
 	if id == "" {
-		s.writeError(ctx, missing("id"))
-		return
+		return missing("id")
 	}
 	if err := s.eng.DeleteSession(s.reqContext(ctx), id); err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
+	return nil
 }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"strings"
 
 	"github.com/gateway/gateway/domain"
@@ -32,17 +31,17 @@ type templatesJSON struct {
 
 // clientTemplates is GET /api/client/templates: the five topics' templates and the placeholders
 // they may use.
-func (s *Server) clientTemplates(ctx *fasthttp.RequestCtx, u domain.User) {
+func (s *Server) clientTemplates(ctx *fasthttp.RequestCtx, u domain.User) error {
 	list, err := s.eng.Templates(u.ID)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	out := templatesJSON{Success: true, Templates: make([]templateJSON, 0, len(list)), Placeholders: engine.TemplatePlaceholders()}
 	for _, v := range list {
 		out.Templates = append(out.Templates, toTemplateJSON(v))
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 type putTemplateRequest struct {
@@ -58,19 +57,18 @@ type templateSavedJSON struct {
 
 // putTemplate is PUT /api/client/templates: {topic, text?, enabled?}. An empty text goes back
 // to the default; an absent field is left as it was.
-func (s *Server) putTemplate(ctx *fasthttp.RequestCtx, u domain.User) {
+func (s *Server) putTemplate(ctx *fasthttp.RequestCtx, u domain.User) error {
 	var req putTemplateRequest
-	if !s.bind(ctx, &req, need("topic", &req.Topic)) {
-		return
+	if err := bind(ctx, &req, need("topic", &req.Topic)); err != nil {
+		return err
 	}
 	if req.Text == nil && req.Enabled == nil {
-		s.writeError(ctx, badInput("validation_failed", "text or enabled is required"))
-		return
+		return badInput("validation_failed", "text or enabled is required")
 	}
-	v, err := s.eng.PutTemplate(context.Background(), u.ID, strings.TrimSpace(*req.Topic), req.Text, req.Enabled)
+	v, err := s.eng.PutTemplate(s.reqContext(ctx), u.ID, strings.TrimSpace(*req.Topic), req.Text, req.Enabled)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, templateSavedJSON{Success: true, Template: toTemplateJSON(v)})
+	return nil
 }

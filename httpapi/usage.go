@@ -17,11 +17,10 @@ type usageJSON struct {
 }
 
 // clientUsage is GET /api/client/usage.
-func (s *Server) clientUsage(ctx *fasthttp.RequestCtx, u domain.User) {
-	acct, err := s.eng.Account(ctx, u.ID)
+func (s *Server) clientUsage(ctx *fasthttp.RequestCtx, u domain.User) error {
+	acct, err := s.eng.Account(s.reqContext(ctx), u.ID)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	out := usageJSON{Success: true, Plan: u.Plan, MessagesSent: acct.Sent, MonthlyLimit: acct.Limit, ResetsAt: timestamp(acct.Reset)}
 	if acct.Limit > 0 {
@@ -29,4 +28,5 @@ func (s *Server) clientUsage(ctx *fasthttp.RequestCtx, u domain.User) {
 		out.Remaining = &rem
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }

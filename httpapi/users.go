@@ -25,13 +25,14 @@ func userRecord(u domain.User) userJSON {
 		CreatedAt: timestamp(u.CreatedAt), UpdatedAt: timestamp(u.UpdatedAt)}
 }
 
-func (s *Server) listUsers(ctx *fasthttp.RequestCtx, _ domain.User) {
+func (s *Server) listUsers(ctx *fasthttp.RequestCtx, _ domain.User) error {
 	users := s.eng.Users()
 	out := make([]userJSON, len(users))
 	for i, u := range users {
 		out[i] = userRecord(u)
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 type createUserRequest struct {
@@ -43,19 +44,19 @@ type createUserRequest struct {
 }
 
 // createUser pre-provisions a profile: the user signs in later with this uid.
-func (s *Server) createUser(ctx *fasthttp.RequestCtx, _ domain.User) {
+func (s *Server) createUser(ctx *fasthttp.RequestCtx, _ domain.User) error {
 	var req createUserRequest
-	if !s.bind(ctx, &req, need("id", &req.ID)) {
-		return
+	if err := bind(ctx, &req, need("id", &req.ID)); err != nil {
+		return err
 	}
 	u, err := s.eng.CreateUser(s.reqContext(ctx), engine.NewUser{
 		ID: strings.TrimSpace(*req.ID), Name: req.Name, Email: req.Email, Role: req.Role, Plan: req.Plan,
 	})
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusCreated, userRecord(u))
+	return nil
 }
 
 type updateUserRequest struct {
@@ -66,22 +67,21 @@ type updateUserRequest struct {
 }
 
 // updateUser changes a profile's role (promotion), plan or name.
-func (s *Server) updateUser(ctx *fasthttp.RequestCtx, _ domain.User) {
+func (s *Server) updateUser(ctx *fasthttp.RequestCtx, _ domain.User) error {
 	var req updateUserRequest
-	if !s.bind(ctx, &req, need("id", &req.ID)) {
-		return
+	if err := bind(ctx, &req, need("id", &req.ID)); err != nil {
+		return err
 	}
 	if req.Name == nil && req.Role == nil && req.Plan == nil {
-		s.writeError(ctx, badInput("validation_failed", "nothing to change: send name, role and/or plan"))
-		return
+		return badInput("validation_failed", "nothing to change: send name, role and/or plan")
 	}
 	u, err := s.eng.UpdateUser(s.reqContext(ctx), engine.UserPatch{ID: *req.ID, Name: req.Name, Role: req.Role, Plan: req.Plan})
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, struct {
 		Success bool     `json:"success"`
 		User    userJSON `json:"user"`
 	}{true, userRecord(u)})
+	return nil
 }

@@ -70,7 +70,7 @@ type createWebhookRequest struct {
 }
 
 // listWebhooks is GET /api/client/webhooks: the user's subscriptions, without secrets.
-func (s *Server) listWebhooks(ctx *fasthttp.RequestCtx, u domain.User) {
+func (s *Server) listWebhooks(ctx *fasthttp.RequestCtx, u domain.User) error {
 	subs := s.cfg.Webhooks.List(u.ID)
 	out := webhookListJSON{Success: true, Webhooks: make([]subscriptionJSON, 0, len(subs))}
 	for _, sub := range subs {
@@ -80,42 +80,41 @@ func (s *Server) listWebhooks(ctx *fasthttp.RequestCtx, u domain.User) {
 		out.Events = append(out.Events, string(t))
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 // createWebhook is POST /api/client/webhooks {url, events}: 201 with the secret, shown once.
-func (s *Server) createWebhook(ctx *fasthttp.RequestCtx, u domain.User) {
+func (s *Server) createWebhook(ctx *fasthttp.RequestCtx, u domain.User) error {
 	var req createWebhookRequest
-	if !s.bind(ctx, &req, need("url", &req.URL)) {
-		return
+	if err := bind(ctx, &req, need("url", &req.URL)); err != nil {
+		return err
 	}
 	if req.Events == nil || len(*req.Events) == 0 {
-		s.writeError(ctx, missing("events"))
-		return
+		return missing("events")
 	}
 	types := make([]domain.EventType, 0, len(*req.Events))
 	for _, t := range *req.Events {
 		types = append(types, domain.EventType(strings.TrimSpace(t)))
 	}
-	sub, err := s.cfg.Webhooks.Subscribe(context.Background(), u.ID, strings.TrimSpace(*req.URL), types)
+	sub, err := s.cfg.Webhooks.Subscribe(s.reqContext(ctx), u.ID, strings.TrimSpace(*req.URL), types)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusCreated, webhookCreatedJSON{Success: true, subscriptionJSON: toSubscriptionJSON(sub)})
+	return nil
 }
 
 // deleteWebhook is DELETE /api/client/webhooks?id=.
-func (s *Server) deleteWebhook(ctx *fasthttp.RequestCtx, u domain.User) {
+func (s *Server) deleteWebhook(ctx *fasthttp.RequestCtx, u domain.User) error {
 	id := string(ctx.QueryArgs().Peek("id"))
 	if id == "" {
-		s.writeError(ctx, missing("id"))
-		return
+		return missing("id")
 	}
-	if err := s.cfg.Webhooks.Delete(context.Background(), u.ID, id); err != nil {
-		s.writeError(ctx, err)
-		return
+	if err := s.cfg.Webhooks.Delete(s.reqContext(ctx), u.ID, id); err != nil {
+		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
+	return nil
 }
 
 type webhookAttemptJSON struct {
@@ -137,21 +136,18 @@ type webhookDeliveriesJSON struct {
 }
 
 // webhookDeliveries is GET /api/client/webhooks/deliveries?id=: the recent attempts, newest first.
-func (s *Server) webhookDeliveries(ctx *fasthttp.RequestCtx, u domain.User) {
+func (s *Server) webhookDeliveries(ctx *fasthttp.RequestCtx, u domain.User) error {
 	id := string(ctx.QueryArgs().Peek("id"))
 	if id == "" {
-		s.writeError(ctx, missing("id"))
-		return
+		return missing("id")
 	}
 	sub, err := s.cfg.Webhooks.Subscription(u.ID, id)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	as, err := s.cfg.Webhooks.Deliveries(u.ID, id)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	out := webhookDeliveriesJSON{Success: true, Webhook: toSubscriptionJSON(sub), Deliveries: make([]webhookAttemptJSON, 0, len(as))}
 	for _, a := range as {
@@ -159,6 +155,7 @@ func (s *Server) webhookDeliveries(ctx *fasthttp.RequestCtx, u domain.User) {
 			StatusCode: a.Status, Delivered: a.Delivered, Error: a.Error, At: timestamp(a.At), DurationMs: a.Duration})
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }
 
 type inboundJSON struct {
@@ -182,22 +179,20 @@ type inboundListJSON struct {
 
 // v1Messages is GET /api/v1/messages?direction=in&since=&limit= (scope read_messages): the key
 // owner's incoming messages of the last 7 days, oldest first.
-func (s *Server) v1Messages(ctx *fasthttp.RequestCtx) {
-	key, ok := s.apiKey(ctx, engine.ScopeRead)
-	if !ok {
-		return
+func (s *Server) v1Messages(ctx *fasthttp.RequestCtx) error {
+	key, err := s.apiKey(ctx, engine.ScopeRead)
+	if err != nil {
+		return err
 	}
 	args := ctx.QueryArgs()
 	if d := string(args.Peek("direction")); d != "in" {
-		s.writeError(ctx, badInput("validation_failed", "direction must be \"in\" (incoming messages)"))
-		return
+		return badInput("validation_failed", "direction must be \"in\" (incoming messages)")
 	}
 	var since time.Time
 	if v := string(args.Peek("since")); v != "" {
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
-			s.writeError(ctx, badInput("validation_failed", "since must be an RFC 3339 timestamp"))
-			return
+			return badInput("validation_failed", "since must be an RFC 3339 timestamp")
 		}
 		since = t
 	}
@@ -205,15 +200,13 @@ func (s *Server) v1Messages(ctx *fasthttp.RequestCtx) {
 	if v := string(args.Peek("limit")); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
-			s.writeError(ctx, badInput("validation_failed", "limit must be 1 to 1000"))
-			return
+			return badInput("validation_failed", "limit must be 1 to 1000")
 		}
 		limit = n
 	}
 	msgs, err := s.cfg.Webhooks.Inbound(key.Key.UserID, since, limit)
 	if err != nil {
-		s.writeError(ctx, err)
-		return
+		return err
 	}
 	out := inboundListJSON{Success: true, Direction: "in", Messages: make([]inboundJSON, 0, len(msgs))}
 	for _, m := range msgs {
@@ -221,4 +214,5 @@ func (s *Server) v1Messages(ctx *fasthttp.RequestCtx) {
 			Caption: m.Caption, MimeType: m.MimeType, FileName: m.FileName, Bytes: m.Bytes, Timestamp: timestamp(m.Timestamp)})
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
 }

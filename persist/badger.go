@@ -101,6 +101,7 @@ type commitReq struct {
 	buf  []byte
 	size int
 	done chan error // buffered: the writer never blocks on a caller that left
+	err  error      // set by stage: the request's condition failed (ErrExists)
 }
 
 // OpenBadger opens (or creates) the Badger database in dir (DATA/db) and starts its writer.
@@ -322,7 +323,7 @@ func (r *commitReq) load(ops []Op) {
 		buf = append(buf, op.Key...)
 		v := len(buf)
 		buf = append(buf, op.Value...)
-		r.ops = append(r.ops, Op{Key: buf[k:v:v], Value: buf[v:len(buf):len(buf)], Delete: op.Delete, TTL: op.TTL})
+		r.ops = append(r.ops, Op{Key: buf[k:v:v], Value: buf[v:len(buf):len(buf)], Delete: op.Delete, TTL: op.TTL, IfAbsent: op.IfAbsent})
 	}
 	r.buf = buf
 }
@@ -401,6 +402,10 @@ func (b *Badger) commitGroup(group []*commitReq) {
 			b.disk.wrote(groupBytes(group))
 		}
 		for _, r := range group {
+			if r.err != nil {
+				r.done <- r.err
+				continue
+			}
 			r.done <- err
 		}
 		return
@@ -446,10 +451,32 @@ func (b *Badger) Health() error {
 
 // stage adds the requests' ops to txn; it returns how many requests were fully added and, if
 // it stopped early, the error of the request it stopped at.
+//
+// A request whose IfAbsent condition fails is not staged: its err is set (ErrExists) and the
+// others go on. Conditions see the writes staged before them in the same transaction, so of two
+// requests that put the same key if absent, only the first is written.
 func stage(txn *badger.Txn, group []*commitReq) (int, error) {
 	for i, r := range group {
+		r.err = nil
+		for _, op := range r.ops {
+			if !op.IfAbsent {
+				continue
+			}
+			switch _, err := txn.Get(op.Key); {
+			case err == nil:
+				r.err = ErrExists
+			case !errors.Is(err, badger.ErrKeyNotFound):
+				return i, err
+			}
+		}
+		if r.err != nil {
+			continue
+		}
 		for _, op := range r.ops {
 			var err error
+			if op.IfAbsent {
+				continue
+			}
 			if op.Delete {
 				err = txn.Delete(op.Key)
 			} else {

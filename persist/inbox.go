@@ -75,19 +75,18 @@ func (in *Inbox) Seen(shop, deliveryID string) bool {
 }
 
 // Accept commits an entry whose body json.Valid has checked and, when deliveryID is not "",
-// the delivery's dedupe mark, in one commit.
+// the delivery's dedupe mark, in one commit; ErrExists (nothing written) when that delivery
+// was accepted before.
 func (in *Inbox) Accept(ctx context.Context, e domain.InboxEntry, deliveryID string) error {
 	put, err := in.entryOp(e)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInboxEntry, err)
 	}
-	ops := [2]Op{put}
-	n := 1
-	if deliveryID != "" {
-		ops[1] = Op{Key: in.seen.key(e.Shop + "/" + deliveryID), Value: in.empty, TTL: WebhookSeenTTL}
-		n = 2
+	if deliveryID == "" {
+		return in.kv.Commit(ctx, put)
 	}
-	return in.kv.Commit(ctx, ops[:n]...)
+	seen := in.seen.key(e.Shop + "/" + deliveryID)
+	return in.kv.Commit(ctx, IfAbsentOp(seen), put, Op{Key: seen, Value: in.empty, TTL: WebhookSeenTTL})
 }
 
 // entryOp is entries.PutOp for an entry whose body json.Valid has checked: the body is spliced

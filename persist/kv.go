@@ -43,13 +43,24 @@ const (
 
 var reservedPrefix = []byte("!badger!")
 
-// Op is one write of an atomic, durable commit.
+// ErrExists is returned by a Commit whose IfAbsent condition failed: nothing of it is written.
+var ErrExists = errors.New("persist: key exists")
+
+// Op is one write of an atomic, durable commit, or a condition on it.
 type Op struct {
 	Key    []byte
 	Value  []byte
 	Delete bool
 	TTL    time.Duration // 0 = no expiry (Badger entry TTL; the memory KV honours it too)
+	// IfAbsent makes the op a condition, not a write: the commit applies only if Key is absent
+	// (or expired) when the writer stages it, else it fails with ErrExists. The writer checks
+	// it inside its own transaction, so a put-if-absent costs no read before the commit (a
+	// Badger read waits for the commits in flight, their sync included).
+	IfAbsent bool
 }
+
+// IfAbsentOp is the condition "key is absent".
+func IfAbsentOp(key []byte) Op { return Op{Key: key, IfAbsent: true} }
 
 // KV is the ordered key-value store every typed store sits on.
 type KV interface {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -312,6 +313,50 @@ func testKV(t *testing.T, newKV func(t *testing.T) KV) {
 		}
 		if n := len(scanKeys(t, kv, "c/")); n != workers*each*2 {
 			t.Fatalf("scan found %d keys, want %d", n, workers*each*2)
+		}
+	})
+
+	t.Run("IfAbsent", func(t *testing.T) {
+		kv := newKV(t)
+		guarded := func(k, v string) error { return kv.Commit(ctx, IfAbsentOp([]byte(k)), put(k, v), put(k+"/body", v)) }
+		if err := guarded("g", "1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := guarded("g", "2"); !errors.Is(err, ErrExists) {
+			t.Fatalf("second put-if-absent = %v, want ErrExists", err)
+		}
+		wantValue(t, kv, "g", "1")
+		wantValue(t, kv, "g/body", "1") // nothing of the refused commit was written
+		wantAbsent(t, kv, "IfAbsent")   // the condition itself writes nothing
+		mustCommit(t, kv, IfAbsentOp([]byte("IfAbsent")))
+		wantAbsent(t, kv, "IfAbsent")
+
+		// Many callers racing for the same keys: exactly one wins each, whatever the groups.
+		const racers, keys = 16, 20
+		var wins atomic.Int64
+		var wg sync.WaitGroup
+		for r := range racers {
+			wg.Go(func() {
+				for k := range keys {
+					switch err := guarded(fmt.Sprintf("race/%02d", k), fmt.Sprint(r)); {
+					case err == nil:
+						wins.Add(1)
+					case !errors.Is(err, ErrExists):
+						t.Error(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if wins.Load() != keys {
+			t.Fatalf("%d put-if-absent won, want %d (one per key)", wins.Load(), keys)
+		}
+		for k := range keys {
+			a, _ := kv.Get(fmt.Appendf(nil, "race/%02d", k))
+			b, _ := kv.Get(fmt.Appendf(nil, "race/%02d/body", k))
+			if string(a) != string(b) {
+				t.Fatalf("key %d: winner %q but body %q", k, a, b)
+			}
 		}
 	})
 

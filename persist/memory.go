@@ -98,6 +98,14 @@ func (m *Memory) Commit(ctx context.Context, ops ...Op) error {
 	}
 	now := time.Now()
 	for _, op := range ops {
+		if e, ok := m.m[string(op.Key)]; op.IfAbsent && ok && e.live(now) {
+			return ErrExists
+		}
+	}
+	for _, op := range ops {
+		if op.IfAbsent {
+			continue
+		}
 		if op.Delete {
 			delete(m.m, string(op.Key))
 			continue

@@ -3,6 +3,7 @@ package persist
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -40,6 +41,10 @@ type Outbox struct {
 	receipts *Table[domain.StatusChange]
 	idem     *Table[IdemRecord]
 	wg       sync.WaitGroup
+
+	bgMu      sync.Mutex
+	bgQueue   []bgWrite
+	bgRunning bool
 }
 
 // NewOutbox returns the outbox on kv.
@@ -89,37 +94,152 @@ func (o *Outbox) PutIdem(ctx context.Context, idemID string, rec IdemRecord) err
 // Settle records a network outcome (sent or failed) in the background: the deliverer does not
 // wait for it (a lost outcome only means the message is sent again under the same id at boot,
 // which the network treats as the same message). done is called with the commit's error.
+//
+// Outcomes and receipts are written by one background writer in batches, one commit each (a
+// commit per outcome and per receipt made three commits per message, which bounded the send
+// rate: profiled in bench/README.md), and a receipt queued behind its message's outcome is
+// folded into it (one record instead of two).
 func (o *Outbox) Settle(e domain.OutboxEntry, done func(error)) {
-	// The outcome keeps the whole message, media bytes included, for the network's re-send
-	// requests (retry receipts) during OutboxRetention.
-	put, err := o.done.PutTTLOp(e.ID, e, OutboxRetention)
-	if err != nil {
-		done(err)
-		return
-	}
-	o.wg.Add(1)
-	go func() {
-		defer o.wg.Done()
-		done(o.done.KV().Commit(context.Background(), put, o.pending.DeleteOp(e.ID)))
-	}()
+	e.History = slices.Clip(e.History) // a folded receipt appends: never into the caller's array
+	o.background(bgWrite{entry: e, outcome: true, done: done})
 }
 
 // Receipt records a receipt (delivered, read) in the background.
 func (o *Outbox) Receipt(id string, c domain.StatusChange, done func(error)) {
-	put, err := o.receipts.PutTTLOp(id+"/"+c.Status, c, OutboxRetention)
-	if err != nil {
-		done(err)
-		return
-	}
-	o.wg.Add(1)
-	go func() {
-		defer o.wg.Done()
-		done(o.receipts.KV().Commit(context.Background(), put))
-	}()
+	o.background(bgWrite{entry: domain.OutboxEntry{ID: id}, receipt: c, done: done})
 }
 
 // Flush waits for the outcomes and receipts being written (graceful shutdown).
 func (o *Outbox) Flush() { o.wg.Wait() }
+
+// bgWrite is an outcome (the whole entry) or a receipt waiting for the background writer.
+type bgWrite struct {
+	entry   domain.OutboxEntry
+	outcome bool
+	receipt domain.StatusChange
+	done    func(error)
+	folded  []func(error) // receipts folded into this outcome: answered with it
+}
+
+// bgBatchMax bounds one background commit: a batch's ops stay well under Badger's
+// transaction limit (a batch of large media entries is also cut by bgBatchBytes).
+const (
+	bgBatchMax   = 256
+	bgBatchBytes = 1 << 20
+)
+
+// background queues w; a writer goroutine runs while the queue is not empty.
+func (o *Outbox) background(w bgWrite) {
+	o.bgMu.Lock()
+	o.bgQueue = append(o.bgQueue, w)
+	start := !o.bgRunning
+	o.bgRunning = true
+	if start {
+		o.wg.Add(1)
+	}
+	o.bgMu.Unlock()
+	if start {
+		go o.writeBackground()
+	}
+}
+
+func (o *Outbox) writeBackground() {
+	defer o.wg.Done()
+	for {
+		o.bgMu.Lock()
+		batch := o.bgQueue
+		if len(batch) == 0 {
+			o.bgRunning = false
+			o.bgMu.Unlock()
+			return
+		}
+		if len(batch) > bgBatchMax {
+			batch = batch[:bgBatchMax:bgBatchMax]
+			o.bgQueue = o.bgQueue[bgBatchMax:]
+		} else {
+			o.bgQueue = nil
+		}
+		o.bgMu.Unlock()
+		o.writeBatch(batch)
+	}
+}
+
+// writeBatch commits batch in as few commits as its size allows and answers every write.
+func (o *Outbox) writeBatch(batch []bgWrite) {
+	// Fold each receipt into its message's outcome when that is in the batch (receipts come
+	// after their outcome: the engine holds early ones until the outcome is known).
+	at := map[string]int{}
+	kept := batch[:0]
+	for _, w := range batch {
+		if !w.outcome {
+			if i, ok := at[w.entry.ID]; ok {
+				kept[i].entry.SetStatus(w.receipt.Status, w.receipt.At.Time())
+				kept[i].folded = append(kept[i].folded, w.done)
+				continue
+			}
+		} else {
+			at[w.entry.ID] = len(kept)
+		}
+		kept = append(kept, w)
+	}
+	var (
+		ops   []Op
+		group []bgWrite
+		size  int
+	)
+	flush := func() {
+		if len(group) == 0 {
+			return
+		}
+		err := o.done.KV().Commit(context.Background(), ops...)
+		if err != nil && len(group) > 1 {
+			// One write may be what the store refuses (too large): write each alone.
+			for _, w := range group {
+				o.writeBatch([]bgWrite{w})
+			}
+		} else {
+			for _, w := range group {
+				w.answer(err)
+			}
+		}
+		ops, group, size = nil, nil, 0
+	}
+	for _, w := range kept {
+		wops, err := o.ops(w)
+		if err != nil {
+			w.answer(err)
+			continue
+		}
+		n := 0
+		for _, op := range wops {
+			n += len(op.Key) + len(op.Value)
+		}
+		if size+n > bgBatchBytes {
+			flush()
+		}
+		ops, group, size = append(ops, wops...), append(group, w), size+n
+	}
+	flush()
+}
+
+// ops are a background write's ops: an outcome moves the entry from pending to the outcome
+// table (the whole message, media bytes included, for the network's re-send requests during
+// OutboxRetention); a receipt is its own small record.
+func (o *Outbox) ops(w bgWrite) ([]Op, error) {
+	if !w.outcome {
+		put, err := o.receipts.PutTTLOp(w.entry.ID+"/"+w.receipt.Status, w.receipt, OutboxRetention)
+		return []Op{put}, err
+	}
+	put, err := o.done.PutTTLOp(w.entry.ID, w.entry, OutboxRetention)
+	return []Op{put, o.pending.DeleteOp(w.entry.ID)}, err
+}
+
+func (w bgWrite) answer(err error) {
+	w.done(err)
+	for _, f := range w.folded {
+		f(err)
+	}
+}
 
 // Get returns a message as it stands: its outcome with the receipts laid over it, or the
 // pending entry while it has none. ErrNotFound when there is neither.

@@ -106,12 +106,12 @@ type Account struct {
 	flushQueued bool
 }
 
-// accountBlock is how far ahead the durable mark is raised; accountFlushEvery how often, at
-// most, the count alone is written.
-const (
-	accountBlock      = 20
-	accountFlushEvery = 20 * time.Millisecond
-)
+// accountFlushEvery is how often, at most, the count alone is written.
+const accountFlushEvery = 20 * time.Millisecond
+
+// block is how far ahead the durable mark is raised: 1 % of the monthly limit, 20 to 1,000
+// messages. A kill -9 counts at most one block as used (the keys' blocks scale the same way).
+func (a *Account) block() int64 { return min(max(a.limit/100, 20), 1000) }
 
 // New returns the producer of a user's account actor.
 func New(userID string, limit int64, deps Deps) actor.Producer {
@@ -195,13 +195,19 @@ func (a *Account) reserve(c *actor.Context, m *Reserve) {
 		granted = min(m.N, max(a.limit-a.used(), 0))
 		if need := a.used() + granted; need > a.st.Mark {
 			// Not covered by a durable mark yet: raise it a block ahead, then answer.
-			a.wantMark = max(a.wantMark, min(a.limit, need+accountBlock))
+			a.wantMark = max(a.wantMark, min(a.limit, need+a.block()))
 			a.pending = append(a.pending, m)
 			a.save(c)
 			return
 		}
 	}
 	a.reserved += granted
+	if a.limit > 0 && a.used()+a.block()/2 > a.wantMark && a.wantMark < a.limit {
+		// Raise the mark ahead, while half a block is still covered, so reservations seldom
+		// wait for it.
+		a.wantMark = max(a.wantMark, min(a.limit, a.used()+a.block()))
+		a.save(c)
+	}
 	r := a.result()
 	r.Granted = granted + m.reclaimed
 	if r.Granted == 0 && m.N > 0 {

@@ -1,0 +1,110 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/network/sim"
+	"github.com/gateway/gateway/persist"
+)
+
+// BenchmarkSendPath is the accept path without HTTP: 64 callers authorize a key and accept a
+// message (Badger on disk, --fsync batch or interval), against the storage floor measured in the
+// same run (the same callers committing one entry of the same size each, nothing else). One op
+// is one message accepted; the deliverers send on the sim meanwhile.
+// `go test -run X -bench SendPath -benchtime 20000x ./engine`.
+func BenchmarkSendPath(b *testing.B) {
+	for _, fsync := range []persist.Fsync{persist.FsyncBatch, persist.FsyncInterval} {
+		b.Run(string(fsync)+"/floor", func(b *testing.B) {
+			db, err := persist.OpenBadger(b.TempDir(), persist.BadgerOptions{Fsync: fsync})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			val := make([]byte, 300)
+			var n atomic.Int64
+			parallel(b, 64, func() {
+				k := fmt.Appendf(nil, "outbox_pending/%d", n.Add(1))
+				if err := db.Commit(context.Background(), persist.Op{Key: k, Value: val}); err != nil {
+					b.Error(err)
+				}
+			})
+		})
+		b.Run(string(fsync)+"/send", func(b *testing.B) {
+			db, err := persist.OpenBadger(b.TempDir(), persist.BadgerOptions{Fsync: fsync})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			net, err := sim.Open(sim.Options{Dir: b.TempDir(), AutoPair: time.Millisecond})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer net.Close()
+			e, err := New(Config{
+				Store: persist.NewStore(db), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+				Plans: Plans{"unlimited": {}}, DefaultPlan: "unlimited", Network: net,
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Stop(context.Background())
+			ctx := context.Background()
+			const users = 20
+			keys := make([][]byte, users)
+			for i := range keys {
+				u, err := e.CreateUser(ctx, NewUser{ID: fmt.Sprintf("u%02d", i)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := e.SessionQR(ctx, u); err != nil {
+					b.Fatal(err)
+				}
+				_, raw, err := e.CreateKey(ctx, KeyRequest{UserID: u.ID, Name: "k", Scopes: []string{ScopeText}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				keys[i] = []byte(raw)
+				waitUntil(b, 10*time.Second, "linked", func() bool { return e.SessionStatus(u.ID).Status == domain.StatusConnected })
+			}
+			var n atomic.Int64
+			parallel(b, 64, func() {
+				i := n.Add(1)
+				g, err := e.AuthorizeKey(keys[i%users], ScopeText)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				_, err = e.Send(ctx, SendRequest{UserID: g.Key.UserID, Origin: "api", Message: domain.Message{
+					To: fmt.Sprintf("4915%08d", i%1000), Kind: domain.KindText, Text: "Your order 1042 has shipped and is on its way to you."}})
+				if err != nil {
+					b.Error(err)
+				}
+			})
+		})
+	}
+}
+
+// parallel runs b.N calls of fn on c goroutines and reports ops/s.
+func parallel(b *testing.B, c int, fn func()) {
+	b.ResetTimer()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range c {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				fn()
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "ops/s")
+}
