@@ -7,7 +7,6 @@ import (
 
 	"github.com/gateway/gateway/actors/storeevents"
 	"github.com/gateway/gateway/domain"
-	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/persist"
 )
 
@@ -20,29 +19,47 @@ type storeEventsStore struct {
 	s *storeService
 }
 
-func (st storeEventsStore) FinishEvent(ctx context.Context, shop, seq string, rec domain.StoreEvent, sentKey string) error {
-	err := st.Finish(ctx, shop, seq, rec, sentKey)
+// AlreadySent implements storeevents.Store: the sent marks of keys, in one read.
+func (st storeEventsStore) AlreadySent(shop string, keys []string) ([]bool, error) {
+	return st.AlreadySentMany(shop, keys)
+}
+
+// FinishEvents implements storeevents.Store: the outcomes in one commit, then counted and
+// published.
+func (st storeEventsStore) FinishEvents(ctx context.Context, shop string, fs []storeevents.Finished) error {
+	pf := make([]persist.Finished, len(fs))
+	for i, f := range fs {
+		pf[i] = persist.Finished{Seq: f.Seq, Record: f.Record, SentKey: f.SentKey}
+	}
+	err := st.FinishMany(ctx, shop, pf)
 	if errors.Is(err, persist.ErrNotFound) {
 		return nil // removed meanwhile: the store was disconnected
 	}
-	if err != nil || seq == "" {
+	if err != nil {
 		return err
 	}
 	s := st.s
-	s.pending.Add(-1)
-	if ent := s.byShop(shop); ent != nil && s.pub != nil {
-		s.pub.publish(ent.rec.UserID, domain.Event{Type: domain.EventStoreEvent, Data: domain.StoreEventData{
-			Shop: shop, Topic: rec.Topic, OrderID: rec.OrderID, OrderName: rec.OrderName,
-			Outcome: rec.Status, Reason: rec.Reason, MessageID: rec.MessageID,
-		}})
-	}
-	switch rec.Status {
-	case domain.StoreEventSent:
-		s.sentN.Add(1)
-	case domain.StoreEventSkipped:
-		s.skippedN.Add(1)
-	default:
-		s.failedN.Add(1)
+	ent := s.byShop(shop)
+	for _, f := range fs {
+		if f.Seq == "" {
+			continue
+		}
+		rec := f.Record
+		s.pending.Add(-1)
+		if ent != nil && s.pub != nil {
+			s.pub.publish(ent.rec.UserID, domain.Event{Type: domain.EventStoreEvent, Data: domain.StoreEventData{
+				Shop: shop, Topic: rec.Topic, OrderID: rec.OrderID, OrderName: rec.OrderName,
+				Outcome: rec.Status, Reason: rec.Reason, MessageID: rec.MessageID,
+			}})
+		}
+		switch rec.Status {
+		case domain.StoreEventSent:
+			s.sentN.Add(1)
+		case domain.StoreEventSkipped:
+			s.skippedN.Add(1)
+		default:
+			s.failedN.Add(1)
+		}
 	}
 	return nil
 }
@@ -79,11 +96,9 @@ func (v storeViews) Publish(view storeevents.View) {
 // storeSender sends store events' messages through the engine.
 type storeSender struct{ e *Engine }
 
-// Send sends a store event's message through the owner's default session under the entry's
-// message id.
-func (ss storeSender) Send(ctx context.Context, uid, msgID, to, text, origin string) (domain.OutboxEntry, error) {
-	return ss.e.Send(ctx, SendRequest{UserID: uid, Origin: origin,
-		Message: network.Message{ID: msgID, To: to, Kind: network.KindText, Text: text}})
+// SendBatch accepts a store's messages through the owner's default session in one commit.
+func (ss storeSender) SendBatch(ctx context.Context, uid, origin string, msgs []domain.Message) ([]domain.OutboxEntry, error) {
+	return ss.e.SendBatch(ctx, uid, origin, msgs)
 }
 
 // SessionReady tells whether the user's default session is connected.

@@ -119,8 +119,12 @@ func (e *Engine) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, e
 		return res, fmt.Errorf("%w: store the webhook: %v", ErrUnavailable, err)
 	}
 	s.accepted.Add(1)
+	// The actor gets the entry itself (no read to start on it); the body is the request's
+	// buffer, reused once the handler returns: a copy.
+	cached := entry
+	cached.Body = bytes.Clone(entry.Body)
 	s.pending.Add(1)
-	e.hw.Send(e.storeActor(ent), storeevents.InboxAdded{Seq: seq})
+	e.hw.Send(e.storeActor(ent), storeevents.InboxAdded{Seq: seq, Entry: &cached})
 	res.Status = WebhookQueued
 	return res, nil
 }

@@ -225,6 +225,33 @@ func (b *Badger) Get(key []byte) ([]byte, error) {
 	return value, nil
 }
 
+// Has tells which of keys are present, in one read transaction (Haver).
+func (b *Badger) Has(keys [][]byte) ([]bool, error) {
+	if !b.gate.enter() {
+		return nil, ErrClosed
+	}
+	defer b.gate.leave()
+	out := make([]bool, len(keys))
+	err := b.db.View(func(txn *badger.Txn) error {
+		for i, k := range keys {
+			if len(k) == 0 {
+				continue
+			}
+			switch _, err := txn.Get(k); {
+			case err == nil:
+				out[i] = true
+			case !errors.Is(err, badger.ErrKeyNotFound):
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("persist: get: %w", err)
+	}
+	return out, nil
+}
+
 // Scan calls fn for every live key under prefix in key order, within one read snapshot.
 // The slices passed to fn are only valid during the call.
 func (b *Badger) Scan(prefix []byte, fn func(key, value []byte) error) error {
@@ -323,7 +350,7 @@ func (r *commitReq) load(ops []Op) {
 		buf = append(buf, op.Key...)
 		v := len(buf)
 		buf = append(buf, op.Value...)
-		r.ops = append(r.ops, Op{Key: buf[k:v:v], Value: buf[v:len(buf):len(buf)], Delete: op.Delete, TTL: op.TTL, IfAbsent: op.IfAbsent})
+		r.ops = append(r.ops, Op{Key: buf[k:v:v], Value: buf[v:len(buf):len(buf)], Delete: op.Delete, TTL: op.TTL, IfAbsent: op.IfAbsent, IfPresent: op.IfPresent})
 	}
 	r.buf = buf
 }
@@ -459,13 +486,16 @@ func stage(txn *badger.Txn, group []*commitReq) (int, error) {
 	for i, r := range group {
 		r.err = nil
 		for _, op := range r.ops {
-			if !op.IfAbsent {
+			if !op.isCond() {
 				continue
 			}
-			switch _, err := txn.Get(op.Key); {
-			case err == nil:
+			_, err := txn.Get(op.Key)
+			switch {
+			case err == nil && op.IfAbsent:
 				r.err = ErrExists
-			case !errors.Is(err, badger.ErrKeyNotFound):
+			case errors.Is(err, badger.ErrKeyNotFound) && op.IfPresent:
+				r.err = ErrNotFound
+			case err != nil && !errors.Is(err, badger.ErrKeyNotFound):
 				return i, err
 			}
 		}
@@ -474,7 +504,7 @@ func stage(txn *badger.Txn, group []*commitReq) (int, error) {
 		}
 		for _, op := range r.ops {
 			var err error
-			if op.IfAbsent {
+			if op.isCond() {
 				continue
 			}
 			if op.Delete {

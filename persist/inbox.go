@@ -231,26 +231,50 @@ func (in *Inbox) AlreadySent(shop, key string) bool {
 	return err == nil
 }
 
+// AlreadySentMany is AlreadySent for several keys of one shop, in one read.
+func (in *Inbox) AlreadySentMany(shop string, keys []string) ([]bool, error) {
+	ks := make([][]byte, len(keys))
+	for i, k := range keys {
+		ks[i] = in.sent.key(shop + "/" + k)
+	}
+	return Has(in.kv, ks)
+}
+
+// Finished is one event's outcome, for FinishMany: its record, the inbox entry it removes
+// (Seq "" = none), and the dedupe key it marks as sent ("" = none).
+type Finished struct {
+	Seq     string
+	Record  domain.StoreEvent
+	SentKey string
+}
+
 // Finish records an outcome in one commit: the record in its ring slot, the inbox entry
 // removed (seq "" = none), and sentKey marked as sent (ecom.Event.DedupeKey; "" = none). It
 // returns ErrNotFound, and writes nothing, when the entry seq was removed meanwhile (its store
 // was disconnected).
 func (in *Inbox) Finish(ctx context.Context, shop, seq string, rec domain.StoreEvent, sentKey string) error {
-	if seq != "" {
-		if _, err := in.kv.Get(in.entries.key(shop + "/" + seq)); errors.Is(err, ErrNotFound) {
-			return ErrNotFound
+	return in.FinishMany(ctx, shop, []Finished{{Seq: seq, Record: rec, SentKey: sentKey}})
+}
+
+// FinishMany records several outcomes of one shop in one commit, as Finish does each; if any of
+// their entries was removed meanwhile (a disconnect removes them all), nothing is written and
+// it returns ErrNotFound. The entries' presence is a condition of the commit, not a read
+// before it (a read waits for the commits in flight).
+func (in *Inbox) FinishMany(ctx context.Context, shop string, fs []Finished) error {
+	ops := make([]Op, 0, 3*len(fs))
+	for _, f := range fs {
+		put, err := in.events.PutTTLOp(eventSlot(shop, f.Record.N), f.Record, StoreEventTTL)
+		if err != nil {
+			return err
 		}
-	}
-	put, err := in.events.PutTTLOp(eventSlot(shop, rec.N), rec, StoreEventTTL)
-	if err != nil {
-		return err
-	}
-	ops := []Op{put}
-	if seq != "" {
-		ops = append(ops, in.DeleteOp(shop, seq))
-	}
-	if sentKey != "" {
-		ops = append(ops, Op{Key: in.sent.key(shop + "/" + sentKey), Value: in.empty, TTL: StoreSentTTL})
+		if f.Seq != "" {
+			key := in.entries.key(shop + "/" + f.Seq)
+			ops = append(ops, IfPresentOp(key), Op{Key: key, Delete: true})
+		}
+		ops = append(ops, put)
+		if f.SentKey != "" {
+			ops = append(ops, Op{Key: in.sent.key(shop + "/" + f.SentKey), Value: in.empty, TTL: StoreSentTTL})
+		}
 	}
 	return in.kv.Commit(ctx, ops...)
 }

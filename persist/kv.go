@@ -57,6 +57,38 @@ type Op struct {
 	// it inside its own transaction, so a put-if-absent costs no read before the commit (a
 	// Badger read waits for the commits in flight, their sync included).
 	IfAbsent bool
+	// IfPresent is the opposite condition: the commit fails with ErrNotFound, writing nothing,
+	// unless Key is present.
+	IfPresent bool
+}
+
+// IfPresentOp is the condition "key is present".
+func IfPresentOp(key []byte) Op { return Op{Key: key, IfPresent: true} }
+
+// isCond tells whether op is a condition, not a write.
+func (op Op) isCond() bool { return op.IfAbsent || op.IfPresent }
+
+// Haver is implemented by the stores that can tell which of many keys are present in one read
+// (Badger: one read transaction, so one wait for the commits in flight instead of one per key).
+type Haver interface {
+	Has(keys [][]byte) ([]bool, error)
+}
+
+// Has tells which of keys are present, in one read where kv allows it.
+func Has(kv KV, keys [][]byte) ([]bool, error) {
+	if h, ok := kv.(Haver); ok {
+		return h.Has(keys)
+	}
+	out := make([]bool, len(keys))
+	for i, k := range keys {
+		switch _, err := kv.Get(k); {
+		case err == nil:
+			out[i] = true
+		case !errors.Is(err, ErrNotFound):
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // IfAbsentOp is the condition "key is absent".

@@ -331,6 +331,17 @@ func testKV(t *testing.T, newKV func(t *testing.T) KV) {
 		mustCommit(t, kv, IfAbsentOp([]byte("IfAbsent")))
 		wantAbsent(t, kv, "IfAbsent")
 
+		// IfPresent: the opposite condition.
+		if err := kv.Commit(ctx, IfPresentOp([]byte("nope")), put("p", "1")); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("if-present on an absent key = %v, want ErrNotFound", err)
+		}
+		wantAbsent(t, kv, "p")
+		mustCommit(t, kv, IfPresentOp([]byte("g")), put("p", "2"))
+		wantValue(t, kv, "p", "2")
+		if got, err := Has(kv, [][]byte{[]byte("g"), []byte("nope"), []byte("p")}); err != nil || fmt.Sprint(got) != "[true false true]" {
+			t.Fatalf("Has = %v, %v", got, err)
+		}
+
 		// Many callers racing for the same keys: exactly one wins each, whatever the groups.
 		const racers, keys = 16, 20
 		var wins atomic.Int64

@@ -98,12 +98,17 @@ func (m *Memory) Commit(ctx context.Context, ops ...Op) error {
 	}
 	now := time.Now()
 	for _, op := range ops {
-		if e, ok := m.m[string(op.Key)]; op.IfAbsent && ok && e.live(now) {
+		e, ok := m.m[string(op.Key)]
+		ok = ok && e.live(now)
+		switch {
+		case op.IfAbsent && ok:
 			return ErrExists
+		case op.IfPresent && !ok:
+			return ErrNotFound
 		}
 	}
 	for _, op := range ops {
-		if op.IfAbsent {
+		if op.isCond() {
 			continue
 		}
 		if op.Delete {

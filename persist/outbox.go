@@ -74,6 +74,19 @@ func (o *Outbox) Accept(ctx context.Context, e domain.OutboxEntry, idemID string
 	return o.pending.KV().Commit(ctx, put, ip)
 }
 
+// AcceptMany commits several queued entries in one commit (a store's queued events).
+func (o *Outbox) AcceptMany(ctx context.Context, es []domain.OutboxEntry) error {
+	ops := make([]Op, len(es))
+	for i, e := range es {
+		put, err := o.pending.PutOp(e.ID, e)
+		if err != nil {
+			return err
+		}
+		ops[i] = put
+	}
+	return o.pending.KV().Commit(ctx, ops...)
+}
+
 // IdemOp is the write of an idempotency record, for a caller's own commit (a campaign's).
 func (o *Outbox) IdemOp(idemID string, rec IdemRecord) (Op, error) {
 	return o.idem.PutTTLOp(idemID, rec, IdempotencyTTL)

@@ -50,11 +50,20 @@ type Store interface {
 	InboxEntry(shop, seq string) (e domain.InboxEntry, found bool, err error)
 	// LastEventN is the highest domain.StoreEvent.N recorded for the shop (0 for none).
 	LastEventN(shop string) (int64, error)
-	// AlreadySent tells whether a message for this event (ecom.Event.DedupeKey) went out already.
-	AlreadySent(shop, key string) bool
-	// FinishEvent records an outcome in one commit: the record in its ring slot, the inbox
-	// entry removed (seq "" = none), and sentKey marked as sent (ecom.Event.DedupeKey; "" = none).
-	FinishEvent(ctx context.Context, shop, seq string, rec domain.StoreEvent, sentKey string) error
+	// AlreadySent tells, for each key (ecom.Event.DedupeKey), whether a message for that
+	// event went out already, in one read.
+	AlreadySent(shop string, keys []string) ([]bool, error)
+	// FinishEvents records outcomes in one commit: each record in its ring slot, its inbox
+	// entry removed (Seq "" = none), its SentKey marked as sent ("" = none). When an entry was
+	// removed meanwhile (the store was disconnected) nothing is written and it returns nil.
+	FinishEvents(ctx context.Context, shop string, fs []Finished) error
+}
+
+// Finished is one event's outcome, as FinishEvents records it.
+type Finished struct {
+	Seq     string
+	Record  domain.StoreEvent
+	SentKey string
 }
 
 // OrderFetcher reads orders from the store platform.
@@ -74,8 +83,11 @@ type Templates interface {
 
 // Sender sends through the owner's session.
 type Sender interface {
-	// Send sends a text through the user's session under msgID, with its allowance.
-	Send(ctx context.Context, uid, msgID, to, text, origin string) (domain.OutboxEntry, error)
+	// SendBatch accepts texts through the user's session, in order, in one commit, under
+	// their ids (new ones: never accepted before) and with their allowance. It returns the
+	// prefix it accepted and, when that is not all, why the next one was not (nil: try it
+	// again at once, e.g. the allowance clipped the batch).
+	SendBatch(ctx context.Context, uid, origin string, msgs []domain.Message) ([]domain.OutboxEntry, error)
 	// SessionReady tells whether the user's session is connected (a cheap read, no I/O).
 	SessionReady(uid string) bool
 }
@@ -132,8 +144,12 @@ type Deps struct {
 
 // Storeevents-actor messages.
 type (
-	// InboxAdded tells the actor an entry was committed to its inbox.
-	InboxAdded struct{ Seq string }
+	// InboxAdded tells the actor an entry was committed to its inbox. Entry, when given, is
+	// that entry: the worker then needs no read to start on it.
+	InboxAdded struct {
+		Seq   string
+		Entry *domain.InboxEntry
+	}
 	// RecordEvent records an event that was answered without entering the inbox (ignored
 	// at the receiver: no phone, a topic that sends nothing).
 	RecordEvent struct{ Record domain.StoreEvent }
@@ -143,10 +159,13 @@ type (
 		lastN int64
 		err   error
 	}
+	// storeWorked is a worker pass's result: its first done seqs are finished (recorded, or
+	// removed meanwhile); when retry, the next one failed transiently.
 	storeWorked struct {
-		run         *int // the attempt this is the result of (see StoreEvents.running)
-		seq         string
-		retry       bool // transient failure: try again later
+		run         *int // the pass this is the result of (see StoreEvents.running)
+		done        int
+		retry       bool
+		seq         string // the seq that failed (retry)
 		waitSession bool
 		uid         string
 		receivedAt  time.Time
@@ -156,7 +175,8 @@ type (
 )
 
 // StoreEvents is the actor of one connected store: it works through the store's durable inbox
-// in order, one event at a time, on a worker goroutine (parse, fetch the order, render, send),
+// in order, up to batchMax events per pass on a worker goroutine (parse, fetch the order,
+// render; then their messages accepted in one commit and their outcomes recorded in another),
 // and retries transient failures with capped exponential backoff on timers. All fields are
 // owned by the actor's goroutine.
 type StoreEvents struct {
@@ -166,17 +186,31 @@ type StoreEvents struct {
 	loaded bool
 	queue  []string // pending seqs, sorted
 	known  map[string]bool
-	early  []domain.StoreEvent // records that arrived before the load finished
-	nextN  int64
-	// running identifies the attempt whose worker runs for queue[0] (nil: none). A result of
-	// another attempt, say one from before a restart after a panic, is ignored.
+	// cache holds entries handed over by InboxAdded that no pass has tried yet: the worker
+	// reads none of them, and their message ids are known to be new (never accepted), so it
+	// looks none up in the outbox either. At most cacheMax entries, cacheBytes of bodies.
+	cache      map[string]domain.InboxEntry
+	cacheBytes int
+	early      []domain.StoreEvent // records that arrived before the load finished
+	nextN      int64
+	// running identifies the pass whose worker runs over queue[:len(pass)] (nil: none). A
+	// result of another pass, say one from before a restart after a panic, is ignored.
 	running  *int
+	pass     []string
 	waiting  bool // queue[0] waits for a retry timer
 	timer    *time.Timer
 	attempts int
 	last     storeWorked
 	next     time.Time
 }
+
+// A pass takes at most batchMax events; the cache holds at most cacheMax entries and
+// cacheBodyMax bytes of bodies.
+const (
+	batchMax     = 32
+	cacheMax     = 1024
+	cacheBodyMax = 8 << 20
+)
 
 // New returns the producer of the actor of shop.
 func New(shop string, deps Deps) actor.Producer {
@@ -193,7 +227,7 @@ func New(shop string, deps Deps) actor.Producer {
 		deps.RetryWindow = DefaultRetryWindow
 	}
 	return func() actor.Receiver {
-		return &StoreEvents{shop: shop, deps: deps, known: map[string]bool{}}
+		return &StoreEvents{shop: shop, deps: deps, known: map[string]bool{}, cache: map[string]domain.InboxEntry{}}
 	}
 }
 
@@ -220,6 +254,10 @@ func (a *StoreEvents) Receive(c *actor.Context) {
 		a.early = nil
 		a.kick(c)
 	case InboxAdded:
+		if m.Entry != nil && !a.known[m.Seq] && len(a.cache) < cacheMax && a.cacheBytes+len(m.Entry.Body) <= cacheBodyMax {
+			a.cache[m.Seq] = *m.Entry
+			a.cacheBytes += len(m.Entry.Body)
+		}
 		a.add(m.Seq)
 		a.kick(c)
 	case RecordEvent:
@@ -259,11 +297,23 @@ func (a *StoreEvents) add(seq string) {
 	}
 	a.known[seq] = true
 	i, _ := slices.BinarySearch(a.queue, seq)
-	if i == 0 && (a.running != nil || a.waiting) && len(a.queue) > 0 {
-		i = 1 // the head is in progress: a late arrival with a lower seq goes after it
+	busy := len(a.pass)
+	if a.waiting && busy == 0 {
+		busy = 1
 	}
+	// The seqs of the pass in progress (or the head waiting for a retry) stay first: a late
+	// arrival with a lower seq goes after them.
+	i = max(i, min(busy, len(a.queue)))
 	a.queue = slices.Insert(a.queue, i, seq)
 	a.publish()
+}
+
+// uncache forgets seq's cached entry.
+func (a *StoreEvents) uncache(seq string) {
+	if e, ok := a.cache[seq]; ok {
+		a.cacheBytes -= len(e.Body)
+		delete(a.cache, seq)
+	}
 }
 
 // record writes a record of an event that never entered the inbox.
@@ -272,25 +322,34 @@ func (a *StoreEvents) record(r domain.StoreEvent) {
 	a.nextN++
 	store, shop, log := a.deps.Store, a.shop, a.deps.Log
 	a.spawnWorker(func() {
-		if err := store.FinishEvent(context.Background(), shop, "", r, ""); err != nil {
+		if err := store.FinishEvents(context.Background(), shop, []Finished{{Record: r}}); err != nil {
 			log.Warn("storeevents: record ignored event", "shop", shop, "err", err)
 		}
 	})
 }
 
-// kick starts the worker on the head of the queue when nothing is in progress.
+// kick starts a worker pass on the head of the queue when nothing is in progress.
 func (a *StoreEvents) kick(c *actor.Context) {
 	if !a.loaded || a.running != nil || a.waiting || len(a.queue) == 0 {
 		return
 	}
 	run := new(int)
 	a.running = run
-	seq, n, attempts := a.queue[0], a.nextN, a.attempts
-	a.nextN++ // a retried attempt leaves a gap in N: harmless, N only orders records
+	a.pass = slices.Clone(a.queue[:min(len(a.queue), batchMax)])
+	items := make([]item, len(a.pass))
+	for i, seq := range a.pass {
+		items[i].seq = seq
+		if e, ok := a.cache[seq]; ok {
+			items[i].entry, items[i].fresh = &e, true
+		}
+	}
+	items[0].attempts = a.attempts
+	n0 := a.nextN
+	a.nextN += int64(len(items)) // a retried pass leaves gaps in N: harmless, N only orders records
 	w := storeWorker{shop: a.shop, deps: a.deps}
 	hw, self := c.Engine(), c.PID()
 	a.spawnWorker(func() {
-		res := w.process(seq, n, attempts)
+		res := w.process(items, n0)
 		res.run = run
 		hw.Send(self, res)
 	})
@@ -301,30 +360,41 @@ func (a *StoreEvents) worked(c *actor.Context, m storeWorked) {
 	if m.run != a.running {
 		return
 	}
-	a.running = nil
-	if len(a.queue) == 0 || a.queue[0] != m.seq {
+	pass := a.pass
+	a.running, a.pass = nil, nil
+	if len(a.queue) < len(pass) || !slices.Equal(a.queue[:len(pass)], pass) {
+		a.kick(c) // the queue changed under the pass (a reload): start again from its head
+		return
+	}
+	for _, seq := range pass[:m.done] {
+		delete(a.known, seq)
+		a.uncache(seq)
+	}
+	a.queue = a.queue[m.done:]
+	if m.done > 0 {
+		a.attempts, a.last, a.next = 0, storeWorked{}, time.Time{}
+	}
+	if !m.retry {
+		a.publish()
 		a.kick(c)
 		return
 	}
-	if m.retry {
-		a.attempts++
-		a.last = m
-		delay := a.backoff()
-		if m.waitSession {
-			delay = a.deps.SessionPoll
-		}
-		a.schedule(c, delay)
-		a.publish()
-		if a.attempts == 1 || a.attempts%10 == 0 {
-			a.deps.Log.Info("storeevents: event will be retried", "shop", a.shop, "seq", m.seq, "attempts", a.attempts, "err", m.err)
-		}
-		return
+	// The rest of the pass may have been accepted before the failure: its entries are read
+	// again and their messages looked up in the outbox next time.
+	for _, seq := range pass[m.done:] {
+		a.uncache(seq)
 	}
-	delete(a.known, m.seq)
-	a.queue = a.queue[1:]
-	a.attempts, a.last, a.next = 0, storeWorked{}, time.Time{}
+	a.attempts++
+	a.last = m
+	delay := a.backoff()
+	if m.waitSession {
+		delay = a.deps.SessionPoll
+	}
+	a.schedule(c, delay)
 	a.publish()
-	a.kick(c)
+	if a.attempts == 1 || a.attempts%10 == 0 {
+		a.deps.Log.Info("storeevents: event will be retried", "shop", a.shop, "seq", m.seq, "attempts", a.attempts, "err", m.err)
+	}
 }
 
 // wake ends a wait. While the head waits for its session, the session's state is polled
@@ -384,54 +454,210 @@ func (a *StoreEvents) publish() {
 	a.deps.Publisher.Publish(v)
 }
 
-// storeWorker processes one inbox entry, off the actor's goroutine.
+// storeWorker runs a pass over queued entries, off the actor's goroutine.
 type storeWorker struct {
 	shop string
 	deps Deps
 }
 
-// process runs one attempt at an entry and, when its outcome is final, records it.
-func (w storeWorker) process(seq string, n int64, attempts int) storeWorked {
-	res := storeWorked{seq: seq}
-	entry, found, err := w.deps.Store.InboxEntry(w.shop, seq)
-	if err != nil {
-		res.retry, res.err, res.receivedAt = true, fmt.Errorf("%w: read inbox: %v", domain.ErrUnavailable, err), w.deps.Clock.Now()
-		return res
+// item is one entry of a pass.
+type item struct {
+	seq      string
+	entry    *domain.InboxEntry // nil: read it
+	fresh    bool               // never tried: its message id was never accepted
+	attempts int                // failed attempts so far
+}
+
+// prepared is an entry of a pass taken as far as its message: its record so far, and the
+// message to send (none when the record is final already).
+type prepared struct {
+	entry domain.InboxEntry
+	rec   domain.StoreEvent
+	fresh bool
+	key   string // ecom.Event.DedupeKey
+	msg   *domain.Message
+}
+
+// process runs a pass: each entry parsed and rendered in order, up to the first transient
+// failure; the messages of those not answered already accepted in one commit; the outcomes
+// recorded in one commit.
+func (w storeWorker) process(items []item, n0 int64) storeWorked {
+	var res storeWorked
+	now := w.deps.Clock.Now()
+	fail := func(i int, p *prepared, err error, waitSession bool) {
+		res.retry, res.seq, res.err, res.waitSession = true, items[i].seq, err, waitSession
+		res.uid, res.receivedAt = p.entry.UserID, p.entry.ReceivedAt
 	}
-	if !found {
-		return res // removed meanwhile (the store was disconnected)
+	// giveUp turns a transient failure past the retry window into a final one.
+	giveUp := func(p *prepared, err error) bool {
+		if now.Sub(p.entry.ReceivedAt) < w.deps.RetryWindow {
+			return false
+		}
+		p.rec.Status, p.rec.Reason = domain.StoreEventFailed, "gave up after "+hours(w.deps.RetryWindow)+" of retries: "+err.Error()
+		p.msg = nil
+		return true
 	}
-	res.uid, res.receivedAt = entry.UserID, entry.ReceivedAt
-	rec := domain.StoreEvent{
-		N: n, Seq: seq, Topic: entry.Topic, WebhookID: entry.WebhookID, Attempts: attempts + 1, ReceivedAt: entry.ReceivedAt,
+
+	ps := make([]prepared, 0, len(items))
+	idx := make([]int, 0, len(items)) // ps[j] is items[idx[j]]
+	end := len(items)                 // items[end:] wait for the next pass
+	for i, it := range items {
+		p := prepared{fresh: it.fresh}
+		if it.entry != nil {
+			p.entry = *it.entry
+		} else {
+			e, found, err := w.deps.Store.InboxEntry(w.shop, it.seq)
+			if err != nil {
+				p.entry.ReceivedAt = now
+				fail(i, &p, fmt.Errorf("%w: read inbox: %v", domain.ErrUnavailable, err), false)
+				end = i
+				break
+			}
+			if !found {
+				continue // removed meanwhile (the store was disconnected)
+			}
+			p.entry = e
+		}
+		p.rec = domain.StoreEvent{
+			N: n0 + int64(i), Seq: it.seq, Topic: p.entry.Topic, WebhookID: p.entry.WebhookID,
+			Attempts: it.attempts + 1, ReceivedAt: p.entry.ReceivedAt,
+		}
+		if retry, waitSession := w.prepare(&p); retry != nil && !giveUp(&p, retry) {
+			fail(i, &p, retry, waitSession)
+			end = i
+			break
+		}
+		ps, idx = append(ps, p), append(idx, i)
 	}
-	sentKey, retryErr, waitSession := w.run(entry, &rec)
-	if retryErr != nil {
-		if w.deps.Clock.Now().Sub(entry.ReceivedAt) < w.deps.RetryWindow {
-			res.retry, res.err, res.waitSession = true, retryErr, waitSession
+
+	// Events the store repeated (a new delivery of the same order event): one read for all.
+	var keys []string
+	for _, p := range ps {
+		if p.msg != nil {
+			keys = append(keys, p.key)
+		}
+	}
+	if len(keys) > 0 {
+		sent, err := w.deps.Store.AlreadySent(w.shop, keys)
+		if err != nil {
+			fail(idx[0], &ps[0], fmt.Errorf("%w: read sent marks: %v", domain.ErrUnavailable, err), false)
 			return res
 		}
-		rec.Status, rec.Reason = domain.StoreEventFailed, "gave up after "+hours(w.deps.RetryWindow)+" of retries: "+retryErr.Error()
+		seen := map[string]bool{}
+		k := 0
+		for j := range ps {
+			p := &ps[j]
+			if p.msg == nil {
+				continue
+			}
+			if sent[k] || seen[p.key] {
+				p.msg, p.key = nil, ""
+				p.rec.Status, p.rec.Reason = domain.StoreEventSkipped, "already sent: the store repeated this event"
+			}
+			seen[p.key] = true
+			k++
+		}
 	}
-	rec.ProcessedAt = w.deps.Clock.Now().UTC()
-	if err := w.deps.Store.FinishEvent(context.Background(), w.shop, seq, rec, sentKey); err != nil {
-		// The outcome is not recorded: run the entry again later (its message id makes a second
-		// run find the message in the outbox rather than send it twice).
-		res.retry, res.err = true, fmt.Errorf("%w: record outcome: %v", domain.ErrUnavailable, err)
-		return res
+	// Entries tried before may have been accepted already: look their messages up.
+	for j := range ps {
+		if p := &ps[j]; p.msg != nil && !p.fresh {
+			if prev, found := w.deps.Outbox.Outcome(p.entry.MessageID); found {
+				p.msg, p.rec.MessageID = nil, prev.ID
+				if prev.Status == domain.MsgFailed {
+					p.rec.Status, p.rec.Reason, p.key = domain.StoreEventFailed, prev.Error, ""
+				} else {
+					p.rec.Status = domain.StoreEventSent // accepted: the outbox delivers it
+				}
+			}
+		}
 	}
-	if rec.Status != domain.StoreEventSent {
-		w.deps.Log.Info("store event not sent", "shop", w.shop, "seq", seq, "topic", rec.Topic, "status", rec.Status, "reason", rec.Reason)
+
+	// The messages, in order, in one accept; the pass ends at the first one not accepted.
+	var msgs []domain.Message
+	var at []int // msgs[k] is ps[at[k]]
+	for j, p := range ps {
+		if p.msg == nil {
+			continue
+		}
+		if len(msgs) > 0 && p.entry.UserID != ps[at[0]].entry.UserID {
+			break // another owner (the shop was reconnected by someone else): next pass
+		}
+		msgs, at = append(msgs, *p.msg), append(at, j)
+	}
+	sendRetry := false
+	if len(msgs) > 0 {
+		first := &ps[at[0]]
+		accepted, err := w.deps.Sender.SendBatch(context.Background(), first.entry.UserID, "store:"+w.shop, msgs)
+		for k, e := range accepted {
+			p := &ps[at[k]]
+			p.rec.Status, p.rec.MessageID, p.msg = domain.StoreEventSent, e.ID, nil
+		}
+		if len(accepted) < len(msgs) && err != nil {
+			p := &ps[at[len(accepted)]]
+			switch {
+			case errors.Is(err, domain.ErrNotConnected):
+				if !giveUp(p, err) {
+					fail(idx[at[len(accepted)]], p, err, true)
+					sendRetry = true
+				}
+			case errors.Is(err, domain.ErrNetwork), errors.Is(err, domain.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+				if !giveUp(p, err) {
+					fail(idx[at[len(accepted)]], p, err, false)
+					sendRetry = true
+				}
+			default:
+				p.rec.Status, p.rec.Reason, p.rec.MessageID, p.msg = domain.StoreEventFailed, err.Error(), p.entry.MessageID, nil
+			}
+		}
+	}
+	// ps[:last] are decided; ps[last] (a message not accepted) starts the next pass.
+	last := len(ps)
+	for j := range ps {
+		if ps[j].msg != nil {
+			last = j
+			break
+		}
+	}
+	if last < len(ps) {
+		if !sendRetry {
+			res = storeWorked{} // not a failure (the allowance clipped the batch...): go on at once
+		}
+		res.done = idx[last]
+	} else {
+		res.done = end // items[end], if any, failed before its message
+	}
+
+	fs := make([]Finished, 0, last)
+	for _, p := range ps[:last] {
+		p.rec.ProcessedAt = now.UTC()
+		f := Finished{Seq: p.rec.Seq, Record: p.rec}
+		if p.rec.Status == domain.StoreEventSent {
+			f.SentKey = p.key
+		} else {
+			w.deps.Log.Info("store event not sent", "shop", w.shop, "seq", p.rec.Seq, "topic", p.rec.Topic, "status", p.rec.Status, "reason", p.rec.Reason)
+		}
+		fs = append(fs, f)
+	}
+	if len(fs) > 0 {
+		if err := w.deps.Store.FinishEvents(context.Background(), w.shop, fs); err != nil {
+			// Not recorded: the pass runs again later (the message ids make the next run find
+			// the messages in the outbox rather than send them twice).
+			res = storeWorked{}
+			fail(0, &ps[0], fmt.Errorf("%w: record outcome: %v", domain.ErrUnavailable, err), false)
+			return res
+		}
 	}
 	return res
 }
 
-// run takes an entry from payload to sent message. It fills rec with the outcome, or returns a
-// transient error to retry (waitSession: the owner's session is not connected).
-func (w storeWorker) run(entry domain.InboxEntry, rec *domain.StoreEvent) (sentKey string, retry error, waitSession bool) {
-	final := func(status, reason string) (string, error, bool) {
+// prepare takes an entry from payload to the message to send. It fills p.rec with a final
+// outcome (p.msg nil), or sets p.msg, or returns a transient error to retry (waitSession: the
+// owner's session is not connected).
+func (w storeWorker) prepare(p *prepared) (retry error, waitSession bool) {
+	entry, rec := p.entry, &p.rec
+	final := func(status, reason string) (error, bool) {
 		rec.Status, rec.Reason = status, reason
-		return "", nil, false
+		return nil, false
 	}
 	var ev ecom.Event
 	var err error
@@ -448,16 +674,15 @@ func (w storeWorker) run(entry domain.InboxEntry, rec *domain.StoreEvent) (sentK
 		return final(domain.StoreEventFailed, reasonOf(err))
 	}
 	rec.Topic, rec.OrderID, rec.OrderName = ev.Topic, ev.OrderID, ev.OrderName
-	ctx := context.Background()
 	if ev.NeedsOrder {
-		order, err := w.deps.Orders.FetchOrder(ctx, entry.Shop, ev.OrderID)
+		order, err := w.deps.Orders.FetchOrder(context.Background(), entry.Shop, ev.OrderID)
 		switch {
 		case errors.Is(err, ErrNoStoreToken) && ev.Phone != "":
 			// Go with what the payload carries (a fulfillment's destination).
 		case errors.Is(err, ErrNoStoreToken):
 			return final(domain.StoreEventSkipped, "no phone number in the payload, and no access token to fetch its order")
 		case errors.Is(err, ecom.ErrUpstream):
-			return "", fmt.Errorf("fetch order %d: %w", ev.OrderID, err), false
+			return fmt.Errorf("fetch order %d: %w", ev.OrderID, err), false
 		case err != nil:
 			return final(domain.StoreEventFailed, "fetch order: "+reasonOf(err))
 		default:
@@ -472,13 +697,9 @@ func (w storeWorker) run(entry domain.InboxEntry, rec *domain.StoreEvent) (sentK
 	if ev.SkipReason != "" {
 		return final(domain.StoreEventSkipped, ev.SkipReason)
 	}
-	key := ev.DedupeKey()
-	if w.deps.Store.AlreadySent(entry.Shop, key) {
-		return final(domain.StoreEventSkipped, "already sent: the store repeated this event")
-	}
 	tmpl, enabled, err := w.deps.Templates.Template(entry.UserID, ev.Topic)
 	if err != nil {
-		return "", fmt.Errorf("%w: read template: %v", domain.ErrUnavailable, err), false
+		return fmt.Errorf("%w: read template: %v", domain.ErrUnavailable, err), false
 	}
 	if !enabled {
 		return final(domain.StoreEventSkipped, "template disabled")
@@ -487,29 +708,9 @@ func (w storeWorker) run(entry domain.InboxEntry, rec *domain.StoreEvent) (sentK
 	if text == "" {
 		return final(domain.StoreEventSkipped, "the template renders an empty message")
 	}
-	if prev, found := w.deps.Outbox.Outcome(entry.MessageID); found {
-		switch prev.Status {
-		case domain.MsgSent:
-			rec.Status, rec.MessageID = domain.StoreEventSent, prev.ID
-			return key, nil, false
-		case domain.MsgQueued:
-			// In the outbox without an outcome (a send in flight, or one the session re-sends
-			// after a restart): wait for it rather than send again.
-			return "", fmt.Errorf("%w: the message is still in the outbox", domain.ErrUnavailable), false
-		}
-	}
-	sent, err := w.deps.Sender.Send(ctx, entry.UserID, entry.MessageID, ev.Phone, text, "store:"+entry.Shop)
-	switch {
-	case err == nil:
-		rec.Status, rec.MessageID = domain.StoreEventSent, sent.ID
-		return key, nil, false
-	case errors.Is(err, domain.ErrNotConnected):
-		return "", err, true
-	case errors.Is(err, domain.ErrNetwork), errors.Is(err, domain.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
-		return "", err, false
-	}
-	rec.MessageID = entry.MessageID
-	return final(domain.StoreEventFailed, err.Error())
+	p.key = ev.DedupeKey()
+	p.msg = &domain.Message{ID: entry.MessageID, To: ev.Phone, Kind: domain.KindText, Text: text}
+	return nil, false
 }
 
 // reasonOf is an ecom error's text without the package prefix.

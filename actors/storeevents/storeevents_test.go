@@ -2,6 +2,8 @@ package storeevents
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -18,7 +20,8 @@ import (
 
 // memInbox is an in-memory Store.
 type memInbox struct {
-	mu      sync.Mutex
+	mu         sync.Mutex
+	failFinish int // the next failFinish FinishEvents calls fail
 	entries map[string]domain.InboxEntry
 	records []domain.StoreEvent
 	sent    map[string]bool
@@ -44,19 +47,29 @@ func (m *memInbox) InboxEntry(_, seq string) (domain.InboxEntry, bool, error) {
 
 func (m *memInbox) LastEventN(string) (int64, error) { return 0, nil }
 
-func (m *memInbox) AlreadySent(_, key string) bool {
+func (m *memInbox) AlreadySent(_ string, keys []string) ([]bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.sent[key]
+	out := make([]bool, len(keys))
+	for i, k := range keys {
+		out[i] = m.sent[k]
+	}
+	return out, nil
 }
 
-func (m *memInbox) FinishEvent(_ context.Context, _, seq string, rec domain.StoreEvent, sentKey string) error {
+func (m *memInbox) FinishEvents(_ context.Context, _ string, fs []Finished) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.entries, seq)
-	m.records = append(m.records, rec)
-	if sentKey != "" {
-		m.sent[sentKey] = true
+	if m.failFinish > 0 {
+		m.failFinish--
+		return errors.New("disk full")
+	}
+	for _, f := range fs {
+		delete(m.entries, f.Seq)
+		m.records = append(m.records, f.Record)
+		if f.SentKey != "" {
+			m.sent[f.SentKey] = true
+		}
 	}
 	return nil
 }
@@ -100,6 +113,7 @@ type storeHarness struct {
 	disabled   bool                          // the template is disabled
 	outbox     map[string]domain.OutboxEntry // what Outcome finds, by message id
 	views      []View
+	batches    []int // the size of the batch of each accepted message
 }
 
 func newStoreHarness(t *testing.T, send func(n int) error) *storeHarness {
@@ -134,15 +148,26 @@ func (h *storeHarness) Publish(v View) {
 	h.views = append(h.views, v)
 	h.mu.Unlock()
 }
-func (h *storeHarness) Send(_ context.Context, _, msgID, to, _, _ string) (domain.OutboxEntry, error) {
-	h.mu.Lock()
-	n := len(h.sends)
-	h.sends = append(h.sends, to)
-	h.mu.Unlock()
-	if err := h.send(n); err != nil {
-		return domain.OutboxEntry{}, err
+func (h *storeHarness) SendBatch(_ context.Context, _, _ string, msgs []domain.Message) ([]domain.OutboxEntry, error) {
+	var out []domain.OutboxEntry
+	for _, m := range msgs {
+		h.mu.Lock()
+		n := len(h.sends)
+		h.sends = append(h.sends, m.To)
+		h.mu.Unlock()
+		if err := h.send(n); err != nil {
+			return out, err
+		}
+		out = append(out, domain.OutboxEntry{ID: m.ID, Status: domain.MsgQueued})
+		h.mu.Lock()
+		if h.outbox == nil {
+			h.outbox = map[string]domain.OutboxEntry{}
+		}
+		h.outbox[m.ID] = out[len(out)-1]
+		h.batches = append(h.batches, len(msgs))
+		h.mu.Unlock()
 	}
-	return domain.OutboxEntry{ID: msgID, Status: domain.MsgSent}, nil
+	return out, nil
 }
 func (h *storeHarness) SessionReady(string) bool {
 	h.mu.Lock()
@@ -310,4 +335,41 @@ func TestStoreEventsOutboxTemplateAndViews(t *testing.T) {
 		defer h.mu.Unlock()
 		return len(h.views) > 0 && h.views[len(h.views)-1].Pending == 0
 	})
+}
+
+// Events queued together go out in batches (one accept per pass), in order; a repeat inside a
+// batch is skipped; a pass whose outcomes could not be recorded runs again without sending its
+// accepted messages twice (they are found in the outbox).
+func TestStoreEventsBatches(t *testing.T) {
+	h := newStoreHarness(t, func(int) error { return nil })
+	h.inbox.failFinish = 1
+	const n = 70
+	for i := range n {
+		h.add(fmt.Sprintf("%03d", i), fmt.Sprintf("w%03d", i), 100+i, fmt.Sprintf("+1415555%04d", i))
+	}
+	h.add("999", "again", 100, "+14155550000") // order 100 again, another delivery
+	h.start()
+	h.wait("every event recorded", func() bool { _, ok := h.inbox.record("again"); return ok })
+	h.mu.Lock()
+	sends, batches := slices.Clone(h.sends), slices.Clone(h.batches)
+	h.mu.Unlock()
+	if len(sends) != n {
+		t.Fatalf("%d sends for %d events (a pass retried after its record failed sent again?)", len(sends), n)
+	}
+	for i, to := range sends {
+		if want := fmt.Sprintf("1415555%04d", i); to != want {
+			t.Fatalf("send %d went to %s, want %s (order)", i, to, want)
+		}
+	}
+	if batches[0] < 2 || batches[0] > batchMax {
+		t.Fatalf("first batch of %d messages, want 2..%d", batches[0], batchMax)
+	}
+	for i := range n {
+		if r, _ := h.inbox.record(fmt.Sprintf("w%03d", i)); r.Status != domain.StoreEventSent || r.MessageID != fmt.Sprintf("3EB0%03d", i) {
+			t.Fatalf("event %d: %+v", i, r)
+		}
+	}
+	if r, _ := h.inbox.record("again"); r.Status != domain.StoreEventSkipped || !strings.Contains(r.Reason, "already sent") {
+		t.Fatalf("the repeat: %+v", r)
+	}
 }

@@ -1,0 +1,54 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gateway/gateway/actors/session"
+	"github.com/gateway/gateway/domain"
+)
+
+// SendBatch accepts messages of one user, in order, through the user's default session, in ONE
+// commit: what a store's queued events make (one commit per batch instead of one per event).
+// Their ids must be new (never accepted before: no outbox lookup is made for them).
+//
+// It returns the entries it accepted: a prefix of msgs, shorter when the month's allowance is
+// short of the whole batch (the rest is for the caller to try again, which then meets
+// ErrQuotaExceeded on its first message). An error means nothing was accepted: no session, no
+// allowance left, storage unavailable.
+func (e *Engine) SendBatch(ctx context.Context, uid, origin string, msgs []domain.Message) ([]domain.OutboxEntry, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	ent, err := e.sendSession(uid, "")
+	if err != nil {
+		return nil, err
+	}
+	res, err := e.reserve(ctx, uid, int64(len(msgs)), ReserveOpts{})
+	if err != nil {
+		return nil, err
+	}
+	n := min(int(res.Granted()), len(msgs))
+	if n == 0 {
+		res.Release()
+		return nil, ErrQuotaExceeded
+	}
+	now := e.Now().UTC()
+	sid := ent.view.Load().ID
+	entries := make([]domain.OutboxEntry, n)
+	for i, m := range msgs[:n] {
+		entries[i] = domain.OutboxEntry{ID: m.ID, SessionID: sid, UserID: uid, Origin: origin, Message: m, CreatedAt: domain.MillisOf(now)}
+		entries[i].SetStatus(domain.MsgQueued, now)
+	}
+	if err := e.msgs.outbox.AcceptMany(ctx, entries); err != nil {
+		res.Release()
+		return nil, fmt.Errorf("%w: outbox: %v", ErrUnavailable, err)
+	}
+	for _, entry := range entries {
+		e.msgs.track(entry.ID, res.Take(1), nil)
+		e.pub.publish(uid, messageEvent(entry, domain.MsgQueued, now))
+		e.hw.Send(ent.pid, session.Enqueue{Entry: entry})
+	}
+	res.Release() // what the clip left over
+	return entries, nil
+}
