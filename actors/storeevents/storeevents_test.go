@@ -22,9 +22,9 @@ import (
 type memInbox struct {
 	mu         sync.Mutex
 	failFinish int // the next failFinish FinishEvents calls fail
-	entries map[string]domain.InboxEntry
-	records []domain.StoreEvent
-	sent    map[string]bool
+	entries    map[string]domain.InboxEntry
+	records    []domain.StoreEvent
+	sent       map[string]bool
 }
 
 func (m *memInbox) PendingInbox(string) ([]string, error) {
