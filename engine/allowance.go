@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 
 	"github.com/anthdm/hollywood/actor"
@@ -92,27 +91,18 @@ func (r *Reservation) take(n int64) bool {
 	}
 }
 
-// accountIndex: one account actor per user, spawned on first use.
-type accountIndex struct {
-	mu   sync.RWMutex
-	pids map[string]*actor.PID
-}
+// accountEntry is a user's account actor (spawned on first use). It publishes no view: the
+// allowance is asked for.
+type accountEntry struct{ pid *actor.PID }
 
+func (a *accountEntry) actorPID() *actor.PID { return a.pid }
+
+// account returns the user's account actor, spawning it on first use.
 func (e *Engine) account(uid string) *actor.PID {
-	e.accounts.mu.RLock()
-	pid := e.accounts.pids[uid]
-	e.accounts.mu.RUnlock()
-	if pid != nil {
-		return pid
-	}
-	e.accounts.mu.Lock()
-	defer e.accounts.mu.Unlock()
-	if pid = e.accounts.pids[uid]; pid == nil {
+	return e.accounts.getOrPut(uid, func() *accountEntry {
 		deps := account.Deps{Store: e.accountTable, Clock: clockFunc(e.cfg.Now), Log: e.log}
-		pid = e.spawn(account.New(uid, e.monthlyLimit(uid), deps), "account", uid)
-		e.accounts.pids[uid] = pid
-	}
-	return pid
+		return &accountEntry{pid: e.spawn(account.New(uid, e.monthlyLimit(uid), deps), "account", uid)}
+	}).pid
 }
 
 func (e *Engine) monthlyLimit(uid string) int64 {

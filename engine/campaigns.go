@@ -10,12 +10,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gateway/gateway/domain"
 
-	"github.com/anthdm/hollywood/actor"
 	"github.com/google/uuid"
 
 	"github.com/gateway/gateway/actors/campaign"
@@ -91,25 +89,12 @@ func (c *campaignStore) LoadCampaign(id string) (domain.Campaign, error) {
 
 // campaignEntry is a running campaign's actor and its last published view.
 type campaignEntry struct {
+	actorRef[domain.Campaign]
 	lastProgress time.Time // the last campaign.progress event (at most one a second)
-	pid          *actor.PID
-	view         atomic.Pointer[domain.Campaign]
 	// done is closed once the campaign's final view is published: waiters select on it rather
 	// than message an actor that may already be gone.
 	done     chan struct{}
 	doneOnce sync.Once
-}
-
-type campaignIndex struct {
-	mu   sync.RWMutex
-	byID map[string]*campaignEntry
-	late lateness
-}
-
-func (x *campaignIndex) get(id string) *campaignEntry {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	return x.byID[id]
 }
 
 // CampaignRequest is a bulk send.
@@ -174,11 +159,9 @@ func (e *Engine) spawnCampaign(st domain.Campaign) *campaignEntry {
 	deps := campaign.Deps{
 		Store: e.campaignStore, Clock: clockFunc(e.cfg.Now), Log: e.log,
 		Numbers: campaignNumbers{}, Sender: campaignSender{e}, Outbox: campaignSender{e}, Allowance: campaignSender{e},
-		Publisher: campaignViews{e, ce}, Observer: &e.campaigns.late,
+		Publisher: campaignViews{e, ce}, Observer: &e.campaignLate,
 	}
-	e.campaigns.mu.Lock()
-	e.campaigns.byID[st.ID] = ce
-	e.campaigns.mu.Unlock()
+	e.campaigns.put(st.ID, ce)
 	ce.pid = e.spawn(campaign.New(st, deps), "campaign", st.ID)
 	return ce
 }
@@ -256,9 +239,7 @@ func (v campaignViews) Publish(s domain.Campaign) {
 	if s.Done() {
 		ce.doneOnce.Do(func() { close(ce.done) })
 		e.metrics.campaignsDone(s.Status)
-		e.campaigns.mu.Lock()
-		delete(e.campaigns.byID, s.ID)
-		e.campaigns.mu.Unlock()
+		e.campaigns.delete(s.ID)
 	}
 }
 
@@ -383,9 +364,7 @@ func (e *Engine) bootCampaigns() (int, error) {
 
 // campaignsRunning counts running campaigns (metrics).
 func (e *Engine) campaignsRunning() int {
-	e.campaigns.mu.RLock()
-	defer e.campaigns.mu.RUnlock()
-	return len(e.campaigns.byID)
+	return e.campaigns.len()
 }
 
 // lateness keeps the most recent campaign timer delays (how late each fired and was handled),
@@ -412,9 +391,9 @@ func (l *lateness) TimerLate(d time.Duration) {
 
 // TimerLateness returns the recent campaign timer delays, sorted.
 func (e *Engine) TimerLateness() []time.Duration {
-	e.campaigns.late.mu.Lock()
-	out := slices.Clone(e.campaigns.late.samples)
-	e.campaigns.late.mu.Unlock()
+	e.campaignLate.mu.Lock()
+	out := slices.Clone(e.campaignLate.samples)
+	e.campaignLate.mu.Unlock()
 	slices.Sort(out)
 	return out
 }

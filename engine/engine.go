@@ -90,11 +90,12 @@ type Engine struct {
 	contacts      persist.Contacts
 	inbound       session.Inbound // takes incoming messages (events out); nil drops them
 	pub           *publisher      // events out, in order (nil: off)
-	accounts      accountIndex
+	accounts      registry[string, *accountEntry]
 	metrics       engineMetrics
 	idem          idempotency
 	campaignStore *campaignStore
-	campaigns     campaignIndex
+	campaigns     registry[string, *campaignEntry]
+	campaignLate  lateness
 	stores        *storeService
 
 	authPool sync.Pool
@@ -148,9 +149,9 @@ func New(cfg Config) (*Engine, error) {
 		e.pub = newPublisher(cfg.Events, cfg.Store.KV(), e.log)
 		e.inbound = inbound{sink: cfg.Events, log: e.log}
 	}
-	e.accounts.pids = map[string]*actor.PID{}
+	e.accounts.init()
 	e.campaignStore = newCampaignStore(cfg.Store.KV())
-	e.campaigns.byID = map[string]*campaignEntry{}
+	e.campaigns.init()
 	e.authPool.New = func() any {
 		return &authCall{msg: key.Authorize{Reply: make(chan key.Result, 1)}, timer: newStoppedTimer()}
 	}
@@ -203,30 +204,17 @@ func (e *Engine) Stop(ctx context.Context) {
 	// Store actors before the rest: an event they leave unfinished stays in their durable inbox.
 	e.stopStores(ctx)
 	// Campaigns next, so no new number starts; their cursors are persisted with every number.
-	e.campaigns.mu.RLock()
-	var campaigns []*actor.PID
-	for _, ce := range e.campaigns.byID {
-		campaigns = append(campaigns, ce.pid)
-	}
-	e.campaigns.mu.RUnlock()
-	e.poisonAll(ctx, campaigns)
-	pids := e.keys.pids()
-	for _, s := range e.sessions.all() {
-		pids = append(pids, s.pid)
-	}
-	e.poisonAll(ctx, pids)
+	e.poisonAll(ctx, e.campaigns.pids())
+	e.poisonAll(ctx, append(e.keys.pids(), e.sessions.pids()...))
 	// The outcomes of the sessions' last sends are written, and only then settled into the
 	// accounts (messages.Outcome); accounts last.
 	e.msgs.outbox.Flush()
 	// Every change above has been reported: publish what is queued.
 	defer e.pub.stop()
-	e.accounts.mu.Lock()
 	var accounts []*actor.PID
-	for _, pid := range e.accounts.pids {
-		accounts = append(accounts, pid)
+	for _, a := range e.accounts.drain() {
+		accounts = append(accounts, a.pid)
 	}
-	e.accounts.pids = map[string]*actor.PID{}
-	e.accounts.mu.Unlock()
 	e.poisonAll(ctx, accounts)
 	e.msgs.outbox.Flush()
 	e.hw.Unsubscribe(e.events)
@@ -298,7 +286,7 @@ type Stats struct {
 func (e *Engine) Stats() Stats {
 	return Stats{
 		MessagesSent: e.metrics.sent.Load(), MessagesFailed: e.metrics.failed.Load(), OutboxDepth: e.msgs.depth.Load(),
-		Sessions: len(e.sessions.all()), Keys: len(e.keys.all()), CampaignsRunning: e.campaignsRunning(),
+		Sessions: e.sessions.len(), Keys: e.keys.len(), CampaignsRunning: e.campaignsRunning(),
 		CampaignsCompleted: e.metrics.campCompleted.Load(), CampaignsCancelled: e.metrics.campCancelled.Load(),
 		CampaignsFailed: e.metrics.campFailed.Load(),
 	}

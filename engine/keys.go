@@ -8,11 +8,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/anthdm/hollywood/actor"
 	"github.com/google/uuid"
 
 	"github.com/gateway/gateway/actors/key"
@@ -36,33 +33,23 @@ const (
 // AllScopes are the scopes a key can have, and the default for a new key.
 var AllScopes = []string{ScopeText, ScopeMedia, ScopeBulk, ScopeRead}
 
-// keyEntry is the index entry of one key: its actor and the last record it published.
+// keyEntry is the registry entry of one key: its actor, the last record it published
+// (key.Publisher), and the SHA-256 of the raw key.
 type keyEntry struct {
-	pid  *actor.PID
+	actorRef[persist.APIKey]
 	hash [sha256.Size]byte
-	view atomic.Pointer[persist.APIKey]
 }
 
-// Publish implements key.Publisher: the key actor's record, read without a round trip.
-func (ent *keyEntry) Publish(rec persist.APIKey) { ent.view.Store(&rec) }
-
-// keyIndex finds key actors by key id and by the SHA-256 of the raw key.
+// keyIndex finds key actors by key id (the registry) and by the SHA-256 of the raw key
+// (byHash, guarded by the registry's mu).
 type keyIndex struct {
-	mu     sync.RWMutex
-	byID   map[string]*keyEntry
+	registry[string, *keyEntry]
 	byHash map[[sha256.Size]byte]*keyEntry
 }
 
 func (x *keyIndex) init() {
-	x.byID = map[string]*keyEntry{}
+	x.registry.init()
 	x.byHash = map[[sha256.Size]byte]*keyEntry{}
-}
-
-func (x *keyIndex) id(id string) *keyEntry {
-	x.mu.RLock()
-	e := x.byID[id]
-	x.mu.RUnlock()
-	return e
 }
 
 func (x *keyIndex) hash(h [sha256.Size]byte) *keyEntry {
@@ -88,32 +75,15 @@ func (x *keyIndex) remove(id string) {
 	x.mu.Unlock()
 }
 
-func (x *keyIndex) all() []*keyEntry {
-	x.mu.RLock()
-	out := make([]*keyEntry, 0, len(x.byID))
-	for _, e := range x.byID {
-		out = append(out, e)
-	}
-	x.mu.RUnlock()
-	return out
-}
-
+// ofOwner lists a user's keys (by the records their actors published).
 func (x *keyIndex) ofOwner(uid string) []*keyEntry {
 	var out []*keyEntry
-	for _, e := range x.all() {
+	x.each(func(_ string, e *keyEntry) bool {
 		if v := e.view.Load(); v != nil && v.UserID == uid {
 			out = append(out, e)
 		}
-	}
-	return out
-}
-
-func (x *keyIndex) pids() []*actor.PID {
-	all := x.all()
-	out := make([]*actor.PID, len(all))
-	for i, e := range all {
-		out[i] = e.pid
-	}
+		return true
+	})
 	return out
 }
 
@@ -250,7 +220,7 @@ func (e *Engine) UpdateKey(ctx context.Context, id string, name, status *string)
 	if status != nil && *status != StatusOn && *status != StatusOff {
 		return fmt.Errorf("%w: status must be active or revoked", ErrValidation)
 	}
-	ent := e.keys.id(id)
+	ent := e.keys.get(id)
 	if ent == nil {
 		return fmt.Errorf("%w: %s", ErrKeyNotFound, id)
 	}
@@ -261,7 +231,7 @@ func (e *Engine) UpdateKey(ctx context.Context, id string, name, status *string)
 
 // DeleteKey removes a key permanently.
 func (e *Engine) DeleteKey(ctx context.Context, id string) error {
-	ent := e.keys.id(id)
+	ent := e.keys.get(id)
 	if ent == nil {
 		return fmt.Errorf("%w: %s", ErrKeyNotFound, id)
 	}

@@ -8,10 +8,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/anthdm/hollywood/actor"
 	"github.com/google/uuid"
 
 	"github.com/gateway/gateway/actors/session"
@@ -28,33 +26,22 @@ var (
 
 const sessionActorKind = "session"
 
-// sessionEntry is one session's actor and the last view it published.
+// sessionEntry is one session's actor and the last view it published (session.Publisher).
 type sessionEntry struct {
-	pid  *actor.PID
-	view atomic.Pointer[domain.Session]
+	actorRef[domain.Session]
 }
 
-// Publish implements session.Publisher: the session actor's view, read without a round trip.
-func (ent *sessionEntry) Publish(s domain.Session) { ent.view.Store(&s) }
-
-// sessionIndex finds session actors by id and a user's sessions.
+// sessionIndex finds session actors by id (the registry) and a user's sessions (byUser,
+// guarded by the registry's mu).
 type sessionIndex struct {
-	assignMu sync.Mutex // serialises assignments (read the owner, ask the actor, move the index)
-	mu       sync.RWMutex
-	byID     map[string]*sessionEntry
+	registry[string, *sessionEntry]
+	assignMu sync.Mutex          // serialises assignments (read the owner, ask the actor, move the index)
 	byUser   map[string][]string // user id → session ids, most recently assigned last
 }
 
 func (x *sessionIndex) init() {
-	x.byID = map[string]*sessionEntry{}
+	x.registry.init()
 	x.byUser = map[string][]string{}
-}
-
-func (x *sessionIndex) get(id string) *sessionEntry {
-	x.mu.RLock()
-	e := x.byID[id]
-	x.mu.RUnlock()
-	return e
 }
 
 // assign moves a session to a user (from whoever had it).
@@ -91,16 +78,6 @@ func (x *sessionIndex) remove(id, owner string) {
 	if owner != "" {
 		x.byUser[owner] = slices.DeleteFunc(x.byUser[owner], func(s string) bool { return s == id })
 	}
-}
-
-func (x *sessionIndex) all() []*sessionEntry {
-	x.mu.RLock()
-	out := make([]*sessionEntry, 0, len(x.byID))
-	for _, e := range x.byID {
-		out = append(out, e)
-	}
-	x.mu.RUnlock()
-	return out
 }
 
 func (e *Engine) bootSessions() (int, error) {
@@ -151,9 +128,7 @@ func (e *Engine) spawnSessionDelayed(st domain.Session, connectDelay time.Durati
 		Pacing:       e.pacingOf(st.AssignedTo),
 		SendTimeout:  e.cfg.SendTimeout,
 	}
-	e.sessions.mu.Lock()
-	e.sessions.byID[st.ID] = ent
-	e.sessions.mu.Unlock()
+	e.sessions.put(st.ID, ent)
 	if st.AssignedTo != "" {
 		e.sessions.assign(st.ID, "", st.AssignedTo)
 	}

@@ -309,7 +309,7 @@ func (e *Engine) saveStore(ctx context.Context, rec StoreRecord, takeOver bool) 
 	s.idx.write.Lock()
 	defer s.idx.write.Unlock()
 	s.idx.mu.RLock()
-	sameShop, prevOfUser := s.idx.byShop[rec.Shop], s.idx.byUser[rec.UserID]
+	sameShop, prevOfUser := s.idx.byID[rec.Shop], s.idx.byUser[rec.UserID]
 	s.idx.mu.RUnlock()
 	if sameShop != nil && sameShop.rec.UserID != rec.UserID && !takeOver {
 		return ErrStoreTaken
@@ -353,14 +353,14 @@ func (e *Engine) saveStore(ctx context.Context, rec StoreRecord, takeOver bool) 
 	}
 	s.idx.mu.Lock()
 	for _, d := range dropped {
-		if s.idx.byShop[d.rec.Shop] == d {
-			delete(s.idx.byShop, d.rec.Shop)
+		if s.idx.byID[d.rec.Shop] == d {
+			delete(s.idx.byID, d.rec.Shop)
 		}
 		if s.idx.byUser[d.rec.UserID] == d {
 			delete(s.idx.byUser, d.rec.UserID)
 		}
 	}
-	s.idx.byShop[rec.Shop], s.idx.byUser[rec.UserID] = ent, ent
+	s.idx.byID[rec.Shop], s.idx.byUser[rec.UserID] = ent, ent
 	s.idx.mu.Unlock()
 	for _, d := range dropped {
 		e.stopStoreActor(d)
@@ -374,9 +374,7 @@ func (e *Engine) DisconnectStore(ctx context.Context, uid string) error {
 	s := e.stores
 	s.idx.write.Lock()
 	defer s.idx.write.Unlock()
-	s.idx.mu.RLock()
-	ent := s.idx.byUser[uid]
-	s.idx.mu.RUnlock()
+	ent := s.idx.ofUser(uid)
 	if ent == nil {
 		return fmt.Errorf("%w: no store is connected to this account", ErrStoreNotFound)
 	}
@@ -391,7 +389,7 @@ func (e *Engine) DisconnectStore(ctx context.Context, uid string) error {
 	}
 	s.pending.Add(-removed)
 	s.idx.mu.Lock()
-	delete(s.idx.byShop, ent.rec.Shop)
+	delete(s.idx.byID, ent.rec.Shop)
 	delete(s.idx.byUser, uid)
 	s.idx.mu.Unlock()
 	e.log.Info("store disconnected", "shop", ent.rec.Shop, "user_id", uid)

@@ -102,12 +102,27 @@ type storeEntry struct {
 	storeName, webhookURL           string
 }
 
+// actorPID is the store's actor, nil while none runs (spawned on the first event).
+func (ent *storeEntry) actorPID() *actor.PID {
+	ent.mu.Lock()
+	defer ent.mu.Unlock()
+	return ent.pid
+}
+
+// storeIndex finds store entries by shop domain (the registry) and by owner (byUser, guarded by
+// the registry's mu). write serialises connects and disconnects.
 type storeIndex struct {
-	mu     sync.RWMutex
-	byShop map[string]*storeEntry
+	registry[string, *storeEntry]
 	byUser map[string]*storeEntry
 	write  sync.Mutex
 	gen    atomic.Int64 // actor id suffix: a reconnected shop gets a fresh actor id
+}
+
+// ofUser is the user's store entry (nil: none is connected).
+func (x *storeIndex) ofUser(uid string) *storeEntry {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.byUser[uid]
 }
 
 // storeService holds the store integration's tables and state.
@@ -149,7 +164,8 @@ func (e *Engine) bootStores() (int, error) {
 	if s.cfg.PublicURL == "" {
 		s.cfg.PublicURL = "http://localhost:8080"
 	}
-	s.idx.byShop, s.idx.byUser = map[string]*storeEntry{}, map[string]*storeEntry{}
+	s.idx.init()
+	s.idx.byUser = map[string]*storeEntry{}
 	e.stores = s
 
 	recs, err := s.records.All()
@@ -162,13 +178,13 @@ func (e *Engine) bootStores() (int, error) {
 			e.log.Error("store credentials do not open: webhooks with a signature are refused and orders cannot be fetched until it is connected again",
 				"shop", r.Shop, "user_id", r.UserID, "err", ent.openErr)
 		}
-		s.idx.byShop[r.Shop], s.idx.byUser[r.UserID] = ent, ent
+		s.idx.byID[r.Shop], s.idx.byUser[r.UserID] = ent, ent
 	}
 	// Pending inbox entries: group by shop; entries of stores no longer connected are dropped.
 	counts := map[string]int{}
 	var orphans []persist.Op
 	err = s.inbox.Pending(func(shop, seq string) error {
-		ent := s.idx.byShop[shop]
+		ent := s.idx.byID[shop]
 		if ent == nil {
 			orphans = append(orphans, s.inbox.DeleteOp(shop, seq))
 			return nil
@@ -187,7 +203,7 @@ func (e *Engine) bootStores() (int, error) {
 	}
 	for shop, n := range counts {
 		s.pending.Add(int64(n))
-		e.storeActor(s.idx.byShop[shop])
+		e.storeActor(s.idx.byID[shop])
 	}
 	return len(recs), nil
 }
@@ -228,9 +244,7 @@ func (s *storeService) webhookURL(uid, shop string) string {
 }
 
 func (s *storeService) byShop(shop string) *storeEntry {
-	s.idx.mu.RLock()
-	defer s.idx.mu.RUnlock()
-	return s.idx.byShop[shop]
+	return s.idx.get(shop)
 }
 
 // storeActor returns the store's actor, spawning it on first use.
@@ -271,12 +285,7 @@ func (e *Engine) stopStores(ctx context.Context) {
 	if s == nil {
 		return
 	}
-	s.idx.mu.RLock()
-	ents := make([]*storeEntry, 0, len(s.idx.byShop))
-	for _, ent := range s.idx.byShop {
-		ents = append(ents, ent)
-	}
-	s.idx.mu.RUnlock()
+	ents := s.idx.all()
 	var pids []*actor.PID
 	for _, ent := range ents {
 		ent.mu.Lock()
@@ -344,9 +353,7 @@ type StoreView struct {
 // Store returns the user's store; ErrStoreNotFound when none is connected.
 func (e *Engine) Store(uid string) (StoreView, error) {
 	s := e.stores
-	s.idx.mu.RLock()
-	ent := s.idx.byUser[uid]
-	s.idx.mu.RUnlock()
+	ent := s.idx.ofUser(uid)
 	if ent == nil {
 		return StoreView{}, fmt.Errorf("%w: no store is connected to this account", ErrStoreNotFound)
 	}
@@ -395,9 +402,7 @@ func (e *Engine) StoreStats() StoreStats {
 	if s == nil {
 		return StoreStats{}
 	}
-	s.idx.mu.RLock()
-	n := len(s.idx.byShop)
-	s.idx.mu.RUnlock()
+	n := s.idx.len()
 	return StoreStats{
 		Stores: n, WebhooksAccepted: s.accepted.Load(), WebhooksDuplicate: s.duplicates.Load(),
 		WebhooksIgnored: s.ignored.Load(), SignatureFailures: s.signatureN.Load(), EventsPending: s.pending.Load(),

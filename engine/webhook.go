@@ -144,14 +144,14 @@ func (s *storeService) resolve(w Webhook) *storeEntry {
 	if len(shop) == 0 {
 		return nil
 	}
-	if ent := s.idx.byShop[string(shop)]; ent != nil {
+	if ent := s.idx.byID[string(shop)]; ent != nil {
 		return ent
 	}
 	h, ok := ecom.NormalizeHost(string(shop))
 	if !ok {
 		return nil
 	}
-	return s.idx.byShop[h]
+	return s.idx.byID[h]
 }
 
 // verify checks the webhook's signature with the store's secrets (constant time).
