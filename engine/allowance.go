@@ -101,20 +101,8 @@ func (a *accountEntry) actorPID() *actor.PID { return a.pid }
 func (e *Engine) account(uid string) *actor.PID {
 	return e.accounts.getOrPut(uid, func() *accountEntry {
 		deps := account.Deps{Store: e.accountTable, Clock: clockFunc(e.cfg.Now), Log: e.log}
-		return &accountEntry{pid: e.spawn(account.New(uid, e.monthlyLimit(uid), deps), "account", uid)}
+		return &accountEntry{pid: e.spawn(account.New(uid, e.Users.planOf(uid).MonthlyMessages, deps), "account", uid)}
 	}).pid
-}
-
-func (e *Engine) monthlyLimit(uid string) int64 {
-	return e.planOf(uid).MonthlyMessages
-}
-
-func (e *Engine) planOf(uid string) Plan {
-	name := e.cfg.DefaultPlan
-	if u, ok := e.users.get(uid); ok && u.Plan != "" {
-		name = u.Plan
-	}
-	return e.cfg.Plans[name]
 }
 
 // Account is the user's monthly allowance.
@@ -124,6 +112,11 @@ func (e *Engine) Account(ctx context.Context, uid string) (account.Result, error
 	return waitReply(ctx, msg.Reply, e.cfg.AskTimeout, "account")
 }
 
+// setLimit gives the user's account a new monthly limit (a plan change).
+func (e *Engine) setLimit(uid string, limit int64) {
+	e.hw.Send(e.account(uid), account.SetLimit{Limit: limit})
+}
+
 var _ account.Store = persist.Accounts{}
 
 // pacingOf is the pacing of a session owned by uid: the network's default with the owner's
@@ -131,7 +124,7 @@ var _ account.Store = persist.Accounts{}
 func (e *Engine) pacingOf(uid string) domain.Pacing {
 	p := e.cfg.Pacing
 	if uid != "" {
-		p = p.Merge(e.planOf(uid).Pacing)
+		p = p.Merge(e.Users.planOf(uid).Pacing)
 	}
 	return p
 }

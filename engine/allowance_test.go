@@ -16,7 +16,7 @@ func TestReservationSettlesEachUnitOnce(t *testing.T) {
 	e := newTestEngine(t, persist.NewStore(persist.NewMemory()), clk, Plans{"free": {RateLimit: 0, MonthlyMessages: 10}})
 	defer e.Stop(context.Background())
 	ctx := context.Background()
-	if _, err := e.CreateUser(ctx, NewUser{ID: "alice"}); err != nil {
+	if _, err := e.Users.Create(ctx, NewUser{ID: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	batch, err := e.reserve(ctx, "alice", 4, ReserveOpts{})

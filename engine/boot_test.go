@@ -42,7 +42,7 @@ func TestBootReconnectsSpreadOverTheWindow(t *testing.T) {
 	uids := make([]string, n)
 	for i := range uids {
 		uids[i] = fmt.Sprintf("u%03d", i)
-		u, err := e1.CreateUser(ctx, NewUser{ID: uids[i]})
+		u, err := e1.Users.Create(ctx, NewUser{ID: uids[i]})
 		if err != nil {
 			t.Fatal(err)
 		}

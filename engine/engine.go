@@ -75,12 +75,13 @@ type Config struct {
 
 // Engine is the running core.
 type Engine struct {
+	Users *Users
+
 	cfg    Config
 	log    *slog.Logger
 	hw     *actor.Engine
 	events *actor.PID
 
-	users         userDirectory
 	keys          keyIndex
 	sessions      sessionIndex
 	sessionTable  persist.Sessions
@@ -138,7 +139,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger, hw: hw}
-	e.users.init(cfg.AdminUIDs)
+	e.Users = newUsers(e, cfg.AdminUIDs)
 	e.keys.init()
 	e.sessions.init()
 	e.sessionTable = persist.NewSessions(cfg.Store.KV())
@@ -165,12 +166,9 @@ func New(cfg Config) (*Engine, error) {
 
 // boot loads users and respawns one actor per API key.
 func (e *Engine) boot() error {
-	users, err := e.cfg.Store.ListUsers()
+	users, err := e.Users.boot()
 	if err != nil {
-		return fmt.Errorf("engine: load users: %w", err)
-	}
-	for _, u := range users {
-		e.users.put(u)
+		return err
 	}
 	keys, err := e.cfg.Store.ListKeys()
 	if err != nil {
@@ -195,7 +193,7 @@ func (e *Engine) boot() error {
 	if err != nil {
 		return err
 	}
-	e.log.Info("engine booted", "users", len(users), "keys", len(keys), "sessions", sessions, "outbox_pending", pending, "campaigns", campaigns, "stores", stores)
+	e.log.Info("engine booted", "users", users, "keys", len(keys), "sessions", sessions, "outbox_pending", pending, "campaigns", campaigns, "stores", stores)
 	return nil
 }
 
@@ -294,9 +292,6 @@ func (e *Engine) Stats() Stats {
 
 // Now is the engine's clock.
 func (e *Engine) Now() time.Time { return e.cfg.Now() }
-
-// Plans is the plan table in force.
-func (e *Engine) Plans() Plans { return e.cfg.Plans }
 
 // clockFunc is the engine's clock as the actors consume it (their Clock interfaces).
 type clockFunc func() time.Time

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/anthdm/hollywood/actor"
 	"github.com/google/uuid"
 
 	"github.com/gateway/gateway/actors/key"
@@ -75,6 +76,13 @@ func (x *keyIndex) remove(id string) {
 	x.mu.Unlock()
 }
 
+// setPlan gives a user's keys their new plan's cap.
+func (x *keyIndex) setPlan(hw *actor.Engine, uid string, plan key.Plan) {
+	for _, ent := range x.ofOwner(uid) {
+		hw.Send(ent.pid, key.SetPlan{Plan: plan})
+	}
+}
+
 // ofOwner lists a user's keys (by the records their actors published).
 func (x *keyIndex) ofOwner(uid string) []*keyEntry {
 	var out []*keyEntry
@@ -96,7 +104,7 @@ func (e *Engine) spawnKey(k persist.APIKey) *keyEntry {
 	rec := k
 	ent.view.Store(&rec)
 	deps := key.Deps{Store: e.cfg.Store, Clock: clockFunc(e.cfg.Now), Log: e.log, Block: e.cfg.KeyBlock, Publisher: ent}
-	ent.pid = e.spawn(key.New(k.ID, e.keyPlan(k.UserID), deps), keyActorKnd, k.ID)
+	ent.pid = e.spawn(key.New(k.ID, e.Users.keyPlan(k.UserID), deps), keyActorKnd, k.ID)
 	e.keys.add(k.ID, ent)
 	return ent
 }
@@ -118,7 +126,7 @@ type KeyView struct {
 // CreateKey issues a key for a user and returns its record and the raw key, which is not
 // stored anywhere (only its SHA-256 is).
 func (e *Engine) CreateKey(ctx context.Context, r KeyRequest) (KeyView, string, error) {
-	if _, err := e.User(r.UserID); err != nil {
+	if _, err := e.Users.Get(r.UserID); err != nil {
 		return KeyView{}, "", err
 	}
 	if strings.TrimSpace(r.Name) == "" {
@@ -146,8 +154,8 @@ func (e *Engine) CreateKey(ctx context.Context, r KeyRequest) (KeyView, string, 
 		return KeyView{}, "", fmt.Errorf("%w: save key: %v", ErrUnavailable, err)
 	}
 	e.spawnKey(rec)
-	plan := e.keyPlan(rec.UserID)
-	view := KeyView{Grant: domain.Grant{Key: rec, Plan: plan.Name, Limit: plan.Limit}, ClientName: e.clientName(rec.UserID)}
+	plan := e.Users.keyPlan(rec.UserID)
+	view := KeyView{Grant: domain.Grant{Key: rec, Plan: plan.Name, Limit: plan.Limit}, ClientName: e.Users.clientName(rec.UserID)}
 	e.log.Info("api key created", "key_id", rec.ID, "user_id", rec.UserID)
 	return view, raw, nil
 }
@@ -186,7 +194,7 @@ func (e *Engine) ListKeys(owner string) ([]KeyView, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, KeyView{Grant: r.Grant, ClientName: e.clientName(r.Key.UserID)})
+		out = append(out, KeyView{Grant: r.Grant, ClientName: e.Users.clientName(r.Key.UserID)})
 	}
 	slices.SortFunc(out, func(a, b KeyView) int {
 		if c := a.Key.CreatedAt.Compare(b.Key.CreatedAt); c != 0 {
@@ -261,7 +269,7 @@ func (e *Engine) ValidateKey(raw []byte) (KeyView, error) {
 		return KeyView{}, ErrUnknownKey
 	}
 	rec := *ent.view.Load()
-	v := KeyView{Grant: domain.Grant{Key: rec}, ClientName: e.clientName(rec.UserID)}
+	v := KeyView{Grant: domain.Grant{Key: rec}, ClientName: e.Users.clientName(rec.UserID)}
 	if rec.Status != StatusOn {
 		return v, ErrKeyRevoked
 	}

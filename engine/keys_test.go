@@ -44,7 +44,7 @@ func newTestEngine(t *testing.T, store *persist.Store, clk *clock, plans Plans) 
 func setupKey(t *testing.T, e *Engine, scopes []string) string {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := e.CreateUser(ctx, NewUser{ID: "alice"}); err != nil && !errors.Is(err, ErrAlreadyExists) {
+	if _, err := e.Users.Create(ctx, NewUser{ID: "alice"}); err != nil && !errors.Is(err, ErrAlreadyExists) {
 		t.Fatal(err)
 	}
 	_, raw, err := e.CreateKey(ctx, KeyRequest{UserID: "alice", Name: "k", Scopes: scopes})

@@ -52,7 +52,7 @@ func TestCampaignTimerDrift(t *testing.T) {
 	uids := make([]string, users)
 	for i := range uids {
 		uids[i] = fmt.Sprintf("u%03d", i)
-		u, err := e.CreateUser(ctx, NewUser{ID: uids[i]})
+		u, err := e.Users.Create(ctx, NewUser{ID: uids[i]})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -60,7 +60,7 @@ func BenchmarkSendPath(b *testing.B) {
 			const users = 20
 			keys := make([][]byte, users)
 			for i := range keys {
-				u, err := e.CreateUser(ctx, NewUser{ID: fmt.Sprintf("u%02d", i)})
+				u, err := e.Users.Create(ctx, NewUser{ID: fmt.Sprintf("u%02d", i)})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -149,7 +149,7 @@ func (e *Engine) sessionView(ent *sessionEntry) SessionView {
 	st := *ent.view.Load()
 	v := SessionView{SessionState: st}
 	if st.AssignedTo != "" {
-		v.ClientName = e.clientName(st.AssignedTo)
+		v.ClientName = e.Users.clientName(st.AssignedTo)
 	}
 	return v
 }
@@ -179,7 +179,7 @@ func (e *Engine) CreateSession(ctx context.Context, name, assignTo string) (Sess
 		return SessionView{}, err
 	}
 	if assignTo != "" {
-		if _, err := e.User(assignTo); err != nil {
+		if _, err := e.Users.Get(assignTo); err != nil {
 			return SessionView{}, err
 		}
 	}
@@ -205,7 +205,7 @@ func (e *Engine) AssignSession(ctx context.Context, sessionID, userID string) er
 	if ent == nil {
 		return fmt.Errorf("%w: %s", ErrSessionNotFound, sessionID)
 	}
-	if _, err := e.User(userID); err != nil {
+	if _, err := e.Users.Get(userID); err != nil {
 		return err
 	}
 	e.sessions.assignMu.Lock()
