@@ -76,13 +76,13 @@ type Config struct {
 // Engine is the running core.
 type Engine struct {
 	Users *Users
+	Keys  *Keys
 
 	cfg    Config
 	log    *slog.Logger
 	hw     *actor.Engine
 	events *actor.PID
 
-	keys          keyIndex
 	sessions      sessionIndex
 	sessionTable  persist.Sessions
 	sessionCreate sync.Mutex // serialises the creation of a user's own session
@@ -98,8 +98,6 @@ type Engine struct {
 	campaigns     registry[string, *campaignEntry]
 	campaignLate  lateness
 	stores        *storeService
-
-	authPool sync.Pool
 }
 
 // New builds the engine and rebuilds every actor from storage.
@@ -140,7 +138,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger, hw: hw}
 	e.Users = newUsers(e, cfg.AdminUIDs)
-	e.keys.init()
+	e.Keys = newKeys(e)
 	e.sessions.init()
 	e.sessionTable = persist.NewSessions(cfg.Store.KV())
 	e.msgs = newMessages(e, persist.NewOutbox(cfg.Store.KV()))
@@ -153,9 +151,6 @@ func New(cfg Config) (*Engine, error) {
 	e.accounts.init()
 	e.campaignStore = newCampaignStore(cfg.Store.KV())
 	e.campaigns.init()
-	e.authPool.New = func() any {
-		return &authCall{msg: key.Authorize{Reply: make(chan key.Result, 1)}, timer: newStoppedTimer()}
-	}
 	e.events = hw.SpawnFunc(e.onEvent, "events", actor.WithInboxSize(64))
 	hw.Subscribe(e.events)
 	if err := e.boot(); err != nil {
@@ -170,12 +165,9 @@ func (e *Engine) boot() error {
 	if err != nil {
 		return err
 	}
-	keys, err := e.cfg.Store.ListKeys()
+	keys, err := e.Keys.boot()
 	if err != nil {
-		return fmt.Errorf("engine: load keys: %w", err)
-	}
-	for _, k := range keys {
-		e.spawnKey(k)
+		return err
 	}
 	sessions, err := e.bootSessions()
 	if err != nil {
@@ -193,7 +185,7 @@ func (e *Engine) boot() error {
 	if err != nil {
 		return err
 	}
-	e.log.Info("engine booted", "users", users, "keys", len(keys), "sessions", sessions, "outbox_pending", pending, "campaigns", campaigns, "stores", stores)
+	e.log.Info("engine booted", "users", users, "keys", keys, "sessions", sessions, "outbox_pending", pending, "campaigns", campaigns, "stores", stores)
 	return nil
 }
 
@@ -203,7 +195,7 @@ func (e *Engine) Stop(ctx context.Context) {
 	e.stopStores(ctx)
 	// Campaigns next, so no new number starts; their cursors are persisted with every number.
 	e.poisonAll(ctx, e.campaigns.pids())
-	e.poisonAll(ctx, append(e.keys.pids(), e.sessions.pids()...))
+	e.poisonAll(ctx, append(e.Keys.idx.pids(), e.sessions.pids()...))
 	// The outcomes of the sessions' last sends are written, and only then settled into the
 	// accounts (messages.Outcome); accounts last.
 	e.msgs.outbox.Flush()
@@ -284,7 +276,7 @@ type Stats struct {
 func (e *Engine) Stats() Stats {
 	return Stats{
 		MessagesSent: e.metrics.sent.Load(), MessagesFailed: e.metrics.failed.Load(), OutboxDepth: e.msgs.depth.Load(),
-		Sessions: e.sessions.len(), Keys: e.keys.len(), CampaignsRunning: e.campaignsRunning(),
+		Sessions: e.sessions.len(), Keys: e.Keys.idx.len(), CampaignsRunning: e.campaignsRunning(),
 		CampaignsCompleted: e.metrics.campCompleted.Load(), CampaignsCancelled: e.metrics.campCancelled.Load(),
 		CampaignsFailed: e.metrics.campFailed.Load(),
 	}

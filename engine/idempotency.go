@@ -88,7 +88,7 @@ func (e *Engine) BeginIdempotent(i Idem) (rec IdemRecord, found bool, release fu
 // PeekKey checks a raw API key for scope ("" = any) without counting a call: for an
 // Idempotency-Key replay, which is looked up before the daily cap is charged.
 func (e *Engine) PeekKey(raw []byte, scope string) (domain.APIKey, error) {
-	v, err := e.ValidateKey(raw)
+	v, err := e.Keys.Validate(raw)
 	if err != nil {
 		return v.Key, err
 	}

@@ -67,7 +67,7 @@ func BenchmarkSendPath(b *testing.B) {
 				if _, err := e.SessionQR(ctx, u); err != nil {
 					b.Fatal(err)
 				}
-				_, raw, err := e.CreateKey(ctx, KeyRequest{UserID: u.ID, Name: "k", Scopes: []string{ScopeText}})
+				_, raw, err := e.Keys.Create(ctx, KeyRequest{UserID: u.ID, Name: "k", Scopes: []string{ScopeText}})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -77,7 +77,7 @@ func BenchmarkSendPath(b *testing.B) {
 			var n atomic.Int64
 			parallel(b, 64, func() {
 				i := n.Add(1)
-				g, err := e.AuthorizeKey(keys[i%users], ScopeText)
+				g, err := e.Keys.Authorize(keys[i%users], ScopeText)
 				if err != nil {
 					b.Error(err)
 					return

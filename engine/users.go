@@ -208,7 +208,7 @@ func (us *Users) Update(ctx context.Context, p UserPatch) (persist.User, error) 
 	}
 	us.put(u)
 	if planChanged {
-		us.e.keys.setPlan(us.e.hw, u.ID, us.keyPlan(u.ID))
+		us.e.Keys.setPlan(u.ID, us.keyPlan(u.ID))
 		us.e.setLimit(u.ID, us.planOf(u.ID).MonthlyMessages)
 	}
 	return u, nil

@@ -36,7 +36,7 @@ func (s *Server) apiKey(ctx *fasthttp.RequestCtx, scope string) (domain.Grant, e
 		s.metrics.keyDecision("missing")
 		return domain.Grant{}, errNoCredentials
 	}
-	r, err := s.eng.AuthorizeKey(raw, scope)
+	r, err := s.eng.Keys.Authorize(raw, scope)
 	if r.Key.ID != "" {
 		s.rateHeaders(ctx, r)
 	}
