@@ -7,7 +7,6 @@ import (
 	"github.com/anthdm/hollywood/actor"
 
 	"github.com/gateway/gateway/actors/account"
-	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/persist"
 )
 
@@ -118,13 +117,3 @@ func (e *Engine) setLimit(uid string, limit int64) {
 }
 
 var _ account.Store = persist.Accounts{}
-
-// pacingOf is the pacing of a session owned by uid: the network's default with the owner's
-// plan's over it (the session's own override is laid on by its actor).
-func (e *Engine) pacingOf(uid string) domain.Pacing {
-	p := e.cfg.Pacing
-	if uid != "" {
-		p = p.Merge(e.Users.planOf(uid).Pacing)
-	}
-	return p
-}

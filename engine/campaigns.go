@@ -113,7 +113,7 @@ type CampaignRequest struct {
 // StartCampaign reserves min(len(numbers), remaining allowance) and starts the campaign actor.
 // ErrQuotaExceeded when nothing is left this month.
 func (e *Engine) StartCampaign(ctx context.Context, r CampaignRequest) (domain.Campaign, error) {
-	ent, err := e.sendSession(r.UserID, r.SessionID)
+	ent, err := e.Sessions.forSend(r.UserID, r.SessionID)
 	if err != nil {
 		return domain.Campaign{}, err
 	}
@@ -170,7 +170,7 @@ func (e *Engine) spawnCampaign(st domain.Campaign) *campaignEntry {
 func (e *Engine) sendCampaignMessage(ctx context.Context, s domain.Campaign, to, msgID string) (domain.OutboxEntry, error) {
 	// Still the campaign user's, and connected (an admin may have reassigned it meanwhile; after
 	// a restart it reconnects while the campaign resumes: the campaign waits for it).
-	ent, err := e.sendSession(s.UserID, s.SessionID)
+	ent, err := e.Sessions.forSend(s.UserID, s.SessionID)
 	if errors.Is(err, ErrNotConnected) {
 		return domain.OutboxEntry{ID: msgID}, fmt.Errorf("%w: %v", campaign.ErrSessionNotReady, err)
 	}

@@ -75,20 +75,17 @@ type Config struct {
 
 // Engine is the running core.
 type Engine struct {
-	Users *Users
-	Keys  *Keys
+	Users    *Users
+	Keys     *Keys
+	Sessions *Sessions
 
 	cfg    Config
 	log    *slog.Logger
 	hw     *actor.Engine
 	events *actor.PID
 
-	sessions      sessionIndex
-	sessionTable  persist.Sessions
-	sessionCreate sync.Mutex // serialises the creation of a user's own session
 	msgs          *messages
 	accountTable  persist.Accounts
-	contacts      persist.Contacts
 	inbound       session.Inbound // takes incoming messages (events out); nil drops them
 	pub           *publisher      // events out, in order (nil: off)
 	accounts      registry[string, *accountEntry]
@@ -139,11 +136,9 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{cfg: cfg, log: cfg.Logger, hw: hw}
 	e.Users = newUsers(e, cfg.AdminUIDs)
 	e.Keys = newKeys(e)
-	e.sessions.init()
-	e.sessionTable = persist.NewSessions(cfg.Store.KV())
+	e.Sessions = newSessions(e)
 	e.msgs = newMessages(e, persist.NewOutbox(cfg.Store.KV()))
 	e.accountTable = persist.NewAccounts(cfg.Store.KV())
-	e.contacts = persist.NewContacts(cfg.Store.KV())
 	if cfg.Events != nil {
 		e.pub = newPublisher(cfg.Events, cfg.Store.KV(), e.log)
 		e.inbound = inbound{sink: cfg.Events, log: e.log}
@@ -169,7 +164,7 @@ func (e *Engine) boot() error {
 	if err != nil {
 		return err
 	}
-	sessions, err := e.bootSessions()
+	sessions, err := e.Sessions.boot()
 	if err != nil {
 		return err
 	}
@@ -195,7 +190,7 @@ func (e *Engine) Stop(ctx context.Context) {
 	e.stopStores(ctx)
 	// Campaigns next, so no new number starts; their cursors are persisted with every number.
 	e.poisonAll(ctx, e.campaigns.pids())
-	e.poisonAll(ctx, append(e.Keys.idx.pids(), e.sessions.pids()...))
+	e.poisonAll(ctx, append(e.Keys.idx.pids(), e.Sessions.idx.pids()...))
 	// The outcomes of the sessions' last sends are written, and only then settled into the
 	// accounts (messages.Outcome); accounts last.
 	e.msgs.outbox.Flush()
@@ -276,7 +271,7 @@ type Stats struct {
 func (e *Engine) Stats() Stats {
 	return Stats{
 		MessagesSent: e.metrics.sent.Load(), MessagesFailed: e.metrics.failed.Load(), OutboxDepth: e.msgs.depth.Load(),
-		Sessions: e.sessions.len(), Keys: e.Keys.idx.len(), CampaignsRunning: e.campaignsRunning(),
+		Sessions: e.Sessions.idx.len(), Keys: e.Keys.idx.len(), CampaignsRunning: e.campaignsRunning(),
 		CampaignsCompleted: e.metrics.campCompleted.Load(), CampaignsCancelled: e.metrics.campCancelled.Load(),
 		CampaignsFailed: e.metrics.campFailed.Load(),
 	}

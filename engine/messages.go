@@ -95,7 +95,7 @@ func (m *messages) shard(id string) *pendingShard {
 // handed to the session's deliverer. It answers once queued, or, with r.Wait, once the network's
 // outcome is known or the wait is over (still queued then: not an error).
 func (e *Engine) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry, error) {
-	ent, err := e.sendSession(r.UserID, r.SessionID)
+	ent, err := e.Sessions.forSend(r.UserID, r.SessionID)
 	if err != nil {
 		if r.Reserved != nil {
 			r.Reserved.Release()
@@ -339,24 +339,6 @@ func (m *messages) Message(_ context.Context, id string) (domain.Message, bool) 
 	return e.Message, true
 }
 
-// sendSession resolves the session a user's message goes through ("" = the user's default)
-// and checks it is assigned to the user and linked. A linked session that is momentarily
-// disconnected accepts: its queue waits for the link (DESIGN.md section 9).
-func (e *Engine) sendSession(uid, sessionID string) (*sessionEntry, error) {
-	var ent *sessionEntry
-	if sessionID == "" {
-		if ent = e.sessions.defaultOf(uid); ent == nil {
-			return nil, fmt.Errorf("%w: no session is assigned to this account; link one first", ErrNotConnected)
-		}
-	} else if ent = e.sessions.get(sessionID); ent == nil || ent.view.Load().AssignedTo != uid {
-		return nil, fmt.Errorf("%w: session %s is not assigned to this account", ErrForbidden, sessionID)
-	}
-	if v := ent.view.Load(); v.Status != domain.StatusConnected && !v.Linked {
-		return nil, fmt.Errorf("%w: link the session first", ErrNotConnected)
-	}
-	return ent, nil
-}
-
 // Message returns one of the user's messages by id, with its history.
 func (e *Engine) Message(uid, id string) (domain.OutboxEntry, error) {
 	if m, ok := e.msgs.settling(id); ok && m.UserID == uid {
@@ -380,7 +362,7 @@ func (e *Engine) recoverOutbox() (int, error) {
 		return 0, fmt.Errorf("engine: outbox: %w", err)
 	}
 	for _, entry := range pending {
-		ent := e.sessions.get(entry.SessionID)
+		ent := e.Sessions.idx.get(entry.SessionID)
 		if ent == nil {
 			e.log.Error("outbox entry for an unknown session", "message_id", entry.ID, "session_id", entry.SessionID)
 			continue

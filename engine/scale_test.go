@@ -56,13 +56,13 @@ func TestCampaignTimerDrift(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.SessionQR(ctx, u); err != nil {
+		if _, err := e.Sessions.QR(ctx, u); err != nil {
 			t.Fatal(err)
 		}
 	}
 	waitUntil(t, 20*time.Second, "every session connected", func() bool {
 		for _, uid := range uids {
-			if e.SessionStatus(uid).Status != domain.StatusConnected {
+			if e.Sessions.Status(uid).Status != domain.StatusConnected {
 				return false
 			}
 		}

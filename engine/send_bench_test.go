@@ -64,7 +64,7 @@ func BenchmarkSendPath(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := e.SessionQR(ctx, u); err != nil {
+				if _, err := e.Sessions.QR(ctx, u); err != nil {
 					b.Fatal(err)
 				}
 				_, raw, err := e.Keys.Create(ctx, KeyRequest{UserID: u.ID, Name: "k", Scopes: []string{ScopeText}})
@@ -72,7 +72,7 @@ func BenchmarkSendPath(b *testing.B) {
 					b.Fatal(err)
 				}
 				keys[i] = []byte(raw)
-				waitUntil(b, 10*time.Second, "linked", func() bool { return e.SessionStatus(u.ID).Status == domain.StatusConnected })
+				waitUntil(b, 10*time.Second, "linked", func() bool { return e.Sessions.Status(u.ID).Status == domain.StatusConnected })
 			}
 			var n atomic.Int64
 			parallel(b, 64, func() {

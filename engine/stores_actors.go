@@ -88,7 +88,7 @@ func (ss storeSender) Send(ctx context.Context, uid, msgID, to, text, origin str
 
 // SessionReady tells whether the user's default session is connected.
 func (ss storeSender) SessionReady(uid string) bool {
-	_, err := ss.e.sendSession(uid, "")
+	_, err := ss.e.Sessions.forSend(uid, "")
 	return err == nil
 }
 
