@@ -16,7 +16,7 @@ import (
 // rest, exactly once: Commit and Release may be called from any goroutine, and whatever is
 // committed or released is gone from the reservation, so no path can count a message twice.
 type Reservation struct {
-	e    *Engine
+	ms   *Messages
 	uid  string
 	left atomic.Int64
 }
@@ -26,22 +26,22 @@ type ReserveOpts struct{ Force, Reclaim bool }
 
 // reserve asks the user's account for up to n messages; the reservation may hold less (a bulk
 // batch is clipped). ErrQuotaExceeded when nothing is left this month.
-func (e *Engine) reserve(ctx context.Context, uid string, n int64, o ReserveOpts) (*Reservation, error) {
+func (ms *Messages) reserve(ctx context.Context, uid string, n int64, o ReserveOpts) (*Reservation, error) {
 	msg := &account.Reserve{N: n, Force: o.Force, Reclaim: o.Reclaim, Reply: make(chan account.Result, 1)}
-	e.hw.Send(e.account(uid), msg)
-	res, err := waitReply(ctx, msg.Reply, e.cfg.AskTimeout, "account")
+	ms.e.hw.Send(ms.account(uid), msg)
+	res, err := waitReply(ctx, msg.Reply, ms.e.cfg.AskTimeout, "account")
 	if err == nil {
 		err = res.Err
 	}
 	if err != nil {
 		return nil, err
 	}
-	return e.adopt(uid, res.Granted), nil
+	return ms.adopt(uid, res.Granted), nil
 }
 
 // adopt wraps allowance reserved already (a campaign's batch, handed out one number at a time).
-func (e *Engine) adopt(uid string, n int64) *Reservation {
-	r := &Reservation{e: e, uid: uid}
+func (ms *Messages) adopt(uid string, n int64) *Reservation {
+	r := &Reservation{ms: ms, uid: uid}
 	r.left.Store(n)
 	return r
 }
@@ -52,29 +52,29 @@ func (r *Reservation) Granted() int64 { return r.left.Load() }
 // Take moves n of the reservation into a new one (a campaign's number becomes a message).
 func (r *Reservation) Take(n int64) *Reservation {
 	if !r.take(n) {
-		return r.e.adopt(r.uid, 0)
+		return r.ms.adopt(r.uid, 0)
 	}
-	return r.e.adopt(r.uid, n)
+	return r.ms.adopt(r.uid, n)
 }
 
 // Commit counts n held messages as sent.
 func (r *Reservation) Commit(n int64) {
 	if r.take(n) {
-		r.e.hw.Send(r.e.account(r.uid), account.Settle{Sent: n, Unreserve: n})
+		r.ms.e.hw.Send(r.ms.account(r.uid), account.Settle{Sent: n, Unreserve: n})
 	}
 }
 
 // Release gives back whatever the reservation still holds.
 func (r *Reservation) Release() {
 	if n := r.left.Swap(0); n > 0 {
-		r.e.hw.Send(r.e.account(r.uid), account.Settle{Unreserve: n})
+		r.ms.e.hw.Send(r.ms.account(r.uid), account.Settle{Unreserve: n})
 	}
 }
 
 // ReleaseN gives back n of what the reservation holds.
 func (r *Reservation) ReleaseN(n int64) {
 	if r.take(n) {
-		r.e.hw.Send(r.e.account(r.uid), account.Settle{Unreserve: n})
+		r.ms.e.hw.Send(r.ms.account(r.uid), account.Settle{Unreserve: n})
 	}
 }
 
@@ -97,23 +97,25 @@ type accountEntry struct{ pid *actor.PID }
 func (a *accountEntry) actorPID() *actor.PID { return a.pid }
 
 // account returns the user's account actor, spawning it on first use.
-func (e *Engine) account(uid string) *actor.PID {
-	return e.accounts.getOrPut(uid, func() *accountEntry {
-		deps := account.Deps{Store: e.accountTable, Clock: clockFunc(e.cfg.Now), Log: e.log}
+func (ms *Messages) account(uid string) *actor.PID {
+	e := ms.e
+	return ms.accounts.getOrPut(uid, func() *accountEntry {
+		deps := account.Deps{Store: ms.accountTable, Clock: clockFunc(e.cfg.Now), Log: e.log}
 		return &accountEntry{pid: e.spawn(account.New(uid, e.Users.planOf(uid).MonthlyMessages, deps), "account", uid)}
 	}).pid
 }
 
-// Account is the user's monthly allowance.
-func (e *Engine) Account(ctx context.Context, uid string) (account.Result, error) {
+// Allowance is the user's monthly allowance: the limit, what was sent this month, what is
+// reserved for messages in flight, and when it resets.
+func (ms *Messages) Allowance(ctx context.Context, uid string) (account.Result, error) {
 	msg := &account.Get{Reply: make(chan account.Result, 1)}
-	e.hw.Send(e.account(uid), msg)
-	return waitReply(ctx, msg.Reply, e.cfg.AskTimeout, "account")
+	ms.e.hw.Send(ms.account(uid), msg)
+	return waitReply(ctx, msg.Reply, ms.e.cfg.AskTimeout, "account")
 }
 
 // setLimit gives the user's account a new monthly limit (a plan change).
-func (e *Engine) setLimit(uid string, limit int64) {
-	e.hw.Send(e.account(uid), account.SetLimit{Limit: limit})
+func (ms *Messages) setLimit(uid string, limit int64) {
+	ms.e.hw.Send(ms.account(uid), account.SetLimit{Limit: limit})
 }
 
 var _ account.Store = persist.Accounts{}

@@ -124,7 +124,7 @@ func (e *Engine) StartCampaign(ctx context.Context, r CampaignRequest) (domain.C
 	} else {
 		r.ID = uuid.NewString()
 	}
-	res, err := e.reserve(ctx, r.UserID, int64(len(r.Numbers)), ReserveOpts{})
+	res, err := e.Messages.reserve(ctx, r.UserID, int64(len(r.Numbers)), ReserveOpts{})
 	if err != nil {
 		return domain.Campaign{}, err
 	}
@@ -136,7 +136,7 @@ func (e *Engine) StartCampaign(ctx context.Context, r CampaignRequest) (domain.C
 	}
 	var extra []persist.Op
 	if r.Idem != nil {
-		op, err := e.msgs.outbox.IdemOp(r.Idem.ID(), IdemRecord{BodyHash: r.Idem.BodyHash, CampaignID: st.ID})
+		op, err := e.Messages.msgs.outbox.IdemOp(r.Idem.ID(), IdemRecord{BodyHash: r.Idem.BodyHash, CampaignID: st.ID})
 		if err != nil {
 			res.Release()
 			return domain.Campaign{}, err
@@ -175,15 +175,15 @@ func (e *Engine) sendCampaignMessage(ctx context.Context, s domain.Campaign, to,
 		return domain.OutboxEntry{ID: msgID}, fmt.Errorf("%w: %v", campaign.ErrSessionNotReady, err)
 	}
 	if err != nil {
-		e.adopt(s.UserID, 1).Release()
+		e.Messages.adopt(s.UserID, 1).Release()
 		return domain.OutboxEntry{ID: msgID}, err
 	}
 	// The number's allowance is the campaign's (reserved at its start). The campaign waits for
 	// the network's outcome: its details say sent or failed, and pacing stretches its cadence.
-	return e.Send(ctx, SendRequest{
+	return e.Messages.Send(ctx, SendRequest{
 		UserID: s.UserID, SessionID: ent.view.Load().ID, Origin: "campaign:" + s.ID,
 		Message:  domain.Message{ID: msgID, To: to, Kind: domain.KindText, Text: s.Message},
-		Reserved: e.adopt(s.UserID, 1), Wait: campaignSendWait,
+		Reserved: e.Messages.adopt(s.UserID, 1), Wait: campaignSendWait,
 	})
 }
 
@@ -220,10 +220,10 @@ func (cs campaignSender) Send(ctx context.Context, s domain.Campaign, to, msgID 
 }
 
 func (cs campaignSender) Outcome(msgID string) (domain.OutboxEntry, bool) {
-	return cs.e.outboxOutcome(msgID)
+	return cs.e.Messages.stored(msgID)
 }
 
-func (cs campaignSender) Release(uid string, n int64) { cs.e.adopt(uid, n).Release() }
+func (cs campaignSender) Release(uid string, n int64) { cs.e.Messages.adopt(uid, n).Release() }
 
 // campaignViews takes a campaign actor's views (campaign.Publisher): the entry's view, the
 // campaign events, and at the end the metrics and the index.
@@ -253,12 +253,6 @@ var (
 	_ campaign.Publisher = campaignViews{}
 	_ campaign.Observer  = (*lateness)(nil)
 )
-
-// outboxOutcome looks a message up in the outbox.
-func (e *Engine) outboxOutcome(id string) (domain.OutboxEntry, bool) {
-	m, err := e.msgs.outbox.Get(id)
-	return m, err == nil
-}
 
 // Campaign returns one of the user's campaigns, with its details so far.
 func (e *Engine) Campaign(uid, id string) (domain.Campaign, error) {
@@ -339,7 +333,7 @@ func (e *Engine) bootCampaigns() (int, error) {
 			return 0, fmt.Errorf("engine: load campaign %s: %w", id, err)
 		}
 		if need := int64(s.Granted - s.Cursor); need > 0 {
-			res, err := e.reserve(context.Background(), s.UserID, need, ReserveOpts{Reclaim: true})
+			res, err := e.Messages.reserve(context.Background(), s.UserID, need, ReserveOpts{Reclaim: true})
 			granted := int64(0)
 			switch {
 			case err == nil:

@@ -78,19 +78,16 @@ type Engine struct {
 	Users    *Users
 	Keys     *Keys
 	Sessions *Sessions
+	Messages *Messages
 
 	cfg    Config
 	log    *slog.Logger
 	hw     *actor.Engine
 	events *actor.PID
 
-	msgs          *messages
-	accountTable  persist.Accounts
 	inbound       session.Inbound // takes incoming messages (events out); nil drops them
 	pub           *publisher      // events out, in order (nil: off)
-	accounts      registry[string, *accountEntry]
 	metrics       engineMetrics
-	idem          idempotency
 	campaignStore *campaignStore
 	campaigns     registry[string, *campaignEntry]
 	campaignLate  lateness
@@ -137,13 +134,12 @@ func New(cfg Config) (*Engine, error) {
 	e.Users = newUsers(e, cfg.AdminUIDs)
 	e.Keys = newKeys(e)
 	e.Sessions = newSessions(e)
-	e.msgs = newMessages(e, persist.NewOutbox(cfg.Store.KV()))
-	e.accountTable = persist.NewAccounts(cfg.Store.KV())
+	e.Messages = &Messages{e: e, msgs: newMessages(e, persist.NewOutbox(cfg.Store.KV())), accountTable: persist.NewAccounts(cfg.Store.KV())}
+	e.Messages.accounts.init()
 	if cfg.Events != nil {
 		e.pub = newPublisher(cfg.Events, cfg.Store.KV(), e.log)
 		e.inbound = inbound{sink: cfg.Events, log: e.log}
 	}
-	e.accounts.init()
 	e.campaignStore = newCampaignStore(cfg.Store.KV())
 	e.campaigns.init()
 	e.events = hw.SpawnFunc(e.onEvent, "events", actor.WithInboxSize(64))
@@ -168,7 +164,7 @@ func (e *Engine) boot() error {
 	if err != nil {
 		return err
 	}
-	pending, err := e.recoverOutbox()
+	pending, err := e.Messages.recover()
 	if err != nil {
 		return err
 	}
@@ -193,15 +189,15 @@ func (e *Engine) Stop(ctx context.Context) {
 	e.poisonAll(ctx, append(e.Keys.idx.pids(), e.Sessions.idx.pids()...))
 	// The outcomes of the sessions' last sends are written, and only then settled into the
 	// accounts (messages.Outcome); accounts last.
-	e.msgs.outbox.Flush()
+	e.Messages.msgs.outbox.Flush()
 	// Every change above has been reported: publish what is queued.
 	defer e.pub.stop()
 	var accounts []*actor.PID
-	for _, a := range e.accounts.drain() {
+	for _, a := range e.Messages.accounts.drain() {
 		accounts = append(accounts, a.pid)
 	}
 	e.poisonAll(ctx, accounts)
-	e.msgs.outbox.Flush()
+	e.Messages.msgs.outbox.Flush()
 	e.hw.Unsubscribe(e.events)
 	<-e.hw.Poison(e.events).Done()
 }
@@ -270,7 +266,7 @@ type Stats struct {
 // Stats reads the engine's counters.
 func (e *Engine) Stats() Stats {
 	return Stats{
-		MessagesSent: e.metrics.sent.Load(), MessagesFailed: e.metrics.failed.Load(), OutboxDepth: e.msgs.depth.Load(),
+		MessagesSent: e.metrics.sent.Load(), MessagesFailed: e.metrics.failed.Load(), OutboxDepth: e.Messages.msgs.depth.Load(),
 		Sessions: e.Sessions.idx.len(), Keys: e.Keys.idx.len(), CampaignsRunning: e.campaignsRunning(),
 		CampaignsCompleted: e.metrics.campCompleted.Load(), CampaignsCancelled: e.metrics.campCancelled.Load(),
 		CampaignsFailed: e.metrics.campFailed.Load(),

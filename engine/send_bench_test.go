@@ -82,7 +82,7 @@ func BenchmarkSendPath(b *testing.B) {
 					b.Error(err)
 					return
 				}
-				_, err = e.Send(ctx, SendRequest{UserID: g.Key.UserID, Origin: "api", Message: domain.Message{
+				_, err = e.Messages.Send(ctx, SendRequest{UserID: g.Key.UserID, Origin: "api", Message: domain.Message{
 					To: fmt.Sprintf("4915%08d", i%1000), Kind: domain.KindText, Text: "Your order 1042 has shipped and is on its way to you."}})
 				if err != nil {
 					b.Error(err)

@@ -137,8 +137,8 @@ func (s *Sessions) spawnDelayed(st domain.Session, connectDelay time.Duration) *
 	deps := session.Deps{
 		Store: s.table, Network: s.e.cfg.Network, Clock: clockFunc(s.e.cfg.Now), Log: s.e.log,
 		Publisher:    ent,
-		Deliveries:   s.e.msgs,
-		Messages:     s.e.msgs,
+		Deliveries:   s.e.Messages.msgs,
+		Messages:     s.e.Messages.msgs,
 		Inbound:      s.e.inbound,
 		Events:       s.events(),
 		ConnectDelay: connectDelay,
@@ -460,7 +460,7 @@ func (s *Sessions) Delete(ctx context.Context, id string) error {
 		gone := fmt.Errorf("%w: the session was deleted", ErrSessionNotFound)
 		q.Code, q.Error = domain.CodeOf(gone), gone.Error()
 		q.SetStatus(domain.MsgFailed, now)
-		s.e.msgs.Outcome(q, gone)
+		s.e.Messages.msgs.Outcome(q, gone)
 	}
 	s.e.log.Info("session deleted", "session_id", id, "queued_failed", len(queued))
 	return nil

@@ -82,7 +82,7 @@ type storeSender struct{ e *Engine }
 // Send sends a store event's message through the owner's default session under the entry's
 // message id.
 func (ss storeSender) Send(ctx context.Context, uid, msgID, to, text, origin string) (domain.OutboxEntry, error) {
-	return ss.e.Send(ctx, SendRequest{UserID: uid, Origin: origin,
+	return ss.e.Messages.Send(ctx, SendRequest{UserID: uid, Origin: origin,
 		Message: network.Message{ID: msgID, To: to, Kind: network.KindText, Text: text}})
 }
 
@@ -94,7 +94,7 @@ func (ss storeSender) SessionReady(uid string) bool {
 
 // Outcome looks a message up in the outbox.
 func (ss storeSender) Outcome(msgID string) (domain.OutboxEntry, bool) {
-	return ss.e.outboxOutcome(msgID)
+	return ss.e.Messages.stored(msgID)
 }
 
 // Interface guards.

@@ -209,7 +209,7 @@ func (us *Users) Update(ctx context.Context, p UserPatch) (persist.User, error) 
 	us.put(u)
 	if planChanged {
 		us.e.Keys.setPlan(u.ID, us.keyPlan(u.ID))
-		us.e.setLimit(u.ID, us.planOf(u.ID).MonthlyMessages)
+		us.e.Messages.setLimit(u.ID, us.planOf(u.ID).MonthlyMessages)
 	}
 	return u, nil
 }

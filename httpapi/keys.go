@@ -212,7 +212,7 @@ func (s *Server) account(ctx *fasthttp.RequestCtx) error {
 		return err
 	}
 	a := accountOf(r)
-	acct, err := s.eng.Account(s.reqContext(ctx), r.Key.UserID)
+	acct, err := s.eng.Messages.Allowance(s.reqContext(ctx), r.Key.UserID)
 	if err != nil {
 		return err
 	}
