@@ -75,23 +75,21 @@ type Config struct {
 
 // Engine is the running core.
 type Engine struct {
-	Users    *Users
-	Keys     *Keys
-	Sessions *Sessions
-	Messages *Messages
+	Users     *Users
+	Keys      *Keys
+	Sessions  *Sessions
+	Messages  *Messages
+	Campaigns *Campaigns
 
 	cfg    Config
 	log    *slog.Logger
 	hw     *actor.Engine
 	events *actor.PID
 
-	inbound       session.Inbound // takes incoming messages (events out); nil drops them
-	pub           *publisher      // events out, in order (nil: off)
-	metrics       engineMetrics
-	campaignStore *campaignStore
-	campaigns     registry[string, *campaignEntry]
-	campaignLate  lateness
-	stores        *storeService
+	inbound session.Inbound // takes incoming messages (events out); nil drops them
+	pub     *publisher      // events out, in order (nil: off)
+	metrics engineMetrics
+	stores  *storeService
 }
 
 // New builds the engine and rebuilds every actor from storage.
@@ -140,8 +138,7 @@ func New(cfg Config) (*Engine, error) {
 		e.pub = newPublisher(cfg.Events, cfg.Store.KV(), e.log)
 		e.inbound = inbound{sink: cfg.Events, log: e.log}
 	}
-	e.campaignStore = newCampaignStore(cfg.Store.KV())
-	e.campaigns.init()
+	e.Campaigns = newCampaigns(e)
 	e.events = hw.SpawnFunc(e.onEvent, "events", actor.WithInboxSize(64))
 	hw.Subscribe(e.events)
 	if err := e.boot(); err != nil {
@@ -168,7 +165,7 @@ func (e *Engine) boot() error {
 	if err != nil {
 		return err
 	}
-	campaigns, err := e.bootCampaigns()
+	campaigns, err := e.Campaigns.boot()
 	if err != nil {
 		return err
 	}
@@ -185,7 +182,7 @@ func (e *Engine) Stop(ctx context.Context) {
 	// Store actors before the rest: an event they leave unfinished stays in their durable inbox.
 	e.stopStores(ctx)
 	// Campaigns next, so no new number starts; their cursors are persisted with every number.
-	e.poisonAll(ctx, e.campaigns.pids())
+	e.poisonAll(ctx, e.Campaigns.idx.pids())
 	e.poisonAll(ctx, append(e.Keys.idx.pids(), e.Sessions.idx.pids()...))
 	// The outcomes of the sessions' last sends are written, and only then settled into the
 	// accounts (messages.Outcome); accounts last.
@@ -267,7 +264,7 @@ type Stats struct {
 func (e *Engine) Stats() Stats {
 	return Stats{
 		MessagesSent: e.metrics.sent.Load(), MessagesFailed: e.metrics.failed.Load(), OutboxDepth: e.Messages.msgs.depth.Load(),
-		Sessions: e.Sessions.idx.len(), Keys: e.Keys.idx.len(), CampaignsRunning: e.campaignsRunning(),
+		Sessions: e.Sessions.idx.len(), Keys: e.Keys.idx.len(), CampaignsRunning: e.Campaigns.running(),
 		CampaignsCompleted: e.metrics.campCompleted.Load(), CampaignsCancelled: e.metrics.campCancelled.Load(),
 		CampaignsFailed: e.metrics.campFailed.Load(),
 	}
