@@ -23,7 +23,7 @@ import (
 // ErrCampaignNotFound: no campaign with this id for this user.
 var ErrCampaignNotFound = domain.ErrCampaignNotFound
 
-// Get retention once ended (record), and for the per-number details.
+// Campaign retention once ended (record), and for the per-number details.
 const (
 	campaignRetention = 30 * 24 * time.Hour
 	detailRetention   = 90 * 24 * time.Hour

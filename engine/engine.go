@@ -80,6 +80,7 @@ type Engine struct {
 	Sessions  *Sessions
 	Messages  *Messages
 	Campaigns *Campaigns
+	Stores    *Stores
 
 	cfg    Config
 	log    *slog.Logger
@@ -89,7 +90,6 @@ type Engine struct {
 	inbound session.Inbound // takes incoming messages (events out); nil drops them
 	pub     *publisher      // events out, in order (nil: off)
 	metrics engineMetrics
-	stores  *storeService
 }
 
 // New builds the engine and rebuilds every actor from storage.
@@ -129,16 +129,17 @@ func New(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger, hw: hw}
+	if cfg.Events != nil {
+		e.pub = newPublisher(cfg.Events, cfg.Store.KV(), e.log)
+		e.inbound = inbound{sink: cfg.Events, log: e.log}
+	}
 	e.Users = newUsers(e, cfg.AdminUIDs)
 	e.Keys = newKeys(e)
 	e.Sessions = newSessions(e)
 	e.Messages = &Messages{e: e, msgs: newMessages(e, persist.NewOutbox(cfg.Store.KV())), accountTable: persist.NewAccounts(cfg.Store.KV())}
 	e.Messages.accounts.init()
-	if cfg.Events != nil {
-		e.pub = newPublisher(cfg.Events, cfg.Store.KV(), e.log)
-		e.inbound = inbound{sink: cfg.Events, log: e.log}
-	}
 	e.Campaigns = newCampaigns(e)
+	e.Stores = newStores(e)
 	e.events = hw.SpawnFunc(e.onEvent, "events", actor.WithInboxSize(64))
 	hw.Subscribe(e.events)
 	if err := e.boot(); err != nil {
@@ -169,7 +170,7 @@ func (e *Engine) boot() error {
 	if err != nil {
 		return err
 	}
-	stores, err := e.bootStores()
+	stores, err := e.Stores.boot()
 	if err != nil {
 		return err
 	}
@@ -180,7 +181,7 @@ func (e *Engine) boot() error {
 // Stop stops every actor (each flushes its state) and waits for them, within ctx.
 func (e *Engine) Stop(ctx context.Context) {
 	// Store actors before the rest: an event they leave unfinished stays in their durable inbox.
-	e.stopStores(ctx)
+	e.Stores.stop(ctx)
 	// Campaigns next, so no new number starts; their cursors are persisted with every number.
 	e.poisonAll(ctx, e.Campaigns.idx.pids())
 	e.poisonAll(ctx, append(e.Keys.idx.pids(), e.Sessions.idx.pids()...))

@@ -49,8 +49,8 @@ type WebhookResult struct {
 // delivery id, commit the event to the store's durable inbox (dedupe mark and entry in one
 // group commit), and hand it to the store's actor. It parses nothing beyond a JSON validity
 // check and a scan for a phone field; the actor does the rest.
-func (e *Engine) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, error) {
-	s := e.stores
+func (st *Stores) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, error) {
+	e, s := st.e, st.s
 	ent := s.resolve(w)
 	if ent == nil {
 		return WebhookResult{Topic: "none"}, fmt.Errorf("%w: no connected store matches this webhook", ErrStoreNotFound)
@@ -84,7 +84,7 @@ func (e *Engine) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, e
 	}
 	if res.Status == WebhookIgnored {
 		s.ignored.Add(1)
-		e.hw.Send(e.storeActor(ent), storeevents.RecordEvent{Record: domain.StoreEvent{
+		e.hw.Send(st.actorOf(ent), storeevents.RecordEvent{Record: domain.StoreEvent{
 			Topic: topic, WebhookID: string(w.DeliveryID), Status: domain.StoreEventSkipped, Reason: res.Reason,
 			ReceivedAt: now, ProcessedAt: now,
 		}})
@@ -120,7 +120,7 @@ func (e *Engine) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, e
 	}
 	s.accepted.Add(1)
 	s.pending.Add(1)
-	e.hw.Send(e.storeActor(ent), storeevents.InboxAdded{Seq: seq})
+	e.hw.Send(st.actorOf(ent), storeevents.InboxAdded{Seq: seq})
 	res.Status = WebhookQueued
 	return res, nil
 }
