@@ -145,7 +145,7 @@ func (c *Campaigns) Start(ctx context.Context, r CampaignRequest) (domain.Campai
 	if err != nil {
 		return domain.Campaign{}, err
 	}
-	now := c.e.Now().UTC()
+	now := c.e.now().UTC()
 	st := domain.Campaign{
 		ID: r.ID, UserID: r.UserID, SessionID: ent.view.Load().ID, Message: r.Message,
 		Numbers: r.Numbers, Delay: r.Delay, Status: domain.CampaignQueued, Granted: int(res.Granted()),

@@ -1,11 +1,33 @@
-// Package engine is the application core: it starts the hollywood actor engine, spawns and
-// supervises every actor, rebuilds them from storage at boot, and is the only API the HTTP
-// layer calls. Imports: actors/* (one package per actor kind, whose interfaces the engine
-// implements), persist (record types), hollywood; never httpapi or identity.
+// Package engine is the application core: the gateway's use cases, as the facets of one
+// Engine, over actors that own the gateway's state. It starts the hollywood actor engine,
+// spawns and supervises every actor, and rebuilds them from storage at boot. The HTTP layer
+// calls only the facets (eng.Keys.Authorize, eng.Messages.Send, ...).
 //
-// Concurrency: the engine's own state is the user directory and the key index, each behind its
-// own RWMutex (never held together, never held while talking to an actor). Everything else is
-// owned by actors.
+// The facets, each a small type with the state it owns:
+//
+//   - Users (users.go): the user directory, ID-token sign-in, the admin's user management,
+//     each user's plan.
+//   - Keys (keys.go): API keys; one key actor per key (record and daily counter); the check of
+//     a raw key on every v1 call.
+//   - Sessions (sessions.go): messaging sessions; one session actor per session (state
+//     machine, transport client, send queue); the session a send goes through.
+//   - Messages (messages.go, allowance.go, idempotency.go): accept, then deliver, through the
+//     durable outbox; the monthly allowance (one account actor per user) that every send
+//     reserves from; the Idempotency-Keys of v1 POSTs.
+//   - Campaigns (campaigns.go): bulk sends; one campaign actor per running campaign.
+//   - Stores (stores.go, storeconnect.go, templates.go, webhook.go, stores_actors.go): connected
+//     stores, their templates and the webhook receiver; one storeevents actor per store with
+//     events to run.
+//   - Events (events*.go, publish.go): webhook subscriptions and events out. It is its own
+//     type, built by main (NewEvents) and handed to New as Config.Events.
+//
+// Engine itself holds only what the facets share: the configuration, the hollywood engine and
+// spawn, the event publisher and the counters. New builds the facets and boots them in
+// order; Stop stops them in the order that loses nothing. Every kind of actor is found through
+// one generic registry (registry.go); the package's locks and their order are in LOCKS.md.
+//
+// Imports: actors/* (one package per actor kind, whose interfaces the engine implements),
+// domain, persist, network (the port), ecom, media, hollywood; never httpapi or identity.
 package engine
 
 import (
@@ -73,7 +95,7 @@ type Config struct {
 	Stores StoreConfig
 }
 
-// Engine is the running core.
+// Engine is the running core: its exported fields are the facets (see the package doc).
 type Engine struct {
 	Users     *Users
 	Keys      *Keys
@@ -148,7 +170,11 @@ func New(cfg Config) (*Engine, error) {
 	return e, nil
 }
 
-// boot loads users and respawns one actor per API key.
+// boot rebuilds every facet from storage, in an order that matters: users first (the key and
+// account actors take their caps from the owner's plan); sessions before the outbox is
+// recovered (its entries go back to their sessions' deliverers); the outbox before campaigns
+// and stores (a message accepted before the restart takes its allowance back, forced, before
+// a campaign reclaims what is left of its batch or a store event sends anew).
 func (e *Engine) boot() error {
 	users, err := e.Users.boot()
 	if err != nil {
@@ -271,8 +297,8 @@ func (e *Engine) Stats() Stats {
 	}
 }
 
-// Now is the engine's clock.
-func (e *Engine) Now() time.Time { return e.cfg.Now() }
+// now is the engine's clock (Config.Now).
+func (e *Engine) now() time.Time { return e.cfg.Now() }
 
 // clockFunc is the engine's clock as the actors consume it (their Clock interfaces).
 type clockFunc func() time.Time

@@ -171,7 +171,7 @@ func (k *Keys) Create(ctx context.Context, r KeyRequest) (KeyView, string, error
 	rec := persist.APIKey{
 		ID: uuid.NewString(), UserID: r.UserID, Name: r.Name,
 		Hash: hex.EncodeToString(sum[:]), Last4: raw[len(raw)-4:],
-		Status: StatusOn, Scopes: scopes, CreatedAt: k.e.Now().UTC(), ExpiresAt: r.ExpiresAt,
+		Status: StatusOn, Scopes: scopes, CreatedAt: k.e.now().UTC(), ExpiresAt: r.ExpiresAt,
 	}
 	if err := k.e.cfg.Store.PutKey(ctx, rec); err != nil {
 		return KeyView{}, "", fmt.Errorf("%w: save key: %v", ErrUnavailable, err)
@@ -296,7 +296,7 @@ func (k *Keys) Validate(raw []byte) (KeyView, error) {
 	if rec.Status != StatusOn {
 		return v, ErrKeyRevoked
 	}
-	if rec.ExpiresAt != nil && !k.e.Now().Before(*rec.ExpiresAt) {
+	if rec.ExpiresAt != nil && !k.e.now().Before(*rec.ExpiresAt) {
 		return v, ErrKeyExpired
 	}
 	return v, nil

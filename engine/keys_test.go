@@ -170,7 +170,7 @@ func waitUntil(t testing.TB, total time.Duration, what string, cond func() bool)
 	}
 }
 
-// authz is AuthorizeKey with its two results in one value, for table checks.
+// authz is Keys.Authorize with its two results in one value, for table checks.
 func authz(e *Engine, raw []byte, scope string) key.Result {
 	g, err := e.Keys.Authorize(raw, scope)
 	return key.Result{Grant: g, Err: err}

@@ -137,7 +137,7 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 			return domain.OutboxEntry{}, err
 		}
 	}
-	now := e.Now().UTC()
+	now := e.now().UTC()
 	entry := domain.OutboxEntry{
 		ID: r.Message.ID, SessionID: ent.view.Load().ID, UserID: r.UserID, Origin: r.Origin,
 		Message: r.Message, CreatedAt: domain.MillisOf(now),

@@ -229,7 +229,7 @@ func (s *Sessions) Create(ctx context.Context, name, assignTo string) (SessionVi
 			return SessionView{}, err
 		}
 	}
-	now := s.e.Now().UTC()
+	now := s.e.now().UTC()
 	st := domain.Session{
 		ID: uuid.NewString(), Name: strings.TrimSpace(name), Status: domain.StatusCreated,
 		AssignedTo: assignTo, CreatedAt: now, LastActivity: now,
@@ -455,7 +455,7 @@ func (s *Sessions) Delete(ctx context.Context, id string) error {
 		return fmt.Errorf("%w: delete session: %v", ErrUnavailable, err)
 	}
 	s.idx.remove(id, ent.view.Load().AssignedTo)
-	now := s.e.Now().UTC()
+	now := s.e.now().UTC()
 	for _, q := range queued {
 		gone := fmt.Errorf("%w: the session was deleted", ErrSessionNotFound)
 		q.Code, q.Error = domain.CodeOf(gone), gone.Error()

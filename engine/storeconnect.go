@@ -25,7 +25,7 @@ func (st *Stores) OAuthInit(ctx context.Context, uid, shop, clientID, clientSecr
 	if !ok {
 		return "", "", fmt.Errorf("%w: %q; use <name>.myshopify.com", ErrInvalidShop, shop)
 	}
-	n := persist.OAuthNonce{UserID: uid, Shop: canonical, ClientID: strings.TrimSpace(clientID), CreatedAt: st.e.Now().UTC()}
+	n := persist.OAuthNonce{UserID: uid, Shop: canonical, ClientID: strings.TrimSpace(clientID), CreatedAt: st.e.now().UTC()}
 	clientSecret = strings.TrimSpace(clientSecret)
 	switch {
 	case n.ClientID == "" && clientSecret == "":
@@ -99,7 +99,7 @@ func (st *Stores) OAuthCallback(ctx context.Context, q url.Values) (string, erro
 		return fail(CallbackInvalidState, errors.New("unknown or expired state"))
 	case err != nil:
 		return fail(CallbackUnavailable, err)
-	case st.e.Now().Sub(n.CreatedAt) > persist.OAuthNonceTTL:
+	case st.e.now().Sub(n.CreatedAt) > persist.OAuthNonceTTL:
 		return fail(CallbackInvalidState, errors.New("expired state"))
 	case n.UserID != uid || n.Shop != shop:
 		return fail(CallbackInvalidState, errors.New("the state was issued for another user or shop"))
@@ -180,7 +180,7 @@ func (st *Stores) NativeConnect(ctx context.Context, uid, shop, webhookSecret st
 	if !ok {
 		return "", "", fmt.Errorf("%w: %q; use <name>.myshopify.com", ErrInvalidShop, shop)
 	}
-	rec := StoreRecord{Shop: canonical, Platform: ecom.PlatformShopify, Method: StoreMethodNative, UserID: uid, ConnectedAt: st.e.Now().UTC()}
+	rec := StoreRecord{Shop: canonical, Platform: ecom.PlatformShopify, Method: StoreMethodNative, UserID: uid, ConnectedAt: st.e.now().UTC()}
 	if err := st.sealInto(&rec, "", webhookSecret); err != nil {
 		return "", "", err
 	}
@@ -209,7 +209,7 @@ func (st *Stores) Connect(ctx context.Context, uid, platform, domain, token, web
 		if !ok {
 			return fmt.Errorf("%w: domain must be the store's host name (shop.example.com)", ErrValidation)
 		}
-		rec := StoreRecord{Shop: host, Platform: ecom.PlatformWooCommerce, Method: StoreMethodConnect, UserID: uid, ConnectedAt: st.e.Now().UTC()}
+		rec := StoreRecord{Shop: host, Platform: ecom.PlatformWooCommerce, Method: StoreMethodConnect, UserID: uid, ConnectedAt: st.e.now().UTC()}
 		if err := st.sealInto(&rec, "", webhookSecret); err != nil {
 			return err
 		}
@@ -250,7 +250,7 @@ func (st *Stores) connectShopify(ctx context.Context, rec StoreRecord, token, we
 	if err != nil {
 		st.e.log.Warn("store webhooks not all registered", "shop", rec.Shop, "user_id", rec.UserID, "registered", n, "err", err)
 	}
-	rec.Platform, rec.WebhooksRegistered, rec.ConnectedAt = ecom.PlatformShopify, n, st.e.Now().UTC()
+	rec.Platform, rec.WebhooksRegistered, rec.ConnectedAt = ecom.PlatformShopify, n, st.e.now().UTC()
 	if err := st.sealInto(&rec, token, webhookSecret); err != nil {
 		return reg, err
 	}

@@ -99,7 +99,7 @@ func (us *Users) createProfile(ctx context.Context, p Principal) (persist.User, 
 	if u, ok := us.lookup(p.UID); ok {
 		return u, nil
 	}
-	now := us.e.Now().UTC()
+	now := us.e.now().UTC()
 	u := persist.User{ID: p.UID, Name: p.Name, Email: p.Email, Role: RoleClient, Plan: us.e.cfg.DefaultPlan, CreatedAt: now, UpdatedAt: now}
 	if us.admins[p.UID] || (us.e.cfg.DevRoles && p.ClaimsAdmin) {
 		u.Role = RoleAdmin
@@ -163,7 +163,7 @@ func (us *Users) Create(ctx context.Context, n NewUser) (persist.User, error) {
 	if _, ok := us.lookup(n.ID); ok {
 		return persist.User{}, fmt.Errorf("%w: user %s", ErrAlreadyExists, n.ID)
 	}
-	now := us.e.Now().UTC()
+	now := us.e.now().UTC()
 	u := persist.User{ID: n.ID, Name: n.Name, Email: n.Email, Role: n.Role, Plan: n.Plan, CreatedAt: now, UpdatedAt: now}
 	if err := us.e.cfg.Store.PutUser(ctx, u); err != nil {
 		return persist.User{}, fmt.Errorf("%w: save user: %v", ErrUnavailable, err)
@@ -202,7 +202,7 @@ func (us *Users) Update(ctx context.Context, p UserPatch) (persist.User, error) 
 	if err := us.checkRolePlan(u.Role, u.Plan); err != nil {
 		return persist.User{}, err
 	}
-	u.UpdatedAt = us.e.Now().UTC()
+	u.UpdatedAt = us.e.now().UTC()
 	if err := us.e.cfg.Store.PutUser(ctx, u); err != nil {
 		return persist.User{}, fmt.Errorf("%w: save user: %v", ErrUnavailable, err)
 	}

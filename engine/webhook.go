@@ -73,7 +73,7 @@ func (st *Stores) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, 
 	if b := bytes.TrimLeft(w.Body, " \t\r\n"); len(b) == 0 || b[0] != '{' || !json.Valid(w.Body) {
 		return res, ErrInvalidPayload
 	}
-	now := e.Now().UTC()
+	now := e.now().UTC()
 	orderShaped := woo || topic == ecom.TopicOrderCreated || topic == ecom.TopicOrderPaid || topic == ecom.TopicOrderCancelled
 	switch {
 	case woo && topic != ecom.WooTopicOrderCreated && topic != ecom.WooTopicOrderUpdated,
