@@ -9,8 +9,8 @@
 //     each user's plan.
 //   - Keys (keys.go): API keys; one key actor per key (record and daily counter); the check of
 //     a raw key on every v1 call.
-//   - Sessions (sessions.go): messaging sessions; one session actor per session (state
-//     machine, transport client, send queue); the session a send goes through.
+//   - Sessions (sessions.go, sessions_own.go): messaging sessions; one session actor per
+//     session (state machine, transport client, send queue); the session a send goes through.
 //   - Messages (messages.go, allowance.go, idempotency.go): accept, then deliver, through the
 //     durable outbox; the monthly allowance (one account actor per user) that every send
 //     reserves from; the Idempotency-Keys of v1 POSTs.
