@@ -42,7 +42,6 @@ import (
 	"github.com/anthdm/hollywood/actor"
 
 	"github.com/gateway/gateway/actors/key"
-	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/persist"
@@ -104,14 +103,13 @@ type Engine struct {
 	Campaigns *Campaigns
 	Stores    *Stores
 
-	cfg    Config
-	log    *slog.Logger
-	hw     *actor.Engine
-	events *actor.PID
-
-	inbound session.Inbound // takes incoming messages (events out); nil drops them
-	pub     *publisher      // events out, in order (nil: off)
-	metrics engineMetrics
+	// What the facets share.
+	cfg     Config
+	log     *slog.Logger
+	hw      *actor.Engine // the hollywood engine every actor runs on (spawn)
+	events  *actor.PID    // logs the actor system's events (onEvent)
+	pub     *publisher    // events out, in order (nil: off)
+	metrics engineMetrics // the counters Stats reads
 }
 
 // New builds the engine and rebuilds every actor from storage.
@@ -153,7 +151,6 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{cfg: cfg, log: cfg.Logger, hw: hw}
 	if cfg.Events != nil {
 		e.pub = newPublisher(cfg.Events, cfg.Store.KV(), e.log)
-		e.inbound = inbound{sink: cfg.Events, log: e.log}
 	}
 	e.Users = newUsers(e, cfg.AdminUIDs)
 	e.Keys = newKeys(e)

@@ -35,11 +35,15 @@ type Sessions struct {
 	idx      sessionIndex
 	table    persist.Sessions
 	contacts persist.Contacts
-	create   sync.Mutex // serialises the creation of a user's own session
+	inbound  session.Inbound // takes incoming messages (events out); nil drops them
+	create   sync.Mutex      // serialises the creation of a user's own session
 }
 
 func newSessions(e *Engine) *Sessions {
 	s := &Sessions{e: e, table: persist.NewSessions(e.cfg.Store.KV()), contacts: persist.NewContacts(e.cfg.Store.KV())}
+	if e.cfg.Events != nil {
+		s.inbound = inbound{sink: e.cfg.Events, log: e.log}
+	}
 	s.idx.init()
 	return s
 }
@@ -139,7 +143,7 @@ func (s *Sessions) spawnDelayed(st domain.Session, connectDelay time.Duration) *
 		Publisher:    ent,
 		Deliveries:   s.e.Messages.msgs,
 		Messages:     s.e.Messages.msgs,
-		Inbound:      s.e.inbound,
+		Inbound:      s.inbound,
 		Events:       s.events(),
 		ConnectDelay: connectDelay,
 		Contacts:     s.contacts,
