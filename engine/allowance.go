@@ -2,13 +2,11 @@ package engine
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 
 	"github.com/anthdm/hollywood/actor"
 
 	"github.com/gateway/gateway/actors/account"
-	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/persist"
 )
 
@@ -18,7 +16,7 @@ import (
 // rest, exactly once: Commit and Release may be called from any goroutine, and whatever is
 // committed or released is gone from the reservation, so no path can count a message twice.
 type Reservation struct {
-	e    *Engine
+	ms   *Messages
 	uid  string
 	left atomic.Int64
 }
@@ -28,22 +26,22 @@ type ReserveOpts struct{ Force, Reclaim bool }
 
 // reserve asks the user's account for up to n messages; the reservation may hold less (a bulk
 // batch is clipped). ErrQuotaExceeded when nothing is left this month.
-func (e *Engine) reserve(ctx context.Context, uid string, n int64, o ReserveOpts) (*Reservation, error) {
+func (ms *Messages) reserve(ctx context.Context, uid string, n int64, o ReserveOpts) (*Reservation, error) {
 	msg := &account.Reserve{N: n, Force: o.Force, Reclaim: o.Reclaim, Reply: make(chan account.Result, 1)}
-	e.hw.Send(e.account(uid), msg)
-	res, err := waitReply(ctx, msg.Reply, e.cfg.AskTimeout, "account")
+	ms.e.hw.Send(ms.account(uid), msg)
+	res, err := waitReply(ctx, msg.Reply, ms.e.cfg.AskTimeout, "account")
 	if err == nil {
 		err = res.Err
 	}
 	if err != nil {
 		return nil, err
 	}
-	return e.adopt(uid, res.Granted), nil
+	return ms.adopt(uid, res.Granted), nil
 }
 
 // adopt wraps allowance reserved already (a campaign's batch, handed out one number at a time).
-func (e *Engine) adopt(uid string, n int64) *Reservation {
-	r := &Reservation{e: e, uid: uid}
+func (ms *Messages) adopt(uid string, n int64) *Reservation {
+	r := &Reservation{ms: ms, uid: uid}
 	r.left.Store(n)
 	return r
 }
@@ -54,29 +52,29 @@ func (r *Reservation) Granted() int64 { return r.left.Load() }
 // Take moves n of the reservation into a new one (a campaign's number becomes a message).
 func (r *Reservation) Take(n int64) *Reservation {
 	if !r.take(n) {
-		return r.e.adopt(r.uid, 0)
+		return r.ms.adopt(r.uid, 0)
 	}
-	return r.e.adopt(r.uid, n)
+	return r.ms.adopt(r.uid, n)
 }
 
 // Commit counts n held messages as sent.
 func (r *Reservation) Commit(n int64) {
 	if r.take(n) {
-		r.e.hw.Send(r.e.account(r.uid), account.Settle{Sent: n, Unreserve: n})
+		r.ms.e.hw.Send(r.ms.account(r.uid), account.Settle{Sent: n, Unreserve: n})
 	}
 }
 
 // Release gives back whatever the reservation still holds.
 func (r *Reservation) Release() {
 	if n := r.left.Swap(0); n > 0 {
-		r.e.hw.Send(r.e.account(r.uid), account.Settle{Unreserve: n})
+		r.ms.e.hw.Send(r.ms.account(r.uid), account.Settle{Unreserve: n})
 	}
 }
 
 // ReleaseN gives back n of what the reservation holds.
 func (r *Reservation) ReleaseN(n int64) {
 	if r.take(n) {
-		r.e.hw.Send(r.e.account(r.uid), account.Settle{Unreserve: n})
+		r.ms.e.hw.Send(r.ms.account(r.uid), account.Settle{Unreserve: n})
 	}
 }
 
@@ -92,56 +90,32 @@ func (r *Reservation) take(n int64) bool {
 	}
 }
 
-// accountIndex: one account actor per user, spawned on first use.
-type accountIndex struct {
-	mu   sync.RWMutex
-	pids map[string]*actor.PID
+// accountEntry is a user's account actor (spawned on first use). It publishes no view: the
+// allowance is asked for.
+type accountEntry struct{ pid *actor.PID }
+
+func (a *accountEntry) actorPID() *actor.PID { return a.pid }
+
+// account returns the user's account actor, spawning it on first use.
+func (ms *Messages) account(uid string) *actor.PID {
+	e := ms.e
+	return ms.accounts.getOrPut(uid, func() *accountEntry {
+		deps := account.Deps{Store: ms.accountTable, Clock: clockFunc(e.cfg.Now), Log: e.log}
+		return &accountEntry{pid: e.spawn(account.New(uid, e.Users.planOf(uid).MonthlyMessages, deps), "account", uid)}
+	}).pid
 }
 
-func (e *Engine) account(uid string) *actor.PID {
-	e.accounts.mu.RLock()
-	pid := e.accounts.pids[uid]
-	e.accounts.mu.RUnlock()
-	if pid != nil {
-		return pid
-	}
-	e.accounts.mu.Lock()
-	defer e.accounts.mu.Unlock()
-	if pid = e.accounts.pids[uid]; pid == nil {
-		deps := account.Deps{Store: e.accountTable, Clock: clockFunc(e.cfg.Now), Log: e.log}
-		pid = e.spawn(account.New(uid, e.monthlyLimit(uid), deps), "account", uid)
-		e.accounts.pids[uid] = pid
-	}
-	return pid
-}
-
-func (e *Engine) monthlyLimit(uid string) int64 {
-	return e.planOf(uid).MonthlyMessages
-}
-
-func (e *Engine) planOf(uid string) Plan {
-	name := e.cfg.DefaultPlan
-	if u, ok := e.users.get(uid); ok && u.Plan != "" {
-		name = u.Plan
-	}
-	return e.cfg.Plans[name]
-}
-
-// Account is the user's monthly allowance.
-func (e *Engine) Account(ctx context.Context, uid string) (account.Result, error) {
+// Allowance is the user's monthly allowance: the limit, what was sent this month, what is
+// reserved for messages in flight, and when it resets.
+func (ms *Messages) Allowance(ctx context.Context, uid string) (account.Result, error) {
 	msg := &account.Get{Reply: make(chan account.Result, 1)}
-	e.hw.Send(e.account(uid), msg)
-	return waitReply(ctx, msg.Reply, e.cfg.AskTimeout, "account")
+	ms.e.hw.Send(ms.account(uid), msg)
+	return waitReply(ctx, msg.Reply, ms.e.cfg.AskTimeout, "account")
+}
+
+// setLimit gives the user's account a new monthly limit (a plan change).
+func (ms *Messages) setLimit(uid string, limit int64) {
+	ms.e.hw.Send(ms.account(uid), account.SetLimit{Limit: limit})
 }
 
 var _ account.Store = persist.Accounts{}
-
-// pacingOf is the pacing of a session owned by uid: the network's default with the owner's
-// plan's over it (the session's own override is laid on by its actor).
-func (e *Engine) pacingOf(uid string) domain.Pacing {
-	p := e.cfg.Pacing
-	if uid != "" {
-		p = p.Merge(e.planOf(uid).Pacing)
-	}
-	return p
-}

@@ -16,10 +16,10 @@ func TestReservationSettlesEachUnitOnce(t *testing.T) {
 	e := newTestEngine(t, persist.NewStore(persist.NewMemory()), clk, Plans{"free": {RateLimit: 0, MonthlyMessages: 10}})
 	defer e.Stop(context.Background())
 	ctx := context.Background()
-	if _, err := e.CreateUser(ctx, NewUser{ID: "alice"}); err != nil {
+	if _, err := e.Users.Create(ctx, NewUser{ID: "alice"}); err != nil {
 		t.Fatal(err)
 	}
-	batch, err := e.reserve(ctx, "alice", 4, ReserveOpts{})
+	batch, err := e.Messages.reserve(ctx, "alice", 4, ReserveOpts{})
 	if err != nil || batch.Granted() != 4 {
 		t.Fatalf("reserve 4: %v, granted %d", err, batch.Granted())
 	}
@@ -46,12 +46,12 @@ func TestReservationSettlesEachUnitOnce(t *testing.T) {
 		t.Fatal("took from an empty reservation")
 	}
 	waitUntil(t, 2*time.Second, "the account to settle", func() bool {
-		a, err := e.Account(ctx, "alice")
+		a, err := e.Messages.Allowance(ctx, "alice")
 		return err == nil && a.Sent == 2 && a.Remaining == 8
 	})
 	// Nothing more trickles in.
 	time.Sleep(50 * time.Millisecond)
-	if a, _ := e.Account(ctx, "alice"); a.Sent != 2 || a.Remaining != 8 {
+	if a, _ := e.Messages.Allowance(ctx, "alice"); a.Sent != 2 || a.Remaining != 8 {
 		t.Fatalf("account %+v, want 2 sent and 8 left", a)
 	}
 }

@@ -16,15 +16,16 @@ import (
 // short of the whole batch (the rest is for the caller to try again, which then meets
 // ErrQuotaExceeded on its first message). An error means nothing was accepted: no session, no
 // allowance left, storage unavailable.
-func (e *Engine) SendBatch(ctx context.Context, uid, origin string, msgs []domain.Message) ([]domain.OutboxEntry, error) {
+func (ms *Messages) SendBatch(ctx context.Context, uid, origin string, msgs []domain.Message) ([]domain.OutboxEntry, error) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
-	ent, err := e.sendSession(uid, "")
+	e := ms.e
+	ent, err := e.Sessions.forSend(uid, "")
 	if err != nil {
 		return nil, err
 	}
-	res, err := e.reserve(ctx, uid, int64(len(msgs)), ReserveOpts{})
+	res, err := ms.reserve(ctx, uid, int64(len(msgs)), ReserveOpts{})
 	if err != nil {
 		return nil, err
 	}
@@ -33,19 +34,19 @@ func (e *Engine) SendBatch(ctx context.Context, uid, origin string, msgs []domai
 		res.Release()
 		return nil, ErrQuotaExceeded
 	}
-	now := e.Now().UTC()
+	now := e.now().UTC()
 	sid := ent.view.Load().ID
 	entries := make([]domain.OutboxEntry, n)
 	for i, m := range msgs[:n] {
 		entries[i] = domain.OutboxEntry{ID: m.ID, SessionID: sid, UserID: uid, Origin: origin, Message: m, CreatedAt: domain.MillisOf(now)}
 		entries[i].SetStatus(domain.MsgQueued, now)
 	}
-	if err := e.msgs.outbox.AcceptMany(ctx, entries); err != nil {
+	if err := ms.msgs.outbox.AcceptMany(ctx, entries); err != nil {
 		res.Release()
 		return nil, fmt.Errorf("%w: outbox: %v", ErrUnavailable, err)
 	}
 	for _, entry := range entries {
-		e.msgs.track(entry.ID, res.Take(1), nil)
+		ms.msgs.track(entry.ID, res.Take(1), nil)
 		e.pub.publish(uid, messageEvent(entry, domain.MsgQueued, now))
 		e.hw.Send(ent.pid, session.Enqueue{Entry: entry})
 	}

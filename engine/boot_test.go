@@ -42,17 +42,17 @@ func TestBootReconnectsSpreadOverTheWindow(t *testing.T) {
 	uids := make([]string, n)
 	for i := range uids {
 		uids[i] = fmt.Sprintf("u%03d", i)
-		u, err := e1.CreateUser(ctx, NewUser{ID: uids[i]})
+		u, err := e1.Users.Create(ctx, NewUser{ID: uids[i]})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e1.SessionQR(ctx, u); err != nil {
+		if _, err := e1.Sessions.QR(ctx, u); err != nil {
 			t.Fatal(err)
 		}
 	}
 	waitUntil(t, 20*time.Second, "every session linked", func() bool {
 		for _, uid := range uids {
-			if e1.SessionStatus(uid).Status != domain.StatusConnected {
+			if e1.Sessions.Status(uid).Status != domain.StatusConnected {
 				return false
 			}
 		}
@@ -69,7 +69,7 @@ func TestBootReconnectsSpreadOverTheWindow(t *testing.T) {
 	at := map[string]time.Duration{}
 	waitUntil(t, 3*window, "every session reconnected", func() bool {
 		for _, uid := range uids {
-			if _, ok := at[uid]; !ok && e2.SessionStatus(uid).Status == domain.StatusConnected {
+			if _, ok := at[uid]; !ok && e2.Sessions.Status(uid).Status == domain.StatusConnected {
 				at[uid] = time.Since(start)
 			}
 		}

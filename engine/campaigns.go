@@ -10,12 +10,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gateway/gateway/domain"
 
-	"github.com/anthdm/hollywood/actor"
 	"github.com/google/uuid"
 
 	"github.com/gateway/gateway/actors/campaign"
@@ -89,27 +87,31 @@ func (c *campaignStore) LoadCampaign(id string) (domain.Campaign, error) {
 	return s, err
 }
 
+// Campaigns is the bulk-send facet: starting, reading, waiting for and cancelling campaigns.
+// Each running campaign is an actor (actors/campaign) that owns its cursor and timer and sends
+// its numbers through Messages one at a time; the facet's registry holds the running ones (an
+// ended campaign is read from storage).
+type Campaigns struct {
+	e     *Engine
+	idx   registry[string, *campaignEntry]
+	store *campaignStore
+	late  lateness // the campaign timers' lateness (campaign.Observer)
+}
+
+func newCampaigns(e *Engine) *Campaigns {
+	c := &Campaigns{e: e, store: newCampaignStore(e.cfg.Store.KV())}
+	c.idx.init()
+	return c
+}
+
 // campaignEntry is a running campaign's actor and its last published view.
 type campaignEntry struct {
+	actorRef[domain.Campaign]
 	lastProgress time.Time // the last campaign.progress event (at most one a second)
-	pid          *actor.PID
-	view         atomic.Pointer[domain.Campaign]
 	// done is closed once the campaign's final view is published: waiters select on it rather
 	// than message an actor that may already be gone.
 	done     chan struct{}
 	doneOnce sync.Once
-}
-
-type campaignIndex struct {
-	mu   sync.RWMutex
-	byID map[string]*campaignEntry
-	late lateness
-}
-
-func (x *campaignIndex) get(id string) *campaignEntry {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	return x.byID[id]
 }
 
 // CampaignRequest is a bulk send.
@@ -125,25 +127,25 @@ type CampaignRequest struct {
 	Idem *Idem
 }
 
-// StartCampaign reserves min(len(numbers), remaining allowance) and starts the campaign actor.
+// Start reserves min(len(numbers), remaining allowance) and starts the campaign actor.
 // ErrQuotaExceeded when nothing is left this month.
-func (e *Engine) StartCampaign(ctx context.Context, r CampaignRequest) (domain.Campaign, error) {
-	ent, err := e.sendSession(r.UserID, r.SessionID)
+func (c *Campaigns) Start(ctx context.Context, r CampaignRequest) (domain.Campaign, error) {
+	ent, err := c.e.Sessions.forSend(r.UserID, r.SessionID)
 	if err != nil {
 		return domain.Campaign{}, err
 	}
 	if r.ID != "" {
-		if st, err := e.Campaign(r.UserID, r.ID); err == nil {
+		if st, err := c.Get(r.UserID, r.ID); err == nil {
 			return st, nil
 		}
 	} else {
 		r.ID = uuid.NewString()
 	}
-	res, err := e.reserve(ctx, r.UserID, int64(len(r.Numbers)), ReserveOpts{})
+	res, err := c.e.Messages.reserve(ctx, r.UserID, int64(len(r.Numbers)), ReserveOpts{})
 	if err != nil {
 		return domain.Campaign{}, err
 	}
-	now := e.Now().UTC()
+	now := c.e.now().UTC()
 	st := domain.Campaign{
 		ID: r.ID, UserID: r.UserID, SessionID: ent.view.Load().ID, Message: r.Message,
 		Numbers: r.Numbers, Delay: r.Delay, Status: domain.CampaignQueued, Granted: int(res.Granted()),
@@ -151,56 +153,54 @@ func (e *Engine) StartCampaign(ctx context.Context, r CampaignRequest) (domain.C
 	}
 	var extra []persist.Op
 	if r.Idem != nil {
-		op, err := e.msgs.outbox.IdemOp(r.Idem.ID(), IdemRecord{BodyHash: r.Idem.BodyHash, CampaignID: st.ID})
+		op, err := c.e.Messages.msgs.outbox.IdemOp(r.Idem.ID(), IdemRecord{BodyHash: r.Idem.BodyHash, CampaignID: st.ID})
 		if err != nil {
 			res.Release()
 			return domain.Campaign{}, err
 		}
 		extra = append(extra, op)
 	}
-	if err := e.campaignStore.save(ctx, st, nil, false, extra...); err != nil {
+	if err := c.store.save(ctx, st, nil, false, extra...); err != nil {
 		res.Release()
 		return domain.Campaign{}, fmt.Errorf("%w: save campaign: %v", ErrUnavailable, err)
 	}
-	ce := e.spawnCampaign(st)
-	e.log.Info("campaign started", "campaign_id", st.ID, "user_id", st.UserID, "numbers", len(st.Numbers), "granted", st.Granted)
+	ce := c.spawn(st)
+	c.e.log.Info("campaign started", "campaign_id", st.ID, "user_id", st.UserID, "numbers", len(st.Numbers), "granted", st.Granted)
 	return *ce.view.Load(), nil
 }
 
-func (e *Engine) spawnCampaign(st domain.Campaign) *campaignEntry {
+func (c *Campaigns) spawn(st domain.Campaign) *campaignEntry {
 	ce := &campaignEntry{done: make(chan struct{})}
 	view := st
 	ce.view.Store(&view)
 	deps := campaign.Deps{
-		Store: e.campaignStore, Clock: clockFunc(e.cfg.Now), Log: e.log,
-		Numbers: campaignNumbers{}, Sender: campaignSender{e}, Outbox: campaignSender{e}, Allowance: campaignSender{e},
-		Publisher: campaignViews{e, ce}, Observer: &e.campaigns.late,
+		Store: c.store, Clock: clockFunc(c.e.cfg.Now), Log: c.e.log,
+		Numbers: campaignNumbers{}, Sender: campaignSender{c}, Outbox: campaignSender{c}, Allowance: campaignSender{c},
+		Publisher: campaignViews{c, ce}, Observer: &c.late,
 	}
-	e.campaigns.mu.Lock()
-	e.campaigns.byID[st.ID] = ce
-	e.campaigns.mu.Unlock()
-	ce.pid = e.spawn(campaign.New(st, deps), "campaign", st.ID)
+	c.idx.put(st.ID, ce)
+	ce.pid = c.e.spawn(campaign.New(st, deps), "campaign", st.ID)
 	return ce
 }
 
-// sendCampaignMessage sends one campaign number (its allowance reserved at the start).
-func (e *Engine) sendCampaignMessage(ctx context.Context, s domain.Campaign, to, msgID string) (domain.OutboxEntry, error) {
+// sendMessage sends one campaign number (its allowance reserved at the start).
+func (c *Campaigns) sendMessage(ctx context.Context, s domain.Campaign, to, msgID string) (domain.OutboxEntry, error) {
 	// Still the campaign user's, and connected (an admin may have reassigned it meanwhile; after
 	// a restart it reconnects while the campaign resumes: the campaign waits for it).
-	ent, err := e.sendSession(s.UserID, s.SessionID)
+	ent, err := c.e.Sessions.forSend(s.UserID, s.SessionID)
 	if errors.Is(err, ErrNotConnected) {
 		return domain.OutboxEntry{ID: msgID}, fmt.Errorf("%w: %v", campaign.ErrSessionNotReady, err)
 	}
 	if err != nil {
-		e.adopt(s.UserID, 1).Release()
+		c.e.Messages.adopt(s.UserID, 1).Release()
 		return domain.OutboxEntry{ID: msgID}, err
 	}
 	// The number's allowance is the campaign's (reserved at its start). The campaign waits for
 	// the network's outcome: its details say sent or failed, and pacing stretches its cadence.
-	return e.Send(ctx, SendRequest{
+	return c.e.Messages.Send(ctx, SendRequest{
 		UserID: s.UserID, SessionID: ent.view.Load().ID, Origin: "campaign:" + s.ID,
 		Message:  domain.Message{ID: msgID, To: to, Kind: domain.KindText, Text: s.Message},
-		Reserved: e.adopt(s.UserID, 1), Wait: campaignSendWait,
+		Reserved: c.e.Messages.adopt(s.UserID, 1), Wait: campaignSendWait,
 	})
 }
 
@@ -230,35 +230,33 @@ func (campaignNumbers) MessageID(campaignID string, idx int) string {
 
 // campaignSender sends a campaign's numbers through the engine, looks earlier sends up in the
 // outbox and gives back unused allowance (campaign.Sender, Outbox and Allowance).
-type campaignSender struct{ e *Engine }
+type campaignSender struct{ c *Campaigns }
 
 func (cs campaignSender) Send(ctx context.Context, s domain.Campaign, to, msgID string) (domain.OutboxEntry, error) {
-	return cs.e.sendCampaignMessage(ctx, s, to, msgID)
+	return cs.c.sendMessage(ctx, s, to, msgID)
 }
 
 func (cs campaignSender) Outcome(msgID string) (domain.OutboxEntry, bool) {
-	return cs.e.outboxOutcome(msgID)
+	return cs.c.e.Messages.stored(msgID)
 }
 
-func (cs campaignSender) Release(uid string, n int64) { cs.e.adopt(uid, n).Release() }
+func (cs campaignSender) Release(uid string, n int64) { cs.c.e.Messages.adopt(uid, n).Release() }
 
 // campaignViews takes a campaign actor's views (campaign.Publisher): the entry's view, the
 // campaign events, and at the end the metrics and the index.
 type campaignViews struct {
-	e  *Engine
+	c  *Campaigns
 	ce *campaignEntry
 }
 
 func (v campaignViews) Publish(s domain.Campaign) {
-	e, ce := v.e, v.ce
+	c, ce := v.c, v.ce
 	ce.view.Store(&s)
-	e.campaignEvent(ce, s)
+	c.event(ce, s)
 	if s.Done() {
 		ce.doneOnce.Do(func() { close(ce.done) })
-		e.metrics.campaignsDone(s.Status)
-		e.campaigns.mu.Lock()
-		delete(e.campaigns.byID, s.ID)
-		e.campaigns.mu.Unlock()
+		c.e.metrics.campaignsDone(s.Status)
+		c.idx.delete(s.ID)
 	}
 }
 
@@ -273,32 +271,26 @@ var (
 	_ campaign.Observer  = (*lateness)(nil)
 )
 
-// outboxOutcome looks a message up in the outbox.
-func (e *Engine) outboxOutcome(id string) (domain.OutboxEntry, bool) {
-	m, err := e.msgs.outbox.Get(id)
-	return m, err == nil
-}
-
-// Campaign returns one of the user's campaigns, with its details so far.
-func (e *Engine) Campaign(uid, id string) (domain.Campaign, error) {
-	if ce := e.campaigns.get(id); ce != nil {
+// Get returns one of the user's campaigns, with its details so far.
+func (c *Campaigns) Get(uid, id string) (domain.Campaign, error) {
+	if ce := c.idx.get(id); ce != nil {
 		if v := *ce.view.Load(); v.UserID == uid {
 			return v, nil
 		}
 		return domain.Campaign{}, fmt.Errorf("%w: %s", ErrCampaignNotFound, id)
 	}
-	s, err := e.campaignStore.LoadCampaign(id)
+	s, err := c.store.LoadCampaign(id)
 	if err != nil || s.UserID != uid {
 		return domain.Campaign{}, fmt.Errorf("%w: %s", ErrCampaignNotFound, id)
 	}
 	return s, nil
 }
 
-// WaitCampaign returns once the campaign has ended (or ctx ends).
-func (e *Engine) WaitCampaign(ctx context.Context, id string) (domain.Campaign, error) {
-	ce := e.campaigns.get(id)
+// Wait returns once the campaign has ended (or ctx ends).
+func (c *Campaigns) Wait(ctx context.Context, id string) (domain.Campaign, error) {
+	ce := c.idx.get(id)
 	if ce == nil {
-		s, err := e.campaignStore.LoadCampaign(id)
+		s, err := c.store.LoadCampaign(id)
 		if err != nil {
 			return s, fmt.Errorf("%w: %s", ErrCampaignNotFound, id)
 		}
@@ -312,20 +304,20 @@ func (e *Engine) WaitCampaign(ctx context.Context, id string) (domain.Campaign, 
 	}
 }
 
-// CancelCampaign stops a running campaign before its next number. It answers once no send is
+// Cancel stops a running campaign before its next number. It answers once no send is
 // in flight, so nothing is delivered after it.
-func (e *Engine) CancelCampaign(ctx context.Context, uid, id string) (domain.Campaign, error) {
-	s, err := e.Campaign(uid, id)
+func (c *Campaigns) Cancel(ctx context.Context, uid, id string) (domain.Campaign, error) {
+	s, err := c.Get(uid, id)
 	if err != nil {
 		return s, err
 	}
-	ce := e.campaigns.get(id)
+	ce := c.idx.get(id)
 	if ce == nil || s.Done() {
 		return s, nil
 	}
 	msg := &campaign.Cancel{Reply: make(chan domain.Campaign, 1)}
-	e.hw.Send(ce.pid, msg)
-	t := time.NewTimer(e.cfg.SendTimeout + 10*time.Second)
+	c.e.hw.Send(ce.pid, msg)
+	t := time.NewTimer(c.e.cfg.SendTimeout + 10*time.Second)
 	defer t.Stop()
 	select {
 	case r := <-msg.Reply:
@@ -339,11 +331,11 @@ func (e *Engine) CancelCampaign(ctx context.Context, uid, id string) (domain.Cam
 	}
 }
 
-// bootCampaigns respawns every campaign that had not ended, re-reserving what it still needs
+// boot respawns every campaign that had not ended, re-reserving what it still needs
 // (reservations live in memory and died with the last process).
-func (e *Engine) bootCampaigns() (int, error) {
+func (c *Campaigns) boot() (int, error) {
 	var open []string
-	err := e.campaignStore.records.Scan("", func(id string, s domain.Campaign) error {
+	err := c.store.records.Scan("", func(id string, s domain.Campaign) error {
 		if !s.Done() {
 			open = append(open, id)
 		}
@@ -353,12 +345,12 @@ func (e *Engine) bootCampaigns() (int, error) {
 		return 0, fmt.Errorf("engine: load campaigns: %w", err)
 	}
 	for _, id := range open {
-		s, err := e.campaignStore.LoadCampaign(id)
+		s, err := c.store.LoadCampaign(id)
 		if err != nil {
 			return 0, fmt.Errorf("engine: load campaign %s: %w", id, err)
 		}
 		if need := int64(s.Granted - s.Cursor); need > 0 {
-			res, err := e.reserve(context.Background(), s.UserID, need, ReserveOpts{Reclaim: true})
+			res, err := c.e.Messages.reserve(context.Background(), s.UserID, need, ReserveOpts{Reclaim: true})
 			granted := int64(0)
 			switch {
 			case err == nil:
@@ -371,21 +363,19 @@ func (e *Engine) bootCampaigns() (int, error) {
 				s.Granted = g
 				snap := s
 				snap.Details = nil
-				if err := e.campaignStore.SaveCampaign(context.Background(), snap, nil, false); err != nil {
+				if err := c.store.SaveCampaign(context.Background(), snap, nil, false); err != nil {
 					return 0, fmt.Errorf("engine: save campaign %s: %w", id, err)
 				}
 			}
 		}
-		e.spawnCampaign(s)
+		c.spawn(s)
 	}
 	return len(open), nil
 }
 
-// campaignsRunning counts running campaigns (metrics).
-func (e *Engine) campaignsRunning() int {
-	e.campaigns.mu.RLock()
-	defer e.campaigns.mu.RUnlock()
-	return len(e.campaigns.byID)
+// running counts running campaigns (metrics).
+func (c *Campaigns) running() int {
+	return c.idx.len()
 }
 
 // lateness keeps the most recent campaign timer delays (how late each fired and was handled),
@@ -411,27 +401,27 @@ func (l *lateness) TimerLate(d time.Duration) {
 }
 
 // TimerLateness returns the recent campaign timer delays, sorted.
-func (e *Engine) TimerLateness() []time.Duration {
-	e.campaigns.late.mu.Lock()
-	out := slices.Clone(e.campaigns.late.samples)
-	e.campaigns.late.mu.Unlock()
+func (c *Campaigns) TimerLateness() []time.Duration {
+	c.late.mu.Lock()
+	out := slices.Clone(c.late.samples)
+	c.late.mu.Unlock()
 	slices.Sort(out)
 	return out
 }
 
-// campaignEvent reports a campaign's progress (at most once a second) and its end.
-func (e *Engine) campaignEvent(ce *campaignEntry, s domain.Campaign) {
-	if e.pub == nil {
+// event reports a campaign's progress (at most once a second) and its end.
+func (c *Campaigns) event(ce *campaignEntry, s domain.Campaign) {
+	if c.e.pub == nil {
 		return
 	}
 	d := domain.CampaignEventData{CampaignID: s.ID, Status: s.Status, TotalRequested: len(s.Numbers),
 		TotalProcessed: s.Cursor, Successful: s.Successful, Failed: s.Failed}
 	if s.Done() {
-		e.pub.publish(s.UserID, domain.Event{Type: domain.EventCampaignCompleted, Data: d})
+		c.e.pub.publish(s.UserID, domain.Event{Type: domain.EventCampaignCompleted, Data: d})
 		return
 	}
 	if now := time.Now(); now.Sub(ce.lastProgress) >= time.Second {
 		ce.lastProgress = now
-		e.pub.publish(s.UserID, domain.Event{Type: domain.EventCampaignProgress, Data: d})
+		c.e.pub.publish(s.UserID, domain.Event{Type: domain.EventCampaignProgress, Data: d})
 	}
 }

@@ -1,11 +1,33 @@
-// Package engine is the application core: it starts the hollywood actor engine, spawns and
-// supervises every actor, rebuilds them from storage at boot, and is the only API the HTTP
-// layer calls. Imports: actors/* (one package per actor kind, whose interfaces the engine
-// implements), persist (record types), hollywood; never httpapi or identity.
+// Package engine is the application core: the gateway's use cases, as the facets of one
+// Engine, over actors that own the gateway's state. It starts the hollywood actor engine,
+// spawns and supervises every actor, and rebuilds them from storage at boot. The HTTP layer
+// calls only the facets (eng.Keys.Authorize, eng.Messages.Send, ...).
 //
-// Concurrency: the engine's own state is the user directory and the key index, each behind its
-// own RWMutex (never held together, never held while talking to an actor). Everything else is
-// owned by actors.
+// The facets, each a small type with the state it owns:
+//
+//   - Users (users.go): the user directory, ID-token sign-in, the admin's user management,
+//     each user's plan.
+//   - Keys (keys.go): API keys; one key actor per key (record and daily counter); the check of
+//     a raw key on every v1 call.
+//   - Sessions (sessions.go, sessions_own.go): messaging sessions; one session actor per
+//     session (state machine, transport client, send queue); the session a send goes through.
+//   - Messages (messages.go, batch.go, allowance.go, idempotency.go): accept, then deliver, through the
+//     durable outbox; the monthly allowance (one account actor per user) that every send
+//     reserves from; the Idempotency-Keys of v1 POSTs.
+//   - Campaigns (campaigns.go): bulk sends; one campaign actor per running campaign.
+//   - Stores (stores.go, storeconnect.go, templates.go, webhook.go, stores_actors.go): connected
+//     stores, their templates and the webhook receiver; one storeevents actor per store with
+//     events to run.
+//   - Events (events*.go, publish.go): webhook subscriptions and events out. It is its own
+//     type, built by main (NewEvents) and handed to New as Config.Events.
+//
+// Engine itself holds only what the facets share: the configuration, the hollywood engine and
+// spawn, the event publisher and the counters. New builds the facets and boots them in
+// order; Stop stops them in the order that loses nothing. Every kind of actor is found through
+// one generic registry (registry.go); the package's locks and their order are in LOCKS.md.
+//
+// Imports: actors/* (one package per actor kind, whose interfaces the engine implements),
+// domain, persist, network (the port), ecom, media, hollywood; never httpapi or identity.
 package engine
 
 import (
@@ -20,7 +42,6 @@ import (
 	"github.com/anthdm/hollywood/actor"
 
 	"github.com/gateway/gateway/actors/key"
-	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/persist"
@@ -73,31 +94,22 @@ type Config struct {
 	Stores StoreConfig
 }
 
-// Engine is the running core.
+// Engine is the running core: its exported fields are the facets (see the package doc).
 type Engine struct {
-	cfg    Config
-	log    *slog.Logger
-	hw     *actor.Engine
-	events *actor.PID
+	Users     *Users
+	Keys      *Keys
+	Sessions  *Sessions
+	Messages  *Messages
+	Campaigns *Campaigns
+	Stores    *Stores
 
-	users         userDirectory
-	keys          keyIndex
-	sessions      sessionIndex
-	sessionTable  persist.Sessions
-	sessionCreate sync.Mutex // serialises the creation of a user's own session
-	msgs          *messages
-	accountTable  persist.Accounts
-	contacts      persist.Contacts
-	inbound       session.Inbound // takes incoming messages (events out); nil drops them
-	pub           *publisher      // events out, in order (nil: off)
-	accounts      accountIndex
-	metrics       engineMetrics
-	idem          idempotency
-	campaignStore *campaignStore
-	campaigns     campaignIndex
-	stores        *storeService
-
-	authPool sync.Pool
+	// What the facets share.
+	cfg     Config
+	log     *slog.Logger
+	hw      *actor.Engine // the hollywood engine every actor runs on (spawn)
+	events  *actor.PID    // logs the actor system's events (onEvent)
+	pub     *publisher    // events out, in order (nil: off)
+	metrics engineMetrics // the counters Stats reads
 }
 
 // New builds the engine and rebuilds every actor from storage.
@@ -137,23 +149,16 @@ func New(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger, hw: hw}
-	e.users.init(cfg.AdminUIDs)
-	e.keys.init()
-	e.sessions.init()
-	e.sessionTable = persist.NewSessions(cfg.Store.KV())
-	e.msgs = newMessages(e, persist.NewOutbox(cfg.Store.KV()))
-	e.accountTable = persist.NewAccounts(cfg.Store.KV())
-	e.contacts = persist.NewContacts(cfg.Store.KV())
 	if cfg.Events != nil {
 		e.pub = newPublisher(cfg.Events, cfg.Store.KV(), e.log)
-		e.inbound = inbound{sink: cfg.Events, log: e.log}
 	}
-	e.accounts.pids = map[string]*actor.PID{}
-	e.campaignStore = newCampaignStore(cfg.Store.KV())
-	e.campaigns.byID = map[string]*campaignEntry{}
-	e.authPool.New = func() any {
-		return &authCall{msg: key.Authorize{Reply: make(chan key.Result, 1)}, timer: newStoppedTimer()}
-	}
+	e.Users = newUsers(e, cfg.AdminUIDs)
+	e.Keys = newKeys(e)
+	e.Sessions = newSessions(e)
+	e.Messages = &Messages{e: e, msgs: newMessages(e, persist.NewOutbox(cfg.Store.KV())), accountTable: persist.NewAccounts(cfg.Store.KV())}
+	e.Messages.accounts.init()
+	e.Campaigns = newCampaigns(e)
+	e.Stores = newStores(e)
 	e.events = hw.SpawnFunc(e.onEvent, "events", actor.WithInboxSize(64))
 	hw.Subscribe(e.events)
 	if err := e.boot(); err != nil {
@@ -162,73 +167,58 @@ func New(cfg Config) (*Engine, error) {
 	return e, nil
 }
 
-// boot loads users and respawns one actor per API key.
+// boot rebuilds every facet from storage, in an order that matters: users first (the key and
+// account actors take their caps from the owner's plan); sessions before the outbox is
+// recovered (its entries go back to their sessions' deliverers); the outbox before campaigns
+// and stores (a message accepted before the restart takes its allowance back, forced, before
+// a campaign reclaims what is left of its batch or a store event sends anew).
 func (e *Engine) boot() error {
-	users, err := e.cfg.Store.ListUsers()
-	if err != nil {
-		return fmt.Errorf("engine: load users: %w", err)
-	}
-	for _, u := range users {
-		e.users.put(u)
-	}
-	keys, err := e.cfg.Store.ListKeys()
-	if err != nil {
-		return fmt.Errorf("engine: load keys: %w", err)
-	}
-	for _, k := range keys {
-		e.spawnKey(k)
-	}
-	sessions, err := e.bootSessions()
+	users, err := e.Users.boot()
 	if err != nil {
 		return err
 	}
-	pending, err := e.recoverOutbox()
+	keys, err := e.Keys.boot()
 	if err != nil {
 		return err
 	}
-	campaigns, err := e.bootCampaigns()
+	sessions, err := e.Sessions.boot()
 	if err != nil {
 		return err
 	}
-	stores, err := e.bootStores()
+	pending, err := e.Messages.recover()
 	if err != nil {
 		return err
 	}
-	e.log.Info("engine booted", "users", len(users), "keys", len(keys), "sessions", sessions, "outbox_pending", pending, "campaigns", campaigns, "stores", stores)
+	campaigns, err := e.Campaigns.boot()
+	if err != nil {
+		return err
+	}
+	stores, err := e.Stores.boot()
+	if err != nil {
+		return err
+	}
+	e.log.Info("engine booted", "users", users, "keys", keys, "sessions", sessions, "outbox_pending", pending, "campaigns", campaigns, "stores", stores)
 	return nil
 }
 
 // Stop stops every actor (each flushes its state) and waits for them, within ctx.
 func (e *Engine) Stop(ctx context.Context) {
 	// Store actors before the rest: an event they leave unfinished stays in their durable inbox.
-	e.stopStores(ctx)
+	e.Stores.stop(ctx)
 	// Campaigns next, so no new number starts; their cursors are persisted with every number.
-	e.campaigns.mu.RLock()
-	var campaigns []*actor.PID
-	for _, ce := range e.campaigns.byID {
-		campaigns = append(campaigns, ce.pid)
-	}
-	e.campaigns.mu.RUnlock()
-	e.poisonAll(ctx, campaigns)
-	pids := e.keys.pids()
-	for _, s := range e.sessions.all() {
-		pids = append(pids, s.pid)
-	}
-	e.poisonAll(ctx, pids)
+	e.poisonAll(ctx, e.Campaigns.idx.pids())
+	e.poisonAll(ctx, append(e.Keys.idx.pids(), e.Sessions.idx.pids()...))
 	// The outcomes of the sessions' last sends are written, and only then settled into the
 	// accounts (messages.Outcome); accounts last.
-	e.msgs.outbox.Flush()
+	e.Messages.msgs.outbox.Flush()
 	// Every change above has been reported: publish what is queued.
 	defer e.pub.stop()
-	e.accounts.mu.Lock()
 	var accounts []*actor.PID
-	for _, pid := range e.accounts.pids {
-		accounts = append(accounts, pid)
+	for _, a := range e.Messages.accounts.drain() {
+		accounts = append(accounts, a.pid)
 	}
-	e.accounts.pids = map[string]*actor.PID{}
-	e.accounts.mu.Unlock()
 	e.poisonAll(ctx, accounts)
-	e.msgs.outbox.Flush()
+	e.Messages.msgs.outbox.Flush()
 	e.hw.Unsubscribe(e.events)
 	<-e.hw.Poison(e.events).Done()
 }
@@ -297,18 +287,15 @@ type Stats struct {
 // Stats reads the engine's counters.
 func (e *Engine) Stats() Stats {
 	return Stats{
-		MessagesSent: e.metrics.sent.Load(), MessagesFailed: e.metrics.failed.Load(), OutboxDepth: e.msgs.depth.Load(),
-		Sessions: len(e.sessions.all()), Keys: len(e.keys.all()), CampaignsRunning: e.campaignsRunning(),
+		MessagesSent: e.metrics.sent.Load(), MessagesFailed: e.metrics.failed.Load(), OutboxDepth: e.Messages.msgs.depth.Load(),
+		Sessions: e.Sessions.idx.len(), Keys: e.Keys.idx.len(), CampaignsRunning: e.Campaigns.running(),
 		CampaignsCompleted: e.metrics.campCompleted.Load(), CampaignsCancelled: e.metrics.campCancelled.Load(),
 		CampaignsFailed: e.metrics.campFailed.Load(),
 	}
 }
 
-// Now is the engine's clock.
-func (e *Engine) Now() time.Time { return e.cfg.Now() }
-
-// Plans is the plan table in force.
-func (e *Engine) Plans() Plans { return e.cfg.Plans }
+// now is the engine's clock (Config.Now).
+func (e *Engine) now() time.Time { return e.cfg.Now() }
 
 // clockFunc is the engine's clock as the actors consume it (their Clock interfaces).
 type clockFunc func() time.Time

@@ -50,7 +50,7 @@ func BenchmarkActorRoundTrip(b *testing.B) {
 		e, pid := benchEngine(b)
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
-			m := &echoReq{reply: make(chan int, 1)} // pooled per caller, as AuthorizeKey does
+			m := &echoReq{reply: make(chan int, 1)} // pooled per caller, as Keys.Authorize does
 			for pb.Next() {
 				e.Send(pid, m)
 				<-m.reply

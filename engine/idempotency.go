@@ -52,9 +52,9 @@ type idempotency struct {
 // BeginIdempotent looks the key up: a record is returned for replay (found); otherwise the key
 // is marked in flight until release is called. It needs no daily-cap charge: callers look it up
 // before authorizing the call.
-func (e *Engine) BeginIdempotent(i Idem) (rec IdemRecord, found bool, release func(), err error) {
+func (ms *Messages) BeginIdempotent(i Idem) (rec IdemRecord, found bool, release func(), err error) {
 	id := i.ID()
-	x := &e.idem
+	x := &ms.idem
 	x.mu.Lock()
 	if x.inflight == nil {
 		x.inflight = map[string]struct{}{}
@@ -70,7 +70,7 @@ func (e *Engine) BeginIdempotent(i Idem) (rec IdemRecord, found bool, release fu
 		delete(x.inflight, id)
 		x.mu.Unlock()
 	}
-	rec, err = e.msgs.outbox.Idem(id)
+	rec, err = ms.msgs.outbox.Idem(id)
 	switch {
 	case err == nil:
 		release()
@@ -87,8 +87,8 @@ func (e *Engine) BeginIdempotent(i Idem) (rec IdemRecord, found bool, release fu
 
 // PeekKey checks a raw API key for scope ("" = any) without counting a call: for an
 // Idempotency-Key replay, which is looked up before the daily cap is charged.
-func (e *Engine) PeekKey(raw []byte, scope string) (domain.APIKey, error) {
-	v, err := e.ValidateKey(raw)
+func (ms *Messages) PeekKey(raw []byte, scope string) (domain.APIKey, error) {
+	v, err := ms.e.Keys.Validate(raw)
 	if err != nil {
 		return v.Key, err
 	}

@@ -9,10 +9,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/anthdm/hollywood/actor"
 	"github.com/google/uuid"
 
 	"github.com/gateway/gateway/actors/key"
@@ -36,33 +34,53 @@ const (
 // AllScopes are the scopes a key can have, and the default for a new key.
 var AllScopes = []string{ScopeText, ScopeMedia, ScopeBulk, ScopeRead}
 
-// keyEntry is the index entry of one key: its actor and the last record it published.
-type keyEntry struct {
-	pid  *actor.PID
-	hash [sha256.Size]byte
-	view atomic.Pointer[persist.APIKey]
+// Keys is the API key facet: issuing, listing, changing and deleting keys, and checking a raw
+// key on every v1 call. Each key is an actor (actors/key) that owns its record and daily
+// counter; the facet's registry finds it by id and by the SHA-256 of the raw key.
+type Keys struct {
+	e        *Engine
+	idx      keyIndex
+	authPool sync.Pool // *authCall
 }
 
-// Publish implements key.Publisher: the key actor's record, read without a round trip.
-func (ent *keyEntry) Publish(rec persist.APIKey) { ent.view.Store(&rec) }
+func newKeys(e *Engine) *Keys {
+	k := &Keys{e: e}
+	k.idx.init()
+	k.authPool.New = func() any {
+		return &authCall{msg: key.Authorize{Reply: make(chan key.Result, 1)}, timer: newStoppedTimer()}
+	}
+	return k
+}
 
-// keyIndex finds key actors by key id and by the SHA-256 of the raw key.
+// boot respawns one actor per stored key.
+func (k *Keys) boot() (int, error) {
+	keys, err := k.e.cfg.Store.ListKeys()
+	if err != nil {
+		return 0, fmt.Errorf("engine: load keys: %w", err)
+	}
+	for _, rec := range keys {
+		k.spawn(rec)
+	}
+	return len(keys), nil
+}
+
+// keyEntry is the registry entry of one key: its actor, the last record it published
+// (key.Publisher), and the SHA-256 of the raw key.
+type keyEntry struct {
+	actorRef[persist.APIKey]
+	hash [sha256.Size]byte
+}
+
+// keyIndex finds key actors by key id (the registry) and by the SHA-256 of the raw key
+// (byHash, guarded by the registry's mu).
 type keyIndex struct {
-	mu     sync.RWMutex
-	byID   map[string]*keyEntry
+	registry[string, *keyEntry]
 	byHash map[[sha256.Size]byte]*keyEntry
 }
 
 func (x *keyIndex) init() {
-	x.byID = map[string]*keyEntry{}
+	x.registry.init()
 	x.byHash = map[[sha256.Size]byte]*keyEntry{}
-}
-
-func (x *keyIndex) id(id string) *keyEntry {
-	x.mu.RLock()
-	e := x.byID[id]
-	x.mu.RUnlock()
-	return e
 }
 
 func (x *keyIndex) hash(h [sha256.Size]byte) *keyEntry {
@@ -88,46 +106,29 @@ func (x *keyIndex) remove(id string) {
 	x.mu.Unlock()
 }
 
-func (x *keyIndex) all() []*keyEntry {
-	x.mu.RLock()
-	out := make([]*keyEntry, 0, len(x.byID))
-	for _, e := range x.byID {
-		out = append(out, e)
-	}
-	x.mu.RUnlock()
-	return out
-}
-
+// ofOwner lists a user's keys (by the records their actors published).
 func (x *keyIndex) ofOwner(uid string) []*keyEntry {
 	var out []*keyEntry
-	for _, e := range x.all() {
+	x.each(func(_ string, e *keyEntry) bool {
 		if v := e.view.Load(); v != nil && v.UserID == uid {
 			out = append(out, e)
 		}
-	}
+		return true
+	})
 	return out
 }
 
-func (x *keyIndex) pids() []*actor.PID {
-	all := x.all()
-	out := make([]*actor.PID, len(all))
-	for i, e := range all {
-		out[i] = e.pid
-	}
-	return out
-}
-
-func (e *Engine) spawnKey(k persist.APIKey) *keyEntry {
-	h, err := hex.DecodeString(k.Hash)
+// spawn starts a key's actor from its record and registers it.
+func (k *Keys) spawn(rec persist.APIKey) *keyEntry {
+	h, err := hex.DecodeString(rec.Hash)
 	ent := &keyEntry{}
 	if err == nil && len(h) == sha256.Size {
 		copy(ent.hash[:], h)
 	}
-	rec := k
 	ent.view.Store(&rec)
-	deps := key.Deps{Store: e.cfg.Store, Clock: clockFunc(e.cfg.Now), Log: e.log, Block: e.cfg.KeyBlock, Publisher: ent}
-	ent.pid = e.spawn(key.New(k.ID, e.keyPlan(k.UserID), deps), keyActorKnd, k.ID)
-	e.keys.add(k.ID, ent)
+	deps := key.Deps{Store: k.e.cfg.Store, Clock: clockFunc(k.e.cfg.Now), Log: k.e.log, Block: k.e.cfg.KeyBlock, Publisher: ent}
+	ent.pid = k.e.spawn(key.New(rec.ID, k.e.Users.keyPlan(rec.UserID), deps), keyActorKnd, rec.ID)
+	k.idx.add(rec.ID, ent)
 	return ent
 }
 
@@ -145,10 +146,10 @@ type KeyView struct {
 	ClientName string
 }
 
-// CreateKey issues a key for a user and returns its record and the raw key, which is not
+// Create issues a key for a user and returns its record and the raw key, which is not
 // stored anywhere (only its SHA-256 is).
-func (e *Engine) CreateKey(ctx context.Context, r KeyRequest) (KeyView, string, error) {
-	if _, err := e.User(r.UserID); err != nil {
+func (k *Keys) Create(ctx context.Context, r KeyRequest) (KeyView, string, error) {
+	if _, err := k.e.Users.Get(r.UserID); err != nil {
 		return KeyView{}, "", err
 	}
 	if strings.TrimSpace(r.Name) == "" {
@@ -170,15 +171,15 @@ func (e *Engine) CreateKey(ctx context.Context, r KeyRequest) (KeyView, string, 
 	rec := persist.APIKey{
 		ID: uuid.NewString(), UserID: r.UserID, Name: r.Name,
 		Hash: hex.EncodeToString(sum[:]), Last4: raw[len(raw)-4:],
-		Status: StatusOn, Scopes: scopes, CreatedAt: e.Now().UTC(), ExpiresAt: r.ExpiresAt,
+		Status: StatusOn, Scopes: scopes, CreatedAt: k.e.now().UTC(), ExpiresAt: r.ExpiresAt,
 	}
-	if err := e.cfg.Store.PutKey(ctx, rec); err != nil {
+	if err := k.e.cfg.Store.PutKey(ctx, rec); err != nil {
 		return KeyView{}, "", fmt.Errorf("%w: save key: %v", ErrUnavailable, err)
 	}
-	e.spawnKey(rec)
-	plan := e.keyPlan(rec.UserID)
-	view := KeyView{Grant: domain.Grant{Key: rec, Plan: plan.Name, Limit: plan.Limit}, ClientName: e.clientName(rec.UserID)}
-	e.log.Info("api key created", "key_id", rec.ID, "user_id", rec.UserID)
+	k.spawn(rec)
+	plan := k.e.Users.keyPlan(rec.UserID)
+	view := KeyView{Grant: domain.Grant{Key: rec, Plan: plan.Name, Limit: plan.Limit}, ClientName: k.e.Users.clientName(rec.UserID)}
+	k.e.log.Info("api key created", "key_id", rec.ID, "user_id", rec.UserID)
 	return view, raw, nil
 }
 
@@ -202,21 +203,21 @@ func NormalizeScopes(in []string) ([]string, error) {
 	return out, nil
 }
 
-// ListKeys returns every key (owner "" ) or one owner's keys, oldest first, with live counters.
-func (e *Engine) ListKeys(owner string) ([]KeyView, error) {
+// List returns every key (owner "" ) or one owner's keys, oldest first, with live counters.
+func (k *Keys) List(owner string) ([]KeyView, error) {
 	var ents []*keyEntry
 	if owner == "" {
-		ents = e.keys.all()
+		ents = k.idx.all()
 	} else {
-		ents = e.keys.ofOwner(owner)
+		ents = k.idx.ofOwner(owner)
 	}
 	out := make([]KeyView, 0, len(ents))
 	for _, ent := range ents {
-		r, err := e.askKey(ent)
+		r, err := k.ask(ent)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, KeyView{Grant: r.Grant, ClientName: e.clientName(r.Key.UserID)})
+		out = append(out, KeyView{Grant: r.Grant, ClientName: k.e.Users.clientName(r.Key.UserID)})
 	}
 	slices.SortFunc(out, func(a, b KeyView) int {
 		if c := a.Key.CreatedAt.Compare(b.Key.CreatedAt); c != 0 {
@@ -227,18 +228,18 @@ func (e *Engine) ListKeys(owner string) ([]KeyView, error) {
 	return out, nil
 }
 
-func (e *Engine) askKey(ent *keyEntry) (key.Result, error) {
+func (k *Keys) ask(ent *keyEntry) (key.Result, error) {
 	msg := &key.Get{Reply: make(chan key.Result, 1)}
-	e.hw.Send(ent.pid, msg)
-	r, err := waitReply(context.Background(), msg.Reply, e.cfg.AskTimeout, "key")
+	k.e.hw.Send(ent.pid, msg)
+	r, err := waitReply(context.Background(), msg.Reply, k.e.cfg.AskTimeout, "key")
 	if err != nil {
 		return r, err
 	}
 	return r, r.Err
 }
 
-// UpdateKey renames a key and/or sets its status (active or revoked).
-func (e *Engine) UpdateKey(ctx context.Context, id string, name, status *string) error {
+// Update renames a key and/or sets its status (active or revoked).
+func (k *Keys) Update(ctx context.Context, id string, name, status *string) error {
 	if name != nil && strings.TrimSpace(*name) == "" {
 		return fmt.Errorf("%w: name must not be empty", ErrValidation)
 	}
@@ -250,55 +251,62 @@ func (e *Engine) UpdateKey(ctx context.Context, id string, name, status *string)
 	if status != nil && *status != StatusOn && *status != StatusOff {
 		return fmt.Errorf("%w: status must be active or revoked", ErrValidation)
 	}
-	ent := e.keys.id(id)
+	ent := k.idx.get(id)
 	if ent == nil {
 		return fmt.Errorf("%w: %s", ErrKeyNotFound, id)
 	}
 	msg := &key.Update{Name: name, Status: status, Reply: make(chan error, 1)}
-	e.hw.Send(ent.pid, msg)
-	return e.waitErr(ctx, msg.Reply)
+	k.e.hw.Send(ent.pid, msg)
+	return k.waitErr(ctx, msg.Reply)
 }
 
-// DeleteKey removes a key permanently.
-func (e *Engine) DeleteKey(ctx context.Context, id string) error {
-	ent := e.keys.id(id)
+// Delete removes a key permanently.
+func (k *Keys) Delete(ctx context.Context, id string) error {
+	ent := k.idx.get(id)
 	if ent == nil {
 		return fmt.Errorf("%w: %s", ErrKeyNotFound, id)
 	}
 	msg := &key.Delete{Reply: make(chan error, 1)}
-	e.hw.Send(ent.pid, msg)
-	if err := e.waitErr(ctx, msg.Reply); err != nil {
+	k.e.hw.Send(ent.pid, msg)
+	if err := k.waitErr(ctx, msg.Reply); err != nil {
 		return err
 	}
-	e.keys.remove(id)
-	e.log.Info("api key deleted", "key_id", id)
+	k.idx.remove(id)
+	k.e.log.Info("api key deleted", "key_id", id)
 	return nil
 }
 
-func (e *Engine) waitErr(ctx context.Context, reply chan error) error {
-	err, werr := waitReply(ctx, reply, e.cfg.AskTimeout, "key")
+func (k *Keys) waitErr(ctx context.Context, reply chan error) error {
+	err, werr := waitReply(ctx, reply, k.e.cfg.AskTimeout, "key")
 	if werr != nil {
 		return werr
 	}
 	return err
 }
 
-// ValidateKey tells whether a raw key is usable now, without counting a call. It reads the
+// Validate tells whether a raw key is usable now, without counting a call. It reads the
 // record the key actor published, so it costs no actor round trip.
-func (e *Engine) ValidateKey(raw []byte) (KeyView, error) {
-	ent := e.keys.hash(sha256.Sum256(raw))
+func (k *Keys) Validate(raw []byte) (KeyView, error) {
+	ent := k.idx.hash(sha256.Sum256(raw))
 	if ent == nil {
 		return KeyView{}, ErrUnknownKey
 	}
 	rec := *ent.view.Load()
-	v := KeyView{Grant: domain.Grant{Key: rec}, ClientName: e.clientName(rec.UserID)}
+	v := KeyView{Grant: domain.Grant{Key: rec}, ClientName: k.e.Users.clientName(rec.UserID)}
 	if rec.Status != StatusOn {
 		return v, ErrKeyRevoked
 	}
-	if rec.ExpiresAt != nil && !e.Now().Before(*rec.ExpiresAt) {
+	if rec.ExpiresAt != nil && !k.e.now().Before(*rec.ExpiresAt) {
 		return v, ErrKeyExpired
 	}
 	return v, nil
+}
+
+// setPlan gives a user's keys their new plan's cap.
+func (k *Keys) setPlan(uid string, plan key.Plan) {
+	for _, ent := range k.idx.ofOwner(uid) {
+		k.e.hw.Send(ent.pid, key.SetPlan{Plan: plan})
+	}
 }
 
 // authCall is a pooled Authorize message with its reply channel and timer.
@@ -307,21 +315,21 @@ type authCall struct {
 	timer *time.Timer
 }
 
-// AuthorizeKey counts one API call of the raw key for scope ("" = none needed). The error is nil
+// Authorize counts one API call of the raw key for scope ("" = none needed). The error is nil
 // when the call may proceed; the grant's limits are filled in either way once the key is known.
-func (e *Engine) AuthorizeKey(raw []byte, scope string) (domain.Grant, error) {
-	ent := e.keys.hash(sha256.Sum256(raw))
+func (k *Keys) Authorize(raw []byte, scope string) (domain.Grant, error) {
+	ent := k.idx.hash(sha256.Sum256(raw))
 	if ent == nil {
 		return domain.Grant{}, ErrUnknownKey
 	}
-	call := e.authPool.Get().(*authCall)
+	call := k.authPool.Get().(*authCall)
 	call.msg.Scope = scope
-	call.timer.Reset(e.cfg.AskTimeout)
-	e.hw.Send(ent.pid, &call.msg)
+	call.timer.Reset(k.e.cfg.AskTimeout)
+	k.e.hw.Send(ent.pid, &call.msg)
 	select {
 	case r := <-call.msg.Reply:
 		call.timer.Stop()
-		e.authPool.Put(call)
+		k.authPool.Put(call)
 		return r.Grant, r.Err
 	case <-call.timer.C:
 		// The reply may still come: this call (and its channel) is not reused.

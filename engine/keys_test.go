@@ -44,10 +44,10 @@ func newTestEngine(t *testing.T, store *persist.Store, clk *clock, plans Plans) 
 func setupKey(t *testing.T, e *Engine, scopes []string) string {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := e.CreateUser(ctx, NewUser{ID: "alice"}); err != nil && !errors.Is(err, ErrAlreadyExists) {
+	if _, err := e.Users.Create(ctx, NewUser{ID: "alice"}); err != nil && !errors.Is(err, ErrAlreadyExists) {
 		t.Fatal(err)
 	}
-	_, raw, err := e.CreateKey(ctx, KeyRequest{UserID: "alice", Name: "k", Scopes: scopes})
+	_, raw, err := e.Keys.Create(ctx, KeyRequest{UserID: "alice", Name: "k", Scopes: scopes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,8 +170,8 @@ func waitUntil(t testing.TB, total time.Duration, what string, cond func() bool)
 	}
 }
 
-// authz is AuthorizeKey with its two results in one value, for table checks.
+// authz is Keys.Authorize with its two results in one value, for table checks.
 func authz(e *Engine, raw []byte, scope string) key.Result {
-	g, err := e.AuthorizeKey(raw, scope)
+	g, err := e.Keys.Authorize(raw, scope)
 	return key.Result{Grant: g, Err: err}
 }

@@ -42,9 +42,20 @@ type SendRequest struct {
 	Wait time.Duration
 }
 
-// messages is the message facet: it accepts messages into the durable outbox, hands them to
-// their session's deliverer, and takes their outcomes back (session.Deliveries). It owns each
-// in-flight message's reservation and its waiters.
+// Messages is the message facet: accepting a message (Send), reading one back (Get), the
+// Idempotency-Keys of v1 POSTs, and the monthly allowance every send reserves from (one account
+// actor per user, allowance.go). Its in-flight messages are msgs.
+type Messages struct {
+	e            *Engine
+	msgs         *messages
+	accounts     registry[string, *accountEntry]
+	accountTable persist.Accounts
+	idem         idempotency
+}
+
+// messages is the Messages facet's state: it accepts messages into the durable outbox, hands
+// them to their session's deliverer, and takes their outcomes back (session.Deliveries). It owns
+// each in-flight message's reservation and its waiters.
 type messages struct {
 	e      *Engine
 	outbox *persist.Outbox
@@ -94,15 +105,16 @@ func (m *messages) shard(id string) *pendingShard {
 // reserved, ONE commit holding the outbox entry (and the Idempotency-Key's record), the entry
 // handed to the session's deliverer. It answers once queued, or, with r.Wait, once the network's
 // outcome is known or the wait is over (still queued then: not an error).
-func (e *Engine) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry, error) {
-	ent, err := e.sendSession(r.UserID, r.SessionID)
+func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry, error) {
+	e := ms.e
+	ent, err := e.Sessions.forSend(r.UserID, r.SessionID)
 	if err != nil {
 		if r.Reserved != nil {
 			r.Reserved.Release()
 		}
 		return domain.OutboxEntry{}, err
 	}
-	m := e.msgs
+	m := ms.msgs
 	if r.Message.ID != "" {
 		// A caller-chosen id: the message may exist already (a retry, a resumed campaign).
 		if old, err := m.outbox.Get(r.Message.ID); err == nil {
@@ -121,11 +133,11 @@ func (e *Engine) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry, e
 	}
 	res := r.Reserved
 	if res == nil {
-		if res, err = e.reserve(ctx, r.UserID, 1, ReserveOpts{}); err != nil {
+		if res, err = ms.reserve(ctx, r.UserID, 1, ReserveOpts{}); err != nil {
 			return domain.OutboxEntry{}, err
 		}
 	}
-	now := e.Now().UTC()
+	now := e.now().UTC()
 	entry := domain.OutboxEntry{
 		ID: r.Message.ID, SessionID: ent.view.Load().ID, UserID: r.UserID, Origin: r.Origin,
 		Message: r.Message, CreatedAt: domain.MillisOf(now),
@@ -339,57 +351,46 @@ func (m *messages) Message(_ context.Context, id string) (domain.Message, bool) 
 	return e.Message, true
 }
 
-// sendSession resolves the session a user's message goes through ("" = the user's default)
-// and checks it is assigned to the user and linked. A linked session that is momentarily
-// disconnected accepts: its queue waits for the link (DESIGN.md section 9).
-func (e *Engine) sendSession(uid, sessionID string) (*sessionEntry, error) {
-	var ent *sessionEntry
-	if sessionID == "" {
-		if ent = e.sessions.defaultOf(uid); ent == nil {
-			return nil, fmt.Errorf("%w: no session is assigned to this account; link one first", ErrNotConnected)
-		}
-	} else if ent = e.sessions.get(sessionID); ent == nil || ent.view.Load().AssignedTo != uid {
-		return nil, fmt.Errorf("%w: session %s is not assigned to this account", ErrForbidden, sessionID)
-	}
-	if v := ent.view.Load(); v.Status != domain.StatusConnected && !v.Linked {
-		return nil, fmt.Errorf("%w: link the session first", ErrNotConnected)
-	}
-	return ent, nil
-}
-
-// Message returns one of the user's messages by id, with its history.
-func (e *Engine) Message(uid, id string) (domain.OutboxEntry, error) {
-	if m, ok := e.msgs.settling(id); ok && m.UserID == uid {
+// Get returns one of the user's messages by id, with its history.
+func (ms *Messages) Get(uid, id string) (domain.OutboxEntry, error) {
+	if m, ok := ms.msgs.settling(id); ok && m.UserID == uid {
 		return m, nil
 	}
-	m, err := e.msgs.outbox.Get(id)
+	m, err := ms.msgs.outbox.Get(id)
 	if err != nil || m.UserID != uid {
 		return domain.OutboxEntry{}, fmt.Errorf("%w: %s", ErrMessageNotFound, id)
 	}
 	return m, nil
 }
 
-// recoverOutbox hands every entry without an outcome back to its session's deliverer, which
+// stored looks a message up in the outbox.
+func (ms *Messages) stored(id string) (domain.OutboxEntry, bool) {
+	m, err := ms.msgs.outbox.Get(id)
+	return m, err == nil
+}
+
+// recover hands every entry without an outcome back to its session's deliverer, which
 // sends it again under the same id once connected. Its reservation died with the last process:
 // it is taken again (forced: the message was accepted) before any new send can use the same
 // allowance. The outbox is read once, before any deliverer runs, so no outcome can land between
 // the read and the re-reservation.
-func (e *Engine) recoverOutbox() (int, error) {
-	pending, err := e.msgs.outbox.Pending()
+func (ms *Messages) recover() (int, error) {
+	e := ms.e
+	pending, err := ms.msgs.outbox.Pending()
 	if err != nil {
 		return 0, fmt.Errorf("engine: outbox: %w", err)
 	}
 	for _, entry := range pending {
-		ent := e.sessions.get(entry.SessionID)
+		ent := e.Sessions.idx.get(entry.SessionID)
 		if ent == nil {
 			e.log.Error("outbox entry for an unknown session", "message_id", entry.ID, "session_id", entry.SessionID)
 			continue
 		}
-		res, err := e.reserve(context.Background(), entry.UserID, 1, ReserveOpts{Force: true, Reclaim: true})
+		res, err := ms.reserve(context.Background(), entry.UserID, 1, ReserveOpts{Force: true, Reclaim: true})
 		if err != nil {
 			return 0, fmt.Errorf("engine: outbox: reserve for %s: %w", entry.ID, err)
 		}
-		e.msgs.track(entry.ID, res, nil)
+		ms.msgs.track(entry.ID, res, nil)
 		e.hw.Send(ent.pid, session.Enqueue{Entry: entry})
 	}
 	return len(pending), nil

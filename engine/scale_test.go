@@ -52,17 +52,17 @@ func TestCampaignTimerDrift(t *testing.T) {
 	uids := make([]string, users)
 	for i := range uids {
 		uids[i] = fmt.Sprintf("u%03d", i)
-		u, err := e.CreateUser(ctx, NewUser{ID: uids[i]})
+		u, err := e.Users.Create(ctx, NewUser{ID: uids[i]})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.SessionQR(ctx, u); err != nil {
+		if _, err := e.Sessions.QR(ctx, u); err != nil {
 			t.Fatal(err)
 		}
 	}
 	waitUntil(t, 20*time.Second, "every session connected", func() bool {
 		for _, uid := range uids {
-			if e.SessionStatus(uid).Status != domain.StatusConnected {
+			if e.Sessions.Status(uid).Status != domain.StatusConnected {
 				return false
 			}
 		}
@@ -87,7 +87,7 @@ func TestCampaignTimerDrift(t *testing.T) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			st, err := e.StartCampaign(ctx, CampaignRequest{UserID: uids[i%users], Numbers: numbers[i], Message: "m", Delay: 1})
+			st, err := e.Campaigns.Start(ctx, CampaignRequest{UserID: uids[i%users], Numbers: numbers[i], Message: "m", Delay: 1})
 			if err != nil {
 				errs <- err
 				return
@@ -104,11 +104,11 @@ func TestCampaignTimerDrift(t *testing.T) {
 	var during runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&during)
-	running, goroutines := e.campaignsRunning(), runtime.NumGoroutine()
+	running, goroutines := e.Campaigns.running(), runtime.NumGoroutine()
 
 	for _, id := range ids {
 		for {
-			st, err := e.WaitCampaign(ctx, id)
+			st, err := e.Campaigns.Wait(ctx, id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -137,7 +137,7 @@ func TestCampaignTimerDrift(t *testing.T) {
 	}
 	slices.Sort(drifts)
 	pct := func(d []time.Duration, p int) time.Duration { return d[len(d)*p/100] }
-	late := e.TimerLateness()
+	late := e.Campaigns.TimerLateness()
 	// A number whose send (accept, queue, network) took longer than the delay starts the next
 	// one at once, without a timer, so on a loaded machine not every step is a timer sample;
 	// there must still be enough to measure.

@@ -60,29 +60,29 @@ func BenchmarkSendPath(b *testing.B) {
 			const users = 20
 			keys := make([][]byte, users)
 			for i := range keys {
-				u, err := e.CreateUser(ctx, NewUser{ID: fmt.Sprintf("u%02d", i)})
+				u, err := e.Users.Create(ctx, NewUser{ID: fmt.Sprintf("u%02d", i)})
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := e.SessionQR(ctx, u); err != nil {
+				if _, err := e.Sessions.QR(ctx, u); err != nil {
 					b.Fatal(err)
 				}
-				_, raw, err := e.CreateKey(ctx, KeyRequest{UserID: u.ID, Name: "k", Scopes: []string{ScopeText}})
+				_, raw, err := e.Keys.Create(ctx, KeyRequest{UserID: u.ID, Name: "k", Scopes: []string{ScopeText}})
 				if err != nil {
 					b.Fatal(err)
 				}
 				keys[i] = []byte(raw)
-				waitUntil(b, 10*time.Second, "linked", func() bool { return e.SessionStatus(u.ID).Status == domain.StatusConnected })
+				waitUntil(b, 10*time.Second, "linked", func() bool { return e.Sessions.Status(u.ID).Status == domain.StatusConnected })
 			}
 			var n atomic.Int64
 			parallel(b, 64, func() {
 				i := n.Add(1)
-				g, err := e.AuthorizeKey(keys[i%users], ScopeText)
+				g, err := e.Keys.Authorize(keys[i%users], ScopeText)
 				if err != nil {
 					b.Error(err)
 					return
 				}
-				_, err = e.Send(ctx, SendRequest{UserID: g.Key.UserID, Origin: "api", Message: domain.Message{
+				_, err = e.Messages.Send(ctx, SendRequest{UserID: g.Key.UserID, Origin: "api", Message: domain.Message{
 					To: fmt.Sprintf("4915%08d", i%1000), Kind: domain.KindText, Text: "Your order 1042 has shipped and is on its way to you."}})
 				if err != nil {
 					b.Error(err)

@@ -8,10 +8,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/anthdm/hollywood/actor"
 	"github.com/google/uuid"
 
 	"github.com/gateway/gateway/actors/session"
@@ -28,33 +26,44 @@ var (
 
 const sessionActorKind = "session"
 
-// sessionEntry is one session's actor and the last view it published.
-type sessionEntry struct {
-	pid  *actor.PID
-	view atomic.Pointer[domain.Session]
+// Sessions is the session facet: creating, assigning, tuning and deleting sessions (admin), a
+// user's own session (start, QR code, pair code, status, logout), and the session a send goes
+// through. Each session is an actor (actors/session) owning its state machine, transport client
+// and send queue; the facet's registry finds it by id and a user's sessions by owner.
+type Sessions struct {
+	e        *Engine
+	idx      sessionIndex
+	table    persist.Sessions
+	contacts persist.Contacts
+	inbound  session.Inbound // takes incoming messages (events out); nil drops them
+	create   sync.Mutex      // serialises the creation of a user's own session
 }
 
-// Publish implements session.Publisher: the session actor's view, read without a round trip.
-func (ent *sessionEntry) Publish(s domain.Session) { ent.view.Store(&s) }
+func newSessions(e *Engine) *Sessions {
+	s := &Sessions{e: e, table: persist.NewSessions(e.cfg.Store.KV()), contacts: persist.NewContacts(e.cfg.Store.KV())}
+	if e.cfg.Events != nil {
+		s.inbound = inbound{sink: e.cfg.Events, log: e.log}
+	}
+	s.idx.init()
+	return s
+}
 
-// sessionIndex finds session actors by id and a user's sessions.
+// sessionEntry is one session's actor and the last view it published (session.Publisher).
+type sessionEntry struct {
+	actorRef[domain.Session]
+}
+
+// sessionIndex finds session actors by id (the registry) and a user's sessions (byUser,
+// guarded by the registry's mu).
 type sessionIndex struct {
-	assignMu sync.Mutex // serialises assignments (read the owner, ask the actor, move the index)
-	mu       sync.RWMutex
-	byID     map[string]*sessionEntry
+	registry[string, *sessionEntry]
+	assignMu sync.Mutex          // serialises assignments (read the owner, ask the actor, move the index)
 	byUser   map[string][]string // user id → session ids, most recently assigned last
 }
 
 func (x *sessionIndex) init() {
-	x.byID = map[string]*sessionEntry{}
+	x.registry.init()
 	x.byUser = map[string][]string{}
-}
-
-func (x *sessionIndex) get(id string) *sessionEntry {
-	x.mu.RLock()
-	e := x.byID[id]
-	x.mu.RUnlock()
-	return e
 }
 
 // assign moves a session to a user (from whoever had it).
@@ -93,18 +102,8 @@ func (x *sessionIndex) remove(id, owner string) {
 	}
 }
 
-func (x *sessionIndex) all() []*sessionEntry {
-	x.mu.RLock()
-	out := make([]*sessionEntry, 0, len(x.byID))
-	for _, e := range x.byID {
-		out = append(out, e)
-	}
-	x.mu.RUnlock()
-	return out
-}
-
-func (e *Engine) bootSessions() (int, error) {
-	states, err := e.sessionTable.ListSessions()
+func (s *Sessions) boot() (int, error) {
+	states, err := s.table.ListSessions()
 	if err != nil {
 		return 0, fmt.Errorf("engine: load sessions: %w", err)
 	}
@@ -117,48 +116,74 @@ func (e *Engine) bootSessions() (int, error) {
 			linked++
 		}
 	}
-	delays := network.Stagger(linked, e.cfg.BootWindow)
+	delays := network.Stagger(linked, s.e.cfg.BootWindow)
 	rand.Shuffle(len(delays), func(i, j int) { delays[i], delays[j] = delays[j], delays[i] })
 	for _, st := range states {
 		var d time.Duration
 		if st.Linked && len(delays) > 0 {
 			d, delays = delays[0], delays[1:]
 		}
-		e.spawnSessionDelayed(st, d)
+		s.spawnDelayed(st, d)
 	}
 	return len(states), nil
 }
 
-func (e *Engine) spawnSession(st domain.Session) *sessionEntry {
-	return e.spawnSessionDelayed(st, 0)
+func (s *Sessions) spawn(st domain.Session) *sessionEntry {
+	return s.spawnDelayed(st, 0)
 }
 
-// spawnSessionDelayed spawns a session actor whose first reconnect (a linked session) waits
+// spawnDelayed spawns a session actor whose first reconnect (a linked session) waits
 // connectDelay.
-func (e *Engine) spawnSessionDelayed(st domain.Session, connectDelay time.Duration) *sessionEntry {
+func (s *Sessions) spawnDelayed(st domain.Session, connectDelay time.Duration) *sessionEntry {
 	ent := &sessionEntry{}
 	view := st
 	ent.view.Store(&view)
 	deps := session.Deps{
-		Store: e.sessionTable, Network: e.cfg.Network, Clock: clockFunc(e.cfg.Now), Log: e.log,
+		Store: s.table, Network: s.e.cfg.Network, Clock: clockFunc(s.e.cfg.Now), Log: s.e.log,
 		Publisher:    ent,
-		Deliveries:   e.msgs,
-		Messages:     e.msgs,
-		Inbound:      e.inbound,
-		Events:       e.sessionEvents(),
+		Deliveries:   s.e.Messages.msgs,
+		Messages:     s.e.Messages.msgs,
+		Inbound:      s.inbound,
+		Events:       s.events(),
 		ConnectDelay: connectDelay,
-		Contacts:     e.contacts,
-		Pacing:       e.pacingOf(st.AssignedTo),
-		SendTimeout:  e.cfg.SendTimeout,
+		Contacts:     s.contacts,
+		Pacing:       s.pacingOf(st.AssignedTo),
+		SendTimeout:  s.e.cfg.SendTimeout,
 	}
-	e.sessions.mu.Lock()
-	e.sessions.byID[st.ID] = ent
-	e.sessions.mu.Unlock()
+	s.idx.put(st.ID, ent)
 	if st.AssignedTo != "" {
-		e.sessions.assign(st.ID, "", st.AssignedTo)
+		s.idx.assign(st.ID, "", st.AssignedTo)
 	}
-	ent.pid = e.spawn(session.New(st, deps), sessionActorKind, st.ID)
+	ent.pid = s.e.spawn(session.New(st, deps), sessionActorKind, st.ID)
 	return ent
+}
+
+// pacingOf is the pacing of a session owned by uid: the network's default with the owner's
+// plan's over it (the session's own override is laid on by its actor).
+func (s *Sessions) pacingOf(uid string) domain.Pacing {
+	p := s.e.cfg.Pacing
+	if uid != "" {
+		p = p.Merge(s.e.Users.planOf(uid).Pacing)
+	}
+	return p
+}
+
+// forSend resolves the session a user's message goes through ("" = the user's default)
+// and checks it is assigned to the user and linked. A linked session that is momentarily
+// disconnected accepts: its queue waits for the link (DESIGN.md section 9).
+func (s *Sessions) forSend(uid, sessionID string) (*sessionEntry, error) {
+	var ent *sessionEntry
+	if sessionID == "" {
+		if ent = s.idx.defaultOf(uid); ent == nil {
+			return nil, fmt.Errorf("%w: no session is assigned to this account; link one first", ErrNotConnected)
+		}
+	} else if ent = s.idx.get(sessionID); ent == nil || ent.view.Load().AssignedTo != uid {
+		return nil, fmt.Errorf("%w: session %s is not assigned to this account", ErrForbidden, sessionID)
+	}
+	if v := ent.view.Load(); v.Status != domain.StatusConnected && !v.Linked {
+		return nil, fmt.Errorf("%w: link the session first", ErrNotConnected)
+	}
+	return ent, nil
 }
 
 // SessionState is a session's snapshot (domain.Session); SessionView embeds it under this name.
@@ -170,21 +195,21 @@ type SessionView struct {
 	ClientName string
 }
 
-func (e *Engine) sessionView(ent *sessionEntry) SessionView {
+func (s *Sessions) view(ent *sessionEntry) SessionView {
 	st := *ent.view.Load()
 	v := SessionView{SessionState: st}
 	if st.AssignedTo != "" {
-		v.ClientName = e.clientName(st.AssignedTo)
+		v.ClientName = s.e.Users.clientName(st.AssignedTo)
 	}
 	return v
 }
 
-// Sessions lists every session, oldest first.
-func (e *Engine) Sessions() []SessionView {
-	ents := e.sessions.all()
+// List lists every session, oldest first.
+func (s *Sessions) List() []SessionView {
+	ents := s.idx.all()
 	out := make([]SessionView, len(ents))
 	for i, ent := range ents {
-		out[i] = e.sessionView(ent)
+		out[i] = s.view(ent)
 	}
 	slices.SortFunc(out, func(a, b SessionView) int {
 		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
@@ -195,8 +220,8 @@ func (e *Engine) Sessions() []SessionView {
 	return out
 }
 
-// CreateSession creates a session (status created), assigned to a user when assignTo is set.
-func (e *Engine) CreateSession(ctx context.Context, name, assignTo string) (SessionView, error) {
+// Create creates a session (status created), assigned to a user when assignTo is set.
+func (s *Sessions) Create(ctx context.Context, name, assignTo string) (SessionView, error) {
 	if strings.TrimSpace(name) == "" {
 		return SessionView{}, fmt.Errorf("%w: sessionName is required", ErrValidation)
 	}
@@ -204,11 +229,11 @@ func (e *Engine) CreateSession(ctx context.Context, name, assignTo string) (Sess
 		return SessionView{}, err
 	}
 	if assignTo != "" {
-		if _, err := e.User(assignTo); err != nil {
+		if _, err := s.e.Users.Get(assignTo); err != nil {
 			return SessionView{}, err
 		}
 	}
-	now := e.Now().UTC()
+	now := s.e.now().UTC()
 	st := domain.Session{
 		ID: uuid.NewString(), Name: strings.TrimSpace(name), Status: domain.StatusCreated,
 		AssignedTo: assignTo, CreatedAt: now, LastActivity: now,
@@ -216,45 +241,45 @@ func (e *Engine) CreateSession(ctx context.Context, name, assignTo string) (Sess
 	if assignTo != "" {
 		st.AssignedAt = now
 	}
-	if err := e.sessionTable.PutSession(ctx, st); err != nil {
+	if err := s.table.PutSession(ctx, st); err != nil {
 		return SessionView{}, fmt.Errorf("%w: save session: %v", ErrUnavailable, err)
 	}
-	ent := e.spawnSession(st)
-	e.log.Info("session created", "session_id", st.ID, "assigned_to", assignTo)
-	return e.sessionView(ent), nil
+	ent := s.spawn(st)
+	s.e.log.Info("session created", "session_id", st.ID, "assigned_to", assignTo)
+	return s.view(ent), nil
 }
 
-// AssignSession assigns a session to a user.
-func (e *Engine) AssignSession(ctx context.Context, sessionID, userID string) error {
-	ent := e.sessions.get(sessionID)
+// Assign assigns a session to a user.
+func (s *Sessions) Assign(ctx context.Context, sessionID, userID string) error {
+	ent := s.idx.get(sessionID)
 	if ent == nil {
 		return fmt.Errorf("%w: %s", ErrSessionNotFound, sessionID)
 	}
-	if _, err := e.User(userID); err != nil {
+	if _, err := s.e.Users.Get(userID); err != nil {
 		return err
 	}
-	e.sessions.assignMu.Lock()
-	defer e.sessions.assignMu.Unlock()
+	s.idx.assignMu.Lock()
+	defer s.idx.assignMu.Unlock()
 	from := ent.view.Load().AssignedTo
 	if from != "" && from != userID && ent.view.Load().Linked {
 		// The device is the previous owner's account: unlink it before anyone else can send
 		// through it.
-		if err := e.logout(ctx, ent); err != nil {
+		if err := s.unlink(ctx, ent); err != nil {
 			return err
 		}
 	}
 	msg := &session.Assign{UserID: userID, Reply: make(chan session.Reply, 1)}
-	e.hw.Send(ent.pid, msg)
-	r, err := e.waitSession(ctx, msg.Reply)
+	s.e.hw.Send(ent.pid, msg)
+	r, err := s.wait(ctx, msg.Reply)
 	if err != nil {
 		return err
 	}
 	if r.Err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, r.Err)
 	}
-	e.sessions.assign(sessionID, from, userID)
+	s.idx.assign(sessionID, from, userID)
 	// The new owner's plan may pace differently.
-	e.hw.Send(ent.pid, session.SetPacing{Pacing: e.pacingOf(userID)})
+	s.e.hw.Send(ent.pid, session.SetPacing{Pacing: s.pacingOf(userID)})
 	return nil
 }
 
@@ -266,10 +291,10 @@ type SessionUpdate struct {
 	Proxy     *string
 }
 
-// UpdateSession applies an admin's change to a session.
-func (e *Engine) UpdateSession(ctx context.Context, sessionID string, u SessionUpdate) (SessionView, error) {
+// Update applies an admin's change to a session.
+func (s *Sessions) Update(ctx context.Context, sessionID string, u SessionUpdate) (SessionView, error) {
 	p := u.Pacing
-	ent := e.sessions.get(sessionID)
+	ent := s.idx.get(sessionID)
 	if ent == nil {
 		return SessionView{}, fmt.Errorf("%w: %s", ErrSessionNotFound, sessionID)
 	}
@@ -283,172 +308,83 @@ func (e *Engine) UpdateSession(ctx context.Context, sessionID string, u SessionU
 		}
 	}
 	msg := &session.Update{SetPacing: u.SetPacing, Pacing: p, Proxy: u.Proxy, Reply: make(chan session.Reply, 1)}
-	e.hw.Send(ent.pid, msg)
-	r, err := e.waitSession(ctx, msg.Reply)
+	s.e.hw.Send(ent.pid, msg)
+	r, err := s.wait(ctx, msg.Reply)
 	if err == nil && r.Err != nil {
 		err = fmt.Errorf("%w: %v", ErrUnavailable, r.Err)
 	}
 	if err != nil {
 		return SessionView{}, err
 	}
-	return e.sessionView(ent), nil
+	return s.view(ent), nil
 }
 
 // Pacing is the pacing in force for a session: the network's, its owner's plan's, its own.
-func (e *Engine) Pacing(sessionID string) (domain.Pacing, error) {
-	ent := e.sessions.get(sessionID)
+func (s *Sessions) Pacing(sessionID string) (domain.Pacing, error) {
+	ent := s.idx.get(sessionID)
 	if ent == nil {
 		return domain.Pacing{}, fmt.Errorf("%w: %s", ErrSessionNotFound, sessionID)
 	}
 	v := ent.view.Load()
-	return e.pacingOf(v.AssignedTo).Merge(v.Pacing), nil
+	return s.pacingOf(v.AssignedTo).Merge(v.Pacing), nil
 }
 
-// SessionStatus is a user's session as the dashboard sees it; NOT_CREATED when there is none.
-func (e *Engine) SessionStatus(uid string) domain.Session {
-	ent := e.sessions.defaultOf(uid)
-	if ent == nil {
-		return domain.Session{Status: domain.StatusNotCreated}
-	}
-	st := *ent.view.Load()
-	st.Status = st.ClientStatus()
-	return st
+func (s *Sessions) wait(ctx context.Context, reply chan session.Reply) (session.Reply, error) {
+	return waitReply(ctx, reply, s.e.cfg.SessionTimeout, "session")
 }
 
-// ownSession returns the user's session, creating one (assigned to them) when they have none.
-func (e *Engine) ownSession(ctx context.Context, u persist.User) (*sessionEntry, error) {
-	if ent := e.sessions.defaultOf(u.ID); ent != nil {
-		return ent, nil
-	}
-	e.sessionCreate.Lock()
-	defer e.sessionCreate.Unlock()
-	if ent := e.sessions.defaultOf(u.ID); ent != nil {
-		return ent, nil
-	}
-	name := u.Name
-	if name == "" {
-		name = u.ID
-	}
-	v, err := e.CreateSession(ctx, name+" session", u.ID)
-	if err != nil {
-		return nil, err
-	}
-	return e.sessions.get(v.ID), nil
-}
-
-// StartSession starts the user's session (creating it first if they have none): linking by QR
-// for an unlinked device, a reconnect for a linked one.
-func (e *Engine) StartSession(ctx context.Context, u persist.User) (domain.Session, error) {
-	ent, err := e.ownSession(ctx, u)
-	if err != nil {
-		return domain.Session{}, err
-	}
-	msg := &session.Start{Reply: make(chan session.Reply, 1)}
-	e.hw.Send(ent.pid, msg)
-	r, err := e.waitSession(ctx, msg.Reply)
-	if err != nil {
-		return domain.Session{}, err
-	}
-	return r.State, r.Err
-}
-
-// SessionQR returns the QR code text to show for the user's session, creating and starting the
-// session when needed; ErrAlreadyConnected when it is linked and connected.
-func (e *Engine) SessionQR(ctx context.Context, u persist.User) (domain.Session, error) {
-	ent, err := e.ownSession(ctx, u)
-	if err != nil {
-		return domain.Session{}, err
-	}
-	msg := &session.GetQR{Reply: make(chan session.Reply, 1)}
-	e.hw.Send(ent.pid, msg)
-	r, err := e.waitSession(ctx, msg.Reply)
-	if err != nil {
-		return domain.Session{}, err
-	}
-	return r.State, r.Err
-}
-
-// SessionPairCode starts linking the user's session by phone number and returns the code.
-func (e *Engine) SessionPairCode(ctx context.Context, u persist.User, phone string) (domain.Session, string, error) {
-	ent, err := e.ownSession(ctx, u)
-	if err != nil {
-		return domain.Session{}, "", err
-	}
-	msg := &session.GetPairCode{Phone: phone, Reply: make(chan session.Reply, 1)}
-	e.hw.Send(ent.pid, msg)
-	r, err := e.waitSession(ctx, msg.Reply)
-	if err != nil {
-		return domain.Session{}, "", err
-	}
-	return r.State, r.Code, r.Err
-}
-
-func (e *Engine) waitSession(ctx context.Context, reply chan session.Reply) (session.Reply, error) {
-	return waitReply(ctx, reply, e.cfg.SessionTimeout, "session")
-}
-
-// logout unlinks a session's device from its phone.
-func (e *Engine) logout(ctx context.Context, ent *sessionEntry) error {
+// unlink unlinks a session's device from its phone.
+func (s *Sessions) unlink(ctx context.Context, ent *sessionEntry) error {
 	msg := &session.Logout{Reply: make(chan session.Reply, 1)}
-	e.hw.Send(ent.pid, msg)
-	r, err := e.waitSession(ctx, msg.Reply)
+	s.e.hw.Send(ent.pid, msg)
+	r, err := s.wait(ctx, msg.Reply)
 	if err == nil {
 		err = r.Err
 	}
 	return err
 }
 
-// LogoutSession unlinks the user's session from their phone (POST /api/client/logout); a new
-// QR scan links it again.
-func (e *Engine) LogoutSession(ctx context.Context, uid string) error {
-	ent := e.sessions.defaultOf(uid)
-	if ent == nil {
-		return fmt.Errorf("%w: this account has no session", ErrSessionNotFound)
-	}
-	return e.logout(ctx, ent)
-}
-
-// DeleteSession unlinks a session's device, stops its actor and deletes it (DELETE
+// Delete unlinks a session's device, stops its actor and deletes it (DELETE
 // /api/admin/sessions?id=). Messages still in its queue fail with session_not_found: nothing
 // can send them any more.
-func (e *Engine) DeleteSession(ctx context.Context, id string) error {
-	ent := e.sessions.get(id)
+func (s *Sessions) Delete(ctx context.Context, id string) error {
+	ent := s.idx.get(id)
 	if ent == nil {
 		return fmt.Errorf("%w: %s", ErrSessionNotFound, id)
 	}
-	e.sessions.assignMu.Lock()
-	defer e.sessions.assignMu.Unlock()
+	s.idx.assignMu.Lock()
+	defer s.idx.assignMu.Unlock()
 	if ent.view.Load().Linked {
-		if err := e.logout(ctx, ent); err != nil {
+		if err := s.unlink(ctx, ent); err != nil {
 			return err
 		}
 	}
 	take := &session.TakeQueue{Reply: make(chan []domain.OutboxEntry, 1)}
-	e.hw.Send(ent.pid, take)
-	queued, err := waitReply(ctx, take.Reply, e.cfg.AskTimeout, "session")
+	s.e.hw.Send(ent.pid, take)
+	queued, err := waitReply(ctx, take.Reply, s.e.cfg.AskTimeout, "session")
 	if err != nil {
 		return err
 	}
-	<-e.hw.Poison(ent.pid).Done()
-	if err := e.sessionTable.DeleteSession(ctx, id); err != nil {
+	<-s.e.hw.Poison(ent.pid).Done()
+	if err := s.table.DeleteSession(ctx, id); err != nil {
 		return fmt.Errorf("%w: delete session: %v", ErrUnavailable, err)
 	}
-	e.sessions.remove(id, ent.view.Load().AssignedTo)
-	now := e.Now().UTC()
+	s.idx.remove(id, ent.view.Load().AssignedTo)
+	now := s.e.now().UTC()
 	for _, q := range queued {
 		gone := fmt.Errorf("%w: the session was deleted", ErrSessionNotFound)
 		q.Code, q.Error = domain.CodeOf(gone), gone.Error()
 		q.SetStatus(domain.MsgFailed, now)
-		e.msgs.Outcome(q, gone)
+		s.e.Messages.msgs.Outcome(q, gone)
 	}
-	e.log.Info("session deleted", "session_id", id, "queued_failed", len(queued))
+	s.e.log.Info("session deleted", "session_id", id, "queued_failed", len(queued))
 	return nil
 }
 
-// sessionEvents is the session actors' status listener (nil when events are off).
-func (e *Engine) sessionEvents() session.Events {
-	if e.pub == nil {
+// events is the session actors' status listener (nil when events are off).
+func (s *Sessions) events() session.Events {
+	if s.e.pub == nil {
 		return nil
 	}
-	return sessionEvents{e.pub}
+	return sessionEvents{s.e.pub}
 }

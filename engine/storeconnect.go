@@ -19,13 +19,13 @@ import (
 // OAuthInit starts an OAuth install: it stores the app credentials with a single-use nonce
 // (10 minutes) and returns the platform's authorization address and the shop. Empty clientID
 // and clientSecret use the configured app credentials.
-func (e *Engine) OAuthInit(ctx context.Context, uid, shop, clientID, clientSecret string) (authURL, canonical string, err error) {
-	s := e.stores
+func (st *Stores) OAuthInit(ctx context.Context, uid, shop, clientID, clientSecret string) (authURL, canonical string, err error) {
+	s := st.s
 	canonical, ok := ecom.NormalizeShopDomain(shop)
 	if !ok {
 		return "", "", fmt.Errorf("%w: %q; use <name>.myshopify.com", ErrInvalidShop, shop)
 	}
-	n := persist.OAuthNonce{UserID: uid, Shop: canonical, ClientID: strings.TrimSpace(clientID), CreatedAt: e.Now().UTC()}
+	n := persist.OAuthNonce{UserID: uid, Shop: canonical, ClientID: strings.TrimSpace(clientID), CreatedAt: st.e.now().UTC()}
 	clientSecret = strings.TrimSpace(clientSecret)
 	switch {
 	case n.ClientID == "" && clientSecret == "":
@@ -75,8 +75,8 @@ const (
 // gateway issued, unexpired, for that user and shop; the `hmac` must verify with the app
 // secret; then the code is exchanged, the five webhooks registered and the store saved. On any
 // failure nothing is saved and the error is a *CallbackError.
-func (e *Engine) OAuthCallback(ctx context.Context, q url.Values) (string, error) {
-	s := e.stores
+func (st *Stores) OAuthCallback(ctx context.Context, q url.Values) (string, error) {
+	s := st.s
 	fail := func(reason string, err error) (string, error) {
 		return "", &CallbackError{Reason: reason, Err: err}
 	}
@@ -99,7 +99,7 @@ func (e *Engine) OAuthCallback(ctx context.Context, q url.Values) (string, error
 		return fail(CallbackInvalidState, errors.New("unknown or expired state"))
 	case err != nil:
 		return fail(CallbackUnavailable, err)
-	case e.Now().Sub(n.CreatedAt) > persist.OAuthNonceTTL:
+	case st.e.now().Sub(n.CreatedAt) > persist.OAuthNonceTTL:
 		return fail(CallbackInvalidState, errors.New("expired state"))
 	case n.UserID != uid || n.Shop != shop:
 		return fail(CallbackInvalidState, errors.New("the state was issued for another user or shop"))
@@ -129,7 +129,7 @@ func (e *Engine) OAuthCallback(ctx context.Context, q url.Values) (string, error
 		Shop: shop, Method: StoreMethodOAuth, UserID: uid, ShopName: name,
 		ClientID: n.ClientID, ClientSecret: n.ClientSecret, AppCredentials: n.AppCredentials, Scope: scope,
 	}
-	if _, err := e.connectShopify(ctx, rec, token, "", true); err != nil {
+	if _, err := st.connectShopify(ctx, rec, token, "", true); err != nil {
 		var we *webhooksError
 		if errors.As(err, &we) {
 			return fail(CallbackWebhooks, err)
@@ -152,14 +152,14 @@ type ManualResult struct {
 // ManualConnect connects a store with an Admin API access token: the token is verified, the
 // five webhooks registered (as many as the token allows) and the store saved. webhookSecret is
 // the signing secret of the app the token belongs to, when known.
-func (e *Engine) ManualConnect(ctx context.Context, uid, shop, token, webhookSecret string) (ManualResult, error) {
-	s := e.stores
-	canonical, token, name, err := e.verifyShopToken(ctx, shop, token)
+func (st *Stores) ManualConnect(ctx context.Context, uid, shop, token, webhookSecret string) (ManualResult, error) {
+	s := st.s
+	canonical, token, name, err := st.verifyShopToken(ctx, shop, token)
 	if err != nil {
 		return ManualResult{}, err
 	}
 	rec := StoreRecord{Shop: canonical, Method: StoreMethodManual, UserID: uid, ShopName: name}
-	reg, err := e.connectShopify(ctx, rec, token, webhookSecret, false)
+	reg, err := st.connectShopify(ctx, rec, token, webhookSecret, false)
 	if err != nil {
 		return ManualResult{}, err
 	}
@@ -175,45 +175,45 @@ func (e *Engine) ManualConnect(ctx context.Context, uid, shop, token, webhookSec
 
 // NativeConnect connects a store whose owner creates the webhooks in the store admin;
 // webhookSecret is the signing secret the admin shows for them (optional).
-func (e *Engine) NativeConnect(ctx context.Context, uid, shop, webhookSecret string) (string, string, error) {
+func (st *Stores) NativeConnect(ctx context.Context, uid, shop, webhookSecret string) (string, string, error) {
 	canonical, ok := ecom.NormalizeShopDomain(shop)
 	if !ok {
 		return "", "", fmt.Errorf("%w: %q; use <name>.myshopify.com", ErrInvalidShop, shop)
 	}
-	rec := StoreRecord{Shop: canonical, Platform: ecom.PlatformShopify, Method: StoreMethodNative, UserID: uid, ConnectedAt: e.Now().UTC()}
-	if err := e.sealInto(&rec, "", webhookSecret); err != nil {
+	rec := StoreRecord{Shop: canonical, Platform: ecom.PlatformShopify, Method: StoreMethodNative, UserID: uid, ConnectedAt: st.e.now().UTC()}
+	if err := st.sealInto(&rec, "", webhookSecret); err != nil {
 		return "", "", err
 	}
-	if err := e.saveStore(ctx, rec, false); err != nil {
+	if err := st.save(ctx, rec, false); err != nil {
 		return "", "", err
 	}
-	e.log.Info("store connected", "method", rec.Method, "shop", canonical, "user_id", uid)
-	return canonical, e.stores.webhookURL(uid, canonical), nil
+	st.e.log.Info("store connected", "method", rec.Method, "shop", canonical, "user_id", uid)
+	return canonical, st.s.webhookURL(uid, canonical), nil
 }
 
-// ConnectStore is POST /api/client/store/connect: a Shopify-type store by access token (verified,
+// Connect is POST /api/client/store/connect: a Shopify-type store by access token (verified,
 // and all five webhooks must register) or a WooCommerce store by domain (its webhooks are made
 // in its admin, optionally signed with webhookSecret).
-func (e *Engine) ConnectStore(ctx context.Context, uid, platform, domain, token, webhookSecret string) error {
+func (st *Stores) Connect(ctx context.Context, uid, platform, domain, token, webhookSecret string) error {
 	switch strings.ToLower(strings.TrimSpace(platform)) {
 	case ecom.PlatformShopify:
-		canonical, token, name, err := e.verifyShopToken(ctx, domain, token)
+		canonical, token, name, err := st.verifyShopToken(ctx, domain, token)
 		if err != nil {
 			return err
 		}
 		rec := StoreRecord{Shop: canonical, Method: StoreMethodConnect, UserID: uid, ShopName: name}
-		_, err = e.connectShopify(ctx, rec, token, webhookSecret, true)
+		_, err = st.connectShopify(ctx, rec, token, webhookSecret, true)
 		return err
 	case ecom.PlatformWooCommerce:
 		host, ok := ecom.NormalizeHost(domain)
 		if !ok {
 			return fmt.Errorf("%w: domain must be the store's host name (shop.example.com)", ErrValidation)
 		}
-		rec := StoreRecord{Shop: host, Platform: ecom.PlatformWooCommerce, Method: StoreMethodConnect, UserID: uid, ConnectedAt: e.Now().UTC()}
-		if err := e.sealInto(&rec, "", webhookSecret); err != nil {
+		rec := StoreRecord{Shop: host, Platform: ecom.PlatformWooCommerce, Method: StoreMethodConnect, UserID: uid, ConnectedAt: st.e.now().UTC()}
+		if err := st.sealInto(&rec, "", webhookSecret); err != nil {
 			return err
 		}
-		return e.saveStore(ctx, rec, false)
+		return st.save(ctx, rec, false)
 	}
 	return fmt.Errorf("%w: platform must be shopify or woocommerce", ErrValidation)
 }
@@ -237,8 +237,8 @@ func (w *webhooksError) Unwrap() error { return w.err }
 // the shop over). rec carries the flow's own fields. With allWebhooks, fewer than five
 // registered webhooks fail the connect with a *webhooksError and nothing is saved; without,
 // whatever registered is kept and the rest is reported.
-func (e *Engine) connectShopify(ctx context.Context, rec StoreRecord, token, webhookSecret string, allWebhooks bool) (registration, error) {
-	s := e.stores
+func (st *Stores) connectShopify(ctx context.Context, rec StoreRecord, token, webhookSecret string, allWebhooks bool) (registration, error) {
+	s := st.s
 	n, err := s.client.RegisterWebhooks(ctx, rec.Shop, token, s.webhookURL(rec.UserID, rec.Shop))
 	reg := registration{n: n, err: err}
 	if allWebhooks && (err != nil || n < len(ecom.Topics())) {
@@ -248,28 +248,28 @@ func (e *Engine) connectShopify(ctx context.Context, rec StoreRecord, token, web
 		return reg, &webhooksError{err}
 	}
 	if err != nil {
-		e.log.Warn("store webhooks not all registered", "shop", rec.Shop, "user_id", rec.UserID, "registered", n, "err", err)
+		st.e.log.Warn("store webhooks not all registered", "shop", rec.Shop, "user_id", rec.UserID, "registered", n, "err", err)
 	}
-	rec.Platform, rec.WebhooksRegistered, rec.ConnectedAt = ecom.PlatformShopify, n, e.Now().UTC()
-	if err := e.sealInto(&rec, token, webhookSecret); err != nil {
+	rec.Platform, rec.WebhooksRegistered, rec.ConnectedAt = ecom.PlatformShopify, n, st.e.now().UTC()
+	if err := st.sealInto(&rec, token, webhookSecret); err != nil {
 		return reg, err
 	}
-	if err := e.saveStore(ctx, rec, true); err != nil {
+	if err := st.save(ctx, rec, true); err != nil {
 		return reg, err
 	}
-	e.log.Info("store connected", "method", rec.Method, "shop", rec.Shop, "user_id", rec.UserID, "webhooks", n)
+	st.e.log.Info("store connected", "method", rec.Method, "shop", rec.Shop, "user_id", rec.UserID, "webhooks", n)
 	return reg, nil
 }
 
 // VerifyShopify checks an access token against the platform and returns the shop's name.
-func (e *Engine) VerifyShopify(ctx context.Context, domain, token string) (string, error) {
-	_, _, name, err := e.verifyShopToken(ctx, domain, token)
+func (st *Stores) VerifyShopify(ctx context.Context, domain, token string) (string, error) {
+	_, _, name, err := st.verifyShopToken(ctx, domain, token)
 	return name, err
 }
 
 // verifyShopToken validates the domain (before any outbound call) and the token's shape, then
 // asks the platform for the shop's name.
-func (e *Engine) verifyShopToken(ctx context.Context, domain, token string) (shop, tok, name string, err error) {
+func (st *Stores) verifyShopToken(ctx context.Context, domain, token string) (shop, tok, name string, err error) {
 	shop, ok := ecom.NormalizeShopDomain(domain)
 	if !ok {
 		return "", "", "", fmt.Errorf("%w: %q; use <name>.myshopify.com", ErrInvalidShop, domain)
@@ -281,15 +281,15 @@ func (e *Engine) verifyShopToken(ctx context.Context, domain, token string) (sho
 	if !ecom.ValidAccessToken(tok) {
 		return "", "", "", fmt.Errorf("%w: the access token must start with %s", ErrValidation, strings.Join(ecom.AccessTokenPrefixes(), ", "))
 	}
-	name, err = e.stores.client.VerifyToken(ctx, shop, tok)
+	name, err = st.s.client.VerifyToken(ctx, shop, tok)
 	if err != nil {
 		return "", "", "", err
 	}
 	return shop, tok, name, nil
 }
 
-func (e *Engine) sealInto(rec *StoreRecord, token, webhookSecret string) error {
-	s := e.stores
+func (st *Stores) sealInto(rec *StoreRecord, token, webhookSecret string) error {
+	s := st.s
 	var err error
 	if rec.AccessToken, err = s.sealer.Seal(token); err != nil {
 		return fmt.Errorf("%w: seal the access token: %v", ErrUnavailable, err)
@@ -300,16 +300,16 @@ func (e *Engine) sealInto(rec *StoreRecord, token, webhookSecret string) error {
 	return nil
 }
 
-// saveStore makes rec the user's store, in one commit: the user's previous store (if another
+// save makes rec the user's store, in one commit: the user's previous store (if another
 // shop) and, when takeOver allows it (the platform proved access), another user's connection of
 // the same shop are removed with their pending events. A reconnect of the same shop by the same
 // user keeps its pending events and actor.
-func (e *Engine) saveStore(ctx context.Context, rec StoreRecord, takeOver bool) error {
-	s := e.stores
+func (st *Stores) save(ctx context.Context, rec StoreRecord, takeOver bool) error {
+	s := st.s
 	s.idx.write.Lock()
 	defer s.idx.write.Unlock()
 	s.idx.mu.RLock()
-	sameShop, prevOfUser := s.idx.byShop[rec.Shop], s.idx.byUser[rec.UserID]
+	sameShop, prevOfUser := s.idx.byID[rec.Shop], s.idx.byUser[rec.UserID]
 	s.idx.mu.RUnlock()
 	if sameShop != nil && sameShop.rec.UserID != rec.UserID && !takeOver {
 		return ErrStoreTaken
@@ -353,34 +353,32 @@ func (e *Engine) saveStore(ctx context.Context, rec StoreRecord, takeOver bool) 
 	}
 	s.idx.mu.Lock()
 	for _, d := range dropped {
-		if s.idx.byShop[d.rec.Shop] == d {
-			delete(s.idx.byShop, d.rec.Shop)
+		if s.idx.byID[d.rec.Shop] == d {
+			delete(s.idx.byID, d.rec.Shop)
 		}
 		if s.idx.byUser[d.rec.UserID] == d {
 			delete(s.idx.byUser, d.rec.UserID)
 		}
 	}
-	s.idx.byShop[rec.Shop], s.idx.byUser[rec.UserID] = ent, ent
+	s.idx.byID[rec.Shop], s.idx.byUser[rec.UserID] = ent, ent
 	s.idx.mu.Unlock()
 	for _, d := range dropped {
-		e.stopStoreActor(d)
+		st.stopActor(d)
 	}
 	return nil
 }
 
-// DisconnectStore removes the user's store, its pending events and its recent events. The
+// Disconnect removes the user's store, its pending events and its recent events. The
 // webhooks registered on the platform stay (they are answered 404 from now on).
-func (e *Engine) DisconnectStore(ctx context.Context, uid string) error {
-	s := e.stores
+func (st *Stores) Disconnect(ctx context.Context, uid string) error {
+	s := st.s
 	s.idx.write.Lock()
 	defer s.idx.write.Unlock()
-	s.idx.mu.RLock()
-	ent := s.idx.byUser[uid]
-	s.idx.mu.RUnlock()
+	ent := s.idx.ofUser(uid)
 	if ent == nil {
 		return fmt.Errorf("%w: no store is connected to this account", ErrStoreNotFound)
 	}
-	e.stopStoreActor(ent)
+	st.stopActor(ent)
 	ops, removed, err := s.inbox.ShopDataOps(ent.rec.Shop)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
@@ -391,10 +389,10 @@ func (e *Engine) DisconnectStore(ctx context.Context, uid string) error {
 	}
 	s.pending.Add(-removed)
 	s.idx.mu.Lock()
-	delete(s.idx.byShop, ent.rec.Shop)
+	delete(s.idx.byID, ent.rec.Shop)
 	delete(s.idx.byUser, uid)
 	s.idx.mu.Unlock()
-	e.log.Info("store disconnected", "shop", ent.rec.Shop, "user_id", uid)
+	st.e.log.Info("store disconnected", "shop", ent.rec.Shop, "user_id", uid)
 	return nil
 }
 

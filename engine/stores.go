@@ -28,10 +28,10 @@ import (
 // marks, recent outcomes); their key schema is written down in persist/stores.go and
 // persist/inbox.go.
 //
-// Concurrency: storeIndex.mu guards the shop and user maps (never held during I/O);
-// storeIndex.write serialises connects and disconnects; a storeEntry's credentials never change
-// after it is built (a reconnect builds a new entry). The webhook hot path reads the maps under
-// the read lock only.
+// Concurrency (LOCKS.md): storeIndex.mu, its registry's lock, guards the shop and user maps
+// (never held during I/O); storeIndex.write serialises connects and disconnects; a storeEntry's
+// credentials never change after it is built (a reconnect builds a new entry), and its mu guards
+// only its lazily spawned actor. The webhook hot path reads the maps under the read lock only.
 
 // Store errors, re-exported for the HTTP layer.
 var (
@@ -102,12 +102,27 @@ type storeEntry struct {
 	storeName, webhookURL           string
 }
 
+// actorPID is the store's actor, nil while none runs (spawned on the first event).
+func (ent *storeEntry) actorPID() *actor.PID {
+	ent.mu.Lock()
+	defer ent.mu.Unlock()
+	return ent.pid
+}
+
+// storeIndex finds store entries by shop domain (the registry) and by owner (byUser, guarded by
+// the registry's mu). write serialises connects and disconnects.
 type storeIndex struct {
-	mu     sync.RWMutex
-	byShop map[string]*storeEntry
+	registry[string, *storeEntry]
 	byUser map[string]*storeEntry
 	write  sync.Mutex
 	gen    atomic.Int64 // actor id suffix: a reconnected shop gets a fresh actor id
+}
+
+// ofUser is the user's store entry (nil: none is connected).
+func (x *storeIndex) ofUser(uid string) *storeEntry {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.byUser[uid]
 }
 
 // storeService holds the store integration's tables and state.
@@ -130,9 +145,16 @@ type storeService struct {
 	sentN, skippedN, failedN, signatureN atomic.Int64
 }
 
-// bootStores builds the store integration and respawns the actor of every store whose inbox
-// holds entries.
-func (e *Engine) bootStores() (int, error) {
+// Stores is the store facet (DESIGN.md section 3, flow 3): connecting and disconnecting a
+// user's store (storeconnect.go), its message templates (templates.go), the webhook receiver
+// (webhook.go), and the store's view and counters. Each store with events to run has a
+// storeevents actor; the facet's state, which those actors consume too, is the storeService.
+type Stores struct {
+	e *Engine
+	s *storeService
+}
+
+func newStores(e *Engine) *Stores {
 	cfg := e.cfg.Stores
 	kv := e.cfg.Store.KV()
 	s := &storeService{
@@ -149,9 +171,15 @@ func (e *Engine) bootStores() (int, error) {
 	if s.cfg.PublicURL == "" {
 		s.cfg.PublicURL = "http://localhost:8080"
 	}
-	s.idx.byShop, s.idx.byUser = map[string]*storeEntry{}, map[string]*storeEntry{}
-	e.stores = s
+	s.idx.init()
+	s.idx.byUser = map[string]*storeEntry{}
+	return &Stores{e: e, s: s}
+}
 
+// boot loads every connected store and respawns the actor of every store whose inbox holds
+// entries.
+func (st *Stores) boot() (int, error) {
+	s := st.s
 	recs, err := s.records.All()
 	if err != nil {
 		return 0, fmt.Errorf("engine: load stores: %w", err)
@@ -159,16 +187,16 @@ func (e *Engine) bootStores() (int, error) {
 	for _, r := range recs {
 		ent := s.newEntry(r)
 		if ent.openErr != nil {
-			e.log.Error("store credentials do not open: webhooks with a signature are refused and orders cannot be fetched until it is connected again",
+			st.e.log.Error("store credentials do not open: webhooks with a signature are refused and orders cannot be fetched until it is connected again",
 				"shop", r.Shop, "user_id", r.UserID, "err", ent.openErr)
 		}
-		s.idx.byShop[r.Shop], s.idx.byUser[r.UserID] = ent, ent
+		s.idx.byID[r.Shop], s.idx.byUser[r.UserID] = ent, ent
 	}
 	// Pending inbox entries: group by shop; entries of stores no longer connected are dropped.
 	counts := map[string]int{}
 	var orphans []persist.Op
 	err = s.inbox.Pending(func(shop, seq string) error {
-		ent := s.idx.byShop[shop]
+		ent := s.idx.byID[shop]
 		if ent == nil {
 			orphans = append(orphans, s.inbox.DeleteOp(shop, seq))
 			return nil
@@ -187,7 +215,7 @@ func (e *Engine) bootStores() (int, error) {
 	}
 	for shop, n := range counts {
 		s.pending.Add(int64(n))
-		e.storeActor(s.idx.byShop[shop])
+		st.actorOf(s.idx.byID[shop])
 	}
 	return len(recs), nil
 }
@@ -228,55 +256,45 @@ func (s *storeService) webhookURL(uid, shop string) string {
 }
 
 func (s *storeService) byShop(shop string) *storeEntry {
-	s.idx.mu.RLock()
-	defer s.idx.mu.RUnlock()
-	return s.idx.byShop[shop]
+	return s.idx.get(shop)
 }
 
-// storeActor returns the store's actor, spawning it on first use.
-func (e *Engine) storeActor(ent *storeEntry) *actor.PID {
+// actorOf returns the store's actor, spawning it on first use.
+func (st *Stores) actorOf(ent *storeEntry) *actor.PID {
 	ent.mu.Lock()
 	defer ent.mu.Unlock()
 	if ent.pid != nil {
 		return ent.pid
 	}
-	s := e.stores
+	s := st.s
 	deps := storeevents.Deps{
 		Store: storeEventsStore{s.inbox, s}, Orders: s, Templates: s,
-		Sender: storeSender{e}, Outbox: storeSender{e},
+		Sender: storeSender{st.e}, Outbox: storeSender{st.e},
 		Publisher: storeViews{s, ent.rec.Shop}, Workers: &s.workers,
-		Clock: clockFunc(e.cfg.Now), Log: e.log,
+		Clock: clockFunc(st.e.cfg.Now), Log: st.e.log,
 		BaseBackoff: s.cfg.BaseBackoff, MaxBackoff: s.cfg.MaxBackoff, SessionPoll: s.cfg.SessionPoll, RetryWindow: s.cfg.RetryWindow,
 	}
 	id := ent.rec.Shop + "." + strconv.FormatInt(s.idx.gen.Add(1), 10)
-	ent.pid = e.spawn(storeevents.New(ent.rec.Shop, deps), storeActorKind, id)
+	ent.pid = st.e.spawn(storeevents.New(ent.rec.Shop, deps), storeActorKind, id)
 	return ent.pid
 }
 
-// stopStoreActor stops an entry's actor, if it runs.
-func (e *Engine) stopStoreActor(ent *storeEntry) {
+// stopActor stops an entry's actor, if it runs.
+func (st *Stores) stopActor(ent *storeEntry) {
 	ent.mu.Lock()
 	pid := ent.pid
 	ent.pid = nil
 	ent.mu.Unlock()
 	if pid != nil {
-		e.hw.Poison(pid)
+		st.e.hw.Poison(pid)
 	}
 }
 
-// stopStores stops every store actor and waits a little for their workers (an unfinished
+// stop stops every store actor and waits a little for their workers (an unfinished
 // entry is run again at boot).
-func (e *Engine) stopStores(ctx context.Context) {
-	s := e.stores
-	if s == nil {
-		return
-	}
-	s.idx.mu.RLock()
-	ents := make([]*storeEntry, 0, len(s.idx.byShop))
-	for _, ent := range s.idx.byShop {
-		ents = append(ents, ent)
-	}
-	s.idx.mu.RUnlock()
+func (st *Stores) stop(ctx context.Context) {
+	s := st.s
+	ents := s.idx.all()
 	var pids []*actor.PID
 	for _, ent := range ents {
 		ent.mu.Lock()
@@ -286,7 +304,7 @@ func (e *Engine) stopStores(ctx context.Context) {
 		ent.pid = nil
 		ent.mu.Unlock()
 	}
-	e.poisonAll(ctx, pids)
+	st.e.poisonAll(ctx, pids)
 	wctx, cancel := context.WithTimeout(ctx, storeStopWait)
 	defer cancel()
 	s.workers.wait(wctx)
@@ -341,12 +359,10 @@ type StoreView struct {
 	Events []domain.StoreEvent
 }
 
-// Store returns the user's store; ErrStoreNotFound when none is connected.
-func (e *Engine) Store(uid string) (StoreView, error) {
-	s := e.stores
-	s.idx.mu.RLock()
-	ent := s.idx.byUser[uid]
-	s.idx.mu.RUnlock()
+// Get returns the user's store; ErrStoreNotFound when none is connected.
+func (st *Stores) Get(uid string) (StoreView, error) {
+	s := st.s
+	ent := s.idx.ofUser(uid)
 	if ent == nil {
 		return StoreView{}, fmt.Errorf("%w: no store is connected to this account", ErrStoreNotFound)
 	}
@@ -389,15 +405,10 @@ type StoreStats struct {
 	EventsSent, EventsSkipped, EventsFailed int64
 }
 
-// StoreStats reads the store integration's counters.
-func (e *Engine) StoreStats() StoreStats {
-	s := e.stores
-	if s == nil {
-		return StoreStats{}
-	}
-	s.idx.mu.RLock()
-	n := len(s.idx.byShop)
-	s.idx.mu.RUnlock()
+// Stats reads the store integration's counters.
+func (st *Stores) Stats() StoreStats {
+	s := st.s
+	n := s.idx.len()
 	return StoreStats{
 		Stores: n, WebhooksAccepted: s.accepted.Load(), WebhooksDuplicate: s.duplicates.Load(),
 		WebhooksIgnored: s.ignored.Load(), SignatureFailures: s.signatureN.Load(), EventsPending: s.pending.Load(),

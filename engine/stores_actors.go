@@ -98,18 +98,18 @@ type storeSender struct{ e *Engine }
 
 // SendBatch accepts a store's messages through the owner's default session in one commit.
 func (ss storeSender) SendBatch(ctx context.Context, uid, origin string, msgs []domain.Message) ([]domain.OutboxEntry, error) {
-	return ss.e.SendBatch(ctx, uid, origin, msgs)
+	return ss.e.Messages.SendBatch(ctx, uid, origin, msgs)
 }
 
 // SessionReady tells whether the user's default session is connected.
 func (ss storeSender) SessionReady(uid string) bool {
-	_, err := ss.e.sendSession(uid, "")
+	_, err := ss.e.Sessions.forSend(uid, "")
 	return err == nil
 }
 
 // Outcome looks a message up in the outbox.
 func (ss storeSender) Outcome(msgID string) (domain.OutboxEntry, bool) {
-	return ss.e.outboxOutcome(msgID)
+	return ss.e.Messages.stored(msgID)
 }
 
 // Interface guards.

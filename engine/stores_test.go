@@ -57,7 +57,7 @@ func TestOAuthNonceExpiresAndIsSingleUse(t *testing.T) {
 		}
 		q := url.Values{"code": {code}, "shop": {shop}, "state": {u.Query().Get("state")}, "timestamp": {"1"}}
 		q.Set("hmac", ecom.SignOAuthQuery(q, "csecret"))
-		_, err = e.OAuthCallback(ctx, q)
+		_, err = e.Stores.OAuthCallback(ctx, q)
 		return err
 	}
 	reason := func(err error) string {
@@ -68,7 +68,7 @@ func TestOAuthNonceExpiresAndIsSingleUse(t *testing.T) {
 		return ce.Reason
 	}
 
-	authURL, _, err := e.OAuthInit(ctx, "alice", shop, "cid", "csecret")
+	authURL, _, err := e.Stores.OAuthInit(ctx, "alice", shop, "cid", "csecret")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,11 +77,11 @@ func TestOAuthNonceExpiresAndIsSingleUse(t *testing.T) {
 	if err := callback(authURL, "c1"); reason(err) != CallbackInvalidState {
 		t.Fatalf("expired state: %v", err)
 	}
-	if _, err := e.Store("alice"); !errors.Is(err, ErrStoreNotFound) {
+	if _, err := e.Stores.Get("alice"); !errors.Is(err, ErrStoreNotFound) {
 		t.Fatalf("a store was saved after an expired state: %v", err)
 	}
 
-	authURL, _, err = e.OAuthInit(ctx, "alice", shop, "cid", "csecret")
+	authURL, _, err = e.Stores.OAuthInit(ctx, "alice", shop, "cid", "csecret")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestOAuthNonceExpiresAndIsSingleUse(t *testing.T) {
 	if err := callback(authURL, "c1"); err != nil {
 		t.Fatalf("callback within 10 minutes: %v", err)
 	}
-	if v, err := e.Store("alice"); err != nil || v.Method != StoreMethodOAuth || v.ShopName != "Acme" || v.WebhooksRegistered != 5 {
+	if v, err := e.Stores.Get("alice"); err != nil || v.Method != StoreMethodOAuth || v.ShopName != "Acme" || v.WebhooksRegistered != 5 {
 		t.Fatalf("store %+v err %v", v, err)
 	}
 	if err := callback(authURL, "c1"); reason(err) != CallbackInvalidState {
@@ -97,10 +97,10 @@ func TestOAuthNonceExpiresAndIsSingleUse(t *testing.T) {
 	}
 
 	// The configured app credentials stand in when oauth-init gives none.
-	if _, _, err := e.OAuthInit(ctx, "alice", shop, "", ""); !errors.Is(err, ErrValidation) {
+	if _, _, err := e.Stores.OAuthInit(ctx, "alice", shop, "", ""); !errors.Is(err, ErrValidation) {
 		t.Fatalf("no credentials anywhere: %v", err)
 	}
-	if _, _, err := e.OAuthInit(ctx, "alice", "acme.example.com", "cid", "csecret"); !errors.Is(err, ErrInvalidShop) {
+	if _, _, err := e.Stores.OAuthInit(ctx, "alice", "acme.example.com", "cid", "csecret"); !errors.Is(err, ErrInvalidShop) {
 		t.Fatalf("bad shop: %v", err)
 	}
 }
@@ -120,7 +120,7 @@ func TestStoreSecretsSealedAtRest(t *testing.T) {
 	if _, err := os.Stat(keyFile); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("key file made before any store was connected: %v", err)
 	}
-	if _, err := e.ManualConnect(context.Background(), "alice", shop, "shpat_plaintext_token", "hook-secret-plain"); err != nil {
+	if _, err := e.Stores.ManualConnect(context.Background(), "alice", shop, "shpat_plaintext_token", "hook-secret-plain"); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Stat(keyFile)
@@ -144,7 +144,7 @@ func TestStoreSecretsSealedAtRest(t *testing.T) {
 	e2 := newStoreEngine(t, kv, clk, fake, StoreConfig{Sealer: persist.NewSealer(nil, keyFile)})
 	body := []byte(`{"id":1}`)
 	w := Webhook{UID: []byte("alice"), Topic: []byte("orders/create"), Body: body, Signature: []byte(ecom.SignWebhook(body, "hook-secret-plain"))}
-	if res, err := e2.AcceptWebhook(context.Background(), w); err != nil || res.Status != WebhookIgnored {
+	if res, err := e2.Stores.AcceptWebhook(context.Background(), w); err != nil || res.Status != WebhookIgnored {
 		t.Fatalf("signed webhook after a restart: %+v %v", res, err)
 	}
 	e2.Stop(context.Background())
@@ -153,7 +153,7 @@ func TestStoreSecretsSealedAtRest(t *testing.T) {
 	other := make([]byte, 32)
 	other[0] = 1
 	e3 := newStoreEngine(t, kv, clk, fake, StoreConfig{Sealer: persist.NewSealer(other, "")})
-	if _, err := e3.AcceptWebhook(context.Background(), w); !errors.Is(err, ErrInvalidSignature) {
+	if _, err := e3.Stores.AcceptWebhook(context.Background(), w); !errors.Is(err, ErrInvalidSignature) {
 		t.Fatalf("webhook with an unreadable secret: %v", err)
 	}
 }
@@ -179,7 +179,7 @@ func BenchmarkAcceptWebhook(b *testing.B) {
 	}
 	defer e.Stop(context.Background())
 	ctx := context.Background()
-	if _, err := e.ManualConnect(ctx, "alice", shop, "shpat_bench", "hook-secret"); err != nil {
+	if _, err := e.Stores.ManualConnect(ctx, "alice", shop, "shpat_bench", "hook-secret"); err != nil {
 		b.Fatal(err)
 	}
 	body, err := os.ReadFile("../ecom/testdata/shopify/order.json")
@@ -193,7 +193,7 @@ func BenchmarkAcceptWebhook(b *testing.B) {
 	for b.Loop() {
 		i++
 		w.DeliveryID = strconv.AppendInt(w.DeliveryID[:0], int64(i), 10)
-		if res, err := e.AcceptWebhook(ctx, w); err != nil || res.Status != WebhookQueued {
+		if res, err := e.Stores.AcceptWebhook(ctx, w); err != nil || res.Status != WebhookQueued {
 			b.Fatalf("%+v %v", res, err)
 		}
 	}

@@ -51,8 +51,8 @@ func (s *storeService) StoreName(shop string) string {
 }
 
 // Templates lists the user's five templates, in the platform's topic order.
-func (e *Engine) Templates(uid string) ([]TemplateView, error) {
-	all, err := e.stores.records.Templates(uid)
+func (st *Stores) Templates(uid string) ([]TemplateView, error) {
+	all, err := st.s.records.Templates(uid)
 	if err != nil {
 		return nil, fmt.Errorf("%w: read templates: %v", ErrUnavailable, err)
 	}
@@ -65,14 +65,14 @@ func (e *Engine) Templates(uid string) ([]TemplateView, error) {
 
 // PutTemplate changes one topic's template: text (nil = unchanged, "" = back to the default)
 // and enabled (nil = unchanged).
-func (e *Engine) PutTemplate(ctx context.Context, uid, topic string, text *string, enabled *bool) (TemplateView, error) {
+func (st *Stores) PutTemplate(ctx context.Context, uid, topic string, text *string, enabled *bool) (TemplateView, error) {
 	if !ecom.ValidTopic(topic) {
 		return TemplateView{}, fmt.Errorf("%w: topic must be one of %s", ErrValidation, strings.Join(ecom.Topics(), ", "))
 	}
 	if text != nil && len(*text) > maxTemplateText {
 		return TemplateView{}, fmt.Errorf("%w: text must be at most %d bytes", ErrValidation, maxTemplateText)
 	}
-	s := e.stores
+	s := st.s
 	s.tmplMu.Lock()
 	defer s.tmplMu.Unlock()
 	all, err := s.records.Templates(uid)

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/gateway/gateway/actors/account"
 	"github.com/gateway/gateway/actors/key"
 	"github.com/gateway/gateway/persist"
 )
@@ -27,93 +26,109 @@ type Principal struct {
 	ClaimsAdmin bool
 }
 
-// userDirectory caches every user profile; storage is written through.
-type userDirectory struct {
+// Users is the user facet: the user directory (every profile, cached in memory and written
+// through to storage), authentication of ID-token callers, the admin's user management, and
+// each user's plan.
+type Users struct {
+	e      *Engine
 	mu     sync.RWMutex
 	byID   map[string]persist.User
 	admins map[string]bool // --admin-uids
 	create sync.Mutex      // serialises first-call profile creation
 }
 
-func (d *userDirectory) init(adminUIDs []string) {
-	d.byID = map[string]persist.User{}
-	d.admins = map[string]bool{}
+func newUsers(e *Engine, adminUIDs []string) *Users {
+	us := &Users{e: e, byID: map[string]persist.User{}, admins: map[string]bool{}}
 	for _, uid := range adminUIDs {
 		if uid = strings.TrimSpace(uid); uid != "" {
-			d.admins[uid] = true
+			us.admins[uid] = true
 		}
 	}
+	return us
 }
 
-func (d *userDirectory) get(id string) (persist.User, bool) {
-	d.mu.RLock()
-	u, ok := d.byID[id]
-	d.mu.RUnlock()
+// boot loads every profile.
+func (us *Users) boot() (int, error) {
+	users, err := us.e.cfg.Store.ListUsers()
+	if err != nil {
+		return 0, fmt.Errorf("engine: load users: %w", err)
+	}
+	for _, u := range users {
+		us.put(u)
+	}
+	return len(users), nil
+}
+
+// lookup returns a profile from the directory.
+func (us *Users) lookup(id string) (persist.User, bool) {
+	us.mu.RLock()
+	u, ok := us.byID[id]
+	us.mu.RUnlock()
 	return u, ok
 }
 
-func (d *userDirectory) put(u persist.User) {
-	d.mu.Lock()
-	d.byID[u.ID] = u
-	d.mu.Unlock()
+func (us *Users) put(u persist.User) {
+	us.mu.Lock()
+	us.byID[u.ID] = u
+	us.mu.Unlock()
 }
 
 // Authenticate returns the caller's profile, creating it on the first authenticated call, with
 // the effective role: admin when the uid is in --admin-uids, the profile was promoted, or (dev
 // auth only) the token says so.
-func (e *Engine) Authenticate(ctx context.Context, p Principal) (persist.User, error) {
+func (us *Users) Authenticate(ctx context.Context, p Principal) (persist.User, error) {
 	if err := checkID("uid", p.UID); err != nil {
 		return persist.User{}, err
 	}
-	u, ok := e.users.get(p.UID)
+	u, ok := us.lookup(p.UID)
 	if !ok {
 		var err error
-		if u, err = e.createProfile(ctx, p); err != nil {
+		if u, err = us.createProfile(ctx, p); err != nil {
 			return persist.User{}, err
 		}
 	}
-	if e.users.admins[p.UID] || (e.cfg.DevRoles && p.ClaimsAdmin) {
+	if us.admins[p.UID] || (us.e.cfg.DevRoles && p.ClaimsAdmin) {
 		u.Role = RoleAdmin
 	}
 	return u, nil
 }
 
-func (e *Engine) createProfile(ctx context.Context, p Principal) (persist.User, error) {
-	e.users.create.Lock()
-	defer e.users.create.Unlock()
-	if u, ok := e.users.get(p.UID); ok {
+func (us *Users) createProfile(ctx context.Context, p Principal) (persist.User, error) {
+	us.create.Lock()
+	defer us.create.Unlock()
+	if u, ok := us.lookup(p.UID); ok {
 		return u, nil
 	}
-	now := e.Now().UTC()
-	u := persist.User{ID: p.UID, Name: p.Name, Email: p.Email, Role: RoleClient, Plan: e.cfg.DefaultPlan, CreatedAt: now, UpdatedAt: now}
-	if e.users.admins[p.UID] || (e.cfg.DevRoles && p.ClaimsAdmin) {
+	now := us.e.now().UTC()
+	u := persist.User{ID: p.UID, Name: p.Name, Email: p.Email, Role: RoleClient, Plan: us.e.cfg.DefaultPlan, CreatedAt: now, UpdatedAt: now}
+	if us.admins[p.UID] || (us.e.cfg.DevRoles && p.ClaimsAdmin) {
 		u.Role = RoleAdmin
 	}
-	if err := e.cfg.Store.PutUser(ctx, u); err != nil {
+	if err := us.e.cfg.Store.PutUser(ctx, u); err != nil {
 		return persist.User{}, fmt.Errorf("%w: save profile: %v", ErrUnavailable, err)
 	}
-	e.users.put(u)
-	e.log.Info("user profile created", "uid", u.ID, "role", u.Role)
+	us.put(u)
+	us.e.log.Info("user profile created", "uid", u.ID, "role", u.Role)
 	return u, nil
 }
 
-// User returns a profile by id.
-func (e *Engine) User(id string) (persist.User, error) {
-	u, ok := e.users.get(id)
+// Get returns a profile by id.
+func (us *Users) Get(id string) (persist.User, error) {
+	u, ok := us.lookup(id)
 	if !ok {
 		return persist.User{}, fmt.Errorf("%w: %s", ErrUserNotFound, id)
 	}
 	return u, nil
 }
 
-// Users lists every profile by id.
-func (e *Engine) Users() []persist.User {
-	e.users.mu.RLock()
-	out := make([]persist.User, 0, len(e.users.byID))
-	for _, u := range e.users.byID {
+// List lists every profile by id.
+func (us *Users) List() []persist.User {
+	us.mu.RLock()
+	out := make([]persist.User, 0, len(us.byID))
+	for _, u := range us.byID {
 		out = append(out, u)
 	}
-	e.users.mu.RUnlock()
+	us.mu.RUnlock()
 	slices.SortFunc(out, func(a, b persist.User) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
@@ -123,15 +138,15 @@ type NewUser struct {
 	ID, Name, Email, Role, Plan string
 }
 
-// CreateUser pre-provisions a profile (the user signs in later with this uid).
-func (e *Engine) CreateUser(ctx context.Context, n NewUser) (persist.User, error) {
+// Create pre-provisions a profile (the user signs in later with this uid).
+func (us *Users) Create(ctx context.Context, n NewUser) (persist.User, error) {
 	if n.Role == "" {
 		n.Role = RoleClient
 	}
 	if n.Plan == "" {
-		n.Plan = e.cfg.DefaultPlan
+		n.Plan = us.e.cfg.DefaultPlan
 	}
-	if err := e.checkRolePlan(n.Role, n.Plan); err != nil {
+	if err := us.checkRolePlan(n.Role, n.Plan); err != nil {
 		return persist.User{}, err
 	}
 	if err := checkID("id", n.ID); err != nil {
@@ -143,17 +158,17 @@ func (e *Engine) CreateUser(ctx context.Context, n NewUser) (persist.User, error
 	if err := checkName("email", n.Email); err != nil {
 		return persist.User{}, err
 	}
-	e.users.create.Lock()
-	defer e.users.create.Unlock()
-	if _, ok := e.users.get(n.ID); ok {
+	us.create.Lock()
+	defer us.create.Unlock()
+	if _, ok := us.lookup(n.ID); ok {
 		return persist.User{}, fmt.Errorf("%w: user %s", ErrAlreadyExists, n.ID)
 	}
-	now := e.Now().UTC()
+	now := us.e.now().UTC()
 	u := persist.User{ID: n.ID, Name: n.Name, Email: n.Email, Role: n.Role, Plan: n.Plan, CreatedAt: now, UpdatedAt: now}
-	if err := e.cfg.Store.PutUser(ctx, u); err != nil {
+	if err := us.e.cfg.Store.PutUser(ctx, u); err != nil {
 		return persist.User{}, fmt.Errorf("%w: save user: %v", ErrUnavailable, err)
 	}
-	e.users.put(u)
+	us.put(u)
 	return u, nil
 }
 
@@ -163,11 +178,11 @@ type UserPatch struct {
 	Name, Role, Plan *string
 }
 
-// UpdateUser applies a patch; a plan change reaches the user's key actors at once.
-func (e *Engine) UpdateUser(ctx context.Context, p UserPatch) (persist.User, error) {
-	e.users.create.Lock()
-	defer e.users.create.Unlock()
-	u, ok := e.users.get(p.ID)
+// Update applies a patch; a plan change reaches the user's key actors at once.
+func (us *Users) Update(ctx context.Context, p UserPatch) (persist.User, error) {
+	us.create.Lock()
+	defer us.create.Unlock()
+	u, ok := us.lookup(p.ID)
 	if !ok {
 		return persist.User{}, fmt.Errorf("%w: %s", ErrUserNotFound, p.ID)
 	}
@@ -184,37 +199,34 @@ func (e *Engine) UpdateUser(ctx context.Context, p UserPatch) (persist.User, err
 	if p.Plan != nil {
 		u.Plan = *p.Plan
 	}
-	if err := e.checkRolePlan(u.Role, u.Plan); err != nil {
+	if err := us.checkRolePlan(u.Role, u.Plan); err != nil {
 		return persist.User{}, err
 	}
-	u.UpdatedAt = e.Now().UTC()
-	if err := e.cfg.Store.PutUser(ctx, u); err != nil {
+	u.UpdatedAt = us.e.now().UTC()
+	if err := us.e.cfg.Store.PutUser(ctx, u); err != nil {
 		return persist.User{}, fmt.Errorf("%w: save user: %v", ErrUnavailable, err)
 	}
-	e.users.put(u)
+	us.put(u)
 	if planChanged {
-		plan := e.keyPlan(u.ID)
-		for _, ent := range e.keys.ofOwner(u.ID) {
-			e.hw.Send(ent.pid, key.SetPlan{Plan: plan})
-		}
-		e.hw.Send(e.account(u.ID), account.SetLimit{Limit: e.monthlyLimit(u.ID)})
+		us.e.Keys.setPlan(u.ID, us.keyPlan(u.ID))
+		us.e.Messages.setLimit(u.ID, us.planOf(u.ID).MonthlyMessages)
 	}
 	return u, nil
 }
 
-func (e *Engine) checkRolePlan(role, plan string) error {
+func (us *Users) checkRolePlan(role, plan string) error {
 	if role != RoleClient && role != RoleAdmin {
 		return fmt.Errorf("%w: role must be client or admin", ErrValidation)
 	}
-	if _, ok := e.cfg.Plans[plan]; !ok {
-		return fmt.Errorf("%w: unknown plan %q (plans: %s)", ErrValidation, plan, strings.Join(e.cfg.Plans.Names(), ", "))
+	if _, ok := us.e.cfg.Plans[plan]; !ok {
+		return fmt.Errorf("%w: unknown plan %q (plans: %s)", ErrValidation, plan, strings.Join(us.e.cfg.Plans.Names(), ", "))
 	}
 	return nil
 }
 
 // clientName is the display name of a user: name, else email, else id.
-func (e *Engine) clientName(uid string) string {
-	u, ok := e.users.get(uid)
+func (us *Users) clientName(uid string) string {
+	u, ok := us.lookup(uid)
 	switch {
 	case !ok:
 		return ""
@@ -227,13 +239,23 @@ func (e *Engine) clientName(uid string) string {
 }
 
 // keyPlan is the daily cap of a user's keys.
-func (e *Engine) keyPlan(uid string) key.Plan {
-	name := e.cfg.DefaultPlan
-	if u, ok := e.users.get(uid); ok && u.Plan != "" {
-		name = u.Plan
-	}
-	return key.Plan{Name: name, Limit: e.cfg.Plans[name].RateLimit}
+func (us *Users) keyPlan(uid string) key.Plan {
+	name := us.planName(uid)
+	return key.Plan{Name: name, Limit: us.e.cfg.Plans[name].RateLimit}
 }
+
+// planOf is the user's plan (the default plan for an unknown user).
+func (us *Users) planOf(uid string) Plan { return us.e.cfg.Plans[us.planName(uid)] }
+
+func (us *Users) planName(uid string) string {
+	if u, ok := us.lookup(uid); ok && u.Plan != "" {
+		return u.Plan
+	}
+	return us.e.cfg.DefaultPlan
+}
+
+// Plans is the plan table in force.
+func (us *Users) Plans() Plans { return us.e.cfg.Plans }
 
 // Limits on identifiers and names: ids become storage keys and names appear in every list.
 const (

@@ -49,8 +49,8 @@ type WebhookResult struct {
 // delivery id, commit the event to the store's durable inbox (dedupe mark and entry in one
 // group commit), and hand it to the store's actor. It parses nothing beyond a JSON validity
 // check and a scan for a phone field; the actor does the rest.
-func (e *Engine) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, error) {
-	s := e.stores
+func (st *Stores) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, error) {
+	e, s := st.e, st.s
 	ent := s.resolve(w)
 	if ent == nil {
 		return WebhookResult{Topic: "none"}, fmt.Errorf("%w: no connected store matches this webhook", ErrStoreNotFound)
@@ -73,7 +73,7 @@ func (e *Engine) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, e
 	if b := bytes.TrimLeft(w.Body, " \t\r\n"); len(b) == 0 || b[0] != '{' || !json.Valid(w.Body) {
 		return res, ErrInvalidPayload
 	}
-	now := e.Now().UTC()
+	now := e.now().UTC()
 	orderShaped := woo || topic == ecom.TopicOrderCreated || topic == ecom.TopicOrderPaid || topic == ecom.TopicOrderCancelled
 	switch {
 	case woo && topic != ecom.WooTopicOrderCreated && topic != ecom.WooTopicOrderUpdated,
@@ -84,7 +84,7 @@ func (e *Engine) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, e
 	}
 	if res.Status == WebhookIgnored {
 		s.ignored.Add(1)
-		e.hw.Send(e.storeActor(ent), storeevents.RecordEvent{Record: domain.StoreEvent{
+		e.hw.Send(st.actorOf(ent), storeevents.RecordEvent{Record: domain.StoreEvent{
 			Topic: topic, WebhookID: string(w.DeliveryID), Status: domain.StoreEventSkipped, Reason: res.Reason,
 			ReceivedAt: now, ProcessedAt: now,
 		}})
@@ -124,7 +124,7 @@ func (e *Engine) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, e
 	cached := entry
 	cached.Body = bytes.Clone(entry.Body)
 	s.pending.Add(1)
-	e.hw.Send(e.storeActor(ent), storeevents.InboxAdded{Seq: seq, Entry: &cached})
+	e.hw.Send(st.actorOf(ent), storeevents.InboxAdded{Seq: seq, Entry: &cached})
 	res.Status = WebhookQueued
 	return res, nil
 }
@@ -148,14 +148,14 @@ func (s *storeService) resolve(w Webhook) *storeEntry {
 	if len(shop) == 0 {
 		return nil
 	}
-	if ent := s.idx.byShop[string(shop)]; ent != nil {
+	if ent := s.idx.byID[string(shop)]; ent != nil {
 		return ent
 	}
 	h, ok := ecom.NormalizeHost(string(shop))
 	if !ok {
 		return nil
 	}
-	return s.idx.byShop[h]
+	return s.idx.byID[h]
 }
 
 // verify checks the webhook's signature with the store's secrets (constant time).

@@ -36,7 +36,7 @@ func (s *Server) apiKey(ctx *fasthttp.RequestCtx, scope string) (domain.Grant, e
 		s.metrics.keyDecision("missing")
 		return domain.Grant{}, errNoCredentials
 	}
-	r, err := s.eng.AuthorizeKey(raw, scope)
+	r, err := s.eng.Keys.Authorize(raw, scope)
 	if r.Key.ID != "" {
 		s.rateHeaders(ctx, r)
 	}
@@ -84,7 +84,7 @@ func (s *Server) user(ctx *fasthttp.RequestCtx) (domain.User, error) {
 		}
 		return domain.User{}, fmt.Errorf("%w: %v", errInvalidToken, err)
 	}
-	u, err := s.eng.Authenticate(s.reqContext(ctx), engine.Principal{
+	u, err := s.eng.Users.Authenticate(s.reqContext(ctx), engine.Principal{
 		UID: c.UID, Name: c.Name, Email: c.Email, ClaimsAdmin: s.cfg.DevRoles && c.Role == engine.RoleAdmin,
 	})
 	if errors.Is(err, engine.ErrValidation) {

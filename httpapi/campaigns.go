@@ -89,7 +89,7 @@ func (s *Server) v1SendBulk(ctx *fasthttp.RequestCtx) error {
 		if idem != nil {
 			r.ID, r.Idem = idem.DerivedCampaign(), idem
 		}
-		st, err := s.eng.StartCampaign(s.reqContext(ctx), r)
+		st, err := s.eng.Campaigns.Start(s.reqContext(ctx), r)
 		if err != nil {
 			return err
 		}
@@ -98,7 +98,7 @@ func (s *Server) v1SendBulk(ctx *fasthttp.RequestCtx) error {
 		// The same body as the first request: it tells whether that one was async.
 		var req bulkRequest
 		_ = json.Unmarshal(ctx.PostBody(), &req)
-		st, err := s.eng.Campaign(uid, rec.CampaignID)
+		st, err := s.eng.Campaigns.Get(uid, rec.CampaignID)
 		if err != nil {
 			return err
 		}
@@ -116,7 +116,7 @@ func (s *Server) bulkAnswer(ctx *fasthttp.RequestCtx, st domain.Campaign, async 
 		})
 		return nil
 	}
-	st, err := s.eng.WaitCampaign(s.reqContext(ctx), st.ID)
+	st, err := s.eng.Campaigns.Wait(s.reqContext(ctx), st.ID)
 	if err != nil {
 		return err
 	}
@@ -161,7 +161,7 @@ func (s *Server) v1Campaign(ctx *fasthttp.RequestCtx) error {
 		return err
 	}
 	id, _ := ctx.UserValue("id").(string)
-	st, err := s.eng.Campaign(key.Key.UserID, id)
+	st, err := s.eng.Campaigns.Get(key.Key.UserID, id)
 	if err != nil {
 		return err
 	}
@@ -175,7 +175,7 @@ func (s *Server) v1CancelCampaign(ctx *fasthttp.RequestCtx) error {
 		return err
 	}
 	id, _ := ctx.UserValue("id").(string)
-	st, err := s.eng.CancelCampaign(s.reqContext(ctx), key.Key.UserID, id)
+	st, err := s.eng.Campaigns.Cancel(s.reqContext(ctx), key.Key.UserID, id)
 	if err != nil {
 		return err
 	}

@@ -54,7 +54,7 @@ func keyList(views []engine.KeyView, withOwner bool) []keyJSON {
 }
 
 func (s *Server) listKeys(ctx *fasthttp.RequestCtx, _ domain.User) error {
-	views, err := s.eng.ListKeys("")
+	views, err := s.eng.Keys.List("")
 	if err != nil {
 		return err
 	}
@@ -63,7 +63,7 @@ func (s *Server) listKeys(ctx *fasthttp.RequestCtx, _ domain.User) error {
 }
 
 func (s *Server) clientKeys(ctx *fasthttp.RequestCtx, u domain.User) error {
-	views, err := s.eng.ListKeys(u.ID)
+	views, err := s.eng.Keys.List(u.ID)
 	if err != nil {
 		return err
 	}
@@ -94,7 +94,7 @@ func (s *Server) createKey(ctx *fasthttp.RequestCtx, _ domain.User) error {
 	if req.Scopes != nil && len(req.Scopes) == 0 {
 		return badInput("validation_failed", "scopes must not be empty (any of %s)", strings.Join(engine.AllScopes, ", "))
 	}
-	view, raw, err := s.eng.CreateKey(s.reqContext(ctx), kr)
+	view, raw, err := s.eng.Keys.Create(s.reqContext(ctx), kr)
 	if err != nil {
 		return err
 	}
@@ -126,7 +126,7 @@ func (s *Server) updateKey(ctx *fasthttp.RequestCtx, _ domain.User) error {
 		n := strings.TrimSpace(*req.Name)
 		req.Name = &n
 	}
-	if err := s.eng.UpdateKey(s.reqContext(ctx), *req.ID, req.Name, req.Status); err != nil {
+	if err := s.eng.Keys.Update(s.reqContext(ctx), *req.ID, req.Name, req.Status); err != nil {
 		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
@@ -138,7 +138,7 @@ func (s *Server) deleteKey(ctx *fasthttp.RequestCtx, _ domain.User) error {
 	if id == "" {
 		return missing("id")
 	}
-	if err := s.eng.DeleteKey(s.reqContext(ctx), id); err != nil {
+	if err := s.eng.Keys.Delete(s.reqContext(ctx), id); err != nil {
 		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
@@ -167,7 +167,7 @@ func (s *Server) validate(ctx *fasthttp.RequestCtx) error {
 	if err := bind(ctx, &req, need("rawKey", &req.RawKey)); err != nil {
 		return err
 	}
-	v, err := s.eng.ValidateKey([]byte(*req.RawKey))
+	v, err := s.eng.Keys.Validate([]byte(*req.RawKey))
 	if err != nil {
 		if !errors.Is(err, engine.ErrUnknownKey) && !errors.Is(err, engine.ErrKeyRevoked) && !errors.Is(err, engine.ErrKeyExpired) {
 			return err
@@ -212,7 +212,7 @@ func (s *Server) account(ctx *fasthttp.RequestCtx) error {
 		return err
 	}
 	a := accountOf(r)
-	acct, err := s.eng.Account(s.reqContext(ctx), r.Key.UserID)
+	acct, err := s.eng.Messages.Allowance(s.reqContext(ctx), r.Key.UserID)
 	if err != nil {
 		return err
 	}

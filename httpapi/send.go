@@ -41,7 +41,7 @@ func sentResponse(e domain.OutboxEntry) sentJSON {
 // replayMessage answers a retried v1 send from the message its Idempotency-Key made, as it
 // stands now.
 func (s *Server) replayMessage(ctx *fasthttp.RequestCtx, uid string, rec engine.IdemRecord) error {
-	e, err := s.eng.Message(uid, rec.MessageID)
+	e, err := s.eng.Messages.Get(uid, rec.MessageID)
 	if err != nil {
 		return err
 	}
@@ -255,7 +255,7 @@ func (s *Server) send(ctx *fasthttp.RequestCtx, r engine.SendRequest, idem *engi
 		r.IdemID = idem.ID()
 		r.Idem = engine.IdemRecord{BodyHash: idem.BodyHash}
 	}
-	entry, err := s.eng.Send(s.reqContext(ctx), r)
+	entry, err := s.eng.Messages.Send(s.reqContext(ctx), r)
 	if err != nil {
 		s.metrics.send(r.Origin, err)
 		return err
@@ -297,7 +297,7 @@ func (s *Server) v1Message(ctx *fasthttp.RequestCtx) error {
 		return err
 	}
 	id, _ := ctx.UserValue("id").(string)
-	m, err := s.eng.Message(key.Key.UserID, id)
+	m, err := s.eng.Messages.Get(key.Key.UserID, id)
 	if err != nil {
 		return err
 	}

@@ -135,7 +135,7 @@ func New(cfg Config) (*Server, error) {
 	if s.metrics, err = newHTTPMetrics(cfg.Registry); err != nil {
 		return nil, err
 	}
-	if s.ecom, err = newEcomMetrics(cfg.Registry, cfg.Engine.StoreStats); err != nil {
+	if s.ecom, err = newEcomMetrics(cfg.Registry, cfg.Engine.Stores.Stats); err != nil {
 		return nil, err
 	}
 	for _, c := range engineCollectors(cfg.Engine.Stats) {

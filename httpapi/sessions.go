@@ -29,7 +29,7 @@ type sessionJSON struct {
 }
 
 func (s *Server) listSessions(ctx *fasthttp.RequestCtx) error {
-	views := s.eng.Sessions()
+	views := s.eng.Sessions.List()
 	out := make([]sessionJSON, len(views))
 	for i, v := range views {
 		out[i] = sessionJSON{ID: v.ID, Name: v.Name, Status: v.Status, Phone: v.Phone,
@@ -63,7 +63,7 @@ func (s *Server) createSession(ctx *fasthttp.RequestCtx) error {
 	if req.AssignToUserID != nil {
 		assign = strings.TrimSpace(*req.AssignToUserID)
 	}
-	v, err := s.eng.CreateSession(s.reqContext(ctx), *req.SessionName, assign)
+	v, err := s.eng.Sessions.Create(s.reqContext(ctx), *req.SessionName, assign)
 	if err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ func (s *Server) assignSession(ctx *fasthttp.RequestCtx) error {
 	if err := bind(ctx, &req, need("sessionId", &req.SessionID), need("userId", &req.UserID)); err != nil {
 		return err
 	}
-	if err := s.eng.AssignSession(s.reqContext(ctx), *req.SessionID, *req.UserID); err != nil {
+	if err := s.eng.Sessions.Assign(s.reqContext(ctx), *req.SessionID, *req.UserID); err != nil {
 		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
@@ -141,7 +141,7 @@ func queueOf(q domain.QueueStats) queueJSON {
 
 // clientStatus reports the live status of the caller's session (NOT_CREATED when none).
 func (s *Server) clientStatus(ctx *fasthttp.RequestCtx, u domain.User) error {
-	st := s.eng.SessionStatus(u.ID)
+	st := s.eng.Sessions.Status(u.ID)
 	out := statusJSON{Status: st.Status, Queue: queueOf(st.Queue), reasonJSON: reasonOf(st)}
 	if st.ID != "" {
 		id := st.ID
@@ -156,7 +156,7 @@ func (s *Server) clientStatus(ctx *fasthttp.RequestCtx, u domain.User) error {
 }
 
 func (s *Server) clientStart(ctx *fasthttp.RequestCtx, u domain.User) error {
-	if _, err := s.eng.StartSession(s.reqContext(ctx), u); err != nil {
+	if _, err := s.eng.Sessions.Start(s.reqContext(ctx), u); err != nil {
 		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
@@ -171,7 +171,7 @@ type qrJSON struct {
 // clientQR returns the QR code to scan as a PNG data URI, creating and starting the caller's
 // session when needed.
 func (s *Server) clientQR(ctx *fasthttp.RequestCtx, u domain.User) error {
-	st, err := s.eng.SessionQR(s.reqContext(ctx), u)
+	st, err := s.eng.Sessions.QR(s.reqContext(ctx), u)
 	if err != nil {
 		return err
 	}
@@ -197,7 +197,7 @@ func (s *Server) clientPairCode(ctx *fasthttp.RequestCtx, u domain.User) error {
 	if err != nil {
 		return err
 	}
-	st, code, err := s.eng.SessionPairCode(s.reqContext(ctx), u, phone)
+	st, code, err := s.eng.Sessions.PairCode(s.reqContext(ctx), u, phone)
 	if err != nil {
 		return err
 	}
@@ -243,11 +243,11 @@ func (s *Server) setSessionPacing(ctx *fasthttp.RequestCtx, _ domain.User) error
 			}
 		}
 	}
-	v, err := s.eng.UpdateSession(s.reqContext(ctx), *req.ID, u)
+	v, err := s.eng.Sessions.Update(s.reqContext(ctx), *req.ID, u)
 	if err != nil {
 		return err
 	}
-	applied, err := s.eng.Pacing(v.ID)
+	applied, err := s.eng.Sessions.Pacing(v.ID)
 	if err != nil {
 		return err
 	}
@@ -269,7 +269,7 @@ func maskProxy(p string) string {
 
 // clientLogout is POST /api/client/logout: unlink the caller's session from their phone.
 func (s *Server) clientLogout(ctx *fasthttp.RequestCtx, u domain.User) error {
-	if err := s.eng.LogoutSession(s.reqContext(ctx), u.ID); err != nil {
+	if err := s.eng.Sessions.Logout(s.reqContext(ctx), u.ID); err != nil {
 		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
@@ -282,7 +282,7 @@ func (s *Server) deleteSession(ctx *fasthttp.RequestCtx, _ domain.User) error {
 	if id == "" {
 		return missing("id")
 	}
-	if err := s.eng.DeleteSession(s.reqContext(ctx), id); err != nil {
+	if err := s.eng.Sessions.Delete(s.reqContext(ctx), id); err != nil {
 		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})

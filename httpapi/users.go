@@ -26,7 +26,7 @@ func userRecord(u domain.User) userJSON {
 }
 
 func (s *Server) listUsers(ctx *fasthttp.RequestCtx, _ domain.User) error {
-	users := s.eng.Users()
+	users := s.eng.Users.List()
 	out := make([]userJSON, len(users))
 	for i, u := range users {
 		out[i] = userRecord(u)
@@ -49,7 +49,7 @@ func (s *Server) createUser(ctx *fasthttp.RequestCtx, _ domain.User) error {
 	if err := bind(ctx, &req, need("id", &req.ID)); err != nil {
 		return err
 	}
-	u, err := s.eng.CreateUser(s.reqContext(ctx), engine.NewUser{
+	u, err := s.eng.Users.Create(s.reqContext(ctx), engine.NewUser{
 		ID: strings.TrimSpace(*req.ID), Name: req.Name, Email: req.Email, Role: req.Role, Plan: req.Plan,
 	})
 	if err != nil {
@@ -75,7 +75,7 @@ func (s *Server) updateUser(ctx *fasthttp.RequestCtx, _ domain.User) error {
 	if req.Name == nil && req.Role == nil && req.Plan == nil {
 		return badInput("validation_failed", "nothing to change: send name, role and/or plan")
 	}
-	u, err := s.eng.UpdateUser(s.reqContext(ctx), engine.UserPatch{ID: *req.ID, Name: req.Name, Role: req.Role, Plan: req.Plan})
+	u, err := s.eng.Users.Update(s.reqContext(ctx), engine.UserPatch{ID: *req.ID, Name: req.Name, Role: req.Role, Plan: req.Plan})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gateway/gateway/actors/session"
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/persist"
+)
+
+// A user's own session, as the dashboard and the client API see it: created on first use
+// (one per user), started (QR code or pair code), its status, and unlinked on logout.
+
+// Status is a user's session as the dashboard sees it; NOT_CREATED when there is none.
+func (s *Sessions) Status(uid string) domain.Session {
+	ent := s.idx.defaultOf(uid)
+	if ent == nil {
+		return domain.Session{Status: domain.StatusNotCreated}
+	}
+	st := *ent.view.Load()
+	st.Status = st.ClientStatus()
+	return st
+}
+
+// own returns the user's session, creating one (assigned to them) when they have none.
+func (s *Sessions) own(ctx context.Context, u persist.User) (*sessionEntry, error) {
+	if ent := s.idx.defaultOf(u.ID); ent != nil {
+		return ent, nil
+	}
+	s.create.Lock()
+	defer s.create.Unlock()
+	if ent := s.idx.defaultOf(u.ID); ent != nil {
+		return ent, nil
+	}
+	name := u.Name
+	if name == "" {
+		name = u.ID
+	}
+	v, err := s.Create(ctx, name+" session", u.ID)
+	if err != nil {
+		return nil, err
+	}
+	return s.idx.get(v.ID), nil
+}
+
+// Start starts the user's session (creating it first if they have none): linking by QR
+// for an unlinked device, a reconnect for a linked one.
+func (s *Sessions) Start(ctx context.Context, u persist.User) (domain.Session, error) {
+	ent, err := s.own(ctx, u)
+	if err != nil {
+		return domain.Session{}, err
+	}
+	msg := &session.Start{Reply: make(chan session.Reply, 1)}
+	s.e.hw.Send(ent.pid, msg)
+	r, err := s.wait(ctx, msg.Reply)
+	if err != nil {
+		return domain.Session{}, err
+	}
+	return r.State, r.Err
+}
+
+// QR returns the QR code text to show for the user's session, creating and starting the
+// session when needed; ErrAlreadyConnected when it is linked and connected.
+func (s *Sessions) QR(ctx context.Context, u persist.User) (domain.Session, error) {
+	ent, err := s.own(ctx, u)
+	if err != nil {
+		return domain.Session{}, err
+	}
+	msg := &session.GetQR{Reply: make(chan session.Reply, 1)}
+	s.e.hw.Send(ent.pid, msg)
+	r, err := s.wait(ctx, msg.Reply)
+	if err != nil {
+		return domain.Session{}, err
+	}
+	return r.State, r.Err
+}
+
+// PairCode starts linking the user's session by phone number and returns the code.
+func (s *Sessions) PairCode(ctx context.Context, u persist.User, phone string) (domain.Session, string, error) {
+	ent, err := s.own(ctx, u)
+	if err != nil {
+		return domain.Session{}, "", err
+	}
+	msg := &session.GetPairCode{Phone: phone, Reply: make(chan session.Reply, 1)}
+	s.e.hw.Send(ent.pid, msg)
+	r, err := s.wait(ctx, msg.Reply)
+	if err != nil {
+		return domain.Session{}, "", err
+	}
+	return r.State, r.Code, r.Err
+}
+
+// Logout unlinks the user's session from their phone (POST /api/client/logout); a new
+// QR scan links it again.
+func (s *Sessions) Logout(ctx context.Context, uid string) error {
+	ent := s.idx.defaultOf(uid)
+	if ent == nil {
+		return fmt.Errorf("%w: this account has no session", ErrSessionNotFound)
+	}
+	return s.unlink(ctx, ent)
+}
