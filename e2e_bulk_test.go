@@ -284,3 +284,46 @@ func TestBulkWaitsForSessionToReconnect(t *testing.T) {
 		t.Fatalf("after a dropped link: %v successful, %v failed; want 30 and 0", c["successful"], c["failed"])
 	}
 }
+
+// The dashboard's campaign list: the signed-in user's campaigns, newest first, running ones as
+// they stand; another user sees none of them; the dashboard's cancel is the API's.
+func TestClientCampaignListAndCancel(t *testing.T) {
+	tg := startGW(t)
+	admin := tg.token("root", "admin")
+	s := tg.newSender(admin, "alice", "447700900001", nil)
+	bob := tg.newSender(admin, "bob", "447700900002", nil)
+	done := tg.bulk(s.key, map[string]any{"numbers": []string{"15550100001"}, "message": "first"})
+	want(t, done, 200, "")
+	running := tg.bulk(s.key, map[string]any{"numbers": []string{"15550100002", "15550100003", "15550100004"}, "message": "second", "delay": 5, "async": true})
+	want(t, running, 202, "")
+	list := func(tok string) []any {
+		r := tg.do("GET", "/api/client/campaigns", bearerAuth(tok), nil)
+		want(t, r, 200, "")
+		return r.obj()["campaigns"].([]any)
+	}
+	eventually(t, 10*time.Second, "the running campaign listed with its first number sent", func() bool {
+		l := list(s.tok)
+		return len(l) == 2 && l[0].(map[string]any)["total_processed"] == float64(1)
+	})
+	l := list(s.tok)
+	first, second := l[1].(map[string]any), l[0].(map[string]any)
+	if second["campaign_id"] != running.str("campaign_id") || second["status"] != "running" || second["total_requested"] != float64(3) {
+		t.Fatalf("newest: %v", second)
+	}
+	if first["campaign_id"] != done.str("campaign_id") || first["status"] != "completed" || first["successful"] != float64(1) {
+		t.Fatalf("oldest: %v", first)
+	}
+	if got := list(bob.tok); len(got) != 0 {
+		t.Fatalf("bob sees %v", got)
+	}
+	want(t, tg.do("DELETE", "/api/client/campaigns", bearerAuth(s.tok), nil), 400, "validation_failed")
+	want(t, tg.do("DELETE", "/api/client/campaigns?id="+running.str("campaign_id"), bearerAuth(bob.tok), nil), 404, "campaign_not_found")
+	c := tg.do("DELETE", "/api/client/campaigns?id="+running.str("campaign_id"), bearerAuth(s.tok), nil)
+	want(t, c, 200, "")
+	if c.str("status") != "cancelled" {
+		t.Fatalf("cancel: %s", c.raw)
+	}
+	if l := list(s.tok); l[0].(map[string]any)["status"] != "cancelled" {
+		t.Fatalf("after cancel: %v", l[0])
+	}
+}

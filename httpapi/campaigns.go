@@ -182,3 +182,36 @@ func (s *Server) v1CancelCampaign(ctx *fasthttp.RequestCtx) error {
 	writeJSON(ctx, fasthttp.StatusOK, campaignView(st))
 	return nil
 }
+
+type campaignListJSON struct {
+	Campaigns []campaignJSON `json:"campaigns"`
+}
+
+// clientCampaigns is GET /api/client/campaigns: the signed-in user's campaigns, newest first
+// (the dashboard's list; details are read one campaign at a time).
+func (s *Server) clientCampaigns(ctx *fasthttp.RequestCtx, u domain.User) error {
+	list, err := s.eng.Campaigns.List(u.ID, 100)
+	if err != nil {
+		return err
+	}
+	out := campaignListJSON{Campaigns: make([]campaignJSON, len(list))}
+	for i, c := range list {
+		out.Campaigns[i] = campaignView(c)
+	}
+	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
+}
+
+// cancelClientCampaign is DELETE /api/client/campaigns?id=: the dashboard's cancel.
+func (s *Server) cancelClientCampaign(ctx *fasthttp.RequestCtx, u domain.User) error {
+	id := string(ctx.QueryArgs().Peek("id"))
+	if id == "" {
+		return missing("id")
+	}
+	st, err := s.eng.Campaigns.Cancel(s.reqContext(ctx), u.ID, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(ctx, fasthttp.StatusOK, campaignView(st))
+	return nil
+}

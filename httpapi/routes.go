@@ -50,6 +50,8 @@ func (s *Server) routes() {
 	s.route(PUT, "/api/client/templates", 0, s.client(s.putTemplate))
 	s.route(POST, "/api/client/store/connect", 0, s.client(s.storeConnect))
 	s.route(POST, "/api/client/store/verify-shopify", 0, s.client(s.verifyShopify))
+	s.route(GET, "/api/client/campaigns", 0, s.client(s.clientCampaigns))
+	s.route(DELETE, "/api/client/campaigns", 0, s.client(s.cancelClientCampaign))
 	s.route(GET, "/api/client/store", 0, s.client(s.clientStore))
 	s.route(DELETE, "/api/client/store", 0, s.client(s.deleteStore))
 

@@ -447,12 +447,12 @@ func TestClientJourney(t *testing.T) {
 		t.Fatal("the store access token is left in the page")
 	}
 
-	// The webhooks screen is served (events out): its subscription form shows. A screen whose
-	// API is not served yet says so (and raises no error in the page).
+	// The webhooks screen is served (events out): its subscription form shows. The campaigns
+	// screen lists the user's campaigns (none yet).
 	b.go_("#/webhooks")
 	b.waitFor("the webhook subscription form", `document.querySelector('#webhook-form') !== null`)
 	b.go_("#/campaigns")
-	b.waitFor("campaigns saying it is not available", `/not available on this gateway yet/.test(document.querySelector('#view').textContent)`)
+	b.waitFor("the empty campaign list", `/No campaign yet/.test(document.querySelector('#view').textContent)`)
 	b.go_("#/keys")
 	b.waitFor("the keys screen", `/no API key yet/i.test(document.querySelector('#view').textContent)`)
 
