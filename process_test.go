@@ -334,10 +334,11 @@ func TestKill9CampaignsResume(t *testing.T) {
 			}
 		}
 	}
-	// messagesSent is written behind: a kill -9 may lose the increments of the one commit in
-	// flight (README: Allowance), never more than a handful; the allowance itself stays safe.
+	// messagesSent is written behind (at most every 20 ms, one write in flight): a kill -9 may
+	// lose the increments of that window (README: Allowance): at 3 campaigns of 50 a second,
+	// about 3 per 20 ms, so at most a few times that; the allowance itself stays safe.
 	a := tg.account(s.key)
-	if sent := int(a["messagesSent"].(float64)); sent > campaigns*per || sent < campaigns*per-5 {
+	if sent := int(a["messagesSent"].(float64)); sent > campaigns*per || sent < campaigns*per-12 {
 		t.Fatalf("messagesSent %d, want %d (at most a few lost by the kill)", sent, campaigns*per)
 	}
 	if rem := int(a["remaining_month"].(float64)); rem > 1000-campaigns*per {
