@@ -23,70 +23,6 @@ import (
 // ErrCampaignNotFound: no campaign with this id for this user.
 var ErrCampaignNotFound = domain.ErrCampaignNotFound
 
-// Campaign retention once ended (record), and for the per-number details.
-const (
-	campaignRetention = 30 * 24 * time.Hour
-	detailRetention   = 90 * 24 * time.Hour
-)
-
-// campaignStore keeps "campaign/<id>" (the record) and "campaign_detail/<id>/<index>" (one
-// number's outcome each).
-type campaignStore struct {
-	records *persist.Table[domain.Campaign]
-	details *persist.Table[domain.CampaignDetail]
-}
-
-func newCampaignStore(kv persist.KV) *campaignStore {
-	return &campaignStore{
-		records: persist.NewTable[domain.Campaign](kv, "campaign", 1),
-		details: persist.NewTable[domain.CampaignDetail](kv, "campaign_detail", 1),
-	}
-}
-
-func detailID(campaignID string, idx int) string { return fmt.Sprintf("%s/%06d", campaignID, idx) }
-
-// SaveCampaign writes the record and, in the same commit, one number's detail.
-func (c *campaignStore) SaveCampaign(ctx context.Context, s domain.Campaign, d *domain.CampaignDetail, final bool) error {
-	return c.save(ctx, s, d, final)
-}
-
-// save is SaveCampaign with extra writes in the same commit (a new campaign's idempotency record).
-func (c *campaignStore) save(ctx context.Context, s domain.Campaign, d *domain.CampaignDetail, final bool, extra ...persist.Op) error {
-	ops := extra
-	var rec persist.Op
-	var err error
-	if final {
-		rec, err = c.records.PutTTLOp(s.ID, s, campaignRetention)
-	} else {
-		rec, err = c.records.PutOp(s.ID, s)
-	}
-	if err != nil {
-		return err
-	}
-	ops = append(ops, rec)
-	if d != nil {
-		op, err := c.details.PutTTLOp(detailID(s.ID, s.Cursor-1), *d, detailRetention)
-		if err != nil {
-			return err
-		}
-		ops = append(ops, op)
-	}
-	return c.records.KV().Commit(ctx, ops...)
-}
-
-// LoadCampaign reads a campaign and its details.
-func (c *campaignStore) LoadCampaign(id string) (domain.Campaign, error) {
-	s, err := c.records.Get(id)
-	if err != nil {
-		return s, err
-	}
-	err = c.details.Scan(id+"/", func(_ string, d domain.CampaignDetail) error {
-		s.Details = append(s.Details, d)
-		return nil
-	})
-	return s, err
-}
-
 // Campaigns is the bulk-send facet: starting, reading, waiting for and cancelling campaigns.
 // Each running campaign is an actor (actors/campaign) that owns its cursor and timer and sends
 // its numbers through Messages one at a time; the facet's registry holds the running ones (an
@@ -94,12 +30,12 @@ func (c *campaignStore) LoadCampaign(id string) (domain.Campaign, error) {
 type Campaigns struct {
 	e     *Engine
 	idx   registry[string, *campaignEntry]
-	store *campaignStore
+	store *persist.Campaigns
 	late  lateness // the campaign timers' lateness (campaign.Observer)
 }
 
 func newCampaigns(e *Engine) *Campaigns {
-	c := &Campaigns{e: e, store: newCampaignStore(e.cfg.Store.KV())}
+	c := &Campaigns{e: e, store: persist.NewCampaigns(e.cfg.Store.KV())}
 	c.idx.init()
 	return c
 }
@@ -160,7 +96,7 @@ func (c *Campaigns) Start(ctx context.Context, r CampaignRequest) (domain.Campai
 		}
 		extra = append(extra, op)
 	}
-	if err := c.store.save(ctx, st, nil, false, extra...); err != nil {
+	if err := c.store.Save(ctx, st, nil, false, extra...); err != nil {
 		res.Release()
 		return domain.Campaign{}, fmt.Errorf("%w: save campaign: %v", ErrUnavailable, err)
 	}
@@ -262,7 +198,7 @@ func (v campaignViews) Publish(s domain.Campaign) {
 
 // Interface guards.
 var (
-	_ campaign.Store     = (*campaignStore)(nil)
+	_ campaign.Store     = (*persist.Campaigns)(nil)
 	_ campaign.Numbers   = campaignNumbers{}
 	_ campaign.Sender    = campaignSender{}
 	_ campaign.Outbox    = campaignSender{}
@@ -335,9 +271,9 @@ func (c *Campaigns) Cancel(ctx context.Context, uid, id string) (domain.Campaign
 // (reservations live in memory and died with the last process).
 func (c *Campaigns) boot() (int, error) {
 	var open []string
-	err := c.store.records.Scan("", func(id string, s domain.Campaign) error {
+	err := c.store.Each(func(s domain.Campaign) error {
 		if !s.Done() {
-			open = append(open, id)
+			open = append(open, s.ID)
 		}
 		return nil
 	})

@@ -16,7 +16,7 @@ func (cs *Campaigns) List(uid string, max int) ([]domain.Campaign, error) {
 		max = 100
 	}
 	byID := map[string]domain.Campaign{}
-	err := cs.store.records.Scan("", func(_ string, c domain.Campaign) error {
+	err := cs.store.Each(func(c domain.Campaign) error {
 		if c.UserID == uid {
 			byID[c.ID] = c
 		}
