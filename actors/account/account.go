@@ -102,6 +102,8 @@ type Account struct {
 	loaded   bool
 	saving   bool
 	dirty    bool
+	// written is closed when the save in flight has returned (the final flush waits for it).
+	written chan struct{}
 	// flushQueued: a write of the count is scheduled.
 	flushQueued bool
 }
@@ -166,6 +168,9 @@ func (a *Account) Receive(c *actor.Context) {
 			a.save(c)
 		}
 	case actor.Stopped:
+		if a.written != nil {
+			<-a.written // a save in flight must not land after the exact count
+		}
 		if a.loaded {
 			st := a.st
 			st.Mark = a.used()
@@ -245,8 +250,12 @@ func (a *Account) save(c *actor.Context) {
 	a.saving, a.dirty = true, false
 	st, store, hw, self := a.st, a.deps.Store, c.Engine(), c.PID()
 	st.Mark = max(st.Mark, a.wantMark)
+	written := make(chan struct{})
+	a.written = written
 	go func() {
-		hw.Send(self, accountSaved{period: st.Period, mark: st.Mark, err: store.PutAccount(context.Background(), st)})
+		err := store.PutAccount(context.Background(), st)
+		close(written)
+		hw.Send(self, accountSaved{period: st.Period, mark: st.Mark, err: err})
 	}()
 }
 

@@ -116,6 +116,9 @@ type Key struct {
 	usage     domain.KeyUsage
 	reserving bool
 	pending   []*Authorize
+	// written is closed when the mark commit in flight has returned: the final flush waits
+	// for it, so an older mark cannot land after the exact counters.
+	written chan struct{}
 }
 
 // New returns the producer of the actor for key id.
@@ -248,8 +251,11 @@ func (k *Key) reserve(c *actor.Context) {
 		next.DayMark = max(k.plan.Limit, k.usage.DayMark)
 	}
 	store, id, hw, self := k.deps.Store, k.id, c.Engine(), c.PID()
+	written := make(chan struct{})
+	k.written = written
 	go func() {
 		err := store.PutKeyUsage(context.Background(), id, next)
+		close(written)
 		hw.Send(self, usageSaved{usage: next, err: err})
 	}()
 }
@@ -325,6 +331,9 @@ func (k *Key) delete(c *actor.Context, m *Delete) {
 func (k *Key) flush() {
 	if !k.loaded || k.deleted {
 		return
+	}
+	if k.written != nil {
+		<-k.written // a mark in flight must not land after the exact counters
 	}
 	u := domain.KeyUsage{Day: k.day, DayMark: k.count, CallsMark: k.calls}
 	if err := k.deps.Store.PutKeyUsage(context.Background(), k.id, u); err != nil {
