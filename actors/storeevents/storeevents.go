@@ -1,8 +1,8 @@
 // Package storeevents is the actor of one connected store (Shopify or WooCommerce): it works
-// through the store's durable inbox of accepted webhooks in order, one event at a time (parse,
-// fetch the order when the payload lacks it, render the owner's template, send through the
-// owner's session), records each outcome, and retries transient failures with capped
-// exponential backoff.
+// through the store's durable inbox of accepted webhooks in order, up to 32 events a pass
+// (parse, fetch the order when the payload lacks it, render the owner's template; then their
+// messages accepted through the owner's session in one commit and their outcomes recorded in
+// another), and retries transient failures with capped exponential backoff.
 //
 // Imports: domain, ecom (its stateless parsers and renderer) and hollywood; what the actor needs
 // from the rest of the gateway is declared here as interfaces (Store, OrderFetcher, Templates,
