@@ -10,7 +10,7 @@
 // per connected store and implements those interfaces.
 //
 // Concurrency: every field of StoreEvents is owned by the actor's goroutine. Receive never does
-// I/O: a worker goroutine processes the head of the queue and reports back with a message, and
+// I/O: a worker goroutine runs a pass over the head of the queue and reports back with a message, and
 // retries wait on timers.
 package storeevents
 
