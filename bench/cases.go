@@ -30,6 +30,9 @@ var benchCases = []benchCase{
 	{id: "validate", name: "validate", method: "POST", path: "/api/admin/apikeys/validate", build: buildValidate},
 	{id: "account", name: "v1 account", method: "GET", path: "/api/v1/account", build: buildAccount},
 	{id: "webhook", name: "webhook", method: "POST", path: "/api/ecom/webhook", delivers: true, durable: true, async: true, needs: "stores", build: buildWebhook},
+	// The route alone: webhooks to stores whose owner has no linked session are accepted into
+	// the inbox and wait there, so nothing else runs beside the route.
+	{id: "webhook-route", name: "webhook route alone", method: "POST", path: "/api/ecom/webhook", durable: true, needs: "stores", build: buildWebhookIdle},
 	{id: "status", name: "client status", method: "GET", path: "/api/client/status", build: buildStatus},
 }
 
@@ -157,10 +160,18 @@ func orderBody(run, u int) []byte {
 // buildWebhook: signed orders/create events spread over the users' stores, each with its
 // own webhook id and order id (so neither the delivery dedupe nor an order-keyed message id
 // folds two requests into one message).
-func buildWebhook(f *fleet, run int) (target, []string) {
-	n := len(f.users)
+func buildWebhook(f *fleet, run int) (target, []string) { return webhookTo(f.users, run) }
+
+// buildWebhookIdle sends to the idle stores (no linked session): nothing is delivered.
+func buildWebhookIdle(f *fleet, run int) (target, []string) {
+	t, _ := webhookTo(f.idle, run)
+	return t, nil
+}
+
+func webhookTo(users []benchUser, run int) (target, []string) {
+	n := len(users)
 	bodies, queries, shops, recipients := make([][]byte, n), make([]string, n), make([]string, n), make([]string, n)
-	for u, usr := range f.users {
+	for u, usr := range users {
 		bodies[u] = orderBody(run, u)
 		queries[u] = "uid=" + usr.id + "&shop=" + usr.shop
 		shops[u] = usr.shop

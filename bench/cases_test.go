@@ -165,7 +165,7 @@ func TestDurableCasesAreTheWritingOnes(t *testing.T) {
 			durable = append(durable, c.id)
 		}
 	}
-	if strings.Join(durable, ",") != "send,send-idem,webhook" {
-		t.Fatalf("durable cases %v, want send, send-idem, webhook", durable)
+	if strings.Join(durable, ",") != "send,send-idem,webhook,webhook-route" {
+		t.Fatalf("durable cases %v, want send, send-idem, webhook, webhook-route", durable)
 	}
 }

@@ -108,7 +108,7 @@ func (h *harness) phase(ctx context.Context, work, mode string, first bool) erro
 		}
 	}()
 	t0 := time.Now()
-	needStores := slices.Contains(ids, "webhook")
+	needStores := slices.Contains(ids, "webhook") || slices.Contains(ids, "webhook-route")
 	fl, err := provision(ctx, g, provisionOptions{users: h.o.users, concurrency: 8, scan: true, keys: true, stores: needStores})
 	if err != nil {
 		return fmt.Errorf("provision: %w (gateway log %s)", err, logPath)

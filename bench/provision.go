@@ -18,7 +18,14 @@ type fleet struct {
 	users      []benchUser
 	stores     bool   // every user has a store connected with webhookSecret
 	storesNote string // why not, when stores is false
+	// idle are extra users with a store but no linked session: their stores accept webhooks
+	// into the inbox and hold them there (the events wait for the session), so webhooks sent
+	// to them measure the route alone.
+	idle []benchUser
 }
+
+// idleStores is how many idle users (stores without a linked session) a fleet has.
+const idleStores = 20
 
 type benchUser struct {
 	id        string
@@ -115,6 +122,28 @@ func provision(ctx context.Context, g *gatewayProc, o provisionOptions) (*fleet,
 	}
 	if storesMissing.Load() {
 		f.stores, f.storesNote = false, "POST /api/ecom/native-connect is not served yet (stores cannot be connected)"
+	}
+	if f.stores {
+		f.idle = make([]benchUser, idleStores)
+		err = parallel(ctx, idleStores, o.concurrency, func(i int) error {
+			u := &f.idle[i]
+			*u = benchUser{id: userID(o.users + i), phone: senderPhone(o.users + i), shop: shopDomain(o.users + i)}
+			var err error
+			if u.token, err = issuer.Mint(identity.TokenRequest{UID: u.id, Name: "Bench " + u.id, Email: u.id + "@bench.example.com", TTL: 6 * time.Hour}); err != nil {
+				return err
+			}
+			// The profile and an unlinked session, then the store.
+			st, body, err := g.api.do("GET", "/api/client/qr", []header{bearer(u.token)}, nil)
+			if err := want2xx("GET /api/client/qr", st, body, err); err != nil {
+				return err
+			}
+			st, body, err = g.api.do("POST", "/api/ecom/native-connect", []header{bearer(u.token)},
+				mustJSON(map[string]string{"shop": u.shop, "webhookSecret": webhookSecret}))
+			return want2xx("POST /api/ecom/native-connect", st, body, err)
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
 	if err := waitConnected(ctx, g, f, o.concurrency, 2*time.Minute); err != nil {
 		return nil, err

@@ -452,7 +452,7 @@ func checkTargets(rep *report) []targetCheck {
 	sustained("v1 send, fsync=interval", "fsync=interval", "send", 0.6, 2)
 	ratio("validate", "fsync=batch", "validate", 0.85)
 	ratio("client status", "fsync=batch", "status", 0.85)
-	ratio("webhook route", "fsync=batch", "webhook", 0.6)
+	ratio("webhook route", "fsync=batch", "webhook-route", 0.6)
 	sustained("webhook end to end", "fsync=batch", "webhook", 0.35, 60)
 	if r := find("fsync=batch", "send", 0, "fixed-rate"); r != nil {
 		out = append(out, targetCheck{Target: fmt.Sprintf("v1 send, fsync=batch: p99 < 10 ms at %.0f req/s (fixed rate)", r.Gateway.TargetRPS), Got: r.Gateway.P99, Met: r.Gateway.P99 < 10 && r.Gateway.Missed == 0, Disturbed: r.otherCPU() > disturbed})
