@@ -175,7 +175,12 @@ type Subscription struct {
 	queue  []uint64 // pending, in order
 	known  map[uint64]bool
 	cached map[uint64]domain.WebhookDelivery // the bodies of some of queue, read or enqueued
-	nextN  int64
+	// recent are the last recentMax seqs delivered: an Enqueued that comes after the load read
+	// the same seq from the store and it was delivered (the publisher was slow to send it) must
+	// not queue it again, or the receiver gets it twice.
+	recent     map[uint64]bool
+	recentRing []uint64
+	nextN      int64
 
 	running  *int // the worker running for the head of the queue; nil: none
 	inflight int  // how many of the queue's first entries that worker holds
@@ -297,6 +302,7 @@ func (a *Subscription) onLoaded(c *actor.Context, m loaded) {
 // maxCached bounds the deliveries a subscription keeps in memory (a receiver that is down
 // lets its queue grow in the store, not in memory); readBatch is how many are read at once.
 const (
+	recentMax = 4096
 	maxCached = 1024
 	readBatch = 256
 	postBatch = 64 // the most deliveries one worker posts back to back
@@ -305,7 +311,7 @@ const (
 // add inserts seq in order; a late arrival with a lower seq than the head in progress goes
 // right after it. It reports whether seq was new.
 func (a *Subscription) add(seq uint64) bool {
-	if a.known[seq] {
+	if a.known[seq] || a.recent[seq] {
 		return false
 	}
 	a.known[seq] = true
@@ -463,6 +469,15 @@ func (a *Subscription) onAttempted(c *actor.Context, m attempted) {
 }
 
 func (a *Subscription) pop() {
+	if a.recent == nil {
+		a.recent = map[uint64]bool{}
+	}
+	if len(a.recentRing) == recentMax {
+		delete(a.recent, a.recentRing[0])
+		a.recentRing = a.recentRing[1:]
+	}
+	a.recent[a.queue[0]] = true
+	a.recentRing = append(a.recentRing, a.queue[0])
 	delete(a.known, a.queue[0])
 	delete(a.cached, a.queue[0])
 	a.queue = a.queue[1:]

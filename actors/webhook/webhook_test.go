@@ -418,3 +418,24 @@ func TestResumesFromTheSameStoreAfterARestart(t *testing.T) {
 		t.Fatal("bad signatures after the restart")
 	}
 }
+
+// A publisher slow to send its Enqueued (the actor's load already read the deliveries from the
+// store and delivered them) does not make the receiver get them twice.
+func TestLateEnqueuedAfterLoadNotDeliveredTwice(t *testing.T) {
+	h := newHarness(t, persist.NewMemory())
+	ids := h.publish(5) // committed before the actor exists: its Enqueued comes late, below
+	h.start()
+	defer h.stop()
+	waitFor(t, "the loaded deliveries", func() bool { return len(h.rcv.delivered()) == len(ids) })
+	var late []domain.WebhookDelivery
+	for i, id := range ids {
+		late = append(late, domain.WebhookDelivery{ID: id, SubscriptionID: h.sub.ID, Seq: uint64(i + 1), EventID: "evt" + id,
+			Type: domain.EventMessageStatus, CreatedAt: h.clk.Now(), Body: []byte(`{"n":` + fmt.Sprint(i+1) + `}`)})
+	}
+	h.hw.Send(h.pid, webhook.Enqueued{Deliveries: late})
+	next := h.publish(1) // a marker behind them: once it is delivered, the late ones were seen
+	waitFor(t, "the next delivery", func() bool { return len(h.rcv.delivered()) > len(ids) })
+	if got := deliveredIDs(h.rcv); !slices.Equal(got, append(ids, next...)) {
+		t.Fatalf("delivered %v, want %v then %v once each", got, ids, next)
+	}
+}
