@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/domain"
 )
 
@@ -38,18 +37,14 @@ func (ms *Messages) SendBatch(ctx context.Context, uid, origin string, msgs []do
 	sid := ent.view.Load().ID
 	entries := make([]domain.OutboxEntry, n)
 	for i, m := range msgs[:n] {
-		entries[i] = domain.OutboxEntry{ID: m.ID, SessionID: sid, UserID: uid, Origin: origin, Message: m, CreatedAt: domain.MillisOf(now)}
-		entries[i].SetStatus(domain.MsgQueued, now)
+		entries[i] = queuedEntry(m, sid, uid, origin, now)
 	}
 	if err := ms.msgs.outbox.AcceptMany(ctx, entries); err != nil {
 		res.Release()
 		return nil, fmt.Errorf("%w: outbox: %v", ErrUnavailable, err)
 	}
 	for _, entry := range entries {
-		ms.msgs.track(entry.ID, res.Take(1), nil)
-		e.pub.publish(uid, messageEvent(entry, domain.MsgQueued, now))
-		e.hw.Send(ent.pid, session.Enqueue{Entry: entry})
+		ms.enqueue(ent, entry, res.Take(1), nil, now)
 	}
-	res.Release() // what the clip left over
 	return entries, nil
 }

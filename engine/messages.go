@@ -138,11 +138,7 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 		}
 	}
 	now := e.now().UTC()
-	entry := domain.OutboxEntry{
-		ID: r.Message.ID, SessionID: ent.view.Load().ID, UserID: r.UserID, Origin: r.Origin,
-		Message: r.Message, CreatedAt: domain.MillisOf(now),
-	}
-	entry.SetStatus(domain.MsgQueued, now)
+	entry := queuedEntry(r.Message, ent.view.Load().ID, r.UserID, r.Origin, now)
 	if r.IdemID != "" {
 		r.Idem.MessageID = entry.ID
 	}
@@ -154,13 +150,26 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 	if r.Wait > 0 {
 		ch = make(chan outcome, 1)
 	}
-	m.track(entry.ID, res, ch)
-	e.pub.publish(entry.UserID, messageEvent(entry, domain.MsgQueued, now))
-	e.hw.Send(ent.pid, session.Enqueue{Entry: entry})
+	ms.enqueue(ent, entry, res, ch, now)
 	if ch == nil {
 		return entry, nil
 	}
 	return m.await(ctx, entry, ch, r.Wait)
+}
+
+// queuedEntry is a message as it is accepted at now, queued on session sid.
+func queuedEntry(msg domain.Message, sid, uid, origin string, now time.Time) domain.OutboxEntry {
+	entry := domain.OutboxEntry{ID: msg.ID, SessionID: sid, UserID: uid, Origin: origin, Message: msg, CreatedAt: domain.MillisOf(now)}
+	entry.SetStatus(domain.MsgQueued, now)
+	return entry
+}
+
+// enqueue hands an accepted (committed) entry on: its reservation and waiter tracked, its
+// queued status published, the entry given to its session's deliverer.
+func (ms *Messages) enqueue(ent *sessionEntry, entry domain.OutboxEntry, res *Reservation, ch chan outcome, now time.Time) {
+	ms.msgs.track(entry.ID, res, ch)
+	ms.e.pub.publish(entry.UserID, messageEvent(entry, domain.MsgQueued, now))
+	ms.e.hw.Send(ent.pid, session.Enqueue{Entry: entry})
 }
 
 // track registers an accepted message's reservation (and a waiter).
