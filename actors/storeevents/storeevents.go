@@ -553,8 +553,9 @@ func (w storeWorker) process(items []item, n0 int64) storeWorked {
 			if sent[k] || seen[p.key] {
 				p.msg, p.key = nil, ""
 				p.rec.Status, p.rec.Reason = domain.StoreEventSkipped, "already sent: the store repeated this event"
+			} else {
+				seen[p.key] = true
 			}
-			seen[p.key] = true
 			k++
 		}
 	}
@@ -593,19 +594,15 @@ func (w storeWorker) process(items []item, n0 int64) storeWorked {
 			p.rec.Status, p.rec.MessageID, p.msg = domain.StoreEventSent, e.ID, nil
 		}
 		if len(accepted) < len(msgs) && err != nil {
-			p := &ps[at[len(accepted)]]
+			j := at[len(accepted)]
+			p := &ps[j]
+			waitSession := errors.Is(err, domain.ErrNotConnected)
+			transient := waitSession || errors.Is(err, domain.ErrNetwork) || errors.Is(err, domain.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
 			switch {
-			case errors.Is(err, domain.ErrNotConnected):
-				if !giveUp(p, err) {
-					fail(idx[at[len(accepted)]], p, err, true)
-					sendRetry = true
-				}
-			case errors.Is(err, domain.ErrNetwork), errors.Is(err, domain.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
-				if !giveUp(p, err) {
-					fail(idx[at[len(accepted)]], p, err, false)
-					sendRetry = true
-				}
-			default:
+			case transient && !giveUp(p, err):
+				fail(idx[j], p, err, waitSession)
+				sendRetry = true
+			case !transient:
 				p.rec.Status, p.rec.Reason, p.rec.MessageID, p.msg = domain.StoreEventFailed, err.Error(), p.entry.MessageID, nil
 			}
 		}
