@@ -71,13 +71,6 @@ func (r *Reservation) Release() {
 	}
 }
 
-// ReleaseN gives back n of what the reservation holds.
-func (r *Reservation) ReleaseN(n int64) {
-	if r.take(n) {
-		r.ms.e.hw.Send(r.ms.account(r.uid), account.Settle{Unreserve: n})
-	}
-}
-
 func (r *Reservation) take(n int64) bool {
 	for {
 		left := r.left.Load()

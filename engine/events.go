@@ -332,9 +332,18 @@ func (e *Events) Subscription(uid, id string) (domain.WebhookSubscription, error
 func (e *Events) kick(ds []domain.WebhookDelivery) {
 	e.metrics.queued.Add(float64(len(ds)))
 	e.metrics.pending.Add(float64(len(ds)))
+	// One message per subscription, its deliveries in order.
+	bySub := map[string][]domain.WebhookDelivery{}
+	var subs []string
 	for _, d := range ds {
-		if pid := e.actor(d.SubscriptionID); pid != nil {
-			e.cfg.Actors.Send(pid, webhook.Enqueued{Deliveries: []domain.WebhookDelivery{d}})
+		if _, ok := bySub[d.SubscriptionID]; !ok {
+			subs = append(subs, d.SubscriptionID)
+		}
+		bySub[d.SubscriptionID] = append(bySub[d.SubscriptionID], d)
+	}
+	for _, id := range subs {
+		if pid := e.actor(id); pid != nil {
+			e.cfg.Actors.Send(pid, webhook.Enqueued{Deliveries: bySub[id]})
 		}
 	}
 }
@@ -393,7 +402,7 @@ func (e *Events) index(s domain.WebhookSubscription) {
 		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
 			return c
 		}
-		return cmpString(a.ID, b.ID)
+		return strings.Compare(a.ID, b.ID)
 	})
 	e.byUser[s.UserID] = list
 }
@@ -409,12 +418,3 @@ func (e *Events) unindex(s domain.WebhookSubscription) {
 	e.byUser[s.UserID] = list
 }
 
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}

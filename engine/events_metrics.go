@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/gateway/gateway/actors/webhook"
@@ -45,23 +44,11 @@ func (o *eventsObserver) Changed(s domain.WebhookSubscription) {
 // eventMetrics: queued, delivered, failed, dropped, pending and lag (DESIGN.md section 10).
 type eventMetrics struct {
 	queued, delivered, failed, dropped prometheus.Counter
-	pending                            gauge
-	pendingN                           *atomic.Int64
+	pending                            prometheus.Gauge
 	lag                                prometheus.Histogram
 }
 
-// gauge is a prometheus gauge whose value is also readable (for Stats).
-type gauge struct {
-	g prometheus.Gauge
-	n *atomic.Int64
-}
-
-func (g gauge) Add(v float64) { g.g.Add(v); g.n.Add(int64(v)) }
-func (g gauge) Sub(v float64) { g.Add(-v) }
-func (g gauge) Dec()          { g.Add(-1) }
-
 func newEventMetrics(reg prometheus.Registerer) (*eventMetrics, error) {
-	n := new(atomic.Int64)
 	m := &eventMetrics{
 		queued: prometheus.NewCounter(prometheus.CounterOpts{Name: "gateway_webhook_events_queued_total",
 			Help: "Webhook deliveries committed to a subscription's queue (one per event and subscription)."}),
@@ -71,9 +58,8 @@ func newEventMetrics(reg prometheus.Registerer) (*eventMetrics, error) {
 			Help: "Webhook delivery attempts that failed (non-2xx, timeout, connection); each is retried."}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "gateway_webhook_deliveries_dropped_total",
 			Help: "Webhook deliveries dropped because their subscription was disabled after 24 h of failures."}),
-		pending: gauge{g: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gateway_webhook_pending",
-			Help: "Webhook deliveries queued and not yet accepted by their receiver."}), n: n},
-		pendingN: n,
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gateway_webhook_pending",
+			Help: "Webhook deliveries queued and not yet accepted by their receiver."}),
 		lag: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gateway_webhook_delivery_lag_seconds",
 			Help:    "Time from an event's commit to its receiver's 2xx.",
 			Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 30, 60, 300, 1800, 3600, 6 * 3600, 24 * 3600}}),
@@ -81,7 +67,7 @@ func newEventMetrics(reg prometheus.Registerer) (*eventMetrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.queued, m.delivered, m.failed, m.dropped, m.pending.g, m.lag} {
+	for _, c := range []prometheus.Collector{m.queued, m.delivered, m.failed, m.dropped, m.pending, m.lag} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("engine: events metrics: %w", err)
 		}

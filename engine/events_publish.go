@@ -93,20 +93,6 @@ func (e *Events) Inbound(uid string, since time.Time, limit int) ([]domain.Inbou
 	return out, nil
 }
 
-// EventsStats are the facet's figures (the metrics carry them too).
-type EventsStats struct {
-	Subscriptions int
-	Pending       int64
-}
-
-// Stats reads the facet's figures.
-func (e *Events) Stats() EventsStats {
-	e.mu.RLock()
-	n := len(e.byID)
-	e.mu.RUnlock()
-	return EventsStats{Subscriptions: n, Pending: int64(e.metrics.pendingN.Load())}
-}
-
 // envelope is the Standard Webhooks body.
 type envelope struct {
 	Type      domain.EventType `json:"type"`
