@@ -15,18 +15,6 @@ import (
 	"time"
 )
 
-// waitUntil polls cond every 10 ms until it holds or total passes.
-func waitUntil(t *testing.T, total time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", total, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // Free space under the floor refuses commits with ErrStorageUnavailable (reads go on), and
 // commits are accepted again once space returns; nothing acknowledged is lost. Free space is
 // injected, so no mount is needed.
@@ -45,7 +33,7 @@ func TestBadgerFreeSpaceFloor(t *testing.T) {
 	mustCommit(t, b, put("k/before", "1"))
 
 	free.Store(floor - 1)
-	waitUntil(t, 2*time.Second, "commits refused", func() bool {
+	waitFor(t, 2*time.Second, "commits refused", func() bool {
 		return errors.Is(b.Commit(ctx, put("k/probe", "x")), ErrStorageUnavailable)
 	})
 	if err := b.Health(); !errors.Is(err, ErrStorageUnavailable) {
@@ -60,7 +48,7 @@ func TestBadgerFreeSpaceFloor(t *testing.T) {
 		t.Fatal("available again one byte over the floor")
 	}
 	free.Store(1 << 30)
-	waitUntil(t, 2*time.Second, "commits accepted again", func() bool { return b.Health() == nil })
+	waitFor(t, 2*time.Second, "commits accepted again", func() bool { return b.Health() == nil })
 	mustCommit(t, b, put("k/after", "2"))
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
@@ -100,7 +88,7 @@ func TestBadgerNoSpaceErrorIsUnavailable(t *testing.T) {
 		t.Fatal("commit accepted after ENOSPC")
 	}
 	free.Store(1 << 30)
-	waitUntil(t, 2*time.Second, "available again", func() bool { return b.Health() == nil })
+	waitFor(t, 2*time.Second, "available again", func() bool { return b.Health() == nil })
 	mustCommit(t, b, put("k", "v"))
 	if err := b.commitErr(errors.New("other")); errors.Is(err, ErrStorageUnavailable) {
 		t.Fatalf("a non-space error made storage unavailable: %v", err)
@@ -137,7 +125,7 @@ func TestBadgerAllocatesMappedFiles(t *testing.T) {
 	for i := range 128 { // 8 MiB
 		mustCommit(t, b, Op{Key: []byte(fmt.Sprintf("k/%03d", i)), Value: value})
 	}
-	waitUntil(t, 2*time.Second, "allocation ahead of 8 MiB of writes", func() bool {
+	waitFor(t, 2*time.Second, "allocation ahead of 8 MiB of writes", func() bool {
 		got, _ := allocated()
 		return got >= 8<<20+allocateLead
 	})
@@ -220,7 +208,7 @@ func TestBadgerFullTmpfs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitUntil(t, 5*time.Second, "storage available again", func() bool { return b.Health() == nil })
+	waitFor(t, 5*time.Second, "storage available again", func() bool { return b.Health() == nil })
 	mustCommit(t, b, put("k/after", "ok"))
 	if err := b.Close(); err != nil {
 		t.Fatal(err)

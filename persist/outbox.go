@@ -95,15 +95,6 @@ func (o *Outbox) IdemOp(idemID string, rec IdemRecord) (Op, error) {
 // Idem returns the idempotency record idemID, or ErrNotFound.
 func (o *Outbox) Idem(idemID string) (IdemRecord, error) { return o.idem.Get(idemID) }
 
-// PutIdem commits an idempotency record alone (a stored response).
-func (o *Outbox) PutIdem(ctx context.Context, idemID string, rec IdemRecord) error {
-	op, err := o.IdemOp(idemID, rec)
-	if err != nil {
-		return err
-	}
-	return o.idem.KV().Commit(ctx, op)
-}
-
 // Settle records a network outcome (sent or failed) in the background: the deliverer does not
 // wait for it (a lost outcome only means the message is sent again under the same id at boot,
 // which the network treats as the same message). done is called with the commit's error.

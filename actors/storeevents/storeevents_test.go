@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -199,7 +200,7 @@ func (h *storeHarness) start() {
 
 // add puts an orders/create entry for an order with this phone into the inbox.
 func (h *storeHarness) add(seq, webhookID string, orderID int, phone string) {
-	body := `{"id":` + itoa(orderID) + `,"name":"#` + itoa(orderID) + `","customer":{"first_name":"Ann","phone":"` + phone + `"}}`
+	body := `{"id":` + strconv.Itoa(orderID) + `,"name":"#` + strconv.Itoa(orderID) + `","customer":{"first_name":"Ann","phone":"` + phone + `"}}`
 	h.inbox.mu.Lock()
 	h.inbox.entries[seq] = domain.InboxEntry{
 		Seq: seq, Shop: "acme.myshopify.com", UserID: "u1", Platform: ecom.PlatformShopify, Topic: ecom.TopicOrderCreated,
@@ -209,15 +210,6 @@ func (h *storeHarness) add(seq, webhookID string, orderID int, phone string) {
 	if h.pid != nil {
 		h.hw.Send(h.pid, InboxAdded{Seq: seq})
 	}
-}
-
-func itoa(n int) string {
-	s := ""
-	for n > 0 || s == "" {
-		s = string(rune('0'+n%10)) + s
-		n /= 10
-	}
-	return s
 }
 
 func (h *storeHarness) wait(what string, cond func() bool) {
