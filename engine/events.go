@@ -417,4 +417,3 @@ func (e *Events) unindex(s domain.WebhookSubscription) {
 	}
 	e.byUser[s.UserID] = list
 }
-
