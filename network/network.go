@@ -257,8 +257,12 @@ type Client interface {
 //   - ErrUnknownOutcome: the message may have reached the network; never report it failed.
 //     Keep it queued and send it again under the same id (the network dedupes on the id), or
 //     settle it when a MessageReceipt for the id arrives.
-//   - ErrTimelock (a *TimelockError, with Until): pause the session's queue until Until (or a
-//     Timelock{Active: false} event); do not re-send meanwhile, then send again.
+//   - ErrNotReachable: the network refuses this one recipient (WhatsApp's 463 with no
+//     account-wide timelock notice in force). Try the message at most twice in all, then fail
+//     it (code recipient_not_reachable) and mark the recipient; never hold the queue for it.
+//   - ErrTimelock (a *TimelockError, with Until): an account-wide reach-out timelock is in
+//     force (the network sent its notice): hold first messages to new contacts until Until
+//     (or a Timelock{Active: false} event); messages to contacts who wrote still go.
 //   - ErrRateLimited (a *RetryLaterError, with After): pause the session's queue for After,
 //     then send again under the same id.
 //   - ErrBanned, ErrOutdated: the session is down (a Disconnected event says why and until
@@ -269,8 +273,14 @@ var (
 	ErrNotConnected = domain.E("session_not_connected", "session not connected to the network")
 	// ErrNotOnNetwork: the recipient has no account on the network.
 	ErrNotOnNetwork = errors.New("recipient is not on the network")
+	// ErrNotReachable: the network refused this recipient for now (WhatsApp's ack error 463
+	// while no account-wide timelock notice is in force: in 2026 WhatsApp also answers 463 per
+	// recipient, for cold contacts without a privacy token). Adapters return it wrapped with
+	// detail; it says nothing about other recipients.
+	ErrNotReachable = errors.New("the network refuses messages to this recipient for now")
 	// ErrTimelock: the network refuses messages to new contacts for now (WhatsApp's reach-out
-	// timelock, ack error 463). Returned as a *TimelockError carrying the end when known.
+	// timelock, ack error 463, while the account-wide timelock notice is in force). Returned as
+	// a *TimelockError carrying the end when known.
 	ErrTimelock = errors.New("account is temporarily restricted from messaging new contacts")
 	// ErrBanned: the account is temporarily banned.
 	ErrBanned = errors.New("account is temporarily banned by the network")
