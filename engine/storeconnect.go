@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/ecom"
 	"github.com/gateway/gateway/persist"
 )
@@ -191,31 +192,35 @@ func (st *Stores) NativeConnect(ctx context.Context, uid, shop, webhookSecret st
 	return canonical, st.s.webhookURL(uid, canonical), nil
 }
 
-// Connect is POST /api/client/store/connect: a Shopify-type store by access token (verified,
-// and all five webhooks must register) or a WooCommerce store by domain (its webhooks are made
-// in its admin, optionally signed with webhookSecret).
-func (st *Stores) Connect(ctx context.Context, uid, platform, domain, token, webhookSecret string) error {
-	switch strings.ToLower(strings.TrimSpace(platform)) {
-	case ecom.PlatformShopify:
-		canonical, token, name, err := st.verifyShopToken(ctx, domain, token)
+// Connect is POST /api/client/store/connect. The platform (a registered ecom.Platform) says
+// how: by access token (verified, and all five webhooks must register) or by domain (its
+// webhooks are made in the store's admin, optionally signed with webhookSecret).
+func (st *Stores) Connect(ctx context.Context, uid, platform, domainName, token, webhookSecret string) error {
+	p, ok := ecom.Lookup(domain.Platform(strings.ToLower(strings.TrimSpace(platform))))
+	if !ok || platform == "" {
+		return fmt.Errorf("%w: platform must be one of %v", ErrValidation, ecom.Names())
+	}
+	if p.Connect() == ecom.ConnectByToken {
+		if strings.TrimSpace(token) == "" {
+			return fmt.Errorf("%w: access_token is required", ErrValidation)
+		}
+		canonical, token, name, err := st.verifyShopToken(ctx, domainName, token)
 		if err != nil {
 			return err
 		}
 		rec := StoreRecord{Shop: canonical, Method: StoreMethodConnect, UserID: uid, ShopName: name}
 		_, err = st.connectShopify(ctx, rec, token, webhookSecret, true)
 		return err
-	case ecom.PlatformWooCommerce:
-		host, ok := ecom.NormalizeHost(domain)
-		if !ok {
-			return fmt.Errorf("%w: domain must be the store's host name (shop.example.com)", ErrValidation)
-		}
-		rec := StoreRecord{Shop: host, Platform: ecom.PlatformWooCommerce, Method: StoreMethodConnect, UserID: uid, ConnectedAt: st.e.now().UTC()}
-		if err := st.sealInto(&rec, "", webhookSecret); err != nil {
-			return err
-		}
-		return st.save(ctx, rec, false)
 	}
-	return fmt.Errorf("%w: platform must be shopify or woocommerce", ErrValidation)
+	host, ok := p.Domain(domainName)
+	if !ok {
+		return fmt.Errorf("%w: domain must be the store's host name (shop.example.com)", ErrValidation)
+	}
+	rec := StoreRecord{Shop: host, Platform: p.Name(), Method: StoreMethodConnect, UserID: uid, ConnectedAt: st.e.now().UTC()}
+	if err := st.sealInto(&rec, "", webhookSecret); err != nil {
+		return err
+	}
+	return st.save(ctx, rec, false)
 }
 
 // registration is how a store's webhooks registration went: how many of the five registered,

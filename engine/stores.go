@@ -350,11 +350,12 @@ func (w *workerCount) wait(ctx context.Context) {
 
 // StoreView is a user's connected store as the dashboard shows it (no credentials).
 type StoreView struct {
-	Shop, Platform, Method, ShopName string
-	ConnectedAt                      time.Time
-	WebhookURL                       string
-	HasWebhookSecret                 bool
-	WebhooksRegistered               int
+	Shop, Method, ShopName string
+	Platform               domain.Platform
+	ConnectedAt            time.Time
+	WebhookURL             string
+	HasWebhookSecret       bool
+	WebhooksRegistered     int
 	// Events: pending events (oldest first), then the recent outcomes, newest first.
 	Events []domain.StoreEvent
 }

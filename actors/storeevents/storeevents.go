@@ -1,10 +1,10 @@
-// Package storeevents is the actor of one connected store (Shopify or WooCommerce): it works
+// Package storeevents is the actor of one connected store (of any ecom.Platform): it works
 // through the store's durable inbox of accepted webhooks in order, up to 32 events a pass
 // (parse, fetch the order when the payload lacks it, render the owner's template; then their
 // messages accepted through the owner's session in one commit and their outcomes recorded in
 // another), and retries transient failures with capped exponential backoff.
 //
-// Imports: domain, ecom (its stateless parsers and renderer) and hollywood; what the actor needs
+// Imports: domain, ecom (its platform registry, parsers and renderer) and hollywood; what the actor needs
 // from the rest of the gateway is declared here as interfaces (Store, OrderFetcher, Templates,
 // Sender, Outbox, Publisher, Workers, Clock). Only the engine imports it: it spawns one actor
 // per connected store and implements those interfaces.
@@ -656,14 +656,11 @@ func (w storeWorker) prepare(p *prepared) (retry error, waitSession bool) {
 		rec.Status, rec.Reason = status, reason
 		return nil, false
 	}
-	var ev ecom.Event
-	var err error
-	switch entry.Platform {
-	case ecom.PlatformWooCommerce:
-		ev, err = ecom.ParseWoo(entry.Topic, entry.Body)
-	default:
-		ev, err = ecom.ParseShopify(entry.Topic, entry.Body)
+	platform, ok := ecom.Lookup(entry.Platform)
+	if !ok {
+		return final(domain.StoreEventFailed, "platform "+strconv.Quote(string(entry.Platform))+" is not known to this gateway")
 	}
+	ev, err := platform.Parse(entry.Topic, entry.Body)
 	switch {
 	case errors.Is(err, ecom.ErrIgnored):
 		return final(domain.StoreEventSkipped, reasonOf(err))
