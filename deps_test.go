@@ -41,6 +41,7 @@ var allowedImports = map[string][]string{
 	"identity":                {"domain"},
 	"media":                   {"domain"},
 	"web":                     {},
+	"httpapi/openapitest":     {}, // test helper: the OpenAPI document, read from its file
 	// bench mints dev ID tokens (identity) and, for the durable floor, makes the same Badger
 	// group commit the gateway makes (persist). It is a tool beside the gateway, never
 	// imported by it, so reaching into an adapter bends no arrow of the core.

@@ -157,6 +157,7 @@ func TestBulkInvalidInput(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			tg := tg.with(t)
 			r := tg.bulk(s.key, c.body.(map[string]any))
 			if r.status != 400 || r.str("code") == "" {
 				t.Fatalf("%d %s", r.status, r.raw)

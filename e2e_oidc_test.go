@@ -127,6 +127,9 @@ type realOP struct {
 
 func startRealOP(t testing.TB) *realOP {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: the OIDC suite runs a real OpenID provider")
+	}
 	registerOPClients.Do(func() {
 		storage.RegisterClients(storage.WebClient(opClient, opSecret, opCallback), storage.WebClient(opOther, opSecret, opCallback))
 	})
@@ -279,6 +282,7 @@ func TestOIDCAgainstRealProvider(t *testing.T) {
 	}
 
 	t.Run("first sign-in and roles", func(t *testing.T) {
+		tg := tg.with(t)
 		want(t, tg.do("GET", "/api/client/status", bearerAuth(client), nil), 200, "")
 		want(t, tg.do("GET", "/api/admin/users", bearerAuth(client), nil), 403, "forbidden")
 		users := tg.do("GET", "/api/admin/users", bearerAuth(admin), nil)
@@ -294,6 +298,7 @@ func TestOIDCAgainstRealProvider(t *testing.T) {
 	key := tg.newKey(admin, clientUID, nil).str("rawKey")
 
 	t.Run("forged tokens", func(t *testing.T) {
+		tg := tg.with(t)
 		good := claimsOf(t, client)
 		// Issued before the gateway loaded its keys, so an unknown kid is refused (401) at
 		// once rather than retried (503) as a possible rotation.
@@ -331,12 +336,14 @@ func TestOIDCAgainstRealProvider(t *testing.T) {
 			"another client's token":    other,
 		} {
 			t.Run(name, func(t *testing.T) {
+				tg := tg.with(t)
 				want(t, tg.do("GET", "/api/admin/users", bearerAuth(tok), nil), 401, "invalid_token")
 			})
 		}
 	})
 
 	t.Run("rotation and withdrawal", func(t *testing.T) {
+		tg := tg.with(t)
 		// A new signing key: its tokens are accepted within 5 s, and never answered 401 (a
 		// 401 sends the dashboard back to sign-in): at most 503 with Retry-After.
 		o.store.rotate(newOPKey(t, "k2"))
@@ -367,6 +374,7 @@ func TestOIDCAgainstRealProvider(t *testing.T) {
 	})
 
 	t.Run("provider down at start", func(t *testing.T) {
+		tg := tg.with(t)
 		client := o.idToken("test-user2", opClient) // signed with k3
 		tg.stop()
 		o.stop()

@@ -27,9 +27,13 @@ var (
 	binErr  error
 )
 
-// gatewayBinary builds the gateway once per test run.
+// gatewayBinary builds the gateway once per test run. Every process suite starts here, so -short
+// (make test-short) skips them all in this one place.
 func gatewayBinary(t testing.TB) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: the process suites build and run the gateway binary")
+	}
 	binOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "gateway-bin-")
 		if err != nil {
@@ -105,7 +109,7 @@ func (p *proc) gw(t testing.TB, data string) *testGW {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testGW{t: t, url: p.url, issuer: issuer, client: &http.Client{Timeout: 30 * time.Second}, cfg: config{data: data}}
+	return &testGW{t: t, gwState: &gwState{url: p.url, issuer: issuer, client: &http.Client{Timeout: 30 * time.Second}, cfg: config{data: data}}}
 }
 
 func (p *proc) kill9(t testing.TB) {
