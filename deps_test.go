@@ -24,9 +24,10 @@ var allowedImports = map[string][]string{
 	// One package per actor kind (actors itself is only their overview); none imports engine or
 	// another actor's package.
 	"actors":                  {},
-	"actors/account":          {"domain"},
+	"actors/account":          {"domain", "actors/internal/mark"},
+	"actors/internal/mark":    {}, // the durable-mark protocol of key and account
 	"actors/campaign":         {"domain"},
-	"actors/key":              {"domain", "persist"}, // persist.ErrNotFound
+	"actors/key":              {"domain", "persist", "actors/internal/mark"}, // persist.ErrNotFound
 	"actors/session":          {"domain", "network"},
 	"actors/storeevents":      {"domain", "ecom"}, // ecom's stateless parsers and renderer
 	"actors/webhook":          {"domain"},

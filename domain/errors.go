@@ -64,6 +64,7 @@ var (
 	ErrStoreNotFound    = E("store_not_found", "store not found")
 	ErrCampaignNotFound = E("campaign_not_found", "campaign not found")
 	ErrMessageNotFound  = E("message_not_found", "message not found")
+	ErrWebhookNotFound  = E("webhook_not_found", "webhook subscription not found") // or not the caller's
 
 	// 409: state conflicts.
 	ErrAlreadyConnected    = E("already_connected", "session is already connected")

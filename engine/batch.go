@@ -41,7 +41,7 @@ func (ms *Messages) SendBatch(ctx context.Context, uid, origin string, msgs []do
 	}
 	if err := ms.msgs.outbox.AcceptMany(ctx, entries); err != nil {
 		res.Release()
-		return nil, fmt.Errorf("%w: outbox: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: outbox: %w", ErrUnavailable, err)
 	}
 	for _, entry := range entries {
 		ms.enqueue(ent, entry, res.Take(1), nil, now)

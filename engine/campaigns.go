@@ -98,7 +98,7 @@ func (c *Campaigns) Start(ctx context.Context, r CampaignRequest) (domain.Campai
 	}
 	if err := c.store.Save(ctx, st, nil, false, extra...); err != nil {
 		res.Release()
-		return domain.Campaign{}, fmt.Errorf("%w: save campaign: %v", ErrUnavailable, err)
+		return domain.Campaign{}, fmt.Errorf("%w: save campaign: %w", ErrUnavailable, err)
 	}
 	ce := c.spawn(st)
 	c.e.log.Info("campaign started", "campaign_id", st.ID, "user_id", st.UserID, "numbers", len(st.Numbers), "granted", st.Granted)
@@ -125,7 +125,7 @@ func (c *Campaigns) sendMessage(ctx context.Context, s domain.Campaign, to, msgI
 	// a restart it reconnects while the campaign resumes: the campaign waits for it).
 	ent, err := c.e.Sessions.forSend(s.UserID, s.SessionID)
 	if errors.Is(err, ErrNotConnected) {
-		return domain.OutboxEntry{ID: msgID}, fmt.Errorf("%w: %v", campaign.ErrSessionNotReady, err)
+		return domain.OutboxEntry{ID: msgID}, fmt.Errorf("%w: %w", campaign.ErrSessionNotReady, err)
 	}
 	if err != nil {
 		c.e.Messages.adopt(s.UserID, 1).Release()

@@ -235,9 +235,9 @@ func (e *Events) Subscribe(ctx context.Context, uid, rawURL string, types []doma
 	cancel()
 	switch {
 	case errors.Is(err, media.ErrBlocked):
-		return domain.WebhookSubscription{}, fmt.Errorf("%w: %v", ErrWebhookBlocked, err)
+		return domain.WebhookSubscription{}, fmt.Errorf("%w: %w", ErrWebhookBlocked, err)
 	case err != nil:
-		return domain.WebhookSubscription{}, fmt.Errorf("%w: %v", ErrWebhookURL, err)
+		return domain.WebhookSubscription{}, fmt.Errorf("%w: %w", ErrWebhookURL, err)
 	}
 	e.mu.RLock()
 	n := len(e.byUser[uid])
@@ -247,7 +247,7 @@ func (e *Events) Subscribe(ctx context.Context, uid, rawURL string, types []doma
 	}
 	secret, err := webhook.NewSecret()
 	if err != nil {
-		return domain.WebhookSubscription{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return domain.WebhookSubscription{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	s := domain.WebhookSubscription{
 		ID: "wh_" + randomID(10), UserID: uid, URL: u.String(), Events: events,
@@ -255,10 +255,10 @@ func (e *Events) Subscribe(ctx context.Context, uid, rawURL string, types []doma
 	}
 	stored := s
 	if stored.Secret, err = e.seal(secret); err != nil {
-		return domain.WebhookSubscription{}, fmt.Errorf("%w: seal the secret: %v", ErrUnavailable, err)
+		return domain.WebhookSubscription{}, fmt.Errorf("%w: seal the secret: %w", ErrUnavailable, err)
 	}
 	if err := e.cfg.Store.PutSubscription(ctx, stored); err != nil {
-		return domain.WebhookSubscription{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return domain.WebhookSubscription{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	e.mu.Lock()
 	e.index(s) // the index never holds a secret
@@ -301,7 +301,7 @@ func (e *Events) Delete(ctx context.Context, uid, id string) error {
 	}
 	pending, _ := e.cfg.Store.Pending(id)
 	if err := e.cfg.Store.DeleteSubscription(ctx, id); err != nil && !errors.Is(err, domain.ErrWebhookNotFound) {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	e.metrics.pending.Sub(float64(len(pending)))
 	return nil
@@ -314,7 +314,7 @@ func (e *Events) Deliveries(uid, id string) ([]domain.WebhookAttempt, error) {
 	}
 	as, err := e.cfg.Store.Attempts(id)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return as, nil
 }

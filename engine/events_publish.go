@@ -22,7 +22,7 @@ func (e *Events) Publish(ctx context.Context, uid string, ev domain.Event) error
 		return err
 	}
 	if err := e.cfg.Store.Enqueue(ctx, ds); err != nil {
-		return fmt.Errorf("%w: queue event: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: queue event: %w", ErrUnavailable, err)
 	}
 	e.kick(ds)
 	return nil
@@ -48,7 +48,7 @@ func (e *Events) Prepare(uid string, ev domain.Event) (PreparedEvent, error) {
 	}
 	ops, err := e.cfg.Store.EnqueueOps(ds)
 	if err != nil {
-		return PreparedEvent{}, fmt.Errorf("%w: %v", ErrValidation, err)
+		return PreparedEvent{}, fmt.Errorf("%w: %w", ErrValidation, err)
 	}
 	return PreparedEvent{deliveries: ds, ops: ops}, nil
 }
@@ -75,7 +75,7 @@ func (e *Events) ReceiveMessage(ctx context.Context, m domain.InboundMessage) er
 		return err
 	}
 	if err := e.cfg.Store.SaveInbound(ctx, m, ds); err != nil {
-		return fmt.Errorf("%w: keep incoming message: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: keep incoming message: %w", ErrUnavailable, err)
 	}
 	e.kick(ds)
 	return nil
@@ -88,7 +88,7 @@ func (e *Events) Inbound(uid string, since time.Time, limit int) ([]domain.Inbou
 	}
 	out, err := e.cfg.Store.ListInbound(uid, since, limit)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return out, nil
 }
@@ -125,7 +125,7 @@ func (e *Events) deliveries(uid string, ev domain.Event) ([]domain.WebhookDelive
 	}
 	body, err := json.Marshal(envelope{Type: ev.Type, Timestamp: ev.At.UTC().Format(timestampMillis), Data: ev.Data})
 	if err != nil {
-		return nil, fmt.Errorf("%w: event data: %v", ErrValidation, err)
+		return nil, fmt.Errorf("%w: event data: %w", ErrValidation, err)
 	}
 	ds := make([]domain.WebhookDelivery, len(subs))
 	for i, id := range subs {

@@ -80,7 +80,7 @@ func (ms *Messages) BeginIdempotent(i Idem) (rec IdemRecord, found bool, release
 		return rec, true, nil, nil
 	case !errors.Is(err, persist.ErrNotFound):
 		release()
-		return IdemRecord{}, false, nil, fmt.Errorf("%w: idempotency: %v", ErrUnavailable, err)
+		return IdemRecord{}, false, nil, fmt.Errorf("%w: idempotency: %w", ErrUnavailable, err)
 	}
 	return IdemRecord{}, false, release, nil
 }

@@ -164,7 +164,7 @@ func (k *Keys) Create(ctx context.Context, r KeyRequest) (KeyView, string, error
 	}
 	var secret [keyHexLen / 2]byte
 	if _, err := rand.Read(secret[:]); err != nil {
-		return KeyView{}, "", fmt.Errorf("%w: entropy: %v", ErrUnavailable, err)
+		return KeyView{}, "", fmt.Errorf("%w: entropy: %w", ErrUnavailable, err)
 	}
 	raw := KeyPrefix + hex.EncodeToString(secret[:])
 	sum := sha256.Sum256([]byte(raw))
@@ -174,7 +174,7 @@ func (k *Keys) Create(ctx context.Context, r KeyRequest) (KeyView, string, error
 		Status: StatusOn, Scopes: scopes, CreatedAt: k.e.now().UTC(), ExpiresAt: r.ExpiresAt,
 	}
 	if err := k.e.cfg.Store.PutKey(ctx, rec); err != nil {
-		return KeyView{}, "", fmt.Errorf("%w: save key: %v", ErrUnavailable, err)
+		return KeyView{}, "", fmt.Errorf("%w: save key: %w", ErrUnavailable, err)
 	}
 	k.spawn(rec)
 	plan := k.e.Users.keyPlan(rec.UserID)
@@ -213,7 +213,7 @@ func (k *Keys) List(owner string) ([]KeyView, error) {
 	}
 	out := make([]KeyView, 0, len(ents))
 	for _, ent := range ents {
-		r, err := k.ask(ent)
+		r, err := k.get(ent)
 		if err != nil {
 			return nil, err
 		}
@@ -228,14 +228,10 @@ func (k *Keys) List(owner string) ([]KeyView, error) {
 	return out, nil
 }
 
-func (k *Keys) ask(ent *keyEntry) (key.Result, error) {
+// get asks the key's actor for its current view.
+func (k *Keys) get(ent *keyEntry) (key.Result, error) {
 	msg := &key.Get{Reply: make(chan key.Result, 1)}
-	k.e.hw.Send(ent.pid, msg)
-	r, err := waitReply(context.Background(), msg.Reply, k.e.cfg.AskTimeout, "key")
-	if err != nil {
-		return r, err
-	}
-	return r, r.Err
+	return ask(context.Background(), k.e, ent.pid, msg, msg.Reply, k.e.cfg.AskTimeout, "key")
 }
 
 // Update renames a key and/or sets its status (active or revoked).

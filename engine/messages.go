@@ -126,7 +126,7 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 			}
 			return m.wait(ctx, old, r.Wait)
 		} else if !errors.Is(err, persist.ErrNotFound) {
-			return domain.OutboxEntry{}, fmt.Errorf("%w: outbox: %v", ErrUnavailable, err)
+			return domain.OutboxEntry{}, fmt.Errorf("%w: outbox: %w", ErrUnavailable, err)
 		}
 	} else {
 		r.Message.ID = NewMessageID()
@@ -144,7 +144,7 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 	}
 	if err := m.outbox.Accept(ctx, entry, r.IdemID, r.Idem); err != nil {
 		res.Release()
-		return domain.OutboxEntry{}, fmt.Errorf("%w: outbox: %v", ErrUnavailable, err)
+		return domain.OutboxEntry{}, fmt.Errorf("%w: outbox: %w", ErrUnavailable, err)
 	}
 	var ch chan outcome
 	if r.Wait > 0 {
@@ -419,18 +419,3 @@ func DerivedID(keyID, idemKey string) string {
 	return "3EB0" + strings.ToUpper(hex.EncodeToString(sum[:10]))
 }
 
-// waitReply waits for an actor's reply, ctx, or the timeout.
-func waitReply[T any](ctx context.Context, reply chan T, timeout time.Duration, who string) (T, error) {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case r := <-reply:
-		return r, nil
-	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
-	case <-t.C:
-		var zero T
-		return zero, fmt.Errorf("%w: the %s did not answer in time", ErrUnavailable, who)
-	}
-}

@@ -242,7 +242,7 @@ func (s *Sessions) Create(ctx context.Context, name, assignTo string) (SessionVi
 		st.AssignedAt = now
 	}
 	if err := s.table.PutSession(ctx, st); err != nil {
-		return SessionView{}, fmt.Errorf("%w: save session: %v", ErrUnavailable, err)
+		return SessionView{}, fmt.Errorf("%w: save session: %w", ErrUnavailable, err)
 	}
 	ent := s.spawn(st)
 	s.e.log.Info("session created", "session_id", st.ID, "assigned_to", assignTo)
@@ -269,13 +269,8 @@ func (s *Sessions) Assign(ctx context.Context, sessionID, userID string) error {
 		}
 	}
 	msg := &session.Assign{UserID: userID, Reply: make(chan session.Reply, 1)}
-	s.e.hw.Send(ent.pid, msg)
-	r, err := s.wait(ctx, msg.Reply)
-	if err != nil {
+	if _, err := s.ask(ctx, ent, msg, msg.Reply); err != nil {
 		return err
-	}
-	if r.Err != nil {
-		return fmt.Errorf("%w: %v", ErrUnavailable, r.Err)
 	}
 	s.idx.assign(sessionID, from, userID)
 	// The new owner's plan may pace differently.
@@ -308,12 +303,7 @@ func (s *Sessions) Update(ctx context.Context, sessionID string, u SessionUpdate
 		}
 	}
 	msg := &session.Update{SetPacing: u.SetPacing, Pacing: p, Proxy: u.Proxy, Reply: make(chan session.Reply, 1)}
-	s.e.hw.Send(ent.pid, msg)
-	r, err := s.wait(ctx, msg.Reply)
-	if err == nil && r.Err != nil {
-		err = fmt.Errorf("%w: %v", ErrUnavailable, r.Err)
-	}
-	if err != nil {
+	if _, err := s.ask(ctx, ent, msg, msg.Reply); err != nil {
 		return SessionView{}, err
 	}
 	return s.view(ent), nil
@@ -329,18 +319,16 @@ func (s *Sessions) Pacing(sessionID string) (domain.Pacing, error) {
 	return s.pacingOf(v.AssignedTo).Merge(v.Pacing), nil
 }
 
-func (s *Sessions) wait(ctx context.Context, reply chan session.Reply) (session.Reply, error) {
-	return waitReply(ctx, reply, s.e.cfg.SessionTimeout, "session")
+// ask sends msg to the session's actor and waits for its reply (SessionTimeout: some answers
+// involve the network).
+func (s *Sessions) ask(ctx context.Context, ent *sessionEntry, msg any, reply chan session.Reply) (session.Reply, error) {
+	return ask(ctx, s.e, ent.pid, msg, reply, s.e.cfg.SessionTimeout, "session")
 }
 
 // unlink unlinks a session's device from its phone.
 func (s *Sessions) unlink(ctx context.Context, ent *sessionEntry) error {
 	msg := &session.Logout{Reply: make(chan session.Reply, 1)}
-	s.e.hw.Send(ent.pid, msg)
-	r, err := s.wait(ctx, msg.Reply)
-	if err == nil {
-		err = r.Err
-	}
+	_, err := s.ask(ctx, ent, msg, msg.Reply)
 	return err
 }
 
@@ -367,7 +355,7 @@ func (s *Sessions) Delete(ctx context.Context, id string) error {
 	}
 	<-s.e.hw.Poison(ent.pid).Done()
 	if err := s.table.DeleteSession(ctx, id); err != nil {
-		return fmt.Errorf("%w: delete session: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: delete session: %w", ErrUnavailable, err)
 	}
 	s.idx.remove(id, ent.view.Load().AssignedTo)
 	now := s.e.now().UTC()

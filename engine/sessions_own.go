@@ -52,12 +52,8 @@ func (s *Sessions) Start(ctx context.Context, u persist.User) (domain.Session, e
 		return domain.Session{}, err
 	}
 	msg := &session.Start{Reply: make(chan session.Reply, 1)}
-	s.e.hw.Send(ent.pid, msg)
-	r, err := s.wait(ctx, msg.Reply)
-	if err != nil {
-		return domain.Session{}, err
-	}
-	return r.State, r.Err
+	r, err := s.ask(ctx, ent, msg, msg.Reply)
+	return r.State, err
 }
 
 // QR returns the QR code text to show for the user's session, creating and starting the
@@ -68,12 +64,8 @@ func (s *Sessions) QR(ctx context.Context, u persist.User) (domain.Session, erro
 		return domain.Session{}, err
 	}
 	msg := &session.GetQR{Reply: make(chan session.Reply, 1)}
-	s.e.hw.Send(ent.pid, msg)
-	r, err := s.wait(ctx, msg.Reply)
-	if err != nil {
-		return domain.Session{}, err
-	}
-	return r.State, r.Err
+	r, err := s.ask(ctx, ent, msg, msg.Reply)
+	return r.State, err
 }
 
 // PairCode starts linking the user's session by phone number and returns the code.
@@ -83,12 +75,8 @@ func (s *Sessions) PairCode(ctx context.Context, u persist.User, phone string) (
 		return domain.Session{}, "", err
 	}
 	msg := &session.GetPairCode{Phone: phone, Reply: make(chan session.Reply, 1)}
-	s.e.hw.Send(ent.pid, msg)
-	r, err := s.wait(ctx, msg.Reply)
-	if err != nil {
-		return domain.Session{}, "", err
-	}
-	return r.State, r.Code, r.Err
+	r, err := s.ask(ctx, ent, msg, msg.Reply)
+	return r.State, r.Code, err
 }
 
 // Logout unlinks the user's session from their phone (POST /api/client/logout); a new

@@ -40,12 +40,12 @@ func (st *Stores) OAuthInit(ctx context.Context, uid, shop, clientID, clientSecr
 		return "", "", fmt.Errorf("%w: clientSecret is required", ErrValidation)
 	default:
 		if n.ClientSecret, err = s.sealer.Seal(clientSecret); err != nil {
-			return "", "", fmt.Errorf("%w: seal the client secret: %v", ErrUnavailable, err)
+			return "", "", fmt.Errorf("%w: seal the client secret: %w", ErrUnavailable, err)
 		}
 	}
 	nonce := randomHex(16)
 	if err := s.records.PutNonce(ctx, nonce, n); err != nil {
-		return "", "", fmt.Errorf("%w: save the OAuth state: %v", ErrUnavailable, err)
+		return "", "", fmt.Errorf("%w: save the OAuth state: %w", ErrUnavailable, err)
 	}
 	authURL = s.client.AuthorizeURL(canonical, n.ClientID, OAuthScopes, s.cfg.PublicURL+"/api/ecom/callback", uid+"___"+nonce)
 	return authURL, canonical, nil
@@ -297,10 +297,10 @@ func (st *Stores) sealInto(rec *StoreRecord, token, webhookSecret string) error 
 	s := st.s
 	var err error
 	if rec.AccessToken, err = s.sealer.Seal(token); err != nil {
-		return fmt.Errorf("%w: seal the access token: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: seal the access token: %w", ErrUnavailable, err)
 	}
 	if rec.WebhookSecret, err = s.sealer.Seal(strings.TrimSpace(webhookSecret)); err != nil {
-		return fmt.Errorf("%w: seal the webhook secret: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: seal the webhook secret: %w", ErrUnavailable, err)
 	}
 	return nil
 }
@@ -336,12 +336,12 @@ func (st *Stores) save(ctx context.Context, rec StoreRecord, takeOver bool) erro
 	for _, d := range dropped {
 		more, n, err := s.inbox.ShopDataOps(d.rec.Shop)
 		if err != nil {
-			return fmt.Errorf("%w: %v", ErrUnavailable, err)
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		ops, removed = append(ops, more...), removed+n
 	}
 	if err := s.records.Commit(ctx, ops...); err != nil {
-		return fmt.Errorf("%w: save store: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: save store: %w", ErrUnavailable, err)
 	}
 	s.pending.Add(-removed)
 	ent := s.newEntry(rec)
@@ -386,11 +386,11 @@ func (st *Stores) Disconnect(ctx context.Context, uid string) error {
 	st.stopActor(ent)
 	ops, removed, err := s.inbox.ShopDataOps(ent.rec.Shop)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	ops = append(ops, s.records.DeleteOp(ent.rec.Shop))
 	if err := s.records.Commit(ctx, ops...); err != nil {
-		return fmt.Errorf("%w: remove store: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: remove store: %w", ErrUnavailable, err)
 	}
 	s.pending.Add(-removed)
 	s.idx.mu.Lock()

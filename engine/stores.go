@@ -386,11 +386,11 @@ func (st *Stores) Get(uid string) (StoreView, error) {
 		return nil
 	})
 	if err != nil && !errors.Is(err, errStop) {
-		return StoreView{}, fmt.Errorf("%w: read the inbox: %v", ErrUnavailable, err)
+		return StoreView{}, fmt.Errorf("%w: read the inbox: %w", ErrUnavailable, err)
 	}
 	done, err := s.inbox.RecentEvents(r.Shop)
 	if err != nil {
-		return StoreView{}, fmt.Errorf("%w: read recent events: %v", ErrUnavailable, err)
+		return StoreView{}, fmt.Errorf("%w: read recent events: %w", ErrUnavailable, err)
 	}
 	slices.SortFunc(done, func(a, b domain.StoreEvent) int { return int(b.N - a.N) })
 	v.Events = append(v.Events, done...)

@@ -105,7 +105,7 @@ func (us *Users) createProfile(ctx context.Context, p Principal) (persist.User, 
 		u.Role = RoleAdmin
 	}
 	if err := us.e.cfg.Store.PutUser(ctx, u); err != nil {
-		return persist.User{}, fmt.Errorf("%w: save profile: %v", ErrUnavailable, err)
+		return persist.User{}, fmt.Errorf("%w: save profile: %w", ErrUnavailable, err)
 	}
 	us.put(u)
 	us.e.log.Info("user profile created", "uid", u.ID, "role", u.Role)
@@ -166,7 +166,7 @@ func (us *Users) Create(ctx context.Context, n NewUser) (persist.User, error) {
 	now := us.e.now().UTC()
 	u := persist.User{ID: n.ID, Name: n.Name, Email: n.Email, Role: n.Role, Plan: n.Plan, CreatedAt: now, UpdatedAt: now}
 	if err := us.e.cfg.Store.PutUser(ctx, u); err != nil {
-		return persist.User{}, fmt.Errorf("%w: save user: %v", ErrUnavailable, err)
+		return persist.User{}, fmt.Errorf("%w: save user: %w", ErrUnavailable, err)
 	}
 	us.put(u)
 	return u, nil
@@ -204,7 +204,7 @@ func (us *Users) Update(ctx context.Context, p UserPatch) (persist.User, error) 
 	}
 	u.UpdatedAt = us.e.now().UTC()
 	if err := us.e.cfg.Store.PutUser(ctx, u); err != nil {
-		return persist.User{}, fmt.Errorf("%w: save user: %v", ErrUnavailable, err)
+		return persist.User{}, fmt.Errorf("%w: save user: %w", ErrUnavailable, err)
 	}
 	us.put(u)
 	if planChanged {

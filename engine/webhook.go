@@ -138,9 +138,9 @@ func (st *Stores) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, 
 		res.Status = WebhookDuplicate
 		return res, nil
 	case errors.Is(err, persist.ErrInboxEntry):
-		return res, fmt.Errorf("%w: %v", ErrInvalidPayload, err)
+		return res, fmt.Errorf("%w: %w", ErrInvalidPayload, err)
 	case err != nil:
-		return res, fmt.Errorf("%w: store the webhook: %v", ErrUnavailable, err)
+		return res, fmt.Errorf("%w: store the webhook: %w", ErrUnavailable, err)
 	}
 	s.accepted.Add(1)
 	// The actor gets the entry itself (no read to start on it); the body is the request's

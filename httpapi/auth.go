@@ -82,6 +82,7 @@ func (s *Server) user(ctx *fasthttp.RequestCtx) (domain.User, error) {
 			}
 			s.signins.fail(guess)
 		}
+		// The verifier's reason as text only (%v): whatever it wraps, the answer is 401.
 		return domain.User{}, fmt.Errorf("%w: %v", errInvalidToken, err)
 	}
 	u, err := s.eng.Users.Authenticate(s.reqContext(ctx), engine.Principal{
@@ -90,6 +91,7 @@ func (s *Server) user(ctx *fasthttp.RequestCtx) (domain.User, error) {
 	if errors.Is(err, engine.ErrValidation) {
 		// A verified token whose subject cannot be a user id (too long, unprintable): a 403,
 		// since signing in again would not help.
+		// As text (%v): the validation error must not turn the 403 into a 400.
 		return domain.User{}, fmt.Errorf("%w: %v", errUnsupportedSubject, err)
 	}
 	return u, err

@@ -127,7 +127,6 @@ var adapterErrors = []struct {
 	{errMediaRef, "invalid_media"},
 	{errMediaBlocked, "media_url_blocked"},
 	{errMediaFetch, "media_fetch_failed"},
-	{engine.ErrWebhookNotFound, "webhook_not_found"},
 	{engine.ErrWebhookURL, "invalid_webhook_url"},
 	{engine.ErrWebhookBlocked, "webhook_url_blocked"},
 	{engine.ErrWebhookLimit, "webhook_limit"},
@@ -166,7 +165,7 @@ func (s *Server) writeError(ctx *fasthttp.RequestCtx, err error) {
 			code = "storage_unavailable"
 		} else if s.cfg.Storage != nil {
 			if serr := s.cfg.Storage(); serr != nil {
-				code, err = "storage_unavailable", fmt.Errorf("%w (%v)", serr, err)
+				code, err = "storage_unavailable", fmt.Errorf("%w (%w)", serr, err)
 			}
 		}
 	}

@@ -80,7 +80,7 @@ func (in *Inbox) Seen(shop, deliveryID string) bool {
 func (in *Inbox) Accept(ctx context.Context, e domain.InboxEntry, deliveryID string) error {
 	put, err := in.entryOp(e)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInboxEntry, err)
+		return fmt.Errorf("%w: %w", ErrInboxEntry, err)
 	}
 	if deliveryID == "" {
 		return in.kv.Commit(ctx, put)

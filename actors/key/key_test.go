@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -153,3 +155,74 @@ func TestDailyCapOnAFakeClock(t *testing.T) {
 		t.Fatalf("a graceful stop writes the exact counters, got %+v", u)
 	}
 }
+
+// failingStore refuses usage marks while full is set, as storage under its free-space floor
+// does.
+type failingStore struct {
+	memStore
+	full atomic.Bool
+}
+
+func (f *failingStore) PutKeyUsage(ctx context.Context, id string, u domain.KeyUsage) error {
+	if f.full.Load() {
+		return domain.ErrStorageUnavailable
+	}
+	return f.memStore.PutKeyUsage(ctx, id, u)
+}
+
+// While storage refuses the mark, calls go on counted in memory (the daily cap still holds),
+// one line says so and one says when the mark is saved again, by the actor's own retry.
+func TestCallsGoOnWhileTheMarkCannotBeSaved(t *testing.T) {
+	store := &failingStore{memStore: memStore{keys: map[string]domain.APIKey{"k1": {ID: "k1", UserID: "u1", Status: "active"}},
+		usage: map[string]domain.KeyUsage{}}}
+	var logs logLines
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &fakeClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	deps := Deps{Store: store, Clock: clk, Log: slog.New(slog.NewTextHandler(&logs, nil)), Block: 2}
+	pid := hw.Spawn(New("k1", Plan{Name: "p", Limit: 10}, deps), "key", actor.WithID("k1"))
+
+	store.full.Store(true)
+	for i := range 10 {
+		if r := authorize(t, hw, pid, ""); r.Err != nil || r.Used != int64(i+1) {
+			t.Fatalf("call %d under a full disk: used %d, err %v", i+1, r.Used, r.Err)
+		}
+	}
+	if r := authorize(t, hw, pid, ""); !errors.Is(r.Err, domain.ErrRateLimited) {
+		t.Fatalf("the cap during the outage: %v", r.Err)
+	}
+	store.full.Store(false)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if u, _ := store.GetKeyUsage("k1"); u.DayMark >= 10 && u.CallsMark >= 10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the mark was not saved after storage returned: %+v", store.usage["k1"])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	<-hw.Poison(pid).Done()
+	if n := logs.count("cannot be saved"); n != 1 {
+		t.Fatalf("%d lines about the failing mark, want 1:\n%s", n, logs.String())
+	}
+	if n := logs.count("saved again"); n != 1 {
+		t.Fatalf("%d lines about its recovery, want 1:\n%s", n, logs.String())
+	}
+}
+
+// logLines is a log sink safe for the actor's goroutines.
+type logLines struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+func (l *logLines) String() string     { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+func (l *logLines) count(s string) int { return strings.Count(l.String(), s) }

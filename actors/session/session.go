@@ -120,6 +120,9 @@ type Reply struct {
 	Err   error
 }
 
+// Failure is the reply's error (the engine's ask returns it).
+func (r Reply) Failure() error { return r.Err }
+
 // Session is the actor of one messaging session: its state machine, latest QR and network
 // client. Network I/O runs on worker goroutines whose outcomes come back as messages, so status
 // and QR queries are answered at once while a call is in flight.
@@ -219,12 +222,12 @@ func (s *Session) Receive(c *actor.Context) {
 			s.deps.Log.Warn("session connect failed", "session_id", s.st.ID, "err", m.err)
 			if s.st.Status == domain.StatusScanQR && s.st.QR == "" {
 				s.setStatus(domain.StatusDisconnected)
-				s.failQRWaiters(fmt.Errorf("%w: connect: %v", domain.ErrUnavailable, m.err))
+				s.failQRWaiters(fmt.Errorf("%w: connect: %w", domain.ErrUnavailable, m.err))
 			}
 		}
 	case pairDone:
 		if m.err != nil {
-			m.reply <- Reply{State: s.st, Err: fmt.Errorf("%w: pair code: %v", domain.ErrUnavailable, m.err)}
+			m.reply <- Reply{State: s.st, Err: fmt.Errorf("%w: pair code: %w", domain.ErrUnavailable, m.err)}
 			return
 		}
 		m.reply <- Reply{State: s.st, Code: m.code}
@@ -459,7 +462,10 @@ func (s *Session) setStatus(status string) {
 
 func (s *Session) save() error {
 	s.lastSaved = s.deps.Clock.Now()
-	return s.deps.Store.PutSession(context.Background(), s.st)
+	if err := s.deps.Store.PutSession(context.Background(), s.st); err != nil {
+		return fmt.Errorf("%w: save session: %w", domain.ErrUnavailable, err)
+	}
+	return nil
 }
 
 // touch records activity; the snapshot is written at most every few seconds for it alone.

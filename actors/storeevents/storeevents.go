@@ -509,7 +509,7 @@ func (w storeWorker) process(items []item, n0 int64) storeWorked {
 			e, found, err := w.deps.Store.InboxEntry(w.shop, it.seq)
 			if err != nil {
 				p.entry.ReceivedAt = now
-				fail(i, &p, fmt.Errorf("%w: read inbox: %v", domain.ErrUnavailable, err), false)
+				fail(i, &p, fmt.Errorf("%w: read inbox: %w", domain.ErrUnavailable, err), false)
 				end = i
 				break
 			}
@@ -540,7 +540,7 @@ func (w storeWorker) process(items []item, n0 int64) storeWorked {
 	if len(keys) > 0 {
 		sent, err := w.deps.Store.AlreadySent(w.shop, keys)
 		if err != nil {
-			fail(idx[0], &ps[0], fmt.Errorf("%w: read sent marks: %v", domain.ErrUnavailable, err), false)
+			fail(idx[0], &ps[0], fmt.Errorf("%w: read sent marks: %w", domain.ErrUnavailable, err), false)
 			return res
 		}
 		seen := map[string]bool{}
@@ -640,7 +640,7 @@ func (w storeWorker) process(items []item, n0 int64) storeWorked {
 			// Not recorded: the pass runs again later (the message ids make the next run find
 			// the messages in the outbox rather than send them twice).
 			res = storeWorked{}
-			fail(0, &ps[0], fmt.Errorf("%w: record outcome: %v", domain.ErrUnavailable, err), false)
+			fail(0, &ps[0], fmt.Errorf("%w: record outcome: %w", domain.ErrUnavailable, err), false)
 			return res
 		}
 	}
@@ -693,7 +693,7 @@ func (w storeWorker) prepare(p *prepared) (retry error, waitSession bool) {
 	}
 	tmpl, enabled, err := w.deps.Templates.Template(entry.UserID, ev.Topic)
 	if err != nil {
-		return fmt.Errorf("%w: read template: %v", domain.ErrUnavailable, err), false
+		return fmt.Errorf("%w: read template: %w", domain.ErrUnavailable, err), false
 	}
 	if !enabled {
 		return final(domain.StoreEventSkipped, "template disabled")
