@@ -22,7 +22,10 @@ import (
 	"time"
 )
 
-// Every start-up failure exits 1 with one line naming the cause, and no stack trace.
+// Every start-up failure exits 1 with one line naming the cause, and no stack trace. The
+// cases at the default log level show that no log line comes before it: an issuer URL or an
+// address that can never work is refused before anything is opened, and the data dir is
+// opened before the identity provider is contacted.
 func TestStartupFailuresExit1(t *testing.T) {
 	bin := gatewayBinary(t)
 	held := t.TempDir()
@@ -31,21 +34,37 @@ func TestStartupFailuresExit1(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	idpDown := "http://" + freeAddr(t) // nothing listens there
 	for _, tc := range []struct {
 		name  string
 		args  []string
 		env   string
 		cause string
+		info  bool // at the default log level: nothing logged before the line
 	}{
-		{"second gateway on the same data dir", []string{"--data", held}, "", "Another process is using this Badger database"},
-		{"missing --plans file", []string{"--plans", "/nonexistent/plans.json"}, "", "plans: open /nonexistent/plans.json"},
-		{"short GATEWAY_SECRET_KEY", nil, "GATEWAY_SECRET_KEY=c2hvcnQ=", "GATEWAY_SECRET_KEY: the secret key must be 32 bytes"},
-		{"unwritable --data", []string{"--data", filepath.Join(file, "data")}, "", "data dir: mkdir " + file + ": not a directory"},
-		{"issuer that can never be used", []string{"--auth", "oidc", "--oidc-issuer", "http://idp.example.com/", "--oidc-audience", "gw"}, "", "must be https"},
-		{"data disk under --min-free-disk", []string{"--min-free-disk", "1000000GiB"}, "", "under the floor"},
+		{"second gateway on the same data dir", []string{"--data", held}, "", "Another process is using this Badger database", false},
+		{"missing --plans file", []string{"--plans", "/nonexistent/plans.json"}, "", "plans: open /nonexistent/plans.json", false},
+		{"short GATEWAY_SECRET_KEY", nil, "GATEWAY_SECRET_KEY=c2hvcnQ=", "GATEWAY_SECRET_KEY: the secret key must be 32 bytes", false},
+		{"unwritable --data", []string{"--data", filepath.Join(file, "data")}, "", "data dir: mkdir " + file + ": not a directory", false},
+		{"issuer that can never be used", []string{"--auth", "oidc", "--oidc-issuer", "http://idp.example.com/", "--oidc-audience", "gw"}, "", "must be https", false},
+		{"data disk under --min-free-disk", []string{"--min-free-disk", "1000000GiB"}, "", "under the floor", false},
+		{"issuer with port 99999", []string{"--auth", "oidc", "--oidc-issuer", "http://127.0.0.1:99999/dex", "--oidc-audience", "gw"}, "", "port 99999 is not 1 to 65535", true},
+		{"issuer with port 0", []string{"--auth", "oidc", "--oidc-issuer", "http://127.0.0.1:0/dex", "--oidc-audience", "gw"}, "", "port 0 is not 1 to 65535", true},
+		{"issuer with a query and fragment", []string{"--auth", "oidc", "--oidc-issuer", "http://localhost:15556/dex?x=1#f", "--oidc-audience", "gw"}, "", "no query or fragment", true},
+		{"address taken", []string{"--addr", taken.Addr().String()}, "", "address already in use", true},
+		{"locked data dir, provider down", []string{"--data", held, "--auth", "oidc", "--oidc-issuer", idpDown, "--oidc-audience", "gw"}, "", "Another process is using this Badger database", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{"serve", "--data", t.TempDir(), "--addr", "127.0.0.1:0", "--log-level", "error"}, tc.args...)
+			args := []string{"serve", "--data", t.TempDir(), "--addr", "127.0.0.1:0"}
+			if !tc.info {
+				args = append(args, "--log-level", "error")
+			}
+			args = append(args, tc.args...)
 			cmd := exec.Command(bin, args...)
 			cmd.Env = os.Environ()
 			if tc.env != "" {

@@ -418,4 +418,3 @@ func DerivedID(keyID, idemKey string) string {
 	sum := sha256.Sum256([]byte(keyID + "\x00" + idemKey))
 	return "3EB0" + strings.ToUpper(hex.EncodeToString(sum[:10]))
 }
-
