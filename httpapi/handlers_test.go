@@ -6,10 +6,12 @@ package httpapi
 
 import (
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gateway/gateway/ecom"
+	"github.com/gateway/gateway/identity"
 )
 
 func TestKeysAndUsers(t *testing.T) {
@@ -323,3 +325,33 @@ func TestOpsAndDashboard(t *testing.T) {
 
 // sign is the Shopify-type webhook signature of body.
 func sign(body, secret string) string { return ecom.SignWebhook([]byte(body), secret) }
+
+// With OIDC sign-in, the page's configuration and content-security policy come from what the
+// identity provider's discovery has answered; before it has, the page says to try again and
+// the policy allows the issuer's origin. Nothing here contacts the provider.
+func TestDashboardOIDCSignIn(t *testing.T) {
+	var known atomic.Bool
+	a := newAPI(t, func(c *Config) {
+		c.Dashboard.Auth, c.Dashboard.OIDCIssuer, c.Dashboard.ClientID = "oidc", "https://idp.example.com/realms/r", "dashboard"
+		c.Dashboard.Endpoints = func() (identity.Endpoints, bool) {
+			return identity.Endpoints{Authorization: "https://idp.example.com/auth", Token: "https://token.example.com/token"}, known.Load()
+		}
+	})
+	a.run(t, "dashboard_oidc", []call{
+		{name: "before discovery", method: "GET", path: "/dashboard/config.json", status: 200},
+		{method: "GET", path: "/dashboard/", status: 200, check: func(t testing.TB, r res) {
+			if csp := r.header.Get("Content-Security-Policy"); !strings.Contains(csp, "connect-src 'self' https://idp.example.com;") {
+				t.Fatalf("CSP before discovery: %q", csp)
+			}
+		}},
+	})
+	known.Store(true)
+	a.run(t, "dashboard_oidc_known", []call{
+		{name: "after discovery", method: "GET", path: "/dashboard/config.json", status: 200},
+		{method: "GET", path: "/dashboard/", status: 200, check: func(t testing.TB, r res) {
+			if csp := r.header.Get("Content-Security-Policy"); !strings.Contains(csp, "connect-src 'self' https://token.example.com;") {
+				t.Fatalf("CSP after discovery: %q", csp)
+			}
+		}},
+	})
+}
