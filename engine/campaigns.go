@@ -133,11 +133,22 @@ func (c *Campaigns) sendMessage(ctx context.Context, s domain.Campaign, to, msgI
 	}
 	// The number's allowance is the campaign's (reserved at its start). The campaign waits for
 	// the network's outcome: its details say sent or failed, and pacing stretches its cadence.
-	return c.e.Messages.Send(ctx, SendRequest{
+	res := c.e.Messages.adopt(s.UserID, 1)
+	e, err := c.e.Messages.Send(ctx, SendRequest{
 		UserID: s.UserID, SessionID: ent.view.Load().ID, Origin: "campaign:" + s.ID,
 		Message:  domain.Message{ID: msgID, To: to, Kind: domain.KindText, Text: s.Message},
-		Reserved: c.e.Messages.adopt(s.UserID, 1), Wait: campaignSendWait,
+		Reserved: res, KeepReserved: true, Wait: campaignSendWait,
 	})
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrUnavailable):
+		// Not accepted (storage refused it, a full disk): the campaign keeps the number's
+		// allowance and tries it again (campaign.Sender).
+		return domain.OutboxEntry{ID: msgID}, err
+	default:
+		res.Release()
+	}
+	return e, err
 }
 
 // campaignSendWait bounds a campaign's wait for one number's outcome: a message still queued

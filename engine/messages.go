@@ -38,6 +38,9 @@ type SendRequest struct {
 	Idem   persist.IdemRecord
 	// Reserved: the caller holds this message's allowance already (a campaign's batch).
 	Reserved *Reservation
+	// KeepReserved: when the message is not accepted (an error), Reserved stays the caller's
+	// (a campaign tries the same number again) instead of going back to the account.
+	KeepReserved bool
 	// Wait is how long to wait for the network's outcome (0 = answer once queued).
 	Wait time.Duration
 }
@@ -109,7 +112,7 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 	e := ms.e
 	ent, err := e.Sessions.forSend(r.UserID, r.SessionID)
 	if err != nil {
-		if r.Reserved != nil {
+		if r.Reserved != nil && !r.KeepReserved {
 			r.Reserved.Release()
 		}
 		return domain.OutboxEntry{}, err
@@ -143,7 +146,9 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 		r.Idem.MessageID = entry.ID
 	}
 	if err := m.outbox.Accept(ctx, entry, r.IdemID, r.Idem); err != nil {
-		res.Release()
+		if !r.KeepReserved || r.Reserved == nil {
+			res.Release()
+		}
 		return domain.OutboxEntry{}, fmt.Errorf("%w: outbox: %w", ErrUnavailable, err)
 	}
 	var ch chan outcome

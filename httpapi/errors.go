@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gateway/gateway/domain"
@@ -172,9 +173,15 @@ func (s *Server) writeError(ctx *fasthttp.RequestCtx, err error) {
 	msg := err.Error()
 	switch {
 	case status == fasthttp.StatusServiceUnavailable:
-		// A dependency is down (identity provider, disk): its own WARN names the cause once;
-		// one line per refused request stays below ERROR.
-		s.reqLog(ctx).Warn("request refused", "status", status, "code", code, "err", err)
+		// A dependency is down (identity provider, disk): its own WARN names the cause once
+		// each way. Refusals are logged once when they start and then at most every
+		// refusalReminder with their count, not once per request (7,000 lines in 25 s on a
+		// full disk).
+		if first, n := s.refusals.note(code, time.Now()); first {
+			s.reqLog(ctx).Warn("request refused", "status", status, "code", code, "err", err)
+		} else if n > 0 {
+			s.reqLog(ctx).Warn("requests still refused", "status", status, "code", code, "refused", n, "err", err)
+		}
 	case status >= 500:
 		s.reqLog(ctx).Error("request failed", "status", status, "err", err)
 	}
@@ -197,4 +204,40 @@ func (s *Server) writeError(ctx *fasthttp.RequestCtx, err error) {
 		ctx.Response.Header.Set("Retry-After", strconv.FormatInt(int64(next.Sub(now).Seconds())+1, 10))
 	}
 	writeJSON(ctx, status, errorBody{Error: msg, Code: code})
+}
+
+// refusalReminder is how often, at most, refusals of one code are logged again.
+const refusalReminder = 30 * time.Second
+
+// refusalLog rate-limits the log lines of 503 refusals, per code.
+type refusalLog struct {
+	mu     sync.Mutex
+	byCode map[string]*refusalState
+}
+
+type refusalState struct {
+	logged time.Time // last line
+	since  int       // refusals not logged since
+}
+
+// note counts a refusal of code at now: first when it starts a series (nothing logged for a
+// reminder's time), else the count to log in a reminder (0: stay quiet).
+func (r *refusalLog) note(code string, now time.Time) (first bool, count int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.byCode == nil {
+		r.byCode = map[string]*refusalState{}
+	}
+	st := r.byCode[code]
+	switch {
+	case st == nil || now.Sub(st.logged) >= 2*refusalReminder && st.since == 0:
+		r.byCode[code] = &refusalState{logged: now}
+		return true, 0
+	case now.Sub(st.logged) >= refusalReminder:
+		n := st.since + 1
+		st.logged, st.since = now, 0
+		return false, n
+	}
+	st.since++
+	return false, 0
 }

@@ -96,6 +96,8 @@ type Server struct {
 	guesses *guessLimits
 	// signins limits ID tokens that do not verify, per client address.
 	signins *guessLimits
+	// refusals rate-limits the log lines of 503s.
+	refusals refusalLog
 }
 
 const (

@@ -110,8 +110,8 @@ const accountFlushEvery = 20 * time.Millisecond
 
 // block is how far ahead the durable mark is raised: 0.2 % of the monthly limit, 1 to 1,000
 // messages. A kill -9 counts at most one block as used (a 500-message month: 1, where a floor
-// of 20 cost up to 4 % of the month per crash). Small plans pay for it with a write per message
-// or two, on the worker goroutine, ahead of need.
+// of 20 cost up to 4 % of the month per crash). Months under 1,000 messages pay for it with a
+// commit that every other reservation waits for (their block of 1 is not raised ahead).
 func (a *Account) block() int64 { return mark.Block(a.limit, 500, 1000) }
 
 // New returns the producer of a user's account actor.
@@ -193,7 +193,7 @@ func (a *Account) reserve(c *actor.Context, m *Reserve) {
 		}
 	}
 	a.reserved += granted
-	if a.limit > 0 && a.used()+(a.block()+1)/2 > a.wantMark && a.wantMark < a.limit {
+	if a.limit > 0 && a.used()+a.block()/2 > a.wantMark && a.wantMark < a.limit {
 		// Raise the mark ahead, while half a block is still covered, so reservations seldom
 		// wait for it.
 		a.wantMark = max(a.wantMark, min(a.limit, a.used()+a.block()))
