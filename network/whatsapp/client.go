@@ -70,8 +70,11 @@ type client struct {
 	keepaliveDown bool
 	// outdated: WhatsApp refused this client version (405) since the last Connected.
 	outdated bool
-	// timelockUntil: the end of the reach-out timelock the server announced (zero: none known).
-	timelockUntil time.Time
+	// The reach-out timelock notice last received (timelock.go): active, and its end (zero:
+	// none given). timelockNotice is closed and replaced when a notice is handled.
+	timelockActive bool
+	timelockUntil  time.Time
+	timelockNotice chan struct{}
 	// The phone behind the device (see phone.go).
 	phoneSeenAt time.Time
 	phoneWarned bool
@@ -104,6 +107,7 @@ func newClient(n *Network, sessionID string, dev *store.Device, sink func(networ
 	c.sink.Store(&sink)
 	c.opts.Store(&opts)
 	c.onlineCh = make(chan struct{})
+	c.timelockNotice = make(chan struct{})
 	if dev.ID != nil {
 		c.phone, c.device = dev.ID.User, *dev.ID
 	}
@@ -311,9 +315,7 @@ func (c *client) handle(q queued) {
 	case *events.NotifyAccountReachoutTimelock:
 		tl := timelockEvent(e)
 		c.log.Warn("reach-out timelock", "active", tl.Active, "until", tl.Until, "type", tl.Kind)
-		c.mu.Lock()
-		c.timelockUntil = tl.Until
-		c.mu.Unlock()
+		c.noteTimelock(tl)
 		c.emit(tl)
 		return
 	case *events.Receipt:
@@ -455,7 +457,7 @@ func (c *client) resetDevice(gen uint64) bool {
 	c.phone, c.device = "", types.JID{}
 	c.bannedUntil, c.bannedFor = time.Time{}, ""
 	c.stopBanTimer()
-	c.keepaliveDown, c.timelockUntil = false, time.Time{}
+	c.keepaliveDown, c.timelockActive, c.timelockUntil = false, false, time.Time{}
 	c.phoneSeenAt, c.phoneWarned = time.Time{}, false
 	if c.phoneTimer != nil {
 		c.phoneTimer.Stop()
@@ -465,7 +467,12 @@ func (c *client) resetDevice(gen uint64) bool {
 	c.mu.Unlock()
 	c.lookups.clear()
 	// The old client may still hold its socket; closing it can wait on whatsmeow's locks.
-	go old.Disconnect()
+	go func() {
+		old.Disconnect()
+		if !device.IsEmpty() {
+			c.n.locks.release(device)
+		}
+	}()
 	if !device.IsEmpty() {
 		ctx, cancel := context.WithTimeout(c.n.ctx, dbTimeout)
 		defer cancel()
@@ -591,7 +598,10 @@ func (c *client) runConnect(loop *connectLoop, wa *whatsmeow.Client, gen uint64)
 	// only after a while, and whatsmeow would take it for a live connection.
 	wa.Disconnect()
 	for attempt := 0; ; attempt++ {
-		err := wa.ConnectContext(c.n.ctx)
+		err := c.lockDevice(wa)
+		if err == nil {
+			err = wa.ConnectContext(c.n.ctx)
+		}
 		if err == nil || errors.Is(err, whatsmeow.ErrAlreadyConnected) {
 			select {
 			case <-loop.stop:
@@ -660,12 +670,15 @@ func (c *client) disconnect() {
 	c.stopBanTimer()
 	c.stayDown = true
 	c.setOnline(false)
-	wa := c.wa
+	wa, device := c.wa, c.device
 	if c.phone == "" && !c.closed && c.waUsed {
 		wa = c.replaceWA(c.n.container.NewDevice())
 	}
 	c.mu.Unlock()
 	wa.Disconnect()
+	if !device.IsEmpty() {
+		c.n.locks.release(device)
+	}
 }
 
 // PairPhone starts linking by phone number and returns the code to type on the phone. The
@@ -756,13 +769,16 @@ func (c *client) shutdown() {
 		c.phoneTimer = nil
 	}
 	c.setOnline(false)
-	wa := c.wa
+	wa, device := c.wa, c.device
 	if c.qr != nil {
 		c.qr.abandon()
 		c.qr = nil
 	}
 	c.mu.Unlock()
 	wa.Disconnect()
+	if !device.IsEmpty() {
+		c.n.locks.release(device)
+	}
 	c.ctlMu.Unlock()
 	c.events.close()
 }

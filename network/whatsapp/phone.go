@@ -8,7 +8,6 @@ package whatsapp
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
@@ -25,29 +24,6 @@ const (
 	// phoneCheckEvery: how often a connected session checks its phone.
 	phoneCheckEvery = 6 * time.Hour
 )
-
-// addPhoneSeenColumn adds gateway_session_device.phone_seen_at to stores made before it.
-func addPhoneSeenColumn(ctx context.Context, db *sql.DB) error {
-	rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_table_info('gateway_session_device')`)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return err
-		}
-		if name == "phone_seen_at" {
-			return nil
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	_, err = db.ExecContext(ctx, `ALTER TABLE gateway_session_device ADD COLUMN phone_seen_at INTEGER NOT NULL DEFAULT 0`)
-	return err
-}
 
 // fromOwnPhone tells whether a whatsmeow event shows the linked phone (device 0) online.
 func fromOwnPhone(evt any) bool {
@@ -66,7 +42,7 @@ func fromOwnPhone(evt any) bool {
 func (c *client) loadPhoneSeen(ctx context.Context) time.Time {
 	var ms int64
 	err := c.n.db.QueryRowContext(ctx,
-		`SELECT phone_seen_at FROM gateway_session_device WHERE session_id = ?`, c.sessionID).Scan(&ms)
+		`SELECT phone_seen_at FROM gateway_session_device WHERE session_id = $1`, c.sessionID).Scan(&ms)
 	if err != nil || ms == 0 {
 		return time.Time{}
 	}
@@ -85,7 +61,7 @@ func (c *client) phoneSeen(now time.Time) network.Event {
 		ctx, cancel := context.WithTimeout(c.n.ctx, dbTimeout)
 		defer cancel()
 		if _, err := c.n.db.ExecContext(ctx,
-			`UPDATE gateway_session_device SET phone_seen_at = ? WHERE session_id = ?`, now.UnixMilli(), c.sessionID); err != nil {
+			`UPDATE gateway_session_device SET phone_seen_at = $1 WHERE session_id = $2`, now.UnixMilli(), c.sessionID); err != nil {
 			c.log.Warn("could not record when the phone was seen", "error", err)
 		}
 	}

@@ -85,40 +85,105 @@ func TestVersionFetchedBeforeConnect(t *testing.T) {
 	}
 }
 
-// 463: the send fails with a TimelockError; the reach-out timelock notification brings the end
-// (Timelock event), later sends carry it and are not sent at all before it.
-func TestTimelockPausesUntilItsEnd(t *testing.T) {
+// 463 under an account-wide reach-out timelock: a first message to a cold contact fails with
+// a TimelockError carrying the end from the server's notice (Timelock event); the adapter does
+// not refuse anything itself, and a reply to a contact who granted a privacy token goes, as
+// WhatsApp accepts it. The notice survives a restart; lifting it lets cold contacts through.
+func TestTimelockHoldsOnlyColdContacts(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	s := h.open("s1")
 	h.link(s, phoneA)
-	h.srv.AddAccount(phoneB)
+	h.srv.AddAccount(phoneB, phoneD)
 	ends := time.Now().Add(time.Hour).Truncate(time.Second)
 	h.srv.SetTimelockUntil(phoneA, ends)
 
 	_, err := s.c.Send(ctxT(t), network.Message{ID: "TL1", To: phoneB, Kind: network.KindText, Text: "first contact"})
-	if !errors.Is(err, network.ErrTimelock) || !strings.Contains(err.Error(), "463") {
-		t.Fatalf("send under timelock: %v, want ErrTimelock with the code", err)
+	if until, ok := network.TimelockUntil(err); !ok || !until.Equal(ends) || !strings.Contains(err.Error(), "463") || errors.Is(err, network.ErrNotReachable) {
+		t.Fatalf("send under timelock: %v, want ErrTimelock until %v with the code", err, ends)
 	}
 	tl := s.expect("Timelock", func(e network.Event) bool { _, ok := e.(network.Timelock); return ok }).(network.Timelock)
 	if !tl.Active || !tl.Until.Equal(ends) {
 		t.Fatalf("timelock event %+v, want active until %v", tl, ends)
 	}
-	for i := range 3 {
-		_, err = s.c.Send(ctxT(t), network.Message{ID: fmt.Sprintf("TL%d", i+2), To: phoneB, Kind: network.KindText, Text: "again"})
-		if until, ok := network.TimelockUntil(err); !ok || !until.Equal(ends) {
-			t.Fatalf("send during the timelock: %v, want ErrTimelock until %v", err, ends)
-		}
+	// phoneD wrote (its phone granted a privacy token): the reply goes during the timelock.
+	if _, err := h.srv.PrivacyToken(phoneD, phoneA); err != nil {
+		t.Fatal(err)
 	}
-	if n := len(h.srv.Messages()); n != 1 {
-		t.Fatalf("server got %d messages, want only the first (no re-send before the end)", n)
+	waitFor(t, "a reply to a contact who wrote accepted", func() bool {
+		_, err := s.c.Send(ctxT(t), network.Message{ID: fmt.Sprintf("TLR%d", time.Now().UnixNano()), To: phoneD, Kind: network.KindText, Text: "reply"})
+		if err != nil && !errors.Is(err, network.ErrTimelock) {
+			t.Fatalf("reply during the timelock: %v", err)
+		}
+		return err == nil
+	})
+	// A second cold message is the core's to hold; sent anyway, the server refuses it.
+	_, err = s.c.Send(ctxT(t), network.Message{ID: "TL2", To: phoneB, Kind: network.KindText, Text: "again"})
+	if until, ok := network.TimelockUntil(err); !ok || !until.Equal(ends) {
+		t.Fatalf("cold send during the timelock: %v, want ErrTimelock until %v", err, ends)
 	}
 
-	// The timelock is lifted: sends go out again.
+	// The notice is kept across a restart.
+	h.reopen()
+	s = h.open("s1")
+	s.c.mu.Lock()
+	inForce, until := s.c.timelockInForce(time.Now()), s.c.timelockUntil
+	s.c.mu.Unlock()
+	if !inForce || !until.Equal(ends) {
+		t.Fatalf("after a restart the notice is in force %v until %v, want until %v", inForce, until, ends)
+	}
+	s.connect()
+	s.expect("Connected", isConnected)
+
+	// The timelock is lifted: cold contacts go again.
 	h.srv.SetTimelockUntil(phoneA, time.Time{})
 	s.expect("Timelock lifted", func(e network.Event) bool { tl, ok := e.(network.Timelock); return ok && !tl.Active })
 	if _, err := s.c.Send(ctxT(t), network.Message{ID: "TL9", To: phoneB, Kind: network.KindText, Text: "now"}); err != nil {
 		t.Fatalf("send after the timelock: %v", err)
+	}
+}
+
+// 463 with no timelock notice: WhatsApp refusing one cold contact (no privacy token). The send
+// fails with ErrNotReachable, never a timelock, no Timelock event follows, and other
+// recipients are not affected: a contact who granted a token gets messages.
+func TestColdContact463IsPerRecipient(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	s := h.open("s1")
+	h.link(s, phoneA)
+	h.srv.AddAccount(phoneB, phoneD)
+	h.srv.SetColdRefusal(phoneA, true)
+
+	_, err := s.c.Send(ctxT(t), network.Message{ID: "CR1", To: phoneB, Kind: network.KindText, Text: "cold"})
+	if !errors.Is(err, network.ErrNotReachable) || errors.Is(err, network.ErrTimelock) || errors.Is(err, network.ErrUnknownOutcome) || !strings.Contains(err.Error(), "463") {
+		t.Fatalf("send to a cold contact: %v, want ErrNotReachable with the code", err)
+	}
+	if _, ok := network.TimelockUntil(err); ok {
+		t.Fatalf("per-recipient refusal reported as a timelock: %v", err)
+	}
+	if _, err := h.srv.PrivacyToken(phoneD, phoneA); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a message to a contact with a token accepted", func() bool {
+		_, err := s.c.Send(ctxT(t), network.Message{ID: fmt.Sprintf("CRW%d", time.Now().UnixNano()), To: phoneD, Kind: network.KindText, Text: "warm"})
+		if err != nil && !errors.Is(err, network.ErrNotReachable) {
+			t.Fatalf("send to a warm contact: %v", err)
+		}
+		return err == nil
+	})
+	// phoneB writes (grants a token): it is reachable now.
+	if _, err := h.srv.PrivacyToken(phoneB, phoneA); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the formerly cold contact reachable", func() bool {
+		_, err := s.c.Send(ctxT(t), network.Message{ID: fmt.Sprintf("CRB%d", time.Now().UnixNano()), To: phoneB, Kind: network.KindText, Text: "now"})
+		return err == nil
+	})
+	s.expectNone("Timelock", 100*time.Millisecond, func(e network.Event) bool { _, ok := e.(network.Timelock); return ok })
+	for _, m := range h.srv.Messages() {
+		if m.Error == 463 && m.Token != "" {
+			t.Fatalf("the fake refused a message carrying a token: %+v", m)
+		}
 	}
 }
 

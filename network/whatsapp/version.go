@@ -31,7 +31,7 @@ const createVersionTable = `
 CREATE TABLE IF NOT EXISTS gateway_wa_version (
 	id         INTEGER PRIMARY KEY CHECK (id = 1),
 	version    TEXT NOT NULL,
-	fetched_at INTEGER NOT NULL
+	fetched_at BIGINT NOT NULL
 )`
 
 // setVersionMu serialises store.SetWAVersion (a process-wide variable of whatsmeow).
@@ -130,7 +130,7 @@ func (v *clientVersion) cached(ctx context.Context) (store.WAVersionContainer, t
 
 func (v *clientVersion) save(ctx context.Context, ver store.WAVersionContainer) error {
 	_, err := v.n.db.ExecContext(ctx, `
-		INSERT INTO gateway_wa_version (id, version, fetched_at) VALUES (1, ?, ?)
+		INSERT INTO gateway_wa_version (id, version, fetched_at) VALUES (1, $1, $2)
 		ON CONFLICT (id) DO UPDATE SET version = excluded.version, fetched_at = excluded.fetched_at`,
 		ver.String(), time.Now().UnixMilli())
 	return err

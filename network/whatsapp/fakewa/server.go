@@ -101,8 +101,11 @@ type account struct {
 	// timelockEnds: when the timelock ends; the server sends the reach-out timelock
 	// notification with it on the first refusal.
 	timelockEnds time.Time
-	ackError     int // another ack error to answer every message with (479...)
-	signal       *signalSender
+	// coldRefusal: messages to contacts that carry no privacy token are refused with 463 and
+	// no notification (WhatsApp's per-recipient refusal of cold contacts).
+	coldRefusal bool
+	ackError    int // another ack error to answer every message with (479...)
+	signal      *signalSender
 }
 
 type device struct {
@@ -245,7 +248,9 @@ func (s *Server) SetDown(down bool) {
 	s.mu.Unlock()
 }
 
-// SetTimelock makes the server refuse phone's messages with error 463 (reach-out timelock).
+// SetTimelock puts phone in a reach-out timelock with no stated end: its messages to cold
+// contacts (no privacy token) are refused with error 463, each refusal followed by the
+// notification.
 func (s *Server) SetTimelock(phone string, on bool) {
 	s.mu.Lock()
 	s.account(phone).timelock = on

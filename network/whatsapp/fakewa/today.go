@@ -89,9 +89,11 @@ func (s *Server) isSilent(phone string) bool {
 	return s.silent[phone]
 }
 
-// SetTimelockUntil timelocks phone (every message refused with 463) until ends; after the
-// first refusal the server sends the reach-out timelock notification carrying ends. A zero
-// ends lifts the timelock and tells the logged-in devices so.
+// SetTimelockUntil timelocks phone until ends: its messages to cold contacts (messages that
+// carry no privacy token, tctoken or cstoken) are refused with 463, and after each refusal the
+// server sends the reach-out timelock notification carrying ends. Messages that carry a token
+// (replies to contacts who wrote) still go, as on WhatsApp. A zero ends lifts the timelock and
+// tells the logged-in devices so.
 func (s *Server) SetTimelockUntil(phone string, ends time.Time) {
 	s.mu.Lock()
 	a := s.account(phone)
@@ -103,6 +105,16 @@ func (s *Server) SetTimelockUntil(phone string, ends time.Time) {
 			_ = c.sendTimelockNotification(false, time.Time{})
 		}
 	}
+}
+
+// SetColdRefusal makes the server refuse phone's messages to cold contacts (messages that
+// carry no privacy token) with 463 and no notification: WhatsApp's per-recipient refusal,
+// which since 2026 also happens outside any account-wide timelock. Messages carrying a token
+// go through.
+func (s *Server) SetColdRefusal(phone string, on bool) {
+	s.mu.Lock()
+	s.account(phone).coldRefusal = on
+	s.mu.Unlock()
 }
 
 // SetAckError makes the server answer phone's messages with ack error code (479: the
