@@ -72,8 +72,14 @@ func freeAddr(t testing.TB) string {
 // startProc starts `gateway serve` with args and waits until /readyz answers.
 func startProc(t testing.TB, data string, args ...string) *proc {
 	t.Helper()
+	return startProcBin(t, gatewayBinary(t), data, args...)
+}
+
+// startProcBin is startProc with another build of the gateway.
+func startProcBin(t testing.TB, bin, data string, args ...string) *proc {
+	t.Helper()
 	addr := freeAddr(t)
-	cmd := exec.Command(gatewayBinary(t), append([]string{"serve", "--data", data, "--addr", addr, "--log-requests=false"}, args...)...)
+	cmd := exec.Command(bin, append([]string{"serve", "--data", data, "--addr", addr, "--log-requests=false"}, args...)...)
 	p := &proc{cmd: cmd, url: "http://" + addr, stderr: &strings.Builder{}, mu: &sync.Mutex{}}
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw

@@ -13,6 +13,7 @@ import (
 
 	"go.mau.fi/whatsmeow"
 
+	"github.com/gateway/gateway/internal/pgtest"
 	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/network/whatsapp/fakewa"
 )
@@ -27,7 +28,9 @@ func TestMain(m *testing.M) {
 	whatsmeow.KeepAliveResponseDeadline = time.Second
 	// As main does: libsignal's logger is a lazily set package variable (racy on first use).
 	RouteSignalLogs(slog.New(slog.DiscardHandler))
-	os.Exit(m.Run())
+	code := m.Run()
+	pgtest.StopShared()
+	os.Exit(code)
 }
 
 // wait is how long a test waits for an event from the fake network.
@@ -73,7 +76,9 @@ type harness struct {
 	t      *testing.T
 	srv    *fakewa.Server
 	dbPath string
-	net    *Network
+	// storeURL: the device store is on PostgreSQL (newPostgresHarness) instead of dbPath.
+	storeURL string
+	net      *Network
 	// fetchVersion: the Network asks the fake for the current web version (whatsmeow keeps the
 	// version in a process-wide variable: only tests that do not run in parallel set it).
 	fetchVersion bool
@@ -91,6 +96,20 @@ func newHarness(t *testing.T) *harness {
 	return h
 }
 
+// newPostgresHarness is newHarness with the device store in a new database of the test
+// binary's PostgreSQL server (internal/pgtest: skipped only under -short).
+func newPostgresHarness(t *testing.T) *harness {
+	t.Helper()
+	srv, err := fakewa.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	h := &harness{t: t, srv: srv, storeURL: pgtest.DB(t)}
+	h.reopen()
+	return h
+}
+
 // reopen opens the Network on the harness database (closing the previous one).
 func (h *harness) reopen() {
 	h.t.Helper()
@@ -99,7 +118,14 @@ func (h *harness) reopen() {
 			h.t.Fatal(err)
 		}
 	}
-	n, err := Open(Options{DBPath: h.dbPath, Logger: testLogger(h.t), SendTimeout: 10 * time.Second, NoVersionFetch: !h.fetchVersion})
+	h.net = h.openNetwork()
+	h.t.Cleanup(func() { _ = h.net.Close() })
+}
+
+// openNetwork opens another Network on the harness's store and fake server.
+func (h *harness) openNetwork() *Network {
+	h.t.Helper()
+	n, err := Open(Options{DBPath: h.dbPath, StoreURL: h.storeURL, Logger: testLogger(h.t), SendTimeout: 10 * time.Second, NoVersionFetch: !h.fetchVersion})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -107,8 +133,7 @@ func (h *harness) reopen() {
 	n.backoffBase, n.backoffMax = 20*time.Millisecond, 100*time.Millisecond
 	n.banEndJitter = 10 * time.Millisecond
 	n.connectedWait = time.Second
-	h.net = n
-	h.t.Cleanup(func() { _ = n.Close() })
+	return n
 }
 
 // session is an open client and the events its sink received.

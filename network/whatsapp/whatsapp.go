@@ -44,6 +44,13 @@ type Options struct {
 	SendTimeout time.Duration
 	// RejectCalls declines incoming voice and video calls (`--reject-calls`).
 	RejectCalls bool
+	// FFmpeg is the path of an ffmpeg binary that converts voice notes (ptt) that are not
+	// Ogg/Opus into Ogg/Opus (`--ffmpeg`); empty: such voice notes are refused (audio.go).
+	FFmpeg string
+	// HTTPClient, when set, carries every connection to WhatsApp (websocket, media, the version
+	// fetch) instead of the default transport and the sessions' proxies: a test build points
+	// it at the fake server.
+	HTTPClient *http.Client
 	// NoVersionFetch keeps the client version built into whatsmeow instead of asking
 	// web.whatsapp.com for the current one before the first connection (see clientVersion).
 	NoVersionFetch bool
@@ -86,6 +93,7 @@ type Network struct {
 
 	rejectCalls bool
 	version     *clientVersion
+	ffmpeg      string // Options.FFmpeg
 
 	// Test hooks, set only by tests before the first Open(sessionID): httpClient carries every
 	// whatsmeow connection (websocket and media) to a fake server; the delays are shortened so
@@ -148,6 +156,8 @@ func Open(o Options) (*Network, error) {
 		connectedWait: connectedWait,
 		clients:       make(map[string]*client),
 		rejectCalls:   o.RejectCalls,
+		httpClient:    o.HTTPClient,
+		ffmpeg:        o.FFmpeg,
 	}
 	n.version = newClientVersion(n, !o.NoVersionFetch)
 	n.ctx, n.cancel = context.WithCancel(context.Background())

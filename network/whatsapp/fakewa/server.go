@@ -18,6 +18,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -197,9 +198,34 @@ func (s *Server) Close() {
 // the media host), reach this server and trust its certificate. Give it to whatsmeow as the
 // websocket, pre-login and media HTTP client.
 func (s *Server) HTTPClient() *http.Client {
+	return clientFor(s.ts.Listener.Addr().String(), s.ts.Certificate())
+}
+
+// Addr is the server's address (host:port) and CertPEM its TLS certificate: what another
+// process needs to reach it (ClientFor).
+func (s *Server) Addr() string { return s.ts.Listener.Addr().String() }
+
+// CertPEM is the server's TLS certificate, PEM-encoded.
+func (s *Server) CertPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.ts.Certificate().Raw})
+}
+
+// ClientFor is HTTPClient for a server in another process, from its Addr and CertPEM.
+func ClientFor(addr string, certPEM []byte) (*http.Client, error) {
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		return nil, errors.New("fakewa: no PEM certificate")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("fakewa: certificate: %w", err)
+	}
+	return clientFor(addr, cert), nil
+}
+
+func clientFor(addr string, cert *x509.Certificate) *http.Client {
 	pool := x509.NewCertPool()
-	pool.AddCert(s.ts.Certificate())
-	addr := s.ts.Listener.Addr().String()
+	pool.AddCert(cert)
 	return &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer

@@ -1,0 +1,115 @@
+package main
+
+// The gateway process on WhatsApp: a test build (-tags fakewa, fakewa_hook.go) reaches the fake
+// WhatsApp server of this test process, with the device store on a throwaway PostgreSQL
+// (`--whatsapp-store postgres://`): link by pair code, send, kill -9, restart, send again.
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gateway/gateway/internal/pgtest"
+	"github.com/gateway/gateway/network/whatsapp/fakewa"
+)
+
+var (
+	fakeBinOnce sync.Once
+	fakeBinPath string
+	fakeBinErr  error
+)
+
+// gatewayFakeWABinary builds the gateway with the fakewa hook once per test run.
+func gatewayFakeWABinary(t testing.TB) string {
+	t.Helper()
+	fakeBinOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "gateway-fakewa-bin-")
+		if err != nil {
+			fakeBinErr = err
+			return
+		}
+		fakeBinPath = filepath.Join(dir, "gateway")
+		out, err := exec.Command("go", "build", "-tags", "fakewa", "-o", fakeBinPath, ".").CombinedOutput()
+		if err != nil {
+			fakeBinErr = err
+			t.Logf("%s", out)
+		}
+	})
+	if fakeBinErr != nil {
+		t.Fatal(fakeBinErr)
+	}
+	return fakeBinPath
+}
+
+// startFakeWAProc starts the fakewa build of the gateway on network whatsapp against srv.
+func startFakeWAProc(t *testing.T, srv *fakewa.Server, data string, args ...string) *proc {
+	t.Helper()
+	cert := filepath.Join(t.TempDir(), "fakewa.pem")
+	if err := os.WriteFile(cert, srv.CertPEM(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GATEWAY_TEST_FAKEWA_ADDR", srv.Addr())
+	t.Setenv("GATEWAY_TEST_FAKEWA_CERT", cert)
+	base := []string{"--network", "whatsapp", "--boot-window", "0",
+		"--pace-min-gap", "0", "--pace-jitter", "0", "--pace-per-minute", "0", "--pace-new-contacts", "0"}
+	return startProcBin(t, gatewayFakeWABinary(t), data, append(base, args...)...)
+}
+
+func TestWhatsAppProcessOnPostgres(t *testing.T) {
+	pg := pgtest.Start(t)
+	store := pg.CreateDB(t)
+	srv, err := fakewa.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	const phone, customer = "15550001111", "15550002222"
+	srv.AddAccount(customer)
+	data := t.TempDir()
+	p := startFakeWAProc(t, srv, data, "--whatsapp-store", store)
+	tg := p.gw(t, data)
+	admin := tg.token("root", "admin")
+	alice := tg.newClient("alice")
+
+	r := tg.do("POST", "/api/client/pair-code", bearerAuth(alice), map[string]any{"phone": "+" + phone})
+	want(t, r, 200, "")
+	if err := srv.EnterCode(phone, r.str("code")); err != nil {
+		t.Fatal(err)
+	}
+	if st := tg.waitStatus(alice, "CONNECTED"); st["phone"] != phone {
+		t.Fatalf("status %v", st)
+	}
+	key := tg.newKey(admin, "alice", nil).str("rawKey")
+	sent := func(text string) {
+		t.Helper()
+		r := tg.do("POST", "/api/v1/messages/send", bearerAuth(key), map[string]any{"phone": customer, "message": text, "type": "text"})
+		want(t, r, 200, "")
+		id := r.str("message_id")
+		eventually(t, 20*time.Second, "the message at the fake server", func() bool {
+			for _, m := range srv.Messages() {
+				if m.ID == id && m.From == phone && m.Error == 0 {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	sent("before the crash")
+	if _, err := os.Stat(filepath.Join(data, "whatsapp.db")); !os.IsNotExist(err) {
+		t.Fatalf("a SQLite device store was made in the data directory with --whatsapp-store: %v", err)
+	}
+
+	// kill -9: the device, its keys and its lock live in PostgreSQL; the restarted process
+	// takes the lock again (the dead one's went with its connection) and reconnects.
+	p.kill9(t)
+	p = startFakeWAProc(t, srv, data, "--whatsapp-store", store)
+	tg = p.gw(t, data)
+	tg.waitStatus(alice, "CONNECTED")
+	sent("after the crash")
+	if n := srv.Online(phone); n != 1 {
+		t.Fatalf("%d connections of the device, want 1", n)
+	}
+}
