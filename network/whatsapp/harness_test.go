@@ -73,7 +73,7 @@ func (w *tWriter) stop() {
 
 // harness is one fake network and one Network (device store) pointed at it.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *fakewa.Server
 	dbPath string
 	// storeURL: the device store is on PostgreSQL (newPostgresHarness) instead of dbPath.
@@ -84,7 +84,7 @@ type harness struct {
 	fetchVersion bool
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	srv, err := fakewa.New()
 	if err != nil {
@@ -98,7 +98,7 @@ func newHarness(t *testing.T) *harness {
 
 // newPostgresHarness is newHarness with the device store in a new database of the test
 // binary's PostgreSQL server (internal/pgtest: skipped only under -short).
-func newPostgresHarness(t *testing.T) *harness {
+func newPostgresHarness(t testing.TB) *harness {
 	t.Helper()
 	srv, err := fakewa.New()
 	if err != nil {
@@ -138,7 +138,7 @@ func (h *harness) openNetwork() *Network {
 
 // session is an open client and the events its sink received.
 type session struct {
-	t   *testing.T
+	t   testing.TB
 	c   *client
 	rec *recorder
 }
@@ -157,6 +157,7 @@ func (h *harness) open(id string) *session {
 type recorder struct {
 	mu     sync.Mutex
 	events []network.Event
+	at     []time.Time // when each event arrived
 	next   int
 	wake   chan struct{}
 }
@@ -166,6 +167,7 @@ func newRecorder() *recorder { return &recorder{wake: make(chan struct{}, 1)} }
 func (r *recorder) sink(e network.Event) {
 	r.mu.Lock()
 	r.events = append(r.events, e)
+	r.at = append(r.at, time.Now())
 	r.mu.Unlock()
 	select {
 	case r.wake <- struct{}{}:
@@ -268,7 +270,7 @@ func (h *harness) link(s *session, phone string) {
 	}
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	t.Cleanup(cancel)
 	return ctx

@@ -385,7 +385,7 @@ func TestReceiptsReachThePort(t *testing.T) {
 }
 
 // waitFor polls cond for up to wait.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(wait)
 	for !cond() {
