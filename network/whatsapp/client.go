@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.mau.fi/whatsmeow"
+	"go.mau.fi/whatsmeow/proto/waWa6"
 	"go.mau.fi/whatsmeow/store"
 	"go.mau.fi/whatsmeow/store/sqlstore"
 	"go.mau.fi/whatsmeow/types"
@@ -43,6 +45,7 @@ type client struct {
 	log       *slog.Logger
 	sink      atomic.Pointer[func(network.Event)]
 	opts      atomic.Pointer[network.ClientOptions] // replaced by a later Open
+	http      *http.Client                          // every connection of the session (proxy.go)
 	events    *eventQueue
 	lookups   *lookupCache
 
@@ -70,6 +73,8 @@ type client struct {
 	keepaliveDown bool
 	// outdated: WhatsApp refused this client version (405) since the last Connected.
 	outdated bool
+	// connVersion: the web version the latest connection attempt announced.
+	connVersion store.WAVersionContainer
 	// The reach-out timelock notice last received (timelock.go): active, and its end (zero:
 	// none given). timelockNotice is closed and replaced when a notice is handled.
 	timelockActive bool
@@ -106,6 +111,7 @@ func newClient(n *Network, sessionID string, dev *store.Device, sink func(networ
 	}
 	c.sink.Store(&sink)
 	c.opts.Store(&opts)
+	c.http = c.newHTTPClient()
 	c.onlineCh = make(chan struct{})
 	c.timelockNotice = make(chan struct{})
 	if dev.ID != nil {
@@ -121,15 +127,17 @@ func (c *client) newWA(dev *store.Device, gen uint64) *whatsmeow.Client {
 	wa := whatsmeow.NewClient(dev, newWALogger(c.log, "whatsmeow/Client"))
 	wa.DisableLoginAutoReconnect = true // see relogin
 	opts := c.opts.Load()
-	if h := c.n.httpClient; h != nil {
-		wa.SetWebsocketHTTPClient(h)
-		wa.SetPreLoginHTTPClient(h)
-		wa.SetMediaHTTPClient(h)
-	} else if opts.Proxy != "" {
-		// Checked by Network.Open; the websocket and media both go through it.
-		if err := wa.SetProxyAddress(opts.Proxy); err != nil {
-			c.log.Error("proxy refused; connecting directly", "error", err)
-		}
+	// The websocket and media go through the session's proxy (proxy.go).
+	wa.SetWebsocketHTTPClient(c.http)
+	wa.SetPreLoginHTTPClient(c.http)
+	wa.SetMediaHTTPClient(c.http)
+	// Which version each connection announces (the process-wide one may move meanwhile).
+	wa.GetClientPayload = func() *waWa6.ClientPayload {
+		p := wa.Store.GetClientPayload()
+		c.mu.Lock()
+		c.connVersion = payloadVersion(p)
+		c.mu.Unlock()
+		return p
 	}
 	// Re-send requests (retry receipts) for messages older than whatsmeow's in-memory 256:
 	// answered from the core's outbox when it gives a MessageSource, else from whatsmeow's own
@@ -298,12 +306,13 @@ func (c *client) handle(q queued) {
 	case *events.PushNameSetting:
 		go c.sendUnavailable(st.wa)
 	case *events.ClientOutdated:
-		c.log.Error("WhatsApp refuses this client version (405)", "version", store.GetWAVersion().String())
 		c.mu.Lock()
 		c.stayDown, c.outdated = true, true
 		c.setOnline(false)
+		refused := c.connVersion
 		c.mu.Unlock()
-		go c.n.recoverOutdated(c, q.gen)
+		c.log.Error("WhatsApp refuses this client version (405)", "version", refused.String())
+		go c.n.recoverOutdated(c, q.gen, refused)
 	case *events.StreamReplaced, *events.ConnectFailure, *events.PairError:
 		c.log.Warn("connection stopped", "event", fmt.Sprintf("%T", e))
 		c.mu.Lock()
@@ -490,8 +499,9 @@ func (c *client) Connect(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	// The version this client announces: checked once a day, before connecting.
-	c.n.version.ensure(ctx, false)
+	// The version this client announces: checked once a day, before connecting, through the
+	// session's proxy.
+	c.n.version.ensure(ctx, false, c.http)
 	c.ctlMu.Lock()
 	defer c.ctlMu.Unlock()
 	c.mu.Lock()

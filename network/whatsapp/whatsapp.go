@@ -189,7 +189,7 @@ func (n *Network) Open(sessionID string, sink func(network.Event), opts ...netwo
 	}
 	if c, ok := n.clients[sessionID]; ok {
 		c.sink.Store(&sink)
-		c.opts.Store(&o) // a new proxy applies from the next whatsmeow client (next link or restart)
+		c.opts.Store(&o) // a new proxy applies at the next connection (proxy.go)
 		return c, nil
 	}
 	dev, err := n.loadDevice(sessionID)

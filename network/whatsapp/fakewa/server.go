@@ -79,6 +79,7 @@ type Server struct {
 	minVer   uint32 // with outdated: versions at or above this are accepted (0: none)
 	webVer   uint32 // the client_revision web.whatsapp.com's page names (0: the page has none)
 	webHits  int
+	webDelay time.Duration
 	rejected []string // call ids rejected by devices
 	pairs    map[string]*codePairing
 	sent     []Message

@@ -54,6 +54,13 @@ func (s *Server) SetWebVersion(rev uint32) {
 	s.mu.Unlock()
 }
 
+// SetWebDelay makes the web page answer after d (a slow fetch).
+func (s *Server) SetWebDelay(d time.Duration) {
+	s.mu.Lock()
+	s.webDelay = d
+	s.mu.Unlock()
+}
+
 // WebVersionFetches is how many times the web page was fetched.
 func (s *Server) WebVersionFetches() int {
 	s.mu.Lock()
@@ -63,9 +70,10 @@ func (s *Server) WebVersionFetches() int {
 
 func (s *Server) serveWebPage(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
-	rev := s.webVer
+	rev, delay := s.webVer, s.webDelay
 	s.webHits++
 	s.mu.Unlock()
+	time.Sleep(delay)
 	w.Header().Set("Content-Type", "text/html")
 	if rev == 0 {
 		_, _ = w.Write([]byte("<html>no version here</html>"))
