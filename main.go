@@ -352,6 +352,16 @@ func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err err
 		Name: "gateway_build_info", Help: "Always 1; the labels name the running build.",
 		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
 	}, func() float64 { return 1 }))
+	if c.network == "whatsapp" {
+		// How old the WhatsApp library is: WhatsApp retires old client builds (README, "Bumping
+		// whatsmeow"); alert well before 30 days.
+		if v, _, ok := whatsapp.Library(); ok {
+			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "gateway_network_library_age_days", Help: "Days since the commit of the messaging network's library in this build (whatsmeow).",
+				ConstLabels: prometheus.Labels{"library": "go.mau.fi/whatsmeow", "version": v},
+			}, func() float64 { d, _ := whatsapp.LibraryAgeDays(time.Now()); return d }))
+		}
+	}
 	if g.events, err = newEvents(ctx, c, g.kv, reg, engine.NewSecretBox(stores.Sealer), log); err != nil {
 		return nil, err
 	}

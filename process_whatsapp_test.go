@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -98,6 +100,15 @@ func TestWhatsAppProcessOnPostgres(t *testing.T) {
 		})
 	}
 	sent("before the crash")
+	// The library's age, from the binary's build information (the pin's commit date).
+	m := regexp.MustCompile(`(?m)^gateway_network_library_age_days\{library="go.mau.fi/whatsmeow",version="(v0\.0\.0-\d{14}-[0-9a-f]{12})"\} (\S+)$`).
+		FindStringSubmatch(string(tg.do("GET", "/metrics", nil, nil).raw))
+	if m == nil {
+		t.Fatal("no gateway_network_library_age_days on /metrics")
+	}
+	if age, err := strconv.ParseFloat(m[2], 64); err != nil || age < 1 {
+		t.Fatalf("library age %q days (%s)", m[2], m[1])
+	}
 	if _, err := os.Stat(filepath.Join(data, "whatsapp.db")); !os.IsNotExist(err) {
 		t.Fatalf("a SQLite device store was made in the data directory with --whatsapp-store: %v", err)
 	}

@@ -128,6 +128,7 @@ func Open(o Options) (*Network, error) {
 	if o.SendTimeout <= 0 {
 		o.SendTimeout = DefaultSendTimeout
 	}
+	warnLibraryAge(log, time.Now())
 	db, dialect, err := openDB(o)
 	if err != nil {
 		return nil, err
