@@ -81,9 +81,10 @@ type client struct {
 	timelockUntil  time.Time
 	timelockNotice chan struct{}
 	// The phone behind the device (see phone.go).
-	phoneSeenAt time.Time
-	phoneWarned bool
-	phoneTimer  *time.Timer
+	phoneSeenAt   time.Time
+	phonePingedAt time.Time
+	phoneWarned   bool
+	phoneTimer    *time.Timer
 }
 
 // qrSession is whatsmeow's QR channel for the current linking attempt.
@@ -223,6 +224,7 @@ func (c *client) handle(q queued) {
 		if evt := c.checkPhone(time.Now()); evt != nil {
 			c.emit(evt)
 		}
+		c.maybePingPhone(time.Now())
 		return
 	case *events.PairSuccess:
 		c.paired(e.ID)
@@ -297,6 +299,7 @@ func (c *client) handle(q queued) {
 		if evt := c.checkPhone(time.Now()); evt != nil {
 			c.emit(evt) // after Connected: the warning stands while connected
 		}
+		c.maybePingPhone(time.Now())
 		c.mu.Lock()
 		if c.phoneTimer == nil && !c.closed {
 			c.schedulePhoneCheck(q.gen)
@@ -422,7 +425,7 @@ func (c *client) rejectCall(wa *whatsmeow.Client, e *events.CallOffer) {
 func (c *client) paired(jid types.JID) {
 	c.mu.Lock()
 	c.phone, c.device = jid.User, jid
-	c.phoneSeenAt, c.phoneWarned = time.Now(), false // the phone just scanned
+	c.phoneSeenAt, c.phonePingedAt, c.phoneWarned = time.Now(), time.Time{}, false // the phone just scanned
 	c.mu.Unlock()
 	c.log.Info("device linked", "phone", jid.User, "device", jid.String())
 	ctx, cancel := context.WithTimeout(c.n.ctx, dbTimeout)
@@ -467,7 +470,7 @@ func (c *client) resetDevice(gen uint64) bool {
 	c.bannedUntil, c.bannedFor = time.Time{}, ""
 	c.stopBanTimer()
 	c.keepaliveDown, c.timelockActive, c.timelockUntil = false, false, time.Time{}
-	c.phoneSeenAt, c.phoneWarned = time.Time{}, false
+	c.phoneSeenAt, c.phonePingedAt, c.phoneWarned = time.Time{}, time.Time{}, false
 	if c.phoneTimer != nil {
 		c.phoneTimer.Stop()
 		c.phoneTimer = nil

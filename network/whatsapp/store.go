@@ -130,8 +130,9 @@ CREATE TABLE IF NOT EXISTS gateway_session_device (
 
 // Columns added to gateway_session_device after its first release.
 var sessionDeviceColumns = []struct{ name, decl string }{
-	{"phone_seen_at", "BIGINT NOT NULL DEFAULT 0"},  // phone.go
-	{"timelock_until", "BIGINT NOT NULL DEFAULT 0"}, // timelock.go: 0 none, -1 no end given
+	{"phone_seen_at", "BIGINT NOT NULL DEFAULT 0"},   // phone.go
+	{"timelock_until", "BIGINT NOT NULL DEFAULT 0"},  // timelock.go: 0 none, -1 no end given
+	{"phone_pinged_at", "BIGINT NOT NULL DEFAULT 0"}, // phone.go
 }
 
 // migrate creates the gateway's tables and adds the columns of later releases.
@@ -208,9 +209,10 @@ func saveSessionDevice(ctx context.Context, db *sql.DB, sessionID string, jid ty
 		return fmt.Errorf("save session device: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `
-		INSERT INTO gateway_session_device (session_id, device_jid, paired_at, phone_seen_at, timelock_until) VALUES ($1, $2, $3, $4, 0)
+		INSERT INTO gateway_session_device (session_id, device_jid, paired_at, phone_seen_at, timelock_until, phone_pinged_at)
+		VALUES ($1, $2, $3, $4, 0, 0)
 		ON CONFLICT (session_id) DO UPDATE SET device_jid = excluded.device_jid, paired_at = excluded.paired_at,
-			phone_seen_at = excluded.phone_seen_at, timelock_until = 0`,
+			phone_seen_at = excluded.phone_seen_at, timelock_until = 0, phone_pinged_at = 0`,
 		sessionID, jid.String(), at.UnixMilli(), at.UnixMilli()); err != nil {
 		return fmt.Errorf("save session device: %w", err)
 	}

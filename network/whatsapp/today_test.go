@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"go.mau.fi/whatsmeow/store"
+	"go.mau.fi/whatsmeow/types"
 	"go.mau.fi/whatsmeow/types/events"
 
 	"github.com/gateway/gateway/network"
+	"github.com/gateway/gateway/network/whatsapp/fakewa"
 )
 
 func isDisconnectedFor(r network.StatusReason) func(network.Event) bool {
@@ -487,5 +489,57 @@ func TestPrivacyTokenSentOnceGranted(t *testing.T) {
 	})
 	if first := h.srv.Messages()[0]; first.Token != "" {
 		t.Fatalf("the cold message carried %q", first.Token)
+	}
+}
+
+// A phone not seen for over 10 days is pinged (a peer app-state key request to the phone, as
+// mautrix does), at most once a day, and the ping time survives a restart.
+func TestPhonePingAfterTenDays(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	s := h.open("s1")
+	h.link(s, phoneA)
+	isPing := func(m fakewa.Message) bool {
+		return m.From == phoneA && (strings.HasPrefix(m.To, phoneA+"@") || strings.HasPrefix(m.To, h.srv.LID(phoneA)+"@"))
+	}
+	pings := func() int {
+		n := 0
+		for _, m := range h.srv.Messages() {
+			if isPing(m) {
+				n++
+			}
+		}
+		return n
+	}
+	// The phone writes to its device once (as it does after linking, sharing app-state keys):
+	// that sets up the Signal session the ping is encrypted with.
+	waitFor(t, "the device's key upload", func() bool { return h.srv.HasKeys(phoneA) })
+	if _, err := h.srv.SendText(phoneA, phoneA, "note to self"); err != nil {
+		t.Fatal(err)
+	}
+	own := types.NewJID(h.srv.LID(phoneA), types.HiddenUserServer).SignalAddress().String()
+	waitFor(t, "a Signal session with the phone", func() bool {
+		ok, err := s.c.wa.Store.Sessions.HasSession(ctxT(t), own)
+		return err == nil && ok
+	})
+	s.c.mu.Lock()
+	s.c.phoneSeenAt = time.Now().Add(-9 * 24 * time.Hour)
+	gen := s.c.gen
+	s.c.mu.Unlock()
+	s.c.events.push(queued{gen: gen, evt: phoneCheck{}})
+	s.c.events.push(queued{gen: gen, evt: phoneCheck{}})
+	s.c.mu.Lock()
+	s.c.phoneSeenAt = time.Now().Add(-11 * 24 * time.Hour)
+	s.c.mu.Unlock()
+	s.c.events.push(queued{gen: gen, evt: phoneCheck{}})
+	waitFor(t, "the phone ping", func() bool { return pings() == 1 })
+	s.c.events.push(queued{gen: gen, evt: phoneCheck{}}) // within a day: no second ping
+	h.reopen()
+	s = h.open("s1")
+	if since := time.Since(s.c.phonePingedAt); since > time.Minute {
+		t.Fatalf("after a restart the last ping was %v ago, want just now", since)
+	}
+	if n := pings(); n != 1 {
+		t.Fatalf("%d pings, want 1 (none at 9 days, one a day after 10)", n)
 	}
 }

@@ -200,7 +200,7 @@ func (n *Network) Open(sessionID string, sink func(network.Event), opts ...netwo
 	c := newClient(n, sessionID, dev, sink, o)
 	if c.phone != "" {
 		ctx, cancel := context.WithTimeout(n.ctx, dbTimeout)
-		c.phoneSeenAt = c.loadPhoneSeen(ctx)
+		c.loadPhoneSeen(ctx)
 		c.loadTimelock(ctx)
 		cancel()
 	}
