@@ -15,6 +15,7 @@ import (
 	"net/http/pprof"
 	"net/netip"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -203,6 +204,8 @@ func (c config) check() error {
 		return fmt.Errorf("--network must be sim or whatsapp")
 	case c.whatsappStore != "" && !whatsapp.IsPostgresURL(c.whatsappStore):
 		return fmt.Errorf("--whatsapp-store must be a postgres:// URL (or empty for SQLite in the data directory)")
+	case c.ffmpeg != "" && !executable(c.ffmpeg):
+		return fmt.Errorf("--ffmpeg %q: not an executable file", c.ffmpeg)
 	case c.auth != "dev" && c.auth != "oidc":
 		return fmt.Errorf("--auth must be dev or oidc")
 	case c.auth == "oidc" && (c.oidcIssuer == "" || c.oidcAudience == ""):
@@ -404,7 +407,7 @@ func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err err
 		},
 		LogRequests: c.logRequests, Version: version, Sim: simControls, BulkMaxRecipients: c.bulkMaxRecipients,
 		Media:     httpapi.MediaOptions{MaxBytes: c.mediaMaxBytes, AllowPrivate: c.mediaAllowPrivate},
-		Dashboard: dash,
+		Dashboard: dash, AudioCheck: c.audioCheck(),
 	})
 	if err != nil {
 		return nil, err
@@ -476,6 +479,22 @@ func (g *gateway) shutdown(timeout time.Duration) {
 		g.events = nil
 	}
 	g.close()
+}
+
+// executable tells whether path (or a name on PATH) is a program.
+func executable(path string) bool {
+	_, err := exec.LookPath(path)
+	return err == nil
+}
+
+// audioCheck is the accept-time check of audio sends: on WhatsApp, audio it cannot play is
+// refused with 415 unless --ffmpeg converts it to a voice note.
+func (c config) audioCheck() func([]byte, string) error {
+	if c.network != "whatsapp" {
+		return nil
+	}
+	convert := c.ffmpeg != ""
+	return func(data []byte, mime string) error { return whatsapp.CheckAudio(data, mime, convert) }
 }
 
 // whatsappHTTPClient carries every WhatsApp connection when set: only a test build

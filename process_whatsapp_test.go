@@ -5,6 +5,9 @@ package main
 // (`--whatsapp-store postgres://`): link by pair code, send, kill -9, restart, send again.
 
 import (
+	"encoding/base64"
+	"encoding/binary"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,14 +116,55 @@ func TestWhatsAppProcessOnPostgres(t *testing.T) {
 		t.Fatalf("a SQLite device store was made in the data directory with --whatsapp-store: %v", err)
 	}
 
+	// A voice note WhatsApp cannot play (WAV) is refused at accept without --ffmpeg.
+	voice := map[string]any{"phone": customer, "type": "audio", "fileUrl": "data:audio/wav;base64," + base64.StdEncoding.EncodeToString(wav())}
+	want(t, tg.do("POST", "/api/client/send", bearerAuth(alice), voice), 415, "unsupported_media_type")
+
 	// kill -9: the device, its keys and its lock live in PostgreSQL; the restarted process
-	// takes the lock again (the dead one's went with its connection) and reconnects.
+	// takes the lock again (the dead one's went with its connection) and reconnects. With
+	// --ffmpeg the WAV is accepted and goes out as an Ogg/Opus voice note.
 	p.kill9(t)
-	p = startFakeWAProc(t, srv, data, "--whatsapp-store", store)
+	ffmpeg, err := exec.LookPath("ffmpeg")
+	if err != nil {
+		t.Fatalf("ffmpeg not found (apt-get install ffmpeg; .ci/run installs it): %v", err)
+	}
+	p = startFakeWAProc(t, srv, data, "--whatsapp-store", store, "--ffmpeg", ffmpeg)
 	tg = p.gw(t, data)
 	tg.waitStatus(alice, "CONNECTED")
 	sent("after the crash")
+	r = tg.do("POST", "/api/client/send", bearerAuth(alice), voice)
+	want(t, r, 200, "")
+	eventually(t, 20*time.Second, "the voice note at the fake server", func() bool {
+		for _, m := range srv.Messages() {
+			if m.MediaType == "ptt" && m.Error == 0 {
+				return true
+			}
+		}
+		return false
+	})
 	if n := srv.Online(phone); n != 1 {
 		t.Fatalf("%d connections of the device, want 1", n)
 	}
+}
+
+// wav is a second of a 440 Hz tone, 16-bit mono PCM at 16 kHz.
+func wav() []byte {
+	const rate, n = 16000, 16000
+	b := make([]byte, 44+2*n)
+	copy(b, "RIFF")
+	binary.LittleEndian.PutUint32(b[4:], 36+2*n)
+	copy(b[8:], "WAVEfmt ")
+	binary.LittleEndian.PutUint32(b[16:], 16)
+	binary.LittleEndian.PutUint16(b[20:], 1)
+	binary.LittleEndian.PutUint16(b[22:], 1)
+	binary.LittleEndian.PutUint32(b[24:], rate)
+	binary.LittleEndian.PutUint32(b[28:], rate*2)
+	binary.LittleEndian.PutUint16(b[32:], 2)
+	binary.LittleEndian.PutUint16(b[34:], 16)
+	copy(b[36:], "data")
+	binary.LittleEndian.PutUint32(b[40:], 2*n)
+	for i := range n {
+		binary.LittleEndian.PutUint16(b[44+2*i:], uint16(int16(8000*math.Sin(2*math.Pi*440*float64(i)/rate))))
+	}
+	return b
 }

@@ -111,6 +111,9 @@ func (c *client) Send(ctx context.Context, m network.Message) (network.Receipt, 
 	if !r.in {
 		return network.Receipt{}, fmt.Errorf("whatsapp: send to %s: %w", digits, network.ErrNotOnNetwork)
 	}
+	if m, err = c.n.prepareAudio(ctx, m); err != nil {
+		return network.Receipt{}, fmt.Errorf("whatsapp: send %s: %w", m.Kind, err)
+	}
 	msg, err := buildMessage(ctx, wa.Upload, m, time.Now())
 	if err != nil {
 		return network.Receipt{}, fmt.Errorf("whatsapp: send %s: %w", m.Kind, classifyError(err))
