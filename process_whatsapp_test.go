@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,32 +20,12 @@ import (
 	"github.com/gateway/gateway/network/whatsapp/fakewa"
 )
 
-var (
-	fakeBinOnce sync.Once
-	fakeBinPath string
-	fakeBinErr  error
-)
+var fakeWABinary builtBinary
 
 // gatewayFakeWABinary builds the gateway with the fakewa hook once per test run.
 func gatewayFakeWABinary(t testing.TB) string {
 	t.Helper()
-	fakeBinOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "gateway-fakewa-bin-")
-		if err != nil {
-			fakeBinErr = err
-			return
-		}
-		fakeBinPath = filepath.Join(dir, "gateway")
-		out, err := exec.Command("go", "build", "-tags", "fakewa", "-o", fakeBinPath, ".").CombinedOutput()
-		if err != nil {
-			fakeBinErr = err
-			t.Logf("%s", out)
-		}
-	})
-	if fakeBinErr != nil {
-		t.Fatal(fakeBinErr)
-	}
-	return fakeBinPath
+	return fakeWABinary.get(t, "-tags", "fakewa")
 }
 
 // startFakeWAProc starts the fakewa build of the gateway on network whatsapp against srv.

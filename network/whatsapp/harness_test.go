@@ -86,26 +86,25 @@ type harness struct {
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	srv, err := fakewa.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	h := &harness{t: t, srv: srv, dbPath: filepath.Join(t.TempDir(), "whatsapp.db")}
-	h.reopen()
-	return h
+	return newHarnessOn(t, "")
 }
 
 // newPostgresHarness is newHarness with the device store in a new database of the test
 // binary's PostgreSQL server (internal/pgtest: skipped only under -short).
 func newPostgresHarness(t testing.TB) *harness {
 	t.Helper()
+	return newHarnessOn(t, pgtest.DB(t))
+}
+
+// newHarnessOn makes a harness whose store is storeURL (PostgreSQL), or SQLite when empty.
+func newHarnessOn(t testing.TB, storeURL string) *harness {
+	t.Helper()
 	srv, err := fakewa.New()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	h := &harness{t: t, srv: srv, storeURL: pgtest.DB(t)}
+	h := &harness{t: t, srv: srv, dbPath: filepath.Join(t.TempDir(), "whatsapp.db"), storeURL: storeURL}
 	h.reopen()
 	return h
 }
