@@ -282,28 +282,7 @@ func TestFullDiskProcess(t *testing.T) {
 	s := tg.newSender(admin, "alice", "447700900001", nil)
 
 	// Someone else's file takes the disk down to 64 MiB free...
-	filler := filepath.Join(data, "filler")
-	fill := func(leave uint64) {
-		f, err := os.OpenFile(filler, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		chunk := make([]byte, 1<<20)
-		for {
-			var st syscall.Statfs_t
-			if err := syscall.Statfs(data, &st); err != nil {
-				t.Fatal(err)
-			}
-			if st.Bavail*uint64(st.Bsize) <= leave {
-				return
-			}
-			if _, err := f.Write(chunk); err != nil {
-				return
-			}
-		}
-	}
-	fill(64 << 20)
+	filler := fillDisk(t, data, 64<<20)
 
 	// ...then, while 4 clients send, down to 8 MiB.
 	var (
@@ -357,7 +336,7 @@ func TestFullDiskProcess(t *testing.T) {
 		return len(accepted) >= 20
 	})
 	t0 := time.Now()
-	fill(8 << 20)
+	fillDisk(t, data, 8<<20)
 	t.Logf("filled in %v", time.Since(t0))
 	eventually(t, 10*time.Second, "sends refused with 503 storage_unavailable", func() bool { return refused.Load() >= 20 })
 	res, err := http.Get(p.url + "/readyz")
