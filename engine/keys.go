@@ -305,6 +305,14 @@ func (k *Keys) setPlan(uid string, plan key.Plan) {
 	}
 }
 
+// Refund gives back a call Authorize granted that the gateway could not serve (answered 503,
+// a full disk say): it does not count against the key's daily cap.
+func (k *Keys) Refund(g domain.Grant) {
+	if ent := k.idx.get(g.Key.ID); ent != nil && !g.Reset.IsZero() {
+		k.e.hw.Send(ent.pid, key.Refund{Day: g.Reset.Add(-24 * time.Hour).UTC().Format(time.DateOnly)})
+	}
+}
+
 // authCall is a pooled Authorize message with its reply channel and timer.
 type authCall struct {
 	msg   key.Authorize

@@ -48,6 +48,7 @@ func (s *Server) apiKey(ctx *fasthttp.RequestCtx, scope string) (domain.Grant, e
 		return r, err
 	}
 	s.metrics.keyDecision("allowed")
+	ctx.SetUserValue(ctxGrant, r) // route refunds the call if it is answered 503
 	return r, nil
 }
 

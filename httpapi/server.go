@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/engine"
 	"github.com/gateway/gateway/identity"
 )
@@ -105,6 +106,7 @@ type Server struct {
 
 const (
 	ctxRoute     = "route"
+	ctxGrant     = "api_key_grant"
 	ctxRequestID = "request_id"
 )
 
@@ -262,6 +264,10 @@ func (s *Server) route(method, path string, limit int, h handler) {
 		if err != nil {
 			ctx.Response.ResetBody()
 			s.writeError(ctx, err)
+			if g, ok := ctx.UserValue(ctxGrant).(domain.Grant); ok && ctx.Response.StatusCode() == fasthttp.StatusServiceUnavailable {
+				// The gateway could not serve the call: it does not count against the key's day.
+				s.eng.Keys.Refund(g)
+			}
 		}
 	})
 }

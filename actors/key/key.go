@@ -86,6 +86,9 @@ type (
 	}
 	// SetPlan changes the daily cap (the owner's plan changed).
 	SetPlan struct{ Plan Plan }
+	// Refund gives back a call of Day (UTC, 2006-01-02) the gateway could not serve (it was
+	// answered 503): it does not count against the daily cap. api_calls keeps it.
+	Refund struct{ Day string }
 	// Delete removes the key and its counters from storage; the actor then stops itself.
 	Delete struct{ Reply chan error }
 )
@@ -144,6 +147,10 @@ func (k *Key) Receive(c *actor.Context) {
 		m.Reply <- k.update(m)
 	case SetPlan:
 		k.plan = m.Plan
+	case Refund:
+		if m.Day == k.day && k.count > 0 {
+			k.count--
+		}
 	case *Delete:
 		k.delete(c, m)
 	case mark.Saved:

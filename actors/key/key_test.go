@@ -226,3 +226,25 @@ func (l *logLines) Write(p []byte) (int, error) {
 }
 func (l *logLines) String() string     { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 func (l *logLines) count(s string) int { return strings.Count(l.String(), s) }
+
+// A call refunded (the gateway answered it 503) does not count against the day's cap; a refund
+// of another day changes nothing.
+func TestRefundedCallsDoNotCount(t *testing.T) {
+	store := &memStore{keys: map[string]domain.APIKey{"k1": {ID: "k1", UserID: "u1", Status: "active"}}, usage: map[string]domain.KeyUsage{}}
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &fakeClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	pid := hw.Spawn(New("k1", Plan{Name: "p", Limit: 2}, Deps{Store: store, Clock: clk, Log: slog.New(slog.DiscardHandler), Block: 10}), "key", actor.WithID("k1"))
+	authorize(t, hw, pid, "")
+	authorize(t, hw, pid, "")
+	hw.Send(pid, Refund{Day: "2026-04-30"})
+	if r := authorize(t, hw, pid, ""); !errors.Is(r.Err, domain.ErrRateLimited) {
+		t.Fatalf("a refund of another day freed a call: %+v", r)
+	}
+	hw.Send(pid, Refund{Day: "2026-05-01"})
+	if r := authorize(t, hw, pid, ""); r.Err != nil || r.Used != 2 || r.APICalls != 3 {
+		t.Fatalf("after a refund: used %d, api_calls %d, err %v", r.Used, r.APICalls, r.Err)
+	}
+}
