@@ -27,7 +27,7 @@ import (
 	"github.com/gateway/gateway/engine"
 )
 
-// HTTP-layer errors (the domain ones live in actors and are re-exported by engine).
+// HTTP-layer errors (the domain ones live in domain/errors.go).
 var (
 	// errNoCredentials: the request carries no API key or ID token.
 	errNoCredentials = domain.E("missing_credentials", "missing credentials: send Authorization: Bearer <token>")

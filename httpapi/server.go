@@ -2,7 +2,10 @@
 // goccy/go-json, authentication (API keys, ID tokens), the error model of DESIGN.md section 4,
 // metrics and the OpenAPI document. A handler parses, authorizes, asks the engine and writes the
 // response, or returns an error that route answers (errors.go); it never touches storage.
-// Imports: engine, identity, network (port types).
+// Request bodies are read within each route's limit before routing (body.go). Its handlers
+// are tested in place on an in-memory engine with golden bodies (api_test.go,
+// handlers_test.go), every response checked against the OpenAPI document (openapitest).
+// Imports: domain, engine, identity, media, web.
 package httpapi
 
 import (
