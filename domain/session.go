@@ -78,6 +78,8 @@ type Pacing struct {
 	// step, at least 1).
 	NewContactsFirstDay int `json:"newContactsFirstDay"`
 	RampDays            int `json:"rampDays"`
+	// PerDay caps a session's sends per UTC day, replies included.
+	PerDay int `json:"perDay"`
 }
 
 // IsZero tells whether the pacing limits nothing.
@@ -129,5 +131,23 @@ func (p Pacing) Merge(o *Pacing) Pacing {
 	if o.RampDays != 0 {
 		p.RampDays = o.RampDays
 	}
+	if o.PerDay != 0 {
+		p.PerDay = o.PerDay
+	}
+	return p
+}
+
+// Half is p at half rate (DESIGN.md section 14): gaps doubled, caps halved (a cap stays at
+// least 1). The new-contact ramp keeps its shape: NewContactCap halves each day's cap.
+func (p Pacing) Half() Pacing {
+	half := func(n int) int {
+		if n <= 0 {
+			return n
+		}
+		return max(n/2, 1)
+	}
+	p.MinGapMs, p.JitterMs = 2*p.MinGapMs, 2*p.JitterMs
+	p.PerMinute, p.PerDay = half(p.PerMinute), half(p.PerDay)
+	p.NewContactsPerDay, p.NewContactsFirstDay = half(p.NewContactsPerDay), half(p.NewContactsFirstDay)
 	return p
 }
