@@ -19,6 +19,7 @@ import (
 
 	"github.com/goccy/go-json"
 
+	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/identity"
 )
 
@@ -32,6 +33,8 @@ type testGW struct {
 	client *http.Client
 	errc   chan error
 	clock  func() time.Time // the engine's clock (nil: time.Now)
+	// after: the engine's timers by that clock (nil: time.AfterFunc); see skewClock.
+	after func(time.Duration, func()) session.Timer
 }
 
 // startGW starts a gateway on a fresh data dir (unless args set --data) with args added to the
@@ -58,6 +61,9 @@ func (tg *testGW) start() {
 		tg.t.Fatalf("flags: %v", err)
 	}
 	cfg.now = tg.clock
+	if tg.after != nil {
+		cfg.afterFunc = tg.after
+	}
 	tg.cfg = cfg
 	// Logs go to stderr at error level (a test's goroutines may outlive testing.T's logger).
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))

@@ -38,7 +38,8 @@ type Session struct {
 	StatusReason string    `json:"statusReason,omitempty"`
 	Until        time.Time `json:"until"`
 	// TimelockUntil: the network refuses first messages to new contacts until then (WhatsApp's
-	// reach-out timelock); the queue is held meanwhile. Zero when none.
+	// reach-out timelock); those wait meanwhile, replies to contacts who wrote still go. Zero
+	// when none. The API shows it as restrictedUntil (and timelockUntil, its older name).
 	TimelockUntil time.Time `json:"timelockUntil"`
 	// LogoutAt: the phone has not been seen for days and the network is expected to unlink the
 	// device then (a warning; zero when none).
@@ -47,6 +48,9 @@ type Session struct {
 	QR string `json:"-"`
 	// Queue is the session's delivery queue as of the view (not persisted).
 	Queue QueueStats `json:"-"`
+	// Unreachable: the recipients the network refused twice, until when messages to them fail
+	// at once (not persisted here: protection records). Never changed once published.
+	Unreachable map[string]time.Time `json:"-"`
 }
 
 // ClientStatus is the status as the dashboard sees it.
