@@ -216,13 +216,12 @@ func (s *Session) Receive(c *actor.Context) {
 		s.answerClosers()
 	case SetPacing:
 		s.q.base = m.Pacing
-		s.q.pacing = m.Pacing.Merge(s.st.Pacing)
-		s.stir()
+		s.setPacing(m.Pacing.Merge(s.st.Pacing))
 		s.pump(c)
 	case *Update:
 		if m.SetPacing {
 			s.st.Pacing = m.Pacing
-			s.q.pacing = s.q.base.Merge(m.Pacing)
+			s.setPacing(s.q.base.Merge(m.Pacing))
 		}
 		if m.Proxy != nil {
 			s.st.Proxy = *m.Proxy
@@ -269,6 +268,15 @@ func (s *Session) Receive(c *actor.Context) {
 			s.client.Disconnect()
 		}
 	}
+}
+
+// setPacing puts a new pacing in force: a gap drawn under the old one shrinks to the new one's
+// longest.
+func (s *Session) setPacing(p domain.Pacing) {
+	s.q.pacing = p
+	longest := s.pacingAt(s.deps.Clock.Now())
+	s.q.gap = min(s.q.gap, time.Duration(longest.MinGapMs+longest.JitterMs)*time.Millisecond)
+	s.stir()
 }
 
 // answerClosers answers Close once the queue is settled: nothing queued, nothing with the
@@ -442,6 +450,10 @@ func (s *Session) onNetEvent(ev network.Event) {
 			s.st.Phone = e.Phone
 		}
 		s.loadPhone(s.st.Phone, now)
+		s.st.LastActivity = now.UTC()
+		s.st.StatusReason, s.st.Until = "", time.Time{}
+		s.setStatus(domain.StatusConnected)
+		s.failQRWaiters(domain.ErrAlreadyConnected)
 		if s.prot.Banned {
 			// A ban's end: half rate for a day (the network watches an account it just let
 			// back in).
@@ -449,10 +461,6 @@ func (s *Session) onNetEvent(ev network.Event) {
 			s.saveProtections()
 			s.slowDown(now, domain.WarnBanEnded)
 		}
-		s.st.LastActivity = now.UTC()
-		s.st.StatusReason, s.st.Until = "", time.Time{}
-		s.setStatus(domain.StatusConnected)
-		s.failQRWaiters(domain.ErrAlreadyConnected)
 	case network.Disconnected:
 		s.st.StatusReason, s.st.Until = string(e.StatusReason), e.Until
 		if s.st.StatusReason == "" {
