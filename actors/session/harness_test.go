@@ -87,7 +87,7 @@ func (c *fakeClient) Connect(context.Context) error {
 	return nil
 }
 
-func (c *fakeClient) PairPhone(context.Context, string) (string, error)   { return "", nil }
+func (c *fakeClient) PairPhone(context.Context, string) (string, error) { return "", nil }
 func (c *fakeClient) IsOnNetwork(context.Context, string) (bool, error) { return true, nil }
 
 func (c *fakeClient) Send(_ context.Context, m network.Message) (network.Receipt, error) {
@@ -224,7 +224,7 @@ type viewBox struct {
 }
 
 func (b *viewBox) Publish(s domain.Session) { b.mu.Lock(); b.v = s; b.mu.Unlock() }
-func (b *viewBox) get() domain.Session   { b.mu.Lock(); defer b.mu.Unlock(); return b.v }
+func (b *viewBox) get() domain.Session      { b.mu.Lock(); defer b.mu.Unlock(); return b.v }
 
 // inspect runs on the actor's goroutine (probe's own message).
 type inspect struct {
