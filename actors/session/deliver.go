@@ -173,7 +173,7 @@ func (s *Session) pump(c *actor.Context) {
 // none may go, it says when to look again (zero: when something changes).
 func (s *Session) pick(now time.Time) ([]item, time.Time) {
 	q := &s.q
-	if s.prot.Phone != s.st.Phone {
+	if s.st.Phone != "" && s.prot.Phone != s.st.Phone {
 		if s.loadPhone(s.st.Phone, now); s.prot.Phone != s.st.Phone {
 			return nil, now.Add(retryFirst)
 		}

@@ -297,6 +297,12 @@ func TestTimelockHoldsOnlyNewContacts(t *testing.T) {
 	r.client().emit(network.Incoming{From: "15550000010", At: t0})
 	r.client().emit(network.Timelock{Active: true, Until: end})
 	r.eventually("restrictedUntil in the view", func() bool { return r.view.get().TimelockUntil.Equal(end) })
+	r.eventually("a session.status event with it", func() bool {
+		r.events.mu.Lock()
+		defer r.events.mu.Unlock()
+		n := len(r.events.statuses)
+		return n > 0 && r.events.statuses[n-1].TimelockUntil.Equal(end)
+	})
 	cold := r.send("15550000020")
 	reply := r.send("15550000010")
 	if o := r.waitOutcome(reply); o.err != nil {
