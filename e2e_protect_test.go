@@ -41,6 +41,16 @@ func (tg *testGW) waitFailed(key, id, code string) map[string]any {
 	return m
 }
 
+// hook subscribes the user of tok to events at a new receiver; it returns the receiver and the
+// subscription's secret.
+func (tg *testGW) hook(t *testing.T, tok string, events ...string) (*hookSink, string) {
+	t.Helper()
+	sink := newHookSink(t)
+	sub := tg.do("POST", "/api/client/webhooks", bearerAuth(tok), map[string]any{"url": sink.URL + "/hook", "events": events})
+	want(tg.t, sub, 201, "")
+	return sink, sub.str("secret")
+}
+
 // texts lists the texts the sim delivered to a number, in order.
 func (tg *testGW) texts(to string) []string {
 	var out []string
@@ -123,12 +133,14 @@ func TestRecipientRefusing463NeverHoldsTheQueue(t *testing.T) {
 // 10 % of an hour's sends refused slows the session with a session.warning.
 func TestRefusalsAndRateLimitThroughTheSim(t *testing.T) {
 	tg := startGW(t, "--webhook-allow-private")
-	sink := newHookSink(t)
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)
-	sub := tg.do("POST", "/api/client/webhooks", bearerAuth(s.tok), map[string]any{"url": sink.URL + "/hook", "events": []string{"session.warning"}})
-	want(t, sub, 201, "")
+	sink, secret := tg.hook(t, s.tok, "session.warning")
 
+	want(t, tg.do("POST", "/api/dev/sim/refuse", nil, map[string]any{"to": "15550004790", "code": 500}), 400, "validation_failed")
+	want(t, tg.do("POST", "/api/dev/sim/refuse", nil, map[string]any{"to": "15550004790"}), 400, "validation_failed")
+	want(t, tg.do("POST", "/api/dev/sim/refuse", nil, map[string]any{"to": "12", "code": 463}), 400, "invalid_phone")
+	want(t, tg.do("POST", "/api/dev/sim/timelock", nil, map[string]any{"sessionId": "nope"}), 404, "session_not_found")
 	want(t, tg.do("POST", "/api/dev/sim/refuse", nil, map[string]any{"to": "15550004790", "code": 479}), 200, "")
 	refused := tg.sendTo(s.key, "15550004790", "479 forever")
 	if m := tg.waitFailed(s.key, refused, "network_error"); m["attempts"] != float64(2) {
@@ -163,7 +175,7 @@ func TestRefusalsAndRateLimitThroughTheSim(t *testing.T) {
 	}
 	tg.waitFailed(s.key, tg.sendTo(s.key, "15550004790", "479 again"), "network_error")
 	eventually(t, 10*time.Second, "a session.warning", func() bool { return len(sink.all()) == 1 })
-	ev := sink.events(t, sub.str("secret"))[0]
+	ev := sink.events(t, secret)[0]
 	until, _ := time.Parse(time.RFC3339, ev.Data["until"].(string))
 	if ev.Type != "session.warning" || ev.Data["reason"] != "refusals" || ev.Data["session"] != s.session || time.Until(until) < 23*time.Hour {
 		t.Fatalf("warning: %+v", ev)
@@ -176,11 +188,9 @@ func TestRefusalsAndRateLimitThroughTheSim(t *testing.T) {
 // session_deleted.
 func TestQueuedMessagesFollowTheirAccount(t *testing.T) {
 	tg := startGW(t, "--webhook-allow-private")
-	sink := newHookSink(t)
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)
-	sub := tg.do("POST", "/api/client/webhooks", bearerAuth(s.tok), map[string]any{"url": sink.URL + "/hook", "events": []string{"message.status"}})
-	want(t, sub, 201, "")
+	sink, secret := tg.hook(t, s.tok, "message.status")
 	want(t, tg.do("PATCH", "/api/admin/sessions", bearerAuth(admin), map[string]any{"id": s.session, "pacing": map[string]any{"minGapMs": 600_000}}), 200, "")
 	first := tg.sendTo(s.key, "15550005000", "alice one")
 	tg.simDelivered("15550005000", 1)
@@ -218,7 +228,7 @@ func TestQueuedMessagesFollowTheirAccount(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "3 failed events", func() bool {
 		n := 0
-		for _, e := range sink.events(t, sub.str("secret")) {
+		for _, e := range sink.events(t, secret) {
 			if e.Data["status"] == "failed" && e.Data["code"] == "session_reassigned" && slices.Contains(queued, e.Data["messageId"].(string)) {
 				n++
 			}
@@ -251,18 +261,16 @@ func TestQueuedMessagesFollowTheirAccount(t *testing.T) {
 func TestBanEndSlowsToHalfRate(t *testing.T) {
 	clk := newSkewClock()
 	tg := startGWSkew(t, clk, "--webhook-allow-private", "--pace-min-gap", "300ms", "--pace-per-day", "6")
-	sink := newHookSink(t)
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)
-	sub := tg.do("POST", "/api/client/webhooks", bearerAuth(s.tok), map[string]any{"url": sink.URL + "/hook", "events": []string{"session.status", "session.warning"}})
-	want(t, sub, 201, "")
+	sink, secret := tg.hook(t, s.tok, "session.status", "session.warning")
 	end := clk.Now().Add(time.Second).UTC().Format(time.RFC3339Nano)
 	want(t, tg.do("POST", "/api/dev/sim/ban", nil, map[string]any{"sessionId": s.session, "until": end}), 200, "")
 	want(t, tg.do("POST", "/api/dev/sim/ban", nil, map[string]any{"sessionId": "nope", "until": end}), 404, "session_not_found")
 	want(t, tg.do("POST", "/api/dev/sim/ban", nil, map[string]any{"sessionId": s.session, "until": "tomorrow"}), 400, "validation_failed")
 	eventually(t, 10*time.Second, "banned, then back, then warned", func() bool {
 		var got []string
-		for _, e := range sink.events(t, sub.str("secret")) {
+		for _, e := range sink.events(t, secret) {
 			l := e.Type + ":" + fmt.Sprintf("%v %v", e.Data["status"], e.Data["reason"])
 			got = append(got, l)
 		}

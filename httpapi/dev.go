@@ -197,19 +197,16 @@ func (r simUntilRequest) until() (time.Time, error) {
 
 // simTimelock is POST /api/dev/sim/timelock: the network's account-wide reach-out timelock.
 func (s *Server) simTimelock(ctx *fasthttp.RequestCtx) error {
-	var req simUntilRequest
-	if err := bind(ctx, &req, need("sessionId", &req.SessionID)); err != nil {
-		return err
-	}
-	until, err := req.until()
-	if err != nil {
-		return err
-	}
-	return simResult(ctx, s.cfg.Sim.Timelock(*req.SessionID, until))
+	return s.simUntil(ctx, s.cfg.Sim.Timelock)
 }
 
 // simBan is POST /api/dev/sim/ban: a temporary ban of the session's account.
 func (s *Server) simBan(ctx *fasthttp.RequestCtx) error {
+	return s.simUntil(ctx, s.cfg.Sim.Ban)
+}
+
+// simUntil applies a {sessionId, until} control.
+func (s *Server) simUntil(ctx *fasthttp.RequestCtx, set func(sessionID string, until time.Time) error) error {
 	var req simUntilRequest
 	if err := bind(ctx, &req, need("sessionId", &req.SessionID)); err != nil {
 		return err
@@ -218,5 +215,5 @@ func (s *Server) simBan(ctx *fasthttp.RequestCtx) error {
 	if err != nil {
 		return err
 	}
-	return simResult(ctx, s.cfg.Sim.Ban(*req.SessionID, until))
+	return simResult(ctx, set(*req.SessionID, until))
 }
