@@ -298,7 +298,7 @@ func (s *Sessions) Update(ctx context.Context, sessionID string, u SessionUpdate
 	if ent == nil {
 		return SessionView{}, fmt.Errorf("%w: %s", ErrSessionNotFound, sessionID)
 	}
-	if p != nil && (p.MinGapMs < 0 || p.JitterMs < 0 || p.PerMinute < 0 || p.NewContactsPerDay < 0 || p.RampDays < 0) {
+	if p != nil && (p.MinGapMs < 0 || p.JitterMs < 0 || p.PerMinute < 0 || p.NewContactsPerDay < 0 || p.RampDays < 0 || p.PerDay < 0) {
 		return SessionView{}, fmt.Errorf("%w: pacing values must be 0 or more", ErrValidation)
 	}
 	if u.Proxy != nil && *u.Proxy != "" {
