@@ -84,23 +84,33 @@ func (p Protections) Contact(sessionID, phone, number string) (domain.Contact, e
 	return c, err
 }
 
-// Wrote records that number wrote to the phone at at, and clears its recipient mark, in one
-// commit. It returns the contact as it now stands.
+// Wrote records that number wrote to the phone at at (the first time only), and clears its
+// recipient mark, in one commit; a number known to have written and not marked costs no write.
+// It returns the contact as it now stands.
 func (p Protections) Wrote(ctx context.Context, sessionID, phone, number string, at time.Time) (domain.Contact, error) {
 	key := phoneKey(sessionID, phone) + "/" + number
 	c, err := p.Contact(sessionID, phone, number)
 	if err != nil {
 		return c, err
 	}
-	if c.Wrote != 0 {
-		return c, p.marks.Delete(ctx, key)
+	var ops []Op
+	if c.Wrote == 0 {
+		c.Wrote = domain.MillisOf(at)
+		op, err := p.book.PutOp(key, c)
+		if err != nil {
+			return c, err
+		}
+		ops = append(ops, op)
 	}
-	c.Wrote = domain.MillisOf(at)
-	op, err := p.book.PutOp(key, c)
-	if err != nil {
+	if _, err := p.marks.Get(key); err == nil {
+		ops = append(ops, p.marks.DeleteOp(key))
+	} else if !errors.Is(err, ErrNotFound) {
 		return c, err
 	}
-	return c, p.book.KV().Commit(ctx, op, p.marks.DeleteOp(key))
+	if len(ops) == 0 {
+		return c, nil
+	}
+	return c, p.book.KV().Commit(ctx, ops...)
 }
 
 // PutMark marks a recipient of the phone until m.Until (the record expires then).

@@ -213,11 +213,14 @@ func (s *Session) mark(to string, now time.Time) {
 	s.publish()
 }
 
-// setMarks changes the marks copy-on-write: the published view's map never changes.
+// setMarks changes the marks copy-on-write (the published view's map never changes), and drops
+// the ones past their end.
 func (s *Session) setMarks(change func(map[string]time.Time)) {
 	next := make(map[string]time.Time, len(s.marks)+1)
 	maps.Copy(next, s.marks)
 	change(next)
+	now := s.deps.Clock.Now()
+	maps.DeleteFunc(next, func(_ string, until time.Time) bool { return !now.Before(until) })
 	if len(next) == 0 {
 		next = nil
 	}
