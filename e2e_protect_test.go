@@ -51,6 +51,16 @@ func (tg *testGW) hook(t *testing.T, tok string, events ...string) (*hookSink, s
 	return sink, sub.str("secret")
 }
 
+// deliveredAt is when the sim delivered m.
+func deliveredAt(t *testing.T, m map[string]any) time.Time {
+	t.Helper()
+	at, err := time.Parse(time.RFC3339, m["timestamp"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return at
+}
+
 // texts lists the texts the sim delivered to a number, in order.
 func (tg *testGW) texts(to string) []string {
 	var out []string
@@ -79,19 +89,19 @@ func TestRecipientRefusing463NeverHoldsTheQueue(t *testing.T) {
 	for i := range 9 {
 		tg.sendTo(s.key, others[i%3], fmt.Sprint("other ", i))
 	}
-	var stamps []string
+	var stamps []time.Time
 	for i, to := range others {
 		got := tg.simDelivered(to, 3)
 		if texts := tg.texts(to); !slices.Equal(texts, []string{fmt.Sprint("other ", i), fmt.Sprint("other ", i+3), fmt.Sprint("other ", i+6)}) {
 			t.Fatalf("to %s: %v", to, texts)
 		}
 		for _, m := range got {
-			stamps = append(stamps, m["timestamp"].(string))
+			stamps = append(stamps, deliveredAt(t, m))
 		}
 	}
 	// In acceptance order across recipients too: other 0, 1, 2, 3...
-	order := []string{stamps[0], stamps[3], stamps[6], stamps[1], stamps[4], stamps[7], stamps[2], stamps[5], stamps[8]}
-	if !slices.IsSorted(order) {
+	order := []time.Time{stamps[0], stamps[3], stamps[6], stamps[1], stamps[4], stamps[7], stamps[2], stamps[5], stamps[8]}
+	if !slices.IsSortedFunc(order, time.Time.Compare) {
 		t.Fatalf("the nine out of acceptance order: %v", order)
 	}
 	if m := tg.message(s.key, first); m["status"] != "queued" {
@@ -158,7 +168,7 @@ func TestRefusalsAndRateLimitThroughTheSim(t *testing.T) {
 	behind := tg.sendTo(s.key, "15550004292", "behind")
 	a := tg.simDelivered("15550004290", 1)[0]
 	b := tg.simDelivered("15550004292", 1)[0]
-	if a["timestamp"].(string) > b["timestamp"].(string) {
+	if deliveredAt(t, a).After(deliveredAt(t, b)) {
 		t.Fatalf("the message behind a 429 went first: %v then %v", a, b)
 	}
 	if m := tg.message(s.key, limited); m["attempts"] != float64(3) || m["status"] == "failed" {
@@ -285,10 +295,8 @@ func TestBanEndSlowsToHalfRate(t *testing.T) {
 	}
 	got := tg.simDelivered("15550007000", 3)
 	for i := 1; i < len(got); i++ {
-		a, _ := time.Parse(time.RFC3339, got[i-1]["timestamp"].(string))
-		b, _ := time.Parse(time.RFC3339, got[i]["timestamp"].(string))
-		if b.Sub(a) < 590*time.Millisecond {
-			t.Fatalf("sends %v apart at half rate with a 300 ms gap", b.Sub(a))
+		if gap := deliveredAt(t, got[i]).Sub(deliveredAt(t, got[i-1])); gap < 590*time.Millisecond {
+			t.Fatalf("sends %v apart at half rate with a 300 ms gap", gap)
 		}
 	}
 	if q := tg.status(s.tok)["queue"].(map[string]any); q["depth"] != float64(1) {
