@@ -105,9 +105,9 @@ type KV interface {
 	Close() error
 }
 
-// validateOps refuses what no implementation may write, before anything is queued, so a bad
-// op fails only its own caller.
-func validateOps(ops []Op) error {
+// ValidateOps refuses what no implementation may write, before anything is queued, so a bad
+// op fails only its own caller. Every KV calls it first.
+func ValidateOps(ops []Op) error {
 	for i, op := range ops {
 		switch {
 		case len(op.Key) == 0:
