@@ -31,6 +31,9 @@ var allowedImports = map[string][]string{
 	"actors/storeevents":      {"domain", "ecom"}, // ecom's stateless parsers and renderer
 	"actors/webhook":          {"domain"},
 	"persist":                 {"domain"},
+	"persist/kvtest":          {"persist"},
+	"persist/natskv":          {"persist"},
+	"persist/natstest":        {},
 	"network":                 {"domain"},
 	"network/sim":             {"domain", "network"},
 	"network/whatsapp":        {"domain", "network"},

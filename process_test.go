@@ -73,6 +73,7 @@ func freeAddr(t testing.TB) string {
 func startProc(t testing.TB, data string, args ...string) *proc {
 	t.Helper()
 	addr := freeAddr(t)
+	args = append(args, storeArgs(data, args)...)
 	cmd := exec.Command(gatewayBinary(t), append([]string{"serve", "--data", data, "--addr", addr, "--log-requests=false"}, args...)...)
 	p := &proc{cmd: cmd, url: "http://" + addr, stderr: &strings.Builder{}, mu: &sync.Mutex{}}
 	pr, pw := io.Pipe()

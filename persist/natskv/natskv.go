@@ -448,6 +448,10 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
+// MaxValue is the largest value a commit may write: the server's max_payload less what a
+// message adds to its value.
+func (s *Store) MaxValue() int { return s.maxValue }
+
 // Stats are the store's counters: commit groups sent and how many were multi-message batches.
 func (s *Store) Stats() (groups, batches uint64) { return s.groups.Load(), s.batches.Load() }
 

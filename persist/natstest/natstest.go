@@ -111,6 +111,9 @@ func (s *Server) start() error {
 	return nil
 }
 
+// Dir is the server's JetStream store directory.
+func (s *Server) Dir() string { return s.dir }
+
 // Stop shuts the server down (its store stays); Restart starts it again.
 func (s *Server) Stop() {
 	s.mu.Lock()
