@@ -47,7 +47,9 @@ var allowedImports = map[string][]string{
 	// bench mints dev ID tokens (identity) and, for the durable floor, makes the same Badger
 	// group commit the gateway makes (persist). It is a tool beside the gateway, never
 	// imported by it, so reaching into an adapter bends no arrow of the core.
-	"bench": {"domain", "identity", "persist"},
+	// With --store nats it also starts an embedded NATS server (persist/natstest) and makes the
+	// floor's commits through the gateway's JetStream store (persist/natskv).
+	"bench": {"domain", "identity", "persist", "persist/natskv", "persist/natstest"},
 }
 
 // goImports lists every package of the module with the module's packages it imports directly
