@@ -52,7 +52,7 @@
 //     batch is applied under the stream's isolation lock, which direct gets also take (a
 //     reader sees all of a batch or none); clustered, the batch is one multi-entry raft
 //     proposal (ProposeMulti).
-//   - Limits (server defaults; the shipped deploy/nats.conf and natstest raise them): 1,000
+//   - Limits (server defaults; deploy/nats.conf spells them out, natstest raises them): 1,000
 //     messages per batch (max_batch_size), 50 open batches per stream and 1,000 per server,
 //     10 s to commit a batch after its first message. Batches refuse Nats-Msg-Id and
 //     Nats-Expected-Last-Msg-Id.
