@@ -76,14 +76,21 @@ func run(args []string, stdout, stderr io.Writer) error {
 
 // Interface guards: the adapters main wires into the core.
 var (
-	_ network.Network     = (*sim.Network)(nil)
-	_ httpapi.SimControls = (*sim.Network)(nil)
-	_ account.Store       = persist.Accounts{}
-	_ session.Contacts    = persist.Contacts{}
-	_ session.Store       = persist.Sessions{}
-	_ engine.Store        = (*persist.Store)(nil)
-	_ recordStore         = (*persist.Badger)(nil)
-	_ recordStore         = (*natskv.Store)(nil)
+	_ network.Network      = (*sim.Network)(nil)
+	_ httpapi.SimControls  = (*sim.Network)(nil)
+	_ account.Store        = persist.Accounts{}
+	_ session.Contacts     = persist.Contacts{}
+	_ session.Store        = persist.Sessions{}
+	_ engine.Store         = (*persist.Store)(nil)
+	_ engine.Outbox        = (*persist.Outbox)(nil)
+	_ engine.SessionStore  = persist.Sessions{}
+	_ engine.CampaignStore = (*persist.Campaigns)(nil)
+	_ engine.ShopStore     = (*persist.Stores)(nil)
+	_ engine.InboxStore    = (*persist.Inbox)(nil)
+	_ engine.EventStore    = (*persist.Webhooks)(nil)
+	_ engine.Sealer        = (*persist.Sealer)(nil)
+	_ recordStore          = (*persist.Badger)(nil)
+	_ recordStore          = (*natskv.Store)(nil)
 )
 
 // recordStore is the records store main opens: Badger in the data dir, or JetStream (--store nats).
@@ -379,11 +386,14 @@ func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err err
 		Name: "gateway_build_info", Help: "Always 1; the labels name the running build.",
 		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
 	}, func() float64 { return 1 }))
-	if g.events, err = newEvents(ctx, c, g.kv, reg, engine.NewSecretBox(stores.Sealer), log); err != nil {
+	// Every typed store on the one KV; each part of the core gets the ones it uses, as the
+	// interfaces it declares.
+	recs := persist.NewRecords(g.kv)
+	if g.events, err = newEvents(ctx, c, recs.Webhooks, reg, engine.NewSecretBox(stores.Sealer), log); err != nil {
 		return nil, err
 	}
 	g.engine, err = engine.New(engine.Config{
-		Store: persist.NewStore(g.kv), Logger: log.With("component", "engine"), Plans: plans,
+		Store: recs.Store, Records: engineRecords(recs), Logger: log.With("component", "engine"), Plans: plans,
 		DefaultPlan: c.defaultPlan, AdminUIDs: strings.Split(c.adminUIDs, ","), DevRoles: c.auth == "dev",
 		Network: g.net, Stores: stores, Now: c.now, Pacing: c.pacing(), BootWindow: c.bootWindowOrDefault(),
 		Events: g.events,
@@ -433,14 +443,14 @@ func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err err
 // the last stop or crash. Webhook URLs pass the media address checks unless
 // --webhook-allow-private.
 // Signing secrets are sealed at rest with the key of the store credentials.
-func newEvents(ctx context.Context, c config, kv persist.KV, reg prometheus.Registerer, secrets engine.SecretBox, log *slog.Logger) (*engine.Events, error) {
+func newEvents(ctx context.Context, c config, store engine.EventStore, reg prometheus.Registerer, secrets engine.SecretBox, log *slog.Logger) (*engine.Events, error) {
 	hw, err := actor.NewEngine(actor.NewEngineConfig())
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
 	guard := media.Guard{AllowPrivate: c.webhookAllowPrivate}
 	ev, err := engine.NewEvents(engine.EventsConfig{
-		Store: persist.NewWebhooks(kv), Actors: hw, Log: log.With("component", "events"), Metrics: reg,
+		Store: store, Actors: hw, Log: log.With("component", "events"), Metrics: reg,
 		Poster: webhook.NewHTTPPoster(guard.Dialer(5*time.Second), webhook.Timeout, 0), Guard: guard, Secrets: secrets,
 	})
 	if err != nil {
@@ -450,6 +460,12 @@ func newEvents(ctx context.Context, c config, kv persist.KV, reg prometheus.Regi
 		return nil, err
 	}
 	return ev, nil
+}
+
+// engineRecords hands persist's typed stores to the engine as the interfaces it declares.
+func engineRecords(r *persist.Records) engine.Records {
+	return engine.Records{Outbox: r.Outbox, Accounts: r.Accounts, Sessions: r.Sessions, Contacts: r.Contacts,
+		Campaigns: r.Campaigns, Shops: r.Stores, Inbox: r.Inbox}
 }
 
 // storeConfig is the store integration's configuration: the store-platform client, the app
