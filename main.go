@@ -89,16 +89,9 @@ var (
 	_ engine.InboxStore    = (*persist.Inbox)(nil)
 	_ engine.EventStore    = (*persist.Webhooks)(nil)
 	_ engine.Sealer        = (*persist.Sealer)(nil)
-	_ recordStore          = (*persist.Badger)(nil)
-	_ recordStore          = (*natskv.Store)(nil)
+	_ persist.Durable      = (*persist.Badger)(nil)
+	_ persist.Durable      = (*natskv.Store)(nil)
 )
-
-// recordStore is the records store main opens: Badger in the data dir, or JetStream (--store nats).
-type recordStore interface {
-	persist.KV
-	// Health is nil while commits are accepted (/readyz, and the 503 of writes before they start).
-	Health() error
-}
 
 // config is every `gateway serve` flag (DESIGN.md section 6); each is also read from the
 // environment as GATEWAY_<NAME> (upper case, - → _). A flag given on the command line wins.
@@ -334,7 +327,7 @@ func serve(args []string, stderr io.Writer) error {
 // gateway is the wired application.
 type gateway struct {
 	log      *slog.Logger
-	kv       recordStore
+	kv       persist.Durable // Badger in the data dir, or JetStream (--store nats)
 	lost     <-chan struct{} // closed when a --store nats gateway loses its lease (nil: never)
 	engine   *engine.Engine
 	events   *engine.Events // events out (webhooks)

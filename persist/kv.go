@@ -112,6 +112,14 @@ type KV interface {
 	Close() error
 }
 
+// Durable is a KV that holds the gateway's records (Badger, JetStream): Health is nil while it
+// accepts commits, else ErrStorageUnavailable with the cause (/readyz, and the 503 a write
+// gets before it starts); Close flushes what was acknowledged.
+type Durable interface {
+	KV
+	Health() error
+}
+
 // ValidateOps refuses what no implementation may write, before anything is queued, so a bad
 // op fails only its own caller. Every KV calls it first.
 func ValidateOps(ops []Op) error {

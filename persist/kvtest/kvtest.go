@@ -14,7 +14,8 @@
 //   - values up to the store's value limit round-trip byte for byte;
 //   - what was committed before Close is there after a reopen (durable stores);
 //   - while the store is unavailable, Commit fails with persist.ErrStorageUnavailable and
-//     writes nothing, and the store recovers by itself when the cause is gone.
+//     writes nothing, Health (persist.Durable) says so, and the store recovers by itself when
+//     the cause is gone.
 //
 // Imports: persist and the standard library only.
 package kvtest
@@ -669,6 +670,10 @@ func testUnavailable(t *testing.T, f Factory) {
 	kv := f.Open(t)
 	ctx := context.Background()
 	MustCommit(t, kv, Put("u/before", "1"))
+	health, _ := kv.(interface{ Health() error })
+	if health != nil && health.Health() != nil {
+		t.Fatalf("Health before: %v", health.Health())
+	}
 	restore := f.Unavailable(t, kv)
 	WaitFor(t, 10*time.Second, "commits to be refused", func() bool {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -690,10 +695,16 @@ func testUnavailable(t *testing.T, f Factory) {
 	if _, err := kv.Get([]byte("u/before")); err != nil && !errors.Is(err, persist.ErrStorageUnavailable) {
 		t.Fatalf("Get while unavailable = %v, want a value or ErrStorageUnavailable", err)
 	}
+	if health != nil && !errors.Is(health.Health(), persist.ErrStorageUnavailable) {
+		t.Fatalf("Health while unavailable = %v, want ErrStorageUnavailable", health.Health())
+	}
 	restore()
 	WaitFor(t, 30*time.Second, "commits to be accepted again", func() bool {
 		return kv.Commit(ctx, Put("u/after", "1")) == nil
 	})
+	if health != nil {
+		WaitFor(t, 10*time.Second, "Health to clear", func() bool { return health.Health() == nil })
+	}
 	WantValue(t, kv, "u/before", "1")
 	WantAbsent(t, kv, "u/during")
 	WantValue(t, kv, "u/after", "1")
