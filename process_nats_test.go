@@ -12,38 +12,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
-var (
-	natsBinOnce sync.Once
-	natsBinPath string
-	natsBinErr  error
-)
-
 // natsServerBinary builds nats-server (the version go.mod pins) once per test run.
 func natsServerBinary(t testing.TB) string {
-	t.Helper()
-	natsBinOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "nats-server-bin-")
-		if err != nil {
-			natsBinErr = err
-			return
-		}
-		natsBinPath = filepath.Join(dir, "nats-server")
-		cmd := exec.Command("go", "build", "-o", natsBinPath, "github.com/nats-io/nats-server/v2")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			natsBinErr = fmt.Errorf("go build nats-server: %v\n%s", err, out)
-		}
-	})
-	if natsBinErr != nil {
-		t.Fatal(natsBinErr)
-	}
-	return natsBinPath
+	return builtBinary(t, "nats-server", "github.com/nats-io/nats-server/v2")
 }
 
 // natsProc is a nats-server process with JetStream; stop and start keep its port and store.

@@ -22,35 +22,35 @@ import (
 )
 
 var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
+	binMu    sync.Mutex
+	binBuilt = map[string]string{} // package → its binary, built once per test run
 )
 
-// gatewayBinary builds the gateway once per test run.
-func gatewayBinary(t testing.TB) string {
+// builtBinary builds package pkg (static, -trimpath) once per test run and returns its path.
+func builtBinary(t testing.TB, name, pkg string) string {
 	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "gateway-bin-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "gateway")
-		// Built as the Dockerfile builds it (static, -trimpath), so TestDockerfile's build
-		// of the same binary only links.
-		cmd := exec.Command("go", "build", "-trimpath", "-o", binPath, ".")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
+	binMu.Lock()
+	defer binMu.Unlock()
+	if p, ok := binBuilt[pkg]; ok {
+		return p
 	}
-	return binPath
+	dir, err := os.MkdirTemp("", name+"-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-trimpath", "-o", p, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	binBuilt[pkg] = p
+	return p
 }
+
+// gatewayBinary builds the gateway once per test run, as the Dockerfile builds it (static,
+// -trimpath), so TestDockerfile's build of the same binary only links.
+func gatewayBinary(t testing.TB) string { return builtBinary(t, "gateway", ".") }
 
 // proc is a gateway process.
 type proc struct {
