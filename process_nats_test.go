@@ -18,9 +18,7 @@ import (
 )
 
 // natsServerBinary builds nats-server (the version go.mod pins) once per test run.
-func natsServerBinary(t testing.TB) string {
-	return builtBinary(t, "nats-server", "github.com/nats-io/nats-server/v2")
-}
+func natsServerBinary(t testing.TB) string { return natsBinary.get(t) }
 
 // natsProc is a nats-server process with JetStream; stop and start keep its port and store.
 type natsProc struct {

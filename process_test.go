@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -21,36 +22,50 @@ import (
 	"github.com/gateway/gateway/identity"
 )
 
-var (
-	binMu    sync.Mutex
-	binBuilt = map[string]string{} // package → its binary, built once per test run
-)
-
-// builtBinary builds package pkg (static, -trimpath) once per test run and returns its path.
-func builtBinary(t testing.TB, name, pkg string) string {
-	t.Helper()
-	binMu.Lock()
-	defer binMu.Unlock()
-	if p, ok := binBuilt[pkg]; ok {
-		return p
-	}
-	dir, err := os.MkdirTemp("", name+"-bin-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(dir, name)
-	cmd := exec.Command("go", "build", "-trimpath", "-o", p, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
-	}
-	binBuilt[pkg] = p
-	return p
+// builtBinary is a build made once per test run: the gateway (pkg ""), or another main package
+// of the module's dependencies (nats-server).
+type builtBinary struct {
+	pkg, name string
+	once      sync.Once
+	path      string
+	err       error
 }
 
-// gatewayBinary builds the gateway once per test run, as the Dockerfile builds it (static,
-// -trimpath), so TestDockerfile's build of the same binary only links.
-func gatewayBinary(t testing.TB) string { return builtBinary(t, "gateway", ".") }
+var (
+	plainBinary builtBinary
+	natsBinary  = builtBinary{pkg: "github.com/nats-io/nats-server/v2", name: "nats-server"}
+)
+
+// gatewayBinary builds the gateway once per test run.
+func gatewayBinary(t testing.TB) string {
+	t.Helper()
+	// Built as the Dockerfile builds it (static, -trimpath), so TestDockerfile's build of the
+	// same binary only links.
+	return plainBinary.get(t, "-trimpath")
+}
+
+// get builds the binary with extra go build flags (once) and returns its path.
+func (b *builtBinary) get(t testing.TB, flags ...string) string {
+	t.Helper()
+	b.once.Do(func() {
+		pkg, name := cmp.Or(b.pkg, "."), cmp.Or(b.name, "gateway")
+		dir, err := os.MkdirTemp("", name+"-bin-")
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.path = filepath.Join(dir, name)
+		cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", b.path, pkg)...)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
 
 // proc is a gateway process.
 type proc struct {
@@ -72,9 +87,15 @@ func freeAddr(t testing.TB) string {
 // startProc starts `gateway serve` with args and waits until /readyz answers.
 func startProc(t testing.TB, data string, args ...string) *proc {
 	t.Helper()
+	return startProcBin(t, gatewayBinary(t), data, args...)
+}
+
+// startProcBin is startProc with another build of the gateway.
+func startProcBin(t testing.TB, bin, data string, args ...string) *proc {
+	t.Helper()
 	addr := freeAddr(t)
 	args = append(args, storeArgs(data, args)...)
-	cmd := exec.Command(gatewayBinary(t), append([]string{"serve", "--data", data, "--addr", addr, "--log-requests=false"}, args...)...)
+	cmd := exec.Command(bin, append([]string{"serve", "--data", data, "--addr", addr, "--log-requests=false"}, args...)...)
 	p := &proc{cmd: cmd, url: "http://" + addr, stderr: &strings.Builder{}, mu: &sync.Mutex{}}
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
