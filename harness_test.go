@@ -330,8 +330,8 @@ func (c *skewClock) AfterFunc(d time.Duration, f func()) session.Timer {
 	t := &skewTimer{c: c, at: c.Now().Add(d), f: f}
 	c.mu.Lock()
 	c.timers[t] = struct{}{}
+	t.real = time.AfterFunc(d, t.fire) // under mu: Advance reads it
 	c.mu.Unlock()
-	t.real = time.AfterFunc(d, t.fire)
 	return t
 }
 
@@ -362,11 +362,11 @@ func (c *skewClock) Advance(d time.Duration) {
 	for t := range c.timers {
 		if !t.at.After(now) {
 			due = append(due, t)
+			t.real.Stop()
 		}
 	}
 	c.mu.Unlock()
 	for _, t := range due {
-		t.real.Stop()
 		t.fire()
 	}
 }
