@@ -141,7 +141,7 @@ func TestBadgerFullTmpfs(t *testing.T) {
 		t.Skip("needs root on Linux to mount a tmpfs")
 	}
 	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=96m", "tmpfs", dir).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=128m", "tmpfs", dir).CombinedOutput(); err != nil {
 		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
