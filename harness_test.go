@@ -7,21 +7,80 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/goccy/go-json"
 
+	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/httpapi/openapitest"
 	"github.com/gateway/gateway/identity"
+	"github.com/gateway/gateway/persist/natstest"
 )
+
+// testStore is where the gateways of the e2e and process tests keep their records:
+// GATEWAY_STORE=nats puts them on NATS JetStream (one real server embedded in the test binary,
+// its store in a temp dir, each gateway on a prefix of its own), anything else on Badger.
+var (
+	testStore = "badger"
+	natsSrv   *natstest.Server
+)
+
+func TestMain(m *testing.M) {
+	if v := os.Getenv("GATEWAY_STORE"); v != "" {
+		testStore = v
+		// The gateways get --store from storeArgs, never from the environment (GATEWAY_STORE
+		// is also --store's variable).
+		os.Unsetenv("GATEWAY_STORE")
+	}
+	if testStore == "nats" {
+		srv, err := natstest.Run(natstest.Options{})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "embedded NATS:", err)
+			os.Exit(2)
+		}
+		natsSrv = srv
+	}
+	code := m.Run()
+	if natsSrv != nil {
+		natsSrv.Close()
+	}
+	os.Exit(code)
+}
+
+// storeArgs are the flags that put a gateway on data dir data on the test store, unless args
+// choose a store themselves. The NATS prefix is derived from the data dir, so a restart on the
+// same dir finds the same records.
+func storeArgs(data string, args []string) []string {
+	if testStore != "nats" || slices.Contains(args, "--store") {
+		return nil
+	}
+	sum := sha256.Sum256([]byte(data))
+	return []string{"--store", "nats", "--nats", natsSrv.URL, "--nats-prefix", "t" + hex.EncodeToString(sum[:8])}
+}
+
+// flagValue is the last value of flag in args ("" if absent).
+func flagValue(args []string, flag string) string {
+	v := ""
+	for i, a := range args {
+		if a == flag && i+1 < len(args) {
+			v = args[i+1]
+		}
+	}
+	return v
+}
 
 // testGW is one gateway under test, seen from one test: its helpers fail t. A subtest takes its
 // own view with tg.with(t), so a failure (a timeout in eventually, say) fails the subtest that
@@ -42,6 +101,8 @@ type gwState struct {
 	client *http.Client
 	errc   chan error
 	clock  func() time.Time // the engine's clock (nil: time.Now)
+	// after: the engine's timers by that clock (nil: time.AfterFunc); see skewClock.
+	after func(time.Duration, func()) session.Timer
 }
 
 // with is the view of the gateway from t (a subtest): its helpers fail t.
@@ -57,8 +118,16 @@ func startGW(t testing.TB, args ...string) *testGW {
 // startGWClock is startGW with the engine's clock given (tests that move time).
 func startGWClock(t testing.TB, clock func() time.Time, args ...string) *testGW {
 	t.Helper()
+	return startGWTimers(t, clock, nil, args...)
+}
+
+// startGWTimers is startGWClock with the engine's timers given too (see skewClock).
+func startGWTimers(t testing.TB, clock func() time.Time, after func(time.Duration, func()) session.Timer, args ...string) *testGW {
+	t.Helper()
 	base := []string{"--data", t.TempDir(), "--addr", "127.0.0.1:0", "--log-level", "warn", "--log-requests=false"}
-	tg := &testGW{t: t, gwState: &gwState{args: append(base, args...), client: &http.Client{Timeout: 30 * time.Second}, clock: clock}}
+	args = append(base, args...)
+	args = append(args, storeArgs(flagValue(args, "--data"), args)...)
+	tg := &testGW{t: t, gwState: &gwState{args: args, client: &http.Client{Timeout: 30 * time.Second}, clock: clock, after: after}}
 	tg.start()
 	t.Cleanup(tg.stop)
 	return tg
@@ -71,6 +140,9 @@ func (tg *testGW) start() {
 		tg.t.Fatalf("flags: %v", err)
 	}
 	cfg.now = tg.clock
+	if tg.after != nil {
+		cfg.afterFunc = tg.after
+	}
 	tg.cfg = cfg
 	// Logs go to stderr at error level (a test's goroutines may outlive testing.T's logger).
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
@@ -220,17 +292,100 @@ func eventually(t testing.TB, total time.Duration, what string, cond func() bool
 	}
 }
 
-// dataFiles lists every regular file under dir (for "the raw key is stored nowhere" checks).
+// dataFiles lists every regular file under dir and, on the NATS store, under the NATS
+// server's store (for "the raw key is stored nowhere" checks).
 func dataFiles(t testing.TB, dir string) []string {
+	dirs := []string{dir}
+	if natsSrv != nil {
+		dirs = append(dirs, natsSrv.Dir())
+	}
 	var out []string
-	err := filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
-		if err == nil && info.Mode().IsRegular() {
-			out = append(out, p)
+	for _, d := range dirs {
+		err := filepath.Walk(d, func(p string, info os.FileInfo, err error) error {
+			if err == nil && info.Mode().IsRegular() {
+				out = append(out, p)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	return out
+}
+
+// skewClock is the engine's clock in tests that jump ahead: real time plus an offset the test
+// moves. Its timers fire on real time as usual, and at once when a move passes their deadline,
+// so a deliverer waiting for tomorrow wakes when the test says it is tomorrow.
+type skewClock struct {
+	mu     sync.Mutex
+	offset time.Duration
+	timers map[*skewTimer]struct{}
+}
+
+type skewTimer struct {
+	c    *skewClock
+	at   time.Time
+	f    func()
+	once sync.Once
+	real *time.Timer
+}
+
+func newSkewClock() *skewClock { return &skewClock{timers: map[*skewTimer]struct{}{}} }
+
+func (c *skewClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+func (c *skewClock) AfterFunc(d time.Duration, f func()) session.Timer {
+	t := &skewTimer{c: c, at: c.Now().Add(d), f: f}
+	c.mu.Lock()
+	c.timers[t] = struct{}{}
+	t.real = time.AfterFunc(d, t.fire) // under mu: Advance reads it
+	c.mu.Unlock()
+	return t
+}
+
+func (t *skewTimer) fire() {
+	t.once.Do(func() {
+		t.c.mu.Lock()
+		delete(t.c.timers, t)
+		t.c.mu.Unlock()
+		t.f()
+	})
+}
+
+func (t *skewTimer) Stop() bool {
+	t.c.mu.Lock()
+	_, pending := t.c.timers[t]
+	delete(t.c.timers, t)
+	t.c.mu.Unlock()
+	t.real.Stop()
+	return pending
+}
+
+// Advance moves the clock by d and fires every timer whose deadline it passed.
+func (c *skewClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.offset += d
+	now := time.Now().Add(c.offset)
+	var due []*skewTimer
+	for t := range c.timers {
+		if !t.at.After(now) {
+			due = append(due, t)
+			t.real.Stop()
+		}
+	}
+	c.mu.Unlock()
+	for _, t := range due {
+		t.fire()
+	}
+}
+
+// startGWSkew is startGW on a skew clock.
+func startGWSkew(t testing.TB, c *skewClock, args ...string) *testGW {
+	t.Helper()
+	return startGWTimers(t, c.Now, c.AfterFunc, args...)
 }

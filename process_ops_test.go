@@ -40,14 +40,22 @@ func TestStartupFailuresExit1(t *testing.T) {
 	}
 	defer taken.Close()
 	idpDown := "http://" + freeAddr(t) // nothing listens there
-	for _, tc := range []struct {
+	type startCase struct {
 		name  string
 		args  []string
 		env   string
 		cause string
 		info  bool // at the default log level: nothing logged before the line
-	}{
-		{"second gateway on the same data dir", []string{"--data", held}, "", "Another process is using this Badger database", false},
+	}
+	second := startCase{"second gateway on the same data dir", []string{"--data", held}, "", "Another process is using this Badger database", false}
+	lockedDown := startCase{"locked data dir, provider down", []string{"--data", held}, "", "Another process is using this Badger database", true}
+	if testStore == "nats" {
+		second.name, second.args, second.cause = "second gateway on the same NATS prefix", storeArgs(held, nil), "another gateway holds this NATS prefix"
+		lockedDown.name, lockedDown.args, lockedDown.cause = "held NATS prefix, provider down", storeArgs(held, nil), "another gateway holds this NATS prefix"
+	}
+	lockedDown.args = append(lockedDown.args, "--auth", "oidc", "--oidc-issuer", idpDown, "--oidc-audience", "gw")
+	for _, tc := range []startCase{
+		second,
 		{"missing --plans file", []string{"--plans", "/nonexistent/plans.json"}, "", "plans: open /nonexistent/plans.json", false},
 		{"short GATEWAY_SECRET_KEY", nil, "GATEWAY_SECRET_KEY=c2hvcnQ=", "GATEWAY_SECRET_KEY: the secret key must be 32 bytes", false},
 		{"unwritable --data", []string{"--data", filepath.Join(file, "data")}, "", "data dir: mkdir " + file + ": not a directory", false},
@@ -57,7 +65,7 @@ func TestStartupFailuresExit1(t *testing.T) {
 		{"issuer with port 0", []string{"--auth", "oidc", "--oidc-issuer", "http://127.0.0.1:0/dex", "--oidc-audience", "gw"}, "", "port 0 is not 1 to 65535", true},
 		{"issuer with a query and fragment", []string{"--auth", "oidc", "--oidc-issuer", "http://localhost:15556/dex?x=1#f", "--oidc-audience", "gw"}, "", "no query or fragment", true},
 		{"address taken", []string{"--addr", taken.Addr().String()}, "", "address already in use", true},
-		{"locked data dir, provider down", []string{"--data", held, "--auth", "oidc", "--oidc-issuer", idpDown, "--oidc-audience", "gw"}, "", "Another process is using this Badger database", true},
+		lockedDown,
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := []string{"serve", "--data", t.TempDir(), "--addr", "127.0.0.1:0"}
@@ -265,7 +273,7 @@ func TestFullDiskProcess(t *testing.T) {
 		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", data).Run() })
-	p := startProc(t, data, "--min-free-disk", "32MiB")
+	p := startProc(t, data, "--store", "badger", "--min-free-disk", "32MiB") // Badger's full disk; JetStream's: TestNATSFullStream
 	t.Cleanup(func() {
 		if t.Failed() {
 			p.mu.Lock()

@@ -26,8 +26,11 @@
 // order; Stop stops them in the order that loses nothing. Every kind of actor is found through
 // one generic registry (registry.go); the package's locks and their order are in LOCKS.md.
 //
+// Storage arrives as typed stores declared here (records.go), built by main: the engine never
+// sees the KV underneath.
+//
 // Imports: actors/* (one package per actor kind, whose interfaces the engine implements),
-// domain, persist, network (the port), ecom, media, hollywood; never httpapi or identity.
+// domain, network (the port), ecom, media, hollywood; never persist, httpapi or identity.
 package engine
 
 import (
@@ -41,28 +44,17 @@ import (
 
 	"github.com/anthdm/hollywood/actor"
 
-	"github.com/gateway/gateway/actors/key"
+	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
-	"github.com/gateway/gateway/persist"
 )
-
-// Store is what the engine needs from storage.
-type Store interface {
-	key.Store
-	GetUser(id string) (persist.User, error)
-	PutUser(ctx context.Context, u persist.User) error
-	ListUsers() ([]persist.User, error)
-	ListKeys() ([]persist.APIKey, error)
-	KV() persist.KV
-}
-
-// Interface guards.
-var _ Store = (*persist.Store)(nil)
 
 // Config is everything the engine is built from; main constructs it.
 type Config struct {
+	// Store and Records are every typed store the engine works on (records.go); main builds
+	// them on one KV.
 	Store       Store
+	Records     Records
 	Logger      *slog.Logger
 	Plans       Plans
 	DefaultPlan string
@@ -71,6 +63,10 @@ type Config struct {
 	DevRoles bool
 	// Now is the clock (tests move it); nil = time.Now.
 	Now func() time.Time
+	// AfterFunc runs f once d has passed by Now's clock (the session deliverers' pacing and
+	// protection waits); nil = time.AfterFunc. Tests that move Now give one that fires when
+	// they move it.
+	AfterFunc func(d time.Duration, f func()) session.Timer
 	// KeyBlock is the key counters' reservation block (default 100).
 	KeyBlock int64
 	// AskTimeout bounds every wait for an actor's reply (default 5 s).
@@ -129,6 +125,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.AfterFunc == nil {
+		cfg.AfterFunc = func(d time.Duration, f func()) session.Timer { return time.AfterFunc(d, f) }
+	}
 	if cfg.KeyBlock <= 0 {
 		cfg.KeyBlock = 100
 	}
@@ -150,12 +149,12 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger, hw: hw}
 	if cfg.Events != nil {
-		e.pub = newPublisher(cfg.Events, cfg.Store.KV(), e.log)
+		e.pub = newPublisher(cfg.Events, e.log)
 	}
 	e.Users = newUsers(e, cfg.AdminUIDs)
 	e.Keys = newKeys(e)
 	e.Sessions = newSessions(e)
-	e.Messages = &Messages{e: e, msgs: newMessages(e, persist.NewOutbox(cfg.Store.KV())), accountTable: persist.NewAccounts(cfg.Store.KV())}
+	e.Messages = &Messages{e: e, msgs: newMessages(e, cfg.Records.Outbox), accountTable: cfg.Records.Accounts}
 	e.Messages.accounts.init()
 	e.Campaigns = newCampaigns(e)
 	e.Stores = newStores(e)
@@ -302,6 +301,16 @@ type clockFunc func() time.Time
 
 // Now implements the actors' Clock.
 func (c clockFunc) Now() time.Time { return c() }
+
+// sessionClock is the session actors' clock: Now and the timers that follow it.
+type sessionClock struct {
+	now   func() time.Time
+	after func(time.Duration, func()) session.Timer
+}
+
+func (c sessionClock) Now() time.Time { return c.now() }
+
+func (c sessionClock) AfterFunc(d time.Duration, f func()) session.Timer { return c.after(d, f) }
 
 func newStoppedTimer() *time.Timer {
 	t := time.NewTimer(time.Hour)

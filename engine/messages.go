@@ -12,9 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gateway/gateway/actors/account"
 	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/domain"
-	"github.com/gateway/gateway/persist"
 )
 
 // Send errors, re-exported.
@@ -35,7 +35,7 @@ type SendRequest struct {
 	Message domain.Message
 	// Idem, when IdemID is set, is committed with the outbox entry (Idempotency-Key).
 	IdemID string
-	Idem   persist.IdemRecord
+	Idem   domain.IdemRecord
 	// Reserved: the caller holds this message's allowance already (a campaign's batch).
 	Reserved *Reservation
 	// KeepReserved: when the message is not accepted (an error), Reserved stays the caller's
@@ -52,7 +52,7 @@ type Messages struct {
 	e            *Engine
 	msgs         *messages
 	accounts     registry[string, *accountEntry]
-	accountTable persist.Accounts
+	accountTable account.Store
 	idem         idempotency
 }
 
@@ -61,7 +61,7 @@ type Messages struct {
 // each in-flight message's reservation and its waiters.
 type messages struct {
 	e      *Engine
-	outbox *persist.Outbox
+	outbox Outbox
 	shards [64]pendingShard
 	depth  atomic.Int64 // accepted, no network outcome yet (gateway_outbox_pending)
 }
@@ -88,7 +88,7 @@ type outcome struct {
 	err   error
 }
 
-func newMessages(e *Engine, o *persist.Outbox) *messages {
+func newMessages(e *Engine, o Outbox) *messages {
 	m := &messages{e: e, outbox: o}
 	for i := range m.shards {
 		m.shards[i].m = map[string]*pending{}
@@ -128,11 +128,20 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 				return domain.OutboxEntry{}, fmt.Errorf("%w: message id %s", ErrForbidden, r.Message.ID)
 			}
 			return m.wait(ctx, old, r.Wait)
-		} else if !errors.Is(err, persist.ErrNotFound) {
+		} else if !errors.Is(err, domain.ErrRecordNotFound) {
 			return domain.OutboxEntry{}, fmt.Errorf("%w: outbox: %w", ErrUnavailable, err)
 		}
 	} else {
 		r.Message.ID = NewMessageID()
+	}
+	view := ent.view.Load()
+	if until, ok := view.Unreachable[r.Message.To]; ok && e.now().Before(until) {
+		// The network refused this recipient twice: nothing is charged, nothing queued.
+		if r.Reserved != nil {
+			r.Reserved.Release()
+		}
+		return domain.OutboxEntry{}, fmt.Errorf("%w: it was refused until %s unless it writes to the session first",
+			domain.ErrRecipientNotReachable, until.UTC().Format(time.RFC3339))
 	}
 	res := r.Reserved
 	if res == nil {
@@ -141,7 +150,7 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 		}
 	}
 	now := e.now().UTC()
-	entry := queuedEntry(r.Message, ent.view.Load().ID, r.UserID, r.Origin, now)
+	entry := queuedEntry(r.Message, view, r.UserID, r.Origin, now)
 	if r.IdemID != "" {
 		r.Idem.MessageID = entry.ID
 	}
@@ -162,9 +171,10 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 	return m.await(ctx, entry, ch, r.Wait)
 }
 
-// queuedEntry is a message as it is accepted at now, queued on session sid.
-func queuedEntry(msg domain.Message, sid, uid, origin string, now time.Time) domain.OutboxEntry {
-	entry := domain.OutboxEntry{ID: msg.ID, SessionID: sid, UserID: uid, Origin: origin, Message: msg, CreatedAt: domain.MillisOf(now)}
+// queuedEntry is a message as it is accepted at now, queued on session sess: for the phone the
+// session is linked to, from which alone it may go.
+func queuedEntry(msg domain.Message, sess *domain.Session, uid, origin string, now time.Time) domain.OutboxEntry {
+	entry := domain.OutboxEntry{ID: msg.ID, SessionID: sess.ID, UserID: uid, Origin: origin, From: sess.Phone, Message: msg, CreatedAt: domain.MillisOf(now)}
 	entry.SetStatus(domain.MsgQueued, now)
 	return entry
 }
@@ -252,8 +262,11 @@ func failure(e domain.OutboxEntry) error {
 	if e.Status != domain.MsgFailed {
 		return nil
 	}
-	if code := e.Code; code == "recipient_not_on_network" {
-		return fmt.Errorf("%w: %s", ErrRecipientNotOnNetwork, e.Error)
+	for _, known := range []*domain.Error{ErrRecipientNotOnNetwork, domain.ErrRecipientNotReachable,
+		domain.ErrSessionReassigned, domain.ErrSessionLoggedOut, domain.ErrSessionDeleted} {
+		if e.Code == known.Code {
+			return fmt.Errorf("%w: %s", known, e.Error)
+		}
 	}
 	return fmt.Errorf("%w: %s", ErrNetwork, e.Error)
 }

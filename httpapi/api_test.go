@@ -82,10 +82,14 @@ func newAPI(t testing.TB, edit ...func(*Config)) *api {
 	if err := events.Boot(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	recs := persist.NewRecords(kv)
 	eng, err := engine.New(engine.Config{
-		Store: persist.NewStore(kv), Logger: log, Plans: engine.DefaultPlans(), DefaultPlan: "free",
+		Store: recs.Store, Logger: log,
+		Records: engine.Records{Outbox: recs.Outbox, Accounts: recs.Accounts, Sessions: recs.Sessions, Protections: recs.Protections,
+			Campaigns: recs.Campaigns, Shops: recs.Stores, Inbox: recs.Inbox}, Plans: engine.DefaultPlans(), DefaultPlan: "free",
 		AdminUIDs: []string{"root"}, DevRoles: true, Network: simNet, Events: events,
-		Stores: engine.StoreConfig{Client: ecom.NewClient(ecom.ClientOptions{APIBase: fake.APIBase()}), PublicURL: "https://gw.example.com"},
+		Stores: engine.StoreConfig{Client: ecom.NewClient(ecom.ClientOptions{APIBase: fake.APIBase()}), PublicURL: "https://gw.example.com",
+			Sealer: persist.NewSealer(nil, "")},
 	})
 	if err != nil {
 		t.Fatal(err)

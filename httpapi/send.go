@@ -174,7 +174,7 @@ func (s *Server) clientMessage(ctx *fasthttp.RequestCtx, req clientSendRequest) 
 		}
 		if kind == domain.KindAudio && s.cfg.AudioCheck != nil {
 			if err := s.cfg.AudioCheck(m.Data, m.MimeType); err != nil {
-				return msg, fmt.Errorf("%w: %v", errMediaType, err)
+				return msg, fmt.Errorf("%w: %w", errMediaType, err)
 			}
 		}
 		msg.Data, msg.MimeType, msg.FileName = m.Data, m.MimeType, req.FileName

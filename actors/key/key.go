@@ -5,7 +5,7 @@
 // in memory (reads must go on; the daily cap still holds) and the mark is written once storage
 // returns: a crash during such an outage forgets the calls made in it.
 //
-// Imports: domain, persist (its ErrNotFound), actors/internal/mark and hollywood; what the actor needs from the rest of
+// Imports: domain, actors/internal/mark and hollywood; what the actor needs from the rest of
 // the gateway is declared here as interfaces (Store, Clock, Publisher). Only the engine imports
 // it: it spawns one actor per key and implements those interfaces.
 //
@@ -25,7 +25,6 @@ import (
 
 	"github.com/gateway/gateway/actors/internal/mark"
 	"github.com/gateway/gateway/domain"
-	"github.com/gateway/gateway/persist"
 )
 
 // Store is what a key actor needs from storage (persist.Store).
@@ -34,7 +33,7 @@ type Store interface {
 	PutKey(ctx context.Context, k domain.APIKey) error
 	GetKeyUsage(id string) (domain.KeyUsage, error)
 	PutKeyUsage(ctx context.Context, id string, u domain.KeyUsage) error
-	// DeleteKey returns an error matching persist.ErrNotFound when the key is absent.
+	// DeleteKey returns an error matching domain.ErrRecordNotFound when the key is absent.
 	DeleteKey(ctx context.Context, id string) error
 }
 
@@ -309,7 +308,7 @@ func (k *Key) delete(c *actor.Context, m *Delete) {
 		m.Reply <- domain.ErrKeyNotFound
 		return
 	}
-	if err := k.deps.Store.DeleteKey(context.Background(), k.id); err != nil && !errors.Is(err, persist.ErrNotFound) {
+	if err := k.deps.Store.DeleteKey(context.Background(), k.id); err != nil && !errors.Is(err, domain.ErrRecordNotFound) {
 		m.Reply <- fmt.Errorf("%w: %w", domain.ErrUnavailable, err)
 		return
 	}
