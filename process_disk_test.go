@@ -57,7 +57,7 @@ func TestFullDiskCampaignGoesOnByItself(t *testing.T) {
 		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", data).Run() })
-	p := startProc(t, data, "--min-free-disk", "32MiB")
+	p := startProc(t, data, "--store", "badger", "--min-free-disk", "32MiB") // Badger's full disk; JetStream's: TestNATSFullStream
 	tg := p.gw(t, data)
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)
