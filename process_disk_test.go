@@ -172,6 +172,10 @@ func TestKill9CostsASmallMonthLittle(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := []string{"--plans", plans, "--default-plan", "small"}
+	if testStore == "nats" {
+		// Each restart waits for the killed process's lease on the prefix to lapse.
+		args = append(args, "--lease-ttl", "2s")
+	}
 	p := startProc(t, data, args...)
 	tg := p.gw(t, data)
 	admin := tg.token("root", "admin")
