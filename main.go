@@ -350,8 +350,16 @@ func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err err
 	if g.events, err = newEvents(ctx, c, g.kv, reg, engine.NewSecretBox(stores.Sealer), log); err != nil {
 		return nil, err
 	}
+	// The history index holds incoming messages now; earlier versions kept them in a table of
+	// their own, moved once here.
+	history := persist.NewMessageLog(g.kv)
+	if n, err := history.AdoptInbound(ctx); err != nil {
+		return nil, fmt.Errorf("message history: %w", err)
+	} else if n > 0 {
+		log.Info("incoming messages moved into the message history", "messages", n)
+	}
 	g.engine, err = engine.New(engine.Config{
-		Store: persist.NewStore(g.kv), Logger: log.With("component", "engine"), Plans: plans,
+		Store: persist.NewStore(g.kv), History: history, Logger: log.With("component", "engine"), Plans: plans,
 		DefaultPlan: c.defaultPlan, AdminUIDs: strings.Split(c.adminUIDs, ","), DevRoles: c.auth == "dev",
 		Network: g.net, Stores: stores, Now: c.now, Pacing: c.pacing(), BootWindow: c.bootWindowOrDefault(),
 		Events: g.events,

@@ -92,6 +92,9 @@ type Config struct {
 	Pacing domain.Pacing
 	// Stores configures the store integration (stores.go).
 	Stores StoreConfig
+	// History is the message history index (persist.MessageLog on the store; nil: one on
+	// Store's KV).
+	History MessageHistory
 }
 
 // Engine is the running core: its exported fields are the facets (see the package doc).
@@ -155,7 +158,10 @@ func New(cfg Config) (*Engine, error) {
 	e.Users = newUsers(e, cfg.AdminUIDs)
 	e.Keys = newKeys(e)
 	e.Sessions = newSessions(e)
-	e.Messages = &Messages{e: e, msgs: newMessages(e, persist.NewOutbox(cfg.Store.KV())), accountTable: persist.NewAccounts(cfg.Store.KV())}
+	if cfg.History == nil {
+		cfg.History = persist.NewMessageLog(cfg.Store.KV())
+	}
+	e.Messages = &Messages{e: e, msgs: newMessages(e, persist.NewOutbox(cfg.Store.KV())), accountTable: persist.NewAccounts(cfg.Store.KV()), history: cfg.History}
 	e.Messages.accounts.init()
 	e.Campaigns = newCampaigns(e)
 	e.Stores = newStores(e)

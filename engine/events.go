@@ -54,7 +54,6 @@ type EventStore interface {
 	QueueHeads() (pending map[string]int, maxSeq uint64, err error)
 	Attempts(subID string) ([]domain.WebhookAttempt, error)
 	SaveInbound(ctx context.Context, m domain.InboundMessage, ds []domain.WebhookDelivery) error
-	ListInbound(userID string, since time.Time, limit int) ([]domain.InboundMessage, error)
 }
 
 // URLGuard checks a webhook URL before it is stored (media.Guard). The poster's dialer checks

@@ -81,18 +81,6 @@ func (e *Events) ReceiveMessage(ctx context.Context, m domain.InboundMessage) er
 	return nil
 }
 
-// Inbound lists uid's incoming messages at or after since, oldest first (at most limit; 0 = 1000).
-func (e *Events) Inbound(uid string, since time.Time, limit int) ([]domain.InboundMessage, error) {
-	if limit <= 0 || limit > 1000 {
-		limit = 1000
-	}
-	out, err := e.cfg.Store.ListInbound(uid, since, limit)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	return out, nil
-}
-
 // envelope is the Standard Webhooks body.
 type envelope struct {
 	Type      domain.EventType `json:"type"`

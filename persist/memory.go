@@ -83,6 +83,37 @@ func (m *Memory) ScanFrom(prefix, start []byte, fn func(key, value []byte) error
 	return nil
 }
 
+// ScanBefore calls fn for the live keys under prefix that sort before end (nil: all), last
+// key first, on a snapshot as Scan does.
+func (m *Memory) ScanBefore(prefix, end []byte, fn func(key, value []byte) error) error {
+	type kv struct {
+		key   string
+		value []byte
+	}
+	m.mu.RLock()
+	if m.closed {
+		m.mu.RUnlock()
+		return ErrClosed
+	}
+	now := time.Now()
+	p := string(prefix)
+	var snap []kv
+	for k, e := range m.m {
+		if strings.HasPrefix(k, p) && (end == nil || k < string(end)) && e.live(now) {
+			snap = append(snap, kv{k, e.value})
+		}
+	}
+	m.mu.RUnlock()
+
+	slices.SortFunc(snap, func(a, b kv) int { return strings.Compare(b.key, a.key) })
+	for _, e := range snap {
+		if err := fn([]byte(e.key), e.value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Commit applies ops atomically, in order (a later op on the same key wins).
 func (m *Memory) Commit(ctx context.Context, ops ...Op) error {
 	if err := ctx.Err(); err != nil {
