@@ -117,6 +117,7 @@ type Events struct {
 	seq     atomic.Uint64 // the last delivery sequence number given out
 	workers sync.WaitGroup
 	metrics *eventMetrics
+	live    liveHub // the users' open event streams (events_live.go)
 
 	mu     sync.RWMutex
 	byUser map[string][]domain.WebhookSubscription
@@ -192,6 +193,7 @@ func (e *Events) Boot(ctx context.Context) error {
 // their workers are done, or when ctx ends (an attempt in flight takes at most webhook.Timeout;
 // what it did not record is sent again after the restart, under the same webhook-id).
 func (e *Events) Stop(ctx context.Context) {
+	e.live.closeAll()
 	e.mu.Lock()
 	pids := make([]*actor.PID, 0, len(e.pids))
 	for _, pid := range e.pids {

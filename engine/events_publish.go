@@ -17,14 +17,17 @@ import (
 // subscription wants it); it never waits for a delivery. Calls for one user that must arrive in
 // order (a message's queued, sent, delivered) must be made one after the other.
 func (e *Events) Publish(ctx context.Context, uid string, ev domain.Event) error {
-	ds, err := e.deliveries(uid, ev)
-	if err != nil || len(ds) == 0 {
+	ds, live, err := e.deliveries(uid, ev)
+	if err != nil {
 		return err
 	}
-	if err := e.cfg.Store.Enqueue(ctx, ds); err != nil {
-		return fmt.Errorf("%w: queue event: %v", ErrUnavailable, err)
+	if len(ds) > 0 {
+		if err := e.cfg.Store.Enqueue(ctx, ds); err != nil {
+			return fmt.Errorf("%w: queue event: %v", ErrUnavailable, err)
+		}
+		e.kick(ds)
 	}
-	e.kick(ds)
+	e.sendLive(uid, live)
 	return nil
 }
 
@@ -32,6 +35,8 @@ func (e *Events) Publish(ctx context.Context, uid string, ev domain.Event) error
 type PreparedEvent struct {
 	deliveries []domain.WebhookDelivery
 	ops        []persist.Op
+	uid        string
+	live       *LiveEvent // for the user's open streams (nil: none)
 }
 
 // Ops are the writes that queue the event; empty when no subscription wants it.
@@ -42,21 +47,31 @@ func (p PreparedEvent) Ops() []persist.Op { return p.ops }
 // that commit, then call Committed once it is durable. An event prepared and never committed is
 // simply not sent.
 func (e *Events) Prepare(uid string, ev domain.Event) (PreparedEvent, error) {
-	ds, err := e.deliveries(uid, ev)
-	if err != nil || len(ds) == 0 {
+	ds, live, err := e.deliveries(uid, ev)
+	if err != nil || (len(ds) == 0 && live == nil) {
 		return PreparedEvent{}, err
 	}
-	ops, err := e.cfg.Store.EnqueueOps(ds)
-	if err != nil {
-		return PreparedEvent{}, fmt.Errorf("%w: %v", ErrValidation, err)
+	p := PreparedEvent{deliveries: ds, uid: uid, live: live}
+	if len(ds) > 0 {
+		if p.ops, err = e.cfg.Store.EnqueueOps(ds); err != nil {
+			return PreparedEvent{}, fmt.Errorf("%w: %v", ErrValidation, err)
+		}
 	}
-	return PreparedEvent{deliveries: ds, ops: ops}, nil
+	return p, nil
 }
 
-// Committed hands a prepared event whose Ops were committed to its subscriptions' actors.
+// Committed hands a prepared event whose Ops were committed to its subscriptions' actors and
+// the user's open streams.
 func (e *Events) Committed(p PreparedEvent) {
 	if len(p.deliveries) > 0 {
 		e.kick(p.deliveries)
+	}
+	e.sendLive(p.uid, p.live)
+}
+
+func (e *Events) sendLive(uid string, ev *LiveEvent) {
+	if ev != nil {
+		e.live.send(uid, *ev)
 	}
 }
 
@@ -70,14 +85,17 @@ func (e *Events) ReceiveMessage(ctx context.Context, m domain.InboundMessage) er
 		m.Timestamp = e.cfg.Clock.Now()
 	}
 	m.Timestamp = m.Timestamp.UTC().Truncate(time.Millisecond)
-	ds, err := e.deliveries(m.UserID, domain.Event{Type: domain.EventMessageReceived, At: m.Timestamp, Data: m})
+	ds, live, err := e.deliveries(m.UserID, domain.Event{Type: domain.EventMessageReceived, At: m.Timestamp, Data: m})
 	if err != nil {
 		return err
 	}
 	if err := e.cfg.Store.SaveInbound(ctx, m, ds); err != nil {
 		return fmt.Errorf("%w: keep incoming message: %v", ErrUnavailable, err)
 	}
-	e.kick(ds)
+	if len(ds) > 0 {
+		e.kick(ds)
+	}
+	e.sendLive(m.UserID, live)
 	return nil
 }
 
@@ -88,10 +106,11 @@ type envelope struct {
 	Data      any              `json:"data"`
 }
 
-// deliveries builds one delivery of ev per subscription of uid that takes it (none: nil).
-func (e *Events) deliveries(uid string, ev domain.Event) ([]domain.WebhookDelivery, error) {
+// deliveries builds one delivery of ev per subscription of uid that takes it (none: nil), and
+// the event for uid's open streams (nil when none is open).
+func (e *Events) deliveries(uid string, ev domain.Event) ([]domain.WebhookDelivery, *LiveEvent, error) {
 	if !ev.Type.Valid() {
-		return nil, fmt.Errorf("%w: unknown event type %q", ErrValidation, ev.Type)
+		return nil, nil, fmt.Errorf("%w: unknown event type %q", ErrValidation, ev.Type)
 	}
 	e.mu.RLock()
 	var subs []string
@@ -101,8 +120,9 @@ func (e *Events) deliveries(uid string, ev domain.Event) ([]domain.WebhookDelive
 		}
 	}
 	e.mu.RUnlock()
-	if len(subs) == 0 {
-		return nil, nil
+	listening := e.live.listening(uid)
+	if len(subs) == 0 && !listening {
+		return nil, nil, nil
 	}
 	now := e.cfg.Clock.Now().UTC()
 	if ev.At.IsZero() {
@@ -113,7 +133,11 @@ func (e *Events) deliveries(uid string, ev domain.Event) ([]domain.WebhookDelive
 	}
 	body, err := json.Marshal(envelope{Type: ev.Type, Timestamp: ev.At.UTC().Format(timestampMillis), Data: ev.Data})
 	if err != nil {
-		return nil, fmt.Errorf("%w: event data: %v", ErrValidation, err)
+		return nil, nil, fmt.Errorf("%w: event data: %v", ErrValidation, err)
+	}
+	var live *LiveEvent
+	if listening {
+		live = &LiveEvent{ID: ev.ID, Type: ev.Type, Body: body}
 	}
 	ds := make([]domain.WebhookDelivery, len(subs))
 	for i, id := range subs {
@@ -122,7 +146,7 @@ func (e *Events) deliveries(uid string, ev domain.Event) ([]domain.WebhookDelive
 			Type: ev.Type, CreatedAt: now, Body: body,
 		}
 	}
-	return ds, nil
+	return ds, live, nil
 }
 
 // timestampMillis is RFC 3339 UTC with milliseconds (DESIGN.md section 4).

@@ -52,6 +52,8 @@ func (s *Server) routes() {
 	s.route(POST, "/api/client/store/connect", 0, s.client(s.storeConnect))
 	s.route(POST, "/api/client/store/verify-shopify", 0, s.client(s.verifyShopify))
 	s.route(GET, "/api/client/campaigns", 0, s.client(s.clientCampaigns))
+	s.route(POST, "/api/client/campaigns", 0, s.client(s.startClientCampaign))
+	s.route(GET, "/api/client/campaigns/details", 0, s.client(s.clientCampaign))
 	s.route(DELETE, "/api/client/campaigns", 0, s.client(s.cancelClientCampaign))
 	s.route(GET, "/api/client/messages", 0, s.client(s.clientMessages))
 	s.route(GET, "/api/client/store", 0, s.client(s.clientStore))
@@ -63,6 +65,9 @@ func (s *Server) routes() {
 		s.route(POST, "/api/client/webhooks", 0, s.client(s.createWebhook))
 		s.route(DELETE, "/api/client/webhooks", 0, s.client(s.deleteWebhook))
 		s.route(GET, "/api/client/webhooks/deliveries", 0, s.client(s.webhookDeliveries))
+		s.route(POST, "/api/client/webhooks/test", 0, s.client(s.testWebhook))
+		s.route(POST, "/api/client/webhooks/redeliver", 0, s.client(s.redeliverWebhook))
+		s.route(GET, "/api/client/events/stream", 0, s.eventStream)
 	}
 
 	// Store integration (SPEC.md section 4.5): connecting (ID token) and the platform's calls (public).

@@ -19,6 +19,9 @@ type WebhookService interface {
 	Delete(ctx context.Context, uid, id string) error
 	Deliveries(uid, id string) ([]domain.WebhookAttempt, error)
 	Subscription(uid, id string) (domain.WebhookSubscription, error)
+	Test(ctx context.Context, uid, subID string) (domain.WebhookDelivery, error)
+	Redeliver(ctx context.Context, uid, subID, eventID string) (domain.WebhookDelivery, error)
+	Listen(uid string) *engine.Listener
 }
 
 // Interface guards.
@@ -151,5 +154,55 @@ func (s *Server) webhookDeliveries(ctx *fasthttp.RequestCtx, u domain.User) erro
 			StatusCode: a.Status, Delivered: a.Delivered, Error: a.Error, At: timestamp(a.At), DurationMs: a.Duration})
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
+}
+
+// queuedDeliveryJSON answers a test event or a redelivery: queued, sent by the subscription's
+// deliverer in its order (its outcome shows in the deliveries list).
+type queuedDeliveryJSON struct {
+	Success   bool             `json:"success"`
+	ID        string           `json:"id"` // the webhook-id the receiver sees
+	EventID   string           `json:"eventId"`
+	Type      domain.EventType `json:"type"`
+	Queued    bool             `json:"queued"`
+	CreatedAt timestamp        `json:"createdAt"`
+}
+
+func queuedDelivery(d domain.WebhookDelivery) queuedDeliveryJSON {
+	return queuedDeliveryJSON{Success: true, ID: d.ID, EventID: d.EventID, Type: d.Type, Queued: true, CreatedAt: timestamp(d.CreatedAt)}
+}
+
+// testWebhook is POST /api/client/webhooks/test?id=: a signed webhook.test event to one
+// subscription.
+func (s *Server) testWebhook(ctx *fasthttp.RequestCtx, u domain.User) error {
+	id := string(ctx.QueryArgs().Peek("id"))
+	if id == "" {
+		return missing("id")
+	}
+	d, err := s.cfg.Webhooks.Test(s.reqContext(ctx), u.ID, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(ctx, fasthttp.StatusAccepted, queuedDelivery(d))
+	return nil
+}
+
+type redeliverRequest struct {
+	ID      *string `json:"id"`
+	EventID *string `json:"eventId"`
+}
+
+// redeliverWebhook is POST /api/client/webhooks/redeliver {id, eventId}: a recent event sent
+// again to the subscription.
+func (s *Server) redeliverWebhook(ctx *fasthttp.RequestCtx, u domain.User) error {
+	var req redeliverRequest
+	if err := bind(ctx, &req, need("id", &req.ID), need("eventId", &req.EventID)); err != nil {
+		return err
+	}
+	d, err := s.cfg.Webhooks.Redeliver(s.reqContext(ctx), u.ID, strings.TrimSpace(*req.ID), strings.TrimSpace(*req.EventID))
+	if err != nil {
+		return err
+	}
+	writeJSON(ctx, fasthttp.StatusAccepted, queuedDelivery(d))
 	return nil
 }
