@@ -66,11 +66,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "gateway", version)
 		return nil
-	case "help", "-h", "--help":
-		fmt.Fprintln(stdout, "usage: gateway serve [flags] | gateway token --uid UID [flags] | gateway healthcheck [--addr ADDR] | gateway version")
-		return nil
+	case "help", "-h", "-help", "--help":
+		return help(args[1:], stdout)
 	}
-	return fmt.Errorf("unknown command %q (serve, token, healthcheck, version)", args[0])
+	if strings.HasPrefix(args[0], "-") {
+		return serve(args, stderr) // flags without a command: serve's
+	}
+	return fmt.Errorf("unknown command %q (%s; see gateway --help)", args[0], commandNames())
 }
 
 // Interface guards: the adapters main wires into the core.
@@ -166,8 +168,8 @@ func parseServe(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.oidcAllowAnonymous, "oidc-allow-anonymous", false, "accept Firebase anonymous sign-ins (refused by default)")
 	fs.BoolVar(&c.oidcRequireEmailVerified, "oidc-require-email-verified", false, "refuse ID tokens whose email_verified claim is not true")
 	fs.StringVar(&c.corsOrigins, "cors-origins", "", "comma list of browser origins allowed to call the API (CORS), or * for any; empty: no CORS headers")
-	fs.Usage = func() { serveUsage(fs) }
-	if err := fs.Parse(args); err != nil {
+	commandUsage(fs)
+	if err := parseFlags(fs, args); err != nil {
 		return c, err
 	}
 	if err := applyEnv(fs); err != nil {
@@ -572,13 +574,14 @@ func token(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	data := fs.String("data", "./data", "data directory holding dev-idp.pem (created if missing)")
-	uid := fs.String("uid", "", "user id (sub)")
+	uid := fs.String("uid", "", "the user id the token is for (its sub claim); required")
 	role := fs.String("role", "", "client or admin (honoured in dev auth only)")
 	name := fs.String("name", "", "display name")
 	email := fs.String("email", "", "email")
-	ttl := fs.Duration("ttl", time.Hour, "lifetime")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+	ttl := fs.Duration("ttl", time.Hour, "how long the token is valid")
+	commandUsage(fs)
+	if err := parseFlags(fs, args); err != nil {
+		if errors.Is(err, errHelp) {
 			return nil
 		}
 		return err
@@ -687,21 +690,6 @@ func envName(flag string) string {
 	return "GATEWAY_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
 
-// serveUsage is `gateway serve --help`: every flag with the variable that also sets it.
-func serveUsage(fs *flag.FlagSet) {
-	w := fs.Output()
-	fmt.Fprintln(w, "usage: gateway serve [flags]")
-	fmt.Fprintln(w, "Every flag is also read from the environment variable named beside it; a flag on the command line wins.")
-	fs.VisitAll(func(f *flag.Flag) {
-		def := ""
-		if f.DefValue != "" {
-			def = fmt.Sprintf(" (default %s)", f.DefValue)
-		}
-		fmt.Fprintf(w, "  --%s, %s%s\n      %s\n", f.Name, envName(f.Name), def, f.Usage)
-	})
-	fmt.Fprintln(w, "  GATEWAY_SECRET_KEY\n      key sealing store credentials at rest (32 bytes as 64 hex digits or base64); default: DATA/secret.key, created on first use")
-}
-
 func splitList(s string) []string {
 	var out []string
 	for _, part := range strings.Split(s, ",") {
@@ -718,7 +706,11 @@ func healthcheck(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", ":8080", "the gateway's listen address")
-	if err := fs.Parse(args); err != nil {
+	commandUsage(fs)
+	if err := parseFlags(fs, args); err != nil {
+		if errors.Is(err, errHelp) {
+			return nil
+		}
 		return err
 	}
 	if err := applyEnv(fs); err != nil {
