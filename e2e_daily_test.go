@@ -110,6 +110,14 @@ func TestEventStream(t *testing.T) {
 	s := tg.newSender(admin, "alice", "447700900001", nil)
 	bob := tg.newSender(admin, "bob", "447700900002", nil)
 
+	// The dashboard reads the signed-in user's role here (no probe of an admin route).
+	if me := tg.do("GET", "/api/client/me", bearerAuth(s.tok), nil); me.status != 200 || me.str("role") != "client" || me.str("id") != "alice" {
+		t.Fatalf("me: %d %s", me.status, me.raw)
+	}
+	if me := tg.do("GET", "/api/client/me", bearerAuth(admin), nil); me.str("role") != "admin" {
+		t.Fatalf("admin's me: %s", me.raw)
+	}
+
 	// The token in the query (EventSource) or in the header.
 	st := openStream(t, tg, "/api/client/events/stream?token="+s.tok, nil)
 	hdr := openStream(t, tg, "/api/client/events/stream", http.Header{"Authorization": {"Bearer " + bob.tok}})

@@ -39,6 +39,7 @@ func (s *Server) routes() {
 	s.route(DELETE, "/api/admin/sessions", 0, s.admin(s.deleteSession))
 
 	// Dashboard (ID token).
+	s.route(GET, "/api/client/me", 0, s.client(s.clientMe))
 	s.route(GET, "/api/client/apikeys", 0, s.client(s.clientKeys))
 	s.route(GET, "/api/client/qr", 0, s.client(s.clientQR))
 	s.route(GET, "/api/client/status", 0, s.client(s.clientStatus))
