@@ -199,7 +199,7 @@ export function campaigns(el) {
     tr.dataset.status = d.status;
     const cells = tr.querySelectorAll('td');
     mount(cells[1], badge(d.status));
-    mount(cells[2], progressCell({ total_processed: d.totalProcessed, total_requested: d.totalRequested }));
+    mount(cells[2], progressCell(d));
     mount(cells[3], h('span', { class: 'counts-cell' }, d.successful + ' / ' + d.failed));
     if (d.status !== 'running' && d.status !== 'queued') { const b = cells[4].querySelector('.danger'); if (b) b.remove(); }
     if (openResults === d.campaignId) resultsSoon();
