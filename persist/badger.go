@@ -273,20 +273,24 @@ func (b *Badger) ScanFrom(prefix, start []byte, fn func(key, value []byte) error
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		defer it.Close()
 		for it.Seek(start); it.Valid(); it.Next() {
-			item := it.Item()
-			var fnErr error
-			if err := item.Value(func(v []byte) error {
-				fnErr = fn(item.Key(), v)
-				return nil
-			}); err != nil {
-				return fmt.Errorf("persist: scan: %w", err)
-			}
-			if fnErr != nil {
-				return fnErr
+			if err := visit(it.Item(), fn); err != nil {
+				return err
 			}
 		}
 		return nil
 	})
+}
+
+// visit hands one item's key and value to fn.
+func visit(item *badger.Item, fn func(key, value []byte) error) error {
+	var fnErr error
+	if err := item.Value(func(v []byte) error {
+		fnErr = fn(item.Key(), v)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("persist: scan: %w", err)
+	}
+	return fnErr
 }
 
 // ScanBefore calls fn for the live keys under prefix that sort before end, newest key first
@@ -305,19 +309,11 @@ func (b *Badger) ScanBefore(prefix, end []byte, fn func(key, value []byte) error
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true})
 		defer it.Close()
 		for it.Seek(seek); it.Valid(); it.Next() {
-			item := it.Item()
-			if end != nil && bytes.Equal(item.Key(), end) {
+			if end != nil && bytes.Equal(it.Item().Key(), end) {
 				continue
 			}
-			var fnErr error
-			if err := item.Value(func(v []byte) error {
-				fnErr = fn(item.Key(), v)
-				return nil
-			}); err != nil {
-				return fmt.Errorf("persist: scan: %w", err)
-			}
-			if fnErr != nil {
-				return fnErr
+			if err := visit(it.Item(), fn); err != nil {
+				return err
 			}
 		}
 		return nil
