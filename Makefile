@@ -14,7 +14,7 @@ ifneq ($(wildcard $(SHARED_GOPROXY)/.),)
 export GOPROXY := file://$(SHARED_GOPROXY),$(shell GOPROXY= $(GO) env GOPROXY)
 endif
 
-.PHONY: run build test test-short test-ui screenshots web lint deps openapi-lint openapi-codegen fuzz test-scale bench bench-quick bench-events webhook-interop clean
+.PHONY: run build test test-short test-ui screenshots web lint deps openapi-lint openapi-codegen fuzz test-scale bench bench-quick bench-events bench-wastore webhook-interop clean
 
 run: build
 	$(BIN) serve --data $(DATA) --log-format text
@@ -35,12 +35,13 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 # test-ui drives the dashboard in headless Chromium (Debian's chromium; CHROMIUM=path to use
 # another) against the real binary: sign-in, QR to CONNECTED, send, templates, store, admin keys,
-# page weight. screenshots reruns them and rewrites docs/screenshots/*.png.
+# page weight, a campaign from a CSV file, live messages, every screen at 390 and 1440 px in both
+# themes with axe-core. screenshots reruns them and rewrites docs/screenshots/*.png.
 test-ui:
-	$(GO) test -tags ui -count=1 -timeout 10m -v ./web/uitest
+	$(GO) test -tags ui -count=1 -timeout 15m -v ./web/uitest
 
 screenshots:
-	$(GO) test -tags ui -count=1 -timeout 10m ./web/uitest -screenshots
+	$(GO) test -tags ui -count=1 -timeout 15m ./web/uitest -screenshots
 
 # web: the dashboard has no build step (plain ES modules in web/static, embedded as they are),
 # so there is nothing to bundle; this target checks the files parse as JavaScript modules and
@@ -131,6 +132,15 @@ webhook-interop:
 	mkdir -p $(HOME)/.cache/gateway-node
 	cd $(HOME)/.cache/gateway-node && npm install --no-audit --no-fund standardwebhooks@1.1.1
 	$(GO) test -count=1 -run 'TestEventsToALoopbackReceiver' -v ./engine | grep -E 'Node|ok|FAIL'
+
+# bench-wastore: 200 WhatsApp devices decrypting at once (an offline-sync burst) on the SQLite
+# and the PostgreSQL device store (throwaway cluster, internal/pgtest), against the fake server
+# (README, "WhatsApp device store"). BURST_DEVICES and BURST_MESSAGES make it smaller.
+BURST_DEVICES  ?= 200
+BURST_MESSAGES ?= 3
+bench-wastore:
+	$(GO) test -run XXX -bench DecryptionBurst -benchtime 1x -timeout 30m ./network/whatsapp \
+		-burst-devices $(BURST_DEVICES) -burst-messages $(BURST_MESSAGES) | grep -E '^(Benchmark|ok|FAIL|PASS)'
 
 bench-quick: build
 	$(GO) build -o bin/bench ./bench

@@ -36,6 +36,7 @@ var allowedImports = map[string][]string{
 	"network/whatsapp":        {"domain", "network"},
 	"network/whatsapp/fakewa": {},
 	"network/networktest":     {"domain", "network"},
+	"internal/pgtest":         {}, // test helper: throwaway PostgreSQL servers
 	"ecom":                    {"domain"},
 	"ecom/ecomtest":           {"domain", "ecom"},
 	"identity":                {"domain"},
