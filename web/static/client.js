@@ -23,6 +23,7 @@ export function session(el) {
   const pairOut = h('div', {});
   const subs = live.subscriptions();
   let status = null;
+  let warning = '';
   let qrPoll = null;
   let lastQR = '';
   let stopped = false;
@@ -67,6 +68,9 @@ export function session(el) {
       h('p', {}, statusWords[st.status] || ''));
     const bits = [];
     if (st.statusReason) bits.push(h('p', {}, 'Why: ', h('strong', {}, st.statusReason), st.until ? ' (until ' + when(st.until) + ')' : ''));
+    if (st.restrictedUntil && new Date(st.restrictedUntil) > new Date()) bits.push(notice('warn',
+      'The network limits this phone until ' + when(st.restrictedUntil) + ': first messages to new numbers wait until then; customers who wrote to you still get theirs.'));
+    if (warning) bits.push(notice('warn', warning));
     if (st.status === 'CONNECTED' && st.queue) bits.push(h('p', { id: 'queue' }, st.queue.depth ? [h('strong', {}, String(st.queue.depth)),
       ' message(s) waiting to go out', st.queue.oldestAt ? ', the oldest since ' + when(st.queue.oldestAt) : '', '.'] : 'Nothing is waiting to go out.'));
     mount(extra, bits);
@@ -92,6 +96,10 @@ export function session(el) {
   load();
   // Then the events say when it changes; the queue is read again with each change.
   subs.on('session.status', load);
+  subs.on('session.warning', (d) => {
+    warning = 'The gateway slowed this phone to half its pace' + (d.until ? ' until ' + when(d.until) : '') + (d.reason ? ' (' + d.reason + ')' : '') + ', to keep it in the network’s good books.';
+    if (status) render(status);
+  });
   subs.on('resync', load);
   subs.on('message.status', () => { if (status && status.status === 'CONNECTED') load(); });
   return () => { stopped = true; subs.stop(); stopQR(); };

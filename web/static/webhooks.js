@@ -7,6 +7,7 @@ const eventTypes = [
   ['message.status', 'A message’s status changes'],
   ['message.received', 'A customer writes'],
   ['session.status', 'The phone’s link changes'],
+  ['session.warning', 'The network warns about the phone'],
   ['campaign.progress', 'A campaign progresses'],
   ['campaign.completed', 'A campaign ends'],
   ['store.event', 'A store order event is handled'],
