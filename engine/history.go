@@ -9,21 +9,20 @@ import (
 	"time"
 
 	"github.com/gateway/gateway/domain"
-	"github.com/gateway/gateway/persist"
 )
 
 // MessageHistory is the history index the engine lists from (persist.MessageLog): entries are
 // written with the messages they index (the outbox's accept, the saving of an incoming message).
+// ScanLog calls fn with each entry and the opaque cursor that continues after it; a cursor it
+// did not hand out is domain.ErrBadCursor.
 type MessageHistory interface {
-	ScanLog(uid string, s persist.LogScan, fn func(pos string, e persist.LogEntry) (bool, error)) error
+	ScanLog(uid string, s domain.LogScan, fn func(next string, e domain.LogEntry) (bool, error)) error
 }
-
-var _ MessageHistory = (*persist.MessageLog)(nil)
 
 // Directions of a message in the history.
 const (
-	DirOut = persist.DirOut
-	DirIn  = persist.DirIn
+	DirOut = domain.DirOut
+	DirIn  = domain.DirIn
 )
 
 // HistoryMaxLimit is the most items one page of the history holds.
@@ -31,7 +30,7 @@ const HistoryMaxLimit = 1000
 
 // HistoryQuery selects a page of a user's history.
 type HistoryQuery struct {
-	// Direction: persist.DirOut, persist.DirIn or "" (both).
+	// Direction: DirOut, DirIn or "" (both).
 	Direction string
 	// Status: only outgoing messages with this status (incoming ones have none).
 	Status string
@@ -68,20 +67,20 @@ func (ms *Messages) History(uid string, q HistoryQuery) ([]HistoryItem, string, 
 		next string
 		last string
 	)
-	err := ms.history.ScanLog(uid, persist.LogScan{Cursor: q.Cursor, Since: q.Since}, func(pos string, e persist.LogEntry) (bool, error) {
+	err := ms.history.ScanLog(uid, domain.LogScan{Cursor: q.Cursor, Since: q.Since}, func(after string, e domain.LogEntry) (bool, error) {
 		item, ok := ms.historyItem(uid, e, q)
 		if !ok {
 			return true, nil
 		}
 		if len(out) == q.Limit { // one more matches: there is a next page
-			next = persist.Cursor(last)
+			next = last
 			return false, nil
 		}
-		out, last = append(out, item), pos
+		out, last = append(out, item), after
 		return true, nil
 	})
-	if errors.Is(err, persist.ErrBadCursor) {
-		return nil, "", fmt.Errorf("%w: cursor is not one this gateway handed out", ErrValidation)
+	if errors.Is(err, domain.ErrBadCursor) {
+		return nil, "", err
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: message history: %v", ErrUnavailable, err)
@@ -90,19 +89,19 @@ func (ms *Messages) History(uid string, q HistoryQuery) ([]HistoryItem, string, 
 }
 
 // historyItem resolves an index entry and tells whether it matches q.
-func (ms *Messages) historyItem(uid string, e persist.LogEntry, q HistoryQuery) (HistoryItem, bool) {
+func (ms *Messages) historyItem(uid string, e domain.LogEntry, q HistoryQuery) (HistoryItem, bool) {
 	if q.Direction != "" && e.Dir != q.Direction {
 		return HistoryItem{}, false
 	}
 	switch e.Dir {
-	case persist.DirIn:
+	case DirIn:
 		if e.In == nil || q.Status != "" || (q.To != "" && q.From == "") || (q.From != "" && e.Peer != q.From) {
 			return HistoryItem{}, false
 		}
 		in := *e.In
 		in.UserID = uid
 		return HistoryItem{Dir: e.Dir, In: in}, true
-	case persist.DirOut:
+	case DirOut:
 		if (q.From != "" && q.To == "") || (q.To != "" && e.Peer != q.To) {
 			return HistoryItem{}, false
 		}

@@ -18,23 +18,18 @@ import (
 // sent message (its text included) as long, and incoming messages are kept as long.
 const MessageLogRetention = domain.InboundRetention
 
-// Directions of a message in the history.
+// Directions of a message in the history, and its records (domain.LogEntry).
 const (
-	DirOut = "out"
-	DirIn  = "in"
+	DirOut = domain.DirOut
+	DirIn  = domain.DirIn
 )
 
-// LogEntry is one line of a user's message history: an outgoing message's reference (its
-// status and text are read from the outbox, which the listing lays over it) or an incoming
-// message as a whole.
-type LogEntry struct {
-	Dir       string                 `json:"dir"` // DirOut or DirIn
-	ID        string                 `json:"id"`
-	SessionID string                 `json:"session"`
-	Peer      string                 `json:"peer"` // the recipient (out) or the sender (in)
-	At        time.Time              `json:"at"`
-	In        *domain.InboundMessage `json:"in,omitempty"`
-}
+type (
+	// LogEntry is one line of the history (domain.LogEntry).
+	LogEntry = domain.LogEntry
+	// LogScan is where a walk starts and which way it goes (domain.LogScan).
+	LogScan = domain.LogScan
+)
 
 // MessageLog is the history index of section 15: every user's messages in both directions,
 // keyed by user and time, so a page of the listing is one seek and a walk over that page (never
@@ -81,19 +76,11 @@ func (l *MessageLog) InOp(m domain.InboundMessage) (Op, error) {
 		LogEntry{Dir: DirIn, ID: m.ID, SessionID: m.SessionID, Peer: m.From, At: m.Timestamp, In: &m}, MessageLogRetention)
 }
 
-// LogScan is where a walk of one user's history starts and which way it goes.
-type LogScan struct {
-	// Cursor: continue after this place (a Cursor from an earlier walk); "" = from the start.
-	Cursor string
-	// Since: oldest first, from this time on; zero: newest first.
-	Since time.Time
-}
-
 // ErrBadCursor is returned for a cursor this store did not hand out.
-var ErrBadCursor = errors.New("persist: bad history cursor")
+var ErrBadCursor = domain.ErrBadCursor
 
-// Cursor turns an entry's place into an opaque cursor (url-safe base64).
-func Cursor(pos string) string { return base64.RawURLEncoding.EncodeToString([]byte(pos)) }
+// cursor turns an entry's place into an opaque cursor (url-safe base64).
+func cursor(pos string) string { return base64.RawURLEncoding.EncodeToString([]byte(pos)) }
 
 func parseCursor(c string) (string, error) {
 	b, err := base64.RawURLEncoding.DecodeString(c)
@@ -113,9 +100,9 @@ func printableKey(b []byte) bool {
 }
 
 // ScanLog walks uid's history in the order s asks (newest first, or oldest first from
-// s.Since), after s.Cursor, calling fn with each entry and its place (for Cursor) until fn
-// returns false or an error. Entries that do not decode stop the walk with an error.
-func (l *MessageLog) ScanLog(uid string, s LogScan, fn func(pos string, e LogEntry) (bool, error)) error {
+// s.Since), after s.Cursor, calling fn with each entry and the cursor that continues after it,
+// until fn returns false or an error. Entries that do not decode stop the walk with an error.
+func (l *MessageLog) ScanLog(uid string, s LogScan, fn func(next string, e LogEntry) (bool, error)) error {
 	if uid == "" {
 		return nil
 	}
@@ -133,7 +120,7 @@ func (l *MessageLog) ScanLog(uid string, s LogScan, fn func(pos string, e LogEnt
 		if _, err := Decode(value, recordVersion1, &e); err != nil {
 			return fmt.Errorf("%s %q: %w", messageLogTable, key, err)
 		}
-		more, err := fn(string(key[len(prefix):]), e)
+		more, err := fn(cursor(string(key[len(prefix):])), e)
 		if err != nil {
 			return err
 		}

@@ -14,9 +14,9 @@ import (
 // walk collects up to n entries of uid's history from s, and the cursor after the last.
 func walk(t *testing.T, l *MessageLog, uid string, s LogScan, n int) (ids []string, next string) {
 	t.Helper()
-	err := l.ScanLog(uid, s, func(pos string, e LogEntry) (bool, error) {
+	err := l.ScanLog(uid, s, func(c string, e LogEntry) (bool, error) {
 		ids = append(ids, e.Dir+":"+e.ID)
-		next = Cursor(pos)
+		next = c
 		return len(ids) < n, nil
 	})
 	if err != nil {
