@@ -34,8 +34,8 @@ var allowedImports = map[string][]string{
 	"actors/storeevents":      {"domain", "ecom"}, // ecom's stateless parsers and renderer
 	"actors/webhook":          {"domain"},
 	"persist":                 {"domain"},
-	"persist/kvtest":          {"persist"},
-	"persist/natskv":          {"persist"},
+	"persist/kvtest":          {"domain", "persist"},
+	"persist/natskv":          {"domain", "persist"},
 	"persist/natstest":        {},
 	"network":                 {"domain"},
 	"network/sim":             {"domain", "network"},

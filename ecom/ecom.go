@@ -24,15 +24,6 @@ import (
 // Errors returned by this package. Callers test them with errors.Is; the wrapped text adds
 // detail but never a token or secret.
 var (
-	// ErrInvalidShop: the shop domain is not a `<name>.myshopify.com` domain. No request was sent.
-	ErrInvalidShop = errors.New("ecom: invalid shop domain")
-	// ErrUnauthorized: the store platform rejected the access token, the app credentials or the
-	// authorization code (HTTP 401/403, a GraphQL ACCESS_DENIED, or a 400 on the code exchange).
-	// Retrying will not help.
-	ErrUnauthorized = errors.New("ecom: store platform rejected the credentials")
-	// ErrUpstream: any other failure talking to the store platform (network, timeout, 5xx,
-	// throttling, an unexpected answer). Usually worth a retry later.
-	ErrUpstream = errors.New("ecom: store platform request failed")
 	// ErrNotFound: the platform answered but has no such order (deleted, or out of the token's
 	// reach). Retrying will not help.
 	ErrNotFound = errors.New("ecom: not found on the store platform")

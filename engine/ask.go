@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
+	"github.com/gateway/gateway/domain"
 )
 
 // An ask is a message that carries its own reply channel (buffered, capacity 1): the actor
@@ -39,6 +40,6 @@ func waitReply[T any](ctx context.Context, reply chan T, timeout time.Duration, 
 		return zero, ctx.Err()
 	case <-t.C:
 		var zero T
-		return zero, fmt.Errorf("%w: the %s did not answer in time", ErrUnavailable, who)
+		return zero, fmt.Errorf("%w: the %s did not answer in time", domain.ErrUnavailable, who)
 	}
 }

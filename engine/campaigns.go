@@ -19,9 +19,6 @@ import (
 	"github.com/gateway/gateway/actors/campaign"
 )
 
-// ErrCampaignNotFound: no campaign with this id for this user.
-var ErrCampaignNotFound = domain.ErrCampaignNotFound
-
 // Campaigns is the bulk-send facet: starting, reading, waiting for and cancelling campaigns.
 // Each running campaign is an actor (actors/campaign) that owns its cursor and timer and sends
 // its numbers through Messages one at a time; the facet's registry holds the running ones (an
@@ -90,13 +87,13 @@ func (c *Campaigns) Start(ctx context.Context, r CampaignRequest) (domain.Campai
 		CreatedAt: now, UpdatedAt: now,
 	}
 	var idemID string
-	var idem IdemRecord
+	var idem domain.IdemRecord
 	if r.Idem != nil {
-		idemID, idem = r.Idem.ID(), IdemRecord{BodyHash: r.Idem.BodyHash, CampaignID: st.ID}
+		idemID, idem = r.Idem.ID(), domain.IdemRecord{BodyHash: r.Idem.BodyHash, CampaignID: st.ID}
 	}
 	if err := c.store.Accept(ctx, st, idemID, idem); err != nil {
 		res.Release()
-		return domain.Campaign{}, fmt.Errorf("%w: save campaign: %w", ErrUnavailable, err)
+		return domain.Campaign{}, fmt.Errorf("%w: save campaign: %w", domain.ErrUnavailable, err)
 	}
 	ce := c.spawn(st)
 	c.e.log.Info("campaign started", "campaign_id", st.ID, "user_id", st.UserID, "numbers", len(st.Numbers), "granted", st.Granted)
@@ -122,7 +119,7 @@ func (c *Campaigns) sendMessage(ctx context.Context, s domain.Campaign, to, msgI
 	// Still the campaign user's, and connected (an admin may have reassigned it meanwhile; after
 	// a restart it reconnects while the campaign resumes: the campaign waits for it).
 	ent, err := c.e.Sessions.forSend(s.UserID, s.SessionID)
-	if errors.Is(err, ErrNotConnected) {
+	if errors.Is(err, domain.ErrNotConnected) {
 		return domain.OutboxEntry{ID: msgID}, fmt.Errorf("%w: %w", campaign.ErrSessionNotReady, err)
 	}
 	if err != nil {
@@ -140,7 +137,7 @@ func (c *Campaigns) sendMessage(ctx context.Context, s domain.Campaign, to, msgI
 	})
 	switch {
 	case err == nil:
-	case errors.Is(err, ErrUnavailable):
+	case errors.Is(err, domain.ErrUnavailable):
 		// Not accepted (storage refused it, a full disk): the campaign keeps the number's
 		// allowance and tries it again (campaign.Sender).
 		return domain.OutboxEntry{ID: msgID}, err
@@ -222,11 +219,11 @@ func (c *Campaigns) Get(uid, id string) (domain.Campaign, error) {
 		if v := *ce.view.Load(); v.UserID == uid {
 			return v, nil
 		}
-		return domain.Campaign{}, fmt.Errorf("%w: %s", ErrCampaignNotFound, id)
+		return domain.Campaign{}, fmt.Errorf("%w: %s", domain.ErrCampaignNotFound, id)
 	}
 	s, err := c.store.LoadCampaign(id)
 	if err != nil || s.UserID != uid {
-		return domain.Campaign{}, fmt.Errorf("%w: %s", ErrCampaignNotFound, id)
+		return domain.Campaign{}, fmt.Errorf("%w: %s", domain.ErrCampaignNotFound, id)
 	}
 	return s, nil
 }
@@ -237,7 +234,7 @@ func (c *Campaigns) Wait(ctx context.Context, id string) (domain.Campaign, error
 	if ce == nil {
 		s, err := c.store.LoadCampaign(id)
 		if err != nil {
-			return s, fmt.Errorf("%w: %s", ErrCampaignNotFound, id)
+			return s, fmt.Errorf("%w: %s", domain.ErrCampaignNotFound, id)
 		}
 		return s, nil
 	}
@@ -272,7 +269,7 @@ func (c *Campaigns) Cancel(ctx context.Context, uid, id string) (domain.Campaign
 	case <-ctx.Done():
 		return s, ctx.Err()
 	case <-t.C:
-		return s, fmt.Errorf("%w: the campaign did not answer in time", ErrUnavailable)
+		return s, fmt.Errorf("%w: the campaign did not answer in time", domain.ErrUnavailable)
 	}
 }
 
@@ -300,7 +297,7 @@ func (c *Campaigns) boot() (int, error) {
 			switch {
 			case err == nil:
 				granted = res.Granted()
-			case !errors.Is(err, ErrQuotaExceeded):
+			case !errors.Is(err, domain.ErrQuotaExceeded):
 				return 0, err
 			}
 			// Allowance used elsewhere meanwhile clips the rest of the batch.

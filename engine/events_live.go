@@ -172,7 +172,7 @@ func (e *Events) Redeliver(ctx context.Context, uid, subID, eventID string) (dom
 	}
 	as, err := e.cfg.Store.Attempts(subID)
 	if err != nil {
-		return domain.WebhookDelivery{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return domain.WebhookDelivery{}, fmt.Errorf("%w: %w", domain.ErrUnavailable, err)
 	}
 	for _, a := range as {
 		if a.EventID != eventID || len(a.Body) == 0 {
@@ -187,7 +187,7 @@ func (e *Events) Redeliver(ctx context.Context, uid, subID, eventID string) (dom
 
 func (e *Events) enqueue(ctx context.Context, d domain.WebhookDelivery) error {
 	if err := e.cfg.Store.Enqueue(ctx, []domain.WebhookDelivery{d}); err != nil {
-		return fmt.Errorf("%w: queue event: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: queue event: %w", domain.ErrUnavailable, err)
 	}
 	e.kick([]domain.WebhookDelivery{d})
 	return nil

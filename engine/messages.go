@@ -17,13 +17,6 @@ import (
 	"github.com/gateway/gateway/domain"
 )
 
-// Send errors, re-exported.
-var (
-	ErrRecipientNotOnNetwork = domain.ErrRecipientNotOnNetwork
-	ErrNetwork               = domain.ErrNetwork
-	ErrMessageNotFound       = domain.ErrMessageNotFound
-)
-
 // SendRequest is one message to accept for a user (DESIGN.md section 3, flow 1).
 type SendRequest struct {
 	UserID    string
@@ -126,11 +119,11 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 				r.Reserved.Release()
 			}
 			if old.UserID != r.UserID {
-				return domain.OutboxEntry{}, fmt.Errorf("%w: message id %s", ErrForbidden, r.Message.ID)
+				return domain.OutboxEntry{}, fmt.Errorf("%w: message id %s", domain.ErrForbidden, r.Message.ID)
 			}
 			return m.wait(ctx, old, r.Wait)
 		} else if !errors.Is(err, domain.ErrRecordNotFound) {
-			return domain.OutboxEntry{}, fmt.Errorf("%w: outbox: %w", ErrUnavailable, err)
+			return domain.OutboxEntry{}, fmt.Errorf("%w: outbox: %w", domain.ErrUnavailable, err)
 		}
 	} else {
 		r.Message.ID = NewMessageID()
@@ -159,7 +152,7 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 		if !r.KeepReserved || r.Reserved == nil {
 			res.Release()
 		}
-		return domain.OutboxEntry{}, fmt.Errorf("%w: outbox: %w", ErrUnavailable, err)
+		return domain.OutboxEntry{}, fmt.Errorf("%w: outbox: %w", domain.ErrUnavailable, err)
 	}
 	var ch chan outcome
 	if r.Wait > 0 {
@@ -263,13 +256,13 @@ func failure(e domain.OutboxEntry) error {
 	if e.Status != domain.MsgFailed {
 		return nil
 	}
-	for _, known := range []*domain.Error{ErrRecipientNotOnNetwork, domain.ErrRecipientNotReachable,
+	for _, known := range []*domain.Error{domain.ErrRecipientNotOnNetwork, domain.ErrRecipientNotReachable,
 		domain.ErrSessionReassigned, domain.ErrSessionLoggedOut, domain.ErrSessionDeleted} {
 		if e.Code == known.Code {
 			return fmt.Errorf("%w: %s", known, e.Error)
 		}
 	}
-	return fmt.Errorf("%w: %s", ErrNetwork, e.Error)
+	return fmt.Errorf("%w: %s", domain.ErrNetwork, e.Error)
 }
 
 // Outcome implements session.Deliveries: the network's final word on a message. The outcome is
@@ -386,7 +379,7 @@ func (ms *Messages) Get(uid, id string) (domain.OutboxEntry, error) {
 	}
 	m, err := ms.msgs.outbox.Get(id)
 	if err != nil || m.UserID != uid {
-		return domain.OutboxEntry{}, fmt.Errorf("%w: %s", ErrMessageNotFound, id)
+		return domain.OutboxEntry{}, fmt.Errorf("%w: %s", domain.ErrMessageNotFound, id)
 	}
 	return m, nil
 }

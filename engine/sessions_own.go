@@ -83,7 +83,7 @@ func (s *Sessions) PairCode(ctx context.Context, u domain.User, phone string) (d
 func (s *Sessions) Logout(ctx context.Context, uid string) error {
 	ent := s.idx.defaultOf(uid)
 	if ent == nil {
-		return fmt.Errorf("%w: this account has no session", ErrSessionNotFound)
+		return fmt.Errorf("%w: this account has no session", domain.ErrSessionNotFound)
 	}
 	return s.unlink(ctx, ent, nil)
 }

@@ -70,11 +70,11 @@ func (st *Stores) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, 
 	e, s := st.e, st.s
 	ent := s.resolve(w)
 	if ent == nil {
-		return WebhookResult{Topic: "none"}, fmt.Errorf("%w: no connected store matches this webhook", ErrStoreNotFound)
+		return WebhookResult{Topic: "none"}, fmt.Errorf("%w: no connected store matches this webhook", domain.ErrStoreNotFound)
 	}
 	p, ok := ecom.Lookup(ent.rec.Platform)
 	if !ok {
-		return WebhookResult{Topic: "none"}, fmt.Errorf("%w: the store's platform %q is not known to this gateway", ErrStoreNotFound, ent.rec.Platform)
+		return WebhookResult{Topic: "none"}, fmt.Errorf("%w: the store's platform %q is not known to this gateway", domain.ErrStoreNotFound, ent.rec.Platform)
 	}
 	hs := p.Headers()
 	var topicH, signature, deliveryID []byte
@@ -93,10 +93,10 @@ func (st *Stores) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, 
 	}
 	topic := string(bytes.TrimSpace(topicH))
 	if topic == "" {
-		return res, fmt.Errorf("%w: the topic header (%s) is required", ErrValidation, strings.Join(hs.Topic, " or "))
+		return res, fmt.Errorf("%w: the topic header (%s) is required", domain.ErrValidation, strings.Join(hs.Topic, " or "))
 	}
 	if b := bytes.TrimLeft(w.Body, " \t\r\n"); len(b) == 0 || b[0] != '{' || !json.Valid(w.Body) {
-		return res, ErrInvalidPayload
+		return res, domain.ErrInvalidPayload
 	}
 	now := e.now().UTC()
 	switch sends, needsPhone := p.Topic(topic); {
@@ -137,9 +137,9 @@ func (st *Stores) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, 
 		res.Status = WebhookDuplicate
 		return res, nil
 	case errors.Is(err, domain.ErrInboxEntry):
-		return res, fmt.Errorf("%w: %w", ErrInvalidPayload, err)
+		return res, fmt.Errorf("%w: %w", domain.ErrInvalidPayload, err)
 	case err != nil:
-		return res, fmt.Errorf("%w: store the webhook: %w", ErrUnavailable, err)
+		return res, fmt.Errorf("%w: store the webhook: %w", domain.ErrUnavailable, err)
 	}
 	s.accepted.Add(1)
 	// The actor gets the entry itself (no read to start on it); the body is the request's
@@ -186,16 +186,16 @@ func (s *storeService) resolve(w Webhook) *storeEntry {
 func (s *storeService) verify(ent *storeEntry, p ecom.Platform, signature, body []byte) error {
 	if !ent.hasSecret() {
 		if s.cfg.RequireSignature {
-			return fmt.Errorf("%w: this store has no webhook signing secret, and the gateway requires signed webhooks", ErrInvalidSignature)
+			return fmt.Errorf("%w: this store has no webhook signing secret, and the gateway requires signed webhooks", domain.ErrInvalidSignature)
 		}
 		return nil
 	}
 	if len(signature) == 0 {
-		return fmt.Errorf("%w: the signature header (%s) is missing", ErrInvalidSignature, strings.Join(p.Headers().Signature, " or "))
+		return fmt.Errorf("%w: the signature header (%s) is missing", domain.ErrInvalidSignature, strings.Join(p.Headers().Signature, " or "))
 	}
 	if sig, ok := p.ParseSignature(signature); ok &&
 		(ent.hookMACs.Verify(body, sig) || ent.clientMACs.Verify(body, sig)) {
 		return nil
 	}
-	return fmt.Errorf("%w: the signature does not match the body", ErrInvalidSignature)
+	return fmt.Errorf("%w: the signature does not match the body", domain.ErrInvalidSignature)
 }

@@ -232,7 +232,7 @@ type storeJSON struct {
 // recent events; connected false when there is none.
 func (s *Server) clientStore(ctx *fasthttp.RequestCtx, u domain.User) error {
 	v, err := s.eng.Stores.Get(u.ID)
-	if errors.Is(err, engine.ErrStoreNotFound) {
+	if errors.Is(err, domain.ErrStoreNotFound) {
 		writeJSON(ctx, fasthttp.StatusOK, storeJSON{Success: true, Events: []storeEventJSON{}})
 		return nil
 	}

@@ -23,8 +23,6 @@ import (
 	"github.com/gateway/gateway/domain"
 
 	"github.com/valyala/fasthttp"
-
-	"github.com/gateway/gateway/engine"
 )
 
 // HTTP-layer errors (the domain ones live in domain/errors.go).
@@ -34,7 +32,7 @@ var (
 	// errInvalidToken: the ID token did not verify.
 	errInvalidToken = domain.E("invalid_token", "invalid or expired ID token")
 	// errNotAdmin: the caller's role is not admin.
-	errNotAdmin = domain.E("forbidden", "this route needs the admin role")
+	errNotAdmin = fmt.Errorf("%w: this route needs the admin role", domain.ErrForbidden)
 	// errInternalOnly: a route public only inside --internal-cidrs was called from outside
 	// without an admin token.
 	errInternalOnly = domain.E("internal_only", "this route is public only to internal addresses; send an admin ID token")
@@ -95,8 +93,7 @@ var statusByCode = map[string]int{
 }
 
 // statusOf maps every error to its HTTP status and stable code: the one place that does so.
-// Domain errors carry their code; the few adapter errors not translated at their edge yet are
-// matched here.
+// Domain errors carry their code (the adapters return them too); anything else is a 500.
 func statusOf(err error) (int, string) {
 	var in *inputError
 	if errors.As(err, &in) {
@@ -107,32 +104,7 @@ func statusOf(err error) (int, string) {
 			return st, code
 		}
 	}
-	for _, a := range adapterErrors {
-		if errors.Is(err, a.err) {
-			return statusByCode[a.code], a.code
-		}
-	}
 	return fasthttp.StatusInternalServerError, "internal"
-}
-
-// adapterErrors are adapter errors (store platform, media) and their codes.
-var adapterErrors = []struct {
-	err  error
-	code string
-}{
-	{engine.ErrInvalidShop, "invalid_shop"},
-	{engine.ErrInvalidPayload, "invalid_json"},
-	{engine.ErrStoreTokenRejected, "store_token_rejected"},
-	{engine.ErrStoreTaken, "store_connected_elsewhere"},
-	{engine.ErrStorePlatform, "store_platform_error"},
-	{errMediaTooLarge, "media_too_large"},
-	{errMediaType, "unsupported_media_type"},
-	{errMediaRef, "invalid_media"},
-	{errMediaBlocked, "media_url_blocked"},
-	{errMediaFetch, "media_fetch_failed"},
-	{engine.ErrWebhookURL, "invalid_webhook_url"},
-	{engine.ErrWebhookBlocked, "webhook_url_blocked"},
-	{engine.ErrWebhookLimit, "webhook_limit"},
 }
 
 // retryError is an error whose answer says when to retry (Retry-After, in seconds).

@@ -41,14 +41,6 @@ const (
 // (malformed, bad signature, wrong issuer, wrong audience, expired, ...).
 var ErrInvalidToken = errors.New("invalid token")
 
-// ErrUnavailable: the token cannot be checked now because the identity provider's keys are
-// not loaded, or a new key id could not be fetched. The caller should retry (HTTP 503).
-var ErrUnavailable = domain.ErrIdPUnavailable
-
-// ErrNotAllowed: the token is valid but its kind of sign-in is refused here (a Firebase
-// anonymous sign-in, an unverified email where one is required).
-var ErrNotAllowed = domain.ErrSignInNotAllowed
-
 // Claims is what the gateway takes from a verified ID token.
 type Claims struct {
 	UID    string // sub
@@ -123,7 +115,7 @@ func (v *Verifier) verify(ctx context.Context, rawToken string) (_ Claims, cache
 	if err != nil {
 		var r *refusal
 		switch {
-		case errors.Is(sigErr, ErrUnavailable):
+		case errors.Is(sigErr, domain.ErrIdPUnavailable):
 			return Claims{}, false, sigErr
 		case errors.As(sigErr, &r):
 			return Claims{}, false, invalid(r.reason)
@@ -178,10 +170,10 @@ func (v *Verifier) verify(ctx context.Context, rawToken string) (_ Claims, cache
 		return Claims{}, false, invalid("issued to another party (azp)")
 	}
 	if extra.Firebase.SignInProvider == "anonymous" && !v.allowAnonymous {
-		return Claims{}, false, fmt.Errorf("%w: anonymous sign-in is not accepted", ErrNotAllowed)
+		return Claims{}, false, fmt.Errorf("%w: anonymous sign-in is not accepted", domain.ErrSignInNotAllowed)
 	}
 	if v.requireEmailVerified && (extra.EmailVerified == nil || !*extra.EmailVerified) {
-		return Claims{}, false, fmt.Errorf("%w: the email address is not verified", ErrNotAllowed)
+		return Claims{}, false, fmt.Errorf("%w: the email address is not verified", domain.ErrSignInNotAllowed)
 	}
 	c.Name, c.Email = extra.Name, extra.Email
 	if v.trustRole && len(extra.Role) > 0 {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/gateway/gateway/domain"
 	jose "github.com/go-jose/go-jose/v4"
 )
 
@@ -197,7 +198,7 @@ type sigErrKey struct{}
 
 // unavailable wraps ErrUnavailable with the cause (the caller logs it; clients see a 503).
 func unavailable(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrUnavailable, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s", domain.ErrIdPUnavailable, fmt.Sprintf(format, args...))
 }
 
 // VerifySignature implements oidc.KeySet. go-oidc has already checked that the algorithm is

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gateway/gateway/domain"
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 )
@@ -132,7 +133,7 @@ func waitFor(t *testing.T, total time.Duration, what string, cond func() bool) {
 
 func wantUnavailable(t *testing.T, err error) {
 	t.Helper()
-	if !errors.Is(err, ErrUnavailable) {
+	if !errors.Is(err, domain.ErrIdPUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
 	}
 }
@@ -444,7 +445,7 @@ func TestOIDCClaimChecks(t *testing.T) {
 	v := newOIDC(t, idp, now, new(atomic.Int64))
 	v.firebase = true // the fake's issuer is not securetoken.google.com
 	_, err := v.Verify(ctx, sign(t, key, "k1", anon))
-	if !errors.Is(err, ErrNotAllowed) {
+	if !errors.Is(err, domain.ErrSignInNotAllowed) {
 		t.Fatalf("anonymous sign-in: err = %v, want ErrNotAllowed", err)
 	}
 	_, err = v.Verify(ctx, sign(t, key, "k1", with(claims, "auth_time", now.Add(time.Hour).Unix())))
@@ -470,7 +471,7 @@ func TestOIDCClaimChecks(t *testing.T) {
 	}
 	for _, c := range []map[string]any{with(claims, "email_verified", false), with(claims, "email_verified", nil)} {
 		_, err = v.Verify(ctx, sign(t, key, "k1", c))
-		if !errors.Is(err, ErrNotAllowed) {
+		if !errors.Is(err, domain.ErrSignInNotAllowed) {
 			t.Fatalf("unverified email with RequireEmailVerified: err = %v", err)
 		}
 	}

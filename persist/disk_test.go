@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gateway/gateway/domain"
 )
 
 // Free space under the floor refuses commits with ErrStorageUnavailable (reads go on), and
@@ -35,9 +37,9 @@ func TestBadgerFreeSpaceFloor(t *testing.T) {
 
 	free.Store(floor - 1)
 	waitFor(t, 2*time.Second, "commits refused", func() bool {
-		return errors.Is(b.Commit(ctx, put("k/probe", "x")), ErrStorageUnavailable)
+		return errors.Is(b.Commit(ctx, put("k/probe", "x")), domain.ErrStorageUnavailable)
 	})
-	if err := b.Health(); !errors.Is(err, ErrStorageUnavailable) {
+	if err := b.Health(); !errors.Is(err, domain.ErrStorageUnavailable) {
 		t.Fatalf("Health = %v, want ErrStorageUnavailable", err)
 	}
 	wantValue(t, b, "k/before", "1")
@@ -65,7 +67,7 @@ func TestBadgerFreeSpaceFloor(t *testing.T) {
 
 func TestBadgerOpenRefusesUnderFloor(t *testing.T) {
 	_, err := OpenBadger(t.TempDir(), BadgerOptions{MinFreeDisk: 1 << 20, freeSpace: func(string) (uint64, error) { return 1 << 10, nil }})
-	if !errors.Is(err, ErrStorageUnavailable) {
+	if !errors.Is(err, domain.ErrStorageUnavailable) {
 		t.Fatalf("OpenBadger = %v, want ErrStorageUnavailable", err)
 	}
 }
@@ -82,16 +84,16 @@ func TestBadgerNoSpaceErrorIsUnavailable(t *testing.T) {
 	defer b.Close()
 	free.Store(0) // stays "low" until space returns
 	err = b.commitErr(fmt.Errorf("write: %w", syscall.ENOSPC))
-	if !errors.Is(err, ErrStorageUnavailable) || !errors.Is(err, syscall.ENOSPC) {
+	if !errors.Is(err, domain.ErrStorageUnavailable) || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("commitErr = %v", err)
 	}
-	if !errors.Is(b.Commit(context.Background(), put("k", "v")), ErrStorageUnavailable) {
+	if !errors.Is(b.Commit(context.Background(), put("k", "v")), domain.ErrStorageUnavailable) {
 		t.Fatal("commit accepted after ENOSPC")
 	}
 	free.Store(1 << 30)
 	waitFor(t, 2*time.Second, "available again", func() bool { return b.Health() == nil })
 	mustCommit(t, b, put("k", "v"))
-	if err := b.commitErr(errors.New("other")); errors.Is(err, ErrStorageUnavailable) {
+	if err := b.commitErr(errors.New("other")); errors.Is(err, domain.ErrStorageUnavailable) {
 		t.Fatalf("a non-space error made storage unavailable: %v", err)
 	}
 }
@@ -170,7 +172,7 @@ func TestBadgerFullTmpfs(t *testing.T) {
 			for i := 0; ; i++ {
 				k := fmt.Sprintf("w%d/%06d", w, i)
 				err := b.Commit(ctx, Op{Key: []byte(k), Value: value})
-				if errors.Is(err, ErrStorageUnavailable) {
+				if errors.Is(err, domain.ErrStorageUnavailable) {
 					return
 				}
 				if err != nil {
@@ -207,7 +209,7 @@ func TestBadgerFullTmpfs(t *testing.T) {
 	}
 	f.Close()
 	for range 20 { // still refused, still alive
-		if err := b.Commit(ctx, put("k/late", "x")); !errors.Is(err, ErrStorageUnavailable) {
+		if err := b.Commit(ctx, put("k/late", "x")); !errors.Is(err, domain.ErrStorageUnavailable) {
 			t.Fatalf("commit on a full disk: %v", err)
 		}
 	}

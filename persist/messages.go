@@ -14,23 +14,6 @@ import (
 	"github.com/gateway/gateway/domain"
 )
 
-// MessageLogRetention is how long a message stays in the history listing: the outbox keeps a
-// sent message (its text included) as long, and incoming messages are kept as long.
-const MessageLogRetention = domain.InboundRetention
-
-// Directions of a message in the history, and its records (domain.LogEntry).
-const (
-	DirOut = domain.DirOut
-	DirIn  = domain.DirIn
-)
-
-type (
-	// LogEntry is one line of the history (domain.LogEntry).
-	LogEntry = domain.LogEntry
-	// LogScan is where a walk starts and which way it goes (domain.LogScan).
-	LogScan = domain.LogScan
-)
-
 // MessageLog is the history index of section 15: every user's messages in both directions,
 // keyed by user and time, so a page of the listing is one seek and a walk over that page (never
 // a scan of every message). Outgoing entries are written by Outbox.Accept in the commit that
@@ -42,12 +25,12 @@ type (
 // never covers another's; a page's cursor is the key after the user's prefix.
 type MessageLog struct {
 	kv KV
-	t  *Table[LogEntry]
+	t  *Table[domain.LogEntry]
 }
 
 // NewMessageLog returns the history index on kv.
 func NewMessageLog(kv KV) *MessageLog {
-	return &MessageLog{kv: kv, t: NewTable[LogEntry](kv, messageLogTable, recordVersion1)}
+	return &MessageLog{kv: kv, t: NewTable[domain.LogEntry](kv, messageLogTable, recordVersion1)}
 }
 
 func logUserPrefix(uid string) string { return url.PathEscape(uid) + "/" }
@@ -60,24 +43,21 @@ func logPos(at time.Time, dir, id string) string {
 // OutOp is the index entry of an outgoing message, for the commit that queues it.
 func (l *MessageLog) OutOp(e domain.OutboxEntry) (Op, error) {
 	if e.UserID == "" || e.ID == "" {
-		return Op{}, fmt.Errorf("%w: a message log entry needs a user and an id", ErrInvalid)
+		return Op{}, fmt.Errorf("%w: a message log entry needs a user and an id", domain.ErrRecordInvalid)
 	}
 	at := e.CreatedAt.Time()
-	return l.t.PutTTLOp(logUserPrefix(e.UserID)+logPos(at, DirOut, e.ID),
-		LogEntry{Dir: DirOut, ID: e.ID, SessionID: e.SessionID, Peer: e.Message.To, At: at}, MessageLogRetention)
+	return l.t.PutTTLOp(logUserPrefix(e.UserID)+logPos(at, domain.DirOut, e.ID),
+		domain.LogEntry{Dir: domain.DirOut, ID: e.ID, SessionID: e.SessionID, Peer: e.Message.To, At: at}, domain.InboundRetention)
 }
 
 // InOp is the index entry of an incoming message (the whole message).
 func (l *MessageLog) InOp(m domain.InboundMessage) (Op, error) {
 	if m.UserID == "" || m.ID == "" {
-		return Op{}, fmt.Errorf("%w: a message log entry needs a user and an id", ErrInvalid)
+		return Op{}, fmt.Errorf("%w: a message log entry needs a user and an id", domain.ErrRecordInvalid)
 	}
-	return l.t.PutTTLOp(logUserPrefix(m.UserID)+logPos(m.Timestamp, DirIn, m.ID),
-		LogEntry{Dir: DirIn, ID: m.ID, SessionID: m.SessionID, Peer: m.From, At: m.Timestamp, In: &m}, MessageLogRetention)
+	return l.t.PutTTLOp(logUserPrefix(m.UserID)+logPos(m.Timestamp, domain.DirIn, m.ID),
+		domain.LogEntry{Dir: domain.DirIn, ID: m.ID, SessionID: m.SessionID, Peer: m.From, At: m.Timestamp, In: &m}, domain.InboundRetention)
 }
-
-// ErrBadCursor is returned for a cursor this store did not hand out.
-var ErrBadCursor = domain.ErrBadCursor
 
 // cursor turns an entry's place into an opaque cursor (url-safe base64).
 func cursor(pos string) string { return base64.RawURLEncoding.EncodeToString([]byte(pos)) }
@@ -85,7 +65,7 @@ func cursor(pos string) string { return base64.RawURLEncoding.EncodeToString([]b
 func parseCursor(c string) (string, error) {
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil || len(b) < 15 || b[13] != '/' || !printableKey(b) {
-		return "", ErrBadCursor
+		return "", domain.ErrBadCursor
 	}
 	return string(b), nil
 }
@@ -102,7 +82,7 @@ func printableKey(b []byte) bool {
 // ScanLog walks uid's history in the order s asks (newest first, or oldest first from
 // s.Since), after s.Cursor, calling fn with each entry and the cursor that continues after it,
 // until fn returns false or an error. Entries that do not decode stop the walk with an error.
-func (l *MessageLog) ScanLog(uid string, s LogScan, fn func(next string, e LogEntry) (bool, error)) error {
+func (l *MessageLog) ScanLog(uid string, s domain.LogScan, fn func(next string, e domain.LogEntry) (bool, error)) error {
 	if uid == "" {
 		return nil
 	}
@@ -116,7 +96,7 @@ func (l *MessageLog) ScanLog(uid string, s LogScan, fn func(next string, e LogEn
 		after = append(slices.Clone(prefix), pos...)
 	}
 	walk := func(key, value []byte) error {
-		var e LogEntry
+		var e domain.LogEntry
 		if _, err := Decode(value, recordVersion1, &e); err != nil {
 			return fmt.Errorf("%s %q: %w", messageLogTable, key, err)
 		}

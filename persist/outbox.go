@@ -15,11 +15,7 @@ import (
 // idempotency record this long for a retry.
 const (
 	OutboxRetention = 7 * 24 * time.Hour
-	IdempotencyTTL  = domain.IdempotencyTTL
 )
-
-// IdemRecord is what an Idempotency-Key stands for (domain.IdemRecord).
-type IdemRecord = domain.IdemRecord
 
 // Outbox is the durable outbox. An accepted entry sits under "outbox_pending/<id>" (with its
 // body) until the network's outcome is known (boot scans only those); the outcome then goes to
@@ -30,7 +26,7 @@ type Outbox struct {
 	done     *Table[domain.OutboxEntry]
 	pending  *Table[domain.OutboxEntry]
 	receipts *Table[domain.StatusChange]
-	idem     *Table[IdemRecord]
+	idem     *Table[domain.IdemRecord]
 	log      *MessageLog
 	wg       sync.WaitGroup
 
@@ -45,20 +41,20 @@ func NewOutbox(kv KV) *Outbox {
 		done:     NewTable[domain.OutboxEntry](kv, outboxTable, 1),
 		pending:  NewTable[domain.OutboxEntry](kv, outboxPendingTable, 1),
 		receipts: NewTable[domain.StatusChange](kv, outboxReceiptTable, 1),
-		idem:     NewTable[IdemRecord](kv, idemTable, 1),
+		idem:     NewTable[domain.IdemRecord](kv, idemTable, 1),
 		log:      NewMessageLog(kv),
 	}
 }
 
 // Accept commits a queued entry durably with its history entry (MessageLog), and with them the
 // idempotency record when idemID is not empty: one commit, so a crash leaves all or none.
-func (o *Outbox) Accept(ctx context.Context, e domain.OutboxEntry, idemID string, rec IdemRecord) error {
+func (o *Outbox) Accept(ctx context.Context, e domain.OutboxEntry, idemID string, rec domain.IdemRecord) error {
 	ops, err := o.acceptOps(nil, e)
 	if err != nil {
 		return err
 	}
 	if idemID != "" {
-		ip, err := o.idem.PutTTLOp(idemID, rec, IdempotencyTTL)
+		ip, err := o.idem.PutTTLOp(idemID, rec, domain.IdempotencyTTL)
 		if err != nil {
 			return err
 		}
@@ -97,12 +93,12 @@ func (o *Outbox) acceptOps(ops []Op, e domain.OutboxEntry) ([]Op, error) {
 }
 
 // IdemOp is the write of an idempotency record, for a caller's own commit (a campaign's).
-func (o *Outbox) IdemOp(idemID string, rec IdemRecord) (Op, error) {
-	return o.idem.PutTTLOp(idemID, rec, IdempotencyTTL)
+func (o *Outbox) IdemOp(idemID string, rec domain.IdemRecord) (Op, error) {
+	return o.idem.PutTTLOp(idemID, rec, domain.IdempotencyTTL)
 }
 
 // Idem returns the idempotency record idemID, or ErrNotFound.
-func (o *Outbox) Idem(idemID string) (IdemRecord, error) { return o.idem.Get(idemID) }
+func (o *Outbox) Idem(idemID string) (domain.IdemRecord, error) { return o.idem.Get(idemID) }
 
 // Settle records a network outcome (sent or failed) in the background: the deliverer does not
 // wait for it (a lost outcome only means the message is sent again under the same id at boot,
@@ -261,7 +257,7 @@ func (w bgWrite) answer(err error) {
 // transaction, so reading in this order never falls between the two (the other order could
 // miss both while that commit lands).
 func (o *Outbox) Get(id string) (domain.OutboxEntry, error) {
-	if e, err := o.pending.Get(id); !errors.Is(err, ErrNotFound) {
+	if e, err := o.pending.Get(id); !errors.Is(err, domain.ErrRecordNotFound) {
 		return e, err
 	}
 	e, err := o.done.Get(id)
@@ -302,7 +298,7 @@ func NewAccounts(kv KV) Accounts { return Accounts{NewTable[domain.Allowance](kv
 // GetAccount returns a user's snapshot (a zero one when none).
 func (a Accounts) GetAccount(uid string) (domain.Allowance, error) {
 	s, err := a.t.Get(uid)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, domain.ErrRecordNotFound) {
 		return domain.Allowance{UserID: uid}, nil
 	}
 	return s, err

@@ -34,7 +34,7 @@ func TestOutboxBackgroundWrites(t *testing.T) {
 	}
 	for i := range n {
 		e := queued(fmt.Sprintf("m%04d", i), t0)
-		if err := o.Accept(ctx, e, "", IdemRecord{}); err != nil {
+		if err := o.Accept(ctx, e, "", domain.IdemRecord{}); err != nil {
 			t.Fatal(err)
 		}
 		e.SetStatus(domain.MsgSent, t0.Add(time.Second))
@@ -87,7 +87,7 @@ func TestOutboxBackgroundWriteFailsAlone(t *testing.T) {
 	for _, id := range []string{"good1", "bad", "good2"} {
 		e := queued(id, t0)
 		if id != "bad" {
-			if err := o.Accept(ctx, e, "", IdemRecord{}); err != nil {
+			if err := o.Accept(ctx, e, "", domain.IdemRecord{}); err != nil {
 				t.Fatal(err)
 			}
 		}

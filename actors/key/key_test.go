@@ -14,7 +14,6 @@ import (
 	"github.com/anthdm/hollywood/actor"
 
 	"github.com/gateway/gateway/domain"
-	"github.com/gateway/gateway/persist"
 )
 
 type memStore struct {
@@ -28,7 +27,7 @@ func (m *memStore) GetKey(id string) (domain.APIKey, error) {
 	defer m.mu.Unlock()
 	k, ok := m.keys[id]
 	if !ok {
-		return k, persist.ErrNotFound
+		return k, domain.ErrRecordNotFound
 	}
 	return k, nil
 }

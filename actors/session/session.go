@@ -606,7 +606,7 @@ func (s *Session) logout(c *actor.Context, m *Logout) {
 // loggedOut records the unlink: a device the network no longer knows is unlinked here too,
 // whatever the call answered, once the network did not refuse it for a reason of its own.
 func (s *Session) loggedOut(m logoutDone) {
-	if m.err != nil && !errors.Is(m.err, network.ErrNotConnected) {
+	if m.err != nil && !errors.Is(m.err, domain.ErrNotConnected) {
 		s.deps.Log.Warn("session logout failed", "session_id", s.st.ID, "err", m.err)
 		if s.st.Linked {
 			s.unlinking = nil

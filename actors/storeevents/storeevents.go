@@ -675,7 +675,7 @@ func (w storeWorker) prepare(p *prepared) (retry error, waitSession bool) {
 			// Go with what the payload carries (a fulfillment's destination).
 		case errors.Is(err, ErrNoStoreToken):
 			return final(domain.StoreEventSkipped, "no phone number in the payload, and no access token to fetch its order")
-		case errors.Is(err, ecom.ErrUpstream):
+		case errors.Is(err, domain.ErrStorePlatform):
 			return fmt.Errorf("fetch order %d: %w", ev.OrderID, err), false
 		case err != nil:
 			return final(domain.StoreEventFailed, "fetch order: "+reasonOf(err))
