@@ -71,6 +71,7 @@ var (
 	ErrCampaignNotFound = E("campaign_not_found", "campaign not found")
 	ErrMessageNotFound  = E("message_not_found", "message not found")
 	ErrWebhookNotFound  = E("webhook_not_found", "webhook subscription not found") // or not the caller's
+	ErrEventNotFound    = E("event_not_found", "no recent delivery of this event") // to redeliver
 
 	// 409: state conflicts.
 	ErrAlreadyConnected    = E("already_connected", "session is already connected")
@@ -80,6 +81,7 @@ var (
 	ErrIdempotencyInFlight = E("idempotency_in_progress", "a request with this Idempotency-Key is in progress")
 	ErrIdempotencyMismatch = E("idempotency_key_reused", "this Idempotency-Key was used with a different request")
 	ErrWebhookLimit        = E("webhook_limit", "too many webhook subscriptions")
+	ErrWebhookDisabled     = E("webhook_disabled", "the webhook subscription is disabled") // a redelivery would never be sent
 	// A queued message's session left the account it was accepted for (DESIGN.md section 14):
 	// the message fails and is never sent from another phone.
 	ErrSessionReassigned = E("session_reassigned", "the session was assigned to another user before the message was sent")
