@@ -45,7 +45,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	return m, nil
 }
 
-func (m *metrics) handover(kind string) { m.handovers.WithLabelValues(kind).Inc() }
+func (m *metrics) handover(kind string)    { m.handovers.WithLabelValues(kind).Inc() }
 func (m *metrics) forwarded(result string) { m.forwards.WithLabelValues(result).Inc() }
 
 // Snapshot is GET /api/admin/cluster's body.
