@@ -6,8 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -39,7 +39,7 @@ type Network struct {
 	base     string
 	hc       *fasthttp.Client
 	pc       *http.Client // event polls
-	sub      string // this process's subscriber id
+	sub      string       // this process's subscriber id
 	timeout  time.Duration
 	pollWait time.Duration
 	log      *slog.Logger
@@ -84,7 +84,9 @@ func Dial(o Options) (*Network, error) {
 		hc: &fasthttp.Client{
 			Name: "gateway-sim-client", MaxConnsPerHost: 1024, MaxIdleConnDuration: time.Minute,
 			ReadTimeout: o.PollWait + 30*time.Second, WriteTimeout: time.Minute,
-			DialTimeout: func(addr string, d time.Duration) (net.Conn, error) { return fasthttp.DialTimeout(addr, min(d, 5*time.Second)) },
+			DialTimeout: func(addr string, d time.Duration) (net.Conn, error) {
+				return fasthttp.DialTimeout(addr, min(d, 5*time.Second))
+			},
 		},
 		pc:   &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1, IdleConnTimeout: time.Minute}},
 		done: make(chan struct{}), clients: map[string]*client{}, sinks: map[string]func(network.Event){},
@@ -244,7 +246,9 @@ type transportError struct {
 	dial bool
 }
 
-func (e *transportError) Error() string { return "the simulated network did not answer: " + e.err.Error() }
+func (e *transportError) Error() string {
+	return "the simulated network did not answer: " + e.err.Error()
+}
 func (e *transportError) Unwrap() error { return e.err }
 
 func isTransport(err error) bool {

@@ -71,7 +71,7 @@ type wireEvent struct {
 
 // poll is GET /events's answer.
 type poll struct {
-	Instance string      `json:"instance"` // the sim process (a restart changes it)
+	Instance string      `json:"instance"`        // the sim process (a restart changes it)
 	Reset    bool        `json:"reset,omitempty"` // the subscriber was forgotten: events were lost
 	Events   []wireEvent `json:"events"`
 }
