@@ -70,9 +70,12 @@ type Response struct {
 // ErrLocal: while the request was held, its partition became this node's; run it here.
 var ErrLocal = errors.New("cluster: the partition is owned by this node now")
 
-// errNotServed: the request was not run (nobody serves the partition, or its owner is
-// handing it over); sending it again is safe.
-var errNotServed = errors.New("not served")
+// errNotServed: the request was not run: nobody serves the partition, or (errMoved) its
+// owner is handing it over. Sending it again is safe.
+var (
+	errNotServed = errors.New("not served")
+	errMoved     = fmt.Errorf("%w: the owner is handing the partition over", errNotServed)
+)
 
 const (
 	hdrVersion = "Gw-Fwd-V"
@@ -178,7 +181,7 @@ func (n *Node) Forward(ctx context.Context, p int, req *Envelope) (*Response, er
 			return nil, &UnavailableError{Partition: p, Reason: err.Error(), RetryAfter: time.Second}
 		}
 		now := time.Now()
-		if !n.handingOver(p, now.Sub(first)) || now.After(holdUntil) {
+		if (!errors.Is(err, errMoved) && !n.handingOver(p, now.Sub(first))) || now.After(holdUntil) {
 			n.metrics.forwarded("unavailable")
 			return nil, &UnavailableError{Partition: p, Reason: "no node serves it now", RetryAfter: time.Second}
 		}
@@ -202,7 +205,8 @@ func (n *Node) isActive(p int) bool {
 	return pt.state == stActive && n.freshLocked(pt)
 }
 
-// handingOver tells whether a request nobody served should be held: the partition's lease
+// handingOver tells whether a request nobody served should be held (one its owner refused
+// as moved always is, up to HoldMax): the partition's lease
 // says a graceful hand-over or a start is under way, it was released and not yet taken, or
 // its owner became active a moment ago (its subscription may not have crossed the NATS
 // cluster yet). A lease that lapsed (its owner died) or an active owner that keeps not
@@ -279,7 +283,7 @@ func (f *forwarder) request(ctx context.Context, p int, req *Envelope) (*Respons
 		}
 		switch r.Header.Get(hdrReply) {
 		case replyMoved:
-			return nil, errNotServed
+			return nil, errMoved
 		case replyErr:
 			return nil, fmt.Errorf("the owner refused the request: %s", r.Data)
 		case replyAck:

@@ -64,6 +64,7 @@ func (n *Node) renew(p *part) {
 	defer cancel()
 	sent := time.Now()
 	newRev, err := n.leases.Update(ctx, leaseKey(p.id), val, rev)
+	n.leaseWrite(err)
 	if err == nil {
 		p.mu.Lock()
 		if p.heldLocked() && p.rev == rev {
@@ -199,13 +200,19 @@ func (n *Node) balance() {
 
 // candidates picks up to k partitions to take now and marks them busy: free here and free
 // in the view (never held, released, or lapsed). A lapsed lease whose holder still
-// heartbeats is left to it for one more renewal interval, so after a NATS leader election
-// (every renewal failed for a while) each node retakes its own partitions first; a node
-// that was cut off itself waits that long before taking others'. This node's former
+// heartbeats is left to it for one more renewal interval (or two after that holder came
+// back), and a node whose own writes just failed takes only its own for two intervals, so
+// after a NATS leader election (every renewal failed for a while) each node retakes its own
+// partitions first. This node's former
 // partitions come first, then the rest from an offset of its own, so nodes starting together
 // do not all race for partition 0.
 func (n *Node) candidates(now time.Time, k int) []*part {
-	recovering := n.healthySince.IsZero() || now.Sub(n.healthySince) < n.renewEvery
+	// Recovering: this node's own heartbeats or lease writes failed a moment ago (a NATS
+	// leader election, most likely, which failed everyone's): for two renewal intervals it
+	// takes back only its own partitions, and so does every other node.
+	okSince := n.leaseOKSince.Load()
+	recovering := n.healthySince.IsZero() || now.Sub(n.healthySince) < 2*n.renewEvery ||
+		okSince == 0 || now.Sub(time.Unix(0, okSince)) < 2*n.renewEvery
 	h := fnv.New32a()
 	h.Write([]byte(n.cfg.NodeID))
 	off := int(h.Sum32() % uint32(len(n.parts)))
@@ -225,8 +232,15 @@ func (n *Node) candidates(now time.Time, k int) []*part {
 		case n.view.alive(s, now):
 			continue
 		case s.value.Instance == n.instance:
-		case recovering || (n.view.nodeAlive(s.value.Node, now) && now.Before(s.seen.Add(n.cfg.LeaseTTL+n.renewEvery))):
+		case recovering:
 			continue
+		default:
+			// Lapsed, held by another node: wait while that node is alive and either lapsed
+			// only just now or has just come back (it retakes its own first).
+			if up := n.view.nodeUpSince(s.value.Node, now); !up.IsZero() &&
+				(now.Before(s.seen.Add(n.cfg.LeaseTTL+n.renewEvery)) || now.Sub(up) < 2*n.renewEvery) {
+				continue
+			}
 		}
 		if prev {
 			first = append(first, p)
@@ -263,6 +277,7 @@ func (n *Node) take(p *part) {
 	sent := time.Now()
 	rev, err := n.leases.Create(ctx, leaseKey(p.id), val)
 	cancel()
+	n.leaseWrite(err)
 	if err != nil {
 		n.log.Debug("take", "partition", p.id, "err", err)
 		n.settle(p, false)

@@ -93,6 +93,9 @@ type Node struct {
 
 	// loop goroutine only
 	healthySince time.Time // since when heartbeats succeed (zero: failing)
+	// leaseOKSince: since when writes to the leases bucket succeed (unix nanoseconds; 0:
+	// the last one failed for want of NATS)
+	leaseOKSince atomic.Int64
 
 	failOnce sync.Once
 	failErr  error
@@ -151,6 +154,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 	}
 	n.healthySince = time.Now()
+	n.leaseOKSince.Store(time.Now().UnixNano())
 	n.goBackground(n.loop)
 	n.log.Info("joined the cluster", "partitions", cfg.Partitions, "lease_ttl", cfg.LeaseTTL)
 	return n, nil
@@ -234,6 +238,16 @@ func (n *Node) heartbeatValue() []byte {
 	b, _ := json.Marshal(nodeValue{V: wireVersion, ID: n.cfg.NodeID, Instance: n.instance, State: state,
 		Partitions: n.ownedCount(), Sessions: sessions, Started: n.started.UTC()})
 	return b
+}
+
+// leaseWrite records whether a write to the leases bucket reached NATS (a revision
+// mismatch did: it is an answer).
+func (n *Node) leaseWrite(err error) {
+	if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
+		n.leaseOKSince.Store(0)
+		return
+	}
+	n.leaseOKSince.CompareAndSwap(0, time.Now().UnixNano())
 }
 
 func (n *Node) goBackground(f func()) {

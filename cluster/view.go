@@ -74,6 +74,7 @@ type nodeSeen struct {
 	value   nodeValue
 	rev     uint64
 	seen    time.Time
+	upSince time.Time // since when it heartbeats without a gap longer than the TTL
 	deleted bool
 }
 
@@ -129,6 +130,9 @@ func (v *view) applyLease(e jetstream.KeyValueEntry) {
 	if old != nil && old.rev > s.rev {
 		return // an older entry delivered late (a watcher restarted)
 	}
+	if old != nil && old.rev == s.rev {
+		return // delivered again (a watcher restarted): not a renewal, keep when it was seen
+	}
 	v.leases[p] = s
 	// A renewal that changes nothing but the revision is not a change of ownership.
 	if old == nil || old.deleted != s.deleted || old.value.Instance != s.value.Instance || old.value.State != s.value.State {
@@ -155,8 +159,12 @@ func (v *view) applyNode(e jetstream.KeyValueEntry) {
 	defer v.mu.Unlock()
 	v.lastAny = s.seen
 	old := v.nodes[id]
-	if old != nil && old.rev > s.rev {
+	if old != nil && old.rev >= s.rev {
 		return
+	}
+	s.upSince = s.seen
+	if old != nil && !old.deleted && old.value.Instance == s.value.Instance && s.seen.Before(old.seen.Add(v.ttl)) {
+		s.upSince = old.upSince
 	}
 	if old != nil && s.deleted {
 		s.value = old.value // keep what it last said, for the snapshot
@@ -204,6 +212,16 @@ func (v *view) nodeAlive(id string, now time.Time) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.nodeAliveLocked(id, now)
+}
+
+// nodeUpSince is since when a live node heartbeats without a gap (zero if it is not live).
+func (v *view) nodeUpSince(id string, now time.Time) time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.nodeAliveLocked(id, now) {
+		return time.Time{}
+	}
+	return v.nodes[id].upSince
 }
 
 // watch feeds a bucket's entries to apply until ctx ends; ready is closed once the initial

@@ -4,6 +4,11 @@
 // leader elections are the real thing. A server can be killed and restarted on the same ports
 // and store directory, which is how tests lose one NATS server of three.
 //
+// StartProcesses runs the same cluster as nats-server processes (built once from the module's
+// nats-server, the version go.mod pins) whose Kill is a SIGKILL: no leader steps down first, so
+// the streams a killed server led hold a real election (4-9 s in nats-server's raft). An
+// in-process server's Kill is a Shutdown, which hands its leaderships over first.
+//
 // Only tests import it (the gateway binary never links the server). It imports no package of
 // the gateway.
 package clustertest
@@ -13,6 +18,10 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -31,12 +40,54 @@ type Cluster struct {
 	mu      sync.Mutex
 	opts    []*server.Options
 	servers []*server.Server // nil while killed
+	// process mode (StartProcesses): the command line of each server, and its process
+	args  [][]string
+	procs []*exec.Cmd
 }
 
 // Start starts n NATS servers with JetStream on loopback (n = 1: a single server; n > 1: one
 // cluster whose servers route to each other) and waits until JetStream answers. They are shut
 // down by t's cleanup.
 func Start(t testing.TB, n int) *Cluster {
+	t.Helper()
+	c := newCluster(t, n)
+	t.Cleanup(c.Shutdown)
+	for i := range c.opts {
+		c.start(i)
+	}
+	c.WaitReady(60 * time.Second)
+	return c
+}
+
+// StartProcesses is Start with each server a nats-server process (see the package doc).
+func StartProcesses(t testing.TB, n int) *Cluster {
+	t.Helper()
+	bin := Binary(t)
+	c := newCluster(t, n)
+	var routes []string
+	for _, o := range c.opts {
+		if o.Cluster.Port != 0 {
+			routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", o.Cluster.Port))
+		}
+	}
+	for _, o := range c.opts {
+		args := []string{bin, "-a", "127.0.0.1", "-p", strconv.Itoa(o.Port), "-n", o.ServerName, "-js", "-sd", o.StoreDir}
+		if len(routes) > 0 {
+			args = append(args, "--cluster_name", c.name, "--cluster", fmt.Sprintf("nats://127.0.0.1:%d", o.Cluster.Port),
+				"--routes", strings.Join(routes, ","))
+		}
+		c.args = append(c.args, args)
+		c.procs = append(c.procs, nil)
+	}
+	t.Cleanup(c.Shutdown)
+	for i := range c.args {
+		c.startProc(i)
+	}
+	c.WaitReady(60 * time.Second)
+	return c
+}
+
+func newCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
 	if n < 1 {
 		t.Fatalf("clustertest: %d servers", n)
@@ -69,12 +120,58 @@ func Start(t testing.TB, n int) *Cluster {
 		c.opts = append(c.opts, o)
 		c.servers = append(c.servers, nil)
 	}
-	t.Cleanup(c.Shutdown)
-	for i := range c.opts {
-		c.start(i)
-	}
-	c.WaitReady(60 * time.Second)
 	return c
+}
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// Binary is a nats-server binary of the version go.mod pins, built once per test process
+// (go build of github.com/nats-io/nats-server/v2: it needs the go command, as tests do).
+func Binary(t testing.TB) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "gateway-nats-server-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "nats-server")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/nats-io/nats-server/v2").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("clustertest: go build nats-server: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+func (c *Cluster) startProc(i int) {
+	c.t.Helper()
+	cmd := exec.Command(c.args[i][0], c.args[i][1:]...)
+	if err := cmd.Start(); err != nil {
+		c.t.Fatalf("clustertest: nats-server %d: %v", i, err)
+	}
+	c.mu.Lock()
+	c.procs[i] = cmd
+	c.mu.Unlock()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", c.opts[i].Port), time.Second)
+		if err == nil {
+			conn.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("clustertest: nats-server %d does not listen: %v", i, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func freePorts(t testing.TB, n int) []int {
@@ -143,8 +240,20 @@ func (c *Cluster) Connect(t testing.TB, opts ...nats.Option) *nats.Conn {
 	return nc
 }
 
-// Kill shuts server i down at once (its clients move to the others); Restart brings it back.
+// Kill stops server i at once (its clients move to the others): a SIGKILL in process mode, a
+// Shutdown (which steps its leaderships down first) in process. Restart brings it back.
 func (c *Cluster) Kill(i int) {
+	if c.procs != nil {
+		c.mu.Lock()
+		cmd := c.procs[i]
+		c.procs[i] = nil
+		c.mu.Unlock()
+		if cmd != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+		return
+	}
 	c.mu.Lock()
 	s := c.servers[i]
 	c.servers[i] = nil
@@ -158,6 +267,15 @@ func (c *Cluster) Kill(i int) {
 // Restart starts a killed server i again on its ports and store directory.
 func (c *Cluster) Restart(i int) {
 	c.t.Helper()
+	if c.procs != nil {
+		c.mu.Lock()
+		running := c.procs[i] != nil
+		c.mu.Unlock()
+		if !running {
+			c.startProc(i)
+		}
+		return
+	}
 	c.mu.Lock()
 	running := c.servers[i] != nil
 	c.mu.Unlock()
@@ -180,9 +298,9 @@ func (c *Cluster) WaitReady(within time.Duration) {
 	deadline := time.Now().Add(within)
 	for i := range c.opts {
 		c.mu.Lock()
-		s := c.servers[i]
+		running := c.servers[i] != nil || (c.procs != nil && c.procs[i] != nil)
 		c.mu.Unlock()
-		if s == nil {
+		if !running {
 			continue
 		}
 		var lastErr error
