@@ -29,20 +29,17 @@ var _ network.Network = (*simhttp.Network)(nil)
 
 // clusterFlags are the cluster's `gateway serve` flags (DESIGN.md section 13). --cluster is
 // parsed and refused until the engine runs on partitions (the JetStream store is its
-// prerequisite); --sim-url works on its own.
+// prerequisite); --sim-url works on its own. --node-id and --lease-ttl come with --store nats
+// (persist/natskv's single-writer lease uses them too).
 type clusterFlags struct {
 	cluster    bool
-	nodeID     string
 	partitions int
-	leaseTTL   time.Duration
 	simURL     string
 }
 
 func addClusterFlags(fs *flag.FlagSet, c *clusterFlags) {
 	fs.BoolVar(&c.cluster, "cluster", false, "run as one node of a cluster on NATS JetStream (needs --store nats)")
-	fs.StringVar(&c.nodeID, "node-id", "", "this node's id in the cluster (default <host name>:<port>)")
 	fs.IntVar(&c.partitions, "partitions", cluster.DefaultPartitions, "partitions of the cluster, fixed when its buckets are first made")
-	fs.DurationVar(&c.leaseTTL, "lease-ttl", cluster.DefaultLeaseTTL, "lease TTL of a partition (whole seconds, at least 2s), fixed with the buckets")
 	fs.StringVar(&c.simURL, "sim-url", "", "use the simulated network of a `gateway sim` process at this URL (http://host:port) instead of an embedded one")
 }
 

@@ -20,7 +20,7 @@ import (
 // The cluster's tests run on three NATS servers in one JetStream cluster (R3 buckets), each
 // test on its own prefix, so they share the servers and run in parallel.
 func TestCluster(t *testing.T) {
-	nc := clustertest.Start(t, 3)
+	nc := clustertest.StartCluster(t, 3)
 	for _, tt := range []struct {
 		name string
 		fn   func(*testing.T, *clustertest.Cluster)

@@ -1,8 +1,11 @@
-// Package clustertest starts NATS servers with JetStream inside a test process (the server is
+// Package clustertest starts NATS servers with JetStream for the cluster's tests (the server is
 // embedded from github.com/nats-io/nats-server/v2, the same version CI and users run): one
 // server, or three routed into one cluster with clustered JetStream, so R3 streams and their
 // leader elections are the real thing. A server can be killed and restarted on the same ports
-// and store directory, which is how tests lose one NATS server of three.
+// and store directory, which is how tests lose one NATS server of three. The servers run with
+// the limits the gateway's records stream needs (persist/natstest's: 32 MiB messages, atomic
+// batches of 4,000 messages, 200 open batches per stream); the shape follows natstest
+// (StartCluster, URLs), with a process mode beside it.
 //
 // StartProcesses runs the same cluster as nats-server processes (built once from the module's
 // nats-server, the version go.mod pins) whose Kill is a SIGKILL: no leader steps down first, so
@@ -21,7 +24,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -32,7 +34,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Cluster is a set of NATS servers started by Start.
+// Limits the servers run with (deploy/nats.conf raises the same ones).
+const (
+	MaxPayload         = 32 << 20
+	MaxBatchSize       = 4000
+	MaxBatchesInflight = 200
+)
+
+// Cluster is a set of NATS servers started by StartCluster or StartProcesses.
 type Cluster struct {
 	t    testing.TB
 	name string
@@ -45,10 +54,10 @@ type Cluster struct {
 	procs []*exec.Cmd
 }
 
-// Start starts n NATS servers with JetStream on loopback (n = 1: a single server; n > 1: one
+// StartCluster starts n NATS servers with JetStream on loopback (n = 1: a single server; n > 1: one
 // cluster whose servers route to each other) and waits until JetStream answers. They are shut
 // down by t's cleanup.
-func Start(t testing.TB, n int) *Cluster {
+func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
 	c := newCluster(t, n)
 	t.Cleanup(c.Shutdown)
@@ -59,7 +68,7 @@ func Start(t testing.TB, n int) *Cluster {
 	return c
 }
 
-// StartProcesses is Start with each server a nats-server process (see the package doc).
+// StartProcesses is StartCluster with each server a nats-server process (see the package doc).
 func StartProcesses(t testing.TB, n int) *Cluster {
 	t.Helper()
 	bin := Binary(t)
@@ -71,12 +80,17 @@ func StartProcesses(t testing.TB, n int) *Cluster {
 		}
 	}
 	for _, o := range c.opts {
-		args := []string{bin, "-a", "127.0.0.1", "-p", strconv.Itoa(o.Port), "-n", o.ServerName, "-js", "-sd", o.StoreDir}
+		conf := fmt.Sprintf("server_name: %s\nlisten: 127.0.0.1:%d\nmax_payload: %d\nmax_pending: %d\n"+
+			"jetstream { store_dir: %q, limits { batch { max_msgs: %d, max_inflight_per_stream: %d } } }\n",
+			o.ServerName, o.Port, MaxPayload, 2*MaxPayload, o.StoreDir, MaxBatchSize, MaxBatchesInflight)
 		if len(routes) > 0 {
-			args = append(args, "--cluster_name", c.name, "--cluster", fmt.Sprintf("nats://127.0.0.1:%d", o.Cluster.Port),
-				"--routes", strings.Join(routes, ","))
+			conf += fmt.Sprintf("cluster { name: %s, listen: 127.0.0.1:%d, routes: [%s] }\n", c.name, o.Cluster.Port, strings.Join(routes, ", "))
 		}
-		c.args = append(c.args, args)
+		file := filepath.Join(t.TempDir(), "nats.conf")
+		if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c.args = append(c.args, []string{bin, "-c", file})
 		c.procs = append(c.procs, nil)
 	}
 	t.Cleanup(c.Shutdown)
@@ -109,9 +123,12 @@ func newCluster(t testing.TB, n int) *Cluster {
 			StoreDir:   t.TempDir(),
 			NoLog:      true,
 			NoSigs:     true,
-			// Small limits: tests never need more, and 2-core CI machines run several at once.
+			// Small store limits: tests never need more, and 2-core CI machines run several at once.
 			JetStreamMaxMemory: 256 << 20,
 			JetStreamMaxStore:  1 << 30,
+			MaxPayload:         MaxPayload,
+			MaxPending:         2 * MaxPayload,
+			JetStreamLimits:    server.JSLimitOpts{MaxBatchSize: MaxBatchSize, MaxBatchInflightPerStream: MaxBatchesInflight},
 		}
 		if n > 1 {
 			o.Cluster = server.ClusterOpts{Name: c.name, Host: "127.0.0.1", Port: routePorts[i]}
@@ -211,11 +228,11 @@ func (c *Cluster) start(i int) {
 // N is the number of servers (running or killed).
 func (c *Cluster) N() int { return len(c.opts) }
 
-// URL is every server's client URL, comma-separated (what nats.Connect and --nats take).
-func (c *Cluster) URL() string { return strings.Join(c.URLs(), ",") }
+// URLs is every server's client URL, comma-separated (what nats.Connect and --nats take).
+func (c *Cluster) URLs() string { return strings.Join(c.ClientURLs(), ",") }
 
-// URLs are the servers' client URLs.
-func (c *Cluster) URLs() []string {
+// ClientURLs are the servers' client URLs, one each.
+func (c *Cluster) ClientURLs() []string {
 	var out []string
 	for _, o := range c.opts {
 		out = append(out, fmt.Sprintf("nats://127.0.0.1:%d", o.Port))
@@ -232,7 +249,7 @@ func (c *Cluster) Connect(t testing.TB, opts ...nats.Option) *nats.Conn {
 	t.Helper()
 	opts = append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond),
 		nats.Timeout(2 * time.Second), nats.ReconnectJitter(0, 0)}, opts...)
-	nc, err := nats.Connect(c.URL(), opts...)
+	nc, err := nats.Connect(c.URLs(), opts...)
 	if err != nil {
 		t.Fatalf("clustertest: connect: %v", err)
 	}
@@ -317,7 +334,7 @@ func (c *Cluster) WaitReady(within time.Duration) {
 }
 
 func (c *Cluster) accountInfo(i int) error {
-	nc, err := nats.Connect(c.URLs()[i], nats.Timeout(time.Second), nats.NoReconnect())
+	nc, err := nats.Connect(c.ClientURLs()[i], nats.Timeout(time.Second), nats.NoReconnect())
 	if err != nil {
 		return err
 	}
