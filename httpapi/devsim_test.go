@@ -7,21 +7,16 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
-
-	"github.com/gateway/gateway/domain"
 )
 
-// simStub records the dev controls called.
-type simStub struct{ latency time.Duration }
+// simStub records the latency set; the other controls are not called (the embedded
+// interface keeps the stub a SimControls as the interface grows).
+type simStub struct {
+	SimControls
+	latency time.Duration
+}
 
-func (s *simStub) Scan(string, string) error                      { return nil }
-func (s *simStub) Pair(string, string) error                      { return nil }
-func (s *simStub) Messages(string) []domain.Delivered             { return []domain.Delivered{} }
-func (s *simStub) SetUnregistered([]string)                       {}
-func (s *simStub) Drop(string, bool) error                        { return nil }
-func (s *simStub) SetLatency(d time.Duration)                     { s.latency = d }
-func (s *simStub) Read(string) error                              { return nil }
-func (s *simStub) Inbound(string, string, string) (string, error) { return "id", nil }
+func (s *simStub) SetLatency(d time.Duration) { s.latency = d }
 
 // The sim process serves the sim's dev routes (the same handlers as an embedded sim) to the
 // addresses in its --internal-cidrs, and nothing of the gateway's API.
