@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gateway/gateway/cluster/clustertest"
 	"github.com/gateway/gateway/domain"
@@ -44,7 +45,9 @@ func TestCluster(t *testing.T) {
 
 func testLeasesTakenAndRenewed(t *testing.T, c *clustertest.Cluster) {
 	tc := newTestCluster(t, c)
-	a, b, d := tc.start("a:1"), tc.start("b:1"), tc.start("c:1")
+	reg := prometheus.NewRegistry()
+	a := tc.start("a:1", func(c *Config) { c.Metrics = reg; c.Sessions = func() int { return 7 } })
+	b, d := tc.start("b:1"), tc.start("c:1")
 	eventually(t, 20*time.Second, "fair shares 22/21/21", tc.settled(a, b, d))
 	revs := map[int]uint64{}
 	for p := 0; p < DefaultPartitions; p++ {
@@ -91,6 +94,41 @@ func testLeasesTakenAndRenewed(t *testing.T, c *clustertest.Cluster) {
 			t.Errorf("snapshot partition %+v", pi)
 		}
 	}
+	if got := snap.Nodes[0]; got.ID != "a:1" || got.Sessions != 7 {
+		t.Errorf("snapshot of a: %+v, want 7 sessions", got)
+	}
+	if got := b.Snapshot().Nodes[0]; got.Sessions != 7 {
+		t.Errorf("b's snapshot of a: %+v, want the sessions a's heartbeat says", got)
+	}
+	owned, acquired := metricValue(t, reg, "gateway_cluster_partitions_owned", ""), metricValue(t, reg, "gateway_cluster_handovers_total", "acquired")
+	if owned != float64(len(tc.eng.runningOf("a:1"))) || acquired < owned {
+		t.Errorf("metrics: owned %v, acquired %v; a runs %d", owned, acquired, len(tc.eng.runningOf("a:1")))
+	}
+}
+
+// metricValue reads a gauge or a counter (with label value lv, "" for none) from reg.
+func metricValue(t *testing.T, reg *prometheus.Registry, name, lv string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if lv != "" && (len(m.GetLabel()) == 0 || m.GetLabel()[0].GetValue() != lv) {
+				continue
+			}
+			if m.Gauge != nil {
+				return m.GetGauge().GetValue()
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s{%s}", name, lv)
+	return 0
 }
 
 func testKilledNodeFailsOver(t *testing.T, c *clustertest.Cluster) {
@@ -308,7 +346,9 @@ func testPartitionsDiffer(t *testing.T, c *clustertest.Cluster) {
 
 func testForwardChunks(t *testing.T, c *clustertest.Cluster) {
 	tc := newTestCluster(t, c)
-	a, b := tc.start("a:1"), tc.start("b:1")
+	reg := prometheus.NewRegistry()
+	a := tc.start("a:1", func(c *Config) { c.Metrics = reg })
+	b := tc.start("b:1")
 	eventually(t, 20*time.Second, "32/32", tc.settled(a, b))
 	p := tc.eng.runningOf("b:1")[0]
 	for _, size := range []int{0, 10, ChunkSize, ChunkSize + 1, 3*ChunkSize + 7, 5 << 20} {
@@ -324,6 +364,9 @@ func testForwardChunks(t *testing.T, c *clustertest.Cluster) {
 	}
 	if _, err := b.Forward(context.Background(), p, &Envelope{}); !errors.Is(err, ErrLocal) {
 		t.Fatalf("forward of an own partition: %v, want ErrLocal", err)
+	}
+	if got := metricValue(t, reg, "gateway_cluster_forwarded_total", "ok"); got != 6 {
+		t.Errorf("gateway_cluster_forwarded_total{result=ok} = %v, want 6", got)
 	}
 }
 
