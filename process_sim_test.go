@@ -4,10 +4,10 @@ package main
 // --sim-url: the network every node of a cluster shares.
 
 import (
-	"bufio"
-	"io"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,21 +19,24 @@ import (
 func startSimProc(t testing.TB, addr, data string) *proc {
 	t.Helper()
 	cmd := exec.Command(gatewayBinary(t), "sim", "--addr", addr, "--data", data, "--log-format", "text")
+	logf, err := os.Create(filepath.Join(t.TempDir(), "sim.log")) // read on a failure
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = logf
 	p := &proc{cmd: cmd, url: "http://" + addr, stderr: &strings.Builder{}, mu: &sync.Mutex{}}
-	pr, pw := io.Pipe()
-	cmd.Stderr = pw
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.stderr.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-		}
-	}()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); pw.Close() })
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			t.Logf("gateway sim's log:\n%s", b)
+		}
+	})
 	eventually(t, 20*time.Second, "sim process ready", func() bool {
 		res, err := http.Get(p.url + "/healthz")
 		if err != nil {

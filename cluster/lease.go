@@ -265,7 +265,7 @@ func (n *Node) take(p *part) {
 	select {
 	case n.sem <- struct{}{}:
 	case <-n.ctx.Done():
-		n.settle(p, false)
+		n.settle(p)
 		return
 	}
 	defer func() { <-n.sem }()
@@ -280,7 +280,7 @@ func (n *Node) take(p *part) {
 	n.leaseWrite(err)
 	if err != nil {
 		n.log.Debug("take", "partition", p.id, "err", err)
-		n.settle(p, false)
+		n.settle(p)
 		return
 	}
 	p.mu.Lock()
@@ -333,7 +333,7 @@ func (n *Node) take(p *part) {
 }
 
 // settle ends a take that did not get the lease.
-func (n *Node) settle(p *part, _ bool) {
+func (n *Node) settle(p *part) {
 	p.mu.Lock()
 	p.busy = false
 	p.retryAt = time.Now().Add(n.renewEvery)

@@ -208,12 +208,6 @@ func (v *view) liveNodes(now time.Time) []string {
 	return ids
 }
 
-func (v *view) nodeAlive(id string, now time.Time) bool {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.nodeAliveLocked(id, now)
-}
-
 // nodeUpSince is since when a live node heartbeats without a gap (zero if it is not live).
 func (v *view) nodeUpSince(id string, now time.Time) time.Time {
 	v.mu.Lock()

@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -146,90 +147,50 @@ func decodeError(w wireError) error {
 	return fmt.Errorf("sim: %s", w.Error)
 }
 
-// Event types on the wire.
-func encodeEvent(ev network.Event) (string, json.RawMessage, error) {
-	var t string
-	switch ev.(type) {
-	case network.QRCode:
-		t = "qr"
-	case network.QRTimeout:
-		t = "qr_timeout"
-	case network.Paired:
-		t = "paired"
-	case network.Connected:
-		t = "connected"
-	case network.Disconnected:
-		t = "disconnected"
-	case network.LoggedOut:
-		t = "logged_out"
-	case network.Timelock:
-		t = "timelock"
-	case network.MessageReceipt:
-		t = "receipt"
-	case network.Incoming:
-		t = "incoming"
-	case network.PhoneOffline:
-		t = "phone_offline"
-	case network.PhoneOnline:
-		t = "phone_online"
-	default:
-		return "", nil, fmt.Errorf("simhttp: event %T has no wire type", ev)
+// eventKinds are the port's events by wire type.
+var eventKinds = []struct {
+	name   string
+	zero   network.Event
+	decode func(json.RawMessage) (network.Event, error)
+}{
+	{"qr", network.QRCode{}, decodeAs[network.QRCode]},
+	{"qr_timeout", network.QRTimeout{}, decodeAs[network.QRTimeout]},
+	{"paired", network.Paired{}, decodeAs[network.Paired]},
+	{"connected", network.Connected{}, decodeAs[network.Connected]},
+	{"disconnected", network.Disconnected{}, decodeAs[network.Disconnected]},
+	{"logged_out", network.LoggedOut{}, decodeAs[network.LoggedOut]},
+	{"timelock", network.Timelock{}, decodeAs[network.Timelock]},
+	{"receipt", network.MessageReceipt{}, decodeAs[network.MessageReceipt]},
+	{"incoming", network.Incoming{}, decodeAs[network.Incoming]},
+	{"phone_offline", network.PhoneOffline{}, decodeAs[network.PhoneOffline]},
+	{"phone_online", network.PhoneOnline{}, decodeAs[network.PhoneOnline]},
+}
+
+func decodeAs[E network.Event](data json.RawMessage) (network.Event, error) {
+	var e E
+	if len(data) > 0 {
+		if err := json.Unmarshal(data, &e); err != nil {
+			return nil, err
+		}
 	}
-	b, err := json.Marshal(ev)
-	return t, b, err
+	return e, nil
+}
+
+func encodeEvent(ev network.Event) (string, json.RawMessage, error) {
+	for _, k := range eventKinds {
+		if reflect.TypeOf(ev) == reflect.TypeOf(k.zero) {
+			b, err := json.Marshal(ev)
+			return k.name, b, err
+		}
+	}
+	return "", nil, fmt.Errorf("simhttp: event %T has no wire type", ev)
 }
 
 func decodeEvent(t string, data json.RawMessage) (network.Event, error) {
-	var err error
-	unmarshal := func(v any) {
-		if len(data) > 0 {
-			err = json.Unmarshal(data, v)
+	for _, k := range eventKinds {
+		if k.name == t {
+			return k.decode(data)
 		}
 	}
-	var ev network.Event
-	switch t {
-	case "qr":
-		var e network.QRCode
-		unmarshal(&e)
-		ev = e
-	case "qr_timeout":
-		ev = network.QRTimeout{}
-	case "paired":
-		var e network.Paired
-		unmarshal(&e)
-		ev = e
-	case "connected":
-		var e network.Connected
-		unmarshal(&e)
-		ev = e
-	case "disconnected":
-		var e network.Disconnected
-		unmarshal(&e)
-		ev = e
-	case "logged_out":
-		var e network.LoggedOut
-		unmarshal(&e)
-		ev = e
-	case "timelock":
-		var e network.Timelock
-		unmarshal(&e)
-		ev = e
-	case "receipt":
-		var e network.MessageReceipt
-		unmarshal(&e)
-		ev = e
-	case "incoming":
-		var e network.Incoming
-		unmarshal(&e)
-		ev = e
-	case "phone_offline":
-		var e network.PhoneOffline
-		unmarshal(&e)
-		ev = e
-	case "phone_online":
-		ev = network.PhoneOnline{}
-	default:
-		return nil, fmt.Errorf("simhttp: unknown event type %q", t)
-	}
-	return ev, err
+	return nil, fmt.Errorf("simhttp: unknown event type %q", t)
 }
