@@ -14,7 +14,7 @@ ifneq ($(wildcard $(SHARED_GOPROXY)/.),)
 export GOPROXY := file://$(SHARED_GOPROXY),$(shell GOPROXY= $(GO) env GOPROXY)
 endif
 
-.PHONY: run build test test-short test-ui screenshots web lint deps fuzz test-scale bench bench-quick bench-events webhook-interop clean
+.PHONY: run build test test-short test-ui screenshots web lint deps fuzz test-scale bench bench-quick bench-events bench-wastore webhook-interop clean
 
 run: build
 	$(BIN) serve --data $(DATA) --log-format text
@@ -101,6 +101,15 @@ webhook-interop:
 	mkdir -p $(HOME)/.cache/gateway-node
 	cd $(HOME)/.cache/gateway-node && npm install --no-audit --no-fund standardwebhooks@1.1.1
 	$(GO) test -count=1 -run 'TestEventsToALoopbackReceiver' -v ./engine | grep -E 'Node|ok|FAIL'
+
+# bench-wastore: 200 WhatsApp devices decrypting at once (an offline-sync burst) on the SQLite
+# and the PostgreSQL device store (throwaway cluster, internal/pgtest), against the fake server
+# (README, "WhatsApp device store"). BURST_DEVICES and BURST_MESSAGES make it smaller.
+BURST_DEVICES  ?= 200
+BURST_MESSAGES ?= 3
+bench-wastore:
+	$(GO) test -run XXX -bench DecryptionBurst -benchtime 1x -timeout 30m ./network/whatsapp \
+		-burst-devices $(BURST_DEVICES) -burst-messages $(BURST_MESSAGES) | grep -E '^(Benchmark|ok|FAIL|PASS)'
 
 bench-quick: build
 	$(GO) build -o bin/bench ./bench

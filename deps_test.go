@@ -37,6 +37,7 @@ var allowedImports = map[string][]string{
 	"network/whatsapp/fakewa": {},
 	"network/networktest":     {"domain", "network"},
 	"network/simhttp":         {"domain", "network", "network/sim"},
+	"internal/pgtest":         {}, // test helper: throwaway PostgreSQL servers
 	// The cluster's membership, leases and forwarding: an adapter over NATS (main wires it).
 	"cluster":             {"domain"},
 	"cluster/clustertest": {},

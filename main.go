@@ -15,6 +15,7 @@ import (
 	"net/http/pprof"
 	"net/netip"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -106,6 +107,7 @@ type config struct {
 	paceRampDays                        int
 	bootWindow                          time.Duration
 	rejectCalls                         bool
+	whatsappStore, ffmpeg               string
 	requireWebhookSig                   bool
 	bodyLimit                           int
 	logLevel, logFormat                 string
@@ -151,6 +153,8 @@ func parseServe(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.simAutopair, "sim-autopair", 0, "sim only: pair a session this long after its QR is shown (0 = never)")
 	fs.DurationVar(&c.simLatency, "sim-latency", 0, "sim only: time each delivery takes")
 	fs.BoolVar(&c.rejectCalls, "reject-calls", false, "whatsapp only: reject incoming calls")
+	fs.StringVar(&c.whatsappStore, "whatsapp-store", "", "whatsapp only: the device store on PostgreSQL (postgres://user:pass@host/db); empty: SQLite at DATA/whatsapp.db")
+	fs.StringVar(&c.ffmpeg, "ffmpeg", "", "whatsapp only: ffmpeg binary that converts voice notes (ptt) that are not Ogg/Opus; empty: such voice notes are refused")
 	fs.DurationVar(&c.bootWindow, "boot-window", -1, "linked sessions reconnect at boot spread over this long (-1 = 2m on whatsapp, at once on sim)")
 	fs.DurationVar(&c.paceMinGap, "pace-min-gap", -1, "least time between two sends of a session (-1 = the network's default: none on sim, see README for whatsapp)")
 	fs.DurationVar(&c.paceJitter, "pace-jitter", -1, "random extra time added to each gap (-1 = the network's default)")
@@ -205,6 +209,10 @@ func (c config) check() error {
 		return fmt.Errorf("--fsync must be batch or interval")
 	case c.network != "sim" && c.network != "whatsapp":
 		return fmt.Errorf("--network must be sim or whatsapp")
+	case c.whatsappStore != "" && !whatsapp.IsPostgresURL(c.whatsappStore):
+		return fmt.Errorf("--whatsapp-store must be a postgres:// URL (or empty for SQLite in the data directory)")
+	case c.ffmpeg != "" && !executable(c.ffmpeg):
+		return fmt.Errorf("--ffmpeg %q: not an executable file", c.ffmpeg)
 	case c.auth != "dev" && c.auth != "oidc":
 		return fmt.Errorf("--auth must be dev or oidc")
 	case c.auth == "oidc" && (c.oidcIssuer == "" || c.oidcAudience == ""):
@@ -354,6 +362,16 @@ func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err err
 		Name: "gateway_build_info", Help: "Always 1; the labels name the running build.",
 		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
 	}, func() float64 { return 1 }))
+	if c.network == "whatsapp" {
+		// How old the WhatsApp library is: WhatsApp retires old client builds (README, "Bumping
+		// whatsmeow"); alert well before 30 days.
+		if v, _, ok := whatsapp.Library(); ok {
+			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "gateway_network_library_age_days", Help: "Days since the commit of the messaging network's library in this build (whatsmeow).",
+				ConstLabels: prometheus.Labels{"library": "go.mau.fi/whatsmeow", "version": v},
+			}, func() float64 { d, _ := whatsapp.LibraryAgeDays(time.Now()); return d }))
+		}
+	}
 	if g.events, err = newEvents(ctx, c, g.kv, reg, engine.NewSecretBox(stores.Sealer), log); err != nil {
 		return nil, err
 	}
@@ -396,7 +414,7 @@ func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err err
 		},
 		LogRequests: c.logRequests, Version: version, Sim: simControls, SimURL: c.simURL, BulkMaxRecipients: c.bulkMaxRecipients,
 		Media:     httpapi.MediaOptions{MaxBytes: c.mediaMaxBytes, AllowPrivate: c.mediaAllowPrivate},
-		Dashboard: dash,
+		Dashboard: dash, AudioCheck: c.audioCheck(),
 	})
 	if err != nil {
 		return nil, err
@@ -470,13 +488,35 @@ func (g *gateway) shutdown(timeout time.Duration) {
 	g.close()
 }
 
+// executable tells whether path (or a name on PATH) is a program.
+func executable(path string) bool {
+	_, err := exec.LookPath(path)
+	return err == nil
+}
+
+// audioCheck is the accept-time check of audio sends: on WhatsApp, audio it cannot play is
+// refused with 415 unless --ffmpeg converts it to a voice note.
+func (c config) audioCheck() func([]byte, string) error {
+	if c.network != "whatsapp" {
+		return nil
+	}
+	convert := c.ffmpeg != ""
+	return func(data []byte, mime string) error { return whatsapp.CheckAudio(data, mime, convert) }
+}
+
+// whatsappHTTPClient carries every WhatsApp connection when set: only a test build
+// (fakewa_hook.go, build tag fakewa) sets it, to reach the fake server. Nil: the network's.
+var whatsappHTTPClient *http.Client
+
 // openNetwork opens the messaging network: the embedded simulation or WhatsApp.
 func (g *gateway) openNetwork(c config) error {
 	if c.network == "whatsapp" {
 		// Process-wide settings of the WhatsApp libraries, made once before any client exists.
 		whatsapp.RouteSignalLogs(g.log.With("component", "libsignal"))
 		whatsapp.SetDeviceName("gateway")
-		wa, err := whatsapp.Open(whatsapp.Options{DBPath: filepath.Join(c.data, "whatsapp.db"), Logger: g.log.With("component", "whatsapp"), RejectCalls: c.rejectCalls})
+		wa, err := whatsapp.Open(whatsapp.Options{DBPath: filepath.Join(c.data, "whatsapp.db"), StoreURL: c.whatsappStore,
+			Logger: g.log.With("component", "whatsapp"), RejectCalls: c.rejectCalls, FFmpeg: c.ffmpeg,
+			HTTPClient: whatsappHTTPClient})
 		if err != nil {
 			return fmt.Errorf("open whatsapp store: %w", err)
 		}

@@ -21,35 +21,43 @@ import (
 	"github.com/gateway/gateway/identity"
 )
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
+// builtBinary is a build of the gateway made once per test run.
+type builtBinary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+var plainBinary builtBinary
 
 // gatewayBinary builds the gateway once per test run.
 func gatewayBinary(t testing.TB) string {
 	t.Helper()
-	binOnce.Do(func() {
+	// Built as the Dockerfile builds it (static, -trimpath), so TestDockerfile's build of the
+	// same binary only links.
+	return plainBinary.get(t, "-trimpath")
+}
+
+// get builds the gateway with extra go build flags (once) and returns its path.
+func (b *builtBinary) get(t testing.TB, flags ...string) string {
+	t.Helper()
+	b.once.Do(func() {
 		dir, err := os.MkdirTemp("", "gateway-bin-")
 		if err != nil {
-			binErr = err
+			b.err = err
 			return
 		}
-		binPath = filepath.Join(dir, "gateway")
-		// Built as the Dockerfile builds it (static, -trimpath), so TestDockerfile's build
-		// of the same binary only links.
-		cmd := exec.Command("go", "build", "-trimpath", "-o", binPath, ".")
+		b.path = filepath.Join(dir, "gateway")
+		cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", b.path, ".")...)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build: %v\n%s", err, out)
 		}
 	})
-	if binErr != nil {
-		t.Fatal(binErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return binPath
+	return b.path
 }
 
 // proc is a gateway process.
@@ -72,8 +80,14 @@ func freeAddr(t testing.TB) string {
 // startProc starts `gateway serve` with args and waits until /readyz answers.
 func startProc(t testing.TB, data string, args ...string) *proc {
 	t.Helper()
+	return startProcBin(t, gatewayBinary(t), data, args...)
+}
+
+// startProcBin is startProc with another build of the gateway.
+func startProcBin(t testing.TB, bin, data string, args ...string) *proc {
+	t.Helper()
 	addr := freeAddr(t)
-	cmd := exec.Command(gatewayBinary(t), append([]string{"serve", "--data", data, "--addr", addr, "--log-requests=false"}, args...)...)
+	cmd := exec.Command(bin, append([]string{"serve", "--data", data, "--addr", addr, "--log-requests=false"}, args...)...)
 	p := &proc{cmd: cmd, url: "http://" + addr, stderr: &strings.Builder{}, mu: &sync.Mutex{}}
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw

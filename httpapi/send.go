@@ -172,6 +172,11 @@ func (s *Server) clientMessage(ctx *fasthttp.RequestCtx, req clientSendRequest) 
 		if kind == domain.KindAudio && m.MimeType == "application/ogg" {
 			m.MimeType = "audio/ogg" // an Ogg container sent as audio is a voice note
 		}
+		if kind == domain.KindAudio && s.cfg.AudioCheck != nil {
+			if err := s.cfg.AudioCheck(m.Data, m.MimeType); err != nil {
+				return msg, fmt.Errorf("%w: %v", errMediaType, err)
+			}
+		}
 		msg.Data, msg.MimeType, msg.FileName = m.Data, m.MimeType, req.FileName
 		if msg.FileName == "" {
 			msg.FileName = m.FileName

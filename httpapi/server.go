@@ -62,6 +62,9 @@ type Config struct {
 	BulkMaxRecipients int
 	// Media configures media intake (URLs and data URIs) for the send routes.
 	Media MediaOptions
+	// AudioCheck, when set, refuses audio the network cannot send (WhatsApp: a voice note that
+	// is not Ogg/Opus when no --ffmpeg converts it) with 415 at accept, not as a failed send.
+	AudioCheck func(data []byte, mime string) error
 	// Dashboard is the embedded web UI and its sign-in (see dashboard.go).
 	Dashboard DashboardConfig
 	// Webhooks is the events-out facet; its routes are served when it is set.

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.mau.fi/whatsmeow"
+	"go.mau.fi/whatsmeow/proto/waWa6"
 	"go.mau.fi/whatsmeow/store"
 	"go.mau.fi/whatsmeow/store/sqlstore"
 	"go.mau.fi/whatsmeow/types"
@@ -43,6 +45,7 @@ type client struct {
 	log       *slog.Logger
 	sink      atomic.Pointer[func(network.Event)]
 	opts      atomic.Pointer[network.ClientOptions] // replaced by a later Open
+	http      *http.Client                          // every connection of the session (proxy.go)
 	events    *eventQueue
 	lookups   *lookupCache
 
@@ -70,12 +73,18 @@ type client struct {
 	keepaliveDown bool
 	// outdated: WhatsApp refused this client version (405) since the last Connected.
 	outdated bool
-	// timelockUntil: the end of the reach-out timelock the server announced (zero: none known).
-	timelockUntil time.Time
+	// connVersion: the web version the latest connection attempt announced.
+	connVersion store.WAVersionContainer
+	// The reach-out timelock notice last received (timelock.go): active, and its end (zero:
+	// none given). timelockNotice is closed and replaced when a notice is handled.
+	timelockActive bool
+	timelockUntil  time.Time
+	timelockNotice chan struct{}
 	// The phone behind the device (see phone.go).
-	phoneSeenAt time.Time
-	phoneWarned bool
-	phoneTimer  *time.Timer
+	phoneSeenAt   time.Time
+	phonePingedAt time.Time
+	phoneWarned   bool
+	phoneTimer    *time.Timer
 }
 
 // qrSession is whatsmeow's QR channel for the current linking attempt.
@@ -103,7 +112,9 @@ func newClient(n *Network, sessionID string, dev *store.Device, sink func(networ
 	}
 	c.sink.Store(&sink)
 	c.opts.Store(&opts)
+	c.http = c.newHTTPClient()
 	c.onlineCh = make(chan struct{})
+	c.timelockNotice = make(chan struct{})
 	if dev.ID != nil {
 		c.phone, c.device = dev.ID.User, *dev.ID
 	}
@@ -117,15 +128,17 @@ func (c *client) newWA(dev *store.Device, gen uint64) *whatsmeow.Client {
 	wa := whatsmeow.NewClient(dev, newWALogger(c.log, "whatsmeow/Client"))
 	wa.DisableLoginAutoReconnect = true // see relogin
 	opts := c.opts.Load()
-	if h := c.n.httpClient; h != nil {
-		wa.SetWebsocketHTTPClient(h)
-		wa.SetPreLoginHTTPClient(h)
-		wa.SetMediaHTTPClient(h)
-	} else if opts.Proxy != "" {
-		// Checked by Network.Open; the websocket and media both go through it.
-		if err := wa.SetProxyAddress(opts.Proxy); err != nil {
-			c.log.Error("proxy refused; connecting directly", "error", err)
-		}
+	// The websocket and media go through the session's proxy (proxy.go).
+	wa.SetWebsocketHTTPClient(c.http)
+	wa.SetPreLoginHTTPClient(c.http)
+	wa.SetMediaHTTPClient(c.http)
+	// Which version each connection announces (the process-wide one may move meanwhile).
+	wa.GetClientPayload = func() *waWa6.ClientPayload {
+		p := wa.Store.GetClientPayload()
+		c.mu.Lock()
+		c.connVersion = payloadVersion(p)
+		c.mu.Unlock()
+		return p
 	}
 	// Re-send requests (retry receipts) for messages older than whatsmeow's in-memory 256:
 	// answered from the core's outbox when it gives a MessageSource, else from whatsmeow's own
@@ -211,6 +224,7 @@ func (c *client) handle(q queued) {
 		if evt := c.checkPhone(time.Now()); evt != nil {
 			c.emit(evt)
 		}
+		c.maybePingPhone(time.Now())
 		return
 	case *events.PairSuccess:
 		c.paired(e.ID)
@@ -285,6 +299,7 @@ func (c *client) handle(q queued) {
 		if evt := c.checkPhone(time.Now()); evt != nil {
 			c.emit(evt) // after Connected: the warning stands while connected
 		}
+		c.maybePingPhone(time.Now())
 		c.mu.Lock()
 		if c.phoneTimer == nil && !c.closed {
 			c.schedulePhoneCheck(q.gen)
@@ -294,12 +309,13 @@ func (c *client) handle(q queued) {
 	case *events.PushNameSetting:
 		go c.sendUnavailable(st.wa)
 	case *events.ClientOutdated:
-		c.log.Error("WhatsApp refuses this client version (405)", "version", store.GetWAVersion().String())
 		c.mu.Lock()
 		c.stayDown, c.outdated = true, true
 		c.setOnline(false)
+		refused := c.connVersion
 		c.mu.Unlock()
-		go c.n.recoverOutdated(c, q.gen)
+		c.log.Error("WhatsApp refuses this client version (405)", "version", refused.String())
+		go c.n.recoverOutdated(c, q.gen, refused)
 	case *events.StreamReplaced, *events.ConnectFailure, *events.PairError:
 		c.log.Warn("connection stopped", "event", fmt.Sprintf("%T", e))
 		c.mu.Lock()
@@ -311,9 +327,7 @@ func (c *client) handle(q queued) {
 	case *events.NotifyAccountReachoutTimelock:
 		tl := timelockEvent(e)
 		c.log.Warn("reach-out timelock", "active", tl.Active, "until", tl.Until, "type", tl.Kind)
-		c.mu.Lock()
-		c.timelockUntil = tl.Until
-		c.mu.Unlock()
+		c.noteTimelock(tl)
 		c.emit(tl)
 		return
 	case *events.Receipt:
@@ -411,7 +425,7 @@ func (c *client) rejectCall(wa *whatsmeow.Client, e *events.CallOffer) {
 func (c *client) paired(jid types.JID) {
 	c.mu.Lock()
 	c.phone, c.device = jid.User, jid
-	c.phoneSeenAt, c.phoneWarned = time.Now(), false // the phone just scanned
+	c.phoneSeenAt, c.phonePingedAt, c.phoneWarned = time.Now(), time.Time{}, false // the phone just scanned
 	c.mu.Unlock()
 	c.log.Info("device linked", "phone", jid.User, "device", jid.String())
 	ctx, cancel := context.WithTimeout(c.n.ctx, dbTimeout)
@@ -455,8 +469,8 @@ func (c *client) resetDevice(gen uint64) bool {
 	c.phone, c.device = "", types.JID{}
 	c.bannedUntil, c.bannedFor = time.Time{}, ""
 	c.stopBanTimer()
-	c.keepaliveDown, c.timelockUntil = false, time.Time{}
-	c.phoneSeenAt, c.phoneWarned = time.Time{}, false
+	c.keepaliveDown, c.timelockActive, c.timelockUntil = false, false, time.Time{}
+	c.phoneSeenAt, c.phonePingedAt, c.phoneWarned = time.Time{}, time.Time{}, false
 	if c.phoneTimer != nil {
 		c.phoneTimer.Stop()
 		c.phoneTimer = nil
@@ -465,7 +479,12 @@ func (c *client) resetDevice(gen uint64) bool {
 	c.mu.Unlock()
 	c.lookups.clear()
 	// The old client may still hold its socket; closing it can wait on whatsmeow's locks.
-	go old.Disconnect()
+	go func() {
+		old.Disconnect()
+		if !device.IsEmpty() {
+			c.n.locks.release(device)
+		}
+	}()
 	if !device.IsEmpty() {
 		ctx, cancel := context.WithTimeout(c.n.ctx, dbTimeout)
 		defer cancel()
@@ -483,8 +502,9 @@ func (c *client) Connect(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	// The version this client announces: checked once a day, before connecting.
-	c.n.version.ensure(ctx, false)
+	// The version this client announces: checked once a day, before connecting, through the
+	// session's proxy.
+	c.n.version.ensure(ctx, false, c.http)
 	c.ctlMu.Lock()
 	defer c.ctlMu.Unlock()
 	c.mu.Lock()
@@ -591,7 +611,10 @@ func (c *client) runConnect(loop *connectLoop, wa *whatsmeow.Client, gen uint64)
 	// only after a while, and whatsmeow would take it for a live connection.
 	wa.Disconnect()
 	for attempt := 0; ; attempt++ {
-		err := wa.ConnectContext(c.n.ctx)
+		err := c.lockDevice(wa)
+		if err == nil {
+			err = wa.ConnectContext(c.n.ctx)
+		}
 		if err == nil || errors.Is(err, whatsmeow.ErrAlreadyConnected) {
 			select {
 			case <-loop.stop:
@@ -660,12 +683,15 @@ func (c *client) disconnect() {
 	c.stopBanTimer()
 	c.stayDown = true
 	c.setOnline(false)
-	wa := c.wa
+	wa, device := c.wa, c.device
 	if c.phone == "" && !c.closed && c.waUsed {
 		wa = c.replaceWA(c.n.container.NewDevice())
 	}
 	c.mu.Unlock()
 	wa.Disconnect()
+	if !device.IsEmpty() {
+		c.n.locks.release(device)
+	}
 }
 
 // PairPhone starts linking by phone number and returns the code to type on the phone. The
@@ -756,13 +782,16 @@ func (c *client) shutdown() {
 		c.phoneTimer = nil
 	}
 	c.setOnline(false)
-	wa := c.wa
+	wa, device := c.wa, c.device
 	if c.qr != nil {
 		c.qr.abandon()
 		c.qr = nil
 	}
 	c.mu.Unlock()
 	wa.Disconnect()
+	if !device.IsEmpty() {
+		c.n.locks.release(device)
+	}
 	c.ctlMu.Unlock()
 	c.events.close()
 }

@@ -12,6 +12,11 @@ func TestContract(t *testing.T) {
 	networktest.Run(t, func(t *testing.T) networktest.Env { return &fakeEnv{h: newHarness(t)} })
 }
 
+// The same contract with the device store on PostgreSQL (`--whatsapp-store postgres://`).
+func TestContractPostgres(t *testing.T) {
+	networktest.Run(t, func(t *testing.T) networktest.Env { return &fakeEnv{h: newPostgresHarness(t)} })
+}
+
 type fakeEnv struct{ h *harness }
 
 func (e *fakeEnv) Network() network.Network { return e.h.net }

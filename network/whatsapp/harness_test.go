@@ -13,6 +13,7 @@ import (
 
 	"go.mau.fi/whatsmeow"
 
+	"github.com/gateway/gateway/internal/pgtest"
 	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/network/whatsapp/fakewa"
 )
@@ -27,7 +28,9 @@ func TestMain(m *testing.M) {
 	whatsmeow.KeepAliveResponseDeadline = time.Second
 	// As main does: libsignal's logger is a lazily set package variable (racy on first use).
 	RouteSignalLogs(slog.New(slog.DiscardHandler))
-	os.Exit(m.Run())
+	code := m.Run()
+	pgtest.StopShared()
+	os.Exit(code)
 }
 
 // wait is how long a test waits for an event from the fake network.
@@ -70,23 +73,38 @@ func (w *tWriter) stop() {
 
 // harness is one fake network and one Network (device store) pointed at it.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *fakewa.Server
 	dbPath string
-	net    *Network
+	// storeURL: the device store is on PostgreSQL (newPostgresHarness) instead of dbPath.
+	storeURL string
+	net      *Network
 	// fetchVersion: the Network asks the fake for the current web version (whatsmeow keeps the
 	// version in a process-wide variable: only tests that do not run in parallel set it).
 	fetchVersion bool
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
+	t.Helper()
+	return newHarnessOn(t, "")
+}
+
+// newPostgresHarness is newHarness with the device store in a new database of the test
+// binary's PostgreSQL server (internal/pgtest: skipped only under -short).
+func newPostgresHarness(t testing.TB) *harness {
+	t.Helper()
+	return newHarnessOn(t, pgtest.DB(t))
+}
+
+// newHarnessOn makes a harness whose store is storeURL (PostgreSQL), or SQLite when empty.
+func newHarnessOn(t testing.TB, storeURL string) *harness {
 	t.Helper()
 	srv, err := fakewa.New()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	h := &harness{t: t, srv: srv, dbPath: filepath.Join(t.TempDir(), "whatsapp.db")}
+	h := &harness{t: t, srv: srv, dbPath: filepath.Join(t.TempDir(), "whatsapp.db"), storeURL: storeURL}
 	h.reopen()
 	return h
 }
@@ -99,7 +117,14 @@ func (h *harness) reopen() {
 			h.t.Fatal(err)
 		}
 	}
-	n, err := Open(Options{DBPath: h.dbPath, Logger: testLogger(h.t), SendTimeout: 10 * time.Second, NoVersionFetch: !h.fetchVersion})
+	h.net = h.openNetwork()
+	h.t.Cleanup(func() { _ = h.net.Close() })
+}
+
+// openNetwork opens another Network on the harness's store and fake server.
+func (h *harness) openNetwork() *Network {
+	h.t.Helper()
+	n, err := Open(Options{DBPath: h.dbPath, StoreURL: h.storeURL, Logger: testLogger(h.t), SendTimeout: 10 * time.Second, NoVersionFetch: !h.fetchVersion})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -107,13 +132,12 @@ func (h *harness) reopen() {
 	n.backoffBase, n.backoffMax = 20*time.Millisecond, 100*time.Millisecond
 	n.banEndJitter = 10 * time.Millisecond
 	n.connectedWait = time.Second
-	h.net = n
-	h.t.Cleanup(func() { _ = n.Close() })
+	return n
 }
 
 // session is an open client and the events its sink received.
 type session struct {
-	t   *testing.T
+	t   testing.TB
 	c   *client
 	rec *recorder
 }
@@ -132,6 +156,7 @@ func (h *harness) open(id string) *session {
 type recorder struct {
 	mu     sync.Mutex
 	events []network.Event
+	at     []time.Time // when each event arrived
 	next   int
 	wake   chan struct{}
 }
@@ -141,6 +166,7 @@ func newRecorder() *recorder { return &recorder{wake: make(chan struct{}, 1)} }
 func (r *recorder) sink(e network.Event) {
 	r.mu.Lock()
 	r.events = append(r.events, e)
+	r.at = append(r.at, time.Now())
 	r.mu.Unlock()
 	select {
 	case r.wake <- struct{}{}:
@@ -243,7 +269,7 @@ func (h *harness) link(s *session, phone string) {
 	}
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	t.Cleanup(cancel)
 	return ctx

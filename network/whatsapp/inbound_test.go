@@ -74,14 +74,15 @@ func TestReceiptEvent(t *testing.T) {
 }
 
 func TestClassifySendError(t *testing.T) {
-	c := &client{}
+	c := &client{n: &Network{ctx: context.Background()}, timelockNotice: make(chan struct{})}
+	c.timelockActive, c.timelockUntil = true, time.Now().Add(time.Hour)
 	code := func(n int) error { return fmt.Errorf("%w %d", whatsmeow.ErrServerReturnedError, n) }
 	tests := []struct {
 		name string
 		err  error
 		want error
 	}{
-		{"463 timelock", code(463), network.ErrTimelock},
+		{"463 under a timelock notice", code(463), network.ErrTimelock},
 		{"479 refused", code(479), network.ErrRefused},
 		{"429 rate limited", code(429), network.ErrRateLimited},
 		{"ack timeout", whatsmeow.ErrMessageTimedOut, network.ErrUnknownOutcome},
@@ -92,7 +93,7 @@ func TestClassifySendError(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := c.classifySendError(tt.err)
+			got := c.classifySendError(context.Background(), tt.err)
 			if !errors.Is(got, tt.want) || !errors.Is(got, tt.err) && !errors.As(tt.err, new(*whatsmeow.DisconnectedError)) {
 				t.Fatalf("classifySendError(%v) = %v, want %v", tt.err, got, tt.want)
 			}
@@ -100,5 +101,56 @@ func TestClassifySendError(t *testing.T) {
 				t.Fatalf("definite error %v classified unknown", tt.err)
 			}
 		})
+	}
+}
+
+// A 463 is a timelock only while a notice is in force: with none (or one that ended, or was
+// lifted) it refuses this recipient, after a short wait for a notice on its way.
+func TestClassify463(t *testing.T) {
+	c := &client{n: &Network{ctx: context.Background()}, timelockNotice: make(chan struct{})}
+	err463 := fmt.Errorf("%w 463", whatsmeow.ErrServerReturnedError)
+	now := time.Now()
+	cases := []struct {
+		name   string
+		active bool
+		until  time.Time
+		want   error
+	}{
+		{"no notice", false, time.Time{}, network.ErrNotReachable},
+		{"notice ended", true, now.Add(-time.Minute), network.ErrNotReachable},
+		{"notice lifted", false, now.Add(time.Hour), network.ErrNotReachable},
+		{"notice in force", true, now.Add(time.Hour), network.ErrTimelock},
+		{"notice with no end", true, time.Time{}, network.ErrTimelock},
+	}
+	for _, tc := range cases {
+		c.timelockActive, c.timelockUntil = tc.active, tc.until
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		got := c.classifySendError(ctx, err463)
+		cancel()
+		if !errors.Is(got, tc.want) || !errors.Is(got, whatsmeow.ErrServerReturnedError) {
+			t.Fatalf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+		if tc.want == network.ErrNotReachable && (errors.Is(got, network.ErrTimelock) || errors.Is(got, network.ErrUnknownOutcome)) {
+			t.Fatalf("%s: %v is also a timelock or unknown", tc.name, got)
+		}
+		if until, ok := network.TimelockUntil(got); tc.want == network.ErrTimelock && (!ok || !until.Equal(tc.until)) {
+			t.Fatalf("%s: until %v, want %v", tc.name, until, tc.until)
+		}
+	}
+
+	// A notice that arrives while the 463 is being read turns it into a timelock.
+	c.timelockActive, c.timelockUntil = false, time.Time{}
+	ends := now.Add(time.Hour).UTC()
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		c.mu.Lock()
+		c.timelockActive, c.timelockUntil = true, ends
+		close(c.timelockNotice)
+		c.timelockNotice = make(chan struct{})
+		c.mu.Unlock()
+	}()
+	got := c.classifySendError(context.Background(), err463)
+	if until, ok := network.TimelockUntil(got); !ok || !until.Equal(ends) {
+		t.Fatalf("463 with the notice right behind it: %v, want a timelock until %v", got, ends)
 	}
 }

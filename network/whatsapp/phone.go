@@ -8,10 +8,11 @@ package whatsapp
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
+	"go.mau.fi/whatsmeow"
+	"go.mau.fi/whatsmeow/proto/waE2E"
 	"go.mau.fi/whatsmeow/types/events"
 
 	"github.com/gateway/gateway/network"
@@ -26,29 +27,6 @@ const (
 	phoneCheckEvery = 6 * time.Hour
 )
 
-// addPhoneSeenColumn adds gateway_session_device.phone_seen_at to stores made before it.
-func addPhoneSeenColumn(ctx context.Context, db *sql.DB) error {
-	rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_table_info('gateway_session_device')`)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return err
-		}
-		if name == "phone_seen_at" {
-			return nil
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	_, err = db.ExecContext(ctx, `ALTER TABLE gateway_session_device ADD COLUMN phone_seen_at INTEGER NOT NULL DEFAULT 0`)
-	return err
-}
-
 // fromOwnPhone tells whether a whatsmeow event shows the linked phone (device 0) online.
 func fromOwnPhone(evt any) bool {
 	switch e := evt.(type) {
@@ -62,15 +40,21 @@ func fromOwnPhone(evt any) bool {
 	return false
 }
 
-// loadPhoneSeen reads the phone's last-seen time of the session (zero if never recorded).
-func (c *client) loadPhoneSeen(ctx context.Context) time.Time {
-	var ms int64
+// loadPhoneSeen reads when the session's phone was last seen and last pinged (zero if never
+// recorded). Called before the client is shared.
+func (c *client) loadPhoneSeen(ctx context.Context) {
+	var seen, pinged int64
 	err := c.n.db.QueryRowContext(ctx,
-		`SELECT phone_seen_at FROM gateway_session_device WHERE session_id = ?`, c.sessionID).Scan(&ms)
-	if err != nil || ms == 0 {
-		return time.Time{}
+		`SELECT phone_seen_at, phone_pinged_at FROM gateway_session_device WHERE session_id = $1`, c.sessionID).Scan(&seen, &pinged)
+	if err != nil {
+		return
 	}
-	return time.UnixMilli(ms)
+	if seen != 0 {
+		c.phoneSeenAt = time.UnixMilli(seen)
+	}
+	if pinged != 0 {
+		c.phonePingedAt = time.UnixMilli(pinged)
+	}
 }
 
 // phoneSeen records that the phone was online now; it returns PhoneOnline when that ends a
@@ -85,7 +69,7 @@ func (c *client) phoneSeen(now time.Time) network.Event {
 		ctx, cancel := context.WithTimeout(c.n.ctx, dbTimeout)
 		defer cancel()
 		if _, err := c.n.db.ExecContext(ctx,
-			`UPDATE gateway_session_device SET phone_seen_at = ? WHERE session_id = ?`, now.UnixMilli(), c.sessionID); err != nil {
+			`UPDATE gateway_session_device SET phone_seen_at = $1 WHERE session_id = $2`, now.UnixMilli(), c.sessionID); err != nil {
 			c.log.Warn("could not record when the phone was seen", "error", err)
 		}
 	}
@@ -142,3 +126,54 @@ func (c *client) schedulePhoneCheck(gen uint64) {
 
 // phoneCheck is a queued request to check the phone (handled on the event goroutine).
 type phoneCheck struct{}
+
+// The phone ping, as mautrix-whatsapp does it (pkg/connector/phoneping.go): a phone that is
+// online but idle (a SIM in a drawer) shows no sign of life, and WhatsApp would unlink the
+// device at about 14 days. Past phonePingAfter without a sign, at most once per phonePingEvery,
+// the device asks its own phone for an app-state key (a peer protocol message); an online
+// phone answers, which counts as seen.
+const (
+	phonePingAfter = 10 * 24 * time.Hour
+	phonePingEvery = 24 * time.Hour
+)
+
+// maybePingPhone pings the phone when it is due (on the event goroutine).
+func (c *client) maybePingPhone(now time.Time) {
+	c.mu.Lock()
+	due := c.phone != "" && c.online && !c.phoneSeenAt.IsZero() &&
+		now.Sub(c.phoneSeenAt) > phonePingAfter && now.Sub(c.phonePingedAt) > phonePingEvery
+	wa := c.wa
+	if due {
+		c.phonePingedAt = now
+	}
+	c.mu.Unlock()
+	if due {
+		go c.pingPhone(wa, now)
+	}
+}
+
+func (c *client) pingPhone(wa *whatsmeow.Client, now time.Time) {
+	ctx, cancel := context.WithTimeout(c.n.ctx, c.n.sendTimeout)
+	defer cancel()
+	own := wa.Store.ID
+	if own == nil {
+		return
+	}
+	var keyIDs []*waE2E.AppStateSyncKeyId
+	if id, err := wa.Store.AppStateKeys.GetLatestAppStateSyncKeyID(ctx); err == nil && id != nil {
+		keyIDs = append(keyIDs, &waE2E.AppStateSyncKeyId{KeyID: id})
+	}
+	_, err := wa.SendMessage(ctx, own.ToNonAD(), &waE2E.Message{ProtocolMessage: &waE2E.ProtocolMessage{
+		Type:                   waE2E.ProtocolMessage_APP_STATE_SYNC_KEY_REQUEST.Enum(),
+		AppStateSyncKeyRequest: &waE2E.AppStateSyncKeyRequest{KeyIDs: keyIDs},
+	}}, whatsmeow.SendRequestExtra{Peer: true})
+	if err != nil {
+		c.log.Warn("could not ping the phone", "error", err)
+		return
+	}
+	c.log.Info("pinged the phone: not seen for over 10 days")
+	if _, err := c.n.db.ExecContext(ctx,
+		`UPDATE gateway_session_device SET phone_pinged_at = $1 WHERE session_id = $2`, now.UnixMilli(), c.sessionID); err != nil {
+		c.log.Warn("could not record the phone ping", "error", err)
+	}
+}

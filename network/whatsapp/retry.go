@@ -55,6 +55,11 @@ func (c *client) messageForRetry(requester, to types.JID, id types.MessageID) *w
 			"id", string(id), "chat", chat.String(), "from", requester.String())
 		return nil
 	}
+	m, err = c.n.prepareAudio(ctx, m)
+	if err != nil {
+		c.log.Warn("could not convert a voice note for a retry receipt", "id", string(id), "error", err)
+		return nil
+	}
 	msg, err := buildMessage(ctx, wa.Upload, m, time.Now())
 	if err != nil {
 		c.log.Warn("could not rebuild a message for a retry receipt", "id", string(id), "error", err)

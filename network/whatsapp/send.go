@@ -17,8 +17,9 @@ import (
 
 // Server error codes of a message acknowledgement.
 const (
-	// ackReachoutTimelock: the account may not message new contacts for now (the reach-out
-	// timelock; the end comes in a NotifyAccountReachoutTimelock notification).
+	// ackReachoutTimelock: this recipient is refused for now (a cold contact without a privacy
+	// token), or, while the reach-out timelock notice is in force, every new contact is
+	// (timelock.go).
 	ackReachoutTimelock = 463
 )
 
@@ -101,15 +102,6 @@ func (c *client) Send(ctx context.Context, m network.Message) (network.Receipt, 
 	if err != nil {
 		return network.Receipt{}, err
 	}
-	// During a reach-out timelock nothing is sent, whatever the caller does: every refused
-	// attempt counts against the account. The core pauses the queue until the end anyway.
-	c.mu.Lock()
-	until := c.timelockUntil
-	c.mu.Unlock()
-	if until.After(time.Now()) {
-		return network.Receipt{}, &network.TimelockError{Until: until, Code: ackReachoutTimelock,
-			Detail: errors.New("whatsapp: not sent: the account is in a reach-out timelock")}
-	}
 	r, ok := c.lookups.get(digits, time.Now())
 	if !ok {
 		if r, err = c.lookup(ctx, wa, digits); err != nil {
@@ -118,6 +110,9 @@ func (c *client) Send(ctx context.Context, m network.Message) (network.Receipt, 
 	}
 	if !r.in {
 		return network.Receipt{}, fmt.Errorf("whatsapp: send to %s: %w", digits, network.ErrNotOnNetwork)
+	}
+	if m, err = c.n.prepareAudio(ctx, m); err != nil {
+		return network.Receipt{}, fmt.Errorf("whatsapp: send %s: %w", m.Kind, err)
 	}
 	msg, err := buildMessage(ctx, wa.Upload, m, time.Now())
 	if err != nil {
@@ -132,7 +127,7 @@ func (c *client) Send(ctx context.Context, m network.Message) (network.Receipt, 
 		Timeout: c.n.sendTimeout,
 	})
 	if err != nil {
-		return network.Receipt{}, fmt.Errorf("whatsapp: send %s %s to %s: %w", m.Kind, m.ID, digits, c.classifySendError(err))
+		return network.Receipt{}, fmt.Errorf("whatsapp: send %s %s to %s: %w", m.Kind, m.ID, digits, c.classifySendError(ctx, err))
 	}
 	at := resp.Timestamp
 	if at.IsZero() {
@@ -163,16 +158,10 @@ func classifyError(err error) error {
 // classifySendError maps an error of SendMessage. The rule (DESIGN.md section 9): an error
 // after which the message may have reached the server is ErrUnknownOutcome, never a failure;
 // a refusal in the acknowledgement is definite and says when to try again.
-func (c *client) classifySendError(err error) error {
+func (c *client) classifySendError(ctx context.Context, err error) error {
 	switch code := serverErrorCode(err); {
 	case code == ackReachoutTimelock:
-		c.mu.Lock()
-		until := c.timelockUntil
-		c.mu.Unlock()
-		if !until.After(time.Now()) {
-			until = time.Time{} // the notification with the end may still be on its way
-		}
-		return &network.TimelockError{Until: until, Code: code, Detail: err}
+		return c.classify463(ctx, err)
 	case code == 429:
 		return &network.RetryLaterError{Err: network.ErrRateLimited, Code: code, After: rateLimitBackoff, Detail: err}
 	case code != 0: // 479 and the rest: this message was refused

@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"go.mau.fi/whatsmeow/store"
+	"go.mau.fi/whatsmeow/types"
 	"go.mau.fi/whatsmeow/types/events"
 
 	"github.com/gateway/gateway/network"
+	"github.com/gateway/gateway/network/whatsapp/fakewa"
 )
 
 func isDisconnectedFor(r network.StatusReason) func(network.Event) bool {
@@ -85,40 +87,105 @@ func TestVersionFetchedBeforeConnect(t *testing.T) {
 	}
 }
 
-// 463: the send fails with a TimelockError; the reach-out timelock notification brings the end
-// (Timelock event), later sends carry it and are not sent at all before it.
-func TestTimelockPausesUntilItsEnd(t *testing.T) {
+// 463 under an account-wide reach-out timelock: a first message to a cold contact fails with
+// a TimelockError carrying the end from the server's notice (Timelock event); the adapter does
+// not refuse anything itself, and a reply to a contact who granted a privacy token goes, as
+// WhatsApp accepts it. The notice survives a restart; lifting it lets cold contacts through.
+func TestTimelockHoldsOnlyColdContacts(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	s := h.open("s1")
 	h.link(s, phoneA)
-	h.srv.AddAccount(phoneB)
+	h.srv.AddAccount(phoneB, phoneD)
 	ends := time.Now().Add(time.Hour).Truncate(time.Second)
 	h.srv.SetTimelockUntil(phoneA, ends)
 
 	_, err := s.c.Send(ctxT(t), network.Message{ID: "TL1", To: phoneB, Kind: network.KindText, Text: "first contact"})
-	if !errors.Is(err, network.ErrTimelock) || !strings.Contains(err.Error(), "463") {
-		t.Fatalf("send under timelock: %v, want ErrTimelock with the code", err)
+	if until, ok := network.TimelockUntil(err); !ok || !until.Equal(ends) || !strings.Contains(err.Error(), "463") || errors.Is(err, network.ErrNotReachable) {
+		t.Fatalf("send under timelock: %v, want ErrTimelock until %v with the code", err, ends)
 	}
 	tl := s.expect("Timelock", func(e network.Event) bool { _, ok := e.(network.Timelock); return ok }).(network.Timelock)
 	if !tl.Active || !tl.Until.Equal(ends) {
 		t.Fatalf("timelock event %+v, want active until %v", tl, ends)
 	}
-	for i := range 3 {
-		_, err = s.c.Send(ctxT(t), network.Message{ID: fmt.Sprintf("TL%d", i+2), To: phoneB, Kind: network.KindText, Text: "again"})
-		if until, ok := network.TimelockUntil(err); !ok || !until.Equal(ends) {
-			t.Fatalf("send during the timelock: %v, want ErrTimelock until %v", err, ends)
-		}
+	// phoneD wrote (its phone granted a privacy token): the reply goes during the timelock.
+	if _, err := h.srv.PrivacyToken(phoneD, phoneA); err != nil {
+		t.Fatal(err)
 	}
-	if n := len(h.srv.Messages()); n != 1 {
-		t.Fatalf("server got %d messages, want only the first (no re-send before the end)", n)
+	waitFor(t, "a reply to a contact who wrote accepted", func() bool {
+		_, err := s.c.Send(ctxT(t), network.Message{ID: fmt.Sprintf("TLR%d", time.Now().UnixNano()), To: phoneD, Kind: network.KindText, Text: "reply"})
+		if err != nil && !errors.Is(err, network.ErrTimelock) {
+			t.Fatalf("reply during the timelock: %v", err)
+		}
+		return err == nil
+	})
+	// A second cold message is the core's to hold; sent anyway, the server refuses it.
+	_, err = s.c.Send(ctxT(t), network.Message{ID: "TL2", To: phoneB, Kind: network.KindText, Text: "again"})
+	if until, ok := network.TimelockUntil(err); !ok || !until.Equal(ends) {
+		t.Fatalf("cold send during the timelock: %v, want ErrTimelock until %v", err, ends)
 	}
 
-	// The timelock is lifted: sends go out again.
+	// The notice is kept across a restart.
+	h.reopen()
+	s = h.open("s1")
+	s.c.mu.Lock()
+	inForce, until := s.c.timelockInForce(time.Now()), s.c.timelockUntil
+	s.c.mu.Unlock()
+	if !inForce || !until.Equal(ends) {
+		t.Fatalf("after a restart the notice is in force %v until %v, want until %v", inForce, until, ends)
+	}
+	s.connect()
+	s.expect("Connected", isConnected)
+
+	// The timelock is lifted: cold contacts go again.
 	h.srv.SetTimelockUntil(phoneA, time.Time{})
 	s.expect("Timelock lifted", func(e network.Event) bool { tl, ok := e.(network.Timelock); return ok && !tl.Active })
 	if _, err := s.c.Send(ctxT(t), network.Message{ID: "TL9", To: phoneB, Kind: network.KindText, Text: "now"}); err != nil {
 		t.Fatalf("send after the timelock: %v", err)
+	}
+}
+
+// 463 with no timelock notice: WhatsApp refusing one cold contact (no privacy token). The send
+// fails with ErrNotReachable, never a timelock, no Timelock event follows, and other
+// recipients are not affected: a contact who granted a token gets messages.
+func TestColdContact463IsPerRecipient(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	s := h.open("s1")
+	h.link(s, phoneA)
+	h.srv.AddAccount(phoneB, phoneD)
+	h.srv.SetColdRefusal(phoneA, true)
+
+	_, err := s.c.Send(ctxT(t), network.Message{ID: "CR1", To: phoneB, Kind: network.KindText, Text: "cold"})
+	if !errors.Is(err, network.ErrNotReachable) || errors.Is(err, network.ErrTimelock) || errors.Is(err, network.ErrUnknownOutcome) || !strings.Contains(err.Error(), "463") {
+		t.Fatalf("send to a cold contact: %v, want ErrNotReachable with the code", err)
+	}
+	if _, ok := network.TimelockUntil(err); ok {
+		t.Fatalf("per-recipient refusal reported as a timelock: %v", err)
+	}
+	if _, err := h.srv.PrivacyToken(phoneD, phoneA); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a message to a contact with a token accepted", func() bool {
+		_, err := s.c.Send(ctxT(t), network.Message{ID: fmt.Sprintf("CRW%d", time.Now().UnixNano()), To: phoneD, Kind: network.KindText, Text: "warm"})
+		if err != nil && !errors.Is(err, network.ErrNotReachable) {
+			t.Fatalf("send to a warm contact: %v", err)
+		}
+		return err == nil
+	})
+	// phoneB writes (grants a token): it is reachable now.
+	if _, err := h.srv.PrivacyToken(phoneB, phoneA); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the formerly cold contact reachable", func() bool {
+		_, err := s.c.Send(ctxT(t), network.Message{ID: fmt.Sprintf("CRB%d", time.Now().UnixNano()), To: phoneB, Kind: network.KindText, Text: "now"})
+		return err == nil
+	})
+	s.expectNone("Timelock", 100*time.Millisecond, func(e network.Event) bool { _, ok := e.(network.Timelock); return ok })
+	for _, m := range h.srv.Messages() {
+		if m.Error == 463 && m.Token != "" {
+			t.Fatalf("the fake refused a message carrying a token: %+v", m)
+		}
 	}
 }
 
@@ -320,7 +387,7 @@ func TestReceiptsReachThePort(t *testing.T) {
 }
 
 // waitFor polls cond for up to wait.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(wait)
 	for !cond() {
@@ -422,5 +489,57 @@ func TestPrivacyTokenSentOnceGranted(t *testing.T) {
 	})
 	if first := h.srv.Messages()[0]; first.Token != "" {
 		t.Fatalf("the cold message carried %q", first.Token)
+	}
+}
+
+// A phone not seen for over 10 days is pinged (a peer app-state key request to the phone, as
+// mautrix does), at most once a day, and the ping time survives a restart.
+func TestPhonePingAfterTenDays(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	s := h.open("s1")
+	h.link(s, phoneA)
+	isPing := func(m fakewa.Message) bool {
+		return m.From == phoneA && (strings.HasPrefix(m.To, phoneA+"@") || strings.HasPrefix(m.To, h.srv.LID(phoneA)+"@"))
+	}
+	pings := func() int {
+		n := 0
+		for _, m := range h.srv.Messages() {
+			if isPing(m) {
+				n++
+			}
+		}
+		return n
+	}
+	// The phone writes to its device once (as it does after linking, sharing app-state keys):
+	// that sets up the Signal session the ping is encrypted with.
+	waitFor(t, "the device's key upload", func() bool { return h.srv.HasKeys(phoneA) })
+	if _, err := h.srv.SendText(phoneA, phoneA, "note to self"); err != nil {
+		t.Fatal(err)
+	}
+	own := types.NewJID(h.srv.LID(phoneA), types.HiddenUserServer).SignalAddress().String()
+	waitFor(t, "a Signal session with the phone", func() bool {
+		ok, err := s.c.wa.Store.Sessions.HasSession(ctxT(t), own)
+		return err == nil && ok
+	})
+	s.c.mu.Lock()
+	s.c.phoneSeenAt = time.Now().Add(-9 * 24 * time.Hour)
+	gen := s.c.gen
+	s.c.mu.Unlock()
+	s.c.events.push(queued{gen: gen, evt: phoneCheck{}})
+	s.c.events.push(queued{gen: gen, evt: phoneCheck{}})
+	s.c.mu.Lock()
+	s.c.phoneSeenAt = time.Now().Add(-11 * 24 * time.Hour)
+	s.c.mu.Unlock()
+	s.c.events.push(queued{gen: gen, evt: phoneCheck{}})
+	waitFor(t, "the phone ping", func() bool { return pings() == 1 })
+	s.c.events.push(queued{gen: gen, evt: phoneCheck{}}) // within a day: no second ping
+	h.reopen()
+	s = h.open("s1")
+	if since := time.Since(s.c.phonePingedAt); since > time.Minute {
+		t.Fatalf("after a restart the last ping was %v ago, want just now", since)
+	}
+	if n := pings(); n != 1 {
+		t.Fatalf("%d pings, want 1 (none at 9 days, one a day after 10)", n)
 	}
 }

@@ -2,7 +2,7 @@
 // devices by QR code or phone code, keeps them connected, sends every message kind and maps
 // whatsmeow's events and errors onto the port's. It owns DATA/whatsapp.db: whatsmeow's device
 // store (one SQLite container holding every device) plus the gateway's own session id → device
-// JID table. It imports only the standard library, third-party modules and
+// JID table. With Options.StoreURL the store is on PostgreSQL instead (store.go). It imports only the standard library, third-party modules and
 // github.com/gateway/gateway/network.
 //
 // Concurrency: every Client has one event goroutine that delivers events to its sink in order;
@@ -20,14 +20,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
 	"go.mau.fi/whatsmeow/store"
 	"go.mau.fi/whatsmeow/store/sqlstore"
-	"go.mau.fi/whatsmeow/types"
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver used by the device store
 
 	"github.com/gateway/gateway/network"
 )
@@ -36,6 +33,10 @@ import (
 type Options struct {
 	// DBPath is the SQLite file holding every device (DATA/whatsapp.db). Created if missing.
 	DBPath string
+	// StoreURL, when set, puts the device store on PostgreSQL instead (postgres://…, lib/pq's
+	// URL form; `--whatsapp-store`); DBPath is then unused. Devices are used under advisory
+	// locks (devlock.go).
+	StoreURL string
 	// Logger receives the adapter's logs and whatsmeow's (module attribute "whatsmeow/...").
 	Logger *slog.Logger
 	// SendTimeout bounds one send: media upload and the wait for the server's acknowledgement
@@ -43,6 +44,13 @@ type Options struct {
 	SendTimeout time.Duration
 	// RejectCalls declines incoming voice and video calls (`--reject-calls`).
 	RejectCalls bool
+	// FFmpeg is the path of an ffmpeg binary that converts voice notes (ptt) that are not
+	// Ogg/Opus into Ogg/Opus (`--ffmpeg`); empty: such voice notes are refused (audio.go).
+	FFmpeg string
+	// HTTPClient, when set, carries every connection to WhatsApp (websocket, media, the version
+	// fetch) instead of the default transport and the sessions' proxies: a test build points
+	// it at the fake server.
+	HTTPClient *http.Client
 	// NoVersionFetch keeps the client version built into whatsmeow instead of asking
 	// web.whatsapp.com for the current one before the first connection (see clientVersion).
 	NoVersionFetch bool
@@ -73,6 +81,8 @@ const (
 type Network struct {
 	log         *slog.Logger
 	db          *sql.DB
+	dialect     string       // dialectSQLite or dialectPostgres
+	locks       *deviceLocks // nil on SQLite
 	container   *sqlstore.Container
 	sendTimeout time.Duration
 
@@ -83,6 +93,7 @@ type Network struct {
 
 	rejectCalls bool
 	version     *clientVersion
+	ffmpeg      string // Options.FFmpeg
 
 	// Test hooks, set only by tests before the first Open(sessionID): httpClient carries every
 	// whatsmeow connection (websocket and media) to a fake server; the delays are shortened so
@@ -117,34 +128,27 @@ func Open(o Options) (*Network, error) {
 	if o.SendTimeout <= 0 {
 		o.SendTimeout = DefaultSendTimeout
 	}
-	dsn, err := sqliteDSN(o.DBPath)
+	warnLibraryAge(log, time.Now())
+	db, dialect, err := openDB(o)
 	if err != nil {
 		return nil, err
 	}
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("whatsapp: open %s: %w", o.DBPath, err)
-	}
+	where := storeTarget(o)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	container := sqlstore.NewWithDB(db, "sqlite", newWALogger(log, "whatsmeow/Database"))
+	container := sqlstore.NewWithDB(db, dialect, newWALogger(log, "whatsmeow/Database"))
 	if err := container.Upgrade(ctx); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("whatsapp: upgrade device store %s: %w", o.DBPath, err)
+		return nil, fmt.Errorf("whatsapp: upgrade device store %s: %w", where, err)
 	}
-	for _, table := range []string{createSessionDeviceTable, createVersionTable} {
-		if _, err := db.ExecContext(ctx, table); err != nil {
-			_ = db.Close()
-			return nil, fmt.Errorf("whatsapp: create gateway tables in %s: %w", o.DBPath, err)
-		}
-	}
-	if err := addPhoneSeenColumn(ctx, db); err != nil {
+	if err := migrate(ctx, db, dialect); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("whatsapp: upgrade session table in %s: %w", o.DBPath, err)
+		return nil, fmt.Errorf("whatsapp: %s: %w", where, err)
 	}
 	n := &Network{
 		log:           log,
 		db:            db,
+		dialect:       dialect,
 		container:     container,
 		sendTimeout:   o.SendTimeout,
 		backoffBase:   connectBackoffBase,
@@ -153,9 +157,14 @@ func Open(o Options) (*Network, error) {
 		connectedWait: connectedWait,
 		clients:       make(map[string]*client),
 		rejectCalls:   o.RejectCalls,
+		httpClient:    o.HTTPClient,
+		ffmpeg:        o.FFmpeg,
 	}
 	n.version = newClientVersion(n, !o.NoVersionFetch)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	if dialect == dialectPostgres {
+		n.locks = newDeviceLocks(db, log, n.locksLost)
+	}
 	return n, nil
 }
 
@@ -181,7 +190,7 @@ func (n *Network) Open(sessionID string, sink func(network.Event), opts ...netwo
 	}
 	if c, ok := n.clients[sessionID]; ok {
 		c.sink.Store(&sink)
-		c.opts.Store(&o) // a new proxy applies from the next whatsmeow client (next link or restart)
+		c.opts.Store(&o) // a new proxy applies at the next connection (proxy.go)
 		return c, nil
 	}
 	dev, err := n.loadDevice(sessionID)
@@ -191,7 +200,8 @@ func (n *Network) Open(sessionID string, sink func(network.Event), opts ...netwo
 	c := newClient(n, sessionID, dev, sink, o)
 	if c.phone != "" {
 		ctx, cancel := context.WithTimeout(n.ctx, dbTimeout)
-		c.phoneSeenAt = c.loadPhoneSeen(ctx)
+		c.loadPhoneSeen(ctx)
+		c.loadTimelock(ctx)
 		cancel()
 	}
 	n.clients[sessionID] = c
@@ -266,89 +276,9 @@ func (n *Network) Close() error {
 	}
 	wg.Wait()
 	n.cancel()
+	n.locks.close()
 	if err := n.container.Close(); err != nil {
 		return fmt.Errorf("whatsapp: close device store: %w", err)
-	}
-	return nil
-}
-
-// sqliteDSN builds the modernc.org/sqlite DSN of the device store: foreign keys on (sqlstore
-// refuses SQLite without them), WAL so readers do not block the writer, a busy timeout, and
-// IMMEDIATE transactions so two writers never deadlock upgrading a read lock.
-func sqliteDSN(path string) (string, error) {
-	if path == "" {
-		return "", errors.New("whatsapp: empty database path")
-	}
-	if strings.ContainsRune(path, '?') {
-		return "", fmt.Errorf("whatsapp: database path %q must not contain '?'", path)
-	}
-	q := url.Values{}
-	q.Add("_pragma", "foreign_keys(1)")
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
-	q.Set("_txlock", "immediate")
-	return path + "?" + q.Encode(), nil
-}
-
-// The session table deliberately has no foreign key to whatsmeow_device: a whatsmeow schema
-// upgrade that rebuilds that table would cascade-delete every mapping. Stale rows are dropped
-// when found (see loadDevice).
-const createSessionDeviceTable = `
-CREATE TABLE IF NOT EXISTS gateway_session_device (
-	session_id TEXT PRIMARY KEY,
-	device_jid TEXT NOT NULL UNIQUE,
-	paired_at  INTEGER NOT NULL
-)`
-
-func lookupSessionDevice(ctx context.Context, db *sql.DB, sessionID string) (types.JID, bool, error) {
-	var raw string
-	err := db.QueryRowContext(ctx,
-		`SELECT device_jid FROM gateway_session_device WHERE session_id = ?`, sessionID).Scan(&raw)
-	if errors.Is(err, sql.ErrNoRows) {
-		return types.JID{}, false, nil
-	}
-	if err != nil {
-		return types.JID{}, false, fmt.Errorf("read session device: %w", err)
-	}
-	jid, err := types.ParseJID(raw)
-	if err != nil {
-		return types.JID{}, false, fmt.Errorf("parse session device %q: %w", raw, err)
-	}
-	return jid, true, nil
-}
-
-// saveSessionDevice records the device a session was linked to. A device belongs to one
-// session: a stale row of another session naming it is replaced.
-func saveSessionDevice(ctx context.Context, db *sql.DB, sessionID string, jid types.JID, at time.Time) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("save session device: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx,
-		`DELETE FROM gateway_session_device WHERE device_jid = ? AND session_id <> ?`,
-		jid.String(), sessionID); err != nil {
-		return fmt.Errorf("save session device: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `
-		INSERT INTO gateway_session_device (session_id, device_jid, paired_at, phone_seen_at) VALUES (?, ?, ?, ?)
-		ON CONFLICT (session_id) DO UPDATE SET device_jid = excluded.device_jid, paired_at = excluded.paired_at,
-			phone_seen_at = excluded.phone_seen_at`,
-		sessionID, jid.String(), at.UnixMilli(), at.UnixMilli()); err != nil {
-		return fmt.Errorf("save session device: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("save session device: %w", err)
-	}
-	return nil
-}
-
-// forgetSessionDevice removes the session's row if it still names jid (a newer pairing is kept).
-func forgetSessionDevice(ctx context.Context, db *sql.DB, sessionID string, jid types.JID) error {
-	if _, err := db.ExecContext(ctx,
-		`DELETE FROM gateway_session_device WHERE session_id = ? AND device_jid = ?`,
-		sessionID, jid.String()); err != nil {
-		return fmt.Errorf("forget session device: %w", err)
 	}
 	return nil
 }

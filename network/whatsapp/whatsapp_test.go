@@ -19,6 +19,7 @@ const (
 	phoneA = "15550001111" // the linked device's phone
 	phoneB = "15550002222" // a recipient on the network
 	phoneC = "15550003333" // a number not on the network
+	phoneD = "15550004444" // another recipient on the network (added where needed)
 )
 
 func TestLinkByQRThenConnected(t *testing.T) {

@@ -596,8 +596,9 @@ func (c *conn) usync(n *node) []node {
 }
 
 // handleMessage acknowledges (and records) a sent message, with the account's ack error if it
-// has one (463 for a timelocked account, after which the reach-out timelock notification
-// follows), or says nothing while the account is silent.
+// has one (463 for a first contact of a timelocked account, after which the reach-out timelock
+// notification follows; 463 alone for a cold contact of an account with SetColdRefusal), or
+// says nothing while the account is silent.
 func (c *conn) handleMessage(n *node) error {
 	id, _ := n.Attrs["id"].(string)
 	to, _ := n.Attrs["to"].(types.JID)
@@ -634,11 +635,18 @@ func (c *conn) handleMessage(n *node) error {
 	}
 	c.s.mu.Lock()
 	a := c.s.accounts[jid.User]
-	errCode := 0
+	errCode, notice := 0, false
 	var timelockEnds time.Time
-	if a != nil && a.timelock {
-		errCode, timelockEnds = 463, a.timelockEnds
-	} else if a != nil && a.ackError != 0 {
+	// A privacy token (tctoken, or the cstoken derived from the NCT salt) shows the recipient
+	// knows the sender; without one the message is a first contact.
+	cold := token == ""
+	switch {
+	case a == nil:
+	case a.timelock && cold && (a.timelockEnds.IsZero() || time.Now().Before(a.timelockEnds)):
+		errCode, timelockEnds, notice = 463, a.timelockEnds, true
+	case a.coldRefusal && cold:
+		errCode = 463
+	case a.ackError != 0:
 		errCode = a.ackError
 	}
 	silent := c.s.silent[jid.User]
@@ -657,7 +665,7 @@ func (c *conn) handleMessage(n *node) error {
 	if err := c.send(node{Tag: "ack", Attrs: ack}); err != nil {
 		return err
 	}
-	if errCode == 463 {
+	if notice {
 		return c.sendTimelockNotification(true, timelockEnds)
 	}
 	return nil

@@ -18,6 +18,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -78,6 +79,7 @@ type Server struct {
 	minVer   uint32 // with outdated: versions at or above this are accepted (0: none)
 	webVer   uint32 // the client_revision web.whatsapp.com's page names (0: the page has none)
 	webHits  int
+	webDelay time.Duration
 	rejected []string // call ids rejected by devices
 	pairs    map[string]*codePairing
 	sent     []Message
@@ -101,8 +103,11 @@ type account struct {
 	// timelockEnds: when the timelock ends; the server sends the reach-out timelock
 	// notification with it on the first refusal.
 	timelockEnds time.Time
-	ackError     int // another ack error to answer every message with (479...)
-	signal       *signalSender
+	// coldRefusal: messages to contacts that carry no privacy token are refused with 463 and
+	// no notification (WhatsApp's per-recipient refusal of cold contacts).
+	coldRefusal bool
+	ackError    int // another ack error to answer every message with (479...)
+	signal      *signalSender
 }
 
 type device struct {
@@ -194,9 +199,34 @@ func (s *Server) Close() {
 // the media host), reach this server and trust its certificate. Give it to whatsmeow as the
 // websocket, pre-login and media HTTP client.
 func (s *Server) HTTPClient() *http.Client {
+	return clientFor(s.ts.Listener.Addr().String(), s.ts.Certificate())
+}
+
+// Addr is the server's address (host:port) and CertPEM its TLS certificate: what another
+// process needs to reach it (ClientFor).
+func (s *Server) Addr() string { return s.ts.Listener.Addr().String() }
+
+// CertPEM is the server's TLS certificate, PEM-encoded.
+func (s *Server) CertPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.ts.Certificate().Raw})
+}
+
+// ClientFor is HTTPClient for a server in another process, from its Addr and CertPEM.
+func ClientFor(addr string, certPEM []byte) (*http.Client, error) {
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		return nil, errors.New("fakewa: no PEM certificate")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("fakewa: certificate: %w", err)
+	}
+	return clientFor(addr, cert), nil
+}
+
+func clientFor(addr string, cert *x509.Certificate) *http.Client {
 	pool := x509.NewCertPool()
-	pool.AddCert(s.ts.Certificate())
-	addr := s.ts.Listener.Addr().String()
+	pool.AddCert(cert)
 	return &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
@@ -245,7 +275,9 @@ func (s *Server) SetDown(down bool) {
 	s.mu.Unlock()
 }
 
-// SetTimelock makes the server refuse phone's messages with error 463 (reach-out timelock).
+// SetTimelock puts phone in a reach-out timelock with no stated end: its messages to cold
+// contacts (no privacy token) are refused with error 463, each refusal followed by the
+// notification.
 func (s *Server) SetTimelock(phone string, on bool) {
 	s.mu.Lock()
 	s.account(phone).timelock = on

@@ -54,6 +54,13 @@ func (s *Server) SetWebVersion(rev uint32) {
 	s.mu.Unlock()
 }
 
+// SetWebDelay makes the web page answer after d (a slow fetch).
+func (s *Server) SetWebDelay(d time.Duration) {
+	s.mu.Lock()
+	s.webDelay = d
+	s.mu.Unlock()
+}
+
 // WebVersionFetches is how many times the web page was fetched.
 func (s *Server) WebVersionFetches() int {
 	s.mu.Lock()
@@ -63,9 +70,10 @@ func (s *Server) WebVersionFetches() int {
 
 func (s *Server) serveWebPage(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
-	rev := s.webVer
+	rev, delay := s.webVer, s.webDelay
 	s.webHits++
 	s.mu.Unlock()
+	time.Sleep(delay)
 	w.Header().Set("Content-Type", "text/html")
 	if rev == 0 {
 		_, _ = w.Write([]byte("<html>no version here</html>"))
@@ -89,9 +97,11 @@ func (s *Server) isSilent(phone string) bool {
 	return s.silent[phone]
 }
 
-// SetTimelockUntil timelocks phone (every message refused with 463) until ends; after the
-// first refusal the server sends the reach-out timelock notification carrying ends. A zero
-// ends lifts the timelock and tells the logged-in devices so.
+// SetTimelockUntil timelocks phone until ends: its messages to cold contacts (messages that
+// carry no privacy token, tctoken or cstoken) are refused with 463, and after each refusal the
+// server sends the reach-out timelock notification carrying ends. Messages that carry a token
+// (replies to contacts who wrote) still go, as on WhatsApp. A zero ends lifts the timelock and
+// tells the logged-in devices so.
 func (s *Server) SetTimelockUntil(phone string, ends time.Time) {
 	s.mu.Lock()
 	a := s.account(phone)
@@ -103,6 +113,16 @@ func (s *Server) SetTimelockUntil(phone string, ends time.Time) {
 			_ = c.sendTimelockNotification(false, time.Time{})
 		}
 	}
+}
+
+// SetColdRefusal makes the server refuse phone's messages to cold contacts (messages that
+// carry no privacy token) with 463 and no notification: WhatsApp's per-recipient refusal,
+// which since 2026 also happens outside any account-wide timelock. Messages carrying a token
+// go through.
+func (s *Server) SetColdRefusal(phone string, on bool) {
+	s.mu.Lock()
+	s.account(phone).coldRefusal = on
+	s.mu.Unlock()
 }
 
 // SetAckError makes the server answer phone's messages with ack error code (479: the
