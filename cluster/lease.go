@@ -83,6 +83,18 @@ func (n *Node) renew(p *part) {
 	if gerr == nil && e.Revision() == rev {
 		return
 	}
+	var v leaseValue
+	if gerr == nil && json.Unmarshal(e.Value(), &v) == nil && v.Instance == n.instance {
+		// An earlier renewal that timed out here landed after all: the lease is still ours.
+		// Its send time is not known, so the fence deadline stays where it was until the
+		// next renewal moves it.
+		p.mu.Lock()
+		if p.heldLocked() && p.rev == rev {
+			p.rev = e.Revision()
+		}
+		p.mu.Unlock()
+		return
+	}
 	if gerr != nil && !errors.Is(gerr, jetstream.ErrKeyNotFound) && !errors.Is(gerr, jetstream.ErrKeyDeleted) {
 		return
 	}
