@@ -128,13 +128,14 @@ func TestWebhooksEndToEnd(t *testing.T) {
 		{Type: domain.EventCampaignProgress, Data: domain.CampaignEventData{CampaignID: "c1", Status: "running", TotalRequested: 3, TotalProcessed: 1, Successful: 1}},
 		{Type: domain.EventCampaignCompleted, Data: domain.CampaignEventData{CampaignID: "c1", Status: "completed", TotalRequested: 3, TotalProcessed: 3, Successful: 3}},
 		{Type: domain.EventStoreEvent, Data: domain.StoreEventData{Shop: "demo.myshopify.com", Topic: "orders/create", OrderID: 1001, Outcome: "skipped", Reason: "no phone"}},
+		{Type: domain.EventSessionWarning, Data: domain.SessionWarningData{SessionID: "s1", Reason: domain.WarnBanEnded, Until: time.Now().Add(24 * time.Hour)}},
 	}
 	for _, e := range others {
 		if err := ev.Publish(ctx, "alice", e); err != nil {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 10*time.Second, "ten events", func() bool { return len(sink.all()) == 10 })
+	eventually(t, 10*time.Second, "eleven events", func() bool { return len(sink.all()) == 11 })
 
 	schemas := map[string]*jsonschema.Schema{}
 	var order []string
@@ -167,15 +168,15 @@ func TestWebhooksEndToEnd(t *testing.T) {
 	}
 	wantOrder := []string{"message.status:queued", "message.status:sent", "message.status:delivered", "message.status:read",
 		"message.received", "session.status:DISCONNECTED", "session.status:CONNECTED", "campaign.progress:running",
-		"campaign.completed:completed", "store.event"}
+		"campaign.completed:completed", "store.event", "session.warning"}
 	if !slices.Equal(order, wantOrder) {
 		t.Fatalf("order:\n got %v\nwant %v", order, wantOrder)
 	}
 
-	eventually(t, 5*time.Second, "ten attempts recorded", func() bool {
+	eventually(t, 5*time.Second, "eleven attempts recorded", func() bool {
 		r := tg.do("GET", "/api/client/webhooks/deliveries?id="+id, bearerAuth(tok), nil)
 		d, _ := r.obj()["deliveries"].([]any)
-		return r.status == 200 && len(d) == 10
+		return r.status == 200 && len(d) == 11
 	})
 	want(t, tg.do("GET", "/api/client/webhooks/deliveries?id="+id, bearerAuth(tg.token("bob", "client")), nil), 404, "webhook_not_found")
 	want(t, tg.do("GET", "/api/client/webhooks/deliveries", bearerAuth(tok), nil), 400, "validation_failed")
@@ -193,8 +194,8 @@ func TestWebhooksEndToEnd(t *testing.T) {
 	want(t, tg.do("GET", "/api/v1/messages?direction=in", keyAuth(narrow), nil), 403, "insufficient_scope")
 
 	metrics := tg.do("GET", "/metrics", nil, nil)
-	for _, m := range []string{"gateway_webhook_events_queued_total 10", "gateway_webhook_deliveries_total 10", "gateway_webhook_pending 0",
-		"gateway_webhook_attempts_failed_total 0", "gateway_webhook_delivery_lag_seconds_count 10"} {
+	for _, m := range []string{"gateway_webhook_events_queued_total 11", "gateway_webhook_deliveries_total 11", "gateway_webhook_pending 0",
+		"gateway_webhook_attempts_failed_total 0", "gateway_webhook_delivery_lag_seconds_count 11"} {
 		if !strings.Contains(string(metrics.raw), m+"\n") {
 			t.Errorf("/metrics lacks %q", m)
 		}

@@ -14,11 +14,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/goccy/go-json"
 
+	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/identity"
 )
 
@@ -32,6 +34,8 @@ type testGW struct {
 	client *http.Client
 	errc   chan error
 	clock  func() time.Time // the engine's clock (nil: time.Now)
+	// after: the engine's timers by that clock (nil: time.AfterFunc); see skewClock.
+	after func(time.Duration, func()) session.Timer
 }
 
 // startGW starts a gateway on a fresh data dir (unless args set --data) with args added to the
@@ -44,8 +48,14 @@ func startGW(t testing.TB, args ...string) *testGW {
 // startGWClock is startGW with the engine's clock given (tests that move time).
 func startGWClock(t testing.TB, clock func() time.Time, args ...string) *testGW {
 	t.Helper()
+	return startGWTimers(t, clock, nil, args...)
+}
+
+// startGWTimers is startGWClock with the engine's timers given too (see skewClock).
+func startGWTimers(t testing.TB, clock func() time.Time, after func(time.Duration, func()) session.Timer, args ...string) *testGW {
+	t.Helper()
 	base := []string{"--data", t.TempDir(), "--addr", "127.0.0.1:0", "--log-level", "warn", "--log-requests=false"}
-	tg := &testGW{t: t, args: append(base, args...), client: &http.Client{Timeout: 30 * time.Second}, clock: clock}
+	tg := &testGW{t: t, args: append(base, args...), client: &http.Client{Timeout: 30 * time.Second}, clock: clock, after: after}
 	tg.start()
 	t.Cleanup(tg.stop)
 	return tg
@@ -58,6 +68,9 @@ func (tg *testGW) start() {
 		tg.t.Fatalf("flags: %v", err)
 	}
 	cfg.now = tg.clock
+	if tg.after != nil {
+		cfg.afterFunc = tg.after
+	}
 	tg.cfg = cfg
 	// Logs go to stderr at error level (a test's goroutines may outlive testing.T's logger).
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
@@ -220,4 +233,80 @@ func dataFiles(t testing.TB, dir string) []string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// skewClock is the engine's clock in tests that jump ahead: real time plus an offset the test
+// moves. Its timers fire on real time as usual, and at once when a move passes their deadline,
+// so a deliverer waiting for tomorrow wakes when the test says it is tomorrow.
+type skewClock struct {
+	mu     sync.Mutex
+	offset time.Duration
+	timers map[*skewTimer]struct{}
+}
+
+type skewTimer struct {
+	c    *skewClock
+	at   time.Time
+	f    func()
+	once sync.Once
+	real *time.Timer
+}
+
+func newSkewClock() *skewClock { return &skewClock{timers: map[*skewTimer]struct{}{}} }
+
+func (c *skewClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+func (c *skewClock) AfterFunc(d time.Duration, f func()) session.Timer {
+	t := &skewTimer{c: c, at: c.Now().Add(d), f: f}
+	c.mu.Lock()
+	c.timers[t] = struct{}{}
+	c.mu.Unlock()
+	t.real = time.AfterFunc(d, t.fire)
+	return t
+}
+
+func (t *skewTimer) fire() {
+	t.once.Do(func() {
+		t.c.mu.Lock()
+		delete(t.c.timers, t)
+		t.c.mu.Unlock()
+		t.f()
+	})
+}
+
+func (t *skewTimer) Stop() bool {
+	t.c.mu.Lock()
+	_, pending := t.c.timers[t]
+	delete(t.c.timers, t)
+	t.c.mu.Unlock()
+	t.real.Stop()
+	return pending
+}
+
+// Advance moves the clock by d and fires every timer whose deadline it passed.
+func (c *skewClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.offset += d
+	now := time.Now().Add(c.offset)
+	var due []*skewTimer
+	for t := range c.timers {
+		if !t.at.After(now) {
+			due = append(due, t)
+		}
+	}
+	c.mu.Unlock()
+	for _, t := range due {
+		t.real.Stop()
+		t.fire()
+	}
+}
+
+// startGWSkew is startGW on a skew clock.
+func startGWSkew(t testing.TB, c *skewClock, args ...string) *testGW {
+	t.Helper()
+	return startGWTimers(t, c.Now, c.AfterFunc, args...)
 }

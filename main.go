@@ -81,7 +81,7 @@ var (
 	_ network.Network     = (*sim.Network)(nil)
 	_ httpapi.SimControls = (*sim.Network)(nil)
 	_ account.Store       = persist.Accounts{}
-	_ session.Contacts    = persist.Contacts{}
+	_ session.Records     = persist.Protections{}
 	_ session.Store       = persist.Sessions{}
 	_ engine.Store        = (*persist.Store)(nil)
 )
@@ -104,7 +104,7 @@ type config struct {
 	simAutopair, simLatency             time.Duration
 	paceMinGap, paceJitter              time.Duration
 	pacePerMinute, paceNewContacts      int
-	paceRampDays                        int
+	paceRampDays, pacePerDay            int
 	bootWindow                          time.Duration
 	rejectCalls                         bool
 	whatsappStore, ffmpeg               string
@@ -119,8 +119,10 @@ type config struct {
 	oidcRequireEmailVerified            bool
 	corsOrigins                         string
 	clusterFlags
-	// now is the engine's clock; nil is time.Now. Not a flag: tests move it.
-	now func() time.Time
+	// now is the engine's clock; nil is time.Now. Not a flag: tests move it, and afterFunc
+	// with it (nil: time.AfterFunc).
+	now       func() time.Time
+	afterFunc func(time.Duration, func()) session.Timer
 }
 
 func parseServe(args []string, stderr io.Writer) (config, error) {
@@ -161,6 +163,7 @@ func parseServe(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.pacePerMinute, "pace-per-minute", -1, "most sends of a session in any minute (0 = no cap, -1 = the network's default)")
 	fs.IntVar(&c.paceNewContacts, "pace-new-contacts", -1, "most first messages to new numbers per session per UTC day (0 = no cap, -1 = the network's default)")
 	fs.IntVar(&c.paceRampDays, "pace-ramp-days", -1, "days over which a newly linked session's new-contact cap ramps up (-1 = the network's default)")
+	fs.IntVar(&c.pacePerDay, "pace-per-day", -1, "most sends of a session per UTC day, replies included (0 = no cap, -1 = the network's default: none on sim, 1000 on whatsapp)")
 	fs.BoolVar(&c.requireWebhookSig, "require-webhook-signature", false, "refuse store webhooks for stores without a signing secret")
 	fs.IntVar(&c.bodyLimit, "body-limit", 1<<20, "request body limit in bytes (media routes allow media-max-bytes)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -378,7 +381,7 @@ func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err err
 	g.engine, err = engine.New(engine.Config{
 		Store: persist.NewStore(g.kv), Logger: log.With("component", "engine"), Plans: plans,
 		DefaultPlan: c.defaultPlan, AdminUIDs: strings.Split(c.adminUIDs, ","), DevRoles: c.auth == "dev",
-		Network: g.net, Stores: stores, Now: c.now, Pacing: c.pacing(), BootWindow: c.bootWindowOrDefault(),
+		Network: g.net, Stores: stores, Now: c.now, AfterFunc: c.afterFunc, Pacing: c.pacing(), BootWindow: c.bootWindowOrDefault(),
 		Events: g.events,
 	})
 	if err != nil {
@@ -667,7 +670,8 @@ func (c config) pacing() domain.Pacing {
 	if c.network == "whatsapp" {
 		w := whatsapp.DefaultPacing
 		p = domain.Pacing{MinGapMs: w.MinGap.Milliseconds(), JitterMs: w.Jitter.Milliseconds(), PerMinute: w.PerMinute,
-			NewContactsPerDay: w.NewContactsPerDay, NewContactsFirstDay: w.NewContactsFirstDay, RampDays: w.RampDays}
+			NewContactsPerDay: w.NewContactsPerDay, NewContactsFirstDay: w.NewContactsFirstDay, RampDays: w.RampDays,
+			PerDay: whatsappPerDay}
 	}
 	if c.paceMinGap >= 0 {
 		p.MinGapMs = c.paceMinGap.Milliseconds()
@@ -684,8 +688,16 @@ func (c config) pacing() domain.Pacing {
 	if c.paceRampDays >= 0 {
 		p.RampDays = c.paceRampDays
 	}
+	if c.pacePerDay >= 0 {
+		p.PerDay = c.pacePerDay
+	}
 	return p
 }
+
+// whatsappPerDay is a WhatsApp session's default daily total, replies included (README,
+// "Sessions on the live network", gives its sources): WhatsApp's own Business Platform starts a
+// new business at 250 conversations opened a day and lets it reach 2,000 only after a review.
+const whatsappPerDay = 1000
 
 // bootWindowOrDefault is --boot-window, or the network's default (-1).
 func (c config) bootWindowOrDefault() time.Duration {

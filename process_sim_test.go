@@ -73,6 +73,9 @@ func TestSharedSimProcess(t *testing.T) {
 	// A dev route the proxy knows nothing of still reaches the sim (its own 404, its code).
 	want(t, g2.do("POST", "/api/dev/sim/no-such-control", nil, map[string]any{}), 404, "not_found")
 	want(t, g2.do("POST", "/api/dev/sim/latency", nil, map[string]any{"ms": -1}), 400, "validation_failed")
+	// Controls added to the sim later (issue 18's refusals) pass through the same way.
+	want(t, g2.do("POST", "/api/dev/sim/refuse", nil, map[string]any{"to": "447700900778", "code": 0}), 200, "")
+	want(t, g2.do("POST", "/api/dev/sim/ban", nil, map[string]any{"sessionId": "no-such-session"}), 404, "session_not_found")
 
 	// kill -9 node 1 and start it again: its session reconnects to the same phone.
 	p1.kill9(t)

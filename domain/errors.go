@@ -44,6 +44,9 @@ var (
 	ErrInvalidPayload        = E("invalid_json", "the webhook body is not a valid JSON object")
 	ErrStoreTokenRejected    = E("store_token_rejected", "ecom: the store platform rejected the access token")
 	ErrRecipientNotOnNetwork = E("recipient_not_on_network", "the recipient is not on the messaging network")
+	// ErrRecipientNotReachable: the network refused this recipient twice (WhatsApp's 463 for a
+	// cold contact); messages to it fail at once for a day unless it writes to the session.
+	ErrRecipientNotReachable = E("recipient_not_reachable", "the network refuses messages to this recipient for now; it must write to the session first")
 	ErrInvalidMedia          = E("invalid_media", "invalid media reference")
 	ErrMediaBlocked          = E("media_url_blocked", "media URL not allowed")
 
@@ -72,6 +75,11 @@ var (
 	ErrStoreTaken          = E("store_connected_elsewhere", "this store is connected to another account")
 	ErrIdempotencyInFlight = E("idempotency_in_progress", "a request with this Idempotency-Key is in progress")
 	ErrIdempotencyMismatch = E("idempotency_key_reused", "this Idempotency-Key was used with a different request")
+	// A queued message's session left the account it was accepted for (DESIGN.md section 14):
+	// the message fails and is never sent from another phone.
+	ErrSessionReassigned = E("session_reassigned", "the session was assigned to another user before the message was sent")
+	ErrSessionLoggedOut  = E("session_logged_out", "the session was logged out before the message was sent")
+	ErrSessionDeleted    = E("session_deleted", "the session was deleted before the message was sent")
 
 	// 413, 415: media.
 	ErrMediaTooLarge = E("media_too_large", "media too large")

@@ -33,12 +33,15 @@ const (
 	EventCampaignCompleted EventType = "campaign.completed"
 	// EventStoreEvent: a store event was processed (data: StoreEventData).
 	EventStoreEvent EventType = "store.event"
+	// EventSessionWarning: a session slowed down to protect its account, and until when
+	// (data: SessionWarningData; DESIGN.md section 14).
+	EventSessionWarning EventType = "session.warning"
 )
 
 // EventTypes returns every event type, in documentation order.
 func EventTypes() []EventType {
 	return []EventType{EventMessageStatus, EventMessageReceived, EventSessionStatus,
-		EventCampaignProgress, EventCampaignCompleted, EventStoreEvent}
+		EventCampaignProgress, EventCampaignCompleted, EventStoreEvent, EventSessionWarning}
 }
 
 // Valid reports whether t is one of EventTypes.
@@ -78,6 +81,25 @@ type SessionStatusData struct {
 	Reason    string     `json:"reason,omitempty"`
 	Phone     string     `json:"phone,omitempty"`
 	Until     *time.Time `json:"until,omitempty"` // the end of a temporary ban, when known
+	// RestrictedUntil: the network's account-wide reach-out timelock holds first messages to
+	// new contacts until then (absent when none).
+	RestrictedUntil *time.Time `json:"restrictedUntil,omitempty"`
+}
+
+// Reasons of session.warning.
+const (
+	// WarnBanEnded: a temporary ban ended; the session runs at half rate for a day.
+	WarnBanEnded = "ban_ended"
+	// WarnRefusals: over 10 % of the last hour's sends were refused; half rate for a day.
+	WarnRefusals = "refusals"
+)
+
+// SessionWarningData is the data of session.warning: the session runs at half its pacing
+// (gaps doubled, caps halved) until Until, for Reason.
+type SessionWarningData struct {
+	SessionID string    `json:"session"`
+	Reason    string    `json:"reason"`
+	Until     time.Time `json:"until"`
 }
 
 // CampaignEventData is the data of campaign.progress and campaign.completed.

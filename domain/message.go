@@ -78,10 +78,13 @@ type StatusChange struct {
 // recorded after. An entry without an outcome at boot is sent again with the same id, which the
 // network treats as the same message.
 type OutboxEntry struct {
-	ID        string         `json:"id"`
-	SessionID string         `json:"sessionId"`
-	UserID    string         `json:"userId"`
-	Origin    string         `json:"origin"` // api, dashboard, campaign:<id>, store:<shop>
+	ID        string `json:"id"`
+	SessionID string `json:"sessionId"`
+	UserID    string `json:"userId"`
+	Origin    string `json:"origin"` // api, dashboard, campaign:<id>, store:<shop>
+	// From is the phone the session was linked to at accept: the message is never sent from
+	// another phone ("" for entries accepted before it was recorded).
+	From      string         `json:"from,omitempty"`
 	Message   Message        `json:"message"`
 	Status    MessageStatus  `json:"status"`
 	NetworkID string         `json:"networkId,omitempty"`

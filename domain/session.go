@@ -38,7 +38,8 @@ type Session struct {
 	StatusReason string    `json:"statusReason,omitempty"`
 	Until        time.Time `json:"until"`
 	// TimelockUntil: the network refuses first messages to new contacts until then (WhatsApp's
-	// reach-out timelock); the queue is held meanwhile. Zero when none.
+	// reach-out timelock); those wait meanwhile, replies to contacts who wrote still go. Zero
+	// when none. The API shows it as restrictedUntil (and timelockUntil, its older name).
 	TimelockUntil time.Time `json:"timelockUntil"`
 	// LogoutAt: the phone has not been seen for days and the network is expected to unlink the
 	// device then (a warning; zero when none).
@@ -47,6 +48,9 @@ type Session struct {
 	QR string `json:"-"`
 	// Queue is the session's delivery queue as of the view (not persisted).
 	Queue QueueStats `json:"-"`
+	// Unreachable: the recipients the network refused twice, until when messages to them fail
+	// at once (not persisted here: protection records). Never changed once published.
+	Unreachable map[string]time.Time `json:"-"`
 }
 
 // ClientStatus is the status as the dashboard sees it.
@@ -78,6 +82,8 @@ type Pacing struct {
 	// step, at least 1).
 	NewContactsFirstDay int `json:"newContactsFirstDay"`
 	RampDays            int `json:"rampDays"`
+	// PerDay caps a session's sends per UTC day, replies included.
+	PerDay int `json:"perDay"`
 }
 
 // IsZero tells whether the pacing limits nothing.
@@ -129,5 +135,23 @@ func (p Pacing) Merge(o *Pacing) Pacing {
 	if o.RampDays != 0 {
 		p.RampDays = o.RampDays
 	}
+	if o.PerDay != 0 {
+		p.PerDay = o.PerDay
+	}
+	return p
+}
+
+// Half is p at half rate (DESIGN.md section 14): gaps doubled, caps halved (a cap stays at
+// least 1). The new-contact ramp keeps its shape: NewContactCap halves each day's cap.
+func (p Pacing) Half() Pacing {
+	half := func(n int) int {
+		if n <= 0 {
+			return n
+		}
+		return max(n/2, 1)
+	}
+	p.MinGapMs, p.JitterMs = 2*p.MinGapMs, 2*p.JitterMs
+	p.PerMinute, p.PerDay = half(p.PerMinute), half(p.PerDay)
+	p.NewContactsPerDay, p.NewContactsFirstDay = half(p.NewContactsPerDay), half(p.NewContactsFirstDay)
 	return p
 }

@@ -34,10 +34,10 @@ func (ms *Messages) SendBatch(ctx context.Context, uid, origin string, msgs []do
 		return nil, ErrQuotaExceeded
 	}
 	now := e.now().UTC()
-	sid := ent.view.Load().ID
+	view := ent.view.Load()
 	entries := make([]domain.OutboxEntry, n)
 	for i, m := range msgs[:n] {
-		entries[i] = queuedEntry(m, sid, uid, origin, now)
+		entries[i] = queuedEntry(m, view, uid, origin, now)
 	}
 	if err := ms.msgs.outbox.AcceptMany(ctx, entries); err != nil {
 		res.Release()

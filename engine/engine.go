@@ -42,6 +42,7 @@ import (
 	"github.com/anthdm/hollywood/actor"
 
 	"github.com/gateway/gateway/actors/key"
+	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/persist"
@@ -71,6 +72,10 @@ type Config struct {
 	DevRoles bool
 	// Now is the clock (tests move it); nil = time.Now.
 	Now func() time.Time
+	// AfterFunc runs f once d has passed by Now's clock (the session deliverers' pacing and
+	// protection waits); nil = time.AfterFunc. Tests that move Now give one that fires when
+	// they move it.
+	AfterFunc func(d time.Duration, f func()) session.Timer
 	// KeyBlock is the key counters' reservation block (default 100).
 	KeyBlock int64
 	// AskTimeout bounds every wait for an actor's reply (default 5 s).
@@ -128,6 +133,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.AfterFunc == nil {
+		cfg.AfterFunc = func(d time.Duration, f func()) session.Timer { return time.AfterFunc(d, f) }
 	}
 	if cfg.KeyBlock <= 0 {
 		cfg.KeyBlock = 100
@@ -302,6 +310,16 @@ type clockFunc func() time.Time
 
 // Now implements the actors' Clock.
 func (c clockFunc) Now() time.Time { return c() }
+
+// sessionClock is the session actors' clock: Now and the timers that follow it.
+type sessionClock struct {
+	now   func() time.Time
+	after func(time.Duration, func()) session.Timer
+}
+
+func (c sessionClock) Now() time.Time { return c.now() }
+
+func (c sessionClock) AfterFunc(d time.Duration, f func()) session.Timer { return c.after(d, f) }
 
 func newStoppedTimer() *time.Timer {
 	t := time.NewTimer(time.Hour)

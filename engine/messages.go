@@ -131,6 +131,15 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 	} else {
 		r.Message.ID = NewMessageID()
 	}
+	view := ent.view.Load()
+	if until, ok := view.Unreachable[r.Message.To]; ok && e.now().Before(until) {
+		// The network refused this recipient twice: nothing is charged, nothing queued.
+		if r.Reserved != nil {
+			r.Reserved.Release()
+		}
+		return domain.OutboxEntry{}, fmt.Errorf("%w: it was refused until %s unless it writes to the session first",
+			domain.ErrRecipientNotReachable, until.UTC().Format(time.RFC3339))
+	}
 	res := r.Reserved
 	if res == nil {
 		if res, err = ms.reserve(ctx, r.UserID, 1, ReserveOpts{}); err != nil {
@@ -138,7 +147,7 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 		}
 	}
 	now := e.now().UTC()
-	entry := queuedEntry(r.Message, ent.view.Load().ID, r.UserID, r.Origin, now)
+	entry := queuedEntry(r.Message, view, r.UserID, r.Origin, now)
 	if r.IdemID != "" {
 		r.Idem.MessageID = entry.ID
 	}
@@ -157,9 +166,10 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 	return m.await(ctx, entry, ch, r.Wait)
 }
 
-// queuedEntry is a message as it is accepted at now, queued on session sid.
-func queuedEntry(msg domain.Message, sid, uid, origin string, now time.Time) domain.OutboxEntry {
-	entry := domain.OutboxEntry{ID: msg.ID, SessionID: sid, UserID: uid, Origin: origin, Message: msg, CreatedAt: domain.MillisOf(now)}
+// queuedEntry is a message as it is accepted at now, queued on session sess: for the phone the
+// session is linked to, from which alone it may go.
+func queuedEntry(msg domain.Message, sess *domain.Session, uid, origin string, now time.Time) domain.OutboxEntry {
+	entry := domain.OutboxEntry{ID: msg.ID, SessionID: sess.ID, UserID: uid, Origin: origin, From: sess.Phone, Message: msg, CreatedAt: domain.MillisOf(now)}
 	entry.SetStatus(domain.MsgQueued, now)
 	return entry
 }
@@ -247,8 +257,11 @@ func failure(e domain.OutboxEntry) error {
 	if e.Status != domain.MsgFailed {
 		return nil
 	}
-	if code := e.Code; code == "recipient_not_on_network" {
-		return fmt.Errorf("%w: %s", ErrRecipientNotOnNetwork, e.Error)
+	for _, known := range []*domain.Error{ErrRecipientNotOnNetwork, domain.ErrRecipientNotReachable,
+		domain.ErrSessionReassigned, domain.ErrSessionLoggedOut, domain.ErrSessionDeleted} {
+		if e.Code == known.Code {
+			return fmt.Errorf("%w: %s", known, e.Error)
+		}
 	}
 	return fmt.Errorf("%w: %s", ErrNetwork, e.Error)
 }

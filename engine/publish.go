@@ -134,7 +134,16 @@ func (s sessionEvents) SessionChanged(st domain.Session) {
 		u := st.Until.UTC()
 		d.Until = &u
 	}
+	if !st.TimelockUntil.IsZero() {
+		u := st.TimelockUntil.UTC()
+		d.RestrictedUntil = &u
+	}
 	s.p.publish(st.AssignedTo, domain.Event{Type: domain.EventSessionStatus, Data: d})
+}
+
+func (s sessionEvents) SessionWarning(st domain.Session, reason string, until time.Time) {
+	d := domain.SessionWarningData{SessionID: st.ID, Reason: reason, Until: until.UTC()}
+	s.p.publish(st.AssignedTo, domain.Event{Type: domain.EventSessionWarning, Data: d})
 }
 
 // inbound keeps incoming messages and publishes message.received (session.Inbound).

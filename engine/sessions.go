@@ -31,16 +31,16 @@ const sessionActorKind = "session"
 // through. Each session is an actor (actors/session) owning its state machine, transport client
 // and send queue; the facet's registry finds it by id and a user's sessions by owner.
 type Sessions struct {
-	e        *Engine
-	idx      sessionIndex
-	table    persist.Sessions
-	contacts persist.Contacts
-	inbound  session.Inbound // takes incoming messages (events out); nil drops them
-	create   sync.Mutex      // serialises the creation of a user's own session
+	e       *Engine
+	idx     sessionIndex
+	table   persist.Sessions
+	records persist.Protections
+	inbound session.Inbound // takes incoming messages (events out); nil drops them
+	create  sync.Mutex      // serialises the creation of a user's own session
 }
 
 func newSessions(e *Engine) *Sessions {
-	s := &Sessions{e: e, table: persist.NewSessions(e.cfg.Store.KV()), contacts: persist.NewContacts(e.cfg.Store.KV())}
+	s := &Sessions{e: e, table: persist.NewSessions(e.cfg.Store.KV()), records: persist.NewProtections(e.cfg.Store.KV())}
 	if e.cfg.Events != nil {
 		s.inbound = inbound{sink: e.cfg.Events, log: e.log}
 	}
@@ -139,14 +139,14 @@ func (s *Sessions) spawnDelayed(st domain.Session, connectDelay time.Duration) *
 	view := st
 	ent.view.Store(&view)
 	deps := session.Deps{
-		Store: s.table, Network: s.e.cfg.Network, Clock: clockFunc(s.e.cfg.Now), Log: s.e.log,
+		Store: s.table, Network: s.e.cfg.Network, Clock: sessionClock{s.e.cfg.Now, s.e.cfg.AfterFunc}, Log: s.e.log,
 		Publisher:    ent,
 		Deliveries:   s.e.Messages.msgs,
 		Messages:     s.e.Messages.msgs,
 		Inbound:      s.inbound,
 		Events:       s.events(),
 		ConnectDelay: connectDelay,
-		Contacts:     s.contacts,
+		Records:      s.records,
 		Pacing:       s.pacingOf(st.AssignedTo),
 		SendTimeout:  s.e.cfg.SendTimeout,
 	}
@@ -263,8 +263,8 @@ func (s *Sessions) Assign(ctx context.Context, sessionID, userID string) error {
 	from := ent.view.Load().AssignedTo
 	if from != "" && from != userID && ent.view.Load().Linked {
 		// The device is the previous owner's account: unlink it before anyone else can send
-		// through it.
-		if err := s.unlink(ctx, ent); err != nil {
+		// through it. Their queued messages fail (session_reassigned).
+		if err := s.unlink(ctx, ent, domain.ErrSessionReassigned); err != nil {
 			return err
 		}
 	}
@@ -298,7 +298,7 @@ func (s *Sessions) Update(ctx context.Context, sessionID string, u SessionUpdate
 	if ent == nil {
 		return SessionView{}, fmt.Errorf("%w: %s", ErrSessionNotFound, sessionID)
 	}
-	if p != nil && (p.MinGapMs < 0 || p.JitterMs < 0 || p.PerMinute < 0 || p.NewContactsPerDay < 0 || p.RampDays < 0) {
+	if p != nil && (p.MinGapMs < 0 || p.JitterMs < 0 || p.PerMinute < 0 || p.NewContactsPerDay < 0 || p.RampDays < 0 || p.PerDay < 0) {
 		return SessionView{}, fmt.Errorf("%w: pacing values must be 0 or more", ErrValidation)
 	}
 	if u.Proxy != nil && *u.Proxy != "" {
@@ -333,9 +333,10 @@ func (s *Sessions) wait(ctx context.Context, reply chan session.Reply) (session.
 	return waitReply(ctx, reply, s.e.cfg.SessionTimeout, "session")
 }
 
-// unlink unlinks a session's device from its phone.
-func (s *Sessions) unlink(ctx context.Context, ent *sessionEntry) error {
-	msg := &session.Logout{Reply: make(chan session.Reply, 1)}
+// unlink unlinks a session's device from its phone; its queued messages fail with cause (nil:
+// session_logged_out).
+func (s *Sessions) unlink(ctx context.Context, ent *sessionEntry, cause error) error {
+	msg := &session.Logout{Cause: cause, Reply: make(chan session.Reply, 1)}
 	s.e.hw.Send(ent.pid, msg)
 	r, err := s.wait(ctx, msg.Reply)
 	if err == nil {
@@ -344,9 +345,9 @@ func (s *Sessions) unlink(ctx context.Context, ent *sessionEntry) error {
 	return err
 }
 
-// Delete unlinks a session's device, stops its actor and deletes it (DELETE
-// /api/admin/sessions?id=). Messages still in its queue fail with session_not_found: nothing
-// can send them any more.
+// Delete unlinks a session's device, stops its actor and deletes it with its protection
+// records (DELETE /api/admin/sessions?id=). Messages still in its queue fail with
+// session_deleted: nothing can send them any more.
 func (s *Sessions) Delete(ctx context.Context, id string) error {
 	ent := s.idx.get(id)
 	if ent == nil {
@@ -355,29 +356,25 @@ func (s *Sessions) Delete(ctx context.Context, id string) error {
 	s.idx.assignMu.Lock()
 	defer s.idx.assignMu.Unlock()
 	if ent.view.Load().Linked {
-		if err := s.unlink(ctx, ent); err != nil {
+		if err := s.unlink(ctx, ent, domain.ErrSessionDeleted); err != nil {
 			return err
 		}
 	}
-	take := &session.TakeQueue{Reply: make(chan []domain.OutboxEntry, 1)}
-	s.e.hw.Send(ent.pid, take)
-	queued, err := waitReply(ctx, take.Reply, s.e.cfg.AskTimeout, "session")
-	if err != nil {
+	closing := &session.Close{Reply: make(chan session.Reply, 1)}
+	s.e.hw.Send(ent.pid, closing)
+	if _, err := s.wait(ctx, closing.Reply); err != nil {
 		return err
 	}
+	depth := ent.view.Load().Queue.Depth
 	<-s.e.hw.Poison(ent.pid).Done()
 	if err := s.table.DeleteSession(ctx, id); err != nil {
 		return fmt.Errorf("%w: delete session: %v", ErrUnavailable, err)
 	}
-	s.idx.remove(id, ent.view.Load().AssignedTo)
-	now := s.e.now().UTC()
-	for _, q := range queued {
-		gone := fmt.Errorf("%w: the session was deleted", ErrSessionNotFound)
-		q.Code, q.Error = domain.CodeOf(gone), gone.Error()
-		q.SetStatus(domain.MsgFailed, now)
-		s.e.Messages.msgs.Outcome(q, gone)
+	if err := s.records.DeleteSession(ctx, id); err != nil {
+		s.e.log.Warn("session deleted; its protection records were not", "session_id", id, "err", err)
 	}
-	s.e.log.Info("session deleted", "session_id", id, "queued_failed", len(queued))
+	s.idx.remove(id, ent.view.Load().AssignedTo)
+	s.e.log.Info("session deleted", "session_id", id, "queued_left", depth)
 	return nil
 }
 

@@ -98,5 +98,5 @@ func (s *Sessions) Logout(ctx context.Context, uid string) error {
 	if ent == nil {
 		return fmt.Errorf("%w: this account has no session", ErrSessionNotFound)
 	}
-	return s.unlink(ctx, ent)
+	return s.unlink(ctx, ent, nil)
 }

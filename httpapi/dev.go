@@ -114,6 +114,7 @@ type SimControls interface {
 	SetLatency(d time.Duration)
 	Read(messageID string) error
 	Inbound(sessionID, from, text string) (string, error)
+	SimRules
 }
 
 type simReadRequest struct {
@@ -150,4 +151,69 @@ func (s *Server) simInbound(ctx *fasthttp.RequestCtx) error {
 		ID      string `json:"id"`
 	}{true, id})
 	return nil
+}
+
+// SimRules are the simulated network's refusals, timelocks and bans (DESIGN.md section 14).
+type SimRules interface {
+	Refuse(to string, code, times int) error
+	Timelock(sessionID string, until time.Time) error
+	Ban(sessionID string, until time.Time) error
+}
+
+type simRefuseRequest struct {
+	To    *string `json:"to"`
+	Code  *int    `json:"code"`
+	Times int     `json:"times"`
+}
+
+// simRefuse is POST /api/dev/sim/refuse: a recipient refuses the next messages (463, 479, 429).
+func (s *Server) simRefuse(ctx *fasthttp.RequestCtx) error {
+	var req simRefuseRequest
+	if err := bind(ctx, &req, need("to", &req.To)); err != nil {
+		return err
+	}
+	if req.Code == nil {
+		return missing("code")
+	}
+	return simResult(ctx, s.cfg.Sim.Refuse(*req.To, *req.Code, req.Times))
+}
+
+type simUntilRequest struct {
+	SessionID *string `json:"sessionId"`
+	Until     *string `json:"until"`
+}
+
+// until reads the request's end (RFC 3339; "" or a past time lifts what it sets).
+func (r simUntilRequest) until() (time.Time, error) {
+	if r.Until == nil || *r.Until == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, *r.Until)
+	if err != nil {
+		return time.Time{}, badInput("validation_failed", "until must be an RFC 3339 time")
+	}
+	return t, nil
+}
+
+// simTimelock is POST /api/dev/sim/timelock: the network's account-wide reach-out timelock.
+func (s *Server) simTimelock(ctx *fasthttp.RequestCtx) error {
+	return s.simUntil(ctx, s.cfg.Sim.Timelock)
+}
+
+// simBan is POST /api/dev/sim/ban: a temporary ban of the session's account.
+func (s *Server) simBan(ctx *fasthttp.RequestCtx) error {
+	return s.simUntil(ctx, s.cfg.Sim.Ban)
+}
+
+// simUntil applies a {sessionId, until} control.
+func (s *Server) simUntil(ctx *fasthttp.RequestCtx, set func(sessionID string, until time.Time) error) error {
+	var req simUntilRequest
+	if err := bind(ctx, &req, need("sessionId", &req.SessionID)); err != nil {
+		return err
+	}
+	until, err := req.until()
+	if err != nil {
+		return err
+	}
+	return simResult(ctx, set(*req.SessionID, until))
 }

@@ -72,8 +72,9 @@ func missing(field string) error {
 var statusByCode = map[string]int{
 	"validation_failed": 400, "invalid_json": 400, "invalid_phone": 400, "invalid_shop": 400,
 	"store_token_rejected": 400, "recipient_not_on_network": 400, "invalid_media": 400,
-	"media_url_blocked": 400,
-	"invalid_api_key":   401, "key_revoked": 401, "key_expired": 401, "invalid_signature": 401,
+	"media_url_blocked": 400, "recipient_not_reachable": 400,
+	"session_reassigned": 409, "session_logged_out": 409, "session_deleted": 409,
+	"invalid_api_key": 401, "key_revoked": 401, "key_expired": 401, "invalid_signature": 401,
 	"missing_credentials": 401, "invalid_token": 401,
 	"insufficient_scope": 403, "forbidden": 403, "internal_only": 403,
 	"user_not_found": 404, "key_not_found": 404, "session_not_found": 404, "store_not_found": 404,

@@ -86,5 +86,8 @@ func (s *Server) routes() {
 		s.route(POST, "/api/dev/sim/latency", 0, s.internal(s.simLatency))
 		s.route(POST, "/api/dev/sim/read", 0, s.internal(s.simRead))
 		s.route(POST, "/api/dev/sim/inbound", 0, s.internal(s.simInbound))
+		s.route(POST, "/api/dev/sim/refuse", 0, s.internal(s.simRefuse))
+		s.route(POST, "/api/dev/sim/timelock", 0, s.internal(s.simTimelock))
+		s.route(POST, "/api/dev/sim/ban", 0, s.internal(s.simBan))
 	}
 }

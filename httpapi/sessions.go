@@ -101,10 +101,13 @@ type statusJSON struct {
 
 // reasonJSON says why a session is not connected, and what the network holds against it.
 type reasonJSON struct {
-	StatusReason  *string    `json:"statusReason"`
-	Until         *timestamp `json:"until"`
-	TimelockUntil *timestamp `json:"timelockUntil"`
-	LogoutAt      *timestamp `json:"logoutAt"`
+	StatusReason *string    `json:"statusReason"`
+	Until        *timestamp `json:"until"`
+	// RestrictedUntil: the network's reach-out timelock holds first messages to new contacts
+	// until then; TimelockUntil is its older name, kept one more release.
+	RestrictedUntil *timestamp `json:"restrictedUntil"`
+	TimelockUntil   *timestamp `json:"timelockUntil"`
+	LogoutAt        *timestamp `json:"logoutAt"`
 }
 
 func reasonOf(st domain.Session) reasonJSON {
@@ -121,6 +124,7 @@ func reasonOf(st domain.Session) reasonJSON {
 		return &ts
 	}
 	r.Until, r.TimelockUntil, r.LogoutAt = opt(st.Until), opt(st.TimelockUntil), opt(st.LogoutAt)
+	r.RestrictedUntil = r.TimelockUntil
 	return r
 }
 

@@ -16,7 +16,10 @@ package persist
 //	outbox/<msgID>                 domain.OutboxEntry (1)    7 days    the deliverer's outcome (no body)
 //	outbox_receipt/<msgID>/<st>    domain.StatusChange (1)   7 days    receipts: delivered, read
 //	idem/<keyID>/<Idempotency-Key> IdemRecord (1)            24 h      accept (same commit as the entry)
-//	contact/<sessionID>/<phone>    first-contact day (1)     -         deliverer (new-contact pacing)
+//	protect/<sid>/<phone>          domain.Protections (1)    -         session actor (DESIGN.md section 14)
+//	contact_book/<sid>/<phone>/<n> domain.Contact (1)        -         session actor (first messages, replies)
+//	recipient_mark/<sid>/<phone>/<n> domain.RecipientMark (1) until its end  session actor (463 twice)
+//	contact/<sessionID>/<phone>    retired (the book was per session, not per linked phone; never read)
 //	campaign/<id>                  domain.Campaign (1)       30 days   campaign actor (TTL once ended)
 //	campaign_detail/<id>/<index>   domain.CampaignDetail (1) 90 days   campaign actor
 //	inbox/, webhook_seen/, store_sent/, store_event/, store/, nonces, templates: see inbox.go
@@ -33,7 +36,9 @@ const (
 	outboxPendingTable = "outbox_pending"
 	outboxReceiptTable = "outbox_receipt"
 	idemTable          = "idem"
-	contactTable       = "contact"
+	protectTable       = "protect"
+	contactBookTable   = "contact_book"
+	recipientMarkTable = "recipient_mark"
 	campaignTable      = "campaign"
 	campaignDetails    = "campaign_detail"
 	recordVersion1     = 1

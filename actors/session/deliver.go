@@ -2,14 +2,13 @@ package session
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
 
 	"github.com/gateway/gateway/domain"
-	"github.com/gateway/gateway/network"
 )
 
 // Deliveries is what a session's deliverer reports to: the engine's message facet, which owns
@@ -20,14 +19,6 @@ type Deliveries interface {
 	Outcome(e domain.OutboxEntry, err error)
 	// Receipt is told the recipient's device reported on a sent message (delivered, read).
 	Receipt(id string, status domain.MessageStatus, at time.Time)
-}
-
-// Contacts remembers which numbers a session wrote to before, for the new-contact pacing cap.
-type Contacts interface {
-	// Known tells whether the session wrote to phone before.
-	Known(sessionID, phone string) (bool, error)
-	// Remember records phone as known to the session.
-	Remember(sessionID, phone string) error
 }
 
 // Deliverer messages.
@@ -47,240 +38,407 @@ type (
 	}
 
 	deliverTick struct{}
-	batchDone   struct {
-		sent int       // entries whose outcome is known (sent or failed), in order
-		last time.Time // when the last of them was sent
-		rest []domain.OutboxEntry
-		// pause: the network asked to hold the queue until then (a timelock, a ban, a rate
-		// limit); otherwise an unknown outcome backs off on its own schedule.
-		pause time.Time
-	}
 )
 
-// deliverBatch is how many entries one worker run takes when the session has no pacing: in
-// order, one after another, without a round trip through the actor between them.
+// deliverBatch is how many entries one worker run takes when the session has no gap and no
+// per-minute cap: in order, one after another, without a round trip through the actor.
 const deliverBatch = 32
 
-// Backoff of a queue whose head had an unknown outcome (the network did not say, the link
+// Backoff of a queue whose message had an unknown outcome (the network did not say, the link
 // dropped mid-send): sent again under the same id, 1 s, 2 s, ... at most a minute apart.
 const (
 	retryFirst = time.Second
 	retryMax   = time.Minute
 )
 
-// queue is a session's ordered delivery queue and its pacing state; the session actor owns it.
-type queue struct {
-	items    []domain.OutboxEntry
-	busy     bool
-	timerAt  time.Time // a deliverTick is scheduled for then (zero: none)
-	pause    time.Time // nothing is sent before it
-	retry    time.Duration
-	base     domain.Pacing // inherited: the network's and the owner's plan's
-	pacing   domain.Pacing // in force: base with the session's own override over it
-	lastSend time.Time
-	gap      time.Duration // the gap drawn after lastSend
-	window   []time.Time   // sends of the last minute, oldest first (PerMinute)
-	day      string        // UTC day of newToday
-	newToday int
+// item is a queued entry with its place in the queue (acceptance order): entries that come
+// back from the worker are merged back in that order.
+type item struct {
+	seq uint64
+	e   domain.OutboxEntry
 }
 
-// Stats describes the queue for views and metrics.
+// queue is a session's delivery queue and its pacing state; the session actor owns it. Order
+// is kept per recipient: a message held for its recipient holds only the later messages to
+// that recipient.
+type queue struct {
+	items   []item // in acceptance order
+	seq     uint64
+	busy    bool      // a job is with the worker
+	timerAt time.Time // a deliverTick is scheduled for then (zero: none)
+	pause   time.Time // the whole queue waits until then (429, the unknown-outcome backoff)
+	retry   time.Duration
+	holds   map[string]time.Time // recipient → its next message waits until then
+	fails   []failure            // settled here as failed, reported by the next job
+	base    domain.Pacing        // inherited: the network's and the owner's plan's
+	pacing  domain.Pacing        // in force: base with the session's own override over it
+	// lastSend and gap: the last answer from the network and the gap drawn after it.
+	lastSend time.Time
+	gap      time.Duration
+	window   []time.Time // answers of the last minute, oldest first (PerMinute)
+	// quiet: the last scan found nothing to send; a new entry to one of these recipients
+	// cannot change that before until, so it costs no new scan.
+	quiet        bool
+	quietTo      map[string]struct{}
+	quietUntil   time.Time
+	quietCapFull bool // the day's new-contact cap was reached then
+}
+
+// stats describes the queue for views and metrics.
 func (q *queue) stats() domain.QueueStats {
 	if len(q.items) == 0 {
 		return domain.QueueStats{}
 	}
-	return domain.QueueStats{Depth: len(q.items), OldestAt: q.items[0].CreatedAt}
+	return domain.QueueStats{Depth: len(q.items), OldestAt: q.items[0].e.CreatedAt}
 }
 
-// pump starts the next send when the session is connected, nothing is in flight, and pacing
-// allows; otherwise it schedules itself for when pacing will.
+// enqueue takes an accepted entry.
+func (s *Session) enqueue(c *actor.Context, e domain.OutboxEntry) {
+	e.SessionID = s.st.ID
+	if err := s.accountGone(e); err != nil {
+		s.failEntry(e, err)
+		s.pump(c)
+		return
+	}
+	q := &s.q
+	q.seq++
+	q.items = append(q.items, item{seq: q.seq, e: e})
+	if now := s.deps.Clock.Now(); q.quiet && now.Before(q.quietUntil) && s.stillQuiet(e.Message.To, now) {
+		s.publishQueue()
+		return
+	}
+	s.stir()
+	s.pump(c)
+	s.publishQueue()
+}
+
+// stillQuiet tells whether a new entry to recipient to leaves the last scan's verdict (nothing
+// may go) standing, so a queue held by a timelock or a full new-contact cap costs one contact
+// read per new entry, not a scan of the queue.
+func (s *Session) stillQuiet(to string, now time.Time) bool {
+	q := &s.q
+	if s.marked(to, now) {
+		return false // it fails at once
+	}
+	if _, ok := q.quietTo[to]; ok {
+		return true
+	}
+	blocked := q.holds[to].After(now)
+	if !blocked && (q.quietCapFull || s.timelockActive(now)) {
+		c, err := s.deps.Records.Contact(s.st.ID, s.prot.Phone, to)
+		if err != nil {
+			return false
+		}
+		blocked = (s.timelockActive(now) && c.Wrote == 0) || (q.quietCapFull && !c.Known())
+	}
+	if blocked {
+		if q.quietTo == nil {
+			q.quietTo = map[string]struct{}{}
+		}
+		q.quietTo[to] = struct{}{}
+	}
+	return blocked
+}
+
+// stir forgets the last scan's verdict: something changed that may let a message go.
+func (s *Session) stir() { s.q.quiet = false }
+
+// pump hands the worker its next job: the failures settled here, and the next messages pacing
+// lets go (when connected). Otherwise it schedules itself for when pacing will.
 func (s *Session) pump(c *actor.Context) {
 	q := &s.q
-	if q.busy || len(q.items) == 0 || s.st.Status != domain.StatusConnected || s.client == nil {
+	if q.busy || s.w == nil {
 		return
 	}
 	now := s.deps.Clock.Now()
-	if wait := s.paceWait(now); wait > 0 {
-		s.schedule(c, now.Add(wait))
+	s.expireTimelock(now)
+	var batch []item
+	var wake time.Time
+	if len(q.items) > 0 && s.st.Status == domain.StatusConnected && s.client != nil {
+		batch, wake = s.pick(now)
+	}
+	if len(batch) == 0 && len(q.fails) == 0 {
+		if !wake.IsZero() {
+			s.schedule(c, wake)
+		}
 		return
 	}
-	n := 1
-	if q.pacing.IsZero() {
-		n = min(len(q.items), deliverBatch)
-	}
-	if q.pacing.NewContactsPerDay > 0 && s.deps.Contacts != nil {
-		to := q.items[0].Message.To
-		known, err := s.deps.Contacts.Known(s.st.ID, to)
-		if err == nil && !known {
-			q.newToday++
-			err = s.deps.Contacts.Remember(s.st.ID, to)
-		}
-		if err != nil {
-			s.deps.Log.Warn("deliverer: contact book", "session_id", s.st.ID, "err", err)
-		}
-	}
-	batch := make([]domain.OutboxEntry, n)
-	copy(batch, q.items[:n])
-	q.items = q.items[n:]
-	q.busy = true
-	client, deps, hw, self := s.client, s.deps, c.Engine(), c.PID()
-	s.inflight.Add(1)
-	go func() {
-		defer s.inflight.Done()
-		hw.Send(self, deliver(client, deps, batch))
-	}()
+	j := job{client: s.client, fail: q.fails, send: batch}
+	q.fails, q.busy = nil, true
+	s.w.submit(j)
+	s.publishQueue()
 }
 
-// paceWait is how long pacing holds the queue's head.
-func (s *Session) paceWait(now time.Time) time.Duration {
+// pick takes the next messages to send, in order, as pacing and the protections allow; when
+// none may go, it says when to look again (zero: when something changes).
+func (s *Session) pick(now time.Time) ([]item, time.Time) {
 	q := &s.q
-	var wait time.Duration
-	if now.Before(q.pause) {
-		wait = q.pause.Sub(now)
+	if s.st.Phone != "" && s.prot.Phone != s.st.Phone {
+		if s.loadPhone(s.st.Phone, now); s.prot.Phone != s.st.Phone {
+			return nil, now.Add(retryFirst)
+		}
 	}
+	p := s.pacingAt(now)
+	// The whole queue's gates: the network's pause, the gap, the per-minute and per-day caps.
+	wait := time.Time{}
+	later := func(t time.Time) {
+		if t.After(now) && t.After(wait) {
+			wait = t
+		}
+	}
+	later(q.pause)
 	if !q.lastSend.IsZero() {
-		wait = max(wait, q.lastSend.Add(q.gap).Sub(now))
+		later(q.lastSend.Add(q.gap))
 	}
-	if p := q.pacing.PerMinute; p > 0 {
+	if p.PerMinute > 0 {
 		cut := now.Add(-time.Minute)
 		for len(q.window) > 0 && !q.window[0].After(cut) {
 			q.window = q.window[1:]
 		}
-		if len(q.window) >= p {
-			wait = max(wait, q.window[0].Add(time.Minute).Sub(now))
+		if len(q.window) >= p.PerMinute {
+			later(q.window[0].Add(time.Minute))
 		}
 	}
-	if q.pacing.NewContactsPerDay > 0 {
-		day := now.UTC().Format(time.DateOnly)
-		if day != q.day {
-			q.day, q.newToday = day, 0
+	today := domain.DayOf(now)
+	s.prot.Roll(today)
+	tomorrow := domain.DayStart(today + 1)
+	if p.PerDay > 0 && s.prot.Sends >= p.PerDay {
+		later(tomorrow)
+	}
+	if !wait.IsZero() {
+		return nil, wait
+	}
+
+	n := 1
+	if p.MinGapMs == 0 && p.JitterMs == 0 && p.PerMinute == 0 {
+		n = deliverBatch
+	}
+	timelock := s.timelockActive(now)
+	newCap := -1
+	if p.NewContactsPerDay > 0 {
+		newCap = p.NewContactCap(s.linkedDays(now))
+	}
+	sends := s.prot.Sends
+	var (
+		batch   []item
+		firsts  []string
+		blocked map[string]struct{}
+		wake    time.Time
+	)
+	block := func(to string, until time.Time) {
+		if blocked == nil {
+			blocked = map[string]struct{}{}
 		}
-		linkedDays := 0
-		if !s.st.CreatedAt.IsZero() {
-			linkedDays = int(now.Sub(s.st.CreatedAt) / (24 * time.Hour))
+		blocked[to] = struct{}{}
+		if !until.IsZero() && (wake.IsZero() || until.Before(wake)) {
+			wake = until
 		}
-		if q.newToday >= q.pacing.NewContactCap(linkedDays) && s.deps.Contacts != nil {
-			// Only a first message to a new number waits for tomorrow; the queue keeps its
-			// order, so everything behind it waits too (documented in the README).
-			if known, _ := s.deps.Contacts.Known(s.st.ID, q.items[0].Message.To); !known {
-				y, m, d := now.UTC().Date()
-				wait = max(wait, time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC).Sub(now))
+	}
+	kept := q.items[:0]
+	for i, it := range q.items {
+		if len(batch) == n || (p.PerDay > 0 && sends >= p.PerDay) {
+			kept = append(kept, q.items[i:]...)
+			break
+		}
+		to := it.e.Message.To
+		if _, ok := blocked[to]; ok {
+			kept = append(kept, it)
+			continue
+		}
+		if err := s.mustFail(it.e, now); err != nil {
+			s.failEntry(it.e, err)
+			continue
+		}
+		if until, ok := q.holds[to]; ok {
+			if until.After(now) {
+				block(to, until)
+				kept = append(kept, it)
+				continue
+			}
+			delete(q.holds, to)
+		}
+		if timelock || newCap >= 0 {
+			c, err := s.deps.Records.Contact(s.st.ID, s.prot.Phone, to)
+			if err != nil {
+				s.deps.Log.Warn("deliverer: contact book", "session_id", s.st.ID, "err", err)
+				block(to, now.Add(retryFirst))
+				kept = append(kept, it)
+				continue
+			}
+			if timelock && c.Wrote == 0 {
+				// Only contacts who wrote to the phone may be written to during a timelock.
+				block(to, s.prot.TimelockUntil.Time())
+				kept = append(kept, it)
+				continue
+			}
+			if newCap >= 0 && !c.Known() && !slices.Contains(firsts, to) {
+				if s.prot.NewContacts+len(firsts) >= newCap {
+					block(to, tomorrow)
+					kept = append(kept, it)
+					continue
+				}
+				firsts = append(firsts, to)
 			}
 		}
+		batch = append(batch, it)
+		sends++
 	}
-	return wait
+	clear(q.items[len(kept):])
+	q.items = kept
+	if len(batch) == 0 {
+		if p.PerDay > 0 && sends >= p.PerDay {
+			wake = tomorrow
+		}
+		q.quiet, q.quietTo, q.quietUntil = true, blocked, wake
+		q.quietCapFull = newCap >= 0 && s.prot.NewContacts+len(firsts) >= newCap
+		if wake.IsZero() || wake.After(tomorrow) {
+			q.quietUntil = tomorrow // a new day may change the verdict
+		}
+		return nil, wake
+	}
+	if p.PerDay > 0 || newCap >= 0 {
+		// Counted before they go: a crash after the send never undercounts the day.
+		next := s.prot
+		next.Sends += len(batch)
+		next.NewContacts += len(firsts)
+		if err := s.deps.Records.CountSends(context.Background(), next, firsts); err != nil {
+			s.deps.Log.Warn("deliverer: count sends; held", "session_id", s.st.ID, "err", err)
+			q.items = mergeItems(batch, q.items)
+			return nil, now.Add(retryFirst)
+		}
+		s.prot = next
+	}
+	return batch, time.Time{}
+}
+
+// mergeItems merges two runs of items, each in queue order, into one.
+func mergeItems(a, b []item) []item {
+	out := make([]item, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		if a[0].seq < b[0].seq {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return append(append(out, a...), b...)
 }
 
 func (s *Session) schedule(c *actor.Context, at time.Time) {
-	if !s.q.timerAt.IsZero() && !s.q.timerAt.After(at) {
+	q := &s.q
+	if !q.timerAt.IsZero() && !q.timerAt.After(at) {
 		return // an earlier tick is coming
 	}
-	s.q.timerAt = at
+	q.timerAt = at
 	hw, self := c.Engine(), c.PID()
-	time.AfterFunc(at.Sub(s.deps.Clock.Now()), func() { hw.Send(self, deliverTick{}) })
+	d := at.Sub(s.deps.Clock.Now())
+	if d <= 0 {
+		hw.Send(self, deliverTick{})
+		return
+	}
+	s.deps.Clock.AfterFunc(d, func() { hw.Send(self, deliverTick{}) })
 }
 
-// batchDone takes a worker's report: entries it could not settle go back to the queue's head
-// in their order, and pacing records the sends.
+// batchDone takes a job's result: what pacing records, the holds the network asked for, the
+// entries without an outcome back in their places.
 func (s *Session) batchDone(c *actor.Context, m batchDone) {
 	q := &s.q
 	q.busy = false
-	if m.sent > 0 {
+	now := s.deps.Clock.Now()
+	s.stir()
+	if m.attempts > 0 {
 		q.lastSend = m.last
-		q.gap = q.pacing.Gap()
-		if q.pacing.PerMinute > 0 {
-			for range m.sent {
+		q.gap = s.pacingAt(now).Gap()
+		if s.q.pacing.PerMinute > 0 {
+			for range m.attempts {
 				q.window = append(q.window, m.last)
 			}
 		}
-		q.retry = 0
+		s.countAnswers(now, m.attempts, m.refused)
 		s.touch()
 	}
-	if len(m.rest) > 0 {
-		q.items = append(m.rest, q.items...)
-		if m.pause.IsZero() {
-			q.retry = min(max(2*q.retry, retryFirst), retryMax)
-			m.pause = s.deps.Clock.Now().Add(q.retry)
+	if m.settled > 0 {
+		q.retry = 0
+	}
+	for to, until := range m.holds {
+		if q.holds == nil {
+			q.holds = map[string]time.Time{}
 		}
+		q.holds[to] = until
+	}
+	if !m.timelock.IsZero() {
+		s.setTimelock(m.timelock)
+	}
+	if len(m.back) > 0 {
+		q.items = mergeItems(m.back, q.items)
+	}
+	if m.pause.After(q.pause) {
 		q.pause = m.pause
+	}
+	if m.backoff {
+		q.retry = min(max(2*q.retry, retryFirst), retryMax)
+		q.pause = now.Add(q.retry)
 		s.deps.Log.Info("deliverer: queue held", "session_id", s.st.ID, "until", q.pause, "depth", len(q.items))
 	}
+	for _, to := range m.marks {
+		s.mark(to, now)
+	}
+	s.sweep()
 	s.publishQueue()
 	s.pump(c)
+	s.answerClosers()
 }
 
-// deliver sends a batch in order and reports each final outcome to the message facet. It stops
-// at the first entry whose outcome is unknown, or that the network asks to hold: that entry and
-// those behind it go back to the queue.
-func deliver(client network.Client, deps Deps, batch []domain.OutboxEntry) batchDone {
-	var r batchDone
-	for i, e := range batch {
-		ctx, cancel := context.WithTimeout(context.Background(), deps.SendTimeout)
-		rc, err := client.Send(ctx, e.Message)
-		cancel()
-		now := deps.Clock.Now().UTC()
-		e.Attempts++
-		if hold, until := heldBy(err, now, e.Attempts); hold {
-			rest := append([]domain.OutboxEntry{e}, batch[i+1:]...)
-			r.rest, r.pause = rest, until
-			deps.Log.Warn("deliverer: outcome unknown or held; the message is sent again under its id",
-				"session_id", e.SessionID, "message_id", e.ID, "attempts", e.Attempts, "err", err)
-			return r
-		}
-		if err != nil {
-			err = classify(err)
-			e.Code, e.Error = domain.CodeOf(err), err.Error()
-			e.SetStatus(domain.MsgFailed, now)
-		} else {
-			e.NetworkID, e.SentAt = rc.ID, domain.MillisOf(now)
-			e.SetStatus(domain.MsgSent, now)
-		}
-		deps.Deliveries.Outcome(e, err)
-		r.sent++
-		r.last = now
-	}
-	return r
-}
-
-// heldBy tells whether a send error leaves the outcome unknown or asks the queue to wait, and
-// until when (zero: the queue's own backoff). Such a message is never reported failed. What
-// each network error means is network.go's list.
-func heldBy(err error, now time.Time, attempts int) (bool, time.Time) {
-	if err == nil {
-		return false, time.Time{}
-	}
-	if until, ok := network.TimelockUntil(err); ok {
-		// Never re-sent before the timelock ends; an hour when the network did not say.
-		if until.After(now) {
-			return true, until
-		}
-		return true, now.Add(time.Hour)
-	}
-	if after, ok := network.RetryAfter(err); ok {
-		if errors.Is(err, network.ErrRefused) && attempts >= 2 {
-			return false, time.Time{} // refused again after its backoff: a definite failure
-		}
-		return true, now.Add(after)
-	}
+// accountGone tells why an entry may no longer be sent from this session (nil: it may): the
+// session was assigned to someone else, or the phone it was accepted for is not linked.
+func (s *Session) accountGone(e domain.OutboxEntry) error {
 	switch {
-	case errors.Is(err, network.ErrNotConnected), errors.Is(err, network.ErrUnknownOutcome),
-		errors.Is(err, network.ErrBanned), errors.Is(err, network.ErrOutdated),
-		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return true, time.Time{}
+	case s.closing != nil:
+		return s.closing
+	case e.UserID != s.st.AssignedTo:
+		return fmt.Errorf("%w (to %s)", domain.ErrSessionReassigned, s.st.ID)
+	case !s.st.Linked:
+		return s.unlinkCause()
+	case e.From != "" && s.st.Phone != "" && e.From != s.st.Phone:
+		return fmt.Errorf("%w: accepted for %s, now linked to another phone", domain.ErrSessionLoggedOut, e.From)
 	}
-	return false, time.Time{}
+	return nil
 }
 
-// classify turns a network's definite failure into the gateway's error (the network's error
-// stays in the chain, so errors.Is matches either).
-func classify(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, network.ErrNotOnNetwork):
-		return fmt.Errorf("%w: %w", domain.ErrRecipientNotOnNetwork, err)
-	case errors.Is(err, network.ErrNotConnected):
-		return fmt.Errorf("%w: %w", domain.ErrNotConnected, err)
+// mustFail tells why an entry fails without being sent (nil: it may go).
+func (s *Session) mustFail(e domain.OutboxEntry, now time.Time) error {
+	if err := s.accountGone(e); err != nil {
+		return err
 	}
-	return fmt.Errorf("%w: %w", domain.ErrNetwork, err)
+	if s.marked(e.Message.To, now) {
+		return fmt.Errorf("%w: refused earlier; it must write to the session first", domain.ErrRecipientNotReachable)
+	}
+	return nil
 }
+
+// failEntry settles an entry as failed; the next job reports it.
+func (s *Session) failEntry(e domain.OutboxEntry, err error) {
+	now := s.deps.Clock.Now()
+	e.Code, e.Error = domain.CodeOf(err), err.Error()
+	e.SetStatus(domain.MsgFailed, now)
+	s.q.fails = append(s.q.fails, failure{e: e, err: err})
+}
+
+// failWhere fails every queued entry for which why says so.
+func (s *Session) failWhere(why func(domain.OutboxEntry) error) {
+	q := &s.q
+	kept := q.items[:0]
+	for _, it := range q.items {
+		if err := why(it.e); err != nil {
+			s.failEntry(it.e, err)
+			continue
+		}
+		kept = append(kept, it)
+	}
+	clear(q.items[len(kept):])
+	q.items = kept
+}
+
+// sweep fails the queued entries whose account moved (reassigned, logged out, deleted): they
+// are never sent from another phone.
+func (s *Session) sweep() { s.failWhere(s.accountGone) }

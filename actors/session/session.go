@@ -4,9 +4,15 @@
 // outcome reported to the engine's message facet.
 //
 // Imports: domain, network (the port) and hollywood; what the actor needs from the rest of the
-// gateway is declared here as interfaces (Store, Clock, Publisher, Deliveries, Contacts,
+// gateway is declared here as interfaces (Store, Clock, Publisher, Deliveries, Records,
 // Inbound, Events). Only the engine imports it: it spawns one actor per session and implements
-// those interfaces (persist.Sessions is the Store, persist.Contacts the Contacts).
+// those interfaces (persist.Sessions is the Store, persist.Protections the Records).
+//
+// The linked phone's protections (protect.go: timelock, today's counts, link time, contact
+// book, recipient marks, half rate) are records keyed by (session, phone), read back when the
+// actor starts (DESIGN.md sections 13 and 14). Queued messages belong to the account they were
+// accepted for: a logout, a reassignment or a deletion fails them, and the deliverer never
+// sends one from another phone.
 //
 // Concurrency: every field of Session is owned by the actor's goroutine. Network I/O (connect,
 // pair code, logout, sends) runs on worker goroutines whose outcomes come back as messages, so
@@ -36,10 +42,15 @@ type Store interface {
 	GetSession(id string) (domain.Session, error)
 }
 
-// Clock is the actor's time: activity, assignment and timelock times, pacing and backoff.
+// Clock is the actor's time: activity, assignment and timelock times, and the timers of
+// pacing and backoff (a fake clock moves both in tests).
 type Clock interface {
 	Now() time.Time
+	AfterFunc(d time.Duration, f func()) Timer
 }
+
+// Timer is a Clock's timer (*time.Timer is one).
+type Timer = interface{ Stop() bool }
 
 // Publisher receives every new view of the session (status reads cost no round trip). It is
 // called from the actor's goroutine and must not block.
@@ -59,8 +70,8 @@ type Deps struct {
 	IOTimeout time.Duration
 	// Deliveries is told each queued message's network outcome.
 	Deliveries Deliveries
-	// Contacts is the contact book of the new-contact pacing cap (nil: no such cap).
-	Contacts Contacts
+	// Records keeps the linked phone's protections (protect.go).
+	Records Records
 	// Pacing is the session's pacing at spawn (the network's, the plan's and the session's own,
 	// merged by the engine); SetPacing changes it.
 	Pacing domain.Pacing
@@ -88,12 +99,18 @@ type (
 		Phone string
 		Reply chan Reply
 	}
-	// Logout unlinks the device from its phone (a new scan is needed to link again).
-	Logout struct{ Reply chan Reply }
-	// TakeQueue hands back the messages still queued (the session is being deleted); the
-	// session keeps nothing to send.
-	TakeQueue struct{ Reply chan []domain.OutboxEntry }
-	// Assign records the user the session belongs to.
+	// Logout unlinks the device from its phone (a new scan is needed to link again); the
+	// queued messages fail with Cause (nil: domain.ErrSessionLoggedOut).
+	Logout struct {
+		Cause error
+		Reply chan Reply
+	}
+	// Close fails every queued message with domain.ErrSessionDeleted, and every message
+	// handed to it later; it answers once the failures are reported (the session is being
+	// deleted).
+	Close struct{ Reply chan Reply }
+	// Assign records the user the session belongs to; messages queued for another user fail
+	// with domain.ErrSessionReassigned.
 	Assign struct {
 		UserID string
 		Reply  chan Reply
@@ -134,9 +151,19 @@ type Session struct {
 	q queue
 	// lastEvent is the last status reported to deps.Events.
 	lastEvent string
-	// inflight counts send workers still running: a stop waits for them before it disconnects,
-	// so a graceful shutdown never turns an accepted message into a failure.
+	// inflight counts the jobs with the send worker: a stop waits for them before it
+	// disconnects, so a graceful shutdown never turns an accepted message into a failure.
 	inflight sync.WaitGroup
+	w        *worker
+	// prot: the linked phone's protections; marks: its recipients refused twice, until when.
+	prot     domain.Protections
+	marks    map[string]time.Time
+	refusals refusalWindow
+	// unlinking: why the queue fails when the device is logged out now (nil: logged out).
+	unlinking error
+	// closing: the session is being deleted; closers wait for its queue to be settled.
+	closing error
+	closers []chan Reply
 }
 
 // New returns the producer of a session actor starting from its snapshot.
@@ -170,30 +197,31 @@ func (s *Session) Receive(c *actor.Context) {
 	case *Assign:
 		s.st.AssignedTo, s.st.AssignedAt = m.UserID, s.deps.Clock.Now().UTC()
 		err := s.save()
+		s.sweep()
+		s.pump(c)
 		s.publish()
 		m.Reply <- Reply{State: s.st, Err: err}
 	case Enqueue:
-		m.Entry.SessionID = s.st.ID
-		s.q.items = append(s.q.items, m.Entry)
-		s.pump(c)
-		s.publishQueue()
+		s.enqueue(c, m.Entry)
 	case *Logout:
-		s.logout(c, m.Reply)
+		s.logout(c, m)
 	case logoutDone:
 		s.loggedOut(m)
-	case *TakeQueue:
-		items := s.q.items
-		s.q.items = nil
-		s.publishQueue()
-		m.Reply <- items
+		s.pump(c)
+	case *Close:
+		s.closing = domain.ErrSessionDeleted
+		s.closers = append(s.closers, m.Reply)
+		s.sweep()
+		s.pump(c)
+		s.answerClosers()
 	case SetPacing:
 		s.q.base = m.Pacing
-		s.q.pacing = m.Pacing.Merge(s.st.Pacing)
+		s.setPacing(m.Pacing.Merge(s.st.Pacing))
 		s.pump(c)
 	case *Update:
 		if m.SetPacing {
 			s.st.Pacing = m.Pacing
-			s.q.pacing = s.q.base.Merge(m.Pacing)
+			s.setPacing(s.q.base.Merge(m.Pacing))
 		}
 		if m.Proxy != nil {
 			s.st.Proxy = *m.Proxy
@@ -201,14 +229,17 @@ func (s *Session) Receive(c *actor.Context) {
 		err := s.save()
 		s.publish()
 		m.Reply <- Reply{State: s.st, Err: err}
+		s.stir()
 		s.pump(c)
 	case deliverTick:
 		s.q.timerAt = time.Time{}
+		s.stir()
 		s.pump(c)
 	case batchDone:
 		s.batchDone(c, m)
 	case netEvent:
 		s.onNetEvent(m.ev)
+		s.stir()
 		s.pump(c)
 	case connectNow:
 		if s.st.Status != domain.StatusConnected {
@@ -230,10 +261,42 @@ func (s *Session) Receive(c *actor.Context) {
 		m.reply <- Reply{State: s.st, Code: m.code}
 	case actor.Stopped:
 		s.drain()
+		if s.w != nil {
+			s.w.stop()
+		}
 		if s.client != nil {
 			s.client.Disconnect()
 		}
 	}
+}
+
+// setPacing puts a new pacing in force: a gap drawn under the old one shrinks to the new one's
+// longest.
+func (s *Session) setPacing(p domain.Pacing) {
+	s.q.pacing = p
+	longest := s.pacingAt(s.deps.Clock.Now())
+	s.q.gap = min(s.q.gap, time.Duration(longest.MinGapMs+longest.JitterMs)*time.Millisecond)
+	s.stir()
+}
+
+// answerClosers answers Close once the queue is settled: nothing queued, nothing with the
+// worker, every failure reported.
+func (s *Session) answerClosers() {
+	if len(s.closers) == 0 || s.q.busy || len(s.q.items) > 0 || len(s.q.fails) > 0 {
+		return
+	}
+	for _, r := range s.closers {
+		r <- Reply{State: s.st}
+	}
+	s.closers = nil
+}
+
+// unlinkCause is why queued messages fail when the device is logged out.
+func (s *Session) unlinkCause() error {
+	if s.unlinking != nil {
+		return s.unlinking
+	}
+	return domain.ErrSessionLoggedOut
 }
 
 // started rebuilds from the snapshot (the actor was just spawned or restarted after a panic):
@@ -243,6 +306,7 @@ func (s *Session) started(c *actor.Context) {
 		s.st = st
 	}
 	hw, self := c.Engine(), c.PID()
+	s.w = newWorker(hw, self, s.deps, &s.inflight)
 	var opts []network.Option
 	if s.deps.Messages != nil {
 		opts = append(opts, network.WithMessageSource(s.deps.Messages))
@@ -259,7 +323,14 @@ func (s *Session) started(c *actor.Context) {
 	phone, linked := client.Paired()
 	s.st.Linked = linked
 	if linked {
+		// A phone linked before its protections were records counts its ramp from the
+		// session's creation and keeps the timelock the snapshot had.
+		tl := s.st.TimelockUntil
 		s.st.Phone = phone
+		s.loadPhone(phone, s.st.CreatedAt)
+		if !tl.IsZero() && s.prot.TimelockUntil == 0 && tl.After(s.deps.Clock.Now()) {
+			s.setTimelock(tl)
+		}
 	}
 	switch {
 	case linked:
@@ -367,21 +438,37 @@ func (s *Session) onNetEvent(ev network.Event) {
 		s.failQRWaiters(fmt.Errorf("%w: the QR codes expired; start again", domain.ErrUnavailable))
 	case network.Paired:
 		s.st.Linked, s.st.Phone, s.st.QR = true, e.Phone, ""
+		s.unlinking = nil
+		s.loadPhone(e.Phone, s.deps.Clock.Now())
 		s.save()
 		s.publish()
 	case network.Connected:
+		now := s.deps.Clock.Now()
 		s.st.Linked, s.st.QR = true, ""
+		s.unlinking = nil
 		if e.Phone != "" {
 			s.st.Phone = e.Phone
 		}
-		s.st.LastActivity = s.deps.Clock.Now().UTC()
+		s.loadPhone(s.st.Phone, now)
+		s.st.LastActivity = now.UTC()
 		s.st.StatusReason, s.st.Until = "", time.Time{}
 		s.setStatus(domain.StatusConnected)
 		s.failQRWaiters(domain.ErrAlreadyConnected)
+		if s.prot.Banned {
+			// A ban's end: half rate for a day (the network watches an account it just let
+			// back in).
+			s.prot.Banned = false
+			s.saveProtections()
+			s.slowDown(now, domain.WarnBanEnded)
+		}
 	case network.Disconnected:
 		s.st.StatusReason, s.st.Until = string(e.StatusReason), e.Until
 		if s.st.StatusReason == "" {
 			s.st.StatusReason = string(network.ReasonNetwork)
+		}
+		if e.StatusReason == network.ReasonBanned && !s.prot.Banned && s.prot.Phone != "" {
+			s.prot.Banned = true
+			s.saveProtections()
 		}
 		s.deps.Log.Info("session disconnected", "session_id", s.st.ID, "reason", s.st.StatusReason, "detail", e.Reason, "until", e.Until, "reconnecting", e.Reconnecting)
 		s.saveStatus(domain.StatusDisconnected)
@@ -389,18 +476,18 @@ func (s *Session) onNetEvent(ev network.Event) {
 		s.st.Linked, s.st.QR = false, ""
 		s.st.StatusReason, s.st.Until = string(network.ReasonLoggedOut), time.Time{}
 		s.saveStatus(domain.StatusDisconnected)
+		s.sweep()
 	case network.Timelock:
-		// The network refuses first messages to new contacts: the queue holds until the end
-		// (an hour when not given) and nothing is re-sent meanwhile.
-		s.st.TimelockUntil = time.Time{}
+		// The network refuses first messages to new contacts: they wait until the end (an
+		// hour when not given) and are not re-sent meanwhile; replies to contacts who wrote
+		// still go.
+		until := time.Time{}
 		if e.Active {
-			s.st.TimelockUntil = e.Until
-			if e.Until.IsZero() {
-				s.st.TimelockUntil = s.deps.Clock.Now().Add(time.Hour)
+			if until = e.Until; until.IsZero() {
+				until = s.deps.Clock.Now().Add(timelockUnknownEnd)
 			}
 		}
-		s.q.pause = s.st.TimelockUntil
-		s.saveStatus(s.st.Status)
+		s.setTimelock(until)
 	case network.PhoneOffline:
 		s.st.LogoutAt = e.LogoutAt
 		s.saveStatus(s.st.Status)
@@ -416,6 +503,7 @@ func (s *Session) onNetEvent(ev network.Event) {
 			s.deps.Deliveries.Receipt(id, st, e.At)
 		}
 	case network.Incoming:
+		s.wrote(e.From, s.deps.Clock.Now())
 		if s.deps.Inbound != nil {
 			s.deps.Inbound.Incoming(s.st, e)
 		}
@@ -489,7 +577,8 @@ func (s *Session) publish() {
 }
 
 // logout unlinks the device on a worker goroutine (network I/O never runs in Receive).
-func (s *Session) logout(c *actor.Context, reply chan Reply) {
+func (s *Session) logout(c *actor.Context, m *Logout) {
+	reply := m.Reply
 	if s.client == nil {
 		reply <- Reply{State: s.st, Err: fmt.Errorf("%w: network client", domain.ErrUnavailable)}
 		return
@@ -498,6 +587,8 @@ func (s *Session) logout(c *actor.Context, reply chan Reply) {
 		reply <- Reply{State: s.st}
 		return
 	}
+	// The network's LoggedOut may come before the call returns: the queue fails for this cause.
+	s.unlinking = m.Cause
 	client, hw, self, timeout := s.client, c.Engine(), c.PID(), s.deps.IOTimeout
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -511,6 +602,9 @@ func (s *Session) logout(c *actor.Context, reply chan Reply) {
 func (s *Session) loggedOut(m logoutDone) {
 	if m.err != nil && !errors.Is(m.err, network.ErrNotConnected) {
 		s.deps.Log.Warn("session logout failed", "session_id", s.st.ID, "err", m.err)
+		if s.st.Linked {
+			s.unlinking = nil
+		}
 		m.reply <- Reply{State: s.st, Err: fmt.Errorf("%w: logout: %w", domain.ErrUnavailable, m.err)}
 		return
 	}
@@ -518,6 +612,7 @@ func (s *Session) loggedOut(m logoutDone) {
 	if err := s.save(); err != nil {
 		s.deps.Log.Error("session: save snapshot", "session_id", s.st.ID, "err", err)
 	}
+	s.sweep()
 	s.publish()
 	s.deps.Log.Info("session logged out", "session_id", s.st.ID)
 	m.reply <- Reply{State: s.st}
@@ -528,9 +623,11 @@ type Inbound interface {
 	Incoming(s domain.Session, m network.Incoming)
 }
 
-// Events hears a session's status changes (session.status events).
+// Events hears a session's status changes (session.status events) and its slow-downs
+// (session.warning).
 type Events interface {
 	SessionChanged(s domain.Session)
+	SessionWarning(s domain.Session, reason string, until time.Time)
 }
 
 // statusEvent reports the session's status as it stands, once it differs from the last one
@@ -543,6 +640,7 @@ func (s *Session) statusEvent() {
 	if s.st.Status == domain.StatusConnected {
 		key = domain.StatusConnected
 	}
+	key += "|" + s.st.TimelockUntil.String()
 	if key == s.lastEvent {
 		return
 	}

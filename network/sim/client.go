@@ -41,6 +41,8 @@ type client struct {
 	autoTimer *time.Timer // AutoPair while linking
 	queue     []network.Event
 	draining  bool // a goroutine is delivering queue to sink
+	// bannedUntil: the account is banned until then (rules.go); zero when not.
+	bannedUntil time.Time
 }
 
 // setState moves to s, stopping the timers of the state left. Called with mu held.
@@ -109,6 +111,13 @@ func (c *client) Connect(ctx context.Context) error {
 	defer c.mu.Unlock()
 	if c.n.closed.Load() {
 		return errClosed
+	}
+	if !c.bannedUntil.IsZero() && !time.Now().Before(c.bannedUntil) {
+		c.bannedUntil = time.Time{} // its end passed while nobody was connected
+	}
+	if !c.bannedUntil.IsZero() {
+		c.emit(network.Disconnected{Reason: "account temporarily banned", Reconnecting: true, StatusReason: network.ReasonBanned, Until: c.bannedUntil})
+		return nil
 	}
 	if c.phone != "" {
 		c.setState(online)
@@ -253,6 +262,11 @@ func (c *client) Send(ctx context.Context, m network.Message) (network.Receipt, 
 			return r, err
 		}
 		return network.Receipt{}, fmt.Errorf("sim: %s: %w", m.To, network.ErrNotOnNetwork)
+	}
+	if c.n.rules.hasRules.Load() {
+		if err := c.n.refusal(c.session, from, m.To, d.ID); err != nil {
+			return network.Receipt{}, err
+		}
 	}
 	if lat := time.Duration(c.n.latency.Load()); lat > 0 {
 		t := time.NewTimer(lat)

@@ -11,8 +11,8 @@
 //
 // It imports only the standard library, the network port, goccy/go-json and google/uuid.
 //
-// Locks, in the order they may be taken: client.mu, then Network.mu, then unregMu or
-// deliveries.mu. A client's events reach its sink from a short-lived goroutine that holds no
+// Locks, in the order they may be taken: client.mu, then Network.mu, then unregMu,
+// rules.mu or deliveries.mu. A client's events reach its sink from a short-lived goroutine that holds no
 // lock while calling the sink.
 package sim
 
@@ -94,6 +94,8 @@ type Network struct {
 	unregMu  sync.Mutex
 	unreg    atomic.Pointer[map[string]struct{}] // replaced whole on change: read on every send
 	unregLog *journal
+
+	rules rules // refusals, timelocks (rules.go)
 }
 
 // Interface guards.
@@ -496,6 +498,7 @@ func (n *Network) Inbound(sessionID, from, text string) (string, error) {
 	if c.state != online {
 		return "", fmt.Errorf("sim: session %s is not connected: %w", sessionID, network.ErrNotConnected)
 	}
+	n.rules.wroteTo(c.phone, from)
 	id := "SIMIN" + strings.ToUpper(strings.ReplaceAll(uuid.NewString(), "-", ""))[:20]
 	c.emit(network.Incoming{
 		ID: id, From: from, Kind: network.KindText, Text: text,
