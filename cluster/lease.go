@@ -297,6 +297,7 @@ func (n *Node) take(p *part) {
 	}
 	p.mu.Lock()
 	p.state, p.rev, p.renewed, p.previous, p.fence = stStarting, rev, sent, false, 0
+	p.fenced = n.cfg.FenceSubject == nil
 	p.mu.Unlock()
 	if n.cfg.FenceSubject != nil {
 		ctx, cancel := context.WithTimeout(n.ctx, n.renewEvery)
@@ -308,7 +309,7 @@ func (n *Node) take(p *part) {
 			return
 		}
 		p.mu.Lock()
-		p.fence = ack.Sequence
+		p.fence, p.fenced = ack.Sequence, true
 		p.mu.Unlock()
 	}
 	if err := n.cfg.Handler.Acquire(n.ctx, p.id); err != nil {

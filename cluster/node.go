@@ -48,6 +48,7 @@ type part struct {
 	rev      uint64    // the lease key's revision (its stream sequence)
 	renewed  time.Time // monotonic: when the last successful lease write was sent
 	fence    uint64    // fence token (Config.FenceSubject's sequence)
+	fenced   bool      // the fence of this acquisition is written (Lease reports it from then on)
 	since    time.Time
 	inflight int
 	idle     chan struct{}      // closed when inflight drops to 0 (set while releasing)
@@ -532,7 +533,7 @@ func (n *Node) Lease(p int) (Lease, bool) {
 	pt := n.parts[p]
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	if pt.state == stFree || !n.freshLocked(pt) {
+	if pt.state == stFree || !pt.fenced || !n.freshLocked(pt) {
 		return Lease{}, false
 	}
 	l := Lease{Partition: p, Revision: pt.rev, Fence: pt.fence, Deadline: pt.renewed.Add(n.cfg.LeaseTTL - FenceMargin)}
