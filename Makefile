@@ -6,7 +6,7 @@ DATA      ?= ./data
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 # Packages must import one way: main → httpapi → engine → actors/* → {domain, network, ecom}.
-ADAPTERS  := persist network network/sim network/simhttp network/whatsapp network/networktest ecom identity media domain cluster
+ADAPTERS  := persist persist/kvtest persist/natskv persist/natstest network network/sim network/simhttp network/whatsapp network/networktest ecom identity media domain cluster
 # whatsmeow 2026-08-21 is served by ../shared/goproxy when the default module proxy does not
 # have it yet (see README.md, "WhatsApp"); the same versions and hashes as the public proxy.
 SHARED_GOPROXY := $(abspath ../shared/goproxy)
@@ -14,7 +14,7 @@ ifneq ($(wildcard $(SHARED_GOPROXY)/.),)
 export GOPROXY := file://$(SHARED_GOPROXY),$(shell GOPROXY= $(GO) env GOPROXY)
 endif
 
-.PHONY: run build test test-short test-ui screenshots web lint deps fuzz test-scale bench bench-quick bench-events bench-wastore webhook-interop clean
+.PHONY: run build test test-nats test-short test-ui screenshots web lint deps fuzz test-scale bench bench-quick bench-events bench-wastore webhook-interop clean
 
 run: build
 	$(BIN) serve --data $(DATA) --log-format text
@@ -23,8 +23,16 @@ build:
 	@mkdir -p bin
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
 
+# make test also runs, on NATS JetStream (an embedded server, README: NATS), the tests that
+# exercise storage across restarts, crashes and outages; test-nats runs the whole root suite
+# (every e2e and process test) on it, and .ci/run runs it after make test.
+NATS_SUBSET := Kill9|SIGTERM|Restart|Survive|TestNATS
 test: lint
 	$(GO) test -race -count=1 -timeout 12m ./...
+	GATEWAY_STORE=nats $(GO) test -race -count=1 -timeout 10m -run '$(NATS_SUBSET)' .
+
+test-nats:
+	GATEWAY_STORE=nats $(GO) test -race -count=1 -timeout 30m .
 
 test-short:
 	$(GO) test -count=1 ./...

@@ -118,7 +118,11 @@ func TestRecipientRefusing463NeverHoldsTheQueue(t *testing.T) {
 		t.Fatalf("delivered to the refusing recipient: %v", got)
 	}
 
-	eventually(t, 5*time.Second, "the allowance settled", func() bool { return tg.account(s.key)["messagesSent"] == float64(9) })
+	// Settled: nine sent, and the two failed messages' reservations released.
+	eventually(t, 5*time.Second, "the allowance settled", func() bool {
+		a := tg.account(s.key)
+		return a["messagesSent"] == float64(9) && a["remaining_month"] == a["monthly_limit"].(float64)-9
+	})
 	before := tg.account(s.key)["remaining_month"]
 	want(t, tg.do("POST", "/api/v1/messages/send", keyAuth(s.key), map[string]any{"phone": bad, "message": "again"}), 400, "recipient_not_reachable")
 	if after := tg.account(s.key)["remaining_month"]; after != before {

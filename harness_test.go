@@ -7,12 +7,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +26,60 @@ import (
 
 	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/identity"
+	"github.com/gateway/gateway/persist/natstest"
 )
+
+// testStore is where the gateways of the e2e and process tests keep their records:
+// GATEWAY_STORE=nats puts them on NATS JetStream (one real server embedded in the test binary,
+// its store in a temp dir, each gateway on a prefix of its own), anything else on Badger.
+var (
+	testStore = "badger"
+	natsSrv   *natstest.Server
+)
+
+func TestMain(m *testing.M) {
+	if v := os.Getenv("GATEWAY_STORE"); v != "" {
+		testStore = v
+		// The gateways get --store from storeArgs, never from the environment (GATEWAY_STORE
+		// is also --store's variable).
+		os.Unsetenv("GATEWAY_STORE")
+	}
+	if testStore == "nats" {
+		srv, err := natstest.Run(natstest.Options{})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "embedded NATS:", err)
+			os.Exit(2)
+		}
+		natsSrv = srv
+	}
+	code := m.Run()
+	if natsSrv != nil {
+		natsSrv.Close()
+	}
+	os.Exit(code)
+}
+
+// storeArgs are the flags that put a gateway on data dir data on the test store, unless args
+// choose a store themselves. The NATS prefix is derived from the data dir, so a restart on the
+// same dir finds the same records.
+func storeArgs(data string, args []string) []string {
+	if testStore != "nats" || slices.Contains(args, "--store") {
+		return nil
+	}
+	sum := sha256.Sum256([]byte(data))
+	return []string{"--store", "nats", "--nats", natsSrv.URL, "--nats-prefix", "t" + hex.EncodeToString(sum[:8])}
+}
+
+// flagValue is the last value of flag in args ("" if absent).
+func flagValue(args []string, flag string) string {
+	v := ""
+	for i, a := range args {
+		if a == flag && i+1 < len(args) {
+			v = args[i+1]
+		}
+	}
+	return v
+}
 
 type testGW struct {
 	t      testing.TB
@@ -55,7 +112,9 @@ func startGWClock(t testing.TB, clock func() time.Time, args ...string) *testGW 
 func startGWTimers(t testing.TB, clock func() time.Time, after func(time.Duration, func()) session.Timer, args ...string) *testGW {
 	t.Helper()
 	base := []string{"--data", t.TempDir(), "--addr", "127.0.0.1:0", "--log-level", "warn", "--log-requests=false"}
-	tg := &testGW{t: t, args: append(base, args...), client: &http.Client{Timeout: 30 * time.Second}, clock: clock, after: after}
+	args = append(base, args...)
+	args = append(args, storeArgs(flagValue(args, "--data"), args)...)
+	tg := &testGW{t: t, args: args, client: &http.Client{Timeout: 30 * time.Second}, clock: clock, after: after}
 	tg.start()
 	t.Cleanup(tg.stop)
 	return tg
@@ -220,17 +279,24 @@ func eventually(t testing.TB, total time.Duration, what string, cond func() bool
 	}
 }
 
-// dataFiles lists every regular file under dir (for "the raw key is stored nowhere" checks).
+// dataFiles lists every regular file under dir and, on the NATS store, under the NATS
+// server's store (for "the raw key is stored nowhere" checks).
 func dataFiles(t testing.TB, dir string) []string {
+	dirs := []string{dir}
+	if natsSrv != nil {
+		dirs = append(dirs, natsSrv.Dir())
+	}
 	var out []string
-	err := filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
-		if err == nil && info.Mode().IsRegular() {
-			out = append(out, p)
+	for _, d := range dirs {
+		err := filepath.Walk(d, func(p string, info os.FileInfo, err error) error {
+			if err == nil && info.Mode().IsRegular() {
+				out = append(out, p)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	return out
 }
@@ -264,8 +330,8 @@ func (c *skewClock) AfterFunc(d time.Duration, f func()) session.Timer {
 	t := &skewTimer{c: c, at: c.Now().Add(d), f: f}
 	c.mu.Lock()
 	c.timers[t] = struct{}{}
+	t.real = time.AfterFunc(d, t.fire) // under mu: Advance reads it
 	c.mu.Unlock()
-	t.real = time.AfterFunc(d, t.fire)
 	return t
 }
 
@@ -296,11 +362,11 @@ func (c *skewClock) Advance(d time.Duration) {
 	for t := range c.timers {
 		if !t.at.After(now) {
 			due = append(due, t)
+			t.real.Stop()
 		}
 	}
 	c.mu.Unlock()
 	for _, t := range due {
-		t.real.Stop()
 		t.fire()
 	}
 }

@@ -40,6 +40,7 @@ import (
 	"github.com/gateway/gateway/network/sim"
 	"github.com/gateway/gateway/network/whatsapp"
 	"github.com/gateway/gateway/persist"
+	"github.com/gateway/gateway/persist/natskv"
 	"github.com/gateway/gateway/web"
 )
 
@@ -78,18 +79,33 @@ func run(args []string, stdout, stderr io.Writer) error {
 
 // Interface guards: the adapters main wires into the core.
 var (
-	_ network.Network     = (*sim.Network)(nil)
-	_ httpapi.SimControls = (*sim.Network)(nil)
-	_ account.Store       = persist.Accounts{}
-	_ session.Records     = persist.Protections{}
-	_ session.Store       = persist.Sessions{}
-	_ engine.Store        = (*persist.Store)(nil)
+	_ network.Network      = (*sim.Network)(nil)
+	_ httpapi.SimControls  = (*sim.Network)(nil)
+	_ account.Store        = persist.Accounts{}
+	_ session.Records      = persist.Protections{}
+	_ engine.Protections   = persist.Protections{}
+	_ session.Store        = persist.Sessions{}
+	_ engine.Store         = (*persist.Store)(nil)
+	_ engine.Outbox        = (*persist.Outbox)(nil)
+	_ engine.SessionStore  = persist.Sessions{}
+	_ engine.CampaignStore = (*persist.Campaigns)(nil)
+	_ engine.ShopStore     = (*persist.Stores)(nil)
+	_ engine.InboxStore    = (*persist.Inbox)(nil)
+	_ engine.EventStore    = (*persist.Webhooks)(nil)
+	_ engine.Sealer        = (*persist.Sealer)(nil)
+	_ persist.Durable      = (*persist.Badger)(nil)
+	_ persist.Durable      = (*natskv.Store)(nil)
 )
 
 // config is every `gateway serve` flag (DESIGN.md section 6); each is also read from the
 // environment as GATEWAY_<NAME> (upper case, - → _). A flag given on the command line wins.
 type config struct {
 	addr, data, fsync, network, auth    string
+	store, natsURL, natsPrefix, nodeID  string
+	natsCreds, natsTLSCA                string
+	natsReplicas                        int
+	natsMaxBytes                        byteSize
+	leaseTTL                            time.Duration
 	oidcIssuer, oidcAudience            string
 	adminUIDs, plans, defaultPlan       string
 	publicURL, ecomAPIBase, ecomVersion string
@@ -132,6 +148,15 @@ func parseServe(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.addr, "addr", ":8080", "listen address")
 	fs.StringVar(&c.data, "data", "./data", "data directory (Badger at DATA/db, dev issuer key at DATA/dev-idp.pem)")
 	fs.StringVar(&c.fsync, "fsync", "batch", "batch: each group commit synced before replying; interval: synced every 100 ms")
+	fs.StringVar(&c.store, "store", "badger", "where the records live: badger (DATA/db) or nats (JetStream: --nats)")
+	fs.StringVar(&c.natsURL, "nats", "", "NATS servers, comma-separated (--store nats)")
+	fs.StringVar(&c.natsPrefix, "nats-prefix", "gateway", "starts every NATS subject and stream name of this gateway (several gateways may share a NATS server)")
+	fs.IntVar(&c.natsReplicas, "nats-replicas", 0, "replicas of the records stream (0 = 3 on a NATS cluster, else 1)")
+	fs.Var(&c.natsMaxBytes, "nats-max-bytes", "size bound of the records stream (bytes, or with KiB, MiB, GiB; 0 = the server's store limit): when it is full, writes answer 503 storage_unavailable")
+	fs.StringVar(&c.natsCreds, "nats-creds", "", "NATS credentials file")
+	fs.StringVar(&c.natsTLSCA, "nats-tls-ca", "", "CA certificate of the NATS servers' TLS")
+	fs.StringVar(&c.nodeID, "node-id", "", "this gateway's name in NATS leases (default: the host name)")
+	fs.DurationVar(&c.leaseTTL, "lease-ttl", 5*time.Second, "lifetime of the single-writer lease a --store nats gateway holds on its prefix (renewed every third of it)")
 	fs.StringVar(&c.network, "network", "sim", "messaging network: sim (embedded) or whatsapp")
 	fs.StringVar(&c.auth, "auth", "dev", "ID tokens: dev (embedded issuer) or oidc")
 	fs.StringVar(&c.oidcIssuer, "oidc-issuer", "", "OIDC issuer URL (Firebase: https://securetoken.google.com/<project>)")
@@ -210,6 +235,12 @@ func (c config) check() error {
 	switch {
 	case c.fsync != "batch" && c.fsync != "interval":
 		return fmt.Errorf("--fsync must be batch or interval")
+	case c.store != "badger" && c.store != "nats":
+		return fmt.Errorf("--store must be badger or nats")
+	case c.store == "nats" && c.natsURL == "":
+		return fmt.Errorf("--store nats needs --nats (the NATS servers' URLs)")
+	case c.store == "nats" && c.leaseTTL < 2*time.Second:
+		return fmt.Errorf("--lease-ttl must be at least 2s")
 	case c.network != "sim" && c.network != "whatsapp":
 		return fmt.Errorf("--network must be sim or whatsapp")
 	case c.whatsappStore != "" && !whatsapp.IsPostgresURL(c.whatsappStore):
@@ -287,7 +318,7 @@ func serve(args []string, stderr io.Writer) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- g.http.Serve(ln) }()
-	log.Info("gateway listening", "addr", ln.Addr().String(), "version", version, "auth", c.auth, "network", c.network, "data", c.data, "fsync", c.fsync)
+	log.Info("gateway listening", "addr", ln.Addr().String(), "version", version, "auth", c.auth, "network", c.network, "data", c.data, "store", c.store, "fsync", c.fsync)
 	if c.pprofAddr != "" {
 		go servePprof(c.pprofAddr, log)
 	}
@@ -302,6 +333,10 @@ func serve(args []string, stderr io.Writer) error {
 	case err := <-errc:
 		g.shutdown(c.shutdownTimeout)
 		return fmt.Errorf("serve: %w", err)
+	case <-g.lost:
+		// Another gateway took this NATS prefix: this one's state is stale; stop, never write.
+		g.shutdown(c.shutdownTimeout)
+		return fmt.Errorf("serve: lost the single-writer lease on NATS prefix %q to another gateway", c.natsPrefix)
 	}
 	g.shutdown(c.shutdownTimeout)
 	log.Info("stopped")
@@ -311,7 +346,8 @@ func serve(args []string, stderr io.Writer) error {
 // gateway is the wired application.
 type gateway struct {
 	log      *slog.Logger
-	kv       *persist.Badger
+	kv       persist.Durable // Badger in the data dir, or JetStream (--store nats)
+	lost     <-chan struct{} // closed when a --store nats gateway loses its lease (nil: never)
 	engine   *engine.Engine
 	events   *engine.Events // events out (webhooks)
 	net      network.Network
@@ -349,11 +385,8 @@ func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err err
 		return nil, err
 	}
 	g.issuer, g.verifier = issuer, verifier
-	g.kv, err = persist.OpenBadger(filepath.Join(c.data, "db"), persist.BadgerOptions{
-		Fsync: persist.Fsync(c.fsync), Logger: log.With("component", "badger"), MinFreeDisk: int64(c.minFreeDisk),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("open storage: %w", err)
+	if err := g.openStorage(ctx, c); err != nil {
+		return nil, err
 	}
 	if err := g.openNetwork(c); err != nil {
 		return nil, err
@@ -375,11 +408,14 @@ func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err err
 			}, func() float64 { d, _ := whatsapp.LibraryAgeDays(time.Now()); return d }))
 		}
 	}
-	if g.events, err = newEvents(ctx, c, g.kv, reg, engine.NewSecretBox(stores.Sealer), log); err != nil {
+	// Every typed store on the one KV; each part of the core gets the ones it uses, as the
+	// interfaces it declares.
+	recs := persist.NewRecords(g.kv)
+	if g.events, err = newEvents(ctx, c, recs.Webhooks, reg, engine.NewSecretBox(stores.Sealer), log); err != nil {
 		return nil, err
 	}
 	g.engine, err = engine.New(engine.Config{
-		Store: persist.NewStore(g.kv), Logger: log.With("component", "engine"), Plans: plans,
+		Store: recs.Store, Records: engineRecords(recs), Logger: log.With("component", "engine"), Plans: plans,
 		DefaultPlan: c.defaultPlan, AdminUIDs: strings.Split(c.adminUIDs, ","), DevRoles: c.auth == "dev",
 		Network: g.net, Stores: stores, Now: c.now, AfterFunc: c.afterFunc, Pacing: c.pacing(), BootWindow: c.bootWindowOrDefault(),
 		Events: g.events,
@@ -429,14 +465,14 @@ func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err err
 // the last stop or crash. Webhook URLs pass the media address checks unless
 // --webhook-allow-private.
 // Signing secrets are sealed at rest with the key of the store credentials.
-func newEvents(ctx context.Context, c config, kv persist.KV, reg prometheus.Registerer, secrets engine.SecretBox, log *slog.Logger) (*engine.Events, error) {
+func newEvents(ctx context.Context, c config, store engine.EventStore, reg prometheus.Registerer, secrets engine.SecretBox, log *slog.Logger) (*engine.Events, error) {
 	hw, err := actor.NewEngine(actor.NewEngineConfig())
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
 	guard := media.Guard{AllowPrivate: c.webhookAllowPrivate}
 	ev, err := engine.NewEvents(engine.EventsConfig{
-		Store: persist.NewWebhooks(kv), Actors: hw, Log: log.With("component", "events"), Metrics: reg,
+		Store: store, Actors: hw, Log: log.With("component", "events"), Metrics: reg,
 		Poster: webhook.NewHTTPPoster(guard.Dialer(5*time.Second), webhook.Timeout, 0), Guard: guard, Secrets: secrets,
 	})
 	if err != nil {
@@ -446,6 +482,12 @@ func newEvents(ctx context.Context, c config, kv persist.KV, reg prometheus.Regi
 		return nil, err
 	}
 	return ev, nil
+}
+
+// engineRecords hands persist's typed stores to the engine as the interfaces it declares.
+func engineRecords(r *persist.Records) engine.Records {
+	return engine.Records{Outbox: r.Outbox, Accounts: r.Accounts, Sessions: r.Sessions, Protections: r.Protections,
+		Campaigns: r.Campaigns, Shops: r.Stores, Inbox: r.Inbox}
 }
 
 // storeConfig is the store integration's configuration: the store-platform client, the app
@@ -489,6 +531,36 @@ func (g *gateway) shutdown(timeout time.Duration) {
 		g.events = nil
 	}
 	g.close()
+}
+
+// openStorage opens the records store: Badger in DATA/db, or the records stream on NATS
+// JetStream under the single-writer lease of --nats-prefix (README: NATS).
+func (g *gateway) openStorage(ctx context.Context, c config) error {
+	if c.store != "nats" {
+		b, err := persist.OpenBadger(filepath.Join(c.data, "db"), persist.BadgerOptions{
+			Fsync: persist.Fsync(c.fsync), Logger: g.log.With("component", "badger"), MinFreeDisk: int64(c.minFreeDisk),
+		})
+		if err != nil {
+			return fmt.Errorf("open storage: %w", err)
+		}
+		g.kv = b
+		return nil
+	}
+	s, err := natskv.Open(ctx, natskv.Options{
+		URL: c.natsURL, Prefix: c.natsPrefix, Replicas: c.natsReplicas, MaxBytes: int64(c.natsMaxBytes),
+		Creds: c.natsCreds, TLSCA: c.natsTLSCA, NodeID: c.nodeID, LeaseTTL: c.leaseTTL,
+		Logger: g.log.With("component", "nats"),
+	})
+	if err != nil {
+		return fmt.Errorf("open storage: %w", err)
+	}
+	g.kv, g.lost = s, s.Lost()
+	// An accepted media message is stored whole (base64 in its outbox record): the server must
+	// take a message that large, or such sends would fail after being accepted.
+	if need := c.mediaMaxBytes*4/3 + 64<<10; need > int64(s.MaxValue()) {
+		return fmt.Errorf("--media-max-bytes %d needs NATS messages of %d bytes, the server takes %d: raise max_payload in the NATS configuration (README: NATS) or lower --media-max-bytes", c.mediaMaxBytes, need, s.MaxValue())
+	}
+	return nil
 }
 
 // executable tells whether path (or a name on PATH) is a program.

@@ -31,13 +31,22 @@ func TestStartupFailuresExit1(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	second := struct {
+		name  string
+		args  []string
+		env   string
+		cause string
+	}{"second gateway on the same data dir", []string{"--data", held}, "", "Another process is using this Badger database"}
+	if testStore == "nats" {
+		second.name, second.args, second.cause = "second gateway on the same NATS prefix", storeArgs(held, nil), "another gateway holds this NATS prefix"
+	}
 	for _, tc := range []struct {
 		name  string
 		args  []string
 		env   string
 		cause string
 	}{
-		{"second gateway on the same data dir", []string{"--data", held}, "", "Another process is using this Badger database"},
+		second,
 		{"missing --plans file", []string{"--plans", "/nonexistent/plans.json"}, "", "plans: open /nonexistent/plans.json"},
 		{"short GATEWAY_SECRET_KEY", nil, "GATEWAY_SECRET_KEY=c2hvcnQ=", "GATEWAY_SECRET_KEY: the secret key must be 32 bytes"},
 		{"unwritable --data", []string{"--data", filepath.Join(file, "data")}, "", "data dir: mkdir " + file + ": not a directory"},
@@ -245,7 +254,7 @@ func TestFullDiskProcess(t *testing.T) {
 		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", data).Run() })
-	p := startProc(t, data, "--min-free-disk", "32MiB")
+	p := startProc(t, data, "--store", "badger", "--min-free-disk", "32MiB") // Badger's full disk; JetStream's: TestNATSFullStream
 	t.Cleanup(func() {
 		if t.Failed() {
 			p.mu.Lock()

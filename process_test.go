@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -21,14 +22,19 @@ import (
 	"github.com/gateway/gateway/identity"
 )
 
-// builtBinary is a build of the gateway made once per test run.
+// builtBinary is a build made once per test run: the gateway (pkg ""), or another main package
+// of the module's dependencies (nats-server).
 type builtBinary struct {
-	once sync.Once
-	path string
-	err  error
+	pkg, name string
+	once      sync.Once
+	path      string
+	err       error
 }
 
-var plainBinary builtBinary
+var (
+	plainBinary builtBinary
+	natsBinary  = builtBinary{pkg: "github.com/nats-io/nats-server/v2", name: "nats-server"}
+)
 
 // gatewayBinary builds the gateway once per test run.
 func gatewayBinary(t testing.TB) string {
@@ -38,20 +44,21 @@ func gatewayBinary(t testing.TB) string {
 	return plainBinary.get(t, "-trimpath")
 }
 
-// get builds the gateway with extra go build flags (once) and returns its path.
+// get builds the binary with extra go build flags (once) and returns its path.
 func (b *builtBinary) get(t testing.TB, flags ...string) string {
 	t.Helper()
 	b.once.Do(func() {
-		dir, err := os.MkdirTemp("", "gateway-bin-")
+		pkg, name := cmp.Or(b.pkg, "."), cmp.Or(b.name, "gateway")
+		dir, err := os.MkdirTemp("", name+"-bin-")
 		if err != nil {
 			b.err = err
 			return
 		}
-		b.path = filepath.Join(dir, "gateway")
-		cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", b.path, ".")...)
+		b.path = filepath.Join(dir, name)
+		cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", b.path, pkg)...)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("go build: %v\n%s", err, out)
+			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 		}
 	})
 	if b.err != nil {
@@ -87,6 +94,7 @@ func startProc(t testing.TB, data string, args ...string) *proc {
 func startProcBin(t testing.TB, bin, data string, args ...string) *proc {
 	t.Helper()
 	addr := freeAddr(t)
+	args = append(args, storeArgs(data, args)...)
 	cmd := exec.Command(bin, append([]string{"serve", "--data", data, "--addr", addr, "--log-requests=false"}, args...)...)
 	p := &proc{cmd: cmd, url: "http://" + addr, stderr: &strings.Builder{}, mu: &sync.Mutex{}}
 	pr, pw := io.Pipe()

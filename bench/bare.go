@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -22,6 +23,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/gateway/gateway/persist"
+	"github.com/gateway/gateway/persist/natskv"
 )
 
 // The bare server is the ceiling each case is measured against: fasthttp with the gateway's
@@ -41,7 +43,8 @@ type bareResponse struct {
 	Headers [][2]string `json:"headers"`
 	Body    string      `json:"body"`
 	// Commit, "batch" or "interval", makes each request on Path wait for one Badger commit
-	// with that fsync mode before the answer; "" answers at once.
+	// with that fsync mode before the answer; "nats" for one commit to the records stream on
+	// the bare server's --nats (the gateway's own natskv store); "" answers at once.
 	Commit string `json:"commit,omitempty"`
 }
 
@@ -63,7 +66,8 @@ type bareServer struct {
 	// mode has its own store, tmp/<mode>, opened once.
 	parent  string
 	tmp     string
-	stores  map[string]*persist.Badger
+	nats    string // the NATS URL of the "nats" floor
+	stores  map[string]persist.KV
 	closed  bool
 	seq     atomic.Uint64 // the floor's keys
 	commits atomic.Int64  // floor commits that succeeded
@@ -73,11 +77,11 @@ type bareAnswer struct {
 	status  int
 	headers [][2]string
 	body    []byte
-	store   *persist.Badger // nil: no commit before the answer
+	store   persist.KV // nil: no commit before the answer
 }
 
-func newBareServer(parent string) *bareServer {
-	b := &bareServer{parent: parent, stores: map[string]*persist.Badger{}}
+func newBareServer(parent, nats string) *bareServer {
+	b := &bareServer{parent: parent, nats: nats, stores: map[string]persist.KV{}}
 	b.routes.Store(&map[string]*bareAnswer{})
 	return b
 }
@@ -105,13 +109,20 @@ func (b *bareServer) set(r bareResponse) error {
 // store returns the Badger of an fsync mode, opening it on first use (b.mu held). Options are
 // persist's defaults, as the gateway's: one writer, the same memtables and caches; the
 // free-space watcher runs as in the gateway (its floor only matters on a full disk).
-func (b *bareServer) store(mode string) (*persist.Badger, error) {
+func (b *bareServer) store(mode string) (persist.KV, error) {
 	if s := b.stores[mode]; s != nil {
 		return s, nil
 	}
 	switch {
 	case b.closed:
 		return nil, persist.ErrClosed
+	case mode == "nats" && b.nats != "":
+		s, err := natskv.Open(context.Background(), natskv.Options{URL: b.nats, Prefix: "benchfloor"})
+		if err != nil {
+			return nil, err
+		}
+		b.stores[mode] = s
+		return s, nil
 	case mode != string(persist.FsyncBatch) && mode != string(persist.FsyncInterval):
 		return nil, fmt.Errorf("commit %q: want %q or %q", mode, persist.FsyncBatch, persist.FsyncInterval)
 	}
@@ -148,7 +159,7 @@ func (b *bareServer) close() error {
 }
 
 // commit makes the floor's one durable write of a request: its body under a new key.
-func (b *bareServer) commit(ctx *fasthttp.RequestCtx, s *persist.Badger) error {
+func (b *bareServer) commit(ctx *fasthttp.RequestCtx, s persist.KV) error {
 	key := binary.BigEndian.AppendUint64(append(make([]byte, 0, len(floorKeyPrefix)+8), floorKeyPrefix...), b.seq.Add(1))
 	if err := s.Commit(ctx, persist.Op{Key: key, Value: ctx.PostBody()}); err != nil {
 		return err
@@ -207,6 +218,7 @@ func bareMain(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:0", "listen address")
 	tmp := fs.String("tmp", "", "where the floor's temporary store directory is made (default: the system's temp dir); put it on the gateway's file system")
+	nats := fs.String("nats", "", "NATS URL of the JetStream floor (commit mode \"nats\")")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -214,7 +226,7 @@ func bareMain(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	b := newBareServer(*tmp)
+	b := newBareServer(*tmp, *nats)
 	srv := b.server()
 	fmt.Fprintf(stdout, "listening %s\n", ln.Addr())
 	stdin := make(chan struct{})
@@ -249,12 +261,12 @@ type bareProc struct {
 // startBare re-executes this binary as the bare server (roleEnv makes that work for the test
 // binary too) and reads its address. tmp is where its floor stores go ("" = the system's temp
 // dir): the harness passes its work dir, so the floor writes to the gateway's file system.
-func startBare(tmp string) (*bareProc, error) {
+func startBare(tmp, nats string) (*bareProc, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, "--addr", "127.0.0.1:0", "--tmp", tmp)
+	cmd := exec.Command(exe, "--addr", "127.0.0.1:0", "--tmp", tmp, "--nats", nats)
 	cmd.Env = append(os.Environ(), roleEnv+"=bare")
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -61,7 +62,9 @@ func startGateway(ctx context.Context, s gatewaySpec) (*gatewayProc, time.Durati
 	}, s.extra...)
 	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), s.env...)
+	// The store is the phase's (--store flags in s.extra), never the caller's GATEWAY_STORE.
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GATEWAY_STORE=") })
+	cmd.Env = append(env, s.env...)
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, 0, fmt.Errorf("start gateway: %w", err)

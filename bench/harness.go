@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/gateway/gateway/persist/natstest"
 )
 
 // harness runs the cases of one `bench run` against one gateway at a time and the bare server.
@@ -33,7 +35,18 @@ func runBench(ctx context.Context, o runOptions, out io.Writer) error {
 		return err
 	}
 	defer cleanup()
-	bare, err := startBare(work)
+	natsURL := ""
+	if slices.Contains(o.stores, "nats") {
+		// A real NATS server with JetStream, embedded in this process, its store in the work
+		// dir (on the gateway's file system, like Badger's).
+		srv, err := natstest.Run(natstest.Options{Dir: filepath.Join(work, "nats")})
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		natsURL = srv.URL
+	}
+	bare, err := startBare(work, natsURL)
 	if err != nil {
 		return err
 	}
@@ -55,10 +68,22 @@ func runBench(ctx context.Context, o runOptions, out io.Writer) error {
 		"rate_fraction": o.rateFraction, "users": o.users, "cases": o.cases, "fsync": o.fsync,
 	}
 	fmt.Fprintf(out, "gateway %s; %s (load average %s); %d users; %v per case after %v warm-up\n", h.rep.Gateway, h.rep.Machine, h.rep.Machine.Load, o.users, o.duration, o.warmup)
-	for i, mode := range o.fsync {
-		if err := h.phase(ctx, work, mode, i == 0); err != nil {
-			h.rep.fail(fmt.Sprintf("fsync=%s: %v", mode, err))
-			fmt.Fprintf(out, "\nFAILED fsync=%s: %v\n", mode, err)
+	var phases []phaseSpec
+	if slices.Contains(o.stores, "badger") {
+		for i, mode := range o.fsync {
+			phases = append(phases, phaseSpec{name: "fsync=" + mode, fsync: mode, all: i == 0, sweep: i == 0})
+		}
+	}
+	if natsURL != "" {
+		// Every case again with the records on JetStream, beside Badger's; the floor is one
+		// commit per request to a records stream on the same server.
+		phases = append(phases, phaseSpec{name: "store=nats", fsync: "batch", floor: "nats", all: true,
+			extra: []string{"--store", "nats", "--nats", natsURL, "--nats-prefix", "bench"}})
+	}
+	for _, ph := range phases {
+		if err := h.phase(ctx, work, ph); err != nil {
+			h.rep.fail(fmt.Sprintf("%s: %v", ph.name, err))
+			fmt.Fprintf(out, "\nFAILED %s: %v\n", ph.name, err)
 		}
 		if ctx.Err() != nil {
 			break
@@ -86,21 +111,36 @@ func runBench(ctx context.Context, o runOptions, out io.Writer) error {
 	return ctx.Err()
 }
 
-// phase starts a gateway with the fsync mode, provisions it and runs its share of the cases.
-func (h *harness) phase(ctx context.Context, work, mode string, first bool) error {
+// phaseSpec is one gateway of a run: its fsync mode and store flags, the floor its durable
+// cases are measured against (the fsync mode, or "nats"), whether it runs every case (else the
+// send cases) and the sweep and fixed-rate run (else the send cases at the sweep's largest
+// count only).
+type phaseSpec struct {
+	name, fsync, floor string
+	extra              []string
+	all, sweep         bool
+}
+
+// phase starts a gateway as spec says, provisions it and runs its share of the cases.
+func (h *harness) phase(ctx context.Context, work string, spec phaseSpec) error {
+	first := spec.sweep
+	mode := strings.TrimPrefix(strings.TrimPrefix(spec.name, "fsync="), "store=")
 	ids := h.o.cases
-	if !first {
+	if !spec.all {
 		ids = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id != "send" && id != "send-idem" })
 		if len(ids) == 0 {
 			return nil
 		}
 	}
-	name := "fsync=" + mode
+	name := spec.name
 	data := dataDir(work, "gateway-"+mode)
 	logPath := data + ".log"
-	g, boot, err := startGateway(ctx, gatewaySpec{bin: h.o.gateway, data: data, log: logPath, fsync: mode})
+	g, boot, err := startGateway(ctx, gatewaySpec{bin: h.o.gateway, data: data, log: logPath, fsync: spec.fsync, extra: spec.extra})
 	if err != nil {
 		return err
+	}
+	if spec.floor != "" {
+		g.fsync = spec.floor
 	}
 	defer func() {
 		if _, err := g.stop(time.Minute); err != nil {

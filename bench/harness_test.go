@@ -35,7 +35,7 @@ func TestBareProcessReplaysCapturedAnswer(t *testing.T) {
 	}
 	captured.Path = "/api/v1/messages/send"
 
-	bare, err := startBare("")
+	bare, err := startBare("", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestLiveScrapeKeepsTheHeapAfterACollection(t *testing.T) {
 // the canned answer; other paths write nothing; the floor's directory goes with close.
 func TestBareCommitRouteWritesOneKeyPerRequest(t *testing.T) {
 	parent := t.TempDir()
-	b := newBareServer(parent)
+	b := newBareServer(parent, "")
 	defer b.close()
 	for _, r := range []bareResponse{
 		{Path: "/send", Status: 202, Body: `{"ok":true}`, Commit: "batch"},
@@ -271,7 +271,7 @@ func TestBareCommitRouteWritesOneKeyPerRequest(t *testing.T) {
 // The bare process counts its floor commits and removes its floor directory when it stops.
 func TestBareProcessCommitsAndCleansUp(t *testing.T) {
 	parent := t.TempDir()
-	bare, err := startBare(parent)
+	bare, err := startBare(parent, "")
 	if err != nil {
 		t.Fatal(err)
 	}

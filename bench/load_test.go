@@ -36,7 +36,7 @@ func serve(t *testing.T, handler fasthttp.RequestHandler) string {
 // serveBare runs an in-process bare server answering path with body.
 func serveBare(t *testing.T, path string, status int, body string) string {
 	t.Helper()
-	b := newBareServer("")
+	b := newBareServer("", "")
 	if path != "" {
 		if err := b.set(bareResponse{Path: path, Status: status, Body: body, Headers: [][2]string{{"Content-Type", "application/json"}}}); err != nil {
 			t.Fatal(err)

@@ -21,6 +21,7 @@ type runOptions struct {
 	users        int
 	cases        []string
 	fsync        []string
+	stores       []string
 	timeout      time.Duration
 	settle       time.Duration
 	results      string
@@ -32,7 +33,7 @@ type runOptions struct {
 
 func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 	var o runOptions
-	var sweep, cases, fsync string
+	var sweep, cases, fsync, stores string
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.gateway, "gateway", "bin/gateway", "gateway binary to start")
@@ -45,6 +46,7 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 	fs.IntVar(&o.users, "users", 100, "users, each with a linked sim session and an API key (quick: 20)")
 	fs.StringVar(&cases, "cases", strings.Join(caseIDs(), ","), "cases to run")
 	fs.StringVar(&fsync, "fsync", "batch,interval", "gateway --fsync modes, one gateway each; all cases run under the first, the send cases under the others")
+	fs.StringVar(&stores, "store", "badger", "record stores, one gateway phase each: badger (one per --fsync mode), nats (every case on JetStream, an embedded server; no targets yet)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "per-request timeout (a timeout is an error)")
 	fs.DurationVar(&o.settle, "settle", 500*time.Millisecond, "before each measurement, wait (up to 30s) for a window this long in which the gateway uses under 10% of a core (0 = don't wait; quick: 200ms)")
 	fs.StringVar(&o.results, "results", "bench/results", "directory for <UTC date>.json (empty = none; quick: none unless given)")
@@ -76,6 +78,15 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 		if caseByID(id) == nil {
 			return o, fmt.Errorf("--cases: unknown case %q (known: %s)", id, strings.Join(caseIDs(), ", "))
 		}
+	}
+	o.stores = splitList(stores)
+	for _, st := range o.stores {
+		if st != "badger" && st != "nats" {
+			return o, fmt.Errorf("--store: %q is not badger or nats", st)
+		}
+	}
+	if len(o.stores) == 0 {
+		return o, fmt.Errorf("--store: at least one store")
 	}
 	o.fsync = splitList(fsync)
 	for _, m := range o.fsync {

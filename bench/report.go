@@ -220,10 +220,15 @@ func (r *result) otherCPU() float64 {
 }
 
 // fsyncOf is the fsync mode of a result's phase.
-func fsyncOf(r *result) string { return strings.TrimPrefix(r.Phase, "fsync=") }
+func fsyncOf(r *result) string {
+	return strings.TrimPrefix(strings.TrimPrefix(r.Phase, "fsync="), "store=")
+}
 
 // floorWords says what the floor does per request under an fsync mode.
 func floorWords(mode string) string {
+	if mode == "nats" {
+		return "one JetStream commit per request"
+	}
 	if mode == "interval" {
 		return "one commit per request, synced every 100 ms"
 	}

@@ -7,7 +7,6 @@ import (
 	"github.com/anthdm/hollywood/actor"
 
 	"github.com/gateway/gateway/actors/account"
-	"github.com/gateway/gateway/persist"
 )
 
 // Reservation is monthly allowance held for messages that have no outcome yet: the one owner
@@ -110,5 +109,3 @@ func (ms *Messages) Allowance(ctx context.Context, uid string) (account.Result, 
 func (ms *Messages) setLimit(uid string, limit int64) {
 	ms.e.hw.Send(ms.account(uid), account.SetLimit{Limit: limit})
 }
-
-var _ account.Store = persist.Accounts{}

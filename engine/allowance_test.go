@@ -13,7 +13,7 @@ import (
 // however often: the one owner of the monthly count.
 func TestReservationSettlesEachUnitOnce(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	e := newTestEngine(t, persist.NewStore(persist.NewMemory()), clk, Plans{"free": {RateLimit: 0, MonthlyMessages: 10}})
+	e := newTestEngine(t, persist.NewRecords(persist.NewMemory()), clk, Plans{"free": {RateLimit: 0, MonthlyMessages: 10}})
 	defer e.Stop(context.Background())
 	ctx := context.Background()
 	if _, err := e.Users.Create(ctx, NewUser{ID: "alice"}); err != nil {
@@ -63,19 +63,19 @@ func TestKeyBlockScalesWithCap(t *testing.T) {
 		block int64
 	}{{300, 3}, {50, 1}, {100000, 10}, {0, 10}} {
 		clk := &clock{t: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)}
-		store := persist.NewStore(persist.NewMemory())
+		store := persist.NewRecords(persist.NewMemory())
 		e := newTestEngine(t, store, clk, Plans{"free": {RateLimit: tc.limit, MonthlyMessages: 10}})
 		raw := []byte(setupKey(t, e, nil))
 		if r := authz(e, raw, ""); r.Err != nil {
 			t.Fatal(r.Err)
 		}
 		waitUntil(t, 2*time.Second, "a mark", func() bool {
-			keys, _ := store.ListKeys()
-			u, _ := store.GetKeyUsage(keys[0].ID)
+			keys, _ := store.Store.ListKeys()
+			u, _ := store.Store.GetKeyUsage(keys[0].ID)
 			return u.DayMark > 0
 		})
-		keys, _ := store.ListKeys()
-		u, _ := store.GetKeyUsage(keys[0].ID)
+		keys, _ := store.Store.ListKeys()
+		u, _ := store.Store.GetKeyUsage(keys[0].ID)
 		// The first call reserved one block ahead of the call it covers.
 		if u.DayMark > 1+tc.block || u.DayMark < 1 {
 			t.Errorf("cap %d: mark %d after one call, want at most 1+%d", tc.limit, u.DayMark, tc.block)

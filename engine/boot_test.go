@@ -17,7 +17,7 @@ import (
 // Linked sessions reconnect at boot spread over the boot window, not all at once.
 func TestBootReconnectsSpreadOverTheWindow(t *testing.T) {
 	const n, window = 200, 2 * time.Second
-	store := persist.NewStore(persist.NewMemory())
+	store := persist.NewRecords(persist.NewMemory())
 	dir := t.TempDir()
 	open := func(autopair time.Duration) *sim.Network {
 		net, err := sim.Open(sim.Options{Dir: dir, AutoPair: autopair})
@@ -28,7 +28,7 @@ func TestBootReconnectsSpreadOverTheWindow(t *testing.T) {
 	}
 	newEngine := func(net *sim.Network, boot time.Duration) *Engine {
 		e, err := New(Config{
-			Store: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Store: store.Store, Records: recordsOf(store), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Plans: Plans{"unlimited": {}}, DefaultPlan: "unlimited", Network: net, BootWindow: boot,
 		})
 		if err != nil {

@@ -17,7 +17,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/gateway/gateway/actors/campaign"
-	"github.com/gateway/gateway/persist"
 )
 
 // ErrCampaignNotFound: no campaign with this id for this user.
@@ -30,12 +29,12 @@ var ErrCampaignNotFound = domain.ErrCampaignNotFound
 type Campaigns struct {
 	e     *Engine
 	idx   registry[string, *campaignEntry]
-	store *persist.Campaigns
+	store CampaignStore
 	late  lateness // the campaign timers' lateness (campaign.Observer)
 }
 
 func newCampaigns(e *Engine) *Campaigns {
-	c := &Campaigns{e: e, store: persist.NewCampaigns(e.cfg.Store.KV())}
+	c := &Campaigns{e: e, store: e.cfg.Records.Campaigns}
 	c.idx.init()
 	return c
 }
@@ -87,16 +86,12 @@ func (c *Campaigns) Start(ctx context.Context, r CampaignRequest) (domain.Campai
 		Numbers: r.Numbers, Delay: r.Delay, Status: domain.CampaignQueued, Granted: int(res.Granted()),
 		CreatedAt: now, UpdatedAt: now,
 	}
-	var extra []persist.Op
+	var idemID string
+	var idem IdemRecord
 	if r.Idem != nil {
-		op, err := c.e.Messages.msgs.outbox.IdemOp(r.Idem.ID(), IdemRecord{BodyHash: r.Idem.BodyHash, CampaignID: st.ID})
-		if err != nil {
-			res.Release()
-			return domain.Campaign{}, err
-		}
-		extra = append(extra, op)
+		idemID, idem = r.Idem.ID(), IdemRecord{BodyHash: r.Idem.BodyHash, CampaignID: st.ID}
 	}
-	if err := c.store.Save(ctx, st, nil, false, extra...); err != nil {
+	if err := c.store.Accept(ctx, st, idemID, idem); err != nil {
 		res.Release()
 		return domain.Campaign{}, fmt.Errorf("%w: save campaign: %v", ErrUnavailable, err)
 	}
@@ -198,7 +193,6 @@ func (v campaignViews) Publish(s domain.Campaign) {
 
 // Interface guards.
 var (
-	_ campaign.Store     = (*persist.Campaigns)(nil)
 	_ campaign.Numbers   = campaignNumbers{}
 	_ campaign.Sender    = campaignSender{}
 	_ campaign.Outbox    = campaignSender{}

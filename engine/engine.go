@@ -26,8 +26,11 @@
 // order; Stop stops them in the order that loses nothing. Every kind of actor is found through
 // one generic registry (registry.go); the package's locks and their order are in LOCKS.md.
 //
+// Storage arrives as typed stores declared here (records.go), built by main: the engine never
+// sees the KV underneath.
+//
 // Imports: actors/* (one package per actor kind, whose interfaces the engine implements),
-// domain, persist, network (the port), ecom, media, hollywood; never httpapi or identity.
+// domain, network (the port), ecom, media, hollywood; never persist, httpapi or identity.
 package engine
 
 import (
@@ -41,29 +44,17 @@ import (
 
 	"github.com/anthdm/hollywood/actor"
 
-	"github.com/gateway/gateway/actors/key"
 	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
-	"github.com/gateway/gateway/persist"
 )
-
-// Store is what the engine needs from storage.
-type Store interface {
-	key.Store
-	GetUser(id string) (persist.User, error)
-	PutUser(ctx context.Context, u persist.User) error
-	ListUsers() ([]persist.User, error)
-	ListKeys() ([]persist.APIKey, error)
-	KV() persist.KV
-}
-
-// Interface guards.
-var _ Store = (*persist.Store)(nil)
 
 // Config is everything the engine is built from; main constructs it.
 type Config struct {
+	// Store and Records are every typed store the engine works on (records.go); main builds
+	// them on one KV.
 	Store       Store
+	Records     Records
 	Logger      *slog.Logger
 	Plans       Plans
 	DefaultPlan string
@@ -158,12 +149,12 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger, hw: hw}
 	if cfg.Events != nil {
-		e.pub = newPublisher(cfg.Events, cfg.Store.KV(), e.log)
+		e.pub = newPublisher(cfg.Events, e.log)
 	}
 	e.Users = newUsers(e, cfg.AdminUIDs)
 	e.Keys = newKeys(e)
 	e.Sessions = newSessions(e)
-	e.Messages = &Messages{e: e, msgs: newMessages(e, persist.NewOutbox(cfg.Store.KV())), accountTable: persist.NewAccounts(cfg.Store.KV())}
+	e.Messages = &Messages{e: e, msgs: newMessages(e, cfg.Records.Outbox), accountTable: cfg.Records.Accounts}
 	e.Messages.accounts.init()
 	e.Campaigns = newCampaigns(e)
 	e.Stores = newStores(e)

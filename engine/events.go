@@ -27,7 +27,6 @@ import (
 	"github.com/gateway/gateway/actors/webhook"
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/media"
-	"github.com/gateway/gateway/persist"
 )
 
 // Events-out errors (to move into domain/errors.go with their codes).
@@ -50,7 +49,6 @@ type EventStore interface {
 	ListSubscriptions() ([]domain.WebhookSubscription, error)
 	DeleteSubscription(ctx context.Context, id string) error
 	Enqueue(ctx context.Context, ds []domain.WebhookDelivery) error
-	EnqueueOps(ds []domain.WebhookDelivery) ([]persist.Op, error)
 	QueueHeads() (pending map[string]int, maxSeq uint64, err error)
 	Attempts(subID string) ([]domain.WebhookAttempt, error)
 	SaveInbound(ctx context.Context, m domain.InboundMessage, ds []domain.WebhookDelivery) error
@@ -64,11 +62,7 @@ type URLGuard interface {
 }
 
 // Interface guards.
-var (
-	_ EventStore    = (*persist.Webhooks)(nil)
-	_ URLGuard      = media.Guard{}
-	_ webhook.Store = (*persist.Webhooks)(nil)
-)
+var _ URLGuard = media.Guard{}
 
 // EventsConfig is what the events facet is built from.
 type EventsConfig struct {
@@ -98,9 +92,9 @@ type SecretBox interface {
 
 // NewSecretBox seals with the store credentials' sealer (the same key and key file). A secret
 // stored in clear (whsec_...) opens as itself.
-func NewSecretBox(s *persist.Sealer) SecretBox { return secretBox{s} }
+func NewSecretBox(s Sealer) SecretBox { return secretBox{s} }
 
-type secretBox struct{ s *persist.Sealer }
+type secretBox struct{ s Sealer }
 
 func (b secretBox) Seal(plain string) (string, error) { return b.s.Seal(plain) }
 

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/gateway/gateway/domain"
-	"github.com/gateway/gateway/persist"
 )
 
 // Publishing: events made ready for their subscriptions, committed, then handed on.
@@ -28,29 +27,37 @@ func (e *Events) Publish(ctx context.Context, uid string, ev domain.Event) error
 	return nil
 }
 
-// PreparedEvent is an event made ready for the caller's own commit (Prepare).
+// PreparedEvent is an event made ready for a batch commit (Prepare, then Commit).
 type PreparedEvent struct {
 	deliveries []domain.WebhookDelivery
-	ops        []persist.Op
 }
 
-// Ops are the writes that queue the event; empty when no subscription wants it.
-func (p PreparedEvent) Ops() []persist.Op { return p.ops }
+// Len is how many subscriptions take the event (0: none; committing it writes nothing).
+func (p PreparedEvent) Len() int { return len(p.deliveries) }
 
-// Prepare is Publish for a caller that commits the event together with the fact it reports
-// (an outbox entry's new status and its message.status event in one group commit): add Ops to
-// that commit, then call Committed once it is durable. An event prepared and never committed is
-// simply not sent.
+// Prepare is Publish for a caller that commits many events at once (the publisher): it fixes
+// the event's place in every subscription's order; Commit then writes a batch of them, and
+// Committed hands each on once it is durable. An event prepared and never committed is simply
+// not sent.
 func (e *Events) Prepare(uid string, ev domain.Event) (PreparedEvent, error) {
 	ds, err := e.deliveries(uid, ev)
 	if err != nil || len(ds) == 0 {
 		return PreparedEvent{}, err
 	}
-	ops, err := e.cfg.Store.EnqueueOps(ds)
-	if err != nil {
-		return PreparedEvent{}, fmt.Errorf("%w: %v", ErrValidation, err)
+	return PreparedEvent{deliveries: ds}, nil
+}
+
+// Commit queues prepared events durably, in order (their deliveries in as few commits as the
+// store takes).
+func (e *Events) Commit(ctx context.Context, ps []PreparedEvent) error {
+	var ds []domain.WebhookDelivery
+	for _, p := range ps {
+		ds = append(ds, p.deliveries...)
 	}
-	return PreparedEvent{deliveries: ds, ops: ops}, nil
+	if len(ds) == 0 {
+		return nil
+	}
+	return e.cfg.Store.Enqueue(ctx, ds)
 }
 
 // Committed hands a prepared event whose Ops were committed to its subscriptions' actors.

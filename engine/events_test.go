@@ -341,17 +341,16 @@ func TestPreparedEventGoesOutOnlyOnceCommitted(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, err := h.ev.Prepare("u1", domain.Event{Type: domain.EventMessageStatus, Data: domain.MessageStatusData{MessageID: "m1", Status: "sent"}})
-	if err != nil || len(p.Ops()) != 1 {
-		t.Fatalf("Prepare = %d ops, %v", len(p.Ops()), err)
+	if err != nil || p.Len() != 1 {
+		t.Fatalf("Prepare = %d deliveries, %v", p.Len(), err)
 	}
-	// The caller's own commit: its record and the event's ops together.
-	if err := kv.Commit(ctx, append(p.Ops(), persist.Op{Key: []byte("outbox/m1"), Value: []byte("sent")})...); err != nil {
+	if err := h.ev.Commit(ctx, []engine.PreparedEvent{p}); err != nil {
 		t.Fatal(err)
 	}
 	h.ev.Committed(p)
 	waitUntil(t, 5*time.Second, "the event", func() bool { return len(rcv.got()) == 1 })
-	if none, err := h.ev.Prepare("u2", domain.Event{Type: domain.EventMessageStatus}); err != nil || len(none.Ops()) != 0 {
-		t.Fatalf("a user without subscriptions: %d ops, %v", len(none.Ops()), err)
+	if none, err := h.ev.Prepare("u2", domain.Event{Type: domain.EventMessageStatus}); err != nil || none.Len() != 0 {
+		t.Fatalf("a user without subscriptions: %d deliveries, %v", none.Len(), err)
 	}
 }
 

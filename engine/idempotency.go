@@ -7,12 +7,11 @@ import (
 	"sync"
 
 	"github.com/gateway/gateway/domain"
-	"github.com/gateway/gateway/persist"
 	"github.com/google/uuid"
 )
 
 // IdempotencyTTL is how long a v1 POST's Idempotency-Key names what it made.
-const IdempotencyTTL = persist.IdempotencyTTL
+const IdempotencyTTL = domain.IdempotencyTTL
 
 // Idempotency errors.
 var (
@@ -20,8 +19,8 @@ var (
 	ErrIdempotencyMismatch = domain.ErrIdempotencyMismatch
 )
 
-// IdemRecord is what an Idempotency-Key stands for (persist.IdemRecord).
-type IdemRecord = persist.IdemRecord
+// IdemRecord is what an Idempotency-Key stands for (domain.IdemRecord).
+type IdemRecord = domain.IdemRecord
 
 // Idem is an Idempotency-Key in force for one request (DESIGN.md section 9): what the request
 // makes gets the id Derived, and the record is committed with it.
@@ -78,7 +77,7 @@ func (ms *Messages) BeginIdempotent(i Idem) (rec IdemRecord, found bool, release
 			return IdemRecord{}, false, nil, ErrIdempotencyMismatch
 		}
 		return rec, true, nil, nil
-	case !errors.Is(err, persist.ErrNotFound):
+	case !errors.Is(err, domain.ErrRecordNotFound):
 		release()
 		return IdemRecord{}, false, nil, fmt.Errorf("%w: idempotency: %v", ErrUnavailable, err)
 	}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/gateway/gateway/actors/key"
 	"github.com/gateway/gateway/domain"
-	"github.com/gateway/gateway/persist"
 )
 
 // Key format and scopes (SPEC.md section 2.1).
@@ -67,7 +66,7 @@ func (k *Keys) boot() (int, error) {
 // keyEntry is the registry entry of one key: its actor, the last record it published
 // (key.Publisher), and the SHA-256 of the raw key.
 type keyEntry struct {
-	actorRef[persist.APIKey]
+	actorRef[domain.APIKey]
 	hash [sha256.Size]byte
 }
 
@@ -119,7 +118,7 @@ func (x *keyIndex) ofOwner(uid string) []*keyEntry {
 }
 
 // spawn starts a key's actor from its record and registers it.
-func (k *Keys) spawn(rec persist.APIKey) *keyEntry {
+func (k *Keys) spawn(rec domain.APIKey) *keyEntry {
 	h, err := hex.DecodeString(rec.Hash)
 	ent := &keyEntry{}
 	if err == nil && len(h) == sha256.Size {
@@ -168,7 +167,7 @@ func (k *Keys) Create(ctx context.Context, r KeyRequest) (KeyView, string, error
 	}
 	raw := KeyPrefix + hex.EncodeToString(secret[:])
 	sum := sha256.Sum256([]byte(raw))
-	rec := persist.APIKey{
+	rec := domain.APIKey{
 		ID: uuid.NewString(), UserID: r.UserID, Name: r.Name,
 		Hash: hex.EncodeToString(sum[:]), Last4: raw[len(raw)-4:],
 		Status: StatusOn, Scopes: scopes, CreatedAt: k.e.now().UTC(), ExpiresAt: r.ExpiresAt,

@@ -24,7 +24,7 @@ type clock struct {
 func (c *clock) now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *clock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 
-func newTestEngine(t *testing.T, store *persist.Store, clk *clock, plans Plans) *Engine {
+func newTestEngine(t *testing.T, store *persist.Records, clk *clock, plans Plans) *Engine {
 	t.Helper()
 	net, err := sim.Open(sim.Options{Dir: t.TempDir()})
 	if err != nil {
@@ -32,7 +32,7 @@ func newTestEngine(t *testing.T, store *persist.Store, clk *clock, plans Plans) 
 	}
 	t.Cleanup(func() { net.Close() })
 	e, err := New(Config{
-		Store: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Plans: plans,
+		Store: store.Store, Records: recordsOf(store), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Plans: plans,
 		Now: clk.now, KeyBlock: 10, Network: net,
 	})
 	if err != nil {
@@ -56,7 +56,7 @@ func setupKey(t *testing.T, e *Engine, scopes []string) string {
 
 func TestAuthorizeScope(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	e := newTestEngine(t, persist.NewStore(persist.NewMemory()), clk, nil)
+	e := newTestEngine(t, persist.NewRecords(persist.NewMemory()), clk, nil)
 	defer e.Stop(context.Background())
 	raw := setupKey(t, e, []string{ScopeText})
 	if r := authz(e, []byte(raw), ScopeText); r.Err != nil {
@@ -79,7 +79,7 @@ func TestAuthorizeScope(t *testing.T) {
 func TestDailyCapRollsOverAtUTCMidnight(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 3, 1, 23, 59, 0, 0, time.UTC)}
 	plans := Plans{"free": {RateLimit: 3, MonthlyMessages: 10}}
-	e := newTestEngine(t, persist.NewStore(persist.NewMemory()), clk, plans)
+	e := newTestEngine(t, persist.NewRecords(persist.NewMemory()), clk, plans)
 	defer e.Stop(context.Background())
 	raw := []byte(setupKey(t, e, nil))
 	for i := 0; i < 3; i++ {
@@ -101,7 +101,7 @@ func TestDailyCapRollsOverAtUTCMidnight(t *testing.T) {
 // next engine resumes from them, never below what was granted, at most one block above.
 func TestCounterResumesFromMarkAfterCrash(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)}
-	store := persist.NewStore(persist.NewMemory())
+	store := persist.NewRecords(persist.NewMemory())
 	plans := Plans{"free": {RateLimit: 100, MonthlyMessages: 10}}
 	e1 := newTestEngine(t, store, clk, plans)
 	raw := []byte(setupKey(t, e1, nil))
@@ -113,8 +113,8 @@ func TestCounterResumesFromMarkAfterCrash(t *testing.T) {
 	// "Crash": e1 is abandoned, never stopped. Wait for its background reservation to land so the
 	// test is deterministic about which mark it resumes from.
 	waitUntil(t, 2*time.Second, "the mark to cover the grants", func() bool {
-		keys, _ := store.ListKeys()
-		u, _ := store.GetKeyUsage(keys[0].ID)
+		keys, _ := store.Store.ListKeys()
+		u, _ := store.Store.GetKeyUsage(keys[0].ID)
 		return u.DayMark >= 23 && u.CallsMark >= 23
 	})
 	e2 := newTestEngine(t, store, clk, plans)

@@ -12,9 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gateway/gateway/actors/account"
 	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/domain"
-	"github.com/gateway/gateway/persist"
 )
 
 // Send errors, re-exported.
@@ -35,7 +35,7 @@ type SendRequest struct {
 	Message domain.Message
 	// Idem, when IdemID is set, is committed with the outbox entry (Idempotency-Key).
 	IdemID string
-	Idem   persist.IdemRecord
+	Idem   domain.IdemRecord
 	// Reserved: the caller holds this message's allowance already (a campaign's batch).
 	Reserved *Reservation
 	// Wait is how long to wait for the network's outcome (0 = answer once queued).
@@ -49,7 +49,7 @@ type Messages struct {
 	e            *Engine
 	msgs         *messages
 	accounts     registry[string, *accountEntry]
-	accountTable persist.Accounts
+	accountTable account.Store
 	idem         idempotency
 }
 
@@ -58,7 +58,7 @@ type Messages struct {
 // each in-flight message's reservation and its waiters.
 type messages struct {
 	e      *Engine
-	outbox *persist.Outbox
+	outbox Outbox
 	shards [64]pendingShard
 	depth  atomic.Int64 // accepted, no network outcome yet (gateway_outbox_pending)
 }
@@ -85,7 +85,7 @@ type outcome struct {
 	err   error
 }
 
-func newMessages(e *Engine, o *persist.Outbox) *messages {
+func newMessages(e *Engine, o Outbox) *messages {
 	m := &messages{e: e, outbox: o}
 	for i := range m.shards {
 		m.shards[i].m = map[string]*pending{}
@@ -125,7 +125,7 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 				return domain.OutboxEntry{}, fmt.Errorf("%w: message id %s", ErrForbidden, r.Message.ID)
 			}
 			return m.wait(ctx, old, r.Wait)
-		} else if !errors.Is(err, persist.ErrNotFound) {
+		} else if !errors.Is(err, domain.ErrRecordNotFound) {
 			return domain.OutboxEntry{}, fmt.Errorf("%w: outbox: %v", ErrUnavailable, err)
 		}
 	} else {

@@ -2,18 +2,19 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
-	"github.com/gateway/gateway/persist"
 )
 
-// EventSink is where the core's events go (the Events facet): prepared for a commit the core
-// makes, then handed to their subscriptions once durable.
+// EventSink is where the core's events go (the Events facet): prepared, committed in batches,
+// then handed to their subscriptions once durable.
 type EventSink interface {
 	Prepare(uid string, ev domain.Event) (PreparedEvent, error)
+	Commit(ctx context.Context, ps []PreparedEvent) error
 	Committed(p PreparedEvent)
 	ReceiveMessage(ctx context.Context, m domain.InboundMessage) error
 }
@@ -28,7 +29,6 @@ var _ EventSink = (*Events)(nil)
 // events; the changes themselves are durable already).
 type publisher struct {
 	sink EventSink
-	kv   persist.KV
 	log  interface{ Warn(string, ...any) }
 	ch   chan pub
 	done chan struct{}
@@ -42,8 +42,8 @@ type pub struct {
 // publishBatch is the most events one commit carries.
 const publishBatch = 512
 
-func newPublisher(sink EventSink, kv persist.KV, log interface{ Warn(string, ...any) }) *publisher {
-	p := &publisher{sink: sink, kv: kv, log: log, ch: make(chan pub, 4096), done: make(chan struct{})}
+func newPublisher(sink EventSink, log interface{ Warn(string, ...any) }) *publisher {
+	p := &publisher{sink: sink, log: log, ch: make(chan pub, 4096), done: make(chan struct{})}
 	go p.run()
 	return p
 }
@@ -76,7 +76,6 @@ func (p *publisher) run() {
 				break more
 			}
 		}
-		var ops []persist.Op
 		preps := make([]PreparedEvent, 0, len(batch))
 		for _, b := range batch {
 			pe, err := p.sink.Prepare(b.uid, b.ev)
@@ -84,19 +83,20 @@ func (p *publisher) run() {
 				p.log.Warn("events: prepare", "type", b.ev.Type, "err", err)
 				continue
 			}
-			ops = append(ops, pe.Ops()...)
 			preps = append(preps, pe)
 		}
-		if len(ops) > 0 {
-			// Storage may be full or failing for a while: retry, in order, until it takes them.
-			for wait := 50 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
-				err := p.kv.Commit(context.Background(), ops...)
-				if err == nil {
-					break
-				}
-				p.log.Warn("events: commit", "events", len(preps), "err", err, "retry_in", wait)
-				time.Sleep(wait)
+		// Storage may be full or failing for a while: retry, in order, until it takes them.
+		for wait := 50 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+			err := p.sink.Commit(context.Background(), preps)
+			if err == nil {
+				break
 			}
+			if errors.Is(err, domain.ErrRecordInvalid) {
+				p.log.Warn("events: refused by storage, dropped", "events", len(preps), "err", err)
+				break
+			}
+			p.log.Warn("events: commit", "events", len(preps), "err", err, "retry_in", wait)
+			time.Sleep(wait)
 		}
 		for _, pe := range preps {
 			p.sink.Committed(pe)

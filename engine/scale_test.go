@@ -41,7 +41,7 @@ func TestCampaignTimerDrift(t *testing.T) {
 	}
 	defer net.Close()
 	e, err := New(Config{
-		Store: persist.NewStore(kv), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Store: persist.NewRecords(kv).Store, Records: recordsOf(persist.NewRecords(kv)), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Plans: Plans{"unlimited": {}}, DefaultPlan: "unlimited", Network: net,
 	})
 	if err != nil {

@@ -49,7 +49,7 @@ func BenchmarkSendPath(b *testing.B) {
 			}
 			defer net.Close()
 			e, err := New(Config{
-				Store: persist.NewStore(db), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+				Store: persist.NewRecords(db).Store, Records: recordsOf(persist.NewRecords(db)), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 				Plans: Plans{"unlimited": {}}, DefaultPlan: "unlimited", Network: net,
 			})
 			if err != nil {

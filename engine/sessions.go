@@ -15,7 +15,6 @@ import (
 	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
-	"github.com/gateway/gateway/persist"
 )
 
 // Session errors, re-exported.
@@ -33,14 +32,14 @@ const sessionActorKind = "session"
 type Sessions struct {
 	e       *Engine
 	idx     sessionIndex
-	table   persist.Sessions
-	records persist.Protections
+	table   SessionStore
+	records Protections
 	inbound session.Inbound // takes incoming messages (events out); nil drops them
 	create  sync.Mutex      // serialises the creation of a user's own session
 }
 
 func newSessions(e *Engine) *Sessions {
-	s := &Sessions{e: e, table: persist.NewSessions(e.cfg.Store.KV()), records: persist.NewProtections(e.cfg.Store.KV())}
+	s := &Sessions{e: e, table: e.cfg.Records.Sessions, records: e.cfg.Records.Protections}
 	if e.cfg.Events != nil {
 		s.inbound = inbound{sink: e.cfg.Events, log: e.log}
 	}

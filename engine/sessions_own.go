@@ -6,7 +6,6 @@ import (
 
 	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/domain"
-	"github.com/gateway/gateway/persist"
 )
 
 // A user's own session, as the dashboard and the client API see it: created on first use
@@ -24,7 +23,7 @@ func (s *Sessions) Status(uid string) domain.Session {
 }
 
 // own returns the user's session, creating one (assigned to them) when they have none.
-func (s *Sessions) own(ctx context.Context, u persist.User) (*sessionEntry, error) {
+func (s *Sessions) own(ctx context.Context, u domain.User) (*sessionEntry, error) {
 	if ent := s.idx.defaultOf(u.ID); ent != nil {
 		return ent, nil
 	}
@@ -46,7 +45,7 @@ func (s *Sessions) own(ctx context.Context, u persist.User) (*sessionEntry, erro
 
 // Start starts the user's session (creating it first if they have none): linking by QR
 // for an unlinked device, a reconnect for a linked one.
-func (s *Sessions) Start(ctx context.Context, u persist.User) (domain.Session, error) {
+func (s *Sessions) Start(ctx context.Context, u domain.User) (domain.Session, error) {
 	ent, err := s.own(ctx, u)
 	if err != nil {
 		return domain.Session{}, err
@@ -62,7 +61,7 @@ func (s *Sessions) Start(ctx context.Context, u persist.User) (domain.Session, e
 
 // QR returns the QR code text to show for the user's session, creating and starting the
 // session when needed; ErrAlreadyConnected when it is linked and connected.
-func (s *Sessions) QR(ctx context.Context, u persist.User) (domain.Session, error) {
+func (s *Sessions) QR(ctx context.Context, u domain.User) (domain.Session, error) {
 	ent, err := s.own(ctx, u)
 	if err != nil {
 		return domain.Session{}, err
@@ -77,7 +76,7 @@ func (s *Sessions) QR(ctx context.Context, u persist.User) (domain.Session, erro
 }
 
 // PairCode starts linking the user's session by phone number and returns the code.
-func (s *Sessions) PairCode(ctx context.Context, u persist.User, phone string) (domain.Session, string, error) {
+func (s *Sessions) PairCode(ctx context.Context, u domain.User, phone string) (domain.Session, string, error) {
 	ent, err := s.own(ctx, u)
 	if err != nil {
 		return domain.Session{}, "", err

@@ -9,8 +9,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/ecom"
-	"github.com/gateway/gateway/persist"
 )
 
 // Connecting and disconnecting a store: OAuth install, manual token, native webhooks and
@@ -25,7 +25,7 @@ func (st *Stores) OAuthInit(ctx context.Context, uid, shop, clientID, clientSecr
 	if !ok {
 		return "", "", fmt.Errorf("%w: %q; use <name>.myshopify.com", ErrInvalidShop, shop)
 	}
-	n := persist.OAuthNonce{UserID: uid, Shop: canonical, ClientID: strings.TrimSpace(clientID), CreatedAt: st.e.now().UTC()}
+	n := domain.OAuthNonce{UserID: uid, Shop: canonical, ClientID: strings.TrimSpace(clientID), CreatedAt: st.e.now().UTC()}
 	clientSecret = strings.TrimSpace(clientSecret)
 	switch {
 	case n.ClientID == "" && clientSecret == "":
@@ -95,11 +95,11 @@ func (st *Stores) OAuthCallback(ctx context.Context, q url.Values) (string, erro
 	uid, nonce := state[:i], state[i+3:]
 	n, err := s.records.Nonce(nonce)
 	switch {
-	case nonce == "" || errors.Is(err, persist.ErrNotFound):
+	case nonce == "" || errors.Is(err, domain.ErrRecordNotFound):
 		return fail(CallbackInvalidState, errors.New("unknown or expired state"))
 	case err != nil:
 		return fail(CallbackUnavailable, err)
-	case st.e.now().Sub(n.CreatedAt) > persist.OAuthNonceTTL:
+	case st.e.now().Sub(n.CreatedAt) > domain.OAuthNonceTTL:
 		return fail(CallbackInvalidState, errors.New("expired state"))
 	case n.UserID != uid || n.Shop != shop:
 		return fail(CallbackInvalidState, errors.New("the state was issued for another user or shop"))
@@ -314,28 +314,20 @@ func (st *Stores) save(ctx context.Context, rec StoreRecord, takeOver bool) erro
 	if sameShop != nil && sameShop.rec.UserID != rec.UserID && !takeOver {
 		return ErrStoreTaken
 	}
-	put, err := s.records.PutOp(rec)
-	if err != nil {
-		return err
-	}
-	ops := []persist.Op{put}
 	var dropped []*storeEntry
+	var remove, drop []string
 	if prevOfUser != nil && prevOfUser.rec.Shop != rec.Shop {
 		dropped = append(dropped, prevOfUser)
-		ops = append(ops, s.records.DeleteOp(prevOfUser.rec.Shop))
+		remove = append(remove, prevOfUser.rec.Shop)
 	}
 	if sameShop != nil && sameShop.rec.UserID != rec.UserID {
 		dropped = append(dropped, sameShop)
 	}
-	var removed int64
 	for _, d := range dropped {
-		more, n, err := s.inbox.ShopDataOps(d.rec.Shop)
-		if err != nil {
-			return fmt.Errorf("%w: %v", ErrUnavailable, err)
-		}
-		ops, removed = append(ops, more...), removed+n
+		drop = append(drop, d.rec.Shop)
 	}
-	if err := s.records.Commit(ctx, ops...); err != nil {
+	removed, err := s.records.Replace(ctx, &rec, remove, drop)
+	if err != nil {
 		return fmt.Errorf("%w: save store: %v", ErrUnavailable, err)
 	}
 	s.pending.Add(-removed)
@@ -379,12 +371,8 @@ func (st *Stores) Disconnect(ctx context.Context, uid string) error {
 		return fmt.Errorf("%w: no store is connected to this account", ErrStoreNotFound)
 	}
 	st.stopActor(ent)
-	ops, removed, err := s.inbox.ShopDataOps(ent.rec.Shop)
+	removed, err := s.records.Replace(ctx, nil, []string{ent.rec.Shop}, []string{ent.rec.Shop})
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	ops = append(ops, s.records.DeleteOp(ent.rec.Shop))
-	if err := s.records.Commit(ctx, ops...); err != nil {
 		return fmt.Errorf("%w: remove store: %v", ErrUnavailable, err)
 	}
 	s.pending.Add(-removed)

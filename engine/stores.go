@@ -17,7 +17,6 @@ import (
 	"github.com/gateway/gateway/actors/storeevents"
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/ecom"
-	"github.com/gateway/gateway/persist"
 )
 
 // Store integration (DESIGN.md section 3, flow 3): connected stores, their owners, message
@@ -79,9 +78,9 @@ type StoreConfig struct {
 	ClientID, ClientSecret string
 	// RequireSignature refuses webhooks of stores that have no signing secret.
 	RequireSignature bool
-	// Sealer seals credentials at rest (main loads its key); nil = a key that lives as long as
-	// the process (tests).
-	Sealer *persist.Sealer
+	// Sealer seals credentials at rest (main loads its key); nil refuses to seal or open, so
+	// no store can connect (tests that do not connect stores).
+	Sealer Sealer
 	// Retry policy of the storeevents actors (zero values: see storeevents.Deps).
 	BaseBackoff, MaxBackoff, SessionPoll, RetryWindow time.Duration
 }
@@ -95,7 +94,7 @@ type storeEntry struct {
 	token, clientSecret, hookSecret string
 	hookMACs, clientMACs            ecom.WebhookVerifier // keyed with the secrets, reused per request
 	openErr                         error                // the credentials did not open (key changed)
-	seq                             persist.InboxSeq
+	seq                             domain.InboxSeq
 	view                            atomic.Pointer[storeevents.View]
 	mu                              sync.Mutex // guards pid
 	pid                             *actor.PID
@@ -130,12 +129,12 @@ type storeService struct {
 	pub     *publisher // store.event (nil: events off)
 	cfg     StoreConfig
 	client  *ecom.Client
-	sealer  *persist.Sealer
+	sealer  Sealer
 	idx     storeIndex
 	workers workerCount
 
-	records *persist.Stores
-	inbox   *persist.Inbox
+	records ShopStore
+	inbox   InboxStore
 	tmplMu  sync.Mutex // serialises template read-modify-writes
 
 	inflight sync.Map // webhook_seen keys being committed right now
@@ -156,13 +155,12 @@ type Stores struct {
 
 func newStores(e *Engine) *Stores {
 	cfg := e.cfg.Stores
-	kv := e.cfg.Store.KV()
 	s := &storeService{
 		cfg: cfg, client: cfg.Client, sealer: cfg.Sealer, pub: e.pub,
-		records: persist.NewStores(kv), inbox: persist.NewInbox(kv),
+		records: e.cfg.Records.Shops, inbox: e.cfg.Records.Inbox,
 	}
 	if s.sealer == nil {
-		s.sealer = persist.NewSealer(nil, "")
+		s.sealer = noSealer{}
 	}
 	if s.client == nil {
 		s.client = ecom.NewClient(ecom.ClientOptions{})
@@ -194,11 +192,11 @@ func (st *Stores) boot() (int, error) {
 	}
 	// Pending inbox entries: group by shop; entries of stores no longer connected are dropped.
 	counts := map[string]int{}
-	var orphans []persist.Op
+	orphans := map[string][]string{}
 	err = s.inbox.Pending(func(shop, seq string) error {
 		ent := s.idx.byID[shop]
 		if ent == nil {
-			orphans = append(orphans, s.inbox.DeleteOp(shop, seq))
+			orphans[shop] = append(orphans[shop], seq)
 			return nil
 		}
 		counts[shop]++
@@ -208,8 +206,8 @@ func (st *Stores) boot() (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("engine: load store inbox: %w", err)
 	}
-	if len(orphans) > 0 {
-		if err := s.inbox.Commit(context.Background(), orphans...); err != nil {
+	for shop, seqs := range orphans {
+		if err := s.inbox.DeleteEntries(context.Background(), shop, seqs); err != nil {
 			return 0, fmt.Errorf("engine: drop inbox entries of disconnected stores: %w", err)
 		}
 	}
@@ -415,3 +413,11 @@ func (st *Stores) Stats() StoreStats {
 		EventsSent: s.sentN.Load(), EventsSkipped: s.skippedN.Load(), EventsFailed: s.failedN.Load(),
 	}
 }
+
+// noSealer is the Sealer of an engine built without one: nothing is sealed or opened.
+type noSealer struct{}
+
+var errNoSealer = errors.New("engine: no sealer for store credentials (StoreConfig.Sealer)")
+
+func (noSealer) Seal(string) (string, error) { return "", errNoSealer }
+func (noSealer) Open(string) (string, error) { return "", errNoSealer }

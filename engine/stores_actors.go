@@ -7,7 +7,6 @@ import (
 
 	"github.com/gateway/gateway/actors/storeevents"
 	"github.com/gateway/gateway/domain"
-	"github.com/gateway/gateway/persist"
 )
 
 // What the storeevents actors consume, implemented by the engine: their storage (the inbox,
@@ -15,7 +14,7 @@ import (
 
 // storeEventsStore is the storeevents actors' storage: the inbox, with the outcomes counted.
 type storeEventsStore struct {
-	*persist.Inbox
+	InboxStore
 	s *storeService
 }
 
@@ -27,12 +26,12 @@ func (st storeEventsStore) AlreadySent(shop string, keys []string) ([]bool, erro
 // FinishEvents implements storeevents.Store: the outcomes in one commit, then counted and
 // published.
 func (st storeEventsStore) FinishEvents(ctx context.Context, shop string, fs []storeevents.Finished) error {
-	pf := make([]persist.Finished, len(fs))
+	pf := make([]domain.FinishedEvent, len(fs))
 	for i, f := range fs {
-		pf[i] = persist.Finished{Seq: f.Seq, Record: f.Record, SentKey: f.SentKey}
+		pf[i] = domain.FinishedEvent{Seq: f.Seq, Record: f.Record, SentKey: f.SentKey}
 	}
 	err := st.FinishMany(ctx, shop, pf)
-	if errors.Is(err, persist.ErrNotFound) {
+	if errors.Is(err, domain.ErrRecordNotFound) {
 		return nil // removed meanwhile: the store was disconnected
 	}
 	if err != nil {

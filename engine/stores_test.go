@@ -28,8 +28,12 @@ func newStoreEngine(t *testing.T, kv persist.KV, clk *clock, fake *ecomtest.Plat
 	t.Cleanup(func() { net.Close() })
 	sc.Client = ecom.NewClient(ecom.ClientOptions{APIBase: fake.APIBase()})
 	sc.PublicURL = "https://gw.example.com/"
+	if sc.Sealer == nil {
+		sc.Sealer = persist.NewSealer(nil, "") // a key for the test's life
+	}
+	rs := persist.NewRecords(kv)
 	e, err := New(Config{
-		Store: persist.NewStore(kv), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Store: rs.Store, Records: recordsOf(rs), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Now: clk.now, Network: net, Stores: sc,
 	})
 	if err != nil {
@@ -170,9 +174,10 @@ func BenchmarkAcceptWebhook(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer net.Close()
+	rs := persist.NewRecords(persist.NewMemory())
 	e, err := New(Config{
-		Store: persist.NewStore(persist.NewMemory()), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Network: net,
-		Stores: StoreConfig{Client: ecom.NewClient(ecom.ClientOptions{APIBase: fake.APIBase()}), PublicURL: "https://gw.example.com"},
+		Store: rs.Store, Records: recordsOf(rs), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Network: net,
+		Stores: StoreConfig{Client: ecom.NewClient(ecom.ClientOptions{APIBase: fake.APIBase()}), PublicURL: "https://gw.example.com", Sealer: persist.NewSealer(nil, "")},
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/gateway/gateway/actors/key"
-	"github.com/gateway/gateway/persist"
+	"github.com/gateway/gateway/domain"
 )
 
 // Roles.
@@ -32,13 +32,13 @@ type Principal struct {
 type Users struct {
 	e      *Engine
 	mu     sync.RWMutex
-	byID   map[string]persist.User
+	byID   map[string]domain.User
 	admins map[string]bool // --admin-uids
 	create sync.Mutex      // serialises first-call profile creation
 }
 
 func newUsers(e *Engine, adminUIDs []string) *Users {
-	us := &Users{e: e, byID: map[string]persist.User{}, admins: map[string]bool{}}
+	us := &Users{e: e, byID: map[string]domain.User{}, admins: map[string]bool{}}
 	for _, uid := range adminUIDs {
 		if uid = strings.TrimSpace(uid); uid != "" {
 			us.admins[uid] = true
@@ -60,14 +60,14 @@ func (us *Users) boot() (int, error) {
 }
 
 // lookup returns a profile from the directory.
-func (us *Users) lookup(id string) (persist.User, bool) {
+func (us *Users) lookup(id string) (domain.User, bool) {
 	us.mu.RLock()
 	u, ok := us.byID[id]
 	us.mu.RUnlock()
 	return u, ok
 }
 
-func (us *Users) put(u persist.User) {
+func (us *Users) put(u domain.User) {
 	us.mu.Lock()
 	us.byID[u.ID] = u
 	us.mu.Unlock()
@@ -76,15 +76,15 @@ func (us *Users) put(u persist.User) {
 // Authenticate returns the caller's profile, creating it on the first authenticated call, with
 // the effective role: admin when the uid is in --admin-uids, the profile was promoted, or (dev
 // auth only) the token says so.
-func (us *Users) Authenticate(ctx context.Context, p Principal) (persist.User, error) {
+func (us *Users) Authenticate(ctx context.Context, p Principal) (domain.User, error) {
 	if err := checkID("uid", p.UID); err != nil {
-		return persist.User{}, err
+		return domain.User{}, err
 	}
 	u, ok := us.lookup(p.UID)
 	if !ok {
 		var err error
 		if u, err = us.createProfile(ctx, p); err != nil {
-			return persist.User{}, err
+			return domain.User{}, err
 		}
 	}
 	if us.admins[p.UID] || (us.e.cfg.DevRoles && p.ClaimsAdmin) {
@@ -93,19 +93,19 @@ func (us *Users) Authenticate(ctx context.Context, p Principal) (persist.User, e
 	return u, nil
 }
 
-func (us *Users) createProfile(ctx context.Context, p Principal) (persist.User, error) {
+func (us *Users) createProfile(ctx context.Context, p Principal) (domain.User, error) {
 	us.create.Lock()
 	defer us.create.Unlock()
 	if u, ok := us.lookup(p.UID); ok {
 		return u, nil
 	}
 	now := us.e.now().UTC()
-	u := persist.User{ID: p.UID, Name: p.Name, Email: p.Email, Role: RoleClient, Plan: us.e.cfg.DefaultPlan, CreatedAt: now, UpdatedAt: now}
+	u := domain.User{ID: p.UID, Name: p.Name, Email: p.Email, Role: RoleClient, Plan: us.e.cfg.DefaultPlan, CreatedAt: now, UpdatedAt: now}
 	if us.admins[p.UID] || (us.e.cfg.DevRoles && p.ClaimsAdmin) {
 		u.Role = RoleAdmin
 	}
 	if err := us.e.cfg.Store.PutUser(ctx, u); err != nil {
-		return persist.User{}, fmt.Errorf("%w: save profile: %v", ErrUnavailable, err)
+		return domain.User{}, fmt.Errorf("%w: save profile: %v", ErrUnavailable, err)
 	}
 	us.put(u)
 	us.e.log.Info("user profile created", "uid", u.ID, "role", u.Role)
@@ -113,23 +113,23 @@ func (us *Users) createProfile(ctx context.Context, p Principal) (persist.User, 
 }
 
 // Get returns a profile by id.
-func (us *Users) Get(id string) (persist.User, error) {
+func (us *Users) Get(id string) (domain.User, error) {
 	u, ok := us.lookup(id)
 	if !ok {
-		return persist.User{}, fmt.Errorf("%w: %s", ErrUserNotFound, id)
+		return domain.User{}, fmt.Errorf("%w: %s", ErrUserNotFound, id)
 	}
 	return u, nil
 }
 
 // List lists every profile by id.
-func (us *Users) List() []persist.User {
+func (us *Users) List() []domain.User {
 	us.mu.RLock()
-	out := make([]persist.User, 0, len(us.byID))
+	out := make([]domain.User, 0, len(us.byID))
 	for _, u := range us.byID {
 		out = append(out, u)
 	}
 	us.mu.RUnlock()
-	slices.SortFunc(out, func(a, b persist.User) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b domain.User) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
 
@@ -139,7 +139,7 @@ type NewUser struct {
 }
 
 // Create pre-provisions a profile (the user signs in later with this uid).
-func (us *Users) Create(ctx context.Context, n NewUser) (persist.User, error) {
+func (us *Users) Create(ctx context.Context, n NewUser) (domain.User, error) {
 	if n.Role == "" {
 		n.Role = RoleClient
 	}
@@ -147,26 +147,26 @@ func (us *Users) Create(ctx context.Context, n NewUser) (persist.User, error) {
 		n.Plan = us.e.cfg.DefaultPlan
 	}
 	if err := us.checkRolePlan(n.Role, n.Plan); err != nil {
-		return persist.User{}, err
+		return domain.User{}, err
 	}
 	if err := checkID("id", n.ID); err != nil {
-		return persist.User{}, err
+		return domain.User{}, err
 	}
 	if err := checkName("name", n.Name); err != nil {
-		return persist.User{}, err
+		return domain.User{}, err
 	}
 	if err := checkName("email", n.Email); err != nil {
-		return persist.User{}, err
+		return domain.User{}, err
 	}
 	us.create.Lock()
 	defer us.create.Unlock()
 	if _, ok := us.lookup(n.ID); ok {
-		return persist.User{}, fmt.Errorf("%w: user %s", ErrAlreadyExists, n.ID)
+		return domain.User{}, fmt.Errorf("%w: user %s", ErrAlreadyExists, n.ID)
 	}
 	now := us.e.now().UTC()
-	u := persist.User{ID: n.ID, Name: n.Name, Email: n.Email, Role: n.Role, Plan: n.Plan, CreatedAt: now, UpdatedAt: now}
+	u := domain.User{ID: n.ID, Name: n.Name, Email: n.Email, Role: n.Role, Plan: n.Plan, CreatedAt: now, UpdatedAt: now}
 	if err := us.e.cfg.Store.PutUser(ctx, u); err != nil {
-		return persist.User{}, fmt.Errorf("%w: save user: %v", ErrUnavailable, err)
+		return domain.User{}, fmt.Errorf("%w: save user: %v", ErrUnavailable, err)
 	}
 	us.put(u)
 	return u, nil
@@ -179,16 +179,16 @@ type UserPatch struct {
 }
 
 // Update applies a patch; a plan change reaches the user's key actors at once.
-func (us *Users) Update(ctx context.Context, p UserPatch) (persist.User, error) {
+func (us *Users) Update(ctx context.Context, p UserPatch) (domain.User, error) {
 	us.create.Lock()
 	defer us.create.Unlock()
 	u, ok := us.lookup(p.ID)
 	if !ok {
-		return persist.User{}, fmt.Errorf("%w: %s", ErrUserNotFound, p.ID)
+		return domain.User{}, fmt.Errorf("%w: %s", ErrUserNotFound, p.ID)
 	}
 	if p.Name != nil {
 		if err := checkName("name", *p.Name); err != nil {
-			return persist.User{}, err
+			return domain.User{}, err
 		}
 		u.Name = *p.Name
 	}
@@ -200,11 +200,11 @@ func (us *Users) Update(ctx context.Context, p UserPatch) (persist.User, error) 
 		u.Plan = *p.Plan
 	}
 	if err := us.checkRolePlan(u.Role, u.Plan); err != nil {
-		return persist.User{}, err
+		return domain.User{}, err
 	}
 	u.UpdatedAt = us.e.now().UTC()
 	if err := us.e.cfg.Store.PutUser(ctx, u); err != nil {
-		return persist.User{}, fmt.Errorf("%w: save user: %v", ErrUnavailable, err)
+		return domain.User{}, fmt.Errorf("%w: save user: %v", ErrUnavailable, err)
 	}
 	us.put(u)
 	if planChanged {

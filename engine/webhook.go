@@ -13,7 +13,6 @@ import (
 	"github.com/gateway/gateway/actors/storeevents"
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/ecom"
-	"github.com/gateway/gateway/persist"
 )
 
 // The webhook receiver's hot path: every store webhook comes through AcceptWebhook, so it
@@ -107,13 +106,13 @@ func (st *Stores) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, 
 		WebhookID: string(w.DeliveryID), MessageID: NewMessageID(), ReceivedAt: now, Body: w.Body,
 	}
 	switch err := s.inbox.Accept(ctx, entry, string(w.DeliveryID)); {
-	case errors.Is(err, persist.ErrExists):
+	case errors.Is(err, domain.ErrRecordExists):
 		// Accepted before (the dedupe mark is checked in the commit: a read first would
 		// wait for the commits in flight).
 		s.duplicates.Add(1)
 		res.Status = WebhookDuplicate
 		return res, nil
-	case errors.Is(err, persist.ErrInboxEntry):
+	case errors.Is(err, domain.ErrInboxEntry):
 		return res, fmt.Errorf("%w: %v", ErrInvalidPayload, err)
 	case err != nil:
 		return res, fmt.Errorf("%w: store the webhook: %v", ErrUnavailable, err)

@@ -298,7 +298,7 @@ func (b *Badger) Commit(ctx context.Context, ops ...Op) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validateOps(ops); err != nil {
+	if err := ValidateOps(ops); err != nil {
 		return err
 	}
 	if err := b.Health(); err != nil {

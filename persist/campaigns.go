@@ -19,6 +19,7 @@ const (
 type Campaigns struct {
 	records *Table[domain.Campaign]
 	details *Table[domain.CampaignDetail]
+	idem    *Table[IdemRecord] // the Outbox's idempotency records
 }
 
 // NewCampaigns returns the campaign store on kv.
@@ -26,7 +27,21 @@ func NewCampaigns(kv KV) *Campaigns {
 	return &Campaigns{
 		records: NewTable[domain.Campaign](kv, campaignTable, 1),
 		details: NewTable[domain.CampaignDetail](kv, campaignDetails, 1),
+		idem:    NewTable[IdemRecord](kv, idemTable, recordVersion1),
 	}
+}
+
+// Accept writes a new campaign's record and, when idemID is not empty, the idempotency record
+// of the request that made it, in one commit (a retry after a crash finds both or neither).
+func (c *Campaigns) Accept(ctx context.Context, s domain.Campaign, idemID string, rec IdemRecord) error {
+	if idemID == "" {
+		return c.save(ctx, s, nil, false)
+	}
+	op, err := c.idem.PutTTLOp(idemID, rec, IdempotencyTTL)
+	if err != nil {
+		return err
+	}
+	return c.save(ctx, s, nil, false, op)
 }
 
 func detailID(campaignID string, idx int) string { return fmt.Sprintf("%s/%06d", campaignID, idx) }
@@ -35,12 +50,12 @@ func detailID(campaignID string, idx int) string { return fmt.Sprintf("%s/%06d",
 // before the cursor). final: the campaign has ended (its record expires after
 // CampaignRetention).
 func (c *Campaigns) SaveCampaign(ctx context.Context, s domain.Campaign, d *domain.CampaignDetail, final bool) error {
-	return c.Save(ctx, s, d, final)
+	return c.save(ctx, s, d, final)
 }
 
-// Save is SaveCampaign with extra writes in the same commit (a new campaign's idempotency
+// save is SaveCampaign with extra writes in the same commit (a new campaign's idempotency
 // record).
-func (c *Campaigns) Save(ctx context.Context, s domain.Campaign, d *domain.CampaignDetail, final bool, extra ...Op) error {
+func (c *Campaigns) save(ctx context.Context, s domain.Campaign, d *domain.CampaignDetail, final bool, extra ...Op) error {
 	ops := extra
 	var rec Op
 	var err error

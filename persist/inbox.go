@@ -5,9 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/gateway/gateway/domain"
@@ -35,7 +33,7 @@ const (
 const inboxVersion = 1
 
 // ErrInboxEntry is returned by Accept for an entry that does not encode (nothing is written).
-var ErrInboxEntry = errors.New("persist: inbox entry does not encode")
+var ErrInboxEntry = domain.ErrInboxEntry
 
 // Inbox is the store webhooks' durable inbox with its dedupe marks and each shop's recent
 // outcomes. Its methods PendingInbox, InboxEntry, LastEventN and AlreadySent are what a
@@ -108,38 +106,8 @@ func (in *Inbox) entryOp(e domain.InboxEntry) (Op, error) {
 	return Op{Key: in.entries.key(e.Shop + "/" + e.Seq), Value: v}, nil
 }
 
-// InboxSeq hands out one shop's inbox sequence numbers: fixed-width and increasing, the clock
-// in nanoseconds bumped past the last one (so they also increase across restarts). Safe for
-// concurrent use.
-type InboxSeq struct{ last atomic.Int64 }
-
-// Next returns the next sequence number.
-func (q *InboxSeq) Next(now time.Time) string {
-	for {
-		last := q.last.Load()
-		n := max(last+1, now.UnixNano())
-		if q.last.CompareAndSwap(last, n) {
-			var b [20]byte
-			v := strconv.AppendInt(b[:0], n, 10)
-			out := make([]byte, 20)
-			for i := range out {
-				out[i] = '0'
-			}
-			copy(out[20-len(v):], v)
-			return string(out)
-		}
-	}
-}
-
-// Observe raises the sequence past seq, one found in the inbox at boot.
-func (q *InboxSeq) Observe(seq string) {
-	if n, err := strconv.ParseInt(seq, 10, 64); err == nil && n > q.last.Load() {
-		q.last.Store(n)
-	}
-}
-
-// Continue makes q go on from where other is (a reconnected shop keeps its order).
-func (q *InboxSeq) Continue(other *InboxSeq) { q.last.Store(other.last.Load()) }
+// InboxSeq hands out one shop's inbox sequence numbers (domain.InboxSeq).
+type InboxSeq = domain.InboxSeq
 
 // ---- boot, connect and disconnect ----
 
@@ -175,8 +143,15 @@ func (in *Inbox) ShopDataOps(shop string) (ops []Op, pending int64, err error) {
 	return ops, pending, nil
 }
 
-// Commit applies ops (from this inbox and Stores) atomically.
-func (in *Inbox) Commit(ctx context.Context, ops ...Op) error { return in.kv.Commit(ctx, ops...) }
+// DeleteEntries removes pending entries of shop (those of a store no longer connected, found
+// at boot) in one commit.
+func (in *Inbox) DeleteEntries(ctx context.Context, shop string, seqs []string) error {
+	ops := make([]Op, len(seqs))
+	for i, seq := range seqs {
+		ops[i] = in.DeleteOp(shop, seq)
+	}
+	return in.kv.Commit(ctx, ops...)
+}
 
 // ---- the storeevents actor's storage ----
 
@@ -240,13 +215,8 @@ func (in *Inbox) AlreadySentMany(shop string, keys []string) ([]bool, error) {
 	return Has(in.kv, ks)
 }
 
-// Finished is one event's outcome, for FinishMany: its record, the inbox entry it removes
-// (Seq "" = none), and the dedupe key it marks as sent ("" = none).
-type Finished struct {
-	Seq     string
-	Record  domain.StoreEvent
-	SentKey string
-}
+// Finished is one event's outcome, for FinishMany (domain.FinishedEvent).
+type Finished = domain.FinishedEvent
 
 // Finish records an outcome in one commit: the record in its ring slot, the inbox entry
 // removed (seq "" = none), and sentKey marked as sent (ecom.Event.DedupeKey; "" = none). It

@@ -73,7 +73,7 @@ func TestInboxAcceptAndFinish(t *testing.T) {
 			if err != nil || pending != 1 || len(ops) != 2 {
 				t.Fatalf("shop data ops %d, pending %d, %v", len(ops), pending, err)
 			}
-			if err := in.Commit(ctx, ops...); err != nil {
+			if err := in.kv.Commit(ctx, ops...); err != nil {
 				t.Fatal(err)
 			}
 			n := 0

@@ -18,17 +18,20 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gateway/gateway/domain"
 )
 
-// ErrNotFound is returned when a key or record is absent or expired.
-var ErrNotFound = errors.New("not found")
+// ErrNotFound is returned when a key or record is absent or expired (domain.ErrRecordNotFound,
+// so the core tests for it without importing persist).
+var ErrNotFound = domain.ErrRecordNotFound
 
 // ErrClosed is returned by every call on a KV after Close.
 var ErrClosed = errors.New("persist: store closed")
 
 // ErrInvalid wraps every refusal of a malformed input (empty key or id, oversized key or value,
 // negative TTL...). Nothing of a refused Commit is written.
-var ErrInvalid = errors.New("persist: invalid input")
+var ErrInvalid = domain.ErrRecordInvalid
 
 // ErrConflict is returned when a unique index already holds another record (two API keys
 // with the same hash).
@@ -43,8 +46,9 @@ const (
 
 var reservedPrefix = []byte("!badger!")
 
-// ErrExists is returned by a Commit whose IfAbsent condition failed: nothing of it is written.
-var ErrExists = errors.New("persist: key exists")
+// ErrExists is returned by a Commit whose IfAbsent condition failed: nothing of it is written
+// (domain.ErrRecordExists).
+var ErrExists = domain.ErrRecordExists
 
 // Op is one write of an atomic, durable commit, or a condition on it.
 type Op struct {
@@ -94,20 +98,31 @@ func Has(kv KV, keys [][]byte) ([]bool, error) {
 // IfAbsentOp is the condition "key is absent".
 func IfAbsentOp(key []byte) Op { return Op{Key: key, IfAbsent: true} }
 
-// KV is the ordered key-value store every typed store sits on.
+// KV is the ordered key-value store every typed store sits on. Its contract, beyond these
+// comments (keys of any bytes in byte order, atomic commits, conditions under concurrent
+// committers, TTLs, errors when unavailable), is the suite in persist/kvtest, which every
+// implementation runs: Badger and Memory here, JetStream in persist/natskv.
 type KV interface {
 	Get(key []byte) ([]byte, error)                             // ErrNotFound when absent or expired
 	Scan(prefix []byte, fn func(key, value []byte) error) error // key order; fn must not keep slices
-	// Commit applies ops atomically and returns once they are durable (per the fsync mode).
-	// Many concurrent Commit calls are gathered by one writer into one Badger transaction
-	// per tick: group commit. Safe for concurrent use.
+	// Commit applies ops atomically and returns once they are durable (Badger: per the fsync
+	// mode; JetStream: acknowledged by the stream). Concurrent Commit calls share the store's
+	// writes (group commit). Safe for concurrent use.
 	Commit(ctx context.Context, ops ...Op) error
 	Close() error
 }
 
-// validateOps refuses what no implementation may write, before anything is queued, so a bad
-// op fails only its own caller.
-func validateOps(ops []Op) error {
+// Durable is a KV that holds the gateway's records (Badger, JetStream): Health is nil while it
+// accepts commits, else ErrStorageUnavailable with the cause (/readyz, and the 503 a write
+// gets before it starts); Close flushes what was acknowledged.
+type Durable interface {
+	KV
+	Health() error
+}
+
+// ValidateOps refuses what no implementation may write, before anything is queued, so a bad
+// op fails only its own caller. Every KV calls it first.
+func ValidateOps(ops []Op) error {
 	for i, op := range ops {
 		switch {
 		case len(op.Key) == 0:

@@ -88,7 +88,7 @@ func (m *Memory) Commit(ctx context.Context, ops ...Op) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validateOps(ops); err != nil {
+	if err := ValidateOps(ops); err != nil {
 		return err
 	}
 	m.mu.Lock()

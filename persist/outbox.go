@@ -15,20 +15,11 @@ import (
 // idempotency record this long for a retry.
 const (
 	OutboxRetention = 7 * 24 * time.Hour
-	IdempotencyTTL  = 24 * time.Hour
+	IdempotencyTTL  = domain.IdempotencyTTL
 )
 
-// IdemRecord is what an Idempotency-Key stands for: the request's body hash and what it made (a
-// message or a campaign), committed with the outbox entry or the campaign record it names, so a
-// retry after a crash finds both or neither.
-type IdemRecord struct {
-	BodyHash   string `json:"bodyHash"` // hex SHA-256 of the request body
-	MessageID  string `json:"messageId,omitempty"`
-	CampaignID string `json:"campaignId,omitempty"`
-	// Status and Body: a stored response, for routes whose answer is not rebuilt from a record.
-	Status int    `json:"status,omitempty"`
-	Body   []byte `json:"body,omitempty"`
-}
+// IdemRecord is what an Idempotency-Key stands for (domain.IdemRecord).
+type IdemRecord = domain.IdemRecord
 
 // Outbox is the durable outbox. An accepted entry sits under "outbox_pending/<id>" (with its
 // body) until the network's outcome is known (boot scans only those); the outcome then goes to

@@ -3,7 +3,6 @@ package persist
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/gateway/gateway/domain"
 )
@@ -16,19 +15,11 @@ import (
 //
 // The inbox, dedupe marks and recent events of a shop are in inbox.go.
 
-// OAuthNonceTTL is how long an OAuth install may take: the nonce expires from storage then,
-// and a callback presenting an older one is refused.
-const OAuthNonceTTL = 10 * time.Minute
+// OAuthNonceTTL is how long an OAuth install may take (domain.OAuthNonceTTL).
+const OAuthNonceTTL = domain.OAuthNonceTTL
 
-// OAuthNonce is a pending OAuth install: who started it, for which shop, with which app.
-type OAuthNonce struct {
-	UserID         string    `json:"userId"`
-	Shop           string    `json:"shop"`
-	ClientID       string    `json:"clientId"`
-	ClientSecret   string    `json:"clientSecret,omitempty"` // sealed
-	AppCredentials bool      `json:"appCredentials,omitempty"`
-	CreatedAt      time.Time `json:"createdAt"`
-}
+// OAuthNonce is a pending OAuth install (domain.OAuthNonce).
+type OAuthNonce = domain.OAuthNonce
 
 // Stores holds the connected stores, the pending OAuth installs and the users' message
 // templates. It sits on the same KV as the Inbox, so a connect or disconnect commits records
@@ -38,6 +29,7 @@ type Stores struct {
 	records   *Table[domain.Store]
 	nonces    *Table[OAuthNonce]
 	templates *Table[map[string]domain.Template]
+	inbox     *Inbox // the shops' inbox data, removed with their records
 }
 
 // NewStores returns the store tables on kv.
@@ -47,7 +39,35 @@ func NewStores(kv KV) *Stores {
 		records:   NewTable[domain.Store](kv, "store", 1),
 		nonces:    NewTable[OAuthNonce](kv, "oauth_nonce", 1),
 		templates: NewTable[map[string]domain.Template](kv, "template", 1),
+		inbox:     NewInbox(kv),
 	}
+}
+
+// Replace writes a connect or a disconnect in one commit: put (nil = none) becomes its shop's
+// record, the records of the shops in remove go, and the inbox data (pending entries, dedupe
+// marks, recent events) of the shops in drop go with them. It returns how many pending inbox
+// entries were dropped.
+func (s *Stores) Replace(ctx context.Context, put *domain.Store, remove, drop []string) (int64, error) {
+	var ops []Op
+	if put != nil {
+		op, err := s.records.PutOp(put.Shop, *put)
+		if err != nil {
+			return 0, err
+		}
+		ops = append(ops, op)
+	}
+	for _, shop := range remove {
+		ops = append(ops, s.records.DeleteOp(shop))
+	}
+	var dropped int64
+	for _, shop := range drop {
+		more, n, err := s.inbox.ShopDataOps(shop)
+		if err != nil {
+			return 0, err
+		}
+		ops, dropped = append(ops, more...), dropped+n
+	}
+	return dropped, s.kv.Commit(ctx, ops...)
 }
 
 // All returns every connected store, in shop order.
@@ -56,15 +76,6 @@ func (s *Stores) All() ([]domain.Store, error) {
 	err := s.records.Scan("", func(_ string, r domain.Store) error { recs = append(recs, r); return nil })
 	return recs, err
 }
-
-// PutOp is the write of a store's record, for a commit with other ops.
-func (s *Stores) PutOp(rec domain.Store) (Op, error) { return s.records.PutOp(rec.Shop, rec) }
-
-// DeleteOp is the removal of a shop's record, for a commit with other ops.
-func (s *Stores) DeleteOp(shop string) Op { return s.records.DeleteOp(shop) }
-
-// Commit applies ops (from this store and the Inbox) atomically.
-func (s *Stores) Commit(ctx context.Context, ops ...Op) error { return s.kv.Commit(ctx, ops...) }
 
 // PutNonce saves a pending OAuth install under nonce, expiring after OAuthNonceTTL.
 func (s *Stores) PutNonce(ctx context.Context, nonce string, n OAuthNonce) error {

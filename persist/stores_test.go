@@ -15,19 +15,24 @@ func TestStoresRecordsNoncesTemplates(t *testing.T) {
 	st, ctx := NewStores(kv), context.Background()
 
 	for _, shop := range []string{"b.example", "a.example"} {
-		put, err := st.PutOp(domain.Store{Shop: shop, UserID: "u-" + shop})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Commit(ctx, put); err != nil {
+		if _, err := st.Replace(ctx, &domain.Store{Shop: shop, UserID: "u-" + shop}, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := st.Commit(ctx, st.DeleteOp("b.example")); err != nil {
+	// A shop's pending inbox entries go with it: Replace removes the record and drops its data
+	// in one commit.
+	in := NewInbox(kv)
+	if err := in.Accept(ctx, domain.InboxEntry{Seq: "0001", Shop: "b.example", UserID: "u-b.example", Body: []byte(`{}`)}, "d1"); err != nil {
 		t.Fatal(err)
+	}
+	if n, err := st.Replace(ctx, nil, []string{"b.example"}, []string{"b.example"}); err != nil || n != 1 {
+		t.Fatalf("Replace dropped %d pending entries, %v; want 1", n, err)
 	}
 	if all, err := st.All(); err != nil || len(all) != 1 || all[0].Shop != "a.example" {
 		t.Fatalf("stores %+v %v", all, err)
+	}
+	if seqs, err := in.PendingInbox("b.example"); err != nil || len(seqs) != 0 {
+		t.Fatalf("inbox of the removed shop: %v %v", seqs, err)
 	}
 
 	n := OAuthNonce{UserID: "u1", Shop: "a.myshopify.com", ClientID: "cid", CreatedAt: time.Now().UTC()}

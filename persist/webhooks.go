@@ -198,14 +198,24 @@ func (w *Webhooks) EnqueueOps(ds []domain.WebhookDelivery) ([]Op, error) {
 	return ops, nil
 }
 
-// Enqueue commits ds (one event fanned out to its subscriptions) in one commit.
+// Enqueue commits ds (events fanned out to their subscriptions), in commits of at most
+// maxEnqueueOps deliveries made one after the other (a JetStream batch takes 1,000 messages);
+// a caller that gets an error retries them all (each write is idempotent).
 func (w *Webhooks) Enqueue(ctx context.Context, ds []domain.WebhookDelivery) error {
 	ops, err := w.EnqueueOps(ds)
-	if err != nil || len(ops) == 0 {
+	if err != nil {
 		return err
 	}
-	return w.kv.Commit(ctx, ops...)
+	for chunk := range slices.Chunk(ops, maxEnqueueOps) {
+		if err := w.kv.Commit(ctx, chunk...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
+
+// maxEnqueueOps bounds one commit of Enqueue.
+const maxEnqueueOps = 512
 
 // Pending returns the queued sequence numbers of subscription subID, in order.
 func (w *Webhooks) Pending(subID string) ([]uint64, error) {

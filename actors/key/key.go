@@ -2,7 +2,7 @@
 // count and the all-time api_calls are reserved durably in blocks (a durable high-water mark),
 // so the hot path rarely waits for a commit and a crash loses at most one block of a key's day.
 //
-// Imports: domain, persist (its ErrNotFound) and hollywood; what the actor needs from the rest of
+// Imports: domain and hollywood; what the actor needs from the rest of
 // the gateway is declared here as interfaces (Store, Clock, Publisher). Only the engine imports
 // it: it spawns one actor per key and implements those interfaces.
 //
@@ -21,7 +21,6 @@ import (
 	"github.com/anthdm/hollywood/actor"
 
 	"github.com/gateway/gateway/domain"
-	"github.com/gateway/gateway/persist"
 )
 
 // Store is what a key actor needs from storage (persist.Store).
@@ -30,7 +29,7 @@ type Store interface {
 	PutKey(ctx context.Context, k domain.APIKey) error
 	GetKeyUsage(id string) (domain.KeyUsage, error)
 	PutKeyUsage(ctx context.Context, id string, u domain.KeyUsage) error
-	// DeleteKey returns an error matching persist.ErrNotFound when the key is absent.
+	// DeleteKey returns an error matching domain.ErrRecordNotFound when the key is absent.
 	DeleteKey(ctx context.Context, id string) error
 }
 
@@ -314,7 +313,7 @@ func (k *Key) delete(c *actor.Context, m *Delete) {
 		m.Reply <- domain.ErrKeyNotFound
 		return
 	}
-	if err := k.deps.Store.DeleteKey(context.Background(), k.id); err != nil && !errors.Is(err, persist.ErrNotFound) {
+	if err := k.deps.Store.DeleteKey(context.Background(), k.id); err != nil && !errors.Is(err, domain.ErrRecordNotFound) {
 		m.Reply <- fmt.Errorf("%w: %w", domain.ErrUnavailable, err)
 		return
 	}

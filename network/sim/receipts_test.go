@@ -111,7 +111,9 @@ func TestBootReconnectsStaggered(t *testing.T) {
 	}
 	start := time.Now()
 	network.ConnectStaggered(context.Background(), clients, window, func(i int, err error) { t.Errorf("connect %d: %v", i, err) })
-	// 10 buckets of 200 ms: each must hold about a tenth of the connects, none at once.
+	// 10 buckets of 200 ms: each must hold about a tenth of the connects, none at once. The
+	// bounds are loose (a quarter to three times a tenth) because a loaded CI machine delays
+	// some callbacks into the next bucket; connecting all at once still fails by far.
 	var buckets [10]int
 	for range sessions {
 		at := <-times
@@ -122,7 +124,7 @@ func TestBootReconnectsStaggered(t *testing.T) {
 		buckets[b]++
 	}
 	for i, got := range buckets {
-		if got < sessions/10/2 || got > sessions/10*2 {
+		if got < sessions/10/4 || got > sessions/10*3 {
 			t.Fatalf("bucket %d of the window has %d connects (all: %v); want about %d each", i, got, buckets, sessions/10)
 		}
 	}

@@ -1,0 +1,107 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/gateway/gateway/actors/account"
+	"github.com/gateway/gateway/actors/campaign"
+	"github.com/gateway/gateway/actors/key"
+	"github.com/gateway/gateway/actors/session"
+	"github.com/gateway/gateway/domain"
+)
+
+// What the engine needs from storage: typed stores, each declared here (or by the actor that
+// consumes it) as the methods the engine calls. main builds them all on one KV
+// (persist.NewRecords) and hands them over in Config; the engine never sees the KV, its keys
+// or its transactions.
+
+// Store is the users and API keys.
+type Store interface {
+	key.Store
+	GetUser(id string) (domain.User, error)
+	PutUser(ctx context.Context, u domain.User) error
+	ListUsers() ([]domain.User, error)
+	ListKeys() ([]domain.APIKey, error)
+}
+
+// Records are the typed stores besides Store.
+type Records struct {
+	Outbox      Outbox
+	Accounts    account.Store
+	Sessions    SessionStore
+	Protections Protections
+	Campaigns   CampaignStore
+	Shops       ShopStore
+	Inbox       InboxStore
+}
+
+// Protections are the session protection records (persist.Protections): what the session
+// actors read and write, and the removal of a deleted session's.
+type Protections interface {
+	session.Records
+	DeleteSession(ctx context.Context, sessionID string) error
+}
+
+// Outbox is the durable outbox and the Idempotency-Keys' records (persist.Outbox).
+type Outbox interface {
+	Accept(ctx context.Context, e domain.OutboxEntry, idemID string, rec domain.IdemRecord) error
+	AcceptMany(ctx context.Context, es []domain.OutboxEntry) error
+	Idem(idemID string) (domain.IdemRecord, error)
+	Get(id string) (domain.OutboxEntry, error)
+	Pending() ([]domain.OutboxEntry, error)
+	// Settle and Receipt write in the background (batched); done gets the outcome.
+	Settle(e domain.OutboxEntry, done func(error))
+	Receipt(id string, c domain.StatusChange, done func(error))
+	// Flush waits for the background writes.
+	Flush()
+}
+
+// SessionStore is the sessions' records (persist.Sessions).
+type SessionStore interface {
+	session.Store
+	DeleteSession(ctx context.Context, id string) error
+	ListSessions() ([]domain.Session, error)
+}
+
+// CampaignStore is the campaigns' records (persist.Campaigns).
+type CampaignStore interface {
+	campaign.Store
+	// Accept writes a new campaign and, when idemID is not empty, its request's idempotency
+	// record, in one commit.
+	Accept(ctx context.Context, c domain.Campaign, idemID string, rec domain.IdemRecord) error
+	Each(fn func(domain.Campaign) error) error
+}
+
+// ShopStore is the connected stores, pending OAuth installs and templates (persist.Stores).
+type ShopStore interface {
+	All() ([]domain.Store, error)
+	// Replace writes a connect or disconnect in one commit: put (nil = none), the records of
+	// remove deleted, the inbox data of drop deleted; it returns the pending entries dropped.
+	Replace(ctx context.Context, put *domain.Store, remove, drop []string) (int64, error)
+	PutNonce(ctx context.Context, nonce string, n domain.OAuthNonce) error
+	Nonce(nonce string) (domain.OAuthNonce, error)
+	DeleteNonce(ctx context.Context, nonce string) error
+	Templates(uid string) (map[string]domain.Template, error)
+	PutTemplates(ctx context.Context, uid string, all map[string]domain.Template) error
+}
+
+// InboxStore is the store webhooks' durable inbox (persist.Inbox): what the engine calls, and
+// what the storeevents actors read through it.
+type InboxStore interface {
+	Accept(ctx context.Context, e domain.InboxEntry, deliveryID string) error
+	Pending(fn func(shop, seq string) error) error
+	DeleteEntries(ctx context.Context, shop string, seqs []string) error
+	ScanShop(shop string, fn func(domain.InboxEntry) error) error
+	RecentEvents(shop string) ([]domain.StoreEvent, error)
+	PendingInbox(shop string) ([]string, error)
+	InboxEntry(shop, seq string) (domain.InboxEntry, bool, error)
+	LastEventN(shop string) (int64, error)
+	AlreadySentMany(shop string, keys []string) ([]bool, error)
+	FinishMany(ctx context.Context, shop string, fs []domain.FinishedEvent) error
+}
+
+// Sealer seals secrets at rest and opens them (persist.Sealer).
+type Sealer interface {
+	Seal(plain string) (string, error)
+	Open(sealed string) (string, error)
+}

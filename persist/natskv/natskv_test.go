@@ -1,0 +1,167 @@
+package natskv_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gateway/gateway/persist"
+	"github.com/gateway/gateway/persist/kvtest"
+	"github.com/gateway/gateway/persist/natskv"
+	"github.com/gateway/gateway/persist/natstest"
+)
+
+// factory opens stores on the NATS at url, each on a prefix of its own.
+func factory(t *testing.T, tag, url string, srv *natstest.Server, o natskv.Options) kvtest.Factory {
+	var (
+		mu       sync.Mutex
+		n        int
+		prefixes = map[persist.KV]string{}
+	)
+	open := func(t *testing.T, prefix string) persist.KV {
+		t.Helper()
+		o := o
+		o.URL, o.Prefix, o.Timeout = url, prefix, 2*time.Second
+		s, err := natskv.Open(context.Background(), o)
+		if err != nil {
+			t.Fatalf("natskv.Open: %v", err)
+		}
+		t.Cleanup(func() { s.Close() })
+		mu.Lock()
+		prefixes[s] = prefix
+		mu.Unlock()
+		return s
+	}
+	f := kvtest.Factory{
+		Open: func(t *testing.T) persist.KV {
+			mu.Lock()
+			n++
+			prefix := fmt.Sprintf("%s%d", tag, n)
+			mu.Unlock()
+			return open(t, prefix)
+		},
+		Reopen: func(t *testing.T, kv persist.KV) persist.KV {
+			mu.Lock()
+			prefix := prefixes[kv]
+			mu.Unlock()
+			if err := kv.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			return open(t, prefix)
+		},
+		MaxKey:   natskv.MaxEncodedKey - 3,
+		MaxValue: natstest.MaxPayload - 4<<10,
+	}
+	if srv != nil {
+		f.Unavailable = func(t *testing.T, kv persist.KV) func() {
+			srv.Stop()
+			return func() {
+				if err := srv.Restart(); err != nil {
+					t.Fatalf("restart NATS: %v", err)
+				}
+			}
+		}
+	}
+	return f
+}
+
+// The KV contract on one embedded JetStream server: every key in partition 0, and spread over
+// 16 partitions by a hash (scans then merge partitions).
+func TestContractSingleServer(t *testing.T) {
+	srv := natstest.Start(t)
+	t.Run("partition0", func(t *testing.T) {
+		kvtest.Run(t, factory(t, "p", srv.URL, srv, natskv.Options{}))
+	})
+	t.Run("hashed", func(t *testing.T) {
+		kvtest.Run(t, factory(t, "h", srv.URL, nil, natskv.Options{Partition: func(key []byte) uint32 {
+			h := fnv.New32a()
+			h.Write(key)
+			return h.Sum32() % 16
+		}}))
+	})
+}
+
+// The KV contract on a three-node JetStream cluster: the records stream at R3.
+func TestContractCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a three-node cluster: not in -short")
+	}
+	c := natstest.StartCluster(t, 3)
+	kvtest.Run(t, factory(t, "c", c.URLs(), nil, natskv.Options{Replicas: 3}))
+}
+
+// Concurrent commits on distinct keys share round trips: with 4 groups in flight, 64
+// committers' commits go out in far fewer groups (atomic batches) than there were commits.
+func TestGroupCommit(t *testing.T) {
+	srv := natstest.Start(t)
+	s, err := natskv.Open(context.Background(), natskv.Options{URL: srv.URL, Prefix: "group", MaxInflight: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const workers, each = 64, 30
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				if err := s.Commit(context.Background(), kvtest.Put(fmt.Sprintf("g/%d/%d", w, i), "v")); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	groups, batches := s.Stats()
+	t.Logf("%d commits in %d groups (%d batches)", workers*each, groups, batches)
+	if groups >= workers*each/2 || batches == 0 {
+		t.Fatalf("%d commits went out as %d groups (%d batches): no grouping", workers*each, groups, batches)
+	}
+	if n := len(kvtest.ScanKeys(t, s, "g/")); n != workers*each {
+		t.Fatalf("scan found %d keys, want %d", n, workers*each)
+	}
+}
+
+// One gateway per prefix: a second store on a held prefix refuses to open; after the holder
+// closes (releases) it opens at once, and after a holder vanishes without releasing it opens
+// once the lease has lapsed.
+func TestSingleWriterLease(t *testing.T) {
+	srv := natstest.Start(t)
+	o := natskv.Options{URL: srv.URL, Prefix: "lease", NodeID: "a", LeaseTTL: 2 * time.Second}
+	a, err := natskv.Open(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kvtest.MustCommit(t, a, kvtest.Put("k", "a"))
+	o.NodeID = "b"
+	began := time.Now()
+	if _, err := natskv.Open(context.Background(), o); !errors.Is(err, natskv.ErrLeaseHeld) {
+		t.Fatalf("second holder: %v, want ErrLeaseHeld", err)
+	}
+	t.Logf("refused after %v", time.Since(began))
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	began = time.Now()
+	b, err := natskv.Open(context.Background(), o)
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	if d := time.Since(began); d > time.Second {
+		t.Fatalf("taking a released lease took %v", d)
+	}
+	kvtest.WantValue(t, b, "k", "a")
+	// b vanishes (its connection dies without a release): c waits for the lease to lapse.
+	b.Abandon()
+	o.NodeID = "c"
+	c, err := natskv.Open(context.Background(), o)
+	if err != nil {
+		t.Fatalf("after the holder vanished: %v", err)
+	}
+	defer c.Close()
+	kvtest.MustCommit(t, c, kvtest.Put("k", "c"))
+}

@@ -1,0 +1,230 @@
+// Package natstest starts real NATS servers with JetStream for tests: one embedded server
+// (Start, or Run for a server that outlives a test), and a three-node JetStream cluster
+// (StartCluster). Their stores live in temp dirs; nothing is downloaded. The servers raise the
+// limits the gateway's records stream needs (DESIGN.md section 13.1): 32 MiB messages, batches
+// of 4,000 messages and 200 open batches per stream.
+//
+// Imports: github.com/nats-io/nats-server/v2 and the standard library; test code only imports it.
+package natstest
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Limits the test servers run with (the shipped NATS configuration, deploy/nats.conf, has the
+// same).
+const (
+	MaxPayload         = 32 << 20
+	MaxBatchSize       = 4000
+	MaxBatchesInflight = 200
+)
+
+// Server is one running NATS server with JetStream.
+type Server struct {
+	URL string
+
+	mu   sync.Mutex
+	srv  *server.Server
+	opts server.Options
+	dir  string
+	own  bool // dir is the server's own temp dir, removed by Close
+}
+
+// Options are the few settings tests change.
+type Options struct {
+	// Dir is the JetStream store directory ("" = a new temp dir, removed by Close).
+	Dir string
+	// MaxStore bounds the JetStream file store (0 = the server's default, a share of the disk).
+	MaxStore int64
+}
+
+// Run starts an embedded server on a random loopback port.
+func Run(o Options) (*Server, error) {
+	s := &Server{dir: o.Dir}
+	if s.dir == "" {
+		dir, err := os.MkdirTemp("", "natstest-")
+		if err != nil {
+			return nil, err
+		}
+		s.dir, s.own = dir, true
+	}
+	s.opts = baseOptions(s.dir, -1)
+	s.opts.JetStreamMaxStore = o.MaxStore
+	if err := s.start(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.URL = s.srv.ClientURL()
+	// A restart listens on the same port, so clients reconnect to the same URL.
+	s.opts.Port = s.srv.Addr().(*net.TCPAddr).Port
+	return s, nil
+}
+
+// Start is Run for one test: the server stops at the test's end.
+func Start(t testing.TB, o ...Options) *Server {
+	t.Helper()
+	var opts Options
+	if len(o) > 0 {
+		opts = o[0]
+	}
+	s, err := Run(opts)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func baseOptions(dir string, port int) server.Options {
+	return server.Options{
+		Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true,
+		JetStream: true, StoreDir: dir,
+		MaxPayload: MaxPayload,
+		JetStreamLimits: server.JSLimitOpts{
+			MaxBatchSize: MaxBatchSize, MaxBatchInflightPerStream: MaxBatchesInflight,
+		},
+	}
+}
+
+func (s *Server) start() error {
+	opts := s.opts
+	srv, err := server.NewServer(&opts)
+	if err != nil {
+		return fmt.Errorf("nats server: %w", err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(30 * time.Second) {
+		srv.Shutdown()
+		return errors.New("nats server: not ready after 30s")
+	}
+	s.srv = srv
+	return nil
+}
+
+// Dir is the server's JetStream store directory.
+func (s *Server) Dir() string { return s.dir }
+
+// Stop shuts the server down (its store stays); Restart starts it again.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv != nil {
+		s.srv.Shutdown()
+		s.srv.WaitForShutdown()
+		s.srv = nil
+	}
+}
+
+// Restart starts a stopped server again on the same port and store.
+func (s *Server) Restart() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv != nil {
+		return nil
+	}
+	var err error
+	// The port was just released; another process may hold it for a moment.
+	for range 50 {
+		if err = s.start(); err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
+}
+
+// Close stops the server and removes its store if it made it.
+func (s *Server) Close() {
+	s.Stop()
+	if s.own {
+		os.RemoveAll(s.dir)
+	}
+}
+
+// Cluster is a three-node JetStream cluster on loopback.
+type Cluster struct {
+	Servers []*Server
+}
+
+// URLs is every node's client URL, comma-separated (what --nats takes).
+func (c *Cluster) URLs() string {
+	urls := make([]string, len(c.Servers))
+	for i, s := range c.Servers {
+		urls[i] = s.URL
+	}
+	return strings.Join(urls, ",")
+}
+
+// StartCluster starts n (3 when 0) clustered JetStream servers and waits until JetStream has a
+// meta leader; they stop at the test's end.
+func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	if n == 0 {
+		n = 3
+	}
+	ports := freePorts(t, 2*n)
+	routes := make([]string, n)
+	for i := range n {
+		routes[i] = "nats://127.0.0.1:" + strconv.Itoa(ports[n+i])
+	}
+	c := &Cluster{}
+	for i := range n {
+		s := &Server{dir: t.TempDir()}
+		s.opts = baseOptions(s.dir, ports[i])
+		s.opts.ServerName = fmt.Sprintf("n%d", i+1)
+		s.opts.Cluster = server.ClusterOpts{Name: "natstest", Host: "127.0.0.1", Port: ports[n+i]}
+		s.opts.Routes = server.RoutesFromStr(strings.Join(routes, ","))
+		if err := s.start(); err != nil {
+			t.Fatalf("natstest: node %d: %v", i+1, err)
+		}
+		s.URL = s.srv.ClientURL()
+		t.Cleanup(s.Close)
+		c.Servers = append(c.Servers, s)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		leader := false
+		for _, s := range c.Servers {
+			s.mu.Lock()
+			leader = leader || (s.srv != nil && s.srv.JetStreamIsLeader())
+			s.mu.Unlock()
+		}
+		if leader {
+			return c
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("natstest: no JetStream meta leader after 60s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	ports := make([]int, n)
+	for i := range ports {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
+	}
+	return ports
+}

@@ -1,0 +1,31 @@
+package persist
+
+// Records is every typed store of the gateway on one KV: main builds them once and hands each
+// to the part of the core that uses it, as the interface that part declares (engine.Store,
+// engine.Records, engine.EventStore). Nothing above persist sees the KV.
+type Records struct {
+	Store       *Store
+	Outbox      *Outbox
+	Accounts    Accounts
+	Sessions    Sessions
+	Protections Protections
+	Campaigns   *Campaigns
+	Stores      *Stores
+	Inbox       *Inbox
+	Webhooks    *Webhooks
+}
+
+// NewRecords builds every typed store on kv.
+func NewRecords(kv KV) *Records {
+	return &Records{
+		Store:       NewStore(kv),
+		Outbox:      NewOutbox(kv),
+		Accounts:    NewAccounts(kv),
+		Sessions:    NewSessions(kv),
+		Protections: NewProtections(kv),
+		Campaigns:   NewCampaigns(kv),
+		Stores:      NewStores(kv),
+		Inbox:       NewInbox(kv),
+		Webhooks:    NewWebhooks(kv),
+	}
+}
