@@ -397,7 +397,7 @@ func testForwardUnavailable(t *testing.T, c *clustertest.Cluster) {
 	if took := time.Since(start); took < 200*time.Millisecond+ForwardGrace || took > 200*time.Millisecond+ForwardGrace+2*time.Second {
 		t.Errorf("gave up after %v, want the route's wait + %v", took, ForwardGrace)
 	}
-	// A killed owner: its subscriptions are gone and its lease is still alive; 503 at once.
+	// A killed owner: its subscription is gone and its lease is still alive; 503 at once.
 	tc.kill(b)
 	start = time.Now()
 	if _, err = a.Forward(context.Background(), p, &Envelope{}); !errors.Is(err, domain.ErrNodeUnavailable) {

@@ -18,21 +18,24 @@ import (
 // Forwarding: any node takes any request; one for a partition owned elsewhere crosses NATS
 // request-reply to its owner, which answers it as if it had been asked itself.
 //
-// Each partition has a subject, <prefix>_fwd.p.<partition>, which its owner subscribes to in
-// the queue group "owner" while the partition is active there, so NATS itself routes a request
-// to the owner, and to one process only even while a paused former owner is still subscribed.
-// (The subjects start with "<prefix>_fwd", not "<prefix>.", so a records stream on
-// "<prefix>.>" never captures them.) A request is one message: header Gw-Fwd-V (the wire
-// version), Gw-Chunks, and the payload: the envelope's JSON (length-prefixed) and the body.
-// A body over ChunkSize goes in chunks: the owner answers the first with Gw-Reply: continue
-// and a subject of its own (Gw-Xfer), the rest follow there in order. The answer comes back
-// to the requester's inbox the same way (Gw-Reply: answer, in Gw-Chunks messages).
+// Each node serves one subject, <prefix>_fwd.n.<its instance id>, for its whole life; a
+// request goes to the subject of the partition's owner as this node's view of the leases names
+// it, with the partition in a header. (The subjects start with "<prefix>_fwd", not
+// "<prefix>.", so a records stream on "<prefix>.>" never captures them.) A node that does
+// not run the partition (a stale view, a hand-over, a paused former owner that woke up)
+// answers "moved" without running it, so a request runs on one node at most. A request is
+// one message: headers Gw-Fwd-V (the wire version), Gw-Partition, Gw-Chunks, and the
+// payload: the envelope's JSON (length-prefixed) and the body. A body over ChunkSize goes in
+// chunks: the owner answers the first with Gw-Reply: continue and a subject of its own
+// (Gw-Xfer), the rest follow there in order. The answer comes back to the requester's inbox
+// the same way (Gw-Reply: answer, in Gw-Chunks messages).
+//
 // The owner acknowledges at once (Gw-Reply: accepted, or continue), before running the
 // request: a request NATS dropped (routed to a server whose subscriber just left) is found
-// out within AckTimeout, not at the route's full timeout. Gw-Reply: moved says the owner did
-// not run the request (the partition is being handed over), so it is safe to send again; so
-// is NATS's own "no responders" (nobody subscribed). A request acknowledged and then not
-// answered in time may have run: that is a 503 the client retries (with its Idempotency-Key).
+// out within AckTimeout, not at the route's full timeout. Gw-Reply: moved says the node did
+// not run the request, so it is safe to send again; so is NATS's own "no responders". A
+// request acknowledged and then not answered in time may have run: that is a 503 the client
+// retries (with its Idempotency-Key).
 
 // Envelope is a request as the receiving node saw it, after authenticating it.
 type Envelope struct {
@@ -83,19 +86,19 @@ const (
 	hdrSeq     = "Gw-Seq"
 	hdrReply   = "Gw-Reply"
 	hdrXfer    = "Gw-Xfer"
+	hdrPart    = "Gw-Partition"
 	replyAck   = "accepted"
 	replyCont  = "continue"
 	replyAns   = "answer"
 	replyMoved = "moved"
 	replyErr   = "error"
-	queueGroup = "owner"
 	xferMaxAge = time.Minute
 )
 
 type forwarder struct {
 	n        *Node
 	nc       *nats.Conn
-	subjPre  string // <prefix>_fwd.p.
+	subjPre  string // <prefix>_fwd.n. (+ a node's instance id: where its requests go)
 	inbox    string // this node's reply subjects: inbox.<token>
 	xferBase string // where the rest of chunked requests to this node go: xferBase.<token>
 	chunk    int
@@ -118,7 +121,7 @@ type xfer struct {
 }
 
 func newForwarder(n *Node) (*forwarder, error) {
-	f := &forwarder{n: n, nc: n.cfg.Conn, subjPre: n.cfg.Prefix + "_fwd.p.", inbox: nats.NewInbox(),
+	f := &forwarder{n: n, nc: n.cfg.Conn, subjPre: n.cfg.Prefix + "_fwd.n.", inbox: nats.NewInbox(),
 		xferBase: n.cfg.Prefix + "_fwd.x." + n.instance, chunk: ChunkSize,
 		pending: map[string]chan *nats.Msg{}, xfers: map[string]*xfer{}}
 	if mp := int(f.nc.MaxPayload()); mp > 0 && f.chunk > mp-64<<10 {
@@ -130,11 +133,18 @@ func newForwarder(n *Node) (*forwarder, error) {
 	}
 	f.subs = append(f.subs, sub)
 	if n.cfg.Serve != nil {
-		if sub, err = f.nc.Subscribe(f.xferBase+".*", f.onChunk); err != nil {
+		for subj, h := range map[string]nats.MsgHandler{f.subjPre + n.instance: f.onRequest, f.xferBase + ".*": f.onChunk} {
+			if sub, err = f.nc.Subscribe(subj, h); err != nil {
+				f.close()
+				return nil, fmt.Errorf("cluster: forwarding: %w", err)
+			}
+			f.subs = append(f.subs, sub)
+		}
+		// The subscriptions are on the server before the node takes any partition.
+		if err := f.nc.Flush(); err != nil {
 			f.close()
 			return nil, fmt.Errorf("cluster: forwarding: %w", err)
 		}
-		f.subs = append(f.subs, sub)
 	}
 	return f, nil
 }
@@ -143,14 +153,6 @@ func (f *forwarder) close() {
 	for _, s := range f.subs {
 		_ = s.Unsubscribe()
 	}
-}
-
-// serve subscribes to partition p's requests (nil without Config.Serve).
-func (f *forwarder) serve(p int) (*nats.Subscription, error) {
-	if f.n.cfg.Serve == nil {
-		return nil, nil
-	}
-	return f.nc.QueueSubscribe(f.subjPre+strconv.Itoa(p), queueGroup, func(m *nats.Msg) { f.onRequest(p, m) })
 }
 
 // Forward sends a request of partition p to its owner and returns the owner's answer. While
@@ -171,19 +173,31 @@ func (n *Node) Forward(ctx context.Context, p int, req *Envelope) (*Response, er
 			return nil, ErrLocal
 		}
 		changed := n.view.changes()
-		resp, err := n.fwd.request(ctx, p, req)
-		if err == nil {
-			n.metrics.forwarded("ok")
-			return resp, nil
+		target, hold := n.target(p, time.Since(first))
+		var err error
+		if target != "" {
+			var resp *Response
+			resp, err = n.fwd.request(ctx, p, target, req)
+			switch {
+			case err == nil:
+				n.metrics.forwarded("ok")
+				return resp, nil
+			case errors.Is(err, errMoved):
+				hold = true // the node is not (or no longer) the owner: ask again
+			case errors.Is(err, errNotServed):
+				// Nobody serves that node's subject: it is gone, unless the view moves on.
+			default:
+				n.metrics.forwarded("unavailable")
+				return nil, &UnavailableError{Partition: p, Reason: err.Error(), RetryAfter: time.Second}
+			}
 		}
-		if !errors.Is(err, errNotServed) {
+		if !hold || time.Now().After(holdUntil) {
 			n.metrics.forwarded("unavailable")
-			return nil, &UnavailableError{Partition: p, Reason: err.Error(), RetryAfter: time.Second}
-		}
-		now := time.Now()
-		if (!errors.Is(err, errMoved) && !n.handingOver(p, now.Sub(first))) || now.After(holdUntil) {
-			n.metrics.forwarded("unavailable")
-			return nil, &UnavailableError{Partition: p, Reason: "no node serves it now", RetryAfter: time.Second}
+			reason := "no node serves it now"
+			if err != nil {
+				reason = err.Error()
+			}
+			return nil, &UnavailableError{Partition: p, Reason: reason, RetryAfter: time.Second}
 		}
 		t := time.NewTimer(min(100*time.Millisecond, time.Until(holdUntil)))
 		select {
@@ -205,28 +219,26 @@ func (n *Node) isActive(p int) bool {
 	return pt.state == stActive && n.freshLocked(pt)
 }
 
-// handingOver tells whether a request nobody served should be held (one its owner refused
-// as moved always is, up to HoldMax): the partition's lease
-// says a graceful hand-over or a start is under way, it was released and not yet taken, or
-// its owner became active a moment ago (its subscription may not have crossed the NATS
-// cluster yet). A lease that lapsed (its owner died) or an active owner that keeps not
-// answering gets 503 at once.
-func (n *Node) handingOver(p int, held time.Duration) bool {
+// target is the node instance to send a request of partition p to, as the view names its
+// owner, and whether to hold the request if there is none now (or it does not serve): while
+// the lease says a graceful hand-over or a start is under way, or it was released and not yet
+// taken. A lease that lapsed (its owner died) gets 503 at once.
+func (n *Node) target(p int, held time.Duration) (instance string, hold bool) {
 	s := n.view.lease(p)
 	now := time.Now()
 	switch {
 	case s == nil || s.deleted:
-		return true
+		return "", true
 	case !n.view.alive(s, now):
-		return false
-	case s.value.State == leaseStarting || s.value.State == leaseReleasing:
-		return true
+		return "", false
+	case s.value.Instance == n.instance: // ours, starting or releasing here
+		return "", true
 	}
-	return held < 500*time.Millisecond
+	return s.value.Instance, s.value.State == leaseStarting || s.value.State == leaseReleasing || held < 500*time.Millisecond
 }
 
 // request sends req once and waits for the answer.
-func (f *forwarder) request(ctx context.Context, p int, req *Envelope) (*Response, error) {
+func (f *forwarder) request(ctx context.Context, p int, target string, req *Envelope) (*Response, error) {
 	meta, err := json.Marshal(struct {
 		V int `json:"v"`
 		*Envelope
@@ -248,9 +260,10 @@ func (f *forwarder) request(ctx context.Context, p int, req *Envelope) (*Respons
 	}()
 
 	chunks := split(req.Body, f.chunk)
-	m := nats.NewMsg(f.subjPre + strconv.Itoa(p))
+	m := nats.NewMsg(f.subjPre + target)
 	m.Reply = f.inbox + "." + token
 	m.Header.Set(hdrVersion, strconv.Itoa(wireVersion))
+	m.Header.Set(hdrPart, strconv.Itoa(p))
 	m.Header.Set(hdrChunks, strconv.Itoa(len(chunks)))
 	m.Data = frame(meta, chunks[0])
 	if err := f.nc.PublishMsg(m); err != nil {
@@ -346,9 +359,14 @@ func (f *forwarder) onReply(m *nats.Msg) {
 	}
 }
 
-// onRequest takes a forwarded request of partition p.
-func (f *forwarder) onRequest(p int, m *nats.Msg) {
+// onRequest takes a forwarded request.
+func (f *forwarder) onRequest(m *nats.Msg) {
 	if m.Reply == "" {
+		return
+	}
+	p, err := strconv.Atoi(m.Header.Get(hdrPart))
+	if err != nil || p < 0 || p >= len(f.n.parts) {
+		f.answerErr(m.Reply, "forwarded request without a valid partition")
 		return
 	}
 	if v, _ := strconv.Atoi(m.Header.Get(hdrVersion)); v < 1 || v > wireVersion {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/goccy/go-json"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -123,16 +122,11 @@ func (n *Node) lose(p *part, why string) {
 	}
 	busy := p.busy
 	p.state, p.previous = stFree, true
-	sub := p.sub
-	p.sub = nil
 	if p.idle != nil {
 		close(p.idle)
 		p.idle = nil
 	}
 	p.mu.Unlock()
-	if sub != nil {
-		_ = sub.Drain()
-	}
 	n.metrics.handover("lost")
 	n.log.Warn("partition fenced", "partition", p.id, "why", why)
 	if !busy {
@@ -324,21 +318,8 @@ func (n *Node) take(p *part) {
 		n.cfg.Handler.Fenced(p.id)
 		return
 	}
-	p.state = stActive
+	p.state, p.busy = stActive, false
 	p.mu.Unlock()
-	sub, err := n.fwd.serve(p.id)
-	p.mu.Lock()
-	if p.state == stActive {
-		p.sub, sub = sub, nil
-	}
-	p.busy = false
-	p.mu.Unlock()
-	if sub != nil {
-		_ = sub.Unsubscribe()
-	}
-	if err != nil {
-		n.log.Error("forwarded requests: subscribe", "partition", p.id, "err", err)
-	}
 	n.renew(p) // the lease says active: requests held for it go ahead
 	n.metrics.handover("acquired")
 	n.log.Info("partition acquired", "partition", p.id)
@@ -391,18 +372,15 @@ func (n *Node) release(p *part) {
 		return
 	}
 	p.state = stReleasing
-	sub := p.sub
-	p.sub = nil
 	var idle chan struct{}
 	if p.inflight > 0 {
 		idle = make(chan struct{})
 		p.idle = idle
 	}
 	p.mu.Unlock()
-	n.renew(p) // the lease says releasing: forwarders hold new requests
-	// The subscription stays, answering "moved" (Enter refuses now), until the new owner
-	// serves: a request NATS routes here meanwhile is then refused, never dropped.
-	defer n.linger(p.id, sub)
+	// The lease says releasing: forwarders hold new requests, and this node answers those
+	// that reach it "moved" (Enter refuses), so they are replayed to the new owner.
+	n.renew(p)
 	if idle != nil {
 		select {
 		case <-idle:
@@ -432,42 +410,4 @@ func (n *Node) release(p *part) {
 	n.metrics.handover("released")
 	n.log.Info("partition released", "partition", p.id)
 	n.wake()
-}
-
-// linger keeps a released partition's subscription until its new owner has served for a
-// moment (or HoldMax passes), then drops it. Unsubscribing at once would let NATS route a
-// request to this node's server while the unsubscribe crosses the cluster, and drop it there.
-func (n *Node) linger(p int, sub *nats.Subscription) {
-	if sub == nil {
-		return
-	}
-	n.lingering.Add(1)
-	go func() {
-		defer n.lingering.Done()
-		defer func() { _ = sub.Unsubscribe() }()
-		deadline := time.NewTimer(HoldMax + time.Second)
-		defer deadline.Stop()
-		var servedSince time.Time
-		for {
-			changed := n.view.changes()
-			s := n.view.lease(p)
-			now := time.Now()
-			if n.view.alive(s, now) && s.value.State == leaseActive && s.value.Instance != n.instance {
-				if servedSince.IsZero() {
-					servedSince = now
-				}
-				if now.Sub(servedSince) >= time.Second {
-					return
-				}
-			}
-			select {
-			case <-n.ctx.Done():
-				return
-			case <-deadline.C:
-				return
-			case <-changed:
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
 }

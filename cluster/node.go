@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/goccy/go-json"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gateway/gateway/domain"
@@ -51,11 +50,10 @@ type part struct {
 	fenced   bool      // the fence of this acquisition is written (Lease reports it from then on)
 	since    time.Time
 	inflight int
-	idle     chan struct{}      // closed when inflight drops to 0 (set while releasing)
-	sub      *nats.Subscription // forwarded requests (while active)
-	busy     bool               // a take or release goroutine runs for it
-	retryAt  time.Time          // after a failed take: not before
-	previous bool               // this node held it last: it retakes it first
+	idle     chan struct{} // closed when inflight drops to 0 (set while releasing)
+	busy     bool          // a take or release goroutine runs for it
+	retryAt  time.Time     // after a failed take: not before
+	previous bool          // this node held it last: it retakes it first
 
 	wmu sync.Mutex // serialises writes of the lease key (renewal, release)
 }
@@ -85,8 +83,6 @@ type Node struct {
 	restart chan struct{} // restarts the watchers
 	sem     chan struct{} // bounds concurrent takes and releases
 	wg      sync.WaitGroup
-	// lingering: subscriptions of released partitions kept until their new owner serves
-	lingering sync.WaitGroup
 
 	leaving atomic.Bool
 	frozen  atomic.Bool // tests: a paused process (no renewals, no fencing by the loop)
@@ -398,12 +394,43 @@ wait:
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	n.lingering.Wait() // bounded: HoldMax + 1 s
+	n.waitHandedOver(ctx)
 	dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	_ = n.nodes.Delete(dctx, nodeKey(n.cfg.NodeID), jetstream.LastRevision(n.nodeRev.Load()))
 	cancel()
 	n.abort()
 	return nil
+}
+
+// waitHandedOver waits, at most HoldMax + 1 s, until every partition is served by another
+// node and seen so by this one for a second: until then requests that reach this node are
+// answered "moved" and replayed, while once it exits they would find nobody.
+func (n *Node) waitHandedOver(ctx context.Context) {
+	deadline := time.Now().Add(HoldMax + time.Second)
+	var since time.Time
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		now := time.Now()
+		served := true
+		for p := range n.parts {
+			s := n.view.lease(p)
+			if !n.view.alive(s, now) || s.value.State != leaseActive || s.value.Instance == n.instance {
+				served = false
+				break
+			}
+		}
+		switch {
+		case !served:
+			since = time.Time{}
+		case since.IsZero():
+			since = now
+		case now.Sub(since) >= time.Second:
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // abort stops every goroutine without writing anything (tests use it as a kill -9).
