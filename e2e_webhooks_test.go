@@ -189,7 +189,7 @@ func TestWebhooksEndToEnd(t *testing.T) {
 	if len(msgs) != 1 || msgs[0].(map[string]any)["text"] != "hello there" {
 		t.Fatalf("incoming messages: %s", in.raw)
 	}
-	want(t, tg.do("GET", "/api/v1/messages?direction=out", keyAuth(raw), nil), 400, "validation_failed")
+	want(t, tg.do("GET", "/api/v1/messages?direction=sideways", keyAuth(raw), nil), 400, "validation_failed")
 	narrow := tg.newKey(admin, "alice", map[string]any{"scopes": []string{"send_text"}}).str("rawKey")
 	want(t, tg.do("GET", "/api/v1/messages?direction=in", keyAuth(narrow), nil), 403, "insufficient_scope")
 

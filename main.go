@@ -70,31 +70,34 @@ func run(args []string, stdout, stderr io.Writer) error {
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "gateway", version)
 		return nil
-	case "help", "-h", "--help":
-		fmt.Fprintln(stdout, "usage: gateway serve [flags] | gateway token --uid UID [flags] | gateway sim [--addr ADDR] [--data DIR] | gateway healthcheck [--addr ADDR] | gateway version")
-		return nil
+	case "help", "-h", "-help", "--help":
+		return help(args[1:], stdout)
 	}
-	return fmt.Errorf("unknown command %q (serve, token, sim, healthcheck, version)", args[0])
+	if strings.HasPrefix(args[0], "-") {
+		return serve(args, stderr) // flags without a command: serve's
+	}
+	return fmt.Errorf("unknown command %q (%s; see gateway --help)", args[0], commandNames())
 }
 
 // Interface guards: the adapters main wires into the core.
 var (
-	_ network.Network      = (*sim.Network)(nil)
-	_ httpapi.SimControls  = (*sim.Network)(nil)
-	_ account.Store        = persist.Accounts{}
-	_ session.Records      = persist.Protections{}
-	_ engine.Protections   = persist.Protections{}
-	_ session.Store        = persist.Sessions{}
-	_ engine.Store         = (*persist.Store)(nil)
-	_ engine.Outbox        = (*persist.Outbox)(nil)
-	_ engine.SessionStore  = persist.Sessions{}
-	_ engine.CampaignStore = (*persist.Campaigns)(nil)
-	_ engine.ShopStore     = (*persist.Stores)(nil)
-	_ engine.InboxStore    = (*persist.Inbox)(nil)
-	_ engine.EventStore    = (*persist.Webhooks)(nil)
-	_ engine.Sealer        = (*persist.Sealer)(nil)
-	_ persist.Durable      = (*persist.Badger)(nil)
-	_ persist.Durable      = (*natskv.Store)(nil)
+	_ network.Network       = (*sim.Network)(nil)
+	_ httpapi.SimControls   = (*sim.Network)(nil)
+	_ account.Store         = persist.Accounts{}
+	_ session.Records       = persist.Protections{}
+	_ engine.Protections    = persist.Protections{}
+	_ session.Store         = persist.Sessions{}
+	_ engine.Store          = (*persist.Store)(nil)
+	_ engine.Outbox         = (*persist.Outbox)(nil)
+	_ engine.SessionStore   = persist.Sessions{}
+	_ engine.CampaignStore  = (*persist.Campaigns)(nil)
+	_ engine.ShopStore      = (*persist.Stores)(nil)
+	_ engine.InboxStore     = (*persist.Inbox)(nil)
+	_ engine.EventStore     = (*persist.Webhooks)(nil)
+	_ engine.MessageHistory = (*persist.MessageLog)(nil)
+	_ engine.Sealer         = (*persist.Sealer)(nil)
+	_ persist.Durable       = (*persist.Badger)(nil)
+	_ persist.Durable       = (*natskv.Store)(nil)
 )
 
 // config is every `gateway serve` flag (DESIGN.md section 6); each is also read from the
@@ -202,8 +205,8 @@ func parseServe(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.oidcRequireEmailVerified, "oidc-require-email-verified", false, "refuse ID tokens whose email_verified claim is not true")
 	fs.StringVar(&c.corsOrigins, "cors-origins", "", "comma list of browser origins allowed to call the API (CORS), or * for any; empty: no CORS headers")
 	addClusterFlags(fs, &c.clusterFlags)
-	fs.Usage = func() { serveUsage(fs) }
-	if err := fs.Parse(args); err != nil {
+	commandUsage(fs)
+	if err := parseFlags(fs, args); err != nil {
 		return c, err
 	}
 	if err := applyEnv(fs); err != nil {
@@ -414,6 +417,13 @@ func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err err
 	if g.events, err = newEvents(ctx, c, recs.Webhooks, reg, engine.NewSecretBox(stores.Sealer), log); err != nil {
 		return nil, err
 	}
+	// The history index holds incoming messages now; earlier versions kept them in a table of
+	// their own, moved once here.
+	if n, err := recs.History.AdoptInbound(ctx); err != nil {
+		return nil, fmt.Errorf("message history: %w", err)
+	} else if n > 0 {
+		log.Info("incoming messages moved into the message history", "messages", n)
+	}
 	g.engine, err = engine.New(engine.Config{
 		Store: recs.Store, Records: engineRecords(recs), Logger: log.With("component", "engine"), Plans: plans,
 		DefaultPlan: c.defaultPlan, AdminUIDs: strings.Split(c.adminUIDs, ","), DevRoles: c.auth == "dev",
@@ -487,7 +497,7 @@ func newEvents(ctx context.Context, c config, store engine.EventStore, reg prome
 // engineRecords hands persist's typed stores to the engine as the interfaces it declares.
 func engineRecords(r *persist.Records) engine.Records {
 	return engine.Records{Outbox: r.Outbox, Accounts: r.Accounts, Sessions: r.Sessions, Protections: r.Protections,
-		Campaigns: r.Campaigns, Shops: r.Stores, Inbox: r.Inbox}
+		Campaigns: r.Campaigns, Shops: r.Stores, Inbox: r.Inbox, History: r.History}
 }
 
 // storeConfig is the store integration's configuration: the store-platform client, the app
@@ -689,13 +699,14 @@ func token(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	data := fs.String("data", "./data", "data directory holding dev-idp.pem (created if missing)")
-	uid := fs.String("uid", "", "user id (sub)")
+	uid := fs.String("uid", "", "the user id the token is for (its sub claim); required")
 	role := fs.String("role", "", "client or admin (honoured in dev auth only)")
 	name := fs.String("name", "", "display name")
 	email := fs.String("email", "", "email")
-	ttl := fs.Duration("ttl", time.Hour, "lifetime")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+	ttl := fs.Duration("ttl", time.Hour, "how long the token is valid")
+	commandUsage(fs)
+	if err := parseFlags(fs, args); err != nil {
+		if errors.Is(err, errHelp) {
 			return nil
 		}
 		return err
@@ -813,21 +824,6 @@ func envName(flag string) string {
 	return "GATEWAY_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
 
-// serveUsage is `gateway serve --help`: every flag with the variable that also sets it.
-func serveUsage(fs *flag.FlagSet) {
-	w := fs.Output()
-	fmt.Fprintln(w, "usage: gateway serve [flags]")
-	fmt.Fprintln(w, "Every flag is also read from the environment variable named beside it; a flag on the command line wins.")
-	fs.VisitAll(func(f *flag.Flag) {
-		def := ""
-		if f.DefValue != "" {
-			def = fmt.Sprintf(" (default %s)", f.DefValue)
-		}
-		fmt.Fprintf(w, "  --%s, %s%s\n      %s\n", f.Name, envName(f.Name), def, f.Usage)
-	})
-	fmt.Fprintln(w, "  GATEWAY_SECRET_KEY\n      key sealing store credentials at rest (32 bytes as 64 hex digits or base64); default: DATA/secret.key, created on first use")
-}
-
 func splitList(s string) []string {
 	var out []string
 	for _, part := range strings.Split(s, ",") {
@@ -844,7 +840,11 @@ func healthcheck(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", ":8080", "the gateway's listen address")
-	if err := fs.Parse(args); err != nil {
+	commandUsage(fs)
+	if err := parseFlags(fs, args); err != nil {
+		if errors.Is(err, errHelp) {
+			return nil
+		}
 		return err
 	}
 	if err := applyEnv(fs); err != nil {

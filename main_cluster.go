@@ -79,13 +79,14 @@ func simCmd(args []string, stderr io.Writer) error {
 	cidrs := fs.String("internal-cidrs", "127.0.0.0/8,::1/128", "addresses allowed to use the sim (the gateway nodes')")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "json", "json or text")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+	commandUsage(fs)
+	if err := parseFlags(fs, args); err != nil {
+		if errors.Is(err, errHelp) {
 			return nil
 		}
 		return err
 	}
-	if err := applyEnvPrefix(fs, "GATEWAY_SIM_", "sim-"); err != nil {
+	if err := applySimEnv(fs); err != nil {
 		return err
 	}
 	allowed, err := parseCIDRs(*cidrs)
@@ -155,14 +156,20 @@ func inCIDRs(a netip.Addr, cidrs []netip.Prefix) bool {
 	return false
 }
 
-// applyEnvPrefix is applyEnv for another command: flag NAME is read from PREFIX<NAME> (upper
-// case, - → _, trim removed from the name first).
-func applyEnvPrefix(fs *flag.FlagSet, prefix, trim string) error {
+// simEnvName is the environment variable of a `gateway sim` flag: GATEWAY_SIM_<NAME>, the
+// flag's own sim- left out (--sim-latency: GATEWAY_SIM_LATENCY), so a gateway's variables
+// (GATEWAY_ADDR) never set the sim's.
+func simEnvName(flag string) string {
+	return "GATEWAY_SIM_" + strings.ToUpper(strings.ReplaceAll(strings.TrimPrefix(flag, "sim-"), "-", "_"))
+}
+
+// applySimEnv is applyEnv for `gateway sim`.
+func applySimEnv(fs *flag.FlagSet) error {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
-		env := prefix + strings.ToUpper(strings.ReplaceAll(strings.TrimPrefix(f.Name, trim), "-", "_"))
+		env := simEnvName(f.Name)
 		if v, ok := os.LookupEnv(env); ok && !given[f.Name] && err == nil {
 			if e := fs.Set(f.Name, v); e != nil {
 				err = fmt.Errorf("%s: %w", env, e)

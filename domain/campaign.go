@@ -1,6 +1,9 @@
 package domain
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Campaign statuses.
 const (
@@ -22,13 +25,17 @@ type CampaignDetail struct {
 // Campaign is a bulk campaign's persisted record. Details are stored one key per number
 // beside it (so a step writes one small record, not the whole list), and loaded into Details.
 type Campaign struct {
-	ID        string   `json:"id"`
-	UserID    string   `json:"userId"`
-	SessionID string   `json:"sessionId"`
-	Message   string   `json:"message"`
-	Numbers   []string `json:"numbers"`
-	Delay     float64  `json:"delay"` // seconds between consecutive sends
-	Status    string   `json:"status"`
+	ID        string `json:"id"`
+	UserID    string `json:"userId"`
+	SessionID string `json:"sessionId"`
+	// Name is what the dashboard shows ("" for a campaign started through the API without one).
+	Name    string   `json:"name,omitempty"`
+	Message string   `json:"message"`
+	Numbers []string `json:"numbers"`
+	// Names, when set, has one entry per number: the {name} of that number's message.
+	Names  []string `json:"names,omitempty"`
+	Delay  float64  `json:"delay"` // seconds between consecutive sends
+	Status string   `json:"status"`
 	// Granted is how many numbers the allowance covers (the batch is clipped to it).
 	Granted int `json:"granted"`
 	// Cursor is the index of the next number to process. Its message id is derived from the
@@ -49,4 +56,19 @@ type Campaign struct {
 // Done tells whether the campaign has ended.
 func (s Campaign) Done() bool {
 	return s.Status == CampaignCompleted || s.Status == CampaignCancelled || s.Status == CampaignFailed
+}
+
+// NamePlaceholder is replaced in a campaign's message by each number's name (Campaign.Names).
+const NamePlaceholder = "{name}"
+
+// TextFor is the message of the campaign's number idx: {name} replaced by its name.
+func (s Campaign) TextFor(idx int) string {
+	if len(s.Names) == 0 || !strings.Contains(s.Message, NamePlaceholder) {
+		return s.Message
+	}
+	name := ""
+	if idx >= 0 && idx < len(s.Names) {
+		name = s.Names[idx]
+	}
+	return strings.ReplaceAll(s.Message, NamePlaceholder, name)
 }

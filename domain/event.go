@@ -191,6 +191,8 @@ type WebhookAttempt struct {
 	Delivered bool      `json:"delivered"`
 	At        time.Time `json:"at"`
 	Duration  int64     `json:"durationMs"`
+	// Body is the event as it was sent (the dashboard's redelivery sends it again).
+	Body []byte `json:"body,omitempty"`
 }
 
 // WebhookProgress is what a subscription's deliverer writes after some attempts, in one commit:

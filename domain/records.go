@@ -90,3 +90,32 @@ func (q *InboxSeq) Observe(seq string) {
 
 // Continue makes q go on from where other is (a reconnected shop keeps its order).
 func (q *InboxSeq) Continue(other *InboxSeq) { q.last.Store(other.last.Load()) }
+
+// Directions of a message in the history (GET /api/v1/messages).
+const (
+	DirOut = "out"
+	DirIn  = "in"
+)
+
+// LogEntry is one line of a user's message history: an outgoing message's reference (its
+// status and text are read from the outbox as they stand) or an incoming message as a whole.
+type LogEntry struct {
+	Dir       string          `json:"dir"` // DirOut or DirIn
+	ID        string          `json:"id"`
+	SessionID string          `json:"session"`
+	Peer      string          `json:"peer"` // the recipient (out) or the sender (in)
+	At        time.Time       `json:"at"`
+	In        *InboundMessage `json:"in,omitempty"`
+}
+
+// LogScan is where a walk of one user's history starts and which way it goes.
+type LogScan struct {
+	// Cursor: continue after this place (a cursor an earlier walk handed out); "" = from the
+	// start.
+	Cursor string
+	// Since: oldest first, from this time on; zero: newest first.
+	Since time.Time
+}
+
+// ErrBadCursor: a history cursor this gateway did not hand out.
+var ErrBadCursor = E("validation_failed", "cursor is not one this gateway handed out")

@@ -56,6 +56,9 @@ type CampaignRequest struct {
 	Numbers   []string
 	Message   string
 	Delay     float64 // seconds
+	// Name labels the campaign; Names, when set, is each number's {name} (one per number).
+	Name  string
+	Names []string
 	// ID "" = a new one. A derived id (Idempotency-Key) makes the start idempotent: a campaign
 	// that exists already is answered as it stands; Idem's record is committed with it.
 	ID   string
@@ -82,8 +85,8 @@ func (c *Campaigns) Start(ctx context.Context, r CampaignRequest) (domain.Campai
 	}
 	now := c.e.now().UTC()
 	st := domain.Campaign{
-		ID: r.ID, UserID: r.UserID, SessionID: ent.view.Load().ID, Message: r.Message,
-		Numbers: r.Numbers, Delay: r.Delay, Status: domain.CampaignQueued, Granted: int(res.Granted()),
+		ID: r.ID, UserID: r.UserID, SessionID: ent.view.Load().ID, Name: r.Name, Message: r.Message,
+		Numbers: r.Numbers, Names: r.Names, Delay: r.Delay, Status: domain.CampaignQueued, Granted: int(res.Granted()),
 		CreatedAt: now, UpdatedAt: now,
 	}
 	var idemID string
@@ -130,7 +133,8 @@ func (c *Campaigns) sendMessage(ctx context.Context, s domain.Campaign, to, msgI
 	// the network's outcome: its details say sent or failed, and pacing stretches its cadence.
 	return c.e.Messages.Send(ctx, SendRequest{
 		UserID: s.UserID, SessionID: ent.view.Load().ID, Origin: "campaign:" + s.ID,
-		Message:  domain.Message{ID: msgID, To: to, Kind: domain.KindText, Text: s.Message},
+		// The actor sends the number at its cursor: that number's {name}.
+		Message:  domain.Message{ID: msgID, To: to, Kind: domain.KindText, Text: s.TextFor(s.Cursor)},
 		Reserved: c.e.Messages.adopt(s.UserID, 1), Wait: campaignSendWait,
 	})
 }

@@ -154,7 +154,7 @@ func New(cfg Config) (*Engine, error) {
 	e.Users = newUsers(e, cfg.AdminUIDs)
 	e.Keys = newKeys(e)
 	e.Sessions = newSessions(e)
-	e.Messages = &Messages{e: e, msgs: newMessages(e, cfg.Records.Outbox), accountTable: cfg.Records.Accounts}
+	e.Messages = &Messages{e: e, msgs: newMessages(e, cfg.Records.Outbox), accountTable: cfg.Records.Accounts, history: cfg.Records.History}
 	e.Messages.accounts.init()
 	e.Campaigns = newCampaigns(e)
 	e.Stores = newStores(e)

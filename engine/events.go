@@ -52,7 +52,6 @@ type EventStore interface {
 	QueueHeads() (pending map[string]int, maxSeq uint64, err error)
 	Attempts(subID string) ([]domain.WebhookAttempt, error)
 	SaveInbound(ctx context.Context, m domain.InboundMessage, ds []domain.WebhookDelivery) error
-	ListInbound(userID string, since time.Time, limit int) ([]domain.InboundMessage, error)
 }
 
 // URLGuard checks a webhook URL before it is stored (media.Guard). The poster's dialer checks
@@ -112,6 +111,7 @@ type Events struct {
 	seq     atomic.Uint64 // the last delivery sequence number given out
 	workers sync.WaitGroup
 	metrics *eventMetrics
+	live    liveHub // the users' open event streams (events_live.go)
 
 	mu     sync.RWMutex
 	byUser map[string][]domain.WebhookSubscription
@@ -187,6 +187,7 @@ func (e *Events) Boot(ctx context.Context) error {
 // their workers are done, or when ctx ends (an attempt in flight takes at most webhook.Timeout;
 // what it did not record is sent again after the restart, under the same webhook-id).
 func (e *Events) Stop(ctx context.Context) {
+	e.live.closeAll()
 	e.mu.Lock()
 	pids := make([]*actor.PID, 0, len(e.pids))
 	for _, pid := range e.pids {

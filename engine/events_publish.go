@@ -16,20 +16,25 @@ import (
 // subscription wants it); it never waits for a delivery. Calls for one user that must arrive in
 // order (a message's queued, sent, delivered) must be made one after the other.
 func (e *Events) Publish(ctx context.Context, uid string, ev domain.Event) error {
-	ds, err := e.deliveries(uid, ev)
-	if err != nil || len(ds) == 0 {
+	ds, live, err := e.deliveries(uid, ev)
+	if err != nil {
 		return err
 	}
-	if err := e.cfg.Store.Enqueue(ctx, ds); err != nil {
-		return fmt.Errorf("%w: queue event: %v", ErrUnavailable, err)
+	if len(ds) > 0 {
+		if err := e.cfg.Store.Enqueue(ctx, ds); err != nil {
+			return fmt.Errorf("%w: queue event: %v", ErrUnavailable, err)
+		}
+		e.kick(ds)
 	}
-	e.kick(ds)
+	e.sendLive(uid, live)
 	return nil
 }
 
 // PreparedEvent is an event made ready for a batch commit (Prepare, then Commit).
 type PreparedEvent struct {
 	deliveries []domain.WebhookDelivery
+	uid        string
+	live       *LiveEvent // for the user's open streams (nil: none)
 }
 
 // Len is how many subscriptions take the event (0: none; committing it writes nothing).
@@ -40,11 +45,11 @@ func (p PreparedEvent) Len() int { return len(p.deliveries) }
 // Committed hands each on once it is durable. An event prepared and never committed is simply
 // not sent.
 func (e *Events) Prepare(uid string, ev domain.Event) (PreparedEvent, error) {
-	ds, err := e.deliveries(uid, ev)
-	if err != nil || len(ds) == 0 {
+	ds, live, err := e.deliveries(uid, ev)
+	if err != nil || (len(ds) == 0 && live == nil) {
 		return PreparedEvent{}, err
 	}
-	return PreparedEvent{deliveries: ds}, nil
+	return PreparedEvent{deliveries: ds, uid: uid, live: live}, nil
 }
 
 // Commit queues prepared events durably, in order (their deliveries in as few commits as the
@@ -60,10 +65,18 @@ func (e *Events) Commit(ctx context.Context, ps []PreparedEvent) error {
 	return e.cfg.Store.Enqueue(ctx, ds)
 }
 
-// Committed hands a prepared event whose Ops were committed to its subscriptions' actors.
+// Committed hands a prepared event whose Ops were committed to its subscriptions' actors and
+// the user's open streams.
 func (e *Events) Committed(p PreparedEvent) {
 	if len(p.deliveries) > 0 {
 		e.kick(p.deliveries)
+	}
+	e.sendLive(p.uid, p.live)
+}
+
+func (e *Events) sendLive(uid string, ev *LiveEvent) {
+	if ev != nil {
+		e.live.send(uid, *ev)
 	}
 }
 
@@ -77,27 +90,18 @@ func (e *Events) ReceiveMessage(ctx context.Context, m domain.InboundMessage) er
 		m.Timestamp = e.cfg.Clock.Now()
 	}
 	m.Timestamp = m.Timestamp.UTC().Truncate(time.Millisecond)
-	ds, err := e.deliveries(m.UserID, domain.Event{Type: domain.EventMessageReceived, At: m.Timestamp, Data: m})
+	ds, live, err := e.deliveries(m.UserID, domain.Event{Type: domain.EventMessageReceived, At: m.Timestamp, Data: m})
 	if err != nil {
 		return err
 	}
 	if err := e.cfg.Store.SaveInbound(ctx, m, ds); err != nil {
 		return fmt.Errorf("%w: keep incoming message: %v", ErrUnavailable, err)
 	}
-	e.kick(ds)
+	if len(ds) > 0 {
+		e.kick(ds)
+	}
+	e.sendLive(m.UserID, live)
 	return nil
-}
-
-// Inbound lists uid's incoming messages at or after since, oldest first (at most limit; 0 = 1000).
-func (e *Events) Inbound(uid string, since time.Time, limit int) ([]domain.InboundMessage, error) {
-	if limit <= 0 || limit > 1000 {
-		limit = 1000
-	}
-	out, err := e.cfg.Store.ListInbound(uid, since, limit)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	return out, nil
 }
 
 // envelope is the Standard Webhooks body.
@@ -107,10 +111,11 @@ type envelope struct {
 	Data      any              `json:"data"`
 }
 
-// deliveries builds one delivery of ev per subscription of uid that takes it (none: nil).
-func (e *Events) deliveries(uid string, ev domain.Event) ([]domain.WebhookDelivery, error) {
+// deliveries builds one delivery of ev per subscription of uid that takes it (none: nil), and
+// the event for uid's open streams (nil when none is open).
+func (e *Events) deliveries(uid string, ev domain.Event) ([]domain.WebhookDelivery, *LiveEvent, error) {
 	if !ev.Type.Valid() {
-		return nil, fmt.Errorf("%w: unknown event type %q", ErrValidation, ev.Type)
+		return nil, nil, fmt.Errorf("%w: unknown event type %q", ErrValidation, ev.Type)
 	}
 	e.mu.RLock()
 	var subs []string
@@ -120,8 +125,9 @@ func (e *Events) deliveries(uid string, ev domain.Event) ([]domain.WebhookDelive
 		}
 	}
 	e.mu.RUnlock()
-	if len(subs) == 0 {
-		return nil, nil
+	listening := e.live.listening(uid)
+	if len(subs) == 0 && !listening {
+		return nil, nil, nil
 	}
 	now := e.cfg.Clock.Now().UTC()
 	if ev.At.IsZero() {
@@ -132,7 +138,11 @@ func (e *Events) deliveries(uid string, ev domain.Event) ([]domain.WebhookDelive
 	}
 	body, err := json.Marshal(envelope{Type: ev.Type, Timestamp: ev.At.UTC().Format(timestampMillis), Data: ev.Data})
 	if err != nil {
-		return nil, fmt.Errorf("%w: event data: %v", ErrValidation, err)
+		return nil, nil, fmt.Errorf("%w: event data: %v", ErrValidation, err)
+	}
+	var live *LiveEvent
+	if listening {
+		live = &LiveEvent{ID: ev.ID, Type: ev.Type, Body: body}
 	}
 	ds := make([]domain.WebhookDelivery, len(subs))
 	for i, id := range subs {
@@ -141,7 +151,7 @@ func (e *Events) deliveries(uid string, ev domain.Event) ([]domain.WebhookDelive
 			Type: ev.Type, CreatedAt: now, Body: body,
 		}
 	}
-	return ds, nil
+	return ds, live, nil
 }
 
 // timestampMillis is RFC 3339 UTC with milliseconds (DESIGN.md section 4).

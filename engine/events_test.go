@@ -41,7 +41,8 @@ func TestEventsToALoopbackReceiver(t *testing.T) {
 	// Quick retries: on a loaded machine an attempt may fail (and be sent again under the same
 	// webhook-id, as Standard Webhooks allows); the default 1 s doubling backoff could outlast
 	// the wait below.
-	h := newEvents(t, persist.NewMemory(), true, webhook.Policy{BaseBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+	kv := persist.NewMemory()
+	h := newEvents(t, kv, true, webhook.Policy{BaseBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
 	defer h.stop()
 	for _, bad := range []struct {
 		url    string
@@ -138,9 +139,13 @@ func TestEventsToALoopbackReceiver(t *testing.T) {
 	verifyWithNode(t, sub.Secret, hooks)
 
 	// The incoming message is listed; the attempts are recorded; the list hides the secret.
-	in, err := h.ev.Inbound("u1", time.Now().Add(-time.Minute), 0)
-	if err != nil || len(in) != 1 || in[0].Text != "hello" {
-		t.Fatalf("Inbound = %+v, %v", in, err)
+	var in []persist.LogEntry
+	err = persist.NewMessageLog(kv).ScanLog("u1", persist.LogScan{}, func(_ string, e persist.LogEntry) (bool, error) {
+		in = append(in, e)
+		return true, nil
+	})
+	if err != nil || len(in) != 1 || in[0].Dir != persist.DirIn || in[0].In.Text != "hello" {
+		t.Fatalf("history = %+v, %v", in, err)
 	}
 	waitUntil(t, 5*time.Second, "six delivered attempts recorded", func() bool {
 		as, _ := h.ev.Deliveries("u1", sub.ID)

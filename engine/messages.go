@@ -51,6 +51,7 @@ type Messages struct {
 	accounts     registry[string, *accountEntry]
 	accountTable account.Store
 	idem         idempotency
+	history      MessageHistory
 }
 
 // messages is the Messages facet's state: it accepts messages into the durable outbox, hands

@@ -33,6 +33,7 @@ type Records struct {
 	Campaigns   CampaignStore
 	Shops       ShopStore
 	Inbox       InboxStore
+	History     MessageHistory
 }
 
 // Protections are the session protection records (persist.Protections): what the session

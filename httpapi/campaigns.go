@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gateway/gateway/domain"
 
@@ -44,6 +45,9 @@ type bulkResultJSON struct {
 
 type campaignJSON struct {
 	bulkResultJSON
+	Name      string    `json:"name,omitempty"`
+	Message   string    `json:"message"`
+	Delay     float64   `json:"delay"`
 	CreatedAt timestamp `json:"created_at"`
 	UpdatedAt timestamp `json:"updated_at"`
 }
@@ -70,7 +74,8 @@ func bulkResult(s domain.Campaign) bulkResultJSON {
 }
 
 func campaignView(s domain.Campaign) campaignJSON {
-	return campaignJSON{bulkResultJSON: bulkResult(s), CreatedAt: timestamp(s.CreatedAt), UpdatedAt: timestamp(s.UpdatedAt)}
+	return campaignJSON{bulkResultJSON: bulkResult(s), Name: s.Name, Message: s.Message, Delay: s.Delay,
+		CreatedAt: timestamp(s.CreatedAt), UpdatedAt: timestamp(s.UpdatedAt)}
 }
 
 // v1SendBulk is POST /api/v1/messages/send-bulk (scope send_bulk): sync (the result when the
@@ -209,6 +214,90 @@ func (s *Server) cancelClientCampaign(ctx *fasthttp.RequestCtx, u domain.User) e
 		return missing("id")
 	}
 	st, err := s.eng.Campaigns.Cancel(s.reqContext(ctx), u.ID, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(ctx, fasthttp.StatusOK, campaignView(st))
+	return nil
+}
+
+// Dashboard campaigns: names and per-number {name} values.
+const (
+	maxCampaignName  = 100
+	maxRecipientName = 100
+)
+
+type clientCampaignRequest struct {
+	Name      *string           `json:"name"`
+	Message   *string           `json:"message"`
+	Numbers   []json.RawMessage `json:"numbers"`
+	Delay     *float64          `json:"delay"`
+	SessionID string            `json:"session_id"`
+}
+
+type recipientJSON struct {
+	Phone string `json:"phone"`
+	Name  string `json:"name"`
+}
+
+// startClientCampaign is POST /api/client/campaigns {name, message, numbers, delay}: an async
+// bulk send from the dashboard, named; each number is a string or {phone, name}, and {name} in
+// the message becomes that number's name.
+func (s *Server) startClientCampaign(ctx *fasthttp.RequestCtx, u domain.User) error {
+	var req clientCampaignRequest
+	if err := bind(ctx, &req, need("name", &req.Name)); err != nil {
+		return err
+	}
+	name := strings.TrimSpace(*req.Name)
+	if len(name) > maxCampaignName || !utf8.ValidString(name) {
+		return badInput("validation_failed", "name must be at most %d bytes of UTF-8", maxCampaignName)
+	}
+	if len(req.Numbers) == 0 {
+		return missing("numbers")
+	}
+	if len(req.Numbers) > s.cfg.BulkMaxRecipients {
+		return badInput("validation_failed", "numbers has %d entries; at most %d are allowed", len(req.Numbers), s.cfg.BulkMaxRecipients)
+	}
+	numbers, names := make([]string, len(req.Numbers)), make([]string, len(req.Numbers))
+	named := false
+	for i, raw := range req.Numbers {
+		var r recipientJSON
+		if err := json.Unmarshal(raw, &r.Phone); err != nil {
+			if err := json.Unmarshal(raw, &r); err != nil || r.Phone == "" {
+				return badInput("validation_failed", "numbers[%d] must be a phone number or {phone, name}", i)
+			}
+		}
+		r.Name = strings.TrimSpace(r.Name)
+		if len(r.Name) > maxRecipientName || !utf8.ValidString(r.Name) {
+			return badInput("validation_failed", "numbers[%d].name must be at most %d bytes of UTF-8", i, maxRecipientName)
+		}
+		numbers[i], names[i], named = r.Phone, r.Name, named || r.Name != ""
+	}
+	body, _ := json.Marshal(numbers)
+	r, err := s.bulkCampaign(bulkRequest{Numbers: body, Message: req.Message, Delay: req.Delay, SessionID: req.SessionID})
+	if err != nil {
+		return err
+	}
+	r.UserID, r.Name = u.ID, name
+	if named {
+		r.Names = names
+	}
+	st, err := s.eng.Campaigns.Start(s.reqContext(ctx), r)
+	if err != nil {
+		return err
+	}
+	writeJSON(ctx, fasthttp.StatusCreated, campaignView(st))
+	return nil
+}
+
+// clientCampaign is GET /api/client/campaigns/details?id=: one of the user's campaigns with
+// its per-number results.
+func (s *Server) clientCampaign(ctx *fasthttp.RequestCtx, u domain.User) error {
+	id := string(ctx.QueryArgs().Peek("id"))
+	if id == "" {
+		return missing("id")
+	}
+	st, err := s.eng.Campaigns.Get(u.ID, id)
 	if err != nil {
 		return err
 	}

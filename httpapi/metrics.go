@@ -21,6 +21,7 @@ type httpMetrics struct {
 	outcomes map[string]prometheus.Counter
 
 	sends    *prometheus.CounterVec
+	streams  prometheus.Gauge // open event streams (GET /api/client/events/stream)
 	sendsMu  sync.RWMutex
 	sendByOc map[[2]string]prometheus.Counter
 }
@@ -42,8 +43,11 @@ func newHTTPMetrics(reg *prometheus.Registry) (*httpMetrics, error) {
 			Name: "gateway_sends_total", Help: "Send requests by origin (api, dashboard) and outcome (sent or an error code).",
 		}, []string{"origin", "outcome"}),
 		sendByOc: map[[2]string]prometheus.Counter{},
+		streams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gateway_event_streams", Help: "Open dashboard event streams (Server-Sent Events).",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.decisions, m.sends,
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.decisions, m.sends, m.streams,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -16,6 +16,7 @@ func (s *Server) routes() {
 	s.route(POST, "/api/v1/messages/send", 0, s.v1Send)
 	s.route(POST, "/api/v1/messages/send-image", mediaBodyLimit(s.cfg.Media.MaxBytes), s.v1SendImage)
 	s.route(POST, "/api/v1/messages/send-bulk", 0, s.v1SendBulk)
+	s.route(GET, "/api/v1/messages", 0, s.v1Messages)
 	s.route(GET, "/api/v1/messages/{id}", 0, s.v1Message)
 	s.route(GET, "/api/v1/campaigns/{id}", 0, s.v1Campaign)
 	s.route(DELETE, "/api/v1/campaigns/{id}", 0, s.v1CancelCampaign)
@@ -38,6 +39,7 @@ func (s *Server) routes() {
 	s.route(DELETE, "/api/admin/sessions", 0, s.admin(s.deleteSession))
 
 	// Dashboard (ID token).
+	s.route(GET, "/api/client/me", 0, s.client(s.clientMe))
 	s.route(GET, "/api/client/apikeys", 0, s.client(s.clientKeys))
 	s.route(GET, "/api/client/qr", 0, s.client(s.clientQR))
 	s.route(GET, "/api/client/status", 0, s.client(s.clientStatus))
@@ -51,17 +53,22 @@ func (s *Server) routes() {
 	s.route(POST, "/api/client/store/connect", 0, s.client(s.storeConnect))
 	s.route(POST, "/api/client/store/verify-shopify", 0, s.client(s.verifyShopify))
 	s.route(GET, "/api/client/campaigns", 0, s.client(s.clientCampaigns))
+	s.route(POST, "/api/client/campaigns", 0, s.client(s.startClientCampaign))
+	s.route(GET, "/api/client/campaigns/details", 0, s.client(s.clientCampaign))
 	s.route(DELETE, "/api/client/campaigns", 0, s.client(s.cancelClientCampaign))
+	s.route(GET, "/api/client/messages", 0, s.client(s.clientMessages))
 	s.route(GET, "/api/client/store", 0, s.client(s.clientStore))
 	s.route(DELETE, "/api/client/store", 0, s.client(s.deleteStore))
 
-	// Events out: webhook subscriptions (ID token) and incoming messages (API key).
+	// Events out: webhook subscriptions (ID token).
 	if s.cfg.Webhooks != nil {
 		s.route(GET, "/api/client/webhooks", 0, s.client(s.listWebhooks))
 		s.route(POST, "/api/client/webhooks", 0, s.client(s.createWebhook))
 		s.route(DELETE, "/api/client/webhooks", 0, s.client(s.deleteWebhook))
 		s.route(GET, "/api/client/webhooks/deliveries", 0, s.client(s.webhookDeliveries))
-		s.route(GET, "/api/v1/messages", 0, s.v1Messages)
+		s.route(POST, "/api/client/webhooks/test", 0, s.client(s.testWebhook))
+		s.route(POST, "/api/client/webhooks/redeliver", 0, s.client(s.redeliverWebhook))
+		s.route(GET, "/api/client/events/stream", 0, s.eventStream)
 	}
 
 	// Store integration (SPEC.md section 4.5): connecting (ID token) and the platform's calls (public).

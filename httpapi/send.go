@@ -243,11 +243,12 @@ func (s *Server) templateTest(ctx *fasthttp.RequestCtx, u domain.User) error {
 // person is watching (DESIGN.md section 9). v1 sends answer once queued unless asked to wait.
 const dashboardWait = 15 * time.Second
 
-// send asks the engine to accept (and, if asked, wait for) a message and writes the response:
-// the v1 shape (full) or {success}.
-func (s *Server) send(ctx *fasthttp.RequestCtx, r engine.SendRequest, idem *engine.Idem, full bool) error {
+// send asks the engine to accept (and, if asked, wait for) a message and writes the response,
+// the message's id and status (a dashboard follows it on the Messages screen). v1 answers once
+// queued by default; the dashboard (v1 false) waits dashboardWait.
+func (s *Server) send(ctx *fasthttp.RequestCtx, r engine.SendRequest, idem *engine.Idem, v1 bool) error {
 	def := time.Duration(0)
-	if !full {
+	if !v1 {
 		def = dashboardWait
 	}
 	wait, err := waitOf(ctx, def)
@@ -266,11 +267,7 @@ func (s *Server) send(ctx *fasthttp.RequestCtx, r engine.SendRequest, idem *engi
 		return err
 	}
 	s.metrics.send(r.Origin, nil)
-	if full {
-		writeJSON(ctx, fasthttp.StatusOK, sentResponse(entry))
-		return nil
-	}
-	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
+	writeJSON(ctx, fasthttp.StatusOK, sentResponse(entry))
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -105,6 +106,10 @@ type Server struct {
 	simOnly bool
 	// simClient asks the sim process (--sim-url).
 	simClient *fasthttp.Client
+	// streams is closed when the server shuts down: open event streams end (live.go), so the
+	// shutdown does not wait for them.
+	streams      chan struct{}
+	closeStreams sync.Once
 }
 
 const (
@@ -138,7 +143,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	var pfx [4]byte
 	_, _ = rand.Read(pfx[:])
-	s := &Server{cfg: cfg, log: cfg.Logger, eng: cfg.Engine, router: router.New(), reqPfx: hex.EncodeToString(pfx[:])}
+	s := &Server{cfg: cfg, log: cfg.Logger, eng: cfg.Engine, router: router.New(), reqPfx: hex.EncodeToString(pfx[:]), streams: make(chan struct{})}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
 	var err error
 	if s.metrics, err = newHTTPMetrics(cfg.Registry); err != nil {
@@ -193,6 +198,7 @@ func (s *Server) Serve(ln net.Listener) error {
 // Shutdown stops accepting, then waits for in-flight requests to finish, within ctx.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.ready.Store(false)
+	s.closeStreams.Do(func() { close(s.streams) })
 	err := s.srv.ShutdownWithContext(ctx)
 	s.cancelBase()
 	return err

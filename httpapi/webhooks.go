@@ -1,13 +1,10 @@
 package httpapi
 
-// Events out (DESIGN.md section 10): a user's webhook subscriptions, their recent deliveries,
-// and the v1 listing of incoming messages.
+// Events out (DESIGN.md section 10): a user's webhook subscriptions and their recent deliveries.
 
 import (
 	"context"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -22,7 +19,9 @@ type WebhookService interface {
 	Delete(ctx context.Context, uid, id string) error
 	Deliveries(uid, id string) ([]domain.WebhookAttempt, error)
 	Subscription(uid, id string) (domain.WebhookSubscription, error)
-	Inbound(uid string, since time.Time, limit int) ([]domain.InboundMessage, error)
+	Test(ctx context.Context, uid, subID string) (domain.WebhookDelivery, error)
+	Redeliver(ctx context.Context, uid, subID, eventID string) (domain.WebhookDelivery, error)
+	Listen(uid string) *engine.Listener
 }
 
 // Interface guards.
@@ -158,61 +157,52 @@ func (s *Server) webhookDeliveries(ctx *fasthttp.RequestCtx, u domain.User) erro
 	return nil
 }
 
-type inboundJSON struct {
-	ID        string    `json:"id"`
-	Session   string    `json:"session"`
-	From      string    `json:"from"`
-	Type      string    `json:"type"`
-	Text      string    `json:"text,omitempty"`
-	Caption   string    `json:"caption,omitempty"`
-	MimeType  string    `json:"mimeType,omitempty"`
-	FileName  string    `json:"fileName,omitempty"`
-	Bytes     int64     `json:"bytes,omitempty"`
-	Timestamp timestamp `json:"timestamp"`
+// queuedDeliveryJSON answers a test event or a redelivery: queued, sent by the subscription's
+// deliverer in its order (its outcome shows in the deliveries list).
+type queuedDeliveryJSON struct {
+	Success   bool             `json:"success"`
+	ID        string           `json:"id"` // the webhook-id the receiver sees
+	EventID   string           `json:"eventId"`
+	Type      domain.EventType `json:"type"`
+	Queued    bool             `json:"queued"`
+	CreatedAt timestamp        `json:"createdAt"`
 }
 
-type inboundListJSON struct {
-	Success   bool          `json:"success"`
-	Direction string        `json:"direction"`
-	Messages  []inboundJSON `json:"messages"`
+func queuedDelivery(d domain.WebhookDelivery) queuedDeliveryJSON {
+	return queuedDeliveryJSON{Success: true, ID: d.ID, EventID: d.EventID, Type: d.Type, Queued: true, CreatedAt: timestamp(d.CreatedAt)}
 }
 
-// v1Messages is GET /api/v1/messages?direction=in&since=&limit= (scope read_messages): the key
-// owner's incoming messages of the last 7 days, oldest first.
-func (s *Server) v1Messages(ctx *fasthttp.RequestCtx) error {
-	key, err := s.apiKey(ctx, engine.ScopeRead)
+// testWebhook is POST /api/client/webhooks/test?id=: a signed webhook.test event to one
+// subscription.
+func (s *Server) testWebhook(ctx *fasthttp.RequestCtx, u domain.User) error {
+	id := string(ctx.QueryArgs().Peek("id"))
+	if id == "" {
+		return missing("id")
+	}
+	d, err := s.cfg.Webhooks.Test(s.reqContext(ctx), u.ID, id)
 	if err != nil {
 		return err
 	}
-	args := ctx.QueryArgs()
-	if d := string(args.Peek("direction")); d != "in" {
-		return badInput("validation_failed", "direction must be \"in\" (incoming messages)")
+	writeJSON(ctx, fasthttp.StatusAccepted, queuedDelivery(d))
+	return nil
+}
+
+type redeliverRequest struct {
+	ID      *string `json:"id"`
+	EventID *string `json:"eventId"`
+}
+
+// redeliverWebhook is POST /api/client/webhooks/redeliver {id, eventId}: a recent event sent
+// again to the subscription.
+func (s *Server) redeliverWebhook(ctx *fasthttp.RequestCtx, u domain.User) error {
+	var req redeliverRequest
+	if err := bind(ctx, &req, need("id", &req.ID), need("eventId", &req.EventID)); err != nil {
+		return err
 	}
-	var since time.Time
-	if v := string(args.Peek("since")); v != "" {
-		t, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
-			return badInput("validation_failed", "since must be an RFC 3339 timestamp")
-		}
-		since = t
-	}
-	limit := 100
-	if v := string(args.Peek("limit")); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			return badInput("validation_failed", "limit must be 1 to 1000")
-		}
-		limit = n
-	}
-	msgs, err := s.cfg.Webhooks.Inbound(key.Key.UserID, since, limit)
+	d, err := s.cfg.Webhooks.Redeliver(s.reqContext(ctx), u.ID, strings.TrimSpace(*req.ID), strings.TrimSpace(*req.EventID))
 	if err != nil {
 		return err
 	}
-	out := inboundListJSON{Success: true, Direction: "in", Messages: make([]inboundJSON, 0, len(msgs))}
-	for _, m := range msgs {
-		out.Messages = append(out.Messages, inboundJSON{ID: m.ID, Session: m.SessionID, From: m.From, Type: m.Type, Text: m.Text,
-			Caption: m.Caption, MimeType: m.MimeType, FileName: m.FileName, Bytes: m.Bytes, Timestamp: timestamp(m.Timestamp)})
-	}
-	writeJSON(ctx, fasthttp.StatusOK, out)
+	writeJSON(ctx, fasthttp.StatusAccepted, queuedDelivery(d))
 	return nil
 }

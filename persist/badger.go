@@ -1,12 +1,14 @@
 package persist
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -271,16 +273,47 @@ func (b *Badger) ScanFrom(prefix, start []byte, fn func(key, value []byte) error
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 		defer it.Close()
 		for it.Seek(start); it.Valid(); it.Next() {
-			item := it.Item()
-			var fnErr error
-			if err := item.Value(func(v []byte) error {
-				fnErr = fn(item.Key(), v)
-				return nil
-			}); err != nil {
-				return fmt.Errorf("persist: scan: %w", err)
+			if err := visit(it.Item(), fn); err != nil {
+				return err
 			}
-			if fnErr != nil {
-				return fnErr
+		}
+		return nil
+	})
+}
+
+// visit hands one item's key and value to fn.
+func visit(item *badger.Item, fn func(key, value []byte) error) error {
+	var fnErr error
+	if err := item.Value(func(v []byte) error {
+		fnErr = fn(item.Key(), v)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("persist: scan: %w", err)
+	}
+	return fnErr
+}
+
+// ScanBefore calls fn for the live keys under prefix that sort before end, newest key first
+// (end nil: from the last key under prefix), within one read snapshot: a reverse iterator
+// that seeks, so the keys after end are not walked.
+func (b *Badger) ScanBefore(prefix, end []byte, fn func(key, value []byte) error) error {
+	if !b.gate.enter() {
+		return ErrClosed
+	}
+	defer b.gate.leave()
+	seek := end
+	if seek == nil {
+		seek = append(slices.Clone(prefix), 0xff)
+	}
+	return b.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, Reverse: true})
+		defer it.Close()
+		for it.Seek(seek); it.Valid(); it.Next() {
+			if end != nil && bytes.Equal(it.Item().Key(), end) {
+				continue
+			}
+			if err := visit(it.Item(), fn); err != nil {
+				return err
 			}
 		}
 		return nil

@@ -55,6 +55,18 @@ func (m *Memory) Scan(prefix []byte, fn func(key, value []byte) error) error {
 
 // ScanFrom is Scan from the first key at or after start.
 func (m *Memory) ScanFrom(prefix, start []byte, fn func(key, value []byte) error) error {
+	return m.scan(prefix, func(k string) bool { return k >= string(start) }, false, fn)
+}
+
+// ScanBefore calls fn for the live keys under prefix that sort before end (nil: all), last
+// key first, on a snapshot as Scan does.
+func (m *Memory) ScanBefore(prefix, end []byte, fn func(key, value []byte) error) error {
+	return m.scan(prefix, func(k string) bool { return end == nil || k < string(end) }, true, fn)
+}
+
+// scan walks a snapshot of the live keys under prefix that keep accepts, in key order (or
+// reversed), without the lock held.
+func (m *Memory) scan(prefix []byte, keep func(string) bool, reverse bool, fn func(key, value []byte) error) error {
 	type kv struct {
 		key   string
 		value []byte
@@ -68,13 +80,16 @@ func (m *Memory) ScanFrom(prefix, start []byte, fn func(key, value []byte) error
 	p := string(prefix)
 	var snap []kv
 	for k, e := range m.m {
-		if strings.HasPrefix(k, p) && k >= string(start) && e.live(now) {
+		if strings.HasPrefix(k, p) && keep(k) && e.live(now) {
 			snap = append(snap, kv{k, e.value})
 		}
 	}
 	m.mu.RUnlock()
 
 	slices.SortFunc(snap, func(a, b kv) int { return strings.Compare(a.key, b.key) })
+	if reverse {
+		slices.Reverse(snap)
+	}
 	for _, e := range snap {
 		if err := fn([]byte(e.key), e.value); err != nil {
 			return err

@@ -31,6 +31,7 @@ type Outbox struct {
 	pending  *Table[domain.OutboxEntry]
 	receipts *Table[domain.StatusChange]
 	idem     *Table[IdemRecord]
+	log      *MessageLog
 	wg       sync.WaitGroup
 
 	bgMu      sync.Mutex
@@ -45,37 +46,54 @@ func NewOutbox(kv KV) *Outbox {
 		pending:  NewTable[domain.OutboxEntry](kv, outboxPendingTable, 1),
 		receipts: NewTable[domain.StatusChange](kv, outboxReceiptTable, 1),
 		idem:     NewTable[IdemRecord](kv, idemTable, 1),
+		log:      NewMessageLog(kv),
 	}
 }
 
-// Accept commits a queued entry durably, and with it the idempotency record when idemID is not
-// empty: one commit, so a crash leaves both or neither.
+// Accept commits a queued entry durably with its history entry (MessageLog), and with them the
+// idempotency record when idemID is not empty: one commit, so a crash leaves all or none.
 func (o *Outbox) Accept(ctx context.Context, e domain.OutboxEntry, idemID string, rec IdemRecord) error {
-	put, err := o.pending.PutOp(e.ID, e)
+	ops, err := o.acceptOps(nil, e)
 	if err != nil {
 		return err
 	}
-	if idemID == "" {
-		return o.pending.KV().Commit(ctx, put)
+	if idemID != "" {
+		ip, err := o.idem.PutTTLOp(idemID, rec, IdempotencyTTL)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, ip)
 	}
-	ip, err := o.idem.PutTTLOp(idemID, rec, IdempotencyTTL)
-	if err != nil {
-		return err
-	}
-	return o.pending.KV().Commit(ctx, put, ip)
+	return o.pending.KV().Commit(ctx, ops...)
 }
 
 // AcceptMany commits several queued entries in one commit (a store's queued events).
 func (o *Outbox) AcceptMany(ctx context.Context, es []domain.OutboxEntry) error {
-	ops := make([]Op, len(es))
-	for i, e := range es {
-		put, err := o.pending.PutOp(e.ID, e)
-		if err != nil {
+	ops := make([]Op, 0, 2*len(es))
+	for _, e := range es {
+		var err error
+		if ops, err = o.acceptOps(ops, e); err != nil {
 			return err
 		}
-		ops[i] = put
 	}
 	return o.pending.KV().Commit(ctx, ops...)
+}
+
+// acceptOps appends a queued entry's writes: the pending entry and its history entry.
+func (o *Outbox) acceptOps(ops []Op, e domain.OutboxEntry) ([]Op, error) {
+	put, err := o.pending.PutOp(e.ID, e)
+	if err != nil {
+		return ops, err
+	}
+	ops = append(ops, put)
+	if e.UserID == "" {
+		return ops, nil // not a user's message (tests): nothing to list
+	}
+	lop, err := o.log.OutOp(e)
+	if err != nil {
+		return ops, err
+	}
+	return append(ops, lop), nil
 }
 
 // IdemOp is the write of an idempotency record, for a caller's own commit (a campaign's).

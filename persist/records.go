@@ -13,6 +13,7 @@ type Records struct {
 	Stores      *Stores
 	Inbox       *Inbox
 	Webhooks    *Webhooks
+	History     *MessageLog
 }
 
 // NewRecords builds every typed store on kv.
@@ -27,5 +28,6 @@ func NewRecords(kv KV) *Records {
 		Stores:      NewStores(kv),
 		Inbox:       NewInbox(kv),
 		Webhooks:    NewWebhooks(kv),
+		History:     NewMessageLog(kv),
 	}
 }

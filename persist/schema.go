@@ -22,6 +22,9 @@ package persist
 //	contact/<sessionID>/<phone>    retired (the book was per session, not per linked phone; never read)
 //	campaign/<id>                  domain.Campaign (1)       30 days   campaign actor (TTL once ended)
 //	campaign_detail/<id>/<index>   domain.CampaignDetail (1) 90 days   campaign actor
+//	msg_log/<uid>/<ms>/<dir>/<id>  LogEntry (1)              7 days    accept (out, with the entry);
+//	                               the history index         saving an incoming message (in)
+//	                               (messages.go: uid path-escaped, ms 13 digits, dir out|in)
 //	inbox/, webhook_seen/, store_sent/, store_event/, store/, nonces, templates: see inbox.go
 //	and stores.go (the store integration's tables).
 const (
@@ -41,6 +44,7 @@ const (
 	recipientMarkTable = "recipient_mark"
 	campaignTable      = "campaign"
 	campaignDetails    = "campaign_detail"
+	messageLogTable    = "msg_log"
 	recordVersion1     = 1
 
 	// keyLockStripes: key writes are serialised per key id over this many locks (store.go).

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gateway/gateway/domain"
 )
@@ -24,7 +23,9 @@ import (
 //	webhook_try/<subID> NUL <slot: 2 digits>     domain.WebhookAttempt (v1): ring of the last
 //	                                             RecentWebhookAttempts attempts
 //	inbound/<userID> NUL <unix ms: 13 digits> NUL <msgID>
-//	                                             domain.InboundMessage (v1), TTL 7 days
+//	                                             domain.InboundMessage (v1), TTL 7 days: read
+//	                                             only by MessageLog.AdoptInbound (incoming
+//	                                             messages now live in the history, msg_log/)
 //
 // NUL ends a user or subscription id, so "u1" never matches the records of "u1x". Sequence
 // numbers are fixed-width hex so key order is delivery order.
@@ -49,7 +50,7 @@ type Webhooks struct {
 	subs     *Table[domain.WebhookSubscription]
 	queue    *Table[domain.WebhookDelivery]
 	attempts *Table[domain.WebhookAttempt]
-	inbound  *Table[domain.InboundMessage]
+	log      *MessageLog
 }
 
 // NewWebhooks returns the webhook stores on kv.
@@ -59,7 +60,7 @@ func NewWebhooks(kv KV) *Webhooks {
 		subs:     NewTable[domain.WebhookSubscription](kv, webhookSubTable, recordVersion1),
 		queue:    NewTable[domain.WebhookDelivery](kv, webhookQueueTable, recordVersion1),
 		attempts: NewTable[domain.WebhookAttempt](kv, webhookAttemptTable, recordVersion1),
-		inbound:  NewTable[domain.InboundMessage](kv, inboundTable, recordVersion1),
+		log:      NewMessageLog(kv),
 	}
 }
 
@@ -373,23 +374,11 @@ func (w *Webhooks) Attempts(subID string) ([]domain.WebhookAttempt, error) {
 	return out, err
 }
 
-// InboundOp returns the write of incoming message m, kept domain.InboundRetention.
-func (w *Webhooks) InboundOp(m domain.InboundMessage) (Op, error) {
-	if err := checkID("user id", m.UserID); err != nil {
-		return Op{}, err
-	}
-	if err := checkID("message id", m.ID); err != nil {
-		return Op{}, err
-	}
-	ms := max(m.Timestamp.UnixMilli(), 0)
-	id := fmt.Sprintf("%s\x00%013d\x00%s", m.UserID, ms, m.ID)
-	return w.inbound.PutTTLOp(id, m, domain.InboundRetention)
-}
-
-// SaveInbound commits incoming message m and the deliveries of its message.received event in
-// one commit: the message is listed if and only if its event is queued.
+// SaveInbound commits incoming message m (its history entry, MessageLog) and the deliveries of
+// its message.received event in one commit: the message is listed if and only if its event is
+// queued.
 func (w *Webhooks) SaveInbound(ctx context.Context, m domain.InboundMessage, ds []domain.WebhookDelivery) error {
-	op, err := w.InboundOp(m)
+	op, err := w.log.InOp(m)
 	if err != nil {
 		return err
 	}
@@ -398,42 +387,6 @@ func (w *Webhooks) SaveInbound(ctx context.Context, m domain.InboundMessage, ds 
 		return err
 	}
 	return w.kv.Commit(ctx, append(ops, op)...)
-}
-
-// ListInbound returns userID's incoming messages at or after since, oldest first, at most
-// limit (0 = no limit).
-func (w *Webhooks) ListInbound(userID string, since time.Time, limit int) ([]domain.InboundMessage, error) {
-	if checkID("user id", userID) != nil {
-		return nil, nil
-	}
-	prefix := []byte(inboundTable + "/" + userID + "\x00")
-	start := fmt.Appendf(slices.Clone(prefix), "%013d", max(since.UnixMilli(), 0))
-	var out []domain.InboundMessage
-	fn := func(key, value []byte) error {
-		if bytes.Compare(key, start) < 0 {
-			return nil
-		}
-		var m domain.InboundMessage
-		if _, err := Decode(value, recordVersion1, &m); err != nil {
-			return fmt.Errorf("%s %q: %w", inboundTable, key, err)
-		}
-		m.UserID = userID
-		out = append(out, m)
-		if limit > 0 && len(out) == limit {
-			return errStopScan
-		}
-		return nil
-	}
-	var err error
-	if r, ok := w.kv.(rangeScanner); ok {
-		err = r.ScanFrom(prefix, start, fn) // older messages are not walked
-	} else {
-		err = w.kv.Scan(prefix, fn)
-	}
-	if errors.Is(err, errStopScan) {
-		err = nil
-	}
-	return out, err
 }
 
 func webhookOwnerKey(userID, subID string) []byte {

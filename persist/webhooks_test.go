@@ -106,25 +106,6 @@ func testWebhooks(t *testing.T, kv KV) {
 		t.Fatalf("owner index after delete: %v", got)
 	}
 
-	// Inbound messages by user and time.
-	base := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	for i, uid := range []string{"u1", "u1", "u1x", "u1"} {
-		m := domain.InboundMessage{ID: "in" + string(rune('a'+i)), UserID: uid, From: "15550001", Type: "text", Text: "hi", Timestamp: base.Add(time.Duration(i) * time.Minute)}
-		op, err := w.InboundOp(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := kv.Commit(ctx, op); err != nil {
-			t.Fatal(err)
-		}
-	}
-	in, err := w.ListInbound("u1", base.Add(time.Minute), 0)
-	if err != nil || len(in) != 2 || in[0].ID != "inb" || in[1].ID != "ind" || in[0].UserID != "u1" {
-		t.Fatalf("ListInbound = %+v, %v", in, err)
-	}
-	if in, _ := w.ListInbound("u1", time.Time{}, 1); len(in) != 1 || in[0].ID != "ina" {
-		t.Fatalf("ListInbound with limit = %+v", in)
-	}
 }
 
 func TestDeliveriesFrom(t *testing.T) {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -13,6 +15,26 @@ import (
 // Timeout is how long a receiver has to answer an attempt (DESIGN.md section 10: a 2xx within
 // 10 s is success).
 const Timeout = 10 * time.Second
+
+// idleConnDuration is how long an idle connection to a receiver is kept: under the 5 s after
+// which Node.js (http.Server keepAliveTimeout) closes one, the shortest common default among
+// receivers (Go's net/http keeps 3 min, nginx 75 s). A receiver that closes sooner is covered by
+// retryClosedConn.
+const idleConnDuration = 4 * time.Second
+
+// retryClosedConn sends a delivery again at once, on another connection, when the one it was
+// written to turned out to be closed by the receiver before any byte of an answer came back
+// (a kept-alive connection the receiver dropped while idle). Each retry closes the dead
+// connection, so a few cover every idle one the pool may hold; the receiver dedupes by
+// webhook-id should it have read the request after all. Timeouts are never retried here: the
+// actor's backoff decides.
+func retryClosedConn(_ *fasthttp.Request, attempts int, err error) (resetTimeout, retry bool) {
+	if attempts > 3 {
+		return false, false
+	}
+	return false, errors.Is(err, fasthttp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
 
 // maxResponseBody is what is read of a receiver's answer; receivers answer small bodies, and a
 // larger one only costs the connection.
@@ -55,7 +77,8 @@ func NewHTTPPoster(dialer *net.Dialer, timeout time.Duration, maxConnsPerHost in
 			return dialer.DialContext(ctx, "tcp", addr)
 		},
 		MaxConnsPerHost:               maxConnsPerHost,
-		MaxIdleConnDuration:           90 * time.Second,
+		MaxIdleConnDuration:           idleConnDuration,
+		RetryIfErr:                    retryClosedConn,
 		ReadTimeout:                   timeout,
 		WriteTimeout:                  timeout,
 		MaxResponseBodySize:           maxResponseBody,

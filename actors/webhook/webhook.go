@@ -155,6 +155,7 @@ type (
 		eventID   string
 		typ       domain.EventType
 		createdAt time.Time
+		body      []byte // kept with the attempt, for a redelivery from the dashboard
 		status    int
 		err       error
 		at        time.Time
@@ -372,7 +373,7 @@ func (a *Subscription) kick(c *actor.Context) {
 				return // stopping: what was not posted stays queued
 			default:
 			}
-			r := attempted{run: run, seq: d.Seq, id: d.ID, eventID: d.EventID, typ: d.Type, createdAt: d.CreatedAt, at: clock.Now()}
+			r := attempted{run: run, seq: d.Seq, id: d.ID, eventID: d.EventID, typ: d.Type, createdAt: d.CreatedAt, body: d.Body, at: clock.Now()}
 			h, err := signer.Sign(d.ID, r.at, d.Body)
 			if err == nil {
 				r.status, err = poster.Post(context.Background(), url, h, d.Body)
@@ -418,7 +419,7 @@ func (a *Subscription) onAttempted(c *actor.Context, m attempted) {
 	ok := m.err == nil && m.status >= 200 && m.status < 300
 	rec := domain.WebhookAttempt{
 		N: a.nextN, ID: m.id, EventID: m.eventID, Type: m.typ, Attempt: a.attempts + 1,
-		Status: m.status, Delivered: ok, At: m.at.UTC(), Duration: m.took.Milliseconds(),
+		Status: m.status, Delivered: ok, At: m.at.UTC(), Duration: m.took.Milliseconds(), Body: m.body,
 	}
 	a.nextN++
 	if m.id == "" {

@@ -1,6 +1,6 @@
 // admin.js: the admin screens: users (role, plan), API keys (create with the raw key shown
 // once, revoke, delete) and sessions (create, assign).
-import { h, mount, api, when, say, field, form, table, badge, sentence, notice } from './lib.js';
+import { h, mount, api, when, say, field, form, table, badge, sentence, notice, confirmInline } from './lib.js';
 import { showOnce } from './client.js';
 
 const plans = ['free', 'starter', 'business', 'unlimited'];
@@ -13,8 +13,8 @@ function usersList(id, users) {
   return h('datalist', { id }, users.map((u) => h('option', { value: u.id }, u.name || u.email || '')));
 }
 
-/** users: every profile, with its role and plan editable; pre-provision a user. */
-export function users(el) {
+/** users: every profile, with its role (changed after a confirmation) and plan editable; pre-provision a user. */
+export function users(el, me) {
   const slot = h('div', { class: 'slot' });
   const list = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
   const load = async () => {
@@ -26,7 +26,17 @@ export function users(el) {
       { title: 'Email', cell: (u) => u.email },
       { title: 'Role', cell: (u) => {
         const s = h('select', { 'aria-label': 'role of ' + u.id }, ['client', 'admin'].map((r) => h('option', { value: r, selected: u.role === r }, r)));
-        s.addEventListener('change', () => patch(u, { role: s.value }));
+        // A role change is asked about first: one slip would promote or demote someone.
+        s.addEventListener('change', () => {
+          const to = s.value;
+          if (me && u.id === me.uid && to !== 'admin') {
+            s.value = u.role;
+            say(slot, 'error', 'You cannot take the admin role from yourself: ask another administrator.');
+            return;
+          }
+          confirmInline(slot, (to === 'admin' ? 'Make ' + u.id + ' an administrator? They can manage every key, user and session.' : 'Make ' + u.id + ' a client? They lose the admin screens.'),
+            'Change the role', () => patch(u, { role: to }), () => { s.value = u.role; });
+        });
         return s;
       } },
       { title: 'Plan', cell: (u) => {
@@ -73,16 +83,15 @@ export function keys(el) {
       { title: 'Client', cell: (k) => [k.clientName || '', ' ', h('code', {}, k.userId)] },
       { title: 'Key', cell: (k) => h('code', { class: 'masked' }, k.maskedKey) },
       { title: 'Status', cell: (k) => badge(k.status) },
-      { title: 'Scopes', cell: (k) => (k.scopes || []).join(', ') },
+      { title: 'May', cell: (k) => (k.scopes || []).map((x) => x.replace(/_/g, ' ')).join(', ') },
       { title: 'Calls today', cell: (k) => k.api_calls + (k.rate_limit ? ' / ' + k.rate_limit : '') },
       { title: 'Expires', cell: (k) => (k.expiresAt ? when(k.expiresAt) : 'never') },
-      { title: '', cell: (k) => h('div', { class: 'row' },
-        h('button', { type: 'button', class: 'small', onclick: () => patch(k, { status: k.status === 'active' ? 'revoked' : 'active' }) }, k.status === 'active' ? 'Revoke' : 'Reactivate'),
-        h('button', { type: 'button', class: 'small danger', onclick: async () => {
-          if (!confirm('Delete the key “' + k.name + '” for good? Programs using it stop working.')) return;
+      { title: '', label: 'Actions', cell: (k) => h('div', { class: 'row' },
+        h('button', { type: 'button', class: 'small ghost', onclick: () => patch(k, { status: k.status === 'active' ? 'revoked' : 'active' }) }, k.status === 'active' ? 'Revoke' : 'Reactivate'),
+        h('button', { type: 'button', class: 'small danger', onclick: () => confirmInline(slot, 'Delete the key “' + k.name + '” for good? Programs using it stop working.', 'Delete it', async () => {
           try { await api('DELETE', '/api/admin/apikeys?id=' + encodeURIComponent(k.id)); say(slot, 'ok', 'Deleted “' + k.name + '”.'); load(); }
           catch (e) { say(slot, 'error', sentence(e)); }
-        } }, 'Delete')) },
+        }) }, 'Delete')) },
     ], rows, 'No API key yet.'));
   };
   const patch = async (k, change) => {
@@ -93,12 +102,15 @@ export function keys(el) {
   const userId = h('input', { name: 'userId', required: true, list: 'user-ids', placeholder: 'alice' });
   const name = h('input', { name: 'name', required: true, placeholder: 'Production server' });
   const expires = h('input', { name: 'expiresAt', type: 'date' });
-  const scopes = ['send_text', 'send_media', 'send_bulk'].map((s) => h('label', { class: 'check' }, h('input', { type: 'checkbox', value: s, checked: true }), s));
+  const scopeNames = { send_text: 'send text', send_media: 'send media', send_bulk: 'send campaigns', read_messages: 'read messages' };
+  const scopes = Object.keys(scopeNames).map((s) => h('label', { class: 'check' }, h('input', { type: 'checkbox', value: s, checked: true }), scopeNames[s]));
   mount(el,
     h('section', { class: 'card' }, h('h2', {}, 'Create a key'), userIds,
       form({ id: 'key-form', class: 'inline' }, [field('For user id', userId), field('Name', name), field('Expires (optional)', expires),
         h('fieldset', {}, h('legend', {}, 'Scopes'), scopes), h('button', { type: 'submit' }, 'Create key')], async () => {
-        const body = { userId: userId.value.trim(), name: name.value.trim(), scopes: scopes.map((l) => l.firstChild).filter((i) => i.checked).map((i) => i.value) };
+        const picked = scopes.map((l) => l.firstChild).filter((i) => i.checked).map((i) => i.value);
+        if (!picked.length) { say(slot, 'error', 'Pick at least one thing the key may do.'); return; }
+        const body = { userId: userId.value.trim(), name: name.value.trim(), scopes: picked };
         if (expires.value) body.expiresAt = expires.value;
         try {
           const r = await api('POST', '/api/admin/apikeys', body);

@@ -1,28 +1,44 @@
-// app.js: boot, sign-in state, the navigation and the hash router (#/session, #/admin/keys...).
+// app.js: boot, sign-in state, the shell (header, navigation drawer, theme switch, live
+// indicator) and the hash router (#/session, #/admin/keys...).
 import { h, mount, api, setAuth, notice } from './lib.js';
+import * as live from './live.js';
 import { claims, expiresIn, readToken, storeToken, clearToken, takeHashToken, finishOIDC, signInScreen } from './auth.js';
 import { landing } from './landing.js';
 import * as client from './client.js';
 import * as store from './store.js';
 import * as admin from './admin.js';
+import { messages } from './messages.js';
+import { campaigns } from './campaigns.js';
+import { webhooks } from './webhooks.js';
 
 const root = document.getElementById('app');
 
 const clientScreens = [
-  ['session', 'Session', client.session],
+  ['session', 'Phone', client.session],
+  ['messages', 'Messages', messages],
   ['send', 'Send', client.send],
-  ['keys', 'API keys', client.keys],
-  ['usage', 'Usage', client.usage],
+  ['campaigns', 'Campaigns', campaigns],
   ['templates', 'Templates', store.templates],
   ['store', 'Store', store.store],
-  ['campaigns', 'Campaigns', client.campaigns],
-  ['webhooks', 'Webhooks', client.webhooks],
+  ['keys', 'API keys', client.keys],
+  ['usage', 'Usage', client.usage],
+  ['webhooks', 'Webhooks', webhooks],
 ];
 const adminScreens = [
   ['admin/users', 'Users', admin.users],
   ['admin/keys', 'Keys', admin.keys],
   ['admin/sessions', 'Sessions', admin.sessions],
 ];
+
+// The theme: the system's preference unless the header's switch picked one (kept per browser).
+const themes = ['system', 'light', 'dark'];
+const themeNames = { system: 'as the system', light: 'light', dark: 'dark' };
+function theme() { const t = localStorage.getItem('gateway.theme'); return themes.includes(t) ? t : 'system'; }
+function applyTheme(t) {
+  if (t === 'system') { delete document.documentElement.dataset.theme; localStorage.removeItem('gateway.theme'); }
+  else { document.documentElement.dataset.theme = t; localStorage.setItem('gateway.theme', t); }
+}
+applyTheme(theme());
 
 let cfg = null;
 let me = null;
@@ -59,6 +75,7 @@ async function boot() {
 
 async function showSignIn(message) {
   stopScreen();
+  live.stop();
   clearTimeout(expiryTimer);
   setAuth(null);
   try {
@@ -82,16 +99,20 @@ async function start(token) {
   setAuth(token, () => signOut('Your sign-in has expired or was refused. Sign in again.'));
   clearTimeout(expiryTimer);
   expiryTimer = setTimeout(() => signOut('Your sign-in has expired. Sign in again.'), Math.min(Math.max(expiresIn(token) - 2000, 0), 2 ** 31 - 1));
-  // The role claim (dev tokens) is a hint for the first screen; the admin routes' answer decides,
-  // in parallel, so a client's first screen does not wait for it.
+  // The role claim (dev tokens) is a hint for the first screen; the profile's role decides, in
+  // parallel, so a client's first screen does not wait for it.
   me = { uid: c.sub, name: c.name || c.email || c.sub, admin: c.role === 'admin' };
   const user = me;
-  api('GET', '/api/admin/users').then(() => true, (e) => (e.status === 403 ? false : null)).then((admin) => {
-    if (admin === null || me !== user || admin === me.admin) return;
+  api('GET', '/api/client/me').then((p) => {
+    if (me !== user) return;
+    const admin = p.role === 'admin';
+    if (p.name) me.name = p.name;
+    if (admin === me.admin) return;
     me.admin = admin;
     shell();
     route();
-  });
+  }, () => {});
+  live.start(token);
   shell();
   if (!location.hash || location.hash === '#/' || location.hash === '#') location.hash = me.admin ? '#/admin/keys' : '#/session';
   else route();
@@ -99,20 +120,57 @@ async function start(token) {
 
 let view = null;
 let nav = null;
+let menu = null;
+let backdrop = null;
+let unwatch = null;
+
+// The drawer (narrow screens): the menu button opens it; a link, the backdrop or Escape closes it.
+function drawer(open) {
+  if (!nav) return;
+  nav.classList.toggle('open', open);
+  backdrop.classList.toggle('open', open);
+  menu.setAttribute('aria-expanded', String(open));
+  if (open) (nav.querySelector('a.active') || nav.querySelector('a')).focus();
+}
 
 function shell() {
-  const link = ([id, title]) => h('a', { href: '#/' + id, 'data-route': id }, title);
-  nav = h('nav', {},
-    h('div', { class: 'group' }, h('span', { class: 'label' }, 'Client'), clientScreens.map(link)),
+  const link = ([id, title]) => h('a', { href: '#/' + id, 'data-route': id, onclick: () => drawer(false) }, title);
+  nav = h('nav', { id: 'nav', 'aria-label': 'Screens' },
+    h('div', { class: 'who-small' }, me.name),
+    h('div', { class: 'group' }, h('span', { class: 'label' }, 'Your shop'), clientScreens.map(link)),
     me.admin ? h('div', { class: 'group' }, h('span', { class: 'label' }, 'Admin'), adminScreens.map(link)) : null,
     h('div', { class: 'group' }, h('a', { href: '/docs', target: '_blank', rel: 'noopener' }, 'API reference')));
   view = h('main', { id: 'view' });
-  mount(root, h('header', {},
+  menu = h('button', { type: 'button', class: 'ghost', id: 'menu', 'aria-controls': 'nav', 'aria-expanded': 'false', 'aria-label': 'Open the menu',
+    onclick: () => drawer(!nav.classList.contains('open')) }, '☰');
+  backdrop = h('div', { class: 'backdrop', onclick: () => drawer(false) });
+  const status = h('span', { class: 'live', id: 'live', role: 'status' });
+  const themeBtn = h('button', { type: 'button', class: 'small ghost', id: 'theme' });
+  const showTheme = () => {
+    const t = theme();
+    themeBtn.textContent = t === 'dark' ? '☾' : t === 'light' ? '☀' : '◐';
+    themeBtn.setAttribute('aria-label', 'Theme: ' + themeNames[t] + '. Switch it.');
+    themeBtn.title = 'Theme: ' + themeNames[t];
+    themeBtn.dataset.theme = t;
+  };
+  themeBtn.addEventListener('click', () => { applyTheme(themes[(themes.indexOf(theme()) + 1) % themes.length]); showTheme(); });
+  showTheme();
+  if (unwatch) unwatch();
+  unwatch = live.watch((st) => {
+    status.dataset.state = st;
+    status.textContent = st === 'live' ? 'Live' : st === 'reconnecting' ? 'Reconnecting…' : '';
+  });
+  mount(root, h('header', { class: 'top' }, menu,
     h('a', { class: 'brand', href: '#/' }, 'gateway'),
-    h('span', { class: 'who' }, me.name, me.admin ? h('span', { class: 'badge b-admin' }, 'admin') : null),
+    status, themeBtn,
+    h('span', { class: 'who' }, h('span', { class: 'name' }, me.name), me.admin ? h('span', { class: 'badge t-info' }, 'admin') : null),
     h('button', { type: 'button', class: 'small ghost', id: 'signout', onclick: () => signOut('You are signed out.') }, 'Sign out')),
-  h('div', { class: 'layout' }, nav, view));
+  h('div', { class: 'layout' }, nav, backdrop, view));
 }
+
+document.addEventListener('keydown', (e) => {
+  if (e.key === 'Escape' && nav && nav.classList.contains('open')) { drawer(false); menu.focus(); }
+});
 
 function stopScreen() {
   if (cleanup) { try { cleanup(); } catch { /* ignore */ } cleanup = null; }
@@ -125,6 +183,7 @@ function route() {
   const found = all.find(([sid]) => sid === id);
   if (!found) { location.hash = me.admin ? '#/admin/keys' : '#/session'; return; }
   stopScreen();
+  drawer(false);
   for (const a of nav.querySelectorAll('a[data-route]')) a.classList.toggle('active', a.dataset.route === id);
   const [, title, screen] = found;
   document.title = title + ' · gateway';

@@ -1,24 +1,32 @@
-// client.js: the client screens: session (QR, pair code, status), send, API keys, usage,
-// campaigns and webhooks. Each renders into el and returns its cleanup.
+// client.js: the client screens: the phone's link (QR, pair code, status), send, API keys and
+// usage. Each renders into el and returns its cleanup.
 import { h, mount, api, poll, when, say, field, form, table, badge, copyButton, sentence, notice, unavailable } from './lib.js';
+import * as live from './live.js';
 
 const statusWords = {
   CONNECTED: 'Your phone is linked: messages go out from it.',
-  SCAN_QR: 'Scan the QR code with the messaging app on your phone (Linked devices → Link a device).',
-  DISCONNECTED: 'The link to your phone dropped; the gateway reconnects by itself. If it stays like this, link again.',
-  NOT_CREATED: 'No phone is linked yet.',
+  SCAN_QR: 'Open WhatsApp on your phone, go to Linked devices → Link a device, and scan the code below.',
+  DISCONNECTED: 'The link to your phone dropped for a moment; the gateway reconnects by itself. If it stays like this, link again.',
+  NOT_CREATED: 'No phone is linked yet: scan the code below with it.',
+  LOGGED_OUT: 'The phone unlinked this gateway. Link it again with a new code.',
 };
 
-/** session: the live status, the QR code that refreshes until the session connects, pair code. */
+/**
+ * session: the phone's link: its status in words (live, from session.status events), the QR
+ * code that refreshes until the phone is linked, and the pair code for a phone that cannot scan.
+ */
 export function session(el) {
   const statusEl = h('div', { class: 'status-line' });
   const extra = h('div', {});
   const qrBox = h('div', { class: 'qr-box' });
   const slot = h('div', { class: 'slot' });
   const pairOut = h('div', {});
+  const subs = live.subscriptions();
   let status = null;
+  let warning = '';
   let qrPoll = null;
   let lastQR = '';
+  let stopped = false;
 
   const phone = h('input', { name: 'phone', inputmode: 'tel', placeholder: '4915112345678', required: true });
   const pairForm = form({ id: 'pair-form' }, [field('Phone number (with country code)', phone),
@@ -30,20 +38,23 @@ export function session(el) {
     } catch (e) { say(slot, 'error', sentence(e)); }
   });
 
+  const waiting = (st) => !st || st.status === 'SCAN_QR' || st.status === 'NOT_CREATED';
   const stopQR = () => { if (qrPoll) { qrPoll.stop(); qrPoll = null; } };
+  // The QR code is asked for only while the phone is not linked, and refreshes every 3 s (the
+  // network replaces it about every 20 s).
   const startQR = () => {
-    if (qrPoll) return;
+    if (qrPoll || stopped) return;
     qrPoll = poll(async () => {
       try {
         const r = await api('GET', '/api/client/qr');
-        if (!qrPoll || (status && status.status !== 'SCAN_QR' && status.status !== 'NOT_CREATED')) return; // answered too late
+        if (!qrPoll || !waiting(status)) return; // answered too late
         if (r.qr !== lastQR) {
           lastQR = r.qr;
           mount(qrBox, h('img', { id: 'qr', src: r.qr, alt: 'QR code to scan with the phone', width: 256, height: 256 }),
             h('p', { class: 'muted' }, 'The code refreshes by itself until the phone is linked.'));
         }
       } catch (e) {
-        if (e.code === 'already_connected') { stopQR(); return; }
+        if (e.code === 'already_connected') { stopQR(); load(); return; }
         mount(qrBox, notice('error', sentence(e)));
       }
     }, 3000);
@@ -52,36 +63,46 @@ export function session(el) {
   const render = (st) => {
     const changed = !status || status.status !== st.status;
     status = st;
-    mount(statusEl, h('span', { id: 'session-status' }, badge(st.status)),
+    mount(statusEl, h('span', { id: 'session-status', 'data-status': st.status }, badge(st.status)),
       st.phone ? h('span', { class: 'phone' }, '+' + st.phone) : null,
-      h('p', {}, statusWords[st.status] || st.status));
+      h('p', {}, statusWords[st.status] || ''));
     const bits = [];
-    if (st.statusReason) bits.push(h('p', {}, 'Reason: ', h('strong', {}, st.statusReason), st.until ? ' (until ' + when(st.until) + ')' : ''));
-    if (st.queue) bits.push(h('p', { id: 'queue' }, 'Queue: ', h('strong', {}, String(st.queue.depth || 0)), ' waiting',
-      st.queue.oldestAt ? ', oldest since ' + when(st.queue.oldestAt) : ''));
+    if (st.statusReason) bits.push(h('p', {}, 'Why: ', h('strong', {}, st.statusReason), st.until ? ' (until ' + when(st.until) + ')' : ''));
+    if (st.restrictedUntil && new Date(st.restrictedUntil) > new Date()) bits.push(notice('warn',
+      'The network limits this phone until ' + when(st.restrictedUntil) + ': first messages to new numbers wait until then; customers who wrote to you still get theirs.'));
+    if (warning) bits.push(notice('warn', warning));
+    if (st.status === 'CONNECTED' && st.queue) bits.push(h('p', { id: 'queue' }, st.queue.depth ? [h('strong', {}, String(st.queue.depth)),
+      ' message(s) waiting to go out', st.queue.oldestAt ? ', the oldest since ' + when(st.queue.oldestAt) : '', '.'] : 'Nothing is waiting to go out.'));
     mount(extra, bits);
     if (!changed) return;
-    if (st.status === 'SCAN_QR' || st.status === 'NOT_CREATED') startQR();
+    if (waiting(st)) startQR();
     else { stopQR(); lastQR = ''; if (qrBox.querySelector('#qr')) qrBox.replaceChildren(); }
     pairCard.hidden = st.status === 'CONNECTED';
-    if (st.status === 'CONNECTED') mount(qrBox, h('p', { class: 'linked' }, '✓ Linked'), h('p', { class: 'muted' }, 'Send from the Send page, or with an API key.'));
-    if (st.status === 'DISCONNECTED') mount(qrBox, h('button', { type: 'button', onclick: async () => {
-      try { await api('POST', '/api/client/start'); status = null; } catch (e) { say(slot, 'error', sentence(e)); }
+    if (st.status === 'CONNECTED') mount(qrBox, h('p', { class: 'linked' }, '✓ Linked'), h('p', { class: 'muted' }, 'Send from the Send page, start a campaign, or use an API key.'));
+    if (st.status === 'DISCONNECTED' || st.status === 'LOGGED_OUT') mount(qrBox, h('button', { type: 'button', onclick: async () => {
+      try { await api('POST', '/api/client/start'); status = null; load(); } catch (e) { say(slot, 'error', sentence(e)); }
     } }, 'Link again with a new QR code'));
+  };
+  const load = async () => {
+    try { const st = await api('GET', '/api/client/status'); if (!stopped) { render(st); say(slot, '', ''); } }
+    catch (e) { say(slot, 'error', sentence(e)); }
   };
 
   const pairCard = h('section', { class: 'card' }, h('h2', {}, 'Or link with a code'), h('p', { class: 'muted' }, 'For a phone that cannot scan: the gateway gives a code to type on it.'), pairForm, pairOut);
   mount(el,
     h('section', { class: 'card' }, h('h2', {}, 'Status'), statusEl, extra, slot),
     h('div', { class: 'cols' }, h('section', { class: 'card' }, h('h2', {}, 'Phone'), qrBox), pairCard));
-  // The QR code is asked for at once, beside the status: a new user sees it a round trip sooner.
-  startQR();
-  const statusPoll = poll(async () => {
-    try { render(await api('GET', '/api/client/status')); say(slot, '', ''); }
-    catch (e) { say(slot, 'error', sentence(e)); }
-  }, () => (status && status.status === 'CONNECTED' ? 5000 : 1000));
-
-  return () => { statusPoll.stop(); stopQR(); };
+  // The status first (one round trip): a linked phone never asks for a QR code it cannot have.
+  load();
+  // Then the events say when it changes; the queue is read again with each change.
+  subs.on('session.status', load);
+  subs.on('session.warning', (d) => {
+    warning = 'The gateway slowed this phone to half its pace' + (d.until ? ' until ' + when(d.until) : '') + (d.reason ? ' (' + d.reason + ')' : '') + ', to keep it in the network’s good books.';
+    if (status) render(status);
+  });
+  subs.on('resync', load);
+  subs.on('message.status', () => { if (status && status.status === 'CONNECTED') load(); });
+  return () => { stopped = true; subs.stop(); stopQR(); };
 }
 
 const kinds = {
@@ -124,8 +145,9 @@ export function send(el) {
       try {
         const r = await api('POST', '/api/client/send', body);
         const to = '+' + (r.to || phone.value.replace(/\D/g, '')), id = r.message_id ? ' (message ' + r.message_id + ')' : '';
-        if (r.status === 'queued') say(slot, 'info', 'Queued for ' + to + id + ': it goes out as soon as the phone is reachable.');
-        else say(slot, 'ok', 'Sent to ' + to + id + '.');
+        const follow = [' ', h('a', { href: '#/messages' }, 'Follow it in Messages'), '.'];
+        if (r.status === 'queued') mount(slot, h('p', { class: 'notice info', role: 'status' }, 'Queued for ' + to + id + ': it goes out as soon as the phone is reachable.', follow));
+        else mount(slot, h('p', { class: 'notice ok', role: 'status' }, 'Sent to ' + to + id + '.', follow));
       } catch (e) { say(slot, 'error', sentence(e)); }
     }), slot));
 }
@@ -147,10 +169,11 @@ export function keys(el) {
   ], list, 'You have no API key yet. Ask an administrator for one.')), (e) => mount(box, notice('error', sentence(e))));
 }
 
-function meter(used, limit) {
+/** meter is a count against its limit, as a bar and in words. */
+export function meter(used, limit) {
   if (!limit) return h('span', {}, String(used), ' (no cap)');
   const pct = Math.min(100, Math.round((used / limit) * 100));
-  return h('span', { class: 'meter' }, h('progress', { max: limit, value: used }), ` ${used} of ${limit} (${pct}%)`);
+  return h('span', { class: 'meter' }, h('progress', { max: limit, value: used, 'aria-label': used + ' of ' + limit }), ` ${used} of ${limit} (${pct}%)`);
 }
 
 /** usage: each key's calls today against its daily cap, and the month's message allowance. */
@@ -171,93 +194,6 @@ export function usage(el) {
     u.remaining != null ? h('p', {}, String(u.remaining), ' left this month.') : null,
     h('p', { class: 'muted' }, 'The allowance starts again on ' + when(u.resetsAt) + '. Only messages the network accepted count.')),
   (e) => mount(monthly, e.status === 404 ? unavailable("The month's allowance") : notice('error', sentence(e))));
-}
-
-/** campaigns: bulk sends with their progress; cancel one that is running. */
-export function campaigns(el) {
-  const box = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
-  mount(el, h('section', { class: 'card' }, box));
-  const load = async () => {
-    try {
-      const r = await api('GET', '/api/client/campaigns');
-      const list = Array.isArray(r) ? r : r.campaigns || [];
-      mount(box, table([
-        { title: 'Campaign', cell: (c) => h('code', {}, c.campaign_id || c.id) },
-        { title: 'Status', cell: (c) => badge(c.status) },
-        { title: 'Progress', cell: (c) => meter(c.total_processed || 0, c.total_requested || 0) },
-        { title: 'Sent / failed', cell: (c) => (c.successful || 0) + ' / ' + (c.failed || 0) },
-        { title: '', cell: (c) => (c.status === 'running' || c.status === 'queued' ? h('button', { type: 'button', class: 'small danger', onclick: async () => {
-          try { await api('DELETE', '/api/client/campaigns?id=' + encodeURIComponent(c.campaign_id || c.id)); } catch (e) { mount(box, notice('error', sentence(e))); }
-        } }, 'Cancel') : '') },
-      ], list, 'No campaign yet. Programs start them with POST /api/v1/messages/send-bulk.'));
-    } catch (e) {
-      if (e.status === 404) { mount(box, unavailable('The campaign list'), h('p', { class: 'muted' }, 'Meanwhile a program reads a campaign with GET /api/v1/campaigns/{id} and cancels it with DELETE.')); return 'stop'; }
-      mount(box, notice('error', sentence(e)));
-    }
-  };
-  let p = null;
-  load().then((r) => { if (r !== 'stop') p = poll(load, 2000); });
-  return () => p && p.stop();
-}
-
-const eventTypes = ['message.status', 'message.received', 'session.status', 'campaign.progress', 'campaign.completed', 'store.event'];
-
-/** webhooks: subscriptions (the signing secret shown once) and their recent deliveries. */
-export function webhooks(el) {
-  const slot = h('div', { class: 'slot' });
-  const secretBox = h('div', {});
-  const list = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
-  const deliveries = h('div', {});
-  const url = h('input', { name: 'url', type: 'url', placeholder: 'https://example.com/hooks/gateway', required: true });
-  const boxes = eventTypes.map((t) => h('label', { class: 'check' }, h('input', { type: 'checkbox', value: t, checked: true }), t));
-  const load = async () => {
-    try {
-      const r = await api('GET', '/api/client/webhooks');
-      const subs = Array.isArray(r) ? r : r.webhooks || r.subscriptions || [];
-      mount(list, table([
-        { title: 'URL', cell: (s) => s.url },
-        { title: 'Events', cell: (s) => (s.events || []).join(', ') },
-        { title: 'Status', cell: (s) => [badge(s.status || (s.disabled ? 'disabled' : 'active')), s.disabledReason ? ' ' + s.disabledReason : ''] },
-        { title: '', cell: (s) => [
-          h('button', { type: 'button', class: 'small', onclick: () => showDeliveries(s) }, 'Deliveries'), ' ',
-          h('button', { type: 'button', class: 'small danger', onclick: async () => {
-            if (!confirm('Delete the subscription to ' + s.url + '?')) return;
-            try { await api('DELETE', '/api/client/webhooks?id=' + encodeURIComponent(s.id)); load(); } catch (e) { say(slot, 'error', sentence(e)); }
-          } }, 'Delete')] },
-      ], subs, 'No subscription yet.'));
-      return true;
-    } catch (e) {
-      if (e.status === 404) { mount(el, h('section', { class: 'card' }, unavailable('Webhooks'))); return false; }
-      mount(list, notice('error', sentence(e)));
-      return true;
-    }
-  };
-  const showDeliveries = async (s) => {
-    try {
-      const r = await api('GET', '/api/client/webhooks/deliveries?id=' + encodeURIComponent(s.id));
-      const rows = Array.isArray(r) ? r : r.deliveries || [];
-      mount(deliveries, h('h2', {}, 'Recent deliveries to ' + s.url), table([
-        { title: 'At', cell: (d) => when(d.at) },
-        { title: 'Event', cell: (d) => [d.type, ' ', h('code', {}, d.eventId || d.event_id || '')] },
-        { title: 'HTTP status', cell: (d) => d.statusCode || d.status || '—' },
-        { title: 'Error', cell: (d) => d.error || '' },
-      ], rows, 'Nothing delivered yet.'));
-    } catch (e) { say(slot, 'error', sentence(e)); }
-  };
-  mount(el,
-    h('section', { class: 'card' }, h('h2', {}, 'New subscription'),
-      form({ id: 'webhook-form' }, [field('Address', url), h('fieldset', {}, h('legend', {}, 'Events'), boxes), h('button', { type: 'submit' }, 'Subscribe')], async () => {
-        const events = boxes.map((b) => b.firstChild).filter((i) => i.checked).map((i) => i.value);
-        try {
-          const r = await api('POST', '/api/client/webhooks', { url: url.value.trim(), events });
-          url.value = '';
-          showOnce(secretBox, 'Signing secret', r.secret, 'Verify each delivery with it (Standard Webhooks). It is shown this once.');
-          load();
-        } catch (e) { say(slot, 'error', sentence(e)); }
-      }), slot, secretBox),
-    h('section', { class: 'card' }, h('h2', {}, 'Subscriptions'), list),
-    h('section', { class: 'card' }, deliveries));
-  load();
 }
 
 /**

@@ -142,19 +142,70 @@ export function form(attrs, children, fn) {
   return f;
 }
 
-/** table renders rows with the given columns [{title, cell(row)}]. */
-export function table(cols, rows, empty) {
+/**
+ * table renders rows with the given columns [{title, cell(row), label?}]. A column whose title
+ * is hidden (actions) passes label for screen readers. On a phone each row is a card whose
+ * cells carry their column's title (app.css).
+ */
+export function table(cols, rows, empty, rowAttrs) {
   if (!rows.length) return h('p', { class: 'empty' }, empty || 'Nothing yet.');
-  return h('div', { class: 'scroll' }, h('table', {},
-    h('thead', {}, h('tr', {}, cols.map((c) => h('th', {}, c.title)))),
-    h('tbody', {}, rows.map((r) => h('tr', {}, cols.map((c) => h('td', { 'data-label': c.title }, c.cell(r))))))));
+  return h('div', { class: 'scroll', tabindex: '0', role: 'region', 'aria-label': cols.map((c) => c.title || c.label).filter(Boolean).slice(0, 3).join(', ') },
+    h('table', {},
+      h('thead', {}, h('tr', {}, cols.map((c) => h('th', {}, c.title || h('span', { class: 'sr-only' }, c.label || 'Actions'))))),
+      h('tbody', {}, rows.map((r) => h('tr', rowAttrs ? rowAttrs(r) : {}, cols.map((c) => h('td', { 'data-label': c.title || '' }, c.cell(r))))))));
 }
 
-/** badge is a status label. */
-export function badge(text) {
-  return h('span', { class: 'badge b-' + String(text || '').toLowerCase().replace(/[^a-z_]/g, '') }, text || '—');
+// Statuses in words a person reads, with a tone (the badge's colour): ok, warn, err, info.
+const words = {
+  // Sessions.
+  CONNECTED: ['Linked', 'ok'], SCAN_QR: ['Waiting for you to scan', 'warn'], DISCONNECTED: ['Reconnecting', 'warn'],
+  NOT_CREATED: ['Not linked yet', 'info'], LOGGED_OUT: ['Unlinked from the phone', 'err'], BANNED: ['Blocked by the network', 'err'],
+  RESTRICTED: ['Limited by the network', 'warn'],
+  // Messages.
+  queued: ['Waiting to send', 'warn'], sent: ['Sent', 'info'], delivered: ['Delivered', 'ok'], read: ['Read', 'ok'], failed: ['Not sent', 'err'],
+  received: ['Received', 'info'],
+  // Campaigns.
+  running: ['Sending', 'warn'], completed: ['Done', 'ok'], cancelled: ['Cancelled', 'err'],
+  // Keys, webhooks, stores.
+  active: ['Active', 'ok'], revoked: ['Revoked', 'err'], expired: ['Expired', 'err'], failing: ['Failing', 'warn'], disabled: ['Turned off', 'err'],
+  connected: ['Connected', 'ok'], pending: ['Waiting', 'warn'], skipped: ['Skipped', 'info'], done: ['Done', 'ok'],
+  admin: ['Admin', 'info'], client: ['Client', 'info'],
+};
+
+/** word is a status in words ("SCAN_QR" → "Waiting for you to scan"). */
+export function word(status) {
+  if (!status) return '—';
+  if (words[status]) return words[status][0];
+  const t = String(status).toLowerCase().replace(/_/g, ' ');
+  return t.charAt(0).toUpperCase() + t.slice(1);
 }
 
+/** badge is a status label in words; data-status keeps the API's value. */
+export function badge(status, text) {
+  const tone = (words[status] || [])[1];
+  return h('span', { class: 'badge' + (tone ? ' t-' + tone : ''), 'data-status': status || '' }, text || word(status));
+}
+
+/**
+ * confirmInline asks in the page (not a browser dialog) before fn runs: the question with a
+ * confirm and a cancel button, in slot. cancel runs when declined.
+ */
+export function confirmInline(slot, question, yes, fn, cancel) {
+  const box = h('div', { class: 'confirm', role: 'alertdialog', 'aria-label': question },
+    h('span', {}, question),
+    h('button', { type: 'button', class: 'small', 'data-confirm': 'yes', onclick: async () => { box.remove(); await fn(); } }, yes),
+    h('button', { type: 'button', class: 'small ghost', 'data-confirm': 'no', onclick: () => { box.remove(); if (cancel) cancel(); } }, 'Cancel'));
+  mount(slot, box);
+  box.querySelector('button').focus();
+}
+
+/** phoneDigits is a phone number as the gateway keeps it (digits), or null when the gateway would refuse it. */
+export function phoneDigits(v) {
+  const s = String(v == null ? '' : v).trim();
+  if (/[^0-9+ ().-]/.test(s)) return null;
+  const d = s.replace(/[^0-9]/g, '');
+  return d.length >= 8 && d.length <= 15 ? d : null;
+}
 /** copyButton copies text to the clipboard. */
 export function copyButton(text, label = 'Copy') {
   const b = h('button', { type: 'button', class: 'small', onclick: async () => {

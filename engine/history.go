@@ -1,0 +1,116 @@
+package engine
+
+// The message history (DESIGN.md section 15): a user's messages in both directions, from the
+// history index (persist.MessageLog), outgoing ones with their status as it stands.
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gateway/gateway/domain"
+)
+
+// MessageHistory is the history index the engine lists from (persist.MessageLog): entries are
+// written with the messages they index (the outbox's accept, the saving of an incoming message).
+// ScanLog calls fn with each entry and the opaque cursor that continues after it; a cursor it
+// did not hand out is domain.ErrBadCursor.
+type MessageHistory interface {
+	ScanLog(uid string, s domain.LogScan, fn func(next string, e domain.LogEntry) (bool, error)) error
+}
+
+// Directions of a message in the history.
+const (
+	DirOut = domain.DirOut
+	DirIn  = domain.DirIn
+)
+
+// HistoryMaxLimit is the most items one page of the history holds.
+const HistoryMaxLimit = 1000
+
+// HistoryQuery selects a page of a user's history.
+type HistoryQuery struct {
+	// Direction: DirOut, DirIn or "" (both).
+	Direction string
+	// Status: only outgoing messages with this status (incoming ones have none).
+	Status string
+	// To: outgoing messages to this number; From: incoming messages from this number (digits).
+	// Each applies to its direction; with only one of them, the other direction is left out,
+	// and with both (the same number: a conversation) each direction matches its own.
+	To, From string
+	// Since: oldest first from this time; zero: newest first.
+	Since time.Time
+	// Limit: 1 to HistoryMaxLimit (0 = 100). Cursor: the Next of the page before.
+	Limit  int
+	Cursor string
+}
+
+// HistoryItem is one message of the history: Out for an outgoing one (as GET
+// /api/v1/messages/{id} reads it), In for an incoming one.
+type HistoryItem struct {
+	Dir string
+	Out domain.OutboxEntry
+	In  domain.InboundMessage
+}
+
+// History returns a page of uid's messages and the cursor of the next page ("" when this page
+// is the last).
+func (ms *Messages) History(uid string, q HistoryQuery) ([]HistoryItem, string, error) {
+	if q.Limit <= 0 {
+		q.Limit = 100
+	}
+	if q.Limit > HistoryMaxLimit {
+		return nil, "", fmt.Errorf("%w: limit must be 1 to %d", ErrValidation, HistoryMaxLimit)
+	}
+	var (
+		out  []HistoryItem
+		next string
+		last string
+	)
+	err := ms.history.ScanLog(uid, domain.LogScan{Cursor: q.Cursor, Since: q.Since}, func(after string, e domain.LogEntry) (bool, error) {
+		item, ok := ms.historyItem(uid, e, q)
+		if !ok {
+			return true, nil
+		}
+		if len(out) == q.Limit { // one more matches: there is a next page
+			next = last
+			return false, nil
+		}
+		out, last = append(out, item), after
+		return true, nil
+	})
+	if errors.Is(err, domain.ErrBadCursor) {
+		return nil, "", err
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: message history: %v", ErrUnavailable, err)
+	}
+	return out, next, nil
+}
+
+// historyItem resolves an index entry and tells whether it matches q.
+func (ms *Messages) historyItem(uid string, e domain.LogEntry, q HistoryQuery) (HistoryItem, bool) {
+	if q.Direction != "" && e.Dir != q.Direction {
+		return HistoryItem{}, false
+	}
+	switch e.Dir {
+	case DirIn:
+		if e.In == nil || q.Status != "" || (q.To != "" && q.From == "") || (q.From != "" && e.Peer != q.From) {
+			return HistoryItem{}, false
+		}
+		in := *e.In
+		in.UserID = uid
+		return HistoryItem{Dir: e.Dir, In: in}, true
+	case DirOut:
+		if (q.From != "" && q.To == "") || (q.To != "" && e.Peer != q.To) {
+			return HistoryItem{}, false
+		}
+		m, err := ms.Get(uid, e.ID)
+		if err != nil || (q.Status != "" && m.Status != q.Status) {
+			return HistoryItem{}, false // expired meanwhile, or not this status
+		}
+		m.Message.Data = nil // the listing carries media metadata, never the bytes
+		return HistoryItem{Dir: e.Dir, Out: m}, true
+	}
+	return HistoryItem{}, false
+}

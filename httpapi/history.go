@@ -1,0 +1,146 @@
+package httpapi
+
+// The message history (DESIGN.md section 15): GET /api/v1/messages (API key, scope
+// read_messages) and GET /api/client/messages (ID token), both directions, one page at a time.
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/engine"
+)
+
+// outgoingJSON is an outgoing message in the history: GET /api/v1/messages/{id}'s fields without
+// the history, with its direction and content.
+type outgoingJSON struct {
+	Direction string     `json:"direction"`
+	ID        string     `json:"id"`
+	MessageID string     `json:"message_id"`
+	Status    string     `json:"status"`
+	To        string     `json:"to"`
+	Session   string     `json:"session"`
+	Type      string     `json:"type"`
+	Text      string     `json:"text,omitempty"`
+	Caption   string     `json:"caption,omitempty"`
+	MimeType  string     `json:"mimeType,omitempty"`
+	FileName  string     `json:"fileName,omitempty"`
+	CreatedAt timestamp  `json:"created_at"`
+	SentAt    *timestamp `json:"sent_at"`
+	Code      string     `json:"code,omitempty"`
+	Error     string     `json:"error,omitempty"`
+	Attempts  int        `json:"attempts"`
+}
+
+// incomingJSON is an incoming message: the message.received event's data, with its direction.
+type incomingJSON struct {
+	Direction string    `json:"direction"`
+	ID        string    `json:"id"`
+	Session   string    `json:"session"`
+	From      string    `json:"from"`
+	Type      string    `json:"type"`
+	Text      string    `json:"text,omitempty"`
+	Caption   string    `json:"caption,omitempty"`
+	MimeType  string    `json:"mimeType,omitempty"`
+	FileName  string    `json:"fileName,omitempty"`
+	Bytes     int64     `json:"bytes,omitempty"`
+	Timestamp timestamp `json:"timestamp"`
+}
+
+type historyJSONPage struct {
+	Success   bool   `json:"success"`
+	Direction string `json:"direction,omitempty"`
+	Messages  []any  `json:"messages"`
+	Next      string `json:"next,omitempty"`
+}
+
+// v1Messages is GET /api/v1/messages (scope read_messages): the key owner's messages.
+func (s *Server) v1Messages(ctx *fasthttp.RequestCtx) error {
+	key, err := s.apiKey(ctx, engine.ScopeRead)
+	if err != nil {
+		return err
+	}
+	return s.history(ctx, key.Key.UserID)
+}
+
+// clientMessages is GET /api/client/messages: the signed-in user's messages (the dashboard).
+func (s *Server) clientMessages(ctx *fasthttp.RequestCtx, u domain.User) error {
+	return s.history(ctx, u.ID)
+}
+
+func (s *Server) history(ctx *fasthttp.RequestCtx, uid string) error {
+	q, err := historyQuery(ctx.QueryArgs())
+	if err != nil {
+		return err
+	}
+	items, next, err := s.eng.Messages.History(uid, q)
+	if err != nil {
+		return err
+	}
+	out := historyJSONPage{Success: true, Direction: q.Direction, Messages: make([]any, 0, len(items)), Next: next}
+	for _, it := range items {
+		if it.Dir == engine.DirIn {
+			m := it.In
+			out.Messages = append(out.Messages, incomingJSON{Direction: engine.DirIn, ID: m.ID, Session: m.SessionID, From: m.From, Type: m.Type,
+				Text: m.Text, Caption: m.Caption, MimeType: m.MimeType, FileName: m.FileName, Bytes: m.Bytes, Timestamp: timestamp(m.Timestamp)})
+			continue
+		}
+		m := it.Out
+		out.Messages = append(out.Messages, outgoingJSON{Direction: engine.DirOut, ID: m.ID, MessageID: m.ID, Status: m.Status,
+			To: m.Message.To, Session: m.SessionID, Type: string(m.Message.Kind), Text: m.Message.Text, Caption: m.Message.Caption,
+			MimeType: m.Message.MimeType, FileName: m.Message.FileName, CreatedAt: timestamp(m.CreatedAt.Time()),
+			SentAt: sentAt(m.SentAt), Code: m.Code, Error: m.Error, Attempts: m.Attempts})
+	}
+	writeJSON(ctx, fasthttp.StatusOK, out)
+	return nil
+}
+
+var messageStatuses = map[string]bool{domain.MsgQueued: true, domain.MsgSent: true, domain.MsgDelivered: true, domain.MsgRead: true, domain.MsgFailed: true}
+
+// historyQuery reads the listing's query parameters.
+func historyQuery(args *fasthttp.Args) (engine.HistoryQuery, error) {
+	var q engine.HistoryQuery
+	switch d := string(args.Peek("direction")); d {
+	case "", engine.DirOut, engine.DirIn:
+		q.Direction = d
+	default:
+		return q, badInput("validation_failed", "direction must be \"out\" or \"in\"")
+	}
+	if st := string(args.Peek("status")); st != "" {
+		if !messageStatuses[st] {
+			return q, badInput("validation_failed", "status must be queued, sent, delivered, read or failed")
+		}
+		q.Status = st
+	}
+	for _, p := range []struct {
+		name string
+		to   *string
+	}{{"to", &q.To}, {"from", &q.From}} {
+		if v := string(args.Peek(p.name)); v != "" {
+			n, err := engine.NormalizePhone(v)
+			if err != nil {
+				return q, badInput("validation_failed", "%s must be a phone number with its country code", p.name)
+			}
+			*p.to = n
+		}
+	}
+	if v := string(args.Peek("since")); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return q, badInput("validation_failed", "since must be an RFC 3339 timestamp")
+		}
+		q.Since = t
+	}
+	q.Limit = 100
+	if v := string(args.Peek("limit")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > engine.HistoryMaxLimit {
+			return q, badInput("validation_failed", "limit must be 1 to %d", engine.HistoryMaxLimit)
+		}
+		q.Limit = n
+	}
+	q.Cursor = string(args.Peek("cursor"))
+	return q, nil
+}

@@ -1,0 +1,235 @@
+package persist
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gateway/gateway/domain"
+)
+
+// MessageLogRetention is how long a message stays in the history listing: the outbox keeps a
+// sent message (its text included) as long, and incoming messages are kept as long.
+const MessageLogRetention = domain.InboundRetention
+
+// Directions of a message in the history, and its records (domain.LogEntry).
+const (
+	DirOut = domain.DirOut
+	DirIn  = domain.DirIn
+)
+
+type (
+	// LogEntry is one line of the history (domain.LogEntry).
+	LogEntry = domain.LogEntry
+	// LogScan is where a walk starts and which way it goes (domain.LogScan).
+	LogScan = domain.LogScan
+)
+
+// MessageLog is the history index of section 15: every user's messages in both directions,
+// keyed by user and time, so a page of the listing is one seek and a walk over that page (never
+// a scan of every message). Outgoing entries are written by Outbox.Accept in the commit that
+// queues the message, incoming ones by Webhooks.SaveInbound with their message.received event.
+//
+//	msg_log/<uid>/<unix ms: 13 digits>/<out|in>/<msgID>   LogEntry (v1), TTL 7 days
+//
+// The user id is path-escaped (url.PathEscape), so keys stay printable and one user's prefix
+// never covers another's; a page's cursor is the key after the user's prefix.
+type MessageLog struct {
+	kv KV
+	t  *Table[LogEntry]
+}
+
+// NewMessageLog returns the history index on kv.
+func NewMessageLog(kv KV) *MessageLog {
+	return &MessageLog{kv: kv, t: NewTable[LogEntry](kv, messageLogTable, recordVersion1)}
+}
+
+func logUserPrefix(uid string) string { return url.PathEscape(uid) + "/" }
+
+// pos is an entry's place in its user's history (the key after the user's prefix).
+func logPos(at time.Time, dir, id string) string {
+	return fmt.Sprintf("%013d/%s/%s", max(at.UnixMilli(), 0), dir, id)
+}
+
+// OutOp is the index entry of an outgoing message, for the commit that queues it.
+func (l *MessageLog) OutOp(e domain.OutboxEntry) (Op, error) {
+	if e.UserID == "" || e.ID == "" {
+		return Op{}, fmt.Errorf("%w: a message log entry needs a user and an id", ErrInvalid)
+	}
+	at := e.CreatedAt.Time()
+	return l.t.PutTTLOp(logUserPrefix(e.UserID)+logPos(at, DirOut, e.ID),
+		LogEntry{Dir: DirOut, ID: e.ID, SessionID: e.SessionID, Peer: e.Message.To, At: at}, MessageLogRetention)
+}
+
+// InOp is the index entry of an incoming message (the whole message).
+func (l *MessageLog) InOp(m domain.InboundMessage) (Op, error) {
+	if m.UserID == "" || m.ID == "" {
+		return Op{}, fmt.Errorf("%w: a message log entry needs a user and an id", ErrInvalid)
+	}
+	return l.t.PutTTLOp(logUserPrefix(m.UserID)+logPos(m.Timestamp, DirIn, m.ID),
+		LogEntry{Dir: DirIn, ID: m.ID, SessionID: m.SessionID, Peer: m.From, At: m.Timestamp, In: &m}, MessageLogRetention)
+}
+
+// ErrBadCursor is returned for a cursor this store did not hand out.
+var ErrBadCursor = domain.ErrBadCursor
+
+// cursor turns an entry's place into an opaque cursor (url-safe base64).
+func cursor(pos string) string { return base64.RawURLEncoding.EncodeToString([]byte(pos)) }
+
+func parseCursor(c string) (string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || len(b) < 15 || b[13] != '/' || !printableKey(b) {
+		return "", ErrBadCursor
+	}
+	return string(b), nil
+}
+
+func printableKey(b []byte) bool {
+	for _, c := range b {
+		if c < 0x21 || c > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// ScanLog walks uid's history in the order s asks (newest first, or oldest first from
+// s.Since), after s.Cursor, calling fn with each entry and the cursor that continues after it,
+// until fn returns false or an error. Entries that do not decode stop the walk with an error.
+func (l *MessageLog) ScanLog(uid string, s LogScan, fn func(next string, e LogEntry) (bool, error)) error {
+	if uid == "" {
+		return nil
+	}
+	prefix := l.t.key(logUserPrefix(uid))
+	var after []byte
+	if s.Cursor != "" {
+		pos, err := parseCursor(s.Cursor)
+		if err != nil {
+			return err
+		}
+		after = append(slices.Clone(prefix), pos...)
+	}
+	walk := func(key, value []byte) error {
+		var e LogEntry
+		if _, err := Decode(value, recordVersion1, &e); err != nil {
+			return fmt.Errorf("%s %q: %w", messageLogTable, key, err)
+		}
+		more, err := fn(cursor(string(key[len(prefix):])), e)
+		if err != nil {
+			return err
+		}
+		if !more {
+			return errStopScan
+		}
+		return nil
+	}
+	var err error
+	if s.Since.IsZero() {
+		err = scanBefore(l.kv, prefix, after, walk)
+	} else {
+		start := append(slices.Clone(prefix), fmt.Sprintf("%013d", max(s.Since.UnixMilli(), 0))...)
+		if after != nil && bytes.Compare(after, start) >= 0 {
+			start = append(after, 0) // the first key after the cursor
+		}
+		err = scanFrom(l.kv, prefix, start, walk)
+	}
+	if errors.Is(err, errStopScan) {
+		err = nil
+	}
+	return err
+}
+
+// AdoptInbound moves the incoming messages kept by earlier versions (the "inbound" table,
+// keyed with NUL separators) into the history index, keeping their expiry. It returns how many
+// it moved; run once at start, before the listing is served.
+func (l *MessageLog) AdoptInbound(ctx context.Context) (int, error) {
+	var ops []Op
+	n := 0
+	flush := func() error {
+		if len(ops) == 0 {
+			return nil
+		}
+		err := l.kv.Commit(ctx, ops...)
+		ops = ops[:0]
+		return err
+	}
+	err := l.kv.Scan([]byte(inboundTable+"/"), func(key, value []byte) error {
+		var m domain.InboundMessage
+		if _, err := Decode(value, recordVersion1, &m); err != nil {
+			return nil // unreadable: left to expire
+		}
+		uid, _, ok := strings.Cut(string(key[len(inboundTable)+1:]), "\x00")
+		if !ok {
+			return nil
+		}
+		m.UserID = uid
+		op, err := l.InOp(m)
+		if err != nil {
+			return nil
+		}
+		// The copy expires when the original would have.
+		if left := time.Until(m.Timestamp.Add(domain.InboundRetention)); left > time.Minute {
+			op.TTL = left
+			ops = append(ops, op)
+		}
+		ops = append(ops, Op{Key: slices.Clone(key), Delete: true})
+		n++
+		if len(ops) >= deleteBatch {
+			return flush()
+		}
+		return nil
+	})
+	if err != nil {
+		return n, err
+	}
+	return n, flush()
+}
+
+// scanFrom is kv's range scan from start, or a scan that skips the keys before start.
+func scanFrom(kv KV, prefix, start []byte, fn func(key, value []byte) error) error {
+	if r, ok := kv.(rangeScanner); ok {
+		return r.ScanFrom(prefix, start, fn)
+	}
+	return kv.Scan(prefix, func(key, value []byte) error {
+		if bytes.Compare(key, start) < 0 {
+			return nil
+		}
+		return fn(key, value)
+	})
+}
+
+// reverseScanner is a KV that walks a prefix backwards (Badger, Memory).
+type reverseScanner interface {
+	ScanBefore(prefix, end []byte, fn func(key, value []byte) error) error
+}
+
+// scanBefore walks the keys under prefix before end (nil: all), last first. A KV without a
+// reverse scan is read forward into memory first (one user's week of messages at most).
+func scanBefore(kv KV, prefix, end []byte, fn func(key, value []byte) error) error {
+	if r, ok := kv.(reverseScanner); ok {
+		return r.ScanBefore(prefix, end, fn)
+	}
+	type kvp struct{ k, v []byte }
+	var all []kvp
+	err := kv.Scan(prefix, func(key, value []byte) error {
+		if end == nil || bytes.Compare(key, end) < 0 {
+			all = append(all, kvp{slices.Clone(key), slices.Clone(value)})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i := len(all) - 1; i >= 0; i-- {
+		if err := fn(all[i].k, all[i].v); err != nil {
+			return err
+		}
+	}
+	return nil
+}

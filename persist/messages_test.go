@@ -1,0 +1,128 @@
+package persist
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gateway/gateway/domain"
+)
+
+// walk collects up to n entries of uid's history from s, and the cursor after the last.
+func walk(t *testing.T, l *MessageLog, uid string, s LogScan, n int) (ids []string, next string) {
+	t.Helper()
+	err := l.ScanLog(uid, s, func(c string, e LogEntry) (bool, error) {
+		ids = append(ids, e.Dir+":"+e.ID)
+		next = c
+		return len(ids) < n, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids, next
+}
+
+func TestMessageLog(t *testing.T) {
+	for _, impl := range kvImpls() {
+		t.Run(impl.name, func(t *testing.T) {
+			kv := impl.open(t)
+			ctx := context.Background()
+			o, w, l := NewOutbox(kv), NewWebhooks(kv), NewMessageLog(kv)
+			base := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+			var want []string // oldest first
+			for i := range 30 {
+				at := base.Add(time.Duration(i) * time.Second)
+				// "a/b" and "a" are different users: the escaped prefix keeps them apart.
+				for _, uid := range []string{"a/b", "a"} {
+					if i%3 == 0 {
+						m := domain.InboundMessage{ID: fmt.Sprintf("in%02d", i), UserID: uid, SessionID: "s", From: "1555000", Type: "text", Text: "hi", Timestamp: at}
+						if err := w.SaveInbound(ctx, m, nil); err != nil {
+							t.Fatal(err)
+						}
+					} else {
+						e := domain.OutboxEntry{ID: fmt.Sprintf("out%02d", i), UserID: uid, SessionID: "s", Status: domain.MsgQueued,
+							Message: domain.Message{To: "4915", Kind: domain.KindText, Text: "x"}, CreatedAt: domain.MillisOf(at)}
+						if err := o.Accept(ctx, e, "", IdemRecord{}); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				if i%3 == 0 {
+					want = append(want, fmt.Sprintf("in:in%02d", i))
+				} else {
+					want = append(want, fmt.Sprintf("out:out%02d", i))
+				}
+			}
+			newest := slices.Clone(want)
+			slices.Reverse(newest)
+
+			// Newest first, 7 at a time, by cursor.
+			var got []string
+			cur := ""
+			for range 10 {
+				ids, next := walk(t, l, "a", LogScan{Cursor: cur}, 7)
+				got = append(got, ids...)
+				if len(ids) < 7 {
+					break
+				}
+				cur = next
+			}
+			if !slices.Equal(got, newest) {
+				t.Fatalf("newest first:\n got %v\nwant %v", got, newest)
+			}
+			// Oldest first from a time, then on by cursor.
+			ids, next := walk(t, l, "a/b", LogScan{Since: base.Add(10 * time.Second)}, 5)
+			if !slices.Equal(ids, want[10:15]) {
+				t.Fatalf("since: %v, want %v", ids, want[10:15])
+			}
+			ids, _ = walk(t, l, "a/b", LogScan{Since: base.Add(10 * time.Second), Cursor: next}, 100)
+			if !slices.Equal(ids, want[15:]) {
+				t.Fatalf("since, next page: %v, want %v", ids, want[15:])
+			}
+			if ids, _ := walk(t, l, "a/", LogScan{}, 100); len(ids) != 0 {
+				t.Fatalf("a user whose id is a prefix of another's sees %v", ids)
+			}
+			if err := l.ScanLog("a", LogScan{Cursor: "not a cursor"}, func(string, LogEntry) (bool, error) { return true, nil }); !errors.Is(err, ErrBadCursor) {
+				t.Fatalf("bad cursor: %v", err)
+			}
+			// An incoming entry carries the whole message.
+			_ = l.ScanLog("a", LogScan{}, func(_ string, e LogEntry) (bool, error) {
+				if e.Dir == DirIn && (e.In == nil || e.In.Text != "hi" || e.Peer != "1555000") {
+					t.Fatalf("incoming entry %+v", e)
+				}
+				return true, nil
+			})
+		})
+	}
+}
+
+func TestAdoptInbound(t *testing.T) {
+	kv := NewMemory()
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	old := NewTable[domain.InboundMessage](kv, inboundTable, recordVersion1)
+	for i, at := range []time.Time{now.Add(-time.Hour), now.Add(-8 * 24 * time.Hour)} {
+		m := domain.InboundMessage{ID: fmt.Sprintf("m%d", i), From: "1555", Type: "text", Text: "old", Timestamp: at}
+		op, err := old.PutTTLOp(fmt.Sprintf("u1\x00%013d\x00m%d", at.UnixMilli(), i), m, domain.InboundRetention)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := kv.Commit(ctx, op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := NewMessageLog(kv)
+	n, err := l.AdoptInbound(ctx)
+	if err != nil || n != 2 {
+		t.Fatalf("AdoptInbound = %d, %v", n, err)
+	}
+	if ids, _ := walk(t, l, "u1", LogScan{}, 10); !slices.Equal(ids, []string{"in:m0"}) {
+		t.Fatalf("adopted: %v (the one past its week is dropped)", ids)
+	}
+	if n, _ := l.AdoptInbound(ctx); n != 0 {
+		t.Fatalf("a second run moved %d", n)
+	}
+}
