@@ -241,7 +241,7 @@ func (c *client) Send(ctx context.Context, m domain.Message) (network.Receipt, e
 	if !ok {
 		return network.Receipt{}, domain.ErrNotConnected
 	}
-	d := Delivered{ID: m.ID, From: from, To: m.To, Type: string(m.Kind)}
+	d := domain.Delivered{ID: m.ID, From: from, To: m.To, Type: string(m.Kind)}
 	switch m.Kind {
 	case domain.KindText:
 		d.Text = m.Text

@@ -288,7 +288,7 @@ func (n *Network) Pair(sessionID, code string) error {
 }
 
 // Messages returns what was delivered to a number (digits), in delivery order; never nil.
-func (n *Network) Messages(to string) []Delivered { return n.deliveries.to(to) }
+func (n *Network) Messages(to string) []domain.Delivered { return n.deliveries.to(to) }
 
 // DeliveredCount is the number of messages delivered since Dir was created.
 func (n *Network) DeliveredCount() int64 { return n.deliveries.count.Load() }

@@ -257,7 +257,7 @@ func TestSendRecordsEveryKind(t *testing.T) {
 		{ID: "m6", To: to, Kind: domain.KindLocation, Lat: 48.8584, Lng: 2.2945, Address: "Eiffel Tower"},
 		{ID: "m7", To: to, Kind: domain.KindContact, ContactName: "Ann", ContactPhone: "15553334444"},
 	}
-	want := []Delivered{
+	want := []domain.Delivered{
 		{ID: "m1", Type: "text", Text: msgs[0].Text},
 		{ID: "m2", Type: "image", Caption: "a cat", FileName: "cat.png", MimeType: "image/png", Bytes: 1234},
 		{ID: "m3", Type: "video", Caption: "clip", FileName: "v.mp4", MimeType: "video/mp4", Bytes: 10},
@@ -306,7 +306,7 @@ func TestSendRecordsEveryKind(t *testing.T) {
 }
 
 func TestDeliveredJSONNames(t *testing.T) {
-	d := Delivered{ID: "i", From: "f", To: "t", Type: "x", Text: "x", Caption: "x", FileName: "x",
+	d := domain.Delivered{ID: "i", From: "f", To: "t", Type: "x", Text: "x", Caption: "x", FileName: "x",
 		MimeType: "x", Bytes: 1, Lat: 1, Lng: 1, Address: "x", ContactName: "x", ContactPhone: "x",
 		Timestamp: time.Now()}
 	b, _ := json.Marshal(d)
@@ -324,7 +324,7 @@ func TestDeliveredJSONNames(t *testing.T) {
 	if !slices.Equal(keys, want) {
 		t.Fatalf("JSON names %v, want %v", keys, want)
 	}
-	b, _ = json.Marshal(Delivered{ID: "i", From: "f", To: "t", Type: "text", Text: "hi", Timestamp: time.Now()})
+	b, _ = json.Marshal(domain.Delivered{ID: "i", From: "f", To: "t", Type: "text", Text: "hi", Timestamp: time.Now()})
 	m = nil
 	json.Unmarshal(b, &m)
 	if len(m) != 6 {
