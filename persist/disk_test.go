@@ -139,6 +139,9 @@ func TestBadgerAllocatesMappedFiles(t *testing.T) {
 // process does not fault, and once the other file is removed commits succeed and every
 // acknowledged write is there.
 func TestBadgerFullTmpfs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: fills a tmpfs to the last byte")
+	}
 	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
 		t.Skip("needs root on Linux to mount a tmpfs")
 	}
