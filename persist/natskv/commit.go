@@ -26,6 +26,8 @@ type commitReq struct {
 	keys   []string // every subject it touches, for the dispatcher's exclusion
 	size   int
 	done   chan error // buffered: a group never blocks on a caller that left
+	// fence is the partition's fence (a View's commits in a cluster); nil: none.
+	fence *fence
 }
 
 type write struct {
@@ -45,6 +47,12 @@ type cond struct {
 // (group commit); commits that touch a common key run one after the other. If ctx ends while
 // waiting, Commit returns ctx.Err() and the outcome is unknown, as with Badger.
 func (s *Store) Commit(ctx context.Context, ops ...persist.Op) error {
+	return s.commit(ctx, "", nil, ops)
+}
+
+// commit is Commit in partition tok ("" = Options.Partition's), carrying f's check when f is
+// not nil.
+func (s *Store) commit(ctx context.Context, tok string, f *fence, ops []persist.Op) error {
 	if !s.enter() {
 		return persist.ErrClosed
 	}
@@ -52,9 +60,18 @@ func (s *Store) Commit(ctx context.Context, ops ...persist.Op) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	req, err := s.prepare(ops)
+	req, err := s.prepare(tok, ops)
 	if err != nil || req == nil {
 		return err
+	}
+	if f != nil {
+		if _, _, err := f.get(); err != nil {
+			return err // not this node's partition to write: nothing is queued
+		}
+		if len(req.writes)+len(req.conds)+1 > s.maxBatch {
+			return fmt.Errorf("%w: a commit of %d messages exceeds the NATS batch limit of %d", domain.ErrRecordInvalid, len(req.writes)+len(req.conds)+1, s.maxBatch)
+		}
+		req.fence = f
 	}
 	if err := s.Health(); err != nil && !s.full.Load() {
 		return err // disconnected: fail now, never queue behind a dead connection
@@ -75,7 +92,7 @@ func (s *Store) Commit(ctx context.Context, ops ...persist.Op) error {
 
 // prepare validates ops and reduces them to what goes to the server; nil for a commit that
 // writes and checks nothing.
-func (s *Store) prepare(ops []persist.Op) (*commitReq, error) {
+func (s *Store) prepare(tok string, ops []persist.Op) (*commitReq, error) {
 	if err := persist.ValidateOps(ops); err != nil {
 		return nil, err
 	}
@@ -86,7 +103,7 @@ func (s *Store) prepare(ops []persist.Op) (*commitReq, error) {
 	last := map[string]int{} // subject → index in writes
 	seen := map[string]bool{}
 	for i, op := range ops {
-		subject, err := s.subject(op.Key)
+		subject, err := s.subject(tok, op.Key)
 		if err != nil {
 			return nil, fmt.Errorf("op %d: %w", i, err)
 		}
@@ -171,11 +188,14 @@ func (s *Store) dispatch() {
 				for _, k := range r.keys {
 					delete(inflight, k)
 				}
+				if r.fence != nil {
+					delete(inflight, fenceKey(r.fence.subject))
+				}
 			}
 		}
 		for running < s.maxGroups && len(pending) > 0 {
 			var group []*commitReq
-			group, pending = s.pick(pending, inflight, batches < maxBatchesInflight)
+			group, pending = s.pick(pending, inflight, batches < s.maxBatches)
 			if len(group) == 0 {
 				break
 			}
@@ -192,16 +212,32 @@ func (s *Store) dispatch() {
 	}
 }
 
-// maxBatchesInflight bounds the atomic batches in flight (see dispatch).
-const maxBatchesInflight = 2
+// messageCount is how many messages r is when it goes alone: its writes and conditions, and
+// the carrier of its fence unless the fence rides on its only write (fencedAlone).
+func messageCount(r *commitReq) int {
+	n := len(r.writes) + len(r.conds)
+	if r.fence != nil && !fencedAlone(r) {
+		n++
+	}
+	return n
+}
 
-func messageCount(r *commitReq) int { return len(r.writes) + len(r.conds) }
+// fencedAlone: r is one unconditioned write, whose own message can carry the fence check.
+func fencedAlone(r *commitReq) bool { return len(r.writes) == 1 && len(r.conds) == 0 }
+
+// fenceKey is a fence's entry among the dispatcher's keys in flight: a replicated stream
+// refuses a check on a subject while another proposal checking it is in flight, so the
+// commits of one partition go one group at a time (a group may hold several of them: one
+// carrier checks the fence for all).
+func fenceKey(subject string) string { return "\x00fence " + subject }
 
 // pick takes from pending, in order, the commits that fit one group: none touches a key in
-// flight, in the group, or of an earlier commit left waiting. Without batch, it takes one
-// commit of one message. It returns the group and what is left waiting.
+// flight, in the group, or of an earlier commit left waiting, and none is of a partition
+// whose fence another group in flight checks. Without batch, it takes one commit of one
+// message. It returns the group and what is left waiting.
 func (s *Store) pick(pending []*commitReq, inflight map[string]bool, batch bool) (group, rest []*commitReq) {
 	blocked := map[string]bool{}
+	fences := map[string]bool{} // the fences this group checks
 	msgs, size := 0, 0
 	for i, r := range pending {
 		if r.ctx.Err() != nil {
@@ -209,7 +245,20 @@ func (s *Store) pick(pending []*commitReq, inflight map[string]bool, batch bool)
 			continue
 		}
 		n := messageCount(r)
+		if r.fence != nil {
+			// Counted as one carrier per fence in the group (at most what is sent).
+			n = len(r.writes) + len(r.conds)
+			if !fences[r.fence.subject] {
+				n++
+			}
+			if len(group) == 0 && fencedAlone(r) {
+				n = 1
+			}
+		}
 		free := msgs+n <= s.maxBatch && (len(group) == 0 || size+r.size <= maxGroupBytes) && (batch || (n == 1 && len(group) == 0))
+		if r.fence != nil && !fences[r.fence.subject] && inflight[fenceKey(r.fence.subject)] {
+			free = false
+		}
 		for _, k := range r.keys {
 			if inflight[k] || blocked[k] {
 				free = false
@@ -227,6 +276,10 @@ func (s *Store) pick(pending []*commitReq, inflight map[string]bool, batch bool)
 		}
 		for _, k := range r.keys {
 			inflight[k], blocked[k] = true, true
+		}
+		if r.fence != nil {
+			fences[r.fence.subject] = true
+			inflight[fenceKey(r.fence.subject)] = true
 		}
 		group = append(group, r)
 		msgs += n
@@ -254,6 +307,8 @@ func (s *Store) runGroup(group []*commitReq) {
 }
 
 // sendAlone retries one commit whose conditions were overtaken, reading them again each time.
+// A fenced commit refused because its partition's fence moved is not retried: another node
+// owns the partition now.
 func (s *Store) sendAlone(r *commitReq) error {
 	for attempt := 1; ; attempt++ {
 		failed, err := s.send([]*commitReq{r})
@@ -262,6 +317,11 @@ func (s *Store) sendAlone(r *commitReq) error {
 		}
 		if !errors.Is(err, errWrongSequence) {
 			return err
+		}
+		if r.fence != nil {
+			if err := s.checkFence(r.fence); err != nil {
+				return err
+			}
 		}
 		if attempt == 20 {
 			return fmt.Errorf("natskv: commit: %w: a condition stayed contended", domain.ErrStorageUnavailable)
@@ -286,20 +346,50 @@ func (s *Store) send(group []*commitReq) (map[*commitReq]error, error) {
 		return nil, err
 	}
 	var (
-		msgs   []*nats.Msg
-		failed map[*commitReq]error
+		msgs     []*nats.Msg
+		failed   map[*commitReq]error
+		fences   []*nats.Msg        // one carrier per partition fenced in the group
+		fenceSeq map[*fence]uint64 // each fence read once per send
+		sent     []*commitReq
 	)
+	fail := func(r *commitReq, err error) {
+		if failed == nil {
+			failed = map[*commitReq]error{}
+		}
+		failed[r] = err
+	}
 	now := time.Now()
 	for _, r := range group {
+		if f := r.fence; f != nil {
+			if _, ok := fenceSeq[f]; !ok {
+				subject, seq, err := f.get()
+				if err != nil {
+					fail(r, err)
+					continue
+				}
+				if fenceSeq == nil {
+					fenceSeq = map[*fence]uint64{}
+				}
+				fenceSeq[f] = seq
+				fences = append(fences, fenceCarrier(s.carrier, subject, seq))
+			}
+		}
 		m, err := s.messages(r, seqs, now)
 		if err != nil {
-			if failed == nil {
-				failed = map[*commitReq]error{}
-			}
-			failed[r] = err
+			fail(r, err)
 			continue
 		}
 		msgs = append(msgs, m...)
+		sent = append(sent, r)
+	}
+	if len(fences) > 0 {
+		if len(sent) == 1 && fencedAlone(sent[0]) && len(fences) == 1 && len(msgs) == 1 {
+			// One unconditioned write: its own message checks the fence.
+			msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, fences[0].Header.Get(jetstream.ExpectedLastSubjSeqSubjHeader))
+			msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, fences[0].Header.Get(jetstream.ExpectedLastSubjSeqHeader))
+		} else if len(msgs) > 0 {
+			msgs = append(fences, msgs...) // first: a check on a subject the batch wrote would fail
+		}
 	}
 	switch len(msgs) {
 	case 0:

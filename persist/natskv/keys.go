@@ -148,22 +148,36 @@ func decodeKey(tokens []string) ([]byte, error) {
 	return key, nil
 }
 
-// subject is the record subject of key: <prefix>.<table>.<partition>.<id tokens>.
-func (s *Store) subject(key []byte) (string, error) {
+// subject is the record subject of key: <prefix>.<table>.<partition>.<id tokens>, with the
+// partition token tok ("" = Options.Partition's, "*" = any partition: a filter).
+func (s *Store) subject(tok string, key []byte) (string, error) {
 	table, id, err := encodeKey(key)
 	if err != nil {
 		return "", err
 	}
+	if tok == "" {
+		tok = strconv.FormatUint(uint64(s.partition(key)), 10)
+	}
 	var b strings.Builder
-	b.Grow(len(s.prefix) + len(table) + len(id) + 16)
+	b.Grow(len(s.prefix) + len(table) + len(id) + len(tok) + 4)
 	b.WriteString(s.prefix)
 	b.WriteByte('.')
 	b.Write(table)
 	b.WriteByte('.')
-	b.WriteString(strconv.FormatUint(uint64(s.partition(key)), 10))
+	b.WriteString(tok)
 	b.WriteByte('.')
 	b.Write(id)
 	return b.String(), nil
+}
+
+// partitionOf is a record subject's partition token.
+func (s *Store) partitionOf(subject string) string {
+	rest, _ := strings.CutPrefix(subject, s.prefix+".")
+	if _, rest, ok := strings.Cut(rest, "."); ok {
+		tok, _, _ := strings.Cut(rest, ".")
+		return tok
+	}
+	return ""
 }
 
 // keyOf decodes a record subject back to its key; ok is false for the store's own records and
@@ -177,19 +191,21 @@ func (s *Store) keyOf(subject string) ([]byte, bool) {
 	return key, err == nil
 }
 
-// filter is the subject filter of a scan of prefix: the tokens of its complete "/"-parts, then
-// every partition and ">"; the last, partial part is matched on the decoded keys.
-func (s *Store) filter(prefix []byte) string {
+// filter is the subject filter of a scan of prefix in partition tok ("*": every partition):
+// the tokens of its complete "/"-parts, then ">"; the last, partial part is matched on the
+// decoded keys.
+func (s *Store) filter(tok string, prefix []byte) string {
 	i := bytes.LastIndexByte(prefix, '/')
 	if i < 0 {
-		return s.prefix + ".*.*.>"
+		return s.prefix + ".*." + tok + ".>"
 	}
 	parts := bytes.Split(prefix[:i], []byte("/"))
 	var b []byte
 	b = append(b, s.prefix...)
 	b = append(b, '.')
 	b = appendPart(b, parts[0], false)
-	b = append(b, ".*"...)
+	b = append(b, '.')
+	b = append(b, tok...)
 	for _, p := range parts[1:] {
 		b = append(b, '.')
 		b = appendPart(b, p, false)

@@ -45,6 +45,10 @@ type Options struct {
 	// MaxInflight is the most commit groups in flight at once (default 16; the server allows 50
 	// open batches per stream by default).
 	MaxInflight int
+	// MaxBatches is the most of those that are multi-message batches (default 2: on R1 file
+	// storage a batch stages in a file store of its own; a cluster's R3 stream stages in
+	// memory, and its fenced commits are batches, so it allows more).
+	MaxBatches int
 	// Creds and TLSCA are the NATS credentials file and the CA of its TLS certificates.
 	Creds, TLSCA string
 	// NodeID and LeaseTTL: with LeaseTTL > 0, Open takes the prefix's single-writer lease for
@@ -87,6 +91,7 @@ type Store struct {
 	reqs       chan *commitReq
 	dispatched chan struct{} // closed when the dispatcher has answered every request
 	maxGroups  int
+	maxBatches int
 
 	full  atomic.Bool // a commit found the stream full; cleared when space returns
 	lease *lease      // nil without Options.LeaseTTL
@@ -122,6 +127,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	o.Timeout = cmp.Or(o.Timeout, 5*time.Second)
 	o.MaxBatch = cmp.Or(o.MaxBatch, 1000)
 	o.MaxInflight = cmp.Or(o.MaxInflight, 16)
+	o.MaxBatches = min(cmp.Or(o.MaxBatches, 2), o.MaxInflight)
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -129,7 +135,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	s := &Store{
 		nc: o.Conn, prefix: o.Prefix, name: o.Prefix + "_records", carrier: o.Prefix + "." + internalTable + ".0.c",
 		log: log, timeout: o.Timeout, maxBatch: o.MaxBatch, maxGroups: o.MaxInflight, partition: o.Partition,
-		reqs: make(chan *commitReq, 4096), dispatched: make(chan struct{}), stop: make(chan struct{}),
+		reqs: make(chan *commitReq, 4096), dispatched: make(chan struct{}), stop: make(chan struct{}), maxBatches: o.MaxBatches,
 	}
 	if s.partition == nil {
 		s.partition = func([]byte) uint32 { return 0 }
@@ -315,7 +321,10 @@ func (s *Store) last(ctx context.Context, subject string) (record, error) {
 }
 
 // Get returns a copy of the value at key.
-func (s *Store) Get(key []byte) ([]byte, error) {
+func (s *Store) Get(key []byte) ([]byte, error) { return s.get("", key) }
+
+// get is Get in partition tok ("" = Options.Partition's).
+func (s *Store) get(tok string, key []byte) ([]byte, error) {
 	if !s.enter() {
 		return nil, persist.ErrClosed
 	}
@@ -323,7 +332,7 @@ func (s *Store) Get(key []byte) ([]byte, error) {
 	if len(key) == 0 {
 		return nil, domain.ErrRecordNotFound
 	}
-	subject, err := s.subject(key)
+	subject, err := s.subject(tok, key)
 	if err != nil {
 		return nil, domain.ErrRecordNotFound // a key too long to encode was never written
 	}
@@ -349,6 +358,12 @@ const scanPage = 512
 // all come after any page that read none of them); a key present throughout is always seen. It
 // holds the prefix's records in memory until fn has seen them.
 func (s *Store) Scan(prefix []byte, fn func(key, value []byte) error) error {
+	return s.scan("*", prefix, fn)
+}
+
+// scan is Scan in partition tok ("*": every partition; a key held by several is seen with its
+// newest record).
+func (s *Store) scan(tok string, prefix []byte, fn func(key, value []byte) error) error {
 	if !s.enter() {
 		return persist.ErrClosed
 	}
@@ -358,7 +373,7 @@ func (s *Store) Scan(prefix []byte, fn func(key, value []byte) error) error {
 		rec record
 	}
 	found := map[string]record{}
-	filter := s.filter(prefix)
+	filter := s.filter(tok, prefix)
 	now := time.Now()
 	for seq := uint64(1); ; {
 		ctx, cancel := s.ctx()

@@ -1,0 +1,241 @@
+package natskv_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/persist"
+	"github.com/gateway/gateway/persist/kvtest"
+	"github.com/gateway/gateway/persist/natskv"
+	"github.com/gateway/gateway/persist/natstest"
+)
+
+// owner plays a cluster node for one partition: it writes the partition's fence (as a node
+// does at each acquisition) and gives the view that fence.
+type owner struct {
+	js      jetstream.JetStream
+	subject string
+	seq     atomic.Uint64
+	lost    atomic.Bool
+}
+
+func newOwner(t *testing.T, url string, s *natskv.Store, p int) *owner {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &owner{js: js, subject: s.FenceSubject(p)}
+	o.acquire(t)
+	return o
+}
+
+// acquire writes a new fence: from now on only commits carrying its sequence pass.
+func (o *owner) acquire(t *testing.T) uint64 {
+	t.Helper()
+	ack, err := o.js.Publish(context.Background(), o.subject, []byte("owner"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.seq.Store(ack.Sequence)
+	return ack.Sequence
+}
+
+func (o *owner) fence() (string, uint64, error) {
+	if o.lost.Load() {
+		return "", 0, fmt.Errorf("%w: lease lost", domain.ErrNodeUnavailable)
+	}
+	return o.subject, o.seq.Load(), nil
+}
+
+// A fenced partition view passes the whole KV contract, on one server and on a cluster (where
+// the server refuses a second check of the fence while one is in flight).
+func TestViewContract(t *testing.T) {
+	srv := natstest.Start(t)
+	var n atomic.Int64
+	open := func(url string) func(t *testing.T) persist.KV {
+		return func(t *testing.T) persist.KV {
+			s, err := natskv.Open(context.Background(), natskv.Options{URL: url, Prefix: fmt.Sprintf("v%d", n.Add(1)), Timeout: 2 * time.Second, MaxBatches: 8})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			o := newOwner(t, url, s, 7)
+			return s.Partition(7, o.fence)
+		}
+	}
+	t.Run("single", func(t *testing.T) {
+		kvtest.Run(t, kvtest.Factory{Open: open(srv.URL), MaxKey: natskv.MaxEncodedKey - 3, MaxValue: natstest.MaxPayload - 4<<10})
+	})
+	if testing.Short() {
+		return
+	}
+	t.Run("cluster", func(t *testing.T) {
+		c := natstest.StartCluster(t, 3)
+		kvtest.Run(t, kvtest.Factory{Open: open(c.URLs()), MaxKey: natskv.MaxEncodedKey - 3, MaxValue: natstest.MaxPayload - 4<<10})
+	})
+}
+
+// Partitions are namespaces: one key in two partitions is two records; a scan of the store
+// sees every partition; Locate finds a key's partition; Watch reports keys with partitions.
+func TestPartitionsAreNamespaces(t *testing.T) {
+	srv := natstest.Start(t)
+	s, err := natskv.Open(context.Background(), natskv.Options{URL: srv.URL, Prefix: "ns"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, b := s.Partition(1, nil), s.Partition(2, nil)
+	var mu sync.Mutex
+	seen := map[string]natskv.WatchEntry{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	kvtest.MustCommit(t, a, kvtest.Put("session/x", "in a"))
+	ready, err := s.Watch(ctx, []string{"session"}, func(e natskv.WatchEntry) {
+		mu.Lock()
+		seen[string(e.Key)] = e
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ready:
+	case <-time.After(5 * time.Second):
+		t.Fatal("watch not ready")
+	}
+	mu.Lock()
+	if e := seen["session/x"]; e.Partition != "1" || e.Deleted {
+		t.Fatalf("watch's initial value: %+v", e)
+	}
+	mu.Unlock()
+	kvtest.WantValue(t, a, "session/x", "in a")
+	if _, err := b.Get([]byte("session/x")); !errors.Is(err, domain.ErrRecordNotFound) {
+		t.Fatalf("partition 2 sees partition 1's record: %v", err)
+	}
+	if p, ok, err := s.Locate([]byte("session/x")); err != nil || !ok || p != "1" {
+		t.Fatalf("Locate: %q %v %v", p, ok, err)
+	}
+	// Move it: the delete first, then the put, so the newest record is the live one.
+	kvtest.MustCommit(t, a, persist.Op{Key: []byte("session/x"), Delete: true})
+	kvtest.MustCommit(t, b, kvtest.Put("session/x", "in b"))
+	if p, ok, err := s.Locate([]byte("session/x")); err != nil || !ok || p != "2" {
+		t.Fatalf("Locate after the move: %q %v %v", p, ok, err)
+	}
+	if keys := kvtest.ScanKeys(t, s, "session/"); len(keys) != 1 {
+		t.Fatalf("a scan of every partition: %v", keys)
+	}
+	if keys := kvtest.ScanKeys(t, a, "session/"); len(keys) != 0 {
+		t.Fatalf("partition 1 after the move: %v", keys)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		e := seen["session/x"]
+		mu.Unlock()
+		if e.Partition == "2" && !e.Deleted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("watch did not report the move: %+v", e)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, ok, err := s.Locate([]byte("session/none")); ok || err != nil {
+		t.Fatalf("Locate of a missing key: %v %v", ok, err)
+	}
+}
+
+// A former owner cannot write once a new owner wrote its fence: its commits (single writes
+// and batches) are refused with ErrNodeUnavailable, at once, not retried; a view whose
+// FenceFunc fails sends nothing.
+func TestFencing(t *testing.T) {
+	srv := natstest.Start(t)
+	s, err := natskv.Open(context.Background(), natskv.Options{URL: srv.URL, Prefix: "fence"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	old := newOwner(t, srv.URL, s, 3)
+	v := s.Partition(3, old.fence)
+	kvtest.MustCommit(t, v, kvtest.Put("k/1", "old"))
+	// A new owner takes the partition (its own fence); the old one does not know yet.
+	newer := &owner{js: old.js, subject: old.subject}
+	newer.acquire(t)
+	nv := s.Partition(3, newer.fence)
+	for _, ops := range [][]persist.Op{
+		{kvtest.Put("k/1", "stale")},
+		{kvtest.Put("k/1", "stale"), kvtest.Put("k/2", "stale")},
+		{persist.IfAbsentOp([]byte("k/3")), kvtest.Put("k/3", "stale")},
+	} {
+		began := time.Now()
+		err := v.Commit(context.Background(), ops...)
+		if !errors.Is(err, domain.ErrNodeUnavailable) {
+			t.Fatalf("stale owner's commit of %d ops: %v, want ErrNodeUnavailable", len(ops), err)
+		}
+		if d := time.Since(began); d > time.Second {
+			t.Fatalf("a fenced commit took %v (retried?)", d)
+		}
+	}
+	kvtest.WantValue(t, nv, "k/1", "old")
+	kvtest.MustCommit(t, nv, kvtest.Put("k/1", "new"), kvtest.Put("k/2", "new"))
+	kvtest.WantValue(t, v, "k/2", "new")
+	newer.lost.Store(true)
+	if err := nv.Commit(context.Background(), kvtest.Put("k/1", "x")); !errors.Is(err, domain.ErrNodeUnavailable) {
+		t.Fatalf("commit without a lease: %v", err)
+	}
+}
+
+// Concurrent commits of a few partitions on a three-node cluster: every one lands (the
+// dispatcher never has two groups checking one fence in flight, which the server would refuse)
+// and they share batches.
+func TestFencedConcurrency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a three-node cluster: not in -short")
+	}
+	c := natstest.StartCluster(t, 3)
+	s, err := natskv.Open(context.Background(), natskv.Options{URL: c.URLs(), Prefix: "conc", Replicas: 3, MaxBatches: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var views []*natskv.View
+	for p := range 4 {
+		o := newOwner(t, c.URLs(), s, p)
+		views = append(views, s.Partition(p, o.fence))
+	}
+	const workers, each = 32, 20
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			v := views[w%len(views)]
+			for i := range each {
+				k := fmt.Sprintf("c/%d/%d", w, i)
+				if err := v.Commit(context.Background(), kvtest.Put(k, "v"), kvtest.Put(k+"/x", "v")); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	groups, _ := s.Stats()
+	t.Logf("%d commits in %d groups", workers*each, groups)
+	if n := len(kvtest.ScanKeys(t, s, "c/")); n != 2*workers*each {
+		t.Fatalf("scan found %d keys, want %d", n, 2*workers*each)
+	}
+}
