@@ -17,9 +17,11 @@ const module = "github.com/gateway/gateway"
 // them. A package not listed may import no package of the gateway. Test-only packages are
 // listed too, with what they may use.
 var allowedImports = map[string][]string{
-	"":        {"*"}, // main wires everything
-	"domain":  {},
-	"httpapi": {"domain", "engine", "identity", "media", "web"},
+	"":       {"*"}, // main wires everything
+	"domain": {},
+	// httpapi names the cluster's forwarding envelope and its errors (a node passes a request
+	// for another node's partition on as it is); main gives it the node.
+	"httpapi": {"domain", "engine", "identity", "media", "web", "cluster"},
 	// The engine gets its storage as typed stores it declares (engine/records.go), built by main:
 	// it does not import persist.
 	"engine": {"domain", "actors/account", "actors/campaign", "actors/key", "actors/session", "actors/storeevents", "actors/webhook", "network", "ecom", "media"},

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gateway/gateway/actors/account"
@@ -215,7 +216,8 @@ func parseServe(args []string, stderr io.Writer) (config, error) {
 	if err := c.check(); err != nil {
 		return c, err
 	}
-	return c, c.checkCluster(setFlags(fs))
+	err := c.checkCluster(setFlags(fs))
+	return c, err
 }
 
 // applyEnv sets every flag not given on the command line from GATEWAY_<NAME>.
@@ -341,6 +343,13 @@ func serve(args []string, stderr io.Writer) error {
 		g.shutdown(c.shutdownTimeout)
 		return fmt.Errorf("serve: %w", err)
 	case <-g.lost:
+		if g.cluster != nil {
+			// The node stopped for good (another process took its node id): its partitions are
+			// fenced already; stop.
+			err := g.cluster.node.Err()
+			g.shutdown(c.shutdownTimeout)
+			return fmt.Errorf("serve: left the cluster: %w", err)
+		}
 		// Another gateway took this NATS prefix: this one's state is stale; stop, never write.
 		g.shutdown(c.shutdownTimeout)
 		return fmt.Errorf("serve: lost the single-writer lease on NATS prefix %q to another gateway", c.natsPrefix)
@@ -362,6 +371,9 @@ type gateway struct {
 	http     *httpapi.Server
 	issuer   *identity.Issuer // dev auth only
 	verifier *identity.Verifier
+	// --cluster: the NATS connection the store and the membership share, and this node.
+	nc      *nats.Conn
+	cluster *clusterNode
 }
 
 // build constructs every part from the configuration.
@@ -392,7 +404,18 @@ func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err err
 	if err := g.openStorage(ctx, c); err != nil {
 		return nil, err
 	}
-	verifier, issuer, err := newVerifier(ctx, c, log)
+	var verifier *identity.Verifier
+	var issuer *identity.Issuer
+	if c.cluster && c.auth == "dev" {
+		// The dev issuer's key is the cluster's, in the store: every node verifies what any mints.
+		pem, kerr := devIssuerKey(ctx, g.kv.(*natskv.Store), stores.Sealer)
+		if kerr != nil {
+			return nil, fmt.Errorf("dev issuer: %w", kerr)
+		}
+		verifier, issuer, err = identity.NewDevFromPEM(pem)
+	} else {
+		verifier, issuer, err = newVerifier(ctx, c, log)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -417,6 +440,41 @@ func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err err
 			}, func() float64 { d, _ := whatsapp.LibraryAgeDays(time.Now()); return d }))
 		}
 	}
+	cidrs, _ := parseCIDRs(c.internalCIDRs)
+	identityCheck := func() error {
+		if st := verifier.Status(); !st.Ready || st.Err != nil {
+			return errors.New("unavailable")
+		}
+		return nil
+	}
+	var simControls httpapi.SimControls // nil unless --network sim (a nil *sim.Network is not)
+	if g.sim != nil {
+		simControls = g.sim
+	}
+	site, err := web.New()
+	if err != nil {
+		return nil, err
+	}
+	dash := httpapi.DashboardConfig{Site: site, Auth: c.auth, OIDCIssuer: c.oidcIssuer, ClientID: c.dashboardClientID,
+		FirebaseAPIKey: c.firebaseAPIKey, FirebaseAuthURL: c.firebaseAuthURL, Endpoints: verifier.Endpoints}
+	if issuer != nil { // a nil *Issuer in the interface would not be a nil TokenMinter
+		dash.DevIssuer = issuer
+	}
+	hc := httpapi.Config{
+		Verifier: verifier, DevRoles: c.auth == "dev", Logger: log.With("component", "http"),
+		Registry: reg, InternalCIDRs: cidrs, BodyLimit: c.bodyLimit,
+		CORSOrigins: splitList(c.corsOrigins), Storage: g.kv.Health,
+		ReadyChecks: []httpapi.ReadyCheck{
+			{Name: "storage", Critical: true, Check: g.kv.Health},
+			{Name: "identity", Check: identityCheck},
+		},
+		LogRequests: c.logRequests, Version: version, Sim: simControls, SimURL: c.simURL, BulkMaxRecipients: c.bulkMaxRecipients,
+		Media:     httpapi.MediaOptions{MaxBytes: c.mediaMaxBytes, AllowPrivate: c.mediaAllowPrivate},
+		Dashboard: dash, AudioCheck: c.audioCheck(),
+	}
+	if c.cluster {
+		return g, g.joinCluster(ctx, c, hc, plans, stores, reg)
+	}
 	// Every typed store on the one KV; each part of the core gets the ones it uses, as the
 	// interfaces it declares.
 	recs := persist.NewRecords(g.kv)
@@ -439,39 +497,8 @@ func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err err
 	if err != nil {
 		return nil, err
 	}
-	cidrs, _ := parseCIDRs(c.internalCIDRs)
-	identityCheck := func() error {
-		if st := verifier.Status(); !st.Ready || st.Err != nil {
-			return errors.New("unavailable")
-		}
-		return nil
-	}
-	var simControls httpapi.SimControls // nil unless --network sim (a nil *sim.Network is not)
-	if g.sim != nil {
-		simControls = g.sim
-	}
-	site, err := web.New()
-	if err != nil {
-		return nil, err
-	}
-	dash := httpapi.DashboardConfig{Site: site, Auth: c.auth, OIDCIssuer: c.oidcIssuer, ClientID: c.dashboardClientID,
-		FirebaseAPIKey: c.firebaseAPIKey, FirebaseAuthURL: c.firebaseAuthURL, Endpoints: verifier.Endpoints}
-	if issuer != nil { // a nil *Issuer in the interface would not be a nil TokenMinter
-		dash.DevIssuer = issuer
-	}
-	g.http, err = httpapi.New(httpapi.Config{
-		Engine: g.engine, Verifier: verifier, DevRoles: c.auth == "dev", Logger: log.With("component", "http"),
-		Registry: reg, InternalCIDRs: cidrs, BodyLimit: c.bodyLimit, Webhooks: g.events,
-		CORSOrigins: splitList(c.corsOrigins), Storage: g.kv.Health,
-		ReadyChecks: []httpapi.ReadyCheck{
-			{Name: "storage", Critical: true, Check: g.kv.Health},
-			{Name: "identity", Check: identityCheck},
-		},
-		LogRequests: c.logRequests, Version: version, Sim: simControls, SimURL: c.simURL, BulkMaxRecipients: c.bulkMaxRecipients,
-		Media:     httpapi.MediaOptions{MaxBytes: c.mediaMaxBytes, AllowPrivate: c.mediaAllowPrivate},
-		Dashboard: dash, AudioCheck: c.audioCheck(),
-	})
-	if err != nil {
+	hc.Engine, hc.Webhooks = g.engine, g.events
+	if g.http, err = httpapi.New(hc); err != nil {
 		return nil, err
 	}
 	return g, nil
@@ -538,6 +565,9 @@ func (g *gateway) shutdown(timeout time.Duration) {
 			g.log.Warn("http shutdown", "err", err)
 		}
 	}
+	if g.cluster != nil {
+		g.cluster.leave(ctx) // every partition handed over to the other nodes
+	}
 	if g.engine != nil {
 		g.engine.Stop(ctx)
 		g.engine = nil
@@ -562,13 +592,31 @@ func (g *gateway) openStorage(ctx context.Context, c config) error {
 		g.kv = b
 		return nil
 	}
-	s, err := natskv.Open(ctx, natskv.Options{
+	o := natskv.Options{
 		URL: c.natsURL, Prefix: c.natsPrefix, Replicas: c.natsReplicas, MaxBytes: int64(c.natsMaxBytes),
 		Creds: c.natsCreds, TLSCA: c.natsTLSCA, NodeID: c.nodeID, LeaseTTL: c.leaseTTL,
 		Logger: g.log.With("component", "nats"),
-	})
+	}
+	if c.cluster {
+		// One connection for the store and the membership; no single-writer lease (the
+		// partitions' leases and fences take its place), and fenced commits are batches.
+		var err error
+		if g.nc, err = natskv.Connect(o); err != nil {
+			return fmt.Errorf("open storage: %w", err)
+		}
+		o.Conn, o.LeaseTTL, o.MaxBatches = g.nc, 0, 16
+	} else if err := refuseBesideCluster(ctx, c, o); err != nil {
+		return err
+	}
+	s, err := natskv.Open(ctx, o)
 	if err != nil {
 		return fmt.Errorf("open storage: %w", err)
+	}
+	if c.cluster {
+		if err := refuseBesideLone(ctx, c, s); err != nil {
+			s.Close()
+			return err
+		}
 	}
 	g.kv, g.lost = s, s.Lost()
 	// An accepted media message is stored whole (base64 in its outbox record): the server must
@@ -626,6 +674,10 @@ func (g *gateway) openNetwork(c config) error {
 }
 
 func (g *gateway) close() {
+	if g.cluster != nil {
+		g.cluster.leave(context.Background())
+		g.cluster = nil
+	}
 	if g.engine != nil {
 		g.engine.Stop(context.Background())
 		g.engine = nil
@@ -649,6 +701,10 @@ func (g *gateway) close() {
 			g.log.Warn("close storage", "err", err)
 		}
 		g.kv = nil
+	}
+	if g.nc != nil {
+		g.nc.Close()
+		g.nc = nil
 	}
 }
 
@@ -710,6 +766,11 @@ func token(args []string, stdout, stderr io.Writer) error {
 	name := fs.String("name", "", "display name")
 	email := fs.String("email", "", "email")
 	ttl := fs.Duration("ttl", time.Hour, "how long the token is valid")
+	store := fs.String("store", "badger", "where the dev issuer's key is: badger (DATA/dev-idp.pem) or nats (a cluster's, in its store; needs GATEWAY_SECRET_KEY)")
+	natsURL := fs.String("nats", "", "NATS servers, comma-separated (--store nats)")
+	natsPrefix := fs.String("nats-prefix", "gateway", "the cluster's NATS prefix (--store nats)")
+	natsCreds := fs.String("nats-creds", "", "NATS credentials file")
+	natsTLSCA := fs.String("nats-tls-ca", "", "CA certificate of the NATS servers' TLS")
 	commandUsage(fs)
 	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, errHelp) {
@@ -726,7 +787,16 @@ func token(args []string, stdout, stderr io.Writer) error {
 	if *role != "" && *role != engine.RoleClient && *role != engine.RoleAdmin {
 		return errors.New("token: --role must be client or admin")
 	}
-	_, issuer, err := identity.NewDev(*data)
+	var issuer *identity.Issuer
+	var err error
+	switch *store {
+	case "badger":
+		_, issuer, err = identity.NewDev(*data)
+	case "nats":
+		issuer, err = clusterIssuer(natskv.Options{URL: *natsURL, Prefix: *natsPrefix, Creds: *natsCreds, TLSCA: *natsTLSCA})
+	default:
+		err = errors.New("token: --store must be badger or nats")
+	}
 	if err != nil {
 		return err
 	}

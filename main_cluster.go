@@ -15,22 +15,29 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
 	"github.com/gateway/gateway/cluster"
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/engine"
 	"github.com/gateway/gateway/httpapi"
+	"github.com/gateway/gateway/identity"
 	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/network/sim"
 	"github.com/gateway/gateway/network/simhttp"
+	"github.com/gateway/gateway/network/whatsapp"
+	"github.com/gateway/gateway/persist"
+	"github.com/gateway/gateway/persist/natskv"
 )
 
 // Interface guards of the cluster's adapters.
 var _ network.Network = (*simhttp.Network)(nil)
 
-// clusterFlags are the cluster's `gateway serve` flags (DESIGN.md section 13). --cluster is
-// parsed and refused until the engine runs on partitions (the JetStream store is its
-// prerequisite); --sim-url works on its own. --node-id and --lease-ttl come with --store nats
-// (persist/natskv's single-writer lease uses them too).
+// clusterFlags are the cluster's `gateway serve` flags (DESIGN.md section 13). --node-id and
+// --lease-ttl come with --store nats (persist/natskv's single-writer lease of a lone node uses
+// them too).
 type clusterFlags struct {
 	cluster    bool
 	partitions int
@@ -38,16 +45,32 @@ type clusterFlags struct {
 }
 
 func addClusterFlags(fs *flag.FlagSet, c *clusterFlags) {
-	fs.BoolVar(&c.cluster, "cluster", false, "run as one node of a cluster on NATS JetStream (needs --store nats)")
+	fs.BoolVar(&c.cluster, "cluster", false, "run as one node of a cluster on NATS JetStream (needs --store nats and GATEWAY_SECRET_KEY; README: Cluster)")
 	fs.IntVar(&c.partitions, "partitions", cluster.DefaultPartitions, "partitions of the cluster, fixed when its buckets are first made")
 	fs.StringVar(&c.simURL, "sim-url", "", "use the simulated network of a `gateway sim` process at this URL (http://host:port) instead of an embedded one")
 }
 
-// checkCluster checks the cluster's flags; set names the flags given (command line or
-// environment).
-func (c config) checkCluster(set map[string]bool) error {
+// checkCluster checks the cluster's flags (DESIGN.md section 13.1's start-up refusals that
+// need no NATS); set names the flags given (command line or environment).
+func (c *config) checkCluster(set map[string]bool) error {
 	if c.cluster {
-		return errors.New("--cluster needs phase B of the cluster work (the engine on partitions over the JetStream store); it is not wired in this build")
+		switch {
+		case c.store != "nats":
+			return errors.New("--cluster needs --store nats (every node's records are in one JetStream stream)")
+		case os.Getenv("GATEWAY_SECRET_KEY") == "":
+			return errors.New("--cluster needs GATEWAY_SECRET_KEY, the same on every node (it seals store credentials, webhook secrets and the dev issuer's key; a key file in one node's data dir would not open the others' records)")
+		case c.network == "whatsapp" && !whatsapp.IsPostgresURL(c.whatsappStore):
+			return errors.New("--cluster --network whatsapp needs --whatsapp-store postgres://... (a session's device store must be reachable from whichever node runs it)")
+		case c.network == "sim" && c.simURL == "":
+			return errors.New("--cluster --network sim needs --sim-url (one `gateway sim` process every node shares: a session moves between nodes)")
+		case c.partitions < 1 || c.partitions > 4096:
+			return errors.New("--partitions must be 1 to 4096")
+		case c.leaseTTL%time.Second != 0:
+			return errors.New("--lease-ttl must be whole seconds with --cluster")
+		}
+		if c.nodeID == "" {
+			c.nodeID = defaultNodeID(c.addr)
+		}
 	}
 	if c.simURL != "" {
 		if c.network != "sim" {
@@ -63,6 +86,119 @@ func (c config) checkCluster(set map[string]bool) error {
 		}
 	}
 	return nil
+}
+
+// joinCluster builds this node of the cluster and joins it (build's end with --cluster): the
+// HTTP server over the partitions this node will own, then the membership, which starts
+// taking partitions.
+func (g *gateway) joinCluster(ctx context.Context, c config, hc httpapi.Config, plans engine.Plans, stores engine.StoreConfig, reg prometheus.Registerer) error {
+	store := g.kv.(*natskv.Store)
+	n := newClusterNode(c, g.log, g.nc, store, g.net, plans, stores, reg)
+	g.cluster = n
+	hc.Cluster, hc.Stats, hc.StoreStats = n, n.stats, n.storeStats
+	hc.ReadyChecks = append(hc.ReadyChecks, httpapi.ReadyCheck{Name: "cluster", Critical: true, Check: n.health})
+	var err error
+	if g.http, err = httpapi.New(hc); err != nil {
+		return err
+	}
+	n.http = g.http
+	if err := n.start(ctx); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	g.lost = n.node.Done()
+	g.log.Info("joined the cluster", "node_id", c.nodeID, "partitions", c.partitions, "prefix", c.natsPrefix)
+	return nil
+}
+
+// leave hands every partition this node owns over to the others (SIGTERM: their requests are
+// held and replayed, never refused), then stops what is left. Safe to call twice.
+func (n *clusterNode) leave(ctx context.Context) {
+	n.leaveOnce.Do(func() {
+		if n.node != nil {
+			if err := n.node.Stop(ctx); err != nil {
+				n.log.Warn("leaving the cluster", "err", err)
+			}
+		}
+		n.stopAll(ctx)
+		if n.dir != nil {
+			n.dir.close()
+		}
+		n.live.hub.Close()
+	})
+}
+
+// refuseBesideCluster refuses a lone --store nats gateway on a prefix where cluster nodes run
+// (their records are partitioned; a lone gateway would write beside them unfenced).
+func refuseBesideCluster(ctx context.Context, c config, o natskv.Options) error {
+	if c.store != "nats" {
+		return nil
+	}
+	nc, err := natskv.Connect(o)
+	if err != nil {
+		return fmt.Errorf("open storage: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ids, err := cluster.Running(cctx, js, c.natsPrefix)
+	if err != nil {
+		return fmt.Errorf("open storage: %w", err)
+	}
+	if len(ids) > 0 {
+		return fmt.Errorf("NATS prefix %q is a cluster's (nodes %s run there): start this gateway with --cluster, or give it another --nats-prefix", c.natsPrefix, strings.Join(ids, ", "))
+	}
+	return nil
+}
+
+// refuseBesideLone refuses a cluster node on a prefix a lone --store nats gateway holds.
+func refuseBesideLone(ctx context.Context, c config, s *natskv.Store) error {
+	node, live, err := s.LeaseHolder(ctx)
+	if err != nil {
+		return fmt.Errorf("open storage: %w", err)
+	}
+	if live {
+		return fmt.Errorf("%w %q: gateway %q runs there without --cluster; stop it first, or give this cluster another --nats-prefix", natskv.ErrLeaseHeld, c.natsPrefix, node)
+	}
+	return nil
+}
+
+// devIssuerKey is the cluster's dev issuer key: made once by the first node (put-if-absent),
+// sealed with GATEWAY_SECRET_KEY, in the records of no partition, so every node verifies the
+// tokens any node (or `gateway token --store nats`) mints.
+func devIssuerKey(ctx context.Context, s *natskv.Store, sealer engine.Sealer) ([]byte, error) {
+	g := s.Global()
+	key := []byte("dev_issuer/key")
+	read := func() ([]byte, error) {
+		sealed, err := g.Get(key)
+		if err != nil {
+			return nil, err
+		}
+		plain, err := sealer.Open(string(sealed))
+		if err != nil {
+			return nil, fmt.Errorf("the dev issuer key in the store does not open with this GATEWAY_SECRET_KEY: %w", err)
+		}
+		return []byte(plain), nil
+	}
+	pem, err := read()
+	if !errors.Is(err, domain.ErrRecordNotFound) {
+		return pem, err
+	}
+	if pem, err = identity.NewDevKeyPEM(); err != nil {
+		return nil, err
+	}
+	sealed, err := sealer.Seal(string(pem))
+	if err != nil {
+		return nil, err
+	}
+	err = g.Commit(ctx, persist.IfAbsentOp(key), persist.Op{Key: key, Value: []byte(sealed)})
+	if errors.Is(err, domain.ErrRecordExists) {
+		return read() // another node made it first
+	}
+	return pem, err
 }
 
 // simCmd is `gateway sim`: the simulated network as its own process, shared by every node
@@ -194,4 +330,33 @@ func setFlags(fs *flag.FlagSet) map[string]bool {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	return set
+}
+
+// clusterIssuer is the dev issuer of the cluster on o's prefix (`gateway token --store nats`):
+// its key from the store, opened with GATEWAY_SECRET_KEY (made there if no node made it yet).
+func clusterIssuer(o natskv.Options) (*identity.Issuer, error) {
+	if o.URL == "" {
+		return nil, errors.New("token: --store nats needs --nats (the NATS servers' URLs)")
+	}
+	v := os.Getenv("GATEWAY_SECRET_KEY")
+	if v == "" {
+		return nil, errors.New("token: --store nats needs GATEWAY_SECRET_KEY, the cluster's (it seals the dev issuer's key)")
+	}
+	key, err := persist.ParseSecretKey(v)
+	if err != nil {
+		return nil, fmt.Errorf("GATEWAY_SECRET_KEY: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := natskv.Open(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	pem, err := devIssuerKey(ctx, s, persist.NewSealer(key, ""))
+	if err != nil {
+		return nil, err
+	}
+	_, issuer, err := identity.NewDevFromPEM(pem)
+	return issuer, err
 }

@@ -103,20 +103,27 @@ func TestSharedSimProcess(t *testing.T) {
 	}
 }
 
-// serve refuses --cluster (the engine is not on partitions yet) and the sim's own flags with
-// --sim-url, with a message that says why.
+// serve refuses --cluster without what every node must share (the NATS store, the secret key,
+// one sim process) and the sim's own flags with --sim-url, with a message that says why.
 func TestClusterFlagsRefused(t *testing.T) {
 	bin := gatewayBinary(t)
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"--cluster"}, "--cluster needs phase B"},
+		{[]string{"--cluster"}, "--cluster needs --store nats"},
+		{[]string{"--cluster", "--store", "nats", "--nats", "nats://127.0.0.1:1"}, "--cluster needs GATEWAY_SECRET_KEY"},
 		{[]string{"--sim-url", "http://127.0.0.1:1", "--sim-latency", "5ms"}, "--sim-latency belongs to `gateway sim`"},
 		{[]string{"--sim-url", "127.0.0.1:1"}, "want http://host:port"},
 		{[]string{"--sim-url", "http://127.0.0.1:1", "--network", "whatsapp"}, "--sim-url needs --network sim"},
 	} {
-		out, err := exec.Command(bin, append([]string{"serve", "--data", t.TempDir()}, c.args...)...).CombinedOutput()
+		cmd := exec.Command(bin, append([]string{"serve", "--data", t.TempDir()}, c.args...)...)
+		for _, kv := range os.Environ() { // not the suite's GATEWAY_STORE=nats (make test-nats)
+			if !strings.HasPrefix(kv, "GATEWAY_") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		out, err := cmd.CombinedOutput()
 		if err == nil || !strings.Contains(string(out), c.want) {
 			t.Errorf("serve %v: %v, %s; want an error saying %q", c.args, err, out, c.want)
 		}

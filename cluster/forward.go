@@ -274,11 +274,21 @@ func (f *forwarder) request(ctx context.Context, p int, target string, req *Enve
 	want := 0
 	ack := time.NewTimer(AckTimeout)
 	defer ack.Stop()
+	// An owner that dies or is fenced while the request runs never answers: found out when
+	// its lease lapses (or another holds it), not at the route's full wait (a synchronous bulk
+	// send's may be hours).
+	owner := time.NewTicker(500 * time.Millisecond)
+	defer owner.Stop()
 	acked := false
 	for {
 		var r *nats.Msg
 		select {
 		case r = <-replies:
+		case <-owner.C:
+			if s := f.n.view.lease(p); !f.n.view.alive(s, time.Now()) || s.value.Instance != target {
+				return nil, errors.New("the owner let the partition go before answering")
+			}
+			continue
 		case <-ack.C:
 			if !acked {
 				return nil, errors.New("the owner did not acknowledge the request")

@@ -3,11 +3,13 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -589,4 +591,30 @@ func randomID() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// Running lists the nodes of the cluster on prefix that heartbeat now (a gateway started
+// without --cluster on that prefix refuses to start beside them). No cluster: none.
+func Running(ctx context.Context, js jetstream.JetStream, prefix string) ([]string, error) {
+	kv, err := js.KeyValue(ctx, prefix+"_nodes")
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	keys, err := kv.Keys(ctx)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	var ids []string
+	for _, k := range keys {
+		if b, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(k, "n.")); err == nil {
+			ids = append(ids, string(b))
+		}
+	}
+	return ids, nil
 }

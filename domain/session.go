@@ -48,6 +48,10 @@ type Session struct {
 	QR string `json:"-"`
 	// Queue is the session's delivery queue as of the view (not persisted).
 	Queue QueueStats `json:"-"`
+	// Moving: in a cluster, the session is being moved to this user's partition (DESIGN.md
+	// section 13.1); its actor is stopped and the node that holds the record finishes the
+	// move. Empty otherwise.
+	Moving string `json:"moving,omitempty"`
 	// Unreachable: the recipients the network refused twice, until when messages to them fail
 	// at once (not persisted here: protection records). Never changed once published.
 	Unreachable map[string]time.Time `json:"-"`

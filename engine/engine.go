@@ -88,6 +88,9 @@ type Config struct {
 	Pacing domain.Pacing
 	// Stores configures the store integration (stores.go).
 	Stores StoreConfig
+	// Mover moves sessions to the partitions of other users (a cluster node's engine runs one
+	// partition; sessions_move.go); nil on a single node.
+	Mover Mover
 }
 
 // Engine is the running core: its exported fields are the facets (see the package doc).
@@ -106,6 +109,10 @@ type Engine struct {
 	events  *actor.PID    // logs the actor system's events (onEvent)
 	pub     *publisher    // events out, in order (nil: off)
 	metrics engineMetrics // the counters Stats reads
+	// bg counts the engine's own background work (finishing moves); stopCtx ends it at Stop.
+	bg         sync.WaitGroup
+	stopCtx    context.Context
+	stopCancel context.CancelFunc
 }
 
 // New builds the engine and rebuilds every actor from storage.
@@ -148,6 +155,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger, hw: hw}
+	e.stopCtx, e.stopCancel = context.WithCancel(context.Background())
 	if cfg.Events != nil {
 		e.pub = newPublisher(cfg.Events, e.log)
 	}
@@ -202,6 +210,8 @@ func (e *Engine) boot() error {
 
 // Stop stops every actor (each flushes its state) and waits for them, within ctx.
 func (e *Engine) Stop(ctx context.Context) {
+	e.stopCancel()
+	waitCtx(ctx, &e.bg)
 	// Store actors before the rest: an event they leave unfinished stays in their durable inbox.
 	e.Stores.stop(ctx)
 	// Campaigns next, so no new number starts; their cursors are persisted with every number.

@@ -68,6 +68,9 @@ type EventsConfig struct {
 	// Secrets seals signing secrets at rest (NewSecretBox, with the key that seals store
 	// credentials); nil keeps them in clear (tests).
 	Secrets SecretBox
+	// Live takes the events of users' open streams instead of this facet's own streams (a
+	// cluster node publishes them on NATS); nil: Listen's streams get them.
+	Live LiveSink
 }
 
 // SecretBox seals secrets at rest and opens them (webhook.Secrets is its opening half).
@@ -165,7 +168,7 @@ func (e *Events) Boot(ctx context.Context) error {
 		pending += n
 		e.actor(id) // it loads its queue from the store
 	}
-	e.metrics.pending.Add(float64(pending))
+	e.metrics.addPending(pending)
 	e.log.Info("events booted", "subscriptions", len(subs), "pending_deliveries", pending, "resumed", len(heads))
 	return nil
 }
@@ -189,6 +192,7 @@ func (e *Events) Stop(ctx context.Context) {
 	}
 	waitCtx(ctx, &wg)
 	waitCtx(ctx, &e.workers)
+	e.metrics.release()
 }
 
 // Subscribe creates a subscription of uid to types at rawURL. The returned record carries the
@@ -285,7 +289,7 @@ func (e *Events) Delete(ctx context.Context, uid, id string) error {
 	if err := e.cfg.Store.DeleteSubscription(ctx, id); err != nil && !errors.Is(err, domain.ErrWebhookNotFound) {
 		return fmt.Errorf("%w: %w", domain.ErrUnavailable, err)
 	}
-	e.metrics.pending.Sub(float64(len(pending)))
+	e.metrics.addPending(-len(pending))
 	return nil
 }
 
@@ -313,7 +317,7 @@ func (e *Events) Subscription(uid, id string) (domain.WebhookSubscription, error
 // kick tells each delivery's actor about it (spawning the actor if it is not running).
 func (e *Events) kick(ds []domain.WebhookDelivery) {
 	e.metrics.queued.Add(float64(len(ds)))
-	e.metrics.pending.Add(float64(len(ds)))
+	e.metrics.addPending(len(ds))
 	// One message per subscription, its deliveries in order.
 	bySub := map[string][]domain.WebhookDelivery{}
 	var subs []string

@@ -48,19 +48,26 @@ type liveHub struct {
 	n      atomic.Int64 // open listeners: the publishing path skips the hub when 0
 	mu     sync.Mutex
 	byUser map[string]map[*Listener]struct{}
+	// first and last, when set, are told (under mu) when uid's first stream opens and its
+	// last one ends: a cluster node subscribes to the user's events then (LiveHub).
+	first, last func(uid string)
 }
 
 // Listen opens a stream of uid's events; Close it when done.
-func (e *Events) Listen(uid string) *Listener {
+func (e *Events) Listen(uid string) *Listener { return e.live.listen(uid) }
+
+func (h *liveHub) listen(uid string) *Listener {
 	c := make(chan LiveEvent, liveBuffer)
-	l := &Listener{C: c, c: c, uid: uid, hub: &e.live}
-	h := &e.live
+	l := &Listener{C: c, c: c, uid: uid, hub: h}
 	h.mu.Lock()
 	if h.byUser == nil {
 		h.byUser = map[string]map[*Listener]struct{}{}
 	}
 	if h.byUser[uid] == nil {
 		h.byUser[uid] = map[*Listener]struct{}{}
+		if h.first != nil {
+			h.first(uid)
+		}
 	}
 	h.byUser[uid][l] = struct{}{}
 	h.n.Add(1)
@@ -73,12 +80,20 @@ func (h *liveHub) remove(l *Listener) {
 	defer h.mu.Unlock()
 	l.once.Do(func() {
 		delete(h.byUser[l.uid], l)
-		if len(h.byUser[l.uid]) == 0 {
-			delete(h.byUser, l.uid)
-		}
 		h.n.Add(-1)
 		close(l.c)
 	})
+	h.gone(l.uid)
+}
+
+// gone forgets uid when it has no stream left (mu held).
+func (h *liveHub) gone(uid string) {
+	if ls, ok := h.byUser[uid]; ok && len(ls) == 0 {
+		delete(h.byUser, uid)
+		if h.last != nil {
+			h.last(uid)
+		}
+	}
 }
 
 // listening tells whether uid has an open stream (cheap: the common case has none at all).
@@ -109,10 +124,35 @@ func (h *liveHub) send(uid string, ev LiveEvent) {
 			})
 		}
 	}
-	if len(h.byUser[uid]) == 0 {
-		delete(h.byUser, uid)
-	}
+	h.gone(uid)
 }
+
+// LiveSink is where the events facet hands the events of users' open streams, instead of its
+// own streams: a cluster node publishes them on NATS, for whichever node holds the stream.
+type LiveSink interface {
+	// Listening tells whether uid may have an open stream (a sink that cannot tell says true).
+	Listening(uid string) bool
+	Send(uid string, ev LiveEvent)
+}
+
+// LiveHub is a set of users' open event streams fed from outside the events facet: a cluster
+// node's, whose streams take the events every partition's owner publishes on NATS. first and
+// last (each may be nil) are told when a user's first stream opens and its last ends.
+type LiveHub struct{ h liveHub }
+
+// NewLiveHub makes an empty hub.
+func NewLiveHub(first, last func(uid string)) *LiveHub {
+	return &LiveHub{h: liveHub{first: first, last: last}}
+}
+
+// Listen opens a stream of uid's events; Close it when done.
+func (h *LiveHub) Listen(uid string) *Listener { return h.h.listen(uid) }
+
+// Send hands ev to uid's open streams.
+func (h *LiveHub) Send(uid string, ev LiveEvent) { h.h.send(uid, ev) }
+
+// Close ends every stream.
+func (h *LiveHub) Close() { h.h.closeAll() }
 
 // closeAll ends every stream (shutdown).
 func (h *liveHub) closeAll() {

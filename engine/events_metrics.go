@@ -3,7 +3,9 @@ package engine
 import (
 	"crypto/rand"
 	"encoding/base32"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/gateway/gateway/actors/webhook"
@@ -16,7 +18,7 @@ type eventsObserver Events
 
 func (o *eventsObserver) Delivered(_ string, lag time.Duration) {
 	o.metrics.delivered.Inc()
-	o.metrics.pending.Dec()
+	o.metrics.addPending(-1)
 	o.metrics.lag.Observe(lag.Seconds())
 }
 
@@ -24,7 +26,7 @@ func (o *eventsObserver) Failed(string, int) { o.metrics.failed.Inc() }
 
 func (o *eventsObserver) Dropped(_ string, n int) {
 	o.metrics.dropped.Add(float64(n))
-	o.metrics.pending.Sub(float64(n))
+	o.metrics.addPending(-n)
 }
 
 // Changed keeps the index's copy of a subscription's health (never its secret, which the index
@@ -46,7 +48,19 @@ type eventMetrics struct {
 	queued, delivered, failed, dropped prometheus.Counter
 	pending                            prometheus.Gauge
 	lag                                prometheus.Histogram
+	// own is this facet's share of pending (the gauge may be shared by a cluster node's
+	// facets): a facet that stops takes its share out.
+	own atomic.Int64
 }
+
+func (m *eventMetrics) addPending(n int) {
+	m.own.Add(int64(n))
+	m.pending.Add(float64(n))
+}
+
+// release takes this facet's pending deliveries out of the gauge (Stop: another node resumes
+// them).
+func (m *eventMetrics) release() { m.pending.Sub(float64(m.own.Swap(0))) }
 
 func newEventMetrics(reg prometheus.Registerer) (*eventMetrics, error) {
 	m := &eventMetrics{
@@ -67,12 +81,35 @@ func newEventMetrics(reg prometheus.Registerer) (*eventMetrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.queued, m.delivered, m.failed, m.dropped, m.pending, m.lag} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("engine: events metrics: %w", err)
+	// Registered already (a cluster node runs one events facet per partition): share them.
+	var err error
+	for _, c := range []*prometheus.Counter{&m.queued, &m.delivered, &m.failed, &m.dropped} {
+		if *c, err = register(reg, *c); err != nil {
+			return nil, err
 		}
 	}
+	if m.pending, err = register(reg, m.pending); err != nil {
+		return nil, err
+	}
+	if m.lag, err = register(reg, m.lag); err != nil {
+		return nil, err
+	}
 	return m, nil
+}
+
+// register registers c, or returns the collector of the same description registered before.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if old, ok := are.ExistingCollector.(C); ok {
+			return old, nil
+		}
+	}
+	if err != nil {
+		return c, fmt.Errorf("engine: events metrics: %w", err)
+	}
+	return c, nil
 }
 
 // realClock is webhook.Clock on the system clock.

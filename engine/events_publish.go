@@ -75,9 +75,21 @@ func (e *Events) Committed(p PreparedEvent) {
 }
 
 func (e *Events) sendLive(uid string, ev *LiveEvent) {
-	if ev != nil {
+	switch {
+	case ev == nil:
+	case e.cfg.Live != nil:
+		e.cfg.Live.Send(uid, *ev)
+	default:
 		e.live.send(uid, *ev)
 	}
+}
+
+// listening tells whether uid may have an open stream (EventsConfig.Live, else this facet's).
+func (e *Events) listening(uid string) bool {
+	if e.cfg.Live != nil {
+		return e.cfg.Live.Listening(uid)
+	}
+	return e.live.listening(uid)
 }
 
 // ReceiveMessage keeps an incoming message (7 days) and publishes its message.received event,
@@ -125,7 +137,7 @@ func (e *Events) deliveries(uid string, ev domain.Event) ([]domain.WebhookDelive
 		}
 	}
 	e.mu.RUnlock()
-	listening := e.live.listening(uid)
+	listening := e.listening(uid)
 	if len(subs) == 0 && !listening {
 		return nil, nil, nil
 	}

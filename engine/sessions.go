@@ -111,14 +111,20 @@ func (s *Sessions) boot() (int, error) {
 	}
 	delays := network.Stagger(linked, s.e.cfg.BootWindow)
 	rand.Shuffle(len(delays), func(i, j int) { delays[i], delays[j] = delays[j], delays[i] })
+	var moving []domain.Session
 	for _, st := range states {
+		if st.Moving != "" {
+			moving = append(moving, st) // a move cut short: finished below, never started here
+			continue
+		}
 		var d time.Duration
 		if st.Linked && len(delays) > 0 {
 			d, delays = delays[0], delays[1:]
 		}
 		s.spawnDelayed(st, d)
 	}
-	return len(states), nil
+	s.resumeMoves(moving)
+	return len(states) - len(moving), nil
 }
 
 func (s *Sessions) spawn(st domain.Session) *sessionEntry {
@@ -212,6 +218,15 @@ func (s *Sessions) List() []SessionView {
 
 // Create creates a session (status created), assigned to a user when assignTo is set.
 func (s *Sessions) Create(ctx context.Context, name, assignTo string) (SessionView, error) {
+	return s.CreateAs(ctx, uuid.NewString(), name, assignTo)
+}
+
+// CreateAs is Create with the session's id chosen by the caller (a cluster node picks it, to
+// know the partition of a session with no user before creating it there).
+func (s *Sessions) CreateAs(ctx context.Context, id, name, assignTo string) (SessionView, error) {
+	if err := checkID("session id", id); err != nil {
+		return SessionView{}, err
+	}
 	if strings.TrimSpace(name) == "" {
 		return SessionView{}, fmt.Errorf("%w: sessionName is required", domain.ErrValidation)
 	}
@@ -225,7 +240,7 @@ func (s *Sessions) Create(ctx context.Context, name, assignTo string) (SessionVi
 	}
 	now := s.e.now().UTC()
 	st := domain.Session{
-		ID: uuid.NewString(), Name: strings.TrimSpace(name), Status: domain.StatusCreated,
+		ID: id, Name: strings.TrimSpace(name), Status: domain.StatusCreated,
 		AssignedTo: assignTo, CreatedAt: now, LastActivity: now,
 	}
 	if assignTo != "" {
@@ -241,9 +256,12 @@ func (s *Sessions) Create(ctx context.Context, name, assignTo string) (SessionVi
 
 // Assign assigns a session to a user.
 func (s *Sessions) Assign(ctx context.Context, sessionID, userID string) error {
-	ent := s.idx.get(sessionID)
-	if ent == nil {
-		return fmt.Errorf("%w: %s", domain.ErrSessionNotFound, sessionID)
+	ent, err := s.entry(sessionID)
+	if err != nil {
+		return err
+	}
+	if m := s.e.cfg.Mover; m != nil && !m.Local(userID) {
+		return s.moveOut(ctx, m, ent, userID)
 	}
 	if _, err := s.e.Users.Get(userID); err != nil {
 		return err
@@ -279,9 +297,9 @@ type SessionUpdate struct {
 // Update applies an admin's change to a session.
 func (s *Sessions) Update(ctx context.Context, sessionID string, u SessionUpdate) (SessionView, error) {
 	p := u.Pacing
-	ent := s.idx.get(sessionID)
-	if ent == nil {
-		return SessionView{}, fmt.Errorf("%w: %s", domain.ErrSessionNotFound, sessionID)
+	ent, err := s.entry(sessionID)
+	if err != nil {
+		return SessionView{}, err
 	}
 	if p != nil && (p.MinGapMs < 0 || p.JitterMs < 0 || p.PerMinute < 0 || p.NewContactsPerDay < 0 || p.RampDays < 0 || p.PerDay < 0) {
 		return SessionView{}, fmt.Errorf("%w: pacing values must be 0 or more", domain.ErrValidation)
@@ -301,9 +319,9 @@ func (s *Sessions) Update(ctx context.Context, sessionID string, u SessionUpdate
 
 // Pacing is the pacing in force for a session: the network's, its owner's plan's, its own.
 func (s *Sessions) Pacing(sessionID string) (domain.Pacing, error) {
-	ent := s.idx.get(sessionID)
-	if ent == nil {
-		return domain.Pacing{}, fmt.Errorf("%w: %s", domain.ErrSessionNotFound, sessionID)
+	ent, err := s.entry(sessionID)
+	if err != nil {
+		return domain.Pacing{}, err
 	}
 	v := ent.view.Load()
 	return s.pacingOf(v.AssignedTo).Merge(v.Pacing), nil
@@ -327,9 +345,9 @@ func (s *Sessions) unlink(ctx context.Context, ent *sessionEntry, cause error) e
 // records (DELETE /api/admin/sessions?id=). Messages still in its queue fail with
 // session_deleted: nothing can send them any more.
 func (s *Sessions) Delete(ctx context.Context, id string) error {
-	ent := s.idx.get(id)
-	if ent == nil {
-		return fmt.Errorf("%w: %s", domain.ErrSessionNotFound, id)
+	ent, err := s.entry(id)
+	if err != nil {
+		return err
 	}
 	s.idx.assignMu.Lock()
 	defer s.idx.assignMu.Unlock()

@@ -263,6 +263,10 @@ const (
 	maxNameLen = 200
 )
 
+// CheckUserID is the check Authenticate makes of a user id (a cluster node makes it before it
+// reads a profile from the records).
+func CheckUserID(uid string) error { return checkID("uid", uid) }
+
 // checkID accepts 1 to 255 printable ASCII characters.
 func checkID(field, id string) error {
 	if id == "" || len(id) > maxIDLen {

@@ -35,7 +35,7 @@ func (s *Server) apiKey(ctx *fasthttp.RequestCtx, scope string) (domain.Grant, e
 		s.metrics.keyDecision("missing")
 		return domain.Grant{}, errNoCredentials
 	}
-	r, err := s.eng.Keys.Authorize(raw, scope)
+	r, err := s.engine(ctx).Keys.Authorize(raw, scope)
 	if r.Key.ID != "" {
 		s.rateHeaders(ctx, r)
 	}
@@ -63,31 +63,53 @@ func (s *Server) rateHeaders(ctx *fasthttp.RequestCtx, r domain.Grant) {
 }
 
 // user authenticates the caller's ID token and returns the profile (created on a first call).
+// In a cluster, a request the receiving node authenticated carries its principal instead.
 func (s *Server) user(ctx *fasthttp.RequestCtx) (domain.User, error) {
+	if who := principalOf(ctx); who != nil {
+		switch who.Kind {
+		case "admin":
+			return *who.User, nil
+		case "user":
+			return s.signIn(ctx, engine.Principal{UID: who.UID, Name: who.Name, Email: who.Email, ClaimsAdmin: who.ClaimsAdmin})
+		}
+	}
+	if _, routed := ctx.UserValue(ctxBackend).(*Backend); s.cfg.Cluster != nil && !routed {
+		return s.clusterUser(ctx) // a route this node answers itself (admin lists)
+	}
 	tok := bearer(ctx)
 	if len(tok) == 0 {
 		return domain.User{}, errNoCredentials
 	}
 	c, err := s.cfg.Verifier.Verify(s.reqContext(ctx), string(tok))
 	if err != nil {
-		s.reqLog(ctx).Debug("ID token refused", "err", err)
-		if errors.Is(err, domain.ErrIdPUnavailable) || errors.Is(err, domain.ErrSignInNotAllowed) {
-			return domain.User{}, err // 503 idp_unavailable (retry), 403 sign_in_not_allowed
-		}
-		// Sign-in guesses: a client whose ID tokens keep failing is answered 429
-		// too_many_attempts past its budget; a token that verifies is never refused for it.
-		if guess := ctx.RemoteIP().String(); s.signins != nil {
-			if !s.signins.allow(guess) {
-				return domain.User{}, errTooManyAttempts
-			}
-			s.signins.fail(guess)
-		}
-		// The verifier's reason as text only (%v): whatever it wraps, the answer is 401.
-		return domain.User{}, fmt.Errorf("%w: %v", errInvalidToken, err)
+		return domain.User{}, s.tokenRefused(ctx, err)
 	}
-	u, err := s.eng.Users.Authenticate(s.reqContext(ctx), engine.Principal{
+	return s.signIn(ctx, engine.Principal{
 		UID: c.UID, Name: c.Name, Email: c.Email, ClaimsAdmin: s.cfg.DevRoles && c.Role == engine.RoleAdmin,
 	})
+}
+
+// tokenRefused is the answer to an ID token that did not verify.
+func (s *Server) tokenRefused(ctx *fasthttp.RequestCtx, err error) error {
+	s.reqLog(ctx).Debug("ID token refused", "err", err)
+	if errors.Is(err, domain.ErrIdPUnavailable) || errors.Is(err, domain.ErrSignInNotAllowed) {
+		return err // 503 idp_unavailable (retry), 403 sign_in_not_allowed
+	}
+	// Sign-in guesses: a client whose ID tokens keep failing is answered 429
+	// too_many_attempts past its budget; a token that verifies is never refused for it.
+	if guess := ctx.RemoteIP().String(); s.signins != nil {
+		if !s.signins.allow(guess) {
+			return errTooManyAttempts
+		}
+		s.signins.fail(guess)
+	}
+	// The verifier's reason as text only (%v): whatever it wraps, the answer is 401.
+	return fmt.Errorf("%w: %v", errInvalidToken, err)
+}
+
+// signIn returns the verified caller's profile, created on a first call.
+func (s *Server) signIn(ctx *fasthttp.RequestCtx, p engine.Principal) (domain.User, error) {
+	u, err := s.engine(ctx).Users.Authenticate(s.reqContext(ctx), p)
 	if errors.Is(err, domain.ErrValidation) {
 		// A verified token whose subject cannot be a user id (too long, unprintable): a 403,
 		// since signing in again would not help.
@@ -132,6 +154,9 @@ func (s *Server) internal(h handler) handler {
 	return func(ctx *fasthttp.RequestCtx) error {
 		if s.isInternal(ctx) {
 			return h(ctx)
+		}
+		if who := principalOf(ctx); who != nil && who.Internal {
+			return h(ctx) // checked by the node that received it
 		}
 		if len(bearer(ctx)) == 0 || s.simOnly { // the sim process verifies no tokens
 			return errInternalOnly

@@ -94,7 +94,7 @@ func (s *Server) v1SendBulk(ctx *fasthttp.RequestCtx) error {
 		if idem != nil {
 			r.ID, r.Idem = idem.DerivedCampaign(), idem
 		}
-		st, err := s.eng.Campaigns.Start(s.reqContext(ctx), r)
+		st, err := s.engine(ctx).Campaigns.Start(s.reqContext(ctx), r)
 		if err != nil {
 			return err
 		}
@@ -103,7 +103,7 @@ func (s *Server) v1SendBulk(ctx *fasthttp.RequestCtx) error {
 		// The same body as the first request: it tells whether that one was async.
 		var req bulkRequest
 		_ = json.Unmarshal(ctx.PostBody(), &req)
-		st, err := s.eng.Campaigns.Get(uid, rec.CampaignID)
+		st, err := s.engine(ctx).Campaigns.Get(uid, rec.CampaignID)
 		if err != nil {
 			return err
 		}
@@ -121,7 +121,7 @@ func (s *Server) bulkAnswer(ctx *fasthttp.RequestCtx, st domain.Campaign, async 
 		})
 		return nil
 	}
-	st, err := s.eng.Campaigns.Wait(s.reqContext(ctx), st.ID)
+	st, err := s.engine(ctx).Campaigns.Wait(s.reqContext(ctx), st.ID)
 	if err != nil {
 		return err
 	}
@@ -166,7 +166,7 @@ func (s *Server) v1Campaign(ctx *fasthttp.RequestCtx) error {
 		return err
 	}
 	id, _ := ctx.UserValue("id").(string)
-	st, err := s.eng.Campaigns.Get(key.Key.UserID, id)
+	st, err := s.engine(ctx).Campaigns.Get(key.Key.UserID, id)
 	if err != nil {
 		return err
 	}
@@ -180,7 +180,7 @@ func (s *Server) v1CancelCampaign(ctx *fasthttp.RequestCtx) error {
 		return err
 	}
 	id, _ := ctx.UserValue("id").(string)
-	st, err := s.eng.Campaigns.Cancel(s.reqContext(ctx), key.Key.UserID, id)
+	st, err := s.engine(ctx).Campaigns.Cancel(s.reqContext(ctx), key.Key.UserID, id)
 	if err != nil {
 		return err
 	}
@@ -195,7 +195,7 @@ type campaignListJSON struct {
 // clientCampaigns is GET /api/client/campaigns: the signed-in user's campaigns, newest first
 // (the dashboard's list; details are read one campaign at a time).
 func (s *Server) clientCampaigns(ctx *fasthttp.RequestCtx, u domain.User) error {
-	list, err := s.eng.Campaigns.List(u.ID, 100)
+	list, err := s.engine(ctx).Campaigns.List(u.ID, 100)
 	if err != nil {
 		return err
 	}
@@ -213,7 +213,7 @@ func (s *Server) cancelClientCampaign(ctx *fasthttp.RequestCtx, u domain.User) e
 	if id == "" {
 		return missing("id")
 	}
-	st, err := s.eng.Campaigns.Cancel(s.reqContext(ctx), u.ID, id)
+	st, err := s.engine(ctx).Campaigns.Cancel(s.reqContext(ctx), u.ID, id)
 	if err != nil {
 		return err
 	}
@@ -282,7 +282,7 @@ func (s *Server) startClientCampaign(ctx *fasthttp.RequestCtx, u domain.User) er
 	if named {
 		r.Names = names
 	}
-	st, err := s.eng.Campaigns.Start(s.reqContext(ctx), r)
+	st, err := s.engine(ctx).Campaigns.Start(s.reqContext(ctx), r)
 	if err != nil {
 		return err
 	}
@@ -297,7 +297,7 @@ func (s *Server) clientCampaign(ctx *fasthttp.RequestCtx, u domain.User) error {
 	if id == "" {
 		return missing("id")
 	}
-	st, err := s.eng.Campaigns.Get(u.ID, id)
+	st, err := s.engine(ctx).Campaigns.Get(u.ID, id)
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,7 @@ func (s *Server) oauthInit(ctx *fasthttp.RequestCtx, u domain.User) error {
 	if err := bind(ctx, &req, need("shop", &req.Shop)); err != nil {
 		return err
 	}
-	authURL, shop, err := s.eng.Stores.OAuthInit(s.reqContext(ctx), u.ID, *req.Shop, req.ClientID, req.ClientSecret)
+	authURL, shop, err := s.engine(ctx).Stores.OAuthInit(s.reqContext(ctx), u.ID, *req.Shop, req.ClientID, req.ClientSecret)
 	if err != nil {
 		return err
 	}
@@ -53,7 +53,7 @@ func (s *Server) ecomCallback(ctx *fasthttp.RequestCtx) error {
 		s.redirect(ctx, "/dashboard/connect-store/error?reason="+engine.CallbackInvalidRequest)
 		return nil
 	}
-	shop, err := s.eng.Stores.OAuthCallback(s.reqContext(ctx), q)
+	shop, err := s.engine(ctx).Stores.OAuthCallback(s.reqContext(ctx), q)
 	if err != nil {
 		reason := engine.CallbackUnavailable
 		var ce *engine.CallbackError
@@ -97,7 +97,7 @@ func (s *Server) manualConnect(ctx *fasthttp.RequestCtx, u domain.User) error {
 	if err := bind(ctx, &req, need("shop", &req.Shop), need("accessToken", &req.AccessToken)); err != nil {
 		return err
 	}
-	r, err := s.eng.Stores.ManualConnect(s.reqContext(ctx), u.ID, *req.Shop, *req.AccessToken, req.WebhookSecret)
+	r, err := s.engine(ctx).Stores.ManualConnect(s.reqContext(ctx), u.ID, *req.Shop, *req.AccessToken, req.WebhookSecret)
 	if err != nil {
 		s.ecom.connect("manual", errCode(err))
 		return err
@@ -135,7 +135,7 @@ func (s *Server) nativeConnect(ctx *fasthttp.RequestCtx, u domain.User) error {
 	if err := bind(ctx, &req, need("shop", &req.Shop)); err != nil {
 		return err
 	}
-	shop, hook, err := s.eng.Stores.NativeConnect(s.reqContext(ctx), u.ID, *req.Shop, req.WebhookSecret)
+	shop, hook, err := s.engine(ctx).Stores.NativeConnect(s.reqContext(ctx), u.ID, *req.Shop, req.WebhookSecret)
 	if err != nil {
 		s.ecom.connect("native", errCode(err))
 		return err
@@ -165,7 +165,7 @@ func (s *Server) storeConnect(ctx *fasthttp.RequestCtx, u domain.User) error {
 	if err := bind(ctx, &req, need("platform", &req.Platform), need("domain", &req.Domain)); err != nil {
 		return err
 	}
-	err := s.eng.Stores.Connect(s.reqContext(ctx), u.ID, *req.Platform, *req.Domain, req.AccessToken, req.WebhookSecret)
+	err := s.engine(ctx).Stores.Connect(s.reqContext(ctx), u.ID, *req.Platform, *req.Domain, req.AccessToken, req.WebhookSecret)
 	if err != nil {
 		s.ecom.connect("connect", errCode(err))
 		return err
@@ -191,7 +191,7 @@ func (s *Server) verifyShopify(ctx *fasthttp.RequestCtx, _ domain.User) error {
 	if err := bind(ctx, &req, need("domain", &req.Domain), need("access_token", &req.AccessToken)); err != nil {
 		return err
 	}
-	name, err := s.eng.Stores.VerifyShopify(s.reqContext(ctx), *req.Domain, *req.AccessToken)
+	name, err := s.engine(ctx).Stores.VerifyShopify(s.reqContext(ctx), *req.Domain, *req.AccessToken)
 	if err != nil {
 		return err
 	}
@@ -231,7 +231,7 @@ type storeJSON struct {
 // clientStore is GET /api/client/store: the connected store (never its credentials) and its
 // recent events; connected false when there is none.
 func (s *Server) clientStore(ctx *fasthttp.RequestCtx, u domain.User) error {
-	v, err := s.eng.Stores.Get(u.ID)
+	v, err := s.engine(ctx).Stores.Get(u.ID)
 	if errors.Is(err, domain.ErrStoreNotFound) {
 		writeJSON(ctx, fasthttp.StatusOK, storeJSON{Success: true, Events: []storeEventJSON{}})
 		return nil
@@ -260,7 +260,7 @@ func (s *Server) clientStore(ctx *fasthttp.RequestCtx, u domain.User) error {
 
 // deleteStore is DELETE /api/client/store.
 func (s *Server) deleteStore(ctx *fasthttp.RequestCtx, u domain.User) error {
-	if err := s.eng.Stores.Disconnect(s.reqContext(ctx), u.ID); err != nil {
+	if err := s.engine(ctx).Stores.Disconnect(s.reqContext(ctx), u.ID); err != nil {
 		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
@@ -297,7 +297,7 @@ type webhookJSON struct {
 func (s *Server) ecomWebhook(ctx *fasthttp.RequestCtx) error {
 	args := ctx.QueryArgs()
 	w := engine.Webhook{UID: args.Peek("uid"), Shop: args.Peek("shop"), Header: &ctx.Request.Header, Body: ctx.PostBody()}
-	res, err := s.eng.Stores.AcceptWebhook(s.reqContext(ctx), w)
+	res, err := s.engine(ctx).Stores.AcceptWebhook(s.reqContext(ctx), w)
 	if err != nil {
 		s.ecom.webhook(res.Topic, errCode(err))
 		return err

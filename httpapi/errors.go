@@ -136,7 +136,10 @@ func (s *Server) writeError(ctx *fasthttp.RequestCtx, err error) {
 	if code == "unavailable" {
 		// The core reports a failed write as unavailable and keeps the storage's error only
 		// as text (%v): recognise it by its text, or by storage refusing writes right now.
-		if strings.Contains(err.Error(), domain.ErrStorageUnavailable.Msg) {
+		// In a cluster, a write refused because the partition moved to another node says so.
+		if errors.Is(err, domain.ErrNodeUnavailable) || strings.Contains(err.Error(), domain.ErrNodeUnavailable.Msg) {
+			status, code = fasthttp.StatusServiceUnavailable, "node_unavailable"
+		} else if strings.Contains(err.Error(), domain.ErrStorageUnavailable.Msg) {
 			code = "storage_unavailable"
 		} else if s.cfg.Storage != nil {
 			if serr := s.cfg.Storage(); serr != nil {

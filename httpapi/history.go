@@ -75,7 +75,7 @@ func (s *Server) history(ctx *fasthttp.RequestCtx, uid string) error {
 	if err != nil {
 		return err
 	}
-	items, next, err := s.eng.Messages.History(uid, q)
+	items, next, err := s.engine(ctx).Messages.History(uid, q)
 	if err != nil {
 		return err
 	}

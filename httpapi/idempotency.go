@@ -35,10 +35,10 @@ func (s *Server) v1Post(ctx *fasthttp.RequestCtx, scope string, h func(key domai
 	var idem *engine.Idem
 	// The key is checked (status, expiry, scope) without counting a call; a key that does not
 	// pass goes through the counting check below, which answers why.
-	if k, err := s.eng.Messages.PeekKey(s.rawKey(ctx), scope); err == nil {
+	if k, err := s.engine(ctx).Messages.PeekKey(s.rawKey(ctx), scope); err == nil {
 		sum := sha256.Sum256(ctx.PostBody())
 		idem = &engine.Idem{KeyID: k.ID, Key: string(idemKey), BodyHash: hex.EncodeToString(sum[:])}
-		rec, found, release, err := s.eng.Messages.BeginIdempotent(*idem)
+		rec, found, release, err := s.engine(ctx).Messages.BeginIdempotent(*idem)
 		if err != nil {
 			return err
 		}

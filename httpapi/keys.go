@@ -54,7 +54,11 @@ func keyList(views []engine.KeyView, withOwner bool) []keyJSON {
 }
 
 func (s *Server) listKeys(ctx *fasthttp.RequestCtx, _ domain.User) error {
-	views, err := s.eng.Keys.List("")
+	list := func() ([]engine.KeyView, error) { return s.engine(ctx).Keys.List("") }
+	if s.cfg.Cluster != nil {
+		list = s.cfg.Cluster.Records().Keys
+	}
+	views, err := list()
 	if err != nil {
 		return err
 	}
@@ -63,7 +67,7 @@ func (s *Server) listKeys(ctx *fasthttp.RequestCtx, _ domain.User) error {
 }
 
 func (s *Server) clientKeys(ctx *fasthttp.RequestCtx, u domain.User) error {
-	views, err := s.eng.Keys.List(u.ID)
+	views, err := s.engine(ctx).Keys.List(u.ID)
 	if err != nil {
 		return err
 	}
@@ -94,7 +98,7 @@ func (s *Server) createKey(ctx *fasthttp.RequestCtx, _ domain.User) error {
 	if req.Scopes != nil && len(req.Scopes) == 0 {
 		return badInput("validation_failed", "scopes must not be empty (any of %s)", strings.Join(engine.AllScopes, ", "))
 	}
-	view, raw, err := s.eng.Keys.Create(s.reqContext(ctx), kr)
+	view, raw, err := s.engine(ctx).Keys.Create(s.reqContext(ctx), kr)
 	if err != nil {
 		return err
 	}
@@ -126,7 +130,7 @@ func (s *Server) updateKey(ctx *fasthttp.RequestCtx, _ domain.User) error {
 		n := strings.TrimSpace(*req.Name)
 		req.Name = &n
 	}
-	if err := s.eng.Keys.Update(s.reqContext(ctx), *req.ID, req.Name, req.Status); err != nil {
+	if err := s.engine(ctx).Keys.Update(s.reqContext(ctx), *req.ID, req.Name, req.Status); err != nil {
 		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
@@ -138,7 +142,7 @@ func (s *Server) deleteKey(ctx *fasthttp.RequestCtx, _ domain.User) error {
 	if id == "" {
 		return missing("id")
 	}
-	if err := s.eng.Keys.Delete(s.reqContext(ctx), id); err != nil {
+	if err := s.engine(ctx).Keys.Delete(s.reqContext(ctx), id); err != nil {
 		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
@@ -167,7 +171,7 @@ func (s *Server) validate(ctx *fasthttp.RequestCtx) error {
 	if err := bind(ctx, &req, need("rawKey", &req.RawKey)); err != nil {
 		return err
 	}
-	v, err := s.eng.Keys.Validate([]byte(*req.RawKey))
+	v, err := s.engine(ctx).Keys.Validate([]byte(*req.RawKey))
 	if err != nil {
 		if !errors.Is(err, domain.ErrUnknownKey) && !errors.Is(err, domain.ErrKeyRevoked) && !errors.Is(err, domain.ErrKeyExpired) {
 			return err
@@ -212,7 +216,7 @@ func (s *Server) account(ctx *fasthttp.RequestCtx) error {
 		return err
 	}
 	a := accountOf(r)
-	acct, err := s.eng.Messages.Allowance(s.reqContext(ctx), r.Key.UserID)
+	acct, err := s.engine(ctx).Messages.Allowance(s.reqContext(ctx), r.Key.UserID)
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/engine"
 )
 
 // Stream timing: a comment line keeps proxies and the client's connection from timing out; a
@@ -31,18 +31,25 @@ func (s *Server) eventStream(ctx *fasthttp.RequestCtx) error {
 			ctx.Request.Header.Set("Authorization", "Bearer "+string(tok))
 		}
 	}
+	if s.cfg.Cluster != nil {
+		// Served here, from the events the user's partition owner publishes on NATS.
+		c, err := s.verify(ctx)
+		if err != nil {
+			return err
+		}
+		return s.stream(ctx, s.cfg.Cluster.Listen(c.UID))
+	}
 	u, err := s.user(ctx)
 	if err != nil {
 		return err
 	}
-	return s.stream(ctx, u)
-}
-
-func (s *Server) stream(ctx *fasthttp.RequestCtx, u domain.User) error {
 	if s.cfg.Webhooks == nil {
 		return errNotFound
 	}
-	l := s.cfg.Webhooks.Listen(u.ID)
+	return s.stream(ctx, s.cfg.Webhooks.Listen(u.ID))
+}
+
+func (s *Server) stream(ctx *fasthttp.RequestCtx, l *engine.Listener) error {
 	closing := s.streams
 	h := &ctx.Response.Header
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")

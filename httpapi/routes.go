@@ -61,7 +61,7 @@ func (s *Server) routes() {
 	s.route(DELETE, "/api/client/store", 0, s.client(s.deleteStore))
 
 	// Events out: webhook subscriptions (ID token).
-	if s.cfg.Webhooks != nil {
+	if s.cfg.Webhooks != nil || s.cfg.Cluster != nil {
 		s.route(GET, "/api/client/webhooks", 0, s.client(s.listWebhooks))
 		s.route(POST, "/api/client/webhooks", 0, s.client(s.createWebhook))
 		s.route(DELETE, "/api/client/webhooks", 0, s.client(s.deleteWebhook))

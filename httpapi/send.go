@@ -41,7 +41,7 @@ func sentResponse(e domain.OutboxEntry) sentJSON {
 // replayMessage answers a retried v1 send from the message its Idempotency-Key made, as it
 // stands now.
 func (s *Server) replayMessage(ctx *fasthttp.RequestCtx, uid string, rec domain.IdemRecord) error {
-	e, err := s.eng.Messages.Get(uid, rec.MessageID)
+	e, err := s.engine(ctx).Messages.Get(uid, rec.MessageID)
 	if err != nil {
 		return err
 	}
@@ -261,7 +261,7 @@ func (s *Server) send(ctx *fasthttp.RequestCtx, r engine.SendRequest, idem *engi
 		r.IdemID = idem.ID()
 		r.Idem = domain.IdemRecord{BodyHash: idem.BodyHash}
 	}
-	entry, err := s.eng.Messages.Send(s.reqContext(ctx), r)
+	entry, err := s.engine(ctx).Messages.Send(s.reqContext(ctx), r)
 	if err != nil {
 		s.metrics.send(r.Origin, err)
 		return err
@@ -299,7 +299,7 @@ func (s *Server) v1Message(ctx *fasthttp.RequestCtx) error {
 		return err
 	}
 	id, _ := ctx.UserValue("id").(string)
-	m, err := s.eng.Messages.Get(key.Key.UserID, id)
+	m, err := s.engine(ctx).Messages.Get(key.Key.UserID, id)
 	if err != nil {
 		return err
 	}

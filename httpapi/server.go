@@ -43,6 +43,8 @@ var _ TokenVerifier = (*identity.Verifier)(nil)
 
 // Config is what the HTTP layer is built from.
 type Config struct {
+	// Engine is the core (a single node). A cluster node has one per partition it owns and
+	// gives Cluster instead, with Stats and StoreStats over all of them.
 	Engine   *engine.Engine
 	Verifier TokenVerifier
 	// DevRoles: the verifier is the embedded dev issuer, whose role claim is honoured.
@@ -81,6 +83,11 @@ type Config struct {
 	Storage func() error
 	// CORSOrigins are the browser origins allowed to call the API ("*": any); none: no CORS.
 	CORSOrigins []string
+	// Cluster makes the server a node of a cluster (cluster.go); nil: a single node.
+	Cluster Cluster
+	// Stats and StoreStats are the core's counters for /metrics (default: Engine's).
+	Stats      func() engine.Stats
+	StoreStats func() engine.StoreStats
 }
 
 // Server is the gateway's HTTP server.
@@ -126,8 +133,14 @@ const (
 
 // New builds the server and its routes.
 func New(cfg Config) (*Server, error) {
-	if cfg.Engine == nil || cfg.Verifier == nil {
-		return nil, errors.New("httpapi: engine and verifier are required")
+	if (cfg.Engine == nil && cfg.Cluster == nil) || cfg.Verifier == nil {
+		return nil, errors.New("httpapi: engine (or cluster) and verifier are required")
+	}
+	if cfg.Stats == nil {
+		cfg.Stats = cfg.Engine.Stats
+	}
+	if cfg.StoreStats == nil {
+		cfg.StoreStats = cfg.Engine.Stores.Stats
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -156,10 +169,10 @@ func New(cfg Config) (*Server, error) {
 	if s.metrics, err = newHTTPMetrics(cfg.Registry); err != nil {
 		return nil, err
 	}
-	if s.ecom, err = newEcomMetrics(cfg.Registry, cfg.Engine.Stores.Stats); err != nil {
+	if s.ecom, err = newEcomMetrics(cfg.Registry, cfg.StoreStats); err != nil {
 		return nil, err
 	}
-	for _, c := range engineCollectors(cfg.Engine.Stats) {
+	for _, c := range engineCollectors(cfg.Stats) {
 		if err := cfg.Registry.Register(c); err != nil {
 			return nil, err
 		}
@@ -247,7 +260,7 @@ func (s *Server) route(method, path string, limit int, h handler) {
 	if s.simOnly && !simOnlyRoute(path) {
 		return
 	}
-	s.handle(method, path, limit, h)
+	s.handle(method, path, limit, s.clustered(method, path, h))
 }
 
 // handle is route without the sim process's filter; routes that openapi.json documents under
@@ -291,7 +304,7 @@ func (s *Server) handle(method, path string, limit int, h handler) {
 			s.writeError(ctx, err)
 			if g, ok := ctx.UserValue(ctxGrant).(domain.Grant); ok && ctx.Response.StatusCode() == fasthttp.StatusServiceUnavailable {
 				// The gateway could not serve the call: it does not count against the key's day.
-				s.eng.Keys.Refund(g)
+				s.engine(ctx).Keys.Refund(g)
 			}
 		}
 	})

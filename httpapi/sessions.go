@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"net/url"
 	"strings"
@@ -29,7 +30,15 @@ type sessionJSON struct {
 }
 
 func (s *Server) listSessions(ctx *fasthttp.RequestCtx) error {
-	views := s.eng.Sessions.List()
+	var views []engine.SessionView
+	if s.cfg.Cluster != nil {
+		var err error
+		if views, err = s.cfg.Cluster.Records().Sessions(); err != nil {
+			return err
+		}
+	} else {
+		views = s.engine(ctx).Sessions.List()
+	}
 	out := make([]sessionJSON, len(views))
 	for i, v := range views {
 		out[i] = sessionJSON{ID: v.ID, Name: v.Name, Status: v.Status, Phone: v.Phone,
@@ -63,7 +72,15 @@ func (s *Server) createSession(ctx *fasthttp.RequestCtx) error {
 	if req.AssignToUserID != nil {
 		assign = strings.TrimSpace(*req.AssignToUserID)
 	}
-	v, err := s.eng.Sessions.Create(s.reqContext(ctx), *req.SessionName, assign)
+	eng := s.engine(ctx)
+	create := eng.Sessions.Create
+	if who := principalOf(ctx); who != nil && who.SessionID != "" {
+		// A cluster node chose the id, and with it the partition the session lives on.
+		create = func(c context.Context, name, assign string) (engine.SessionView, error) {
+			return eng.Sessions.CreateAs(c, who.SessionID, name, assign)
+		}
+	}
+	v, err := create(s.reqContext(ctx), *req.SessionName, assign)
 	if err != nil {
 		return err
 	}
@@ -84,7 +101,7 @@ func (s *Server) assignSession(ctx *fasthttp.RequestCtx) error {
 	if err := bind(ctx, &req, need("sessionId", &req.SessionID), need("userId", &req.UserID)); err != nil {
 		return err
 	}
-	if err := s.eng.Sessions.Assign(s.reqContext(ctx), *req.SessionID, *req.UserID); err != nil {
+	if err := s.engine(ctx).Sessions.Assign(s.reqContext(ctx), *req.SessionID, *req.UserID); err != nil {
 		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
@@ -145,7 +162,7 @@ func queueOf(q domain.QueueStats) queueJSON {
 
 // clientStatus reports the live status of the caller's session (NOT_CREATED when none).
 func (s *Server) clientStatus(ctx *fasthttp.RequestCtx, u domain.User) error {
-	st := s.eng.Sessions.Status(u.ID)
+	st := s.engine(ctx).Sessions.Status(u.ID)
 	out := statusJSON{Status: st.Status, Queue: queueOf(st.Queue), reasonJSON: reasonOf(st)}
 	if st.ID != "" {
 		id := st.ID
@@ -160,7 +177,7 @@ func (s *Server) clientStatus(ctx *fasthttp.RequestCtx, u domain.User) error {
 }
 
 func (s *Server) clientStart(ctx *fasthttp.RequestCtx, u domain.User) error {
-	if _, err := s.eng.Sessions.Start(s.reqContext(ctx), u); err != nil {
+	if _, err := s.engine(ctx).Sessions.Start(s.reqContext(ctx), u); err != nil {
 		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
@@ -175,7 +192,7 @@ type qrJSON struct {
 // clientQR returns the QR code to scan as a PNG data URI, creating and starting the caller's
 // session when needed.
 func (s *Server) clientQR(ctx *fasthttp.RequestCtx, u domain.User) error {
-	st, err := s.eng.Sessions.QR(s.reqContext(ctx), u)
+	st, err := s.engine(ctx).Sessions.QR(s.reqContext(ctx), u)
 	if err != nil {
 		return err
 	}
@@ -201,7 +218,7 @@ func (s *Server) clientPairCode(ctx *fasthttp.RequestCtx, u domain.User) error {
 	if err != nil {
 		return err
 	}
-	st, code, err := s.eng.Sessions.PairCode(s.reqContext(ctx), u, phone)
+	st, code, err := s.engine(ctx).Sessions.PairCode(s.reqContext(ctx), u, phone)
 	if err != nil {
 		return err
 	}
@@ -247,11 +264,11 @@ func (s *Server) setSessionPacing(ctx *fasthttp.RequestCtx, _ domain.User) error
 			}
 		}
 	}
-	v, err := s.eng.Sessions.Update(s.reqContext(ctx), *req.ID, u)
+	v, err := s.engine(ctx).Sessions.Update(s.reqContext(ctx), *req.ID, u)
 	if err != nil {
 		return err
 	}
-	applied, err := s.eng.Sessions.Pacing(v.ID)
+	applied, err := s.engine(ctx).Sessions.Pacing(v.ID)
 	if err != nil {
 		return err
 	}
@@ -273,7 +290,7 @@ func maskProxy(p string) string {
 
 // clientLogout is POST /api/client/logout: unlink the caller's session from their phone.
 func (s *Server) clientLogout(ctx *fasthttp.RequestCtx, u domain.User) error {
-	if err := s.eng.Sessions.Logout(s.reqContext(ctx), u.ID); err != nil {
+	if err := s.engine(ctx).Sessions.Logout(s.reqContext(ctx), u.ID); err != nil {
 		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
@@ -286,7 +303,7 @@ func (s *Server) deleteSession(ctx *fasthttp.RequestCtx, _ domain.User) error {
 	if id == "" {
 		return missing("id")
 	}
-	if err := s.eng.Sessions.Delete(s.reqContext(ctx), id); err != nil {
+	if err := s.engine(ctx).Sessions.Delete(s.reqContext(ctx), id); err != nil {
 		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})

@@ -32,7 +32,7 @@ type templatesJSON struct {
 // clientTemplates is GET /api/client/templates: the five topics' templates and the placeholders
 // they may use.
 func (s *Server) clientTemplates(ctx *fasthttp.RequestCtx, u domain.User) error {
-	list, err := s.eng.Stores.Templates(u.ID)
+	list, err := s.engine(ctx).Stores.Templates(u.ID)
 	if err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ func (s *Server) putTemplate(ctx *fasthttp.RequestCtx, u domain.User) error {
 	if req.Text == nil && req.Enabled == nil {
 		return badInput("validation_failed", "text or enabled is required")
 	}
-	v, err := s.eng.Stores.PutTemplate(s.reqContext(ctx), u.ID, strings.TrimSpace(*req.Topic), req.Text, req.Enabled)
+	v, err := s.engine(ctx).Stores.PutTemplate(s.reqContext(ctx), u.ID, strings.TrimSpace(*req.Topic), req.Text, req.Enabled)
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ type usageJSON struct {
 
 // clientUsage is GET /api/client/usage.
 func (s *Server) clientUsage(ctx *fasthttp.RequestCtx, u domain.User) error {
-	acct, err := s.eng.Messages.Allowance(s.reqContext(ctx), u.ID)
+	acct, err := s.engine(ctx).Messages.Allowance(s.reqContext(ctx), u.ID)
 	if err != nil {
 		return err
 	}

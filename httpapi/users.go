@@ -26,7 +26,15 @@ func userRecord(u domain.User) userJSON {
 }
 
 func (s *Server) listUsers(ctx *fasthttp.RequestCtx, _ domain.User) error {
-	users := s.eng.Users.List()
+	var users []domain.User
+	if s.cfg.Cluster != nil {
+		var err error
+		if users, err = s.cfg.Cluster.Records().Users(); err != nil {
+			return err
+		}
+	} else {
+		users = s.engine(ctx).Users.List()
+	}
 	out := make([]userJSON, len(users))
 	for i, u := range users {
 		out[i] = userRecord(u)
@@ -49,7 +57,7 @@ func (s *Server) createUser(ctx *fasthttp.RequestCtx, _ domain.User) error {
 	if err := bind(ctx, &req, need("id", &req.ID)); err != nil {
 		return err
 	}
-	u, err := s.eng.Users.Create(s.reqContext(ctx), engine.NewUser{
+	u, err := s.engine(ctx).Users.Create(s.reqContext(ctx), engine.NewUser{
 		ID: strings.TrimSpace(*req.ID), Name: req.Name, Email: req.Email, Role: req.Role, Plan: req.Plan,
 	})
 	if err != nil {
@@ -75,7 +83,7 @@ func (s *Server) updateUser(ctx *fasthttp.RequestCtx, _ domain.User) error {
 	if req.Name == nil && req.Role == nil && req.Plan == nil {
 		return badInput("validation_failed", "nothing to change: send name, role and/or plan")
 	}
-	u, err := s.eng.Users.Update(s.reqContext(ctx), engine.UserPatch{ID: *req.ID, Name: req.Name, Role: req.Role, Plan: req.Plan})
+	u, err := s.engine(ctx).Users.Update(s.reqContext(ctx), engine.UserPatch{ID: *req.ID, Name: req.Name, Role: req.Role, Plan: req.Plan})
 	if err != nil {
 		return err
 	}

@@ -70,7 +70,7 @@ type createWebhookRequest struct {
 
 // listWebhooks is GET /api/client/webhooks: the user's subscriptions, without secrets.
 func (s *Server) listWebhooks(ctx *fasthttp.RequestCtx, u domain.User) error {
-	subs := s.cfg.Webhooks.List(u.ID)
+	subs := s.webhooks(ctx).List(u.ID)
 	out := webhookListJSON{Success: true, Webhooks: make([]subscriptionJSON, 0, len(subs))}
 	for _, sub := range subs {
 		out.Webhooks = append(out.Webhooks, toSubscriptionJSON(sub))
@@ -95,7 +95,7 @@ func (s *Server) createWebhook(ctx *fasthttp.RequestCtx, u domain.User) error {
 	for _, t := range *req.Events {
 		types = append(types, domain.EventType(strings.TrimSpace(t)))
 	}
-	sub, err := s.cfg.Webhooks.Subscribe(s.reqContext(ctx), u.ID, strings.TrimSpace(*req.URL), types)
+	sub, err := s.webhooks(ctx).Subscribe(s.reqContext(ctx), u.ID, strings.TrimSpace(*req.URL), types)
 	if err != nil {
 		return err
 	}
@@ -109,7 +109,7 @@ func (s *Server) deleteWebhook(ctx *fasthttp.RequestCtx, u domain.User) error {
 	if id == "" {
 		return missing("id")
 	}
-	if err := s.cfg.Webhooks.Delete(s.reqContext(ctx), u.ID, id); err != nil {
+	if err := s.webhooks(ctx).Delete(s.reqContext(ctx), u.ID, id); err != nil {
 		return err
 	}
 	writeJSON(ctx, fasthttp.StatusOK, successJSON{Success: true})
@@ -140,11 +140,11 @@ func (s *Server) webhookDeliveries(ctx *fasthttp.RequestCtx, u domain.User) erro
 	if id == "" {
 		return missing("id")
 	}
-	sub, err := s.cfg.Webhooks.Subscription(u.ID, id)
+	sub, err := s.webhooks(ctx).Subscription(u.ID, id)
 	if err != nil {
 		return err
 	}
-	as, err := s.cfg.Webhooks.Deliveries(u.ID, id)
+	as, err := s.webhooks(ctx).Deliveries(u.ID, id)
 	if err != nil {
 		return err
 	}
@@ -179,7 +179,7 @@ func (s *Server) testWebhook(ctx *fasthttp.RequestCtx, u domain.User) error {
 	if id == "" {
 		return missing("id")
 	}
-	d, err := s.cfg.Webhooks.Test(s.reqContext(ctx), u.ID, id)
+	d, err := s.webhooks(ctx).Test(s.reqContext(ctx), u.ID, id)
 	if err != nil {
 		return err
 	}
@@ -199,7 +199,7 @@ func (s *Server) redeliverWebhook(ctx *fasthttp.RequestCtx, u domain.User) error
 	if err := bind(ctx, &req, need("id", &req.ID), need("eventId", &req.EventID)); err != nil {
 		return err
 	}
-	d, err := s.cfg.Webhooks.Redeliver(s.reqContext(ctx), u.ID, strings.TrimSpace(*req.ID), strings.TrimSpace(*req.EventID))
+	d, err := s.webhooks(ctx).Redeliver(s.reqContext(ctx), u.ID, strings.TrimSpace(*req.ID), strings.TrimSpace(*req.EventID))
 	if err != nil {
 		return err
 	}

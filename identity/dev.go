@@ -44,6 +44,33 @@ func NewDev(dataDir string) (*Verifier, *Issuer, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	return devFromKey(key)
+}
+
+// NewDevFromPEM is NewDev with the key given as PEM (a cluster keeps it in its store, so every
+// node verifies the tokens any node's issuer mints).
+func NewDevFromPEM(data []byte) (*Verifier, *Issuer, error) {
+	key, err := parseKey("the dev issuer key", data)
+	if err != nil {
+		return nil, nil, err
+	}
+	return devFromKey(key)
+}
+
+// NewDevKeyPEM makes a dev issuer key, as PEM (PKCS#8).
+func NewDevKeyPEM() ([]byte, error) {
+	key, err := rsa.GenerateKey(rand.Reader, devKeyBits)
+	if err != nil {
+		return nil, fmt.Errorf("identity: generate dev key: %w", err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("identity: encode dev key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+func devFromKey(key *rsa.PrivateKey) (*Verifier, *Issuer, error) {
 	pub := jose.JSONWebKey{Key: &key.PublicKey}
 	thumb, err := pub.Thumbprint(crypto.SHA256)
 	if err != nil {

@@ -142,7 +142,8 @@ func (p Protections) DeleteSession(ctx context.Context, sessionID string) error 
 	return errors.Join(deleteUnder(ctx, p.prot, prefix), deleteUnder(ctx, p.book, prefix), deleteUnder(ctx, p.marks, prefix))
 }
 
-// deleteUnder removes every record of t whose id starts with prefix, a thousand per commit.
+// deleteUnder removes every record of t whose id starts with prefix, 500 per commit (a
+// JetStream batch takes 1,000 messages, a cluster's commits one more for the fence).
 func deleteUnder[T any](ctx context.Context, t *Table[T], prefix string) error {
 	var ops []Op
 	err := t.Scan(prefix, func(id string, _ T) error {
@@ -150,8 +151,78 @@ func deleteUnder[T any](ctx context.Context, t *Table[T], prefix string) error {
 		return nil
 	})
 	for len(ops) > 0 && err == nil {
-		n := min(len(ops), 1000)
+		n := min(len(ops), 500)
 		err, ops = t.KV().Commit(ctx, ops[:n]...), ops[n:]
 	}
 	return err
+}
+
+// CopySession copies every protection record of a session into to: a cluster moving the
+// session to a user of another partition (DESIGN.md section 13.1). A record to already holds
+// is left as it is (a move resumed after a crash copies again); marks keep their end.
+func (p Protections) CopySession(ctx context.Context, to Protections, sessionID string, now time.Time) error {
+	prefix := sessionID + "/"
+	return errors.Join(
+		copyUnder(ctx, p.prot, to.prot, prefix, func(domain.Protections) time.Duration { return 0 }),
+		copyUnder(ctx, p.book, to.book, prefix, func(domain.Contact) time.Duration { return 0 }),
+		copyUnder(ctx, p.marks, to.marks, prefix, func(m domain.RecipientMark) time.Duration {
+			if d := m.Until.Time().Sub(now); d > 0 {
+				return d
+			}
+			return -1 // ended
+		}))
+}
+
+// copyUnder copies the records of from under prefix into to, each put only where absent,
+// 250 per commit (one record alone when a commit meets one already there). ttl < 0: the
+// record has ended and is not copied.
+func copyUnder[T any](ctx context.Context, from, to *Table[T], prefix string, ttl func(T) time.Duration) error {
+	type rec struct {
+		id string
+		v  T
+	}
+	var recs []rec
+	if err := from.Scan(prefix, func(id string, v T) error {
+		recs = append(recs, rec{id, v})
+		return nil
+	}); err != nil {
+		return err
+	}
+	opsOf := func(r rec) ([]Op, error) {
+		d := ttl(r.v)
+		if d < 0 {
+			return nil, nil
+		}
+		op, err := to.PutTTLOp(r.id, r.v, d)
+		return []Op{IfAbsentOp(to.key(r.id)), op}, err
+	}
+	for len(recs) > 0 {
+		page := recs[:min(len(recs), 250)]
+		recs = recs[len(page):]
+		var ops []Op
+		for _, r := range page {
+			more, err := opsOf(r)
+			if err != nil {
+				return err
+			}
+			ops = append(ops, more...)
+		}
+		err := to.KV().Commit(ctx, ops...)
+		if !errors.Is(err, domain.ErrRecordExists) {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		for _, r := range page {
+			ops, err := opsOf(r)
+			if err == nil && len(ops) > 0 {
+				err = to.KV().Commit(ctx, ops...)
+			}
+			if err != nil && !errors.Is(err, domain.ErrRecordExists) {
+				return err
+			}
+		}
+	}
+	return nil
 }

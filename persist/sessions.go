@@ -2,6 +2,7 @@ package persist
 
 import (
 	"context"
+	"errors"
 
 	"github.com/gateway/gateway/domain"
 )
@@ -15,6 +16,20 @@ func NewSessions(kv KV) Sessions { return Sessions{NewTable[domain.Session](kv, 
 // PutSession writes a snapshot.
 func (s Sessions) PutSession(ctx context.Context, st domain.Session) error {
 	return s.t.Put(ctx, st.ID, st)
+}
+
+// AdoptSession writes a snapshot unless one of st's id is there already (a cluster moving a
+// session into this partition: a resumed move never overwrites the session's newer state).
+func (s Sessions) AdoptSession(ctx context.Context, st domain.Session) error {
+	op, err := s.t.PutOp(st.ID, st)
+	if err != nil {
+		return err
+	}
+	err = s.t.KV().Commit(ctx, IfAbsentOp(op.Key), op)
+	if errors.Is(err, domain.ErrRecordExists) {
+		return nil
+	}
+	return err
 }
 
 // GetSession reads a snapshot (ErrNotFound when none).

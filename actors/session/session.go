@@ -105,10 +105,13 @@ type (
 		Cause error
 		Reply chan Reply
 	}
-	// Close fails every queued message with domain.ErrSessionDeleted, and every message
-	// handed to it later; it answers once the failures are reported (the session is being
-	// deleted).
-	Close struct{ Reply chan Reply }
+	// Close fails every queued message with Cause (domain.ErrSessionDeleted when nil), and
+	// every message handed to it later; it answers once the failures are reported (the session
+	// is being deleted, or moved to another partition of a cluster).
+	Close struct {
+		Reply chan Reply
+		Cause error // what the queued messages fail with (nil: session_deleted)
+	}
 	// Assign records the user the session belongs to; messages queued for another user fail
 	// with domain.ErrSessionReassigned.
 	Assign struct {
@@ -212,7 +215,10 @@ func (s *Session) Receive(c *actor.Context) {
 		s.loggedOut(m)
 		s.pump(c)
 	case *Close:
-		s.closing = domain.ErrSessionDeleted
+		s.closing = m.Cause
+		if s.closing == nil {
+			s.closing = domain.ErrSessionDeleted
+		}
 		s.closers = append(s.closers, m.Reply)
 		s.sweep()
 		s.pump(c)

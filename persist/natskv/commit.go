@@ -348,7 +348,7 @@ func (s *Store) send(group []*commitReq) (map[*commitReq]error, error) {
 	var (
 		msgs     []*nats.Msg
 		failed   map[*commitReq]error
-		fences   []*nats.Msg        // one carrier per partition fenced in the group
+		fences   []*nats.Msg       // one carrier per partition fenced in the group
 		fenceSeq map[*fence]uint64 // each fence read once per send
 		sent     []*commitReq
 	)

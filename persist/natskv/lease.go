@@ -198,3 +198,17 @@ func (s *Store) releaseLease() {
 		s.log.Warn("could not release the single-writer lease (it lapses by itself)", "err", err)
 	}
 }
+
+// LeaseHolder reads the prefix's single-writer lease: the node holding it and whether it is
+// live (a cluster node refuses to start beside a lone gateway on its prefix).
+func (s *Store) LeaseHolder(ctx context.Context) (node string, live bool, err error) {
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	cur, err := s.last(cctx, s.prefix+"."+internalTable+".0.lease")
+	if err != nil || cur.deleted {
+		return "", false, err
+	}
+	var holder leaseRecord
+	_ = json.Unmarshal(cur.value, &holder)
+	return holder.Node, true, nil
+}

@@ -171,6 +171,19 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	return s, nil
 }
 
+// Connect connects to o.URL as Open does (reconnecting for ever, nothing buffered while
+// disconnected), for a caller that shares the connection (Options.Conn): a cluster node's
+// store and membership.
+func Connect(o Options) (*nats.Conn, error) {
+	o.Prefix = cmp.Or(o.Prefix, "gateway")
+	o.Timeout = cmp.Or(o.Timeout, 5*time.Second)
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return connect(o, log)
+}
+
 func connect(o Options, log *slog.Logger) (*nats.Conn, error) {
 	opts := []nats.Option{
 		nats.Name("gateway " + o.Prefix),
@@ -463,6 +476,9 @@ func (s *Store) Close() error {
 	})
 	return s.closeErr
 }
+
+// Replicas is the records stream's replica count.
+func (s *Store) Replicas() int { return s.stream.CachedInfo().Config.Replicas }
 
 // MaxValue is the largest value a commit may write: the server's max_payload less what a
 // message adds to its value.
