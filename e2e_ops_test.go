@@ -240,3 +240,17 @@ print(r.status, r.read().decode())
 		t.Fatalf("python3 http.client: %v\n%s", err, out)
 	}
 }
+
+// GET /api/admin/cluster on a single node: admins only, cluster false, empty lists (the
+// dashboard hides its cluster panel).
+func TestAdminClusterOnSingleNode(t *testing.T) {
+	tg := startGW(t)
+	admin := tg.token("root", "admin")
+	r := tg.do("GET", "/api/admin/cluster", bearerAuth(admin), nil)
+	want(t, r, 200, "")
+	if o := r.obj(); o["cluster"] != false || len(o["nodes"].([]any)) != 0 || len(o["partitions"].([]any)) != 0 {
+		t.Fatalf("single node: %s", r.raw)
+	}
+	want(t, tg.do("GET", "/api/admin/cluster", bearerAuth(tg.token("alice", "client")), nil), 403, "")
+	want(t, tg.do("GET", "/api/admin/cluster", nil, nil), 401, "")
+}

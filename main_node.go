@@ -320,6 +320,8 @@ func (n *clusterNode) Records() httpapi.ClusterRecords { return clusterRecords{n
 
 func (n *clusterNode) Snapshot() cluster.Snapshot { return n.node.Snapshot() }
 
+func (n *clusterNode) NodeID() string { return n.node.ID() }
+
 func (n *clusterNode) Listen(uid string) *engine.Listener { return n.live.hub.Listen(uid) }
 
 // stats sums the partitions' engine counters (/metrics), with those of the partitions that

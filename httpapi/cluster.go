@@ -63,8 +63,9 @@ type Cluster interface {
 	User(uid string) (domain.User, bool, error)
 	// Records reads every partition's records, for the admin lists.
 	Records() ClusterRecords
-	// Snapshot is GET /api/admin/cluster's body.
+	// Snapshot is GET /api/admin/cluster's body; NodeID names this node.
 	Snapshot() cluster.Snapshot
+	NodeID() string
 	// Listen opens a stream of uid's events, published by whichever node owns uid.
 	Listen(uid string) *engine.Listener
 }
@@ -108,6 +109,7 @@ type principal struct {
 const (
 	ctxPrincipal = "cluster_principal"
 	ctxBackend   = "cluster_backend"
+	ctxForwarded = "cluster_forwarded" // the forwarding's context (reqContext)
 )
 
 // engine is the engine a request runs on: its partition's in a cluster.
@@ -237,7 +239,12 @@ func (s *Server) envelope(ctx *fasthttp.RequestCtx, route string, who *principal
 		env.Wait += w
 	}
 	if route == "POST /api/v1/messages/send-bulk" {
-		env.Wait = s.cfg.WriteTimeout
+		var b struct {
+			Async bool `json:"async"`
+		}
+		if json.Unmarshal(ctx.PostBody(), &b) != nil || !b.Async {
+			env.Wait = s.cfg.WriteTimeout // a synchronous campaign answers when it is done
+		}
 	}
 	for k, v := range ctx.Request.Header.All() {
 		if name := string(k); !hopHeaders[name] {
@@ -252,7 +259,7 @@ func (s *Server) envelope(ctx *fasthttp.RequestCtx, route string, who *principal
 
 // ServeForwarded answers a request another node forwarded here, on b (the partition's), with
 // the principal that node authenticated. It always answers (an error is an answer too).
-func (s *Server) ServeForwarded(_ context.Context, b *Backend, env *cluster.Envelope) *cluster.Response {
+func (s *Server) ServeForwarded(ctx context.Context, b *Backend, env *cluster.Envelope) *cluster.Response {
 	var who principal
 	if len(env.Principal) > 0 {
 		if err := json.Unmarshal(env.Principal, &who); err != nil {
@@ -279,6 +286,7 @@ func (s *Server) ServeForwarded(_ context.Context, b *Backend, env *cluster.Enve
 	rc.Init(&req, addr, nil)
 	rc.SetUserValue(ctxBackend, b)
 	rc.SetUserValue(ctxPrincipal, &who)
+	rc.SetUserValue(ctxForwarded, ctx)
 	s.router.Handler(&rc)
 	resp := &cluster.Response{Status: rc.Response.StatusCode(), Body: append([]byte(nil), rc.Response.Body()...)}
 	for k, v := range rc.Response.Header.All() {

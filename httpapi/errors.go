@@ -172,7 +172,7 @@ func (s *Server) writeError(ctx *fasthttp.RequestCtx, err error) {
 		ctx.Response.Header.Set("Retry-After", "5")
 	case status == fasthttp.StatusServiceUnavailable:
 		ctx.Response.Header.Set("Retry-After", "1")
-	case code == "too_many_attempts":
+	case code == "too_many_attempts", code == "idempotency_in_progress":
 		ctx.Response.Header.Set("Retry-After", "1")
 	case code == "quota_exceeded":
 		// The monthly allowance comes back at the start of the next UTC month.

@@ -30,6 +30,7 @@ func (s *Server) routes() {
 	s.route(GET, "/api/admin/users", 0, s.admin(s.listUsers))
 	s.route(POST, "/api/admin/users", 0, s.admin(s.createUser))
 	s.route(PATCH, "/api/admin/users", 0, s.admin(s.updateUser))
+	s.route(GET, "/api/admin/cluster", 0, s.admin(s.clusterState))
 
 	// Internal admin-prefixed routes: public inside --internal-cidrs, else an admin token.
 	s.route(GET, "/api/admin/sessions", 0, s.internal(s.listSessions))

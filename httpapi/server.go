@@ -238,11 +238,20 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // for logs. fasthttp's RequestCtx is itself a context, but its Done races with the server's
 // shutdown (fasthttp v1.74.0 reads the server's done channel unsynchronised), so it is not
 // passed down.
+//
+// A request another node of a cluster forwarded here runs under the forwarding's context
+// instead (it ends at the route's wait, or when this node leaves the cluster): this node's HTTP
+// server shuts down before it hands its partitions over, and what it runs for the others must
+// finish meanwhile.
 func (s *Server) reqContext(ctx *fasthttp.RequestCtx) context.Context {
-	if id, ok := ctx.UserValue(ctxRequestID).(string); ok {
-		return context.WithValue(s.base, requestIDKey{}, id)
+	base := s.base
+	if fc, ok := ctx.UserValue(ctxForwarded).(context.Context); ok {
+		base = fc
 	}
-	return s.base
+	if id, ok := ctx.UserValue(ctxRequestID).(string); ok {
+		return context.WithValue(base, requestIDKey{}, id)
+	}
+	return base
 }
 
 // requestIDKey is the context key of the request id.
