@@ -165,7 +165,7 @@ func (n *clusterNode) Acquire(ctx context.Context, p int) (err error) {
 	if err != nil {
 		return err
 	}
-	pt.backend = &httpapi.Backend{Engine: pt.engine, Webhooks: pt.events}
+	pt.backend = &httpapi.Backend{Engine: pt.engine, Webhooks: pt.events, Partition: p}
 	n.mu.Lock()
 	n.parts[p] = pt
 	n.mu.Unlock()

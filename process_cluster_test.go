@@ -362,6 +362,18 @@ func TestClusterOfThree(t *testing.T) {
 		return balanced(o, n, ids)
 	})
 	t.Logf("cluster up: 3 NATS servers, sim, 3 gateways, balanced, in %v", time.Since(began).Round(time.Millisecond))
+	// Each node: the dashboard shows the cluster's screen; the section-13 metrics.
+	for i, n := range c.nodes {
+		if cfg := c.call(i, "GET", "/dashboard/config.json", nil, nil); cfg.obj()["cluster"] != true {
+			t.Errorf("%s: dashboard config %s", n.id, cfg.raw)
+		}
+		m := string(c.call(i, "GET", "/metrics", nil, nil).raw)
+		for _, name := range []string{"gateway_cluster_partitions_owned", "gateway_cluster_handovers_total", "gateway_cluster_forwarded_total"} {
+			if !strings.Contains(m, "\n"+name) {
+				t.Errorf("%s: /metrics lacks %s", n.id, name)
+			}
+		}
+	}
 
 	// 30 users: sessions linked through one node, keys made through another, stores through a
 	// third.

@@ -14,6 +14,7 @@
 //
 //	bench run   [flags]  the cases, the connection sweep and the fixed-rate run (default)
 //	bench scale [flags]  memory and goroutines per linked session (and per campaign), boot time
+//	bench cluster [flags] 3 nodes beside 1 node, the forwarding overhead, hand-over times
 //	bench bare  [flags]  the bare server (started by run; prints its address on stdout)
 package main
 
@@ -74,8 +75,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		return runScale(ctx, o, stdout)
+	case "cluster":
+		o, err := parseCluster(args, stderr)
+		if err != nil {
+			return err
+		}
+		return runCluster(ctx, o, stdout)
 	case "bare":
 		return bareMain(args, stdout, stderr)
 	}
-	return fmt.Errorf("unknown command %q (run, scale, bare)", cmd)
+	return fmt.Errorf("unknown command %q (run, scale, cluster, bare)", cmd)
 }

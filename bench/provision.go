@@ -51,6 +51,9 @@ type provisionOptions struct {
 	scan        bool // link by POST /api/dev/sim/scan (false: the gateway runs --sim-autopair)
 	keys        bool
 	stores      bool
+	// mint makes ID tokens (nil: `gateway token` and the dev issuer's key file in the
+	// gateway's data dir; a cluster's key is in its store: bench cluster mints through a node).
+	mint func(uid, role string) (string, error)
 }
 
 // provision makes the fleet through the public API: the admin token from `gateway token`,
@@ -58,14 +61,23 @@ type provisionOptions struct {
 // the sim scan, an API key from the admin, and a store; finally it waits until every
 // session reports CONNECTED.
 func provision(ctx context.Context, g *gatewayProc, o provisionOptions) (*fleet, error) {
-	admin, err := mintToken(g.bin, g.data, "bench-admin", "admin")
-	if err != nil {
-		return nil, err
+	mint := o.mint
+	if mint == nil {
+		// Client tokens come from the dev issuer in-process: the code `gateway token` runs,
+		// with the same key file, without a process start per user (which dominated
+		// provisioning at 10,000 users).
+		_, issuer, err := identity.NewDev(g.data)
+		if err != nil {
+			return nil, err
+		}
+		mint = func(uid, role string) (string, error) {
+			if role == "admin" {
+				return mintToken(g.bin, g.data, uid, role)
+			}
+			return issuer.Mint(identity.TokenRequest{UID: uid, Name: "Bench " + uid, Email: uid + "@bench.example.com", TTL: 6 * time.Hour})
+		}
 	}
-	// Client tokens come from the dev issuer in-process: the code `gateway token` runs, with
-	// the same key file, without a process start per user (which dominated provisioning at
-	// 10,000 users).
-	_, issuer, err := identity.NewDev(g.data)
+	admin, err := mint("bench-admin", "admin")
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +90,7 @@ func provision(ctx context.Context, g *gatewayProc, o provisionOptions) (*fleet,
 	err = parallel(ctx, o.users, o.concurrency, func(i int) error {
 		u := &f.users[i]
 		var err error
-		u.token, err = issuer.Mint(identity.TokenRequest{UID: u.id, Name: "Bench " + u.id, Email: u.id + "@bench.example.com", TTL: 6 * time.Hour})
+		u.token, err = mint(u.id, "")
 		if err != nil {
 			return err
 		}
@@ -129,7 +141,7 @@ func provision(ctx context.Context, g *gatewayProc, o provisionOptions) (*fleet,
 			u := &f.idle[i]
 			*u = benchUser{id: userID(o.users + i), phone: senderPhone(o.users + i), shop: shopDomain(o.users + i)}
 			var err error
-			if u.token, err = issuer.Mint(identity.TokenRequest{UID: u.id, Name: "Bench " + u.id, Email: u.id + "@bench.example.com", TTL: 6 * time.Hour}); err != nil {
+			if u.token, err = mint(u.id, ""); err != nil {
 				return err
 			}
 			// The profile and an unlinked session, then the store.

@@ -132,13 +132,16 @@ func (st *Stores) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, 
 	switch err := s.inbox.Accept(ctx, entry, string(deliveryID)); {
 	case errors.Is(err, domain.ErrRecordExists):
 		// Accepted before (the dedupe mark is checked in the commit: a read first would
-		// wait for the commits in flight).
+		// wait for the commits in flight). That first commit may have been one whose answer
+		// was lost (its request failed): the actor reads its inbox again.
 		s.duplicates.Add(1)
+		e.hw.Send(st.actorOf(ent), storeevents.Rescan{})
 		res.Status = WebhookDuplicate
 		return res, nil
 	case errors.Is(err, domain.ErrInboxEntry):
 		return res, fmt.Errorf("%w: %w", domain.ErrInvalidPayload, err)
 	case err != nil:
+		e.hw.Send(st.actorOf(ent), storeevents.Rescan{}) // the commit may have happened
 		return res, fmt.Errorf("%w: store the webhook: %w", domain.ErrUnavailable, err)
 	}
 	s.accepted.Add(1)

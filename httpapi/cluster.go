@@ -83,8 +83,9 @@ type ClusterRecords interface {
 // Backend is what a request runs on: the engine and the events facet of the request's
 // partition (a single node: the Config's).
 type Backend struct {
-	Engine   *engine.Engine
-	Webhooks WebhookService
+	Engine    *engine.Engine
+	Webhooks  WebhookService
+	Partition int
 }
 
 // principal is who the receiving node authenticated, as the owner of the partition takes it.
@@ -184,8 +185,8 @@ func (s *Server) clustered(method, path string, h handler) handler {
 		return h
 	}
 	return func(ctx *fasthttp.RequestCtx) error {
-		if _, forwarded := ctx.UserValue(ctxBackend).(*Backend); forwarded {
-			return h(ctx) // run here for the node that received it
+		if b, forwarded := ctx.UserValue(ctxBackend).(*Backend); forwarded {
+			return s.settled(b, h(ctx)) // run here for the node that received it
 		}
 		p, who, err := find(s, ctx)
 		if err != nil {
@@ -203,7 +204,7 @@ func (s *Server) runOn(ctx *fasthttp.RequestCtx, p int, who *principal, route st
 			defer done()
 			ctx.SetUserValue(ctxBackend, b)
 			ctx.SetUserValue(ctxPrincipal, who)
-			return h(ctx)
+			return s.settled(b, h(ctx))
 		}
 		resp, err := cl.Forward(s.reqContext(ctx), p, s.envelope(ctx, route, who))
 		if errors.Is(err, cluster.ErrLocal) {
@@ -219,6 +220,25 @@ func (s *Server) runOn(ctx *fasthttp.RequestCtx, p int, who *principal, route st
 		ctx.Response.SetBodyRaw(resp.Body)
 		return nil
 	}
+}
+
+// settled is a request's error as the client gets it: one the gateway did not expect (a 500)
+// while the partition left this node under the request (fenced: the lease could not be
+// renewed, its actors stopped) is that, 503 node_unavailable, to retry.
+func (s *Server) settled(b *Backend, err error) error {
+	if err == nil {
+		return nil
+	}
+	if status, _ := statusOf(err); status != fasthttp.StatusInternalServerError {
+		return err
+	}
+	if now, done, ok := s.cfg.Cluster.Enter(b.Partition); ok {
+		done()
+		if now == b {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: partition %d left this node while the request ran: %v", domain.ErrNodeUnavailable, b.Partition, err)
 }
 
 // hopHeaders are not forwarded either way.

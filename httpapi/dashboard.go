@@ -171,12 +171,14 @@ type dashboardConfigJSON struct {
 	OIDC      *dashboardOIDC     `json:"oidc"`
 	Firebase  *dashboardFirebase `json:"firebase"`
 	Version   string             `json:"version"`
+	// Cluster: a node of a cluster (the admin screens add the cluster's).
+	Cluster bool `json:"cluster,omitempty"`
 }
 
 // dashboardConfig is GET /dashboard/config.json: how this gateway signs users in.
 func (s *Server) dashboardConfig(ctx *fasthttp.RequestCtx) error {
 	d := s.cfg.Dashboard
-	out := dashboardConfigJSON{Auth: d.Auth, Version: s.cfg.Version,
+	out := dashboardConfigJSON{Auth: d.Auth, Version: s.cfg.Version, Cluster: s.cfg.Cluster != nil,
 		DevSignIn: d.Auth == "dev" && d.DevIssuer != nil && s.isInternal(ctx)}
 	if d.Auth == "oidc" && d.ClientID != "" {
 		o := &dashboardOIDC{Issuer: d.OIDCIssuer, ClientID: d.ClientID}

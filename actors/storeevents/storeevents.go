@@ -150,6 +150,10 @@ type (
 		Seq   string
 		Entry *domain.InboxEntry
 	}
+	// Rescan has the actor read its inbox again: a commit whose outcome the receiver could
+	// not tell (a timeout, on NATS a server lost under it) may have entered an entry nobody
+	// told the actor about; the platform's retry then meets the dedupe mark and says so.
+	Rescan struct{}
 	// RecordEvent records an event that was answered without entering the inbox (ignored
 	// at the receiver: no phone, a topic that sends nothing).
 	RecordEvent struct{ Record domain.StoreEvent }
@@ -260,6 +264,10 @@ func (a *StoreEvents) Receive(c *actor.Context) {
 		}
 		a.add(m.Seq)
 		a.kick(c)
+	case Rescan:
+		if a.loaded {
+			a.load(c)
+		}
 	case RecordEvent:
 		if !a.loaded {
 			a.early = append(a.early, m.Record)

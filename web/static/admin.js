@@ -169,3 +169,42 @@ export function sessions(el) {
   const t = setInterval(load, 5000);
   return () => clearInterval(t);
 }
+
+// cluster is the cluster's screen (a node of a cluster only): its nodes, and who owns each
+// partition, as the node answering sees them (GET /api/admin/cluster), refreshed every 3 s.
+export function cluster(el) {
+  const nodes = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
+  const parts = h('div', {});
+  const load = async () => {
+    let c;
+    try { c = await api('GET', '/api/admin/cluster'); } catch (e) { mount(nodes, notice('error', sentence(e))); return; }
+    if (!c.cluster) { mount(nodes, notice('info', 'This gateway runs as a single node.')); mount(parts); return; }
+    mount(nodes,
+      h('p', { class: 'muted' }, 'As node ', h('code', {}, c.node), ' sees it.'),
+      table([
+        { title: 'Node', cell: (n) => h('code', {}, n.id) },
+        { title: 'State', cell: (n) => (n.alive ? badge('active', 'Up') : badge('failed', 'Gone')) },
+        { title: 'Partitions', cell: (n) => String(n.partitions) },
+        { title: 'Sessions', cell: (n) => String(n.sessions) },
+      ], c.nodes, 'No node heartbeats.'));
+    // Partitions grouped by owner; those without one are being handed over.
+    const by = new Map();
+    for (const p of c.partitions) {
+      const k = p.owner || '';
+      if (!by.has(k)) by.set(k, []);
+      by.get(k).push(p.id);
+    }
+    const rows = [...by.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([owner, ids]) => ({ owner, ids }));
+    mount(parts, table([
+      { title: 'Owner', cell: (r) => (r.owner ? h('code', {}, r.owner) : badge('pending', 'Handing over')) },
+      { title: 'Count', cell: (r) => String(r.ids.length) },
+      { title: 'Partitions', cell: (r) => h('small', {}, r.ids.join(' ')) },
+    ], rows, 'No partition yet.'));
+  };
+  mount(el,
+    h('section', { class: 'card' }, h('h2', {}, 'Nodes'), nodes),
+    h('section', { class: 'card' }, h('h2', {}, 'Partitions'), parts));
+  load();
+  const t = setInterval(load, 3000);
+  return () => clearInterval(t);
+}

@@ -29,6 +29,9 @@ const adminScreens = [
   ['admin/keys', 'Keys', admin.keys],
   ['admin/sessions', 'Sessions', admin.sessions],
 ];
+// A node of a cluster (its config says so) adds the cluster's screen.
+let clusterOn = false;
+const admins = () => (clusterOn ? [...adminScreens, ['admin/cluster', 'Cluster', admin.cluster]] : adminScreens);
 
 // The theme: the system's preference unless the header's switch picked one (kept per browser).
 const themes = ['system', 'light', 'dark'];
@@ -49,6 +52,11 @@ let expiryTimer = null;
 // wait for it: a page opened with a token goes straight to its first screen.
 const config = fetch('/dashboard/config.json', { cache: 'no-store' }).then((r) => r.json());
 config.catch(() => {}); // reported where it is awaited
+config.then((c) => {
+  if (!c || !c.cluster || clusterOn) return;
+  clusterOn = true;
+  if (me && me.admin && view) { shell(); route(); }
+}, () => {});
 
 async function boot() {
   const path = location.pathname.replace(/\/+$/, '');
@@ -138,7 +146,7 @@ function shell() {
   nav = h('nav', { id: 'nav', 'aria-label': 'Screens' },
     h('div', { class: 'who-small' }, me.name),
     h('div', { class: 'group' }, h('span', { class: 'label' }, 'Your shop'), clientScreens.map(link)),
-    me.admin ? h('div', { class: 'group' }, h('span', { class: 'label' }, 'Admin'), adminScreens.map(link)) : null,
+    me.admin ? h('div', { class: 'group' }, h('span', { class: 'label' }, 'Admin'), admins().map(link)) : null,
     h('div', { class: 'group' }, h('a', { href: '/docs', target: '_blank', rel: 'noopener' }, 'API reference')));
   view = h('main', { id: 'view' });
   menu = h('button', { type: 'button', class: 'ghost', id: 'menu', 'aria-controls': 'nav', 'aria-expanded': 'false', 'aria-label': 'Open the menu',
@@ -179,7 +187,7 @@ function stopScreen() {
 function route() {
   if (!me || !view) return;
   const id = location.hash.replace(/^#\/?/, '').split('?')[0];
-  const all = me.admin ? [...clientScreens, ...adminScreens] : clientScreens;
+  const all = me.admin ? [...clientScreens, ...admins()] : clientScreens;
   const found = all.find(([sid]) => sid === id);
   if (!found) { location.hash = me.admin ? '#/admin/keys' : '#/session'; return; }
   stopScreen();
