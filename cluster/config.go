@@ -30,6 +30,11 @@ const (
 	// AckTimeout: a forwarded request not acknowledged by its owner within it was not
 	// received (NATS dropped it, or the owner is stuck): 503 node_unavailable.
 	AckTimeout = 2 * time.Second
+	// KeepAlive: an owner running a forwarded request says so this often (Gw-Reply: accepted
+	// again); a requester that hears nothing for 3 of them counts the answer lost (a NATS
+	// server lost under it drops what it was routing) and answers 503 then, not at the
+	// route's full wait.
+	KeepAlive = time.Second
 	// ChunkSize: bodies over it cross NATS in chunks (NATS's default max_payload is 1 MiB).
 	ChunkSize = 512 << 10
 )

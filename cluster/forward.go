@@ -35,7 +35,9 @@ import (
 // out within AckTimeout, not at the route's full timeout. Gw-Reply: moved says the node did
 // not run the request, so it is safe to send again; so is NATS's own "no responders". A
 // request acknowledged and then not answered in time may have run: that is a 503 the client
-// retries (with its Idempotency-Key).
+// retries (with its Idempotency-Key). While the request runs the owner acknowledges it again
+// every KeepAlive (Gw-Keepalive on the first acknowledgement says it will): an answer lost on
+// the way is found out within 3 × KeepAlive.
 
 // Envelope is a request as the receiving node saw it, after authenticating it.
 type Envelope struct {
@@ -87,6 +89,7 @@ const (
 	hdrReply   = "Gw-Reply"
 	hdrXfer    = "Gw-Xfer"
 	hdrPart    = "Gw-Partition"
+	hdrAlive   = "Gw-Keepalive"
 	replyAck   = "accepted"
 	replyCont  = "continue"
 	replyAns   = "answer"
@@ -279,14 +282,19 @@ func (f *forwarder) request(ctx context.Context, p int, target string, req *Enve
 	// send's may be hours).
 	owner := time.NewTicker(500 * time.Millisecond)
 	defer owner.Stop()
-	acked := false
+	acked, keepsAlive := false, false
+	heard := time.Now()
 	for {
 		var r *nats.Msg
 		select {
 		case r = <-replies:
+			heard = time.Now()
 		case <-owner.C:
 			if s := f.n.view.lease(p); !f.n.view.alive(s, time.Now()) || s.value.Instance != target {
 				return nil, errors.New("the owner let the partition go before answering")
+			}
+			if keepsAlive && time.Since(heard) > 3*KeepAlive {
+				return nil, errors.New("the owner's answer was lost")
 			}
 			continue
 		case <-ack.C:
@@ -310,6 +318,7 @@ func (f *forwarder) request(ctx context.Context, p int, target string, req *Enve
 		case replyErr:
 			return nil, fmt.Errorf("the owner refused the request: %s", r.Data)
 		case replyAck:
+			keepsAlive = keepsAlive || r.Header.Get(hdrAlive) != ""
 		case replyCont:
 			xs := r.Header.Get(hdrXfer)
 			for i := 1; i < len(chunks); i++ {
@@ -454,14 +463,31 @@ func (f *forwarder) start(p int, reply string, meta, body []byte) {
 		return
 	}
 	r.Header.Set(hdrReply, replyAck)
+	r.Header.Set(hdrAlive, "1")
 	_ = f.nc.PublishMsg(r)
 	go f.run(p, reply, &env, done)
 }
 
-// run answers a request let in by start.
+// run answers a request let in by start, saying it still runs every KeepAlive.
 func (f *forwarder) run(p int, reply string, env *Envelope, done func()) {
 	ctx, cancel := context.WithTimeout(f.n.ctx, env.Wait+ForwardGrace)
+	stop := make(chan struct{})
+	go func() {
+		t := time.NewTicker(KeepAlive)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				r := nats.NewMsg(reply)
+				r.Header.Set(hdrReply, replyAck)
+				_ = f.nc.PublishMsg(r)
+			}
+		}
+	}()
 	resp := f.n.cfg.Serve(ctx, p, env)
+	close(stop)
 	cancel()
 	done()
 	if resp == nil {

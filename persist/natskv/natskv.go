@@ -15,7 +15,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/persist"
@@ -388,38 +387,57 @@ func (s *Store) scan(tok string, prefix []byte, fn func(key, value []byte) error
 	found := map[string]record{}
 	filter := s.filter(tok, prefix)
 	now := time.Now()
-	for seq := uint64(1); ; {
-		ctx, cancel := s.ctx()
-		it, err := jetstreamext.GetBatch(ctx, s.js, s.name, scanPage, jetstreamext.GetBatchSeq(seq), jetstreamext.GetBatchSubject(filter))
-		if err != nil {
-			cancel()
+	// R>1: the newest message under the filter as the stream leader had it when the scan
+	// began. A direct get may be answered by a follower that has not applied the last
+	// acknowledged commits (nats-server's direct get subscription is a queue group of every
+	// replica): a new owner of a partition scanning right after the old owner's last commits
+	// would miss them. A page is complete up to its last message (a replica applies the stream
+	// in order), so only a scan that ends early can miss anything: one that ends before it saw
+	// that newest message asks again, from where it got to.
+	var want uint64
+	if s.leaderGet {
+		var err error
+		if want, err = s.leaderNewest(filter); err != nil {
 			return fmt.Errorf("natskv: scan: %w", unavailable(err))
 		}
-		var n int
-		pending := uint64(0)
-		for msg, err := range it {
-			if errors.Is(err, jetstreamext.ErrNoMessages) {
-				break
-			}
-			if err != nil {
-				cancel()
-				return fmt.Errorf("natskv: scan: %w", unavailable(err))
-			}
-			n++
-			seq = msg.Sequence + 1
-			pending, _ = strconv.ParseUint(msg.Header.Get("Nats-Num-Pending"), 10, 64)
-			key, ok := s.keyOf(msg.Subject)
+	}
+	var seen uint64
+	wait := 2 * time.Millisecond
+	for seq := uint64(1); ; {
+		ctx, cancel := s.ctx()
+		msgs, pending, err := s.scanPage(ctx, seq, filter)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("natskv: scan: %w", unavailable(err))
+		}
+		for _, msg := range msgs {
+			seq, seen = msg.seq+1, max(seen, msg.seq)
+			key, ok := s.keyOf(msg.subject)
 			if !ok || !hasPrefix(key, prefix) {
 				continue
 			}
-			if old, ok := found[string(key)]; !ok || old.seq < msg.Sequence {
-				found[string(key)] = readRecord(msg.Sequence, msg.Header, msg.Data, now)
+			if old, ok := found[string(key)]; !ok || old.seq < msg.seq {
+				found[string(key)] = readRecord(msg.seq, msg.header, msg.data, now)
 			}
 		}
-		cancel()
-		if n == 0 || pending == 0 {
+		if len(msgs) > 0 && pending > 0 {
+			continue
+		}
+		if seen >= want {
 			break
 		}
+		// A follower behind answered. The newest message may also have gone meanwhile (a
+		// tombstone's TTL): the leader's answer again, never later than the first.
+		if time.Since(now) > s.timeout {
+			return fmt.Errorf("natskv: scan: %w: the replicas did not catch up with the stream leader", domain.ErrStorageUnavailable)
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 100*time.Millisecond)
+		again, err := s.leaderNewest(filter)
+		if err != nil {
+			return fmt.Errorf("natskv: scan: %w", unavailable(err))
+		}
+		want = min(want, again)
 	}
 	live := make([]entry, 0, len(found))
 	for k, r := range found {
