@@ -14,7 +14,7 @@ ifneq ($(wildcard $(SHARED_GOPROXY)/.),)
 export GOPROXY := file://$(SHARED_GOPROXY),$(shell GOPROXY= $(GO) env GOPROXY)
 endif
 
-.PHONY: run build test test-nats test-cluster test-short test-ui screenshots web lint deps openapi-lint openapi-codegen fuzz test-scale bench bench-quick bench-events bench-wastore webhook-interop clean
+.PHONY: run build test test-nats test-cluster test-short test-ui screenshots web lint deps openapi-lint openapi-codegen fuzz test-scale bench bench-quick bench-events bench-wastore bench-cluster webhook-interop clean
 
 run: build
 	$(BIN) serve --data $(DATA) --log-format text
@@ -123,6 +123,12 @@ deps:
 FUZZTIME ?= 60s
 fuzz:
 	$(GO) test -run XXX -fuzz FuzzRouteBodies -fuzztime $(FUZZTIME) -parallel 2 .
+
+# bench-cluster: 3 cluster nodes beside 1 (send, validate, webhook), the forwarding overhead and
+# the hand-over times (bench/README.md, "A cluster"); a quiet machine's job, not CI's.
+bench-cluster: build
+	$(GO) build -o bin/bench ./bench
+	bin/bench cluster --gateway $(BIN)
 
 # test-scale runs 10,000 concurrent campaigns (delay 1 s) and reports timer lateness and heap.
 test-scale:

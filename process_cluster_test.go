@@ -344,7 +344,14 @@ func TestClusterOfThree(t *testing.T) {
 					}
 				}
 				lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-				t.Logf("%s's log, its errors:\n%s\nits end:\n%s", n.id, strings.Join(errs, "\n"), strings.Join(lines[max(0, len(lines)-8):], "\n"))
+				end := lines[max(0, len(lines)-8):]
+				for i, l := range lines { // a crash: its panic and the first stack
+					if strings.HasPrefix(l, "panic:") || strings.HasPrefix(l, "fatal error:") {
+						end = lines[i:min(len(lines), i+40)]
+						break
+					}
+				}
+				t.Logf("%s's log, its errors:\n%s\nits end:\n%s", n.id, strings.Join(errs, "\n"), strings.Join(end, "\n"))
 			}
 		}
 	})
