@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/gateway/gateway/actors/session"
@@ -32,6 +33,11 @@ type publisher struct {
 	log  interface{ Warn(string, ...any) }
 	ch   chan pub
 	done chan struct{}
+	// mu guards closed against ch's close: work the actors started on goroutines of their own
+	// (a campaign's send in flight) may report a change after Stop (a cluster node stopping a
+	// partition, a shutdown past its deadline); its event is dropped, not a panic.
+	mu     sync.RWMutex
+	closed bool
 }
 
 type pub struct {
@@ -55,6 +61,12 @@ func (p *publisher) publish(uid string, ev domain.Event) {
 	}
 	if ev.At.IsZero() {
 		ev.At = time.Now()
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		p.log.Warn("events: a change reported after the engine stopped; its event is dropped", "type", ev.Type, "user_id", uid)
+		return
 	}
 	p.ch <- pub{uid: uid, ev: ev}
 }
@@ -109,7 +121,12 @@ func (p *publisher) stop() {
 	if p == nil {
 		return
 	}
-	close(p.ch)
+	p.mu.Lock()
+	if !p.closed {
+		p.closed = true
+		close(p.ch)
+	}
+	p.mu.Unlock()
 	<-p.done
 }
 
