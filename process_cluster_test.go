@@ -432,6 +432,19 @@ func TestClusterOfThree(t *testing.T) {
 	if st := c.must(c.call(2, "GET", "/api/client/store", bearerAuth(oauthTok), nil), 200, "store").obj(); st["connected"] != true {
 		t.Fatalf("after the OAuth callback: %v", st)
 	}
+	// A session made with no user, on the partition of its id, assigned to a user whose
+	// partition another node may own: it moves there (DESIGN.md section 13.1) and is that
+	// user's session, through any node.
+	made := c.must(c.call(0, "POST", "/api/admin/sessions/create", bearerAuth(admin), map[string]any{"sessionName": "shared line"}), 200, "session create")
+	sid, _ := made.obj()["session"].(map[string]any)["id"].(string)
+	moverTok := c.token("mover", "")
+	c.must(c.call(2, "GET", "/api/client/status", bearerAuth(moverTok), nil), 200, "mover signs in")
+	c.must(c.call(1, "POST", "/api/admin/sessions/assign", bearerAuth(admin), map[string]any{"sessionId": sid, "userId": "mover"}), 200, "assign")
+	for i := range c.nodes {
+		if st := c.must(c.call(i, "GET", "/api/client/status", bearerAuth(moverTok), nil), 200, "mover status").obj(); st["id"] != sid {
+			t.Fatalf("the moved session through %s: %v, want %s", c.nodes[i].id, st, sid)
+		}
+	}
 	connected := func(us []*ctUser) bool {
 		for _, u := range us {
 			if c.call(-1, "GET", "/api/client/status", bearerAuth(u.tok), nil).str("status") != "CONNECTED" {
@@ -683,6 +696,12 @@ func (c *ctCluster) checkDrained(users []*ctUser, when string) {
 			}
 			if time.Now().After(deadline) {
 				t.Errorf("%s: %s: %d of %d accepted messages never delivered", when, u.uid, missing, want)
+				for id := range u.accepted {
+					if !ids[id] {
+						r := c.call(-1, "GET", "/api/v1/messages/"+id, keyAuth(u.key), nil)
+						t.Logf("undelivered %s (%q): %d %s", id, u.accepted[id], r.status, r.raw)
+					}
+				}
 				break
 			}
 			time.Sleep(250 * time.Millisecond)
