@@ -562,7 +562,7 @@ func TestPhonePingAfterTenDays(t *testing.T) {
 	}
 	h.reopen()
 	s = h.open("s1")
-	if at := s.c.phonePingedAt; at.UnixMilli() != pinged.UnixMilli() {
+	if at := pingedAt(); at.UnixMilli() != pinged.UnixMilli() {
 		t.Fatalf("after a restart the last ping is %v, want %v (the ping's time survives a restart)", at, pinged)
 	}
 	if n := pings(); n != 1 {
