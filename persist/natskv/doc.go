@@ -81,6 +81,9 @@
 //   - A publish whose answer is lost (timeout, connection cut) may have been applied.
 //     Callers treat it as storage_unavailable and retry; the gateway's writes are idempotent
 //     (message ids, Idempotency-Keys). This package never sends such a commit again itself.
+//   - Durability is replication: a record acknowledged by an R3 stream is on a majority of
+//     three servers; --fsync sets nothing here (the NATS server's sync_interval decides when a
+//     server's own files are synced).
 //
 // # Retries: "no responders" only (retry.go)
 //
@@ -104,9 +107,6 @@
 // off, so one rule holds for all. Anything else is not retried here: a timeout or a lost
 // connection leaves a commit's outcome unknown (it may have been applied), a server error
 // (wrong last sequence, a full stream) is an answer.
-//   - Durability is replication: a record acknowledged by an R3 stream is on a majority of
-//     three servers; --fsync sets nothing here (the NATS server's sync_interval decides when a
-//     server's own files are synced).
 //
 // Imports: persist, nats.go (jetstream) and orbit.go/jetstreamext (batch publish, batch get:
 // the NATS maintainers' own helpers for the newest server APIs, so this package does not
