@@ -373,7 +373,10 @@ func testForwardChunks(t *testing.T, c *clustertest.Cluster) {
 func testForwardUnavailable(t *testing.T, c *clustertest.Cluster) {
 	tc := newTestCluster(t, c)
 	// b owns its partitions but serves no forwarded requests (a process that stopped
-	// answering): a's forwards get 503 node_unavailable once the owner's time is up.
+	// answering): a's forwards get 503 node_unavailable once the owner's time is up. Its
+	// handler answers only at the test's end, not when its ctx ends: that ctx is as long as
+	// a's wait and began just after it, so an answer then raced a's giving up (a's select,
+	// with both ready, took the answer about half the time).
 	slow := make(chan struct{})
 	t.Cleanup(func() { close(slow) })
 	a := tc.start("a:1")

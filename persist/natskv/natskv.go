@@ -318,11 +318,14 @@ func (s *Store) last(ctx context.Context, subject string) (record, error) {
 		msg *jetstream.RawStreamMsg
 		err error
 	)
-	if s.leaderGet {
-		msg, err = s.leaderLast(ctx, subject)
-	} else {
-		msg, err = s.stream.GetLastMsgForSubject(ctx, subject)
-	}
+	err = whileUnrouted(ctx, func() (err error) {
+		if s.leaderGet {
+			msg, err = s.leaderLast(ctx, subject)
+		} else {
+			msg, err = s.stream.GetLastMsgForSubject(ctx, subject)
+		}
+		return err
+	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return record{deleted: true}, nil
 	}

@@ -21,21 +21,25 @@ type pageMsg struct {
 // scanPage reads one page of a scan with a direct batch get (any replica answers: R1 has one).
 // pending is what the server counted after the page's last message.
 func (s *Store) scanPage(ctx context.Context, seq uint64, filter string) (msgs []pageMsg, pending uint64, err error) {
-	it, err := jetstreamext.GetBatch(ctx, s.js, s.name, scanPage, jetstreamext.GetBatchSeq(seq), jetstreamext.GetBatchSubject(filter))
-	if err != nil {
-		return nil, 0, err
-	}
-	for msg, err := range it {
-		if errors.Is(err, jetstreamext.ErrNoMessages) {
-			break
-		}
+	err = whileUnrouted(ctx, func() error {
+		msgs, pending = msgs[:0], 0
+		it, err := jetstreamext.GetBatch(ctx, s.js, s.name, scanPage, jetstreamext.GetBatchSeq(seq), jetstreamext.GetBatchSubject(filter))
 		if err != nil {
-			return nil, 0, err
+			return err
 		}
-		pending, _ = strconv.ParseUint(msg.Header.Get("Nats-Num-Pending"), 10, 64)
-		msgs = append(msgs, pageMsg{subject: msg.Subject, seq: msg.Sequence, header: msg.Header, data: msg.Data})
-	}
-	return msgs, pending, nil
+		for msg, err := range it {
+			if errors.Is(err, jetstreamext.ErrNoMessages) {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			pending, _ = strconv.ParseUint(msg.Header.Get("Nats-Num-Pending"), 10, 64)
+			msgs = append(msgs, pageMsg{subject: msg.Subject, seq: msg.Sequence, header: msg.Header, data: msg.Data})
+		}
+		return nil
+	})
+	return msgs, pending, err
 }
 
 // leaderNewest is the sequence of the newest message under filter as the stream leader has it
@@ -43,7 +47,11 @@ func (s *Store) scanPage(ctx context.Context, seq uint64, filter string) (msgs [
 func (s *Store) leaderNewest(filter string) (uint64, error) {
 	ctx, cancel := s.ctx()
 	defer cancel()
-	msg, err := s.leaderLast(ctx, filter)
+	var msg *jetstream.RawStreamMsg
+	err := whileUnrouted(ctx, func() (err error) {
+		msg, err = s.leaderLast(ctx, filter)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
 	}

@@ -179,7 +179,11 @@ func (s *Store) Locate(key []byte) (partition string, ok bool, err error) {
 	}
 	ctx, cancel := s.ctx()
 	defer cancel()
-	msg, err := s.leaderLast(ctx, subject)
+	var msg *jetstream.RawStreamMsg
+	err = whileUnrouted(ctx, func() (err error) {
+		msg, err = s.leaderLast(ctx, subject)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return "", false, nil
 	}
