@@ -80,14 +80,23 @@ func (s *Store) commit(ctx context.Context, tok string, f *fence, ops []persist.
 	select {
 	case s.reqs <- req:
 	case <-ctx.Done():
-		return ctx.Err()
+		return s.ctxErr(ctx)
 	}
 	select {
 	case err := <-req.done:
 		return err
 	case <-ctx.Done():
-		return ctx.Err()
+		return s.ctxErr(ctx)
 	}
+}
+
+// ctxErr is a commit's error when its ctx ended first: storage unavailable when the connection
+// is down meanwhile (it waited behind a group the lost server never answered), else ctx's.
+func (s *Store) ctxErr(ctx context.Context) error {
+	if herr := s.Health(); herr != nil && errors.Is(herr, domain.ErrStorageUnavailable) {
+		return fmt.Errorf("natskv: commit: %w (%w)", herr, ctx.Err())
+	}
+	return ctx.Err()
 }
 
 // prepare validates ops and reduces them to what goes to the server; nil for a commit that
