@@ -303,7 +303,9 @@ func testFencing(t *testing.T, c *clustertest.Cluster) {
 	eventually(t, 10*time.Second, "a fenced every partition it had", func() bool {
 		tc.eng.mu.Lock()
 		defer tc.eng.mu.Unlock()
-		return tc.eng.fenced == DefaultPartitions && len(tc.eng.zombies) == 0
+		// At least all 64 (a partition a takes back once it shares with b may be fenced again
+		// when a renewal is late on a loaded machine), and nothing left running from the pause.
+		return tc.eng.fenced >= DefaultPartitions && len(tc.eng.zombies) == 0
 	})
 	eventually(t, 20*time.Second, "a and b share", tc.settled(a, b))
 }
