@@ -407,6 +407,7 @@ func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err err
 	// Every typed store on the one KV; each part of the core gets the ones it uses, as the
 	// interfaces it declares.
 	recs := persist.NewRecords(g.kv)
+	recs.Outbox.SetLogger(log.With("component", "outbox"))
 	if g.events, err = newEvents(ctx, c, recs.Webhooks, reg, engine.NewSecretBox(stores.Sealer), log); err != nil {
 		return nil, err
 	}

@@ -52,6 +52,8 @@ type Messages struct {
 	accountTable account.Store
 	idem         idempotency
 	history      MessageHistory
+	renewMu      sync.Mutex
+	renewal      *time.Timer // the daily Renew of queued bodies (nil once stopped)
 }
 
 // messages is the Messages facet's state: it accepts messages into the durable outbox, hands
@@ -416,7 +418,35 @@ func (ms *Messages) recover() (int, error) {
 		ms.msgs.track(entry.ID, res, nil)
 		e.hw.Send(ent.pid, session.Enqueue{Entry: entry})
 	}
+	ms.renewal = time.AfterFunc(renewEvery, ms.renew)
 	return len(pending), nil
+}
+
+// renewEvery is how often the bodies of long-queued messages are renewed (persist keeps a body
+// two weeks from its last write and renews it when under ten days are left).
+const renewEvery = 24 * time.Hour
+
+func (ms *Messages) renew() {
+	if n, err := ms.msgs.outbox.Renew(); err != nil {
+		ms.e.log.Error("outbox: renew the bodies of long-queued messages", "err", err)
+	} else if n > 0 {
+		ms.e.log.Info("outbox: renewed the bodies of long-queued messages", "messages", n)
+	}
+	ms.renewMu.Lock()
+	defer ms.renewMu.Unlock()
+	if ms.renewal != nil {
+		ms.renewal = time.AfterFunc(renewEvery, ms.renew)
+	}
+}
+
+// stopRenewal stops the daily renewal (Stop).
+func (ms *Messages) stopRenewal() {
+	ms.renewMu.Lock()
+	defer ms.renewMu.Unlock()
+	if ms.renewal != nil {
+		ms.renewal.Stop()
+		ms.renewal = nil
+	}
 }
 
 // NewMessageID makes a message id in the shape WhatsApp Web uses (3EB0 + 20 hex digits).

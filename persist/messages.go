@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -54,17 +55,65 @@ func logUserPrefix(uid string) string { return url.PathEscape(uid) + "/" }
 
 // pos is an entry's place in its user's history (the key after the user's prefix).
 func logPos(at time.Time, dir, id string) string {
-	return fmt.Sprintf("%013d/%s/%s", max(at.UnixMilli(), 0), dir, id)
+	return string(appendLogPos(nil, at.UnixMilli(), dir, id))
 }
+
+func appendLogPos(b []byte, ms int64, dir, id string) []byte {
+	var digits [13]byte
+	v := max(ms, 0)
+	for i := len(digits) - 1; i >= 0; i-- {
+		digits[i] = byte('0' + v%10)
+		v /= 10
+	}
+	b = append(b, digits[:]...)
+	b = append(append(append(b, '/'), dir...), '/')
+	return append(b, id...)
+}
+
+// logOut is the value of an outgoing message's entry (version 2): its direction, id and time
+// are in its key, so only the rest is stored (version 1 held the whole LogEntry, the time as
+// text).
+type logOut struct {
+	SessionID string `json:"session"`
+	Peer      string `json:"peer"`
+}
+
+const logOutVersion = 2
 
 // OutOp is the index entry of an outgoing message, for the commit that queues it.
 func (l *MessageLog) OutOp(e domain.OutboxEntry) (Op, error) {
 	if e.UserID == "" || e.ID == "" {
 		return Op{}, fmt.Errorf("%w: a message log entry needs a user and an id", ErrInvalid)
 	}
-	at := e.CreatedAt.Time()
-	return l.t.PutTTLOp(logUserPrefix(e.UserID)+logPos(at, DirOut, e.ID),
-		LogEntry{Dir: DirOut, ID: e.ID, SessionID: e.SessionID, Peer: e.Message.To, At: at}, MessageLogRetention)
+	key := append([]byte(messageLogTable+"/"), logUserPrefix(e.UserID)...)
+	key = appendLogPos(key, int64(e.CreatedAt), DirOut, e.ID)
+	v, err := Encode(logOutVersion, logOut{SessionID: e.SessionID, Peer: e.Message.To})
+	if err != nil {
+		return Op{}, err
+	}
+	return Op{Key: key, Value: v, TTL: MessageLogRetention}, nil
+}
+
+// decodeLog reads an entry at pos (the key after the user's prefix).
+func decodeLog(pos, value []byte) (LogEntry, error) {
+	var e LogEntry
+	if len(value) > 0 && value[0] == logOutVersion {
+		var o logOut
+		if _, err := Decode(value, logOutVersion, &o); err != nil {
+			return e, err
+		}
+		// pos is "<13 digits>/out/<id>" (OutOp wrote it).
+		if len(pos) < 19 || string(pos[13:18]) != "/"+DirOut+"/" {
+			return e, fmt.Errorf("%w: an outgoing entry at %q", ErrInvalid, pos)
+		}
+		ms, err := strconv.ParseInt(string(pos[:13]), 10, 64)
+		if err != nil {
+			return e, fmt.Errorf("%w: an outgoing entry at %q", ErrInvalid, pos)
+		}
+		return LogEntry{Dir: DirOut, ID: string(pos[18:]), SessionID: o.SessionID, Peer: o.Peer, At: time.UnixMilli(ms).UTC()}, nil
+	}
+	_, err := Decode(value, recordVersion1, &e)
+	return e, err
 }
 
 // InOp is the index entry of an incoming message (the whole message).
@@ -116,8 +165,8 @@ func (l *MessageLog) ScanLog(uid string, s LogScan, fn func(next string, e LogEn
 		after = append(slices.Clone(prefix), pos...)
 	}
 	walk := func(key, value []byte) error {
-		var e LogEntry
-		if _, err := Decode(value, recordVersion1, &e); err != nil {
+		e, err := decodeLog(key[len(prefix):], value)
+		if err != nil {
 			return fmt.Errorf("%s %q: %w", messageLogTable, key, err)
 		}
 		more, err := fn(cursor(string(key[len(prefix):])), e)
