@@ -129,6 +129,8 @@ type config struct {
 	bodyLimit                           int
 	logLevel, logFormat                 string
 	logRequests                         bool
+	// logOut is where the logs go (serve sets it): the access log writes its batches there too.
+	logOut io.Writer
 	shutdownTimeout                     time.Duration
 	pprofAddr                           string
 	minFreeDisk                         byteSize
@@ -273,6 +275,15 @@ func parseCIDRs(s string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
+// accessLog is where the access log writes (nothing: through the logger, as in tests that
+// build a gateway without serve; at a level above info: no access log at all).
+func (c config) accessLog(log *slog.Logger) httpapi.AccessLogConfig {
+	if c.logOut == nil || !log.Enabled(context.Background(), slog.LevelInfo) {
+		return httpapi.AccessLogConfig{}
+	}
+	return httpapi.AccessLogConfig{Output: c.logOut, Text: c.logFormat == "text", Attrs: [][2]string{{"component", "http"}}}
+}
+
 func newLogger(c config, w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
@@ -293,7 +304,9 @@ func serve(args []string, stderr io.Writer) error {
 		}
 		return err
 	}
-	log, err := newLogger(c, stderr)
+	// One writer for the logger and the access log's batches, so their lines never interleave.
+	c.logOut = &httpapi.LockedWriter{W: stderr}
+	log, err := newLogger(c, c.logOut)
 	if err != nil {
 		return err
 	}
@@ -394,6 +407,16 @@ func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err err
 		Name: "gateway_build_info", Help: "Always 1; the labels name the running build.",
 		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
 	}, func() float64 { return 1 }))
+	if b, ok := g.kv.(*persist.Badger); ok {
+		// What the records cost the store (bench/README.md reads them per message).
+		stat := func(i int) func() float64 {
+			return func() float64 { t, w, n := b.WriteStats(); return float64([]uint64{t, w, n}[i]) }
+		}
+		reg.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_storage_commits_total", Help: "Write transactions committed to Badger (group commits)."}, stat(0)),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_storage_writes_total", Help: "Records written or deleted in Badger's committed transactions."}, stat(1)),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_storage_write_bytes_total", Help: "Key and value bytes of those records."}, stat(2)))
+	}
 	if c.network == "whatsapp" {
 		// How old the WhatsApp library is: WhatsApp retires old client builds (README, "Bumping
 		// whatsmeow"); alert well before 30 days.
@@ -455,7 +478,7 @@ func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err err
 			{Name: "storage", Critical: true, Check: g.kv.Health},
 			{Name: "identity", Check: identityCheck},
 		},
-		LogRequests: c.logRequests, Version: version, Sim: simControls, BulkMaxRecipients: c.bulkMaxRecipients,
+		LogRequests: c.logRequests, AccessLog: c.accessLog(log), Version: version, Sim: simControls, BulkMaxRecipients: c.bulkMaxRecipients,
 		Media:     httpapi.MediaOptions{MaxBytes: c.mediaMaxBytes, AllowPrivate: c.mediaAllowPrivate},
 		Dashboard: dash, AudioCheck: c.audioCheck(),
 	})

@@ -15,6 +15,7 @@
 //	bench run   [flags]  the cases, the connection sweep and the fixed-rate run (default)
 //	bench scale [flags]  memory and goroutines per linked session (and per campaign), boot time
 //	bench bare  [flags]  the bare server (started by run; prints its address on stdout)
+//	bench profile CPU.prof [messages]  a gateway CPU profile split by component
 package main
 
 import (
@@ -76,6 +77,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runScale(ctx, o, stdout)
 	case "bare":
 		return bareMain(args, stdout, stderr)
+	case "profile":
+		return profileMain(args, stdout)
 	}
-	return fmt.Errorf("unknown command %q (run, scale, bare)", cmd)
+	return fmt.Errorf("unknown command %q (run, scale, bare, profile)", cmd)
 }

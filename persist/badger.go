@@ -51,6 +51,8 @@ type BadgerOptions struct {
 	MinFreeDisk int64
 	// freeSpace replaces statfs in tests.
 	freeSpace func(dir string) (uint64, error)
+	// tune, in benchmarks, changes Badger's options last.
+	tune func(badger.Options) badger.Options
 }
 
 // Group commit limits and background periods.
@@ -92,6 +94,9 @@ type Badger struct {
 	closeErr  error
 
 	txns atomic.Uint64 // write transactions committed, for tests and benchmarks
+	// writes and writeBytes count the ops committed and their keys' and values' bytes
+	// (WriteStats: gateway_storage_writes_total, what a message costs the store).
+	writes, writeBytes atomic.Uint64
 	// beforeGroup, when set by a test, runs in the writer before each group is written.
 	beforeGroup func(group []*commitReq)
 }
@@ -147,6 +152,9 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 		// under load (profiled) for little disk saved.
 		WithCompression(options.None)
 
+	if o.tune != nil {
+		opts = o.tune(opts)
+	}
 	var disk *diskGuard
 	if !o.InMemory {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -459,7 +467,17 @@ func (b *Badger) commitGroup(group []*commitReq) {
 		if err != nil {
 			err = b.commitErr(err)
 		} else {
-			b.disk.wrote(groupBytes(group))
+			wal, vlog := groupBytes(group)
+			b.disk.wrote(wal, vlog)
+			var ops, n int
+			for _, r := range group {
+				if r.err == nil {
+					ops += len(r.ops)
+					n += r.size
+				}
+			}
+			b.writes.Add(uint64(ops))
+			b.writeBytes.Add(uint64(n))
 		}
 		for _, r := range group {
 			if r.err != nil {
@@ -498,6 +516,12 @@ func (b *Badger) commitErr(err error) error {
 		return fmt.Errorf("persist: commit: %w: %w", ErrStorageUnavailable, err)
 	}
 	return fmt.Errorf("persist: commit: %w", err)
+}
+
+// WriteStats returns the transactions committed, the ops they held and those ops' bytes (keys
+// and values) since open.
+func (b *Badger) WriteStats() (txns, writes, bytes uint64) {
+	return b.txns.Load(), b.writes.Load(), b.writeBytes.Load()
 }
 
 // Health is nil while commits are accepted, else ErrStorageUnavailable with its cause (free
