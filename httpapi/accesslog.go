@@ -278,12 +278,16 @@ func (l *accessLog) appendAttr(b []byte, k, v string) []byte {
 func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			b = append(b, c)
+		// The run of bytes that need no escaping, in one append.
+		start := i
+		for i < len(s) && s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' && s[i] < utf8.RuneSelf {
 			i++
-			continue
 		}
+		b = append(b, s[start:i]...)
+		if i == len(s) {
+			break
+		}
+		c := s[i]
 		if c < utf8.RuneSelf {
 			switch c {
 			case '"', '\\':
