@@ -130,13 +130,13 @@ type config struct {
 	logLevel, logFormat                 string
 	logRequests                         bool
 	// logOut is where the logs go (serve sets it): the access log writes its batches there too.
-	logOut io.Writer
-	shutdownTimeout                     time.Duration
-	pprofAddr                           string
-	minFreeDisk                         byteSize
-	oidcAllowAnonymous                  bool
-	oidcRequireEmailVerified            bool
-	corsOrigins                         string
+	logOut                    io.Writer
+	shutdownTimeout           time.Duration
+	pprofAddr                 string
+	minFreeDisk, memtableSize byteSize
+	oidcAllowAnonymous        bool
+	oidcRequireEmailVerified  bool
+	corsOrigins               string
 	// now is the engine's clock; nil is time.Now. Not a flag: tests move it, and afterFunc
 	// with it (nil: time.AfterFunc).
 	now       func() time.Time
@@ -198,8 +198,10 @@ func parseServe(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.logRequests, "log-requests", true, "one access-log line per request")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for in-flight requests")
 	fs.StringVar(&c.pprofAddr, "pprof", "", "serve net/http/pprof on this address (for profiling; keep it on loopback)")
-	c.minFreeDisk = 256 << 20
-	fs.Var(&c.minFreeDisk, "min-free-disk", "free-space floor of the data disk (bytes, or with KiB, MiB, GiB): under it writes answer 503 storage_unavailable and /readyz is not ready; 0 disables it")
+	c.memtableSize = persist.DefaultMemTableSize
+	fs.Var(&c.memtableSize, "memtable-size", "Badger's memtable size: every size of its tree follows from it, and the least --min-free-disk (README: Operations)")
+	c.minFreeDisk = byteSize(persist.MinFreeDiskFor(persist.DefaultMemTableSize))
+	fs.Var(&c.minFreeDisk, "min-free-disk", "free-space floor of the data disk (bytes, or with KiB, MiB, GiB): under it writes answer 503 storage_unavailable and /readyz is not ready; at least what Badger may write after writes stop (README: Operations), the default for the --memtable-size given; 0 disables it")
 	fs.BoolVar(&c.oidcAllowAnonymous, "oidc-allow-anonymous", false, "accept Firebase anonymous sign-ins (refused by default)")
 	fs.BoolVar(&c.oidcRequireEmailVerified, "oidc-require-email-verified", false, "refuse ID tokens whose email_verified claim is not true")
 	fs.StringVar(&c.corsOrigins, "cors-origins", "", "comma list of browser origins allowed to call the API (CORS), or * for any; empty: no CORS headers")
@@ -209,6 +211,11 @@ func parseServe(args []string, stderr io.Writer) (config, error) {
 	}
 	if err := applyEnv(fs); err != nil {
 		return c, err
+	}
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "min-free-disk" })
+	if !given {
+		c.minFreeDisk = byteSize(persist.MinFreeDiskFor(int64(c.memtableSize)))
 	}
 	return c, c.check()
 }
@@ -253,6 +260,11 @@ func (c config) check() error {
 		return fmt.Errorf("--media-max-bytes, --bulk-max-recipients and --body-limit must be positive")
 	case c.logFormat != "json" && c.logFormat != "text":
 		return fmt.Errorf("--log-format must be json or text")
+	case c.memtableSize < 1<<20 || c.memtableSize > 1<<30:
+		return fmt.Errorf("--memtable-size must be 1 MiB to 1 GiB")
+	case c.store == "badger" && c.minFreeDisk != 0 && int64(c.minFreeDisk) < persist.MinFreeDiskFor(int64(c.memtableSize)):
+		return fmt.Errorf("--min-free-disk %s is under the %s Badger may still write after writes stop with %s memtables (flushes and compactions, README: Operations): give at least that, or a smaller --memtable-size",
+			humanBytes(int64(c.minFreeDisk)), humanBytes(persist.MinFreeDiskFor(int64(c.memtableSize))), humanBytes(int64(c.memtableSize)))
 	}
 	if _, err := parseCIDRs(c.internalCIDRs); err != nil {
 		return err
@@ -566,6 +578,7 @@ func (g *gateway) openStorage(ctx context.Context, c config) error {
 	if c.store != "nats" {
 		b, err := persist.OpenBadger(filepath.Join(c.data, "db"), persist.BadgerOptions{
 			Fsync: persist.Fsync(c.fsync), Logger: g.log.With("component", "badger"), MinFreeDisk: int64(c.minFreeDisk),
+			MemTableSize: int64(c.memtableSize),
 		})
 		if err != nil {
 			return fmt.Errorf("open storage: %w", err)

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gateway/gateway/persist"
 )
 
 // Every start-up failure exits 1 with one line naming the cause, and no stack trace.
@@ -52,6 +54,8 @@ func TestStartupFailuresExit1(t *testing.T) {
 		{"unwritable --data", []string{"--data", filepath.Join(file, "data")}, "", "data dir: mkdir " + file + ": not a directory"},
 		{"issuer that can never be used", []string{"--auth", "oidc", "--oidc-issuer", "http://idp.example.com/", "--oidc-audience", "gw"}, "", "must be https"},
 		{"data disk under --min-free-disk", []string{"--min-free-disk", "1000000GiB"}, "", "under the floor"},
+		{"--min-free-disk under what Badger may still write", []string{"--min-free-disk", "256MiB"}, "",
+			"--min-free-disk 256 MiB is under the 588 MiB Badger may still write after writes stop with 32 MiB memtables"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"serve", "--data", t.TempDir(), "--addr", "127.0.0.1:0", "--log-level", "error"}, tc.args...)
@@ -250,11 +254,13 @@ func TestFullDiskProcess(t *testing.T) {
 		t.Skip("needs root on Linux to mount a tmpfs")
 	}
 	data := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=160m", "tmpfs", data).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=192m", "tmpfs", data).CombinedOutput(); err != nil {
 		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", data).Run() })
-	p := startProc(t, data, "--store", "badger", "--min-free-disk", "32MiB") // Badger's full disk; JetStream's: TestNATSFullStream
+	// Small memtables, and the least floor they allow (88 MiB), so a small disk does.
+	floor := uint64(persist.MinFreeDiskFor(4 << 20))
+	p := startProc(t, data, "--store", "badger", "--memtable-size", "4MiB", "--min-free-disk", strconv.FormatUint(floor, 10)) // Badger's full disk; JetStream's: TestNATSFullStream
 	t.Cleanup(func() {
 		if t.Failed() {
 			p.mu.Lock()
@@ -270,7 +276,7 @@ func TestFullDiskProcess(t *testing.T) {
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)
 
-	// Someone else's file takes the disk down to 64 MiB free...
+	// Someone else's file takes the disk down to 32 MiB over the floor...
 	filler := filepath.Join(data, "filler")
 	fill := func(leave uint64) {
 		f, err := os.OpenFile(filler, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -292,7 +298,7 @@ func TestFullDiskProcess(t *testing.T) {
 			}
 		}
 	}
-	fill(64 << 20)
+	fill(floor + 32<<20)
 
 	// ...then, while 4 clients send, down to 8 MiB.
 	var (

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -276,13 +277,21 @@ func failure(e domain.OutboxEntry) error {
 // a crash between the two can undercount by the last few, never count one message twice.
 // Whoever waits is answered at once.
 func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
+	// Receipts that overtook the outcome go into the same record (one write, not one each).
+	atOutcome := e
+	atOutcome.History = slices.Clip(e.History)
 	sh := m.shard(e.ID)
 	sh.mu.Lock()
 	p := sh.m[e.ID]
-	var early []domain.StatusChange
+	var folded []domain.StatusChange
 	if p != nil {
+		for _, c := range p.early {
+			if e.SetStatus(c.Status, c.At.Time()) {
+				folded = append(folded, c)
+			}
+		}
+		p.early = nil
 		p.settled, p.entry = true, e
-		early, p.early = p.early, nil
 	}
 	sh.mu.Unlock()
 	if p != nil {
@@ -293,9 +302,9 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	} else {
 		m.e.metrics.failed.Add(1)
 	}
-	m.e.pub.publish(e.UserID, messageEvent(e, e.Status, e.UpdatedAt.Time()))
-	for _, c := range early {
-		m.receiptOf(e.ID, c)
+	m.e.pub.publish(e.UserID, messageEvent(atOutcome, atOutcome.Status, atOutcome.UpdatedAt.Time()))
+	for _, c := range folded {
+		m.e.pub.publish(e.UserID, messageEvent(e, c.Status, c.At.Time()))
 	}
 	m.outbox.Settle(e, func(err error) {
 		sh.mu.Lock()
@@ -318,7 +327,7 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	})
 	if p != nil {
 		for _, w := range p.waiters {
-			w <- outcome{entry: e, err: sendErr}
+			w <- outcome{entry: atOutcome, err: sendErr}
 		}
 	}
 }

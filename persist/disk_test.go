@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -21,10 +22,10 @@ import (
 // injected, so no mount is needed.
 func TestBadgerFreeSpaceFloor(t *testing.T) {
 	dir := t.TempDir()
-	const floor = 100 << 20
+	floor := uint64(MinFreeDiskFor(0))
 	var free atomic.Uint64
 	free.Store(1 << 30)
-	opts := BadgerOptions{MinFreeDisk: floor, freeSpace: func(string) (uint64, error) { return free.Load(), nil }}
+	opts := BadgerOptions{MinFreeDisk: int64(floor), freeSpace: func(string) (uint64, error) { return free.Load(), nil }}
 	b, err := OpenBadger(dir, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -64,10 +65,28 @@ func TestBadgerFreeSpaceFloor(t *testing.T) {
 }
 
 func TestBadgerOpenRefusesUnderFloor(t *testing.T) {
-	_, err := OpenBadger(t.TempDir(), BadgerOptions{MinFreeDisk: 1 << 20, freeSpace: func(string) (uint64, error) { return 1 << 10, nil }})
+	_, err := OpenBadger(t.TempDir(), BadgerOptions{MinFreeDisk: MinFreeDiskFor(0), freeSpace: func(string) (uint64, error) { return 1 << 10, nil }})
 	if !errors.Is(err, ErrStorageUnavailable) {
 		t.Fatalf("OpenBadger = %v, want ErrStorageUnavailable", err)
 	}
+}
+
+// A floor that could not hold what Badger writes after commits stop is refused at start, with
+// the least one that can; smaller memtables make it smaller.
+func TestBadgerRefusesAFloorTooSmallForItsShape(t *testing.T) {
+	least := MinFreeDiskFor(0)
+	_, err := OpenBadger(t.TempDir(), BadgerOptions{MinFreeDisk: least - 1})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), mib(uint64(least))) {
+		t.Fatalf("OpenBadger with a floor of %d = %v", least-1, err)
+	}
+	if small := MinFreeDiskFor(4 << 20); small >= least || small < 16<<20 {
+		t.Fatalf("floor with 4 MiB memtables: %d (32 MiB: %d)", small, least)
+	}
+	b, err := OpenBadger(t.TempDir(), BadgerOptions{MinFreeDisk: least})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
 }
 
 // A write that finds the disk full (ENOSPC) makes the storage unavailable; the watcher makes
@@ -141,7 +160,7 @@ func TestBadgerFullTmpfs(t *testing.T) {
 		t.Skip("needs root on Linux to mount a tmpfs")
 	}
 	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=128m", "tmpfs", dir).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=512m", "tmpfs", dir).CombinedOutput(); err != nil {
 		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
@@ -151,15 +170,17 @@ func TestBadgerFullTmpfs(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := filepath.Join(dir, "db")
-	// The floor at four memtables, as the defaults have it (256 MiB, 64 MiB): room for the flushes
-	// and the compaction that may be under way when writes are refused.
-	opts := BadgerOptions{MinFreeDisk: 32 << 20, MemTableSize: 8 << 20}
+	// Small memtables (many flushes and compactions in a short test) and the least floor they
+	// allow (159 MiB): room for the flushes and compactions under way when writes stop.
+	opts := BadgerOptions{MinFreeDisk: MinFreeDiskFor(8 << 20), MemTableSize: 8 << 20}
 	b, err := OpenBadger(db, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	value := make([]byte, 4096)
+	// One value in nine goes to the value log (over the threshold); the rest fill the tree,
+	// so memtables flush and levels compact while the disk fills.
+	big, small := make([]byte, 4096), make([]byte, 100)
 	var (
 		mu    sync.Mutex
 		acked []string
@@ -168,7 +189,11 @@ func TestBadgerFullTmpfs(t *testing.T) {
 	for w := range 8 {
 		wg.Go(func() {
 			for i := 0; ; i++ {
-				k := fmt.Sprintf("w%d/%06d", w, i)
+				k := fmt.Sprintf("w%d/%07d/%x", w, i, i*0x9E3779B1) // spread over the key space
+				value := small
+				if i%9 == 0 {
+					value = big
+				}
 				err := b.Commit(ctx, Op{Key: []byte(k), Value: value})
 				if errors.Is(err, ErrStorageUnavailable) {
 					return
@@ -232,7 +257,12 @@ func TestBadgerFullTmpfs(t *testing.T) {
 		}
 	}
 	wantValue(t, b, "k/after", "ok")
-	t.Logf("%d writes acknowledged before the disk reached the floor", len(acked))
+	tables := b.db.Tables()
+	levels := map[int]int{}
+	for _, ti := range tables {
+		levels[ti.Level]++
+	}
+	t.Logf("%d writes acknowledged before the disk reached the floor; tables by level after: %v", len(acked), levels)
 }
 
 // badgerIdle tells whether b has no memtable waiting for its flush and its tables did not

@@ -48,7 +48,6 @@ type IdemRecord = domain.IdemRecord
 // Renew, at boot and daily, before it could expire.
 type Outbox struct {
 	kv       KV
-	body     *Table[domain.OutboxEntry]
 	status   *Table[outcome]
 	receipts *Table[domain.StatusChange]
 	idem     *Table[IdemRecord]
@@ -74,34 +73,130 @@ const (
 )
 
 // outcome is what became of a message (the fields of domain.OutboxEntry the deliverer sets),
-// kept beside its body.
+// kept beside its body. Its names are short: it is written for every message.
 type outcome struct {
-	Status    domain.MessageStatus  `json:"status"`
-	NetworkID string                `json:"networkId,omitempty"`
-	SentAt    domain.Millis         `json:"sentAt,omitempty"`
-	Code      string                `json:"code,omitempty"`
-	Error     string                `json:"error,omitempty"`
-	Attempts  int                   `json:"attempts,omitempty"`
-	UpdatedAt domain.Millis         `json:"updatedAt"`
-	History   []domain.StatusChange `json:"history,omitempty"`
+	Status    domain.MessageStatus `json:"s"`
+	NetworkID string               `json:"n,omitempty"`
+	SentAt    domain.Millis        `json:"t,omitempty"`
+	Code      string               `json:"c,omitempty"`
+	Error     string               `json:"e,omitempty"`
+	Attempts  int                  `json:"a,omitempty"`
+	UpdatedAt domain.Millis        `json:"u"`
+	// History: the steps after the first (queued, which the body holds).
+	History []step `json:"h,omitempty"`
+}
+
+type step struct {
+	Status domain.MessageStatus `json:"s"`
+	At     domain.Millis        `json:"t"`
 }
 
 func outcomeOf(e domain.OutboxEntry) outcome {
-	return outcome{Status: e.Status, NetworkID: e.NetworkID, SentAt: e.SentAt, Code: e.Code, Error: e.Error,
-		Attempts: e.Attempts, UpdatedAt: e.UpdatedAt, History: e.History}
+	c := outcome{Status: e.Status, NetworkID: e.NetworkID, SentAt: e.SentAt, Code: e.Code, Error: e.Error,
+		Attempts: e.Attempts, UpdatedAt: e.UpdatedAt}
+	h := e.History
+	if len(h) > 0 && h[0].Status == domain.MsgQueued {
+		h = h[1:]
+	}
+	if len(h) > 0 {
+		c.History = make([]step, len(h))
+		for i, s := range h {
+			c.History[i] = step{s.Status, s.At}
+		}
+	}
+	return c
 }
 
-// apply lays the outcome over the body.
+// apply lays the outcome over the body (as accepted: queued, one history step).
 func (c outcome) apply(e *domain.OutboxEntry) {
 	e.Status, e.NetworkID, e.SentAt, e.Code, e.Error = c.Status, c.NetworkID, c.SentAt, c.Code, c.Error
-	e.Attempts, e.UpdatedAt, e.History = c.Attempts, c.UpdatedAt, c.History
+	e.Attempts, e.UpdatedAt = c.Attempts, c.UpdatedAt
+	e.History = slices.Clip(e.History)
+	for _, s := range c.History {
+		e.History = append(e.History, domain.StatusChange{Status: s.Status, At: s.At})
+	}
+}
+
+// body is a message as accepted (record version 2): the entry without what acceptance implies
+// (queued, its one history step at its creation, the message's id, the entry's).
+type body struct {
+	ID        string         `json:"id"`
+	SessionID string         `json:"session,omitempty"`
+	UserID    string         `json:"user,omitempty"`
+	Origin    string         `json:"origin,omitempty"`
+	From      string         `json:"from,omitempty"`
+	Message   domain.Message `json:"message"`
+	CreatedAt domain.Millis  `json:"at"`
+}
+
+const bodyVersion = 2
+
+// encodeBody is an entry's body record. A message id other than the entry's (none is) is
+// kept.
+func encodeBody(e domain.OutboxEntry) ([]byte, error) {
+	b := body{ID: e.ID, SessionID: e.SessionID, UserID: e.UserID, Origin: e.Origin, From: e.From, Message: e.Message, CreatedAt: e.CreatedAt}
+	if b.Message.ID == e.ID {
+		b.Message.ID = ""
+	}
+	return Encode(bodyVersion, b)
+}
+
+// decodeBody reads a body record: version 2 (above), or version 1, the whole entry (the
+// older layout's outcome record, or a pending entry it held).
+func decodeBody(data []byte) (domain.OutboxEntry, error) {
+	var b body
+	v, err := Decode(data, bodyVersion, &b)
+	if err != nil || v == bodyVersion {
+		if err != nil {
+			return domain.OutboxEntry{}, err
+		}
+		e := domain.OutboxEntry{ID: b.ID, SessionID: b.SessionID, UserID: b.UserID, Origin: b.Origin, From: b.From,
+			Message: b.Message, CreatedAt: b.CreatedAt}
+		if e.Message.ID == "" {
+			e.Message.ID = e.ID
+		}
+		e.SetStatus(domain.MsgQueued, b.CreatedAt.Time())
+		return e, nil
+	}
+	var e domain.OutboxEntry
+	_, err = Decode(data, recordVersion1, &e)
+	return e, err
+}
+
+func bodyKey(id string) []byte { return append([]byte(outboxTable+"/"), id...) }
+
+// bodyOp is the write of an entry's body, to live ttl.
+func bodyOp(e domain.OutboxEntry, ttl time.Duration) (Op, error) {
+	if e.ID == "" {
+		return Op{}, fmt.Errorf("%w: %s: empty id", ErrInvalid, outboxTable)
+	}
+	v, err := encodeBody(e)
+	if err != nil {
+		return Op{}, fmt.Errorf("%s %q: %w", outboxTable, e.ID, err)
+	}
+	return Op{Key: bodyKey(e.ID), Value: v, TTL: ttl}, nil
+}
+
+// getBody reads an entry's body.
+func (o *Outbox) getBody(id string) (domain.OutboxEntry, error) {
+	if id == "" {
+		return domain.OutboxEntry{}, ErrNotFound
+	}
+	data, err := o.kv.Get(bodyKey(id))
+	if err != nil {
+		return domain.OutboxEntry{}, err
+	}
+	e, err := decodeBody(data)
+	if err != nil {
+		return e, fmt.Errorf("%s %q: %w", outboxTable, id, err)
+	}
+	return e, nil
 }
 
 // NewOutbox returns the outbox on kv.
 func NewOutbox(kv KV) *Outbox {
 	o := &Outbox{
 		kv:       kv,
-		body:     NewTable[domain.OutboxEntry](kv, outboxTable, 1),
 		status:   NewTable[outcome](kv, outboxStatusTable, 1),
 		receipts: NewTable[domain.StatusChange](kv, outboxReceiptTable, 1),
 		idem:     NewTable[IdemRecord](kv, idemTable, 1),
@@ -157,7 +252,7 @@ func (o *Outbox) AcceptMany(ctx context.Context, es []domain.OutboxEntry) error 
 
 // acceptOps appends a queued entry's writes: its body, its pending mark and its history entry.
 func (o *Outbox) acceptOps(ops []Op, e domain.OutboxEntry, now time.Time) ([]Op, error) {
-	put, err := o.body.PutTTLOp(e.ID, e, bodyTTL)
+	put, err := bodyOp(e, bodyTTL)
 	if err != nil {
 		return ops, err
 	}
@@ -215,6 +310,7 @@ type bgWrite struct {
 const (
 	bgBatchMax   = 256
 	bgBatchBytes = 1 << 20
+	bgGather     = time.Millisecond
 )
 
 // background queues w; a writer goroutine runs while the queue is not empty.
@@ -236,6 +332,13 @@ func (o *Outbox) writeBackground() {
 	defer o.wg.Done()
 	for {
 		o.bgMu.Lock()
+		if len(o.bgQueue) < bgBatchMax {
+			// Gather for a moment: a receipt that follows its outcome by a little (the sim's
+			// comes at once) lands in the outcome's record, and the commit is larger.
+			o.bgMu.Unlock()
+			time.Sleep(bgGather)
+			o.bgMu.Lock()
+		}
 		batch := o.bgQueue
 		if len(batch) == 0 {
 			o.bgRunning = false
@@ -326,7 +429,7 @@ func (o *Outbox) ops(w bgWrite, now time.Time) ([]Op, error) {
 	}
 	ops := []Op{put, {Key: pendingKey(w.entry.ID), Delete: true}}
 	if now.Sub(w.entry.CreatedAt.Time()) > bodyTTL-OutboxRetention-time.Hour {
-		body, err := o.body.PutTTLOp(w.entry.ID, w.entry, OutboxRetention+time.Hour)
+		body, err := bodyOp(w.entry, OutboxRetention+time.Hour)
 		if err != nil {
 			return nil, err
 		}
@@ -346,7 +449,7 @@ func (w bgWrite) answer(err error) {
 // the body alone while it is pending. ErrNotFound when there is no body, or when its outcome
 // has expired.
 func (o *Outbox) Get(id string) (domain.OutboxEntry, error) {
-	e, err := o.body.Get(id)
+	e, err := o.getBody(id)
 	if err != nil {
 		return e, err
 	}
@@ -452,7 +555,7 @@ func (o *Outbox) scanPending(now time.Time, list bool, renewed *int) ([]domain.O
 			if _, err := Decode(m.old, recordVersion1, &e); err != nil {
 				return nil, fmt.Errorf("%s %q: %w", outboxPendingTable, m.id, err)
 			}
-		} else if e, err = o.body.Get(m.id); errors.Is(err, ErrNotFound) {
+		} else if e, err = o.getBody(m.id); errors.Is(err, ErrNotFound) {
 			o.logger.Load().Error("outbox: a queued message's body expired before it could be sent: dropped",
 				"message_id", m.id, "expired_at", m.expires)
 			ops = append(ops, Op{Key: pendingKey(m.id), Delete: true})
@@ -461,7 +564,7 @@ func (o *Outbox) scanPending(now time.Time, list bool, renewed *int) ([]domain.O
 			return nil, err
 		}
 		if stale {
-			put, err := o.body.PutTTLOp(e.ID, e, bodyTTL)
+			put, err := bodyOp(e, bodyTTL)
 			if err != nil {
 				return nil, err
 			}

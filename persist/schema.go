@@ -12,8 +12,8 @@ package persist
 //	apikey_usage/<keyID>           domain.KeyUsage (1)       -         key actor (block marks)
 //	account/<uid>                  domain.Allowance (1)      -         account actor
 //	session/<sessionID>            domain.Session (1)        -         session actor
-//	outbox/<msgID>                 domain.OutboxEntry (1)    14 days   accept: the message as accepted,
-//	                                                                   body included (outbox.go)
+//	outbox/<msgID>                 body (2): the message as  14 days   accept (outbox.go); version 1,
+//	                               accepted, text included             the whole entry, read as well
 //	outbox_pending/<msgID>         pending mark (2): the     -         accept; removed by the outcome
 //	                               body's expiry (8 bytes)             (version 1: the whole entry,
 //	                                                                   moved by Outbox.Pending)

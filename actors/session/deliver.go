@@ -18,6 +18,8 @@ type Deliveries interface {
 	// called from the deliverer's worker goroutine, in queue order, and must not block long.
 	Outcome(e domain.OutboxEntry, err error)
 	// Receipt is told the recipient's device reported on a sent message (delivered, read).
+	// It is called from the network's event goroutine (not the actor's) and must not block
+	// long.
 	Receipt(id string, status domain.MessageStatus, at time.Time)
 }
 

@@ -314,7 +314,17 @@ func (s *Session) started(c *actor.Context) {
 	if s.st.Proxy != "" {
 		opts = append(opts, network.WithProxy(s.st.Proxy))
 	}
-	client, err := s.deps.Network.Open(s.st.ID, func(ev network.Event) { hw.Send(self, netEvent{ev}) }, opts...)
+	deliveries := s.deps.Deliveries
+	client, err := s.deps.Network.Open(s.st.ID, func(ev network.Event) {
+		if r, ok := ev.(network.MessageReceipt); ok {
+			// A receipt changes nothing the actor owns: it goes straight to the message facet
+			// (which holds one that overtakes its message's outcome until then), sparing a
+			// mailbox round and a scan of the queue per message.
+			receipt(deliveries, r)
+			return
+		}
+		hw.Send(self, netEvent{ev})
+	}, opts...)
 	if err != nil {
 		s.deps.Log.Error("session: open network client", "session_id", s.st.ID, "err", err)
 		return
@@ -495,18 +505,23 @@ func (s *Session) onNetEvent(ev network.Event) {
 		s.st.LogoutAt = time.Time{}
 		s.saveStatus(s.st.Status)
 	case network.MessageReceipt:
-		st := domain.MsgDelivered
-		if e.Status == network.StatusRead || e.Status == network.StatusPlayed {
-			st = domain.MsgRead
-		}
-		for _, id := range e.IDs {
-			s.deps.Deliveries.Receipt(id, st, e.At)
-		}
+		receipt(s.deps.Deliveries, e)
 	case network.Incoming:
 		s.wrote(e.From, s.deps.Clock.Now())
 		if s.deps.Inbound != nil {
 			s.deps.Inbound.Incoming(s.st, e)
 		}
+	}
+}
+
+// receipt reports a network receipt to the message facet.
+func receipt(d Deliveries, e network.MessageReceipt) {
+	st := domain.MsgDelivered
+	if e.Status == network.StatusRead || e.Status == network.StatusPlayed {
+		st = domain.MsgRead
+	}
+	for _, id := range e.IDs {
+		d.Receipt(id, st, e.At)
 	}
 }
 
