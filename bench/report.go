@@ -120,8 +120,8 @@ type report struct {
 	Targets  []targetCheck  `json:"targets,omitempty"`
 	// AccessLogLines: access-log lines each phase's gateway wrote (it runs on its defaults).
 	AccessLogLines map[string]int64 `json:"access_log_lines,omitempty"`
-	Failures []string       `json:"failures,omitempty"`
-	OK       bool           `json:"ok"`
+	Failures       []string         `json:"failures,omitempty"`
+	OK             bool             `json:"ok"`
 }
 
 func newReport(command string, quick bool, gw string) *report {
