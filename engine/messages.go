@@ -70,6 +70,24 @@ type messages struct {
 type pendingShard struct {
 	mu sync.Mutex
 	m  map[string]*pending
+	// recent are the last messages whose outcome became durable, kept (without their body)
+	// for the receipts that follow at once: each would read the message back from storage.
+	recent     [recentPerShard]string
+	recentNext int
+}
+
+// recentPerShard: 64 shards keep the last 4,096 settled messages (about 1 MB).
+const recentPerShard = 64
+
+// keep remembers a durable message, forgetting the oldest one kept. Called with mu held.
+func (sh *pendingShard) keep(id string) {
+	if old := sh.recent[sh.recentNext]; old != "" {
+		if p := sh.m[old]; p != nil && p.durable {
+			delete(sh.m, old)
+		}
+	}
+	sh.recent[sh.recentNext] = id
+	sh.recentNext = (sh.recentNext + 1) % recentPerShard
 }
 
 // pending is one accepted message without an outcome.
@@ -82,6 +100,9 @@ type pending struct {
 	// until that write lands (a receipt or a wait then reads it here, not from storage).
 	settled bool
 	entry   domain.OutboxEntry
+	// durable: the outcome is written; entry (without its body) is kept a little for the
+	// receipts (pendingShard.keep), and nothing else reads it.
+	durable bool
 }
 
 type outcome struct {
@@ -191,7 +212,7 @@ func (m *messages) track(id string, res *Reservation, ch chan outcome) {
 	sh := m.shard(id)
 	sh.mu.Lock()
 	p := sh.m[id]
-	if p == nil {
+	if p == nil || p.durable {
 		p = &pending{res: res}
 		sh.m[id] = p
 		m.depth.Add(1)
@@ -209,7 +230,7 @@ func (m *messages) settling(id string) (domain.OutboxEntry, bool) {
 	sh := m.shard(id)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if p := sh.m[id]; p != nil && p.settled {
+	if p := sh.m[id]; p != nil && p.settled && !p.durable {
 		return p.entry, true
 	}
 	return domain.OutboxEntry{}, false
@@ -224,6 +245,9 @@ func (m *messages) wait(ctx context.Context, e domain.OutboxEntry, d time.Durati
 	sh := m.shard(e.ID)
 	sh.mu.Lock()
 	p := sh.m[e.ID]
+	if p != nil && p.durable {
+		p = nil // written: read from storage below
+	}
 	if p != nil && p.settled {
 		cur := p.entry
 		sh.mu.Unlock()
@@ -308,7 +332,14 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	}
 	m.outbox.Settle(e, func(err error) {
 		sh.mu.Lock()
-		delete(sh.m, e.ID)
+		if cur := sh.m[e.ID]; err == nil && cur != nil && cur == p {
+			cur.durable, cur.waiters = true, nil
+			msg := cur.entry.Message
+			cur.entry.Message = domain.Message{ID: msg.ID, To: msg.To, Kind: msg.Kind}
+			sh.keep(e.ID)
+		} else if cur == p {
+			delete(sh.m, e.ID)
+		}
 		sh.mu.Unlock()
 		if err != nil {
 			// Still pending on disk: the next boot sends it again under its id and settles it
