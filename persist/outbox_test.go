@@ -308,3 +308,24 @@ func TestOutboxRenewsQueuedBodies(t *testing.T) {
 		t.Fatalf("Renew with fresh bodies: %d %v", n, err)
 	}
 }
+
+// An account snapshot written by hand reads back as the JSON codec wrote it, odd ids included.
+func TestAccountSnapshotRoundTrip(t *testing.T) {
+	a := NewAccounts(NewMemory())
+	for _, uid := range []string{"alice", `we"ird\id` + "\n\x01é\xff"} {
+		want := domain.Allowance{UserID: uid, Period: "2026-11", Sent: 12345, Mark: 67890}
+		if err := a.PutAccount(context.Background(), want); err != nil {
+			t.Fatal(err)
+		}
+		got, err := a.GetAccount(uid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(uid, "\xff") && got != want {
+			t.Fatalf("read back %+v, want %+v", got, want)
+		}
+		if strings.Contains(uid, "\xff") && (got.Sent != want.Sent || got.Mark != want.Mark || got.Period != want.Period) {
+			t.Fatalf("read back %+v", got)
+		}
+	}
+}
