@@ -17,6 +17,7 @@ import (
 var commands = []struct{ name, synopsis, about string }{
 	{"serve", "gateway [serve] [flags]", "run the gateway: the REST API, the dashboard at /dashboard/ and the reference at /docs (the default command)"},
 	{"token", "gateway token --uid UID [flags]", "mint an ID token from the embedded dev issuer (--auth dev), for curl and scripts"},
+	{"sim", "gateway sim [--addr ADDR] [--data DIR]", "run the simulated network as its own process, shared by gateways started with --sim-url (a cluster's nodes)"},
 	{"healthcheck", "gateway healthcheck [--addr ADDR]", "exit 0 when the gateway on this machine answers /readyz ready, else 1 (the container's HEALTHCHECK)"},
 	{"version", "gateway version", "print the version"},
 	{"help", "gateway help [command]", "this help, or a command's flags"},
@@ -45,7 +46,7 @@ func help(args []string, stdout io.Writer) error {
 		return nil
 	}
 	switch args[0] {
-	case "serve", "token", "healthcheck":
+	case "serve", "token", "sim", "healthcheck":
 		return run([]string{args[0], "--help"}, stdout, stdout)
 	case "version", "help":
 		mainUsage(stdout)
@@ -101,7 +102,11 @@ func commandUsage(fs *flag.FlagSet) {
 			if d := humanDefault(f); d != "" {
 				def = " (default: " + d + ")"
 			}
-			fmt.Fprintf(w, "  --%s, %s%s\n      %s\n", f.Name, envName(f.Name), def, f.Usage)
+			env := envName(f.Name)
+			if fs.Name() == "sim" {
+				env = simEnvName(f.Name)
+			}
+			fmt.Fprintf(w, "  --%s, %s%s\n      %s\n", f.Name, env, def, f.Usage)
 		})
 		if fs.Name() == "serve" {
 			fmt.Fprintln(w, "  GATEWAY_SECRET_KEY\n      key sealing store credentials at rest (32 bytes as 64 hex digits or base64); default: DATA/secret.key, created on first use")

@@ -8,7 +8,7 @@ import (
 // The command line's help: every command has one, --help exits 0, defaults read as people
 // write them.
 func TestCLIHelp(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {"help", "serve"}, {"serve", "--help"}, {"token", "--help"}, {"healthcheck", "--help"}, {"healthcheck", "-h"}} {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {"help", "serve"}, {"serve", "--help"}, {"token", "--help"}, {"sim", "--help"}, {"healthcheck", "--help"}, {"healthcheck", "-h"}} {
 		var out, errOut strings.Builder
 		if err := run(args, &out, &errOut); err != nil {
 			t.Fatalf("gateway %v: %v", args, err)
@@ -40,6 +40,11 @@ func TestCLIHelp(t *testing.T) {
 	_ = run([]string{"token", "--help"}, &out, &out)
 	if !strings.Contains(out.String(), "(default: 1h)") || !strings.Contains(out.String(), "--uid, GATEWAY_UID\n      the user id") {
 		t.Errorf("token --help:\n%s", out.String())
+	}
+	out.Reset()
+	_ = run([]string{"sim", "--help"}, &out, &out)
+	if !strings.Contains(out.String(), "--sim-latency, GATEWAY_SIM_LATENCY") || !strings.Contains(out.String(), "--addr, GATEWAY_SIM_ADDR (default: :8090)") {
+		t.Errorf("sim --help:\n%s", out.String())
 	}
 	// A mistake is one line naming the flag as the help spells it.
 	err := run([]string{"serve", "--adr", ":1"}, &out, &out)

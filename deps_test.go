@@ -41,12 +41,16 @@ var allowedImports = map[string][]string{
 	"network/whatsapp":        {"domain", "network"},
 	"network/whatsapp/fakewa": {},
 	"network/networktest":     {"domain", "network"},
+	"network/simhttp":         {"domain", "network", "network/sim"},
 	"internal/pgtest":         {}, // test helper: throwaway PostgreSQL servers
-	"ecom":                    {"domain"},
-	"ecom/ecomtest":           {"domain", "ecom"},
-	"identity":                {"domain"},
-	"media":                   {"domain"},
-	"web":                     {},
+	// The cluster's membership, leases and forwarding: an adapter over NATS (main wires it).
+	"cluster":             {"domain"},
+	"cluster/clustertest": {},
+	"ecom":                {"domain"},
+	"ecom/ecomtest":       {"domain", "ecom"},
+	"identity":            {"domain"},
+	"media":               {"domain"},
+	"web":                 {},
 	// bench mints dev ID tokens (identity) and, for the durable floor, makes the same Badger
 	// group commit the gateway makes (persist). It is a tool beside the gateway, never
 	// imported by it, so reaching into an adapter bends no arrow of the core.

@@ -63,6 +63,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return serve(args[1:], stderr)
 	case "token":
 		return token(args[1:], stdout, stderr)
+	case "sim":
+		return simCmd(args[1:], stderr)
 	case "healthcheck":
 		return healthcheck(args[1:], stderr)
 	case "version", "--version", "-version":
@@ -137,6 +139,7 @@ type config struct {
 	oidcAllowAnonymous        bool
 	oidcRequireEmailVerified  bool
 	corsOrigins               string
+	clusterFlags
 	// now is the engine's clock; nil is time.Now. Not a flag: tests move it, and afterFunc
 	// with it (nil: time.AfterFunc).
 	now       func() time.Time
@@ -205,6 +208,7 @@ func parseServe(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.oidcAllowAnonymous, "oidc-allow-anonymous", false, "accept Firebase anonymous sign-ins (refused by default)")
 	fs.BoolVar(&c.oidcRequireEmailVerified, "oidc-require-email-verified", false, "refuse ID tokens whose email_verified claim is not true")
 	fs.StringVar(&c.corsOrigins, "cors-origins", "", "comma list of browser origins allowed to call the API (CORS), or * for any; empty: no CORS headers")
+	addClusterFlags(fs, &c.clusterFlags)
 	commandUsage(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return c, err
@@ -217,7 +221,10 @@ func parseServe(args []string, stderr io.Writer) (config, error) {
 	if !given {
 		c.minFreeDisk = byteSize(persist.MinFreeDiskFor(int64(c.memtableSize)))
 	}
-	return c, c.check()
+	if err := c.check(); err != nil {
+		return c, err
+	}
+	return c, c.checkCluster(setFlags(fs))
 }
 
 // applyEnv sets every flag not given on the command line from GATEWAY_<NAME>.
@@ -490,7 +497,7 @@ func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err err
 			{Name: "storage", Critical: true, Check: g.kv.Health},
 			{Name: "identity", Check: identityCheck},
 		},
-		LogRequests: c.logRequests, AccessLog: c.accessLog(log), Version: version, Sim: simControls, BulkMaxRecipients: c.bulkMaxRecipients,
+		LogRequests: c.logRequests, AccessLog: c.accessLog(log), Version: version, Sim: simControls, SimURL: c.simURL, BulkMaxRecipients: c.bulkMaxRecipients,
 		Media:     httpapi.MediaOptions{MaxBytes: c.mediaMaxBytes, AllowPrivate: c.mediaAllowPrivate},
 		Dashboard: dash, AudioCheck: c.audioCheck(),
 	})
@@ -637,6 +644,9 @@ func (g *gateway) openNetwork(c config) error {
 		}
 		g.net = wa
 		return nil
+	}
+	if c.simURL != "" {
+		return g.openSimURL(c)
 	}
 	s, err := sim.Open(sim.Options{Dir: filepath.Join(c.data, "sim"), AutoPair: c.simAutopair, Latency: c.simLatency, Logger: g.log.With("component", "sim")})
 	if err != nil {

@@ -98,6 +98,9 @@ var (
 	ErrUnavailable        = E("unavailable", "service temporarily unavailable")
 	ErrStorageUnavailable = E("storage_unavailable", "storage unavailable")
 	ErrIdPUnavailable     = E("idp_unavailable", "identity provider unavailable")
+	// ErrNodeUnavailable: in a cluster, the node owning the request's data is being handed
+	// over or did not answer in time; the retry goes to its new owner.
+	ErrNodeUnavailable = E("node_unavailable", "the node that owns this data is unavailable; retry shortly")
 
 	// 403: a verified identity the gateway does not let in.
 	ErrSignInNotAllowed = E("sign_in_not_allowed", "sign-in not allowed")

@@ -89,7 +89,7 @@ var statusByCode = map[string]int{
 	"unavailable":       503,
 	"webhook_not_found": 404, "invalid_webhook_url": 400, "webhook_url_blocked": 400, "webhook_limit": 409,
 	"webhook_disabled": 409, "event_not_found": 404,
-	"storage_unavailable": 503, "idp_unavailable": 503, "sign_in_not_allowed": 403,
+	"storage_unavailable": 503, "idp_unavailable": 503, "node_unavailable": 503, "sign_in_not_allowed": 403,
 	"unsupported_subject": 403, "too_many_attempts": 429,
 }
 

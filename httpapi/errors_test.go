@@ -27,6 +27,8 @@ func TestWriteErrorRetryAfter(t *testing.T) {
 			`{"success":false,"error":"outer: daily request limit reached","code":"rate_limited"}`},
 		{"by code", errTooManyAttempts, 429, "1",
 			`{"success":false,"error":"too many failed attempts; retry later","code":"too_many_attempts"}`},
+		{"node unavailable", fmt.Errorf("%w (partition 3: handing over)", domain.ErrNodeUnavailable), 503, "1",
+			`{"success":false,"error":"the node that owns this data is unavailable; retry shortly (partition 3: handing over)","code":"node_unavailable"}`},
 		{"none", missing("phone"), 400, "",
 			`{"success":false,"error":"phone is required","code":"validation_failed"}`},
 	} {

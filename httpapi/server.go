@@ -59,6 +59,8 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Sim is the simulated network, whose dev controls are served when it is set.
 	Sim SimControls
+	// SimURL is the sim process's address (--sim-url): /api/dev/sim/* is passed to it.
+	SimURL string
 	// BulkMaxRecipients is the most numbers one bulk request may carry (default 1000).
 	BulkMaxRecipients int
 	// Media configures media intake (URLs and data URIs) for the send routes.
@@ -102,6 +104,10 @@ type Server struct {
 	guesses *guessLimits
 	// signins limits ID tokens that do not verify, per client address.
 	signins *guessLimits
+	// simOnly: the server of `gateway sim` (NewSim), which serves only the sim's dev routes.
+	simOnly bool
+	// simClient asks the sim process (--sim-url).
+	simClient *fasthttp.Client
 	// streams is closed when the server shuts down: open event streams end (live.go), so the
 	// shutdown does not wait for them.
 	streams      chan struct{}
@@ -165,6 +171,7 @@ func New(cfg Config) (*Server, error) {
 	s.guesses = newGuessLimits()
 	s.signins = newGuessLimitsOf(signinBurst, signinRate)
 	s.routes()
+	s.simProxyRoutes()
 	s.router.NotFound = func(ctx *fasthttp.RequestCtx) { s.requestID(ctx); s.writeError(ctx, errNotFound) }
 	s.router.MethodNotAllowed = func(ctx *fasthttp.RequestCtx) { s.requestID(ctx); s.writeError(ctx, errMethod) }
 	s.router.PanicHandler = nil // recovery is ours: see wrap
@@ -234,6 +241,15 @@ type handler func(ctx *fasthttp.RequestCtx) error
 // access log; limit 0 means the default body limit. It is the one place where a handler's
 // error becomes its response (writeError).
 func (s *Server) route(method, path string, limit int, h handler) {
+	if s.simOnly && !simOnlyRoute(path) {
+		return
+	}
+	s.handle(method, path, limit, h)
+}
+
+// handle is route without the sim process's filter; routes that openapi.json documents under
+// other paths (the --sim-url pass-through of the sim's documented dev routes) use it directly.
+func (s *Server) handle(method, path string, limit int, h handler) {
 	if limit <= 0 {
 		limit = s.cfg.BodyLimit
 	}

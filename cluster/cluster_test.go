@@ -1,0 +1,472 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gateway/gateway/cluster/clustertest"
+	"github.com/gateway/gateway/domain"
+)
+
+// The cluster's tests run on three NATS servers in one JetStream cluster (R3 buckets), each
+// test on its own prefix, so they share the servers and run in parallel.
+func TestCluster(t *testing.T) {
+	nc := clustertest.StartCluster(t, 3)
+	for _, tt := range []struct {
+		name string
+		fn   func(*testing.T, *clustertest.Cluster)
+	}{
+		{"LeasesTakenAndRenewed", testLeasesTakenAndRenewed},
+		{"KilledNodeFailsOver", testKilledNodeFailsOver},
+		{"GracefulStopHasNoGap", testGracefulStop},
+		{"JoiningNodeGetsItsShare", testJoin},
+		{"FencingRefusesAPausedOwner", testFencing},
+		{"SameNodeIDRefused", testDuplicateID},
+		{"OtherPartitionCountRefused", testPartitionsDiffer},
+		{"ForwardLargeBodies", testForwardChunks},
+		{"ForwardWithoutOwnerIsUnavailable", testForwardUnavailable},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.fn(t, nc)
+		})
+	}
+}
+
+func testLeasesTakenAndRenewed(t *testing.T, c *clustertest.Cluster) {
+	tc := newTestCluster(t, c)
+	reg := prometheus.NewRegistry()
+	a := tc.start("a:1", func(c *Config) { c.Metrics = reg; c.Sessions = func() int { return 7 } })
+	b, d := tc.start("b:1"), tc.start("c:1")
+	eventually(t, 20*time.Second, "fair shares 22/21/21", tc.settled(a, b, d))
+	revs := map[int]uint64{}
+	for p := 0; p < DefaultPartitions; p++ {
+		for _, n := range []*Node{a, b, d} {
+			if l, ok := n.Lease(p); ok {
+				revs[p] = l.Revision
+			}
+		}
+	}
+	if len(revs) != DefaultPartitions {
+		t.Fatalf("%d leases held, want %d", len(revs), DefaultPartitions)
+	}
+	// Two renewal intervals later every lease was renewed (its revision moved) and none moved
+	// to another node.
+	time.Sleep(2 * DefaultLeaseTTL / 3)
+	eventually(t, 5*time.Second, "every lease renewed", func() bool {
+		for p, rev := range revs {
+			renewed := false
+			for _, n := range []*Node{a, b, d} {
+				if l, ok := n.Lease(p); ok && l.Revision > rev {
+					renewed = true
+				}
+			}
+			if !renewed {
+				return false
+			}
+		}
+		return true
+	})
+	if !tc.settled(a, b, d)() {
+		t.Fatalf("ownership moved while renewing: %v", tc.eng.owners())
+	}
+	snap := a.Snapshot()
+	if len(snap.Nodes) != 3 || len(snap.Partitions) != DefaultPartitions {
+		t.Fatalf("snapshot %+v", snap)
+	}
+	for _, ni := range snap.Nodes {
+		if !ni.Alive || ni.Partitions < 21 || ni.Partitions > 22 {
+			t.Errorf("snapshot node %+v", ni)
+		}
+	}
+	for _, pi := range snap.Partitions {
+		if pi.Owner == "" || pi.Since == nil || pi.Since.IsZero() {
+			t.Errorf("snapshot partition %+v", pi)
+		}
+	}
+	if got := snap.Nodes[0]; got.ID != "a:1" || got.Sessions != 7 {
+		t.Errorf("snapshot of a: %+v, want 7 sessions", got)
+	}
+	if got := b.Snapshot().Nodes[0]; got.Sessions != 7 {
+		t.Errorf("b's snapshot of a: %+v, want the sessions a's heartbeat says", got)
+	}
+	owned, acquired := metricValue(t, reg, "gateway_cluster_partitions_owned", ""), metricValue(t, reg, "gateway_cluster_handovers_total", "acquired")
+	if owned != float64(len(tc.eng.runningOf("a:1"))) || acquired < owned {
+		t.Errorf("metrics: owned %v, acquired %v; a runs %d", owned, acquired, len(tc.eng.runningOf("a:1")))
+	}
+}
+
+// metricValue reads a gauge or a counter (with label value lv, "" for none) from reg.
+func metricValue(t *testing.T, reg *prometheus.Registry, name, lv string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if lv != "" && (len(m.GetLabel()) == 0 || m.GetLabel()[0].GetValue() != lv) {
+				continue
+			}
+			if m.Gauge != nil {
+				return m.GetGauge().GetValue()
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s{%s}", name, lv)
+	return 0
+}
+
+func testKilledNodeFailsOver(t *testing.T, c *clustertest.Cluster) {
+	tc := newTestCluster(t, c)
+	a, b, d := tc.start("a:1"), tc.start("b:1"), tc.start("c:1")
+	eventually(t, 20*time.Second, "fair shares", tc.settled(a, b, d))
+	orphans := tc.eng.runningOf(d.ID())
+	killed := time.Now()
+	tc.kill(d)
+	// Within the lease TTL plus a margin (the detection: one renewal interval; a start) every
+	// partition the dead node owned runs on a survivor, and the survivors split them fairly.
+	eventually(t, DefaultLeaseTTL+5*time.Second, "the dead node's partitions on survivors", tc.settled(a, b))
+	took := time.Since(killed)
+	tc.eng.mu.Lock()
+	defer tc.eng.mu.Unlock()
+	for _, p := range orphans {
+		acq := tc.eng.acquiredAt[p]
+		last := acq[len(acq)-1]
+		// Started only after the dead node's lease lapsed: its last renewal was at most one
+		// renewal interval before the kill.
+		if early := last.at.Sub(killed); early < DefaultLeaseTTL-DefaultLeaseTTL/3 {
+			t.Errorf("partition %d started on %s %v after the kill, before the lease could lapse", p, last.node, early)
+		}
+	}
+	t.Logf("failover of %d partitions: %v", len(orphans), took)
+}
+
+func testGracefulStop(t *testing.T, c *clustertest.Cluster) {
+	tc := newTestCluster(t, c)
+	tc.eng.releaseDelay = 50 * time.Millisecond // finishing what is in flight takes a moment
+	a, b, d := tc.start("a:1"), tc.start("b:1"), tc.start("c:1")
+	eventually(t, 20*time.Second, "fair shares", tc.settled(a, b, d))
+
+	// A client sends requests of every partition through node a while c stops.
+	var served, failed atomic.Int64
+	var mu sync.Mutex
+	var errs []string
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; ; i += 4 {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := call(a, i%DefaultPartitions, []byte("x")); err != nil {
+					failed.Add(1)
+					mu.Lock()
+					errs = append(errs, err.Error())
+					mu.Unlock()
+				} else {
+					served.Add(1)
+				}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	start := time.Now()
+	if err := d.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	stopped := time.Since(start)
+	eventually(t, 15*time.Second, "c's partitions on a and b", tc.settled(a, b))
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if failed.Load() > 0 {
+		t.Fatalf("%d of %d requests failed during a graceful stop (want none): %v", failed.Load(), served.Load()+failed.Load(), errs[:min(5, len(errs))])
+	}
+	if tc.eng.fenced != 0 {
+		t.Fatalf("%d partitions fenced during a graceful stop", tc.eng.fenced)
+	}
+	t.Logf("graceful stop in %v; %d requests served, none failed", stopped, served.Load())
+}
+
+// call runs a request of partition p the way httpapi will: here if the partition is this
+// node's, else forwarded to its owner.
+func call(n *Node, p int, body []byte) error {
+	for {
+		if done, ok := n.Enter(p); ok {
+			done()
+			return nil
+		}
+		resp, err := n.Forward(context.Background(), p, &Envelope{Route: "POST /x", Method: "POST", Path: "/x", Body: body})
+		if errors.Is(err, ErrLocal) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if resp.Status != 200 || !bytes.Equal(resp.Body, body) {
+			return fmt.Errorf("answer %d %q", resp.Status, resp.Body)
+		}
+		return nil
+	}
+}
+
+func testJoin(t *testing.T, c *clustertest.Cluster) {
+	tc := newTestCluster(t, c)
+	a, b := tc.start("a:1"), tc.start("b:1")
+	eventually(t, 20*time.Second, "32/32", tc.settled(a, b))
+	d := tc.start("c:1")
+	eventually(t, 20*time.Second, "22/21/21 after c joined", tc.settled(a, b, d))
+	if tc.eng.fenced != 0 {
+		t.Fatalf("%d partitions fenced while handing back to a joining node", tc.eng.fenced)
+	}
+	if tc.eng.released < 21 {
+		t.Fatalf("%d partitions handed back, want at least 21", tc.eng.released)
+	}
+}
+
+func testFencing(t *testing.T, c *clustertest.Cluster) {
+	tc := newTestCluster(t, c)
+	js, err := jetstream.New(conn(t, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	recs := tc.prefix + "rec"
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: recs, Subjects: []string{recs + ".>"}, Replicas: 3, MaxMsgsPerSubject: 1}); err != nil {
+		t.Fatal(err)
+	}
+	fence := func(p int) string { return fmt.Sprintf("%s.fence.%d", recs, p) }
+	tc.mods = append(tc.mods, func(c *Config) { c.FenceSubject = fence })
+	a := tc.start("a:1")
+	eventually(t, 20*time.Second, "a owns all", tc.settled(a))
+	la, ok := a.Lease(0)
+	if !ok || la.FenceSubject != fence(0) || la.Fence == 0 {
+		t.Fatalf("lease %+v, %v", la, ok)
+	}
+	commit := func(l Lease) error {
+		_, err := js.Publish(ctx, recs+".data.0.k", []byte("v"), jetstream.WithExpectLastSequenceForSubject(l.Fence, l.FenceSubject))
+		return err
+	}
+	if err := commit(la); err != nil {
+		t.Fatalf("the owner's commit: %v", err)
+	}
+
+	// a pauses (a stopped process, a long GC): it renews nothing, and b takes over once the
+	// leases lapse.
+	a.frozen.Store(true)
+	tc.eng.paused(a.ID())
+	b := tc.start("b:1")
+	eventually(t, 3*DefaultLeaseTTL, "b took partition 0", func() bool { _, ok := b.Lease(0); return ok })
+	if _, ok := a.Lease(0); ok {
+		t.Fatal("the paused owner still reports the lease past its fence deadline")
+	}
+	if _, ok := a.Enter(0); ok {
+		t.Fatal("the paused owner still lets requests in past its fence deadline")
+	}
+	// The paused owner's commit, with the token it had, is refused by the server.
+	err = commit(la)
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || (apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence && apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		t.Fatalf("the paused owner's commit: %v, want wrong last sequence", err)
+	}
+	lb, ok := b.Lease(0)
+	if !ok {
+		t.Fatal("b lost partition 0")
+	}
+	if err := commit(lb); err != nil {
+		t.Fatalf("the new owner's commit: %v", err)
+	}
+	// a wakes up: its loop fences everything it thought it had, and b keeps it all.
+	a.frozen.Store(false)
+	eventually(t, 10*time.Second, "a fenced every partition it had", func() bool {
+		tc.eng.mu.Lock()
+		defer tc.eng.mu.Unlock()
+		return tc.eng.fenced == DefaultPartitions && len(tc.eng.zombies) == 0
+	})
+	eventually(t, 20*time.Second, "a and b share", tc.settled(a, b))
+}
+
+func testDuplicateID(t *testing.T, c *clustertest.Cluster) {
+	tc := newTestCluster(t, c)
+	tc.start("a:1")
+	start := time.Now()
+	_, err := tc.tryStart("a:1")
+	if !errors.Is(err, ErrDuplicateNode) {
+		t.Fatalf("second node with the same id: %v, want ErrDuplicateNode", err)
+	}
+	if took := time.Since(start); took > DefaultLeaseTTL+3*time.Second {
+		t.Errorf("refusal took %v", took)
+	}
+	// A node that left gracefully frees its id at once.
+	b := tc.start("b:1")
+	if err := b.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	tc.start("b:1")
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("restart under a freed id took %v", took)
+	}
+}
+
+func testPartitionsDiffer(t *testing.T, c *clustertest.Cluster) {
+	tc := newTestCluster(t, c)
+	tc.start("a:1")
+	_, err := tc.tryStart("b:1", func(c *Config) { c.Partitions = 32 })
+	if !errors.Is(err, ErrPartitionsDiffer) || !strings.Contains(err.Error(), "64") {
+		t.Fatalf("start with 32 partitions: %v", err)
+	}
+	_, err = tc.tryStart("b:1", func(c *Config) { c.LeaseTTL = 7 * time.Second })
+	if !errors.Is(err, ErrLeaseTTLDiffers) {
+		t.Fatalf("start with another lease TTL: %v", err)
+	}
+}
+
+func testForwardChunks(t *testing.T, c *clustertest.Cluster) {
+	tc := newTestCluster(t, c)
+	reg := prometheus.NewRegistry()
+	a := tc.start("a:1", func(c *Config) { c.Metrics = reg })
+	b := tc.start("b:1")
+	eventually(t, 20*time.Second, "32/32", tc.settled(a, b))
+	p := tc.eng.runningOf("b:1")[0]
+	for _, size := range []int{0, 10, ChunkSize, ChunkSize + 1, 3*ChunkSize + 7, 5 << 20} {
+		body := bytes.Repeat([]byte("0123456789abcdef"), size/16+1)[:size]
+		resp, err := a.Forward(context.Background(), p, &Envelope{Route: "POST /x", Method: "POST", Path: "/x", Body: body,
+			Header: []Header{{"Content-Type", "application/json"}}})
+		if err != nil {
+			t.Fatalf("size %d: %v", size, err)
+		}
+		if resp.Status != 200 || !bytes.Equal(resp.Body, body) || resp.Header[0].Value != "b:1" {
+			t.Fatalf("size %d: answer %d from %v, %d bytes", size, resp.Status, resp.Header, len(resp.Body))
+		}
+	}
+	if _, err := b.Forward(context.Background(), p, &Envelope{}); !errors.Is(err, ErrLocal) {
+		t.Fatalf("forward of an own partition: %v, want ErrLocal", err)
+	}
+	if got := metricValue(t, reg, "gateway_cluster_forwarded_total", "ok"); got != 6 {
+		t.Errorf("gateway_cluster_forwarded_total{result=ok} = %v, want 6", got)
+	}
+}
+
+func testForwardUnavailable(t *testing.T, c *clustertest.Cluster) {
+	tc := newTestCluster(t, c)
+	// b owns its partitions but serves no forwarded requests (a process that stopped
+	// answering): a's forwards get 503 node_unavailable once the owner's time is up.
+	slow := make(chan struct{})
+	t.Cleanup(func() { close(slow) })
+	a := tc.start("a:1")
+	b := tc.start("b:1", func(c *Config) {
+		c.Serve = func(ctx context.Context, _ int, _ *Envelope) *Response {
+			select {
+			case <-slow:
+			case <-ctx.Done():
+			}
+			return &Response{Status: 200}
+		}
+	})
+	eventually(t, 20*time.Second, "32/32", tc.settled(a, b))
+	p := tc.eng.runningOf("b:1")[0]
+	start := time.Now()
+	_, err := a.Forward(context.Background(), p, &Envelope{Wait: 200 * time.Millisecond})
+	var ue *UnavailableError
+	if !errors.Is(err, domain.ErrNodeUnavailable) || !errors.As(err, &ue) || ue.RetryAfter <= 0 {
+		t.Fatalf("forward to an owner that does not answer: %v", err)
+	}
+	if took := time.Since(start); took < 200*time.Millisecond+ForwardGrace || took > 200*time.Millisecond+ForwardGrace+2*time.Second {
+		t.Errorf("gave up after %v, want the route's wait + %v", took, ForwardGrace)
+	}
+	// A killed owner: its subscription is gone and its lease is still alive; 503 at once.
+	tc.kill(b)
+	start = time.Now()
+	if _, err = a.Forward(context.Background(), p, &Envelope{}); !errors.Is(err, domain.ErrNodeUnavailable) {
+		t.Fatalf("forward to a killed owner: %v", err)
+	}
+	if took := time.Since(start); took > AckTimeout+time.Second {
+		t.Errorf("503 for a killed owner took %v", took)
+	}
+}
+
+// Losing one NATS server of three (kill -9 of the process leading the leases stream): the
+// buckets' streams elect new leaders (4-9 s in nats-server's raft), after which leases are
+// held and renewed again, the previous owners keep (or retake) their partitions, and no
+// partition ever runs on two nodes.
+func TestNATSServerLoss(t *testing.T) {
+	c := clustertest.StartProcesses(t, 3)
+	tc := newTestCluster(t, c)
+	a, b, d := tc.start("a:1"), tc.start("b:1"), tc.start("c:1")
+	eventually(t, 20*time.Second, "fair shares", tc.settled(a, b, d))
+	before := map[string][]int{}
+	for _, n := range []*Node{a, b, d} {
+		before[n.ID()] = tc.eng.runningOf(n.ID())
+	}
+	js, err := jetstream.New(conn(t, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := c.StreamLeader(js, "KV_"+tc.prefix+"_leases")
+	if leader < 0 {
+		t.Fatal("no leader of the leases stream")
+	}
+	// The worst server to lose: the one leading the leases stream.
+	c.Kill(leader)
+	start := time.Now()
+	eventually(t, 20*time.Second, "a new leader of the leases stream", func() bool {
+		l := c.StreamLeader(js, "KV_"+tc.prefix+"_leases")
+		return l >= 0 && l != leader
+	})
+	elected := time.Since(start)
+	time.Sleep(DefaultLeaseTTL)
+	eventually(t, 45*time.Second, "fair shares after losing a NATS server", tc.settled(a, b, d))
+	// Renewals work again: every lease is fresh for a whole TTL.
+	time.Sleep(DefaultLeaseTTL)
+	if !tc.settled(a, b, d)() {
+		t.Fatalf("not settled a TTL later: %v", tc.eng.owners())
+	}
+	kept := 0
+	for id, ps := range before {
+		now := tc.eng.runningOf(id)
+		for _, p := range ps {
+			if contains(now, p) {
+				kept++
+			}
+		}
+	}
+	// Each node retakes its own first: most partitions end where they were.
+	if kept < DefaultPartitions*3/4 {
+		t.Errorf("%d of %d partitions back with their previous owner, want most", kept, DefaultPartitions)
+	}
+	t.Logf("killed the leases stream's leader; new leader after %v; settled again after %v; %d of %d partitions with their previous owner (fenced %d)",
+		elected, time.Since(start), kept, DefaultPartitions, tc.eng.fenced)
+	c.Restart(leader)
+}
+
+func contains(ps []int, p int) bool {
+	for _, x := range ps {
+		if x == p {
+			return true
+		}
+	}
+	return false
+}

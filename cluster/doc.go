@@ -1,0 +1,88 @@
+// Package cluster runs gateway nodes as one cluster on NATS JetStream (DESIGN.md section 13):
+// every user's data lives on one of a fixed number of partitions (PartitionOf: FNV-1a of the
+// user id, modulo 64 by default), each partition is owned by one node through a lease, any
+// node takes any request and forwards it to the owner, and a node's loss moves its partitions
+// to the others within seconds.
+//
+// # What a node does
+//
+//   - Heartbeat: its key in the bucket <prefix>_nodes (TTL = the lease TTL), written every
+//     renewal interval (lease TTL / 3) with a revision check, so a second process under the
+//     same node id is found out; one is refused at start while the other heartbeats.
+//   - Leases: one key per partition in the bucket <prefix>_leases (TTL = the lease TTL). A
+//     node takes a partition with a create (the server refuses it while the key exists, so only
+//     after the previous lease lapsed or was released), renews it every interval with the
+//     revision it holds, and releases it with a revision-checked delete.
+//   - Fair share: each live node takes free partitions up to its share (P/N, the first P%N
+//     nodes by id one more) and hands back, gracefully, those above it when a node joins;
+//     Stop (SIGTERM) hands every partition back before the node leaves.
+//   - Fencing: a node stops using a partition at its last renewal's send time + TTL −
+//     FenceMargin (1 s) on the monotonic clock (Enter and Lease refuse from then on, and the
+//     engine is told Fenced), before the server can expire the lease. The store's commits
+//     carry a token (Lease.Fence: the sequence of a fence message the owner writes on the
+//     records stream at each acquisition, Config.FenceSubject) as an expected-last-subject-
+//     sequence check, so a paused former owner's writes are refused by the server itself.
+//   - Forwarding (forward.go): a request for a partition owned elsewhere goes to its owner
+//     over NATS request-reply, on the subject the owner node serves for its whole life; a node
+//     that does not run the partition answers "moved" without running it; during a graceful
+//     hand-over the request is held (at most HoldMax) and replayed to the new owner; else a
+//     typed error, UnavailableError (domain.ErrNodeUnavailable: 503 with Retry-After).
+//
+// The engine is reached only through Handler (Acquire, Release, Fenced) and the request
+// path through Enter / Forward / Lease, so this package imports domain and the NATS client
+// libraries, never the core.
+//
+// # What NATS JetStream guarantees, and what is designed around it
+//
+// Read in nats-server v2.15.2 and nats.go v1.55.0 (the versions go.mod pins):
+//
+//   - Revision checks. A KV create is a publish with Nats-Expected-Last-Subject-Sequence: 0
+//     and an update one with the revision held (nats.go jetstream/kv.go, updateRevision). The
+//     server checks it against the subject's last message before proposing, and in a
+//     replicated stream also refuses a check on a subject that has a proposal in flight
+//     ("expectedPerSubjectInProcess", server/jetstream_batching.go,
+//     checkMsgHeadersPreClusteredProposal): such a refusal is error 10164 (wrong last
+//     sequence, "constant") where a real mismatch is 10071; nats.go maps both to
+//     ErrKeyRevisionMismatch. So a refused renewal is read back before the lease is counted
+//     lost. The check may name another subject (Nats-Expected-Last-Subject-Sequence-Subject,
+//     the same function), which is how a commit checks the fence subject; the same in-flight
+//     rule makes a replicated stream refuse a second commit checking one fence subject while
+//     the first is proposed: commits of one partition must be serialised by the store (one
+//     batch in flight per partition), and the fence is a subject written once per
+//     acquisition, not the lease key, whose renewals would change its sequence every interval.
+//   - TTLs. A bucket's TTL is the stream's MaxAge: the server removes a subject's last
+//     message once it is older than that by the stream leader's clock; memstore.go and
+//     filestore.go run the age check at the next expiry, at least 250 ms apart
+//     (resetAgeChk), so a lease lapses at its last write's server timestamp + TTL, or a
+//     little later, never earlier. The owner's fence deadline counts from before the write
+//     was sent, minus FenceMargin, which covers the clocks of the servers being apart (NTP:
+//     within 1 s is assumed). An expiry without SubjectDeleteMarkerTTL sends watchers
+//     nothing, so a node judges a lease lapsed by the time since its watcher last saw it
+//     written, and the create decides.
+//   - Leader elections. A stream's raft group elects a new leader after its election
+//     timeout, random between 4 and 9 s (server/raft.go, minElectionTimeoutDefault,
+//     maxElectionTimeoutDefault), with heartbeats every second; it cannot be shortened. A
+//     server that shuts down steps its leaderships down first (Server.Shutdown →
+//     stepdownRaftNodes), so only a crash costs an election. While the leases stream has no
+//     leader every renewal fails; owners are fenced after TTL − 1 s and requests answer 503
+//     node_unavailable; after the election each node retakes its own partitions first (a
+//     node whose writes just failed takes only its own for two renewal intervals, and the
+//     others wait for a node that just came back). TestNATSServerLoss kills the leading
+//     nats-server process with SIGKILL and checks this.
+//   - No responders. A request published with a reply subject that reaches no subscriber is
+//     answered by the server with a 503 status (server/client.go, processInboundClientMsg and
+//     the no_responders CONNECT option), but in a NATS cluster a message routed to a server
+//     whose subscriber left a moment ago is dropped silently. So the owner acknowledges each
+//     request at once (AckTimeout, 2 s), a node subscribes to its requests once for its whole
+//     life (a first design with a queue group per partition, unsubscribed at each hand-over,
+//     lost one request in about two thousand during a graceful stop), and a stopping node
+//     exits only once every partition is served elsewhere and seen so for a second.
+//   - Watchers. nats.go's KV watcher is an ordered consumer that recreates itself after a gap
+//     or a lost server; entries it delivers again after a reset are not taken for renewals,
+//     and a node that sees none of its own heartbeats for three TTLs makes its watchers anew.
+//
+// Buckets are file-backed with Config.Replicas replicas (main: min(3, the JetStream peers)),
+// and carry the partition count and lease TTL in their metadata: a node started with other
+// values is refused (ErrPartitionsDiffer, ErrLeaseTTLDiffers). Forwarding subjects start
+// with <prefix>_fwd, outside the records stream's <prefix>.> subjects.
+package cluster

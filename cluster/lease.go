@@ -1,0 +1,413 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/goccy/go-json"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ReleaseWait bounds how long a graceful hand-over waits for the partition's requests in
+// flight before calling Handler.Release anyway.
+const ReleaseWait = 30 * time.Second
+
+func (n *Node) leaseValue(p *part, state string) []byte {
+	b, _ := json.Marshal(leaseValue{V: wireVersion, Node: n.cfg.NodeID, Instance: n.instance, State: state, Since: p.since.UTC()})
+	return b
+}
+
+func stateName(s pstate) string {
+	switch s {
+	case stStarting:
+		return leaseStarting
+	case stReleasing:
+		return leaseReleasing
+	}
+	return leaseActive
+}
+
+// renewAll renews every lease held here, concurrently (one revision-checked write each).
+func (n *Node) renewAll() {
+	var wg sync.WaitGroup
+	for _, p := range n.parts {
+		p.mu.Lock()
+		held := p.heldLocked()
+		p.mu.Unlock()
+		if held {
+			wg.Add(1)
+			go func() { defer wg.Done(); n.renew(p) }()
+		}
+	}
+	wg.Wait()
+}
+
+// renew writes p's lease with the revision it has; the time the write was sent becomes the
+// base of the fence deadline (the server stamps it later, so it expires it later).
+func (n *Node) renew(p *part) {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	p.mu.Lock()
+	if !p.heldLocked() {
+		p.mu.Unlock()
+		return
+	}
+	rev, val := p.rev, n.leaseValue(p, stateName(p.state))
+	p.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(n.ctx, n.renewEvery)
+	defer cancel()
+	sent := time.Now()
+	newRev, err := n.leases.Update(ctx, leaseKey(p.id), val, rev)
+	n.leaseWrite(err)
+	if err == nil {
+		p.mu.Lock()
+		if p.heldLocked() && p.rev == rev {
+			p.rev, p.renewed = newRev, sent
+		}
+		p.mu.Unlock()
+		return
+	}
+	if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		n.log.Debug("renew", "partition", p.id, "err", err)
+		return // unreachable for now: the fence deadline decides
+	}
+	// A mismatch is a lost lease, unless the check only met a write in flight (clustered
+	// streams refuse a check on a subject with a proposal pending) and the key is unchanged.
+	e, gerr := n.leases.Get(ctx, leaseKey(p.id))
+	if gerr == nil && e.Revision() == rev {
+		return
+	}
+	var v leaseValue
+	if gerr == nil && json.Unmarshal(e.Value(), &v) == nil && v.Instance == n.instance {
+		// An earlier renewal that timed out here landed after all: the lease is still ours.
+		// Its send time is not known, so the fence deadline stays where it was until the
+		// next renewal moves it.
+		p.mu.Lock()
+		if p.heldLocked() && p.rev == rev {
+			p.rev = e.Revision()
+		}
+		p.mu.Unlock()
+		return
+	}
+	if gerr != nil && !errors.Is(gerr, jetstream.ErrKeyNotFound) && !errors.Is(gerr, jetstream.ErrKeyDeleted) {
+		return
+	}
+	n.lose(p, "the lease was taken or lapsed")
+}
+
+// fenceLapsed fences every partition past its fence deadline.
+func (n *Node) fenceLapsed() {
+	for _, p := range n.parts {
+		p.mu.Lock()
+		lapsed := p.heldLocked() && !n.freshLocked(p)
+		p.mu.Unlock()
+		if lapsed {
+			n.lose(p, "the lease was not renewed in time")
+		}
+	}
+}
+
+// lose fences p: it is no longer this node's, and the engine stops it without writing. A
+// take or release under way settles with the engine itself (one call at a time per partition).
+func (n *Node) lose(p *part, why string) {
+	p.mu.Lock()
+	if !p.heldLocked() {
+		p.mu.Unlock()
+		return
+	}
+	busy := p.busy
+	p.state, p.previous = stFree, true
+	if p.idle != nil {
+		close(p.idle)
+		p.idle = nil
+	}
+	p.mu.Unlock()
+	n.metrics.handover("lost")
+	n.log.Warn("partition fenced", "partition", p.id, "why", why)
+	if !busy {
+		n.cfg.Handler.Fenced(p.id)
+	}
+}
+
+// share is node me's fair share of n partitions among the live nodes: n/len, and one more
+// for the first n%len nodes in id order, so the shares add up to n and every node computes
+// the same ones from the same view.
+func share(me string, live []string, n int) int {
+	i, found := slices.BinarySearch(live, me)
+	if !found || len(live) == 0 {
+		return 0
+	}
+	s := n / len(live)
+	if i < n%len(live) {
+		s++
+	}
+	return s
+}
+
+// balance takes free partitions up to this node's fair share and hands back those above it.
+func (n *Node) balance() {
+	if n.ctx.Err() != nil {
+		return
+	}
+	n.fenceLapsed() // never hand over (or count) a partition that is no longer ours
+	now := time.Now()
+	live := n.view.liveNodes(now)
+	if !n.leaving.Load() && !slices.Contains(live, n.cfg.NodeID) {
+		live = append(live, n.cfg.NodeID) // our own heartbeat may not have come back yet
+		slices.Sort(live)
+	}
+	want := 0
+	if !n.leaving.Load() {
+		want = share(n.cfg.NodeID, live, n.cfg.Partitions)
+	}
+	held, releasing := 0, 0
+	var active []*part
+	for _, p := range n.parts {
+		p.mu.Lock()
+		switch {
+		case p.state == stStarting || (p.state == stFree && p.busy): // taking
+			held++
+		case p.state == stActive:
+			held++
+			if !p.busy {
+				active = append(active, p)
+			}
+		case p.state == stReleasing:
+			releasing++
+		}
+		p.mu.Unlock()
+	}
+	switch {
+	case held < want:
+		for _, p := range n.candidates(now, want-held) {
+			n.goBackground(func() { n.take(p) })
+		}
+	case held > want && releasing == 0:
+		// Hand back the partitions taken last, a few at a time: their requests are held
+		// meanwhile, so handing back everything at once would hold them all.
+		slices.SortFunc(active, func(a, b *part) int { return b.since.Compare(a.since) })
+		k := min(held-want, len(active), n.cfg.Parallel)
+		if n.leaving.Load() {
+			k = len(active)
+		}
+		for _, p := range active[:k] {
+			p.mu.Lock()
+			p.busy = true
+			p.mu.Unlock()
+			n.goBackground(func() { n.release(p) })
+		}
+	}
+}
+
+// candidates picks up to k partitions to take now and marks them busy: free here and free
+// in the view (never held, released, or lapsed). A lapsed lease whose holder still
+// heartbeats is left to it for one more renewal interval (or two after that holder came
+// back), and a node whose own writes just failed takes only its own for two intervals, so
+// after a NATS leader election (every renewal failed for a while) each node retakes its own
+// partitions first. This node's former
+// partitions come first, then the rest from an offset of its own, so nodes starting together
+// do not all race for partition 0.
+func (n *Node) candidates(now time.Time, k int) []*part {
+	// Recovering: this node's own heartbeats or lease writes failed a moment ago (a NATS
+	// leader election, most likely, which failed everyone's): for two renewal intervals it
+	// takes back only its own partitions, and so does every other node.
+	okSince := n.leaseOKSince.Load()
+	recovering := n.healthySince.IsZero() || now.Sub(n.healthySince) < 2*n.renewEvery ||
+		okSince == 0 || now.Sub(time.Unix(0, okSince)) < 2*n.renewEvery
+	h := fnv.New32a()
+	h.Write([]byte(n.cfg.NodeID))
+	off := int(h.Sum32() % uint32(len(n.parts)))
+	var first, rest []*part
+	for i := range n.parts {
+		p := n.parts[(off+i)%len(n.parts)]
+		p.mu.Lock()
+		ok := p.state == stFree && !p.busy && !now.Before(p.retryAt)
+		prev := p.previous
+		p.mu.Unlock()
+		if !ok {
+			continue
+		}
+		s := n.view.lease(p.id)
+		switch {
+		case s == nil || s.deleted:
+		case n.view.alive(s, now):
+			continue
+		case s.value.Instance == n.instance:
+		case recovering:
+			continue
+		default:
+			// Lapsed, held by another node: wait while that node is alive and either lapsed
+			// only just now or has just come back (it retakes its own first).
+			if up := n.view.nodeUpSince(s.value.Node, now); !up.IsZero() &&
+				(now.Before(s.seen.Add(n.cfg.LeaseTTL+n.renewEvery)) || now.Sub(up) < 2*n.renewEvery) {
+				continue
+			}
+		}
+		if prev {
+			first = append(first, p)
+		} else {
+			rest = append(rest, p)
+		}
+	}
+	out := append(first, rest...)
+	out = out[:min(k, len(out))]
+	for _, p := range out {
+		p.mu.Lock()
+		p.busy = true
+		p.mu.Unlock()
+	}
+	return out
+}
+
+// take creates p's lease (only possible once the previous one lapsed or was released: the
+// server refuses the create while the key exists), writes the fence, and has the engine
+// start the partition.
+func (n *Node) take(p *part) {
+	select {
+	case n.sem <- struct{}{}:
+	case <-n.ctx.Done():
+		n.settle(p)
+		return
+	}
+	defer func() { <-n.sem }()
+	ctx, cancel := context.WithTimeout(n.ctx, n.renewEvery)
+	p.mu.Lock()
+	p.since = time.Now()
+	val := n.leaseValue(p, leaseStarting)
+	p.mu.Unlock()
+	sent := time.Now()
+	rev, err := n.leases.Create(ctx, leaseKey(p.id), val)
+	cancel()
+	n.leaseWrite(err)
+	if err != nil {
+		n.log.Debug("take", "partition", p.id, "err", err)
+		n.settle(p)
+		return
+	}
+	p.mu.Lock()
+	p.state, p.rev, p.renewed, p.previous, p.fence = stStarting, rev, sent, false, 0
+	p.fenced = n.cfg.FenceSubject == nil
+	p.mu.Unlock()
+	if n.cfg.FenceSubject != nil {
+		ctx, cancel := context.WithTimeout(n.ctx, n.renewEvery)
+		ack, err := n.js.Publish(ctx, n.cfg.FenceSubject(p.id), val)
+		cancel()
+		if err != nil {
+			n.log.Warn("fence write failed; giving the partition up", "partition", p.id, "err", err)
+			n.giveUp(p)
+			return
+		}
+		p.mu.Lock()
+		p.fence, p.fenced = ack.Sequence, true
+		p.mu.Unlock()
+	}
+	if err := n.cfg.Handler.Acquire(n.ctx, p.id); err != nil {
+		n.log.Error("acquire failed; giving the partition up", "partition", p.id, "err", err)
+		n.giveUp(p)
+		return
+	}
+	p.mu.Lock()
+	if p.state != stStarting { // fenced while starting: the engine stops what it started
+		p.busy = false
+		p.mu.Unlock()
+		n.cfg.Handler.Fenced(p.id)
+		return
+	}
+	p.state, p.busy = stActive, false
+	p.mu.Unlock()
+	n.renew(p) // the lease says active: requests held for it go ahead
+	n.metrics.handover("acquired")
+	n.log.Info("partition acquired", "partition", p.id)
+	n.wake()
+}
+
+// settle ends a take that did not get the lease.
+func (n *Node) settle(p *part) {
+	p.mu.Lock()
+	p.busy = false
+	p.retryAt = time.Now().Add(n.renewEvery)
+	p.mu.Unlock()
+}
+
+// giveUp deletes p's lease after a failed start so another node can try; it tries again
+// itself after a while.
+func (n *Node) giveUp(p *part) {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	p.mu.Lock()
+	held, rev := p.heldLocked(), p.rev
+	p.state = stFree
+	p.busy = false
+	p.retryAt = time.Now().Add(n.cfg.LeaseTTL)
+	p.mu.Unlock()
+	if held {
+		ctx, cancel := context.WithTimeout(n.ctx, n.renewEvery)
+		_ = n.leases.Delete(ctx, leaseKey(p.id), jetstream.LastRevision(rev))
+		cancel()
+	}
+}
+
+// release hands p over gracefully: requests are no longer let in (forwarders hold theirs,
+// seeing the lease say releasing), those in flight finish, the engine releases it, and the
+// lease is deleted, which the other nodes see at once.
+func (n *Node) release(p *part) {
+	select {
+	case n.sem <- struct{}{}:
+	case <-n.ctx.Done():
+		p.mu.Lock()
+		p.busy = false
+		p.mu.Unlock()
+		return
+	}
+	defer func() { <-n.sem }()
+	p.mu.Lock()
+	if p.state != stActive {
+		p.busy = false
+		p.mu.Unlock()
+		return
+	}
+	p.state = stReleasing
+	var idle chan struct{}
+	if p.inflight > 0 {
+		idle = make(chan struct{})
+		p.idle = idle
+	}
+	p.mu.Unlock()
+	// The lease says releasing: forwarders hold new requests, and this node answers those
+	// that reach it "moved" (Enter refuses), so they are replayed to the new owner.
+	n.renew(p)
+	if idle != nil {
+		select {
+		case <-idle:
+		case <-time.After(ReleaseWait):
+			n.log.Warn("hand-over: requests still in flight; releasing anyway", "partition", p.id)
+		case <-n.ctx.Done():
+		}
+	}
+	if err := n.cfg.Handler.Release(n.ctx, p.id); err != nil {
+		n.log.Error("release", "partition", p.id, "err", err)
+	}
+	p.wmu.Lock()
+	p.mu.Lock()
+	held, rev := p.state == stReleasing, p.rev
+	p.state, p.busy, p.previous = stFree, false, false
+	p.retryAt = time.Now().Add(n.cfg.LeaseTTL) // let the node that wants it take it
+	p.mu.Unlock()
+	if held {
+		ctx, cancel := context.WithTimeout(n.ctx, n.renewEvery)
+		err := n.leases.Delete(ctx, leaseKey(p.id), jetstream.LastRevision(rev))
+		cancel()
+		if err != nil {
+			n.log.Warn("hand-over: delete lease (it lapses instead)", "partition", p.id, "err", err)
+		}
+	}
+	p.wmu.Unlock()
+	n.metrics.handover("released")
+	n.log.Info("partition released", "partition", p.id)
+	n.wake()
+}

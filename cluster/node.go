@@ -1,0 +1,592 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/goccy/go-json"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gateway/gateway/domain"
+)
+
+// Start-up refusals (main prints them and exits 1).
+var (
+	// ErrDuplicateNode: a live node already runs under this node id.
+	ErrDuplicateNode = errors.New("a live node already uses this node id (--node-id)")
+	// ErrPartitionsDiffer: the cluster's buckets were made with another partition count.
+	ErrPartitionsDiffer = errors.New("--partitions differs from the cluster's (fixed when its buckets were first made)")
+	// ErrLeaseTTLDiffers: the cluster's buckets were made with another lease TTL.
+	ErrLeaseTTLDiffers = errors.New("--lease-ttl differs from the cluster's (fixed when its buckets were first made)")
+)
+
+// pstate is where this node stands with one partition.
+type pstate uint8
+
+const (
+	stFree      pstate = iota // not held here
+	stStarting                // lease held, Handler.Acquire running
+	stActive                  // held and serving
+	stReleasing               // graceful hand-over: no new requests, Handler.Release running
+)
+
+// part is this node's side of one partition.
+type part struct {
+	id int
+
+	mu       sync.Mutex
+	state    pstate
+	rev      uint64    // the lease key's revision (its stream sequence)
+	renewed  time.Time // monotonic: when the last successful lease write was sent
+	fence    uint64    // fence token (Config.FenceSubject's sequence)
+	fenced   bool      // the fence of this acquisition is written (Lease reports it from then on)
+	since    time.Time
+	inflight int
+	idle     chan struct{} // closed when inflight drops to 0 (set while releasing)
+	busy     bool          // a take or release goroutine runs for it
+	retryAt  time.Time     // after a failed take: not before
+	previous bool          // this node held it last: it retakes it first
+
+	wmu sync.Mutex // serialises writes of the lease key (renewal, release)
+}
+
+// held reports whether the lease is held here (mu held).
+func (p *part) heldLocked() bool { return p.state != stFree }
+
+// Node is one gateway node's membership in the cluster: its heartbeat, the leases of the
+// partitions it owns, balancing, fencing and forwarding. Its methods are safe for concurrent use.
+type Node struct {
+	cfg        Config
+	log        *slog.Logger
+	js         jetstream.JetStream
+	leases     jetstream.KeyValue
+	nodes      jetstream.KeyValue
+	instance   string
+	renewEvery time.Duration
+	parts      []*part
+	view       *view
+	metrics    *metrics
+	fwd        *forwarder
+	started    time.Time
+
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wakeC   chan struct{}
+	restart chan struct{} // restarts the watchers
+	sem     chan struct{} // bounds concurrent takes and releases
+	wg      sync.WaitGroup
+
+	leaving atomic.Bool
+	frozen  atomic.Bool // tests: a paused process (no renewals, no fencing by the loop)
+	nodeRev atomic.Uint64
+
+	// loop goroutine only
+	healthySince time.Time // since when heartbeats succeed (zero: failing)
+	// leaseOKSince: since when writes to the leases bucket succeed (unix nanoseconds; 0:
+	// the last one failed for want of NATS)
+	leaseOKSince atomic.Int64
+
+	failOnce sync.Once
+	failErr  error
+	done     chan struct{} // closed when the node has stopped (Stop, or a fatal error)
+}
+
+// Start joins the cluster: it makes the buckets if they are missing (refusing a partition
+// count or lease TTL other than theirs), claims the node id (refusing one a live node holds),
+// reads the buckets and starts heartbeats, renewals and balancing. The node then takes
+// partitions up to its fair share, calling cfg.Handler.Acquire for each.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(cfg.Conn)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	n := &Node{
+		cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), js: js, instance: randomID(),
+		renewEvery: cfg.LeaseTTL / 3, wakeC: make(chan struct{}, 1), restart: make(chan struct{}),
+		sem: make(chan struct{}, cfg.Parallel), done: make(chan struct{}), started: time.Now(),
+	}
+	for i := 0; i < cfg.Partitions; i++ {
+		n.parts = append(n.parts, &part{id: i})
+	}
+	n.view = newView(cfg.Partitions, cfg.LeaseTTL, n.wake)
+	if n.metrics, err = newMetrics(cfg.Metrics, n); err != nil {
+		return nil, err
+	}
+	md := map[string]string{"gateway_partitions": strconv.Itoa(cfg.Partitions), "gateway_lease_ttl": cfg.LeaseTTL.String()}
+	if n.leases, err = n.bucket(ctx, cfg.Prefix+"_leases", "partition leases of the gateway cluster", md); err != nil {
+		return nil, err
+	}
+	if n.nodes, err = n.bucket(ctx, cfg.Prefix+"_nodes", "node heartbeats of the gateway cluster", md); err != nil {
+		return nil, err
+	}
+	if err := n.claim(ctx); err != nil {
+		return nil, err
+	}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	if n.fwd, err = newForwarder(n); err != nil {
+		n.cancel()
+		return nil, err
+	}
+	leasesReady, nodesReady := make(chan struct{}), make(chan struct{})
+	onErr := func(err error) { n.log.Debug("watch", "err", err) }
+	n.goBackground(func() { watch(n.ctx, n.leases, n.view.applyLease, leasesReady, n.restart, onErr) })
+	n.goBackground(func() { watch(n.ctx, n.nodes, n.view.applyNode, nodesReady, n.restart, onErr) })
+	for _, ready := range []chan struct{}{leasesReady, nodesReady} {
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			n.abort()
+			return nil, fmt.Errorf("cluster: reading the buckets: %w", ctx.Err())
+		}
+	}
+	n.healthySince = time.Now()
+	n.leaseOKSince.Store(time.Now().UnixNano())
+	n.goBackground(n.loop)
+	n.log.Info("joined the cluster", "partitions", cfg.Partitions, "lease_ttl", cfg.LeaseTTL)
+	return n, nil
+}
+
+// bucket opens a cluster bucket, making it if missing, and checks it was made with this
+// node's partition count and lease TTL.
+func (n *Node) bucket(ctx context.Context, name, desc string, md map[string]string) (jetstream.KeyValue, error) {
+	kv, err := n.js.KeyValue(ctx, name)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = n.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: name, Description: desc, History: 1, TTL: n.cfg.LeaseTTL,
+			Storage: jetstream.FileStorage, Replicas: n.cfg.Replicas, Metadata: md,
+		})
+		if err != nil { // made by another node at the same moment?
+			var err2 error
+			if kv, err2 = n.js.KeyValue(ctx, name); err2 != nil {
+				return nil, fmt.Errorf("cluster: make bucket %s: %w", name, err)
+			}
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster: open bucket %s: %w", name, err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: bucket %s: %w", name, err)
+	}
+	if got := st.Metadata()["gateway_partitions"]; got != md["gateway_partitions"] {
+		return nil, fmt.Errorf("cluster: %w: the cluster has %s, this node was given %d", ErrPartitionsDiffer, got, n.cfg.Partitions)
+	}
+	if st.TTL() != n.cfg.LeaseTTL {
+		return nil, fmt.Errorf("cluster: %w: the cluster's is %v, this node was given %v", ErrLeaseTTLDiffers, st.TTL(), n.cfg.LeaseTTL)
+	}
+	return kv, nil
+}
+
+// claim writes this node's heartbeat key, which must not exist. A key left by a node that
+// died lapses within the TTL, so claim waits that long; a key whose revision moves meanwhile
+// belongs to a live node, and the start is refused.
+func (n *Node) claim(ctx context.Context) error {
+	key, val := nodeKey(n.cfg.NodeID), n.heartbeatValue()
+	deadline := time.Now().Add(n.cfg.LeaseTTL + n.renewEvery)
+	var firstRev uint64
+	for {
+		rev, err := n.nodes.Create(ctx, key, val)
+		if err == nil {
+			n.nodeRev.Store(rev)
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("cluster: claim node id: %w", err)
+		}
+		if e, err := n.nodes.Get(ctx, key); err == nil {
+			if firstRev == 0 {
+				firstRev = e.Revision()
+			} else if e.Revision() != firstRev {
+				return fmt.Errorf("cluster: %w: %q heartbeats", ErrDuplicateNode, n.cfg.NodeID)
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cluster: %w: %q", ErrDuplicateNode, n.cfg.NodeID)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (n *Node) heartbeatValue() []byte {
+	state := nodeUp
+	if n.leaving.Load() {
+		state = nodeLeaving
+	}
+	sessions := 0
+	if n.cfg.Sessions != nil {
+		sessions = n.cfg.Sessions()
+	}
+	b, _ := json.Marshal(nodeValue{V: wireVersion, ID: n.cfg.NodeID, Instance: n.instance, State: state,
+		Partitions: n.ownedCount(), Sessions: sessions, Started: n.started.UTC()})
+	return b
+}
+
+// leaseWrite records whether a write to the leases bucket reached NATS (a revision
+// mismatch did: it is an answer).
+func (n *Node) leaseWrite(err error) {
+	if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
+		n.leaseOKSince.Store(0)
+		return
+	}
+	n.leaseOKSince.CompareAndSwap(0, time.Now().UnixNano())
+}
+
+func (n *Node) goBackground(f func()) {
+	n.wg.Add(1)
+	go func() { defer n.wg.Done(); f() }()
+}
+
+func (n *Node) wake() {
+	select {
+	case n.wakeC <- struct{}{}:
+	default:
+	}
+}
+
+// loop renews, fences and balances: every renewal interval (TTL/3) in full, and balancing
+// again whenever the view changes.
+func (n *Node) loop() {
+	t := time.NewTicker(n.renewEvery)
+	defer t.Stop()
+	n.tick()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+			if !n.frozen.Load() {
+				n.tick()
+			}
+		case <-n.wakeC:
+			if !n.frozen.Load() {
+				n.balance()
+			}
+		}
+	}
+}
+
+func (n *Node) tick() {
+	hbOK := n.heartbeat()
+	n.renewAll()
+	n.fenceLapsed()
+	if hbOK {
+		if n.healthySince.IsZero() {
+			n.healthySince = time.Now()
+		}
+		n.view.mu.Lock()
+		stale := time.Since(n.view.lastAny) > 3*n.cfg.LeaseTTL
+		n.view.mu.Unlock()
+		if stale { // our own heartbeats are written but not seen: the watchers are stuck
+			n.log.Warn("no heartbeat seen for a while; restarting the watchers")
+			select {
+			case n.restart <- struct{}{}:
+			default:
+			}
+			select {
+			case n.restart <- struct{}{}:
+			default:
+			}
+		}
+	} else {
+		n.healthySince = time.Time{}
+	}
+	n.balance()
+}
+
+// heartbeat writes this node's key (revision-checked: a second process under this id is
+// found out here). It reports whether the write succeeded.
+func (n *Node) heartbeat() bool {
+	ctx, cancel := context.WithTimeout(n.ctx, n.renewEvery)
+	defer cancel()
+	key, val := nodeKey(n.cfg.NodeID), n.heartbeatValue()
+	rev, err := n.nodes.Update(ctx, key, val, n.nodeRev.Load())
+	if err == nil {
+		n.nodeRev.Store(rev)
+		return true
+	}
+	if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
+		n.log.Debug("heartbeat", "err", err)
+		return false
+	}
+	e, gerr := n.nodes.Get(ctx, key)
+	switch {
+	case errors.Is(gerr, jetstream.ErrKeyNotFound) || errors.Is(gerr, jetstream.ErrKeyDeleted):
+		// Lapsed (NATS was unreachable longer than the TTL): claim it again.
+		rev, err = n.nodes.Create(ctx, key, val)
+		if err == nil {
+			n.nodeRev.Store(rev)
+			return true
+		}
+	case gerr != nil:
+	default:
+		var v nodeValue
+		if json.Unmarshal(e.Value(), &v) == nil && v.Instance != n.instance {
+			n.fail(fmt.Errorf("cluster: %w: another process took %q", ErrDuplicateNode, n.cfg.NodeID))
+			return false
+		}
+		n.nodeRev.Store(e.Revision()) // our own write, seen late
+	}
+	return false
+}
+
+// fail stops the node for good: every partition is fenced at once.
+func (n *Node) fail(err error) {
+	n.failOnce.Do(func() {
+		n.failErr = err
+		n.log.Error("node stopped", "err", err)
+		for _, p := range n.parts {
+			n.lose(p, "the node stopped")
+		}
+		n.cancel()
+		go func() { n.wg.Wait(); close(n.done) }()
+	})
+}
+
+// Done is closed when the node has stopped; Err says why (nil after Stop).
+func (n *Node) Done() <-chan struct{} { return n.done }
+
+// Err is the fatal error that stopped the node, if any.
+func (n *Node) Err() error {
+	select {
+	case <-n.done:
+		return n.failErr
+	default:
+		return nil
+	}
+}
+
+// Stop hands every partition over gracefully (each is released, so its requests are held
+// and replayed to its new owner) and leaves the cluster. Partitions still held when ctx ends
+// are fenced. Call it on SIGTERM, before stopping the engine.
+func (n *Node) Stop(ctx context.Context) error {
+	select {
+	case <-n.done:
+		return n.failErr
+	default:
+	}
+	n.leaving.Store(true)
+	n.heartbeat() // leaving: the others count without this node from now on
+	n.wake()
+wait:
+	for n.heldOrBusy() > 0 {
+		select {
+		case <-ctx.Done():
+			for _, p := range n.parts {
+				n.lose(p, "stop timed out")
+			}
+			break wait
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	n.waitHandedOver(ctx)
+	dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_ = n.nodes.Delete(dctx, nodeKey(n.cfg.NodeID), jetstream.LastRevision(n.nodeRev.Load()))
+	cancel()
+	n.abort()
+	return nil
+}
+
+// waitHandedOver waits, at most HoldMax + 1 s, until every partition is served by another
+// node and seen so by this one for a second: until then requests that reach this node are
+// answered "moved" and replayed, while once it exits they would find nobody.
+func (n *Node) waitHandedOver(ctx context.Context) {
+	deadline := time.Now().Add(HoldMax + time.Second)
+	var since time.Time
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		now := time.Now()
+		served := true
+		for p := range n.parts {
+			s := n.view.lease(p)
+			if !n.view.alive(s, now) || s.value.State != leaseActive || s.value.Instance == n.instance {
+				served = false
+				break
+			}
+		}
+		switch {
+		case !served:
+			since = time.Time{}
+		case since.IsZero():
+			since = now
+		case now.Sub(since) >= time.Second:
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// abort stops every goroutine without writing anything (tests use it as a kill -9).
+func (n *Node) abort() {
+	n.failOnce.Do(func() {
+		if n.cancel != nil {
+			n.cancel()
+		}
+		if n.fwd != nil {
+			n.fwd.close()
+		}
+		n.wg.Wait()
+		close(n.done)
+	})
+}
+
+func (n *Node) heldOrBusy() int {
+	c := 0
+	for _, p := range n.parts {
+		p.mu.Lock()
+		if p.heldLocked() || p.busy {
+			c++
+		}
+		p.mu.Unlock()
+	}
+	return c
+}
+
+func (n *Node) ownedCount() int {
+	c := 0
+	for _, p := range n.parts {
+		p.mu.Lock()
+		if p.state == stActive || p.state == stStarting {
+			c++
+		}
+		p.mu.Unlock()
+	}
+	return c
+}
+
+// ID is this node's id.
+func (n *Node) ID() string { return n.cfg.NodeID }
+
+// Partitions is the cluster's partition count.
+func (n *Node) Partitions() int { return n.cfg.Partitions }
+
+// PartitionOf is the partition of a user id (a session with no user: its id).
+func (n *Node) PartitionOf(id string) int { return PartitionOf(id, n.cfg.Partitions) }
+
+// Owner is the node that owns partition p now, as far as this node knows (ok false while
+// nobody does: lapsed, released and not yet taken).
+func (n *Node) Owner(p int) (node string, ok bool) {
+	if p < 0 || p >= len(n.parts) {
+		return "", false
+	}
+	pt := n.parts[p]
+	pt.mu.Lock()
+	mine := pt.state != stFree && n.freshLocked(pt)
+	pt.mu.Unlock()
+	if mine {
+		return n.cfg.NodeID, true
+	}
+	s := n.view.lease(p)
+	if !n.view.alive(s, time.Now()) || s.value.Instance == n.instance {
+		return "", false
+	}
+	return s.value.Node, true
+}
+
+// freshLocked: the lease is within its fence deadline (last renewal sent + TTL − FenceMargin).
+func (n *Node) freshLocked(p *part) bool {
+	return time.Now().Before(p.renewed.Add(n.cfg.LeaseTTL - FenceMargin))
+}
+
+// Enter lets a request of partition p run on this node: ok when p is owned here, active and
+// within its fence deadline. done must be called when the request has finished (a graceful
+// hand-over waits for it). Not ok: forward the request (Forward).
+func (n *Node) Enter(p int) (done func(), ok bool) {
+	if p < 0 || p >= len(n.parts) {
+		return nil, false
+	}
+	pt := n.parts[p]
+	pt.mu.Lock()
+	if pt.state != stActive || !n.freshLocked(pt) {
+		pt.mu.Unlock()
+		return nil, false
+	}
+	pt.inflight++
+	pt.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			pt.mu.Lock()
+			pt.inflight--
+			if pt.inflight == 0 && pt.idle != nil {
+				close(pt.idle)
+				pt.idle = nil
+			}
+			pt.mu.Unlock()
+		})
+	}, true
+}
+
+// Lease is what the store needs to fence a partition's commits.
+type Lease struct {
+	Partition int
+	// Revision is the lease key's revision in the leases bucket (changes at every renewal).
+	Revision uint64
+	// FenceSubject and Fence: every commit of the partition carries
+	// Nats-Expected-Last-Subject-Sequence-Subject: FenceSubject and
+	// Nats-Expected-Last-Subject-Sequence: Fence ("" and 0 without Config.FenceSubject).
+	FenceSubject string
+	Fence        uint64
+	// Deadline is when this node stops using the partition unless the lease is renewed
+	// (monotonic clock).
+	Deadline time.Time
+}
+
+// Lease returns partition p's lease while this node holds it within its fence deadline
+// (starting, active or releasing: the engine writes while it starts and while it flushes).
+// Not ok: the partition is not this node's to write; refuse the commit with
+// domain.ErrNodeUnavailable.
+func (n *Node) Lease(p int) (Lease, bool) {
+	if p < 0 || p >= len(n.parts) {
+		return Lease{}, false
+	}
+	pt := n.parts[p]
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	if pt.state == stFree || !pt.fenced || !n.freshLocked(pt) {
+		return Lease{}, false
+	}
+	l := Lease{Partition: p, Revision: pt.rev, Fence: pt.fence, Deadline: pt.renewed.Add(n.cfg.LeaseTTL - FenceMargin)}
+	if n.cfg.FenceSubject != nil {
+		l.FenceSubject = n.cfg.FenceSubject(p)
+	}
+	return l, true
+}
+
+// UnavailableError is domain.ErrNodeUnavailable with its cause and when to retry: httpapi
+// answers it 503 node_unavailable with Retry-After.
+type UnavailableError struct {
+	Partition  int
+	Reason     string
+	RetryAfter time.Duration
+}
+
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("%s (partition %d: %s)", domain.ErrNodeUnavailable.Msg, e.Partition, e.Reason)
+}
+
+// Unwrap makes errors.Is(err, domain.ErrNodeUnavailable) true.
+func (e *UnavailableError) Unwrap() error { return domain.ErrNodeUnavailable }
+
+func randomID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
