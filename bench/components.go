@@ -39,6 +39,8 @@ var componentRules = []struct {
 		"github.com/gateway/gateway/network/sim.(*client).drain", "github.com/gateway/gateway/network/sim.(*client).emit",
 		"github.com/gateway/gateway/network/sim.(*Network)"}},
 	{"network adapter", false, []string{"github.com/gateway/gateway/network/"}},
+	{"access log", true, []string{"github.com/gateway/gateway/httpapi.(*accessLog)"}},
+	{"access log", false, []string{"github.com/gateway/gateway/httpapi.(*accessLog)"}},
 	{"events (publish, webhooks out)", false, []string{
 		"github.com/gateway/gateway/engine.(*publisher)", "github.com/gateway/gateway/engine.(*Events)",
 		"github.com/gateway/gateway/engine.messageEvent", "github.com/gateway/gateway/actors/webhook."}},
@@ -47,6 +49,10 @@ var componentRules = []struct {
 		"github.com/gateway/gateway/persist.(*Outbox).writeBatch", "github.com/gateway/gateway/persist.(*Outbox).Settle", "github.com/gateway/gateway/persist.(*Outbox).Receipt",
 		"github.com/gateway/gateway/engine.(*messages).Outcome", "github.com/gateway/gateway/engine.(*messages).Receipt",
 		"github.com/gateway/gateway/engine.(*messages).receiptOf"}},
+	{"store events (parse, render, inbox)", false, []string{
+		"github.com/gateway/gateway/ecom.", "github.com/gateway/gateway/actors/storeevents.",
+		"github.com/gateway/gateway/persist.(*Inbox)", "github.com/gateway/gateway/engine.(*Stores)",
+		"github.com/gateway/gateway/engine.(*storeEntry)", "github.com/gateway/gateway/engine.storeSender"}},
 	{"key and allowance", false, []string{
 		"github.com/gateway/gateway/actors/key.", "github.com/gateway/gateway/actors/account.",
 		"github.com/gateway/gateway/actors/internal/", "github.com/gateway/gateway/engine.(*Keys)",

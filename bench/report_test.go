@@ -140,7 +140,7 @@ func floorReport() *report {
 		figures: figures{Gateway: &stats{RPS: 20000}, Bare: &stats{RPS: 100000}, Floor: &stats{RPS: 30000, P50: 2, Errors: 1},
 			DeliveredRPS: 20000, DrainSeconds: 0.1},
 		Wrk: &figures{Gateway: &stats{RPS: 21000}, Bare: &stats{RPS: 150000}, Floor: &stats{RPS: 35000}, DeliveredRPS: 21000, DrainSeconds: 0.2},
-		CPU: &cpuFigures{GatewayUS: 42, SimUS: 3, PerMessageUS: 45, Components: []component{{Name: "HTTP", Share: 0.5, MicrosPerMsg: 22.5}, {Name: "sim (x)", Sim: true, Share: 0.07, MicrosPerMsg: 3}}}}
+		CPU: &cpuFigures{GatewayUS: 42, SimUS: 3, PerMessageUS: 45, Accepted: 100, Sent: 100, Components: []component{{Name: "HTTP", Share: 0.5, MicrosPerMsg: 22.5}, {Name: "sim (x)", Sim: true, Share: 0.07, MicrosPerMsg: 3}}}}
 	batch.ratios()
 	batch.Wrk.ratios()
 	rep.add(batch)
