@@ -429,13 +429,6 @@ func summaryTable(rep *report, markdown bool) string {
 	return b.String()
 }
 
-func errorsOf(s *stats) int64 {
-	if s == nil {
-		return 0
-	}
-	return s.Errors
-}
-
 // skippedLines lists the skipped cases, once each.
 func skippedLines(rep *report) []string {
 	seen := map[string]bool{}
