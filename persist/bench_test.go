@@ -90,22 +90,25 @@ func BenchmarkSingleCommit(b *testing.B) {
 // accept a message each (body, pending mark, history entry in one commit) and settle it (the
 // outcome through the background writer), on Badger with --fsync interval, so the figure is
 // CPU, not the disk. cpu-µs/msg is the process's CPU time (every goroutine: Badger's writer,
-// its memtable flushes and compactions) over the messages. Variants of Badger's options:
-// `go test -run X -bench OutboxWrites -benchtime 300000x ./persist`.
+// its memtable flushes and compactions) over the messages. Badger's shape as configured
+// (shape.go) beside its variants and the options before issue 21:
+// `go test -run X -bench OutboxWrites -benchtime 600000x ./persist`.
 func BenchmarkOutboxWrites(b *testing.B) {
 	type variant struct {
 		name string
 		tune func(badger.Options) badger.Options
 	}
-	variants := []variant{{"as configured", nil}}
-	for _, c := range []struct {
-		mt                int64
-		l0, stall, compac int
-	}{{64, 5, 15, 2}, {64, 2, 3, 2}, {64, 3, 5, 2}, {32, 2, 3, 2}, {32, 3, 5, 2}} {
-		variants = append(variants, variant{fmt.Sprintf("memtable=%dMiB,L0=%d/%d,compactors=%d", c.mt, c.l0, c.stall, c.compac), func(o badger.Options) badger.Options {
-			return o.WithMemTableSize(c.mt << 20).WithValueThreshold(128).WithNumLevelZeroTables(c.l0).
-				WithNumLevelZeroTablesStall(c.stall).WithNumCompactors(c.compac)
-		}})
+	variants := []variant{
+		{"as configured", nil},
+		{"memtable=64MiB", func(o badger.Options) badger.Options { return shapeFor(64 << 20).apply(o) }},
+		{"memtable=16MiB", func(o badger.Options) badger.Options { return shapeFor(16 << 20).apply(o) }},
+		{"values in the tree", func(o badger.Options) badger.Options { return o.WithValueThreshold(1 << 20) }},
+		{"before: 64 MiB memtables, level 0 at 5 and 15, tables doubling, values in the tree", func(o badger.Options) badger.Options {
+			o = o.WithMemTableSize(64 << 20).WithValueThreshold(1 << 20).WithNumLevelZeroTables(5).WithNumLevelZeroTablesStall(15).
+				WithBaseLevelSize(10 << 20).WithBaseTableSize(2 << 20).WithValueLogFileSize(128 << 20)
+			o.TableSizeMultiplier = 2
+			return o
+		}},
 	}
 	for _, v := range variants {
 		b.Run(v.name, func(b *testing.B) {

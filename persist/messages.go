@@ -87,11 +87,11 @@ func (l *MessageLog) OutOp(e domain.OutboxEntry) (Op, error) {
 	}
 	key := append([]byte(messageLogTable+"/"), logUserPrefix(e.UserID)...)
 	key = appendLogPos(key, int64(e.CreatedAt), DirOut, e.ID)
-	v, err := Encode(logOutVersion, logOut{SessionID: e.SessionID, Peer: e.Message.To})
-	if err != nil {
-		return Op{}, err
-	}
-	return Op{Key: key, Value: v, TTL: MessageLogRetention}, nil
+	// logOut's JSON, written by hand: one per accepted message.
+	v := append(make([]byte, 0, 24+len(e.SessionID)+len(e.Message.To)), logOutVersion)
+	v = appendJSONString(append(v, `{"session":`...), e.SessionID)
+	v = appendJSONString(append(v, `,"peer":`...), e.Message.To)
+	return Op{Key: key, Value: append(v, '}'), TTL: MessageLogRetention}, nil
 }
 
 // decodeLog reads an entry at pos (the key after the user's prefix).

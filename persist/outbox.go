@@ -108,6 +108,41 @@ func outcomeOf(e domain.OutboxEntry) outcome {
 	return c
 }
 
+// encode is the outcome's record (version 1): its JSON, written by hand (one per message).
+func (c outcome) encode() []byte {
+	b := append(make([]byte, 0, 64+len(c.NetworkID)+len(c.Code)+len(c.Error)+24*len(c.History)), recordVersion1)
+	b = appendJSONString(append(b, `{"s":`...), c.Status)
+	if c.NetworkID != "" {
+		b = appendJSONString(append(b, `,"n":`...), c.NetworkID)
+	}
+	if c.SentAt != 0 {
+		b = strconv.AppendInt(append(b, `,"t":`...), int64(c.SentAt), 10)
+	}
+	if c.Code != "" {
+		b = appendJSONString(append(b, `,"c":`...), c.Code)
+	}
+	if c.Error != "" {
+		b = appendJSONString(append(b, `,"e":`...), c.Error)
+	}
+	if c.Attempts != 0 {
+		b = strconv.AppendInt(append(b, `,"a":`...), int64(c.Attempts), 10)
+	}
+	b = strconv.AppendInt(append(b, `,"u":`...), int64(c.UpdatedAt), 10)
+	if len(c.History) > 0 {
+		b = append(b, `,"h":[`...)
+		for i, st := range c.History {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(append(b, `{"s":`...), st.Status)
+			b = strconv.AppendInt(append(b, `,"t":`...), int64(st.At), 10)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}')
+}
+
 // apply lays the outcome over the body (as accepted: queued, one history step).
 func (c outcome) apply(e *domain.OutboxEntry) {
 	e.Status, e.NetworkID, e.SentAt, e.Code, e.Error = c.Status, c.NetworkID, c.SentAt, c.Code, c.Error
@@ -424,10 +459,10 @@ func (o *Outbox) ops(w bgWrite, now time.Time) ([]Op, error) {
 		put, err := o.receipts.PutTTLOp(w.entry.ID+"/"+w.receipt.Status, w.receipt, OutboxRetention)
 		return []Op{put}, err
 	}
-	put, err := o.status.PutTTLOp(w.entry.ID, outcomeOf(w.entry), OutboxRetention)
-	if err != nil {
-		return nil, err
+	if w.entry.ID == "" {
+		return nil, fmt.Errorf("%w: %s: empty id", ErrInvalid, outboxStatusTable)
 	}
+	put := Op{Key: []byte(outboxStatusTable + "/" + w.entry.ID), Value: outcomeOf(w.entry).encode(), TTL: OutboxRetention}
 	ops := []Op{put, {Key: pendingKey(w.entry.ID), Delete: true}}
 	if now.Sub(w.entry.CreatedAt.Time()) > bodyTTL-OutboxRetention-time.Hour {
 		body, err := bodyOp(w.entry, OutboxRetention+time.Hour)

@@ -329,3 +329,29 @@ func TestAccountSnapshotRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// The outcome and history records written by hand read back as their JSON types.
+func TestHandWrittenRecordsDecode(t *testing.T) {
+	c := outcome{Status: domain.MsgFailed, NetworkID: "n\"1", SentAt: 17, Code: "network_error", Error: "boom\n\"quoted\"", Attempts: 2, UpdatedAt: 42,
+		History: []step{{domain.MsgSent, 20}, {domain.MsgFailed, 42}}}
+	var back outcome
+	if _, err := Decode(c.encode(), recordVersion1, &back); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprintf("%+v", back) != fmt.Sprintf("%+v", c) {
+		t.Fatalf("outcome read back as %+v, want %+v", back, c)
+	}
+	var short outcome
+	if _, err := Decode(outcome{Status: domain.MsgSent, UpdatedAt: 1}.encode(), recordVersion1, &short); err != nil || short.Status != domain.MsgSent || short.UpdatedAt != 1 {
+		t.Fatalf("short outcome: %+v %v", short, err)
+	}
+	l := NewMessageLog(NewMemory())
+	op, err := l.OutOp(domain.OutboxEntry{ID: "m1", UserID: "u", SessionID: `s"1`, Message: domain.Message{To: "4915"}, CreatedAt: 1764000000123})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := decodeLog(op.Key[len("msg_log/u/"):], op.Value)
+	if err != nil || e.SessionID != `s"1` || e.Peer != "4915" || e.ID != "m1" || e.Dir != DirOut || e.At.UnixMilli() != 1764000000123 {
+		t.Fatalf("history entry read back as %+v %v", e, err)
+	}
+}
