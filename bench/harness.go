@@ -274,7 +274,7 @@ func (h *harness) runCase(ctx context.Context, g *gatewayProc, fl *fleet, phase 
 	}
 	// CPU per message: the gateway's process over the window, split by a profile taken in it.
 	var prof *windowProfile
-	if h.o.profile && (c.delivers || c.id == "validate") && rate == 0 && conns == h.o.conns && g.pprof != "" {
+	if h.o.profile && (c.delivers || c.id == "validate" || c.id == "status") && rate == 0 && conns == h.o.conns && g.pprof != "" {
 		prof = &windowProfile{g: g, duration: duration, perRequest: !c.delivers}
 		l.onWindow = prof.mark
 	}
