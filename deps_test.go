@@ -19,7 +19,7 @@ const module = "github.com/gateway/gateway"
 var allowedImports = map[string][]string{
 	"":        {"*"}, // main wires everything
 	"domain":  {},
-	"httpapi": {"domain", "engine", "identity", "media", "web"},
+	"httpapi": {"domain", "engine", "identity", "media", "web", "internal/jsonenc"},
 	// The engine gets its storage as typed stores it declares (engine/records.go), built by main:
 	// it does not import persist.
 	"engine": {"domain", "actors/account", "actors/campaign", "actors/key", "actors/session", "actors/storeevents", "actors/webhook", "network", "ecom", "media"},
@@ -32,17 +32,18 @@ var allowedImports = map[string][]string{
 	"actors/session":          {"domain", "network"},
 	"actors/storeevents":      {"domain", "ecom"}, // ecom's stateless parsers and renderer
 	"actors/webhook":          {"domain"},
-	"persist":                 {"domain"},
+	"persist":                 {"domain", "internal/jsonenc"},
 	"persist/kvtest":          {"persist"},
 	"persist/natskv":          {"persist"},
 	"persist/natstest":        {},
 	"network":                 {"domain"},
-	"network/sim":             {"domain", "network"},
+	"network/sim":             {"domain", "network", "internal/jsonenc"},
 	"network/whatsapp":        {"domain", "network"},
 	"network/whatsapp/fakewa": {},
 	"network/networktest":     {"domain", "network"},
 	"network/simhttp":         {"domain", "network", "network/sim"},
 	"internal/pgtest":         {}, // test helper: throwaway PostgreSQL servers
+	"internal/jsonenc":        {}, // the hand-written JSON of the hot paths
 	// The cluster's membership, leases and forwarding: an adapter over NATS (main wires it).
 	"cluster":             {"domain"},
 	"cluster/clustertest": {},

@@ -1,13 +1,14 @@
 package httpapi
 
 import (
-	"fmt"
 	"io"
 	"net"
 	"strconv"
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/gateway/gateway/internal/jsonenc"
 )
 
 // The access log: one line per request, in the format of the gateway's other logs (slog's JSON
@@ -191,7 +192,7 @@ func (l *accessLog) appendLine(b []byte, r *accessRecord) []byte {
 	} else if l.cfg.Text {
 		b = appendTextValue(b, r.remote.String())
 	} else {
-		b = appendJSONString(b, r.remote.String())
+		b = jsonenc.AppendString(b, r.remote.String())
 	}
 	if l.cfg.Text {
 		return append(b, '\n')
@@ -222,7 +223,7 @@ func (l *accessLog) appendHead(b []byte, at time.Time, msg string) []byte {
 	b = append(b, `{"time":"`...)
 	b = l.appendTime(b, at, -1)
 	b = append(b, `","level":"INFO","msg":`...)
-	return appendJSONString(b, msg)
+	return jsonenc.AppendString(b, msg)
 }
 
 // appendTime writes at as RFC 3339 with digits fraction digits (-1: nanoseconds without
@@ -270,49 +271,7 @@ func (l *accessLog) appendAttr(b []byte, k, v string) []byte {
 	if l.cfg.Text {
 		return appendTextValue(b, v)
 	}
-	return appendJSONString(b, v)
-}
-
-// appendJSONString appends s as a JSON string (escaping as encoding/json does for logs:
-// quotes, backslashes, control characters; invalid UTF-8 replaced).
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		// The run of bytes that need no escaping, in one append.
-		start := i
-		for i < len(s) && s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' && s[i] < utf8.RuneSelf {
-			i++
-		}
-		b = append(b, s[start:i]...)
-		if i == len(s) {
-			break
-		}
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = fmt.Appendf(b, `\u%04x`, c)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, `\ufffd`...)
-		} else {
-			b = append(b, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(b, '"')
+	return jsonenc.AppendString(b, v)
 }
 
 // appendTextValue appends s as slog's text handler does: bare when it needs no quoting.

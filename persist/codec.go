@@ -3,7 +3,6 @@ package persist
 import (
 	"errors"
 	"fmt"
-	"unicode/utf8"
 
 	json "github.com/goccy/go-json"
 )
@@ -44,45 +43,4 @@ func Decode(data []byte, maxVersion byte, v any) (version byte, err error) {
 		return version, fmt.Errorf("persist: decode version %d: %w", version, err)
 	}
 	return version, nil
-}
-
-// appendJSONString appends s as a JSON string (quotes, backslashes and control characters
-// escaped; invalid UTF-8 replaced by U+FFFD), for the records written by hand on hot paths.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		start := i
-		for i < len(s) && s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' && s[i] < utf8.RuneSelf {
-			i++
-		}
-		b = append(b, s[start:i]...)
-		if i == len(s) {
-			break
-		}
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = fmt.Appendf(b, `\u%04x`, c)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, `\ufffd`...)
-		} else {
-			b = append(b, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(b, '"')
 }

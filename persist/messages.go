@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/internal/jsonenc"
 )
 
 // MessageLogRetention is how long a message stays in the history listing: the outbox keeps a
@@ -89,8 +90,8 @@ func (l *MessageLog) OutOp(e domain.OutboxEntry) (Op, error) {
 	key = appendLogPos(key, int64(e.CreatedAt), DirOut, e.ID)
 	// logOut's JSON, written by hand: one per accepted message.
 	v := append(make([]byte, 0, 24+len(e.SessionID)+len(e.Message.To)), logOutVersion)
-	v = appendJSONString(append(v, `{"session":`...), e.SessionID)
-	v = appendJSONString(append(v, `,"peer":`...), e.Message.To)
+	v = jsonenc.AppendString(append(v, `{"session":`...), e.SessionID)
+	v = jsonenc.AppendString(append(v, `,"peer":`...), e.Message.To)
 	return Op{Key: key, Value: append(v, '}'), TTL: MessageLogRetention}, nil
 }
 

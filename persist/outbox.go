@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/internal/jsonenc"
 )
 
 // Outbox retention: a message's outcome is kept this long for GET /api/v1/messages/{id}, and an
@@ -111,18 +112,18 @@ func outcomeOf(e domain.OutboxEntry) outcome {
 // encode is the outcome's record (version 1): its JSON, written by hand (one per message).
 func (c outcome) encode() []byte {
 	b := append(make([]byte, 0, 64+len(c.NetworkID)+len(c.Code)+len(c.Error)+24*len(c.History)), recordVersion1)
-	b = appendJSONString(append(b, `{"s":`...), c.Status)
+	b = jsonenc.AppendString(append(b, `{"s":`...), c.Status)
 	if c.NetworkID != "" {
-		b = appendJSONString(append(b, `,"n":`...), c.NetworkID)
+		b = jsonenc.AppendString(append(b, `,"n":`...), c.NetworkID)
 	}
 	if c.SentAt != 0 {
 		b = strconv.AppendInt(append(b, `,"t":`...), int64(c.SentAt), 10)
 	}
 	if c.Code != "" {
-		b = appendJSONString(append(b, `,"c":`...), c.Code)
+		b = jsonenc.AppendString(append(b, `,"c":`...), c.Code)
 	}
 	if c.Error != "" {
-		b = appendJSONString(append(b, `,"e":`...), c.Error)
+		b = jsonenc.AppendString(append(b, `,"e":`...), c.Error)
 	}
 	if c.Attempts != 0 {
 		b = strconv.AppendInt(append(b, `,"a":`...), int64(c.Attempts), 10)
@@ -134,7 +135,7 @@ func (c outcome) encode() []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(append(b, `{"s":`...), st.Status)
+			b = jsonenc.AppendString(append(b, `{"s":`...), st.Status)
 			b = strconv.AppendInt(append(b, `,"t":`...), int64(st.At), 10)
 			b = append(b, '}')
 		}
@@ -644,9 +645,9 @@ func (a Accounts) PutAccount(ctx context.Context, s domain.Allowance) error {
 	}
 	v := append(make([]byte, 0, 96), recordVersion1)
 	v = append(v, `{"userId":`...)
-	v = appendJSONString(v, s.UserID)
+	v = jsonenc.AppendString(v, s.UserID)
 	v = append(v, `,"period":`...)
-	v = appendJSONString(v, s.Period)
+	v = jsonenc.AppendString(v, s.Period)
 	v = strconv.AppendInt(append(v, `,"sent":`...), s.Sent, 10)
 	v = strconv.AppendInt(append(v, `,"mark":`...), s.Mark, 10)
 	v = append(v, '}')

@@ -1,10 +1,10 @@
 package sim
 
 import (
-	"fmt"
 	"strconv"
 	"time"
-	"unicode/utf8"
+
+	"github.com/gateway/gateway/internal/jsonenc"
 )
 
 // appendDelivery appends d as one journal line: the JSON encoding/json would write (absent
@@ -12,13 +12,13 @@ import (
 // reflecting encoder, the line was most of the sim's own cost per delivery (issue 21).
 func appendDelivery(b []byte, d *Delivered) []byte {
 	b = append(b, `{"id":`...)
-	b = appendJSONString(b, d.ID)
+	b = jsonenc.AppendString(b, d.ID)
 	b = append(b, `,"from":`...)
-	b = appendJSONString(b, d.From)
+	b = jsonenc.AppendString(b, d.From)
 	b = append(b, `,"to":`...)
-	b = appendJSONString(b, d.To)
+	b = jsonenc.AppendString(b, d.To)
 	b = append(b, `,"type":`...)
-	b = appendJSONString(b, d.Type)
+	b = jsonenc.AppendString(b, d.Type)
 	b = appendOptString(b, `,"text":`, d.Text)
 	b = appendOptString(b, `,"caption":`, d.Caption)
 	b = appendOptString(b, `,"fileName":`, d.FileName)
@@ -44,50 +44,5 @@ func appendOptString(b []byte, key, v string) []byte {
 	if v == "" {
 		return b
 	}
-	return appendJSONString(append(b, key...), v)
-}
-
-// appendJSONString appends s as a JSON string: quotes, backslashes and control characters
-// escaped, invalid UTF-8 replaced by U+FFFD (as encoding/json does).
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		// The run of bytes that need no escaping, in one append.
-		start := i
-		for i < len(s) && s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' && s[i] < utf8.RuneSelf {
-			i++
-		}
-		b = append(b, s[start:i]...)
-		if i == len(s) {
-			break
-		}
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = fmt.Appendf(b, `\u%04x`, c)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = fmt.Appendf(b, `\u%04x`, r) // valid JSON either way; escaped as encoding/json does
-		default:
-			b = append(b, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(b, '"')
+	return jsonenc.AppendString(append(b, key...), v)
 }
