@@ -42,7 +42,11 @@ func TestBulkSyncResult(t *testing.T) {
 	}
 	// The sim received the two, in the request's order.
 	m1, m3 := tg.simMessages("15550100001"), tg.simMessages("15550100003")
-	if len(m1) != 1 || len(m3) != 1 || m1[0]["text"] != "sale!" || m1[0]["timestamp"].(string) > m3[0]["timestamp"].(string) {
+	at := func(m map[string]any) time.Time { // RFC 3339 with trailing zeros dropped: compare as times
+		ts, _ := time.Parse(time.RFC3339Nano, m["timestamp"].(string))
+		return ts
+	}
+	if len(m1) != 1 || len(m3) != 1 || m1[0]["text"] != "sale!" || at(m1[0]).After(at(m3[0])) {
 		t.Fatalf("deliveries: %v %v", m1, m3)
 	}
 	if after := tg.account(s.key)["messagesSent"].(float64); after != before+2 {
@@ -157,6 +161,7 @@ func TestBulkInvalidInput(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			tg := tg.with(t)
 			r := tg.bulk(s.key, c.body.(map[string]any))
 			if r.status != 400 || r.str("code") == "" {
 				t.Fatalf("%d %s", r.status, r.raw)

@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/gateway/gateway/httpapi/openapitest"
 )
 
 func TestDashboardPages(t *testing.T) {
@@ -19,6 +21,7 @@ func TestDashboardPages(t *testing.T) {
 	t.Cleanup(noRedirect.CloseIdleConnections)
 
 	t.Run("root redirects to the dashboard", func(t *testing.T) {
+		tg := tg.with(t)
 		res, err := noRedirect.Get(tg.url + "/")
 		if err != nil {
 			t.Fatal(err)
@@ -27,12 +30,13 @@ func TestDashboardPages(t *testing.T) {
 		if res.StatusCode != http.StatusFound || res.Header.Get("Location") != "/dashboard/" {
 			t.Fatalf("GET / = %d Location %q, want 302 /dashboard/", res.StatusCode, res.Header.Get("Location"))
 		}
-		checkOpenAPI(t, "GET", "/", res.StatusCode, res.Header.Get("Content-Type"), nil)
+		openapitest.Check(t, "GET", "/", res.StatusCode, res.Header.Get("Content-Type"), nil)
 	})
 
 	var page string
 	for _, path := range []string{"/dashboard/", "/dashboard/connect-store/success?shop=a.myshopify.com", "/dashboard/connect-store/error?reason=invalid_state", "/docs"} {
 		t.Run("page "+path, func(t *testing.T) {
+			tg := tg.with(t)
 			r := tg.do("GET", path, nil, nil)
 			want(t, r, 200, "")
 			if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
@@ -57,6 +61,7 @@ func TestDashboardPages(t *testing.T) {
 	}
 
 	t.Run("assets are versioned, immutable, gzipped and revalidated", func(t *testing.T) {
+		tg := tg.with(t)
 		m := regexp.MustCompile(`/dashboard/v/([0-9a-f]+)/app\.js`).FindStringSubmatch(page)
 		if m == nil {
 			t.Fatalf("no versioned app.js in the page:\n%s", page)
@@ -107,6 +112,7 @@ func TestDashboardPages(t *testing.T) {
 	})
 
 	t.Run("config", func(t *testing.T) {
+		tg := tg.with(t)
 		r := tg.do("GET", "/dashboard/config.json", nil, nil)
 		want(t, r, 200, "")
 		c := r.obj()
@@ -116,6 +122,7 @@ func TestDashboardPages(t *testing.T) {
 	})
 
 	t.Run("dev token signs in", func(t *testing.T) {
+		tg := tg.with(t)
 		r := tg.do("POST", "/api/dev/token", nil, map[string]any{"uid": "dora", "name": "Dora", "role": "admin"})
 		want(t, r, 200, "")
 		tok := r.str("token")

@@ -255,6 +255,7 @@ func TestAuthMatrix(t *testing.T) {
 
 	for _, r := range append(append([]route{}, adminRoutes...), clientRoutes...) {
 		t.Run(r.method+" "+r.path, func(t *testing.T) {
+			tg := tg.with(t)
 			want(t, tg.do(r.method, r.path, nil, r.body), 401, "missing_credentials")
 			want(t, tg.do(r.method, r.path, auth{"Authorization": "Basic abc"}, r.body), 401, "missing_credentials")
 			for name, tok := range tokens {
@@ -266,6 +267,7 @@ func TestAuthMatrix(t *testing.T) {
 	}
 	for _, r := range adminRoutes {
 		t.Run("client on "+r.method+" "+r.path, func(t *testing.T) {
+			tg := tg.with(t)
 			want(t, tg.do(r.method, r.path, bearerAuth(client), r.body), 403, "forbidden")
 		})
 	}
@@ -277,6 +279,7 @@ func TestAuthMatrix(t *testing.T) {
 	expired := tg.newKey(admin, "alice", map[string]any{"expiresAt": "2001-01-01T00:00:00Z"})
 	for _, r := range keyRoutes {
 		t.Run(r.method+" "+r.path, func(t *testing.T) {
+			tg := tg.with(t)
 			want(t, tg.do(r.method, r.path, nil, r.body), 401, "missing_credentials")
 			want(t, tg.do(r.method, r.path, keyAuth("svc_live_"+strings.Repeat("a", 48)), r.body), 401, "invalid_api_key")
 			want(t, tg.do(r.method, r.path, keyAuth("garbage"), r.body), 401, "invalid_api_key")
@@ -337,6 +340,7 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			tg := tg.with(t)
 			hdr := a
 			if strings.HasPrefix(c.path, "/api/admin/apikeys/validate") {
 				hdr = nil

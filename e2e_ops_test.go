@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -169,5 +170,73 @@ func TestBuildInfoMetric(t *testing.T) {
 		if !strings.Contains(string(r.raw), name) {
 			t.Errorf("/metrics lacks %s", name)
 		}
+	}
+}
+
+// A client that sends its whole body before it reads (Python's http.client, curl without
+// Expect) reads the 413 of a body over the route's limit, by length or chunked, instead of a
+// connection reset: the server closes after the answer, reading and dropping the rest.
+func TestRefusedBodyIsReadBySendFirstClients(t *testing.T) {
+	tg := startGW(t)
+	host := strings.TrimPrefix(tg.url, "http://")
+	const size = 21 << 20
+	chunk := make([]byte, 64<<10)
+	for _, chunked := range []bool{false, true} {
+		c, err := net.Dial("tcp", host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		hdr := "POST /api/admin/apikeys/validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+		if chunked {
+			hdr += "Transfer-Encoding: chunked\r\n\r\n"
+		} else {
+			hdr += "Content-Length: " + strconv.Itoa(size) + "\r\n\r\n"
+		}
+		if _, err := c.Write([]byte(hdr)); err != nil {
+			t.Fatal(err)
+		}
+		for sent := 0; sent < size; sent += len(chunk) {
+			if chunked {
+				_, err = c.Write([]byte(strconv.FormatInt(int64(len(chunk)), 16) + "\r\n" + string(chunk) + "\r\n"))
+			} else {
+				_, err = c.Write(chunk)
+			}
+			if err != nil {
+				t.Fatalf("chunked %v: sending the body after %d bytes: %v (the server reset the connection)", chunked, sent, err)
+			}
+		}
+		if chunked {
+			_, _ = c.Write([]byte("0\r\n\r\n"))
+		}
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("chunked %v: reading the answer: %v", chunked, err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		c.Close()
+		want(t, resp{status: res.StatusCode, header: res.Header, raw: body}, 413, "body_too_large")
+		if !res.Close {
+			t.Fatalf("chunked %v: the 413 keeps the connection open, with the body unread", chunked)
+		}
+	}
+
+	// The same with Python's own client, when there is one.
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Log("python3 not found: the send-first client above stands for it")
+		return
+	}
+	script := `
+import http.client, sys
+c = http.client.HTTPConnection(sys.argv[1], timeout=20)
+c.request("POST", "/api/admin/apikeys/validate", body=b"x" * (21 << 20), headers={"Content-Type": "application/json"})
+r = c.getresponse()
+print(r.status, r.read().decode())
+`
+	out, err := exec.Command(py, "-c", script, host).CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "413 ") || !strings.Contains(string(out), "body_too_large") {
+		t.Fatalf("python3 http.client: %v\n%s", err, out)
 	}
 }

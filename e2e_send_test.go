@@ -230,6 +230,7 @@ func TestSendBadInput(t *testing.T) {
 	}
 	for _, cs := range cases {
 		t.Run(cs.name, func(t *testing.T) {
+			tg := tg.with(t)
 			method := "POST"
 			if cs.body == nil {
 				method = "GET"

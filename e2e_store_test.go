@@ -21,6 +21,7 @@ import (
 
 	"github.com/gateway/gateway/ecom"
 	"github.com/gateway/gateway/ecom/ecomtest"
+	"github.com/gateway/gateway/httpapi/openapitest"
 )
 
 const (
@@ -130,7 +131,7 @@ func (tg *testGW) callback(t *testing.T, q url.Values) string {
 	}
 	raw, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	checkOpenAPI(t, "GET", "/api/ecom/callback", res.StatusCode, res.Header.Get("Content-Type"), raw)
+	openapitest.Check(t, "GET", "/api/ecom/callback", res.StatusCode, res.Header.Get("Content-Type"), raw)
 	if res.StatusCode != http.StatusFound {
 		t.Fatalf("callback status %d: %s", res.StatusCode, raw)
 	}

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/httpapi/openapitest"
 )
 
 type received struct {
@@ -56,19 +56,7 @@ func (s *hookSink) all() []received {
 // eventSchema compiles the webhooks section's body schema of event type typ.
 func eventSchema(t *testing.T, typ string) *jsonschema.Schema {
 	t.Helper()
-	data, err := os.ReadFile(openapiFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := newOpenAPICompiler()
-	if err := c.AddResource(openapiBase, doc); err != nil {
-		t.Fatal(err)
-	}
-	sch, err := c.Compile(openapiBase + "#" + oaFragment("/"+oaJoin("webhooks", typ, "post", "requestBody", "content", "application/json", "schema")))
+	sch, err := openapitest.Schema("webhooks", typ, "post", "requestBody", "content", "application/json", "schema")
 	if err != nil {
 		t.Fatalf("webhooks/%s: %v", typ, err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/goccy/go-json"
 
 	"github.com/gateway/gateway/actors/session"
+	"github.com/gateway/gateway/httpapi/openapitest"
 	"github.com/gateway/gateway/identity"
 	"github.com/gateway/gateway/persist/natstest"
 )
@@ -81,8 +82,17 @@ func flagValue(args []string, flag string) string {
 	return v
 }
 
+// testGW is one gateway under test, seen from one test: its helpers fail t. A subtest takes its
+// own view with tg.with(t), so a failure (a timeout in eventually, say) fails the subtest that
+// saw it and not its parent from the subtest's goroutine (which Go reports as a second, confusing
+// failure). Every view shares the gateway itself.
 type testGW struct {
-	t      testing.TB
+	t testing.TB
+	*gwState
+}
+
+// gwState is the gateway a test and its subtests share.
+type gwState struct {
 	args   []string
 	cfg    config
 	g      *gateway
@@ -94,6 +104,9 @@ type testGW struct {
 	// after: the engine's timers by that clock (nil: time.AfterFunc); see skewClock.
 	after func(time.Duration, func()) session.Timer
 }
+
+// with is the view of the gateway from t (a subtest): its helpers fail t.
+func (tg *testGW) with(t testing.TB) *testGW { return &testGW{t: t, gwState: tg.gwState} }
 
 // startGW starts a gateway on a fresh data dir (unless args set --data) with args added to the
 // defaults.
@@ -114,7 +127,7 @@ func startGWTimers(t testing.TB, clock func() time.Time, after func(time.Duratio
 	base := []string{"--data", t.TempDir(), "--addr", "127.0.0.1:0", "--log-level", "warn", "--log-requests=false"}
 	args = append(base, args...)
 	args = append(args, storeArgs(flagValue(args, "--data"), args)...)
-	tg := &testGW{t: t, args: args, client: &http.Client{Timeout: 30 * time.Second}, clock: clock, after: after}
+	tg := &testGW{t: t, gwState: &gwState{args: args, client: &http.Client{Timeout: 30 * time.Second}, clock: clock, after: after}}
 	tg.start()
 	t.Cleanup(tg.stop)
 	return tg
@@ -252,7 +265,7 @@ func (tg *testGW) do(method, path string, a auth, body any) resp {
 	if res.StatusCode >= 400 && !strings.HasPrefix(ct, "application/json") {
 		tg.t.Errorf("%s %s: status %d with content type %q, want JSON: %s", method, path, res.StatusCode, ct, raw)
 	}
-	checkOpenAPI(tg.t, method, path, res.StatusCode, ct, raw)
+	openapitest.Check(tg.t, method, path, res.StatusCode, ct, raw)
 	return resp{status: res.StatusCode, header: res.Header, raw: raw}
 }
 

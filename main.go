@@ -263,6 +263,8 @@ func (c config) check() error {
 		return fmt.Errorf("--auth must be dev or oidc")
 	case c.auth == "oidc" && (c.oidcIssuer == "" || c.oidcAudience == ""):
 		return fmt.Errorf("--auth oidc needs --oidc-issuer and --oidc-audience")
+	case c.auth == "oidc" && identity.CheckIssuer(c.oidcIssuer) != nil:
+		return identity.CheckIssuer(c.oidcIssuer)
 	case c.mediaMaxBytes <= 0 || c.bulkMaxRecipients <= 0 || c.bodyLimit <= 0:
 		return fmt.Errorf("--media-max-bytes, --bulk-max-recipients and --body-limit must be positive")
 	case c.logFormat != "json" && c.logFormat != "text":
@@ -335,13 +337,15 @@ func serve(args []string, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	g, err := build(ctx, c, log)
+	// The address first: one that can never work fails the start before anything is opened
+	// or logged (connections wait in the backlog until Serve).
+	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", c.addr)
+	g, err := build(ctx, c, log)
 	if err != nil {
-		g.close()
+		ln.Close()
 		return err
 	}
 	errc := make(chan error, 1)
@@ -408,14 +412,16 @@ func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err err
 			return nil, err
 		}
 	}
+	// Storage before the identity provider: a data dir that cannot be opened fails the start at
+	// once, before the provider is contacted (up to 2.5 s) or an outage of it is logged.
+	if err := g.openStorage(ctx, c); err != nil {
+		return nil, err
+	}
 	verifier, issuer, err := newVerifier(ctx, c, log)
 	if err != nil {
 		return nil, err
 	}
 	g.issuer, g.verifier = issuer, verifier
-	if err := g.openStorage(ctx, c); err != nil {
-		return nil, err
-	}
 	if err := g.openNetwork(c); err != nil {
 		return nil, err
 	}
@@ -485,7 +491,7 @@ func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err err
 		return nil, err
 	}
 	dash := httpapi.DashboardConfig{Site: site, Auth: c.auth, OIDCIssuer: c.oidcIssuer, ClientID: c.dashboardClientID,
-		FirebaseAPIKey: c.firebaseAPIKey, FirebaseAuthURL: c.firebaseAuthURL}
+		FirebaseAPIKey: c.firebaseAPIKey, FirebaseAuthURL: c.firebaseAuthURL, Endpoints: verifier.Endpoints}
 	if issuer != nil { // a nil *Issuer in the interface would not be a nil TokenMinter
 		dash.DevIssuer = issuer
 	}

@@ -36,7 +36,8 @@ var (
 	natsBinary  = builtBinary{pkg: "github.com/nats-io/nats-server/v2", name: "nats-server"}
 )
 
-// gatewayBinary builds the gateway once per test run.
+// gatewayBinary builds the gateway once per test run. Every process suite builds its binary
+// with builtBinary.get, so -short (make test-short) skips them all in that one place.
 func gatewayBinary(t testing.TB) string {
 	t.Helper()
 	// Built as the Dockerfile builds it (static, -trimpath), so TestDockerfile's build of the
@@ -47,6 +48,9 @@ func gatewayBinary(t testing.TB) string {
 // get builds the binary with extra go build flags (once) and returns its path.
 func (b *builtBinary) get(t testing.TB, flags ...string) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: the process suites build and run the gateway binary")
+	}
 	b.once.Do(func() {
 		pkg, name := cmp.Or(b.pkg, "."), cmp.Or(b.name, "gateway")
 		dir, err := os.MkdirTemp("", name+"-bin-")
@@ -127,7 +131,7 @@ func (p *proc) gw(t testing.TB, data string) *testGW {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testGW{t: t, url: p.url, issuer: issuer, client: &http.Client{Timeout: 30 * time.Second}, cfg: config{data: data}}
+	return &testGW{t: t, gwState: &gwState{url: p.url, issuer: issuer, client: &http.Client{Timeout: 30 * time.Second}, cfg: config{data: data}}}
 }
 
 func (p *proc) kill9(t testing.TB) {

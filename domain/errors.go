@@ -34,7 +34,8 @@ func CodeOf(err error) string {
 	return ""
 }
 
-// Every domain error, by the status class it maps to (DESIGN.md section 4).
+// Every domain error, by the status class it maps to (DESIGN.md section 4): each is declared
+// here once, and the other packages return these.
 var (
 	// 400: the input is wrong.
 	ErrValidation            = E("validation_failed", "validation failed")
@@ -42,13 +43,15 @@ var (
 	ErrInvalidPhone          = E("invalid_phone", "validation failed: phone must be 8 to 15 digits with country code")
 	ErrInvalidShop           = E("invalid_shop", "ecom: invalid shop domain")
 	ErrInvalidPayload        = E("invalid_json", "the webhook body is not a valid JSON object")
-	ErrStoreTokenRejected    = E("store_token_rejected", "ecom: the store platform rejected the access token")
+	ErrStoreTokenRejected    = E("store_token_rejected", "ecom: store platform rejected the credentials")
 	ErrRecipientNotOnNetwork = E("recipient_not_on_network", "the recipient is not on the messaging network")
 	// ErrRecipientNotReachable: the network refused this recipient twice (WhatsApp's 463 for a
 	// cold contact); messages to it fail at once for a day unless it writes to the session.
 	ErrRecipientNotReachable = E("recipient_not_reachable", "the network refuses messages to this recipient for now; it must write to the session first")
 	ErrInvalidMedia          = E("invalid_media", "invalid media reference")
 	ErrMediaBlocked          = E("media_url_blocked", "media URL not allowed")
+	ErrWebhookURL            = E("invalid_webhook_url", "invalid webhook URL")
+	ErrWebhookBlocked        = E("webhook_url_blocked", "webhook URL not allowed")
 
 	// 401: credentials.
 	ErrUnknownKey       = E("invalid_api_key", "Invalid API key") //nolint:staticcheck // SPEC.md's exact text
@@ -67,6 +70,8 @@ var (
 	ErrStoreNotFound    = E("store_not_found", "store not found")
 	ErrCampaignNotFound = E("campaign_not_found", "campaign not found")
 	ErrMessageNotFound  = E("message_not_found", "message not found")
+	ErrWebhookNotFound  = E("webhook_not_found", "webhook subscription not found") // or not the caller's
+	ErrEventNotFound    = E("event_not_found", "no recent delivery of this event") // to redeliver
 
 	// 409: state conflicts.
 	ErrAlreadyConnected    = E("already_connected", "session is already connected")
@@ -75,6 +80,8 @@ var (
 	ErrStoreTaken          = E("store_connected_elsewhere", "this store is connected to another account")
 	ErrIdempotencyInFlight = E("idempotency_in_progress", "a request with this Idempotency-Key is in progress")
 	ErrIdempotencyMismatch = E("idempotency_key_reused", "this Idempotency-Key was used with a different request")
+	ErrWebhookLimit        = E("webhook_limit", "too many webhook subscriptions")
+	ErrWebhookDisabled     = E("webhook_disabled", "the webhook subscription is disabled") // a redelivery would never be sent
 	// A queued message's session left the account it was accepted for (DESIGN.md section 14):
 	// the message fails and is never sent from another phone.
 	ErrSessionReassigned = E("session_reassigned", "the session was assigned to another user before the message was sent")
@@ -91,7 +98,7 @@ var (
 
 	// 502: an upstream failed.
 	ErrNetwork       = E("network_error", "the messaging network failed the send")
-	ErrStorePlatform = E("store_platform_error", "ecom: the store platform failed")
+	ErrStorePlatform = E("store_platform_error", "ecom: store platform request failed")
 	ErrMediaFetch    = E("media_fetch_failed", "media fetch failed")
 
 	// 503: a dependency did not answer; retry later.

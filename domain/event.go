@@ -5,13 +5,9 @@ package domain
 // messages kept for GET /api/v1/messages?direction=in.
 
 import (
-	"errors"
 	"slices"
 	"time"
 )
-
-// ErrWebhookNotFound: no such webhook subscription (or not the caller's).
-var ErrWebhookNotFound = errors.New("webhook subscription not found")
 
 // EventType names an event a subscription can receive.
 type EventType string

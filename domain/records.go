@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// Storage's outcomes the core tests with errors.Is; persist returns them (persist.ErrNotFound
-// and persist.ErrExists are these), so the core never imports persist.
+// Storage's outcomes the core tests with errors.Is; persist returns them (domain.ErrRecordNotFound
+// and domain.ErrRecordExists are these), so the core never imports persist.
 var (
 	// ErrRecordNotFound: a key or record is absent or expired.
 	ErrRecordNotFound = errors.New("not found")

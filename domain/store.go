@@ -16,14 +16,18 @@ const (
 	StoreMethodConnect = "connect" // POST /api/client/store/connect
 )
 
+// Platform names a store platform: the name an ecom.Platform registers under ("shopify",
+// "woocommerce").
+type Platform string
+
 // Store is a connected store as stored. AccessToken, ClientSecret and WebhookSecret are
 // sealed; they are never logged or returned.
 type Store struct {
-	Shop     string `json:"shop"`
-	Platform string `json:"platform"` // ecom.PlatformShopify or ecom.PlatformWooCommerce
-	Method   string `json:"method"`
-	UserID   string `json:"userId"`
-	ShopName string `json:"shopName,omitempty"`
+	Shop     string   `json:"shop"`
+	Platform Platform `json:"platform"` // a registered ecom.Platform's name
+	Method   string   `json:"method"`
+	UserID   string   `json:"userId"`
+	ShopName string   `json:"shopName,omitempty"`
 	// AccessToken is the Admin API token (OAuth, manual, store/connect).
 	AccessToken string `json:"accessToken,omitempty"`
 	ClientID    string `json:"clientId,omitempty"`
@@ -43,12 +47,12 @@ type Store struct {
 // InboxEntry is one accepted webhook: committed before the platform gets its 200, removed when
 // its outcome is recorded.
 type InboxEntry struct {
-	Seq       string `json:"seq"` // fixed-width, increasing per shop: the processing order
-	Shop      string `json:"shop"`
-	UserID    string `json:"userId"`
-	Platform  string `json:"platform"`            // ecom.PlatformShopify or ecom.PlatformWooCommerce
-	Topic     string `json:"topic"`               // as the platform sent it
-	WebhookID string `json:"webhookId,omitempty"` // the platform's delivery id (deduped)
+	Seq       string   `json:"seq"` // fixed-width, increasing per shop: the processing order
+	Shop      string   `json:"shop"`
+	UserID    string   `json:"userId"`
+	Platform  Platform `json:"platform"`            // a registered ecom.Platform's name
+	Topic     string   `json:"topic"`               // as the platform sent it
+	WebhookID string   `json:"webhookId,omitempty"` // the platform's delivery id (deduped)
 	// MessageID is the outbox id the customer's message gets. It is chosen at acceptance, so an
 	// event processed again after a crash finds its message in the outbox instead of sending a
 	// second one.

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gateway/gateway/domain"
 	json "github.com/goccy/go-json"
 )
 
@@ -177,7 +178,7 @@ func (c *Client) ExchangeCode(ctx context.Context, shop, clientID, clientSecret,
 		return "", "", err
 	}
 	if clientID == "" || clientSecret == "" || code == "" {
-		return "", "", &detailError{kind: ErrUnauthorized, detail: "missing client id, client secret or code"}
+		return "", "", &detailError{kind: domain.ErrStoreTokenRejected, detail: "missing client id, client secret or code"}
 	}
 	body, _ := json.Marshal(map[string]string{"client_id": clientID, "client_secret": clientSecret, "code": code})
 	var out struct {
@@ -189,7 +190,7 @@ func (c *Client) ExchangeCode(ctx context.Context, shop, clientID, clientSecret,
 		return "", "", err
 	}
 	if out.AccessToken == "" {
-		return "", "", &detailError{kind: ErrUpstream, detail: "token exchange answered without an access token"}
+		return "", "", &detailError{kind: domain.ErrStorePlatform, detail: "token exchange answered without an access token"}
 	}
 	return out.AccessToken, out.Scope, nil
 }
@@ -206,7 +207,7 @@ func (c *Client) VerifyToken(ctx context.Context, shop, token string) (shopName 
 		return "", err
 	}
 	if out.Shop == nil {
-		return "", &detailError{kind: ErrUpstream, detail: "shop query answered without a shop"}
+		return "", &detailError{kind: domain.ErrStorePlatform, detail: "shop query answered without a shop"}
 	}
 	return out.Shop.Name, nil
 }
@@ -254,7 +255,7 @@ func (c *Client) RegisterWebhooks(ctx context.Context, shop, token, callbackURL 
 			"webhookSubscription": map[string]any{"uri": callbackURL},
 		}
 		if err := c.graphQL(ctx, shop, token, webhookSubscriptionCreate, vars, &out); err != nil {
-			if errors.Is(err, ErrUnauthorized) || ctx.Err() != nil {
+			if errors.Is(err, domain.ErrStoreTokenRejected) || ctx.Err() != nil {
 				return registered, err
 			}
 			errs = append(errs, err)
@@ -262,7 +263,7 @@ func (c *Client) RegisterWebhooks(ctx context.Context, shop, token, callbackURL 
 		}
 		switch {
 		case out.Create == nil:
-			errs = append(errs, &detailError{kind: ErrUpstream, detail: topic + ": empty webhookSubscriptionCreate answer"})
+			errs = append(errs, &detailError{kind: domain.ErrStorePlatform, detail: topic + ": empty webhookSubscriptionCreate answer"})
 		case len(out.Create.UserErrors) > 0:
 			msgs := make([]string, 0, len(out.Create.UserErrors))
 			exists := false
@@ -274,10 +275,10 @@ func (c *Client) RegisterWebhooks(ctx context.Context, shop, token, callbackURL 
 			if exists {
 				registered++
 			} else {
-				errs = append(errs, &detailError{kind: ErrUpstream, detail: topic + ": " + clip(strings.Join(msgs, "; "), nil)})
+				errs = append(errs, &detailError{kind: domain.ErrStorePlatform, detail: topic + ": " + clip(strings.Join(msgs, "; "), nil)})
 			}
 		case out.Create.Subscription == nil:
-			errs = append(errs, &detailError{kind: ErrUpstream, detail: topic + ": no subscription created"})
+			errs = append(errs, &detailError{kind: domain.ErrStorePlatform, detail: topic + ": no subscription created"})
 		default:
 			registered++
 		}
@@ -434,7 +435,7 @@ func (c *Client) FetchOrder(ctx context.Context, shop, token string, orderID int
 	}
 	b, err := json.Marshal(rest)
 	if err != nil {
-		return nil, &detailError{kind: ErrUpstream, detail: "encode order", cause: err}
+		return nil, &detailError{kind: domain.ErrStorePlatform, detail: "encode order", cause: err}
 	}
 	return b, nil
 }
@@ -443,7 +444,7 @@ func (c *Client) FetchOrder(ctx context.Context, shop, token string, orderID int
 func (c *Client) shopBase(shop string) (string, error) {
 	s, ok := canonicalShop(shop)
 	if !ok {
-		return "", &detailError{kind: ErrInvalidShop, detail: strconv.Quote(clip(shop, nil))}
+		return "", &detailError{kind: domain.ErrInvalidShop, detail: strconv.Quote(clip(shop, nil))}
 	}
 	return strings.ReplaceAll(c.base, "{shop}", s), nil
 }
@@ -457,7 +458,7 @@ func (c *Client) graphQL(ctx context.Context, shop, token, query string, vars ma
 		return err
 	}
 	if strings.TrimSpace(token) == "" {
-		return &detailError{kind: ErrUnauthorized, detail: "empty access token"}
+		return &detailError{kind: domain.ErrStoreTokenRejected, detail: "empty access token"}
 	}
 	req := map[string]any{"query": query}
 	if vars != nil {
@@ -465,7 +466,7 @@ func (c *Client) graphQL(ctx context.Context, shop, token, query string, vars ma
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
-		return &detailError{kind: ErrUpstream, detail: "encode GraphQL request", cause: err}
+		return &detailError{kind: domain.ErrStorePlatform, detail: "encode GraphQL request", cause: err}
 	}
 	var resp struct {
 		Data   json.RawMessage `json:"data"`
@@ -479,10 +480,10 @@ func (c *Client) graphQL(ctx context.Context, shop, token, query string, vars ma
 		return &detailError{kind: kind, detail: "GraphQL: " + clip(msg, []string{token})}
 	}
 	if d := bytes.TrimSpace(resp.Data); len(d) == 0 || string(d) == "null" {
-		return &detailError{kind: ErrUpstream, detail: "GraphQL answered without data"}
+		return &detailError{kind: domain.ErrStorePlatform, detail: "GraphQL answered without data"}
 	}
 	if err := json.Unmarshal(resp.Data, out); err != nil {
-		return &detailError{kind: ErrUpstream, detail: "unexpected GraphQL data", cause: err}
+		return &detailError{kind: domain.ErrStorePlatform, detail: "unexpected GraphQL data", cause: err}
 	}
 	return nil
 }
@@ -495,13 +496,13 @@ func graphQLErrorKind(raw json.RawMessage) (msg string, kind error) {
 		} `json:"extensions"`
 	}
 	if json.Unmarshal(raw, &list) != nil || len(list) == 0 {
-		return platformMessage(raw), ErrUpstream
+		return platformMessage(raw), domain.ErrStorePlatform
 	}
-	kind = ErrUpstream
+	kind = domain.ErrStorePlatform
 	msgs := make([]string, 0, len(list))
 	for _, e := range list {
 		if e.Extensions.Code == "ACCESS_DENIED" {
-			kind = ErrUnauthorized
+			kind = domain.ErrStoreTokenRejected
 		}
 		m := e.Message
 		if e.Extensions.Code != "" {
@@ -520,7 +521,7 @@ func (c *Client) do(ctx context.Context, endpoint, token string, body []byte, ou
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
 	if err != nil {
-		return &detailError{kind: ErrUpstream, detail: "build request", cause: err}
+		return &detailError{kind: domain.ErrStorePlatform, detail: "build request", cause: err}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
@@ -530,25 +531,25 @@ func (c *Client) do(ctx context.Context, endpoint, token string, body []byte, ou
 	resp, err := c.http.Do(req)
 	if err != nil {
 		// *url.Error names the URL (shop and path, never the token, which is a header).
-		return &detailError{kind: ErrUpstream, detail: "request", cause: err}
+		return &detailError{kind: domain.ErrStorePlatform, detail: "request", cause: err}
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
 	if err != nil {
-		return &detailError{kind: ErrUpstream, detail: "read answer", cause: err}
+		return &detailError{kind: domain.ErrStorePlatform, detail: "read answer", cause: err}
 	}
 	if len(data) > maxResponseBytes {
-		return &detailError{kind: ErrUpstream, detail: "answer larger than 8 MiB"}
+		return &detailError{kind: domain.ErrStorePlatform, detail: "answer larger than 8 MiB"}
 	}
 	status := resp.StatusCode
 	if status < 200 || status > 299 {
-		kind := ErrUpstream
+		kind := domain.ErrStorePlatform
 		if status == http.StatusUnauthorized || status == http.StatusForbidden {
-			kind = ErrUnauthorized
+			kind = domain.ErrStoreTokenRejected
 		}
 		for _, s := range alsoUnauthorized {
 			if status == s {
-				kind = ErrUnauthorized
+				kind = domain.ErrStoreTokenRejected
 			}
 		}
 		detail := "HTTP " + strconv.Itoa(status)
@@ -558,7 +559,7 @@ func (c *Client) do(ctx context.Context, endpoint, token string, body []byte, ou
 		return &detailError{kind: kind, detail: detail}
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return &detailError{kind: ErrUpstream, detail: "answer is not the expected JSON", cause: err}
+		return &detailError{kind: domain.ErrStorePlatform, detail: "answer is not the expected JSON", cause: err}
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 
 	json "github.com/goccy/go-json"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/ecom/ecomtest"
 )
 
@@ -113,18 +114,18 @@ func TestVerifyToken(t *testing.T) {
 	}
 
 	_, err = c.VerifyToken(ctx, testShop, "shpat_wrong")
-	if !errors.Is(err, ErrUnauthorized) {
+	if !errors.Is(err, domain.ErrStoreTokenRejected) {
 		t.Fatalf("wrong token: err = %v", err)
 	}
 	if strings.Contains(err.Error(), "shpat_wrong") {
 		t.Fatalf("token in error: %v", err)
 	}
-	if _, err := c.VerifyToken(ctx, testShop, ""); !errors.Is(err, ErrUnauthorized) {
+	if _, err := c.VerifyToken(ctx, testShop, ""); !errors.Is(err, domain.ErrStoreTokenRejected) {
 		t.Fatalf("empty token: err = %v", err)
 	}
 
 	p.FailNext(1, http.StatusServiceUnavailable)
-	if _, err := c.VerifyToken(ctx, testShop, testToken); !errors.Is(err, ErrUpstream) || !strings.Contains(err.Error(), "503") {
+	if _, err := c.VerifyToken(ctx, testShop, testToken); !errors.Is(err, domain.ErrStorePlatform) || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("503: err = %v", err)
 	}
 }
@@ -133,16 +134,16 @@ func TestInvalidShopSendsNothing(t *testing.T) {
 	p, c := newFake(t)
 	ctx := context.Background()
 	for _, shop := range []string{"evil.com", "acme.myshopify.com.evil.com", "x/../acme.myshopify.com", ""} {
-		if _, err := c.VerifyToken(ctx, shop, testToken); !errors.Is(err, ErrInvalidShop) {
+		if _, err := c.VerifyToken(ctx, shop, testToken); !errors.Is(err, domain.ErrInvalidShop) {
 			t.Errorf("VerifyToken(%q): %v", shop, err)
 		}
-		if n, err := c.RegisterWebhooks(ctx, shop, testToken, "https://gw.example/api/ecom/webhook"); n != 0 || !errors.Is(err, ErrInvalidShop) {
+		if n, err := c.RegisterWebhooks(ctx, shop, testToken, "https://gw.example/api/ecom/webhook"); n != 0 || !errors.Is(err, domain.ErrInvalidShop) {
 			t.Errorf("RegisterWebhooks(%q): %d %v", shop, n, err)
 		}
-		if _, _, err := c.ExchangeCode(ctx, shop, "id", "secret", "code"); !errors.Is(err, ErrInvalidShop) {
+		if _, _, err := c.ExchangeCode(ctx, shop, "id", "secret", "code"); !errors.Is(err, domain.ErrInvalidShop) {
 			t.Errorf("ExchangeCode(%q): %v", shop, err)
 		}
-		if _, err := c.FetchOrder(ctx, shop, testToken, 1); !errors.Is(err, ErrInvalidShop) {
+		if _, err := c.FetchOrder(ctx, shop, testToken, 1); !errors.Is(err, domain.ErrInvalidShop) {
 			t.Errorf("FetchOrder(%q): %v", shop, err)
 		}
 		if u := c.AuthorizeURL(shop, "id", "read_orders", "https://gw.example/cb", "s"); u != "" {
@@ -196,7 +197,7 @@ func TestRegisterWebhooks(t *testing.T) {
 		t.Fatalf("second registration = %d, %v, %d subscriptions", n, err, len(p.Subscriptions(testShop)))
 	}
 
-	if n, err := c.RegisterWebhooks(ctx, testShop, "shpat_bad", callback); n != 0 || !errors.Is(err, ErrUnauthorized) {
+	if n, err := c.RegisterWebhooks(ctx, testShop, "shpat_bad", callback); n != 0 || !errors.Is(err, domain.ErrStoreTokenRejected) {
 		t.Fatalf("bad token = %d, %v", n, err)
 	}
 	before := len(p.Requests())
@@ -209,7 +210,7 @@ func TestRegisterWebhooksPartialFailure(t *testing.T) {
 	p, c := newFake(t)
 	p.FailNext(2, http.StatusInternalServerError)
 	n, err := c.RegisterWebhooks(context.Background(), testShop, testToken, "https://gw.example/hook")
-	if n != 3 || !errors.Is(err, ErrUpstream) {
+	if n != 3 || !errors.Is(err, domain.ErrStorePlatform) {
 		t.Fatalf("= %d, %v; want 3 and ErrUpstream", n, err)
 	}
 	if len(p.Subscriptions(testShop)) != 3 {
@@ -242,7 +243,7 @@ func TestRegisterWebhooksUserErrors(t *testing.T) {
 	if n != 2 {
 		t.Fatalf("registered %d, want 2 (one created, one already existing)", n)
 	}
-	if !errors.Is(err, ErrUnauthorized) || !strings.Contains(err.Error(), "ACCESS_DENIED") {
+	if !errors.Is(err, domain.ErrStoreTokenRejected) || !strings.Contains(err.Error(), "ACCESS_DENIED") {
 		t.Fatalf("err = %v", err)
 	}
 	if calls.Load() != 5 {
@@ -273,11 +274,11 @@ func TestExchangeCode(t *testing.T) {
 	// A code works once; wrong app credentials are refused; neither error shows the secret.
 	for _, args := range [][2]string{{"s3cret-value", "code-1"}, {"wrong-secret", "code-1"}} {
 		_, _, err := c.ExchangeCode(ctx, testShop, "client-1", args[0], args[1])
-		if !errors.Is(err, ErrUnauthorized) || strings.Contains(err.Error(), "secret-value") || strings.Contains(err.Error(), "wrong-secret") {
+		if !errors.Is(err, domain.ErrStoreTokenRejected) || strings.Contains(err.Error(), "secret-value") || strings.Contains(err.Error(), "wrong-secret") {
 			t.Fatalf("ExchangeCode(%v): %v", args, err)
 		}
 	}
-	if _, _, err := c.ExchangeCode(ctx, testShop, "client-1", "", "code"); !errors.Is(err, ErrUnauthorized) {
+	if _, _, err := c.ExchangeCode(ctx, testShop, "client-1", "", "code"); !errors.Is(err, domain.ErrStoreTokenRejected) {
 		t.Fatalf("empty secret: %v", err)
 	}
 }
@@ -363,7 +364,7 @@ func TestFetchOrderAndMerge(t *testing.T) {
 	if _, err := c.FetchOrder(ctx, testShop, testToken, 42); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown order: %v", err)
 	}
-	if _, err := c.FetchOrder(ctx, testShop, "shpat_bad", 450789469); !errors.Is(err, ErrUnauthorized) {
+	if _, err := c.FetchOrder(ctx, testShop, "shpat_bad", 450789469); !errors.Is(err, domain.ErrStoreTokenRejected) {
 		t.Fatalf("bad token: %v", err)
 	}
 }
@@ -381,7 +382,7 @@ func TestClientTransportFailures(t *testing.T) {
 		defer close(release)
 		c := NewClient(ClientOptions{APIBase: srv.URL, Timeout: 50 * time.Millisecond})
 		_, err := c.VerifyToken(context.Background(), testShop, testToken)
-		if !errors.Is(err, ErrUpstream) || !errors.Is(err, context.DeadlineExceeded) {
+		if !errors.Is(err, domain.ErrStorePlatform) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("err = %v", err)
 		}
 	})
@@ -398,7 +399,7 @@ func TestClientTransportFailures(t *testing.T) {
 		}))
 		defer srv.Close()
 		c := NewClient(ClientOptions{APIBase: srv.URL, HTTP: &http.Client{}})
-		if _, err := c.VerifyToken(context.Background(), testShop, testToken); !errors.Is(err, ErrUpstream) {
+		if _, err := c.VerifyToken(context.Background(), testShop, testToken); !errors.Is(err, domain.ErrStorePlatform) {
 			t.Fatalf("err = %v", err)
 		}
 		if leaked.Load() {
@@ -411,7 +412,7 @@ func TestClientTransportFailures(t *testing.T) {
 		}))
 		defer srv.Close()
 		c := NewClient(ClientOptions{APIBase: srv.URL})
-		if _, err := c.VerifyToken(context.Background(), testShop, testToken); !errors.Is(err, ErrUpstream) {
+		if _, err := c.VerifyToken(context.Background(), testShop, testToken); !errors.Is(err, domain.ErrStorePlatform) {
 			t.Fatalf("err = %v", err)
 		}
 	})
@@ -423,7 +424,7 @@ func TestClientTransportFailures(t *testing.T) {
 		defer srv.Close()
 		c := NewClient(ClientOptions{APIBase: srv.URL})
 		_, err := c.VerifyToken(context.Background(), testShop, testToken)
-		if !errors.Is(err, ErrUnauthorized) || strings.Contains(err.Error(), testToken) {
+		if !errors.Is(err, domain.ErrStoreTokenRejected) || strings.Contains(err.Error(), testToken) {
 			t.Fatalf("err = %v", err)
 		}
 	})

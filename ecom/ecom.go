@@ -1,32 +1,29 @@
-// Package ecom is the store-platform adapter: the Shopify-type Admin API client (OAuth code
-// exchange, token check, webhook registration, order fetch), webhook and OAuth signature
-// checks, normalisation of Shopify-type and WooCommerce-type order payloads into one Event,
-// and the message templates rendered from an Event.
+// Package ecom is the store-platform adapter: the registry of store platforms (Platform,
+// platform.go; Shopify-type in shopify.go, WooCommerce-type in woocommerce.go), the
+// Shopify-type Admin API client (OAuth code exchange, token check, webhook registration, order
+// fetch), webhook and OAuth signature checks, normalisation of each platform's order payloads
+// into one Event, and the message templates rendered from an Event.
 //
-// It holds no state between calls, runs no server and stores nothing: the caller (the
-// storeevents actor and the HTTP handlers) owns persistence, retries and dedupe. It may import
-// only the standard library, github.com/goccy/go-json and github.com/nyaruka/phonenumbers; it
-// never imports the gateway's core packages.
+// A new platform is one file: a type implementing Platform and `func init() { Register(...) }`.
+// Nothing else in the gateway names a platform.
+//
+// Besides the registry (written at init), it holds no state between calls, runs no server and
+// stores nothing: the caller (the storeevents actor and the HTTP handlers) owns persistence,
+// retries and dedupe. It may import only the standard library, domain,
+// github.com/goccy/go-json and github.com/nyaruka/phonenumbers; it never imports the gateway's
+// core packages.
 package ecom
 
 import (
-	"bytes"
 	"errors"
 	"strconv"
+
+	"github.com/gateway/gateway/domain"
 )
 
 // Errors returned by this package. Callers test them with errors.Is; the wrapped text adds
 // detail but never a token or secret.
 var (
-	// ErrInvalidShop: the shop domain is not a `<name>.myshopify.com` domain. No request was sent.
-	ErrInvalidShop = errors.New("ecom: invalid shop domain")
-	// ErrUnauthorized: the store platform rejected the access token, the app credentials or the
-	// authorization code (HTTP 401/403, a GraphQL ACCESS_DENIED, or a 400 on the code exchange).
-	// Retrying will not help.
-	ErrUnauthorized = errors.New("ecom: store platform rejected the credentials")
-	// ErrUpstream: any other failure talking to the store platform (network, timeout, 5xx,
-	// throttling, an unexpected answer). Usually worth a retry later.
-	ErrUpstream = errors.New("ecom: store platform request failed")
 	// ErrNotFound: the platform answered but has no such order (deleted, or out of the token's
 	// reach). Retrying will not help.
 	ErrNotFound = errors.New("ecom: not found on the store platform")
@@ -46,10 +43,10 @@ const (
 	TopicRefundCreated  = "refunds/create"
 )
 
-// Platform names carried in Event.Platform.
+// The built-in platforms' names (Platform.Name, Event.Platform).
 const (
-	PlatformShopify     = "shopify"
-	PlatformWooCommerce = "woocommerce"
+	PlatformShopify     domain.Platform = "shopify"
+	PlatformWooCommerce domain.Platform = "woocommerce"
 )
 
 // Topics returns the five SPEC topics in registration order (a fresh slice each call).
@@ -66,37 +63,6 @@ func ValidTopic(topic string) bool {
 	return false
 }
 
-// TopicLabel bounds a webhook's topic header to a metric label: one of the platform's known
-// topics, "other", or "none" when empty. It returns constant strings, so it does not allocate.
-func TopicLabel(platform string, topic []byte) string {
-	t := bytes.TrimSpace(topic)
-	if len(t) == 0 {
-		return "none"
-	}
-	if platform == PlatformWooCommerce {
-		switch string(t) {
-		case WooTopicOrderCreated:
-			return WooTopicOrderCreated
-		case WooTopicOrderUpdated:
-			return WooTopicOrderUpdated
-		}
-		return "other"
-	}
-	switch string(t) {
-	case TopicOrderCreated:
-		return TopicOrderCreated
-	case TopicOrderPaid:
-		return TopicOrderPaid
-	case TopicOrderFulfilled:
-		return TopicOrderFulfilled
-	case TopicOrderCancelled:
-		return TopicOrderCancelled
-	case TopicRefundCreated:
-		return TopicRefundCreated
-	}
-	return "other"
-}
-
 // Item is one order line as templates show it: "Title x Quantity".
 type Item struct {
 	Title    string `json:"title"`
@@ -107,8 +73,8 @@ type Item struct {
 // customer's phone. It is a plain value (JSON-tagged) so the caller can keep it in a durable
 // inbox.
 type Event struct {
-	Platform string `json:"platform"` // PlatformShopify or PlatformWooCommerce
-	Topic    string `json:"topic"`    // one of Topics()
+	Platform domain.Platform `json:"platform"` // the Platform's name
+	Topic    string          `json:"topic"`    // one of Topics()
 
 	OrderID       int64  `json:"orderId"`                 // the platform's numeric order id
 	OrderName     string `json:"orderName"`               // what the shopper sees: "#1001"
@@ -145,7 +111,7 @@ type Event struct {
 // redelivers with the same X-Shopify-Webhook-Id, which is the better key there). Partial
 // shipments and refunds keep their own ids and so their own messages.
 func (e Event) DedupeKey() string {
-	k := e.Platform + ":" + e.Topic + ":" + strconv.FormatInt(e.OrderID, 10)
+	k := string(e.Platform) + ":" + e.Topic + ":" + strconv.FormatInt(e.OrderID, 10)
 	switch {
 	case e.FulfillmentID != 0:
 		k += ":" + strconv.FormatInt(e.FulfillmentID, 10)

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	json "github.com/goccy/go-json"
+
+	"github.com/gateway/gateway/domain"
 )
 
 // shopifyAddress is the part of a Shopify address (shipping, billing, a fulfillment's
@@ -272,3 +274,58 @@ func pick(s ...string) string {
 	}
 	return ""
 }
+
+func init() { Register(shopify{}) }
+
+// shopify is the Shopify-type platform. Its headers have the neutral x-ecom-* forms SPEC.md
+// names (section 4.5) beside Shopify's own.
+type shopify struct{}
+
+func (shopify) Name() domain.Platform { return PlatformShopify }
+
+var shopifyHeaders = WebhookHeaders{
+	Topic:      []string{"X-Ecom-Topic", "X-Shopify-Topic"},
+	ShopDomain: []string{"X-Ecom-Shop-Domain", "X-Shopify-Shop-Domain"},
+	Signature:  []string{"X-Shopify-Hmac-Sha256", "X-Ecom-Hmac-Sha256"},
+	DeliveryID: []string{"X-Shopify-Webhook-Id", "X-Ecom-Webhook-Id"},
+}
+
+func (shopify) Headers() WebhookHeaders { return shopifyHeaders }
+
+func (shopify) ParseSignature(h []byte) (WebhookSignature, bool) { return ParseWebhookSignature(h) }
+
+func (shopify) IsPing([]byte) bool { return false }
+
+// Topic: the five SPEC topics send; the three carrying an order must name a phone
+// (fulfillments and refunds may fetch their order for it).
+func (shopify) Topic(topic string) (sends, needsPhone bool) {
+	switch topic {
+	case TopicOrderCreated, TopicOrderPaid, TopicOrderCancelled:
+		return true, true
+	}
+	return ValidTopic(strings.ToLower(topic)), false
+}
+
+func (shopify) TopicLabel(topic []byte) string {
+	switch string(bytes.TrimSpace(topic)) {
+	case "":
+		return "none"
+	case TopicOrderCreated:
+		return TopicOrderCreated
+	case TopicOrderPaid:
+		return TopicOrderPaid
+	case TopicOrderFulfilled:
+		return TopicOrderFulfilled
+	case TopicOrderCancelled:
+		return TopicOrderCancelled
+	case TopicRefundCreated:
+		return TopicRefundCreated
+	}
+	return "other"
+}
+
+func (shopify) Parse(topic string, body []byte) (Event, error) { return ParseShopify(topic, body) }
+
+func (shopify) Connect() ConnectMethod { return ConnectByToken }
+
+func (shopify) Domain(input string) (string, bool) { return NormalizeShopDomain(input) }

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	json "github.com/goccy/go-json"
+
+	"github.com/gateway/gateway/domain"
 )
 
 // WooCommerce webhook topics (X-WC-Webhook-Topic) that can carry one of the five events.
@@ -153,3 +155,50 @@ func WooPing(body []byte) bool {
 	_, err := strconv.ParseUint(string(body[len("webhook_id="):]), 10, 64)
 	return err == nil
 }
+
+func init() { Register(wooCommerce{}) }
+
+// wooCommerce is the WooCommerce-type platform: connected by its host name, webhooks made in
+// its admin (order.created and order.updated; the order's status picks the message).
+type wooCommerce struct{}
+
+func (wooCommerce) Name() domain.Platform { return PlatformWooCommerce }
+
+var wooHeaders = WebhookHeaders{
+	Topic:      []string{"X-Wc-Webhook-Topic"},
+	ShopDomain: []string{"X-Wc-Webhook-Source"},
+	Signature:  []string{"X-Wc-Webhook-Signature"},
+	DeliveryID: []string{"X-Wc-Webhook-Delivery-Id"},
+}
+
+func (wooCommerce) Headers() WebhookHeaders { return wooHeaders }
+
+func (wooCommerce) ParseSignature(h []byte) (WebhookSignature, bool) {
+	return ParseWebhookSignature(h)
+}
+
+func (wooCommerce) IsPing(body []byte) bool { return WooPing(body) }
+
+// Topic: both order topics carry the whole order, which must name a phone.
+func (wooCommerce) Topic(topic string) (sends, needsPhone bool) {
+	ok := topic == WooTopicOrderCreated || topic == WooTopicOrderUpdated
+	return ok, ok
+}
+
+func (wooCommerce) TopicLabel(topic []byte) string {
+	switch string(bytes.TrimSpace(topic)) {
+	case "":
+		return "none"
+	case WooTopicOrderCreated:
+		return WooTopicOrderCreated
+	case WooTopicOrderUpdated:
+		return WooTopicOrderUpdated
+	}
+	return "other"
+}
+
+func (wooCommerce) Parse(topic string, body []byte) (Event, error) { return ParseWoo(topic, body) }
+
+func (wooCommerce) Connect() ConnectMethod { return ConnectByDomain }
+
+func (wooCommerce) Domain(input string) (string, bool) { return NormalizeHost(input) }

@@ -27,11 +27,7 @@ type ReserveOpts struct{ Force, Reclaim bool }
 // batch is clipped). ErrQuotaExceeded when nothing is left this month.
 func (ms *Messages) reserve(ctx context.Context, uid string, n int64, o ReserveOpts) (*Reservation, error) {
 	msg := &account.Reserve{N: n, Force: o.Force, Reclaim: o.Reclaim, Reply: make(chan account.Result, 1)}
-	ms.e.hw.Send(ms.account(uid), msg)
-	res, err := waitReply(ctx, msg.Reply, ms.e.cfg.AskTimeout, "account")
-	if err == nil {
-		err = res.Err
-	}
+	res, err := ask(ctx, ms.e, ms.account(uid), msg, msg.Reply, ms.e.cfg.AskTimeout, "account")
 	if err != nil {
 		return nil, err
 	}
@@ -101,8 +97,7 @@ func (ms *Messages) account(uid string) *actor.PID {
 // reserved for messages in flight, and when it resets.
 func (ms *Messages) Allowance(ctx context.Context, uid string) (account.Result, error) {
 	msg := &account.Get{Reply: make(chan account.Result, 1)}
-	ms.e.hw.Send(ms.account(uid), msg)
-	return waitReply(ctx, msg.Reply, ms.e.cfg.AskTimeout, "account")
+	return ask(ctx, ms.e, ms.account(uid), msg, msg.Reply, ms.e.cfg.AskTimeout, "account")
 }
 
 // setLimit gives the user's account a new monthly limit (a plan change).

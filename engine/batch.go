@@ -31,7 +31,7 @@ func (ms *Messages) SendBatch(ctx context.Context, uid, origin string, msgs []do
 	n := min(int(res.Granted()), len(msgs))
 	if n == 0 {
 		res.Release()
-		return nil, ErrQuotaExceeded
+		return nil, domain.ErrQuotaExceeded
 	}
 	now := e.now().UTC()
 	view := ent.view.Load()
@@ -41,7 +41,7 @@ func (ms *Messages) SendBatch(ctx context.Context, uid, origin string, msgs []do
 	}
 	if err := ms.msgs.outbox.AcceptMany(ctx, entries); err != nil {
 		res.Release()
-		return nil, fmt.Errorf("%w: outbox: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: outbox: %w", domain.ErrUnavailable, err)
 	}
 	for _, entry := range entries {
 		ms.enqueue(ent, entry, res.Take(1), nil, now)

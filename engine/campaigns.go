@@ -19,9 +19,6 @@ import (
 	"github.com/gateway/gateway/actors/campaign"
 )
 
-// ErrCampaignNotFound: no campaign with this id for this user.
-var ErrCampaignNotFound = domain.ErrCampaignNotFound
-
 // Campaigns is the bulk-send facet: starting, reading, waiting for and cancelling campaigns.
 // Each running campaign is an actor (actors/campaign) that owns its cursor and timer and sends
 // its numbers through Messages one at a time; the facet's registry holds the running ones (an
@@ -90,13 +87,13 @@ func (c *Campaigns) Start(ctx context.Context, r CampaignRequest) (domain.Campai
 		CreatedAt: now, UpdatedAt: now,
 	}
 	var idemID string
-	var idem IdemRecord
+	var idem domain.IdemRecord
 	if r.Idem != nil {
-		idemID, idem = r.Idem.ID(), IdemRecord{BodyHash: r.Idem.BodyHash, CampaignID: st.ID}
+		idemID, idem = r.Idem.ID(), domain.IdemRecord{BodyHash: r.Idem.BodyHash, CampaignID: st.ID}
 	}
 	if err := c.store.Accept(ctx, st, idemID, idem); err != nil {
 		res.Release()
-		return domain.Campaign{}, fmt.Errorf("%w: save campaign: %v", ErrUnavailable, err)
+		return domain.Campaign{}, fmt.Errorf("%w: save campaign: %w", domain.ErrUnavailable, err)
 	}
 	ce := c.spawn(st)
 	c.e.log.Info("campaign started", "campaign_id", st.ID, "user_id", st.UserID, "numbers", len(st.Numbers), "granted", st.Granted)
@@ -122,8 +119,8 @@ func (c *Campaigns) sendMessage(ctx context.Context, s domain.Campaign, to, msgI
 	// Still the campaign user's, and connected (an admin may have reassigned it meanwhile; after
 	// a restart it reconnects while the campaign resumes: the campaign waits for it).
 	ent, err := c.e.Sessions.forSend(s.UserID, s.SessionID)
-	if errors.Is(err, ErrNotConnected) {
-		return domain.OutboxEntry{ID: msgID}, fmt.Errorf("%w: %v", campaign.ErrSessionNotReady, err)
+	if errors.Is(err, domain.ErrNotConnected) {
+		return domain.OutboxEntry{ID: msgID}, fmt.Errorf("%w: %w", campaign.ErrSessionNotReady, err)
 	}
 	if err != nil {
 		c.e.Messages.adopt(s.UserID, 1).Release()
@@ -131,12 +128,23 @@ func (c *Campaigns) sendMessage(ctx context.Context, s domain.Campaign, to, msgI
 	}
 	// The number's allowance is the campaign's (reserved at its start). The campaign waits for
 	// the network's outcome: its details say sent or failed, and pacing stretches its cadence.
-	return c.e.Messages.Send(ctx, SendRequest{
+	res := c.e.Messages.adopt(s.UserID, 1)
+	e, err := c.e.Messages.Send(ctx, SendRequest{
 		UserID: s.UserID, SessionID: ent.view.Load().ID, Origin: "campaign:" + s.ID,
 		// The actor sends the number at its cursor: that number's {name}.
 		Message:  domain.Message{ID: msgID, To: to, Kind: domain.KindText, Text: s.TextFor(s.Cursor)},
-		Reserved: c.e.Messages.adopt(s.UserID, 1), Wait: campaignSendWait,
+		Reserved: res, KeepReserved: true, Wait: campaignSendWait,
 	})
+	switch {
+	case err == nil:
+	case errors.Is(err, domain.ErrUnavailable):
+		// Not accepted (storage refused it, a full disk): the campaign keeps the number's
+		// allowance and tries it again (campaign.Sender).
+		return domain.OutboxEntry{ID: msgID}, err
+	default:
+		res.Release()
+	}
+	return e, err
 }
 
 // campaignSendWait bounds a campaign's wait for one number's outcome: a message still queued
@@ -211,11 +219,11 @@ func (c *Campaigns) Get(uid, id string) (domain.Campaign, error) {
 		if v := *ce.view.Load(); v.UserID == uid {
 			return v, nil
 		}
-		return domain.Campaign{}, fmt.Errorf("%w: %s", ErrCampaignNotFound, id)
+		return domain.Campaign{}, fmt.Errorf("%w: %s", domain.ErrCampaignNotFound, id)
 	}
 	s, err := c.store.LoadCampaign(id)
 	if err != nil || s.UserID != uid {
-		return domain.Campaign{}, fmt.Errorf("%w: %s", ErrCampaignNotFound, id)
+		return domain.Campaign{}, fmt.Errorf("%w: %s", domain.ErrCampaignNotFound, id)
 	}
 	return s, nil
 }
@@ -226,7 +234,7 @@ func (c *Campaigns) Wait(ctx context.Context, id string) (domain.Campaign, error
 	if ce == nil {
 		s, err := c.store.LoadCampaign(id)
 		if err != nil {
-			return s, fmt.Errorf("%w: %s", ErrCampaignNotFound, id)
+			return s, fmt.Errorf("%w: %s", domain.ErrCampaignNotFound, id)
 		}
 		return s, nil
 	}
@@ -261,7 +269,7 @@ func (c *Campaigns) Cancel(ctx context.Context, uid, id string) (domain.Campaign
 	case <-ctx.Done():
 		return s, ctx.Err()
 	case <-t.C:
-		return s, fmt.Errorf("%w: the campaign did not answer in time", ErrUnavailable)
+		return s, fmt.Errorf("%w: the campaign did not answer in time", domain.ErrUnavailable)
 	}
 }
 
@@ -289,7 +297,7 @@ func (c *Campaigns) boot() (int, error) {
 			switch {
 			case err == nil:
 				granted = res.Granted()
-			case !errors.Is(err, ErrQuotaExceeded):
+			case !errors.Is(err, domain.ErrQuotaExceeded):
 				return 0, err
 			}
 			// Allowance used elsewhere meanwhile clips the rest of the batch.

@@ -29,19 +29,6 @@ import (
 	"github.com/gateway/gateway/media"
 )
 
-// Events-out errors (to move into domain/errors.go with their codes).
-var (
-	// ErrWebhookNotFound: no such subscription, or not the caller's (404 webhook_not_found).
-	ErrWebhookNotFound = domain.ErrWebhookNotFound
-	// ErrWebhookURL: not an absolute http(s) URL with a host that resolves (400 invalid_webhook_url).
-	ErrWebhookURL = errors.New("invalid webhook URL")
-	// ErrWebhookBlocked: the URL leads to a private, loopback or link-local address and
-	// --webhook-allow-private is off (400 webhook_url_blocked).
-	ErrWebhookBlocked = errors.New("webhook URL not allowed")
-	// ErrWebhookLimit: the user has MaxSubscriptions already (409 webhook_limit).
-	ErrWebhookLimit = errors.New("too many webhook subscriptions")
-)
-
 // EventStore is what the events facet needs from storage (persist.Webhooks).
 type EventStore interface {
 	webhook.Store
@@ -208,18 +195,18 @@ func (e *Events) Stop(ctx context.Context) {
 // secret: the only time it is shown.
 func (e *Events) Subscribe(ctx context.Context, uid, rawURL string, types []domain.EventType) (domain.WebhookSubscription, error) {
 	if uid == "" {
-		return domain.WebhookSubscription{}, fmt.Errorf("%w: no user", ErrValidation)
+		return domain.WebhookSubscription{}, fmt.Errorf("%w: no user", domain.ErrValidation)
 	}
 	if len(rawURL) > 2048 {
-		return domain.WebhookSubscription{}, fmt.Errorf("%w: longer than 2048 bytes", ErrWebhookURL)
+		return domain.WebhookSubscription{}, fmt.Errorf("%w: longer than 2048 bytes", domain.ErrWebhookURL)
 	}
 	if len(types) == 0 {
-		return domain.WebhookSubscription{}, fmt.Errorf("%w: events must name at least one event type", ErrValidation)
+		return domain.WebhookSubscription{}, fmt.Errorf("%w: events must name at least one event type", domain.ErrValidation)
 	}
 	var events []domain.EventType
 	for _, t := range types {
 		if !t.Valid() {
-			return domain.WebhookSubscription{}, fmt.Errorf("%w: unknown event type %q (one of %v)", ErrValidation, t, domain.EventTypes())
+			return domain.WebhookSubscription{}, fmt.Errorf("%w: unknown event type %q (one of %v)", domain.ErrValidation, t, domain.EventTypes())
 		}
 		if !slices.Contains(events, t) {
 			events = append(events, t)
@@ -230,19 +217,19 @@ func (e *Events) Subscribe(ctx context.Context, uid, rawURL string, types []doma
 	cancel()
 	switch {
 	case errors.Is(err, media.ErrBlocked):
-		return domain.WebhookSubscription{}, fmt.Errorf("%w: %v", ErrWebhookBlocked, err)
+		return domain.WebhookSubscription{}, fmt.Errorf("%w: %w", domain.ErrWebhookBlocked, err)
 	case err != nil:
-		return domain.WebhookSubscription{}, fmt.Errorf("%w: %v", ErrWebhookURL, err)
+		return domain.WebhookSubscription{}, fmt.Errorf("%w: %w", domain.ErrWebhookURL, err)
 	}
 	e.mu.RLock()
 	n := len(e.byUser[uid])
 	e.mu.RUnlock()
 	if n >= e.cfg.MaxSubscriptions {
-		return domain.WebhookSubscription{}, fmt.Errorf("%w: at most %d per user", ErrWebhookLimit, e.cfg.MaxSubscriptions)
+		return domain.WebhookSubscription{}, fmt.Errorf("%w: at most %d per user", domain.ErrWebhookLimit, e.cfg.MaxSubscriptions)
 	}
 	secret, err := webhook.NewSecret()
 	if err != nil {
-		return domain.WebhookSubscription{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return domain.WebhookSubscription{}, fmt.Errorf("%w: %w", domain.ErrUnavailable, err)
 	}
 	s := domain.WebhookSubscription{
 		ID: "wh_" + randomID(10), UserID: uid, URL: u.String(), Events: events,
@@ -250,10 +237,10 @@ func (e *Events) Subscribe(ctx context.Context, uid, rawURL string, types []doma
 	}
 	stored := s
 	if stored.Secret, err = e.seal(secret); err != nil {
-		return domain.WebhookSubscription{}, fmt.Errorf("%w: seal the secret: %v", ErrUnavailable, err)
+		return domain.WebhookSubscription{}, fmt.Errorf("%w: seal the secret: %w", domain.ErrUnavailable, err)
 	}
 	if err := e.cfg.Store.PutSubscription(ctx, stored); err != nil {
-		return domain.WebhookSubscription{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return domain.WebhookSubscription{}, fmt.Errorf("%w: %w", domain.ErrUnavailable, err)
 	}
 	e.mu.Lock()
 	e.index(s) // the index never holds a secret
@@ -282,7 +269,7 @@ func (e *Events) Delete(ctx context.Context, uid, id string) error {
 	s, ok := e.byID[id]
 	if !ok || s.UserID != uid {
 		e.mu.Unlock()
-		return ErrWebhookNotFound
+		return domain.ErrWebhookNotFound
 	}
 	e.unindex(s)
 	pid := e.pids[id]
@@ -296,7 +283,7 @@ func (e *Events) Delete(ctx context.Context, uid, id string) error {
 	}
 	pending, _ := e.cfg.Store.Pending(id)
 	if err := e.cfg.Store.DeleteSubscription(ctx, id); err != nil && !errors.Is(err, domain.ErrWebhookNotFound) {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", domain.ErrUnavailable, err)
 	}
 	e.metrics.pending.Sub(float64(len(pending)))
 	return nil
@@ -305,11 +292,11 @@ func (e *Events) Delete(ctx context.Context, uid, id string) error {
 // Deliveries returns the recent attempts of uid's subscription id, newest first.
 func (e *Events) Deliveries(uid, id string) ([]domain.WebhookAttempt, error) {
 	if s, ok := e.subscription(id); !ok || s.UserID != uid {
-		return nil, ErrWebhookNotFound
+		return nil, domain.ErrWebhookNotFound
 	}
 	as, err := e.cfg.Store.Attempts(id)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", domain.ErrUnavailable, err)
 	}
 	return as, nil
 }
@@ -318,7 +305,7 @@ func (e *Events) Deliveries(uid, id string) ([]domain.WebhookAttempt, error) {
 func (e *Events) Subscription(uid, id string) (domain.WebhookSubscription, error) {
 	s, ok := e.subscription(id)
 	if !ok || s.UserID != uid {
-		return domain.WebhookSubscription{}, ErrWebhookNotFound
+		return domain.WebhookSubscription{}, domain.ErrWebhookNotFound
 	}
 	return s, nil
 }

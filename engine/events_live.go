@@ -20,14 +20,6 @@ import (
 // sent to that subscription only, never subscribed to.
 const EventWebhookTest domain.EventType = "webhook.test"
 
-// ErrWebhookDisabled: the subscription is disabled; a redelivery would never be sent
-// (409 webhook_disabled).
-var ErrWebhookDisabled = domain.E("webhook_disabled", "the webhook subscription is disabled")
-
-// ErrEventNotFound: the subscription has no recorded attempt of that event (404
-// event_not_found): only the last RecentWebhookAttempts attempts are kept.
-var ErrEventNotFound = domain.E("event_not_found", "no recent delivery of this event")
-
 // LiveEvent is one event for a stream: its id, type and the webhook body ({type, timestamp,
 // data}) as the subscriptions receive it.
 type LiveEvent struct {
@@ -145,7 +137,7 @@ func (e *Events) Test(ctx context.Context, uid, subID string) (domain.WebhookDel
 		return domain.WebhookDelivery{}, err
 	}
 	if s.Disabled {
-		return domain.WebhookDelivery{}, ErrWebhookDisabled
+		return domain.WebhookDelivery{}, domain.ErrWebhookDisabled
 	}
 	now := e.cfg.Clock.Now().UTC()
 	evID := "evt_" + randomID(10)
@@ -168,11 +160,11 @@ func (e *Events) Redeliver(ctx context.Context, uid, subID, eventID string) (dom
 		return domain.WebhookDelivery{}, err
 	}
 	if s.Disabled {
-		return domain.WebhookDelivery{}, ErrWebhookDisabled
+		return domain.WebhookDelivery{}, domain.ErrWebhookDisabled
 	}
 	as, err := e.cfg.Store.Attempts(subID)
 	if err != nil {
-		return domain.WebhookDelivery{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return domain.WebhookDelivery{}, fmt.Errorf("%w: %w", domain.ErrUnavailable, err)
 	}
 	for _, a := range as {
 		if a.EventID != eventID || len(a.Body) == 0 {
@@ -182,12 +174,12 @@ func (e *Events) Redeliver(ctx context.Context, uid, subID, eventID string) (dom
 			Type: a.Type, CreatedAt: e.cfg.Clock.Now().UTC(), Body: a.Body}
 		return d, e.enqueue(ctx, d)
 	}
-	return domain.WebhookDelivery{}, ErrEventNotFound
+	return domain.WebhookDelivery{}, domain.ErrEventNotFound
 }
 
 func (e *Events) enqueue(ctx context.Context, d domain.WebhookDelivery) error {
 	if err := e.cfg.Store.Enqueue(ctx, []domain.WebhookDelivery{d}); err != nil {
-		return fmt.Errorf("%w: queue event: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: queue event: %w", domain.ErrUnavailable, err)
 	}
 	e.kick([]domain.WebhookDelivery{d})
 	return nil

@@ -22,7 +22,7 @@ func (e *Events) Publish(ctx context.Context, uid string, ev domain.Event) error
 	}
 	if len(ds) > 0 {
 		if err := e.cfg.Store.Enqueue(ctx, ds); err != nil {
-			return fmt.Errorf("%w: queue event: %v", ErrUnavailable, err)
+			return fmt.Errorf("%w: queue event: %w", domain.ErrUnavailable, err)
 		}
 		e.kick(ds)
 	}
@@ -84,7 +84,7 @@ func (e *Events) sendLive(uid string, ev *LiveEvent) {
 // in one commit.
 func (e *Events) ReceiveMessage(ctx context.Context, m domain.InboundMessage) error {
 	if m.UserID == "" || m.ID == "" {
-		return fmt.Errorf("%w: an incoming message needs a user and an id", ErrValidation)
+		return fmt.Errorf("%w: an incoming message needs a user and an id", domain.ErrValidation)
 	}
 	if m.Timestamp.IsZero() {
 		m.Timestamp = e.cfg.Clock.Now()
@@ -95,7 +95,7 @@ func (e *Events) ReceiveMessage(ctx context.Context, m domain.InboundMessage) er
 		return err
 	}
 	if err := e.cfg.Store.SaveInbound(ctx, m, ds); err != nil {
-		return fmt.Errorf("%w: keep incoming message: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: keep incoming message: %w", domain.ErrUnavailable, err)
 	}
 	if len(ds) > 0 {
 		e.kick(ds)
@@ -115,7 +115,7 @@ type envelope struct {
 // the event for uid's open streams (nil when none is open).
 func (e *Events) deliveries(uid string, ev domain.Event) ([]domain.WebhookDelivery, *LiveEvent, error) {
 	if !ev.Type.Valid() {
-		return nil, nil, fmt.Errorf("%w: unknown event type %q", ErrValidation, ev.Type)
+		return nil, nil, fmt.Errorf("%w: unknown event type %q", domain.ErrValidation, ev.Type)
 	}
 	e.mu.RLock()
 	var subs []string
@@ -138,7 +138,7 @@ func (e *Events) deliveries(uid string, ev domain.Event) ([]domain.WebhookDelive
 	}
 	body, err := json.Marshal(envelope{Type: ev.Type, Timestamp: ev.At.UTC().Format(timestampMillis), Data: ev.Data})
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: event data: %v", ErrValidation, err)
+		return nil, nil, fmt.Errorf("%w: event data: %w", domain.ErrValidation, err)
 	}
 	var live *LiveEvent
 	if listening {

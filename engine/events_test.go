@@ -33,7 +33,7 @@ func TestEventsToALoopbackReceiver(t *testing.T) {
 
 	// A private address is refused unless --webhook-allow-private.
 	strict := newEvents(t, persist.NewMemory(), false, webhook.Policy{})
-	if _, err := strict.ev.Subscribe(ctx, "u1", rcv.URL+"/hook", domain.EventTypes()); !errors.Is(err, engine.ErrWebhookBlocked) {
+	if _, err := strict.ev.Subscribe(ctx, "u1", rcv.URL+"/hook", domain.EventTypes()); !errors.Is(err, domain.ErrWebhookBlocked) {
 		t.Fatalf("Subscribe(loopback) without allow-private = %v, want ErrWebhookBlocked", err)
 	}
 	strict.stop()
@@ -49,9 +49,9 @@ func TestEventsToALoopbackReceiver(t *testing.T) {
 		events []domain.EventType
 		want   error
 	}{
-		{"ftp://example.com/", domain.EventTypes(), engine.ErrWebhookURL},
-		{rcv.URL, nil, engine.ErrValidation},
-		{rcv.URL, []domain.EventType{"message.nope"}, engine.ErrValidation},
+		{"ftp://example.com/", domain.EventTypes(), domain.ErrWebhookURL},
+		{rcv.URL, nil, domain.ErrValidation},
+		{rcv.URL, []domain.EventType{"message.nope"}, domain.ErrValidation},
 	} {
 		if _, err := h.ev.Subscribe(ctx, "u1", bad.url, bad.events); !errors.Is(err, bad.want) {
 			t.Errorf("Subscribe(%q, %v) = %v, want %v", bad.url, bad.events, err, bad.want)
@@ -139,12 +139,12 @@ func TestEventsToALoopbackReceiver(t *testing.T) {
 	verifyWithNode(t, sub.Secret, hooks)
 
 	// The incoming message is listed; the attempts are recorded; the list hides the secret.
-	var in []persist.LogEntry
-	err = persist.NewMessageLog(kv).ScanLog("u1", persist.LogScan{}, func(_ string, e persist.LogEntry) (bool, error) {
+	var in []domain.LogEntry
+	err = persist.NewMessageLog(kv).ScanLog("u1", domain.LogScan{}, func(_ string, e domain.LogEntry) (bool, error) {
 		in = append(in, e)
 		return true, nil
 	})
-	if err != nil || len(in) != 1 || in[0].Dir != persist.DirIn || in[0].In.Text != "hello" {
+	if err != nil || len(in) != 1 || in[0].Dir != domain.DirIn || in[0].In.Text != "hello" {
 		t.Fatalf("history = %+v, %v", in, err)
 	}
 	waitUntil(t, 5*time.Second, "six delivered attempts recorded", func() bool {
@@ -157,7 +157,7 @@ func TestEventsToALoopbackReceiver(t *testing.T) {
 		}
 		return n == 6
 	})
-	if _, err := h.ev.Deliveries("u2", sub.ID); !errors.Is(err, engine.ErrWebhookNotFound) {
+	if _, err := h.ev.Deliveries("u2", sub.ID); !errors.Is(err, domain.ErrWebhookNotFound) {
 		t.Fatalf("another user's deliveries: %v", err)
 	}
 	list := h.ev.List("u1")
@@ -166,7 +166,7 @@ func TestEventsToALoopbackReceiver(t *testing.T) {
 	}
 
 	// After Delete nothing more arrives.
-	if err := h.ev.Delete(ctx, "u2", sub.ID); !errors.Is(err, engine.ErrWebhookNotFound) {
+	if err := h.ev.Delete(ctx, "u2", sub.ID); !errors.Is(err, domain.ErrWebhookNotFound) {
 		t.Fatalf("Delete by another user = %v", err)
 	}
 	if err := h.ev.Delete(ctx, "u1", sub.ID); err != nil {

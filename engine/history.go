@@ -19,12 +19,6 @@ type MessageHistory interface {
 	ScanLog(uid string, s domain.LogScan, fn func(next string, e domain.LogEntry) (bool, error)) error
 }
 
-// Directions of a message in the history.
-const (
-	DirOut = domain.DirOut
-	DirIn  = domain.DirIn
-)
-
 // HistoryMaxLimit is the most items one page of the history holds.
 const HistoryMaxLimit = 1000
 
@@ -60,7 +54,7 @@ func (ms *Messages) History(uid string, q HistoryQuery) ([]HistoryItem, string, 
 		q.Limit = 100
 	}
 	if q.Limit > HistoryMaxLimit {
-		return nil, "", fmt.Errorf("%w: limit must be 1 to %d", ErrValidation, HistoryMaxLimit)
+		return nil, "", fmt.Errorf("%w: limit must be 1 to %d", domain.ErrValidation, HistoryMaxLimit)
 	}
 	var (
 		out  []HistoryItem
@@ -83,7 +77,7 @@ func (ms *Messages) History(uid string, q HistoryQuery) ([]HistoryItem, string, 
 		return nil, "", err
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("%w: message history: %v", ErrUnavailable, err)
+		return nil, "", fmt.Errorf("%w: message history: %w", domain.ErrUnavailable, err)
 	}
 	return out, next, nil
 }
@@ -94,14 +88,14 @@ func (ms *Messages) historyItem(uid string, e domain.LogEntry, q HistoryQuery) (
 		return HistoryItem{}, false
 	}
 	switch e.Dir {
-	case DirIn:
+	case domain.DirIn:
 		if e.In == nil || q.Status != "" || (q.To != "" && q.From == "") || (q.From != "" && e.Peer != q.From) {
 			return HistoryItem{}, false
 		}
 		in := *e.In
 		in.UserID = uid
 		return HistoryItem{Dir: e.Dir, In: in}, true
-	case DirOut:
+	case domain.DirOut:
 		if (q.From != "" && q.To == "") || (q.To != "" && e.Peer != q.To) {
 			return HistoryItem{}, false
 		}

@@ -10,18 +10,6 @@ import (
 	"github.com/google/uuid"
 )
 
-// IdempotencyTTL is how long a v1 POST's Idempotency-Key names what it made.
-const IdempotencyTTL = domain.IdempotencyTTL
-
-// Idempotency errors.
-var (
-	ErrIdempotencyInFlight = domain.ErrIdempotencyInFlight
-	ErrIdempotencyMismatch = domain.ErrIdempotencyMismatch
-)
-
-// IdemRecord is what an Idempotency-Key stands for (domain.IdemRecord).
-type IdemRecord = domain.IdemRecord
-
 // Idem is an Idempotency-Key in force for one request (DESIGN.md section 9): what the request
 // makes gets the id Derived, and the record is committed with it.
 type Idem struct {
@@ -51,7 +39,7 @@ type idempotency struct {
 // BeginIdempotent looks the key up: a record is returned for replay (found); otherwise the key
 // is marked in flight until release is called. It needs no daily-cap charge: callers look it up
 // before authorizing the call.
-func (ms *Messages) BeginIdempotent(i Idem) (rec IdemRecord, found bool, release func(), err error) {
+func (ms *Messages) BeginIdempotent(i Idem) (rec domain.IdemRecord, found bool, release func(), err error) {
 	id := i.ID()
 	x := &ms.idem
 	x.mu.Lock()
@@ -60,7 +48,7 @@ func (ms *Messages) BeginIdempotent(i Idem) (rec IdemRecord, found bool, release
 	}
 	if _, busy := x.inflight[id]; busy {
 		x.mu.Unlock()
-		return IdemRecord{}, false, nil, ErrIdempotencyInFlight
+		return domain.IdemRecord{}, false, nil, domain.ErrIdempotencyInFlight
 	}
 	x.inflight[id] = struct{}{}
 	x.mu.Unlock()
@@ -74,14 +62,14 @@ func (ms *Messages) BeginIdempotent(i Idem) (rec IdemRecord, found bool, release
 	case err == nil:
 		release()
 		if rec.BodyHash != i.BodyHash {
-			return IdemRecord{}, false, nil, ErrIdempotencyMismatch
+			return domain.IdemRecord{}, false, nil, domain.ErrIdempotencyMismatch
 		}
 		return rec, true, nil, nil
 	case !errors.Is(err, domain.ErrRecordNotFound):
 		release()
-		return IdemRecord{}, false, nil, fmt.Errorf("%w: idempotency: %v", ErrUnavailable, err)
+		return domain.IdemRecord{}, false, nil, fmt.Errorf("%w: idempotency: %w", domain.ErrUnavailable, err)
 	}
-	return IdemRecord{}, false, release, nil
+	return domain.IdemRecord{}, false, release, nil
 }
 
 // PeekKey checks a raw API key for scope ("" = any) without counting a call: for an
@@ -92,7 +80,7 @@ func (ms *Messages) PeekKey(raw []byte, scope string) (domain.APIKey, error) {
 		return v.Key, err
 	}
 	if scope != "" && !slices.Contains(v.Key.Scopes, scope) {
-		return v.Key, ErrInsufficientScope
+		return v.Key, domain.ErrInsufficientScope
 	}
 	return v.Key, nil
 }

@@ -152,7 +152,7 @@ func (k *Keys) Create(ctx context.Context, r KeyRequest) (KeyView, string, error
 		return KeyView{}, "", err
 	}
 	if strings.TrimSpace(r.Name) == "" {
-		return KeyView{}, "", fmt.Errorf("%w: name is required", ErrValidation)
+		return KeyView{}, "", fmt.Errorf("%w: name is required", domain.ErrValidation)
 	}
 	if err := checkName("name", r.Name); err != nil {
 		return KeyView{}, "", err
@@ -163,7 +163,7 @@ func (k *Keys) Create(ctx context.Context, r KeyRequest) (KeyView, string, error
 	}
 	var secret [keyHexLen / 2]byte
 	if _, err := rand.Read(secret[:]); err != nil {
-		return KeyView{}, "", fmt.Errorf("%w: entropy: %v", ErrUnavailable, err)
+		return KeyView{}, "", fmt.Errorf("%w: entropy: %w", domain.ErrUnavailable, err)
 	}
 	raw := KeyPrefix + hex.EncodeToString(secret[:])
 	sum := sha256.Sum256([]byte(raw))
@@ -173,7 +173,7 @@ func (k *Keys) Create(ctx context.Context, r KeyRequest) (KeyView, string, error
 		Status: StatusOn, Scopes: scopes, CreatedAt: k.e.now().UTC(), ExpiresAt: r.ExpiresAt,
 	}
 	if err := k.e.cfg.Store.PutKey(ctx, rec); err != nil {
-		return KeyView{}, "", fmt.Errorf("%w: save key: %v", ErrUnavailable, err)
+		return KeyView{}, "", fmt.Errorf("%w: save key: %w", domain.ErrUnavailable, err)
 	}
 	k.spawn(rec)
 	plan := k.e.Users.keyPlan(rec.UserID)
@@ -188,12 +188,12 @@ func NormalizeScopes(in []string) ([]string, error) {
 		return slices.Clone(AllScopes), nil
 	}
 	if len(in) == 0 {
-		return nil, fmt.Errorf("%w: scopes must not be empty (any of %s)", ErrValidation, strings.Join(AllScopes, ", "))
+		return nil, fmt.Errorf("%w: scopes must not be empty (any of %s)", domain.ErrValidation, strings.Join(AllScopes, ", "))
 	}
 	out := make([]string, 0, len(in))
 	for _, s := range in {
 		if !slices.Contains(AllScopes, s) {
-			return nil, fmt.Errorf("%w: unknown scope %q (any of %s)", ErrValidation, s, strings.Join(AllScopes, ", "))
+			return nil, fmt.Errorf("%w: unknown scope %q (any of %s)", domain.ErrValidation, s, strings.Join(AllScopes, ", "))
 		}
 		if !slices.Contains(out, s) {
 			out = append(out, s)
@@ -212,7 +212,7 @@ func (k *Keys) List(owner string) ([]KeyView, error) {
 	}
 	out := make([]KeyView, 0, len(ents))
 	for _, ent := range ents {
-		r, err := k.ask(ent)
+		r, err := k.get(ent)
 		if err != nil {
 			return nil, err
 		}
@@ -227,20 +227,16 @@ func (k *Keys) List(owner string) ([]KeyView, error) {
 	return out, nil
 }
 
-func (k *Keys) ask(ent *keyEntry) (key.Result, error) {
+// get asks the key's actor for its current view.
+func (k *Keys) get(ent *keyEntry) (key.Result, error) {
 	msg := &key.Get{Reply: make(chan key.Result, 1)}
-	k.e.hw.Send(ent.pid, msg)
-	r, err := waitReply(context.Background(), msg.Reply, k.e.cfg.AskTimeout, "key")
-	if err != nil {
-		return r, err
-	}
-	return r, r.Err
+	return ask(context.Background(), k.e, ent.pid, msg, msg.Reply, k.e.cfg.AskTimeout, "key")
 }
 
 // Update renames a key and/or sets its status (active or revoked).
 func (k *Keys) Update(ctx context.Context, id string, name, status *string) error {
 	if name != nil && strings.TrimSpace(*name) == "" {
-		return fmt.Errorf("%w: name must not be empty", ErrValidation)
+		return fmt.Errorf("%w: name must not be empty", domain.ErrValidation)
 	}
 	if name != nil {
 		if err := checkName("name", *name); err != nil {
@@ -248,11 +244,11 @@ func (k *Keys) Update(ctx context.Context, id string, name, status *string) erro
 		}
 	}
 	if status != nil && *status != StatusOn && *status != StatusOff {
-		return fmt.Errorf("%w: status must be active or revoked", ErrValidation)
+		return fmt.Errorf("%w: status must be active or revoked", domain.ErrValidation)
 	}
 	ent := k.idx.get(id)
 	if ent == nil {
-		return fmt.Errorf("%w: %s", ErrKeyNotFound, id)
+		return fmt.Errorf("%w: %s", domain.ErrKeyNotFound, id)
 	}
 	msg := &key.Update{Name: name, Status: status, Reply: make(chan error, 1)}
 	k.e.hw.Send(ent.pid, msg)
@@ -263,7 +259,7 @@ func (k *Keys) Update(ctx context.Context, id string, name, status *string) erro
 func (k *Keys) Delete(ctx context.Context, id string) error {
 	ent := k.idx.get(id)
 	if ent == nil {
-		return fmt.Errorf("%w: %s", ErrKeyNotFound, id)
+		return fmt.Errorf("%w: %s", domain.ErrKeyNotFound, id)
 	}
 	msg := &key.Delete{Reply: make(chan error, 1)}
 	k.e.hw.Send(ent.pid, msg)
@@ -288,15 +284,15 @@ func (k *Keys) waitErr(ctx context.Context, reply chan error) error {
 func (k *Keys) Validate(raw []byte) (KeyView, error) {
 	ent := k.idx.hash(sha256.Sum256(raw))
 	if ent == nil {
-		return KeyView{}, ErrUnknownKey
+		return KeyView{}, domain.ErrUnknownKey
 	}
 	rec := *ent.view.Load()
 	v := KeyView{Grant: domain.Grant{Key: rec}, ClientName: k.e.Users.clientName(rec.UserID)}
 	if rec.Status != StatusOn {
-		return v, ErrKeyRevoked
+		return v, domain.ErrKeyRevoked
 	}
 	if rec.ExpiresAt != nil && !k.e.now().Before(*rec.ExpiresAt) {
-		return v, ErrKeyExpired
+		return v, domain.ErrKeyExpired
 	}
 	return v, nil
 }
@@ -305,6 +301,14 @@ func (k *Keys) Validate(raw []byte) (KeyView, error) {
 func (k *Keys) setPlan(uid string, plan key.Plan) {
 	for _, ent := range k.idx.ofOwner(uid) {
 		k.e.hw.Send(ent.pid, key.SetPlan{Plan: plan})
+	}
+}
+
+// Refund gives back a call Authorize granted that the gateway could not serve (answered 503,
+// a full disk say): it does not count against the key's daily cap.
+func (k *Keys) Refund(g domain.Grant) {
+	if ent := k.idx.get(g.Key.ID); ent != nil && !g.Reset.IsZero() {
+		k.e.hw.Send(ent.pid, key.Refund{Day: g.Reset.Add(-24 * time.Hour).UTC().Format(time.DateOnly)})
 	}
 }
 
@@ -319,7 +323,7 @@ type authCall struct {
 func (k *Keys) Authorize(raw []byte, scope string) (domain.Grant, error) {
 	ent := k.idx.hash(sha256.Sum256(raw))
 	if ent == nil {
-		return domain.Grant{}, ErrUnknownKey
+		return domain.Grant{}, domain.ErrUnknownKey
 	}
 	call := k.authPool.Get().(*authCall)
 	call.msg.Scope = scope
@@ -332,6 +336,6 @@ func (k *Keys) Authorize(raw []byte, scope string) (domain.Grant, error) {
 		return r.Grant, r.Err
 	case <-call.timer.C:
 		// The reply may still come: this call (and its channel) is not reused.
-		return domain.Grant{}, fmt.Errorf("%w: key actor did not answer", ErrUnavailable)
+		return domain.Grant{}, fmt.Errorf("%w: key actor did not answer", domain.ErrUnavailable)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gateway/gateway/actors/key"
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network/sim"
 	"github.com/gateway/gateway/persist"
 )
@@ -44,7 +45,7 @@ func newTestEngine(t *testing.T, store *persist.Records, clk *clock, plans Plans
 func setupKey(t *testing.T, e *Engine, scopes []string) string {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := e.Users.Create(ctx, NewUser{ID: "alice"}); err != nil && !errors.Is(err, ErrAlreadyExists) {
+	if _, err := e.Users.Create(ctx, NewUser{ID: "alice"}); err != nil && !errors.Is(err, domain.ErrAlreadyExists) {
 		t.Fatal(err)
 	}
 	_, raw, err := e.Keys.Create(ctx, KeyRequest{UserID: "alice", Name: "k", Scopes: scopes})
@@ -63,11 +64,11 @@ func TestAuthorizeScope(t *testing.T) {
 		t.Fatalf("send_text: %v", r.Err)
 	}
 	for _, s := range []string{ScopeMedia, ScopeBulk} {
-		if r := authz(e, []byte(raw), s); !errors.Is(r.Err, ErrInsufficientScope) {
+		if r := authz(e, []byte(raw), s); !errors.Is(r.Err, domain.ErrInsufficientScope) {
 			t.Fatalf("%s: got %v, want insufficient scope", s, r.Err)
 		}
 	}
-	if r := authz(e, []byte("svc_live_x"), ""); !errors.Is(r.Err, ErrUnknownKey) {
+	if r := authz(e, []byte("svc_live_x"), ""); !errors.Is(r.Err, domain.ErrUnknownKey) {
 		t.Fatalf("unknown key: %v", r.Err)
 	}
 	// Refused calls are not counted.
@@ -88,7 +89,7 @@ func TestDailyCapRollsOverAtUTCMidnight(t *testing.T) {
 		}
 	}
 	r := authz(e, raw, "")
-	if !errors.Is(r.Err, ErrRateLimited) || r.Remaining != 0 || !r.Reset.Equal(time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)) {
+	if !errors.Is(r.Err, domain.ErrRateLimited) || r.Remaining != 0 || !r.Reset.Equal(time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)) {
 		t.Fatalf("4th call: %+v", r)
 	}
 	clk.set(time.Date(2026, 3, 2, 0, 0, 1, 0, time.UTC))

@@ -18,13 +18,6 @@ import (
 	"github.com/gateway/gateway/domain"
 )
 
-// Send errors, re-exported.
-var (
-	ErrRecipientNotOnNetwork = domain.ErrRecipientNotOnNetwork
-	ErrNetwork               = domain.ErrNetwork
-	ErrMessageNotFound       = domain.ErrMessageNotFound
-)
-
 // SendRequest is one message to accept for a user (DESIGN.md section 3, flow 1).
 type SendRequest struct {
 	UserID    string
@@ -39,6 +32,9 @@ type SendRequest struct {
 	Idem   domain.IdemRecord
 	// Reserved: the caller holds this message's allowance already (a campaign's batch).
 	Reserved *Reservation
+	// KeepReserved: when the message is not accepted (an error), Reserved stays the caller's
+	// (a campaign tries the same number again) instead of going back to the account.
+	KeepReserved bool
 	// Wait is how long to wait for the network's outcome (0 = answer once queued).
 	Wait time.Duration
 }
@@ -134,7 +130,7 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 	e := ms.e
 	ent, err := e.Sessions.forSend(r.UserID, r.SessionID)
 	if err != nil {
-		if r.Reserved != nil {
+		if r.Reserved != nil && !r.KeepReserved {
 			r.Reserved.Release()
 		}
 		return domain.OutboxEntry{}, err
@@ -147,11 +143,11 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 				r.Reserved.Release()
 			}
 			if old.UserID != r.UserID {
-				return domain.OutboxEntry{}, fmt.Errorf("%w: message id %s", ErrForbidden, r.Message.ID)
+				return domain.OutboxEntry{}, fmt.Errorf("%w: message id %s", domain.ErrForbidden, r.Message.ID)
 			}
 			return m.wait(ctx, old, r.Wait)
 		} else if !errors.Is(err, domain.ErrRecordNotFound) {
-			return domain.OutboxEntry{}, fmt.Errorf("%w: outbox: %v", ErrUnavailable, err)
+			return domain.OutboxEntry{}, fmt.Errorf("%w: outbox: %w", domain.ErrUnavailable, err)
 		}
 	} else {
 		r.Message.ID = NewMessageID()
@@ -177,8 +173,10 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 		r.Idem.MessageID = entry.ID
 	}
 	if err := m.outbox.Accept(ctx, entry, r.IdemID, r.Idem); err != nil {
-		res.Release()
-		return domain.OutboxEntry{}, fmt.Errorf("%w: outbox: %v", ErrUnavailable, err)
+		if !r.KeepReserved || r.Reserved == nil {
+			res.Release()
+		}
+		return domain.OutboxEntry{}, fmt.Errorf("%w: outbox: %w", domain.ErrUnavailable, err)
 	}
 	var ch chan outcome
 	if r.Wait > 0 {
@@ -285,13 +283,13 @@ func failure(e domain.OutboxEntry) error {
 	if e.Status != domain.MsgFailed {
 		return nil
 	}
-	for _, known := range []*domain.Error{ErrRecipientNotOnNetwork, domain.ErrRecipientNotReachable,
+	for _, known := range []*domain.Error{domain.ErrRecipientNotOnNetwork, domain.ErrRecipientNotReachable,
 		domain.ErrSessionReassigned, domain.ErrSessionLoggedOut, domain.ErrSessionDeleted} {
 		if e.Code == known.Code {
 			return fmt.Errorf("%w: %s", known, e.Error)
 		}
 	}
-	return fmt.Errorf("%w: %s", ErrNetwork, e.Error)
+	return fmt.Errorf("%w: %s", domain.ErrNetwork, e.Error)
 }
 
 // Outcome implements session.Deliveries: the network's final word on a message. The outcome is
@@ -423,7 +421,7 @@ func (ms *Messages) Get(uid, id string) (domain.OutboxEntry, error) {
 	}
 	m, err := ms.msgs.outbox.Get(id)
 	if err != nil || m.UserID != uid {
-		return domain.OutboxEntry{}, fmt.Errorf("%w: %s", ErrMessageNotFound, id)
+		return domain.OutboxEntry{}, fmt.Errorf("%w: %s", domain.ErrMessageNotFound, id)
 	}
 	return m, nil
 }
@@ -501,20 +499,4 @@ func NewMessageID() string {
 func DerivedID(keyID, idemKey string) string {
 	sum := sha256.Sum256([]byte(keyID + "\x00" + idemKey))
 	return "3EB0" + strings.ToUpper(hex.EncodeToString(sum[:10]))
-}
-
-// waitReply waits for an actor's reply, ctx, or the timeout.
-func waitReply[T any](ctx context.Context, reply chan T, timeout time.Duration, who string) (T, error) {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case r := <-reply:
-		return r, nil
-	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
-	case <-t.C:
-		var zero T
-		return zero, fmt.Errorf("%w: the %s did not answer in time", ErrUnavailable, who)
-	}
 }

@@ -6,10 +6,6 @@ import (
 	"github.com/gateway/gateway/domain"
 )
 
-// ErrInvalidPhone: a phone number that is not 8 to 15 digits once +, spaces, -, (, ) and . are
-// removed (DESIGN.md section 4).
-var ErrInvalidPhone = domain.ErrInvalidPhone
-
 // NormalizePhone strips +, spaces, -, (, ) and . and checks that 8 to 15 digits remain.
 func NormalizePhone(s string) (string, error) {
 	var b strings.Builder
@@ -20,11 +16,11 @@ func NormalizePhone(s string) (string, error) {
 			b.WriteByte(c)
 		case c == '+' || c == ' ' || c == '-' || c == '(' || c == ')' || c == '.':
 		default:
-			return "", ErrInvalidPhone
+			return "", domain.ErrInvalidPhone
 		}
 	}
 	if n := b.Len(); n < 8 || n > 15 {
-		return "", ErrInvalidPhone
+		return "", domain.ErrInvalidPhone
 	}
 	return b.String(), nil
 }

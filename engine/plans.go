@@ -11,11 +11,8 @@ import (
 	"github.com/goccy/go-json"
 )
 
-// Plan is one row of the plan table (DESIGN.md section 4), declared in domain.
-type Plan = domain.Plan
-
 // Plans maps a plan name to its caps.
-type Plans map[string]Plan
+type Plans map[string]domain.Plan
 
 // DefaultPlans is the built-in plan table.
 func DefaultPlans() Plans {

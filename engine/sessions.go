@@ -17,12 +17,6 @@ import (
 	"github.com/gateway/gateway/network"
 )
 
-// Session errors, re-exported.
-var (
-	ErrAlreadyConnected = domain.ErrAlreadyConnected
-	ErrNotConnected     = domain.ErrNotConnected
-)
-
 const sessionActorKind = "session"
 
 // Sessions is the session facet: creating, assigning, tuning and deleting sessions (admin), a
@@ -174,29 +168,26 @@ func (s *Sessions) forSend(uid, sessionID string) (*sessionEntry, error) {
 	var ent *sessionEntry
 	if sessionID == "" {
 		if ent = s.idx.defaultOf(uid); ent == nil {
-			return nil, fmt.Errorf("%w: no session is assigned to this account; link one first", ErrNotConnected)
+			return nil, fmt.Errorf("%w: no session is assigned to this account; link one first", domain.ErrNotConnected)
 		}
 	} else if ent = s.idx.get(sessionID); ent == nil || ent.view.Load().AssignedTo != uid {
-		return nil, fmt.Errorf("%w: session %s is not assigned to this account", ErrForbidden, sessionID)
+		return nil, fmt.Errorf("%w: session %s is not assigned to this account", domain.ErrForbidden, sessionID)
 	}
 	if v := ent.view.Load(); v.Status != domain.StatusConnected && !v.Linked {
-		return nil, fmt.Errorf("%w: link the session first", ErrNotConnected)
+		return nil, fmt.Errorf("%w: link the session first", domain.ErrNotConnected)
 	}
 	return ent, nil
 }
 
-// SessionState is a session's snapshot (domain.Session); SessionView embeds it under this name.
-type SessionState = domain.Session
-
 // SessionView is a session as the admin list shows it.
 type SessionView struct {
-	SessionState
+	domain.Session
 	ClientName string
 }
 
 func (s *Sessions) view(ent *sessionEntry) SessionView {
 	st := *ent.view.Load()
-	v := SessionView{SessionState: st}
+	v := SessionView{Session: st}
 	if st.AssignedTo != "" {
 		v.ClientName = s.e.Users.clientName(st.AssignedTo)
 	}
@@ -222,7 +213,7 @@ func (s *Sessions) List() []SessionView {
 // Create creates a session (status created), assigned to a user when assignTo is set.
 func (s *Sessions) Create(ctx context.Context, name, assignTo string) (SessionView, error) {
 	if strings.TrimSpace(name) == "" {
-		return SessionView{}, fmt.Errorf("%w: sessionName is required", ErrValidation)
+		return SessionView{}, fmt.Errorf("%w: sessionName is required", domain.ErrValidation)
 	}
 	if err := checkName("sessionName", name); err != nil {
 		return SessionView{}, err
@@ -241,7 +232,7 @@ func (s *Sessions) Create(ctx context.Context, name, assignTo string) (SessionVi
 		st.AssignedAt = now
 	}
 	if err := s.table.PutSession(ctx, st); err != nil {
-		return SessionView{}, fmt.Errorf("%w: save session: %v", ErrUnavailable, err)
+		return SessionView{}, fmt.Errorf("%w: save session: %w", domain.ErrUnavailable, err)
 	}
 	ent := s.spawn(st)
 	s.e.log.Info("session created", "session_id", st.ID, "assigned_to", assignTo)
@@ -252,7 +243,7 @@ func (s *Sessions) Create(ctx context.Context, name, assignTo string) (SessionVi
 func (s *Sessions) Assign(ctx context.Context, sessionID, userID string) error {
 	ent := s.idx.get(sessionID)
 	if ent == nil {
-		return fmt.Errorf("%w: %s", ErrSessionNotFound, sessionID)
+		return fmt.Errorf("%w: %s", domain.ErrSessionNotFound, sessionID)
 	}
 	if _, err := s.e.Users.Get(userID); err != nil {
 		return err
@@ -268,13 +259,8 @@ func (s *Sessions) Assign(ctx context.Context, sessionID, userID string) error {
 		}
 	}
 	msg := &session.Assign{UserID: userID, Reply: make(chan session.Reply, 1)}
-	s.e.hw.Send(ent.pid, msg)
-	r, err := s.wait(ctx, msg.Reply)
-	if err != nil {
+	if _, err := s.ask(ctx, ent, msg, msg.Reply); err != nil {
 		return err
-	}
-	if r.Err != nil {
-		return fmt.Errorf("%w: %v", ErrUnavailable, r.Err)
 	}
 	s.idx.assign(sessionID, from, userID)
 	// The new owner's plan may pace differently.
@@ -295,24 +281,19 @@ func (s *Sessions) Update(ctx context.Context, sessionID string, u SessionUpdate
 	p := u.Pacing
 	ent := s.idx.get(sessionID)
 	if ent == nil {
-		return SessionView{}, fmt.Errorf("%w: %s", ErrSessionNotFound, sessionID)
+		return SessionView{}, fmt.Errorf("%w: %s", domain.ErrSessionNotFound, sessionID)
 	}
 	if p != nil && (p.MinGapMs < 0 || p.JitterMs < 0 || p.PerMinute < 0 || p.NewContactsPerDay < 0 || p.RampDays < 0 || p.PerDay < 0) {
-		return SessionView{}, fmt.Errorf("%w: pacing values must be 0 or more", ErrValidation)
+		return SessionView{}, fmt.Errorf("%w: pacing values must be 0 or more", domain.ErrValidation)
 	}
 	if u.Proxy != nil && *u.Proxy != "" {
 		pu, err := url.Parse(*u.Proxy)
 		if err != nil || pu.Host == "" || (pu.Scheme != "socks5" && pu.Scheme != "http" && pu.Scheme != "https") {
-			return SessionView{}, fmt.Errorf("%w: proxy must be socks5://host:port or http(s)://host:port", ErrValidation)
+			return SessionView{}, fmt.Errorf("%w: proxy must be socks5://host:port or http(s)://host:port", domain.ErrValidation)
 		}
 	}
 	msg := &session.Update{SetPacing: u.SetPacing, Pacing: p, Proxy: u.Proxy, Reply: make(chan session.Reply, 1)}
-	s.e.hw.Send(ent.pid, msg)
-	r, err := s.wait(ctx, msg.Reply)
-	if err == nil && r.Err != nil {
-		err = fmt.Errorf("%w: %v", ErrUnavailable, r.Err)
-	}
-	if err != nil {
+	if _, err := s.ask(ctx, ent, msg, msg.Reply); err != nil {
 		return SessionView{}, err
 	}
 	return s.view(ent), nil
@@ -322,25 +303,23 @@ func (s *Sessions) Update(ctx context.Context, sessionID string, u SessionUpdate
 func (s *Sessions) Pacing(sessionID string) (domain.Pacing, error) {
 	ent := s.idx.get(sessionID)
 	if ent == nil {
-		return domain.Pacing{}, fmt.Errorf("%w: %s", ErrSessionNotFound, sessionID)
+		return domain.Pacing{}, fmt.Errorf("%w: %s", domain.ErrSessionNotFound, sessionID)
 	}
 	v := ent.view.Load()
 	return s.pacingOf(v.AssignedTo).Merge(v.Pacing), nil
 }
 
-func (s *Sessions) wait(ctx context.Context, reply chan session.Reply) (session.Reply, error) {
-	return waitReply(ctx, reply, s.e.cfg.SessionTimeout, "session")
+// ask sends msg to the session's actor and waits for its reply (SessionTimeout: some answers
+// involve the network).
+func (s *Sessions) ask(ctx context.Context, ent *sessionEntry, msg any, reply chan session.Reply) (session.Reply, error) {
+	return ask(ctx, s.e, ent.pid, msg, reply, s.e.cfg.SessionTimeout, "session")
 }
 
 // unlink unlinks a session's device from its phone; its queued messages fail with cause (nil:
 // session_logged_out).
 func (s *Sessions) unlink(ctx context.Context, ent *sessionEntry, cause error) error {
 	msg := &session.Logout{Cause: cause, Reply: make(chan session.Reply, 1)}
-	s.e.hw.Send(ent.pid, msg)
-	r, err := s.wait(ctx, msg.Reply)
-	if err == nil {
-		err = r.Err
-	}
+	_, err := s.ask(ctx, ent, msg, msg.Reply)
 	return err
 }
 
@@ -350,7 +329,7 @@ func (s *Sessions) unlink(ctx context.Context, ent *sessionEntry, cause error) e
 func (s *Sessions) Delete(ctx context.Context, id string) error {
 	ent := s.idx.get(id)
 	if ent == nil {
-		return fmt.Errorf("%w: %s", ErrSessionNotFound, id)
+		return fmt.Errorf("%w: %s", domain.ErrSessionNotFound, id)
 	}
 	s.idx.assignMu.Lock()
 	defer s.idx.assignMu.Unlock()
@@ -360,14 +339,13 @@ func (s *Sessions) Delete(ctx context.Context, id string) error {
 		}
 	}
 	closing := &session.Close{Reply: make(chan session.Reply, 1)}
-	s.e.hw.Send(ent.pid, closing)
-	if _, err := s.wait(ctx, closing.Reply); err != nil {
+	if _, err := s.ask(ctx, ent, closing, closing.Reply); err != nil {
 		return err
 	}
 	depth := ent.view.Load().Queue.Depth
 	<-s.e.hw.Poison(ent.pid).Done()
 	if err := s.table.DeleteSession(ctx, id); err != nil {
-		return fmt.Errorf("%w: delete session: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: delete session: %w", domain.ErrUnavailable, err)
 	}
 	if err := s.records.DeleteSession(ctx, id); err != nil {
 		s.e.log.Warn("session deleted; its protection records were not", "session_id", id, "err", err)

@@ -51,12 +51,8 @@ func (s *Sessions) Start(ctx context.Context, u domain.User) (domain.Session, er
 		return domain.Session{}, err
 	}
 	msg := &session.Start{Reply: make(chan session.Reply, 1)}
-	s.e.hw.Send(ent.pid, msg)
-	r, err := s.wait(ctx, msg.Reply)
-	if err != nil {
-		return domain.Session{}, err
-	}
-	return r.State, r.Err
+	r, err := s.ask(ctx, ent, msg, msg.Reply)
+	return r.State, err
 }
 
 // QR returns the QR code text to show for the user's session, creating and starting the
@@ -67,12 +63,8 @@ func (s *Sessions) QR(ctx context.Context, u domain.User) (domain.Session, error
 		return domain.Session{}, err
 	}
 	msg := &session.GetQR{Reply: make(chan session.Reply, 1)}
-	s.e.hw.Send(ent.pid, msg)
-	r, err := s.wait(ctx, msg.Reply)
-	if err != nil {
-		return domain.Session{}, err
-	}
-	return r.State, r.Err
+	r, err := s.ask(ctx, ent, msg, msg.Reply)
+	return r.State, err
 }
 
 // PairCode starts linking the user's session by phone number and returns the code.
@@ -82,12 +74,8 @@ func (s *Sessions) PairCode(ctx context.Context, u domain.User, phone string) (d
 		return domain.Session{}, "", err
 	}
 	msg := &session.GetPairCode{Phone: phone, Reply: make(chan session.Reply, 1)}
-	s.e.hw.Send(ent.pid, msg)
-	r, err := s.wait(ctx, msg.Reply)
-	if err != nil {
-		return domain.Session{}, "", err
-	}
-	return r.State, r.Code, r.Err
+	r, err := s.ask(ctx, ent, msg, msg.Reply)
+	return r.State, r.Code, err
 }
 
 // Logout unlinks the user's session from their phone (POST /api/client/logout); a new
@@ -95,7 +83,7 @@ func (s *Sessions) PairCode(ctx context.Context, u domain.User, phone string) (d
 func (s *Sessions) Logout(ctx context.Context, uid string) error {
 	ent := s.idx.defaultOf(uid)
 	if ent == nil {
-		return fmt.Errorf("%w: this account has no session", ErrSessionNotFound)
+		return fmt.Errorf("%w: this account has no session", domain.ErrSessionNotFound)
 	}
 	return s.unlink(ctx, ent, nil)
 }

@@ -23,28 +23,28 @@ func (st *Stores) OAuthInit(ctx context.Context, uid, shop, clientID, clientSecr
 	s := st.s
 	canonical, ok := ecom.NormalizeShopDomain(shop)
 	if !ok {
-		return "", "", fmt.Errorf("%w: %q; use <name>.myshopify.com", ErrInvalidShop, shop)
+		return "", "", fmt.Errorf("%w: %q; use <name>.myshopify.com", domain.ErrInvalidShop, shop)
 	}
 	n := domain.OAuthNonce{UserID: uid, Shop: canonical, ClientID: strings.TrimSpace(clientID), CreatedAt: st.e.now().UTC()}
 	clientSecret = strings.TrimSpace(clientSecret)
 	switch {
 	case n.ClientID == "" && clientSecret == "":
 		if s.cfg.ClientID == "" || s.cfg.ClientSecret == "" {
-			return "", "", fmt.Errorf("%w: clientId and clientSecret are required (no app credentials are configured)", ErrValidation)
+			return "", "", fmt.Errorf("%w: clientId and clientSecret are required (no app credentials are configured)", domain.ErrValidation)
 		}
 		n.ClientID, n.AppCredentials = s.cfg.ClientID, true
 	case n.ClientID == "":
-		return "", "", fmt.Errorf("%w: clientId is required", ErrValidation)
+		return "", "", fmt.Errorf("%w: clientId is required", domain.ErrValidation)
 	case clientSecret == "":
-		return "", "", fmt.Errorf("%w: clientSecret is required", ErrValidation)
+		return "", "", fmt.Errorf("%w: clientSecret is required", domain.ErrValidation)
 	default:
 		if n.ClientSecret, err = s.sealer.Seal(clientSecret); err != nil {
-			return "", "", fmt.Errorf("%w: seal the client secret: %v", ErrUnavailable, err)
+			return "", "", fmt.Errorf("%w: seal the client secret: %w", domain.ErrUnavailable, err)
 		}
 	}
 	nonce := randomHex(16)
 	if err := s.records.PutNonce(ctx, nonce, n); err != nil {
-		return "", "", fmt.Errorf("%w: save the OAuth state: %v", ErrUnavailable, err)
+		return "", "", fmt.Errorf("%w: save the OAuth state: %w", domain.ErrUnavailable, err)
 	}
 	authURL = s.client.AuthorizeURL(canonical, n.ClientID, OAuthScopes, s.cfg.PublicURL+"/api/ecom/callback", uid+"___"+nonce)
 	return authURL, canonical, nil
@@ -86,7 +86,7 @@ func (st *Stores) OAuthCallback(ctx context.Context, q url.Values) (string, erro
 	}
 	shop, ok := ecom.NormalizeShopDomain(shopIn)
 	if !ok {
-		return fail(CallbackInvalidShop, fmt.Errorf("%w: %q", ErrInvalidShop, shopIn))
+		return fail(CallbackInvalidShop, fmt.Errorf("%w: %q", domain.ErrInvalidShop, shopIn))
 	}
 	i := strings.LastIndex(state, "___")
 	if i <= 0 {
@@ -119,14 +119,14 @@ func (st *Stores) OAuthCallback(ctx context.Context, q url.Values) (string, erro
 	}
 	token, scope, err := s.client.ExchangeCode(ctx, shop, n.ClientID, secret, code)
 	switch {
-	case errors.Is(err, ecom.ErrUnauthorized):
+	case errors.Is(err, domain.ErrStoreTokenRejected):
 		return fail(CallbackExchange, err)
 	case err != nil:
 		return fail(CallbackPlatform, err)
 	}
 	name, _ := s.client.VerifyToken(ctx, shop, token) // the name only fills {store_name}
-	rec := StoreRecord{
-		Shop: shop, Method: StoreMethodOAuth, UserID: uid, ShopName: name,
+	rec := domain.Store{
+		Shop: shop, Method: domain.StoreMethodOAuth, UserID: uid, ShopName: name,
 		ClientID: n.ClientID, ClientSecret: n.ClientSecret, AppCredentials: n.AppCredentials, Scope: scope,
 	}
 	if _, err := st.connectShopify(ctx, rec, token, "", true); err != nil {
@@ -158,7 +158,7 @@ func (st *Stores) ManualConnect(ctx context.Context, uid, shop, token, webhookSe
 	if err != nil {
 		return ManualResult{}, err
 	}
-	rec := StoreRecord{Shop: canonical, Method: StoreMethodManual, UserID: uid, ShopName: name}
+	rec := domain.Store{Shop: canonical, Method: domain.StoreMethodManual, UserID: uid, ShopName: name}
 	reg, err := st.connectShopify(ctx, rec, token, webhookSecret, false)
 	if err != nil {
 		return ManualResult{}, err
@@ -178,9 +178,9 @@ func (st *Stores) ManualConnect(ctx context.Context, uid, shop, token, webhookSe
 func (st *Stores) NativeConnect(ctx context.Context, uid, shop, webhookSecret string) (string, string, error) {
 	canonical, ok := ecom.NormalizeShopDomain(shop)
 	if !ok {
-		return "", "", fmt.Errorf("%w: %q; use <name>.myshopify.com", ErrInvalidShop, shop)
+		return "", "", fmt.Errorf("%w: %q; use <name>.myshopify.com", domain.ErrInvalidShop, shop)
 	}
-	rec := StoreRecord{Shop: canonical, Platform: ecom.PlatformShopify, Method: StoreMethodNative, UserID: uid, ConnectedAt: st.e.now().UTC()}
+	rec := domain.Store{Shop: canonical, Platform: ecom.PlatformShopify, Method: domain.StoreMethodNative, UserID: uid, ConnectedAt: st.e.now().UTC()}
 	if err := st.sealInto(&rec, "", webhookSecret); err != nil {
 		return "", "", err
 	}
@@ -191,31 +191,35 @@ func (st *Stores) NativeConnect(ctx context.Context, uid, shop, webhookSecret st
 	return canonical, st.s.webhookURL(uid, canonical), nil
 }
 
-// Connect is POST /api/client/store/connect: a Shopify-type store by access token (verified,
-// and all five webhooks must register) or a WooCommerce store by domain (its webhooks are made
-// in its admin, optionally signed with webhookSecret).
-func (st *Stores) Connect(ctx context.Context, uid, platform, domain, token, webhookSecret string) error {
-	switch strings.ToLower(strings.TrimSpace(platform)) {
-	case ecom.PlatformShopify:
-		canonical, token, name, err := st.verifyShopToken(ctx, domain, token)
+// Connect is POST /api/client/store/connect. The platform (a registered ecom.Platform) says
+// how: by access token (verified, and all five webhooks must register) or by domain (its
+// webhooks are made in the store's admin, optionally signed with webhookSecret).
+func (st *Stores) Connect(ctx context.Context, uid, platform, domainName, token, webhookSecret string) error {
+	p, ok := ecom.Lookup(domain.Platform(strings.ToLower(strings.TrimSpace(platform))))
+	if !ok || platform == "" {
+		return fmt.Errorf("%w: platform must be one of %v", domain.ErrValidation, ecom.Names())
+	}
+	if p.Connect() == ecom.ConnectByToken {
+		if strings.TrimSpace(token) == "" {
+			return fmt.Errorf("%w: access_token is required", domain.ErrValidation)
+		}
+		canonical, token, name, err := st.verifyShopToken(ctx, domainName, token)
 		if err != nil {
 			return err
 		}
-		rec := StoreRecord{Shop: canonical, Method: StoreMethodConnect, UserID: uid, ShopName: name}
+		rec := domain.Store{Shop: canonical, Method: domain.StoreMethodConnect, UserID: uid, ShopName: name}
 		_, err = st.connectShopify(ctx, rec, token, webhookSecret, true)
 		return err
-	case ecom.PlatformWooCommerce:
-		host, ok := ecom.NormalizeHost(domain)
-		if !ok {
-			return fmt.Errorf("%w: domain must be the store's host name (shop.example.com)", ErrValidation)
-		}
-		rec := StoreRecord{Shop: host, Platform: ecom.PlatformWooCommerce, Method: StoreMethodConnect, UserID: uid, ConnectedAt: st.e.now().UTC()}
-		if err := st.sealInto(&rec, "", webhookSecret); err != nil {
-			return err
-		}
-		return st.save(ctx, rec, false)
 	}
-	return fmt.Errorf("%w: platform must be shopify or woocommerce", ErrValidation)
+	host, ok := p.Domain(domainName)
+	if !ok {
+		return fmt.Errorf("%w: domain must be the store's host name (shop.example.com)", domain.ErrValidation)
+	}
+	rec := domain.Store{Shop: host, Platform: p.Name(), Method: domain.StoreMethodConnect, UserID: uid, ConnectedAt: st.e.now().UTC()}
+	if err := st.sealInto(&rec, "", webhookSecret); err != nil {
+		return err
+	}
+	return st.save(ctx, rec, false)
 }
 
 // registration is how a store's webhooks registration went: how many of the five registered,
@@ -237,13 +241,13 @@ func (w *webhooksError) Unwrap() error { return w.err }
 // the shop over). rec carries the flow's own fields. With allWebhooks, fewer than five
 // registered webhooks fail the connect with a *webhooksError and nothing is saved; without,
 // whatever registered is kept and the rest is reported.
-func (st *Stores) connectShopify(ctx context.Context, rec StoreRecord, token, webhookSecret string, allWebhooks bool) (registration, error) {
+func (st *Stores) connectShopify(ctx context.Context, rec domain.Store, token, webhookSecret string, allWebhooks bool) (registration, error) {
 	s := st.s
 	n, err := s.client.RegisterWebhooks(ctx, rec.Shop, token, s.webhookURL(rec.UserID, rec.Shop))
 	reg := registration{n: n, err: err}
 	if allWebhooks && (err != nil || n < len(ecom.Topics())) {
 		if err == nil {
-			err = fmt.Errorf("%w: %d of %d webhooks registered", ErrStorePlatform, n, len(ecom.Topics()))
+			err = fmt.Errorf("%w: %d of %d webhooks registered", domain.ErrStorePlatform, n, len(ecom.Topics()))
 		}
 		return reg, &webhooksError{err}
 	}
@@ -262,24 +266,24 @@ func (st *Stores) connectShopify(ctx context.Context, rec StoreRecord, token, we
 }
 
 // VerifyShopify checks an access token against the platform and returns the shop's name.
-func (st *Stores) VerifyShopify(ctx context.Context, domain, token string) (string, error) {
-	_, _, name, err := st.verifyShopToken(ctx, domain, token)
+func (st *Stores) VerifyShopify(ctx context.Context, shopDomain, token string) (string, error) {
+	_, _, name, err := st.verifyShopToken(ctx, shopDomain, token)
 	return name, err
 }
 
 // verifyShopToken validates the domain (before any outbound call) and the token's shape, then
 // asks the platform for the shop's name.
-func (st *Stores) verifyShopToken(ctx context.Context, domain, token string) (shop, tok, name string, err error) {
-	shop, ok := ecom.NormalizeShopDomain(domain)
+func (st *Stores) verifyShopToken(ctx context.Context, shopDomain, token string) (shop, tok, name string, err error) {
+	shop, ok := ecom.NormalizeShopDomain(shopDomain)
 	if !ok {
-		return "", "", "", fmt.Errorf("%w: %q; use <name>.myshopify.com", ErrInvalidShop, domain)
+		return "", "", "", fmt.Errorf("%w: %q; use <name>.myshopify.com", domain.ErrInvalidShop, shopDomain)
 	}
 	tok = strings.TrimSpace(token)
 	if tok == "" {
-		return "", "", "", fmt.Errorf("%w: the access token is required", ErrValidation)
+		return "", "", "", fmt.Errorf("%w: the access token is required", domain.ErrValidation)
 	}
 	if !ecom.ValidAccessToken(tok) {
-		return "", "", "", fmt.Errorf("%w: the access token must start with %s", ErrValidation, strings.Join(ecom.AccessTokenPrefixes(), ", "))
+		return "", "", "", fmt.Errorf("%w: the access token must start with %s", domain.ErrValidation, strings.Join(ecom.AccessTokenPrefixes(), ", "))
 	}
 	name, err = st.s.client.VerifyToken(ctx, shop, tok)
 	if err != nil {
@@ -288,14 +292,14 @@ func (st *Stores) verifyShopToken(ctx context.Context, domain, token string) (sh
 	return shop, tok, name, nil
 }
 
-func (st *Stores) sealInto(rec *StoreRecord, token, webhookSecret string) error {
+func (st *Stores) sealInto(rec *domain.Store, token, webhookSecret string) error {
 	s := st.s
 	var err error
 	if rec.AccessToken, err = s.sealer.Seal(token); err != nil {
-		return fmt.Errorf("%w: seal the access token: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: seal the access token: %w", domain.ErrUnavailable, err)
 	}
 	if rec.WebhookSecret, err = s.sealer.Seal(strings.TrimSpace(webhookSecret)); err != nil {
-		return fmt.Errorf("%w: seal the webhook secret: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: seal the webhook secret: %w", domain.ErrUnavailable, err)
 	}
 	return nil
 }
@@ -304,7 +308,7 @@ func (st *Stores) sealInto(rec *StoreRecord, token, webhookSecret string) error 
 // shop) and, when takeOver allows it (the platform proved access), another user's connection of
 // the same shop are removed with their pending events. A reconnect of the same shop by the same
 // user keeps its pending events and actor.
-func (st *Stores) save(ctx context.Context, rec StoreRecord, takeOver bool) error {
+func (st *Stores) save(ctx context.Context, rec domain.Store, takeOver bool) error {
 	s := st.s
 	s.idx.write.Lock()
 	defer s.idx.write.Unlock()
@@ -312,7 +316,7 @@ func (st *Stores) save(ctx context.Context, rec StoreRecord, takeOver bool) erro
 	sameShop, prevOfUser := s.idx.byID[rec.Shop], s.idx.byUser[rec.UserID]
 	s.idx.mu.RUnlock()
 	if sameShop != nil && sameShop.rec.UserID != rec.UserID && !takeOver {
-		return ErrStoreTaken
+		return domain.ErrStoreTaken
 	}
 	var dropped []*storeEntry
 	var remove, drop []string
@@ -328,7 +332,7 @@ func (st *Stores) save(ctx context.Context, rec StoreRecord, takeOver bool) erro
 	}
 	removed, err := s.records.Replace(ctx, &rec, remove, drop)
 	if err != nil {
-		return fmt.Errorf("%w: save store: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: save store: %w", domain.ErrUnavailable, err)
 	}
 	s.pending.Add(-removed)
 	ent := s.newEntry(rec)
@@ -368,12 +372,12 @@ func (st *Stores) Disconnect(ctx context.Context, uid string) error {
 	defer s.idx.write.Unlock()
 	ent := s.idx.ofUser(uid)
 	if ent == nil {
-		return fmt.Errorf("%w: no store is connected to this account", ErrStoreNotFound)
+		return fmt.Errorf("%w: no store is connected to this account", domain.ErrStoreNotFound)
 	}
 	st.stopActor(ent)
 	removed, err := s.records.Replace(ctx, nil, []string{ent.rec.Shop}, []string{ent.rec.Shop})
 	if err != nil {
-		return fmt.Errorf("%w: remove store: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: remove store: %w", domain.ErrUnavailable, err)
 	}
 	s.pending.Add(-removed)
 	s.idx.mu.Lock()

@@ -32,32 +32,6 @@ import (
 // credentials never change after it is built (a reconnect builds a new entry), and its mu guards
 // only its lazily spawned actor. The webhook hot path reads the maps under the read lock only.
 
-// Store errors, re-exported for the HTTP layer.
-var (
-	ErrStoreNotFound    = domain.ErrStoreNotFound
-	ErrInvalidSignature = domain.ErrInvalidSignature
-	// ErrInvalidShop: the shop domain is not a `<name>.myshopify.com` domain (checked before any
-	// outbound call).
-	ErrInvalidShop = ecom.ErrInvalidShop
-	// ErrStoreTokenRejected: the store platform refused the access token or app credentials.
-	ErrStoreTokenRejected = ecom.ErrUnauthorized
-	// ErrStorePlatform: the store platform failed or answered something unexpected.
-	ErrStorePlatform = ecom.ErrUpstream
-	// ErrInvalidPayload: a webhook body is not a JSON object.
-	ErrInvalidPayload = errors.New("the webhook body is not a valid JSON object")
-	// ErrStoreTaken: another user has this store connected, and this connection method does not
-	// prove ownership (native webhooks, WooCommerce) so it cannot take it over.
-	ErrStoreTaken = errors.New("this store is connected to another account")
-)
-
-// Store connection methods (StoreRecord.Method).
-const (
-	StoreMethodOAuth   = domain.StoreMethodOAuth
-	StoreMethodManual  = domain.StoreMethodManual
-	StoreMethodNative  = domain.StoreMethodNative
-	StoreMethodConnect = domain.StoreMethodConnect
-)
-
 const (
 	// OAuthScopes are the access scopes the OAuth install asks for.
 	OAuthScopes     = "read_orders,read_customers"
@@ -85,12 +59,9 @@ type StoreConfig struct {
 	BaseBackoff, MaxBackoff, SessionPoll, RetryWindow time.Duration
 }
 
-// StoreRecord is a connected store as stored (domain.Store).
-type StoreRecord = domain.Store
-
 // storeEntry is a connected store in memory: its record, opened credentials and actor.
 type storeEntry struct {
-	rec                             StoreRecord
+	rec                             domain.Store
 	token, clientSecret, hookSecret string
 	hookMACs, clientMACs            ecom.WebhookVerifier // keyed with the secrets, reused per request
 	openErr                         error                // the credentials did not open (key changed)
@@ -219,7 +190,7 @@ func (st *Stores) boot() (int, error) {
 }
 
 // newEntry opens a record's credentials.
-func (s *storeService) newEntry(r StoreRecord) *storeEntry {
+func (s *storeService) newEntry(r domain.Store) *storeEntry {
 	ent := &storeEntry{rec: r}
 	var errs []error
 	var err error
@@ -348,11 +319,12 @@ func (w *workerCount) wait(ctx context.Context) {
 
 // StoreView is a user's connected store as the dashboard shows it (no credentials).
 type StoreView struct {
-	Shop, Platform, Method, ShopName string
-	ConnectedAt                      time.Time
-	WebhookURL                       string
-	HasWebhookSecret                 bool
-	WebhooksRegistered               int
+	Shop, Method, ShopName string
+	Platform               domain.Platform
+	ConnectedAt            time.Time
+	WebhookURL             string
+	HasWebhookSecret       bool
+	WebhooksRegistered     int
 	// Events: pending events (oldest first), then the recent outcomes, newest first.
 	Events []domain.StoreEvent
 }
@@ -362,7 +334,7 @@ func (st *Stores) Get(uid string) (StoreView, error) {
 	s := st.s
 	ent := s.idx.ofUser(uid)
 	if ent == nil {
-		return StoreView{}, fmt.Errorf("%w: no store is connected to this account", ErrStoreNotFound)
+		return StoreView{}, fmt.Errorf("%w: no store is connected to this account", domain.ErrStoreNotFound)
 	}
 	r := ent.rec
 	v := StoreView{
@@ -383,11 +355,11 @@ func (st *Stores) Get(uid string) (StoreView, error) {
 		return nil
 	})
 	if err != nil && !errors.Is(err, errStop) {
-		return StoreView{}, fmt.Errorf("%w: read the inbox: %v", ErrUnavailable, err)
+		return StoreView{}, fmt.Errorf("%w: read the inbox: %w", domain.ErrUnavailable, err)
 	}
 	done, err := s.inbox.RecentEvents(r.Shop)
 	if err != nil {
-		return StoreView{}, fmt.Errorf("%w: read recent events: %v", ErrUnavailable, err)
+		return StoreView{}, fmt.Errorf("%w: read recent events: %w", domain.ErrUnavailable, err)
 	}
 	slices.SortFunc(done, func(a, b domain.StoreEvent) int { return int(b.N - a.N) })
 	v.Events = append(v.Events, done...)

@@ -71,7 +71,7 @@ func (st storeEventsStore) FinishEvents(ctx context.Context, shop string, fs []s
 func (s *storeService) FetchOrder(ctx context.Context, shop string, orderID int64) ([]byte, error) {
 	cur := s.byShop(shop)
 	if cur == nil {
-		return nil, fmt.Errorf("%w: %s", ErrStoreNotFound, shop)
+		return nil, fmt.Errorf("%w: %s", domain.ErrStoreNotFound, shop)
 	}
 	if cur.token == "" {
 		return nil, storeevents.ErrNoStoreToken

@@ -54,7 +54,7 @@ func (s *storeService) StoreName(shop string) string {
 func (st *Stores) Templates(uid string) ([]TemplateView, error) {
 	all, err := st.s.records.Templates(uid)
 	if err != nil {
-		return nil, fmt.Errorf("%w: read templates: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: read templates: %w", domain.ErrUnavailable, err)
 	}
 	out := make([]TemplateView, 0, 5)
 	for _, t := range ecom.Topics() {
@@ -67,17 +67,17 @@ func (st *Stores) Templates(uid string) ([]TemplateView, error) {
 // and enabled (nil = unchanged).
 func (st *Stores) PutTemplate(ctx context.Context, uid, topic string, text *string, enabled *bool) (TemplateView, error) {
 	if !ecom.ValidTopic(topic) {
-		return TemplateView{}, fmt.Errorf("%w: topic must be one of %s", ErrValidation, strings.Join(ecom.Topics(), ", "))
+		return TemplateView{}, fmt.Errorf("%w: topic must be one of %s", domain.ErrValidation, strings.Join(ecom.Topics(), ", "))
 	}
 	if text != nil && len(*text) > maxTemplateText {
-		return TemplateView{}, fmt.Errorf("%w: text must be at most %d bytes", ErrValidation, maxTemplateText)
+		return TemplateView{}, fmt.Errorf("%w: text must be at most %d bytes", domain.ErrValidation, maxTemplateText)
 	}
 	s := st.s
 	s.tmplMu.Lock()
 	defer s.tmplMu.Unlock()
 	all, err := s.records.Templates(uid)
 	if err != nil {
-		return TemplateView{}, fmt.Errorf("%w: read templates: %v", ErrUnavailable, err)
+		return TemplateView{}, fmt.Errorf("%w: read templates: %w", domain.ErrUnavailable, err)
 	}
 	if all == nil {
 		all = map[string]domain.Template{}
@@ -94,7 +94,7 @@ func (st *Stores) PutTemplate(ctx context.Context, uid, topic string, text *stri
 	}
 	all[topic] = t
 	if err := s.records.PutTemplates(ctx, uid, all); err != nil {
-		return TemplateView{}, fmt.Errorf("%w: save template: %v", ErrUnavailable, err)
+		return TemplateView{}, fmt.Errorf("%w: save template: %w", domain.ErrUnavailable, err)
 	}
 	return templateView(topic, all), nil
 }

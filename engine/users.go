@@ -105,7 +105,7 @@ func (us *Users) createProfile(ctx context.Context, p Principal) (domain.User, e
 		u.Role = RoleAdmin
 	}
 	if err := us.e.cfg.Store.PutUser(ctx, u); err != nil {
-		return domain.User{}, fmt.Errorf("%w: save profile: %v", ErrUnavailable, err)
+		return domain.User{}, fmt.Errorf("%w: save profile: %w", domain.ErrUnavailable, err)
 	}
 	us.put(u)
 	us.e.log.Info("user profile created", "uid", u.ID, "role", u.Role)
@@ -116,7 +116,7 @@ func (us *Users) createProfile(ctx context.Context, p Principal) (domain.User, e
 func (us *Users) Get(id string) (domain.User, error) {
 	u, ok := us.lookup(id)
 	if !ok {
-		return domain.User{}, fmt.Errorf("%w: %s", ErrUserNotFound, id)
+		return domain.User{}, fmt.Errorf("%w: %s", domain.ErrUserNotFound, id)
 	}
 	return u, nil
 }
@@ -161,12 +161,12 @@ func (us *Users) Create(ctx context.Context, n NewUser) (domain.User, error) {
 	us.create.Lock()
 	defer us.create.Unlock()
 	if _, ok := us.lookup(n.ID); ok {
-		return domain.User{}, fmt.Errorf("%w: user %s", ErrAlreadyExists, n.ID)
+		return domain.User{}, fmt.Errorf("%w: user %s", domain.ErrAlreadyExists, n.ID)
 	}
 	now := us.e.now().UTC()
 	u := domain.User{ID: n.ID, Name: n.Name, Email: n.Email, Role: n.Role, Plan: n.Plan, CreatedAt: now, UpdatedAt: now}
 	if err := us.e.cfg.Store.PutUser(ctx, u); err != nil {
-		return domain.User{}, fmt.Errorf("%w: save user: %v", ErrUnavailable, err)
+		return domain.User{}, fmt.Errorf("%w: save user: %w", domain.ErrUnavailable, err)
 	}
 	us.put(u)
 	return u, nil
@@ -184,7 +184,7 @@ func (us *Users) Update(ctx context.Context, p UserPatch) (domain.User, error) {
 	defer us.create.Unlock()
 	u, ok := us.lookup(p.ID)
 	if !ok {
-		return domain.User{}, fmt.Errorf("%w: %s", ErrUserNotFound, p.ID)
+		return domain.User{}, fmt.Errorf("%w: %s", domain.ErrUserNotFound, p.ID)
 	}
 	if p.Name != nil {
 		if err := checkName("name", *p.Name); err != nil {
@@ -204,7 +204,7 @@ func (us *Users) Update(ctx context.Context, p UserPatch) (domain.User, error) {
 	}
 	u.UpdatedAt = us.e.now().UTC()
 	if err := us.e.cfg.Store.PutUser(ctx, u); err != nil {
-		return domain.User{}, fmt.Errorf("%w: save user: %v", ErrUnavailable, err)
+		return domain.User{}, fmt.Errorf("%w: save user: %w", domain.ErrUnavailable, err)
 	}
 	us.put(u)
 	if planChanged {
@@ -216,10 +216,10 @@ func (us *Users) Update(ctx context.Context, p UserPatch) (domain.User, error) {
 
 func (us *Users) checkRolePlan(role, plan string) error {
 	if role != RoleClient && role != RoleAdmin {
-		return fmt.Errorf("%w: role must be client or admin", ErrValidation)
+		return fmt.Errorf("%w: role must be client or admin", domain.ErrValidation)
 	}
 	if _, ok := us.e.cfg.Plans[plan]; !ok {
-		return fmt.Errorf("%w: unknown plan %q (plans: %s)", ErrValidation, plan, strings.Join(us.e.cfg.Plans.Names(), ", "))
+		return fmt.Errorf("%w: unknown plan %q (plans: %s)", domain.ErrValidation, plan, strings.Join(us.e.cfg.Plans.Names(), ", "))
 	}
 	return nil
 }
@@ -245,7 +245,7 @@ func (us *Users) keyPlan(uid string) key.Plan {
 }
 
 // planOf is the user's plan (the default plan for an unknown user).
-func (us *Users) planOf(uid string) Plan { return us.e.cfg.Plans[us.planName(uid)] }
+func (us *Users) planOf(uid string) domain.Plan { return us.e.cfg.Plans[us.planName(uid)] }
 
 func (us *Users) planName(uid string) string {
 	if u, ok := us.lookup(uid); ok && u.Plan != "" {
@@ -266,11 +266,11 @@ const (
 // checkID accepts 1 to 255 printable ASCII characters.
 func checkID(field, id string) error {
 	if id == "" || len(id) > maxIDLen {
-		return fmt.Errorf("%w: %s must be 1 to %d characters", ErrValidation, field, maxIDLen)
+		return fmt.Errorf("%w: %s must be 1 to %d characters", domain.ErrValidation, field, maxIDLen)
 	}
 	for i := 0; i < len(id); i++ {
 		if id[i] < 0x21 || id[i] > 0x7e {
-			return fmt.Errorf("%w: %s must be printable ASCII without spaces", ErrValidation, field)
+			return fmt.Errorf("%w: %s must be printable ASCII without spaces", domain.ErrValidation, field)
 		}
 	}
 	return nil
@@ -279,7 +279,7 @@ func checkID(field, id string) error {
 // checkName accepts at most 200 bytes.
 func checkName(field, name string) error {
 	if len(name) > maxNameLen {
-		return fmt.Errorf("%w: %s must be at most %d bytes", ErrValidation, field, maxNameLen)
+		return fmt.Errorf("%w: %s must be at most %d bytes", domain.ErrValidation, field, maxNameLen)
 	}
 	return nil
 }

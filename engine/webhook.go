@@ -21,12 +21,30 @@ import (
 // Webhook is one inbound store webhook as the HTTP layer read it. The byte slices are only read
 // during AcceptWebhook.
 type Webhook struct {
-	UID, Shop  []byte // query parameters
-	Topic      []byte // x-ecom-topic, X-Shopify-Topic or X-WC-Webhook-Topic
-	ShopDomain []byte // x-ecom-shop-domain, X-Shopify-Shop-Domain or X-WC-Webhook-Source
-	Signature  []byte // X-Shopify-Hmac-Sha256 or X-WC-Webhook-Signature
-	DeliveryID []byte // X-Shopify-Webhook-Id or X-WC-Webhook-Delivery-ID
-	Body       []byte
+	UID, Shop []byte // query parameters
+	// Header reads the request's headers: the store's platform (ecom.Platform.Headers) names
+	// the topic, signature and delivery id headers it reads.
+	Header ecom.HeaderPeeker
+	Body   []byte
+}
+
+// ClaimedShop is the shop a webhook says it is for, before any check: the query's shop, else a
+// platform's shop-domain header, else the query's uid (the key of its guessing budget).
+func (w Webhook) ClaimedShop() []byte {
+	if len(w.Shop) > 0 {
+		return w.Shop
+	}
+	if s := w.shopDomain(); len(s) > 0 {
+		return s
+	}
+	return w.UID
+}
+
+func (w Webhook) shopDomain() []byte {
+	if w.Header == nil {
+		return nil
+	}
+	return ecom.First(w.Header, ecom.ShopDomainHeaders())
 }
 
 // Webhook outcomes (WebhookResult.Status).
@@ -52,47 +70,53 @@ func (st *Stores) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, 
 	e, s := st.e, st.s
 	ent := s.resolve(w)
 	if ent == nil {
-		return WebhookResult{Topic: "none"}, fmt.Errorf("%w: no connected store matches this webhook", ErrStoreNotFound)
+		return WebhookResult{Topic: "none"}, fmt.Errorf("%w: no connected store matches this webhook", domain.ErrStoreNotFound)
 	}
-	woo := ent.rec.Platform == ecom.PlatformWooCommerce
-	res := WebhookResult{Topic: ecom.TopicLabel(ent.rec.Platform, w.Topic)}
-	if ecom.WooPing(w.Body) {
-		// WooCommerce's unsigned ping when a webhook is created.
+	p, ok := ecom.Lookup(ent.rec.Platform)
+	if !ok {
+		return WebhookResult{Topic: "none"}, fmt.Errorf("%w: the store's platform %q is not known to this gateway", domain.ErrStoreNotFound, ent.rec.Platform)
+	}
+	hs := p.Headers()
+	var topicH, signature, deliveryID []byte
+	if w.Header != nil {
+		topicH, signature, deliveryID = ecom.First(w.Header, hs.Topic), ecom.First(w.Header, hs.Signature), ecom.First(w.Header, hs.DeliveryID)
+	}
+	res := WebhookResult{Topic: p.TopicLabel(topicH)}
+	if p.IsPing(w.Body) {
+		// The platform's unsigned check that the address answers (WooCommerce's on creation).
 		res.Status, res.Reason = WebhookIgnored, "webhook ping"
 		return res, nil
 	}
-	if err := s.verify(ent, w); err != nil {
+	if err := s.verify(ent, p, signature, w.Body); err != nil {
 		s.signatureN.Add(1)
 		return res, err
 	}
-	topic := string(bytes.TrimSpace(w.Topic))
+	topic := string(bytes.TrimSpace(topicH))
 	if topic == "" {
-		return res, fmt.Errorf("%w: the topic header (X-Shopify-Topic, x-ecom-topic or X-WC-Webhook-Topic) is required", ErrValidation)
+		return res, fmt.Errorf("%w: the topic header (%s) is required", domain.ErrValidation, strings.Join(hs.Topic, " or "))
 	}
 	if b := bytes.TrimLeft(w.Body, " \t\r\n"); len(b) == 0 || b[0] != '{' || !json.Valid(w.Body) {
-		return res, ErrInvalidPayload
+		return res, domain.ErrInvalidPayload
 	}
 	now := e.now().UTC()
-	orderShaped := woo || topic == ecom.TopicOrderCreated || topic == ecom.TopicOrderPaid || topic == ecom.TopicOrderCancelled
-	switch {
-	case woo && topic != ecom.WooTopicOrderCreated && topic != ecom.WooTopicOrderUpdated,
-		!woo && !ecom.ValidTopic(strings.ToLower(topic)):
+	switch sends, needsPhone := p.Topic(topic); {
+	case !sends:
 		res.Status, res.Reason = WebhookIgnored, "topic "+strconv.Quote(topic)+" sends no message"
-	case orderShaped && !ecom.HasPhone(w.Body):
+	case needsPhone && !ecom.HasPhone(w.Body):
 		res.Status, res.Reason = WebhookIgnored, "no phone number in the payload"
 	}
 	if res.Status == WebhookIgnored {
 		s.ignored.Add(1)
 		e.hw.Send(st.actorOf(ent), storeevents.RecordEvent{Record: domain.StoreEvent{
-			Topic: topic, WebhookID: string(w.DeliveryID), Status: domain.StoreEventSkipped, Reason: res.Reason,
+			Topic: topic, WebhookID: string(deliveryID), Status: domain.StoreEventSkipped, Reason: res.Reason,
 			ReceivedAt: now, ProcessedAt: now,
 		}})
 		return res, nil
 	}
 
 	var seenID string
-	if len(w.DeliveryID) > 0 {
-		seenID = ent.rec.Shop + "/" + string(w.DeliveryID)
+	if len(deliveryID) > 0 {
+		seenID = ent.rec.Shop + "/" + string(deliveryID)
 		if _, busy := s.inflight.LoadOrStore(seenID, struct{}{}); busy {
 			s.duplicates.Add(1)
 			res.Status = WebhookDuplicate
@@ -103,9 +127,9 @@ func (st *Stores) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, 
 	seq := ent.seq.Next(now)
 	entry := domain.InboxEntry{
 		Seq: seq, Shop: ent.rec.Shop, UserID: ent.rec.UserID, Platform: ent.rec.Platform, Topic: topic,
-		WebhookID: string(w.DeliveryID), MessageID: NewMessageID(), ReceivedAt: now, Body: w.Body,
+		WebhookID: string(deliveryID), MessageID: NewMessageID(), ReceivedAt: now, Body: w.Body,
 	}
-	switch err := s.inbox.Accept(ctx, entry, string(w.DeliveryID)); {
+	switch err := s.inbox.Accept(ctx, entry, string(deliveryID)); {
 	case errors.Is(err, domain.ErrRecordExists):
 		// Accepted before (the dedupe mark is checked in the commit: a read first would
 		// wait for the commits in flight).
@@ -113,9 +137,9 @@ func (st *Stores) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, 
 		res.Status = WebhookDuplicate
 		return res, nil
 	case errors.Is(err, domain.ErrInboxEntry):
-		return res, fmt.Errorf("%w: %v", ErrInvalidPayload, err)
+		return res, fmt.Errorf("%w: %w", domain.ErrInvalidPayload, err)
 	case err != nil:
-		return res, fmt.Errorf("%w: store the webhook: %v", ErrUnavailable, err)
+		return res, fmt.Errorf("%w: store the webhook: %w", domain.ErrUnavailable, err)
 	}
 	s.accepted.Add(1)
 	// The actor gets the entry itself (no read to start on it); the body is the request's
@@ -142,7 +166,7 @@ func (s *storeService) resolve(w Webhook) *storeEntry {
 	}
 	shop := w.Shop
 	if len(shop) == 0 {
-		shop = w.ShopDomain
+		shop = w.shopDomain()
 	}
 	if len(shop) == 0 {
 		return nil
@@ -157,20 +181,21 @@ func (s *storeService) resolve(w Webhook) *storeEntry {
 	return s.idx.byID[h]
 }
 
-// verify checks the webhook's signature with the store's secrets (constant time).
-func (s *storeService) verify(ent *storeEntry, w Webhook) error {
+// verify checks the webhook's signature, in the platform's form, with the store's secrets
+// (constant time).
+func (s *storeService) verify(ent *storeEntry, p ecom.Platform, signature, body []byte) error {
 	if !ent.hasSecret() {
 		if s.cfg.RequireSignature {
-			return fmt.Errorf("%w: this store has no webhook signing secret, and the gateway requires signed webhooks", ErrInvalidSignature)
+			return fmt.Errorf("%w: this store has no webhook signing secret, and the gateway requires signed webhooks", domain.ErrInvalidSignature)
 		}
 		return nil
 	}
-	if len(w.Signature) == 0 {
-		return fmt.Errorf("%w: the signature header is missing", ErrInvalidSignature)
+	if len(signature) == 0 {
+		return fmt.Errorf("%w: the signature header (%s) is missing", domain.ErrInvalidSignature, strings.Join(p.Headers().Signature, " or "))
 	}
-	if sig, ok := ecom.ParseWebhookSignature(w.Signature); ok &&
-		(ent.hookMACs.Verify(w.Body, sig) || ent.clientMACs.Verify(w.Body, sig)) {
+	if sig, ok := p.ParseSignature(signature); ok &&
+		(ent.hookMACs.Verify(body, sig) || ent.clientMACs.Verify(body, sig)) {
 		return nil
 	}
-	return fmt.Errorf("%w: the signature does not match the body", ErrInvalidSignature)
+	return fmt.Errorf("%w: the signature does not match the body", domain.ErrInvalidSignature)
 }

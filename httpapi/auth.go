@@ -13,7 +13,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/gateway/gateway/engine"
-	"github.com/gateway/gateway/identity"
 )
 
 var bearerPrefix = []byte("Bearer ")
@@ -42,12 +41,13 @@ func (s *Server) apiKey(ctx *fasthttp.RequestCtx, scope string) (domain.Grant, e
 	}
 	if err != nil {
 		s.metrics.keyDecision(errCode(err))
-		if errors.Is(err, engine.ErrRateLimited) {
+		if errors.Is(err, domain.ErrRateLimited) {
 			err = retryAfter(err, max(int64(time.Until(r.Reset).Seconds()), 1))
 		}
 		return r, err
 	}
 	s.metrics.keyDecision("allowed")
+	ctx.SetUserValue(ctxGrant, r) // route refunds the call if it is answered 503
 	return r, nil
 }
 
@@ -71,7 +71,7 @@ func (s *Server) user(ctx *fasthttp.RequestCtx) (domain.User, error) {
 	c, err := s.cfg.Verifier.Verify(s.reqContext(ctx), string(tok))
 	if err != nil {
 		s.reqLog(ctx).Debug("ID token refused", "err", err)
-		if errors.Is(err, identity.ErrUnavailable) || errors.Is(err, identity.ErrNotAllowed) {
+		if errors.Is(err, domain.ErrIdPUnavailable) || errors.Is(err, domain.ErrSignInNotAllowed) {
 			return domain.User{}, err // 503 idp_unavailable (retry), 403 sign_in_not_allowed
 		}
 		// Sign-in guesses: a client whose ID tokens keep failing is answered 429
@@ -82,14 +82,16 @@ func (s *Server) user(ctx *fasthttp.RequestCtx) (domain.User, error) {
 			}
 			s.signins.fail(guess)
 		}
+		// The verifier's reason as text only (%v): whatever it wraps, the answer is 401.
 		return domain.User{}, fmt.Errorf("%w: %v", errInvalidToken, err)
 	}
 	u, err := s.eng.Users.Authenticate(s.reqContext(ctx), engine.Principal{
 		UID: c.UID, Name: c.Name, Email: c.Email, ClaimsAdmin: s.cfg.DevRoles && c.Role == engine.RoleAdmin,
 	})
-	if errors.Is(err, engine.ErrValidation) {
+	if errors.Is(err, domain.ErrValidation) {
 		// A verified token whose subject cannot be a user id (too long, unprintable): a 403,
 		// since signing in again would not help.
+		// As text (%v): the validation error must not turn the 403 into a 400.
 		return domain.User{}, fmt.Errorf("%w: %v", errUnsupportedSubject, err)
 	}
 	return u, err

@@ -99,7 +99,7 @@ func (s *Server) v1SendBulk(ctx *fasthttp.RequestCtx) error {
 			return err
 		}
 		return s.bulkAnswer(ctx, st, req.Async)
-	}, func(uid string, rec engine.IdemRecord) error {
+	}, func(uid string, rec domain.IdemRecord) error {
 		// The same body as the first request: it tells whether that one was async.
 		var req bulkRequest
 		_ = json.Unmarshal(ctx.PostBody(), &req)

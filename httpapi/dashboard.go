@@ -1,15 +1,10 @@
 package httpapi
 
 import (
-	"context"
-	"fmt"
-	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
 
 	"github.com/gateway/gateway/engine"
@@ -40,10 +35,10 @@ type DashboardConfig struct {
 	// FirebaseAPIKey turns on Firebase email and password sign-in, against FirebaseAuthURL
 	// (the Identity Toolkit's base URL; "" is Google's; the Auth emulator's or a test double's).
 	FirebaseAPIKey, FirebaseAuthURL string
-	// HTTPClient fetches the issuer's discovery document (nil: a client with a 3 s timeout).
-	HTTPClient *http.Client
-
-	disc *discoveryCache // set by dashboardRoutes
+	// Endpoints are the issuer's sign-in endpoints from its discovery document, as the
+	// identity provider's background loop last read it (identity.Verifier.Endpoints); ok is
+	// false until it has. A page load never waits for the provider.
+	Endpoints func() (e identity.Endpoints, ok bool)
 }
 
 // firebaseAuthURL is the Identity Toolkit the page calls for Firebase sign-in.
@@ -55,7 +50,6 @@ func (s *Server) dashboardRoutes() {
 	if s.cfg.Dashboard.Site == nil {
 		return
 	}
-	s.cfg.Dashboard.disc = &discoveryCache{}
 	s.route(GET, "/", 0, s.toDashboard)
 	s.route(GET, "/dashboard/", 0, s.dashboardPage)
 	s.route(GET, "/dashboard/connect-store/success", 0, s.dashboardPage)
@@ -104,7 +98,7 @@ func (s *Server) dashboardAsset(ctx *fasthttp.RequestCtx) error {
 // provider's token endpoint the sign-in calls.
 func (s *Server) pageHeaders(ctx *fasthttp.RequestCtx) {
 	connect := "'self'"
-	if extra := s.signInOrigins(s.reqContext(ctx)); extra != "" {
+	if extra := s.signInOrigins(); extra != "" {
 		connect += " " + extra
 	}
 	h := &ctx.Response.Header
@@ -115,18 +109,21 @@ func (s *Server) pageHeaders(ctx *fasthttp.RequestCtx) {
 	h.Set("Referrer-Policy", "no-referrer")
 }
 
-// signInOrigins are the identity provider's origins the page calls (none in dev auth).
-func (s *Server) signInOrigins(ctx context.Context) string {
+// signInOrigins are the identity provider's origins the page calls (none in dev auth): the
+// token endpoint's, or the issuer's until discovery has answered.
+func (s *Server) signInOrigins() string {
 	d := s.cfg.Dashboard
 	var out []string
 	if d.FirebaseAPIKey != "" {
 		out = append(out, origin(s.firebaseAuthURL()))
 	}
 	if d.Auth == "oidc" && d.ClientID != "" {
-		if disc, err := s.oidcDiscovery(ctx); err == nil {
-			if o := origin(disc.TokenEndpoint); o != "" {
-				out = append(out, o)
-			}
+		o := origin(d.OIDCIssuer)
+		if e, ok := s.endpoints(); ok {
+			o = origin(e.Token)
+		}
+		if o != "" {
+			out = append(out, o)
 		}
 	}
 	return strings.Join(out, " ")
@@ -140,55 +137,12 @@ func origin(raw string) string {
 	return u.Scheme + "://" + u.Host
 }
 
-// discovery is the part of the issuer's /.well-known/openid-configuration the page needs.
-type discovery struct {
-	AuthorizationEndpoint string `json:"authorization_endpoint"`
-	TokenEndpoint         string `json:"token_endpoint"`
-}
-
-// discoveryCache holds the issuer's discovery document once read.
-type discoveryCache struct {
-	mu  sync.Mutex
-	doc discovery
-}
-
-// oidcDiscovery reads the issuer's discovery document once (a failure is tried again on the
-// next page load).
-func (s *Server) oidcDiscovery(ctx context.Context) (discovery, error) {
-	issuer := strings.TrimSuffix(s.cfg.Dashboard.OIDCIssuer, "/")
-	c := s.cfg.Dashboard.disc
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.doc.TokenEndpoint != "" {
-		return c.doc, nil
+// endpoints are the issuer's sign-in endpoints, if discovery has answered.
+func (s *Server) endpoints() (identity.Endpoints, bool) {
+	if f := s.cfg.Dashboard.Endpoints; f != nil {
+		return f()
 	}
-	client := s.cfg.Dashboard.HTTPClient
-	if client == nil {
-		client = &http.Client{Timeout: 3 * time.Second}
-	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, issuer+"/.well-known/openid-configuration", nil)
-	if err != nil {
-		return discovery{}, err
-	}
-	res, err := client.Do(req)
-	if err != nil {
-		return discovery{}, err
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return discovery{}, fmt.Errorf("discovery: status %d", res.StatusCode)
-	}
-	var d discovery
-	if err := json.NewDecoder(http.MaxBytesReader(nil, res.Body, 1<<20)).Decode(&d); err != nil {
-		return discovery{}, fmt.Errorf("discovery: %w", err)
-	}
-	if d.AuthorizationEndpoint == "" || d.TokenEndpoint == "" {
-		return discovery{}, fmt.Errorf("discovery: no authorization or token endpoint")
-	}
-	c.doc = d
-	return d, nil
+	return identity.Endpoints{}, false
 }
 
 type dashboardOIDC struct {
@@ -226,11 +180,12 @@ func (s *Server) dashboardConfig(ctx *fasthttp.RequestCtx) error {
 		DevSignIn: d.Auth == "dev" && d.DevIssuer != nil && s.isInternal(ctx)}
 	if d.Auth == "oidc" && d.ClientID != "" {
 		o := &dashboardOIDC{Issuer: d.OIDCIssuer, ClientID: d.ClientID}
-		if disc, err := s.oidcDiscovery(s.reqContext(ctx)); err != nil {
-			s.reqLog(ctx).Warn("OIDC discovery for the dashboard failed", "err", err)
-			o.Error = "the identity provider cannot be reached; try again in a moment"
+		if e, ok := s.endpoints(); ok {
+			o.AuthorizationEndpoint, o.TokenEndpoint = e.Authorization, e.Token
 		} else {
-			o.AuthorizationEndpoint, o.TokenEndpoint = disc.AuthorizationEndpoint, disc.TokenEndpoint
+			// The provider has not answered discovery yet (its outage is logged once by the
+			// identity package): the page says so and the user tries again.
+			o.Error = "the identity provider cannot be reached; try again in a moment"
 		}
 		out.OIDC = o
 	}

@@ -95,7 +95,7 @@ func (s *Server) simProxy(ctx *fasthttp.RequestCtx) error {
 	req.UseHostHeader = false
 	req.SetRequestURI(strings.TrimRight(s.cfg.SimURL, "/") + string(ctx.RequestURI()))
 	if err := s.simClient.DoTimeout(req, resp, time.Minute); err != nil {
-		return fmt.Errorf("%w: the simulated network (%s) did not answer: %v", domain.ErrUnavailable, s.cfg.SimURL, err)
+		return fmt.Errorf("%w: the simulated network (%s) did not answer: %w", domain.ErrUnavailable, s.cfg.SimURL, err)
 	}
 	ctx.SetStatusCode(resp.StatusCode())
 	if ct := resp.Header.ContentType(); len(ct) > 0 {

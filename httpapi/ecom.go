@@ -165,9 +165,6 @@ func (s *Server) storeConnect(ctx *fasthttp.RequestCtx, u domain.User) error {
 	if err := bind(ctx, &req, need("platform", &req.Platform), need("domain", &req.Domain)); err != nil {
 		return err
 	}
-	if strings.EqualFold(strings.TrimSpace(*req.Platform), "shopify") && strings.TrimSpace(req.AccessToken) == "" {
-		return missing("access_token")
-	}
 	err := s.eng.Stores.Connect(s.reqContext(ctx), u.ID, *req.Platform, *req.Domain, req.AccessToken, req.WebhookSecret)
 	if err != nil {
 		s.ecom.connect("connect", errCode(err))
@@ -222,7 +219,7 @@ type storeJSON struct {
 	Connected          bool             `json:"connected"`
 	Shop               string           `json:"shop,omitempty"`
 	ShopName           string           `json:"shopName,omitempty"`
-	Platform           string           `json:"platform,omitempty"`
+	Platform           domain.Platform  `json:"platform,omitempty"`
 	Method             string           `json:"method,omitempty"`
 	ConnectedAt        *timestamp       `json:"connectedAt,omitempty"`
 	WebhookURL         string           `json:"webhookUrl,omitempty"`
@@ -235,7 +232,7 @@ type storeJSON struct {
 // recent events; connected false when there is none.
 func (s *Server) clientStore(ctx *fasthttp.RequestCtx, u domain.User) error {
 	v, err := s.eng.Stores.Get(u.ID)
-	if errors.Is(err, engine.ErrStoreNotFound) {
+	if errors.Is(err, domain.ErrStoreNotFound) {
 		writeJSON(ctx, fasthttp.StatusOK, storeJSON{Success: true, Events: []storeEventJSON{}})
 		return nil
 	}
@@ -298,17 +295,8 @@ type webhookJSON struct {
 // section 3, flow 3). It answers within a group commit: the event is durable in the store's
 // inbox before the 200, and the message is sent afterwards.
 func (s *Server) ecomWebhook(ctx *fasthttp.RequestCtx) error {
-	h := &ctx.Request.Header
 	args := ctx.QueryArgs()
-	w := engine.Webhook{
-		UID:        args.Peek("uid"),
-		Shop:       args.Peek("shop"),
-		Topic:      firstHeader(h, "X-Ecom-Topic", "X-Shopify-Topic", "X-Wc-Webhook-Topic"),
-		ShopDomain: firstHeader(h, "X-Ecom-Shop-Domain", "X-Shopify-Shop-Domain", "X-Wc-Webhook-Source"),
-		Signature:  firstHeader(h, "X-Shopify-Hmac-Sha256", "X-Ecom-Hmac-Sha256", "X-Wc-Webhook-Signature"),
-		DeliveryID: firstHeader(h, "X-Shopify-Webhook-Id", "X-Ecom-Webhook-Id", "X-Wc-Webhook-Delivery-Id"),
-		Body:       ctx.PostBody(),
-	}
+	w := engine.Webhook{UID: args.Peek("uid"), Shop: args.Peek("shop"), Header: &ctx.Request.Header, Body: ctx.PostBody()}
 	res, err := s.eng.Stores.AcceptWebhook(s.reqContext(ctx), w)
 	if err != nil {
 		s.ecom.webhook(res.Topic, errCode(err))
@@ -322,15 +310,6 @@ func (s *Server) ecomWebhook(ctx *fasthttp.RequestCtx) error {
 		writeRaw(ctx, webhookDuplicateBody)
 	default:
 		writeRaw(ctx, webhookQueuedBody)
-	}
-	return nil
-}
-
-func firstHeader(h *fasthttp.RequestHeader, names ...string) []byte {
-	for _, n := range names {
-		if v := h.Peek(n); len(v) > 0 {
-			return v
-		}
 	}
 	return nil
 }

@@ -17,23 +17,22 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gateway/gateway/domain"
 
 	"github.com/valyala/fasthttp"
-
-	"github.com/gateway/gateway/engine"
 )
 
-// HTTP-layer errors (the domain ones live in actors and are re-exported by engine).
+// HTTP-layer errors (the domain ones live in domain/errors.go).
 var (
 	// errNoCredentials: the request carries no API key or ID token.
 	errNoCredentials = domain.E("missing_credentials", "missing credentials: send Authorization: Bearer <token>")
 	// errInvalidToken: the ID token did not verify.
 	errInvalidToken = domain.E("invalid_token", "invalid or expired ID token")
 	// errNotAdmin: the caller's role is not admin.
-	errNotAdmin = domain.E("forbidden", "this route needs the admin role")
+	errNotAdmin = fmt.Errorf("%w: this route needs the admin role", domain.ErrForbidden)
 	// errInternalOnly: a route public only inside --internal-cidrs was called from outside
 	// without an admin token.
 	errInternalOnly = domain.E("internal_only", "this route is public only to internal addresses; send an admin ID token")
@@ -94,8 +93,7 @@ var statusByCode = map[string]int{
 }
 
 // statusOf maps every error to its HTTP status and stable code: the one place that does so.
-// Domain errors carry their code; the few adapter errors not translated at their edge yet are
-// matched here.
+// Domain errors carry their code (the adapters return them too); anything else is a 500.
 func statusOf(err error) (int, string) {
 	var in *inputError
 	if errors.As(err, &in) {
@@ -106,33 +104,7 @@ func statusOf(err error) (int, string) {
 			return st, code
 		}
 	}
-	for _, a := range adapterErrors {
-		if errors.Is(err, a.err) {
-			return statusByCode[a.code], a.code
-		}
-	}
 	return fasthttp.StatusInternalServerError, "internal"
-}
-
-// adapterErrors are adapter errors (store platform, media) and their codes.
-var adapterErrors = []struct {
-	err  error
-	code string
-}{
-	{engine.ErrInvalidShop, "invalid_shop"},
-	{engine.ErrInvalidPayload, "invalid_json"},
-	{engine.ErrStoreTokenRejected, "store_token_rejected"},
-	{engine.ErrStoreTaken, "store_connected_elsewhere"},
-	{engine.ErrStorePlatform, "store_platform_error"},
-	{errMediaTooLarge, "media_too_large"},
-	{errMediaType, "unsupported_media_type"},
-	{errMediaRef, "invalid_media"},
-	{errMediaBlocked, "media_url_blocked"},
-	{errMediaFetch, "media_fetch_failed"},
-	{engine.ErrWebhookNotFound, "webhook_not_found"},
-	{engine.ErrWebhookURL, "invalid_webhook_url"},
-	{engine.ErrWebhookBlocked, "webhook_url_blocked"},
-	{engine.ErrWebhookLimit, "webhook_limit"},
 }
 
 // retryError is an error whose answer says when to retry (Retry-After, in seconds).
@@ -168,16 +140,22 @@ func (s *Server) writeError(ctx *fasthttp.RequestCtx, err error) {
 			code = "storage_unavailable"
 		} else if s.cfg.Storage != nil {
 			if serr := s.cfg.Storage(); serr != nil {
-				code, err = "storage_unavailable", fmt.Errorf("%w (%v)", serr, err)
+				code, err = "storage_unavailable", fmt.Errorf("%w (%w)", serr, err)
 			}
 		}
 	}
 	msg := err.Error()
 	switch {
 	case status == fasthttp.StatusServiceUnavailable:
-		// A dependency is down (identity provider, disk): its own WARN names the cause once;
-		// one line per refused request stays below ERROR.
-		s.reqLog(ctx).Warn("request refused", "status", status, "code", code, "err", err)
+		// A dependency is down (identity provider, disk): its own WARN names the cause once
+		// each way. Refusals are logged once when they start and then at most every
+		// refusalReminder with their count, not once per request (7,000 lines in 25 s on a
+		// full disk).
+		if first, n := s.refusals.note(code, time.Now()); first {
+			s.reqLog(ctx).Warn("request refused", "status", status, "code", code, "err", err)
+		} else if n > 0 {
+			s.reqLog(ctx).Warn("requests still refused", "status", status, "code", code, "refused", n, "err", err)
+		}
 	case status >= 500:
 		s.reqLog(ctx).Error("request failed", "status", status, "err", err)
 	}
@@ -200,4 +178,40 @@ func (s *Server) writeError(ctx *fasthttp.RequestCtx, err error) {
 		ctx.Response.Header.Set("Retry-After", strconv.FormatInt(int64(next.Sub(now).Seconds())+1, 10))
 	}
 	writeJSON(ctx, status, errorBody{Error: msg, Code: code})
+}
+
+// refusalReminder is how often, at most, refusals of one code are logged again.
+const refusalReminder = 30 * time.Second
+
+// refusalLog rate-limits the log lines of 503 refusals, per code.
+type refusalLog struct {
+	mu     sync.Mutex
+	byCode map[string]*refusalState
+}
+
+type refusalState struct {
+	logged time.Time // last line
+	since  int       // refusals not logged since
+}
+
+// note counts a refusal of code at now: first when it starts a series (nothing logged for a
+// reminder's time), else the count to log in a reminder (0: stay quiet).
+func (r *refusalLog) note(code string, now time.Time) (first bool, count int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.byCode == nil {
+		r.byCode = map[string]*refusalState{}
+	}
+	st := r.byCode[code]
+	switch {
+	case st == nil || now.Sub(st.logged) >= 2*refusalReminder && st.since == 0:
+		r.byCode[code] = &refusalState{logged: now}
+		return true, 0
+	case now.Sub(st.logged) >= refusalReminder:
+		n := st.since + 1
+		st.logged, st.since = now, 0
+		return false, n
+	}
+	st.since++
+	return false, 0
 }

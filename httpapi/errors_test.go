@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -45,5 +46,31 @@ func TestWriteErrorRetryAfter(t *testing.T) {
 				t.Errorf("body %s, want %s", got, c.body)
 			}
 		})
+	}
+}
+
+// 503 refusals are logged once when they start, then at most every refusalReminder with how
+// many there were, and again at once after a quiet spell.
+func TestRefusalLogIsRateLimited(t *testing.T) {
+	var r refusalLog
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	lines := 0
+	for i := range 7000 {
+		now := t0.Add(time.Duration(i) * 25 * time.Second / 7000) // 7,000 refusals in 25 s
+		if first, n := r.note("storage_unavailable", now); first || n > 0 {
+			lines++
+		}
+	}
+	if lines != 1 {
+		t.Fatalf("%d lines for 7,000 refusals in 25 s, want 1", lines)
+	}
+	if first, n := r.note("storage_unavailable", t0.Add(31*time.Second)); first || n != 7000 {
+		t.Fatalf("the reminder: first %v, count %d; want the 7,000 since", first, n)
+	}
+	if first, _ := r.note("idp_unavailable", t0.Add(31*time.Second)); !first {
+		t.Fatal("another code is its own series")
+	}
+	if first, _ := r.note("storage_unavailable", t0.Add(10*time.Minute)); !first {
+		t.Fatal("after a quiet spell a refusal starts a new series")
 	}
 }

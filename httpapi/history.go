@@ -81,14 +81,14 @@ func (s *Server) history(ctx *fasthttp.RequestCtx, uid string) error {
 	}
 	out := historyJSONPage{Success: true, Direction: q.Direction, Messages: make([]any, 0, len(items)), Next: next}
 	for _, it := range items {
-		if it.Dir == engine.DirIn {
+		if it.Dir == domain.DirIn {
 			m := it.In
-			out.Messages = append(out.Messages, incomingJSON{Direction: engine.DirIn, ID: m.ID, Session: m.SessionID, From: m.From, Type: m.Type,
+			out.Messages = append(out.Messages, incomingJSON{Direction: domain.DirIn, ID: m.ID, Session: m.SessionID, From: m.From, Type: m.Type,
 				Text: m.Text, Caption: m.Caption, MimeType: m.MimeType, FileName: m.FileName, Bytes: m.Bytes, Timestamp: timestamp(m.Timestamp)})
 			continue
 		}
 		m := it.Out
-		out.Messages = append(out.Messages, outgoingJSON{Direction: engine.DirOut, ID: m.ID, MessageID: m.ID, Status: m.Status,
+		out.Messages = append(out.Messages, outgoingJSON{Direction: domain.DirOut, ID: m.ID, MessageID: m.ID, Status: m.Status,
 			To: m.Message.To, Session: m.SessionID, Type: string(m.Message.Kind), Text: m.Message.Text, Caption: m.Message.Caption,
 			MimeType: m.Message.MimeType, FileName: m.Message.FileName, CreatedAt: timestamp(m.CreatedAt.Time()),
 			SentAt: sentAt(m.SentAt), Code: m.Code, Error: m.Error, Attempts: m.Attempts})
@@ -103,7 +103,7 @@ var messageStatuses = map[string]bool{domain.MsgQueued: true, domain.MsgSent: tr
 func historyQuery(args *fasthttp.Args) (engine.HistoryQuery, error) {
 	var q engine.HistoryQuery
 	switch d := string(args.Peek("direction")); d {
-	case "", engine.DirOut, engine.DirIn:
+	case "", domain.DirOut, domain.DirIn:
 		q.Direction = d
 	default:
 		return q, badInput("validation_failed", "direction must be \"out\" or \"in\"")

@@ -20,7 +20,7 @@ import (
 // from what the first made, and is looked up before the daily cap is charged (a replay after
 // the cap is used up still succeeds). The same key with another body is 409
 // idempotency_key_reused. idem is nil without a key.
-func (s *Server) v1Post(ctx *fasthttp.RequestCtx, scope string, h func(key domain.Grant, idem *engine.Idem) error, replay func(uid string, rec engine.IdemRecord) error) error {
+func (s *Server) v1Post(ctx *fasthttp.RequestCtx, scope string, h func(key domain.Grant, idem *engine.Idem) error, replay func(uid string, rec domain.IdemRecord) error) error {
 	idemKey := ctx.Request.Header.Peek("Idempotency-Key")
 	if len(idemKey) == 0 {
 		key, err := s.apiKey(ctx, scope)

@@ -169,7 +169,7 @@ func (s *Server) validate(ctx *fasthttp.RequestCtx) error {
 	}
 	v, err := s.eng.Keys.Validate([]byte(*req.RawKey))
 	if err != nil {
-		if !errors.Is(err, engine.ErrUnknownKey) && !errors.Is(err, engine.ErrKeyRevoked) && !errors.Is(err, engine.ErrKeyExpired) {
+		if !errors.Is(err, domain.ErrUnknownKey) && !errors.Is(err, domain.ErrKeyRevoked) && !errors.Is(err, domain.ErrKeyExpired) {
 			return err
 		}
 		writeJSON(ctx, fasthttp.StatusUnauthorized, invalidKeyJSON{Valid: false, Error: err.Error()})

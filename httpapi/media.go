@@ -17,15 +17,6 @@ type mediaFetcher = media.Fetcher
 
 func newMediaFetcher(o MediaOptions) *mediaFetcher { return media.NewFetcher(o) }
 
-// Media intake errors, mapped by statusOf.
-var (
-	errMediaTooLarge = media.ErrTooLarge   // 413 media_too_large
-	errMediaType     = media.ErrType       // 415 unsupported_media_type
-	errMediaRef      = media.ErrRef        // 400 invalid_media
-	errMediaBlocked  = media.ErrURLBlocked // 400 media_url_blocked
-	errMediaFetch    = media.ErrFetch      // 502 media_fetch_failed
-)
-
 // checkImage accepts the image formats send-image supports (SPEC.md 8): JPEG, PNG, GIF, WebP.
 func checkImage(m Media) error { return media.CheckImage(m) }
 

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/gateway/gateway/engine"
 )
 
 // Guess limits: the public routes that take guesses (API-key validation, the store webhook
@@ -115,15 +117,9 @@ func byClient(prefix string) func(*fasthttp.RequestCtx) string {
 
 // byShop keys webhook signature guesses by the shop they claim to come from.
 func byShop(ctx *fasthttp.RequestCtx) string {
-	h := &ctx.Request.Header
-	shop := ctx.QueryArgs().Peek("shop")
-	if len(shop) == 0 {
-		shop = firstHeader(h, "X-Ecom-Shop-Domain", "X-Shopify-Shop-Domain", "X-Wc-Webhook-Source")
-	}
-	if len(shop) == 0 {
-		shop = ctx.QueryArgs().Peek("uid")
-	}
-	return "webhook:" + strings.ToLower(string(shop))
+	args := ctx.QueryArgs()
+	w := engine.Webhook{UID: args.Peek("uid"), Shop: args.Peek("shop"), Header: &ctx.Request.Header}
+	return "webhook:" + strings.ToLower(string(w.ClaimedShop()))
 }
 
 // cors answers preflight requests and adds the CORS headers for the allowed origins.

@@ -40,7 +40,7 @@ func sentResponse(e domain.OutboxEntry) sentJSON {
 
 // replayMessage answers a retried v1 send from the message its Idempotency-Key made, as it
 // stands now.
-func (s *Server) replayMessage(ctx *fasthttp.RequestCtx, uid string, rec engine.IdemRecord) error {
+func (s *Server) replayMessage(ctx *fasthttp.RequestCtx, uid string, rec domain.IdemRecord) error {
 	e, err := s.eng.Messages.Get(uid, rec.MessageID)
 	if err != nil {
 		return err
@@ -69,7 +69,7 @@ func (s *Server) v1Send(ctx *fasthttp.RequestCtx) error {
 		}
 		return s.send(ctx, engine.SendRequest{UserID: key.Key.UserID, Origin: "api",
 			Message: domain.Message{To: phone, Kind: domain.KindText, Text: text}}, idem, true)
-	}, func(uid string, rec engine.IdemRecord) error { return s.replayMessage(ctx, uid, rec) })
+	}, func(uid string, rec domain.IdemRecord) error { return s.replayMessage(ctx, uid, rec) })
 }
 
 type sendImageRequest struct {
@@ -107,7 +107,7 @@ func (s *Server) v1SendImage(ctx *fasthttp.RequestCtx) error {
 		}
 		msg := domain.Message{To: to, Kind: domain.KindImage, Caption: req.Caption, FileName: name, MimeType: m.MimeType, Data: m.Data}
 		return s.send(ctx, engine.SendRequest{UserID: key.Key.UserID, SessionID: req.SessionID, Origin: "api", Message: msg}, idem, true)
-	}, func(uid string, rec engine.IdemRecord) error { return s.replayMessage(ctx, uid, rec) })
+	}, func(uid string, rec domain.IdemRecord) error { return s.replayMessage(ctx, uid, rec) })
 }
 
 type clientSendRequest struct {
@@ -162,7 +162,7 @@ func (s *Server) clientMessage(ctx *fasthttp.RequestCtx, req clientSendRequest) 
 			return msg, err
 		}
 		if kind != domain.KindDocument && mediaKind(m.MimeType) != string(kind) {
-			return msg, fmt.Errorf("%w: %s is not %s", errMediaType, m.MimeType, kindArticle(kind))
+			return msg, fmt.Errorf("%w: %s is not %s", domain.ErrMediaType, m.MimeType, kindArticle(kind))
 		}
 		if kind == domain.KindImage {
 			if err := checkImage(m); err != nil {
@@ -174,7 +174,7 @@ func (s *Server) clientMessage(ctx *fasthttp.RequestCtx, req clientSendRequest) 
 		}
 		if kind == domain.KindAudio && s.cfg.AudioCheck != nil {
 			if err := s.cfg.AudioCheck(m.Data, m.MimeType); err != nil {
-				return msg, fmt.Errorf("%w: %v", errMediaType, err)
+				return msg, fmt.Errorf("%w: %w", domain.ErrMediaType, err)
 			}
 		}
 		msg.Data, msg.MimeType, msg.FileName = m.Data, m.MimeType, req.FileName
@@ -259,7 +259,7 @@ func (s *Server) send(ctx *fasthttp.RequestCtx, r engine.SendRequest, idem *engi
 	if idem != nil {
 		r.Message.ID = idem.Derived()
 		r.IdemID = idem.ID()
-		r.Idem = engine.IdemRecord{BodyHash: idem.BodyHash}
+		r.Idem = domain.IdemRecord{BodyHash: idem.BodyHash}
 	}
 	entry, err := s.eng.Messages.Send(s.reqContext(ctx), r)
 	if err != nil {

@@ -2,7 +2,10 @@
 // goccy/go-json, authentication (API keys, ID tokens), the error model of DESIGN.md section 4,
 // metrics and the OpenAPI document. A handler parses, authorizes, asks the engine and writes the
 // response, or returns an error that route answers (errors.go); it never touches storage.
-// Imports: engine, identity, network (port types).
+// Request bodies are read within each route's limit before routing (body.go). Its handlers
+// are tested in place on an in-memory engine with golden bodies (api_test.go,
+// handlers_test.go), every response checked against the OpenAPI document (openapitest).
+// Imports: domain, engine, identity, media, web.
 package httpapi
 
 import (
@@ -25,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/engine"
 	"github.com/gateway/gateway/identity"
 )
@@ -104,6 +108,8 @@ type Server struct {
 	guesses *guessLimits
 	// signins limits ID tokens that do not verify, per client address.
 	signins *guessLimits
+	// refusals rate-limits the log lines of 503s.
+	refusals refusalLog
 	// simOnly: the server of `gateway sim` (NewSim), which serves only the sim's dev routes.
 	simOnly bool
 	// simClient asks the sim process (--sim-url).
@@ -118,6 +124,7 @@ type Server struct {
 
 const (
 	ctxRoute     = "route"
+	ctxGrant     = "api_key_grant"
 	ctxRequestID = "request_id"
 )
 
@@ -179,6 +186,7 @@ func New(cfg Config) (*Server, error) {
 		Handler:               s.Handler(),
 		Name:                  "gateway",
 		MaxRequestBodySize:    cfg.MaxBodyLimit,
+		StreamRequestBody:     true, // read by readBody, within each route's limit
 		HeaderReceived:        s.headerReceived,
 		ReadTimeout:           30 * time.Second,
 		WriteTimeout:          cfg.WriteTimeout,
@@ -191,18 +199,26 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Handler is the full request handler (tests and benchmarks may serve it themselves).
+// Handler is the full request handler (tests and benchmarks may serve it themselves): the
+// body is read first, within its route's limit (body.go), then routed.
 func (s *Server) Handler() fasthttp.RequestHandler {
+	h := s.router.Handler
 	if len(s.cfg.CORSOrigins) > 0 {
-		return s.cors(s.router.Handler)
+		h = s.cors(h)
 	}
-	return s.router.Handler
+	return func(ctx *fasthttp.RequestCtx) {
+		if err := s.readBody(ctx); err != nil {
+			s.refuseUnread(ctx, err)
+			return
+		}
+		h(ctx)
+	}
 }
 
 // Serve accepts connections on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
 	s.ready.Store(true)
-	return s.srv.Serve(ln)
+	return s.srv.Serve(lingerListener{ln})
 }
 
 // Shutdown stops accepting, then waits for in-flight requests to finish, within ctx.
@@ -291,6 +307,10 @@ func (s *Server) handle(method, path string, limit int, h handler) {
 		if err != nil {
 			ctx.Response.ResetBody()
 			s.writeError(ctx, err)
+			if g, ok := ctx.UserValue(ctxGrant).(domain.Grant); ok && ctx.Response.StatusCode() == fasthttp.StatusServiceUnavailable {
+				// The gateway could not serve the call: it does not count against the key's day.
+				s.eng.Keys.Refund(g)
+			}
 		}
 	})
 }
@@ -318,11 +338,20 @@ func (s *Server) reqLog(ctx *fasthttp.RequestCtx) *slog.Logger {
 	return s.log
 }
 
-// headerReceived gives each request its route's body limit once its headers are read, so
-// fasthttp refuses a larger body before reading it (by Content-Length at once, or as soon as
-// a chunked body passes the limit). Routes with parameters in their path use the default.
+// headerReceived gives each request its route's body limit once its headers are read. A
+// Content-Length over it is refused from the header alone: the length is zeroed, so fasthttp
+// reads none of the body, and the request is marked for readBody to answer 413 (a client's own
+// copy of the mark is removed first). Otherwise the limit bounds what fasthttp reads ahead of a
+// streamed body, and readBody enforces it. Routes with parameters in their path use the
+// default.
 func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
-	return fasthttp.RequestConfig{MaxRequestBodySize: s.bodyLimit(h)}
+	limit := s.bodyLimit(h)
+	h.Del(bodyRefusedHeader)
+	if h.ContentLength() > limit {
+		h.Set(bodyRefusedHeader, "1")
+		h.SetContentLength(0)
+	}
+	return fasthttp.RequestConfig{MaxRequestBodySize: limit}
 }
 
 func (s *Server) bodyLimit(h *fasthttp.RequestHeader) int {
@@ -343,6 +372,9 @@ func (s *Server) bodyLimit(h *fasthttp.RequestHeader) int {
 // malformed HTTP) in the same JSON error model.
 func (s *Server) transportError(ctx *fasthttp.RequestCtx, err error) {
 	s.requestID(ctx)
+	if lc, ok := ctx.Conn().(*lingerConn); ok {
+		lc.linger.Store(true) // what follows on the connection is unread: let the client read this
+	}
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 		writeJSON(ctx, fasthttp.StatusRequestEntityTooLarge, errorBody{Error: fmt.Sprintf("request body too large: the limit is %d bytes", s.bodyLimit(&ctx.Request.Header)), Code: "body_too_large"})
 		return

@@ -33,7 +33,7 @@ func (s *Server) listSessions(ctx *fasthttp.RequestCtx) error {
 	out := make([]sessionJSON, len(views))
 	for i, v := range views {
 		out[i] = sessionJSON{ID: v.ID, Name: v.Name, Status: v.Status, Phone: v.Phone,
-			CreatedAt: timestamp(v.CreatedAt), LastActivity: timestamp(v.LastActivity), reasonJSON: reasonOf(v.SessionState)}
+			CreatedAt: timestamp(v.CreatedAt), LastActivity: timestamp(v.LastActivity), reasonJSON: reasonOf(v.Session)}
 		if v.AssignedTo != "" {
 			a, c := v.AssignedTo, v.ClientName
 			out[i].AssignedTo, out[i].ClientName = &a, &c

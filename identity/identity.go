@@ -41,14 +41,6 @@ const (
 // (malformed, bad signature, wrong issuer, wrong audience, expired, ...).
 var ErrInvalidToken = errors.New("invalid token")
 
-// ErrUnavailable: the token cannot be checked now because the identity provider's keys are
-// not loaded, or a new key id could not be fetched. The caller should retry (HTTP 503).
-var ErrUnavailable = domain.ErrIdPUnavailable
-
-// ErrNotAllowed: the token is valid but its kind of sign-in is refused here (a Firebase
-// anonymous sign-in, an unverified email where one is required).
-var ErrNotAllowed = domain.ErrSignInNotAllowed
-
 // Claims is what the gateway takes from a verified ID token.
 type Claims struct {
 	UID    string // sub
@@ -114,11 +106,19 @@ func (v *Verifier) verify(ctx context.Context, rawToken string) (_ Claims, cache
 		gen = v.provider.generation()
 	}
 
+	hdr := tokenHeader(rawToken)
+	if accessTokenType(hdr.Typ) {
+		return Claims{}, false, invalid("an access token (typ " + hdr.Typ + "), not an ID token")
+	}
 	var sigErr error
 	tok, err := v.oidc.Verify(context.WithValue(ctx, sigErrKey{}, &sigErr), rawToken)
 	if err != nil {
-		if errors.Is(sigErr, ErrUnavailable) {
+		var r *refusal
+		switch {
+		case errors.Is(sigErr, domain.ErrIdPUnavailable):
 			return Claims{}, false, sigErr
+		case errors.As(sigErr, &r):
+			return Claims{}, false, invalid(r.reason)
 		}
 		return Claims{}, false, invalid(oidcReason(err))
 	}
@@ -143,11 +143,16 @@ func (v *Verifier) verify(ctx context.Context, rawToken string) (_ Claims, cache
 		Firebase      struct {
 			SignInProvider string `json:"sign_in_provider"`
 		} `json:"firebase"`
-		Role json.RawMessage `json:"role"`
-		AZP  string          `json:"azp"`
+		Role      json.RawMessage `json:"role"`
+		AZP       string          `json:"azp"`
+		NotBefore *float64        `json:"nbf"`
 	}
 	if err := tok.Claims(&extra); err != nil {
 		return Claims{}, false, invalid("malformed claims")
+	}
+	// go-oidc allows nbf 5 minutes ahead; the gateway's skew is ClockSkew, as for iat.
+	if extra.NotBefore != nil && time.Unix(int64(*extra.NotBefore), 0).After(now.Add(ClockSkew)) {
+		return Claims{}, false, invalid("nbf in the future")
 	}
 	// auth_time, when present (Firebase: always), is a number not in the future.
 	if len(extra.AuthTime) > 0 || v.firebase {
@@ -165,10 +170,10 @@ func (v *Verifier) verify(ctx context.Context, rawToken string) (_ Claims, cache
 		return Claims{}, false, invalid("issued to another party (azp)")
 	}
 	if extra.Firebase.SignInProvider == "anonymous" && !v.allowAnonymous {
-		return Claims{}, false, fmt.Errorf("%w: anonymous sign-in is not accepted", ErrNotAllowed)
+		return Claims{}, false, fmt.Errorf("%w: anonymous sign-in is not accepted", domain.ErrSignInNotAllowed)
 	}
 	if v.requireEmailVerified && (extra.EmailVerified == nil || !*extra.EmailVerified) {
-		return Claims{}, false, fmt.Errorf("%w: the email address is not verified", ErrNotAllowed)
+		return Claims{}, false, fmt.Errorf("%w: the email address is not verified", domain.ErrSignInNotAllowed)
 	}
 	c.Name, c.Email = extra.Name, extra.Email
 	if v.trustRole && len(extra.Role) > 0 {
@@ -179,7 +184,7 @@ func (v *Verifier) verify(ctx context.Context, rawToken string) (_ Claims, cache
 
 	// Cached until the moment verification itself would start refusing it, or until its key
 	// leaves the provider's set.
-	v.cache.put(sum, cachedClaims{claims: c, until: c.Expiry.Add(ClockSkew), kid: tokenKid(rawToken), gen: gen}, now)
+	v.cache.put(sum, cachedClaims{claims: c, until: c.Expiry.Add(ClockSkew), kid: hdr.Kid, gen: gen}, now)
 	return c, false, nil
 }
 
@@ -199,6 +204,19 @@ func (v *Verifier) Status() Status {
 	}
 	loaded, age, err := v.provider.status()
 	return Status{Ready: loaded, KeysAge: age, Err: err}
+}
+
+// Endpoints are the provider's sign-in endpoints from its last discovery document that
+// answered (ok false until one has, and always in dev mode). Never fetches: the background
+// loop keeps them.
+func (v *Verifier) Endpoints() (e Endpoints, ok bool) {
+	if v.provider == nil {
+		return Endpoints{}, false
+	}
+	if p := v.provider.endpoints.Load(); p != nil {
+		return *p, true
+	}
+	return Endpoints{}, false
 }
 
 // Close stops the background key refresh (OIDC mode). Verify keeps working on the keys it has.

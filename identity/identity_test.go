@@ -66,9 +66,15 @@ func newDev(t *testing.T) (*Verifier, *Issuer) {
 // sign builds a token with arbitrary claims, for the cases the Issuer refuses to mint.
 func sign(t *testing.T, key *rsa.PrivateKey, kid string, claims map[string]any) string {
 	t.Helper()
+	return signTyp(t, key, kid, "JWT", claims)
+}
+
+// signTyp is sign with the header's typ.
+func signTyp(t *testing.T, key *rsa.PrivateKey, kid, typ string, claims map[string]any) string {
+	t.Helper()
 	s, err := jose.NewSigner(
 		jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: key, KeyID: kid}},
-		(&jose.SignerOptions{}).WithType("JWT"))
+		(&jose.SignerOptions{}).WithType(jose.ContentType(typ)))
 	if err != nil {
 		t.Fatal(err)
 	}

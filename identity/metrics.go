@@ -3,6 +3,7 @@ package identity
 import (
 	"errors"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -31,9 +32,9 @@ func (m *verifierMetrics) decision(err error) {
 	switch {
 	case err == nil:
 		m.decisions.WithLabelValues("ok").Inc()
-	case errors.Is(err, ErrUnavailable):
+	case errors.Is(err, domain.ErrIdPUnavailable):
 		m.decisions.WithLabelValues("unavailable").Inc()
-	case errors.Is(err, ErrNotAllowed):
+	case errors.Is(err, domain.ErrSignInNotAllowed):
 		m.decisions.WithLabelValues("not_allowed").Inc()
 	default:
 		m.decisions.WithLabelValues("invalid").Inc()

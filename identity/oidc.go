@@ -11,12 +11,15 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/gateway/gateway/domain"
 	jose "github.com/go-jose/go-jose/v4"
 )
 
@@ -73,8 +76,8 @@ func NewOIDC(ctx context.Context, issuer, audience string, o OIDCOptions) (*Veri
 	if issuer == "" || audience == "" {
 		return nil, errors.New("identity: oidc issuer and audience are required")
 	}
-	if err := checkSecureURL(issuer); err != nil {
-		return nil, fmt.Errorf("identity: oidc issuer: %w", err)
+	if err := CheckIssuer(issuer); err != nil {
+		return nil, err
 	}
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Timeout: fetchTimeout}
@@ -84,7 +87,7 @@ func NewOIDC(ctx context.Context, issuer, audience string, o OIDCOptions) (*Veri
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &provider{
-		issuer: strings.TrimSuffix(issuer, "/"), client: o.HTTPClient, log: log, now: time.Now,
+		issuer: strings.TrimSuffix(issuer, "/"), audience: audience, client: o.HTTPClient, log: log, now: time.Now,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	// go-oidc checks the algorithm against this list before it calls VerifySignature, which
@@ -106,10 +109,35 @@ func NewOIDC(ctx context.Context, issuer, audience string, o OIDCOptions) (*Veri
 	return v, nil
 }
 
+// CheckIssuer refuses an issuer URL that can never be used, before anything is contacted: not
+// https (plain http only on loopback), no host, a port outside 1-65535, credentials, a query or
+// a fragment (discovery is the issuer with /.well-known/openid-configuration appended).
+func CheckIssuer(raw string) error {
+	if err := checkSecureURL(raw); err != nil {
+		return fmt.Errorf("identity: oidc issuer: %w", err)
+	}
+	u, _ := url.Parse(raw)
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return fmt.Errorf("identity: oidc issuer: %q: must have no query or fragment", raw)
+	}
+	return nil
+}
+
 func checkSecureURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return err
+	}
+	switch {
+	case u.Host == "" || u.Hostname() == "":
+		return fmt.Errorf("%q: no host", raw)
+	case u.User != nil:
+		return fmt.Errorf("%q: must not carry credentials", raw)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%q: port %s is not 1 to 65535", raw, p)
+		}
 	}
 	if u.Scheme == "https" {
 		return nil
@@ -131,13 +159,17 @@ func checkSecureURL(raw string) error {
 // current keySet through an atomic pointer and never takes mu; mu guards the fetch
 // bookkeeping below it, and the fetch itself runs outside mu.
 type provider struct {
-	issuer  string
-	client  *http.Client
-	log     *slog.Logger
-	now     func() time.Time
-	metrics *verifierMetrics
+	issuer   string
+	audience string
+	client   *http.Client
+	log      *slog.Logger
+	now      func() time.Time
+	metrics  *verifierMetrics
 
 	keys atomic.Pointer[keySet] // nil until the first successful load
+	// endpoints are the discovery document's browser endpoints (the dashboard's sign-in), kept
+	// from the last discovery that answered, even when its JWKS did not.
+	endpoints atomic.Pointer[Endpoints]
 
 	mu        sync.Mutex
 	attempted time.Time     // last fetch started
@@ -146,7 +178,6 @@ type provider struct {
 	warned    time.Time     // last WARN of the ongoing outage
 
 	kick       chan struct{} // wakes the background loop early
-	scheduled  atomic.Bool   // a wakeAfterCooldown timer is pending
 	stop, done chan struct{}
 	closeOnce  sync.Once
 }
@@ -167,18 +198,20 @@ type sigErrKey struct{}
 
 // unavailable wraps ErrUnavailable with the cause (the caller logs it; clients see a 503).
 func unavailable(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrUnavailable, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s", domain.ErrIdPUnavailable, fmt.Sprintf(format, args...))
 }
 
 // VerifySignature implements oidc.KeySet. go-oidc has already checked that the algorithm is
 // asymmetric and that there is exactly one signature.
 //
 // A token whose key id is unknown may come from a key the provider has just rotated in: the
-// JWKS is fetched at once unless a fetch ran within kidCooldown. Inside the cooldown the
-// token is refused as unknown (401) only if the current keys were fetched more than
-// ClockSkew after it was issued (so the provider had published its key); a token that may be
-// newer than the keys gets ErrUnavailable (503, retry) and the background loop fetches when
-// the cooldown ends.
+// JWKS is fetched at once unless a fetch ran within kidCooldown. A token that would be refused
+// whatever its key (another issuer or audience, expired: read unverified, only to choose the
+// refusal) fetches nothing. Inside the cooldown, a token issued before the current keys were
+// fetched (by more than ClockSkew) is refused at once: the provider published its keys before
+// signing. One that may be newer than the keys waits for the next fetch the cooldown allows
+// and is decided on its keys: accepted when its key was rotated in, refused (401) when the kid
+// is still unknown. Only a fetch that fails answers ErrUnavailable (503).
 func (p *provider) VerifySignature(ctx context.Context, raw string) (payload []byte, err error) {
 	if h, ok := ctx.Value(sigErrKey{}).(*error); ok {
 		// go-oidc flattens this error to text: Verify reads it from here to tell an
@@ -196,6 +229,9 @@ func (p *provider) VerifySignature(ctx context.Context, raw string) (payload []b
 		return nil, unavailable("the identity provider's keys are not loaded yet")
 	}
 	if hdr.KeyID != "" && !ks.kids[hdr.KeyID] {
+		if reason := p.refusedAnyway(jws); reason != "" {
+			return nil, &refusal{reason}
+		}
 		if ks, err = p.keysFor(ctx, jws, ks); err != nil {
 			return nil, err
 		}
@@ -209,21 +245,94 @@ func (p *provider) VerifySignature(ctx context.Context, raw string) (payload []b
 	return nil, errors.New("no key verifies the signature")
 }
 
+// refusal is a token refused before its signature is checked (the reason is the 401's).
+type refusal struct{ reason string }
+
+func (r *refusal) Error() string { return r.reason }
+
+// refusedAnyway says why a token would be refused whatever key signed it (its claims read
+// unverified): such a token must not cost a JWKS fetch.
+func (p *provider) refusedAnyway(jws *jose.JSONWebSignature) string {
+	var c struct {
+		Issuer   string          `json:"iss"`
+		Audience json.RawMessage `json:"aud"`
+		Expiry   *float64        `json:"exp"`
+	}
+	if json.Unmarshal(jws.UnsafePayloadWithoutVerification(), &c) != nil {
+		return "malformed"
+	}
+	switch {
+	case strings.TrimSuffix(c.Issuer, "/") != p.issuer:
+		return "wrong issuer"
+	case p.audience != "" && !audienceHas(c.Audience, p.audience):
+		return "wrong audience"
+	case c.Expiry != nil && time.Unix(int64(*c.Expiry), 0).Add(ClockSkew).Before(p.now()):
+		return "expired"
+	}
+	return ""
+}
+
+func audienceHas(raw json.RawMessage, aud string) bool {
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		return one == aud
+	}
+	var many []string
+	return json.Unmarshal(raw, &many) == nil && slices.Contains(many, aud)
+}
+
 // keysFor fetches the JWKS for a token whose kid is not in ks, within the limits above.
 func (p *provider) keysFor(ctx context.Context, jws *jose.JSONWebSignature, ks *keySet) (*keySet, error) {
 	err := p.refresh(ctx, true)
-	switch {
-	case errors.Is(err, errCooldown):
+	if errors.Is(err, errCooldown) {
 		// iat has whole seconds and the provider's clock may differ from ours: within
 		// ClockSkew of the fetch, the token may be newer than the keys.
-		if iat, ok := unverifiedIssuedAt(jws); ok && iat.Add(ClockSkew).After(ks.fetched) {
-			p.wakeAfterCooldown()
-			return nil, unavailable("a token signed with a key id newer than the loaded keys")
+		iat, ok := unverifiedIssuedAt(jws)
+		if !ok || !iat.Add(ClockSkew).After(ks.fetched) {
+			return ks, nil
 		}
-	case err != nil:
+		err = p.refreshAfterCooldown(ctx, ks.fetched)
+	}
+	if err != nil {
 		return nil, unavailable("fetching keys for a new key id: %v", err)
 	}
 	return p.keys.Load(), nil
+}
+
+// refreshAfterCooldown waits until the kid cooldown allows a fetch, then fetches (or shares
+// the fetch another waiting request started), and returns once keys fetched after since are
+// loaded or the fetch failed. It waits at most the cooldown (in real time) plus one fetch.
+func (p *provider) refreshAfterCooldown(ctx context.Context, since time.Time) error {
+	deadline := time.Now().Add(kidCooldown + 100*time.Millisecond)
+	for {
+		p.mu.Lock()
+		wait := kidCooldown - p.now().Sub(p.attempted)
+		p.mu.Unlock()
+		if wait > 0 {
+			if time.Now().After(deadline) {
+				return errors.New("the key fetch cooldown did not end")
+			}
+			t := time.NewTimer(min(wait, 50*time.Millisecond)) // short steps: the clock may be moved
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			}
+			continue
+		}
+		err := p.refresh(ctx, true)
+		if !errors.Is(err, errCooldown) {
+			return err
+		}
+		// Another request fetched first: decide on its keys.
+		if ks := p.keys.Load(); ks != nil && ks.fetched.After(since) {
+			return nil
+		}
+		if err := p.failing(); err != nil {
+			return err
+		}
+	}
 }
 
 // unverifiedIssuedAt reads iat from a token whose signature is not verified yet; it only
@@ -306,12 +415,20 @@ func (p *provider) refresh(ctx context.Context, forKid bool) error {
 	return err
 }
 
+// Endpoints are the identity provider's endpoints a browser uses to sign in (authorization
+// code with PKCE), from its discovery document.
+type Endpoints struct {
+	Authorization, Token string
+}
+
 // load reads the discovery document, then the JWKS it names.
 func (p *provider) load(ctx context.Context) (*keySet, error) {
 	var meta struct {
-		Issuer  string   `json:"issuer"`
-		JWKSURL string   `json:"jwks_uri"`
-		Algs    []string `json:"id_token_signing_alg_values_supported"`
+		Issuer   string   `json:"issuer"`
+		JWKSURL  string   `json:"jwks_uri"`
+		Algs     []string `json:"id_token_signing_alg_values_supported"`
+		AuthzURL string   `json:"authorization_endpoint"`
+		TokenURL string   `json:"token_endpoint"`
 	}
 	body, err := p.get(ctx, p.issuer+"/.well-known/openid-configuration")
 	if err != nil {
@@ -322,6 +439,9 @@ func (p *provider) load(ctx context.Context) (*keySet, error) {
 	}
 	if strings.TrimSuffix(meta.Issuer, "/") != p.issuer {
 		return nil, fmt.Errorf("discovery: the document names issuer %q", meta.Issuer)
+	}
+	if meta.AuthzURL != "" && meta.TokenURL != "" {
+		p.endpoints.Store(&Endpoints{Authorization: meta.AuthzURL, Token: meta.TokenURL})
 	}
 	if meta.JWKSURL == "" {
 		return nil, errors.New("discovery: no jwks_uri")
@@ -456,24 +576,6 @@ func (p *provider) wake() {
 	}
 }
 
-// wakeAfterCooldown makes the loop fetch once the kid cooldown has passed (one timer at a
-// time, however many tokens ask).
-func (p *provider) wakeAfterCooldown() {
-	if !p.scheduled.CompareAndSwap(false, true) {
-		return
-	}
-	p.mu.Lock()
-	wait := kidCooldown - p.now().Sub(p.attempted)
-	p.mu.Unlock()
-	time.AfterFunc(max(wait, 0)+10*time.Millisecond, func() {
-		p.scheduled.Store(false)
-		select {
-		case p.kick <- struct{}{}:
-		default:
-		}
-	})
-}
-
 func (p *provider) failing() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -534,19 +636,26 @@ func (p *provider) close() {
 	<-p.done
 }
 
-// tokenKid reads the kid from a compact JWS header without verifying anything.
-func tokenKid(raw string) string {
+// joseHeader is what the gateway reads of a compact JWS header before verifying anything.
+type joseHeader struct {
+	Kid string `json:"kid"`
+	Typ string `json:"typ"`
+}
+
+func tokenHeader(raw string) joseHeader {
+	var h joseHeader
 	i := strings.IndexByte(raw, '.')
 	if i <= 0 {
-		return ""
+		return h
 	}
 	b, err := base64.RawURLEncoding.DecodeString(raw[:i])
-	if err != nil {
-		return ""
+	if err == nil {
+		_ = json.Unmarshal(b, &h)
 	}
-	var h struct {
-		Kid string `json:"kid"`
-	}
-	_ = json.Unmarshal(b, &h)
-	return h.Kid
+	return h
+}
+
+// accessTokenType reports whether typ marks a JWT access token (RFC 9068), not an ID token.
+func accessTokenType(typ string) bool {
+	return strings.TrimPrefix(strings.ToLower(typ), "application/") == "at+jwt"
 }

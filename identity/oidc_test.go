@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gateway/gateway/domain"
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 )
@@ -58,6 +59,8 @@ func newFakeIdP(t *testing.T) *fakeIdP {
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"issuer":                                idp.issuer,
 			"jwks_uri":                              idp.srv.URL + "/jwks",
+			"authorization_endpoint":                idp.srv.URL + "/authorize",
+			"token_endpoint":                        idp.srv.URL + "/token",
 			"id_token_signing_alg_values_supported": algs,
 			"response_types_supported":              []string{"id_token"},
 			"subject_types_supported":               []string{"public"},
@@ -130,7 +133,7 @@ func waitFor(t *testing.T, total time.Duration, what string, cond func() bool) {
 
 func wantUnavailable(t *testing.T, err error) {
 	t.Helper()
-	if !errors.Is(err, ErrUnavailable) {
+	if !errors.Is(err, domain.ErrIdPUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
 	}
 }
@@ -220,18 +223,20 @@ func TestOIDC(t *testing.T) {
 	})
 
 	t.Run("rotated in during the cooldown", func(t *testing.T) {
-		// k4 appears right after a fetch: its token is newer than the keys, so it gets a
-		// retryable ErrUnavailable (not a 401), and is accepted once the cooldown has passed.
+		// k4 appears right after a fetch: its token is newer than the keys, so it waits for
+		// the fetch the cooldown allows next (never a 401, which would send the user back to
+		// sign-in), and is accepted on its keys.
 		k4 := testKeys()[0]
 		idp.setKeys(map[string]*rsa.PrivateKey{"k1": key, "k2": other, "k4": k4})
 		now := base.Add(kidCooldown + 2*time.Second)
 		offset.Store(int64(now.Sub(base)))
 		tok := sign(t, k4, "k4", idp.firebaseClaims(now))
-		_, err := v.Verify(ctx, tok)
-		wantUnavailable(t, err)
+		done := make(chan error, 1)
+		go func() { _, err := v.Verify(ctx, tok); done <- err }()
+		time.Sleep(100 * time.Millisecond) // the request is waiting for the cooldown
 		offset.Store(int64(now.Sub(base) + kidCooldown))
-		if _, err := v.Verify(ctx, tok); err != nil {
-			t.Fatalf("k4 token after the cooldown: %v", err)
+		if err := <-done; err != nil {
+			t.Fatalf("k4 token once the cooldown ended: %v", err)
 		}
 	})
 
@@ -248,15 +253,14 @@ func TestOIDC(t *testing.T) {
 		if err := v.provider.refresh(ctx, false); err != nil {
 			t.Fatal(err)
 		}
-		// Refused at once: retryable while a new fetch is within the cooldown (the token is
-		// recent), then 401 once a fetch confirms its key is gone.
-		if _, err := v.Verify(ctx, tok); err == nil {
-			t.Fatal("a cached token of a withdrawn key was accepted")
-		}
+		// Never accepted again: the token is recent, so it waits for the fetch the cooldown
+		// allows next, which confirms its key is gone (401).
+		done := make(chan error, 1)
+		go func() { _, err := v.Verify(ctx, tok); done <- err }()
+		time.Sleep(100 * time.Millisecond)
 		now = now.Add(kidCooldown + time.Second)
 		offset.Store(int64(now.Sub(base)))
-		_, err := v.Verify(ctx, tok)
-		wantInvalid(t, err, "bad signature")
+		wantInvalid(t, <-done, "bad signature")
 		if _, err := v.Verify(ctx, sign(t, other, "k2", idp.firebaseClaims(now))); err != nil {
 			t.Fatal(err)
 		}
@@ -441,7 +445,7 @@ func TestOIDCClaimChecks(t *testing.T) {
 	v := newOIDC(t, idp, now, new(atomic.Int64))
 	v.firebase = true // the fake's issuer is not securetoken.google.com
 	_, err := v.Verify(ctx, sign(t, key, "k1", anon))
-	if !errors.Is(err, ErrNotAllowed) {
+	if !errors.Is(err, domain.ErrSignInNotAllowed) {
 		t.Fatalf("anonymous sign-in: err = %v, want ErrNotAllowed", err)
 	}
 	_, err = v.Verify(ctx, sign(t, key, "k1", with(claims, "auth_time", now.Add(time.Hour).Unix())))
@@ -467,7 +471,7 @@ func TestOIDCClaimChecks(t *testing.T) {
 	}
 	for _, c := range []map[string]any{with(claims, "email_verified", false), with(claims, "email_verified", nil)} {
 		_, err = v.Verify(ctx, sign(t, key, "k1", c))
-		if !errors.Is(err, ErrNotAllowed) {
+		if !errors.Is(err, domain.ErrSignInNotAllowed) {
 			t.Fatalf("unverified email with RequireEmailVerified: err = %v", err)
 		}
 	}
@@ -494,5 +498,76 @@ func TestParseJWKSSkipsUnusableKeys(t *testing.T) {
 	}
 	if _, err := parseJWKS([]byte(`{"keys":[{"kty":"oct","k":"c2VjcmV0"}]}`)); err == nil {
 		t.Fatal("a JWKS without a usable key was accepted")
+	}
+}
+
+// The identity edge cases of the second review: an unknown kid while the keys are fresh is a
+// 401 (not an outage), a token that would be refused anyway costs no fetch, access tokens and
+// an nbf past the skew are refused, and the browser's endpoints come from discovery.
+func TestOIDCEdgeCases(t *testing.T) {
+	key, stranger := testKeys()[0], testKeys()[1]
+	idp := newFakeIdP(t)
+	idp.setKeys(map[string]*rsa.PrivateKey{"k1": key})
+	base := time.Now()
+	var offset atomic.Int64
+	v := newOIDC(t, idp, base, &offset)
+	ctx := context.Background()
+	claims := idp.firebaseClaims(base)
+
+	// Foreign, mis-addressed or expired tokens with an unknown kid: refused at once, no fetch.
+	for name, c := range map[string]map[string]any{
+		"wrong issuer":   with(claims, "iss", "https://other.example.com"),
+		"wrong audience": with(claims, "aud", "other"),
+		"expired":        with(claims, "exp", base.Add(-time.Hour).Unix()),
+	} {
+		_, err := v.Verify(ctx, sign(t, stranger, "k-evil", c))
+		wantInvalid(t, err, name)
+	}
+	if n := idp.fetches.Load(); n != 1 {
+		t.Fatalf("JWKS fetched %d times, want 1", n)
+	}
+
+	// Ours in every claim, signed by a stranger under an unknown kid, issued now: it waits
+	// for the fetch the cooldown allows, then is refused on the fresh keys (401), never 503.
+	done := make(chan error, 1)
+	go func() { _, err := v.Verify(ctx, sign(t, stranger, "k-evil", claims)); done <- err }()
+	time.Sleep(100 * time.Millisecond)
+	offset.Store(int64(kidCooldown + time.Second))
+	err := <-done
+	wantInvalid(t, err, "bad signature")
+	if n := idp.fetches.Load(); n != 2 {
+		t.Fatalf("JWKS fetched %d times, want 2", n)
+	}
+	now := base.Add(kidCooldown + time.Second)
+
+	for _, typ := range []string{"at+jwt", "application/at+JWT"} {
+		_, err := v.Verify(ctx, signTyp(t, key, "k1", typ, idp.firebaseClaims(now)))
+		wantInvalid(t, err, "access token")
+	}
+	_, err = v.Verify(ctx, sign(t, key, "k1", with(idp.firebaseClaims(now), "nbf", now.Add(2*time.Minute).Unix())))
+	wantInvalid(t, err, "nbf in the future")
+	if _, err := v.Verify(ctx, sign(t, key, "k1", with(idp.firebaseClaims(now), "nbf", now.Add(ClockSkew/2).Unix()))); err != nil {
+		t.Fatalf("nbf within the skew: %v", err)
+	}
+
+	if e, ok := v.Endpoints(); !ok || e.Authorization != idp.srv.URL+"/authorize" || e.Token != idp.srv.URL+"/token" {
+		t.Fatalf("Endpoints() = %+v, %v", e, ok)
+	}
+}
+
+func TestCheckIssuer(t *testing.T) {
+	for _, bad := range []string{
+		"http://127.0.0.1:99999/dex", "http://127.0.0.1:0/dex", "http://localhost:15556/dex?x=1#f",
+		"http://localhost:15556/dex#f", "https://user:pw@idp.example.com", "https:///dex", "http://idp.example.com/",
+		"%zz://bad", "ftp://idp.example.com",
+	} {
+		if err := CheckIssuer(bad); err == nil {
+			t.Errorf("CheckIssuer(%q) passed", bad)
+		}
+	}
+	for _, good := range []string{"https://securetoken.google.com/p", "http://127.0.0.1:5556/dex", "http://localhost/x", "https://idp.example.com:8443/realms/r"} {
+		if err := CheckIssuer(good); err != nil {
+			t.Errorf("CheckIssuer(%q): %v", good, err)
+		}
 	}
 }

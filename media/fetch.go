@@ -24,23 +24,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
-)
 
-// Media intake errors; the HTTP layer maps each to a status and code.
-var (
-	// ErrTooLarge: the media is over --media-max-bytes (413 media_too_large).
-	ErrTooLarge = errors.New("media too large")
-	// ErrType: the bytes are not a type the endpoint accepts (415 unsupported_media_type).
-	ErrType = errors.New("unsupported media type")
-	// ErrRef: not an http(s) URL or data: URI, bad encoding, credentials in the URL, or
-	// nothing to send (400 invalid_media).
-	ErrRef = errors.New("invalid media reference")
-	// ErrURLBlocked: the URL leads to a private, loopback or link-local address and
-	// --media-allow-private is off (400 media_url_blocked).
-	ErrURLBlocked = errors.New("media URL not allowed")
-	// ErrFetch: the fetch failed: DNS, connection, timeout, non-2xx status, too many
-	// redirects (502 media_fetch_failed).
-	ErrFetch = errors.New("media fetch failed")
+	"github.com/gateway/gateway/domain"
 )
 
 // Defaults of Options' zero fields.
@@ -105,7 +90,7 @@ func NewFetcher(o Options) *Fetcher {
 		Control: func(_, address string, _ syscall.RawConn) error {
 			ap, err := netip.ParseAddrPort(address)
 			if err != nil {
-				return &mediaError{kind: ErrURLBlocked, msg: "unrecognised address"}
+				return &mediaError{kind: domain.ErrMediaBlocked, msg: "unrecognised address"}
 			}
 			return f.dialCheck(ap)
 		},
@@ -128,7 +113,7 @@ func NewFetcher(o Options) *Fetcher {
 
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) > o.MaxRedirects {
-				return &mediaError{kind: ErrFetch, msg: fmt.Sprintf("more than %d redirects", o.MaxRedirects)}
+				return &mediaError{kind: domain.ErrMediaFetch, msg: fmt.Sprintf("more than %d redirects", o.MaxRedirects)}
 			}
 			return checkURL(req.URL)
 		},
@@ -161,14 +146,14 @@ func mediaErr(kind error, format string, args ...any) error {
 func (f *Fetcher) Load(ctx context.Context, ref string) (Media, error) {
 	ref = strings.TrimSpace(ref)
 	if ref == "" {
-		return Media{}, mediaErr(ErrRef, "empty reference")
+		return Media{}, mediaErr(domain.ErrInvalidMedia, "empty reference")
 	}
 	if len(ref) >= 5 && strings.EqualFold(ref[:5], "data:") {
 		return f.loadData(ref[5:])
 	}
 	u, err := url.Parse(ref)
 	if err != nil {
-		return Media{}, mediaErr(ErrRef, "not an http(s) URL or data: URI")
+		return Media{}, mediaErr(domain.ErrInvalidMedia, "not an http(s) URL or data: URI")
 	}
 	if err := checkURL(u); err != nil {
 		return Media{}, err
@@ -181,16 +166,16 @@ func checkURL(u *url.URL) error {
 	switch u.Scheme {
 	case "http", "https":
 	case "":
-		return mediaErr(ErrRef, "not an http(s) URL or data: URI")
+		return mediaErr(domain.ErrInvalidMedia, "not an http(s) URL or data: URI")
 	default:
-		return mediaErr(ErrRef, "scheme %q not supported (use http, https or data)", u.Scheme)
+		return mediaErr(domain.ErrInvalidMedia, "scheme %q not supported (use http, https or data)", u.Scheme)
 	}
 	if u.Hostname() == "" {
-		return mediaErr(ErrRef, "URL has no host")
+		return mediaErr(domain.ErrInvalidMedia, "URL has no host")
 	}
 	if u.User != nil {
 		// Credentials would be sent to whatever the URL (or a redirect) points at, and logged.
-		return mediaErr(ErrRef, "URL must not carry credentials")
+		return mediaErr(domain.ErrInvalidMedia, "URL must not carry credentials")
 	}
 	return nil
 }
@@ -201,7 +186,7 @@ func (f *Fetcher) checkAddr(ap netip.AddrPort) error {
 	if (Guard{AllowPrivate: f.opts.AllowPrivate}).CheckAddr(ap.Addr()) == nil {
 		return nil
 	}
-	return mediaErr(ErrURLBlocked, "host resolves to a private, loopback or link-local address")
+	return mediaErr(domain.ErrMediaBlocked, "host resolves to a private, loopback or link-local address")
 }
 
 func (f *Fetcher) fetch(ctx context.Context, u *url.URL) (Media, error) {
@@ -209,7 +194,7 @@ func (f *Fetcher) fetch(ctx context.Context, u *url.URL) (Media, error) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return Media{}, mediaErr(ErrRef, "not a valid URL")
+		return Media{}, mediaErr(domain.ErrInvalidMedia, "not a valid URL")
 	}
 	req.Header.Set("User-Agent", "gateway-media/1")
 	req.Header.Set("Accept", "*/*")
@@ -219,20 +204,20 @@ func (f *Fetcher) fetch(ctx context.Context, u *url.URL) (Media, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return Media{}, mediaErr(ErrFetch, "server answered %s", resp.Status)
+		return Media{}, mediaErr(domain.ErrMediaFetch, "server answered %s", resp.Status)
 	}
 	if resp.ContentLength > f.opts.MaxBytes {
-		return Media{}, mediaErr(ErrTooLarge, "%d bytes, the limit is %d", resp.ContentLength, f.opts.MaxBytes)
+		return Media{}, mediaErr(domain.ErrMediaTooLarge, "%d bytes, the limit is %d", resp.ContentLength, f.opts.MaxBytes)
 	}
 	data, err := readCapped(resp.Body, f.opts.MaxBytes, resp.ContentLength)
 	if err != nil {
-		if errors.Is(err, ErrTooLarge) {
+		if errors.Is(err, domain.ErrMediaTooLarge) {
 			return Media{}, err
 		}
 		return Media{}, f.fetchError(ctx, err)
 	}
 	if len(data) == 0 {
-		return Media{}, mediaErr(ErrRef, "the URL returned no content")
+		return Media{}, mediaErr(domain.ErrInvalidMedia, "the URL returned no content")
 	}
 	name := contentDispositionName(resp.Header.Get("Content-Disposition"))
 	if name == "" {
@@ -257,13 +242,13 @@ func (f *Fetcher) fetchError(ctx context.Context, err error) error {
 	var netErr net.Error
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
-		return &mediaError{kind: ErrFetch, msg: fmt.Sprintf("timed out (limit %s)", f.opts.Timeout), cause: cause}
+		return &mediaError{kind: domain.ErrMediaFetch, msg: fmt.Sprintf("timed out (limit %s)", f.opts.Timeout), cause: cause}
 	case errors.Is(ctx.Err(), context.Canceled):
-		return &mediaError{kind: ErrFetch, msg: "canceled", cause: cause}
+		return &mediaError{kind: domain.ErrMediaFetch, msg: "canceled", cause: cause}
 	case errors.As(err, &dnsErr):
-		return &mediaError{kind: ErrFetch, msg: fmt.Sprintf("cannot resolve host %q", dnsErr.Name), cause: cause}
+		return &mediaError{kind: domain.ErrMediaFetch, msg: fmt.Sprintf("cannot resolve host %q", dnsErr.Name), cause: cause}
 	}
-	return &mediaError{kind: ErrFetch, msg: cause.Error(), cause: cause}
+	return &mediaError{kind: domain.ErrMediaFetch, msg: cause.Error(), cause: cause}
 }
 
 // readCapped reads r to the end, failing with ErrTooLarge as soon as more than limit bytes
@@ -283,7 +268,7 @@ func readCapped(r io.Reader, limit, hint int64) ([]byte, error) {
 		n, err := lr.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
 		if int64(len(b)) > limit {
-			return nil, mediaErr(ErrTooLarge, "more than %d bytes", limit)
+			return nil, mediaErr(domain.ErrMediaTooLarge, "more than %d bytes", limit)
 		}
 		if err == io.EOF {
 			return b, nil
@@ -298,7 +283,7 @@ func readCapped(r io.Reader, limit, hint int64) ([]byte, error) {
 func (f *Fetcher) loadData(rest string) (Media, error) {
 	meta, payload, ok := strings.Cut(rest, ",")
 	if !ok {
-		return Media{}, mediaErr(ErrRef, "data URI has no comma before its data")
+		return Media{}, mediaErr(domain.ErrInvalidMedia, "data URI has no comma before its data")
 	}
 	isBase64, name := false, ""
 	params := strings.Split(meta, ";")
@@ -326,7 +311,7 @@ func (f *Fetcher) loadData(rest string) (Media, error) {
 		return Media{}, err
 	}
 	if len(data) == 0 {
-		return Media{}, mediaErr(ErrRef, "data URI carries no data")
+		return Media{}, mediaErr(domain.ErrInvalidMedia, "data URI carries no data")
 	}
 	return Media{Data: data, MimeType: Sniff(data), FileName: name}, nil
 }
@@ -337,7 +322,7 @@ func decodeBase64Capped(s string, limit int64) ([]byte, error) {
 	if strings.Contains(s, "%") { // percent-encoded inside the URI ('%' is not base64)
 		u, err := url.PathUnescape(s)
 		if err != nil {
-			return nil, mediaErr(ErrRef, "data URI has a bad percent-encoding")
+			return nil, mediaErr(domain.ErrInvalidMedia, "data URI has a bad percent-encoding")
 		}
 		s = u
 	}
@@ -353,7 +338,7 @@ func decodeBase64Capped(s string, limit int64) ([]byte, error) {
 	// Each unpadded character carries 6 bits; a trailing partial byte is dropped.
 	n := int64(len(s))
 	if n*3/4 > limit {
-		return nil, mediaErr(ErrTooLarge, "%d bytes, the limit is %d", n*3/4, limit)
+		return nil, mediaErr(domain.ErrMediaTooLarge, "%d bytes, the limit is %d", n*3/4, limit)
 	}
 	enc := base64.RawStdEncoding
 	if strings.ContainsAny(s, "-_") {
@@ -361,7 +346,7 @@ func decodeBase64Capped(s string, limit int64) ([]byte, error) {
 	}
 	data, err := enc.DecodeString(s)
 	if err != nil {
-		return nil, mediaErr(ErrRef, "data URI is not valid base64")
+		return nil, mediaErr(domain.ErrInvalidMedia, "data URI is not valid base64")
 	}
 	return data, nil
 }
@@ -370,11 +355,11 @@ func decodeBase64Capped(s string, limit int64) ([]byte, error) {
 func decodePercentCapped(s string, limit int64) ([]byte, error) {
 	size := int64(len(s) - 2*strings.Count(s, "%"))
 	if size > limit {
-		return nil, mediaErr(ErrTooLarge, "%d bytes, the limit is %d", size, limit)
+		return nil, mediaErr(domain.ErrMediaTooLarge, "%d bytes, the limit is %d", size, limit)
 	}
 	u, err := url.PathUnescape(s)
 	if err != nil {
-		return nil, mediaErr(ErrRef, "data URI has a bad percent-encoding")
+		return nil, mediaErr(domain.ErrInvalidMedia, "data URI has a bad percent-encoding")
 	}
 	return []byte(u), nil
 }

@@ -21,6 +21,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gateway/gateway/domain"
 )
 
 // testImage is a 2x2 image with some colour, for the encoders.
@@ -186,7 +188,7 @@ func TestMediaDataURIForms(t *testing.T) {
 		if string(m.Data) != "hello world!" || m.MimeType != "text/plain; charset=utf-8" || m.FileName != "note one.txt" {
 			t.Fatalf("got %q %q %q", m.Data, m.MimeType, m.FileName)
 		}
-		wantMediaErr(t, CheckImage(m), ErrType)
+		wantMediaErr(t, CheckImage(m), domain.ErrMediaType)
 		if k := Kind(m.MimeType); k != KindDocument {
 			t.Fatalf("Kind = %q, want document", k)
 		}
@@ -206,10 +208,10 @@ func TestMediaCheckImageRefusesOthers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantMediaErr(t, CheckImage(m), ErrType)
+			wantMediaErr(t, CheckImage(m), domain.ErrMediaType)
 		})
 	}
-	wantMediaErr(t, CheckImage(Media{}), ErrType)
+	wantMediaErr(t, CheckImage(Media{}), domain.ErrMediaType)
 }
 
 func TestMediaBadReferences(t *testing.T) {
@@ -235,7 +237,7 @@ func TestMediaBadReferences(t *testing.T) {
 	for name, ref := range cases {
 		t.Run(name, func(t *testing.T) {
 			_, err := f.Load(context.Background(), ref)
-			wantMediaErr(t, err, ErrRef)
+			wantMediaErr(t, err, domain.ErrInvalidMedia)
 		})
 	}
 }
@@ -255,7 +257,7 @@ func TestMediaDataURISizeCap(t *testing.T) {
 			t.Fatalf("got %d bytes, want %d", len(m.Data), limit)
 		}
 		_, err = f.Load(context.Background(), "data:;base64,"+enc.EncodeToString(over))
-		wantMediaErr(t, err, ErrTooLarge)
+		wantMediaErr(t, err, domain.ErrMediaTooLarge)
 	}
 	// Line-wrapping does not count towards the size.
 	wrapped := strings.Join(strings.SplitAfter(base64.StdEncoding.EncodeToString(exact), "A"), "\n")
@@ -268,7 +270,7 @@ func TestMediaDataURISizeCap(t *testing.T) {
 		t.Fatalf("percent-encoded, exactly the cap: %d bytes, %v", len(m.Data), err)
 	}
 	_, err := f.Load(context.Background(), "data:,"+pct+"B")
-	wantMediaErr(t, err, ErrTooLarge)
+	wantMediaErr(t, err, domain.ErrMediaTooLarge)
 }
 
 func TestMediaURLSizeCap(t *testing.T) {
@@ -321,15 +323,15 @@ func TestMediaURLSizeCap(t *testing.T) {
 				t.Fatalf("got %d bytes, want %d", len(m.Data), limit)
 			}
 			_, err = f.Load(context.Background(), srv.URL+"/?n="+strconv.Itoa(limit+1))
-			wantMediaErr(t, err, ErrTooLarge)
+			wantMediaErr(t, err, domain.ErrMediaTooLarge)
 			_, err = f.Load(context.Background(), srv.URL+"/?n="+strconv.Itoa(50*limit))
-			wantMediaErr(t, err, ErrTooLarge)
+			wantMediaErr(t, err, domain.ErrMediaTooLarge)
 		})
 	}
 	t.Run("declared length over the cap", func(t *testing.T) {
 		start := time.Now()
 		_, err := f.Load(context.Background(), huge.URL+"/")
-		wantMediaErr(t, err, ErrTooLarge)
+		wantMediaErr(t, err, domain.ErrMediaTooLarge)
 		if d := time.Since(start); d > 5*time.Second {
 			t.Fatalf("took %s: the body was read instead of refused on its header", d)
 		}
@@ -346,7 +348,7 @@ func TestMediaPrivateAddresses(t *testing.T) {
 	for _, host := range []string{"127.0.0.1", "localhost", "[::ffff:127.0.0.1]"} {
 		t.Run("refused "+host, func(t *testing.T) {
 			_, err := strict.Load(context.Background(), "http://"+host+":"+port+"/a.png")
-			wantMediaErr(t, err, ErrURLBlocked)
+			wantMediaErr(t, err, domain.ErrMediaBlocked)
 			if strings.Contains(err.Error(), "127.0.0.1") {
 				t.Fatalf("error %q reveals the resolved address", err)
 			}
@@ -414,22 +416,22 @@ func TestMediaRedirects(t *testing.T) {
 	})
 	t.Run("too many", func(t *testing.T) {
 		_, err := f.Load(context.Background(), allowed.URL+"/hop/3") // 4 redirects
-		wantMediaErr(t, err, ErrFetch)
+		wantMediaErr(t, err, domain.ErrMediaFetch)
 	})
 	t.Run("to a blocked address", func(t *testing.T) {
 		_, err := f.Load(context.Background(), allowed.URL+"/to-blocked")
-		wantMediaErr(t, err, ErrURLBlocked)
+		wantMediaErr(t, err, domain.ErrMediaBlocked)
 		if n := blockedHits.Load(); n != 0 {
 			t.Fatalf("the blocked server was reached %d times", n)
 		}
 	})
 	t.Run("to ftp", func(t *testing.T) {
 		_, err := f.Load(context.Background(), allowed.URL+"/to-ftp")
-		wantMediaErr(t, err, ErrRef)
+		wantMediaErr(t, err, domain.ErrInvalidMedia)
 	})
 	t.Run("to a URL with credentials", func(t *testing.T) {
 		_, err := f.Load(context.Background(), allowed.URL+"/to-credentials")
-		wantMediaErr(t, err, ErrRef)
+		wantMediaErr(t, err, domain.ErrInvalidMedia)
 	})
 }
 
@@ -457,11 +459,11 @@ func TestMediaFetchFailures(t *testing.T) {
 		path string
 		want error
 	}{
-		{"/missing.png", ErrFetch},
-		{"/broken", ErrFetch},
-		{"/empty", ErrRef},
-		{"/stall-headers", ErrFetch},
-		{"/stall-body", ErrFetch},
+		{"/missing.png", domain.ErrMediaFetch},
+		{"/broken", domain.ErrMediaFetch},
+		{"/empty", domain.ErrInvalidMedia},
+		{"/stall-headers", domain.ErrMediaFetch},
+		{"/stall-body", domain.ErrMediaFetch},
 	}
 	for _, c := range cases {
 		t.Run(strings.TrimPrefix(c.path, "/"), func(t *testing.T) {
@@ -493,18 +495,18 @@ func TestMediaFetchFailures(t *testing.T) {
 		addr := ln.Addr().String()
 		ln.Close()
 		_, err = f.Load(context.Background(), "http://"+addr+"/a.png")
-		wantMediaErr(t, err, ErrFetch)
+		wantMediaErr(t, err, domain.ErrMediaFetch)
 	})
 	t.Run("dns failure", func(t *testing.T) {
 		// .invalid never resolves (RFC 6761).
 		_, err := f.Load(context.Background(), "http://no-such-host.invalid/a.png")
-		wantMediaErr(t, err, ErrFetch)
+		wantMediaErr(t, err, domain.ErrMediaFetch)
 	})
 	t.Run("caller canceled", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		_, err := f.Load(ctx, srv.URL+"/stall-headers")
-		wantMediaErr(t, err, ErrFetch)
+		wantMediaErr(t, err, domain.ErrMediaFetch)
 		wantMediaErr(t, err, context.Canceled)
 	})
 }

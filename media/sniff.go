@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"net/http"
 	"strings"
+
+	"github.com/gateway/gateway/domain"
 )
 
 // Media kinds, named as network message kinds.
@@ -40,7 +42,7 @@ func CheckImage(m Media) error {
 	if t == "" {
 		t = "unknown type"
 	}
-	return mediaErr(ErrType, "%s is not a JPEG, PNG, GIF or WebP image", t)
+	return mediaErr(domain.ErrMediaType, "%s is not a JPEG, PNG, GIF or WebP image", t)
 }
 
 // Sniff names the type of b from its bytes: net/http's sniffer (WHATWG MIME Sniffing), made

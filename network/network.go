@@ -13,23 +13,6 @@ import (
 	"github.com/gateway/gateway/domain"
 )
 
-// Kind and Message are the domain's (the port speaks the gateway's vocabulary).
-type (
-	Kind    = domain.Kind
-	Message = domain.Message
-)
-
-// Message kinds.
-const (
-	KindText     = domain.KindText
-	KindImage    = domain.KindImage
-	KindVideo    = domain.KindVideo
-	KindAudio    = domain.KindAudio
-	KindDocument = domain.KindDocument
-	KindLocation = domain.KindLocation
-	KindContact  = domain.KindContact
-)
-
 // Receipt is the network's acknowledgement of a sent message.
 type Receipt struct {
 	ID string    // the network's message id (equals Message.ID where the network honours it)
@@ -130,22 +113,22 @@ type MessageReceipt struct {
 // Incoming: someone wrote to the session's number. Media bytes are not downloaded: the
 // metadata says what was sent.
 type Incoming struct {
-	ID       string    // the network's message id
-	From     string    // sender's phone (digits); "" if the network hides it
-	FromLID  string    // sender's network-internal id where the network has one (WhatsApp LID user)
-	PushName string    // the name the sender set on their profile
-	Kind     Kind      // text, image, video, audio, document, location, contact; "other" for the rest
-	Text     string    // text body
-	Caption  string    // media caption
-	MimeType string    // media
-	FileName string    // documents
-	Size     int64     // media size in bytes
-	At       time.Time // when the sender sent it (network time)
+	ID       string      // the network's message id
+	From     string      // sender's phone (digits); "" if the network hides it
+	FromLID  string      // sender's network-internal id where the network has one (WhatsApp LID user)
+	PushName string      // the name the sender set on their profile
+	Kind     domain.Kind // text, image, video, audio, document, location, contact; "other" for the rest
+	Text     string      // text body
+	Caption  string      // media caption
+	MimeType string      // media
+	FileName string      // documents
+	Size     int64       // media size in bytes
+	At       time.Time   // when the sender sent it (network time)
 }
 
 // KindOther is the Incoming.Kind of a message the port has no kind for (stickers, polls,
 // reactions...).
-const KindOther Kind = "other"
+const KindOther domain.Kind = "other"
 
 // PhoneOffline: the phone the device is linked to has not been seen for a while; WhatsApp
 // unlinks companion devices after about 14 days without the phone. LogoutAt is the expected
@@ -176,7 +159,7 @@ func (PhoneOnline) isEvent()    {}
 // Media messages need their Data. Implementations must be safe for concurrent use and quick
 // (they are called from the network's receive path).
 type MessageSource interface {
-	Message(ctx context.Context, id string) (Message, bool)
+	Message(ctx context.Context, id string) (domain.Message, bool)
 }
 
 // ClientOptions are the per-session settings of Network.Open.
@@ -237,7 +220,7 @@ type Client interface {
 	// Send sends a message and waits for the network's acknowledgement. Its error says what
 	// the caller may do next (see the errors below): a definite failure, a wait (timelock,
 	// rate limit), or ErrUnknownOutcome (send it again later under the same id).
-	Send(ctx context.Context, m Message) (Receipt, error)
+	Send(ctx context.Context, m domain.Message) (Receipt, error)
 	// Logout unlinks the device; a new QR scan is needed afterwards. Call it before a session
 	// changes owner or is deleted, so the previous owner's account is not left linked.
 	Logout(ctx context.Context) error
@@ -268,9 +251,6 @@ type Client interface {
 //   - ErrBanned, ErrOutdated: the session is down (a Disconnected event says why and until
 //     when); keep the queue until Connected.
 var (
-	// ErrNotConnected: the device is not connected (not paired, or the link is down). Nothing
-	// was sent.
-	ErrNotConnected = domain.E("session_not_connected", "session not connected to the network")
 	// ErrNotOnNetwork: the recipient has no account on the network.
 	ErrNotOnNetwork = errors.New("recipient is not on the network")
 	// ErrNotReachable: the network refused this recipient for now (WhatsApp's ack error 463

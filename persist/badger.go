@@ -16,6 +16,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
+	"github.com/gateway/gateway/domain"
 )
 
 // Fsync says when Badger's commits reach the disk.
@@ -119,7 +120,7 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 		o.Fsync = FsyncBatch
 	case FsyncBatch, FsyncInterval:
 	default:
-		return nil, fmt.Errorf("%w: fsync mode %q (want %q or %q)", ErrInvalid, o.Fsync, FsyncBatch, FsyncInterval)
+		return nil, fmt.Errorf("%w: fsync mode %q (want %q or %q)", domain.ErrRecordInvalid, o.Fsync, FsyncBatch, FsyncInterval)
 	}
 	log := o.Logger
 	if log == nil {
@@ -134,7 +135,7 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 	shape := shapeFor(cmp.Or(o.MemTableSize, DefaultMemTableSize))
 	if o.MinFreeDisk > 0 && !o.InMemory && o.MinFreeDisk < shape.minFree() {
 		return nil, fmt.Errorf("%w: a free-space floor of %s is under the %s Badger may write after commits stop with %s memtables (flushes and compactions); give at least that (--min-free-disk), or smaller memtables",
-			ErrInvalid, mib(uint64(o.MinFreeDisk)), mib(uint64(shape.minFree())), mib(uint64(shape.memTable)))
+			domain.ErrRecordInvalid, mib(uint64(o.MinFreeDisk)), mib(uint64(shape.minFree())), mib(uint64(shape.memTable)))
 	}
 	opts = shape.apply(opts).
 		WithLogger(badgerLogger{log}).
@@ -177,7 +178,7 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 	db, err := badger.Open(opts)
 	if err != nil {
 		if noSpace(err) {
-			err = fmt.Errorf("%w: %w", ErrStorageUnavailable, err)
+			err = fmt.Errorf("%w: %w", domain.ErrStorageUnavailable, err)
 		}
 		return nil, fmt.Errorf("persist: open badger at %q: %w", dir, err)
 	}
@@ -219,7 +220,7 @@ func (b *Badger) Get(key []byte) ([]byte, error) {
 	}
 	defer b.gate.leave()
 	if len(key) == 0 {
-		return nil, ErrNotFound
+		return nil, domain.ErrRecordNotFound
 	}
 	var value []byte
 	err := b.db.View(func(txn *badger.Txn) error {
@@ -231,7 +232,7 @@ func (b *Badger) Get(key []byte) ([]byte, error) {
 		return err
 	})
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, ErrNotFound
+		return nil, domain.ErrRecordNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("persist: get: %w", err)
@@ -356,7 +357,7 @@ func (b *Badger) Commit(ctx context.Context, ops ...Op) error {
 		// In-memory Badger refuses values at or above its value threshold (1 MiB).
 		for i, op := range ops {
 			if len(op.Value) >= 1<<20 {
-				return fmt.Errorf("%w: op %d: value of %d bytes too large for in-memory mode", ErrInvalid, i, len(op.Value))
+				return fmt.Errorf("%w: op %d: value of %d bytes too large for in-memory mode", domain.ErrRecordInvalid, i, len(op.Value))
 			}
 		}
 	}
@@ -525,7 +526,7 @@ const entryOverhead = 64
 func (b *Badger) commitErr(err error) error {
 	if noSpace(err) && b.disk != nil {
 		b.disk.setLow(fmt.Sprintf("a write failed: %v", err))
-		return fmt.Errorf("persist: commit: %w: %w", ErrStorageUnavailable, err)
+		return fmt.Errorf("persist: commit: %w: %w", domain.ErrStorageUnavailable, err)
 	}
 	return fmt.Errorf("persist: commit: %w", err)
 }
@@ -561,9 +562,9 @@ func stage(txn *badger.Txn, group []*commitReq) (int, error) {
 			_, err := txn.Get(op.Key)
 			switch {
 			case err == nil && op.IfAbsent:
-				r.err = ErrExists
+				r.err = domain.ErrRecordExists
 			case errors.Is(err, badger.ErrKeyNotFound) && op.IfPresent:
-				r.err = ErrNotFound
+				r.err = domain.ErrRecordNotFound
 			case err != nil && !errors.Is(err, badger.ErrKeyNotFound):
 				return i, err
 			}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/gateway/gateway/domain"
 )
 
 func TestBadgerReopenKeepsData(t *testing.T) {
@@ -177,7 +178,7 @@ func TestBadgerCommitGroupSplits(t *testing.T) {
 }
 
 func TestBadgerRejectsUnknownFsync(t *testing.T) {
-	if _, err := OpenBadger(t.TempDir(), BadgerOptions{Fsync: "sometimes"}); !errors.Is(err, ErrInvalid) {
+	if _, err := OpenBadger(t.TempDir(), BadgerOptions{Fsync: "sometimes"}); !errors.Is(err, domain.ErrRecordInvalid) {
 		t.Fatalf("OpenBadger with bad fsync = %v, want ErrInvalid", err)
 	}
 }
@@ -190,7 +191,7 @@ func TestBadgerInMemory(t *testing.T) {
 	defer b.Close()
 	mustCommit(t, b, put("a", "1"))
 	wantValue(t, b, "a", "1")
-	if err := b.Commit(context.Background(), Op{Key: []byte("big"), Value: make([]byte, 1<<20)}); !errors.Is(err, ErrInvalid) {
+	if err := b.Commit(context.Background(), Op{Key: []byte("big"), Value: make([]byte, 1<<20)}); !errors.Is(err, domain.ErrRecordInvalid) {
 		t.Fatalf("1 MiB value in memory mode = %v, want ErrInvalid", err)
 	}
 }

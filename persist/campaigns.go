@@ -19,7 +19,7 @@ const (
 type Campaigns struct {
 	records *Table[domain.Campaign]
 	details *Table[domain.CampaignDetail]
-	idem    *Table[IdemRecord] // the Outbox's idempotency records
+	idem    *Table[domain.IdemRecord] // the Outbox's idempotency records
 }
 
 // NewCampaigns returns the campaign store on kv.
@@ -27,17 +27,17 @@ func NewCampaigns(kv KV) *Campaigns {
 	return &Campaigns{
 		records: NewTable[domain.Campaign](kv, campaignTable, 1),
 		details: NewTable[domain.CampaignDetail](kv, campaignDetails, 1),
-		idem:    NewTable[IdemRecord](kv, idemTable, recordVersion1),
+		idem:    NewTable[domain.IdemRecord](kv, idemTable, recordVersion1),
 	}
 }
 
 // Accept writes a new campaign's record and, when idemID is not empty, the idempotency record
 // of the request that made it, in one commit (a retry after a crash finds both or neither).
-func (c *Campaigns) Accept(ctx context.Context, s domain.Campaign, idemID string, rec IdemRecord) error {
+func (c *Campaigns) Accept(ctx context.Context, s domain.Campaign, idemID string, rec domain.IdemRecord) error {
 	if idemID == "" {
 		return c.save(ctx, s, nil, false)
 	}
-	op, err := c.idem.PutTTLOp(idemID, rec, IdempotencyTTL)
+	op, err := c.idem.PutTTLOp(idemID, rec, domain.IdempotencyTTL)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gateway/gateway/domain"
 	json "github.com/goccy/go-json"
 )
 
@@ -14,7 +15,7 @@ var ErrNewerVersion = errors.New("persist: record version is newer than this bui
 // Encode returns the record encoding: one version byte (1 to 255), then v as JSON.
 func Encode(version byte, v any) ([]byte, error) {
 	if version == 0 {
-		return nil, fmt.Errorf("%w: record version 0", ErrInvalid)
+		return nil, fmt.Errorf("%w: record version 0", domain.ErrRecordInvalid)
 	}
 	body, err := json.Marshal(v)
 	if err != nil {
@@ -30,12 +31,12 @@ func Encode(version byte, v any) ([]byte, error) {
 // upgrade older shapes. It refuses versions above maxVersion with ErrNewerVersion.
 func Decode(data []byte, maxVersion byte, v any) (version byte, err error) {
 	if len(data) == 0 {
-		return 0, fmt.Errorf("%w: empty record", ErrInvalid)
+		return 0, fmt.Errorf("%w: empty record", domain.ErrRecordInvalid)
 	}
 	version = data[0]
 	switch {
 	case version == 0:
-		return 0, fmt.Errorf("%w: record version 0", ErrInvalid)
+		return 0, fmt.Errorf("%w: record version 0", domain.ErrRecordInvalid)
 	case version > maxVersion:
 		return version, fmt.Errorf("%w: version %d, this build reads up to %d", ErrNewerVersion, version, maxVersion)
 	}

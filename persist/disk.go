@@ -15,11 +15,6 @@ import (
 	"github.com/gateway/gateway/domain"
 )
 
-// ErrStorageUnavailable: the disk is full, or its free space is under the floor
-// (BadgerOptions.MinFreeDisk). Nothing of the refused Commit was written; retry later (HTTP
-// 503). Reads keep working.
-var ErrStorageUnavailable = domain.ErrStorageUnavailable
-
 // Free-space watching. Badger writes its write-ahead log (.mem) and value log (.vlog) through
 // memory maps of files created at full size but sparse; writing into a hole when the file
 // system has no block left raises SIGBUS, which no Go code can recover from. So the watcher
@@ -78,7 +73,7 @@ func (g *diskGuard) err() error {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return fmt.Errorf("%w: %s", ErrStorageUnavailable, g.cause)
+	return fmt.Errorf("%w: %s", domain.ErrStorageUnavailable, g.cause)
 }
 
 // setLow marks the storage unavailable (commits refused) with cause.

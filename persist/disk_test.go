@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gateway/gateway/domain"
 )
 
 // Free space under the floor refuses commits with ErrStorageUnavailable (reads go on), and
@@ -36,10 +38,10 @@ func TestBadgerFreeSpaceFloor(t *testing.T) {
 
 	free.Store(floor - 1)
 	waitFor(t, 2*time.Second, "commits refused", func() bool {
-		return errors.Is(b.Commit(ctx, put("k/probe", "x")), ErrStorageUnavailable)
+		return errors.Is(b.Commit(ctx, put("k/probe", "x")), domain.ErrStorageUnavailable)
 	})
-	if err := b.Health(); !errors.Is(err, ErrStorageUnavailable) {
-		t.Fatalf("Health = %v, want ErrStorageUnavailable", err)
+	if err := b.Health(); !errors.Is(err, domain.ErrStorageUnavailable) {
+		t.Fatalf("Health = %v, want domain.ErrStorageUnavailable", err)
 	}
 	wantValue(t, b, "k/before", "1")
 
@@ -66,8 +68,8 @@ func TestBadgerFreeSpaceFloor(t *testing.T) {
 
 func TestBadgerOpenRefusesUnderFloor(t *testing.T) {
 	_, err := OpenBadger(t.TempDir(), BadgerOptions{MinFreeDisk: MinFreeDiskFor(0), freeSpace: func(string) (uint64, error) { return 1 << 10, nil }})
-	if !errors.Is(err, ErrStorageUnavailable) {
-		t.Fatalf("OpenBadger = %v, want ErrStorageUnavailable", err)
+	if !errors.Is(err, domain.ErrStorageUnavailable) {
+		t.Fatalf("OpenBadger = %v, want domain.ErrStorageUnavailable", err)
 	}
 }
 
@@ -76,7 +78,7 @@ func TestBadgerOpenRefusesUnderFloor(t *testing.T) {
 func TestBadgerRefusesAFloorTooSmallForItsShape(t *testing.T) {
 	least := MinFreeDiskFor(0)
 	_, err := OpenBadger(t.TempDir(), BadgerOptions{MinFreeDisk: least - 1})
-	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), mib(uint64(least))) {
+	if !errors.Is(err, domain.ErrRecordInvalid) || !strings.Contains(err.Error(), mib(uint64(least))) {
 		t.Fatalf("OpenBadger with a floor of %d = %v", least-1, err)
 	}
 	if small := MinFreeDiskFor(4 << 20); small >= least || small < 16<<20 {
@@ -101,16 +103,16 @@ func TestBadgerNoSpaceErrorIsUnavailable(t *testing.T) {
 	defer b.Close()
 	free.Store(0) // stays "low" until space returns
 	err = b.commitErr(fmt.Errorf("write: %w", syscall.ENOSPC))
-	if !errors.Is(err, ErrStorageUnavailable) || !errors.Is(err, syscall.ENOSPC) {
+	if !errors.Is(err, domain.ErrStorageUnavailable) || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("commitErr = %v", err)
 	}
-	if !errors.Is(b.Commit(context.Background(), put("k", "v")), ErrStorageUnavailable) {
+	if !errors.Is(b.Commit(context.Background(), put("k", "v")), domain.ErrStorageUnavailable) {
 		t.Fatal("commit accepted after ENOSPC")
 	}
 	free.Store(1 << 30)
 	waitFor(t, 2*time.Second, "available again", func() bool { return b.Health() == nil })
 	mustCommit(t, b, put("k", "v"))
-	if err := b.commitErr(errors.New("other")); errors.Is(err, ErrStorageUnavailable) {
+	if err := b.commitErr(errors.New("other")); errors.Is(err, domain.ErrStorageUnavailable) {
 		t.Fatalf("a non-space error made storage unavailable: %v", err)
 	}
 }
@@ -156,6 +158,9 @@ func TestBadgerAllocatesMappedFiles(t *testing.T) {
 // process does not fault, and once the other file is removed commits succeed and every
 // acknowledged write is there.
 func TestBadgerFullTmpfs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: fills a tmpfs to the last byte")
+	}
 	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
 		t.Skip("needs root on Linux to mount a tmpfs")
 	}
@@ -195,7 +200,7 @@ func TestBadgerFullTmpfs(t *testing.T) {
 					value = big
 				}
 				err := b.Commit(ctx, Op{Key: []byte(k), Value: value})
-				if errors.Is(err, ErrStorageUnavailable) {
+				if errors.Is(err, domain.ErrStorageUnavailable) {
 					return
 				}
 				if err != nil {
@@ -232,7 +237,7 @@ func TestBadgerFullTmpfs(t *testing.T) {
 	}
 	f.Close()
 	for range 20 { // still refused, still alive
-		if err := b.Commit(ctx, put("k/late", "x")); !errors.Is(err, ErrStorageUnavailable) {
+		if err := b.Commit(ctx, put("k/late", "x")); !errors.Is(err, domain.ErrStorageUnavailable) {
 			t.Fatalf("commit on a full disk: %v", err)
 		}
 	}

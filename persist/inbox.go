@@ -32,9 +32,6 @@ const (
 
 const inboxVersion = 1
 
-// ErrInboxEntry is returned by Accept for an entry that does not encode (nothing is written).
-var ErrInboxEntry = domain.ErrInboxEntry
-
 // Inbox is the store webhooks' durable inbox with its dedupe marks and each shop's recent
 // outcomes. Its methods PendingInbox, InboxEntry, LastEventN and AlreadySent are what a
 // storeevents actor reads; Finish records an outcome.
@@ -78,7 +75,7 @@ func (in *Inbox) Seen(shop, deliveryID string) bool {
 func (in *Inbox) Accept(ctx context.Context, e domain.InboxEntry, deliveryID string) error {
 	put, err := in.entryOp(e)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInboxEntry, err)
+		return fmt.Errorf("%w: %w", domain.ErrInboxEntry, err)
 	}
 	if deliveryID == "" {
 		return in.kv.Commit(ctx, put)
@@ -105,9 +102,6 @@ func (in *Inbox) entryOp(e domain.InboxEntry) (Op, error) {
 	v = append(append(append(v, head...), body...), '}')
 	return Op{Key: in.entries.key(e.Shop + "/" + e.Seq), Value: v}, nil
 }
-
-// InboxSeq hands out one shop's inbox sequence numbers (domain.InboxSeq).
-type InboxSeq = domain.InboxSeq
 
 // ---- boot, connect and disconnect ----
 
@@ -169,7 +163,7 @@ func (in *Inbox) PendingInbox(shop string) ([]string, error) {
 // InboxEntry reads one entry; found is false once it was removed.
 func (in *Inbox) InboxEntry(shop, seq string) (domain.InboxEntry, bool, error) {
 	e, err := in.entries.Get(shop + "/" + seq)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, domain.ErrRecordNotFound) {
 		return e, false, nil
 	}
 	return e, err == nil, err
@@ -215,22 +209,19 @@ func (in *Inbox) AlreadySentMany(shop string, keys []string) ([]bool, error) {
 	return Has(in.kv, ks)
 }
 
-// Finished is one event's outcome, for FinishMany (domain.FinishedEvent).
-type Finished = domain.FinishedEvent
-
 // Finish records an outcome in one commit: the record in its ring slot, the inbox entry
 // removed (seq "" = none), and sentKey marked as sent (ecom.Event.DedupeKey; "" = none). It
 // returns ErrNotFound, and writes nothing, when the entry seq was removed meanwhile (its store
 // was disconnected).
 func (in *Inbox) Finish(ctx context.Context, shop, seq string, rec domain.StoreEvent, sentKey string) error {
-	return in.FinishMany(ctx, shop, []Finished{{Seq: seq, Record: rec, SentKey: sentKey}})
+	return in.FinishMany(ctx, shop, []domain.FinishedEvent{{Seq: seq, Record: rec, SentKey: sentKey}})
 }
 
 // FinishMany records several outcomes of one shop in one commit, as Finish does each; if any of
 // their entries was removed meanwhile (a disconnect removes them all), nothing is written and
 // it returns ErrNotFound. The entries' presence is a condition of the commit, not a read
 // before it (a read waits for the commits in flight).
-func (in *Inbox) FinishMany(ctx context.Context, shop string, fs []Finished) error {
+func (in *Inbox) FinishMany(ctx context.Context, shop string, fs []domain.FinishedEvent) error {
 	ops := make([]Op, 0, 3*len(fs))
 	for _, f := range fs {
 		put, err := in.events.PutTTLOp(eventSlot(shop, f.Record.N), f.Record, StoreEventTTL)

@@ -18,7 +18,7 @@ func TestInboxAcceptAndFinish(t *testing.T) {
 			kv := impl.open(t)
 			in, ctx := NewInbox(kv), context.Background()
 			at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-			var q InboxSeq
+			var q domain.InboxSeq
 			s1, s2 := q.Next(at), q.Next(at)
 			if len(s1) != 20 || s2 <= s1 {
 				t.Fatalf("seqs %q, %q: want fixed width, increasing", s1, s2)
@@ -62,7 +62,7 @@ func TestInboxAcceptAndFinish(t *testing.T) {
 				t.Fatalf("LastEventN = %d, %v", n, err)
 			}
 			// An entry removed meanwhile (the store was disconnected): nothing is recorded.
-			if err := in.Finish(ctx, "a.example", s1, domain.StoreEvent{N: 9}, ""); !errors.Is(err, ErrNotFound) {
+			if err := in.Finish(ctx, "a.example", s1, domain.StoreEvent{N: 9}, ""); !errors.Is(err, domain.ErrRecordNotFound) {
 				t.Fatalf("finish of a removed entry: %v", err)
 			}
 			if evs, err := in.RecentEvents("a.example"); err != nil || len(evs) != 1 {
@@ -86,7 +86,7 @@ func TestInboxAcceptAndFinish(t *testing.T) {
 
 func TestInboxSeqObserveAndContinue(t *testing.T) {
 	at := time.Unix(0, 1000)
-	var a, b InboxSeq
+	var a, b domain.InboxSeq
 	a.Observe("00000000000000005000")
 	a.Observe("not a number")
 	a.Observe("00000000000000004000") // lower: ignored

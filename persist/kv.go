@@ -22,16 +22,8 @@ import (
 	"github.com/gateway/gateway/domain"
 )
 
-// ErrNotFound is returned when a key or record is absent or expired (domain.ErrRecordNotFound,
-// so the core tests for it without importing persist).
-var ErrNotFound = domain.ErrRecordNotFound
-
 // ErrClosed is returned by every call on a KV after Close.
 var ErrClosed = errors.New("persist: store closed")
-
-// ErrInvalid wraps every refusal of a malformed input (empty key or id, oversized key or value,
-// negative TTL...). Nothing of a refused Commit is written.
-var ErrInvalid = domain.ErrRecordInvalid
 
 // ErrConflict is returned when a unique index already holds another record (two API keys
 // with the same hash).
@@ -45,10 +37,6 @@ const (
 )
 
 var reservedPrefix = []byte("!badger!")
-
-// ErrExists is returned by a Commit whose IfAbsent condition failed: nothing of it is written
-// (domain.ErrRecordExists).
-var ErrExists = domain.ErrRecordExists
 
 // Op is one write of an atomic, durable commit, or a condition on it.
 type Op struct {
@@ -88,7 +76,7 @@ func Has(kv KV, keys [][]byte) ([]bool, error) {
 		switch _, err := kv.Get(k); {
 		case err == nil:
 			out[i] = true
-		case !errors.Is(err, ErrNotFound):
+		case !errors.Is(err, domain.ErrRecordNotFound):
 			return nil, err
 		}
 	}
@@ -126,15 +114,15 @@ func ValidateOps(ops []Op) error {
 	for i, op := range ops {
 		switch {
 		case len(op.Key) == 0:
-			return fmt.Errorf("%w: op %d: empty key", ErrInvalid, i)
+			return fmt.Errorf("%w: op %d: empty key", domain.ErrRecordInvalid, i)
 		case len(op.Key) > MaxKeySize:
-			return fmt.Errorf("%w: op %d: key of %d bytes exceeds %d", ErrInvalid, i, len(op.Key), MaxKeySize)
+			return fmt.Errorf("%w: op %d: key of %d bytes exceeds %d", domain.ErrRecordInvalid, i, len(op.Key), MaxKeySize)
 		case bytes.HasPrefix(op.Key, reservedPrefix):
-			return fmt.Errorf("%w: op %d: key uses the reserved prefix %q", ErrInvalid, i, reservedPrefix)
+			return fmt.Errorf("%w: op %d: key uses the reserved prefix %q", domain.ErrRecordInvalid, i, reservedPrefix)
 		case len(op.Value) > MaxValueSize:
-			return fmt.Errorf("%w: op %d: value of %d bytes exceeds %d", ErrInvalid, i, len(op.Value), MaxValueSize)
+			return fmt.Errorf("%w: op %d: value of %d bytes exceeds %d", domain.ErrRecordInvalid, i, len(op.Value), MaxValueSize)
 		case op.TTL < 0:
-			return fmt.Errorf("%w: op %d: negative TTL", ErrInvalid, i)
+			return fmt.Errorf("%w: op %d: negative TTL", domain.ErrRecordInvalid, i)
 		}
 	}
 	return nil

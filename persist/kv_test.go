@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/gateway/gateway/domain"
 )
 
 // kvImpl is one implementation under the contract suites.
@@ -72,7 +74,7 @@ func wantValue(t *testing.T, kv KV, key, want string) {
 
 func wantAbsent(t *testing.T, kv KV, key string) {
 	t.Helper()
-	if got, err := kv.Get([]byte(key)); !errors.Is(err, ErrNotFound) {
+	if got, err := kv.Get([]byte(key)); !errors.Is(err, domain.ErrRecordNotFound) {
 		t.Fatalf("Get(%q) = %q, %v; want ErrNotFound", key, got, err)
 	}
 }

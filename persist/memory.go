@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gateway/gateway/domain"
 )
 
 // Memory is the in-memory KV for tests and the core's unit tests: a map, scanned in sorted
@@ -42,7 +44,7 @@ func (m *Memory) Get(key []byte) ([]byte, error) {
 	}
 	e, ok := m.m[string(key)]
 	if !ok || !e.live(time.Now()) {
-		return nil, ErrNotFound
+		return nil, domain.ErrRecordNotFound
 	}
 	return slices.Clone(e.value), nil
 }
@@ -117,9 +119,9 @@ func (m *Memory) Commit(ctx context.Context, ops ...Op) error {
 		ok = ok && e.live(now)
 		switch {
 		case op.IfAbsent && ok:
-			return ErrExists
+			return domain.ErrRecordExists
 		case op.IfPresent && !ok:
-			return ErrNotFound
+			return domain.ErrRecordNotFound
 		}
 	}
 	for _, op := range ops {

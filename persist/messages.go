@@ -16,40 +16,23 @@ import (
 	"github.com/gateway/gateway/internal/jsonenc"
 )
 
-// MessageLogRetention is how long a message stays in the history listing: the outbox keeps a
-// sent message (its text included) as long, and incoming messages are kept as long.
-const MessageLogRetention = domain.InboundRetention
-
-// Directions of a message in the history, and its records (domain.LogEntry).
-const (
-	DirOut = domain.DirOut
-	DirIn  = domain.DirIn
-)
-
-type (
-	// LogEntry is one line of the history (domain.LogEntry).
-	LogEntry = domain.LogEntry
-	// LogScan is where a walk starts and which way it goes (domain.LogScan).
-	LogScan = domain.LogScan
-)
-
 // MessageLog is the history index of section 15: every user's messages in both directions,
 // keyed by user and time, so a page of the listing is one seek and a walk over that page (never
 // a scan of every message). Outgoing entries are written by Outbox.Accept in the commit that
 // queues the message, incoming ones by Webhooks.SaveInbound with their message.received event.
 //
-//	msg_log/<uid>/<unix ms: 13 digits>/<out|in>/<msgID>   LogEntry (v1), TTL 7 days
+//	msg_log/<uid>/<unix ms: 13 digits>/<out|in>/<msgID>   domain.LogEntry (v1), TTL 7 days
 //
 // The user id is path-escaped (url.PathEscape), so keys stay printable and one user's prefix
 // never covers another's; a page's cursor is the key after the user's prefix.
 type MessageLog struct {
 	kv KV
-	t  *Table[LogEntry]
+	t  *Table[domain.LogEntry]
 }
 
 // NewMessageLog returns the history index on kv.
 func NewMessageLog(kv KV) *MessageLog {
-	return &MessageLog{kv: kv, t: NewTable[LogEntry](kv, messageLogTable, recordVersion1)}
+	return &MessageLog{kv: kv, t: NewTable[domain.LogEntry](kv, messageLogTable, recordVersion1)}
 }
 
 func logUserPrefix(uid string) string { return url.PathEscape(uid) + "/" }
@@ -72,7 +55,7 @@ func appendLogPos(b []byte, ms int64, dir, id string) []byte {
 }
 
 // logOut is the value of an outgoing message's entry (version 2): its direction, id and time
-// are in its key, so only the rest is stored (version 1 held the whole LogEntry, the time as
+// are in its key, so only the rest is stored (version 1 held the whole domain.LogEntry, the time as
 // text).
 type logOut struct {
 	SessionID string `json:"session"`
@@ -84,34 +67,34 @@ const logOutVersion = 2
 // OutOp is the index entry of an outgoing message, for the commit that queues it.
 func (l *MessageLog) OutOp(e domain.OutboxEntry) (Op, error) {
 	if e.UserID == "" || e.ID == "" {
-		return Op{}, fmt.Errorf("%w: a message log entry needs a user and an id", ErrInvalid)
+		return Op{}, fmt.Errorf("%w: a message log entry needs a user and an id", domain.ErrRecordInvalid)
 	}
 	key := append([]byte(messageLogTable+"/"), logUserPrefix(e.UserID)...)
-	key = appendLogPos(key, int64(e.CreatedAt), DirOut, e.ID)
+	key = appendLogPos(key, int64(e.CreatedAt), domain.DirOut, e.ID)
 	// logOut's JSON, written by hand: one per accepted message.
 	v := append(make([]byte, 0, 24+len(e.SessionID)+len(e.Message.To)), logOutVersion)
 	v = jsonenc.AppendString(append(v, `{"session":`...), e.SessionID)
 	v = jsonenc.AppendString(append(v, `,"peer":`...), e.Message.To)
-	return Op{Key: key, Value: append(v, '}'), TTL: MessageLogRetention}, nil
+	return Op{Key: key, Value: append(v, '}'), TTL: domain.InboundRetention}, nil
 }
 
 // decodeLog reads an entry at pos (the key after the user's prefix).
-func decodeLog(pos, value []byte) (LogEntry, error) {
-	var e LogEntry
+func decodeLog(pos, value []byte) (domain.LogEntry, error) {
+	var e domain.LogEntry
 	if len(value) > 0 && value[0] == logOutVersion {
 		var o logOut
 		if _, err := Decode(value, logOutVersion, &o); err != nil {
 			return e, err
 		}
 		// pos is "<13 digits>/out/<id>" (OutOp wrote it).
-		if len(pos) < 19 || string(pos[13:18]) != "/"+DirOut+"/" {
-			return e, fmt.Errorf("%w: an outgoing entry at %q", ErrInvalid, pos)
+		if len(pos) < 19 || string(pos[13:18]) != "/"+domain.DirOut+"/" {
+			return e, fmt.Errorf("%w: an outgoing entry at %q", domain.ErrRecordInvalid, pos)
 		}
 		ms, err := strconv.ParseInt(string(pos[:13]), 10, 64)
 		if err != nil {
-			return e, fmt.Errorf("%w: an outgoing entry at %q", ErrInvalid, pos)
+			return e, fmt.Errorf("%w: an outgoing entry at %q", domain.ErrRecordInvalid, pos)
 		}
-		return LogEntry{Dir: DirOut, ID: string(pos[18:]), SessionID: o.SessionID, Peer: o.Peer, At: time.UnixMilli(ms).UTC()}, nil
+		return domain.LogEntry{Dir: domain.DirOut, ID: string(pos[18:]), SessionID: o.SessionID, Peer: o.Peer, At: time.UnixMilli(ms).UTC()}, nil
 	}
 	_, err := Decode(value, recordVersion1, &e)
 	return e, err
@@ -120,14 +103,11 @@ func decodeLog(pos, value []byte) (LogEntry, error) {
 // InOp is the index entry of an incoming message (the whole message).
 func (l *MessageLog) InOp(m domain.InboundMessage) (Op, error) {
 	if m.UserID == "" || m.ID == "" {
-		return Op{}, fmt.Errorf("%w: a message log entry needs a user and an id", ErrInvalid)
+		return Op{}, fmt.Errorf("%w: a message log entry needs a user and an id", domain.ErrRecordInvalid)
 	}
-	return l.t.PutTTLOp(logUserPrefix(m.UserID)+logPos(m.Timestamp, DirIn, m.ID),
-		LogEntry{Dir: DirIn, ID: m.ID, SessionID: m.SessionID, Peer: m.From, At: m.Timestamp, In: &m}, MessageLogRetention)
+	return l.t.PutTTLOp(logUserPrefix(m.UserID)+logPos(m.Timestamp, domain.DirIn, m.ID),
+		domain.LogEntry{Dir: domain.DirIn, ID: m.ID, SessionID: m.SessionID, Peer: m.From, At: m.Timestamp, In: &m}, domain.InboundRetention)
 }
-
-// ErrBadCursor is returned for a cursor this store did not hand out.
-var ErrBadCursor = domain.ErrBadCursor
 
 // cursor turns an entry's place into an opaque cursor (url-safe base64).
 func cursor(pos string) string { return base64.RawURLEncoding.EncodeToString([]byte(pos)) }
@@ -135,7 +115,7 @@ func cursor(pos string) string { return base64.RawURLEncoding.EncodeToString([]b
 func parseCursor(c string) (string, error) {
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil || len(b) < 15 || b[13] != '/' || !printableKey(b) {
-		return "", ErrBadCursor
+		return "", domain.ErrBadCursor
 	}
 	return string(b), nil
 }
@@ -152,7 +132,7 @@ func printableKey(b []byte) bool {
 // ScanLog walks uid's history in the order s asks (newest first, or oldest first from
 // s.Since), after s.Cursor, calling fn with each entry and the cursor that continues after it,
 // until fn returns false or an error. Entries that do not decode stop the walk with an error.
-func (l *MessageLog) ScanLog(uid string, s LogScan, fn func(next string, e LogEntry) (bool, error)) error {
+func (l *MessageLog) ScanLog(uid string, s domain.LogScan, fn func(next string, e domain.LogEntry) (bool, error)) error {
 	if uid == "" {
 		return nil
 	}

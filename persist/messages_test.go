@@ -12,9 +12,9 @@ import (
 )
 
 // walk collects up to n entries of uid's history from s, and the cursor after the last.
-func walk(t *testing.T, l *MessageLog, uid string, s LogScan, n int) (ids []string, next string) {
+func walk(t *testing.T, l *MessageLog, uid string, s domain.LogScan, n int) (ids []string, next string) {
 	t.Helper()
-	err := l.ScanLog(uid, s, func(c string, e LogEntry) (bool, error) {
+	err := l.ScanLog(uid, s, func(c string, e domain.LogEntry) (bool, error) {
 		ids = append(ids, e.Dir+":"+e.ID)
 		next = c
 		return len(ids) < n, nil
@@ -45,7 +45,7 @@ func TestMessageLog(t *testing.T) {
 					} else {
 						e := domain.OutboxEntry{ID: fmt.Sprintf("out%02d", i), UserID: uid, SessionID: "s", Status: domain.MsgQueued,
 							Message: domain.Message{To: "4915", Kind: domain.KindText, Text: "x"}, CreatedAt: domain.MillisOf(at)}
-						if err := o.Accept(ctx, e, "", IdemRecord{}); err != nil {
+						if err := o.Accept(ctx, e, "", domain.IdemRecord{}); err != nil {
 							t.Fatal(err)
 						}
 					}
@@ -63,7 +63,7 @@ func TestMessageLog(t *testing.T) {
 			var got []string
 			cur := ""
 			for range 10 {
-				ids, next := walk(t, l, "a", LogScan{Cursor: cur}, 7)
+				ids, next := walk(t, l, "a", domain.LogScan{Cursor: cur}, 7)
 				got = append(got, ids...)
 				if len(ids) < 7 {
 					break
@@ -74,23 +74,23 @@ func TestMessageLog(t *testing.T) {
 				t.Fatalf("newest first:\n got %v\nwant %v", got, newest)
 			}
 			// Oldest first from a time, then on by cursor.
-			ids, next := walk(t, l, "a/b", LogScan{Since: base.Add(10 * time.Second)}, 5)
+			ids, next := walk(t, l, "a/b", domain.LogScan{Since: base.Add(10 * time.Second)}, 5)
 			if !slices.Equal(ids, want[10:15]) {
 				t.Fatalf("since: %v, want %v", ids, want[10:15])
 			}
-			ids, _ = walk(t, l, "a/b", LogScan{Since: base.Add(10 * time.Second), Cursor: next}, 100)
+			ids, _ = walk(t, l, "a/b", domain.LogScan{Since: base.Add(10 * time.Second), Cursor: next}, 100)
 			if !slices.Equal(ids, want[15:]) {
 				t.Fatalf("since, next page: %v, want %v", ids, want[15:])
 			}
-			if ids, _ := walk(t, l, "a/", LogScan{}, 100); len(ids) != 0 {
+			if ids, _ := walk(t, l, "a/", domain.LogScan{}, 100); len(ids) != 0 {
 				t.Fatalf("a user whose id is a prefix of another's sees %v", ids)
 			}
-			if err := l.ScanLog("a", LogScan{Cursor: "not a cursor"}, func(string, LogEntry) (bool, error) { return true, nil }); !errors.Is(err, ErrBadCursor) {
+			if err := l.ScanLog("a", domain.LogScan{Cursor: "not a cursor"}, func(string, domain.LogEntry) (bool, error) { return true, nil }); !errors.Is(err, domain.ErrBadCursor) {
 				t.Fatalf("bad cursor: %v", err)
 			}
 			// An incoming entry carries the whole message.
-			_ = l.ScanLog("a", LogScan{}, func(_ string, e LogEntry) (bool, error) {
-				if e.Dir == DirIn && (e.In == nil || e.In.Text != "hi" || e.Peer != "1555000") {
+			_ = l.ScanLog("a", domain.LogScan{}, func(_ string, e domain.LogEntry) (bool, error) {
+				if e.Dir == domain.DirIn && (e.In == nil || e.In.Text != "hi" || e.Peer != "1555000") {
 					t.Fatalf("incoming entry %+v", e)
 				}
 				return true, nil
@@ -119,7 +119,7 @@ func TestAdoptInbound(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("AdoptInbound = %d, %v", n, err)
 	}
-	if ids, _ := walk(t, l, "u1", LogScan{}, 10); !slices.Equal(ids, []string{"in:m0"}) {
+	if ids, _ := walk(t, l, "u1", domain.LogScan{}, 10); !slices.Equal(ids, []string{"in:m0"}) {
 		t.Fatalf("adopted: %v (the one past its week is dropped)", ids)
 	}
 	if n, _ := l.AdoptInbound(ctx); n != 0 {

@@ -21,11 +21,7 @@ import (
 // idempotency record this long for a retry.
 const (
 	OutboxRetention = 7 * 24 * time.Hour
-	IdempotencyTTL  = domain.IdempotencyTTL
 )
-
-// IdemRecord is what an Idempotency-Key stands for (domain.IdemRecord).
-type IdemRecord = domain.IdemRecord
 
 // Outbox is the durable outbox. A message is written once, when it is accepted, and what
 // becomes of it is written beside it as small records, never as a second copy:
@@ -52,7 +48,7 @@ type Outbox struct {
 	kv       KV
 	status   *Table[outcome]
 	receipts *Table[domain.StatusChange]
-	idem     *Table[IdemRecord]
+	idem     *Table[domain.IdemRecord]
 	log      *MessageLog
 	logger   atomic.Pointer[slog.Logger]
 	wg       sync.WaitGroup
@@ -205,7 +201,7 @@ func bodyKey(id string) []byte { return append([]byte(outboxTable+"/"), id...) }
 // bodyOp is the write of an entry's body, to live ttl.
 func bodyOp(e domain.OutboxEntry, ttl time.Duration) (Op, error) {
 	if e.ID == "" {
-		return Op{}, fmt.Errorf("%w: %s: empty id", ErrInvalid, outboxTable)
+		return Op{}, fmt.Errorf("%w: %s: empty id", domain.ErrRecordInvalid, outboxTable)
 	}
 	v, err := encodeBody(e)
 	if err != nil {
@@ -217,7 +213,7 @@ func bodyOp(e domain.OutboxEntry, ttl time.Duration) (Op, error) {
 // getBody reads an entry's body.
 func (o *Outbox) getBody(id string) (domain.OutboxEntry, error) {
 	if id == "" {
-		return domain.OutboxEntry{}, ErrNotFound
+		return domain.OutboxEntry{}, domain.ErrRecordNotFound
 	}
 	data, err := o.kv.Get(bodyKey(id))
 	if err != nil {
@@ -236,7 +232,7 @@ func NewOutbox(kv KV) *Outbox {
 		kv:       kv,
 		status:   NewTable[outcome](kv, outboxStatusTable, 1),
 		receipts: NewTable[domain.StatusChange](kv, outboxReceiptTable, 1),
-		idem:     NewTable[IdemRecord](kv, idemTable, 1),
+		idem:     NewTable[domain.IdemRecord](kv, idemTable, 1),
 		log:      NewMessageLog(kv),
 	}
 	o.logger.Store(slog.New(slog.DiscardHandler))
@@ -259,13 +255,13 @@ func pendingMark(expires time.Time) []byte {
 
 // Accept commits a queued entry durably with its history entry (MessageLog), and with them the
 // idempotency record when idemID is not empty: one commit, so a crash leaves all or none.
-func (o *Outbox) Accept(ctx context.Context, e domain.OutboxEntry, idemID string, rec IdemRecord) error {
+func (o *Outbox) Accept(ctx context.Context, e domain.OutboxEntry, idemID string, rec domain.IdemRecord) error {
 	ops, err := o.acceptOps(make([]Op, 0, 4), e, time.Now())
 	if err != nil {
 		return err
 	}
 	if idemID != "" {
-		ip, err := o.idem.PutTTLOp(idemID, rec, IdempotencyTTL)
+		ip, err := o.idem.PutTTLOp(idemID, rec, domain.IdempotencyTTL)
 		if err != nil {
 			return err
 		}
@@ -305,12 +301,12 @@ func (o *Outbox) acceptOps(ops []Op, e domain.OutboxEntry, now time.Time) ([]Op,
 }
 
 // IdemOp is the write of an idempotency record, for a caller's own commit (a campaign's).
-func (o *Outbox) IdemOp(idemID string, rec IdemRecord) (Op, error) {
-	return o.idem.PutTTLOp(idemID, rec, IdempotencyTTL)
+func (o *Outbox) IdemOp(idemID string, rec domain.IdemRecord) (Op, error) {
+	return o.idem.PutTTLOp(idemID, rec, domain.IdempotencyTTL)
 }
 
-// Idem returns the idempotency record idemID, or ErrNotFound.
-func (o *Outbox) Idem(idemID string) (IdemRecord, error) { return o.idem.Get(idemID) }
+// Idem returns the idempotency record idemID, or domain.ErrRecordNotFound.
+func (o *Outbox) Idem(idemID string) (domain.IdemRecord, error) { return o.idem.Get(idemID) }
 
 // Settle records a network outcome (sent or failed) in the background: the deliverer does not
 // wait for it (a lost outcome only means the message is sent again under the same id at boot,
@@ -461,7 +457,7 @@ func (o *Outbox) ops(w bgWrite, now time.Time) ([]Op, error) {
 		return []Op{put}, err
 	}
 	if w.entry.ID == "" {
-		return nil, fmt.Errorf("%w: %s: empty id", ErrInvalid, outboxStatusTable)
+		return nil, fmt.Errorf("%w: %s: empty id", domain.ErrRecordInvalid, outboxStatusTable)
 	}
 	put := Op{Key: []byte(outboxStatusTable + "/" + w.entry.ID), Value: outcomeOf(w.entry).encode(), TTL: OutboxRetention}
 	ops := []Op{put, {Key: pendingKey(w.entry.ID), Delete: true}}
@@ -483,7 +479,7 @@ func (w bgWrite) answer(err error) {
 }
 
 // Get returns a message as it stands: its body with its outcome and receipts laid over it, or
-// the body alone while it is pending. ErrNotFound when there is no body, or when its outcome
+// the body alone while it is pending. domain.ErrRecordNotFound when there is no body, or when its outcome
 // has expired.
 func (o *Outbox) Get(id string) (domain.OutboxEntry, error) {
 	e, err := o.getBody(id)
@@ -492,13 +488,13 @@ func (o *Outbox) Get(id string) (domain.OutboxEntry, error) {
 	}
 	if !e.Final() {
 		c, err := o.status.Get(id)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, domain.ErrRecordNotFound) {
 			// Pending, or its outcome expired. The outcome's commit writes the status and
 			// removes the mark at once: read the status again after the mark, so that commit
 			// landing between the two reads is seen.
 			if _, merr := o.kv.Get(pendingKey(id)); merr == nil {
 				return e, nil
-			} else if !errors.Is(merr, ErrNotFound) {
+			} else if !errors.Is(merr, domain.ErrRecordNotFound) {
 				return e, merr
 			}
 			c, err = o.status.Get(id)
@@ -561,7 +557,7 @@ func (o *Outbox) scanPending(now time.Time, list bool, renewed *int) ([]domain.O
 		case len(value) > 0 && value[0] == recordVersion1:
 			m.old = slices.Clone(value)
 		default:
-			return fmt.Errorf("%w: %s %q: unknown pending mark", ErrInvalid, outboxPendingTable, m.id)
+			return fmt.Errorf("%w: %s %q: unknown pending mark", domain.ErrRecordInvalid, outboxPendingTable, m.id)
 		}
 		marks = append(marks, m)
 		return nil
@@ -592,7 +588,7 @@ func (o *Outbox) scanPending(now time.Time, list bool, renewed *int) ([]domain.O
 			if _, err := Decode(m.old, recordVersion1, &e); err != nil {
 				return nil, fmt.Errorf("%s %q: %w", outboxPendingTable, m.id, err)
 			}
-		} else if e, err = o.getBody(m.id); errors.Is(err, ErrNotFound) {
+		} else if e, err = o.getBody(m.id); errors.Is(err, domain.ErrRecordNotFound) {
 			o.logger.Load().Error("outbox: a queued message's body expired before it could be sent: dropped",
 				"message_id", m.id, "expired_at", m.expires)
 			ops = append(ops, Op{Key: pendingKey(m.id), Delete: true})
@@ -630,7 +626,7 @@ func NewAccounts(kv KV) Accounts { return Accounts{NewTable[domain.Allowance](kv
 // GetAccount returns a user's snapshot (a zero one when none).
 func (a Accounts) GetAccount(uid string) (domain.Allowance, error) {
 	s, err := a.t.Get(uid)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, domain.ErrRecordNotFound) {
 		return domain.Allowance{UserID: uid}, nil
 	}
 	return s, err
@@ -641,7 +637,7 @@ func (a Accounts) GetAccount(uid string) (domain.Allowance, error) {
 // stack was grown again in each such goroutine, 2 % of the CPU of a send, profiled).
 func (a Accounts) PutAccount(ctx context.Context, s domain.Allowance) error {
 	if s.UserID == "" {
-		return fmt.Errorf("%w: %s: empty id", ErrInvalid, accountTable)
+		return fmt.Errorf("%w: %s: empty id", domain.ErrRecordInvalid, accountTable)
 	}
 	v := append(make([]byte, 0, 96), recordVersion1)
 	v = append(v, `{"userId":`...)

@@ -38,7 +38,7 @@ func TestOutboxBackgroundWrites(t *testing.T) {
 	}
 	for i := range n {
 		e := queued(fmt.Sprintf("m%04d", i), t0)
-		if err := o.Accept(ctx, e, "", IdemRecord{}); err != nil {
+		if err := o.Accept(ctx, e, "", domain.IdemRecord{}); err != nil {
 			t.Fatal(err)
 		}
 		e.SetStatus(domain.MsgSent, t0.Add(time.Second))
@@ -91,7 +91,7 @@ func TestOutboxBackgroundWriteFailsAlone(t *testing.T) {
 	for _, id := range []string{"good1", "bad", "good2"} {
 		e := queued(id, t0)
 		if id != "bad" {
-			if err := o.Accept(ctx, e, "", IdemRecord{}); err != nil {
+			if err := o.Accept(ctx, e, "", domain.IdemRecord{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -145,7 +145,7 @@ func TestOutboxWritesTheBodyOnce(t *testing.T) {
 			now := time.Now().UTC().Truncate(time.Millisecond)
 			e := queued("m1", now)
 			e.Message.Text = strings.Repeat("the body of the message ", 10)
-			if err := o.Accept(ctx, e, "", IdemRecord{}); err != nil {
+			if err := o.Accept(ctx, e, "", domain.IdemRecord{}); err != nil {
 				t.Fatal(err)
 			}
 			e.SetStatus(domain.MsgSent, now.Add(time.Second))
@@ -205,13 +205,13 @@ func TestOutboxGetAsItStands(t *testing.T) {
 	o := NewOutbox(kv)
 	ctx := context.Background()
 	now := time.Now().UTC()
-	if err := o.Accept(ctx, queued("m1", now), "", IdemRecord{}); err != nil {
+	if err := o.Accept(ctx, queued("m1", now), "", domain.IdemRecord{}); err != nil {
 		t.Fatal(err)
 	}
 	if e, err := o.Get("m1"); err != nil || e.Status != domain.MsgQueued {
 		t.Fatalf("queued: %+v %v", e, err)
 	}
-	if _, err := o.Get("nope"); !errors.Is(err, ErrNotFound) {
+	if _, err := o.Get("nope"); !errors.Is(err, domain.ErrRecordNotFound) {
 		t.Fatalf("unknown: %v", err)
 	}
 	e := queued("m1", now)
@@ -226,7 +226,7 @@ func TestOutboxGetAsItStands(t *testing.T) {
 	if err := kv.Commit(ctx, Op{Key: []byte("outbox_status/m1"), Delete: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := o.Get("m1"); !errors.Is(err, ErrNotFound) {
+	if _, err := o.Get("m1"); !errors.Is(err, domain.ErrRecordNotFound) {
 		t.Fatalf("after its outcome expired: %v", err)
 	}
 }
@@ -281,7 +281,7 @@ func TestOutboxRenewsQueuedBodies(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	for _, id := range []string{"a", "b"} {
-		if err := o.Accept(ctx, queued(id, now), "", IdemRecord{}); err != nil {
+		if err := o.Accept(ctx, queued(id, now), "", domain.IdemRecord{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -301,7 +301,7 @@ func TestOutboxRenewsQueuedBodies(t *testing.T) {
 	if exp := time.Unix(int64(binary.BigEndian.Uint64(mark[1:])), 0); exp.Before(later.Add(bodyTTL - time.Minute)) {
 		t.Fatalf("renewed body expires %v, want about %v", exp, later.Add(bodyTTL))
 	}
-	if _, err := kv.Get([]byte("outbox_pending/b")); !errors.Is(err, ErrNotFound) {
+	if _, err := kv.Get([]byte("outbox_pending/b")); !errors.Is(err, domain.ErrRecordNotFound) {
 		t.Fatalf("mark of the expired body: %v", err)
 	}
 	if n, err := o.Renew(); err != nil || n != 0 {
@@ -351,7 +351,7 @@ func TestHandWrittenRecordsDecode(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, err := decodeLog(op.Key[len("msg_log/u/"):], op.Value)
-	if err != nil || e.SessionID != `s"1` || e.Peer != "4915" || e.ID != "m1" || e.Dir != DirOut || e.At.UnixMilli() != 1764000000123 {
+	if err != nil || e.SessionID != `s"1` || e.Peer != "4915" || e.ID != "m1" || e.Dir != domain.DirOut || e.At.UnixMilli() != 1764000000123 {
 		t.Fatalf("history entry read back as %+v %v", e, err)
 	}
 }

@@ -36,7 +36,7 @@ func phoneKey(sessionID, phone string) string { return sessionID + "/" + phone }
 // phone was never linked to the session).
 func (p Protections) GetProtections(sessionID, phone string) (domain.Protections, bool, error) {
 	pr, err := p.prot.Get(phoneKey(sessionID, phone))
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, domain.ErrRecordNotFound) {
 		return domain.Protections{}, false, nil
 	}
 	return pr, err == nil, err
@@ -78,7 +78,7 @@ func (p Protections) CountSends(ctx context.Context, pr domain.Protections, firs
 // Contact is what the phone's contact book knows of number (zero when nothing).
 func (p Protections) Contact(sessionID, phone, number string) (domain.Contact, error) {
 	c, err := p.book.Get(phoneKey(sessionID, phone) + "/" + number)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, domain.ErrRecordNotFound) {
 		return domain.Contact{}, nil
 	}
 	return c, err
@@ -104,7 +104,7 @@ func (p Protections) Wrote(ctx context.Context, sessionID, phone, number string,
 	}
 	if _, err := p.marks.Get(key); err == nil {
 		ops = append(ops, p.marks.DeleteOp(key))
-	} else if !errors.Is(err, ErrNotFound) {
+	} else if !errors.Is(err, domain.ErrRecordNotFound) {
 		return c, err
 	}
 	if len(ops) == 0 {

@@ -13,21 +13,14 @@ import (
 	"github.com/gateway/gateway/domain"
 )
 
-// The records persist stores, declared in domain.
-type (
-	User     = domain.User
-	APIKey   = domain.APIKey
-	KeyUsage = domain.KeyUsage
-)
-
 // Store holds the typed stores of the core. Key writes (PutKey, DeleteKey) read the old
 // record to fix the indexes; they are serialised per key id by striped locks so two writers
 // of one key cannot leave a stale index. Everything else is lock-free above the KV.
 type Store struct {
 	kv       KV
-	users    *Table[User]
-	keys     *Table[APIKey]
-	usage    *Table[KeyUsage]
+	users    *Table[domain.User]
+	keys     *Table[domain.APIKey]
+	usage    *Table[domain.KeyUsage]
 	seed     maphash.Seed
 	keyLocks [keyLockStripes]sync.Mutex
 }
@@ -36,9 +29,9 @@ type Store struct {
 func NewStore(kv KV) *Store {
 	return &Store{
 		kv:    kv,
-		users: NewTable[User](kv, usersTable, recordVersion1),
-		keys:  NewTable[APIKey](kv, keysTable, recordVersion1),
-		usage: NewTable[KeyUsage](kv, keyUsageTable, recordVersion1),
+		users: NewTable[domain.User](kv, usersTable, recordVersion1),
+		keys:  NewTable[domain.APIKey](kv, keysTable, recordVersion1),
+		usage: NewTable[domain.KeyUsage](kv, keyUsageTable, recordVersion1),
 		seed:  maphash.MakeSeed(),
 	}
 }
@@ -47,15 +40,15 @@ func NewStore(kv KV) *Store {
 func (s *Store) KV() KV { return s.kv }
 
 // GetUser returns user id or ErrNotFound.
-func (s *Store) GetUser(id string) (User, error) { return s.users.Get(id) }
+func (s *Store) GetUser(id string) (domain.User, error) { return s.users.Get(id) }
 
 // PutUser writes u (timestamps are the caller's).
-func (s *Store) PutUser(ctx context.Context, u User) error { return s.users.Put(ctx, u.ID, u) }
+func (s *Store) PutUser(ctx context.Context, u domain.User) error { return s.users.Put(ctx, u.ID, u) }
 
 // ListUsers returns every user, by id.
-func (s *Store) ListUsers() ([]User, error) {
-	var out []User
-	err := s.users.Scan("", func(_ string, u User) error {
+func (s *Store) ListUsers() ([]domain.User, error) {
+	var out []domain.User
+	err := s.users.Scan("", func(_ string, u domain.User) error {
 		out = append(out, u)
 		return nil
 	})
@@ -63,24 +56,24 @@ func (s *Store) ListUsers() ([]User, error) {
 }
 
 // GetKey returns API key id or ErrNotFound.
-func (s *Store) GetKey(id string) (APIKey, error) { return s.keys.Get(id) }
+func (s *Store) GetKey(id string) (domain.APIKey, error) { return s.keys.Get(id) }
 
 // GetKeyByHash returns the API key whose raw key hashes to hash, or ErrNotFound.
-func (s *Store) GetKeyByHash(hash string) (APIKey, error) {
+func (s *Store) GetKeyByHash(hash string) (domain.APIKey, error) {
 	if hash == "" {
-		return APIKey{}, ErrNotFound
+		return domain.APIKey{}, domain.ErrRecordNotFound
 	}
 	id, err := s.kv.Get(hashKey(hash))
 	if err != nil {
-		return APIKey{}, err
+		return domain.APIKey{}, err
 	}
 	return s.keys.Get(string(id))
 }
 
 // ListKeys returns every API key, by createdAt then id.
-func (s *Store) ListKeys() ([]APIKey, error) {
-	var out []APIKey
-	if err := s.keys.Scan("", func(_ string, k APIKey) error {
+func (s *Store) ListKeys() ([]domain.APIKey, error) {
+	var out []domain.APIKey
+	if err := s.keys.Scan("", func(_ string, k domain.APIKey) error {
 		out = append(out, k)
 		return nil
 	}); err != nil {
@@ -91,7 +84,7 @@ func (s *Store) ListKeys() ([]APIKey, error) {
 }
 
 // ListKeysByOwner returns the API keys of user userID, by createdAt then id.
-func (s *Store) ListKeysByOwner(userID string) ([]APIKey, error) {
+func (s *Store) ListKeysByOwner(userID string) ([]domain.APIKey, error) {
 	if userID == "" {
 		return nil, nil
 	}
@@ -103,10 +96,10 @@ func (s *Store) ListKeysByOwner(userID string) ([]APIKey, error) {
 	}); err != nil {
 		return nil, err
 	}
-	out := make([]APIKey, 0, len(ids))
+	out := make([]domain.APIKey, 0, len(ids))
 	for _, id := range ids {
 		k, err := s.keys.Get(id)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, domain.ErrRecordNotFound) {
 			continue // deleted between the index scan and this read
 		}
 		if err != nil {
@@ -121,12 +114,12 @@ func (s *Store) ListKeysByOwner(userID string) ([]APIKey, error) {
 // PutKey writes k and its hash and owner indexes in one atomic commit, removing the indexes
 // of the previous version of k when its hash or owner changed. A hash already indexed for
 // another key is refused with ErrConflict.
-func (s *Store) PutKey(ctx context.Context, k APIKey) error {
+func (s *Store) PutKey(ctx context.Context, k domain.APIKey) error {
 	switch {
 	case k.ID == "" || k.UserID == "" || k.Hash == "":
-		return fmt.Errorf("%w: api key needs id, userId and hash", ErrInvalid)
+		return fmt.Errorf("%w: api key needs id, userId and hash", domain.ErrRecordInvalid)
 	case strings.IndexByte(k.UserID, 0) >= 0:
-		return fmt.Errorf("%w: api key userId contains NUL", ErrInvalid)
+		return fmt.Errorf("%w: api key userId contains NUL", domain.ErrRecordInvalid)
 	}
 	mu := s.keyLock(k.ID)
 	mu.Lock()
@@ -134,7 +127,7 @@ func (s *Store) PutKey(ctx context.Context, k APIKey) error {
 
 	old, err := s.keys.Get(k.ID)
 	exists := err == nil
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil && !errors.Is(err, domain.ErrRecordNotFound) {
 		return err
 	}
 	if !exists || old.Hash != k.Hash {
@@ -142,7 +135,7 @@ func (s *Store) PutKey(ctx context.Context, k APIKey) error {
 		switch {
 		case err == nil && string(holder) != k.ID:
 			return fmt.Errorf("%w: hash of api key %q is already used by %q", ErrConflict, k.ID, holder)
-		case err != nil && !errors.Is(err, ErrNotFound):
+		case err != nil && !errors.Is(err, domain.ErrRecordNotFound):
 			return err
 		}
 	}
@@ -186,23 +179,23 @@ func (s *Store) DeleteKey(ctx context.Context, id string) error {
 	switch {
 	case err == nil && string(holder) == id:
 		ops = append(ops, Op{Key: hashKey(old.Hash), Delete: true})
-	case err != nil && !errors.Is(err, ErrNotFound):
+	case err != nil && !errors.Is(err, domain.ErrRecordNotFound):
 		return err
 	}
 	return s.kv.Commit(ctx, ops...)
 }
 
 // GetKeyUsage returns the usage marks of key id; the zero value and nil when there are none.
-func (s *Store) GetKeyUsage(id string) (KeyUsage, error) {
+func (s *Store) GetKeyUsage(id string) (domain.KeyUsage, error) {
 	u, err := s.usage.Get(id)
-	if errors.Is(err, ErrNotFound) {
-		return KeyUsage{}, nil
+	if errors.Is(err, domain.ErrRecordNotFound) {
+		return domain.KeyUsage{}, nil
 	}
 	return u, err
 }
 
 // PutKeyUsage writes the usage marks of key id.
-func (s *Store) PutKeyUsage(ctx context.Context, id string, u KeyUsage) error {
+func (s *Store) PutKeyUsage(ctx context.Context, id string, u domain.KeyUsage) error {
 	return s.usage.Put(ctx, id, u)
 }
 
@@ -216,8 +209,8 @@ func ownerPrefix(userID string) []byte { return []byte(keyOwnerIndex + userID + 
 
 func ownerKey(userID, keyID string) []byte { return append(ownerPrefix(userID), keyID...) }
 
-func sortKeys(keys []APIKey) {
-	slices.SortFunc(keys, func(a, b APIKey) int {
+func sortKeys(keys []domain.APIKey) {
+	slices.SortFunc(keys, func(a, b domain.APIKey) int {
 		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
 			return c
 		}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gateway/gateway/domain"
 )
 
 func TestStore(t *testing.T) {
@@ -23,7 +25,7 @@ func TestStore(t *testing.T) {
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 123_000_000, time.UTC)
 
-func keyIDs(keys []APIKey) []string {
+func keyIDs(keys []domain.APIKey) []string {
 	ids := make([]string, len(keys))
 	for i, k := range keys {
 		ids[i] = k.ID
@@ -51,12 +53,12 @@ func testStore(t *testing.T, newKV func(t *testing.T) KV) {
 
 	t.Run("Users", func(t *testing.T) {
 		s := NewStore(newKV(t))
-		if _, err := s.GetUser("u1"); !errors.Is(err, ErrNotFound) {
+		if _, err := s.GetUser("u1"); !errors.Is(err, domain.ErrRecordNotFound) {
 			t.Fatalf("GetUser(missing) = %v, want ErrNotFound", err)
 		}
-		u2 := User{ID: "u2", Name: "Bea", Email: "bea@example.com", Role: "admin", Plan: "business", CreatedAt: t0, UpdatedAt: t0.Add(time.Hour)}
-		u1 := User{ID: "u1", Name: "Ann", Email: "ann@example.com", Role: "client", Plan: "free", CreatedAt: t0.Add(time.Minute), UpdatedAt: t0.Add(time.Minute)}
-		for _, u := range []User{u2, u1} {
+		u2 := domain.User{ID: "u2", Name: "Bea", Email: "bea@example.com", Role: "admin", Plan: "business", CreatedAt: t0, UpdatedAt: t0.Add(time.Hour)}
+		u1 := domain.User{ID: "u1", Name: "Ann", Email: "ann@example.com", Role: "client", Plan: "free", CreatedAt: t0.Add(time.Minute), UpdatedAt: t0.Add(time.Minute)}
+		for _, u := range []domain.User{u2, u1} {
 			if err := s.PutUser(ctx, u); err != nil {
 				t.Fatal(err)
 			}
@@ -70,10 +72,10 @@ func testStore(t *testing.T, newKV func(t *testing.T) KV) {
 			t.Fatal(err)
 		}
 		list, err := s.ListUsers()
-		if err != nil || !reflect.DeepEqual(list, []User{u1, u2}) {
+		if err != nil || !reflect.DeepEqual(list, []domain.User{u1, u2}) {
 			t.Fatalf("ListUsers = %+v, %v; want u1 (updated), u2", list, err)
 		}
-		if err := s.PutUser(ctx, User{Name: "no id"}); !errors.Is(err, ErrInvalid) {
+		if err := s.PutUser(ctx, domain.User{Name: "no id"}); !errors.Is(err, domain.ErrRecordInvalid) {
 			t.Fatalf("PutUser without id = %v, want ErrInvalid", err)
 		}
 	})
@@ -81,10 +83,10 @@ func testStore(t *testing.T, newKV func(t *testing.T) KV) {
 	t.Run("KeysAndIndexes", func(t *testing.T) {
 		s := NewStore(newKV(t))
 		exp := t0.Add(30 * 24 * time.Hour)
-		k1 := APIKey{ID: "k1", UserID: "u1", Name: "shop", Hash: "h1", Last4: "aaaa", Status: "active", Scopes: []string{"send_text"}, CreatedAt: t0.Add(2 * time.Second), ExpiresAt: &exp}
-		k2 := APIKey{ID: "k2", UserID: "u1", Name: "crm", Hash: "h2", Last4: "bbbb", Status: "active", Scopes: []string{"send_text", "send_bulk"}, CreatedAt: t0}
-		k3 := APIKey{ID: "k3", UserID: "u1x", Name: "other", Hash: "h3", Status: "active", CreatedAt: t0}
-		for _, k := range []APIKey{k1, k2, k3} {
+		k1 := domain.APIKey{ID: "k1", UserID: "u1", Name: "shop", Hash: "h1", Last4: "aaaa", Status: "active", Scopes: []string{"send_text"}, CreatedAt: t0.Add(2 * time.Second), ExpiresAt: &exp}
+		k2 := domain.APIKey{ID: "k2", UserID: "u1", Name: "crm", Hash: "h2", Last4: "bbbb", Status: "active", Scopes: []string{"send_text", "send_bulk"}, CreatedAt: t0}
+		k3 := domain.APIKey{ID: "k3", UserID: "u1x", Name: "other", Hash: "h3", Status: "active", CreatedAt: t0}
+		for _, k := range []domain.APIKey{k1, k2, k3} {
 			if err := s.PutKey(ctx, k); err != nil {
 				t.Fatalf("PutKey(%s): %v", k.ID, err)
 			}
@@ -95,10 +97,10 @@ func testStore(t *testing.T, newKV func(t *testing.T) KV) {
 		if got, err := s.GetKeyByHash("h2"); err != nil || got.ID != "k2" {
 			t.Fatalf("GetKeyByHash(h2) = %+v, %v", got, err)
 		}
-		if _, err := s.GetKeyByHash("nope"); !errors.Is(err, ErrNotFound) {
+		if _, err := s.GetKeyByHash("nope"); !errors.Is(err, domain.ErrRecordNotFound) {
 			t.Fatalf("GetKeyByHash(unknown) = %v, want ErrNotFound", err)
 		}
-		if _, err := s.GetKeyByHash(""); !errors.Is(err, ErrNotFound) {
+		if _, err := s.GetKeyByHash(""); !errors.Is(err, domain.ErrRecordNotFound) {
 			t.Fatalf("GetKeyByHash(\"\") = %v, want ErrNotFound", err)
 		}
 		// createdAt, then id for equal times.
@@ -131,7 +133,7 @@ func testStore(t *testing.T, newKV func(t *testing.T) KV) {
 		if err := s.PutKey(ctx, k2); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.GetKeyByHash("h2"); !errors.Is(err, ErrNotFound) {
+		if _, err := s.GetKeyByHash("h2"); !errors.Is(err, domain.ErrRecordNotFound) {
 			t.Fatalf("old hash still resolves: %v", err)
 		}
 		if got, err := s.GetKeyByHash("h2b"); err != nil || got.ID != "k2" {
@@ -149,32 +151,32 @@ func testStore(t *testing.T, newKV func(t *testing.T) KV) {
 		}
 
 		// A hash held by another key is refused, and nothing is written.
-		if err := s.PutKey(ctx, APIKey{ID: "k4", UserID: "u2", Hash: "h1", CreatedAt: t0}); !errors.Is(err, ErrConflict) {
+		if err := s.PutKey(ctx, domain.APIKey{ID: "k4", UserID: "u2", Hash: "h1", CreatedAt: t0}); !errors.Is(err, ErrConflict) {
 			t.Fatalf("PutKey with a taken hash = %v, want ErrConflict", err)
 		}
-		if _, err := s.GetKey("k4"); !errors.Is(err, ErrNotFound) {
+		if _, err := s.GetKey("k4"); !errors.Is(err, domain.ErrRecordNotFound) {
 			t.Fatalf("refused key was written: %v", err)
 		}
-		for _, bad := range []APIKey{{UserID: "u", Hash: "h"}, {ID: "k", Hash: "h"}, {ID: "k", UserID: "u"}, {ID: "k", UserID: "u\x00v", Hash: "h"}} {
-			if err := s.PutKey(ctx, bad); !errors.Is(err, ErrInvalid) {
+		for _, bad := range []domain.APIKey{{UserID: "u", Hash: "h"}, {ID: "k", Hash: "h"}, {ID: "k", UserID: "u"}, {ID: "k", UserID: "u\x00v", Hash: "h"}} {
+			if err := s.PutKey(ctx, bad); !errors.Is(err, domain.ErrRecordInvalid) {
 				t.Fatalf("PutKey(%+v) = %v, want ErrInvalid", bad, err)
 			}
 		}
 
 		// Delete removes the key, both index entries and the usage marks.
-		if err := s.PutKeyUsage(ctx, "k1", KeyUsage{Day: "2026-03-01", DayMark: 100, CallsMark: 500}); err != nil {
+		if err := s.PutKeyUsage(ctx, "k1", domain.KeyUsage{Day: "2026-03-01", DayMark: 100, CallsMark: 500}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.DeleteKey(ctx, "k1"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.GetKey("k1"); !errors.Is(err, ErrNotFound) {
+		if _, err := s.GetKey("k1"); !errors.Is(err, domain.ErrRecordNotFound) {
 			t.Fatalf("GetKey after delete = %v", err)
 		}
-		if _, err := s.GetKeyByHash("h1"); !errors.Is(err, ErrNotFound) {
+		if _, err := s.GetKeyByHash("h1"); !errors.Is(err, domain.ErrRecordNotFound) {
 			t.Fatalf("GetKeyByHash after delete = %v", err)
 		}
-		if u, err := s.GetKeyUsage("k1"); err != nil || u != (KeyUsage{}) {
+		if u, err := s.GetKeyUsage("k1"); err != nil || u != (domain.KeyUsage{}) {
 			t.Fatalf("usage after delete = %+v, %v", u, err)
 		}
 		if list, _ := s.ListKeysByOwner("u1"); len(list) != 0 {
@@ -184,11 +186,11 @@ func testStore(t *testing.T, newKV func(t *testing.T) KV) {
 		if got := indexKeys(t, s.KV()); !slices.Equal(got, want) {
 			t.Fatalf("indexes after delete = %q, want %q", got, want)
 		}
-		if err := s.DeleteKey(ctx, "k1"); !errors.Is(err, ErrNotFound) {
+		if err := s.DeleteKey(ctx, "k1"); !errors.Is(err, domain.ErrRecordNotFound) {
 			t.Fatalf("second DeleteKey = %v, want ErrNotFound", err)
 		}
 		// The freed hash can be used again.
-		if err := s.PutKey(ctx, APIKey{ID: "k5", UserID: "u2", Hash: "h1", CreatedAt: t0}); err != nil {
+		if err := s.PutKey(ctx, domain.APIKey{ID: "k5", UserID: "u2", Hash: "h1", CreatedAt: t0}); err != nil {
 			t.Fatalf("PutKey reusing a freed hash: %v", err)
 		}
 	})
@@ -201,7 +203,7 @@ func testStore(t *testing.T, newKV func(t *testing.T) KV) {
 		for w := range 8 {
 			wg.Go(func() {
 				for i := range 10 {
-					k := APIKey{ID: "k", UserID: fmt.Sprintf("u%d", w), Hash: fmt.Sprintf("h%d-%d", w, i), CreatedAt: t0}
+					k := domain.APIKey{ID: "k", UserID: fmt.Sprintf("u%d", w), Hash: fmt.Sprintf("h%d-%d", w, i), CreatedAt: t0}
 					if err := s.PutKey(ctx, k); err != nil {
 						t.Errorf("PutKey: %v", err)
 						return
@@ -222,10 +224,10 @@ func testStore(t *testing.T, newKV func(t *testing.T) KV) {
 
 	t.Run("Usage", func(t *testing.T) {
 		s := NewStore(newKV(t))
-		if u, err := s.GetKeyUsage("k1"); err != nil || u != (KeyUsage{}) {
+		if u, err := s.GetKeyUsage("k1"); err != nil || u != (domain.KeyUsage{}) {
 			t.Fatalf("GetKeyUsage(none) = %+v, %v; want zero, nil", u, err)
 		}
-		want := KeyUsage{Day: "2026-03-01", DayMark: 200, CallsMark: 12_345_678_901}
+		want := domain.KeyUsage{Day: "2026-03-01", DayMark: 200, CallsMark: 12_345_678_901}
 		if err := s.PutKeyUsage(ctx, "k1", want); err != nil {
 			t.Fatal(err)
 		}
@@ -269,7 +271,7 @@ func testStore(t *testing.T, newKV func(t *testing.T) KV) {
 			N int `json:"n"`
 		}
 		tab, other := NewTable[rec](kv, "t", 1), NewTable[rec](kv, "t2", 1)
-		if _, err := tab.Get("x"); !errors.Is(err, ErrNotFound) {
+		if _, err := tab.Get("x"); !errors.Is(err, domain.ErrRecordNotFound) {
 			t.Fatalf("Get(missing) = %v", err)
 		}
 		// Several tables in one atomic commit.
@@ -314,7 +316,7 @@ func testStore(t *testing.T, newKV func(t *testing.T) KV) {
 		if got, err := other.Get("a"); err != nil || got.N != 99 {
 			t.Fatalf("other table = %+v, %v", got, err)
 		}
-		if _, err := tab.PutOp("", rec{}); !errors.Is(err, ErrInvalid) {
+		if _, err := tab.PutOp("", rec{}); !errors.Is(err, domain.ErrRecordInvalid) {
 			t.Fatalf("PutOp(\"\") = %v, want ErrInvalid", err)
 		}
 		ttlOp, err := tab.PutTTLOp("tmp", rec{N: 1}, 300*time.Millisecond)
@@ -326,7 +328,7 @@ func testStore(t *testing.T, newKV func(t *testing.T) KV) {
 		}
 		waitFor(t, 5*time.Second, "the TTL'd record to expire", func() bool {
 			_, err := tab.Get("tmp")
-			return errors.Is(err, ErrNotFound)
+			return errors.Is(err, domain.ErrRecordNotFound)
 		})
 	})
 
@@ -334,7 +336,7 @@ func testStore(t *testing.T, newKV func(t *testing.T) KV) {
 		// Scan hands out slices valid only during fn; decoded records must not alias them.
 		s := NewStore(newKV(t))
 		for i := range 20 {
-			u := User{ID: fmt.Sprintf("u%02d", i), Name: fmt.Sprintf("name-%02d", i), Email: "e@x", CreatedAt: t0}
+			u := domain.User{ID: fmt.Sprintf("u%02d", i), Name: fmt.Sprintf("name-%02d", i), Email: "e@x", CreatedAt: t0}
 			if err := s.PutUser(ctx, u); err != nil {
 				t.Fatal(err)
 			}
@@ -344,7 +346,7 @@ func testStore(t *testing.T, newKV func(t *testing.T) KV) {
 			t.Fatal(err)
 		}
 		for i := range 20 { // churn the store so reused buffers would show
-			_ = s.PutUser(ctx, User{ID: fmt.Sprintf("u%02d", i), Name: "overwritten-xx"})
+			_ = s.PutUser(ctx, domain.User{ID: fmt.Sprintf("u%02d", i), Name: "overwritten-xx"})
 			_, _ = s.ListUsers()
 		}
 		for i, u := range users {
@@ -374,14 +376,14 @@ func TestCodec(t *testing.T) {
 		t.Fatalf("Decode with maxVersion 2 = %d, %v; want 3, ErrNewerVersion", v, err)
 	}
 	for _, bad := range [][]byte{nil, {0, '{', '}'}} {
-		if _, err := Decode(bad, 3, &r); !errors.Is(err, ErrInvalid) {
+		if _, err := Decode(bad, 3, &r); !errors.Is(err, domain.ErrRecordInvalid) {
 			t.Fatalf("Decode(%q) = %v, want ErrInvalid", bad, err)
 		}
 	}
 	if _, err := Decode([]byte{1, '{'}, 3, &r); err == nil {
 		t.Fatal("Decode of broken JSON succeeded")
 	}
-	if _, err := Encode(0, rec{}); !errors.Is(err, ErrInvalid) {
+	if _, err := Encode(0, rec{}); !errors.Is(err, domain.ErrRecordInvalid) {
 		t.Fatalf("Encode(version 0) = %v, want ErrInvalid", err)
 	}
 	if _, err := Encode(1, make(chan int)); err == nil {

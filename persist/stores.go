@@ -15,19 +15,13 @@ import (
 //
 // The inbox, dedupe marks and recent events of a shop are in inbox.go.
 
-// OAuthNonceTTL is how long an OAuth install may take (domain.OAuthNonceTTL).
-const OAuthNonceTTL = domain.OAuthNonceTTL
-
-// OAuthNonce is a pending OAuth install (domain.OAuthNonce).
-type OAuthNonce = domain.OAuthNonce
-
 // Stores holds the connected stores, the pending OAuth installs and the users' message
 // templates. It sits on the same KV as the Inbox, so a connect or disconnect commits records
 // and inbox removals together (PutOp, DeleteOp, Inbox.ShopDataOps, Commit).
 type Stores struct {
 	kv        KV
 	records   *Table[domain.Store]
-	nonces    *Table[OAuthNonce]
+	nonces    *Table[domain.OAuthNonce]
 	templates *Table[map[string]domain.Template]
 	inbox     *Inbox // the shops' inbox data, removed with their records
 }
@@ -37,7 +31,7 @@ func NewStores(kv KV) *Stores {
 	return &Stores{
 		kv:        kv,
 		records:   NewTable[domain.Store](kv, "store", 1),
-		nonces:    NewTable[OAuthNonce](kv, "oauth_nonce", 1),
+		nonces:    NewTable[domain.OAuthNonce](kv, "oauth_nonce", 1),
 		templates: NewTable[map[string]domain.Template](kv, "template", 1),
 		inbox:     NewInbox(kv),
 	}
@@ -78,8 +72,8 @@ func (s *Stores) All() ([]domain.Store, error) {
 }
 
 // PutNonce saves a pending OAuth install under nonce, expiring after OAuthNonceTTL.
-func (s *Stores) PutNonce(ctx context.Context, nonce string, n OAuthNonce) error {
-	op, err := s.nonces.PutTTLOp(nonce, n, OAuthNonceTTL)
+func (s *Stores) PutNonce(ctx context.Context, nonce string, n domain.OAuthNonce) error {
+	op, err := s.nonces.PutTTLOp(nonce, n, domain.OAuthNonceTTL)
 	if err != nil {
 		return err
 	}
@@ -87,7 +81,7 @@ func (s *Stores) PutNonce(ctx context.Context, nonce string, n OAuthNonce) error
 }
 
 // Nonce reads a pending OAuth install; ErrNotFound when unknown or expired.
-func (s *Stores) Nonce(nonce string) (OAuthNonce, error) { return s.nonces.Get(nonce) }
+func (s *Stores) Nonce(nonce string) (domain.OAuthNonce, error) { return s.nonces.Get(nonce) }
 
 // DeleteNonce consumes a nonce.
 func (s *Stores) DeleteNonce(ctx context.Context, nonce string) error {
@@ -97,7 +91,7 @@ func (s *Stores) DeleteNonce(ctx context.Context, nonce string) error {
 // Templates returns the user's templates by topic; nil when they have written none.
 func (s *Stores) Templates(uid string) (map[string]domain.Template, error) {
 	m, err := s.templates.Get(uid)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, domain.ErrRecordNotFound) {
 		return nil, nil
 	}
 	return m, err

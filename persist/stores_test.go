@@ -35,7 +35,7 @@ func TestStoresRecordsNoncesTemplates(t *testing.T) {
 		t.Fatalf("inbox of the removed shop: %v %v", seqs, err)
 	}
 
-	n := OAuthNonce{UserID: "u1", Shop: "a.myshopify.com", ClientID: "cid", CreatedAt: time.Now().UTC()}
+	n := domain.OAuthNonce{UserID: "u1", Shop: "a.myshopify.com", ClientID: "cid", CreatedAt: time.Now().UTC()}
 	if err := st.PutNonce(ctx, "n1", n); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestStoresRecordsNoncesTemplates(t *testing.T) {
 	if err := st.DeleteNonce(ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Nonce("n1"); !errors.Is(err, ErrNotFound) {
+	if _, err := st.Nonce("n1"); !errors.Is(err, domain.ErrRecordNotFound) {
 		t.Fatalf("consumed nonce: %v", err)
 	}
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/gateway/gateway/domain"
 )
 
 // Table is a typed collection under a key prefix: key = "<name>/" + id, value = Encode(version, T).
@@ -35,7 +37,7 @@ func (t *Table[T]) key(id string) []byte {
 
 func (t *Table[T]) checkID(id string) error {
 	if id == "" {
-		return fmt.Errorf("%w: %s: empty id", ErrInvalid, t.name)
+		return fmt.Errorf("%w: %s: empty id", domain.ErrRecordInvalid, t.name)
 	}
 	return nil
 }

@@ -66,7 +66,7 @@ func NewWebhooks(kv KV) *Webhooks {
 
 func checkID(what, id string) error {
 	if id == "" || strings.IndexByte(id, 0) >= 0 {
-		return fmt.Errorf("%w: %s %q is empty or contains NUL", ErrInvalid, what, id)
+		return fmt.Errorf("%w: %s %q is empty or contains NUL", domain.ErrRecordInvalid, what, id)
 	}
 	return nil
 }
@@ -90,7 +90,7 @@ func (w *Webhooks) PutSubscription(ctx context.Context, s domain.WebhookSubscrip
 // domain.ErrWebhookNotFound.
 func (w *Webhooks) GetSubscription(id string) (domain.WebhookSubscription, error) {
 	s, err := w.subs.Get(id)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, domain.ErrRecordNotFound) {
 		return s, fmt.Errorf("%w: %w", domain.ErrWebhookNotFound, err)
 	}
 	return s, err
@@ -122,7 +122,7 @@ func (w *Webhooks) ListSubscriptionsByOwner(userID string) ([]domain.WebhookSubs
 	out := make([]domain.WebhookSubscription, 0, len(ids))
 	for _, id := range ids {
 		s, err := w.subs.Get(id)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, domain.ErrRecordNotFound) {
 			continue // deleted between the index scan and this read
 		}
 		if err != nil {
@@ -259,7 +259,7 @@ func (w *Webhooks) QueueHeads() (pending map[string]int, maxSeq uint64, err erro
 // Delivery reads one queued delivery; found is false once it was removed.
 func (w *Webhooks) Delivery(subID string, seq uint64) (d domain.WebhookDelivery, found bool, err error) {
 	d, err = w.queue.Get(queueID(subID, seq))
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, domain.ErrRecordNotFound) {
 		return d, false, nil
 	}
 	return d, err == nil, err
@@ -343,7 +343,7 @@ func (w *Webhooks) SaveProgress(ctx context.Context, subID string, p domain.Webh
 	}
 	if s := p.Subscription; s != nil {
 		if s.ID != subID {
-			return fmt.Errorf("%w: progress of %q carries subscription %q", ErrInvalid, subID, s.ID)
+			return fmt.Errorf("%w: progress of %q carries subscription %q", domain.ErrRecordInvalid, subID, s.ID)
 		}
 		// A subscription deleted meanwhile is not brought back (the window between this read
 		// and the commit is the only one left).
@@ -353,7 +353,7 @@ func (w *Webhooks) SaveProgress(ctx context.Context, subID string, p domain.Webh
 				return err
 			}
 			ops = append(ops, put)
-		} else if !errors.Is(err, ErrNotFound) {
+		} else if !errors.Is(err, domain.ErrRecordNotFound) {
 			return err
 		}
 	}

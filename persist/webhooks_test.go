@@ -90,7 +90,7 @@ func testWebhooks(t *testing.T, kv KV) {
 	if err := w.DeleteSubscription(ctx, "s1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.GetSubscription("s1"); !errors.Is(err, ErrNotFound) {
+	if _, err := w.GetSubscription("s1"); !errors.Is(err, domain.ErrRecordNotFound) {
 		t.Fatalf("GetSubscription after delete: %v", err)
 	}
 	if seqs, _ := w.Pending("s1"); len(seqs) != 0 {

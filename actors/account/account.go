@@ -2,7 +2,8 @@
 // memory, the count written behind, and a durable mark raised a block ahead so that a crash
 // never lets a user exceed the monthly limit.
 //
-// Imports: domain and hollywood; what the actor needs from the rest of the gateway is declared
+// Imports: domain, actors/internal/mark (the durable-mark protocol it shares with the key
+// actor) and hollywood; what the actor needs from the rest of the gateway is declared
 // here as interfaces (Store, Clock). Only the engine imports it: it spawns one actor per user
 // (on first use) and implements those interfaces (persist.Accounts is the Store).
 //
@@ -19,6 +20,7 @@ import (
 
 	"github.com/anthdm/hollywood/actor"
 
+	"github.com/gateway/gateway/actors/internal/mark"
 	"github.com/gateway/gateway/domain"
 )
 
@@ -67,11 +69,6 @@ type (
 	SetLimit struct{ Limit int64 }
 
 	accountFlush struct{}
-	accountSaved struct {
-		period string
-		mark   int64
-		err    error
-	}
 )
 
 // Result is the allowance after a message. Err rides in the reply because the reply is a
@@ -84,6 +81,9 @@ type Result struct {
 	Reset     time.Time
 	Err       error
 }
+
+// Failure is the reply's error (the engine's ask returns it).
+func (r Result) Failure() error { return r.Err }
 
 // Account is the actor of one user's monthly allowance. Reservations are in memory; Sent is
 // written behind (at most every 20 ms, one commit in flight at a time), so
@@ -98,12 +98,9 @@ type Account struct {
 	reserved int64
 	ghost    int64 // allowance of the last process whose fate is unknown (crash leftovers)
 	wantMark int64
-	pending  []*Reserve
+	mark     mark.Mark[*Reserve] // the snapshot writer; reservations wait in it for their mark
 	loaded   bool
-	saving   bool
 	dirty    bool
-	// written is closed when the save in flight has returned (the final flush waits for it).
-	written chan struct{}
 	// flushQueued: a write of the count is scheduled.
 	flushQueued bool
 }
@@ -111,9 +108,11 @@ type Account struct {
 // accountFlushEvery is how often, at most, the count alone is written.
 const accountFlushEvery = 20 * time.Millisecond
 
-// block is how far ahead the durable mark is raised: 1 % of the monthly limit, 20 to 1,000
-// messages. A kill -9 counts at most one block as used (the keys' blocks scale the same way).
-func (a *Account) block() int64 { return min(max(a.limit/100, 20), 1000) }
+// block is how far ahead the durable mark is raised: 0.2 % of the monthly limit, 1 to 1,000
+// messages. A kill -9 counts at most one block as used (a 500-message month: 1, where a floor
+// of 20 cost up to 4 % of the month per crash). Months under 1,000 messages pay for it with a
+// commit that every other reservation waits for (their block of 1 is not raised ahead).
+func (a *Account) block() int64 { return mark.Block(a.limit, 500, 1000) }
 
 // New returns the producer of a user's account actor.
 func New(userID string, limit int64, deps Deps) actor.Producer {
@@ -145,32 +144,14 @@ func (a *Account) Receive(c *actor.Context) {
 		m.Reply <- a.result()
 	case SetLimit:
 		a.limit = m.Limit
-	case accountSaved:
-		a.saving = false
-		pending := a.pending
-		a.pending = nil
-		if m.err != nil {
-			a.deps.Log.Error("account actor: save", "user_id", a.st.UserID, "err", m.err)
-			a.dirty = true
-			a.wantMark = a.st.Mark
-			for _, p := range pending {
-				p.Reply <- Result{Err: fmt.Errorf("%w: storage: %w", domain.ErrUnavailable, m.err)}
-			}
-			return
-		}
-		if m.period == a.st.Period { // a mark of a month that has ended means nothing now
-			a.st.Mark = max(a.st.Mark, m.mark)
-		}
-		for _, p := range pending {
-			a.reserve(c, p)
-		}
-		if a.dirty || a.wantMark > a.st.Mark {
+	case mark.Saved:
+		a.saved(c, m)
+	case mark.Retry:
+		if a.mark.Retried() && a.loaded {
 			a.save(c)
 		}
 	case actor.Stopped:
-		if a.written != nil {
-			<-a.written // a save in flight must not land after the exact count
-		}
+		a.mark.Wait() // a save in flight must not land after the exact count
 		if a.loaded {
 			st := a.st
 			st.Mark = a.used()
@@ -199,9 +180,14 @@ func (a *Account) reserve(c *actor.Context, m *Reserve) {
 	if a.limit > 0 && !m.Force {
 		granted = min(m.N, max(a.limit-a.used(), 0))
 		if need := a.used() + granted; need > a.st.Mark {
+			if a.mark.Failing() {
+				// Storage refuses the mark (a full disk): nothing could be accepted anyway.
+				m.Reply <- Result{Err: fmt.Errorf("%w: the allowance mark cannot be saved", domain.ErrStorageUnavailable)}
+				return
+			}
 			// Not covered by a durable mark yet: raise it a block ahead, then answer.
 			a.wantMark = max(a.wantMark, min(a.limit, need+a.block()))
-			a.pending = append(a.pending, m)
+			a.mark.Park(m)
 			a.save(c)
 			return
 		}
@@ -242,21 +228,34 @@ func (a *Account) roll() {
 	}
 }
 
+// save writes the snapshot with the mark wanted, on the mark's worker (one write in flight; a
+// save asked for meanwhile follows it).
 func (a *Account) save(c *actor.Context) {
-	if a.saving {
+	a.dirty = false
+	st, store := a.st, a.deps.Store
+	st.Mark = max(st.Mark, a.wantMark)
+	a.mark.Write(c, st, func(ctx context.Context) error { return store.PutAccount(ctx, st) })
+}
+
+func (a *Account) saved(c *actor.Context, s mark.Saved) {
+	parked, again := a.mark.Landed(c, s, a.deps.Log, "account actor: allowance", "user_id", a.st.UserID)
+	if s.Err != nil {
 		a.dirty = true
+		a.wantMark = a.st.Mark
+		for _, p := range parked {
+			p.Reply <- Result{Err: fmt.Errorf("%w: storage: %w", domain.ErrUnavailable, s.Err)}
+		}
 		return
 	}
-	a.saving, a.dirty = true, false
-	st, store, hw, self := a.st, a.deps.Store, c.Engine(), c.PID()
-	st.Mark = max(st.Mark, a.wantMark)
-	written := make(chan struct{})
-	a.written = written
-	go func() {
-		err := store.PutAccount(context.Background(), st)
-		close(written)
-		hw.Send(self, accountSaved{period: st.Period, mark: st.Mark, err: err})
-	}()
+	if st := s.Snapshot.(domain.Allowance); st.Period == a.st.Period { // a mark of a month that has ended means nothing now
+		a.st.Mark = max(a.st.Mark, st.Mark)
+	}
+	for _, p := range parked {
+		a.reserve(c, p)
+	}
+	if again || a.dirty || a.wantMark > a.st.Mark {
+		a.save(c)
+	}
 }
 
 func (a *Account) result() Result {

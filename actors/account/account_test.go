@@ -112,3 +112,28 @@ func TestMonthlyLimitOnAFakeClock(t *testing.T) {
 		t.Fatalf("a graceful stop writes the month's use, got %+v", st)
 	}
 }
+
+// A 500-message month raises its mark one message ahead (0.2 %): at any reply the durable mark
+// is at most a couple of messages past what is reserved, which is all a kill -9 can cost.
+func TestSmallPlanMarkStaysClose(t *testing.T) {
+	store := &memStore{}
+	clk := &fakeClock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := Deps{Store: store, Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	pid := hw.Spawn(New("u1", 500, deps), "account", actor.WithID("u1"))
+	for i := range 40 {
+		r := reserve(t, hw, pid, 1)
+		if r.Err != nil || r.Granted != 1 {
+			t.Fatalf("message %d: %+v", i+1, r)
+		}
+		hw.Send(pid, Settle{Sent: 1, Unreserve: 1})
+		used := int64(i + 1)
+		if m := store.get().Mark; m < used || m > used+2 {
+			t.Fatalf("after %d messages the durable mark is %d, want %d to %d", used, m, used, used+2)
+		}
+	}
+	<-hw.Poison(pid).Done()
+}

@@ -3,6 +3,12 @@
 // persists its progress with every number, so a restart resumes where it stopped and never
 // sends a number twice (each number's message id is derived from the campaign id and index).
 //
+// Storage that refuses writes (a full disk) stalls a campaign, never fails it: a number that was
+// not accepted is tried again every second with its reservation kept, progress not saved is
+// saved with the next write that lands, and the campaign ends (its record final, its view
+// done) only once its final record is durable. One line is logged when it stalls and one when
+// it goes on.
+//
 // Imports: domain and hollywood; what the actor needs from the rest of the gateway is declared
 // here as interfaces (Store, Clock, Numbers, Sender, Outbox, Allowance, Publisher, Observer).
 // Only the engine imports it: it spawns one actor per running campaign and implements those
@@ -33,6 +39,9 @@ var ErrSessionNotReady = fmt.Errorf("%w: waiting for the session to connect", do
 // campaignSessionWait is how long a campaign waits for its session before failing a number.
 const campaignSessionWait = 2 * time.Minute
 
+// storageRetry is how often a campaign stalled by storage tries again.
+const storageRetry = time.Second
+
 // Store persists campaigns: the record and, with it, the detail of one number.
 type Store interface {
 	SaveCampaign(ctx context.Context, s domain.Campaign, detail *domain.CampaignDetail, final bool) error
@@ -57,8 +66,9 @@ type Numbers interface {
 // Sender sends the campaign's messages. It is called from a worker goroutine.
 type Sender interface {
 	// Send sends one message of the campaign under the given id (allowance already reserved)
-	// and returns the outbox entry with its outcome. An error wrapping ErrSessionNotReady
-	// leaves the number's reservation to the campaign, which tries it again.
+	// and returns the outbox entry with its outcome. An error wrapping ErrSessionNotReady or
+	// domain.ErrUnavailable (the message was not accepted: storage refused it) leaves the
+	// number's reservation to the campaign, which tries it again.
 	Send(ctx context.Context, s domain.Campaign, to, msgID string) (domain.OutboxEntry, error)
 }
 
@@ -105,8 +115,9 @@ type (
 	// in flight, so nothing is delivered after it.
 	Cancel struct{ Reply chan domain.Campaign }
 
-	campaignNext struct{ due time.Time } // due: when the timer was meant to fire (zero: not a timer)
-	campaignSent struct {
+	campaignNext      struct{ due time.Time } // due: when the timer was meant to fire (zero: not a timer)
+	campaignSaveFinal struct{}
+	campaignSent      struct {
 		idx   int
 		entry domain.OutboxEntry
 		err   error
@@ -125,6 +136,13 @@ type Campaign struct {
 	waitingSince time.Time
 	timer        *time.Timer
 	cancels      []chan domain.Campaign
+	// unsaved are the details of numbers whose progress is not durable yet (storage refused
+	// the write): they go with the next write.
+	unsaved []domain.CampaignDetail
+	// stalled: storage refuses the campaign's writes (logged once each way).
+	stalled bool
+	// ending: the campaign is over and waits for its final record to be durable.
+	ending bool
 }
 
 // New returns the producer of a campaign actor from its state.
@@ -144,8 +162,10 @@ func (a *Campaign) Receive(c *actor.Context) {
 		a.step(c)
 	case campaignSent:
 		a.sent(c, m)
+	case campaignSaveFinal:
+		a.finish(c)
 	case *Cancel:
-		if a.st.Done() {
+		if a.st.Done() || a.ending {
 			m.Reply <- a.view()
 			return
 		}
@@ -182,7 +202,7 @@ func (a *Campaign) resume(c *actor.Context) {
 // a number whose send was under way when the process died is resolved there, under the same
 // message id, and never sent twice.
 func (a *Campaign) step(c *actor.Context) {
-	if a.st.Done() || a.sending {
+	if a.st.Done() || a.sending || a.ending {
 		return
 	}
 	if a.st.Cursor >= a.st.Granted {
@@ -248,7 +268,15 @@ func (a *Campaign) sent(c *actor.Context, m campaignSent) {
 		}
 	}
 	a.waitingSince = time.Time{}
-	if errors.Is(m.err, ErrSessionNotReady) {
+	if errors.Is(m.err, domain.ErrUnavailable) && len(a.cancels) == 0 && a.st.Status != domain.CampaignCancelled {
+		// Not accepted (storage refuses writes): the same number again, with its reservation,
+		// however long storage takes to come back.
+		a.stall(m.err)
+		hw, self := c.Engine(), c.PID()
+		a.timer = time.AfterFunc(storageRetry, func() { hw.Send(self, campaignNext{}) })
+		return
+	}
+	if errors.Is(m.err, ErrSessionNotReady) || errors.Is(m.err, domain.ErrUnavailable) {
 		a.deps.Allowance.Release(a.st.UserID, 1) // never sent: its reservation goes back
 	}
 	d := domain.CampaignDetail{Number: a.st.Numbers[m.idx], MessageID: m.entry.ID}
@@ -266,7 +294,8 @@ func (a *Campaign) sent(c *actor.Context, m campaignSent) {
 	if a.st.Delay > 0 && !a.started.IsZero() {
 		a.st.NextAt = a.started.Add(time.Duration(a.st.Delay * float64(time.Second))).UTC()
 	}
-	a.save(c, &d, false)
+	a.unsaved = append(a.unsaved, d)
+	a.save(false)
 	a.publish()
 	if len(a.cancels) > 0 || a.st.Status == domain.CampaignCancelled {
 		a.st.Status = domain.CampaignCancelled
@@ -295,32 +324,79 @@ func (a *Campaign) scheduleNext(c *actor.Context) {
 }
 
 // finish ends the campaign: the final record, the unused allowance released, everyone waiting
-// answered, and the actor stopped.
+// answered, and the actor stopped. While storage refuses the final record, the campaign keeps
+// its last running view (so reads see it, not the stored record behind it) and tries again
+// every second; only a durable final record publishes the end.
 func (a *Campaign) finish(c *actor.Context) {
 	if a.timer != nil {
 		a.timer.Stop()
 	}
+	if !a.ending {
+		a.ending = true
+		if unused := int64(a.st.Granted - a.st.Cursor); unused > 0 {
+			a.deps.Allowance.Release(a.st.UserID, unused)
+		}
+		v := a.view()
+		for _, w := range a.cancels {
+			w <- v
+		}
+		a.cancels = nil
+	}
 	a.st.UpdatedAt = a.deps.Clock.Now().UTC()
-	a.save(c, nil, true)
-	if unused := int64(a.st.Granted - a.st.Cursor); unused > 0 {
-		a.deps.Allowance.Release(a.st.UserID, unused)
+	if !a.save(true) {
+		hw, self := c.Engine(), c.PID()
+		a.timer = time.AfterFunc(storageRetry, func() { hw.Send(self, campaignSaveFinal{}) })
+		return
 	}
 	a.publish()
-	v := a.view()
-	for _, w := range a.cancels {
-		w <- v
-	}
-	a.cancels = nil
 	c.Engine().Poison(c.PID())
 }
 
-// save writes the record (and a number's detail) synchronously: progress is durable before the
-// next number starts. A failure is logged; the in-flight mark still protects the next step.
-func (a *Campaign) save(_ *actor.Context, d *domain.CampaignDetail, final bool) {
+// save writes the record with the details not written yet (each with the record, in order),
+// synchronously: progress is durable before the next number starts. A write storage refuses
+// leaves them for the next save (a crash meanwhile resumes from the last durable cursor, and
+// the outbox answers for the numbers after it: nothing is sent twice). It reports whether
+// everything is durable.
+func (a *Campaign) save(final bool) bool {
 	snap := a.st
 	snap.Details = nil
-	if err := a.deps.Store.SaveCampaign(context.Background(), snap, d, final); err != nil {
-		a.deps.Log.Error("campaign: save progress", "campaign_id", a.st.ID, "err", err)
+	write := func(d *domain.CampaignDetail, final bool) bool {
+		err := a.deps.Store.SaveCampaign(context.Background(), snap, d, final)
+		if err != nil {
+			a.stall(err)
+		}
+		return err == nil
+	}
+	for len(a.unsaved) > 0 {
+		if !write(&a.unsaved[0], final && len(a.unsaved) == 1) {
+			return false
+		}
+		a.unsaved = a.unsaved[1:]
+		if final && len(a.unsaved) == 0 {
+			a.resumed()
+			return true
+		}
+	}
+	if final && !write(nil, true) {
+		return false
+	}
+	a.resumed()
+	return true
+}
+
+// stall notes that storage refused a write (logged once per stall).
+func (a *Campaign) stall(err error) {
+	if !a.stalled {
+		a.stalled = true
+		a.deps.Log.Warn("campaign: storage refuses its writes; waiting, it goes on by itself", "campaign_id", a.st.ID, "cursor", a.st.Cursor, "err", err)
+	}
+}
+
+// resumed notes that a write landed again.
+func (a *Campaign) resumed() {
+	if a.stalled {
+		a.stalled = false
+		a.deps.Log.Info("campaign: storage accepts its writes again; going on", "campaign_id", a.st.ID, "cursor", a.st.Cursor)
 	}
 }
 

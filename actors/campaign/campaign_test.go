@@ -3,11 +3,13 @@ package campaign
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -127,4 +129,100 @@ func TestCampaignSendsInOrderThroughItsInterfaces(t *testing.T) {
 	if len(w.details) != 4 || !w.saved[len(w.saved)-1].Done() {
 		t.Fatalf("saved %d details, last record %+v", len(w.details), w.saved[len(w.saved)-1])
 	}
+}
+
+// fullDisk is the world with storage that refuses writes while full is set: the accept of a
+// number (the Sender) and the campaign's own records.
+type fullDisk struct {
+	*world
+	full atomic.Bool
+	// finalSaved is set when a final record landed; doneEarly when the end was published
+	// before it.
+	finalSaved, doneEarly atomic.Bool
+}
+
+func (f *fullDisk) SaveCampaign(ctx context.Context, s domain.Campaign, d *domain.CampaignDetail, final bool) error {
+	if f.full.Load() {
+		return domain.ErrStorageUnavailable
+	}
+	if final {
+		f.finalSaved.Store(true)
+	}
+	return f.world.SaveCampaign(ctx, s, d, final)
+}
+
+func (f *fullDisk) Send(ctx context.Context, s domain.Campaign, to, msgID string) (domain.OutboxEntry, error) {
+	if f.full.Load() {
+		return domain.OutboxEntry{ID: msgID}, fmt.Errorf("%w: outbox: %w", domain.ErrUnavailable, domain.ErrStorageUnavailable)
+	}
+	return f.world.Send(ctx, s, to, msgID)
+}
+
+func (f *fullDisk) Publish(s domain.Campaign) {
+	if s.Done() && !f.finalSaved.Load() {
+		f.doneEarly.Store(true)
+	}
+	f.world.Publish(s)
+}
+
+// A campaign running when storage fills waits, keeps every number's reservation, and goes on
+// by itself once storage returns: each number sent once, every detail saved, the end published
+// only once the final record is durable, one log line each way.
+func TestCampaignWaitsForStorage(t *testing.T) {
+	f := &fullDisk{world: &world{done: make(chan domain.Campaign, 1), outbox: map[string]domain.OutboxEntry{}}}
+	var logs strings.Builder
+	var logMu sync.Mutex
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := Deps{Store: f, Clock: f, Log: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil)),
+		Numbers: f, Sender: f, Outbox: f, Allowance: f, Publisher: f}
+	numbers := make([]string, 6)
+	for i := range numbers {
+		numbers[i] = "49151000000" + strconv.Itoa(i)
+	}
+	st := domain.Campaign{ID: "c2", UserID: "u1", Status: domain.CampaignQueued, Granted: 6, Numbers: numbers, Delay: 0.05}
+	f.full.Store(true)
+	hw.Spawn(New(st, deps), "campaign", actor.WithID("c2"))
+	time.Sleep(2500 * time.Millisecond) // a few retries under a full disk
+	f.full.Store(false)
+
+	var end domain.Campaign
+	select {
+	case end = <-f.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the campaign did not go on after storage returned")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if end.Status != domain.CampaignCompleted || end.Successful != 6 || end.Failed != 0 {
+		t.Fatalf("final view: %s, %d ok, %d failed", end.Status, end.Successful, end.Failed)
+	}
+	if got := strings.Join(f.sent, ","); got != strings.Join(numbers, ",") {
+		t.Fatalf("sent %s, want each number once, in order", got)
+	}
+	if len(f.details) != 6 || f.released != 0 {
+		t.Fatalf("%d details saved, %d released", len(f.details), f.released)
+	}
+	if f.doneEarly.Load() {
+		t.Fatal("the end was published before the final record was durable")
+	}
+	logMu.Lock()
+	out := logs.String()
+	logMu.Unlock()
+	if strings.Count(out, "refuses its writes") != 1 || strings.Count(out, "accepts its writes again") != 1 {
+		t.Fatalf("want one line each way:\n%s", out)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *strings.Builder
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
 }

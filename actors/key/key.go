@@ -1,8 +1,11 @@
 // Package key is the actor of one API key: its record and its daily rate limiter. The day's
-// count and the all-time api_calls are reserved durably in blocks (a durable high-water mark),
-// so the hot path rarely waits for a commit and a crash loses at most one block of a key's day.
+// count and the all-time api_calls are reserved durably in blocks (a durable high-water mark,
+// actors/internal/mark), so the hot path rarely waits for a commit and a crash loses at most
+// one block of a key's day. While storage refuses the mark (a full disk), calls go on counted
+// in memory (reads must go on; the daily cap still holds) and the mark is written once storage
+// returns: a crash during such an outage forgets the calls made in it.
 //
-// Imports: domain and hollywood; what the actor needs from the rest of
+// Imports: domain, actors/internal/mark and hollywood; what the actor needs from the rest of
 // the gateway is declared here as interfaces (Store, Clock, Publisher). Only the engine imports
 // it: it spawns one actor per key and implements those interfaces.
 //
@@ -20,6 +23,7 @@ import (
 
 	"github.com/anthdm/hollywood/actor"
 
+	"github.com/gateway/gateway/actors/internal/mark"
 	"github.com/gateway/gateway/domain"
 )
 
@@ -81,13 +85,11 @@ type (
 	}
 	// SetPlan changes the daily cap (the owner's plan changed).
 	SetPlan struct{ Plan Plan }
+	// Refund gives back a call of Day (UTC, 2006-01-02) the gateway could not serve (it was
+	// answered 503): it does not count against the daily cap. api_calls keeps it.
+	Refund struct{ Day string }
 	// Delete removes the key and its counters from storage; the actor then stops itself.
 	Delete struct{ Reply chan error }
-
-	usageSaved struct {
-		usage domain.KeyUsage
-		err   error
-	}
 )
 
 // Result is a key's view as of one message, and why the message failed. Err rides in the reply
@@ -96,6 +98,9 @@ type Result struct {
 	domain.Grant
 	Err error
 }
+
+// Failure is the reply's error (the engine's ask returns it).
+func (r Result) Failure() error { return r.Err }
 
 // Key is the actor of one API key: its record and its daily rate limiter.
 // All fields are owned by the actor's goroutine.
@@ -111,13 +116,9 @@ type Key struct {
 	count   int64  // requests counted today
 	calls   int64  // api_calls, all time
 	// usage is the durable high-water mark: count may not pass usage.DayMark and calls may not
-	// pass usage.CallsMark until a larger mark is committed.
-	usage     domain.KeyUsage
-	reserving bool
-	pending   []*Authorize
-	// written is closed when the mark commit in flight has returned: the final flush waits
-	// for it, so an older mark cannot land after the exact counters.
-	written chan struct{}
+	// pass usage.CallsMark until a larger mark is committed (unless storage refuses it).
+	usage domain.KeyUsage
+	mark  mark.Mark[*Authorize]
 }
 
 // New returns the producer of the actor for key id.
@@ -145,10 +146,18 @@ func (k *Key) Receive(c *actor.Context) {
 		m.Reply <- k.update(m)
 	case SetPlan:
 		k.plan = m.Plan
+	case Refund:
+		if m.Day == k.day && k.count > 0 {
+			k.count--
+		}
 	case *Delete:
 		k.delete(c, m)
-	case usageSaved:
+	case mark.Saved:
 		k.saved(c, m)
+	case mark.Retry:
+		if k.mark.Retried() && k.loaded && !k.deleted {
+			k.reserve(c)
+		}
 	case actor.Stopped:
 		k.flush()
 	}
@@ -197,18 +206,21 @@ func (k *Key) authorize(c *actor.Context, m *Authorize) {
 		m.Reply <- k.result(domain.ErrRateLimited)
 		return
 	}
-	if k.count >= k.usage.DayMark || k.calls >= k.usage.CallsMark {
-		// Not covered by a durable mark yet: wait for the reservation in flight.
-		k.pending = append(k.pending, m)
+	if (k.count >= k.usage.DayMark || k.calls >= k.usage.CallsMark) && !k.mark.Failing() {
+		// Not covered by a durable mark yet: wait for the reservation in flight. (While
+		// storage refuses the mark, the call goes on counted in memory; the retry writes it.)
+		k.mark.Park(m)
 		k.reserve(c)
 		return
 	}
 	k.count++
 	k.calls++
 	m.Reply <- k.result(nil)
-	// Reserve the next block ahead of need so the hot path rarely waits for a commit.
-	if b := k.block(); k.usage.CallsMark-k.calls <= b/2 ||
-		(k.usage.DayMark-k.count <= b/2 && (k.plan.Limit == 0 || k.usage.DayMark < k.plan.Limit)) {
+	// Reserve the next block ahead of need so the hot path rarely waits for a commit (while
+	// storage refuses marks, the retry writes them).
+	b := k.block()
+	if !k.mark.Failing() && (k.usage.CallsMark-k.calls <= b/2 ||
+		(k.usage.DayMark-k.count <= b/2 && (k.plan.Limit == 0 || k.usage.DayMark < k.plan.Limit))) {
 		k.reserve(c)
 	}
 }
@@ -216,12 +228,7 @@ func (k *Key) authorize(c *actor.Context, m *Authorize) {
 // block is how many calls one durable mark reserves: 1 % of the daily cap (at least 1, at most
 // deps.Block), so a kill -9, which loses what the last mark reserved and did not use, costs a
 // key at most 1 % of its day (a 300-a-day key: 3 calls, not 98). Without a cap, deps.Block.
-func (k *Key) block() int64 {
-	if k.plan.Limit <= 0 {
-		return k.deps.Block
-	}
-	return min(max(k.plan.Limit/100, 1), k.deps.Block)
-}
+func (k *Key) block() int64 { return mark.Block(k.plan.Limit, 100, k.deps.Block) }
 
 // usable reports why the key may not be used now, if it may not.
 func (k *Key) usable(now time.Time, scope string) error {
@@ -238,43 +245,31 @@ func (k *Key) usable(now time.Time, scope string) error {
 }
 
 // reserve commits the next block of marks in the background; the outcome comes back as a
-// usageSaved message, so Receive never waits on the disk.
+// mark.Saved message, so Receive never waits on the disk.
 func (k *Key) reserve(c *actor.Context) {
-	if k.reserving {
-		return
+	if k.mark.Writing() {
+		return // its landing re-runs the parked calls, which reserve again if they need to
 	}
-	k.reserving = true
 	b := k.block()
 	next := domain.KeyUsage{Day: k.day, DayMark: k.count + b, CallsMark: k.calls + b}
 	if k.plan.Limit > 0 && next.DayMark > k.plan.Limit {
 		next.DayMark = max(k.plan.Limit, k.usage.DayMark)
 	}
-	store, id, hw, self := k.deps.Store, k.id, c.Engine(), c.PID()
-	written := make(chan struct{})
-	k.written = written
-	go func() {
-		err := store.PutKeyUsage(context.Background(), id, next)
-		close(written)
-		hw.Send(self, usageSaved{usage: next, err: err})
-	}()
+	store, id := k.deps.Store, k.id
+	k.mark.Write(c, next, func(ctx context.Context) error { return store.PutKeyUsage(ctx, id, next) })
 }
 
-func (k *Key) saved(c *actor.Context, m usageSaved) {
-	k.reserving = false
-	pending := k.pending
-	k.pending = nil
-	if m.err != nil {
-		k.deps.Log.Error("key actor: save usage mark", "key_id", k.id, "err", m.err)
-		for _, p := range pending {
-			p.Reply <- Result{Err: fmt.Errorf("%w: storage: %w", domain.ErrUnavailable, m.err)}
+func (k *Key) saved(c *actor.Context, s mark.Saved) {
+	parked, _ := k.mark.Landed(c, s, k.deps.Log, "key actor: usage mark", "key_id", k.id)
+	if s.Err == nil {
+		u := s.Snapshot.(domain.KeyUsage)
+		if u.Day == k.day {
+			k.usage.DayMark = max(k.usage.DayMark, u.DayMark)
 		}
-		return
+		k.usage.CallsMark = max(k.usage.CallsMark, u.CallsMark)
 	}
-	if m.usage.Day == k.day {
-		k.usage.DayMark = max(k.usage.DayMark, m.usage.DayMark)
-	}
-	k.usage.CallsMark = max(k.usage.CallsMark, m.usage.CallsMark)
-	for _, p := range pending {
+	// Covered now, or (the write failed) going on in memory.
+	for _, p := range parked {
 		k.authorize(c, p)
 	}
 }
@@ -318,10 +313,9 @@ func (k *Key) delete(c *actor.Context, m *Delete) {
 		return
 	}
 	k.deleted = true
-	for _, p := range k.pending {
+	for _, p := range k.mark.Take() {
 		p.Reply <- Result{Err: domain.ErrUnknownKey}
 	}
-	k.pending = nil
 	m.Reply <- nil
 	c.Engine().Poison(c.PID())
 }
@@ -331,9 +325,7 @@ func (k *Key) flush() {
 	if !k.loaded || k.deleted {
 		return
 	}
-	if k.written != nil {
-		<-k.written // a mark in flight must not land after the exact counters
-	}
+	k.mark.Wait() // a mark in flight must not land after the exact counters
 	u := domain.KeyUsage{Day: k.day, DayMark: k.count, CallsMark: k.calls}
 	if err := k.deps.Store.PutKeyUsage(context.Background(), k.id, u); err != nil {
 		k.deps.Log.Warn("key actor: flush usage", "key_id", k.id, "err", err)

@@ -5,14 +5,15 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
 
 	"github.com/gateway/gateway/domain"
-	"github.com/gateway/gateway/persist"
 )
 
 type memStore struct {
@@ -26,7 +27,7 @@ func (m *memStore) GetKey(id string) (domain.APIKey, error) {
 	defer m.mu.Unlock()
 	k, ok := m.keys[id]
 	if !ok {
-		return k, persist.ErrNotFound
+		return k, domain.ErrRecordNotFound
 	}
 	return k, nil
 }
@@ -151,5 +152,98 @@ func TestDailyCapOnAFakeClock(t *testing.T) {
 	<-hw.Poison(pid).Done()
 	if u, _ := store.GetKeyUsage("k1"); u.Day != "2026-05-02" || u.DayMark != 1 || u.CallsMark != 4 {
 		t.Fatalf("a graceful stop writes the exact counters, got %+v", u)
+	}
+}
+
+// failingStore refuses usage marks while full is set, as storage under its free-space floor
+// does.
+type failingStore struct {
+	memStore
+	full atomic.Bool
+}
+
+func (f *failingStore) PutKeyUsage(ctx context.Context, id string, u domain.KeyUsage) error {
+	if f.full.Load() {
+		return domain.ErrStorageUnavailable
+	}
+	return f.memStore.PutKeyUsage(ctx, id, u)
+}
+
+// While storage refuses the mark, calls go on counted in memory (the daily cap still holds),
+// one line says so and one says when the mark is saved again, by the actor's own retry.
+func TestCallsGoOnWhileTheMarkCannotBeSaved(t *testing.T) {
+	store := &failingStore{memStore: memStore{keys: map[string]domain.APIKey{"k1": {ID: "k1", UserID: "u1", Status: "active"}},
+		usage: map[string]domain.KeyUsage{}}}
+	var logs logLines
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &fakeClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	deps := Deps{Store: store, Clock: clk, Log: slog.New(slog.NewTextHandler(&logs, nil)), Block: 2}
+	pid := hw.Spawn(New("k1", Plan{Name: "p", Limit: 10}, deps), "key", actor.WithID("k1"))
+
+	store.full.Store(true)
+	for i := range 10 {
+		if r := authorize(t, hw, pid, ""); r.Err != nil || r.Used != int64(i+1) {
+			t.Fatalf("call %d under a full disk: used %d, err %v", i+1, r.Used, r.Err)
+		}
+	}
+	if r := authorize(t, hw, pid, ""); !errors.Is(r.Err, domain.ErrRateLimited) {
+		t.Fatalf("the cap during the outage: %v", r.Err)
+	}
+	store.full.Store(false)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if u, _ := store.GetKeyUsage("k1"); u.DayMark >= 10 && u.CallsMark >= 10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the mark was not saved after storage returned: %+v", store.usage["k1"])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	<-hw.Poison(pid).Done()
+	if n := logs.count("cannot be saved"); n != 1 {
+		t.Fatalf("%d lines about the failing mark, want 1:\n%s", n, logs.String())
+	}
+	if n := logs.count("saved again"); n != 1 {
+		t.Fatalf("%d lines about its recovery, want 1:\n%s", n, logs.String())
+	}
+}
+
+// logLines is a log sink safe for the actor's goroutines.
+type logLines struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+func (l *logLines) String() string     { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+func (l *logLines) count(s string) int { return strings.Count(l.String(), s) }
+
+// A call refunded (the gateway answered it 503) does not count against the day's cap; a refund
+// of another day changes nothing.
+func TestRefundedCallsDoNotCount(t *testing.T) {
+	store := &memStore{keys: map[string]domain.APIKey{"k1": {ID: "k1", UserID: "u1", Status: "active"}}, usage: map[string]domain.KeyUsage{}}
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &fakeClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	pid := hw.Spawn(New("k1", Plan{Name: "p", Limit: 2}, Deps{Store: store, Clock: clk, Log: slog.New(slog.DiscardHandler), Block: 10}), "key", actor.WithID("k1"))
+	authorize(t, hw, pid, "")
+	authorize(t, hw, pid, "")
+	hw.Send(pid, Refund{Day: "2026-04-30"})
+	if r := authorize(t, hw, pid, ""); !errors.Is(r.Err, domain.ErrRateLimited) {
+		t.Fatalf("a refund of another day freed a call: %+v", r)
+	}
+	hw.Send(pid, Refund{Day: "2026-05-01"})
+	if r := authorize(t, hw, pid, ""); r.Err != nil || r.Used != 2 || r.APICalls != 3 {
+		t.Fatalf("after a refund: used %d, api_calls %d, err %v", r.Used, r.APICalls, r.Err)
 	}
 }

@@ -32,7 +32,7 @@ func TestJudge(t *testing.T) {
 		{"unsupported", network.ErrUnsupported, 1, settle, time.Time{}},
 		{"unknown outcome", fmt.Errorf("ack: %w", network.ErrUnknownOutcome), 1, backoffAll, time.Time{}},
 		{"unknown outcome, tenth time", network.ErrUnknownOutcome, 10, backoffAll, time.Time{}},
-		{"not connected", network.ErrNotConnected, 1, backoffAll, time.Time{}},
+		{"not connected", domain.ErrNotConnected, 1, backoffAll, time.Time{}},
 		{"our timeout", context.DeadlineExceeded, 1, backoffAll, time.Time{}},
 		{"banned", network.ErrBanned, 1, backoffAll, time.Time{}},
 		{"outdated", network.ErrOutdated, 1, backoffAll, time.Time{}},
@@ -174,7 +174,7 @@ func TestDailyTotalCap(t *testing.T) {
 func TestNotReachableRecipientNeverHoldsTheQueue(t *testing.T) {
 	r := newRig(t, "447700900001", domain.Pacing{})
 	const bad = "15550000463"
-	r.client().script(func(m network.Message) error {
+	r.client().script(func(m domain.Message) error {
 		if m.To == bad {
 			return fmt.Errorf("sim 463: %w", network.ErrNotReachable)
 		}
@@ -241,7 +241,7 @@ func TestNotReachableRecipientNeverHoldsTheQueue(t *testing.T) {
 func TestRefusalsRateLimitAndUnknownOutcome(t *testing.T) {
 	r := newRig(t, "447700900001", domain.Pacing{})
 	tries := map[string]int{}
-	r.client().script(func(m network.Message) error {
+	r.client().script(func(m domain.Message) error {
 		tries[m.ID]++
 		switch {
 		case m.To == "15550000479":
@@ -321,7 +321,7 @@ func TestTimelockHoldsOnlyNewContacts(t *testing.T) {
 	}
 
 	// A 463 with the notice in force (TimelockError) starts the same hold.
-	r.client().script(func(m network.Message) error {
+	r.client().script(func(m domain.Message) error {
 		if r.clock.Now().Before(end.Add(3 * time.Hour)) {
 			return &network.TimelockError{Until: end.Add(3 * time.Hour), Code: 463}
 		}
@@ -346,7 +346,7 @@ func TestRestartFromTheRecords(t *testing.T) {
 		r.waitOutcome(r.send(fmt.Sprint("155500003", i)))
 	}
 	r.client().emit(network.Timelock{Active: true, Until: t0.Add(time.Hour)})
-	r.client().script(func(m network.Message) error {
+	r.client().script(func(m domain.Message) error {
 		if m.To == "15550000463" {
 			return network.ErrNotReachable
 		}
@@ -533,7 +533,7 @@ func TestHalfRateAfterABanAndAfterRefusals(t *testing.T) {
 
 	// Refusals: 3 of 20 answers in the hour refused (over 10 %).
 	r2 := newRig(t, "447700900001", domain.Pacing{})
-	r2.client().script(func(m network.Message) error {
+	r2.client().script(func(m domain.Message) error {
 		if m.To == "15550000479" {
 			return &network.RetryLaterError{Err: network.ErrRefused, Code: 479, After: time.Second}
 		}

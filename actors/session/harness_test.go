@@ -66,7 +66,7 @@ type fakeClient struct {
 	phone string
 	clock *clocktest.Clock
 	// answer scripts the network's answer to a send (nil: sent).
-	answer func(m network.Message) error
+	answer func(m domain.Message) error
 	sends  []sendRec
 }
 
@@ -90,7 +90,7 @@ func (c *fakeClient) Connect(context.Context) error {
 func (c *fakeClient) PairPhone(context.Context, string) (string, error) { return "", nil }
 func (c *fakeClient) IsOnNetwork(context.Context, string) (bool, error) { return true, nil }
 
-func (c *fakeClient) Send(_ context.Context, m network.Message) (network.Receipt, error) {
+func (c *fakeClient) Send(_ context.Context, m domain.Message) (network.Receipt, error) {
 	buf := make([]byte, 64)
 	g := strings.Fields(string(buf[:runtime.Stack(buf, false)]))[1]
 	c.mu.Lock()
@@ -130,7 +130,7 @@ func (c *fakeClient) pair(phone string) {
 	c.emit(network.Connected{Phone: phone})
 }
 
-func (c *fakeClient) script(f func(m network.Message) error) {
+func (c *fakeClient) script(f func(m domain.Message) error) {
 	c.mu.Lock()
 	c.answer = f
 	c.mu.Unlock()
@@ -184,7 +184,7 @@ func (s *memSessions) GetSession(id string) (domain.Session, error) {
 	defer s.mu.Unlock()
 	st, ok := s.m[id]
 	if !ok {
-		return st, persist.ErrNotFound
+		return st, domain.ErrRecordNotFound
 	}
 	return st, nil
 }

@@ -137,6 +137,9 @@ type Reply struct {
 	Err   error
 }
 
+// Failure is the reply's error (the engine's ask returns it).
+func (r Reply) Failure() error { return r.Err }
+
 // Session is the actor of one messaging session: its state machine, latest QR and network
 // client. Network I/O runs on worker goroutines whose outcomes come back as messages, so status
 // and QR queries are answered at once while a call is in flight.
@@ -264,12 +267,12 @@ func (s *Session) receive(c *actor.Context) {
 			s.deps.Log.Warn("session connect failed", "session_id", s.st.ID, "err", m.err)
 			if s.st.Status == domain.StatusScanQR && s.st.QR == "" {
 				s.setStatus(domain.StatusDisconnected)
-				s.failQRWaiters(fmt.Errorf("%w: connect: %v", domain.ErrUnavailable, m.err))
+				s.failQRWaiters(fmt.Errorf("%w: connect: %w", domain.ErrUnavailable, m.err))
 			}
 		}
 	case pairDone:
 		if m.err != nil {
-			m.reply <- Reply{State: s.st, Err: fmt.Errorf("%w: pair code: %v", domain.ErrUnavailable, m.err)}
+			m.reply <- Reply{State: s.st, Err: fmt.Errorf("%w: pair code: %w", domain.ErrUnavailable, m.err)}
 			return
 		}
 		m.reply <- Reply{State: s.st, Code: m.code}
@@ -576,7 +579,10 @@ func (s *Session) setStatus(status string) {
 
 func (s *Session) save() error {
 	s.lastSaved = s.deps.Clock.Now()
-	return s.deps.Store.PutSession(context.Background(), s.st)
+	if err := s.deps.Store.PutSession(context.Background(), s.st); err != nil {
+		return fmt.Errorf("%w: save session: %w", domain.ErrUnavailable, err)
+	}
+	return nil
 }
 
 // touch records activity; the snapshot is written at most every few seconds for it alone.
@@ -629,7 +635,7 @@ func (s *Session) logout(c *actor.Context, m *Logout) {
 // loggedOut records the unlink: a device the network no longer knows is unlinked here too,
 // whatever the call answered, once the network did not refuse it for a reason of its own.
 func (s *Session) loggedOut(m logoutDone) {
-	if m.err != nil && !errors.Is(m.err, network.ErrNotConnected) {
+	if m.err != nil && !errors.Is(m.err, domain.ErrNotConnected) {
 		s.deps.Log.Warn("session logout failed", "session_id", s.st.ID, "err", m.err)
 		if s.st.Linked {
 			s.unlinking = nil

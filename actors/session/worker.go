@@ -175,7 +175,7 @@ func judge(err error, now time.Time, attempts int) (verdict, time.Time) {
 		return holdTo, now.Add(after)
 	}
 	switch {
-	case errors.Is(err, network.ErrNotConnected), errors.Is(err, network.ErrUnknownOutcome),
+	case errors.Is(err, domain.ErrNotConnected), errors.Is(err, network.ErrUnknownOutcome),
 		errors.Is(err, network.ErrBanned), errors.Is(err, network.ErrOutdated),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return backoffAll, time.Time{}
@@ -275,7 +275,7 @@ func classify(err error) error {
 		return fmt.Errorf("%w: %w", domain.ErrRecipientNotOnNetwork, err)
 	case errors.Is(err, network.ErrNotReachable):
 		return fmt.Errorf("%w: %w", domain.ErrRecipientNotReachable, err)
-	case errors.Is(err, network.ErrNotConnected):
+	case errors.Is(err, domain.ErrNotConnected):
 		return fmt.Errorf("%w: %w", domain.ErrNotConnected, err)
 	}
 	return fmt.Errorf("%w: %w", domain.ErrNetwork, err)

@@ -36,7 +36,7 @@ func deep(n int) byte {
 	return deep(n-1) + buf[(n*7)%len(buf)]
 }
 
-func (c *deepClient) Send(_ context.Context, m network.Message) (network.Receipt, error) {
+func (c *deepClient) Send(_ context.Context, m domain.Message) (network.Receipt, error) {
 	deep(48)
 	return network.Receipt{ID: m.ID}, nil
 }

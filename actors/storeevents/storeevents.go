@@ -1,10 +1,10 @@
-// Package storeevents is the actor of one connected store (Shopify or WooCommerce): it works
+// Package storeevents is the actor of one connected store (of any ecom.Platform): it works
 // through the store's durable inbox of accepted webhooks in order, up to 32 events a pass
 // (parse, fetch the order when the payload lacks it, render the owner's template; then their
 // messages accepted through the owner's session in one commit and their outcomes recorded in
 // another), and retries transient failures with capped exponential backoff.
 //
-// Imports: domain, ecom (its stateless parsers and renderer) and hollywood; what the actor needs
+// Imports: domain, ecom (its platform registry, parsers and renderer) and hollywood; what the actor needs
 // from the rest of the gateway is declared here as interfaces (Store, OrderFetcher, Templates,
 // Sender, Outbox, Publisher, Workers, Clock). Only the engine imports it: it spawns one actor
 // per connected store and implements those interfaces.
@@ -509,7 +509,7 @@ func (w storeWorker) process(items []item, n0 int64) storeWorked {
 			e, found, err := w.deps.Store.InboxEntry(w.shop, it.seq)
 			if err != nil {
 				p.entry.ReceivedAt = now
-				fail(i, &p, fmt.Errorf("%w: read inbox: %v", domain.ErrUnavailable, err), false)
+				fail(i, &p, fmt.Errorf("%w: read inbox: %w", domain.ErrUnavailable, err), false)
 				end = i
 				break
 			}
@@ -540,7 +540,7 @@ func (w storeWorker) process(items []item, n0 int64) storeWorked {
 	if len(keys) > 0 {
 		sent, err := w.deps.Store.AlreadySent(w.shop, keys)
 		if err != nil {
-			fail(idx[0], &ps[0], fmt.Errorf("%w: read sent marks: %v", domain.ErrUnavailable, err), false)
+			fail(idx[0], &ps[0], fmt.Errorf("%w: read sent marks: %w", domain.ErrUnavailable, err), false)
 			return res
 		}
 		seen := map[string]bool{}
@@ -640,7 +640,7 @@ func (w storeWorker) process(items []item, n0 int64) storeWorked {
 			// Not recorded: the pass runs again later (the message ids make the next run find
 			// the messages in the outbox rather than send them twice).
 			res = storeWorked{}
-			fail(0, &ps[0], fmt.Errorf("%w: record outcome: %v", domain.ErrUnavailable, err), false)
+			fail(0, &ps[0], fmt.Errorf("%w: record outcome: %w", domain.ErrUnavailable, err), false)
 			return res
 		}
 	}
@@ -656,14 +656,11 @@ func (w storeWorker) prepare(p *prepared) (retry error, waitSession bool) {
 		rec.Status, rec.Reason = status, reason
 		return nil, false
 	}
-	var ev ecom.Event
-	var err error
-	switch entry.Platform {
-	case ecom.PlatformWooCommerce:
-		ev, err = ecom.ParseWoo(entry.Topic, entry.Body)
-	default:
-		ev, err = ecom.ParseShopify(entry.Topic, entry.Body)
+	platform, ok := ecom.Lookup(entry.Platform)
+	if !ok {
+		return final(domain.StoreEventFailed, "platform "+strconv.Quote(string(entry.Platform))+" is not known to this gateway")
 	}
+	ev, err := platform.Parse(entry.Topic, entry.Body)
 	switch {
 	case errors.Is(err, ecom.ErrIgnored):
 		return final(domain.StoreEventSkipped, reasonOf(err))
@@ -678,7 +675,7 @@ func (w storeWorker) prepare(p *prepared) (retry error, waitSession bool) {
 			// Go with what the payload carries (a fulfillment's destination).
 		case errors.Is(err, ErrNoStoreToken):
 			return final(domain.StoreEventSkipped, "no phone number in the payload, and no access token to fetch its order")
-		case errors.Is(err, ecom.ErrUpstream):
+		case errors.Is(err, domain.ErrStorePlatform):
 			return fmt.Errorf("fetch order %d: %w", ev.OrderID, err), false
 		case err != nil:
 			return final(domain.StoreEventFailed, "fetch order: "+reasonOf(err))
@@ -696,7 +693,7 @@ func (w storeWorker) prepare(p *prepared) (retry error, waitSession bool) {
 	}
 	tmpl, enabled, err := w.deps.Templates.Template(entry.UserID, ev.Topic)
 	if err != nil {
-		return fmt.Errorf("%w: read template: %v", domain.ErrUnavailable, err), false
+		return fmt.Errorf("%w: read template: %w", domain.ErrUnavailable, err), false
 	}
 	if !enabled {
 		return final(domain.StoreEventSkipped, "template disabled")

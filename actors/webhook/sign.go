@@ -52,7 +52,7 @@ func NewSigner(secret string) (Signer, error) {
 	}
 	wh, err := standardwebhooks.NewWebhookRaw(key)
 	if err != nil {
-		return Signer{}, fmt.Errorf("%w: %v", ErrSecret, err)
+		return Signer{}, fmt.Errorf("%w: %w", ErrSecret, err)
 	}
 	return Signer{wh: wh}, nil
 }

@@ -71,6 +71,9 @@ func StartCluster(t testing.TB, n int) *Cluster {
 // StartProcesses is StartCluster with each server a nats-server process (see the package doc).
 func StartProcesses(t testing.TB, n int) *Cluster {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: the process suites (here NATS servers killed and restarted) are skipped")
+	}
 	bin := Binary(t)
 	c := newCluster(t, n)
 	var routes []string

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 )
 
@@ -163,8 +164,8 @@ func link(t *testing.T, env Env, session, phone string) (network.Client, *Record
 	return c, rec
 }
 
-func text(id, to, body string) network.Message {
-	return network.Message{ID: id, To: to, Kind: network.KindText, Text: body}
+func text(id, to, body string) domain.Message {
+	return domain.Message{ID: id, To: to, Kind: domain.KindText, Text: body}
 }
 
 func testLinkByQR(t *testing.T, env Env) {
@@ -200,7 +201,7 @@ func testLinkByPairCode(t *testing.T, env Env) {
 func testSendBeforeLink(t *testing.T, env Env) {
 	c, _ := open(t, env, "s1")
 	_, err := c.Send(ctxT(t), text("B1", PhoneB, "x"))
-	if !errors.Is(err, network.ErrNotConnected) {
+	if !errors.Is(err, domain.ErrNotConnected) {
 		t.Fatalf("send before linking: %v, want ErrNotConnected", err)
 	}
 }
@@ -252,7 +253,7 @@ func testNotOnNetwork(t *testing.T, env Env) {
 func testUnsupported(t *testing.T, env Env) {
 	env.AddAccounts(t, PhoneB)
 	c, _ := link(t, env, "s1", PhoneA)
-	_, err := c.Send(ctxT(t), network.Message{ID: "U1", To: PhoneB, Kind: "sticker"})
+	_, err := c.Send(ctxT(t), domain.Message{ID: "U1", To: PhoneB, Kind: "sticker"})
 	if !errors.Is(err, network.ErrUnsupported) {
 		t.Fatalf("send sticker: %v, want ErrUnsupported", err)
 	}
@@ -295,7 +296,7 @@ func testLogout(t *testing.T, env Env) {
 	if _, ok := c.Paired(); ok {
 		t.Fatal("still paired after Logout")
 	}
-	if _, err := c.Send(ctxT(t), text("L1", PhoneB, "x")); !errors.Is(err, network.ErrNotConnected) {
+	if _, err := c.Send(ctxT(t), text("L1", PhoneB, "x")); !errors.Is(err, domain.ErrNotConnected) {
 		t.Fatalf("send after logout: %v, want ErrNotConnected", err)
 	}
 	// A new link is possible.

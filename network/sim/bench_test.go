@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 )
 
@@ -45,8 +46,8 @@ func BenchmarkSendParallel(b *testing.B) {
 		ctx := context.Background()
 		for pb.Next() {
 			i := next.Add(1)
-			m := network.Message{ID: "m" + strconv.FormatInt(i, 10), To: "1555000" + strconv.FormatInt(1000+i%1000, 10),
-				Kind: network.KindText, Text: "Your order #1001 has shipped."}
+			m := domain.Message{ID: "m" + strconv.FormatInt(i, 10), To: "1555000" + strconv.FormatInt(1000+i%1000, 10),
+				Kind: domain.KindText, Text: "Your order #1001 has shipped."}
 			if _, err := cs[i%int64(len(cs))].Send(ctx, m); err != nil {
 				b.Error(err)
 				return
@@ -71,12 +72,12 @@ func BenchmarkResend(b *testing.B) {
 	c := benchClients(b, n, 1)[0]
 	ctx := context.Background()
 	for i := range 1000 {
-		c.Send(ctx, network.Message{ID: "m" + strconv.Itoa(i), To: "15550001000", Kind: network.KindText, Text: "x"})
+		c.Send(ctx, domain.Message{ID: "m" + strconv.Itoa(i), To: "15550001000", Kind: domain.KindText, Text: "x"})
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		if _, err := c.Send(ctx, network.Message{ID: "m" + strconv.Itoa(i%1000), To: "15550001000", Kind: network.KindText, Text: "x"}); err != nil {
+		if _, err := c.Send(ctx, domain.Message{ID: "m" + strconv.Itoa(i%1000), To: "15550001000", Kind: domain.KindText, Text: "x"}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 )
 
@@ -217,7 +218,7 @@ func (c *client) IsOnNetwork(ctx context.Context, phone string) (bool, error) {
 		return false, err
 	}
 	if _, ok := c.online(); !ok {
-		return false, network.ErrNotConnected
+		return false, domain.ErrNotConnected
 	}
 	return c.n.registered(phone), nil
 }
@@ -232,23 +233,23 @@ func (c *client) online() (string, bool) {
 // Send delivers m after the network's latency and returns its receipt. A message id is
 // delivered at most once: a re-send of a delivered id returns the first receipt (after the
 // latency, like any answer from the network) and delivers nothing.
-func (c *client) Send(ctx context.Context, m network.Message) (network.Receipt, error) {
+func (c *client) Send(ctx context.Context, m domain.Message) (network.Receipt, error) {
 	if err := ctx.Err(); err != nil {
 		return network.Receipt{}, err
 	}
 	from, ok := c.online()
 	if !ok {
-		return network.Receipt{}, network.ErrNotConnected
+		return network.Receipt{}, domain.ErrNotConnected
 	}
-	d := Delivered{ID: m.ID, From: from, To: m.To, Type: string(m.Kind)}
+	d := domain.Delivered{ID: m.ID, From: from, To: m.To, Type: string(m.Kind)}
 	switch m.Kind {
-	case network.KindText:
+	case domain.KindText:
 		d.Text = m.Text
-	case network.KindImage, network.KindVideo, network.KindAudio, network.KindDocument:
+	case domain.KindImage, domain.KindVideo, domain.KindAudio, domain.KindDocument:
 		d.Caption, d.FileName, d.MimeType, d.Bytes = m.Caption, m.FileName, m.MimeType, len(m.Data)
-	case network.KindLocation:
+	case domain.KindLocation:
 		d.Lat, d.Lng, d.Address = m.Lat, m.Lng, m.Address
-	case network.KindContact:
+	case domain.KindContact:
 		d.ContactName, d.ContactPhone = m.ContactName, m.ContactPhone
 	default:
 		return network.Receipt{}, fmt.Errorf("sim: kind %q: %w", m.Kind, network.ErrUnsupported)
@@ -281,7 +282,7 @@ func (c *client) Send(ctx context.Context, m network.Message) (network.Receipt, 
 		}
 		// A link that dropped while the message was on its way fails the send, as on the network.
 		if _, ok := c.online(); !ok {
-			return network.Receipt{}, network.ErrNotConnected
+			return network.Receipt{}, domain.ErrNotConnected
 		}
 	}
 	d.Timestamp = time.Now().UTC().Truncate(time.Millisecond)

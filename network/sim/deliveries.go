@@ -17,9 +17,6 @@ import (
 	"github.com/gateway/gateway/network"
 )
 
-// Delivered is one message the sim network delivered, as GET /api/dev/sim/messages lists it.
-type Delivered = domain.Delivered
-
 // deliveries is the record of every delivered message: the journal deliveries.jsonl (one
 // Delivered a line, in delivery order) and two in-memory indexes rebuilt from it on open.
 //
@@ -120,8 +117,8 @@ func (d *deliveries) index(id, to string, off int64) {
 	d.count.Add(1)
 }
 
-func (d *deliveries) readAt(off int64) (Delivered, error) {
-	var r Delivered
+func (d *deliveries) readAt(off int64) (domain.Delivered, error) {
+	var r domain.Delivered
 	line, err := d.j.readLineAt(off)
 	if err != nil {
 		return r, err
@@ -155,15 +152,15 @@ func (d *deliveries) receiptLocked(id string) (network.Receipt, bool, error) {
 }
 
 // record returns the delivery of id.
-func (d *deliveries) record(id string) (Delivered, bool, error) {
+func (d *deliveries) record(id string) (domain.Delivered, bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return Delivered{}, false, errClosed
+		return domain.Delivered{}, false, errClosed
 	}
 	off, ok, err := d.find(id)
 	if !ok || err != nil {
-		return Delivered{}, false, err
+		return domain.Delivered{}, false, err
 	}
 	r, err := d.readAt(off)
 	return r, err == nil, err
@@ -171,7 +168,7 @@ func (d *deliveries) record(id string) (Delivered, bool, error) {
 
 // deliver records m unless its id was delivered before, in which case it returns the first
 // delivery's receipt and records nothing (fresh false).
-func (d *deliveries) deliver(m *Delivered) (r network.Receipt, fresh bool, err error) {
+func (d *deliveries) deliver(m *domain.Delivered) (r network.Receipt, fresh bool, err error) {
 	bp := linePool.Get().(*[]byte)
 	line := append(appendDelivery((*bp)[:0], m), '\n') // outside the lock
 	defer func() {
@@ -198,12 +195,12 @@ func (d *deliveries) deliver(m *Delivered) (r network.Receipt, fresh bool, err e
 }
 
 // to returns the messages delivered to a number, in delivery order.
-func (d *deliveries) to(number string) []Delivered {
+func (d *deliveries) to(number string) []domain.Delivered {
 	d.mu.Lock()
 	offs := append([]int64(nil), d.byTo[number]...)
 	closed := d.closed
 	d.mu.Unlock()
-	out := make([]Delivered, 0, len(offs))
+	out := make([]domain.Delivered, 0, len(offs))
 	if closed {
 		return out
 	}

@@ -4,13 +4,14 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/internal/jsonenc"
 )
 
 // appendDelivery appends d as one journal line: the JSON encoding/json would write (absent
 // fields left out, the time in RFC 3339 with nanoseconds), written by hand. Through a
 // reflecting encoder, the line was most of the sim's own cost per delivery (issue 21).
-func appendDelivery(b []byte, d *Delivered) []byte {
+func appendDelivery(b []byte, d *domain.Delivered) []byte {
 	b = append(b, `{"id":`...)
 	b = jsonenc.AppendString(b, d.ID)
 	b = append(b, `,"from":`...)

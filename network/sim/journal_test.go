@@ -9,12 +9,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gateway/gateway/domain"
 )
 
 // A journal line is what encoding/json writes for the same delivery, tricky text included.
 func TestDeliveryLineIsJSON(t *testing.T) {
 	at := time.Date(2026, 11, 26, 17, 3, 22, 123000000, time.UTC)
-	for _, d := range []Delivered{
+	for _, d := range []domain.Delivered{
 		{ID: "m1", From: "15550000001", To: "15551112222", Type: "text", Text: "hello", Timestamp: at},
 		{ID: `q"uo\te`, From: "1", To: "2", Type: "text", Text: "tab\tnl\ncr\r bell\x07 é 日本 \xff\xfe end\u2028", Timestamp: at.Truncate(time.Second)},
 		{ID: "m3", From: "1", To: "2", Type: "image", Caption: "<b>&</b>", FileName: "a.jpg", MimeType: "image/jpeg", Bytes: 12345, Timestamp: at},
@@ -26,11 +28,11 @@ func TestDeliveryLineIsJSON(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var back Delivered
+		var back domain.Delivered
 		if err := json.Unmarshal(got, &back); err != nil {
 			t.Fatalf("%s: not JSON: %v\n%s", d.ID, err, got)
 		}
-		var wantBack Delivered
+		var wantBack domain.Delivered
 		_ = json.Unmarshal(want, &wantBack)
 		if fmt.Sprintf("%+v", back) != fmt.Sprintf("%+v", wantBack) {
 			t.Fatalf("%s: reads back as\n%+v\nwant\n%+v", d.ID, back, wantBack)
@@ -54,7 +56,7 @@ func TestMappedJournalAfterAKill(t *testing.T) {
 	text := strings.Repeat("x", 200)
 	const n = 6000 // over 1 MiB: the map grows past its first step
 	for i := range n {
-		if _, fresh, err := d.deliver(&Delivered{ID: fmt.Sprintf("m%05d", i), From: "1", To: "2", Type: "text", Text: text, Timestamp: time.Now()}); err != nil || !fresh {
+		if _, fresh, err := d.deliver(&domain.Delivered{ID: fmt.Sprintf("m%05d", i), From: "1", To: "2", Type: "text", Text: text, Timestamp: time.Now()}); err != nil || !fresh {
 			t.Fatalf("deliver %d: %v %v", i, fresh, err)
 		}
 	}
@@ -79,10 +81,10 @@ func TestMappedJournalAfterAKill(t *testing.T) {
 	if d2.count.Load() != n || d2.j.size != recorded {
 		t.Fatalf("after the kill: %d records, %d bytes; want %d, %d", d2.count.Load(), d2.j.size, n, recorded)
 	}
-	if _, fresh, err := d2.deliver(&Delivered{ID: "m00007", From: "1", To: "2", Type: "text", Timestamp: time.Now()}); err != nil || fresh {
+	if _, fresh, err := d2.deliver(&domain.Delivered{ID: "m00007", From: "1", To: "2", Type: "text", Timestamp: time.Now()}); err != nil || fresh {
 		t.Fatalf("a delivered id delivered again: %v %v", fresh, err)
 	}
-	if _, fresh, err := d2.deliver(&Delivered{ID: "after", From: "1", To: "2", Type: "text", Text: "after", Timestamp: time.Now()}); err != nil || !fresh {
+	if _, fresh, err := d2.deliver(&domain.Delivered{ID: "after", From: "1", To: "2", Type: "text", Text: "after", Timestamp: time.Now()}); err != nil || !fresh {
 		t.Fatalf("deliver after: %v %v", fresh, err)
 	}
 	if err := d2.close(); err != nil {
@@ -113,7 +115,7 @@ func BenchmarkDeliver(b *testing.B) {
 	text := "Hi Ana, your order #1001 has shipped. Track it at https://example.com/t/1001 - thanks for shopping with us!"
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		m := Delivered{ID: "3EB0" + fmt.Sprintf("%020X", i), From: "4915112345678", To: "4915100000001", Type: "text", Text: text, Timestamp: time.Now().UTC().Truncate(time.Millisecond)}
+		m := domain.Delivered{ID: "3EB0" + fmt.Sprintf("%020X", i), From: "4915112345678", To: "4915100000001", Type: "text", Text: text, Timestamp: time.Now().UTC().Truncate(time.Millisecond)}
 		if _, _, err := d.deliver(&m); err != nil {
 			b.Fatal(err)
 		}

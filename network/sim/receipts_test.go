@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 )
 
@@ -57,7 +58,7 @@ func TestInbound(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev, ok := r.next(t).(network.Incoming)
-	if !ok || ev.ID != id || ev.From != "15550000009" || ev.Kind != network.KindText || ev.Text != "hello shop" || ev.At.IsZero() {
+	if !ok || ev.ID != id || ev.From != "15550000009" || ev.Kind != domain.KindText || ev.Text != "hello shop" || ev.At.IsZero() {
 		t.Fatalf("event = %#v, want the incoming text", ev)
 	}
 	if _, err := n.Inbound("s1", "12", "x"); !errors.Is(err, ErrBadPhone) {
@@ -71,7 +72,7 @@ func TestInbound(t *testing.T) {
 	}
 	c2, _ := n.Open("s2", func(network.Event) {})
 	_ = c2
-	if _, err := n.Inbound("s2", "15550000009", "x"); !errors.Is(err, network.ErrNotConnected) {
+	if _, err := n.Inbound("s2", "15550000009", "x"); !errors.Is(err, domain.ErrNotConnected) {
 		t.Fatalf("unlinked session: %v", err)
 	}
 }

@@ -15,7 +15,7 @@ import (
 // only: a restart of the sim forgets them (the gateway's own records must not).
 
 // ErrBadRefusal: Refuse was given a code the sim does not play, or a negative count.
-var ErrBadRefusal = domain.E("validation_failed", "code must be 463, 479, 429 or 0 (clear), and times 0 or more")
+var ErrBadRefusal = fmt.Errorf("%w: code must be 463, 479, 429 or 0 (clear), and times 0 or more", domain.ErrValidation)
 
 // Waits the sim's refusals ask for (WhatsApp's adapter asks for minutes; tests want seconds).
 const (
@@ -109,7 +109,7 @@ func (n *Network) Ban(sessionID string, until time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.phone == "" {
-		return fmt.Errorf("sim: session %s is not paired: %w", sessionID, network.ErrNotConnected)
+		return fmt.Errorf("sim: session %s is not paired: %w", sessionID, domain.ErrNotConnected)
 	}
 	if !until.After(time.Now()) {
 		if !c.bannedUntil.IsZero() {

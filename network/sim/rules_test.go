@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 )
 
@@ -136,7 +137,7 @@ func TestBan(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.expect(t, network.Disconnected{Reason: "account temporarily banned", Reconnecting: true, StatusReason: network.ReasonBanned, Until: end})
-	if _, err := c.Send(ctx, text("f1", "15550000001", "x")); !errors.Is(err, network.ErrNotConnected) {
+	if _, err := c.Send(ctx, text("f1", "15550000001", "x")); !errors.Is(err, domain.ErrNotConnected) {
 		t.Fatalf("send while banned: %v", err)
 	}
 	if err := c.Connect(ctx); err != nil {

@@ -38,24 +38,24 @@ import (
 
 // Errors of the dev controls (the HTTP layer maps them: ErrNotScanning → 409, ErrBadCode,
 // ErrBadPhone and ErrEmptyText → 400, ErrUnknownSession and ErrUnknownMessage → 404,
-// network.ErrNotConnected → 409).
+// domain.ErrNotConnected → 409).
 var (
 	// ErrNotScanning: Scan was asked of a session that is not showing a QR code.
 	ErrNotScanning = domain.E("not_scanning", "session is not showing a QR code")
 	// ErrBadCode: Pair was given a code that is not the session's current pair code.
 	ErrBadCode = domain.E("bad_code", "wrong pair code")
 	// ErrUnknownSession: no client of that session was opened on this network.
-	ErrUnknownSession = domain.E("session_not_found", "unknown session")
+	ErrUnknownSession = fmt.Errorf("%w: unknown session", domain.ErrSessionNotFound)
 	// ErrBadPhone: a phone number that is not 8 to 15 digits.
-	ErrBadPhone = domain.E("invalid_phone", "phone number must be 8 to 15 digits")
+	ErrBadPhone = fmt.Errorf("%w: phone number must be 8 to 15 digits", domain.ErrInvalidPhone)
 	// ErrUnknownMessage: Read was given an id the sim never delivered.
-	ErrUnknownMessage = domain.E("message_not_found", "no message with that id was delivered")
+	ErrUnknownMessage = fmt.Errorf("%w: no message with that id was delivered", domain.ErrMessageNotFound)
 	// ErrEmptyText: Inbound was given no text.
-	ErrEmptyText = domain.E("validation_failed", "text is required")
+	ErrEmptyText = fmt.Errorf("%w: text is required", domain.ErrValidation)
 )
 
 // errClosed is what calls on a closed network fail with: for callers, the link is down.
-var errClosed = fmt.Errorf("sim: network closed: %w", network.ErrNotConnected)
+var errClosed = fmt.Errorf("sim: network closed: %w", domain.ErrNotConnected)
 
 // Defaults of the timings tests shorten.
 const (
@@ -288,7 +288,7 @@ func (n *Network) Pair(sessionID, code string) error {
 }
 
 // Messages returns what was delivered to a number (digits), in delivery order; never nil.
-func (n *Network) Messages(to string) []Delivered { return n.deliveries.to(to) }
+func (n *Network) Messages(to string) []domain.Delivered { return n.deliveries.to(to) }
 
 // DeliveredCount is the number of messages delivered since Dir was created.
 func (n *Network) DeliveredCount() int64 { return n.deliveries.count.Load() }
@@ -357,12 +357,12 @@ func (n *Network) Drop(sessionID string, logout bool) error {
 	defer c.mu.Unlock()
 	if logout {
 		if c.phone == "" {
-			return fmt.Errorf("sim: session %s is not paired: %w", sessionID, network.ErrNotConnected)
+			return fmt.Errorf("sim: session %s is not paired: %w", sessionID, domain.ErrNotConnected)
 		}
 		return c.logoutLocked("device unlinked from the phone")
 	}
 	if c.state != online {
-		return fmt.Errorf("sim: session %s is not connected: %w", sessionID, network.ErrNotConnected)
+		return fmt.Errorf("sim: session %s is not connected: %w", sessionID, domain.ErrNotConnected)
 	}
 	c.setState(reconnecting)
 	c.emit(network.Disconnected{Reason: "connection dropped", Reconnecting: true, StatusReason: network.ReasonNetwork})
@@ -479,7 +479,7 @@ func (n *Network) Read(messageID string) error {
 
 // Inbound is a customer writing to the session's number (POST /api/dev/sim/inbound): the
 // session hears Incoming with a new message id, which Inbound returns. The session must be
-// connected (network.ErrNotConnected otherwise; the real network would hold the message until
+// connected (domain.ErrNotConnected otherwise; the real network would hold the message until
 // the device connects, which the sim does not model).
 func (n *Network) Inbound(sessionID, from, text string) (string, error) {
 	from = normalizePhone(from)
@@ -496,12 +496,12 @@ func (n *Network) Inbound(sessionID, from, text string) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state != online {
-		return "", fmt.Errorf("sim: session %s is not connected: %w", sessionID, network.ErrNotConnected)
+		return "", fmt.Errorf("sim: session %s is not connected: %w", sessionID, domain.ErrNotConnected)
 	}
 	n.rules.wroteTo(c.phone, from)
 	id := "SIMIN" + strings.ToUpper(strings.ReplaceAll(uuid.NewString(), "-", ""))[:20]
 	c.emit(network.Incoming{
-		ID: id, From: from, Kind: network.KindText, Text: text,
+		ID: id, From: from, Kind: domain.KindText, Text: text,
 		At: time.Now().UTC().Truncate(time.Millisecond),
 	})
 	return id, nil

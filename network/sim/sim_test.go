@@ -17,6 +17,7 @@ import (
 
 	"github.com/goccy/go-json"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 )
 
@@ -128,8 +129,8 @@ func paired(t *testing.T, n *Network, session, phone string) (network.Client, *r
 	return c, r
 }
 
-func text(id, to, body string) network.Message {
-	return network.Message{ID: id, To: to, Kind: network.KindText, Text: body}
+func text(id, to, body string) domain.Message {
+	return domain.Message{ID: id, To: to, Kind: domain.KindText, Text: body}
 }
 
 var ctx = context.Background()
@@ -247,16 +248,16 @@ func TestSendRecordsEveryKind(t *testing.T) {
 	n := openSim(t, Options{})
 	c, _ := paired(t, n, "s1", "15550000001")
 	const to = "15551112222"
-	msgs := []network.Message{
+	msgs := []domain.Message{
 		text("m1", to, "hello <world> & \"quotes\"\nline two"),
-		{ID: "m2", To: to, Kind: network.KindImage, Caption: "a cat", FileName: "cat.png", MimeType: "image/png", Data: make([]byte, 1234)},
-		{ID: "m3", To: to, Kind: network.KindVideo, Caption: "clip", FileName: "v.mp4", MimeType: "video/mp4", Data: make([]byte, 10)},
-		{ID: "m4", To: to, Kind: network.KindAudio, FileName: "a.ogg", MimeType: "audio/ogg", Data: make([]byte, 7)},
-		{ID: "m5", To: to, Kind: network.KindDocument, Caption: "invoice", FileName: "inv.pdf", MimeType: "application/pdf", Data: make([]byte, 99)},
-		{ID: "m6", To: to, Kind: network.KindLocation, Lat: 48.8584, Lng: 2.2945, Address: "Eiffel Tower"},
-		{ID: "m7", To: to, Kind: network.KindContact, ContactName: "Ann", ContactPhone: "15553334444"},
+		{ID: "m2", To: to, Kind: domain.KindImage, Caption: "a cat", FileName: "cat.png", MimeType: "image/png", Data: make([]byte, 1234)},
+		{ID: "m3", To: to, Kind: domain.KindVideo, Caption: "clip", FileName: "v.mp4", MimeType: "video/mp4", Data: make([]byte, 10)},
+		{ID: "m4", To: to, Kind: domain.KindAudio, FileName: "a.ogg", MimeType: "audio/ogg", Data: make([]byte, 7)},
+		{ID: "m5", To: to, Kind: domain.KindDocument, Caption: "invoice", FileName: "inv.pdf", MimeType: "application/pdf", Data: make([]byte, 99)},
+		{ID: "m6", To: to, Kind: domain.KindLocation, Lat: 48.8584, Lng: 2.2945, Address: "Eiffel Tower"},
+		{ID: "m7", To: to, Kind: domain.KindContact, ContactName: "Ann", ContactPhone: "15553334444"},
 	}
-	want := []Delivered{
+	want := []domain.Delivered{
 		{ID: "m1", Type: "text", Text: msgs[0].Text},
 		{ID: "m2", Type: "image", Caption: "a cat", FileName: "cat.png", MimeType: "image/png", Bytes: 1234},
 		{ID: "m3", Type: "video", Caption: "clip", FileName: "v.mp4", MimeType: "video/mp4", Bytes: 10},
@@ -305,7 +306,7 @@ func TestSendRecordsEveryKind(t *testing.T) {
 }
 
 func TestDeliveredJSONNames(t *testing.T) {
-	d := Delivered{ID: "i", From: "f", To: "t", Type: "x", Text: "x", Caption: "x", FileName: "x",
+	d := domain.Delivered{ID: "i", From: "f", To: "t", Type: "x", Text: "x", Caption: "x", FileName: "x",
 		MimeType: "x", Bytes: 1, Lat: 1, Lng: 1, Address: "x", ContactName: "x", ContactPhone: "x",
 		Timestamp: time.Now()}
 	b, _ := json.Marshal(d)
@@ -323,7 +324,7 @@ func TestDeliveredJSONNames(t *testing.T) {
 	if !slices.Equal(keys, want) {
 		t.Fatalf("JSON names %v, want %v", keys, want)
 	}
-	b, _ = json.Marshal(Delivered{ID: "i", From: "f", To: "t", Type: "text", Text: "hi", Timestamp: time.Now()})
+	b, _ = json.Marshal(domain.Delivered{ID: "i", From: "f", To: "t", Type: "text", Text: "hi", Timestamp: time.Now()})
 	m = nil
 	json.Unmarshal(b, &m)
 	if len(m) != 6 {
@@ -335,10 +336,10 @@ func TestSendErrors(t *testing.T) {
 	n := openSim(t, Options{})
 	r := &recorder{}
 	c, _ := n.Open("s1", r.sink)
-	if _, err := c.Send(ctx, text("a", "15551112222", "x")); !errors.Is(err, network.ErrNotConnected) {
+	if _, err := c.Send(ctx, text("a", "15551112222", "x")); !errors.Is(err, domain.ErrNotConnected) {
 		t.Fatalf("send unpaired: %v, want ErrNotConnected", err)
 	}
-	if _, err := c.IsOnNetwork(ctx, "15551112222"); !errors.Is(err, network.ErrNotConnected) {
+	if _, err := c.IsOnNetwork(ctx, "15551112222"); !errors.Is(err, domain.ErrNotConnected) {
 		t.Fatalf("IsOnNetwork unpaired: %v, want ErrNotConnected", err)
 	}
 
@@ -355,12 +356,12 @@ func TestSendErrors(t *testing.T) {
 	if ok, err := c.IsOnNetwork(ctx, "15551112222"); err != nil || !ok {
 		t.Errorf("IsOnNetwork(registered) = %v, %v; want true", ok, err)
 	}
-	if _, err := c.Send(ctx, network.Message{ID: "k", To: "15551112222", Kind: "sticker"}); !errors.Is(err, network.ErrUnsupported) {
+	if _, err := c.Send(ctx, domain.Message{ID: "k", To: "15551112222", Kind: "sticker"}); !errors.Is(err, network.ErrUnsupported) {
 		t.Errorf("unknown kind: %v, want ErrUnsupported", err)
 	}
 
 	c.Disconnect()
-	if _, err := c.Send(ctx, text("d", "15551112222", "x")); !errors.Is(err, network.ErrNotConnected) {
+	if _, err := c.Send(ctx, text("d", "15551112222", "x")); !errors.Is(err, domain.ErrNotConnected) {
 		t.Fatalf("send after Disconnect: %v, want ErrNotConnected", err)
 	}
 	if n.DeliveredCount() != 0 {
@@ -399,7 +400,7 @@ func TestDropReconnects(t *testing.T) {
 	}
 
 	c.Disconnect()
-	if err := n.Drop("s1", false); !errors.Is(err, network.ErrNotConnected) {
+	if err := n.Drop("s1", false); !errors.Is(err, domain.ErrNotConnected) {
 		t.Fatalf("drop of an offline session: %v, want ErrNotConnected", err)
 	}
 }
@@ -411,7 +412,7 @@ func TestDropWhileReconnecting(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.expect(t, network.Disconnected{Reason: "connection dropped", Reconnecting: true, StatusReason: network.ReasonNetwork})
-	if _, err := c.Send(ctx, text("a", "15551112222", "x")); !errors.Is(err, network.ErrNotConnected) {
+	if _, err := c.Send(ctx, text("a", "15551112222", "x")); !errors.Is(err, domain.ErrNotConnected) {
 		t.Fatalf("send while reconnecting: %v, want ErrNotConnected", err)
 	}
 	if err := c.Connect(ctx); err != nil {
@@ -434,10 +435,10 @@ func TestLogout(t *testing.T) {
 	if _, ok := c.Paired(); ok {
 		t.Fatal("still paired after logout")
 	}
-	if _, err := c.Send(ctx, text("a", "15551112222", "x")); !errors.Is(err, network.ErrNotConnected) {
+	if _, err := c.Send(ctx, text("a", "15551112222", "x")); !errors.Is(err, domain.ErrNotConnected) {
 		t.Fatalf("send after logout: %v, want ErrNotConnected", err)
 	}
-	if err := n.Drop("s1", true); !errors.Is(err, network.ErrNotConnected) {
+	if err := n.Drop("s1", true); !errors.Is(err, domain.ErrNotConnected) {
 		t.Fatalf("logout of an unpaired session: %v, want ErrNotConnected", err)
 	}
 	if err := c.Connect(ctx); err != nil {
@@ -661,7 +662,7 @@ func TestLatency(t *testing.T) {
 		errc <- err
 	}()
 	n.Close()
-	if err := <-errc; !errors.Is(err, network.ErrNotConnected) {
+	if err := <-errc; !errors.Is(err, domain.ErrNotConnected) {
 		t.Fatalf("send during Close: %v, want ErrNotConnected", err)
 	}
 }
@@ -694,10 +695,10 @@ func TestClose(t *testing.T) {
 	if err := n.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if _, err := c.Send(ctx, text("a", "15551112222", "x")); !errors.Is(err, network.ErrNotConnected) {
+	if _, err := c.Send(ctx, text("a", "15551112222", "x")); !errors.Is(err, domain.ErrNotConnected) {
 		t.Fatalf("send after Close: %v", err)
 	}
-	if err := c.Connect(ctx); !errors.Is(err, network.ErrNotConnected) {
+	if err := c.Connect(ctx); !errors.Is(err, domain.ErrNotConnected) {
 		t.Fatalf("connect after Close: %v", err)
 	}
 	if _, err := n.Open("s2", nil); err == nil {

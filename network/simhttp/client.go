@@ -19,6 +19,7 @@ import (
 	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 )
 
@@ -104,7 +105,7 @@ func (n *Network) Open(sessionID string, sink func(network.Event), _ ...network.
 		return nil, errors.New("simhttp: empty session id")
 	}
 	if n.ctx.Err() != nil {
-		return nil, fmt.Errorf("simhttp: closed: %w", network.ErrNotConnected)
+		return nil, fmt.Errorf("simhttp: closed: %w", domain.ErrNotConnected)
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -312,7 +313,7 @@ func (c *client) call(ctx context.Context, op string, cl call) (answer, error) {
 	a, err := c.n.do(ctx, op, cl)
 	if isTransport(err) {
 		// Nothing the sim did is known: for every call but Send, the link is as good as down.
-		err = fmt.Errorf("%w: %w", network.ErrNotConnected, err)
+		err = fmt.Errorf("%w: %w", domain.ErrNotConnected, err)
 	}
 	return a, err
 }
@@ -340,11 +341,11 @@ func (c *client) IsOnNetwork(ctx context.Context, phone string) (bool, error) {
 // Send: a call that never left (the sim is down) is ErrNotConnected; one that may have
 // reached the sim without an answer is ErrUnknownOutcome (sent again under the same id, the
 // sim delivers it once).
-func (c *client) Send(ctx context.Context, m network.Message) (network.Receipt, error) {
+func (c *client) Send(ctx context.Context, m domain.Message) (network.Receipt, error) {
 	a, err := c.n.do(ctx, "send", call{Sub: c.n.sub, Session: c.session, Message: &m})
 	switch {
 	case isDial(err):
-		return network.Receipt{}, fmt.Errorf("%w: %w", network.ErrNotConnected, err)
+		return network.Receipt{}, fmt.Errorf("%w: %w", domain.ErrNotConnected, err)
 	case isTransport(err):
 		return network.Receipt{}, fmt.Errorf("%w: %w", network.ErrUnknownOutcome, err)
 	case err != nil:

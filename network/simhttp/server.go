@@ -15,6 +15,7 @@ import (
 	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 )
 
@@ -198,7 +199,7 @@ func (s *Server) with(c call, take bool, f func(network.Client) error) error {
 		s.log.Info("session taken over", "session", c.Session, "from", prev, "to", sub.id)
 	default:
 		s.mu.Unlock()
-		return fmt.Errorf("session %s is connected through another node: %w", c.Session, network.ErrNotConnected)
+		return fmt.Errorf("session %s is connected through another node: %w", c.Session, domain.ErrNotConnected)
 	}
 	s.mu.Unlock()
 	return f(cl)

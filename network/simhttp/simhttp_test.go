@@ -9,6 +9,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/network/networktest"
 	"github.com/gateway/gateway/network/sim"
@@ -110,7 +111,7 @@ func TestSessionMovesBetweenNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	recA.Expect(t, "Connected on a", networktest.Is(network.Connected{}))
-	msg := network.Message{ID: "3EB0AAAA0001", To: networktest.PhoneB, Kind: network.KindText, Text: "hi"}
+	msg := domain.Message{ID: "3EB0AAAA0001", To: networktest.PhoneB, Kind: domain.KindText, Text: "hi"}
 	r1, err := ca.Send(ctx(t), msg)
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +129,7 @@ func TestSessionMovesBetweenNodes(t *testing.T) {
 	if d.StatusReason != network.ReasonReplaced || d.Reconnecting {
 		t.Fatalf("a heard %+v, want replaced, not reconnecting", d)
 	}
-	if _, err := ca.Send(ctx(t), network.Message{ID: "3EB0AAAA0002", To: networktest.PhoneB, Kind: network.KindText, Text: "x"}); !errors.Is(err, network.ErrNotConnected) {
+	if _, err := ca.Send(ctx(t), domain.Message{ID: "3EB0AAAA0002", To: networktest.PhoneB, Kind: domain.KindText, Text: "x"}); !errors.Is(err, domain.ErrNotConnected) {
 		t.Fatalf("send from the replaced node: %v, want ErrNotConnected", err)
 	}
 	ca.Disconnect() // the old node stopping its actor must not cut b's link
@@ -143,12 +144,12 @@ func TestSessionMovesBetweenNodes(t *testing.T) {
 	recB.Expect(t, "receipt on b", networktest.Is(network.MessageReceipt{}))
 	// Closing node a (it stopped) leaves b's session online; closing b takes it offline.
 	_ = a.Close()
-	if _, err := cb.Send(ctx(t), network.Message{ID: "3EB0AAAA0003", To: networktest.PhoneB, Kind: network.KindText, Text: "y"}); err != nil {
+	if _, err := cb.Send(ctx(t), domain.Message{ID: "3EB0AAAA0003", To: networktest.PhoneB, Kind: domain.KindText, Text: "y"}); err != nil {
 		t.Fatalf("send on b after a closed: %v", err)
 	}
 	_ = b.Close()
 	c, _ := s.Open("s1", nil)
-	if _, err := c.Send(ctx(t), network.Message{ID: "3EB0AAAA0004", To: networktest.PhoneB, Kind: network.KindText}); !errors.Is(err, network.ErrNotConnected) {
+	if _, err := c.Send(ctx(t), domain.Message{ID: "3EB0AAAA0004", To: networktest.PhoneB, Kind: domain.KindText}); !errors.Is(err, domain.ErrNotConnected) {
 		t.Fatalf("after every node closed the session is still online: %v", err)
 	}
 }
@@ -161,7 +162,7 @@ func TestErrorsRoundTrip(t *testing.T) {
 		&network.RetryLaterError{Err: network.ErrRateLimited, Code: 429, After: 3 * time.Second},
 		&network.RetryLaterError{Err: network.ErrRefused, Code: 479, After: time.Second},
 		network.ErrNotOnNetwork, network.ErrNotReachable, network.ErrBanned, network.ErrOutdated,
-		network.ErrUnknownOutcome, network.ErrUnsupported, network.ErrAlreadyPaired, network.ErrNotConnected,
+		network.ErrUnknownOutcome, network.ErrUnsupported, network.ErrAlreadyPaired, domain.ErrNotConnected,
 		sim.ErrBadPhone,
 	} {
 		got := decodeError(encodeError(err))
@@ -196,10 +197,10 @@ func TestSimDown(t *testing.T) {
 	ln.Close()
 	n := dial(t, url)
 	c, _ := n.Open("s1", func(network.Event) {})
-	if err := c.Connect(ctx(t)); !errors.Is(err, network.ErrNotConnected) {
+	if err := c.Connect(ctx(t)); !errors.Is(err, domain.ErrNotConnected) {
 		t.Fatalf("connect to a sim that is down: %v", err)
 	}
-	if _, err := c.Send(ctx(t), network.Message{ID: "X1", To: networktest.PhoneB, Kind: network.KindText}); !errors.Is(err, network.ErrNotConnected) {
+	if _, err := c.Send(ctx(t), domain.Message{ID: "X1", To: networktest.PhoneB, Kind: domain.KindText}); !errors.Is(err, domain.ErrNotConnected) {
 		t.Fatalf("send to a sim that is down: %v", err)
 	}
 }

@@ -39,10 +39,10 @@ const PathPrefix = "/api/sim/v1/"
 
 // call is every call's body.
 type call struct {
-	Sub     string           `json:"sub"`
-	Session string           `json:"session"`
-	Phone   string           `json:"phone,omitempty"`
-	Message *network.Message `json:"message,omitempty"`
+	Sub     string          `json:"sub"`
+	Session string          `json:"session"`
+	Phone   string          `json:"phone,omitempty"`
+	Message *domain.Message `json:"message,omitempty"`
 }
 
 // answer is every call's answer (the fields of the call that was made).
@@ -82,7 +82,7 @@ var portErrors = []struct {
 	code string
 	err  error
 }{
-	{"not_connected", network.ErrNotConnected},
+	{"not_connected", domain.ErrNotConnected},
 	{"not_on_network", network.ErrNotOnNetwork},
 	{"not_reachable", network.ErrNotReachable},
 	{"banned", network.ErrBanned},

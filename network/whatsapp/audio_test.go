@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 )
 
@@ -86,7 +87,7 @@ func TestInspectAudio(t *testing.T) {
 func TestBuildVoiceNote(t *testing.T) {
 	up := &fakeUpload{}
 	data := oggStream(opusHead(), []int{30, 40, 50})
-	msg, err := buildMessage(context.Background(), up.upload, network.Message{Kind: network.KindAudio, Data: data, MimeType: "audio/ogg"}, time.Now())
+	msg, err := buildMessage(context.Background(), up.upload, domain.Message{Kind: domain.KindAudio, Data: data, MimeType: "audio/ogg"}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"go.mau.fi/whatsmeow/types"
 	"go.mau.fi/whatsmeow/types/events"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 )
 
@@ -714,12 +715,12 @@ func (c *client) PairPhone(ctx context.Context, phone string) (string, error) {
 	wa, qr := c.wa, c.qr
 	c.mu.Unlock()
 	if qr == nil {
-		return "", fmt.Errorf("whatsapp: pair by phone: no linking session is running: %w", network.ErrNotConnected)
+		return "", fmt.Errorf("whatsapp: pair by phone: no linking session is running: %w", domain.ErrNotConnected)
 	}
 	select {
 	case <-qr.first:
 	case <-qr.done:
-		return "", fmt.Errorf("whatsapp: pair by phone: linking ended before a code could be requested: %w", network.ErrNotConnected)
+		return "", fmt.Errorf("whatsapp: pair by phone: linking ended before a code could be requested: %w", domain.ErrNotConnected)
 	case <-ctx.Done():
 		return "", fmt.Errorf("whatsapp: pair by phone: waiting for the link connection: %w", ctx.Err())
 	}
@@ -806,9 +807,9 @@ func (c *client) ready(ctx context.Context) (*whatsmeow.Client, error) {
 	c.mu.Unlock()
 	switch {
 	case closed:
-		return nil, fmt.Errorf("%w: %w", network.ErrNotConnected, errClosed)
+		return nil, fmt.Errorf("%w: %w", domain.ErrNotConnected, errClosed)
 	case !paired:
-		return nil, fmt.Errorf("whatsapp: device is not linked: %w", network.ErrNotConnected)
+		return nil, fmt.Errorf("whatsapp: device is not linked: %w", domain.ErrNotConnected)
 	case time.Now().Before(bannedUntil):
 		return nil, fmt.Errorf("whatsapp: %s: %w", bannedFor, network.ErrBanned)
 	case outdated && !online:
@@ -816,7 +817,7 @@ func (c *client) ready(ctx context.Context) (*whatsmeow.Client, error) {
 	case online:
 		return wa, nil
 	case !reconnecting:
-		return nil, fmt.Errorf("whatsapp: link is down: %w", network.ErrNotConnected)
+		return nil, fmt.Errorf("whatsapp: link is down: %w", domain.ErrNotConnected)
 	}
 	timer := time.NewTimer(c.n.connectedWait)
 	defer timer.Stop()
@@ -826,7 +827,7 @@ func (c *client) ready(ctx context.Context) (*whatsmeow.Client, error) {
 	case <-timer.C:
 	case <-ctx.Done():
 	}
-	return nil, fmt.Errorf("whatsapp: link is down: %w", network.ErrNotConnected)
+	return nil, fmt.Errorf("whatsapp: link is down: %w", domain.ErrNotConnected)
 }
 
 // banExpiry is when a temporary ban ends; a ban without a stated expiry is assumed to last

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 )
 
@@ -40,8 +41,8 @@ func CheckAudio(data []byte, mime string, convert bool) error {
 
 // prepareAudio converts an audio message WhatsApp cannot play into an Ogg/Opus voice note when
 // the Network has an ffmpeg; other messages are returned as they are.
-func (n *Network) prepareAudio(ctx context.Context, m network.Message) (network.Message, error) {
-	if m.Kind != network.KindAudio || n.ffmpeg == "" {
+func (n *Network) prepareAudio(ctx context.Context, m domain.Message) (domain.Message, error) {
+	if m.Kind != domain.KindAudio || n.ffmpeg == "" {
 		return m, nil
 	}
 	if _, err := inspectAudio(m.Data, m.MimeType); err == nil || !errors.Is(err, network.ErrUnsupported) {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 )
 
@@ -79,7 +80,7 @@ func TestVoiceNoteConversion(t *testing.T) {
 	s := h.open("s1")
 	h.link(s, phoneA)
 	h.srv.AddAccount(phoneB)
-	msg := network.Message{ID: "V1", To: phoneB, Kind: network.KindAudio, Data: wav, MimeType: "audio/wav"}
+	msg := domain.Message{ID: "V1", To: phoneB, Kind: domain.KindAudio, Data: wav, MimeType: "audio/wav"}
 	if _, err := s.c.Send(ctxT(t), msg); !errors.Is(err, network.ErrUnsupported) || !strings.Contains(err.Error(), "Ogg/Opus") {
 		t.Fatalf("WAV without ffmpeg: %v, want ErrUnsupported saying what to send", err)
 	}
@@ -122,7 +123,7 @@ func TestVoiceNoteConversionRealFFmpeg(t *testing.T) {
 		t.Fatalf("ffmpeg not found (apt-get install ffmpeg; the test skips only under -short): %v", err)
 	}
 	n := &Network{ffmpeg: ffmpeg}
-	m, err := n.prepareAudio(ctxT(t), network.Message{Kind: network.KindAudio, Data: wavSine(2), MimeType: "audio/wav"})
+	m, err := n.prepareAudio(ctxT(t), domain.Message{Kind: domain.KindAudio, Data: wavSine(2), MimeType: "audio/wav"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ func TestVoiceNoteConversionRealFFmpeg(t *testing.T) {
 	}
 	// Ogg/Opus is left alone; an MP3 stays an audio file.
 	opus := oggStream(opusHead(), []int{30})
-	if m, err := n.prepareAudio(ctxT(t), network.Message{Kind: network.KindAudio, Data: opus, MimeType: "audio/ogg"}); err != nil || &m.Data[0] != &opus[0] {
+	if m, err := n.prepareAudio(ctxT(t), domain.Message{Kind: domain.KindAudio, Data: opus, MimeType: "audio/ogg"}); err != nil || &m.Data[0] != &opus[0] {
 		t.Fatalf("Ogg/Opus converted again: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"go.mau.fi/whatsmeow/types"
 	"go.mau.fi/whatsmeow/types/events"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 )
 
@@ -85,26 +86,26 @@ func incomingEvent(ctx context.Context, e *events.Message, resolve pnResolver) n
 	m := e.Message
 	switch {
 	case m.GetConversation() != "":
-		in.Kind, in.Text = network.KindText, m.GetConversation()
+		in.Kind, in.Text = domain.KindText, m.GetConversation()
 	case m.GetExtendedTextMessage() != nil:
-		in.Kind, in.Text = network.KindText, m.GetExtendedTextMessage().GetText()
+		in.Kind, in.Text = domain.KindText, m.GetExtendedTextMessage().GetText()
 	case m.GetImageMessage() != nil:
 		x := m.GetImageMessage()
-		in.Kind, in.Caption, in.MimeType, in.Size = network.KindImage, x.GetCaption(), x.GetMimetype(), int64(x.GetFileLength())
+		in.Kind, in.Caption, in.MimeType, in.Size = domain.KindImage, x.GetCaption(), x.GetMimetype(), int64(x.GetFileLength())
 	case m.GetVideoMessage() != nil:
 		x := m.GetVideoMessage()
-		in.Kind, in.Caption, in.MimeType, in.Size = network.KindVideo, x.GetCaption(), x.GetMimetype(), int64(x.GetFileLength())
+		in.Kind, in.Caption, in.MimeType, in.Size = domain.KindVideo, x.GetCaption(), x.GetMimetype(), int64(x.GetFileLength())
 	case m.GetAudioMessage() != nil:
 		x := m.GetAudioMessage()
-		in.Kind, in.MimeType, in.Size = network.KindAudio, x.GetMimetype(), int64(x.GetFileLength())
+		in.Kind, in.MimeType, in.Size = domain.KindAudio, x.GetMimetype(), int64(x.GetFileLength())
 	case m.GetDocumentMessage() != nil:
 		x := m.GetDocumentMessage()
-		in.Kind, in.Caption, in.MimeType, in.FileName, in.Size = network.KindDocument, x.GetCaption(), x.GetMimetype(), x.GetFileName(), int64(x.GetFileLength())
+		in.Kind, in.Caption, in.MimeType, in.FileName, in.Size = domain.KindDocument, x.GetCaption(), x.GetMimetype(), x.GetFileName(), int64(x.GetFileLength())
 	case m.GetLocationMessage() != nil:
 		x := m.GetLocationMessage()
-		in.Kind, in.Text = network.KindLocation, x.GetName()
+		in.Kind, in.Text = domain.KindLocation, x.GetName()
 	case m.GetContactMessage() != nil:
-		in.Kind, in.Text = network.KindContact, m.GetContactMessage().GetDisplayName()
+		in.Kind, in.Text = domain.KindContact, m.GetContactMessage().GetDisplayName()
 	case m.GetStickerMessage() != nil, m.GetReactionMessage() != nil, m.GetPollCreationMessage() != nil:
 		// KindOther: the port names no kind for these.
 	default:

@@ -13,6 +13,7 @@ import (
 	"go.mau.fi/whatsmeow/types/events"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 )
 
@@ -36,14 +37,14 @@ func TestIncomingEvent(t *testing.T) {
 	}
 	got := incomingEvent(context.Background(), msg(&waE2E.Message{Conversation: proto.String("where is my order?")}), resolveCustomer)
 	want := network.Incoming{ID: "ABC", From: "15550009999", FromLID: "100000000000099", PushName: "Ana",
-		Kind: network.KindText, Text: "where is my order?", At: at}
+		Kind: domain.KindText, Text: "where is my order?", At: at}
 	if got != want {
 		t.Fatalf("text: %#v, want %#v", got, want)
 	}
 	doc := incomingEvent(context.Background(), msg(&waE2E.Message{DocumentMessage: &waE2E.DocumentMessage{
 		FileName: proto.String("invoice.pdf"), Mimetype: proto.String("application/pdf"), FileLength: proto.Uint64(1234), Caption: proto.String("here"),
 	}}), resolveCustomer).(network.Incoming)
-	if doc.Kind != network.KindDocument || doc.FileName != "invoice.pdf" || doc.MimeType != "application/pdf" || doc.Size != 1234 || doc.Caption != "here" {
+	if doc.Kind != domain.KindDocument || doc.FileName != "invoice.pdf" || doc.MimeType != "application/pdf" || doc.Size != 1234 || doc.Caption != "here" {
 		t.Fatalf("document: %#v", doc)
 	}
 	own := msg(&waE2E.Message{Conversation: proto.String("x")})
@@ -88,7 +89,7 @@ func TestClassifySendError(t *testing.T) {
 		{"ack timeout", whatsmeow.ErrMessageTimedOut, network.ErrUnknownOutcome},
 		{"deadline while waiting", fmt.Errorf("x: %w", context.DeadlineExceeded), network.ErrUnknownOutcome},
 		{"dropped while waiting", &whatsmeow.DisconnectedError{Action: "message send"}, network.ErrUnknownOutcome},
-		{"frame never left", fmt.Errorf("failed to send message node: %w", whatsmeow.ErrNotConnected), network.ErrNotConnected},
+		{"frame never left", fmt.Errorf("failed to send message node: %w", whatsmeow.ErrNotConnected), domain.ErrNotConnected},
 		{"no LID", errors.New("no LID found for 1555@s.whatsapp.net from server"), network.ErrRefused},
 	}
 	for _, tt := range tests {

@@ -20,6 +20,7 @@ import (
 	"go.mau.fi/whatsmeow/proto/waE2E"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 )
 
@@ -34,25 +35,25 @@ const (
 // uploadFunc is whatsmeow's Client.Upload (a parameter so message building is testable).
 type uploadFunc func(ctx context.Context, data []byte, mt whatsmeow.MediaType) (whatsmeow.UploadResponse, error)
 
-func supportedKind(k network.Kind) bool {
+func supportedKind(k domain.Kind) bool {
 	switch k {
-	case network.KindText, network.KindImage, network.KindVideo, network.KindAudio,
-		network.KindDocument, network.KindLocation, network.KindContact:
+	case domain.KindText, domain.KindImage, domain.KindVideo, domain.KindAudio,
+		domain.KindDocument, domain.KindLocation, domain.KindContact:
 		return true
 	}
 	return false
 }
 
 // buildMessage makes the WhatsApp message of m, uploading its media first.
-func buildMessage(ctx context.Context, upload uploadFunc, m network.Message, now time.Time) (*waE2E.Message, error) {
+func buildMessage(ctx context.Context, upload uploadFunc, m domain.Message, now time.Time) (*waE2E.Message, error) {
 	switch m.Kind {
-	case network.KindText:
+	case domain.KindText:
 		if m.Text == "" {
 			return nil, errors.New("empty text")
 		}
 		return &waE2E.Message{Conversation: proto.String(m.Text)}, nil
 
-	case network.KindLocation:
+	case domain.KindLocation:
 		if math.IsNaN(m.Lat) || math.IsNaN(m.Lng) || m.Lat < -90 || m.Lat > 90 || m.Lng < -180 || m.Lng > 180 {
 			return nil, fmt.Errorf("invalid coordinates %v, %v", m.Lat, m.Lng)
 		}
@@ -65,7 +66,7 @@ func buildMessage(ctx context.Context, upload uploadFunc, m network.Message, now
 		}
 		return &waE2E.Message{LocationMessage: loc}, nil
 
-	case network.KindContact:
+	case domain.KindContact:
 		digits := onlyDigits(m.ContactPhone)
 		if digits == "" {
 			return nil, fmt.Errorf("contact %q has no phone number", m.ContactName)
@@ -79,13 +80,13 @@ func buildMessage(ctx context.Context, upload uploadFunc, m network.Message, now
 			Vcard:       proto.String(vCard(name, digits)),
 		}}, nil
 
-	case network.KindImage, network.KindVideo, network.KindAudio, network.KindDocument:
+	case domain.KindImage, domain.KindVideo, domain.KindAudio, domain.KindDocument:
 		return buildMediaMessage(ctx, upload, m, now)
 	}
 	return nil, fmt.Errorf("kind %q: %w", m.Kind, network.ErrUnsupported)
 }
 
-func buildMediaMessage(ctx context.Context, upload uploadFunc, m network.Message, now time.Time) (*waE2E.Message, error) {
+func buildMediaMessage(ctx context.Context, upload uploadFunc, m domain.Message, now time.Time) (*waE2E.Message, error) {
 	if len(m.Data) == 0 {
 		return nil, fmt.Errorf("%s message without media data", m.Kind)
 	}
@@ -93,14 +94,14 @@ func buildMediaMessage(ctx context.Context, upload uploadFunc, m network.Message
 	if mime == "" {
 		mime = http.DetectContentType(m.Data)
 	}
-	mediaType := map[network.Kind]whatsmeow.MediaType{
-		network.KindImage:    whatsmeow.MediaImage,
-		network.KindVideo:    whatsmeow.MediaVideo,
-		network.KindAudio:    whatsmeow.MediaAudio,
-		network.KindDocument: whatsmeow.MediaDocument,
+	mediaType := map[domain.Kind]whatsmeow.MediaType{
+		domain.KindImage:    whatsmeow.MediaImage,
+		domain.KindVideo:    whatsmeow.MediaVideo,
+		domain.KindAudio:    whatsmeow.MediaAudio,
+		domain.KindDocument: whatsmeow.MediaDocument,
 	}[m.Kind]
 	var audio audioInfo
-	if m.Kind == network.KindAudio {
+	if m.Kind == domain.KindAudio {
 		// Refuse what WhatsApp cannot play before uploading anything.
 		var err error
 		if audio, err = inspectAudio(m.Data, mime); err != nil {
@@ -115,7 +116,7 @@ func buildMediaMessage(ctx context.Context, upload uploadFunc, m network.Message
 	caption := optional(m.Caption)
 
 	switch m.Kind {
-	case network.KindImage:
+	case domain.KindImage:
 		img := &waE2E.ImageMessage{
 			Caption: caption, Mimetype: proto.String(mime),
 			URL: proto.String(up.URL), DirectPath: proto.String(up.DirectPath), MediaKey: up.MediaKey,
@@ -128,7 +129,7 @@ func buildMediaMessage(ctx context.Context, upload uploadFunc, m network.Message
 		}
 		return &waE2E.Message{ImageMessage: img}, nil
 
-	case network.KindVideo:
+	case domain.KindVideo:
 		vid := &waE2E.VideoMessage{
 			Caption: caption, Mimetype: proto.String(mime),
 			URL: proto.String(up.URL), DirectPath: proto.String(up.DirectPath), MediaKey: up.MediaKey,
@@ -146,7 +147,7 @@ func buildMediaMessage(ctx context.Context, upload uploadFunc, m network.Message
 		}
 		return &waE2E.Message{VideoMessage: vid}, nil
 
-	case network.KindAudio:
+	case domain.KindAudio:
 		aud := &waE2E.AudioMessage{
 			Mimetype: proto.String(audio.mime),
 			URL:      proto.String(up.URL), DirectPath: proto.String(up.DirectPath), MediaKey: up.MediaKey,

@@ -16,6 +16,7 @@ import (
 
 	"go.mau.fi/whatsmeow"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 )
 
@@ -61,14 +62,14 @@ func decodeJPEG(t *testing.T, b []byte) image.Image {
 }
 
 func TestBuildText(t *testing.T) {
-	msg, err := buildMessage(context.Background(), nil, network.Message{Kind: network.KindText, Text: "héllo"}, time.Now())
+	msg, err := buildMessage(context.Background(), nil, domain.Message{Kind: domain.KindText, Text: "héllo"}, time.Now())
 	if err != nil || msg.GetConversation() != "héllo" {
 		t.Fatalf("text: %v, %v", msg, err)
 	}
-	if _, err := buildMessage(context.Background(), nil, network.Message{Kind: network.KindText}, time.Now()); err == nil {
+	if _, err := buildMessage(context.Background(), nil, domain.Message{Kind: domain.KindText}, time.Now()); err == nil {
 		t.Fatal("empty text accepted")
 	}
-	if _, err := buildMessage(context.Background(), nil, network.Message{Kind: "poll"}, time.Now()); !errors.Is(err, network.ErrUnsupported) {
+	if _, err := buildMessage(context.Background(), nil, domain.Message{Kind: "poll"}, time.Now()); !errors.Is(err, network.ErrUnsupported) {
 		t.Fatalf("poll: %v", err)
 	}
 }
@@ -78,7 +79,7 @@ func TestBuildImage(t *testing.T) {
 	now := time.Unix(1700000000, 0)
 	data := pngImage(t, 400, 100)
 	msg, err := buildMessage(context.Background(), up.upload,
-		network.Message{Kind: network.KindImage, Data: data, MimeType: "image/png", Caption: "look"}, now)
+		domain.Message{Kind: domain.KindImage, Data: data, MimeType: "image/png", Caption: "look"}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func TestBuildImage(t *testing.T) {
 
 	// Bytes the standard library cannot decode (WebP here) are sent without a thumbnail.
 	msg, err = buildMessage(context.Background(), up.upload,
-		network.Message{Kind: network.KindImage, Data: []byte("RIFF\x00\x00\x00\x00WEBPVP8 "), MimeType: "image/webp"}, now)
+		domain.Message{Kind: domain.KindImage, Data: []byte("RIFF\x00\x00\x00\x00WEBPVP8 "), MimeType: "image/webp"}, now)
 	if err != nil || msg.GetImageMessage().GetJPEGThumbnail() != nil {
 		t.Fatalf("webp: %v, %v", msg, err)
 	}
@@ -109,17 +110,17 @@ func TestBuildImage(t *testing.T) {
 
 func TestBuildMediaErrors(t *testing.T) {
 	up := &fakeUpload{err: errors.New("503 from media host")}
-	if _, err := buildMessage(context.Background(), up.upload, network.Message{Kind: network.KindAudio, Data: []byte("ID3x"), MimeType: "audio/mpeg"}, time.Now()); err == nil || !strings.Contains(err.Error(), "503 from media host") {
+	if _, err := buildMessage(context.Background(), up.upload, domain.Message{Kind: domain.KindAudio, Data: []byte("ID3x"), MimeType: "audio/mpeg"}, time.Now()); err == nil || !strings.Contains(err.Error(), "503 from media host") {
 		t.Fatalf("upload error: %v", err)
 	}
-	if _, err := buildMessage(context.Background(), up.upload, network.Message{Kind: network.KindVideo}, time.Now()); err == nil {
+	if _, err := buildMessage(context.Background(), up.upload, domain.Message{Kind: domain.KindVideo}, time.Now()); err == nil {
 		t.Fatal("video without data accepted")
 	}
 }
 
 func TestBuildDocument(t *testing.T) {
 	up := &fakeUpload{}
-	m := network.Message{Kind: network.KindDocument, Data: []byte("%PDF-1.7"), FileName: "invoice.pdf", MimeType: "application/pdf"}
+	m := domain.Message{Kind: domain.KindDocument, Data: []byte("%PDF-1.7"), FileName: "invoice.pdf", MimeType: "application/pdf"}
 	msg, err := buildMessage(context.Background(), up.upload, m, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +140,7 @@ func TestBuildDocument(t *testing.T) {
 		t.Fatalf("captioned document: %v", msg)
 	}
 	// Without a name or type: defaults.
-	msg, err = buildMessage(context.Background(), up.upload, network.Message{Kind: network.KindDocument, Data: []byte("plain words")}, time.Now())
+	msg, err = buildMessage(context.Background(), up.upload, domain.Message{Kind: domain.KindDocument, Data: []byte("plain words")}, time.Now())
 	if err != nil || msg.GetDocumentMessage().GetFileName() != "file" || !strings.HasPrefix(msg.GetDocumentMessage().GetMimetype(), "text/plain") {
 		t.Fatalf("defaults: %v, %v", msg, err)
 	}
@@ -149,7 +150,7 @@ func TestBuildAudioAndVideo(t *testing.T) {
 	up := &fakeUpload{}
 	cover := pngImage(t, 64, 64)
 	mp4 := mp4File(90_000, 90_000*42, cover) // 42 s
-	msg, err := buildMessage(context.Background(), up.upload, network.Message{Kind: network.KindVideo, Data: mp4, MimeType: "video/mp4", Caption: "clip"}, time.Now())
+	msg, err := buildMessage(context.Background(), up.upload, domain.Message{Kind: domain.KindVideo, Data: mp4, MimeType: "video/mp4", Caption: "clip"}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,12 +161,12 @@ func TestBuildAudioAndVideo(t *testing.T) {
 	decodeJPEG(t, vid.GetJPEGThumbnail())
 
 	// A video without cover art has no thumbnail (no frame decoder in the standard library).
-	msg, err = buildMessage(context.Background(), up.upload, network.Message{Kind: network.KindVideo, Data: mp4File(1000, 5000, nil)}, time.Now())
+	msg, err = buildMessage(context.Background(), up.upload, domain.Message{Kind: domain.KindVideo, Data: mp4File(1000, 5000, nil)}, time.Now())
 	if err != nil || msg.GetVideoMessage().GetJPEGThumbnail() != nil || msg.GetVideoMessage().GetSeconds() != 5 {
 		t.Fatalf("video without cover: %v, %v", msg, err)
 	}
 
-	msg, err = buildMessage(context.Background(), up.upload, network.Message{Kind: network.KindAudio, Data: mp4File(44100, 44100*3, nil), MimeType: "audio/mp4"}, time.Now())
+	msg, err = buildMessage(context.Background(), up.upload, domain.Message{Kind: domain.KindAudio, Data: mp4File(44100, 44100*3, nil), MimeType: "audio/mp4"}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func TestBuildAudioAndVideo(t *testing.T) {
 }
 
 func TestBuildLocation(t *testing.T) {
-	msg, err := buildMessage(context.Background(), nil, network.Message{Kind: network.KindLocation, Lat: -33.86, Lng: 151.21, Address: "Sydney Opera House"}, time.Now())
+	msg, err := buildMessage(context.Background(), nil, domain.Message{Kind: domain.KindLocation, Lat: -33.86, Lng: 151.21, Address: "Sydney Opera House"}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,14 +185,14 @@ func TestBuildLocation(t *testing.T) {
 		t.Fatalf("location: %v", loc)
 	}
 	for _, bad := range [][2]float64{{91, 0}, {0, -181}, {math.NaN(), 0}} {
-		if _, err := buildMessage(context.Background(), nil, network.Message{Kind: network.KindLocation, Lat: bad[0], Lng: bad[1]}, time.Now()); err == nil {
+		if _, err := buildMessage(context.Background(), nil, domain.Message{Kind: domain.KindLocation, Lat: bad[0], Lng: bad[1]}, time.Now()); err == nil {
 			t.Errorf("coordinates %v accepted", bad)
 		}
 	}
 }
 
 func TestBuildContact(t *testing.T) {
-	msg, err := buildMessage(context.Background(), nil, network.Message{Kind: network.KindContact, ContactName: "Doe; John, Jr.", ContactPhone: "+44 (20) 7946-0000"}, time.Now())
+	msg, err := buildMessage(context.Background(), nil, domain.Message{Kind: domain.KindContact, ContactName: "Doe; John, Jr.", ContactPhone: "+44 (20) 7946-0000"}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,11 +201,11 @@ func TestBuildContact(t *testing.T) {
 	if c.GetDisplayName() != "Doe; John, Jr." || c.GetVcard() != want {
 		t.Fatalf("contact:\n%s\nwant:\n%s", c.GetVcard(), want)
 	}
-	msg, err = buildMessage(context.Background(), nil, network.Message{Kind: network.KindContact, ContactPhone: "15550001111"}, time.Now())
+	msg, err = buildMessage(context.Background(), nil, domain.Message{Kind: domain.KindContact, ContactPhone: "15550001111"}, time.Now())
 	if err != nil || msg.GetContactMessage().GetDisplayName() != "+15550001111" {
 		t.Fatalf("unnamed contact: %v, %v", msg, err)
 	}
-	if _, err := buildMessage(context.Background(), nil, network.Message{Kind: network.KindContact, ContactName: "x"}, time.Now()); err == nil {
+	if _, err := buildMessage(context.Background(), nil, domain.Message{Kind: domain.KindContact, ContactName: "x"}, time.Now()); err == nil {
 		t.Fatal("contact without a number accepted")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 )
 
@@ -24,7 +25,7 @@ func TestPostgresStoreKeepsDevicesAcrossRestarts(t *testing.T) {
 	s := h.open("s1")
 	h.link(s, phoneA)
 	h.srv.AddAccount(phoneB)
-	if _, err := s.c.Send(ctxT(t), network.Message{ID: "PG1", To: phoneB, Kind: network.KindText, Text: "x"}); err != nil {
+	if _, err := s.c.Send(ctxT(t), domain.Message{ID: "PG1", To: phoneB, Kind: domain.KindText, Text: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	h.reopen()
@@ -34,7 +35,7 @@ func TestPostgresStoreKeepsDevicesAcrossRestarts(t *testing.T) {
 	}
 	s.connect()
 	s.expect("Connected", isConnected)
-	if _, err := s.c.Send(ctxT(t), network.Message{ID: "PG2", To: phoneB, Kind: network.KindText, Text: "y"}); err != nil {
+	if _, err := s.c.Send(ctxT(t), domain.Message{ID: "PG2", To: phoneB, Kind: domain.KindText, Text: "y"}); err != nil {
 		t.Fatal(err)
 	}
 	var n int
@@ -71,7 +72,7 @@ func TestPostgresDeviceUsedByOneProcess(t *testing.T) {
 
 	s.c.Disconnect() // the first process lets the device go (as a node handing a session over)
 	s2.expect("Connected of the second process", isConnected)
-	if _, err := s.c.Send(ctxT(t), network.Message{ID: "L1", To: phoneB, Kind: network.KindText, Text: "x"}); !errors.Is(err, network.ErrNotConnected) {
+	if _, err := s.c.Send(ctxT(t), domain.Message{ID: "L1", To: phoneB, Kind: domain.KindText, Text: "x"}); !errors.Is(err, domain.ErrNotConnected) {
 		t.Fatalf("send from the process that let go: %v", err)
 	}
 	ctx := ctxT(t)

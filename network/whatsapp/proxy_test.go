@@ -17,6 +17,7 @@ import (
 
 	"go.mau.fi/whatsmeow/store"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 )
 
@@ -109,7 +110,7 @@ func TestProxyCarriesTheSessionAndFailsClosed(t *testing.T) {
 	s := h.openProxied("s1", p1.url)
 	h.link(s, phoneA)
 	h.srv.AddAccount(phoneB)
-	if _, err := s.c.Send(ctxT(t), network.Message{ID: "P1", To: phoneB, Kind: network.KindDocument, Data: []byte("%PDF-1.7"), FileName: "a.pdf", MimeType: "application/pdf"}); err != nil {
+	if _, err := s.c.Send(ctxT(t), domain.Message{ID: "P1", To: phoneB, Kind: domain.KindDocument, Data: []byte("%PDF-1.7"), FileName: "a.pdf", MimeType: "application/pdf"}); err != nil {
 		t.Fatal(err)
 	}
 	if p1.tunnels() < 2 || direct.Load() != 0 {

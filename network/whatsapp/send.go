@@ -12,6 +12,7 @@ import (
 	"go.mau.fi/whatsmeow"
 	"go.mau.fi/whatsmeow/types"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 )
 
@@ -85,7 +86,7 @@ func (c *client) lookup(ctx context.Context, wa *whatsmeow.Client, digits string
 // Send sends one message and waits for the server's acknowledgement. The recipient is looked
 // up first (cached) and the message goes to the JID the network returned; m.ID is the
 // WhatsApp message id, so a re-send after a crash is recognised as the same message.
-func (c *client) Send(ctx context.Context, m network.Message) (network.Receipt, error) {
+func (c *client) Send(ctx context.Context, m domain.Message) (network.Receipt, error) {
 	if m.ID == "" {
 		return network.Receipt{}, errors.New("whatsapp: send: empty message id")
 	}
@@ -148,7 +149,7 @@ func classifyError(err error) error {
 		return &network.RetryLaterError{Err: network.ErrRateLimited, Code: 429, After: rateLimitBackoff, Detail: err}
 	case errors.Is(err, whatsmeow.ErrNotConnected), errors.Is(err, whatsmeow.ErrNotLoggedIn),
 		errors.As(err, &disc), errors.Is(err, whatsmeow.ErrIQTimedOut):
-		return fmt.Errorf("%w: %w", network.ErrNotConnected, err)
+		return fmt.Errorf("%w: %w", domain.ErrNotConnected, err)
 	case errors.Is(err, whatsmeow.ErrMessageTimedOut):
 		return fmt.Errorf("no answer from the network: %w", err)
 	}
@@ -171,7 +172,7 @@ func (c *client) classifySendError(ctx context.Context, err error) error {
 	switch {
 	case strings.Contains(err.Error(), "failed to send message node"):
 		// The frame never left (no socket, or the write failed).
-		return fmt.Errorf("%w: %w", network.ErrNotConnected, err)
+		return fmt.Errorf("%w: %w", domain.ErrNotConnected, err)
 	case strings.Contains(err.Error(), "no LID found for"):
 		return &network.RetryLaterError{Err: network.ErrRefused, After: noLIDBackoff, Detail: err}
 	case errors.Is(err, whatsmeow.ErrMessageTimedOut), errors.As(err, &disc),

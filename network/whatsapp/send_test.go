@@ -9,6 +9,7 @@ import (
 	"go.mau.fi/whatsmeow"
 	"go.mau.fi/whatsmeow/types"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 )
 
@@ -19,9 +20,9 @@ func TestClassifyError(t *testing.T) {
 		err  error
 		want error
 	}{
-		{whatsmeow.ErrNotConnected, network.ErrNotConnected},
-		{whatsmeow.ErrNotLoggedIn, network.ErrNotConnected},
-		{&whatsmeow.DisconnectedError{Action: "message send"}, network.ErrNotConnected},
+		{whatsmeow.ErrNotConnected, domain.ErrNotConnected},
+		{whatsmeow.ErrNotLoggedIn, domain.ErrNotConnected},
+		{&whatsmeow.DisconnectedError{Action: "message send"}, domain.ErrNotConnected},
 		{whatsmeow.ErrMessageTimedOut, whatsmeow.ErrMessageTimedOut},
 		{other, whatsmeow.ErrServerReturnedError},
 		{whatsmeow.ErrIQRateOverLimit, network.ErrRateLimited},

@@ -11,6 +11,7 @@ import (
 
 	"go.mau.fi/whatsmeow/types"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 )
 
@@ -167,7 +168,7 @@ func TestOpenAndCloseErrors(t *testing.T) {
 	if err := c.Connect(context.Background()); !errors.Is(err, errClosed) {
 		t.Fatalf("Connect after Close: %v", err)
 	}
-	if _, err := c.Send(context.Background(), network.Message{ID: "1", To: "15550002222", Kind: network.KindText, Text: "x"}); !errors.Is(err, network.ErrNotConnected) {
+	if _, err := c.Send(context.Background(), domain.Message{ID: "1", To: "15550002222", Kind: domain.KindText, Text: "x"}); !errors.Is(err, domain.ErrNotConnected) {
 		t.Fatalf("Send after Close: %v", err)
 	}
 }

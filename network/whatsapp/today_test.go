@@ -16,6 +16,7 @@ import (
 	"go.mau.fi/whatsmeow/types"
 	"go.mau.fi/whatsmeow/types/events"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/network/whatsapp/fakewa"
 )
@@ -42,7 +43,7 @@ func TestOutdatedClient(t *testing.T) {
 		t.Fatalf("outdated event %+v, want no reconnect and the code in the reason", d)
 	}
 	s.expectNone("Connected", 300*time.Millisecond, isConnected)
-	if _, err := s.c.Send(ctxT(t), network.Message{ID: "O1", To: phoneB, Kind: network.KindText, Text: "x"}); !errors.Is(err, network.ErrOutdated) {
+	if _, err := s.c.Send(ctxT(t), domain.Message{ID: "O1", To: phoneB, Kind: domain.KindText, Text: "x"}); !errors.Is(err, network.ErrOutdated) {
 		t.Fatalf("send while outdated: %v, want ErrOutdated", err)
 	}
 
@@ -100,7 +101,7 @@ func TestTimelockHoldsOnlyColdContacts(t *testing.T) {
 	ends := time.Now().Add(time.Hour).Truncate(time.Second)
 	h.srv.SetTimelockUntil(phoneA, ends)
 
-	_, err := s.c.Send(ctxT(t), network.Message{ID: "TL1", To: phoneB, Kind: network.KindText, Text: "first contact"})
+	_, err := s.c.Send(ctxT(t), domain.Message{ID: "TL1", To: phoneB, Kind: domain.KindText, Text: "first contact"})
 	if until, ok := network.TimelockUntil(err); !ok || !until.Equal(ends) || !strings.Contains(err.Error(), "463") || errors.Is(err, network.ErrNotReachable) {
 		t.Fatalf("send under timelock: %v, want ErrTimelock until %v with the code", err, ends)
 	}
@@ -113,14 +114,14 @@ func TestTimelockHoldsOnlyColdContacts(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "a reply to a contact who wrote accepted", func() bool {
-		_, err := s.c.Send(ctxT(t), network.Message{ID: fmt.Sprintf("TLR%d", time.Now().UnixNano()), To: phoneD, Kind: network.KindText, Text: "reply"})
+		_, err := s.c.Send(ctxT(t), domain.Message{ID: fmt.Sprintf("TLR%d", time.Now().UnixNano()), To: phoneD, Kind: domain.KindText, Text: "reply"})
 		if err != nil && !errors.Is(err, network.ErrTimelock) {
 			t.Fatalf("reply during the timelock: %v", err)
 		}
 		return err == nil
 	})
 	// A second cold message is the core's to hold; sent anyway, the server refuses it.
-	_, err = s.c.Send(ctxT(t), network.Message{ID: "TL2", To: phoneB, Kind: network.KindText, Text: "again"})
+	_, err = s.c.Send(ctxT(t), domain.Message{ID: "TL2", To: phoneB, Kind: domain.KindText, Text: "again"})
 	if until, ok := network.TimelockUntil(err); !ok || !until.Equal(ends) {
 		t.Fatalf("cold send during the timelock: %v, want ErrTimelock until %v", err, ends)
 	}
@@ -140,7 +141,7 @@ func TestTimelockHoldsOnlyColdContacts(t *testing.T) {
 	// The timelock is lifted: cold contacts go again.
 	h.srv.SetTimelockUntil(phoneA, time.Time{})
 	s.expect("Timelock lifted", func(e network.Event) bool { tl, ok := e.(network.Timelock); return ok && !tl.Active })
-	if _, err := s.c.Send(ctxT(t), network.Message{ID: "TL9", To: phoneB, Kind: network.KindText, Text: "now"}); err != nil {
+	if _, err := s.c.Send(ctxT(t), domain.Message{ID: "TL9", To: phoneB, Kind: domain.KindText, Text: "now"}); err != nil {
 		t.Fatalf("send after the timelock: %v", err)
 	}
 }
@@ -156,7 +157,7 @@ func TestColdContact463IsPerRecipient(t *testing.T) {
 	h.srv.AddAccount(phoneB, phoneD)
 	h.srv.SetColdRefusal(phoneA, true)
 
-	_, err := s.c.Send(ctxT(t), network.Message{ID: "CR1", To: phoneB, Kind: network.KindText, Text: "cold"})
+	_, err := s.c.Send(ctxT(t), domain.Message{ID: "CR1", To: phoneB, Kind: domain.KindText, Text: "cold"})
 	if !errors.Is(err, network.ErrNotReachable) || errors.Is(err, network.ErrTimelock) || errors.Is(err, network.ErrUnknownOutcome) || !strings.Contains(err.Error(), "463") {
 		t.Fatalf("send to a cold contact: %v, want ErrNotReachable with the code", err)
 	}
@@ -167,7 +168,7 @@ func TestColdContact463IsPerRecipient(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "a message to a contact with a token accepted", func() bool {
-		_, err := s.c.Send(ctxT(t), network.Message{ID: fmt.Sprintf("CRW%d", time.Now().UnixNano()), To: phoneD, Kind: network.KindText, Text: "warm"})
+		_, err := s.c.Send(ctxT(t), domain.Message{ID: fmt.Sprintf("CRW%d", time.Now().UnixNano()), To: phoneD, Kind: domain.KindText, Text: "warm"})
 		if err != nil && !errors.Is(err, network.ErrNotReachable) {
 			t.Fatalf("send to a warm contact: %v", err)
 		}
@@ -178,7 +179,7 @@ func TestColdContact463IsPerRecipient(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the formerly cold contact reachable", func() bool {
-		_, err := s.c.Send(ctxT(t), network.Message{ID: fmt.Sprintf("CRB%d", time.Now().UnixNano()), To: phoneB, Kind: network.KindText, Text: "now"})
+		_, err := s.c.Send(ctxT(t), domain.Message{ID: fmt.Sprintf("CRB%d", time.Now().UnixNano()), To: phoneB, Kind: domain.KindText, Text: "now"})
 		return err == nil
 	})
 	s.expectNone("Timelock", 100*time.Millisecond, func(e network.Event) bool { _, ok := e.(network.Timelock); return ok })
@@ -197,7 +198,7 @@ func TestAckRefusal479(t *testing.T) {
 	h.link(s, phoneA)
 	h.srv.AddAccount(phoneB)
 	h.srv.SetAckError(phoneA, 479)
-	_, err := s.c.Send(ctxT(t), network.Message{ID: "R1", To: phoneB, Kind: network.KindText, Text: "x"})
+	_, err := s.c.Send(ctxT(t), domain.Message{ID: "R1", To: phoneB, Kind: domain.KindText, Text: "x"})
 	after, ok := network.RetryAfter(err)
 	if !errors.Is(err, network.ErrRefused) || errors.Is(err, network.ErrTimelock) || !ok || after <= 0 || !strings.Contains(err.Error(), "479") {
 		t.Fatalf("send refused with 479: %v, want ErrRefused with a backoff", err)
@@ -213,7 +214,7 @@ func TestKeepaliveSilenceThenBack(t *testing.T) {
 	h.link(s, phoneA)
 	h.srv.AddAccount(phoneB)
 	// A first message sets up the lookup, the device list and the Signal session.
-	if _, err := s.c.Send(ctxT(t), network.Message{ID: "K0", To: phoneB, Kind: network.KindText, Text: "hello"}); err != nil {
+	if _, err := s.c.Send(ctxT(t), domain.Message{ID: "K0", To: phoneB, Kind: domain.KindText, Text: "hello"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -221,9 +222,9 @@ func TestKeepaliveSilenceThenBack(t *testing.T) {
 	// A send while the path is dead but not yet detected waits for its ack: its outcome is
 	// unknown (the server did get it), not a failure.
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	_, err := s.c.Send(ctx, network.Message{ID: "K1", To: phoneB, Kind: network.KindText, Text: "x"})
+	_, err := s.c.Send(ctx, domain.Message{ID: "K1", To: phoneB, Kind: domain.KindText, Text: "x"})
 	cancel()
-	if !errors.Is(err, network.ErrUnknownOutcome) && !errors.Is(err, network.ErrNotConnected) {
+	if !errors.Is(err, network.ErrUnknownOutcome) && !errors.Is(err, domain.ErrNotConnected) {
 		t.Fatalf("send on a dead path: %v, want ErrUnknownOutcome or ErrNotConnected", err)
 	}
 	if got := h.srv.Messages(); len(got) != 2 || got[1].ID != "K1" || got[1].Acked {
@@ -233,14 +234,14 @@ func TestKeepaliveSilenceThenBack(t *testing.T) {
 	if !d.Reconnecting {
 		t.Fatalf("keepalive event %+v, want Reconnecting", d)
 	}
-	_, err = s.c.Send(ctxT(t), network.Message{ID: "K2", To: phoneB, Kind: network.KindText, Text: "y"})
-	if !errors.Is(err, network.ErrNotConnected) {
+	_, err = s.c.Send(ctxT(t), domain.Message{ID: "K2", To: phoneB, Kind: domain.KindText, Text: "y"})
+	if !errors.Is(err, domain.ErrNotConnected) {
 		t.Fatalf("send while DISCONNECTED keepalive: %v, want ErrNotConnected (nothing sent)", err)
 	}
 
 	h.srv.SetSilent(phoneA, false)
 	s.expect("Connected again", isConnected)
-	if _, err := s.c.Send(ctxT(t), network.Message{ID: "K3", To: phoneB, Kind: network.KindText, Text: "z"}); err != nil {
+	if _, err := s.c.Send(ctxT(t), domain.Message{ID: "K3", To: phoneB, Kind: domain.KindText, Text: "z"}); err != nil {
 		t.Fatalf("send after recovery: %v", err)
 	}
 }
@@ -248,11 +249,11 @@ func TestKeepaliveSilenceThenBack(t *testing.T) {
 // outbox is a network.MessageSource over a map (the core's outbox in production).
 type outbox struct {
 	mu    sync.Mutex
-	m     map[string]network.Message
+	m     map[string]domain.Message
 	asked []string
 }
 
-func (o *outbox) Message(_ context.Context, id string) (network.Message, bool) {
+func (o *outbox) Message(_ context.Context, id string) (domain.Message, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.asked = append(o.asked, id)
@@ -265,7 +266,7 @@ func (o *outbox) Message(_ context.Context, id string) (network.Message, bool) {
 func TestRetryReceiptAnsweredFromOutbox(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	box := &outbox{m: make(map[string]network.Message)}
+	box := &outbox{m: make(map[string]domain.Message)}
 	rec := newRecorder()
 	c, err := h.net.Open("s1", rec.sink, network.WithMessageSource(box))
 	if err != nil {
@@ -276,7 +277,7 @@ func TestRetryReceiptAnsweredFromOutbox(t *testing.T) {
 	h.srv.AddAccount(phoneB)
 	const total = 300
 	for i := range total {
-		m := network.Message{ID: fmt.Sprintf("3EB0%018d", i), To: phoneB, Kind: network.KindText, Text: fmt.Sprintf("message %d", i)}
+		m := domain.Message{ID: fmt.Sprintf("3EB0%018d", i), To: phoneB, Kind: domain.KindText, Text: fmt.Sprintf("message %d", i)}
 		box.mu.Lock()
 		box.m[m.ID] = m
 		box.mu.Unlock()
@@ -312,7 +313,7 @@ func TestRetryReceiptAnsweredFromRetryStore(t *testing.T) {
 	h.link(s, phoneA)
 	h.srv.AddAccount(phoneB)
 	const id = "3EB1000000000000000001"
-	if _, err := s.c.Send(ctxT(t), network.Message{ID: id, To: phoneB, Kind: network.KindText, Text: "x"}); err != nil {
+	if _, err := s.c.Send(ctxT(t), domain.Message{ID: id, To: phoneB, Kind: domain.KindText, Text: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	h.reopen()
@@ -363,7 +364,7 @@ func TestReceiptsReachThePort(t *testing.T) {
 	h.link(s, phoneA)
 	h.srv.AddAccount(phoneB)
 	for _, id := range []string{"RC1", "RC2"} {
-		if _, err := s.c.Send(ctxT(t), network.Message{ID: id, To: phoneB, Kind: network.KindText, Text: "x"}); err != nil {
+		if _, err := s.c.Send(ctxT(t), domain.Message{ID: id, To: phoneB, Kind: domain.KindText, Text: "x"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -442,7 +443,7 @@ func TestIncomingMessageReachesThePort(t *testing.T) {
 			t.Fatal(err)
 		}
 		in := s.expect("Incoming", func(e network.Event) bool { _, ok := e.(network.Incoming); return ok }).(network.Incoming)
-		if in.ID != id || in.From != phoneB || in.FromLID != h.srv.LID(phoneB) || in.Kind != network.KindText || in.Text != text || in.At.IsZero() {
+		if in.ID != id || in.From != phoneB || in.FromLID != h.srv.LID(phoneB) || in.Kind != domain.KindText || in.Text != text || in.At.IsZero() {
 			t.Fatalf("message %d: %#v, want %q from %s", i, in, text, phoneB)
 		}
 	}
@@ -473,7 +474,7 @@ func TestPrivacyTokenSentOnceGranted(t *testing.T) {
 	s := h.open("s1")
 	h.link(s, phoneA)
 	h.srv.AddAccount(phoneB)
-	if _, err := s.c.Send(ctxT(t), network.Message{ID: "PT1", To: phoneB, Kind: network.KindText, Text: "cold"}); err != nil {
+	if _, err := s.c.Send(ctxT(t), domain.Message{ID: "PT1", To: phoneB, Kind: domain.KindText, Text: "cold"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.srv.PrivacyToken(phoneB, phoneA); err != nil {
@@ -481,7 +482,7 @@ func TestPrivacyTokenSentOnceGranted(t *testing.T) {
 	}
 	waitFor(t, "a message carrying the tctoken", func() bool {
 		id := fmt.Sprintf("PT%d", time.Now().UnixNano())
-		if _, err := s.c.Send(ctxT(t), network.Message{ID: id, To: phoneB, Kind: network.KindText, Text: "warm"}); err != nil {
+		if _, err := s.c.Send(ctxT(t), domain.Message{ID: id, To: phoneB, Kind: domain.KindText, Text: "warm"}); err != nil {
 			t.Fatal(err)
 		}
 		msgs := h.srv.Messages()

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/network/whatsapp/fakewa"
 )
@@ -82,7 +83,7 @@ func TestSendTextAcknowledgedWithCallerID(t *testing.T) {
 	h.srv.AddAccount(phoneB)
 
 	const id = "3EB0C0FFEE0123456789"
-	r, err := s.c.Send(ctxT(t), network.Message{ID: id, To: "+1 (555) 000-2222", Kind: network.KindText, Text: "hello"})
+	r, err := s.c.Send(ctxT(t), domain.Message{ID: id, To: "+1 (555) 000-2222", Kind: domain.KindText, Text: "hello"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestSendTextAcknowledgedWithCallerID(t *testing.T) {
 
 	// The recipient lookup is cached: a second send does not ask again.
 	lookups := h.srv.Lookups()
-	if _, err := s.c.Send(ctxT(t), network.Message{ID: id + "2", To: phoneB, Kind: network.KindText, Text: "again"}); err != nil {
+	if _, err := s.c.Send(ctxT(t), domain.Message{ID: id + "2", To: phoneB, Kind: domain.KindText, Text: "again"}); err != nil {
 		t.Fatal(err)
 	}
 	if h.srv.Lookups() != lookups {
@@ -115,8 +116,8 @@ func TestSendErrors(t *testing.T) {
 	h := newHarness(t)
 	s := h.open("s1")
 
-	_, err := s.c.Send(ctxT(t), network.Message{ID: "1", To: phoneB, Kind: network.KindText, Text: "x"})
-	if !errors.Is(err, network.ErrNotConnected) {
+	_, err := s.c.Send(ctxT(t), domain.Message{ID: "1", To: phoneB, Kind: domain.KindText, Text: "x"})
+	if !errors.Is(err, domain.ErrNotConnected) {
 		t.Fatalf("send before linking: %v, want ErrNotConnected", err)
 	}
 
@@ -126,18 +127,18 @@ func TestSendErrors(t *testing.T) {
 	if ok, err := s.c.IsOnNetwork(ctxT(t), phoneC); err != nil || ok {
 		t.Fatalf("IsOnNetwork(%s) = %v, %v; want false", phoneC, ok, err)
 	}
-	_, err = s.c.Send(ctxT(t), network.Message{ID: "2", To: phoneC, Kind: network.KindText, Text: "x"})
+	_, err = s.c.Send(ctxT(t), domain.Message{ID: "2", To: phoneC, Kind: domain.KindText, Text: "x"})
 	if !errors.Is(err, network.ErrNotOnNetwork) {
 		t.Fatalf("send to unknown number: %v, want ErrNotOnNetwork", err)
 	}
 
-	_, err = s.c.Send(ctxT(t), network.Message{ID: "3", To: phoneB, Kind: "sticker"})
+	_, err = s.c.Send(ctxT(t), domain.Message{ID: "3", To: phoneB, Kind: "sticker"})
 	if !errors.Is(err, network.ErrUnsupported) {
 		t.Fatalf("send sticker: %v, want ErrUnsupported", err)
 	}
 
 	h.srv.SetTimelock(phoneA, true)
-	_, err = s.c.Send(ctxT(t), network.Message{ID: "4", To: phoneB, Kind: network.KindText, Text: "x"})
+	_, err = s.c.Send(ctxT(t), domain.Message{ID: "4", To: phoneB, Kind: domain.KindText, Text: "x"})
 	if !errors.Is(err, network.ErrTimelock) {
 		t.Fatalf("send under timelock: %v, want ErrTimelock", err)
 	}
@@ -162,11 +163,11 @@ func TestSendMediaUploads(t *testing.T) {
 	if err := png.Encode(&pngData, img); err != nil {
 		t.Fatal(err)
 	}
-	msgs := []network.Message{
-		{ID: "IMG1", To: phoneB, Kind: network.KindImage, Data: pngData.Bytes(), MimeType: "image/png", Caption: "pic"},
-		{ID: "DOC1", To: phoneB, Kind: network.KindDocument, Data: []byte("%PDF-1.4 fake"), MimeType: "application/pdf", FileName: "invoice.pdf"},
-		{ID: "LOC1", To: phoneB, Kind: network.KindLocation, Lat: 52.52, Lng: 13.405, Address: "Berlin"},
-		{ID: "VCF1", To: phoneB, Kind: network.KindContact, ContactName: "Ada", ContactPhone: "+44 20 7946 0000"},
+	msgs := []domain.Message{
+		{ID: "IMG1", To: phoneB, Kind: domain.KindImage, Data: pngData.Bytes(), MimeType: "image/png", Caption: "pic"},
+		{ID: "DOC1", To: phoneB, Kind: domain.KindDocument, Data: []byte("%PDF-1.4 fake"), MimeType: "application/pdf", FileName: "invoice.pdf"},
+		{ID: "LOC1", To: phoneB, Kind: domain.KindLocation, Lat: 52.52, Lng: 13.405, Address: "Berlin"},
+		{ID: "VCF1", To: phoneB, Kind: domain.KindContact, ContactName: "Ada", ContactPhone: "+44 20 7946 0000"},
 	}
 	for _, m := range msgs {
 		if r, err := s.c.Send(ctxT(t), m); err != nil || r.ID != m.ID {
@@ -202,7 +203,7 @@ func TestStreamError503Reconnects(t *testing.T) {
 	s.expect("Disconnected{Reconnecting: true}", isDisconnected(true))
 	s.expect("Connected", isConnected)
 	h.srv.AddAccount(phoneB)
-	if _, err := s.c.Send(ctxT(t), network.Message{ID: "AFTER503", To: phoneB, Kind: network.KindText, Text: "x"}); err != nil {
+	if _, err := s.c.Send(ctxT(t), domain.Message{ID: "AFTER503", To: phoneB, Kind: domain.KindText, Text: "x"}); err != nil {
 		t.Fatalf("send after reconnect: %v", err)
 	}
 }
@@ -221,7 +222,7 @@ func TestTemporaryBanStopsReconnecting(t *testing.T) {
 	if !strings.Contains(d.Reason, "banned") || d.StatusReason != network.ReasonBanned || !d.Until.IsZero() {
 		t.Fatalf("ban event %+v, want reason banned with no end", d)
 	}
-	_, err := s.c.Send(ctxT(t), network.Message{ID: "BANNED", To: phoneB, Kind: network.KindText, Text: "x"})
+	_, err := s.c.Send(ctxT(t), domain.Message{ID: "BANNED", To: phoneB, Kind: domain.KindText, Text: "x"})
 	if !errors.Is(err, network.ErrBanned) {
 		t.Fatalf("send while banned: %v, want ErrBanned", err)
 	}

@@ -13,7 +13,7 @@
 //   - a TTL'd key is gone (Get, Scan, conditions) once its TTL has passed, and not before;
 //   - values up to the store's value limit round-trip byte for byte;
 //   - what was committed before Close is there after a reopen (durable stores);
-//   - while the store is unavailable, Commit fails with persist.ErrStorageUnavailable and
+//   - while the store is unavailable, Commit fails with domain.ErrStorageUnavailable and
 //     writes nothing, Health (persist.Durable) says so, and the store recovers by itself when
 //     the cause is gone.
 //
@@ -32,6 +32,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/persist"
 )
 
@@ -126,7 +127,7 @@ func WantValue(t testing.TB, kv persist.KV, key, want string) {
 // WantAbsent fails the test unless key is absent.
 func WantAbsent(t testing.TB, kv persist.KV, key string) {
 	t.Helper()
-	if got, err := kv.Get([]byte(key)); !errors.Is(err, persist.ErrNotFound) {
+	if got, err := kv.Get([]byte(key)); !errors.Is(err, domain.ErrRecordNotFound) {
 		t.Fatalf("Get(%q) = %q, %v; want ErrNotFound", key, got, err)
 	}
 }
@@ -201,7 +202,7 @@ func testInvalidOps(t *testing.T, f Factory) {
 	}
 	for i, b := range bad {
 		err := kv.Commit(ctx, Put("good", "1"), b)
-		if !errors.Is(err, persist.ErrInvalid) {
+		if !errors.Is(err, domain.ErrRecordInvalid) {
 			t.Fatalf("bad op %d: Commit error = %v, want ErrInvalid", i, err)
 		}
 		WantAbsent(t, kv, "good")
@@ -384,12 +385,12 @@ func testTTL(t *testing.T, f Factory) {
 	if got, want := ScanKeys(t, kv, "t/"), []string{"t/keep", "t/long", "t/short"}; !slices.Equal(got, want) {
 		t.Fatalf("Scan before expiry = %q, want %q", got, want)
 	}
-	if err := kv.Commit(context.Background(), persist.IfAbsentOp([]byte("t/short"))); !errors.Is(err, persist.ErrExists) {
+	if err := kv.Commit(context.Background(), persist.IfAbsentOp([]byte("t/short"))); !errors.Is(err, domain.ErrRecordExists) {
 		t.Fatalf("IfAbsent on a live TTL'd key = %v, want ErrExists", err)
 	}
 	WaitFor(t, 5*time.Second, "the TTL'd entry to expire", func() bool {
 		_, err := kv.Get([]byte("t/short"))
-		return errors.Is(err, persist.ErrNotFound)
+		return errors.Is(err, domain.ErrRecordNotFound)
 	})
 	if got, want := ScanKeys(t, kv, "t/"), []string{"t/keep", "t/long"}; !slices.Equal(got, want) {
 		t.Fatalf("Scan after expiry = %q, want %q", got, want)
@@ -397,7 +398,7 @@ func testTTL(t *testing.T, f Factory) {
 	WantValue(t, kv, "t/keep", "k")
 	WantValue(t, kv, "t/long", "l")
 	// An expired key is absent for conditions too, and can be written again.
-	if err := kv.Commit(context.Background(), persist.IfPresentOp([]byte("t/short"))); !errors.Is(err, persist.ErrNotFound) {
+	if err := kv.Commit(context.Background(), persist.IfPresentOp([]byte("t/short"))); !errors.Is(err, domain.ErrRecordNotFound) {
 		t.Fatalf("IfPresent on an expired key = %v, want ErrNotFound", err)
 	}
 	MustCommit(t, kv, persist.IfAbsentOp([]byte("t/short")), Put("t/short", "again"))
@@ -429,7 +430,7 @@ func testLargeValues(t *testing.T, f Factory) {
 	}
 	if f.MaxValue <= 16<<20 {
 		err := kv.Commit(context.Background(), Put("big/3", "x"), persist.Op{Key: []byte("big/4"), Value: make([]byte, f.MaxValue+1)})
-		if !errors.Is(err, persist.ErrInvalid) {
+		if !errors.Is(err, domain.ErrRecordInvalid) {
 			t.Fatalf("value of %d bytes: %v, want ErrInvalid", f.MaxValue+1, err)
 		}
 		WantAbsent(t, kv, "big/3")
@@ -477,7 +478,7 @@ func testConditions(t *testing.T, f Factory) {
 	if err := guarded("g", "1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := guarded("g", "2"); !errors.Is(err, persist.ErrExists) {
+	if err := guarded("g", "2"); !errors.Is(err, domain.ErrRecordExists) {
 		t.Fatalf("second put-if-absent = %v, want ErrExists", err)
 	}
 	WantValue(t, kv, "g", "1")
@@ -487,7 +488,7 @@ func testConditions(t *testing.T, f Factory) {
 	WantAbsent(t, kv, "IfAbsent")
 
 	// IfPresent: the opposite condition.
-	if err := kv.Commit(ctx, persist.IfPresentOp([]byte("nope")), Put("p", "1")); !errors.Is(err, persist.ErrNotFound) {
+	if err := kv.Commit(ctx, persist.IfPresentOp([]byte("nope")), Put("p", "1")); !errors.Is(err, domain.ErrRecordNotFound) {
 		t.Fatalf("if-present on an absent key = %v, want ErrNotFound", err)
 	}
 	WantAbsent(t, kv, "p")
@@ -498,7 +499,7 @@ func testConditions(t *testing.T, f Factory) {
 	}
 	// Conditions see the state before the commit: a put and an IfPresent of one key in one
 	// commit fails when the key was absent.
-	if err := kv.Commit(ctx, Put("q", "1"), persist.IfPresentOp([]byte("q"))); !errors.Is(err, persist.ErrNotFound) {
+	if err := kv.Commit(ctx, Put("q", "1"), persist.IfPresentOp([]byte("q"))); !errors.Is(err, domain.ErrRecordNotFound) {
 		t.Fatalf("put then if-present of a new key = %v, want ErrNotFound", err)
 	}
 	WantAbsent(t, kv, "q")
@@ -508,7 +509,7 @@ func testConditions(t *testing.T, f Factory) {
 	MustCommit(t, kv, persist.IfAbsentOp([]byte("p")), Put("p", "3"))
 	WantValue(t, kv, "p", "3")
 	// Several conditions in one commit, none of them on a written key: all must hold.
-	if err := kv.Commit(ctx, persist.IfPresentOp([]byte("g")), persist.IfAbsentOp([]byte("p")), Put("r", "1")); !errors.Is(err, persist.ErrExists) {
+	if err := kv.Commit(ctx, persist.IfPresentOp([]byte("g")), persist.IfAbsentOp([]byte("p")), Put("r", "1")); !errors.Is(err, domain.ErrRecordExists) {
 		t.Fatalf("two conditions, one failing = %v, want ErrExists", err)
 	}
 	WantAbsent(t, kv, "r")
@@ -534,7 +535,7 @@ func testConcurrentConditions(t *testing.T, f Factory) {
 				switch {
 				case err == nil:
 					wins[k].Add(1)
-				case !errors.Is(err, persist.ErrExists):
+				case !errors.Is(err, domain.ErrRecordExists):
 					t.Errorf("racer %d, %s: %v", r, key, err)
 				}
 			}
@@ -564,7 +565,7 @@ func testConcurrentConditions(t *testing.T, f Factory) {
 				switch {
 				case err == nil:
 					deletes[k].Add(1)
-				case !errors.Is(err, persist.ErrNotFound):
+				case !errors.Is(err, domain.ErrRecordNotFound):
 					t.Errorf("racer %d, delete %s: %v", r, key, err)
 				}
 			}
@@ -679,23 +680,23 @@ func testUnavailable(t *testing.T, f Factory) {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		err := kv.Commit(cctx, Put("u/probe", "x"))
-		if err != nil && !errors.Is(err, persist.ErrStorageUnavailable) {
+		if err != nil && !errors.Is(err, domain.ErrStorageUnavailable) {
 			t.Fatalf("Commit while unavailable = %v, want ErrStorageUnavailable", err)
 		}
 		return err != nil
 	})
 	began := time.Now()
 	err := kv.Commit(ctx, Put("u/during", "x"))
-	if !errors.Is(err, persist.ErrStorageUnavailable) {
+	if !errors.Is(err, domain.ErrStorageUnavailable) {
 		t.Fatalf("Commit while unavailable = %v, want ErrStorageUnavailable", err)
 	}
 	if d := time.Since(began); d > 10*time.Second {
 		t.Fatalf("a refused commit took %v", d)
 	}
-	if _, err := kv.Get([]byte("u/before")); err != nil && !errors.Is(err, persist.ErrStorageUnavailable) {
+	if _, err := kv.Get([]byte("u/before")); err != nil && !errors.Is(err, domain.ErrStorageUnavailable) {
 		t.Fatalf("Get while unavailable = %v, want a value or ErrStorageUnavailable", err)
 	}
-	if health != nil && !errors.Is(health.Health(), persist.ErrStorageUnavailable) {
+	if health != nil && !errors.Is(health.Health(), domain.ErrStorageUnavailable) {
 		t.Fatalf("Health while unavailable = %v, want ErrStorageUnavailable", health.Health())
 	}
 	restore()

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/persist"
 )
 
@@ -90,7 +91,7 @@ func (s *Store) prepare(ops []persist.Op) (*commitReq, error) {
 			return nil, fmt.Errorf("op %d: %w", i, err)
 		}
 		if len(op.Value) > s.maxValue {
-			return nil, fmt.Errorf("%w: op %d: value of %d bytes exceeds the NATS server's max_payload (%d)", persist.ErrInvalid, i, len(op.Value), s.maxValue)
+			return nil, fmt.Errorf("%w: op %d: value of %d bytes exceeds the NATS server's max_payload (%d)", domain.ErrRecordInvalid, i, len(op.Value), s.maxValue)
 		}
 		if !seen[subject] {
 			seen[subject] = true
@@ -111,7 +112,7 @@ func (s *Store) prepare(ops []persist.Op) (*commitReq, error) {
 		req.size += len(op.Value) + len(subject)
 	}
 	if n := len(req.writes) + len(req.conds); n > s.maxBatch {
-		return nil, fmt.Errorf("%w: a commit of %d messages exceeds the NATS batch limit of %d", persist.ErrInvalid, n, s.maxBatch)
+		return nil, fmt.Errorf("%w: a commit of %d messages exceeds the NATS batch limit of %d", domain.ErrRecordInvalid, n, s.maxBatch)
 	}
 	return req, nil
 }
@@ -263,7 +264,7 @@ func (s *Store) sendAlone(r *commitReq) error {
 			return err
 		}
 		if attempt == 20 {
-			return fmt.Errorf("natskv: commit: %w: a condition stayed contended", persist.ErrStorageUnavailable)
+			return fmt.Errorf("natskv: commit: %w: a condition stayed contended", domain.ErrStorageUnavailable)
 		}
 		time.Sleep(time.Duration(attempt) * time.Millisecond)
 	}
@@ -364,9 +365,9 @@ func (s *Store) messages(r *commitReq, seqs map[string]record, now time.Time) ([
 		cur := seqs[c.subject]
 		switch {
 		case c.absent && !cur.deleted:
-			return nil, persist.ErrExists
+			return nil, domain.ErrRecordExists
 		case !c.absent && cur.deleted:
-			return nil, persist.ErrNotFound
+			return nil, domain.ErrRecordNotFound
 		}
 		expect[c.subject] = cur.seq
 	}
@@ -426,13 +427,13 @@ func (s *Store) publishErr(err error) error {
 			return errWrongSequence
 		case 10077 /* store failed: maximum bytes/messages exceeded */ :
 			s.markFull()
-			return fmt.Errorf("natskv: commit: %w: the records stream is full: %w", persist.ErrStorageUnavailable, err)
+			return fmt.Errorf("natskv: commit: %w: the records stream is full: %w", domain.ErrStorageUnavailable, err)
 		case 10199 /* batch too large */ :
-			return fmt.Errorf("natskv: commit: %w: %w", persist.ErrInvalid, err)
+			return fmt.Errorf("natskv: commit: %w: %w", domain.ErrRecordInvalid, err)
 		}
 	}
 	if errors.Is(err, nats.ErrMaxPayload) {
-		return fmt.Errorf("natskv: commit: %w: %w", persist.ErrInvalid, err)
+		return fmt.Errorf("natskv: commit: %w: %w", domain.ErrRecordInvalid, err)
 	}
 	return fmt.Errorf("natskv: commit: %w", unavailable(err))
 }

@@ -41,7 +41,7 @@
 //   - Group commit: commits with disjoint keys waiting behind the batches in flight are merged
 //     into one batch; commits sharing a key run in order (dispatch in commit.go).
 //   - Unavailable: no connection (nothing is buffered while reconnecting: a commit fails at
-//     once), no answer in Options.Timeout, or a full stream: persist.ErrStorageUnavailable. A
+//     once), no answer in Options.Timeout, or a full stream: domain.ErrStorageUnavailable. A
 //     timed-out commit's outcome is unknown (as with a Badger commit whose ctx ended).
 //
 // # What the server guarantees (read in nats-server v2.15.2's source, server/stream.go and

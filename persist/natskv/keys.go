@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gateway/gateway/persist"
+	"github.com/gateway/gateway/domain"
 )
 
 // MaxEncodedKey bounds a key's subject tokens (table, id parts, dots; the prefix and the
@@ -91,7 +91,7 @@ func encodeKey(key []byte) (table, id []byte, err error) {
 		id = appendPart(id, p, i == len(parts)-2)
 	}
 	if n := len(table) + 1 + len(id); n > MaxEncodedKey {
-		return nil, nil, fmt.Errorf("%w: key of %d bytes encodes to %d, over the NATS store's %d", persist.ErrInvalid, len(key), n, MaxEncodedKey)
+		return nil, nil, fmt.Errorf("%w: key of %d bytes encodes to %d, over the NATS store's %d", domain.ErrRecordInvalid, len(key), n, MaxEncodedKey)
 	}
 	return table, id, nil
 }

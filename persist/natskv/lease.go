@@ -10,10 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/gateway/gateway/persist"
 )
 
 // The single-writer lease: a lone gateway on a prefix (no --cluster) holds it, so a second one
@@ -61,7 +60,7 @@ var ErrLeaseHeld = errors.New("natskv: another gateway holds this NATS prefix")
 
 func (s *Store) takeLease(ctx context.Context, node string, ttl time.Duration) error {
 	if ttl < 2*time.Second {
-		return fmt.Errorf("%w: lease TTL %v (at least 2s)", persist.ErrInvalid, ttl)
+		return fmt.Errorf("%w: lease TTL %v (at least 2s)", domain.ErrRecordInvalid, ttl)
 	}
 	if node == "" {
 		node, _ = os.Hostname()
@@ -148,7 +147,7 @@ func (l *lease) renewLoop() {
 			}
 		case errors.Is(err, errWrongSequence):
 			l.mu.Lock()
-			l.lostErr = fmt.Errorf("%w: the single-writer lease of prefix %q was taken by another gateway", persist.ErrStorageUnavailable, l.s.prefix)
+			l.lostErr = fmt.Errorf("%w: the single-writer lease of prefix %q was taken by another gateway", domain.ErrStorageUnavailable, l.s.prefix)
 			l.mu.Unlock()
 			close(l.lost)
 			l.s.log.Error("lost the single-writer lease: another gateway took this NATS prefix; refusing writes", "prefix", l.s.prefix)
@@ -170,7 +169,7 @@ func (l *lease) writable() error {
 		return l.lostErr
 	}
 	if time.Since(l.renewed) > l.ttl-time.Second {
-		return fmt.Errorf("%w: the single-writer lease was not renewed for %v (NATS unreachable)", persist.ErrStorageUnavailable, time.Since(l.renewed).Round(time.Millisecond))
+		return fmt.Errorf("%w: the single-writer lease was not renewed for %v (NATS unreachable)", domain.ErrStorageUnavailable, time.Since(l.renewed).Round(time.Millisecond))
 	}
 	return nil
 }

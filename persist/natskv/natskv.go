@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/persist"
 )
 
@@ -116,7 +117,7 @@ const (
 func Open(ctx context.Context, o Options) (*Store, error) {
 	o.Prefix = cmp.Or(o.Prefix, "gateway")
 	if !prefixRE.MatchString(o.Prefix) {
-		return nil, fmt.Errorf("%w: NATS prefix %q (letters, digits, _ and -, at most 32)", persist.ErrInvalid, o.Prefix)
+		return nil, fmt.Errorf("%w: NATS prefix %q (letters, digits, _ and -, at most 32)", domain.ErrRecordInvalid, o.Prefix)
 	}
 	o.Timeout = cmp.Or(o.Timeout, 5*time.Second)
 	o.MaxBatch = cmp.Or(o.MaxBatch, 1000)
@@ -184,7 +185,7 @@ func connect(o Options, log *slog.Logger) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(o.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("natskv: connect to %s: %w: %w", o.URL, persist.ErrStorageUnavailable, err)
+		return nil, fmt.Errorf("natskv: connect to %s: %w: %w", o.URL, domain.ErrStorageUnavailable, err)
 	}
 	return nc, nil
 }
@@ -320,11 +321,11 @@ func (s *Store) Get(key []byte) ([]byte, error) {
 	}
 	defer s.calls.Done()
 	if len(key) == 0 {
-		return nil, persist.ErrNotFound
+		return nil, domain.ErrRecordNotFound
 	}
 	subject, err := s.subject(key)
 	if err != nil {
-		return nil, persist.ErrNotFound // a key too long to encode was never written
+		return nil, domain.ErrRecordNotFound // a key too long to encode was never written
 	}
 	ctx, cancel := s.ctx()
 	defer cancel()
@@ -333,7 +334,7 @@ func (s *Store) Get(key []byte) ([]byte, error) {
 		return nil, fmt.Errorf("natskv: get: %w", err)
 	}
 	if r.deleted {
-		return nil, persist.ErrNotFound
+		return nil, domain.ErrRecordNotFound
 	}
 	return r.value, nil
 }
@@ -418,10 +419,10 @@ func (s *Store) Health() error {
 		return persist.ErrClosed
 	}
 	if st := s.nc.Status(); st != nats.CONNECTED {
-		return fmt.Errorf("%w: NATS %s", persist.ErrStorageUnavailable, st)
+		return fmt.Errorf("%w: NATS %s", domain.ErrStorageUnavailable, st)
 	}
 	if s.full.Load() {
-		return fmt.Errorf("%w: the records stream %s is full (max_bytes)", persist.ErrStorageUnavailable, s.name)
+		return fmt.Errorf("%w: the records stream %s is full (max_bytes)", domain.ErrStorageUnavailable, s.name)
 	}
 	return s.lease.health()
 }
@@ -458,20 +459,20 @@ func (s *Store) Stats() (groups, batches uint64) { return s.groups.Load(), s.bat
 // unavailable turns a NATS failure (no connection, no responders, a timeout, a server out of
 // resources) into ErrStorageUnavailable; the caller retries later.
 func unavailable(err error) error {
-	if err == nil || errors.Is(err, persist.ErrStorageUnavailable) {
+	if err == nil || errors.Is(err, domain.ErrStorageUnavailable) {
 		return err
 	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode {
 		case jetstream.JSErrCodeStreamNotFound:
-			return fmt.Errorf("%w: the records stream is gone: %w", persist.ErrStorageUnavailable, err)
+			return fmt.Errorf("%w: the records stream is gone: %w", domain.ErrStorageUnavailable, err)
 		case 10023 /* insufficient resources */, 10002 /* account resources exceeded */, 10077 /* store failed: maximum bytes */, jetstream.JSErrCodeJetStreamNotEnabled:
-			return fmt.Errorf("%w: %w", persist.ErrStorageUnavailable, err)
+			return fmt.Errorf("%w: %w", domain.ErrStorageUnavailable, err)
 		}
 		return err
 	}
-	return fmt.Errorf("%w: %w", persist.ErrStorageUnavailable, err)
+	return fmt.Errorf("%w: %w", domain.ErrStorageUnavailable, err)
 }
 
 // Interface guards.

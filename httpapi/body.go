@@ -1,0 +1,175 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Request bodies. The server streams them (fasthttp's StreamRequestBody) and readBody reads
+// each one before any handler runs, against its route's limit:
+//   - a Content-Length over the limit is refused from the header, before any byte of the body
+//     is read (headerReceived);
+//   - a known length within it is read into a buffer of exactly that size;
+//   - a chunked body is read in pooled 64 KiB blocks and refused as soon as it passes the
+//     limit, so it costs at most the limit (fasthttp's own reader doubles its buffer past the
+//     limit, about 3-4 MiB for a 1 MiB route), and is put together only when it fits.
+//
+// A body refused unread leaves bytes on the connection: the answer is sent with Connection:
+// close and the connection is closed the way nginx's lingering close does it (lingerConn): our
+// side is shut for writing, what the client still sends is read and dropped for a while, and
+// only then is the socket closed. A client that sends its whole body before reading the answer
+// (Python's http.client, curl without Expect) reads the 413 instead of a connection reset.
+
+const (
+	bodyBlock = 64 << 10
+	// lingerRead and lingerTotal bound the draining of a connection closed with its body
+	// unread: each read waits at most lingerRead, and the whole drain at most lingerTotal.
+	lingerRead  = 2 * time.Second
+	lingerTotal = 10 * time.Second
+)
+
+var bodyBlocks = sync.Pool{New: func() any { b := make([]byte, bodyBlock); return &b }}
+
+// bodyRefusedHeader marks a request whose Content-Length was over its route's limit
+// (headerReceived).
+const bodyRefusedHeader = "X-Gateway-Body-Over-Limit"
+
+// readBody replaces a streamed request body by the body itself, read within the route's limit.
+func (s *Server) readBody(ctx *fasthttp.RequestCtx) error {
+	limit := s.bodyLimit(&ctx.Request.Header)
+	if len(ctx.Request.Header.Peek(bodyRefusedHeader)) > 0 {
+		return fmt.Errorf("%w: the limit is %d bytes", errBodyTooLarge, limit)
+	}
+	if !ctx.Request.IsBodyStream() {
+		return nil
+	}
+	stream := ctx.RequestBodyStream()
+	var body []byte
+	switch n := ctx.Request.Header.ContentLength(); {
+	case n > limit:
+		return fmt.Errorf("%w: the limit is %d bytes", errBodyTooLarge, limit)
+	case n >= 0:
+		body = make([]byte, n)
+		if _, err := io.ReadFull(stream, body); err != nil {
+			return fmt.Errorf("%w: %w", errBodyRead, err)
+		}
+	default:
+		var err error
+		if body, err = readChunked(stream, limit); err != nil {
+			return err
+		}
+	}
+	ctx.Request.SetBodyRaw(body)
+	return nil
+}
+
+// errBodyRead: the client's body ended early or broke (answered 400, the connection closed).
+var errBodyRead = errors.New("the request body could not be read")
+
+// readChunked reads a body of unknown length in pooled blocks, refusing it once it passes
+// limit.
+func readChunked(r io.Reader, limit int) ([]byte, error) {
+	type block struct {
+		b *[]byte
+		n int
+	}
+	var blocks []block
+	defer func() {
+		for _, b := range blocks {
+			bodyBlocks.Put(b.b)
+		}
+	}()
+	total := 0
+	for {
+		bp := bodyBlocks.Get().(*[]byte)
+		n, err := io.ReadFull(r, *bp)
+		blocks = append(blocks, block{bp, n})
+		total += n
+		if total > limit {
+			return nil, fmt.Errorf("%w: the limit is %d bytes", errBodyTooLarge, limit)
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", errBodyRead, err)
+		}
+	}
+	body := make([]byte, 0, total)
+	for _, b := range blocks {
+		body = append(body, (*b.b)[:b.n]...)
+	}
+	return body, nil
+}
+
+// refuseUnread answers a request whose body was not read (too large, broken): the connection
+// closes after the answer, lingering so that the client reads it.
+func (s *Server) refuseUnread(ctx *fasthttp.RequestCtx, err error) {
+	s.requestID(ctx)
+	ctx.SetConnectionClose()
+	if lc, ok := ctx.Conn().(*lingerConn); ok {
+		lc.linger.Store(true)
+	}
+	if errors.Is(err, errBodyRead) {
+		s.writeError(ctx, badInput("bad_request", "%s", err.Error()))
+		return
+	}
+	s.writeError(ctx, err)
+}
+
+// lingerListener hands out lingerConns.
+type lingerListener struct{ net.Listener }
+
+func (l lingerListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &lingerConn{Conn: c}, nil
+}
+
+// lingerConn closes a connection whose request body was left unread gracefully: see the top of
+// this file.
+type lingerConn struct {
+	net.Conn
+	linger atomic.Bool
+	once   sync.Once
+}
+
+func (c *lingerConn) Close() error {
+	if !c.linger.Load() {
+		return c.Conn.Close()
+	}
+	c.once.Do(func() {
+		if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite() // the answer is complete: the client sees its end
+		}
+		go c.drain()
+	})
+	return nil
+}
+
+// drain reads and drops what the client still sends, then closes.
+func (c *lingerConn) drain() {
+	defer c.Conn.Close()
+	bp := bodyBlocks.Get().(*[]byte)
+	defer bodyBlocks.Put(bp)
+	end := time.Now().Add(lingerTotal)
+	for now := time.Now(); now.Before(end); now = time.Now() {
+		deadline := now.Add(lingerRead)
+		if deadline.After(end) {
+			deadline = end
+		}
+		_ = c.Conn.SetReadDeadline(deadline)
+		if _, err := c.Conn.Read(*bp); err != nil {
+			return
+		}
+	}
+}
