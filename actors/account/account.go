@@ -101,6 +101,9 @@ type Account struct {
 	mark     mark.Mark[*Reserve] // the snapshot writer; reservations wait in it for their mark
 	loaded   bool
 	dirty    bool
+	// periodStart, periodEnd bound st.Period: the hot path compares times, and formats the
+	// month only when it rolls (the text on every reservation showed in a send's profile).
+	periodStart, periodEnd time.Time
 	// flushQueued: a write of the count is scheduled.
 	flushQueued bool
 }
@@ -223,7 +226,14 @@ func (a *Account) load() {
 
 // roll starts a new period at the first message of a new UTC month.
 func (a *Account) roll() {
-	if p := a.deps.Clock.Now().UTC().Format("2006-01"); p != a.st.Period {
+	now := a.deps.Clock.Now()
+	if !now.Before(a.periodStart) && now.Before(a.periodEnd) {
+		return
+	}
+	y, m, _ := now.UTC().Date()
+	a.periodStart = time.Date(y, m, 1, 0, 0, 0, 0, time.UTC)
+	a.periodEnd = a.periodStart.AddDate(0, 1, 0)
+	if p := a.periodStart.Format("2006-01"); p != a.st.Period {
 		a.st.Period, a.st.Sent, a.st.Mark, a.wantMark, a.ghost = p, 0, 0, 0, 0
 	}
 }
@@ -259,7 +269,11 @@ func (a *Account) saved(c *actor.Context, s mark.Saved) {
 }
 
 func (a *Account) result() Result {
-	r := Result{Sent: a.st.Sent, Limit: a.limit, Reset: nextMonth(a.deps.Clock.Now())}
+	reset := a.periodEnd
+	if now := a.deps.Clock.Now(); now.Before(a.periodStart) || !now.Before(reset) {
+		reset = nextMonth(now)
+	}
+	r := Result{Sent: a.st.Sent, Limit: a.limit, Reset: reset}
 	if a.limit > 0 {
 		r.Remaining = max(a.limit-a.used(), 0)
 	}

@@ -113,8 +113,11 @@ type Key struct {
 	loaded  bool
 	deleted bool
 	day     string // UTC day of count
-	count   int64  // requests counted today
-	calls   int64  // api_calls, all time
+	// dayStart, dayEnd bound day: the hot path compares times, and formats a day only when it
+	// rolls (the text on every call was a measurable part of a send, issue 21).
+	dayStart, dayEnd time.Time
+	count            int64 // requests counted today
+	calls            int64 // api_calls, all time
 	// usage is the durable high-water mark: count may not pass usage.DayMark and calls may not
 	// pass usage.CallsMark until a larger mark is committed (unless storage refuses it).
 	usage domain.KeyUsage
@@ -177,7 +180,7 @@ func (k *Key) load() {
 		return
 	}
 	k.rec, k.usage, k.loaded = rec, u, true
-	k.day = dayOf(k.deps.Clock.Now())
+	k.setDay(k.deps.Clock.Now())
 	k.calls = u.CallsMark
 	if u.Day == k.day {
 		k.count = u.DayMark
@@ -199,11 +202,11 @@ func (k *Key) authorize(c *actor.Context, m *Authorize) {
 	now := k.deps.Clock.Now()
 	k.rollDay(now)
 	if err := k.usable(now, m.Scope); err != nil {
-		m.Reply <- k.result(err)
+		m.Reply <- k.resultAt(now, err)
 		return
 	}
 	if k.plan.Limit > 0 && k.count >= k.plan.Limit {
-		m.Reply <- k.result(domain.ErrRateLimited)
+		m.Reply <- k.resultAt(now, domain.ErrRateLimited)
 		return
 	}
 	if (k.count >= k.usage.DayMark || k.calls >= k.usage.CallsMark) && !k.mark.Failing() {
@@ -215,7 +218,7 @@ func (k *Key) authorize(c *actor.Context, m *Authorize) {
 	}
 	k.count++
 	k.calls++
-	m.Reply <- k.result(nil)
+	m.Reply <- k.resultAt(now, nil)
 	// Reserve the next block ahead of need so the hot path rarely waits for a commit (while
 	// storage refuses marks, the retry writes them).
 	b := k.block()
@@ -275,10 +278,22 @@ func (k *Key) saved(c *actor.Context, s mark.Saved) {
 }
 
 func (k *Key) rollDay(now time.Time) {
-	if d := dayOf(now); d != k.day {
-		k.day, k.count = d, 0
-		k.usage.Day, k.usage.DayMark = d, 0
+	if !now.Before(k.dayStart) && now.Before(k.dayEnd) {
+		return
 	}
+	if old := k.day; k.setDay(now) != old {
+		k.count = 0
+		k.usage.Day, k.usage.DayMark = k.day, 0
+	}
+}
+
+// setDay makes now's UTC day the current one and returns it.
+func (k *Key) setDay(now time.Time) string {
+	y, m, d := now.UTC().Date()
+	k.dayStart = time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+	k.dayEnd = k.dayStart.AddDate(0, 0, 1)
+	k.day = k.dayStart.Format(time.DateOnly)
+	return k.day
 }
 
 func (k *Key) update(m *Update) error {
@@ -338,18 +353,22 @@ func (k *Key) publish() {
 	}
 }
 
-func (k *Key) result(err error) Result {
+func (k *Key) result(err error) Result { return k.resultAt(k.deps.Clock.Now(), err) }
+
+func (k *Key) resultAt(now time.Time, err error) Result {
+	reset := k.dayEnd
+	if now.Before(k.dayStart) || !now.Before(reset) {
+		reset = nextDay(now)
+	}
 	r := Result{Grant: domain.Grant{
 		Key: k.rec, Plan: k.plan.Name, Limit: k.plan.Limit, Used: k.count,
-		Reset: nextDay(k.deps.Clock.Now()), APICalls: k.calls,
+		Reset: reset, APICalls: k.calls,
 	}, Err: err}
 	if k.plan.Limit > 0 {
 		r.Remaining = max(k.plan.Limit-k.count, 0)
 	}
 	return r
 }
-
-func dayOf(t time.Time) string { return t.UTC().Format(time.DateOnly) }
 
 func nextDay(t time.Time) time.Time {
 	y, m, d := t.UTC().Date()
