@@ -51,13 +51,17 @@ func (p *windowProfile) mark(start bool) {
 	}
 	p.mu.Unlock()
 	if start {
-		p.profile = make(chan []byte, 1)
-		go p.fetch()
+		// A channel per window: a fetch of an earlier window still running writes to its own.
+		ch := make(chan []byte, 1)
+		p.mu.Lock()
+		p.profile = ch
+		p.mu.Unlock()
+		go p.fetch(ch)
 	}
 }
 
 // fetch takes a CPU profile of the window from the gateway's pprof endpoint.
-func (p *windowProfile) fetch() {
+func (p *windowProfile) fetch(out chan<- []byte) {
 	secs := max(1, int(p.duration.Round(time.Second)/time.Second))
 	c := &http.Client{Timeout: p.duration + 30*time.Second}
 	res, err := c.Get("http://" + p.g.pprof + "/debug/pprof/profile?seconds=" + strconv.Itoa(secs))
@@ -75,19 +79,19 @@ func (p *windowProfile) fetch() {
 		p.mu.Unlock()
 		body = nil
 	}
-	p.profile <- body
+	out <- body
 }
 
 // finish computes the figures once the window is over: accepted is the 2xx answers in it; the
 // profile is kept at path.
 func (p *windowProfile) finish(accepted int64, path string) (*cpuFigures, error) {
 	p.mu.Lock()
-	ok := p.started && p.finished
+	ok, window := p.started && p.finished, p.profile
 	p.mu.Unlock()
 	if !ok {
 		return nil, errors.New("the window was not marked")
 	}
-	raw := <-p.profile
+	raw := <-window
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c := &cpuFigures{

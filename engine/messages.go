@@ -305,7 +305,10 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	sh := m.shard(e.ID)
 	sh.mu.Lock()
 	p := sh.m[e.ID]
-	var folded []domain.StatusChange
+	var (
+		folded  []domain.StatusChange
+		waiters []chan outcome
+	)
 	if p != nil {
 		for _, c := range p.early {
 			if e.SetStatus(c.Status, c.At.Time()) {
@@ -314,6 +317,8 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 		}
 		p.early = nil
 		p.settled, p.entry = true, e
+		// Taken under the lock: the record's commit below may land (and clear them) first.
+		waiters, p.waiters = p.waiters, nil
 	}
 	sh.mu.Unlock()
 	if p != nil {
@@ -354,10 +359,8 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 			p.res.Release()
 		}
 	})
-	if p != nil {
-		for _, w := range p.waiters {
-			w <- outcome{entry: atOutcome, err: sendErr}
-		}
+	for _, w := range waiters {
+		w <- outcome{entry: atOutcome, err: sendErr}
 	}
 }
 
