@@ -247,3 +247,61 @@ func TestRefundedCallsDoNotCount(t *testing.T) {
 		t.Fatalf("after a refund: used %d, api_calls %d, err %v", r.Used, r.APICalls, r.Err)
 	}
 }
+
+// Callers counting on the counter (TryAuthorize) while others go through the actor: the daily
+// cap holds exactly, every counted call is covered by the marks known durable, and a graceful
+// stop writes the exact counters.
+func TestCounterCallersKeepTheCapAndTheMarks(t *testing.T) {
+	store := &memStore{keys: map[string]domain.APIKey{"k1": {ID: "k1", UserID: "u1", Status: "active", Scopes: []string{"text"}}},
+		usage: map[string]domain.KeyUsage{}}
+	clk := &fakeClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 5000
+	c := NewCounter("k1", Plan{Name: "p", Limit: limit})
+	pid := hw.Spawn(NewOn(c, Deps{Store: store, Clock: clk, Log: slog.New(slog.DiscardHandler), Block: 100}), "key", actor.WithID("k1"))
+	c.Bind(func(msg any) { hw.Send(pid, msg) })
+	var (
+		granted, fast atomic.Int64
+		wg            sync.WaitGroup
+	)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				r, ok := c.TryAuthorize(clk.Now(), "text")
+				if ok {
+					fast.Add(1)
+				} else {
+					r = authorize(t, hw, pid, "text")
+				}
+				if errors.Is(r.Err, domain.ErrRateLimited) {
+					return
+				}
+				if r.Err != nil {
+					t.Errorf("worker %d, call %d: %v", w, i, r.Err)
+					return
+				}
+				granted.Add(1)
+				c.mu.Lock()
+				count, calls, known := c.count, c.calls, c.usage
+				c.mu.Unlock()
+				if u, _ := store.GetKeyUsage("k1"); count > known.DayMark || calls > known.CallsMark || known.DayMark > u.DayMark || known.CallsMark > u.CallsMark {
+					t.Errorf("count %d, calls %d with marks %+v known durable, %+v written", count, calls, known, u)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := granted.Load(); got != limit {
+		t.Fatalf("granted %d calls on a cap of %d", got, limit)
+	}
+	if fast.Load() < limit/2 {
+		t.Fatalf("only %d of %d calls were counted by a caller", fast.Load(), limit)
+	}
+	<-hw.Poison(pid).Done()
+	if u, _ := store.GetKeyUsage("k1"); u.DayMark != limit || u.CallsMark != limit {
+		t.Fatalf("a graceful stop writes the exact counters, got %+v", u)
+	}
+}
