@@ -202,7 +202,7 @@ func queuedEntry(msg domain.Message, sess *domain.Session, uid, origin string, n
 func (ms *Messages) enqueue(ent *sessionEntry, entry domain.OutboxEntry, res *Reservation, ch chan outcome, now time.Time) {
 	ms.msgs.track(entry.ID, res, ch)
 	ms.e.pub.publish(entry.UserID, messageEvent(entry, domain.MsgQueued, now))
-	ms.e.hw.Send(ent.pid, session.Enqueue{Entry: entry})
+	ms.e.hw.Send(ent.pid, &session.Enqueue{Entry: entry})
 }
 
 // track registers an accepted message's reservation (and a waiter).
@@ -457,7 +457,7 @@ func (ms *Messages) recover() (int, error) {
 			return 0, fmt.Errorf("engine: outbox: reserve for %s: %w", entry.ID, err)
 		}
 		ms.msgs.track(entry.ID, res, nil)
-		e.hw.Send(ent.pid, session.Enqueue{Entry: entry})
+		e.hw.Send(ent.pid, &session.Enqueue{Entry: entry})
 	}
 	ms.renewal = time.AfterFunc(renewEvery, ms.renew)
 	return len(pending), nil

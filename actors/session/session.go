@@ -192,8 +192,8 @@ func (s *Session) Receive(c *actor.Context) {
 	// every doubling; one large frame here (every case's locals) made the hot path need two
 	// doublings (runtime.copystack was 4 % of the CPU of a send, profiled).
 	switch m := c.Message().(type) {
-	case Enqueue:
-		s.enqueue(c, m.Entry)
+	case *Enqueue:
+		s.enqueue(c, &m.Entry)
 	case batchDone:
 		s.batchDone(c, m)
 	default:
@@ -206,6 +206,8 @@ func (s *Session) Receive(c *actor.Context) {
 //go:noinline
 func (s *Session) receive(c *actor.Context) {
 	switch m := c.Message().(type) {
+	case Enqueue:
+		s.enqueue(c, &m.Entry)
 	case actor.Started:
 		s.started(c)
 	case *Start:
