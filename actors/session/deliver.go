@@ -114,8 +114,9 @@ func (s *Session) enqueue(c *actor.Context, e *domain.OutboxEntry) {
 		return
 	}
 	s.stir()
-	s.pump(c)
-	s.publishQueue()
+	if !s.pump(c) {
+		s.publishQueue()
+	}
 }
 
 // stillQuiet tells whether a new entry to recipient to leaves the last scan's verdict (nothing
@@ -150,11 +151,12 @@ func (s *Session) stillQuiet(to string, now time.Time) bool {
 func (s *Session) stir() { s.q.quiet = false }
 
 // pump hands the worker its next job: the failures settled here, and the next messages pacing
-// lets go (when connected). Otherwise it schedules itself for when pacing will.
-func (s *Session) pump(c *actor.Context) {
+// lets go (when connected). Otherwise it schedules itself for when pacing will. It reports
+// whether it published the view (a job was handed over).
+func (s *Session) pump(c *actor.Context) bool {
 	q := &s.q
 	if q.busy || s.w == nil {
-		return
+		return false
 	}
 	now := s.deps.Clock.Now()
 	s.expireTimelock(now)
@@ -167,12 +169,13 @@ func (s *Session) pump(c *actor.Context) {
 		if !wake.IsZero() {
 			s.schedule(c, wake)
 		}
-		return
+		return false
 	}
 	j := job{client: s.client, fail: q.fails, send: batch}
 	q.fails, q.busy = nil, true
 	s.w.submit(j)
 	s.publishQueue()
+	return true
 }
 
 // pick takes the next messages to send, in order, as pacing and the protections allow; when
