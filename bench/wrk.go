@@ -217,7 +217,7 @@ func (w *wrkTool) measure(ctx context.Context, l wrkLoad) (stats, error) {
 	s.Errors += errs
 	s.OK += r.Requests - r.Status
 	if errs > 0 {
-		s.ErrorSamples = append(s.ErrorSamples, fmt.Sprintf("wrk: connect %d, read %d, write %d, status over 399 %d, timeout %d (a pool of unique requests that ran out, because wrk drove the gateway over twice as fast as the bench's generator, shows as 404s)",
+		s.ErrorSamples = append(s.ErrorSamples, fmt.Sprintf("wrk: connect %d, read %d, write %d, status over 399 %d, timeout %d (a pool of unique requests that ran out, because wrk drove the gateway over twice as fast as the bench's generator and over 6,000/s, shows as 404s)",
 			r.Connect, r.Read, r.Write, r.Status, r.Timeout))
 	}
 	// wrk has exited by the second snapshot: its CPU comes from its rusage.
