@@ -171,7 +171,11 @@ func encodeBody(e domain.OutboxEntry) ([]byte, error) {
 	if b.Message.ID == e.ID {
 		b.Message.ID = ""
 	}
-	return Encode(bodyVersion, b)
+	m := &b.Message
+	size := 160 + len(b.ID) + len(b.SessionID) + len(b.UserID) + len(b.Origin) + len(b.From) + len(m.ID) + len(m.To) +
+		len(m.Text) + len(m.Caption) + len(m.FileName) + len(m.MimeType) + len(m.Address) + len(m.ContactName) + len(m.ContactPhone) +
+		(len(m.Data)+2)/3*4
+	return appendBody(append(make([]byte, 0, size), bodyVersion), &b)
 }
 
 // decodeBody reads a body record: version 2 (above), or version 1, the whole entry (the
