@@ -373,16 +373,16 @@ func testForwardChunks(t *testing.T, c *clustertest.Cluster) {
 func testForwardUnavailable(t *testing.T, c *clustertest.Cluster) {
 	tc := newTestCluster(t, c)
 	// b owns its partitions but serves no forwarded requests (a process that stopped
-	// answering): a's forwards get 503 node_unavailable once the owner's time is up.
+	// answering): a's forwards get 503 node_unavailable once the owner's time is up. Its
+	// handler answers only at the test's end, not when its ctx ends: that ctx is as long as
+	// a's wait and began just after it, so an answer then raced a's giving up (a's select,
+	// with both ready, took the answer about half the time).
 	slow := make(chan struct{})
 	t.Cleanup(func() { close(slow) })
 	a := tc.start("a:1")
 	b := tc.start("b:1", func(c *Config) {
-		c.Serve = func(ctx context.Context, _ int, _ *Envelope) *Response {
-			select {
-			case <-slow:
-			case <-ctx.Done():
-			}
+		c.Serve = func(context.Context, int, *Envelope) *Response {
+			<-slow
 			return &Response{Status: 200}
 		}
 	})

@@ -367,7 +367,7 @@ func (s *Session) started(c *actor.Context) {
 		if d := s.deps.ConnectDelay; d > 0 {
 			// Boot: linked sessions reconnect spread over a window, not all at once.
 			s.deps.ConnectDelay = 0
-			time.AfterFunc(d, func() { hw.Send(self, connectNow{}) })
+			s.deps.Clock.AfterFunc(d, func() { hw.Send(self, connectNow{}) })
 		} else {
 			s.connect(c)
 		}

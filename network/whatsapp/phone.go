@@ -137,7 +137,10 @@ const (
 	phonePingEvery = 24 * time.Hour
 )
 
-// maybePingPhone pings the phone when it is due (on the event goroutine).
+// maybePingPhone pings the phone when it is due (on the event goroutine). The ping is recorded
+// when it is decided, in memory and in the store alike, before it goes out: at most one ping a
+// day whether or not the process restarts meanwhile (a restart while a ping is in flight does
+// not ping again), and a ping that fails is tried again a day later, as in memory.
 func (c *client) maybePingPhone(now time.Time) {
 	c.mu.Lock()
 	due := c.phone != "" && c.online && !c.phoneSeenAt.IsZero() &&
@@ -147,12 +150,19 @@ func (c *client) maybePingPhone(now time.Time) {
 		c.phonePingedAt = now
 	}
 	c.mu.Unlock()
-	if due {
-		go c.pingPhone(wa, now)
+	if !due {
+		return
 	}
+	ctx, cancel := context.WithTimeout(c.n.ctx, dbTimeout)
+	defer cancel()
+	if _, err := c.n.db.ExecContext(ctx,
+		`UPDATE gateway_session_device SET phone_pinged_at = $1 WHERE session_id = $2`, now.UnixMilli(), c.sessionID); err != nil {
+		c.log.Warn("could not record the phone ping", "error", err)
+	}
+	go c.pingPhone(wa)
 }
 
-func (c *client) pingPhone(wa *whatsmeow.Client, now time.Time) {
+func (c *client) pingPhone(wa *whatsmeow.Client) {
 	ctx, cancel := context.WithTimeout(c.n.ctx, c.n.sendTimeout)
 	defer cancel()
 	own := wa.Store.ID
@@ -172,8 +182,4 @@ func (c *client) pingPhone(wa *whatsmeow.Client, now time.Time) {
 		return
 	}
 	c.log.Info("pinged the phone: not seen for over 10 days")
-	if _, err := c.n.db.ExecContext(ctx,
-		`UPDATE gateway_session_device SET phone_pinged_at = $1 WHERE session_id = $2`, now.UnixMilli(), c.sessionID); err != nil {
-		c.log.Warn("could not record the phone ping", "error", err)
-	}
 }

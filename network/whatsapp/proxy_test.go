@@ -54,13 +54,21 @@ func newConnectProxy(t testing.TB, fake string) *connectProxy {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
-		w.WriteHeader(http.StatusOK)
-		conn, _, err := http.NewResponseController(w).Hijack()
+		// Hijack first, then answer on the raw connection: a 200 written through w goes out
+		// before Hijack stops the server's background read of the connection, which can then
+		// take the first byte of the client's TLS hello into the buffered reader (read from
+		// it here too), and a handler preempted in between lost it (the client saw EOF).
+		conn, buf, err := http.NewResponseController(w).Hijack()
 		if err != nil {
 			up.Close()
 			return
 		}
-		go func() { _, _ = io.Copy(up, conn); up.Close() }()
+		if _, err := conn.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
+			conn.Close()
+			up.Close()
+			return
+		}
+		go func() { _, _ = io.Copy(up, buf.Reader); up.Close() }()
 		go func() { _, _ = io.Copy(conn, up); conn.Close() }()
 	})}
 	go func() { _ = p.srv.Serve(ln) }()

@@ -513,8 +513,10 @@ func TestPhonePingAfterTenDays(t *testing.T) {
 		return n
 	}
 	// The phone writes to its device once (as it does after linking, sharing app-state keys):
-	// that sets up the Signal session the ping is encrypted with.
+	// that sets up the Signal session the ping is encrypted with. The note is a sign of life
+	// from the phone: it must be handled before the clock is turned back below, or it undoes it.
 	waitFor(t, "the device's key upload", func() bool { return h.srv.HasKeys(phoneA) })
+	sent := time.Now()
 	if _, err := h.srv.SendText(phoneA, phoneA, "note to self"); err != nil {
 		t.Fatal(err)
 	}
@@ -523,22 +525,45 @@ func TestPhonePingAfterTenDays(t *testing.T) {
 		ok, err := s.c.wa.Store.Sessions.HasSession(ctxT(t), own)
 		return err == nil && ok
 	})
+	waitFor(t, "the note handled as the phone seen", func() bool {
+		s.c.mu.Lock()
+		defer s.c.mu.Unlock()
+		return !s.c.phoneSeenAt.Before(sent)
+	})
+	pingedAt := func() time.Time {
+		s.c.mu.Lock()
+		defer s.c.mu.Unlock()
+		return s.c.phonePingedAt
+	}
+	// Checks handled here, synchronously (as the event goroutine does), so each one's decision
+	// is known when it returns.
 	s.c.mu.Lock()
 	s.c.phoneSeenAt = time.Now().Add(-9 * 24 * time.Hour)
 	gen := s.c.gen
 	s.c.mu.Unlock()
-	s.c.events.push(queued{gen: gen, evt: phoneCheck{}})
-	s.c.events.push(queued{gen: gen, evt: phoneCheck{}})
+	s.c.handle(queued{gen: gen, evt: phoneCheck{}})
+	s.c.handle(queued{gen: gen, evt: phoneCheck{}})
+	if at := pingedAt(); !at.IsZero() {
+		t.Fatalf("pinged at %v after 9 days, want no ping before 10", at)
+	}
+	// Past 10 days, through the event queue (as the periodic check does).
 	s.c.mu.Lock()
 	s.c.phoneSeenAt = time.Now().Add(-11 * 24 * time.Hour)
 	s.c.mu.Unlock()
 	s.c.events.push(queued{gen: gen, evt: phoneCheck{}})
 	waitFor(t, "the phone ping", func() bool { return pings() == 1 })
-	s.c.events.push(queued{gen: gen, evt: phoneCheck{}}) // within a day: no second ping
+	pinged := pingedAt()
+	if pinged.IsZero() {
+		t.Fatal("a ping went out but none is recorded")
+	}
+	s.c.handle(queued{gen: gen, evt: phoneCheck{}}) // within a day: no second ping
+	if at := pingedAt(); !at.Equal(pinged) {
+		t.Fatalf("pinged again at %v, %v after the first", at, at.Sub(pinged))
+	}
 	h.reopen()
 	s = h.open("s1")
-	if since := time.Since(s.c.phonePingedAt); since > time.Minute {
-		t.Fatalf("after a restart the last ping was %v ago, want just now", since)
+	if at := pingedAt(); at.UnixMilli() != pinged.UnixMilli() {
+		t.Fatalf("after a restart the last ping is %v, want %v (the ping's time survives a restart)", at, pinged)
 	}
 	if n := pings(); n != 1 {
 		t.Fatalf("%d pings, want 1 (none at 9 days, one a day after 10)", n)

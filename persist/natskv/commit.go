@@ -301,15 +301,21 @@ func (s *Store) send(group []*commitReq) (map[*commitReq]error, error) {
 		}
 		msgs = append(msgs, m...)
 	}
-	switch len(msgs) {
-	case 0:
+	if len(msgs) == 0 {
 		return failed, nil
-	case 1:
-		_, err = s.js.PublishMsg(ctx, msgs[0])
-	default:
-		s.batches.Add(1)
-		_, err = jetstreamext.PublishMsgBatch(ctx, s.js, msgs, jetstreamext.BatchFlowControl{AckFirst: false, AckTimeout: s.timeout})
 	}
+	if len(msgs) > 1 {
+		s.batches.Add(1)
+	}
+	// Tried again while no server has the stream's subjects (whileUnrouted: nothing was stored).
+	err = whileUnrouted(ctx, func() error {
+		if len(msgs) == 1 {
+			_, err := s.js.PublishMsg(ctx, msgs[0], jetstream.WithRetryAttempts(0))
+			return err
+		}
+		_, err := jetstreamext.PublishMsgBatch(ctx, s.js, msgs, jetstreamext.BatchFlowControl{AckFirst: false, AckTimeout: s.timeout})
+		return err
+	})
 	return failed, s.publishErr(err)
 }
 
@@ -339,19 +345,25 @@ func (s *Store) conditionSeqs(ctx context.Context, group []*commitReq) (map[stri
 		}
 		return out, nil
 	}
-	it, err := jetstreamext.GetLastMsgsFor(ctx, s.js, s.name, subjects)
+	err := whileUnrouted(ctx, func() error {
+		it, err := jetstreamext.GetLastMsgsFor(ctx, s.js, s.name, subjects)
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		for msg, err := range it {
+			if errors.Is(err, jetstreamext.ErrNoMessages) {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			out[msg.Subject] = readRecord(msg.Sequence, msg.Header, msg.Data, now)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, unavailable(err)
-	}
-	now := time.Now()
-	for msg, err := range it {
-		if errors.Is(err, jetstreamext.ErrNoMessages) {
-			break
-		}
-		if err != nil {
-			return nil, unavailable(err)
-		}
-		out[msg.Subject] = readRecord(msg.Sequence, msg.Header, msg.Data, now)
 	}
 	return out, nil
 }

@@ -41,8 +41,9 @@
 //   - Group commit: commits with disjoint keys waiting behind the batches in flight are merged
 //     into one batch; commits sharing a key run in order (dispatch in commit.go).
 //   - Unavailable: no connection (nothing is buffered while reconnecting: a commit fails at
-//     once), no answer in Options.Timeout, or a full stream: domain.ErrStorageUnavailable. A
-//     timed-out commit's outcome is unknown (as with a Badger commit whose ctx ended).
+//     once), no answer in Options.Timeout, no stream leader for Options.Timeout (see
+//     "Retries"), or a full stream: domain.ErrStorageUnavailable. A timed-out commit's outcome
+//     is unknown (as with a Badger commit whose ctx ended).
 //
 // # What the server guarantees (read in nats-server v2.15.2's source, server/stream.go and
 // server/jetstream_batching.go)
@@ -79,10 +80,33 @@
 //     handled here: the file store's own failure.
 //   - A publish whose answer is lost (timeout, connection cut) may have been applied.
 //     Callers treat it as storage_unavailable and retry; the gateway's writes are idempotent
-//     (message ids, Idempotency-Keys).
+//     (message ids, Idempotency-Keys). This package never sends such a commit again itself.
 //   - Durability is replication: a record acknowledged by an R3 stream is on a majority of
 //     three servers; --fsync sets nothing here (the NATS server's sync_interval decides when a
 //     server's own files are synced).
+//
+// # Retries: "no responders" only (retry.go)
+//
+// A request that matches no subscription on the server the connection is on is answered by
+// that server with a 503 status, nats.ErrNoResponders (nats-server client.go,
+// processMsgResults: only when it delivered the message to nobody, locally, over a route or a
+// gateway). In a cluster this happens while a stream has no leader (an election: only the
+// leader subscribes to the stream's subjects, stream.go setLeader/subscribeToStream) and for a
+// moment after a stream is created or moves, until the leader's interest has crossed the
+// routes (the create response does not wait for it); direct gets likewise before a replica's
+// subscription arrives. The request was not delivered, so nothing was stored, and it is safe
+// to send again: every request here (reads, a single publish, the commit message of an atomic
+// batch, the lease) is tried again, with a backoff of 10 to 250 ms, while it fails that way,
+// for at most Options.Timeout; then it answers storage_unavailable. For a batch this holds
+// because of how it goes out (orbit.go's PublishMsgBatch): its first messages are published
+// without a reply and only the commit message is a request, so a no-responders answer is
+// about the commit message, which then reached no server, and the batch was not committed. A
+// retry sends the whole batch again under a new batch id; what the previous attempt staged on a
+// leader that lost its interest meanwhile is never committed and is dropped by the server
+// after its batch timeout (10 s). nats.go's own retry of a single publish (twice, 250 ms) is
+// off, so one rule holds for all. Anything else is not retried here: a timeout or a lost
+// connection leaves a commit's outcome unknown (it may have been applied), a server error
+// (wrong last sequence, a full stream) is an answer.
 //
 // Imports: persist, nats.go (jetstream) and orbit.go/jetstreamext (batch publish, batch get:
 // the NATS maintainers' own helpers for the newest server APIs, so this package does not

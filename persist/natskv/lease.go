@@ -117,7 +117,11 @@ func (l *lease) write(ctx context.Context, seq uint64, now time.Time) error {
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(seq, 10))
 	cctx, cancel := context.WithTimeout(ctx, l.s.timeout)
 	defer cancel()
-	ack, err := l.s.js.PublishMsg(cctx, m)
+	var ack *jetstream.PubAck
+	err := whileUnrouted(cctx, func() (err error) {
+		ack, err = l.s.js.PublishMsg(cctx, m, jetstream.WithRetryAttempts(0))
+		return err
+	})
 	if err != nil {
 		return l.s.publishErr(err)
 	}

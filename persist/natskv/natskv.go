@@ -300,11 +300,14 @@ func (s *Store) last(ctx context.Context, subject string) (record, error) {
 		msg *jetstream.RawStreamMsg
 		err error
 	)
-	if s.leaderGet {
-		msg, err = s.leaderLast(ctx, subject)
-	} else {
-		msg, err = s.stream.GetLastMsgForSubject(ctx, subject)
-	}
+	err = whileUnrouted(ctx, func() (err error) {
+		if s.leaderGet {
+			msg, err = s.leaderLast(ctx, subject)
+		} else {
+			msg, err = s.stream.GetLastMsgForSubject(ctx, subject)
+		}
+		return err
+	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return record{deleted: true}, nil
 	}
@@ -361,23 +364,31 @@ func (s *Store) Scan(prefix []byte, fn func(key, value []byte) error) error {
 	filter := s.filter(prefix)
 	now := time.Now()
 	for seq := uint64(1); ; {
+		var page []*jetstream.RawStreamMsg
 		ctx, cancel := s.ctx()
-		it, err := jetstreamext.GetBatch(ctx, s.js, s.name, scanPage, jetstreamext.GetBatchSeq(seq), jetstreamext.GetBatchSubject(filter))
+		err := whileUnrouted(ctx, func() error {
+			page = page[:0]
+			it, err := jetstreamext.GetBatch(ctx, s.js, s.name, scanPage, jetstreamext.GetBatchSeq(seq), jetstreamext.GetBatchSubject(filter))
+			if err != nil {
+				return err
+			}
+			for msg, err := range it {
+				if errors.Is(err, jetstreamext.ErrNoMessages) {
+					break
+				}
+				if err != nil {
+					return err
+				}
+				page = append(page, msg)
+			}
+			return nil
+		})
+		cancel()
 		if err != nil {
-			cancel()
 			return fmt.Errorf("natskv: scan: %w", unavailable(err))
 		}
-		var n int
 		pending := uint64(0)
-		for msg, err := range it {
-			if errors.Is(err, jetstreamext.ErrNoMessages) {
-				break
-			}
-			if err != nil {
-				cancel()
-				return fmt.Errorf("natskv: scan: %w", unavailable(err))
-			}
-			n++
+		for _, msg := range page {
 			seq = msg.Sequence + 1
 			pending, _ = strconv.ParseUint(msg.Header.Get("Nats-Num-Pending"), 10, 64)
 			key, ok := s.keyOf(msg.Subject)
@@ -388,8 +399,7 @@ func (s *Store) Scan(prefix []byte, fn func(key, value []byte) error) error {
 				found[string(key)] = readRecord(msg.Sequence, msg.Header, msg.Data, now)
 			}
 		}
-		cancel()
-		if n == 0 || pending == 0 {
+		if len(page) == 0 || pending == 0 {
 			break
 		}
 	}

@@ -166,7 +166,9 @@ func (c *Cluster) URLs() string {
 }
 
 // StartCluster starts n (3 when 0) clustered JetStream servers and waits until JetStream has a
-// meta leader; they stop at the test's end.
+// meta leader that can place assets on all n (every peer online, with JetStream, its stats
+// received: what the leader's placement requires, else a new R3 stream is refused with "no
+// suitable peers for placement"); they stop at the test's end.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
 	if n == 0 {
@@ -193,17 +195,19 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		leader := false
+		peers := 0
 		for _, s := range c.Servers {
 			s.mu.Lock()
-			leader = leader || (s.srv != nil && s.srv.JetStreamIsLeader())
+			if s.srv != nil && s.srv.JetStreamIsLeader() {
+				peers = len(s.srv.JetStreamClusterPeers())
+			}
 			s.mu.Unlock()
 		}
-		if leader {
+		if peers == n {
 			return c
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("natstest: no JetStream meta leader after 60s")
+			t.Fatalf("natstest: after 60s the JetStream meta leader can place on %d of %d peers", peers, n)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
