@@ -92,7 +92,7 @@ func (r Result) Failure() error { return r.Err }
 // Counter is one user's monthly count, shared by the account actor and its callers. After a
 // kill -9 the allowance between the persisted Sent and Mark counts as used (at most one block
 // lost, never the limit exceeded); a graceful stop writes the exact count. Sent is written
-// behind (at most every 250 ms, one commit in flight at a time), so the send path waits on the
+// behind (at most every 20 ms, one commit in flight at a time), so the send path waits on the
 // disk only when a reservation passes the durable Mark, which is then raised a block ahead.
 type Counter struct {
 	mu       sync.Mutex
@@ -246,11 +246,8 @@ type Account struct {
 	mark mark.Mark[*Reserve] // the snapshot writer; reservations wait in it for their mark
 }
 
-// accountFlushEvery is how often, at most, the count alone is written. The limit does not
-// depend on it (the mark guards it); a kill -9 undercounts messagesSent by what was sent since
-// (it stays counted as used). Every 20 ms, 100 busy users made 5,000 writes a second, 0.6 of
-// a storage write per message at 8,000 messages a second (issue 21).
-const accountFlushEvery = 250 * time.Millisecond
+// accountFlushEvery is how often, at most, the count alone is written.
+const accountFlushEvery = 20 * time.Millisecond
 
 // New returns the producer of a user's account actor, on its counter.
 func New(c *Counter, deps Deps) actor.Producer {
