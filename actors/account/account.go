@@ -211,9 +211,12 @@ func (a *Counter) block() int64 { return mark.Block(a.limit, 500, 1000) }
 
 func (a *Counter) used() int64 { return a.st.Sent + a.reserved + a.ghost }
 
-// roll starts a new period at the first message of a new UTC month. Called under mu.
+// roll starts a new period at the first message of a new UTC month. Called under mu. It only
+// goes forward: a caller's clock reading from before the month's end may arrive after another
+// caller rolled the period; it counts toward the current one (going back would zero the new
+// month's count and mark, and the allowance could be passed).
 func (a *Counter) roll(now time.Time) {
-	if !now.Before(a.periodStart) && now.Before(a.periodEnd) {
+	if !a.periodEnd.IsZero() && now.Before(a.periodEnd) {
 		return
 	}
 	y, m, _ := now.UTC().Date()
@@ -227,7 +230,7 @@ func (a *Counter) roll(now time.Time) {
 // result is the allowance at now. Called under mu.
 func (a *Counter) result(now time.Time) Result {
 	reset := a.periodEnd
-	if now.Before(a.periodStart) || !now.Before(reset) {
+	if !now.Before(reset) {
 		reset = nextMonth(now)
 	}
 	r := Result{Sent: a.st.Sent, Limit: a.limit, Reset: reset}

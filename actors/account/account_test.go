@@ -202,3 +202,57 @@ func TestCounterCallersKeepTheLimitAndTheMark(t *testing.T) {
 		t.Fatalf("a graceful stop writes the exact count, got %+v", st)
 	}
 }
+
+// A reservation's or a settlement's clock reading from the last moment of March that arrives
+// after April started counts toward April: it must not zero April's count and mark (the
+// allowance would be passed at every month's start).
+func TestLateClockReadingsKeepTheNewMonthsLimit(t *testing.T) {
+	store := &memStore{}
+	clk := &fakeClock{t: time.Date(2026, 3, 31, 23, 0, 0, 0, time.UTC)}
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := Deps{Store: store, Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	const limit = 10
+	c := NewCounter("u1", limit)
+	pid := hw.Spawn(New(c, deps), "account", actor.WithID("u1"))
+	c.Bind(func(msg any) { hw.Send(pid, msg) })
+	take := func(now time.Time) Result {
+		if r, ok := c.TryReserve(now, 1); ok {
+			return r
+		}
+		return reserve(t, hw, pid, 1)
+	}
+	for range 3 {
+		if r := take(clk.Now()); r.Err != nil || r.Granted != 1 {
+			t.Fatalf("March: %+v", r)
+		}
+		c.Settle(clk.Now(), 1, 1)
+	}
+	late := time.Date(2026, 3, 31, 23, 59, 59, 999e6, time.UTC)
+	clk.set(time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC))
+	sent := 0
+	for i := 0; i < 4*limit; i++ {
+		now := clk.Now()
+		if i%2 == 1 {
+			now = late
+		}
+		r := take(now)
+		if errors.Is(r.Err, domain.ErrQuotaExceeded) {
+			continue
+		}
+		if r.Err != nil || r.Granted != 1 {
+			t.Fatalf("April, call %d: %+v", i, r)
+		}
+		c.Settle(late, 1, 1) // its outcome read the clock before April began
+		sent++
+	}
+	if sent != limit {
+		t.Fatalf("%d messages sent in April with late readings mixed in, want the limit of %d", sent, limit)
+	}
+	<-hw.Poison(pid).Done()
+	if st := store.get(); st.Period != "2026-04" || st.Sent != limit {
+		t.Fatalf("the stop wrote %+v, want April's %d sent", st, limit)
+	}
+}

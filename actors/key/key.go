@@ -207,9 +207,12 @@ func (k *Counter) usable(now time.Time, scope string) error {
 	return nil
 }
 
-// rollDay starts a new day's count at the first call of a new UTC day. Under mu.
+// rollDay starts a new day's count at the first call of a new UTC day. Under mu. It only goes
+// forward: a caller reads the clock before it waits for mu, so a reading from just before
+// midnight may arrive after another caller rolled the day; it counts toward the current day
+// (going back would zero the new day's count, and the cap could be passed at every midnight).
 func (k *Counter) rollDay(now time.Time) {
-	if !now.Before(k.dayStart) && now.Before(k.dayEnd) {
+	if !k.dayEnd.IsZero() && now.Before(k.dayEnd) {
 		return
 	}
 	if old := k.day; k.setDay(now) != old {
@@ -230,7 +233,7 @@ func (k *Counter) setDay(now time.Time) string {
 // resultAt is the key's view at now. Under mu.
 func (k *Counter) resultAt(now time.Time, err error) Result {
 	reset := k.dayEnd
-	if now.Before(k.dayStart) || !now.Before(reset) {
+	if !now.Before(reset) {
 		reset = nextDay(now)
 	}
 	r := Result{Grant: domain.Grant{
