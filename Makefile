@@ -14,7 +14,7 @@ ifneq ($(wildcard $(SHARED_GOPROXY)/.),)
 export GOPROXY := file://$(SHARED_GOPROXY),$(shell GOPROXY= $(GO) env GOPROXY)
 endif
 
-.PHONY: run build test test-nats test-cluster test-short test-ui screenshots web lint deps openapi-lint openapi-codegen fuzz test-scale bench bench-quick bench-events bench-wastore bench-cluster webhook-interop clean
+.PHONY: run build test test-nats test-cluster test-short test-ui screenshots web lint deps openapi-lint openapi-codegen fuzz test-scale bench bench-quick bench-events bench-wastore bench-cluster webhook-interop wrk clean
 
 run: build
 	$(BIN) serve --data $(DATA) --log-format text
@@ -27,7 +27,7 @@ build:
 # exercise storage across restarts, crashes and outages; test-nats runs the whole root suite
 # (every e2e and process test) on it, and .ci/run runs it after make test.
 NATS_SUBSET := Kill9|SIGTERM|Restart|Survive|TestNATS
-test: lint openapi-lint openapi-codegen web
+test: lint openapi-lint openapi-codegen web wrk
 	$(GO) test -race -count=1 -timeout 12m ./...
 	GATEWAY_STORE=nats $(GO) test -race -count=1 -timeout 10m -run '$(NATS_SUBSET)' .
 
@@ -136,11 +136,21 @@ test-scale:
 
 # bench runs the load-test benchmarks and the scale run (bench/README.md has the method and the
 # latest figures); bench-quick is the smoke test CI runs: it fails on errors, never on speed.
-bench: build
+# Every closed-loop case is measured with wrk too (Debian's package, installed here when
+# missing and apt-get can; without it the bench says so and measures with its own generator).
+bench: build wrk
 	$(GO) build -o bin/bench ./bench
 	bin/bench run --gateway $(BIN)
 	bin/bench scale --gateway $(BIN)
 	$(MAKE) bench-events
+
+wrk:
+	@command -v wrk >/dev/null && exit 0; \
+	SUDO=""; [ "$$(id -u)" = 0 ] || SUDO="sudo -n"; \
+	if command -v apt-get >/dev/null && $$SUDO true 2>/dev/null; then \
+	  echo "installing wrk (Debian's package) for the bench's second load generator"; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq wrk >/dev/null; \
+	else echo "wrk not found and cannot be installed here: install it (apt-get install wrk); the bench measures with its own generator only"; fi
 
 # bench-events: signed webhook deliveries per second to a loopback receiver (DESIGN.md section 8:
 # at least 10k/s), with the HTTP ceiling of this machine beside it (bench/README.md, "Events out").
@@ -165,7 +175,7 @@ bench-wastore:
 	$(GO) test -run XXX -bench DecryptionBurst -benchtime 1x -timeout 30m ./network/whatsapp \
 		-burst-devices $(BURST_DEVICES) -burst-messages $(BURST_MESSAGES) | grep -E '^(Benchmark|ok|FAIL|PASS)'
 
-bench-quick: build
+bench-quick: build wrk
 	$(GO) build -o bin/bench ./bench
 	bin/bench run --quick --gateway $(BIN)
 

@@ -115,7 +115,7 @@ func commandUsage(fs *flag.FlagSet) {
 }
 
 // byteFlags are the flags whose values are sizes in bytes.
-var byteFlags = map[string]bool{"media-max-bytes": true, "body-limit": true, "min-free-disk": true}
+var byteFlags = map[string]bool{"media-max-bytes": true, "body-limit": true, "min-free-disk": true, "memtable-size": true}
 
 // humanDefault is a flag's default as a person reads it: sizes in KiB/MiB/GiB, -1 as "the
 // network's default", nothing for an empty string or false.

@@ -27,7 +27,7 @@ func TestCLIHelp(t *testing.T) {
 	}
 	out.Reset()
 	_ = run([]string{"serve", "--help"}, &out, &out)
-	for _, want := range []string{"--media-max-bytes, GATEWAY_MEDIA_MAX_BYTES (default: 16 MiB)", "--min-free-disk, GATEWAY_MIN_FREE_DISK (default: 256 MiB)",
+	for _, want := range []string{"--media-max-bytes, GATEWAY_MEDIA_MAX_BYTES (default: 16 MiB)", "--min-free-disk, GATEWAY_MIN_FREE_DISK (default: 588 MiB)", "--memtable-size, GATEWAY_MEMTABLE_SIZE (default: 32 MiB)",
 		"--pace-jitter, GATEWAY_PACE_JITTER (default: the network's own)", "--shutdown-timeout, GATEWAY_SHUTDOWN_TIMEOUT (default: 30s)", "GATEWAY_SECRET_KEY"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("serve --help lacks %q", want)

@@ -21,7 +21,7 @@ var allowedImports = map[string][]string{
 	"domain": {},
 	// httpapi names the cluster's forwarding envelope and its errors (a node passes a request
 	// for another node's partition on as it is); main gives it the node.
-	"httpapi": {"domain", "engine", "identity", "media", "web", "cluster"},
+	"httpapi": {"domain", "engine", "identity", "media", "web", "internal/jsonenc", "cluster"},
 	// The engine gets its storage as typed stores it declares (engine/records.go), built by main:
 	// it does not import persist.
 	"engine": {"domain", "actors/account", "actors/campaign", "actors/key", "actors/session", "actors/storeevents", "actors/webhook", "network", "ecom", "media"},
@@ -35,17 +35,18 @@ var allowedImports = map[string][]string{
 	"actors/session":          {"domain", "network"},
 	"actors/storeevents":      {"domain", "ecom"}, // ecom's stateless parsers and renderer
 	"actors/webhook":          {"domain"},
-	"persist":                 {"domain"},
+	"persist":                 {"domain", "internal/jsonenc"},
 	"persist/kvtest":          {"domain", "persist"},
 	"persist/natskv":          {"domain", "persist"},
 	"persist/natstest":        {},
 	"network":                 {"domain"},
-	"network/sim":             {"domain", "network"},
+	"network/sim":             {"domain", "network", "internal/jsonenc"},
 	"network/whatsapp":        {"domain", "network"},
 	"network/whatsapp/fakewa": {},
 	"network/networktest":     {"domain", "network"},
 	"network/simhttp":         {"domain", "network", "network/sim"},
 	"internal/pgtest":         {}, // test helper: throwaway PostgreSQL servers
+	"internal/jsonenc":        {}, // the hand-written JSON of the hot paths
 	// The cluster's membership, leases and forwarding: an adapter over NATS (main wires it).
 	"cluster":             {"domain"},
 	"cluster/clustertest": {},

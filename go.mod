@@ -13,6 +13,7 @@ require (
 	github.com/fasthttp/router v1.5.4
 	github.com/go-jose/go-jose/v4 v4.1.8
 	github.com/goccy/go-json v0.12.0
+	github.com/google/pprof v0.0.0-20250317173921-a4b03ec1a45e
 	github.com/google/uuid v1.6.0
 	github.com/lib/pq v1.12.3
 	github.com/nats-io/nats-server/v2 v2.15.2

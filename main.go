@@ -132,12 +132,14 @@ type config struct {
 	bodyLimit                           int
 	logLevel, logFormat                 string
 	logRequests                         bool
-	shutdownTimeout                     time.Duration
-	pprofAddr                           string
-	minFreeDisk                         byteSize
-	oidcAllowAnonymous                  bool
-	oidcRequireEmailVerified            bool
-	corsOrigins                         string
+	// logOut is where the logs go (serve sets it): the access log writes its batches there too.
+	logOut                    io.Writer
+	shutdownTimeout           time.Duration
+	pprofAddr                 string
+	minFreeDisk, memtableSize byteSize
+	oidcAllowAnonymous        bool
+	oidcRequireEmailVerified  bool
+	corsOrigins               string
 	clusterFlags
 	// now is the engine's clock; nil is time.Now. Not a flag: tests move it, and afterFunc
 	// with it (nil: time.AfterFunc).
@@ -200,8 +202,10 @@ func parseServe(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.logRequests, "log-requests", true, "one access-log line per request")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long shutdown waits for in-flight requests")
 	fs.StringVar(&c.pprofAddr, "pprof", "", "serve net/http/pprof on this address (for profiling; keep it on loopback)")
-	c.minFreeDisk = 256 << 20
-	fs.Var(&c.minFreeDisk, "min-free-disk", "free-space floor of the data disk (bytes, or with KiB, MiB, GiB): under it writes answer 503 storage_unavailable and /readyz is not ready; 0 disables it")
+	c.memtableSize = persist.DefaultMemTableSize
+	fs.Var(&c.memtableSize, "memtable-size", "Badger's memtable size: every size of its tree follows from it, and the least --min-free-disk (README: Operations)")
+	c.minFreeDisk = byteSize(persist.MinFreeDiskFor(persist.DefaultMemTableSize))
+	fs.Var(&c.minFreeDisk, "min-free-disk", "free-space floor of the data disk (bytes, or with KiB, MiB, GiB): under it writes answer 503 storage_unavailable and /readyz is not ready; at least what Badger may write after writes stop (README: Operations), the default for the --memtable-size given; 0 disables it")
 	fs.BoolVar(&c.oidcAllowAnonymous, "oidc-allow-anonymous", false, "accept Firebase anonymous sign-ins (refused by default)")
 	fs.BoolVar(&c.oidcRequireEmailVerified, "oidc-require-email-verified", false, "refuse ID tokens whose email_verified claim is not true")
 	fs.StringVar(&c.corsOrigins, "cors-origins", "", "comma list of browser origins allowed to call the API (CORS), or * for any; empty: no CORS headers")
@@ -212,6 +216,11 @@ func parseServe(args []string, stderr io.Writer) (config, error) {
 	}
 	if err := applyEnv(fs); err != nil {
 		return c, err
+	}
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "min-free-disk" })
+	if !given {
+		c.minFreeDisk = byteSize(persist.MinFreeDiskFor(int64(c.memtableSize)))
 	}
 	if err := c.check(); err != nil {
 		return c, err
@@ -262,6 +271,11 @@ func (c config) check() error {
 		return fmt.Errorf("--media-max-bytes, --bulk-max-recipients and --body-limit must be positive")
 	case c.logFormat != "json" && c.logFormat != "text":
 		return fmt.Errorf("--log-format must be json or text")
+	case c.memtableSize < 1<<20 || c.memtableSize > 1<<30:
+		return fmt.Errorf("--memtable-size must be 1 MiB to 1 GiB")
+	case c.store == "badger" && c.minFreeDisk != 0 && int64(c.minFreeDisk) < persist.MinFreeDiskFor(int64(c.memtableSize)):
+		return fmt.Errorf("--min-free-disk %s is under the %s Badger may still write after writes stop with %s memtables (flushes and compactions, README: Operations): give at least that, or a smaller --memtable-size",
+			humanBytes(int64(c.minFreeDisk)), humanBytes(persist.MinFreeDiskFor(int64(c.memtableSize))), humanBytes(int64(c.memtableSize)))
 	}
 	if _, err := parseCIDRs(c.internalCIDRs); err != nil {
 		return err
@@ -284,6 +298,15 @@ func parseCIDRs(s string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
+// accessLog is where the access log writes (nothing: through the logger, as in tests that
+// build a gateway without serve; at a level above info: no access log at all).
+func (c config) accessLog(log *slog.Logger) httpapi.AccessLogConfig {
+	if c.logOut == nil || !log.Enabled(context.Background(), slog.LevelInfo) {
+		return httpapi.AccessLogConfig{}
+	}
+	return httpapi.AccessLogConfig{Output: c.logOut, Text: c.logFormat == "text", Attrs: [][2]string{{"component", "http"}}}
+}
+
 func newLogger(c config, w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
@@ -304,7 +327,9 @@ func serve(args []string, stderr io.Writer) error {
 		}
 		return err
 	}
-	log, err := newLogger(c, stderr)
+	// One writer for the logger and the access log's batches, so their lines never interleave.
+	c.logOut = &httpapi.LockedWriter{W: stderr}
+	log, err := newLogger(c, c.logOut)
 	if err != nil {
 		return err
 	}
@@ -430,6 +455,16 @@ func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err err
 		Name: "gateway_build_info", Help: "Always 1; the labels name the running build.",
 		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
 	}, func() float64 { return 1 }))
+	if b, ok := g.kv.(*persist.Badger); ok {
+		// What the records cost the store (bench/README.md reads them per message).
+		stat := func(i int) func() float64 {
+			return func() float64 { t, w, n := b.WriteStats(); return float64([]uint64{t, w, n}[i]) }
+		}
+		reg.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_storage_commits_total", Help: "Write transactions committed to Badger (group commits)."}, stat(0)),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_storage_writes_total", Help: "Records written or deleted in Badger's committed transactions."}, stat(1)),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_storage_write_bytes_total", Help: "Key and value bytes of those records."}, stat(2)))
+	}
 	if c.network == "whatsapp" {
 		// How old the WhatsApp library is: WhatsApp retires old client builds (README, "Bumping
 		// whatsmeow"); alert well before 30 days.
@@ -468,7 +503,7 @@ func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err err
 			{Name: "storage", Critical: true, Check: g.kv.Health},
 			{Name: "identity", Check: identityCheck},
 		},
-		LogRequests: c.logRequests, Version: version, Sim: simControls, SimURL: c.simURL, BulkMaxRecipients: c.bulkMaxRecipients,
+		LogRequests: c.logRequests, AccessLog: c.accessLog(log), Version: version, Sim: simControls, SimURL: c.simURL, BulkMaxRecipients: c.bulkMaxRecipients,
 		Media:     httpapi.MediaOptions{MaxBytes: c.mediaMaxBytes, AllowPrivate: c.mediaAllowPrivate},
 		Dashboard: dash, AudioCheck: c.audioCheck(),
 	}
@@ -478,6 +513,7 @@ func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err err
 	// Every typed store on the one KV; each part of the core gets the ones it uses, as the
 	// interfaces it declares.
 	recs := persist.NewRecords(g.kv)
+	recs.Outbox.SetLogger(log.With("component", "outbox"))
 	if g.events, err = newEvents(ctx, c, recs.Webhooks, reg, engine.NewSecretBox(stores.Sealer), log); err != nil {
 		return nil, err
 	}
@@ -585,6 +621,7 @@ func (g *gateway) openStorage(ctx context.Context, c config) error {
 	if c.store != "nats" {
 		b, err := persist.OpenBadger(filepath.Join(c.data, "db"), persist.BadgerOptions{
 			Fsync: persist.Fsync(c.fsync), Logger: g.log.With("component", "badger"), MinFreeDisk: int64(c.minFreeDisk),
+			MemTableSize: int64(c.memtableSize),
 		})
 		if err != nil {
 			return fmt.Errorf("open storage: %w", err)

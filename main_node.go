@@ -139,6 +139,7 @@ func (n *clusterNode) Acquire(ctx context.Context, p int) (err error) {
 	}()
 	recs := persist.NewRecords(pt.view)
 	log := n.log.With("partition", p)
+	recs.Outbox.SetLogger(log.With("component", "outbox"))
 	hw, err := actor.NewEngine(actor.NewEngineConfig())
 	if err != nil {
 		return fmt.Errorf("events: %w", err)

@@ -13,12 +13,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gateway/gateway/persist"
 )
 
 // fillDisk grows a filler file in dir until at most leave bytes are free.
@@ -53,11 +56,13 @@ func TestFullDiskCampaignGoesOnByItself(t *testing.T) {
 		t.Skip("needs root on Linux to mount a tmpfs")
 	}
 	data := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=160m", "tmpfs", data).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=192m", "tmpfs", data).CombinedOutput(); err != nil {
 		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", data).Run() })
-	p := startProc(t, data, "--store", "badger", "--min-free-disk", "32MiB") // Badger's full disk; JetStream's: TestNATSFullStream
+	// Small memtables and the least floor they allow (88 MiB), so a small disk does.
+	floor := strconv.FormatInt(persist.MinFreeDiskFor(4<<20), 10)
+	p := startProc(t, data, "--store", "badger", "--memtable-size", "4MiB", "--min-free-disk", floor) // Badger's full disk; JetStream's: TestNATSFullStream
 	tg := p.gw(t, data)
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)

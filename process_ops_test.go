@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gateway/gateway/persist"
 )
 
 // Every start-up failure exits 1 with one line naming the cause, and no stack trace. The
@@ -65,6 +67,8 @@ func TestStartupFailuresExit1(t *testing.T) {
 		{"issuer with port 0", []string{"--auth", "oidc", "--oidc-issuer", "http://127.0.0.1:0/dex", "--oidc-audience", "gw"}, "", "port 0 is not 1 to 65535", true},
 		{"issuer with a query and fragment", []string{"--auth", "oidc", "--oidc-issuer", "http://localhost:15556/dex?x=1#f", "--oidc-audience", "gw"}, "", "no query or fragment", true},
 		{"address taken", []string{"--addr", taken.Addr().String()}, "", "address already in use", true},
+		{"--min-free-disk under what Badger may still write", []string{"--min-free-disk", "256MiB"}, "",
+			"--min-free-disk 256 MiB is under the 588 MiB Badger may still write after writes stop with 32 MiB memtables", false},
 		lockedDown,
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -269,11 +273,13 @@ func TestFullDiskProcess(t *testing.T) {
 		t.Skip("needs root on Linux to mount a tmpfs")
 	}
 	data := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=160m", "tmpfs", data).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=192m", "tmpfs", data).CombinedOutput(); err != nil {
 		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", data).Run() })
-	p := startProc(t, data, "--store", "badger", "--min-free-disk", "32MiB") // Badger's full disk; JetStream's: TestNATSFullStream
+	// Small memtables, and the least floor they allow (88 MiB), so a small disk does.
+	floor := uint64(persist.MinFreeDiskFor(4 << 20))
+	p := startProc(t, data, "--store", "badger", "--memtable-size", "4MiB", "--min-free-disk", strconv.FormatUint(floor, 10)) // Badger's full disk; JetStream's: TestNATSFullStream
 	t.Cleanup(func() {
 		if t.Failed() {
 			p.mu.Lock()
@@ -289,8 +295,8 @@ func TestFullDiskProcess(t *testing.T) {
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)
 
-	// Someone else's file takes the disk down to 64 MiB free...
-	filler := fillDisk(t, data, 64<<20)
+	// Someone else's file takes the disk down to 32 MiB over the floor...
+	filler := fillDisk(t, data, floor+32<<20)
 
 	// ...then, while 4 clients send, down to 8 MiB.
 	var (

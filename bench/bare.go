@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/valyala/fasthttp"
 
 	"github.com/gateway/gateway/persist"
@@ -32,9 +33,11 @@ import (
 // process, like the gateway, so both get the same share of the machine.
 //
 // A path may also be flagged to commit: before answering, the bare server then makes one
-// durable commit per request (the request body under a new key) through persist.Badger, the
-// gateway's own group-commit store, with the fsync mode given. That is the least any server
-// must do to accept a request durably: the floor of the cases that write (DESIGN.md section 8).
+// durable commit per request (the request body under a new key) to plain Badger, as anyone
+// would write it (DESIGN.md section 8): its default options, one transaction per request, the
+// concurrent transactions batched by Badger itself, synced per commit with "batch" and not at
+// all with "interval". That is about the least a server must do to accept a request durably:
+// the floor of the cases that write. The gateway's own group commit may beat it.
 
 // bareResponse is one canned answer, set through POST /__bare/response.
 type bareResponse struct {
@@ -42,9 +45,9 @@ type bareResponse struct {
 	Status  int         `json:"status"`
 	Headers [][2]string `json:"headers"`
 	Body    string      `json:"body"`
-	// Commit, "batch" or "interval", makes each request on Path wait for one Badger commit
-	// with that fsync mode before the answer; "nats" for one commit to the records stream on
-	// the bare server's --nats (the gateway's own natskv store); "" answers at once.
+	// Commit, "batch" or "interval", makes each request on Path wait for one plain Badger
+	// commit with that fsync mode before the answer; "nats" for one commit to the records
+	// stream on the bare server's --nats (the gateway's own natskv store); "" answers at once.
 	Commit string `json:"commit,omitempty"`
 }
 
@@ -67,7 +70,7 @@ type bareServer struct {
 	parent  string
 	tmp     string
 	nats    string // the NATS URL of the "nats" floor
-	stores  map[string]persist.KV
+	stores  map[string]floorStore
 	closed  bool
 	seq     atomic.Uint64 // the floor's keys
 	commits atomic.Int64  // floor commits that succeeded
@@ -77,11 +80,35 @@ type bareAnswer struct {
 	status  int
 	headers [][2]string
 	body    []byte
-	store   persist.KV // nil: no commit before the answer
+	store   floorStore // nil: no commit before the answer
 }
 
+// floorStore makes the floor's one commit per request.
+type floorStore interface {
+	put(key, value []byte) error
+	close() error
+}
+
+// plainBadger is Badger as its documentation has one write: Update, one key per transaction.
+type plainBadger struct{ db *badger.DB }
+
+func (p plainBadger) put(key, value []byte) error {
+	return p.db.Update(func(txn *badger.Txn) error { return txn.Set(key, value) })
+}
+
+func (p plainBadger) close() error { return p.db.Close() }
+
+// kvStore is one of the gateway's stores (natskv) committing one op.
+type kvStore struct{ kv persist.KV }
+
+func (k kvStore) put(key, value []byte) error {
+	return k.kv.Commit(context.Background(), persist.Op{Key: key, Value: value})
+}
+
+func (k kvStore) close() error { return k.kv.Close() }
+
 func newBareServer(parent, nats string) *bareServer {
-	b := &bareServer{parent: parent, nats: nats, stores: map[string]persist.KV{}}
+	b := &bareServer{parent: parent, nats: nats, stores: map[string]floorStore{}}
 	b.routes.Store(&map[string]*bareAnswer{})
 	return b
 }
@@ -106,10 +133,9 @@ func (b *bareServer) set(r bareResponse) error {
 	return nil
 }
 
-// store returns the Badger of an fsync mode, opening it on first use (b.mu held). Options are
-// persist's defaults, as the gateway's: one writer, the same memtables and caches; the
-// free-space watcher runs as in the gateway (its floor only matters on a full disk).
-func (b *bareServer) store(mode string) (persist.KV, error) {
+// store returns the floor's store of an fsync mode, opening it on first use (b.mu held):
+// Badger with its default options but the sync mode (and no logging).
+func (b *bareServer) store(mode string) (floorStore, error) {
 	if s := b.stores[mode]; s != nil {
 		return s, nil
 	}
@@ -121,8 +147,8 @@ func (b *bareServer) store(mode string) (persist.KV, error) {
 		if err != nil {
 			return nil, err
 		}
-		b.stores[mode] = s
-		return s, nil
+		b.stores[mode] = kvStore{s}
+		return b.stores[mode], nil
 	case mode != string(persist.FsyncBatch) && mode != string(persist.FsyncInterval):
 		return nil, fmt.Errorf("commit %q: want %q or %q", mode, persist.FsyncBatch, persist.FsyncInterval)
 	}
@@ -133,12 +159,13 @@ func (b *bareServer) store(mode string) (persist.KV, error) {
 		}
 		b.tmp = dir
 	}
-	s, err := persist.OpenBadger(filepath.Join(b.tmp, mode), persist.BadgerOptions{Fsync: persist.Fsync(mode)})
+	db, err := badger.Open(badger.DefaultOptions(filepath.Join(b.tmp, mode)).
+		WithSyncWrites(mode == string(persist.FsyncBatch)).WithLogger(nil))
 	if err != nil {
 		return nil, err
 	}
-	b.stores[mode] = s
-	return s, nil
+	b.stores[mode] = plainBadger{db}
+	return b.stores[mode], nil
 }
 
 // close closes the floor's stores and removes their directory.
@@ -148,7 +175,7 @@ func (b *bareServer) close() error {
 	b.closed = true
 	var errs []error
 	for mode, s := range b.stores {
-		errs = append(errs, s.Close())
+		errs = append(errs, s.close())
 		delete(b.stores, mode)
 	}
 	if b.tmp != "" {
@@ -159,9 +186,9 @@ func (b *bareServer) close() error {
 }
 
 // commit makes the floor's one durable write of a request: its body under a new key.
-func (b *bareServer) commit(ctx *fasthttp.RequestCtx, s persist.KV) error {
+func (b *bareServer) commit(ctx *fasthttp.RequestCtx, s floorStore) error {
 	key := binary.BigEndian.AppendUint64(append(make([]byte, 0, len(floorKeyPrefix)+8), floorKeyPrefix...), b.seq.Add(1))
-	if err := s.Commit(ctx, persist.Op{Key: key, Value: ctx.PostBody()}); err != nil {
+	if err := s.put(key, ctx.PostBody()); err != nil {
 		return err
 	}
 	b.commits.Add(1)

@@ -20,19 +20,20 @@ type benchCase struct {
 	delivers bool   // each 2xx answer is one message the sim must deliver
 	durable  bool   // answered only after a durable commit: also measured against the floor
 	async    bool   // delivered after the answer (the webhook's inbox), so the check waits
+	unique   bool   // its requests must not repeat (an Idempotency-Key, a webhook id and order)
 	needs    string // "stores": the fleet must have stores connected
 	build    func(f *fleet, run int) (target, []string)
 }
 
 var benchCases = []benchCase{
 	{id: "send", name: "v1 send", method: "POST", path: "/api/v1/messages/send", delivers: true, durable: true, build: buildSend(false)},
-	{id: "send-idem", name: "v1 send with Idempotency-Key", method: "POST", path: "/api/v1/messages/send", delivers: true, durable: true, build: buildSend(true)},
+	{id: "send-idem", name: "v1 send with Idempotency-Key", method: "POST", path: "/api/v1/messages/send", delivers: true, durable: true, unique: true, build: buildSend(true)},
 	{id: "validate", name: "validate", method: "POST", path: "/api/admin/apikeys/validate", build: buildValidate},
 	{id: "account", name: "v1 account", method: "GET", path: "/api/v1/account", build: buildAccount},
-	{id: "webhook", name: "webhook", method: "POST", path: "/api/ecom/webhook", delivers: true, durable: true, async: true, needs: "stores", build: buildWebhook},
+	{id: "webhook", name: "webhook", method: "POST", path: "/api/ecom/webhook", delivers: true, durable: true, async: true, unique: true, needs: "stores", build: buildWebhook},
 	// The route alone: webhooks to stores whose owner has no linked session are accepted into
 	// the inbox and wait there, so nothing else runs beside the route.
-	{id: "webhook-route", name: "webhook route alone", method: "POST", path: "/api/ecom/webhook", durable: true, needs: "stores", build: buildWebhookIdle},
+	{id: "webhook-route", name: "webhook route alone", method: "POST", path: "/api/ecom/webhook", durable: true, unique: true, needs: "stores", build: buildWebhookIdle},
 	{id: "status", name: "client status", method: "GET", path: "/api/client/status", build: buildStatus},
 }
 

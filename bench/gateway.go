@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -25,10 +27,12 @@ type gatewayProc struct {
 	addr    string
 	logPath string
 	fsync   string // batch | interval
+	pprof   string // its --pprof address ("" = none)
 	cmd     *exec.Cmd
-	exited  chan struct{} // closed when the process has exited
+	exited  chan struct{} // closed when the process has exited and its output is drained
 	waitErr error
 	api     *apiClient
+	out     *logSink
 }
 
 // gatewaySpec is how to start a gateway.
@@ -37,6 +41,7 @@ type gatewaySpec struct {
 	data  string   // data dir (created by the gateway)
 	log   string   // file for its stderr/stdout
 	fsync string   // batch | interval
+	pprof string   // --pprof address ("" = none)
 	extra []string // more serve flags
 	env   []string // more environment (GOGC=...)
 }
@@ -51,26 +56,44 @@ func startGateway(ctx context.Context, s gatewaySpec) (*gatewayProc, time.Durati
 	if err != nil {
 		return nil, 0, err
 	}
-	defer logf.Close()
 	if err := writePlans(s.data); err != nil {
+		logf.Close()
 		return nil, 0, err
 	}
+	// The gateway's defaults (DESIGN.md section 8): info logs and the access log on. Only
+	// what the run needs is set, and a loopback pprof address for the profile.
 	args := append([]string{"serve",
-		"--data", s.data, "--addr", addr, "--network", "sim", "--auth", "dev",
-		"--log-level", "warn", "--log-requests=false", "--fsync", s.fsync,
+		"--data", s.data, "--addr", addr, "--network", "sim", "--auth", "dev", "--fsync", s.fsync,
 		"--plans", plansPath(s.data), "--default-plan", benchPlan,
 	}, s.extra...)
+	if s.pprof != "" {
+		args = append(args, "--pprof", s.pprof)
+	}
 	cmd := exec.Command(s.bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its output goes through a pipe, as to a log collector: access-log lines are counted and
+	// dropped (gigabytes over a run), the rest kept in the log file.
+	out := &logSink{file: logf}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		logf.Close()
+		return nil, 0, err
+	}
+	cmd.Stdout, cmd.Stderr = pw, pw
 	// The store is the phase's (--store flags in s.extra), never the caller's GATEWAY_STORE.
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GATEWAY_STORE=") })
 	cmd.Env = append(env, s.env...)
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
+		pr.Close()
+		pw.Close()
+		logf.Close()
 		return nil, 0, fmt.Errorf("start gateway: %w", err)
 	}
-	g := &gatewayProc{bin: s.bin, data: s.data, addr: addr, logPath: s.log, fsync: s.fsync, cmd: cmd, exited: make(chan struct{}), api: newAPIClient(addr)}
-	go func() { g.waitErr = cmd.Wait(); close(g.exited) }()
+	pw.Close() // the child holds its end
+	drained := make(chan struct{})
+	go func() { out.drain(pr); pr.Close(); logf.Close(); close(drained) }()
+	g := &gatewayProc{bin: s.bin, data: s.data, addr: addr, logPath: s.log, fsync: s.fsync, pprof: s.pprof, cmd: cmd, exited: make(chan struct{}), api: newAPIClient(addr), out: out}
+	go func() { g.waitErr = cmd.Wait(); <-drained; close(g.exited) }()
 	if err := g.waitReady(ctx, 2*time.Minute); err != nil {
 		g.kill()
 		return nil, 0, err
@@ -256,3 +279,30 @@ func workDir(gateway, prefix string, keep bool, out io.Writer) (dir string, clea
 }
 
 func dataDir(work, name string) string { return filepath.Join(work, name) }
+
+// logSink reads the gateway's output: access-log lines are counted, everything else is kept
+// in the log file.
+type logSink struct {
+	file     *os.File
+	requests atomic.Int64 // access-log lines seen
+}
+
+// accessLine marks an access-log line in either log format.
+var accessLine = [][]byte{[]byte(`"msg":"request"`), []byte(" msg=request ")}
+
+func (l *logSink) drain(r io.Reader) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			if bytes.Contains(line, accessLine[0]) || bytes.Contains(line, accessLine[1]) {
+				l.requests.Add(1)
+			} else {
+				_, _ = l.file.Write(line)
+			}
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return
+		}
+	}
+}

@@ -19,11 +19,14 @@ import (
 
 // harness runs the cases of one `bench run` against one gateway at a time and the bare server.
 type harness struct {
-	o    runOptions
-	out  io.Writer
-	bare *bareProc
-	rep  *report
-	run  int // runs so far: makes recipients and request ids unique per run
+	o       runOptions
+	out     io.Writer
+	bare    *bareProc
+	rep     *report
+	run     int      // runs so far: makes recipients and request ids unique per run
+	wrk     *wrkTool // nil: wrk does not measure (wrkNote says why)
+	wrkNote string
+	work    string
 }
 
 // runBench is `bench run`: one gateway per --fsync mode, each freshly provisioned; under the
@@ -62,10 +65,17 @@ func runBench(ctx context.Context, o runOptions, out io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	h := &harness{o: o, out: out, bare: bare, rep: newReport(o.command, o.quick, gatewayVersion(o.gateway))}
+	h := &harness{o: o, out: out, bare: bare, rep: newReport(o.command, o.quick, gatewayVersion(o.gateway)), work: work}
+	if o.wrk == "off" {
+		h.wrkNote = "not run (--wrk off)"
+	} else if h.wrk, err = findWrk(o.wrk, work); err != nil {
+		h.wrkNote = err.Error()
+		fmt.Fprintf(out, "WARNING: %s\n", err)
+	}
 	h.rep.Config = map[string]any{
 		"duration": o.duration.String(), "warmup": o.warmup.String(), "conns": o.conns, "sweep": o.sweep,
-		"rate_fraction": o.rateFraction, "users": o.users, "cases": o.cases, "fsync": o.fsync,
+		"rate_fraction": o.rateFraction, "rate_duration": o.rateDuration.String(), "users": o.users, "cases": o.cases, "fsync": o.fsync,
+		"wrk": h.wrk != nil,
 	}
 	fmt.Fprintf(out, "gateway %s; %s (load average %s); %d users; %v per case after %v warm-up\n", h.rep.Gateway, h.rep.Machine, h.rep.Machine.Load, o.users, o.duration, o.warmup)
 	var phases []phaseSpec
@@ -133,9 +143,16 @@ func (h *harness) phase(ctx context.Context, work string, spec phaseSpec) error 
 		}
 	}
 	name := spec.name
+	var err error
 	data := dataDir(work, "gateway-"+mode)
 	logPath := data + ".log"
-	g, boot, err := startGateway(ctx, gatewaySpec{bin: h.o.gateway, data: data, log: logPath, fsync: spec.fsync, extra: spec.extra})
+	pprofAddr := ""
+	if h.o.profile {
+		if pprofAddr, err = freeAddr(); err != nil {
+			return err
+		}
+	}
+	g, boot, err := startGateway(ctx, gatewaySpec{bin: h.o.gateway, data: data, log: logPath, fsync: spec.fsync, pprof: pprofAddr, extra: spec.extra})
 	if err != nil {
 		return err
 	}
@@ -146,6 +163,10 @@ func (h *harness) phase(ctx context.Context, work string, spec phaseSpec) error 
 		if _, err := g.stop(time.Minute); err != nil {
 			h.rep.fail(fmt.Sprintf("%s: stop: %v", name, err))
 		}
+		// The gateway runs on its defaults, the access log on: its lines are the proof.
+		n := g.out.requests.Load()
+		h.rep.AccessLogLines[name] = n
+		fmt.Fprintf(h.out, "   %s: the gateway wrote %d access-log lines (request logging on, its default)\n", name, n)
 	}()
 	t0 := time.Now()
 	needStores := slices.Contains(ids, "webhook") || slices.Contains(ids, "webhook-route")
@@ -208,8 +229,10 @@ func (h *harness) phase(ctx context.Context, work string, spec phaseSpec) error 
 	return ctx.Err()
 }
 
-// runCase measures one case at one connection count, against the gateway and then (closed
-// loop only) against the bare server answering the same bytes, and checks deliveries.
+// runCase measures one case at one connection count: against the gateway, then (closed loop
+// only) against the bare server answering the same bytes and, for the cases that write, the
+// floor; all of it with the bench's generator, then again with wrk. Deliveries are checked
+// after each generator's gateway run.
 func (h *harness) runCase(ctx context.Context, g *gatewayProc, fl *fleet, phase string, c *benchCase, conns int, rate float64) *result {
 	h.run++
 	r := &result{Phase: phase, Case: c.name, CaseID: c.id, Conns: conns, Mode: "closed"}
@@ -240,67 +263,93 @@ func (h *harness) runCase(ctx context.Context, g *gatewayProc, fl *fleet, phase 
 	captured.Path = c.path
 	r.ResponseBytes = len(captured.Body)
 
-	l := load{addr: g.addr, conns: conns, warmup: h.o.warmup, duration: h.o.duration, rate: rate, timeout: h.o.timeout, run: h.run, pid: g.cmd.Process.Pid}
+	duration := h.o.duration
+	if rate > 0 {
+		duration = h.o.rateDuration
+	}
+	l := load{addr: g.addr, conns: conns, warmup: h.o.warmup, duration: duration, rate: rate, timeout: h.o.timeout, run: h.run, pid: g.cmd.Process.Pid}
 	if err := h.settle(ctx, g, r); err != nil {
 		r.Failure = err.Error()
 		return r
 	}
+	// CPU per message: the gateway's process over the window, split by a profile taken in it.
+	var prof *windowProfile
+	if h.o.profile && (c.delivers || c.id == "validate" || c.id == "status") && rate == 0 && conns == h.o.conns && g.pprof != "" {
+		prof = &windowProfile{g: g, duration: duration, perRequest: !c.delivers}
+		l.onWindow = prof.mark
+	}
 	gs := measure(ctx, l, tgt)
 	ended := time.Now()
 	r.Gateway = &gs
+	if prof != nil {
+		cpu, err := prof.finish(gs.Requests, h.profilePath(phase, c.id))
+		if err != nil {
+			r.Notes = append(r.Notes, "CPU per message not measured: "+err.Error())
+		}
+		r.CPU = cpu
+	}
+	delivered := int64(1) // the capture's message
 	// Deliveries first: for the webhook this also waits out the backlog the gateway is still
 	// working through, before the bare server is measured beside it.
 	if c.delivers {
-		wait := 10 * time.Second
-		if c.async {
-			wait = time.Minute
-		}
-		d, err := checkDeliveries(ctx, g.api, recipients, gs.OK+1, gs.Errors, wait)
-		r.Delivery = d
+		delivered += gs.OK
+		r.DrainSeconds, r.DeliveredRPS, err = h.checkDeliveries(ctx, g, c, r, recipients, delivered, 0, gs, ended)
 		if err != nil {
 			r.Failure = err.Error()
-		} else if window := h.o.duration.Seconds(); window > 0 {
-			// Accepted within the window, then delivered by the end of the drain: the
-			// delivered rate is the window's answers over the window plus the drain.
-			r.DrainSeconds = time.Since(ended).Seconds()
-			r.DeliveredRPS = float64(gs.Requests) / (window + r.DrainSeconds)
 		}
 	}
 	if rate == 0 {
-		if err := h.bare.set(captured); err != nil {
+		if err := h.measureServers(ctx, g, r, &r.figures, c, captured, l, tgt, nil); err != nil && r.Failure == "" {
 			r.Failure = err.Error()
-			return r
 		}
-		if err := h.settle(ctx, g, r); err != nil {
-			r.Failure = err.Error()
-			return r
-		}
-		l.addr, l.pid = h.bare.addr, h.bare.cmd.Process.Pid
-		bs := measure(ctx, l, tgt)
-		r.Bare = &bs
-		if bs.RPS > 0 {
-			r.Ratio = gs.RPS / bs.RPS
-			if r.DeliveredRPS > 0 {
-				r.SustainedRatio = min(gs.RPS, r.DeliveredRPS) / bs.RPS
-			}
-		}
-		if c.durable && ctx.Err() == nil {
-			if err := h.measureFloor(ctx, g, r, captured, l, tgt); err != nil && r.Failure == "" {
+		r.ratios()
+		if ctx.Err() == nil && r.Failure == "" {
+			if err := h.measureWrk(ctx, g, r, c, captured, l, tgt, recipients, delivered); err != nil && r.Failure == "" {
 				r.Failure = err.Error()
 			}
 		}
 	}
-	if r.Failure == "" && (gs.Errors > 0 || errorsOf(r.Bare) > 0 || errorsOf(r.Floor) > 0) {
+	if r.Failure == "" && r.errorCount() > 0 {
 		r.Failure = "error responses"
 	}
 	return r
 }
 
-// measureFloor measures the bare server again on the same bytes, now making one durable commit
-// per request (fsync mode of the gateway under test) before each answer: what any server must
-// pay at least to accept the case's requests durably. The bare server's commit count must
-// have grown by at least its 2xx answers, or the floor measured nothing.
-func (h *harness) measureFloor(ctx context.Context, g *gatewayProc, r *result, captured bareResponse, l load, tgt target) error {
+// checkDeliveries waits until every message answered 2xx so far (want) reached the sim, once,
+// and returns the drain after the window and the delivered rate over window plus drain.
+func (h *harness) checkDeliveries(ctx context.Context, g *gatewayProc, c *benchCase, r *result, recipients []string, want, unanswered int64, s stats, ended time.Time) (float64, float64, error) {
+	wait := 10 * time.Second
+	if c.async {
+		wait = time.Minute
+	}
+	d, err := checkDeliveries(ctx, g.api, recipients, want, r.errorCount()+s.Errors, unanswered, wait)
+	r.Delivery = d
+	if err != nil {
+		return 0, 0, err
+	}
+	window := h.o.duration.Seconds()
+	drain := time.Since(ended).Seconds()
+	// Accepted within the window, then delivered by the end of the drain.
+	return drain, float64(s.Requests) / (window + drain), nil
+}
+
+// measureServers measures the bare server on the captured bytes and, for a durable case, the
+// floor, with the bench's generator (w nil) or wrk.
+func (h *harness) measureServers(ctx context.Context, g *gatewayProc, r *result, f *figures, c *benchCase, captured bareResponse, l load, tgt target, w *wrkRun) error {
+	if err := h.bare.set(captured); err != nil {
+		return err
+	}
+	if err := h.settle(ctx, g, r); err != nil {
+		return err
+	}
+	bs, err := h.measureOn(ctx, h.bare.addr, h.bare.cmd.Process.Pid, l, tgt, w)
+	if err != nil {
+		return err
+	}
+	f.Bare = &bs
+	if !c.durable || ctx.Err() != nil {
+		return nil
+	}
 	captured.Commit = g.fsync
 	if err := h.bare.set(captured); err != nil {
 		return err
@@ -312,20 +361,103 @@ func (h *harness) measureFloor(ctx context.Context, g *gatewayProc, r *result, c
 	if err != nil {
 		return err
 	}
-	fs := measure(ctx, l, tgt)
-	r.Floor = &fs
+	fs, err := h.measureOn(ctx, h.bare.addr, h.bare.cmd.Process.Pid, l, tgt, w)
+	if err != nil {
+		return err
+	}
+	f.Floor = &fs
 	after, err := h.bare.commits()
 	if err != nil {
 		return err
 	}
-	if fs.RPS > 0 && r.Bare != nil && r.Bare.RPS > 0 {
-		r.FloorRatio = fs.RPS / r.Bare.RPS
-		r.GatewayFloorRatio = r.Gateway.RPS / fs.RPS
-	}
+	// The floor's commits must have grown by at least its 2xx answers, or it measured nothing.
 	if n := after - before; n < fs.OK {
 		return fmt.Errorf("floor: %d answers but %d commits", fs.OK, n)
 	}
 	return nil
+}
+
+// measureOn measures one server with the bench's generator (w nil) or wrk.
+func (h *harness) measureOn(ctx context.Context, addr string, pid int, l load, tgt target, w *wrkRun) (stats, error) {
+	if w == nil {
+		l.addr, l.pid = addr, pid
+		return measure(ctx, l, tgt), nil
+	}
+	return h.wrk.measure(ctx, wrkLoad{addr: addr, conns: l.conns, warmup: l.warmup, duration: l.duration, timeout: l.timeout,
+		warmupPool: w.warmupPool, pool: w.pool, cycle: w.cycle || pid != w.gatewayPID, pid: pid})
+}
+
+// wrkRun is a case's request pools for wrk.
+type wrkRun struct {
+	warmupPool, pool string
+	cycle            bool // the requests need not be unique: cycle through the pools
+	gatewayPID       int  // against the gateway a pool of unique requests never cycles
+}
+
+// measureWrk measures the case again with wrk: the gateway (with its deliveries), the bare
+// server and the floor.
+func (h *harness) measureWrk(ctx context.Context, g *gatewayProc, r *result, c *benchCase, captured bareResponse, l load, tgt target, recipients []string, delivered int64) error {
+	if h.wrk == nil {
+		r.WrkNote = h.wrkNote
+		return nil
+	}
+	w := &wrkRun{cycle: !c.unique, gatewayPID: g.cmd.Process.Pid}
+	// A pool of unique requests holds more than the gateway can answer meanwhile: twice what
+	// the bench's generator measured, and at least 6,000 a second, over wrk's run (whole
+	// seconds). The floor matters where the bench's generator is slow for its own reasons
+	// (few connections on a busy machine: 783/s where wrk drove the same gateway at 5,449/s).
+	warmN, n := 2048, 8192
+	if c.unique {
+		rps := max(2*r.Gateway.RPS, 6000)
+		warmN = int(rps*wholeSeconds(h.o.warmup)) + 2000
+		n = int(rps*wholeSeconds(l.duration)) + 2000
+	}
+	var err error
+	if w.warmupPool, err = h.wrk.writePool(tgt, g.addr, h.run, wrkWarmupWorker, warmN, "warmup"); err != nil {
+		return err
+	}
+	if w.pool, err = h.wrk.writePool(tgt, g.addr, h.run, wrkWorker, n, "measure"); err != nil {
+		return err
+	}
+	defer os.Remove(w.warmupPool)
+	defer os.Remove(w.pool)
+	if err := h.bare.set(captured); err != nil { // the gateway's turn: nothing committed here
+		return err
+	}
+	if err := h.settle(ctx, g, r); err != nil {
+		return err
+	}
+	f := &figures{}
+	r.Wrk = f
+	gs, err := h.measureOn(ctx, g.addr, g.cmd.Process.Pid, l, tgt, w)
+	if err != nil {
+		return err
+	}
+	ended := time.Now()
+	f.Gateway = &gs
+	if c.delivers {
+		// wrk stops (after its warm-up, and at the end) with a request in flight on each
+		// connection; the gateway may have accepted those.
+		f.DrainSeconds, f.DeliveredRPS, err = h.checkDeliveries(ctx, g, c, r, recipients, delivered+gs.OK, 2*int64(l.conns), gs, ended)
+		if err != nil {
+			return fmt.Errorf("wrk: %w", err)
+		}
+	}
+	if err := h.measureServers(ctx, g, r, f, c, captured, l, tgt, w); err != nil {
+		return err
+	}
+	f.ratios()
+	return nil
+}
+
+// profilePath is where a run's gateway profile is kept: beside the results, or in the work dir.
+func (h *harness) profilePath(phase, caseID string) string {
+	dir := h.o.results
+	if dir == "" {
+		dir = h.work
+	}
+	name := strings.NewReplacer("=", "-", "/", "-").Replace(phase) + "-" + caseID
+	return filepath.Join(dir, h.rep.Started.UTC().Format("2006-01-02T150405Z")+"-"+name+"-cpu.prof")
 }
 
 // settleLimit bounds the wait for an idle gateway before a measurement.
@@ -377,8 +509,10 @@ type delivery struct {
 }
 
 // checkDeliveries polls the sim's delivered messages to the run's recipients until they add
-// up to ok or wait passes.
-func checkDeliveries(ctx context.Context, api *apiClient, recipients []string, ok, errs int64, wait time.Duration) (*delivery, error) {
+// up to ok or wait passes. unanswered is how many requests the generator may have left without
+// reading their answer when it stopped (wrk closes its connections with requests in flight):
+// those messages may be delivered without a 2xx the generator saw.
+func checkDeliveries(ctx context.Context, api *apiClient, recipients []string, ok, errs, unanswered int64, wait time.Duration) (*delivery, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		d := &delivery{OK: ok}
@@ -406,7 +540,7 @@ func checkDeliveries(ctx context.Context, api *apiClient, recipients []string, o
 		switch {
 		case d.Duplicates > 0:
 			return d, fmt.Errorf("%d messages delivered twice", d.Duplicates)
-		case d.Delivered > ok && errs == 0:
+		case d.Delivered > ok+unanswered && errs == 0:
 			return d, fmt.Errorf("%d messages delivered without a successful response", d.Delivered-ok)
 		case d.Lost == 0:
 			return d, nil
@@ -424,4 +558,9 @@ func checkDeliveries(ctx context.Context, api *apiClient, recipients []string, o
 // resultsPath is bench/results/<UTC date and time><suffix>.json.
 func resultsPath(dir string, t time.Time, suffix string) string {
 	return filepath.Join(dir, t.UTC().Format("2006-01-02T150405Z")+suffix+".json")
+}
+
+// wholeSeconds is d rounded up to whole seconds (wrk's unit), at least one.
+func wholeSeconds(d time.Duration) float64 {
+	return float64(max(1, (d+time.Second-1)/time.Second))
 }

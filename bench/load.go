@@ -56,6 +56,8 @@ type load struct {
 	timeout  time.Duration
 	run      int
 	pid      int // the server under test's process, for OtherCPU (0 = this process)
+	// onWindow, when set, is called as the measured window starts (true) and ends (false).
+	onWindow func(start bool)
 }
 
 // stats is one measured load against one server. Latencies are in milliseconds.
@@ -108,8 +110,14 @@ func measure(ctx context.Context, l load, t target) stats {
 		defer close(cpuDone)
 		time.Sleep(time.Until(m.measureFrom))
 		cpuFrom = snapCPU(pids...)
+		if l.onWindow != nil {
+			l.onWindow(true)
+		}
 		time.Sleep(time.Until(m.end))
 		cpuTo = snapCPU(pids...)
+		if l.onWindow != nil {
+			l.onWindow(false)
+		}
 	}()
 	var wg sync.WaitGroup
 	for i := range l.conns {

@@ -16,6 +16,7 @@
 //	bench scale [flags]  memory and goroutines per linked session (and per campaign), boot time
 //	bench cluster [flags] 3 nodes beside 1 node, the forwarding overhead, hand-over times
 //	bench bare  [flags]  the bare server (started by run; prints its address on stdout)
+//	bench profile CPU.prof [messages]  a gateway CPU profile split by component
 package main
 
 import (
@@ -83,6 +84,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runCluster(ctx, o, stdout)
 	case "bare":
 		return bareMain(args, stdout, stderr)
+	case "profile":
+		return profileMain(args, stdout)
 	}
-	return fmt.Errorf("unknown command %q (run, scale, cluster, bare)", cmd)
+	return fmt.Errorf("unknown command %q (run, scale, cluster, bare, profile)", cmd)
 }

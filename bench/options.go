@@ -17,7 +17,10 @@ type runOptions struct {
 	conns        int
 	sweep        []int
 	rateFraction float64
+	rateDuration time.Duration
 	quick        bool
+	wrk          string // wrk binary: "auto" (PATH), a path, or "off"
+	profile      bool   // CPU per message by component, from gateway profiles
 	users        int
 	cases        []string
 	fsync        []string
@@ -41,7 +44,10 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 	fs.DurationVar(&o.warmup, "warmup", 3*time.Second, "warm-up before each measurement, not recorded (quick: 500ms)")
 	fs.IntVar(&o.conns, "conns", 64, "connections for the cases and the fixed-rate run")
 	fs.StringVar(&sweep, "sweep", "1,16,64,256", "connection counts of the sweep (run on v1 send; empty = no sweep)")
-	fs.Float64Var(&o.rateFraction, "rate-fraction", 0.7, "fixed-rate run at this fraction of the sweep's peak (0 = none)")
+	fs.Float64Var(&o.rateFraction, "rate-fraction", 0.5, "fixed-rate (open-loop) run of v1 send at this fraction of the closed-loop peak (0 = none)")
+	fs.DurationVar(&o.rateDuration, "rate-duration", 60*time.Second, "measured time of the fixed-rate run (quick: --duration)")
+	fs.StringVar(&o.wrk, "wrk", "auto", "wrk binary measuring every closed-loop case beside the bench's generator (auto: from PATH; off: none)")
+	fs.BoolVar(&o.profile, "profile", true, "profile the gateway during v1 send and webhook (CPU per message by component; the gateway gets a loopback --pprof)")
 	fs.BoolVar(&o.quick, "quick", false, "smoke test: short runs, fewer users, no results file or README update unless asked")
 	fs.IntVar(&o.users, "users", 100, "users, each with a linked sim session and an API key (quick: 20)")
 	fs.StringVar(&cases, "cases", strings.Join(caseIDs(), ","), "cases to run")
@@ -62,7 +68,7 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 	if o.quick {
 		given := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-		defaults := map[string]string{"duration": "2s", "warmup": "500ms", "users": "20", "settle": "200ms", "results": "", "readme": ""}
+		defaults := map[string]string{"duration": "2s", "warmup": "500ms", "users": "20", "settle": "200ms", "results": "", "readme": "", "rate-duration": "0"}
 		for name, v := range defaults {
 			if !given[name] {
 				_ = fs.Set(name, v)
@@ -97,8 +103,8 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 	switch {
 	case len(o.fsync) == 0:
 		return o, fmt.Errorf("--fsync: at least one mode")
-	case o.duration <= 0 || o.warmup < 0 || o.timeout <= 0 || o.settle < 0:
-		return o, fmt.Errorf("--duration and --timeout must be positive, --warmup and --settle not negative")
+	case o.duration <= 0 || o.warmup < 0 || o.timeout <= 0 || o.settle < 0 || o.rateDuration < 0:
+		return o, fmt.Errorf("--duration and --timeout must be positive, --warmup, --settle and --rate-duration not negative")
 	case o.conns < 1 || o.conns > maxConns:
 		return o, fmt.Errorf("--conns must be 1 to %d", maxConns)
 	case o.users < 1 || o.users > maxUsers:
@@ -110,6 +116,9 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 		if c < 1 || c > maxConns {
 			return o, fmt.Errorf("--sweep: connection counts must be 1 to %d", maxConns)
 		}
+	}
+	if o.rateDuration == 0 {
+		o.rateDuration = o.duration
 	}
 	o.command = "bench run " + strings.Join(args, " ")
 	return o, nil

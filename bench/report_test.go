@@ -67,7 +67,7 @@ func TestUpdateReadmeReplacesOnlyTheFiguresBlock(t *testing.T) {
 	rep := newReport("bench run", false, "gateway v1")
 	rep.Finished = rep.Started.Add(time.Minute)
 	rep.add(&result{Phase: "fsync=batch", Case: "validate", Conns: 64, Mode: "closed",
-		Gateway: &stats{RPS: 40000, P50: 1, P90: 2, P99: 3, P999: 4}, Bare: &stats{RPS: 50000}, Ratio: 0.8})
+		figures: figures{Gateway: &stats{RPS: 40000, P50: 1, P90: 2, P99: 3, P999: 4}, Bare: &stats{RPS: 50000}, Ratio: 0.8}})
 	rep.add(&result{Phase: "fsync=batch", Case: "webhook", Conns: 64, Skipped: "POST /api/ecom/webhook is not served yet (404)"})
 	for range 2 {
 		if err := updateReadme(path, rep); err != nil {
@@ -117,7 +117,8 @@ func TestParseRunFlags(t *testing.T) {
 		t.Fatalf("quick with --results: %+v %v", o, err)
 	}
 	o, err = parseRun(nil, io.Discard)
-	if err != nil || o.duration != 10*time.Second || o.users != 100 || len(o.cases) != len(benchCases) || len(o.sweep) != 4 || o.results == "" {
+	if err != nil || o.duration != 10*time.Second || o.users != 100 || len(o.cases) != len(benchCases) || len(o.sweep) != 4 || o.results == "" ||
+		o.rateFraction != 0.5 || o.rateDuration != time.Minute || o.wrk != "auto" || !o.profile {
 		t.Fatalf("defaults: %+v %v", o, err)
 	}
 	for _, bad := range [][]string{{"--cases", "nope"}, {"--fsync", "sometimes"}, {"--conns", "0"}, {"--sweep", "1,x"}, {"--users", "100000"}, {"extra"}} {
@@ -130,19 +131,28 @@ func TestParseRunFlags(t *testing.T) {
 	}
 }
 
-// floorReport is a run with the floor measured on v1 send under both fsync modes, and on
-// validate none (it does not write).
+// floorReport is a run with the floor measured on v1 send under both fsync modes (by both
+// generators under batch), and on validate none (it does not write).
 func floorReport() *report {
 	rep := newReport("bench run", false, "gateway v1")
 	rep.Finished = rep.Started.Add(time.Minute)
-	rep.add(&result{Phase: "fsync=batch", Case: "v1 send", CaseID: "send", Conns: 64, Mode: "closed",
-		Gateway: &stats{RPS: 20000}, Bare: &stats{RPS: 100000}, Floor: &stats{RPS: 30000, P50: 2, Errors: 1},
-		Ratio: 0.2, FloorRatio: 0.3, GatewayFloorRatio: 20000.0 / 30000, DeliveredRPS: 20000, SustainedRatio: 0.2, DrainSeconds: 0.1})
-	rep.add(&result{Phase: "fsync=interval", Case: "v1 send", CaseID: "send", Conns: 64, Mode: "closed",
-		Gateway: &stats{RPS: 70000}, Bare: &stats{RPS: 100000}, Floor: &stats{RPS: 80000},
-		Ratio: 0.7, FloorRatio: 0.8, GatewayFloorRatio: 0.875, DeliveredRPS: 70000, SustainedRatio: 0.7, DrainSeconds: 0.1})
-	rep.add(&result{Phase: "fsync=batch", Case: "validate", CaseID: "validate", Conns: 64, Mode: "closed",
-		Gateway: &stats{RPS: 50000}, Bare: &stats{RPS: 100000}, Ratio: 0.5})
+	batch := &result{Phase: "fsync=batch", Case: "v1 send", CaseID: "send", Conns: 64, Mode: "closed",
+		figures: figures{Gateway: &stats{RPS: 20000}, Bare: &stats{RPS: 100000}, Floor: &stats{RPS: 30000, P50: 2, Errors: 1},
+			DeliveredRPS: 20000, DrainSeconds: 0.1},
+		Wrk: &figures{Gateway: &stats{RPS: 21000}, Bare: &stats{RPS: 150000}, Floor: &stats{RPS: 35000}, DeliveredRPS: 21000, DrainSeconds: 0.2},
+		CPU: &cpuFigures{GatewayUS: 42, SimUS: 3, PerMessageUS: 45, Accepted: 100, Sent: 100, Components: []component{{Name: "HTTP", Share: 0.5, MicrosPerMsg: 22.5}, {Name: "sim (x)", Sim: true, Share: 0.07, MicrosPerMsg: 3}}}}
+	batch.ratios()
+	batch.Wrk.ratios()
+	rep.add(batch)
+	interval := &result{Phase: "fsync=interval", Case: "v1 send", CaseID: "send", Conns: 64, Mode: "closed",
+		figures: figures{Gateway: &stats{RPS: 70000}, Bare: &stats{RPS: 100000}, Floor: &stats{RPS: 80000}, DeliveredRPS: 70000, DrainSeconds: 0.1}}
+	interval.ratios()
+	rep.add(interval)
+	validate := &result{Phase: "fsync=batch", Case: "validate", CaseID: "validate", Conns: 64, Mode: "closed",
+		figures: figures{Gateway: &stats{RPS: 50000}, Bare: &stats{RPS: 100000}}, Wrk: &figures{Gateway: &stats{RPS: 60000}, Bare: &stats{RPS: 150000}}}
+	validate.ratios()
+	validate.Wrk.ratios()
+	rep.add(validate)
 	rep.Targets = checkTargets(rep)
 	return rep
 }
@@ -151,7 +161,10 @@ func TestFloorInResultTableTargetsAndJSON(t *testing.T) {
 	rep := floorReport()
 	var out strings.Builder
 	printResult(&out, rep.Results[0])
-	for _, want := range []string{"   floor", "30000", "floor (bare + one synced commit per request) 0.300 of bare, gateway 0.667 of the floor"} {
+	for _, want := range []string{"   floor", "30000", "floor (wrk)", "35000",
+		"floor (bare + one synced plain Badger transaction per request) 0.300 of bare, gateway 0.667 of the floor",
+		"wrk: floor (bare + one synced plain Badger transaction per request) 0.233 of bare, gateway 0.600 of the floor",
+		"CPU:", "42.0 without the sim"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("printResult lacks %q:\n%s", want, out.String())
 		}
@@ -164,32 +177,34 @@ func TestFloorInResultTableTargetsAndJSON(t *testing.T) {
 
 	md := summaryTable(rep, true)
 	for _, want := range []string{
-		"| bare req/s | ratio | floor req/s | gateway/floor | delivered/sent |",
-		"| batch | v1 send | 64 | closed | 20000 | 0.000 | 0.000 | 0.000 | 0.000 | 1 | 100000 | 0.200 | 30000 | 0.667 |",
-		"| batch | validate | 64 | closed | 50000 | 0.000 | 0.000 | 0.000 | 0.000 | 0 | 100000 | 0.500 |  |  |",
+		"| bare req/s | ratio | floor req/s | gateway/floor | wrk req/s | wrk bare | wrk ratio | wrk floor | wrk gateway/floor | delivered/sent |",
+		"| batch | v1 send | 64 | closed | 20000 | 0.000 | 0.000 | 1 | 100000 | 0.200 | 30000 | 0.667 | 21000 | 150000 | 0.140 | 35000 | 0.600 |",
+		"| batch | validate | 64 | closed | 50000 | 0.000 | 0.000 | 0 | 100000 | 0.500 |  |  | 60000 | 150000 | 0.400 |  |  |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("summary table lacks %q:\n%s", want, md)
 		}
 	}
-	if !strings.Contains(figuresMarkdown(rep), "\nfloor: the bare server making one Badger commit per request") {
-		t.Error("README figures do not say what the floor is")
+	fig := figuresMarkdown(rep)
+	for _, want := range []string{"\nfloor: the bare server making one commit per request to plain Badger", "of the two ratios the lower counts",
+		"**42.0 µs per message without the sim**", "| HTTP | 50.0 % | 22.5 |", "| sim (x), apart | 7.0 % | 3.0 |"} {
+		if !strings.Contains(fig, want) {
+			t.Errorf("README figures lack %q:\n%s", want, fig)
+		}
 	}
 
 	lines := strings.Join(targetLines(rep), "\n")
 	for _, want := range []string{
-		"v1 send, fsync=batch: sustained ratio at 64 conns >= 0.50, backlog drained within 2 s: 0.200 (NOT met; a bare server with one synced commit per request: 0.300 of bare)",
-		"v1 send, fsync=interval: sustained ratio at 64 conns >= 0.60, backlog drained within 2 s: 0.700 (met)",
-		"validate: ratio at 64 conns >= 0.85: 0.500 (NOT met)",
+		// The lower of the two generators counts: wrk's 0.600 of the floor, not the Go generator's 0.667.
+		"v1 send, fsync=batch: sustained at 64 conns >= 0.80 of the floor, backlog drained within 2 s: 0.600 (NOT met; a bare server with one synced plain Badger transaction per request: 0.233 of bare)",
+		"v1 send, fsync=batch: gateway CPU per accepted and delivered message <= 50 µs (the sim apart: 3.0 µs): 42.000 (met)",
+		"v1 send, fsync=interval: sustained at 64 conns >= 0.80 of the floor, backlog drained within 2 s: 0.875 (met; the bench's generator only (no wrk))",
+		"v1 send, fsync=interval: sustained at 64 conns >= 0.50 of bare: 0.700 (met; the bench's generator only (no wrk))",
+		"validate: at 64 conns >= 0.90 of bare (the lower of both generators): 0.400 (NOT met)",
 	} {
 		if !strings.Contains(lines, want) {
 			t.Errorf("targets lack %q:\n%s", want, lines)
 		}
-	}
-	rep.Results[1].SustainedRatio = 0.5
-	rep.Targets = checkTargets(rep)
-	if lines := strings.Join(targetLines(rep), "\n"); !strings.Contains(lines, "0.500 (NOT met; a bare server with one commit per request, synced every 100 ms: 0.800 of bare)") {
-		t.Errorf("interval target lacks its floor:\n%s", lines)
 	}
 
 	b, err := json.Marshal(rep)
@@ -198,19 +213,20 @@ func TestFloorInResultTableTargetsAndJSON(t *testing.T) {
 	}
 	var back struct {
 		Results []struct {
-			Floor             *stats  `json:"floor"`
-			FloorRatio        float64 `json:"floor_ratio"`
-			GatewayFloorRatio float64 `json:"gateway_floor_ratio"`
+			Floor             *stats   `json:"floor"`
+			FloorRatio        float64  `json:"floor_ratio"`
+			GatewayFloorRatio float64  `json:"gateway_floor_ratio"`
+			Wrk               *figures `json:"wrk"`
 		} `json:"results"`
 		Targets []targetCheck `json:"targets"`
 	}
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}
-	if r := back.Results[0]; r.Floor == nil || r.Floor.RPS != 30000 || r.FloorRatio != 0.3 || r.GatewayFloorRatio == 0 {
+	if r := back.Results[0]; r.Floor == nil || r.Floor.RPS != 30000 || r.FloorRatio != 0.3 || r.GatewayFloorRatio == 0 || r.Wrk == nil || r.Wrk.Floor.RPS != 35000 {
 		t.Fatalf("floor not in the JSON result: %+v", r)
 	}
-	if back.Results[2].Floor != nil || back.Targets[0].Floor != 0.3 || back.Targets[0].FloorFsync != "batch" {
+	if back.Results[2].Floor != nil || back.Targets[0].FloorFsync != "batch" || back.Targets[0].Generators != "go+wrk" {
 		t.Fatalf("JSON targets or non-durable result wrong: %+v %+v", back.Results[2], back.Targets)
 	}
 }

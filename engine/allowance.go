@@ -26,8 +26,18 @@ type ReserveOpts struct{ Force, Reclaim bool }
 // reserve asks the user's account for up to n messages; the reservation may hold less (a bulk
 // batch is clipped). ErrQuotaExceeded when nothing is left this month.
 func (ms *Messages) reserve(ctx context.Context, uid string, n int64, o ReserveOpts) (*Reservation, error) {
+	ent := ms.account(uid)
+	if !o.Force && !o.Reclaim {
+		// Covered by the durable mark: reserved here, without a message to the actor.
+		if r, ok := ent.counter.TryReserve(ms.e.now(), n); ok {
+			if r.Err != nil {
+				return nil, r.Err
+			}
+			return ms.adopt(uid, r.Granted), nil
+		}
+	}
 	msg := &account.Reserve{N: n, Force: o.Force, Reclaim: o.Reclaim, Reply: make(chan account.Result, 1)}
-	res, err := ask(ctx, ms.e, ms.account(uid), msg, msg.Reply, ms.e.cfg.AskTimeout, "account")
+	res, err := ask(ctx, ms.e, ent.pid, msg, msg.Reply, ms.e.cfg.AskTimeout, "account")
 	if err != nil {
 		return nil, err
 	}
@@ -55,14 +65,14 @@ func (r *Reservation) Take(n int64) *Reservation {
 // Commit counts n held messages as sent.
 func (r *Reservation) Commit(n int64) {
 	if r.take(n) {
-		r.ms.e.hw.Send(r.ms.account(r.uid), account.Settle{Sent: n, Unreserve: n})
+		r.ms.account(r.uid).counter.Settle(r.ms.e.now(), n, n)
 	}
 }
 
 // Release gives back whatever the reservation still holds.
 func (r *Reservation) Release() {
 	if n := r.left.Swap(0); n > 0 {
-		r.ms.e.hw.Send(r.ms.account(r.uid), account.Settle{Unreserve: n})
+		r.ms.account(r.uid).counter.Settle(r.ms.e.now(), 0, n)
 	}
 }
 
@@ -78,29 +88,36 @@ func (r *Reservation) take(n int64) bool {
 	}
 }
 
-// accountEntry is a user's account actor (spawned on first use). It publishes no view: the
-// allowance is asked for.
-type accountEntry struct{ pid *actor.PID }
+// accountEntry is a user's account actor (spawned on first use) and the count it shares with
+// the callers (account.Counter: reservations the durable mark covers, and settlements, made
+// without a message). It publishes no view: the allowance is asked for.
+type accountEntry struct {
+	pid     *actor.PID
+	counter *account.Counter
+}
 
 func (a *accountEntry) actorPID() *actor.PID { return a.pid }
 
-// account returns the user's account actor, spawning it on first use.
-func (ms *Messages) account(uid string) *actor.PID {
+// account returns the user's account, spawning its actor on first use.
+func (ms *Messages) account(uid string) *accountEntry {
 	e := ms.e
 	return ms.accounts.getOrPut(uid, func() *accountEntry {
 		deps := account.Deps{Store: ms.accountTable, Clock: clockFunc(e.cfg.Now), Log: e.log}
-		return &accountEntry{pid: e.spawn(account.New(uid, e.Users.planOf(uid).MonthlyMessages, deps), "account", uid)}
-	}).pid
+		c := account.NewCounter(uid, e.Users.planOf(uid).MonthlyMessages)
+		pid := e.spawn(account.New(c, deps), "account", uid)
+		c.Bind(func(msg any) { e.hw.Send(pid, msg) })
+		return &accountEntry{pid: pid, counter: c}
+	})
 }
 
 // Allowance is the user's monthly allowance: the limit, what was sent this month, what is
 // reserved for messages in flight, and when it resets.
 func (ms *Messages) Allowance(ctx context.Context, uid string) (account.Result, error) {
 	msg := &account.Get{Reply: make(chan account.Result, 1)}
-	return ask(ctx, ms.e, ms.account(uid), msg, msg.Reply, ms.e.cfg.AskTimeout, "account")
+	return ask(ctx, ms.e, ms.account(uid).pid, msg, msg.Reply, ms.e.cfg.AskTimeout, "account")
 }
 
 // setLimit gives the user's account a new monthly limit (a plan change).
 func (ms *Messages) setLimit(uid string, limit int64) {
-	ms.e.hw.Send(ms.account(uid), account.SetLimit{Limit: limit})
+	ms.e.hw.Send(ms.account(uid).pid, account.SetLimit{Limit: limit})
 }

@@ -219,6 +219,7 @@ func (e *Engine) Stop(ctx context.Context) {
 	e.poisonAll(ctx, append(e.Keys.idx.pids(), e.Sessions.idx.pids()...))
 	// The outcomes of the sessions' last sends are written, and only then settled into the
 	// accounts (messages.Outcome); accounts last.
+	e.Messages.stopRenewal()
 	e.Messages.msgs.outbox.Flush()
 	// Every change above has been reported: publish what is queued.
 	defer e.pub.stop()

@@ -68,6 +68,9 @@ func (k *Keys) boot() (int, error) {
 type keyEntry struct {
 	actorRef[domain.APIKey]
 	hash [sha256.Size]byte
+	// counter is the key's record and daily count, shared with its actor: a call the durable
+	// marks cover is counted without a message (key.Counter).
+	counter *key.Counter
 }
 
 // keyIndex finds key actors by key id (the registry) and by the SHA-256 of the raw key
@@ -126,7 +129,10 @@ func (k *Keys) spawn(rec domain.APIKey) *keyEntry {
 	}
 	ent.view.Store(&rec)
 	deps := key.Deps{Store: k.e.cfg.Store, Clock: clockFunc(k.e.cfg.Now), Log: k.e.log, Block: k.e.cfg.KeyBlock, Publisher: ent}
-	ent.pid = k.e.spawn(key.New(rec.ID, k.e.Users.keyPlan(rec.UserID), deps), keyActorKnd, rec.ID)
+	ent.counter = key.NewCounter(rec.ID, k.e.Users.keyPlan(rec.UserID))
+	pid := k.e.spawn(key.NewOn(ent.counter, deps), keyActorKnd, rec.ID)
+	ent.pid = pid
+	ent.counter.Bind(func(msg any) { k.e.hw.Send(pid, msg) })
 	k.idx.add(rec.ID, ent)
 	return ent
 }
@@ -324,6 +330,9 @@ func (k *Keys) Authorize(raw []byte, scope string) (domain.Grant, error) {
 	ent := k.idx.hash(sha256.Sum256(raw))
 	if ent == nil {
 		return domain.Grant{}, domain.ErrUnknownKey
+	}
+	if r, ok := ent.counter.TryAuthorize(k.e.now(), scope); ok {
+		return r.Grant, r.Err
 	}
 	call := k.authPool.Get().(*authCall)
 	call.msg.Scope = scope

@@ -2,12 +2,9 @@ package engine
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +45,8 @@ type Messages struct {
 	accountTable account.Store
 	idem         idempotency
 	history      MessageHistory
+	renewMu      sync.Mutex
+	renewal      *time.Timer // the daily Renew of queued bodies (nil once stopped)
 }
 
 // messages is the Messages facet's state: it accepts messages into the durable outbox, hands
@@ -63,6 +62,24 @@ type messages struct {
 type pendingShard struct {
 	mu sync.Mutex
 	m  map[string]*pending
+	// recent are the last messages whose outcome became durable, kept (without their body)
+	// for the receipts that follow at once: each would read the message back from storage.
+	recent     [recentPerShard]string
+	recentNext int
+}
+
+// recentPerShard: 64 shards keep the last 4,096 settled messages (about 1 MB).
+const recentPerShard = 64
+
+// keep remembers a durable message, forgetting the oldest one kept. Called with mu held.
+func (sh *pendingShard) keep(id string) {
+	if old := sh.recent[sh.recentNext]; old != "" {
+		if p := sh.m[old]; p != nil && p.durable {
+			delete(sh.m, old)
+		}
+	}
+	sh.recent[sh.recentNext] = id
+	sh.recentNext = (sh.recentNext + 1) % recentPerShard
 }
 
 // pending is one accepted message without an outcome.
@@ -75,6 +92,9 @@ type pending struct {
 	// until that write lands (a receipt or a wait then reads it here, not from storage).
 	settled bool
 	entry   domain.OutboxEntry
+	// durable: the outcome is written; entry (without its body) is kept a little for the
+	// receipts (pendingShard.keep), and nothing else reads it.
+	durable bool
 }
 
 type outcome struct {
@@ -178,7 +198,7 @@ func queuedEntry(msg domain.Message, sess *domain.Session, uid, origin string, n
 func (ms *Messages) enqueue(ent *sessionEntry, entry domain.OutboxEntry, res *Reservation, ch chan outcome, now time.Time) {
 	ms.msgs.track(entry.ID, res, ch)
 	ms.e.pub.publish(entry.UserID, messageEvent(entry, domain.MsgQueued, now))
-	ms.e.hw.Send(ent.pid, session.Enqueue{Entry: entry})
+	ms.e.hw.Send(ent.pid, &session.Enqueue{Entry: entry})
 }
 
 // track registers an accepted message's reservation (and a waiter).
@@ -186,7 +206,7 @@ func (m *messages) track(id string, res *Reservation, ch chan outcome) {
 	sh := m.shard(id)
 	sh.mu.Lock()
 	p := sh.m[id]
-	if p == nil {
+	if p == nil || p.durable {
 		p = &pending{res: res}
 		sh.m[id] = p
 		m.depth.Add(1)
@@ -204,7 +224,7 @@ func (m *messages) settling(id string) (domain.OutboxEntry, bool) {
 	sh := m.shard(id)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if p := sh.m[id]; p != nil && p.settled {
+	if p := sh.m[id]; p != nil && p.settled && !p.durable {
 		return p.entry, true
 	}
 	return domain.OutboxEntry{}, false
@@ -219,6 +239,9 @@ func (m *messages) wait(ctx context.Context, e domain.OutboxEntry, d time.Durati
 	sh := m.shard(e.ID)
 	sh.mu.Lock()
 	p := sh.m[e.ID]
+	if p != nil && p.durable {
+		p = nil // written: read from storage below
+	}
 	if p != nil && p.settled {
 		cur := p.entry
 		sh.mu.Unlock()
@@ -272,13 +295,26 @@ func failure(e domain.OutboxEntry) error {
 // a crash between the two can undercount by the last few, never count one message twice.
 // Whoever waits is answered at once.
 func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
+	// Receipts that overtook the outcome go into the same record (one write, not one each).
+	atOutcome := e
+	atOutcome.History = slices.Clip(e.History)
 	sh := m.shard(e.ID)
 	sh.mu.Lock()
 	p := sh.m[e.ID]
-	var early []domain.StatusChange
+	var (
+		folded  []domain.StatusChange
+		waiters []chan outcome
+	)
 	if p != nil {
+		for _, c := range p.early {
+			if e.SetStatus(c.Status, c.At.Time()) {
+				folded = append(folded, c)
+			}
+		}
+		p.early = nil
 		p.settled, p.entry = true, e
-		early, p.early = p.early, nil
+		// Taken under the lock: the record's commit below may land (and clear them) first.
+		waiters, p.waiters = p.waiters, nil
 	}
 	sh.mu.Unlock()
 	if p != nil {
@@ -289,13 +325,20 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	} else {
 		m.e.metrics.failed.Add(1)
 	}
-	m.e.pub.publish(e.UserID, messageEvent(e, e.Status, e.UpdatedAt.Time()))
-	for _, c := range early {
-		m.receiptOf(e.ID, c)
+	m.e.pub.publish(e.UserID, messageEvent(atOutcome, atOutcome.Status, atOutcome.UpdatedAt.Time()))
+	for _, c := range folded {
+		m.e.pub.publish(e.UserID, messageEvent(e, c.Status, c.At.Time()))
 	}
 	m.outbox.Settle(e, func(err error) {
 		sh.mu.Lock()
-		delete(sh.m, e.ID)
+		if cur := sh.m[e.ID]; err == nil && cur != nil && cur == p {
+			cur.durable, cur.waiters = true, nil
+			msg := cur.entry.Message
+			cur.entry.Message = domain.Message{ID: msg.ID, To: msg.To, Kind: msg.Kind}
+			sh.keep(e.ID)
+		} else if cur == p {
+			delete(sh.m, e.ID)
+		}
 		sh.mu.Unlock()
 		if err != nil {
 			// Still pending on disk: the next boot sends it again under its id and settles it
@@ -312,10 +355,8 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 			p.res.Release()
 		}
 	})
-	if p != nil {
-		for _, w := range p.waiters {
-			w <- outcome{entry: e, err: sendErr}
-		}
+	for _, w := range waiters {
+		w <- outcome{entry: atOutcome, err: sendErr}
 	}
 }
 
@@ -412,21 +453,35 @@ func (ms *Messages) recover() (int, error) {
 			return 0, fmt.Errorf("engine: outbox: reserve for %s: %w", entry.ID, err)
 		}
 		ms.msgs.track(entry.ID, res, nil)
-		e.hw.Send(ent.pid, session.Enqueue{Entry: entry})
+		e.hw.Send(ent.pid, &session.Enqueue{Entry: entry})
 	}
+	ms.renewal = time.AfterFunc(renewEvery, ms.renew)
 	return len(pending), nil
 }
 
-// NewMessageID makes a message id in the shape WhatsApp Web uses (3EB0 + 20 hex digits).
-func NewMessageID() string {
-	var b [10]byte
-	_, _ = rand.Read(b[:])
-	return "3EB0" + strings.ToUpper(hex.EncodeToString(b[:]))
+// renewEvery is how often the bodies of long-queued messages are renewed (persist keeps a body
+// two weeks from its last write and renews it when under ten days are left).
+const renewEvery = 24 * time.Hour
+
+func (ms *Messages) renew() {
+	if n, err := ms.msgs.outbox.Renew(); err != nil {
+		ms.e.log.Error("outbox: renew the bodies of long-queued messages", "err", err)
+	} else if n > 0 {
+		ms.e.log.Info("outbox: renewed the bodies of long-queued messages", "messages", n)
+	}
+	ms.renewMu.Lock()
+	defer ms.renewMu.Unlock()
+	if ms.renewal != nil {
+		ms.renewal = time.AfterFunc(renewEvery, ms.renew)
+	}
 }
 
-// DerivedID is the id of what an Idempotency-Key makes (a message, a campaign): a function of
-// the API key and the Idempotency-Key, so a retry after a crash names the same message.
-func DerivedID(keyID, idemKey string) string {
-	sum := sha256.Sum256([]byte(keyID + "\x00" + idemKey))
-	return "3EB0" + strings.ToUpper(hex.EncodeToString(sum[:10]))
+// stopRenewal stops the daily renewal (Stop).
+func (ms *Messages) stopRenewal() {
+	ms.renewMu.Lock()
+	defer ms.renewMu.Unlock()
+	if ms.renewal != nil {
+		ms.renewal.Stop()
+		ms.renewal = nil
+	}
 }

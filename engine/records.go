@@ -50,6 +50,9 @@ type Outbox interface {
 	Idem(idemID string) (domain.IdemRecord, error)
 	Get(id string) (domain.OutboxEntry, error)
 	Pending() ([]domain.OutboxEntry, error)
+	// Renew writes again the bodies of messages queued long enough for them to near their
+	// expiry (run daily); it returns how many.
+	Renew() (int, error)
 	// Settle and Receipt write in the background (batched); done gets the outcome.
 	Settle(e domain.OutboxEntry, done func(error))
 	Receipt(id string, c domain.StatusChange, done func(error))

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/engine"
+	"github.com/gateway/gateway/internal/jsonenc"
 )
 
 // maxText is the longest text body accepted (the messaging network's own limit is 65,536).
@@ -38,6 +40,27 @@ func sentResponse(e domain.OutboxEntry) sentJSON {
 	return sentJSON{Success: true, MessageID: e.ID, To: e.Message.To, Session: e.SessionID, Timestamp: timestamp(ts), Status: e.Status}
 }
 
+// appendJSON appends the answer's JSON as writeJSON would write it, by hand: one per accepted
+// message, where the reflecting encoder (and the timestamp's MarshalJSON through it) was 3 % of
+// a send's CPU.
+func (j sentJSON) appendJSON(b []byte) []byte {
+	b = strconv.AppendBool(append(b, `{"success":`...), j.Success)
+	b = jsonenc.AppendString(append(b, `,"message_id":`...), j.MessageID)
+	b = jsonenc.AppendString(append(b, `,"to":`...), j.To)
+	b = jsonenc.AppendString(append(b, `,"session":`...), j.Session)
+	b = time.Time(j.Timestamp).UTC().AppendFormat(append(b, `,"timestamp":"`...), tsLayout)
+	b = jsonenc.AppendString(append(b, `","status":`...), j.Status)
+	return append(b, "}\n"...)
+}
+
+// writeSent answers 200 with a message as sent (or queued).
+func writeSent(ctx *fasthttp.RequestCtx, e domain.OutboxEntry) {
+	ctx.Response.Header.SetContentTypeBytes(contentTypeJSON)
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	var buf [256]byte
+	_, _ = ctx.Write(sentResponse(e).appendJSON(buf[:0]))
+}
+
 // replayMessage answers a retried v1 send from the message its Idempotency-Key made, as it
 // stands now.
 func (s *Server) replayMessage(ctx *fasthttp.RequestCtx, uid string, rec domain.IdemRecord) error {
@@ -45,7 +68,7 @@ func (s *Server) replayMessage(ctx *fasthttp.RequestCtx, uid string, rec domain.
 	if err != nil {
 		return err
 	}
-	writeJSON(ctx, fasthttp.StatusOK, sentResponse(e))
+	writeSent(ctx, e)
 	return nil
 }
 
@@ -267,7 +290,7 @@ func (s *Server) send(ctx *fasthttp.RequestCtx, r engine.SendRequest, idem *engi
 		return err
 	}
 	s.metrics.send(r.Origin, nil)
-	writeJSON(ctx, fasthttp.StatusOK, sentResponse(entry))
+	writeSent(ctx, entry)
 	return nil
 }
 

@@ -56,8 +56,10 @@ type Config struct {
 	// allows (media routes), which is what the server reads at most.
 	BodyLimit    int
 	MaxBodyLimit int
-	// LogRequests writes one access-log line per request (info level).
+	// LogRequests writes one access-log line per request (info level): to AccessLog.Output
+	// when it is set (queued, written in batches off the request path), else through Logger.
 	LogRequests bool
+	AccessLog   AccessLogConfig
 	Version     string
 	// WriteTimeout bounds writing a response (a sync bulk send needs a long one).
 	WriteTimeout time.Duration
@@ -123,6 +125,8 @@ type Server struct {
 	// shutdown does not wait for them.
 	streams      chan struct{}
 	closeStreams sync.Once
+	// access is the batched access log (nil: none, or through the logger).
+	access *accessLog
 }
 
 const (
@@ -177,6 +181,12 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
+	switch {
+	case cfg.LogRequests && cfg.AccessLog.Output != nil:
+		s.access = newAccessLog(cfg.AccessLog)
+	case cfg.LogRequests && !cfg.Logger.Enabled(context.Background(), slog.LevelInfo):
+		s.cfg.LogRequests = false // the logger would drop every line
+	}
 	s.media = newMediaFetcher(cfg.Media)
 	s.guesses = newGuessLimits()
 	s.signins = newGuessLimitsOf(signinBurst, signinRate)
@@ -230,6 +240,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.closeStreams.Do(func() { close(s.streams) })
 	err := s.srv.ShutdownWithContext(ctx)
 	s.cancelBase()
+	if s.access != nil {
+		s.access.close() // the last requests' lines are written
+	}
 	return err
 }
 
@@ -296,10 +309,15 @@ func (s *Server) handle(method, path string, limit int, h handler) {
 				s.writeError(ctx, fmt.Errorf("panic: %v", v))
 			}
 			status := ctx.Response.StatusCode()
-			m.observe(status, time.Since(start))
-			if s.cfg.LogRequests {
+			took := time.Since(start)
+			m.observe(status, took)
+			switch {
+			case s.access != nil:
+				id, _ := ctx.UserValue(ctxRequestID).(string)
+				s.access.add(accessRecord{at: start.Add(took), id: id, method: method, route: path, status: status, duration: took, remote: ctx.RemoteIP()})
+			case s.cfg.LogRequests:
 				s.log.Info("request", "request_id", ctx.UserValue(ctxRequestID), "method", method, "route", path,
-					"status", status, "duration_ms", float64(time.Since(start).Microseconds())/1000, "remote", ctx.RemoteIP().String())
+					"status", status, "duration_ms", float64(took.Microseconds())/1000, "remote", ctx.RemoteIP().String())
 			}
 		}()
 		var err error

@@ -42,16 +42,19 @@ type BadgerOptions struct {
 	// one returned, so concurrent groups would never hold writes that must be ordered.
 	InMemory bool // for tests and benchmarks only: nothing is written to disk
 	Writers  int
-	// MemTableSize is each memtable's size (default 64 MiB; Badger refuses a transaction over
-	// 15 % of it).
+	// MemTableSize is each memtable's size (default DefaultMemTableSize; Badger refuses a
+	// transaction over 15 % of it). Every other size of the tree follows from it (options).
 	MemTableSize int64
 	// MinFreeDisk is the free-space floor of the data disk: under it, commits fail with
 	// ErrStorageUnavailable (reads go on) until space returns, and OpenBadger refuses to
 	// start. 0 disables the floor; Badger's mapped files are still allocated ahead of its
-	// writes (see disk.go).
+	// writes (see disk.go). A floor under MinFreeDiskFor(MemTableSize) is refused: it could not
+	// hold what Badger writes after commits stop.
 	MinFreeDisk int64
 	// freeSpace replaces statfs in tests.
 	freeSpace func(dir string) (uint64, error)
+	// tune, in benchmarks, changes Badger's options last.
+	tune func(badger.Options) badger.Options
 }
 
 // Group commit limits and background periods.
@@ -93,6 +96,9 @@ type Badger struct {
 	closeErr  error
 
 	txns atomic.Uint64 // write transactions committed, for tests and benchmarks
+	// writes and writeBytes count the ops committed and their keys' and values' bytes
+	// (WriteStats: gateway_storage_writes_total, what a message costs the store).
+	writes, writeBytes atomic.Uint64
 	// beforeGroup, when set by a test, runs in the writer before each group is written.
 	beforeGroup func(group []*commitReq)
 }
@@ -126,7 +132,12 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 	if o.InMemory {
 		opts = badger.DefaultOptions("").WithInMemory(true)
 	}
-	opts = opts.
+	shape := shapeFor(cmp.Or(o.MemTableSize, DefaultMemTableSize))
+	if o.MinFreeDisk > 0 && !o.InMemory && o.MinFreeDisk < shape.minFree() {
+		return nil, fmt.Errorf("%w: a free-space floor of %s is under the %s Badger may write after commits stop with %s memtables (flushes and compactions); give at least that (--min-free-disk), or smaller memtables",
+			domain.ErrRecordInvalid, mib(uint64(o.MinFreeDisk)), mib(uint64(shape.minFree())), mib(uint64(shape.memTable)))
+	}
+	opts = shape.apply(opts).
 		WithLogger(badgerLogger{log}).
 		// batch: each group transaction is synced once, before its callers are answered.
 		WithSyncWrites(o.Fsync == FsyncBatch && !o.InMemory).
@@ -134,26 +145,27 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 		WithDetectConflicts(false).
 		WithMetricsEnabled(false).
 		// Memory kept modest (10k actors share 24 GiB): defaults are 5 x 64 MiB memtables,
-		// a 256 MiB block cache and 1 GiB value-log files. Here: at most 4 x 64 MiB memtables,
-		// 32 MiB block cache, 16 MiB index cache, 128 MiB value-log files, 2 compactors.
-		// 3 x 16 MiB memtables stalled writes for about a second at each flush under a steady
-		// 10k sends/s (p99 1.4 s at a fixed rate; 0.17 s with these).
-		WithMemTableSize(cmp.Or(o.MemTableSize, 64<<20)).
-		WithNumMemtables(4).
+		// a 256 MiB block cache and 1 GiB value-log files. Here 32 MiB block cache, 16 MiB
+		// index cache; the tree's shape is shape's.
 		WithBlockCacheSize(32 << 20).
 		WithIndexCacheSize(16 << 20).
-		WithValueLogFileSize(128 << 20).
-		WithNumCompactors(2).
 		// Records are small JSON; compressing tables cost about 5 % of the CPU of a send
 		// under load (profiled) for little disk saved.
 		WithCompression(options.None)
+	if o.InMemory {
+		opts = opts.WithValueThreshold(1 << 20) // an in-memory Badger keeps every value in its tree
+	}
 
+	if o.tune != nil {
+		opts = o.tune(opts)
+	}
 	var disk *diskGuard
 	if !o.InMemory {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("persist: open badger at %q: %w", dir, err)
 		}
 		disk = newDiskGuard(dir, uint64(max(o.MinFreeDisk, 0)), log)
+		disk.valueThreshold, disk.vlogFile = shape.valueThreshold, shape.vlogFile
 		if o.freeSpace != nil {
 			disk.free = o.freeSpace
 		}
@@ -460,7 +472,17 @@ func (b *Badger) commitGroup(group []*commitReq) {
 		if err != nil {
 			err = b.commitErr(err)
 		} else {
-			b.disk.wrote(groupBytes(group))
+			wal, vlog := groupBytes(group, b.valueThreshold())
+			b.disk.wrote(wal, vlog)
+			var ops, n int
+			for _, r := range group {
+				if r.err == nil {
+					ops += len(r.ops)
+					n += r.size
+				}
+			}
+			b.writes.Add(uint64(ops))
+			b.writeBytes.Add(uint64(n))
 		}
 		for _, r := range group {
 			if r.err != nil {
@@ -475,17 +497,25 @@ func (b *Badger) commitGroup(group []*commitReq) {
 
 // groupBytes estimates what a group adds to Badger's write-ahead log (every entry, with its
 // header) and to its value log (values over the 1 MiB value threshold).
-func groupBytes(group []*commitReq) (wal, vlog int64) {
+func groupBytes(group []*commitReq, valueThreshold int64) (wal, vlog int64) {
 	for _, r := range group {
 		for _, op := range r.ops {
 			n := int64(len(op.Key) + len(op.Value) + entryOverhead)
 			wal += n
-			if len(op.Value) >= 1<<20 {
+			if int64(len(op.Value)) >= valueThreshold {
 				vlog += n
 			}
 		}
 	}
 	return wal, vlog
+}
+
+// valueThreshold is the size from which values go to the value log.
+func (b *Badger) valueThreshold() int64 {
+	if b.disk == nil {
+		return 1 << 20
+	}
+	return b.disk.valueThreshold
 }
 
 // entryOverhead is an upper bound of Badger's per-entry header, checksum and version.
@@ -499,6 +529,12 @@ func (b *Badger) commitErr(err error) error {
 		return fmt.Errorf("persist: commit: %w: %w", domain.ErrStorageUnavailable, err)
 	}
 	return fmt.Errorf("persist: commit: %w", err)
+}
+
+// WriteStats returns the transactions committed, the ops they held and those ops' bytes (keys
+// and values) since open.
+func (b *Badger) WriteStats() (txns, writes, bytes uint64) {
+	return b.txns.Load(), b.writes.Load(), b.writeBytes.Load()
 }
 
 // Health is nil while commits are accepted, else ErrStorageUnavailable with its cause (free
@@ -596,6 +632,13 @@ func (b *Badger) gcLoop() {
 		case <-b.stop:
 			return
 		case <-t.C:
+		}
+		// A collection rewrites live values into the value log, past what the guard
+		// allocated ahead: only with a value-log file's room above the floor.
+		if b.disk != nil {
+			if free, err := b.disk.free(b.disk.dir); err != nil || free < b.disk.floor+uint64(b.disk.vlogFile) || b.disk.low.Load() {
+				continue
+			}
 		}
 		for {
 			err := b.db.RunValueLogGC(gcDiscardRate)

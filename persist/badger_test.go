@@ -132,7 +132,9 @@ func TestBadgerGroupsWaitingCommits(t *testing.T) {
 // A group larger than one Badger transaction is split; a request too big even alone, or
 // refused by Badger, fails by itself while its neighbours are written.
 func TestBadgerCommitGroupSplits(t *testing.T) {
-	b, err := OpenBadger(t.TempDir(), BadgerOptions{Fsync: FsyncBatch, MemTableSize: 16 << 20})
+	// Values kept in the tree (a 1 MiB threshold, Badger's default), so they count in full.
+	b, err := OpenBadger(t.TempDir(), BadgerOptions{Fsync: FsyncBatch, MemTableSize: 16 << 20,
+		tune: func(o badger.Options) badger.Options { return o.WithValueThreshold(1 << 20) }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func badgerFactory(fsync persist.Fsync) kvtest.Factory {
 		dir  string
 		free *atomic.Uint64
 	}
-	const floor = 64 << 20
+	floor := persist.MinFreeDiskFor(0)
 	stores := map[persist.KV]opened{}
 	open := func(t *testing.T, dir string, free *atomic.Uint64) persist.KV {
 		t.Helper()
@@ -62,7 +62,7 @@ func badgerFactory(fsync persist.Fsync) kvtest.Factory {
 		},
 		Unavailable: func(t *testing.T, kv persist.KV) func() {
 			free := stores[kv].free
-			free.Store(floor / 2)
+			free.Store(uint64(floor / 2))
 			return func() { free.Store(1 << 40) }
 		},
 	}

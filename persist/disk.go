@@ -49,6 +49,9 @@ type diskGuard struct {
 	// replace it.
 	allocate func(path string, upTo int64) error
 
+	// valueThreshold and vlogFile are Badger's (shape): values this large go to the value log.
+	valueThreshold, vlogFile int64
+
 	low atomic.Bool
 	// walBytes and vlogBytes count what was committed (writer goroutines); files is the
 	// watcher's own.
@@ -144,6 +147,9 @@ func (g *diskGuard) allocateMapped() {
 			g.files[name] = f
 		}
 		target := 4<<10 + (written-f.base)*5/4 + allocateLead
+		if info, err := e.Info(); err == nil && info.Size() > 0 {
+			target = min(target, info.Size()) // never past the file's own (mapped) size
+		}
 		if target <= f.allocated {
 			continue
 		}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -23,10 +25,10 @@ import (
 // injected, so no mount is needed.
 func TestBadgerFreeSpaceFloor(t *testing.T) {
 	dir := t.TempDir()
-	const floor = 100 << 20
+	floor := uint64(MinFreeDiskFor(0))
 	var free atomic.Uint64
 	free.Store(1 << 30)
-	opts := BadgerOptions{MinFreeDisk: floor, freeSpace: func(string) (uint64, error) { return free.Load(), nil }}
+	opts := BadgerOptions{MinFreeDisk: int64(floor), freeSpace: func(string) (uint64, error) { return free.Load(), nil }}
 	b, err := OpenBadger(dir, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +42,7 @@ func TestBadgerFreeSpaceFloor(t *testing.T) {
 		return errors.Is(b.Commit(ctx, put("k/probe", "x")), domain.ErrStorageUnavailable)
 	})
 	if err := b.Health(); !errors.Is(err, domain.ErrStorageUnavailable) {
-		t.Fatalf("Health = %v, want ErrStorageUnavailable", err)
+		t.Fatalf("Health = %v, want domain.ErrStorageUnavailable", err)
 	}
 	wantValue(t, b, "k/before", "1")
 
@@ -66,10 +68,28 @@ func TestBadgerFreeSpaceFloor(t *testing.T) {
 }
 
 func TestBadgerOpenRefusesUnderFloor(t *testing.T) {
-	_, err := OpenBadger(t.TempDir(), BadgerOptions{MinFreeDisk: 1 << 20, freeSpace: func(string) (uint64, error) { return 1 << 10, nil }})
+	_, err := OpenBadger(t.TempDir(), BadgerOptions{MinFreeDisk: MinFreeDiskFor(0), freeSpace: func(string) (uint64, error) { return 1 << 10, nil }})
 	if !errors.Is(err, domain.ErrStorageUnavailable) {
-		t.Fatalf("OpenBadger = %v, want ErrStorageUnavailable", err)
+		t.Fatalf("OpenBadger = %v, want domain.ErrStorageUnavailable", err)
 	}
+}
+
+// A floor that could not hold what Badger writes after commits stop is refused at start, with
+// the least one that can; smaller memtables make it smaller.
+func TestBadgerRefusesAFloorTooSmallForItsShape(t *testing.T) {
+	least := MinFreeDiskFor(0)
+	_, err := OpenBadger(t.TempDir(), BadgerOptions{MinFreeDisk: least - 1})
+	if !errors.Is(err, domain.ErrRecordInvalid) || !strings.Contains(err.Error(), mib(uint64(least))) {
+		t.Fatalf("OpenBadger with a floor of %d = %v", least-1, err)
+	}
+	if small := MinFreeDiskFor(4 << 20); small >= least || small < 16<<20 {
+		t.Fatalf("floor with 4 MiB memtables: %d (32 MiB: %d)", small, least)
+	}
+	b, err := OpenBadger(t.TempDir(), BadgerOptions{MinFreeDisk: least})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
 }
 
 // A write that finds the disk full (ENOSPC) makes the storage unavailable; the watcher makes
@@ -146,7 +166,7 @@ func TestBadgerFullTmpfs(t *testing.T) {
 		t.Skip("needs root on Linux to mount a tmpfs")
 	}
 	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=128m", "tmpfs", dir).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=512m", "tmpfs", dir).CombinedOutput(); err != nil {
 		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
@@ -156,15 +176,17 @@ func TestBadgerFullTmpfs(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := filepath.Join(dir, "db")
-	// The floor at four memtables, as the defaults have it (256 MiB, 64 MiB): room for the flushes
-	// and the compaction that may be under way when writes are refused.
-	opts := BadgerOptions{MinFreeDisk: 32 << 20, MemTableSize: 8 << 20}
+	// Small memtables (many flushes and compactions in a short test) and the least floor they
+	// allow (159 MiB): room for the flushes and compactions under way when writes stop.
+	opts := BadgerOptions{MinFreeDisk: MinFreeDiskFor(8 << 20), MemTableSize: 8 << 20}
 	b, err := OpenBadger(db, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	value := make([]byte, 4096)
+	// One value in nine goes to the value log (over the threshold); the rest fill the tree,
+	// so memtables flush and levels compact while the disk fills.
+	big, small := make([]byte, 4096), make([]byte, 100)
 	var (
 		mu    sync.Mutex
 		acked []string
@@ -173,7 +195,11 @@ func TestBadgerFullTmpfs(t *testing.T) {
 	for w := range 8 {
 		wg.Go(func() {
 			for i := 0; ; i++ {
-				k := fmt.Sprintf("w%d/%06d", w, i)
+				k := fmt.Sprintf("w%d/%07d/%x", w, i, i*0x9E3779B1) // spread over the key space
+				value := small
+				if i%9 == 0 {
+					value = big
+				}
 				err := b.Commit(ctx, Op{Key: []byte(k), Value: value})
 				if errors.Is(err, domain.ErrStorageUnavailable) {
 					return
@@ -193,7 +219,7 @@ func TestBadgerFullTmpfs(t *testing.T) {
 	// memory maps: a program that takes the disk's last bytes while one runs makes Badger fault
 	// (README, "Operations", says so). Wait until that work is done: one write-ahead file left
 	// (the live memtable's) and the same tables over a quiet half second.
-	waitFor(t, 20*time.Second, "Badger's flushes and compactions done", func() bool { return badgerIdle(t, b, db) })
+	waitFor(t, time.Minute, "Badger's flushes and compactions done", func() bool { return badgerIdle(t, b, db) })
 	// Another program takes the space that is left, but for 1 MiB.
 	filler := filepath.Join(dir, "filler")
 	f, err := os.Create(filler)
@@ -237,7 +263,12 @@ func TestBadgerFullTmpfs(t *testing.T) {
 		}
 	}
 	wantValue(t, b, "k/after", "ok")
-	t.Logf("%d writes acknowledged before the disk reached the floor", len(acked))
+	tables := b.db.Tables()
+	levels := map[int]int{}
+	for _, ti := range tables {
+		levels[ti.Level]++
+	}
+	t.Logf("%d writes acknowledged before the disk reached the floor; tables by level after: %v", len(acked), levels)
 }
 
 // badgerIdle tells whether b has no memtable waiting for its flush and its tables did not
@@ -258,7 +289,37 @@ func badgerIdle(t *testing.T, b *Badger, dir string) bool {
 		slices.Sort(out)
 		return out
 	}
+	// A table being written (a flush, a compaction) is a file before Badger lists it.
+	onDisk := func() []uint64 {
+		files, err := filepath.Glob(filepath.Join(dir, "*.sst"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []uint64
+		for _, f := range files {
+			if id, err := strconv.ParseUint(strings.TrimSuffix(filepath.Base(f), ".sst"), 10, 64); err == nil {
+				out = append(out, id)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	// No level Badger would pick to compact next (a running compaction lowers its level's
+	// score; the files above show it).
+	wants := func() bool {
+		levels := b.db.Levels()
+		for _, l := range levels[:max(len(levels)-1, 0)] {
+			if l.Score >= 1 {
+				return true
+			}
+		}
+		return false
+	}
 	before := ids()
+	if wants() || !slices.Equal(before, onDisk()) {
+		return false
+	}
 	time.Sleep(500 * time.Millisecond) // a quiet period is what idle means here
-	return slices.Equal(before, ids())
+	after := ids()
+	return slices.Equal(before, after) && slices.Equal(after, onDisk()) && !wants()
 }

@@ -3,8 +3,8 @@
 // types the core uses (schema.go lists every key prefix, version and TTL).
 //
 // It may import only the standard library, github.com/dgraph-io/badger/v4,
-// github.com/goccy/go-json and the gateway's domain package; never the core (engine, actors,
-// httpapi), which TestImportAllowList checks.
+// github.com/goccy/go-json and the gateway's domain and internal/jsonenc packages; never the
+// core (engine, actors, httpapi), which TestImportAllowList checks.
 //
 // Key schema: every record lives under "<table>/<id>"; table names never contain "/", so one
 // table's prefix never covers another's.

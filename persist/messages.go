@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/internal/jsonenc"
 )
 
 // MessageLog is the history index of section 15: every user's messages in both directions,
@@ -19,7 +21,7 @@ import (
 // a scan of every message). Outgoing entries are written by Outbox.Accept in the commit that
 // queues the message, incoming ones by Webhooks.SaveInbound with their message.received event.
 //
-//	msg_log/<uid>/<unix ms: 13 digits>/<out|in>/<msgID>   LogEntry (v1), TTL 7 days
+//	msg_log/<uid>/<unix ms: 13 digits>/<out|in>/<msgID>   domain.LogEntry (v1), TTL 7 days
 //
 // The user id is path-escaped (url.PathEscape), so keys stay printable and one user's prefix
 // never covers another's; a page's cursor is the key after the user's prefix.
@@ -37,17 +39,65 @@ func logUserPrefix(uid string) string { return url.PathEscape(uid) + "/" }
 
 // pos is an entry's place in its user's history (the key after the user's prefix).
 func logPos(at time.Time, dir, id string) string {
-	return fmt.Sprintf("%013d/%s/%s", max(at.UnixMilli(), 0), dir, id)
+	return string(appendLogPos(nil, at.UnixMilli(), dir, id))
 }
+
+func appendLogPos(b []byte, ms int64, dir, id string) []byte {
+	var digits [13]byte
+	v := max(ms, 0)
+	for i := len(digits) - 1; i >= 0; i-- {
+		digits[i] = byte('0' + v%10)
+		v /= 10
+	}
+	b = append(b, digits[:]...)
+	b = append(append(append(b, '/'), dir...), '/')
+	return append(b, id...)
+}
+
+// logOut is the value of an outgoing message's entry (version 2): its direction, id and time
+// are in its key, so only the rest is stored (version 1 held the whole domain.LogEntry, the time as
+// text).
+type logOut struct {
+	SessionID string `json:"session"`
+	Peer      string `json:"peer"`
+}
+
+const logOutVersion = 2
 
 // OutOp is the index entry of an outgoing message, for the commit that queues it.
 func (l *MessageLog) OutOp(e domain.OutboxEntry) (Op, error) {
 	if e.UserID == "" || e.ID == "" {
 		return Op{}, fmt.Errorf("%w: a message log entry needs a user and an id", domain.ErrRecordInvalid)
 	}
-	at := e.CreatedAt.Time()
-	return l.t.PutTTLOp(logUserPrefix(e.UserID)+logPos(at, domain.DirOut, e.ID),
-		domain.LogEntry{Dir: domain.DirOut, ID: e.ID, SessionID: e.SessionID, Peer: e.Message.To, At: at}, domain.InboundRetention)
+	key := append([]byte(messageLogTable+"/"), logUserPrefix(e.UserID)...)
+	key = appendLogPos(key, int64(e.CreatedAt), domain.DirOut, e.ID)
+	// logOut's JSON, written by hand: one per accepted message.
+	v := append(make([]byte, 0, 24+len(e.SessionID)+len(e.Message.To)), logOutVersion)
+	v = jsonenc.AppendString(append(v, `{"session":`...), e.SessionID)
+	v = jsonenc.AppendString(append(v, `,"peer":`...), e.Message.To)
+	return Op{Key: key, Value: append(v, '}'), TTL: domain.InboundRetention}, nil
+}
+
+// decodeLog reads an entry at pos (the key after the user's prefix).
+func decodeLog(pos, value []byte) (domain.LogEntry, error) {
+	var e domain.LogEntry
+	if len(value) > 0 && value[0] == logOutVersion {
+		var o logOut
+		if _, err := Decode(value, logOutVersion, &o); err != nil {
+			return e, err
+		}
+		// pos is "<13 digits>/out/<id>" (OutOp wrote it).
+		if len(pos) < 19 || string(pos[13:18]) != "/"+domain.DirOut+"/" {
+			return e, fmt.Errorf("%w: an outgoing entry at %q", domain.ErrRecordInvalid, pos)
+		}
+		ms, err := strconv.ParseInt(string(pos[:13]), 10, 64)
+		if err != nil {
+			return e, fmt.Errorf("%w: an outgoing entry at %q", domain.ErrRecordInvalid, pos)
+		}
+		return domain.LogEntry{Dir: domain.DirOut, ID: string(pos[18:]), SessionID: o.SessionID, Peer: o.Peer, At: time.UnixMilli(ms).UTC()}, nil
+	}
+	_, err := Decode(value, recordVersion1, &e)
+	return e, err
 }
 
 // InOp is the index entry of an incoming message (the whole message).
@@ -96,8 +146,8 @@ func (l *MessageLog) ScanLog(uid string, s domain.LogScan, fn func(next string, 
 		after = append(slices.Clone(prefix), pos...)
 	}
 	walk := func(key, value []byte) error {
-		var e domain.LogEntry
-		if _, err := Decode(value, recordVersion1, &e); err != nil {
+		e, err := decodeLog(key[len(prefix):], value)
+		if err != nil {
 			return fmt.Errorf("%s %q: %w", messageLogTable, key, err)
 		}
 		more, err := fn(cursor(string(key[len(prefix):])), e)

@@ -3,8 +3,12 @@ package persist
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -110,5 +114,244 @@ func TestOutboxBackgroundWriteFailsAlone(t *testing.T) {
 				t.Fatalf("%s: %+v %v", id, e, err)
 			}
 		}
+	}
+}
+
+// recordingKV notes every op it commits.
+type recordingKV struct {
+	KV
+	mu  sync.Mutex
+	ops []Op
+}
+
+func (r *recordingKV) Commit(ctx context.Context, ops ...Op) error {
+	r.mu.Lock()
+	for _, op := range ops {
+		r.ops = append(r.ops, Op{Key: slices.Clone(op.Key), Value: slices.Clone(op.Value), Delete: op.Delete, TTL: op.TTL})
+	}
+	r.mu.Unlock()
+	return r.KV.Commit(ctx, ops...)
+}
+
+// A message's body is written once: its accept writes the body, a pending mark and its history
+// entry; its outcome a small record and the mark's removal; its receipt a small record. Nothing
+// but the body carries the text.
+func TestOutboxWritesTheBodyOnce(t *testing.T) {
+	for _, impl := range kvImpls() {
+		t.Run(impl.name, func(t *testing.T) {
+			rec := &recordingKV{KV: impl.open(t)}
+			o := NewOutbox(rec)
+			ctx := context.Background()
+			now := time.Now().UTC().Truncate(time.Millisecond)
+			e := queued("m1", now)
+			e.Message.Text = strings.Repeat("the body of the message ", 10)
+			if err := o.Accept(ctx, e, "", domain.IdemRecord{}); err != nil {
+				t.Fatal(err)
+			}
+			e.SetStatus(domain.MsgSent, now.Add(time.Second))
+			e.NetworkID, e.Attempts = "net1", 1
+			o.Settle(e, func(err error) {
+				if err != nil {
+					t.Error(err)
+				}
+			})
+			o.Flush()
+			o.Receipt(e.ID, domain.StatusChange{Status: domain.MsgRead, At: domain.MillisOf(now.Add(3 * time.Second))}, func(error) {})
+			o.Flush()
+			var shape []string
+			bodies := 0
+			for _, op := range rec.ops {
+				k := string(op.Key)
+				if bytes.Contains(op.Value, []byte("the body of the message")) {
+					bodies++
+				}
+				switch {
+				case op.Delete:
+					shape = append(shape, "del "+k)
+				case strings.HasPrefix(k, "msg_log/"):
+					shape = append(shape, "put msg_log")
+				default:
+					shape = append(shape, fmt.Sprintf("put %s ttl=%v", k, op.TTL))
+				}
+				if !strings.HasPrefix(k, "outbox/") && len(op.Value) > 200 {
+					t.Errorf("%s: %d bytes, want a small record", k, len(op.Value))
+				}
+			}
+			want := []string{"put outbox/m1 ttl=336h0m0s", "put outbox_pending/m1 ttl=0s", "put msg_log",
+				"put outbox_status/m1 ttl=168h0m0s", "del outbox_pending/m1", "put outbox_receipt/m1/read ttl=168h0m0s"}
+			if fmt.Sprint(shape) != fmt.Sprint(want) || bodies != 1 {
+				t.Fatalf("writes:\n%s\nwant:\n%s\n(%d with the body)", strings.Join(shape, "\n"), strings.Join(want, "\n"), bodies)
+			}
+			got, err := o.Get("m1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var hist []string
+			for _, c := range got.History {
+				hist = append(hist, c.Status)
+			}
+			if got.Status != domain.MsgRead || got.NetworkID != "net1" || got.Attempts != 1 || got.Message.Text != e.Message.Text ||
+				fmt.Sprint(hist) != "[queued sent read]" {
+				t.Fatalf("read back: %+v", got)
+			}
+		})
+	}
+}
+
+// A message reads as queued while its mark stands, and as not found once its outcome expired
+// (its body lives longer than the outcome).
+func TestOutboxGetAsItStands(t *testing.T) {
+	kv := NewMemory()
+	o := NewOutbox(kv)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	if err := o.Accept(ctx, queued("m1", now), "", domain.IdemRecord{}); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := o.Get("m1"); err != nil || e.Status != domain.MsgQueued {
+		t.Fatalf("queued: %+v %v", e, err)
+	}
+	if _, err := o.Get("nope"); !errors.Is(err, domain.ErrRecordNotFound) {
+		t.Fatalf("unknown: %v", err)
+	}
+	e := queued("m1", now)
+	e.SetStatus(domain.MsgFailed, now)
+	e.Code, e.Error = "network_error", "boom"
+	o.Settle(e, func(error) {})
+	o.Flush()
+	if got, err := o.Get("m1"); err != nil || got.Status != domain.MsgFailed || got.Code != "network_error" {
+		t.Fatalf("failed: %+v %v", got, err)
+	}
+	// The outcome expires (here: removed) while the body still lives: gone.
+	if err := kv.Commit(ctx, Op{Key: []byte("outbox_status/m1"), Delete: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Get("m1"); !errors.Is(err, domain.ErrRecordNotFound) {
+		t.Fatalf("after its outcome expired: %v", err)
+	}
+}
+
+// An outbox written by an earlier version (the pending entry whole, the outcome as the whole
+// entry again) reads the same, and Pending moves its pending entries to this layout.
+func TestOutboxReadsTheOlderLayout(t *testing.T) {
+	kv := NewMemory()
+	o := NewOutbox(kv)
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	old := NewTable[domain.OutboxEntry](kv, "outbox_pending", 1)
+	if err := old.Put(ctx, "p1", queued("p1", now)); err != nil {
+		t.Fatal(err)
+	}
+	done := queued("d1", now)
+	done.SetStatus(domain.MsgSent, now)
+	if err := NewTable[domain.OutboxEntry](kv, "outbox", 1).Put(ctx, "d1", done); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewTable[domain.StatusChange](kv, "outbox_receipt", 1).Put(ctx, "d1/delivered", domain.StatusChange{Status: domain.MsgDelivered, At: domain.MillisOf(now)}); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := o.Get("d1"); err != nil || e.Status != domain.MsgDelivered {
+		t.Fatalf("an older outcome: %+v %v", e, err)
+	}
+	p, err := o.Pending()
+	if err != nil || len(p) != 1 || p[0].ID != "p1" || p[0].Message.Text != "hi" {
+		t.Fatalf("pending: %+v %v", p, err)
+	}
+	mark, err := kv.Get([]byte("outbox_pending/p1"))
+	if err != nil || len(mark) != 9 || mark[0] != pendingMarkV2 {
+		t.Fatalf("mark after the move: %q %v", mark, err)
+	}
+	if e, err := o.Get("p1"); err != nil || e.Status != domain.MsgQueued {
+		t.Fatalf("moved entry: %+v %v", e, err)
+	}
+	sent := p[0]
+	sent.SetStatus(domain.MsgSent, now)
+	o.Settle(sent, func(error) {})
+	o.Flush()
+	if p, err := o.Pending(); err != nil || len(p) != 0 {
+		t.Fatalf("pending after the outcome: %+v %v", p, err)
+	}
+}
+
+// A body close to its expiry is written again while its message is queued; a mark whose body
+// is gone is dropped (and logged) instead of failing the boot.
+func TestOutboxRenewsQueuedBodies(t *testing.T) {
+	kv := NewMemory()
+	o := NewOutbox(kv)
+	ctx := context.Background()
+	now := time.Now()
+	for _, id := range []string{"a", "b"} {
+		if err := o.Accept(ctx, queued(id, now), "", domain.IdemRecord{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := kv.Commit(ctx, Op{Key: []byte("outbox/b"), Delete: true}); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	later := now.Add(bodyTTL - renewBelow + time.Hour) // less than renewBelow left
+	p, err := o.scanPending(later, true, &n)
+	if err != nil || n != 1 || len(p) != 1 || p[0].ID != "a" {
+		t.Fatalf("renewed %d, pending %+v, %v", n, p, err)
+	}
+	mark, err := kv.Get([]byte("outbox_pending/a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exp := time.Unix(int64(binary.BigEndian.Uint64(mark[1:])), 0); exp.Before(later.Add(bodyTTL - time.Minute)) {
+		t.Fatalf("renewed body expires %v, want about %v", exp, later.Add(bodyTTL))
+	}
+	if _, err := kv.Get([]byte("outbox_pending/b")); !errors.Is(err, domain.ErrRecordNotFound) {
+		t.Fatalf("mark of the expired body: %v", err)
+	}
+	if n, err := o.Renew(); err != nil || n != 0 {
+		t.Fatalf("Renew with fresh bodies: %d %v", n, err)
+	}
+}
+
+// An account snapshot written by hand reads back as the JSON codec wrote it, odd ids included.
+func TestAccountSnapshotRoundTrip(t *testing.T) {
+	a := NewAccounts(NewMemory())
+	for _, uid := range []string{"alice", `we"ird\id` + "\n\x01é\xff"} {
+		want := domain.Allowance{UserID: uid, Period: "2026-11", Sent: 12345, Mark: 67890}
+		if err := a.PutAccount(context.Background(), want); err != nil {
+			t.Fatal(err)
+		}
+		got, err := a.GetAccount(uid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(uid, "\xff") && got != want {
+			t.Fatalf("read back %+v, want %+v", got, want)
+		}
+		if strings.Contains(uid, "\xff") && (got.Sent != want.Sent || got.Mark != want.Mark || got.Period != want.Period) {
+			t.Fatalf("read back %+v", got)
+		}
+	}
+}
+
+// The outcome and history records written by hand read back as their JSON types.
+func TestHandWrittenRecordsDecode(t *testing.T) {
+	c := outcome{Status: domain.MsgFailed, NetworkID: "n\"1", SentAt: 17, Code: "network_error", Error: "boom\n\"quoted\"", Attempts: 2, UpdatedAt: 42,
+		History: []step{{domain.MsgSent, 20}, {domain.MsgFailed, 42}}}
+	var back outcome
+	if _, err := Decode(c.encode(), recordVersion1, &back); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprintf("%+v", back) != fmt.Sprintf("%+v", c) {
+		t.Fatalf("outcome read back as %+v, want %+v", back, c)
+	}
+	var short outcome
+	if _, err := Decode(outcome{Status: domain.MsgSent, UpdatedAt: 1}.encode(), recordVersion1, &short); err != nil || short.Status != domain.MsgSent || short.UpdatedAt != 1 {
+		t.Fatalf("short outcome: %+v %v", short, err)
+	}
+	l := NewMessageLog(NewMemory())
+	op, err := l.OutOp(domain.OutboxEntry{ID: "m1", UserID: "u", SessionID: `s"1`, Message: domain.Message{To: "4915"}, CreatedAt: 1764000000123})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := decodeLog(op.Key[len("msg_log/u/"):], op.Value)
+	if err != nil || e.SessionID != `s"1` || e.Peer != "4915" || e.ID != "m1" || e.Dir != domain.DirOut || e.At.UnixMilli() != 1764000000123 {
+		t.Fatalf("history entry read back as %+v %v", e, err)
 	}
 }

@@ -12,8 +12,12 @@ package persist
 //	apikey_usage/<keyID>           domain.KeyUsage (1)       -         key actor (block marks)
 //	account/<uid>                  domain.Allowance (1)      -         account actor
 //	session/<sessionID>            domain.Session (1)        -         session actor
-//	outbox_pending/<msgID>         domain.OutboxEntry (1)    -         accept; removed by the outcome
-//	outbox/<msgID>                 domain.OutboxEntry (1)    7 days    the deliverer's outcome (no body)
+//	outbox/<msgID>                 body (2): the message as  14 days   accept (outbox.go); version 1,
+//	                               accepted, text included             the whole entry, read as well
+//	outbox_pending/<msgID>         pending mark (2): the     -         accept; removed by the outcome
+//	                               body's expiry (8 bytes)             (version 1: the whole entry,
+//	                                                                   moved by Outbox.Pending)
+//	outbox_status/<msgID>          outcome (1)               7 days    the deliverer's outcome (no body)
 //	outbox_receipt/<msgID>/<st>    domain.StatusChange (1)   7 days    receipts: delivered, read
 //	idem/<keyID>/<Idempotency-Key> IdemRecord (1)            24 h      accept (same commit as the entry)
 //	protect/<sid>/<phone>          domain.Protections (1)    -         session actor (DESIGN.md section 14)
@@ -38,6 +42,7 @@ const (
 	outboxTable        = "outbox"
 	outboxPendingTable = "outbox_pending"
 	outboxReceiptTable = "outbox_receipt"
+	outboxStatusTable  = "outbox_status"
 	idemTable          = "idem"
 	protectTable       = "protect"
 	contactBookTable   = "contact_book"

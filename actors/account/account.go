@@ -7,15 +7,19 @@
 // here as interfaces (Store, Clock). Only the engine imports it: it spawns one actor per user
 // (on first use) and implements those interfaces (persist.Accounts is the Store).
 //
-// Concurrency: every field of Account is owned by the actor's goroutine. Receive never waits on
-// the disk: a worker goroutine writes the snapshot (one write in flight at a time) and reports
-// back with a message.
+// Concurrency: the count is a Counter, shared by the actor and the callers under its mutex: a
+// reservation the durable mark covers, and every settlement, are made by the caller at once
+// (TryReserve, Settle), without a message to the actor (two of a send's four actor messages,
+// issue 21). Whatever needs the disk is the actor's: raising the mark, the parked reservations
+// waiting for it, the writes of the count. Receive never waits on the disk: a worker goroutine
+// writes the snapshot (one write in flight at a time) and reports back with a message.
 package account
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
@@ -85,121 +89,270 @@ type Result struct {
 // Failure is the reply's error (the engine's ask returns it).
 func (r Result) Failure() error { return r.Err }
 
-// Account is the actor of one user's monthly allowance. Reservations are in memory; Sent is
-// written behind (at most every 20 ms, one commit in flight at a time), so
-// the send path rarely waits on the disk: only when a reservation passes the durable Mark,
-// which is then raised a block ahead. After a kill -9 the allowance between the persisted Sent
-// and Mark counts as used (at most one block lost, never the limit exceeded); a graceful stop
-// writes the exact count.
-type Account struct {
-	deps     Deps
+// Counter is one user's monthly count, shared by the account actor and its callers. After a
+// kill -9 the allowance between the persisted Sent and Mark counts as used (at most one block
+// lost, never the limit exceeded); a graceful stop writes the exact count. Sent is written
+// behind (at most every 20 ms, one commit in flight at a time), so the send path waits on the
+// disk only when a reservation passes the durable Mark, which is then raised a block ahead.
+type Counter struct {
+	mu       sync.Mutex
 	limit    int64
 	st       domain.Allowance // st.Mark is the mark known to be durable
 	reserved int64
 	ghost    int64 // allowance of the last process whose fate is unknown (crash leftovers)
 	wantMark int64
-	mark     mark.Mark[*Reserve] // the snapshot writer; reservations wait in it for their mark
-	loaded   bool
+	loaded   bool // false before the load and after the stop: callers go to the actor
+	failing  bool // the last mark write failed (the actor's mark.Failing, mirrored)
 	dirty    bool
 	// flushQueued: a write of the count is scheduled.
 	flushQueued bool
+	// periodStart, periodEnd bound st.Period: the hot path compares times, and formats the
+	// month only when it rolls (the text on every reservation showed in a send's profile).
+	periodStart, periodEnd time.Time
+	// notify sends a message to the actor (Bind, or the actor itself at its start).
+	notify func(msg any)
 }
 
-// accountFlushEvery is how often, at most, the count alone is written.
-const accountFlushEvery = 20 * time.Millisecond
+// NewCounter returns user userID's counter, with the monthly limit (0 = none).
+func NewCounter(userID string, limit int64) *Counter {
+	return &Counter{limit: limit, st: domain.Allowance{UserID: userID}}
+}
+
+// Bind tells the counter how to reach its actor (before any caller uses it).
+func (a *Counter) Bind(send func(msg any)) {
+	a.mu.Lock()
+	a.notify = send
+	a.mu.Unlock()
+}
+
+// raiseMark asks the actor to write the mark wanted (a reservation made by a caller came within
+// half a block of it).
+type raiseMark struct{}
+
+// TryReserve reserves n messages at now when the durable mark covers them, as a Reserve would
+// (granted may be less than n; none left: domain.ErrQuotaExceeded), and reports ok. Not ok: the
+// reservation needs the actor (a mark to raise first, the account not loaded): send a Reserve.
+func (a *Counter) TryReserve(now time.Time, n int64) (r Result, ok bool) {
+	a.mu.Lock()
+	if !a.loaded {
+		a.mu.Unlock()
+		return Result{}, false
+	}
+	a.roll(now)
+	granted := n
+	if a.limit > 0 {
+		granted = min(n, max(a.limit-a.used(), 0))
+		if a.used()+granted > a.st.Mark {
+			a.mu.Unlock()
+			return Result{}, false
+		}
+	}
+	a.reserved += granted
+	raise := a.raiseAhead()
+	r = a.result(now)
+	notify := a.notify
+	a.mu.Unlock()
+	if raise {
+		notify(raiseMark{})
+	}
+	r.Granted = granted
+	if granted == 0 && n > 0 {
+		r.Err = domain.ErrQuotaExceeded
+	}
+	return r, true
+}
+
+// Settle reports the outcome of reserved messages (see the Settle message): sent succeeded,
+// unreserve is how much of the reservation to give back (successes included).
+func (a *Counter) Settle(now time.Time, sent, unreserve int64) {
+	a.mu.Lock()
+	if !a.loaded && a.notify != nil {
+		// Before the load (which would overwrite it), the actor applies it after loading.
+		notify := a.notify
+		a.mu.Unlock()
+		notify(Settle{Sent: sent, Unreserve: unreserve})
+		return
+	}
+	a.settle(now, sent, unreserve)
+}
+
+// settle applies a settlement and unlocks mu.
+func (a *Counter) settle(now time.Time, sent, unreserve int64) {
+	a.roll(now)
+	a.st.Sent += sent
+	a.reserved = max(a.reserved-unreserve, 0)
+	flush := sent > 0 && !a.flushQueued && a.notify != nil
+	if flush {
+		// Coalesce the writes of the count (they cost 7 % of a send's CPU one per commit).
+		a.flushQueued = true
+	}
+	notify := a.notify
+	a.mu.Unlock()
+	if flush {
+		time.AfterFunc(accountFlushEvery, func() { notify(accountFlush{}) })
+	}
+}
+
+// raiseAhead raises the mark wanted while half a block is still covered, so reservations
+// seldom wait for it; true when the actor should write it. Called under mu.
+func (a *Counter) raiseAhead() bool {
+	if a.limit > 0 && a.used()+a.block()/2 > a.wantMark && a.wantMark < a.limit {
+		a.wantMark = max(a.wantMark, min(a.limit, a.used()+a.block()))
+		return !a.failing
+	}
+	return false
+}
 
 // block is how far ahead the durable mark is raised: 0.2 % of the monthly limit, 1 to 1,000
 // messages. A kill -9 counts at most one block as used (a 500-message month: 1, where a floor
 // of 20 cost up to 4 % of the month per crash). Months under 1,000 messages pay for it with a
 // commit that every other reservation waits for (their block of 1 is not raised ahead).
-func (a *Account) block() int64 { return mark.Block(a.limit, 500, 1000) }
+func (a *Counter) block() int64 { return mark.Block(a.limit, 500, 1000) }
 
-// New returns the producer of a user's account actor.
-func New(userID string, limit int64, deps Deps) actor.Producer {
-	return func() actor.Receiver { return &Account{deps: deps, limit: limit, st: domain.Allowance{UserID: userID}} }
+func (a *Counter) used() int64 { return a.st.Sent + a.reserved + a.ghost }
+
+// roll starts a new period at the first message of a new UTC month. Called under mu. It only
+// goes forward: a caller's clock reading from before the month's end may arrive after another
+// caller rolled the period; it counts toward the current one (going back would zero the new
+// month's count and mark, and the allowance could be passed).
+func (a *Counter) roll(now time.Time) {
+	if !a.periodEnd.IsZero() && now.Before(a.periodEnd) {
+		return
+	}
+	y, m, _ := now.UTC().Date()
+	a.periodStart = time.Date(y, m, 1, 0, 0, 0, 0, time.UTC)
+	a.periodEnd = a.periodStart.AddDate(0, 1, 0)
+	if p := a.periodStart.Format("2006-01"); p != a.st.Period {
+		a.st.Period, a.st.Sent, a.st.Mark, a.wantMark, a.ghost = p, 0, 0, 0, 0
+	}
+}
+
+// result is the allowance at now. Called under mu.
+func (a *Counter) result(now time.Time) Result {
+	reset := a.periodEnd
+	if !now.Before(reset) {
+		reset = nextMonth(now)
+	}
+	r := Result{Sent: a.st.Sent, Limit: a.limit, Reset: reset}
+	if a.limit > 0 {
+		r.Remaining = max(a.limit-a.used(), 0)
+	}
+	return r
+}
+
+// Account is the actor of one user's monthly allowance: the Counter's loader and the writer of
+// its marks and count, and where a reservation the mark does not cover waits for it.
+type Account struct {
+	deps Deps
+	uid  string
+	c    *Counter
+	mark mark.Mark[*Reserve] // the snapshot writer; reservations wait in it for their mark
+}
+
+// accountFlushEvery is how often, at most, the count alone is written.
+const accountFlushEvery = 20 * time.Millisecond
+
+// New returns the producer of a user's account actor, on its counter.
+func New(c *Counter, deps Deps) actor.Producer {
+	return func() actor.Receiver { return &Account{deps: deps, uid: c.st.UserID, c: c} }
 }
 
 // Receive implements actor.Receiver.
 func (a *Account) Receive(c *actor.Context) {
 	switch m := c.Message().(type) {
 	case actor.Started:
-		a.load()
+		a.load(c)
 	case *Reserve:
 		a.reserve(c, m)
 	case Settle:
-		a.roll()
-		a.st.Sent += m.Sent
-		a.reserved = max(a.reserved-m.Unreserve, 0)
-		if m.Sent > 0 && !a.flushQueued {
-			// Coalesce the writes of the count (they cost 7 % of a send's CPU one per commit).
-			a.flushQueued = true
-			hw, self := c.Engine(), c.PID()
-			time.AfterFunc(accountFlushEvery, func() { hw.Send(self, accountFlush{}) })
-		}
+		a.c.mu.Lock()
+		a.c.settle(a.deps.Clock.Now(), m.Sent, m.Unreserve)
 	case accountFlush:
-		a.flushQueued = false
+		a.c.mu.Lock()
+		a.c.flushQueued = false
+		a.c.mu.Unlock()
+		a.save(c)
+	case raiseMark:
 		a.save(c)
 	case *Get:
-		a.roll()
-		m.Reply <- a.result()
+		a.c.mu.Lock()
+		now := a.deps.Clock.Now()
+		a.c.roll(now)
+		r := a.c.result(now)
+		a.c.mu.Unlock()
+		m.Reply <- r
 	case SetLimit:
-		a.limit = m.Limit
+		a.c.mu.Lock()
+		a.c.limit = m.Limit
+		a.c.mu.Unlock()
 	case mark.Saved:
 		a.saved(c, m)
 	case mark.Retry:
-		if a.mark.Retried() && a.loaded {
-			a.save(c)
+		if a.mark.Retried() {
+			a.c.mu.Lock()
+			loaded := a.c.loaded
+			a.c.mu.Unlock()
+			if loaded {
+				a.save(c)
+			}
 		}
 	case actor.Stopped:
 		a.mark.Wait() // a save in flight must not land after the exact count
-		if a.loaded {
-			st := a.st
-			st.Mark = a.used()
+		a.c.mu.Lock()
+		loaded := a.c.loaded
+		a.c.loaded = false // callers go to the actor, which is gone: no reservation after this
+		st := a.c.st
+		st.Mark = a.c.used()
+		a.c.mu.Unlock()
+		if loaded {
 			if err := a.deps.Store.PutAccount(context.Background(), st); err != nil {
-				a.deps.Log.Warn("account actor: flush", "user_id", a.st.UserID, "err", err)
+				a.deps.Log.Warn("account actor: flush", "user_id", a.uid, "err", err)
 			}
 		}
 	}
 }
 
-func (a *Account) used() int64 { return a.st.Sent + a.reserved + a.ghost }
-
 func (a *Account) reserve(c *actor.Context, m *Reserve) {
-	a.roll()
-	if !a.loaded {
+	ac := a.c
+	ac.mu.Lock()
+	now := a.deps.Clock.Now()
+	ac.roll(now)
+	if !ac.loaded {
+		ac.mu.Unlock()
 		m.Reply <- Result{Err: domain.ErrUnavailable}
 		return
 	}
 	if m.Reclaim {
-		take := min(a.ghost, m.N)
-		a.ghost -= take
-		a.reserved += take
+		take := min(ac.ghost, m.N)
+		ac.ghost -= take
+		ac.reserved += take
 		m.N, m.reclaimed, m.Reclaim = m.N-take, take, false // the rest is a new reservation
 	}
 	granted := m.N
-	if a.limit > 0 && !m.Force {
-		granted = min(m.N, max(a.limit-a.used(), 0))
-		if need := a.used() + granted; need > a.st.Mark {
+	if ac.limit > 0 && !m.Force {
+		granted = min(m.N, max(ac.limit-ac.used(), 0))
+		if need := ac.used() + granted; need > ac.st.Mark {
 			if a.mark.Failing() {
+				ac.mu.Unlock()
 				// Storage refuses the mark (a full disk): nothing could be accepted anyway.
 				m.Reply <- Result{Err: fmt.Errorf("%w: the allowance mark cannot be saved", domain.ErrStorageUnavailable)}
 				return
 			}
 			// Not covered by a durable mark yet: raise it a block ahead, then answer.
-			a.wantMark = max(a.wantMark, min(a.limit, need+a.block()))
+			ac.wantMark = max(ac.wantMark, min(ac.limit, need+ac.block()))
+			ac.mu.Unlock()
 			a.mark.Park(m)
 			a.save(c)
 			return
 		}
 	}
-	a.reserved += granted
-	if a.limit > 0 && a.used()+a.block()/2 > a.wantMark && a.wantMark < a.limit {
-		// Raise the mark ahead, while half a block is still covered, so reservations seldom
-		// wait for it.
-		a.wantMark = max(a.wantMark, min(a.limit, a.used()+a.block()))
+	ac.reserved += granted
+	raise := ac.raiseAhead()
+	r := ac.result(now)
+	ac.mu.Unlock()
+	if raise {
 		a.save(c)
 	}
-	r := a.result()
 	r.Granted = granted + m.reclaimed
 	if r.Granted == 0 && m.N > 0 {
 		r.Err = domain.ErrQuotaExceeded
@@ -207,63 +360,71 @@ func (a *Account) reserve(c *actor.Context, m *Reserve) {
 	m.Reply <- r
 }
 
-func (a *Account) load() {
-	st, err := a.deps.Store.GetAccount(a.st.UserID)
+func (a *Account) load(c *actor.Context) {
+	ac := a.c
+	ac.mu.Lock()
+	if ac.notify == nil {
+		hw, self := c.Engine(), c.PID()
+		ac.notify = func(msg any) { hw.Send(self, msg) }
+	}
+	ac.mu.Unlock()
+	uid := a.uid
+	st, err := a.deps.Store.GetAccount(uid)
 	if err != nil {
-		a.deps.Log.Error("account actor: load", "user_id", a.st.UserID, "err", err)
+		a.deps.Log.Error("account actor: load", "user_id", uid, "err", err)
 		return
 	}
-	st.UserID = a.st.UserID
-	a.st, a.loaded = st, true
-	a.roll()
+	st.UserID = uid
+	ac.mu.Lock()
+	defer ac.mu.Unlock()
+	ac.st, ac.loaded = st, true
+	ac.periodStart, ac.periodEnd = time.Time{}, time.Time{}
+	ac.roll(a.deps.Clock.Now())
 	// A mark above the count is allowance a crashed process may have used.
-	a.ghost = max(a.st.Mark-a.st.Sent, 0)
-	a.wantMark = a.st.Mark
-}
-
-// roll starts a new period at the first message of a new UTC month.
-func (a *Account) roll() {
-	if p := a.deps.Clock.Now().UTC().Format("2006-01"); p != a.st.Period {
-		a.st.Period, a.st.Sent, a.st.Mark, a.wantMark, a.ghost = p, 0, 0, 0, 0
-	}
+	ac.ghost = max(ac.st.Mark-ac.st.Sent, 0)
+	ac.wantMark = ac.st.Mark
 }
 
 // save writes the snapshot with the mark wanted, on the mark's worker (one write in flight; a
 // save asked for meanwhile follows it).
 func (a *Account) save(c *actor.Context) {
-	a.dirty = false
-	st, store := a.st, a.deps.Store
-	st.Mark = max(st.Mark, a.wantMark)
+	ac := a.c
+	ac.mu.Lock()
+	ac.dirty = false
+	st := ac.st
+	st.Mark = max(st.Mark, ac.wantMark)
+	ac.mu.Unlock()
+	store := a.deps.Store
 	a.mark.Write(c, st, func(ctx context.Context) error { return store.PutAccount(ctx, st) })
 }
 
 func (a *Account) saved(c *actor.Context, s mark.Saved) {
-	parked, again := a.mark.Landed(c, s, a.deps.Log, "account actor: allowance", "user_id", a.st.UserID)
+	ac := a.c
+	parked, again := a.mark.Landed(c, s, a.deps.Log, "account actor: allowance", "user_id", a.uid)
+	ac.mu.Lock()
+	ac.failing = a.mark.Failing()
 	if s.Err != nil {
-		a.dirty = true
-		a.wantMark = a.st.Mark
+		ac.dirty = true
+		ac.wantMark = ac.st.Mark
+		ac.mu.Unlock()
 		for _, p := range parked {
 			p.Reply <- Result{Err: fmt.Errorf("%w: storage: %w", domain.ErrUnavailable, s.Err)}
 		}
 		return
 	}
-	if st := s.Snapshot.(domain.Allowance); st.Period == a.st.Period { // a mark of a month that has ended means nothing now
-		a.st.Mark = max(a.st.Mark, st.Mark)
+	if st := s.Snapshot.(domain.Allowance); st.Period == ac.st.Period { // a mark of a month that has ended means nothing now
+		ac.st.Mark = max(ac.st.Mark, st.Mark)
 	}
+	ac.mu.Unlock()
 	for _, p := range parked {
 		a.reserve(c, p)
 	}
-	if again || a.dirty || a.wantMark > a.st.Mark {
+	ac.mu.Lock()
+	more := again || ac.dirty || ac.wantMark > ac.st.Mark
+	ac.mu.Unlock()
+	if more {
 		a.save(c)
 	}
-}
-
-func (a *Account) result() Result {
-	r := Result{Sent: a.st.Sent, Limit: a.limit, Reset: nextMonth(a.deps.Clock.Now())}
-	if a.limit > 0 {
-		r.Remaining = max(a.limit-a.used(), 0)
-	}
-	return r
 }
 
 func nextMonth(t time.Time) time.Time {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,7 +75,7 @@ func TestMonthlyLimitOnAFakeClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	deps := Deps{Store: store, Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	pid := hw.Spawn(New("u1", 5, deps), "account", actor.WithID("u1"))
+	pid := hw.Spawn(New(NewCounter("u1", 5), deps), "account", actor.WithID("u1"))
 
 	if r := reserve(t, hw, pid, 3); r.Err != nil || r.Granted != 3 || r.Remaining != 2 {
 		t.Fatalf("first batch: %+v", r)
@@ -123,7 +124,7 @@ func TestSmallPlanMarkStaysClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	deps := Deps{Store: store, Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	pid := hw.Spawn(New("u1", 500, deps), "account", actor.WithID("u1"))
+	pid := hw.Spawn(New(NewCounter("u1", 500), deps), "account", actor.WithID("u1"))
 	for i := range 40 {
 		r := reserve(t, hw, pid, 1)
 		if r.Err != nil || r.Granted != 1 {
@@ -136,4 +137,122 @@ func TestSmallPlanMarkStaysClose(t *testing.T) {
 		}
 	}
 	<-hw.Poison(pid).Done()
+}
+
+// Callers reserving and settling on the counter (TryReserve, Settle) while others go through
+// the actor: nothing is granted beyond the monthly limit, every grant is covered by the durable
+// mark when it is answered, and the month ends with the exact count.
+func TestCounterCallersKeepTheLimitAndTheMark(t *testing.T) {
+	store := &memStore{}
+	clk := &fakeClock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := Deps{Store: store, Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	const limit = 3000
+	c := NewCounter("u1", limit)
+	pid := hw.Spawn(New(c, deps), "account", actor.WithID("u1"))
+	c.Bind(func(msg any) { hw.Send(pid, msg) })
+	var (
+		granted, fast atomic.Int64
+		wg            sync.WaitGroup
+	)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				r, ok := c.TryReserve(clk.Now(), 1)
+				if ok {
+					fast.Add(1)
+				} else {
+					r = reserve(t, hw, pid, 1)
+				}
+				if errors.Is(r.Err, domain.ErrQuotaExceeded) {
+					return
+				}
+				if r.Err != nil || r.Granted != 1 {
+					t.Errorf("worker %d, call %d: %+v", w, i, r)
+					return
+				}
+				granted.Add(1)
+				c.mu.Lock()
+				used, known := c.used(), c.st.Mark
+				c.mu.Unlock()
+				if durable := store.get().Mark; used > known || known > durable {
+					t.Errorf("%d used with a mark of %d known durable, %d written", used, known, durable)
+				}
+				if i%3 == 0 {
+					c.Settle(clk.Now(), 0, 1) // failed: its allowance comes back
+					granted.Add(-1)
+				} else {
+					c.Settle(clk.Now(), 1, 1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := granted.Load(); got != limit {
+		t.Fatalf("sent %d of a %d limit", got, limit)
+	}
+	if fast.Load() == 0 {
+		t.Fatal("no reservation was made by a caller")
+	}
+	<-hw.Poison(pid).Done()
+	if st := store.get(); st.Sent != limit || st.Mark != limit {
+		t.Fatalf("a graceful stop writes the exact count, got %+v", st)
+	}
+}
+
+// A reservation's or a settlement's clock reading from the last moment of March that arrives
+// after April started counts toward April: it must not zero April's count and mark (the
+// allowance would be passed at every month's start).
+func TestLateClockReadingsKeepTheNewMonthsLimit(t *testing.T) {
+	store := &memStore{}
+	clk := &fakeClock{t: time.Date(2026, 3, 31, 23, 0, 0, 0, time.UTC)}
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := Deps{Store: store, Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	const limit = 10
+	c := NewCounter("u1", limit)
+	pid := hw.Spawn(New(c, deps), "account", actor.WithID("u1"))
+	c.Bind(func(msg any) { hw.Send(pid, msg) })
+	take := func(now time.Time) Result {
+		if r, ok := c.TryReserve(now, 1); ok {
+			return r
+		}
+		return reserve(t, hw, pid, 1)
+	}
+	for range 3 {
+		if r := take(clk.Now()); r.Err != nil || r.Granted != 1 {
+			t.Fatalf("March: %+v", r)
+		}
+		c.Settle(clk.Now(), 1, 1)
+	}
+	late := time.Date(2026, 3, 31, 23, 59, 59, 999e6, time.UTC)
+	clk.set(time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC))
+	sent := 0
+	for i := 0; i < 4*limit; i++ {
+		now := clk.Now()
+		if i%2 == 1 {
+			now = late
+		}
+		r := take(now)
+		if errors.Is(r.Err, domain.ErrQuotaExceeded) {
+			continue
+		}
+		if r.Err != nil || r.Granted != 1 {
+			t.Fatalf("April, call %d: %+v", i, r)
+		}
+		c.Settle(late, 1, 1) // its outcome read the clock before April began
+		sent++
+	}
+	if sent != limit {
+		t.Fatalf("%d messages sent in April with late readings mixed in, want the limit of %d", sent, limit)
+	}
+	<-hw.Poison(pid).Done()
+	if st := store.get(); st.Period != "2026-04" || st.Sent != limit {
+		t.Fatalf("the stop wrote %+v, want April's %d sent", st, limit)
+	}
 }

@@ -247,3 +247,116 @@ func TestRefundedCallsDoNotCount(t *testing.T) {
 		t.Fatalf("after a refund: used %d, api_calls %d, err %v", r.Used, r.APICalls, r.Err)
 	}
 }
+
+// Callers counting on the counter (TryAuthorize) while others go through the actor: the daily
+// cap holds exactly, every counted call is covered by the marks known durable, and a graceful
+// stop writes the exact counters.
+func TestCounterCallersKeepTheCapAndTheMarks(t *testing.T) {
+	store := &memStore{keys: map[string]domain.APIKey{"k1": {ID: "k1", UserID: "u1", Status: "active", Scopes: []string{"text"}}},
+		usage: map[string]domain.KeyUsage{}}
+	clk := &fakeClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 5000
+	c := NewCounter("k1", Plan{Name: "p", Limit: limit})
+	pid := hw.Spawn(NewOn(c, Deps{Store: store, Clock: clk, Log: slog.New(slog.DiscardHandler), Block: 100}), "key", actor.WithID("k1"))
+	c.Bind(func(msg any) { hw.Send(pid, msg) })
+	var (
+		granted, fast atomic.Int64
+		wg            sync.WaitGroup
+	)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				r, ok := c.TryAuthorize(clk.Now(), "text")
+				if ok {
+					fast.Add(1)
+				} else {
+					r = authorize(t, hw, pid, "text")
+				}
+				if errors.Is(r.Err, domain.ErrRateLimited) {
+					return
+				}
+				if r.Err != nil {
+					t.Errorf("worker %d, call %d: %v", w, i, r.Err)
+					return
+				}
+				granted.Add(1)
+				c.mu.Lock()
+				count, calls, known := c.count, c.calls, c.usage
+				c.mu.Unlock()
+				if u, _ := store.GetKeyUsage("k1"); count > known.DayMark || calls > known.CallsMark || known.DayMark > u.DayMark || known.CallsMark > u.CallsMark {
+					t.Errorf("count %d, calls %d with marks %+v known durable, %+v written", count, calls, known, u)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := granted.Load(); got != limit {
+		t.Fatalf("granted %d calls on a cap of %d", got, limit)
+	}
+	if fast.Load() < limit/2 {
+		t.Fatalf("only %d of %d calls were counted by a caller", fast.Load(), limit)
+	}
+	<-hw.Poison(pid).Done()
+	if u, _ := store.GetKeyUsage("k1"); u.DayMark != limit || u.CallsMark != limit {
+		t.Fatalf("a graceful stop writes the exact counters, got %+v", u)
+	}
+}
+
+// A caller reads the clock before it waits for the counter's lock, so a reading from just
+// before midnight can arrive after another caller started the new day: it counts toward the new
+// day, whose count it must not zero (the cap would be passed at every midnight).
+func TestLateClockReadingsKeepTheNewDaysCap(t *testing.T) {
+	store := &memStore{keys: map[string]domain.APIKey{"k1": {ID: "k1", UserID: "u1", Status: "active", Scopes: []string{"text"}}},
+		usage: map[string]domain.KeyUsage{}}
+	clk := &fakeClock{t: time.Date(2026, 5, 1, 23, 0, 0, 0, time.UTC)}
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 10
+	c := NewCounter("k1", Plan{Name: "p", Limit: limit})
+	pid := hw.Spawn(NewOn(c, Deps{Store: store, Clock: clk, Log: slog.New(slog.DiscardHandler), Block: 100}), "key", actor.WithID("k1"))
+	c.Bind(func(msg any) { hw.Send(pid, msg) })
+	call := func(now time.Time) Result {
+		if r, ok := c.TryAuthorize(now, "text"); ok {
+			return r
+		}
+		return authorize(t, hw, pid, "text")
+	}
+	for range 3 {
+		if r := call(clk.Now()); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	late := time.Date(2026, 5, 1, 23, 59, 59, 999e6, time.UTC)
+	clk.add(time.Hour) // 00:00 on May 2nd
+	granted := 0
+	for i := 0; i < 4*limit; i++ {
+		now := clk.Now()
+		if i%2 == 1 {
+			now = late
+		}
+		r := call(now)
+		if errors.Is(r.Err, domain.ErrRateLimited) {
+			continue
+		}
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		if want := time.Date(2026, 5, 3, 0, 0, 0, 0, time.UTC); !r.Reset.Equal(want) {
+			t.Fatalf("call %d: reset %v, want %v", i, r.Reset, want)
+		}
+		granted++
+	}
+	if granted != limit {
+		t.Fatalf("%d calls granted on May 2nd with late readings mixed in, want the cap of %d", granted, limit)
+	}
+	<-hw.Poison(pid).Done()
+	if u, _ := store.GetKeyUsage("k1"); u.Day != "2026-05-02" || u.DayMark != limit {
+		t.Fatalf("the stop wrote %+v, want May 2nd's count of %d", u, limit)
+	}
+}

@@ -18,12 +18,15 @@ type Deliveries interface {
 	// called from the deliverer's worker goroutine, in queue order, and must not block long.
 	Outcome(e domain.OutboxEntry, err error)
 	// Receipt is told the recipient's device reported on a sent message (delivered, read).
+	// It is called from the network's event goroutine (not the actor's) and must not block
+	// long.
 	Receipt(id string, status domain.MessageStatus, at time.Time)
 }
 
 // Deliverer messages.
 type (
-	// Enqueue hands an accepted (durably queued) entry to the session's delivery queue.
+	// Enqueue hands an accepted (durably queued) entry to the session's delivery queue; sent
+	// as a pointer (the entry is large; the value is taken too).
 	Enqueue struct{ Entry domain.OutboxEntry }
 	// SetPacing changes the pacing the session inherits (the network's and its owner's plan's).
 	SetPacing struct{ Pacing domain.Pacing }
@@ -92,8 +95,9 @@ func (q *queue) stats() domain.QueueStats {
 	return domain.QueueStats{Depth: len(q.items), OldestAt: q.items[0].e.CreatedAt}
 }
 
-// enqueue takes an accepted entry.
-func (s *Session) enqueue(c *actor.Context, e domain.OutboxEntry) {
+// enqueue takes an accepted entry. By pointer, and copied once, into the queue: an entry is
+// large, and the hot path's frames stay small (see Receive).
+func (s *Session) enqueue(c *actor.Context, e *domain.OutboxEntry) {
 	e.SessionID = s.st.ID
 	if err := s.accountGone(e); err != nil {
 		s.failEntry(e, err)
@@ -102,14 +106,17 @@ func (s *Session) enqueue(c *actor.Context, e domain.OutboxEntry) {
 	}
 	q := &s.q
 	q.seq++
-	q.items = append(q.items, item{seq: q.seq, e: e})
+	q.items = append(q.items, item{})
+	last := &q.items[len(q.items)-1]
+	last.seq, last.e = q.seq, *e
 	if now := s.deps.Clock.Now(); q.quiet && now.Before(q.quietUntil) && s.stillQuiet(e.Message.To, now) {
 		s.publishQueue()
 		return
 	}
 	s.stir()
-	s.pump(c)
-	s.publishQueue()
+	if !s.pump(c) {
+		s.publishQueue()
+	}
 }
 
 // stillQuiet tells whether a new entry to recipient to leaves the last scan's verdict (nothing
@@ -144,11 +151,12 @@ func (s *Session) stillQuiet(to string, now time.Time) bool {
 func (s *Session) stir() { s.q.quiet = false }
 
 // pump hands the worker its next job: the failures settled here, and the next messages pacing
-// lets go (when connected). Otherwise it schedules itself for when pacing will.
-func (s *Session) pump(c *actor.Context) {
+// lets go (when connected). Otherwise it schedules itself for when pacing will. It reports
+// whether it published the view (a job was handed over).
+func (s *Session) pump(c *actor.Context) bool {
 	q := &s.q
 	if q.busy || s.w == nil {
-		return
+		return false
 	}
 	now := s.deps.Clock.Now()
 	s.expireTimelock(now)
@@ -161,12 +169,13 @@ func (s *Session) pump(c *actor.Context) {
 		if !wake.IsZero() {
 			s.schedule(c, wake)
 		}
-		return
+		return false
 	}
 	j := job{client: s.client, fail: q.fails, send: batch}
 	q.fails, q.busy = nil, true
 	s.w.submit(j)
 	s.publishQueue()
+	return true
 }
 
 // pick takes the next messages to send, in order, as pacing and the protections allow; when
@@ -235,52 +244,43 @@ func (s *Session) pick(now time.Time) ([]item, time.Time) {
 		}
 	}
 	kept := q.items[:0]
-	for i, it := range q.items {
+	for i := range q.items {
+		// Items by pointer: an entry is large, and a copy of one in this frame (each loop, each
+		// call's arguments) made it 2.6 KB, which a burst's new goroutine grew its stack for.
+		it := &q.items[i]
 		if len(batch) == n || (p.PerDay > 0 && sends >= p.PerDay) {
 			kept = append(kept, q.items[i:]...)
 			break
 		}
 		to := it.e.Message.To
 		if _, ok := blocked[to]; ok {
-			kept = append(kept, it)
+			kept = appendItem(kept, it)
 			continue
 		}
-		if err := s.mustFail(it.e, now); err != nil {
-			s.failEntry(it.e, err)
+		if err := s.mustFail(&it.e, now); err != nil {
+			s.failEntry(&it.e, err)
 			continue
 		}
 		if until, ok := q.holds[to]; ok {
 			if until.After(now) {
 				block(to, until)
-				kept = append(kept, it)
+				kept = appendItem(kept, it)
 				continue
 			}
 			delete(q.holds, to)
 		}
 		if timelock || newCap >= 0 {
-			c, err := s.deps.Records.Contact(s.st.ID, s.prot.Phone, to)
-			if err != nil {
-				s.deps.Log.Warn("deliverer: contact book", "session_id", s.st.ID, "err", err)
-				block(to, now.Add(retryFirst))
-				kept = append(kept, it)
+			until, first, ok := s.contactGate(to, now, timelock, newCap, firsts, tomorrow)
+			if !ok {
+				block(to, until)
+				kept = appendItem(kept, it)
 				continue
 			}
-			if timelock && c.Wrote == 0 {
-				// Only contacts who wrote to the phone may be written to during a timelock.
-				block(to, s.prot.TimelockUntil.Time())
-				kept = append(kept, it)
-				continue
-			}
-			if newCap >= 0 && !c.Known() && !slices.Contains(firsts, to) {
-				if s.prot.NewContacts+len(firsts) >= newCap {
-					block(to, tomorrow)
-					kept = append(kept, it)
-					continue
-				}
+			if first {
 				firsts = append(firsts, to)
 			}
 		}
-		batch = append(batch, it)
+		batch = appendItem(batch, it)
 		sends++
 	}
 	clear(q.items[len(kept):])
@@ -296,22 +296,62 @@ func (s *Session) pick(now time.Time) ([]item, time.Time) {
 		}
 		return nil, wake
 	}
-	if p.PerDay > 0 || newCap >= 0 {
-		// Counted before they go: a crash after the send never undercounts the day.
-		next := s.prot
-		next.Sends += len(batch)
-		next.NewContacts += len(firsts)
-		if err := s.deps.Records.CountSends(context.Background(), next, firsts); err != nil {
-			s.deps.Log.Warn("deliverer: count sends; held", "session_id", s.st.ID, "err", err)
-			q.items = mergeItems(batch, q.items)
-			return nil, now.Add(retryFirst)
-		}
-		s.prot = next
+	if (p.PerDay > 0 || newCap >= 0) && !s.countSends(batch, firsts) {
+		q.items = mergeItems(batch, q.items)
+		return nil, now.Add(retryFirst)
 	}
 	return batch, time.Time{}
 }
 
+// contactGate tells whether a message to to may go under the timelock and the new-contact
+// cap (first: it is a new contact, counted against the cap), else until when it is held.
+// Apart from pick so that pick's frame stays small.
+//
+//go:noinline
+func (s *Session) contactGate(to string, now time.Time, timelock bool, newCap int, firsts []string, tomorrow time.Time) (until time.Time, first, ok bool) {
+	c, err := s.deps.Records.Contact(s.st.ID, s.prot.Phone, to)
+	if err != nil {
+		s.deps.Log.Warn("deliverer: contact book", "session_id", s.st.ID, "err", err)
+		return now.Add(retryFirst), false, false
+	}
+	if timelock && c.Wrote == 0 {
+		// Only contacts who wrote to the phone may be written to during a timelock.
+		return s.prot.TimelockUntil.Time(), false, false
+	}
+	if newCap >= 0 && !c.Known() && !slices.Contains(firsts, to) {
+		if s.prot.NewContacts+len(firsts) >= newCap {
+			return tomorrow, false, false
+		}
+		return time.Time{}, true, true
+	}
+	return time.Time{}, false, true
+}
+
+// countSends counts a batch against the day's caps before it goes (a crash after the send
+// never undercounts the day); false when that could not be written (the batch is held).
+//
+//go:noinline
+func (s *Session) countSends(batch []item, firsts []string) bool {
+	next := s.prot
+	next.Sends += len(batch)
+	next.NewContacts += len(firsts)
+	if err := s.deps.Records.CountSends(context.Background(), next, firsts); err != nil {
+		s.deps.Log.Warn("deliverer: count sends; held", "session_id", s.st.ID, "err", err)
+		return false
+	}
+	s.prot = next
+	return true
+}
+
+// appendItem appends *it to items. Apart from pick (and its copies of the item) so that pick's
+// frame stays small.
+//
+//go:noinline
+func appendItem(items []item, it *item) []item { return append(items, *it) }
+
 // mergeItems merges two runs of items, each in queue order, into one.
+//
+//go:noinline
 func mergeItems(a, b []item) []item {
 	out := make([]item, 0, len(a)+len(b))
 	for len(a) > 0 && len(b) > 0 {
@@ -391,7 +431,7 @@ func (s *Session) batchDone(c *actor.Context, m batchDone) {
 
 // accountGone tells why an entry may no longer be sent from this session (nil: it may): the
 // session was assigned to someone else, or the phone it was accepted for is not linked.
-func (s *Session) accountGone(e domain.OutboxEntry) error {
+func (s *Session) accountGone(e *domain.OutboxEntry) error {
 	switch {
 	case s.closing != nil:
 		return s.closing
@@ -406,7 +446,7 @@ func (s *Session) accountGone(e domain.OutboxEntry) error {
 }
 
 // mustFail tells why an entry fails without being sent (nil: it may go).
-func (s *Session) mustFail(e domain.OutboxEntry, now time.Time) error {
+func (s *Session) mustFail(e *domain.OutboxEntry, now time.Time) error {
 	if err := s.accountGone(e); err != nil {
 		return err
 	}
@@ -417,23 +457,25 @@ func (s *Session) mustFail(e domain.OutboxEntry, now time.Time) error {
 }
 
 // failEntry settles an entry as failed; the next job reports it.
-func (s *Session) failEntry(e domain.OutboxEntry, err error) {
+func (s *Session) failEntry(entry *domain.OutboxEntry, err error) {
 	now := s.deps.Clock.Now()
+	e := *entry
 	e.Code, e.Error = domain.CodeOf(err), err.Error()
 	e.SetStatus(domain.MsgFailed, now)
 	s.q.fails = append(s.q.fails, failure{e: e, err: err})
 }
 
 // failWhere fails every queued entry for which why says so.
-func (s *Session) failWhere(why func(domain.OutboxEntry) error) {
+func (s *Session) failWhere(why func(*domain.OutboxEntry) error) {
 	q := &s.q
 	kept := q.items[:0]
-	for _, it := range q.items {
-		if err := why(it.e); err != nil {
-			s.failEntry(it.e, err)
+	for i := range q.items {
+		it := &q.items[i]
+		if err := why(&it.e); err != nil {
+			s.failEntry(&it.e, err)
 			continue
 		}
-		kept = append(kept, it)
+		kept = append(kept, *it)
 	}
 	clear(q.items[len(kept):])
 	q.items = kept

@@ -209,7 +209,7 @@ func (s *Session) mark(to string, now time.Time) {
 		s.deps.Log.Error("session: save recipient mark", "session_id", s.st.ID, "err", err)
 	}
 	s.setMarks(func(ms map[string]time.Time) { ms[to] = until })
-	s.failWhere(func(e domain.OutboxEntry) error { return s.mustFail(e, now) })
+	s.failWhere(func(e *domain.OutboxEntry) error { return s.mustFail(e, now) })
 	s.publish()
 }
 

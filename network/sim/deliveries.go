@@ -34,13 +34,15 @@ type deliveries struct {
 	mu     sync.Mutex
 	j      *journal
 	closed bool
-	line   []byte // the line being appended, reused
 	// ids maps the hash of a delivered message id to its record's offset. A hit is confirmed
 	// against the record on disk; an id whose hash another id already holds goes in collided.
 	ids      map[uint64]int64
 	collided map[string]int64
 	byTo     map[string][]int64 // recipient → offsets of the records to it, in delivery order
 }
+
+// linePool holds the buffers deliveries are encoded into.
+var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 type idAndTo struct {
 	ID string `json:"id"`
@@ -167,10 +169,14 @@ func (d *deliveries) record(id string) (domain.Delivered, bool, error) {
 // deliver records m unless its id was delivered before, in which case it returns the first
 // delivery's receipt and records nothing (fresh false).
 func (d *deliveries) deliver(m *domain.Delivered) (r network.Receipt, fresh bool, err error) {
-	line, err := json.Marshal(m) // outside the lock: encoding is most of the work
-	if err != nil {
-		return network.Receipt{}, false, fmt.Errorf("sim: encode delivery: %w", err)
-	}
+	bp := linePool.Get().(*[]byte)
+	line := append(appendDelivery((*bp)[:0], m), '\n') // outside the lock
+	defer func() {
+		if cap(line) <= 64<<10 {
+			*bp = line
+			linePool.Put(bp)
+		}
+	}()
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -180,8 +186,7 @@ func (d *deliveries) deliver(m *domain.Delivered) (r network.Receipt, fresh bool
 	if r, ok, err := d.receiptLocked(m.ID); ok || err != nil {
 		return r, false, err
 	}
-	d.line = append(append(d.line[:0], line...), '\n')
-	off, err := d.j.append(d.line)
+	off, err := d.j.append(line)
 	if err != nil {
 		return network.Receipt{}, false, err
 	}

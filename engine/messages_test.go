@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/network/sim"
+	"github.com/gateway/gateway/persist"
+)
+
+// countingOutbox counts the reads of messages back from storage.
+type countingOutbox struct {
+	*persist.Outbox
+	gets atomic.Int64
+}
+
+func (c *countingOutbox) Get(id string) (domain.OutboxEntry, error) {
+	c.gets.Add(1)
+	return c.Outbox.Get(id)
+}
+
+// A receipt for a message whose outcome was just written is applied from memory (the last
+// few thousand settled messages are kept, without their bodies) and recorded beside the
+// outcome: it reads nothing back from storage.
+func TestReceiptsAfterTheOutcomeNeedNoRead(t *testing.T) {
+	recs := persist.NewRecords(persist.NewMemory())
+	ob := &countingOutbox{Outbox: recs.Outbox}
+	r := recordsOf(recs)
+	r.Outbox = ob
+	net, err := sim.Open(sim.Options{Dir: t.TempDir(), AutoPair: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	e, err := New(Config{Store: recs.Store, Records: r, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Plans: Plans{"unlimited": {}}, DefaultPlan: "unlimited", Network: net})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop(context.Background())
+	ctx := context.Background()
+	u, err := e.Users.Create(ctx, NewUser{ID: "u1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Sessions.QR(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "linked", func() bool { return e.Sessions.Status(u.ID).Status == domain.StatusConnected })
+	var ids []string
+	for i := range 20 {
+		m, err := e.Messages.Send(ctx, SendRequest{UserID: u.ID, Origin: "api",
+			Message: domain.Message{To: fmt.Sprintf("4915100000%02d", i), Kind: domain.KindText, Text: "hi"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, m.ID)
+	}
+	waitUntil(t, 10*time.Second, "outcomes written", func() bool {
+		for _, id := range ids {
+			sh := e.Messages.msgs.shard(id)
+			sh.mu.Lock()
+			p := sh.m[id]
+			durable := p != nil && p.durable
+			sh.mu.Unlock()
+			if !durable {
+				return false
+			}
+		}
+		return true
+	})
+	before := ob.gets.Load()
+	at := time.Now().UTC().Truncate(time.Millisecond)
+	for _, id := range ids {
+		e.Messages.msgs.Receipt(id, domain.MsgRead, at)
+	}
+	if n := ob.gets.Load() - before; n != 0 {
+		t.Fatalf("%d reads from storage for %d receipts after their outcomes", n, len(ids))
+	}
+	ob.Flush()
+	for _, id := range ids {
+		m, err := e.Messages.Get(u.ID, id)
+		if err != nil || m.Status != domain.MsgRead || m.Message.Text != "hi" {
+			t.Fatalf("%s: %+v %v", id, m, err)
+		}
+	}
+}

@@ -1,0 +1,251 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fasthttp/router"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
+)
+
+// syncBuffer is a buffer safe for the access log's goroutine and the test.
+type syncBuffer struct {
+	mu     sync.Mutex
+	b      bytes.Buffer
+	writes int
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writes++
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) lines() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Split(strings.TrimSuffix(s.b.String(), "\n"), "\n")
+}
+
+// slogLine is the line slog's own handler writes for the same request, at the same time.
+func slogLine(text bool, r accessRecord) string {
+	var b bytes.Buffer
+	opts := &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			a.Value = slog.TimeValue(r.at)
+		}
+		return a
+	}}
+	var h slog.Handler = slog.NewJSONHandler(&b, opts)
+	if text {
+		h = slog.NewTextHandler(&b, opts)
+	}
+	slog.New(h).With("component", "http").Info("request", "request_id", r.id, "method", r.method, "route", r.route,
+		"status", r.status, "duration_ms", float64(r.duration.Microseconds())/1000, "remote", r.remote.String())
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// The access log writes what slog's handlers write, byte for byte, in both formats, quoting
+// and escaping included.
+func TestAccessLogLinesAreSlogs(t *testing.T) {
+	at := time.Date(2026, 11, 26, 17, 3, 22, 123456789, time.UTC)
+	records := []accessRecord{
+		{at: at, id: "ab12cd34-1", method: "POST", route: "/api/v1/messages/send", status: 200, duration: 1234567 * time.Nanosecond, remote: net.IPv4(127, 0, 0, 1)},
+		{at: at.Truncate(time.Second).Add(time.Second), id: `a "quoted" id=x`, method: "GET", route: "/api/v1/messages/{id}", status: 404, duration: 5 * time.Millisecond, remote: net.ParseIP("::1")},
+		{at: at.Truncate(time.Second).Add(2500 * time.Millisecond), id: "tab\tand\nnewline é \xff", method: "GET", route: "/", status: 503, duration: 0, remote: net.IPv4(10, 1, 2, 3)},
+	}
+	for _, text := range []bool{false, true} {
+		out := &syncBuffer{}
+		l := newAccessLog(AccessLogConfig{Output: out, Text: text, Attrs: [][2]string{{"component", "http"}}})
+		for _, r := range records {
+			l.add(r)
+		}
+		l.close()
+		got := out.lines()
+		if len(got) != len(records) {
+			t.Fatalf("text=%v: %d lines, want %d:\n%s", text, len(got), len(records), strings.Join(got, "\n"))
+		}
+		for i, r := range records {
+			want := slogLine(text, r)
+			if !text {
+				// JSON: the same object (slog escapes a few more characters the same way).
+				var g, w map[string]any
+				if err := json.Unmarshal([]byte(got[i]), &g); err != nil {
+					t.Fatalf("line %d is not JSON: %v\n%s", i, err, got[i])
+				}
+				if err := json.Unmarshal([]byte(want), &w); err != nil {
+					t.Fatal(err)
+				}
+				gb, _ := json.Marshal(g)
+				wb, _ := json.Marshal(w)
+				if !bytes.Equal(gb, wb) || !strings.HasPrefix(got[i], `{"time":`) {
+					t.Fatalf("line %d:\n got %s\nwant %s", i, got[i], want)
+				}
+				continue
+			}
+			if got[i] != want {
+				t.Fatalf("text line %d:\n got %s\nwant %s", i, got[i], want)
+			}
+		}
+	}
+}
+
+// blockedWriter blocks every Write until release is closed.
+type blockedWriter struct {
+	release chan struct{}
+	syncBuffer
+}
+
+func (w *blockedWriter) Write(p []byte) (int, error) {
+	<-w.release
+	return w.syncBuffer.Write(p)
+}
+
+// A request never waits for the log's output: while the output is blocked, records queue up to
+// a bound and the rest are dropped and counted in a line of their own; many lines go out in
+// one write; close writes what is left.
+func TestAccessLogNeverBlocksARequest(t *testing.T) {
+	out := &blockedWriter{release: make(chan struct{})}
+	l := newAccessLog(AccessLogConfig{Output: out})
+	r := accessRecord{at: time.Now(), id: "x", method: "GET", route: "/", status: 200, remote: net.IPv4(127, 0, 0, 1)}
+	start := time.Now()
+	const n = 3 * accessMaxQueued
+	for range n {
+		l.add(r)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("%d records took %v with the output blocked", n, took)
+	}
+	close(out.release)
+	done := make(chan struct{})
+	go func() { l.close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("close did not return")
+	}
+	lines := out.lines()
+	requests := 0
+	dropped := ""
+	for _, line := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("not JSON: %s", line)
+		}
+		if m["msg"] == "request" {
+			requests++
+		} else if d, ok := m["dropped"]; ok {
+			dropped += string(must(json.Marshal(d)))
+		}
+	}
+	// One batch may have been taken before the output blocked; the queue held the bound.
+	if requests < accessMaxQueued || requests >= n || dropped == "" {
+		t.Fatalf("%d request lines, dropped %q (of %d)", requests, dropped, n)
+	}
+	if out.writes > 4 {
+		t.Fatalf("%d writes for %d lines", out.writes, len(lines))
+	}
+	l.add(r) // after close: dropped, no panic
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// Through a route: every request gets its line (the route, the status, the request id the
+// response carries), and the lines go out in few writes.
+func TestAccessLogThroughARoute(t *testing.T) {
+	out := &syncBuffer{}
+	metrics, err := newHTTPMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{cfg: Config{LogRequests: true, BodyLimit: 1 << 20}, log: slog.New(slog.DiscardHandler), router: router.New(), metrics: metrics,
+		reqPfx: "test", access: newAccessLog(AccessLogConfig{Output: out, Attrs: [][2]string{{"component", "http"}}})}
+	s.route("GET", "/things/{id}", 0, func(ctx *fasthttp.RequestCtx) error {
+		ctx.SetStatusCode(204)
+		return nil
+	})
+	const n = 200
+	var ids []string
+	for range n {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.Header.SetMethod("GET")
+		ctx.Request.SetRequestURI("/things/7")
+		s.router.Handler(&ctx)
+		ids = append(ids, string(ctx.Response.Header.Peek("X-Request-Id")))
+	}
+	s.access.close()
+	lines := out.lines()
+	if len(lines) != n {
+		t.Fatalf("%d lines for %d requests", len(lines), n)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(lines[n-1]), &m); err != nil || m["route"] != "/things/{id}" || m["status"] != 204.0 ||
+		m["component"] != "http" || m["request_id"] != ids[n-1] || m["level"] != "INFO" || m["msg"] != "request" {
+		t.Fatalf("line: %s (%v), request id %s", lines[n-1], err, ids[n-1])
+	}
+	if out.writes >= n/2 {
+		t.Fatalf("%d writes for %d lines: not batched", out.writes, n)
+	}
+}
+
+// BenchmarkAccessLog is the cost a request pays for its access-log line, on a route that does
+// nothing else: none, the batched log (its writer's CPU included: the run ends with its last
+// write), and slog's JSON handler writing each line (the earlier way).
+// `go test -run X -bench AccessLog ./httpapi`.
+func BenchmarkAccessLog(b *testing.B) {
+	for _, mode := range []string{"off", "batched", "slog"} {
+		b.Run(mode, func(b *testing.B) {
+			metrics, _ := newHTTPMetrics(prometheus.NewRegistry())
+			devNull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer devNull.Close()
+			s := &Server{cfg: Config{BodyLimit: 1 << 20}, log: slog.New(slog.NewJSONHandler(devNull, nil)), router: router.New(), metrics: metrics, reqPfx: "bench"}
+			switch mode {
+			case "batched":
+				s.cfg.LogRequests = true
+				s.access = newAccessLog(AccessLogConfig{Output: devNull, Attrs: [][2]string{{"component", "http"}}})
+			case "slog":
+				s.cfg.LogRequests = true
+			}
+			s.route("GET", "/things/{id}", 0, func(ctx *fasthttp.RequestCtx) error { ctx.SetStatusCode(204); return nil })
+			start := cpuNanos()
+			b.RunParallel(func(pb *testing.PB) {
+				var ctx fasthttp.RequestCtx
+				ctx.Request.Header.SetMethod("GET")
+				ctx.Request.SetRequestURI("/things/7")
+				for pb.Next() {
+					ctx.Response.Reset()
+					ctx.ResetUserValues()
+					s.router.Handler(&ctx)
+				}
+			})
+			if s.access != nil {
+				s.access.close()
+			}
+			b.ReportMetric(float64(cpuNanos()-start)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+func cpuNanos() int64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}

@@ -1,0 +1,57 @@
+package persist
+
+import (
+	"encoding/base64"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/gateway/gateway/internal/jsonenc"
+)
+
+// appendBody appends b's JSON as Encode writes it (the same fields, absent ones left out), by
+// hand: one per accepted message, where the reflecting encoder and its copy of the record were
+// 2-3 % of a send's CPU (issue 21). decodeBody reads it with the reflecting decoder, so the
+// two can never disagree on a field's meaning: TestBodyByHandReadsBack.
+func appendBody(out []byte, b *body) ([]byte, error) {
+	m := &b.Message
+	if math.IsNaN(m.Lat) || math.IsInf(m.Lat, 0) || math.IsNaN(m.Lng) || math.IsInf(m.Lng, 0) {
+		return nil, fmt.Errorf("persist: encode: a message's location is not a number")
+	}
+	out = jsonenc.AppendString(append(out, `{"id":`...), b.ID)
+	out = appendOpt(out, `,"session":`, b.SessionID)
+	out = appendOpt(out, `,"user":`, b.UserID)
+	out = appendOpt(out, `,"origin":`, b.Origin)
+	out = appendOpt(out, `,"from":`, b.From)
+	out = jsonenc.AppendString(append(out, `,"message":{"id":`...), m.ID)
+	out = jsonenc.AppendString(append(out, `,"to":`...), m.To)
+	out = jsonenc.AppendString(append(out, `,"kind":`...), string(m.Kind))
+	out = appendOpt(out, `,"text":`, m.Text)
+	out = appendOpt(out, `,"caption":`, m.Caption)
+	out = appendOpt(out, `,"fileName":`, m.FileName)
+	out = appendOpt(out, `,"mimeType":`, m.MimeType)
+	if len(m.Data) > 0 {
+		out = append(out, `,"data":"`...)
+		out = base64.StdEncoding.AppendEncode(out, m.Data)
+		out = append(out, '"')
+	}
+	if m.Lat != 0 {
+		out = strconv.AppendFloat(append(out, `,"lat":`...), m.Lat, 'g', -1, 64)
+	}
+	if m.Lng != 0 {
+		out = strconv.AppendFloat(append(out, `,"lng":`...), m.Lng, 'g', -1, 64)
+	}
+	out = appendOpt(out, `,"address":`, m.Address)
+	out = appendOpt(out, `,"contactName":`, m.ContactName)
+	out = appendOpt(out, `,"contactPhone":`, m.ContactPhone)
+	out = strconv.AppendInt(append(out, `},"at":`...), int64(b.CreatedAt), 10)
+	return append(out, '}'), nil
+}
+
+// appendOpt appends `name` and s as a JSON string unless s is empty (omitempty).
+func appendOpt(out []byte, name, s string) []byte {
+	if s == "" {
+		return out
+	}
+	return jsonenc.AppendString(append(out, name...), s)
+}
