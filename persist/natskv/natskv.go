@@ -192,7 +192,12 @@ func connect(o Options, log *slog.Logger) (*nats.Conn, error) {
 		// Nothing is buffered while disconnected: a commit either reaches the server or fails
 		// at once, never lands later behind the caller's back.
 		nats.ReconnectBufSize(-1),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected", "err", err) }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			// nil: the store's own Close (nats.go passes the close's error), not a lost server.
+			if err != nil {
+				log.Warn("NATS disconnected", "err", err)
+			}
+		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("NATS reconnected", "server", nc.ConnectedUrlRedacted()) }),
 	}
 	if o.Creds != "" {
