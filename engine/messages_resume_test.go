@@ -3,14 +3,11 @@ package engine
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gateway/gateway/domain"
-	"github.com/gateway/gateway/network/sim"
 	"github.com/gateway/gateway/persist"
 )
 
@@ -39,26 +36,8 @@ func TestAcceptThatSeemedToFailIsSentOnRetry(t *testing.T) {
 	ob := &lostAnswerOutbox{Outbox: recs.Outbox}
 	r := recordsOf(recs)
 	r.Outbox = ob
-	net, err := sim.Open(sim.Options{Dir: t.TempDir(), AutoPair: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer net.Close()
-	e, err := New(Config{Store: recs.Store, Records: r, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Plans: Plans{"unlimited": {}}, DefaultPlan: "unlimited", Network: net})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Stop(context.Background())
+	e, u := linkedEngine(t, recs, r)
 	ctx := context.Background()
-	u, err := e.Users.Create(ctx, NewUser{ID: "u1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.Sessions.QR(ctx, u); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, 10*time.Second, "linked", func() bool { return e.Sessions.Status(u.ID).Status == domain.StatusConnected })
 	sent := func(id string) func() bool {
 		return func() bool {
 			m, err := e.Messages.Get(u.ID, id)
@@ -69,9 +48,8 @@ func TestAcceptThatSeemedToFailIsSentOnRetry(t *testing.T) {
 	// An Idempotency-Key: the retry is answered from the key's record.
 	idem := Idem{KeyID: "k1", Key: "retry-1", BodyHash: "h"}
 	ob.lose.Store(true)
-	_, err = e.Messages.Send(ctx, SendRequest{UserID: u.ID, Origin: "api", IdemID: idem.ID(), Idem: domain.IdemRecord{BodyHash: "h"},
-		Message: domain.Message{ID: idem.Derived(), To: "491510000001", Kind: domain.KindText, Text: "keyed"}})
-	if err == nil {
+	if _, err := e.Messages.Send(ctx, SendRequest{UserID: u.ID, Origin: "api", IdemID: idem.ID(), Idem: domain.IdemRecord{BodyHash: "h"},
+		Message: domain.Message{ID: idem.Derived(), To: "491510000001", Kind: domain.KindText, Text: "keyed"}}); err == nil {
 		t.Fatal("the accept whose answer was lost succeeded")
 	}
 	rec, found, _, err := e.Messages.BeginIdempotent(idem)
