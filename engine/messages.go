@@ -141,6 +141,7 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 			if old.UserID != r.UserID {
 				return domain.OutboxEntry{}, fmt.Errorf("%w: message id %s", domain.ErrForbidden, r.Message.ID)
 			}
+			ms.resume(old) // an accept that seemed to fail may have stored it (messages_resume.go)
 			return m.wait(ctx, old, r.Wait)
 		} else if !errors.Is(err, domain.ErrRecordNotFound) {
 			return domain.OutboxEntry{}, fmt.Errorf("%w: outbox: %w", domain.ErrUnavailable, err)

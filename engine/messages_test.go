@@ -33,26 +33,8 @@ func TestReceiptsAfterTheOutcomeNeedNoRead(t *testing.T) {
 	ob := &countingOutbox{Outbox: recs.Outbox}
 	r := recordsOf(recs)
 	r.Outbox = ob
-	net, err := sim.Open(sim.Options{Dir: t.TempDir(), AutoPair: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer net.Close()
-	e, err := New(Config{Store: recs.Store, Records: r, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Plans: Plans{"unlimited": {}}, DefaultPlan: "unlimited", Network: net})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Stop(context.Background())
+	e, u := linkedEngine(t, recs, r)
 	ctx := context.Background()
-	u, err := e.Users.Create(ctx, NewUser{ID: "u1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.Sessions.QR(ctx, u); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, 10*time.Second, "linked", func() bool { return e.Sessions.Status(u.ID).Status == domain.StatusConnected })
 	var ids []string
 	for i := range 20 {
 		m, err := e.Messages.Send(ctx, SendRequest{UserID: u.ID, Origin: "api",
@@ -90,4 +72,31 @@ func TestReceiptsAfterTheOutcomeNeedNoRead(t *testing.T) {
 			t.Fatalf("%s: %+v %v", id, m, err)
 		}
 	}
+}
+
+// linkedEngine is an engine on recs (through r) with user u1, whose session is linked on a
+// simulated network; it stops with the test.
+func linkedEngine(t *testing.T, recs *persist.Records, r Records) (*Engine, domain.User) {
+	t.Helper()
+	net, err := sim.Open(sim.Options{Dir: t.TempDir(), AutoPair: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { net.Close() })
+	e, err := New(Config{Store: recs.Store, Records: r, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Plans: Plans{"unlimited": {}}, DefaultPlan: "unlimited", Network: net})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Stop(context.Background()) })
+	ctx := context.Background()
+	u, err := e.Users.Create(ctx, NewUser{ID: "u1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Sessions.QR(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "linked", func() bool { return e.Sessions.Status(u.ID).Status == domain.StatusConnected })
+	return e, u
 }

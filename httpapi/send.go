@@ -64,7 +64,7 @@ func writeSent(ctx *fasthttp.RequestCtx, e domain.OutboxEntry) {
 // replayMessage answers a retried v1 send from the message its Idempotency-Key made, as it
 // stands now.
 func (s *Server) replayMessage(ctx *fasthttp.RequestCtx, uid string, rec domain.IdemRecord) error {
-	e, err := s.engine(ctx).Messages.Get(uid, rec.MessageID)
+	e, err := s.engine(ctx).Messages.Replay(uid, rec.MessageID)
 	if err != nil {
 		return err
 	}

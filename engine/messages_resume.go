@@ -1,0 +1,106 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/gateway/gateway/actors/session"
+	"github.com/gateway/gateway/domain"
+)
+
+// An accept whose commit failed as far as Send knew (a timeout, the NATS server that led the
+// records stream killed under it, a request ctx that ended while the commit waited) may have
+// been stored all the same: the message, its pending mark and its Idempotency-Key's record.
+// Send gave its reservation back and queued it nowhere, so it waited for its partition's next
+// boot; the client's retry under the same Idempotency-Key was answered 200 from the record,
+// and a campaign's retried number found the message "as it stands". Either way an accepted
+// message nobody sent. So the two paths that find a message accepted before (Replay, and Send
+// with a caller-chosen id) hand it to its session's deliverer when this engine has it in no
+// queue.
+
+// Replay returns one of the user's messages for the replay of a request that made it (an
+// Idempotency-Key's record names it), queuing it here if it is pending in storage but in no
+// session's queue (resume).
+func (ms *Messages) Replay(uid, id string) (domain.OutboxEntry, error) {
+	m, err := ms.Get(uid, id)
+	if err != nil {
+		return m, err
+	}
+	ms.resume(m)
+	return m, nil
+}
+
+// resume hands a message that storage holds as pending to its session's deliverer unless this
+// engine tracks it already (queued, or its outcome being written). A message whose outcome
+// was known but could not be written is tracked no more either: it goes again under its id,
+// which the network takes as the same message.
+func (ms *Messages) resume(e domain.OutboxEntry) {
+	if e.Final() {
+		return
+	}
+	m := ms.msgs
+	if m.tracked(e.ID) {
+		return
+	}
+	ent := ms.e.Sessions.idx.get(e.SessionID)
+	if ent == nil {
+		ms.e.log.Error("outbox entry for an unknown session", "message_id", e.ID, "session_id", e.SessionID)
+		return
+	}
+	// Accepted: counted whatever is left of the month (its first reservation went back when
+	// the accept seemed to fail).
+	res, err := ms.reserve(context.Background(), e.UserID, 1, ReserveOpts{Force: true})
+	if err != nil {
+		ms.e.log.Warn("outbox: a pending message in no queue waits for the next boot", "message_id", e.ID, "err", err)
+		return
+	}
+	if !m.claim(e.ID, res) {
+		res.Release() // queued meanwhile
+		return
+	}
+	// Read again now that it is claimed: an outcome written between the first read and the
+	// claim (a settled message no longer tracked) must not send it again.
+	if cur, err := m.outbox.Get(e.ID); err != nil || cur.Final() {
+		m.unclaim(e.ID)
+		return
+	}
+	ms.e.log.Warn("outbox: a message accepted by a commit that seemed to fail is queued now", "message_id", e.ID, "session_id", e.SessionID)
+	ms.e.hw.Send(ent.pid, &session.Enqueue{Entry: e})
+}
+
+// tracked: the message is queued here or its outcome is being written (or was, a moment ago).
+func (m *messages) tracked(id string) bool {
+	sh := m.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.m[id] != nil
+}
+
+// claim tracks an untracked message with its reservation; false when it is tracked already.
+func (m *messages) claim(id string, res *Reservation) bool {
+	sh := m.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.m[id] != nil {
+		return false
+	}
+	sh.m[id] = &pending{res: res}
+	m.depth.Add(1)
+	return true
+}
+
+// unclaim undoes claim (its reservation goes back).
+func (m *messages) unclaim(id string) {
+	sh := m.shard(id)
+	sh.mu.Lock()
+	p := sh.m[id]
+	if p != nil && !p.settled {
+		delete(sh.m, id)
+		m.depth.Add(-1)
+	} else {
+		p = nil
+	}
+	sh.mu.Unlock()
+	if p != nil && p.res != nil {
+		p.res.Release()
+	}
+}
