@@ -104,9 +104,7 @@ func (ms *Messages) account(uid string) *accountEntry {
 	return ms.accounts.getOrPut(uid, func() *accountEntry {
 		deps := account.Deps{Store: ms.accountTable, Clock: clockFunc(e.cfg.Now), Log: e.log}
 		c := account.NewCounter(uid, e.Users.planOf(uid).MonthlyMessages)
-		pid := e.spawn(account.New(c, deps), "account", uid)
-		c.Bind(func(msg any) { e.hw.Send(pid, msg) })
-		return &accountEntry{pid: pid, counter: c}
+		return &accountEntry{pid: e.spawn(account.New(c, deps), "account", uid), counter: c}
 	})
 }
 

@@ -109,20 +109,14 @@ type Counter struct {
 	// periodStart, periodEnd bound st.Period: the hot path compares times, and formats the
 	// month only when it rolls (the text on every reservation showed in a send's profile).
 	periodStart, periodEnd time.Time
-	// notify sends a message to the actor (Bind, or the actor itself at its start).
+	// notify sends a message to the actor: set at its start, before loaded (a settlement
+	// needs a reservation, which needs the account loaded).
 	notify func(msg any)
 }
 
 // NewCounter returns user userID's counter, with the monthly limit (0 = none).
 func NewCounter(userID string, limit int64) *Counter {
 	return &Counter{limit: limit, st: domain.Allowance{UserID: userID}}
-}
-
-// Bind tells the counter how to reach its actor (before any caller uses it).
-func (a *Counter) Bind(send func(msg any)) {
-	a.mu.Lock()
-	a.notify = send
-	a.mu.Unlock()
 }
 
 // raiseMark asks the actor to write the mark wanted (a reservation made by a caller came within
@@ -363,10 +357,7 @@ func (a *Account) reserve(c *actor.Context, m *Reserve) {
 func (a *Account) load(c *actor.Context) {
 	ac := a.c
 	ac.mu.Lock()
-	if ac.notify == nil {
-		hw, self := c.Engine(), c.PID()
-		ac.notify = func(msg any) { hw.Send(self, msg) }
-	}
+	ac.notify = mark.To(c)
 	ac.mu.Unlock()
 	uid := a.uid
 	st, err := a.deps.Store.GetAccount(uid)

@@ -153,7 +153,6 @@ func TestCounterCallersKeepTheLimitAndTheMark(t *testing.T) {
 	const limit = 3000
 	c := NewCounter("u1", limit)
 	pid := hw.Spawn(New(c, deps), "account", actor.WithID("u1"))
-	c.Bind(func(msg any) { hw.Send(pid, msg) })
 	var (
 		granted, fast atomic.Int64
 		wg            sync.WaitGroup
@@ -217,7 +216,6 @@ func TestLateClockReadingsKeepTheNewMonthsLimit(t *testing.T) {
 	const limit = 10
 	c := NewCounter("u1", limit)
 	pid := hw.Spawn(New(c, deps), "account", actor.WithID("u1"))
-	c.Bind(func(msg any) { hw.Send(pid, msg) })
 	take := func(now time.Time) Result {
 		if r, ok := c.TryReserve(now, 1); ok {
 			return r

@@ -129,19 +129,13 @@ type Counter struct {
 	failing bool // the last mark write failed (the actor's mark.Failing, mirrored)
 	asked   bool // a caller asked the actor to raise the marks; cleared when a write lands
 	block   int64
-	// notify sends a message to the actor (Bind, or the actor itself at its start).
+	// notify sends a message to the actor: set at its start, before loaded (callers use it
+	// only when loaded).
 	notify func(msg any)
 }
 
 // NewCounter returns key id's counter, on plan.
 func NewCounter(id string, plan Plan) *Counter { return &Counter{id: id, plan: plan} }
-
-// Bind tells the counter how to reach its actor (before any caller uses it).
-func (k *Counter) Bind(send func(msg any)) {
-	k.mu.Lock()
-	k.notify = send
-	k.mu.Unlock()
-}
 
 // reserveAhead asks the actor to raise the marks (a call counted by a caller came within half
 // a block of them).
@@ -321,10 +315,7 @@ func (k *Key) Receive(c *actor.Context) {
 func (k *Key) load(c *actor.Context) {
 	kc := k.c
 	kc.mu.Lock()
-	if kc.notify == nil {
-		hw, self := c.Engine(), c.PID()
-		kc.notify = func(msg any) { hw.Send(self, msg) }
-	}
+	kc.notify = mark.To(c)
 	kc.mu.Unlock()
 	rec, err := k.deps.Store.GetKey(k.id)
 	if err != nil {

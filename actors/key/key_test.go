@@ -262,7 +262,6 @@ func TestCounterCallersKeepTheCapAndTheMarks(t *testing.T) {
 	const limit = 5000
 	c := NewCounter("k1", Plan{Name: "p", Limit: limit})
 	pid := hw.Spawn(NewOn(c, Deps{Store: store, Clock: clk, Log: slog.New(slog.DiscardHandler), Block: 100}), "key", actor.WithID("k1"))
-	c.Bind(func(msg any) { hw.Send(pid, msg) })
 	var (
 		granted, fast atomic.Int64
 		wg            sync.WaitGroup
@@ -320,7 +319,6 @@ func TestLateClockReadingsKeepTheNewDaysCap(t *testing.T) {
 	const limit = 10
 	c := NewCounter("k1", Plan{Name: "p", Limit: limit})
 	pid := hw.Spawn(NewOn(c, Deps{Store: store, Clock: clk, Log: slog.New(slog.DiscardHandler), Block: 100}), "key", actor.WithID("k1"))
-	c.Bind(func(msg any) { hw.Send(pid, msg) })
 	call := func(now time.Time) Result {
 		if r, ok := c.TryAuthorize(now, "text"); ok {
 			return r

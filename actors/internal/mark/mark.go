@@ -46,6 +46,13 @@ func Block(limit, div, most int64) int64 {
 	return min(max(limit/div, 1), most)
 }
 
+// To returns a function that sends a message to c's actor from any goroutine: how a write,
+// a retry's timer or a counter's caller reaches the actor.
+func To(c *actor.Context) func(msg any) {
+	hw, self := c.Engine(), c.PID()
+	return func(msg any) { hw.Send(self, msg) }
+}
+
 // Mark is one actor's mark writer and its parked requests (of type R). Its fields are owned by
 // the actor's goroutine; the zero value is ready.
 type Mark[R any] struct {
@@ -84,11 +91,11 @@ func (m *Mark[R]) Write(c *actor.Context, snapshot any, put func(ctx context.Con
 	m.writing, m.again = true, false
 	written := make(chan struct{})
 	m.written = written
-	hw, self := c.Engine(), c.PID()
+	send := To(c)
 	go func() {
 		err := put(context.Background())
 		close(written)
-		hw.Send(self, Saved{Snapshot: snapshot, Err: err})
+		send(Saved{Snapshot: snapshot, Err: err})
 	}()
 }
 
@@ -125,8 +132,8 @@ func (m *Mark[R]) scheduleRetry(c *actor.Context) {
 		return
 	}
 	m.retry = true
-	hw, self := c.Engine(), c.PID()
-	time.AfterFunc(RetryEvery, func() { hw.Send(self, Retry{}) })
+	send := To(c)
+	time.AfterFunc(RetryEvery, func() { send(Retry{}) })
 }
 
 // Wait blocks until the write in flight, if any, has returned: call it before the final flush
