@@ -341,6 +341,19 @@ func (s *Sessions) unlink(ctx context.Context, ent *sessionEntry, cause error) e
 	return err
 }
 
+// close unlinks a session's device (when linked) and fails its queue with cause, before its
+// actor stops (Delete, moveOut).
+func (s *Sessions) close(ctx context.Context, ent *sessionEntry, cause error) error {
+	if ent.view.Load().Linked {
+		if err := s.unlink(ctx, ent, cause); err != nil {
+			return err
+		}
+	}
+	closing := &session.Close{Cause: cause, Reply: make(chan session.Reply, 1)}
+	_, err := s.ask(ctx, ent, closing, closing.Reply)
+	return err
+}
+
 // Delete unlinks a session's device, stops its actor and deletes it with its protection
 // records (DELETE /api/admin/sessions?id=). Messages still in its queue fail with
 // session_deleted: nothing can send them any more.
@@ -351,13 +364,7 @@ func (s *Sessions) Delete(ctx context.Context, id string) error {
 	}
 	s.idx.assignMu.Lock()
 	defer s.idx.assignMu.Unlock()
-	if ent.view.Load().Linked {
-		if err := s.unlink(ctx, ent, domain.ErrSessionDeleted); err != nil {
-			return err
-		}
-	}
-	closing := &session.Close{Reply: make(chan session.Reply, 1)}
-	if _, err := s.ask(ctx, ent, closing, closing.Reply); err != nil {
+	if err := s.close(ctx, ent, domain.ErrSessionDeleted); err != nil {
 		return err
 	}
 	depth := ent.view.Load().Queue.Depth

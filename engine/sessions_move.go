@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/domain"
 )
 
@@ -38,13 +37,7 @@ func (s *Sessions) moveOut(ctx context.Context, m Mover, ent *sessionEntry, user
 	}
 	s.idx.assignMu.Lock()
 	defer s.idx.assignMu.Unlock()
-	if ent.view.Load().Linked {
-		if err := s.unlink(ctx, ent, domain.ErrSessionReassigned); err != nil {
-			return err
-		}
-	}
-	closing := &session.Close{Cause: domain.ErrSessionReassigned, Reply: make(chan session.Reply, 1)}
-	if _, err := s.ask(ctx, ent, closing, closing.Reply); err != nil {
+	if err := s.close(ctx, ent, domain.ErrSessionReassigned); err != nil {
 		return err
 	}
 	<-s.e.hw.Poison(ent.pid).Done()
