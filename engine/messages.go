@@ -202,12 +202,14 @@ func (ms *Messages) enqueue(ent *sessionEntry, entry domain.OutboxEntry, res *Re
 	ms.e.hw.Send(ent.pid, &session.Enqueue{Entry: entry})
 }
 
-// track registers an accepted message's reservation (and a waiter).
-func (m *messages) track(id string, res *Reservation, ch chan outcome) {
+// track registers an accepted message's reservation (and a waiter); false when it was tracked
+// already (res then goes back).
+func (m *messages) track(id string, res *Reservation, ch chan outcome) bool {
 	sh := m.shard(id)
 	sh.mu.Lock()
 	p := sh.m[id]
-	if p == nil || p.durable {
+	fresh := p == nil || p.durable
+	if fresh {
 		p = &pending{res: res}
 		sh.m[id] = p
 		m.depth.Add(1)
@@ -218,6 +220,7 @@ func (m *messages) track(id string, res *Reservation, ch chan outcome) {
 		p.waiters = append(p.waiters, ch)
 	}
 	sh.mu.Unlock()
+	return fresh
 }
 
 // settling returns a message whose outcome is known and still being written.

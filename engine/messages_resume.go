@@ -53,11 +53,10 @@ func (ms *Messages) resume(e domain.OutboxEntry) {
 		ms.e.log.Warn("outbox: a pending message in no queue waits for the next boot", "message_id", e.ID, "err", err)
 		return
 	}
-	if !m.claim(e.ID, res) {
-		res.Release() // queued meanwhile
-		return
+	if !m.track(e.ID, res, nil) {
+		return // queued meanwhile (its reservation went back)
 	}
-	// Read again now that it is claimed: an outcome written between the first read and the
+	// Read again now that it is tracked: an outcome written between the first read and the
 	// claim (a settled message no longer tracked) must not send it again.
 	if cur, err := m.outbox.Get(e.ID); err != nil || cur.Final() {
 		m.unclaim(e.ID)
@@ -75,20 +74,7 @@ func (m *messages) tracked(id string) bool {
 	return sh.m[id] != nil
 }
 
-// claim tracks an untracked message with its reservation; false when it is tracked already.
-func (m *messages) claim(id string, res *Reservation) bool {
-	sh := m.shard(id)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if sh.m[id] != nil {
-		return false
-	}
-	sh.m[id] = &pending{res: res}
-	m.depth.Add(1)
-	return true
-}
-
-// unclaim undoes claim (its reservation goes back).
+// unclaim undoes resume's track (its reservation goes back).
 func (m *messages) unclaim(id string) {
 	sh := m.shard(id)
 	sh.mu.Lock()
