@@ -34,9 +34,7 @@ func (o *lostAnswerOutbox) Accept(ctx context.Context, e domain.OutboxEntry, ide
 func TestAcceptThatSeemedToFailIsSentOnRetry(t *testing.T) {
 	recs := persist.NewRecords(persist.NewMemory())
 	ob := &lostAnswerOutbox{Outbox: recs.Outbox}
-	r := recordsOf(recs)
-	r.Outbox = ob
-	e, u := linkedEngine(t, recs, r)
+	e, u := linkedEngine(t, recs, ob)
 	ctx := context.Background()
 	sent := func(id string) func() bool {
 		return func() bool {

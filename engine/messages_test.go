@@ -31,9 +31,7 @@ func (c *countingOutbox) Get(id string) (domain.OutboxEntry, error) {
 func TestReceiptsAfterTheOutcomeNeedNoRead(t *testing.T) {
 	recs := persist.NewRecords(persist.NewMemory())
 	ob := &countingOutbox{Outbox: recs.Outbox}
-	r := recordsOf(recs)
-	r.Outbox = ob
-	e, u := linkedEngine(t, recs, r)
+	e, u := linkedEngine(t, recs, ob)
 	ctx := context.Background()
 	var ids []string
 	for i := range 20 {
@@ -74,10 +72,12 @@ func TestReceiptsAfterTheOutcomeNeedNoRead(t *testing.T) {
 	}
 }
 
-// linkedEngine is an engine on recs (through r) with user u1, whose session is linked on a
-// simulated network; it stops with the test.
-func linkedEngine(t *testing.T, recs *persist.Records, r Records) (*Engine, domain.User) {
+// linkedEngine is an engine on recs, its outbox read through ob, with user u1, whose session
+// is linked on a simulated network; it stops with the test.
+func linkedEngine(t *testing.T, recs *persist.Records, ob Outbox) (*Engine, domain.User) {
 	t.Helper()
+	r := recordsOf(recs)
+	r.Outbox = ob
 	net, err := sim.Open(sim.Options{Dir: t.TempDir(), AutoPair: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
