@@ -52,6 +52,18 @@ var (
 	_ Clock = (*fakeClock)(nil)
 )
 
+// spawn starts user u1's account actor, with the monthly limit, on store and clk.
+func spawn(t *testing.T, store Store, clk Clock, limit int64) (*actor.Engine, *actor.PID, *Counter) {
+	t.Helper()
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCounter("u1", limit)
+	deps := Deps{Store: store, Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	return hw, hw.Spawn(New(c, deps), "account", actor.WithID("u1")), c
+}
+
 func reserve(t *testing.T, hw *actor.Engine, pid *actor.PID, n int64) Result {
 	t.Helper()
 	m := &Reserve{N: n, Reply: make(chan Result, 1)}
@@ -70,12 +82,7 @@ func reserve(t *testing.T, hw *actor.Engine, pid *actor.PID, n int64) Result {
 func TestMonthlyLimitOnAFakeClock(t *testing.T) {
 	store := &memStore{}
 	clk := &fakeClock{t: time.Date(2026, 1, 31, 23, 0, 0, 0, time.UTC)}
-	hw, err := actor.NewEngine(actor.NewEngineConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	deps := Deps{Store: store, Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	pid := hw.Spawn(New(NewCounter("u1", 5), deps), "account", actor.WithID("u1"))
+	hw, pid, _ := spawn(t, store, clk, 5)
 
 	if r := reserve(t, hw, pid, 3); r.Err != nil || r.Granted != 3 || r.Remaining != 2 {
 		t.Fatalf("first batch: %+v", r)
@@ -119,12 +126,7 @@ func TestMonthlyLimitOnAFakeClock(t *testing.T) {
 func TestSmallPlanMarkStaysClose(t *testing.T) {
 	store := &memStore{}
 	clk := &fakeClock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}
-	hw, err := actor.NewEngine(actor.NewEngineConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	deps := Deps{Store: store, Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	pid := hw.Spawn(New(NewCounter("u1", 500), deps), "account", actor.WithID("u1"))
+	hw, pid, _ := spawn(t, store, clk, 500)
 	for i := range 40 {
 		r := reserve(t, hw, pid, 1)
 		if r.Err != nil || r.Granted != 1 {
@@ -145,14 +147,8 @@ func TestSmallPlanMarkStaysClose(t *testing.T) {
 func TestCounterCallersKeepTheLimitAndTheMark(t *testing.T) {
 	store := &memStore{}
 	clk := &fakeClock{t: time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)}
-	hw, err := actor.NewEngine(actor.NewEngineConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	deps := Deps{Store: store, Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	const limit = 3000
-	c := NewCounter("u1", limit)
-	pid := hw.Spawn(New(c, deps), "account", actor.WithID("u1"))
+	hw, pid, c := spawn(t, store, clk, limit)
 	var (
 		granted, fast atomic.Int64
 		wg            sync.WaitGroup
@@ -208,14 +204,8 @@ func TestCounterCallersKeepTheLimitAndTheMark(t *testing.T) {
 func TestLateClockReadingsKeepTheNewMonthsLimit(t *testing.T) {
 	store := &memStore{}
 	clk := &fakeClock{t: time.Date(2026, 3, 31, 23, 0, 0, 0, time.UTC)}
-	hw, err := actor.NewEngine(actor.NewEngineConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	deps := Deps{Store: store, Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	const limit = 10
-	c := NewCounter("u1", limit)
-	pid := hw.Spawn(New(c, deps), "account", actor.WithID("u1"))
+	hw, pid, c := spawn(t, store, clk, limit)
 	take := func(now time.Time) Result {
 		if r, ok := c.TryReserve(now, 1); ok {
 			return r
