@@ -86,6 +86,16 @@ var (
 	_ Publisher = (*views)(nil)
 )
 
+// spawn starts the actor of counter c's key on deps.
+func spawn(t *testing.T, c *Counter, deps Deps) (*actor.Engine, *actor.PID) {
+	t.Helper()
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hw, hw.Spawn(NewOn(c, deps), "key", actor.WithID(c.id))
+}
+
 func authorize(t *testing.T, hw *actor.Engine, pid *actor.PID, scope string) Result {
 	t.Helper()
 	m := &Authorize{Scope: scope, Reply: make(chan Result, 1)}
@@ -106,12 +116,8 @@ func TestDailyCapOnAFakeClock(t *testing.T) {
 		usage: map[string]domain.KeyUsage{}}
 	clk := &fakeClock{t: time.Date(2026, 5, 1, 23, 0, 0, 0, time.UTC)}
 	v := &views{}
-	hw, err := actor.NewEngine(actor.NewEngineConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
 	deps := Deps{Store: store, Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Block: 100, Publisher: v}
-	pid := hw.Spawn(New("k1", Plan{Name: "free", Limit: 3}, deps), "key", actor.WithID("k1"))
+	hw, pid := spawn(t, NewCounter("k1", Plan{Name: "free", Limit: 3}), deps)
 
 	for i := range 3 {
 		r := authorize(t, hw, pid, "text")
@@ -175,13 +181,9 @@ func TestCallsGoOnWhileTheMarkCannotBeSaved(t *testing.T) {
 	store := &failingStore{memStore: memStore{keys: map[string]domain.APIKey{"k1": {ID: "k1", UserID: "u1", Status: "active"}},
 		usage: map[string]domain.KeyUsage{}}}
 	var logs logLines
-	hw, err := actor.NewEngine(actor.NewEngineConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
 	clk := &fakeClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
 	deps := Deps{Store: store, Clock: clk, Log: slog.New(slog.NewTextHandler(&logs, nil)), Block: 2}
-	pid := hw.Spawn(New("k1", Plan{Name: "p", Limit: 10}, deps), "key", actor.WithID("k1"))
+	hw, pid := spawn(t, NewCounter("k1", Plan{Name: "p", Limit: 10}), deps)
 
 	store.full.Store(true)
 	for i := range 10 {
@@ -230,12 +232,8 @@ func (l *logLines) count(s string) int { return strings.Count(l.String(), s) }
 // of another day changes nothing.
 func TestRefundedCallsDoNotCount(t *testing.T) {
 	store := &memStore{keys: map[string]domain.APIKey{"k1": {ID: "k1", UserID: "u1", Status: "active"}}, usage: map[string]domain.KeyUsage{}}
-	hw, err := actor.NewEngine(actor.NewEngineConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
 	clk := &fakeClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
-	pid := hw.Spawn(New("k1", Plan{Name: "p", Limit: 2}, Deps{Store: store, Clock: clk, Log: slog.New(slog.DiscardHandler), Block: 10}), "key", actor.WithID("k1"))
+	hw, pid := spawn(t, NewCounter("k1", Plan{Name: "p", Limit: 2}), Deps{Store: store, Clock: clk, Log: slog.New(slog.DiscardHandler), Block: 10})
 	authorize(t, hw, pid, "")
 	authorize(t, hw, pid, "")
 	hw.Send(pid, Refund{Day: "2026-04-30"})
@@ -255,13 +253,9 @@ func TestCounterCallersKeepTheCapAndTheMarks(t *testing.T) {
 	store := &memStore{keys: map[string]domain.APIKey{"k1": {ID: "k1", UserID: "u1", Status: "active", Scopes: []string{"text"}}},
 		usage: map[string]domain.KeyUsage{}}
 	clk := &fakeClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
-	hw, err := actor.NewEngine(actor.NewEngineConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
 	const limit = 5000
 	c := NewCounter("k1", Plan{Name: "p", Limit: limit})
-	pid := hw.Spawn(NewOn(c, Deps{Store: store, Clock: clk, Log: slog.New(slog.DiscardHandler), Block: 100}), "key", actor.WithID("k1"))
+	hw, pid := spawn(t, c, Deps{Store: store, Clock: clk, Log: slog.New(slog.DiscardHandler), Block: 100})
 	var (
 		granted, fast atomic.Int64
 		wg            sync.WaitGroup
@@ -312,13 +306,9 @@ func TestLateClockReadingsKeepTheNewDaysCap(t *testing.T) {
 	store := &memStore{keys: map[string]domain.APIKey{"k1": {ID: "k1", UserID: "u1", Status: "active", Scopes: []string{"text"}}},
 		usage: map[string]domain.KeyUsage{}}
 	clk := &fakeClock{t: time.Date(2026, 5, 1, 23, 0, 0, 0, time.UTC)}
-	hw, err := actor.NewEngine(actor.NewEngineConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
 	const limit = 10
 	c := NewCounter("k1", Plan{Name: "p", Limit: limit})
-	pid := hw.Spawn(NewOn(c, Deps{Store: store, Clock: clk, Log: slog.New(slog.DiscardHandler), Block: 100}), "key", actor.WithID("k1"))
+	hw, pid := spawn(t, c, Deps{Store: store, Clock: clk, Log: slog.New(slog.DiscardHandler), Block: 100})
 	call := func(now time.Time) Result {
 		if r, ok := c.TryAuthorize(now, "text"); ok {
 			return r
