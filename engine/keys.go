@@ -130,7 +130,7 @@ func (k *Keys) spawn(rec domain.APIKey) *keyEntry {
 	ent.view.Store(&rec)
 	deps := key.Deps{Store: k.e.cfg.Store, Clock: clockFunc(k.e.cfg.Now), Log: k.e.log, Block: k.e.cfg.KeyBlock, Publisher: ent}
 	ent.counter = key.NewCounter(rec.ID, k.e.Users.keyPlan(rec.UserID))
-	ent.pid = k.e.spawn(key.NewOn(ent.counter, deps), keyActorKnd, rec.ID)
+	ent.pid = k.e.spawn(key.New(ent.counter, deps), keyActorKnd, rec.ID)
 	k.idx.add(rec.ID, ent)
 	return ent
 }

@@ -249,11 +249,8 @@ type Key struct {
 	mark mark.Mark[*Authorize]
 }
 
-// New returns the producer of the actor for key id, on a counter of its own.
-func New(id string, plan Plan, deps Deps) actor.Producer { return NewOn(NewCounter(id, plan), deps) }
-
-// NewOn returns the producer of the actor of counter c's key.
-func NewOn(c *Counter, deps Deps) actor.Producer {
+// New returns the producer of the actor of counter c's key.
+func New(c *Counter, deps Deps) actor.Producer {
 	if deps.Block <= 0 {
 		deps.Block = 100
 	}

@@ -93,7 +93,7 @@ func spawn(t *testing.T, c *Counter, deps Deps) (*actor.Engine, *actor.PID) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return hw, hw.Spawn(NewOn(c, deps), "key", actor.WithID(c.id))
+	return hw, hw.Spawn(New(c, deps), "key", actor.WithID(c.id))
 }
 
 func authorize(t *testing.T, hw *actor.Engine, pid *actor.PID, scope string) Result {
