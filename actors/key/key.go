@@ -151,32 +151,34 @@ func (k *Counter) TryAuthorize(now time.Time, scope string) (r Result, ok bool) 
 		k.mu.Unlock()
 		return Result{}, false
 	}
-	k.rollDay(now)
-	if err := k.usable(now, scope); err != nil {
-		r = k.resultAt(now, err)
-		k.mu.Unlock()
-		return r, true
-	}
-	if k.plan.Limit > 0 && k.count >= k.plan.Limit {
-		r = k.resultAt(now, domain.ErrRateLimited)
-		k.mu.Unlock()
-		return r, true
-	}
-	if k.count >= k.usage.DayMark || k.calls >= k.usage.CallsMark {
-		k.mu.Unlock()
-		return Result{}, false
-	}
-	k.count++
-	k.calls++
-	r = k.resultAt(now, nil)
-	ask := !k.asked && k.wantsMark()
+	r, ok = k.take(now, scope, false)
+	ask := ok && r.Err == nil && !k.asked && k.wantsMark()
 	k.asked = k.asked || ask
 	notify := k.notify
 	k.mu.Unlock()
 	if ask {
 		notify(reserveAhead{})
 	}
-	return r, true
+	return r, ok
+}
+
+// take counts one call at now for scope when the durable marks cover it, or, with uncovered,
+// when they do not (storage refuses them: the call goes on counted in memory); the result's Err
+// says why the call may not proceed, if it may not. Not ok: a mark must land first. Under mu.
+func (k *Counter) take(now time.Time, scope string, uncovered bool) (r Result, ok bool) {
+	k.rollDay(now)
+	if err := k.usable(now, scope); err != nil {
+		return k.resultAt(now, err), true
+	}
+	if k.plan.Limit > 0 && k.count >= k.plan.Limit {
+		return k.resultAt(now, domain.ErrRateLimited), true
+	}
+	if (k.count >= k.usage.DayMark || k.calls >= k.usage.CallsMark) && !uncovered {
+		return Result{}, false
+	}
+	k.count++
+	k.calls++
+	return k.resultAt(now, nil), true
 }
 
 // wantsMark reports whether the marks should be raised now, ahead of need, so the hot path
@@ -351,32 +353,16 @@ func (k *Key) authorize(c *actor.Context, m *Authorize) {
 		m.Reply <- Result{Err: domain.ErrUnavailable}
 		return
 	}
-	now := k.deps.Clock.Now()
-	kc.rollDay(now)
-	if err := kc.usable(now, m.Scope); err != nil {
-		r := kc.resultAt(now, err)
-		kc.mu.Unlock()
-		m.Reply <- r
-		return
-	}
-	if kc.plan.Limit > 0 && kc.count >= kc.plan.Limit {
-		r := kc.resultAt(now, domain.ErrRateLimited)
-		kc.mu.Unlock()
-		m.Reply <- r
-		return
-	}
-	if (kc.count >= kc.usage.DayMark || kc.calls >= kc.usage.CallsMark) && !k.mark.Failing() {
-		// Not covered by a durable mark yet: wait for the reservation in flight. (While
-		// storage refuses the mark, the call goes on counted in memory; the retry writes it.)
+	// While storage refuses the mark, the call goes on counted in memory; the retry writes it.
+	r, ok := kc.take(k.deps.Clock.Now(), m.Scope, k.mark.Failing())
+	if !ok {
+		// Not covered by a durable mark yet: wait for the reservation in flight.
 		k.mark.Park(m)
 		k.reserve(c)
 		kc.mu.Unlock()
 		return
 	}
-	kc.count++
-	kc.calls++
-	r := kc.resultAt(now, nil)
-	if kc.wantsMark() {
+	if r.Err == nil && kc.wantsMark() {
 		k.reserve(c)
 	}
 	kc.mu.Unlock()
