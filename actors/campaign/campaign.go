@@ -215,8 +215,7 @@ func (a *Campaign) step(c *actor.Context) {
 	if e, found := a.deps.Outbox.Outcome(id); found {
 		if e.Status == domain.MsgQueued {
 			// Pending in the outbox: the session re-sends it at boot; poll for its outcome.
-			hw, self := c.Engine(), c.PID()
-			a.timer = time.AfterFunc(200*time.Millisecond, func() { hw.Send(self, campaignNext{}) })
+			a.after(c, 200*time.Millisecond, campaignNext{})
 			return
 		}
 		// Settled by the outbox (the account counted it then): give back its reservation.
@@ -262,8 +261,7 @@ func (a *Campaign) sent(c *actor.Context, m campaignSent) {
 			a.waitingSince = now
 		}
 		if now.Sub(a.waitingSince) < campaignSessionWait {
-			hw, self := c.Engine(), c.PID()
-			a.timer = time.AfterFunc(500*time.Millisecond, func() { hw.Send(self, campaignNext{}) })
+			a.after(c, 500*time.Millisecond, campaignNext{})
 			return
 		}
 	}
@@ -272,8 +270,7 @@ func (a *Campaign) sent(c *actor.Context, m campaignSent) {
 		// Not accepted (storage refuses writes): the same number again, with its reservation,
 		// however long storage takes to come back.
 		a.stall(m.err)
-		hw, self := c.Engine(), c.PID()
-		a.timer = time.AfterFunc(storageRetry, func() { hw.Send(self, campaignNext{}) })
+		a.after(c, storageRetry, campaignNext{})
 		return
 	}
 	if errors.Is(m.err, ErrSessionNotReady) || errors.Is(m.err, domain.ErrUnavailable) {
@@ -313,14 +310,18 @@ func (a *Campaign) sent(c *actor.Context, m campaignSent) {
 
 // scheduleNext runs the next step at NextAt (at once when it has passed or is unset).
 func (a *Campaign) scheduleNext(c *actor.Context) {
-	hw, self := c.Engine(), c.PID()
 	wait := a.st.NextAt.Sub(a.deps.Clock.Now())
 	if a.st.NextAt.IsZero() || wait <= 0 {
-		hw.Send(self, campaignNext{})
+		c.Engine().Send(c.PID(), campaignNext{})
 		return
 	}
-	due := a.st.NextAt
-	a.timer = time.AfterFunc(wait, func() { hw.Send(self, campaignNext{due: due}) })
+	a.after(c, wait, campaignNext{due: a.st.NextAt})
+}
+
+// after sends msg to the actor once d has passed (on a.timer, which finish stops).
+func (a *Campaign) after(c *actor.Context, d time.Duration, msg any) {
+	hw, self := c.Engine(), c.PID()
+	a.timer = time.AfterFunc(d, func() { hw.Send(self, msg) })
 }
 
 // finish ends the campaign: the final record, the unused allowance released, everyone waiting
@@ -344,8 +345,7 @@ func (a *Campaign) finish(c *actor.Context) {
 	}
 	a.st.UpdatedAt = a.deps.Clock.Now().UTC()
 	if !a.save(true) {
-		hw, self := c.Engine(), c.PID()
-		a.timer = time.AfterFunc(storageRetry, func() { hw.Send(self, campaignSaveFinal{}) })
+		a.after(c, storageRetry, campaignSaveFinal{})
 		return
 	}
 	a.publish()
