@@ -133,7 +133,7 @@ func (c *Campaigns) sendMessage(ctx context.Context, s domain.Campaign, to, msgI
 		UserID: s.UserID, SessionID: ent.view.Load().ID, Origin: "campaign:" + s.ID,
 		// The actor sends the number at its cursor: that number's {name}.
 		Message:  domain.Message{ID: msgID, To: to, Kind: domain.KindText, Text: s.TextFor(s.Cursor)},
-		Reserved: res, KeepReserved: true, Wait: campaignSendWait,
+		Reserved: res, Wait: campaignSendWait,
 	})
 	switch {
 	case err == nil:

@@ -26,11 +26,10 @@ type SendRequest struct {
 	// Idem, when IdemID is set, is committed with the outbox entry (Idempotency-Key).
 	IdemID string
 	Idem   domain.IdemRecord
-	// Reserved: the caller holds this message's allowance already (a campaign's batch).
+	// Reserved: the caller holds this message's allowance already (a campaign's batch). When
+	// the message is not accepted (an error), it stays the caller's (a campaign tries the same
+	// number again); the caller gives it back if it will not.
 	Reserved *Reservation
-	// KeepReserved: when the message is not accepted (an error), Reserved stays the caller's
-	// (a campaign tries the same number again) instead of going back to the account.
-	KeepReserved bool
 	// Wait is how long to wait for the network's outcome (0 = answer once queued).
 	Wait time.Duration
 }
@@ -126,9 +125,6 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 	e := ms.e
 	ent, err := e.Sessions.forSend(r.UserID, r.SessionID)
 	if err != nil {
-		if r.Reserved != nil && !r.KeepReserved {
-			r.Reserved.Release()
-		}
 		return domain.OutboxEntry{}, err
 	}
 	m := ms.msgs
@@ -152,9 +148,6 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 	view := ent.view.Load()
 	if until, ok := view.Unreachable[r.Message.To]; ok && e.now().Before(until) {
 		// The network refused this recipient twice: nothing is charged, nothing queued.
-		if r.Reserved != nil {
-			r.Reserved.Release()
-		}
 		return domain.OutboxEntry{}, fmt.Errorf("%w: it was refused until %s unless it writes to the session first",
 			domain.ErrRecipientNotReachable, until.UTC().Format(time.RFC3339))
 	}
@@ -170,7 +163,7 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 		r.Idem.MessageID = entry.ID
 	}
 	if err := m.outbox.Accept(ctx, entry, r.IdemID, r.Idem); err != nil {
-		if !r.KeepReserved || r.Reserved == nil {
+		if r.Reserved == nil {
 			res.Release()
 		}
 		return domain.OutboxEntry{}, fmt.Errorf("%w: outbox: %w", domain.ErrUnavailable, err)
