@@ -136,6 +136,8 @@ func TestCampaignSendsInOrderThroughItsInterfaces(t *testing.T) {
 type fullDisk struct {
 	*world
 	full atomic.Bool
+	// refused counts the accepts refused while full.
+	refused atomic.Int64
 	// finalSaved is set when a final record landed; doneEarly when the end was published
 	// before it.
 	finalSaved, doneEarly atomic.Bool
@@ -153,6 +155,7 @@ func (f *fullDisk) SaveCampaign(ctx context.Context, s domain.Campaign, d *domai
 
 func (f *fullDisk) Send(ctx context.Context, s domain.Campaign, to, msgID string) (domain.OutboxEntry, error) {
 	if f.full.Load() {
+		f.refused.Add(1)
 		return domain.OutboxEntry{ID: msgID}, fmt.Errorf("%w: outbox: %w", domain.ErrUnavailable, domain.ErrStorageUnavailable)
 	}
 	return f.world.Send(ctx, s, to, msgID)
@@ -185,7 +188,11 @@ func TestCampaignWaitsForStorage(t *testing.T) {
 	st := domain.Campaign{ID: "c2", UserID: "u1", Status: domain.CampaignQueued, Granted: 6, Numbers: numbers, Delay: 0.05}
 	f.full.Store(true)
 	hw.Spawn(New(st, deps), "campaign", actor.WithID("c2"))
-	time.Sleep(2500 * time.Millisecond) // a few retries under a full disk
+	for deadline := time.Now().Add(10 * time.Second); f.refused.Load() < 3; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the campaign tried %d times under a full disk, want a few retries", f.refused.Load())
+		}
+	}
 	f.full.Store(false)
 
 	var end domain.Campaign
