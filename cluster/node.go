@@ -60,7 +60,7 @@ type part struct {
 	wmu sync.Mutex // serialises writes of the lease key (renewal, release)
 }
 
-// held reports whether the lease is held here (mu held).
+// heldLocked reports whether the lease is held here (mu held).
 func (p *part) heldLocked() bool { return p.state != stFree }
 
 // Node is one gateway node's membership in the cluster: its heartbeat, the leases of the
@@ -475,12 +475,6 @@ func (n *Node) ownedCount() int {
 
 // ID is this node's id.
 func (n *Node) ID() string { return n.cfg.NodeID }
-
-// Partitions is the cluster's partition count.
-func (n *Node) Partitions() int { return n.cfg.Partitions }
-
-// PartitionOf is the partition of a user id (a session with no user: its id).
-func (n *Node) PartitionOf(id string) int { return PartitionOf(id, n.cfg.Partitions) }
 
 // Owner is the node that owns partition p now, as far as this node knows (ok false while
 // nobody does: lapsed, released and not yet taken).
