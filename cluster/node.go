@@ -3,13 +3,11 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -606,8 +604,8 @@ func Running(ctx context.Context, js jetstream.JetStream, prefix string) ([]stri
 	}
 	var ids []string
 	for _, k := range keys {
-		if b, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(k, "n.")); err == nil {
-			ids = append(ids, string(b))
+		if id, ok := nodeIDOfKey(k); ok {
+			ids = append(ids, id)
 		}
 	}
 	return ids, nil
