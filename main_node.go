@@ -310,10 +310,8 @@ func (n *clusterNode) User(uid string) (domain.User, bool, error) {
 }
 
 func (n *clusterNode) roleOf(uid, stored string) string {
-	for _, a := range splitList(n.c.adminUIDs) {
-		if a == uid {
-			return engine.RoleAdmin
-		}
+	if slices.Contains(splitList(n.c.adminUIDs), uid) {
+		return engine.RoleAdmin
 	}
 	return stored
 }
