@@ -2,7 +2,6 @@ package natskv
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -179,18 +178,11 @@ func (s *Store) Locate(key []byte) (partition string, ok bool, err error) {
 	}
 	ctx, cancel := s.ctx()
 	defer cancel()
-	var msg *jetstream.RawStreamMsg
-	err = whileUnrouted(ctx, func() (err error) {
-		msg, err = s.leaderLast(ctx, subject)
-		return err
-	})
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return "", false, nil
-	}
+	msg, err := s.leaderLastRouted(ctx, subject)
 	if err != nil {
 		return "", false, fmt.Errorf("natskv: locate: %w", unavailable(err))
 	}
-	if readRecord(msg.Sequence, msg.Header, msg.Data, time.Now()).deleted {
+	if msg == nil || readRecord(msg.Sequence, msg.Header, msg.Data, time.Now()).deleted {
 		return "", false, nil
 	}
 	return s.partitionOf(msg.Subject), true, nil
