@@ -222,13 +222,7 @@ func (s *Store) Watch(ctx context.Context, tables []string, fn func(WatchEntry))
 		meta, _ := m.Metadata()
 		key, ok := s.keyOf(m.Subject())
 		if ok {
-			h := m.Headers()
-			e := WatchEntry{Key: key, Partition: s.partitionOf(m.Subject()), Deleted: h.Get(hdrOp) == opDelete}
-			if exp := h.Get(hdrExpires); exp != "" && !e.Deleted {
-				ms, err := strconv.ParseInt(exp, 10, 64)
-				e.Deleted = err == nil && time.Now().UnixMilli() >= ms
-			}
-			fn(e)
+			fn(WatchEntry{Key: key, Partition: s.partitionOf(m.Subject()), Deleted: readRecord(0, m.Headers(), nil, time.Now()).deleted})
 		}
 		if meta == nil || meta.NumPending == 0 {
 			markReady()
