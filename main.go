@@ -217,25 +217,27 @@ func parseServe(args []string, stderr io.Writer) (config, error) {
 	if err := applyEnv(fs); err != nil {
 		return c, err
 	}
-	given := false
-	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "min-free-disk" })
-	if !given {
+	set := setFlags(fs)
+	if !set["min-free-disk"] {
 		c.minFreeDisk = byteSize(persist.MinFreeDiskFor(int64(c.memtableSize)))
 	}
 	if err := c.check(); err != nil {
 		return c, err
 	}
-	err := c.checkCluster(setFlags(fs))
+	err := c.checkCluster(set)
 	return c, err
 }
 
 // applyEnv sets every flag not given on the command line from GATEWAY_<NAME>.
-func applyEnv(fs *flag.FlagSet) error {
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+func applyEnv(fs *flag.FlagSet) error { return applyEnvNamed(fs, envName) }
+
+// applyEnvNamed sets every flag not given on the command line from the environment variable
+// name(flag).
+func applyEnvNamed(fs *flag.FlagSet, name func(flag string) string) error {
+	given := setFlags(fs)
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
-		env := envName(f.Name)
+		env := name(f.Name)
 		if v, ok := os.LookupEnv(env); ok && !given[f.Name] && err == nil {
 			if e := fs.Set(f.Name, v); e != nil {
 				err = fmt.Errorf("%s: %w", env, e)
@@ -243,6 +245,14 @@ func applyEnv(fs *flag.FlagSet) error {
 		}
 	})
 	return err
+}
+
+// setFlags names the flags set so far: on the command line, and once applyEnv ran, by the
+// environment.
+func setFlags(fs *flag.FlagSet) map[string]bool {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
 }
 
 func (c config) check() error {

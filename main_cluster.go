@@ -222,7 +222,7 @@ func simCmd(args []string, stderr io.Writer) error {
 		}
 		return err
 	}
-	if err := applySimEnv(fs); err != nil {
+	if err := applyEnvNamed(fs, simEnvName); err != nil {
 		return err
 	}
 	allowed, err := parseCIDRs(*cidrs)
@@ -299,22 +299,6 @@ func simEnvName(flag string) string {
 	return "GATEWAY_SIM_" + strings.ToUpper(strings.ReplaceAll(strings.TrimPrefix(flag, "sim-"), "-", "_"))
 }
 
-// applySimEnv is applyEnv for `gateway sim`.
-func applySimEnv(fs *flag.FlagSet) error {
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		env := simEnvName(f.Name)
-		if v, ok := os.LookupEnv(env); ok && !given[f.Name] && err == nil {
-			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("%s: %w", env, e)
-			}
-		}
-	})
-	return err
-}
-
 // openSimURL opens the network of a `gateway sim` process (--sim-url).
 func (g *gateway) openSimURL(c config) error {
 	n, err := simhttp.Dial(simhttp.Options{URL: c.simURL, Logger: g.log.With("component", "sim")})
@@ -323,13 +307,6 @@ func (g *gateway) openSimURL(c config) error {
 	}
 	g.net = n
 	return nil
-}
-
-// setFlags names the flags given on the command line or by the environment.
-func setFlags(fs *flag.FlagSet) map[string]bool {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	return set
 }
 
 // clusterIssuer is the dev issuer of the cluster on o's prefix (`gateway token --store nats`):

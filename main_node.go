@@ -205,7 +205,8 @@ func (n *clusterNode) take(p int) *partition {
 		pt.retire = func() {
 			n.mu.Lock()
 			defer n.mu.Unlock()
-			addCounters(&n.retired, &n.retiredStore, pt.engine.Stats(), pt.engine.Stores.Stats())
+			addCounters(&n.retired, pt.engine.Stats())
+			addStoreCounters(&n.retiredStore, pt.engine.Stores.Stats())
 		}
 	}
 	return pt
@@ -309,10 +310,8 @@ func (n *clusterNode) User(uid string) (domain.User, bool, error) {
 }
 
 func (n *clusterNode) roleOf(uid, stored string) string {
-	for _, a := range splitList(n.c.adminUIDs) {
-		if a == uid {
-			return engine.RoleAdmin
-		}
+	if slices.Contains(splitList(n.c.adminUIDs), uid) {
+		return engine.RoleAdmin
 	}
 	return stored
 }
@@ -330,10 +329,10 @@ func (n *clusterNode) Listen(uid string) *engine.Listener { return n.live.hub.Li
 func (n *clusterNode) stats() engine.Stats {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
-	out, st := n.retired, n.retiredStore
+	out := n.retired
 	for _, pt := range n.parts {
 		s := pt.engine.Stats()
-		addCounters(&out, &st, s, engine.StoreStats{})
+		addCounters(&out, s)
 		out.OutboxDepth += s.OutboxDepth
 		out.Sessions += s.Sessions
 		out.Keys += s.Keys
@@ -346,23 +345,27 @@ func (n *clusterNode) stats() engine.Stats {
 func (n *clusterNode) storeStats() engine.StoreStats {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
-	out, st := n.retired, n.retiredStore
+	st := n.retiredStore
 	for _, pt := range n.parts {
 		s := pt.engine.Stores.Stats()
-		addCounters(&out, &st, engine.Stats{}, s)
+		addStoreCounters(&st, s)
 		st.Stores += s.Stores
 		st.EventsPending += s.EventsPending
 	}
 	return st
 }
 
-// addCounters adds the counters (never the gauges) of s and ss to out and outs.
-func addCounters(out *engine.Stats, outs *engine.StoreStats, s engine.Stats, ss engine.StoreStats) {
+// addCounters adds the counters (never the gauges) of s to out.
+func addCounters(out *engine.Stats, s engine.Stats) {
 	out.MessagesSent += s.MessagesSent
 	out.MessagesFailed += s.MessagesFailed
 	out.CampaignsCompleted += s.CampaignsCompleted
 	out.CampaignsCancelled += s.CampaignsCancelled
 	out.CampaignsFailed += s.CampaignsFailed
+}
+
+// addStoreCounters is addCounters for the store counters.
+func addStoreCounters(outs *engine.StoreStats, ss engine.StoreStats) {
 	outs.WebhooksAccepted += ss.WebhooksAccepted
 	outs.WebhooksDuplicate += ss.WebhooksDuplicate
 	outs.WebhooksIgnored += ss.WebhooksIgnored

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -536,19 +537,12 @@ func split(b []byte, size int) [][]byte {
 	return out
 }
 
+// join is split's inverse; a one-chunk body (most answers) is not copied.
 func join(parts [][]byte) []byte {
 	if len(parts) == 1 {
 		return parts[0]
 	}
-	total := 0
-	for _, p := range parts {
-		total += len(p)
-	}
-	out := make([]byte, 0, total)
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out
+	return bytes.Join(parts, nil)
 }
 
 // frame puts a length-prefixed meta before data.

@@ -3,13 +3,11 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,7 +58,7 @@ type part struct {
 	wmu sync.Mutex // serialises writes of the lease key (renewal, release)
 }
 
-// held reports whether the lease is held here (mu held).
+// heldLocked reports whether the lease is held here (mu held).
 func (p *part) heldLocked() bool { return p.state != stFree }
 
 // Node is one gateway node's membership in the cluster: its heartbeat, the leases of the
@@ -476,12 +474,6 @@ func (n *Node) ownedCount() int {
 // ID is this node's id.
 func (n *Node) ID() string { return n.cfg.NodeID }
 
-// Partitions is the cluster's partition count.
-func (n *Node) Partitions() int { return n.cfg.Partitions }
-
-// PartitionOf is the partition of a user id (a session with no user: its id).
-func (n *Node) PartitionOf(id string) int { return PartitionOf(id, n.cfg.Partitions) }
-
 // Owner is the node that owns partition p now, as far as this node knows (ok false while
 // nobody does: lapsed, released and not yet taken).
 func (n *Node) Owner(p int) (node string, ok bool) {
@@ -612,8 +604,8 @@ func Running(ctx context.Context, js jetstream.JetStream, prefix string) ([]stri
 	}
 	var ids []string
 	for _, k := range keys {
-		if b, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(k, "n.")); err == nil {
-			ids = append(ids, string(b))
+		if id, ok := nodeIDOfKey(k); ok {
+			ids = append(ids, id)
 		}
 	}
 	return ids, nil

@@ -63,6 +63,12 @@ func partitionOfKey(k string) (int, bool) {
 // nodeKey encodes a node id (host:port has a colon, which KV keys refuse) reversibly.
 func nodeKey(id string) string { return "n." + base64.RawURLEncoding.EncodeToString([]byte(id)) }
 
+// nodeIDOfKey is nodeKey's inverse.
+func nodeIDOfKey(k string) (string, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(k, "n."))
+	return string(b), err == nil
+}
+
 type leaseSeen struct {
 	value   leaseValue
 	rev     uint64
@@ -97,7 +103,7 @@ func newView(partitions int, ttl time.Duration, wake func()) *view {
 		changed: make(chan struct{}), wake: wake}
 }
 
-// notify wakes whoever waits for a change (held requests) and the balancing loop.
+// notifyLocked wakes whoever waits for a change (held requests) and the balancing loop.
 func (v *view) notifyLocked() {
 	close(v.changed)
 	v.changed = make(chan struct{})
@@ -149,11 +155,11 @@ func (v *view) applyNode(e jetstream.KeyValueEntry) {
 		}
 		id = s.value.ID
 	} else {
-		b, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(e.Key(), "n."))
-		if err != nil {
+		var ok bool
+		if id, ok = nodeIDOfKey(e.Key()); !ok {
 			return
 		}
-		id, s.deleted = string(b), true
+		s.deleted = true
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -188,7 +194,7 @@ func (v *view) alive(s *leaseSeen, now time.Time) bool {
 	return s != nil && !s.deleted && now.Before(s.seen.Add(v.ttl))
 }
 
-// nodeAlive tells whether a node heartbeats and is not leaving.
+// nodeAliveLocked tells whether a node heartbeats and is not leaving.
 func (v *view) nodeAliveLocked(id string, now time.Time) bool {
 	s := v.nodes[id]
 	return s != nil && !s.deleted && s.value.State == nodeUp && now.Before(s.seen.Add(v.ttl))

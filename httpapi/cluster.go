@@ -358,13 +358,18 @@ func apiKeyCaller(s *Server, ctx *fasthttp.RequestCtx) (int, *principal, error) 
 
 func (s *Server) keyPartition(raw []byte) (int, error) {
 	sum := sha256.Sum256(raw)
-	h := hex.EncodeToString(sum[:])
-	p, ok, err := s.cfg.Cluster.Locate("apikey_hash", h)
+	return s.recordPartition("apikey_hash", hex.EncodeToString(sum[:]))
+}
+
+// recordPartition is the partition that holds id in table, or, when none does, the one id
+// falls in (whose owner answers as a single node would).
+func (s *Server) recordPartition(table, id string) (int, error) {
+	p, ok, err := s.cfg.Cluster.Locate(table, id)
 	if err != nil {
 		return 0, err
 	}
 	if !ok {
-		p = s.cfg.Cluster.PartitionOf(h)
+		p = s.cfg.Cluster.PartitionOf(id)
 	}
 	return p, nil
 }
@@ -386,15 +391,8 @@ func storeWebhook(s *Server, ctx *fasthttp.RequestCtx) (int, *principal, error) 
 		return s.cfg.Cluster.PartitionOf(uid), nil, nil
 	}
 	w := engine.Webhook{Shop: args.Peek("shop"), Header: &ctx.Request.Header}
-	shop := strings.ToLower(string(w.ClaimedShop()))
-	p, ok, err := s.cfg.Cluster.Locate("store", shop)
-	if err != nil {
-		return 0, nil, err
-	}
-	if !ok {
-		p = s.cfg.Cluster.PartitionOf(shop)
-	}
-	return p, nil, nil
+	p, err := s.recordPartition("store", strings.ToLower(string(w.ClaimedShop())))
+	return p, nil, err
 }
 
 // oauthCallback: the user its state names (<uid>___<nonce>).

@@ -47,16 +47,23 @@ func (s *Store) scanPage(ctx context.Context, seq uint64, filter string) (msgs [
 func (s *Store) leaderNewest(filter string) (uint64, error) {
 	ctx, cancel := s.ctx()
 	defer cancel()
-	var msg *jetstream.RawStreamMsg
-	err := whileUnrouted(ctx, func() (err error) {
-		msg, err = s.leaderLast(ctx, filter)
-		return err
-	})
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
-	}
-	if err != nil {
+	msg, err := s.leaderLastRouted(ctx, filter)
+	if msg == nil {
 		return 0, err
 	}
 	return msg.Sequence, nil
+}
+
+// leaderLastRouted is leaderLast, asked again while unrouted; nil (and no error) when no
+// message is under subject.
+func (s *Store) leaderLastRouted(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	var msg *jetstream.RawStreamMsg
+	err := whileUnrouted(ctx, func() (err error) {
+		msg, err = s.leaderLast(ctx, subject)
+		return err
+	})
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	return msg, err
 }

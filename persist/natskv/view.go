@@ -2,7 +2,6 @@ package natskv
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -179,18 +178,11 @@ func (s *Store) Locate(key []byte) (partition string, ok bool, err error) {
 	}
 	ctx, cancel := s.ctx()
 	defer cancel()
-	var msg *jetstream.RawStreamMsg
-	err = whileUnrouted(ctx, func() (err error) {
-		msg, err = s.leaderLast(ctx, subject)
-		return err
-	})
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return "", false, nil
-	}
+	msg, err := s.leaderLastRouted(ctx, subject)
 	if err != nil {
 		return "", false, fmt.Errorf("natskv: locate: %w", unavailable(err))
 	}
-	if readRecord(msg.Sequence, msg.Header, msg.Data, time.Now()).deleted {
+	if msg == nil || readRecord(msg.Sequence, msg.Header, msg.Data, time.Now()).deleted {
 		return "", false, nil
 	}
 	return s.partitionOf(msg.Subject), true, nil
@@ -230,13 +222,7 @@ func (s *Store) Watch(ctx context.Context, tables []string, fn func(WatchEntry))
 		meta, _ := m.Metadata()
 		key, ok := s.keyOf(m.Subject())
 		if ok {
-			h := m.Headers()
-			e := WatchEntry{Key: key, Partition: s.partitionOf(m.Subject()), Deleted: h.Get(hdrOp) == opDelete}
-			if exp := h.Get(hdrExpires); exp != "" && !e.Deleted {
-				ms, err := strconv.ParseInt(exp, 10, 64)
-				e.Deleted = err == nil && time.Now().UnixMilli() >= ms
-			}
-			fn(e)
+			fn(WatchEntry{Key: key, Partition: s.partitionOf(m.Subject()), Deleted: readRecord(0, m.Headers(), nil, time.Now()).deleted})
 		}
 		if meta == nil || meta.NumPending == 0 {
 			markReady()
