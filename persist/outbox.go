@@ -109,18 +109,12 @@ func outcomeOf(e domain.OutboxEntry) outcome {
 func (c outcome) encode() []byte {
 	b := append(make([]byte, 0, 64+len(c.NetworkID)+len(c.Code)+len(c.Error)+24*len(c.History)), recordVersion1)
 	b = jsonenc.AppendString(append(b, `{"s":`...), c.Status)
-	if c.NetworkID != "" {
-		b = jsonenc.AppendString(append(b, `,"n":`...), c.NetworkID)
-	}
+	b = jsonenc.AppendField(b, `,"n":`, c.NetworkID)
 	if c.SentAt != 0 {
 		b = strconv.AppendInt(append(b, `,"t":`...), int64(c.SentAt), 10)
 	}
-	if c.Code != "" {
-		b = jsonenc.AppendString(append(b, `,"c":`...), c.Code)
-	}
-	if c.Error != "" {
-		b = jsonenc.AppendString(append(b, `,"e":`...), c.Error)
-	}
+	b = jsonenc.AppendField(b, `,"c":`, c.Code)
+	b = jsonenc.AppendField(b, `,"e":`, c.Error)
 	if c.Attempts != 0 {
 		b = strconv.AppendInt(append(b, `,"a":`...), int64(c.Attempts), 10)
 	}
