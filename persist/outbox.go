@@ -454,10 +454,10 @@ func (o *Outbox) ops(w bgWrite, now time.Time) ([]Op, error) {
 		put, err := o.receipts.PutTTLOp(w.entry.ID+"/"+w.receipt.Status, w.receipt, OutboxRetention)
 		return []Op{put}, err
 	}
-	if w.entry.ID == "" {
-		return nil, fmt.Errorf("%w: %s: empty id", domain.ErrRecordInvalid, outboxStatusTable)
+	put, err := o.status.PutRawOp(w.entry.ID, outcomeOf(w.entry).encode(), OutboxRetention)
+	if err != nil {
+		return nil, err
 	}
-	put := Op{Key: []byte(outboxStatusTable + "/" + w.entry.ID), Value: outcomeOf(w.entry).encode(), TTL: OutboxRetention}
 	ops := []Op{put, {Key: pendingKey(w.entry.ID), Delete: true}}
 	if now.Sub(w.entry.CreatedAt.Time()) > bodyTTL-OutboxRetention-time.Hour {
 		body, err := bodyOp(w.entry, OutboxRetention+time.Hour)
@@ -634,9 +634,6 @@ func (a Accounts) GetAccount(uid string) (domain.Allowance, error) {
 // load, from a goroutine of its own: the JSON is written by hand (the reflecting encoder's deep
 // stack was grown again in each such goroutine, 2 % of the CPU of a send, profiled).
 func (a Accounts) PutAccount(ctx context.Context, s domain.Allowance) error {
-	if s.UserID == "" {
-		return fmt.Errorf("%w: %s: empty id", domain.ErrRecordInvalid, accountTable)
-	}
 	v := append(make([]byte, 0, 96), recordVersion1)
 	v = append(v, `{"userId":`...)
 	v = jsonenc.AppendString(v, s.UserID)
@@ -644,6 +641,9 @@ func (a Accounts) PutAccount(ctx context.Context, s domain.Allowance) error {
 	v = jsonenc.AppendString(v, s.Period)
 	v = strconv.AppendInt(append(v, `,"sent":`...), s.Sent, 10)
 	v = strconv.AppendInt(append(v, `,"mark":`...), s.Mark, 10)
-	v = append(v, '}')
-	return a.t.KV().Commit(ctx, Op{Key: []byte(accountTable + "/" + s.UserID), Value: v})
+	op, err := a.t.PutRawOp(s.UserID, append(v, '}'), 0)
+	if err != nil {
+		return err
+	}
+	return a.t.KV().Commit(ctx, op)
 }
