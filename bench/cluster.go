@@ -183,85 +183,90 @@ func runCluster(ctx context.Context, o clusterOptions, out io.Writer) error {
 		gatewayVersion(o.gateway), o.users, o.conns, o.duration)
 	rates := map[string][2]float64{}
 	for phase, n := range []int{1, 3} {
-		c := &benchCluster{o: o, work: work, prefix: fmt.Sprintf("bench%d", n), nodes: make([]*gatewayProc, n)}
-		c.args = []string{"--cluster", "--store", "nats", "--nats", srv.URL, "--nats-prefix", c.prefix, "--sim-url", "http://" + simAddr}
-		for i := range n {
-			c.ids = append(c.ids, fmt.Sprintf("node%d", i+1))
-		}
-		stopAll := func() {
-			for _, g := range c.nodes {
-				if g != nil {
-					_, _ = g.stop(30 * time.Second)
-				}
-			}
-		}
-		for i := range n {
-			if _, err := c.start(ctx, i); err != nil {
-				stopAll()
-				return err
-			}
-		}
-		mint := func(uid, role string) (string, error) { return devToken(c.nodes[0].api, uid, role) }
-		if c.admin, err = mint("bench-admin", "admin"); err != nil {
-			stopAll()
+		if err := runClusterPhase(ctx, o, work, srv.URL, simAddr, phase, n, rates, out); err != nil {
 			return err
 		}
-		if _, err := c.waitShared(ctx, 0, c.ids, time.Minute); err != nil {
-			stopAll()
-			return err
-		}
-		fl, err := provision(ctx, c.nodes[0], provisionOptions{users: o.users, concurrency: 8, scan: true, keys: true, stores: true, mint: mint})
-		if err != nil {
-			stopAll()
-			return err
-		}
-		fmt.Fprintf(out, "%d node(s):\n", n)
-		for ci, id := range o.cases {
-			bc := caseByID(id)
-			if bc.needs == "stores" && !fl.stores {
-				continue
-			}
-			// One load per node, the connections spread over them, each with its own run
-			// number (so ids made per request stay unique).
-			results := make(chan stats, n)
-			for i, g := range c.nodes {
-				run := 100*phase + 10*ci + i
-				t, _ := bc.build(fl, run)
-				conns := o.conns / n
-				if i < o.conns%n {
-					conns++
-				}
-				go func() {
-					results <- measure(ctx, load{addr: g.addr, conns: conns, warmup: o.warmup, duration: o.duration, timeout: o.timeout, run: run}, t)
-				}()
-			}
-			var rps float64
-			var errs int64
-			var p50, p99 float64
-			for range n {
-				s := <-results
-				rps += s.RPS
-				errs += s.Errors
-				p50, p99 = max(p50, s.P50), max(p99, s.P99)
-			}
-			r := rates[id]
-			r[phase] = rps
-			rates[id] = r
-			fmt.Fprintf(out, "  %-10s %9.0f req/s  p50 %6.2f ms  p99 %7.2f ms  errors %d\n", id, rps, p50, p99, errs)
-		}
-		if n == 3 {
-			if err := c.overheadAndHandovers(ctx, fl, out); err != nil {
-				stopAll()
-				return err
-			}
-		}
-		stopAll()
 		fmt.Fprintln(out)
 	}
 	fmt.Fprintln(out, "3 nodes against 1 node (same machine, same NATS):")
 	for _, id := range o.cases {
 		if r, ok := rates[id]; ok && r[0] > 0 {
 			fmt.Fprintf(out, "  %-10s %.2fx\n", id, r[1]/r[0])
+		}
+	}
+	return nil
+}
+
+// runClusterPhase starts n nodes on their own prefix, measures the cases through all of them
+// (rates[case][phase]) and, with 3 nodes, the forwarding and the hand-overs; it stops the nodes
+// whatever happens.
+func runClusterPhase(ctx context.Context, o clusterOptions, work, natsURL, simAddr string, phase, n int, rates map[string][2]float64, out io.Writer) error {
+	c := &benchCluster{o: o, work: work, prefix: fmt.Sprintf("bench%d", n), nodes: make([]*gatewayProc, n)}
+	c.args = []string{"--cluster", "--store", "nats", "--nats", natsURL, "--nats-prefix", c.prefix, "--sim-url", "http://" + simAddr}
+	for i := range n {
+		c.ids = append(c.ids, fmt.Sprintf("node%d", i+1))
+	}
+	defer func() {
+		for _, g := range c.nodes {
+			if g != nil {
+				_, _ = g.stop(30 * time.Second)
+			}
+		}
+	}()
+	for i := range n {
+		if _, err := c.start(ctx, i); err != nil {
+			return err
+		}
+	}
+	mint := func(uid, role string) (string, error) { return devToken(c.nodes[0].api, uid, role) }
+	var err error
+	if c.admin, err = mint("bench-admin", "admin"); err != nil {
+		return err
+	}
+	if _, err := c.waitShared(ctx, 0, c.ids, time.Minute); err != nil {
+		return err
+	}
+	fl, err := provision(ctx, c.nodes[0], provisionOptions{users: o.users, concurrency: 8, scan: true, keys: true, stores: true, mint: mint})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%d node(s):\n", n)
+	for ci, id := range o.cases {
+		bc := caseByID(id)
+		if bc.needs == "stores" && !fl.stores {
+			continue
+		}
+		// One load per node, the connections spread over them, each with its own run
+		// number (so ids made per request stay unique).
+		results := make(chan stats, n)
+		for i, g := range c.nodes {
+			run := 100*phase + 10*ci + i
+			t, _ := bc.build(fl, run)
+			conns := o.conns / n
+			if i < o.conns%n {
+				conns++
+			}
+			go func() {
+				results <- measure(ctx, load{addr: g.addr, conns: conns, warmup: o.warmup, duration: o.duration, timeout: o.timeout, run: run}, t)
+			}()
+		}
+		var rps float64
+		var errs int64
+		var p50, p99 float64
+		for range n {
+			s := <-results
+			rps += s.RPS
+			errs += s.Errors
+			p50, p99 = max(p50, s.P50), max(p99, s.P99)
+		}
+		r := rates[id]
+		r[phase] = rps
+		rates[id] = r
+		fmt.Fprintf(out, "  %-10s %9.0f req/s  p50 %6.2f ms  p99 %7.2f ms  errors %d\n", id, rps, p50, p99, errs)
+	}
+	if n == 3 {
+		if err := c.overheadAndHandovers(ctx, fl, out); err != nil {
+			return err
 		}
 	}
 	return nil

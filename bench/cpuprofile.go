@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -131,25 +130,4 @@ func (p *windowProfile) finish(accepted int64, path string) (*cpuFigures, error)
 	}
 	c.GatewayUS = c.PerMessageUS - c.SimUS
 	return c, nil
-}
-
-// scrapeCounters reads unlabelled samples from /metrics, in the order asked (0 when absent).
-func scrapeCounters(api *apiClient, names ...string) ([]float64, error) {
-	out := make([]float64, len(names))
-	st, body, err := api.do("GET", "/metrics", nil, nil)
-	if err := want2xx("GET /metrics", st, body, err); err != nil {
-		return out, err
-	}
-	for line := range strings.SplitSeq(string(body), "\n") {
-		name, v, ok := strings.Cut(line, " ")
-		if !ok {
-			continue
-		}
-		for i, n := range names {
-			if name == n {
-				out[i], _ = strconv.ParseFloat(strings.TrimSpace(v), 64)
-			}
-		}
-	}
-	return out, nil
 }

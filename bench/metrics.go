@@ -123,16 +123,42 @@ func perItem(before, after procMetrics, n int) procMetrics {
 
 // cpuSeconds reads the gateway's process_cpu_seconds_total.
 func cpuSeconds(api *apiClient) (float64, error) {
+	v, err := scrapeCounters(api, "process_cpu_seconds_total")
+	return v[0], err
+}
+
+// scrapeCounters reads unlabelled samples from /metrics, in the order asked. A sample absent
+// or not a number is the error (the others are still read).
+func scrapeCounters(api *apiClient, names ...string) ([]float64, error) {
+	out := make([]float64, len(names))
 	st, body, err := api.do("GET", "/metrics", nil, nil)
 	if err := want2xx("GET /metrics", st, body, err); err != nil {
-		return 0, err
+		return out, err
 	}
+	seen := make([]bool, len(names))
+	var bad error
 	for line := range strings.SplitSeq(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, "process_cpu_seconds_total "); ok {
-			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		name, v, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		for i, n := range names {
+			if name != n {
+				continue
+			}
+			f, perr := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if perr != nil && bad == nil {
+				bad = fmt.Errorf("metric %s: %w", n, perr)
+			}
+			out[i], seen[i] = f, true
 		}
 	}
-	return 0, fmt.Errorf("/metrics has no process_cpu_seconds_total")
+	for i, ok := range seen {
+		if !ok && bad == nil {
+			bad = fmt.Errorf("/metrics has no %s", names[i])
+		}
+	}
+	return out, bad
 }
 
 // settleIdle: the gateway is idle once it uses under this share of a core over a window.

@@ -59,15 +59,21 @@ func NewDevFromPEM(data []byte) (*Verifier, *Issuer, error) {
 
 // NewDevKeyPEM makes a dev issuer key, as PEM (PKCS#8).
 func NewDevKeyPEM() ([]byte, error) {
+	_, data, err := newDevKey()
+	return data, err
+}
+
+// newDevKey makes a dev issuer key, and its PEM (PKCS#8).
+func newDevKey() (*rsa.PrivateKey, []byte, error) {
 	key, err := rsa.GenerateKey(rand.Reader, devKeyBits)
 	if err != nil {
-		return nil, fmt.Errorf("identity: generate dev key: %w", err)
+		return nil, nil, fmt.Errorf("identity: generate dev key: %w", err)
 	}
 	der, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		return nil, fmt.Errorf("identity: encode dev key: %w", err)
+		return nil, nil, fmt.Errorf("identity: encode dev key: %w", err)
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+	return key, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
 }
 
 func devFromKey(key *rsa.PrivateKey) (*Verifier, *Issuer, error) {
@@ -142,20 +148,16 @@ func loadOrCreateKey(path string) (*rsa.PrivateKey, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("identity: create data dir: %w", err)
 	}
-	key, err := rsa.GenerateKey(rand.Reader, devKeyBits)
+	key, data, err := newDevKey()
 	if err != nil {
-		return nil, fmt.Errorf("identity: generate dev key: %w", err)
-	}
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("identity: encode dev key: %w", err)
+		return nil, err
 	}
 	tmp, err := os.CreateTemp(dir, ".dev-idp-*.pem") // mode 0600
 	if err != nil {
 		return nil, fmt.Errorf("identity: write dev key: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	werr := pem.Encode(tmp, &pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	_, werr := tmp.Write(data)
 	if werr == nil {
 		werr = tmp.Sync()
 	}

@@ -19,17 +19,17 @@ func appendBody(out []byte, b *body) ([]byte, error) {
 		return nil, fmt.Errorf("persist: encode: a message's location is not a number")
 	}
 	out = jsonenc.AppendString(append(out, `{"id":`...), b.ID)
-	out = appendOpt(out, `,"session":`, b.SessionID)
-	out = appendOpt(out, `,"user":`, b.UserID)
-	out = appendOpt(out, `,"origin":`, b.Origin)
-	out = appendOpt(out, `,"from":`, b.From)
+	out = jsonenc.AppendField(out, `,"session":`, b.SessionID)
+	out = jsonenc.AppendField(out, `,"user":`, b.UserID)
+	out = jsonenc.AppendField(out, `,"origin":`, b.Origin)
+	out = jsonenc.AppendField(out, `,"from":`, b.From)
 	out = jsonenc.AppendString(append(out, `,"message":{"id":`...), m.ID)
 	out = jsonenc.AppendString(append(out, `,"to":`...), m.To)
 	out = jsonenc.AppendString(append(out, `,"kind":`...), string(m.Kind))
-	out = appendOpt(out, `,"text":`, m.Text)
-	out = appendOpt(out, `,"caption":`, m.Caption)
-	out = appendOpt(out, `,"fileName":`, m.FileName)
-	out = appendOpt(out, `,"mimeType":`, m.MimeType)
+	out = jsonenc.AppendField(out, `,"text":`, m.Text)
+	out = jsonenc.AppendField(out, `,"caption":`, m.Caption)
+	out = jsonenc.AppendField(out, `,"fileName":`, m.FileName)
+	out = jsonenc.AppendField(out, `,"mimeType":`, m.MimeType)
 	if len(m.Data) > 0 {
 		out = append(out, `,"data":"`...)
 		out = base64.StdEncoding.AppendEncode(out, m.Data)
@@ -41,17 +41,9 @@ func appendBody(out []byte, b *body) ([]byte, error) {
 	if m.Lng != 0 {
 		out = strconv.AppendFloat(append(out, `,"lng":`...), m.Lng, 'g', -1, 64)
 	}
-	out = appendOpt(out, `,"address":`, m.Address)
-	out = appendOpt(out, `,"contactName":`, m.ContactName)
-	out = appendOpt(out, `,"contactPhone":`, m.ContactPhone)
+	out = jsonenc.AppendField(out, `,"address":`, m.Address)
+	out = jsonenc.AppendField(out, `,"contactName":`, m.ContactName)
+	out = jsonenc.AppendField(out, `,"contactPhone":`, m.ContactPhone)
 	out = strconv.AppendInt(append(out, `},"at":`...), int64(b.CreatedAt), 10)
 	return append(out, '}'), nil
-}
-
-// appendOpt appends `name` and s as a JSON string unless s is empty (omitempty).
-func appendOpt(out []byte, name, s string) []byte {
-	if s == "" {
-		return out
-	}
-	return jsonenc.AppendString(append(out, name...), s)
 }

@@ -81,6 +81,15 @@ func (t *Table[T]) PutTTLOp(id string, v T, ttl time.Duration) (Op, error) {
 	return Op{Key: t.key(id), Value: data, TTL: ttl}, nil
 }
 
+// PutRawOp is PutTTLOp for a value the caller encoded itself (the table's version byte, then
+// the JSON Decode reads as T): a hot path's record written by hand.
+func (t *Table[T]) PutRawOp(id string, value []byte, ttl time.Duration) (Op, error) {
+	if err := t.checkID(id); err != nil {
+		return Op{}, err
+	}
+	return Op{Key: t.key(id), Value: value, TTL: ttl}, nil
+}
+
 // Delete removes record id durably; deleting an absent record is not an error.
 func (t *Table[T]) Delete(ctx context.Context, id string) error {
 	return t.kv.Commit(ctx, t.DeleteOp(id))

@@ -53,3 +53,12 @@ func AppendString(b []byte, s string) []byte {
 	}
 	return append(b, '"')
 }
+
+// AppendField appends key (the field's `,"name":` as written) and s as a JSON string, unless s
+// is empty: an omitempty string field.
+func AppendField(b []byte, key, s string) []byte {
+	if s == "" {
+		return b
+	}
+	return AppendString(append(b, key...), s)
+}

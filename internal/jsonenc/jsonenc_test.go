@@ -22,3 +22,13 @@ func TestAppendStringReadsBack(t *testing.T) {
 		}
 	}
 }
+
+// An empty string leaves the field out; any other is the key and the string.
+func TestAppendField(t *testing.T) {
+	if got := string(AppendField([]byte("{"), `"a":`, "")); got != "{" {
+		t.Fatalf("empty: %s", got)
+	}
+	if got := string(AppendField([]byte("{"), `"a":`, `x"y`)); got != `{"a":"x\"y"` {
+		t.Fatalf("set: %s", got)
+	}
+}

@@ -20,10 +20,10 @@ func appendDelivery(b []byte, d *domain.Delivered) []byte {
 	b = jsonenc.AppendString(b, d.To)
 	b = append(b, `,"type":`...)
 	b = jsonenc.AppendString(b, d.Type)
-	b = appendOptString(b, `,"text":`, d.Text)
-	b = appendOptString(b, `,"caption":`, d.Caption)
-	b = appendOptString(b, `,"fileName":`, d.FileName)
-	b = appendOptString(b, `,"mimeType":`, d.MimeType)
+	b = jsonenc.AppendField(b, `,"text":`, d.Text)
+	b = jsonenc.AppendField(b, `,"caption":`, d.Caption)
+	b = jsonenc.AppendField(b, `,"fileName":`, d.FileName)
+	b = jsonenc.AppendField(b, `,"mimeType":`, d.MimeType)
 	if d.Bytes != 0 {
 		b = strconv.AppendInt(append(b, `,"bytes":`...), int64(d.Bytes), 10)
 	}
@@ -33,17 +33,10 @@ func appendDelivery(b []byte, d *domain.Delivered) []byte {
 	if d.Lng != 0 {
 		b = strconv.AppendFloat(append(b, `,"lng":`...), d.Lng, 'g', -1, 64)
 	}
-	b = appendOptString(b, `,"address":`, d.Address)
-	b = appendOptString(b, `,"contactName":`, d.ContactName)
-	b = appendOptString(b, `,"contactPhone":`, d.ContactPhone)
+	b = jsonenc.AppendField(b, `,"address":`, d.Address)
+	b = jsonenc.AppendField(b, `,"contactName":`, d.ContactName)
+	b = jsonenc.AppendField(b, `,"contactPhone":`, d.ContactPhone)
 	b = append(b, `,"timestamp":"`...)
 	b = d.Timestamp.AppendFormat(b, time.RFC3339Nano)
 	return append(b, `"}`...)
-}
-
-func appendOptString(b []byte, key, v string) []byte {
-	if v == "" {
-		return b
-	}
-	return jsonenc.AppendString(append(b, key...), v)
 }
