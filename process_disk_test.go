@@ -126,14 +126,7 @@ func TestFullDiskCampaignGoesOnByItself(t *testing.T) {
 
 	eventually(t, 20*time.Second, "10 numbers processed", func() bool { return processed.Load() >= 10 })
 	filler := fillDisk(t, data, 8<<20)
-	eventually(t, 10*time.Second, "/readyz not ready on the full disk", func() bool {
-		res, err := http.Get(p.url + "/readyz")
-		if err != nil {
-			return false
-		}
-		res.Body.Close()
-		return res.StatusCode == 503
-	})
+	eventually(t, 10*time.Second, "/readyz not ready on the full disk", func() bool { return answers(p.url+"/readyz", 503) })
 	stalledAt := processed.Load()
 	time.Sleep(3 * time.Second)
 	if got := processed.Load(); got > stalledAt+1 || status.Load() != "running" {
