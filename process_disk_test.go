@@ -48,21 +48,29 @@ func fillDisk(t *testing.T, dir string, leave uint64) string {
 	}
 }
 
-// A 60-number campaign running when the disk goes under the floor stalls, and finishes by
-// itself once space returns: each number delivered once, its progress readable (200) with
-// the API key all along, and the outage logged once, not once per request.
-func TestFullDiskCampaignGoesOnByItself(t *testing.T) {
+// startOnSmallDisk starts the gateway on Badger with its data dir on a 192 MiB tmpfs (root on
+// Linux only, else the test is skipped), with small memtables and the least free-disk floor
+// they allow (88 MiB), so that 192 MiB is enough. Badger's full disk; JetStream's: TestNATSFullStream.
+func startOnSmallDisk(t *testing.T) (p *proc, data string, floor uint64) {
+	t.Helper()
 	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
 		t.Skip("needs root on Linux to mount a tmpfs")
 	}
-	data := t.TempDir()
+	data = t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=192m", "tmpfs", data).CombinedOutput(); err != nil {
 		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", data).Run() })
-	// Small memtables and the least floor they allow (88 MiB), so a small disk does.
-	floor := strconv.FormatInt(persist.MinFreeDiskFor(4<<20), 10)
-	p := startProc(t, data, "--store", "badger", "--memtable-size", "4MiB", "--min-free-disk", floor) // Badger's full disk; JetStream's: TestNATSFullStream
+	floor = uint64(persist.MinFreeDiskFor(4 << 20))
+	p = startProc(t, data, "--store", "badger", "--memtable-size", "4MiB", "--min-free-disk", strconv.FormatUint(floor, 10))
+	return p, data, floor
+}
+
+// A 60-number campaign running when the disk goes under the floor stalls, and finishes by
+// itself once space returns: each number delivered once, its progress readable (200) with
+// the API key all along, and the outage logged once, not once per request.
+func TestFullDiskCampaignGoesOnByItself(t *testing.T) {
+	p, data, _ := startOnSmallDisk(t)
 	tg := p.gw(t, data)
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)
@@ -118,14 +126,7 @@ func TestFullDiskCampaignGoesOnByItself(t *testing.T) {
 
 	eventually(t, 20*time.Second, "10 numbers processed", func() bool { return processed.Load() >= 10 })
 	filler := fillDisk(t, data, 8<<20)
-	eventually(t, 10*time.Second, "/readyz not ready on the full disk", func() bool {
-		res, err := http.Get(p.url + "/readyz")
-		if err != nil {
-			return false
-		}
-		res.Body.Close()
-		return res.StatusCode == 503
-	})
+	eventually(t, 10*time.Second, "/readyz not ready on the full disk", func() bool { return answers(p.url+"/readyz", 503) })
 	stalledAt := processed.Load()
 	time.Sleep(3 * time.Second)
 	if got := processed.Load(); got > stalledAt+1 || status.Load() != "running" {

@@ -20,8 +20,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/gateway/gateway/persist"
 )
 
 // Every start-up failure exits 1 with one line naming the cause, and no stack trace. The
@@ -269,17 +267,7 @@ func blastBodies(t *testing.T, p *proc, n, size int, chunked bool) (before, peak
 // ready, the process stays up; once space is freed sends succeed again, and every accepted
 // message is delivered exactly once.
 func TestFullDiskProcess(t *testing.T) {
-	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
-		t.Skip("needs root on Linux to mount a tmpfs")
-	}
-	data := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=192m", "tmpfs", data).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", data).Run() })
-	// Small memtables, and the least floor they allow (88 MiB), so a small disk does.
-	floor := uint64(persist.MinFreeDiskFor(4 << 20))
-	p := startProc(t, data, "--store", "badger", "--memtable-size", "4MiB", "--min-free-disk", strconv.FormatUint(floor, 10)) // Badger's full disk; JetStream's: TestNATSFullStream
+	p, data, floor := startOnSmallDisk(t)
 	t.Cleanup(func() {
 		if t.Failed() {
 			p.mu.Lock()

@@ -4,7 +4,6 @@ package main
 // --sim-url: the network every node of a cluster shares.
 
 import (
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,14 +36,7 @@ func startSimProc(t testing.TB, addr, data string) *proc {
 			t.Logf("gateway sim's log:\n%s", b)
 		}
 	})
-	eventually(t, 20*time.Second, "sim process ready", func() bool {
-		res, err := http.Get(p.url + "/healthz")
-		if err != nil {
-			return false
-		}
-		res.Body.Close()
-		return res.StatusCode == 200
-	})
+	eventually(t, 20*time.Second, "sim process ready", func() bool { return answers(p.url+"/healthz", 200) })
 	return p
 }
 

@@ -88,6 +88,16 @@ func freeAddr(t testing.TB) string {
 	return ln.Addr().String()
 }
 
+// answers reports whether GET url answers status (false while nothing answers there).
+func answers(url string, status int) bool {
+	res, err := http.Get(url)
+	if err != nil {
+		return false
+	}
+	res.Body.Close()
+	return res.StatusCode == status
+}
+
 // startProc starts `gateway serve` with args and waits until /readyz answers.
 func startProc(t testing.TB, data string, args ...string) *proc {
 	t.Helper()
@@ -115,14 +125,7 @@ func startProcBin(t testing.TB, bin, data string, args ...string) *proc {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); pw.Close() })
-	eventually(t, 20*time.Second, "gateway process ready", func() bool {
-		res, err := http.Get(p.url + "/readyz")
-		if err != nil {
-			return false
-		}
-		res.Body.Close()
-		return res.StatusCode == 200
-	})
+	eventually(t, 20*time.Second, "gateway process ready", func() bool { return answers(p.url+"/readyz", 200) })
 	return p
 }
 

@@ -1,9 +1,6 @@
 package httpapi
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -43,27 +40,13 @@ func NewSim(cfg SimServerConfig) (*Server, error) {
 	if cfg.Sim == nil {
 		return nil, errors.New("httpapi: the sim is required")
 	}
-	c := Config{Sim: cfg.Sim, Logger: cfg.Logger, Registry: cfg.Registry, InternalCIDRs: cfg.InternalCIDRs,
-		LogRequests: cfg.LogRequests, Version: cfg.Version, BodyLimit: 1 << 20, Media: MediaOptions{MaxBytes: 16 << 20}}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Registry == nil {
-		c.Registry = prometheus.NewRegistry()
-	}
-	var pfx [4]byte
-	_, _ = rand.Read(pfx[:])
-	s := &Server{cfg: c, log: c.Logger, router: router.New(), reqPfx: hex.EncodeToString(pfx[:]), simOnly: true}
-	s.base, s.cancelBase = context.WithCancel(context.Background())
-	var err error
-	if s.metrics, err = newHTTPMetrics(c.Registry); err != nil {
+	s, err := newServer(Config{Sim: cfg.Sim, Logger: cfg.Logger, Registry: cfg.Registry, InternalCIDRs: cfg.InternalCIDRs,
+		LogRequests: cfg.LogRequests, Version: cfg.Version})
+	if err != nil {
 		return nil, err
 	}
-	s.guesses = newGuessLimits()
+	s.simOnly = true
 	s.routes()
-	s.router.NotFound = func(ctx *fasthttp.RequestCtx) { s.requestID(ctx); s.writeError(ctx, errNotFound) }
-	s.router.MethodNotAllowed = func(ctx *fasthttp.RequestCtx) { s.requestID(ctx); s.writeError(ctx, errMethod) }
-	s.router.PanicHandler = nil
 	return s, nil
 }
 

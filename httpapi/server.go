@@ -146,6 +146,51 @@ func New(cfg Config) (*Server, error) {
 	if cfg.StoreStats == nil {
 		cfg.StoreStats = cfg.Engine.Stores.Stats
 	}
+	s, err := newServer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg = s.cfg
+	s.eng, s.streams = cfg.Engine, make(chan struct{})
+	if s.ecom, err = newEcomMetrics(cfg.Registry, cfg.StoreStats); err != nil {
+		return nil, err
+	}
+	for _, c := range engineCollectors(cfg.Stats) {
+		if err := cfg.Registry.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case cfg.LogRequests && cfg.AccessLog.Output != nil:
+		s.access = newAccessLog(cfg.AccessLog)
+	case cfg.LogRequests && !cfg.Logger.Enabled(context.Background(), slog.LevelInfo):
+		s.cfg.LogRequests = false // the logger would drop every line
+	}
+	s.media = newMediaFetcher(cfg.Media)
+	s.signins = newGuessLimitsOf(signinBurst, signinRate)
+	s.routes()
+	s.simProxyRoutes()
+	s.srv = &fasthttp.Server{
+		Handler:               s.Handler(),
+		Name:                  "gateway",
+		MaxRequestBodySize:    cfg.MaxBodyLimit,
+		StreamRequestBody:     true, // read by readBody, within each route's limit
+		HeaderReceived:        s.headerReceived,
+		ReadTimeout:           30 * time.Second,
+		WriteTimeout:          cfg.WriteTimeout,
+		IdleTimeout:           2 * time.Minute,
+		NoDefaultServerHeader: true,
+		NoDefaultContentType:  true,
+		ErrorHandler:          s.transportError,
+		Logger:                fasthttpLogger{s.log},
+	}
+	return s, nil
+}
+
+// newServer is what New and NewSim (the sim process's server) share: cfg's defaults, request
+// ids, the base context, the request metrics, the guess limits and the router's own answers.
+// Routes are the caller's.
+func newServer(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -167,48 +212,16 @@ func New(cfg Config) (*Server, error) {
 	}
 	var pfx [4]byte
 	_, _ = rand.Read(pfx[:])
-	s := &Server{cfg: cfg, log: cfg.Logger, eng: cfg.Engine, router: router.New(), reqPfx: hex.EncodeToString(pfx[:]), streams: make(chan struct{})}
+	s := &Server{cfg: cfg, log: cfg.Logger, router: router.New(), reqPfx: hex.EncodeToString(pfx[:])}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
 	var err error
 	if s.metrics, err = newHTTPMetrics(cfg.Registry); err != nil {
 		return nil, err
 	}
-	if s.ecom, err = newEcomMetrics(cfg.Registry, cfg.StoreStats); err != nil {
-		return nil, err
-	}
-	for _, c := range engineCollectors(cfg.Stats) {
-		if err := cfg.Registry.Register(c); err != nil {
-			return nil, err
-		}
-	}
-	switch {
-	case cfg.LogRequests && cfg.AccessLog.Output != nil:
-		s.access = newAccessLog(cfg.AccessLog)
-	case cfg.LogRequests && !cfg.Logger.Enabled(context.Background(), slog.LevelInfo):
-		s.cfg.LogRequests = false // the logger would drop every line
-	}
-	s.media = newMediaFetcher(cfg.Media)
 	s.guesses = newGuessLimits()
-	s.signins = newGuessLimitsOf(signinBurst, signinRate)
-	s.routes()
-	s.simProxyRoutes()
 	s.router.NotFound = func(ctx *fasthttp.RequestCtx) { s.requestID(ctx); s.writeError(ctx, errNotFound) }
 	s.router.MethodNotAllowed = func(ctx *fasthttp.RequestCtx) { s.requestID(ctx); s.writeError(ctx, errMethod) }
 	s.router.PanicHandler = nil // recovery is ours: see wrap
-	s.srv = &fasthttp.Server{
-		Handler:               s.Handler(),
-		Name:                  "gateway",
-		MaxRequestBodySize:    cfg.MaxBodyLimit,
-		StreamRequestBody:     true, // read by readBody, within each route's limit
-		HeaderReceived:        s.headerReceived,
-		ReadTimeout:           30 * time.Second,
-		WriteTimeout:          cfg.WriteTimeout,
-		IdleTimeout:           2 * time.Minute,
-		NoDefaultServerHeader: true,
-		NoDefaultContentType:  true,
-		ErrorHandler:          s.transportError,
-		Logger:                fasthttpLogger{s.log},
-	}
 	return s, nil
 }
 

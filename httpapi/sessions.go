@@ -30,14 +30,13 @@ type sessionJSON struct {
 }
 
 func (s *Server) listSessions(ctx *fasthttp.RequestCtx) error {
-	var views []engine.SessionView
+	list := func() ([]engine.SessionView, error) { return s.engine(ctx).Sessions.List(), nil }
 	if s.cfg.Cluster != nil {
-		var err error
-		if views, err = s.cfg.Cluster.Records().Sessions(); err != nil {
-			return err
-		}
-	} else {
-		views = s.engine(ctx).Sessions.List()
+		list = s.cfg.Cluster.Records().Sessions
+	}
+	views, err := list()
+	if err != nil {
+		return err
 	}
 	out := make([]sessionJSON, len(views))
 	for i, v := range views {

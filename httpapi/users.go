@@ -26,14 +26,13 @@ func userRecord(u domain.User) userJSON {
 }
 
 func (s *Server) listUsers(ctx *fasthttp.RequestCtx, _ domain.User) error {
-	var users []domain.User
+	list := func() ([]domain.User, error) { return s.engine(ctx).Users.List(), nil }
 	if s.cfg.Cluster != nil {
-		var err error
-		if users, err = s.cfg.Cluster.Records().Users(); err != nil {
-			return err
-		}
-	} else {
-		users = s.engine(ctx).Users.List()
+		list = s.cfg.Cluster.Records().Users
+	}
+	users, err := list()
+	if err != nil {
+		return err
 	}
 	out := make([]userJSON, len(users))
 	for i, u := range users {
