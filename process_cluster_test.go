@@ -94,14 +94,7 @@ func (c *ctCluster) start(i int) {
 		t.Fatal(err)
 	}
 	n.cmd = cmd
-	eventually(t, 60*time.Second, n.id+" ready", func() bool {
-		res, err := http.Get("http://" + n.addr + "/readyz")
-		if err != nil {
-			return false
-		}
-		res.Body.Close()
-		return res.StatusCode == 200
-	})
+	eventually(t, 60*time.Second, n.id+" ready", func() bool { return answers("http://"+n.addr+"/readyz", 200) })
 	c.setLive(i, true)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/gateway/gateway/engine"
+	"github.com/gateway/gateway/identity"
 )
 
 var bearerPrefix = []byte("Bearer ")
@@ -76,17 +77,27 @@ func (s *Server) user(ctx *fasthttp.RequestCtx) (domain.User, error) {
 	if _, routed := ctx.UserValue(ctxBackend).(*Backend); s.cfg.Cluster != nil && !routed {
 		return s.clusterUser(ctx) // a route this node answers itself (admin lists)
 	}
-	tok := bearer(ctx)
-	if len(tok) == 0 {
-		return domain.User{}, errNoCredentials
-	}
-	c, err := s.cfg.Verifier.Verify(s.reqContext(ctx), string(tok))
+	c, err := s.verify(ctx)
 	if err != nil {
-		return domain.User{}, s.tokenRefused(ctx, err)
+		return domain.User{}, err
 	}
 	return s.signIn(ctx, engine.Principal{
 		UID: c.UID, Name: c.Name, Email: c.Email, ClaimsAdmin: s.cfg.DevRoles && c.Role == engine.RoleAdmin,
 	})
+}
+
+// verify authenticates the caller's ID token (user signs the caller in after it; a cluster node
+// routing a request needs only the claims).
+func (s *Server) verify(ctx *fasthttp.RequestCtx) (identity.Claims, error) {
+	tok := bearer(ctx)
+	if len(tok) == 0 {
+		return identity.Claims{}, errNoCredentials
+	}
+	c, err := s.cfg.Verifier.Verify(s.reqContext(ctx), string(tok))
+	if err != nil {
+		return identity.Claims{}, s.tokenRefused(ctx, err)
+	}
+	return c, nil
 }
 
 // tokenRefused is the answer to an ID token that did not verify.

@@ -40,7 +40,6 @@ import (
 	"github.com/gateway/gateway/cluster"
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/engine"
-	"github.com/gateway/gateway/identity"
 )
 
 // Cluster is what a node of a cluster gives the HTTP layer (main's).
@@ -315,19 +314,6 @@ func (s *Server) ServeForwarded(ctx context.Context, b *Backend, env *cluster.En
 		}
 	}
 	return resp
-}
-
-// verify authenticates the caller's ID token (as user does, without signing in).
-func (s *Server) verify(ctx *fasthttp.RequestCtx) (identity.Claims, error) {
-	tok := bearer(ctx)
-	if len(tok) == 0 {
-		return identity.Claims{}, errNoCredentials
-	}
-	c, err := s.cfg.Verifier.Verify(s.reqContext(ctx), string(tok))
-	if err != nil {
-		return identity.Claims{}, s.tokenRefused(ctx, err)
-	}
-	return c, nil
 }
 
 // signedInCaller: the caller's own partition.
