@@ -50,6 +50,8 @@ var allowedImports = map[string][]string{
 	// The cluster's membership, leases and forwarding: an adapter over NATS (main wires it).
 	"cluster":             {"domain"},
 	"cluster/clustertest": {},
+	// Events to NATS JetStream (--events-nats): the engine's EventForwarder, wired by main.
+	"natsevents":          {"domain"},
 	"ecom":                {"domain"},
 	"ecom/ecomtest":       {"domain", "ecom"},
 	"identity":            {"domain"},

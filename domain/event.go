@@ -58,6 +58,30 @@ type Event struct {
 	Data any
 }
 
+// EventRecord is an event as it was committed: in its user's journal (EventJournalRetention,
+// what a live stream resumed with Last-Event-ID replays) and, while a broker takes the
+// gateway's events (--events-nats), in the outbox of events not yet published
+// (EventOutboxRetention).
+type EventRecord struct {
+	// Seq orders the events of one user's partition (or of a single node): an event committed
+	// after another has a higher Seq, across restarts and owners (see engine's journal).
+	Seq    uint64
+	ID     string // evt_...: the SSE id, the webhooks' eventId and the broker's Nats-Msg-Id
+	UserID string
+	Type   EventType
+	// Body is the webhook body ({type, timestamp, data}) as subscriptions receive it.
+	Body []byte
+}
+
+// Retention of the event journal and the broker outbox.
+const (
+	// EventJournalRetention: a live stream resumes from an event at most this old.
+	EventJournalRetention = 24 * time.Hour
+	// EventOutboxRetention: an event waits this long for an unreachable broker (its stream
+	// keeps events as long).
+	EventOutboxRetention = 7 * 24 * time.Hour
+)
+
 // MessageStatusData is the data of message.status.
 type MessageStatusData struct {
 	MessageID string `json:"messageId"`

@@ -38,7 +38,19 @@ type EventStore interface {
 	Enqueue(ctx context.Context, ds []domain.WebhookDelivery) error
 	QueueHeads() (pending map[string]int, maxSeq uint64, err error)
 	Attempts(subID string) ([]domain.WebhookAttempt, error)
-	SaveInbound(ctx context.Context, m domain.InboundMessage, ds []domain.WebhookDelivery) error
+	// AppendEvents commits deliveries and events: logged in their users' journals (24 h),
+	// forwarded there and in the broker outbox.
+	AppendEvents(ctx context.Context, ds []domain.WebhookDelivery, logged, forwarded []domain.EventRecord) error
+	// SaveInbound keeps an incoming message, with its event as AppendEvents does, in one commit.
+	SaveInbound(ctx context.Context, m domain.InboundMessage, ds []domain.WebhookDelivery, logged, forwarded []domain.EventRecord) error
+	EventJournal
+	// NextEventEpoch counts a boot durably (events_journal.go).
+	NextEventEpoch(ctx context.Context) (uint64, error)
+	// The broker outbox (events_forward.go): its events in [from, below), their removal once
+	// published, how many wait.
+	OutboxFrom(from, below uint64, limit int) ([]domain.EventRecord, error)
+	DeleteOutbox(ctx context.Context, seqs []uint64) error
+	OutboxLen() (int, error)
 }
 
 // URLGuard checks a webhook URL before it is stored (media.Guard). The poster's dialer checks
@@ -71,6 +83,12 @@ type EventsConfig struct {
 	// Live takes the events of users' open streams instead of this facet's own streams (a
 	// cluster node publishes them on NATS); nil: Listen's streams get them.
 	Live LiveSink
+	// Forward publishes every committed event to a broker (--events-nats: natsevents), through
+	// the outbox of events not yet published; nil: no broker.
+	Forward EventForwarder
+	// ForwardBacklog bounds the events waiting for the broker (DefaultForwardBacklog when 0);
+	// past it, new events are not queued for it (gateway_events_nats_dropped_total).
+	ForwardBacklog int
 }
 
 // SecretBox seals secrets at rest and opens them (webhook.Secrets is its opening half).
@@ -101,7 +119,9 @@ type Events struct {
 	seq     atomic.Uint64 // the last delivery sequence number given out
 	workers sync.WaitGroup
 	metrics *eventMetrics
-	live    liveHub // the users' open event streams (events_live.go)
+	live    liveHub    // the users' open event streams (events_live.go)
+	journal journal    // the events' numbers (events_journal.go)
+	fwd     *forwarder // nil without a broker (events_forward.go)
 
 	mu     sync.RWMutex
 	byUser map[string][]domain.WebhookSubscription
@@ -133,12 +153,22 @@ func NewEvents(cfg EventsConfig) (*Events, error) {
 	if e.metrics, err = newEventMetrics(cfg.Metrics); err != nil {
 		return nil, err
 	}
+	if cfg.Forward != nil {
+		if e.fwd, err = newForwarder(e, cfg.Forward, cfg.ForwardBacklog, cfg.Metrics); err != nil {
+			return nil, err
+		}
+	}
+	e.journal.init(e.fwd != nil)
 	return e, nil
 }
 
 // Boot loads the subscriptions and restarts delivery of every queued event (DESIGN.md section 3,
-// flow 4: "event deliveries resumed"). Queues left by a subscription deleted part-way are removed.
+// flow 4: "event deliveries resumed"), and the publishing of the events the broker has not
+// acknowledged. Queues left by a subscription deleted part-way are removed.
 func (e *Events) Boot(ctx context.Context) error {
+	if err := e.bootJournal(ctx); err != nil {
+		return err
+	}
 	subs, err := e.cfg.Store.ListSubscriptions()
 	if err != nil {
 		return fmt.Errorf("engine: load webhook subscriptions: %w", err)
@@ -169,6 +199,12 @@ func (e *Events) Boot(ctx context.Context) error {
 		e.actor(id) // it loads its queue from the store
 	}
 	e.metrics.addPending(pending)
+	if e.fwd != nil {
+		e.fwd.start()
+		e.log.Info("events booted", "subscriptions", len(subs), "pending_deliveries", pending, "resumed", len(heads),
+			"waiting_for_broker", e.fwd.pending.Load())
+		return nil
+	}
 	e.log.Info("events booted", "subscriptions", len(subs), "pending_deliveries", pending, "resumed", len(heads))
 	return nil
 }
@@ -193,6 +229,9 @@ func (e *Events) Stop(ctx context.Context) {
 	waitCtx(ctx, &wg)
 	waitCtx(ctx, &e.workers)
 	e.metrics.release()
+	if e.fwd != nil {
+		e.fwd.stop(ctx)
+	}
 }
 
 // Subscribe creates a subscription of uid to types at rawURL. The returned record carries the

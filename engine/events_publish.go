@@ -11,22 +11,20 @@ import (
 
 // Publishing: events made ready for their subscriptions, committed, then handed on.
 
-// Publish commits ev to the queue of every subscription of uid that takes its type, in one
-// commit, then wakes their actors. It returns once the event is durable (nil at once when no
-// subscription wants it); it never waits for a delivery. Calls for one user that must arrive in
-// order (a message's queued, sent, delivered) must be made one after the other.
+// Publish commits ev to its user's journal (and the broker outbox) and to the queue of every
+// subscription of uid that takes its type, in one commit, then wakes their actors. It returns
+// once the event is durable; it never waits for a delivery. Calls for one user that must arrive
+// in order (a message's queued, sent, delivered) must be made one after the other.
 func (e *Events) Publish(ctx context.Context, uid string, ev domain.Event) error {
-	ds, live, err := e.deliveries(uid, ev)
+	p, err := e.Prepare(uid, ev)
 	if err != nil {
 		return err
 	}
-	if len(ds) > 0 {
-		if err := e.cfg.Store.Enqueue(ctx, ds); err != nil {
-			return fmt.Errorf("%w: queue event: %w", domain.ErrUnavailable, err)
-		}
-		e.kick(ds)
+	if err := e.Commit(ctx, []PreparedEvent{p}); err != nil {
+		e.abandon(p)
+		return fmt.Errorf("%w: queue event: %w", domain.ErrUnavailable, err)
 	}
-	e.sendLive(uid, live)
+	e.Committed(p)
 	return nil
 }
 
@@ -34,44 +32,60 @@ func (e *Events) Publish(ctx context.Context, uid string, ev domain.Event) error
 type PreparedEvent struct {
 	deliveries []domain.WebhookDelivery
 	uid        string
-	live       *LiveEvent // for the user's open streams (nil: none)
+	live       *LiveEvent         // for the user's open streams (nil: none)
+	rec        domain.EventRecord // for the journal (Seq 0: nothing to write)
+	forward    bool               // rec goes to the broker outbox too
 }
 
-// Len is how many subscriptions take the event (0: none; committing it writes nothing).
+// Len is how many subscriptions take the event.
 func (p PreparedEvent) Len() int { return len(p.deliveries) }
 
 // Prepare is Publish for a caller that commits many events at once (the publisher): it fixes
-// the event's place in every subscription's order; Commit then writes a batch of them, and
-// Committed hands each on once it is durable. An event prepared and never committed is simply
-// not sent.
+// the event's place in the journal and in every subscription's order; Commit then writes a
+// batch of them, and Committed hands each on once it is durable (and must be called for every
+// prepared event, committed or not). An event prepared and never committed is simply not sent.
 func (e *Events) Prepare(uid string, ev domain.Event) (PreparedEvent, error) {
-	ds, live, err := e.deliveries(uid, ev)
-	if err != nil || (len(ds) == 0 && live == nil) {
-		return PreparedEvent{}, err
-	}
-	return PreparedEvent{deliveries: ds, uid: uid, live: live}, nil
+	return e.prepare(uid, ev)
 }
 
-// Commit queues prepared events durably, in order (their deliveries in as few commits as the
-// store takes).
+// Commit writes prepared events durably, in order (in as few commits as the store takes).
 func (e *Events) Commit(ctx context.Context, ps []PreparedEvent) error {
 	var ds []domain.WebhookDelivery
+	var logged, forwarded []domain.EventRecord
 	for _, p := range ps {
 		ds = append(ds, p.deliveries...)
+		switch {
+		case p.rec.Seq == 0:
+		case p.forward:
+			forwarded = append(forwarded, p.rec)
+		default:
+			logged = append(logged, p.rec)
+		}
 	}
-	if len(ds) == 0 {
+	if len(ds) == 0 && len(logged) == 0 && len(forwarded) == 0 {
 		return nil
 	}
-	return e.cfg.Store.Enqueue(ctx, ds)
+	return e.cfg.Store.AppendEvents(ctx, ds, logged, forwarded)
 }
 
-// Committed hands a prepared event whose Ops were committed to its subscriptions' actors and
-// the user's open streams.
+// Committed hands a prepared event whose commit returned to its subscriptions' actors, the
+// user's open streams and the broker's forwarder.
 func (e *Events) Committed(p PreparedEvent) {
 	if len(p.deliveries) > 0 {
 		e.kick(p.deliveries)
 	}
 	e.sendLive(p.uid, p.live)
+	if p.forward {
+		e.journal.settled(p.rec.Seq)
+	}
+}
+
+// abandon gives up a prepared event whose commit failed: it was never written.
+func (e *Events) abandon(p PreparedEvent) {
+	if p.forward {
+		e.fwd.addPending(-1)
+		e.journal.settled(p.rec.Seq)
+	}
 }
 
 func (e *Events) sendLive(uid string, ev *LiveEvent) {
@@ -102,17 +116,21 @@ func (e *Events) ReceiveMessage(ctx context.Context, m domain.InboundMessage) er
 		m.Timestamp = e.cfg.Clock.Now()
 	}
 	m.Timestamp = m.Timestamp.UTC().Truncate(time.Millisecond)
-	ds, live, err := e.deliveries(m.UserID, domain.Event{Type: domain.EventMessageReceived, At: m.Timestamp, Data: m})
+	p, err := e.prepare(m.UserID, domain.Event{Type: domain.EventMessageReceived, At: m.Timestamp, Data: m})
 	if err != nil {
 		return err
 	}
-	if err := e.cfg.Store.SaveInbound(ctx, m, ds); err != nil {
+	var logged, forwarded []domain.EventRecord
+	if p.forward {
+		forwarded = []domain.EventRecord{p.rec}
+	} else {
+		logged = []domain.EventRecord{p.rec}
+	}
+	if err := e.cfg.Store.SaveInbound(ctx, m, p.deliveries, logged, forwarded); err != nil {
+		e.abandon(p)
 		return fmt.Errorf("%w: keep incoming message: %w", domain.ErrUnavailable, err)
 	}
-	if len(ds) > 0 {
-		e.kick(ds)
-	}
-	e.sendLive(m.UserID, live)
+	e.Committed(p)
 	return nil
 }
 
@@ -123,47 +141,48 @@ type envelope struct {
 	Data      any              `json:"data"`
 }
 
-// deliveries builds one delivery of ev per subscription of uid that takes it (none: nil), and
-// the event for uid's open streams (nil when none is open).
-func (e *Events) deliveries(uid string, ev domain.Event) ([]domain.WebhookDelivery, *LiveEvent, error) {
+// prepare numbers ev in the journal, builds its record, one delivery per subscription of uid
+// that takes it, and the event for uid's open streams (nil when none is open).
+func (e *Events) prepare(uid string, ev domain.Event) (PreparedEvent, error) {
 	if !ev.Type.Valid() {
-		return nil, nil, fmt.Errorf("%w: unknown event type %q", domain.ErrValidation, ev.Type)
+		return PreparedEvent{}, fmt.Errorf("%w: unknown event type %q", domain.ErrValidation, ev.Type)
 	}
-	e.mu.RLock()
-	var subs []string
-	for _, s := range e.byUser[uid] {
-		if s.Wants(ev.Type) {
-			subs = append(subs, s.ID)
-		}
-	}
-	e.mu.RUnlock()
-	listening := e.listening(uid)
-	if len(subs) == 0 && !listening {
-		return nil, nil, nil
+	if uid == "" {
+		return PreparedEvent{}, fmt.Errorf("%w: an event needs a user", domain.ErrValidation)
 	}
 	now := e.cfg.Clock.Now().UTC()
 	if ev.At.IsZero() {
 		ev.At = now
 	}
-	if ev.ID == "" {
-		ev.ID = "evt_" + randomID(10)
-	}
 	body, err := json.Marshal(envelope{Type: ev.Type, Timestamp: ev.At.UTC().Format(timestampMillis), Data: ev.Data})
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: event data: %w", domain.ErrValidation, err)
+		return PreparedEvent{}, fmt.Errorf("%w: event data: %w", domain.ErrValidation, err)
 	}
-	var live *LiveEvent
-	if listening {
-		live = &LiveEvent{ID: ev.ID, Type: ev.Type, Body: body}
+	p := PreparedEvent{uid: uid, forward: e.fwd != nil && e.fwd.admit()}
+	p.rec = domain.EventRecord{Seq: e.journal.next(), UserID: uid, Type: ev.Type, Body: body}
+	if p.rec.Seq != 0 && !p.forward && e.fwd != nil {
+		e.journal.settled(p.rec.Seq) // numbered for the broker's horizon, but not for it
 	}
-	ds := make([]domain.WebhookDelivery, len(subs))
-	for i, id := range subs {
-		ds[i] = domain.WebhookDelivery{
-			ID: "msg_" + randomID(10), SubscriptionID: id, Seq: e.seq.Add(1), EventID: ev.ID,
-			Type: ev.Type, CreatedAt: now, Body: body,
+	if ev.ID == "" {
+		ev.ID = newEventID(p.rec.Seq)
+	}
+	p.rec.ID = ev.ID
+	if e.listening(uid) {
+		p.live = &LiveEvent{ID: ev.ID, Type: ev.Type, Body: body}
+	}
+	e.mu.RLock()
+	for _, s := range e.byUser[uid] {
+		if s.Wants(ev.Type) {
+			p.deliveries = append(p.deliveries, domain.WebhookDelivery{
+				ID: "msg_" + randomID(10), SubscriptionID: s.ID, EventID: ev.ID, Type: ev.Type, CreatedAt: now, Body: body,
+			})
 		}
 	}
-	return ds, live, nil
+	e.mu.RUnlock()
+	for i := range p.deliveries {
+		p.deliveries[i].Seq = e.seq.Add(1)
+	}
+	return p, nil
 }
 
 // timestampMillis is RFC 3339 UTC with milliseconds (DESIGN.md section 4).

@@ -1,13 +1,17 @@
 package httpapi
 
-// GET /api/client/events/stream (DESIGN.md section 15): Server-Sent Events with the same types
-// and data as the webhooks, for the signed-in user. The token comes in the Authorization header
-// or, for a browser's EventSource (which cannot set headers), as ?token=.
+// GET /api/client/events/stream (DESIGN.md sections 15 and 20): Server-Sent Events with the same
+// types and data as the webhooks, for the signed-in user. The token comes in the Authorization
+// header or, for a browser's EventSource (which cannot set headers), as ?token=. A client that
+// lost its connection sends the last id it saw (Last-Event-ID, as EventSource does by itself,
+// or ?lastEventId=): the events after it come first, from the journal (24 h), then the live
+// ones.
 
 import (
 	"bufio"
 	"time"
 
+	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
 
 	"github.com/gateway/gateway/engine"
@@ -20,7 +24,14 @@ const (
 	streamPing    = 15 * time.Second
 	streamMaxAge  = 30 * time.Minute
 	streamRetryMs = "3000"
+	// replayedIDs: how many of the replayed events' ids a stream remembers, to skip them when
+	// they also arrive live (the listener opened before the journal was read). More events
+	// than a listener buffers cannot be both: it would have fallen behind and ended.
+	replayedIDs = 1024
 )
+
+// replayFunc replays a user's events after lastID (engine.Events.Replay).
+type replayFunc func(lastID string, fn func(engine.LiveEvent) error) (found bool, err error)
 
 // eventStream authenticates like every dashboard route, then holds the connection open and
 // writes each of the user's events as it is committed: "id", "event" (the type) and "data" (the
@@ -31,13 +42,17 @@ func (s *Server) eventStream(ctx *fasthttp.RequestCtx) error {
 			ctx.Request.Header.Set("Authorization", "Bearer "+string(tok))
 		}
 	}
+	last := string(ctx.Request.Header.Peek("Last-Event-ID"))
+	if last == "" {
+		last = string(ctx.QueryArgs().Peek("lastEventId"))
+	}
 	if s.cfg.Cluster != nil {
 		// Served here, from the events the user's partition owner publishes on NATS.
 		c, err := s.verify(ctx)
 		if err != nil {
 			return err
 		}
-		return s.stream(ctx, s.cfg.Cluster.Listen(c.UID))
+		return s.stream(ctx, s.cfg.Cluster.Listen(c.UID), last, nil)
 	}
 	u, err := s.user(ctx)
 	if err != nil {
@@ -46,10 +61,15 @@ func (s *Server) eventStream(ctx *fasthttp.RequestCtx) error {
 	if s.cfg.Webhooks == nil {
 		return errNotFound
 	}
-	return s.stream(ctx, s.cfg.Webhooks.Listen(u.ID))
+	// The listener opens before the journal is read: an event committed in between is in both,
+	// and the stream skips its second copy.
+	l := s.cfg.Webhooks.Listen(u.ID)
+	return s.stream(ctx, l, last, func(lastID string, fn func(engine.LiveEvent) error) (bool, error) {
+		return s.cfg.Webhooks.Replay(u.ID, lastID, fn)
+	})
 }
 
-func (s *Server) stream(ctx *fasthttp.RequestCtx, l *engine.Listener) error {
+func (s *Server) stream(ctx *fasthttp.RequestCtx, l *engine.Listener, last string, replay replayFunc) error {
 	closing := s.streams
 	h := &ctx.Response.Header
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
@@ -60,11 +80,15 @@ func (s *Server) stream(ctx *fasthttp.RequestCtx, l *engine.Listener) error {
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer s.metrics.streams.Dec()
 		defer l.Close()
+		w.WriteString("retry: " + streamRetryMs + "\n: connected\n\n")
+		var seen recentIDs
+		if last != "" && !s.resume(w, last, replay, &seen) {
+			return
+		}
 		ping := time.NewTicker(streamPing)
 		defer ping.Stop()
 		end := time.NewTimer(streamMaxAge)
 		defer end.Stop()
-		w.WriteString("retry: " + streamRetryMs + "\n: connected\n\n")
 		for {
 			if w.Flush() != nil {
 				return // the client has gone
@@ -74,9 +98,10 @@ func (s *Server) stream(ctx *fasthttp.RequestCtx, l *engine.Listener) error {
 				if !ok {
 					return // fell behind, or the events facet stopped: the client reconnects
 				}
-				w.WriteString("id: " + ev.ID + "\nevent: " + string(ev.Type) + "\ndata: ")
-				w.Write(ev.Body) // compact JSON: one line
-				w.WriteString("\n\n")
+				if seen.has(ev.ID) {
+					continue // replayed already
+				}
+				writeEvent(w, ev)
 			case <-ping.C:
 				w.WriteString(": ping\n\n")
 			case <-end.C:
@@ -87,4 +112,69 @@ func (s *Server) stream(ctx *fasthttp.RequestCtx, l *engine.Listener) error {
 		}
 	})
 	return nil
+}
+
+// resume writes the events after last from the journal, remembering the newest ids in seen;
+// when the journal does not hold last, a "resync" event says the client may have missed
+// events and reloads what it shows. false: the stream ends (the client has gone, or the
+// journal could not be read: the client reconnects with the same Last-Event-ID).
+func (s *Server) resume(w *bufio.Writer, last string, replay replayFunc, seen *recentIDs) bool {
+	found, n := false, 0
+	if replay != nil {
+		var err error
+		found, err = replay(last, func(ev engine.LiveEvent) error {
+			writeEvent(w, ev)
+			seen.add(ev.ID)
+			if n++; n%256 == 0 {
+				return w.Flush()
+			}
+			return nil
+		})
+		if err != nil {
+			s.log.Warn("event stream: replay after Last-Event-ID", "err", err)
+			return false
+		}
+	}
+	if !found {
+		data, _ := json.Marshal(resyncData{LastEventID: last, Reason: "the events after this id are not all kept (24 h): reload what you show"})
+		w.WriteString("event: resync\ndata: ")
+		w.Write(data)
+		w.WriteString("\n\n")
+	}
+	return w.Flush() == nil
+}
+
+// resyncData is the data of a "resync" event.
+type resyncData struct {
+	LastEventID string `json:"lastEventId"`
+	Reason      string `json:"reason"`
+}
+
+func writeEvent(w *bufio.Writer, ev engine.LiveEvent) {
+	w.WriteString("id: " + ev.ID + "\nevent: " + string(ev.Type) + "\ndata: ")
+	w.Write(ev.Body) // compact JSON: one line
+	w.WriteString("\n\n")
+}
+
+// recentIDs remembers the last replayedIDs ids added.
+type recentIDs struct {
+	set  map[string]struct{}
+	ring []string
+	next int
+}
+
+func (r *recentIDs) add(id string) {
+	if r.set == nil {
+		r.set = make(map[string]struct{}, replayedIDs)
+		r.ring = make([]string, replayedIDs)
+	}
+	delete(r.set, r.ring[r.next])
+	r.ring[r.next] = id
+	r.set[id] = struct{}{}
+	r.next = (r.next + 1) % replayedIDs
+}
+
+func (r *recentIDs) has(id string) bool {
+	_, ok := r.set[id]
+	return ok
 }

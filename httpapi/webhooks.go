@@ -22,6 +22,9 @@ type WebhookService interface {
 	Test(ctx context.Context, uid, subID string) (domain.WebhookDelivery, error)
 	Redeliver(ctx context.Context, uid, subID, eventID string) (domain.WebhookDelivery, error)
 	Listen(uid string) *engine.Listener
+	// Replay calls fn with uid's events after lastID (the journal keeps 24 h); found is false
+	// when the journal does not hold lastID.
+	Replay(uid, lastID string, fn func(engine.LiveEvent) error) (found bool, err error)
 }
 
 // Interface guards.

@@ -39,7 +39,7 @@ func TestMessageLog(t *testing.T) {
 				for _, uid := range []string{"a/b", "a"} {
 					if i%3 == 0 {
 						m := domain.InboundMessage{ID: fmt.Sprintf("in%02d", i), UserID: uid, SessionID: "s", From: "1555000", Type: "text", Text: "hi", Timestamp: at}
-						if err := w.SaveInbound(ctx, m, nil); err != nil {
+						if err := w.SaveInbound(ctx, m, nil, nil, nil); err != nil {
 							t.Fatal(err)
 						}
 					} else {

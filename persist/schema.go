@@ -31,6 +31,8 @@ package persist
 //	                               (messages.go: uid path-escaped, ms 13 digits, dir out|in)
 //	inbox/, webhook_seen/, store_sent/, store_event/, store/, nonces, templates: see inbox.go
 //	and stores.go (the store integration's tables).
+//	webhook_*/: see webhooks.go; event_log/ (24 h), event_out/ (7 days), event_epoch/: the
+//	event journal and the broker outbox, see events_log.go.
 const (
 	usersTable         = "user"
 	keysTable          = "apikey"

@@ -51,6 +51,8 @@ type Webhooks struct {
 	queue    *Table[domain.WebhookDelivery]
 	attempts *Table[domain.WebhookAttempt]
 	log      *MessageLog
+	journal  *Table[eventWire] // events_log.go
+	outbox   *Table[eventWire]
 }
 
 // NewWebhooks returns the webhook stores on kv.
@@ -61,6 +63,8 @@ func NewWebhooks(kv KV) *Webhooks {
 		queue:    NewTable[domain.WebhookDelivery](kv, webhookQueueTable, recordVersion1),
 		attempts: NewTable[domain.WebhookAttempt](kv, webhookAttemptTable, recordVersion1),
 		log:      NewMessageLog(kv),
+		journal:  NewTable[eventWire](kv, eventLogTable, recordVersion1),
+		outbox:   NewTable[eventWire](kv, eventOutTable, recordVersion1),
 	}
 }
 
@@ -374,15 +378,15 @@ func (w *Webhooks) Attempts(subID string) ([]domain.WebhookAttempt, error) {
 	return out, err
 }
 
-// SaveInbound commits incoming message m (its history entry, MessageLog) and the deliveries of
-// its message.received event in one commit: the message is listed if and only if its event is
-// queued.
-func (w *Webhooks) SaveInbound(ctx context.Context, m domain.InboundMessage, ds []domain.WebhookDelivery) error {
+// SaveInbound commits incoming message m (its history entry, MessageLog), the deliveries of
+// its message.received event and the event's records (as AppendEvents) in one commit: the
+// message is listed if and only if its event is queued.
+func (w *Webhooks) SaveInbound(ctx context.Context, m domain.InboundMessage, ds []domain.WebhookDelivery, logged, forwarded []domain.EventRecord) error {
 	op, err := w.log.InOp(m)
 	if err != nil {
 		return err
 	}
-	ops, err := w.EnqueueOps(ds)
+	ops, err := w.recordOps(ds, logged, forwarded)
 	if err != nil {
 		return err
 	}

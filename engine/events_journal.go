@@ -1,0 +1,175 @@
+package engine
+
+// The event journal (DESIGN.md section 20): every event this facet commits is kept 24 h in its
+// user's journal, numbered in commit order, so a live stream that lost its connection resumes
+// with Last-Event-ID: the events after that one come first, then the live ones.
+//
+// Numbering: a sequence number is the facet's epoch (counted durably at each Boot: a restart,
+// or a cluster partition's new owner) in the high bits and a counter of this run in the low
+// ones, so every event of a run sorts after every event of the runs before it, whatever the
+// clocks do. An event id carries its number ("evt_" + 16 hex digits + 8 random characters):
+// the Last-Event-ID a client sends back names its place without an index. The random part keeps
+// ids unique across partitions (their numbers overlap) for webhook receivers and the broker's
+// de-duplication.
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gateway/gateway/domain"
+)
+
+// EventJournal reads a user's recent events back (persist.Webhooks): up to limit with a
+// sequence number at or above from, in order.
+type EventJournal interface {
+	JournalFrom(uid string, from uint64, limit int) ([]domain.EventRecord, error)
+}
+
+// epochShift: a run numbers up to 2^40 events (a century at 300 a second) after its epoch.
+const epochShift = 40
+
+// eventIDLen is the length of an event id: "evt_", 16 hex digits, 8 random characters.
+const eventIDLen = 4 + 16 + 8
+
+func newEventID(seq uint64) string {
+	b := make([]byte, 0, eventIDLen)
+	b = append(b, "evt_"...)
+	b = fmt.Appendf(b, "%016x", seq)
+	return string(append(b, randomID(5)...))
+}
+
+// eventSeq is the journal sequence number an event id carries (false: not one of the
+// journal's ids).
+func eventSeq(id string) (uint64, bool) {
+	if len(id) != eventIDLen || id[:4] != "evt_" {
+		return 0, false
+	}
+	seq, err := strconv.ParseUint(id[4:20], 16, 64)
+	return seq, err == nil
+}
+
+// journal numbers the facet's events and, while they are forwarded to a broker, tracks the
+// numbers given out and not yet committed: the forwarder reads the outbox only below the
+// lowest of them, so an event committed late (an incoming message's own commit overtaken by
+// the publisher's) is never passed over.
+type journal struct {
+	seq     atomic.Uint64 // the last number given out
+	forward bool          // set before the facet is used
+
+	mu     sync.Mutex
+	flight map[uint64]struct{}
+	wake   chan struct{} // 1-buffered: committed events wait for the forwarder
+}
+
+func (j *journal) init(forward bool) {
+	j.forward = forward
+	j.flight = map[uint64]struct{}{}
+	j.wake = make(chan struct{}, 1)
+}
+
+// start numbers this run's events after epoch's.
+func (j *journal) start(epoch uint64) { j.seq.Store(epoch << epochShift) }
+
+// next gives out the next number.
+func (j *journal) next() uint64 {
+	if !j.forward {
+		return j.seq.Add(1)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	seq := j.seq.Add(1)
+	j.flight[seq] = struct{}{}
+	return seq
+}
+
+// settled tells the forwarder that the events numbered seqs are committed (or never will be).
+func (j *journal) settled(seqs ...uint64) {
+	if !j.forward || len(seqs) == 0 {
+		return
+	}
+	j.mu.Lock()
+	for _, s := range seqs {
+		delete(j.flight, s)
+	}
+	j.mu.Unlock()
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+}
+
+// horizon is the lowest number not known to be settled: every event below it is committed
+// (or was given up).
+func (j *journal) horizon() uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	h := j.seq.Load() + 1
+	for s := range j.flight {
+		h = min(h, s)
+	}
+	return h
+}
+
+// replayPage is how many journal entries one read of a replay takes.
+const replayPage = 2000
+
+// Replay calls fn with each of uid's events committed after the event lastID, in order (the
+// journal keeps 24 h). found is false, and fn is not called, when the journal does not hold
+// lastID: older than 24 h, unknown, or not an id the journal gave out; the caller then cannot
+// know what was missed.
+func (e *Events) Replay(uid, lastID string, fn func(LiveEvent) error) (found bool, err error) {
+	return ReplayJournal(e.cfg.Store, uid, lastID, fn)
+}
+
+// ReplayJournal is Replay on journal j (a cluster node reads the journal of the user's
+// partition, wherever it runs).
+func ReplayJournal(j EventJournal, uid, lastID string, fn func(LiveEvent) error) (found bool, err error) {
+	seq, ok := eventSeq(lastID)
+	if !ok {
+		return false, nil
+	}
+	from := seq
+	for {
+		page, err := j.JournalFrom(uid, from, replayPage)
+		if err != nil {
+			return found, fmt.Errorf("%w: read the event journal: %w", domain.ErrUnavailable, err)
+		}
+		for _, r := range page {
+			if !found {
+				if r.Seq != seq || r.ID != lastID {
+					return false, nil
+				}
+				found = true
+				continue
+			}
+			if err := fn(LiveEvent{ID: r.ID, Type: r.Type, Body: r.Body}); err != nil {
+				return true, err
+			}
+		}
+		if len(page) < replayPage {
+			return found, nil
+		}
+		from = page[len(page)-1].Seq + 1
+	}
+}
+
+// bootJournal counts this run's epoch and, with a broker, the events waiting for it.
+func (e *Events) bootJournal(ctx context.Context) error {
+	epoch, err := e.cfg.Store.NextEventEpoch(ctx)
+	if err != nil {
+		return fmt.Errorf("engine: count the event journal's epoch: %w", err)
+	}
+	e.journal.start(epoch)
+	if e.fwd == nil {
+		return nil
+	}
+	n, err := e.cfg.Store.OutboxLen()
+	if err != nil {
+		return fmt.Errorf("engine: count the events waiting for the broker: %w", err)
+	}
+	e.fwd.addPending(n)
+	return nil
+}

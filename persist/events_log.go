@@ -1,0 +1,217 @@
+package persist
+
+// The event journal and the broker outbox (DESIGN.md section 20): every event committed is kept
+// 24 h in its user's journal (a live stream resumed with Last-Event-ID replays it) and, while
+// the gateway publishes its events to a broker (--events-nats), in the outbox of events not yet
+// published, until the broker acknowledged it.
+//
+//	event_log/<uid>/<seq: 16 hex digits>   eventWire (v1), TTL 24 h: the user's journal
+//	event_out/<seq: 16 hex digits>         eventWire (v1), TTL 7 days: the broker outbox
+//	event_epoch/boot                       the last boot's epoch (decimal): a journal sequence
+//	                                       number starts with it (engine: events_journal.go)
+//
+// The user id is path-escaped (url.PathEscape) as in the message history, so one user's
+// prefix never covers another's. Sequence numbers are fixed-width hex, so key order is journal
+// order; an event is written once and never changed, so on JetStream a key's subject holds one
+// message.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	json "github.com/goccy/go-json"
+
+	"github.com/gateway/gateway/domain"
+)
+
+const (
+	eventLogTable   = "event_log"
+	eventOutTable   = "event_out"
+	eventEpochTable = "event_epoch"
+	eventEpochID    = "boot"
+	// maxEventOps bounds one commit of AppendEvents (a JetStream batch takes 1,000 messages).
+	maxEventOps = 512
+)
+
+// eventWire is an event record as stored: the body is the webhook body's JSON, kept as it is.
+type eventWire struct {
+	Seq  uint64           `json:"seq"`
+	ID   string           `json:"id"`
+	User string           `json:"user"`
+	Type domain.EventType `json:"type"`
+	Body json.RawMessage  `json:"body"`
+}
+
+func toWire(r domain.EventRecord) eventWire {
+	return eventWire{Seq: r.Seq, ID: r.ID, User: r.UserID, Type: r.Type, Body: r.Body}
+}
+
+func (w eventWire) record() domain.EventRecord {
+	return domain.EventRecord{Seq: w.Seq, ID: w.ID, UserID: w.User, Type: w.Type, Body: w.Body}
+}
+
+func seqHex(seq uint64) string { return fmt.Sprintf("%016x", seq) }
+
+func eventLogID(uid string, seq uint64) string { return logUserPrefix(uid) + seqHex(seq) }
+
+// EventOps returns the writes that keep recs: each in its user's journal and, when out is true,
+// in the broker outbox.
+func (w *Webhooks) EventOps(recs []domain.EventRecord, out bool) ([]Op, error) {
+	ops := make([]Op, 0, 2*len(recs))
+	for _, r := range recs {
+		if err := checkID("user id", r.UserID); err != nil {
+			return nil, err
+		}
+		if r.ID == "" || len(r.Body) == 0 {
+			return nil, fmt.Errorf("%w: an event record needs an id and a body", domain.ErrRecordInvalid)
+		}
+		v, err := Encode(recordVersion1, toWire(r))
+		if err != nil {
+			return nil, err
+		}
+		op, err := w.journal.PutRawOp(eventLogID(r.UserID, r.Seq), v, domain.EventJournalRetention)
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, op)
+		if out {
+			if op, err = w.outbox.PutRawOp(seqHex(r.Seq), v, domain.EventOutboxRetention); err != nil {
+				return nil, err
+			}
+			ops = append(ops, op)
+		}
+	}
+	return ops, nil
+}
+
+// AppendEvents commits ds (events fanned out to their subscriptions) and the events themselves:
+// logged in their users' journals, forwarded there and in the broker outbox (EventOps). The
+// writes go in commits of at most maxEventOps made one after the other; a caller that gets an
+// error retries them all (each write is idempotent).
+func (w *Webhooks) AppendEvents(ctx context.Context, ds []domain.WebhookDelivery, logged, forwarded []domain.EventRecord) error {
+	ops, err := w.recordOps(ds, logged, forwarded)
+	if err != nil {
+		return err
+	}
+	for chunk := range slices.Chunk(ops, maxEventOps) {
+		if err := w.kv.Commit(ctx, chunk...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *Webhooks) recordOps(ds []domain.WebhookDelivery, logged, forwarded []domain.EventRecord) ([]Op, error) {
+	ops, err := w.EnqueueOps(ds)
+	if err != nil {
+		return nil, err
+	}
+	for i, recs := range [][]domain.EventRecord{logged, forwarded} {
+		evOps, err := w.EventOps(recs, i == 1)
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, evOps...)
+	}
+	return ops, nil
+}
+
+// JournalFrom returns up to limit events of uid's journal with a sequence number at or above
+// from, in order, read in one snapshot.
+func (w *Webhooks) JournalFrom(uid string, from uint64, limit int) ([]domain.EventRecord, error) {
+	if checkID("user id", uid) != nil {
+		return nil, nil
+	}
+	return w.eventsFrom([]byte(eventLogTable+"/"+logUserPrefix(uid)), from, ^uint64(0), limit)
+}
+
+// OutboxFrom returns up to limit events of the broker outbox with a sequence number in [from,
+// below), in order.
+func (w *Webhooks) OutboxFrom(from, below uint64, limit int) ([]domain.EventRecord, error) {
+	return w.eventsFrom([]byte(eventOutTable+"/"), from, below, limit)
+}
+
+func (w *Webhooks) eventsFrom(prefix []byte, from, below uint64, limit int) ([]domain.EventRecord, error) {
+	var out []domain.EventRecord
+	start := append(slices.Clone(prefix), seqHex(from)...)
+	fn := func(key, value []byte) error {
+		seq, err := strconv.ParseUint(string(key[len(prefix):]), 16, 64)
+		if err != nil {
+			return fmt.Errorf("persist: event key %q: %w", key, err)
+		}
+		if seq < from {
+			return nil // a store that cannot seek walks the keys before start
+		}
+		if seq >= below {
+			return errStopScan
+		}
+		var ew eventWire
+		if _, err := Decode(value, recordVersion1, &ew); err != nil {
+			return fmt.Errorf("event %q: %w", key, err)
+		}
+		out = append(out, ew.record())
+		if len(out) == limit {
+			return errStopScan
+		}
+		return nil
+	}
+	var err error
+	if r, ok := w.kv.(rangeScanner); ok {
+		err = r.ScanFrom(prefix, start, fn) // published events before start are not walked
+	} else {
+		err = w.kv.Scan(prefix, fn)
+	}
+	if errors.Is(err, errStopScan) {
+		err = nil
+	}
+	return out, err
+}
+
+// DeleteOutbox removes the events seqs from the broker outbox (the broker has them), in one
+// commit.
+func (w *Webhooks) DeleteOutbox(ctx context.Context, seqs []uint64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	ops := make([]Op, len(seqs))
+	for i, s := range seqs {
+		ops[i] = w.outbox.DeleteOp(seqHex(s))
+	}
+	for chunk := range slices.Chunk(ops, maxEventOps) {
+		if err := w.kv.Commit(ctx, chunk...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// OutboxLen counts the events in the broker outbox (boot: how many wait).
+func (w *Webhooks) OutboxLen() (int, error) {
+	n := 0
+	err := w.kv.Scan([]byte(eventOutTable+"/"), func(_, _ []byte) error {
+		n++
+		return nil
+	})
+	return n, err
+}
+
+// NextEventEpoch counts this boot (or this owner's start of the partition): it returns the
+// previous epoch plus one, durably, so every journal sequence number of this run sorts after
+// every earlier run's.
+func (w *Webhooks) NextEventEpoch(ctx context.Context) (uint64, error) {
+	var cur uint64
+	switch v, err := w.kv.Get([]byte(eventEpochTable + "/" + eventEpochID)); {
+	case err == nil:
+		if cur, err = strconv.ParseUint(string(v), 10, 64); err != nil {
+			return 0, fmt.Errorf("%w: event epoch %q: %w", domain.ErrRecordInvalid, v, err)
+		}
+	case !errors.Is(err, domain.ErrRecordNotFound):
+		return 0, err
+	}
+	next := cur + 1
+	err := w.kv.Commit(ctx, Op{Key: []byte(eventEpochTable + "/" + eventEpochID), Value: strconv.AppendUint(nil, next, 10)})
+	return next, err
+}
