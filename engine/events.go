@@ -46,6 +46,10 @@ type EventStore interface {
 	EventJournal
 	// NextEventEpoch counts a boot durably (events_journal.go).
 	NextEventEpoch(ctx context.Context) (uint64, error)
+	// MarkWatched keeps uid's events journaled until until, durably; WatchMarks reads every
+	// mark still running (boot).
+	MarkWatched(ctx context.Context, uid string, until time.Time) error
+	WatchMarks() (map[string]time.Time, error)
 	// The broker outbox (events_forward.go): its events in [from, below), their removal once
 	// published, how many wait.
 	OutboxFrom(from, below uint64, limit int) ([]domain.EventRecord, error)
@@ -83,6 +87,10 @@ type EventsConfig struct {
 	// Live takes the events of users' open streams instead of this facet's own streams (a
 	// cluster node publishes them on NATS); nil: Listen's streams get them.
 	Live LiveSink
+	// Watchers are the users streaming lately, shared by a cluster node's facets and kept by
+	// the node (it hears of the streams every node opens); nil: this facet keeps its own, marked
+	// by Listen and written down in the store.
+	Watchers *Watchers
 	// Forward publishes every committed event to a broker (--events-nats: natsevents), through
 	// the outbox of events not yet published; nil: no broker.
 	Forward EventForwarder
@@ -120,7 +128,8 @@ type Events struct {
 	workers sync.WaitGroup
 	metrics *eventMetrics
 	live    liveHub    // the users' open event streams (events_live.go)
-	journal journal    // the events' numbers (events_journal.go)
+	journal  journal   // the events' numbers (events_journal.go)
+	watchers *Watchers // the users whose events the journal keeps
 	fwd     *forwarder // nil without a broker (events_forward.go)
 
 	mu     sync.RWMutex
@@ -159,6 +168,9 @@ func NewEvents(cfg EventsConfig) (*Events, error) {
 		}
 	}
 	e.journal.init(e.fwd != nil)
+	if e.watchers = cfg.Watchers; e.watchers == nil {
+		e.watchers = NewWatchers()
+	}
 	return e, nil
 }
 

@@ -1,8 +1,11 @@
 package engine
 
-// The event journal (DESIGN.md section 20): every event this facet commits is kept 24 h in its
-// user's journal, numbered in commit order, so a live stream that lost its connection resumes
-// with Last-Event-ID: the events after that one come first, then the live ones.
+// The event journal (DESIGN.md section 20): the events of a user who had a live stream open in
+// the last 24 h are kept 24 h in the user's journal, numbered in commit order, so a stream that
+// lost its connection resumes with Last-Event-ID: the events after that one come first, then
+// the live ones. A user who never opens a stream costs nothing: an id a client sends back comes
+// from a stream, and from the moment a stream opens (Watchers) until the journal's retention
+// after it could have ended, every event of its user is kept.
 //
 // Numbering: a sequence number is the facet's epoch (counted durably at each Boot: a restart,
 // or a cluster partition's new owner) in the high bits and a counter of this run in the low
@@ -18,6 +21,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gateway/gateway/domain"
 )
@@ -113,6 +117,52 @@ func (j *journal) horizon() uint64 {
 	return h
 }
 
+// watchSpan is how long a stream's opening keeps its user's events journaled: the journal's
+// retention after the longest a stream stays open. watchRefresh: a stream opened within it of
+// the last mark does not write a new one.
+const (
+	watchSpan    = domain.EventJournalRetention + streamMaxOpen
+	watchRefresh = streamMaxOpen
+	// streamMaxOpen is the longest an event stream stays open (httpapi ends it then; the client
+	// reconnects, which marks its user again).
+	streamMaxOpen = 30 * time.Minute
+)
+
+// Watchers are the users who had a live stream open lately, whose events the journal keeps. A
+// single node's events facet keeps its own; a cluster node shares one among its partitions and
+// hears of the streams other nodes open (EventsConfig.Watchers).
+type Watchers struct {
+	mu    sync.RWMutex
+	until map[string]time.Time
+}
+
+// NewWatchers makes an empty set.
+func NewWatchers() *Watchers { return &Watchers{until: map[string]time.Time{}} }
+
+// Mark keeps uid's events journaled until until; it tells whether that extends the last mark by
+// more than watchRefresh (the caller then writes the mark down).
+func (w *Watchers) Mark(uid string, until time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	cur := w.until[uid]
+	if !until.After(cur) {
+		return false
+	}
+	w.until[uid] = until
+	return until.Sub(cur) > watchRefresh
+}
+
+// Watched tells whether uid's events are journaled now.
+func (w *Watchers) Watched(uid string, now time.Time) bool {
+	w.mu.RLock()
+	until, ok := w.until[uid]
+	w.mu.RUnlock()
+	return ok && now.Before(until)
+}
+
+// WatchUntil is how long a stream opening at now keeps its user's events journaled.
+func WatchUntil(now time.Time) time.Time { return now.Add(watchSpan) }
+
 // replayPage is how many journal entries one read of a replay takes.
 const replayPage = 2000
 
@@ -156,13 +206,41 @@ func ReplayJournal(j EventJournal, uid, lastID string, fn func(LiveEvent) error)
 	}
 }
 
-// bootJournal counts this run's epoch and, with a broker, the events waiting for it.
+// watch marks uid as watched from now (Listen), and writes the mark down when it is new.
+func (e *Events) watch(uid string) {
+	until := WatchUntil(e.cfg.Clock.Now())
+	if e.cfg.Watchers != nil || !e.watchers.Mark(uid, until) {
+		return // a cluster node marks the users it streams to itself
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.cfg.Store.MarkWatched(ctx, uid, until); err != nil {
+		e.log.Warn("events: the mark that keeps a streaming user's events is not written (kept in memory)", "user_id", uid, "err", err)
+	}
+}
+
+// watched tells whether uid's events go into the journal.
+func (e *Events) watched(uid string) bool {
+	return e.watchers.Watched(uid, e.cfg.Clock.Now())
+}
+
+// bootJournal counts this run's epoch, loads the marks of the users who streamed lately and,
+// with a broker, counts the events waiting for it.
 func (e *Events) bootJournal(ctx context.Context) error {
 	epoch, err := e.cfg.Store.NextEventEpoch(ctx)
 	if err != nil {
 		return fmt.Errorf("engine: count the event journal's epoch: %w", err)
 	}
 	e.journal.start(epoch)
+	if e.cfg.Watchers == nil {
+		marks, err := e.cfg.Store.WatchMarks()
+		if err != nil {
+			return fmt.Errorf("engine: load the marks of streaming users: %w", err)
+		}
+		for uid, until := range marks {
+			e.watchers.Mark(uid, until)
+		}
+	}
 	if e.fwd == nil {
 		return nil
 	}

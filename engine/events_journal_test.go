@@ -100,14 +100,16 @@ func replayed(t *testing.T, ev *engine.Events, uid, last string) ([]string, bool
 	return ids, found
 }
 
-// Every committed event is in its user's journal, in commit order, whether or not anyone
-// subscribes or listens; Replay gives the events after an id, across a restart (the new run's
-// numbers sort after the old run's), and says when it does not know the id.
+// Once a user opened a live stream, every event of theirs is in their journal, in commit order,
+// also after the stream closed and across a restart; Replay gives the events after an id (the
+// new run's numbers sort after the old run's) and says when it does not know the id. A user
+// who never streamed has no journal.
 func TestJournalReplay(t *testing.T) {
 	ctx := context.Background()
 	kv := persist.NewMemory()
 	b := &fakeBroker{}
 	ev := newForwarding(t, kv, b, 0)
+	ev.Listen("u1").Close()
 	for i := range 6 {
 		for _, uid := range []string{"u1", "u2"} {
 			if err := ev.Publish(ctx, uid, statusEvent(uid+"-"+string(rune('a'+i)))); err != nil {
@@ -136,6 +138,9 @@ func TestJournalReplay(t *testing.T) {
 	}
 	if _, found := replayed(t, ev, "u2", u1[0]); found {
 		t.Fatal("u2 replayed after an event of u1")
+	}
+	if j, err := persist.NewWebhooks(kv).JournalFrom("u2", 0, 100); err != nil || len(j) != 0 {
+		t.Fatalf("u2, who never streamed, has a journal: %d entries, %v", len(j), err)
 	}
 	b.mu.Unlock()
 	stopEvents(ev)
@@ -204,7 +209,7 @@ func TestForwardBacklog(t *testing.T) {
 	ev := newForwarding(t, kv, b, 5)
 	defer stopEvents(ev)
 	var ids []string
-	l := ev.Listen("u1")
+	l := ev.Listen("u1") // and its events journaled
 	defer l.Close()
 	for i := range 8 {
 		if err := ev.Publish(ctx, "u1", statusEvent(string(rune('a'+i)))); err != nil {

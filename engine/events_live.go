@@ -53,8 +53,13 @@ type liveHub struct {
 	first, last func(uid string)
 }
 
-// Listen opens a stream of uid's events; Close it when done.
-func (e *Events) Listen(uid string) *Listener { return e.live.listen(uid) }
+// Listen opens a stream of uid's events; Close it when done. From now on (and for the
+// journal's retention after the stream could have ended) uid's events are journaled, so the
+// stream can resume.
+func (e *Events) Listen(uid string) *Listener {
+	e.watch(uid)
+	return e.live.listen(uid)
+}
 
 func (h *liveHub) listen(uid string) *Listener {
 	c := make(chan LiveEvent, liveBuffer)

@@ -33,8 +33,9 @@ type PreparedEvent struct {
 	deliveries []domain.WebhookDelivery
 	uid        string
 	live       *LiveEvent         // for the user's open streams (nil: none)
-	rec        domain.EventRecord // for the journal (Seq 0: nothing to write)
-	forward    bool               // rec goes to the broker outbox too
+	rec        domain.EventRecord // the event, numbered when journaled or forwarded
+	journal    bool               // rec goes to the user's journal
+	forward    bool               // rec goes to the broker outbox
 }
 
 // Len is how many subscriptions take the event.
@@ -51,21 +52,20 @@ func (e *Events) Prepare(uid string, ev domain.Event) (PreparedEvent, error) {
 // Commit writes prepared events durably, in order (in as few commits as the store takes).
 func (e *Events) Commit(ctx context.Context, ps []PreparedEvent) error {
 	var ds []domain.WebhookDelivery
-	var logged, forwarded []domain.EventRecord
+	var journaled, forwarded []domain.EventRecord
 	for _, p := range ps {
 		ds = append(ds, p.deliveries...)
-		switch {
-		case p.rec.Seq == 0:
-		case p.forward:
+		if p.journal {
+			journaled = append(journaled, p.rec)
+		}
+		if p.forward {
 			forwarded = append(forwarded, p.rec)
-		default:
-			logged = append(logged, p.rec)
 		}
 	}
-	if len(ds) == 0 && len(logged) == 0 && len(forwarded) == 0 {
+	if len(ds) == 0 && len(journaled) == 0 && len(forwarded) == 0 {
 		return nil
 	}
-	return e.cfg.Store.AppendEvents(ctx, ds, logged, forwarded)
+	return e.cfg.Store.AppendEvents(ctx, ds, journaled, forwarded)
 }
 
 // Committed hands a prepared event whose commit returned to its subscriptions' actors, the
@@ -120,13 +120,14 @@ func (e *Events) ReceiveMessage(ctx context.Context, m domain.InboundMessage) er
 	if err != nil {
 		return err
 	}
-	var logged, forwarded []domain.EventRecord
+	var journaled, forwarded []domain.EventRecord
+	if p.journal {
+		journaled = []domain.EventRecord{p.rec}
+	}
 	if p.forward {
 		forwarded = []domain.EventRecord{p.rec}
-	} else {
-		logged = []domain.EventRecord{p.rec}
 	}
-	if err := e.cfg.Store.SaveInbound(ctx, m, p.deliveries, logged, forwarded); err != nil {
+	if err := e.cfg.Store.SaveInbound(ctx, m, p.deliveries, journaled, forwarded); err != nil {
 		e.abandon(p)
 		return fmt.Errorf("%w: keep incoming message: %w", domain.ErrUnavailable, err)
 	}
@@ -141,14 +142,28 @@ type envelope struct {
 	Data      any              `json:"data"`
 }
 
-// prepare numbers ev in the journal, builds its record, one delivery per subscription of uid
-// that takes it, and the event for uid's open streams (nil when none is open).
+// prepare builds ev's deliveries, one per subscription of uid that takes it, the event for
+// uid's open streams (when one is open), and its record, numbered, for uid's journal (when uid
+// streamed lately) and the broker (when there is one). An event nobody takes costs no encoding.
 func (e *Events) prepare(uid string, ev domain.Event) (PreparedEvent, error) {
 	if !ev.Type.Valid() {
 		return PreparedEvent{}, fmt.Errorf("%w: unknown event type %q", domain.ErrValidation, ev.Type)
 	}
 	if uid == "" {
 		return PreparedEvent{}, fmt.Errorf("%w: an event needs a user", domain.ErrValidation)
+	}
+	p := PreparedEvent{uid: uid, journal: e.watched(uid)}
+	listening := e.listening(uid)
+	e.mu.RLock()
+	var subs []string
+	for _, s := range e.byUser[uid] {
+		if s.Wants(ev.Type) {
+			subs = append(subs, s.ID)
+		}
+	}
+	e.mu.RUnlock()
+	if len(subs) == 0 && !listening && !p.journal && e.fwd == nil {
+		return p, nil
 	}
 	now := e.cfg.Clock.Now().UTC()
 	if ev.At.IsZero() {
@@ -158,29 +173,27 @@ func (e *Events) prepare(uid string, ev domain.Event) (PreparedEvent, error) {
 	if err != nil {
 		return PreparedEvent{}, fmt.Errorf("%w: event data: %w", domain.ErrValidation, err)
 	}
-	p := PreparedEvent{uid: uid, forward: e.fwd != nil && e.fwd.admit()}
-	p.rec = domain.EventRecord{Seq: e.journal.next(), UserID: uid, Type: ev.Type, Body: body}
-	if p.rec.Seq != 0 && !p.forward && e.fwd != nil {
-		e.journal.settled(p.rec.Seq) // numbered for the broker's horizon, but not for it
+	p.forward = e.fwd != nil && e.fwd.admit()
+	p.rec = domain.EventRecord{UserID: uid, Type: ev.Type, Body: body}
+	if p.journal || p.forward {
+		p.rec.Seq = e.journal.next()
+		if !p.forward {
+			e.journal.settled(p.rec.Seq) // the broker's forwarder need not wait for it
+		}
 	}
 	if ev.ID == "" {
 		ev.ID = newEventID(p.rec.Seq)
 	}
 	p.rec.ID = ev.ID
-	if e.listening(uid) {
+	if listening {
 		p.live = &LiveEvent{ID: ev.ID, Type: ev.Type, Body: body}
 	}
-	e.mu.RLock()
-	for _, s := range e.byUser[uid] {
-		if s.Wants(ev.Type) {
-			p.deliveries = append(p.deliveries, domain.WebhookDelivery{
-				ID: "msg_" + randomID(10), SubscriptionID: s.ID, EventID: ev.ID, Type: ev.Type, CreatedAt: now, Body: body,
-			})
+	p.deliveries = make([]domain.WebhookDelivery, len(subs))
+	for i, id := range subs {
+		p.deliveries[i] = domain.WebhookDelivery{
+			ID: "msg_" + randomID(10), SubscriptionID: id, Seq: e.seq.Add(1), EventID: ev.ID,
+			Type: ev.Type, CreatedAt: now, Body: body,
 		}
-	}
-	e.mu.RUnlock()
-	for i := range p.deliveries {
-		p.deliveries[i].Seq = e.seq.Add(1)
 	}
 	return p, nil
 }

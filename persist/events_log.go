@@ -9,6 +9,8 @@ package persist
 //	event_out/<seq: 16 hex digits>         eventWire (v1), TTL 7 days: the broker outbox
 //	event_epoch/boot                       the last boot's epoch (decimal): a journal sequence
 //	                                       number starts with it (engine: events_journal.go)
+//	event_watch/<uid>                      until when the user's events are journaled (unix ms,
+//	                                       decimal), TTL until then: a live stream opened
 //
 // The user id is path-escaped (url.PathEscape) as in the message history, so one user's
 // prefix never covers another's. Sequence numbers are fixed-width hex, so key order is journal
@@ -19,12 +21,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strconv"
+	"time"
 
 	json "github.com/goccy/go-json"
 
 	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/internal/jsonenc"
 )
 
 const (
@@ -32,6 +37,7 @@ const (
 	eventOutTable   = "event_out"
 	eventEpochTable = "event_epoch"
 	eventEpochID    = "boot"
+	eventWatchTable = "event_watch"
 	// maxEventOps bounds one commit of AppendEvents (a JetStream batch takes 1,000 messages).
 	maxEventOps = 512
 )
@@ -45,10 +51,6 @@ type eventWire struct {
 	Body json.RawMessage  `json:"body"`
 }
 
-func toWire(r domain.EventRecord) eventWire {
-	return eventWire{Seq: r.Seq, ID: r.ID, User: r.UserID, Type: r.Type, Body: r.Body}
-}
-
 func (w eventWire) record() domain.EventRecord {
 	return domain.EventRecord{Seq: w.Seq, ID: w.ID, UserID: w.User, Type: w.Type, Body: w.Body}
 }
@@ -57,28 +59,23 @@ func seqHex(seq uint64) string { return fmt.Sprintf("%016x", seq) }
 
 func eventLogID(uid string, seq uint64) string { return logUserPrefix(uid) + seqHex(seq) }
 
-// EventOps returns the writes that keep recs: each in its user's journal and, when out is true,
-// in the broker outbox.
-func (w *Webhooks) EventOps(recs []domain.EventRecord, out bool) ([]Op, error) {
-	ops := make([]Op, 0, 2*len(recs))
-	for _, r := range recs {
-		if err := checkID("user id", r.UserID); err != nil {
-			return nil, err
-		}
-		if r.ID == "" || len(r.Body) == 0 {
-			return nil, fmt.Errorf("%w: an event record needs an id and a body", domain.ErrRecordInvalid)
-		}
-		v, err := Encode(recordVersion1, toWire(r))
-		if err != nil {
-			return nil, err
-		}
-		op, err := w.journal.PutRawOp(eventLogID(r.UserID, r.Seq), v, domain.EventJournalRetention)
-		if err != nil {
-			return nil, err
-		}
-		ops = append(ops, op)
-		if out {
-			if op, err = w.outbox.PutRawOp(seqHex(r.Seq), v, domain.EventOutboxRetention); err != nil {
+// EventOps returns the writes that keep events: journaled ones in their users' journals,
+// forwarded ones in the broker outbox (an event may be in both).
+func (w *Webhooks) EventOps(journaled, forwarded []domain.EventRecord) ([]Op, error) {
+	ops := make([]Op, 0, len(journaled)+len(forwarded))
+	for i, recs := range [][]domain.EventRecord{journaled, forwarded} {
+		for _, r := range recs {
+			v, err := encodeEvent(r)
+			if err != nil {
+				return nil, err
+			}
+			var op Op
+			if i == 0 {
+				op, err = w.journal.PutRawOp(eventLogID(r.UserID, r.Seq), v, domain.EventJournalRetention)
+			} else {
+				op, err = w.outbox.PutRawOp(seqHex(r.Seq), v, domain.EventOutboxRetention)
+			}
+			if err != nil {
 				return nil, err
 			}
 			ops = append(ops, op)
@@ -87,12 +84,35 @@ func (w *Webhooks) EventOps(recs []domain.EventRecord, out bool) ([]Op, error) {
 	return ops, nil
 }
 
-// AppendEvents commits ds (events fanned out to their subscriptions) and the events themselves:
-// logged in their users' journals, forwarded there and in the broker outbox (EventOps). The
-// writes go in commits of at most maxEventOps made one after the other; a caller that gets an
-// error retries them all (each write is idempotent).
-func (w *Webhooks) AppendEvents(ctx context.Context, ds []domain.WebhookDelivery, logged, forwarded []domain.EventRecord) error {
-	ops, err := w.recordOps(ds, logged, forwarded)
+// encodeEvent writes r as eventWire (version 1) by hand: the body, JSON the engine encoded, is
+// copied as it is (a reflecting encoder would parse it again).
+func encodeEvent(r domain.EventRecord) ([]byte, error) {
+	if err := checkID("user id", r.UserID); err != nil {
+		return nil, err
+	}
+	if r.ID == "" || len(r.Body) == 0 {
+		return nil, fmt.Errorf("%w: an event record needs an id and a body", domain.ErrRecordInvalid)
+	}
+	b := make([]byte, 0, 96+len(r.UserID)+len(r.ID)+len(r.Body))
+	b = append(b, recordVersion1)
+	b = append(b, `{"seq":`...)
+	b = strconv.AppendUint(b, r.Seq, 10)
+	b = append(b, `,"id":`...)
+	b = jsonenc.AppendString(b, r.ID)
+	b = append(b, `,"user":`...)
+	b = jsonenc.AppendString(b, r.UserID)
+	b = append(b, `,"type":`...)
+	b = jsonenc.AppendString(b, string(r.Type))
+	b = append(b, `,"body":`...)
+	b = append(b, r.Body...)
+	return append(b, '}'), nil
+}
+
+// AppendEvents commits ds (events fanned out to their subscriptions) and the events themselves
+// (EventOps). The writes go in commits of at most maxEventOps made one after the other; a
+// caller that gets an error retries them all (each write is idempotent).
+func (w *Webhooks) AppendEvents(ctx context.Context, ds []domain.WebhookDelivery, journaled, forwarded []domain.EventRecord) error {
+	ops, err := w.recordOps(ds, journaled, forwarded)
 	if err != nil {
 		return err
 	}
@@ -104,19 +124,16 @@ func (w *Webhooks) AppendEvents(ctx context.Context, ds []domain.WebhookDelivery
 	return nil
 }
 
-func (w *Webhooks) recordOps(ds []domain.WebhookDelivery, logged, forwarded []domain.EventRecord) ([]Op, error) {
+func (w *Webhooks) recordOps(ds []domain.WebhookDelivery, journaled, forwarded []domain.EventRecord) ([]Op, error) {
 	ops, err := w.EnqueueOps(ds)
 	if err != nil {
 		return nil, err
 	}
-	for i, recs := range [][]domain.EventRecord{logged, forwarded} {
-		evOps, err := w.EventOps(recs, i == 1)
-		if err != nil {
-			return nil, err
-		}
-		ops = append(ops, evOps...)
+	evOps, err := w.EventOps(journaled, forwarded)
+	if err != nil {
+		return nil, err
 	}
-	return ops, nil
+	return append(ops, evOps...), nil
 }
 
 // JournalFrom returns up to limit events of uid's journal with a sequence number at or above
@@ -214,4 +231,36 @@ func (w *Webhooks) NextEventEpoch(ctx context.Context) (uint64, error) {
 	next := cur + 1
 	err := w.kv.Commit(ctx, Op{Key: []byte(eventEpochTable + "/" + eventEpochID), Value: strconv.AppendUint(nil, next, 10)})
 	return next, err
+}
+
+// MarkWatched keeps uid's events journaled until until (a live stream opened), durably.
+func (w *Webhooks) MarkWatched(ctx context.Context, uid string, until time.Time) error {
+	if err := checkID("user id", uid); err != nil {
+		return err
+	}
+	ttl := time.Until(until)
+	if ttl <= 0 {
+		return nil
+	}
+	key := []byte(eventWatchTable + "/" + url.PathEscape(uid))
+	return w.kv.Commit(ctx, Op{Key: key, Value: strconv.AppendInt(nil, until.UnixMilli(), 10), TTL: ttl})
+}
+
+// WatchMarks returns every mark still running, by user.
+func (w *Webhooks) WatchMarks() (map[string]time.Time, error) {
+	out := map[string]time.Time{}
+	prefix := []byte(eventWatchTable + "/")
+	err := w.kv.Scan(prefix, func(key, value []byte) error {
+		uid, err := url.PathUnescape(string(key[len(prefix):]))
+		if err != nil {
+			return nil // not a key this version writes
+		}
+		ms, err := strconv.ParseInt(string(value), 10, 64)
+		if err != nil {
+			return nil
+		}
+		out[uid] = time.UnixMilli(ms)
+		return nil
+	})
+	return out, err
 }

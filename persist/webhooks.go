@@ -381,12 +381,12 @@ func (w *Webhooks) Attempts(subID string) ([]domain.WebhookAttempt, error) {
 // SaveInbound commits incoming message m (its history entry, MessageLog), the deliveries of
 // its message.received event and the event's records (as AppendEvents) in one commit: the
 // message is listed if and only if its event is queued.
-func (w *Webhooks) SaveInbound(ctx context.Context, m domain.InboundMessage, ds []domain.WebhookDelivery, logged, forwarded []domain.EventRecord) error {
+func (w *Webhooks) SaveInbound(ctx context.Context, m domain.InboundMessage, ds []domain.WebhookDelivery, journaled, forwarded []domain.EventRecord) error {
 	op, err := w.log.InOp(m)
 	if err != nil {
 		return err
 	}
-	ops, err := w.recordOps(ds, logged, forwarded)
+	ops, err := w.recordOps(ds, journaled, forwarded)
 	if err != nil {
 		return err
 	}

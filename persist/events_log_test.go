@@ -1,0 +1,117 @@
+package persist
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gateway/gateway/domain"
+)
+
+// plainKV hides a KV's ScanFrom: the typed stores then take the path of a store that cannot
+// seek (JetStream).
+type plainKV struct{ KV }
+
+func TestEventLog(t *testing.T) {
+	impls := append(kvImpls(), kvImpl{"memory-without-seek", func(t *testing.T) KV { return plainKV{NewMemory()} }})
+	for _, impl := range impls {
+		t.Run(impl.name, func(t *testing.T) { testEventLog(t, impl.open(t)) })
+	}
+}
+
+func rec(seq uint64, uid string) domain.EventRecord {
+	return domain.EventRecord{Seq: seq, ID: fmt.Sprintf("evt_%016x", seq), UserID: uid, Type: domain.EventMessageStatus,
+		Body: fmt.Appendf(nil, `{"type":"message.status","data":{"n":%d,"q":"\"x\""}}`, seq)}
+}
+
+func seqs(recs []domain.EventRecord) []uint64 {
+	var out []uint64
+	for _, r := range recs {
+		out = append(out, r.Seq)
+	}
+	return out
+}
+
+func testEventLog(t *testing.T, kv KV) {
+	ctx := context.Background()
+	w := NewWebhooks(kv)
+	// u1's events journaled and forwarded, u/x's (a user id with a slash) only journaled, u1x's
+	// only forwarded; with a delivery in the same commits.
+	var journaled, forwarded []domain.EventRecord
+	for seq := uint64(1); seq <= 12; seq++ {
+		switch seq % 3 {
+		case 0:
+			journaled = append(journaled, rec(seq, "u/x"))
+		case 1:
+			r := rec(seq, "u1")
+			journaled, forwarded = append(journaled, r), append(forwarded, r)
+		case 2:
+			forwarded = append(forwarded, rec(seq, "u1x"))
+		}
+	}
+	ds := []domain.WebhookDelivery{{ID: "m1", SubscriptionID: "s1", Seq: 1, Body: []byte(`{}`)}}
+	if err := w.AppendEvents(ctx, ds, journaled, forwarded); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := w.Pending("s1"); err != nil || len(p) != 1 {
+		t.Fatalf("the delivery: %v, %v", p, err)
+	}
+	j, err := w.JournalFrom("u1", 4, 100)
+	if err != nil || !slices.Equal(seqs(j), []uint64{4, 7, 10}) {
+		t.Fatalf("JournalFrom(u1, 4) = %v, %v", seqs(j), err)
+	}
+	if w := rec(4, "u1"); j[0].ID != w.ID || j[0].UserID != w.UserID || j[0].Type != w.Type || string(j[0].Body) != string(w.Body) {
+		t.Fatalf("record %+v", j[0])
+	}
+	if j, err := w.JournalFrom("u1", 0, 2); err != nil || !slices.Equal(seqs(j), []uint64{1, 4}) {
+		t.Fatalf("JournalFrom(u1, 0, 2) = %v, %v", seqs(j), err)
+	}
+	if j, err := w.JournalFrom("u/x", 0, 100); err != nil || !slices.Equal(seqs(j), []uint64{3, 6, 9, 12}) {
+		t.Fatalf("JournalFrom(u/x) = %v, %v", seqs(j), err)
+	}
+	if j, err := w.JournalFrom("u1x", 0, 100); err != nil || len(j) != 0 {
+		t.Fatalf("JournalFrom(u1x) = %v, %v (forwarded only)", seqs(j), err)
+	}
+	if n, err := w.OutboxLen(); err != nil || n != 8 {
+		t.Fatalf("OutboxLen = %d, %v", n, err)
+	}
+	out, err := w.OutboxFrom(2, 10, 100)
+	if err != nil || !slices.Equal(seqs(out), []uint64{2, 4, 5, 7, 8}) {
+		t.Fatalf("OutboxFrom(2, 10) = %v, %v", seqs(out), err)
+	}
+	if err := w.DeleteOutbox(ctx, seqs(out[:3])); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := w.OutboxFrom(0, ^uint64(0), 100); err != nil || !slices.Equal(seqs(out), []uint64{1, 7, 8, 10, 11}) {
+		t.Fatalf("OutboxFrom after the delete = %v, %v", seqs(out), err)
+	}
+	if out, err := w.OutboxFrom(7, ^uint64(0), 2); err != nil || !slices.Equal(seqs(out), []uint64{7, 8}) {
+		t.Fatalf("OutboxFrom(7) limit 2 = %v, %v", seqs(out), err)
+	}
+
+	for want := uint64(1); want <= 3; want++ {
+		if got, err := w.NextEventEpoch(ctx); err != nil || got != want {
+			t.Fatalf("NextEventEpoch = %d, %v; want %d", got, err, want)
+		}
+	}
+
+	until := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	for _, uid := range []string{"u1", "u/x"} {
+		if err := w.MarkWatched(ctx, uid, until); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.MarkWatched(ctx, "gone", time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	marks, err := w.WatchMarks()
+	if err != nil || len(marks) != 2 || !marks["u1"].Equal(until) || !marks["u/x"].Equal(until) {
+		t.Fatalf("WatchMarks = %v, %v", marks, err)
+	}
+
+	if err := w.AppendEvents(ctx, nil, []domain.EventRecord{{Seq: 1, UserID: "u1"}}, nil); err == nil {
+		t.Fatal("a record without id and body was written")
+	}
+}
