@@ -122,15 +122,15 @@ func (b secretBox) Open(stored string) (string, error) {
 
 // Events is the events-out facet: subscriptions, publishing, incoming messages.
 type Events struct {
-	cfg     EventsConfig
-	log     *slog.Logger
-	seq     atomic.Uint64 // the last delivery sequence number given out
-	workers sync.WaitGroup
-	metrics *eventMetrics
-	live    liveHub    // the users' open event streams (events_live.go)
-	journal  journal   // the events' numbers (events_journal.go)
-	watchers *Watchers // the users whose events the journal keeps
-	fwd     *forwarder // nil without a broker (events_forward.go)
+	cfg      EventsConfig
+	log      *slog.Logger
+	seq      atomic.Uint64 // the last delivery sequence number given out
+	workers  sync.WaitGroup
+	metrics  *eventMetrics
+	live     liveHub    // the users' open event streams (events_live.go)
+	journal  journal    // the events' numbers (events_journal.go)
+	watchers *Watchers  // the users whose events the journal keeps
+	fwd      *forwarder // nil without a broker (events_forward.go)
 
 	mu     sync.RWMutex
 	byUser map[string][]domain.WebhookSubscription
