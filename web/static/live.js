@@ -1,8 +1,11 @@
 // live.js: the signed-in user's events as they happen (GET /api/client/events/stream, Server-
 // Sent Events with the webhooks' types and bodies). Screens subscribe with on(type, fn) and get
-// each event's data; on('resync', fn) runs after a reconnect, when events may have been missed
-// and a screen reloads what it shows. The browser's EventSource reconnects by itself; a stream
-// the gateway refused (an expired sign-in) is retried every 5 s until the app signs out.
+// each event's data. A dropped connection resumes where it stopped: the browser's EventSource
+// reconnects by itself with the last event's id (Last-Event-ID) and the gateway sends what was
+// missed first; a stream the gateway refused (an expired sign-in) is opened again every 5 s
+// with that id in ?lastEventId=. on('resync', fn) runs when events may have been missed all
+// the same (no event seen yet, or the gateway no longer has them: it says "resync"), and a
+// screen reloads what it shows.
 
 const types = ['message.status', 'message.received', 'session.status', 'session.warning', 'campaign.progress', 'campaign.completed', 'store.event'];
 const handlers = new Map();
@@ -10,6 +13,7 @@ const watchers = new Set();
 let source = null;
 let token = null;
 let opened = 0;
+let lastId = '';
 let retry = null;
 let state = 'off';
 
@@ -26,12 +30,15 @@ function emit(type, data) {
 
 function connect() {
   clearTimeout(retry);
-  const es = new EventSource('/api/client/events/stream?token=' + encodeURIComponent(token));
+  let url = '/api/client/events/stream?token=' + encodeURIComponent(token);
+  if (lastId) url += '&lastEventId=' + encodeURIComponent(lastId);
+  const es = new EventSource(url);
   source = es;
   es.onopen = () => {
     if (source !== es) return;
     setState('live');
-    if (opened++ > 0) emit('resync');
+    // Without an id to resume from, what happened while away is unknown: reload.
+    if (opened++ > 0 && !lastId) emit('resync');
   };
   es.onerror = () => {
     if (source !== es) return;
@@ -42,17 +49,22 @@ function connect() {
   };
   for (const t of types) {
     es.addEventListener(t, (e) => {
+      if (source !== es) return;
+      if (e.lastEventId) lastId = e.lastEventId;
       let body;
       try { body = JSON.parse(e.data); } catch { return; }
       emit(t, body.data || {});
     });
   }
+  // The gateway no longer has the events after lastId (over 24 h): reload, and go on live.
+  es.addEventListener('resync', () => { if (source === es) emit('resync'); });
 }
 
 /** start opens the stream for this ID token (stopping any other). */
 export function start(idToken) {
   stop();
   token = idToken;
+  lastId = '';
   opened = 0;
   connect();
 }

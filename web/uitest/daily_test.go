@@ -8,13 +8,17 @@ package uitest
 
 import (
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -126,7 +130,8 @@ func TestMessagesLive(t *testing.T) {
 	tok := g.token("alice", "client", 3600)
 	sid := g.link(tok, "4915112345678")
 
-	b.open(g.url + "/dashboard/#token=" + tok)
+	px := newCutProxy(t, g.url) // the browser's connections, to drop them
+	b.open(px.url + "/dashboard/#token=" + tok)
 	b.waitFor("the session screen", `document.querySelector('#session-status')`)
 	b.go_("#/messages")
 	b.waitFor("the empty history", `document.querySelector('#msg-empty')`)
@@ -175,6 +180,29 @@ func TestMessagesLive(t *testing.T) {
 			t.Fatalf("the customer got %v", got)
 		}
 	}
+	// The connection drops; a message goes out meanwhile. The stream resumes with Last-Event-ID:
+	// its statuses arrive as events, and the screen does not reload the list to catch up.
+	lists := func() int {
+		var n int
+		b.eval(`performance.getEntriesByType('resource').filter((e) => new URL(e.name).pathname === '/api/client/messages').length`, &n)
+		return n
+	}
+	before := lists()
+	b.eval(`(() => { window.__states = []; return true })()`, nil)
+	b.eval(`(() => { new MutationObserver(() => window.__states.push(document.querySelector('#live').dataset.state)).observe(document.querySelector('#live'), {attributes: true, attributeFilter: ['data-state']}); return true })()`, nil)
+	px.cut()
+	b.waitFor("the stream reconnecting", `window.__states.includes('reconnecting')`, 10*time.Second)
+	r = g.call("POST", "/api/client/send", tok, map[string]any{"phone": "4915550005555", "text": "sent while away"})
+	away, _ := r["message_id"].(string)
+	b.waitFor("the message sent while away, delivered", fmt.Sprintf(`(document.querySelector('li.msg[data-id=%q]')||{dataset:{}}).dataset.status === 'delivered'`, away), 15*time.Second)
+	b.waitFor("the stream live again", `document.querySelector('#live').dataset.state === 'live'`)
+	if n := lists(); n != before {
+		t.Errorf("the list was loaded %d times after the reconnect: the stream did not resume", n-before)
+	}
+	if px.conns() == 0 {
+		t.Error("the browser did not connect through the proxy")
+	}
+
 	// Filters: only what was received.
 	b.set("#msg-direction", "in")
 	b.waitFor("only received", `document.querySelectorAll('li.msg').length === 1 && document.querySelector('li.msg').dataset.direction === 'in'`)
@@ -378,4 +406,70 @@ func TestEveryScreenPhoneAndDesktop(t *testing.T) {
 	b.waitFor("dark by the switch", `document.documentElement.dataset.theme === 'dark' && getComputedStyle(document.body).backgroundColor === 'rgb(15, 20, 25)'`)
 	b.run(chromedp.Reload())
 	b.waitFor("dark after a reload", `document.documentElement.dataset.theme === 'dark'`)
+}
+
+// cutProxy passes TCP connections to a gateway; cut drops every open one (a connection lost
+// between the browser and the gateway).
+type cutProxy struct {
+	url string
+	mu  sync.Mutex
+	all map[net.Conn]struct{}
+	n   int
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{url: "http://" + ln.Addr().String(), all: map[net.Conn]struct{}{}}
+	t.Cleanup(func() { ln.Close(); p.cut() })
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", u.Host)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.all[in], p.all[out] = struct{}{}, struct{}{}
+			p.n++
+			p.mu.Unlock()
+			pipe := func(dst, src net.Conn) {
+				_, _ = io.Copy(dst, src)
+				dst.Close()
+				src.Close()
+				p.mu.Lock()
+				delete(p.all, dst)
+				delete(p.all, src)
+				p.mu.Unlock()
+			}
+			go pipe(in, out)
+			go pipe(out, in)
+		}
+	}()
+	return p
+}
+
+func (p *cutProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.all {
+		c.Close()
+	}
+}
+
+func (p *cutProxy) conns() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n
 }

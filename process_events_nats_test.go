@@ -1,0 +1,282 @@
+package main
+
+// Events on NATS JetStream (DESIGN.md section 20, --events-nats), on the real binary: a single
+// node (Badger, or the test store) publishes every event to a NATS server of its own, through
+// a NATS outage and a kill -9.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/goccy/go-json"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gateway/gateway/persist/natstest"
+)
+
+// streamMsg is one message of the events stream.
+type streamMsg struct {
+	subject, id, text string
+	at                time.Time
+}
+
+// readStream reads the events stream from its start with an ordered consumer started now (or
+// from since, when set) until it has read want messages or nothing more comes.
+func readStream(t *testing.T, url, stream string, since time.Time, want int) []streamMsg {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
+	if !since.IsZero() {
+		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &since}
+	}
+	c, err := js.OrderedConsumer(ctx, stream, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []streamMsg
+	for len(out) < want {
+		batch, err := c.Fetch(want-len(out), jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			var body struct {
+				Type string `json:"type"`
+				Data struct {
+					Text string `json:"text"`
+				} `json:"data"`
+			}
+			if err := json.Unmarshal(m.Data(), &body); err != nil {
+				t.Fatalf("message %s: %v", m.Data(), err)
+			}
+			meta, _ := m.Metadata()
+			out = append(out, streamMsg{subject: m.Subject(), id: m.Headers().Get("Nats-Msg-Id"), text: body.Data.Text, at: meta.Timestamp})
+		}
+		if n == 0 {
+			break
+		}
+	}
+	return out
+}
+
+// subjectLen is how many messages the stream holds on subject (0 while it does not exist).
+func subjectLen(url, stream, subject string) int {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return 0
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return 0
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		return 0
+	}
+	return int(info.State.Subjects[subject])
+}
+
+// streamLen is how many messages the stream holds (0 while it does not exist).
+func streamLen(url, stream string) int {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return 0
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return 0
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return 0
+	}
+	return int(info.State.Msgs)
+}
+
+// inbound has customers write n messages to the session, texts prefix0..prefix<n-1>, from
+// four writers at once.
+func (tg *testGW) inbound(session, prefix string, n int) {
+	tg.t.Helper()
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := w; i < n; i += 4 {
+				r := tg.do("POST", "/api/dev/sim/inbound", nil, map[string]any{"sessionId": session, "from": fmt.Sprintf("1555030%04d", i%50), "text": fmt.Sprintf("%s%d", prefix, i)})
+				if r.status != 200 {
+					tg.t.Errorf("inbound %d: %d %s", i, r.status, r.raw)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// inboundUntilFails is inbound from one writer that stops at the first refusal or error (the
+// gateway was killed): it returns how many were accepted.
+func inboundUntilFails(url, session, prefix string, n int) int {
+	client := &http.Client{Timeout: 10 * time.Second}
+	for i := range n {
+		body := fmt.Sprintf(`{"sessionId":%q,"from":"1555030%04d","text":"%s%d"}`, session, i%50, prefix, i)
+		res, err := client.Post(url+"/api/dev/sim/inbound", "application/json", strings.NewReader(body))
+		if err != nil {
+			return i
+		}
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			return i
+		}
+	}
+	return n
+}
+
+// keptTexts lists the texts of the incoming messages the history holds (each is kept in the
+// commit that queues its message.received event).
+func (tg *testGW) keptTexts(tok string) []string {
+	tg.t.Helper()
+	var out []string
+	cursor := ""
+	for {
+		r := tg.do("GET", "/api/client/messages?direction=in&limit=1000&cursor="+cursor, bearerAuth(tok), nil)
+		want(tg.t, r, 200, "")
+		for _, m := range r.obj()["messages"].([]any) {
+			out = append(out, m.(map[string]any)["text"].(string))
+		}
+		next, _ := r.obj()["next"].(string)
+		if next == "" {
+			return out
+		}
+		cursor = next
+	}
+}
+
+// A consumer started after 1,000 events replays all of them from the stream's start, each once
+// by id, and from a time the events since it. A NATS server that is down blocks no send and
+// fails none: events wait in the outbox, through a kill -9 of the gateway, and go when it is
+// back; a kill -9 between commits and publishes loses none, and a repeat carries the same
+// Nats-Msg-Id, which JetStream drops.
+func TestEventsOnJetStream(t *testing.T) {
+	ns := natstest.Start(t)
+	const prefix, stream = "acme.events", "acme_events"
+	received, statusSubject := prefix+".alice.message.received", prefix+".alice.message.status"
+	data := t.TempDir()
+	args := []string{"--events-nats", ns.URL, "--events-subject-prefix", prefix}
+	p := startProc(t, data, args...)
+	tg := p.gw(t, data)
+	admin := tg.token("root", "admin")
+	s := tg.newSender(admin, "alice", "447700900001", nil)
+
+	tg.inbound(s.session, "a", 1000)
+	eventually(t, 30*time.Second, "1,000 incoming messages on the stream", func() bool { return subjectLen(ns.URL, stream, received) == 1000 })
+	msgs := readStream(t, ns.URL, stream, time.Time{}, streamLen(ns.URL, stream))
+	texts := map[string]int{}
+	ids := map[string]bool{}
+	var in []streamMsg
+	for _, m := range msgs {
+		if ids[m.id] || m.id == "" {
+			t.Fatalf("id %q twice (or none) on the stream", m.id)
+		}
+		ids[m.id] = true
+		if m.subject == received {
+			texts[m.text]++
+			in = append(in, m)
+		}
+	}
+	for i := range 1000 {
+		if n := texts[fmt.Sprintf("a%d", i)]; n != 1 {
+			t.Fatalf("a%d is on the stream %d times", i, n)
+		}
+	}
+	// From a time: the events stored since then.
+	later := readStream(t, ns.URL, stream, in[500].at, 1000)
+	if len(later) != 500 || later[0].id != in[500].id {
+		t.Fatalf("from the 501st's time: %d messages, the first %s (want 500 from %s)", len(later), later[0].id, in[500].id)
+	}
+
+	// NATS goes down: sends are not held up, events wait.
+	ns.Stop()
+	start := time.Now()
+	r := tg.do("POST", "/api/v1/messages/send", keyAuth(s.key), map[string]any{"phone": "15550400001", "message": "while NATS is down"})
+	want(t, r, 200, "")
+	tg.inbound(s.session, "b", 200)
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("a send and 200 incoming messages took %v with NATS down", took)
+	}
+	eventually(t, 10*time.Second, "the message delivered", func() bool { return len(tg.simMessages("15550400001")) == 1 })
+	// ...and the gateway dies with their events unpublished.
+	p.kill9(t)
+	if err := ns.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	p = startProc(t, data, args...)
+	tg = p.gw(t, data)
+	eventually(t, 20*time.Second, "the session connected again", func() bool {
+		return tg.do("GET", "/api/client/status", bearerAuth(s.tok), nil).str("status") == "CONNECTED"
+	})
+	// Now with NATS up, killed while it publishes.
+	accepted := make(chan int, 1)
+	go func() { accepted <- inboundUntilFails(p.url, s.session, "c", 2000) }()
+	eventually(t, 20*time.Second, "publishing again", func() bool { return subjectLen(ns.URL, stream, received) > 1300 })
+	p.kill9(t)
+	t.Logf("killed with %d incoming messages on the stream, %d accepted after the restart", subjectLen(ns.URL, stream, received), <-accepted)
+	p = startProc(t, data, args...)
+	tg = p.gw(t, data)
+
+	// Every incoming message the gateway kept is on the stream once, under one id.
+	kept := tg.keptTexts(s.tok)
+	eventually(t, 30*time.Second, "every kept message on the stream", func() bool { return subjectLen(ns.URL, stream, received) >= len(kept) })
+	all := readStream(t, ns.URL, stream, time.Time{}, streamLen(ns.URL, stream))
+	seen := map[string]int{}
+	byID := map[string]bool{}
+	statuses := 0
+	for _, m := range all {
+		if byID[m.id] {
+			t.Fatalf("id %s twice on the stream", m.id)
+		}
+		byID[m.id] = true
+		switch m.subject {
+		case received:
+			seen[m.text]++
+		case statusSubject:
+			statuses++
+		}
+	}
+	for _, text := range kept {
+		if seen[text] != 1 {
+			t.Fatalf("kept message %q is on the stream %d times", text, seen[text])
+		}
+	}
+	if len(seen) != len(kept) {
+		t.Fatalf("%d distinct incoming messages on the stream, %d kept", len(seen), len(kept))
+	}
+	if statuses < 3 {
+		t.Fatalf("%d message.status events: the send made while NATS was down is missing", statuses)
+	}
+	t.Logf("%d events on the stream, %d incoming messages kept", len(all), len(kept))
+}
