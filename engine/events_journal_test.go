@@ -257,3 +257,23 @@ func TestForwardKeepsLateCommits(t *testing.T) {
 	ev.Committed(first)
 	waitUntil(t, 5*time.Second, "both forwarded", func() bool { return len(b.ids()) == 2 })
 }
+
+// A graceful stop publishes what was committed before it.
+func TestForwardDrainsOnStop(t *testing.T) {
+	ctx := context.Background()
+	kv := persist.NewMemory()
+	b := &fakeBroker{}
+	ev := newForwarding(t, kv, b, 0)
+	for i := range 300 {
+		if err := ev.Publish(ctx, "u1", statusEvent(string(rune('a'+i%26)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stopEvents(ev)
+	if n := len(b.ids()); n != 300 {
+		t.Fatalf("%d of 300 events published by the stop", n)
+	}
+	if n, _ := persist.NewWebhooks(kv).OutboxLen(); n != 0 {
+		t.Fatalf("%d events left in the outbox", n)
+	}
+}
