@@ -77,7 +77,8 @@ func readStream(t *testing.T, url, stream string, since time.Time, want int) []s
 	return out
 }
 
-// subjectLen is how many messages the stream holds on subject (0 while it does not exist).
+// subjectLen is how many messages the stream holds on subject, or in all when subject is ""
+// (0 while it does not exist).
 func subjectLen(url, stream, subject string) int {
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -91,6 +92,9 @@ func subjectLen(url, stream, subject string) int {
 	if err != nil {
 		return 0
 	}
+	if subject == "" {
+		return int(st.CachedInfo().State.Msgs)
+	}
 	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
 	if err != nil {
 		return 0
@@ -98,26 +102,8 @@ func subjectLen(url, stream, subject string) int {
 	return int(info.State.Subjects[subject])
 }
 
-// streamLen is how many messages the stream holds (0 while it does not exist).
-func streamLen(url, stream string) int {
-	nc, err := nats.Connect(url)
-	if err != nil {
-		return 0
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	st, err := js.Stream(ctx, stream)
-	if err != nil {
-		return 0
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		return 0
-	}
-	return int(info.State.Msgs)
-}
+// streamLen is how many messages the stream holds.
+func streamLen(url, stream string) int { return subjectLen(url, stream, "") }
 
 // inbound has customers write n messages to the session, texts prefix0..prefix<n-1>, from
 // four writers at once.
