@@ -62,6 +62,7 @@ type clusterNode struct {
 type partition struct {
 	id      int
 	view    *natskv.View
+	net     network.Network // the node's network, fenced by the partition's lease
 	rt      *runtime
 	backend *httpapi.Backend
 	retire  func() // keeps its counters once stopped (nil: it never ran)
@@ -136,11 +137,11 @@ func (n *clusterNode) Acquire(ctx context.Context, p int) error {
 		return ctx.Err()
 	}
 	began := time.Now()
-	pt := &partition{id: p, view: n.store.Partition(p, n.fence(p))}
+	pt := &partition{id: p, view: n.store.Partition(p, n.fence(p)),
+		net: fencedNetwork{n.net, func() bool { _, ok := n.node.Lease(p); return ok }}}
 	log := n.log.With("partition", p)
 	rt, err := newRuntime(ctx, n.sh, runtimeOptions{
-		kv: pt.view, log: log, live: n.live,
-		net:   fencedNetwork{n.net, func() bool { _, ok := n.node.Lease(p); return ok }},
+		kv: pt.view, log: log, live: n.live, net: pt.net,
 		mover: func(recs *persist.Records) engine.Mover { return &mover{n: n, p: p, from: recs} },
 	})
 	if err != nil {
