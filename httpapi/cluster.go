@@ -42,7 +42,7 @@ import (
 	"github.com/gateway/gateway/engine"
 )
 
-// Cluster is what a node of a cluster gives the HTTP layer (main's).
+// Cluster is what a node of a cluster gives the HTTP layer (package node's).
 type Cluster interface {
 	// PartitionOf is the partition of a user id (a session with no user: of its id).
 	PartitionOf(id string) int

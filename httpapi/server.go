@@ -5,7 +5,8 @@
 // Request bodies are read within each route's limit before routing (body.go). Its handlers
 // are tested in place on an in-memory engine with golden bodies (api_test.go,
 // handlers_test.go), every response checked against the OpenAPI document (openapitest).
-// Imports: domain, engine, identity, media, web.
+// Imports: domain, engine, identity, media, web, internal/jsonenc, and cluster (the forwarding
+// envelope a cluster node passes on).
 package httpapi
 
 import (
