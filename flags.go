@@ -106,7 +106,6 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	}
 	c.AdminUIDs, c.CORSOrigins = splitList(adminUIDs), splitList(corsOrigins)
 	c.SecretKey = os.Getenv("GATEWAY_SECRET_KEY")
-	c.Version = version
 	var err error
 	if c.InternalCIDRs, err = parseCIDRs(internalCIDRs); err != nil {
 		return c, err

@@ -140,7 +140,7 @@ func (tg *testGW) start() {
 	if err != nil {
 		tg.t.Fatalf("flags: %v", err)
 	}
-	cfg.Now = tg.clock
+	cfg.Now, cfg.Version = tg.clock, version
 	if tg.after != nil {
 		cfg.AfterFunc = tg.after
 	}

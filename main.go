@@ -1,8 +1,6 @@
-// Command gateway is the messaging gateway: `gateway serve` runs it, `gateway token` mints a dev
-// ID token, `gateway sim` runs the simulated network as its own process, `gateway healthcheck`
-// asks a running gateway whether it is ready, `gateway version` prints the version. main reads
-// the command line and the environment into a node.Config; package node builds and runs the
-// gateway from it: parse → node.Open → Serve → wait for a signal → Shutdown.
+// Command gateway is the messaging gateway: its subcommands (cli.go lists them) and `serve`,
+// which reads the command line and the environment into a node.Config (flags.go) and runs the
+// gateway that package node builds from it: node.Open → Serve → a signal → Shutdown.
 package main
 
 import (
@@ -67,11 +65,10 @@ func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
 	}
-	opts := &slog.HandlerOptions{Level: l}
 	if format == "text" {
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 	}
-	return slog.New(slog.NewJSONHandler(w, opts)), nil
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
 func serve(args []string, stderr io.Writer) error {
@@ -83,7 +80,7 @@ func serve(args []string, stderr io.Writer) error {
 		return err
 	}
 	// One writer for the logger and the access log's batches, so their lines never interleave.
-	c.LogOut = &httpapi.LockedWriter{W: stderr}
+	c.LogOut, c.Version = &httpapi.LockedWriter{W: stderr}, version
 	log, err := newLogger(c.logLevel, c.LogFormat, c.LogOut)
 	if err != nil {
 		return err
@@ -105,11 +102,6 @@ func serve(args []string, stderr io.Writer) error {
 		ln.Close()
 		return err
 	}
-	shutdown := func() {
-		sctx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
-		defer cancel()
-		n.Shutdown(sctx)
-	}
 	errc := make(chan error, 1)
 	go func() { errc <- n.Serve(ln) }()
 	log.Info("gateway listening", "addr", ln.Addr().String(), "version", version, "auth", c.Auth, "network", c.Network, "data", c.Data, "store", c.Store, "fsync", c.Fsync)
@@ -124,28 +116,27 @@ func serve(args []string, stderr io.Writer) error {
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
-	case err := <-errc:
-		shutdown()
-		return fmt.Errorf("serve: %w", err)
+	case err = <-errc:
+		err = fmt.Errorf("serve: %w", err)
 	case <-n.Lost():
 		// A cluster node stopped for good (another process took its node id; its partitions
 		// are fenced already), or another gateway took this NATS prefix (this one's state is
 		// stale): stop, never write.
-		err := n.Err()
-		shutdown()
-		return fmt.Errorf("serve: %w", err)
+		err = fmt.Errorf("serve: %w", n.Err())
 	}
-	shutdown()
+	sctx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
+	defer cancel()
+	n.Shutdown(sctx)
+	if err != nil {
+		return err
+	}
 	log.Info("stopped")
 	return nil
 }
 
 // logDevHelp tells, as one log record, how to mint dev ID tokens and make a first call.
 func logDevHelp(log *slog.Logger, c serveConfig, addr net.Addr) {
-	port := "8080"
-	if a, ok := addr.(*net.TCPAddr); ok {
-		port = fmt.Sprint(a.Port)
-	}
+	port := portOf(addr)
 	bin := os.Args[0]
 	if strings.Contains(bin, "go-build") {
 		bin = "go run ." // started by `go run`
@@ -157,12 +148,17 @@ func logDevHelp(log *slog.Logger, c serveConfig, addr net.Addr) {
 		"first_call", fmt.Sprintf(`curl -H "Authorization: Bearer $ADMIN" http://localhost:%s/api/admin/apikeys`, port))
 }
 
+// portOf is the port the gateway listens on, as the dev help prints it.
+func portOf(addr net.Addr) string {
+	if a, ok := addr.(*net.TCPAddr); ok {
+		return fmt.Sprint(a.Port)
+	}
+	return "8080"
+}
+
 // printDevHelp prints ready dashboard links (dev auth): make run's first screen.
 func printDevHelp(w io.Writer, addr net.Addr, issuer *identity.Issuer) {
-	port := "8080"
-	if a, ok := addr.(*net.TCPAddr); ok {
-		port = fmt.Sprint(a.Port)
-	}
+	port := portOf(addr)
 	// Ready dashboard links: the token rides in the fragment, which never reaches a server or a
 	// log; the page takes it out of the address at once. They last 12 hours.
 	admin, err1 := issuer.Mint(identity.TokenRequest{UID: "admin", Role: domain.RoleAdmin, Name: "Admin", TTL: 12 * time.Hour})

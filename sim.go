@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -71,7 +72,7 @@ func simCmd(args []string, stderr io.Writer) error {
 		MaxRequestBodySize: 64 << 20,
 		Handler: func(rc *fasthttp.RequestCtx) {
 			if strings.HasPrefix(string(rc.Path()), simhttp.PathPrefix) {
-				if a, ok := netip.AddrFromSlice(rc.RemoteIP()); !ok || !inCIDRs(a.Unmap(), allowed) {
+				if a, ok := netip.AddrFromSlice(rc.RemoteIP()); !ok || !slices.ContainsFunc(allowed, func(p netip.Prefix) bool { return p.Contains(a.Unmap()) }) {
 					rc.SetStatusCode(fasthttp.StatusForbidden)
 					rc.SetContentType("application/json")
 					rc.SetBodyString(`{"error":"this address is not in --internal-cidrs","code":"internal_only"}`)
@@ -101,15 +102,6 @@ func simCmd(args []string, stderr io.Writer) error {
 	defer cancel()
 	_ = srv.ShutdownWithContext(sctx)
 	return nil
-}
-
-func inCIDRs(a netip.Addr, cidrs []netip.Prefix) bool {
-	for _, p := range cidrs {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
 }
 
 // simEnvName is the environment variable of a `gateway sim` flag: GATEWAY_SIM_<NAME>, the

@@ -129,6 +129,9 @@ func (c Config) Check() error {
 	case c.MediaMaxBytes <= 0 || c.BulkMaxRecipients <= 0 || c.BodyLimit <= 0:
 		return fmt.Errorf("--media-max-bytes, --bulk-max-recipients and --body-limit must be positive")
 	}
+	if c.KV != nil && c.Cluster {
+		return fmt.Errorf("node: Config.KV holds a single node's records; a cluster's are on NATS")
+	}
 	return c.checkCluster()
 }
 
