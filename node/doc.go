@@ -30,9 +30,11 @@
 //
 // # Files, in layers
 //
-// Each file uses only the files of its layer and those below (node_layers_test.go checks it):
+// Each file uses only the files of its layer and those below (layers_test.go checks it):
 //
-//  1. config.go: Config, its checks and the defaults that follow from it.
+//  1. config.go: Config, its checks and the defaults that follow from it; fakewa.go (the
+//     fakewa test build's hook, which points Config at the fake WhatsApp server) and
+//     release.go (the same hook in a release build: nothing).
 //  2. storage.go (the records store, the dev issuer key of a cluster) and network.go (the
 //     messaging network, and its fenced form for a partition).
 //  3. runtime.go: the only place the engine and its events facet are built, for a single
