@@ -93,6 +93,13 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.BoolVar(&c.Cluster, "cluster", false, "run as one node of a cluster on NATS JetStream (needs --store nats and GATEWAY_SECRET_KEY; README: Cluster)")
 	fs.IntVar(&c.Partitions, "partitions", node.DefaultPartitions, "partitions of the cluster, fixed when its buckets are first made")
 	fs.StringVar(&c.SimURL, "sim-url", "", "use the simulated network of a `gateway sim` process at this URL (http://host:port) instead of an embedded one")
+	// Events on NATS JetStream (DESIGN.md section 20; README: Integrations).
+	fs.StringVar(&c.EventsNATS, "events-nats", "", "also publish every event to NATS JetStream at these servers (comma-separated URLs): subjects <prefix>.<userId>.<type> on a stream kept 7 days")
+	fs.StringVar(&c.EventsSubjectPrefix, "events-subject-prefix", node.DefaultEventsSubjectPrefix, "--events-nats: the subjects' prefix (the stream is named after it, dots as underscores)")
+	fs.StringVar(&c.EventsNATSCreds, "events-nats-creds", "", "--events-nats: NATS credentials file")
+	fs.StringVar(&c.EventsNATSTLSCA, "events-nats-tls-ca", "", "--events-nats: CA certificate of the NATS servers' TLS")
+	fs.IntVar(&c.EventsNATSReplicas, "events-nats-replicas", 0, "--events-nats: replicas of the events stream when the gateway makes it (0 = 3 on a NATS cluster, else 1)")
+	fs.IntVar(&c.EventsNATSBacklog, "events-nats-backlog", node.DefaultEventsBacklog, "--events-nats: most events waiting while NATS is unreachable (a cluster shares it over its partitions); past it new events are not queued for NATS")
 	commandUsage(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return c, err

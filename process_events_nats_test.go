@@ -164,9 +164,9 @@ func (tg *testGW) keptTexts(tok string) []string {
 
 // A consumer started after 1,000 events replays all of them from the stream's start, each once
 // by id, and from a time the events since it. A NATS server that is down blocks no send and
-// fails none: events wait in the outbox, through a kill -9 of the gateway, and go when it is
-// back; a kill -9 between commits and publishes loses none, and a repeat carries the same
-// Nats-Msg-Id, which JetStream drops.
+// fails none, nor the gateway's start: events wait in the outbox, through a kill -9 of the
+// gateway, and go when it is back; a kill -9 between commits and publishes loses none, and a
+// repeat carries the same Nats-Msg-Id, which JetStream drops.
 func TestEventsOnJetStream(t *testing.T) {
 	ns := natstest.Start(t)
 	const prefix, stream = "acme.events", "acme_events"
@@ -215,13 +215,13 @@ func TestEventsOnJetStream(t *testing.T) {
 		t.Fatalf("a send and 200 incoming messages took %v with NATS down", took)
 	}
 	eventually(t, 10*time.Second, "the message delivered", func() bool { return len(tg.simMessages("15550400001")) == 1 })
-	// ...and the gateway dies with their events unpublished.
+	// ...and the gateway dies with their events unpublished, and starts while NATS is down.
 	p.kill9(t)
+	p = startProc(t, data, args...)
+	tg = p.gw(t, data)
 	if err := ns.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	p = startProc(t, data, args...)
-	tg = p.gw(t, data)
 	eventually(t, 20*time.Second, "the session connected again", func() bool {
 		return tg.do("GET", "/api/client/status", bearerAuth(s.tok), nil).str("status") == "CONNECTED"
 	})

@@ -67,6 +67,10 @@ func TestStartupFailuresExit1(t *testing.T) {
 		{"address taken", []string{"--addr", taken.Addr().String()}, "", "address already in use", true},
 		{"--min-free-disk under what Badger may still write", []string{"--min-free-disk", "256MiB"}, "",
 			"--min-free-disk 256 MiB is under the 588 MiB Badger may still write after writes stop with 32 MiB memtables", false},
+		{"--events-subject-prefix NATS does not take", []string{"--events-nats", "nats://127.0.0.1:1", "--events-subject-prefix", "a.*"}, "",
+			`--events-subject-prefix "a.*"`, true},
+		{"events under the records' subjects", []string{"--store", "nats", "--nats", "nats://127.0.0.1:1", "--events-nats", "nats://127.0.0.1:1"}, "",
+			`--events-subject-prefix "gateway.events" is under --nats-prefix "gateway"`, true},
 		lockedDown,
 	} {
 		t.Run(tc.name, func(t *testing.T) {

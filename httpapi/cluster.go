@@ -65,8 +65,11 @@ type Cluster interface {
 	// Snapshot is GET /api/admin/cluster's body; NodeID names this node.
 	Snapshot() cluster.Snapshot
 	NodeID() string
-	// Listen opens a stream of uid's events, published by whichever node owns uid.
+	// Listen opens a stream of uid's events, published by whichever node owns uid; Replay
+	// calls fn with uid's events after lastID from the journal in uid's partition's records
+	// (engine.ReplayJournal: found is false when it does not hold lastID).
 	Listen(uid string) *engine.Listener
+	Replay(uid, lastID string, fn func(engine.LiveEvent) error) (found bool, err error)
 }
 
 // ClusterRecords are the admin lists of a cluster, read from every partition's records: the

@@ -47,12 +47,16 @@ func (s *Server) eventStream(ctx *fasthttp.RequestCtx) error {
 		last = string(ctx.QueryArgs().Peek("lastEventId"))
 	}
 	if s.cfg.Cluster != nil {
-		// Served here, from the events the user's partition owner publishes on NATS.
+		// Served here, from the events the user's partition owner publishes on NATS (and,
+		// resumed, from the journal in the partition's records).
 		c, err := s.verify(ctx)
 		if err != nil {
 			return err
 		}
-		return s.stream(ctx, s.cfg.Cluster.Listen(c.UID), last, nil)
+		l := s.cfg.Cluster.Listen(c.UID)
+		return s.stream(ctx, l, last, func(lastID string, fn func(engine.LiveEvent) error) (bool, error) {
+			return s.cfg.Cluster.Replay(c.UID, lastID, fn)
+		})
 	}
 	u, err := s.user(ctx)
 	if err != nil {

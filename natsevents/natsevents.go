@@ -37,6 +37,10 @@ const DefaultPrefix = "gateway.events"
 // removal) is dropped by JetStream; later, a consumer sees it twice under the same id.
 const Duplicates = 2 * time.Minute
 
+// startWait is how long Open waits for a server to answer before it leaves the connection to
+// the background.
+const startWait = 2 * time.Second
+
 // Options configure a Publisher.
 type Options struct {
 	// URL is the NATS servers, comma-separated (--events-nats).
@@ -117,7 +121,7 @@ func Open(ctx context.Context, o Options) (*Publisher, error) {
 		return nil, err
 	}
 	// A server that answers now: its refusal fails the start; none yet: tried at each publish.
-	if waitConnected(ctx, nc, o.Timeout) {
+	if waitConnected(ctx, nc, min(o.Timeout, startWait)) {
 		if err := p.ensure(ctx); errors.Is(err, ErrConfig) {
 			nc.Close()
 			return nil, err

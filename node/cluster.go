@@ -86,6 +86,9 @@ func (n *clusterNode) start(ctx context.Context) error {
 		return err
 	}
 	n.dir = dir
+	if err := n.live.startWatch(persist.NewWebhooks(n.store.Global())); err != nil {
+		return err
+	}
 	c := n.sh.c
 	node, err := cluster.Start(ctx, cluster.Config{
 		Conn: n.nc, Prefix: c.NATSPrefix, NodeID: c.NodeID, Partitions: c.Partitions, LeaseTTL: c.LeaseTTL,
@@ -114,6 +117,7 @@ func (n *clusterNode) leave(ctx context.Context) {
 			n.dir.close()
 		}
 		n.live.hub.Close()
+		n.live.stopWatch()
 	})
 }
 
@@ -141,7 +145,7 @@ func (n *clusterNode) Acquire(ctx context.Context, p int) error {
 		net: fencedNetwork{n.net, func() bool { _, ok := n.node.Lease(p); return ok }}}
 	log := n.log.With("partition", p)
 	rt, err := newRuntime(ctx, n.sh, runtimeOptions{
-		kv: pt.view, log: log, live: n.live, net: pt.net,
+		kv: pt.view, log: log, live: n.live, watchers: n.live.watchers, net: pt.net,
 		mover: func(recs *persist.Records) engine.Mover { return &mover{n: n, p: p, from: recs} },
 	})
 	if err != nil {
@@ -299,7 +303,18 @@ func (n *clusterNode) Snapshot() cluster.Snapshot { return n.node.Snapshot() }
 
 func (n *clusterNode) NodeID() string { return n.node.ID() }
 
-func (n *clusterNode) Listen(uid string) *engine.Listener { return n.live.hub.Listen(uid) }
+// Listen opens a stream of uid's events here; from now on (DESIGN.md section 20) the owner of
+// uid's partition, whichever node, journals them, so the stream can resume.
+func (n *clusterNode) Listen(uid string) *engine.Listener {
+	n.live.watch(uid)
+	return n.live.hub.Listen(uid)
+}
+
+// Replay reads uid's journal in the records of uid's partition, wherever it runs.
+func (n *clusterNode) Replay(uid, lastID string, fn func(engine.LiveEvent) error) (bool, error) {
+	j := persist.NewWebhooks(n.store.Partition(n.PartitionOf(uid), nil))
+	return engine.ReplayJournal(j, uid, lastID, fn)
+}
 
 // stats sums the partitions' engine counters (/metrics), with those of the partitions that
 // ran here before.

@@ -72,7 +72,13 @@ func owned(n *served) []int {
 // then a leaves and b takes the rest.
 func TestTwoNodeCluster(t *testing.T) {
 	srv := natstest.Start(t)
+	evs := natstest.Start(t) // events on NATS (--events-nats): another server, to stop on its own
 	simNet, simURL := startSim(t)
+	clusterConfig := func(t *testing.T, id, natsURL, simURL string) Config {
+		c := clusterConfig(t, id, natsURL, simURL)
+		c.EventsNATS, c.EventsSubjectPrefix = evs.URL, "ev"
+		return c
+	}
 	a := start(t, clusterConfig(t, "a", srv.URL, simURL))
 	eventually(t, 20*time.Second, "a runs every partition", func() bool { return len(owned(a)) == testPartitions })
 
@@ -257,7 +263,49 @@ func TestTwoNodeCluster(t *testing.T) {
 		}
 	})
 
+	// A user of a partition a runs, whose events b's streams get over NATS.
+	var onA *user
+	for p := range testPartitions {
+		if !slices.Contains(onB, p) {
+			onA = users[p]
+		}
+	}
+	sent := 0
+	send := func(t *testing.T, via *served) {
+		t.Helper()
+		sent++
+		via.must(t, 200, "POST", "/api/v1/messages/send", onA.key, map[string]any{"phone": fmt.Sprintf("155501077%02d", sent), "message": "m", "type": "text"})
+	}
+	watch := openSSE(t, b.url, onA.tok, "") // what happened, in order
+
+	t.Run("a stream resumes on the other node, from the partition's journal", func(t *testing.T) {
+		away := openSSE(t, a.url, onA.tok, "")
+		send(t, a)
+		eventually(t, 10*time.Second, "queued, sent, delivered on both streams", func() bool {
+			return len(away.got()) == 3 && len(watch.got()) == 3
+		})
+		last := away.got()[2]
+		away.close()
+		for range 5 {
+			send(t, b) // forwarded to a
+		}
+		eventually(t, 10*time.Second, "15 more events", func() bool { return len(watch.got()) == 18 })
+		back := openSSE(t, b.url, onA.tok, last)
+		eventually(t, 10*time.Second, "the 15 replayed", func() bool { return len(back.got()) >= 15 })
+		if got := back.got(); !slices.Equal(got, watch.got()[3:]) {
+			t.Fatalf("resumed on b with\n%v\nwant\n%v", got, watch.got()[3:])
+		}
+		eventually(t, 10*time.Second, "the events on NATS", onNATS(t, evs.URL, watch.got()))
+	})
+
 	t.Run("a leaves: b takes its partitions over", func(t *testing.T) {
+		// The events' NATS server is down meanwhile: what a committed and could not publish,
+		// b, the partition's next owner, publishes once it is back.
+		evs.Stop()
+		for range 2 {
+			send(t, a)
+		}
+		eventually(t, 10*time.Second, "6 more events", func() bool { return len(watch.got()) == 24 })
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		a.Shutdown(ctx)
@@ -266,6 +314,19 @@ func TestTwoNodeCluster(t *testing.T) {
 		}
 		for p := range testPartitions {
 			b.must(t, 200, "GET", "/api/v1/account", users[p].key, nil)
+		}
+		if err := evs.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		send(t, b)
+		eventually(t, 20*time.Second, "every event on NATS", onNATS(t, evs.URL, watch.got()))
+		ids := streamIDs(t, evs.URL, "ev")
+		seen := map[string]bool{}
+		for _, id := range ids {
+			if seen[id] {
+				t.Fatalf("%s twice on NATS", id)
+			}
+			seen[id] = true
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/httpapi"
 	"github.com/gateway/gateway/identity"
+	"github.com/gateway/gateway/natsevents"
 	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/network/whatsapp"
 	"github.com/gateway/gateway/persist"
@@ -45,6 +47,15 @@ type Config struct {
 	Cluster    bool
 	Partitions int
 	SimURL     string
+
+	// EventsNATS publishes every event to NATS JetStream at these servers (comma-separated;
+	// "": not at all), on subjects <EventsSubjectPrefix>.<userId>.<type> (DESIGN.md section
+	// 20, natsevents); EventsNATSBacklog bounds the events waiting for it (0: the engine's
+	// default), over every partition of a cluster node.
+	EventsNATS, EventsSubjectPrefix  string
+	EventsNATSCreds, EventsNATSTLSCA string
+	EventsNATSReplicas               int // 0: 3 on a NATS cluster, else 1
+	EventsNATSBacklog                int
 
 	Network string // "sim" or "whatsapp"
 	Auth    string // "dev" (embedded issuer) or "oidc"
@@ -132,7 +143,49 @@ func (c Config) Check() error {
 	if c.KV != nil && c.Cluster {
 		return fmt.Errorf("node: Config.KV holds a single node's records; a cluster's are on NATS")
 	}
+	if err := c.checkEvents(); err != nil {
+		return err
+	}
 	return c.checkCluster()
+}
+
+// checkEvents checks the settings of events on NATS (natsevents: DESIGN.md section 20).
+func (c Config) checkEvents() error {
+	if c.EventsNATS == "" {
+		return nil
+	}
+	prefix := cmp.Or(c.EventsSubjectPrefix, natsevents.DefaultPrefix)
+	switch err := natsevents.CheckPrefix(prefix); {
+	case err != nil:
+		return err
+	case c.EventsNATSBacklog < 0 || c.EventsNATSReplicas < 0:
+		return fmt.Errorf("--events-nats-backlog and --events-nats-replicas must not be negative")
+	case c.Store == "nats" && sameServers(c.NATSURL, c.EventsNATS) && strings.HasPrefix(prefix+".", c.NATSPrefix+"."):
+		// The records stream captures <nats-prefix>.*.*.>: JetStream refuses a second stream
+		// over the same subjects (and the events stream would capture the cluster's own).
+		return fmt.Errorf("--events-subject-prefix %q is under --nats-prefix %q on the same NATS servers: the records' subjects would overlap the events' (choose --events-subject-prefix events.%s, say)", prefix, c.NATSPrefix, c.NATSPrefix)
+	}
+	return nil
+}
+
+// sameServers tells whether two comma-separated NATS URL lists name a server in common.
+func sameServers(a, b string) bool {
+	norm := func(u string) string {
+		u = strings.TrimSpace(u)
+		u = strings.TrimPrefix(strings.TrimPrefix(u, "nats://"), "tls://")
+		if at := strings.LastIndexByte(u, '@'); at >= 0 {
+			u = u[at+1:]
+		}
+		return strings.TrimSuffix(u, "/")
+	}
+	for _, x := range strings.Split(a, ",") {
+		for _, y := range strings.Split(b, ",") {
+			if norm(x) != "" && norm(x) == norm(y) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkCluster checks the cluster's settings (DESIGN.md section 13.1).

@@ -16,7 +16,8 @@
 //
 // The configuration is checked, then: the data directory, the plans, storage (before the
 // identity provider, so a data directory that cannot be opened fails at once), the identity
-// provider (a cluster's dev issuer key from the store), the network, the metrics, and last the
+// provider (a cluster's dev issuer key from the store), the network, the publisher of events to
+// NATS (--events-nats: it never waits for a server that is down), the metrics, and last the
 // core: a single node's runtime (events out first: it resumes the deliveries queued before the
 // last stop or crash, and the engine publishes into it from boot on) and the HTTP server over
 // it; or a cluster node's HTTP server, then its membership, which acquires partitions.
@@ -26,7 +27,8 @@
 // Stop accepting and drain the requests in flight; hand a cluster node's partitions over
 // (each partition's runtime stops as a single node's does); stop the engine (its actors
 // finish and flush), then events out (which publishes the engine's last changes); close the
-// network, the identity provider, storage, and last the NATS connection.
+// publisher of events to NATS, the network, the identity provider, storage, and last the NATS
+// connection.
 //
 // # Files, in layers
 //
@@ -35,8 +37,9 @@
 //  1. config.go: Config, its checks and the defaults that follow from it; fakewa.go (the
 //     fakewa test build's hook, which points Config at the fake WhatsApp server) and
 //     release.go (the same hook in a release build: nothing).
-//  2. storage.go (the records store, the dev issuer key of a cluster) and network.go (the
-//     messaging network, and its fenced form for a partition).
+//  2. storage.go (the records store, the dev issuer key of a cluster), network.go (the
+//     messaging network, and its fenced form for a partition) and events.go (the publisher of
+//     events to NATS JetStream, --events-nats).
 //  3. runtime.go: the only place the engine and its events facet are built, for a single
 //     node over the whole store and for each partition of a cluster node.
 //  4. cluster.go (a partition's life: acquire, release, fenced; httpapi.Cluster), mover.go,

@@ -21,7 +21,7 @@ var layers = map[string]int{
 	// config
 	"config.go": 1, "fakewa.go": 1, "release.go": 1,
 	// storage and network
-	"storage.go": 2, "network.go": 2,
+	"storage.go": 2, "network.go": 2, "events.go": 2,
 	// the runtime: the engine and its events
 	"runtime.go": 3,
 	// a cluster node's partitions

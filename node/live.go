@@ -1,8 +1,11 @@
 package node
 
 import (
+	"context"
 	"encoding/base64"
+	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/goccy/go-json"
 	"github.com/nats-io/nats.go"
@@ -14,14 +17,33 @@ import (
 // liveEvents carries users' live events across the cluster (DESIGN.md section 13.1): every
 // partition's events facet publishes them on <prefix>.events.<user> (engine.LiveSink), and the
 // node that holds a user's stream subscribes to that subject while the stream is open (its
-// hub). The user id is one subject token in unpadded base64url. Core NATS: like a stream on a
-// single node, what a stream misses while it is not connected is not replayed.
+// hub). The user id is one subject token in unpadded base64url. Core NATS: what a stream misses
+// while it is not connected comes from the journal in the user's partition's records when it
+// resumes (Last-Event-ID, DESIGN.md section 20). The journal keeps the events of the users who
+// streamed lately (engine.Watchers): the node where a stream opens marks its user on every node
+// (<prefix>.eventwatch) and in the records of no partition, which a node reads as it starts.
 type liveEvents struct {
-	nc     *nats.Conn
-	prefix string
-	log    *slog.Logger
-	hub    *engine.LiveHub
-	subs   map[string]*nats.Subscription // guarded by the hub's lock (first and last run under it)
+	nc       *nats.Conn
+	prefix   string
+	log      *slog.Logger
+	hub      *engine.LiveHub
+	subs     map[string]*nats.Subscription // guarded by the hub's lock (first and last run under it)
+	watchers *engine.Watchers
+	marks    watchMarks
+	watchSub *nats.Subscription
+}
+
+// watchMarks is where the marks of streaming users are written down (persist.Webhooks on the
+// records of no partition).
+type watchMarks interface {
+	MarkWatched(ctx context.Context, uid string, until time.Time) error
+	WatchMarks() (map[string]time.Time, error)
+}
+
+// watchWire is a mark as nodes tell each other: the user, and until when (unix ms).
+type watchWire struct {
+	UID   string `json:"uid"`
+	Until int64  `json:"until"`
 }
 
 type liveWire struct {
@@ -31,9 +53,63 @@ type liveWire struct {
 }
 
 func newLiveEvents(nc *nats.Conn, prefix string, log *slog.Logger) *liveEvents {
-	l := &liveEvents{nc: nc, prefix: prefix, log: log, subs: map[string]*nats.Subscription{}}
+	l := &liveEvents{nc: nc, prefix: prefix, log: log, subs: map[string]*nats.Subscription{}, watchers: engine.NewWatchers()}
 	l.hub = engine.NewLiveHub(l.subscribe, l.unsubscribe)
 	return l
+}
+
+// startWatch follows the marks other nodes announce, then reads those written down before.
+func (l *liveEvents) startWatch(marks watchMarks) error {
+	l.marks = marks
+	sub, err := l.nc.Subscribe(l.prefix+".eventwatch", func(m *nats.Msg) {
+		var w watchWire
+		if json.Unmarshal(m.Data, &w) == nil && w.UID != "" {
+			l.watchers.Mark(w.UID, time.UnixMilli(w.Until))
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("live events: follow the streaming users: %w", err)
+	}
+	l.watchSub = sub
+	all, err := marks.WatchMarks()
+	if err != nil {
+		return fmt.Errorf("live events: read the streaming users: %w", err)
+	}
+	for uid, until := range all {
+		l.watchers.Mark(uid, until)
+	}
+	return nil
+}
+
+// stopWatch stops following the marks.
+func (l *liveEvents) stopWatch() {
+	if l.watchSub != nil {
+		_ = l.watchSub.Unsubscribe()
+	}
+}
+
+// watch marks uid as streaming from now, on every node and in the records, unless a mark made
+// lately covers it already.
+func (l *liveEvents) watch(uid string) {
+	until := engine.WatchUntil(time.Now())
+	if !l.watchers.Mark(uid, until) {
+		return
+	}
+	if data, err := json.Marshal(watchWire{UID: uid, Until: until.UnixMilli()}); err == nil {
+		if err := l.nc.Publish(l.prefix+".eventwatch", data); err != nil {
+			l.log.Warn("live events: tell the nodes of a streaming user", "err", err)
+		}
+	}
+	if l.marks == nil {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := l.marks.MarkWatched(ctx, uid, until); err != nil {
+			l.log.Warn("live events: write down a streaming user (the nodes running now know it)", "err", err)
+		}
+	}()
 }
 
 func (l *liveEvents) subject(uid string) string {

@@ -16,6 +16,7 @@ import (
 	"github.com/gateway/gateway/engine"
 	"github.com/gateway/gateway/httpapi"
 	"github.com/gateway/gateway/identity"
+	"github.com/gateway/gateway/natsevents"
 	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/network/whatsapp"
 	"github.com/gateway/gateway/persist"
@@ -31,8 +32,9 @@ type Node struct {
 	verifier *identity.Verifier
 	issuer   *identity.Issuer // dev auth only
 	http     *httpapi.Server
-	single   *runtime     // a single node's core (nil on a cluster node)
-	cluster  *clusterNode // a cluster node's partitions (nil on a single node)
+	eventsTo *natsevents.Publisher // --events-nats (nil: off)
+	single   *runtime              // a single node's core (nil on a cluster node)
+	cluster  *clusterNode          // a cluster node's partitions (nil on a single node)
 	lost     <-chan struct{}
 	stopOnce sync.Once
 }
@@ -80,6 +82,9 @@ func Open(ctx context.Context, c Config, log *slog.Logger) (_ *Node, err error) 
 		return nil, err
 	}
 	n.net = net
+	if n.eventsTo, err = openEvents(ctx, c, log); err != nil {
+		return nil, err
+	}
 	reg := n.metrics()
 	site, err := web.New()
 	if err != nil {
@@ -113,6 +118,9 @@ func Open(ctx context.Context, c Config, log *slog.Logger) (_ *Node, err error) 
 		hc.Sim = sim
 	}
 	sh := shared{c: c, plans: plans, stores: stores, reg: reg}
+	if n.eventsTo != nil { // a nil *Publisher in the interface would not be a nil forwarder
+		sh.forward = n.eventsTo
+	}
 	if c.Cluster {
 		return n, n.joinCluster(ctx, sh, hc)
 	}
@@ -250,6 +258,7 @@ func (n *Node) Shutdown(ctx context.Context) {
 		if n.single != nil {
 			n.single.stop(ctx)
 		}
+		n.eventsTo.Close() // after the runtimes: they published their last events through it
 		if n.net != nil {
 			if err := n.net.Close(); err != nil {
 				n.log.Warn("close network", "err", err)

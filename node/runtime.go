@@ -41,6 +41,8 @@ type shared struct {
 	plans  engine.Plans
 	stores engine.StoreConfig
 	reg    prometheus.Registerer
+	// forward publishes every runtime's events to NATS JetStream (--events-nats; nil: off).
+	forward engine.EventForwarder
 }
 
 // runtime is the core on one set of records: the engine and its events facet (webhooks, live
@@ -56,8 +58,11 @@ type runtimeOptions struct {
 	kv  persist.KV
 	log *slog.Logger // the node's; a partition's carries its number
 	net network.Network
-	// live carries users' live events across a cluster (nil: the events facet's own streams).
-	live engine.LiveSink
+	// live carries users' live events across a cluster (nil: the events facet's own streams);
+	// watchers are the users streaming on any node of it, whose events the journal keeps (nil:
+	// the events facet's own, marked by its streams).
+	live     engine.LiveSink
+	watchers *engine.Watchers
 	// mover moves sessions to other partitions (a cluster's; nil on a single node); it gets
 	// the runtime's records.
 	mover func(*persist.Records) engine.Mover
@@ -91,7 +96,8 @@ func newRuntime(ctx context.Context, sh shared, o runtimeOptions) (_ *runtime, e
 	if rt.events, err = engine.NewEvents(engine.EventsConfig{
 		Store: recs.Webhooks, Actors: hw, Log: o.log.With("component", "events"), Metrics: sh.reg,
 		Poster: webhook.NewHTTPPoster(guard.Dialer(5*time.Second), webhook.Timeout, 0), Guard: guard,
-		Secrets: engine.NewSecretBox(sh.stores.Sealer), Live: o.live,
+		Secrets: engine.NewSecretBox(sh.stores.Sealer), Live: o.live, Watchers: o.watchers,
+		Forward: sh.forward, ForwardBacklog: c.eventsBacklog(),
 	}); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,123 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// sse reads an event stream in the background: the ids of its events, in order.
+type sse struct {
+	mu     sync.Mutex
+	ids    []string
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func openSSE(t *testing.T, url, tok, lastID string) *sse {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", url+"/api/client/events/stream", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil || res.StatusCode != 200 {
+		cancel()
+		t.Fatalf("stream: %v %v", res, err)
+	}
+	s := &sse{cancel: cancel, done: make(chan struct{})}
+	t.Cleanup(s.close)
+	connected := make(chan struct{})
+	go func() {
+		defer close(s.done)
+		defer res.Body.Close()
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == ": connected":
+				close(connected)
+			case strings.HasPrefix(line, "id: "):
+				s.mu.Lock()
+				s.ids = append(s.ids, line[4:])
+				s.mu.Unlock()
+			case strings.HasPrefix(line, "event: resync"):
+				s.mu.Lock()
+				s.ids = append(s.ids, "resync")
+				s.mu.Unlock()
+			}
+		}
+	}()
+	select {
+	case <-connected:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream did not start")
+	}
+	return s
+}
+
+func (s *sse) got() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.ids)
+}
+
+func (s *sse) close() {
+	s.cancel()
+	<-s.done
+}
+
+// streamIDs reads every Nats-Msg-Id of the events stream from its start.
+func streamIDs(t *testing.T, url, stream string) []string {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return nil // not made yet
+	}
+	var out []string
+	for {
+		batch, err := c.Fetch(500, jetstream.FetchMaxWait(300*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			out = append(out, m.Headers().Get("Nats-Msg-Id"))
+			n++
+		}
+		if n == 0 {
+			return out
+		}
+	}
+}
+
+// onNATS tells whether every id of want is on the events stream "ev" of url.
+func onNATS(t *testing.T, url string, want []string) func() bool {
+	return func() bool {
+		ids := streamIDs(t, url, "ev")
+		for _, id := range want {
+			if !slices.Contains(ids, id) {
+				return false
+			}
+		}
+		return true
+	}
+}
