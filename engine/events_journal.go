@@ -134,6 +134,7 @@ const (
 type Watchers struct {
 	mu    sync.RWMutex
 	until map[string]time.Time
+	marks int // since the last sweep of lapsed marks
 }
 
 // NewWatchers makes an empty set.
@@ -149,8 +150,20 @@ func (w *Watchers) Mark(uid string, until time.Time) bool {
 		return false
 	}
 	w.until[uid] = until
+	if w.marks++; w.marks >= watchSweep {
+		w.marks = 0
+		now := time.Now()
+		for id, u := range w.until {
+			if u.Before(now) {
+				delete(w.until, id)
+			}
+		}
+	}
 	return until.Sub(cur) > watchRefresh
 }
+
+// watchSweep: every this many marks, the lapsed ones are forgotten.
+const watchSweep = 1024
 
 // Watched tells whether uid's events are journaled now.
 func (w *Watchers) Watched(uid string, now time.Time) bool {
