@@ -23,6 +23,7 @@ import (
 // streamMsg is one message of the events stream.
 type streamMsg struct {
 	subject, id, text string
+	message, status   string // message.status
 	at                time.Time
 }
 
@@ -61,14 +62,17 @@ func readStream(t *testing.T, url, stream string, since time.Time, want int) []s
 			var body struct {
 				Type string `json:"type"`
 				Data struct {
-					Text string `json:"text"`
+					Text      string `json:"text"`
+					MessageID string `json:"messageId"`
+					Status    string `json:"status"`
 				} `json:"data"`
 			}
 			if err := json.Unmarshal(m.Data(), &body); err != nil {
 				t.Fatalf("message %s: %v", m.Data(), err)
 			}
 			meta, _ := m.Metadata()
-			out = append(out, streamMsg{subject: m.Subject(), id: m.Headers().Get("Nats-Msg-Id"), text: body.Data.Text, at: meta.Timestamp})
+			out = append(out, streamMsg{subject: m.Subject(), id: m.Headers().Get("Nats-Msg-Id"), text: body.Data.Text,
+				message: body.Data.MessageID, status: body.Data.Status, at: meta.Timestamp})
 		}
 		if n == 0 {
 			break
@@ -178,41 +182,58 @@ func TestEventsOnJetStream(t *testing.T) {
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)
 
-	tg.inbound(s.session, "a", 1000)
-	eventually(t, 30*time.Second, "1,000 incoming messages on the stream", func() bool { return subjectLen(ns.URL, stream, received) == 1000 })
+	// 1,002 events: a bulk send of 334 messages, each queued, sent and delivered.
+	nums := make([]string, 334)
+	for i := range nums {
+		nums[i] = fmt.Sprintf("1555031%04d", i)
+	}
+	r := tg.bulk(s.key, map[string]any{"numbers": nums, "message": "m", "delay": 0})
+	want(t, r, 200, "")
+	sent := map[string]bool{}
+	for _, d := range r.obj()["details"].([]any) {
+		sent[d.(map[string]any)["messageId"].(string)] = true
+	}
+	if len(sent) != 334 {
+		t.Fatalf("bulk: %s", r.raw)
+	}
+	eventually(t, 30*time.Second, "1,002 message.status events on the stream", func() bool { return subjectLen(ns.URL, stream, statusSubject) == 1002 })
+	// A consumer started now replays them from the stream's start.
 	msgs := readStream(t, ns.URL, stream, time.Time{}, streamLen(ns.URL, stream))
-	texts := map[string]int{}
 	ids := map[string]bool{}
-	var in []streamMsg
+	steps := map[string]int{}
+	var statuses []streamMsg
 	for _, m := range msgs {
 		if ids[m.id] || m.id == "" {
 			t.Fatalf("id %q twice (or none) on the stream", m.id)
 		}
 		ids[m.id] = true
-		if m.subject == received {
-			texts[m.text]++
-			in = append(in, m)
+		if m.subject == statusSubject {
+			steps[m.message+"/"+m.status]++
+			statuses = append(statuses, m)
 		}
 	}
-	for i := range 1000 {
-		if n := texts[fmt.Sprintf("a%d", i)]; n != 1 {
-			t.Fatalf("a%d is on the stream %d times", i, n)
+	for id := range sent {
+		for _, st := range []string{"queued", "sent", "delivered"} {
+			if n := steps[id+"/"+st]; n != 1 {
+				t.Fatalf("%s %s is on the stream %d times", id, st, n)
+			}
 		}
 	}
 	// From a time: the events stored since then.
-	later := readStream(t, ns.URL, stream, in[500].at, 1000)
-	if len(later) != 500 || later[0].id != in[500].id {
-		t.Fatalf("from the 501st's time: %d messages, the first %s (want 500 from %s)", len(later), later[0].id, in[500].id)
+	later := readStream(t, ns.URL, stream, statuses[500].at, 2000)
+	if later[0].id != statuses[500].id || len(later) < 502 {
+		t.Fatalf("from the 501st's time: %d messages, the first %s (want at least 502 from %s)", len(later), later[0].id, statuses[500].id)
 	}
 
 	// NATS goes down: sends are not held up, events wait.
 	ns.Stop()
 	start := time.Now()
-	r := tg.do("POST", "/api/v1/messages/send", keyAuth(s.key), map[string]any{"phone": "15550400001", "message": "while NATS is down"})
+	r = tg.do("POST", "/api/v1/messages/send", keyAuth(s.key), map[string]any{"phone": "15550400001", "message": "while NATS is down"})
 	want(t, r, 200, "")
-	tg.inbound(s.session, "b", 200)
+	downID := r.str("message_id")
+	tg.inbound(s.session, "b", 100)
 	if took := time.Since(start); took > 10*time.Second {
-		t.Fatalf("a send and 200 incoming messages took %v with NATS down", took)
+		t.Fatalf("a send and 100 incoming messages took %v with NATS down", took)
 	}
 	eventually(t, 10*time.Second, "the message delivered", func() bool { return len(tg.simMessages("15550400001")) == 1 })
 	// ...and the gateway dies with their events unpublished, and starts while NATS is down.
@@ -226,21 +247,23 @@ func TestEventsOnJetStream(t *testing.T) {
 		return tg.do("GET", "/api/client/status", bearerAuth(s.tok), nil).str("status") == "CONNECTED"
 	})
 	// Now with NATS up, killed while it publishes.
+	before := subjectLen(ns.URL, stream, received)
 	accepted := make(chan int, 1)
 	go func() { accepted <- inboundUntilFails(p.url, s.session, "c", 2000) }()
-	eventually(t, 20*time.Second, "publishing again", func() bool { return subjectLen(ns.URL, stream, received) > 1300 })
+	eventually(t, 30*time.Second, "publishing again", func() bool { return subjectLen(ns.URL, stream, received) > before+20 })
 	p.kill9(t)
 	t.Logf("killed with %d incoming messages on the stream, %d accepted after the restart", subjectLen(ns.URL, stream, received), <-accepted)
 	p = startProc(t, data, args...)
 	tg = p.gw(t, data)
 
-	// Every incoming message the gateway kept is on the stream once, under one id.
+	// Every incoming message the gateway kept is on the stream once, under one id; so are the
+	// send's events made while NATS was down, and the bulk's.
 	kept := tg.keptTexts(s.tok)
 	eventually(t, 30*time.Second, "every kept message on the stream", func() bool { return subjectLen(ns.URL, stream, received) >= len(kept) })
 	all := readStream(t, ns.URL, stream, time.Time{}, streamLen(ns.URL, stream))
 	seen := map[string]int{}
 	byID := map[string]bool{}
-	statuses := 0
+	steps = map[string]int{}
 	for _, m := range all {
 		if byID[m.id] {
 			t.Fatalf("id %s twice on the stream", m.id)
@@ -250,7 +273,7 @@ func TestEventsOnJetStream(t *testing.T) {
 		case received:
 			seen[m.text]++
 		case statusSubject:
-			statuses++
+			steps[m.message+"/"+m.status]++
 		}
 	}
 	for _, text := range kept {
@@ -261,8 +284,8 @@ func TestEventsOnJetStream(t *testing.T) {
 	if len(seen) != len(kept) {
 		t.Fatalf("%d distinct incoming messages on the stream, %d kept", len(seen), len(kept))
 	}
-	if statuses < 3 {
-		t.Fatalf("%d message.status events: the send made while NATS was down is missing", statuses)
+	if steps[downID+"/sent"] != 1 || steps[downID+"/delivered"] != 1 {
+		t.Fatalf("the send made while NATS was down: %v", steps)
 	}
 	t.Logf("%d events on the stream, %d incoming messages kept", len(all), len(kept))
 }

@@ -50,9 +50,9 @@ type EventStore interface {
 	// mark still running (boot).
 	MarkWatched(ctx context.Context, uid string, until time.Time) error
 	WatchMarks() (map[string]time.Time, error)
-	// The broker outbox (events_forward.go): its events in [from, below), their removal once
+	// The broker outbox (events_forward.go): its events from from on, their removal once
 	// published, how many wait.
-	OutboxFrom(from, below uint64, limit int) ([]domain.EventRecord, error)
+	OutboxFrom(from uint64, limit int) ([]domain.EventRecord, error)
 	DeleteOutbox(ctx context.Context, seqs []uint64) error
 	OutboxLen() (int, error)
 }
@@ -167,7 +167,6 @@ func NewEvents(cfg EventsConfig) (*Events, error) {
 			return nil, err
 		}
 	}
-	e.journal.init(e.fwd != nil)
 	if e.watchers = cfg.Watchers; e.watchers == nil {
 		e.watchers = NewWatchers()
 	}

@@ -55,67 +55,16 @@ func eventSeq(id string) (uint64, bool) {
 	return seq, err == nil
 }
 
-// journal numbers the facet's events and, while they are forwarded to a broker, tracks the
-// numbers given out and not yet committed: the forwarder reads the outbox only below the
-// lowest of them, so an event committed late (an incoming message's own commit overtaken by
-// the publisher's) is never passed over.
+// journal numbers the facet's events.
 type journal struct {
-	seq     atomic.Uint64 // the last number given out
-	forward bool          // set before the facet is used
-
-	mu     sync.Mutex
-	flight map[uint64]struct{}
-	wake   chan struct{} // 1-buffered: committed events wait for the forwarder
-}
-
-func (j *journal) init(forward bool) {
-	j.forward = forward
-	j.flight = map[uint64]struct{}{}
-	j.wake = make(chan struct{}, 1)
+	seq atomic.Uint64 // the last number given out
 }
 
 // start numbers this run's events after epoch's.
 func (j *journal) start(epoch uint64) { j.seq.Store(epoch << epochShift) }
 
 // next gives out the next number.
-func (j *journal) next() uint64 {
-	if !j.forward {
-		return j.seq.Add(1)
-	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	seq := j.seq.Add(1)
-	j.flight[seq] = struct{}{}
-	return seq
-}
-
-// settled tells the forwarder that the events numbered seqs are committed (or never will be).
-func (j *journal) settled(seqs ...uint64) {
-	if !j.forward || len(seqs) == 0 {
-		return
-	}
-	j.mu.Lock()
-	for _, s := range seqs {
-		delete(j.flight, s)
-	}
-	j.mu.Unlock()
-	select {
-	case j.wake <- struct{}{}:
-	default:
-	}
-}
-
-// horizon is the lowest number not known to be settled: every event below it is committed
-// (or was given up).
-func (j *journal) horizon() uint64 {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	h := j.seq.Load() + 1
-	for s := range j.flight {
-		h = min(h, s)
-	}
-	return h
-}
+func (j *journal) next() uint64 { return j.seq.Add(1) }
 
 // watchSpan is how long a stream's opening keeps its user's events journaled: the journal's
 // retention after the longest a stream stays open. watchRefresh: a stream opened within it of

@@ -76,7 +76,7 @@ func (e *Events) Committed(p PreparedEvent) {
 	}
 	e.sendLive(p.uid, p.live)
 	if p.forward {
-		e.journal.settled(p.rec.Seq)
+		e.fwd.handoff(p.rec)
 	}
 }
 
@@ -84,7 +84,6 @@ func (e *Events) Committed(p PreparedEvent) {
 func (e *Events) abandon(p PreparedEvent) {
 	if p.forward {
 		e.fwd.addPending(-1)
-		e.journal.settled(p.rec.Seq)
 	}
 }
 
@@ -177,9 +176,6 @@ func (e *Events) prepare(uid string, ev domain.Event) (PreparedEvent, error) {
 	p.rec = domain.EventRecord{UserID: uid, Type: ev.Type, Body: body}
 	if p.journal || p.forward {
 		p.rec.Seq = e.journal.next()
-		if !p.forward {
-			e.journal.settled(p.rec.Seq) // the broker's forwarder need not wait for it
-		}
 	}
 	if ev.ID == "" {
 		ev.ID = newEventID(p.rec.Seq)

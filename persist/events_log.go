@@ -142,16 +142,16 @@ func (w *Webhooks) JournalFrom(uid string, from uint64, limit int) ([]domain.Eve
 	if checkID("user id", uid) != nil {
 		return nil, nil
 	}
-	return w.eventsFrom([]byte(eventLogTable+"/"+logUserPrefix(uid)), from, ^uint64(0), limit)
+	return w.eventsFrom([]byte(eventLogTable+"/"+logUserPrefix(uid)), from, limit)
 }
 
-// OutboxFrom returns up to limit events of the broker outbox with a sequence number in [from,
-// below), in order.
-func (w *Webhooks) OutboxFrom(from, below uint64, limit int) ([]domain.EventRecord, error) {
-	return w.eventsFrom([]byte(eventOutTable+"/"), from, below, limit)
+// OutboxFrom returns up to limit events of the broker outbox with a sequence number at or
+// above from, in order.
+func (w *Webhooks) OutboxFrom(from uint64, limit int) ([]domain.EventRecord, error) {
+	return w.eventsFrom([]byte(eventOutTable+"/"), from, limit)
 }
 
-func (w *Webhooks) eventsFrom(prefix []byte, from, below uint64, limit int) ([]domain.EventRecord, error) {
+func (w *Webhooks) eventsFrom(prefix []byte, from uint64, limit int) ([]domain.EventRecord, error) {
 	var out []domain.EventRecord
 	start := append(slices.Clone(prefix), seqHex(from)...)
 	fn := func(key, value []byte) error {
@@ -161,9 +161,6 @@ func (w *Webhooks) eventsFrom(prefix []byte, from, below uint64, limit int) ([]d
 		}
 		if seq < from {
 			return nil // a store that cannot seek walks the keys before start
-		}
-		if seq >= below {
-			return errStopScan
 		}
 		var ew eventWire
 		if _, err := Decode(value, recordVersion1, &ew); err != nil {
