@@ -28,61 +28,34 @@ type streamMsg struct {
 }
 
 // readStream reads the events stream from its start with an ordered consumer started now (or
-// from since, when set) until it has read want messages or nothing more comes.
-func readStream(t *testing.T, url, stream string, since time.Time, want int) []streamMsg {
+// from since, when set).
+func readStream(t *testing.T, url, stream string, since time.Time) []streamMsg {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
+	var cfg jetstream.OrderedConsumerConfig
 	if !since.IsZero() {
 		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &since}
 	}
-	c, err := js.OrderedConsumer(ctx, stream, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []streamMsg
-	for len(out) < want {
-		batch, err := c.Fetch(want-len(out), jetstream.FetchMaxWait(time.Second))
-		if err != nil {
-			t.Fatal(err)
+	for _, m := range natstest.Messages(t, url, stream, cfg) {
+		var body struct {
+			Type string `json:"type"`
+			Data struct {
+				Text      string `json:"text"`
+				MessageID string `json:"messageId"`
+				Status    string `json:"status"`
+			} `json:"data"`
 		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			var body struct {
-				Type string `json:"type"`
-				Data struct {
-					Text      string `json:"text"`
-					MessageID string `json:"messageId"`
-					Status    string `json:"status"`
-				} `json:"data"`
-			}
-			if err := json.Unmarshal(m.Data(), &body); err != nil {
-				t.Fatalf("message %s: %v", m.Data(), err)
-			}
-			meta, _ := m.Metadata()
-			out = append(out, streamMsg{subject: m.Subject(), id: m.Headers().Get("Nats-Msg-Id"), text: body.Data.Text,
-				message: body.Data.MessageID, status: body.Data.Status, at: meta.Timestamp})
+		if err := json.Unmarshal(m.Data(), &body); err != nil {
+			t.Fatalf("message %s: %v", m.Data(), err)
 		}
-		if n == 0 {
-			break
-		}
+		meta, _ := m.Metadata()
+		out = append(out, streamMsg{subject: m.Subject(), id: m.Headers().Get("Nats-Msg-Id"), text: body.Data.Text,
+			message: body.Data.MessageID, status: body.Data.Status, at: meta.Timestamp})
 	}
 	return out
 }
 
-// subjectLen is how many messages the stream holds on subject, or in all when subject is ""
-// (0 while it does not exist).
+// subjectLen is how many messages the stream holds on subject (0 while it does not exist).
 func subjectLen(url, stream, subject string) int {
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -96,18 +69,12 @@ func subjectLen(url, stream, subject string) int {
 	if err != nil {
 		return 0
 	}
-	if subject == "" {
-		return int(st.CachedInfo().State.Msgs)
-	}
 	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
 	if err != nil {
 		return 0
 	}
 	return int(info.State.Subjects[subject])
 }
-
-// streamLen is how many messages the stream holds.
-func streamLen(url, stream string) int { return subjectLen(url, stream, "") }
 
 // inbound has customers write n messages to the session, texts prefix0..prefix<n-1>, from
 // four writers at once.
@@ -198,7 +165,7 @@ func TestEventsOnJetStream(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "1,002 message.status events on the stream", func() bool { return subjectLen(ns.URL, stream, statusSubject) == 1002 })
 	// A consumer started now replays them from the stream's start.
-	msgs := readStream(t, ns.URL, stream, time.Time{}, streamLen(ns.URL, stream))
+	msgs := readStream(t, ns.URL, stream, time.Time{})
 	ids := map[string]bool{}
 	steps := map[string]int{}
 	var statuses []streamMsg
@@ -220,7 +187,7 @@ func TestEventsOnJetStream(t *testing.T) {
 		}
 	}
 	// From a time: the events stored since then.
-	later := readStream(t, ns.URL, stream, statuses[500].at, 2000)
+	later := readStream(t, ns.URL, stream, statuses[500].at)
 	if later[0].id != statuses[500].id || len(later) < 502 {
 		t.Fatalf("from the 501st's time: %d messages, the first %s (want at least 502 from %s)", len(later), later[0].id, statuses[500].id)
 	}
@@ -260,7 +227,7 @@ func TestEventsOnJetStream(t *testing.T) {
 	// send's events made while NATS was down, and the bulk's.
 	kept := tg.keptTexts(s.tok)
 	eventually(t, 30*time.Second, "every kept message on the stream", func() bool { return subjectLen(ns.URL, stream, received) >= len(kept) })
-	all := readStream(t, ns.URL, stream, time.Time{}, streamLen(ns.URL, stream))
+	all := readStream(t, ns.URL, stream, time.Time{})
 	seen := map[string]int{}
 	byID := map[string]bool{}
 	steps = map[string]int{}

@@ -32,42 +32,12 @@ func open(t *testing.T, o natsevents.Options) *natsevents.Publisher {
 	return p
 }
 
-// all reads every message of stream from its start with an ordered consumer.
+// all reads every message of stream from its start, and checks the stream holds want.
 func all(t *testing.T, url, stream string, want int) []jetstream.Msg {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	c, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []jetstream.Msg
-	for len(out) < want {
-		batch, err := c.Fetch(want-len(out), jetstream.FetchMaxWait(2*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for m := range batch.Messages() {
-			out = append(out, m)
-			n++
-		}
-		if n == 0 {
-			break
-		}
-	}
-	st, err := js.Stream(ctx, stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info, _ := st.Info(ctx); info.State.Msgs != uint64(want) {
-		t.Fatalf("stream holds %d messages, want %d", info.State.Msgs, want)
+	out := natstest.Messages(t, url, stream, jetstream.OrderedConsumerConfig{})
+	if len(out) != want {
+		t.Fatalf("stream holds %d messages, want %d", len(out), want)
 	}
 	return out
 }

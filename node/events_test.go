@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gateway/gateway/persist/natstest"
 )
 
 // sse reads an event stream in the background: the ids of its events, in order.
@@ -80,33 +81,11 @@ func (s *sse) close() {
 // streamIDs reads every Nats-Msg-Id of the events stream from its start.
 func streamIDs(t *testing.T, url, stream string) []string {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		return nil // not made yet
-	}
 	var out []string
-	for {
-		batch, err := c.Fetch(500, jetstream.FetchMaxWait(300*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for m := range batch.Messages() {
-			out = append(out, m.Headers().Get("Nats-Msg-Id"))
-			n++
-		}
-		if n == 0 {
-			return out
-		}
+	for _, m := range natstest.Messages(t, url, stream, jetstream.OrderedConsumerConfig{}) {
+		out = append(out, m.Headers().Get("Nats-Msg-Id"))
 	}
+	return out
 }
 
 // onNATS tells whether every id of want is on the events stream "ev" of url.

@@ -155,13 +155,6 @@ func (w *Webhooks) eventsFrom(prefix []byte, from uint64, limit int) ([]domain.E
 	var out []domain.EventRecord
 	start := append(slices.Clone(prefix), seqHex(from)...)
 	fn := func(key, value []byte) error {
-		seq, err := strconv.ParseUint(string(key[len(prefix):]), 16, 64)
-		if err != nil {
-			return fmt.Errorf("persist: event key %q: %w", key, err)
-		}
-		if seq < from {
-			return nil // a store that cannot seek walks the keys before start
-		}
 		var ew eventWire
 		if _, err := Decode(value, recordVersion1, &ew); err != nil {
 			return fmt.Errorf("event %q: %w", key, err)
@@ -172,16 +165,7 @@ func (w *Webhooks) eventsFrom(prefix []byte, from uint64, limit int) ([]domain.E
 		}
 		return nil
 	}
-	var err error
-	if r, ok := w.kv.(rangeScanner); ok {
-		err = r.ScanFrom(prefix, start, fn) // published events before start are not walked
-	} else {
-		err = w.kv.Scan(prefix, fn)
-	}
-	if errors.Is(err, errStopScan) {
-		err = nil
-	}
-	return out, err
+	return out, stopped(scanFrom(w.kv, prefix, start, fn)) // published events before start are not walked
 }
 
 // DeleteOutbox removes the events seqs from the broker outbox (the broker has them), in one

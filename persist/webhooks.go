@@ -4,7 +4,6 @@ package persist
 // delivery queue, its ring of recent attempts, and incoming messages kept 7 days.
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -277,9 +276,6 @@ func (w *Webhooks) DeliveriesFrom(subID string, from uint64, limit int) ([]domai
 	prefix := []byte(webhookQueueTable + "/" + subID + "\x00")
 	start := fmt.Appendf(slices.Clone(prefix), "%016x", from)
 	fn := func(key, value []byte) error {
-		if bytes.Compare(key, start) < 0 {
-			return nil
-		}
 		var d domain.WebhookDelivery
 		if _, err := Decode(value, recordVersion1, &d); err != nil {
 			return fmt.Errorf("%s %q: %w", webhookQueueTable, key, err)
@@ -290,16 +286,15 @@ func (w *Webhooks) DeliveriesFrom(subID string, from uint64, limit int) ([]domai
 		}
 		return nil
 	}
-	var err error
-	if r, ok := w.kv.(rangeScanner); ok {
-		err = r.ScanFrom(prefix, start, fn) // delivered entries before start are not walked
-	} else {
-		err = w.kv.Scan(prefix, fn)
-	}
+	return out, stopped(scanFrom(w.kv, prefix, start, fn)) // delivered entries before start are not walked
+}
+
+// stopped is err, unless it is fn's errStopScan that ended a scan.
+func stopped(err error) error {
 	if errors.Is(err, errStopScan) {
-		err = nil
+		return nil
 	}
-	return out, err
+	return err
 }
 
 // rangeScanner is a KV that can start a scan past the beginning of its prefix (Badger, Memory).
