@@ -576,7 +576,7 @@ func newEvents(ctx context.Context, c config, store engine.EventStore, reg prome
 // engineRecords hands persist's typed stores to the engine as the interfaces it declares.
 func engineRecords(r *persist.Records) engine.Records {
 	return engine.Records{Outbox: r.Outbox, Accounts: r.Accounts, Sessions: r.Sessions, Protections: r.Protections,
-		Campaigns: r.Campaigns, Shops: r.Stores, Inbox: r.Inbox, History: r.History}
+		Campaigns: r.Campaigns, Shops: r.Stores, Inbox: r.Inbox, History: r.History, Notes: r.Notes}
 }
 
 // storeConfig is the store integration's configuration: the store-platform client, the app
@@ -682,12 +682,12 @@ func executable(path string) bool {
 
 // audioCheck is the accept-time check of audio sends: on WhatsApp, audio it cannot play is
 // refused with 415 unless --ffmpeg converts it to a voice note.
-func (c config) audioCheck() func([]byte, string) error {
+func (c config) audioCheck() func([]byte, string, bool) error {
 	if c.network != "whatsapp" {
 		return nil
 	}
 	convert := c.ffmpeg != ""
-	return func(data []byte, mime string) error { return whatsapp.CheckAudio(data, mime, convert) }
+	return func(data []byte, mime string, ptt bool) error { return whatsapp.CheckAudio(data, mime, ptt, convert) }
 }
 
 // whatsappHTTPClient carries every WhatsApp connection when set: only a test build

@@ -341,7 +341,12 @@ func (c *client) handle(q queued) {
 		return
 	case *events.Message:
 		ctx, cancel := context.WithTimeout(c.n.ctx, dbTimeout)
-		evt := incomingEvent(ctx, e, st.resolvePN)
+		var evt network.Event
+		if e.Message.GetPollUpdateMessage() != nil && !e.Info.IsFromMe && st.wa != nil {
+			evt = c.pollVoteEvent(ctx, st.wa, e, origin(ctx, e.Info, st.resolvePN))
+		} else {
+			evt = incomingEvent(ctx, e, st)
+		}
 		cancel()
 		if evt != nil {
 			c.emit(evt)

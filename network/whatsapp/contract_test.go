@@ -3,6 +3,7 @@ package whatsapp
 import (
 	"testing"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/network/networktest"
 )
@@ -51,4 +52,19 @@ func (e *fakeEnv) Delivered(t *testing.T, sender, recipient, id string) {
 	if _, err := e.h.srv.Receipt(sender, recipient, "", id); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func (e *fakeEnv) Act(t *testing.T, session, sessionPhone string, in domain.SimInbound) string {
+	t.Fatal("TODO")
+	return ""
+}
+
+func (e *fakeEnv) Seen(t *testing.T, sessionPhone, to string) []domain.Delivered {
+	t.Fatal("TODO")
+	return nil
+}
+
+func (e *fakeEnv) Reads(t *testing.T, from string) []string {
+	t.Fatal("TODO")
+	return nil
 }
