@@ -147,8 +147,13 @@ func TestConversationsEndToEnd(t *testing.T) {
 	})
 
 	t.Run("PollVotesCounted", func(t *testing.T) {
-		poll := c.send(t, map[string]any{"phone": customer, "type": "poll", "question": "Confirm order 1001?", "options": []string{"Yes", "No", "Call me"}})
+		// Two voters: the poll goes to a group of both (a direct poll has one voter).
+		g := tg.do("POST", "/api/v1/groups", keyAuth(c.s.key), map[string]any{"name": "Pickup times", "participants": []string{customer, other}})
+		want(t, g, 201, "")
+		poll := c.send(t, map[string]any{"phone": g.str("id"), "type": "poll", "question": "Confirm order 1001?", "options": []string{"Yes", "No", "Call me"}})
 		c.settled(t, poll)
+		// Who never got the poll cannot vote in it.
+		want(t, tg.do("POST", "/api/dev/sim/inbound", nil, map[string]any{"sessionId": c.s.session, "from": "15550100299", "type": "poll_vote", "messageId": poll, "options": []string{"Yes"}}), 404, "message_not_found")
 		c.act(t, map[string]any{"from": customer, "type": "poll_vote", "messageId": poll, "options": []string{"Yes"}})
 		c.act(t, map[string]any{"from": other, "type": "poll_vote", "messageId": poll, "options": []string{"No"}})
 		c.act(t, map[string]any{"from": customer, "type": "poll_vote", "messageId": poll, "options": []string{"No"}}) // changes its vote
@@ -171,6 +176,11 @@ func TestConversationsEndToEnd(t *testing.T) {
 		}
 		if counts["Yes"] != 0 || counts["No"] != 2 || counts["Call me"] != 0 || len(voters["No"]) != 2 || v.obj()["question"] != "Confirm order 1001?" {
 			t.Fatalf("votes %s, want No twice (the first voter changed its vote)", v.raw)
+		}
+		// Each vote reached the subscribers, naming the group and the voter by phone and LID.
+		e := c.event(t, "poll.vote", func(d map[string]any) bool { return d["messageId"] == poll && d["voter"] == other })
+		if e["group"] != g.str("id") || e["phone"] != other || e["lid"] == nil {
+			t.Fatalf("poll.vote %v", e)
 		}
 	})
 

@@ -337,7 +337,9 @@ func (s *Server) v1Groups(ctx *fasthttp.RequestCtx) error {
 }
 
 // clientGroups is GET /api/client/groups: the signed-in user's groups (the dashboard's picker).
-func (s *Server) clientGroups(ctx *fasthttp.RequestCtx, u domain.User) error { return s.groups(ctx, u.ID) }
+func (s *Server) clientGroups(ctx *fasthttp.RequestCtx, u domain.User) error {
+	return s.groups(ctx, u.ID)
+}
 
 func (s *Server) groups(ctx *fasthttp.RequestCtx, uid string) error {
 	gs, err := s.engine(ctx).Groups.List(s.reqContext(ctx), uid, string(ctx.QueryArgs().Peek("session_id")))

@@ -558,8 +558,18 @@ func (n *Network) Act(sessionID string, in domain.SimInbound) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		// Only who got the poll votes: its recipient, or a member of its group.
 		if !ok || poll.Type != string(domain.KindPoll) || poll.From != c.phone {
 			return "", ErrUnknownTarget
+		}
+		if poll.Group == "" && poll.To != from {
+			return "", ErrUnknownTarget
+		}
+		if poll.Group != "" {
+			if _, err := cv.memberGroup(poll.Group, from); err != nil {
+				return "", ErrUnknownTarget
+			}
+			o.Group = poll.Group
 		}
 		if (!poll.Multiple && len(in.Options) > 1) || slices.ContainsFunc(in.Options, func(o string) bool { return !slices.Contains(poll.Options, o) }) {
 			return "", ErrBadVote

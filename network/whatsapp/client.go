@@ -49,6 +49,7 @@ type client struct {
 	http      *http.Client                          // every connection of the session (proxy.go)
 	events    *eventQueue
 	lookups   *lookupCache
+	polls     pollCache // the options of the polls it sent lately (their votes' names)
 
 	ctlMu sync.Mutex // serialises Connect, Disconnect, Logout and shutdown
 

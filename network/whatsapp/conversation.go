@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.mau.fi/whatsmeow"
@@ -415,19 +416,19 @@ func (c *client) pollVoteEvent(ctx context.Context, wa *whatsmeow.Client, e *eve
 		c.log.Warn("poll vote not decrypted", "poll", pollID, "err", err)
 		return nil
 	}
-	src := c.opts.Load().Messages
-	if src == nil {
-		c.log.Warn("poll vote for a poll the adapter cannot read (no message source)", "poll", pollID)
-		return nil
+	names, ok := c.polls.get(pollID)
+	if src := c.opts.Load().Messages; !ok && src != nil {
+		if poll, found := src.Message(ctx, pollID); found && poll.Kind == domain.KindPoll {
+			names, ok = poll.Options, true
+		}
 	}
-	poll, ok := src.Message(ctx, pollID)
-	if !ok || poll.Kind != domain.KindPoll {
-		c.log.Warn("poll vote for a poll the outbox does not have", "poll", pollID)
+	if !ok {
+		c.log.Warn("poll vote for a poll the adapter does not know (not one the session sent)", "poll", pollID)
 		return nil
 	}
 	options := []string{}
 	for _, h := range vote.GetSelectedOptions() {
-		for _, name := range poll.Options {
+		for _, name := range names {
 			if sum := sha256.Sum256([]byte(name)); string(sum[:]) == string(h) {
 				options = append(options, name)
 			}
@@ -437,4 +438,38 @@ func (c *client) pollVoteEvent(ctx context.Context, wa *whatsmeow.Client, e *eve
 		o.At = time.UnixMilli(ts).UTC()
 	}
 	return network.PollVote{Origin: o, Poll: pollID, Options: options}
+}
+
+// pollCache remembers the options of the polls a client sent lately (the outbox has them too:
+// the port's MessageSource, asked when this forgot them), to name the options of their votes.
+type pollCache struct {
+	mu    sync.Mutex
+	m     map[string][]string
+	order []string
+}
+
+// pollCacheMax bounds the polls a client remembers.
+const pollCacheMax = 1000
+
+func (p *pollCache) put(id string, options []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = map[string][]string{}
+	}
+	if _, ok := p.m[id]; !ok {
+		p.order = append(p.order, id)
+	}
+	p.m[id] = options
+	for len(p.order) > pollCacheMax {
+		delete(p.m, p.order[0])
+		p.order = p.order[1:]
+	}
+}
+
+func (p *pollCache) get(id string) ([]string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	o, ok := p.m[id]
+	return o, ok
 }

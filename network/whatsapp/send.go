@@ -145,6 +145,9 @@ func (c *client) Send(ctx context.Context, m domain.Message) (network.Receipt, e
 	if err != nil {
 		return network.Receipt{}, fmt.Errorf("whatsapp: send %s %s to %s: %w", m.Kind, m.ID, m.To, c.classifySendError(ctx, err))
 	}
+	if m.Kind == domain.KindPoll {
+		c.polls.put(m.ID, m.Options)
+	}
 	at := resp.Timestamp
 	if at.IsZero() {
 		at = time.Now()
