@@ -120,7 +120,7 @@ func (c *fakeClient) Send(_ context.Context, m domain.Message) (network.Receipt,
 			return network.Receipt{}, err
 		}
 	}
-	return network.Receipt{ID: m.ID, At: c.clock.Now()}, nil
+	return network.Receipt{ID: m.ID, At: c.clock.Now(), LID: "9" + m.To}, nil
 }
 
 func (c *fakeClient) Logout(context.Context) error {
