@@ -34,7 +34,7 @@ type contentJSON struct {
 	ContactName  string        `json:"contactName,omitempty"`
 	ContactPhone string        `json:"contactPhone,omitempty"`
 	Emoji        *string       `json:"emoji,omitempty"`     // a reaction ("": taken back)
-	Target       string        `json:"messageId,omitempty"` // what a reaction, edit or revoke is about
+	Target       string        `json:"target,omitempty"` // what a reaction, edit or revoke is about
 	ReplyTo      string        `json:"replyTo,omitempty"`
 	Quoted       *quotedJSON   `json:"quoted,omitempty"`
 	Reactions    []reactionRow `json:"reactions,omitempty"`
