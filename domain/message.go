@@ -99,16 +99,17 @@ type Message struct {
 
 // MessageRef names an earlier message of a conversation, as a reply quotes it or a reaction,
 // an edit or a revoke points at it: its id, who sent it (the session itself, or a contact by
-// phone and LID) and, for a quote, what it said.
+// phone and LID) and, for a quote, what it said. Its JSON is the API's Quoted, in events,
+// history items and the records alike.
 type MessageRef struct {
 	ID string `json:"id"`
-	// FromMe: the session sent it; else From (and FromLID) is its sender.
-	FromMe  bool   `json:"fromMe,omitempty"`
-	From    string `json:"from,omitempty"`
-	FromLID string `json:"fromLid,omitempty"`
+	// FromMe: the session sent it; else From (phone) and FromLID (lid) name its sender.
+	FromMe  bool   `json:"fromMe"`
+	From    string `json:"phone,omitempty"`
+	FromLID string `json:"lid,omitempty"`
 	// Group is the group it was written in ("" for a direct message).
 	Group string `json:"group,omitempty"`
-	Kind  Kind   `json:"kind,omitempty"`
+	Kind  Kind   `json:"type,omitempty"`
 	Text  string `json:"text,omitempty"` // its text, or its media's caption (quotes)
 }
 

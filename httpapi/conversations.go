@@ -19,40 +19,30 @@ import (
 // LID, or the group), the content of its kind, the message it quotes, its reactions, its last
 // edit, its revoke, a poll's results.
 type contentJSON struct {
-	Phone        string        `json:"phone,omitempty"`
-	LID          string        `json:"lid,omitempty"`
-	Group        string        `json:"group,omitempty"`
-	Text         string        `json:"text,omitempty"`
-	Caption      string        `json:"caption,omitempty"`
-	MimeType     string        `json:"mimeType,omitempty"`
-	FileName     string        `json:"fileName,omitempty"`
-	PTT          bool          `json:"ptt,omitempty"`
-	Lat          float64       `json:"lat,omitempty"`
-	Lng          float64       `json:"lng,omitempty"`
-	Name         string        `json:"name,omitempty"`
-	Address      string        `json:"address,omitempty"`
-	ContactName  string        `json:"contactName,omitempty"`
-	ContactPhone string        `json:"contactPhone,omitempty"`
-	Emoji        *string       `json:"emoji,omitempty"`     // a reaction ("": taken back)
-	Target       string        `json:"target,omitempty"` // what a reaction, edit or revoke is about
-	ReplyTo      string        `json:"replyTo,omitempty"`
-	Quoted       *quotedJSON   `json:"quoted,omitempty"`
-	Reactions    []reactionRow `json:"reactions,omitempty"`
-	Edited       bool          `json:"edited,omitempty"`
-	EditedAt     *timestamp    `json:"editedAt,omitempty"`
-	Revoked      bool          `json:"revoked,omitempty"`
-	RevokedAt    *timestamp    `json:"revokedAt,omitempty"`
-	Poll         *pollJSON     `json:"poll,omitempty"`
-}
-
-// quotedJSON is the message a reply quotes.
-type quotedJSON struct {
-	ID     string `json:"id"`
-	FromMe bool   `json:"fromMe"`
-	Phone  string `json:"phone,omitempty"`
-	LID    string `json:"lid,omitempty"`
-	Type   string `json:"type,omitempty"`
-	Text   string `json:"text,omitempty"`
+	Phone        string             `json:"phone,omitempty"`
+	LID          string             `json:"lid,omitempty"`
+	Group        string             `json:"group,omitempty"`
+	Text         string             `json:"text,omitempty"`
+	Caption      string             `json:"caption,omitempty"`
+	MimeType     string             `json:"mimeType,omitempty"`
+	FileName     string             `json:"fileName,omitempty"`
+	PTT          bool               `json:"ptt,omitempty"`
+	Lat          float64            `json:"lat,omitempty"`
+	Lng          float64            `json:"lng,omitempty"`
+	Name         string             `json:"name,omitempty"`
+	Address      string             `json:"address,omitempty"`
+	ContactName  string             `json:"contactName,omitempty"`
+	ContactPhone string             `json:"contactPhone,omitempty"`
+	Emoji        *string            `json:"emoji,omitempty"`  // a reaction ("": taken back)
+	Target       string             `json:"target,omitempty"` // what a reaction, edit or revoke is about
+	ReplyTo      string             `json:"replyTo,omitempty"`
+	Quoted       *domain.MessageRef `json:"quoted,omitempty"`
+	Reactions    []reactionRow      `json:"reactions,omitempty"`
+	Edited       bool               `json:"edited,omitempty"`
+	EditedAt     *timestamp         `json:"editedAt,omitempty"`
+	Revoked      bool               `json:"revoked,omitempty"`
+	RevokedAt    *timestamp         `json:"revokedAt,omitempty"`
+	Poll         *pollJSON          `json:"poll,omitempty"`
 }
 
 // reactionRow is one person's reaction to a message.
@@ -90,7 +80,7 @@ func contentOf(m domain.Message, peer, lid string, n domain.MessageNotes) conten
 	}
 	if q := m.ReplyTo; q != nil && q.ID != "" {
 		c.ReplyTo = q.ID
-		c.Quoted = &quotedJSON{ID: q.ID, FromMe: q.FromMe, Phone: q.From, LID: q.FromLID, Type: string(q.Kind), Text: q.Text}
+		c.Quoted = q
 	}
 	for _, r := range n.Reactions {
 		c.Reactions = append(c.Reactions, reactionRow{From: r.From, LID: r.LID, FromMe: r.FromMe, Emoji: r.Emoji, At: timestamp(r.At.Time())})
