@@ -67,7 +67,10 @@ func TestCancelTakesAQueuedMessageOut(t *testing.T) {
 // with ErrCheckLimit, after a restart too; the next UTC day starts again.
 func TestCallCountsLookupsPerDay(t *testing.T) {
 	r := newRig(t, "15550000001", domain.Pacing{})
-	lookup := func(ctx context.Context, c network.Client) error { _, err := c.Lookup(ctx, []string{"15550000009"}); return err }
+	lookup := func(ctx context.Context, c network.Client) error {
+		_, err := c.Lookup(ctx, []string{"15550000009"})
+		return err
+	}
 	if err := r.call(150, lookup); err != nil {
 		t.Fatal(err)
 	}
