@@ -61,12 +61,7 @@ func TestWhatsAppProcessOnPostgres(t *testing.T) {
 	admin := tg.token("root", "admin")
 	alice := tg.newClient("alice")
 
-	r := tg.do("POST", "/api/client/pair-code", bearerAuth(alice), map[string]any{"phone": "+" + phone})
-	want(t, r, 200, "")
-	if err := srv.EnterCode(phone, r.str("code")); err != nil {
-		t.Fatal(err)
-	}
-	if st := tg.waitStatus(alice, "CONNECTED"); st["phone"] != phone {
+	if st := pairOnFake(t, srv, tg, alice, phone); st["phone"] != phone {
 		t.Fatalf("status %v", st)
 	}
 	key := tg.newKey(admin, "alice", nil).str("rawKey")
@@ -114,7 +109,7 @@ func TestWhatsAppProcessOnPostgres(t *testing.T) {
 	tg = p.gw(t, data)
 	tg.waitStatus(alice, "CONNECTED")
 	sent("after the crash")
-	r = tg.do("POST", "/api/client/send", bearerAuth(alice), voice)
+	r := tg.do("POST", "/api/client/send", bearerAuth(alice), voice)
 	want(t, r, 200, "")
 	eventually(t, 20*time.Second, "the voice note at the fake server", func() bool {
 		for _, m := range srv.Messages() {
@@ -148,12 +143,7 @@ func TestWhatsAppConversationsProcess(t *testing.T) {
 	tg := p.gw(t, data)
 	admin := tg.token("root", "admin")
 	alice := tg.newClient("alice")
-	r := tg.do("POST", "/api/client/pair-code", bearerAuth(alice), map[string]any{"phone": "+" + phone})
-	want(t, r, 200, "")
-	if err := srv.EnterCode(phone, r.str("code")); err != nil {
-		t.Fatal(err)
-	}
-	tg.waitStatus(alice, "CONNECTED")
+	pairOnFake(t, srv, tg, alice, phone)
 	key := keyAuth(tg.newKey(admin, "alice", nil).str("rawKey"))
 	send := func(body map[string]any) string {
 		t.Helper()
@@ -238,7 +228,7 @@ func TestWhatsAppConversationsProcess(t *testing.T) {
 	}
 
 	// An edit and a revoke of the reply.
-	r = tg.do("POST", "/api/v1/messages/"+reply+"/edit", key, map[string]any{"message": "yes, this afternoon"})
+	r := tg.do("POST", "/api/v1/messages/"+reply+"/edit", key, map[string]any{"message": "yes, this afternoon"})
 	want(t, r, 200, "")
 	pm := received(customer, r.str("message_id")).GetEditedMessage().GetMessage().GetProtocolMessage()
 	if pm.GetType() != waE2E.ProtocolMessage_MESSAGE_EDIT || pm.GetKey().GetID() != reply || !pm.GetKey().GetFromMe() || pm.GetEditedMessage().GetConversation() != "yes, this afternoon" {
@@ -277,4 +267,16 @@ func wav() []byte {
 		binary.LittleEndian.PutUint16(b[44+2*i:], uint16(int16(8000*math.Sin(2*math.Pi*440*float64(i)/rate))))
 	}
 	return b
+}
+
+// pairOnFake links user's session to phone on the fake server by pair code, and returns its
+// status once CONNECTED.
+func pairOnFake(t *testing.T, srv *fakewa.Server, tg *testGW, user, phone string) map[string]any {
+	t.Helper()
+	r := tg.do("POST", "/api/client/pair-code", bearerAuth(user), map[string]any{"phone": "+" + phone})
+	want(t, r, 200, "")
+	if err := srv.EnterCode(phone, r.str("code")); err != nil {
+		t.Fatal(err)
+	}
+	return tg.waitStatus(user, "CONNECTED")
 }

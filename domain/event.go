@@ -187,9 +187,10 @@ func (m InboundMessage) Ref() MessageRef {
 	return MessageRef{ID: m.ID, From: m.From, FromLID: m.LID, Group: m.Group, Kind: Kind(m.Kind), Text: m.Content().Preview()}
 }
 
-// ReactionData is the data of message.reaction: From (Phone) reacted to MessageID with Emoji
-// ("" when the reaction was taken back).
-type ReactionData struct {
+// MessageChange is what message.reaction, message.edited and message.revoked say of the
+// message changed and who changed it: From (its Phone and LID; the LID alone when the network
+// hides the phone), or the session itself (FromMe), in a direct chat or in Group, at At.
+type MessageChange struct {
 	MessageID string    `json:"messageId"`
 	SessionID string    `json:"session"`
 	From      string    `json:"from"`
@@ -197,33 +198,25 @@ type ReactionData struct {
 	LID       string    `json:"lid,omitempty"`
 	FromMe    bool      `json:"fromMe"`
 	Group     string    `json:"group,omitempty"`
-	Emoji     string    `json:"emoji"`
 	At        time.Time `json:"at"`
+}
+
+// ReactionData is the data of message.reaction: From reacted to MessageID with Emoji ("" when
+// the reaction was taken back).
+type ReactionData struct {
+	MessageChange
+	Emoji string `json:"emoji"`
 }
 
 // EditedData is the data of message.edited: MessageID's text is now Text.
 type EditedData struct {
-	MessageID string    `json:"messageId"`
-	SessionID string    `json:"session"`
-	From      string    `json:"from"`
-	Phone     string    `json:"phone,omitempty"`
-	LID       string    `json:"lid,omitempty"`
-	FromMe    bool      `json:"fromMe"`
-	Group     string    `json:"group,omitempty"`
-	Text      string    `json:"text"`
-	At        time.Time `json:"at"`
+	MessageChange
+	Text string `json:"text"`
 }
 
 // RevokedData is the data of message.revoked: MessageID was deleted for everyone.
 type RevokedData struct {
-	MessageID string    `json:"messageId"`
-	SessionID string    `json:"session"`
-	From      string    `json:"from"`
-	Phone     string    `json:"phone,omitempty"`
-	LID       string    `json:"lid,omitempty"`
-	FromMe    bool      `json:"fromMe"`
-	Group     string    `json:"group,omitempty"`
-	At        time.Time `json:"at"`
+	MessageChange
 }
 
 // PollVoteData is the data of poll.vote: Voter chose Options in the poll MessageID (none: the

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"time"
@@ -115,12 +116,7 @@ type MessageRef struct {
 
 // Preview is the text a quote of m shows: its text, caption, poll question, place or contact.
 func (m Message) Preview() string {
-	for _, s := range []string{m.Text, m.Caption, m.Question, m.LocationName, m.Address, m.ContactName, m.FileName} {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
+	return cmp.Or(m.Text, m.Caption, m.Question, m.LocationName, m.Address, m.ContactName, m.FileName)
 }
 
 // GroupSuffix ends a group's id (WhatsApp's group server).

@@ -59,3 +59,26 @@ const (
 	SimEdit     = "edit"
 	SimRevoke   = "revoke"
 )
+
+// Folded is what a phone shows of the messages it got, in delivery order: edits and revokes
+// laid over the messages they change, not listed themselves.
+func Folded(ds []Delivered) []Delivered {
+	out := make([]Delivered, 0, len(ds))
+	at := map[string]int{}
+	for _, d := range ds {
+		switch Kind(d.Type) {
+		case KindEdit, KindRevoke:
+			if i, ok := at[d.Target]; ok {
+				if Kind(d.Type) == KindEdit {
+					out[i].Text, out[i].Edited = d.Text, true
+				} else {
+					out[i].Revoked = true
+				}
+			}
+			continue
+		}
+		at[d.ID] = len(out)
+		out = append(out, d)
+	}
+	return out
+}

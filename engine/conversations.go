@@ -351,20 +351,19 @@ func (ms *Messages) noteChange(uid, sessionID, target string, o network.Origin, 
 	if from == "" && !fromMe {
 		from = o.FromLID // a sender the network hides: named by its LID
 	}
+	change := domain.MessageChange{MessageID: target, SessionID: sessionID, From: from, Phone: o.From, LID: o.FromLID,
+		FromMe: fromMe, Group: o.Group, At: o.At.UTC()}
 	var ev domain.Event
 	changed, err := ms.notes.update(ctx, uid, target, func(n *domain.MessageNotes) bool {
 		switch m.Kind {
 		case domain.KindReaction:
-			ev = domain.Event{Type: domain.EventMessageReaction, Data: domain.ReactionData{MessageID: target, SessionID: sessionID,
-				From: from, Phone: o.From, LID: o.FromLID, FromMe: fromMe, Group: o.Group, Emoji: m.Emoji, At: o.At.UTC()}}
+			ev = domain.Event{Type: domain.EventMessageReaction, Data: domain.ReactionData{MessageChange: change, Emoji: m.Emoji}}
 			return n.React(domain.Reaction{From: from, LID: o.FromLID, FromMe: fromMe, Emoji: m.Emoji, At: at})
 		case domain.KindEdit:
-			ev = domain.Event{Type: domain.EventMessageEdited, Data: domain.EditedData{MessageID: target, SessionID: sessionID,
-				From: from, Phone: o.From, LID: o.FromLID, FromMe: fromMe, Group: o.Group, Text: m.Preview(), At: o.At.UTC()}}
+			ev = domain.Event{Type: domain.EventMessageEdited, Data: domain.EditedData{MessageChange: change, Text: m.Preview()}}
 			return n.SetEdit(domain.Edit{Text: m.Preview(), FromMe: fromMe, At: at})
 		case domain.KindRevoke:
-			ev = domain.Event{Type: domain.EventMessageRevoked, Data: domain.RevokedData{MessageID: target, SessionID: sessionID,
-				From: from, Phone: o.From, LID: o.FromLID, FromMe: fromMe, Group: o.Group, At: o.At.UTC()}}
+			ev = domain.Event{Type: domain.EventMessageRevoked, Data: domain.RevokedData{MessageChange: change}}
 			return n.Revoke(domain.Revocation{FromMe: fromMe, At: at})
 		case domain.KindPoll:
 			options := append([]string{}, m.Options...)

@@ -10,31 +10,30 @@ import (
 	"github.com/gateway/gateway/network"
 )
 
-// call asks the actor for a Call and waits for its reply.
-func (r *rig) call(checks int, fn func(context.Context, network.Client) error) error {
+// ask sends m (whose reply comes on reply) to the actor and waits for the reply.
+func (r *rig) ask(m any, reply chan Reply) Reply {
 	r.t.Helper()
-	m := &Call{Checks: checks, Fn: fn, Reply: make(chan Reply, 1)}
 	r.hw.Send(r.pid, m)
 	select {
-	case rep := <-m.Reply:
-		return rep.Err
+	case rep := <-reply:
+		return rep
 	case <-time.After(5 * time.Second):
-		r.t.Fatal("no answer to the call")
-		return nil
+		r.t.Fatalf("no answer to %T", m)
+		return Reply{}
 	}
+}
+
+// call asks the actor for a Call and returns its error.
+func (r *rig) call(checks int, fn func(context.Context, network.Client) error) error {
+	r.t.Helper()
+	reply := make(chan Reply, 1)
+	return r.ask(&Call{Checks: checks, Fn: fn, Reply: reply}, reply).Err
 }
 
 func (r *rig) cancel(id string) bool {
 	r.t.Helper()
-	m := &Cancel{ID: id, Reply: make(chan Reply, 1)}
-	r.hw.Send(r.pid, m)
-	select {
-	case rep := <-m.Reply:
-		return rep.Found
-	case <-time.After(5 * time.Second):
-		r.t.Fatal("no answer to the cancel")
-		return false
-	}
+	reply := make(chan Reply, 1)
+	return r.ask(&Cancel{ID: id, Reply: reply}, reply).Found
 }
 
 // A message still in the queue is taken out and reported cancelled (its allowance is the

@@ -57,13 +57,7 @@ func (e *simEnv) Act(t *testing.T, session, _ string, in domain.SimInbound) stri
 }
 
 func (e *simEnv) Seen(_ *testing.T, sessionPhone, to string) []domain.Delivered {
-	var out []domain.Delivered
-	for _, d := range e.n.Messages(to) {
-		if d.From == sessionPhone {
-			out = append(out, d)
-		}
-	}
-	return out
+	return e.n.MessagesFrom(sessionPhone, to)
 }
 
 func (e *simEnv) Reads(_ *testing.T, from string) []string { return e.n.Reads(from) }

@@ -9,6 +9,7 @@ package sim
 // groups are kept in conversations.jsonl in Dir, replayed at open like the other journals.
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -237,29 +238,6 @@ func (n *Network) typing(ctx context.Context, m domain.Message) error {
 	case <-n.done:
 		return errClosed
 	}
-}
-
-// fold lays edits and revokes over the messages they change, in delivery order: what the phone
-// shows.
-func fold(ds []domain.Delivered) []domain.Delivered {
-	out := ds[:0]
-	at := map[string]int{}
-	for _, d := range ds {
-		switch domain.Kind(d.Type) {
-		case domain.KindEdit, domain.KindRevoke:
-			if i, ok := at[d.Target]; ok {
-				if d.Type == string(domain.KindEdit) {
-					out[i].Text, out[i].Edited = d.Text, true
-				} else {
-					out[i].Revoked = true
-				}
-			}
-			continue
-		}
-		at[d.ID] = len(out)
-		out = append(out, d)
-	}
-	return out
 }
 
 // Lookup tells which numbers are on the sim, with their LIDs; it needs a connected device.
@@ -617,20 +595,11 @@ func (n *Network) refOf(phone, id string) (domain.MessageRef, error) {
 	if !ok {
 		return domain.MessageRef{}, ErrUnknownTarget
 	}
-	ref := domain.MessageRef{ID: id, Group: d.Group, Kind: domain.Kind(d.Type), Text: firstOf(d.Text, d.Caption, d.Question, d.LocationName, d.Address, d.ContactName)}
+	ref := domain.MessageRef{ID: id, Group: d.Group, Kind: domain.Kind(d.Type), Text: cmp.Or(d.Text, d.Caption, d.Question, d.LocationName, d.Address, d.ContactName)}
 	if d.From == phone {
 		ref.FromMe = true
 	} else {
 		ref.From, ref.FromLID = d.From, lidOf(d.From)
 	}
 	return ref, nil
-}
-
-func firstOf(ss ...string) string {
-	for _, s := range ss {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }

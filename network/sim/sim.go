@@ -303,7 +303,18 @@ func (n *Network) Pair(sessionID, code string) error {
 
 // Messages returns what was delivered to a number (digits) or a group, in delivery order, with
 // edits and revokes laid over the messages they change; never nil.
-func (n *Network) Messages(to string) []domain.Delivered { return fold(n.deliveries.to(to)) }
+func (n *Network) Messages(to string) []domain.Delivered { return domain.Folded(n.deliveries.to(to)) }
+
+// MessagesFrom is Messages of those the phone from sent.
+func (n *Network) MessagesFrom(from, to string) []domain.Delivered {
+	var out []domain.Delivered
+	for _, d := range n.Messages(to) {
+		if d.From == from {
+			out = append(out, d)
+		}
+	}
+	return out
+}
 
 // DeliveredCount is the number of messages delivered since Dir was created.
 func (n *Network) DeliveredCount() int64 { return n.deliveries.count.Load() }

@@ -99,13 +99,7 @@ func (e *remoteEnv) Act(t *testing.T, session, _ string, in domain.SimInbound) s
 }
 
 func (e *remoteEnv) Seen(_ *testing.T, sessionPhone, to string) []domain.Delivered {
-	var out []domain.Delivered
-	for _, d := range e.sim.Messages(to) {
-		if d.From == sessionPhone {
-			out = append(out, d)
-		}
-	}
-	return out
+	return e.sim.MessagesFrom(sessionPhone, to)
 }
 
 func (e *remoteEnv) Reads(_ *testing.T, from string) []string { return e.sim.Reads(from) }

@@ -76,7 +76,7 @@ func (e *fakeEnv) Seen(_ *testing.T, sessionPhone, to string) []domain.Delivered
 			out = append(out, deliveredOf(r))
 		}
 	}
-	return foldDelivered(out)
+	return domain.Folded(out)
 }
 
 func (e *fakeEnv) Reads(_ *testing.T, from string) []string { return e.h.srv.Reads(from) }
@@ -120,26 +120,4 @@ func deliveredOf(r fakewa.Received) domain.Delivered {
 		d.ReplyTo, d.Quoted = ci.GetStanzaID(), ci.GetQuotedMessage().GetConversation()
 	}
 	return d
-}
-
-// foldDelivered lays edits and revokes over the messages they change.
-func foldDelivered(ds []domain.Delivered) []domain.Delivered {
-	var out []domain.Delivered
-	at := map[string]int{}
-	for _, d := range ds {
-		switch d.Type {
-		case "edit", "revoke":
-			if i, ok := at[d.Target]; ok {
-				if d.Type == "edit" {
-					out[i].Text, out[i].Edited = d.Text, true
-				} else {
-					out[i].Revoked = true
-				}
-			}
-			continue
-		}
-		at[d.ID] = len(out)
-		out = append(out, d)
-	}
-	return out
 }

@@ -86,45 +86,49 @@ func replyContext(wa *whatsmeow.Client, chat types.JID, ref domain.MessageRef) *
 // withContext sets ci on the message's content (a plain text becomes an extended text, which
 // is the one that can carry it).
 func withContext(msg *waE2E.Message, ci *waE2E.ContextInfo) *waE2E.Message {
-	switch {
-	case msg.Conversation != nil:
+	if msg.Conversation != nil {
 		return &waE2E.Message{ExtendedTextMessage: &waE2E.ExtendedTextMessage{Text: msg.Conversation, ContextInfo: ci}}
-	case msg.ExtendedTextMessage != nil:
-		msg.ExtendedTextMessage.ContextInfo = ci
-	case msg.ImageMessage != nil:
-		msg.ImageMessage.ContextInfo = ci
-	case msg.VideoMessage != nil:
-		msg.VideoMessage.ContextInfo = ci
-	case msg.AudioMessage != nil:
-		msg.AudioMessage.ContextInfo = ci
-	case msg.DocumentMessage != nil:
-		msg.DocumentMessage.ContextInfo = ci
-	case msg.DocumentWithCaptionMessage != nil:
-		msg.DocumentWithCaptionMessage.GetMessage().GetDocumentMessage().ContextInfo = ci
-	case msg.StickerMessage != nil:
-		msg.StickerMessage.ContextInfo = ci
-	case msg.LocationMessage != nil:
-		msg.LocationMessage.ContextInfo = ci
-	case msg.ContactMessage != nil:
-		msg.ContactMessage.ContextInfo = ci
-	case msg.PollCreationMessage != nil:
-		msg.PollCreationMessage.ContextInfo = ci
+	}
+	if f := contextField(msg); f != nil {
+		*f = ci
 	}
 	return msg
 }
 
 // contextOf is the ContextInfo a received message's content carries (nil: none).
 func contextOf(m *waE2E.Message) *waE2E.ContextInfo {
-	for _, ci := range []*waE2E.ContextInfo{
-		m.GetExtendedTextMessage().GetContextInfo(), m.GetImageMessage().GetContextInfo(),
-		m.GetVideoMessage().GetContextInfo(), m.GetAudioMessage().GetContextInfo(),
-		m.GetDocumentMessage().GetContextInfo(), m.GetStickerMessage().GetContextInfo(),
-		m.GetLocationMessage().GetContextInfo(), m.GetContactMessage().GetContextInfo(),
-		m.GetPollCreationMessage().GetContextInfo(), m.GetPollCreationMessageV3().GetContextInfo(),
-	} {
-		if ci != nil {
-			return ci
-		}
+	if f := contextField(m); f != nil {
+		return *f
+	}
+	return nil
+}
+
+// contextField is where a message's content keeps its ContextInfo (nil: content of a kind
+// that has none, or no content).
+func contextField(m *waE2E.Message) **waE2E.ContextInfo {
+	switch {
+	case m.ExtendedTextMessage != nil:
+		return &m.ExtendedTextMessage.ContextInfo
+	case m.ImageMessage != nil:
+		return &m.ImageMessage.ContextInfo
+	case m.VideoMessage != nil:
+		return &m.VideoMessage.ContextInfo
+	case m.AudioMessage != nil:
+		return &m.AudioMessage.ContextInfo
+	case m.DocumentMessage != nil:
+		return &m.DocumentMessage.ContextInfo
+	case m.GetDocumentWithCaptionMessage().GetMessage().GetDocumentMessage() != nil:
+		return &m.DocumentWithCaptionMessage.Message.DocumentMessage.ContextInfo
+	case m.StickerMessage != nil:
+		return &m.StickerMessage.ContextInfo
+	case m.LocationMessage != nil:
+		return &m.LocationMessage.ContextInfo
+	case m.ContactMessage != nil:
+		return &m.ContactMessage.ContextInfo
+	case m.PollCreationMessage != nil:
+		return &m.PollCreationMessage.ContextInfo
+	case m.PollCreationMessageV3 != nil:
+		return &m.PollCreationMessageV3.ContextInfo
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ package whatsapp
 // messages people write to the session's number, the reach-out timelock, calls.
 
 import (
+	"cmp"
 	"context"
 	"strings"
 	"time"
@@ -194,7 +195,7 @@ func contentOf(m *waE2E.Message) (domain.Message, bool) {
 	case m.GetLocationMessage() != nil:
 		x := m.GetLocationMessage()
 		c.Kind, c.Lat, c.Lng, c.LocationName, c.Address = domain.KindLocation, x.GetDegreesLatitude(), x.GetDegreesLongitude(), x.GetName(), x.GetAddress()
-		c.Text = firstNonEmpty(x.GetName(), x.GetAddress()) // the location's title, as type text showed it before
+		c.Text = cmp.Or(x.GetName(), x.GetAddress()) // the location's title, as type text showed it before
 	case m.GetContactMessage() != nil:
 		x := m.GetContactMessage()
 		c.Kind, c.ContactName, c.ContactPhone = domain.KindContact, x.GetDisplayName(), vCardPhone(x.GetVcard())
@@ -218,15 +219,6 @@ func contentOf(m *waE2E.Message) (domain.Message, bool) {
 		c.Kind = network.KindOther
 	}
 	return c, true
-}
-
-func firstNonEmpty(ss ...string) string {
-	for _, s := range ss {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }
 
 // vCardPhone is the WhatsApp number of a shared contact: the card's waid, else its first TEL.

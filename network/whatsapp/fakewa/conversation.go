@@ -148,11 +148,8 @@ func (c *conn) openMessage(n *node, sender types.JID) {
 // decryptDM decrypts an enc node a device sent phone a, as the phone's Signal session does.
 func (s *Server) decryptDM(a *account, from *protocol.SignalAddress, enc node) (*waE2E.Message, error) {
 	ct, _ := enc.Content.([]byte)
-	s.mu.Lock()
-	sig := a.signalOf()
-	s.mu.Unlock()
-	s.signalMu.Lock()
-	defer s.signalMu.Unlock()
+	sig, unlock := s.lockSignal(a)
+	defer unlock()
 	ctx := context.Background()
 	builder := session.NewBuilder(sig, sig, sig, sig, from, store.SignalProtobufSerializer)
 	cipher := session.NewCipher(builder, from)
@@ -172,24 +169,14 @@ func (s *Server) decryptDM(a *account, from *protocol.SignalAddress, enc node) (
 	if err != nil {
 		return nil, fmt.Errorf("fakewa: %s decrypts from %s: %w", a.phone, from, err)
 	}
-	if plain, err = unpadded(plain); err != nil {
-		return nil, err
-	}
-	var msg waE2E.Message
-	if err := proto.Unmarshal(plain, &msg); err != nil {
-		return nil, err
-	}
-	return &msg, nil
+	return messageOf(plain)
 }
 
 // decryptGroup takes a device's sender key (its distribution message) and decrypts the group
 // message under it, as a member's phone does.
 func (s *Server) decryptGroup(a *account, group types.JID, from *protocol.SignalAddress, skd *waE2E.SenderKeyDistributionMessage, skmsg []byte) (*waE2E.Message, error) {
-	s.mu.Lock()
-	sig := a.signalOf()
-	s.mu.Unlock()
-	s.signalMu.Lock()
-	defer s.signalMu.Unlock()
+	sig, unlock := s.lockSignal(a)
+	defer unlock()
 	ctx := context.Background()
 	name := protocol.NewSenderKeyName(group.String(), from)
 	builder := groups.NewGroupSessionBuilder(sig, store.SignalProtobufSerializer)
@@ -208,24 +195,14 @@ func (s *Server) decryptGroup(a *account, group types.JID, from *protocol.Signal
 	if err != nil {
 		return nil, err
 	}
-	if plain, err = unpadded(plain); err != nil {
-		return nil, err
-	}
-	var msg waE2E.Message
-	if err := proto.Unmarshal(plain, &msg); err != nil {
-		return nil, err
-	}
-	return &msg, nil
+	return messageOf(plain)
 }
 
 // groupEncrypt makes a phone's group message: its sender key distribution message (to send to
 // each member device in a Signal message) and the message under the sender key.
 func (s *Server) groupEncrypt(sender *account, group string, plaintext []byte) (skdm, skmsg []byte, err error) {
-	s.mu.Lock()
-	sig := sender.signalOf()
-	s.mu.Unlock()
-	s.signalMu.Lock()
-	defer s.signalMu.Unlock()
+	sig, unlock := s.lockSignal(sender)
+	defer unlock()
 	ctx := context.Background()
 	name := protocol.NewSenderKeyName(group, types.NewJID(sender.lid, types.HiddenUserServer).SignalAddress())
 	builder := groups.NewGroupSessionBuilder(sig, store.SignalProtobufSerializer)
@@ -477,13 +454,9 @@ func (s *Server) pollVote(voter, owner *account, chat types.JID, act Act) (*waE2
 // SendGroup plays phone from writing msg in group (…@g.us): every member's logged-in devices
 // get it, under the phone's sender key.
 func (s *Server) SendGroup(from, group string, msg *waE2E.Message, opts ...SendOptions) (string, error) {
-	plain, err := proto.Marshal(msg)
+	plain, o, err := sendArgs(msg, opts)
 	if err != nil {
 		return "", err
-	}
-	var o SendOptions
-	if len(opts) > 0 {
-		o = opts[0]
 	}
 	gj, err := types.ParseJID(group)
 	if err != nil {

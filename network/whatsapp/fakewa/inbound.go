@@ -99,13 +99,9 @@ type SendOptions struct {
 // Send plays the phone of account from sending msg to phone to's linked devices (each
 // logged-in one gets it, encrypted for it, as a phone does). It returns the message id.
 func (s *Server) Send(from, to string, msg *waE2E.Message, opts ...SendOptions) (string, error) {
-	plain, err := proto.Marshal(msg)
+	plain, o, err := sendArgs(msg, opts)
 	if err != nil {
 		return "", err
-	}
-	var o SendOptions
-	if len(opts) > 0 {
-		o = opts[0]
 	}
 	s.mu.Lock()
 	id := s.nextMessageID()
@@ -142,12 +138,26 @@ func padded(plain []byte) []byte {
 	return out
 }
 
-// unpadded strips the padding padded adds.
-func unpadded(b []byte) ([]byte, error) {
+// messageOf is the message a decrypted plaintext carries, without the padding padded adds.
+func messageOf(b []byte) (*waE2E.Message, error) {
 	if len(b) == 0 || int(b[len(b)-1]) > len(b) || b[len(b)-1] == 0 {
 		return nil, errors.New("fakewa: bad padding")
 	}
-	return b[:len(b)-int(b[len(b)-1])], nil
+	var msg waE2E.Message
+	if err := proto.Unmarshal(b[:len(b)-int(b[len(b)-1])], &msg); err != nil {
+		return nil, err
+	}
+	return &msg, nil
+}
+
+// sendArgs is the plaintext of a message a phone sends, and its options.
+func sendArgs(msg *waE2E.Message, opts []SendOptions) ([]byte, SendOptions, error) {
+	var o SendOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	plain, err := proto.Marshal(msg)
+	return plain, o, err
 }
 
 // encryptFor encrypts plaintext from sender's phone to this connection's device: a prekey

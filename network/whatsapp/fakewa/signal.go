@@ -54,6 +54,16 @@ func (p *phoneSignal) IsTrustedIdentity(context.Context, *protocol.SignalAddress
 	return true, nil // a phone trusts a device it meets (whatsmeow's AutoTrustIdentity)
 }
 
+// lockSignal takes the phones' Signal lock for a's stores (held while a cipher runs on them);
+// the caller calls unlock when done.
+func (s *Server) lockSignal(a *account) (sig *phoneSignal, unlock func()) {
+	s.mu.Lock()
+	sig = a.signalOf()
+	s.mu.Unlock()
+	s.signalMu.Lock()
+	return sig, s.signalMu.Unlock
+}
+
 // Prekey stores.
 func (p *phoneSignal) LoadPreKey(_ context.Context, id uint32) (*record.PreKey, error) {
 	return p.preKeys[id], nil
