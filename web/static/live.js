@@ -7,7 +7,7 @@
 // the same (no event seen yet, or the gateway no longer has them: it says "resync"), and a
 // screen reloads what it shows.
 
-const types = ['message.status', 'message.received', 'session.status', 'session.warning', 'campaign.progress', 'campaign.completed', 'store.event'];
+const types = ['message.status', 'message.received', 'message.reaction', 'message.edited', 'message.revoked', 'poll.vote', 'session.status', 'session.warning', 'campaign.progress', 'campaign.completed', 'store.event'];
 const handlers = new Map();
 const watchers = new Set();
 let source = null;
