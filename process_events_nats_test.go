@@ -216,6 +216,7 @@ func TestEventsOnJetStream(t *testing.T) {
 	eventually(t, 20*time.Second, "the message's events committed", func() bool {
 		return len(live.labels(func(e sseEvent) bool { return e.Body.Data["messageId"] == downID })) == 3
 	})
+	eventually(t, 30*time.Second, "the 100 incoming messages kept", func() bool { return len(tg.keptTexts(s.tok)) == 100 })
 	// ...and the gateway dies with their events unpublished, and starts while NATS is down.
 	p.kill9(t)
 	p = startProc(t, data, args...)
@@ -225,6 +226,9 @@ func TestEventsOnJetStream(t *testing.T) {
 	}
 	eventually(t, 20*time.Second, "the session connected again", func() bool {
 		return tg.do("GET", "/api/client/status", bearerAuth(s.tok), nil).str("status") == "CONNECTED"
+	})
+	eventually(t, 30*time.Second, "the events that waited, published", func() bool {
+		return subjectLen(ns.URL, stream, received) == 100 && subjectLen(ns.URL, stream, statusSubject) >= 1005
 	})
 	// Now with NATS up, killed while it publishes.
 	before := subjectLen(ns.URL, stream, received)
