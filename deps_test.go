@@ -42,7 +42,7 @@ var allowedImports = map[string][]string{
 	"actors/webhook":          {"domain"},
 	"persist":                 {"domain", "internal/jsonenc"},
 	"persist/kvtest":          {"domain", "persist"},
-	"persist/natskv":          {"domain", "persist"},
+	"persist/natskv":          {"domain", "persist", "internal/jsstream"},
 	"persist/natstest":        {},
 	"network":                 {"domain"},
 	"network/sim":             {"domain", "network", "internal/jsonenc"},
@@ -52,11 +52,12 @@ var allowedImports = map[string][]string{
 	"network/simhttp":         {"domain", "network", "network/sim"},
 	"internal/pgtest":         {}, // test helper: throwaway PostgreSQL servers
 	"internal/jsonenc":        {}, // the hand-written JSON of the hot paths
+	"internal/jsstream":       {}, // a JetStream stream with the replicas the deployment allows
 	// The cluster's membership, leases and forwarding: an adapter over NATS (node wires it).
 	"cluster":             {"domain"},
 	"cluster/clustertest": {},
 	// Events to NATS JetStream (--events-nats): the engine's EventForwarder, wired by main.
-	"natsevents":          {"domain"},
+	"natsevents":          {"domain", "internal/jsstream"},
 	"ecom":                {"domain"},
 	"ecom/ecomtest":       {"domain", "ecom"},
 	"identity":            {"domain"},

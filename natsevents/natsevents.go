@@ -27,6 +27,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/internal/jsstream"
 )
 
 // DefaultPrefix is the subject prefix of --events-subject-prefix.
@@ -187,20 +188,7 @@ func (p *Publisher) ensure(ctx context.Context) error {
 			MaxAge: domain.EventOutboxRetention, Duplicates: Duplicates, Discard: jetstream.DiscardOld,
 			MaxMsgs: -1, MaxBytes: -1, AllowDirect: true,
 		}
-		replicas := []int{p.o.Replicas}
-		if p.o.Replicas == 0 {
-			replicas = []int{1}
-			if p.nc.ConnectedClusterName() != "" {
-				replicas = []int{3, 2, 1}
-			}
-		}
-		for _, r := range replicas {
-			cfg.Replicas = r
-			if _, err = p.js.CreateStream(ctx, cfg); err == nil || !replicaRefusal(err) {
-				break
-			}
-		}
-		if err != nil {
+		if _, err = jsstream.Create(ctx, p.nc, p.js, &cfg, p.o.Replicas); err != nil {
 			return p.classify("create stream "+p.stream, err)
 		}
 		p.log.Info("events NATS stream created", "stream", p.stream, "subjects", subject, "replicas", cfg.Replicas)
@@ -225,12 +213,6 @@ func (p *Publisher) classify(what string, err error) error {
 		return fmt.Errorf("%w: %s: %w", ErrConfig, what, err)
 	}
 	return fmt.Errorf("natsevents: %s: %w", what, err)
-}
-
-func replicaRefusal(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == 10023 /* insufficient resources */ ||
-		apiErr.ErrorCode == 10074 /* replicas > 1 not supported in non-clustered mode */)
 }
 
 // covers tells whether subjects capture every subject under want ("<prefix>.>").

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/internal/jsstream"
 	"github.com/gateway/gateway/persist"
 )
 
@@ -255,20 +256,7 @@ func (s *Store) ensureStream(ctx context.Context, o Options) error {
 			}
 		}
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		replicas := []int{o.Replicas}
-		if o.Replicas == 0 {
-			replicas = []int{1}
-			if s.nc.ConnectedClusterName() != "" {
-				replicas = []int{3, 2, 1}
-			}
-		}
-		for _, r := range replicas {
-			cfg.Replicas = r
-			if st, err = s.js.CreateStream(cctx, cfg); err == nil || !replicaRefusal(err) {
-				break
-			}
-		}
-		if err != nil {
+		if st, err = jsstream.Create(cctx, s.nc, s.js, &cfg, o.Replicas); err != nil {
 			return fmt.Errorf("natskv: create stream %s: %w", s.name, err)
 		}
 	default:
@@ -277,12 +265,6 @@ func (s *Store) ensureStream(ctx context.Context, o Options) error {
 	s.stream = st
 	s.leaderGet = st.CachedInfo().Config.Replicas > 1
 	return nil
-}
-
-func replicaRefusal(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == 10023 /* insufficient resources */ ||
-		apiErr.ErrorCode == 10074 /* replicas > 1 not supported in non-clustered mode */)
 }
 
 func (s *Store) enter() bool {
