@@ -106,12 +106,7 @@ func Open(ctx context.Context, o Options) (*Publisher, error) {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { p.log.Info("events NATS reconnected", "server", nc.ConnectedUrlRedacted()) }),
 	}
-	if o.Creds != "" {
-		opts = append(opts, nats.UserCredentials(o.Creds))
-	}
-	if o.TLSCA != "" {
-		opts = append(opts, nats.RootCAs(o.TLSCA))
-	}
+	opts = append(opts, jsstream.Auth(o.Creds, o.TLSCA)...)
 	nc, err := nats.Connect(o.URL, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: connect to %s: %w", ErrConfig, o.URL, err)

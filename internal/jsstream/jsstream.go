@@ -1,6 +1,6 @@
-// Package jsstream creates a JetStream stream with as many replicas as the NATS deployment
-// allows: the gateway's record store (persist/natskv) and its events stream (natsevents) both
-// make their stream this way.
+// Package jsstream is what the gateway's two JetStream clients share, its record store
+// (persist/natskv) and its events stream (natsevents): the options of a credentials file and
+// a CA, and a stream created with as many replicas as the NATS deployment allows.
 package jsstream
 
 import (
@@ -38,4 +38,16 @@ func replicaRefusal(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) && (apiErr.ErrorCode == 10023 /* insufficient resources */ ||
 		apiErr.ErrorCode == 10074 /* replicas > 1 not supported in non-clustered mode */)
+}
+
+// Auth is the connection options of a credentials file and a CA file ("": none).
+func Auth(creds, tlsCA string) []nats.Option {
+	var opts []nats.Option
+	if creds != "" {
+		opts = append(opts, nats.UserCredentials(creds))
+	}
+	if tlsCA != "" {
+		opts = append(opts, nats.RootCAs(tlsCA))
+	}
+	return opts
 }

@@ -201,12 +201,7 @@ func connect(o Options, log *slog.Logger) (*nats.Conn, error) {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("NATS reconnected", "server", nc.ConnectedUrlRedacted()) }),
 	}
-	if o.Creds != "" {
-		opts = append(opts, nats.UserCredentials(o.Creds))
-	}
-	if o.TLSCA != "" {
-		opts = append(opts, nats.RootCAs(o.TLSCA))
-	}
+	opts = append(opts, jsstream.Auth(o.Creds, o.TLSCA)...)
 	nc, err := nats.Connect(o.URL, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("natskv: connect to %s: %w: %w", o.URL, domain.ErrStorageUnavailable, err)
