@@ -38,7 +38,7 @@ type Message struct {
 }
 
 // MessageStatus is where a message is in its life (DESIGN.md section 9):
-// queued → sent → delivered → read, or failed.
+// queued → sent → delivered → read, or failed, or cancelled (revoked while still queued).
 type MessageStatus = string
 
 // Message statuses.
@@ -48,12 +48,15 @@ const (
 	MsgDelivered MessageStatus = "delivered"
 	MsgRead      MessageStatus = "read"
 	MsgFailed    MessageStatus = "failed"
+	MsgCancelled MessageStatus = "cancelled"
 )
 
 // StatusRank orders statuses: a receipt never moves a message backwards (a read receipt may
 // overtake the delivered one).
 func StatusRank(s MessageStatus) int {
 	switch s {
+	case MsgScheduled:
+		return -1 // before queued: a scheduled message is queued at its time
 	case MsgQueued:
 		return 0
 	case MsgSent:
@@ -62,7 +65,7 @@ func StatusRank(s MessageStatus) int {
 		return 2
 	case MsgRead:
 		return 3
-	case MsgFailed:
+	case MsgFailed, MsgCancelled:
 		return 4
 	}
 	return -1
@@ -95,15 +98,23 @@ type OutboxEntry struct {
 	CreatedAt Millis         `json:"createdAt"`
 	UpdatedAt Millis         `json:"updatedAt"`
 	History   []StatusChange `json:"history,omitempty"`
+	// SendAt is when a message accepted for later goes (0: at once); it is scheduled until
+	// then (DESIGN.md section 18).
+	SendAt Millis `json:"sendAt,omitempty"`
+	// Transactional: sent to a phone on the suppression list because the user said the
+	// recipient asked for it (a send's transactional: true).
+	Transactional bool `json:"transactional,omitempty"`
 }
 
-// Final tells whether the network's outcome is known (sent or beyond, or failed).
-func (e OutboxEntry) Final() bool { return e.Status != MsgQueued && e.Status != "" }
+// Final tells whether the network's outcome is known (sent or beyond, failed, or cancelled).
+func (e OutboxEntry) Final() bool {
+	return e.Status != MsgQueued && e.Status != MsgScheduled && e.Status != ""
+}
 
 // SetStatus records a status change at t (history included). A change that would move the
 // message backwards (a late delivered after read) is ignored; it reports whether it applied.
 func (e *OutboxEntry) SetStatus(s MessageStatus, t time.Time) bool {
-	if e.Status == s || (e.Status != "" && StatusRank(s) < StatusRank(e.Status)) || e.Status == MsgFailed {
+	if e.Status == s || (e.Status != "" && StatusRank(s) < StatusRank(e.Status)) || e.Status == MsgFailed || e.Status == MsgCancelled {
 		return false
 	}
 	e.Status = s

@@ -226,7 +226,8 @@ func TopicEnum(topic string) string {
 }
 
 // RegisterWebhooks subscribes callbackURL to the five topics with webhookSubscriptionCreate
-// (one mutation per topic, input field `uri`). A subscription the shop already has ("address
+// (one mutation per topic, input field `uri`), then to checkouts/create and checkouts/update
+// (best effort, not counted). A subscription the shop already has ("address
 // ... has already been taken") counts as registered. It tries every topic and returns how many
 // are in place with the failures joined (each matches ErrUpstream), except that a rejected
 // token (ErrUnauthorized) stops at once.
@@ -283,7 +284,20 @@ func (c *Client) RegisterWebhooks(ctx context.Context, shop, token, callbackURL 
 			registered++
 		}
 	}
+	// The checkout topics (abandoned checkouts, DESIGN.md section 18) are best effort: a token
+	// that cannot subscribe to them still connects the store.
+	for _, topic := range []string{TopicCheckoutCreated, TopicCheckoutUpdated} {
+		c.registerExtra(ctx, shop, token, callbackURL, topic)
+	}
 	return registered, errors.Join(errs...)
+}
+
+// registerExtra subscribes to one more topic, ignoring a failure (registered already, or not
+// allowed to the token).
+func (c *Client) registerExtra(ctx context.Context, shop, token, callbackURL, topic string) {
+	var out json.RawMessage
+	vars := map[string]any{"topic": TopicEnum(topic), "webhookSubscription": map[string]any{"uri": callbackURL}}
+	_ = c.graphQL(ctx, shop, token, webhookSubscriptionCreate, vars, &out)
 }
 
 const orderQuery = `query order($id: ID!) {

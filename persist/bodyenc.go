@@ -45,5 +45,11 @@ func appendBody(out []byte, b *body) ([]byte, error) {
 	out = jsonenc.AppendField(out, `,"contactName":`, m.ContactName)
 	out = jsonenc.AppendField(out, `,"contactPhone":`, m.ContactPhone)
 	out = strconv.AppendInt(append(out, `},"at":`...), int64(b.CreatedAt), 10)
+	if b.SendAt != 0 {
+		out = strconv.AppendInt(append(out, `,"sendAt":`...), int64(b.SendAt), 10)
+	}
+	if b.Transactional {
+		out = append(out, `,"tx":true`...)
+	}
 	return append(out, '}'), nil
 }

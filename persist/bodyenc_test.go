@@ -21,9 +21,11 @@ func TestBodyByHandReadsBack(t *testing.T) {
 		{ID: "loc", Message: domain.Message{Kind: domain.KindLocation, Lat: -33.868820000000001, Lng: 151.20929, Address: "Sydney"}},
 		{ID: "tiny", Message: domain.Message{Lat: 1e-300, Lng: math.MaxFloat64, ContactName: "Ann", ContactPhone: "+49 151"}},
 		{ID: "one", Message: domain.Message{Lat: 1e21, Lng: 123456789.125, Data: []byte{7}}},
+		{ID: "later", CreatedAt: at, SendAt: at + 5000, Transactional: true, Message: domain.Message{Kind: domain.KindText, Text: "at five"}},
 		{},
 	} {
-		b := body{ID: e.ID, SessionID: e.SessionID, UserID: e.UserID, Origin: e.Origin, From: e.From, Message: e.Message, CreatedAt: e.CreatedAt}
+		b := body{ID: e.ID, SessionID: e.SessionID, UserID: e.UserID, Origin: e.Origin, From: e.From, Message: e.Message, CreatedAt: e.CreatedAt,
+			SendAt: e.SendAt, Transactional: e.Transactional}
 		if b.Message.ID == e.ID {
 			b.Message.ID = ""
 		}
