@@ -159,12 +159,12 @@ type Confirmation struct {
 	MessageID  string    `json:"messageId"`
 	FollowUpID string    `json:"followUpId,omitempty"`
 	FollowUpAt time.Time `json:"followUpAt,omitempty"`
-	Answer     string    `json:"answer,omitempty"`      // yes or no
-	AnsweredBy string    `json:"answeredBy,omitempty"`  // vote, button or text
-	AnsweredAt time.Time `json:"answeredAt,omitempty"`  // when it came
-	AnswerText string    `json:"answerText,omitempty"`  // what the customer chose or typed
-	WriteBack  string    `json:"writeBack,omitempty"`   // WriteBack* once answered
-	WriteError string    `json:"writeError,omitempty"`  // the last failure
+	Answer     string    `json:"answer,omitempty"`     // yes or no
+	AnsweredBy string    `json:"answeredBy,omitempty"` // vote, button or text
+	AnsweredAt time.Time `json:"answeredAt,omitempty"` // when it came
+	AnswerText string    `json:"answerText,omitempty"` // what the customer chose or typed
+	WriteBack  string    `json:"writeBack,omitempty"`  // WriteBack* once answered
+	WriteError string    `json:"writeError,omitempty"` // the last failure
 	Attempts   int       `json:"writeAttempts,omitempty"`
 	WrittenAt  time.Time `json:"writtenAt,omitempty"`
 }

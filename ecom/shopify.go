@@ -43,7 +43,7 @@ type shopifyPayload struct {
 	Token                flexString `json:"token"`
 	AbandonedCheckoutURL flexString `json:"abandoned_checkout_url"`
 	CompletedAt          flexString `json:"completed_at"`
-	Customer            *struct {
+	Customer             *struct {
 		FirstName      flexString      `json:"first_name"`
 		Phone          flexString      `json:"phone"`
 		DefaultAddress *shopifyAddress `json:"default_address"`
