@@ -32,12 +32,17 @@ const (
 	// EventSessionWarning: a session slowed down to protect its account, and until when
 	// (data: SessionWarningData; DESIGN.md section 14).
 	EventSessionWarning EventType = "session.warning"
+	// EventOrderConfirmed and EventOrderCancelled: a customer answered an order's confirmation
+	// yes or no (data: OrderAnswerData; DESIGN.md section 18).
+	EventOrderConfirmed EventType = "order.confirmed"
+	EventOrderCancelled EventType = "order.cancelled"
 )
 
 // EventTypes returns every event type, in documentation order.
 func EventTypes() []EventType {
 	return []EventType{EventMessageStatus, EventMessageReceived, EventSessionStatus,
-		EventCampaignProgress, EventCampaignCompleted, EventStoreEvent, EventSessionWarning}
+		EventCampaignProgress, EventCampaignCompleted, EventStoreEvent, EventSessionWarning,
+		EventOrderConfirmed, EventOrderCancelled}
 }
 
 // Valid reports whether t is one of EventTypes.
@@ -106,6 +111,7 @@ type CampaignEventData struct {
 	TotalProcessed int    `json:"total_processed"`
 	Successful     int    `json:"successful"`
 	Failed         int    `json:"failed"`
+	OptedOut       int    `json:"opted_out,omitempty"`
 }
 
 // StoreEventData is the data of store.event.

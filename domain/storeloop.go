@@ -375,3 +375,18 @@ func (s UserSettings) Location() *time.Location {
 	}
 	return time.UTC
 }
+
+// OrderAnswerData is the data of order.confirmed and order.cancelled: the customer's answer to
+// an order's confirmation (order.cancelled: they answered no; the order is cancelled on the
+// platform only with cancelOnNo).
+type OrderAnswerData struct {
+	Store     string    `json:"store"`
+	Order     string    `json:"order"` // the order's name ("#1001")
+	OrderID   int64     `json:"orderId"`
+	Phone     string    `json:"phone"`
+	Answer    string    `json:"answer"`         // yes or no
+	Text      string    `json:"text,omitempty"` // what the customer chose or typed
+	Via       string    `json:"via"`            // vote, button or text
+	MessageID string    `json:"messageId"`      // the question
+	At        time.Time `json:"at"`
+}

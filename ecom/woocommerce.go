@@ -194,6 +194,20 @@ func billingCountry(address string) []string {
 	return []string{c}
 }
 
+// FormAsJSON turns a form body (a=1&b=2) into the JSON object of its fields (each field's first
+// value), as the receiver keeps a webhook posted as a form.
+func FormAsJSON(body []byte) ([]byte, error) {
+	q, err := url.ParseQuery(strings.TrimSpace(string(body)))
+	if err != nil || len(q) == 0 {
+		return nil, wrapMalformed("not a form body")
+	}
+	m := make(map[string]string, len(q))
+	for k, v := range q {
+		m[k] = v[0]
+	}
+	return json.Marshal(m)
+}
+
 // formOrJSON reads a flat form body (a=1&b=2) or a flat JSON object into a map.
 func formOrJSON(body []byte) (map[string]string, error) {
 	b := bytes.TrimSpace(body)

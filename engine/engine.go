@@ -101,6 +101,7 @@ type Engine struct {
 	Messages  *Messages
 	Campaigns *Campaigns
 	Stores    *Stores
+	OptOuts   *OptOuts
 
 	// What the facets share.
 	cfg     Config
@@ -164,6 +165,8 @@ func New(cfg Config) (*Engine, error) {
 	e.Sessions = newSessions(e)
 	e.Messages = &Messages{e: e, msgs: newMessages(e, cfg.Records.Outbox), accountTable: cfg.Records.Accounts, history: cfg.Records.History}
 	e.Messages.accounts.init()
+	e.Messages.later = newLater(e.Messages)
+	e.OptOuts = newOptOuts(e)
 	e.Campaigns = newCampaigns(e)
 	e.Stores = newStores(e)
 	e.events = hw.SpawnFunc(e.onEvent, "events", actor.WithInboxSize(64))
@@ -211,6 +214,7 @@ func (e *Engine) boot() error {
 // Stop stops every actor (each flushes its state) and waits for them, within ctx.
 func (e *Engine) Stop(ctx context.Context) {
 	e.stopCancel()
+	e.Messages.later.stop() // what waits for its time stays scheduled in the outbox
 	waitCtx(ctx, &e.bg)
 	// Store actors before the rest: an event they leave unfinished stays in their durable inbox.
 	e.Stores.stop(ctx)

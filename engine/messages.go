@@ -32,6 +32,12 @@ type SendRequest struct {
 	Reserved *Reservation
 	// Wait is how long to wait for the network's outcome (0 = answer once queued).
 	Wait time.Duration
+	// SendAt accepts the message for later (DESIGN.md section 18; zero: now): scheduled until
+	// then (later.go). Checked with SendAtLimits.
+	SendAt time.Time
+	// Transactional sends to a phone on the suppression list (the recipient asked for this
+	// message); without it such a send is refused with domain.ErrOptedOut.
+	Transactional bool
 }
 
 // Messages is the message facet: accepting a message (Send), reading one back (Get), the
@@ -44,6 +50,7 @@ type Messages struct {
 	accountTable account.Store
 	idem         idempotency
 	history      MessageHistory
+	later        *later // the messages accepted for later (later.go)
 	renewMu      sync.Mutex
 	renewal      *time.Timer // the daily Renew of queued bodies (nil once stopped)
 }
@@ -151,14 +158,25 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 		return domain.OutboxEntry{}, fmt.Errorf("%w: it was refused until %s unless it writes to the session first",
 			domain.ErrRecipientNotReachable, until.UTC().Format(time.RFC3339))
 	}
+	now := e.now().UTC()
+	sendAt, err := SendAtLimits(r.SendAt, now)
+	if err != nil {
+		return domain.OutboxEntry{}, err
+	}
+	if !r.Transactional && e.OptOuts.Has(r.UserID, r.Message.To) {
+		return domain.OutboxEntry{}, fmt.Errorf("%w (%s)", domain.ErrOptedOut, r.Message.To)
+	}
 	res := r.Reserved
 	if res == nil {
 		if res, err = ms.reserve(ctx, r.UserID, 1, ReserveOpts{}); err != nil {
 			return domain.OutboxEntry{}, err
 		}
 	}
-	now := e.now().UTC()
 	entry := queuedEntry(r.Message, view, r.UserID, r.Origin, now)
+	if !sendAt.IsZero() {
+		entry = scheduledEntry(r.Message, view, r.UserID, r.Origin, now, sendAt)
+	}
+	entry.Transactional = r.Transactional
 	if r.IdemID != "" {
 		r.Idem.MessageID = entry.ID
 	}
@@ -167,6 +185,10 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 			res.Release()
 		}
 		return domain.OutboxEntry{}, fmt.Errorf("%w: outbox: %w", domain.ErrUnavailable, err)
+	}
+	if !sendAt.IsZero() {
+		ms.scheduled(entry, res)
+		return entry, nil // nothing to wait for before its time
 	}
 	var ch chan outcome
 	if r.Wait > 0 {
@@ -317,9 +339,10 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	if p != nil {
 		m.depth.Add(-1)
 	}
-	if sendErr == nil {
+	switch {
+	case sendErr == nil:
 		m.e.metrics.sent.Add(1)
-	} else {
+	case e.Status != domain.MsgCancelled:
 		m.e.metrics.failed.Add(1)
 	}
 	m.e.pub.publish(e.UserID, messageEvent(atOutcome, atOutcome.Status, atOutcome.UpdatedAt.Time()))
@@ -352,8 +375,12 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 			p.res.Release()
 		}
 	})
+	waitErr := sendErr
+	if e.Status == domain.MsgCancelled {
+		waitErr = nil // taken back, not failed: whoever waits reads its status
+	}
 	for _, w := range waiters {
-		w <- outcome{entry: atOutcome, err: sendErr}
+		w <- outcome{entry: atOutcome, err: waitErr}
 	}
 }
 
@@ -448,6 +475,12 @@ func (ms *Messages) recover() (int, error) {
 		res, err := ms.reserve(context.Background(), entry.UserID, 1, ReserveOpts{Force: true, Reclaim: true})
 		if err != nil {
 			return 0, fmt.Errorf("engine: outbox: reserve for %s: %w", entry.ID, err)
+		}
+		if entry.Status == domain.MsgScheduled {
+			// Accepted for later: back on the schedule (at once when its time has passed).
+			ms.msgs.track(entry.ID, res, nil)
+			ms.later.add(entry.ID, entry.UserID, entry.SendAt.Time())
+			continue
 		}
 		ms.msgs.track(entry.ID, res, nil)
 		e.hw.Send(ent.pid, &session.Enqueue{Entry: entry})

@@ -133,7 +133,7 @@ func (p *publisher) stop() {
 // messageEvent is a message.status event of an entry as it stands.
 func messageEvent(e domain.OutboxEntry, status domain.MessageStatus, at time.Time) domain.Event {
 	d := domain.MessageStatusData{MessageID: e.ID, To: e.Message.To, SessionID: e.SessionID, Status: status, At: at.UTC()}
-	if status == domain.MsgFailed {
+	if status == domain.MsgFailed || status == domain.MsgCancelled {
 		d.Code, d.Error = e.Code, e.Error
 	}
 	return domain.Event{Type: domain.EventMessageStatus, At: at, Data: d}
@@ -165,12 +165,17 @@ func (s sessionEvents) SessionWarning(st domain.Session, reason string, until ti
 
 // inbound keeps incoming messages and publishes message.received (session.Inbound).
 type inbound struct {
-	sink EventSink
+	e    *Engine
+	sink EventSink // nil: events are off
 	log  interface{ Warn(string, ...any) }
 }
 
 func (in inbound) Incoming(s domain.Session, m network.Incoming) {
-	if s.AssignedTo == "" || in.sink == nil {
+	if s.AssignedTo == "" {
+		return
+	}
+	in.e.storeLoopIncoming(s, m) // a stop word, START, a confirmation's answer
+	if in.sink == nil {
 		return
 	}
 	msg := domain.InboundMessage{

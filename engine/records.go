@@ -34,6 +34,7 @@ type Records struct {
 	Shops       ShopStore
 	Inbox       InboxStore
 	History     MessageHistory
+	StoreLoop   StoreLoopStore
 }
 
 // Protections are the session protection records (persist.Protections): what the session

@@ -34,9 +34,7 @@ type Sessions struct {
 
 func newSessions(e *Engine) *Sessions {
 	s := &Sessions{e: e, table: e.cfg.Records.Sessions, records: e.cfg.Records.Protections}
-	if e.cfg.Events != nil {
-		s.inbound = inbound{sink: e.cfg.Events, log: e.log}
-	}
+	s.inbound = inbound{e: e, sink: e.cfg.Events, log: e.log}
 	s.idx.init()
 	return s
 }

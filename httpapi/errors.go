@@ -90,6 +90,7 @@ var statusByCode = map[string]int{
 	"webhook_disabled": 409, "event_not_found": 404,
 	"storage_unavailable": 503, "idp_unavailable": 503, "node_unavailable": 503, "sign_in_not_allowed": 403,
 	"unsupported_subject": 403, "too_many_attempts": 429,
+	"opted_out": 409,
 }
 
 // statusOf maps every error to its HTTP status and stable code: the one place that does so.

@@ -21,6 +21,7 @@ type sendRequest struct {
 	Phone   *string `json:"phone"`
 	Message *string `json:"message"`
 	Type    *string `json:"type"`
+	sendOptions
 }
 
 type sentJSON struct {
@@ -90,8 +91,11 @@ func (s *Server) v1Send(ctx *fasthttp.RequestCtx) error {
 		if err != nil {
 			return err
 		}
-		return s.send(ctx, engine.SendRequest{UserID: key.Key.UserID, Origin: "api",
-			Message: domain.Message{To: phone, Kind: domain.KindText, Text: text}}, idem, true)
+		r := engine.SendRequest{UserID: key.Key.UserID, Origin: "api", Message: domain.Message{To: phone, Kind: domain.KindText, Text: text}}
+		if err := req.apply(&r); err != nil {
+			return err
+		}
+		return s.send(ctx, r, idem, true)
 	}, func(uid string, rec domain.IdemRecord) error { return s.replayMessage(ctx, uid, rec) })
 }
 
@@ -101,6 +105,7 @@ type sendImageRequest struct {
 	Caption   string  `json:"caption"`
 	FileName  string  `json:"fileName"`
 	SessionID string  `json:"session_id"`
+	sendOptions
 }
 
 // v1SendImage is POST /api/v1/messages/send-image (scope send_media).
@@ -129,7 +134,11 @@ func (s *Server) v1SendImage(ctx *fasthttp.RequestCtx) error {
 			name = "image.png"
 		}
 		msg := domain.Message{To: to, Kind: domain.KindImage, Caption: req.Caption, FileName: name, MimeType: m.MimeType, Data: m.Data}
-		return s.send(ctx, engine.SendRequest{UserID: key.Key.UserID, SessionID: req.SessionID, Origin: "api", Message: msg}, idem, true)
+		r := engine.SendRequest{UserID: key.Key.UserID, SessionID: req.SessionID, Origin: "api", Message: msg}
+		if err := req.apply(&r); err != nil {
+			return err
+		}
+		return s.send(ctx, r, idem, true)
 	}, func(uid string, rec domain.IdemRecord) error { return s.replayMessage(ctx, uid, rec) })
 }
 
@@ -145,6 +154,7 @@ type clientSendRequest struct {
 	Address      string   `json:"address"`
 	ContactName  *string  `json:"contactName"`
 	ContactPhone *string  `json:"contactPhone"`
+	sendOptions
 }
 
 // clientSend is POST /api/client/send: every message kind from the dashboard.
@@ -157,7 +167,11 @@ func (s *Server) clientSend(ctx *fasthttp.RequestCtx, u domain.User) error {
 	if err != nil {
 		return err
 	}
-	return s.send(ctx, engine.SendRequest{UserID: u.ID, Origin: "dashboard", Message: msg}, nil, false)
+	r := engine.SendRequest{UserID: u.ID, Origin: "dashboard", Message: msg}
+	if err := req.apply(&r); err != nil {
+		return err
+	}
+	return s.send(ctx, r, nil, false)
 }
 
 // clientMessage validates a dashboard send and builds the message, loading media.
@@ -308,6 +322,8 @@ type messageJSON struct {
 	Error     string        `json:"error,omitempty"`
 	Attempts  int           `json:"attempts"`
 	History   []historyJSON `json:"history"`
+	// SendAt: a message accepted for later goes then (scheduled until then).
+	SendAt *timestamp `json:"sendAt,omitempty"`
 }
 
 type historyJSON struct {
@@ -333,7 +349,7 @@ func (s *Server) v1Message(ctx *fasthttp.RequestCtx) error {
 	writeJSON(ctx, fasthttp.StatusOK, messageJSON{
 		Success: true, ID: m.ID, MessageID: m.ID, Status: m.Status, To: m.Message.To, Session: m.SessionID,
 		Type: string(m.Message.Kind), CreatedAt: timestamp(m.CreatedAt.Time()), SentAt: sentAt(m.SentAt),
-		Code: m.Code, Error: m.Error, Attempts: m.Attempts, History: hist,
+		Code: m.Code, Error: m.Error, Attempts: m.Attempts, History: hist, SendAt: sentAt(m.SendAt),
 	})
 	return nil
 }

@@ -67,50 +67,38 @@ func (s *StoreLoop) Order(shop string, id int64) (domain.StoreOrder, bool, error
 	return o, err == nil, err
 }
 
-// OrderWrite is one change of the store loop, committed at once: an order's record, with the
-// answer index entries and the write-back mark that go with it.
-type OrderWrite struct {
-	Order *domain.StoreOrder
-	// Answers index the order under these keys ("p/<phone>", "m/<message id>").
-	Answers []string
-	// WriteBack sets (true) or clears (false) the order's pending write-back mark; nil leaves it.
-	WriteBack *bool
-	// DropAnswers removes these answer keys (an answered order takes no second answer).
-	DropAnswers []string
-}
-
-// PutOrder commits w.
-func (s *StoreLoop) PutOrder(ctx context.Context, w OrderWrite) error {
-	o := w.Order
-	op, err := s.orders.PutTTLOp(orderID(o.Shop, o.OrderID), *o, domain.StoreOrderRetention)
+// PutOrder commits one change of the store loop at once: an order's record, the answer index
+// keys that name it ("p/<phone>", "m/<message id>"; drop: keys removed, an answered order takes
+// no second answer), and its pending write-back mark (writeBack 1: set, -1: cleared, 0: left).
+func (s *StoreLoop) PutOrder(ctx context.Context, o domain.StoreOrder, answers, drop []string, writeBack int) error {
+	op, err := s.orders.PutTTLOp(orderID(o.Shop, o.OrderID), o, domain.StoreOrderRetention)
 	if err != nil {
 		return err
 	}
 	ops := []Op{op}
-	for _, k := range w.DropAnswers {
+	for _, k := range drop {
 		ops = append(ops, s.answers.DeleteOp(userPrefix(o.UserID)+k))
 	}
 	ref := domain.ConfirmRef{Shop: o.Shop, OrderID: o.OrderID}
 	if c := o.Confirmation; c != nil {
 		ref.AskedAt = c.AskedAt
 	}
-	for _, k := range w.Answers {
+	for _, k := range answers {
 		op, err := s.answers.PutTTLOp(userPrefix(o.UserID)+k, ref, domain.ConfirmAnswerWindow)
 		if err != nil {
 			return err
 		}
 		ops = append(ops, op)
 	}
-	if w.WriteBack != nil {
-		if *w.WriteBack {
-			op, err := s.writebacks.PutOp(orderID(o.Shop, o.OrderID), struct{}{})
-			if err != nil {
-				return err
-			}
-			ops = append(ops, op)
-		} else {
-			ops = append(ops, s.writebacks.DeleteOp(orderID(o.Shop, o.OrderID)))
+	switch writeBack {
+	case 1:
+		op, err := s.writebacks.PutOp(orderID(o.Shop, o.OrderID), struct{}{})
+		if err != nil {
+			return err
 		}
+		ops = append(ops, op)
+	case -1:
+		ops = append(ops, s.writebacks.DeleteOp(orderID(o.Shop, o.OrderID)))
 	}
 	return s.kv.Commit(ctx, ops...)
 }
@@ -160,6 +148,11 @@ func (s *StoreLoop) PendingWriteBacks(fn func(shop string, orderID int64) error)
 		}
 		return fn(shop, n)
 	})
+}
+
+// DropWriteBack clears an order's write-back mark alone (its record expired).
+func (s *StoreLoop) DropWriteBack(ctx context.Context, shop string, id int64) error {
+	return s.kv.Commit(ctx, s.writebacks.DeleteOp(orderID(shop, id)))
 }
 
 // PutCheckout records an abandoned checkout under its token and its phone.

@@ -91,6 +91,14 @@ type Publisher interface {
 	Publish(s domain.Campaign)
 }
 
+// Audience is what the store loop asks of every number (DESIGN.md section 18): whether the
+// phone is on the owner's suppression list (skipped: opted_out, nothing charged) and whether
+// the owner's quiet hours hold the campaign now (it waits until they end).
+type Audience interface {
+	OptedOut(uid, phone string) bool
+	QuietUntil(uid string, t time.Time) (time.Time, bool)
+}
+
 // Observer is told how late each delay timer was handled (scheduling drift), for metrics.
 type Observer interface {
 	TimerLate(late time.Duration)
@@ -107,6 +115,7 @@ type Deps struct {
 	Allowance Allowance
 	Publisher Publisher // optional
 	Observer  Observer  // optional
+	Audience  Audience  // optional
 }
 
 // Campaign-actor messages.
@@ -118,9 +127,10 @@ type (
 	campaignNext      struct{ due time.Time } // due: when the timer was meant to fire (zero: not a timer)
 	campaignSaveFinal struct{}
 	campaignSent      struct {
-		idx   int
-		entry domain.OutboxEntry
-		err   error
+		idx      int
+		entry    domain.OutboxEntry
+		err      error
+		optedOut bool // skipped: on the suppression list
 	}
 )
 
@@ -193,7 +203,9 @@ func (a *Campaign) resume(c *actor.Context) {
 		a.publish()
 		return
 	}
-	a.st.Status = domain.CampaignRunning
+	if a.st.Status != domain.CampaignScheduled || !a.st.StartAt.After(a.deps.Clock.Now()) {
+		a.st.Status = domain.CampaignRunning
+	}
 	a.publish()
 	a.scheduleNext(c)
 }
@@ -205,10 +217,21 @@ func (a *Campaign) step(c *actor.Context) {
 	if a.st.Done() || a.sending || a.ending {
 		return
 	}
+	if a.st.Status == domain.CampaignScheduled {
+		a.st.Status = domain.CampaignRunning // its time has come
+		a.publish()
+	}
 	if a.st.Cursor >= a.st.Granted {
 		a.st.Status = domain.CampaignCompleted
 		a.finish(c)
 		return
+	}
+	if au := a.deps.Audience; au != nil {
+		if until, quiet := au.QuietUntil(a.st.UserID, a.deps.Clock.Now()); quiet {
+			// The owner's quiet hours: the next number waits until they end.
+			a.after(c, until.Sub(a.deps.Clock.Now()), campaignNext{due: until})
+			return
+		}
 	}
 	idx := a.st.Cursor
 	id := a.deps.Numbers.MessageID(a.st.ID, idx)
@@ -236,6 +259,13 @@ func (a *Campaign) step(c *actor.Context) {
 		a.deps.Allowance.Release(a.st.UserID, 1)
 		a.sending = true
 		a.sent(c, campaignSent{idx: idx, err: err})
+		return
+	}
+	if au := a.deps.Audience; au != nil && au.OptedOut(a.st.UserID, to) {
+		// On the suppression list: skipped, its share of the allowance back, no pause after it.
+		a.deps.Allowance.Release(a.st.UserID, 1)
+		a.sending, a.started = true, time.Time{}
+		a.sent(c, campaignSent{idx: idx, entry: domain.OutboxEntry{}, optedOut: true})
 		return
 	}
 	a.sending = true
@@ -277,11 +307,20 @@ func (a *Campaign) sent(c *actor.Context, m campaignSent) {
 		a.deps.Allowance.Release(a.st.UserID, 1) // never sent: its reservation goes back
 	}
 	d := domain.CampaignDetail{Number: a.st.Numbers[m.idx], MessageID: m.entry.ID}
-	if m.err != nil {
-		d.Error = m.err.Error()
+	switch {
+	case m.optedOut:
+		d.Status, d.Error = domain.DetailOptedOut, "opted_out: the recipient is on the suppression list (replied STOP)"
+		a.st.OptedOut++
+	case m.err != nil:
+		d.Status, d.Error = domain.DetailFailed, m.err.Error()
+		if errors.Is(m.err, domain.ErrOptedOut) { // opted out while the number was sent
+			d.Status = domain.DetailOptedOut
+			a.st.OptedOut++
+			break
+		}
 		a.st.Failed++
-	} else {
-		d.Success = true
+	default:
+		d.Status, d.Success = domain.DetailSent, true
 		a.st.Successful++
 	}
 	a.st.Details = append(a.st.Details, d)
