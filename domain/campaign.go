@@ -56,17 +56,17 @@ type Campaign struct {
 	Cursor int `json:"cursor"`
 	// NextAt is when the next number is due (its delay after the previous send started): a
 	// campaign resumed after a restart waits for it rather than sending at once.
-	NextAt     time.Time        `json:"nextAt"`
-	Successful int              `json:"successful"`
-	Failed     int              `json:"failed"`
+	NextAt     time.Time `json:"nextAt"`
+	Successful int       `json:"successful"`
+	Failed     int       `json:"failed"`
 	// OptedOut counts the numbers skipped because they are on the suppression list.
 	OptedOut int `json:"optedOut,omitempty"`
 	// StartAt is when a campaign accepted for later starts (zero: at once).
-	StartAt time.Time `json:"startAt,omitempty"`
-	Details    []CampaignDetail `json:"-"`
-	CreatedAt  time.Time        `json:"createdAt"`
-	UpdatedAt  time.Time        `json:"updatedAt"`
-	Error      string           `json:"error,omitempty"`
+	StartAt   time.Time        `json:"startAt,omitempty"`
+	Details   []CampaignDetail `json:"-"`
+	CreatedAt time.Time        `json:"createdAt"`
+	UpdatedAt time.Time        `json:"updatedAt"`
+	Error     string           `json:"error,omitempty"`
 }
 
 // Done tells whether the campaign has ended.

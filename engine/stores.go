@@ -63,7 +63,7 @@ type StoreConfig struct {
 type storeEntry struct {
 	rec                             domain.Store
 	token, clientSecret, hookSecret string
-	restKey, restSecret             string // a WooCommerce-type store's REST API keys
+	restKey, restSecret             string               // a WooCommerce-type store's REST API keys
 	hookMACs, clientMACs            ecom.WebhookVerifier // keyed with the secrets, reused per request
 	openErr                         error                // the credentials did not open (key changed)
 	seq                             domain.InboxSeq

@@ -132,6 +132,7 @@ func newStoreHarness(t *testing.T, send func(n int) error) *storeHarness {
 func (h *storeHarness) FetchOrder(context.Context, string, int64) ([]byte, error) {
 	return nil, ErrNoStoreToken
 }
+
 // Compose is the engine's composer reduced to a template "order {order_number}" that may be
 // disabled.
 func (h *storeHarness) Compose(_ context.Context, c Compose) (Composed, error) {
