@@ -83,6 +83,16 @@ func (s *storeService) answer(ctx context.Context, uid, key, phone, by, text str
 	drop := []string{"p/" + o.Phone, "m/" + c.MessageID}
 	if c.FollowUpID != "" {
 		drop = append(drop, "m/"+c.FollowUpID)
+		// The follow-up still waiting is pointless now.
+		_, cancelled, err := s.e.Messages.CancelScheduled(uid, c.FollowUpID, domain.SkipAnswered, "the customer answered before the follow-up was due")
+		if err != nil && !errors.Is(err, domain.ErrMessageNotFound) {
+			s.e.log.Warn("follow-up not cancelled", "message_id", c.FollowUpID, "err", err)
+		}
+		for i := range o.Messages {
+			if cancelled && o.Messages[i].MessageID == c.FollowUpID {
+				o.Messages[i].Skipped = domain.SkipAnswered
+			}
+		}
 	}
 	if err := s.loop.PutOrder(ctx, o, nil, drop, 1); err != nil {
 		unlock()
@@ -90,11 +100,6 @@ func (s *storeService) answer(ctx context.Context, uid, key, phone, by, text str
 		return false
 	}
 	unlock()
-	if c.FollowUpID != "" {
-		if _, _, err := s.e.Messages.CancelScheduled(uid, c.FollowUpID, domain.SkipAnswered, "the customer answered before the follow-up was due"); err != nil && !errors.Is(err, domain.ErrMessageNotFound) {
-			s.e.log.Warn("follow-up not cancelled", "message_id", c.FollowUpID, "err", err)
-		}
-	}
 	if s.pub != nil {
 		t := domain.EventOrderConfirmed
 		if answer == domain.AnswerNo {
