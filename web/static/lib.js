@@ -163,7 +163,9 @@ const words = {
   RESTRICTED: ['Limited by the network', 'warn'],
   // Messages.
   queued: ['Waiting to send', 'warn'], sent: ['Sent', 'info'], delivered: ['Delivered', 'ok'], read: ['Read', 'ok'], failed: ['Not sent', 'err'],
-  received: ['Received', 'info'],
+  received: ['Received', 'info'], scheduled: ['Scheduled', 'info'], opted_out: ['Opted out', 'info'],
+  // Order confirmations.
+  awaiting: ['Waiting for the answer', 'warn'], confirmed: ['Confirmed', 'ok'], none: ['Not written back', 'info'],
   // Campaigns.
   running: ['Sending', 'warn'], completed: ['Done', 'ok'], cancelled: ['Cancelled', 'err'],
   // Keys, webhooks, stores.
