@@ -134,7 +134,9 @@ func TestStoreLoopConfirmations(t *testing.T) {
 		tg.shopifyOrder("orders/create", "c-yes", 2001, "+1 312-555-0201", nil)
 		msgs := tg.simDelivered(phone, 1)
 		q := msgs[0]
-		if !strings.Contains(questionText(q), "Please confirm your order #2001") || !strings.Contains(questionText(q), "Yes, confirm") {
+		// A linked session asks with a poll: the order message and the question, two answers.
+		if q["type"] != "poll" || !strings.Contains(questionText(q), "Please confirm your order #2001") || !strings.Contains(questionText(q), "Yes, confirm") ||
+			!strings.Contains(questionText(q), "Hi John, thank you for your order #2001") {
 			t.Fatalf("the question: %v", q)
 		}
 		answered := time.Now()
@@ -156,7 +158,7 @@ func TestStoreLoopConfirmations(t *testing.T) {
 		}
 		eventually(t, 10*time.Second, "the store screen says confirmed and written", func() bool {
 			cf, _ := tg.order(alice, 2001)["confirmation"].(map[string]any)
-			return cf != nil && cf["state"] == "confirmed" && cf["writeBack"] == "done" && cf["answer"] == "yes"
+			return cf != nil && cf["state"] == "confirmed" && cf["writeBack"] == "done" && cf["answer"] == "yes" && cf["answeredBy"] == "vote" && cf["via"] == "poll"
 		})
 	})
 

@@ -51,6 +51,8 @@ type Messages struct {
 	idem         idempotency
 	history      MessageHistory
 	later        *later // the messages accepted for later (later.go)
+	notes        notes  // what happened to each message after it was written (conversations.go)
+	lids         lidMap // the LIDs the network gave for numbers
 	renewMu      sync.Mutex
 	renewal      *time.Timer // the daily Renew of queued bodies (nil once stopped)
 }
@@ -130,6 +132,9 @@ func (m *messages) shard(id string) *pendingShard {
 // outcome is known or the wait is over (still queued then: not an error).
 func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry, error) {
 	e := ms.e
+	if err := ms.resolveRefs(&r); err != nil {
+		return domain.OutboxEntry{}, err
+	}
 	ent, err := e.Sessions.forSend(r.UserID, r.SessionID)
 	if err != nil {
 		return domain.OutboxEntry{}, err
@@ -163,11 +168,17 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 	if err != nil {
 		return domain.OutboxEntry{}, err
 	}
-	if !r.Transactional && e.OptOuts.Has(r.UserID, r.Message.To) {
+	// A customer who opted out gets no new message (an edit, a revoke or a reaction is about
+	// one they have) unless it is transactional.
+	if k := r.Message.Kind; !r.Transactional && k.Charged() && k != domain.KindReaction && e.OptOuts.Has(r.UserID, r.Message.To) {
 		return domain.OutboxEntry{}, fmt.Errorf("%w (%s)", domain.ErrOptedOut, r.Message.To)
 	}
 	res := r.Reserved
-	if res == nil {
+	switch {
+	case res != nil:
+	case !r.Message.Kind.Charged():
+		res = ms.adopt(r.UserID, 0) // an edit or a revoke: the message it changes was counted
+	default:
 		if res, err = ms.reserve(ctx, r.UserID, 1, ReserveOpts{}); err != nil {
 			return domain.OutboxEntry{}, err
 		}
@@ -177,6 +188,7 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 		entry = scheduledEntry(r.Message, view, r.UserID, r.Origin, now, sendAt)
 	}
 	entry.Transactional = r.Transactional
+	entry.LID = ms.lids.get(entry.Message.To)
 	if r.IdemID != "" {
 		r.Idem.MessageID = entry.ID
 	}
@@ -342,6 +354,8 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	switch {
 	case sendErr == nil:
 		m.e.metrics.sent.Add(1)
+		m.e.Messages.lids.put(e.Message.To, e.LID)
+		m.e.Messages.sentOp(e)
 	case e.Status != domain.MsgCancelled:
 		m.e.metrics.failed.Add(1)
 	}
@@ -446,7 +460,17 @@ func (ms *Messages) Get(uid, id string) (domain.OutboxEntry, error) {
 	if err != nil || m.UserID != uid {
 		return domain.OutboxEntry{}, fmt.Errorf("%w: %s", domain.ErrMessageNotFound, id)
 	}
-	return m, nil
+	return ms.asItStands(m), nil
+}
+
+// asItStands is a message read from the outbox as it stands here: one accepted for later that
+// was handed to its session's queue at its time reads as queued (nothing is written at that
+// hand-over, later.go).
+func (ms *Messages) asItStands(m domain.OutboxEntry) domain.OutboxEntry {
+	if m.Status == domain.MsgScheduled && !ms.later.has(m.ID) && ms.msgs.tracked(m.ID) {
+		m.SetStatus(domain.MsgQueued, m.SendAt.Time())
+	}
+	return m
 }
 
 // stored looks a message up in the outbox.
@@ -472,9 +496,11 @@ func (ms *Messages) recover() (int, error) {
 			e.log.Error("outbox entry for an unknown session", "message_id", entry.ID, "session_id", entry.SessionID)
 			continue
 		}
-		res, err := ms.reserve(context.Background(), entry.UserID, 1, ReserveOpts{Force: true, Reclaim: true})
-		if err != nil {
-			return 0, fmt.Errorf("engine: outbox: reserve for %s: %w", entry.ID, err)
+		res := ms.adopt(entry.UserID, 0) // an edit or a revoke: not charged
+		if entry.Message.Kind.Charged() {
+			if res, err = ms.reserve(context.Background(), entry.UserID, 1, ReserveOpts{Force: true, Reclaim: true}); err != nil {
+				return 0, fmt.Errorf("engine: outbox: reserve for %s: %w", entry.ID, err)
+			}
 		}
 		if entry.Status == domain.MsgScheduled {
 			// Accepted for later: back on the schedule (at once when its time has passed).

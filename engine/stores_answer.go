@@ -19,11 +19,14 @@ import (
 // linked session (its vote is the answer), as buttons on a cloud session, or as text with
 // "reply 1 or 2" where the session's kind can carry neither. One function decides, so buttons
 // slot in with the Cloud API's sessions.
-func (s *storeService) presentation(string) string { return viaText }
+//
+// Every session today is a linked device, which carries polls; a cloud session (the Cloud API's
+// own issue) answers viaButtons here, and a kind that carries neither viaText.
+func (s *storeService) presentation(string) string { return viaPoll }
 
-// pollMessage is a confirmation asked as a poll: the question with the two answers.
+// pollMessage is a confirmation asked as a poll: the question with the two answers, one choice.
 func pollMessage(id, to, question string, c domain.Confirm) domain.Message {
-	return domain.Message{ID: id, To: to, Kind: domain.KindText, Text: replyPrompt(question, c)}
+	return domain.Message{ID: id, To: to, Kind: domain.KindPoll, Question: question, Options: []string{c.Yes, c.No}}
 }
 
 // incomingAnswer takes a typed message from phone to one of the user's sessions: when that phone

@@ -12,7 +12,25 @@ import (
 // "1", "2" or an answer's word answers the order that awaits this phone's answer. In the
 // background: a session actor never waits on storage.
 func (e *Engine) storeLoopIncoming(s domain.Session, m network.Incoming) {
-	if m.Kind != domain.KindText || m.Text == "" || m.From == "" {
+	if m.Message.Kind != domain.KindText || m.Message.Text == "" || m.From == "" || m.Group != "" {
+		return // a group's chatter is nobody's answer
+	}
+	uid := s.AssignedTo
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		ctx, cancel := context.WithTimeout(e.stopCtx, 2*e.cfg.AskTimeout)
+		defer cancel()
+		if e.OptOuts.incoming(ctx, uid, s.ID, m.From, m.Message.Text) {
+			return
+		}
+		e.Stores.s.incomingAnswer(ctx, uid, m.From, m.Message.Text)
+	}()
+}
+
+// storeLoopVote reads a vote on a poll: one that asks an order's confirmation is its answer.
+func (e *Engine) storeLoopVote(s domain.Session, v network.PollVote) {
+	if s.AssignedTo == "" || v.Group != "" {
 		return
 	}
 	uid := s.AssignedTo
@@ -21,9 +39,6 @@ func (e *Engine) storeLoopIncoming(s domain.Session, m network.Incoming) {
 		defer e.bg.Done()
 		ctx, cancel := context.WithTimeout(e.stopCtx, 2*e.cfg.AskTimeout)
 		defer cancel()
-		if e.OptOuts.incoming(ctx, uid, s.ID, m.From, m.Text) {
-			return
-		}
-		e.Stores.s.incomingAnswer(ctx, uid, m.From, m.Text)
+		e.Stores.s.voteAnswer(ctx, uid, v.Poll, v.From, v.Options)
 	}()
 }

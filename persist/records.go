@@ -14,6 +14,7 @@ type Records struct {
 	Inbox       *Inbox
 	Webhooks    *Webhooks
 	History     *MessageLog
+	Notes       *MessageNotes
 	StoreLoop   *StoreLoop
 }
 
@@ -30,6 +31,7 @@ func NewRecords(kv KV) *Records {
 		Inbox:       NewInbox(kv),
 		Webhooks:    NewWebhooks(kv),
 		History:     NewMessageLog(kv),
+		Notes:       NewMessageNotes(kv),
 		StoreLoop:   NewStoreLoop(kv),
 	}
 }
