@@ -355,6 +355,27 @@ func TestStoreLoopDelaysAndCheckouts(t *testing.T) {
 		}
 	})
 
+	t.Run("quiet hours hold a store message until they end", func(t *testing.T) {
+		tg := tg.with(t)
+		const phone = "13125550403"
+		now := clock.Now().UTC()
+		want(t, tg.do("PATCH", "/api/client/me", bearerAuth(alice), map[string]any{"quietHours": map[string]any{
+			"from": now.Add(-time.Hour).Format("15:04"), "to": now.Add(time.Hour).Format("15:04")}}), 200, "")
+		defer func() { want(t, tg.do("PATCH", "/api/client/me", bearerAuth(alice), map[string]any{"quietHours": nil}), 200, "") }()
+		tg.shopifyOrder("orders/create", "q-create", 3003, "+1 312-555-0403", nil)
+		ev := tg.waitEvent(alice, "q-create")
+		sendAt, _ := time.Parse(time.RFC3339, fmt.Sprint(ev["sendAt"]))
+		if ev["status"] != "sent" || sendAt.Sub(now) < 50*time.Minute || sendAt.Sub(now) > 61*time.Minute {
+			t.Fatalf("store event in quiet hours %v (now %v)", ev, now)
+		}
+		clock.Advance(30 * time.Minute)
+		if n := len(tg.simMessages(phone)); n != 0 {
+			t.Fatal("sent in quiet hours")
+		}
+		clock.Advance(31 * time.Minute)
+		tg.simDelivered(phone, 1)
+	})
+
 	checkout := func(topic, hookID, token, phone string, completed bool) {
 		t.Helper()
 		m := readFixture(t, "shopify/checkout.json")
@@ -534,4 +555,106 @@ func TestOptOutsHonouredByCampaigns(t *testing.T) {
 		OptOuts []json.RawMessage `json:"optouts"`
 	}
 	_ = json.Unmarshal(dash.raw, &body)
+}
+
+func TestSendLaterAndQuietHours(t *testing.T) {
+	clock := newSkewClock()
+	tg := startGWSkew(t, clock)
+	admin := tg.token("root", "admin")
+	s := tg.newSender(admin, "dave", "447700900004", nil)
+	at := func(d time.Duration) string { return clock.Now().Add(d).UTC().Format(time.RFC3339) }
+	send := func(to string, body map[string]any) resp {
+		t.Helper()
+		body["phone"] = to
+		if body["message"] == nil {
+			body["message"] = "later " + to
+		}
+		return tg.do("POST", "/api/v1/messages/send", keyAuth(s.key), body)
+	}
+	remaining := func() float64 { return tg.account(s.key)["remaining_month"].(float64) }
+
+	// Scheduled: accepted, its allowance reserved; cancelled through DELETE, it gives it back.
+	before := remaining()
+	r := send("15550700001", map[string]any{"sendAt": at(10 * time.Minute)})
+	if want(t, r, 200, ""); r.str("status") != "scheduled" {
+		t.Fatalf("scheduled: %s", r.raw)
+	}
+	id := r.str("message_id")
+	if remaining() != before-1 {
+		t.Fatal("no allowance reserved")
+	}
+	m := tg.do("GET", "/api/v1/messages/"+id, keyAuth(s.key), nil).obj()
+	if m["status"] != "scheduled" || m["sendAt"] == nil {
+		t.Fatalf("message %v", m)
+	}
+	d := tg.do("DELETE", "/api/v1/messages/"+id, keyAuth(s.key), nil)
+	if want(t, d, 200, ""); d.str("status") != "cancelled" {
+		t.Fatalf("delete: %s", d.raw)
+	}
+	if m := tg.do("GET", "/api/v1/messages/"+id, keyAuth(s.key), nil).obj(); m["status"] != "cancelled" || m["code"] != "cancelled" {
+		t.Fatalf("cancelled message %v", m)
+	}
+	eventually(t, 10*time.Second, "the allowance back", func() bool { return remaining() == before })
+
+	// Another goes at its time, and no earlier.
+	r = send("15550700002", map[string]any{"sendAt": at(10 * time.Minute)})
+	want(t, r, 200, "")
+	id2 := r.str("message_id")
+	clock.Advance(9 * time.Minute)
+	if n := len(tg.simMessages("15550700002")); n != 0 {
+		t.Fatalf("%d messages before their time", n)
+	}
+	clock.Advance(time.Minute + time.Second)
+	tg.simDelivered("15550700002", 1)
+	eventually(t, 10*time.Second, "sent", func() bool {
+		st := tg.do("GET", "/api/v1/messages/"+id2, keyAuth(s.key), nil).str("status")
+		return st == "sent" || st == "delivered"
+	})
+	want(t, tg.do("DELETE", "/api/v1/messages/"+id2, keyAuth(s.key), nil), 200, "") // a revoke now: it was sent
+
+	// Bad times.
+	want(t, send("15550700003", map[string]any{"sendAt": at(-2 * time.Hour)}), 400, "validation_failed")
+	want(t, send("15550700003", map[string]any{"sendAt": at(91 * 24 * time.Hour)}), 400, "validation_failed")
+	want(t, send("15550700003", map[string]any{"sendAt": "tomorrow"}), 400, "validation_failed")
+	// A time a little past is now.
+	if r := send("15550700003", map[string]any{"sendAt": at(-time.Minute)}); r.str("status") != "queued" {
+		t.Fatalf("a past sendAt: %s", r.raw)
+	}
+
+	// A campaign for later: accepted at once (202 scheduled), its numbers go then.
+	c := tg.bulk(s.key, map[string]any{"numbers": []string{"15550700011", "15550700012"}, "message": "sale", "delay": 0, "sendAt": at(time.Hour)})
+	if want(t, c, 202, ""); c.str("status") != "scheduled" || c.obj()["sendAt"] == nil {
+		t.Fatalf("campaign for later: %s", c.raw)
+	}
+	cid := c.str("campaign_id")
+	clock.Advance(59 * time.Minute)
+	if n := len(tg.simMessages("15550700011")); n != 0 {
+		t.Fatalf("campaign went early")
+	}
+	clock.Advance(2 * time.Minute)
+	eventually(t, 10*time.Second, "the campaign done", func() bool {
+		return tg.do("GET", "/api/v1/campaigns/"+cid, keyAuth(s.key), nil).str("status") == "completed"
+	})
+
+	// Quiet hours around now: a campaign waits until they end; an API send does not.
+	now := clock.Now().UTC()
+	from, to := now.Add(-time.Hour).Format("15:04"), now.Add(2*time.Hour).Format("15:04")
+	p := tg.do("PATCH", "/api/client/me", bearerAuth(s.tok), map[string]any{"timezone": "UTC", "quietHours": map[string]any{"from": from, "to": to}})
+	if want(t, p, 200, ""); p.obj()["settings"].(map[string]any)["quietHours"] == nil {
+		t.Fatalf("settings: %s", p.raw)
+	}
+	want(t, tg.do("PATCH", "/api/client/me", bearerAuth(s.tok), map[string]any{"timezone": "Mars/Olympus"}), 400, "validation_failed")
+	want(t, tg.do("PATCH", "/api/client/me", bearerAuth(s.tok), map[string]any{"quietHours": map[string]any{"from": "25:00", "to": "08:00"}}), 400, "validation_failed")
+	c = tg.bulk(s.key, map[string]any{"numbers": []string{"15550700021"}, "message": "at night?", "delay": 0, "async": true})
+	want(t, c, 202, "")
+	if r := send("15550700022", map[string]any{"message": "your code"}); r.str("status") != "queued" {
+		t.Fatalf("API send in quiet hours: %s", r.raw)
+	}
+	tg.simDelivered("15550700022", 1)
+	if n := len(tg.simMessages("15550700021")); n != 0 {
+		t.Fatal("the campaign sent in quiet hours")
+	}
+	clock.Advance(2*time.Hour + time.Minute)
+	tg.simDelivered("15550700021", 1)
+	want(t, tg.do("PATCH", "/api/client/me", bearerAuth(s.tok), map[string]any{"quietHours": nil}), 200, "")
 }

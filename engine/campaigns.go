@@ -118,6 +118,7 @@ func (c *Campaigns) spawn(st domain.Campaign) *campaignEntry {
 		Store: c.store, Clock: clockFunc(c.e.cfg.Now), Log: c.e.log,
 		Numbers: campaignNumbers{}, Sender: campaignSender{c}, Outbox: campaignSender{c}, Allowance: campaignSender{c},
 		Publisher: campaignViews{c, ce}, Observer: &c.late, Audience: campaignAudience{c.e},
+		AfterFunc: func(d time.Duration, f func()) campaign.Timer { return c.e.cfg.AfterFunc(d, f) },
 	}
 	c.idx.put(st.ID, ce)
 	ce.pid = c.e.spawn(campaign.New(st, deps), "campaign", st.ID)

@@ -449,6 +449,8 @@ type messageJSON struct {
 	Error     string        `json:"error,omitempty"`
 	Attempts  int           `json:"attempts"`
 	History   []historyJSON `json:"history"`
+	// SendAt: a message accepted for later goes then (scheduled until then).
+	SendAt *timestamp `json:"sendAt,omitempty"`
 	contentJSON
 }
 
@@ -483,7 +485,7 @@ func (s *Server) v1Message(ctx *fasthttp.RequestCtx) error {
 	writeJSON(ctx, fasthttp.StatusOK, messageJSON{
 		Success: true, ID: m.ID, MessageID: m.ID, Status: m.Status, To: m.Message.To, Session: m.SessionID,
 		Type: string(m.Message.Kind), CreatedAt: timestamp(m.CreatedAt.Time()), SentAt: sentAt(m.SentAt),
-		Code: m.Code, Error: m.Error, Attempts: m.Attempts, History: hist,
+		Code: m.Code, Error: m.Error, Attempts: m.Attempts, History: hist, SendAt: sentAt(m.SendAt),
 		contentJSON: contentOf(m.Message, m.Message.To, m.LID, n),
 	})
 	return nil

@@ -116,7 +116,13 @@ type Deps struct {
 	Publisher Publisher // optional
 	Observer  Observer  // optional
 	Audience  Audience  // optional
+	// AfterFunc runs f once d has passed by Clock (the pauses, a campaign's start, quiet hours);
+	// nil = time.AfterFunc. Tests that move Clock give one that fires when they move it.
+	AfterFunc func(d time.Duration, f func()) Timer
 }
+
+// Timer is a pending AfterFunc.
+type Timer = interface{ Stop() bool }
 
 // Campaign-actor messages.
 type (
@@ -144,7 +150,7 @@ type Campaign struct {
 	started time.Time // when the send of the current number started
 	// waitingSince is when the campaign began waiting for its session to connect.
 	waitingSince time.Time
-	timer        *time.Timer
+	timer        Timer
 	cancels      []chan domain.Campaign
 	// unsaved are the details of numbers whose progress is not durable yet (storage refused
 	// the write): they go with the next write.
@@ -360,6 +366,10 @@ func (a *Campaign) scheduleNext(c *actor.Context) {
 // after sends msg to the actor once d has passed (on a.timer, which finish stops).
 func (a *Campaign) after(c *actor.Context, d time.Duration, msg any) {
 	hw, self := c.Engine(), c.PID()
+	if a.deps.AfterFunc != nil {
+		a.timer = a.deps.AfterFunc(d, func() { hw.Send(self, msg) })
+		return
+	}
 	a.timer = time.AfterFunc(d, func() { hw.Send(self, msg) })
 }
 
