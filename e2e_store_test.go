@@ -158,7 +158,7 @@ func TestStoreOAuthRoundTrip(t *testing.T) {
 			t.Fatalf("authUrl %q", r.str("authUrl"))
 		}
 		q := u.Query()
-		if q.Get("client_id") != "app-client-id" || q.Get("scope") != "read_orders,read_customers" ||
+		if q.Get("client_id") != "app-client-id" || q.Get("scope") != "read_orders,write_orders,read_customers" ||
 			q.Get("redirect_uri") != testPublicURL+"/api/ecom/callback" || !strings.HasPrefix(q.Get("state"), "alice___") && tok == alice {
 			t.Fatalf("authUrl query %v", q)
 		}

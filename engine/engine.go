@@ -21,6 +21,11 @@
 //   - Groups, Contacts (groups.go): a session's groups on the network, its linked phone's
 //     contact book and number lookups. Conversations on Messages (conversations.go): replies,
 //     reactions, edits, revokes and cancellations, read marks, poll votes, each message's notes.
+//   - OptOuts (optouts.go): each account's suppression list (STOP, START, the list's routes).
+//     The rest of the store loop (DESIGN.md section 18) lives in the facets it serves:
+//     messages sent later on Messages' schedule (later.go), quiet hours on Users
+//     (settings.go), confirmations, delays and abandoned checkouts on Stores
+//     (stores_loop.go, stores_answer.go, stores_writeback.go).
 //   - Events (events*.go, publish.go): webhook subscriptions and events out. It is its own
 //     type, built by node (NewEvents) and handed to New as Config.Events.
 //

@@ -33,8 +33,9 @@ import (
 // only its lazily spawned actor. The webhook hot path reads the maps under the read lock only.
 
 const (
-	// OAuthScopes are the access scopes the OAuth install asks for.
-	OAuthScopes     = "read_orders,read_customers"
+	// OAuthScopes are the access scopes the OAuth install asks for: write_orders lets a
+	// confirmation's answer be written back to the order (tags, note, cancel).
+	OAuthScopes     = "read_orders,write_orders,read_customers"
 	maxTemplateText = 4096
 	storeActorKind  = "storeevents"
 	// storeStopWait bounds how long Stop waits for store workers in flight (their entries stay in

@@ -52,6 +52,7 @@ const sentences = {
   quota_exceeded: "This month's message allowance is used up.",
   invalid_phone: 'That phone number is not valid: use 8 to 15 digits with the country code.',
   recipient_not_on_network: 'That number is not on the messaging network.',
+  opted_out: 'That customer opted out of your messages (they replied STOP); see Opt-outs.',
   message_not_found: 'That message is none of your messages of the last 7 days.',
   group_not_found: 'That group is not one your phone is in.',
   network_error: 'The messaging network did not answer. Try again in a moment.',
