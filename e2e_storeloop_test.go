@@ -361,7 +361,9 @@ func TestStoreLoopDelaysAndCheckouts(t *testing.T) {
 		now := clock.Now().UTC()
 		want(t, tg.do("PATCH", "/api/client/me", bearerAuth(alice), map[string]any{"quietHours": map[string]any{
 			"from": now.Add(-time.Hour).Format("15:04"), "to": now.Add(time.Hour).Format("15:04")}}), 200, "")
-		defer func() { want(t, tg.do("PATCH", "/api/client/me", bearerAuth(alice), map[string]any{"quietHours": nil}), 200, "") }()
+		defer func() {
+			want(t, tg.do("PATCH", "/api/client/me", bearerAuth(alice), map[string]any{"quietHours": nil}), 200, "")
+		}()
 		tg.shopifyOrder("orders/create", "q-create", 3003, "+1 312-555-0403", nil)
 		ev := tg.waitEvent(alice, "q-create")
 		sendAt, _ := time.Parse(time.RFC3339, fmt.Sprint(ev["sendAt"]))
