@@ -321,36 +321,21 @@ func (c *Client) wooREST(ctx context.Context, cr Credentials, method, path strin
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return &detailError{kind: domain.ErrStorePlatform, detail: "request", cause: err}
+	return c.exchange(req, out, []string{cr.Key, cr.Secret}, wooErrorKind, wooMessage)
+}
+
+// wooErrorKind is what a WooCommerce REST status means: 401 and 403 a refused key, 404 an
+// unknown order, 400 a change the store refuses; anything else may pass.
+func wooErrorKind(status int) error {
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return domain.ErrStoreTokenRejected
+	case http.StatusNotFound:
+		return ErrNotFound
+	case http.StatusBadRequest:
+		return ErrRejected
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
-	if err != nil {
-		return &detailError{kind: domain.ErrStorePlatform, detail: "read answer", cause: err}
-	}
-	secrets := []string{cr.Key, cr.Secret}
-	if s := resp.StatusCode; s < 200 || s > 299 {
-		var kind error = domain.ErrStorePlatform
-		switch s {
-		case http.StatusUnauthorized, http.StatusForbidden:
-			kind = domain.ErrStoreTokenRejected
-		case http.StatusNotFound:
-			kind = ErrNotFound
-		case http.StatusBadRequest:
-			kind = ErrRejected
-		}
-		detail := "HTTP " + strconv.Itoa(s)
-		if m := wooMessage(data); m != "" {
-			detail += ": " + clip(m, secrets)
-		}
-		return &detailError{kind: kind, detail: detail}
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return &detailError{kind: domain.ErrStorePlatform, detail: "answer is not the expected JSON", cause: err}
-	}
-	return nil
+	return domain.ErrStorePlatform
 }
 
 // wooMessage is a WordPress REST error's message ({"code": ..., "message": ...}).
