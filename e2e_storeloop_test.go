@@ -204,10 +204,8 @@ func TestStoreLoopConfirmations(t *testing.T) {
 		if !strings.HasPrefix(questionText(msgs[1]), "Reminder: Please confirm your order #2003") {
 			t.Fatalf("follow-up %v", msgs[1])
 		}
-		clock.Advance(3 * time.Hour)
 		// A message sent after the follow-up's time reaches the phone after it would have.
-		tg.sendProbe(alice, phone)
-		if msgs := tg.simMessages(phone); len(msgs) != 3 {
+		if msgs := tg.afterProbe(clock, 3*time.Hour, alice, phone); len(msgs) != 3 {
 			t.Fatalf("%d messages, want the question, one follow-up and the probe: %v", len(msgs), msgs)
 		}
 		tg.inbound(alice, phone, "Yes")
@@ -230,9 +228,7 @@ func TestStoreLoopConfirmations(t *testing.T) {
 			}
 			return follow != ""
 		})
-		clock.Advance(3 * time.Hour)
-		tg.sendProbe(alice, phone)
-		if n := len(tg.simMessages(phone)); n != 2 {
+		if n := len(tg.afterProbe(clock, 3*time.Hour, alice, phone)); n != 2 {
 			t.Fatalf("%d messages, want the question and the probe", n)
 		}
 	})
@@ -291,6 +287,15 @@ func (tg *testGW) answerYes(tok, phone string, q map[string]any) {
 	tg.inbound(tok, phone, "1")
 }
 
+// afterProbe moves the clock by d, then probes (sendProbe) and returns what the phone holds:
+// whatever was due by then reached it before the probe.
+func (tg *testGW) afterProbe(clock *skewClock, d time.Duration, tok, phone string) []map[string]any {
+	tg.t.Helper()
+	clock.Advance(d)
+	tg.sendProbe(tok, phone)
+	return tg.simMessages(phone)
+}
+
 // sendProbe sends a dashboard text to phone and waits for it at the phone: everything the
 // gateway sent before it was sent by then.
 func (tg *testGW) sendProbe(tok, phone string) {
@@ -331,9 +336,7 @@ func TestStoreLoopDelaysAndCheckouts(t *testing.T) {
 			items[0].(map[string]any)["code"] != "order_cancelled" {
 			t.Fatalf("history %v", items)
 		}
-		clock.Advance(10 * time.Minute)
-		tg.sendProbe(alice, phone)
-		if msgs := tg.simMessages(phone); len(msgs) != 1 {
+		if msgs := tg.afterProbe(clock, 10*time.Minute, alice, phone); len(msgs) != 1 {
 			t.Fatalf("the customer got %v", msgs)
 		}
 		if o := tg.order(alice, 3001); o["cancelled"] != true {
@@ -407,9 +410,7 @@ func TestStoreLoopDelaysAndCheckouts(t *testing.T) {
 			ev := tg.storeEvent(alice, "k-1")
 			return ev["status"] == "skipped" && strings.HasPrefix(ev["reason"].(string), "order_placed")
 		})
-		clock.Advance(2 * time.Hour)
-		tg.sendProbe(alice, phone)
-		for _, m := range tg.simMessages(phone) {
+		for _, m := range tg.afterProbe(clock, 2*time.Hour, alice, phone) {
 			if strings.Contains(m["text"].(string), "checkout.local") {
 				t.Fatalf("a reminder went: %v", m)
 			}
@@ -435,9 +436,7 @@ func TestStoreLoopDelaysAndCheckouts(t *testing.T) {
 			!strings.Contains(txt, "Hi Bob") || !strings.Contains(txt, "IPod Nano - 8GB x 1") {
 			t.Fatalf("reminder %q", txt)
 		}
-		clock.Advance(3 * time.Hour)
-		tg.sendProbe(alice, phone)
-		if n := len(tg.simMessages(phone)); n != 2 {
+		if n := len(tg.afterProbe(clock, 3*time.Hour, alice, phone)); n != 2 {
 			t.Fatalf("%d messages, want one reminder and the probe", n)
 		}
 	})

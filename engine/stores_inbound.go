@@ -16,16 +16,11 @@ func (e *Engine) storeLoopIncoming(s domain.Session, m network.Incoming) {
 		return // a group's chatter is nobody's answer
 	}
 	uid := s.AssignedTo
-	e.bg.Add(1)
-	go func() {
-		defer e.bg.Done()
-		ctx, cancel := context.WithTimeout(e.stopCtx, 2*e.cfg.AskTimeout)
-		defer cancel()
-		if e.OptOuts.incoming(ctx, uid, s.ID, m.From, m.Message.Text) {
-			return
+	e.inBackground(func(ctx context.Context) {
+		if !e.OptOuts.incoming(ctx, uid, s.ID, m.From, m.Message.Text) {
+			e.Stores.s.incomingAnswer(ctx, uid, m.From, m.Message.Text)
 		}
-		e.Stores.s.incomingAnswer(ctx, uid, m.From, m.Message.Text)
-	}()
+	})
 }
 
 // storeLoopVote reads a vote on a poll: one that asks an order's confirmation is its answer.
@@ -34,11 +29,17 @@ func (e *Engine) storeLoopVote(s domain.Session, v network.PollVote) {
 		return
 	}
 	uid := s.AssignedTo
+	e.inBackground(func(ctx context.Context) { e.Stores.s.voteAnswer(ctx, uid, v.Poll, v.From, v.Options) })
+}
+
+// inBackground runs the store loop's work on what a session reported off the session actor's
+// goroutine (it never waits on storage), counted for Stop and bounded in time.
+func (e *Engine) inBackground(fn func(ctx context.Context)) {
 	e.bg.Add(1)
 	go func() {
 		defer e.bg.Done()
 		ctx, cancel := context.WithTimeout(e.stopCtx, 2*e.cfg.AskTimeout)
 		defer cancel()
-		e.Stores.s.voteAnswer(ctx, uid, v.Poll, v.From, v.Options)
+		fn(ctx)
 	}()
 }
