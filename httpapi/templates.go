@@ -9,7 +9,6 @@ import (
 	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
 
-	"github.com/gateway/gateway/ecom"
 	"github.com/gateway/gateway/engine"
 )
 
@@ -39,11 +38,10 @@ type confirmJSON struct {
 
 func toTemplateJSON(v engine.TemplateView) templateJSON {
 	j := templateJSON{Topic: v.Topic, Text: v.Text, Enabled: v.Enabled, IsDefault: v.IsDefault}
-	switch {
-	case v.Topic == ecom.TopicCheckoutAbandoned:
+	if v.Topic == domain.TopicCheckoutAbandoned {
 		j.After = fmtDuration(v.Delay)
-	case ecom.OrderTopic(v.Topic):
-		j.Delay = fmtDuration(v.Delay)
+	} else {
+		j.Delay = fmtDuration(v.Delay) // an order topic's
 	}
 	if c := v.Confirm; c != nil {
 		j.Confirm = &confirmJSON{Question: c.Question, Yes: c.Yes, No: c.No, FollowUpAfter: fmtDuration(c.FollowUpAfter),
