@@ -66,9 +66,9 @@ func (s *storeService) answer(ctx context.Context, uid, key, phone, by, text str
 		return false
 	}
 	c := o.Confirmation
-	if c.State != domain.ConfirmAwaiting || (phone != "" && o.Phone != "" && phone != o.Phone) {
+	if c.State != domain.ConfirmAwaiting || (phone != "" && o.Phone != "" && phone != o.Phone) || s.e.now().Before(c.AskedAt) {
 		unlock()
-		return false // answered already (the first answer counts), or not the customer's phone
+		return false // answered already (the first answer counts), not the customer's phone, or not asked yet (a delayed question)
 	}
 	answer, ok := recognize(c.Confirm)
 	if !ok {
