@@ -233,6 +233,31 @@ func TestStoreLoopConfirmations(t *testing.T) {
 		}
 	})
 
+	t.Run("two orders of one phone: a reply quoting a question answers its own order", func(t *testing.T) {
+		tg := tg.with(t)
+		const phone = "13125550205"
+		tg.shopifyOrder("orders/create", "c-two-1", 2005, "+1 312-555-0205", nil)
+		tg.simDelivered(phone, 1)
+		tg.shopifyOrder("orders/create", "c-two-2", 2006, "+1 312-555-0205", nil)
+		msgs := tg.simDelivered(phone, 2)
+		// "2" quoting the first order's question: the first order, though the second was asked later.
+		sid := tg.status(alice)["id"].(string)
+		want(t, tg.do("POST", "/api/dev/sim/inbound", nil, map[string]any{"sessionId": sid, "from": phone, "text": "2", "replyTo": msgs[0]["id"]}), 200, "")
+		fakeOrder(t, fake, aliceShop, 2005, "the first order cancelled", func(o ecomtest.Order) bool { return o.Cancelled })
+		if o, _ := fake.Order(aliceShop, 2006); len(o.Tags) != 0 || o.Cancelled {
+			t.Fatalf("the second order changed: %+v", o)
+		}
+		// A "1" quoting nothing answers the phone's latest question: the second order's.
+		tg.inbound(alice, phone, "1")
+		o := fakeOrder(t, fake, aliceShop, 2006, "the second order confirmed", func(o ecomtest.Order) bool { return len(o.Tags) == 1 })
+		if o.Tags[0] != "cod-confirmed" || o.Cancelled {
+			t.Fatalf("the second order %+v", o)
+		}
+		if o, _ := fake.Order(aliceShop, 2005); len(o.Tags) != 1 || o.Tags[0] != "cod-cancelled" {
+			t.Fatalf("the first order %+v", o)
+		}
+	})
+
 	t.Run("woocommerce: yes sets processing with a note, no cancels", func(t *testing.T) {
 		tg := tg.with(t)
 		const yesPhone, noPhone = "15555550301", "15555550302"
@@ -251,6 +276,13 @@ func TestStoreLoopConfirmations(t *testing.T) {
 		tg.inbound(bob, noPhone, "no, CANCEL")
 		o = fakeOrder(t, fake, bobShop, 802, "status cancelled", func(o ecomtest.Order) bool { return o.Status == "cancelled" })
 		if len(o.Notes) != 1 || !strings.Contains(o.Notes[0], "declined") {
+			t.Fatalf("woo order %+v", o)
+		}
+		// A "no" voted on the poll cancels too.
+		const votePhone = "15555550303"
+		tg.wooOrder("order.created", "w-no-vote", 803, "processing", "(555) 555-0303")
+		tg.answerVote(bob, votePhone, tg.simDelivered(votePhone, 1)[0], 1)
+		if o := fakeOrder(t, fake, bobShop, 803, "status cancelled by the vote", func(o ecomtest.Order) bool { return o.Status == "cancelled" }); len(o.Notes) != 1 {
 			t.Fatalf("woo order %+v", o)
 		}
 		// The cash-on-delivery order's processing (what the write-back set) is no payment.
@@ -276,15 +308,19 @@ func questionText(m map[string]any) string {
 }
 
 // answerYes answers a question yes as its customer would: a vote on a poll, else "1".
-func (tg *testGW) answerYes(tok, phone string, q map[string]any) {
+func (tg *testGW) answerYes(tok, phone string, q map[string]any) { tg.answerVote(tok, phone, q, 0) }
+
+// answerVote answers a question with its option i (0 yes, 1 no) as its customer would: a vote
+// on a poll, else "1" or "2".
+func (tg *testGW) answerVote(tok, phone string, q map[string]any, i int) {
 	tg.t.Helper()
 	if q["type"] == "poll" {
 		sid := tg.status(tok)["id"].(string)
 		want(tg.t, tg.do("POST", "/api/dev/sim/inbound", nil, map[string]any{"sessionId": sid, "from": phone, "type": "poll_vote",
-			"messageId": q["id"], "options": []string{q["options"].([]any)[0].(string)}}), 200, "")
+			"messageId": q["id"], "options": []string{q["options"].([]any)[i].(string)}}), 200, "")
 		return
 	}
-	tg.inbound(tok, phone, "1")
+	tg.inbound(tok, phone, fmt.Sprint(i+1))
 }
 
 // afterProbe moves the clock by d, then probes (sendProbe) and returns what the phone holds:

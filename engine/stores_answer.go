@@ -29,10 +29,20 @@ func pollMessage(id, to, question string, c domain.Confirm) domain.Message {
 	return domain.Message{ID: id, To: to, Kind: domain.KindPoll, Question: question, Options: []string{c.Yes, c.No}}
 }
 
-// incomingAnswer takes a typed message from phone to one of the user's sessions: when that phone
-// has an order awaiting its answer and the text is one, it answers it.
-func (s *storeService) incomingAnswer(ctx context.Context, uid, phone, text string) bool {
-	return s.answer(ctx, uid, "p/"+phone, phone, "text", text, func(c domain.Confirm) (string, bool) { return c.AnswerOf(text) })
+// incomingAnswer takes a typed message from phone to one of the user's sessions: when the text
+// is an answer, it answers the question it quotes (quoted, a message id, when the customer
+// replied to one), else the latest question asked of that phone. A quoted question answers its
+// own order only: a customer with two orders replying to the first one's question never answers
+// the second. A button's tap (the Cloud API's, whose reply names the buttons' message) will come
+// this way as well.
+func (s *storeService) incomingAnswer(ctx context.Context, uid, phone, text, quoted string) bool {
+	recognize := func(c domain.Confirm) (string, bool) { return c.AnswerOf(text) }
+	if quoted != "" && s.loop != nil {
+		if _, found, err := s.loop.Answer(uid, "m/"+quoted); err == nil && found {
+			return s.answer(ctx, uid, "m/"+quoted, phone, "text", text, recognize)
+		}
+	}
+	return s.answer(ctx, uid, "p/"+phone, phone, "text", text, recognize)
 }
 
 // voteAnswer takes a vote on a poll: when the poll asks an order's confirmation, the option
@@ -83,7 +93,9 @@ func (s *storeService) answer(ctx context.Context, uid, key, phone, by, text str
 	}
 	c.WriteBack = domain.WriteBackPending
 	o.UpdatedAt = now
-	drop := []string{"p/" + o.Phone, "m/" + c.MessageID}
+	// The question's own keys go; the phone's ("p/") stays: it may name a later order's question
+	// by now, and it finds this one answered otherwise (it expires with the answer window).
+	drop := []string{"m/" + c.MessageID}
 	if c.FollowUpID != "" {
 		drop = append(drop, "m/"+c.FollowUpID)
 		// The follow-up still waiting is pointless now.

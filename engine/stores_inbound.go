@@ -18,7 +18,11 @@ func (e *Engine) storeLoopIncoming(s domain.Session, m network.Incoming) {
 	uid := s.AssignedTo
 	e.inBackground(func(ctx context.Context) {
 		if !e.OptOuts.incoming(ctx, uid, s.ID, m.From, m.Message.Text) {
-			e.Stores.s.incomingAnswer(ctx, uid, m.From, m.Message.Text)
+			quoted := ""
+			if r := m.Message.ReplyTo; r != nil && r.FromMe {
+				quoted = r.ID
+			}
+			e.Stores.s.incomingAnswer(ctx, uid, m.From, m.Message.Text, quoted)
 		}
 	})
 }

@@ -315,10 +315,10 @@ func (s *storeService) confirmation(c storeevents.Compose, confirm domain.Confir
 	if confirm.FollowUpAfter > 0 {
 		cf.FollowUpID, cf.FollowUpAt = derivedID(first.ID, "follow-up"), asked.Add(confirm.FollowUpAfter)
 		reminder := "Reminder: " + question
+		answers = append(answers, "m/"+cf.FollowUpID) // its vote, or a reply quoting it
 		var f domain.Message
 		if via == viaPoll {
 			f = pollMessage(cf.FollowUpID, first.To, reminder, confirm)
-			answers = append(answers, "m/"+cf.FollowUpID)
 		} else {
 			f = domain.Message{ID: cf.FollowUpID, To: first.To, Kind: domain.KindText, Text: replyPrompt(reminder, confirm)}
 		}
