@@ -361,22 +361,30 @@ func (p *Platform) writeBack(w http.ResponseWriter, shop, query string, vars jso
 		writeJSON(w, http.StatusOK, map[string]any{"errors": []any{map[string]any{"message": msg}}})
 	}
 	now := time.Now()
+	// target decodes the variables into v and finds the order named by the global id that gid
+	// reads from them; a bad variable or id is answered with the Admin API's error (false).
+	target := func(v any, gid func() string, badVars string) (*Order, int64, bool) {
+		if json.Unmarshal(vars, v) != nil {
+			gqlError(badVars)
+			return nil, 0, false
+		}
+		id, ok := orderNumber(gid())
+		if !ok {
+			gqlError("Invalid global id '" + gid() + "'")
+			return nil, 0, false
+		}
+		return p.order(shop, id), id, true
+	}
 	switch {
 	case strings.Contains(query, "tagsAdd("):
 		var v struct {
 			ID   string   `json:"id"`
 			Tags []string `json:"tags"`
 		}
-		if json.Unmarshal(vars, &v) != nil {
-			gqlError("Variable $tags of type [String!]! was provided invalid value")
-			return
-		}
-		id, ok := orderNumber(v.ID)
+		o, id, ok := target(&v, func() string { return v.ID }, "Variable $tags of type [String!]! was provided invalid value")
 		if !ok {
-			gqlError("Invalid global id '" + v.ID + "'")
 			return
 		}
-		o := p.order(shop, id)
 		for _, t := range v.Tags {
 			for _, one := range strings.Split(t, ",") { // a tag list may come comma-separated
 				if one = strings.TrimSpace(one); one != "" && !slices.Contains(o.Tags, one) {
@@ -390,13 +398,10 @@ func (p *Platform) writeBack(w http.ResponseWriter, shop, query string, vars jso
 		var v struct {
 			ID string `json:"id"`
 		}
-		_ = json.Unmarshal(vars, &v)
-		id, ok := orderNumber(v.ID)
+		o, _, ok := target(&v, func() string { return v.ID }, "Variable $id of type ID! was provided invalid value")
 		if !ok {
-			gqlError("Invalid global id '" + v.ID + "'")
 			return
 		}
-		o := p.order(shop, id)
 		var note, cancelledAt any
 		if o.Note != "" {
 			note = o.Note
@@ -412,16 +417,10 @@ func (p *Platform) writeBack(w http.ResponseWriter, shop, query string, vars jso
 				Note *string `json:"note"`
 			} `json:"input"`
 		}
-		if json.Unmarshal(vars, &v) != nil {
-			gqlError("Variable $input of type OrderInput! was provided invalid value")
-			return
-		}
-		id, ok := orderNumber(v.Input.ID)
+		o, id, ok := target(&v, func() string { return v.Input.ID }, "Variable $input of type OrderInput! was provided invalid value")
 		if !ok {
-			gqlError("Variable $input of type OrderInput! was provided invalid value for id (Expected value to not be null)")
 			return
 		}
-		o := p.order(shop, id)
 		if v.Input.Note != nil {
 			o.Note = *v.Input.Note
 		}
@@ -438,16 +437,15 @@ func (p *Platform) writeBack(w http.ResponseWriter, shop, query string, vars jso
 				Original bool `json:"originalPaymentMethodsRefund"`
 			} `json:"refundMethod"`
 		}
-		if json.Unmarshal(vars, &v) != nil || v.Restock == nil || v.RefundMethod == nil || v.Reason == "" {
-			gqlError("Variable $refundMethod of type OrderCancelRefundMethodInput! was provided invalid value")
-			return
-		}
-		id, ok := orderNumber(v.OrderID)
+		const badVars = "Variable $refundMethod of type OrderCancelRefundMethodInput! was provided invalid value"
+		o, id, ok := target(&v, func() string { return v.OrderID }, badVars)
 		if !ok {
-			gqlError("Invalid global id '" + v.OrderID + "'")
 			return
 		}
-		o := p.order(shop, id)
+		if v.Restock == nil || v.RefundMethod == nil || v.Reason == "" {
+			gqlError(badVars)
+			return
+		}
 		if o.Cancelled {
 			data(map[string]any{"orderCancel": map[string]any{"job": nil, "orderCancelUserErrors": []any{
 				map[string]any{"field": []string{"orderId"}, "message": "Order has already been cancelled", "code": "INVALID"}}}})
