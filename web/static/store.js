@@ -93,7 +93,8 @@ export function templates(el) {
     };
     const previewText = () => {
       let t = render(text.value);
-      if (c.on.checked && confirmable.includes(current.topic)) t += '\n\n' + render(c.question.value) + '\n\n1. ' + c.yes.value + '\n2. ' + c.no.value + '\n\nReply 1 or 2.';
+      // As a linked phone shows it: one poll (the message and the question) with the two answers.
+      if (c.on.checked && confirmable.includes(current.topic)) t += '\n\n' + render(c.question.value) + '\n\n○ ' + c.yes.value + '\n○ ' + c.no.value + '\n\n(A poll: the customer taps an answer, or replies 1 or 2.)';
       return t;
     };
     const refresh = () => { preview.textContent = previewText(); };

@@ -48,7 +48,7 @@ func TestConfirmationSettingsAndOrders(t *testing.T) {
 	b.set("#confirm-question", "Can we ship order {order_number}?")
 	b.set("#confirm-follow", "3h")
 	b.click("#confirm-cancel")
-	b.waitFor("the question in the preview", `/Can we ship order #1001\?[\s\S]*1\. Yes, confirm[\s\S]*2\. No, cancel[\s\S]*Reply 1 or 2/.test(document.querySelector('#template-preview').textContent)`)
+	b.waitFor("the question in the preview", `/Can we ship order #1001\?[\s\S]*○ Yes, confirm[\s\S]*○ No, cancel[\s\S]*A poll/.test(document.querySelector('#template-preview').textContent)`)
 	b.click("#template-save")
 	b.waitFor("saved", `[...document.querySelectorAll('.notice.ok')].some(n => n.textContent.startsWith('Saved'))`)
 	tpl := g.call("GET", "/api/client/templates", tok, nil)["templates"].([]any)[0].(map[string]any)
