@@ -262,7 +262,7 @@ func (s *storeService) composeOrder(ctx context.Context, c storeevents.Compose, 
 	// One question per order: a later topic's confirmation (orders/paid after orders/create)
 	// is not asked again; this event's own, retried, is composed again the same.
 	if cf := o.Confirmation; confirm != nil && (cf == nil || cf.MessageID == c.MessageID || cf.MessageID == derivedID(c.MessageID, "poll")) {
-		out, o.Confirmation, answers = s.confirmation(c, *confirm, out, storeName, now)
+		out, o.Confirmation, answers = confirmation(c, *confirm, s.presentation(c.UserID), out, storeName, now)
 	}
 	if !hasMessage(o.Messages, c.MessageID) {
 		for _, m := range out {
@@ -284,12 +284,11 @@ func hasMessage(ms []domain.OrderMessage, id string) bool {
 	return false
 }
 
-// confirmation builds an order message with its question, as the user's session can carry it
-// (presentation), its follow-up, and the answer keys that will find the order.
-func (s *storeService) confirmation(c storeevents.Compose, confirm domain.Confirm, out []storeevents.Outgoing, storeName string, now time.Time) ([]storeevents.Outgoing, *domain.Confirmation, []string) {
+// confirmation builds an order message with its question, as via (the presentation the user's
+// session can carry) asks it, its follow-up, and the answer keys that will find the order.
+func confirmation(c storeevents.Compose, confirm domain.Confirm, via string, out []storeevents.Outgoing, storeName string, now time.Time) ([]storeevents.Outgoing, *domain.Confirmation, []string) {
 	ev := c.Event
 	question := ecom.Render(confirm.Question, ev, storeName)
-	via := s.presentation(c.UserID)
 	at := out[0].SendAt
 	first := out[0].Message
 	var msgs []domain.Message
