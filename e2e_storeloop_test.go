@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +34,7 @@ func loopGW(t *testing.T) (tg *testGW, fake *ecomtest.Platform, clock *skewClock
 	fake = ecomtest.New()
 	t.Cleanup(fake.Close)
 	clock = newSkewClock()
-	tg = startGWSkew(t, clock, "--ecom-api-base", fake.APIBase(), "--public-url", testPublicURL)
+	tg = startGWSkew(t, clock, "--ecom-api-base", fake.APIBase(), "--public-url", testPublicURL, "--webhook-allow-private")
 	alice = connectedStore(t, tg, fake)
 	fake.AddWooStore(bobShop, bobKey, bobSecret)
 	bob = tg.newClient("bob")
@@ -126,6 +127,18 @@ func TestStoreLoopConfirmations(t *testing.T) {
 	if len(tpl) != 6 || c["yes"] != "Yes, confirm" || c["no"] != "No, cancel" || c["tagYes"] != "cod-confirmed" || c["tagNo"] != "cod-cancelled" ||
 		c["followUpAfter"] != "2h" || c["question"] != "Please confirm your order {order_number}" {
 		t.Fatalf("templates: %v", tpl)
+	}
+	// Each user's order.confirmed and order.cancelled events, checked at the end.
+	type subscriber struct {
+		sink   *hookSink
+		secret string
+	}
+	subs := map[string]subscriber{}
+	for who, tok := range map[string]string{"alice": alice, "bob": bob} {
+		sink := newHookSink(t)
+		sub := tg.do("POST", "/api/client/webhooks", bearerAuth(tok), map[string]any{"url": sink.URL + "/hook", "events": []string{"order.confirmed", "order.cancelled"}})
+		want(t, sub, 201, "")
+		subs[who] = subscriber{sink, sub.str("secret")}
 	}
 
 	t.Run("shopify yes: tagsAdd with tagYes and the note", func(t *testing.T) {
@@ -289,6 +302,44 @@ func TestStoreLoopConfirmations(t *testing.T) {
 		tg.wooOrder("order.updated", "w-yes-2", 801, "processing", "(555) 555-0301")
 		if ev := tg.waitEvent(bob, "w-yes-2"); ev["status"] != "skipped" || !strings.Contains(ev["reason"].(string), "cash-on-delivery") {
 			t.Fatalf("processing update: %v", ev)
+		}
+	})
+
+	t.Run("order.confirmed and order.cancelled: one event per answer", func(t *testing.T) {
+		for who, want := range map[string][]string{
+			"alice": {"order.confirmed #2001 13125550201 yes vote", "order.cancelled #2002 13125550202 no text", "order.confirmed #2003 13125550203 yes text",
+				"order.confirmed #2004 13125550204 yes text", "order.cancelled #2005 13125550205 no text", "order.confirmed #2006 13125550205 yes text"},
+			"bob": {"order.confirmed #801 15555550301 yes vote", "order.cancelled #802 15555550302 no text", "order.cancelled #803 15555550303 no vote"},
+		} {
+			shop := map[string]string{"alice": aliceShop, "bob": bobShop}[who]
+			var got []string
+			eventually(t, 10*time.Second, fmt.Sprintf("%d events of %s", len(want), who), func() bool {
+				got = got[:0]
+				for _, e := range subs[who].sink.events(t, subs[who].secret) {
+					d := e.Data
+					if d["store"] != shop || d["messageId"] == "" || d["at"] == nil || d["orderId"] == nil {
+						t.Fatalf("%s event %v", who, e)
+					}
+					got = append(got, fmt.Sprint(e.Type, " ", d["order"], " ", d["phone"], " ", d["answer"], " ", d["via"]))
+				}
+				slices.Sort(got)
+				return len(got) >= len(want)
+			})
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("%s's events:\n%s\nwant\n%s", who, strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			for _, r := range subs[who].sink.all() {
+				var env struct {
+					Type string `json:"type"`
+				}
+				if err := json.Unmarshal(r.body, &env); err != nil {
+					t.Fatal(err)
+				}
+				if err := eventSchema(t, env.Type).Validate(decodeAny(t, r.body)); err != nil {
+					t.Errorf("%s does not match the webhooks section: %#v\n%s", env.Type, err, r.body)
+				}
+			}
 		}
 	})
 }

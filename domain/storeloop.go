@@ -388,5 +388,24 @@ type OrderAnswerData struct {
 	Text      string    `json:"text,omitempty"` // what the customer chose or typed
 	Via       string    `json:"via"`            // vote, button or text
 	MessageID string    `json:"messageId"`      // the question
-	At        time.Time `json:"at"`
+	At        EventTime `json:"at"`
+}
+
+// EventTime is a time as an event's data carries it: RFC 3339 UTC with milliseconds, always
+// three digits (the webhooks section's Timestamp; a time.Time drops trailing zeros).
+type EventTime time.Time
+
+// MarshalJSON implements json.Marshaler.
+func (t EventTime) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + time.Time(t).UTC().Format("2006-01-02T15:04:05.000Z07:00") + `"`), nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (t *EventTime) UnmarshalJSON(b []byte) error {
+	var v time.Time
+	if err := v.UnmarshalJSON(b); err != nil {
+		return err
+	}
+	*t = EventTime(v)
+	return nil
 }

@@ -110,3 +110,20 @@ func TestScheduledStatus(t *testing.T) {
 		t.Fatalf("cancelled: %+v", c)
 	}
 }
+
+// An event's time has three digits of milliseconds on the wire, always, and reads back.
+func TestEventTimeOnTheWire(t *testing.T) {
+	for at, want := range map[time.Time]string{
+		time.Date(2026, 3, 1, 9, 31, 0, 0, time.UTC):                              `"2026-03-01T09:31:00.000Z"`,
+		time.Date(2026, 3, 1, 9, 31, 0, 670_123_456, time.FixedZone("CET", 3600)): `"2026-03-01T08:31:00.670Z"`,
+	} {
+		b, err := EventTime(at).MarshalJSON()
+		if err != nil || string(b) != want {
+			t.Fatalf("%v: %s %v, want %s", at, b, err, want)
+		}
+		var back EventTime
+		if err := back.UnmarshalJSON(b); err != nil || !time.Time(back).Equal(at.Truncate(time.Millisecond)) {
+			t.Fatalf("%s read back as %v (%v)", b, time.Time(back), err)
+		}
+	}
+}

@@ -122,7 +122,7 @@ func (s *storeService) answer(ctx context.Context, uid, key, phone, by, text str
 		}
 		s.pub.publish(uid, domain.Event{Type: t, At: now, Data: domain.OrderAnswerData{
 			Store: o.Shop, Order: o.OrderName, OrderID: o.OrderID, Phone: o.Phone, Answer: answer, Text: text,
-			Via: by, MessageID: c.MessageID, At: now,
+			Via: by, MessageID: c.MessageID, At: domain.EventTime(now),
 		}})
 	}
 	s.e.log.Info("order confirmation answered", "user_id", uid, "shop", o.Shop, "order_id", o.OrderID, "answer", answer, "via", by)
