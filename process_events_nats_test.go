@@ -76,9 +76,9 @@ func subjectLen(url, stream, subject string) int {
 	return int(info.State.Subjects[subject])
 }
 
-// inbound has customers write n messages to the session, texts prefix0..prefix<n-1>, from
+// inboundMany has customers write n messages to the session, texts prefix0..prefix<n-1>, from
 // four writers at once.
-func (tg *testGW) inbound(session, prefix string, n int) {
+func (tg *testGW) inboundMany(session, prefix string, n int) {
 	tg.t.Helper()
 	var wg sync.WaitGroup
 	for w := range 4 {
@@ -95,7 +95,7 @@ func (tg *testGW) inbound(session, prefix string, n int) {
 	wg.Wait()
 }
 
-// inboundUntilFails is inbound from one writer that stops at the first refusal or error (the
+// inboundUntilFails is inboundMany from one writer that stops at the first refusal or error (the
 // gateway was killed): it returns how many were accepted.
 func inboundUntilFails(url, session, prefix string, n int) int {
 	client := &http.Client{Timeout: 10 * time.Second}
@@ -209,7 +209,7 @@ func TestEventsOnJetStream(t *testing.T) {
 	r := tg.do("POST", "/api/v1/messages/send", keyAuth(s.key), map[string]any{"phone": "15550400001", "message": "while NATS is down"})
 	want(t, r, 200, "")
 	downID := r.str("message_id")
-	tg.inbound(s.session, "b", 100)
+	tg.inboundMany(s.session, "b", 100)
 	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("a send and 100 incoming messages took %v with NATS down", took)
 	}
