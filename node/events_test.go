@@ -19,6 +19,8 @@ import (
 type sse struct {
 	mu     sync.Mutex
 	ids    []string
+	data   []string // each event's data line
+	skip   string   // got leaves out the events whose data holds it
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -50,11 +52,17 @@ func openSSE(t *testing.T, url, tok, lastID string) *sse {
 				close(connected)
 			case strings.HasPrefix(line, "id: "):
 				s.mu.Lock()
-				s.ids = append(s.ids, line[4:])
+				s.ids, s.data = append(s.ids, line[4:]), append(s.data, "")
 				s.mu.Unlock()
 			case strings.HasPrefix(line, "event: resync"):
 				s.mu.Lock()
-				s.ids = append(s.ids, "resync")
+				s.ids, s.data = append(s.ids, "resync"), append(s.data, "")
+				s.mu.Unlock()
+			case strings.HasPrefix(line, "data: "):
+				s.mu.Lock()
+				if n := len(s.data); n > 0 {
+					s.data[n-1] = line
+				}
 				s.mu.Unlock()
 			}
 		}
@@ -67,10 +75,25 @@ func openSSE(t *testing.T, url, tok, lastID string) *sse {
 	return s
 }
 
+// got is the ids of the events seen, less those whose data holds what ignore named.
 func (s *sse) got() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.ids)
+	var out []string
+	for i, id := range s.ids {
+		if s.skip == "" || !strings.Contains(s.data[i], s.skip) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// ignore leaves the events whose data holds text out of got.
+func (s *sse) ignore(text string) *sse {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.skip = text
+	return s
 }
 
 func (s *sse) close() {
