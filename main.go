@@ -107,7 +107,7 @@ type config struct {
 	addr, data, fsync, network, auth    string
 	store, natsURL, natsPrefix, nodeID  string
 	natsCreds, natsTLSCA                string
-	natsReplicas                        int
+	natsReplicas, natsStreams           int
 	natsMaxBytes                        byteSize
 	leaseTTL                            time.Duration
 	oidcIssuer, oidcAudience            string
@@ -162,7 +162,8 @@ func parseServe(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.natsCreds, "nats-creds", "", "NATS credentials file")
 	fs.StringVar(&c.natsTLSCA, "nats-tls-ca", "", "CA certificate of the NATS servers' TLS")
 	fs.StringVar(&c.nodeID, "node-id", "", "this gateway's name in NATS leases (default: the host name)")
-	fs.DurationVar(&c.leaseTTL, "lease-ttl", 5*time.Second, "lifetime of the single-writer lease a --store nats gateway holds on its prefix (renewed every third of it)")
+	fs.DurationVar(&c.leaseTTL, "lease-ttl", 2*time.Second, "lifetime of a --store nats gateway's single-writer lease on its prefix, or of a cluster's partition leases (fixed when its buckets are first made; a node started without this flag takes the cluster's)")
+	fs.IntVar(&c.natsStreams, "nats-streams", 3, "records streams of a cluster (partition p in stream p mod N, their leaders spread over the NATS servers); fixed when they are first made")
 	fs.StringVar(&c.network, "network", "sim", "messaging network: sim (embedded) or whatsapp")
 	fs.StringVar(&c.auth, "auth", "dev", "ID tokens: dev (embedded issuer) or oidc")
 	fs.StringVar(&c.oidcIssuer, "oidc-issuer", "", "OIDC issuer URL (Firebase: https://securetoken.google.com/<project>)")
@@ -651,7 +652,7 @@ func (g *gateway) openStorage(ctx context.Context, c config) error {
 		if g.nc, err = natskv.Connect(o); err != nil {
 			return fmt.Errorf("open storage: %w", err)
 		}
-		o.Conn, o.LeaseTTL, o.MaxBatches = g.nc, 0, 16
+		o.Conn, o.LeaseTTL, o.Streams, o.Partitions = g.nc, 0, c.natsStreams, c.partitions
 	} else if err := refuseBesideCluster(ctx, c, o); err != nil {
 		return err
 	}
@@ -666,11 +667,6 @@ func (g *gateway) openStorage(ctx context.Context, c config) error {
 		}
 	}
 	g.kv, g.lost = s, s.Lost()
-	// An accepted media message is stored whole (base64 in its outbox record): the server must
-	// take a message that large, or such sends would fail after being accepted.
-	if need := c.mediaMaxBytes*4/3 + 64<<10; need > int64(s.MaxValue()) {
-		return fmt.Errorf("--media-max-bytes %d needs NATS messages of %d bytes, the server takes %d: raise max_payload in the NATS configuration (README: NATS) or lower --media-max-bytes", c.mediaMaxBytes, need, s.MaxValue())
-	}
 	return nil
 }
 

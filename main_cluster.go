@@ -40,6 +40,7 @@ var _ network.Network = (*simhttp.Network)(nil)
 // them too).
 type clusterFlags struct {
 	cluster    bool
+	leaseGiven bool // --lease-ttl was given (else a node takes the cluster's)
 	partitions int
 	simURL     string
 }
@@ -71,6 +72,7 @@ func (c *config) checkCluster(set map[string]bool) error {
 		if c.nodeID == "" {
 			c.nodeID = defaultNodeID(c.addr)
 		}
+		c.leaseGiven = set["lease-ttl"]
 	}
 	if c.simURL != "" {
 		if c.network != "sim" {

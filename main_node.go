@@ -98,9 +98,9 @@ func (n *clusterNode) start(ctx context.Context) error {
 	}
 	n.dir = dir
 	node, err := cluster.Start(ctx, cluster.Config{
-		Conn: n.nc, Prefix: n.c.natsPrefix, NodeID: n.c.nodeID, Partitions: n.c.partitions, LeaseTTL: n.c.leaseTTL,
-		Replicas: n.store.Replicas(), Handler: n, Serve: n.serve, Sessions: n.sessions,
-		FenceSubject: n.store.FenceSubject, Logger: n.log.With("component", "cluster"), Metrics: n.reg,
+		Conn: n.nc, Prefix: n.c.natsPrefix, NodeID: n.c.nodeID, Partitions: n.c.partitions, LeaseTTL: n.leaseTTL(),
+		Replicas: n.store.Replicas(), Handler: n, Serve: n.serve, Sessions: n.sessions, Secret: []byte(os.Getenv("GATEWAY_SECRET_KEY")),
+		Fences: n.store, Logger: n.log.With("component", "cluster"), Metrics: n.reg,
 	})
 	if err != nil {
 		dir.close()
@@ -111,27 +111,24 @@ func (n *clusterNode) start(ctx context.Context) error {
 	return nil
 }
 
-// fence is partition p's fence for its view: the lease's, while this node holds it within its
-// fence deadline.
-func (n *clusterNode) fence(p int) natskv.FenceFunc {
-	return func() (string, uint64, error) {
-		l, ok := n.node.Lease(p)
-		if !ok {
-			return "", 0, fmt.Errorf("%w: partition %d is not this node's to write", domain.ErrNodeUnavailable, p)
-		}
-		return l.FenceSubject, l.Fence, nil
+// leaseTTL is the cluster's lease TTL as given (0: the cluster's, or the default for a new one).
+func (n *clusterNode) leaseTTL() time.Duration {
+	if n.c.leaseGiven {
+		return n.c.leaseTTL
 	}
+	return 0
 }
 
 // Acquire starts partition p from its records (cluster.Handler).
-func (n *clusterNode) Acquire(ctx context.Context, p int) (err error) {
+func (n *clusterNode) Acquire(ctx context.Context, a *cluster.Acquisition) (err error) {
 	select {
 	case <-n.started:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	p := a.Partition()
 	began := time.Now()
-	pt := &partition{id: p, view: n.store.Partition(p, n.fence(p))}
+	pt := &partition{id: p, view: n.store.Partition(p, a)}
 	defer func() {
 		if err != nil {
 			pt.stop(context.Background())
@@ -159,7 +156,7 @@ func (n *clusterNode) Acquire(ctx context.Context, p int) (err error) {
 	pt.engine, err = engine.New(engine.Config{
 		Store: recs.Store, Records: engineRecords(recs), Logger: log.With("component", "engine"), Plans: n.plans,
 		DefaultPlan: n.c.defaultPlan, AdminUIDs: strings.Split(n.c.adminUIDs, ","), DevRoles: n.c.auth == "dev",
-		Network: fencedNetwork{n.net, func() bool { _, ok := n.node.Lease(p); return ok }},
+		Network: fencedNetwork{n.net, a.Valid},
 		Stores:  n.stores, Now: n.c.now, AfterFunc: n.c.afterFunc, Pacing: n.c.pacing(), BootWindow: n.c.bootWindowOrDefault(),
 		Events: pt.events, Mover: &mover{n: n, p: p, from: recs},
 	})

@@ -73,7 +73,8 @@ type leaseSeen struct {
 	value   leaseValue
 	rev     uint64
 	seen    time.Time // local monotonic time the watcher delivered it
-	deleted bool      // released gracefully (or purged): free now
+	deleted bool      // released gracefully: free now
+	lapsed  bool      // the server's lapse marker (value: the last holder's): not held now
 }
 
 type nodeSeen struct {
@@ -125,14 +126,22 @@ func (v *view) applyLease(e jetstream.KeyValueEntry) {
 		return
 	}
 	s := &leaseSeen{rev: e.Revision(), seen: time.Now()}
-	if e.Operation() != jetstream.KeyValuePut {
+	switch e.Operation() {
+	case jetstream.KeyValuePut:
+		if json.Unmarshal(e.Value(), &s.value) != nil {
+			return
+		}
+	case jetstream.KeyValuePurge: // the marker the server writes when the key lapses (MaxAge)
+		s.lapsed = true
+	default:
 		s.deleted = true
-	} else if json.Unmarshal(e.Value(), &s.value) != nil {
-		return
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	old := v.leases[p]
+	if s.lapsed && old != nil {
+		s.value = old.value // who held it last (it retakes its own first)
+	}
 	if old != nil && old.rev > s.rev {
 		return // an older entry delivered late (a watcher restarted)
 	}
@@ -141,7 +150,7 @@ func (v *view) applyLease(e jetstream.KeyValueEntry) {
 	}
 	v.leases[p] = s
 	// A renewal that changes nothing but the revision is not a change of ownership.
-	if old == nil || old.deleted != s.deleted || old.value.Instance != s.value.Instance || old.value.State != s.value.State {
+	if old == nil || old.deleted != s.deleted || old.lapsed != s.lapsed || old.value.Instance != s.value.Instance || old.value.State != s.value.State {
 		v.notifyLocked()
 	}
 }
@@ -191,7 +200,16 @@ func (v *view) lease(p int) *leaseSeen {
 
 // alive tells whether a lease entry is still within its TTL as seen here.
 func (v *view) alive(s *leaseSeen, now time.Time) bool {
-	return s != nil && !s.deleted && now.Before(s.seen.Add(v.ttl))
+	return s != nil && !s.deleted && !s.lapsed && now.Before(s.seen.Add(v.ttl))
+}
+
+// lapsedAt is when a lease that is not alive lapsed, as seen here: its marker's arrival, else
+// its last renewal seen + the TTL.
+func (v *view) lapsedAt(s *leaseSeen) time.Time {
+	if s.lapsed {
+		return s.seen
+	}
+	return s.seen.Add(v.ttl)
 }
 
 // nodeAliveLocked tells whether a node heartbeats and is not leaving.

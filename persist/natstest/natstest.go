@@ -1,8 +1,8 @@
 // Package natstest starts real NATS servers with JetStream for tests: one embedded server
 // (Start, or Run for a server that outlives a test), and a three-node JetStream cluster
-// (StartCluster). Their stores live in temp dirs; nothing is downloaded. The servers raise the
-// limits the gateway's records stream needs (DESIGN.md section 13.1): 32 MiB messages, batches
-// of 4,000 messages and 200 open batches per stream.
+// (StartCluster). Their stores live in temp dirs; nothing is downloaded. The servers run with
+// the server's defaults, as a stock nats-server does (DESIGN.md section 19): 1 MiB messages,
+// atomic batches of 1,000 messages and 50 open batches per stream.
 //
 // Imports: github.com/nats-io/nats-server/v2 and the standard library; test code only imports it.
 package natstest
@@ -21,13 +21,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// Limits the test servers run with (the shipped NATS configuration, deploy/nats.conf, has the
-// same).
-const (
-	MaxPayload         = 32 << 20
-	MaxBatchSize       = 4000
-	MaxBatchesInflight = 200
-)
+// MaxPayload is the test servers' max_payload: nats-server's default, which the gateway runs
+// on (large media bodies go to an object store).
+const MaxPayload = 1 << 20
 
 // Server is one running NATS server with JetStream.
 type Server struct {
@@ -89,10 +85,6 @@ func baseOptions(dir string, port int) server.Options {
 	return server.Options{
 		Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true,
 		JetStream: true, StoreDir: dir,
-		MaxPayload: MaxPayload,
-		JetStreamLimits: server.JSLimitOpts{
-			MaxBatchSize: MaxBatchSize, MaxBatchInflightPerStream: MaxBatchesInflight,
-		},
 	}
 }
 
