@@ -45,5 +45,6 @@ func appendBody(out []byte, b *body) ([]byte, error) {
 	out = jsonenc.AppendField(out, `,"contactName":`, m.ContactName)
 	out = jsonenc.AppendField(out, `,"contactPhone":`, m.ContactPhone)
 	out = strconv.AppendInt(append(out, `},"at":`...), int64(b.CreatedAt), 10)
+	out = jsonenc.AppendField(out, `,"dataRef":`, b.DataRef)
 	return append(out, '}'), nil
 }

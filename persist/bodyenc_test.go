@@ -23,15 +23,22 @@ func TestBodyByHandReadsBack(t *testing.T) {
 		{ID: "one", Message: domain.Message{Lat: 1e21, Lng: 123456789.125, Data: []byte{7}}},
 		{},
 	} {
-		b := body{ID: e.ID, SessionID: e.SessionID, UserID: e.UserID, Origin: e.Origin, From: e.From, Message: e.Message, CreatedAt: e.CreatedAt}
+		ref := ""
+		if len(e.Message.Data) > 3 {
+			ref = "media-" + e.ID // media kept apart: the record names it
+		}
+		b := body{ID: e.ID, SessionID: e.SessionID, UserID: e.UserID, Origin: e.Origin, From: e.From, Message: e.Message, CreatedAt: e.CreatedAt, DataRef: ref}
 		if b.Message.ID == e.ID {
 			b.Message.ID = ""
+		}
+		if ref != "" {
+			b.Message.Data = nil
 		}
 		want, err := Encode(bodyVersion, b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := encodeBody(e)
+		got, err := encodeBody(e, ref)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,19 +52,19 @@ func TestBodyByHandReadsBack(t *testing.T) {
 		if got[0] != bodyVersion || !reflect.DeepEqual(wj, gj) {
 			t.Errorf("%d: by hand\n%s\nreflecting\n%s", i, got[1:], want[1:])
 		}
-		we, err := decodeBody(want)
+		we, wref, err := decodeBody(want)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ge, err := decodeBody(got)
+		ge, gref, err := decodeBody(got)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(we, ge) {
-			t.Errorf("%d: reads back as\n%+v\nwant\n%+v", i, ge, we)
+		if !reflect.DeepEqual(we, ge) || wref != ref || gref != ref {
+			t.Errorf("%d: reads back as\n%+v (%q)\nwant\n%+v (%q)", i, ge, gref, we, ref)
 		}
 	}
-	if _, err := encodeBody(domain.OutboxEntry{ID: "x", Message: domain.Message{Lat: math.NaN()}}); err == nil {
+	if _, err := encodeBody(domain.OutboxEntry{ID: "x", Message: domain.Message{Lat: math.NaN()}}, ""); err == nil {
 		t.Error("a NaN location was encoded")
 	}
 }
@@ -71,7 +78,7 @@ func BenchmarkBodyEncode(b *testing.B) {
 	b.Run("byHand", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := encodeBody(e); err != nil {
+			if _, err := encodeBody(e, ""); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -78,7 +78,7 @@ func (s *Store) commit(ctx context.Context, tok string, v *View, ops []persist.O
 		req.fence = v.fence
 	}
 	req.view = v
-	if err := s.Health(); err != nil && !rs.full.Load() {
+	if err := s.awaitConnected(ctx); err != nil && !rs.full.Load() {
 		return err // disconnected: fail now, never queue behind a dead connection
 	}
 	req.ctx = ctx
@@ -92,6 +92,36 @@ func (s *Store) commit(ctx context.Context, tok string, v *View, ops []persist.O
 		return err
 	case <-ctx.Done():
 		return s.ctxErr(ctx)
+	}
+}
+
+// awaitConnected is nil once the store can take a commit. A connection that lost its server
+// while the NATS cluster has others is moving to one of them (a few hundred milliseconds):
+// the commit waits for it, at most the store's Hold, instead of failing; with no other server
+// to go to (a lone NATS server down) it fails at once, storage_unavailable.
+func (s *Store) awaitConnected(ctx context.Context) error {
+	err := s.Health()
+	if err == nil || !errors.Is(err, domain.ErrStorageUnavailable) || s.nc.IsClosed() || len(s.nc.Servers()) < 2 || s.lease.writable() != nil {
+		return err
+	}
+	for _, rs := range s.streams {
+		if rs.full.Load() {
+			return err
+		}
+	}
+	hctx, cancel := context.WithTimeout(ctx, s.hold)
+	defer cancel()
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-hctx.Done():
+			return err
+		case <-t.C:
+		}
+		if err = s.Health(); err == nil {
+			return nil
+		}
 	}
 }
 

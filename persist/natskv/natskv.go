@@ -276,7 +276,7 @@ func (s *Store) last(ctx context.Context, subject string) (record, error) {
 		msg *jetstream.RawStreamMsg
 		err error
 	)
-	err = whileUnrouted(ctx, func() (err error) {
+	err = s.retryRead(ctx, func(ctx context.Context) (err error) {
 		if rs.replicated() {
 			msg, err = rs.leaderLast(ctx, subject)
 		} else {

@@ -149,7 +149,7 @@ func (rs *recStream) multiLastSeq(ctx context.Context, subjects []string) (map[s
 	}{subjects})
 	out := make(map[string]record, len(subjects))
 	var lseq uint64
-	err := rs.s.retry(ctx, func(ctx context.Context) error {
+	err := rs.s.retryRead(ctx, func(ctx context.Context) error {
 		clear(out)
 		lseq = 0
 		msgs, err := rs.s.requestMany(ctx, "$JS.API.DIRECT.GET."+rs.name, req)
@@ -221,7 +221,12 @@ func (s *Store) requestMany(ctx context.Context, subject string, data []byte) ([
 	}
 }
 
-// getMany reads keys in partition tok: values[i] nil for an absent key.
+// GetMany reads keys in as few round trips as the server allows (persist.Getter): values[i] is
+// nil for a key that is absent.
+func (s *Store) GetMany(keys [][]byte) ([][]byte, error) { return s.getMany("", keys, nil) }
+
+// getMany reads keys in partition tok ("": Options.Partition's): values[i] nil for an absent
+// key. A fenced view's own writes come from its cache.
 func (s *Store) getMany(tok string, keys [][]byte, v *View) ([][]byte, error) {
 	if !s.enter() {
 		return nil, persist.ErrClosed
@@ -229,48 +234,48 @@ func (s *Store) getMany(tok string, keys [][]byte, v *View) ([][]byte, error) {
 	defer s.calls.Done()
 	out := make([][]byte, len(keys))
 	subjects := make([]string, len(keys))
-	var ask []string
+	ask := map[*recStream][]string{}
 	for i, k := range keys {
 		subj, err := s.subject(tok, k)
 		if err != nil {
 			continue
 		}
-		subjects[i] = subj
 		if v != nil {
 			if r, ok := v.cached(subj); ok {
 				out[i] = r.value
-				subjects[i] = ""
 				continue
 			}
 		}
-		ask = append(ask, subj)
+		subjects[i] = subj
+		rs := s.streamOfSubject(subj)
+		ask[rs] = append(ask[rs], subj)
 	}
-	if len(ask) == 0 {
-		return out, nil
-	}
-	rs := s.streamOfToken(tok)
 	ctx, cancel := s.holdCtx()
 	defer cancel()
-	var floor uint64
-	if rs.replicated() {
-		var err error
-		if v != nil && v.fence != nil {
-			floor, err = v.readFloor(ctx)
-		} else {
-			floor, err = s.streamNewest(ctx, rs)
+	for rs, subs := range ask {
+		var floor uint64
+		if rs.replicated() {
+			var err error
+			if v != nil && v.fence != nil {
+				floor, err = v.readFloor(ctx)
+			} else {
+				floor, err = s.streamNewest(ctx, rs)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("natskv: get: %w", err)
+			}
 		}
+		got, err := s.multiLastFresh(ctx, rs, subs, floor)
 		if err != nil {
-			return nil, fmt.Errorf("natskv: get: %w", err)
+			return nil, err
 		}
+		fill(out, subjects, got)
 	}
-	got, err := s.multiLastFresh(ctx, rs, ask, floor)
-	if err != nil {
-		return nil, err
-	}
-	return fill(out, subjects, got), nil
+	return out, nil
 }
 
-func fill(out [][]byte, subjects []string, got map[string]record) [][]byte {
+// fill sets out[i] to the value got holds for subjects[i], if live.
+func fill(out [][]byte, subjects []string, got map[string]record) {
 	for i, subj := range subjects {
 		if subj == "" {
 			continue
@@ -279,7 +284,6 @@ func fill(out [][]byte, subjects []string, got map[string]record) [][]byte {
 			out[i] = r.value
 		}
 	}
-	return out
 }
 
 // multiLastFresh is multiLast that waits for a replica at or past floor (a follower catches up
@@ -355,7 +359,7 @@ func (rs *recStream) leaderLast(ctx context.Context, subject string) (*jetstream
 // message is under subject.
 func (rs *recStream) leaderLastRouted(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
 	var msg *jetstream.RawStreamMsg
-	err := rs.s.retry(ctx, func(ctx context.Context) (err error) {
+	err := rs.s.retryRead(ctx, func(ctx context.Context) (err error) {
 		msg, err = rs.leaderLast(ctx, subject)
 		return err
 	})

@@ -72,3 +72,15 @@ func (s *Store) retry(ctx context.Context, op func(ctx context.Context) error) e
 		return op(tctx)
 	})
 }
+
+// retryRead is retry for a read, which may be sent again whatever became of it: a try that
+// timed out (its answer lost with a server, a leader stepping down) is tried again too.
+func (s *Store) retryRead(ctx context.Context, op func(ctx context.Context) error) error {
+	return retryWhile(ctx, func(err error) bool {
+		return notSent(err) || (ctx.Err() == nil && (errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)))
+	}, func() error {
+		tctx, cancel := context.WithTimeout(ctx, s.timeout)
+		defer cancel()
+		return op(tctx)
+	})
+}

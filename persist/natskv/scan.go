@@ -180,7 +180,7 @@ func (rs *recStream) pages(filter string, since time.Time, visit func(pageMsg)) 
 // first message at or after from when it is not zero. pending is what the server counted after
 // the page's last message.
 func (rs *recStream) scanPage(ctx context.Context, seq uint64, from time.Time, filter string) (msgs []pageMsg, pending uint64, err error) {
-	err = rs.s.retry(ctx, func(ctx context.Context) error {
+	err = rs.s.retryRead(ctx, func(ctx context.Context) error {
 		msgs, pending = msgs[:0], 0
 		opts := []jetstreamext.GetBatchOpt{jetstreamext.GetBatchSubject(filter)}
 		if from.IsZero() {
