@@ -466,6 +466,14 @@ func build(ctx context.Context, c config, log *slog.Logger) (_ *gateway, err err
 		Name: "gateway_build_info", Help: "Always 1; the labels name the running build.",
 		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
 	}, func() float64 { return 1 }))
+	if s, ok := g.kv.(*natskv.Store); ok {
+		stat := func(i int) func() float64 {
+			return func() float64 { g, b := s.Stats(); return float64([]uint64{g, b}[i]) }
+		}
+		reg.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_storage_commits_total", Help: "Commit groups sent to NATS JetStream (a message or an atomic batch each)."}, stat(0)),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_storage_batches_total", Help: "Of those, atomic batches of more than one message."}, stat(1)))
+	}
 	if b, ok := g.kv.(*persist.Badger); ok {
 		// What the records cost the store (bench/README.md reads them per message).
 		stat := func(i int) func() float64 {

@@ -300,7 +300,8 @@ func (f *forwarder) request(ctx context.Context, p int, target string, req *Enve
 	f.sign(m.Header, p, m.Reply, meta, req.Body)
 	m.Data = frame(meta, chunks[0])
 	if err := f.nc.PublishMsg(m); err != nil {
-		return nil, fmt.Errorf("forward: %w", err)
+		// Not sent (the connection is moving to another server): safe to send again.
+		return nil, fmt.Errorf("%w: forward: %w", errNotServed, err)
 	}
 	var resp *Response
 	var body [][]byte
@@ -360,7 +361,8 @@ func (f *forwarder) request(ctx context.Context, p int, target string, req *Enve
 				c.Header.Set(hdrSeq, strconv.Itoa(i))
 				c.Data = chunks[i]
 				if err := f.nc.PublishMsg(c); err != nil {
-					return nil, fmt.Errorf("forward: %w", err)
+					// The owner runs a request only once it has every chunk: not run.
+					return nil, fmt.Errorf("%w: forward: %w", errNotServed, err)
 				}
 			}
 		case replyAns:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/gateway/gateway/domain"
@@ -32,6 +33,9 @@ type commitReq struct {
 	lane  int
 	// tok is the partition token of a Store commit's keys (a View's is its own).
 	tok string
+	// id marks the commit's first write (Gw-Commit), so a commit whose answer was lost can be
+	// found out applied or not (resolve).
+	id string
 }
 
 type write struct {
@@ -143,7 +147,7 @@ func (s *Store) prepare(tok string, ops []persist.Op) (*commitReq, *recStream, e
 	if len(ops) == 0 {
 		return nil, nil, nil
 	}
-	req := &commitReq{done: make(chan error, 1), tok: tok}
+	req := &commitReq{done: make(chan error, 1), tok: tok, id: nuid.Next()}
 	last := map[string]int{} // subject → index in writes
 	seen := map[string]bool{}
 	var rs *recStream
@@ -487,6 +491,9 @@ func (rs *recStream) send(group []*commitReq, fresh bool) (map[*commitReq]error,
 			fail(r, err)
 			continue
 		}
+		if len(m) > 0 {
+			m[0].Header.Set(hdrCommit, r.id)
+		}
 		if f != nil && !fences[f].carried {
 			// The fence check rides on one of the partition's unconditioned writes.
 			for i, w := range r.writes {
@@ -541,6 +548,10 @@ func (rs *recStream) send(group []*commitReq, fresh bool) (map[*commitReq]error,
 		}
 		return err
 	})
+	if timedOut(err) {
+		// The answer was lost (a server died with it, a leader changed): find out.
+		return rs.resolve(sent, failed, err)
+	}
 	err = rs.publishErr(err)
 	if err == nil && last > 0 {
 		rs.ackSeen(last)
@@ -560,6 +571,64 @@ func (rs *recStream) send(group []*commitReq, fresh bool) (map[*commitReq]error,
 		}
 	}
 	return failed, err
+}
+
+// hdrCommit marks a commit's first message with the commit's id.
+const hdrCommit = "Gw-Commit"
+
+// timedOut: a request's answer did not come; what it sent may or may not have been applied.
+func timedOut(err error) bool {
+	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// resolve settles the commits of a group whose publish timed out: each commit whose first write
+// is its subject's last message (its Gw-Commit), as the stream's leader has it once it answers
+// again, was applied; the others were not (a batch is applied whole or not at all; this store
+// writes none of their keys meanwhile: they stay in flight) and are sent again, their
+// conditions read afresh. A commit found applied is answered nil; the owner cache forgets what
+// it touched. Without an answer within the store's Hold, the timeout stands.
+func (rs *recStream) resolve(sent []*commitReq, failed map[*commitReq]error, cause error) (map[*commitReq]error, error) {
+	s := rs.s
+	ctx, cancel := s.holdCtx()
+	defer cancel()
+	if failed == nil {
+		failed = map[*commitReq]error{}
+	}
+	var again []*commitReq
+	for _, r := range sent {
+		if r.view != nil {
+			r.view.forget(r)
+		}
+		if len(r.writes) == 0 {
+			again = append(again, r) // a check alone: nothing to find, safe to send again
+			continue
+		}
+		cur, err := s.last(ctx, r.writes[0].subject)
+		if err != nil {
+			failed[r] = fmt.Errorf("natskv: commit: %w (the outcome of a publish whose answer was lost is unknown: %v)", domain.ErrStorageUnavailable, cause)
+			continue
+		}
+		if cur.commit == r.id {
+			failed[r] = nil // applied
+			continue
+		}
+		again = append(again, r)
+	}
+	if len(again) == 0 {
+		return failed, nil
+	}
+	f2, err := rs.send(again, true)
+	for r, e := range f2 {
+		failed[r] = e
+	}
+	if err != nil {
+		for _, r := range again {
+			if _, ok := failed[r]; !ok {
+				failed[r] = err
+			}
+		}
+	}
+	return failed, nil
 }
 
 func setFenceCheck(m *nats.Msg, subject string, seq uint64) {
@@ -598,7 +667,7 @@ func (rs *recStream) conditionSeqs(ctx context.Context, group []*commitReq, fres
 		}
 		return out, nil
 	}
-	got, err := rs.multiLast(ctx, subjects, 0)
+	got, err := rs.multiLast(ctx, subjects, 0, "")
 	if err != nil {
 		return nil, err
 	}

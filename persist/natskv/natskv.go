@@ -31,8 +31,11 @@ type Options struct {
 	Replicas int
 	// Streams is how many records streams hold the partitions (default 1): partition p's
 	// records live in stream p mod Streams, so the streams' leaders, which serialise their
-	// stream's writes, spread over the NATS servers. More than one needs Partitions. Fixed when
-	// the streams are first made: an existing layout wins over this (logged).
+	// stream's writes, spread over the NATS servers. More than one needs Partitions, and a NATS
+	// cluster: on a single server the leaders cannot spread, and more streams would only cut
+	// the commits into more, smaller batches (each staged and synced on R1), so a new layout on
+	// one server has one stream. Fixed when the streams are first made: an existing layout wins
+	// over this (logged).
 	Streams int
 	// Partitions is the partition count (the cluster's), which lays the subjects out over the
 	// streams when Streams > 1.
@@ -161,6 +164,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		}
 		s.nc, s.ownConn = nc, true
 	}
+	if o.Streams > 1 && s.nc.ConnectedClusterName() == "" {
+		o.Streams = 1 // one server: see Options.Streams
+	}
 	fail := func(err error) (*Store, error) {
 		if s.ownConn {
 			s.nc.Close()
@@ -254,11 +260,12 @@ func (s *Store) holdCtx() (context.Context, context.CancelFunc) {
 type record struct {
 	seq     uint64
 	value   []byte
-	deleted bool // a tombstone, or a TTL'd record past its expiry
+	deleted bool   // a tombstone, or a TTL'd record past its expiry
+	commit  string // the id of the commit whose first write it is (Gw-Commit), if it is one
 }
 
 func readRecord(seq uint64, h nats.Header, data []byte, now time.Time) record {
-	r := record{seq: seq, value: data}
+	r := record{seq: seq, value: data, commit: h.Get(hdrCommit)}
 	if h.Get(hdrOp) == opDelete {
 		r.deleted = true
 	} else if exp := h.Get(hdrExpires); exp != "" {
@@ -318,7 +325,7 @@ func (s *Store) get(tok string, key []byte, v *View) ([]byte, error) {
 	} else if rs := s.streamOfSubject(subject); rs.replicated() {
 		r, err = s.last(ctx, subject)
 	} else {
-		r, err = rs.lastBatched(ctx, subject, 0)
+		r, err = rs.lastBatched(ctx, subject, 0, "")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("natskv: get: %w", err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -22,9 +23,10 @@ import (
 //   - reads of one stream share round trips: Gets waiting while one is in flight go out
 //     together as one multi-subject direct get (multi_last, up to 1,024 subjects), as commits
 //     do (the getter below);
-//   - such an answer carries the answering replica's last sequence, and a read that must see
-//     a commit (a fenced view's floor, view.go) takes it only from a replica at or past it,
-//     else asks the leader;
+//   - such an answer ends with the answering replica's last sequence (the end of batch's
+//     Nats-UpTo-Sequence; an answer with no message has none, so a fenced view's read always
+//     asks for its fence too, which exists), and a read that must see a commit (a fenced view's
+//     floor, view.go) takes it only from a replica at or past it, else asks the leader;
 //   - the Store's own reads (unfenced: they may follow any node's commit) on a replicated
 //     stream ask the leader.
 
@@ -39,6 +41,7 @@ var errStale = errors.New("natskv: the replica is behind")
 type getReq struct {
 	subject string
 	floor   uint64
+	anchor  string // a subject that exists, asked beside (see above; "" without a floor)
 	ctx     context.Context
 	done    chan getResult
 }
@@ -49,9 +52,10 @@ type getResult struct {
 }
 
 // lastBatched reads subject's last message through the stream's getter (batched with the reads
-// waiting beside it); errStale when the answering replica's last sequence is below floor.
-func (rs *recStream) lastBatched(ctx context.Context, subject string, floor uint64) (record, error) {
-	r := &getReq{subject: subject, floor: floor, ctx: ctx, done: make(chan getResult, 1)}
+// waiting beside it); errStale when the answering replica's last sequence is below floor
+// (anchor: a subject that exists, so the answer carries it).
+func (rs *recStream) lastBatched(ctx context.Context, subject string, floor uint64, anchor string) (record, error) {
+	r := &getReq{subject: subject, floor: floor, anchor: anchor, ctx: ctx, done: make(chan getResult, 1)}
 	select {
 	case rs.gets <- r:
 	case <-ctx.Done():
@@ -99,9 +103,11 @@ func (rs *recStream) answer(batch []*getReq) {
 	subjects := make([]string, 0, len(batch))
 	seen := map[string]bool{}
 	for _, r := range batch {
-		if !seen[r.subject] {
-			seen[r.subject] = true
-			subjects = append(subjects, r.subject)
+		for _, subj := range []string{r.subject, r.anchor} {
+			if subj != "" && !seen[subj] {
+				seen[subj] = true
+				subjects = append(subjects, subj)
+			}
 		}
 	}
 	ctx, cancel := rs.s.holdCtx()
@@ -121,12 +127,15 @@ func (rs *recStream) answer(batch []*getReq) {
 
 // multiLast reads the last message of each subject (at most multiGetMax), from any replica;
 // absent subjects are deleted records. With floor > 0, an answer from a replica whose last
-// sequence is below it is errStale.
-func (rs *recStream) multiLast(ctx context.Context, subjects []string, floor uint64) (map[string]record, error) {
+// sequence is below it is errStale (anchor, a subject that exists, is asked beside each part).
+func (rs *recStream) multiLast(ctx context.Context, subjects []string, floor uint64, anchor string) (map[string]record, error) {
 	out := make(map[string]record, len(subjects))
 	for len(subjects) > 0 {
-		part := subjects[:min(len(subjects), multiGetMax)]
+		part := subjects[:min(len(subjects), multiGetMax-1)]
 		subjects = subjects[len(part):]
+		if anchor != "" {
+			part = append(slices.Clone(part), anchor)
+		}
 		got, lseq, err := rs.multiLastSeq(ctx, part)
 		if err != nil {
 			return nil, err
@@ -142,7 +151,7 @@ func (rs *recStream) multiLast(ctx context.Context, subjects []string, floor uin
 }
 
 // multiLastSeq is one multi_last direct get: the records found (absent subjects: deleted
-// records) and the answering replica's last sequence.
+// records) and the answering replica's last sequence (0: unknown, the answer had no message).
 func (rs *recStream) multiLastSeq(ctx context.Context, subjects []string) (map[string]record, uint64, error) {
 	req, _ := json.Marshal(struct {
 		MultiLast []string `json:"multi_last"`
@@ -158,7 +167,7 @@ func (rs *recStream) multiLastSeq(ctx context.Context, subjects []string) (map[s
 		}
 		now := time.Now()
 		for _, m := range msgs {
-			if l, err := strconv.ParseUint(m.Header.Get("Nats-Last-Sequence"), 10, 64); err == nil {
+			if l, err := strconv.ParseUint(m.Header.Get("Nats-UpTo-Sequence"), 10, 64); err == nil {
 				lseq = max(lseq, l)
 			}
 			if len(m.Data) == 0 && m.Header.Get("Status") != "" {
@@ -254,18 +263,28 @@ func (s *Store) getMany(tok string, keys [][]byte, v *View) ([][]byte, error) {
 	defer cancel()
 	for rs, subs := range ask {
 		var floor uint64
-		if rs.replicated() {
+		anchor := ""
+		switch {
+		case !rs.replicated():
+		case v != nil && v.fence != nil:
 			var err error
-			if v != nil && v.fence != nil {
-				floor, err = v.readFloor(ctx)
-			} else {
-				floor, err = s.streamNewest(ctx, rs)
-			}
-			if err != nil {
+			if floor, err = v.readFloor(ctx); err != nil {
 				return nil, fmt.Errorf("natskv: get: %w", err)
 			}
+			anchor = v.fence.subjects[0]
+		default: // another node's writes: the leader's answers
+			got := map[string]record{}
+			for _, subj := range subs {
+				r, err := s.last(ctx, subj)
+				if err != nil {
+					return nil, fmt.Errorf("natskv: get: %w", err)
+				}
+				got[subj] = r
+			}
+			fill(out, subjects, got)
+			continue
 		}
-		got, err := s.multiLastFresh(ctx, rs, subs, floor)
+		got, err := s.multiLastFresh(ctx, rs, subs, floor, anchor)
 		if err != nil {
 			return nil, err
 		}
@@ -288,11 +307,11 @@ func fill(out [][]byte, subjects []string, got map[string]record) {
 
 // multiLastFresh is multiLast that waits for a replica at or past floor (a follower catches up
 // within milliseconds), asking again for at most the store's Timeout.
-func (s *Store) multiLastFresh(ctx context.Context, rs *recStream, subjects []string, floor uint64) (map[string]record, error) {
+func (s *Store) multiLastFresh(ctx context.Context, rs *recStream, subjects []string, floor uint64, anchor string) (map[string]record, error) {
 	deadline := time.Now().Add(s.timeout)
 	wait := 2 * time.Millisecond
 	for {
-		got, err := rs.multiLast(ctx, subjects, floor)
+		got, err := rs.multiLast(ctx, subjects, floor, anchor)
 		if err != errStale {
 			if err != nil {
 				return nil, fmt.Errorf("natskv: get: %w", err)
@@ -305,15 +324,6 @@ func (s *Store) multiLastFresh(ctx context.Context, rs *recStream, subjects []st
 		time.Sleep(wait)
 		wait = min(2*wait, 100*time.Millisecond)
 	}
-}
-
-// streamNewest is the sequence of rs's newest message as its leader has it.
-func (s *Store) streamNewest(ctx context.Context, rs *recStream) (uint64, error) {
-	msg, err := rs.leaderLastRouted(ctx, s.prefix+".>")
-	if err != nil || msg == nil {
-		return 0, err
-	}
-	return msg.Sequence, nil
 }
 
 // leaderLast reads subject's last message from the stream leader (STREAM.MSG.GET), which has

@@ -19,12 +19,25 @@ import (
 	"github.com/gateway/gateway/persist/natstest"
 )
 
-// Partitions over several records streams: partition p's records are in stream p mod 3, the
-// records of no partition in stream 0; scans, Locate and Watch see every stream; a store opened
-// later keeps the layout the streams were made with.
+// Partitions over several records streams (on a NATS cluster; on one server a new layout has
+// one stream): partition p's records are in stream p mod 3, the records of no partition in
+// stream 0; scans, Locate and Watch see every stream; a store opened later keeps the layout the
+// streams were made with.
 func TestStreamsLayout(t *testing.T) {
-	srv := natstest.Start(t)
-	o := natskv.Options{URL: srv.URL, Prefix: "lay", Streams: 3, Partitions: 8}
+	one := natstest.Start(t)
+	single, err := natskv.Open(context.Background(), natskv.Options{URL: one.URL, Prefix: "lay", Streams: 3, Partitions: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if single.Streams() != 1 {
+		t.Fatalf("one NATS server: %d streams, want 1", single.Streams())
+	}
+	single.Close()
+	if testing.Short() {
+		t.Skip("a three-node cluster: not in -short")
+	}
+	srv := natstest.StartCluster(t, 3)
+	o := natskv.Options{URL: srv.URLs(), Prefix: "lay", Streams: 3, Partitions: 8, Replicas: 1}
 	s, err := natskv.Open(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +50,7 @@ func TestStreamsLayout(t *testing.T) {
 		kvtest.MustCommit(t, s.Partition(p, newOwner(t, s, p)), kvtest.Put(fmt.Sprintf("session/s%d", p), "v"), kvtest.Put(fmt.Sprintf("user/u%d", p), "v"))
 	}
 	kvtest.MustCommit(t, s.Global(), kvtest.Put("dev_issuer/key", "k"))
-	nc, err := nats.Connect(srv.URL)
+	nc, err := nats.Connect(srv.URLs())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,9 +152,19 @@ func TestStreamLeadersSpread(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	// Every partition's view works on it (fence lanes on a replicated stream).
+	// Every partition's view works on it (fence lanes on a replicated stream), and reads back
+	// what it wrote from any replica (its cache cleared: another view of the same owner).
 	for p := range 6 {
-		kvtest.MustCommit(t, s.Partition(p, newOwner(t, s, p)), kvtest.Put("k", "v"), kvtest.Put("k2", "v"))
+		o := newOwner(t, s, p)
+		kvtest.MustCommit(t, s.Partition(p, o), kvtest.Put("k", "v"), kvtest.Put("k2", "v"))
+		for _, kv := range []persist.KV{s.Partition(p, o), s.Partition(p, nil)} {
+			got, err := persist.GetMany(kv, [][]byte{[]byte("k"), []byte("none"), []byte("k2")})
+			if err != nil || string(got[0]) != "v" || got[1] != nil || string(got[2]) != "v" {
+				t.Fatalf("partition %d: GetMany %q, %v", p, got, err)
+			}
+			kvtest.WantValue(t, kv, "k2", "v")
+			kvtest.WantAbsent(t, kv, "none")
+		}
 	}
 }
 

@@ -3,7 +3,6 @@ package natskv
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -207,13 +206,13 @@ func (v *View) read(ctx context.Context, subject string) (record, error) {
 		return r, nil
 	}
 	if !v.rs.replicated() {
-		return v.rs.lastBatched(ctx, subject, 0)
+		return v.rs.lastBatched(ctx, subject, 0, "")
 	}
 	floor, err := v.readFloor(ctx)
 	if err != nil {
 		return record{}, err
 	}
-	r, err := v.rs.lastBatched(ctx, subject, floor)
+	r, err := v.rs.lastBatched(ctx, subject, floor, v.fence.subjects[0])
 	if err == errStale {
 		return v.s.last(ctx, subject)
 	}
@@ -259,7 +258,7 @@ func (v *View) forget(r *commitReq) {
 }
 
 // ownerCache keeps, per subject, the last message a fenced view wrote: small values only, a
-// bounded number of bytes, evicted at random.
+// bounded number of bytes, evicted at random (the first key of a map's iteration).
 type ownerCache struct {
 	mu    sync.Mutex
 	m     map[string]cacheEntry
@@ -297,13 +296,9 @@ func (c *ownerCache) put(subject string, seq uint64, value []byte, exp int64) {
 		return
 	}
 	for c.bytes+len(subject)+len(value) > cacheBytesMax && len(c.m) > 0 {
-		n := rand.IntN(len(c.m))
-		for k := range c.m {
-			if n == 0 {
-				c.delLocked(k)
-				break
-			}
-			n--
+		for k := range c.m { // a map's iteration starts at random: a random entry
+			c.delLocked(k)
+			break
 		}
 	}
 	c.m[subject] = cacheEntry{seq: seq, value: value, exp: exp}

@@ -163,26 +163,40 @@ func (c *Cluster) URLs() string {
 // suitable peers for placement"); they stop at the test's end.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
+	c, err := RunCluster(n, t.TempDir)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// RunCluster is StartCluster outside a test (the bench): dir makes each server's store
+// directory; Close stops the servers.
+func RunCluster(n int, dir func() string) (*Cluster, error) {
 	if n == 0 {
 		n = 3
 	}
-	ports := freePorts(t, 2*n)
+	ports, err := freePortList(2 * n)
+	if err != nil {
+		return nil, err
+	}
 	routes := make([]string, n)
 	for i := range n {
 		routes[i] = "nats://127.0.0.1:" + strconv.Itoa(ports[n+i])
 	}
 	c := &Cluster{}
 	for i := range n {
-		s := &Server{dir: t.TempDir()}
+		s := &Server{dir: dir()}
 		s.opts = baseOptions(s.dir, ports[i])
 		s.opts.ServerName = fmt.Sprintf("n%d", i+1)
 		s.opts.Cluster = server.ClusterOpts{Name: "natstest", Host: "127.0.0.1", Port: ports[n+i]}
 		s.opts.Routes = server.RoutesFromStr(strings.Join(routes, ","))
 		if err := s.start(); err != nil {
-			t.Fatalf("natstest: node %d: %v", i+1, err)
+			c.Close()
+			return nil, fmt.Errorf("node %d: %w", i+1, err)
 		}
 		s.URL = s.srv.ClientURL()
-		t.Cleanup(s.Close)
 		c.Servers = append(c.Servers, s)
 	}
 	deadline := time.Now().Add(60 * time.Second)
@@ -196,17 +210,24 @@ func StartCluster(t testing.TB, n int) *Cluster {
 			s.mu.Unlock()
 		}
 		if peers == n {
-			return c
+			return c, nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("natstest: after 60s the JetStream meta leader can place on %d of %d peers", peers, n)
+			c.Close()
+			return nil, fmt.Errorf("after 60s the JetStream meta leader can place on %d of %d peers", peers, n)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
+// Close stops every server of the cluster.
+func (c *Cluster) Close() {
+	for _, s := range c.Servers {
+		s.Close()
+	}
+}
+
+func freePortList(n int) ([]int, error) {
 	var lns []net.Listener
 	defer func() {
 		for _, ln := range lns {
@@ -217,10 +238,10 @@ func freePorts(t testing.TB, n int) []int {
 	for i := range ports {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		lns = append(lns, ln)
 		ports[i] = ln.Addr().(*net.TCPAddr).Port
 	}
-	return ports
+	return ports, nil
 }
