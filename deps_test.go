@@ -12,12 +12,17 @@ import (
 const module = "github.com/gateway/gateway"
 
 // allowedImports is the allow-list of import arrows between the gateway's own packages
-// (DESIGN.md section 1): main → httpapi → engine → actors → the network port; every adapter
-// (persist, network/*, ecom, identity, media) imports only domain, never the core; main wires
-// them. A package not listed may import no package of the gateway. Test-only packages are
+// (DESIGN.md section 1): main → node → httpapi → engine → actors → the network port; every
+// adapter (persist, network/*, ecom, identity, media) imports only domain, never the core; node
+// wires them. A package not listed may import no package of the gateway. Test-only packages are
 // listed too, with what they may use.
 var allowedImports = map[string][]string{
-	"":       {"*"}, // main wires everything
+	// main reads the command line into a node.Config and runs the node; it builds no part of
+	// the core (persist: the Badger size defaults of the flags; sim, simhttp, httpapi: `gateway
+	// sim`; identity: `gateway token`).
+	"": {"node", "domain", "httpapi", "identity", "persist", "network/sim", "network/simhttp"},
+	// node is one gateway process, single or a cluster's node: it wires everything.
+	"node":   {"*"},
 	"domain": {},
 	// httpapi names the cluster's forwarding envelope and its errors (a node passes a request
 	// for another node's partition on as it is); main gives it the node.
@@ -47,7 +52,7 @@ var allowedImports = map[string][]string{
 	"network/simhttp":         {"domain", "network", "network/sim"},
 	"internal/pgtest":         {}, // test helper: throwaway PostgreSQL servers
 	"internal/jsonenc":        {}, // the hand-written JSON of the hot paths
-	// The cluster's membership, leases and forwarding: an adapter over NATS (main wires it).
+	// The cluster's membership, leases and forwarding: an adapter over NATS (node wires it).
 	"cluster":             {"domain"},
 	"cluster/clustertest": {},
 	"ecom":                {"domain"},
@@ -95,13 +100,22 @@ func inModule(p string) bool { return p == module || strings.HasPrefix(p, module
 
 func rel(p string) string { return strings.TrimPrefix(strings.TrimPrefix(p, module), "/") }
 
+// importedOnlyBy names the packages only some may import, whatever the allow-list says: the
+// node is the process, which only the command runs.
+var importedOnlyBy = map[string][]string{"node": {""}}
+
 // badArrows lists the imports the allow-list does not permit.
 func badArrows(pkgs map[string][]string) []string {
+	return badArrowsOf(allowedImports, importedOnlyBy, pkgs)
+}
+
+func badArrowsOf(allowedImports, importedOnlyBy map[string][]string, pkgs map[string][]string) []string {
 	var bad []string
 	for pkg, imps := range pkgs {
 		allowed, listed := allowedImports[pkg]
 		for _, imp := range imps {
-			if !listed || !(slices.Contains(allowed, "*") || slices.Contains(allowed, imp)) {
+			by, only := importedOnlyBy[imp]
+			if !listed || !(slices.Contains(allowed, "*") || slices.Contains(allowed, imp)) || (only && !slices.Contains(by, pkg)) {
 				bad = append(bad, pkg+" → "+imp)
 			}
 		}
@@ -123,10 +137,22 @@ func TestImportAllowListCatchesBadArrows(t *testing.T) {
 		{"persist", "engine"}, {"network/sim", "actors"}, {"ecom", "httpapi"}, {"identity", "engine"},
 		{"httpapi", "persist"}, {"httpapi", "network"}, {"httpapi", "actors"}, {"domain", "persist"},
 		{"httpapi", "actors/session"}, {"actors/key", "engine"}, {"actors/campaign", "actors/session"},
-		{"engine", "persist"}, {"actors/key", "persist"},
+		{"engine", "persist"}, {"actors/key", "persist"}, {"httpapi", "node"}, {"bench", "node"},
+		{"", "engine"}, {"", "cluster"}, {"", "actors/session"}, {"", "persist/natskv"},
 	} {
 		if bad := badArrows(map[string][]string{arrow[0]: {arrow[1]}}); len(bad) != 1 {
 			t.Errorf("%s → %s passed the allow-list", arrow[0], arrow[1])
 		}
+	}
+}
+
+// Only main imports node, even a package the allow-list lets import anything.
+func TestOnlyMainImportsNode(t *testing.T) {
+	allowed := map[string][]string{"": {"*"}, "tool": {"*"}}
+	if bad := badArrowsOf(allowed, importedOnlyBy, map[string][]string{"tool": {"node"}}); len(bad) != 1 {
+		t.Errorf("tool → node passed: %v", bad)
+	}
+	if bad := badArrowsOf(allowed, importedOnlyBy, map[string][]string{"": {"node"}}); len(bad) != 0 {
+		t.Errorf("main → node refused: %v", bad)
 	}
 }

@@ -49,6 +49,9 @@ func TestBulkSyncResult(t *testing.T) {
 	if len(m1) != 1 || len(m3) != 1 || m1[0]["text"] != "sale!" || at(m1[0]).After(at(m3[0])) {
 		t.Fatalf("deliveries: %v %v", m1, m3)
 	}
+	// A message is counted once its outcome's record is durable, which may land a moment after
+	// the campaign answers (engine/messages.go, Outcome).
+	eventually(t, 5*time.Second, "messagesSent +2", func() bool { return tg.account(s.key)["messagesSent"].(float64) == before+2 })
 	if after := tg.account(s.key)["messagesSent"].(float64); after != before+2 {
 		t.Fatalf("messagesSent %v → %v, want +2", before, after)
 	}

@@ -142,7 +142,7 @@ func TestKeyLifecycle(t *testing.T) {
 	}
 
 	// The raw keys are stored nowhere in the data dir.
-	data := tg.cfg.data
+	data := tg.data
 	tg.stop()
 	for _, f := range dataFiles(t, data) {
 		b, err := os.ReadFile(f)
@@ -190,7 +190,7 @@ func signWith(t testing.TB, key *rsa.PrivateKey, claims map[string]any) string {
 // badTokens are ID tokens every protected route must refuse with 401 invalid_token.
 func badTokens(t testing.TB, tg *testGW) map[string]string {
 	now := time.Now()
-	pemPath := filepath.Join(tg.cfg.data, "dev-idp.pem")
+	pemPath := filepath.Join(tg.data, "dev-idp.pem")
 	claims := func(mod func(map[string]any)) map[string]any {
 		c := map[string]any{"iss": identity.DevIssuer, "aud": identity.DevAudience, "sub": "root", "role": "admin",
 			"iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}

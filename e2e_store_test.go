@@ -246,7 +246,7 @@ func TestStoreOAuthRoundTrip(t *testing.T) {
 	// the value log, read while the gateway runs, hold every record as written; records from
 	// 128 bytes are in the value log, a sparse file of which only the start is written here).
 	sawRecord := false
-	for _, f := range dataFiles(t, tg.cfg.data) {
+	for _, f := range dataFiles(t, tg.data) {
 		b, err := readStart(f, 16<<20)
 		if err != nil {
 			t.Fatal(err)

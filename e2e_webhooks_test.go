@@ -100,7 +100,7 @@ func TestWebhooksEndToEnd(t *testing.T) {
 	// The core publishes: one message's lifecycle, an incoming message, and one event of every
 	// other type.
 	ctx := context.Background()
-	ev := tg.g.events
+	ev := tg.g.Events()
 	for _, st := range []string{"queued", "sent", "delivered", "read"} {
 		if err := ev.Publish(ctx, "alice", domain.Event{Type: domain.EventMessageStatus, Data: domain.MessageStatusData{
 			MessageID: "m1", To: "15550001111", SessionID: "s1", Status: st, At: time.Now()}}); err != nil {

@@ -1,7 +1,7 @@
 package main
 
-// The end-to-end harness: the real gateway, wired by build() exactly as `gateway serve` wires
-// it, served over real HTTP on a random loopback port. Every response a test reads is checked
+// The end-to-end harness: the real gateway, built by node.Open from the flags exactly as
+// `gateway serve` builds it, served over real HTTP on a random loopback port. Every response a test reads is checked
 // against /api/openapi.json.
 
 import (
@@ -27,6 +27,7 @@ import (
 	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/httpapi/openapitest"
 	"github.com/gateway/gateway/identity"
+	"github.com/gateway/gateway/node"
 	"github.com/gateway/gateway/persist/natstest"
 )
 
@@ -94,8 +95,8 @@ type testGW struct {
 // gwState is the gateway a test and its subtests share.
 type gwState struct {
 	args   []string
-	cfg    config
-	g      *gateway
+	data   string // the data dir
+	g      *node.Node
 	url    string
 	issuer *identity.Issuer
 	client *http.Client
@@ -139,27 +140,26 @@ func (tg *testGW) start() {
 	if err != nil {
 		tg.t.Fatalf("flags: %v", err)
 	}
-	cfg.now = tg.clock
+	cfg.Now, cfg.Version = tg.clock, version
 	if tg.after != nil {
-		cfg.afterFunc = tg.after
+		cfg.AfterFunc = tg.after
 	}
-	tg.cfg = cfg
+	tg.data = cfg.Data
 	// Logs go to stderr at error level (a test's goroutines may outlive testing.T's logger).
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	g, err := build(context.Background(), cfg, log)
+	g, err := node.Open(context.Background(), cfg.Config, log)
 	if err != nil {
-		tg.t.Fatalf("build: %v", err)
+		tg.t.Fatalf("open: %v", err)
 	}
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
-		g.close()
+		g.Shutdown(context.Background())
 		tg.t.Fatalf("listen: %v", err)
 	}
 	errc := make(chan error, 1)
 	tg.g, tg.url, tg.errc = g, "http://"+ln.Addr().String(), errc
-	srv := g.http
-	go func() { errc <- srv.Serve(ln) }()
-	_, issuer, err := identity.NewDev(cfg.data)
+	go func() { errc <- g.Serve(ln) }()
+	_, issuer, err := identity.NewDev(cfg.Data)
 	if err != nil {
 		tg.t.Fatalf("dev issuer: %v", err)
 	}
@@ -173,7 +173,9 @@ func (tg *testGW) stop() {
 	// Close the client's idle connections first: a connection the client opened and never used
 	// would otherwise keep the server's shutdown waiting for its read timeout.
 	tg.client.CloseIdleConnections()
-	tg.g.shutdown(10 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tg.g.Shutdown(ctx)
 	tg.g = nil
 }
 

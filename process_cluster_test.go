@@ -39,7 +39,7 @@ import (
 	"github.com/gateway/gateway/ecom"
 	"github.com/gateway/gateway/ecom/ecomtest"
 	"github.com/gateway/gateway/identity"
-	"github.com/gateway/gateway/persist/natskv"
+	"github.com/gateway/gateway/node"
 )
 
 const (
@@ -353,7 +353,7 @@ func TestClusterOfThree(t *testing.T) {
 	for i := range 3 {
 		c.start(i)
 	}
-	issuer, err := clusterIssuer(natskv.Options{URL: nats.URLs(), Prefix: ctPrefix})
+	issuer, err := clusterIssuer(node.Config{NATSURL: nats.URLs(), NATSPrefix: ctPrefix})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -134,7 +134,7 @@ func (p *proc) gw(t testing.TB, data string) *testGW {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testGW{t: t, gwState: &gwState{url: p.url, issuer: issuer, client: &http.Client{Timeout: 30 * time.Second}, cfg: config{data: data}}}
+	return &testGW{t: t, gwState: &gwState{url: p.url, issuer: issuer, client: &http.Client{Timeout: 30 * time.Second}, data: data}}
 }
 
 func (p *proc) kill9(t testing.TB) {

@@ -1,6 +1,6 @@
 package main
 
-// The gateway process on WhatsApp: a test build (-tags fakewa, fakewa_hook.go) reaches the fake
+// The gateway process on WhatsApp: a test build (-tags fakewa, node/fakewa.go) reaches the fake
 // WhatsApp server of this test process, with the device store on a throwaway PostgreSQL
 // (`--whatsapp-store postgres://`): link by pair code, send, kill -9, restart, send again.
 

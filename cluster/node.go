@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -431,6 +432,9 @@ wait:
 // node and seen so by this one for a second: until then requests that reach this node are
 // answered "moved" and replayed, while once it exits they would find nobody.
 func (n *Node) waitHandedOver(ctx context.Context) {
+	if others := slices.DeleteFunc(n.view.liveNodes(time.Now()), func(id string) bool { return id == n.cfg.NodeID }); len(others) == 0 {
+		return // the last node: nobody takes its partitions
+	}
 	deadline := time.Now().Add(HoldMax + time.Second)
 	var since time.Time
 	for time.Now().Before(deadline) && ctx.Err() == nil {

@@ -19,14 +19,14 @@
 //     stores, their templates and the webhook receiver; one storeevents actor per store with
 //     events to run.
 //   - Events (events*.go, publish.go): webhook subscriptions and events out. It is its own
-//     type, built by main (NewEvents) and handed to New as Config.Events.
+//     type, built by node (NewEvents) and handed to New as Config.Events.
 //
 // Engine itself holds only what the facets share: the configuration, the hollywood engine and
 // spawn, the event publisher and the counters. New builds the facets and boots them in
 // order; Stop stops them in the order that loses nothing. Every kind of actor is found through
 // one generic registry (registry.go); the package's locks and their order are in LOCKS.md.
 //
-// Storage arrives as typed stores declared here (records.go), built by main: the engine never
+// Storage arrives as typed stores declared here (records.go), built by node: the engine never
 // sees the KV underneath.
 //
 // Imports: actors/* (one package per actor kind, whose interfaces the engine implements),
@@ -49,9 +49,9 @@ import (
 	"github.com/gateway/gateway/network"
 )
 
-// Config is everything the engine is built from; main constructs it.
+// Config is everything the engine is built from; node (node/runtime.go) constructs it.
 type Config struct {
-	// Store and Records are every typed store the engine works on (records.go); main builds
+	// Store and Records are every typed store the engine works on (records.go); node builds
 	// them on one KV.
 	Store       Store
 	Records     Records

@@ -222,13 +222,18 @@ func (k *Keys) List(owner string) ([]KeyView, error) {
 		}
 		out = append(out, KeyView{Grant: r.Grant, ClientName: k.e.Users.clientName(r.Key.UserID)})
 	}
-	slices.SortFunc(out, func(a, b KeyView) int {
+	SortKeys(out)
+	return out, nil
+}
+
+// SortKeys puts keys in the admin list's order: oldest first (then by id).
+func SortKeys(ks []KeyView) {
+	slices.SortFunc(ks, func(a, b KeyView) int {
 		if c := a.Key.CreatedAt.Compare(b.Key.CreatedAt); c != 0 {
 			return c
 		}
 		return strings.Compare(a.Key.ID, b.Key.ID)
 	})
-	return out, nil
 }
 
 // get asks the key's actor for its current view.

@@ -11,7 +11,7 @@ import (
 )
 
 // What the engine needs from storage: typed stores, each declared here (or by the actor that
-// consumes it) as the methods the engine calls. main builds them all on one KV
+// consumes it) as the methods the engine calls. node builds them all on one KV
 // (persist.NewRecords) and hands them over in Config; the engine never sees the KV, its keys
 // or its transactions.
 

@@ -207,13 +207,18 @@ func (s *Sessions) List() []SessionView {
 	for i, ent := range ents {
 		out[i] = s.view(ent)
 	}
-	slices.SortFunc(out, func(a, b SessionView) int {
+	SortSessions(out)
+	return out
+}
+
+// SortSessions puts sessions in the admin list's order: oldest first (then by id).
+func SortSessions(ss []SessionView) {
+	slices.SortFunc(ss, func(a, b SessionView) int {
 		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
 			return c
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
-	return out
 }
 
 // Create creates a session (status created), assigned to a user when assignTo is set.

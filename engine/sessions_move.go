@@ -13,7 +13,7 @@ import (
 // and a session lives on its user's partition. Assigning a session to a user of another
 // partition moves it: on the session's current owner (this engine) its queue fails, its device
 // is logged out, the new assignee and a moving mark are written in one commit and its actor
-// stops; the Mover (main's) copies its records into the new partition and has that
+// stops; the Mover (node's) copies its records into the new partition and has that
 // partition's owner start it; then this partition's records of it go. A move cut short (a
 // crash, the new owner unreachable) is finished by whoever runs this partition next: boot
 // finds the mark.

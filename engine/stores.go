@@ -52,7 +52,7 @@ type StoreConfig struct {
 	ClientID, ClientSecret string
 	// RequireSignature refuses webhooks of stores that have no signing secret.
 	RequireSignature bool
-	// Sealer seals credentials at rest (main loads its key); nil refuses to seal or open, so
+	// Sealer seals credentials at rest (node loads its key); nil refuses to seal or open, so
 	// no store can connect (tests that do not connect stores).
 	Sealer Sealer
 	// Retry policy of the storeevents actors (zero values: see storeevents.Deps).

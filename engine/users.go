@@ -129,8 +129,13 @@ func (us *Users) List() []domain.User {
 		out = append(out, u)
 	}
 	us.mu.RUnlock()
-	slices.SortFunc(out, func(a, b domain.User) int { return strings.Compare(a.ID, b.ID) })
+	SortUsers(out)
 	return out
+}
+
+// SortUsers puts profiles in the admin list's order: by id.
+func SortUsers(us []domain.User) {
+	slices.SortFunc(us, func(a, b domain.User) int { return strings.Compare(a.ID, b.ID) })
 }
 
 // NewUser is an administrator's pre-provisioned profile.
@@ -224,12 +229,18 @@ func (us *Users) checkRolePlan(role, plan string) error {
 	return nil
 }
 
-// clientName is the display name of a user: name, else email, else id.
+// clientName is the display name of a user ("" when unknown).
 func (us *Users) clientName(uid string) string {
 	u, ok := us.lookup(uid)
-	switch {
-	case !ok:
+	if !ok {
 		return ""
+	}
+	return ClientName(u)
+}
+
+// ClientName is the display name of a user in the admin lists: name, else email, else id.
+func ClientName(u domain.User) string {
+	switch {
 	case u.Name != "":
 		return u.Name
 	case u.Email != "":

@@ -175,7 +175,7 @@ func TestAccessLogThroughARoute(t *testing.T) {
 	}
 	s := &Server{cfg: Config{LogRequests: true, BodyLimit: 1 << 20}, log: slog.New(slog.DiscardHandler), router: router.New(), metrics: metrics,
 		reqPfx: "test", access: newAccessLog(AccessLogConfig{Output: out, Attrs: [][2]string{{"component", "http"}}})}
-	s.route("GET", "/things/{id}", 0, func(ctx *fasthttp.RequestCtx) error {
+	s.route("GET", "/things/{id}", 0, here, func(ctx *fasthttp.RequestCtx) error {
 		ctx.SetStatusCode(204)
 		return nil
 	})
@@ -224,7 +224,7 @@ func BenchmarkAccessLog(b *testing.B) {
 			case "slog":
 				s.cfg.LogRequests = true
 			}
-			s.route("GET", "/things/{id}", 0, func(ctx *fasthttp.RequestCtx) error { ctx.SetStatusCode(204); return nil })
+			s.route("GET", "/things/{id}", 0, here, func(ctx *fasthttp.RequestCtx) error { ctx.SetStatusCode(204); return nil })
 			start := cpuNanos()
 			b.RunParallel(func(pb *testing.PB) {
 				var ctx fasthttp.RequestCtx

@@ -42,7 +42,7 @@ import (
 	"github.com/gateway/gateway/engine"
 )
 
-// Cluster is what a node of a cluster gives the HTTP layer (main's).
+// Cluster is what a node of a cluster gives the HTTP layer (package node's).
 type Cluster interface {
 	// PartitionOf is the partition of a user id (a session with no user: of its id).
 	PartitionOf(id string) int
@@ -137,53 +137,45 @@ func principalOf(ctx *fasthttp.RequestCtx) *principal {
 // resolver finds the partition of a request, authenticating it where the route needs it.
 type resolver func(s *Server, ctx *fasthttp.RequestCtx) (p int, who *principal, err error)
 
-// resolverOf is how a route finds its partition; nil: the receiving node answers it.
-func resolverOf(method, path string) resolver {
-	switch method + " " + path {
-	case "POST /api/admin/apikeys":
-		return adminOn(bodyUser("userId"))
-	case "PATCH /api/admin/apikeys":
-		return adminOn(bodyRecord("id", "apikey"))
-	case "DELETE /api/admin/apikeys":
-		return adminOn(queryRecord("id", "apikey"))
-	case "POST /api/admin/users", "PATCH /api/admin/users":
-		return adminOn(bodyUser("id"))
-	case "PATCH /api/admin/sessions":
-		return adminOn(bodyRecord("sessionId", "session"))
-	case "DELETE /api/admin/sessions":
-		return adminOn(queryRecord("id", "session"))
-	case "POST /api/admin/sessions/create":
-		return internalOn(newSession)
-	case "POST /api/admin/sessions/assign":
-		return internalOn(bodyRecord("sessionId", "session"))
-	case "POST /api/admin/apikeys/validate":
-		return validateKey
-	case "POST /api/ecom/webhook":
-		return storeWebhook
-	case "GET /api/ecom/callback":
-		return oauthCallback
-	case "GET /api/client/events/stream":
-		return nil // served here, from NATS
-	}
-	switch {
-	case strings.HasPrefix(path, "/api/v1/"):
-		return apiKeyCaller
-	case strings.HasPrefix(path, "/api/client/"), path == "/api/ecom/oauth-init",
-		path == "/api/ecom/manual-connect", path == "/api/ecom/native-connect":
-		return signedInCaller
-	}
-	return nil
+// partitionOf is how a cluster node finds the partition a route's request runs on; every
+// route declares one beside it in routes.go. The node that receives a request finds the
+// partition (authenticating the caller where the route needs it), then runs the request on
+// that partition's runtime: here, or on its owner. A single node ignores it.
+type partitionOf struct {
+	name string   // as routes.go names it
+	find resolver // nil: the receiving node answers
 }
 
+// The partitions routes declare.
+var (
+	// here: the receiving node answers; the route needs no partition's engine (health,
+	// metrics, the API document and the dashboard's files, the admin lists read from every
+	// partition, the cluster's state, live events from NATS, the sim's dev routes).
+	here = &partitionOf{name: "here"}
+	// byKey: the partition of the API key's user.
+	byKey = &partitionOf{"byKey", apiKeyCaller}
+	// byCaller: the signed-in caller's own partition.
+	byCaller = &partitionOf{"byCaller", signedInCaller}
+	// byCheckedKey: the partition of the key a validation checks.
+	byCheckedKey = &partitionOf{"byCheckedKey", validateKey}
+	// byStoreWebhook: a store webhook's user (?uid=), else its shop's.
+	byStoreWebhook = &partitionOf{"byStoreWebhook", storeWebhook}
+	// byOAuthState: the user an OAuth callback's state names.
+	byOAuthState = &partitionOf{"byOAuthState", oauthCallback}
+)
+
+// adminActsOn: an admin (ID token, role admin) acting on t's partition.
+func adminActsOn(t target) *partitionOf { return &partitionOf{"adminActsOn", adminOn(t)} }
+
+// internalActsOn: a caller inside --internal-cidrs, or an admin, acting on t's partition.
+func internalActsOn(t target) *partitionOf { return &partitionOf{"internalActsOn", internalOn(t)} }
+
 // clustered makes h a route of a cluster node: resolved, then run here or on the owner.
-func (s *Server) clustered(method, path string, h handler) handler {
-	if s.cfg.Cluster == nil {
+func (s *Server) clustered(method, path string, part *partitionOf, h handler) handler {
+	if s.cfg.Cluster == nil || part.find == nil {
 		return h
 	}
-	find := resolverOf(method, path)
-	if find == nil {
-		return h
-	}
+	find := part.find
 	return func(ctx *fasthttp.RequestCtx) error {
 		if b, forwarded := ctx.UserValue(ctxBackend).(*Backend); forwarded {
 			err := s.settled(b, h(ctx)) // run here for the node that received it

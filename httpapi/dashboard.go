@@ -46,19 +46,19 @@ const firebaseAuthURL = "https://identitytoolkit.googleapis.com"
 
 func (s *Server) dashboardRoutes() {
 	const GET, POST = fasthttp.MethodGet, fasthttp.MethodPost
-	s.route(GET, "/api/client/usage", 0, s.client(s.clientUsage))
+	s.route(GET, "/api/client/usage", 0, byCaller, s.client(s.clientUsage))
 	if s.cfg.Dashboard.Site == nil {
 		return
 	}
-	s.route(GET, "/", 0, s.toDashboard)
-	s.route(GET, "/dashboard/", 0, s.dashboardPage)
-	s.route(GET, "/dashboard/connect-store/success", 0, s.dashboardPage)
-	s.route(GET, "/dashboard/connect-store/error", 0, s.dashboardPage)
-	s.route(GET, "/dashboard/config.json", 0, s.dashboardConfig)
-	s.route(GET, "/dashboard/v/{version}/{file}", 0, s.dashboardAsset)
-	s.route(GET, "/docs", 0, s.docsPage)
+	s.route(GET, "/", 0, here, s.toDashboard)
+	s.route(GET, "/dashboard/", 0, here, s.dashboardPage)
+	s.route(GET, "/dashboard/connect-store/success", 0, here, s.dashboardPage)
+	s.route(GET, "/dashboard/connect-store/error", 0, here, s.dashboardPage)
+	s.route(GET, "/dashboard/config.json", 0, here, s.dashboardConfig)
+	s.route(GET, "/dashboard/v/{version}/{file}", 0, here, s.dashboardAsset)
+	s.route(GET, "/docs", 0, here, s.docsPage)
 	if s.cfg.Dashboard.Auth == "dev" && s.cfg.Dashboard.DevIssuer != nil {
-		s.route(POST, "/api/dev/token", 0, s.devToken)
+		s.route(POST, "/api/dev/token", 0, here, s.devToken)
 	}
 }
 

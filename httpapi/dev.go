@@ -104,7 +104,7 @@ func simResult(ctx *fasthttp.RequestCtx, err error) error {
 	return nil
 }
 
-// SimControls are the simulated network's dev controls (main passes the sim).
+// SimControls are the simulated network's dev controls (node passes the sim).
 type SimControls interface {
 	Scan(sessionID, phone string) error
 	Pair(sessionID, code string) error

@@ -63,7 +63,7 @@ func (s *Server) simProxyRoutes() {
 	}
 	s.simClient = &fasthttp.Client{Name: "gateway", MaxConnsPerHost: 256, ReadTimeout: time.Minute, WriteTimeout: time.Minute}
 	// Any method, any path: the sim's dev routes (documented as /api/dev/sim/*) as they are.
-	s.handle(router.MethodWild, "/api/dev/sim/{path:*}", 0, s.internal(s.simProxy))
+	s.handle(router.MethodWild, "/api/dev/sim/{path:*}", 0, here, s.internal(s.simProxy))
 }
 
 // simProxy passes the request to the sim process as it is (less the caller's credentials,

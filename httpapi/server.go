@@ -5,7 +5,8 @@
 // Request bodies are read within each route's limit before routing (body.go). Its handlers
 // are tested in place on an in-memory engine with golden bodies (api_test.go,
 // handlers_test.go), every response checked against the OpenAPI document (openapitest).
-// Imports: domain, engine, identity, media, web.
+// Imports: domain, engine, identity, media, web, internal/jsonenc, and cluster (the forwarding
+// envelope a cluster node passes on).
 package httpapi
 
 import (
@@ -111,6 +112,8 @@ type Server struct {
 	// limits holds the body limits of routes other than the default, by "METHOD /path";
 	// written only while routes are registered.
 	limits map[string]int
+	// parts holds each route's partition (routes.go), by "METHOD /path".
+	parts map[string]*partitionOf
 	// guesses rate-limits failed attempts on the public routes that take guesses.
 	guesses *guessLimits
 	// signins limits ID tokens that do not verify, per client address.
@@ -289,18 +292,27 @@ type requestIDKey struct{}
 type handler func(ctx *fasthttp.RequestCtx) error
 
 // route registers a handler wrapped with recovery, request id, body limit, metrics and the
-// access log; limit 0 means the default body limit. It is the one place where a handler's
+// access log; limit 0 means the default body limit. part is the partition the request runs on
+// in a cluster (cluster.go; every route declares one). It is the one place where a handler's
 // error becomes its response (writeError).
-func (s *Server) route(method, path string, limit int, h handler) {
+func (s *Server) route(method, path string, limit int, part *partitionOf, h handler) {
 	if s.simOnly && !simOnlyRoute(path) {
 		return
 	}
-	s.handle(method, path, limit, s.clustered(method, path, h))
+	s.handle(method, path, limit, part, h)
 }
 
 // handle is route without the sim process's filter; routes that openapi.json documents under
 // other paths (the --sim-url pass-through of the sim's documented dev routes) use it directly.
-func (s *Server) handle(method, path string, limit int, h handler) {
+func (s *Server) handle(method, path string, limit int, part *partitionOf, h handler) {
+	if part == nil {
+		panic("httpapi: route " + method + " " + path + " declares no partition (routes.go)")
+	}
+	if s.parts == nil {
+		s.parts = map[string]*partitionOf{}
+	}
+	s.parts[method+" "+path] = part
+	h = s.clustered(method, path, part, h)
 	if limit <= 0 {
 		limit = s.cfg.BodyLimit
 	}

@@ -1,6 +1,6 @@
 package persist
 
-// Records is every typed store of the gateway on one KV: main builds them once and hands each
+// Records is every typed store of the gateway on one KV: node builds them once and hands each
 // to the part of the core that uses it, as the interface that part declares (engine.Store,
 // engine.Records, engine.EventStore). Nothing above persist sees the KV.
 type Records struct {

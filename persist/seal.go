@@ -16,7 +16,7 @@ import (
 
 // Store-platform credentials (access tokens, app client secrets, webhook signing secrets) are
 // sealed with AES-256-GCM before they are written: a copy of the data dir alone does not give
-// them away. main loads the key: GATEWAY_SECRET_KEY (ParseSecretKey), else a key file in the
+// them away. node loads the key: GATEWAY_SECRET_KEY (ParseSecretKey), else a key file in the
 // data dir created on first use.
 //
 // ---- schema: sealed values ----

@@ -1,6 +1,6 @@
 //go:build fakewa
 
-package main
+package node
 
 // A test build (go build -tags fakewa) that can point the WhatsApp adapter at the fake server
 // of network/whatsapp/fakewa running in another process: the process tests start such a
@@ -16,18 +16,20 @@ import (
 	"github.com/gateway/gateway/network/whatsapp/fakewa"
 )
 
-func init() {
+// testBuild points the node's WhatsApp connections at the fake server when the environment
+// names one: it sets Config.WhatsAppHTTPClient (Open calls it first).
+func testBuild(c *Config) error {
 	addr := os.Getenv("GATEWAY_TEST_FAKEWA_ADDR")
 	if addr == "" {
-		return
+		return nil
 	}
 	pem, err := os.ReadFile(os.Getenv("GATEWAY_TEST_FAKEWA_CERT"))
 	if err == nil {
-		whatsappHTTPClient, err = fakewa.ClientFor(addr, pem)
+		c.WhatsAppHTTPClient, err = fakewa.ClientFor(addr, pem)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "fakewa test build:", err)
-		os.Exit(2)
+		return fmt.Errorf("fakewa test build: %w", err)
 	}
 	whatsmeow.WACertPubKey = fakewa.RootPublicKey()
+	return nil
 }

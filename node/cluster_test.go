@@ -1,0 +1,271 @@
+package node
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/gateway/gateway/cluster"
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/engine"
+	"github.com/gateway/gateway/network"
+	"github.com/gateway/gateway/network/sim"
+	"github.com/gateway/gateway/network/simhttp"
+	"github.com/gateway/gateway/persist/natstest"
+)
+
+// startSim runs the simulated network as `gateway sim` does (its port over HTTP), for the
+// nodes of a cluster to share; the test links sessions on it directly.
+func startSim(t *testing.T) (*sim.Network, string) {
+	s, err := sim.Open(sim.Options{Dir: t.TempDir(), Logger: testLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := simhttp.NewServer(s, testLog())
+	srv := &fasthttp.Server{Handler: port.Handler, NoDefaultServerHeader: true}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln) //nolint:errcheck // ends with Shutdown
+	t.Cleanup(func() {
+		port.Close()
+		_ = srv.Shutdown()
+		s.Close()
+	})
+	return s, "http://" + ln.Addr().String()
+}
+
+const testPartitions = 4
+
+// clusterConfig is node id's configuration in a cluster on srv's NATS and simURL's network.
+func clusterConfig(t *testing.T, id, natsURL, simURL string) Config {
+	c := testConfig(t)
+	c.Cluster, c.Store, c.NATSURL, c.NATSPrefix, c.NodeID = true, "nats", natsURL, "ct", id
+	c.Partitions, c.SimURL, c.SecretKey = testPartitions, simURL, strings.Repeat("ab", 32)
+	return c
+}
+
+// owned lists the partitions n runs.
+func owned(n *served) []int {
+	n.cluster.mu.RLock()
+	defer n.cluster.mu.RUnlock()
+	var out []int
+	for p := range n.cluster.parts {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// A cluster of two nodes in one process, on one embedded NATS server and one sim: node a
+// starts alone and runs every partition; b joins and a hands half of them over (Release on a,
+// then Acquire on b, from the records a wrote); requests to either node run on the owner;
+// then a leaves and b takes the rest.
+func TestTwoNodeCluster(t *testing.T) {
+	srv := natstest.Start(t)
+	simNet, simURL := startSim(t)
+	a := start(t, clusterConfig(t, "a", srv.URL, simURL))
+	eventually(t, 20*time.Second, "a runs every partition", func() bool { return len(owned(a)) == testPartitions })
+
+	// One user on each partition, signed in, linked, with a key: all on a alone.
+	admin := a.token(t, "root", "admin")
+	type user struct{ uid, tok, key, keyID, session, phone string }
+	users := map[int]*user{}
+	for i := 0; len(users) < testPartitions; i++ {
+		uid := fmt.Sprintf("user%d", i)
+		if p := cluster.PartitionOf(uid, testPartitions); users[p] == nil {
+			users[p] = &user{uid: uid, phone: fmt.Sprintf("4477009000%02d", i)}
+		}
+	}
+	for p := range testPartitions {
+		u := users[p]
+		u.tok = a.signIn(t, u.uid)
+		u.session = a.link(t, simNet, u.tok, u.phone)
+		u.key, u.keyID = a.newKey(t, admin, u.uid, "key of "+u.uid)
+	}
+	// Each partition's network on a, fenced by a's lease.
+	nets := map[int]network.Network{}
+	for p := range testPartitions {
+		nets[p] = a.cluster.part(p).net
+	}
+
+	b := start(t, clusterConfig(t, "b", srv.URL, simURL))
+	eventually(t, 30*time.Second, "two partitions on each node", func() bool {
+		return len(owned(a)) == testPartitions/2 && len(owned(b)) == testPartitions/2
+	})
+	onB := owned(b)
+
+	t.Run("release, then acquire elsewhere", func(t *testing.T) {
+		for _, p := range onB {
+			if a.cluster.part(p) != nil {
+				t.Fatalf("partition %d runs on a and b", p)
+			}
+			u := users[p]
+			keys, err := b.cluster.part(p).rt.engine.Keys.List(u.uid)
+			if err != nil || len(keys) != 1 || keys[0].Key.ID != u.keyID {
+				t.Fatalf("partition %d on b: keys %v %v, want the key made on a", p, keys, err)
+			}
+			// Its session runs on b now (b connected it from the records).
+			eventually(t, 10*time.Second, "the session connected on b", func() bool {
+				return b.must(t, 200, "GET", "/api/client/status", u.tok, nil).str("status") == "CONNECTED"
+			})
+		}
+	})
+
+	t.Run("a request to the non-owner is forwarded", func(t *testing.T) {
+		for _, p := range onB {
+			u := users[p]
+			r := a.must(t, 200, "POST", "/api/v1/messages/send", u.key, map[string]any{"phone": "15550100009", "message": "via a to " + u.uid, "type": "text"})
+			id := r.str("message_id")
+			eventually(t, 10*time.Second, "the forwarded send delivered", func() bool {
+				return slices.ContainsFunc(simNet.Messages("15550100009"), func(d domain.Delivered) bool { return d.Text == "via a to "+u.uid })
+			})
+			// It was accepted on b, the owner: a has no engine for the partition.
+			if _, err := b.cluster.part(p).rt.engine.Messages.Get(u.uid, id); err != nil {
+				t.Fatalf("the message on b: %v", err)
+			}
+		}
+	})
+
+	t.Run("a fenced network refuses to send", func(t *testing.T) {
+		for p, n := range nets {
+			fenced := slices.Contains(onB, p)
+			if ok := n.(fencedNetwork).ok(); ok == fenced {
+				t.Fatalf("partition %d: a may use the network: %v, want %v", p, ok, !fenced)
+			}
+			if !fenced {
+				continue
+			}
+			u := users[p]
+			c, err := n.Open(u.session, func(network.Event) {})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Send(context.Background(), domain.Message{ID: "fenced-" + u.uid, To: "15550100010", Kind: domain.KindText, Text: "must not go"})
+			if err != errFencedNetwork {
+				t.Fatalf("a send on a network a no longer holds: %v", err)
+			}
+			if err := c.Connect(context.Background()); err != errFencedNetwork {
+				t.Fatalf("a connect on a network a no longer holds: %v", err)
+			}
+		}
+		if got := simNet.Messages("15550100010"); len(got) != 0 {
+			t.Fatalf("the sim delivered %v", got)
+		}
+	})
+
+	t.Run("the directory finds a key created on the other node", func(t *testing.T) {
+		p := onB[0]
+		u := users[p]
+		raw, id := b.newKey(t, admin, u.uid, "second key of "+u.uid)
+		sum := sha256.Sum256([]byte(raw))
+		if q, ok, err := a.cluster.Locate("apikey_hash", hex.EncodeToString(sum[:])); err != nil || !ok || q != p {
+			t.Fatalf("a locates the new key's hash: %d %v %v, want partition %d", q, ok, err, p)
+		}
+		if q, ok, err := a.cluster.Locate("apikey", id); err != nil || !ok || q != p {
+			t.Fatalf("a locates the new key's id: %d %v %v, want partition %d", q, ok, err, p)
+		}
+		a.must(t, 200, "GET", "/api/v1/account", raw, nil)
+	})
+
+	t.Run("a session moves", func(t *testing.T) {
+		s := a.must(t, 200, "POST", "/api/admin/sessions/create", "", map[string]any{"sessionName": "spare"}).obj()["session"].(map[string]any)
+		id := s["id"].(string)
+		from := cluster.PartitionOf(id, testPartitions)
+		// A new user on a partition of the other node than the session's.
+		var uid string
+		for i := 0; uid == ""; i++ {
+			cand := fmt.Sprintf("mover%d", i)
+			if q := cluster.PartitionOf(cand, testPartitions); slices.Contains(onB, q) != slices.Contains(onB, from) {
+				uid = cand
+			}
+		}
+		to := cluster.PartitionOf(uid, testPartitions)
+		b.signIn(t, uid)
+		b.must(t, 200, "POST", "/api/admin/sessions/assign", admin, map[string]any{"sessionId": id, "userId": uid})
+		engineOf := func(p int) *engine.Engine {
+			for _, n := range []*served{a, b} {
+				if pt := n.cluster.part(p); pt != nil {
+					return pt.rt.engine
+				}
+			}
+			t.Fatalf("nobody runs partition %d", p)
+			return nil
+		}
+		has := func(p int) (engine.SessionView, bool) {
+			for _, v := range engineOf(p).Sessions.List() {
+				if v.ID == id {
+					return v, true
+				}
+			}
+			return engine.SessionView{}, false
+		}
+		eventually(t, 10*time.Second, "the session on its new user's partition", func() bool {
+			v, ok := has(to)
+			return ok && v.AssignedTo == uid
+		})
+		if _, ok := has(from); ok {
+			t.Fatalf("the session is still on partition %d", from)
+		}
+	})
+
+	t.Run("the admin key list has a single node's order", func(t *testing.T) {
+		// More keys, made in turn through both nodes on every partition.
+		for i := range 2 {
+			for p := range testPartitions {
+				via := []*served{a, b}[(i+p)%2]
+				via.newKey(t, admin, users[p].uid, fmt.Sprintf("more %d", i))
+			}
+		}
+		var lists [2][]map[string]any
+		for i, n := range []*served{a, b} {
+			lists[i] = n.must(t, 200, "GET", "/api/admin/apikeys", admin, nil).list()
+		}
+		total := 0
+		for _, n := range []*served{a, b} {
+			for _, p := range owned(n) {
+				ks, err := n.cluster.part(p).rt.engine.Keys.List("")
+				if err != nil {
+					t.Fatal(err)
+				}
+				total += len(ks)
+			}
+		}
+		if len(lists[0]) != total || fmt.Sprint(lists[0]) != fmt.Sprint(lists[1]) {
+			t.Fatalf("a and b list the keys differently:\n%v\n%v", lists[0], lists[1])
+		}
+		// A single node lists keys oldest first, then by id (engine.SortKeys).
+		sorted := slices.IsSortedFunc(lists[0], func(x, y map[string]any) int {
+			tx, _ := time.Parse(time.RFC3339Nano, x["createdAt"].(string))
+			ty, _ := time.Parse(time.RFC3339Nano, y["createdAt"].(string))
+			if c := tx.Compare(ty); c != 0 {
+				return c
+			}
+			return strings.Compare(x["id"].(string), y["id"].(string))
+		})
+		if !sorted {
+			t.Fatalf("the cluster's key list is not oldest first: %v", lists[0])
+		}
+	})
+
+	t.Run("a leaves: b takes its partitions over", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		a.Shutdown(ctx)
+		if len(owned(b)) != testPartitions {
+			t.Fatalf("b runs %v once a left", owned(b))
+		}
+		for p := range testPartitions {
+			b.must(t, 200, "GET", "/api/v1/account", users[p].key, nil)
+		}
+	})
+}

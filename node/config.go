@@ -1,0 +1,256 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/gateway/gateway/actors/session"
+	"github.com/gateway/gateway/cluster"
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/httpapi"
+	"github.com/gateway/gateway/identity"
+	"github.com/gateway/gateway/network"
+	"github.com/gateway/gateway/network/whatsapp"
+	"github.com/gateway/gateway/persist"
+)
+
+// Config is everything a node is built from: `gateway serve`'s flags (DESIGN.md section 6),
+// typed, each named after its flag; the command line and the environment are main's to read.
+// Where a flag's default is -1, -1 here means the network's default too.
+type Config struct {
+	Data  string // data directory (Badger at Data/db, the dev issuer's key, the sim's journal)
+	Fsync string // batch or interval (Badger)
+
+	// Store is where the records live: "badger" (Data/db) or "nats" (JetStream at NATSURL).
+	Store        string
+	NATSURL      string // comma-separated
+	NATSPrefix   string
+	NATSReplicas int   // 0: 3 on a NATS cluster, else 1
+	NATSMaxBytes int64 // 0: the server's store limit
+	NATSCreds    string
+	NATSTLSCA    string
+	NodeID       string // the lease holder's name (main's default: <host name>:<port>)
+	// LeaseTTL is the single-writer lease's (--store nats; 0: DefaultLeaseTTL), or with
+	// Cluster the partitions' (0: the cluster's, fixed in its buckets; a new cluster's:
+	// DefaultLeaseTTL).
+	LeaseTTL time.Duration
+	// NATSStreams is how many records streams a new cluster's partitions are spread over (0:
+	// DefaultNATSStreams; one on a single NATS server: persist/natskv.Options.Streams).
+	NATSStreams int
+
+	// Cluster runs the node as one of a cluster (DESIGN.md section 13) on NATS, with
+	// Partitions partitions; SimURL is a `gateway sim` process's address (the network every
+	// node shares).
+	Cluster    bool
+	Partitions int
+	SimURL     string
+
+	Network string // "sim" or "whatsapp"
+	Auth    string // "dev" (embedded issuer) or "oidc"
+
+	OIDCIssuer, OIDCAudience string
+	OIDCAllowAnonymous       bool
+	OIDCRequireEmailVerified bool
+
+	AdminUIDs   []string
+	PlansFile   string // the plan table (JSON); "": engine.DefaultPlans
+	DefaultPlan string
+
+	PublicURL, EcomAPIBase, EcomVersion string
+	EcomClientID, EcomClientSecret      string
+	RequireWebhookSignature             bool
+	// SecretKey is GATEWAY_SECRET_KEY (64 hex digits or base64): it seals store credentials,
+	// webhook secrets and a cluster's dev issuer key; "": a key file in Data, made on first use.
+	SecretKey string
+
+	InternalCIDRs     []netip.Prefix
+	DashboardClientID string
+	FirebaseAPIKey    string
+	FirebaseAuthURL   string
+	CORSOrigins       []string
+
+	MediaMaxBytes       int64
+	MediaAllowPrivate   bool
+	WebhookAllowPrivate bool
+	BulkMaxRecipients   int
+	BodyLimit           int
+
+	SimAutopair, SimLatency time.Duration // the embedded sim's
+
+	PaceMinGap, PaceJitter         time.Duration // -1: the network's default
+	PacePerMinute, PaceNewContacts int           // -1: the network's default
+	PaceRampDays, PacePerDay       int           // -1: the network's default
+	BootWindow                     time.Duration // -1: the network's default
+	RejectCalls                    bool
+	WhatsAppStore, FFmpeg          string
+	MinFreeDisk, MemTableSize      int64 // Badger's (bytes; main checks them against each other)
+	ShutdownTimeout                time.Duration
+	LogRequests                    bool
+	LogFormat                      string    // json or text: the access log's, as the logger's
+	LogOut                         io.Writer // the access log's batches (nil: through the logger)
+	Version                        string    // the build's (metrics, /healthz)
+
+	// Now is the engine's clock (nil: time.Now) and AfterFunc its timers (nil:
+	// time.AfterFunc). Not flags: tests move them.
+	Now       func() time.Time
+	AfterFunc func(time.Duration, func()) session.Timer
+	// WhatsAppHTTPClient carries every WhatsApp connection when set (a test build reaches the
+	// fake server with it); nil: the network's own.
+	WhatsAppHTTPClient *http.Client
+	// KV holds the records instead of Store (tests: persist.Memory); the node closes it last.
+	KV persist.Durable
+}
+
+// Check refuses a configuration that can never run, before anything is opened (DESIGN.md
+// section 13.1's refusals that need no NATS included). Each error names the flag to change.
+func (c Config) Check() error {
+	switch {
+	case c.Fsync != "batch" && c.Fsync != "interval":
+		return fmt.Errorf("--fsync must be batch or interval")
+	case c.Store != "badger" && c.Store != "nats":
+		return fmt.Errorf("--store must be badger or nats")
+	case c.Store == "nats" && c.NATSURL == "":
+		return fmt.Errorf("--store nats needs --nats (the NATS servers' URLs)")
+	case c.Store == "nats" && c.LeaseTTL != 0 && c.LeaseTTL < 2*time.Second:
+		return fmt.Errorf("--lease-ttl must be at least 2s")
+	case c.NATSStreams < 0 || c.NATSStreams > 64:
+		return fmt.Errorf("--nats-streams must be 1 to 64")
+	case c.Network != "sim" && c.Network != "whatsapp":
+		return fmt.Errorf("--network must be sim or whatsapp")
+	case c.WhatsAppStore != "" && !whatsapp.IsPostgresURL(c.WhatsAppStore):
+		return fmt.Errorf("--whatsapp-store must be a postgres:// URL (or empty for SQLite in the data directory)")
+	case c.FFmpeg != "" && !executable(c.FFmpeg):
+		return fmt.Errorf("--ffmpeg %q: not an executable file", c.FFmpeg)
+	case c.Auth != "dev" && c.Auth != "oidc":
+		return fmt.Errorf("--auth must be dev or oidc")
+	case c.Auth == "oidc" && (c.OIDCIssuer == "" || c.OIDCAudience == ""):
+		return fmt.Errorf("--auth oidc needs --oidc-issuer and --oidc-audience")
+	case c.Auth == "oidc" && identity.CheckIssuer(c.OIDCIssuer) != nil:
+		return identity.CheckIssuer(c.OIDCIssuer)
+	case c.MediaMaxBytes <= 0 || c.BulkMaxRecipients <= 0 || c.BodyLimit <= 0:
+		return fmt.Errorf("--media-max-bytes, --bulk-max-recipients and --body-limit must be positive")
+	}
+	if c.KV != nil && c.Cluster {
+		return fmt.Errorf("node: Config.KV holds a single node's records; a cluster's are on NATS")
+	}
+	return c.checkCluster()
+}
+
+// checkCluster checks the cluster's settings (DESIGN.md section 13.1).
+func (c Config) checkCluster() error {
+	if c.Cluster {
+		switch {
+		case c.Store != "nats":
+			return fmt.Errorf("--cluster needs --store nats (every node's records are in one JetStream stream)")
+		case c.SecretKey == "":
+			return fmt.Errorf("--cluster needs GATEWAY_SECRET_KEY, the same on every node (it seals store credentials, webhook secrets and the dev issuer's key; a key file in one node's data dir would not open the others' records)")
+		case c.Network == "whatsapp" && !whatsapp.IsPostgresURL(c.WhatsAppStore):
+			return fmt.Errorf("--cluster --network whatsapp needs --whatsapp-store postgres://... (a session's device store must be reachable from whichever node runs it)")
+		case c.Network == "sim" && c.SimURL == "":
+			return fmt.Errorf("--cluster --network sim needs --sim-url (one `gateway sim` process every node shares: a session moves between nodes)")
+		case c.Partitions < 1 || c.Partitions > 4096:
+			return fmt.Errorf("--partitions must be 1 to 4096")
+		case c.LeaseTTL%time.Second != 0:
+			return fmt.Errorf("--lease-ttl must be whole seconds with --cluster")
+		}
+	}
+	if c.SimURL != "" {
+		if c.Network != "sim" {
+			return fmt.Errorf("--sim-url needs --network sim")
+		}
+		if !strings.HasPrefix(c.SimURL, "http://") && !strings.HasPrefix(c.SimURL, "https://") {
+			return fmt.Errorf("--sim-url %q: want http://host:port", c.SimURL)
+		}
+	}
+	return nil
+}
+
+// executable tells whether path (or a name on PATH) is a program.
+func executable(path string) bool {
+	_, err := exec.LookPath(path)
+	return err == nil
+}
+
+// audioCheck is the accept-time check of audio sends: on WhatsApp, audio it cannot play is
+// refused with 415 unless --ffmpeg converts it to a voice note.
+func (c Config) audioCheck() func([]byte, string) error {
+	if c.Network != "whatsapp" {
+		return nil
+	}
+	convert := c.FFmpeg != ""
+	return func(data []byte, mime string) error { return whatsapp.CheckAudio(data, mime, convert) }
+}
+
+// pacing is the network's default pacing (whatsapp.DefaultPacing, whose sources README
+// "WhatsApp" cites; none on the sim) with the --pace-* settings over it (-1 keeps the default).
+func (c Config) pacing() domain.Pacing {
+	var p domain.Pacing
+	if c.Network == "whatsapp" {
+		w := whatsapp.DefaultPacing
+		p = domain.Pacing{MinGapMs: w.MinGap.Milliseconds(), JitterMs: w.Jitter.Milliseconds(), PerMinute: w.PerMinute,
+			NewContactsPerDay: w.NewContactsPerDay, NewContactsFirstDay: w.NewContactsFirstDay, RampDays: w.RampDays,
+			PerDay: whatsappPerDay}
+	}
+	if c.PaceMinGap >= 0 {
+		p.MinGapMs = c.PaceMinGap.Milliseconds()
+	}
+	if c.PaceJitter >= 0 {
+		p.JitterMs = c.PaceJitter.Milliseconds()
+	}
+	if c.PacePerMinute >= 0 {
+		p.PerMinute = c.PacePerMinute
+	}
+	if c.PaceNewContacts >= 0 {
+		p.NewContactsPerDay = c.PaceNewContacts
+	}
+	if c.PaceRampDays >= 0 {
+		p.RampDays = c.PaceRampDays
+	}
+	if c.PacePerDay >= 0 {
+		p.PerDay = c.PacePerDay
+	}
+	return p
+}
+
+// whatsappPerDay is a WhatsApp session's default daily total, replies included (README,
+// "Sessions on the live network", gives its sources): WhatsApp's own Business Platform starts a
+// new business at 250 conversations opened a day and lets it reach 2,000 only after a review.
+const whatsappPerDay = 1000
+
+// bootWindow is BootWindow, or the network's default (-1).
+func (c Config) bootWindow() time.Duration {
+	switch {
+	case c.BootWindow >= 0:
+		return c.BootWindow
+	case c.Network == "whatsapp":
+		return network.DefaultBootWindow
+	}
+	return 0
+}
+
+// accessLog is where the access log writes (nothing: through the logger, as in tests that
+// give no LogOut; at a level above info: no access log at all).
+func (c Config) accessLog(log *slog.Logger) httpapi.AccessLogConfig {
+	if c.LogOut == nil || !log.Enabled(context.Background(), slog.LevelInfo) {
+		return httpapi.AccessLogConfig{}
+	}
+	return httpapi.AccessLogConfig{Output: c.LogOut, Text: c.LogFormat == "text", Attrs: [][2]string{{"component", "http"}}}
+}
+
+// DefaultPartitions is a cluster's partition count unless --partitions says otherwise.
+const DefaultPartitions = cluster.DefaultPartitions
+
+// DefaultLeaseTTL is the lease TTL of a lone --store nats gateway and of a new cluster
+// (DESIGN.md section 19).
+const DefaultLeaseTTL = cluster.DefaultLeaseTTL
+
+// DefaultNATSStreams is how many records streams a new cluster spreads its partitions over
+// (DESIGN.md section 19): their leaders spread over three NATS servers.
+const DefaultNATSStreams = 3

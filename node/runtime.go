@@ -1,0 +1,142 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gateway/gateway/actors/account"
+	"github.com/gateway/gateway/actors/session"
+	"github.com/gateway/gateway/actors/webhook"
+	"github.com/gateway/gateway/engine"
+	"github.com/gateway/gateway/media"
+	"github.com/gateway/gateway/network"
+	"github.com/gateway/gateway/persist"
+)
+
+// Interface guards: persist's typed stores are the interfaces the core declares.
+var (
+	_ account.Store         = persist.Accounts{}
+	_ session.Records       = persist.Protections{}
+	_ engine.Protections    = persist.Protections{}
+	_ session.Store         = persist.Sessions{}
+	_ engine.Store          = (*persist.Store)(nil)
+	_ engine.Outbox         = (*persist.Outbox)(nil)
+	_ engine.SessionStore   = persist.Sessions{}
+	_ engine.CampaignStore  = (*persist.Campaigns)(nil)
+	_ engine.ShopStore      = (*persist.Stores)(nil)
+	_ engine.InboxStore     = (*persist.Inbox)(nil)
+	_ engine.EventStore     = (*persist.Webhooks)(nil)
+	_ engine.MessageHistory = (*persist.MessageLog)(nil)
+	_ engine.Sealer         = (*persist.Sealer)(nil)
+)
+
+// shared is what every runtime of a node shares.
+type shared struct {
+	c      Config
+	plans  engine.Plans
+	stores engine.StoreConfig
+	reg    prometheus.Registerer
+}
+
+// runtime is the core on one set of records: the engine and its events facet (webhooks, live
+// events). A single node runs one over its whole store; a cluster node one per partition it
+// owns, over the partition's fenced view. This file is the only place either is built.
+type runtime struct {
+	events *engine.Events
+	engine *engine.Engine
+}
+
+// runtimeOptions is what differs between a single node's runtime and a partition's.
+type runtimeOptions struct {
+	kv  persist.KV
+	log *slog.Logger // the node's; a partition's carries its number
+	net network.Network
+	// live carries users' live events across a cluster (nil: the events facet's own streams).
+	live engine.LiveSink
+	// mover moves sessions to other partitions (a cluster's; nil on a single node); it gets
+	// the runtime's records.
+	mover func(*persist.Records) engine.Mover
+	// adoptInbound runs the one-time move of incoming messages into the history index (stores
+	// written by versions before it; a cluster's records never had the old table).
+	adoptInbound bool
+}
+
+// newRuntime builds a runtime and starts it from its records: events out first (the engine
+// publishes into it from boot on, and it resumes the deliveries queued before the last stop
+// or crash), then the engine. On error nothing of it runs.
+func newRuntime(ctx context.Context, sh shared, o runtimeOptions) (_ *runtime, err error) {
+	c := sh.c
+	// Every typed store on the one KV; each part of the core gets the ones it uses, as the
+	// interfaces it declares.
+	recs := persist.NewRecords(o.kv)
+	recs.Outbox.SetLogger(o.log.With("component", "outbox"))
+	rt := &runtime{}
+	defer func() {
+		if err != nil {
+			rt.stop(context.Background())
+		}
+	}()
+	// Webhook URLs pass the media address checks unless --webhook-allow-private; signing
+	// secrets are sealed at rest with the key of the store credentials.
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	guard := media.Guard{AllowPrivate: c.WebhookAllowPrivate}
+	if rt.events, err = engine.NewEvents(engine.EventsConfig{
+		Store: recs.Webhooks, Actors: hw, Log: o.log.With("component", "events"), Metrics: sh.reg,
+		Poster: webhook.NewHTTPPoster(guard.Dialer(5*time.Second), webhook.Timeout, 0), Guard: guard,
+		Secrets: engine.NewSecretBox(sh.stores.Sealer), Live: o.live,
+	}); err != nil {
+		return nil, err
+	}
+	if err := rt.events.Boot(ctx); err != nil {
+		return nil, err
+	}
+	if o.adoptInbound {
+		// The history index holds incoming messages now; earlier versions kept them in a table
+		// of their own, moved once here.
+		if n, err := recs.History.AdoptInbound(ctx); err != nil {
+			return nil, fmt.Errorf("message history: %w", err)
+		} else if n > 0 {
+			o.log.Info("incoming messages moved into the message history", "messages", n)
+		}
+	}
+	var mover engine.Mover
+	if o.mover != nil {
+		mover = o.mover(recs)
+	}
+	rt.engine, err = engine.New(engine.Config{
+		Store: recs.Store, Records: engineRecords(recs), Logger: o.log.With("component", "engine"), Plans: sh.plans,
+		DefaultPlan: c.DefaultPlan, AdminUIDs: c.AdminUIDs, DevRoles: c.Auth == "dev",
+		Network: o.net, Stores: sh.stores, Now: c.Now, AfterFunc: c.AfterFunc, Pacing: c.pacing(), BootWindow: c.bootWindow(),
+		Events: rt.events, Mover: mover,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rt, nil
+}
+
+// engineRecords hands persist's typed stores to the engine as the interfaces it declares.
+func engineRecords(r *persist.Records) engine.Records {
+	return engine.Records{Outbox: r.Outbox, Accounts: r.Accounts, Sessions: r.Sessions, Protections: r.Protections,
+		Campaigns: r.Campaigns, Shops: r.Stores, Inbox: r.Inbox, History: r.History}
+}
+
+// stop stops the engine (its actors finish what is in flight and flush their state), then the
+// events facet (which publishes the engine's last changes). Safe on a runtime half built; call
+// it once.
+func (rt *runtime) stop(ctx context.Context) {
+	if rt.engine != nil {
+		rt.engine.Stop(ctx)
+	}
+	if rt.events != nil {
+		rt.events.Stop(ctx)
+	}
+}
