@@ -629,6 +629,7 @@ func TestClusterOfThree(t *testing.T) {
 			led = append(led, st)
 		}
 	}
+	t.Logf("kill -9 of NATS server %s at %s", nats.Name(victim), time.Now().UTC().Format("15:04:05.000"))
 	nats.Kill(victim)
 	time.Sleep(12 * time.Second)
 	nats.Restart(victim)
@@ -650,9 +651,16 @@ func TestClusterOfThree(t *testing.T) {
 	c.setLive(2, false)
 	term := time.Now()
 	_ = c.nodes[2].cmd.Process.Signal(syscall.SIGTERM)
-	if err := c.nodes[2].cmd.Wait(); err != nil {
+	// A hand-over takes a second or two; one still running after 15 s is stuck: its goroutines
+	// go to its log (SIGQUIT) for the failure's report.
+	quit := time.AfterFunc(15*time.Second, func() {
+		t.Errorf("gw3 still running 15 s after SIGTERM: its goroutines are in its log")
+		_ = c.nodes[2].cmd.Process.Signal(syscall.SIGQUIT)
+	})
+	if err := c.nodes[2].cmd.Wait(); err != nil && quit.Stop() {
 		t.Errorf("gw3's exit after SIGTERM: %v", err)
 	}
+	quit.Stop()
 	stopped := time.Since(term)
 	eventually(t, 30*time.Second, "gw3's partitions handed over", func() bool {
 		o, n := c.state(0, admin)
@@ -827,6 +835,7 @@ func (c *ctCluster) killNode(i int, admin string, moved []*ctUser, survivors []s
 	via := (i + 1) % len(c.nodes)
 	c.setLive(i, false)
 	killed := time.Now()
+	t.Logf("kill -9 of %s at %s", c.nodes[i].id, killed.UTC().Format("15:04:05.000"))
 	_ = c.nodes[i].cmd.Process.Signal(syscall.SIGKILL)
 	_ = c.nodes[i].cmd.Wait()
 	for deadline := killed.Add(30 * time.Second); reowned == 0; time.Sleep(25 * time.Millisecond) {

@@ -109,8 +109,10 @@ type Config struct {
 // Fences is what a node needs of the records store to fence a partition (persist/natskv's
 // Store implements it).
 type Fences interface {
-	// ReadFence reads partition p's fence lanes' sequences from the stream leader.
+	// ReadFence reads partition p's fence lanes' sequences (any replica: a stale answer makes
+	// the conditional write fail); ReadFenceLeader as the stream leader has them.
 	ReadFence(ctx context.Context, p int) ([]uint64, error)
+	ReadFenceLeader(ctx context.Context, p int) ([]uint64, error)
 	// WriteFence writes every lane, each expecting what expect says, and returns the new
 	// sequences; an error when a lane moved since it was read (another acquisition wrote it).
 	WriteFence(ctx context.Context, p int, expect []uint64, value []byte) ([]uint64, error)

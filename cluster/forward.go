@@ -155,7 +155,7 @@ type xfer struct {
 
 func newForwarder(n *Node) (*forwarder, error) {
 	f := &forwarder{n: n, nc: n.cfg.Conn, key: forwardKey(n.cfg.Secret), seen: map[string]struct{}{}, seenSince: time.Now(),
-		subjPre: n.cfg.Prefix + "_fwd.n.", inbox: nats.NewInbox(),
+		subjPre: n.cfg.Prefix + "_fwd.n.", inbox: n.cfg.Conn.NewInbox(),
 		xferBase: n.cfg.Prefix + "_fwd.x." + n.instance, chunk: ChunkSize,
 		pending: map[string]chan *nats.Msg{}, xfers: map[string]*xfer{}}
 	if mp := int(f.nc.MaxPayload()); mp > 0 && f.chunk > mp-64<<10 {
@@ -202,7 +202,8 @@ func (n *Node) Forward(ctx context.Context, p int, req *Envelope) (*Response, er
 	if p < 0 || p >= len(n.parts) {
 		return nil, fmt.Errorf("cluster: no partition %d", p)
 	}
-	holdUntil := time.Now().Add(HoldMax)
+	first := time.Now()
+	holdUntil := first.Add(HoldMax)
 	for {
 		if n.isActive(p) {
 			return nil, ErrLocal
@@ -216,6 +217,14 @@ func (n *Node) Forward(ctx context.Context, p int, req *Envelope) (*Response, er
 			switch {
 			case err == nil && resp.NotRun:
 				err = fmt.Errorf("%w: the owner lost the partition under the request", errNotServed)
+				// The run itself may have waited (for the store): held again from now, 3 ×
+				// HoldMax in all.
+				if again := time.Now().Add(HoldMax); again.After(holdUntil) {
+					holdUntil = again
+				}
+				if end := first.Add(3 * HoldMax); holdUntil.After(end) {
+					holdUntil = end
+				}
 			case err == nil:
 				n.metrics.forwarded("ok")
 				return resp, nil
@@ -256,12 +265,15 @@ func (n *Node) isActive(p int) bool {
 }
 
 // target is the node instance to send a request of partition p to, as the view names its
-// owner: "" while there is none that serves (free, lapsed, or this node's own, starting or
-// releasing), and while the owner is starting (it would answer "moved").
+// owner: "" while there is none that serves (released, lapsed, or this node's own, starting or
+// releasing), and while the owner is starting (it would answer "moved"). A lease the view has
+// not seen renewed for a while, but that did not lapse either (no marker), may be a watcher
+// behind (a NATS server lost under it): its holder is asked; a dead one answers nothing (no
+// responders, or no acknowledgement), and the request is held and asked again.
 func (n *Node) target(p int) (instance string) {
 	s := n.view.lease(p)
 	switch {
-	case s == nil || s.deleted || !n.view.alive(s, time.Now()):
+	case s == nil || s.deleted || s.lapsed:
 		return ""
 	case s.value.Instance == n.instance, s.value.State == leaseStarting:
 		return ""
@@ -321,7 +333,9 @@ func (f *forwarder) request(ctx context.Context, p int, target string, req *Enve
 		case r = <-replies:
 			heard = time.Now()
 		case <-owner.C:
-			if s := f.n.view.lease(p); !f.n.view.alive(s, time.Now()) || s.value.Instance != target {
+			// Only what the view knows for sure: another holder, a release, a lapse marker (a
+			// view behind its watcher says nothing; a dead owner stops its keep-alives).
+			if s := f.n.view.lease(p); s == nil || s.deleted || s.lapsed || s.value.Instance != target {
 				if !acked {
 					return nil, fmt.Errorf("%w: the owner let the partition go", errNotServed)
 				}

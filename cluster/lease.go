@@ -245,7 +245,9 @@ func (n *Node) candidates(now time.Time, k int) []*part {
 			// killed node's heartbeat lapses with its leases); while it is alive, left to it
 			// for a moment after the lapse, or after it came back (it retakes its own first:
 			// NATS, not the node, failed).
-			if up := n.view.nodeUpSince(s.value.Node, now); !up.IsZero() &&
+			// Alive: its heartbeat seen within two renewal intervals (a killed node's last one
+			// is older by then, whichever of its keys the server expired first).
+			if up := n.view.nodeUpSince(s.value.Node, now); !up.IsZero() && n.view.nodeFresh(s.value.Node, now, 2*n.renewEvery) &&
 				(now.Before(n.view.lapsedAt(s).Add(2*n.renewEvery)) || now.Sub(up) < 2*n.renewEvery) {
 				continue
 			}
@@ -298,15 +300,25 @@ func (n *Node) take(p *part) {
 	p.fenced = n.cfg.Fences == nil
 	p.mu.Unlock()
 	if n.cfg.Fences != nil {
-		ctx, cancel := n.opCtx()
+		// The fence's reads and write get a lease TTL (a stream that just elected its leader
+		// answers slowly): the acquisition's deadline, not this, bounds its use.
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.LeaseTTL)
 		seqs, err := n.cfg.Fences.ReadFence(ctx, p.id)
 		if err == nil {
-			seqs, err = n.cfg.Fences.WriteFence(ctx, p.id, seqs, val)
+			var seqs2 []uint64
+			if seqs2, err = n.cfg.Fences.WriteFence(ctx, p.id, seqs, val); err != nil && ctx.Err() == nil {
+				// A replica behind answered the read, or an earlier write landed meanwhile:
+				// once more, as the leader has it.
+				if seqs, err = n.cfg.Fences.ReadFenceLeader(ctx, p.id); err == nil {
+					seqs2, err = n.cfg.Fences.WriteFence(ctx, p.id, seqs, val)
+				}
+			}
+			seqs = seqs2
 		}
 		cancel()
 		if err != nil {
 			n.log.Warn("fence write failed; giving the partition up", "partition", p.id, "err", err)
-			n.giveUp(p)
+			n.giveUp(p, n.renewEvery) // NATS trouble, most likely: soon again
 			return
 		}
 		p.mu.Lock()
@@ -315,12 +327,12 @@ func (n *Node) take(p *part) {
 	}
 	a, ok := n.Acquisition(p.id)
 	if !ok { // fenced meanwhile (the fence write took past the deadline)
-		n.giveUp(p)
+		n.giveUp(p, n.renewEvery)
 		return
 	}
 	if err := n.cfg.Handler.Acquire(n.ctx, a); err != nil {
 		n.log.Error("acquire failed; giving the partition up", "partition", p.id, "err", err)
-		n.giveUp(p)
+		n.giveUp(p, n.cfg.LeaseTTL)
 		return
 	}
 	p.mu.Lock()
@@ -352,15 +364,16 @@ func (n *Node) settle(p *part) {
 }
 
 // giveUp deletes p's lease after a failed start so another node can try; it tries again
-// itself after a while.
-func (n *Node) giveUp(p *part) {
+// itself after retry (first among its candidates).
+func (n *Node) giveUp(p *part, retry time.Duration) {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	p.mu.Lock()
 	held, rev := p.heldLocked(), p.rev
 	p.state = stFree
 	p.busy = false
-	p.retryAt = time.Now().Add(n.cfg.LeaseTTL)
+	p.previous = true
+	p.retryAt = time.Now().Add(retry)
 	p.mu.Unlock()
 	if held {
 		ctx, cancel := n.opCtx()

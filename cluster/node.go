@@ -92,7 +92,8 @@ type Node struct {
 	nodeRev atomic.Uint64
 
 	// loop goroutine only
-	healthySince time.Time // since when heartbeats succeed (zero: failing)
+	healthySince      time.Time // since when heartbeats succeed (zero: failing)
+	watchersRestarted time.Time
 	// leaseOKSince: since when writes to the leases bucket succeed (unix nanoseconds; 0:
 	// the last one failed for want of NATS)
 	leaseOKSince atomic.Int64
@@ -315,10 +316,16 @@ func (n *Node) tick() {
 		if n.healthySince.IsZero() {
 			n.healthySince = time.Now()
 		}
+		// Heartbeats and renewals are written every renewal interval: a watcher that delivered
+		// none for a lease TTL lost its server (nats.go's ordered consumer notices by itself
+		// only after two missed idle heartbeats, 10 s), and a stale view would take live
+		// owners for dead.
+		owns := n.ownedCount() > 0
 		n.view.mu.Lock()
-		stale := time.Since(n.view.lastAny) > 3*n.cfg.LeaseTTL
+		stale := time.Since(n.view.lastAny) > n.cfg.LeaseTTL || (owns && time.Since(n.view.lastLease) > n.cfg.LeaseTTL)
 		n.view.mu.Unlock()
-		if stale { // our own heartbeats are written but not seen: the watchers are stuck
+		if stale && time.Since(n.watchersRestarted) > n.cfg.LeaseTTL {
+			n.watchersRestarted = time.Now()
 			n.log.Warn("no heartbeat seen for a while; restarting the watchers")
 			select {
 			case n.restart <- struct{}{}:

@@ -91,12 +91,13 @@ type nodeSeen struct {
 type view struct {
 	ttl time.Duration
 
-	mu      sync.Mutex
-	leases  []*leaseSeen         // by partition; nil: never seen
-	nodes   map[string]*nodeSeen // by node id (kept after they go, for the snapshot)
-	changed chan struct{}        // closed and replaced on every change of ownership
-	wake    func()               // tells the node's loop that balancing may have work
-	lastAny time.Time            // last entry of the nodes bucket (heartbeats flow every tick)
+	mu        sync.Mutex
+	leases    []*leaseSeen         // by partition; nil: never seen
+	nodes     map[string]*nodeSeen // by node id (kept after they go, for the snapshot)
+	changed   chan struct{}        // closed and replaced on every change of ownership
+	wake      func()               // tells the node's loop that balancing may have work
+	lastAny   time.Time            // last entry of the nodes bucket (heartbeats flow every tick)
+	lastLease time.Time            // last entry of the leases bucket (renewals flow every tick)
 }
 
 func newView(partitions int, ttl time.Duration, wake func()) *view {
@@ -138,6 +139,7 @@ func (v *view) applyLease(e jetstream.KeyValueEntry) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.lastLease = s.seen
 	old := v.leases[p]
 	if s.lapsed && old != nil {
 		s.value = old.value // who held it last (it retakes its own first)
@@ -230,6 +232,15 @@ func (v *view) liveNodes(now time.Time) []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// nodeFresh tells whether node id's heartbeat was seen within d (a live node's come every
+// renewal interval).
+func (v *view) nodeFresh(id string, now time.Time, d time.Duration) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	s := v.nodes[id]
+	return v.nodeAliveLocked(id, now) && now.Sub(s.seen) < d
 }
 
 // nodeUpSince is since when a live node heartbeats without a gap (zero if it is not live).

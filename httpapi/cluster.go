@@ -193,18 +193,21 @@ func (s *Server) clustered(method, path string, part *partitionOf, h handler) ha
 }
 
 // runOn runs h on partition p: here, or on its owner. A run the partition's loss stopped
-// before it stored anything (notRun) is run again on the partition's next owner, within
-// cluster.HoldMax: a client sees latency, not a 503 (DESIGN.md section 19).
+// before it stored anything (notRun) is run again on the partition's next owner (Forward holds
+// it while there is none, cluster.HoldMax): a client sees latency, not a 503 (DESIGN.md
+// section 19).
 func (s *Server) runOn(ctx *fasthttp.RequestCtx, p int, who *principal, route string, h handler) error {
 	cl := s.cfg.Cluster
-	until := time.Now().Add(cluster.HoldMax)
+	began := time.Now()
 	for {
 		if b, done, ok := cl.Enter(p); ok {
 			ctx.SetUserValue(ctxBackend, b)
 			ctx.SetUserValue(ctxPrincipal, who)
 			err := s.settled(b, h(ctx))
 			done()
-			if notRun(err) && time.Now().Before(until) {
+			// Held at most HoldMax after each such failure (a run may itself have waited for
+			// the store), 3 × HoldMax in all.
+			if notRun(err) && time.Since(began) < 3*cluster.HoldMax {
 				ctx.Response.Reset()
 				ctx.SetUserValue(ctxBackend, nil)
 				time.Sleep(50 * time.Millisecond)

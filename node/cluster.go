@@ -147,7 +147,7 @@ func (n *clusterNode) Acquire(ctx context.Context, a *cluster.Acquisition) error
 	pt := &partition{id: p, view: n.store.Partition(p, a), net: fencedNetwork{n.net, a.Valid}}
 	log := n.log.With("partition", p)
 	rt, err := newRuntime(ctx, n.sh, runtimeOptions{
-		kv: pt.view, log: log, live: n.live, net: pt.net,
+		kv: pt.view, log: log, live: n.live, net: pt.net, askTimeout: natsAskTimeout,
 		mover: func(recs *persist.Records) engine.Mover { return &mover{n: n, p: p, from: recs} },
 	})
 	if err != nil {
@@ -182,7 +182,10 @@ func (n *clusterNode) Fenced(p int) {
 		n.stopping[p] = done
 		n.mu.Unlock()
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			// A second at most: it can no longer write (its acquisition is over, its view
+			// closes) nor send (its network refuses); what it still waits for (a send in
+			// flight) would only delay the partition's next start here.
+			ctx, cancel := context.WithTimeout(context.Background(), fencedStop)
 			defer cancel()
 			pt.stop(ctx)
 			n.mu.Lock()
@@ -194,6 +197,9 @@ func (n *clusterNode) Fenced(p int) {
 		}()
 	}
 }
+
+// fencedStop bounds how long a fenced partition's runtime is waited for.
+const fencedStop = time.Second
 
 func (n *clusterNode) take(p int) *partition {
 	n.mu.Lock()

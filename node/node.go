@@ -116,7 +116,11 @@ func Open(ctx context.Context, c Config, log *slog.Logger) (_ *Node, err error) 
 	if c.Cluster {
 		return n, n.joinCluster(ctx, sh, hc)
 	}
-	if n.single, err = newRuntime(ctx, sh, runtimeOptions{kv: n.st.kv, log: log, net: n.net, adoptInbound: true}); err != nil {
+	ro := runtimeOptions{kv: n.st.kv, log: log, net: n.net, adoptInbound: true}
+	if n.st.nats != nil {
+		ro.askTimeout = natsAskTimeout
+	}
+	if n.single, err = newRuntime(ctx, sh, ro); err != nil {
 		return nil, err
 	}
 	hc.Engine, hc.Webhooks = n.single.engine, n.single.events

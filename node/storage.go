@@ -91,6 +91,10 @@ func openStorage(ctx context.Context, c Config, log *slog.Logger) (st storage, e
 	return st, nil
 }
 
+// natsAskTimeout is the engine's wait for its actors on NATS: the store's hold of a write while a
+// stream elects a leader (natskv.DefaultHold), and 5 s more.
+const natsAskTimeout = natskv.DefaultHold + 5*time.Second
+
 // close closes the store, then the NATS connection it shared.
 func (st *storage) close(log *slog.Logger) {
 	if st.kv != nil {

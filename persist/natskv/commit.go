@@ -533,8 +533,18 @@ func (rs *recStream) send(group []*commitReq, fresh bool) (map[*commitReq]error,
 		s.batches.Add(1)
 	}
 	var last uint64
-	// Tried again while no server has the stream's subjects (nothing was stored).
+	tries := 0
+	// Tried again while no server has the stream's subjects (nothing was stored), as long as
+	// every partition of the group is still this node's to write (else the callers hear so at
+	// once, and run again on the partition's next owner).
 	err = s.retry(ctx, func(ctx context.Context) error {
+		if tries++; tries > 1 {
+			for f := range fences {
+				if _, err := f.f.Fence(); err != nil {
+					return err
+				}
+			}
+		}
 		if len(msgs) == 1 {
 			ack, err := s.js.PublishMsg(ctx, msgs[0], jetstream.WithRetryAttempts(0))
 			if err == nil {
@@ -548,6 +558,9 @@ func (rs *recStream) send(group []*commitReq, fresh bool) (map[*commitReq]error,
 		}
 		return err
 	})
+	if errors.Is(err, domain.ErrNodeUnavailable) {
+		return failed, err // a partition left this node while the stream had no leader: not sent
+	}
 	if timedOut(err) {
 		// The answer was lost (a server died with it, a leader changed): find out.
 		return rs.resolve(sent, failed, err)

@@ -68,10 +68,26 @@ func (s *Store) FenceSubjects(p int) []string {
 	return out
 }
 
-// ReadFence reads partition p's fence lanes as the stream leader has them: each lane's last
-// sequence (0: never written). A node reads them when it takes the partition's lease and
-// writes the fence expecting them (WriteFence).
+// ReadFence reads partition p's fence lanes: each lane's last sequence (0: never written), in
+// one direct get any replica answers (a stream that just elected a leader answers its API
+// slowly). A node reads them when it takes the partition's lease and writes the fence
+// expecting them (WriteFence): a replica behind makes that write fail, never pass wrongly;
+// ReadFenceLeader reads them as the leader has them.
 func (s *Store) ReadFence(ctx context.Context, p int) ([]uint64, error) {
+	subjects := s.FenceSubjects(p)
+	got, err := s.streamOfToken(strconv.Itoa(p)).multiLast(ctx, subjects, 0, "")
+	if err != nil {
+		return nil, fmt.Errorf("natskv: read fence: %w", err)
+	}
+	out := make([]uint64, len(subjects))
+	for i, subj := range subjects {
+		out[i] = got[subj].seq
+	}
+	return out, nil
+}
+
+// ReadFenceLeader is ReadFence as the stream's leader has the lanes.
+func (s *Store) ReadFenceLeader(ctx context.Context, p int) ([]uint64, error) {
 	subjects := s.FenceSubjects(p)
 	out := make([]uint64, len(subjects))
 	for i, subj := range subjects {

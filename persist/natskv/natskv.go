@@ -49,8 +49,8 @@ type Options struct {
 	// Timeout bounds one round trip (default 5 s).
 	Timeout time.Duration
 	// Hold bounds how long a request that found no stream leader (an election: no responders)
-	// is tried again before it answers storage_unavailable (default 10 s, at least Timeout): a
-	// NATS server's loss costs clients latency, not errors (DESIGN.md section 19).
+	// is tried again before it answers storage_unavailable (default DefaultHold, at least
+	// Timeout): a NATS server's loss costs clients latency, not errors (DESIGN.md section 19).
 	Hold time.Duration
 	// MaxBatch is the most messages in one atomic batch (default 1000, the server's default
 	// max_batch_size); a commit of more ops is refused with ErrInvalid.
@@ -130,6 +130,9 @@ const (
 	msgOverhead = 4 << 10
 )
 
+// DefaultHold is how long a request is tried again while a stream has no leader (Options.Hold).
+const DefaultHold = 10 * time.Second
+
 // Open connects, creates or updates the records streams and, with Options.LeaseTTL, takes the
 // single-writer lease.
 func Open(ctx context.Context, o Options) (*Store, error) {
@@ -138,7 +141,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, fmt.Errorf("%w: NATS prefix %q (letters, digits, _ and -, at most 32)", domain.ErrRecordInvalid, o.Prefix)
 	}
 	o.Timeout = cmp.Or(o.Timeout, 5*time.Second)
-	o.Hold = max(cmp.Or(o.Hold, 10*time.Second), o.Timeout)
+	o.Hold = max(cmp.Or(o.Hold, DefaultHold), o.Timeout)
 	o.MaxBatch = cmp.Or(o.MaxBatch, 1000)
 	o.MaxInflight = cmp.Or(o.MaxInflight, 16)
 	o.MaxBatches = min(cmp.Or(o.MaxBatches, 2), o.MaxInflight)
@@ -194,6 +197,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	return s, nil
 }
 
+// InboxPrefix is where the replies to a gateway's NATS requests go: _INBOX_<prefix>.
+func InboxPrefix(prefix string) string { return "_INBOX_" + prefix }
+
 // Connect connects to o.URL as Open does (reconnecting for ever, nothing buffered while
 // disconnected), for a caller that shares the connection (Options.Conn): a cluster node's
 // store and membership.
@@ -210,6 +216,10 @@ func Connect(o Options) (*nats.Conn, error) {
 func connect(o Options, log *slog.Logger) (*nats.Conn, error) {
 	opts := []nats.Option{
 		nats.Name("gateway " + o.Prefix),
+		// Replies come to _INBOX_<prefix>.> (not the shared _INBOX.>), so a NATS user of the
+		// gateway's needs no rights on other clients' inboxes (README: Cluster, "NATS
+		// permissions").
+		nats.CustomInboxPrefix(InboxPrefix(o.Prefix)),
 		nats.Timeout(o.Timeout),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),

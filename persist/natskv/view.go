@@ -180,15 +180,22 @@ func (v *View) raiseFloor(seq uint64) {
 	v.floorMu.Unlock()
 }
 
-// readFloor is the least last sequence a replica must have applied to answer this view.
+// readFloor is the least last sequence a replica must have applied to answer this view: at
+// first, its fence's (the acquisition's fence write comes after every write of the partition's
+// earlier owners, so a replica that has it has theirs: no round trip to the leader, which a
+// stream electing one has not), then past each commit of the view's.
 func (v *View) readFloor(ctx context.Context) (uint64, error) {
 	v.floorMu.Lock()
 	set := v.floorSet
 	v.floorMu.Unlock()
 	if !set {
-		seq, err := v.leaderNewest(ctx)
+		var seq uint64
+		toks, err := v.fence.f.Fence()
 		if err != nil {
 			return 0, err
+		}
+		for _, t := range toks {
+			seq = max(seq, t)
 		}
 		v.floorMu.Lock()
 		v.floor, v.floorSet = max(v.floor, seq), true
@@ -212,11 +219,16 @@ func (v *View) read(ctx context.Context, subject string) (record, error) {
 	if err != nil {
 		return record{}, err
 	}
-	r, err := v.rs.lastBatched(ctx, subject, floor, v.fence.subjects[0])
-	if err == errStale {
-		return v.s.last(ctx, subject)
+	for try := 0; ; try++ {
+		r, err := v.rs.lastBatched(ctx, subject, floor, v.fence.subjects[0])
+		if err != errStale {
+			return r, err
+		}
+		if try == 3 { // a replica catches up within milliseconds; else the leader
+			return v.s.last(ctx, subject)
+		}
+		time.Sleep(time.Duration(1<<try) * time.Millisecond)
 	}
-	return r, err
 }
 
 // cached is subject's record in the owner cache, if it is there and live.
