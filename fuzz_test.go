@@ -25,6 +25,11 @@ var fuzzRoutes = []struct {
 	{"POST", "/api/v1/messages/send-image", "key"},
 	{"POST", "/api/v1/messages/send-bulk", "key"},
 	{"POST", "/api/dev/sim/scan", "none"},
+	{"POST", "/api/v1/messages/nope/edit", "key"},
+	{"POST", "/api/v1/contacts/check", "key"},
+	{"POST", "/api/v1/groups", "key"},
+	{"POST", "/api/v1/groups/120363000000000001/participants", "key"},
+	{"POST", "/api/dev/sim/inbound", "none"},
 }
 
 // FuzzRouteBodies sends arbitrary bodies to every route that takes one: the answer is always a
@@ -38,6 +43,11 @@ func FuzzRouteBodies(f *testing.F) {
 		`{"expiresAt":"9999-99-99"}`, `{"rawKey":"svc_live_` + strings.Repeat("0", 48) + `"}`,
 		`{"sessionName":"` + strings.Repeat("é", 300) + `"}`, "{\"a\":\"\x00\xff\"}", `{"lat":1e999}`,
 		`{"type":"location","phone":"15550100001","lat":"n","lng":[]}`,
+		`{"type":"poll","phone":"15550100001","question":"q","options":["a","a"]}`, `{"type":"poll","options":[1,2]}`,
+		`{"type":"reaction","messageId":"x","emoji":"` + strings.Repeat("👍", 20) + `"}`, `{"phone":"1@g.us","message":"m"}`,
+		`{"phone":"15550100001","message":"m","replyTo":"` + strings.Repeat("x", 2000) + `"}`, `{"type":"sticker","media":"data:image/webp;base64,AA"}`,
+		`{"phones":["15550100001"],"session_id":"nope"}`, `{"name":"g","participants":[["x"]]}`, `{"add":"15550100001"}`,
+		`{"sessionId":"x","from":"15550100001","type":"poll_vote","options":[null]}`,
 	}
 	for i, s := range seeds {
 		f.Add(uint8(i), s)

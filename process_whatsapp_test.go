@@ -13,8 +13,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"go.mau.fi/whatsmeow/proto/waE2E"
 
 	"github.com/gateway/gateway/internal/pgtest"
 	"github.com/gateway/gateway/network/whatsapp/fakewa"
@@ -58,12 +61,7 @@ func TestWhatsAppProcessOnPostgres(t *testing.T) {
 	admin := tg.token("root", "admin")
 	alice := tg.newClient("alice")
 
-	r := tg.do("POST", "/api/client/pair-code", bearerAuth(alice), map[string]any{"phone": "+" + phone})
-	want(t, r, 200, "")
-	if err := srv.EnterCode(phone, r.str("code")); err != nil {
-		t.Fatal(err)
-	}
-	if st := tg.waitStatus(alice, "CONNECTED"); st["phone"] != phone {
+	if st := pairOnFake(t, srv, tg, alice, phone); st["phone"] != phone {
 		t.Fatalf("status %v", st)
 	}
 	key := tg.newKey(admin, "alice", nil).str("rawKey")
@@ -111,7 +109,7 @@ func TestWhatsAppProcessOnPostgres(t *testing.T) {
 	tg = p.gw(t, data)
 	tg.waitStatus(alice, "CONNECTED")
 	sent("after the crash")
-	r = tg.do("POST", "/api/client/send", bearerAuth(alice), voice)
+	r := tg.do("POST", "/api/client/send", bearerAuth(alice), voice)
 	want(t, r, 200, "")
 	eventually(t, 20*time.Second, "the voice note at the fake server", func() bool {
 		for _, m := range srv.Messages() {
@@ -123,6 +121,129 @@ func TestWhatsAppProcessOnPostgres(t *testing.T) {
 	})
 	if n := srv.Online(phone); n != 1 {
 		t.Fatalf("%d connections of the device, want 1", n)
+	}
+}
+
+// Conversations on WhatsApp, through the real binary and the fake server's phones (which decrypt
+// what the device sends them and encrypt what they send it, as whatsmeow's source does): a poll
+// and its votes (encrypted with the poll's message secret, decrypted and counted by the gateway,
+// one voter changing its vote), a message from a contact known by its LID only (carried with its
+// phone, from the device's LID map), a reply quoting it, a reaction and its removal, an edit and
+// a revoke (protocol messages naming the message), a group and a message to it.
+func TestWhatsAppConversationsProcess(t *testing.T) {
+	srv, err := fakewa.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	const phone, customer, other = "15550001111", "15550002222", "15550003333"
+	srv.AddAccount(customer, other)
+	data := t.TempDir()
+	p := startFakeWAProc(t, srv, data)
+	tg := p.gw(t, data)
+	admin := tg.token("root", "admin")
+	alice := tg.newClient("alice")
+	pairOnFake(t, srv, tg, alice, phone)
+	key := keyAuth(tg.newKey(admin, "alice", nil).str("rawKey"))
+	send := func(body map[string]any) string {
+		t.Helper()
+		r := tg.do("POST", "/api/v1/messages/send", key, body)
+		want(t, r, 200, "")
+		return r.str("message_id")
+	}
+	// received waits for the phone of to to read message id, and returns it.
+	received := func(to, id string) *waE2E.Message {
+		t.Helper()
+		var m *waE2E.Message
+		eventually(t, 20*time.Second, "message "+id+" read by "+to, func() bool {
+			for _, r := range srv.Received(to) {
+				if r.ID == id {
+					m = r.Message
+					return true
+				}
+			}
+			return false
+		})
+		return m
+	}
+
+	// A group of the two; a poll in it, two voters, the first changing its vote.
+	g := tg.do("POST", "/api/v1/groups", key, map[string]any{"name": "Order 1001", "participants": []string{customer, other}})
+	want(t, g, 201, "")
+	group := g.str("id")
+	if _, members, ok := srv.Group(group); !ok || len(members) != 3 || !members[phone] {
+		t.Fatalf("the server's group %s: %v", group, members)
+	}
+	poll := send(map[string]any{"phone": group, "type": "poll", "question": "Confirm order 1001?", "options": []string{"Yes", "No"}})
+	if q := received(group, poll).GetPollCreationMessage(); q.GetName() != "Confirm order 1001?" || len(q.GetOptions()) != 2 || q.GetSelectableOptionsCount() != 1 {
+		t.Fatalf("the group read the poll as %v", q)
+	}
+	for _, v := range []struct{ from, option string }{{customer, "Yes"}, {other, "No"}, {customer, "No"}} {
+		if _, err := srv.Do(v.from, phone, fakewa.Act{Type: "poll_vote", MessageID: poll, Options: []string{v.option}, Group: group}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			p.mu.Lock()
+			t.Log(p.stderr.String())
+			p.mu.Unlock()
+		}
+	})
+	eventually(t, 20*time.Second, "two votes for No", func() bool {
+		r := tg.do("GET", "/api/v1/messages/"+poll+"/votes", key, nil)
+		return strings.Contains(string(r.raw), `{"name":"No","count":2,`) && strings.Contains(string(r.raw), `{"name":"Yes","count":0,`)
+	})
+
+	// The customer writes known by its LID only: the message carries its phone.
+	in, err := srv.Do(customer, phone, fakewa.Act{Text: "is it shipped?", HidePN: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var item map[string]any
+	eventually(t, 20*time.Second, "the message in the history", func() bool {
+		items, _ := tg.historyPage(t, "/api/v1/messages?direction=in", key)
+		for _, m := range items {
+			if m["id"] == in {
+				item = m
+				return true
+			}
+		}
+		return false
+	})
+	if item["from"] != customer || item["phone"] != customer || item["lid"] != srv.LID(customer) {
+		t.Fatalf("a LID-only sender's message reads %v, want %s with its LID", item, customer)
+	}
+
+	// A reply quoting it, a reaction to it and its removal.
+	reply := send(map[string]any{"phone": customer, "message": "yes, today", "replyTo": in})
+	if ci := received(customer, reply).GetExtendedTextMessage().GetContextInfo(); ci.GetStanzaID() != in || ci.GetQuotedMessage().GetConversation() != "is it shipped?" {
+		t.Fatalf("the reply's quote reads %v", ci)
+	}
+	for _, emoji := range []string{"👍", ""} {
+		id := send(map[string]any{"type": "reaction", "messageId": in, "emoji": emoji})
+		if rm := received(customer, id).GetReactionMessage(); rm.GetKey().GetID() != in || rm.GetText() != emoji || rm.GetKey().GetFromMe() {
+			t.Fatalf("the reaction %q reads %v", emoji, rm)
+		}
+	}
+
+	// An edit and a revoke of the reply.
+	r := tg.do("POST", "/api/v1/messages/"+reply+"/edit", key, map[string]any{"message": "yes, this afternoon"})
+	want(t, r, 200, "")
+	pm := received(customer, r.str("message_id")).GetEditedMessage().GetMessage().GetProtocolMessage()
+	if pm.GetType() != waE2E.ProtocolMessage_MESSAGE_EDIT || pm.GetKey().GetID() != reply || !pm.GetKey().GetFromMe() || pm.GetEditedMessage().GetConversation() != "yes, this afternoon" {
+		t.Fatalf("the edit reads %v", pm)
+	}
+	r = tg.do("DELETE", "/api/v1/messages/"+reply, key, nil)
+	want(t, r, 200, "")
+	if pm := received(customer, r.str("message_id")).GetProtocolMessage(); pm.GetType() != waE2E.ProtocolMessage_REVOKE || pm.GetKey().GetID() != reply {
+		t.Fatalf("the revoke reads %v", pm)
+	}
+
+	// A message to the group.
+	msg := send(map[string]any{"phone": group, "message": "stock is back"})
+	if m := received(group, msg); m.GetConversation() != "stock is back" {
+		t.Fatalf("the group read %v", m)
 	}
 }
 
@@ -146,4 +267,16 @@ func wav() []byte {
 		binary.LittleEndian.PutUint16(b[44+2*i:], uint16(int16(8000*math.Sin(2*math.Pi*440*float64(i)/rate))))
 	}
 	return b
+}
+
+// pairOnFake links user's session to phone on the fake server by pair code, and returns its
+// status once CONNECTED.
+func pairOnFake(t *testing.T, srv *fakewa.Server, tg *testGW, user, phone string) map[string]any {
+	t.Helper()
+	r := tg.do("POST", "/api/client/pair-code", bearerAuth(user), map[string]any{"phone": "+" + phone})
+	want(t, r, 200, "")
+	if err := srv.EnterCode(phone, r.str("code")); err != nil {
+		t.Fatal(err)
+	}
+	return tg.waitStatus(user, "CONNECTED")
 }

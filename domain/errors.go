@@ -72,6 +72,7 @@ var (
 	ErrMessageNotFound  = E("message_not_found", "message not found")
 	ErrWebhookNotFound  = E("webhook_not_found", "webhook subscription not found") // or not the caller's
 	ErrEventNotFound    = E("event_not_found", "no recent delivery of this event") // to redeliver
+	ErrGroupNotFound    = E("group_not_found", "group not found")                  // or the session is not in it
 
 	// 409: state conflicts.
 	ErrAlreadyConnected    = E("already_connected", "session is already connected")
@@ -87,6 +88,14 @@ var (
 	ErrSessionReassigned = E("session_reassigned", "the session was assigned to another user before the message was sent")
 	ErrSessionLoggedOut  = E("session_logged_out", "the session was logged out before the message was sent")
 	ErrSessionDeleted    = E("session_deleted", "the session was deleted before the message was sent")
+	// Conversations (DESIGN.md section 16).
+	// ErrCancelled: a queued message was cancelled (DELETE /api/v1/messages/{id}) before it was
+	// sent; its status is cancelled, not failed.
+	ErrCancelled    = E("cancelled", "the message was cancelled before it was sent")
+	ErrNotEditable  = E("not_editable", "only a text the session sent can be edited, within 15 minutes of being sent")
+	ErrNotRevocable = E("not_revocable", "only a message the session sent can be revoked, within 48 hours of being sent")
+	// ErrNotGroupAdmin: a change to a group only its admins may make.
+	ErrNotGroupAdmin = E("not_group_admin", "the session's phone is not an admin of the group")
 
 	// 413, 415: media.
 	ErrMediaTooLarge = E("media_too_large", "media too large")
@@ -95,6 +104,8 @@ var (
 	// 429: limits.
 	ErrRateLimited   = E("rate_limited", "daily request limit reached")
 	ErrQuotaExceeded = E("quota_exceeded", "monthly message allowance used up")
+	// ErrCheckLimit: the session looked up its day's share of numbers on the network.
+	ErrCheckLimit = E("check_limit_reached", "this session has looked up its 200 numbers for today")
 
 	// 502: an upstream failed.
 	ErrNetwork       = E("network_error", "the messaging network failed the send")

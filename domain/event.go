@@ -32,12 +32,23 @@ const (
 	// EventSessionWarning: a session slowed down to protect its account, and until when
 	// (data: SessionWarningData; DESIGN.md section 14).
 	EventSessionWarning EventType = "session.warning"
+	// Conversations (DESIGN.md section 16): what happened to a message after it was written,
+	// by a contact or by the session itself (fromMe).
+	// EventMessageReaction: a reaction to a message, or one taken back (data: ReactionData).
+	EventMessageReaction EventType = "message.reaction"
+	// EventMessageEdited: a message's text was changed (data: EditedData).
+	EventMessageEdited EventType = "message.edited"
+	// EventMessageRevoked: a message was deleted for everyone (data: RevokedData).
+	EventMessageRevoked EventType = "message.revoked"
+	// EventPollVote: someone voted in a poll, or changed their vote (data: PollVoteData).
+	EventPollVote EventType = "poll.vote"
 )
 
 // EventTypes returns every event type, in documentation order.
 func EventTypes() []EventType {
 	return []EventType{EventMessageStatus, EventMessageReceived, EventSessionStatus,
-		EventCampaignProgress, EventCampaignCompleted, EventStoreEvent, EventSessionWarning}
+		EventCampaignProgress, EventCampaignCompleted, EventStoreEvent, EventSessionWarning,
+		EventMessageReaction, EventMessageEdited, EventMessageRevoked, EventPollVote}
 }
 
 // Valid reports whether t is one of EventTypes.
@@ -62,8 +73,14 @@ type Event struct {
 type MessageStatusData struct {
 	MessageID string `json:"messageId"`
 	To        string `json:"to"`
+	// Phone and LID name the recipient (DESIGN.md section 16): its number, and its LID where
+	// the network gave one; Group is set instead of Phone for a message to a group.
+	Phone     string `json:"phone,omitempty"`
+	LID       string `json:"lid,omitempty"`
+	Group     string `json:"group,omitempty"`
+	Type      string `json:"type,omitempty"` // the message's kind
 	SessionID string `json:"session"`
-	Status    string `json:"status"` // queued, sent, delivered, read, failed
+	Status    string `json:"status"` // queued, sent, delivered, read, failed, cancelled
 	Code      string `json:"code,omitempty"`
 	Error     string `json:"error,omitempty"`
 	// At is when the status was reached (RFC 3339 UTC with milliseconds on the wire).
@@ -122,17 +139,97 @@ type StoreEventData struct {
 // InboundMessage is a message a contact wrote to one of the user's sessions: the data of
 // message.received, and kept 7 days for GET /api/v1/messages?direction=in.
 type InboundMessage struct {
-	ID        string    `json:"id"` // the network's message id
-	UserID    string    `json:"-"`
+	ID        string `json:"id"` // the network's message id
+	UserID    string `json:"-"`
+	SessionID string `json:"session"`
+	// From is the sender's phone ("" when the network hides it and the session's LID map does
+	// not know it); Phone is the same number (every event names a contact by phone and LID).
+	From  string `json:"from"`
+	Phone string `json:"phone,omitempty"`
+	LID   string `json:"lid,omitempty"`
+	Name  string `json:"name,omitempty"`  // the name the sender set on their profile
+	Group string `json:"group,omitempty"` // the group it was written in
+	// Type and Kind are the message's kind (Type is the older name: text, image, video, audio,
+	// document, sticker, location, contact, poll; "other" for what the gateway has no kind for).
+	Type     string  `json:"type"`
+	Kind     string  `json:"kind"`
+	Text     string  `json:"text,omitempty"` // the text; a location's name, a contact's name
+	Caption  string  `json:"caption,omitempty"`
+	MimeType string  `json:"mimeType,omitempty"`
+	FileName string  `json:"fileName,omitempty"`
+	Bytes    int64   `json:"bytes,omitempty"`
+	PTT      bool    `json:"ptt,omitempty"`
+	Lat      float64 `json:"lat,omitempty"`
+	Lng      float64 `json:"lng,omitempty"`
+	Address  string  `json:"address,omitempty"`
+	// Contact card, poll.
+	ContactName  string   `json:"contactName,omitempty"`
+	ContactPhone string   `json:"contactPhone,omitempty"`
+	Question     string   `json:"question,omitempty"`
+	Options      []string `json:"options,omitempty"`
+	Multiple     bool     `json:"multiple,omitempty"`
+	// ReplyTo is the id of the message this one quotes, Quoted what it said.
+	ReplyTo   string      `json:"replyTo,omitempty"`
+	Quoted    *MessageRef `json:"quoted,omitempty"`
+	Timestamp time.Time   `json:"timestamp"`
+}
+
+// Content is the message an incoming one carries (what a reply quotes, a vote counts against).
+func (m InboundMessage) Content() Message {
+	return Message{ID: m.ID, Kind: Kind(m.Kind), Text: m.Text, Caption: m.Caption, MimeType: m.MimeType,
+		FileName: m.FileName, Size: m.Bytes, PTT: m.PTT, Lat: m.Lat, Lng: m.Lng, Address: m.Address,
+		ContactName: m.ContactName, ContactPhone: m.ContactPhone, Question: m.Question, Options: m.Options,
+		Multiple: m.Multiple}
+}
+
+// Ref is how a reply or a reaction names this message.
+func (m InboundMessage) Ref() MessageRef {
+	return MessageRef{ID: m.ID, From: m.From, FromLID: m.LID, Group: m.Group, Kind: Kind(m.Kind), Text: m.Content().Preview()}
+}
+
+// MessageChange is what message.reaction, message.edited and message.revoked say of the
+// message changed and who changed it: From (its Phone and LID; the LID alone when the network
+// hides the phone), or the session itself (FromMe), in a direct chat or in Group, at At.
+type MessageChange struct {
+	MessageID string    `json:"messageId"`
 	SessionID string    `json:"session"`
 	From      string    `json:"from"`
-	Type      string    `json:"type"` // text, image, video, audio, document, location, contact
-	Text      string    `json:"text,omitempty"`
-	Caption   string    `json:"caption,omitempty"`
-	MimeType  string    `json:"mimeType,omitempty"`
-	FileName  string    `json:"fileName,omitempty"`
-	Bytes     int64     `json:"bytes,omitempty"`
-	Timestamp time.Time `json:"timestamp"`
+	Phone     string    `json:"phone,omitempty"`
+	LID       string    `json:"lid,omitempty"`
+	FromMe    bool      `json:"fromMe"`
+	Group     string    `json:"group,omitempty"`
+	At        time.Time `json:"at"`
+}
+
+// ReactionData is the data of message.reaction: From reacted to MessageID with Emoji ("" when
+// the reaction was taken back).
+type ReactionData struct {
+	MessageChange
+	Emoji string `json:"emoji"`
+}
+
+// EditedData is the data of message.edited: MessageID's text is now Text.
+type EditedData struct {
+	MessageChange
+	Text string `json:"text"`
+}
+
+// RevokedData is the data of message.revoked: MessageID was deleted for everyone.
+type RevokedData struct {
+	MessageChange
+}
+
+// PollVoteData is the data of poll.vote: Voter chose Options in the poll MessageID (none: the
+// vote was taken back); it replaces the voter's earlier vote.
+type PollVoteData struct {
+	MessageID string    `json:"messageId"`
+	SessionID string    `json:"session"`
+	Voter     string    `json:"voter"`
+	Phone     string    `json:"phone,omitempty"`
+	LID       string    `json:"lid,omitempty"`
+	Group     string    `json:"group,omitempty"`
+	Options   []string  `json:"options"`
+	At        time.Time `json:"at"`
 }
 
 // InboundRetention is how long incoming messages are kept.

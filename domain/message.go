@@ -1,8 +1,15 @@
 package domain
 
-import "time"
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"time"
+)
 
-// Kind is a message kind, as SPEC.md section 4.4 names them.
+// Kind is a message kind: SPEC.md section 4.4's, and those of DESIGN.md section 16. One Kind
+// and one Message carry a message from the API through the outbox to the network and back
+// (network.Incoming carries a Message too).
 type Kind string
 
 // Message kinds.
@@ -10,35 +17,140 @@ const (
 	KindText     Kind = "text"
 	KindImage    Kind = "image"
 	KindVideo    Kind = "video"
-	KindAudio    Kind = "audio"
+	KindAudio    Kind = "audio" // PTT: a voice note
 	KindDocument Kind = "document"
+	KindSticker  Kind = "sticker" // WebP
 	KindLocation Kind = "location"
 	KindContact  Kind = "contact"
+	KindPoll     Kind = "poll"     // Question, Options, Multiple
+	KindReaction Kind = "reaction" // Target, Emoji ("" takes the reaction back)
+	// KindEdit changes the text of a message the session sent (Target, Text); KindRevoke
+	// deletes one for everyone (Target). Each is a message on the network (its own id, sent in
+	// the session's order), not a message to the recipient: neither is charged.
+	KindEdit   Kind = "edit"
+	KindRevoke Kind = "revoke"
 )
 
-// Message is one outbound message. ID is chosen by the gateway (the outbox id) and is passed to
-// the network as the message id, so a re-send after a crash is not a duplicate.
+// SendKinds are the kinds POST /api/v1/messages/send takes (edits and revokes have routes of
+// their own).
+var SendKinds = []Kind{KindText, KindImage, KindVideo, KindAudio, KindDocument, KindSticker,
+	KindLocation, KindContact, KindPoll, KindReaction}
+
+// Media tells whether the kind carries a media file.
+func (k Kind) Media() bool {
+	switch k {
+	case KindImage, KindVideo, KindAudio, KindDocument, KindSticker:
+		return true
+	}
+	return false
+}
+
+// Charged tells whether a message of the kind counts against the month's allowance: every
+// kind but edits and revokes, which change a message already counted.
+func (k Kind) Charged() bool { return k != KindEdit && k != KindRevoke }
+
+// Valid tells whether k is a kind the gateway knows.
+func (k Kind) Valid() bool { return slices.Contains(SendKinds, k) || k == KindEdit || k == KindRevoke }
+
+// Poll limits (WhatsApp's own).
+const (
+	PollMinOptions = 2
+	PollMaxOptions = 12
+)
+
+// Message is one message. Outbound, ID is chosen by the gateway (the outbox id) and is passed
+// to the network as the message id, so a re-send after a crash is not a duplicate; inbound
+// (network.Incoming), it is the network's id and media bytes are not carried (Size is).
 //
 // The JSON names are how outboxes store a message: absent fields are left out.
 type Message struct {
-	ID       string  `json:"id"`
-	To       string  `json:"to"` // digits with country code, no plus sign
+	ID string `json:"id"`
+	// To is the recipient: digits with country code, no plus sign, or a group id (IsGroup).
+	To       string  `json:"to"`
 	Kind     Kind    `json:"kind"`
-	Text     string  `json:"text,omitempty"`     // text body (KindText)
+	Text     string  `json:"text,omitempty"`     // text body (text; the new text of an edit)
 	Caption  string  `json:"caption,omitempty"`  // image, video, document
 	FileName string  `json:"fileName,omitempty"` // media file name
 	MimeType string  `json:"mimeType,omitempty"` // media MIME type, sniffed by the gateway
 	Data     []byte  `json:"data,omitempty"`     // media bytes
+	Size     int64   `json:"size,omitempty"`     // media size when Data is not carried (incoming)
+	PTT      bool    `json:"ptt,omitempty"`      // audio: a voice note
 	Lat      float64 `json:"lat,omitempty"`
 	Lng      float64 `json:"lng,omitempty"`
-	Address  string  `json:"address,omitempty"` // location title or address
+	Address  string  `json:"address,omitempty"` // location address (its title when LocationName is empty)
+	// LocationName is the place's name (a location's title).
+	LocationName string `json:"locationName,omitempty"`
 	// Contact card.
 	ContactName  string `json:"contactName,omitempty"`
 	ContactPhone string `json:"contactPhone,omitempty"`
+	// Poll.
+	Question string   `json:"question,omitempty"`
+	Options  []string `json:"options,omitempty"`
+	Multiple bool     `json:"multiple,omitempty"` // voters may pick more than one option
+	// Emoji of a reaction ("" takes the reaction back).
+	Emoji string `json:"emoji,omitempty"`
+	// ReplyTo is the message this one quotes (any kind may reply).
+	ReplyTo *MessageRef `json:"replyTo,omitempty"`
+	// Target is the message a reaction, an edit or a revoke is about.
+	Target *MessageRef `json:"target,omitempty"`
+	// Typing: the recipient sees "typing…" (or "recording…" before a voice note) for 1-3 s
+	// before the message.
+	Typing bool `json:"typing,omitempty"`
+}
+
+// MessageRef names an earlier message of a conversation, as a reply quotes it or a reaction,
+// an edit or a revoke points at it: its id, who sent it (the session itself, or a contact by
+// phone and LID) and, for a quote, what it said. Its JSON is the API's Quoted, in events,
+// history items and the records alike.
+type MessageRef struct {
+	ID string `json:"id"`
+	// FromMe: the session sent it; else From (phone) and FromLID (lid) name its sender.
+	FromMe  bool   `json:"fromMe"`
+	From    string `json:"phone,omitempty"`
+	FromLID string `json:"lid,omitempty"`
+	// Group is the group it was written in ("" for a direct message).
+	Group string `json:"group,omitempty"`
+	Kind  Kind   `json:"type,omitempty"`
+	Text  string `json:"text,omitempty"` // its text, or its media's caption (quotes)
+}
+
+// Preview is the text a quote of m shows: its text, caption, poll question, place or contact.
+func (m Message) Preview() string {
+	return cmp.Or(m.Text, m.Caption, m.Question, m.LocationName, m.Address, m.ContactName, m.FileName)
+}
+
+// GroupSuffix ends a group's id (WhatsApp's group server).
+const GroupSuffix = "@g.us"
+
+// IsGroup tells whether a recipient is a group id rather than a phone number.
+func IsGroup(to string) bool { return strings.HasSuffix(to, GroupSuffix) }
+
+// Group is a group the session is in (DESIGN.md section 16).
+type Group struct {
+	ID           string        `json:"id"` // <digits>@g.us
+	Name         string        `json:"name"`
+	Participants []GroupMember `json:"participants"`
+	// Admin: the session's phone administers the group (may add and remove, and share its link).
+	Admin bool `json:"admin"`
+}
+
+// GroupMember is one participant of a group.
+type GroupMember struct {
+	Phone string `json:"phone"`
+	LID   string `json:"lid,omitempty"`
+	Admin bool   `json:"admin"`
+}
+
+// NumberCheck is the network's answer about one number: whether it has an account, and its
+// LID where the network gives one.
+type NumberCheck struct {
+	Phone     string `json:"phone"`
+	OnNetwork bool   `json:"onNetwork"`
+	LID       string `json:"lid,omitempty"`
 }
 
 // MessageStatus is where a message is in its life (DESIGN.md section 9):
-// queued → sent → delivered → read, or failed.
+// queued → sent → delivered → read, or failed, or cancelled (revoked while still queued).
 type MessageStatus = string
 
 // Message statuses.
@@ -48,6 +160,7 @@ const (
 	MsgDelivered MessageStatus = "delivered"
 	MsgRead      MessageStatus = "read"
 	MsgFailed    MessageStatus = "failed"
+	MsgCancelled MessageStatus = "cancelled"
 )
 
 // StatusRank orders statuses: a receipt never moves a message backwards (a read receipt may
@@ -62,7 +175,7 @@ func StatusRank(s MessageStatus) int {
 		return 2
 	case MsgRead:
 		return 3
-	case MsgFailed:
+	case MsgFailed, MsgCancelled:
 		return 4
 	}
 	return -1
@@ -84,10 +197,13 @@ type OutboxEntry struct {
 	Origin    string `json:"origin"` // api, dashboard, campaign:<id>, store:<shop>
 	// From is the phone the session was linked to at accept: the message is never sent from
 	// another phone ("" for entries accepted before it was recorded).
-	From      string         `json:"from,omitempty"`
-	Message   Message        `json:"message"`
-	Status    MessageStatus  `json:"status"`
-	NetworkID string         `json:"networkId,omitempty"`
+	From      string        `json:"from,omitempty"`
+	Message   Message       `json:"message"`
+	Status    MessageStatus `json:"status"`
+	NetworkID string        `json:"networkId,omitempty"`
+	// LID is the recipient's network-internal id, as the network named it when it took the
+	// message ("" when it gave none).
+	LID       string         `json:"lid,omitempty"`
 	SentAt    Millis         `json:"sentAt,omitempty"` // 0 until sent
 	Code      string         `json:"code,omitempty"`   // the failure's stable code
 	Error     string         `json:"error,omitempty"`
@@ -97,13 +213,13 @@ type OutboxEntry struct {
 	History   []StatusChange `json:"history,omitempty"`
 }
 
-// Final tells whether the network's outcome is known (sent or beyond, or failed).
+// Final tells whether the network's outcome is known (sent or beyond, failed, or cancelled).
 func (e OutboxEntry) Final() bool { return e.Status != MsgQueued && e.Status != "" }
 
 // SetStatus records a status change at t (history included). A change that would move the
 // message backwards (a late delivered after read) is ignored; it reports whether it applied.
 func (e *OutboxEntry) SetStatus(s MessageStatus, t time.Time) bool {
-	if e.Status == s || (e.Status != "" && StatusRank(s) < StatusRank(e.Status)) || e.Status == MsgFailed {
+	if e.Status == s || (e.Status != "" && StatusRank(s) < StatusRank(e.Status)) || e.Status == MsgFailed || e.Status == MsgCancelled {
 		return false
 	}
 	e.Status = s

@@ -23,6 +23,9 @@ type Protections struct {
 	Day         int `json:"day"`
 	Sends       int `json:"sends"`
 	NewContacts int `json:"newContacts"`
+	// Checks counts the numbers looked up on the network that day (POST
+	// /api/v1/contacts/check; at most ContactsCheckPerDay).
+	Checks int `json:"checks,omitempty"`
 	// SlowUntil: half rate until then (0: none), for SlowReason (WarnBanEnded, WarnRefusals).
 	SlowUntil  Millis `json:"slowUntil,omitempty"`
 	SlowReason string `json:"slowReason,omitempty"`
@@ -33,7 +36,7 @@ type Protections struct {
 // Roll starts a new day's counts when day is not the counts' day.
 func (p *Protections) Roll(day int) {
 	if p.Day != day {
-		p.Day, p.Sends, p.NewContacts = day, 0, 0
+		p.Day, p.Sends, p.NewContacts, p.Checks = day, 0, 0, 0
 	}
 }
 
@@ -44,6 +47,44 @@ type Contact struct {
 	// Wrote is when the number first wrote to the phone (0: never): replies to it go out even
 	// while a reach-out timelock holds first messages.
 	Wrote Millis `json:"wrote,omitempty"`
+	// What GET /api/v1/contacts shows (DESIGN.md section 16): the number's LID and profile name
+	// where the network gave them, when it was first seen, and when it last wrote to the phone
+	// and was last written to (kept to the hour: the book is not written for every message).
+	LID     string `json:"lid,omitempty"`
+	Name    string `json:"name,omitempty"`
+	First   Millis `json:"first,omitempty"`
+	LastIn  Millis `json:"lastIn,omitempty"`
+	LastOut Millis `json:"lastOut,omitempty"`
+}
+
+// BookEntry is one number of a contact book, as listed.
+type BookEntry struct {
+	Number string
+	Contact
+}
+
+// Seen records that the number wrote to the phone at at (inbound) or was written to (outbound),
+// with the LID and name the network gave (kept when empty). It reports whether the record
+// changed enough to be written: times are kept to the hour.
+func (c *Contact) Seen(at Millis, inbound bool, lid, name string) bool {
+	changed := false
+	if c.First == 0 || at < c.First {
+		c.First, changed = at, true
+	}
+	last := &c.LastOut
+	if inbound {
+		last = &c.LastIn
+	}
+	if at-*last >= Millis(time.Hour/time.Millisecond) {
+		*last, changed = at, true
+	}
+	if lid != "" && lid != c.LID {
+		c.LID, changed = lid, true
+	}
+	if name != "" && name != c.Name {
+		c.Name, changed = name, true
+	}
+	return changed
 }
 
 // Known tells whether a message to the number is not a first message to a new contact.

@@ -18,6 +18,9 @@
 //   - Stores (stores.go, storeconnect.go, templates.go, webhook.go, stores_actors.go): connected
 //     stores, their templates and the webhook receiver; one storeevents actor per store with
 //     events to run.
+//   - Groups, Contacts (groups.go): a session's groups on the network, its linked phone's
+//     contact book and number lookups. Conversations on Messages (conversations.go): replies,
+//     reactions, edits, revokes and cancellations, read marks, poll votes, each message's notes.
 //   - Events (events*.go, publish.go): webhook subscriptions and events out. It is its own
 //     type, built by node (NewEvents) and handed to New as Config.Events.
 //
@@ -101,6 +104,8 @@ type Engine struct {
 	Messages  *Messages
 	Campaigns *Campaigns
 	Stores    *Stores
+	Groups    *Groups
+	Contacts  *Contacts
 
 	// What the facets share.
 	cfg     Config
@@ -162,10 +167,12 @@ func New(cfg Config) (*Engine, error) {
 	e.Users = newUsers(e, cfg.AdminUIDs)
 	e.Keys = newKeys(e)
 	e.Sessions = newSessions(e)
-	e.Messages = &Messages{e: e, msgs: newMessages(e, cfg.Records.Outbox), accountTable: cfg.Records.Accounts, history: cfg.Records.History}
+	e.Messages = &Messages{e: e, msgs: newMessages(e, cfg.Records.Outbox), accountTable: cfg.Records.Accounts, history: cfg.Records.History,
+		notes: notes{store: cfg.Records.Notes}}
 	e.Messages.accounts.init()
 	e.Campaigns = newCampaigns(e)
 	e.Stores = newStores(e)
+	e.Groups, e.Contacts = &Groups{e}, &Contacts{e}
 	e.events = hw.SpawnFunc(e.onEvent, "events", actor.WithInboxSize(64))
 	hw.Subscribe(e.events)
 	if err := e.boot(); err != nil {

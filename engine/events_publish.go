@@ -102,6 +102,12 @@ func (e *Events) ReceiveMessage(ctx context.Context, m domain.InboundMessage) er
 		m.Timestamp = e.cfg.Clock.Now()
 	}
 	m.Timestamp = m.Timestamp.UTC().Truncate(time.Millisecond)
+	if m.Kind == "" {
+		m.Kind = m.Type // Type is Kind's older name: both are always set
+	}
+	if m.Type == "" {
+		m.Type = m.Kind
+	}
 	ds, live, err := e.deliveries(m.UserID, domain.Event{Type: domain.EventMessageReceived, At: m.Timestamp, Data: m})
 	if err != nil {
 		return err

@@ -17,6 +17,8 @@ import (
 // did not hand out is domain.ErrBadCursor.
 type MessageHistory interface {
 	ScanLog(uid string, s domain.LogScan, fn func(next string, e domain.LogEntry) (bool, error)) error
+	// Inbound is one of the user's incoming messages by id (domain.ErrRecordNotFound: none kept).
+	Inbound(uid, id string) (domain.InboundMessage, error)
 }
 
 // HistoryMaxLimit is the most items one page of the history holds.
@@ -40,11 +42,13 @@ type HistoryQuery struct {
 }
 
 // HistoryItem is one message of the history: Out for an outgoing one (as GET
-// /api/v1/messages/{id} reads it), In for an incoming one.
+// /api/v1/messages/{id} reads it), In for an incoming one; Notes, what happened to it since
+// (reactions, an edit, a revoke, poll votes).
 type HistoryItem struct {
-	Dir string
-	Out domain.OutboxEntry
-	In  domain.InboundMessage
+	Dir   string
+	Out   domain.OutboxEntry
+	In    domain.InboundMessage
+	Notes domain.MessageNotes
 }
 
 // History returns a page of uid's messages and the cursor of the next page ("" when this page
@@ -94,7 +98,8 @@ func (ms *Messages) historyItem(uid string, e domain.LogEntry, q HistoryQuery) (
 		}
 		in := *e.In
 		in.UserID = uid
-		return HistoryItem{Dir: e.Dir, In: in}, true
+		n, _ := ms.notes.get(uid, in.ID) // notes that cannot be read are left out of the listing
+		return HistoryItem{Dir: e.Dir, In: in, Notes: n}, true
 	case domain.DirOut:
 		if (q.From != "" && q.To == "") || (q.To != "" && e.Peer != q.To) {
 			return HistoryItem{}, false
@@ -104,7 +109,11 @@ func (ms *Messages) historyItem(uid string, e domain.LogEntry, q HistoryQuery) (
 			return HistoryItem{}, false // expired meanwhile, or not this status
 		}
 		m.Message.Data = nil // the listing carries media metadata, never the bytes
-		return HistoryItem{Dir: e.Dir, Out: m}, true
+		if m.LID == "" {
+			m.LID = ms.lids.get(m.Message.To)
+		}
+		n, _ := ms.notes.get(uid, m.ID)
+		return HistoryItem{Dir: e.Dir, Out: m, Notes: n}, true
 	}
 	return HistoryItem{}, false
 }

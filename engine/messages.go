@@ -44,6 +44,8 @@ type Messages struct {
 	accountTable account.Store
 	idem         idempotency
 	history      MessageHistory
+	notes        notes  // what happened to each message after it was written (conversations.go)
+	lids         lidMap // the LIDs the network gave for numbers
 	renewMu      sync.Mutex
 	renewal      *time.Timer // the daily Renew of queued bodies (nil once stopped)
 }
@@ -123,6 +125,9 @@ func (m *messages) shard(id string) *pendingShard {
 // outcome is known or the wait is over (still queued then: not an error).
 func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry, error) {
 	e := ms.e
+	if err := ms.resolveRefs(&r); err != nil {
+		return domain.OutboxEntry{}, err
+	}
 	ent, err := e.Sessions.forSend(r.UserID, r.SessionID)
 	if err != nil {
 		return domain.OutboxEntry{}, err
@@ -152,13 +157,18 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 			domain.ErrRecipientNotReachable, until.UTC().Format(time.RFC3339))
 	}
 	res := r.Reserved
-	if res == nil {
+	switch {
+	case res != nil:
+	case !r.Message.Kind.Charged():
+		res = ms.adopt(r.UserID, 0) // an edit or a revoke: the message it changes was counted
+	default:
 		if res, err = ms.reserve(ctx, r.UserID, 1, ReserveOpts{}); err != nil {
 			return domain.OutboxEntry{}, err
 		}
 	}
 	now := e.now().UTC()
 	entry := queuedEntry(r.Message, view, r.UserID, r.Origin, now)
+	entry.LID = ms.lids.get(entry.Message.To)
 	if r.IdemID != "" {
 		r.Idem.MessageID = entry.ID
 	}
@@ -317,9 +327,12 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	if p != nil {
 		m.depth.Add(-1)
 	}
-	if sendErr == nil {
+	switch {
+	case sendErr == nil:
 		m.e.metrics.sent.Add(1)
-	} else {
+		m.e.Messages.lids.put(e.Message.To, e.LID)
+		m.e.Messages.sentOp(e)
+	case e.Status != domain.MsgCancelled:
 		m.e.metrics.failed.Add(1)
 	}
 	m.e.pub.publish(e.UserID, messageEvent(atOutcome, atOutcome.Status, atOutcome.UpdatedAt.Time()))
@@ -352,8 +365,12 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 			p.res.Release()
 		}
 	})
+	waitErr := sendErr
+	if e.Status == domain.MsgCancelled {
+		waitErr = nil // taken back, not failed: whoever waits reads its status
+	}
 	for _, w := range waiters {
-		w <- outcome{entry: atOutcome, err: sendErr}
+		w <- outcome{entry: atOutcome, err: waitErr}
 	}
 }
 
@@ -445,9 +462,11 @@ func (ms *Messages) recover() (int, error) {
 			e.log.Error("outbox entry for an unknown session", "message_id", entry.ID, "session_id", entry.SessionID)
 			continue
 		}
-		res, err := ms.reserve(context.Background(), entry.UserID, 1, ReserveOpts{Force: true, Reclaim: true})
-		if err != nil {
-			return 0, fmt.Errorf("engine: outbox: reserve for %s: %w", entry.ID, err)
+		res := ms.adopt(entry.UserID, 0) // an edit or a revoke: not charged
+		if entry.Message.Kind.Charged() {
+			if res, err = ms.reserve(context.Background(), entry.UserID, 1, ReserveOpts{Force: true, Reclaim: true}); err != nil {
+				return 0, fmt.Errorf("engine: outbox: reserve for %s: %w", entry.ID, err)
+			}
 		}
 		ms.msgs.track(entry.ID, res, nil)
 		e.hw.Send(ent.pid, &session.Enqueue{Entry: entry})

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/gateway/gateway/domain"
@@ -23,4 +24,30 @@ func NormalizePhone(s string) (string, error) {
 		return "", domain.ErrInvalidPhone
 	}
 	return b.String(), nil
+}
+
+// NormalizeRecipient normalises a send's recipient: a phone number (NormalizePhone) or a group
+// id (<digits>@g.us, or the older <digits>-<digits>@g.us), kept as it is.
+func NormalizeRecipient(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	if id, ok := strings.CutSuffix(s, domain.GroupSuffix); ok {
+		head, tail, dash := strings.Cut(id, "-")
+		if digitsOnly(head) && (!dash || digitsOnly(tail)) && len(id) <= 40 {
+			return s, nil
+		}
+		return "", fmt.Errorf("%w: a group id is <digits>@g.us", domain.ErrInvalidPhone)
+	}
+	return NormalizePhone(s)
+}
+
+func digitsOnly(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/domain"
-	"github.com/gateway/gateway/network"
 )
 
 // EventSink is where the core's events go (the Events facet): prepared, committed in batches,
@@ -132,7 +131,13 @@ func (p *publisher) stop() {
 
 // messageEvent is a message.status event of an entry as it stands.
 func messageEvent(e domain.OutboxEntry, status domain.MessageStatus, at time.Time) domain.Event {
-	d := domain.MessageStatusData{MessageID: e.ID, To: e.Message.To, SessionID: e.SessionID, Status: status, At: at.UTC()}
+	d := domain.MessageStatusData{MessageID: e.ID, To: e.Message.To, SessionID: e.SessionID, Status: status, At: at.UTC(),
+		LID: e.LID, Type: string(e.Message.Kind)}
+	if domain.IsGroup(e.Message.To) {
+		d.Group = e.Message.To
+	} else {
+		d.Phone = e.Message.To
+	}
 	if status == domain.MsgFailed {
 		d.Code, d.Error = e.Code, e.Error
 	}
@@ -163,29 +168,4 @@ func (s sessionEvents) SessionWarning(st domain.Session, reason string, until ti
 	s.p.publish(st.AssignedTo, domain.Event{Type: domain.EventSessionWarning, Data: d})
 }
 
-// inbound keeps incoming messages and publishes message.received (session.Inbound).
-type inbound struct {
-	sink EventSink
-	log  interface{ Warn(string, ...any) }
-}
-
-func (in inbound) Incoming(s domain.Session, m network.Incoming) {
-	if s.AssignedTo == "" || in.sink == nil {
-		return
-	}
-	msg := domain.InboundMessage{
-		ID: m.ID, UserID: s.AssignedTo, SessionID: s.ID, From: m.From, Type: string(m.Kind),
-		Text: m.Text, Caption: m.Caption, MimeType: m.MimeType, FileName: m.FileName, Bytes: m.Size, Timestamp: m.At,
-	}
-	// The session actor must not wait on storage: keep it in the background.
-	go func() {
-		if err := in.sink.ReceiveMessage(context.Background(), msg); err != nil {
-			in.log.Warn("incoming message not kept", "session_id", s.ID, "err", err)
-		}
-	}()
-}
-
-var (
-	_ session.Inbound = inbound{}
-	_ session.Events  = sessionEvents{}
-)
+var _ session.Events = sessionEvents{}

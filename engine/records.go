@@ -34,6 +34,14 @@ type Records struct {
 	Shops       ShopStore
 	Inbox       InboxStore
 	History     MessageHistory
+	Notes       NotesStore
+}
+
+// NotesStore keeps what happened to messages after they were written (persist.MessageNotes):
+// reactions, the last edit, a revoke, poll votes; one record per (user, message).
+type NotesStore interface {
+	Notes(uid, id string) (domain.MessageNotes, error)
+	PutNotes(ctx context.Context, uid, id string, n domain.MessageNotes) error
 }
 
 // Protections are the session protection records (persist.Protections): what the session
@@ -41,6 +49,8 @@ type Records struct {
 type Protections interface {
 	session.Records
 	DeleteSession(ctx context.Context, sessionID string) error
+	// Book lists up to limit numbers of a linked phone's contact book after number after.
+	Book(sessionID, phone, after string, limit int) ([]domain.BookEntry, error)
 }
 
 // Outbox is the durable outbox and the Idempotency-Keys' records (persist.Outbox).

@@ -28,15 +28,12 @@ type Sessions struct {
 	idx     sessionIndex
 	table   SessionStore
 	records Protections
-	inbound session.Inbound // takes incoming messages (events out); nil drops them
+	inbound session.Inbound // takes what people do on the sessions' numbers (conversations.go)
 	create  sync.Mutex      // serialises the creation of a user's own session
 }
 
 func newSessions(e *Engine) *Sessions {
-	s := &Sessions{e: e, table: e.cfg.Records.Sessions, records: e.cfg.Records.Protections}
-	if e.cfg.Events != nil {
-		s.inbound = inbound{sink: e.cfg.Events, log: e.log}
-	}
+	s := &Sessions{e: e, table: e.cfg.Records.Sessions, records: e.cfg.Records.Protections, inbound: inbound{e}}
 	s.idx.init()
 	return s
 }

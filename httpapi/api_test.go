@@ -86,7 +86,7 @@ func newAPI(t testing.TB, edit ...func(*Config)) *api {
 	eng, err := engine.New(engine.Config{
 		Store: recs.Store, Logger: log,
 		Records: engine.Records{Outbox: recs.Outbox, Accounts: recs.Accounts, Sessions: recs.Sessions, Protections: recs.Protections,
-			Campaigns: recs.Campaigns, Shops: recs.Stores, Inbox: recs.Inbox, History: recs.History}, Plans: engine.DefaultPlans(), DefaultPlan: "free",
+			Campaigns: recs.Campaigns, Shops: recs.Stores, Inbox: recs.Inbox, History: recs.History, Notes: recs.Notes}, Plans: engine.DefaultPlans(), DefaultPlan: "free",
 		AdminUIDs: []string{"root"}, DevRoles: true, Network: simNet, Events: events,
 		Stores: engine.StoreConfig{Client: ecom.NewClient(ecom.ClientOptions{APIBase: fake.APIBase()}), PublicURL: "https://gw.example.com",
 			Sealer: persist.NewSealer(nil, "")},
@@ -295,6 +295,8 @@ var volatile = []struct {
 	{regexp.MustCompile(`svc_live_\*\*\*[0-9a-f]{4}`), "svc_live_***<last4>"},
 	{regexp.MustCompile(`3EB0[0-9A-F]{20}`), "<messageId>"},
 	{regexp.MustCompile(`SIMIN[0-9A-F]{20}`), "<inboundId>"},
+	{regexp.MustCompile(`120363\d{12}@g\.us`), "<groupId>"},
+	{regexp.MustCompile(`chat\.whatsapp\.com/[A-Za-z0-9_-]+`), "chat.whatsapp.com/<code>"},
 	{regexp.MustCompile(`wh_[a-z0-9]{16}`), "wh_<id>"},
 	{regexp.MustCompile(`whsec_[A-Za-z0-9+/=]+`), "whsec_<secret>"},
 	{regexp.MustCompile(`data:image/png;base64,[A-Za-z0-9+/=]+`), "data:image/png;base64,<qr>"},

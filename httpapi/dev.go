@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -113,7 +114,13 @@ type SimControls interface {
 	Drop(sessionID string, logout bool) error
 	SetLatency(d time.Duration)
 	Read(messageID string) error
-	Inbound(sessionID, from, text string) (string, error)
+	// Act is a phone acting on a session (POST /api/dev/sim/inbound): writing, reacting,
+	// voting, editing or revoking.
+	Act(sessionID string, in domain.SimInbound) (string, error)
+	// Groups lists the groups a session's phone is in; Reads the ids of a number's messages
+	// that sessions marked read.
+	Groups(sessionID string) ([]domain.Group, error)
+	Reads(from string) []string
 	SimRules
 }
 
@@ -132,17 +139,21 @@ func (s *Server) simRead(ctx *fasthttp.RequestCtx) error {
 
 type simInboundRequest struct {
 	SessionID *string `json:"sessionId"`
-	From      *string `json:"from"`
-	Text      *string `json:"text"`
+	domain.SimInbound
 }
 
-// simInbound is POST /api/dev/sim/inbound: a customer writes to the session's number.
+// simInbound is POST /api/dev/sim/inbound: a customer writes to the session's number (type
+// text, the default, quoting replyTo), reacts, votes in a poll, edits or revokes a message it
+// wrote (DESIGN.md section 16).
 func (s *Server) simInbound(ctx *fasthttp.RequestCtx) error {
 	var req simInboundRequest
-	if err := bind(ctx, &req, need("sessionId", &req.SessionID), need("from", &req.From), need("text", &req.Text)); err != nil {
+	if err := bind(ctx, &req, need("sessionId", &req.SessionID)); err != nil {
 		return err
 	}
-	id, err := s.cfg.Sim.Inbound(*req.SessionID, *req.From, *req.Text)
+	if strings.TrimSpace(req.From) == "" {
+		return missing("from")
+	}
+	id, err := s.cfg.Sim.Act(*req.SessionID, req.SimInbound)
 	if err != nil {
 		return err
 	}
@@ -216,4 +227,33 @@ func (s *Server) simUntil(ctx *fasthttp.RequestCtx, set func(sessionID string, u
 		return err
 	}
 	return simResult(ctx, set(*req.SessionID, until))
+}
+
+// simGroups is GET /api/dev/sim/groups?sessionId=: the groups a session's phone is in.
+func (s *Server) simGroups(ctx *fasthttp.RequestCtx) error {
+	sid := string(ctx.QueryArgs().Peek("sessionId"))
+	if sid == "" {
+		return missing("sessionId")
+	}
+	gs, err := s.cfg.Sim.Groups(sid)
+	if err != nil {
+		return err
+	}
+	writeJSON(ctx, fasthttp.StatusOK, struct {
+		Groups []domain.Group `json:"groups"`
+	}{gs})
+	return nil
+}
+
+// simReads is GET /api/dev/sim/read?from=DIGITS: the ids of the messages from a number that the
+// sessions marked read (what its phone shows as blue ticks).
+func (s *Server) simReads(ctx *fasthttp.RequestCtx) error {
+	from := string(ctx.QueryArgs().Peek("from"))
+	if from == "" {
+		return missing("from")
+	}
+	writeJSON(ctx, fasthttp.StatusOK, struct {
+		Read []string `json:"read"`
+	}{s.cfg.Sim.Reads(from)})
+	return nil
 }

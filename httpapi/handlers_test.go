@@ -317,7 +317,7 @@ func TestOpsAndDashboard(t *testing.T) {
 					t.Fatalf("preflight: %v", r.header)
 				}
 			}},
-		{name: "a body over the limit", method: "POST", path: "/api/v1/messages/send", body: `{"phone":"15550100001","message":"` + strings.Repeat("x", 1<<20) + `"}`, status: 413},
+		{name: "a body over the limit", method: "POST", path: "/api/v1/messages/send-bulk", body: `{"numbers":["15550100001"],"message":"` + strings.Repeat("x", 1<<20) + `"}`, status: 413},
 	})
 	// An asset of the current version, and the same file under an old version (not cached).
 	page := string(a.do(t, "GET", "/dashboard/", "", nil, nil).body)

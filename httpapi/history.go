@@ -23,30 +23,27 @@ type outgoingJSON struct {
 	To        string     `json:"to"`
 	Session   string     `json:"session"`
 	Type      string     `json:"type"`
-	Text      string     `json:"text,omitempty"`
-	Caption   string     `json:"caption,omitempty"`
-	MimeType  string     `json:"mimeType,omitempty"`
-	FileName  string     `json:"fileName,omitempty"`
 	CreatedAt timestamp  `json:"created_at"`
 	SentAt    *timestamp `json:"sent_at"`
 	Code      string     `json:"code,omitempty"`
 	Error     string     `json:"error,omitempty"`
 	Attempts  int        `json:"attempts"`
+	contentJSON
 }
 
-// incomingJSON is an incoming message: the message.received event's data, with its direction.
+// incomingJSON is an incoming message: the message.received event's data, with its direction
+// and what happened to it since (reactions, an edit, a revoke).
 type incomingJSON struct {
 	Direction string    `json:"direction"`
 	ID        string    `json:"id"`
 	Session   string    `json:"session"`
 	From      string    `json:"from"`
+	Name      string    `json:"name,omitempty"`
 	Type      string    `json:"type"`
-	Text      string    `json:"text,omitempty"`
-	Caption   string    `json:"caption,omitempty"`
-	MimeType  string    `json:"mimeType,omitempty"`
-	FileName  string    `json:"fileName,omitempty"`
+	Kind      string    `json:"kind"`
 	Bytes     int64     `json:"bytes,omitempty"`
 	Timestamp timestamp `json:"timestamp"`
+	contentJSON
 }
 
 type historyJSONPage struct {
@@ -82,22 +79,41 @@ func (s *Server) history(ctx *fasthttp.RequestCtx, uid string) error {
 	out := historyJSONPage{Success: true, Direction: q.Direction, Messages: make([]any, 0, len(items)), Next: next}
 	for _, it := range items {
 		if it.Dir == domain.DirIn {
-			m := it.In
-			out.Messages = append(out.Messages, incomingJSON{Direction: domain.DirIn, ID: m.ID, Session: m.SessionID, From: m.From, Type: m.Type,
-				Text: m.Text, Caption: m.Caption, MimeType: m.MimeType, FileName: m.FileName, Bytes: m.Bytes, Timestamp: timestamp(m.Timestamp)})
+			out.Messages = append(out.Messages, incomingItem(it.In, it.Notes))
 			continue
 		}
 		m := it.Out
 		out.Messages = append(out.Messages, outgoingJSON{Direction: domain.DirOut, ID: m.ID, MessageID: m.ID, Status: m.Status,
-			To: m.Message.To, Session: m.SessionID, Type: string(m.Message.Kind), Text: m.Message.Text, Caption: m.Message.Caption,
-			MimeType: m.Message.MimeType, FileName: m.Message.FileName, CreatedAt: timestamp(m.CreatedAt.Time()),
-			SentAt: sentAt(m.SentAt), Code: m.Code, Error: m.Error, Attempts: m.Attempts})
+			To: m.Message.To, Session: m.SessionID, Type: string(m.Message.Kind), CreatedAt: timestamp(m.CreatedAt.Time()),
+			SentAt: sentAt(m.SentAt), Code: m.Code, Error: m.Error, Attempts: m.Attempts,
+			contentJSON: contentOf(m.Message, m.Message.To, m.LID, it.Notes)})
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
 	return nil
 }
 
-var messageStatuses = map[string]bool{domain.MsgQueued: true, domain.MsgSent: true, domain.MsgDelivered: true, domain.MsgRead: true, domain.MsgFailed: true}
+// incomingItem is an incoming message in the history.
+func incomingItem(m domain.InboundMessage, n domain.MessageNotes) incomingJSON {
+	kind := m.Kind
+	if kind == "" {
+		kind = m.Type // kept before kinds were named apart
+	}
+	c := m.Content()
+	c.Kind = domain.Kind(kind)
+	c.ReplyTo = m.Quoted
+	if c.ReplyTo == nil && m.ReplyTo != "" {
+		c.ReplyTo = &domain.MessageRef{ID: m.ReplyTo}
+	}
+	j := incomingJSON{Direction: domain.DirIn, ID: m.ID, Session: m.SessionID, From: m.From, Name: m.Name, Type: kind, Kind: kind,
+		Bytes: m.Bytes, Timestamp: timestamp(m.Timestamp), contentJSON: contentOf(c, m.From, m.LID, n)}
+	if m.Group != "" {
+		j.Phone, j.Group = m.From, m.Group
+	}
+	return j
+}
+
+var messageStatuses = map[string]bool{domain.MsgQueued: true, domain.MsgSent: true, domain.MsgDelivered: true, domain.MsgRead: true,
+	domain.MsgFailed: true, domain.MsgCancelled: true}
 
 // historyQuery reads the listing's query parameters.
 func historyQuery(args *fasthttp.Args) (engine.HistoryQuery, error) {
@@ -110,7 +126,7 @@ func historyQuery(args *fasthttp.Args) (engine.HistoryQuery, error) {
 	}
 	if st := string(args.Peek("status")); st != "" {
 		if !messageStatuses[st] {
-			return q, badInput("validation_failed", "status must be queued, sent, delivered, read or failed")
+			return q, badInput("validation_failed", "status must be queued, sent, delivered, read, failed or cancelled")
 		}
 		q.Status = st
 	}
@@ -119,9 +135,9 @@ func historyQuery(args *fasthttp.Args) (engine.HistoryQuery, error) {
 		to   *string
 	}{{"to", &q.To}, {"from", &q.From}} {
 		if v := string(args.Peek(p.name)); v != "" {
-			n, err := engine.NormalizePhone(v)
+			n, err := engine.NormalizeRecipient(v)
 			if err != nil {
-				return q, badInput("validation_failed", "%s must be a phone number with its country code", p.name)
+				return q, badInput("validation_failed", "%s must be a phone number with its country code, or a group id", p.name)
 			}
 			*p.to = n
 		}

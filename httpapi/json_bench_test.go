@@ -17,7 +17,7 @@ func BenchmarkJSON(b *testing.B) {
 	b.Run("decode send request", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			var r sendRequest
+			var r messageRequest
 			if err := json.Unmarshal(body, &r); err != nil {
 				b.Fatal(err)
 			}

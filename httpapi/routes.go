@@ -16,11 +16,21 @@ func (s *Server) routes() {
 
 	// Public message API (API key).
 	s.route(GET, "/api/v1/account", 0, byKey, s.account)
-	s.route(POST, "/api/v1/messages/send", 0, byKey, s.v1Send)
+	s.route(POST, "/api/v1/messages/send", mediaBodyLimit(s.cfg.Media.MaxBytes), byKey, s.v1Send)
 	s.route(POST, "/api/v1/messages/send-image", mediaBodyLimit(s.cfg.Media.MaxBytes), byKey, s.v1SendImage)
 	s.route(POST, "/api/v1/messages/send-bulk", 0, byKey, s.v1SendBulk)
 	s.route(GET, "/api/v1/messages", 0, byKey, s.v1Messages)
 	s.route(GET, "/api/v1/messages/{id}", 0, byKey, s.v1Message)
+	s.route(DELETE, "/api/v1/messages/{id}", 0, byKey, s.v1Delete)
+	s.route(POST, "/api/v1/messages/{id}/edit", 0, byKey, s.v1Edit)
+	s.route(POST, "/api/v1/messages/{id}/read", 0, byKey, s.v1Read)
+	s.route(GET, "/api/v1/messages/{id}/votes", 0, byKey, s.v1Votes)
+	s.route(GET, "/api/v1/contacts", 0, byKey, s.v1Contacts)
+	s.route(POST, "/api/v1/contacts/check", 0, byKey, s.v1ContactsCheck)
+	s.route(GET, "/api/v1/groups", 0, byKey, s.v1Groups)
+	s.route(POST, "/api/v1/groups", 0, byKey, s.v1CreateGroup)
+	s.route(POST, "/api/v1/groups/{id}/participants", 0, byKey, s.v1GroupParticipants)
+	s.route(GET, "/api/v1/groups/{id}/invite", 0, byKey, s.v1GroupInvite)
 	s.route(GET, "/api/v1/campaigns/{id}", 0, byKey, s.v1Campaign)
 	s.route(DELETE, "/api/v1/campaigns/{id}", 0, byKey, s.v1CancelCampaign)
 
@@ -61,6 +71,7 @@ func (s *Server) routes() {
 	s.route(GET, "/api/client/campaigns/details", 0, byCaller, s.client(s.clientCampaign))
 	s.route(DELETE, "/api/client/campaigns", 0, byCaller, s.client(s.cancelClientCampaign))
 	s.route(GET, "/api/client/messages", 0, byCaller, s.client(s.clientMessages))
+	s.route(GET, "/api/client/groups", 0, byCaller, s.client(s.clientGroups))
 	s.route(GET, "/api/client/store", 0, byCaller, s.client(s.clientStore))
 	s.route(DELETE, "/api/client/store", 0, byCaller, s.client(s.deleteStore))
 
@@ -100,5 +111,7 @@ func (s *Server) routes() {
 		s.route(POST, "/api/dev/sim/refuse", 0, here, s.internal(s.simRefuse))
 		s.route(POST, "/api/dev/sim/timelock", 0, here, s.internal(s.simTimelock))
 		s.route(POST, "/api/dev/sim/ban", 0, here, s.internal(s.simBan))
+		s.route(GET, "/api/dev/sim/groups", 0, here, s.internal(s.simGroups))
+		s.route(GET, "/api/dev/sim/read", 0, here, s.internal(s.simReads))
 	}
 }

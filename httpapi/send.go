@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,12 +18,6 @@ import (
 // maxText is the longest text body accepted (the messaging network's own limit is 65,536).
 const maxText = 65536
 
-type sendRequest struct {
-	Phone   *string `json:"phone"`
-	Message *string `json:"message"`
-	Type    *string `json:"type"`
-}
-
 type sentJSON struct {
 	Success   bool      `json:"success"`
 	MessageID string    `json:"message_id"`
@@ -30,6 +25,15 @@ type sentJSON struct {
 	Session   string    `json:"session"`
 	Timestamp timestamp `json:"timestamp"`
 	Status    string    `json:"status"`
+	// Phone and LID name the recipient (its LID where the network gave one); Group instead of
+	// Phone for a message to a group.
+	Phone string `json:"phone,omitempty"`
+	LID   string `json:"lid,omitempty"`
+	Group string `json:"group,omitempty"`
+	// Type and Target: an edit, a revoke or a cancellation (DELETE) says what it did to which
+	// message.
+	Type   string `json:"type,omitempty"`
+	Target string `json:"target,omitempty"`
 }
 
 func sentResponse(e domain.OutboxEntry) sentJSON {
@@ -37,7 +41,16 @@ func sentResponse(e domain.OutboxEntry) sentJSON {
 	if e.SentAt != 0 {
 		ts = e.SentAt.Time()
 	}
-	return sentJSON{Success: true, MessageID: e.ID, To: e.Message.To, Session: e.SessionID, Timestamp: timestamp(ts), Status: e.Status}
+	j := sentJSON{Success: true, MessageID: e.ID, To: e.Message.To, Session: e.SessionID, Timestamp: timestamp(ts), Status: e.Status, LID: e.LID}
+	if domain.IsGroup(e.Message.To) {
+		j.Group = e.Message.To
+	} else {
+		j.Phone = e.Message.To
+	}
+	if k := e.Message.Kind; (k == domain.KindEdit || k == domain.KindRevoke) && e.Message.Target != nil {
+		j.Type, j.Target = string(k), e.Message.Target.ID
+	}
+	return j
 }
 
 // appendJSON appends the answer's JSON as writeJSON would write it, by hand: one per accepted
@@ -50,15 +63,22 @@ func (j sentJSON) appendJSON(b []byte) []byte {
 	b = jsonenc.AppendString(append(b, `,"session":`...), j.Session)
 	b = time.Time(j.Timestamp).UTC().AppendFormat(append(b, `,"timestamp":"`...), tsLayout)
 	b = jsonenc.AppendString(append(b, `","status":`...), j.Status)
+	b = jsonenc.AppendField(b, `,"phone":`, j.Phone)
+	b = jsonenc.AppendField(b, `,"lid":`, j.LID)
+	b = jsonenc.AppendField(b, `,"group":`, j.Group)
+	b = jsonenc.AppendField(b, `,"type":`, j.Type)
+	b = jsonenc.AppendField(b, `,"target":`, j.Target)
 	return append(b, "}\n"...)
 }
 
 // writeSent answers 200 with a message as sent (or queued).
-func writeSent(ctx *fasthttp.RequestCtx, e domain.OutboxEntry) {
+func writeSent(ctx *fasthttp.RequestCtx, e domain.OutboxEntry) { writeSentJSON(ctx, sentResponse(e)) }
+
+func writeSentJSON(ctx *fasthttp.RequestCtx, j sentJSON) {
 	ctx.Response.Header.SetContentTypeBytes(contentTypeJSON)
 	ctx.SetStatusCode(fasthttp.StatusOK)
-	var buf [256]byte
-	_, _ = ctx.Write(sentResponse(e).appendJSON(buf[:0]))
+	var buf [320]byte
+	_, _ = ctx.Write(j.appendJSON(buf[:0]))
 }
 
 // replayMessage answers a retried v1 send from the message its Idempotency-Key made, as it
@@ -72,26 +92,25 @@ func (s *Server) replayMessage(ctx *fasthttp.RequestCtx, uid string, rec domain.
 	return nil
 }
 
-// v1Send is POST /api/v1/messages/send (scope send_text).
+// v1Send is POST /api/v1/messages/send: every kind (DESIGN.md section 16), scope send_text
+// (send_media for media). The body is read before the key is checked (the kind names the
+// scope); a body that does not parse is answered once the key is.
 func (s *Server) v1Send(ctx *fasthttp.RequestCtx) error {
-	return s.v1Post(ctx, engine.ScopeText, func(key domain.Grant, idem *engine.Idem) error {
-		var req sendRequest
-		if err := bind(ctx, &req); err != nil {
-			return err
+	var req messageRequest
+	perr := decodeBody(ctx, &req)
+	scope := engine.ScopeText
+	if perr == nil && domain.Kind(req.Type).Media() {
+		scope = engine.ScopeMedia
+	}
+	return s.v1Post(ctx, scope, func(key domain.Grant, idem *engine.Idem) error {
+		if perr != nil {
+			return perr
 		}
-		if req.Type != nil && *req.Type != "" && *req.Type != "text" {
-			return badInput("validation_failed", "type must be text (send images with /api/v1/messages/send-image)")
-		}
-		phone, err := requirePhone("phone", req.Phone)
+		msg, err := s.messageOf(ctx, req, "message", "media")
 		if err != nil {
 			return err
 		}
-		text, err := requireText("message", req.Message)
-		if err != nil {
-			return err
-		}
-		return s.send(ctx, engine.SendRequest{UserID: key.Key.UserID, Origin: "api",
-			Message: domain.Message{To: phone, Kind: domain.KindText, Text: text}}, idem, true)
+		return s.send(ctx, engine.SendRequest{UserID: key.Key.UserID, SessionID: req.SessionID, Origin: "api", Message: msg}, idem, true)
 	}, func(uid string, rec domain.IdemRecord) error { return s.replayMessage(ctx, uid, rec) })
 }
 
@@ -133,104 +152,211 @@ func (s *Server) v1SendImage(ctx *fasthttp.RequestCtx) error {
 	}, func(uid string, rec domain.IdemRecord) error { return s.replayMessage(ctx, uid, rec) })
 }
 
-type clientSendRequest struct {
-	Phone        *string  `json:"phone"`
-	Type         string   `json:"type"`
-	Text         *string  `json:"text"`
-	FileURL      *string  `json:"fileUrl"`
-	FileName     string   `json:"fileName"`
-	Caption      string   `json:"caption"`
-	Lat          *float64 `json:"lat"`
-	Lng          *float64 `json:"lng"`
-	Address      string   `json:"address"`
-	ContactName  *string  `json:"contactName"`
-	ContactPhone *string  `json:"contactPhone"`
+// messageRequest is a send of any kind: POST /api/v1/messages/send and the dashboard's POST
+// /api/client/send. The text is `message` (v1) or `text` (the dashboard), the media `media` (v1)
+// or `fileUrl` (the dashboard): each route takes either name.
+type messageRequest struct {
+	Phone   *string `json:"phone"`
+	Type    string  `json:"type"`
+	Message *string `json:"message"`
+	Text    *string `json:"text"`
+	// Media kinds.
+	Media    *string `json:"media"`
+	FileURL  *string `json:"fileUrl"`
+	FileName string  `json:"fileName"`
+	Caption  string  `json:"caption"`
+	PTT      bool    `json:"ptt"`
+	// Location.
+	Lat     *float64 `json:"lat"`
+	Lng     *float64 `json:"lng"`
+	Name    string   `json:"name"`
+	Address string   `json:"address"`
+	// Contact card.
+	ContactName  *string `json:"contactName"`
+	ContactPhone *string `json:"contactPhone"`
+	// Poll.
+	Question *string  `json:"question"`
+	Options  []string `json:"options"`
+	Multiple bool     `json:"multiple"`
+	// Reaction.
+	MessageID *string `json:"messageId"`
+	Emoji     *string `json:"emoji"`
+	// Every kind.
+	ReplyTo   string `json:"replyTo"`
+	Typing    bool   `json:"typing"`
+	SessionID string `json:"session_id"`
 }
+
+// Limits of a poll and a reaction's emoji.
+const (
+	pollTextMax = 255
+	emojiMax    = 32 // bytes: one emoji with its modifiers and joiners
+)
 
 // clientSend is POST /api/client/send: every message kind from the dashboard.
 func (s *Server) clientSend(ctx *fasthttp.RequestCtx, u domain.User) error {
-	var req clientSendRequest
+	var req messageRequest
 	if err := bind(ctx, &req); err != nil {
 		return err
 	}
-	msg, err := s.clientMessage(ctx, req)
+	msg, err := s.messageOf(ctx, req, "text", "fileUrl")
 	if err != nil {
 		return err
 	}
-	return s.send(ctx, engine.SendRequest{UserID: u.ID, Origin: "dashboard", Message: msg}, nil, false)
+	return s.send(ctx, engine.SendRequest{UserID: u.ID, SessionID: req.SessionID, Origin: "dashboard", Message: msg}, nil, false)
 }
 
-// clientMessage validates a dashboard send and builds the message, loading media.
-func (s *Server) clientMessage(ctx *fasthttp.RequestCtx, req clientSendRequest) (domain.Message, error) {
-	phone, err := requirePhone("phone", req.Phone)
-	if err != nil {
-		return domain.Message{}, err
-	}
+// messageOf validates a send of any kind and builds its message, loading media. textField and
+// mediaField name the route's own names of the text and the media, in errors.
+func (s *Server) messageOf(ctx *fasthttp.RequestCtx, req messageRequest, textField, mediaField string) (domain.Message, error) {
 	kind := domain.Kind(req.Type)
 	if kind == "" {
 		kind = domain.KindText
 	}
-	msg := domain.Message{To: phone, Kind: kind}
-	switch kind {
-	case domain.KindText:
-		if msg.Text, err = requireText("text", req.Text); err != nil {
-			return msg, err
-		}
-	case domain.KindImage, domain.KindVideo, domain.KindAudio, domain.KindDocument:
-		if req.FileURL == nil || strings.TrimSpace(*req.FileURL) == "" {
-			return msg, badInput("validation_failed", "fileUrl is required for type %s", kind)
-		}
-		m, err := s.media.Load(s.reqContext(ctx), strings.TrimSpace(*req.FileURL))
+	if !slices.Contains(domain.SendKinds, kind) {
+		return domain.Message{}, badInput("validation_failed", "type must be one of text, image, video, audio, document, sticker, location, contact, poll, reaction")
+	}
+	msg := domain.Message{Kind: kind, Typing: req.Typing}
+	if kind != domain.KindReaction || (req.Phone != nil && strings.TrimSpace(*req.Phone) != "") {
+		to, err := requireRecipient("phone", req.Phone)
 		if err != nil {
 			return msg, err
 		}
-		if kind != domain.KindDocument && mediaKind(m.MimeType) != string(kind) {
-			return msg, fmt.Errorf("%w: %s is not %s", domain.ErrMediaType, m.MimeType, kindArticle(kind))
+		msg.To = to
+	}
+	if req.ReplyTo != "" {
+		if kind == domain.KindReaction {
+			return msg, badInput("validation_failed", "a reaction cannot reply; messageId names the message it is about")
 		}
-		if kind == domain.KindImage {
-			if err := checkImage(m); err != nil {
-				return msg, err
-			}
+		msg.ReplyTo = &domain.MessageRef{ID: req.ReplyTo}
+	}
+	if req.PTT && kind != domain.KindAudio {
+		return msg, badInput("validation_failed", "ptt is for type audio (a voice note)")
+	}
+	var err error
+	switch kind {
+	case domain.KindText:
+		text := req.Message
+		if text == nil {
+			text = req.Text
 		}
-		if kind == domain.KindAudio && m.MimeType == "application/ogg" {
-			m.MimeType = "audio/ogg" // an Ogg container sent as audio is a voice note
-		}
-		if kind == domain.KindAudio && s.cfg.AudioCheck != nil {
-			if err := s.cfg.AudioCheck(m.Data, m.MimeType); err != nil {
-				return msg, fmt.Errorf("%w: %w", domain.ErrMediaType, err)
-			}
-		}
-		msg.Data, msg.MimeType, msg.FileName = m.Data, m.MimeType, req.FileName
-		if msg.FileName == "" {
-			msg.FileName = m.FileName
-		}
-		if kind != domain.KindAudio {
-			msg.Caption = req.Caption
-		}
+		msg.Text, err = requireText(textField, text)
+	case domain.KindImage, domain.KindVideo, domain.KindAudio, domain.KindDocument, domain.KindSticker:
+		err = s.mediaOf(ctx, &msg, req, mediaField)
 	case domain.KindLocation:
-		if req.Lat == nil {
-			return msg, badInput("validation_failed", "lat is required for type location")
+		switch {
+		case req.Lat == nil:
+			err = badInput("validation_failed", "lat is required for type location")
+		case req.Lng == nil:
+			err = badInput("validation_failed", "lng is required for type location")
+		case *req.Lat < -90 || *req.Lat > 90 || *req.Lng < -180 || *req.Lng > 180:
+			err = badInput("validation_failed", "lat must be -90 to 90 and lng -180 to 180")
 		}
-		if req.Lng == nil {
-			return msg, badInput("validation_failed", "lng is required for type location")
-		}
-		if *req.Lat < -90 || *req.Lat > 90 || *req.Lng < -180 || *req.Lng > 180 {
-			return msg, badInput("validation_failed", "lat must be -90 to 90 and lng -180 to 180")
-		}
-		msg.Lat, msg.Lng, msg.Address = *req.Lat, *req.Lng, req.Address
+		msg.Lat, msg.Lng, msg.LocationName, msg.Address = derefF(req.Lat), derefF(req.Lng), strings.TrimSpace(req.Name), strings.TrimSpace(req.Address)
 	case domain.KindContact:
 		if req.ContactName == nil || strings.TrimSpace(*req.ContactName) == "" {
 			return msg, badInput("validation_failed", "contactName is required for type contact")
 		}
-		cp, err := requirePhone("contactPhone", req.ContactPhone)
-		if err != nil {
-			return msg, err
+		msg.ContactName = strings.TrimSpace(*req.ContactName)
+		msg.ContactPhone, err = requirePhone("contactPhone", req.ContactPhone)
+	case domain.KindPoll:
+		err = pollOf(&msg, req)
+	case domain.KindReaction:
+		if req.MessageID == nil || strings.TrimSpace(*req.MessageID) == "" {
+			return msg, badInput("validation_failed", "messageId is required for type reaction: the message reacted to")
 		}
-		msg.ContactName, msg.ContactPhone = strings.TrimSpace(*req.ContactName), cp
-	default:
-		return msg, badInput("validation_failed", "type must be one of text, image, video, audio, document, location, contact")
+		if req.Emoji == nil {
+			return msg, badInput("validation_failed", `emoji is required for type reaction ("" takes the reaction back)`)
+		}
+		if e := strings.TrimSpace(*req.Emoji); len(e) > emojiMax || !utf8.ValidString(e) || strings.ContainsAny(e, " \t\n") {
+			return msg, badInput("validation_failed", "emoji must be one emoji")
+		}
+		msg.Target, msg.Emoji = &domain.MessageRef{ID: strings.TrimSpace(*req.MessageID)}, strings.TrimSpace(*req.Emoji)
 	}
-	return msg, nil
+	return msg, err
+}
+
+func derefF(f *float64) float64 {
+	if f == nil {
+		return 0
+	}
+	return *f
+}
+
+// pollOf reads a poll: a question and 2 to 12 distinct options.
+func pollOf(msg *domain.Message, req messageRequest) error {
+	if req.Question == nil || strings.TrimSpace(*req.Question) == "" {
+		return badInput("validation_failed", "question is required for type poll")
+	}
+	q := strings.TrimSpace(*req.Question)
+	if utf8.RuneCountInString(q) > pollTextMax || !utf8.ValidString(q) {
+		return badInput("validation_failed", "question must be valid UTF-8 of at most %d characters", pollTextMax)
+	}
+	if len(req.Options) < domain.PollMinOptions || len(req.Options) > domain.PollMaxOptions {
+		return badInput("validation_failed", "options must hold %d to %d answers", domain.PollMinOptions, domain.PollMaxOptions)
+	}
+	opts := make([]string, 0, len(req.Options))
+	for _, o := range req.Options {
+		o = strings.TrimSpace(o)
+		if o == "" || utf8.RuneCountInString(o) > 100 || !utf8.ValidString(o) {
+			return badInput("validation_failed", "each option must be 1 to 100 characters")
+		}
+		if slices.Contains(opts, o) {
+			return badInput("validation_failed", "options must be distinct (%q twice)", o)
+		}
+		opts = append(opts, o)
+	}
+	msg.Question, msg.Options, msg.Multiple = q, opts, req.Multiple
+	return nil
+}
+
+// mediaOf loads a media kind's file (a URL or a data URI) and checks it is of that kind: an
+// image for image (JPEG, PNG, GIF, WebP), WebP for a sticker, a video or audio file for those.
+func (s *Server) mediaOf(ctx *fasthttp.RequestCtx, msg *domain.Message, req messageRequest, field string) error {
+	src := req.Media
+	if src == nil {
+		src = req.FileURL
+	}
+	kind := msg.Kind
+	if src == nil || strings.TrimSpace(*src) == "" {
+		return badInput("validation_failed", "%s is required for type %s", field, kind)
+	}
+	m, err := s.media.Load(s.reqContext(ctx), strings.TrimSpace(*src))
+	if err != nil {
+		return err
+	}
+	switch kind {
+	case domain.KindDocument:
+	case domain.KindSticker:
+		if m.MimeType != "image/webp" {
+			return fmt.Errorf("%w: a sticker must be WebP, not %s", domain.ErrMediaType, m.MimeType)
+		}
+	default:
+		if mediaKind(m.MimeType) != string(kind) {
+			return fmt.Errorf("%w: %s is not %s", domain.ErrMediaType, m.MimeType, kindArticle(kind))
+		}
+	}
+	if kind == domain.KindImage {
+		if err := checkImage(m); err != nil {
+			return err
+		}
+	}
+	if kind == domain.KindAudio && m.MimeType == "application/ogg" {
+		m.MimeType = "audio/ogg" // an Ogg container sent as audio is a voice note
+	}
+	if kind == domain.KindAudio && s.cfg.AudioCheck != nil {
+		if err := s.cfg.AudioCheck(m.Data, m.MimeType, req.PTT); err != nil {
+			return fmt.Errorf("%w: %w", domain.ErrMediaType, err)
+		}
+	}
+	msg.Data, msg.MimeType, msg.FileName, msg.PTT = m.Data, m.MimeType, req.FileName, req.PTT
+	if msg.FileName == "" {
+		msg.FileName = m.FileName
+	}
+	if kind != domain.KindAudio && kind != domain.KindSticker {
+		msg.Caption = req.Caption
+	}
+	return nil
 }
 
 func kindArticle(k domain.Kind) string {
@@ -308,6 +434,7 @@ type messageJSON struct {
 	Error     string        `json:"error,omitempty"`
 	Attempts  int           `json:"attempts"`
 	History   []historyJSON `json:"history"`
+	contentJSON
 }
 
 type historyJSON struct {
@@ -322,9 +449,17 @@ func (s *Server) v1Message(ctx *fasthttp.RequestCtx) error {
 		return err
 	}
 	id, _ := ctx.UserValue("id").(string)
-	m, err := s.engine(ctx).Messages.Get(key.Key.UserID, id)
+	msgs := s.engine(ctx).Messages
+	m, err := msgs.Get(key.Key.UserID, id)
 	if err != nil {
 		return err
+	}
+	n, err := msgs.Notes(key.Key.UserID, id)
+	if err != nil {
+		return err
+	}
+	if m.LID == "" {
+		m.LID = msgs.LID(m.Message.To)
 	}
 	hist := make([]historyJSON, len(m.History))
 	for i, h := range m.History {
@@ -334,8 +469,21 @@ func (s *Server) v1Message(ctx *fasthttp.RequestCtx) error {
 		Success: true, ID: m.ID, MessageID: m.ID, Status: m.Status, To: m.Message.To, Session: m.SessionID,
 		Type: string(m.Message.Kind), CreatedAt: timestamp(m.CreatedAt.Time()), SentAt: sentAt(m.SentAt),
 		Code: m.Code, Error: m.Error, Attempts: m.Attempts, History: hist,
+		contentJSON: contentOf(m.Message, m.Message.To, m.LID, n),
 	})
 	return nil
+}
+
+// requireRecipient reads a send's recipient: a phone number or a group id (…@g.us).
+func requireRecipient(field string, v *string) (string, error) {
+	if v == nil || strings.TrimSpace(*v) == "" {
+		return "", missing(field)
+	}
+	p, err := engine.NormalizeRecipient(*v)
+	if err != nil {
+		return "", fmt.Errorf("%w (%s)", err, field)
+	}
+	return p, nil
 }
 
 func requirePhone(field string, v *string) (string, error) {

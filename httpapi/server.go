@@ -74,7 +74,7 @@ type Config struct {
 	Media MediaOptions
 	// AudioCheck, when set, refuses audio the network cannot send (WhatsApp: a voice note that
 	// is not Ogg/Opus when no --ffmpeg converts it) with 415 at accept, not as a failed send.
-	AudioCheck func(data []byte, mime string) error
+	AudioCheck func(data []byte, mime string, ptt bool) error
 	// Dashboard is the embedded web UI and its sign-in (see dashboard.go).
 	Dashboard DashboardConfig
 	// Webhooks is the events-out facet; its routes are served when it is set.

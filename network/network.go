@@ -1,6 +1,8 @@
 // Package network is the messaging-network port: what a session actor needs from a messaging
-// network (link a device by QR or phone code, keep it connected, send every message kind, log
-// out). Implementations live in sub-packages: sim (the embedded default) and whatsapp
+// network (link a device by QR or phone code, keep it connected, send every message kind
+// (replies, reactions, polls, edits and revokes included: domain.Message carries them all),
+// mark messages read, look numbers up, run groups, log out), and what the network reports
+// (links, receipts, messages people write, their reactions, edits, revokes and poll votes). Implementations live in sub-packages: sim (the embedded default) and whatsapp
 // (whatsmeow). This package imports only domain; adapters import only this and domain.
 package network
 
@@ -17,6 +19,9 @@ import (
 type Receipt struct {
 	ID string    // the network's message id (equals Message.ID where the network honours it)
 	At time.Time // server time of the acknowledgement
+	// LID is the recipient's network-internal id the message was addressed to ("" for a
+	// group, or a network without one).
+	LID string
 }
 
 // Event is something that happened to a linked device; a Client reports events through the
@@ -110,25 +115,59 @@ type MessageReceipt struct {
 	At     time.Time
 }
 
-// Incoming: someone wrote to the session's number. Media bytes are not downloaded: the
-// metadata says what was sent.
-type Incoming struct {
-	ID       string      // the network's message id
-	From     string      // sender's phone (digits); "" if the network hides it
-	FromLID  string      // sender's network-internal id where the network has one (WhatsApp LID user)
-	PushName string      // the name the sender set on their profile
-	Kind     domain.Kind // text, image, video, audio, document, location, contact; "other" for the rest
-	Text     string      // text body
-	Caption  string      // media caption
-	MimeType string      // media
-	FileName string      // documents
-	Size     int64       // media size in bytes
-	At       time.Time   // when the sender sent it (network time)
+// Origin is who did something on the network, and where: the header of every event a contact
+// causes (a message, a reaction, an edit, a revoke, a vote).
+type Origin struct {
+	ID       string // the network's id of the message that carried it
+	From     string // the sender's phone (digits); "" when the network hides it and no LID map knows it
+	FromLID  string // the sender's network-internal id where the network has one (WhatsApp's LID user)
+	PushName string // the name the sender set on their profile
+	// Group is the group it happened in (a domain.IsGroup id); "" in a direct conversation.
+	Group string
+	At    time.Time // when the sender did it (network time)
 }
 
-// KindOther is the Incoming.Kind of a message the port has no kind for (stickers, polls,
-// reactions...).
+// Incoming: someone wrote to the session's number (or in one of its groups). Message carries the
+// content: its Kind (KindOther for what the port has no kind for) and fields, ReplyTo when it
+// quotes a message; media bytes are not downloaded (Size says how large).
+type Incoming struct {
+	Origin
+	Message domain.Message
+}
+
+// KindOther is the kind of an incoming message the port has no kind for (a view-once message,
+// a live location, buttons...).
 const KindOther domain.Kind = "other"
+
+// Reaction: someone reacted to a message (Target, a message id) with Emoji; "" takes their
+// reaction back.
+type Reaction struct {
+	Origin
+	Target string
+	Emoji  string
+}
+
+// Edited: someone changed the text of a message they wrote (Target); Message is the new content.
+type Edited struct {
+	Origin
+	Target  string
+	Message domain.Message
+}
+
+// Revoked: someone deleted a message they wrote (Target) for everyone.
+type Revoked struct {
+	Origin
+	Target string
+}
+
+// PollVote: someone voted in a poll (Poll, its message id) for Options (the options' names,
+// decrypted where the network encrypts votes); it replaces their earlier vote. No options: the
+// vote was taken back.
+type PollVote struct {
+	Origin
+	Poll    string
+	Options []string
+}
 
 // PhoneOffline: the phone the device is linked to has not been seen for a while; WhatsApp
 // unlinks companion devices after about 14 days without the phone. LogoutAt is the expected
@@ -150,6 +189,10 @@ func (LoggedOut) isEvent()      {}
 func (Timelock) isEvent()       {}
 func (MessageReceipt) isEvent() {}
 func (Incoming) isEvent()       {}
+func (Reaction) isEvent()       {}
+func (Edited) isEvent()         {}
+func (Revoked) isEvent()        {}
+func (PollVote) isEvent()       {}
 func (PhoneOffline) isEvent()   {}
 func (PhoneOnline) isEvent()    {}
 
@@ -215,12 +258,28 @@ type Client interface {
 	// PairPhone starts linking by phone number instead of QR and returns the code the user
 	// types on the phone (eight characters).
 	PairPhone(ctx context.Context, phone string) (string, error)
-	// IsOnNetwork tells whether a number has an account on the network.
-	IsOnNetwork(ctx context.Context, phone string) (bool, error)
-	// Send sends a message and waits for the network's acknowledgement. Its error says what
-	// the caller may do next (see the errors below): a definite failure, a wait (timelock,
-	// rate limit), or ErrUnknownOutcome (send it again later under the same id).
+	// Lookup tells, for each number (digits), whether it has an account on the network and
+	// its LID where the network gives one; in the order asked.
+	Lookup(ctx context.Context, phones []string) ([]domain.NumberCheck, error)
+	// Send sends a message of any kind and waits for the network's acknowledgement: m.To is a
+	// number or a group id; m.ReplyTo quotes a message; m.Target is what a reaction, an edit or
+	// a revoke is about; m.Typing shows "typing…" for 1-3 s first (TypingFor). Its error says
+	// what the caller may do next (see the errors below): a definite failure, a wait
+	// (timelock, rate limit), or ErrUnknownOutcome (send it again later under the same id).
 	Send(ctx context.Context, m domain.Message) (Receipt, error)
+	// MarkRead tells the sender of an incoming message (ref: its id, sender and group) that
+	// it was read, with the messages before it.
+	MarkRead(ctx context.Context, ref domain.MessageRef) error
+	// Groups lists the groups the device's account is in.
+	Groups(ctx context.Context) ([]domain.Group, error)
+	// CreateGroup makes a group with the account as its admin and participants (numbers).
+	CreateGroup(ctx context.Context, name string, participants []string) (domain.Group, error)
+	// UpdateParticipants adds and removes participants (numbers) of a group the account
+	// administers, and returns the group as it stands (domain.ErrGroupNotFound,
+	// domain.ErrNotGroupAdmin).
+	UpdateParticipants(ctx context.Context, group string, add, remove []string) (domain.Group, error)
+	// InviteLink returns the link that joins a group the account administers.
+	InviteLink(ctx context.Context, group string) (string, error)
 	// Logout unlinks the device; a new QR scan is needed afterwards. Call it before a session
 	// changes owner or is deleted, so the previous owner's account is not left linked.
 	Logout(ctx context.Context) error
@@ -282,6 +341,14 @@ var (
 	// ErrAlreadyPaired: linking was asked for a device that is already paired.
 	ErrAlreadyPaired = errors.New("device is already paired")
 )
+
+// TypingFor is how long the recipient sees "typing…" before m when m.Typing: 1 s, and a
+// second more for every 50 characters, at most 3 s (WAHA's advice: show typing for a time
+// that depends on the message's length).
+func TypingFor(m domain.Message) time.Duration {
+	d := time.Second + time.Duration(len([]rune(m.Text+m.Caption+m.Question)))*time.Second/50
+	return min(d, 3*time.Second)
+}
 
 // TimelockError is ErrTimelock with the end of the timelock (zero: the network did not say;
 // wait for a Timelock event, or retry after a conservative pause such as an hour).

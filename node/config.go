@@ -180,12 +180,12 @@ func executable(path string) bool {
 
 // audioCheck is the accept-time check of audio sends: on WhatsApp, audio it cannot play is
 // refused with 415 unless --ffmpeg converts it to a voice note.
-func (c Config) audioCheck() func([]byte, string) error {
+func (c Config) audioCheck() func([]byte, string, bool) error {
 	if c.Network != "whatsapp" {
 		return nil
 	}
 	convert := c.FFmpeg != ""
-	return func(data []byte, mime string) error { return whatsapp.CheckAudio(data, mime, convert) }
+	return func(data []byte, mime string, ptt bool) error { return whatsapp.CheckAudio(data, mime, ptt, convert) }
 }
 
 // pacing is the network's default pacing (whatsapp.DefaultPacing, whose sources README

@@ -103,3 +103,37 @@ func (c fencedClient) Logout(ctx context.Context) error {
 	}
 	return c.Client.Logout(ctx)
 }
+
+// fenced runs a network call of the client unless the node lost the partition.
+func fenced[T any](c fencedClient, call func() (T, error)) (T, error) {
+	if !c.ok() {
+		var zero T
+		return zero, errFencedNetwork
+	}
+	return call()
+}
+
+func (c fencedClient) Lookup(ctx context.Context, phones []string) ([]domain.NumberCheck, error) {
+	return fenced(c, func() ([]domain.NumberCheck, error) { return c.Client.Lookup(ctx, phones) })
+}
+
+func (c fencedClient) MarkRead(ctx context.Context, ref domain.MessageRef) error {
+	_, err := fenced(c, func() (struct{}, error) { return struct{}{}, c.Client.MarkRead(ctx, ref) })
+	return err
+}
+
+func (c fencedClient) Groups(ctx context.Context) ([]domain.Group, error) {
+	return fenced(c, func() ([]domain.Group, error) { return c.Client.Groups(ctx) })
+}
+
+func (c fencedClient) CreateGroup(ctx context.Context, name string, participants []string) (domain.Group, error) {
+	return fenced(c, func() (domain.Group, error) { return c.Client.CreateGroup(ctx, name, participants) })
+}
+
+func (c fencedClient) UpdateParticipants(ctx context.Context, group string, add, remove []string) (domain.Group, error) {
+	return fenced(c, func() (domain.Group, error) { return c.Client.UpdateParticipants(ctx, group, add, remove) })
+}
+
+func (c fencedClient) InviteLink(ctx context.Context, group string) (string, error) {
+	return fenced(c, func() (string, error) { return c.Client.InviteLink(ctx, group) })
+}

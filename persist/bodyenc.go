@@ -2,10 +2,12 @@ package persist
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/internal/jsonenc"
 )
 
@@ -44,7 +46,33 @@ func appendBody(out []byte, b *body) ([]byte, error) {
 	out = jsonenc.AppendField(out, `,"address":`, m.Address)
 	out = jsonenc.AppendField(out, `,"contactName":`, m.ContactName)
 	out = jsonenc.AppendField(out, `,"contactPhone":`, m.ContactPhone)
+	if m.Size != 0 || m.PTT || m.LocationName != "" || m.Question != "" || len(m.Options) > 0 || m.Multiple ||
+		m.Emoji != "" || m.ReplyTo != nil || m.Target != nil || m.Typing {
+		// The kinds of DESIGN.md section 16: rarer than texts and media, through the
+		// reflecting encoder (the same names and omissions).
+		rest, err := json.Marshal(conversationFields{Size: m.Size, PTT: m.PTT, LocationName: m.LocationName,
+			Question: m.Question, Options: m.Options, Multiple: m.Multiple, Emoji: m.Emoji, ReplyTo: m.ReplyTo,
+			Target: m.Target, Typing: m.Typing})
+		if err != nil {
+			return nil, fmt.Errorf("persist: encode: %w", err)
+		}
+		out = append(append(out, ','), rest[1:len(rest)-1]...)
+	}
 	out = strconv.AppendInt(append(out, `},"at":`...), int64(b.CreatedAt), 10)
 	out = jsonenc.AppendField(out, `,"dataRef":`, b.DataRef)
 	return append(out, '}'), nil
+}
+
+// conversationFields are domain.Message's fields of DESIGN.md section 16, with its JSON names.
+type conversationFields struct {
+	Size         int64              `json:"size,omitempty"`
+	PTT          bool               `json:"ptt,omitempty"`
+	LocationName string             `json:"locationName,omitempty"`
+	Question     string             `json:"question,omitempty"`
+	Options      []string           `json:"options,omitempty"`
+	Multiple     bool               `json:"multiple,omitempty"`
+	Emoji        string             `json:"emoji,omitempty"`
+	ReplyTo      *domain.MessageRef `json:"replyTo,omitempty"`
+	Target       *domain.MessageRef `json:"target,omitempty"`
+	Typing       bool               `json:"typing,omitempty"`
 }

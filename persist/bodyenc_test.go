@@ -21,6 +21,10 @@ func TestBodyByHandReadsBack(t *testing.T) {
 		{ID: "loc", Message: domain.Message{Kind: domain.KindLocation, Lat: -33.868820000000001, Lng: 151.20929, Address: "Sydney"}},
 		{ID: "tiny", Message: domain.Message{Lat: 1e-300, Lng: math.MaxFloat64, ContactName: "Ann", ContactPhone: "+49 151"}},
 		{ID: "one", Message: domain.Message{Lat: 1e21, Lng: 123456789.125, Data: []byte{7}}},
+		{ID: "poll", Message: domain.Message{Kind: domain.KindPoll, Question: "Confirm \"order\"?", Options: []string{"Yes", "No ✗"}, Multiple: true, Typing: true,
+			ReplyTo: &domain.MessageRef{ID: "IN1", From: "15550001111", FromLID: "123", Kind: domain.KindText, Text: "hi"}}},
+		{ID: "react", Message: domain.Message{Kind: domain.KindReaction, To: "120363000000000001@g.us", Emoji: "👍", Target: &domain.MessageRef{ID: "X", FromMe: true, Group: "120363000000000001@g.us"}}},
+		{ID: "voice", Message: domain.Message{Kind: domain.KindAudio, PTT: true, Size: 12, LocationName: "x"}},
 		{},
 	} {
 		ref := ""

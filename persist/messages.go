@@ -100,13 +100,38 @@ func decodeLog(pos, value []byte) (domain.LogEntry, error) {
 	return e, err
 }
 
-// InOp is the index entry of an incoming message (the whole message).
-func (l *MessageLog) InOp(m domain.InboundMessage) (Op, error) {
+// InOps are the index entries of an incoming message: the whole message in the history, and
+// its id's entry (msg_in/<uid>/<id>: the history key after the user's prefix), by which a reply
+// or a read mark finds it.
+func (l *MessageLog) InOps(m domain.InboundMessage) ([]Op, error) {
 	if m.UserID == "" || m.ID == "" {
-		return Op{}, fmt.Errorf("%w: a message log entry needs a user and an id", domain.ErrRecordInvalid)
+		return nil, fmt.Errorf("%w: a message log entry needs a user and an id", domain.ErrRecordInvalid)
 	}
-	return l.t.PutTTLOp(logUserPrefix(m.UserID)+logPos(m.Timestamp, domain.DirIn, m.ID),
+	pos := logPos(m.Timestamp, domain.DirIn, m.ID)
+	op, err := l.t.PutTTLOp(logUserPrefix(m.UserID)+pos,
 		domain.LogEntry{Dir: domain.DirIn, ID: m.ID, SessionID: m.SessionID, Peer: m.From, At: m.Timestamp, In: &m}, domain.InboundRetention)
+	if err != nil {
+		return nil, err
+	}
+	idx := Op{Key: []byte(inboundIDTable + "/" + logUserPrefix(m.UserID) + m.ID), Value: []byte(pos), TTL: domain.InboundRetention}
+	return []Op{op, idx}, nil
+}
+
+// Inbound returns one of the user's incoming messages by id (domain.ErrRecordNotFound when
+// none was kept).
+func (l *MessageLog) Inbound(uid, id string) (domain.InboundMessage, error) {
+	pos, err := l.kv.Get([]byte(inboundIDTable + "/" + logUserPrefix(uid) + id))
+	if err != nil {
+		return domain.InboundMessage{}, err
+	}
+	e, err := l.t.Get(logUserPrefix(uid) + string(pos))
+	if err != nil {
+		return domain.InboundMessage{}, err
+	}
+	if e.In == nil {
+		return domain.InboundMessage{}, fmt.Errorf("%w: %s is not an incoming message", domain.ErrRecordNotFound, id)
+	}
+	return *e.In, nil
 }
 
 // cursor turns an entry's place into an opaque cursor (url-safe base64).
@@ -258,14 +283,16 @@ func (l *MessageLog) AdoptInbound(ctx context.Context) (int, error) {
 			return nil
 		}
 		m.UserID = uid
-		op, err := l.InOp(m)
+		in, err := l.InOps(m)
 		if err != nil {
 			return nil
 		}
 		// The copy expires when the original would have.
 		if left := time.Until(m.Timestamp.Add(domain.InboundRetention)); left > time.Minute {
-			op.TTL = left
-			ops = append(ops, op)
+			for _, op := range in {
+				op.TTL = left
+				ops = append(ops, op)
+			}
 		}
 		ops = append(ops, Op{Key: slices.Clone(key), Delete: true})
 		n++

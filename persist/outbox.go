@@ -76,6 +76,7 @@ const (
 type outcome struct {
 	Status    domain.MessageStatus `json:"s"`
 	NetworkID string               `json:"n,omitempty"`
+	LID       string               `json:"l,omitempty"`
 	SentAt    domain.Millis        `json:"t,omitempty"`
 	Code      string               `json:"c,omitempty"`
 	Error     string               `json:"e,omitempty"`
@@ -91,7 +92,7 @@ type step struct {
 }
 
 func outcomeOf(e domain.OutboxEntry) outcome {
-	c := outcome{Status: e.Status, NetworkID: e.NetworkID, SentAt: e.SentAt, Code: e.Code, Error: e.Error,
+	c := outcome{Status: e.Status, NetworkID: e.NetworkID, LID: e.LID, SentAt: e.SentAt, Code: e.Code, Error: e.Error,
 		Attempts: e.Attempts, UpdatedAt: e.UpdatedAt}
 	h := e.History
 	if len(h) > 0 && h[0].Status == domain.MsgQueued {
@@ -108,9 +109,10 @@ func outcomeOf(e domain.OutboxEntry) outcome {
 
 // encode is the outcome's record (version 1): its JSON, written by hand (one per message).
 func (c outcome) encode() []byte {
-	b := append(make([]byte, 0, 64+len(c.NetworkID)+len(c.Code)+len(c.Error)+24*len(c.History)), recordVersion1)
+	b := append(make([]byte, 0, 64+len(c.NetworkID)+len(c.LID)+len(c.Code)+len(c.Error)+24*len(c.History)), recordVersion1)
 	b = jsonenc.AppendString(append(b, `{"s":`...), c.Status)
 	b = jsonenc.AppendField(b, `,"n":`, c.NetworkID)
+	b = jsonenc.AppendField(b, `,"l":`, c.LID)
 	if c.SentAt != 0 {
 		b = strconv.AppendInt(append(b, `,"t":`...), int64(c.SentAt), 10)
 	}
@@ -137,7 +139,7 @@ func (c outcome) encode() []byte {
 
 // apply lays the outcome over the body (as accepted: queued, one history step).
 func (c outcome) apply(e *domain.OutboxEntry) {
-	e.Status, e.NetworkID, e.SentAt, e.Code, e.Error = c.Status, c.NetworkID, c.SentAt, c.Code, c.Error
+	e.Status, e.NetworkID, e.LID, e.SentAt, e.Code, e.Error = c.Status, c.NetworkID, c.LID, c.SentAt, c.Code, c.Error
 	e.Attempts, e.UpdatedAt = c.Attempts, c.UpdatedAt
 	e.History = slices.Clip(e.History)
 	for _, s := range c.History {
@@ -336,6 +338,12 @@ func (o *Outbox) AcceptMany(ctx context.Context, es []domain.OutboxEntry) error 
 	return o.kv.Commit(ctx, ops...)
 }
 
+// listed tells whether messages of a kind are listed in the history: reactions, edits and
+// revokes are shown on the message they are about (MessageNotes), not as messages of their own.
+func listed(k domain.Kind) bool {
+	return k != domain.KindReaction && k != domain.KindEdit && k != domain.KindRevoke
+}
+
 // acceptOps appends a queued entry's writes: its body, its pending mark and its history entry.
 func (o *Outbox) acceptOps(ctx context.Context, ops []Op, e domain.OutboxEntry, now time.Time) ([]Op, error) {
 	ref, err := o.putMedia(ctx, e)
@@ -347,8 +355,8 @@ func (o *Outbox) acceptOps(ctx context.Context, ops []Op, e domain.OutboxEntry, 
 		return ops, err
 	}
 	ops = append(ops, put, Op{Key: pendingKey(e.ID), Value: pendingMark(now.Add(bodyTTL))})
-	if e.UserID == "" {
-		return ops, nil // not a user's message (tests): nothing to list
+	if e.UserID == "" || !listed(e.Message.Kind) {
+		return ops, nil // not a user's message (tests), or not a message of its own: nothing to list
 	}
 	lop, err := o.log.OutOp(e)
 	if err != nil {

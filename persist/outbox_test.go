@@ -332,7 +332,7 @@ func TestAccountSnapshotRoundTrip(t *testing.T) {
 
 // The outcome and history records written by hand read back as their JSON types.
 func TestHandWrittenRecordsDecode(t *testing.T) {
-	c := outcome{Status: domain.MsgFailed, NetworkID: "n\"1", SentAt: 17, Code: "network_error", Error: "boom\n\"quoted\"", Attempts: 2, UpdatedAt: 42,
+	c := outcome{Status: domain.MsgFailed, NetworkID: "n\"1", LID: "12345", SentAt: 17, Code: "network_error", Error: "boom\n\"quoted\"", Attempts: 2, UpdatedAt: 42,
 		History: []step{{domain.MsgSent, 20}, {domain.MsgFailed, 42}}}
 	var back outcome
 	if _, err := Decode(c.encode(), recordVersion1, &back); err != nil {

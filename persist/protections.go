@@ -3,6 +3,8 @@ package persist
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gateway/gateway/domain"
@@ -84,18 +86,22 @@ func (p Protections) Contact(sessionID, phone, number string) (domain.Contact, e
 	return c, err
 }
 
-// Wrote records that number wrote to the phone at at (the first time only), and clears its
-// recipient mark, in one commit; a number known to have written and not marked costs no write.
-// It returns the contact as it now stands.
-func (p Protections) Wrote(ctx context.Context, sessionID, phone, number string, at time.Time) (domain.Contact, error) {
+// Wrote records that number wrote to the phone at at (its first time, and when it last
+// wrote, kept to the hour), with the LID and profile name the network gave, and clears its
+// recipient mark, in one commit; a number whose record would not change and that is not marked
+// costs no write. It returns the contact as it now stands.
+func (p Protections) Wrote(ctx context.Context, sessionID, phone, number string, at time.Time, lid, name string) (domain.Contact, error) {
 	key := phoneKey(sessionID, phone) + "/" + number
 	c, err := p.Contact(sessionID, phone, number)
 	if err != nil {
 		return c, err
 	}
 	var ops []Op
+	changed := c.Seen(domain.MillisOf(at), true, lid, name)
 	if c.Wrote == 0 {
-		c.Wrote = domain.MillisOf(at)
+		c.Wrote, changed = domain.MillisOf(at), true
+	}
+	if changed {
 		op, err := p.book.PutOp(key, c)
 		if err != nil {
 			return c, err
@@ -111,6 +117,56 @@ func (p Protections) Wrote(ctx context.Context, sessionID, phone, number string,
 		return c, nil
 	}
 	return c, p.book.KV().Commit(ctx, ops...)
+}
+
+// Sent records that the phone wrote to numbers at at (last written to, kept to the hour, and
+// the LID the network addressed each by), in one commit.
+func (p Protections) Sent(ctx context.Context, sessionID, phone string, at time.Time, sent []domain.NumberCheck) error {
+	var ops []Op
+	for _, n := range sent {
+		c, err := p.Contact(sessionID, phone, n.Phone)
+		if err != nil {
+			return err
+		}
+		if !c.Seen(domain.MillisOf(at), false, n.LID, "") {
+			continue
+		}
+		op, err := p.book.PutOp(phoneKey(sessionID, phone)+"/"+n.Phone, c)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, op)
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	return p.book.KV().Commit(ctx, ops...)
+}
+
+// Book lists up to limit numbers of the phone's contact book after number after ("" = from the
+// first), in number order.
+func (p Protections) Book(sessionID, phone, after string, limit int) ([]domain.BookEntry, error) {
+	prefix := p.book.key(phoneKey(sessionID, phone) + "/")
+	start := prefix
+	if after != "" {
+		start = append(append(slices.Clone(prefix), after...), 0)
+	}
+	out := []domain.BookEntry{}
+	err := scanFrom(p.book.KV(), prefix, start, func(key, value []byte) error {
+		if len(out) == limit {
+			return errStopScan
+		}
+		var c domain.Contact
+		if _, err := Decode(value, recordVersion1, &c); err != nil {
+			return fmt.Errorf("%s %q: %w", contactBookTable, key, err)
+		}
+		out = append(out, domain.BookEntry{Number: string(key[len(prefix):]), Contact: c})
+		return nil
+	})
+	if errors.Is(err, errStopScan) {
+		err = nil
+	}
+	return out, err
 }
 
 // PutMark marks a recipient of the phone until m.Until (the record expires then).

@@ -59,15 +59,28 @@ func TestProtectionsPerSessionAndPhone(t *testing.T) {
 	if ms, err := p.Marks("s1", "111"); err != nil || len(ms) != 1 || ms[0] != m {
 		t.Fatalf("marks of s1/111: %v %v", ms, err)
 	}
-	c, err := p.Wrote(ctx, "s1", "111", "901", now)
-	if err != nil || c.Wrote != domain.MillisOf(now) {
+	c, err := p.Wrote(ctx, "s1", "111", "901", now, "77701", "Ana")
+	if err != nil || c.Wrote != domain.MillisOf(now) || c.LastIn != domain.MillisOf(now) || c.LID != "77701" || c.Name != "Ana" {
 		t.Fatalf("wrote: %+v %v", c, err)
 	}
 	if ms, _ := p.Marks("s1", "111"); len(ms) != 0 {
 		t.Fatalf("a reply left the mark: %v", ms)
 	}
-	if c, _ := p.Wrote(ctx, "s1", "111", "901", now.Add(time.Hour)); c.Wrote != domain.MillisOf(now) {
-		t.Fatalf("a second reply moved the first: %+v", c)
+	if c, _ := p.Wrote(ctx, "s1", "111", "901", now.Add(time.Hour), "", ""); c.Wrote != domain.MillisOf(now) ||
+		c.LastIn != domain.MillisOf(now.Add(time.Hour)) || c.LID != "77701" || c.First != domain.MillisOf(now) {
+		t.Fatalf("a second reply moved the first, or not the last: %+v", c)
+	}
+	// Written to: the last time and the LID; then the book in number order, a page at a time.
+	if err := p.Sent(ctx, "s1", "111", now.Add(2*time.Hour), []domain.NumberCheck{{Phone: "901"}, {Phone: "905", LID: "77705"}}); err != nil {
+		t.Fatal(err)
+	}
+	page, err := p.Book("s1", "111", "", 2)
+	if err != nil || len(page) != 2 || page[0].Number != "900" || page[1].Number != "901" || page[1].LastOut != domain.MillisOf(now.Add(2*time.Hour)) {
+		t.Fatalf("book page 1: %+v %v", page, err)
+	}
+	page, err = p.Book("s1", "111", "901", 2)
+	if err != nil || len(page) != 1 || page[0].Number != "905" || page[0].LID != "77705" || page[0].First != domain.MillisOf(now.Add(2*time.Hour)) {
+		t.Fatalf("book page 2: %+v %v", page, err)
 	}
 
 	// A mark lives until its end.

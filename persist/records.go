@@ -14,6 +14,7 @@ type Records struct {
 	Inbox       *Inbox
 	Webhooks    *Webhooks
 	History     *MessageLog
+	Notes       *MessageNotes
 }
 
 // NewRecords builds every typed store on kv.
@@ -29,5 +30,6 @@ func NewRecords(kv KV) *Records {
 		Inbox:       NewInbox(kv),
 		Webhooks:    NewWebhooks(kv),
 		History:     NewMessageLog(kv),
+		Notes:       NewMessageNotes(kv),
 	}
 }

@@ -29,6 +29,10 @@ package persist
 //	msg_log/<uid>/<ms>/<dir>/<id>  LogEntry (1)              7 days    accept (out, with the entry);
 //	                               the history index         saving an incoming message (in)
 //	                               (messages.go: uid path-escaped, ms 13 digits, dir out|in)
+//	msg_in/<uid>/<id>              the msg_log key after     7 days    saving an incoming message (its
+//	                               the user's prefix (raw)             id → its entry: replies, reads)
+//	msg_note/<uid>/<id>            domain.MessageNotes (1)   7 days    engine: reactions, edit, revoke,
+//	                                                                   poll votes (notes.go)
 //	inbox/, webhook_seen/, store_sent/, store_event/, store/, nonces, templates: see inbox.go
 //	and stores.go (the store integration's tables).
 const (
@@ -50,6 +54,8 @@ const (
 	campaignTable      = "campaign"
 	campaignDetails    = "campaign_detail"
 	messageLogTable    = "msg_log"
+	inboundIDTable     = "msg_in"
+	messageNotesTable  = "msg_note"
 	recordVersion1     = 1
 
 	// keyLockStripes: key writes are serialised per key id over this many locks (store.go).

@@ -378,7 +378,7 @@ func (w *Webhooks) Attempts(subID string) ([]domain.WebhookAttempt, error) {
 // its message.received event in one commit: the message is listed if and only if its event is
 // queued.
 func (w *Webhooks) SaveInbound(ctx context.Context, m domain.InboundMessage, ds []domain.WebhookDelivery) error {
-	op, err := w.log.InOp(m)
+	in, err := w.log.InOps(m)
 	if err != nil {
 		return err
 	}
@@ -386,7 +386,7 @@ func (w *Webhooks) SaveInbound(ctx context.Context, m domain.InboundMessage, ds 
 	if err != nil {
 		return err
 	}
-	return w.kv.Commit(ctx, append(ops, op)...)
+	return w.kv.Commit(ctx, append(ops, in...)...)
 }
 
 func webhookOwnerKey(userID, subID string) []byte {

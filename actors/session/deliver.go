@@ -131,7 +131,7 @@ func (s *Session) stillQuiet(to string, now time.Time) bool {
 		return true
 	}
 	blocked := q.holds[to].After(now)
-	if !blocked && (q.quietCapFull || s.timelockActive(now)) {
+	if !blocked && (q.quietCapFull || s.timelockActive(now)) && !domain.IsGroup(to) {
 		c, err := s.deps.Records.Contact(s.st.ID, s.prot.Phone, to)
 		if err != nil {
 			return false
@@ -269,7 +269,7 @@ func (s *Session) pick(now time.Time) ([]item, time.Time) {
 			}
 			delete(q.holds, to)
 		}
-		if timelock || newCap >= 0 {
+		if (timelock || newCap >= 0) && !domain.IsGroup(to) {
 			until, first, ok := s.contactGate(to, now, timelock, newCap, firsts, tomorrow)
 			if !ok {
 				block(to, until)
@@ -397,6 +397,7 @@ func (s *Session) batchDone(c *actor.Context, m batchDone) {
 		s.countAnswers(now, m.attempts, m.refused)
 		s.touch()
 	}
+	s.bookSent(now, m.sent)
 	if m.settled > 0 {
 		q.retry = 0
 	}

@@ -119,7 +119,7 @@ func TestNewContactCapAndRamp(t *testing.T) {
 	// Ramp: 5 on the day of the link, 7 the next day, 10 from day 2.
 	r := newRig(t, "447700900001", domain.Pacing{NewContactsPerDay: 10, RampDays: 2})
 	r.do(func(s *Session) { s.prot.LinkedAt = domain.MillisOf(t0) })
-	r.hw.Send(r.pid, netEvent{network.Incoming{From: "15550000099", At: t0}})
+	r.hw.Send(r.pid, netEvent{network.Incoming{Origin: network.Origin{From: "15550000099", At: t0}}})
 	for i := range 7 {
 		r.send(fmt.Sprint("155500001", i))
 	}
@@ -225,7 +225,7 @@ func TestNotReachableRecipientNeverHoldsTheQueue(t *testing.T) {
 	}
 	// It writes: the mark goes, its messages go again.
 	r.client().script(nil)
-	r.client().emit(network.Incoming{From: bad, At: r.clock.Now()})
+	r.client().emit(network.Incoming{Origin: network.Origin{From: bad, At: r.clock.Now()}})
 	r.eventually("the mark cleared", func() bool { return len(r.view.get().Unreachable) == 0 })
 	if ms, _ := r.records.Marks(r.id, "447700900001"); len(ms) != 0 {
 		t.Fatalf("mark on record after the reply: %v", ms)
@@ -294,7 +294,7 @@ func TestRefusalsRateLimitAndUnknownOutcome(t *testing.T) {
 func TestTimelockHoldsOnlyNewContacts(t *testing.T) {
 	r := newRig(t, "447700900001", domain.Pacing{})
 	end := t0.Add(2 * time.Hour)
-	r.client().emit(network.Incoming{From: "15550000010", At: t0})
+	r.client().emit(network.Incoming{Origin: network.Origin{From: "15550000010", At: t0}})
 	r.client().emit(network.Timelock{Active: true, Until: end})
 	r.eventually("restrictedUntil in the view", func() bool { return r.view.get().TimelockUntil.Equal(end) })
 	r.eventually("a session.status event with it", func() bool {
@@ -352,7 +352,7 @@ func TestRestartFromTheRecords(t *testing.T) {
 		}
 		return nil
 	})
-	r.hw.Send(r.pid, netEvent{network.Incoming{From: "15550000463", At: t0}}) // it wrote: sent during the timelock
+	r.hw.Send(r.pid, netEvent{network.Incoming{Origin: network.Origin{From: "15550000463", At: t0}}}) // it wrote: sent during the timelock
 	marked := r.send("15550000463")
 	r.advance(notReachableRetry)
 	r.waitOutcome(marked)

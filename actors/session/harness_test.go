@@ -88,7 +88,25 @@ func (c *fakeClient) Connect(context.Context) error {
 }
 
 func (c *fakeClient) PairPhone(context.Context, string) (string, error) { return "", nil }
-func (c *fakeClient) IsOnNetwork(context.Context, string) (bool, error) { return true, nil }
+func (c *fakeClient) Lookup(_ context.Context, phones []string) ([]domain.NumberCheck, error) {
+	out := make([]domain.NumberCheck, len(phones))
+	for i, p := range phones {
+		out[i] = domain.NumberCheck{Phone: p, OnNetwork: true, LID: "9" + p}
+	}
+	return out, nil
+}
+
+func (c *fakeClient) MarkRead(context.Context, domain.MessageRef) error  { return nil }
+func (c *fakeClient) Groups(context.Context) ([]domain.Group, error)     { return nil, nil }
+func (c *fakeClient) InviteLink(context.Context, string) (string, error) { return "", nil }
+
+func (c *fakeClient) CreateGroup(context.Context, string, []string) (domain.Group, error) {
+	return domain.Group{}, nil
+}
+
+func (c *fakeClient) UpdateParticipants(context.Context, string, []string, []string) (domain.Group, error) {
+	return domain.Group{}, nil
+}
 
 func (c *fakeClient) Send(_ context.Context, m domain.Message) (network.Receipt, error) {
 	buf := make([]byte, 64)
@@ -102,7 +120,7 @@ func (c *fakeClient) Send(_ context.Context, m domain.Message) (network.Receipt,
 			return network.Receipt{}, err
 		}
 	}
-	return network.Receipt{ID: m.ID, At: c.clock.Now()}, nil
+	return network.Receipt{ID: m.ID, At: c.clock.Now(), LID: "9" + m.To}, nil
 }
 
 func (c *fakeClient) Logout(context.Context) error {

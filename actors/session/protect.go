@@ -24,8 +24,11 @@ type Records interface {
 	CountSends(ctx context.Context, p domain.Protections, firsts []string) error
 	// Contact is what the phone's contact book knows of a number (zero: nothing).
 	Contact(sessionID, phone, number string) (domain.Contact, error)
-	// Wrote records that a number wrote to the phone and clears its mark.
-	Wrote(ctx context.Context, sessionID, phone, number string, at time.Time) (domain.Contact, error)
+	// Wrote records that a number wrote to the phone (with the LID and profile name the network
+	// gave) and clears its mark.
+	Wrote(ctx context.Context, sessionID, phone, number string, at time.Time, lid, name string) (domain.Contact, error)
+	// Sent records that the phone wrote to numbers (with the LIDs the network addressed them by).
+	Sent(ctx context.Context, sessionID, phone string, at time.Time, sent []domain.NumberCheck) error
 	PutMark(ctx context.Context, sessionID, phone string, m domain.RecipientMark, now time.Time) error
 	// Marks lists the phone's recipient marks in force.
 	Marks(sessionID, phone string) ([]domain.RecipientMark, error)
@@ -229,12 +232,13 @@ func (s *Session) setMarks(change func(map[string]time.Time)) {
 }
 
 // wrote records that someone wrote to the phone: replies to them go out during a timelock,
-// they are no longer a new contact, and their mark (if any) is cleared.
-func (s *Session) wrote(from string, at time.Time) {
+// they are no longer a new contact, and their mark (if any) is cleared; the contact book keeps
+// their LID and name.
+func (s *Session) wrote(from string, at time.Time, lid, name string) {
 	if from == "" || s.prot.Phone == "" {
 		return
 	}
-	if _, err := s.deps.Records.Wrote(context.Background(), s.st.ID, s.prot.Phone, from, at); err != nil {
+	if _, err := s.deps.Records.Wrote(context.Background(), s.st.ID, s.prot.Phone, from, at, lid, name); err != nil {
 		s.deps.Log.Error("session: record a contact who wrote", "session_id", s.st.ID, "err", err)
 	}
 	if _, ok := s.marks[from]; ok {
@@ -244,3 +248,36 @@ func (s *Session) wrote(from string, at time.Time) {
 	delete(s.q.holds, from)
 	s.stir()
 }
+
+// bookSent records in the contact book that the phone wrote to numbers (when last, and their
+// LIDs): at most once an hour per number (the book keeps the hour), so a busy session does not
+// write the book for every message.
+func (s *Session) bookSent(now time.Time, sent []domain.NumberCheck) {
+	if s.prot.Phone == "" || len(sent) == 0 {
+		return
+	}
+	hour := now.Unix() / 3600
+	if s.booked == nil || len(s.booked) > bookedMax {
+		s.booked = map[string]int64{}
+	}
+	due := sent[:0:0]
+	for _, n := range sent {
+		if s.booked[n.Phone] != hour {
+			due = append(due, n)
+		}
+	}
+	if len(due) == 0 {
+		return
+	}
+	if err := s.deps.Records.Sent(context.Background(), s.st.ID, s.prot.Phone, now, due); err != nil {
+		s.deps.Log.Warn("session: contact book", "session_id", s.st.ID, "err", err)
+		return
+	}
+	for _, n := range due {
+		s.booked[n.Phone] = hour
+	}
+}
+
+// bookedMax bounds the numbers a session remembers having booked this hour (then it starts
+// again: a few numbers are written once more).
+const bookedMax = 10_000

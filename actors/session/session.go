@@ -79,7 +79,8 @@ type Deps struct {
 	SendTimeout time.Duration
 	// Messages gives the network back a message it sent earlier (retry receipts).
 	Messages network.MessageSource
-	// Inbound is told every message someone wrote to the session's number (nil: dropped).
+	// Inbound is told every message someone wrote to the session's number, and their
+	// reactions, edits, revokes and votes (nil: dropped).
 	Inbound Inbound
 	// Events is told every status change (nil: none).
 	Events Events
@@ -137,6 +138,8 @@ type (
 type Reply struct {
 	State domain.Session
 	Code  string // pair code
+	// Found: Cancel found the message in the queue (and cancelled it).
+	Found bool
 	Err   error
 }
 
@@ -170,6 +173,8 @@ type Session struct {
 	// closing: the session is being deleted; closers wait for its queue to be settled.
 	closing error
 	closers []chan Reply
+	// booked: numbers the contact book recorded as written to, by the hour (bookSent).
+	booked map[string]int64
 }
 
 // New returns the producer of a session actor starting from its snapshot.
@@ -232,6 +237,10 @@ func (s *Session) receive(c *actor.Context) {
 	case logoutDone:
 		s.loggedOut(m)
 		s.pump(c)
+	case *Call:
+		s.call(m)
+	case *Cancel:
+		s.cancel(c, m)
 	case *Close:
 		s.closing = m.Cause
 		if s.closing == nil {
@@ -532,10 +541,19 @@ func (s *Session) onNetEvent(ev network.Event) {
 	case network.MessageReceipt:
 		receipt(s.deps.Deliveries, e)
 	case network.Incoming:
-		s.wrote(e.From, s.deps.Clock.Now())
-		if s.deps.Inbound != nil {
-			s.deps.Inbound.Incoming(s.st, e)
+		if e.Group == "" {
+			s.wrote(e.From, s.deps.Clock.Now(), e.FromLID, e.PushName)
 		}
+		s.inbound(e)
+	case network.Reaction, network.Edited, network.Revoked, network.PollVote:
+		s.inbound(e)
+	}
+}
+
+// inbound hands what someone did on the network to the Inbound (the engine).
+func (s *Session) inbound(e network.Event) {
+	if s.deps.Inbound != nil {
+		s.deps.Inbound.Inbound(s.st, e)
 	}
 }
 
@@ -661,9 +679,11 @@ func (s *Session) loggedOut(m logoutDone) {
 	m.reply <- Reply{State: s.st}
 }
 
-// Inbound takes the messages people write to a session's number.
+// Inbound takes what people do on a session's number: the messages they write
+// (network.Incoming), their reactions, edits, revokes and poll votes. It is called from the
+// actor's goroutine and must not block.
 type Inbound interface {
-	Incoming(s domain.Session, m network.Incoming)
+	Inbound(s domain.Session, ev network.Event)
 }
 
 // Events hears a session's status changes (session.status events) and its slow-downs

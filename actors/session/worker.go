@@ -123,6 +123,9 @@ type batchDone struct {
 	marks []string
 	// timelock: the network's account-wide reach-out timelock, until then (zero: none seen).
 	timelock time.Time
+	// sent: the numbers written to (with the LIDs the network addressed them by), for the
+	// contact book.
+	sent []domain.NumberCheck
 }
 
 // What the deliverer does with a send's answer (network.go's list of errors).
@@ -228,8 +231,11 @@ func deliver(client network.Client, deps Deps, batch []item) batchDone {
 					skip = addTo(skip, to)
 				}
 			} else {
-				e.NetworkID, e.SentAt = rc.ID, domain.MillisOf(now)
+				e.NetworkID, e.SentAt, e.LID = rc.ID, domain.MillisOf(now), rc.LID
 				e.SetStatus(domain.MsgSent, now)
+				if !domain.IsGroup(to) {
+					r.sent = append(r.sent, domain.NumberCheck{Phone: to, OnNetwork: true, LID: rc.LID})
+				}
 			}
 			deps.Deliveries.Outcome(e, err)
 			r.settled++

@@ -211,18 +211,6 @@ func (c *client) PairPhone(ctx context.Context, phone string) (string, error) {
 	return c.pairCode, nil
 }
 
-// IsOnNetwork tells whether a number has an account: every valid number but those marked
-// with SetUnregistered. Like the real network it needs a connected device.
-func (c *client) IsOnNetwork(ctx context.Context, phone string) (bool, error) {
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	if _, ok := c.online(); !ok {
-		return false, domain.ErrNotConnected
-	}
-	return c.n.registered(phone), nil
-}
-
 // online returns the phone of a connected device.
 func (c *client) online() (string, bool) {
 	c.mu.Lock()
@@ -241,33 +229,27 @@ func (c *client) Send(ctx context.Context, m domain.Message) (network.Receipt, e
 	if !ok {
 		return network.Receipt{}, domain.ErrNotConnected
 	}
-	d := domain.Delivered{ID: m.ID, From: from, To: m.To, Type: string(m.Kind)}
-	switch m.Kind {
-	case domain.KindText:
-		d.Text = m.Text
-	case domain.KindImage, domain.KindVideo, domain.KindAudio, domain.KindDocument:
-		d.Caption, d.FileName, d.MimeType, d.Bytes = m.Caption, m.FileName, m.MimeType, len(m.Data)
-	case domain.KindLocation:
-		d.Lat, d.Lng, d.Address = m.Lat, m.Lng, m.Address
-	case domain.KindContact:
-		d.ContactName, d.ContactPhone = m.ContactName, m.ContactPhone
-	default:
-		return network.Receipt{}, fmt.Errorf("sim: kind %q: %w", m.Kind, network.ErrUnsupported)
-	}
-	if d.ID == "" {
-		d.ID = uuid.NewString() // the network names the message when the caller does not
-	}
-	if !c.n.registered(m.To) {
+	if !c.n.reachable(m.To) {
 		// A message delivered before its number left the network is still delivered.
-		if r, ok, err := c.n.deliveries.receipt(d.ID); ok || err != nil {
+		if r, ok, err := c.n.deliveries.receipt(m.ID); ok || err != nil {
 			return r, err
 		}
 		return network.Receipt{}, fmt.Errorf("sim: %s: %w", m.To, network.ErrNotOnNetwork)
 	}
-	if c.n.rules.hasRules.Load() {
+	d, err := c.n.delivery(from, m)
+	if err != nil {
+		return network.Receipt{}, err
+	}
+	if d.ID == "" {
+		d.ID = uuid.NewString() // the network names the message when the caller does not
+	}
+	if c.n.rules.hasRules.Load() && d.Group == "" {
 		if err := c.n.refusal(c.session, from, m.To, d.ID); err != nil {
 			return network.Receipt{}, err
 		}
+	}
+	if err := c.n.typing(ctx, m); err != nil {
+		return network.Receipt{}, err
 	}
 	if lat := time.Duration(c.n.latency.Load()); lat > 0 {
 		t := time.NewTimer(lat)
@@ -287,7 +269,7 @@ func (c *client) Send(ctx context.Context, m domain.Message) (network.Receipt, e
 	}
 	d.Timestamp = time.Now().UTC().Truncate(time.Millisecond)
 	r, _, err := c.n.deliveries.deliver(&d)
-	if err == nil {
+	if err == nil && d.Group == "" {
 		// The recipient's phone has it: the delivery receipt follows (the latency was the way
 		// there); a re-send of a delivered id hears it again. It may reach the sink before
 		// Send returns: keep the furthest status.

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/network/networktest"
 )
@@ -45,3 +46,18 @@ func (e *simEnv) Drop(t *testing.T, session, _ string) {
 }
 
 func (e *simEnv) Delivered(*testing.T, string, string, string) {} // the sim reports it by itself
+
+func (e *simEnv) Act(t *testing.T, session, _ string, in domain.SimInbound) string {
+	t.Helper()
+	id, err := e.n.Act(session, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func (e *simEnv) Seen(_ *testing.T, sessionPhone, to string) []domain.Delivered {
+	return e.n.MessagesFrom(sessionPhone, to)
+}
+
+func (e *simEnv) Reads(_ *testing.T, from string) []string { return e.n.Reads(from) }

@@ -148,7 +148,16 @@ func (d *deliveries) receiptLocked(id string) (network.Receipt, bool, error) {
 	if err != nil {
 		return network.Receipt{}, false, err
 	}
-	return network.Receipt{ID: r.ID, At: r.Timestamp}, true, nil
+	return receiptOf(&r), true, nil
+}
+
+// receiptOf is the receipt of a delivery: the recipient's LID for a direct message.
+func receiptOf(d *domain.Delivered) network.Receipt {
+	r := network.Receipt{ID: d.ID, At: d.Timestamp}
+	if d.Group == "" {
+		r.LID = lidOf(d.To)
+	}
+	return r
 }
 
 // record returns the delivery of id.
@@ -191,7 +200,7 @@ func (d *deliveries) deliver(m *domain.Delivered) (r network.Receipt, fresh bool
 		return network.Receipt{}, false, err
 	}
 	d.index(m.ID, m.To, off)
-	return network.Receipt{ID: m.ID, At: m.Timestamp}, true, nil
+	return receiptOf(m), true, nil
 }
 
 // to returns the messages delivered to a number, in delivery order.

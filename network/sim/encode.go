@@ -33,10 +33,42 @@ func appendDelivery(b []byte, d *domain.Delivered) []byte {
 	if d.Lng != 0 {
 		b = strconv.AppendFloat(append(b, `,"lng":`...), d.Lng, 'g', -1, 64)
 	}
+	if d.PTT {
+		b = append(b, `,"ptt":true`...)
+	}
 	b = jsonenc.AppendField(b, `,"address":`, d.Address)
+	b = jsonenc.AppendField(b, `,"locationName":`, d.LocationName)
 	b = jsonenc.AppendField(b, `,"contactName":`, d.ContactName)
 	b = jsonenc.AppendField(b, `,"contactPhone":`, d.ContactPhone)
 	b = append(b, `,"timestamp":"`...)
 	b = d.Timestamp.AppendFormat(b, time.RFC3339Nano)
-	return append(b, `"}`...)
+	b = append(b, '"')
+	b = jsonenc.AppendField(b, `,"replyTo":`, d.ReplyTo)
+	b = jsonenc.AppendField(b, `,"quoted":`, d.Quoted)
+	b = jsonenc.AppendField(b, `,"emoji":`, d.Emoji)
+	b = jsonenc.AppendField(b, `,"messageId":`, d.Target)
+	b = jsonenc.AppendField(b, `,"question":`, d.Question)
+	if len(d.Options) > 0 {
+		b = append(b, `,"options":[`...)
+		for i, o := range d.Options {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jsonenc.AppendString(b, o)
+		}
+		b = append(b, ']')
+	}
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{d.Multiple, `,"multiple":true`}, {d.Edited, `,"edited":true`}, {d.Revoked, `,"revoked":true`}} {
+		if f.on {
+			b = append(b, f.name...)
+		}
+	}
+	b = jsonenc.AppendField(b, `,"group":`, d.Group)
+	if d.Typing {
+		b = append(b, `,"typing":true`...)
+	}
+	return append(b, '}')
 }

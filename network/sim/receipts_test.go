@@ -58,7 +58,7 @@ func TestInbound(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev, ok := r.next(t).(network.Incoming)
-	if !ok || ev.ID != id || ev.From != "15550000009" || ev.Kind != domain.KindText || ev.Text != "hello shop" || ev.At.IsZero() {
+	if !ok || ev.ID != id || ev.From != "15550000009" || ev.Message.Kind != domain.KindText || ev.Message.Text != "hello shop" || ev.At.IsZero() {
 		t.Fatalf("event = %#v, want the incoming text", ev)
 	}
 	if _, err := n.Inbound("s1", "12", "x"); !errors.Is(err, ErrBadPhone) {

@@ -11,8 +11,8 @@
 //
 // It imports only the standard library, the network port, goccy/go-json and google/uuid.
 //
-// Locks, in the order they may be taken: client.mu, then Network.mu, then unregMu,
-// rules.mu or deliveries.mu. A client's events reach its sink from a short-lived goroutine that holds no
+// Locks, in the order they may be taken: client.mu, then Network.mu, then conv.mu, then
+// unregMu, rules.mu or deliveries.mu. A client's events reach its sink from a short-lived goroutine that holds no
 // lock while calling the sink.
 package sim
 
@@ -31,7 +31,6 @@ import (
 	"github.com/gateway/gateway/domain"
 
 	"github.com/goccy/go-json"
-	"github.com/google/uuid"
 
 	"github.com/gateway/gateway/network"
 )
@@ -95,7 +94,8 @@ type Network struct {
 	unreg    atomic.Pointer[map[string]struct{}] // replaced whole on change: read on every send
 	unregLog *journal
 
-	rules rules // refusals, timelocks (rules.go)
+	rules rules         // refusals, timelocks (rules.go)
+	conv  conversations // what phones wrote, groups (conversations.go)
 }
 
 // Interface guards.
@@ -182,9 +182,20 @@ func Open(o Options) (*Network, error) {
 	}
 	n.unreg.Store(&unreg)
 
+	if n.conv.log, err = openJournal(filepath.Join(o.Dir, "conversations.jsonl")); err == nil {
+		if err = n.conv.replay(n); err != nil {
+			n.conv.log.close()
+		}
+	}
+	if err != nil {
+		n.pairLog.close()
+		n.unregLog.close()
+		return nil, err
+	}
 	if n.deliveries, err = openDeliveries(o.Dir, n.log); err != nil {
 		n.pairLog.close()
 		n.unregLog.close()
+		n.conv.log.close()
 		return nil, err
 	}
 	n.log.Info("sim network open", "dir", o.Dir, "pairings", len(n.pairings),
@@ -248,6 +259,9 @@ func (n *Network) Close() error {
 	n.unregMu.Lock()
 	err = errors.Join(err, n.unregLog.close())
 	n.unregMu.Unlock()
+	n.conv.mu.Lock()
+	err = errors.Join(err, n.conv.log.close())
+	n.conv.mu.Unlock()
 	return errors.Join(err, n.deliveries.close())
 }
 
@@ -287,8 +301,20 @@ func (n *Network) Pair(sessionID, code string) error {
 	return c.pairLocked(c.pairPhone)
 }
 
-// Messages returns what was delivered to a number (digits), in delivery order; never nil.
-func (n *Network) Messages(to string) []domain.Delivered { return n.deliveries.to(to) }
+// Messages returns what was delivered to a number (digits) or a group, in delivery order, with
+// edits and revokes laid over the messages they change; never nil.
+func (n *Network) Messages(to string) []domain.Delivered { return domain.Folded(n.deliveries.to(to)) }
+
+// MessagesFrom is Messages of those the phone from sent.
+func (n *Network) MessagesFrom(from, to string) []domain.Delivered {
+	var out []domain.Delivered
+	for _, d := range n.Messages(to) {
+		if d.From == from {
+			out = append(out, d)
+		}
+	}
+	return out
+}
 
 // DeliveredCount is the number of messages delivered since Dir was created.
 func (n *Network) DeliveredCount() int64 { return n.deliveries.count.Load() }
@@ -475,34 +501,4 @@ func (n *Network) Read(messageID string) error {
 		c.mu.Unlock()
 	}
 	return nil
-}
-
-// Inbound is a customer writing to the session's number (POST /api/dev/sim/inbound): the
-// session hears Incoming with a new message id, which Inbound returns. The session must be
-// connected (domain.ErrNotConnected otherwise; the real network would hold the message until
-// the device connects, which the sim does not model).
-func (n *Network) Inbound(sessionID, from, text string) (string, error) {
-	from = normalizePhone(from)
-	if !validPhone(from) {
-		return "", ErrBadPhone
-	}
-	if strings.TrimSpace(text) == "" {
-		return "", ErrEmptyText
-	}
-	c, err := n.client(sessionID)
-	if err != nil {
-		return "", err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.state != online {
-		return "", fmt.Errorf("sim: session %s is not connected: %w", sessionID, domain.ErrNotConnected)
-	}
-	n.rules.wroteTo(c.phone, from)
-	id := "SIMIN" + strings.ToUpper(strings.ReplaceAll(uuid.NewString(), "-", ""))[:20]
-	c.emit(network.Incoming{
-		ID: id, From: from, Kind: domain.KindText, Text: text,
-		At: time.Now().UTC().Truncate(time.Millisecond),
-	})
-	return id, nil
 }

@@ -287,7 +287,7 @@ func TestSendRecordsEveryKind(t *testing.T) {
 			t.Errorf("%s: timestamp %v, receipt at %v", want[i].ID, got[i].Timestamp, receipts[want[i].ID].At)
 		}
 		got[i].Timestamp = time.Time{}
-		if got[i] != want[i] {
+		if !reflect.DeepEqual(got[i], want[i]) {
 			t.Errorf("delivered\n %+v\nwant\n %+v", got[i], want[i])
 		}
 	}
@@ -339,8 +339,8 @@ func TestSendErrors(t *testing.T) {
 	if _, err := c.Send(ctx, text("a", "15551112222", "x")); !errors.Is(err, domain.ErrNotConnected) {
 		t.Fatalf("send unpaired: %v, want ErrNotConnected", err)
 	}
-	if _, err := c.IsOnNetwork(ctx, "15551112222"); !errors.Is(err, domain.ErrNotConnected) {
-		t.Fatalf("IsOnNetwork unpaired: %v, want ErrNotConnected", err)
+	if _, err := c.Lookup(ctx, []string{"15551112222"}); !errors.Is(err, domain.ErrNotConnected) {
+		t.Fatalf("Lookup unpaired: %v, want ErrNotConnected", err)
 	}
 
 	c, _ = paired(t, n, "s2", "15550000002")
@@ -349,14 +349,14 @@ func TestSendErrors(t *testing.T) {
 		if _, err := c.Send(ctx, text("u"+num, num, "x")); !errors.Is(err, network.ErrNotOnNetwork) {
 			t.Errorf("send to %s: %v, want ErrNotOnNetwork", num, err)
 		}
-		if ok, err := c.IsOnNetwork(ctx, num); err != nil || ok {
-			t.Errorf("IsOnNetwork(%s) = %v, %v; want false", num, ok, err)
+		if r, err := c.Lookup(ctx, []string{num}); err != nil || r[0].OnNetwork {
+			t.Errorf("Lookup(%s) = %v, %v; want not on the network", num, r, err)
 		}
 	}
-	if ok, err := c.IsOnNetwork(ctx, "15551112222"); err != nil || !ok {
-		t.Errorf("IsOnNetwork(registered) = %v, %v; want true", ok, err)
+	if r, err := c.Lookup(ctx, []string{"15551112222"}); err != nil || !r[0].OnNetwork || r[0].LID == "" {
+		t.Errorf("Lookup(registered) = %v, %v; want on the network with a LID", r, err)
 	}
-	if _, err := c.Send(ctx, domain.Message{ID: "k", To: "15551112222", Kind: "sticker"}); !errors.Is(err, network.ErrUnsupported) {
+	if _, err := c.Send(ctx, domain.Message{ID: "k", To: "15551112222", Kind: "hologram"}); !errors.Is(err, network.ErrUnsupported) {
 		t.Errorf("unknown kind: %v, want ErrUnsupported", err)
 	}
 

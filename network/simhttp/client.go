@@ -333,9 +333,45 @@ func (c *client) PairPhone(ctx context.Context, phone string) (string, error) {
 	return a.Code, err
 }
 
-func (c *client) IsOnNetwork(ctx context.Context, phone string) (bool, error) {
-	a, err := c.call(ctx, "is-on-network", call{Phone: phone})
-	return a.OK, err
+func (c *client) Lookup(ctx context.Context, phones []string) ([]domain.NumberCheck, error) {
+	a, err := c.call(ctx, "lookup", call{Phones: phones})
+	return a.Checks, err
+}
+
+func (c *client) MarkRead(ctx context.Context, ref domain.MessageRef) error {
+	_, err := c.call(ctx, "mark-read", call{Ref: &ref})
+	return err
+}
+
+func (c *client) Groups(ctx context.Context) ([]domain.Group, error) {
+	a, err := c.call(ctx, "groups", call{})
+	if a.Groups == nil {
+		a.Groups = []domain.Group{}
+	}
+	return a.Groups, err
+}
+
+func (c *client) CreateGroup(ctx context.Context, name string, participants []string) (domain.Group, error) {
+	return answerGroup(c.call(ctx, "create-group", call{Name: name, Phones: participants}))
+}
+
+func (c *client) UpdateParticipants(ctx context.Context, group string, add, remove []string) (domain.Group, error) {
+	return answerGroup(c.call(ctx, "update-participants", call{Group: group, Add: add, Remove: remove}))
+}
+
+func answerGroup(a answer, err error) (domain.Group, error) {
+	if err != nil {
+		return domain.Group{}, err
+	}
+	if a.Group == nil {
+		return domain.Group{}, errors.New("simhttp: the sim answered no group")
+	}
+	return *a.Group, nil
+}
+
+func (c *client) InviteLink(ctx context.Context, group string) (string, error) {
+	a, err := c.call(ctx, "invite-link", call{Group: group})
+	return a.Link, err
 }
 
 // Send: a call that never left (the sim is down) is ErrNotConnected; one that may have

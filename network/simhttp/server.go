@@ -102,8 +102,30 @@ func (s *Server) Handler(ctx *fasthttp.RequestCtx) {
 		err = s.with(c, true, func(cl network.Client) (e error) { a.Code, e = cl.PairPhone(rctx, c.Phone); return })
 	case "logout":
 		err = s.with(c, true, func(cl network.Client) error { return cl.Logout(rctx) })
-	case "is-on-network":
-		err = s.with(c, false, func(cl network.Client) (e error) { a.OK, e = cl.IsOnNetwork(rctx, c.Phone); return })
+	case "lookup":
+		err = s.with(c, false, func(cl network.Client) (e error) { a.Checks, e = cl.Lookup(rctx, c.Phones); return })
+	case "mark-read":
+		if c.Ref == nil {
+			err = errors.New("mark-read: ref is required")
+			break
+		}
+		err = s.with(c, false, func(cl network.Client) error { return cl.MarkRead(rctx, *c.Ref) })
+	case "groups":
+		err = s.with(c, false, func(cl network.Client) (e error) { a.Groups, e = cl.Groups(rctx); return })
+	case "create-group", "update-participants":
+		err = s.with(c, false, func(cl network.Client) error {
+			var g domain.Group
+			var e error
+			if op == "create-group" {
+				g, e = cl.CreateGroup(rctx, c.Name, c.Phones)
+			} else {
+				g, e = cl.UpdateParticipants(rctx, c.Group, c.Add, c.Remove)
+			}
+			a.Group = &g
+			return e
+		})
+	case "invite-link":
+		err = s.with(c, false, func(cl network.Client) (e error) { a.Link, e = cl.InviteLink(rctx, c.Group); return })
 	case "send":
 		if c.Message == nil {
 			err = errors.New("send: message is required")

@@ -89,6 +89,21 @@ func (e *remoteEnv) Drop(t *testing.T, session, _ string) {
 
 func (e *remoteEnv) Delivered(*testing.T, string, string, string) {}
 
+func (e *remoteEnv) Act(t *testing.T, session, _ string, in domain.SimInbound) string {
+	t.Helper()
+	id, err := e.sim.Act(session, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func (e *remoteEnv) Seen(_ *testing.T, sessionPhone, to string) []domain.Delivered {
+	return e.sim.MessagesFrom(sessionPhone, to)
+}
+
+func (e *remoteEnv) Reads(_ *testing.T, from string) []string { return e.sim.Reads(from) }
+
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)

@@ -39,18 +39,28 @@ const PathPrefix = "/api/sim/v1/"
 
 // call is every call's body.
 type call struct {
-	Sub     string          `json:"sub"`
-	Session string          `json:"session"`
-	Phone   string          `json:"phone,omitempty"`
-	Message *domain.Message `json:"message,omitempty"`
+	Sub     string             `json:"sub"`
+	Session string             `json:"session"`
+	Phone   string             `json:"phone,omitempty"`
+	Phones  []string           `json:"phones,omitempty"` // Lookup; CreateGroup's participants
+	Message *domain.Message    `json:"message,omitempty"`
+	Ref     *domain.MessageRef `json:"ref,omitempty"`   // MarkRead
+	Group   string             `json:"group,omitempty"` // UpdateParticipants, InviteLink
+	Name    string             `json:"name,omitempty"`  // CreateGroup
+	Add     []string           `json:"add,omitempty"`
+	Remove  []string           `json:"remove,omitempty"`
 }
 
 // answer is every call's answer (the fields of the call that was made).
 type answer struct {
-	Code    string           `json:"code,omitempty"` // PairPhone
-	OK      bool             `json:"ok,omitempty"`   // IsOnNetwork, Paired
-	Phone   string           `json:"phone,omitempty"`
-	Receipt *network.Receipt `json:"receipt,omitempty"`
+	Code    string               `json:"code,omitempty"` // PairPhone
+	OK      bool                 `json:"ok,omitempty"`   // Paired
+	Phone   string               `json:"phone,omitempty"`
+	Receipt *network.Receipt     `json:"receipt,omitempty"`
+	Checks  []domain.NumberCheck `json:"checks,omitempty"` // Lookup
+	Groups  []domain.Group       `json:"groups,omitempty"` // Groups
+	Group   *domain.Group        `json:"group,omitempty"`  // CreateGroup, UpdateParticipants
+	Link    string               `json:"link,omitempty"`   // InviteLink
 }
 
 // wireError is a failed call's answer (HTTP 4xx/5xx).
@@ -90,6 +100,8 @@ var portErrors = []struct {
 	{"unknown_outcome", network.ErrUnknownOutcome},
 	{"unsupported", network.ErrUnsupported},
 	{"already_paired", network.ErrAlreadyPaired},
+	{"group_not_found", domain.ErrGroupNotFound},
+	{"not_group_admin", domain.ErrNotGroupAdmin},
 	{"canceled", context.Canceled},
 	{"deadline_exceeded", context.DeadlineExceeded},
 }
@@ -162,6 +174,10 @@ var eventKinds = []struct {
 	{"timelock", network.Timelock{}, decodeAs[network.Timelock]},
 	{"receipt", network.MessageReceipt{}, decodeAs[network.MessageReceipt]},
 	{"incoming", network.Incoming{}, decodeAs[network.Incoming]},
+	{"reaction", network.Reaction{}, decodeAs[network.Reaction]},
+	{"edited", network.Edited{}, decodeAs[network.Edited]},
+	{"revoked", network.Revoked{}, decodeAs[network.Revoked]},
+	{"poll_vote", network.PollVote{}, decodeAs[network.PollVote]},
 	{"phone_offline", network.PhoneOffline{}, decodeAs[network.PhoneOffline]},
 	{"phone_online", network.PhoneOnline{}, decodeAs[network.PhoneOnline]},
 }

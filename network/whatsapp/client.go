@@ -49,6 +49,7 @@ type client struct {
 	http      *http.Client                          // every connection of the session (proxy.go)
 	events    *eventQueue
 	lookups   *lookupCache
+	polls     pollCache // the options of the polls it sent lately (their votes' names)
 
 	ctlMu sync.Mutex // serialises Connect, Disconnect, Logout and shutdown
 
@@ -341,7 +342,12 @@ func (c *client) handle(q queued) {
 		return
 	case *events.Message:
 		ctx, cancel := context.WithTimeout(c.n.ctx, dbTimeout)
-		evt := incomingEvent(ctx, e, st.resolvePN)
+		var evt network.Event
+		if e.Message.GetPollUpdateMessage() != nil && !e.Info.IsFromMe && st.wa != nil {
+			evt = c.pollVoteEvent(ctx, st.wa, e, origin(ctx, e.Info, st.resolvePN))
+		} else {
+			evt = incomingEvent(ctx, e, st)
+		}
 		cancel()
 		if evt != nil {
 			c.emit(evt)

@@ -102,10 +102,15 @@ type linkState struct {
 	wa     *whatsmeow.Client // the current whatsmeow client (nil in unit tests)
 	// banUntil: the end of a temporary ban being reported, as the client recorded it.
 	banUntil time.Time
+	// lids stands for the device's LID map in unit tests (nil: wa's).
+	lids pnResolver
 }
 
 // resolvePN finds the phone number of a LID in the device's LID map.
 func (st linkState) resolvePN(ctx context.Context, lid types.JID) (types.JID, error) {
+	if st.lids != nil {
+		return st.lids(ctx, lid)
+	}
 	if st.wa == nil || st.wa.Store == nil || st.wa.Store.LIDs == nil {
 		return types.JID{}, nil
 	}

@@ -28,11 +28,15 @@ const (
 	ffmpegMaxOut = 64 << 20
 )
 
-// CheckAudio tells whether an audio file can be sent: nil when WhatsApp plays it as it is, or
-// when convert is set (the gateway has an ffmpeg) and it can be converted to a voice note;
-// else an error wrapping network.ErrUnsupported that says what to send instead.
-func CheckAudio(data []byte, mime string, convert bool) error {
-	_, err := inspectAudio(data, mime)
+// CheckAudio tells whether an audio file can be sent (as a voice note when ptt): nil when
+// WhatsApp plays it as it is, or when convert is set (the gateway has an ffmpeg) and it can be
+// converted to a voice note; else an error wrapping network.ErrUnsupported that says what to
+// send instead.
+func CheckAudio(data []byte, mime string, ptt, convert bool) error {
+	info, err := inspectAudio(data, mime)
+	if err == nil && ptt && !info.voiceNote {
+		err = fmt.Errorf("audio: a voice note must be Ogg/Opus: %w", network.ErrUnsupported)
+	}
 	if err != nil && convert && errors.Is(err, network.ErrUnsupported) {
 		return nil
 	}
@@ -45,7 +49,8 @@ func (n *Network) prepareAudio(ctx context.Context, m domain.Message) (domain.Me
 	if m.Kind != domain.KindAudio || n.ffmpeg == "" {
 		return m, nil
 	}
-	if _, err := inspectAudio(m.Data, m.MimeType); err == nil || !errors.Is(err, network.ErrUnsupported) {
+	info, err := inspectAudio(m.Data, m.MimeType)
+	if (err == nil && (info.voiceNote || !m.PTT)) || (err != nil && !errors.Is(err, network.ErrUnsupported)) {
 		return m, nil
 	}
 	out, err := convertToOpus(ctx, n.ffmpeg, m.Data)

@@ -66,13 +66,13 @@ func fakeFFmpeg(t *testing.T, out []byte) (path, argsFile string) {
 func TestVoiceNoteConversion(t *testing.T) {
 	t.Parallel()
 	wav := wavSine(0.5)
-	if err := CheckAudio(wav, "audio/wav", false); !errors.Is(err, network.ErrUnsupported) {
+	if err := CheckAudio(wav, "audio/wav", false, false); !errors.Is(err, network.ErrUnsupported) {
 		t.Fatalf("CheckAudio without ffmpeg: %v", err)
 	}
-	if err := CheckAudio(wav, "audio/wav", true); err != nil {
+	if err := CheckAudio(wav, "audio/wav", false, true); err != nil {
 		t.Fatalf("CheckAudio with ffmpeg: %v", err)
 	}
-	if err := CheckAudio([]byte("ID3\x04"), "audio/mpeg", false); err != nil {
+	if err := CheckAudio([]byte("ID3\x04"), "audio/mpeg", false, false); err != nil {
 		t.Fatalf("CheckAudio of an MP3: %v", err)
 	}
 

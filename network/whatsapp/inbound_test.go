@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
 	"go.mau.fi/whatsmeow"
+	"go.mau.fi/whatsmeow/proto/waCommon"
 	"go.mau.fi/whatsmeow/proto/waE2E"
 	"go.mau.fi/whatsmeow/types"
 	"go.mau.fi/whatsmeow/types/events"
@@ -35,27 +37,59 @@ func TestIncomingEvent(t *testing.T) {
 	msg := func(m *waE2E.Message) *events.Message {
 		return &events.Message{Info: types.MessageInfo{MessageSource: src, ID: "ABC", PushName: "Ana", Timestamp: at}, Message: m}
 	}
-	got := incomingEvent(context.Background(), msg(&waE2E.Message{Conversation: proto.String("where is my order?")}), resolveCustomer)
-	want := network.Incoming{ID: "ABC", From: "15550009999", FromLID: "100000000000099", PushName: "Ana",
-		Kind: domain.KindText, Text: "where is my order?", At: at}
-	if got != want {
+	st := linkState{paired: true, phone: "15550001111", lids: resolveCustomer}
+	ctx := context.Background()
+	o := network.Origin{ID: "ABC", From: "15550009999", FromLID: "100000000000099", PushName: "Ana", At: at}
+	got := incomingEvent(ctx, msg(&waE2E.Message{Conversation: proto.String("where is my order?")}), st)
+	want := network.Incoming{Origin: o, Message: domain.Message{ID: "ABC", Kind: domain.KindText, Text: "where is my order?"}}
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("text: %#v, want %#v", got, want)
 	}
-	doc := incomingEvent(context.Background(), msg(&waE2E.Message{DocumentMessage: &waE2E.DocumentMessage{
+	doc := incomingEvent(ctx, msg(&waE2E.Message{DocumentMessage: &waE2E.DocumentMessage{
 		FileName: proto.String("invoice.pdf"), Mimetype: proto.String("application/pdf"), FileLength: proto.Uint64(1234), Caption: proto.String("here"),
-	}}), resolveCustomer).(network.Incoming)
+	}}), st).(network.Incoming).Message
 	if doc.Kind != domain.KindDocument || doc.FileName != "invoice.pdf" || doc.MimeType != "application/pdf" || doc.Size != 1234 || doc.Caption != "here" {
 		t.Fatalf("document: %#v", doc)
 	}
 	own := msg(&waE2E.Message{Conversation: proto.String("x")})
 	own.Info.IsFromMe = true
-	if e := incomingEvent(context.Background(), own, resolveCustomer); e != nil {
+	if e := incomingEvent(ctx, own, st); e != nil {
 		t.Fatalf("own message reported: %#v", e)
 	}
-	group := msg(&waE2E.Message{Conversation: proto.String("x")})
-	group.Info.IsGroup = true
-	if e := incomingEvent(context.Background(), group, resolveCustomer); e != nil {
-		t.Fatalf("group message reported: %#v", e)
+
+	// A reply quoting the session's own message (the participant is the device's account).
+	reply := incomingEvent(ctx, msg(&waE2E.Message{ExtendedTextMessage: &waE2E.ExtendedTextMessage{
+		Text: proto.String("thanks"), ContextInfo: &waE2E.ContextInfo{StanzaID: proto.String("OURS1"),
+			Participant: proto.String("15550001111@s.whatsapp.net"), QuotedMessage: &waE2E.Message{Conversation: proto.String("shipped")}},
+	}}), st).(network.Incoming).Message
+	if reply.Text != "thanks" || reply.ReplyTo == nil || *reply.ReplyTo != (domain.MessageRef{ID: "OURS1", FromMe: true, Kind: domain.KindText, Text: "shipped"}) {
+		t.Fatalf("reply: %#v (quoting %#v)", reply, reply.ReplyTo)
+	}
+	// A reaction, an edit, a revoke.
+	key := &waCommon.MessageKey{ID: proto.String("OURS1"), FromMe: proto.Bool(false), RemoteJID: proto.String(customerLID.String())}
+	if r := incomingEvent(ctx, msg(&waE2E.Message{ReactionMessage: &waE2E.ReactionMessage{Key: key, Text: proto.String("🙏")}}), st); !reflect.DeepEqual(r, network.Reaction{Origin: o, Target: "OURS1", Emoji: "🙏"}) {
+		t.Fatalf("reaction: %#v", r)
+	}
+	edit := incomingEvent(ctx, msg(&waE2E.Message{ProtocolMessage: &waE2E.ProtocolMessage{Type: waE2E.ProtocolMessage_MESSAGE_EDIT.Enum(), Key: key,
+		EditedMessage: &waE2E.Message{Conversation: proto.String("thanks!!")}}}), st)
+	if e, ok := edit.(network.Edited); !ok || e.Target != "OURS1" || e.Message.Text != "thanks!!" || e.Message.Kind != domain.KindText {
+		t.Fatalf("edit: %#v", edit)
+	}
+	if r := incomingEvent(ctx, msg(&waE2E.Message{ProtocolMessage: &waE2E.ProtocolMessage{Type: waE2E.ProtocolMessage_REVOKE.Enum(), Key: key}}), st); !reflect.DeepEqual(r, network.Revoked{Origin: o, Target: "OURS1"}) {
+		t.Fatalf("revoke: %#v", r)
+	}
+	// A message in a group: the sender is the participant, the group is named.
+	group := msg(&waE2E.Message{Conversation: proto.String("hi all")})
+	group.Info.Chat, group.Info.IsGroup = types.NewJID("120363000000000001", types.GroupServer), true
+	g, ok := incomingEvent(ctx, group, st).(network.Incoming)
+	if !ok || g.Group != "120363000000000001@g.us" || g.From != "15550009999" || g.Message.Text != "hi all" {
+		t.Fatalf("group message: %#v", g)
+	}
+	// A poll someone else made.
+	poll := incomingEvent(ctx, msg(&waE2E.Message{PollCreationMessageV3: &waE2E.PollCreationMessage{Name: proto.String("Lunch?"),
+		Options: []*waE2E.PollCreationMessage_Option{{OptionName: proto.String("Yes")}, {OptionName: proto.String("No")}}, SelectableOptionsCount: proto.Uint32(1)}}), st).(network.Incoming).Message
+	if poll.Kind != domain.KindPoll || poll.Question != "Lunch?" || !reflect.DeepEqual(poll.Options, []string{"Yes", "No"}) || poll.Multiple {
+		t.Fatalf("poll: %#v", poll)
 	}
 }
 

@@ -35,14 +35,7 @@ const (
 // uploadFunc is whatsmeow's Client.Upload (a parameter so message building is testable).
 type uploadFunc func(ctx context.Context, data []byte, mt whatsmeow.MediaType) (whatsmeow.UploadResponse, error)
 
-func supportedKind(k domain.Kind) bool {
-	switch k {
-	case domain.KindText, domain.KindImage, domain.KindVideo, domain.KindAudio,
-		domain.KindDocument, domain.KindLocation, domain.KindContact:
-		return true
-	}
-	return false
-}
+func supportedKind(k domain.Kind) bool { return k.Valid() }
 
 // buildMessage makes the WhatsApp message of m, uploading its media first.
 func buildMessage(ctx context.Context, upload uploadFunc, m domain.Message, now time.Time) (*waE2E.Message, error) {
@@ -61,8 +54,11 @@ func buildMessage(ctx context.Context, upload uploadFunc, m domain.Message, now 
 			DegreesLatitude:  proto.Float64(m.Lat),
 			DegreesLongitude: proto.Float64(m.Lng),
 		}
-		if m.Address != "" {
-			loc.Name = proto.String(m.Address)
+		switch {
+		case m.LocationName != "":
+			loc.Name, loc.Address = proto.String(m.LocationName), optional(m.Address)
+		case m.Address != "":
+			loc.Name = proto.String(m.Address) // the dashboard's one field: the place's title
 		}
 		return &waE2E.Message{LocationMessage: loc}, nil
 
@@ -80,7 +76,7 @@ func buildMessage(ctx context.Context, upload uploadFunc, m domain.Message, now 
 			Vcard:       proto.String(vCard(name, digits)),
 		}}, nil
 
-	case domain.KindImage, domain.KindVideo, domain.KindAudio, domain.KindDocument:
+	case domain.KindImage, domain.KindVideo, domain.KindAudio, domain.KindDocument, domain.KindSticker:
 		return buildMediaMessage(ctx, upload, m, now)
 	}
 	return nil, fmt.Errorf("kind %q: %w", m.Kind, network.ErrUnsupported)
@@ -94,7 +90,11 @@ func buildMediaMessage(ctx context.Context, upload uploadFunc, m domain.Message,
 	if mime == "" {
 		mime = http.DetectContentType(m.Data)
 	}
+	if m.Kind == domain.KindSticker && mime != "image/webp" {
+		return nil, fmt.Errorf("a sticker must be WebP, not %s: %w", mime, network.ErrUnsupported)
+	}
 	mediaType := map[domain.Kind]whatsmeow.MediaType{
+		domain.KindSticker:  whatsmeow.MediaImage, // stickers are uploaded as images (mautrix, whatsmeow's mdtest)
 		domain.KindImage:    whatsmeow.MediaImage,
 		domain.KindVideo:    whatsmeow.MediaVideo,
 		domain.KindAudio:    whatsmeow.MediaAudio,
@@ -106,6 +106,9 @@ func buildMediaMessage(ctx context.Context, upload uploadFunc, m domain.Message,
 		var err error
 		if audio, err = inspectAudio(m.Data, mime); err != nil {
 			return nil, err
+		}
+		if m.PTT && !audio.voiceNote {
+			return nil, fmt.Errorf("audio: a voice note must be Ogg/Opus (or convertible with --ffmpeg), not %s: %w", mime, network.ErrUnsupported)
 		}
 	}
 	up, err := upload(ctx, m.Data, mediaType)
@@ -128,6 +131,18 @@ func buildMediaMessage(ctx context.Context, upload uploadFunc, m domain.Message,
 			img.Width, img.Height = proto.Uint32(uint32(t.width)), proto.Uint32(uint32(t.height))
 		}
 		return &waE2E.Message{ImageMessage: img}, nil
+
+	case domain.KindSticker:
+		st := &waE2E.StickerMessage{
+			Mimetype: proto.String(mime),
+			URL:      proto.String(up.URL), DirectPath: proto.String(up.DirectPath), MediaKey: up.MediaKey,
+			FileEncSHA256: up.FileEncSHA256, FileSHA256: up.FileSHA256, FileLength: proto.Uint64(up.FileLength),
+			MediaKeyTimestamp: keyTS,
+		}
+		if w, h, ok := webpSize(m.Data); ok {
+			st.Width, st.Height = proto.Uint32(w), proto.Uint32(h)
+		}
+		return &waE2E.Message{StickerMessage: st}, nil
 
 	case domain.KindVideo:
 		vid := &waE2E.VideoMessage{
@@ -369,4 +384,30 @@ func mp4Child(data []byte, typ string) ([]byte, bool) {
 		data = data[size:]
 	}
 	return nil, false
+}
+
+// webpSize reads a WebP's canvas size from its VP8X, VP8 or VP8L header (ok false when it is
+// none of them).
+func webpSize(b []byte) (w, h uint32, ok bool) {
+	if len(b) < 30 || string(b[0:4]) != "RIFF" || string(b[8:12]) != "WEBP" {
+		return 0, 0, false
+	}
+	switch string(b[12:16]) {
+	case "VP8X":
+		w = 1 + (uint32(b[24]) | uint32(b[25])<<8 | uint32(b[26])<<16)
+		h = 1 + (uint32(b[27]) | uint32(b[28])<<8 | uint32(b[29])<<16)
+		return w, h, true
+	case "VP8 ":
+		if b[23] != 0x9d || b[24] != 0x01 || b[25] != 0x2a {
+			return 0, 0, false
+		}
+		return uint32(binary.LittleEndian.Uint16(b[26:28]) & 0x3fff), uint32(binary.LittleEndian.Uint16(b[28:30]) & 0x3fff), true
+	case "VP8L":
+		if b[20] != 0x2f {
+			return 0, 0, false
+		}
+		bits := binary.LittleEndian.Uint32(b[21:25])
+		return 1 + bits&0x3fff, 1 + (bits>>14)&0x3fff, true
+	}
+	return 0, 0, false
 }

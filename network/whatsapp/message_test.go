@@ -69,8 +69,8 @@ func TestBuildText(t *testing.T) {
 	if _, err := buildMessage(context.Background(), nil, domain.Message{Kind: domain.KindText}, time.Now()); err == nil {
 		t.Fatal("empty text accepted")
 	}
-	if _, err := buildMessage(context.Background(), nil, domain.Message{Kind: "poll"}, time.Now()); !errors.Is(err, network.ErrUnsupported) {
-		t.Fatalf("poll: %v", err)
+	if _, err := buildMessage(context.Background(), nil, domain.Message{Kind: "hologram"}, time.Now()); !errors.Is(err, network.ErrUnsupported) {
+		t.Fatalf("an unknown kind: %v", err)
 	}
 }
 

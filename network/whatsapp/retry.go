@@ -36,17 +36,16 @@ func (c *client) messageForRetry(requester, to types.JID, id types.MessageID) *w
 	c.mu.Lock()
 	wa := c.wa
 	c.mu.Unlock()
-	digits, err := phoneDigits(m.To)
-	if err != nil {
-		return nil
-	}
 	chat := to.ToNonAD()
+	digits, _ := phoneDigits(m.To)
 	switch chat.Server {
 	case types.DefaultUserServer:
-		ok = chat.User == digits
+		ok = digits != "" && chat.User == digits
 	case types.HiddenUserServer:
 		pn, err := wa.Store.LIDs.GetPNForLID(ctx, chat)
-		ok = err == nil && pn.User == digits
+		ok = digits != "" && err == nil && pn.User == digits
+	case types.GroupServer:
+		ok = chat.String() == m.To
 	default:
 		ok = false
 	}
@@ -55,12 +54,13 @@ func (c *client) messageForRetry(requester, to types.JID, id types.MessageID) *w
 			"id", string(id), "chat", chat.String(), "from", requester.String())
 		return nil
 	}
-	m, err = c.n.prepareAudio(ctx, m)
+	m, err := c.n.prepareAudio(ctx, m)
 	if err != nil {
 		c.log.Warn("could not convert a voice note for a retry receipt", "id", string(id), "error", err)
 		return nil
 	}
-	msg, err := buildMessage(ctx, wa.Upload, m, time.Now())
+	m.Typing = false // the recipient saw it typed once
+	msg, err := c.compose(ctx, wa, chat, m, time.Now())
 	if err != nil {
 		c.log.Warn("could not rebuild a message for a retry receipt", "id", string(id), "error", err)
 		return nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.mau.fi/whatsmeow"
+	"go.mau.fi/whatsmeow/proto/waE2E"
 	"go.mau.fi/whatsmeow/types"
 
 	"github.com/gateway/gateway/domain"
@@ -57,35 +58,57 @@ func (c *client) IsOnNetwork(ctx context.Context, phone string) (bool, error) {
 
 // lookup asks the network about a number and caches the answer.
 func (c *client) lookup(ctx context.Context, wa *whatsmeow.Client, digits string) (lookupResult, error) {
-	res, err := wa.IsOnWhatsApp(ctx, []string{"+" + digits})
+	found, err := c.lookupMany(ctx, wa, []string{digits})
 	if err != nil {
-		return lookupResult{}, fmt.Errorf("whatsapp: look up %s: %w", digits, classifyError(err))
+		return lookupResult{}, err
+	}
+	return found[digits], nil
+}
+
+// lookupMany asks the network about numbers in one query and caches each answer (a number the
+// answer does not name is not on WhatsApp).
+func (c *client) lookupMany(ctx context.Context, wa *whatsmeow.Client, digits []string) (map[string]lookupResult, error) {
+	ask := make([]string, len(digits))
+	for i, d := range digits {
+		ask[i] = "+" + d
+	}
+	res, err := wa.IsOnWhatsApp(ctx, ask)
+	if err != nil {
+		return nil, fmt.Errorf("whatsapp: look up %s: %w", strings.Join(digits, ", "), classifyError(err))
 	}
 	// Today the answer's JID is the user's LID and PhoneNumber the number asked about;
 	// whatsmeow has stored the pair in its LID map, which SendMessage reads. The adapter keeps
 	// the phone-number JID: sends go to the number and whatsmeow addresses them to the LID
 	// (with the number as peer_recipient_pn), as WhatsApp clients do since 2026.
-	var r lookupResult
+	found := make(map[string]lookupResult, len(digits))
+	for _, d := range digits {
+		found[d] = lookupResult{}
+	}
 	for _, info := range res {
-		if !info.IsIn || info.JID.IsEmpty() {
+		d := strings.TrimPrefix(info.Query, "+")
+		if info.PhoneNumber.Server == types.DefaultUserServer {
+			d = info.PhoneNumber.User
+		}
+		if _, asked := found[d]; !asked || !info.IsIn || info.JID.IsEmpty() {
 			continue
 		}
-		r = lookupResult{in: true, jid: types.NewJID(digits, types.DefaultUserServer)}
+		r := lookupResult{in: true, jid: types.NewJID(d, types.DefaultUserServer)}
 		if info.JID.Server == types.HiddenUserServer {
 			r.lid = info.JID
 		}
-		if info.PhoneNumber.Server == types.DefaultUserServer {
-			r.jid = info.PhoneNumber
-		}
-		break
+		found[d] = r
 	}
-	c.lookups.put(digits, r, time.Now())
-	return r, nil
+	now := time.Now()
+	for d, r := range found {
+		c.lookups.put(d, r, now)
+	}
+	return found, nil
 }
 
-// Send sends one message and waits for the server's acknowledgement. The recipient is looked
-// up first (cached) and the message goes to the JID the network returned; m.ID is the
-// WhatsApp message id, so a re-send after a crash is recognised as the same message.
+// Send sends one message and waits for the server's acknowledgement. A number is looked up
+// first (cached) and the message goes to the LID the network returned; a group id goes to the
+// group. m.ID is the WhatsApp message id, so a re-send after a crash is recognised as the same
+// message.
 func (c *client) Send(ctx context.Context, m domain.Message) (network.Receipt, error) {
 	if m.ID == "" {
 		return network.Receipt{}, errors.New("whatsapp: send: empty message id")
@@ -93,48 +116,100 @@ func (c *client) Send(ctx context.Context, m domain.Message) (network.Receipt, e
 	if !supportedKind(m.Kind) {
 		return network.Receipt{}, fmt.Errorf("whatsapp: send %q: %w", m.Kind, network.ErrUnsupported)
 	}
-	digits, err := phoneDigits(m.To)
-	if err != nil {
-		return network.Receipt{}, err
-	}
 	ctx, cancel := context.WithTimeout(ctx, c.n.sendTimeout)
 	defer cancel()
 	wa, err := c.ready(ctx)
 	if err != nil {
 		return network.Receipt{}, err
 	}
-	r, ok := c.lookups.get(digits, time.Now())
-	if !ok {
-		if r, err = c.lookup(ctx, wa, digits); err != nil {
-			return network.Receipt{}, err
-		}
-	}
-	if !r.in {
-		return network.Receipt{}, fmt.Errorf("whatsapp: send to %s: %w", digits, network.ErrNotOnNetwork)
+	to, lid, err := c.recipient(ctx, wa, m.To)
+	if err != nil {
+		return network.Receipt{}, err
 	}
 	if m, err = c.n.prepareAudio(ctx, m); err != nil {
 		return network.Receipt{}, fmt.Errorf("whatsapp: send %s: %w", m.Kind, err)
 	}
-	msg, err := buildMessage(ctx, wa.Upload, m, time.Now())
+	msg, err := c.compose(ctx, wa, to, m, time.Now())
 	if err != nil {
 		return network.Receipt{}, fmt.Errorf("whatsapp: send %s: %w", m.Kind, classifyError(err))
 	}
-	to := r.jid
-	if !r.lid.IsEmpty() {
-		to = r.lid // a DM goes to the LID; whatsmeow adds the number as peer_recipient_pn
+	if m.Typing {
+		if err := typing(ctx, wa, to, m); err != nil {
+			return network.Receipt{}, fmt.Errorf("whatsapp: send %s %s: %w", m.Kind, m.ID, err)
+		}
 	}
 	resp, err := wa.SendMessage(ctx, to, msg, whatsmeow.SendRequestExtra{
 		ID:      types.MessageID(m.ID),
 		Timeout: c.n.sendTimeout,
 	})
 	if err != nil {
-		return network.Receipt{}, fmt.Errorf("whatsapp: send %s %s to %s: %w", m.Kind, m.ID, digits, c.classifySendError(ctx, err))
+		return network.Receipt{}, fmt.Errorf("whatsapp: send %s %s to %s: %w", m.Kind, m.ID, m.To, c.classifySendError(ctx, err))
+	}
+	if m.Kind == domain.KindPoll {
+		c.polls.put(m.ID, m.Options)
 	}
 	at := resp.Timestamp
 	if at.IsZero() {
 		at = time.Now()
 	}
-	return network.Receipt{ID: string(resp.ID), At: at.UTC()}, nil
+	return network.Receipt{ID: string(resp.ID), At: at.UTC(), LID: lid}, nil
+}
+
+// recipient is where a message to "to" goes: a group, or a number's LID (its phone-number JID
+// when the network gave no LID), looked up first (cached); lid is the number's LID.
+func (c *client) recipient(ctx context.Context, wa *whatsmeow.Client, to string) (jid types.JID, lid string, err error) {
+	if domain.IsGroup(to) {
+		jid, err = groupJID(to)
+		return jid, "", err
+	}
+	digits, err := phoneDigits(to)
+	if err != nil {
+		return types.JID{}, "", err
+	}
+	r, ok := c.lookups.get(digits, time.Now())
+	if !ok {
+		if r, err = c.lookup(ctx, wa, digits); err != nil {
+			return types.JID{}, "", err
+		}
+	}
+	if !r.in {
+		return types.JID{}, "", fmt.Errorf("whatsapp: send to %s: %w", digits, network.ErrNotOnNetwork)
+	}
+	if !r.lid.IsEmpty() {
+		return r.lid, r.lid.User, nil // a DM goes to the LID; whatsmeow adds the number as peer_recipient_pn
+	}
+	return r.jid, "", nil
+}
+
+// compose builds the WhatsApp message of m for chat to: its content (media uploaded), a
+// reaction, edit or revoke of its target, or a poll; a reply's quote.
+func (c *client) compose(ctx context.Context, wa *whatsmeow.Client, to types.JID, m domain.Message, now time.Time) (*waE2E.Message, error) {
+	var msg *waE2E.Message
+	var err error
+	switch m.Kind {
+	case domain.KindReaction, domain.KindEdit, domain.KindRevoke:
+		return operation(ctx, wa, to, m, now)
+	case domain.KindPoll:
+		if msg, err = pollMessage(wa, m); err != nil {
+			return nil, err
+		}
+		// A poll built again (a retry receipt) keeps the secret its votes are encrypted with.
+		pn, lid := ownJIDs(wa)
+		for _, own := range []types.JID{lid, pn} {
+			if secret, _, err := wa.Store.MsgSecrets.GetMessageSecret(ctx, to, own, m.ID); err == nil && secret != nil {
+				msg.MessageContextInfo.MessageSecret = secret
+				break
+			}
+		}
+	default:
+		if msg, err = buildMessage(ctx, wa.Upload, m, now); err != nil {
+			return nil, err
+		}
+	}
+	if m.ReplyTo != nil && m.ReplyTo.ID != "" {
+		msg = withContext(msg, replyContext(wa, to, *m.ReplyTo))
+	}
+	return msg, nil
 }
 
 // classifyError maps whatsmeow's errors of a query (a lookup, a pair code request) or of a

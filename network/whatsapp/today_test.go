@@ -443,7 +443,7 @@ func TestIncomingMessageReachesThePort(t *testing.T) {
 			t.Fatal(err)
 		}
 		in := s.expect("Incoming", func(e network.Event) bool { _, ok := e.(network.Incoming); return ok }).(network.Incoming)
-		if in.ID != id || in.From != phoneB || in.FromLID != h.srv.LID(phoneB) || in.Kind != domain.KindText || in.Text != text || in.At.IsZero() {
+		if in.ID != id || in.From != phoneB || in.FromLID != h.srv.LID(phoneB) || in.Message.Kind != domain.KindText || in.Message.Text != text || in.At.IsZero() {
 			t.Fatalf("message %d: %#v, want %q from %s", i, in, text, phoneB)
 		}
 	}

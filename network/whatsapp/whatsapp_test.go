@@ -132,9 +132,9 @@ func TestSendErrors(t *testing.T) {
 		t.Fatalf("send to unknown number: %v, want ErrNotOnNetwork", err)
 	}
 
-	_, err = s.c.Send(ctxT(t), domain.Message{ID: "3", To: phoneB, Kind: "sticker"})
+	_, err = s.c.Send(ctxT(t), domain.Message{ID: "3", To: phoneB, Kind: "hologram"})
 	if !errors.Is(err, network.ErrUnsupported) {
-		t.Fatalf("send sticker: %v, want ErrUnsupported", err)
+		t.Fatalf("send of a kind WhatsApp has not: %v, want ErrUnsupported", err)
 	}
 
 	h.srv.SetTimelock(phoneA, true)

@@ -105,49 +105,93 @@ export function session(el) {
   return () => { stopped = true; subs.stop(); stopQR(); };
 }
 
+// Each kind's fields (DESIGN.md section 16), as POST /api/client/send takes them.
 const kinds = {
   text: ['text'],
   image: ['fileUrl', 'fileName', 'caption'],
   video: ['fileUrl', 'fileName', 'caption'],
-  audio: ['fileUrl', 'fileName'],
+  audio: ['fileUrl', 'fileName', 'ptt'],
   document: ['fileUrl', 'fileName', 'caption'],
-  location: ['lat', 'lng', 'address'],
+  sticker: ['fileUrl'],
+  location: ['lat', 'lng', 'name', 'address'],
   contact: ['contactName', 'contactPhone'],
+  poll: ['question', 'options', 'multiple'],
+  reaction: ['messageId', 'emoji'],
+};
+const kindLabels = {
+  text: 'Text', image: 'Photo', video: 'Video', audio: 'Audio or voice note', document: 'Document', sticker: 'Sticker (WebP)',
+  location: 'Location', contact: 'Contact card', poll: 'Poll', reaction: 'Reaction to a message',
 };
 const labels = {
   text: 'Message', fileUrl: 'File URL (https:// or a data: URI)', fileName: 'File name', caption: 'Caption',
-  lat: 'Latitude', lng: 'Longitude', address: 'Address or title', contactName: 'Contact name', contactPhone: 'Contact phone',
+  lat: 'Latitude', lng: 'Longitude', name: 'Place name', address: 'Address', contactName: 'Contact name', contactPhone: 'Contact phone',
+  question: 'Question', options: 'Answers, one per line (2 to 12)', multiple: 'More than one answer allowed', ptt: 'Send as a voice note',
+  messageId: 'Message id (a Messages line’s React button does this for you)', emoji: 'Emoji (left empty, it takes your reaction back)',
+  replyTo: 'Reply to message id (optional)', typing: 'Show “typing…” first',
 };
+const checks = new Set(['ptt', 'multiple', 'typing']);
 
-/** send: every message kind of SPEC 4.4 from the dashboard. */
+/**
+ * send: every message kind from the dashboard (DESIGN.md section 16): to a number or one of the
+ * phone's groups, as a reply to a message, with "typing…" first.
+ */
 export function send(el) {
   const slot = h('div', { class: 'slot' });
-  const phone = h('input', { name: 'phone', inputmode: 'tel', placeholder: '4915112345678', required: true });
-  const type = h('select', { name: 'type' }, Object.keys(kinds).map((k) => h('option', { value: k }, k)));
+  const phone = h('input', { name: 'phone', id: 'send-phone', inputmode: 'tel', placeholder: '4915112345678', required: true });
+  const group = h('select', { name: 'group', id: 'send-group' }, h('option', { value: '' }, 'None: the number above'));
+  const groupHint = h('small', {}, 'Loading the phone’s groups…');
+  const type = h('select', { name: 'type', id: 'send-type' }, Object.keys(kinds).map((k) => h('option', { value: k }, kindLabels[k])));
   const inputs = {};
   for (const k of Object.keys(labels)) {
-    inputs[k] = k === 'text' ? h('textarea', { name: k, rows: 4 }) :
-      h('input', { name: k, type: k === 'lat' || k === 'lng' ? 'number' : 'text', step: 'any' });
+    if (checks.has(k)) inputs[k] = h('input', { name: k, type: 'checkbox' });
+    else if (k === 'text' || k === 'options') inputs[k] = h('textarea', { name: k, rows: 4 });
+    else inputs[k] = h('input', { name: k, type: k === 'lat' || k === 'lng' ? 'number' : 'text', step: 'any' });
   }
+  const input = (k) => (checks.has(k) ? h('label', { class: 'check field' }, inputs[k], labels[k]) : field(labels[k], inputs[k]));
   const fields = h('div', {});
-  const showFields = () => mount(fields, kinds[type.value].map((k) => field(labels[k], inputs[k])));
+  // The recipient: a number, or a group picked (then the number is not asked); a reaction's
+  // recipient is its message's.
+  const showTo = () => {
+    phone.disabled = !!group.value;
+    phone.required = !group.value && type.value !== 'reaction';
+  };
+  const showFields = () => {
+    const own = kinds[type.value];
+    const common = type.value === 'reaction' ? [] : ['replyTo', 'typing'];
+    mount(fields, [...own, ...common].map(input));
+    showTo();
+  };
   type.addEventListener('change', showFields);
+  group.addEventListener('change', showTo);
   showFields();
+  api('GET', '/api/client/groups').then((r) => {
+    const gs = r.groups || [];
+    for (const g of gs) group.append(h('option', { value: g.id }, g.name + ' (' + g.participants.length + (g.participants.length === 1 ? ' member)' : ' members)')));
+    groupHint.textContent = gs.length ? 'A group’s message counts once, however many members it has.' : 'The phone is in no group.';
+  }, () => { groupHint.textContent = 'The phone’s groups show once it is linked.'; });
+
   mount(el, h('section', { class: 'card narrow' },
-    form({ id: 'send-form' }, [field('To (with country code)', phone), field('Kind', type), fields, h('button', { type: 'submit' }, 'Send')], async () => {
-      const body = { phone: phone.value, type: type.value };
-      for (const k of kinds[type.value]) {
+    form({ id: 'send-form' }, [field('To (with country code)', phone), field('Or to a group', group, groupHint), field('Kind', type), fields,
+      h('button', { type: 'submit' }, 'Send')], async () => {
+      const body = { type: type.value };
+      const to = group.value || phone.value.trim();
+      if (to) body.phone = to;
+      for (const k of [...kinds[type.value], 'replyTo', 'typing']) {
+        if (type.value === 'reaction' && (k === 'replyTo' || k === 'typing')) continue;
+        if (checks.has(k)) { if (inputs[k].checked) body[k] = true; continue; }
         const v = inputs[k].value.trim();
-        if (v === '') continue;
-        body[k] = k === 'lat' || k === 'lng' ? Number(v) : v;
+        if (k === 'options') body.options = v.split('\n').map((o) => o.trim()).filter(Boolean);
+        else if (k === 'emoji') body.emoji = v;
+        else if (v !== '') body[k] = k === 'lat' || k === 'lng' ? Number(v) : v;
       }
       say(slot, 'info', 'Sending…');
       try {
         const r = await api('POST', '/api/client/send', body);
-        const to = '+' + (r.to || phone.value.replace(/\D/g, '')), id = r.message_id ? ' (message ' + r.message_id + ')' : '';
+        const dest = group.value ? group.selectedOptions[0].textContent.replace(/ \(\d+ members?\)$/, '') : '+' + (r.phone || r.to || phone.value.replace(/\D/g, ''));
+        const id = r.message_id ? ' (message ' + r.message_id + ')' : '';
         const follow = [' ', h('a', { href: '#/messages' }, 'Follow it in Messages'), '.'];
-        if (r.status === 'queued') mount(slot, h('p', { class: 'notice info', role: 'status' }, 'Queued for ' + to + id + ': it goes out as soon as the phone is reachable.', follow));
-        else mount(slot, h('p', { class: 'notice ok', role: 'status' }, 'Sent to ' + to + id + '.', follow));
+        if (r.status === 'queued') mount(slot, h('p', { class: 'notice info', role: 'status' }, 'Queued for ' + dest + id + ': it goes out as soon as the phone is reachable.', follow));
+        else mount(slot, h('p', { class: 'notice ok', role: 'status' }, 'Sent to ' + dest + id + '.', follow));
       } catch (e) { say(slot, 'error', sentence(e)); }
     }), slot));
 }

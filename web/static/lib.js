@@ -52,6 +52,8 @@ const sentences = {
   quota_exceeded: "This month's message allowance is used up.",
   invalid_phone: 'That phone number is not valid: use 8 to 15 digits with the country code.',
   recipient_not_on_network: 'That number is not on the messaging network.',
+  message_not_found: 'That message is none of your messages of the last 7 days.',
+  group_not_found: 'That group is not one your phone is in.',
   network_error: 'The messaging network did not answer. Try again in a moment.',
   store_platform_error: 'The store platform did not answer as expected. Try again in a moment.',
   store_token_rejected: 'The store platform refused that access token.',

@@ -4,7 +4,7 @@
 // and a screen reloads what it shows. The browser's EventSource reconnects by itself; a stream
 // the gateway refused (an expired sign-in) is retried every 5 s until the app signs out.
 
-const types = ['message.status', 'message.received', 'session.status', 'session.warning', 'campaign.progress', 'campaign.completed', 'store.event'];
+const types = ['message.status', 'message.received', 'message.reaction', 'message.edited', 'message.revoked', 'poll.vote', 'session.status', 'session.warning', 'campaign.progress', 'campaign.completed', 'store.event'];
 const handlers = new Map();
 const watchers = new Set();
 let source = null;

@@ -1,15 +1,93 @@
 // messages.js: the Messages screen: what the phone sent and received in the last 7 days, newest
 // first, with statuses that change as the events come (queued → sent → delivered → read),
-// filters, and a reply to an incoming message.
+// filters, and each message's conversation: the message it quotes, its reactions, its edit or
+// revoke, a poll's results, all live; a reply to any message and a reaction from it.
 import { h, mount, api, when, say, field, form, badge, sentence, notice, phoneDigits } from './lib.js';
 import * as live from './live.js';
 
-const kindNames = { image: 'Photo', video: 'Video', audio: 'Voice message', document: 'Document', location: 'Location', contact: 'Contact' };
+const kindNames = { image: 'Photo', video: 'Video', audio: 'Audio', document: 'Document', sticker: 'Sticker', location: 'Location', contact: 'Contact' };
+// The emojis a reaction offers (WhatsApp's own first six).
+const emojis = ['👍', '❤️', '😂', '😮', '😢', '🙏'];
+// Kinds that are about another message: shown on it, never as a line of their own.
+const about = new Set(['reaction', 'edit', 'revoke']);
 
+const kindOf = (m) => m.kind || m.type || 'text';
+
+/** who names a contact: +phone, else its LID, else the group's member we cannot name. */
+function who(phone, lid) {
+  return phone ? '+' + phone : lid || 'someone';
+}
+
+/** content is what a message says, by its kind (a poll's results are drawn apart). */
 function content(m) {
-  if (m.type === 'text' || !m.type) return m.text || '';
-  const label = kindNames[m.type] || m.type;
-  return '[' + label + (m.fileName ? ': ' + m.fileName : '') + ']' + (m.caption ? ' ' + m.caption : '') + (m.text ? ' ' + m.text : '');
+  const kind = kindOf(m);
+  if (kind === 'text') return m.text || '';
+  if (kind === 'poll') return '';
+  let label = kindNames[kind] || kind;
+  if (kind === 'audio' && m.ptt) label = 'Voice message';
+  const parts = [];
+  if (kind === 'location') {
+    parts.push(m.name || m.text, m.address, m.lat || m.lng ? `(${m.lat}, ${m.lng})` : '');
+  } else if (kind === 'contact') {
+    parts.push(m.contactName || m.text, m.contactPhone ? '+' + m.contactPhone : '');
+  } else {
+    parts.push(m.caption, m.text);
+  }
+  const detail = parts.filter(Boolean).join(' ');
+  return '[' + label + (m.fileName ? ': ' + m.fileName : '') + ']' + (detail ? ' ' + detail : '');
+}
+
+/** pollOf is a poll's question and results: the history's, or an incoming poll's with no vote yet. */
+function pollOf(m) {
+  if (m.poll) return m.poll;
+  if (kindOf(m) !== 'poll') return null;
+  return { question: m.question || '', multiple: !!m.multiple, options: (m.options || []).map((name) => ({ name, count: 0, voters: [] })) };
+}
+
+/** vote replaces a voter's choices in a poll's results (poll.vote: none takes the vote back). */
+function vote(poll, voter, chosen) {
+  const options = poll.options.map((o) => {
+    const voters = o.voters.filter((v) => v !== voter);
+    if (chosen.includes(o.name)) voters.push(voter);
+    return { ...o, voters, count: voters.length };
+  });
+  return { ...poll, options };
+}
+
+/** react replaces one person's reaction in a message's reactions ("" takes it back). */
+function react(reactions, d) {
+  const key = (r) => (r.fromMe ? 'me' : r.from || r.lid);
+  const k = key(d);
+  const rest = (reactions || []).filter((r) => key(r) !== k);
+  return d.emoji ? [...rest, { from: d.from, lid: d.lid, fromMe: d.fromMe, emoji: d.emoji, at: d.at }] : rest;
+}
+
+function pollView(p) {
+  const voters = new Set(p.options.flatMap((o) => o.voters));
+  return h('div', { class: 'poll' },
+    h('p', { class: 'question' }, h('strong', {}, p.question)),
+    p.multiple ? h('small', { class: 'muted' }, 'More than one answer allowed') : null,
+    h('ul', { class: 'options' }, p.options.map((o) => h('li', { 'data-option': o.name, 'data-count': String(o.count) },
+      h('span', { class: 'name' }, o.name),
+      h('progress', { max: Math.max(voters.size, 1), value: o.count, 'aria-label': o.name + ': ' + o.count + (o.count === 1 ? ' vote' : ' votes') }),
+      h('span', { class: 'count', title: o.voters.map((v) => who(/^\d+$/.test(v) ? v : '', v)).join(', ') }, String(o.count))))),
+    h('small', { class: 'muted' }, voters.size === 1 ? '1 person voted' : voters.size + ' people voted'));
+}
+
+function reactionsView(rs) {
+  if (!rs || !rs.length) return null;
+  const by = new Map();
+  for (const r of rs) by.set(r.emoji, [...(by.get(r.emoji) || []), r.fromMe ? 'You' : who(r.from, r.lid)]);
+  return h('div', { class: 'reactions', role: 'group', 'aria-label': 'Reactions' },
+    [...by].map(([emoji, people]) => h('span', { class: 'reaction', 'data-emoji': emoji, title: people.join(', ') },
+      emoji, people.length > 1 ? ' ' + people.length : '', h('span', { class: 'sr-only' }, ' from ' + people.join(', ')))));
+}
+
+function quoteView(q) {
+  if (!q) return null;
+  const text = q.text || (q.type ? '[' + (kindNames[q.type] || q.type) + ']' : '');
+  return h('blockquote', { class: 'quote', 'data-quote': q.id },
+    h('span', { class: 'who' }, q.fromMe ? 'You' : who(q.phone, q.lid)), text ? h('span', { class: 'qtext' }, text) : null);
 }
 
 export function messages(el) {
@@ -20,11 +98,22 @@ export function messages(el) {
   const direction = h('select', { name: 'direction', id: 'msg-direction' },
     h('option', { value: '' }, 'Sent and received'), h('option', { value: 'out' }, 'Sent'), h('option', { value: 'in' }, 'Received'));
   const status = h('select', { name: 'status', id: 'msg-status' }, h('option', { value: '' }, 'Any'),
-    ['queued', 'sent', 'delivered', 'read', 'failed'].map((s) => h('option', { value: s }, badge(s).textContent)));
+    ['queued', 'sent', 'delivered', 'read', 'failed', 'cancelled'].map((s) => h('option', { value: s }, badge(s).textContent)));
   const phone = h('input', { name: 'phone', id: 'msg-phone', inputmode: 'tel', placeholder: '4915112345678', size: 16 });
   let next = '';
   let gen = 0;
   const shown = new Map(); // key (direction + id) → li
+  // Group names, read once when a group's message shows (the network is asked, not the store).
+  let groupNames = null;
+  const groupName = (id) => (groupNames && groupNames.get(id)) || 'a group';
+  const learnGroups = () => {
+    if (groupNames) return;
+    groupNames = new Map();
+    api('GET', '/api/client/groups').then((r) => {
+      for (const g of r.groups || []) groupNames.set(g.id, g.name);
+      for (const li of shown.values()) if (li._m && li._m.group) fill(li, li._m);
+    }, () => { /* unnamed groups stay "a group" */ });
+  };
 
   const query = () => {
     const q = new URLSearchParams({ limit: '50' });
@@ -44,6 +133,12 @@ export function messages(el) {
     const p = phoneDigits(phone.value);
     return !p || p === peer;
   };
+  const find = (id) => shown.get('out:' + id) || shown.get('in:' + id);
+  // update changes a shown message's fields (an event about it) and draws it again.
+  const update = (id, fn) => {
+    const li = find(id);
+    if (li && li._m) fill(li, fn(li._m));
+  };
 
   const item = (m) => {
     const out = m.direction === 'out';
@@ -54,30 +149,82 @@ export function messages(el) {
   const fill = (li, m) => {
     const out = m.direction === 'out';
     li.dataset.status = out ? m.status : 'received';
+    li.dataset.kind = kindOf(m);
+    li.toggleAttribute('data-revoked', !!m.revoked);
+    li.toggleAttribute('data-edited', !!m.edited);
     li._m = m;
-    const reply = h('div', { class: 'reply-slot' });
+    if (m.group) learnGroups();
+    const peer = m.group || (out ? m.to : m.from);
+    const title = out ? (m.group ? 'To ' + groupName(m.group) : 'To ' + who(m.to || m.phone, m.lid)) :
+      'From ' + who(m.from || m.phone, m.lid) + (m.group ? ' in ' + groupName(m.group) : '');
+    const poll = m.revoked ? null : pollOf(m);
+    const text = m.revoked ? h('em', { class: 'muted' }, 'This message was deleted') : content(m);
+    // A message the network has: one may reply to it and react to it.
+    const reachable = !m.revoked && peer && (!out || ['sent', 'delivered', 'read'].includes(m.status));
+    // What a Reply or React button opened stays open (and keeps what was typed) as events
+    // draw the message again.
+    const act = li._act || (li._act = h('div', { class: 'act-slot' }));
+    if (!reachable) close(act);
     mount(li,
       h('div', { class: 'meta' },
-        h('strong', {}, (out ? 'To +' + m.to : 'From +' + m.from)),
+        h('strong', {}, title),
+        m.name && !out ? h('span', {}, m.name) : null,
         h('span', {}, when(out ? m.created_at : m.timestamp)),
-        out ? badge(m.status) : badge('received')),
-      h('div', { class: 'text' }, content(m) || h('span', { class: 'muted' }, '…')),
+        out ? badge(m.status) : badge('received'),
+        m.edited && !m.revoked ? h('span', { class: 'edited', title: m.editedAt ? 'Edited ' + when(m.editedAt) : '' }, 'Edited') : null),
+      m.revoked ? null : quoteView(m.quoted),
+      text ? h('div', { class: 'text' }, text) : poll ? null : h('div', { class: 'text' }, h('span', { class: 'muted' }, '…')),
+      poll ? pollView(poll) : null,
+      m.revoked ? null : reactionsView(m.reactions),
       out && m.status === 'failed' ? h('div', { class: 'why' }, m.error || m.code || '') : null,
-      !out ? h('button', { type: 'button', class: 'small ghost', 'data-reply': m.from, onclick: () => replyForm(reply, m) }, 'Reply') : null,
-      reply);
+      reachable ? h('div', { class: 'actions' },
+        h('button', { type: 'button', class: 'small ghost', 'data-reply': peer, 'aria-expanded': String(act.dataset.open === 'reply'), onclick: (e) => replyForm(act, m, peer, e.currentTarget) }, 'Reply'),
+        h('button', { type: 'button', class: 'small ghost', 'data-react': m.id, 'aria-expanded': String(act.dataset.open === 'react'), onclick: (e) => reactPicker(act, m, e.currentTarget) }, 'React')) : null,
+      act);
   };
-  const replyForm = (box, m) => {
-    if (box.firstChild) { box.replaceChildren(); return; }
+  // close empties what a Reply or React button opened; toggle opens it, or closes it when it
+  // is already open.
+  const close = (box) => {
+    box.replaceChildren();
+    delete box.dataset.open;
+    const li = box.closest('li');
+    if (li) li.querySelectorAll('.actions button').forEach((b) => b.setAttribute('aria-expanded', 'false'));
+  };
+  const toggle = (box, button, kind, build) => {
+    const open = box.dataset.open === kind;
+    close(box);
+    if (open) return false;
+    box.dataset.open = kind;
+    button.setAttribute('aria-expanded', 'true');
+    build();
+    return true;
+  };
+  const replyForm = (box, m, peer, button) => toggle(box, button, 'reply', () => {
     const text = h('textarea', { name: 'text', rows: 2, required: true });
     const out = h('div', {});
-    mount(box, form({ class: 'reply' }, [field('Reply to +' + m.from, text), h('button', { type: 'submit' }, 'Send reply'), out], async () => {
+    const to = isGroup(peer) ? 'Reply in ' + groupName(peer) : 'Reply to +' + peer;
+    mount(box, form({ class: 'reply' }, [field(to, text), h('button', { type: 'submit' }, 'Send reply'), out], async () => {
       try {
-        await api('POST', '/api/client/send', { phone: m.from, type: 'text', text: text.value });
-        box.replaceChildren();
+        await api('POST', '/api/client/send', { phone: peer, type: 'text', text: text.value, replyTo: m.id });
+        close(box);
       } catch (e) { mount(out, notice('error', sentence(e))); }
     }));
     text.focus();
-  };
+  });
+  const reactPicker = (box, m, button) => toggle(box, button, 'react', () => {
+    const out = h('div', {});
+    const mine = (m.reactions || []).find((r) => r.fromMe);
+    const send = async (emoji) => {
+      try {
+        await api('POST', '/api/client/send', { type: 'reaction', messageId: m.id, emoji });
+        close(box);
+      } catch (e) { mount(out, notice('error', sentence(e))); }
+    };
+    mount(box, h('div', { class: 'picker', role: 'group', 'aria-label': 'React with' },
+      emojis.map((e) => h('button', { type: 'button', class: 'small ghost emoji', 'data-emoji': e, 'aria-label': 'React with ' + e, 'aria-pressed': String(!!mine && mine.emoji === e), onclick: () => send(e) }, e)),
+      mine ? h('button', { type: 'button', class: 'small ghost', 'data-emoji': '', onclick: () => send('') }, 'Take my reaction back') : null), out);
+    box.querySelector('button').focus();
+  });
   const put = (m, top) => {
     const key = m.direction + ':' + m.id;
     const old = shown.get(key);
@@ -134,8 +281,9 @@ export function messages(el) {
       fill(li, m);
       return;
     }
-    if (!matches('out', d.status, d.to)) return;
-    put({ direction: 'out', id: d.messageId, message_id: d.messageId, to: d.to, session: d.session, status: d.status, created_at: d.at, type: 'text', text: '' }, true);
+    if (about.has(d.type)) return; // shown on the message it is about, by its own event
+    if (!matches('out', d.status, d.phone || d.to)) return;
+    put({ direction: 'out', id: d.messageId, message_id: d.messageId, to: d.to, group: d.group, session: d.session, status: d.status, created_at: d.at, type: d.type || 'text', text: '' }, true);
     showEmpty();
     refillSoon();
   });
@@ -144,6 +292,13 @@ export function messages(el) {
     put({ direction: 'in', ...d }, true);
     showEmpty();
   });
+  subs.on('message.reaction', (d) => update(d.messageId, (m) => ({ ...m, reactions: react(m.reactions, d) })));
+  subs.on('message.edited', (d) => update(d.messageId, (m) => ({ ...m, text: d.text, edited: true, editedAt: d.at })));
+  subs.on('message.revoked', (d) => update(d.messageId, (m) => ({ ...m, revoked: true, revokedAt: d.at })));
+  subs.on('poll.vote', (d) => update(d.messageId, (m) => {
+    const p = pollOf(m);
+    return p ? { ...m, poll: vote(p, d.voter, d.options || []) } : m;
+  }));
   subs.on('resync', () => load(false));
 
   for (const c of [direction, status]) c.addEventListener('change', () => load(false));
@@ -153,12 +308,16 @@ export function messages(el) {
       h('form', { class: 'filters', id: 'msg-filters', onsubmit: (e) => { e.preventDefault(); load(false); } },
         field('Show', direction), field('Status of sent ones', status), field('Phone number', phone),
         h('div', { class: 'field' }, h('button', { type: 'submit', class: 'ghost' }, 'Filter'))),
-      h('p', { class: 'muted' }, 'Statuses change here as they happen: waiting to send, sent, delivered, read.')),
+      h('p', { class: 'muted' }, 'Statuses, reactions, edits and poll votes change here as they happen.')),
     h('section', { class: 'card' }, slot, list, more));
   load(false);
   return () => { subs.stop(); clearTimeout(refill); };
 }
 
+function isGroup(id) {
+  return /@g\.us$/.test(id || '');
+}
+
 function rank(s) {
-  return { queued: 0, sent: 1, delivered: 2, read: 3, failed: 4 }[s] ?? -1;
+  return { queued: 0, sent: 1, delivered: 2, read: 3, failed: 4, cancelled: 4 }[s] ?? -1;
 }

@@ -274,11 +274,21 @@ func TestEveryScreenPhoneAndDesktop(t *testing.T) {
 	// Something on every screen: a linked phone, messages both ways, a campaign, a key, a
 	// webhook with deliveries, a connected store.
 	sid := g.link(admin, "4915112345678")
-	g.call("POST", "/api/client/send", admin, map[string]any{"phone": "4915550005555", "text": "a long message that wraps on a phone screen without pushing the page sideways, with a long word: Donaudampfschifffahrtsgesellschaft"})
-	g.call("POST", "/api/dev/sim/inbound", "", map[string]any{"sessionId": sid, "from": "4915550006666", "text": "hello"})
+	long := g.call("POST", "/api/client/send", admin, map[string]any{"phone": "4915550005555", "text": "a long message that wraps on a phone screen without pushing the page sideways, with a long word: Donaudampfschifffahrtsgesellschaft"})["message_id"].(string)
+	in := g.call("POST", "/api/dev/sim/inbound", "", map[string]any{"sessionId": sid, "from": "4915550006666", "text": "hello"})["id"].(string)
 	g.call("POST", "/api/client/campaigns", admin, map[string]any{"name": "Autumn newsletter for every customer who bought twice", "message": "Hi {name}", "delay": 0,
 		"numbers": []any{map[string]any{"phone": "4915550007777", "name": "Ann"}, "12"}})
-	g.call("POST", "/api/admin/apikeys", admin, map[string]any{"userId": "root", "name": "Production server of the shop"})
+	key := g.call("POST", "/api/admin/apikeys", admin, map[string]any{"userId": "root", "name": "Production server of the shop"})["rawKey"].(string)
+	// A conversation: a group poll with votes, a reply quoting a message, reactions.
+	group := g.call("POST", "/api/v1/groups", key, map[string]any{"name": "Regular customers of the shop in the old town", "participants": []string{"4915550006666", "4915550005555"}})["id"].(string)
+	poll := g.call("POST", "/api/client/send", admin, map[string]any{"phone": group, "type": "poll", "question": "Which opening hours on Saturdays suit you best?",
+		"options": []string{"9 to 13", "10 to 16, with a longer answer that wraps", "Closed"}})["message_id"].(string)
+	g.simGot("the poll", group, func(m map[string]any) bool { return m["question"] != nil })
+	g.simGot("the long message", "4915550005555", func(m map[string]any) bool { return m["text"] != nil })
+	g.call("POST", "/api/dev/sim/inbound", "", map[string]any{"sessionId": sid, "from": "4915550006666", "type": "poll_vote", "messageId": poll, "options": []string{"Closed"}})
+	g.call("POST", "/api/dev/sim/inbound", "", map[string]any{"sessionId": sid, "from": "4915550005555", "type": "reaction", "messageId": long, "emoji": "👍"})
+	g.call("POST", "/api/client/send", admin, map[string]any{"phone": "4915550006666", "text": "hello, how can we help?", "replyTo": in})
+	g.call("POST", "/api/client/send", admin, map[string]any{"type": "reaction", "messageId": in, "emoji": "❤️"})
 	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
 	t.Cleanup(rcv.Close)
 	g.call("POST", "/api/client/webhooks", admin, map[string]any{"url": rcv.URL + "/a/rather/long/path/for/the/receiver", "events": []string{"message.status"}})
@@ -287,8 +297,8 @@ func TestEveryScreenPhoneAndDesktop(t *testing.T) {
 
 	screens := []struct{ hash, ready string }{
 		{"#/session", `document.querySelector('#session-status')`},
-		{"#/messages", `document.querySelector('li.msg')`},
-		{"#/send", `document.querySelector('#send-form')`},
+		{"#/messages", `document.querySelector('li.msg .poll') && document.querySelector('li.msg blockquote.quote') && document.querySelectorAll('li.msg .reaction').length === 2`},
+		{"#/send", `document.querySelector('#send-form') && document.querySelector('#send-group option[value$="@g.us"]')`},
 		{"#/campaigns", `document.querySelector('#campaign-list tr[data-campaign]')`},
 		{"#/templates", `document.querySelector('#template-text')`},
 		{"#/store", `document.querySelector('#store-shop')`},
@@ -327,6 +337,17 @@ func TestEveryScreenPhoneAndDesktop(t *testing.T) {
 					b.click("#webhook-list button[data-test-webhook]")
 					b.waitFor("the test event's delivery", `document.querySelector('#webhook-deliveries tr[data-type="webhook.test"]')`)
 					b.audit(axe, where+" webhook deliveries")
+				}
+				if s.hash == "#/messages" {
+					b.click(`li.msg[data-direction=in] button[data-reply]`)
+					b.click(`li.msg[data-kind=poll] button[data-react]`)
+					b.waitFor("the reply form and the reaction picker", `document.querySelector('li.msg .reply textarea') && document.querySelector('li.msg .picker')`)
+					b.audit(axe, where+" messages' reply and reaction")
+				}
+				if s.hash == "#/send" {
+					b.set("#send-type", "poll")
+					b.waitFor("the poll's fields", `document.querySelector('#send-form [name=options]')`)
+					b.audit(axe, where+" send a poll")
 				}
 				if s.hash == "#/campaigns" {
 					b.set("#campaign-name", "Test")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 	"go.mau.fi/libsignal/ecc"
+	"go.mau.fi/libsignal/state/record"
 	waBinary "go.mau.fi/whatsmeow/binary"
 	"go.mau.fi/whatsmeow/proto/waAdv"
 	"go.mau.fi/whatsmeow/proto/waWa6"
@@ -365,6 +366,12 @@ func (c *conn) handle(n *node) error {
 		return c.handleIQ(n)
 	case "message":
 		return c.handleMessage(n)
+	case "chatstate":
+		c.chatState(n)
+		return nil
+	case "receipt":
+		c.readReceipt(n)
+		return nil
 	case "call":
 		if reject, ok := n.GetOptionalChildByTag("reject"); ok {
 			id, _ := reject.Attrs["call-id"].(string)
@@ -445,6 +452,8 @@ func (c *conn) handleIQ(n *node) error {
 		return c.result(n, nil)
 	case xmlns == "md" && first == "link_code_companion_reg":
 		return c.linkCode(n, children[0])
+	case xmlns == "w:g2" && len(children) > 0:
+		return c.groupIQ(n, children[0])
 	}
 	return c.result(n, nil) // keepalive, passive, and anything else: an empty success
 }
@@ -492,7 +501,21 @@ func (c *conn) removeSelf() {
 }
 
 // preKeyBundles answers a prekey fetch: phones (device 0) have bundles; anything else is 404.
+// The phones keep their one-time prekeys' private halves, to decrypt what is sent to them.
 func (c *conn) preKeyBundles(users []node) []node {
+	type handed struct {
+		a  *account
+		pk *keys.PreKey
+	}
+	var given []handed
+	defer func() {
+		c.s.signalMu.Lock()
+		defer c.s.signalMu.Unlock()
+		for _, h := range given {
+			_ = h.a.signal.StorePreKey(context.Background(), h.pk.KeyID, record.NewPreKey(h.pk.KeyID,
+				ecc.NewECKeyPair(ecc.NewDjbECPublicKey(*h.pk.Pub), ecc.NewDjbECPrivateKey(*h.pk.Priv)), nil))
+		}
+	}()
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
 	out := make([]node, 0, len(users))
@@ -507,6 +530,8 @@ func (c *conn) preKeyBundles(users []node) []node {
 		}
 		a.nextPre++
 		oneTime := keys.NewPreKey(a.nextPre)
+		a.signalOf()
+		given = append(given, handed{a, oneTime})
 		reg := make([]byte, 4)
 		binary.BigEndian.PutUint32(reg, a.regID)
 		out = append(out, node{Tag: "user", Attrs: attrs{"jid": jid}, Content: []node{
@@ -538,6 +563,10 @@ func (c *conn) usync(n *node) []node {
 	query, _ := n.GetOptionalChildByTag("usync", "query")
 	list, _ := n.GetOptionalChildByTag("usync", "list")
 	_, wantDevices := query.GetOptionalChildByTag("devices")
+	// Today's clients ask for contacts by LID (whatsmeow's IsOnWhatsApp: the query's contact
+	// node says addressing_mode="lid").
+	qc, _ := query.GetOptionalChildByTag("contact")
+	lidMode := qc.Attrs["addressing_mode"] == "lid"
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
 	var out []node
@@ -558,7 +587,7 @@ func (c *conn) usync(n *node) []node {
 			typ := "out"
 			if in {
 				typ = "in"
-				if contact.Attrs["addressing_mode"] == "lid" {
+				if lidMode || contact.Attrs["addressing_mode"] == "lid" {
 					// Today's answer: the LID is the user's address, the number rides along.
 					ua = attrs{"jid": types.NewJID(a.lid, types.HiddenUserServer), "pn_jid": pn}
 				}
@@ -657,6 +686,9 @@ func (c *conn) handleMessage(n *node) error {
 	c.s.mu.Unlock()
 	if silent {
 		return nil
+	}
+	if errCode == 0 {
+		c.openMessage(n, *jid) // the recipients' phones read it
 	}
 	ack := attrs{"class": "message", "id": id, "from": to, "t": strconv.FormatInt(time.Now().Unix(), 10)}
 	if errCode != 0 {

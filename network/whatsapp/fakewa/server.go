@@ -7,8 +7,10 @@
 // the server-side events the adapter must survive (stream errors, temporary bans, device
 // removal, stream replacement).
 //
-// It is not a messaging network: messages are acknowledged and recorded, never delivered or
-// decrypted. It imports the standard library and third-party modules only.
+// Its phones read what linked devices send them (decrypted under their Signal sessions and
+// sender keys, conversation.go) and act in conversations (write, quote, react, vote, edit,
+// revoke), and it keeps groups; messages between linked devices are acknowledged and recorded,
+// not relayed. It imports the standard library and third-party modules only.
 package fakewa
 
 import (
@@ -86,6 +88,14 @@ type Server struct {
 	uploads  []Upload
 	lookups  int
 	seq      int
+	// Conversations (conversation.go): what phones got from devices (decrypted), what they sent,
+	// the chat states devices showed them (device phone → recipient phone or group), read marks
+	// (by the phone whose messages were read), groups by id.
+	received  []Received
+	phoneSent []sentByPhone
+	composing map[string]map[string]bool
+	reads     map[string][]string
+	groups    map[string]*fakeGroup
 }
 
 // account is a phone number on the network: the phone (device 0) and its linked devices.
@@ -106,8 +116,8 @@ type account struct {
 	// coldRefusal: messages to contacts that carry no privacy token are refused with 463 and
 	// no notification (WhatsApp's per-recipient refusal of cold contacts).
 	coldRefusal bool
-	ackError    int // another ack error to answer every message with (479...)
-	signal      *signalSender
+	ackError    int          // another ack error to answer every message with (479...)
+	signal      *phoneSignal // its phone's Signal stores (signal.go)
 }
 
 type device struct {
@@ -136,11 +146,14 @@ func rootKey() *keys.KeyPair {
 // New starts a server. Close it when done.
 func New() (*Server, error) {
 	s := &Server{
-		static:   keys.NewKeyPair(),
-		conns:    make(map[*conn]struct{}),
-		accounts: make(map[string]*account),
-		silent:   make(map[string]bool),
-		pairs:    make(map[string]*codePairing),
+		static:    keys.NewKeyPair(),
+		conns:     make(map[*conn]struct{}),
+		accounts:  make(map[string]*account),
+		silent:    make(map[string]bool),
+		pairs:     make(map[string]*codePairing),
+		composing: map[string]map[string]bool{},
+		reads:     map[string][]string{},
+		groups:    map[string]*fakeGroup{},
 	}
 	cert, err := certChain(rootKey(), s.static)
 	if err != nil {
