@@ -21,9 +21,9 @@ import (
 // and, with a Fencer, every commit it makes carries the partition's fence check (fence.go).
 //
 // A fenced view is its partition's only writer while its fence holds (other nodes write into
-// a partition only where a key is absent: a session moved in). So it keeps what it wrote (the
-// owner cache: small values, bounded) and reads it back without a round trip, and on a
-// replicated stream it reads from any replica that has applied at least the partition's newest
+// a partition only where a key is absent: a session moved in). So on a replicated stream it
+// keeps what it wrote (the owner cache: small values, bounded) and reads it back without a
+// round trip, and reads from any replica that has applied at least the partition's newest
 // record when the view began and everything the view wrote since (a replica's answer carries
 // its last sequence); Sync moves that floor to the leader's present, for a read that must see
 // another node's write.
@@ -66,7 +66,11 @@ func (s *Store) Partition(p int, f Fencer) *View {
 	v := &View{s: s, tok: tok, rs: s.streamOfToken(tok)}
 	if f != nil {
 		v.fence = &fence{subjects: s.FenceSubjects(p), carrier: s.carrierSubject(tok), f: f}
-		v.cache = newOwnerCache()
+		if v.rs.replicated() {
+			// A replicated stream's reads cost a leader's or a caught-up replica's answer; one
+			// server's are direct gets that cost less than keeping every write here.
+			v.cache = newOwnerCache()
+		}
 	}
 	return v
 }
