@@ -674,8 +674,15 @@ func updateClusterReadme(o clusterOptions, run *clusterRun) error {
 	}
 	var b strings.Builder
 	m := thisMachine()
-	fmt.Fprintf(&b, "%s\nRun %s, gateway `%s`, on %s. Command: `bench cluster --gateway %s --users %d --conns %d --duration %v --warmup %v`. Load average when it started: %s.\n\n",
-		begin, time.Now().UTC().Format("2006-01-02 15:04 UTC"), gatewayVersion(o.gateway), m, o.gateway, o.users, o.conns, o.duration, o.warmup, run.load)
+	cmd := fmt.Sprintf("bench cluster --gateway %s --users %d --conns %d --duration %v --warmup %v", o.gateway, o.users, o.conns, o.duration, o.warmup)
+	if !slices.Equal(o.cases, caseIDs()) {
+		cmd += " --cases " + strings.Join(o.cases, ",")
+	}
+	if !slices.Equal(o.topologies, []string{"r1", "r3"}) {
+		cmd += " --nats " + strings.Join(o.topologies, ",")
+	}
+	fmt.Fprintf(&b, "%s\nRun %s, gateway `%s`, on %s. Command: `%s`. Load average when it started: %s.\n\n",
+		begin, time.Now().UTC().Format("2006-01-02 15:04 UTC"), gatewayVersion(o.gateway), m, cmd, run.load)
 	b.WriteString(clusterTable(o, run))
 	b.WriteString("\n")
 	for _, k := range sortedKeys(run.cpu) {
