@@ -41,7 +41,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.StringVar(&c.NATSCreds, "nats-creds", "", "NATS credentials file")
 	fs.StringVar(&c.NATSTLSCA, "nats-tls-ca", "", "CA certificate of the NATS servers' TLS")
 	fs.StringVar(&c.NodeID, "node-id", "", "this gateway's name in NATS leases (default: the host name)")
-	fs.DurationVar(&c.LeaseTTL, "lease-ttl", node.DefaultLeaseTTL, "lifetime of a --store nats gateway's single-writer lease on its prefix; with --cluster, of the partitions' leases (fixed when the cluster's buckets are first made: a node started without this flag takes the cluster's)")
+	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 0, "lifetime of a --store nats gateway's single-writer lease on its prefix (0: 5s); with --cluster, of the partitions' leases (0: the cluster's, fixed when its buckets are first made; 2s for a new cluster)")
 	fs.IntVar(&c.NATSStreams, "nats-streams", node.DefaultNATSStreams, "records streams a new cluster spreads its partitions over (partition p in stream p mod N), their leaders spread over the NATS servers; one on a single NATS server; fixed when they are first made")
 	fs.StringVar(&c.Network, "network", "sim", "messaging network: sim (embedded) or whatsapp")
 	fs.StringVar(&c.Auth, "auth", "dev", "ID tokens: dev (embedded issuer) or oidc")
@@ -102,9 +102,6 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 		return c, err
 	}
 	set := setFlags(fs)
-	if c.Cluster && !set["lease-ttl"] {
-		c.LeaseTTL = 0 // the cluster's
-	}
 	if !set["min-free-disk"] {
 		c.MinFreeDisk = persist.MinFreeDiskFor(c.MemTableSize)
 	}

@@ -37,7 +37,7 @@ type Config struct {
 	NATSCreds    string
 	NATSTLSCA    string
 	NodeID       string // the lease holder's name (main's default: <host name>:<port>)
-	// LeaseTTL is the single-writer lease's (--store nats; 0: DefaultLeaseTTL), or with
+	// LeaseTTL is the single-writer lease's (--store nats; 0: DefaultSingleLeaseTTL), or with
 	// Cluster the partitions' (0: the cluster's, fixed in its buckets; a new cluster's:
 	// DefaultLeaseTTL).
 	LeaseTTL time.Duration
@@ -247,9 +247,15 @@ func (c Config) accessLog(log *slog.Logger) httpapi.AccessLogConfig {
 // DefaultPartitions is a cluster's partition count unless --partitions says otherwise.
 const DefaultPartitions = cluster.DefaultPartitions
 
-// DefaultLeaseTTL is the lease TTL of a lone --store nats gateway and of a new cluster
-// (DESIGN.md section 19).
+// DefaultLeaseTTL is the partitions' lease TTL in a new cluster (DESIGN.md section 19): a
+// lost node's partitions are taken over when it lapses.
 const DefaultLeaseTTL = cluster.DefaultLeaseTTL
+
+// DefaultSingleLeaseTTL is a lone --store nats gateway's single-writer lease TTL. No other
+// gateway waits on it but the same one restarted after a kill -9, and the gateway stops
+// writing when it has not renewed it for the TTL less a second: a 2 s lease would turn a
+// second's stall (a CPU-starved machine, a long GC) into 503s.
+const DefaultSingleLeaseTTL = 5 * time.Second
 
 // DefaultNATSStreams is how many records streams a new cluster spreads its partitions over
 // (DESIGN.md section 19): their leaders spread over three NATS servers.

@@ -62,7 +62,7 @@ func openStorage(ctx context.Context, c Config, log *slog.Logger) (st storage, e
 	}()
 	o := natskv.Options{
 		URL: c.NATSURL, Prefix: c.NATSPrefix, Replicas: c.NATSReplicas, MaxBytes: c.NATSMaxBytes,
-		Creds: c.NATSCreds, TLSCA: c.NATSTLSCA, NodeID: c.NodeID, LeaseTTL: cmp.Or(c.LeaseTTL, DefaultLeaseTTL),
+		Creds: c.NATSCreds, TLSCA: c.NATSTLSCA, NodeID: c.NodeID, LeaseTTL: cmp.Or(c.LeaseTTL, DefaultSingleLeaseTTL),
 		Logger: log.With("component", "nats"),
 	}
 	if c.Cluster {
