@@ -195,11 +195,12 @@ type clusterRow struct {
 
 // clusterRun holds the figures of a whole run, by NATS setup, then setup name, then case.
 type clusterRun struct {
-	rows  map[string]map[string]map[string]*clusterRow
-	runs  int               // measurements so far: their recipients and request ids are unique
-	cpu   map[string]string // "r1 lone" → its CPU per message line
-	extra []string          // forwarding, hand-overs
-	load  string
+	rows   map[string]map[string]map[string]*clusterRow
+	runs   int               // measurements so far: their recipients and request ids are unique
+	failed int               // cases with error responses
+	cpu    map[string]string // "r1 lone" → its CPU per message line
+	extra  []string          // forwarding, hand-overs
+	load   string
 }
 
 var clusterSetups = []string{"lone", "cluster-1", "cluster-3"}
@@ -262,6 +263,9 @@ func runCluster(ctx context.Context, o clusterOptions, out io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(out, "figures updated in %s\n", o.readme)
+	}
+	if run.failed > 0 {
+		return fmt.Errorf("%d case(s) had error responses (above)", run.failed)
 	}
 	return nil
 }
@@ -380,7 +384,15 @@ func (c *benchCluster) measure(ctx context.Context, topo, setup, natsURLs, simAd
 		}
 		fmt.Fprintf(out, "  %-26s %9.0f req/s  wrk %9.0f req/s  errors %d  (%.2f commit groups, %.3f batches per request)\n", bc.name, row.gen, row.wrk, row.errs, row.commits, row.batches)
 		if row.errs > 0 {
-			return rows, fmt.Errorf("%s: %d error responses", id, row.errs)
+			// Reported (the figures and the run's end say so), not the end of the run: the
+			// other setups' figures still count.
+			line := fmt.Sprintf("errors: NATS %s, %s, %s: %d error responses", strings.ToUpper(topo), setup, bc.name, row.errs)
+			if len(gen.ErrorSamples) > 0 {
+				line += " (" + strings.Join(gen.ErrorSamples, "; ") + ")"
+			}
+			fmt.Fprintln(out, "  "+line)
+			run.extra = append(run.extra, line)
+			run.failed++
 		}
 	}
 	if n == 3 && topo == "r1" && c.o.handovers {
