@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -46,6 +47,7 @@ type clusterOptions struct {
 	profile    bool
 	handovers  bool
 	readme     string
+	streams    int
 	keep       bool
 }
 
@@ -68,6 +70,7 @@ func parseCluster(args []string, stderr io.Writer) (clusterOptions, error) {
 	fs.BoolVar(&o.handovers, "handovers", true, "on R1's three nodes, measure the forwarding overhead and the hand-over times")
 	fs.StringVar(&o.readme, "readme", "", "README whose cluster figures block is replaced (bench/README.md; empty = none)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work dir (data and logs)")
+	fs.IntVar(&o.streams, "nats-streams", 3, "the cluster nodes' --nats-streams (records streams of a cluster on R3; R1 has one)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -304,7 +307,7 @@ func (c *benchCluster) measure(ctx context.Context, topo, setup, natsURLs, simAd
 	c.nodes = make([]*gatewayProc, n)
 	c.args = []string{"--store", "nats", "--nats", natsURLs, "--nats-prefix", c.prefix, "--sim-url", "http://" + simAddr}
 	if !c.lone {
-		c.args = append([]string{"--cluster"}, c.args...)
+		c.args = append([]string{"--cluster", "--nats-streams", strconv.Itoa(c.o.streams)}, c.args...)
 	}
 	for i := range n {
 		c.ids = append(c.ids, fmt.Sprintf("node%d", i+1))
@@ -692,6 +695,9 @@ func updateClusterReadme(o clusterOptions, run *clusterRun) error {
 	}
 	if !slices.Equal(o.topologies, []string{"r1", "r3"}) {
 		cmd += " --nats " + strings.Join(o.topologies, ",")
+	}
+	if o.streams != 3 {
+		cmd += fmt.Sprintf(" --nats-streams %d", o.streams)
 	}
 	fmt.Fprintf(&b, "%s\nRun %s, gateway `%s`, on %s. Command: `%s`. Load average when it started: %s.\n\n",
 		begin, time.Now().UTC().Format("2006-01-02 15:04 UTC"), gatewayVersion(o.gateway), m, cmd, run.load)
