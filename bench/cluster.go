@@ -608,14 +608,6 @@ func devToken(api *apiClient, uid, role string) (string, error) {
 	return t.Token, nil
 }
 
-// lower is the lesser of the two generators' figures (0: only one measured).
-func (r *clusterRow) lower() float64 {
-	if r.wrk == 0 {
-		return r.gen
-	}
-	return min(r.gen, r.wrk)
-}
-
 // ratio of two rows, each generator's rates compared with the same generator's, the lower kept.
 func ratio(a, b *clusterRow) float64 {
 	if a == nil || b == nil || b.gen == 0 {
