@@ -333,16 +333,23 @@ func (f *forwarder) request(ctx context.Context, p int, target string, req *Enve
 		case r = <-replies:
 			heard = time.Now()
 		case <-owner.C:
+			if keepsAlive {
+				// The owner runs the request and says so every KeepAlive: its answer decides,
+				// even if it loses the partition meanwhile (a NATS server's loss fences every
+				// owner for a moment): it then answers what became of the request (not run:
+				// sent again to the next owner). Silence means it died.
+				if time.Since(heard) > 3*KeepAlive {
+					return nil, errors.New("the owner's answer was lost")
+				}
+				continue
+			}
 			// Only what the view knows for sure: another holder, a release, a lapse marker (a
-			// view behind its watcher says nothing; a dead owner stops its keep-alives).
+			// view behind its watcher says nothing).
 			if s := f.n.view.lease(p); s == nil || s.deleted || s.lapsed || s.value.Instance != target {
 				if !acked {
 					return nil, fmt.Errorf("%w: the owner let the partition go", errNotServed)
 				}
 				return nil, errors.New("the owner let the partition go before answering")
-			}
-			if keepsAlive && time.Since(heard) > 3*KeepAlive {
-				return nil, errors.New("the owner's answer was lost")
 			}
 			continue
 		case <-ack.C:
