@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -112,24 +113,45 @@ func hasPrefix(key, prefix []byte) bool {
 // Replicated: a direct get may be answered by a follower that has not applied the last
 // acknowledged commits (nats-server's direct get subscription is a queue group of every
 // replica), so a new owner of a partition scanning right after the old owner's last commits
-// could miss them. The scan first asks the leader for the newest message under the filter; a
-// page is complete up to its last message (a replica applies the stream in order), so a scan
-// that ends before it saw that newest message asks again from where it got to.
+// could miss them. The scan asks the leader for the newest message under the filter (while
+// it reads the first pages: a partition's boot makes a dozen scans); a page is complete up to
+// its last message (a replica applies the stream in order), so a scan that ends before it saw
+// that newest message asks again from where it got to.
 func (rs *recStream) pages(filter string, since time.Time, visit func(pageMsg)) error {
 	s := rs.s
+	var leader chan error
 	var want uint64
 	if rs.replicated() {
-		ctx, cancel := s.holdCtx()
-		msg, err := rs.leaderLastRouted(ctx, filter)
-		cancel()
+		leader = make(chan error, 1)
+		go func() {
+			ctx, cancel := s.holdCtx()
+			defer cancel()
+			msg, err := rs.leaderLastRouted(ctx, filter)
+			if err == nil {
+				want = math.MaxUint64 // no message under the filter: nothing to wait for
+				if msg != nil {
+					want = msg.Sequence
+				}
+			}
+			leader <- err
+		}()
+	}
+	awaitLeader := func() error {
+		if leader == nil {
+			return nil
+		}
+		err := <-leader
+		leader = nil
 		if err != nil {
 			return fmt.Errorf("natskv: scan: %w", unavailable(err))
 		}
-		if msg == nil {
-			return nil
-		}
-		want = msg.Sequence
+		return nil
 	}
+	defer func() {
+		if leader != nil {
+			<-leader
+		}
+	}()
 	began := time.Now()
 	var seen uint64
 	wait := 2 * time.Millisecond
@@ -150,7 +172,10 @@ func (rs *recStream) pages(filter string, since time.Time, visit func(pageMsg)) 
 		if len(msgs) > 0 && pending > 0 {
 			continue
 		}
-		if seen >= want {
+		if err := awaitLeader(); err != nil {
+			return err
+		}
+		if want == math.MaxUint64 || seen >= want {
 			return nil
 		}
 		// A follower behind answered. The newest message may also have gone meanwhile (a
@@ -163,6 +188,9 @@ func (rs *recStream) pages(filter string, since time.Time, visit func(pageMsg)) 
 		}
 		time.Sleep(wait)
 		wait = min(2*wait, 100*time.Millisecond)
+		if wait < 32*time.Millisecond {
+			continue // a replica a few milliseconds behind: read on
+		}
 		ctx, cancel = s.holdCtx()
 		msg, err := rs.leaderLastRouted(ctx, filter)
 		cancel()
