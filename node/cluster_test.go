@@ -216,6 +216,19 @@ func TestTwoNodeCluster(t *testing.T) {
 		if _, ok := has(from); ok {
 			t.Fatalf("the session is still on partition %d", from)
 		}
+		// The admin list reads every partition's records: the old partition's delete, newer
+		// than the new partition's record, hides nothing.
+		for _, n := range []*served{a, b} {
+			var found map[string]any
+			for _, v := range n.must(t, 200, "GET", "/api/admin/sessions", admin, nil).list() {
+				if v["id"] == id {
+					found = v
+				}
+			}
+			if found == nil || found["assignedTo"] != uid {
+				t.Fatalf("the admin list after the move: %v", found)
+			}
+		}
 	})
 
 	t.Run("the admin key list has a single node's order", func(t *testing.T) {

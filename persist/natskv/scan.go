@@ -48,8 +48,9 @@ func (s *Store) ScanSince(prefix []byte, since time.Time, fn func(key, value []b
 	return s.scanSince("*", prefix, since, fn)
 }
 
-// scan is Scan in partition tok ("*": every partition; a key held by several is seen with its
-// newest record).
+// scan is Scan in partition tok ("*": every partition; a key held by several is seen with the
+// newest of its live records: a session moved to another partition was written there before
+// its old partition's record was deleted, and that newer delete says nothing of the new one).
 func (s *Store) scan(tok string, prefix []byte, fn func(key, value []byte) error) error {
 	return s.scanSince(tok, prefix, time.Time{}, fn)
 }
@@ -60,9 +61,15 @@ func (s *Store) scanSince(tok string, prefix []byte, since time.Time, fn func(ke
 	}
 	defer s.calls.Done()
 	type found struct {
+		key  string
 		rec  record
 		time time.Time
 	}
+	// older: a was written before the message at t with sequence seq.
+	older := func(a found, t time.Time, seq uint64) bool {
+		return a.time.Before(t) || (a.time.Equal(t) && a.rec.seq < seq)
+	}
+	// Each key's newest record in each partition (the map's key: partition token, key).
 	keys := map[string]found{}
 	filter := s.filter(tok, prefix)
 	now := time.Now()
@@ -76,27 +83,32 @@ func (s *Store) scanSince(tok string, prefix []byte, since time.Time, fn func(ke
 			if !ok || !hasPrefix(key, prefix) {
 				return
 			}
-			if old, ok := keys[string(key)]; !ok || old.time.Before(msg.time) || (old.time.Equal(msg.time) && old.rec.seq < msg.seq) {
-				keys[string(key)] = found{readRecord(msg.seq, msg.header, msg.data, now), msg.time}
+			at := s.partitionOf(msg.subject) + "." + string(key)
+			if old, ok := keys[at]; !ok || older(old, msg.time, msg.seq) {
+				keys[at] = found{string(key), readRecord(msg.seq, msg.header, msg.data, now), msg.time}
 			}
 		})
 		if err != nil {
 			return err
 		}
 	}
-	type entry struct {
-		key string
-		rec record
-	}
-	live := make([]entry, 0, len(keys))
-	for k, f := range keys {
-		if !f.rec.deleted {
-			live = append(live, entry{k, f.rec})
+	// Then each key's newest live record over the partitions.
+	byKey := make(map[string]found, len(keys))
+	for _, f := range keys {
+		if f.rec.deleted {
+			continue
+		}
+		if old, ok := byKey[f.key]; !ok || older(old, f.time, f.rec.seq) {
+			byKey[f.key] = f
 		}
 	}
-	slices.SortFunc(live, func(a, b entry) int { return cmp.Compare(a.key, b.key) })
-	for _, e := range live {
-		if err := fn([]byte(e.key), e.rec.value); err != nil {
+	live := make([]found, 0, len(byKey))
+	for _, f := range byKey {
+		live = append(live, f)
+	}
+	slices.SortFunc(live, func(a, b found) int { return cmp.Compare(a.key, b.key) })
+	for _, f := range live {
+		if err := fn([]byte(f.key), f.rec.value); err != nil {
 			return err
 		}
 	}

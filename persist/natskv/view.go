@@ -334,9 +334,11 @@ func (c *ownerCache) delLocked(subject string) {
 	}
 }
 
-// Locate finds the partition that holds key: the partition token of the newest record of key
-// in any partition (a record moved between partitions leaves a tombstone behind, older than
-// its new record), ok false when none holds it live. One round trip to each stream's leader.
+// Locate finds the partition that holds key: the partition token of its newest live record in
+// any partition, ok false when none holds it live. One round trip to each stream's leader; when
+// the newest record is a delete, every partition's record of key is read (a session moved
+// between partitions is written in its new one before it is deleted from its old one: the
+// newer delete says nothing of the new record).
 func (s *Store) Locate(key []byte) (partition string, ok bool, err error) {
 	if !s.enter() {
 		return "", false, persist.ErrClosed
@@ -358,10 +360,28 @@ func (s *Store) Locate(key []byte) (partition string, ok bool, err error) {
 			newest = msg
 		}
 	}
-	if newest == nil || readRecord(newest.Sequence, newest.Header, newest.Data, time.Now()).deleted {
+	if newest == nil {
 		return "", false, nil
 	}
-	return s.partitionOf(newest.Subject), true, nil
+	now := time.Now()
+	if !readRecord(newest.Sequence, newest.Header, newest.Data, now).deleted {
+		return s.partitionOf(newest.Subject), true, nil
+	}
+	var live *pageMsg
+	for _, rs := range s.streams {
+		err := rs.pages(subject, time.Time{}, func(msg pageMsg) {
+			if !readRecord(msg.seq, msg.header, msg.data, now).deleted && (live == nil || msg.time.After(live.time)) {
+				live = &msg
+			}
+		})
+		if err != nil {
+			return "", false, fmt.Errorf("natskv: locate: %w", err)
+		}
+	}
+	if live == nil {
+		return "", false, nil
+	}
+	return s.partitionOf(live.subject), true, nil
 }
 
 // WatchEntry is one record change a Watch reports: its key, partition token and whether it

@@ -155,6 +155,20 @@ func TestPartitionsAreNamespaces(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// And back the way node's mover moves a session: the put in its new partition first, then
+	// the delete from its old one, newer than the live record in another partition.
+	kvtest.MustCommit(t, a, kvtest.Put("session/x", "back in a"))
+	kvtest.MustCommit(t, b, persist.Op{Key: []byte("session/x"), Delete: true})
+	if p, ok, err := s.Locate([]byte("session/x")); err != nil || !ok || p != "1" {
+		t.Fatalf("Locate after the move back: %q %v %v", p, ok, err)
+	}
+	var values []string
+	if err := s.Scan([]byte("session/"), func(_, v []byte) error { values = append(values, string(v)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(values) != 1 || values[0] != "back in a" {
+		t.Fatalf("a scan of every partition after the move back: %q", values)
+	}
 	if _, ok, err := s.Locate([]byte("session/none")); ok || err != nil {
 		t.Fatalf("Locate of a missing key: %v %v", ok, err)
 	}
