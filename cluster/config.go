@@ -70,7 +70,8 @@ type Config struct {
 	// Prefix starts every bucket name and subject (default "gateway"): several gateways or
 	// test runs can share one NATS server.
 	Prefix string
-	// NodeID names this node (main's default: <host name>:<port>). Two live nodes never share one.
+	// NodeID names this node (the command line's default, flags.go: <host name>:<port>). Two live
+	// nodes never share one.
 	NodeID string
 	// Partitions is the number of partitions (default 64), fixed when the cluster's buckets
 	// are first made; a node started with another number is refused.
@@ -79,7 +80,8 @@ type Config struct {
 	// cluster's (the buckets'), or DefaultLeaseTTL for a new cluster; another value than the
 	// cluster's is refused.
 	LeaseTTL time.Duration
-	// Replicas of the cluster's buckets (default 1; main passes min(3, JetStream peers)).
+	// Replicas of the cluster's buckets (default 1; node/ passes its records streams': 3 on a NATS
+	// cluster, else 1).
 	Replicas int
 	// Handler starts and stops partitions (the engine). Required.
 	Handler Handler

@@ -19,7 +19,7 @@ import (
 	"github.com/gateway/gateway/domain"
 )
 
-// Start-up refusals (main prints them and exits 1).
+// Start-up refusals (node.Open returns them; the gateway prints them and exits 1).
 var (
 	// ErrDuplicateNode: a live node already runs under this node id.
 	ErrDuplicateNode = errors.New("a live node already uses this node id (--node-id)")
