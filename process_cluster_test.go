@@ -89,7 +89,7 @@ func (c *ctCluster) start(i int) {
 		t.Fatal(err)
 	}
 	n.logf = f
-	cmd := exec.Command(gatewayBinary(t), append([]string{"serve", "--addr", n.addr, "--data", n.data, "--node-id", n.id}, c.args...)...)
+	cmd := dieWithTest(exec.Command(gatewayBinary(t), append([]string{"serve", "--addr", n.addr, "--data", n.data, "--node-id", n.id}, c.args...)...))
 	cmd.Env, cmd.Stderr, cmd.Stdout = c.env, f, f
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -47,7 +47,7 @@ func startNATSProc(t testing.TB) *natsProc {
 
 func (n *natsProc) start() {
 	n.t.Helper()
-	n.cmd = exec.Command(natsServerBinary(n.t), "-c", n.conf)
+	n.cmd = dieWithTest(exec.Command(natsServerBinary(n.t), "-c", n.conf))
 	if err := n.cmd.Start(); err != nil {
 		n.t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestNATSStockServer(t *testing.T) {
 	addr := freeAddr(t)
 	host, port, _ := net.SplitHostPort(addr)
 	n := &natsProc{t: t, url: "nats://" + addr}
-	n.cmd = exec.Command(natsServerBinary(t), "-js", "-a", host, "-p", port, "-sd", filepath.Join(dir, "js"))
+	n.cmd = dieWithTest(exec.Command(natsServerBinary(t), "-js", "-a", host, "-p", port, "-sd", filepath.Join(dir, "js")))
 	if err := n.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
