@@ -14,6 +14,7 @@ package main
 // share the cores one node had: the figures show the cluster's overhead, not its scale.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -189,8 +190,11 @@ func partitionOf(uid string) int {
 // clusterRow is one case measured on one setup: the rates with each generator.
 type clusterRow struct {
 	gen, wrk float64
-	errs     int64
-	note     string
+	// genLoad, wrkLoad: the machine's 1-minute load average as each generator's window ended
+	// (uptime's first figure; other work on a shared machine moves the rates)
+	genLoad, wrkLoad string
+	errs             int64
+	note             string
 	// commits and batches per request of the bench generator's window (every gateway's
 	// gateway_storage_commits_total and _batches_total)
 	commits, batches float64
@@ -366,7 +370,7 @@ func (c *benchCluster) measure(ctx context.Context, topo, setup, natsURLs, simAd
 		if err != nil {
 			return rows, fmt.Errorf("%s: %w", id, err)
 		}
-		row.gen, row.errs = gen.RPS, gen.Errors
+		row.gen, row.errs, row.genLoad = gen.RPS, gen.Errors, loadNow()
 		if after := c.storeCounters(); gen.Requests > 0 {
 			row.commits = (after[0] - before[0]) / float64(gen.Requests)
 			row.batches = (after[1] - before[1]) / float64(gen.Requests)
@@ -382,10 +386,10 @@ func (c *benchCluster) measure(ctx context.Context, topo, setup, natsURLs, simAd
 			if err != nil {
 				return rows, fmt.Errorf("%s (wrk): %w", id, err)
 			}
-			row.wrk = w.RPS
+			row.wrk, row.wrkLoad = w.RPS, loadNow()
 			row.errs += w.Errors
 		}
-		fmt.Fprintf(out, "  %-26s %9.0f req/s  wrk %9.0f req/s  errors %d  (%.2f commit groups, %.3f batches per request)\n", bc.name, row.gen, row.wrk, row.errs, row.commits, row.batches)
+		fmt.Fprintf(out, "  %-26s %9.0f req/s  wrk %9.0f req/s  errors %d  (%.2f commit groups, %.3f batches per request; load %s / %s)\n", bc.name, row.gen, row.wrk, row.errs, row.commits, row.batches, row.genLoad, row.wrkLoad)
 		if row.errs > 0 {
 			// Reported (the figures and the run's end say so), not the end of the run: the
 			// other setups' figures still count.
@@ -608,6 +612,16 @@ func devToken(api *apiClient, uid, role string) (string, error) {
 	return t.Token, nil
 }
 
+// loadNow is the machine's 1-minute load average (uptime's first figure), "?" when unknown.
+func loadNow() string {
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			return f[0]
+		}
+	}
+	return "?"
+}
+
 // ratio of two rows, each generator's rates compared with the same generator's, the lower kept.
 func ratio(a, b *clusterRow) float64 {
 	if a == nil || b == nil || b.gen == 0 {
@@ -623,7 +637,7 @@ func ratio(a, b *clusterRow) float64 {
 // clusterTable is the run's figures as a markdown table.
 func clusterTable(o clusterOptions, run *clusterRun) string {
 	var b strings.Builder
-	fmt.Fprintln(&b, "| NATS | case | lone req/s (gen / wrk) | 1 node (gen / wrk) | 3 nodes (gen / wrk) | 1 node / lone | 3 nodes / 1 node |")
+	fmt.Fprintln(&b, "| NATS | case | lone req/s, gen / wrk (load) | 1 node, gen / wrk (load) | 3 nodes, gen / wrk (load) | 1 node / lone | 3 nodes / 1 node |")
 	fmt.Fprintln(&b, "| --- | --- | ---: | ---: | ---: | ---: | ---: |")
 	for _, topo := range o.topologies {
 		setups := run.rows[topo]
@@ -637,7 +651,7 @@ func clusterTable(o clusterOptions, run *clusterRun) string {
 				if r.note != "" {
 					return r.note
 				}
-				return fmt.Sprintf("%.0f / %.0f", r.gen, r.wrk)
+				return fmt.Sprintf("%.0f / %.0f (%s / %s)", r.gen, r.wrk, r.genLoad, cmp.Or(r.wrkLoad, "-"))
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.2f | %.2f |\n", strings.ToUpper(topo), bc.name, cell("lone"), cell("cluster-1"), cell("cluster-3"),
 				ratio(setups["cluster-1"][id], setups["lone"][id]), ratio(setups["cluster-3"][id], setups["cluster-1"][id]))
