@@ -56,8 +56,7 @@ func userOn(p int, prefix string) string {
 func TestRetakenPartitionRefusesTheOldRuntime(t *testing.T) {
 	srv := natstest.Start(t)
 	simNet, simURL := startSim(t)
-	a := start(t, clusterConfig(t, "a", srv.URL, simURL))
-	eventually(t, 20*time.Second, "a runs every partition", func() bool { return len(owned(a)) == testPartitions })
+	a := startFirst(t, clusterConfig(t, "a", srv.URL, simURL))
 	const p = 1
 	uid := userOn(p, "old")
 	tok := a.signIn(t, uid)
@@ -107,8 +106,7 @@ func TestRetakenPartitionRefusesTheOldRuntime(t *testing.T) {
 func TestFencedOwnerTakesThePartitionAgain(t *testing.T) {
 	srv := natstest.Start(t)
 	simNet, simURL := startSim(t)
-	a := start(t, clusterConfig(t, "a", srv.URL, simURL))
-	eventually(t, 20*time.Second, "a runs every partition", func() bool { return len(owned(a)) == testPartitions })
+	a := startFirst(t, clusterConfig(t, "a", srv.URL, simURL))
 	const p = 2
 	uid := userOn(p, "fenced")
 	admin := a.token(t, "root", "admin")
@@ -144,8 +142,7 @@ func TestFencedOwnerTakesThePartitionAgain(t *testing.T) {
 func TestForgedEnvelopeRefused(t *testing.T) {
 	srv := natstest.Start(t)
 	_, simURL := startSim(t)
-	a := start(t, clusterConfig(t, "a", srv.URL, simURL))
-	eventually(t, 20*time.Second, "a runs every partition", func() bool { return len(owned(a)) == testPartitions })
+	a := startFirst(t, clusterConfig(t, "a", srv.URL, simURL))
 	const p = 3
 	victim := userOn(p, "victim")
 	admin := a.token(t, "root", "admin")
@@ -231,12 +228,8 @@ func frameOf(meta, body []byte) []byte {
 func TestLiveEventsAcrossNodes(t *testing.T) {
 	srv := natstest.Start(t)
 	simNet, simURL := startSim(t)
-	a := start(t, clusterConfig(t, "a", srv.URL, simURL))
-	eventually(t, 20*time.Second, "a runs every partition", func() bool { return len(owned(a)) == testPartitions })
-	b := start(t, clusterConfig(t, "b", srv.URL, simURL))
-	eventually(t, 30*time.Second, "two partitions on each node", func() bool {
-		return len(owned(a)) == testPartitions/2 && len(owned(b)) == testPartitions/2
-	})
+	a := startFirst(t, clusterConfig(t, "a", srv.URL, simURL))
+	b := startSecond(t, a, clusterConfig(t, "b", srv.URL, simURL))
 	p := owned(b)[0]
 	uid := userOn(p, "live")
 	admin := a.token(t, "root", "admin")

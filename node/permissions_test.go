@@ -100,12 +100,8 @@ func TestNATSPermissionsREADME(t *testing.T) {
 		c.NATSPrefix = "gateway" // the README's
 		return c
 	}
-	a := start(t, cfg("a"))
-	eventually(t, 20*time.Second, "a runs every partition", func() bool { return len(owned(a)) == testPartitions })
-	b := start(t, cfg("b"))
-	eventually(t, 30*time.Second, "two partitions on each node", func() bool {
-		return len(owned(a)) == testPartitions/2 && len(owned(b)) == testPartitions/2
-	})
+	a := startFirst(t, cfg("a"))
+	b := startSecond(t, a, cfg("b"))
 	p := owned(b)[0]
 	uid := userOn(p, "perm")
 	admin := a.token(t, "root", "admin")
