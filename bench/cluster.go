@@ -705,6 +705,9 @@ func updateClusterReadme(o clusterOptions, run *clusterRun) error {
 	if o.streams != 3 {
 		cmd += fmt.Sprintf(" --nats-streams %d", o.streams)
 	}
+	if !o.handovers {
+		cmd += " --handovers=false"
+	}
 	fmt.Fprintf(&b, "%s\nRun %s, gateway `%s`, on %s. Command: `%s`. Load average when it started: %s.\n\n",
 		begin, time.Now().UTC().Format("2006-01-02 15:04 UTC"), gatewayVersion(o.gateway), m, cmd, run.load)
 	b.WriteString(clusterTable(o, run))
