@@ -89,8 +89,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.BoolVar(&c.OIDCAllowAnonymous, "oidc-allow-anonymous", false, "accept Firebase anonymous sign-ins (refused by default)")
 	fs.BoolVar(&c.OIDCRequireEmailVerified, "oidc-require-email-verified", false, "refuse ID tokens whose email_verified claim is not true")
 	fs.StringVar(&corsOrigins, "cors-origins", "", "comma list of browser origins allowed to call the API (CORS), or * for any; empty: no CORS headers")
-	// The cluster's (DESIGN.md section 13); --node-id and --lease-ttl come with --store nats
-	// (persist/natskv's single-writer lease of a lone node uses them too).
+	// The cluster's (DESIGN.md section 13); --node-id, --lease-ttl are --store nats' (above).
 	fs.BoolVar(&c.Cluster, "cluster", false, "run as one node of a cluster on NATS JetStream (needs --store nats and GATEWAY_SECRET_KEY; README: Cluster)")
 	fs.IntVar(&c.Partitions, "partitions", node.DefaultPartitions, "partitions of the cluster, fixed when its buckets are first made")
 	fs.StringVar(&c.SimURL, "sim-url", "", "use the simulated network of a `gateway sim` process at this URL (http://host:port) instead of an embedded one")
