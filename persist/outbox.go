@@ -95,8 +95,8 @@ func outcomeOf(e domain.OutboxEntry) outcome {
 	c := outcome{Status: e.Status, NetworkID: e.NetworkID, LID: e.LID, SentAt: e.SentAt, Code: e.Code, Error: e.Error,
 		Attempts: e.Attempts, UpdatedAt: e.UpdatedAt}
 	h := e.History
-	if len(h) > 0 && h[0].Status == domain.MsgQueued {
-		h = h[1:]
+	if len(h) > 0 && (h[0].Status == domain.MsgQueued || h[0].Status == domain.MsgScheduled) {
+		h = h[1:] // the body's own step: queued, or scheduled (sendAt)
 	}
 	if len(h) > 0 {
 		c.History = make([]step, len(h))
@@ -148,7 +148,8 @@ func (c outcome) apply(e *domain.OutboxEntry) {
 }
 
 // body is a message as accepted (record version 2): the entry without what acceptance implies
-// (queued, its one history step at its creation, the message's id, the entry's).
+// (queued, or scheduled with a SendAt; its one history step at its creation; the message's id,
+// the entry's).
 type body struct {
 	ID        string         `json:"id"`
 	SessionID string         `json:"session,omitempty"`
@@ -160,6 +161,10 @@ type body struct {
 	// DataRef names the media object holding Message.Data (Blobs), which the record leaves
 	// out: media over BlobMin on a store whose records must stay small.
 	DataRef string `json:"dataRef,omitempty"`
+	// SendAt: accepted for later (scheduled until then); Transactional: may go to a phone on
+	// the suppression list.
+	SendAt        domain.Millis `json:"sendAt,omitempty"`
+	Transactional bool          `json:"tx,omitempty"`
 }
 
 const bodyVersion = 2
@@ -167,7 +172,8 @@ const bodyVersion = 2
 // encodeBody is an entry's body record, its media left out when ref names the object that
 // holds it. A message id other than the entry's (none is) is kept.
 func encodeBody(e domain.OutboxEntry, ref string) ([]byte, error) {
-	b := body{ID: e.ID, SessionID: e.SessionID, UserID: e.UserID, Origin: e.Origin, From: e.From, Message: e.Message, CreatedAt: e.CreatedAt, DataRef: ref}
+	b := body{ID: e.ID, SessionID: e.SessionID, UserID: e.UserID, Origin: e.Origin, From: e.From, Message: e.Message, CreatedAt: e.CreatedAt,
+		DataRef: ref, SendAt: e.SendAt, Transactional: e.Transactional}
 	if b.Message.ID == e.ID {
 		b.Message.ID = ""
 	}
@@ -192,11 +198,15 @@ func decodeBody(data []byte) (e domain.OutboxEntry, ref string, err error) {
 			return domain.OutboxEntry{}, "", err
 		}
 		e := domain.OutboxEntry{ID: b.ID, SessionID: b.SessionID, UserID: b.UserID, Origin: b.Origin, From: b.From,
-			Message: b.Message, CreatedAt: b.CreatedAt}
+			Message: b.Message, CreatedAt: b.CreatedAt, SendAt: b.SendAt, Transactional: b.Transactional}
 		if e.Message.ID == "" {
 			e.Message.ID = e.ID
 		}
-		e.SetStatus(domain.MsgQueued, b.CreatedAt.Time())
+		if b.SendAt != 0 {
+			e.SetStatus(domain.MsgScheduled, b.CreatedAt.Time())
+		} else {
+			e.SetStatus(domain.MsgQueued, b.CreatedAt.Time())
+		}
 		return e, b.DataRef, nil
 	}
 	_, err = Decode(data, recordVersion1, &e)
