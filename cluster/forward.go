@@ -117,6 +117,10 @@ const (
 	xferMaxAge = time.Minute
 )
 
+// keepAliveMaxSilence is how long a forwarded request waits on an owner that heartbeats but
+// sends no keep-alive before it takes the answer for lost.
+const keepAliveMaxSilence = 15 * time.Second
+
 // ForwardMaxAge is how far a forwarded request's signing time may be from the owner's clock.
 const ForwardMaxAge = 30 * time.Second
 
@@ -337,8 +341,11 @@ func (f *forwarder) request(ctx context.Context, p int, target string, req *Enve
 				// The owner runs the request and says so every KeepAlive: its answer decides,
 				// even if it loses the partition meanwhile (a NATS server's loss fences every
 				// owner for a moment): it then answers what became of the request (not run:
-				// sent again to the next owner). Silence means it died.
-				if time.Since(heard) > 3*KeepAlive {
+				// sent again to the next owner). Silence alone is no proof of death (its
+				// connection may be moving to another NATS server, its keep-alives buffered
+				// meanwhile): the owner is lost once its heartbeat is gone (lapsed, deleted,
+				// or its node id up under another process), or after keepAliveMaxSilence.
+				if silent := time.Since(heard); silent > 3*KeepAlive && (silent > keepAliveMaxSilence || f.n.view.instanceGone(target)) {
 					return nil, errors.New("the owner's answer was lost")
 				}
 				continue

@@ -234,6 +234,20 @@ func (v *view) liveNodes(now time.Time) []string {
 	return ids
 }
 
+// instanceGone tells whether the view knows process instance is no more: its node's
+// heartbeat was deleted or lapsed, or no node heartbeats under it (a node restarted under the
+// same id is another instance).
+func (v *view) instanceGone(instance string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, s := range v.nodes {
+		if s.value.Instance == instance {
+			return s.deleted
+		}
+	}
+	return true
+}
+
 // nodeFresh tells whether node id's heartbeat was seen within d (a live node's come every
 // renewal interval).
 func (v *view) nodeFresh(id string, now time.Time, d time.Duration) bool {
