@@ -288,6 +288,11 @@ func (s *Store) getMany(tok string, keys [][]byte, v *View) ([][]byte, error) {
 		if err != nil {
 			return nil, err
 		}
+		if v != nil && v.fence != nil {
+			for _, r := range got {
+				v.observed(r)
+			}
+		}
 		fill(out, subjects, got)
 	}
 	return out, nil

@@ -225,13 +225,27 @@ func (v *View) read(ctx context.Context, subject string) (record, error) {
 	}
 	for try := 0; ; try++ {
 		r, err := v.rs.lastBatched(ctx, subject, floor, v.fence.subjects[0])
+		if err == errStale && try == 3 { // a replica catches up within milliseconds; else the leader
+			r, err = v.s.last(ctx, subject)
+		}
 		if err != errStale {
+			if err == nil {
+				v.observed(r)
+			}
 			return r, err
 		}
-		if try == 3 { // a replica catches up within milliseconds; else the leader
-			return v.s.last(ctx, subject)
-		}
 		time.Sleep(time.Duration(1<<try) * time.Millisecond)
+	}
+}
+
+// observed raises the floor to a record the view has read: its later reads never come from a
+// replica older than what it has seen (monotonic reads). A commit whose answer was lost may
+// have been applied without raising the floor; a read of one of its records (an
+// Idempotency-Key's) must not be followed by a read of another (the campaign committed with
+// it) from a replica that has not applied it yet.
+func (v *View) observed(r record) {
+	if r.seq > 0 {
+		v.raiseFloor(r.seq)
 	}
 }
 
