@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,17 +16,12 @@ import (
 // reads a campaign as absent once armed (a replica behind that commit).
 type lostAnswerCampaigns struct {
 	*persist.Campaigns
-	lose, behind atomic.Bool
+	lostAnswer
+	behind atomic.Bool
 }
 
 func (s *lostAnswerCampaigns) Accept(ctx context.Context, c domain.Campaign, idemID string, rec domain.IdemRecord) error {
-	if err := s.Campaigns.Accept(ctx, c, idemID, rec); err != nil {
-		return err
-	}
-	if s.lose.Swap(false) {
-		return fmt.Errorf("%w: the commit's answer was lost", domain.ErrStorageUnavailable)
-	}
-	return nil
+	return s.answer(s.Campaigns.Accept(ctx, c, idemID, rec))
 }
 
 func (s *lostAnswerCampaigns) LoadCampaign(id string) (domain.Campaign, error) {

@@ -255,4 +255,31 @@ func TestFencedConcurrency(t *testing.T) {
 	if n := len(kvtest.ScanKeys(t, s, "c/")); n != 2*workers*each {
 		t.Fatalf("scan found %d keys, want %d", n, 2*workers*each)
 	}
+
+	// Monotonic reads (on the same cluster): a record a fenced view has read raises its floor,
+	// so its later reads never come from a replica that has not applied it (a commit whose
+	// answer was lost raised nothing: an Idempotency-Key's record read from one replica, then
+	// the campaign committed with it missed on another).
+	v := s.Partition(5, newOwner(t, s, 5))
+	if _, err := v.Get([]byte("m/absent")); !errors.Is(err, domain.ErrRecordNotFound) {
+		t.Fatal(err)
+	}
+	before := v.Floor()
+	if err := s.Partition(5, nil).Commit(context.Background(), kvtest.Put("m/other", "v")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := v.Get([]byte("m/other"))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, domain.ErrRecordNotFound) || time.Now().After(deadline) {
+			t.Fatalf("another writer's record: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if after := v.Floor(); after <= before {
+		t.Fatalf("a record read left the view's floor at %d (it was %d before the write)", after, before)
+	}
 }
