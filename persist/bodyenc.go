@@ -59,6 +59,7 @@ func appendBody(out []byte, b *body) ([]byte, error) {
 		out = append(append(out, ','), rest[1:len(rest)-1]...)
 	}
 	out = strconv.AppendInt(append(out, `},"at":`...), int64(b.CreatedAt), 10)
+	out = jsonenc.AppendField(out, `,"ih":`, b.IdemHash)
 	return append(out, '}'), nil
 }
 
