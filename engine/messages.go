@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/gateway/gateway/actors/account"
-	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/domain"
 )
 
@@ -205,7 +204,7 @@ func queuedEntry(msg domain.Message, sess *domain.Session, uid, origin string, n
 func (ms *Messages) enqueue(ent *sessionEntry, entry domain.OutboxEntry, res *Reservation, ch chan outcome, now time.Time) {
 	ms.msgs.track(entry.ID, res, ch)
 	ms.e.pub.publish(entry.UserID, messageEvent(entry, domain.MsgQueued, now))
-	ms.e.hw.Send(ent.pid, &session.Enqueue{Entry: entry})
+	ent.queue.Push(entry)
 }
 
 // track registers an accepted message's reservation (and a waiter); false when it was tracked
@@ -472,7 +471,7 @@ func (ms *Messages) recover() (int, error) {
 			}
 		}
 		ms.msgs.track(entry.ID, res, nil)
-		e.hw.Send(ent.pid, &session.Enqueue{Entry: entry})
+		ent.queue.Push(entry)
 	}
 	ms.renewMu.Lock()
 	ms.renewal = time.AfterFunc(renewEvery, ms.renew)

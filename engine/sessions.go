@@ -41,6 +41,16 @@ func newSessions(e *Engine) *Sessions {
 // sessionEntry is one session's actor and the last view it published (session.Publisher).
 type sessionEntry struct {
 	actorRef[domain.Session]
+	// queue is the session's delivery queue: accepted messages are pushed into it (no actor
+	// message), and its depth and oldest entry are read from it (the view's Queue is stale).
+	queue *session.Queue
+}
+
+// state is the session's view with its queue's counters laid over it.
+func (ent *sessionEntry) state() domain.Session {
+	st := *ent.view.Load()
+	st.Queue = ent.queue.Stats()
+	return st
 }
 
 // sessionIndex finds session actors by id (the registry) and a user's sessions (byUser,
@@ -131,7 +141,7 @@ func (s *Sessions) spawn(st domain.Session) *sessionEntry {
 // spawnDelayed spawns a session actor whose first reconnect (a linked session) waits
 // connectDelay.
 func (s *Sessions) spawnDelayed(st domain.Session, connectDelay time.Duration) *sessionEntry {
-	ent := &sessionEntry{}
+	ent := &sessionEntry{queue: session.NewQueue()}
 	view := st
 	ent.view.Store(&view)
 	deps := session.Deps{
@@ -145,6 +155,7 @@ func (s *Sessions) spawnDelayed(st domain.Session, connectDelay time.Duration) *
 		Records:      s.records,
 		Pacing:       s.pacingOf(st.AssignedTo),
 		SendTimeout:  s.e.cfg.SendTimeout,
+		Queue:        ent.queue,
 	}
 	s.idx.put(st.ID, ent)
 	if st.AssignedTo != "" {
@@ -189,7 +200,7 @@ type SessionView struct {
 }
 
 func (s *Sessions) view(ent *sessionEntry) SessionView {
-	st := *ent.view.Load()
+	st := ent.state()
 	v := SessionView{Session: st}
 	if st.AssignedTo != "" {
 		v.ClientName = s.e.Users.clientName(st.AssignedTo)
@@ -369,7 +380,7 @@ func (s *Sessions) Delete(ctx context.Context, id string) error {
 	if err := s.close(ctx, ent, domain.ErrSessionDeleted); err != nil {
 		return err
 	}
-	depth := ent.view.Load().Queue.Depth
+	depth := ent.queue.Stats().Depth
 	<-s.e.hw.Poison(ent.pid).Done()
 	if err := s.table.DeleteSession(ctx, id); err != nil {
 		return fmt.Errorf("%w: delete session: %w", domain.ErrUnavailable, err)
