@@ -278,20 +278,20 @@ func (p probe) Receive(c *actor.Context) {
 
 // rig is one session actor under test, and what it talks to.
 type rig struct {
-	t        testing.TB
-	hw       *actor.Engine
-	pid      *actor.PID
-	id       string
-	clock    *clocktest.Clock
-	net      *fakeNet
-	records  persist.Protections
-	store    *memSessions
-	out      *fakeDeliveries
-	events   *fakeEvents
-	view     *viewBox
-	pacing   domain.Pacing
-	seq      int
-	queue    *Queue
+	t       testing.TB
+	hw      *actor.Engine
+	pid     *actor.PID
+	id      string
+	clock   *clocktest.Clock
+	net     *fakeNet
+	records persist.Protections
+	store   *memSessions
+	out     *fakeDeliveries
+	events  *fakeEvents
+	view    *viewBox
+	pacing  domain.Pacing
+	seq     int
+	queue   *Queue
 }
 
 // newRig starts a session linked to phone (connected) with pacing.
