@@ -53,8 +53,11 @@ const (
 
 // accessRecord is what a request leaves for the access log.
 type accessRecord struct {
-	at       time.Time
+	at time.Time
+	// id is the caller's request id; else it is the server's prefix and seq (appendRequestID),
+	// formatted here and not on the request's path.
 	id       string
+	seq      uint64
 	method   string
 	route    string
 	status   int
@@ -66,6 +69,7 @@ type accessRecord struct {
 type accessLog struct {
 	cfg    AccessLogConfig
 	prefix []byte // the attrs, formatted once
+	reqPfx string // the server's request id prefix (Server.reqPfx)
 
 	mu      sync.Mutex
 	queue   []accessRecord
@@ -80,10 +84,12 @@ type accessLog struct {
 	loc     *time.Location
 	secText []byte
 	zone    []byte
+	idBuf   []byte
 }
 
-func newAccessLog(cfg AccessLogConfig) *accessLog {
-	l := &accessLog{cfg: cfg, wake: make(chan struct{}, 1), done: make(chan struct{})}
+// newAccessLog starts the access log of a server whose request ids start with reqPfx.
+func newAccessLog(cfg AccessLogConfig, reqPfx string) *accessLog {
+	l := &accessLog{cfg: cfg, reqPfx: reqPfx, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	for _, a := range cfg.Attrs {
 		l.prefix = l.appendAttr(l.prefix, a[0], a[1])
 	}
@@ -167,7 +173,12 @@ func (l *accessLog) close() {
 func (l *accessLog) appendLine(b []byte, r *accessRecord) []byte {
 	b = l.appendHead(b, r.at, "request")
 	b = append(b, l.prefix...)
-	b = l.appendAttr(b, "request_id", r.id)
+	id := r.id
+	if id == "" && l.reqPfx != "" {
+		l.idBuf = appendRequestID(l.idBuf[:0], l.reqPfx, r.seq)
+		id = string(l.idBuf)
+	}
+	b = l.appendAttr(b, "request_id", id)
 	b = l.appendAttr(b, "method", r.method)
 	b = l.appendAttr(b, "route", r.route)
 	b = l.appendKey(b, "status")

@@ -97,7 +97,7 @@ func (s *Server) replayMessage(ctx *fasthttp.RequestCtx, uid string, rec domain.
 // scope); a body that does not parse is answered once the key is.
 func (s *Server) v1Send(ctx *fasthttp.RequestCtx) error {
 	var req messageRequest
-	perr := decodeBody(ctx, &req)
+	perr := decodeMessage(ctx, &req)
 	scope := engine.ScopeText
 	if perr == nil && domain.Kind(req.Type).Media() {
 		scope = engine.ScopeMedia
@@ -185,6 +185,8 @@ type messageRequest struct {
 	ReplyTo   string `json:"replyTo"`
 	Typing    bool   `json:"typing"`
 	SessionID string `json:"session_id"`
+	// vals: what the optional fields point to when the fast decoder read them (fastjson.go).
+	vals messageVals
 }
 
 // Limits of a poll and a reaction's emoji.
@@ -196,7 +198,7 @@ const (
 // clientSend is POST /api/client/send: every message kind from the dashboard.
 func (s *Server) clientSend(ctx *fasthttp.RequestCtx, u domain.User) error {
 	var req messageRequest
-	if err := bind(ctx, &req); err != nil {
+	if err := decodeMessage(ctx, &req); err != nil {
 		return err
 	}
 	msg, err := s.messageOf(ctx, req, "text", "fileUrl")

@@ -1,0 +1,487 @@
+package httpapi
+
+import (
+	"strconv"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Request bodies of the hot routes decoded without reflection (issue 32): a send of any kind and
+// an API key to validate. The fast path reads the bodies clients send: one JSON object, keys
+// spelled as documented, each once, values of their documented types. Anything else (a syntax
+// error, a value of another type, an unknown key or one in another case, a duplicate key, a
+// string that is not valid UTF-8 or holds a lone surrogate, a number out of range) makes it give
+// up, and the reflecting decoder reads the body instead, so a body is decoded and refused
+// exactly as before: FuzzFastDecoders checks that both read every body the fast path reads the
+// same way.
+
+// jscan reads one JSON value after another from b.
+type jscan struct {
+	b []byte
+	i int
+	// all is b as one string (small bodies): strings without escapes are taken from it
+	// without an allocation each.
+	all string
+}
+
+// smallBody: up to this size, a body's strings share one allocation (a larger one, with media,
+// would be kept alive whole by a short field).
+const smallBody = 4 << 10
+
+func newScan(b []byte) jscan {
+	s := jscan{b: b}
+	if len(b) <= smallBody {
+		s.all = string(b)
+	}
+	return s
+}
+
+func (s *jscan) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// next is the next byte after whitespace (0 at the end).
+func (s *jscan) next() byte {
+	s.ws()
+	if s.i >= len(s.b) {
+		return 0
+	}
+	return s.b[s.i]
+}
+
+// eat consumes c after whitespace.
+func (s *jscan) eat(c byte) bool {
+	if s.next() != c {
+		return false
+	}
+	s.i++
+	return true
+}
+
+// lit consumes a literal (true, false, null).
+func (s *jscan) lit(w string) bool {
+	if len(s.b)-s.i < len(w) || string(s.b[s.i:s.i+len(w)]) != w {
+		return false
+	}
+	s.i += len(w)
+	return true
+}
+
+// null consumes null when it is next.
+func (s *jscan) null() bool {
+	return s.next() == 'n' && s.lit("null")
+}
+
+// object reads an object, calling field for each key (the raw key, which must need no
+// unescaping); false when the object is not one the fast path reads or field says so.
+func (s *jscan) object(field func(key []byte) bool) bool {
+	if !s.eat('{') {
+		return false
+	}
+	if s.eat('}') {
+		return true
+	}
+	for {
+		if s.next() != '"' {
+			return false
+		}
+		start := s.i + 1
+		end := start
+		for end < len(s.b) && s.b[end] != '"' && s.b[end] != '\\' && s.b[end] >= 0x20 && s.b[end] < 0x80 {
+			end++
+		}
+		if end >= len(s.b) || s.b[end] != '"' {
+			return false // escaped or non-ASCII key: the reflecting decoder matches those
+		}
+		s.i = end + 1
+		if !s.eat(':') || !field(s.b[start:end]) {
+			return false
+		}
+		switch s.next() {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// end tells whether only whitespace is left.
+func (s *jscan) end() bool { return s.next() == 0 && s.i == len(s.b) }
+
+// str reads a string.
+func (s *jscan) str() (string, bool) {
+	if s.next() != '"' {
+		return "", false
+	}
+	start := s.i + 1
+	i := start
+	ascii := true
+	for i < len(s.b) {
+		c := s.b[i]
+		switch {
+		case c == '"':
+			raw := s.b[start:i]
+			if !ascii && !utf8.Valid(raw) {
+				return "", false
+			}
+			s.i = i + 1
+			if s.all != "" {
+				return s.all[start:i], true
+			}
+			return string(raw), true
+		case c == '\\':
+			return s.escaped(start)
+		case c < 0x20:
+			return "", false
+		case c >= 0x80:
+			ascii = false
+		}
+		i++
+	}
+	return "", false
+}
+
+// escaped reads a string with escapes, from its first byte at start.
+func (s *jscan) escaped(start int) (string, bool) {
+	out := make([]byte, 0, 64)
+	i := start
+	for i < len(s.b) {
+		c := s.b[i]
+		switch {
+		case c == '"':
+			if !utf8.Valid(out) {
+				return "", false
+			}
+			s.i = i + 1
+			return string(out), true
+		case c < 0x20:
+			return "", false
+		case c != '\\':
+			out = append(out, c)
+			i++
+			continue
+		}
+		if i+1 >= len(s.b) {
+			return "", false
+		}
+		switch e := s.b[i+1]; e {
+		case '"', '\\', '/':
+			out = append(out, e)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, ok := hex4(s.b, i+2)
+			if !ok {
+				return "", false
+			}
+			i += 6
+			if utf16.IsSurrogate(r) {
+				// Only a whole pair: a lone surrogate is the reflecting decoder's to repair.
+				if i+6 > len(s.b) || s.b[i] != '\\' || s.b[i+1] != 'u' {
+					return "", false
+				}
+				r2, ok := hex4(s.b, i+2)
+				if !ok {
+					return "", false
+				}
+				if r = utf16.DecodeRune(r, r2); r == utf8.RuneError {
+					return "", false
+				}
+				i += 6
+			}
+			out = utf8.AppendRune(out, r)
+			continue
+		default:
+			return "", false
+		}
+		i += 2
+	}
+	return "", false
+}
+
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
+
+// optStr reads a string or null into *dst (nil for null), taking its storage from v.
+func (s *jscan) optStr(dst **string, v *string) bool {
+	if s.null() {
+		*dst = nil
+		return true
+	}
+	str, ok := s.str()
+	if !ok {
+		return false
+	}
+	*v = str
+	*dst = v
+	return true
+}
+
+// plainStr reads a string, or null (which leaves *dst as it is).
+func (s *jscan) plainStr(dst *string) bool {
+	if s.null() {
+		return true
+	}
+	str, ok := s.str()
+	*dst = str
+	return ok
+}
+
+// boolean reads true, false or null (null leaves *dst as it is).
+func (s *jscan) boolean(dst *bool) bool {
+	switch s.next() {
+	case 't':
+		*dst = true
+		return s.lit("true")
+	case 'f':
+		*dst = false
+		return s.lit("false")
+	}
+	return s.null()
+}
+
+// optNum reads a number or null into *dst, its storage in v.
+func (s *jscan) optNum(dst **float64, v *float64) bool {
+	if s.null() {
+		*dst = nil
+		return true
+	}
+	s.ws()
+	start := s.i
+	i := start
+	digits := func() bool {
+		n := i
+		for i < len(s.b) && s.b[i] >= '0' && s.b[i] <= '9' {
+			i++
+		}
+		return i > n
+	}
+	if i < len(s.b) && s.b[i] == '-' {
+		i++
+	}
+	if i < len(s.b) && s.b[i] == '0' {
+		i++
+	} else if !digits() {
+		return false
+	}
+	if i < len(s.b) && s.b[i] == '.' {
+		i++
+		if !digits() {
+			return false
+		}
+	}
+	if i < len(s.b) && (s.b[i] == 'e' || s.b[i] == 'E') {
+		i++
+		if i < len(s.b) && (s.b[i] == '+' || s.b[i] == '-') {
+			i++
+		}
+		if !digits() {
+			return false
+		}
+	}
+	f, err := strconv.ParseFloat(string(s.b[start:i]), 64)
+	if err != nil {
+		return false
+	}
+	s.i = i
+	*v = f
+	*dst = v
+	return true
+}
+
+// strings reads an array of strings, or null (nil).
+func (s *jscan) strings(dst *[]string) bool {
+	if s.null() {
+		*dst = nil
+		return true
+	}
+	if !s.eat('[') {
+		return false
+	}
+	out := []string{}
+	if s.eat(']') {
+		*dst = out
+		return true
+	}
+	for {
+		str, ok := s.str()
+		if !ok {
+			return false
+		}
+		out = append(out, str)
+		switch s.next() {
+		case ',':
+			s.i++
+		case ']':
+			s.i++
+			*dst = out
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// fieldSet notes the keys of an object read so far (a repeated key is the reflecting
+// decoder's).
+type fieldSet uint32
+
+func (f *fieldSet) first(n int) bool {
+	if *f&(1<<n) != 0 {
+		return false
+	}
+	*f |= 1 << n
+	return true
+}
+
+// decodeMessage reads a send's body into req, without reflection when it can (see the top of
+// the file), with the reflecting decoder otherwise.
+func decodeMessage(ctx *fasthttp.RequestCtx, req *messageRequest) error {
+	if fastMessage(ctx.PostBody(), req) {
+		return nil
+	}
+	*req = messageRequest{}
+	return decodeBody(ctx, req)
+}
+
+// fastMessage is the fast path of decodeMessage: false when it gave up (req is then partly
+// set).
+func fastMessage(body []byte, req *messageRequest) bool {
+	s := newScan(body)
+	var seen fieldSet
+	v := &req.vals
+	ok := s.object(func(key []byte) bool {
+		switch string(key) {
+		case "phone":
+			return seen.first(0) && s.optStr(&req.Phone, &v.phone)
+		case "type":
+			return seen.first(1) && s.plainStr(&req.Type)
+		case "message":
+			return seen.first(2) && s.optStr(&req.Message, &v.message)
+		case "text":
+			return seen.first(3) && s.optStr(&req.Text, &v.text)
+		case "media":
+			return seen.first(4) && s.optStr(&req.Media, &v.media)
+		case "fileUrl":
+			return seen.first(5) && s.optStr(&req.FileURL, &v.fileURL)
+		case "fileName":
+			return seen.first(6) && s.plainStr(&req.FileName)
+		case "caption":
+			return seen.first(7) && s.plainStr(&req.Caption)
+		case "ptt":
+			return seen.first(8) && s.boolean(&req.PTT)
+		case "lat":
+			return seen.first(9) && s.optNum(&req.Lat, &v.lat)
+		case "lng":
+			return seen.first(10) && s.optNum(&req.Lng, &v.lng)
+		case "name":
+			return seen.first(11) && s.plainStr(&req.Name)
+		case "address":
+			return seen.first(12) && s.plainStr(&req.Address)
+		case "contactName":
+			return seen.first(13) && s.optStr(&req.ContactName, &v.contactName)
+		case "contactPhone":
+			return seen.first(14) && s.optStr(&req.ContactPhone, &v.contactPhone)
+		case "question":
+			return seen.first(15) && s.optStr(&req.Question, &v.question)
+		case "options":
+			return seen.first(16) && s.strings(&req.Options)
+		case "multiple":
+			return seen.first(17) && s.boolean(&req.Multiple)
+		case "messageId":
+			return seen.first(18) && s.optStr(&req.MessageID, &v.messageID)
+		case "emoji":
+			return seen.first(19) && s.optStr(&req.Emoji, &v.emoji)
+		case "replyTo":
+			return seen.first(20) && s.plainStr(&req.ReplyTo)
+		case "typing":
+			return seen.first(21) && s.boolean(&req.Typing)
+		case "session_id":
+			return seen.first(22) && s.plainStr(&req.SessionID)
+		}
+		return false
+	})
+	return ok && s.end()
+}
+
+// messageVals holds the values a messageRequest's optional fields point to (the fast path's:
+// one allocation with the request, not one per field).
+type messageVals struct {
+	phone, message, text, media, fileURL, contactName, contactPhone, question, messageID, emoji string
+	lat, lng                                                                                    float64
+}
+
+// decodeValidate reads a validate's body ({rawKey}) into req, without reflection when it can.
+func decodeValidate(ctx *fasthttp.RequestCtx, req *validateRequest) error {
+	if fastValidate(ctx.PostBody(), req) {
+		if req.RawKey == nil || isBlank(*req.RawKey) {
+			return missing("rawKey")
+		}
+		return nil
+	}
+	*req = validateRequest{}
+	return bind(ctx, req, need("rawKey", &req.RawKey))
+}
+
+// fastValidate is decodeValidate's fast path.
+func fastValidate(body []byte, req *validateRequest) bool {
+	s := newScan(body)
+	var seen fieldSet
+	ok := s.object(func(key []byte) bool {
+		if string(key) == "rawKey" {
+			return seen.first(0) && s.optStr(&req.RawKey, &req.raw)
+		}
+		return false
+	})
+	return ok && s.end()
+}
+
+// isBlank is strings.TrimSpace(v) == "".
+func isBlank(v string) bool {
+	for _, r := range v {
+		if !unicode.IsSpace(r) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,135 @@
+package httpapi
+
+import (
+	stdjson "encoding/json"
+	"testing"
+
+	"github.com/goccy/go-json"
+)
+
+// Bodies of every kind of send (and their near misses), for the table test and the fuzzer's
+// seeds.
+var sendBodies = []string{
+	`{"phone":"+1 555 010 0001","message":"hello"}`,
+	` { "phone" : "15550100001" , "message" : "a \"quoted\" text\nwith lines \u00e9 \ud83d\ude00 \/ \\ \t" } `,
+	`{"phone":"15550100001","type":"image","caption":"the blue one","media":"data:image/png;base64,iVBORw0KGgo=","fileName":"a.png"}`,
+	`{"phone":"15550100001","type":"audio","ptt":true,"media":"https://example.com/a.ogg"}`,
+	`{"phone":"15550100001","type":"document","fileUrl":"https://example.com/a.pdf","caption":""}`,
+	`{"phone":"15550100001","type":"location","lat":-33.86882,"lng":151.20929,"name":"Opera","address":"Sydney"}`,
+	`{"phone":"15550100001","type":"location","lat":0,"lng":-0.5e1}`,
+	`{"phone":"15550100001","type":"location","lat":1E400,"lng":1}`,
+	`{"phone":"15550100001","type":"contact","contactName":"Ann","contactPhone":"+49 151 1234567"}`,
+	`{"phone":"120363000000000001@g.us","type":"poll","question":"Lunch?","options":["Yes","No","Maybe"],"multiple":true}`,
+	`{"phone":"15550100001","type":"poll","question":"Lunch?","options":[]}`,
+	`{"type":"reaction","messageId":"3EB0ABC","emoji":"👍"}`,
+	`{"phone":"15550100001","type":"reaction","messageId":"3EB0ABC","emoji":""}`,
+	`{"phone":"15550100001","message":"hi","replyTo":"IN1","typing":true,"session_id":"s1"}`,
+	`{"phone":null,"message":null,"text":"t","lat":null,"options":null,"ptt":null,"type":null}`,
+	`{"phone":"15550100001","text":"dashboard text"}`,
+	`{}`,
+	``,
+	`   `,
+	`[]`,
+	`null`,
+	`"phone"`,
+	`{"phone":15550100001,"message":"hi"}`,
+	`{"phone":"1","message":true}`,
+	`{"phone":"1","ptt":"yes"}`,
+	`{"phone":"1","options":"a"}`,
+	`{"phone":"1","options":[1,2]}`,
+	`{"phone":"1","options":["a",null]}`,
+	`{"phone":"1","lat":"1"}`,
+	`{"phone":"1","lat":01}`,
+	`{"phone":"1","lat":1.}`,
+	`{"phone":"1","lat":-}`,
+	`{"Phone":"1","MESSAGE":"case"}`,
+	`{"phone":"1","phone":"2"}`,
+	`{"phone":"1","extra":{"a":[1,2,{"b":null}]}}`,
+	`{"phone":"1",}`,
+	`{"phone":"1"} x`,
+	`{"phone":"1"}{}`,
+	`{"phone":"\ud800"}`,
+	`{"phone":"\ud83d\u0041"}`,
+	"{\"phone\":\"\xff\xfe\"}",
+	"{\"phone\":\"a\x01b\"}",
+	`{"phone":"a\qb"}`,
+	`{"ph\u006fne":"1"}`,
+	`{"phone":"1","message":"` + "\u2028\u2029" + `"}`,
+}
+
+// decodeBoth reads body with the fast path and with the reflecting decoder; each result as the
+// JSON of its exported fields (the pointers' values compared, not where they point; an empty
+// list told from a missing one).
+func decodeBoth(body []byte) (fast string, fastOK bool, slow string, slowErr error) {
+	var f, s messageRequest
+	fastOK = fastMessage(body, &f)
+	slowErr = json.Unmarshal(body, &s)
+	fb, _ := stdjson.Marshal(f)
+	sb, _ := stdjson.Marshal(s)
+	return string(fb), fastOK, string(sb), slowErr
+}
+
+// Every body the fast path reads, the reflecting decoder reads the same way.
+func TestFastDecoderAgreesWithReflection(t *testing.T) {
+	read := 0
+	for _, b := range sendBodies {
+		fast, ok, slow, err := decodeBoth([]byte(b))
+		if !ok {
+			continue
+		}
+		read++
+		if err != nil {
+			t.Errorf("%s: the fast path read what the reflecting decoder refuses (%v)", b, err)
+		} else if fast != slow {
+			t.Errorf("%s:\n fast %s\n slow %s", b, fast, slow)
+		}
+	}
+	if read < 14 {
+		t.Fatalf("the fast path read only %d of the well-formed bodies", read)
+	}
+	// What it gives up on is the reflecting decoder's: an answer identical to before.
+	for _, b := range []string{`{"Phone":"1"}`, `{"phone":"1","phone":"2"}`, `{"phone":"\ud800"}`, `{"phone":"1","extra":1}`, ``} {
+		var req messageRequest
+		if fastMessage([]byte(b), &req) {
+			t.Errorf("%s: read by the fast path", b)
+		}
+	}
+	for _, b := range []string{`{"rawKey":"svc_live_x"}`, `{"rawKey":null}`, `{"rawKey":"a","rawKey":"b"}`, `{"rawkey":"a"}`, `{"rawKey":1}`} {
+		var fast, slow validateRequest
+		ok := fastValidate([]byte(b), &fast)
+		err := json.Unmarshal([]byte(b), &slow)
+		fj, _ := stdjson.Marshal(fast)
+		sj, _ := stdjson.Marshal(slow)
+		if ok && (err != nil || string(fj) != string(sj)) {
+			t.Errorf("validate %s: fast %s, slow %s %v", b, fj, sj, err)
+		}
+	}
+}
+
+// FuzzFastDecoders: `go test -run X -fuzz FuzzFastDecoders ./httpapi`.
+func FuzzFastDecoders(f *testing.F) {
+	for _, b := range sendBodies {
+		f.Add([]byte(b))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var fv, sv validateRequest
+		if fastValidate(body, &fv) {
+			err := json.Unmarshal(body, &sv)
+			fj, _ := stdjson.Marshal(fv)
+			sj, _ := stdjson.Marshal(sv)
+			if err != nil || string(fj) != string(sj) {
+				t.Fatalf("validate %q: fast %s, slow %s %v", body, fj, sj, err)
+			}
+		}
+		fast, ok, slow, err := decodeBoth(body)
+		if !ok {
+			return
+		}
+		if err != nil {
+			t.Fatalf("%q: the fast path read what the reflecting decoder refuses (%v)", body, err)
+		}
+		if fast != slow {
+			t.Fatalf("%q:\n fast %s\n slow %s", body, fast, slow)
+		}
+	})
+}
