@@ -123,6 +123,7 @@ deps:
 FUZZTIME ?= 60s
 fuzz:
 	$(GO) test -run XXX -fuzz FuzzRouteBodies -fuzztime $(FUZZTIME) -parallel 2 .
+	$(GO) test -run XXX -fuzz FuzzFastDecoders -fuzztime $(FUZZTIME) -parallel 2 ./httpapi
 
 # bench-cluster: 3 cluster nodes beside 1 (send, validate, webhook), the forwarding overhead and
 # the hand-over times (bench/README.md, "A cluster"); a quiet machine's job, not CI's.

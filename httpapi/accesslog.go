@@ -49,6 +49,9 @@ const (
 	// accessMaxQueued bounds the queue when the output cannot keep up (a blocked pipe):
 	// further records are dropped and counted, never waited for.
 	accessMaxQueued = 1 << 16
+	// accessWriteChunk: a write holds whole lines, about this much (a busy second's batch of
+	// 20 ms is some hundred lines).
+	accessWriteChunk = 256 << 10
 )
 
 // accessRecord is what a request leaves for the access log.
@@ -139,12 +142,17 @@ func (l *accessLog) flush() {
 	b := l.buf[:0]
 	for i := range batch {
 		b = l.appendLine(b, &batch[i])
+		if len(b) >= accessWriteChunk {
+			// A large batch goes out in chunks: the buffer stays one size, never regrown.
+			_, _ = l.cfg.Output.Write(b) // nowhere to report a failed log write
+			b = b[:0]
+		}
 	}
 	if dropped > 0 {
 		b = l.appendNotice(b, dropped)
 	}
 	if len(b) > 0 {
-		_, _ = l.cfg.Output.Write(b) // nowhere to report a failed log write
+		_, _ = l.cfg.Output.Write(b)
 	}
 	clear(batch)
 	l.mu.Lock()

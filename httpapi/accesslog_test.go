@@ -152,7 +152,7 @@ func TestAccessLogNeverBlocksARequest(t *testing.T) {
 	if requests < accessMaxQueued || requests >= n || dropped == "" {
 		t.Fatalf("%d request lines, dropped %q (of %d)", requests, dropped, n)
 	}
-	if out.writes > 4 {
+	if out.writes > 4+len(lines)/1000 { // writes of accessWriteChunk: over a thousand lines each
 		t.Fatalf("%d writes for %d lines", out.writes, len(lines))
 	}
 	l.add(r) // after close: dropped, no panic

@@ -5,6 +5,7 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/valyala/fasthttp"
 )
@@ -22,8 +23,9 @@ import (
 type jscan struct {
 	b []byte
 	i int
-	// all is b as one string (small bodies): strings without escapes are taken from it
-	// without an allocation each.
+	// all is b as one string: strings without escapes are taken from it, without an allocation
+	// each. shared: all is b itself (not a copy), for a request whose strings live no longer
+	// than it (a validate's key).
 	all string
 }
 
@@ -31,12 +33,19 @@ type jscan struct {
 // would be kept alive whole by a short field).
 const smallBody = 4 << 10
 
+// newScan reads b, whose strings are kept after the request (copied: one allocation for a
+// small body).
 func newScan(b []byte) jscan {
 	s := jscan{b: b}
 	if len(b) <= smallBody {
 		s.all = string(b)
 	}
 	return s
+}
+
+// newScanShared reads b, whose strings are read during the request only: they are b's bytes.
+func newScanShared(b []byte) jscan {
+	return jscan{b: b, all: unsafe.String(unsafe.SliceData(b), len(b))}
 }
 
 func (s *jscan) ws() {
@@ -82,41 +91,44 @@ func (s *jscan) null() bool {
 	return s.next() == 'n' && s.lit("null")
 }
 
-// object reads an object, calling field for each key (the raw key, which must need no
-// unescaping); false when the object is not one the fast path reads or field says so.
-func (s *jscan) object(field func(key []byte) bool) bool {
-	if !s.eat('{') {
-		return false
-	}
-	if s.eat('}') {
-		return true
-	}
-	for {
-		if s.next() != '"' {
-			return false
+// key reads an object's next key (the first after begin, then after each value): done at the
+// object's end; ok false when the object is not one the fast path reads (a key that needs
+// unescaping, non-ASCII, a syntax error). A loop, not a callback: nothing escapes to the heap.
+func (s *jscan) key(first bool) (key []byte, done, ok bool) {
+	if first {
+		if !s.eat('{') {
+			return nil, false, false
 		}
-		start := s.i + 1
-		end := start
-		for end < len(s.b) && s.b[end] != '"' && s.b[end] != '\\' && s.b[end] >= 0x20 && s.b[end] < 0x80 {
-			end++
+		if s.eat('}') {
+			return nil, true, true
 		}
-		if end >= len(s.b) || s.b[end] != '"' {
-			return false // escaped or non-ASCII key: the reflecting decoder matches those
-		}
-		s.i = end + 1
-		if !s.eat(':') || !field(s.b[start:end]) {
-			return false
-		}
+	} else {
 		switch s.next() {
 		case ',':
 			s.i++
 		case '}':
 			s.i++
-			return true
+			return nil, true, true
 		default:
-			return false
+			return nil, false, false
 		}
 	}
+	if s.next() != '"' {
+		return nil, false, false
+	}
+	start := s.i + 1
+	end := start
+	for end < len(s.b) && s.b[end] != '"' && s.b[end] != '\\' && s.b[end] >= 0x20 && s.b[end] < 0x80 {
+		end++
+	}
+	if end >= len(s.b) || s.b[end] != '"' {
+		return nil, false, false // escaped or non-ASCII key: the reflecting decoder matches those
+	}
+	s.i = end + 1
+	if !s.eat(':') {
+		return nil, false, false
+	}
+	return s.b[start:end], false, true
 }
 
 // end tells whether only whitespace is left.
@@ -390,58 +402,68 @@ func fastMessage(body []byte, req *messageRequest) bool {
 	s := newScan(body)
 	var seen fieldSet
 	v := &req.vals
-	ok := s.object(func(key []byte) bool {
+	for first := true; ; first = false {
+		key, done, ok := s.key(first)
+		if !ok {
+			return false
+		}
+		if done {
+			return s.end()
+		}
 		switch string(key) {
 		case "phone":
-			return seen.first(0) && s.optStr(&req.Phone, &v.phone)
+			ok = seen.first(0) && s.optStr(&req.Phone, &v.phone)
 		case "type":
-			return seen.first(1) && s.plainStr(&req.Type)
+			ok = seen.first(1) && s.plainStr(&req.Type)
 		case "message":
-			return seen.first(2) && s.optStr(&req.Message, &v.message)
+			ok = seen.first(2) && s.optStr(&req.Message, &v.message)
 		case "text":
-			return seen.first(3) && s.optStr(&req.Text, &v.text)
+			ok = seen.first(3) && s.optStr(&req.Text, &v.text)
 		case "media":
-			return seen.first(4) && s.optStr(&req.Media, &v.media)
+			ok = seen.first(4) && s.optStr(&req.Media, &v.media)
 		case "fileUrl":
-			return seen.first(5) && s.optStr(&req.FileURL, &v.fileURL)
+			ok = seen.first(5) && s.optStr(&req.FileURL, &v.fileURL)
 		case "fileName":
-			return seen.first(6) && s.plainStr(&req.FileName)
+			ok = seen.first(6) && s.plainStr(&req.FileName)
 		case "caption":
-			return seen.first(7) && s.plainStr(&req.Caption)
+			ok = seen.first(7) && s.plainStr(&req.Caption)
 		case "ptt":
-			return seen.first(8) && s.boolean(&req.PTT)
+			ok = seen.first(8) && s.boolean(&req.PTT)
 		case "lat":
-			return seen.first(9) && s.optNum(&req.Lat, &v.lat)
+			ok = seen.first(9) && s.optNum(&req.Lat, &v.lat)
 		case "lng":
-			return seen.first(10) && s.optNum(&req.Lng, &v.lng)
+			ok = seen.first(10) && s.optNum(&req.Lng, &v.lng)
 		case "name":
-			return seen.first(11) && s.plainStr(&req.Name)
+			ok = seen.first(11) && s.plainStr(&req.Name)
 		case "address":
-			return seen.first(12) && s.plainStr(&req.Address)
+			ok = seen.first(12) && s.plainStr(&req.Address)
 		case "contactName":
-			return seen.first(13) && s.optStr(&req.ContactName, &v.contactName)
+			ok = seen.first(13) && s.optStr(&req.ContactName, &v.contactName)
 		case "contactPhone":
-			return seen.first(14) && s.optStr(&req.ContactPhone, &v.contactPhone)
+			ok = seen.first(14) && s.optStr(&req.ContactPhone, &v.contactPhone)
 		case "question":
-			return seen.first(15) && s.optStr(&req.Question, &v.question)
+			ok = seen.first(15) && s.optStr(&req.Question, &v.question)
 		case "options":
-			return seen.first(16) && s.strings(&req.Options)
+			ok = seen.first(16) && s.strings(&req.Options)
 		case "multiple":
-			return seen.first(17) && s.boolean(&req.Multiple)
+			ok = seen.first(17) && s.boolean(&req.Multiple)
 		case "messageId":
-			return seen.first(18) && s.optStr(&req.MessageID, &v.messageID)
+			ok = seen.first(18) && s.optStr(&req.MessageID, &v.messageID)
 		case "emoji":
-			return seen.first(19) && s.optStr(&req.Emoji, &v.emoji)
+			ok = seen.first(19) && s.optStr(&req.Emoji, &v.emoji)
 		case "replyTo":
-			return seen.first(20) && s.plainStr(&req.ReplyTo)
+			ok = seen.first(20) && s.plainStr(&req.ReplyTo)
 		case "typing":
-			return seen.first(21) && s.boolean(&req.Typing)
+			ok = seen.first(21) && s.boolean(&req.Typing)
 		case "session_id":
-			return seen.first(22) && s.plainStr(&req.SessionID)
+			ok = seen.first(22) && s.plainStr(&req.SessionID)
+		default:
+			ok = false
 		}
-		return false
-	})
-	return ok && s.end()
+		if !ok {
+			return false
+		}
+	}
 }
 
 // messageVals holds the values a messageRequest's optional fields point to (the fast path's:
@@ -463,17 +485,24 @@ func decodeValidate(ctx *fasthttp.RequestCtx, req *validateRequest) error {
 	return bind(ctx, req, need("rawKey", &req.RawKey))
 }
 
-// fastValidate is decodeValidate's fast path.
+// fastValidate is decodeValidate's fast path. The key is read during the request only: its
+// string is the body's bytes.
 func fastValidate(body []byte, req *validateRequest) bool {
-	s := newScan(body)
-	var seen fieldSet
-	ok := s.object(func(key []byte) bool {
-		if string(key) == "rawKey" {
-			return seen.first(0) && s.optStr(&req.RawKey, &req.raw)
+	s := newScanShared(body)
+	seen := false
+	for first := true; ; first = false {
+		key, done, ok := s.key(first)
+		if !ok {
+			return false
 		}
-		return false
-	})
-	return ok && s.end()
+		if done {
+			return s.end()
+		}
+		if string(key) != "rawKey" || seen || !s.optStr(&req.RawKey, &req.raw) {
+			return false
+		}
+		seen = true
+	}
 }
 
 // isBlank is strings.TrimSpace(v) == "".
