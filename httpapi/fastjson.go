@@ -10,8 +10,8 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// Request bodies of the hot routes decoded without reflection (issue 32): a send of any kind and
-// an API key to validate. The fast path reads the bodies clients send: one JSON object, keys
+// Request bodies of the hot routes decoded without reflection (issue 32): a send of any kind
+// (send, the dashboard's send, send-image, an edit) and an API key to validate. The fast path reads the bodies clients send: one JSON object, keys
 // spelled as documented, each once, values of their documented types. Anything else (a syntax
 // error, a value of another type, an unknown key or one in another case, a duplicate key, a
 // string that is not valid UTF-8 or holds a lone surrogate, a number out of range) makes it give
@@ -513,4 +513,81 @@ func isBlank(v string) bool {
 		}
 	}
 	return true
+}
+
+// decodeEdit reads an edit's body ({message} or {text}) into req, without reflection when it
+// can.
+func decodeEdit(ctx *fasthttp.RequestCtx, req *editRequest) error {
+	if fastEdit(ctx.PostBody(), req) {
+		return nil
+	}
+	*req = editRequest{}
+	return decodeBody(ctx, req)
+}
+
+// fastEdit is decodeEdit's fast path.
+func fastEdit(body []byte, req *editRequest) bool {
+	s := newScan(body)
+	var seen fieldSet
+	for first := true; ; first = false {
+		key, done, ok := s.key(first)
+		if !ok {
+			return false
+		}
+		if done {
+			return s.end()
+		}
+		switch string(key) {
+		case "message":
+			ok = seen.first(0) && s.optStr(&req.Message, &req.message)
+		case "text":
+			ok = seen.first(1) && s.optStr(&req.Text, &req.text)
+		default:
+			ok = false
+		}
+		if !ok {
+			return false
+		}
+	}
+}
+
+// decodeSendImage reads a send-image's body into req, without reflection when it can.
+func decodeSendImage(ctx *fasthttp.RequestCtx, req *sendImageRequest) error {
+	if fastSendImage(ctx.PostBody(), req) {
+		return nil
+	}
+	*req = sendImageRequest{}
+	return decodeBody(ctx, req)
+}
+
+// fastSendImage is decodeSendImage's fast path.
+func fastSendImage(body []byte, req *sendImageRequest) bool {
+	s := newScan(body)
+	var seen fieldSet
+	for first := true; ; first = false {
+		key, done, ok := s.key(first)
+		if !ok {
+			return false
+		}
+		if done {
+			return s.end()
+		}
+		switch string(key) {
+		case "to":
+			ok = seen.first(0) && s.optStr(&req.To, &req.to)
+		case "image":
+			ok = seen.first(1) && s.optStr(&req.Image, &req.image)
+		case "caption":
+			ok = seen.first(2) && s.plainStr(&req.Caption)
+		case "fileName":
+			ok = seen.first(3) && s.plainStr(&req.FileName)
+		case "session_id":
+			ok = seen.first(4) && s.plainStr(&req.SessionID)
+		default:
+			ok = false
+		}
+		if !ok {
+			return false
+		}
+	}
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	stdjson "encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/goccy/go-json"
@@ -106,12 +107,77 @@ func TestFastDecoderAgreesWithReflection(t *testing.T) {
 	}
 }
 
+// Bodies of the other sends: send-image and an edit (and their near misses).
+var otherBodies = []string{
+	`{"to":"15550100001","image":"data:image/png;base64,iVBORw0KGgo=","caption":"c","fileName":"a.png","session_id":"s1"}`,
+	`{"to":"15550100001","image":"https://example.com/a.png"}`,
+	`{"to":null,"image":null,"caption":null}`,
+	`{"to":"1","to":"2"}`,
+	`{"To":"1"}`,
+	`{"to":1}`,
+	`{"message":"fixed typo"}`,
+	`{"text":"fixed \u00e9"}`,
+	`{"message":null,"text":"t"}`,
+	`{"message":"a","message":"b"}`,
+	`{"message":"a","extra":1}`,
+	`{"message":true}`,
+}
+
+// sameRead tells whether the fast path and the reflecting decoder read body the same way
+// (when the fast path reads it at all), for request type T.
+func sameRead[T any](body []byte, fast func([]byte, *T) bool) (read bool, fj, sj string, err error) {
+	var f, s T
+	if !fast(body, &f) {
+		return false, "", "", nil
+	}
+	err = json.Unmarshal(body, &s)
+	fb, _ := stdjson.Marshal(f)
+	sb, _ := stdjson.Marshal(s)
+	return true, string(fb), string(sb), err
+}
+
+// The send-image and edit decoders read what the reflecting decoder reads.
+func TestFastSendImageAndEditAgree(t *testing.T) {
+	read := 0
+	for _, b := range otherBodies {
+		for _, check := range []func([]byte) (bool, string, string, error){
+			func(b []byte) (bool, string, string, error) { return sameRead(b, fastSendImage) },
+			func(b []byte) (bool, string, string, error) { return sameRead(b, fastEdit) },
+		} {
+			ok, fast, slow, err := check([]byte(b))
+			if !ok {
+				continue
+			}
+			read++
+			if err != nil || fast != slow {
+				t.Errorf("%s: fast %s, slow %s %v", b, fast, slow, err)
+			}
+		}
+	}
+	if read < 6 {
+		t.Fatalf("the fast paths read only %d bodies", read)
+	}
+	for _, b := range []string{`{"to":"1","to":"2"}`, `{"To":"1"}`, `{"message":"a","extra":1}`} {
+		var im sendImageRequest
+		var ed editRequest
+		if fastSendImage([]byte(b), &im) || fastEdit([]byte(b), &ed) {
+			t.Errorf("%s: read by a fast path", b)
+		}
+	}
+}
+
 // FuzzFastDecoders: `go test -run X -fuzz FuzzFastDecoders ./httpapi`.
 func FuzzFastDecoders(f *testing.F) {
-	for _, b := range sendBodies {
+	for _, b := range append(slices.Clip(sendBodies), otherBodies...) {
 		f.Add([]byte(b))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
+		if ok, fast, slow, err := sameRead(body, fastSendImage); ok && (err != nil || fast != slow) {
+			t.Fatalf("send-image %q: fast %s, slow %s %v", body, fast, slow, err)
+		}
+		if ok, fast, slow, err := sameRead(body, fastEdit); ok && (err != nil || fast != slow) {
+			t.Fatalf("edit %q: fast %s, slow %s %v", body, fast, slow, err)
+		}
 		var fv, sv validateRequest
 		if fastValidate(body, &fv) {
 			err := json.Unmarshal(body, &sv)

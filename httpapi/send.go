@@ -120,13 +120,14 @@ type sendImageRequest struct {
 	Caption   string  `json:"caption"`
 	FileName  string  `json:"fileName"`
 	SessionID string  `json:"session_id"`
+	to, image string  // what To and Image point to, when the fast decoder read them
 }
 
 // v1SendImage is POST /api/v1/messages/send-image (scope send_media).
 func (s *Server) v1SendImage(ctx *fasthttp.RequestCtx) error {
 	return s.v1Post(ctx, engine.ScopeMedia, func(key domain.Grant, idem *engine.Idem) error {
 		var req sendImageRequest
-		if err := bind(ctx, &req); err != nil {
+		if err := decodeSendImage(ctx, &req); err != nil {
 			return err
 		}
 		to, err := requirePhone("to", req.To)
