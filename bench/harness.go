@@ -334,6 +334,9 @@ func (h *harness) checkDeliveries(ctx context.Context, g *gatewayProc, c *benchC
 		return 0, 0, err
 	}
 	window := h.o.duration.Seconds()
+	if r.Mode == "fixed-rate" {
+		window = h.o.rateDuration.Seconds()
+	}
 	drain := time.Since(ended).Seconds()
 	// Accepted within the window, then delivered by the end of the drain.
 	return drain, float64(s.Requests) / (window + drain), nil

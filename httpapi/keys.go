@@ -152,7 +152,6 @@ func (s *Server) deleteKey(ctx *fasthttp.RequestCtx, _ domain.User) error {
 
 type validateRequest struct {
 	RawKey *string `json:"rawKey"`
-	raw    string  // what RawKey points to, when the fast decoder read it
 }
 
 type validateJSON struct {
@@ -169,11 +168,11 @@ type validateJSON struct {
 
 // validate answers SPEC.md's own shapes: {valid: true, ...} or 401 {valid: false, error}.
 func (s *Server) validate(ctx *fasthttp.RequestCtx) error {
-	var req validateRequest
-	if err := decodeValidate(ctx, &req); err != nil {
+	raw, err := decodeValidate(ctx)
+	if err != nil {
 		return err
 	}
-	v, err := s.engine(ctx).Keys.Validate(unsafeBytes(*req.RawKey))
+	v, err := s.engine(ctx).Keys.Validate(unsafeBytes(raw))
 	if err != nil {
 		if !errors.Is(err, domain.ErrUnknownKey) && !errors.Is(err, domain.ErrKeyRevoked) && !errors.Is(err, domain.ErrKeyExpired) {
 			return err

@@ -95,10 +95,10 @@ func (g *guessLimits) sweep() {
 
 // limitGuesses refuses a caller (by key) that spent its failures, and charges a failure for
 // every 401, 403 or 404 the handler answers (a wrong key or signature, an unknown store).
-func (s *Server) limitGuesses(key func([]byte, *fasthttp.RequestCtx) []byte, h handler) handler {
+func (s *Server) limitGuesses(key guessKey, h handler) handler {
 	return func(ctx *fasthttp.RequestCtx) error {
 		var buf [128]byte
-		kb := key(buf[:0], ctx)
+		kb := key.append(buf[:0], ctx)
 		if !s.guesses.allowBytes(kb) {
 			return errTooManyAttempts
 		}
@@ -115,19 +115,30 @@ func (s *Server) limitGuesses(key func([]byte, *fasthttp.RequestCtx) []byte, h h
 	}
 }
 
-// byClient keys guesses by the peer address (appended to b: no allocation per request).
-func byClient(prefix string) func([]byte, *fasthttp.RequestCtx) []byte {
-	return func(b []byte, ctx *fasthttp.RequestCtx) []byte {
-		ip, _ := netip.AddrFromSlice(ctx.RemoteIP())
-		return ip.Unmap().AppendTo(append(b, prefix...))
-	}
+// guessKey says whom a guess is charged to: the peer address under a prefix, or the shop a
+// webhook claims to come from. A value, not a func: a static call lets the key's buffer stay
+// on the stack.
+type guessKey struct {
+	prefix string
+	shop   bool
 }
 
+// byClient keys guesses by the peer address.
+func byClient(prefix string) guessKey { return guessKey{prefix: prefix} }
+
 // byShop keys webhook signature guesses by the shop they claim to come from.
-func byShop(b []byte, ctx *fasthttp.RequestCtx) []byte {
-	args := ctx.QueryArgs()
-	w := engine.Webhook{UID: args.Peek("uid"), Shop: args.Peek("shop"), Header: &ctx.Request.Header}
-	return append(b, "webhook:"+strings.ToLower(string(w.ClaimedShop()))...)
+var byShop = guessKey{prefix: "webhook:", shop: true}
+
+// append appends the request's key to b.
+func (k guessKey) append(b []byte, ctx *fasthttp.RequestCtx) []byte {
+	b = append(b, k.prefix...)
+	if k.shop {
+		args := ctx.QueryArgs()
+		w := engine.Webhook{UID: args.Peek("uid"), Shop: args.Peek("shop"), Header: &ctx.Request.Header}
+		return append(b, strings.ToLower(string(w.ClaimedShop()))...)
+	}
+	ip, _ := netip.AddrFromSlice(ctx.RemoteIP())
+	return ip.Unmap().AppendTo(b)
 }
 
 // cors answers preflight requests and adds the CORS headers for the allowed origins.
