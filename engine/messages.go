@@ -325,6 +325,12 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 		// Taken under the lock: the record's commit below may land (and clear them) first.
 		waiters, p.waiters = p.waiters, nil
 	}
+	// Published under the lock: a receipt that comes once the entry is settled (receiptOf)
+	// publishes after taking the same lock, so it never overtakes the outcome's event.
+	m.e.pub.publish(e.UserID, messageEvent(atOutcome, atOutcome.Status, atOutcome.UpdatedAt.Time()))
+	for _, c := range folded {
+		m.e.pub.publish(e.UserID, messageEvent(e, c.Status, c.At.Time()))
+	}
 	sh.mu.Unlock()
 	if p != nil {
 		m.depth.Add(-1)
@@ -336,10 +342,6 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 		m.e.Messages.sentOp(e)
 	case e.Status != domain.MsgCancelled:
 		m.e.metrics.failed.Add(1)
-	}
-	m.e.pub.publish(e.UserID, messageEvent(atOutcome, atOutcome.Status, atOutcome.UpdatedAt.Time()))
-	for _, c := range folded {
-		m.e.pub.publish(e.UserID, messageEvent(e, c.Status, c.At.Time()))
 	}
 	m.outbox.Settle(e, func(err error) {
 		sh.mu.Lock()
@@ -383,7 +385,9 @@ func (m *messages) Receipt(id string, status domain.MessageStatus, at time.Time)
 }
 
 // receiptOf applies a receipt to message id: held until its outcome when it overtook the
-// deliverer; else recorded and reported, unless the message is there already.
+// deliverer; else recorded and reported, unless the message is there already. Its event is
+// published under the shard's lock when the message is tracked, as Outcome publishes: a
+// receipt that comes just after the outcome never overtakes the outcome's event.
 func (m *messages) receiptOf(id string, c domain.StatusChange) {
 	sh := m.shard(id)
 	sh.mu.Lock()
@@ -395,12 +399,15 @@ func (m *messages) receiptOf(id string, c domain.StatusChange) {
 	}
 	var e domain.OutboxEntry
 	if p != nil {
-		if !p.entry.SetStatus(c.Status, c.At.Time()) {
-			sh.mu.Unlock()
+		changed := p.entry.SetStatus(c.Status, c.At.Time())
+		e = p.entry
+		if changed {
+			m.e.pub.publish(e.UserID, messageEvent(e, c.Status, c.At.Time()))
+		}
+		sh.mu.Unlock()
+		if !changed {
 			return
 		}
-		e = p.entry
-		sh.mu.Unlock()
 	} else {
 		sh.mu.Unlock()
 		var err error
@@ -410,13 +417,13 @@ func (m *messages) receiptOf(id string, c domain.StatusChange) {
 		if !e.SetStatus(c.Status, c.At.Time()) {
 			return // a repeat, or behind what the message reached
 		}
+		m.e.pub.publish(e.UserID, messageEvent(e, c.Status, c.At.Time()))
 	}
 	m.outbox.Receipt(e.ID, c, func(err error) {
 		if err != nil {
 			m.e.log.Warn("outbox: record receipt", "message_id", e.ID, "status", c.Status, "err", err)
 		}
 	})
-	m.e.pub.publish(e.UserID, messageEvent(e, c.Status, c.At.Time()))
 }
 
 // Message implements network.MessageSource: a message sent earlier, for the network's re-send
