@@ -131,6 +131,22 @@ func (s *jscan) key(first bool) (key []byte, done, ok bool) {
 	return s.b[start:end], false, true
 }
 
+// fields reads an object to its end, calling field with each key (positioned at its value),
+// and then checks that only whitespace is left: false when the object is not one the fast path
+// reads or field says so. field does not escape (it is only called), so a decoder's closure
+// stays on the stack.
+func (s *jscan) fields(field func(key []byte) bool) bool {
+	for first := true; ; first = false {
+		key, done, ok := s.key(first)
+		if !ok || !done && !field(key) {
+			return false
+		}
+		if done {
+			return s.end()
+		}
+	}
+}
+
 // end tells whether only whitespace is left.
 func (s *jscan) end() bool { return s.next() == 0 && s.i == len(s.b) }
 
@@ -402,68 +418,57 @@ func fastMessage(body []byte, req *messageRequest) bool {
 	s := newScan(body)
 	var seen fieldSet
 	v := &req.vals
-	for first := true; ; first = false {
-		key, done, ok := s.key(first)
-		if !ok {
-			return false
-		}
-		if done {
-			return s.end()
-		}
+	return s.fields(func(key []byte) bool {
 		switch string(key) {
 		case "phone":
-			ok = seen.first(0) && s.optStr(&req.Phone, &v.phone)
+			return seen.first(0) && s.optStr(&req.Phone, &v.phone)
 		case "type":
-			ok = seen.first(1) && s.plainStr(&req.Type)
+			return seen.first(1) && s.plainStr(&req.Type)
 		case "message":
-			ok = seen.first(2) && s.optStr(&req.Message, &v.message)
+			return seen.first(2) && s.optStr(&req.Message, &v.message)
 		case "text":
-			ok = seen.first(3) && s.optStr(&req.Text, &v.text)
+			return seen.first(3) && s.optStr(&req.Text, &v.text)
 		case "media":
-			ok = seen.first(4) && s.optStr(&req.Media, &v.media)
+			return seen.first(4) && s.optStr(&req.Media, &v.media)
 		case "fileUrl":
-			ok = seen.first(5) && s.optStr(&req.FileURL, &v.fileURL)
+			return seen.first(5) && s.optStr(&req.FileURL, &v.fileURL)
 		case "fileName":
-			ok = seen.first(6) && s.plainStr(&req.FileName)
+			return seen.first(6) && s.plainStr(&req.FileName)
 		case "caption":
-			ok = seen.first(7) && s.plainStr(&req.Caption)
+			return seen.first(7) && s.plainStr(&req.Caption)
 		case "ptt":
-			ok = seen.first(8) && s.boolean(&req.PTT)
+			return seen.first(8) && s.boolean(&req.PTT)
 		case "lat":
-			ok = seen.first(9) && s.optNum(&req.Lat, &v.lat)
+			return seen.first(9) && s.optNum(&req.Lat, &v.lat)
 		case "lng":
-			ok = seen.first(10) && s.optNum(&req.Lng, &v.lng)
+			return seen.first(10) && s.optNum(&req.Lng, &v.lng)
 		case "name":
-			ok = seen.first(11) && s.plainStr(&req.Name)
+			return seen.first(11) && s.plainStr(&req.Name)
 		case "address":
-			ok = seen.first(12) && s.plainStr(&req.Address)
+			return seen.first(12) && s.plainStr(&req.Address)
 		case "contactName":
-			ok = seen.first(13) && s.optStr(&req.ContactName, &v.contactName)
+			return seen.first(13) && s.optStr(&req.ContactName, &v.contactName)
 		case "contactPhone":
-			ok = seen.first(14) && s.optStr(&req.ContactPhone, &v.contactPhone)
+			return seen.first(14) && s.optStr(&req.ContactPhone, &v.contactPhone)
 		case "question":
-			ok = seen.first(15) && s.optStr(&req.Question, &v.question)
+			return seen.first(15) && s.optStr(&req.Question, &v.question)
 		case "options":
-			ok = seen.first(16) && s.strings(&req.Options)
+			return seen.first(16) && s.strings(&req.Options)
 		case "multiple":
-			ok = seen.first(17) && s.boolean(&req.Multiple)
+			return seen.first(17) && s.boolean(&req.Multiple)
 		case "messageId":
-			ok = seen.first(18) && s.optStr(&req.MessageID, &v.messageID)
+			return seen.first(18) && s.optStr(&req.MessageID, &v.messageID)
 		case "emoji":
-			ok = seen.first(19) && s.optStr(&req.Emoji, &v.emoji)
+			return seen.first(19) && s.optStr(&req.Emoji, &v.emoji)
 		case "replyTo":
-			ok = seen.first(20) && s.plainStr(&req.ReplyTo)
+			return seen.first(20) && s.plainStr(&req.ReplyTo)
 		case "typing":
-			ok = seen.first(21) && s.boolean(&req.Typing)
+			return seen.first(21) && s.boolean(&req.Typing)
 		case "session_id":
-			ok = seen.first(22) && s.plainStr(&req.SessionID)
-		default:
-			ok = false
+			return seen.first(22) && s.plainStr(&req.SessionID)
 		}
-		if !ok {
-			return false
-		}
-	}
+		return false
+	})
 }
 
 // messageVals holds the values a messageRequest's optional fields point to (the fast path's:
@@ -495,26 +500,22 @@ func decodeValidate(ctx *fasthttp.RequestCtx) (string, error) {
 func fastValidate(body []byte) (key string, present, ok bool) {
 	s := newScanShared(body)
 	seen := false
-	for first := true; ; first = false {
-		k, done, ok := s.key(first)
-		if !ok {
-			return "", false, false
-		}
-		if done {
-			return key, present, s.end()
-		}
+	ok = s.fields(func(k []byte) bool {
 		if string(k) != "rawKey" || seen {
-			return "", false, false
+			return false
 		}
 		seen = true
 		if s.null() {
-			continue
+			key, present = "", false
+			return true
 		}
-		if key, ok = s.str(); !ok {
-			return "", false, false
-		}
-		present = true
+		key, present = s.str()
+		return present
+	})
+	if !ok {
+		return "", false, false
 	}
+	return key, present, true
 }
 
 // isBlank is strings.TrimSpace(v) == "".
@@ -541,26 +542,15 @@ func decodeEdit(ctx *fasthttp.RequestCtx, req *editRequest) error {
 func fastEdit(body []byte, req *editRequest) bool {
 	s := newScan(body)
 	var seen fieldSet
-	for first := true; ; first = false {
-		key, done, ok := s.key(first)
-		if !ok {
-			return false
-		}
-		if done {
-			return s.end()
-		}
+	return s.fields(func(key []byte) bool {
 		switch string(key) {
 		case "message":
-			ok = seen.first(0) && s.optStr(&req.Message, &req.message)
+			return seen.first(0) && s.optStr(&req.Message, &req.message)
 		case "text":
-			ok = seen.first(1) && s.optStr(&req.Text, &req.text)
-		default:
-			ok = false
+			return seen.first(1) && s.optStr(&req.Text, &req.text)
 		}
-		if !ok {
-			return false
-		}
-	}
+		return false
+	})
 }
 
 // decodeSendImage reads a send-image's body into req, without reflection when it can.
@@ -576,30 +566,19 @@ func decodeSendImage(ctx *fasthttp.RequestCtx, req *sendImageRequest) error {
 func fastSendImage(body []byte, req *sendImageRequest) bool {
 	s := newScan(body)
 	var seen fieldSet
-	for first := true; ; first = false {
-		key, done, ok := s.key(first)
-		if !ok {
-			return false
-		}
-		if done {
-			return s.end()
-		}
+	return s.fields(func(key []byte) bool {
 		switch string(key) {
 		case "to":
-			ok = seen.first(0) && s.optStr(&req.To, &req.to)
+			return seen.first(0) && s.optStr(&req.To, &req.to)
 		case "image":
-			ok = seen.first(1) && s.optStr(&req.Image, &req.image)
+			return seen.first(1) && s.optStr(&req.Image, &req.image)
 		case "caption":
-			ok = seen.first(2) && s.plainStr(&req.Caption)
+			return seen.first(2) && s.plainStr(&req.Caption)
 		case "fileName":
-			ok = seen.first(3) && s.plainStr(&req.FileName)
+			return seen.first(3) && s.plainStr(&req.FileName)
 		case "session_id":
-			ok = seen.first(4) && s.plainStr(&req.SessionID)
-		default:
-			ok = false
+			return seen.first(4) && s.plainStr(&req.SessionID)
 		}
-		if !ok {
-			return false
-		}
-	}
+		return false
+	})
 }
