@@ -4,47 +4,70 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/gateway/gateway/actors/storeevents"
 	"github.com/gateway/gateway/domain"
 )
 
-// SendBatch accepts messages of one user, in order, through the user's default session, in ONE
-// commit: what a store's queued events make (one commit per batch instead of one per event).
-// Their ids must be new (never accepted before: no outbox lookup is made for them).
+// SendGroups accepts groups of messages of one user, in order, through the user's default
+// session, in ONE commit: what a store's queued events make (one commit per batch instead of
+// one per event; a group is one event's messages, its question and follow-up included). Their
+// ids must be new (never accepted before: no outbox lookup is made for them). A message with a
+// SendAt ahead is accepted for later (scheduled, later.go).
 //
-// It returns the entries it accepted: a prefix of msgs, shorter when the month's allowance is
-// short of the whole batch (the rest is for the caller to try again, which then meets
-// ErrQuotaExceeded on its first message). An error means nothing was accepted: no session, no
-// allowance left, storage unavailable.
-func (ms *Messages) SendBatch(ctx context.Context, uid, origin string, msgs []domain.Message) ([]domain.OutboxEntry, error) {
-	if len(msgs) == 0 {
-		return nil, nil
+// A group is accepted whole or not at all: it returns how many groups it accepted, fewer when
+// the month's allowance is short of the whole batch (the rest is for the caller to try again,
+// which then meets ErrQuotaExceeded on its first group). An error means nothing was accepted:
+// no session, no allowance left, storage unavailable.
+func (ms *Messages) SendGroups(ctx context.Context, uid, origin string, groups [][]storeevents.Outgoing) (int, error) {
+	total := 0
+	for _, g := range groups {
+		total += len(g)
+	}
+	if total == 0 {
+		return len(groups), nil
 	}
 	e := ms.e
 	ent, err := e.Sessions.forSend(uid, "")
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	res, err := ms.reserve(ctx, uid, int64(len(msgs)), ReserveOpts{})
+	res, err := ms.reserve(ctx, uid, int64(total), ReserveOpts{})
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	n := min(int(res.Granted()), len(msgs))
+	// Whole groups within what was granted.
+	granted, n, msgs := int(res.Granted()), 0, 0
+	for n < len(groups) && msgs+len(groups[n]) <= granted {
+		msgs += len(groups[n])
+		n++
+	}
 	if n == 0 {
 		res.Release()
-		return nil, domain.ErrQuotaExceeded
+		return 0, domain.ErrQuotaExceeded
 	}
 	now := e.now().UTC()
 	view := ent.view.Load()
-	entries := make([]domain.OutboxEntry, n)
-	for i, m := range msgs[:n] {
-		entries[i] = queuedEntry(m, view, uid, origin, now)
+	entries := make([]domain.OutboxEntry, 0, msgs)
+	for _, g := range groups[:n] {
+		for _, o := range g {
+			if o.SendAt.After(now) {
+				entries = append(entries, scheduledEntry(o.Message, view, uid, origin, now, o.SendAt))
+			} else {
+				entries = append(entries, queuedEntry(o.Message, view, uid, origin, now))
+			}
+		}
 	}
 	if err := ms.msgs.outbox.AcceptMany(ctx, entries); err != nil {
 		res.Release()
-		return nil, fmt.Errorf("%w: outbox: %w", domain.ErrUnavailable, err)
+		return 0, fmt.Errorf("%w: outbox: %w", domain.ErrUnavailable, err)
 	}
 	for _, entry := range entries {
+		if entry.Status == domain.MsgScheduled {
+			ms.scheduled(entry, res.Take(1))
+			continue
+		}
 		ms.enqueue(ent, entry, res.Take(1), nil, now)
 	}
-	return entries, nil
+	res.Release() // what whole groups left over
+	return n, nil
 }

@@ -223,6 +223,19 @@ func (ms *Messages) Delete(ctx context.Context, uid, id string, r SendRequest) (
 	if !orig.Message.Kind.Charged() || orig.Message.Kind == domain.KindReaction {
 		return DeleteResult{}, fmt.Errorf("%w: %s is a %s, not a message", domain.ErrNotRevocable, id, orig.Message.Kind)
 	}
+	if orig.Status == domain.MsgScheduled {
+		// Accepted for later and its time not come: taken off the schedule (DESIGN.md section 18).
+		e, cancelled, err := ms.CancelScheduled(uid, id, domain.SkipCancelled, "cancelled before its time")
+		if err != nil {
+			return DeleteResult{}, err
+		}
+		if cancelled {
+			return DeleteResult{Entry: e}, nil
+		}
+		if orig, err = ms.Get(uid, id); err != nil { // handed to its session meanwhile: queued
+			return DeleteResult{}, err
+		}
+	}
 	for try := 0; orig.Status == domain.MsgQueued && try < cancelTries; try++ {
 		ent := ms.e.Sessions.idx.get(orig.SessionID)
 		if ent == nil {
@@ -401,6 +414,7 @@ func (in inbound) Inbound(s domain.Session, ev network.Event) {
 	switch ev := ev.(type) {
 	case network.Incoming:
 		ms.lids.put(ev.From, ev.FromLID)
+		e.storeLoopIncoming(s, ev) // a stop word, START, a confirmation's answer
 		if e.cfg.Events == nil {
 			return
 		}
@@ -423,6 +437,7 @@ func (in inbound) Inbound(s domain.Session, ev network.Event) {
 		go ms.noteChange(uid, s.ID, ev.Target, ev.Origin, false, domain.Message{Kind: domain.KindRevoke})
 	case network.PollVote:
 		go ms.noteChange(uid, s.ID, ev.Poll, ev.Origin, false, domain.Message{Kind: domain.KindPoll, Options: ev.Options})
+		e.storeLoopVote(s, ev) // a vote on an order's confirmation
 	}
 }
 

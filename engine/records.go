@@ -35,6 +35,7 @@ type Records struct {
 	Inbox       InboxStore
 	History     MessageHistory
 	Notes       NotesStore
+	StoreLoop   StoreLoopStore
 }
 
 // NotesStore keeps what happened to messages after they were written (persist.MessageNotes):

@@ -92,6 +92,7 @@ var statusByCode = map[string]int{
 	"check_limit_reached": 429,
 	"storage_unavailable": 503, "idp_unavailable": 503, "node_unavailable": 503, "sign_in_not_allowed": 403,
 	"unsupported_subject": 403, "too_many_attempts": 429,
+	"opted_out": 409,
 }
 
 // statusOf maps every error to its HTTP status and stable code: the one place that does so.

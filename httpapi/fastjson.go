@@ -466,6 +466,10 @@ func fastMessage(body []byte, req *messageRequest) bool {
 			return seen.first(21) && s.boolean(&req.Typing)
 		case "session_id":
 			return seen.first(22) && s.plainStr(&req.SessionID)
+		case "sendAt":
+			return seen.first(23) && s.optStr(&req.SendAt, &v.sendAt)
+		case "transactional":
+			return seen.first(24) && s.boolean(&req.Transactional)
 		}
 		return false
 	})
@@ -474,8 +478,8 @@ func fastMessage(body []byte, req *messageRequest) bool {
 // messageVals holds the values a messageRequest's optional fields point to (the fast path's:
 // one allocation with the request, not one per field).
 type messageVals struct {
-	phone, message, text, media, fileURL, contactName, contactPhone, question, messageID, emoji string
-	lat, lng                                                                                    float64
+	phone, message, text, media, fileURL, contactName, contactPhone, question, messageID, emoji, sendAt string
+	lat, lng                                                                                            float64
 }
 
 // decodeValidate reads a validate's body ({rawKey}) and returns the key, without reflection
@@ -578,6 +582,10 @@ func fastSendImage(body []byte, req *sendImageRequest) bool {
 			return seen.first(3) && s.plainStr(&req.FileName)
 		case "session_id":
 			return seen.first(4) && s.plainStr(&req.SessionID)
+		case "sendAt":
+			return seen.first(5) && s.optStr(&req.SendAt, &req.sendAt)
+		case "transactional":
+			return seen.first(6) && s.boolean(&req.Transactional)
 		}
 		return false
 	})

@@ -28,6 +28,8 @@ var sendBodies = []string{
 	`{"phone":"15550100001","message":"hi","replyTo":"IN1","typing":true,"session_id":"s1"}`,
 	`{"phone":null,"message":null,"text":"t","lat":null,"options":null,"ptt":null,"type":null}`,
 	`{"phone":"15550100001","text":"dashboard text"}`,
+	`{"phone":"15550100001","message":"later","sendAt":"2026-12-01T09:00:00Z","transactional":true}`,
+	`{"phone":"15550100001","message":"now","sendAt":null,"transactional":false}`,
 	`{}`,
 	``,
 	`   `,
@@ -107,6 +109,7 @@ func TestFastDecoderAgreesWithReflection(t *testing.T) {
 var otherBodies = []string{
 	`{"to":"15550100001","image":"data:image/png;base64,iVBORw0KGgo=","caption":"c","fileName":"a.png","session_id":"s1"}`,
 	`{"to":"15550100001","image":"https://example.com/a.png"}`,
+	`{"to":"15550100001","image":"https://example.com/a.png","sendAt":"2026-12-01T09:00:00Z","transactional":true}`,
 	`{"to":null,"image":null,"caption":null}`,
 	`{"to":"1","to":"2"}`,
 	`{"To":"1"}`,

@@ -110,17 +110,22 @@ func (s *Server) v1Send(ctx *fasthttp.RequestCtx) error {
 		if err != nil {
 			return err
 		}
-		return s.send(ctx, engine.SendRequest{UserID: key.Key.UserID, SessionID: req.SessionID, Origin: "api", Message: msg}, idem, true)
+		r := engine.SendRequest{UserID: key.Key.UserID, SessionID: req.SessionID, Origin: "api", Message: msg}
+		if err := req.apply(&r); err != nil {
+			return err
+		}
+		return s.send(ctx, r, idem, true)
 	}, func(uid string, rec domain.IdemRecord) error { return s.replayMessage(ctx, uid, rec) })
 }
 
 type sendImageRequest struct {
-	To        *string `json:"to"`
-	Image     *string `json:"image"`
-	Caption   string  `json:"caption"`
-	FileName  string  `json:"fileName"`
-	SessionID string  `json:"session_id"`
-	to, image string  // what To and Image point to, when the fast decoder read them
+	To                *string `json:"to"`
+	Image             *string `json:"image"`
+	Caption           string  `json:"caption"`
+	FileName          string  `json:"fileName"`
+	SessionID         string  `json:"session_id"`
+	to, image, sendAt string  // what To, Image and SendAt point to, when the fast decoder read them
+	sendOptions
 }
 
 // v1SendImage is POST /api/v1/messages/send-image (scope send_media).
@@ -149,7 +154,11 @@ func (s *Server) v1SendImage(ctx *fasthttp.RequestCtx) error {
 			name = "image.png"
 		}
 		msg := domain.Message{To: to, Kind: domain.KindImage, Caption: req.Caption, FileName: name, MimeType: m.MimeType, Data: m.Data}
-		return s.send(ctx, engine.SendRequest{UserID: key.Key.UserID, SessionID: req.SessionID, Origin: "api", Message: msg}, idem, true)
+		r := engine.SendRequest{UserID: key.Key.UserID, SessionID: req.SessionID, Origin: "api", Message: msg}
+		if err := req.apply(&r); err != nil {
+			return err
+		}
+		return s.send(ctx, r, idem, true)
 	}, func(uid string, rec domain.IdemRecord) error { return s.replayMessage(ctx, uid, rec) })
 }
 
@@ -186,6 +195,8 @@ type messageRequest struct {
 	ReplyTo   string `json:"replyTo"`
 	Typing    bool   `json:"typing"`
 	SessionID string `json:"session_id"`
+	// Send later, and to a phone that opted out (DESIGN.md section 18).
+	sendOptions
 	// vals: what the optional fields point to when the fast decoder read them (fastjson.go).
 	vals messageVals
 }
@@ -206,7 +217,11 @@ func (s *Server) clientSend(ctx *fasthttp.RequestCtx, u domain.User) error {
 	if err != nil {
 		return err
 	}
-	return s.send(ctx, engine.SendRequest{UserID: u.ID, SessionID: req.SessionID, Origin: "dashboard", Message: msg}, nil, false)
+	r := engine.SendRequest{UserID: u.ID, SessionID: req.SessionID, Origin: "dashboard", Message: msg}
+	if err := req.apply(&r); err != nil {
+		return err
+	}
+	return s.send(ctx, r, nil, false)
 }
 
 // messageOf validates a send of any kind and builds its message, loading media. textField and
@@ -437,6 +452,8 @@ type messageJSON struct {
 	Error     string        `json:"error,omitempty"`
 	Attempts  int           `json:"attempts"`
 	History   []historyJSON `json:"history"`
+	// SendAt: a message accepted for later goes then (scheduled until then).
+	SendAt *timestamp `json:"sendAt,omitempty"`
 	contentJSON
 }
 
@@ -471,7 +488,7 @@ func (s *Server) v1Message(ctx *fasthttp.RequestCtx) error {
 	writeJSON(ctx, fasthttp.StatusOK, messageJSON{
 		Success: true, ID: m.ID, MessageID: m.ID, Status: m.Status, To: m.Message.To, Session: m.SessionID,
 		Type: string(m.Message.Kind), CreatedAt: timestamp(m.CreatedAt.Time()), SentAt: sentAt(m.SentAt),
-		Code: m.Code, Error: m.Error, Attempts: m.Attempts, History: hist,
+		Code: m.Code, Error: m.Error, Attempts: m.Attempts, History: hist, SendAt: sentAt(m.SendAt),
 		contentJSON: contentOf(m.Message, m.Message.To, m.LID, n),
 	})
 	return nil

@@ -2,9 +2,11 @@ package httpapi
 
 import (
 	"strings"
+	"time"
 
 	"github.com/gateway/gateway/domain"
 
+	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
 
 	"github.com/gateway/gateway/engine"
@@ -17,10 +19,35 @@ type templateJSON struct {
 	Text      string `json:"text"`
 	Enabled   bool   `json:"enabled"`
 	IsDefault bool   `json:"isDefault"`
+	// Delay (order topics) and After (checkout_abandoned): how long the message waits.
+	Delay   string       `json:"delay,omitempty"`
+	After   string       `json:"after,omitempty"`
+	Confirm *confirmJSON `json:"confirm,omitempty"`
+}
+
+// confirmJSON is a topic's confirmation question (DESIGN.md section 18).
+type confirmJSON struct {
+	Question      string `json:"question"`
+	Yes           string `json:"yes"`
+	No            string `json:"no"`
+	FollowUpAfter string `json:"followUpAfter"`
+	TagYes        string `json:"tagYes"`
+	TagNo         string `json:"tagNo"`
+	CancelOnNo    bool   `json:"cancelOnNo"`
 }
 
 func toTemplateJSON(v engine.TemplateView) templateJSON {
-	return templateJSON{Topic: v.Topic, Text: v.Text, Enabled: v.Enabled, IsDefault: v.IsDefault}
+	j := templateJSON{Topic: v.Topic, Text: v.Text, Enabled: v.Enabled, IsDefault: v.IsDefault}
+	if v.Topic == domain.TopicCheckoutAbandoned {
+		j.After = fmtDuration(v.Delay)
+	} else {
+		j.Delay = fmtDuration(v.Delay) // an order topic's
+	}
+	if c := v.Confirm; c != nil {
+		j.Confirm = &confirmJSON{Question: c.Question, Yes: c.Yes, No: c.No, FollowUpAfter: fmtDuration(c.FollowUpAfter),
+			TagYes: c.TagYes, TagNo: c.TagNo, CancelOnNo: c.CancelOnNo}
+	}
+	return j
 }
 
 type templatesJSON struct {
@@ -45,9 +72,24 @@ func (s *Server) clientTemplates(ctx *fasthttp.RequestCtx, u domain.User) error 
 }
 
 type putTemplateRequest struct {
-	Topic   *string `json:"topic"`
-	Text    *string `json:"text"`
-	Enabled *bool   `json:"enabled"`
+	Topic   *string         `json:"topic"`
+	Text    *string         `json:"text"`
+	Enabled *bool           `json:"enabled"`
+	Delay   json.RawMessage `json:"delay"`
+	After   json.RawMessage `json:"after"`
+	// Confirm: an object sets the question (its absent fields take their defaults), null
+	// removes it.
+	Confirm json.RawMessage `json:"confirm"`
+}
+
+type confirmRequest struct {
+	Question      string          `json:"question"`
+	Yes           string          `json:"yes"`
+	No            string          `json:"no"`
+	FollowUpAfter json.RawMessage `json:"followUpAfter"`
+	TagYes        *string         `json:"tagYes"`
+	TagNo         *string         `json:"tagNo"`
+	CancelOnNo    bool            `json:"cancelOnNo"`
 }
 
 type templateSavedJSON struct {
@@ -55,17 +97,63 @@ type templateSavedJSON struct {
 	Template templateJSON `json:"template"`
 }
 
-// putTemplate is PUT /api/client/templates: {topic, text?, enabled?}. An empty text goes back
-// to the default; an absent field is left as it was.
+// putTemplate is PUT /api/client/templates: {topic, text?, enabled?, delay?, after?, confirm?}.
+// An empty text goes back to the default; an absent field is left as it was; delay or after
+// null goes back to the topic's default; confirm null removes the question.
 func (s *Server) putTemplate(ctx *fasthttp.RequestCtx, u domain.User) error {
 	var req putTemplateRequest
 	if err := bind(ctx, &req, need("topic", &req.Topic)); err != nil {
 		return err
 	}
-	if req.Text == nil && req.Enabled == nil {
-		return badInput("validation_failed", "text or enabled is required")
+	p := engine.TemplatePatch{Text: req.Text, Enabled: req.Enabled}
+	for _, d := range []struct {
+		name string
+		raw  json.RawMessage
+	}{{"delay", req.Delay}, {"after", req.After}} {
+		if len(d.raw) == 0 {
+			continue
+		}
+		if string(d.raw) == "null" {
+			reset := time.Duration(-1)
+			p.Delay = &reset
+			continue
+		}
+		v, err := parseDuration(d.name, d.raw)
+		if err != nil {
+			return err
+		}
+		p.Delay = v
 	}
-	v, err := s.engine(ctx).Stores.PutTemplate(s.reqContext(ctx), u.ID, strings.TrimSpace(*req.Topic), req.Text, req.Enabled)
+	switch {
+	case len(req.Confirm) == 0:
+	case string(req.Confirm) == "null":
+		p.ClearConfirm = true
+	default:
+		var c confirmRequest
+		if err := json.Unmarshal(req.Confirm, &c); err != nil {
+			return badInput("validation_failed", "confirm must be an object {question, yes, no, followUpAfter, tagYes, tagNo, cancelOnNo} or null")
+		}
+		conf := domain.Confirm{Question: c.Question, Yes: c.Yes, No: c.No, CancelOnNo: c.CancelOnNo,
+			TagYes: domain.DefaultTagYes, TagNo: domain.DefaultTagNo, FollowUpAfter: -1}
+		if c.TagYes != nil {
+			conf.TagYes = *c.TagYes
+		}
+		if c.TagNo != nil {
+			conf.TagNo = *c.TagNo
+		}
+		f, err := parseDuration("confirm.followUpAfter", c.FollowUpAfter)
+		if err != nil {
+			return err
+		}
+		if f != nil {
+			conf.FollowUpAfter = *f
+		}
+		p.Confirm = &conf
+	}
+	if p.Text == nil && p.Enabled == nil && p.Delay == nil && p.Confirm == nil && !p.ClearConfirm {
+		return badInput("validation_failed", "text, enabled, delay, after or confirm is required")
+	}
+	v, err := s.engine(ctx).Stores.PutTemplate(s.reqContext(ctx), u.ID, strings.TrimSpace(*req.Topic), p)
 	if err != nil {
 		return err
 	}

@@ -126,7 +126,7 @@ func newRuntime(ctx context.Context, sh shared, o runtimeOptions) (_ *runtime, e
 // engineRecords hands persist's typed stores to the engine as the interfaces it declares.
 func engineRecords(r *persist.Records) engine.Records {
 	return engine.Records{Outbox: r.Outbox, Accounts: r.Accounts, Sessions: r.Sessions, Protections: r.Protections,
-		Campaigns: r.Campaigns, Shops: r.Stores, Inbox: r.Inbox, History: r.History, Notes: r.Notes}
+		Campaigns: r.Campaigns, Shops: r.Stores, Inbox: r.Inbox, History: r.History, Notes: r.Notes, StoreLoop: r.StoreLoop}
 }
 
 // stop stops the engine (its actors finish what is in flight and flush their state), then the

@@ -60,6 +60,12 @@ func appendBody(out []byte, b *body) ([]byte, error) {
 	}
 	out = strconv.AppendInt(append(out, `},"at":`...), int64(b.CreatedAt), 10)
 	out = jsonenc.AppendField(out, `,"ih":`, b.IdemHash)
+	if b.SendAt != 0 {
+		out = strconv.AppendInt(append(out, `,"sendAt":`...), int64(b.SendAt), 10)
+	}
+	if b.Transactional {
+		out = append(out, `,"tx":true`...)
+	}
 	return append(out, '}'), nil
 }
 

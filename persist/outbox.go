@@ -162,8 +162,8 @@ func outcomeOf(e domain.OutboxEntry) outcome {
 	c := outcome{Status: e.Status, NetworkID: e.NetworkID, LID: e.LID, SentAt: e.SentAt, Code: e.Code, Error: e.Error,
 		Attempts: e.Attempts, UpdatedAt: e.UpdatedAt, Pos: posOf(e.UserID, int64(e.CreatedAt))}
 	h := e.History
-	if len(h) > 0 && h[0].Status == domain.MsgQueued {
-		h = h[1:]
+	if len(h) > 0 && (h[0].Status == domain.MsgQueued || h[0].Status == domain.MsgScheduled) {
+		h = h[1:] // the body's own step: queued, or scheduled (sendAt)
 	}
 	if len(h) > 0 {
 		c.History = make([]step, len(h))
@@ -215,9 +215,10 @@ func (c outcome) apply(e *domain.OutboxEntry) {
 	}
 }
 
-// body is a message as accepted: the entry without what acceptance implies (queued, its one
-// history step at its creation, the message's id, the entry's), and its Idempotency-Key's body
-// hash (the message's id is derived from the key: the record needs nothing else).
+// body is a message as accepted: the entry without what acceptance implies (queued, or
+// scheduled with a SendAt; its one history step at its creation; the message's id, the
+// entry's), and its Idempotency-Key's body hash (the message's id is derived from the key: the
+// record needs nothing else).
 type body struct {
 	ID        string         `json:"id"`
 	SessionID string         `json:"session,omitempty"`
@@ -227,13 +228,17 @@ type body struct {
 	Message   domain.Message `json:"message"`
 	CreatedAt domain.Millis  `json:"at"`
 	IdemHash  string         `json:"ih,omitempty"`
+	// SendAt: accepted for later (scheduled until then); Transactional: may go to a phone on
+	// the suppression list.
+	SendAt        domain.Millis `json:"sendAt,omitempty"`
+	Transactional bool          `json:"tx,omitempty"`
 }
 
 // encodeBody is an entry's accept record (version 3). A message id other than the entry's
 // (none is) is kept.
 func encodeBody(e domain.OutboxEntry, idemHash string) ([]byte, error) {
 	b := body{ID: e.ID, SessionID: e.SessionID, UserID: e.UserID, Origin: e.Origin, From: e.From, Message: e.Message,
-		CreatedAt: e.CreatedAt, IdemHash: idemHash}
+		CreatedAt: e.CreatedAt, IdemHash: idemHash, SendAt: e.SendAt, Transactional: e.Transactional}
 	if b.Message.ID == e.ID {
 		b.Message.ID = ""
 	}
@@ -255,11 +260,15 @@ func decodeBody(data []byte) (domain.OutboxEntry, string, error) {
 	}
 	if v == bodyVersion3 || v == bodyVersion2 {
 		e := domain.OutboxEntry{ID: b.ID, SessionID: b.SessionID, UserID: b.UserID, Origin: b.Origin, From: b.From,
-			Message: b.Message, CreatedAt: b.CreatedAt}
+			Message: b.Message, CreatedAt: b.CreatedAt, SendAt: b.SendAt, Transactional: b.Transactional}
 		if e.Message.ID == "" {
 			e.Message.ID = e.ID
 		}
-		e.SetStatus(domain.MsgQueued, b.CreatedAt.Time())
+		if b.SendAt != 0 {
+			e.SetStatus(domain.MsgScheduled, b.CreatedAt.Time())
+		} else {
+			e.SetStatus(domain.MsgQueued, b.CreatedAt.Time())
+		}
 		return e, b.IdemHash, nil
 	}
 	var e domain.OutboxEntry

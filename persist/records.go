@@ -15,6 +15,7 @@ type Records struct {
 	Webhooks    *Webhooks
 	History     *MessageLog
 	Notes       *MessageNotes
+	StoreLoop   *StoreLoop
 }
 
 // NewRecords builds every typed store on kv.
@@ -31,5 +32,6 @@ func NewRecords(kv KV) *Records {
 		Webhooks:    NewWebhooks(kv),
 		History:     NewMessageLog(kv),
 		Notes:       NewMessageNotes(kv),
+		StoreLoop:   NewStoreLoop(kv),
 	}
 }

@@ -10,6 +10,7 @@ import * as admin from './admin.js';
 import { messages } from './messages.js';
 import { campaigns } from './campaigns.js';
 import { webhooks } from './webhooks.js';
+import { optouts } from './optouts.js';
 
 const root = document.getElementById('app');
 
@@ -20,6 +21,7 @@ const clientScreens = [
   ['campaigns', 'Campaigns', campaigns],
   ['templates', 'Templates', store.templates],
   ['store', 'Store', store.store],
+  ['optouts', 'Opt-outs', optouts],
   ['keys', 'API keys', client.keys],
   ['usage', 'Usage', client.usage],
   ['webhooks', 'Webhooks', webhooks],
