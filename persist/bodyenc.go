@@ -60,6 +60,7 @@ func appendBody(out []byte, b *body) ([]byte, error) {
 	}
 	out = strconv.AppendInt(append(out, `},"at":`...), int64(b.CreatedAt), 10)
 	out = jsonenc.AppendField(out, `,"ih":`, b.IdemHash)
+	out = jsonenc.AppendField(out, `,"dataRef":`, b.DataRef)
 	if b.SendAt != 0 {
 		out = strconv.AppendInt(append(out, `,"sendAt":`...), int64(b.SendAt), 10)
 	}

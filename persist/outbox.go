@@ -58,6 +58,7 @@ const (
 // moves to this layout.
 type Outbox struct {
 	kv       KV
+	blobs    Blobs // nil: media stays in the body record
 	status   *Table[outcome]
 	receipts *Table[domain.StatusChange]
 	idem     *Table[domain.IdemRecord]
@@ -228,22 +229,28 @@ type body struct {
 	Message   domain.Message `json:"message"`
 	CreatedAt domain.Millis  `json:"at"`
 	IdemHash  string         `json:"ih,omitempty"`
+	// DataRef names the media object holding Message.Data (Blobs), which the record leaves
+	// out: media over BlobMin on a store whose records must stay small.
+	DataRef string `json:"dataRef,omitempty"`
 	// SendAt: accepted for later (scheduled until then); Transactional: may go to a phone on
 	// the suppression list.
 	SendAt        domain.Millis `json:"sendAt,omitempty"`
 	Transactional bool          `json:"tx,omitempty"`
 }
 
-// encodeBody is an entry's accept record (version 3). A message id other than the entry's
-// (none is) is kept.
-func encodeBody(e domain.OutboxEntry, idemHash string) ([]byte, error) {
+// encodeBody is an entry's accept record (version 3), its media left out when ref names the
+// object that holds it. A message id other than the entry's (none is) is kept.
+func encodeBody(e domain.OutboxEntry, idemHash, ref string) ([]byte, error) {
 	b := body{ID: e.ID, SessionID: e.SessionID, UserID: e.UserID, Origin: e.Origin, From: e.From, Message: e.Message,
-		CreatedAt: e.CreatedAt, IdemHash: idemHash, SendAt: e.SendAt, Transactional: e.Transactional}
+		CreatedAt: e.CreatedAt, IdemHash: idemHash, DataRef: ref, SendAt: e.SendAt, Transactional: e.Transactional}
 	if b.Message.ID == e.ID {
 		b.Message.ID = ""
 	}
+	if ref != "" {
+		b.Message.Data = nil
+	}
 	m := &b.Message
-	size := 160 + len(b.ID) + len(b.SessionID) + len(b.UserID) + len(b.Origin) + len(b.From) + len(m.ID) + len(m.To) +
+	size := 180 + len(b.DataRef) + len(b.ID) + len(b.SessionID) + len(b.UserID) + len(b.Origin) + len(b.From) + len(m.ID) + len(m.To) +
 		len(m.Text) + len(m.Caption) + len(m.FileName) + len(m.MimeType) + len(m.Address) + len(m.ContactName) + len(m.ContactPhone) +
 		len(idemHash) + (len(m.Data)+2)/3*4
 	return appendBody(append(make([]byte, 0, size), bodyVersion3), &b)
@@ -251,12 +258,19 @@ func encodeBody(e domain.OutboxEntry, idemHash string) ([]byte, error) {
 
 // decodeBody reads a body record: version 3 (the accept record) or 2 (the older layout's body),
 // or version 1, the whole entry (the older layout's outcome record, or a pending entry it
-// held). It returns the Idempotency-Key's body hash the record carries.
+// held). It returns the Idempotency-Key's body hash the record carries. Media kept apart is
+// not read (decodeRef names its object; Outbox.decodeFull reads it).
 func decodeBody(data []byte) (domain.OutboxEntry, string, error) {
+	e, hash, _, err := decodeRef(data)
+	return e, hash, err
+}
+
+// decodeRef is decodeBody, and the name of the object holding the media ("": none).
+func decodeRef(data []byte) (domain.OutboxEntry, string, string, error) {
 	var b body
 	v, err := Decode(data, bodyVersion3, &b)
 	if err != nil {
-		return domain.OutboxEntry{}, "", err
+		return domain.OutboxEntry{}, "", "", err
 	}
 	if v == bodyVersion3 || v == bodyVersion2 {
 		e := domain.OutboxEntry{ID: b.ID, SessionID: b.SessionID, UserID: b.UserID, Origin: b.Origin, From: b.From,
@@ -269,11 +283,58 @@ func decodeBody(data []byte) (domain.OutboxEntry, string, error) {
 		} else {
 			e.SetStatus(domain.MsgQueued, b.CreatedAt.Time())
 		}
-		return e, b.IdemHash, nil
+		return e, b.IdemHash, b.DataRef, nil
 	}
 	var e domain.OutboxEntry
 	_, err = Decode(data, recordVersion1, &e)
-	return e, "", err
+	return e, "", "", err
+}
+
+// decodeFull is decodeBody with the media read from the object the record names, if any.
+func (o *Outbox) decodeFull(data []byte) (domain.OutboxEntry, string, error) {
+	e, hash, ref, err := decodeRef(data)
+	if err != nil {
+		return e, hash, err
+	}
+	return e, hash, o.loadMedia(&e, ref)
+}
+
+// loadMedia reads the media an entry's body names (none: nothing to do).
+func (o *Outbox) loadMedia(e *domain.OutboxEntry, ref string) error {
+	if ref == "" {
+		return nil
+	}
+	if o.blobs == nil {
+		return fmt.Errorf("%w: %s %q names media object %s, and this store keeps none", domain.ErrRecordInvalid, outboxTable, e.ID, ref)
+	}
+	data, err := o.blobs.GetBlob(context.Background(), ref)
+	if err != nil {
+		return fmt.Errorf("%s %q: media: %w", outboxTable, e.ID, err)
+	}
+	e.Message.Data = data
+	return nil
+}
+
+// putMedia stores an entry's media in an object of its own when the store keeps large values
+// apart (Blobs) and the media is over BlobMin; it returns the object's name ("": the media
+// stays in the body record). Put again when the body is written again: it outlives the body.
+func (o *Outbox) putMedia(ctx context.Context, e domain.OutboxEntry) (string, error) {
+	if o.blobs == nil || len(e.Message.Data) <= BlobMin {
+		return "", nil
+	}
+	ref := "media-" + e.ID
+	if err := o.blobs.PutBlob(ctx, ref, e.Message.Data); err != nil {
+		return "", fmt.Errorf("%s %q: media: %w", outboxTable, e.ID, err)
+	}
+	return ref, nil
+}
+
+// blobsOf is kv's large-value store, if it has one.
+func blobsOf(kv KV) Blobs {
+	if b, ok := kv.(Blobs); ok {
+		return b
+	}
+	return nil
 }
 
 // posOf is where a message's body is: the history key's user (path-escaped) and time.
@@ -319,6 +380,7 @@ var checkpointKey = []byte("outbox_checkpoint/pending")
 func NewOutbox(kv KV) *Outbox {
 	o := &Outbox{
 		kv:       kv,
+		blobs:    blobsOf(kv),
 		status:   NewTable[outcome](kv, outboxStatusTable, statusVersion2),
 		receipts: NewTable[domain.StatusChange](kv, outboxReceiptTable, 1),
 		idem:     NewTable[domain.IdemRecord](kv, idemTable, 1),
@@ -348,7 +410,7 @@ func markV3(pos string, expires time.Time) []byte {
 // behind it (a clock stepped back), so that boot always finds it.
 func (o *Outbox) Accept(ctx context.Context, e *domain.OutboxEntry, idemHash string) error {
 	o.index1(e)
-	op, err := o.acceptOp(*e, idemHash)
+	op, err := o.acceptOp(ctx, *e, idemHash)
 	if err == nil {
 		err = o.kv.Commit(ctx, op)
 	}
@@ -366,7 +428,7 @@ func (o *Outbox) AcceptMany(ctx context.Context, es []domain.OutboxEntry) error 
 	var err error
 	for _, e := range es {
 		var op Op
-		if op, err = o.acceptOp(e, ""); err != nil {
+		if op, err = o.acceptOp(ctx, e, ""); err != nil {
 			break
 		}
 		ops = append(ops, op)
@@ -426,12 +488,17 @@ func listedKind(k domain.Kind) bool {
 	return k != domain.KindReaction && k != domain.KindEdit && k != domain.KindRevoke
 }
 
-// acceptOp is an entry's accept record.
-func (o *Outbox) acceptOp(e domain.OutboxEntry, idemHash string) (Op, error) {
+// acceptOp is an entry's accept record (its media, when stored apart, put first: an object no
+// committed record names just expires).
+func (o *Outbox) acceptOp(ctx context.Context, e domain.OutboxEntry, idemHash string) (Op, error) {
 	if e.ID == "" {
 		return Op{}, fmt.Errorf("%w: %s: empty id", domain.ErrRecordInvalid, outboxTable)
 	}
-	v, err := encodeBody(e, idemHash)
+	ref, err := o.putMedia(ctx, e)
+	if err != nil {
+		return Op{}, err
+	}
+	v, err := encodeBody(e, idemHash, ref)
 	if err != nil {
 		return Op{}, fmt.Errorf("%s %q: %w", outboxTable, e.ID, err)
 	}
@@ -634,7 +701,7 @@ func (o *Outbox) ops(w bgWrite, now time.Time, marked bool) ([]Op, error) {
 		if err != nil {
 			return nil, err
 		}
-		body, err := o.acceptOp(cur, hash)
+		body, err := o.acceptOp(context.Background(), cur, hash)
 		if err != nil {
 			return nil, err
 		}
@@ -713,7 +780,7 @@ func (o *Outbox) get(id string, full bool) (domain.OutboxEntry, string, error) {
 	if err != nil {
 		return domain.OutboxEntry{}, "", err
 	}
-	e, hash, err := decodeBody(data)
+	e, hash, err := o.decodeFull(data)
 	if err != nil {
 		return e, "", fmt.Errorf("%s %q: %w", messageLogTable, id, err)
 	}
@@ -745,7 +812,7 @@ func (o *Outbox) getOlder(id string, settled bool, c outcome, full bool) (domain
 	if err != nil {
 		return domain.OutboxEntry{}, err
 	}
-	e, _, err := decodeBody(data)
+	e, _, err := o.decodeFull(data)
 	if err != nil {
 		return e, fmt.Errorf("%s %q: %w", outboxTable, id, err)
 	}

@@ -129,10 +129,13 @@ func (o *Outbox) Pending() ([]domain.OutboxEntry, error) {
 				return nil, err
 			}
 		}
-		if c.e, _, err = decodeBody(c.body); err != nil {
+		if c.e, _, err = o.decodeFull(c.body); err != nil {
 			return nil, fmt.Errorf("%s %q: %w", messageLogTable, c.id, err)
 		}
 		if c.marked && time.Unix(c.expires, 0).Sub(now) < renewBelow {
+			if _, err := o.putMedia(context.Background(), c.e); err != nil { // it outlives the body
+				return nil, err
+			}
 			renewed := Op{Key: acceptKeyAt(c.pos, c.id), Value: c.body, TTL: bodyTTL}
 			c.expires = now.Add(bodyTTL).Unix()
 			ops = append(ops, renewed, Op{Key: pendingKey(c.id), Value: markV3(c.pos, time.Unix(c.expires, 0))})
@@ -199,14 +202,14 @@ func (o *Outbox) moveOlder(older []olderMark, now time.Time) ([]*candidate, erro
 			} else if err != nil {
 				return nil, err
 			}
-			if e, _, err = decodeBody(data); err != nil {
+			if e, _, err = o.decodeFull(data); err != nil {
 				return nil, fmt.Errorf("%s %q: %w", outboxTable, m.id, err)
 			}
 		}
 		if e.ID == "" {
 			e.ID = m.id
 		}
-		put, err := o.acceptOp(e, "")
+		put, err := o.acceptOp(context.Background(), e, "")
 		if err != nil {
 			return nil, err
 		}
