@@ -18,8 +18,8 @@ type lostAnswerOutbox struct {
 	lostAnswer
 }
 
-func (o *lostAnswerOutbox) Accept(ctx context.Context, e domain.OutboxEntry, idemID string, rec domain.IdemRecord) error {
-	return o.answer(o.Outbox.Accept(ctx, e, idemID, rec))
+func (o *lostAnswerOutbox) Accept(ctx context.Context, e *domain.OutboxEntry, idemHash string) error {
+	return o.answer(o.Outbox.Accept(ctx, e, idemHash))
 }
 
 // lostAnswer reports a commit that was stored as failed, once armed (lose).
