@@ -28,6 +28,8 @@ type Campaigns struct {
 	idx   registry[string, *campaignEntry]
 	store CampaignStore
 	late  lateness // the campaign timers' lateness (campaign.Observer)
+	// reviveMu makes the check "running here?" and the spawn one step (Start, revive).
+	reviveMu sync.Mutex
 }
 
 func newCampaigns(e *Engine) *Campaigns {
@@ -73,8 +75,13 @@ func (c *Campaigns) Start(ctx context.Context, r CampaignRequest) (domain.Campai
 		return domain.Campaign{}, err
 	}
 	if r.ID != "" {
-		if st, err := c.Get(r.UserID, r.ID); err == nil {
+		// A campaign accepted before (by a commit that seemed to fail, its key's record not
+		// read yet): answered as it stands, and running.
+		switch st, err := c.revive(r.UserID, r.ID); {
+		case err == nil:
 			return st, nil
+		case !errors.Is(err, domain.ErrCampaignNotFound):
+			return domain.Campaign{}, err
 		}
 	} else {
 		r.ID = uuid.NewString()
@@ -105,7 +112,12 @@ func (c *Campaigns) Start(ctx context.Context, r CampaignRequest) (domain.Campai
 		res.Release()
 		return domain.Campaign{}, fmt.Errorf("%w: save campaign: %w", domain.ErrUnavailable, err)
 	}
-	ce := c.spawn(st)
+	c.reviveMu.Lock()
+	ce := c.idx.get(st.ID)
+	if ce == nil {
+		ce = c.spawn(st)
+	}
+	c.reviveMu.Unlock()
 	c.e.log.Info("campaign started", "campaign_id", st.ID, "user_id", st.UserID, "numbers", len(st.Numbers), "granted", st.Granted)
 	return *ce.view.Load(), nil
 }
@@ -235,7 +247,8 @@ var (
 	_ campaign.Audience  = campaignAudience{}
 )
 
-// Get returns one of the user's campaigns, with its details so far.
+// Get returns one of the user's campaigns, with its details so far. ErrCampaignNotFound when
+// storage has no such campaign of the user's; ErrUnavailable when storage cannot say.
 func (c *Campaigns) Get(uid, id string) (domain.Campaign, error) {
 	if ce := c.idx.get(id); ce != nil {
 		if v := *ce.view.Load(); v.UserID == uid {
@@ -244,10 +257,54 @@ func (c *Campaigns) Get(uid, id string) (domain.Campaign, error) {
 		return domain.Campaign{}, fmt.Errorf("%w: %s", domain.ErrCampaignNotFound, id)
 	}
 	s, err := c.store.LoadCampaign(id)
-	if err != nil || s.UserID != uid {
+	switch {
+	case errors.Is(err, domain.ErrRecordNotFound) || (err == nil && s.UserID != uid):
 		return domain.Campaign{}, fmt.Errorf("%w: %s", domain.ErrCampaignNotFound, id)
+	case err != nil:
+		return domain.Campaign{}, fmt.Errorf("%w: campaign %s: %w", domain.ErrUnavailable, id, err)
 	}
 	return s, nil
+}
+
+// Replay returns the campaign an Idempotency-Key's record names (the replay of the request
+// that made it), as it stands, running it here if it was accepted by a commit that seemed to
+// fail (Start gave its allowance back and spawned nothing: it would have waited for its
+// partition's next boot). The record is committed with the campaign, so a campaign storage
+// does not show is a read behind that commit (a replica that has not applied it): unavailable
+// (the client retries), never not found.
+func (c *Campaigns) Replay(uid, id string) (domain.Campaign, error) {
+	st, err := c.revive(uid, id)
+	if errors.Is(err, domain.ErrCampaignNotFound) {
+		return st, fmt.Errorf("%w: campaign %s: its Idempotency-Key's record is stored but the campaign is not readable here yet", domain.ErrUnavailable, id)
+	}
+	return st, err
+}
+
+// revive returns one of the user's campaigns, spawning its actor if it has not ended and does
+// not run here (with its allowance reserved again, as at boot).
+func (c *Campaigns) revive(uid, id string) (domain.Campaign, error) {
+	st, err := c.Get(uid, id)
+	if err != nil || st.Done() || c.idx.get(id) != nil {
+		return st, err
+	}
+	c.reviveMu.Lock()
+	defer c.reviveMu.Unlock()
+	if ce := c.idx.get(id); ce != nil { // spawned meanwhile
+		return *ce.view.Load(), nil
+	}
+	// Read again under the lock: an actor that ended between the first read and the lock has
+	// left the index and written its end.
+	if st, err = c.Get(uid, id); err != nil || st.Done() {
+		return st, err
+	}
+	// Its first reservation went back when the accept seemed to fail: a new one (clipped by
+	// what is left, as at boot).
+	ce, err := c.resume(st, ReserveOpts{})
+	if err != nil {
+		return st, fmt.Errorf("%w: resume campaign %s: %w", domain.ErrUnavailable, id, err)
+	}
+	c.e.log.Warn("campaign: a campaign accepted by a commit that seemed to fail runs now", "campaign_id", id, "user_id", uid)
+	return *ce.view.Load(), nil
 }
 
 // Wait returns once the campaign has ended (or ctx ends).
@@ -313,28 +370,40 @@ func (c *Campaigns) boot() (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("engine: load campaign %s: %w", id, err)
 		}
-		if need := int64(s.Granted - s.Cursor); need > 0 {
-			res, err := c.e.Messages.reserve(context.Background(), s.UserID, need, ReserveOpts{Reclaim: true})
-			granted := int64(0)
-			switch {
-			case err == nil:
-				granted = res.Granted()
-			case !errors.Is(err, domain.ErrQuotaExceeded):
-				return 0, err
-			}
-			// Allowance used elsewhere meanwhile clips the rest of the batch.
-			if g := s.Cursor + int(granted); g != s.Granted {
-				s.Granted = g
-				snap := s
-				snap.Details = nil
-				if err := c.store.SaveCampaign(context.Background(), snap, nil, false); err != nil {
-					return 0, fmt.Errorf("engine: save campaign %s: %w", id, err)
-				}
-			}
+		if _, err := c.resume(s, ReserveOpts{Reclaim: true}); err != nil {
+			return 0, fmt.Errorf("engine: campaign %s: %w", id, err)
 		}
-		c.spawn(s)
 	}
 	return len(open), nil
+}
+
+// resume spawns the actor of a stored campaign that has not ended, re-reserving what it still
+// needs (reservations live in memory: they died with the last process, which boot reclaims
+// (o.Reclaim), or went back when the campaign's accept seemed to fail).
+func (c *Campaigns) resume(s domain.Campaign, o ReserveOpts) (*campaignEntry, error) {
+	if need := int64(s.Granted - s.Cursor); need > 0 {
+		res, err := c.e.Messages.reserve(context.Background(), s.UserID, need, o)
+		granted := int64(0)
+		switch {
+		case err == nil:
+			granted = res.Granted()
+		case !errors.Is(err, domain.ErrQuotaExceeded):
+			return nil, err
+		}
+		// Allowance used elsewhere meanwhile clips the rest of the batch.
+		if g := s.Cursor + int(granted); g != s.Granted {
+			s.Granted = g
+			snap := s
+			snap.Details = nil
+			if err := c.store.SaveCampaign(context.Background(), snap, nil, false); err != nil {
+				if res != nil {
+					res.Release()
+				}
+				return nil, fmt.Errorf("save campaign: %w", err)
+			}
+		}
+	}
+	return c.spawn(s), nil
 }
 
 // running counts running campaigns (metrics).

@@ -74,35 +74,33 @@ type keyEntry struct {
 }
 
 // keyIndex finds key actors by key id (the registry) and by the SHA-256 of the raw key
-// (byHash, guarded by the registry's mu).
+// (byHash: written under the registry's mu, read without it; every v1 call reads it, and an
+// RWMutex's reader count is one cache line every core writes).
 type keyIndex struct {
 	registry[string, *keyEntry]
-	byHash map[[sha256.Size]byte]*keyEntry
+	byHash sync.Map // [sha256.Size]byte → *keyEntry
 }
 
-func (x *keyIndex) init() {
-	x.registry.init()
-	x.byHash = map[[sha256.Size]byte]*keyEntry{}
-}
+func (x *keyIndex) init() { x.registry.init() }
 
 func (x *keyIndex) hash(h [sha256.Size]byte) *keyEntry {
-	x.mu.RLock()
-	e := x.byHash[h]
-	x.mu.RUnlock()
-	return e
+	if e, ok := x.byHash.Load(h); ok {
+		return e.(*keyEntry)
+	}
+	return nil
 }
 
 func (x *keyIndex) add(id string, e *keyEntry) {
 	x.mu.Lock()
 	x.byID[id] = e
-	x.byHash[e.hash] = e
+	x.byHash.Store(e.hash, e)
 	x.mu.Unlock()
 }
 
 func (x *keyIndex) remove(id string) {
 	x.mu.Lock()
 	if e := x.byID[id]; e != nil {
-		delete(x.byHash, e.hash)
+		x.byHash.CompareAndDelete(e.hash, e)
 		delete(x.byID, id)
 	}
 	x.mu.Unlock()
@@ -349,5 +347,15 @@ func (k *Keys) Authorize(raw []byte, scope string) (domain.Grant, error) {
 	case <-call.timer.C:
 		// The reply may still come: this call (and its channel) is not reused.
 		return domain.Grant{}, fmt.Errorf("%w: key actor did not answer", domain.ErrUnavailable)
+	case <-k.e.stopCtx.Done():
+		call.timer.Stop()
+		select {
+		case r := <-call.msg.Reply:
+			return r.Grant, r.Err
+		default:
+		}
+		// The partition stopped here (fenced: its lease lapsed while NATS elected a leader)
+		// and its actors with it. Nothing of the request was stored: the next owner runs it.
+		return domain.Grant{}, fmt.Errorf("%w: the key's partition stopped on this node", domain.ErrNodeUnavailable)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/gateway/gateway/actors/account"
-	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/domain"
 )
 
@@ -23,7 +22,8 @@ type SendRequest struct {
 	// number, a store event, an Idempotency-Key) makes the accept idempotent: a message that
 	// exists already is answered as it stands and not queued again.
 	Message domain.Message
-	// Idem, when IdemID is set, is committed with the outbox entry (Idempotency-Key).
+	// Idem, when IdemID is set, is committed with the outbox entry (Idempotency-Key): its body
+	// hash, in the message's one record (the message's id is the one derived from the key).
 	IdemID string
 	Idem   domain.IdemRecord
 	// Reserved: the caller holds this message's allowance already (a campaign's batch). When
@@ -55,6 +55,7 @@ type Messages struct {
 	lids         lidMap // the LIDs the network gave for numbers
 	renewMu      sync.Mutex
 	renewal      *time.Timer // the daily Renew of queued bodies (nil once stopped)
+	checkpoints  *time.Timer // the outbox's Checkpoint (nil once stopped)
 }
 
 // messages is the Messages facet's state: it accepts messages into the durable outbox, hands
@@ -189,10 +190,11 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 	}
 	entry.Transactional = r.Transactional
 	entry.LID = ms.lids.get(entry.Message.To)
+	idemHash := ""
 	if r.IdemID != "" {
-		r.Idem.MessageID = entry.ID
+		idemHash = r.Idem.BodyHash
 	}
-	if err := m.outbox.Accept(ctx, entry, r.IdemID, r.Idem); err != nil {
+	if err := m.outbox.Accept(ctx, &entry, idemHash); err != nil {
 		if r.Reserved == nil {
 			res.Release()
 		}
@@ -226,7 +228,7 @@ func queuedEntry(msg domain.Message, sess *domain.Session, uid, origin string, n
 func (ms *Messages) enqueue(ent *sessionEntry, entry domain.OutboxEntry, res *Reservation, ch chan outcome, now time.Time) {
 	ms.msgs.track(entry.ID, res, ch)
 	ms.e.pub.publish(entry.UserID, messageEvent(entry, domain.MsgQueued, now))
-	ms.e.hw.Send(ent.pid, &session.Enqueue{Entry: entry})
+	ent.queue.Push(entry)
 }
 
 // track registers an accepted message's reservation (and a waiter); false when it was tracked
@@ -497,6 +499,21 @@ func (ms *Messages) recover() (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("engine: outbox: %w", err)
 	}
+	// One forced reservation per user for all of its charged entries, handed out one per
+	// message: a partition taken over with thousands of messages queued asks each account
+	// actor once, not once per message.
+	charged := map[string]int64{}
+	for _, entry := range pending {
+		if entry.Message.Kind.Charged() && e.Sessions.idx.get(entry.SessionID) != nil {
+			charged[entry.UserID]++
+		}
+	}
+	held := make(map[string]*Reservation, len(charged))
+	for uid, n := range charged {
+		if held[uid], err = ms.reserve(context.Background(), uid, n, ReserveOpts{Force: true, Reclaim: true}); err != nil {
+			return 0, fmt.Errorf("engine: outbox: reserve %d queued messages of %s: %w", n, uid, err)
+		}
+	}
 	for _, entry := range pending {
 		ent := e.Sessions.idx.get(entry.SessionID)
 		if ent == nil {
@@ -505,9 +522,7 @@ func (ms *Messages) recover() (int, error) {
 		}
 		res := ms.adopt(entry.UserID, 0) // an edit or a revoke: not charged
 		if entry.Message.Kind.Charged() {
-			if res, err = ms.reserve(context.Background(), entry.UserID, 1, ReserveOpts{Force: true, Reclaim: true}); err != nil {
-				return 0, fmt.Errorf("engine: outbox: reserve for %s: %w", entry.ID, err)
-			}
+			res = held[entry.UserID].Take(1)
 		}
 		if entry.Status == domain.MsgScheduled {
 			// Accepted for later: back on the schedule (at once when its time has passed).
@@ -516,11 +531,31 @@ func (ms *Messages) recover() (int, error) {
 			continue
 		}
 		ms.msgs.track(entry.ID, res, nil)
-		e.hw.Send(ent.pid, &session.Enqueue{Entry: entry})
+		ent.queue.Push(entry)
 	}
+	ms.renewMu.Lock()
 	ms.renewal = time.AfterFunc(renewEvery, ms.renew)
+	ms.checkpoints = time.AfterFunc(checkpointEvery, ms.checkpoint)
+	ms.renewMu.Unlock()
 	return len(pending), nil
 }
+
+// checkpoint lets the outbox mark what is pending for long and move its checkpoint on, so a
+// boot reads the accepts of the last half minute or so, not of the day.
+func (ms *Messages) checkpoint() {
+	if err := ms.msgs.outbox.Checkpoint(); err != nil {
+		ms.e.log.Warn("outbox: checkpoint", "err", err)
+	}
+	ms.renewMu.Lock()
+	defer ms.renewMu.Unlock()
+	if ms.checkpoints != nil {
+		ms.checkpoints = time.AfterFunc(checkpointEvery, ms.checkpoint)
+	}
+}
+
+// checkpointEvery is how often the outbox's Checkpoint runs (persist.Outbox: a boot reads the
+// accepts since the last one, and those of its half minute before marking).
+const checkpointEvery = 5 * time.Second
 
 // renewEvery is how often the bodies of long-queued messages are renewed (persist keeps a body
 // two weeks from its last write and renews it when under ten days are left).
@@ -546,5 +581,9 @@ func (ms *Messages) stopRenewal() {
 	if ms.renewal != nil {
 		ms.renewal.Stop()
 		ms.renewal = nil
+	}
+	if ms.checkpoints != nil {
+		ms.checkpoints.Stop()
+		ms.checkpoints = nil
 	}
 }

@@ -15,17 +15,21 @@ import (
 // answer was lost (a timeout, the records stream's leader killed after it replicated).
 type lostAnswerOutbox struct {
 	*persist.Outbox
-	lose atomic.Bool
+	lostAnswer
 }
 
-func (o *lostAnswerOutbox) Accept(ctx context.Context, e domain.OutboxEntry, idemID string, rec domain.IdemRecord) error {
-	if err := o.Outbox.Accept(ctx, e, idemID, rec); err != nil {
-		return err
-	}
-	if o.lose.Swap(false) {
+func (o *lostAnswerOutbox) Accept(ctx context.Context, e *domain.OutboxEntry, idemHash string) error {
+	return o.answer(o.Outbox.Accept(ctx, e, idemHash))
+}
+
+// lostAnswer reports a commit that was stored as failed, once armed (lose).
+type lostAnswer struct{ lose atomic.Bool }
+
+func (l *lostAnswer) answer(err error) error {
+	if err == nil && l.lose.Swap(false) {
 		return fmt.Errorf("%w: the commit's answer was lost", domain.ErrStorageUnavailable)
 	}
-	return nil
+	return err
 }
 
 // A message stored by an accept that answered an error is sent once a retry finds it: the

@@ -78,6 +78,12 @@ func linkedEngine(t *testing.T, recs *persist.Records, ob Outbox) (*Engine, doma
 	t.Helper()
 	r := recordsOf(recs)
 	r.Outbox = ob
+	return linkedEngineOn(t, recs, r)
+}
+
+// linkedEngineOn is linkedEngine on typed stores r (some of them wrapped by the test).
+func linkedEngineOn(t *testing.T, recs *persist.Records, r Records) (*Engine, domain.User) {
+	t.Helper()
 	net, err := sim.Open(sim.Options{Dir: t.TempDir(), AutoPair: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -116,7 +116,7 @@ func (s *Server) v1SendBulk(ctx *fasthttp.RequestCtx) error {
 		// The same body as the first request: it tells whether that one was async.
 		var req bulkRequest
 		_ = json.Unmarshal(ctx.PostBody(), &req)
-		st, err := s.engine(ctx).Campaigns.Get(uid, rec.CampaignID)
+		st, err := s.engine(ctx).Campaigns.Replay(uid, rec.CampaignID)
 		if err != nil {
 			return err
 		}

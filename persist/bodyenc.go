@@ -59,6 +59,8 @@ func appendBody(out []byte, b *body) ([]byte, error) {
 		out = append(append(out, ','), rest[1:len(rest)-1]...)
 	}
 	out = strconv.AppendInt(append(out, `},"at":`...), int64(b.CreatedAt), 10)
+	out = jsonenc.AppendField(out, `,"ih":`, b.IdemHash)
+	out = jsonenc.AppendField(out, `,"dataRef":`, b.DataRef)
 	if b.SendAt != 0 {
 		out = strconv.AppendInt(append(out, `,"sendAt":`...), int64(b.SendAt), 10)
 	}

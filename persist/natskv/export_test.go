@@ -6,3 +6,10 @@ func (s *Store) Abandon() {
 	s.lease = nil
 	s.Close()
 }
+
+// Floor is the least last sequence a replica's answer to the view needs.
+func (v *View) Floor() uint64 {
+	v.floorMu.Lock()
+	defer v.floorMu.Unlock()
+	return v.floor
+}
