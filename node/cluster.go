@@ -80,7 +80,7 @@ const adoptRoute = "internal: adopt session"
 func newClusterNode(sh shared, log *slog.Logger, st storage, net network.Network) *clusterNode {
 	n := &clusterNode{sh: sh, log: log, nc: st.nc, store: st.nats, net: net,
 		started: make(chan struct{}), parts: map[int]*partition{}, stopping: map[int]chan struct{}{}}
-	n.live = newLiveEvents(st.nc, sh.c.NATSPrefix, log)
+	n.live = newLiveEvents(st.nc, sh.c.NATSPrefix, sh.c.NodeID, log)
 	return n
 }
 

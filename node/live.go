@@ -29,10 +29,13 @@ import (
 // <prefix>.events-interest when a user's first stream opens and its last ends, and again every
 // liveAnnounce for the users it streams (an owner that started since, or missed one, learns them
 // within that; a node that starts asks every node to announce at once); an owner keeps a user
-// listened to for 3 × liveAnnounce after the last announcement.
+// listened to while some node's announcement holds: each node's own, for 3 × liveAnnounce after
+// it said so, or until that node says its last stream of the user ended (another node's end does
+// not stop the events of a user a third node still streams).
 type liveEvents struct {
 	nc       *nats.Conn
 	prefix   string
+	node     string // this node's id, in its announcements
 	log      *slog.Logger
 	hub      *engine.LiveHub
 	subs     map[string]*nats.Subscription // guarded by the hub's lock (first and last run under it)
@@ -41,7 +44,7 @@ type liveEvents struct {
 	watchSub *nats.Subscription
 
 	mu        sync.Mutex
-	listening map[string]time.Time // users some node streams → until when it is believed
+	listening map[string]map[string]time.Time // users some node streams → those nodes → until when it is believed
 	interest  []*nats.Subscription
 	stop      chan struct{}
 	stopOnce  sync.Once
@@ -69,6 +72,7 @@ type liveWire struct {
 // liveInterest is an announcement: a node streams the users of On (On false: no longer), or
 // asks every node to announce (Sync).
 type liveInterest struct {
+	Node  string   `json:"node,omitempty"` // who announces
 	Users []string `json:"users,omitempty"`
 	On    bool     `json:"on,omitempty"`
 	Sync  bool     `json:"sync,omitempty"`
@@ -77,9 +81,9 @@ type liveInterest struct {
 // liveAnnounce is how often a node says again which users it streams.
 const liveAnnounce = 10 * time.Second
 
-func newLiveEvents(nc *nats.Conn, prefix string, log *slog.Logger) *liveEvents {
-	l := &liveEvents{nc: nc, prefix: prefix, log: log, subs: map[string]*nats.Subscription{}, watchers: engine.NewWatchers(),
-		listening: map[string]time.Time{}, stop: make(chan struct{})}
+func newLiveEvents(nc *nats.Conn, prefix, node string, log *slog.Logger) *liveEvents {
+	l := &liveEvents{nc: nc, prefix: prefix, node: node, log: log, subs: map[string]*nats.Subscription{}, watchers: engine.NewWatchers(),
+		listening: map[string]map[string]time.Time{}, stop: make(chan struct{})}
 	l.hub = engine.NewLiveHub(l.subscribe, l.unsubscribe)
 	sub, err := nc.Subscribe(l.interestSubject(), l.onInterest)
 	if err != nil {
@@ -176,9 +180,17 @@ func (l *liveEvents) onInterest(m *nats.Msg) {
 	defer l.mu.Unlock()
 	until := time.Now().Add(3 * liveAnnounce)
 	for _, uid := range in.Users {
+		nodes := l.listening[uid]
 		if in.On {
-			l.listening[uid] = until
-		} else {
+			if nodes == nil {
+				nodes = map[string]time.Time{}
+				l.listening[uid] = nodes
+			}
+			nodes[in.Node] = until
+			continue
+		}
+		delete(nodes, in.Node)
+		if len(nodes) == 0 {
 			delete(l.listening, uid)
 		}
 	}
@@ -193,7 +205,7 @@ func (l *liveEvents) announceMine() {
 	}
 	l.mu.Unlock()
 	if len(users) > 0 {
-		l.announce(liveInterest{Users: users, On: true})
+		l.announce(liveInterest{Node: l.node, Users: users, On: true})
 	}
 }
 
@@ -209,8 +221,13 @@ func (l *liveEvents) reannounce() {
 		l.announceMine()
 		now := time.Now()
 		l.mu.Lock()
-		for uid, until := range l.listening {
-			if now.After(until) {
+		for uid, nodes := range l.listening {
+			for node, until := range nodes {
+				if now.After(until) {
+					delete(nodes, node)
+				}
+			}
+			if len(nodes) == 0 {
 				delete(l.listening, uid)
 			}
 		}
@@ -232,7 +249,7 @@ func (l *liveEvents) subscribe(uid string) {
 	l.mu.Lock()
 	l.subs[uid] = sub
 	l.mu.Unlock()
-	l.announce(liveInterest{Users: []string{uid}, On: true})
+	l.announce(liveInterest{Node: l.node, Users: []string{uid}, On: true})
 }
 
 func (l *liveEvents) unsubscribe(uid string) {
@@ -242,7 +259,7 @@ func (l *liveEvents) unsubscribe(uid string) {
 	l.mu.Unlock()
 	if sub != nil {
 		_ = sub.Unsubscribe()
-		l.announce(liveInterest{Users: []string{uid}})
+		l.announce(liveInterest{Node: l.node, Users: []string{uid}})
 	}
 }
 
