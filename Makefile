@@ -6,7 +6,7 @@ DATA      ?= ./data
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 # Packages must import one way: main → node → httpapi → engine → actors/* → {domain, network, ecom}.
-ADAPTERS  := persist persist/kvtest persist/natskv persist/natstest network network/sim network/simhttp network/whatsapp network/networktest ecom identity media domain cluster
+ADAPTERS  := persist persist/kvtest persist/natskv persist/natstest network network/sim network/simhttp network/whatsapp network/cloud network/cloud/fakegraph cloudapi network/networktest ecom identity media domain cluster
 # whatsmeow 2026-08-21 is served by ../shared/goproxy when the default module proxy does not
 # have it yet (see README.md, "WhatsApp"); the same versions and hashes as the public proxy.
 SHARED_GOPROXY := $(abspath ../shared/goproxy)

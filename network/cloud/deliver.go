@@ -1,0 +1,150 @@
+package cloud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gateway/gateway/cloudapi"
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/network"
+)
+
+// deliver turns one change of a webhook into the port's events, in order: incoming messages
+// (and reactions), then statuses.
+func (c *Client) deliver(v cloudapi.Value) {
+	acct, sends, _ := c.state()
+	names := map[string]string{}
+	for _, ct := range v.Contacts {
+		if ct.Profile != nil && ct.WaID != "" {
+			names[ct.WaID] = ct.Profile.Name
+		}
+	}
+	for _, m := range v.Messages {
+		o := network.Origin{ID: m.ID, From: m.From, PushName: names[m.From], At: cloudapi.Time(m.Timestamp)}
+		if o.At.IsZero() {
+			o.At = c.n.o.Now()
+		}
+		if m.Type == cloudapi.TypeReaction && m.Reaction != nil {
+			c.emit(network.Reaction{Origin: o, Target: c.ourID(sends, m.Reaction.MessageID), Emoji: m.Reaction.Emoji})
+			continue
+		}
+		msg := m.Message()
+		if msg.ReplyTo != nil {
+			msg.ReplyTo.ID = c.ourID(sends, msg.ReplyTo.ID)
+			msg.ReplyTo.FromMe = m.Context.From == acct.Phone || m.Context.From == ""
+		}
+		c.emit(network.Incoming{Origin: o, Message: msg})
+	}
+	for _, st := range v.Statuses {
+		c.status(sends, st)
+	}
+	for _, e := range v.Errors {
+		c.n.log.Warn("cloud webhook error", "session_id", c.sessionID, "code", e.Code, "err", e.Error())
+	}
+}
+
+// ourID is the gateway's id of a message Meta names by its id (a sent one), else the id as it is.
+func (c *Client) ourID(sends network.SendLog, metaID string) string {
+	if sends == nil || metaID == "" {
+		return metaID
+	}
+	if id, ok, err := sends.ByNetworkID(metaID); err == nil && ok {
+		return id
+	}
+	return metaID
+}
+
+// status reports one status of a sent message: the gateway's id from the callback data (or
+// the send log), the send log told Meta took it, then a receipt; a failure fails the message,
+// unless it is Meta's rate limit, after which it is sent again.
+func (c *Client) status(sends network.SendLog, st cloudapi.Status) {
+	id := st.BizOpaqueCallbackData
+	if id == "" {
+		id = c.ourID(sends, st.ID)
+	}
+	at := cloudapi.Time(st.Timestamp)
+	if at.IsZero() {
+		at = c.n.o.Now()
+	}
+	category := ""
+	if st.Pricing != nil {
+		category = st.Pricing.Category
+	}
+	ctx := context.Background()
+	if st.Status != cloudapi.StatusFailed && sends != nil && id != st.ID {
+		if rec, ok, err := sends.Get(id); err == nil && ok && rec.NetworkID != st.ID {
+			if err := sends.Taken(ctx, id, st.ID); err != nil {
+				c.n.log.Warn("cloud: send log", "session_id", c.sessionID, "message_id", id, "err", err)
+			}
+		}
+	}
+	r := network.MessageReceipt{IDs: []string{id}, From: st.RecipientID, At: at, Category: category}
+	switch st.Status {
+	case cloudapi.StatusSent:
+		r.Status = network.StatusSent
+	case cloudapi.StatusDelivered:
+		r.Status = network.StatusDelivered
+	case cloudapi.StatusRead:
+		r.Status = network.StatusRead
+	case cloudapi.StatusPlayed:
+		r.Status = network.StatusPlayed
+	case cloudapi.StatusFailed:
+		ge := &cloudapi.Error{Code: cloudapi.CodeGeneric, Message: "failed"}
+		if len(st.Errors) > 0 {
+			ge = &st.Errors[0]
+		}
+		if retryable(ge.Code) {
+			c.resendLater(id, ge)
+			return
+		}
+		r.Status, r.Err = network.StatusFailed, failure(ge)
+	default:
+		return
+	}
+	c.emit(r)
+}
+
+// resendLater sends a message Meta failed for its rate limits again, after the backoff, under
+// the same id (never failed for it), until Meta takes it or fails it for another reason.
+func (c *Client) resendLater(id string, ge *cloudapi.Error) {
+	_, sends, _ := c.state()
+	if sends != nil {
+		if err := sends.Forget(context.Background(), id); err != nil {
+			c.n.log.Warn("cloud: send log", "session_id", c.sessionID, "message_id", id, "err", err)
+		}
+	}
+	wait := pairRateWait
+	if ge.Code == cloudapi.CodeThroughput {
+		c.mu.Lock()
+		c.slow = min(max(2*c.slow, throttleFirst), throttleMax)
+		wait = c.slow
+		c.mu.Unlock()
+	}
+	c.n.log.Info("cloud: Meta failed a message for its rate limit; sending it again", "session_id", c.sessionID, "message_id", id, "code", ge.Code, "after", wait)
+	time.AfterFunc(wait, func() {
+		c.mu.Lock()
+		msgs, closed := c.msgs, c.closed
+		c.mu.Unlock()
+		if closed || msgs == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		m, ok := msgs.Message(ctx, id)
+		if !ok {
+			c.n.log.Warn("cloud: a message to send again is gone", "session_id", c.sessionID, "message_id", id)
+			return
+		}
+		_, err := c.Send(ctx, m)
+		switch {
+		case err == nil:
+		case errors.Is(err, network.ErrRateLimited), errors.Is(err, network.ErrUnknownOutcome), errors.Is(err, domain.ErrNotConnected):
+			// Not a refusal of the message: try again later, never fail it for this.
+			c.resendLater(id, &cloudapi.Error{Code: cloudapi.CodeThroughput, Message: fmt.Sprintf("again: %v", err)})
+		default:
+			c.emit(network.MessageReceipt{IDs: []string{id}, Status: network.StatusFailed, At: c.n.o.Now(), Err: err})
+		}
+	})
+}
