@@ -217,7 +217,10 @@ func TestSendStatusesAndIncoming(t *testing.T) {
 	if _, err := h.fake.Write(numberID, fakegraph.Inbound{From: customer, React: true, ReplyTo: rc.ID, Emoji: "👍"}); err != nil {
 		t.Fatal(err)
 	}
-	h.wait("the reaction", func(ev network.Event) bool { r, ok := ev.(network.Reaction); return ok && r.Target == "m1" && r.Emoji == "👍" })
+	h.wait("the reaction", func(ev network.Event) bool {
+		r, ok := ev.(network.Reaction)
+		return ok && r.Target == "m1" && r.Emoji == "👍"
+	})
 	// They tap a button.
 	if _, err := h.fake.Write(numberID, fakegraph.Inbound{From: customer, Button: "confirm", Text: "Confirm"}); err != nil {
 		t.Fatal(err)

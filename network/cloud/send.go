@@ -170,4 +170,6 @@ func failure(ge *cloudapi.Error) error {
 }
 
 // retryable tells whether a failed status is one to send again (Meta's rate limits).
-func retryable(code int) bool { return code == cloudapi.CodeThroughput || code == cloudapi.CodePairRate }
+func retryable(code int) bool {
+	return code == cloudapi.CodeThroughput || code == cloudapi.CodePairRate
+}
