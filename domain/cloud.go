@@ -62,6 +62,30 @@ type CloudAccount struct {
 	Phone string
 }
 
+// SendRecord is one message's send at a network that assigns ids of its own and does not dedupe
+// on the gateway's (the Cloud API): begun (the request went out), and the network's id once it
+// took the message.
+type SendRecord struct {
+	Begun     time.Time `json:"begun"`
+	NetworkID string    `json:"networkId,omitempty"`
+}
+
+// TemplateSet is a cloud session's templates as last synced from Meta.
+type TemplateSet struct {
+	SyncedAt  time.Time       `json:"syncedAt"`
+	Templates []CloudTemplate `json:"templates"`
+}
+
+// Find returns the template of a name and language ("" language: the first of that name).
+func (s TemplateSet) Find(name, language string) (CloudTemplate, bool) {
+	for _, t := range s.Templates {
+		if t.Name == name && (language == "" || t.Language == language) {
+			return t, true
+		}
+	}
+	return CloudTemplate{}, false
+}
+
 // DefaultThroughput is the messages a second Meta takes from a Cloud API number by default
 // (developers.facebook.com/documentation/business-messaging/whatsapp/throughput: 80, up to
 // 1,000 after an automatic upgrade).

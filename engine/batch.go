@@ -20,6 +20,9 @@ func (ms *Messages) SendBatch(ctx context.Context, uid, origin string, msgs []do
 		return nil, nil
 	}
 	e := ms.e
+	if e.Sessions.idx.cloudOf(uid) != nil {
+		return ms.sendEach(ctx, uid, origin, msgs) // routed one by one (routing.go)
+	}
 	ent, err := e.Sessions.forSend(uid, "")
 	if err != nil {
 		return nil, err
@@ -47,4 +50,21 @@ func (ms *Messages) SendBatch(ctx context.Context, uid, origin string, msgs []do
 		ms.enqueue(ent, entry, res.Take(1), nil, now)
 	}
 	return entries, nil
+}
+
+// sendEach accepts messages one by one, each routed between the user's linked and cloud
+// sessions: a prefix of msgs, like SendBatch (an error with nothing accepted).
+func (ms *Messages) sendEach(ctx context.Context, uid, origin string, msgs []domain.Message) ([]domain.OutboxEntry, error) {
+	out := make([]domain.OutboxEntry, 0, len(msgs))
+	for _, m := range msgs {
+		e, err := ms.Send(ctx, SendRequest{UserID: uid, Origin: origin, Message: m})
+		if err != nil {
+			if len(out) == 0 {
+				return nil, err
+			}
+			return out, nil
+		}
+		out = append(out, e)
+	}
+	return out, nil
 }

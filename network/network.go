@@ -260,11 +260,9 @@ type SendLog interface {
 	Forget(ctx context.Context, id string) error
 }
 
-// SendRecord is one message's send, as a SendLog keeps it.
-type SendRecord struct {
-	Begun     time.Time // the first try went out then
-	NetworkID string    // the network's id, once it took the message ("" before)
-}
+// SendRecord is one message's send, as a SendLog keeps it: Begun (the first try went out
+// then), NetworkID (the network's id, once it took the message).
+type SendRecord = domain.SendRecord
 
 // WithAccount sets ClientOptions.Account.
 func WithAccount(a domain.CloudAccount) Option {

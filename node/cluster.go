@@ -137,11 +137,12 @@ func (n *clusterNode) Acquire(ctx context.Context, p int) error {
 		return ctx.Err()
 	}
 	began := time.Now()
-	pt := &partition{id: p, view: n.store.Partition(p, n.fence(p)),
-		net: fencedNetwork{n.net, func() bool { _, ok := n.node.Lease(p); return ok }}}
+	leased := func() bool { _, ok := n.node.Lease(p); return ok }
+	pt := &partition{id: p, view: n.store.Partition(p, n.fence(p)), net: fencedNetwork{n.net, leased}}
 	log := n.log.With("partition", p)
+	cloudNet := fencedCloud{fencedNetwork{n.sh.cloud, leased}, n.sh.cloud}
 	rt, err := newRuntime(ctx, n.sh, runtimeOptions{
-		kv: pt.view, log: log, live: n.live, net: pt.net,
+		kv: pt.view, log: log, live: n.live, net: pt.net, cloud: cloudNet,
 		mover: func(recs *persist.Records) engine.Mover { return &mover{n: n, p: p, from: recs} },
 	})
 	if err != nil {

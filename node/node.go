@@ -17,6 +17,7 @@ import (
 	"github.com/gateway/gateway/httpapi"
 	"github.com/gateway/gateway/identity"
 	"github.com/gateway/gateway/network"
+	"github.com/gateway/gateway/network/cloud"
 	"github.com/gateway/gateway/network/whatsapp"
 	"github.com/gateway/gateway/persist"
 	"github.com/gateway/gateway/web"
@@ -28,6 +29,7 @@ type Node struct {
 	log      *slog.Logger
 	st       storage
 	net      network.Network
+	cloud    *cloud.Network // the Cloud API network (DESIGN.md section 17)
 	verifier *identity.Verifier
 	issuer   *identity.Issuer // dev auth only
 	http     *httpapi.Server
@@ -112,11 +114,12 @@ func Open(ctx context.Context, c Config, log *slog.Logger) (_ *Node, err error) 
 	if sim != nil { // nil unless the embedded sim (a nil *sim.Network in the interface is not)
 		hc.Sim = sim
 	}
-	sh := shared{c: c, plans: plans, stores: stores, reg: reg}
+	n.cloud = openCloud(c, log)
+	sh := shared{c: c, plans: plans, stores: stores, reg: reg, cloud: n.cloud}
 	if c.Cluster {
 		return n, n.joinCluster(ctx, sh, hc)
 	}
-	if n.single, err = newRuntime(ctx, sh, runtimeOptions{kv: n.st.kv, log: log, net: n.net, adoptInbound: true}); err != nil {
+	if n.single, err = newRuntime(ctx, sh, runtimeOptions{kv: n.st.kv, log: log, net: n.net, cloud: n.cloud, adoptInbound: true}); err != nil {
 		return nil, err
 	}
 	hc.Engine, hc.Webhooks = n.single.engine, n.single.events
@@ -254,6 +257,9 @@ func (n *Node) Shutdown(ctx context.Context) {
 			if err := n.net.Close(); err != nil {
 				n.log.Warn("close network", "err", err)
 			}
+		}
+		if n.cloud != nil {
+			_ = n.cloud.Close()
 		}
 		if n.verifier != nil {
 			n.verifier.Close()

@@ -81,6 +81,8 @@ type outcome struct {
 	Error     string               `json:"e,omitempty"`
 	Attempts  int                  `json:"a,omitempty"`
 	UpdatedAt domain.Millis        `json:"u"`
+	// Pricing: the Cloud API's pricing category.
+	Pricing string `json:"p,omitempty"`
 	// History: the steps after the first (queued, which the body holds).
 	History []step `json:"h,omitempty"`
 }
@@ -92,7 +94,7 @@ type step struct {
 
 func outcomeOf(e domain.OutboxEntry) outcome {
 	c := outcome{Status: e.Status, NetworkID: e.NetworkID, LID: e.LID, SentAt: e.SentAt, Code: e.Code, Error: e.Error,
-		Attempts: e.Attempts, UpdatedAt: e.UpdatedAt}
+		Attempts: e.Attempts, UpdatedAt: e.UpdatedAt, Pricing: e.Pricing}
 	h := e.History
 	if len(h) > 0 && h[0].Status == domain.MsgQueued {
 		h = h[1:]
@@ -121,6 +123,7 @@ func (c outcome) encode() []byte {
 		b = strconv.AppendInt(append(b, `,"a":`...), int64(c.Attempts), 10)
 	}
 	b = strconv.AppendInt(append(b, `,"u":`...), int64(c.UpdatedAt), 10)
+	b = jsonenc.AppendField(b, `,"p":`, c.Pricing)
 	if len(c.History) > 0 {
 		b = append(b, `,"h":[`...)
 		for i, st := range c.History {
@@ -139,7 +142,7 @@ func (c outcome) encode() []byte {
 // apply lays the outcome over the body (as accepted: queued, one history step).
 func (c outcome) apply(e *domain.OutboxEntry) {
 	e.Status, e.NetworkID, e.LID, e.SentAt, e.Code, e.Error = c.Status, c.NetworkID, c.LID, c.SentAt, c.Code, c.Error
-	e.Attempts, e.UpdatedAt = c.Attempts, c.UpdatedAt
+	e.Attempts, e.UpdatedAt, e.Pricing = c.Attempts, c.UpdatedAt, c.Pricing
 	e.History = slices.Clip(e.History)
 	for _, s := range c.History {
 		e.History = append(e.History, domain.StatusChange{Status: s.Status, At: s.At})
@@ -156,6 +159,11 @@ type body struct {
 	From      string         `json:"from,omitempty"`
 	Message   domain.Message `json:"message"`
 	CreatedAt domain.Millis  `json:"at"`
+	// How the account's routing sent it (DESIGN.md section 17), and whether it waits for its
+	// contact.
+	Via       string `json:"via,omitempty"`
+	ViaReason string `json:"viaReason,omitempty"`
+	Waiting   bool   `json:"waiting,omitempty"`
 }
 
 const bodyVersion = 2
@@ -163,7 +171,8 @@ const bodyVersion = 2
 // encodeBody is an entry's body record. A message id other than the entry's (none is) is
 // kept.
 func encodeBody(e domain.OutboxEntry) ([]byte, error) {
-	b := body{ID: e.ID, SessionID: e.SessionID, UserID: e.UserID, Origin: e.Origin, From: e.From, Message: e.Message, CreatedAt: e.CreatedAt}
+	b := body{ID: e.ID, SessionID: e.SessionID, UserID: e.UserID, Origin: e.Origin, From: e.From, Message: e.Message, CreatedAt: e.CreatedAt,
+		Via: e.Via, ViaReason: e.ViaReason, Waiting: e.Waiting}
 	if b.Message.ID == e.ID {
 		b.Message.ID = ""
 	}
@@ -184,7 +193,7 @@ func decodeBody(data []byte) (domain.OutboxEntry, error) {
 			return domain.OutboxEntry{}, err
 		}
 		e := domain.OutboxEntry{ID: b.ID, SessionID: b.SessionID, UserID: b.UserID, Origin: b.Origin, From: b.From,
-			Message: b.Message, CreatedAt: b.CreatedAt}
+			Message: b.Message, CreatedAt: b.CreatedAt, Via: b.Via, ViaReason: b.ViaReason, Waiting: b.Waiting}
 		if e.Message.ID == "" {
 			e.Message.ID = e.ID
 		}
@@ -405,6 +414,9 @@ func (o *Outbox) writeBatch(batch []bgWrite) {
 		if !w.outcome {
 			if i, ok := at[w.entry.ID]; ok {
 				kept[i].entry.SetStatus(w.receipt.Status, w.receipt.At.Time())
+				if w.receipt.Category != "" {
+					kept[i].entry.Pricing = w.receipt.Category
+				}
 				kept[i].folded = append(kept[i].folded, w.done)
 				continue
 			}
@@ -521,6 +533,9 @@ func (o *Outbox) Get(id string) (domain.OutboxEntry, error) {
 	sort.Slice(rs, func(i, j int) bool { return domain.StatusRank(rs[i].Status) < domain.StatusRank(rs[j].Status) })
 	for _, c := range rs {
 		e.SetStatus(c.Status, c.At.Time())
+		if c.Category != "" {
+			e.Pricing = c.Category
+		}
 	}
 	return e, nil
 }

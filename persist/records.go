@@ -15,6 +15,11 @@ type Records struct {
 	Webhooks    *Webhooks
 	History     *MessageLog
 	Notes       *MessageNotes
+	// The Cloud API's (cloud.go).
+	SendLog        SendLog
+	CloudTemplates CloudTemplates
+	Routings       Routings
+	Windows        Windows
 }
 
 // NewRecords builds every typed store on kv.
@@ -31,5 +36,10 @@ func NewRecords(kv KV) *Records {
 		Webhooks:    NewWebhooks(kv),
 		History:     NewMessageLog(kv),
 		Notes:       NewMessageNotes(kv),
+
+		SendLog:        NewSendLog(kv),
+		CloudTemplates: NewCloudTemplates(kv),
+		Routings:       NewRoutings(kv),
+		Windows:        NewWindows(kv),
 	}
 }

@@ -33,6 +33,7 @@ package persist
 //	                               the user's prefix (raw)             id → its entry: replies, reads)
 //	msg_note/<uid>/<id>            domain.MessageNotes (1)   7 days    engine: reactions, edit, revoke,
 //	                                                                   poll votes (notes.go)
+//	net_send/, net_id/, cloud_template/, routing/, cloud_window/: the Cloud API's (cloud.go)
 //	inbox/, webhook_seen/, store_sent/, store_event/, store/, nonces, templates: see inbox.go
 //	and stores.go (the store integration's tables).
 const (
@@ -56,6 +57,11 @@ const (
 	messageLogTable    = "msg_log"
 	inboundIDTable     = "msg_in"
 	messageNotesTable  = "msg_note"
+	netSendTable       = "net_send"
+	netIDTable         = "net_id"
+	cloudTemplateTable = "cloud_template"
+	routingTable       = "routing"
+	cloudWindowTable   = "cloud_window"
 	recordVersion1     = 1
 
 	// keyLockStripes: key writes are serialised per key id over this many locks (store.go).

@@ -83,5 +83,6 @@ func BenchmarkHandover(b *testing.B) {
 
 type nopDeliveries struct{}
 
-func (*nopDeliveries) Outcome(domain.OutboxEntry, error)               {}
-func (*nopDeliveries) Receipt(string, domain.MessageStatus, time.Time) {}
+func (*nopDeliveries) Outcome(domain.OutboxEntry, error)   {}
+func (*nopDeliveries) Receipt(string, domain.StatusChange) {}
+func (*nopDeliveries) Failed(string, error, time.Time)     {}
