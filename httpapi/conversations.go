@@ -44,7 +44,7 @@ type contentJSON struct {
 	RevokedAt    *timestamp         `json:"revokedAt,omitempty"`
 	Poll         *pollJSON          `json:"poll,omitempty"`
 	// The Cloud API's kinds (cloudsend.go).
-	Template *templateSendJSON        `json:"template,omitempty"`
+	Template *templateSendJSON    `json:"template,omitempty"`
 	Buttons  []domain.Button      `json:"buttons,omitempty"`
 	Button   string               `json:"button,omitempty"`
 	Sections []domain.ListSection `json:"sections,omitempty"`
