@@ -160,8 +160,10 @@ func (ms *Messages) route(ctx context.Context, r *SendRequest) (routed, error) {
 	}
 	mode := settings.Mode
 	switch {
+	case (!k.OnCloud() || domain.IsGroup(r.Message.To)) && linked == nil:
+		return routed{}, fmt.Errorf("%w: a %s (the account's only session is a Cloud API number)", domain.ErrNotOnCloud, kindOrGroup(r.Message))
 	case !k.OnCloud() || domain.IsGroup(r.Message.To):
-		mode = domain.RouteLinked // polls, groups: the linked session's (forSend answers when none)
+		mode = domain.RouteLinked // polls, groups: the linked session's
 	case !k.OnLinked() || linked == nil:
 		mode = domain.RouteCloud
 	case mode == "":
@@ -437,4 +439,11 @@ func (rt *Routing) WaitingFor(uid string) int {
 		}
 	}
 	return n
+}
+
+func kindOrGroup(m domain.Message) string {
+	if domain.IsGroup(m.To) {
+		return "message to a group"
+	}
+	return string(m.Kind)
 }

@@ -96,7 +96,7 @@ func (c *Client) status(sends network.SendLog, st cloudapi.Status) {
 			ge = &st.Errors[0]
 		}
 		if retryable(ge.Code) {
-			c.resendLater(id, ge)
+			c.resendLater(id, st.ID, ge)
 			return
 		}
 		r.Status, r.Err = network.StatusFailed, failure(ge)
@@ -106,15 +106,11 @@ func (c *Client) status(sends network.SendLog, st cloudapi.Status) {
 	c.emit(r)
 }
 
-// resendLater sends a message Meta failed for its rate limits again, after the backoff, under
-// the same id (never failed for it), until Meta takes it or fails it for another reason.
-func (c *Client) resendLater(id string, ge *cloudapi.Error) {
+// resendLater sends a message Meta failed for its rate limits (failed: the id Meta gave the
+// try it failed) again, after the backoff, under the same id (never failed for it), until
+// Meta takes it or fails it for another reason.
+func (c *Client) resendLater(id, failed string, ge *cloudapi.Error) {
 	_, sends, _ := c.state()
-	if sends != nil {
-		if err := sends.Forget(context.Background(), id); err != nil {
-			c.n.log.Warn("cloud: send log", "session_id", c.sessionID, "message_id", id, "err", err)
-		}
-	}
 	wait := pairRateWait
 	if ge.Code == cloudapi.CodeThroughput {
 		c.mu.Lock()
@@ -132,6 +128,15 @@ func (c *Client) resendLater(id string, ge *cloudapi.Error) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
+		if sends != nil {
+			// The failed try is forgotten (its answer may have been recorded after the status
+			// came), so this one goes to Meta anew; a later try Meta took is kept.
+			if rec, ok, err := sends.Get(id); err == nil && ok && (rec.NetworkID == "" || rec.NetworkID == failed) {
+				if err := sends.Forget(ctx, id); err != nil {
+					c.n.log.Warn("cloud: send log", "session_id", c.sessionID, "message_id", id, "err", err)
+				}
+			}
+		}
 		m, ok := msgs.Message(ctx, id)
 		if !ok {
 			c.n.log.Warn("cloud: a message to send again is gone", "session_id", c.sessionID, "message_id", id)
@@ -142,7 +147,7 @@ func (c *Client) resendLater(id string, ge *cloudapi.Error) {
 		case err == nil:
 		case errors.Is(err, network.ErrRateLimited), errors.Is(err, network.ErrUnknownOutcome), errors.Is(err, domain.ErrNotConnected):
 			// Not a refusal of the message: try again later, never fail it for this.
-			c.resendLater(id, &cloudapi.Error{Code: cloudapi.CodeThroughput, Message: fmt.Sprintf("again: %v", err)})
+			c.resendLater(id, failed, &cloudapi.Error{Code: cloudapi.CodeThroughput, Message: fmt.Sprintf("again: %v", err)})
 		default:
 			c.emit(network.MessageReceipt{IDs: []string{id}, Status: network.StatusFailed, At: c.n.o.Now(), Err: err})
 		}
