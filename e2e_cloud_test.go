@@ -219,7 +219,7 @@ func TestCloudEndToEnd(t *testing.T) {
 			return c.tg.do("GET", "/api/v1/messages/"+id, keyAuth(key), nil).str("pricing") == "utility"
 		})
 		for _, bad := range []map[string]any{
-			{"name": "promo", "language": "en_US", "parameters": []string{}},                 // PENDING
+			{"name": "promo", "language": "en_US", "parameters": []string{}},                  // PENDING
 			{"name": "no_such", "language": "en_US", "parameters": []string{"x"}},             // unknown
 			{"name": "order_update", "language": "en_US", "parameters": []string{"only one"}}, // wrong count
 		} {
