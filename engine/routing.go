@@ -210,11 +210,12 @@ func (rt *Routing) overCloud(ctx context.Context, r *SendRequest, ent *sessionEn
 		return routed{}, err
 	}
 	out := routed{via: domain.ViaCloud, reason: why}
-	if out.reason == "" {
+	switch {
+	case why == domain.ViaTimelock:
+	case open:
+		out.reason = domain.ViaWindow
+	default:
 		out.reason = domain.ViaCold
-		if open {
-			out.reason = domain.ViaWindow
-		}
 	}
 	switch {
 	case m.Kind == domain.KindTemplate:

@@ -172,8 +172,8 @@ type rawJSON []byte
 func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }
 
 type routingRequest struct {
-	Mode         *string          `json:"mode"`
-	ColdTemplate *json.RawMessage `json:"coldTemplate"`
+	Mode         *string         `json:"mode"`
+	ColdTemplate json.RawMessage `json:"coldTemplate"`
 }
 
 // clientRouting is GET /api/client/routing.
@@ -194,11 +194,11 @@ func (s *Server) patchRouting(ctx *fasthttp.RequestCtx, u domain.User) error {
 		return err
 	}
 	upd := engine.RoutingUpdate{Mode: req.Mode}
-	if req.ColdTemplate != nil {
+	if len(req.ColdTemplate) > 0 { // null (remove it) arrives as the raw "null"
 		upd.SetCold = true
-		if string(*req.ColdTemplate) != "null" {
+		if string(req.ColdTemplate) != "null" {
 			upd.ColdTemplate = new(domain.TemplateRef)
-			if err := json.Unmarshal(*req.ColdTemplate, upd.ColdTemplate); err != nil {
+			if err := json.Unmarshal(req.ColdTemplate, upd.ColdTemplate); err != nil {
 				return badInput("validation_failed", "coldTemplate: {name, language} or null")
 			}
 		}
