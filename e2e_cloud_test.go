@@ -62,6 +62,13 @@ func newFakeGraph(t testing.TB, numbers ...*cloudNumber) *fakegraph.Server {
 // returns the session id.
 func (tg *testGW) connectCloud(fake *fakegraph.Server, tok string, n *cloudNumber) string {
 	tg.t.Helper()
+	sid, _ := tg.connectCloudVerify(fake, tok, n)
+	return sid
+}
+
+// connectCloudVerify is connectCloud, answering the verify token too.
+func (tg *testGW) connectCloudVerify(fake *fakegraph.Server, tok string, n *cloudNumber) (string, string) {
+	tg.t.Helper()
 	r := tg.do("POST", "/api/client/cloud/connect", bearerAuth(tok), map[string]any{"phoneNumberId": n.id, "wabaId": n.waba,
 		"accessToken": n.token, "appSecret": n.secret})
 	want(tg.t, r, 200, "")
@@ -83,7 +90,7 @@ func (tg *testGW) connectCloud(fake *fakegraph.Server, tok string, n *cloudNumbe
 		m, _ := c.obj()["number"].(map[string]any)
 		return m != nil && m["status"] == "CONNECTED"
 	})
-	return sid
+	return sid, verify
 }
 
 // sentTo is what the fake took for a contact: the requests' gateway ids, in order.

@@ -114,6 +114,8 @@ type Server struct {
 	autoDeliver bool
 	// RetryEvery is the pause between tries of an undelivered webhook (default 100 ms).
 	retryEvery time.Duration
+	// latency: how long a message's answer takes after Meta took it (SetLatency).
+	latency time.Duration
 }
 
 type upload struct {
@@ -211,6 +213,14 @@ func (s *Server) Fail(contact string, f Failure) {
 		f.Times = 1
 	}
 	s.failures[contact] = append(s.failures[contact], f)
+}
+
+// SetLatency makes each message's answer come d after the message was taken (its statuses are
+// queued at once): a sender that dies meanwhile never learns Meta took it.
+func (s *Server) SetLatency(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.latency = d
 }
 
 // SetAutoDeliver turns the automatic "delivered" status after "sent" on or off.
@@ -437,10 +447,13 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, id string) {
 	s.mu.Lock()
 	s.sent = append(s.sent, m)
 	open := !s.window[n.ID+"|"+req.To].IsZero() && time.Since(s.window[n.ID+"|"+req.To]) < 24*time.Hour
-	auto := s.autoDeliver
+	auto, latency := s.autoDeliver, s.latency
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, cloudapi.SendResponse{MessagingProduct: cloudapi.Product,
-		Contacts: []cloudapi.SentContact{{Input: req.To, WaID: req.To}}, Messages: []cloudapi.SentMessage{{ID: m.ID, MessageStatus: "accepted"}}})
+	defer func() {
+		time.Sleep(latency)
+		writeJSON(w, http.StatusOK, cloudapi.SendResponse{MessagingProduct: cloudapi.Product,
+			Contacts: []cloudapi.SentContact{{Input: req.To, WaID: req.To}}, Messages: []cloudapi.SentMessage{{ID: m.ID, MessageStatus: "accepted"}}})
+	}()
 	switch {
 	case failing:
 		s.status(n, m, req, cloudapi.StatusFailed, f.Code)
