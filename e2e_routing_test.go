@@ -8,9 +8,11 @@ package main
 // once they write (through the session they wrote to), or fails after 72 hours. One gateway.
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/gateway/gateway/cloudapi"
 	"github.com/gateway/gateway/network/cloud/fakegraph"
 )
 
@@ -211,4 +213,49 @@ func TestCloudRouting(t *testing.T) {
 			t.Fatal("mode linked: the wrong way")
 		}
 	})
+}
+
+// An order message to a first-time buyer goes as its store topic's cloud template, its
+// parameters rendered from the order (DESIGN.md section 17: a store topic can name its cloud
+// template); a returning customer who wrote to the linked phone gets the usual text there.
+func TestCloudStoreTopicTemplate(t *testing.T) {
+	num := &cloudNumber{id: "106540352200002", waba: "102290129300002", display: "+1 555-010-0998", token: "EAAJB-store", secret: "store-secret"}
+	graph := newFakeGraph(t, num)
+	graph.AddTemplate(num.waba, cloudapi.MessageTemplate{Name: "order_confirmed", Language: "en_US", Status: "APPROVED", Category: "UTILITY",
+		Components: []cloudapi.TemplateComponent{{Type: "BODY", Text: "Hi {{1}}, order {{2}} is confirmed."}}})
+	tg, platform := storeGW(t, "--cloud-graph-url", graph.URL(), "--webhook-allow-private")
+	alice := connectedStore(t, tg, platform)
+	tg.connectCloud(graph, alice, num)
+	want(t, tg.do("PATCH", "/api/client/routing", bearerAuth(alice), map[string]any{"mode": "auto"}), 200, "")
+	// A template taking another number of parameters is refused.
+	want(t, tg.do("PUT", "/api/client/templates", bearerAuth(alice), map[string]any{"topic": "orders/create",
+		"cloudTemplate": map[string]any{"name": "order_confirmed", "language": "en_US", "parameters": []string{"{customer_name}"}}}), 400, "validation_failed")
+	r := tg.do("PUT", "/api/client/templates", bearerAuth(alice), map[string]any{"topic": "orders/create",
+		"cloudTemplate": map[string]any{"name": "order_confirmed", "language": "en_US", "parameters": []string{"{customer_name}", "{order_number}"}}})
+	want(t, r, 200, "")
+	if ct, _ := r.obj()["template"].(map[string]any)["cloudTemplate"].(map[string]any); ct["name"] != "order_confirmed" {
+		t.Fatalf("PUT: %s", r.raw)
+	}
+	q := "uid=alice&shop=" + aliceShop
+	body := orderBody(t, 2001, "#2001", "+1 (312) 555-0102")
+	want(t, tg.webhook(q, shopifyHook("orders/create", aliceShop, hookSecret, "w-cold", body), body), 200, "")
+	const buyer = "13125550102"
+	eventually(t, 15*time.Second, "the order message at Meta", func() bool { return len(graph.Sent(buyer)) == 1 })
+	tpl := graph.Sent(buyer)[0].Request.Template
+	if tpl == nil || tpl.Name != "order_confirmed" || tpl.Components[0].Parameters[0].Text != "John" || tpl.Components[0].Parameters[1].Text != "#2001" {
+		t.Fatalf("the first-time buyer got %+v", graph.Sent(buyer)[0].Request)
+	}
+	if ev := tg.waitEvent(alice, "w-cold"); ev["status"] != "sent" {
+		t.Fatalf("store event: %v", ev)
+	}
+	// A returning customer (wrote to the linked phone) gets the text there.
+	const back = "13125550103"
+	sid := tg.status(alice)["id"].(string)
+	want(t, tg.do("POST", "/api/dev/sim/inbound", nil, map[string]any{"sessionId": sid, "from": back, "text": "hi again"}), 200, "")
+	body = orderBody(t, 2002, "#2002", "+1 (312) 555-0103")
+	want(t, tg.webhook(q, shopifyHook("orders/create", aliceShop, hookSecret, "w-warm", body), body), 200, "")
+	eventually(t, 15*time.Second, "the order message on the linked phone", func() bool { return len(tg.simMessages(back)) == 1 })
+	if len(graph.Sent(back)) != 0 || !strings.Contains(tg.simMessages(back)[0]["text"].(string), "#2002") {
+		t.Fatalf("a returning customer: sim %v, cloud %d", tg.simMessages(back), len(graph.Sent(back)))
+	}
 }

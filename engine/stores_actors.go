@@ -116,10 +116,11 @@ func (ss storeSender) Outcome(msgID string) (domain.OutboxEntry, bool) {
 
 // Interface guards.
 var (
-	_ storeevents.Store        = storeEventsStore{}
-	_ storeevents.OrderFetcher = (*storeService)(nil)
-	_ storeevents.Templates    = (*storeService)(nil)
-	_ storeevents.Sender       = storeSender{}
-	_ storeevents.Outbox       = storeSender{}
-	_ storeevents.Publisher    = storeViews{}
+	_ storeevents.Store          = storeEventsStore{}
+	_ storeevents.OrderFetcher   = (*storeService)(nil)
+	_ storeevents.Templates      = (*storeService)(nil)
+	_ storeevents.CloudTemplates = (*storeService)(nil)
+	_ storeevents.Sender         = storeSender{}
+	_ storeevents.Outbox         = storeSender{}
+	_ storeevents.Publisher      = storeViews{}
 )

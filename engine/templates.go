@@ -17,6 +17,8 @@ type TemplateView struct {
 	Text      string
 	Enabled   bool
 	IsDefault bool // the user has not written their own text
+	// Cloud is the topic's Cloud API template (cloud_store.go; nil: the account's cold one).
+	Cloud *domain.TemplateSend
 }
 
 // Template implements storeevents.Templates: the user's template for a topic.
@@ -34,7 +36,7 @@ func templateView(topic string, all map[string]domain.Template) TemplateView {
 	if !ok {
 		t.Enabled = true
 	}
-	v := TemplateView{Topic: topic, Text: t.Text, Enabled: t.Enabled}
+	v := TemplateView{Topic: topic, Text: t.Text, Enabled: t.Enabled, Cloud: t.Cloud}
 	if v.Text == "" {
 		v.Text, v.IsDefault = ecom.DefaultTemplate(topic), true
 	}

@@ -3,6 +3,8 @@ package httpapi
 import (
 	"strings"
 
+	"github.com/goccy/go-json"
+
 	"github.com/gateway/gateway/domain"
 
 	"github.com/valyala/fasthttp"
@@ -17,10 +19,16 @@ type templateJSON struct {
 	Text      string `json:"text"`
 	Enabled   bool   `json:"enabled"`
 	IsDefault bool   `json:"isDefault"`
+	// CloudTemplate: the Cloud API template a cold contact gets the topic's message as.
+	CloudTemplate *templateSendJSON `json:"cloudTemplate,omitempty"`
 }
 
 func toTemplateJSON(v engine.TemplateView) templateJSON {
-	return templateJSON{Topic: v.Topic, Text: v.Text, Enabled: v.Enabled, IsDefault: v.IsDefault}
+	j := templateJSON{Topic: v.Topic, Text: v.Text, Enabled: v.Enabled, IsDefault: v.IsDefault}
+	if c := v.Cloud; c != nil {
+		j.CloudTemplate = &templateSendJSON{Name: c.Name, Language: c.Language, Parameters: c.Params}
+	}
+	return j
 }
 
 type templatesJSON struct {
@@ -48,6 +56,8 @@ type putTemplateRequest struct {
 	Topic   *string `json:"topic"`
 	Text    *string `json:"text"`
 	Enabled *bool   `json:"enabled"`
+	// CloudTemplate: {name, language, parameters} or null (removes it); absent leaves it.
+	CloudTemplate json.RawMessage `json:"cloudTemplate"`
 }
 
 type templateSavedJSON struct {
@@ -62,12 +72,29 @@ func (s *Server) putTemplate(ctx *fasthttp.RequestCtx, u domain.User) error {
 	if err := bind(ctx, &req, need("topic", &req.Topic)); err != nil {
 		return err
 	}
-	if req.Text == nil && req.Enabled == nil {
-		return badInput("validation_failed", "text or enabled is required")
+	if req.Text == nil && req.Enabled == nil && len(req.CloudTemplate) == 0 {
+		return badInput("validation_failed", "text, enabled or cloudTemplate is required")
 	}
-	v, err := s.engine(ctx).Stores.PutTemplate(s.reqContext(ctx), u.ID, strings.TrimSpace(*req.Topic), req.Text, req.Enabled)
-	if err != nil {
-		return err
+	topic, stores := strings.TrimSpace(*req.Topic), s.engine(ctx).Stores
+	var v engine.TemplateView
+	var err error
+	if req.Text != nil || req.Enabled != nil {
+		if v, err = stores.PutTemplate(s.reqContext(ctx), u.ID, topic, req.Text, req.Enabled); err != nil {
+			return err
+		}
+	}
+	if len(req.CloudTemplate) > 0 {
+		var t *domain.TemplateSend
+		if string(req.CloudTemplate) != "null" {
+			var tr templateRequest
+			if err := json.Unmarshal(req.CloudTemplate, &tr); err != nil || tr.Name == "" || tr.Language == "" {
+				return badInput("validation_failed", "cloudTemplate: {name, language, parameters} or null")
+			}
+			t = &domain.TemplateSend{Name: strings.TrimSpace(tr.Name), Language: strings.TrimSpace(tr.Language), Params: tr.Parameters}
+		}
+		if v, err = stores.PutCloudTemplate(s.reqContext(ctx), u.ID, topic, t); err != nil {
+			return err
+		}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, templateSavedJSON{Success: true, Template: toTemplateJSON(v)})
 	return nil

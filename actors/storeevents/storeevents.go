@@ -81,6 +81,12 @@ type Templates interface {
 	StoreName(shop string) string
 }
 
+// CloudTemplates is what Templates may also give (DESIGN.md section 17): a topic's Cloud API
+// template (nil: none), whose parameters are rendered like the text.
+type CloudTemplates interface {
+	CloudTemplate(uid, topic string) (*domain.TemplateSend, error)
+}
+
 // Sender sends through the owner's session.
 type Sender interface {
 	// SendBatch accepts texts through the user's session, in order, in one commit, under
@@ -712,6 +718,17 @@ func (w storeWorker) prepare(p *prepared) (retry error, waitSession bool) {
 	}
 	p.key = ev.DedupeKey()
 	p.msg = &domain.Message{ID: entry.MessageID, To: ev.Phone, Kind: domain.KindText, Text: text}
+	if ct, ok := w.deps.Templates.(CloudTemplates); ok {
+		// The topic's Cloud API template, for a cold contact over a cloud number.
+		if t, err := ct.CloudTemplate(entry.UserID, ev.Topic); err == nil && t != nil {
+			cold := *t
+			cold.Params = make([]string, len(t.Params))
+			for i, param := range t.Params {
+				cold.Params[i] = ecom.Render(param, ev, w.deps.Templates.StoreName(entry.Shop))
+			}
+			p.msg.ColdTemplate = &cold
+		}
+	}
 	return nil, false
 }
 

@@ -1,0 +1,66 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/ecom"
+)
+
+// A store topic's Cloud API template (DESIGN.md section 17): the template an order message of
+// that topic goes as when it must reach a cold contact over the owner's cloud number, instead
+// of the account's cold template.
+
+// CloudTemplate implements storeevents.CloudTemplates: a topic's Cloud API template (nil: none).
+func (s *storeService) CloudTemplate(uid, topic string) (*domain.TemplateSend, error) {
+	all, err := s.records.Templates(uid)
+	if err != nil {
+		return nil, err
+	}
+	return all[topic].Cloud, nil
+}
+
+// PutCloudTemplate names a topic's Cloud API template (nil removes it): one of the owner's
+// cloud number's APPROVED templates, whose body takes as many parameters as given (none given:
+// one, the rendered text). Parameters are placeholders like the text's ({order_number}...).
+func (st *Stores) PutCloudTemplate(ctx context.Context, uid, topic string, t *domain.TemplateSend) (TemplateView, error) {
+	if !ecom.ValidTopic(topic) {
+		return TemplateView{}, fmt.Errorf("%w: topic must be one of %s", domain.ErrValidation, strings.Join(ecom.Topics(), ", "))
+	}
+	if t != nil {
+		ent := st.e.Sessions.idx.cloudOf(uid)
+		if ent == nil {
+			return TemplateView{}, fmt.Errorf("%w: a topic's cloud template is one of the Cloud API number's; connect one first", domain.ErrNeedsCloud)
+		}
+		check := *t
+		if len(check.Params) == 0 {
+			check.Params = []string{"the text"}
+		}
+		if err := st.e.Routing.fillTemplate(ctx, ent, &check, nil); err != nil {
+			return TemplateView{}, err
+		}
+		t = &domain.TemplateSend{Name: check.Name, Language: check.Language, Params: t.Params}
+	}
+	s := st.s
+	s.tmplMu.Lock()
+	defer s.tmplMu.Unlock()
+	all, err := s.records.Templates(uid)
+	if err != nil {
+		return TemplateView{}, fmt.Errorf("%w: read templates: %w", domain.ErrUnavailable, err)
+	}
+	if all == nil {
+		all = map[string]domain.Template{}
+	}
+	cur, ok := all[topic]
+	if !ok {
+		cur.Enabled = true
+	}
+	cur.Cloud = t
+	all[topic] = cur
+	if err := s.records.PutTemplates(ctx, uid, all); err != nil {
+		return TemplateView{}, fmt.Errorf("%w: save template: %w", domain.ErrUnavailable, err)
+	}
+	return templateView(topic, all), nil
+}
