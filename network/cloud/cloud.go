@@ -220,7 +220,7 @@ func (n *Network) Webhook(body []byte, signature string) error {
 			n.mu.RLock()
 			c := n.byNumber[ch.Value.Metadata.PhoneNumberID]
 			n.mu.RUnlock()
-			if c == nil || c.secret() != secret {
+			if c == nil || !c.open(secret) {
 				unknown++
 				n.log.Warn("cloud webhook for a number with no session open here", "phone_number_id", ch.Value.Metadata.PhoneNumberID)
 				continue
@@ -254,10 +254,12 @@ type Client struct {
 
 var _ network.Client = (*Client)(nil)
 
-func (c *Client) secret() string {
+// open tells whether the client is open here with this app secret (a closed one's session
+// runs elsewhere now, or nowhere).
+func (c *Client) open(secret string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.acct.AppSecret
+	return !c.closed && c.acct.AppSecret == secret
 }
 
 func (c *Client) state() (domain.CloudAccount, network.SendLog, func(network.Event)) {
