@@ -78,7 +78,7 @@ lint: deps
 
 # openapi-lint runs Redocly's recommended rules and Spectral's OpenAPI ruleset on
 # httpapi/openapi.json and fails on any error (warnings are listed; .redocly.lint-ignore.yaml
-# names the one finding skipped, and why). The npm packages are pinned and installed once,
+# names the findings skipped, and why). The npm packages are pinned and installed once,
 # outside the repository, by this target (node and npm are on the machine and on CI's).
 NODE_TOOLS       ?= $(HOME)/.cache/gateway-node-tools
 REDOCLY_VERSION  := 2.77.0
