@@ -43,24 +43,5 @@ func (st *Stores) PutCloudTemplate(ctx context.Context, uid, topic string, t *do
 		}
 		t = &domain.TemplateSend{Name: check.Name, Language: check.Language, Params: t.Params}
 	}
-	s := st.s
-	s.tmplMu.Lock()
-	defer s.tmplMu.Unlock()
-	all, err := s.records.Templates(uid)
-	if err != nil {
-		return TemplateView{}, fmt.Errorf("%w: read templates: %w", domain.ErrUnavailable, err)
-	}
-	if all == nil {
-		all = map[string]domain.Template{}
-	}
-	cur, ok := all[topic]
-	if !ok {
-		cur.Enabled = true
-	}
-	cur.Cloud = t
-	all[topic] = cur
-	if err := s.records.PutTemplates(ctx, uid, all); err != nil {
-		return TemplateView{}, fmt.Errorf("%w: save template: %w", domain.ErrUnavailable, err)
-	}
-	return templateView(topic, all), nil
+	return st.changeTemplate(ctx, uid, topic, func(cur *domain.Template) { cur.Cloud = t })
 }

@@ -74,6 +74,19 @@ func (st *Stores) PutTemplate(ctx context.Context, uid, topic string, text *stri
 	if text != nil && len(*text) > maxTemplateText {
 		return TemplateView{}, fmt.Errorf("%w: text must be at most %d bytes", domain.ErrValidation, maxTemplateText)
 	}
+	return st.changeTemplate(ctx, uid, topic, func(t *domain.Template) {
+		if text != nil {
+			t.Text = strings.TrimSpace(*text)
+		}
+		if enabled != nil {
+			t.Enabled = *enabled
+		}
+	})
+}
+
+// changeTemplate applies change to one topic's template (a new one starts enabled) and saves
+// the user's templates, serialised with every other change.
+func (st *Stores) changeTemplate(ctx context.Context, uid, topic string, change func(*domain.Template)) (TemplateView, error) {
 	s := st.s
 	s.tmplMu.Lock()
 	defer s.tmplMu.Unlock()
@@ -88,12 +101,7 @@ func (st *Stores) PutTemplate(ctx context.Context, uid, topic string, text *stri
 	if !ok {
 		t.Enabled = true
 	}
-	if text != nil {
-		t.Text = strings.TrimSpace(*text)
-	}
-	if enabled != nil {
-		t.Enabled = *enabled
-	}
+	change(&t)
 	all[topic] = t
 	if err := s.records.PutTemplates(ctx, uid, all); err != nil {
 		return TemplateView{}, fmt.Errorf("%w: save template: %w", domain.ErrUnavailable, err)

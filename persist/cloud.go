@@ -68,11 +68,8 @@ func (l SendLog) Taken(ctx context.Context, id, networkID string) error {
 
 // Get returns message id's record.
 func (l SendLog) Get(id string) (domain.SendRecord, bool, error) {
-	rec, err := l.t.Get(id)
-	if errors.Is(err, domain.ErrRecordNotFound) {
-		return rec, false, nil
-	}
-	return rec, err == nil, err
+	rec, err := getOrZero(l.t, id)
+	return rec, err == nil && !rec.Begun.IsZero(), err
 }
 
 // ByNetworkID returns the id of the message the network knows as networkID.
@@ -105,9 +102,15 @@ func NewCloudTemplates(kv KV) CloudTemplates {
 
 // CloudTemplates returns a session's templates (zero when never synced).
 func (c CloudTemplates) CloudTemplates(sessionID string) (domain.TemplateSet, error) {
-	v, err := c.t.Get(sessionID)
+	return getOrZero(c.t, sessionID)
+}
+
+// getOrZero reads record id, or T's zero value when there is none.
+func getOrZero[T any](t *Table[T], id string) (T, error) {
+	v, err := t.Get(id)
 	if errors.Is(err, domain.ErrRecordNotFound) {
-		return domain.TemplateSet{}, nil
+		var zero T
+		return zero, nil
 	}
 	return v, err
 }
@@ -131,13 +134,7 @@ func NewRoutings(kv KV) Routings {
 }
 
 // Routing returns an account's routing (zero: never set).
-func (r Routings) Routing(uid string) (domain.Routing, error) {
-	v, err := r.t.Get(uid)
-	if errors.Is(err, domain.ErrRecordNotFound) {
-		return domain.Routing{}, nil
-	}
-	return v, err
-}
+func (r Routings) Routing(uid string) (domain.Routing, error) { return getOrZero(r.t, uid) }
 
 // PutRouting writes an account's routing.
 func (r Routings) PutRouting(ctx context.Context, uid string, v domain.Routing) error {
@@ -157,11 +154,8 @@ func windowKey(sessionID, contact string) string { return sessionID + "/" + cont
 
 // LastInbound is when contact last wrote to the cloud session (zero: not in the last 24 hours).
 func (w Windows) LastInbound(sessionID, contact string) (time.Time, error) {
-	v, err := w.t.Get(windowKey(sessionID, contact))
-	if errors.Is(err, domain.ErrRecordNotFound) {
-		return time.Time{}, nil
-	}
-	if err != nil {
+	v, err := getOrZero(w.t, windowKey(sessionID, contact))
+	if err != nil || v == 0 {
 		return time.Time{}, err
 	}
 	return v.Time(), nil

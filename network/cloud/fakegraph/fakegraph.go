@@ -670,41 +670,23 @@ func (s *Server) category(n *Number, t *cloudapi.Template) string {
 }
 
 // Read: the contact read a message the number sent (by wamid): a read status.
-func (s *Server) Read(wamid string) error {
-	s.mu.Lock()
-	var m *Sent
-	for i := range s.sent {
-		if s.sent[i].ID == wamid {
-			m = &s.sent[i]
-		}
-	}
-	if m == nil {
-		s.mu.Unlock()
-		return fmt.Errorf("fakegraph: no message %s", wamid)
-	}
-	sent, n := *m, s.numbers[m.Number]
-	s.mu.Unlock()
-	s.status(n, sent, sent.Request, cloudapi.StatusRead, 0)
-	return nil
-}
+func (s *Server) Read(wamid string) error { return s.report(wamid, cloudapi.StatusRead) }
 
 // Deliver: the contact's phone got a message (by wamid): a delivered status (when automatic
 // delivery is off).
-func (s *Server) Deliver(wamid string) error {
+func (s *Server) Deliver(wamid string) error { return s.report(wamid, cloudapi.StatusDelivered) }
+
+// report posts a status of a message the number sent (by wamid).
+func (s *Server) report(wamid, status string) error {
 	s.mu.Lock()
-	var m *Sent
-	for i := range s.sent {
-		if s.sent[i].ID == wamid {
-			m = &s.sent[i]
-		}
-	}
-	if m == nil {
+	i := slices.IndexFunc(s.sent, func(m Sent) bool { return m.ID == wamid })
+	if i < 0 {
 		s.mu.Unlock()
 		return fmt.Errorf("fakegraph: no message %s", wamid)
 	}
-	sent, n := *m, s.numbers[m.Number]
+	sent, n := s.sent[i], s.numbers[s.sent[i].Number]
 	s.mu.Unlock()
-	s.status(n, sent, sent.Request, cloudapi.StatusDelivered, 0)
+	s.status(n, sent, sent.Request, status, 0)
 	return nil
 }
 
