@@ -320,13 +320,23 @@ func (s *Server) number(id string) *Number {
 	return s.numbers[id]
 }
 
-func (s *Server) phoneNumber(w http.ResponseWriter, r *http.Request, id string) {
+// caller is the number a request names, when it exists and the request's token is its
+// (else the error is answered and it is nil).
+func (s *Server) caller(w http.ResponseWriter, r *http.Request, id string) *Number {
 	n := s.number(id)
 	if n == nil {
-		graphError(w, http.StatusBadRequest, 100, "Unsupported get request. Object with ID '"+id+"' does not exist")
-		return
+		graphError(w, http.StatusBadRequest, 100, "Unsupported request. Object with ID '"+id+"' does not exist")
+		return nil
 	}
 	if !s.authorized(w, r, n) {
+		return nil
+	}
+	return n
+}
+
+func (s *Server) phoneNumber(w http.ResponseWriter, r *http.Request, id string) {
+	n := s.caller(w, r, id)
+	if n == nil {
 		return
 	}
 	writeJSON(w, http.StatusOK, cloudapi.PhoneNumber{ID: n.ID, DisplayPhoneNumber: n.Display, VerifiedName: n.Name,
@@ -369,11 +379,7 @@ func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request, waba stri
 }
 
 func (s *Server) upload(w http.ResponseWriter, r *http.Request, id string) {
-	n := s.number(id)
-	if n == nil || !s.authorized(w, r, n) {
-		if n == nil {
-			graphError(w, http.StatusBadRequest, 100, "Object with ID '"+id+"' does not exist")
-		}
+	if s.caller(w, r, id) == nil {
 		return
 	}
 	if err := r.ParseMultipartForm(64 << 20); err != nil {
@@ -405,12 +411,8 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, id string) {
 // messages takes a message (or a read mark) from a number, as Meta does: checked, answered
 // with its wamid, then reported by status webhooks.
 func (s *Server) messages(w http.ResponseWriter, r *http.Request, id string) {
-	n := s.number(id)
+	n := s.caller(w, r, id)
 	if n == nil {
-		graphError(w, http.StatusBadRequest, 100, "Object with ID '"+id+"' does not exist")
-		return
-	}
-	if !s.authorized(w, r, n) {
 		return
 	}
 	var req cloudapi.SendRequest
