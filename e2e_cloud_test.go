@@ -241,7 +241,7 @@ func TestCloudEndToEnd(t *testing.T) {
 	})
 
 	t.Run("ReplyAndReactions", func(t *testing.T) {
-		reply := c.send(t, map[string]any{"phone": customer, "message": "ours ships Monday", "replyTo": in})
+		reply := c.send(t, map[string]any{"phone": customer, "message": "ours ships Monday", "replyTo": in, "typing": true})
 		react := c.send(t, map[string]any{"type": "reaction", "messageId": in, "emoji": "👍"})
 		c.settled(t, react)
 		var gotReply, gotReact bool
@@ -256,6 +256,11 @@ func TestCloudEndToEnd(t *testing.T) {
 		}
 		if !gotReply || !gotReact {
 			t.Fatalf("reply %v reaction %v: %+v", gotReply, gotReact, fake.Sent(customer))
+		}
+		// "typing…" before the reply: Meta's typing indicator, with a read mark of the message
+		// it answers.
+		if !slices.Contains(fake.Typing(), in) {
+			t.Fatalf("no typing indicator before the reply: %v", fake.Typing())
 		}
 		// The customer reacts to our reply (Meta names it by its id): the event names ours.
 		if _, err := fake.Write(num.id, fakegraph.Inbound{From: customer, React: true, ReplyTo: replyWamid, Emoji: "❤️"}); err != nil {
@@ -386,15 +391,17 @@ func TestCloudEndToEnd(t *testing.T) {
 			want(t, c.tg.do("POST", "/api/v1/messages/send", k, body), 400, "not_supported_on_cloud")
 		}
 		want(t, c.tg.do("GET", "/api/v1/groups", k, nil), 400, "not_supported_on_cloud")
+		want(t, c.tg.do("POST", "/api/v1/contacts/check", k, map[string]any{"phones": []string{customer}}), 400, "not_supported_on_cloud")
 		want(t, c.tg.do("POST", "/api/v1/groups", k, map[string]any{"name": "x", "participants": []string{customer}}), 400, "not_supported_on_cloud")
 		sent := c.send(t, map[string]any{"phone": customer, "message": "typo"})
 		c.settled(t, sent)
 		want(t, c.tg.do("POST", "/api/v1/messages/"+sent+"/edit", k, map[string]any{"message": "fixed"}), 400, "not_supported_on_cloud")
 		want(t, c.tg.do("DELETE", "/api/v1/messages/"+sent, k, nil), 400, "not_supported_on_cloud")
 		// A read mark is the Cloud API's: it reaches Meta.
+		reads := len(fake.Reads())
 		want(t, c.tg.do("POST", "/api/v1/messages/"+in+"/read", k, nil), 200, "")
-		if !slices.Contains(fake.Reads(), in) {
-			t.Fatalf("read marks at Meta: %v", fake.Reads())
+		if got := fake.Reads(); len(got) != reads+1 || got[reads] != in {
+			t.Fatalf("read marks at Meta: %v", got)
 		}
 	})
 }

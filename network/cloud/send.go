@@ -41,6 +41,9 @@ func (c *Client) Send(ctx context.Context, m domain.Message) (network.Receipt, e
 	if err != nil {
 		return network.Receipt{}, err
 	}
+	if m.Typing && m.ReplyTo != nil && !m.ReplyTo.FromMe {
+		c.typing(ctx, acct, m)
+	}
 	if sends != nil {
 		if _, err := sends.Begin(ctx, m.ID, now); err != nil {
 			return network.Receipt{}, fmt.Errorf("%w: the send log: %v", network.ErrUnknownOutcome, err)
@@ -172,4 +175,22 @@ func failure(ge *cloudapi.Error) error {
 // retryable tells whether a failed status is one to send again (Meta's rate limits).
 func retryable(code int) bool {
 	return code == cloudapi.CodeThroughput || code == cloudapi.CodePairRate
+}
+
+// typing shows "typing…" before a reply: the Cloud API's typing indicator goes with a read
+// mark of the contact's message it answers (it has none without one), for network.TypingFor.
+// A failure costs only the indicator.
+func (c *Client) typing(ctx context.Context, acct domain.CloudAccount, m domain.Message) {
+	req := cloudapi.SendRequest{MessagingProduct: cloudapi.Product, Status: cloudapi.StatusRead, MessageID: m.ReplyTo.ID,
+		TypingIndicator: &cloudapi.TypingIndicator{Type: "text"}}
+	if err := c.n.graph.postJSON(ctx, acct.AccessToken, acct.PhoneNumberID+"/messages", req, nil); err != nil {
+		c.n.log.Debug("cloud: typing indicator", "session_id", c.sessionID, "err", err)
+		return
+	}
+	t := time.NewTimer(network.TypingFor(m))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }

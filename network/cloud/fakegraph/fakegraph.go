@@ -106,6 +106,7 @@ type Server struct {
 	window    map[string]time.Time // number id + "|" + contact → the contact's last message
 	failures  map[string][]Failure // contact → what its next sends answer
 	reads     []string             // ids of incoming messages the business marked read
+	typing    []string             // of those, the ones marked with a typing indicator
 	queue     []delivery
 	wake      chan struct{}
 	delivered int // webhooks the receiver took
@@ -248,6 +249,14 @@ func (s *Server) Reads() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.reads)
+}
+
+// Typing lists the incoming messages the business showed "typing…" on (a read mark with a
+// typing indicator).
+func (s *Server) Typing() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.typing)
 }
 
 // Pending is how many webhooks wait to be delivered (retried until the receiver takes them).
@@ -427,6 +436,9 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, id string) {
 	if req.Status == cloudapi.StatusRead {
 		s.mu.Lock()
 		s.reads = append(s.reads, req.MessageID)
+		if req.TypingIndicator != nil {
+			s.typing = append(s.typing, req.MessageID)
+		}
 		s.mu.Unlock()
 		writeJSON(w, http.StatusOK, cloudapi.SuccessResponse{Success: true})
 		return
