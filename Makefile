@@ -36,8 +36,9 @@ test-nats:
 
 # test-cluster (README: Cluster): three nats-server processes in one clustered JetStream, a
 # `gateway sim` process and three `gateway serve --cluster` processes on loopback under load:
-# kill -9 of a gateway, its restart, kill -9 of a NATS server, a SIGTERM; it prints the handover
-# times and the delivery and cap checks. Without -race (DESIGN.md section 13.1), after make test.
+# kill -9 of a gateway, its restart, kill -9 of a NATS server, a SIGTERM, with a Cloud API number
+# on the fake Graph API among the load (it moves with its partition: no device lock); it prints
+# the handover times and the delivery and cap checks. Without -race (DESIGN.md section 13.1), after make test.
 test-cluster:
 	$(GO) test -tags cluster -count=1 -timeout 10m -run TestClusterOfThree -v .
 
