@@ -33,6 +33,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -273,11 +274,18 @@ func (s *Server) CloseWindow(number, contact string) {
 	delete(s.window, number+"|"+contact)
 }
 
-// wamid makes a message id as Meta's look.
-func wamid() string {
-	b := make([]byte, 18)
-	_, _ = rand.Read(b)
-	return "wamid." + base64.StdEncoding.EncodeToString(b)
+// wamid makes a message id as Meta's are made: "wamid." and the standard base64 of a small
+// record naming the contact's number and a 20-digit hex id (the ids in Meta's webhook examples
+// decode to 1c 18 <len> <number> 15 02 00 12 18 14 <hex id> 00). Being digits, hex and small
+// bytes, it never holds a '/' or a '+' (a '=' at most), as Meta's do not: a client may put it in
+// a path as it is.
+func wamid(contact string) string {
+	id := make([]byte, 10)
+	_, _ = rand.Read(id)
+	b := append([]byte{0x1c, 0x18, byte(len(contact))}, contact...)
+	b = append(b, 0x15, 0x02, 0x00, 0x12, 0x18, 0x14)
+	b = append(b, strings.ToUpper(hex.EncodeToString(id))...)
+	return "wamid." + base64.StdEncoding.EncodeToString(append(b, 0x00))
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
@@ -457,7 +465,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, id string) {
 		graphError(w, status, f.Code, errorTitle(f.Code))
 		return
 	}
-	m := Sent{ID: wamid(), Number: n.ID, To: req.To, Request: req, MediaBytes: size, MediaType: mtype, Status: cloudapi.StatusSent, At: time.Now()}
+	m := Sent{ID: wamid(req.To), Number: n.ID, To: req.To, Request: req, MediaBytes: size, MediaType: mtype, Status: cloudapi.StatusSent, At: time.Now()}
 	s.mu.Lock()
 	s.sent = append(s.sent, m)
 	open := !s.window[n.ID+"|"+req.To].IsZero() && time.Since(s.window[n.ID+"|"+req.To]) < 24*time.Hour
@@ -729,7 +737,7 @@ func (s *Server) Write(number string, in Inbound) (string, error) {
 	}
 	s.window[number+"|"+in.From] = time.Now()
 	s.mu.Unlock()
-	m := cloudapi.InboundMessage{From: in.From, ID: wamid(), Timestamp: cloudapi.Timestamp(time.Now()), Type: cloudapi.TypeText}
+	m := cloudapi.InboundMessage{From: in.From, ID: wamid(in.From), Timestamp: cloudapi.Timestamp(time.Now()), Type: cloudapi.TypeText}
 	if in.ReplyTo != "" && !in.React {
 		m.Context = &cloudapi.InboundContext{From: digits(n.Display), ID: in.ReplyTo}
 	}
