@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gateway/gateway/cloudapi"
 	"github.com/gateway/gateway/network/cloud/fakegraph"
 )
 
@@ -157,6 +158,30 @@ func TestKill9CloudRoutingEveryMessageOnce(t *testing.T) {
 		if tpl := fake.Sent(ph)[0].Request.Template; tpl == nil || tpl.Name != "cold_notice" {
 			t.Fatalf("cold message %s went as %+v", id, fake.Sent(ph)[0].Request)
 		}
+	}
+
+	// Meta fails a message for its pair rate in a status webhook, and the process dies before
+	// the backoff (6 s) ends: the restarted one sends it again (the send log kept it), and
+	// only once more.
+	limited := window[0]
+	eventually(t, 10*time.Second, "Meta's webhooks all taken", func() bool { return fake.Pending() == 0 })
+	taken := fake.Delivered()
+	fake.Fail(limited, fakegraph.Failure{Code: cloudapi.CodePairRate})
+	lid := sendAll(t, c.tg, s.key, []string{limited}, "limited")[limited]
+	eventually(t, 10*time.Second, "Meta's failed status taken by the gateway", func() bool {
+		for _, m := range fake.Sent(limited) {
+			if m.Request.BizOpaqueCallbackData == lid && m.Status == cloudapi.StatusFailed {
+				return fake.Delivered() > taken && fake.Pending() == 0
+			}
+		}
+		return false
+	})
+	c.kill9Restart(t)
+	eventually(t, 60*time.Second, "the limited message sent again after the restart, delivered", func() bool {
+		return c.count(limited, lid, "cloud") >= 2 && c.tg.do("GET", "/api/v1/messages/"+lid, keyAuth(s.key), nil).str("status") == "delivered"
+	})
+	if n := c.count(limited, lid, "cloud"); n != 2 {
+		t.Fatalf("the limited message went %d times, want 2 (the one Meta failed and one more)", n)
 	}
 
 	// A timelock: first messages over the cloud number, replies over the linked phone.

@@ -70,6 +70,14 @@ type SendRecord struct {
 	NetworkID string    `json:"networkId,omitempty"`
 }
 
+// CloudResend is a message Meta failed for its rate limits in a status webhook, kept until it is
+// sent again (through restarts and a cluster's moves): when (Due), and the id Meta gave the try
+// it failed (Failed; a later try Meta took is not sent again).
+type CloudResend struct {
+	Due    time.Time `json:"due"`
+	Failed string    `json:"failed,omitempty"`
+}
+
 // TemplateSet is a cloud session's templates as last synced from Meta.
 type TemplateSet struct {
 	SyncedAt  time.Time       `json:"syncedAt"`

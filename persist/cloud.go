@@ -16,16 +16,22 @@ import (
 //	cloud_template/<sessionID>    domain.TemplateSet (1)  -        a cloud session's templates, as synced
 //	routing/<uid>                 domain.Routing (1)      -        an account's routing mode and cold template
 //	cloud_window/<sid>/<contact>  last message (ms, raw)  24 h     a contact's service window with a cloud number
+//	cloud_resend/<sid>/<msgID>    domain.CloudResend (1)  7 days   a message Meta failed for its rate limits, to send again
+
+// cloudResendTable is kept here with the records it names (schema.go lists the others).
+const cloudResendTable = "cloud_resend"
 
 // SendLog is the cloud network's send log (network.SendLog).
 type SendLog struct {
-	t   *Table[domain.SendRecord]
-	ids *Table[string]
+	t       *Table[domain.SendRecord]
+	ids     *Table[string]
+	resends *Table[domain.CloudResend]
 }
 
 // NewSendLog returns the send log on kv.
 func NewSendLog(kv KV) SendLog {
-	return SendLog{t: NewTable[domain.SendRecord](kv, netSendTable, recordVersion1), ids: NewTable[string](kv, netIDTable, recordVersion1)}
+	return SendLog{t: NewTable[domain.SendRecord](kv, netSendTable, recordVersion1), ids: NewTable[string](kv, netIDTable, recordVersion1),
+		resends: NewTable[domain.CloudResend](kv, cloudResendTable, recordVersion1)}
 }
 
 // Begin records that message id is about to be sent, unless it was begun before; it returns
@@ -90,6 +96,29 @@ func (l SendLog) ByNetworkID(networkID string) (string, bool, error) {
 // Forget drops message id's record (it is sent anew).
 func (l SendLog) Forget(ctx context.Context, id string) error {
 	return l.t.Delete(ctx, id)
+}
+
+// ResendLater keeps message id of a cloud session to be sent again (Meta failed it for its rate
+// limits), until Resent.
+func (l SendLog) ResendLater(ctx context.Context, sessionID, id string, r domain.CloudResend) error {
+	op, err := l.resends.PutTTLOp(sessionID+"/"+id, r, OutboxRetention)
+	if err != nil {
+		return err
+	}
+	return l.resends.KV().Commit(ctx, op)
+}
+
+// Resent drops message id from the session's messages to send again.
+func (l SendLog) Resent(ctx context.Context, sessionID, id string) error {
+	return l.resends.Delete(ctx, sessionID+"/"+id)
+}
+
+// Resends calls fn for each message the session has to send again.
+func (l SendLog) Resends(sessionID string, fn func(id string, r domain.CloudResend) error) error {
+	prefix := sessionID + "/"
+	return l.resends.Scan(prefix, func(key string, r domain.CloudResend) error {
+		return fn(strings.TrimPrefix(key, prefix), r)
+	})
 }
 
 // CloudTemplates keeps each cloud session's templates as last synced.

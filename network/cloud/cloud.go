@@ -12,7 +12,10 @@
 // biz_opaque_callback_data, which every status of the message carries back. A send whose
 // answer was lost (a crash, a timeout) is not made again until Meta's status naming it has had
 // InDoubt to arrive; Meta retries webhooks it could not deliver, so after a restart the status
-// settles it instead of a second message.
+// settles it instead of a second message. A message Meta failed for its rate limits in a
+// status webhook is sent again after the backoff; a SendLog that is also a ResendLog keeps it
+// meanwhile, and the session's next client (after a restart, on another node) sends it when it
+// connects.
 //
 // Imports domain, network (the port) and cloudapi (the wire shapes).
 package cloud
@@ -250,6 +253,8 @@ type Client struct {
 	slow   time.Duration // the 130429 backoff in force (0: none)
 	retry  *time.Timer   // the next connect try after a failed one
 	tries  int
+	// resending: the messages Meta failed for its rate limits whose next try is scheduled.
+	resending map[string]bool
 }
 
 var _ network.Client = (*Client)(nil)
@@ -301,6 +306,7 @@ func (c *Client) Connect(ctx context.Context) error {
 		c.up, c.tries = true, 0
 		c.mu.Unlock()
 		c.emit(network.Connected{Phone: acct.Phone})
+		c.resumeResends()
 		return nil
 	case errors.Is(err, domain.ErrValidation):
 		c.tokenInvalid(err)

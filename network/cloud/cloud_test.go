@@ -16,15 +16,70 @@ import (
 	"github.com/gateway/gateway/network"
 	"github.com/gateway/gateway/network/cloud"
 	"github.com/gateway/gateway/network/cloud/fakegraph"
+	"github.com/gateway/gateway/persist"
 )
 
-// memLog is a SendLog in memory.
+// memLog is a SendLog (and a cloud.ResendLog) in memory.
 type memLog struct {
-	mu   sync.Mutex
-	recs map[string]network.SendRecord
+	mu      sync.Mutex
+	recs    map[string]network.SendRecord
+	resends map[string]domain.CloudResend // by session id/message id
 }
 
-func newMemLog() *memLog { return &memLog{recs: map[string]network.SendRecord{}} }
+var (
+	_ cloud.ResendLog = (*memLog)(nil)
+	_ cloud.ResendLog = persist.SendLog{}
+)
+
+func newMemLog() *memLog {
+	return &memLog{recs: map[string]network.SendRecord{}, resends: map[string]domain.CloudResend{}}
+}
+
+func (l *memLog) ResendLater(_ context.Context, sessionID, id string, r domain.CloudResend) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.resends[sessionID+"/"+id] = r
+	return nil
+}
+
+func (l *memLog) Resent(_ context.Context, sessionID, id string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.resends, sessionID+"/"+id)
+	return nil
+}
+
+func (l *memLog) Resends(sessionID string, fn func(id string, r domain.CloudResend) error) error {
+	l.mu.Lock()
+	kept := map[string]domain.CloudResend{}
+	for k, r := range l.resends {
+		if id, ok := strings.CutPrefix(k, sessionID+"/"); ok {
+			kept[id] = r
+		}
+	}
+	l.mu.Unlock()
+	for id, r := range kept {
+		if err := fn(id, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *memLog) resending(sessionID, id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.resends[sessionID+"/"+id]
+	return ok
+}
+
+// messages is a network.MessageSource in memory.
+type messages map[string]domain.Message
+
+func (m messages) Message(_ context.Context, id string) (domain.Message, bool) {
+	msg, ok := m[id]
+	return msg, ok
+}
 
 func (l *memLog) Begin(_ context.Context, id string, at time.Time) (network.SendRecord, error) {
 	l.mu.Lock()
@@ -361,5 +416,65 @@ func TestInDoubtSendSettledByItsStatus(t *testing.T) {
 	}
 	if n := len(h.fake.Sent(customer)); n != 2 {
 		t.Fatalf("%d sent, want 2", n)
+	}
+}
+
+// A message Meta failed for its rate limits in a status webhook is kept in the send log until
+// it goes again: a client closed before the backoff ended (the process restarted, the session
+// moved to another node) leaves it to the session's next client, which sends it once.
+func TestRateLimitedResendOutlivesItsClient(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	acct := domain.CloudAccount{PhoneNumberID: numberID, WABAID: waba, AccessToken: token, AppSecret: secret, Phone: "15550783881"}
+	src := messages{"r1": {ID: "r1", To: customer, Kind: domain.KindText, Text: "after the rate limit"}}
+	sink := func(network.Event) {}
+	if _, err := h.net.Open("s1", sink, network.WithAccount(acct), network.WithSendLog(h.log), network.WithMessageSource(src)); err != nil {
+		t.Fatal(err)
+	}
+	h.fake.Write(numberID, fakegraph.Inbound{From: customer, Text: "hi"})
+	h.fake.Fail(customer, fakegraph.Failure{Code: cloudapi.CodeThroughput}) // in the failed status
+	if _, err := h.client.Send(ctx, src["r1"]); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !h.log.resending("s1", "r1") {
+		if time.Now().After(deadline) {
+			t.Fatal("the failed status did not keep the message to send again")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	h.client.Disconnect() // before the backoff (a second) ends
+	tries := func() int {
+		n := 0
+		for _, s := range h.fake.Sent(customer) {
+			if s.Request.BizOpaqueCallbackData == "r1" {
+				n++
+			}
+		}
+		return n
+	}
+	if n := tries(); n != 1 {
+		t.Fatalf("%d tries before the client closed, want 1", n)
+	}
+
+	// The session's next client (another process): it sends the message once.
+	n2 := cloud.New(cloud.Options{GraphURL: h.fake.URL(), InDoubt: 300 * time.Millisecond})
+	c2, err := n2.Open("s1", sink, network.WithAccount(acct), network.WithSendLog(h.log), network.WithMessageSource(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Disconnect()
+	if err := c2.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for tries() < 2 || h.log.resending("s1", "r1") {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the next client connected: %d tries, kept to resend: %v", tries(), h.log.resending("s1", "r1"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := tries(); n != 2 {
+		t.Fatalf("%d tries, want 2 (the failed one and the one after the backoff)", n)
 	}
 }

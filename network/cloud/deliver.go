@@ -106,9 +106,18 @@ func (c *Client) status(sends network.SendLog, st cloudapi.Status) {
 	c.emit(r)
 }
 
+// ResendLog is a SendLog that also keeps the messages Meta failed for its rate limits until
+// they are sent again, so a restart or a move of the session to another node before the backoff
+// ends does not lose them (persist.SendLog is one). Without it they are kept in memory only.
+type ResendLog interface {
+	ResendLater(ctx context.Context, sessionID, id string, r domain.CloudResend) error
+	Resent(ctx context.Context, sessionID, id string) error
+	Resends(sessionID string, fn func(id string, r domain.CloudResend) error) error
+}
+
 // resendLater sends a message Meta failed for its rate limits (failed: the id Meta gave the
 // try it failed) again, after the backoff, under the same id (never failed for it), until
-// Meta takes it or fails it for another reason.
+// Meta takes it or fails it for another reason; the send log keeps it meanwhile.
 func (c *Client) resendLater(id, failed string, ge *cloudapi.Error) {
 	_, sends, _ := c.state()
 	wait := pairRateWait
@@ -119,37 +128,95 @@ func (c *Client) resendLater(id, failed string, ge *cloudapi.Error) {
 		c.mu.Unlock()
 	}
 	c.n.log.Info("cloud: Meta failed a message for its rate limit; sending it again", "session_id", c.sessionID, "message_id", id, "code", ge.Code, "after", wait)
+	if rl, ok := sends.(ResendLog); ok {
+		r := domain.CloudResend{Due: c.n.o.Now().Add(wait).UTC(), Failed: failed}
+		if err := rl.ResendLater(context.Background(), c.sessionID, id, r); err != nil {
+			c.n.log.Warn("cloud: send log", "session_id", c.sessionID, "message_id", id, "err", err)
+		}
+	}
+	c.schedule(id, failed, wait)
+}
+
+// resumeResends schedules the messages the send log keeps to send again (Meta failed them for
+// its rate limits before a restart, or on the node the session ran on before).
+func (c *Client) resumeResends() {
+	_, sends, _ := c.state()
+	rl, ok := sends.(ResendLog)
+	if !ok {
+		return
+	}
+	now := c.n.o.Now()
+	err := rl.Resends(c.sessionID, func(id string, r domain.CloudResend) error {
+		c.schedule(id, r.Failed, max(r.Due.Sub(now), 0))
+		return nil
+	})
+	if err != nil {
+		c.n.log.Warn("cloud: send log", "session_id", c.sessionID, "err", err)
+	}
+}
+
+// schedule sends message id again after wait, unless it is already scheduled.
+func (c *Client) schedule(id, failed string, wait time.Duration) {
+	c.mu.Lock()
+	if c.resending[id] {
+		c.mu.Unlock()
+		return
+	}
+	if c.resending == nil {
+		c.resending = map[string]bool{}
+	}
+	c.resending[id] = true
+	c.mu.Unlock()
 	time.AfterFunc(wait, func() {
 		c.mu.Lock()
-		msgs, closed := c.msgs, c.closed
+		delete(c.resending, id)
 		c.mu.Unlock()
-		if closed || msgs == nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if sends != nil {
-			// The failed try is forgotten (its answer may have been recorded after the status
-			// came), so this one goes to Meta anew; a later try Meta took is kept.
-			if rec, ok, err := sends.Get(id); err == nil && ok && (rec.NetworkID == "" || rec.NetworkID == failed) {
-				if err := sends.Forget(ctx, id); err != nil {
-					c.n.log.Warn("cloud: send log", "session_id", c.sessionID, "message_id", id, "err", err)
-				}
+		c.resend(id, failed)
+	})
+}
+
+// resend sends message id again (see resendLater).
+func (c *Client) resend(id, failed string) {
+	c.mu.Lock()
+	msgs, closed := c.msgs, c.closed
+	c.mu.Unlock()
+	if closed || msgs == nil {
+		return // the send log keeps it for the session's next client
+	}
+	_, sends, _ := c.state()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if sends != nil {
+		// The failed try is forgotten (its answer may have been recorded after the status
+		// came), so this one goes to Meta anew; a later try Meta took is kept.
+		if rec, ok, err := sends.Get(id); err == nil && ok && (rec.NetworkID == "" || rec.NetworkID == failed) {
+			if err := sends.Forget(ctx, id); err != nil {
+				c.n.log.Warn("cloud: send log", "session_id", c.sessionID, "message_id", id, "err", err)
 			}
 		}
-		m, ok := msgs.Message(ctx, id)
-		if !ok {
-			c.n.log.Warn("cloud: a message to send again is gone", "session_id", c.sessionID, "message_id", id)
-			return
+	}
+	done := func() {
+		if rl, ok := sends.(ResendLog); ok {
+			if err := rl.Resent(ctx, c.sessionID, id); err != nil {
+				c.n.log.Warn("cloud: send log", "session_id", c.sessionID, "message_id", id, "err", err)
+			}
 		}
-		_, err := c.Send(ctx, m)
-		switch {
-		case err == nil:
-		case errors.Is(err, network.ErrRateLimited), errors.Is(err, network.ErrUnknownOutcome), errors.Is(err, domain.ErrNotConnected):
-			// Not a refusal of the message: try again later, never fail it for this.
-			c.resendLater(id, failed, &cloudapi.Error{Code: cloudapi.CodeThroughput, Message: fmt.Sprintf("again: %v", err)})
-		default:
-			c.emit(network.MessageReceipt{IDs: []string{id}, Status: network.StatusFailed, At: c.n.o.Now(), Err: err})
-		}
-	})
+	}
+	m, ok := msgs.Message(ctx, id)
+	if !ok {
+		c.n.log.Warn("cloud: a message to send again is gone", "session_id", c.sessionID, "message_id", id)
+		done()
+		return
+	}
+	_, err := c.Send(ctx, m)
+	switch {
+	case err == nil:
+		done()
+	case errors.Is(err, network.ErrRateLimited), errors.Is(err, network.ErrUnknownOutcome), errors.Is(err, domain.ErrNotConnected):
+		// Not a refusal of the message: try again later, never fail it for this.
+		c.resendLater(id, failed, &cloudapi.Error{Code: cloudapi.CodeThroughput, Message: fmt.Sprintf("again: %v", err)})
+	default:
+		done()
+		c.emit(network.MessageReceipt{IDs: []string{id}, Status: network.StatusFailed, At: c.n.o.Now(), Err: err})
+	}
 }
