@@ -75,7 +75,7 @@ func TestKill9EventsSurviveReceiverOutage(t *testing.T) {
 	time.Sleep(outage / 2) // the receiver stays down: retries pile up (the outage itself is the point)
 	p.kill9(t)
 	srv.Listener.Close() // refuses connections while the gateway restarts
-	startProc(t, data, "--webhook-allow-private")
+	p2 := startProc(t, data, "--webhook-allow-private")
 	time.Sleep(outage / 2)
 	// Back: a new listener on the same address.
 	srv2 := httptest.NewUnstartedServer(srv.Config.Handler)
@@ -121,6 +121,17 @@ func TestKill9EventsSurviveReceiverOutage(t *testing.T) {
 	}
 	for _, id := range ids {
 		if s := steps[id]; !slices.Equal(s[:3], []string{"queued", "sent", "delivered"}) {
+			for _, g := range recv {
+				if g.msg == id {
+					t.Logf("got %+v", g)
+				}
+			}
+			p.mu.Lock()
+			t.Logf("first:\n%s", p.stderr.String())
+			p.mu.Unlock()
+			p2.mu.Lock()
+			t.Logf("second:\n%s", p2.stderr.String())
+			p2.mu.Unlock()
 			t.Fatalf("message %s events in order %v", id, s)
 		}
 	}

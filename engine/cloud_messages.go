@@ -53,15 +53,18 @@ func (m *messages) Failed(id string, err error, at time.Time) {
 	if !e.SetStatus(domain.MsgFailed, at) {
 		return
 	}
+	m.e.metrics.failed.Add(1)
 	if p != nil {
+		// Published under the lock, as Outcome and receiptOf publish theirs.
 		sh.mu.Lock()
 		if cur := sh.m[id]; cur == p {
 			p.entry = e
 		}
+		m.e.pub.publish(e.UserID, messageEvent(e, domain.MsgFailed, at))
 		sh.mu.Unlock()
+	} else {
+		m.e.pub.publish(e.UserID, messageEvent(e, domain.MsgFailed, at))
 	}
-	m.e.metrics.failed.Add(1)
-	m.e.pub.publish(e.UserID, messageEvent(e, domain.MsgFailed, at))
 	m.outbox.Settle(e, func(err error) {
 		if err != nil {
 			m.e.log.Warn("outbox: record a late failure", "message_id", id, "err", err)

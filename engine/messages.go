@@ -340,6 +340,12 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 		// Taken under the lock: the record's commit below may land (and clear them) first.
 		waiters, p.waiters = p.waiters, nil
 	}
+	// Published under the lock: a receipt that comes once the entry is settled (receiptOf)
+	// publishes after taking the same lock, so it never overtakes the outcome's event.
+	m.e.pub.publish(e.UserID, messageEvent(atOutcome, atOutcome.Status, atOutcome.UpdatedAt.Time()))
+	for _, c := range folded {
+		m.e.pub.publish(e.UserID, messageEvent(e, c.Status, c.At.Time()))
+	}
 	sh.mu.Unlock()
 	if p != nil {
 		m.depth.Add(-1)
@@ -351,10 +357,6 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 		m.e.Messages.sentOp(e)
 	case e.Status != domain.MsgCancelled:
 		m.e.metrics.failed.Add(1)
-	}
-	m.e.pub.publish(e.UserID, messageEvent(atOutcome, atOutcome.Status, atOutcome.UpdatedAt.Time()))
-	for _, c := range folded {
-		m.e.pub.publish(e.UserID, messageEvent(e, c.Status, c.At.Time()))
 	}
 	m.outbox.Settle(e, func(err error) {
 		sh.mu.Lock()
@@ -399,7 +401,9 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 func (m *messages) Receipt(id string, c domain.StatusChange) { m.receiptOf(id, c) }
 
 // receiptOf applies a receipt to message id: held until its outcome when it overtook the
-// deliverer; else recorded and reported, unless the message is there already.
+// deliverer; else recorded and reported, unless the message is there already. Its event is
+// published under the shard's lock when the message is tracked, as Outcome publishes: a
+// receipt that comes just after the outcome never overtakes the outcome's event.
 func (m *messages) receiptOf(id string, c domain.StatusChange) {
 	sh := m.shard(id)
 	sh.mu.Lock()
@@ -410,38 +414,41 @@ func (m *messages) receiptOf(id string, c domain.StatusChange) {
 		return
 	}
 	var e domain.OutboxEntry
+	moved := false // its status moved on (published); else only its pricing changed
 	if p != nil {
-		if !applyReceipt(&p.entry, c) {
-			sh.mu.Unlock()
+		before := p.entry.Status
+		changed := applyReceipt(&p.entry, c)
+		e = p.entry
+		if moved = changed && e.Status != before; moved {
+			m.e.pub.publish(e.UserID, messageEvent(e, c.Status, c.At.Time()))
+		}
+		sh.mu.Unlock()
+		if !changed {
 			return
 		}
-		e = p.entry
-		sh.mu.Unlock()
 	} else {
 		sh.mu.Unlock()
 		var err error
 		if e, err = m.outbox.Get(id); err != nil {
 			return // not ours (a message sent from the phone), or gone
 		}
+		before := e.Status
 		if !applyReceipt(&e, c) {
 			return // a repeat, or behind what the message reached
 		}
+		if moved = e.Status != before; moved {
+			m.e.pub.publish(e.UserID, messageEvent(e, c.Status, c.At.Time()))
+		}
 	}
-	if e.Status != c.Status {
-		// Only its pricing changed (a status it had reached): recorded, not published.
-		m.outbox.Receipt(e.ID, c, func(err error) {
-			if err != nil {
-				m.e.log.Warn("outbox: record pricing", "message_id", e.ID, "err", err)
-			}
-		})
-		return
+	what := "outbox: record receipt"
+	if !moved {
+		what = "outbox: record pricing" // recorded, not published
 	}
 	m.outbox.Receipt(e.ID, c, func(err error) {
 		if err != nil {
-			m.e.log.Warn("outbox: record receipt", "message_id", e.ID, "status", c.Status, "err", err)
+			m.e.log.Warn(what, "message_id", e.ID, "status", c.Status, "err", err)
 		}
 	})
-	m.e.pub.publish(e.UserID, messageEvent(e, c.Status, c.At.Time()))
 }
 
 // Message implements network.MessageSource: a message sent earlier, for the network's re-send
