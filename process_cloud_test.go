@@ -256,7 +256,10 @@ func TestKill9CloudRoutingEveryMessageOnce(t *testing.T) {
 	c.kill9Restart(t)
 	c.onceEach(t, waitCloud, "cloud")
 	c.onceEach(t, waitLinked, "linked")
-	if p := c.p.stderr.String(); strings.Contains(p, "panic") {
+	c.p.mu.Lock() // its log is still being written
+	p := c.p.stderr.String()
+	c.p.mu.Unlock()
+	if strings.Contains(p, "panic") {
 		t.Fatalf("the gateway panicked:\n%s", p)
 	}
 }
