@@ -158,7 +158,7 @@ func TestStoreOAuthRoundTrip(t *testing.T) {
 			t.Fatalf("authUrl %q", r.str("authUrl"))
 		}
 		q := u.Query()
-		if q.Get("client_id") != "app-client-id" || q.Get("scope") != "read_orders,read_customers" ||
+		if q.Get("client_id") != "app-client-id" || q.Get("scope") != "read_orders,write_orders,read_customers" ||
 			q.Get("redirect_uri") != testPublicURL+"/api/ecom/callback" || !strings.HasPrefix(q.Get("state"), "alice___") && tok == alice {
 			t.Fatalf("authUrl query %v", q)
 		}
@@ -214,8 +214,8 @@ func TestStoreOAuthRoundTrip(t *testing.T) {
 	}
 	subs := fake.Subscriptions(aliceShop)
 	wantURI := testPublicURL + "/api/ecom/webhook?uid=alice&shop=" + aliceShop
-	if len(subs) != 5 {
-		t.Fatalf("%d subscriptions, want 5: %v", len(subs), subs)
+	if len(subs) != 7 { // the five, and the checkout topics (abandoned checkouts)
+		t.Fatalf("%d subscriptions, want 7: %v", len(subs), subs)
 	}
 	topics := map[string]bool{}
 	for _, s := range subs {
@@ -302,7 +302,7 @@ func TestStoreManualConnect(t *testing.T) {
 	if o := r.obj(); o["webhooksRegistered"] != float64(5) || o["shopifyVerified"] != true || o["webhooksSkipped"] != false || o["shop"] != aliceShop || o["message"] == "" {
 		t.Fatalf("manual-connect: %s", r.raw)
 	}
-	if n := len(fake.Subscriptions(aliceShop)); n != 5 {
+	if n := len(fake.Subscriptions(aliceShop)); n != 7 { // the five, and the checkout topics
 		t.Fatalf("%d subscriptions", n)
 	}
 	// Again: "already taken" subscriptions count as registered.
@@ -433,7 +433,7 @@ func TestStoreWebhooksEveryTopic(t *testing.T) {
 	tpl := tg.do("GET", "/api/client/templates", bearerAuth(alice), nil)
 	want(t, tpl, 200, "")
 	list := tpl.obj()["templates"].([]any)
-	if len(list) != 5 || list[0].(map[string]any)["isDefault"] != true || list[0].(map[string]any)["enabled"] != true {
+	if len(list) != 6 || list[0].(map[string]any)["isDefault"] != true || list[0].(map[string]any)["enabled"] != true {
 		t.Fatalf("templates: %s", tpl.raw)
 	}
 	custom := "Order {orderId}: {customerName}, {{order_number}} = {totalPrice} {currency}; {items_count} lines: {items_list} {unknown_thing}"

@@ -19,6 +19,7 @@ import (
 
 	"go.mau.fi/whatsmeow/proto/waE2E"
 
+	"github.com/gateway/gateway/ecom/ecomtest"
 	"github.com/gateway/gateway/internal/pgtest"
 	"github.com/gateway/gateway/network/whatsapp/fakewa"
 )
@@ -129,17 +130,21 @@ func TestWhatsAppProcessOnPostgres(t *testing.T) {
 // and its votes (encrypted with the poll's message secret, decrypted and counted by the gateway,
 // one voter changing its vote), a message from a contact known by its LID only (carried with its
 // phone, from the device's LID map), a reply quoting it, a reaction and its removal, an edit and
-// a revoke (protocol messages naming the message), a group and a message to it.
+// a revoke (protocol messages naming the message), a group and a message to it; a store order's
+// confirmation asked as a poll, voted on by a customer known by its LID only, and written back to
+// the fake Shopify (the store loop end to end on the real adapter).
 func TestWhatsAppConversationsProcess(t *testing.T) {
 	srv, err := fakewa.New()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
+	shop := ecomtest.New()
+	t.Cleanup(shop.Close)
 	const phone, customer, other = "15550001111", "15550002222", "15550003333"
 	srv.AddAccount(customer, other)
 	data := t.TempDir()
-	p := startFakeWAProc(t, srv, data)
+	p := startFakeWAProc(t, srv, data, "--ecom-api-base", shop.APIBase(), "--public-url", testPublicURL)
 	tg := p.gw(t, data)
 	admin := tg.token("root", "admin")
 	alice := tg.newClient("alice")
@@ -244,6 +249,30 @@ func TestWhatsAppConversationsProcess(t *testing.T) {
 	msg := send(map[string]any{"phone": group, "message": "stock is back"})
 	if m := received(group, msg); m.GetConversation() != "stock is back" {
 		t.Fatalf("the group read %v", m)
+	}
+
+	// An order of alice's shop asks its confirmation as a poll; the customer votes no, known by its
+	// LID only; the vote (decrypted with the poll's secret) cancels the order at the fake Shopify.
+	shop.AddShop(aliceShop, "Alice Shop", aliceToken)
+	want(t, tg.do("POST", "/api/ecom/manual-connect", bearerAuth(alice), map[string]any{"shop": aliceShop, "accessToken": aliceToken, "webhookSecret": hookSecret}), 200, "")
+	tg.setConfirm(alice, "orders/create", map[string]any{"cancelOnNo": true, "followUpAfter": "0"})
+	tg.shopifyOrder("orders/create", "wa-order", 3001, "+1 555-000-3333", nil)
+	var poll3001 string
+	eventually(t, 20*time.Second, "the order's poll read by the customer", func() bool {
+		for _, r := range srv.Received(other) {
+			if q := r.Message.GetPollCreationMessage(); strings.Contains(q.GetName(), "Please confirm your order #3001") && len(q.GetOptions()) == 2 {
+				poll3001 = r.ID
+				return true
+			}
+		}
+		return false
+	})
+	if _, err := srv.Do(other, phone, fakewa.Act{Type: "poll_vote", MessageID: poll3001, Options: []string{"No, cancel"}, HidePN: true}); err != nil {
+		t.Fatal(err)
+	}
+	o := fakeOrder(t, shop, aliceShop, 3001, "the order cancelled by the vote", func(o ecomtest.Order) bool { return o.Cancelled })
+	if len(o.Tags) != 1 || o.Tags[0] != "cod-cancelled" || !strings.Contains(o.StaffNote, "voted") {
+		t.Fatalf("the order at the shop: %+v", o)
 	}
 }
 

@@ -61,7 +61,7 @@ var componentRules = []struct {
 		"github.com/gateway/gateway/persist.Accounts", "github.com/gateway/gateway/persist.(*Store)"}},
 	{"accept commit", false, []string{
 		"github.com/gateway/gateway/persist.(*Outbox).Accept", "github.com/gateway/gateway/persist.(*Outbox).AcceptMany",
-		"github.com/gateway/gateway/engine.(*Messages).Send", "github.com/gateway/gateway/engine.(*Messages).SendBatch",
+		"github.com/gateway/gateway/engine.(*Messages).Send", "github.com/gateway/gateway/engine.(*Messages).SendGroups",
 		"github.com/gateway/gateway/engine.queuedEntry"}},
 	{"deliverer (session actors)", false, []string{
 		"github.com/gateway/gateway/actors/session.", "github.com/gateway/gateway/engine.(*Messages).enqueue",

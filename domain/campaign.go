@@ -7,6 +7,8 @@ import (
 
 // Campaign statuses.
 const (
+	// CampaignScheduled: accepted with a sendAt ahead; its first number goes then.
+	CampaignScheduled = "scheduled"
 	CampaignQueued    = "queued"
 	CampaignRunning   = "running"
 	CampaignCompleted = "completed"
@@ -20,7 +22,17 @@ type CampaignDetail struct {
 	Success   bool   `json:"success"`
 	MessageID string `json:"messageId"`
 	Error     string `json:"error,omitempty"`
+	// Status is the number's outcome: sent, failed, or opted_out (skipped: the phone is on the
+	// suppression list; nothing charged). "" in records written before it existed.
+	Status string `json:"status,omitempty"`
 }
+
+// Per-number outcomes (CampaignDetail.Status).
+const (
+	DetailSent     = "sent"
+	DetailFailed   = "failed"
+	DetailOptedOut = "opted_out"
+)
 
 // Campaign is a bulk campaign's persisted record. Details are stored one key per number
 // beside it (so a step writes one small record, not the whole list), and loaded into Details.
@@ -44,16 +56,22 @@ type Campaign struct {
 	Cursor int `json:"cursor"`
 	// NextAt is when the next number is due (its delay after the previous send started): a
 	// campaign resumed after a restart waits for it rather than sending at once.
-	NextAt     time.Time        `json:"nextAt"`
-	Successful int              `json:"successful"`
-	Failed     int              `json:"failed"`
-	Details    []CampaignDetail `json:"-"`
-	CreatedAt  time.Time        `json:"createdAt"`
-	UpdatedAt  time.Time        `json:"updatedAt"`
-	Error      string           `json:"error,omitempty"`
+	NextAt     time.Time `json:"nextAt"`
+	Successful int       `json:"successful"`
+	Failed     int       `json:"failed"`
+	// OptedOut counts the numbers skipped because they are on the suppression list.
+	OptedOut int `json:"optedOut,omitempty"`
+	// StartAt is when a campaign accepted for later starts (zero: at once).
+	StartAt   time.Time        `json:"startAt,omitempty"`
+	Details   []CampaignDetail `json:"-"`
+	CreatedAt time.Time        `json:"createdAt"`
+	UpdatedAt time.Time        `json:"updatedAt"`
+	Error     string           `json:"error,omitempty"`
 }
 
 // Done tells whether the campaign has ended.
+//
+// A scheduled campaign is not done: its actor waits for StartAt.
 func (s Campaign) Done() bool {
 	return s.Status == CampaignCompleted || s.Status == CampaignCancelled || s.Status == CampaignFailed
 }

@@ -42,13 +42,18 @@ const (
 	EventMessageRevoked EventType = "message.revoked"
 	// EventPollVote: someone voted in a poll, or changed their vote (data: PollVoteData).
 	EventPollVote EventType = "poll.vote"
+	// EventOrderConfirmed and EventOrderCancelled: a customer answered an order's confirmation
+	// yes or no (data: OrderAnswerData; DESIGN.md section 18).
+	EventOrderConfirmed EventType = "order.confirmed"
+	EventOrderCancelled EventType = "order.cancelled"
 )
 
 // EventTypes returns every event type, in documentation order.
 func EventTypes() []EventType {
 	return []EventType{EventMessageStatus, EventMessageReceived, EventSessionStatus,
 		EventCampaignProgress, EventCampaignCompleted, EventStoreEvent, EventSessionWarning,
-		EventMessageReaction, EventMessageEdited, EventMessageRevoked, EventPollVote}
+		EventMessageReaction, EventMessageEdited, EventMessageRevoked, EventPollVote,
+		EventOrderConfirmed, EventOrderCancelled}
 }
 
 // Valid reports whether t is one of EventTypes.
@@ -128,6 +133,7 @@ type CampaignEventData struct {
 	TotalProcessed int    `json:"total_processed"`
 	Successful     int    `json:"successful"`
 	Failed         int    `json:"failed"`
+	OptedOut       int    `json:"opted_out,omitempty"`
 }
 
 // StoreEventData is the data of store.event.

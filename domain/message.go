@@ -191,6 +191,8 @@ const (
 // overtake the delivered one).
 func StatusRank(s MessageStatus) int {
 	switch s {
+	case MsgScheduled:
+		return -1 // before queued: a scheduled message is queued at its time
 	case MsgQueued:
 		return 0
 	case MsgSent:
@@ -246,10 +248,18 @@ type OutboxEntry struct {
 	CreatedAt Millis         `json:"createdAt"`
 	UpdatedAt Millis         `json:"updatedAt"`
 	History   []StatusChange `json:"history,omitempty"`
+	// SendAt is when a message accepted for later goes (0: at once); it is scheduled until
+	// then (DESIGN.md section 18).
+	SendAt Millis `json:"sendAt,omitempty"`
+	// Transactional: sent to a phone on the suppression list because the user said the
+	// recipient asked for it (a send's transactional: true).
+	Transactional bool `json:"transactional,omitempty"`
 }
 
 // Final tells whether the network's outcome is known (sent or beyond, failed, or cancelled).
-func (e OutboxEntry) Final() bool { return e.Status != MsgQueued && e.Status != "" }
+func (e OutboxEntry) Final() bool {
+	return e.Status != MsgQueued && e.Status != MsgScheduled && e.Status != ""
+}
 
 // SetStatus records a status change at t (history included). A change that would move the
 // message backwards (a late delivered after read) is ignored; it reports whether it applied.

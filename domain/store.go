@@ -38,7 +38,11 @@ type Store struct {
 	// signs its webhooks).
 	AppCredentials bool `json:"appCredentials,omitempty"`
 	// WebhookSecret signs webhooks made in the store admin (native) or WooCommerce's.
-	WebhookSecret      string    `json:"webhookSecret,omitempty"`
+	WebhookSecret string `json:"webhookSecret,omitempty"`
+	// RestKey and RestSecret are a WooCommerce-type store's REST API consumer key and secret
+	// (sealed): a confirmation's answer is written back to the order with them.
+	RestKey            string    `json:"restKey,omitempty"`
+	RestSecret         string    `json:"restSecret,omitempty"`
 	Scope              string    `json:"scope,omitempty"`
 	WebhooksRegistered int       `json:"webhooksRegistered"`
 	ConnectedAt        time.Time `json:"connectedAt"`
@@ -88,6 +92,9 @@ type StoreEvent struct {
 	Attempts    int       `json:"attempts"`
 	ReceivedAt  time.Time `json:"receivedAt"`
 	ProcessedAt time.Time `json:"processedAt"`
+	// SendAt: the message was accepted for later (a topic's delay, a checkout's after, quiet
+	// hours); it goes then unless skipped meanwhile (the record then says skipped and why).
+	SendAt time.Time `json:"sendAt,omitempty"`
 }
 
 // Template is a user's message template for one topic, as stored.
@@ -99,4 +106,9 @@ type Template struct {
 	// rendered like the text (none: the rendered text is its one parameter). Nil: the
 	// account's cold template.
 	Cloud *TemplateSend `json:"cloud,omitempty"`
+	// Delay holds the topic's message this long (an order topic's delay, checkout_abandoned's
+	// after; nil = the topic's default: none, or domain.DefaultCheckoutAfter).
+	Delay *time.Duration `json:"delay,omitempty"`
+	// Confirm asks the customer to confirm the order with the message (order topics).
+	Confirm *Confirm `json:"confirm,omitempty"`
 }

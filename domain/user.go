@@ -17,6 +17,8 @@ type User struct {
 	Plan      string    `json:"plan"`
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
+	// Settings are the store loop's: time zone, quiet hours, stop words and replies.
+	Settings UserSettings `json:"settings"`
 }
 
 // Plan is one row of the plan table (DESIGN.md section 4). Zero means no cap.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -226,7 +227,8 @@ func TopicEnum(topic string) string {
 }
 
 // RegisterWebhooks subscribes callbackURL to the five topics with webhookSubscriptionCreate
-// (one mutation per topic, input field `uri`). A subscription the shop already has ("address
+// (one mutation per topic, input field `uri`), then to checkouts/create and checkouts/update
+// (best effort, not counted). A subscription the shop already has ("address
 // ... has already been taken") counts as registered. It tries every topic and returns how many
 // are in place with the failures joined (each matches ErrUpstream), except that a rejected
 // token (ErrUnauthorized) stops at once.
@@ -283,7 +285,20 @@ func (c *Client) RegisterWebhooks(ctx context.Context, shop, token, callbackURL 
 			registered++
 		}
 	}
+	// The checkout topics (abandoned checkouts, DESIGN.md section 18) are best effort: a token
+	// that cannot subscribe to them still connects the store.
+	for _, topic := range []string{TopicCheckoutCreated, TopicCheckoutUpdated} {
+		c.registerExtra(ctx, shop, token, callbackURL, topic)
+	}
 	return registered, errors.Join(errs...)
+}
+
+// registerExtra subscribes to one more topic, ignoring a failure (registered already, or not
+// allowed to the token).
+func (c *Client) registerExtra(ctx context.Context, shop, token, callbackURL, topic string) {
+	var out json.RawMessage
+	vars := map[string]any{"topic": TopicEnum(topic), "webhookSubscription": map[string]any{"uri": callbackURL}}
+	_ = c.graphQL(ctx, shop, token, webhookSubscriptionCreate, vars, &out)
 }
 
 const orderQuery = `query order($id: ID!) {
@@ -528,9 +543,22 @@ func (c *Client) do(ctx context.Context, endpoint, token string, body []byte, ou
 	if token != "" {
 		req.Header.Set("X-Shopify-Access-Token", token)
 	}
+	kindOf := func(status int) error {
+		if status == http.StatusUnauthorized || status == http.StatusForbidden || slices.Contains(alsoUnauthorized, status) {
+			return domain.ErrStoreTokenRejected
+		}
+		return domain.ErrStorePlatform
+	}
+	return c.exchange(req, out, secrets, kindOf, platformMessage)
+}
+
+// exchange sends req and decodes its JSON answer into out: a transport failure, a body over 8
+// MiB or one that is not the JSON expected is ErrStorePlatform; a non-2xx status is kindOf's
+// error, its detail the status and message's text of the answer, with secrets scrubbed.
+func (c *Client) exchange(req *http.Request, out any, secrets []string, kindOf func(status int) error, message func([]byte) string) error {
 	resp, err := c.http.Do(req)
 	if err != nil {
-		// *url.Error names the URL (shop and path, never the token, which is a header).
+		// *url.Error names the URL (shop and path, never a credential, which is a header).
 		return &detailError{kind: domain.ErrStorePlatform, detail: "request", cause: err}
 	}
 	defer resp.Body.Close()
@@ -541,22 +569,12 @@ func (c *Client) do(ctx context.Context, endpoint, token string, body []byte, ou
 	if len(data) > maxResponseBytes {
 		return &detailError{kind: domain.ErrStorePlatform, detail: "answer larger than 8 MiB"}
 	}
-	status := resp.StatusCode
-	if status < 200 || status > 299 {
-		kind := domain.ErrStorePlatform
-		if status == http.StatusUnauthorized || status == http.StatusForbidden {
-			kind = domain.ErrStoreTokenRejected
-		}
-		for _, s := range alsoUnauthorized {
-			if status == s {
-				kind = domain.ErrStoreTokenRejected
-			}
-		}
+	if status := resp.StatusCode; status < 200 || status > 299 {
 		detail := "HTTP " + strconv.Itoa(status)
-		if m := platformMessage(data); m != "" {
+		if m := message(data); m != "" {
 			detail += ": " + clip(m, secrets)
 		}
-		return &detailError{kind: kind, detail: detail}
+		return &detailError{kind: kindOf(status), detail: detail}
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return &detailError{kind: domain.ErrStorePlatform, detail: "answer is not the expected JSON", cause: err}

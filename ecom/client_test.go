@@ -164,7 +164,8 @@ func TestRegisterWebhooks(t *testing.T) {
 		t.Fatalf("RegisterWebhooks = %d, %v", n, err)
 	}
 	subs := p.Subscriptions(testShop)
-	wantTopics := []string{"ORDERS_CREATE", "ORDERS_PAID", "FULFILLMENTS_CREATE", "ORDERS_CANCELLED", "REFUNDS_CREATE"}
+	// The five, then the two checkout topics (best effort, not counted).
+	wantTopics := []string{"ORDERS_CREATE", "ORDERS_PAID", "FULFILLMENTS_CREATE", "ORDERS_CANCELLED", "REFUNDS_CREATE", "CHECKOUTS_CREATE", "CHECKOUTS_UPDATE"}
 	if len(subs) != len(wantTopics) {
 		t.Fatalf("subscriptions %+v", subs)
 	}
@@ -193,7 +194,7 @@ func TestRegisterWebhooks(t *testing.T) {
 
 	// Connecting again: every topic "already taken", all counted, nothing duplicated.
 	n, err = c.RegisterWebhooks(ctx, testShop, testToken, callback)
-	if err != nil || n != 5 || len(p.Subscriptions(testShop)) != 5 {
+	if err != nil || n != 5 || len(p.Subscriptions(testShop)) != 7 {
 		t.Fatalf("second registration = %d, %v, %d subscriptions", n, err, len(p.Subscriptions(testShop)))
 	}
 
@@ -213,7 +214,7 @@ func TestRegisterWebhooksPartialFailure(t *testing.T) {
 	if n != 3 || !errors.Is(err, domain.ErrStorePlatform) {
 		t.Fatalf("= %d, %v; want 3 and ErrUpstream", n, err)
 	}
-	if len(p.Subscriptions(testShop)) != 3 {
+	if len(p.Subscriptions(testShop)) != 3+2 { // and the checkout topics
 		t.Fatalf("subscriptions %+v", p.Subscriptions(testShop))
 	}
 }

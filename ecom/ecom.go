@@ -49,10 +49,35 @@ const (
 	PlatformWooCommerce domain.Platform = "woocommerce"
 )
 
+// TopicCheckoutAbandoned is the store loop's topic of an abandoned checkout (DESIGN.md section
+// 18): the Shopify type's checkouts/create and checkouts/update, the WooCommerce type's
+// abandoned-cart webhook.
+const TopicCheckoutAbandoned = domain.TopicCheckoutAbandoned
+
+// Shopify-type checkout webhook topics, registered beside the five (best effort: a store whose
+// token cannot subscribe to them still connects).
+const (
+	TopicCheckoutCreated = "checkouts/create"
+	TopicCheckoutUpdated = "checkouts/update"
+)
+
 // Topics returns the five SPEC topics in registration order (a fresh slice each call).
 func Topics() []string {
 	return []string{TopicOrderCreated, TopicOrderPaid, TopicOrderFulfilled, TopicOrderCancelled, TopicRefundCreated}
 }
+
+// TemplateTopics are the topics a user writes a template for: the five, then
+// checkout_abandoned (a fresh slice each call).
+func TemplateTopics() []string { return append(Topics(), TopicCheckoutAbandoned) }
+
+// ValidTemplateTopic reports whether topic has a template.
+func ValidTemplateTopic(topic string) bool {
+	return ValidTopic(topic) || topic == TopicCheckoutAbandoned
+}
+
+// OrderTopic reports whether messages of topic are about one order (they may be delayed and
+// ask for a confirmation), unlike an abandoned checkout.
+func OrderTopic(topic string) bool { return ValidTopic(topic) }
 
 // ValidTopic reports whether topic is one of the five SPEC topics.
 func ValidTopic(topic string) bool {
@@ -74,7 +99,7 @@ type Item struct {
 // inbox.
 type Event struct {
 	Platform domain.Platform `json:"platform"` // the Platform's name
-	Topic    string          `json:"topic"`    // one of Topics()
+	Topic    string          `json:"topic"`    // one of TemplateTopics()
 
 	OrderID       int64  `json:"orderId"`                 // the platform's numeric order id
 	OrderName     string `json:"orderName"`               // what the shopper sees: "#1001"
@@ -98,6 +123,13 @@ type Event struct {
 	Phone    string `json:"phone"`              // E.164 digits without the plus; "" when no usable number
 	PhoneRaw string `json:"phoneRaw,omitempty"` // the number as the shopper typed it
 
+	// CheckoutToken names the checkout an order came from, or the abandoned checkout itself.
+	CheckoutToken string `json:"checkoutToken,omitempty"`
+	// RecoveryURL is where an abandoned checkout is taken up again ({recovery_url}).
+	RecoveryURL string `json:"recoveryUrl,omitempty"`
+	// Completed: the checkout became an order (no reminder).
+	Completed bool `json:"completed,omitempty"`
+
 	// NeedsOrder: a fulfillment or refund payload lacks the customer or the order's name; fetch
 	// the order (Client.FetchOrder) and call MergeOrder before rendering.
 	NeedsOrder bool `json:"needsOrder,omitempty"`
@@ -111,6 +143,9 @@ type Event struct {
 // redelivers with the same X-Shopify-Webhook-Id, which is the better key there). Partial
 // shipments and refunds keep their own ids and so their own messages.
 func (e Event) DedupeKey() string {
+	if e.Topic == TopicCheckoutAbandoned {
+		return string(e.Platform) + ":" + e.Topic + ":" + e.CheckoutToken
+	}
 	k := string(e.Platform) + ":" + e.Topic + ":" + strconv.FormatInt(e.OrderID, 10)
 	switch {
 	case e.FulfillmentID != 0:

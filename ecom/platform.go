@@ -41,6 +41,12 @@ type Platform interface {
 	Domain(input string) (string, bool)
 }
 
+// FormTopics is implemented by a platform that posts some topics as a form body rather than
+// JSON (an abandoned-cart plugin's webhook): the receiver accepts such a body for them.
+type FormTopics interface {
+	FormBody(topic string) bool
+}
+
 // WebhookHeaders are the header names of a platform's webhooks, each list in order of
 // preference (the first one present wins).
 type WebhookHeaders struct {

@@ -38,7 +38,12 @@ type shopifyPayload struct {
 	PaymentGatewayNames []flexString `json:"payment_gateway_names"`
 	Phone               flexString   `json:"phone"`
 	OrderStatusURL      flexString   `json:"order_status_url"`
-	Customer            *struct {
+	CheckoutToken       flexString   `json:"checkout_token"` // an order: the checkout it came from
+	// checkout shape (checkouts/create, checkouts/update)
+	Token                flexString `json:"token"`
+	AbandonedCheckoutURL flexString `json:"abandoned_checkout_url"`
+	CompletedAt          flexString `json:"completed_at"`
+	Customer             *struct {
 		FirstName      flexString      `json:"first_name"`
 		Phone          flexString      `json:"phone"`
 		DefaultAddress *shopifyAddress `json:"default_address"`
@@ -74,10 +79,14 @@ type shopifyPayload struct {
 // ParseShopify normalises a Shopify webhook body for the X-Shopify-Topic topic. orders/create,
 // orders/paid and orders/cancelled carry an order; fulfillments/create a fulfillment and
 // refunds/create a refund, which lack the customer: their Event has NeedsOrder set (fetch the
-// order by OrderID, then MergeOrder). Other topics return ErrIgnored; a body that is not an
+// order by OrderID, then MergeOrder); checkouts/create and checkouts/update a checkout, read as
+// topic checkout_abandoned. Other topics return ErrIgnored; a body that is not an
 // order-shaped JSON object returns ErrMalformed.
 func ParseShopify(topic string, body []byte) (Event, error) {
 	topic = strings.ToLower(strings.TrimSpace(topic))
+	if topic == TopicCheckoutCreated || topic == TopicCheckoutUpdated {
+		return parseShopifyCheckout(body)
+	}
 	if !ValidTopic(topic) {
 		return Event{}, &detailError{kind: ErrIgnored, detail: "topic " + strconv.Quote(topic) + " sends no message"}
 	}
@@ -132,6 +141,26 @@ func ParseShopify(topic string, body []byte) (Event, error) {
 	if ev.NeedsOrder {
 		ev.SkipReason = "" // decided once the order is merged
 	}
+	return ev, nil
+}
+
+// parseShopifyCheckout reads a Checkout (checkouts/create, checkouts/update) as an
+// abandoned-checkout event: its token, recovery address and lines, and whether it became an
+// order (completed_at).
+func parseShopifyCheckout(body []byte) (Event, error) {
+	var p shopifyPayload
+	if err := decodeObject(body, &p); err != nil {
+		return Event{}, err
+	}
+	if p.Token == "" {
+		return Event{}, wrapMalformed("checkout without token")
+	}
+	ev := Event{Platform: PlatformShopify, Topic: TopicCheckoutAbandoned}
+	fillFromShopifyOrder(&ev, &p)
+	ev.OrderName, ev.OrderStatusURL = "", ""
+	ev.CheckoutToken = string(p.Token)
+	ev.RecoveryURL = string(p.AbandonedCheckoutURL)
+	ev.Completed = p.CompletedAt != ""
 	return ev, nil
 }
 
@@ -196,6 +225,7 @@ func fillFromShopifyOrder(ev *Event, p *shopifyPayload) {
 	}
 	ev.Total, ev.Currency = string(p.TotalPrice), string(p.Currency)
 	ev.OrderStatusURL = string(p.OrderStatusURL)
+	ev.CheckoutToken = string(p.CheckoutToken)
 	ev.PaymentMethod = string(p.Gateway)
 	if ev.PaymentMethod == "" {
 		names := make([]string, 0, len(p.PaymentGatewayNames))
@@ -302,6 +332,10 @@ func (shopify) Topic(topic string) (sends, needsPhone bool) {
 	switch topic {
 	case TopicOrderCreated, TopicOrderPaid, TopicOrderCancelled:
 		return true, true
+	case TopicCheckoutCreated, TopicCheckoutUpdated:
+		// A checkout without a phone still says it became an order (completed_at): the
+		// storeevents actor reads it.
+		return true, false
 	}
 	return ValidTopic(strings.ToLower(topic)), false
 }
@@ -320,6 +354,10 @@ func (shopify) TopicLabel(topic []byte) string {
 		return TopicOrderCancelled
 	case TopicRefundCreated:
 		return TopicRefundCreated
+	case TopicCheckoutCreated:
+		return TopicCheckoutCreated
+	case TopicCheckoutUpdated:
+		return TopicCheckoutUpdated
 	}
 	return "other"
 }

@@ -6,7 +6,8 @@ import (
 )
 
 // DefaultTemplate returns the message sent for topic when the user has not written one
-// (SPEC.md section 6), or "" for a topic outside Topics().
+// (SPEC.md section 6; checkout_abandoned: DESIGN.md section 18), or "" for a topic outside
+// TemplateTopics().
 func DefaultTemplate(topic string) string {
 	switch topic {
 	case TopicOrderCreated:
@@ -24,6 +25,9 @@ func DefaultTemplate(topic string) string {
 	case TopicRefundCreated:
 		return "Hi {customer_name}, a refund of {refund_amount} {currency} for order {order_number} " +
 			"has been processed. It may take a few days to show on your statement. — {store_name}"
+	case TopicCheckoutAbandoned:
+		return "Hi {customer_name}, you left something in your cart at {store_name}:\n\n{items_list}\n\n" +
+			"Complete your order here: {recovery_url}"
 	}
 	return ""
 }
@@ -44,6 +48,7 @@ func Placeholders() []string {
 		// extras, in both forms
 		"{order_id}", "{tracking_company}", "{trackingCompany}", "{tracking_info}", "{trackingInfo}",
 		"{refund_amount}", "{refundAmount}", "{order_status_url}", "{orderStatusUrl}",
+		"{recovery_url}", "{recoveryUrl}",
 	}
 }
 
@@ -137,6 +142,8 @@ func placeholderValue(name string, ev *Event, storeName string) (string, bool) {
 		return ev.OrderStatusURL, true
 	case "store_name", "storeName":
 		return storeName, true
+	case "recovery_url", "recoveryUrl":
+		return ev.RecoveryURL, true
 	}
 	return "", false
 }
@@ -149,8 +156,10 @@ func itemsList(items []Item) string {
 			b.WriteByte('\n')
 		}
 		b.WriteString(it.Title)
-		b.WriteString(" x ")
-		b.WriteString(strconv.Itoa(it.Quantity))
+		if it.Quantity > 0 { // an abandoned cart's lines may come without quantities
+			b.WriteString(" x ")
+			b.WriteString(strconv.Itoa(it.Quantity))
+		}
 	}
 	return b.String()
 }

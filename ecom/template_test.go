@@ -23,6 +23,7 @@ func sampleEvent() Event {
 		TrackingCompany: "Bluedart",
 		RefundAmount:    "4.50",
 		OrderStatusURL:  "https://shop.example/status/1",
+		RecoveryURL:     "https://shop.example/checkouts/ab12/recover",
 		Phone:           "15555557447",
 		PhoneRaw:        "555-555-SHIP",
 	}

@@ -2,7 +2,10 @@ package ecom
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"html"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -31,6 +34,7 @@ type wooOrder struct {
 	Status             flexString `json:"status"`
 	Total              flexString `json:"total"`
 	Currency           flexString `json:"currency"`
+	PaymentMethod      flexString `json:"payment_method"` // the gateway's id: "cod" is cash on delivery
 	PaymentMethodTitle flexString `json:"payment_method_title"`
 	Billing            wooAddress `json:"billing"`
 	Shipping           wooAddress `json:"shipping"`
@@ -55,6 +59,9 @@ type wooOrder struct {
 // returns ErrMalformed (WooCommerce's creation ping is a form body: see WooPing).
 func ParseWoo(topic string, body []byte) (Event, error) {
 	topic = strings.ToLower(strings.TrimSpace(topic))
+	if topic == TopicCheckoutAbandoned {
+		return parseWooAbandonedCart(body)
+	}
 	if topic != WooTopicOrderCreated && topic != WooTopicOrderUpdated {
 		return Event{}, &detailError{kind: ErrIgnored, detail: "topic " + strconv.Quote(topic) + " sends no message"}
 	}
@@ -66,6 +73,7 @@ func ParseWoo(topic string, body []byte) (Event, error) {
 		return Event{}, wrapMalformed("order without id")
 	}
 	status := strings.ToLower(string(o.Status))
+	cod := strings.EqualFold(string(o.PaymentMethod), wooCOD)
 	var t string
 	switch status {
 	case "pending", "on-hold":
@@ -73,7 +81,14 @@ func ParseWoo(topic string, body []byte) (Event, error) {
 			t = TopicOrderCreated
 		}
 	case "processing":
-		t = TopicOrderPaid
+		// Cash on delivery: WooCommerce puts a new order in processing though nothing is paid
+		// (and a confirmation sets it there): placed, not paid.
+		switch {
+		case !cod:
+			t = TopicOrderPaid
+		case topic == WooTopicOrderCreated:
+			t = TopicOrderCreated
+		}
 	case "completed":
 		t = TopicOrderFulfilled
 	case "cancelled":
@@ -82,7 +97,11 @@ func ParseWoo(topic string, body []byte) (Event, error) {
 		t = TopicRefundCreated
 	}
 	if t == "" {
-		return Event{}, &detailError{kind: ErrIgnored, detail: "status " + strconv.Quote(status) + " on " + topic + " sends no message"}
+		detail := "status " + strconv.Quote(status) + " on " + topic + " sends no message"
+		if cod && status == "processing" {
+			detail = "a cash-on-delivery order in processing is not paid: no payment message"
+		}
+		return Event{}, &detailError{kind: ErrIgnored, detail: detail}
 	}
 
 	ev := Event{
@@ -121,6 +140,96 @@ func ParseWoo(topic string, body []byte) (Event, error) {
 		{"shipping.phone", string(o.Shipping.Phone), []string{ship, bill}},
 	})
 	return ev, nil
+}
+
+// wooCOD is WooCommerce's cash-on-delivery gateway id (payment_method).
+const wooCOD = "cod"
+
+// parseWooAbandonedCart reads the abandoned-cart webhook of CartFlows' Cart Abandonment Recovery
+// for WooCommerce, the common way WooCommerce stores track abandoned carts (core WooCommerce has
+// none): a form body (its http_build_query) with first_name, last_name, phone_number, email,
+// checkout_url, product_names (comma-separated), coupon_code, order_status (abandoned, or
+// completed once the cart became an order) and cart_total. A JSON object with those fields is
+// read the same way.
+func parseWooAbandonedCart(body []byte) (Event, error) {
+	f, err := formOrJSON(body)
+	if err != nil {
+		return Event{}, err
+	}
+	checkout := strings.TrimSpace(f["checkout_url"])
+	if checkout == "" {
+		return Event{}, wrapMalformed("abandoned cart without checkout_url")
+	}
+	ev := Event{
+		Platform:     PlatformWooCommerce,
+		Topic:        TopicCheckoutAbandoned,
+		CustomerName: strings.TrimSpace(f["first_name"]),
+		Total:        strings.TrimSpace(f["cart_total"]),
+		RecoveryURL:  checkout,
+		Completed:    strings.EqualFold(strings.TrimSpace(f["order_status"]), "completed"),
+	}
+	// The checkout link carries the cart's own token (wcf_ac_token); the link is the key.
+	sum := sha256.Sum256([]byte(checkout))
+	ev.CheckoutToken = hex.EncodeToString(sum[:12])
+	// The names come joined with ", " (and a name may hold a comma itself): one line.
+	if n := html.UnescapeString(strings.TrimSpace(f["product_names"])); n != "" {
+		ev.Items = []Item{{Title: n}}
+	}
+	ev.Phone, ev.PhoneRaw, ev.SkipReason = pickPhone([]phoneCandidate{{"phone_number", f["phone_number"], billingCountry(f["billing_address"])}})
+	return ev, nil
+}
+
+// billingCountry reads the country out of the plugin's billing_address, its fields joined with
+// ", ": "<company> <address 1>, <state>, <country>, <city>, <postcode>" (the country an ISO 3166
+// alpha-2 code, third from the end).
+func billingCountry(address string) []string {
+	parts := strings.Split(address, ",")
+	if len(parts) < 4 {
+		return nil
+	}
+	c := strings.TrimSpace(parts[len(parts)-3])
+	if len(c) != 2 || c[0] < 'A' || c[0] > 'Z' || c[1] < 'A' || c[1] > 'Z' {
+		return nil
+	}
+	return []string{c}
+}
+
+// FormAsJSON turns a form body (a=1&b=2) into the JSON object of its fields (each field's first
+// value), as the receiver keeps a webhook posted as a form.
+func FormAsJSON(body []byte) ([]byte, error) {
+	q, err := url.ParseQuery(strings.TrimSpace(string(body)))
+	if err != nil || len(q) == 0 {
+		return nil, wrapMalformed("not a form body")
+	}
+	m := make(map[string]string, len(q))
+	for k, v := range q {
+		m[k] = v[0]
+	}
+	return json.Marshal(m)
+}
+
+// formOrJSON reads a flat form body (a=1&b=2) or a flat JSON object into a map.
+func formOrJSON(body []byte) (map[string]string, error) {
+	b := bytes.TrimSpace(body)
+	out := map[string]string{}
+	if len(b) > 0 && b[0] == '{' {
+		var m map[string]flexString
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, wrapMalformed("not a JSON object")
+		}
+		for k, v := range m {
+			out[k] = string(v)
+		}
+		return out, nil
+	}
+	q, err := url.ParseQuery(string(b))
+	if err != nil || len(q) == 0 {
+		return nil, wrapMalformed("not a form body")
+	}
+	for k, v := range q {
+		out[k] = v[0]
+	}
+	return out, nil
 }
 
 // wooTracking reads the latest shipment of the Shipment Tracking extension, the common way
@@ -179,11 +288,19 @@ func (wooCommerce) ParseSignature(h []byte) (WebhookSignature, bool) {
 
 func (wooCommerce) IsPing(body []byte) bool { return WooPing(body) }
 
-// Topic: both order topics carry the whole order, which must name a phone.
+// Topic: both order topics carry the whole order, which must name a phone; an abandoned cart
+// (checkout_abandoned, from the webhook address's topic) is read by the actor, completed ones
+// without a phone included.
 func (wooCommerce) Topic(topic string) (sends, needsPhone bool) {
+	if topic == TopicCheckoutAbandoned {
+		return true, false
+	}
 	ok := topic == WooTopicOrderCreated || topic == WooTopicOrderUpdated
 	return ok, ok
 }
+
+// FormBody implements FormTopics: CartFlows posts an abandoned cart as a form body.
+func (wooCommerce) FormBody(topic string) bool { return topic == TopicCheckoutAbandoned }
 
 func (wooCommerce) TopicLabel(topic []byte) string {
 	switch string(bytes.TrimSpace(topic)) {
@@ -193,6 +310,8 @@ func (wooCommerce) TopicLabel(topic []byte) string {
 		return WooTopicOrderCreated
 	case WooTopicOrderUpdated:
 		return WooTopicOrderUpdated
+	case TopicCheckoutAbandoned:
+		return TopicCheckoutAbandoned
 	}
 	return "other"
 }

@@ -60,6 +60,9 @@ type CampaignRequest struct {
 	// that exists already is answered as it stands; Idem's record is committed with it.
 	ID   string
 	Idem *Idem
+	// SendAt starts the campaign later (DESIGN.md section 18; zero: now): scheduled until then,
+	// its allowance reserved at once.
+	SendAt time.Time
 }
 
 // Start reserves min(len(numbers), remaining allowance) and starts the campaign actor.
@@ -76,6 +79,10 @@ func (c *Campaigns) Start(ctx context.Context, r CampaignRequest) (domain.Campai
 	} else {
 		r.ID = uuid.NewString()
 	}
+	startAt, err := SendAtLimits(r.SendAt, c.e.now())
+	if err != nil {
+		return domain.Campaign{}, err
+	}
 	res, err := c.e.Messages.reserve(ctx, r.UserID, int64(len(r.Numbers)), ReserveOpts{})
 	if err != nil {
 		return domain.Campaign{}, err
@@ -85,6 +92,9 @@ func (c *Campaigns) Start(ctx context.Context, r CampaignRequest) (domain.Campai
 		ID: r.ID, UserID: r.UserID, SessionID: ent.view.Load().ID, Name: r.Name, Message: r.Message,
 		Numbers: r.Numbers, Names: r.Names, Delay: r.Delay, Status: domain.CampaignQueued, Granted: int(res.Granted()),
 		CreatedAt: now, UpdatedAt: now,
+	}
+	if !startAt.IsZero() {
+		st.Status, st.StartAt, st.NextAt = domain.CampaignScheduled, startAt.UTC(), startAt.UTC()
 	}
 	var idemID string
 	var idem domain.IdemRecord
@@ -107,7 +117,8 @@ func (c *Campaigns) spawn(st domain.Campaign) *campaignEntry {
 	deps := campaign.Deps{
 		Store: c.store, Clock: clockFunc(c.e.cfg.Now), Log: c.e.log,
 		Numbers: campaignNumbers{}, Sender: campaignSender{c}, Outbox: campaignSender{c}, Allowance: campaignSender{c},
-		Publisher: campaignViews{c, ce}, Observer: &c.late,
+		Publisher: campaignViews{c, ce}, Observer: &c.late, Audience: campaignAudience{c.e},
+		AfterFunc: func(d time.Duration, f func()) campaign.Timer { return c.e.cfg.AfterFunc(d, f) },
 	}
 	c.idx.put(st.ID, ce)
 	ce.pid = c.e.spawn(campaign.New(st, deps), "campaign", st.ID)
@@ -171,6 +182,16 @@ func (campaignNumbers) MessageID(campaignID string, idx int) string {
 	return CampaignMessageID(campaignID, idx)
 }
 
+// campaignAudience is the store loop's word on a campaign's numbers (campaign.Audience): the
+// suppression list and the owner's quiet hours.
+type campaignAudience struct{ e *Engine }
+
+func (a campaignAudience) OptedOut(uid, phone string) bool { return a.e.OptOuts.Has(uid, phone) }
+
+func (a campaignAudience) QuietUntil(uid string, t time.Time) (time.Time, bool) {
+	return a.e.Users.QuietUntil(uid, t)
+}
+
 // campaignSender sends a campaign's numbers through the engine, looks earlier sends up in the
 // outbox and gives back unused allowance (campaign.Sender, Outbox and Allowance).
 type campaignSender struct{ c *Campaigns }
@@ -211,6 +232,7 @@ var (
 	_ campaign.Allowance = campaignSender{}
 	_ campaign.Publisher = campaignViews{}
 	_ campaign.Observer  = (*lateness)(nil)
+	_ campaign.Audience  = campaignAudience{}
 )
 
 // Get returns one of the user's campaigns, with its details so far.
@@ -357,7 +379,7 @@ func (c *Campaigns) event(ce *campaignEntry, s domain.Campaign) {
 		return
 	}
 	d := domain.CampaignEventData{CampaignID: s.ID, Status: s.Status, TotalRequested: len(s.Numbers),
-		TotalProcessed: s.Cursor, Successful: s.Successful, Failed: s.Failed}
+		TotalProcessed: s.Cursor, Successful: s.Successful, Failed: s.Failed, OptedOut: s.OptedOut}
 	if s.Done() {
 		c.e.pub.publish(s.UserID, domain.Event{Type: domain.EventCampaignCompleted, Data: d})
 		return

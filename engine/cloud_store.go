@@ -13,21 +13,26 @@ import (
 // that topic goes as when it must reach a cold contact over the owner's cloud number, instead
 // of the account's cold template.
 
-// CloudTemplate implements storeevents.CloudTemplates: a topic's Cloud API template (nil: none).
-func (s *storeService) CloudTemplate(uid, topic string) (*domain.TemplateSend, error) {
-	all, err := s.records.Templates(uid)
-	if err != nil {
-		return nil, err
+// coldTemplate is a topic's Cloud API template t for event ev (nil: none), its parameters
+// rendered like the text.
+func coldTemplate(t *domain.TemplateSend, ev ecom.Event, storeName string) *domain.TemplateSend {
+	if t == nil {
+		return nil
 	}
-	return all[topic].Cloud, nil
+	cold := *t
+	cold.Params = make([]string, len(t.Params))
+	for i, param := range t.Params {
+		cold.Params[i] = ecom.Render(param, ev, storeName)
+	}
+	return &cold
 }
 
 // PutCloudTemplate names a topic's Cloud API template (nil removes it): one of the owner's
 // cloud number's APPROVED templates, whose body takes as many parameters as given (none given:
 // one, the rendered text). Parameters are placeholders like the text's ({order_number}...).
 func (st *Stores) PutCloudTemplate(ctx context.Context, uid, topic string, t *domain.TemplateSend) (TemplateView, error) {
-	if !ecom.ValidTopic(topic) {
-		return TemplateView{}, fmt.Errorf("%w: topic must be one of %s", domain.ErrValidation, strings.Join(ecom.Topics(), ", "))
+	if !ecom.ValidTemplateTopic(topic) {
+		return TemplateView{}, fmt.Errorf("%w: topic must be one of %s", domain.ErrValidation, strings.Join(ecom.TemplateTopics(), ", "))
 	}
 	if t != nil {
 		ent := st.e.Sessions.idx.cloudOf(uid)

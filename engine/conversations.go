@@ -223,6 +223,19 @@ func (ms *Messages) Delete(ctx context.Context, uid, id string, r SendRequest) (
 	if !orig.Message.Kind.Charged() || orig.Message.Kind == domain.KindReaction {
 		return DeleteResult{}, fmt.Errorf("%w: %s is a %s, not a message", domain.ErrNotRevocable, id, orig.Message.Kind)
 	}
+	if orig.Status == domain.MsgScheduled {
+		// Accepted for later and its time not come: taken off the schedule (DESIGN.md section 18).
+		e, cancelled, err := ms.CancelScheduled(uid, id, domain.SkipCancelled, "cancelled before its time")
+		if err != nil {
+			return DeleteResult{}, err
+		}
+		if cancelled {
+			return DeleteResult{Entry: e}, nil
+		}
+		if orig, err = ms.Get(uid, id); err != nil { // handed to its session meanwhile: queued
+			return DeleteResult{}, err
+		}
+	}
 	if orig.Status == domain.MsgQueued && orig.Waiting {
 		if e, ok := ms.e.Routing.cancel(uid, id); ok {
 			return DeleteResult{Entry: e}, nil // it waited for its contact: never sent
@@ -412,6 +425,7 @@ func (in inbound) Inbound(s domain.Session, ev network.Event) {
 		if ev.From != "" && ev.Group == "" {
 			go e.Routing.wrote(s, ev.From, ev.At) // the service window, the messages waiting for them
 		}
+		e.storeLoopIncoming(s, ev) // a stop word, START, a confirmation's answer
 		if e.cfg.Events == nil {
 			return
 		}
@@ -434,6 +448,7 @@ func (in inbound) Inbound(s domain.Session, ev network.Event) {
 		go ms.noteChange(uid, s.ID, ev.Target, ev.Origin, false, domain.Message{Kind: domain.KindRevoke})
 	case network.PollVote:
 		go ms.noteChange(uid, s.ID, ev.Poll, ev.Origin, false, domain.Message{Kind: domain.KindPoll, Options: ev.Options})
+		e.storeLoopVote(s, ev) // a vote on an order's confirmation
 	}
 }
 

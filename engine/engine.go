@@ -21,6 +21,11 @@
 //   - Groups, Contacts (groups.go): a session's groups on the network, its linked phone's
 //     contact book and number lookups. Conversations on Messages (conversations.go): replies,
 //     reactions, edits, revokes and cancellations, read marks, poll votes, each message's notes.
+//   - OptOuts (optouts.go): each account's suppression list (STOP, START, the list's routes).
+//     The rest of the store loop (DESIGN.md section 18) lives in the facets it serves:
+//     messages sent later on Messages' schedule (later.go), quiet hours on Users
+//     (settings.go), confirmations, delays and abandoned checkouts on Stores
+//     (stores_loop.go, stores_answer.go, stores_writeback.go).
 //   - Events (events*.go, publish.go): webhook subscriptions and events out. It is its own
 //     type, built by node (NewEvents) and handed to New as Config.Events.
 //
@@ -106,6 +111,7 @@ type Engine struct {
 	Messages  *Messages
 	Campaigns *Campaigns
 	Stores    *Stores
+	OptOuts   *OptOuts
 	Groups    *Groups
 	Contacts  *Contacts
 	Cloud     *Cloud
@@ -174,6 +180,8 @@ func New(cfg Config) (*Engine, error) {
 	e.Messages = &Messages{e: e, msgs: newMessages(e, cfg.Records.Outbox), accountTable: cfg.Records.Accounts, history: cfg.Records.History,
 		notes: notes{store: cfg.Records.Notes}}
 	e.Messages.accounts.init()
+	e.Messages.later = newLater(e.Messages)
+	e.OptOuts = newOptOuts(e)
 	e.Campaigns = newCampaigns(e)
 	e.Stores = newStores(e)
 	e.Groups, e.Contacts = &Groups{e}, &Contacts{e}
@@ -223,6 +231,7 @@ func (e *Engine) boot() error {
 // Stop stops every actor (each flushes its state) and waits for them, within ctx.
 func (e *Engine) Stop(ctx context.Context) {
 	e.stopCancel()
+	e.Messages.later.stop() // what waits for its time stays scheduled in the outbox
 	waitCtx(ctx, &e.bg)
 	// Store actors before the rest: an event they leave unfinished stays in their durable inbox.
 	e.Stores.stop(ctx)

@@ -32,6 +32,12 @@ type SendRequest struct {
 	Reserved *Reservation
 	// Wait is how long to wait for the network's outcome (0 = answer once queued).
 	Wait time.Duration
+	// SendAt accepts the message for later (DESIGN.md section 18; zero: now): scheduled until
+	// then (later.go). Checked with SendAtLimits.
+	SendAt time.Time
+	// Transactional sends to a phone on the suppression list (the recipient asked for this
+	// message); without it such a send is refused with domain.ErrOptedOut.
+	Transactional bool
 }
 
 // Messages is the message facet: accepting a message (Send), reading one back (Get), the
@@ -44,6 +50,7 @@ type Messages struct {
 	accountTable account.Store
 	idem         idempotency
 	history      MessageHistory
+	later        *later // the messages accepted for later (later.go)
 	notes        notes  // what happened to each message after it was written (conversations.go)
 	lids         lidMap // the LIDs the network gave for numbers
 	renewMu      sync.Mutex
@@ -162,6 +169,16 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 		return domain.OutboxEntry{}, fmt.Errorf("%w: it was refused until %s unless it writes to the session first",
 			domain.ErrRecipientNotReachable, until.UTC().Format(time.RFC3339))
 	}
+	now := e.now().UTC()
+	sendAt, err := SendAtLimits(r.SendAt, now)
+	if err != nil {
+		return domain.OutboxEntry{}, err
+	}
+	// A customer who opted out gets no new message (an edit, a revoke or a reaction is about
+	// one they have) unless it is transactional.
+	if k := r.Message.Kind; !r.Transactional && k.Charged() && k != domain.KindReaction && e.OptOuts.Has(r.UserID, r.Message.To) {
+		return domain.OutboxEntry{}, fmt.Errorf("%w (%s)", domain.ErrOptedOut, r.Message.To)
+	}
 	res := r.Reserved
 	switch {
 	case res != nil:
@@ -172,8 +189,11 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 			return domain.OutboxEntry{}, err
 		}
 	}
-	now := e.now().UTC()
 	entry := queuedEntry(r.Message, view, r.UserID, r.Origin, now)
+	if !sendAt.IsZero() {
+		entry = scheduledEntry(r.Message, view, r.UserID, r.Origin, now, sendAt)
+	}
+	entry.Transactional = r.Transactional
 	entry.LID = ms.lids.get(entry.Message.To)
 	way.apply(&entry)
 	if r.IdemID != "" {
@@ -184,6 +204,10 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 			res.Release()
 		}
 		return domain.OutboxEntry{}, fmt.Errorf("%w: outbox: %w", domain.ErrUnavailable, err)
+	}
+	if !sendAt.IsZero() {
+		ms.scheduled(entry, res)
+		return entry, nil // nothing to wait for before its time
 	}
 	var ch chan outcome
 	if r.Wait > 0 {
@@ -470,7 +494,17 @@ func (ms *Messages) Get(uid, id string) (domain.OutboxEntry, error) {
 	if err != nil || m.UserID != uid {
 		return domain.OutboxEntry{}, fmt.Errorf("%w: %s", domain.ErrMessageNotFound, id)
 	}
-	return m, nil
+	return ms.asItStands(m), nil
+}
+
+// asItStands is a message read from the outbox as it stands here: one accepted for later that
+// was handed to its session's queue at its time reads as queued (nothing is written at that
+// hand-over, later.go).
+func (ms *Messages) asItStands(m domain.OutboxEntry) domain.OutboxEntry {
+	if m.Status == domain.MsgScheduled && !ms.later.has(m.ID) && ms.msgs.tracked(m.ID) {
+		m.SetStatus(domain.MsgQueued, m.SendAt.Time())
+	}
+	return m
 }
 
 // stored looks a message up in the outbox.
@@ -501,6 +535,12 @@ func (ms *Messages) recover() (int, error) {
 			if res, err = ms.reserve(context.Background(), entry.UserID, 1, ReserveOpts{Force: true, Reclaim: true}); err != nil {
 				return 0, fmt.Errorf("engine: outbox: reserve for %s: %w", entry.ID, err)
 			}
+		}
+		if entry.Status == domain.MsgScheduled {
+			// Accepted for later: back on the schedule (at once when its time has passed).
+			ms.msgs.track(entry.ID, res, nil)
+			ms.later.add(entry.ID, entry.UserID, entry.SendAt.Time())
+			continue
 		}
 		ms.msgs.track(entry.ID, res, nil)
 		if entry.Waiting {

@@ -62,6 +62,10 @@ func (ms *Messages) resume(e domain.OutboxEntry) {
 		m.unclaim(e.ID)
 		return
 	}
+	if e.Status == domain.MsgScheduled {
+		ms.later.add(e.ID, e.UserID, e.SendAt.Time())
+		return
+	}
 	ms.e.log.Warn("outbox: a message accepted by a commit that seemed to fail is queued now", "message_id", e.ID, "session_id", e.SessionID)
 	ms.e.hw.Send(ent.pid, &session.Enqueue{Entry: e})
 }

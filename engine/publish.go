@@ -138,7 +138,7 @@ func messageEvent(e domain.OutboxEntry, status domain.MessageStatus, at time.Tim
 	} else {
 		d.Phone = e.Message.To
 	}
-	if status == domain.MsgFailed {
+	if status == domain.MsgFailed || status == domain.MsgCancelled {
 		d.Code, d.Error = e.Code, e.Error
 	}
 	if status == domain.MsgQueued && e.Waiting {

@@ -37,6 +37,7 @@ type Records struct {
 	Inbox       InboxStore
 	History     MessageHistory
 	Notes       NotesStore
+	StoreLoop   StoreLoopStore
 	// The Cloud API's (cloud.go; nil without a cloud network).
 	SendLog        network.SendLog
 	CloudTemplates CloudTemplateStore

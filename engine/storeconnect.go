@@ -194,7 +194,10 @@ func (st *Stores) NativeConnect(ctx context.Context, uid, shop, webhookSecret st
 // Connect is POST /api/client/store/connect. The platform (a registered ecom.Platform) says
 // how: by access token (verified, and all five webhooks must register) or by domain (its
 // webhooks are made in the store's admin, optionally signed with webhookSecret).
-func (st *Stores) Connect(ctx context.Context, uid, platform, domainName, token, webhookSecret string) error {
+//
+// restKey and restSecret are a WooCommerce-type store's REST API keys (optional): with them a
+// confirmation's answer is written back to the order.
+func (st *Stores) Connect(ctx context.Context, uid, platform, domainName, token, webhookSecret, restKey, restSecret string) error {
 	p, ok := ecom.Lookup(domain.Platform(strings.ToLower(strings.TrimSpace(platform))))
 	if !ok || platform == "" {
 		return fmt.Errorf("%w: platform must be one of %v", domain.ErrValidation, ecom.Names())
@@ -218,6 +221,17 @@ func (st *Stores) Connect(ctx context.Context, uid, platform, domainName, token,
 	rec := domain.Store{Shop: host, Platform: p.Name(), Method: domain.StoreMethodConnect, UserID: uid, ConnectedAt: st.e.now().UTC()}
 	if err := st.sealInto(&rec, "", webhookSecret); err != nil {
 		return err
+	}
+	restKey, restSecret = strings.TrimSpace(restKey), strings.TrimSpace(restSecret)
+	if (restKey == "") != (restSecret == "") {
+		return fmt.Errorf("%w: consumerKey and consumerSecret go together (the store's REST API keys)", domain.ErrValidation)
+	}
+	var err error
+	if rec.RestKey, err = st.s.sealer.Seal(restKey); err != nil {
+		return fmt.Errorf("%w: seal the REST API key: %w", domain.ErrUnavailable, err)
+	}
+	if rec.RestSecret, err = st.s.sealer.Seal(restSecret); err != nil {
+		return fmt.Errorf("%w: seal the REST API secret: %w", domain.ErrUnavailable, err)
 	}
 	return st.save(ctx, rec, false)
 }

@@ -33,8 +33,9 @@ import (
 // only its lazily spawned actor. The webhook hot path reads the maps under the read lock only.
 
 const (
-	// OAuthScopes are the access scopes the OAuth install asks for.
-	OAuthScopes     = "read_orders,read_customers"
+	// OAuthScopes are the access scopes the OAuth install asks for: write_orders lets a
+	// confirmation's answer be written back to the order (tags, note, cancel).
+	OAuthScopes     = "read_orders,write_orders,read_customers"
 	maxTemplateText = 4096
 	storeActorKind  = "storeevents"
 	// storeStopWait bounds how long Stop waits for store workers in flight (their entries stay in
@@ -63,6 +64,7 @@ type StoreConfig struct {
 type storeEntry struct {
 	rec                             domain.Store
 	token, clientSecret, hookSecret string
+	restKey, restSecret             string               // a WooCommerce-type store's REST API keys
 	hookMACs, clientMACs            ecom.WebhookVerifier // keyed with the secrets, reused per request
 	openErr                         error                // the credentials did not open (key changed)
 	seq                             domain.InboxSeq
@@ -97,6 +99,7 @@ func (x *storeIndex) ofUser(uid string) *storeEntry {
 
 // storeService holds the store integration's tables and state.
 type storeService struct {
+	e       *Engine
 	pub     *publisher // store.event (nil: events off)
 	cfg     StoreConfig
 	client  *ecom.Client
@@ -106,7 +109,10 @@ type storeService struct {
 
 	records ShopStore
 	inbox   InboxStore
-	tmplMu  sync.Mutex // serialises template read-modify-writes
+	loop    StoreLoopStore // the store loop's records (stores_loop.go)
+	orders  orderLocks     // one order's record changes one at a time
+	writing sync.Map       // the orders whose answer a worker writes back now
+	tmplMu  sync.Mutex     // serialises template read-modify-writes
 
 	inflight sync.Map // webhook_seen keys being committed right now
 
@@ -127,8 +133,8 @@ type Stores struct {
 func newStores(e *Engine) *Stores {
 	cfg := e.cfg.Stores
 	s := &storeService{
-		cfg: cfg, client: cfg.Client, sealer: cfg.Sealer, pub: e.pub,
-		records: e.cfg.Records.Shops, inbox: e.cfg.Records.Inbox,
+		e: e, cfg: cfg, client: cfg.Client, sealer: cfg.Sealer, pub: e.pub,
+		records: e.cfg.Records.Shops, inbox: e.cfg.Records.Inbox, loop: e.cfg.Records.StoreLoop,
 	}
 	if s.sealer == nil {
 		s.sealer = noSealer{}
@@ -186,6 +192,11 @@ func (st *Stores) boot() (int, error) {
 		s.pending.Add(int64(n))
 		st.actorOf(s.idx.byID[shop])
 	}
+	if s.loop != nil {
+		if _, err := s.resumeWriteBacks(); err != nil {
+			return 0, err
+		}
+	}
 	return len(recs), nil
 }
 
@@ -199,6 +210,10 @@ func (s *storeService) newEntry(r domain.Store) *storeEntry {
 	ent.clientSecret, err = s.sealer.Open(r.ClientSecret)
 	errs = append(errs, err)
 	ent.hookSecret, err = s.sealer.Open(r.WebhookSecret)
+	errs = append(errs, err)
+	ent.restKey, err = s.sealer.Open(r.RestKey)
+	errs = append(errs, err)
+	ent.restSecret, err = s.sealer.Open(r.RestSecret)
 	errs = append(errs, err)
 	ent.openErr = errors.Join(errs...)
 	if r.AppCredentials {
@@ -237,7 +252,7 @@ func (st *Stores) actorOf(ent *storeEntry) *actor.PID {
 	}
 	s := st.s
 	deps := storeevents.Deps{
-		Store: storeEventsStore{s.inbox, s}, Orders: s, Templates: s,
+		Store: storeEventsStore{s.inbox, s}, Orders: s, Composer: s,
 		Sender: storeSender{st.e}, Outbox: storeSender{st.e},
 		Publisher: storeViews{s, ent.rec.Shop}, Workers: &s.workers,
 		Clock: clockFunc(st.e.cfg.Now), Log: st.e.log,
@@ -325,9 +340,20 @@ type StoreView struct {
 	WebhookURL             string
 	HasWebhookSecret       bool
 	WebhooksRegistered     int
+	// CheckoutWebhookURL is the address to paste into an abandoned-cart plugin (platforms
+	// whose abandoned carts come from one), with its key when the store has a secret.
+	CheckoutWebhookURL string
+	// WriteBack: answers to confirmations can be written back to orders (API access).
+	WriteBack bool
 	// Events: pending events (oldest first), then the recent outcomes, newest first.
 	Events []domain.StoreEvent
+	// Orders are the orders the store loop keeps (a question, a message that waited), most
+	// recently changed first.
+	Orders []domain.StoreOrder
 }
+
+// RecentStoreOrders is how many orders the store's view lists.
+const RecentStoreOrders = 50
 
 // Get returns the user's store; ErrStoreNotFound when none is connected.
 func (st *Stores) Get(uid string) (StoreView, error) {
@@ -340,6 +366,23 @@ func (st *Stores) Get(uid string) (StoreView, error) {
 	v := StoreView{
 		Shop: r.Shop, Platform: r.Platform, Method: r.Method, ShopName: r.ShopName, ConnectedAt: r.ConnectedAt,
 		WebhookURL: ent.webhookURL, HasWebhookSecret: ent.hasSecret(), WebhooksRegistered: r.WebhooksRegistered,
+	}
+	p, _ := ecom.Lookup(r.Platform)
+	if _, form := p.(ecom.FormTopics); form {
+		v.CheckoutWebhookURL = ent.webhookURL + "&topic=" + ecom.TopicCheckoutAbandoned
+		if key := ent.TopicKey(ecom.TopicCheckoutAbandoned); key != "" {
+			v.CheckoutWebhookURL += "&key=" + key
+		}
+	}
+	if w, ok := p.(ecom.OrderWriter); ok {
+		v.WriteBack = w.CanWrite(ecom.Credentials{Shop: r.Shop, Token: ent.token, Key: ent.restKey, Secret: ent.restSecret})
+	}
+	if s.loop != nil {
+		os, err := st.Orders(uid, RecentStoreOrders)
+		if err != nil {
+			return StoreView{}, err
+		}
+		v.Orders = os
 	}
 	qv := ent.view.Load()
 	errStop := errors.New("stop")

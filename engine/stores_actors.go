@@ -95,9 +95,9 @@ func (v storeViews) Publish(view storeevents.View) {
 // storeSender sends store events' messages through the engine.
 type storeSender struct{ e *Engine }
 
-// SendBatch accepts a store's messages through the owner's default session in one commit.
-func (ss storeSender) SendBatch(ctx context.Context, uid, origin string, msgs []domain.Message) ([]domain.OutboxEntry, error) {
-	return ss.e.Messages.SendBatch(ctx, uid, origin, msgs)
+// SendGroups accepts a store's messages through the owner's default session in one commit.
+func (ss storeSender) SendGroups(ctx context.Context, uid, origin string, groups [][]storeevents.Outgoing) (int, error) {
+	return ss.e.Messages.SendGroups(ctx, uid, origin, groups)
 }
 
 // SessionReady tells whether the user's default session is connected (or their Cloud API
@@ -116,11 +116,10 @@ func (ss storeSender) Outcome(msgID string) (domain.OutboxEntry, bool) {
 
 // Interface guards.
 var (
-	_ storeevents.Store          = storeEventsStore{}
-	_ storeevents.OrderFetcher   = (*storeService)(nil)
-	_ storeevents.Templates      = (*storeService)(nil)
-	_ storeevents.CloudTemplates = (*storeService)(nil)
-	_ storeevents.Sender         = storeSender{}
-	_ storeevents.Outbox         = storeSender{}
-	_ storeevents.Publisher      = storeViews{}
+	_ storeevents.Store        = storeEventsStore{}
+	_ storeevents.OrderFetcher = (*storeService)(nil)
+	_ storeevents.Composer     = (*storeService)(nil)
+	_ storeevents.Sender       = storeSender{}
+	_ storeevents.Outbox       = storeSender{}
+	_ storeevents.Publisher    = storeViews{}
 )

@@ -3,6 +3,9 @@ package engine
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -22,6 +25,10 @@ import (
 // during AcceptWebhook.
 type Webhook struct {
 	UID, Shop []byte // query parameters
+	// Topic and Key are query parameters too: a webhook address can name its topic, for a
+	// platform plugin that sends none (an abandoned-cart plugin's webhook), and carry the
+	// address's key instead of a signature it cannot make (TopicKey).
+	Topic, Key []byte
 	// Header reads the request's headers: the store's platform (ecom.Platform.Headers) names
 	// the topic, signature and delivery id headers it reads.
 	Header ecom.HeaderPeeker
@@ -81,22 +88,40 @@ func (st *Stores) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, 
 	if w.Header != nil {
 		topicH, signature, deliveryID = ecom.First(w.Header, hs.Topic), ecom.First(w.Header, hs.Signature), ecom.First(w.Header, hs.DeliveryID)
 	}
+	keyed := false
+	if len(topicH) == 0 && len(w.Topic) > 0 {
+		// The address names the topic; its key (when the store has a secret) stands for the
+		// signature the sender cannot make.
+		topicH = w.Topic
+		keyed = len(signature) == 0 && len(w.Key) > 0 && s.keyMatches(ent, string(w.Topic), w.Key)
+	}
 	res := WebhookResult{Topic: p.TopicLabel(topicH)}
 	if p.IsPing(w.Body) {
 		// The platform's unsigned check that the address answers (WooCommerce's on creation).
 		res.Status, res.Reason = WebhookIgnored, "webhook ping"
 		return res, nil
 	}
-	if err := s.verify(ent, p, signature, w.Body); err != nil {
-		s.signatureN.Add(1)
-		return res, err
+	if !keyed {
+		if err := s.verify(ent, p, signature, w.Body); err != nil {
+			s.signatureN.Add(1)
+			return res, err
+		}
 	}
 	topic := string(bytes.TrimSpace(topicH))
 	if topic == "" {
 		return res, fmt.Errorf("%w: the topic header (%s) is required", domain.ErrValidation, strings.Join(hs.Topic, " or "))
 	}
 	if b := bytes.TrimLeft(w.Body, " \t\r\n"); len(b) == 0 || b[0] != '{' || !json.Valid(w.Body) {
-		return res, domain.ErrInvalidPayload
+		f, ok := p.(ecom.FormTopics)
+		if !ok || !f.FormBody(topic) {
+			return res, domain.ErrInvalidPayload
+		}
+		// A form body (an abandoned-cart plugin's): kept as the JSON object of its fields.
+		js, err := ecom.FormAsJSON(w.Body)
+		if err != nil {
+			return res, fmt.Errorf("%w: %w", domain.ErrInvalidPayload, err)
+		}
+		w.Body = js
 	}
 	now := e.now().UTC()
 	switch sends, needsPhone := p.Topic(topic); {
@@ -182,6 +207,29 @@ func (s *storeService) resolve(w Webhook) *storeEntry {
 		return nil
 	}
 	return s.idx.byID[h]
+}
+
+// TopicKey is the key a webhook address that names its topic carries when the store has a
+// signing secret (for a sender that cannot sign, CartFlows' abandoned-cart webhook): the
+// HMAC-SHA256 of the topic and shop with the secret, hex, 32 digits. "" when the store has no
+// secret (its webhooks are accepted unsigned).
+func (ent *storeEntry) TopicKey(topic string) string {
+	secret := ent.hookSecret
+	if secret == "" {
+		secret = ent.clientSecret
+	}
+	if secret == "" {
+		return ""
+	}
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte("webhook-address-key\x00" + topic + "\x00" + ent.rec.Shop))
+	return hex.EncodeToString(m.Sum(nil))[:32]
+}
+
+// keyMatches tells whether key is the store's key of a webhook address naming topic.
+func (s *storeService) keyMatches(ent *storeEntry, topic string, key []byte) bool {
+	want := ent.TopicKey(topic)
+	return want != "" && hmac.Equal([]byte(want), key)
 }
 
 // verify checks the webhook's signature, in the platform's form, with the store's secrets

@@ -86,7 +86,7 @@ func newAPI(t testing.TB, edit ...func(*Config)) *api {
 	eng, err := engine.New(engine.Config{
 		Store: recs.Store, Logger: log,
 		Records: engine.Records{Outbox: recs.Outbox, Accounts: recs.Accounts, Sessions: recs.Sessions, Protections: recs.Protections,
-			Campaigns: recs.Campaigns, Shops: recs.Stores, Inbox: recs.Inbox, History: recs.History, Notes: recs.Notes}, Plans: engine.DefaultPlans(), DefaultPlan: "free",
+			Campaigns: recs.Campaigns, Shops: recs.Stores, Inbox: recs.Inbox, History: recs.History, Notes: recs.Notes, StoreLoop: recs.StoreLoop}, Plans: engine.DefaultPlans(), DefaultPlan: "free",
 		AdminUIDs: []string{"root"}, DevRoles: true, Network: simNet, Events: events,
 		Stores: engine.StoreConfig{Client: ecom.NewClient(ecom.ClientOptions{APIBase: fake.APIBase()}), PublicURL: "https://gw.example.com",
 			Sealer: persist.NewSealer(nil, "")},

@@ -21,6 +21,8 @@ type bulkRequest struct {
 	Delay     *float64        `json:"delay"`
 	SessionID string          `json:"session_id"`
 	Async     bool            `json:"async"`
+	// SendAt starts the campaign later (RFC 3339; DESIGN.md section 18).
+	SendAt *string `json:"sendAt"`
 }
 
 type detailJSON struct {
@@ -28,6 +30,9 @@ type detailJSON struct {
 	Success   bool   `json:"success"`
 	MessageID string `json:"messageId"`
 	Error     string `json:"error,omitempty"`
+	// Status: sent, failed, or opted_out (the phone is on the suppression list: skipped,
+	// nothing charged).
+	Status string `json:"status,omitempty"`
 }
 
 // bulkResultJSON is SPEC.md section 2.5's result, with the campaign id added.
@@ -39,8 +44,11 @@ type bulkResultJSON struct {
 	TotalProcessed int          `json:"total_processed"`
 	Successful     int          `json:"successful"`
 	Failed         int          `json:"failed"`
+	OptedOut       int          `json:"opted_out"`
 	Details        []detailJSON `json:"details"`
 	Timestamp      timestamp    `json:"timestamp"`
+	// SendAt: a campaign accepted for later starts then.
+	SendAt *timestamp `json:"sendAt,omitempty"`
 }
 
 type campaignJSON struct {
@@ -53,12 +61,13 @@ type campaignJSON struct {
 }
 
 type bulkAcceptedJSON struct {
-	Success        bool   `json:"success"`
-	CampaignID     string `json:"campaign_id"`
-	Status         string `json:"status"`
-	TotalRequested int    `json:"total_requested"`
-	TotalProcessed int    `json:"total_processed"`
-	StatusURL      string `json:"status_url"`
+	Success        bool       `json:"success"`
+	CampaignID     string     `json:"campaign_id"`
+	Status         string     `json:"status"`
+	TotalRequested int        `json:"total_requested"`
+	TotalProcessed int        `json:"total_processed"`
+	StatusURL      string     `json:"status_url"`
+	SendAt         *timestamp `json:"sendAt,omitempty"`
 }
 
 func bulkResult(s domain.Campaign) bulkResultJSON {
@@ -66,11 +75,15 @@ func bulkResult(s domain.Campaign) bulkResultJSON {
 	for i, d := range s.Details {
 		details[i] = detailJSON(d)
 	}
-	return bulkResultJSON{
+	r := bulkResultJSON{
 		Success: s.Status != domain.CampaignFailed, CampaignID: s.ID, Status: s.Status,
 		TotalRequested: len(s.Numbers), TotalProcessed: s.Cursor, Successful: s.Successful, Failed: s.Failed,
-		Details: details, Timestamp: timestamp(s.UpdatedAt),
+		OptedOut: s.OptedOut, Details: details, Timestamp: timestamp(s.UpdatedAt),
 	}
+	if !s.StartAt.IsZero() {
+		r.SendAt = tsPtr(&s.StartAt)
+	}
+	return r
 }
 
 func campaignView(s domain.Campaign) campaignJSON {
@@ -98,7 +111,7 @@ func (s *Server) v1SendBulk(ctx *fasthttp.RequestCtx) error {
 		if err != nil {
 			return err
 		}
-		return s.bulkAnswer(ctx, st, req.Async)
+		return s.bulkAnswer(ctx, st, req.Async || req.SendAt != nil) // a campaign for later: answered at once
 	}, func(uid string, rec domain.IdemRecord) error {
 		// The same body as the first request: it tells whether that one was async.
 		var req bulkRequest
@@ -107,7 +120,7 @@ func (s *Server) v1SendBulk(ctx *fasthttp.RequestCtx) error {
 		if err != nil {
 			return err
 		}
-		return s.bulkAnswer(ctx, st, req.Async)
+		return s.bulkAnswer(ctx, st, req.Async || req.SendAt != nil)
 	})
 }
 
@@ -115,10 +128,14 @@ func (s *Server) v1SendBulk(ctx *fasthttp.RequestCtx) error {
 // has ended (it goes on if the caller leaves).
 func (s *Server) bulkAnswer(ctx *fasthttp.RequestCtx, st domain.Campaign, async bool) error {
 	if async {
-		writeJSON(ctx, fasthttp.StatusAccepted, bulkAcceptedJSON{
+		a := bulkAcceptedJSON{
 			Success: true, CampaignID: st.ID, Status: st.Status, TotalRequested: len(st.Numbers),
 			TotalProcessed: st.Cursor, StatusURL: "/api/v1/campaigns/" + st.ID,
-		})
+		}
+		if !st.StartAt.IsZero() {
+			a.SendAt = tsPtr(&st.StartAt)
+		}
+		writeJSON(ctx, fasthttp.StatusAccepted, a)
 		return nil
 	}
 	st, err := s.engine(ctx).Campaigns.Wait(s.reqContext(ctx), st.ID)
@@ -157,6 +174,9 @@ func (s *Server) bulkCampaign(req bulkRequest) (engine.CampaignRequest, error) {
 		r.Delay = *req.Delay
 	}
 	r.SessionID = strings.TrimSpace(req.SessionID)
+	if r.SendAt, err = parseSendAt(req.SendAt); err != nil {
+		return r, err
+	}
 	return r, nil
 }
 
@@ -233,6 +253,7 @@ type clientCampaignRequest struct {
 	Numbers   []json.RawMessage `json:"numbers"`
 	Delay     *float64          `json:"delay"`
 	SessionID string            `json:"session_id"`
+	SendAt    *string           `json:"sendAt"`
 }
 
 type recipientJSON struct {
@@ -274,7 +295,7 @@ func (s *Server) startClientCampaign(ctx *fasthttp.RequestCtx, u domain.User) er
 		numbers[i], names[i], named = r.Phone, r.Name, named || r.Name != ""
 	}
 	body, _ := json.Marshal(numbers)
-	r, err := s.bulkCampaign(bulkRequest{Numbers: body, Message: req.Message, Delay: req.Delay, SessionID: req.SessionID})
+	r, err := s.bulkCampaign(bulkRequest{Numbers: body, Message: req.Message, Delay: req.Delay, SessionID: req.SessionID, SendAt: req.SendAt})
 	if err != nil {
 		return err
 	}

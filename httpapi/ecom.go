@@ -157,6 +157,10 @@ type storeConnectRequest struct {
 	Domain        *string `json:"domain"`
 	AccessToken   string  `json:"access_token"`
 	WebhookSecret string  `json:"webhookSecret"`
+	// ConsumerKey and ConsumerSecret are a WooCommerce-type store's REST API keys (optional):
+	// with them a confirmation's answer is written back to the order.
+	ConsumerKey    string `json:"consumerKey"`
+	ConsumerSecret string `json:"consumerSecret"`
 }
 
 // storeConnect is POST /api/client/store/connect.
@@ -165,7 +169,8 @@ func (s *Server) storeConnect(ctx *fasthttp.RequestCtx, u domain.User) error {
 	if err := bind(ctx, &req, need("platform", &req.Platform), need("domain", &req.Domain)); err != nil {
 		return err
 	}
-	err := s.engine(ctx).Stores.Connect(s.reqContext(ctx), u.ID, *req.Platform, *req.Domain, req.AccessToken, req.WebhookSecret)
+	err := s.engine(ctx).Stores.Connect(s.reqContext(ctx), u.ID, *req.Platform, *req.Domain, req.AccessToken, req.WebhookSecret,
+		req.ConsumerKey, req.ConsumerSecret)
 	if err != nil {
 		s.ecom.connect("connect", errCode(err))
 		return err
@@ -212,20 +217,83 @@ type storeEventJSON struct {
 	Attempts    int        `json:"attempts"`
 	ReceivedAt  timestamp  `json:"receivedAt"`
 	ProcessedAt *timestamp `json:"processedAt,omitempty"`
+	// SendAt: its message waits until then (a delay, a checkout's after, quiet hours).
+	SendAt *timestamp `json:"sendAt,omitempty"`
+}
+
+// storeOrderJSON is an order the store loop keeps (DESIGN.md section 18): its confirmation and
+// the messages that waited.
+type storeOrderJSON struct {
+	OrderID      int64              `json:"orderId"`
+	OrderName    string             `json:"orderName,omitempty"`
+	Phone        string             `json:"phone,omitempty"`
+	Cancelled    bool               `json:"cancelled"`
+	Confirmation *confirmationJSON  `json:"confirmation,omitempty"`
+	Messages     []orderMessageJSON `json:"messages"`
+	UpdatedAt    timestamp          `json:"updatedAt"`
+}
+
+type confirmationJSON struct {
+	State      string     `json:"state"` // awaiting, confirmed, cancelled
+	Via        string     `json:"via"`   // poll, buttons, text
+	MessageID  string     `json:"messageId"`
+	AskedAt    timestamp  `json:"askedAt"`
+	FollowUpAt *timestamp `json:"followUpAt,omitempty"`
+	Answer     string     `json:"answer,omitempty"`
+	AnsweredBy string     `json:"answeredBy,omitempty"`
+	AnswerText string     `json:"answerText,omitempty"`
+	AnsweredAt *timestamp `json:"answeredAt,omitempty"`
+	// WriteBack: pending, done, failed (WriteError says why) or none (no API access).
+	WriteBack  string     `json:"writeBack,omitempty"`
+	WriteError string     `json:"writeError,omitempty"`
+	WrittenAt  *timestamp `json:"writtenAt,omitempty"`
+}
+
+type orderMessageJSON struct {
+	Topic     string     `json:"topic"`
+	MessageID string     `json:"messageId"`
+	SendAt    *timestamp `json:"sendAt,omitempty"`
+	Skipped   string     `json:"skipped,omitempty"`
+}
+
+func nonZeroTS(t time.Time) *timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return tsPtr(&t)
+}
+
+func toStoreOrderJSON(o domain.StoreOrder) storeOrderJSON {
+	j := storeOrderJSON{OrderID: o.OrderID, OrderName: o.OrderName, Phone: o.Phone, Cancelled: o.Cancelled,
+		Messages: make([]orderMessageJSON, 0, len(o.Messages)), UpdatedAt: timestamp(o.UpdatedAt)}
+	for _, m := range o.Messages {
+		j.Messages = append(j.Messages, orderMessageJSON{Topic: m.Topic, MessageID: m.MessageID, SendAt: nonZeroTS(m.SendAt), Skipped: m.Skipped})
+	}
+	if c := o.Confirmation; c != nil {
+		j.Confirmation = &confirmationJSON{State: c.State, Via: c.Via, MessageID: c.MessageID, AskedAt: timestamp(c.AskedAt),
+			FollowUpAt: nonZeroTS(c.FollowUpAt), Answer: c.Answer, AnsweredBy: c.AnsweredBy, AnswerText: c.AnswerText,
+			AnsweredAt: nonZeroTS(c.AnsweredAt), WriteBack: c.WriteBack, WriteError: c.WriteError, WrittenAt: nonZeroTS(c.WrittenAt)}
+	}
+	return j
 }
 
 type storeJSON struct {
-	Success            bool             `json:"success"`
-	Connected          bool             `json:"connected"`
-	Shop               string           `json:"shop,omitempty"`
-	ShopName           string           `json:"shopName,omitempty"`
-	Platform           domain.Platform  `json:"platform,omitempty"`
-	Method             string           `json:"method,omitempty"`
-	ConnectedAt        *timestamp       `json:"connectedAt,omitempty"`
-	WebhookURL         string           `json:"webhookUrl,omitempty"`
-	HasWebhookSecret   bool             `json:"hasWebhookSecret"`
-	WebhooksRegistered int              `json:"webhooksRegistered"`
-	Events             []storeEventJSON `json:"events"`
+	Success            bool            `json:"success"`
+	Connected          bool            `json:"connected"`
+	Shop               string          `json:"shop,omitempty"`
+	ShopName           string          `json:"shopName,omitempty"`
+	Platform           domain.Platform `json:"platform,omitempty"`
+	Method             string          `json:"method,omitempty"`
+	ConnectedAt        *timestamp      `json:"connectedAt,omitempty"`
+	WebhookURL         string          `json:"webhookUrl,omitempty"`
+	HasWebhookSecret   bool            `json:"hasWebhookSecret"`
+	WebhooksRegistered int             `json:"webhooksRegistered"`
+	// CheckoutWebhookURL: the address for an abandoned-cart plugin's webhook (WooCommerce type).
+	CheckoutWebhookURL string `json:"checkoutWebhookUrl,omitempty"`
+	// WriteBack: confirmations' answers can be written back to the orders (API access).
+	WriteBack bool             `json:"writeBack"`
+	Events    []storeEventJSON `json:"events"`
+	Orders    []storeOrderJSON `json:"orders"`
 }
 
 // clientStore is GET /api/client/store: the connected store (never its credentials) and its
@@ -233,7 +301,7 @@ type storeJSON struct {
 func (s *Server) clientStore(ctx *fasthttp.RequestCtx, u domain.User) error {
 	v, err := s.engine(ctx).Stores.Get(u.ID)
 	if errors.Is(err, domain.ErrStoreNotFound) {
-		writeJSON(ctx, fasthttp.StatusOK, storeJSON{Success: true, Events: []storeEventJSON{}})
+		writeJSON(ctx, fasthttp.StatusOK, storeJSON{Success: true, Events: []storeEventJSON{}, Orders: []storeOrderJSON{}})
 		return nil
 	}
 	if err != nil {
@@ -243,6 +311,10 @@ func (s *Server) clientStore(ctx *fasthttp.RequestCtx, u domain.User) error {
 		Success: true, Connected: true, Shop: v.Shop, ShopName: v.ShopName, Platform: v.Platform, Method: v.Method,
 		ConnectedAt: tsPtr(&v.ConnectedAt), WebhookURL: v.WebhookURL, HasWebhookSecret: v.HasWebhookSecret,
 		WebhooksRegistered: v.WebhooksRegistered, Events: make([]storeEventJSON, 0, len(v.Events)),
+		CheckoutWebhookURL: v.CheckoutWebhookURL, WriteBack: v.WriteBack, Orders: make([]storeOrderJSON, 0, len(v.Orders)),
+	}
+	for _, o := range v.Orders {
+		out.Orders = append(out.Orders, toStoreOrderJSON(o))
 	}
 	for _, r := range v.Events {
 		ev := storeEventJSON{
@@ -252,6 +324,7 @@ func (s *Server) clientStore(ctx *fasthttp.RequestCtx, u domain.User) error {
 		if r.Status != domain.StoreEventPending {
 			ev.ProcessedAt = tsPtr(&r.ProcessedAt)
 		}
+		ev.SendAt = nonZeroTS(r.SendAt)
 		out.Events = append(out.Events, ev)
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
@@ -296,7 +369,8 @@ type webhookJSON struct {
 // inbox before the 200, and the message is sent afterwards.
 func (s *Server) ecomWebhook(ctx *fasthttp.RequestCtx) error {
 	args := ctx.QueryArgs()
-	w := engine.Webhook{UID: args.Peek("uid"), Shop: args.Peek("shop"), Header: &ctx.Request.Header, Body: ctx.PostBody()}
+	w := engine.Webhook{UID: args.Peek("uid"), Shop: args.Peek("shop"), Topic: args.Peek("topic"), Key: args.Peek("key"),
+		Header: &ctx.Request.Header, Body: ctx.PostBody()}
 	res, err := s.engine(ctx).Stores.AcceptWebhook(s.reqContext(ctx), w)
 	if err != nil {
 		s.ecom.webhook(res.Topic, errCode(err))

@@ -94,6 +94,7 @@ var statusByCode = map[string]int{
 	"unsupported_subject": 403, "too_many_attempts": 429,
 	"outside_service_window": 400, "template_not_approved": 400, "not_supported_on_cloud": 400,
 	"cloud_session_required": 400, "contact_did_not_write": 409, "verify_token_mismatch": 403,
+	"opted_out": 409,
 }
 
 // statusOf maps every error to its HTTP status and stable code: the one place that does so.

@@ -33,6 +33,9 @@ func (s *Server) routes() {
 	s.route(GET, "/api/v1/groups/{id}/invite", 0, byKey, s.v1GroupInvite)
 	s.route(GET, "/api/v1/campaigns/{id}", 0, byKey, s.v1Campaign)
 	s.route(DELETE, "/api/v1/campaigns/{id}", 0, byKey, s.v1CancelCampaign)
+	s.route(GET, "/api/v1/optouts", 0, byKey, s.v1OptOuts)
+	s.route(POST, "/api/v1/optouts", 0, byKey, s.v1AddOptOuts)
+	s.route(DELETE, "/api/v1/optouts", 0, byKey, s.v1DeleteOptOuts)
 
 	// Admin (ID token, role admin).
 	s.route(GET, "/api/admin/apikeys", 0, here, s.admin(s.listKeys))
@@ -54,6 +57,10 @@ func (s *Server) routes() {
 
 	// Dashboard (ID token).
 	s.route(GET, "/api/client/me", 0, byCaller, s.client(s.clientMe))
+	s.route(PATCH, "/api/client/me", 0, byCaller, s.client(s.patchMe))
+	s.route(GET, "/api/client/optouts", 0, byCaller, s.client(s.clientOptOuts))
+	s.route(POST, "/api/client/optouts", 0, byCaller, s.client(s.addClientOptOuts))
+	s.route(DELETE, "/api/client/optouts", 0, byCaller, s.client(s.deleteClientOptOuts))
 	s.route(GET, "/api/client/apikeys", 0, byCaller, s.client(s.clientKeys))
 	s.route(GET, "/api/client/qr", 0, byCaller, s.client(s.clientQR))
 	s.route(GET, "/api/client/status", 0, byCaller, s.client(s.clientStatus))

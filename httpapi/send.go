@@ -120,7 +120,11 @@ func (s *Server) v1Send(ctx *fasthttp.RequestCtx) error {
 		if err != nil {
 			return err
 		}
-		return s.send(ctx, engine.SendRequest{UserID: key.Key.UserID, SessionID: req.SessionID, Origin: "api", Message: msg}, idem, true)
+		r := engine.SendRequest{UserID: key.Key.UserID, SessionID: req.SessionID, Origin: "api", Message: msg}
+		if err := req.apply(&r); err != nil {
+			return err
+		}
+		return s.send(ctx, r, idem, true)
 	}, func(uid string, rec domain.IdemRecord) error { return s.replayMessage(ctx, uid, rec) })
 }
 
@@ -130,6 +134,7 @@ type sendImageRequest struct {
 	Caption   string  `json:"caption"`
 	FileName  string  `json:"fileName"`
 	SessionID string  `json:"session_id"`
+	sendOptions
 }
 
 // v1SendImage is POST /api/v1/messages/send-image (scope send_media).
@@ -158,7 +163,11 @@ func (s *Server) v1SendImage(ctx *fasthttp.RequestCtx) error {
 			name = "image.png"
 		}
 		msg := domain.Message{To: to, Kind: domain.KindImage, Caption: req.Caption, FileName: name, MimeType: m.MimeType, Data: m.Data}
-		return s.send(ctx, engine.SendRequest{UserID: key.Key.UserID, SessionID: req.SessionID, Origin: "api", Message: msg}, idem, true)
+		r := engine.SendRequest{UserID: key.Key.UserID, SessionID: req.SessionID, Origin: "api", Message: msg}
+		if err := req.apply(&r); err != nil {
+			return err
+		}
+		return s.send(ctx, r, idem, true)
 	}, func(uid string, rec domain.IdemRecord) error { return s.replayMessage(ctx, uid, rec) })
 }
 
@@ -203,6 +212,8 @@ type messageRequest struct {
 	ReplyTo   string `json:"replyTo"`
 	Typing    bool   `json:"typing"`
 	SessionID string `json:"session_id"`
+	// Send later, and to a phone that opted out (DESIGN.md section 18).
+	sendOptions
 }
 
 // Limits of a poll and a reaction's emoji.
@@ -221,7 +232,11 @@ func (s *Server) clientSend(ctx *fasthttp.RequestCtx, u domain.User) error {
 	if err != nil {
 		return err
 	}
-	return s.send(ctx, engine.SendRequest{UserID: u.ID, SessionID: req.SessionID, Origin: "dashboard", Message: msg}, nil, false)
+	r := engine.SendRequest{UserID: u.ID, SessionID: req.SessionID, Origin: "dashboard", Message: msg}
+	if err := req.apply(&r); err != nil {
+		return err
+	}
+	return s.send(ctx, r, nil, false)
 }
 
 // messageOf validates a send of any kind and builds its message, loading media. textField and
@@ -458,6 +473,8 @@ type messageJSON struct {
 	Error     string        `json:"error,omitempty"`
 	Attempts  int           `json:"attempts"`
 	History   []historyJSON `json:"history"`
+	// SendAt: a message accepted for later goes then (scheduled until then).
+	SendAt *timestamp `json:"sendAt,omitempty"`
 	contentJSON
 }
 
@@ -492,7 +509,7 @@ func (s *Server) v1Message(ctx *fasthttp.RequestCtx) error {
 	writeJSON(ctx, fasthttp.StatusOK, messageJSON{
 		Success: true, ID: m.ID, MessageID: m.ID, Status: m.Status, To: m.Message.To, Session: m.SessionID,
 		Type: string(m.Message.Kind), CreatedAt: timestamp(m.CreatedAt.Time()), SentAt: sentAt(m.SentAt),
-		Code: cmp.Or(m.Code, waitingCode(m)), Error: m.Error, Attempts: m.Attempts, History: hist,
+		Code: cmp.Or(m.Code, waitingCode(m)), Error: m.Error, Attempts: m.Attempts, History: hist, SendAt: sentAt(m.SendAt),
 		contentJSON: contentOf(m.Message, m.Message.To, m.LID, n), routeJSON: routeOf(m),
 	})
 	return nil

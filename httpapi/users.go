@@ -96,6 +96,6 @@ func (s *Server) updateUser(ctx *fasthttp.RequestCtx, _ domain.User) error {
 // clientMe is GET /api/client/me: the signed-in user's own profile (the dashboard reads its
 // role here instead of trying an admin route).
 func (s *Server) clientMe(ctx *fasthttp.RequestCtx, u domain.User) error {
-	writeJSON(ctx, fasthttp.StatusOK, userRecord(u))
+	writeJSON(ctx, fasthttp.StatusOK, meRecord(u)) // with the store loop's settings
 	return nil
 }

@@ -92,6 +92,19 @@ func TestTwoNodeCluster(t *testing.T) {
 		u.session = a.link(t, simNet, u.tok, u.phone)
 		u.key, u.keyID = a.newKey(t, admin, u.uid, "key of "+u.uid)
 	}
+	// A message for later on every partition (DESIGN.md section 18): it waits on a's schedule,
+	// moves with its partition, and goes once, from whichever node owns it then.
+	sendAt := time.Now().Add(15 * time.Second)
+	later := map[int]string{}
+	for p := range testPartitions {
+		u := users[p]
+		r := a.must(t, 200, "POST", "/api/v1/messages/send", u.key, map[string]any{"phone": fmt.Sprintf("155501200%02d", p), "message": "later " + u.uid,
+			"sendAt": sendAt.UTC().Format(time.RFC3339Nano)})
+		if r.str("status") != "scheduled" {
+			t.Fatalf("scheduled: %s", r.obj())
+		}
+		later[p] = r.str("message_id")
+	}
 	// Each partition's network on a, fenced by a's lease.
 	nets := map[int]network.Network{}
 	for p := range testPartitions {
@@ -118,6 +131,16 @@ func TestTwoNodeCluster(t *testing.T) {
 			eventually(t, 10*time.Second, "the session connected on b", func() bool {
 				return b.must(t, 200, "GET", "/api/client/status", u.tok, nil).str("status") == "CONNECTED"
 			})
+		}
+	})
+
+	t.Run("a message sent later moves with its partition", func(t *testing.T) {
+		for _, p := range onB {
+			u := users[p]
+			m, err := b.cluster.part(p).rt.engine.Messages.Get(u.uid, later[p])
+			if err != nil || (m.Status != domain.MsgScheduled && time.Now().Before(sendAt)) {
+				t.Fatalf("partition %d's message on b: %+v %v", p, m, err)
+			}
 		}
 	})
 
@@ -254,6 +277,19 @@ func TestTwoNodeCluster(t *testing.T) {
 		})
 		if !sorted {
 			t.Fatalf("the cluster's key list is not oldest first: %v", lists[0])
+		}
+	})
+
+	t.Run("every message sent later went once, at its time", func(t *testing.T) {
+		for p := range testPartitions {
+			to := fmt.Sprintf("155501200%02d", p)
+			eventually(t, time.Until(sendAt)+15*time.Second, "the message for later on partition "+fmt.Sprint(p), func() bool {
+				return len(simNet.Messages(to)) > 0
+			})
+			got := simNet.Messages(to)
+			if len(got) != 1 || got[0].Text != "later "+users[p].uid || got[0].Timestamp.Before(sendAt.Add(-time.Second)) {
+				t.Fatalf("partition %d: %+v", p, got)
+			}
 		}
 	})
 

@@ -136,7 +136,7 @@ func newRuntime(ctx context.Context, sh shared, o runtimeOptions) (_ *runtime, e
 // engineRecords hands persist's typed stores to the engine as the interfaces it declares.
 func engineRecords(r *persist.Records) engine.Records {
 	return engine.Records{Outbox: r.Outbox, Accounts: r.Accounts, Sessions: r.Sessions, Protections: r.Protections,
-		Campaigns: r.Campaigns, Shops: r.Stores, Inbox: r.Inbox, History: r.History, Notes: r.Notes,
+		Campaigns: r.Campaigns, Shops: r.Stores, Inbox: r.Inbox, History: r.History, Notes: r.Notes, StoreLoop: r.StoreLoop,
 		SendLog: r.SendLog, CloudTemplates: r.CloudTemplates, Routings: r.Routings, Windows: r.Windows}
 }
 

@@ -67,6 +67,12 @@ func appendBody(out []byte, b *body) ([]byte, error) {
 	if b.Waiting {
 		out = append(out, `,"waiting":true`...)
 	}
+	if b.SendAt != 0 {
+		out = strconv.AppendInt(append(out, `,"sendAt":`...), int64(b.SendAt), 10)
+	}
+	if b.Transactional {
+		out = append(out, `,"tx":true`...)
+	}
 	return append(out, '}'), nil
 }
 

@@ -21,6 +21,7 @@ func TestBodyByHandReadsBack(t *testing.T) {
 		{ID: "loc", Message: domain.Message{Kind: domain.KindLocation, Lat: -33.868820000000001, Lng: 151.20929, Address: "Sydney"}},
 		{ID: "tiny", Message: domain.Message{Lat: 1e-300, Lng: math.MaxFloat64, ContactName: "Ann", ContactPhone: "+49 151"}},
 		{ID: "one", Message: domain.Message{Lat: 1e21, Lng: 123456789.125, Data: []byte{7}}},
+		{ID: "later", CreatedAt: at, SendAt: at + 5000, Transactional: true, Message: domain.Message{Kind: domain.KindText, Text: "at five"}},
 		{ID: "poll", Message: domain.Message{Kind: domain.KindPoll, Question: "Confirm \"order\"?", Options: []string{"Yes", "No ✗"}, Multiple: true, Typing: true,
 			ReplyTo: &domain.MessageRef{ID: "IN1", From: "15550001111", FromLID: "123", Kind: domain.KindText, Text: "hi"}}},
 		{ID: "react", Message: domain.Message{Kind: domain.KindReaction, To: "120363000000000001@g.us", Emoji: "👍", Target: &domain.MessageRef{ID: "X", FromMe: true, Group: "120363000000000001@g.us"}}},
@@ -33,7 +34,8 @@ func TestBodyByHandReadsBack(t *testing.T) {
 		{},
 	} {
 		b := body{ID: e.ID, SessionID: e.SessionID, UserID: e.UserID, Origin: e.Origin, From: e.From, Message: e.Message, CreatedAt: e.CreatedAt,
-			Via: e.Via, ViaReason: e.ViaReason, Waiting: e.Waiting}
+			Via: e.Via, ViaReason: e.ViaReason, Waiting: e.Waiting,
+			SendAt: e.SendAt, Transactional: e.Transactional}
 		if b.Message.ID == e.ID {
 			b.Message.ID = ""
 		}

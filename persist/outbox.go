@@ -96,8 +96,8 @@ func outcomeOf(e domain.OutboxEntry) outcome {
 	c := outcome{Status: e.Status, NetworkID: e.NetworkID, LID: e.LID, SentAt: e.SentAt, Code: e.Code, Error: e.Error,
 		Attempts: e.Attempts, UpdatedAt: e.UpdatedAt, Pricing: e.Pricing}
 	h := e.History
-	if len(h) > 0 && h[0].Status == domain.MsgQueued {
-		h = h[1:]
+	if len(h) > 0 && (h[0].Status == domain.MsgQueued || h[0].Status == domain.MsgScheduled) {
+		h = h[1:] // the body's own step: queued, or scheduled (sendAt)
 	}
 	if len(h) > 0 {
 		c.History = make([]step, len(h))
@@ -150,7 +150,8 @@ func (c outcome) apply(e *domain.OutboxEntry) {
 }
 
 // body is a message as accepted (record version 2): the entry without what acceptance implies
-// (queued, its one history step at its creation, the message's id, the entry's).
+// (queued, or scheduled with a SendAt; its one history step at its creation; the message's id,
+// the entry's).
 type body struct {
 	ID        string         `json:"id"`
 	SessionID string         `json:"session,omitempty"`
@@ -164,6 +165,10 @@ type body struct {
 	Via       string `json:"via,omitempty"`
 	ViaReason string `json:"viaReason,omitempty"`
 	Waiting   bool   `json:"waiting,omitempty"`
+	// SendAt: accepted for later (scheduled until then); Transactional: may go to a phone on
+	// the suppression list.
+	SendAt        domain.Millis `json:"sendAt,omitempty"`
+	Transactional bool          `json:"tx,omitempty"`
 }
 
 const bodyVersion = 2
@@ -172,7 +177,8 @@ const bodyVersion = 2
 // kept.
 func encodeBody(e domain.OutboxEntry) ([]byte, error) {
 	b := body{ID: e.ID, SessionID: e.SessionID, UserID: e.UserID, Origin: e.Origin, From: e.From, Message: e.Message, CreatedAt: e.CreatedAt,
-		Via: e.Via, ViaReason: e.ViaReason, Waiting: e.Waiting}
+		Via: e.Via, ViaReason: e.ViaReason, Waiting: e.Waiting,
+		SendAt: e.SendAt, Transactional: e.Transactional}
 	if b.Message.ID == e.ID {
 		b.Message.ID = ""
 	}
@@ -193,11 +199,16 @@ func decodeBody(data []byte) (domain.OutboxEntry, error) {
 			return domain.OutboxEntry{}, err
 		}
 		e := domain.OutboxEntry{ID: b.ID, SessionID: b.SessionID, UserID: b.UserID, Origin: b.Origin, From: b.From,
-			Message: b.Message, CreatedAt: b.CreatedAt, Via: b.Via, ViaReason: b.ViaReason, Waiting: b.Waiting}
+			Message: b.Message, CreatedAt: b.CreatedAt, Via: b.Via, ViaReason: b.ViaReason, Waiting: b.Waiting,
+			SendAt: b.SendAt, Transactional: b.Transactional}
 		if e.Message.ID == "" {
 			e.Message.ID = e.ID
 		}
-		e.SetStatus(domain.MsgQueued, b.CreatedAt.Time())
+		if b.SendAt != 0 {
+			e.SetStatus(domain.MsgScheduled, b.CreatedAt.Time())
+		} else {
+			e.SetStatus(domain.MsgQueued, b.CreatedAt.Time())
+		}
 		return e, nil
 	}
 	var e domain.OutboxEntry

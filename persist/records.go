@@ -15,6 +15,7 @@ type Records struct {
 	Webhooks    *Webhooks
 	History     *MessageLog
 	Notes       *MessageNotes
+	StoreLoop   *StoreLoop
 	// The Cloud API's (cloud.go).
 	SendLog        SendLog
 	CloudTemplates CloudTemplates
@@ -36,6 +37,7 @@ func NewRecords(kv KV) *Records {
 		Webhooks:    NewWebhooks(kv),
 		History:     NewMessageLog(kv),
 		Notes:       NewMessageNotes(kv),
+		StoreLoop:   NewStoreLoop(kv),
 
 		SendLog:        NewSendLog(kv),
 		CloudTemplates: NewCloudTemplates(kv),

@@ -35,7 +35,9 @@ package persist
 //	                                                                   poll votes (notes.go)
 //	net_send/, net_id/, cloud_template/, routing/, cloud_window/: the Cloud API's (cloud.go)
 //	inbox/, webhook_seen/, store_sent/, store_event/, store/, nonces, templates: see inbox.go
-//	and stores.go (the store integration's tables).
+//	and stores.go (the store integration's tables); store_order/, store_answer/,
+//	store_writeback/, store_checkout/, optout/: see storeloop.go (the store loop).
+//	outbox/<msgID>'s body carries sendAt (a message sent later: scheduled until then).
 const (
 	usersTable         = "user"
 	keysTable          = "apikey"

@@ -91,6 +91,14 @@ type Publisher interface {
 	Publish(s domain.Campaign)
 }
 
+// Audience is what the store loop asks of every number (DESIGN.md section 18): whether the
+// phone is on the owner's suppression list (skipped: opted_out, nothing charged) and whether
+// the owner's quiet hours hold the campaign now (it waits until they end).
+type Audience interface {
+	OptedOut(uid, phone string) bool
+	QuietUntil(uid string, t time.Time) (time.Time, bool)
+}
+
 // Observer is told how late each delay timer was handled (scheduling drift), for metrics.
 type Observer interface {
 	TimerLate(late time.Duration)
@@ -107,7 +115,14 @@ type Deps struct {
 	Allowance Allowance
 	Publisher Publisher // optional
 	Observer  Observer  // optional
+	Audience  Audience  // optional
+	// AfterFunc runs f once d has passed by Clock (the pauses, a campaign's start, quiet hours);
+	// nil = time.AfterFunc. Tests that move Clock give one that fires when they move it.
+	AfterFunc func(d time.Duration, f func()) Timer
 }
+
+// Timer is a pending AfterFunc.
+type Timer = interface{ Stop() bool }
 
 // Campaign-actor messages.
 type (
@@ -118,9 +133,10 @@ type (
 	campaignNext      struct{ due time.Time } // due: when the timer was meant to fire (zero: not a timer)
 	campaignSaveFinal struct{}
 	campaignSent      struct {
-		idx   int
-		entry domain.OutboxEntry
-		err   error
+		idx      int
+		entry    domain.OutboxEntry
+		err      error
+		optedOut bool // skipped: on the suppression list
 	}
 )
 
@@ -134,7 +150,7 @@ type Campaign struct {
 	started time.Time // when the send of the current number started
 	// waitingSince is when the campaign began waiting for its session to connect.
 	waitingSince time.Time
-	timer        *time.Timer
+	timer        Timer
 	cancels      []chan domain.Campaign
 	// unsaved are the details of numbers whose progress is not durable yet (storage refused
 	// the write): they go with the next write.
@@ -193,7 +209,9 @@ func (a *Campaign) resume(c *actor.Context) {
 		a.publish()
 		return
 	}
-	a.st.Status = domain.CampaignRunning
+	if a.st.Status != domain.CampaignScheduled || !a.st.StartAt.After(a.deps.Clock.Now()) {
+		a.st.Status = domain.CampaignRunning
+	}
 	a.publish()
 	a.scheduleNext(c)
 }
@@ -205,10 +223,21 @@ func (a *Campaign) step(c *actor.Context) {
 	if a.st.Done() || a.sending || a.ending {
 		return
 	}
+	if a.st.Status == domain.CampaignScheduled {
+		a.st.Status = domain.CampaignRunning // its time has come
+		a.publish()
+	}
 	if a.st.Cursor >= a.st.Granted {
 		a.st.Status = domain.CampaignCompleted
 		a.finish(c)
 		return
+	}
+	if au := a.deps.Audience; au != nil {
+		if until, quiet := au.QuietUntil(a.st.UserID, a.deps.Clock.Now()); quiet {
+			// The owner's quiet hours: the next number waits until they end.
+			a.after(c, until.Sub(a.deps.Clock.Now()), campaignNext{due: until})
+			return
+		}
 	}
 	idx := a.st.Cursor
 	id := a.deps.Numbers.MessageID(a.st.ID, idx)
@@ -236,6 +265,13 @@ func (a *Campaign) step(c *actor.Context) {
 		a.deps.Allowance.Release(a.st.UserID, 1)
 		a.sending = true
 		a.sent(c, campaignSent{idx: idx, err: err})
+		return
+	}
+	if au := a.deps.Audience; au != nil && au.OptedOut(a.st.UserID, to) {
+		// On the suppression list: skipped, its share of the allowance back, no pause after it.
+		a.deps.Allowance.Release(a.st.UserID, 1)
+		a.sending, a.started = true, time.Time{}
+		a.sent(c, campaignSent{idx: idx, entry: domain.OutboxEntry{}, optedOut: true})
 		return
 	}
 	a.sending = true
@@ -277,11 +313,20 @@ func (a *Campaign) sent(c *actor.Context, m campaignSent) {
 		a.deps.Allowance.Release(a.st.UserID, 1) // never sent: its reservation goes back
 	}
 	d := domain.CampaignDetail{Number: a.st.Numbers[m.idx], MessageID: m.entry.ID}
-	if m.err != nil {
-		d.Error = m.err.Error()
+	switch {
+	case m.optedOut:
+		d.Status, d.Error = domain.DetailOptedOut, "opted_out: the recipient is on the suppression list (replied STOP)"
+		a.st.OptedOut++
+	case m.err != nil:
+		d.Status, d.Error = domain.DetailFailed, m.err.Error()
+		if errors.Is(m.err, domain.ErrOptedOut) { // opted out while the number was sent
+			d.Status = domain.DetailOptedOut
+			a.st.OptedOut++
+			break
+		}
 		a.st.Failed++
-	} else {
-		d.Success = true
+	default:
+		d.Status, d.Success = domain.DetailSent, true
 		a.st.Successful++
 	}
 	a.st.Details = append(a.st.Details, d)
@@ -321,6 +366,10 @@ func (a *Campaign) scheduleNext(c *actor.Context) {
 // after sends msg to the actor once d has passed (on a.timer, which finish stops).
 func (a *Campaign) after(c *actor.Context, d time.Duration, msg any) {
 	hw, self := c.Engine(), c.PID()
+	if a.deps.AfterFunc != nil {
+		a.timer = a.deps.AfterFunc(d, func() { hw.Send(self, msg) })
+		return
+	}
 	a.timer = time.AfterFunc(d, func() { hw.Send(self, msg) })
 }
 

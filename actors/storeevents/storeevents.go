@@ -1,11 +1,11 @@
 // Package storeevents is the actor of one connected store (of any ecom.Platform): it works
 // through the store's durable inbox of accepted webhooks in order, up to 32 events a pass
-// (parse, fetch the order when the payload lacks it, render the owner's template; then their
-// messages accepted through the owner's session in one commit and their outcomes recorded in
-// another), and retries transient failures with capped exponential backoff.
+// (parse, fetch the order when the payload lacks it, compose the customer's messages; then
+// their messages accepted through the owner's session in one commit and their outcomes
+// recorded in another), and retries transient failures with capped exponential backoff.
 //
-// Imports: domain, ecom (its platform registry, parsers and renderer) and hollywood; what the actor needs
-// from the rest of the gateway is declared here as interfaces (Store, OrderFetcher, Templates,
+// Imports: domain, ecom (its platform registry and parsers) and hollywood; what the actor needs
+// from the rest of the gateway is declared here as interfaces (Store, OrderFetcher, Composer,
 // Sender, Outbox, Publisher, Workers, Clock). Only the engine imports it: it spawns one actor
 // per connected store and implements those interfaces.
 //
@@ -73,27 +73,46 @@ type OrderFetcher interface {
 	FetchOrder(ctx context.Context, shop string, orderID int64) ([]byte, error)
 }
 
-// Templates is what a message is rendered from.
-type Templates interface {
-	// Template is the owner's template for a topic (the default when they wrote none).
-	Template(uid, topic string) (text string, enabled bool, err error)
-	// StoreName fills {store_name}.
-	StoreName(shop string) string
+// Composer turns an event into what the customer gets (the engine: the owner's template for
+// the topic with its delay and confirmation question, quiet hours, the suppression list, and
+// the store loop's records of orders and checkouts, DESIGN.md section 18).
+type Composer interface {
+	// Compose decides an event's messages. An error is transient: the event is tried again.
+	// It is called again for an event tried before, and must then compose the same messages.
+	Compose(ctx context.Context, c Compose) (Composed, error)
 }
 
-// CloudTemplates is what Templates may also give (DESIGN.md section 17): a topic's Cloud API
-// template (nil: none), whose parameters are rendered like the text.
-type CloudTemplates interface {
-	CloudTemplate(uid, topic string) (*domain.TemplateSend, error)
+// Compose is one event to compose.
+type Compose struct {
+	UserID, Shop string
+	// MessageID is the entry's: the id of the first message (more are derived from it).
+	MessageID  string
+	ReceivedAt time.Time
+	// N is the number of the event's record (domain.StoreEvent.N).
+	N     int64
+	Event ecom.Event
+}
+
+// Composed is what an event sends: its messages in order (none when Skip says why not).
+type Composed struct {
+	Skip string
+	Out  []Outgoing
+}
+
+// Outgoing is one message of an event, accepted at once or for later (SendAt).
+type Outgoing struct {
+	Message domain.Message
+	SendAt  time.Time
 }
 
 // Sender sends through the owner's session.
 type Sender interface {
-	// SendBatch accepts texts through the user's session, in order, in one commit, under
-	// their ids (new ones: never accepted before) and with their allowance. It returns the
-	// prefix it accepted and, when that is not all, why the next one was not (nil: try it
-	// again at once, e.g. the allowance clipped the batch).
-	SendBatch(ctx context.Context, uid, origin string, msgs []domain.Message) ([]domain.OutboxEntry, error)
+	// SendGroups accepts groups of messages through the user's session, in order, in one
+	// commit, under their ids (new ones: never accepted before) and with their allowance; a
+	// group (one event's messages) is accepted whole or not at all. It returns how many groups
+	// it accepted and, when that is not all, why the next one was not (nil: try it again at
+	// once, e.g. the allowance clipped the batch).
+	SendGroups(ctx context.Context, uid, origin string, groups [][]Outgoing) (int, error)
 	// SessionReady tells whether the user's session is connected (a cheap read, no I/O).
 	SessionReady(uid string) bool
 }
@@ -135,7 +154,7 @@ type View struct {
 type Deps struct {
 	Store     Store
 	Orders    OrderFetcher
-	Templates Templates
+	Composer  Composer
 	Sender    Sender
 	Outbox    Outbox
 	Publisher Publisher // optional
@@ -488,8 +507,8 @@ type prepared struct {
 	entry domain.InboxEntry
 	rec   domain.StoreEvent
 	fresh bool
-	key   string // ecom.Event.DedupeKey
-	msg   *domain.Message
+	key   string     // ecom.Event.DedupeKey
+	out   []Outgoing // the messages to send (nil when the record is final already)
 }
 
 // process runs a pass: each entry parsed and rendered in order, up to the first transient
@@ -508,7 +527,7 @@ func (w storeWorker) process(items []item, n0 int64) storeWorked {
 			return false
 		}
 		p.rec.Status, p.rec.Reason = domain.StoreEventFailed, "gave up after "+hours(w.deps.RetryWindow)+" of retries: "+err.Error()
-		p.msg = nil
+		p.out = nil
 		return true
 	}
 
@@ -547,7 +566,7 @@ func (w storeWorker) process(items []item, n0 int64) storeWorked {
 	// Events the store repeated (a new delivery of the same order event): one read for all.
 	var keys []string
 	for _, p := range ps {
-		if p.msg != nil {
+		if p.out != nil {
 			keys = append(keys, p.key)
 		}
 	}
@@ -561,11 +580,11 @@ func (w storeWorker) process(items []item, n0 int64) storeWorked {
 		k := 0
 		for j := range ps {
 			p := &ps[j]
-			if p.msg == nil {
+			if p.out == nil {
 				continue
 			}
 			if sent[k] || seen[p.key] {
-				p.msg, p.key = nil, ""
+				p.out, p.key = nil, ""
 				p.rec.Status, p.rec.Reason = domain.StoreEventSkipped, "already sent: the store repeated this event"
 			} else {
 				seen[p.key] = true
@@ -575,9 +594,9 @@ func (w storeWorker) process(items []item, n0 int64) storeWorked {
 	}
 	// Entries tried before may have been accepted already: look their messages up.
 	for j := range ps {
-		if p := &ps[j]; p.msg != nil && !p.fresh {
+		if p := &ps[j]; p.out != nil && !p.fresh {
 			if prev, found := w.deps.Outbox.Outcome(p.entry.MessageID); found {
-				p.msg, p.rec.MessageID = nil, prev.ID
+				p.out, p.rec.MessageID = nil, prev.ID
 				if prev.Status == domain.MsgFailed {
 					p.rec.Status, p.rec.Reason, p.key = domain.StoreEventFailed, prev.Error, ""
 				} else {
@@ -587,28 +606,28 @@ func (w storeWorker) process(items []item, n0 int64) storeWorked {
 		}
 	}
 
-	// The messages, in order, in one accept; the pass ends at the first one not accepted.
-	var msgs []domain.Message
-	var at []int // msgs[k] is ps[at[k]]
+	// The messages, in order, in one accept; the pass ends at the first event not accepted.
+	var groups [][]Outgoing
+	var at []int // groups[k] is ps[at[k]]'s
 	for j, p := range ps {
-		if p.msg == nil {
+		if p.out == nil {
 			continue
 		}
-		if len(msgs) > 0 && p.entry.UserID != ps[at[0]].entry.UserID {
+		if len(groups) > 0 && p.entry.UserID != ps[at[0]].entry.UserID {
 			break // another owner (the shop was reconnected by someone else): next pass
 		}
-		msgs, at = append(msgs, *p.msg), append(at, j)
+		groups, at = append(groups, p.out), append(at, j)
 	}
 	sendRetry := false
-	if len(msgs) > 0 {
+	if len(groups) > 0 {
 		first := &ps[at[0]]
-		accepted, err := w.deps.Sender.SendBatch(context.Background(), first.entry.UserID, "store:"+w.shop, msgs)
-		for k, e := range accepted {
+		accepted, err := w.deps.Sender.SendGroups(context.Background(), first.entry.UserID, "store:"+w.shop, groups)
+		for k := range accepted {
 			p := &ps[at[k]]
-			p.rec.Status, p.rec.MessageID, p.msg = domain.StoreEventSent, e.ID, nil
+			p.rec.Status, p.rec.MessageID, p.out = domain.StoreEventSent, p.out[0].Message.ID, nil
 		}
-		if len(accepted) < len(msgs) && err != nil {
-			j := at[len(accepted)]
+		if accepted < len(groups) && err != nil {
+			j := at[accepted]
 			p := &ps[j]
 			waitSession := errors.Is(err, domain.ErrNotConnected)
 			transient := waitSession || errors.Is(err, domain.ErrNetwork) || errors.Is(err, domain.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
@@ -617,14 +636,14 @@ func (w storeWorker) process(items []item, n0 int64) storeWorked {
 				fail(idx[j], p, err, waitSession)
 				sendRetry = true
 			case !transient:
-				p.rec.Status, p.rec.Reason, p.rec.MessageID, p.msg = domain.StoreEventFailed, err.Error(), p.entry.MessageID, nil
+				p.rec.Status, p.rec.Reason, p.rec.MessageID, p.out = domain.StoreEventFailed, err.Error(), p.entry.MessageID, nil
 			}
 		}
 	}
 	// ps[:last] are decided; ps[last] (a message not accepted) starts the next pass.
 	last := len(ps)
 	for j := range ps {
-		if ps[j].msg != nil {
+		if ps[j].out != nil {
 			last = j
 			break
 		}
@@ -702,32 +721,24 @@ func (w storeWorker) prepare(p *prepared) (retry error, waitSession bool) {
 		rec.OrderID, rec.OrderName = ev.OrderID, ev.OrderName
 	}
 	rec.Phone = ev.Phone
-	if ev.SkipReason != "" {
-		return final(domain.StoreEventSkipped, ev.SkipReason)
-	}
-	tmpl, enabled, err := w.deps.Templates.Template(entry.UserID, ev.Topic)
+	// The composer sees every event, one without a usable phone included: a cancellation
+	// still skips what waits for its order.
+	c, err := w.deps.Composer.Compose(context.Background(), Compose{
+		UserID: entry.UserID, Shop: entry.Shop, MessageID: entry.MessageID, ReceivedAt: entry.ReceivedAt, N: rec.N, Event: ev,
+	})
 	if err != nil {
-		return fmt.Errorf("%w: read template: %w", domain.ErrUnavailable, err), false
+		return fmt.Errorf("%w: compose: %w", domain.ErrUnavailable, err), false
 	}
-	if !enabled {
-		return final(domain.StoreEventSkipped, "template disabled")
-	}
-	text := ecom.Render(tmpl, ev, w.deps.Templates.StoreName(entry.Shop))
-	if text == "" {
-		return final(domain.StoreEventSkipped, "the template renders an empty message")
+	if c.Skip != "" || len(c.Out) == 0 {
+		if c.Skip == "" {
+			c.Skip = "nothing to send"
+		}
+		return final(domain.StoreEventSkipped, c.Skip)
 	}
 	p.key = ev.DedupeKey()
-	p.msg = &domain.Message{ID: entry.MessageID, To: ev.Phone, Kind: domain.KindText, Text: text}
-	if ct, ok := w.deps.Templates.(CloudTemplates); ok {
-		// The topic's Cloud API template, for a cold contact over a cloud number.
-		if t, err := ct.CloudTemplate(entry.UserID, ev.Topic); err == nil && t != nil {
-			cold := *t
-			cold.Params = make([]string, len(t.Params))
-			for i, param := range t.Params {
-				cold.Params[i] = ecom.Render(param, ev, w.deps.Templates.StoreName(entry.Shop))
-			}
-			p.msg.ColdTemplate = &cold
-		}
+	p.out = c.Out
+	if at := c.Out[0].SendAt; !at.IsZero() {
+		rec.SendAt = at.UTC()
 	}
 	return nil, false
 }

@@ -132,12 +132,21 @@ func newStoreHarness(t *testing.T, send func(n int) error) *storeHarness {
 func (h *storeHarness) FetchOrder(context.Context, string, int64) ([]byte, error) {
 	return nil, ErrNoStoreToken
 }
-func (h *storeHarness) Template(_, topic string) (string, bool, error) {
+
+// Compose is the engine's composer reduced to a template "order {order_number}" that may be
+// disabled.
+func (h *storeHarness) Compose(_ context.Context, c Compose) (Composed, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return "order {order_number}", !h.disabled, nil
+	switch {
+	case c.Event.SkipReason != "":
+		return Composed{Skip: c.Event.SkipReason}, nil
+	case h.disabled:
+		return Composed{Skip: "template disabled"}, nil
+	}
+	text := ecom.Render("order {order_number}", c.Event, "Acme")
+	return Composed{Out: []Outgoing{{Message: domain.Message{ID: c.MessageID, To: c.Event.Phone, Kind: domain.KindText, Text: text}}}}, nil
 }
-func (h *storeHarness) StoreName(string) string { return "Acme" }
 func (h *storeHarness) Outcome(id string) (domain.OutboxEntry, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -149,26 +158,25 @@ func (h *storeHarness) Publish(v View) {
 	h.views = append(h.views, v)
 	h.mu.Unlock()
 }
-func (h *storeHarness) SendBatch(_ context.Context, _, _ string, msgs []domain.Message) ([]domain.OutboxEntry, error) {
-	var out []domain.OutboxEntry
-	for _, m := range msgs {
+func (h *storeHarness) SendGroups(_ context.Context, _, _ string, groups [][]Outgoing) (int, error) {
+	for k, g := range groups {
+		m := g[0].Message
 		h.mu.Lock()
 		n := len(h.sends)
 		h.sends = append(h.sends, m.To)
 		h.mu.Unlock()
 		if err := h.send(n); err != nil {
-			return out, err
+			return k, err
 		}
-		out = append(out, domain.OutboxEntry{ID: m.ID, Status: domain.MsgQueued})
 		h.mu.Lock()
 		if h.outbox == nil {
 			h.outbox = map[string]domain.OutboxEntry{}
 		}
-		h.outbox[m.ID] = out[len(out)-1]
-		h.batches = append(h.batches, len(msgs))
+		h.outbox[m.ID] = domain.OutboxEntry{ID: m.ID, Status: domain.MsgQueued}
+		h.batches = append(h.batches, len(groups))
 		h.mu.Unlock()
 	}
-	return out, nil
+	return len(groups), nil
 }
 func (h *storeHarness) SessionReady(string) bool {
 	h.mu.Lock()
@@ -181,7 +189,7 @@ func (h *storeHarness) SessionReady(string) bool {
 var (
 	_ Store        = (*memInbox)(nil)
 	_ OrderFetcher = (*storeHarness)(nil)
-	_ Templates    = (*storeHarness)(nil)
+	_ Composer     = (*storeHarness)(nil)
 	_ Sender       = (*storeHarness)(nil)
 	_ Outbox       = (*storeHarness)(nil)
 	_ Publisher    = (*storeHarness)(nil)
@@ -190,7 +198,7 @@ var (
 
 func (h *storeHarness) start() {
 	deps := Deps{
-		Store: h.inbox, Orders: h, Templates: h, Sender: h, Outbox: h, Publisher: h,
+		Store: h.inbox, Orders: h, Composer: h, Sender: h, Outbox: h, Publisher: h,
 		Clock: h.clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BaseBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, SessionPoll: 5 * time.Millisecond,
 	}

@@ -1,6 +1,9 @@
-// Package ecomtest is a fake Shopify-type store platform for tests: an httptest server that
-// answers the Admin calls ecom.Client makes (OAuth code exchange, GraphQL shop name, webhook
-// subscriptions, order query) for shops registered on it, and records every request. Point
+// Package ecomtest is a fake store platform for tests: an httptest server that answers the
+// Admin calls ecom.Client makes of a Shopify-type shop (OAuth code exchange, GraphQL shop name,
+// webhook subscriptions, order query, and the write-backs tagsAdd, orderUpdate and orderCancel)
+// and the REST calls it makes of a WooCommerce-type store (order notes, order status), for
+// shops and stores registered on it. It records every request, and every write-back in the
+// order it came, so a test reads what the store would hold (Order, WriteBacks). Point
 // ecom.ClientOptions.APIBase at Platform.APIBase. It imports only the standard library.
 package ecomtest
 
@@ -9,9 +12,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Request is one request the fake received.
@@ -32,6 +37,36 @@ type Subscription struct {
 
 type grant struct{ token, scope string }
 
+// Order is what the fake holds of one order after the write-backs: its tags, note and status.
+type Order struct {
+	Tags      []string
+	Note      string
+	Cancelled bool
+	// CancelReason, Restock, NotifyCustomer, Refund and StaffNote are orderCancel's arguments.
+	CancelReason   string
+	Restock        bool
+	NotifyCustomer bool
+	Refund         bool
+	StaffNote      string
+	// Status is a WooCommerce order's status ("" until a write-back set it); Notes its notes.
+	Status string
+	Notes  []string
+}
+
+// WriteBack is one change a write-back made, in arrival order.
+type WriteBack struct {
+	Shop    string
+	OrderID int64
+	Op      string // tagsAdd, orderUpdate, orderCancel (Shopify type); note, status (WooCommerce type)
+	Tags    []string
+	Note    string
+	Status  string
+	At      time.Time
+}
+
+// wooStore is a WooCommerce-type store: the REST API keys it accepts.
+type wooStore struct{ key, secret string }
+
 type shop struct {
 	name   string
 	tokens map[string]bool // access tokens the shop accepts
@@ -51,13 +86,16 @@ type Platform struct {
 	requests     []Request
 	failStatus   int
 	failLeft     int
+	orders       map[string]*Order // by shop + "/" + order id
+	writes       []WriteBack
+	woo          map[string]wooStore
 }
 
 // knownTopics are the WebhookSubscriptionTopic values the fake accepts.
 func knownTopic(t string) bool {
 	switch t {
 	case "ORDERS_CREATE", "ORDERS_PAID", "ORDERS_CANCELLED", "ORDERS_UPDATED",
-		"FULFILLMENTS_CREATE", "REFUNDS_CREATE", "APP_UNINSTALLED":
+		"FULFILLMENTS_CREATE", "REFUNDS_CREATE", "APP_UNINSTALLED", "CHECKOUTS_CREATE", "CHECKOUTS_UPDATE":
 		return true
 	}
 	return false
@@ -65,7 +103,7 @@ func knownTopic(t string) bool {
 
 // New starts a fake platform; Close it when done.
 func New() *Platform {
-	p := &Platform{shops: map[string]*shop{}}
+	p := &Platform{shops: map[string]*shop{}, orders: map[string]*Order{}, woo: map[string]wooStore{}}
 	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
 	return p
 }
@@ -132,6 +170,43 @@ func (p *Platform) Subscriptions(domain string) []Subscription {
 	return nil
 }
 
+// AddWooStore registers a WooCommerce-type store by host with the REST API keys it accepts.
+func (p *Platform) AddWooStore(host, key, secret string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.woo[host] = wooStore{key, secret}
+}
+
+// Order returns what the store holds of an order after the write-backs (false: none touched it).
+func (p *Platform) Order(shop string, id int64) (Order, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	o, ok := p.orders[shop+"/"+strconv.FormatInt(id, 10)]
+	if !ok {
+		return Order{}, false
+	}
+	c := *o
+	c.Tags, c.Notes = append([]string(nil), o.Tags...), append([]string(nil), o.Notes...)
+	return c, true
+}
+
+// WriteBacks returns every write-back change so far, in order.
+func (p *Platform) WriteBacks() []WriteBack {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]WriteBack(nil), p.writes...)
+}
+
+func (p *Platform) order(shop string, id int64) *Order {
+	k := shop + "/" + strconv.FormatInt(id, 10)
+	o := p.orders[k]
+	if o == nil {
+		o = &Order{}
+		p.orders[k] = o
+	}
+	return o
+}
+
 // Requests returns every request received so far, in order.
 func (p *Platform) Requests() []Request {
 	p.mu.Lock()
@@ -152,6 +227,10 @@ func (p *Platform) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, p.failStatus, map[string]any{"errors": "injected failure"})
 		return
 	}
+	if strings.HasPrefix(path, "/wp-json/wc/v3/") {
+		p.wooREST(w, r, domain, path, body)
+		return
+	}
 	s := p.shops[domain]
 	if s == nil {
 		writeJSON(w, http.StatusNotFound, map[string]any{"errors": "Not Found"})
@@ -170,7 +249,7 @@ func (p *Platform) serve(w http.ResponseWriter, r *http.Request) {
 				"errors": "[API] Invalid API key or access token (unrecognized login or wrong password)"})
 			return
 		}
-		p.graphQL(w, s, body)
+		p.graphQL(w, domain, s, body)
 	default:
 		writeJSON(w, http.StatusNotFound, map[string]any{"errors": "Not Found"})
 	}
@@ -196,7 +275,7 @@ func (p *Platform) exchange(w http.ResponseWriter, s *shop, body []byte) {
 	writeJSON(w, http.StatusOK, map[string]any{"access_token": g.token, "scope": g.scope})
 }
 
-func (p *Platform) graphQL(w http.ResponseWriter, s *shop, body []byte) {
+func (p *Platform) graphQL(w http.ResponseWriter, shopDomain string, s *shop, body []byte) {
 	var in struct {
 		Query     string          `json:"query"`
 		Variables json.RawMessage `json:"variables"`
@@ -209,6 +288,9 @@ func (p *Platform) graphQL(w http.ResponseWriter, s *shop, body []byte) {
 		writeJSON(w, http.StatusOK, map[string]any{"errors": []any{map[string]any{"message": msg}}})
 	}
 	switch {
+	case strings.Contains(in.Query, "tagsAdd("), strings.Contains(in.Query, "orderUpdate("),
+		strings.Contains(in.Query, "orderCancel("), strings.Contains(in.Query, "query orderNote"):
+		p.writeBack(w, shopDomain, in.Query, in.Variables)
 	case strings.Contains(in.Query, "webhookSubscriptionCreate"):
 		var v struct {
 			Topic string `json:"topic"`
@@ -260,6 +342,182 @@ func (p *Platform) graphQL(w http.ResponseWriter, s *shop, body []byte) {
 		writeJSON(w, http.StatusOK, map[string]any{"data": map[string]any{"shop": map[string]any{"name": s.name}}})
 	default:
 		gqlError("the fake platform does not know this operation")
+	}
+}
+
+// orderNumber reads a gid://shopify/Order/<n>.
+func orderNumber(gid string) (int64, bool) {
+	num, ok := strings.CutPrefix(gid, "gid://shopify/Order/")
+	id, err := strconv.ParseInt(num, 10, 64)
+	return id, ok && err == nil && id > 0
+}
+
+// writeBack answers the Admin GraphQL operations a confirmation's write-back makes, as the
+// Admin API does (their payload shapes: tagsAdd's node and userErrors, orderUpdate's order and
+// userErrors, orderCancel's job and orderCancelUserErrors), and records them.
+func (p *Platform) writeBack(w http.ResponseWriter, shop, query string, vars json.RawMessage) {
+	data := func(v map[string]any) { writeJSON(w, http.StatusOK, map[string]any{"data": v}) }
+	gqlError := func(msg string) {
+		writeJSON(w, http.StatusOK, map[string]any{"errors": []any{map[string]any{"message": msg}}})
+	}
+	now := time.Now()
+	// target decodes the variables into v and finds the order named by the global id that gid
+	// reads from them; a bad variable or id is answered with the Admin API's error (false).
+	target := func(v any, gid func() string, badVars string) (*Order, int64, bool) {
+		if json.Unmarshal(vars, v) != nil {
+			gqlError(badVars)
+			return nil, 0, false
+		}
+		id, ok := orderNumber(gid())
+		if !ok {
+			gqlError("Invalid global id '" + gid() + "'")
+			return nil, 0, false
+		}
+		return p.order(shop, id), id, true
+	}
+	switch {
+	case strings.Contains(query, "tagsAdd("):
+		var v struct {
+			ID   string   `json:"id"`
+			Tags []string `json:"tags"`
+		}
+		o, id, ok := target(&v, func() string { return v.ID }, "Variable $tags of type [String!]! was provided invalid value")
+		if !ok {
+			return
+		}
+		for _, t := range v.Tags {
+			for _, one := range strings.Split(t, ",") { // a tag list may come comma-separated
+				if one = strings.TrimSpace(one); one != "" && !slices.Contains(o.Tags, one) {
+					o.Tags = append(o.Tags, one)
+				}
+			}
+		}
+		p.writes = append(p.writes, WriteBack{Shop: shop, OrderID: id, Op: "tagsAdd", Tags: v.Tags, At: now})
+		data(map[string]any{"tagsAdd": map[string]any{"node": map[string]any{"id": v.ID}, "userErrors": []any{}}})
+	case strings.Contains(query, "query orderNote"):
+		var v struct {
+			ID string `json:"id"`
+		}
+		o, _, ok := target(&v, func() string { return v.ID }, "Variable $id of type ID! was provided invalid value")
+		if !ok {
+			return
+		}
+		var note, cancelledAt any
+		if o.Note != "" {
+			note = o.Note
+		}
+		if o.Cancelled {
+			cancelledAt = now.UTC().Format(time.RFC3339)
+		}
+		data(map[string]any{"order": map[string]any{"id": v.ID, "note": note, "cancelledAt": cancelledAt}})
+	case strings.Contains(query, "orderUpdate("):
+		var v struct {
+			Input struct {
+				ID   string  `json:"id"`
+				Note *string `json:"note"`
+			} `json:"input"`
+		}
+		o, id, ok := target(&v, func() string { return v.Input.ID }, "Variable $input of type OrderInput! was provided invalid value")
+		if !ok {
+			return
+		}
+		if v.Input.Note != nil {
+			o.Note = *v.Input.Note
+		}
+		p.writes = append(p.writes, WriteBack{Shop: shop, OrderID: id, Op: "orderUpdate", Note: o.Note, At: now})
+		data(map[string]any{"orderUpdate": map[string]any{"order": map[string]any{"id": v.Input.ID, "note": o.Note}, "userErrors": []any{}}})
+	case strings.Contains(query, "orderCancel("):
+		var v struct {
+			OrderID        string `json:"orderId"`
+			NotifyCustomer bool   `json:"notifyCustomer"`
+			Restock        *bool  `json:"restock"`
+			Reason         string `json:"reason"`
+			StaffNote      string `json:"staffNote"`
+			RefundMethod   *struct {
+				Original bool `json:"originalPaymentMethodsRefund"`
+			} `json:"refundMethod"`
+		}
+		const badVars = "Variable $refundMethod of type OrderCancelRefundMethodInput! was provided invalid value"
+		o, id, ok := target(&v, func() string { return v.OrderID }, badVars)
+		if !ok {
+			return
+		}
+		if v.Restock == nil || v.RefundMethod == nil || v.Reason == "" {
+			gqlError(badVars)
+			return
+		}
+		if o.Cancelled {
+			data(map[string]any{"orderCancel": map[string]any{"job": nil, "orderCancelUserErrors": []any{
+				map[string]any{"field": []string{"orderId"}, "message": "Order has already been cancelled", "code": "INVALID"}}}})
+			return
+		}
+		o.Cancelled, o.CancelReason, o.Restock, o.NotifyCustomer = true, v.Reason, *v.Restock, v.NotifyCustomer
+		o.Refund, o.StaffNote = v.RefundMethod.Original, v.StaffNote
+		p.writes = append(p.writes, WriteBack{Shop: shop, OrderID: id, Op: "orderCancel", Note: v.StaffNote, At: now})
+		data(map[string]any{"orderCancel": map[string]any{"job": map[string]any{"id": "gid://shopify/Job/" + strconv.Itoa(len(p.writes)), "done": false}, "orderCancelUserErrors": []any{}}})
+	}
+}
+
+// wooREST answers the WooCommerce REST API v3 calls of a write-back: GET and POST
+// /wp-json/wc/v3/orders/<id>/notes, PUT /wp-json/wc/v3/orders/<id> (HTTP Basic with the store's
+// consumer key and secret), with WordPress's error shape.
+func (p *Platform) wooREST(w http.ResponseWriter, r *http.Request, host, path string, body []byte) {
+	wpErr := func(status int, code, msg string) {
+		writeJSON(w, status, map[string]any{"code": code, "message": msg, "data": map[string]any{"status": status}})
+	}
+	st, known := p.woo[host]
+	key, secret, ok := r.BasicAuth()
+	if !known || !ok || key != st.key || secret != st.secret {
+		wpErr(http.StatusUnauthorized, "woocommerce_rest_cannot_view", "Sorry, you cannot list resources.")
+		return
+	}
+	rest, _ := strings.CutPrefix(path, "/wp-json/wc/v3/orders/")
+	idText, sub, _ := strings.Cut(rest, "/")
+	id, err := strconv.ParseInt(idText, 10, 64)
+	if err != nil || id <= 0 {
+		wpErr(http.StatusNotFound, "rest_no_route", "No route was found matching the URL and request method.")
+		return
+	}
+	o := p.order(host, id)
+	now := time.Now()
+	switch {
+	case sub == "notes" && r.Method == http.MethodGet:
+		notes := make([]any, len(o.Notes))
+		for i, n := range o.Notes {
+			notes[i] = map[string]any{"id": i + 1, "author": "WooCommerce", "note": n, "customer_note": false}
+		}
+		writeJSON(w, http.StatusOK, notes)
+	case sub == "notes" && r.Method == http.MethodPost:
+		var in struct {
+			Note string `json:"note"`
+		}
+		if json.Unmarshal(body, &in) != nil || in.Note == "" {
+			wpErr(http.StatusBadRequest, "rest_missing_callback_param", "Missing parameter(s): note")
+			return
+		}
+		o.Notes = append(o.Notes, in.Note)
+		p.writes = append(p.writes, WriteBack{Shop: host, OrderID: id, Op: "note", Note: in.Note, At: now})
+		writeJSON(w, http.StatusCreated, map[string]any{"id": len(o.Notes), "author": "WooCommerce", "note": in.Note, "customer_note": false})
+	case sub == "" && r.Method == http.MethodPut:
+		var in struct {
+			Status string `json:"status"`
+		}
+		if json.Unmarshal(body, &in) != nil {
+			wpErr(http.StatusBadRequest, "rest_invalid_json", "Invalid JSON body passed.")
+			return
+		}
+		switch in.Status {
+		case "pending", "processing", "on-hold", "completed", "cancelled", "refunded", "failed":
+		default:
+			wpErr(http.StatusBadRequest, "rest_invalid_param", "Invalid parameter(s): status")
+			return
+		}
+		o.Status = in.Status
+		o.Cancelled = o.Cancelled || in.Status == "cancelled"
+		p.writes = append(p.writes, WriteBack{Shop: host, OrderID: id, Op: "status", Status: in.Status, At: now})
+		writeJSON(w, http.StatusOK, map[string]any{"id": id, "status": in.Status})
+	default:
+		wpErr(http.StatusNotFound, "rest_no_route", "No route was found matching the URL and request method.")
 	}
 }
 

@@ -11,6 +11,7 @@ import { messages } from './messages.js';
 import { campaigns } from './campaigns.js';
 import { webhooks } from './webhooks.js';
 import { cloud } from './cloud.js';
+import { optouts } from './optouts.js';
 
 const root = document.getElementById('app');
 
@@ -22,6 +23,7 @@ const clientScreens = [
   ['campaigns', 'Campaigns', campaigns],
   ['templates', 'Templates', store.templates],
   ['store', 'Store', store.store],
+  ['optouts', 'Opt-outs', optouts],
   ['keys', 'API keys', client.keys],
   ['usage', 'Usage', client.usage],
   ['webhooks', 'Webhooks', webhooks],

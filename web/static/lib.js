@@ -52,6 +52,7 @@ const sentences = {
   quota_exceeded: "This month's message allowance is used up.",
   invalid_phone: 'That phone number is not valid: use 8 to 15 digits with the country code.',
   recipient_not_on_network: 'That number is not on the messaging network.',
+  opted_out: 'That customer opted out of your messages (they replied STOP); see Opt-outs.',
   message_not_found: 'That message is none of your messages of the last 7 days.',
   group_not_found: 'That group is not one your phone is in.',
   network_error: 'The messaging network did not answer. Try again in a moment.',
@@ -165,7 +166,9 @@ const words = {
   RESTRICTED: ['Limited by the network', 'warn'],
   // Messages.
   queued: ['Waiting to send', 'warn'], sent: ['Sent', 'info'], delivered: ['Delivered', 'ok'], read: ['Read', 'ok'], failed: ['Not sent', 'err'],
-  received: ['Received', 'info'],
+  received: ['Received', 'info'], scheduled: ['Scheduled', 'info'], opted_out: ['Opted out', 'info'],
+  // Order confirmations.
+  awaiting: ['Waiting for the answer', 'warn'], confirmed: ['Confirmed', 'ok'], none: ['Not written back', 'info'],
   // Campaigns.
   running: ['Sending', 'warn'], completed: ['Done', 'ok'], cancelled: ['Cancelled', 'err'],
   // Keys, webhooks, stores.

@@ -1,5 +1,6 @@
-// store.js: the store screens: message templates (editor with a live preview) and the store
-// connection (OAuth, access token, native webhooks, WooCommerce; webhook address; recent events).
+// store.js: the store screens: message templates (editor with a live preview, the delay, the
+// confirmation question) and the store connection (OAuth, access token, native webhooks,
+// WooCommerce; webhook address; recent events; the orders' confirmations).
 import { h, mount, api, when, say, field, form, table, badge, copyButton, sentence, notice } from './lib.js';
 
 const topicNames = {
@@ -8,7 +9,10 @@ const topicNames = {
   'fulfillments/create': 'Order shipped',
   'orders/cancelled': 'Order cancelled',
   'refunds/create': 'Refund processed',
+  checkout_abandoned: 'Checkout abandoned',
 };
+// Topics that may ask the customer to confirm the order.
+const confirmable = ['orders/create', 'orders/paid', 'fulfillments/create'];
 
 // The sample order of the preview (the same one the gateway's template tests use).
 const sample = {
@@ -16,6 +20,7 @@ const sample = {
   total: '10.00', currency: 'USD', paymentMethod: 'visa', items: [['Soda', 1], ['Another Beer', 3]], shippingCity: 'Shippington',
   trackingNumber: '123456789', trackingUrl: 'https://shipping.xyz/track.php?num=123456789', trackingCompany: 'Bluedart',
   refundAmount: '4.50', orderStatusUrl: 'https://shop.example/status/1', storeName: 'Alice’s Shop',
+  recoveryUrl: 'https://shop.example/checkouts/ab12/recover',
 };
 
 function value(name, ev) {
@@ -27,12 +32,13 @@ function value(name, ev) {
     items_list: ev.items.map(([t, q]) => t + ' x ' + q).join('\n'), items_count: String(ev.items.length),
     shipping_city: ev.shippingCity, tracking_number: ev.trackingNumber, tracking_url: ev.trackingUrl,
     tracking_company: ev.trackingCompany, tracking_info: tracking(), refund_amount: ev.refundAmount,
-    order_status_url: ev.orderStatusUrl, store_name: ev.storeName,
+    order_status_url: ev.orderStatusUrl, store_name: ev.storeName, recovery_url: ev.recoveryUrl,
   };
   const camel = { customerName: 'customer_name', customerPhone: 'customer_phone', customerAddress: 'customer_address', orderNumber: 'order_number',
     orderId: 'order_id', totalPrice: 'order_total', paymentMethod: 'payment_method', itemsList: 'items_list', itemsCount: 'items_count',
     shippingCity: 'shipping_city', trackingNumber: 'tracking_number', trackingUrl: 'tracking_url', trackingCompany: 'tracking_company',
-    trackingInfo: 'tracking_info', refundAmount: 'refund_amount', orderStatusUrl: 'order_status_url', storeName: 'store_name' };
+    trackingInfo: 'tracking_info', refundAmount: 'refund_amount', orderStatusUrl: 'order_status_url', storeName: 'store_name',
+    recoveryUrl: 'recovery_url' };
   const key = camel[name] || name;
   return Object.prototype.hasOwnProperty.call(table, key) ? table[key] : undefined;
 }
@@ -57,21 +63,65 @@ export function templates(el) {
     const enabled = h('input', { type: 'checkbox', id: 'template-enabled' });
     const preview = h('pre', { class: 'bubble', id: 'template-preview' });
     const origin = h('small', { class: 'muted' });
+    // When the message goes: an order topic's delay, a checkout's after.
+    const wait = h('input', { id: 'template-wait', placeholder: '0', size: 8 });
+    const waitField = field('Send it after', wait, ' ');
+    // The confirmation question (order topics).
+    const c = {
+      on: h('input', { type: 'checkbox', id: 'confirm-on' }),
+      question: h('input', { id: 'confirm-question' }),
+      yes: h('input', { id: 'confirm-yes' }), no: h('input', { id: 'confirm-no' }),
+      follow: h('input', { id: 'confirm-follow', size: 8 }),
+      tagYes: h('input', { id: 'confirm-tag-yes' }), tagNo: h('input', { id: 'confirm-tag-no' }),
+      cancel: h('input', { type: 'checkbox', id: 'confirm-cancel' }),
+    };
+    const confirmBox = h('fieldset', { class: 'confirm-settings', id: 'confirm-settings' },
+      h('legend', {}, 'Confirmation'),
+      h('label', { class: 'check' }, c.on, 'Ask the customer to confirm the order (cash on delivery)'),
+      h('div', { class: 'confirm-fields' },
+        field('Question', c.question, 'Asked as a poll on a linked phone (or “reply 1 or 2”).'),
+        h('div', { class: 'row' }, field('Yes answer', c.yes), field('No answer', c.no)),
+        h('div', { class: 'row' }, field('Tag for yes', c.tagYes), field('Tag for no', c.tagNo)),
+        field('One reminder after', c.follow, 'Without an answer, one reminder this long after the question (0: none).'),
+        h('label', { class: 'check' }, c.cancel, 'Cancel the order in the store when the answer is no')));
+    const fillConfirm = (cf) => {
+      c.on.checked = !!cf;
+      const v = cf || { question: 'Please confirm your order {order_number}', yes: 'Yes, confirm', no: 'No, cancel', followUpAfter: '2h', tagYes: 'cod-confirmed', tagNo: 'cod-cancelled', cancelOnNo: false };
+      c.question.value = v.question; c.yes.value = v.yes; c.no.value = v.no; c.follow.value = v.followUpAfter;
+      c.tagYes.value = v.tagYes; c.tagNo.value = v.tagNo; c.cancel.checked = !!v.cancelOnNo;
+      confirmBox.classList.toggle('off', !c.on.checked);
+    };
+    const previewText = () => {
+      let t = render(text.value);
+      // As a linked phone shows it: one poll (the message and the question) with the two answers.
+      if (c.on.checked && confirmable.includes(current.topic)) t += '\n\n' + render(c.question.value) + '\n\n○ ' + c.yes.value + '\n○ ' + c.no.value + '\n\n(A poll: the customer taps an answer, or replies 1 or 2.)';
+      return t;
+    };
+    const refresh = () => { preview.textContent = previewText(); };
     const show = () => {
       current = list.find((t) => t.topic === topic.value) || list[0];
       text.value = current.text;
       enabled.checked = current.enabled;
       origin.textContent = current.isDefault ? 'This is the default text.' : 'Your own text.';
-      preview.textContent = render(text.value);
+      const checkout = current.topic === 'checkout_abandoned';
+      wait.value = (checkout ? current.after : current.delay) || '0';
+      waitField.querySelector('small').textContent = checkout
+        ? 'The reminder goes this long after the checkout (1h by default), unless an order came from it.'
+        : 'Hold the message this long (e.g. 10m); it is skipped if the order is cancelled meanwhile.';
+      confirmBox.hidden = !confirmable.includes(current.topic);
+      fillConfirm(current.confirm);
+      refresh();
     };
     topic.addEventListener('change', () => { say(slot, '', ''); show(); });
-    text.addEventListener('input', () => { preview.textContent = render(text.value); });
+    text.addEventListener('input', refresh);
+    for (const k of ['question', 'yes', 'no']) c[k].addEventListener('input', refresh);
+    c.on.addEventListener('change', () => { confirmBox.classList.toggle('off', !c.on.checked); refresh(); });
     const insert = (p) => {
       const s = text.selectionStart ?? text.value.length;
       text.value = text.value.slice(0, s) + p + text.value.slice(text.selectionEnd ?? s);
       text.focus();
       text.selectionStart = text.selectionEnd = s + p.length;
-      preview.textContent = render(text.value);
+      refresh();
     };
     const save = async (body) => {
       try {
@@ -88,18 +138,47 @@ export function templates(el) {
           field('Event', topic),
           form({ id: 'template-form' }, [
             field('Message', text, 'Placeholders are filled from the order; click one to insert it.'),
-            h('div', { class: 'chips' }, (r.placeholders || []).slice(0, 13).map((p) => h('button', { type: 'button', class: 'chip', onclick: () => insert(p) }, p))),
+            h('div', { class: 'chips' }, (r.placeholders || []).slice(0, 13).concat(['{recovery_url}']).map((p) => h('button', { type: 'button', class: 'chip', onclick: () => insert(p) }, p))),
             h('label', { class: 'check' }, enabled, 'Send this message for this event'),
+            waitField, confirmBox,
             h('div', { class: 'row' }, h('button', { type: 'submit', id: 'template-save' }, 'Save'),
               h('button', { type: 'button', class: 'ghost', onclick: () => save({ text: '' }) }, 'Reset to default'), origin),
-          ], () => save({ text: text.value, enabled: enabled.checked })), slot),
+          ], () => {
+            const body = { text: text.value, enabled: enabled.checked };
+            body[current.topic === 'checkout_abandoned' ? 'after' : 'delay'] = wait.value.trim() || '0';
+            if (confirmable.includes(current.topic)) {
+              body.confirm = c.on.checked ? { question: c.question.value, yes: c.yes.value, no: c.no.value, followUpAfter: c.follow.value.trim() || '0',
+                tagYes: c.tagYes.value, tagNo: c.tagNo.value, cancelOnNo: c.cancel.checked } : null;
+            }
+            return save(body);
+          }), slot),
         h('section', { class: 'card' }, h('h2', {}, 'Preview'), h('p', { class: 'muted' }, 'On a sample order (#1001, John, two items).'), preview,
           form({ id: 'template-test' }, [field('Send the preview to', testPhone), h('button', { type: 'submit' }, 'Send a test')], async () => {
-            try { await api('POST', '/api/client/templates/test', { phone: testPhone.value, text: render(text.value) }); say(slot, 'ok', 'The test message is sent.'); }
+            try { await api('POST', '/api/client/templates/test', { phone: testPhone.value, text: previewText() }); say(slot, 'ok', 'The test message is sent.'); }
             catch (e) { say(slot, 'error', sentence(e)); }
           }))));
     show();
   }, (e) => mount(el, notice('error', sentence(e))));
+}
+
+// Words for a confirmation's write-back.
+const writeWords = { pending: 'writing to the order…', done: 'written to the order', failed: 'not written to the order', none: 'the store has no API access' };
+
+/** orders: the orders the store loop keeps, each with its confirmation and waiting messages. */
+function orders(s) {
+  return h('section', { class: 'card', id: 'store-orders' }, h('h2', {}, 'Order confirmations'),
+    s.writeBack ? null : h('p', { class: 'muted' }, 'Answers are recorded here; connect the store with API access to write them to the orders too.'),
+    table([
+      { title: 'Order', cell: (o) => o.orderName || String(o.orderId) },
+      { title: 'Customer', cell: (o) => (o.phone ? '+' + o.phone : '') },
+      { title: 'Confirmation', cell: (o) => (o.confirmation ? [badge(o.confirmation.state),
+        o.confirmation.answerText ? ' “' + o.confirmation.answerText + '”' : '',
+        o.confirmation.writeBack ? h('small', { class: 'muted', 'data-writeback': o.confirmation.writeBack }, ' ' + writeWords[o.confirmation.writeBack] +
+          (o.confirmation.writeError ? ': ' + o.confirmation.writeError : '')) : ''] : '—') },
+      { title: 'Messages', cell: (o) => o.messages.map((m) => h('div', {}, topicNames[m.topic] || m.topic, ' ',
+        m.skipped ? badge('skipped', 'Skipped (' + m.skipped.replace(/_/g, ' ') + ')') : m.sendAt ? badge('scheduled', 'At ' + when(m.sendAt)) : badge('sent'))) },
+      { title: 'Order status', cell: (o) => (o.cancelled ? badge('cancelled') : '') },
+    ], s.orders || [], 'No order asked to confirm yet. Turn the confirmation on in Templates.', (o) => ({ dataset: { order: String(o.orderId) } })));
 }
 
 function secretInput(name, placeholder) {
@@ -139,11 +218,15 @@ export function store(el) {
         if (!confirm('Disconnect ' + s.shop + '? Its events will no longer send messages.')) return;
         try { await api('DELETE', '/api/client/store'); say(slot, 'ok', 'The store is disconnected.'); load(); } catch (e) { say(slot, 'error', sentence(e)); }
       } }, 'Disconnect'), slot),
+    s.checkoutWebhookUrl ? h('section', { class: 'card' }, h('h2', {}, 'Abandoned carts'),
+      h('p', { class: 'muted' }, 'In the Cart Abandonment Recovery plugin (CartFlows), turn on its webhook and paste this address:'),
+      h('p', {}, h('code', { id: 'store-checkout-url' }, s.checkoutWebhookUrl), ' ', copyButton(s.checkoutWebhookUrl))) : null,
+    orders(s),
     h('section', { class: 'card' }, h('h2', {}, 'Recent events'), table([
       { title: 'Received', cell: (e) => when(e.receivedAt) },
       { title: 'Event', cell: (e) => topicNames[e.topic] || e.topic },
       { title: 'Order', cell: (e) => e.orderName || e.orderId || '' },
-      { title: 'Outcome', cell: (e) => [badge(e.status), e.reason ? ' ' + e.reason : ''] },
+      { title: 'Outcome', cell: (e) => [badge(e.status), e.sendAt && e.status === 'sent' ? ' goes ' + when(e.sendAt) : '', e.reason ? ' ' + e.reason : ''] },
       { title: 'To', cell: (e) => (e.phone ? '+' + e.phone : '') },
     ], s.events || [], 'No event yet. Place a test order in the store.')));
 
@@ -192,11 +275,16 @@ export function store(el) {
       woo: ['WooCommerce', () => {
         const domain = h('input', { name: 'domain', placeholder: 'shop.example.com', required: true });
         const sec = secretInput('webhookSecret', 'optional');
+        const ck = secretInput('consumerKey', 'ck_… (optional)');
+        const cs = secretInput('consumerSecret', 'cs_… (optional)');
         return form({ id: 'connect-woo' }, [h('p', { class: 'muted' }, 'In WooCommerce → Settings → Advanced → Webhooks, add one webhook per order event to the address shown after connecting.'),
-          field('Store domain', domain), field('Webhook secret', sec), h('button', { type: 'submit' }, 'Connect')], async () => {
+          field('Store domain', domain), field('Webhook secret', sec),
+          field('REST API consumer key', ck, 'WooCommerce → Settings → Advanced → REST API, read/write: lets a confirmation’s answer update the order.'),
+          field('REST API consumer secret', cs), h('button', { type: 'submit' }, 'Connect')], async () => {
           const body = { platform: 'woocommerce', domain: domain.value.trim() };
           if (sec.value.trim()) body.webhookSecret = sec.value.trim();
-          sec.value = '';
+          if (ck.value.trim()) { body.consumerKey = ck.value.trim(); body.consumerSecret = cs.value.trim(); }
+          sec.value = ''; ck.value = ''; cs.value = '';
           try { await api('POST', '/api/client/store/connect', body); say(slot, 'ok', 'Connected.'); load(); }
           catch (e) { say(slot, 'error', sentence(e)); }
         });

@@ -299,6 +299,10 @@ func TestEveryScreenPhoneAndDesktop(t *testing.T) {
 	g.connectCloud(cloudFake, cloudApp, admin)
 	g.call("PATCH", "/api/client/routing", admin, map[string]any{"mode": "auto", "coldTemplate": map[string]any{"name": "cold_notice", "language": "en_US"}})
 	g.call("POST", "/api/client/send", admin, map[string]any{"phone": "4915550004444", "text": "your order is confirmed"})
+	// An order asked to confirm (the store screen's orders), and a customer who opted out.
+	g.call("PUT", "/api/client/templates", admin, map[string]any{"topic": "orders/create", "confirm": map[string]any{"cancelOnNo": true}})
+	g.orderWebhook("root", "1001", "4915550009999")
+	g.call("POST", "/api/dev/sim/inbound", "", map[string]any{"sessionId": sid, "from": "4915550008888", "text": "STOP"})
 
 	screens := []struct{ hash, ready string }{
 		{"#/session", `document.querySelector('#session-status')`},
@@ -307,7 +311,8 @@ func TestEveryScreenPhoneAndDesktop(t *testing.T) {
 		{"#/send", `document.querySelector('#send-form') && document.querySelector('#send-group option[value$="@g.us"]')`},
 		{"#/campaigns", `document.querySelector('#campaign-list tr[data-campaign]')`},
 		{"#/templates", `document.querySelector('#template-text')`},
-		{"#/store", `document.querySelector('#store-shop')`},
+		{"#/store", `document.querySelector('#store-shop') && document.querySelector('#store-orders tr[data-order]')`},
+		{"#/optouts", `document.querySelector('#optout-settings')`},
 		{"#/keys", `document.querySelector('#view table')`},
 		{"#/usage", `document.querySelector('#usage-month')`},
 		{"#/webhooks", `document.querySelector('#webhook-list table')`},

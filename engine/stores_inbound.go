@@ -1,0 +1,49 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/network"
+)
+
+// storeLoopIncoming reads a customer's text to one of the user's sessions for the store loop
+// (DESIGN.md section 18): exactly a stop word or START changes the suppression list; otherwise a
+// "1", "2" or an answer's word answers the order that awaits this phone's answer. In the
+// background: a session actor never waits on storage.
+func (e *Engine) storeLoopIncoming(s domain.Session, m network.Incoming) {
+	if m.Message.Kind != domain.KindText || m.Message.Text == "" || m.From == "" || m.Group != "" {
+		return // a group's chatter is nobody's answer
+	}
+	uid := s.AssignedTo
+	e.inBackground(func(ctx context.Context) {
+		if !e.OptOuts.incoming(ctx, uid, s.ID, m.From, m.Message.Text) {
+			quoted := ""
+			if r := m.Message.ReplyTo; r != nil && r.FromMe {
+				quoted = r.ID
+			}
+			e.Stores.s.incomingAnswer(ctx, uid, m.From, m.Message.Text, quoted)
+		}
+	})
+}
+
+// storeLoopVote reads a vote on a poll: one that asks an order's confirmation is its answer.
+func (e *Engine) storeLoopVote(s domain.Session, v network.PollVote) {
+	if s.AssignedTo == "" || v.Group != "" {
+		return
+	}
+	uid := s.AssignedTo
+	e.inBackground(func(ctx context.Context) { e.Stores.s.voteAnswer(ctx, uid, v.Poll, v.From, v.Options) })
+}
+
+// inBackground runs the store loop's work on what a session reported off the session actor's
+// goroutine (it never waits on storage), counted for Stop and bounded in time.
+func (e *Engine) inBackground(fn func(ctx context.Context)) {
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		ctx, cancel := context.WithTimeout(e.stopCtx, 2*e.cfg.AskTimeout)
+		defer cancel()
+		fn(ctx)
+	}()
+}
