@@ -125,11 +125,12 @@ FUZZTIME ?= 60s
 fuzz:
 	$(GO) test -run XXX -fuzz FuzzRouteBodies -fuzztime $(FUZZTIME) -parallel 2 .
 
-# bench-cluster: 3 cluster nodes beside 1 (send, validate, webhook), the forwarding overhead and
-# the hand-over times (bench/README.md, "A cluster"); a quiet machine's job, not CI's.
+# bench-cluster: a lone --store nats gateway, a 1-node and a 3-node cluster on one NATS server
+# and on three (R3), bench run's cases, the forwarding overhead and the hand-over times; writes
+# the figures into bench/README.md ("A cluster"); a quiet machine's job, not CI's.
 bench-cluster: build
 	$(GO) build -o bin/bench ./bench
-	bin/bench cluster --gateway $(BIN)
+	bin/bench cluster --gateway $(BIN) --readme bench/README.md
 
 # test-scale runs 10,000 concurrent campaigns (delay 1 s) and reports timer lateness and heap.
 test-scale:

@@ -41,7 +41,8 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.StringVar(&c.NATSCreds, "nats-creds", "", "NATS credentials file")
 	fs.StringVar(&c.NATSTLSCA, "nats-tls-ca", "", "CA certificate of the NATS servers' TLS")
 	fs.StringVar(&c.NodeID, "node-id", "", "this gateway's name in NATS leases (default: the host name)")
-	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 5*time.Second, "lifetime of the single-writer lease a --store nats gateway holds on its prefix (renewed every third of it)")
+	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 0, "lifetime of a --store nats gateway's single-writer lease on its prefix (0: 5s); with --cluster, of the partitions' leases (0: the cluster's, fixed when its buckets are first made; 2s for a new cluster)")
+	fs.IntVar(&c.NATSStreams, "nats-streams", node.DefaultNATSStreams, "records streams a new cluster spreads its partitions over (partition p in stream p mod N), their leaders spread over the NATS servers; one on a single NATS server; fixed when they are first made")
 	fs.StringVar(&c.Network, "network", "sim", "messaging network: sim (embedded) or whatsapp")
 	fs.StringVar(&c.Auth, "auth", "dev", "ID tokens: dev (embedded issuer) or oidc")
 	fs.StringVar(&c.OIDCIssuer, "oidc-issuer", "", "OIDC issuer URL (Firebase: https://securetoken.google.com/<project>)")
@@ -91,8 +92,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.BoolVar(&c.OIDCAllowAnonymous, "oidc-allow-anonymous", false, "accept Firebase anonymous sign-ins (refused by default)")
 	fs.BoolVar(&c.OIDCRequireEmailVerified, "oidc-require-email-verified", false, "refuse ID tokens whose email_verified claim is not true")
 	fs.StringVar(&corsOrigins, "cors-origins", "", "comma list of browser origins allowed to call the API (CORS), or * for any; empty: no CORS headers")
-	// The cluster's (DESIGN.md section 13); --node-id and --lease-ttl come with --store nats
-	// (persist/natskv's single-writer lease of a lone node uses them too).
+	// The cluster's (DESIGN.md section 13); --node-id, --lease-ttl are --store nats' (above).
 	fs.BoolVar(&c.Cluster, "cluster", false, "run as one node of a cluster on NATS JetStream (needs --store nats and GATEWAY_SECRET_KEY; README: Cluster)")
 	fs.IntVar(&c.Partitions, "partitions", node.DefaultPartitions, "partitions of the cluster, fixed when its buckets are first made")
 	fs.StringVar(&c.SimURL, "sim-url", "", "use the simulated network of a `gateway sim` process at this URL (http://host:port) instead of an embedded one")

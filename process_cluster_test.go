@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/goccy/go-json"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gateway/gateway/cluster"
 	"github.com/gateway/gateway/cluster/clustertest"
@@ -88,7 +89,7 @@ func (c *ctCluster) start(i int) {
 		t.Fatal(err)
 	}
 	n.logf = f
-	cmd := exec.Command(gatewayBinary(t), append([]string{"serve", "--addr", n.addr, "--data", n.data, "--node-id", n.id}, c.args...)...)
+	cmd := dieWithTest(exec.Command(gatewayBinary(t), append([]string{"serve", "--addr", n.addr, "--data", n.data, "--node-id", n.id}, c.args...)...))
 	cmd.Env, cmd.Stderr, cmd.Stdout = c.env, f, f
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -564,31 +565,10 @@ func TestClusterOfThree(t *testing.T) {
 			moved = append(moved, u)
 		}
 	}
-	c.setLive(1, false)
-	killed := time.Now()
-	_ = c.nodes[1].cmd.Process.Signal(syscall.SIGKILL)
-	_ = c.nodes[1].cmd.Wait()
-	var reowned, reconnected time.Duration
-	eventually(t, 30*time.Second, "gw2's partitions re-owned", func() bool {
-		o, n := c.state(0, admin)
-		if balanced(o, n, []string{"gw1", "gw3"}) {
-			reowned = time.Since(killed)
-			return true
-		}
-		return false
-	})
-	eventually(t, 30*time.Second, "gw2's sessions CONNECTED", func() bool {
-		if connected(moved) {
-			reconnected = time.Since(killed)
-			return true
-		}
-		return false
-	})
-	t.Logf("kill -9 of gw2 (%d users' partitions): every partition re-owned after %v, their %d sessions CONNECTED after %v",
+	reowned, reconnected := c.killNode(1, admin, moved, []string{"gw1", "gw3"})
+	t.Logf("kill -9 of gw2 (%d users' partitions) under load: every partition re-owned after %v, their %d sessions CONNECTED after %v",
 		len(moved), reowned.Round(time.Millisecond), len(moved), reconnected.Round(time.Millisecond))
-	if reowned > 10*time.Second || reconnected > 10*time.Second {
-		t.Errorf("failover over 10 s: partitions %v, sessions %v", reowned, reconnected)
-	}
+	checkFailover(t, "failover", reowned, reconnected)
 	time.Sleep(3 * time.Second)
 	close(stop)
 	wg.Wait()
@@ -623,14 +603,59 @@ func TestClusterOfThree(t *testing.T) {
 		return false
 	})
 	t.Logf("gw2 restarted: its share back after %v", rebalanced.Round(time.Millisecond))
+	close(stop)
+	wg.Wait()
 
-	// Phase 3: kill -9 of one NATS server under the load, then its restart.
+	// Phase 2b: kill -9 of gw1 with 10,000 messages pending in its partitions (the sim holds
+	// every delivery meanwhile): its partitions re-owned and their sessions CONNECTED within
+	// the same 3 s, the new owners reading the pending bodies in batches; then every one of them
+	// delivered once.
+	c.pendingFailover(users, admin, ids)
+	c.checkDrained(users, "after kill -9 with 10,000 pending")
+	c.start(0)
+	eventually(t, 60*time.Second, "gw1 takes its share back", func() bool {
+		o, n := c.state(1, admin)
+		return balanced(o, n, ids)
+	})
+	stop = make(chan struct{})
+	load(stop, &wg)
+
+	// Phase 3: kill -9 of the NATS server leading the records stream, under the load, then
+	// its restart: requests are held while the streams it led elect leaders, never refused.
+	eventually(t, 60*time.Second, "no 503 for 3 s before the NATS server's loss", func() bool {
+		n := c.retried503.Load()
+		time.Sleep(3 * time.Second)
+		return c.retried503.Load() == n
+	})
 	before := c.retried503.Load()
-	time.Sleep(2 * time.Second)
-	nats.Kill(2)
+	js, err := jetstream.New(nats.Connect(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := nats.StreamLeader(js, ctPrefix+"_records")
+	if victim < 0 {
+		t.Fatal("no leader of the records stream")
+	}
+	var led []string
+	for _, st := range []string{ctPrefix + "_records", ctPrefix + "_records_1", ctPrefix + "_records_2", "KV_" + ctPrefix + "_leases", "KV_" + ctPrefix + "_nodes"} {
+		if nats.StreamLeader(js, st) == victim {
+			led = append(led, st)
+		}
+	}
+	t.Logf("kill -9 of NATS server %s at %s", nats.Name(victim), time.Now().UTC().Format("15:04:05.000"))
+	nats.Kill(victim)
 	time.Sleep(12 * time.Second)
-	nats.Restart(2)
-	t.Logf("kill -9 of NATS server n3 for 12 s: clients retried %d 503s; none failed", c.retried503.Load()-before)
+	nats.Restart(victim)
+	nats503 := c.retried503.Load() - before
+	t.Logf("kill -9 of NATS server %s (leading %s) for 12 s under load: %d client-visible 503s", nats.Name(victim), strings.Join(led, ", "), nats503)
+	if nats503 != 0 {
+		// The target is 0 (requests held); not met on every run yet (0, 0, 1, 7 in four runs
+		// on this machine: issue 27 stays open on it). Every one was retried and none failed
+		// (the clients fail the test on a request that never succeeds).
+		c.unexpectedMu.Lock()
+		t.Logf("TARGET MISSED: a NATS server's loss gave %d retried 503s (want 0: requests held), the last: %s", nats503, c.last503)
+		c.unexpectedMu.Unlock()
+	}
 	time.Sleep(2 * time.Second)
 
 	// Phase 4: SIGTERM of gw3 under the load: a graceful hand-over, zero 503s.
@@ -638,19 +663,20 @@ func TestClusterOfThree(t *testing.T) {
 		o, n := c.state(0, admin)
 		return balanced(o, n, ids)
 	})
-	// Quiet first: what the NATS server's loss left retrying is not the SIGTERM's.
-	eventually(t, 60*time.Second, "no 503 for 3 s", func() bool {
-		n := c.retried503.Load()
-		time.Sleep(3 * time.Second)
-		return c.retried503.Load() == n
-	})
 	before = c.retried503.Load()
 	c.setLive(2, false)
 	term := time.Now()
 	_ = c.nodes[2].cmd.Process.Signal(syscall.SIGTERM)
-	if err := c.nodes[2].cmd.Wait(); err != nil {
+	// A hand-over takes a second or two; one still running after 15 s is stuck: its goroutines
+	// go to its log (SIGQUIT) for the failure's report.
+	quit := time.AfterFunc(15*time.Second, func() {
+		t.Errorf("gw3 still running 15 s after SIGTERM: its goroutines are in its log")
+		_ = c.nodes[2].cmd.Process.Signal(syscall.SIGQUIT)
+	})
+	if err := c.nodes[2].cmd.Wait(); err != nil && quit.Stop() {
 		t.Errorf("gw3's exit after SIGTERM: %v", err)
 	}
+	quit.Stop()
 	stopped := time.Since(term)
 	eventually(t, 30*time.Second, "gw3's partitions handed over", func() bool {
 		o, n := c.state(0, admin)
@@ -812,4 +838,127 @@ func eventuallyOr(t *testing.T, total time.Duration, cond func() bool, format st
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// failoverTarget: a killed node's partitions re-owned and their sessions CONNECTED within it
+// (DESIGN.md section 19). Not met on every run yet (partitions 1.7-3.5 s, sessions 3.2-5 s on
+// this 2-core machine: issue 27 stays open on it): a run over it prints "TARGET MISSED", and
+// the test fails over failoverCeiling, the bound the cluster held before section 19.
+const (
+	failoverTarget  = 3 * time.Second
+	failoverCeiling = 10 * time.Second
+)
+
+// checkFailover prints a failover against the target and fails it over the ceiling.
+func checkFailover(t *testing.T, what string, reowned, reconnected time.Duration) {
+	t.Helper()
+	switch {
+	case reowned > failoverCeiling || reconnected > failoverCeiling:
+		t.Errorf("%s over %v: partitions %v, sessions %v", what, failoverCeiling, reowned, reconnected)
+	case reowned > failoverTarget || reconnected > failoverTarget:
+		t.Logf("TARGET MISSED: %s over %v: partitions %v, sessions %v", what, failoverTarget, reowned, reconnected)
+	}
+}
+
+// killNode kill -9s node i (out of the balancer's rotation first, as a balancer's health check
+// would take it out) and measures, polling every 25 ms through another node, until every
+// partition is owned by the survivors and until moved's sessions are CONNECTED.
+func (c *ctCluster) killNode(i int, admin string, moved []*ctUser, survivors []string) (reowned, reconnected time.Duration) {
+	t := c.t
+	via := (i + 1) % len(c.nodes)
+	c.setLive(i, false)
+	killed := time.Now()
+	t.Logf("kill -9 of %s at %s", c.nodes[i].id, killed.UTC().Format("15:04:05.000"))
+	_ = c.nodes[i].cmd.Process.Signal(syscall.SIGKILL)
+	_ = c.nodes[i].cmd.Wait()
+	for deadline := killed.Add(30 * time.Second); reowned == 0; time.Sleep(25 * time.Millisecond) {
+		if o, n := c.state(via, admin); balanced(o, n, survivors) {
+			reowned = time.Since(killed)
+		} else if time.Now().After(deadline) {
+			t.Fatalf("%s's partitions not re-owned after 30 s", c.nodes[i].id)
+		}
+	}
+	// Each session polled on its own (one after the other, the round trips of a pass would add
+	// to the figure): the last one's first CONNECTED answer is the time.
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	late := 0
+	for _, u := range moved {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for deadline := killed.Add(30 * time.Second); ; time.Sleep(25 * time.Millisecond) {
+				if c.call(via, "GET", "/api/client/status", bearerAuth(u.tok), nil).str("status") == "CONNECTED" {
+					mu.Lock()
+					reconnected = max(reconnected, time.Since(killed))
+					mu.Unlock()
+					return
+				}
+				if time.Now().After(deadline) {
+					mu.Lock()
+					late++
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if late > 0 {
+		t.Fatalf("%d of %s's sessions not CONNECTED after 30 s", late, c.nodes[i].id)
+	}
+	return reowned, reconnected
+}
+
+// pendingPerFailover is how many messages wait in the killed node's partitions in the second
+// failover (DESIGN.md section 19).
+const pendingPerFailover = 10000
+
+// pendingFailover: with the sim holding every delivery (a long latency), 10,000 sends are
+// accepted for the users on gw1's partitions; then gw1 is killed and the failover measured
+// again; the sim's latency then goes back to none.
+func (c *ctCluster) pendingFailover(users []*ctUser, admin string, ids []string) {
+	t := c.t
+	owners, _ := c.state(1, admin)
+	var on []*ctUser
+	for i, u := range users {
+		if i < ctUsers-ctCapped && owners[cluster.PartitionOf(u.uid, cluster.DefaultPartitions)] == "gw1" {
+			on = append(on, u)
+		}
+	}
+	if len(on) == 0 {
+		t.Fatal("no uncapped user on gw1's partitions")
+	}
+	c.must(c.call(1, "POST", "/api/dev/sim/latency", nil, map[string]any{"ms": 20000}), 200, "sim latency")
+	began := time.Now()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for {
+				n := next.Add(1)
+				if n > pendingPerFailover {
+					return
+				}
+				u := on[int(n)%len(on)]
+				tag := fmt.Sprintf("pending%05d-%s", n, u.uid)
+				a := auth{"x-api-key": u.key, "Idempotency-Key": "idem-" + tag}
+				r := c.call(-1, "POST", "/api/v1/messages/send", a, map[string]any{"phone": u.to, "message": tag})
+				if r.status != 200 {
+					c.fail("pending send: %d %s", r.status, r.raw)
+					continue
+				}
+				u.mu.Lock()
+				u.accepted[r.str("message_id")] = tag
+				u.mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d messages accepted for %d users on gw1's partitions in %v, every delivery held by the sim", pendingPerFailover, len(on), time.Since(began).Round(time.Millisecond))
+	reowned, reconnected := c.killNode(0, admin, on, []string{"gw2", "gw3"})
+	t.Logf("kill -9 of gw1 with %d messages pending: every partition re-owned after %v, its %d users' sessions CONNECTED after %v",
+		pendingPerFailover, reowned.Round(time.Millisecond), len(on), reconnected.Round(time.Millisecond))
+	checkFailover(t, fmt.Sprintf("failover with %d pending", pendingPerFailover), reowned, reconnected)
+	c.must(c.call(1, "POST", "/api/dev/sim/latency", nil, map[string]any{"ms": 0}), 200, "sim latency")
 }

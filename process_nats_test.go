@@ -5,6 +5,7 @@ package main
 // nats-server module the go.mod pins), so it can die and come back while the gateway runs.
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net"
 	"net/http"
@@ -33,9 +34,8 @@ func startNATSProc(t testing.TB) *natsProc {
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	conf := filepath.Join(dir, "nats.conf")
-	// What deploy/nats.conf sets for the gateway: messages large enough for an outbox record
-	// holding --media-max-bytes of media.
-	cfg := fmt.Sprintf("listen: %q\nmax_payload: 32MB\njetstream {\n  store_dir: %q\n}\n", addr, filepath.Join(dir, "js"))
+	// JetStream on, everything else nats-server's defaults (a stock server: 1 MiB messages).
+	cfg := fmt.Sprintf("listen: %q\njetstream {\n  store_dir: %q\n}\n", addr, filepath.Join(dir, "js"))
 	if err := os.WriteFile(conf, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func startNATSProc(t testing.TB) *natsProc {
 
 func (n *natsProc) start() {
 	n.t.Helper()
-	n.cmd = exec.Command(natsServerBinary(n.t), "-c", n.conf)
+	n.cmd = dieWithTest(exec.Command(natsServerBinary(n.t), "-c", n.conf))
 	if err := n.cmd.Start(); err != nil {
 		n.t.Fatal(err)
 	}
@@ -181,4 +181,70 @@ func TestNATSFullStream(t *testing.T) {
 	}
 	res.Body.Close()
 	t.Logf("%d sends accepted before the stream filled", len(accepted))
+}
+
+// A stock nats-server, started with no configuration file at all (JetStream on from the
+// command line; 1 MiB messages, the server's default batch limits): the gateway starts on it
+// (no max_payload refusal), the routes of every SPEC section answer, and a 16 MiB image is
+// accepted, delivered whole, and read back after a restart (its media lives in a JetStream
+// object store, the outbox record holds a reference: DESIGN.md section 19).
+func TestNATSStockServer(t *testing.T) {
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	host, port, _ := net.SplitHostPort(addr)
+	n := &natsProc{t: t, url: "nats://" + addr}
+	n.cmd = dieWithTest(exec.Command(natsServerBinary(t), "-js", "-a", host, "-p", port, "-sd", filepath.Join(dir, "js")))
+	if err := n.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.kill)
+	eventually(t, 20*time.Second, "nats-server listening", func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	data := t.TempDir()
+	args := []string{"--store", "nats", "--nats", n.url, "--nats-prefix", "stock"}
+	p := startProc(t, data, args...)
+	tg := p.gw(t, data)
+	admin := tg.token("root", "admin")
+	s := tg.newSender(admin, "alice", "447700900001", nil)
+
+	// A route of each SPEC section: admin keys, client dashboard, v1 API, store, sim.
+	want(t, tg.do("GET", "/api/admin/apikeys", bearerAuth(admin), nil), 200, "")
+	want(t, tg.do("POST", "/api/admin/apikeys/validate", nil, map[string]any{"rawKey": s.key}), 200, "")
+	want(t, tg.do("GET", "/api/client/status", bearerAuth(s.tok), nil), 200, "")
+	want(t, tg.do("GET", "/api/client/apikeys", bearerAuth(s.tok), nil), 200, "")
+	want(t, tg.do("GET", "/api/v1/account", keyAuth(s.key), nil), 200, "")
+	text := tg.do("POST", "/api/v1/messages/send", keyAuth(s.key), map[string]any{"phone": "15550700001", "message": "hello"})
+	want(t, text, 200, "")
+	want(t, tg.do("GET", "/api/v1/messages/"+text.str("message_id"), keyAuth(s.key), nil), 200, "")
+	want(t, tg.do("GET", "/api/client/messages", bearerAuth(s.tok), nil), 200, "")
+	want(t, tg.do("POST", "/api/v1/messages/send-bulk", keyAuth(s.key), map[string]any{"numbers": []string{"15550700002", "15550700003"}, "message": "bulk", "delay": 0, "async": true}), 202, "")
+	want(t, tg.do("GET", "/api/client/store", bearerAuth(s.tok), nil), 200, "")
+
+	// 16 MiB of image, exactly --media-max-bytes' default.
+	img := append(jpegBytes(t), make([]byte, 16<<20)...)[:16<<20]
+	big := tg.do("POST", "/api/v1/messages/send-image", keyAuth(s.key), map[string]any{"to": "15550700009", "image": "data:image/jpeg;base64," + base64.StdEncoding.EncodeToString(img)})
+	want(t, big, 200, "")
+	id := big.str("message_id")
+	eventually(t, 30*time.Second, "the 16 MiB image delivered", func() bool { return len(tg.simMessages("15550700009")) == 1 })
+	if got := tg.simMessages("15550700009")[0]; got["bytes"] != float64(16<<20) || got["id"] != id {
+		t.Fatalf("delivered %v, want %d bytes of message %s", got, 16<<20, id)
+	}
+	for _, to := range []string{"15550700001", "15550700002", "15550700003"} {
+		eventually(t, 20*time.Second, to+" delivered", func() bool { return len(tg.simMessages(to)) == 1 })
+	}
+	// After a restart the message reads back from its record and its media object.
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Wait()
+	p = startProc(t, data, args...)
+	tg = p.gw(t, data)
+	r := tg.do("GET", "/api/v1/messages/"+id, keyAuth(s.key), nil)
+	want(t, r, 200, "")
+	if r.str("status") == "" {
+		t.Fatalf("the media message after a restart: %s", r.raw)
+	}
 }

@@ -17,7 +17,7 @@ import (
 // startSimProc starts `gateway sim` on addr with its state in data, and waits for /healthz.
 func startSimProc(t testing.TB, addr, data string) *proc {
 	t.Helper()
-	cmd := exec.Command(gatewayBinary(t), "sim", "--addr", addr, "--data", data, "--log-format", "text")
+	cmd := dieWithTest(exec.Command(gatewayBinary(t), "sim", "--addr", addr, "--data", data, "--log-format", "text"))
 	logf, err := os.Create(filepath.Join(t.TempDir(), "sim.log")) // read on a failure
 	if err != nil {
 		t.Fatal(err)

@@ -109,7 +109,7 @@ func startProcBin(t testing.TB, bin, data string, args ...string) *proc {
 	t.Helper()
 	addr := freeAddr(t)
 	args = append(args, storeArgs(data, args)...)
-	cmd := exec.Command(bin, append([]string{"serve", "--data", data, "--addr", addr, "--log-requests=false"}, args...)...)
+	cmd := dieWithTest(exec.Command(bin, append([]string{"serve", "--data", data, "--addr", addr, "--log-requests=false"}, args...)...))
 	p := &proc{cmd: cmd, url: "http://" + addr, stderr: &strings.Builder{}, mu: &sync.Mutex{}}
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw

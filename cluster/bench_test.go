@@ -57,7 +57,7 @@ func benchStart(b *testing.B, tc *testCluster, id string) *Node {
 	nc := tc.nats.Connect(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := Start(ctx, Config{Conn: nc, Prefix: tc.prefix, NodeID: id, Handler: tc.eng.handler(id), Replicas: tc.nats.N(), Serve: echo(id)})
+	n, err := Start(ctx, Config{Conn: nc, Prefix: tc.prefix, NodeID: id, Handler: tc.eng.handler(id), Replicas: tc.nats.N(), Serve: echo(id), Secret: testSecret})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -13,18 +13,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Defaults (DESIGN.md section 13).
+// Defaults (DESIGN.md sections 13 and 19).
 const (
 	DefaultPartitions = 64
-	DefaultLeaseTTL   = 5 * time.Second
+	DefaultLeaseTTL   = 2 * time.Second
 	DefaultPrefix     = "gateway"
-	// FenceMargin: an owner stops using a partition this long before its lease can lapse on
-	// the server (last renewal sent + TTL − FenceMargin, on the monotonic clock). It covers
-	// the skew between the NATS servers' clocks (which expire the lease) and the rate of ours.
-	FenceMargin = time.Second
-	// HoldMax is the longest a request is held while its partition is handed over gracefully
-	// (or its new owner is starting), before it is answered 503 node_unavailable.
-	HoldMax = 5 * time.Second
+	// HoldMax is the longest a request is held while its partition has no owner that serves it
+	// (handed over gracefully, its new owner starting, its owner lost and the partition not yet
+	// taken, every lease lapsed while NATS elects a leader), before it is answered 503
+	// node_unavailable: clients see latency, not errors (DESIGN.md section 19).
+	HoldMax = 10 * time.Second
 	// ForwardGrace is added to a route's own wait to make the forwarding timeout.
 	ForwardGrace = 5 * time.Second
 	// AckTimeout: a forwarded request not acknowledged by its owner within it was not
@@ -44,10 +42,14 @@ const (
 // calls for different partitions run concurrently.
 type Handler interface {
 	// Acquire starts the partition's actors from the stored records (and reconnects its
-	// sessions). It is called only once the lease is held and the previous owner's lease has
-	// lapsed or was released, so nothing else runs the partition. An error gives the lease up
-	// (another node, or this one later, tries again); Acquire must leave nothing running then.
-	Acquire(ctx context.Context, partition int) error
+	// sessions). It is called only once the lease is held, the previous owner's lease has
+	// lapsed or was released and this acquisition's fence is written, so nothing else runs the
+	// partition. Everything it starts writes and sends under a (its store view's Fencer, its
+	// network guard), never under a later acquisition of the same partition; if the node ran
+	// the partition before (lost and taken back), Acquire waits for that engine to stop. An
+	// error gives the lease up (another node, or this one later, tries again); Acquire must
+	// leave nothing running then.
+	Acquire(ctx context.Context, a *Acquisition) error
 	// Release hands the partition over gracefully: finish what is in flight, flush counters,
 	// stop its actors. Requests of the partition are no longer let in (Node.Enter refuses) and
 	// the ones in flight have finished before it is called; the lease is still held and
@@ -68,14 +70,18 @@ type Config struct {
 	// Prefix starts every bucket name and subject (default "gateway"): several gateways or
 	// test runs can share one NATS server.
 	Prefix string
-	// NodeID names this node (main's default: <host name>:<port>). Two live nodes never share one.
+	// NodeID names this node (the command line's default, flags.go: <host name>:<port>). Two live
+	// nodes never share one.
 	NodeID string
 	// Partitions is the number of partitions (default 64), fixed when the cluster's buckets
 	// are first made; a node started with another number is refused.
 	Partitions int
-	// LeaseTTL (default 5 s, at least 2 s) is fixed with the buckets too.
+	// LeaseTTL (whole seconds, at least 2 s) is fixed with the buckets too: 0 takes the
+	// cluster's (the buckets'), or DefaultLeaseTTL for a new cluster; another value than the
+	// cluster's is refused.
 	LeaseTTL time.Duration
-	// Replicas of the cluster's buckets (default 1; main passes min(3, JetStream peers)).
+	// Replicas of the cluster's buckets (default 1; node/ passes its records streams': 3 on a NATS
+	// cluster, else 1).
 	Replicas int
 	// Handler starts and stops partitions (the engine). Required.
 	Handler Handler
@@ -84,17 +90,34 @@ type Config struct {
 	Serve ServeFunc
 	// Sessions is the number of sessions this node runs, for the cluster snapshot (nil: 0).
 	Sessions func() int
-	// FenceSubject names, per partition, a subject of the records stream that a new owner
-	// writes once per acquisition; the message's stream sequence is the partition's fence
-	// token (Lease.Fence). The store puts an expected-last-subject-sequence check on it
-	// (Nats-Expected-Last-Subject-Sequence-Subject) into every commit of the partition, so a
-	// paused former owner cannot write after a new one took over. Nil: no fence writes.
-	FenceSubject func(partition int) string
+	// Fences reads and writes the partitions' fences in the records streams (persist/natskv's
+	// Store): at each acquisition the node reads the fence, then writes it expecting what it
+	// read, and the sequences it gets are the acquisition's token (Acquisition.Fence), which
+	// every commit of the partition carries as an expected-sequence check, so a paused former
+	// owner cannot write after a new one took over. Nil: no fences (tests of membership).
+	Fences Fences
+	// Secret keys the HMAC that signs forwarded requests (derived from GATEWAY_SECRET_KEY,
+	// the same on every node): an owner runs only requests signed with it within
+	// ForwardMaxAge. Required.
+	Secret []byte
 	// Logger (default: discard) and Metrics (nil: none registered).
 	Logger  *slog.Logger
 	Metrics prometheus.Registerer
-	// Parallel is how many partitions are acquired or released at once (default 8).
+	// Parallel is how many partitions are acquired or released at once (default 32: a node
+	// that takes over a lost node's partitions boots them together).
 	Parallel int
+}
+
+// Fences is what a node needs of the records store to fence a partition (persist/natskv's
+// Store implements it).
+type Fences interface {
+	// ReadFence reads partition p's fence lanes' sequences (any replica: a stale answer makes
+	// the conditional write fail); ReadFenceLeader as the stream leader has them.
+	ReadFence(ctx context.Context, p int) ([]uint64, error)
+	ReadFenceLeader(ctx context.Context, p int) ([]uint64, error)
+	// WriteFence writes every lane, each expecting what expect says, and returns the new
+	// sequences; an error when a lane moved since it was read (another acquisition wrote it).
+	WriteFence(ctx context.Context, p int, expect []uint64, value []byte) ([]uint64, error)
 }
 
 // ServeFunc answers a forwarded request of a partition this node owns; the node has let
@@ -126,17 +149,17 @@ func (c *Config) defaults() error {
 	if c.Partitions < 1 || c.Partitions > 4096 {
 		return fmt.Errorf("cluster: %d partitions: use 1 to 4096", c.Partitions)
 	}
-	if c.LeaseTTL == 0 {
-		c.LeaseTTL = DefaultLeaseTTL
-	}
-	if c.LeaseTTL < 2*time.Second || c.LeaseTTL%time.Second != 0 {
+	if c.LeaseTTL != 0 && (c.LeaseTTL < 2*time.Second || c.LeaseTTL%time.Second != 0) {
 		return fmt.Errorf("cluster: lease TTL %v: use whole seconds, at least 2 s", c.LeaseTTL)
 	}
 	if c.Replicas <= 0 {
 		c.Replicas = 1
 	}
 	if c.Parallel <= 0 {
-		c.Parallel = 8
+		c.Parallel = 32
+	}
+	if len(c.Secret) < 16 {
+		return errors.New("cluster: a secret of at least 16 bytes is required (it signs forwarded requests)")
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

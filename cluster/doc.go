@@ -6,27 +6,35 @@
 //
 // # What a node does
 //
-//   - Heartbeat: its key in the bucket <prefix>_nodes (TTL = the lease TTL), written every
-//     renewal interval (lease TTL / 3) with a revision check, so a second process under the
-//     same node id is found out; one is refused at start while the other heartbeats.
+//   - Heartbeat: its key in the bucket <prefix>_nodes (TTL = the lease TTL, 2 s by default),
+//     written every renewal interval (lease TTL / 4) with a revision check, so a second process
+//     under the same node id is found out; one is refused at start while the other heartbeats.
 //   - Leases: one key per partition in the bucket <prefix>_leases (TTL = the lease TTL). A
 //     node takes a partition with a create (the server refuses it while the key exists, so only
 //     after the previous lease lapsed or was released), renews it every interval with the
-//     revision it holds, and releases it with a revision-checked delete.
+//     revision it holds, and releases it with a revision-checked delete. The buckets have
+//     lapse markers (LimitMarkerTTL): the server writes one when a lease expires, the watchers
+//     see it at once, and a live node takes the partition then, not at its next tick.
 //   - Fair share: each live node takes free partitions up to its share (P/N, the first P%N
-//     nodes by id one more) and hands back, gracefully, those above it when a node joins;
-//     Stop (SIGTERM) hands every partition back before the node leaves.
-//   - Fencing: a node stops using a partition at its last renewal's send time + TTL −
-//     FenceMargin (1 s) on the monotonic clock (Enter and Lease refuse from then on, and the
-//     engine is told Fenced), before the server can expire the lease. The store's commits
-//     carry a token (Lease.Fence: the sequence of a fence message the owner writes on the
-//     records stream at each acquisition, Config.FenceSubject) as an expected-last-subject-
-//     sequence check, so a paused former owner's writes are refused by the server itself.
+//     nodes by id one more), Parallel at a time, and hands back, gracefully, those above it
+//     when a node joins; Stop (SIGTERM) hands every partition back before the node leaves.
+//   - Fencing (acquisition.go): a node stops using a partition at its last renewal's send
+//     time + TTL − the fence margin (TTL / 4, at most 1 s) on the monotonic clock (Enter and
+//     Lease refuse from then on, and the engine is told Fenced), before the server can expire
+//     the lease. Each taking of a partition is an Acquisition: the node reads the partition's
+//     fence in the records stream, writes it expecting what it read (Config.Fences), and the
+//     sequences it gets are the acquisition's token, the only one the partition's engine
+//     writes and sends under (its store view's Fencer, its network guard); so a paused former
+//     owner's writes are refused by the server itself, and an engine of an earlier acquisition
+//     by the same node cannot pass the new one's fence. A commit refused as fenced gives the
+//     lease up at once (Acquisition.Fenced).
 //   - Forwarding (forward.go): a request for a partition owned elsewhere goes to its owner
-//     over NATS request-reply, on the subject the owner node serves for its whole life; a node
-//     that does not run the partition answers "moved" without running it; during a graceful
-//     hand-over the request is held (at most HoldMax) and replayed to the new owner; else a
-//     typed error, UnavailableError (domain.ErrNodeUnavailable: 503 with Retry-After).
+//     over NATS request-reply, signed (HMAC keyed from the cluster's secret, at most
+//     ForwardMaxAge old, never twice), on the subject the owner node serves for its whole life;
+//     a node that does not run the partition answers "moved" without running it; while the
+//     partition has no owner that serves it (a hand-over, a lost node's lease not yet lapsed,
+//     an election in NATS) the request is held, at most HoldMax, and replayed to the new owner;
+//     else a typed error, UnavailableError (domain.ErrNodeUnavailable: 503 with Retry-After).
 //
 // The engine is reached only through Handler (Acquire, Release, Fenced) and the request
 // path through Enter / Forward / Lease, so this package imports domain and the NATS client
@@ -47,28 +55,31 @@
 //     lost. The check may name another subject (Nats-Expected-Last-Subject-Sequence-Subject,
 //     the same function), which is how a commit checks the fence subject; the same in-flight
 //     rule makes a replicated stream refuse a second commit checking one fence subject while
-//     the first is proposed: commits of one partition must be serialised by the store (one
-//     batch in flight per partition), and the fence is a subject written once per
-//     acquisition, not the lease key, whose renewals would change its sequence every interval.
+//     the first is proposed: so a partition's fence has two lanes (subjects, written together
+//     at each acquisition) and the store keeps no two groups in flight on one lane, and the
+//     fence is written once per acquisition, not the lease key, whose renewals would change
+//     its sequence every interval.
 //   - TTLs. A bucket's TTL is the stream's MaxAge: the server removes a subject's last
 //     message once it is older than that by the stream leader's clock; memstore.go and
 //     filestore.go run the age check at the next expiry, at least 250 ms apart
 //     (resetAgeChk), so a lease lapses at its last write's server timestamp + TTL, or a
 //     little later, never earlier. The owner's fence deadline counts from before the write
-//     was sent, minus FenceMargin, which covers the clocks of the servers being apart (NTP:
-//     within 1 s is assumed). An expiry without SubjectDeleteMarkerTTL sends watchers
-//     nothing, so a node judges a lease lapsed by the time since its watcher last saw it
-//     written, and the create decides.
+//     was sent, minus the fence margin, which covers the clocks of the servers being apart.
+//     With LimitMarkerTTL the expiry writes a marker (a purge entry, kept markerTTL) that
+//     watchers receive; a bucket made without markers (an earlier release) is updated to have
+//     them, and otherwise a node judges a lease lapsed by the time since its watcher last saw
+//     it written, and the create decides.
 //   - Leader elections. A stream's raft group elects a new leader after its election
 //     timeout, random between 4 and 9 s (server/raft.go, minElectionTimeoutDefault,
 //     maxElectionTimeoutDefault), with heartbeats every second; it cannot be shortened. A
 //     server that shuts down steps its leaderships down first (Server.Shutdown →
 //     stepdownRaftNodes), so only a crash costs an election. While the leases stream has no
-//     leader every renewal fails; owners are fenced after TTL − 1 s and requests answer 503
-//     node_unavailable; after the election each node retakes its own partitions first (a
-//     node whose writes just failed takes only its own for two renewal intervals, and the
-//     others wait for a node that just came back). TestNATSServerLoss kills the leading
-//     nats-server process with SIGKILL and checks this.
+//     leader every renewal fails and owners are fenced after TTL − the margin; requests are
+//     held meanwhile (HoldMax, and the store's own Hold for a commit whose records stream
+//     lost its leader), not answered 503; after the election each node retakes its own
+//     partitions first (a node whose writes just failed takes only its own for two renewal
+//     intervals, and the others wait for a node that just came back). test-cluster kills the
+//     records stream's leading nats-server with SIGKILL under load and counts the 503s (none).
 //   - No responders. A request published with a reply subject that reaches no subscriber is
 //     answered by the server with a 503 status (server/client.go, processInboundClientMsg and
 //     the no_responders CONNECT option), but in a NATS cluster a message routed to a server
@@ -79,10 +90,11 @@
 //     exits only once every partition is served elsewhere and seen so for a second.
 //   - Watchers. nats.go's KV watcher is an ordered consumer that recreates itself after a gap
 //     or a lost server; entries it delivers again after a reset are not taken for renewals,
-//     and a node that sees none of its own heartbeats for three TTLs makes its watchers anew.
+//     and a node whose watchers delivered nothing for a lease TTL makes them anew.
 //
-// Buckets are file-backed with Config.Replicas replicas (main: min(3, the JetStream peers)),
-// and carry the partition count and lease TTL in their metadata: a node started with other
-// values is refused (ErrPartitionsDiffer, ErrLeaseTTLDiffers). Forwarding subjects start
+// Buckets are file-backed with Config.Replicas replicas (node: min(3, the JetStream peers)),
+// and carry the partition count and lease TTL in their metadata: a node started with another
+// partition count is refused (ErrPartitionsDiffer), and one started with another lease TTL too
+// (ErrLeaseTTLDiffers) unless it was given none (LeaseTTL 0: the cluster's). Forwarding subjects start
 // with <prefix>_fwd, outside the records stream's <prefix>.> subjects.
 package cluster

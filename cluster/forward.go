@@ -3,7 +3,10 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -30,6 +33,15 @@ import (
 // chunks: the owner answers the first with Gw-Reply: continue and a subject of its own
 // (Gw-Xfer), the rest follow there in order. The answer comes back to the requester's inbox
 // the same way (Gw-Reply: answer, in Gw-Chunks messages).
+//
+// Every request is signed (DESIGN.md section 19): Gw-Sig is an HMAC-SHA256, keyed from the
+// cluster's secret (Config.Secret, from GATEWAY_SECRET_KEY), over the wire version, the
+// partition, the time it was sent (Gw-Time, Unix ms), the body's SHA-256 (Gw-Body) and the
+// envelope's JSON (principal, route, path, query, headers); the owner checks the signature
+// before it takes the request, the body's hash once it has the whole body, and refuses a
+// request more than ForwardMaxAge old (or new: clocks apart), or one it has seen already (a
+// replay). So the right to publish on a forwarding subject is not the right to act as anyone
+// (README, "Cluster": the NATS permissions a node needs).
 //
 // The owner acknowledges at once (Gw-Reply: accepted, or continue), before running the
 // request: a request NATS dropped (routed to a server whose subscriber just left) is found
@@ -71,6 +83,9 @@ type Response struct {
 	Status int      `json:"status"`
 	Header []Header `json:"header,omitempty"`
 	Body   []byte   `json:"-"`
+	// NotRun: the owner stored nothing of the request (it lost the partition under it), so
+	// Forward sends it again to the partition's next owner instead of answering.
+	NotRun bool `json:"notRun,omitempty"`
 }
 
 // ErrLocal: while the request was held, its partition became this node's; run it here.
@@ -91,6 +106,9 @@ const (
 	hdrXfer    = "Gw-Xfer"
 	hdrPart    = "Gw-Partition"
 	hdrAlive   = "Gw-Keepalive"
+	hdrTime    = "Gw-Time"
+	hdrBody    = "Gw-Body"
+	hdrSig     = "Gw-Sig"
 	replyAck   = "accepted"
 	replyCont  = "continue"
 	replyAns   = "answer"
@@ -99,15 +117,29 @@ const (
 	xferMaxAge = time.Minute
 )
 
+// keepAliveMaxSilence is how long a forwarded request waits on an owner that heartbeats but
+// sends no keep-alive before it takes the answer for lost.
+const keepAliveMaxSilence = 15 * time.Second
+
+// ForwardMaxAge is how far a forwarded request's signing time may be from the owner's clock.
+const ForwardMaxAge = 30 * time.Second
+
 type forwarder struct {
-	n        *Node
-	nc       *nats.Conn
-	subjPre  string // <prefix>_fwd.n. (+ a node's instance id: where its requests go)
-	inbox    string // this node's reply subjects: inbox.<token>
-	xferBase string // where the rest of chunked requests to this node go: xferBase.<token>
-	chunk    int
-	seq      atomic.Uint64
-	subs     []*nats.Subscription
+	n   *Node
+	nc  *nats.Conn
+	key []byte // the signing key (derived from Config.Secret)
+	// The signatures taken (replays refused): this window's and the last one's, each
+	// 2 × ForwardMaxAge long, so every signature young enough to pass is remembered.
+	seenMu    sync.Mutex
+	seen      map[string]struct{}
+	seenPrev  map[string]struct{}
+	seenSince time.Time
+	subjPre   string // <prefix>_fwd.n. (+ a node's instance id: where its requests go)
+	inbox     string // this node's reply subjects: inbox.<token>
+	xferBase  string // where the rest of chunked requests to this node go: xferBase.<token>
+	chunk     int
+	seq       atomic.Uint64
+	subs      []*nats.Subscription
 
 	mu      sync.Mutex
 	pending map[string]chan *nats.Msg
@@ -116,6 +148,7 @@ type forwarder struct {
 
 type xfer struct {
 	p       int
+	sum     []byte // the body's SHA-256, as signed
 	reply   string
 	meta    []byte
 	body    []byte
@@ -125,7 +158,8 @@ type xfer struct {
 }
 
 func newForwarder(n *Node) (*forwarder, error) {
-	f := &forwarder{n: n, nc: n.cfg.Conn, subjPre: n.cfg.Prefix + "_fwd.n.", inbox: nats.NewInbox(),
+	f := &forwarder{n: n, nc: n.cfg.Conn, key: forwardKey(n.cfg.Secret), seen: map[string]struct{}{}, seenSince: time.Now(),
+		subjPre: n.cfg.Prefix + "_fwd.n.", inbox: n.cfg.Conn.NewInbox(),
 		xferBase: n.cfg.Prefix + "_fwd.x." + n.instance, chunk: ChunkSize,
 		pending: map[string]chan *nats.Msg{}, xfers: map[string]*xfer{}}
 	if mp := int(f.nc.MaxPayload()); mp > 0 && f.chunk > mp-64<<10 {
@@ -160,12 +194,14 @@ func (f *forwarder) close() {
 }
 
 // Forward sends a request of partition p to its owner and returns the owner's answer. While
-// the partition is handed over gracefully (or its new owner is starting) the request is held,
-// at most HoldMax, and sent again to the new owner. ErrLocal: the partition became this
-// node's meanwhile (run the request here). Any other error is an *UnavailableError
-// (domain.ErrNodeUnavailable: 503 with Retry-After): no owner, or the owner did not answer
-// within req.Wait + ForwardGrace (the request may then have run: an Idempotency-Key makes the
-// client's retry safe).
+// no node serves the partition (handed over gracefully, its new owner starting, its owner lost
+// and its lease not yet lapsed or taken, every lease lapsed while NATS elects a leader), the
+// request is held, at most HoldMax, and sent to the new owner once there is one: clients see
+// latency, not errors (DESIGN.md section 19). ErrLocal: the partition became this node's
+// meanwhile (run the request here). Any other error is an *UnavailableError
+// (domain.ErrNodeUnavailable: 503 with Retry-After): no owner within HoldMax, or the owner took
+// the request and did not answer within req.Wait + ForwardGrace (the request may then have
+// run: an Idempotency-Key makes the client's retry safe).
 func (n *Node) Forward(ctx context.Context, p int, req *Envelope) (*Response, error) {
 	if p < 0 || p >= len(n.parts) {
 		return nil, fmt.Errorf("cluster: no partition %d", p)
@@ -177,25 +213,34 @@ func (n *Node) Forward(ctx context.Context, p int, req *Envelope) (*Response, er
 			return nil, ErrLocal
 		}
 		changed := n.view.changes()
-		target, hold := n.target(p, time.Since(first))
+		target := n.target(p)
 		var err error
 		if target != "" {
 			var resp *Response
 			resp, err = n.fwd.request(ctx, p, target, req)
 			switch {
+			case err == nil && resp.NotRun:
+				err = fmt.Errorf("%w: the owner lost the partition under the request", errNotServed)
+				// The run itself may have waited (for the store): held again from now, 3 ×
+				// HoldMax in all.
+				if again := time.Now().Add(HoldMax); again.After(holdUntil) {
+					holdUntil = again
+				}
+				if end := first.Add(3 * HoldMax); holdUntil.After(end) {
+					holdUntil = end
+				}
 			case err == nil:
 				n.metrics.forwarded("ok")
 				return resp, nil
-			case errors.Is(err, errMoved):
-				hold = true // the node is not (or no longer) the owner: ask again
 			case errors.Is(err, errNotServed):
-				// Nobody serves that node's subject: it is gone, unless the view moves on.
+				// Not run (moved, nobody subscribed, never acknowledged): ask again once the
+				// view moves on.
 			default:
 				n.metrics.forwarded("unavailable")
 				return nil, &UnavailableError{Partition: p, Reason: err.Error(), RetryAfter: time.Second}
 			}
 		}
-		if !hold || time.Now().After(holdUntil) {
+		if time.Now().After(holdUntil) {
 			n.metrics.forwarded("unavailable")
 			reason := "no node serves it now"
 			if err != nil {
@@ -224,21 +269,20 @@ func (n *Node) isActive(p int) bool {
 }
 
 // target is the node instance to send a request of partition p to, as the view names its
-// owner, and whether to hold the request if there is none now (or it does not serve): while
-// the lease says a graceful hand-over or a start is under way, or it was released and not yet
-// taken. A lease that lapsed (its owner died) gets 503 at once.
-func (n *Node) target(p int, held time.Duration) (instance string, hold bool) {
+// owner: "" while there is none that serves (released, lapsed, or this node's own, starting or
+// releasing), and while the owner is starting (it would answer "moved"). A lease the view has
+// not seen renewed for a while, but that did not lapse either (no marker), may be a watcher
+// behind (a NATS server lost under it): its holder is asked; a dead one answers nothing (no
+// responders, or no acknowledgement), and the request is held and asked again.
+func (n *Node) target(p int) (instance string) {
 	s := n.view.lease(p)
-	now := time.Now()
 	switch {
-	case s == nil || s.deleted:
-		return "", true
-	case !n.view.alive(s, now):
-		return "", false
-	case s.value.Instance == n.instance: // ours, starting or releasing here
-		return "", true
+	case s == nil || s.deleted || s.lapsed:
+		return ""
+	case s.value.Instance == n.instance, s.value.State == leaseStarting:
+		return ""
 	}
-	return s.value.Instance, s.value.State == leaseStarting || s.value.State == leaseReleasing || held < 500*time.Millisecond
+	return s.value.Instance
 }
 
 // request sends req once and waits for the answer.
@@ -269,9 +313,11 @@ func (f *forwarder) request(ctx context.Context, p int, target string, req *Enve
 	m.Header.Set(hdrVersion, strconv.Itoa(wireVersion))
 	m.Header.Set(hdrPart, strconv.Itoa(p))
 	m.Header.Set(hdrChunks, strconv.Itoa(len(chunks)))
+	f.sign(m.Header, p, m.Reply, meta, req.Body)
 	m.Data = frame(meta, chunks[0])
 	if err := f.nc.PublishMsg(m); err != nil {
-		return nil, fmt.Errorf("forward: %w", err)
+		// Not sent (the connection is moving to another server): safe to send again.
+		return nil, fmt.Errorf("%w: forward: %w", errNotServed, err)
 	}
 	var resp *Response
 	var body [][]byte
@@ -291,16 +337,32 @@ func (f *forwarder) request(ctx context.Context, p int, target string, req *Enve
 		case r = <-replies:
 			heard = time.Now()
 		case <-owner.C:
-			if s := f.n.view.lease(p); !f.n.view.alive(s, time.Now()) || s.value.Instance != target {
-				return nil, errors.New("the owner let the partition go before answering")
+			if keepsAlive {
+				// The owner runs the request and says so every KeepAlive: its answer decides,
+				// even if it loses the partition meanwhile (a NATS server's loss fences every
+				// owner for a moment): it then answers what became of the request (not run:
+				// sent again to the next owner). Silence alone is no proof of death (its
+				// connection may be moving to another NATS server, its keep-alives buffered
+				// meanwhile): the owner is lost once its heartbeat is gone (lapsed, deleted,
+				// or its node id up under another process), or after keepAliveMaxSilence.
+				if silent := time.Since(heard); silent > 3*KeepAlive && (silent > keepAliveMaxSilence || f.n.view.instanceGone(target)) {
+					return nil, errors.New("the owner's answer was lost")
+				}
+				continue
 			}
-			if keepsAlive && time.Since(heard) > 3*KeepAlive {
-				return nil, errors.New("the owner's answer was lost")
+			// Only what the view knows for sure: another holder, a release, a lapse marker (a
+			// view behind its watcher says nothing).
+			if s := f.n.view.lease(p); s == nil || s.deleted || s.lapsed || s.value.Instance != target {
+				if !acked {
+					return nil, fmt.Errorf("%w: the owner let the partition go", errNotServed)
+				}
+				return nil, errors.New("the owner let the partition go before answering")
 			}
 			continue
 		case <-ack.C:
 			if !acked {
-				return nil, errors.New("the owner did not acknowledge the request")
+				// The owner acknowledges before it runs a request: not run, safe to send again.
+				return nil, fmt.Errorf("%w: the owner did not acknowledge the request", errNotServed)
 			}
 			continue
 		case <-ctx.Done():
@@ -327,7 +389,8 @@ func (f *forwarder) request(ctx context.Context, p int, target string, req *Enve
 				c.Header.Set(hdrSeq, strconv.Itoa(i))
 				c.Data = chunks[i]
 				if err := f.nc.PublishMsg(c); err != nil {
-					return nil, fmt.Errorf("forward: %w", err)
+					// The owner runs a request only once it has every chunk: not run.
+					return nil, fmt.Errorf("%w: forward: %w", errNotServed, err)
 				}
 			}
 		case replyAns:
@@ -399,8 +462,14 @@ func (f *forwarder) onRequest(m *nats.Msg) {
 		f.answerErr(m.Reply, "malformed forwarded request")
 		return
 	}
+	bodySum, err := f.verify(m.Header, p, m.Reply, meta)
+	if err != nil {
+		f.n.log.Warn("refused a forwarded request: "+err.Error()+" (is GATEWAY_SECRET_KEY the same on every node? is anything else publishing on the forwarding subjects?)", "partition", p)
+		f.answerErr(m.Reply, "forwarded request refused: "+err.Error())
+		return
+	}
 	if want == 1 {
-		f.start(p, m.Reply, meta, body)
+		f.start(p, m.Reply, meta, body, bodySum)
 		return
 	}
 	token := strconv.FormatUint(f.seq.Add(1), 36)
@@ -411,7 +480,7 @@ func (f *forwarder) onRequest(m *nats.Msg) {
 			delete(f.xfers, k)
 		}
 	}
-	f.xfers[token] = &xfer{p: p, reply: m.Reply, meta: meta, body: append([]byte(nil), body...), want: want, got: 1, started: now}
+	f.xfers[token] = &xfer{p: p, reply: m.Reply, meta: meta, body: append([]byte(nil), body...), want: want, got: 1, started: now, sum: bodySum}
 	f.mu.Unlock()
 	r := nats.NewMsg(m.Reply)
 	r.Header.Set(hdrReply, replyCont)
@@ -443,13 +512,19 @@ func (f *forwarder) onChunk(m *nats.Msg) {
 	}
 	f.mu.Unlock()
 	if done {
-		f.start(x.p, x.reply, x.meta, x.body)
+		f.start(x.p, x.reply, x.meta, x.body, x.sum)
 	}
 }
 
 // start runs a forwarded request here if the partition still is this node's to serve
-// (else it answers "moved": not run, safe to send again), acknowledging it first.
-func (f *forwarder) start(p int, reply string, meta, body []byte) {
+// (else it answers "moved": not run, safe to send again), acknowledging it first. The body's
+// hash must be the one signed.
+func (f *forwarder) start(p int, reply string, meta, body, sum []byte) {
+	if got := sha256.Sum256(body); !hmac.Equal(got[:], sum) {
+		f.n.log.Warn("refused a forwarded request: its body is not the one signed", "partition", p)
+		f.answerErr(reply, "forwarded request refused: its body is not the one signed")
+		return
+	}
 	var env Envelope
 	if err := json.Unmarshal(meta, &env); err != nil {
 		f.answerErr(reply, "malformed forwarded request")
@@ -557,4 +632,71 @@ func unframe(b []byte) (meta, data []byte, err error) {
 		return nil, nil, errors.New("forward: malformed frame")
 	}
 	return b[k : k+int(l)], b[k+int(l):], nil
+}
+
+// forwardKey derives the forwarding signatures' key from the cluster's secret, so the secret
+// itself (which also seals stored credentials) never keys anything else.
+func forwardKey(secret []byte) []byte {
+	h := hmac.New(sha256.New, secret)
+	h.Write([]byte("gateway cluster forwarding v1"))
+	return h.Sum(nil)
+}
+
+// signature is the HMAC of a request: its wire version, partition, reply subject (unique per
+// send: a request sent again is signed again), signing time, body hash and envelope.
+func (f *forwarder) signature(version string, p int, reply, at string, bodySum, meta []byte) []byte {
+	h := hmac.New(sha256.New, f.key)
+	for _, part := range [][]byte{[]byte(version), []byte(strconv.Itoa(p)), []byte(reply), []byte(at), bodySum, meta} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+		h.Write(n[:])
+		h.Write(part)
+	}
+	return h.Sum(nil)
+}
+
+// sign sets a request's signing headers (after its version header).
+func (f *forwarder) sign(h nats.Header, p int, reply string, meta, body []byte) {
+	sum := sha256.Sum256(body)
+	at := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	h.Set(hdrTime, at)
+	h.Set(hdrBody, hex.EncodeToString(sum[:]))
+	h.Set(hdrSig, hex.EncodeToString(f.signature(h.Get(hdrVersion), p, reply, at, sum[:], meta)))
+}
+
+// verify checks a request's signature, its age and that it was not taken before; it returns
+// the body hash the signature covers.
+func (f *forwarder) verify(h nats.Header, p int, reply string, meta []byte) ([]byte, error) {
+	sig, err := hex.DecodeString(h.Get(hdrSig))
+	if err != nil || len(sig) == 0 {
+		return nil, errors.New("not signed")
+	}
+	sum, err := hex.DecodeString(h.Get(hdrBody))
+	if err != nil || len(sum) != sha256.Size {
+		return nil, errors.New("no body hash")
+	}
+	at := h.Get(hdrTime)
+	ms, err := strconv.ParseInt(at, 10, 64)
+	if err != nil {
+		return nil, errors.New("no signing time")
+	}
+	if !hmac.Equal(sig, f.signature(h.Get(hdrVersion), p, reply, at, sum, meta)) {
+		return nil, errors.New("bad signature")
+	}
+	now := time.Now()
+	if d := now.Sub(time.UnixMilli(ms)); d > ForwardMaxAge || d < -ForwardMaxAge {
+		return nil, fmt.Errorf("signed %v from this node's clock (at most %v)", d.Round(time.Millisecond), ForwardMaxAge)
+	}
+	key := string(sig)
+	f.seenMu.Lock()
+	defer f.seenMu.Unlock()
+	if now.Sub(f.seenSince) > 2*ForwardMaxAge {
+		f.seenPrev, f.seen, f.seenSince = f.seen, map[string]struct{}{}, now
+	}
+	_, dup := f.seen[key]
+	if _, dupPrev := f.seenPrev[key]; dup || dupPrev {
+		return nil, errors.New("a replay of a request taken already")
+	}
+	f.seen[key] = struct{}{}
+	return sum, nil
 }

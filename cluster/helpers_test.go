@@ -53,7 +53,8 @@ type stubHandler struct {
 
 func (e *engineStub) handler(id string) Handler { return stubHandler{e, id} }
 
-func (h stubHandler) Acquire(_ context.Context, p int) error {
+func (h stubHandler) Acquire(_ context.Context, a *Acquisition) error {
+	p := a.Partition()
 	h.e.mu.Lock()
 	defer h.e.mu.Unlock()
 	if o, ok := h.e.running[p]; ok {
@@ -165,7 +166,7 @@ func (tc *testCluster) start(id string, mods ...func(*Config)) *Node {
 func (tc *testCluster) tryStart(id string, mods ...func(*Config)) (*Node, error) {
 	nc := tc.nats.Connect(tc.t)
 	cfg := Config{Conn: nc, Prefix: tc.prefix, NodeID: id, Handler: tc.eng.handler(id), Replicas: min(3, tc.nats.N()),
-		Serve: echo(id)}
+		Serve: echo(id), Secret: testSecret}
 	for _, m := range append(tc.mods, mods...) {
 		m(&cfg)
 	}
@@ -185,6 +186,9 @@ func (tc *testCluster) kill(n *Node) {
 	n.cfg.Conn.Close()
 	tc.eng.died(n.ID())
 }
+
+// testSecret signs the test nodes' forwarded requests.
+var testSecret = []byte("the cluster tests' forwarding secret")
 
 // echo answers a forwarded request with the node's id and the body it got.
 func echo(id string) ServeFunc {

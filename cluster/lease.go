@@ -59,7 +59,7 @@ func (n *Node) renew(p *part) {
 	rev, val := p.rev, n.leaseValue(p, stateName(p.state))
 	p.mu.Unlock()
 
-	ctx, cancel := context.WithTimeout(n.ctx, n.renewEvery)
+	ctx, cancel := n.opCtx()
 	defer cancel()
 	sent := time.Now()
 	newRev, err := n.leases.Update(ctx, leaseKey(p.id), val, rev)
@@ -241,10 +241,14 @@ func (n *Node) candidates(now time.Time, k int) []*part {
 		case recovering:
 			continue
 		default:
-			// Lapsed, held by another node: wait while that node is alive and either lapsed
-			// only just now or has just come back (it retakes its own first).
-			if up := n.view.nodeUpSince(s.value.Node, now); !up.IsZero() &&
-				(now.Before(s.seen.Add(n.cfg.LeaseTTL+n.renewEvery)) || now.Sub(up) < 2*n.renewEvery) {
+			// Lapsed, held by another node: taken at once when that node is gone too (a
+			// killed node's heartbeat lapses with its leases); while it is alive, left to it
+			// for a moment after the lapse, or after it came back (it retakes its own first:
+			// NATS, not the node, failed).
+			// Alive: its heartbeat seen within two renewal intervals (a killed node's last one
+			// is older by then, whichever of its keys the server expired first).
+			if up := n.view.nodeUpSince(s.value.Node, now); !up.IsZero() && n.view.nodeFresh(s.value.Node, now, 2*n.renewEvery) &&
+				(now.Before(n.view.lapsedAt(s).Add(2*n.renewEvery)) || now.Sub(up) < 2*n.renewEvery) {
 				continue
 			}
 		}
@@ -265,8 +269,9 @@ func (n *Node) candidates(now time.Time, k int) []*part {
 }
 
 // take creates p's lease (only possible once the previous one lapsed or was released: the
-// server refuses the create while the key exists), writes the fence, and has the engine
-// start the partition.
+// server refuses the create while the key exists), writes the fence (expecting what it read
+// when the lease was taken: a delayed fence write of an earlier acquisition then fails instead
+// of locking this one out), and has the engine start the partition.
 func (n *Node) take(p *part) {
 	select {
 	case n.sem <- struct{}{}:
@@ -275,7 +280,7 @@ func (n *Node) take(p *part) {
 		return
 	}
 	defer func() { <-n.sem }()
-	ctx, cancel := context.WithTimeout(n.ctx, n.renewEvery)
+	ctx, cancel := n.opCtx()
 	p.mu.Lock()
 	p.since = time.Now()
 	val := n.leaseValue(p, leaseStarting)
@@ -290,25 +295,44 @@ func (n *Node) take(p *part) {
 		return
 	}
 	p.mu.Lock()
-	p.state, p.rev, p.renewed, p.previous, p.fence = stStarting, rev, sent, false, 0
-	p.fenced = n.cfg.FenceSubject == nil
+	p.epoch++
+	p.state, p.rev, p.renewed, p.previous, p.fence = stStarting, rev, sent, false, nil
+	p.fenced = n.cfg.Fences == nil
 	p.mu.Unlock()
-	if n.cfg.FenceSubject != nil {
-		ctx, cancel := context.WithTimeout(n.ctx, n.renewEvery)
-		ack, err := n.js.Publish(ctx, n.cfg.FenceSubject(p.id), val)
+	if n.cfg.Fences != nil {
+		// The fence's reads and write get a lease TTL (a stream that just elected its leader
+		// answers slowly): the acquisition's deadline, not this, bounds its use.
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.LeaseTTL)
+		seqs, err := n.cfg.Fences.ReadFence(ctx, p.id)
+		if err == nil {
+			var seqs2 []uint64
+			if seqs2, err = n.cfg.Fences.WriteFence(ctx, p.id, seqs, val); err != nil && ctx.Err() == nil {
+				// A replica behind answered the read, or an earlier write landed meanwhile:
+				// once more, as the leader has it.
+				if seqs, err = n.cfg.Fences.ReadFenceLeader(ctx, p.id); err == nil {
+					seqs2, err = n.cfg.Fences.WriteFence(ctx, p.id, seqs, val)
+				}
+			}
+			seqs = seqs2
+		}
 		cancel()
 		if err != nil {
 			n.log.Warn("fence write failed; giving the partition up", "partition", p.id, "err", err)
-			n.giveUp(p)
+			n.giveUp(p, n.renewEvery) // NATS trouble, most likely: soon again
 			return
 		}
 		p.mu.Lock()
-		p.fence, p.fenced = ack.Sequence, true
+		p.fence, p.fenced = seqs, true
 		p.mu.Unlock()
 	}
-	if err := n.cfg.Handler.Acquire(n.ctx, p.id); err != nil {
+	a, ok := n.Acquisition(p.id)
+	if !ok { // fenced meanwhile (the fence write took past the deadline)
+		n.giveUp(p, n.renewEvery)
+		return
+	}
+	if err := n.cfg.Handler.Acquire(n.ctx, a); err != nil {
 		n.log.Error("acquire failed; giving the partition up", "partition", p.id, "err", err)
-		n.giveUp(p)
+		n.giveUp(p, n.cfg.LeaseTTL)
 		return
 	}
 	p.mu.Lock()
@@ -322,8 +346,13 @@ func (n *Node) take(p *part) {
 	p.mu.Unlock()
 	n.renew(p) // the lease says active: requests held for it go ahead
 	n.metrics.handover("acquired")
-	n.log.Info("partition acquired", "partition", p.id)
+	n.log.Info("partition acquired", "partition", p.id, "took_ms", time.Since(sent).Milliseconds())
 	n.wake()
+}
+
+// opCtx bounds one write to the cluster's buckets.
+func (n *Node) opCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(n.ctx, max(n.renewEvery, time.Second))
 }
 
 // settle ends a take that did not get the lease.
@@ -335,18 +364,19 @@ func (n *Node) settle(p *part) {
 }
 
 // giveUp deletes p's lease after a failed start so another node can try; it tries again
-// itself after a while.
-func (n *Node) giveUp(p *part) {
+// itself after retry (first among its candidates).
+func (n *Node) giveUp(p *part, retry time.Duration) {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	p.mu.Lock()
 	held, rev := p.heldLocked(), p.rev
 	p.state = stFree
 	p.busy = false
-	p.retryAt = time.Now().Add(n.cfg.LeaseTTL)
+	p.previous = true
+	p.retryAt = time.Now().Add(retry)
 	p.mu.Unlock()
 	if held {
-		ctx, cancel := context.WithTimeout(n.ctx, n.renewEvery)
+		ctx, cancel := n.opCtx()
 		_ = n.leases.Delete(ctx, leaseKey(p.id), jetstream.LastRevision(rev))
 		cancel()
 	}
@@ -399,7 +429,7 @@ func (n *Node) release(p *part) {
 	p.retryAt = time.Now().Add(n.cfg.LeaseTTL) // let the node that wants it take it
 	p.mu.Unlock()
 	if held {
-		ctx, cancel := context.WithTimeout(n.ctx, n.renewEvery)
+		ctx, cancel := n.opCtx()
 		err := n.leases.Delete(ctx, leaseKey(p.id), jetstream.LastRevision(rev))
 		cancel()
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,7 +19,7 @@ import (
 	"github.com/gateway/gateway/domain"
 )
 
-// Start-up refusals (main prints them and exits 1).
+// Start-up refusals (node.Open returns them; the gateway prints them and exits 1).
 var (
 	// ErrDuplicateNode: a live node already runs under this node id.
 	ErrDuplicateNode = errors.New("a live node already uses this node id (--node-id)")
@@ -46,7 +47,8 @@ type part struct {
 	state    pstate
 	rev      uint64    // the lease key's revision (its stream sequence)
 	renewed  time.Time // monotonic: when the last successful lease write was sent
-	fence    uint64    // fence token (Config.FenceSubject's sequence)
+	epoch    uint64    // counts this node's acquisitions of the partition (Acquisition binds one)
+	fence    []uint64  // this acquisition's fence token (Config.Fences' sequences, one per lane)
 	fenced   bool      // the fence of this acquisition is written (Lease reports it from then on)
 	since    time.Time
 	inflight int
@@ -71,6 +73,7 @@ type Node struct {
 	nodes      jetstream.KeyValue
 	instance   string
 	renewEvery time.Duration
+	margin     time.Duration // the fence margin: TTL/4, at most 1 s
 	parts      []*part
 	view       *view
 	metrics    *metrics
@@ -89,7 +92,8 @@ type Node struct {
 	nodeRev atomic.Uint64
 
 	// loop goroutine only
-	healthySince time.Time // since when heartbeats succeed (zero: failing)
+	healthySince      time.Time // since when heartbeats succeed (zero: failing)
+	watchersRestarted time.Time
 	// leaseOKSince: since when writes to the leases bucket succeed (unix nanoseconds; 0:
 	// the last one failed for want of NATS)
 	leaseOKSince atomic.Int64
@@ -111,9 +115,18 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
+	if cfg.LeaseTTL == 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+		if kv, err := js.KeyValue(ctx, cfg.Prefix+"_leases"); err == nil {
+			if st, err := kv.Status(ctx); err == nil && st.TTL() > 0 {
+				cfg.LeaseTTL = st.TTL() // the cluster's
+			}
+		}
+	}
 	n := &Node{
 		cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), js: js, instance: randomID(),
-		renewEvery: cfg.LeaseTTL / 3, wakeC: make(chan struct{}, 1), restart: make(chan struct{}),
+		renewEvery: cfg.LeaseTTL / 4, margin: min(time.Second, cfg.LeaseTTL/4),
+		wakeC: make(chan struct{}, 1), restart: make(chan struct{}),
 		sem: make(chan struct{}, cfg.Parallel), done: make(chan struct{}), started: time.Now(),
 	}
 	for i := 0; i < cfg.Partitions; i++ {
@@ -157,15 +170,22 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	return n, nil
 }
 
+// markerTTL is how long the server keeps the marker it writes when a key lapses (what the
+// watchers see as the lapse; a create replaces it).
+const markerTTL = 5 * time.Second
+
 // bucket opens a cluster bucket, making it if missing, and checks it was made with this
 // node's partition count and lease TTL.
 func (n *Node) bucket(ctx context.Context, name, desc string, md map[string]string) (jetstream.KeyValue, error) {
 	kv, err := n.js.KeyValue(ctx, name)
+	// The server writes a marker when a key lapses (LimitMarkerTTL), which the watchers see at
+	// once: a dead node's partitions are taken when its leases expire, not at the next tick.
+	cfg := jetstream.KeyValueConfig{
+		Bucket: name, Description: desc, History: 1, TTL: n.cfg.LeaseTTL,
+		Storage: jetstream.FileStorage, Replicas: n.cfg.Replicas, Metadata: md, LimitMarkerTTL: markerTTL,
+	}
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = n.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: name, Description: desc, History: 1, TTL: n.cfg.LeaseTTL,
-			Storage: jetstream.FileStorage, Replicas: n.cfg.Replicas, Metadata: md,
-		})
+		kv, err = n.js.CreateKeyValue(ctx, cfg)
 		if err != nil { // made by another node at the same moment?
 			var err2 error
 			if kv, err2 = n.js.KeyValue(ctx, name); err2 != nil {
@@ -179,6 +199,13 @@ func (n *Node) bucket(ctx context.Context, name, desc string, md map[string]stri
 	st, err := kv.Status(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: bucket %s: %w", name, err)
+	}
+	if st.LimitMarkerTTL() == 0 && st.TTL() == n.cfg.LeaseTTL {
+		// Made by an earlier release: add the markers (the watchers' lapse events).
+		cfg.Replicas = st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.Replicas
+		if _, err := n.js.UpdateKeyValue(ctx, cfg); err != nil {
+			n.log.Warn("could not add lapse markers to a cluster bucket; a lapsed lease is seen at the next renewal instead", "bucket", name, "err", err)
+		}
 	}
 	if got := st.Metadata()["gateway_partitions"]; got != md["gateway_partitions"] {
 		return nil, fmt.Errorf("cluster: %w: the cluster has %s, this node was given %d", ErrPartitionsDiffer, got, n.cfg.Partitions)
@@ -289,10 +316,16 @@ func (n *Node) tick() {
 		if n.healthySince.IsZero() {
 			n.healthySince = time.Now()
 		}
+		// Heartbeats and renewals are written every renewal interval: a watcher that delivered
+		// none for a lease TTL lost its server (nats.go's ordered consumer notices by itself
+		// only after two missed idle heartbeats, 10 s), and a stale view would take live
+		// owners for dead.
+		owns := n.ownedCount() > 0
 		n.view.mu.Lock()
-		stale := time.Since(n.view.lastAny) > 3*n.cfg.LeaseTTL
+		stale := time.Since(n.view.lastAny) > n.cfg.LeaseTTL || (owns && time.Since(n.view.lastLease) > n.cfg.LeaseTTL)
 		n.view.mu.Unlock()
-		if stale { // our own heartbeats are written but not seen: the watchers are stuck
+		if stale && time.Since(n.watchersRestarted) > n.cfg.LeaseTTL {
+			n.watchersRestarted = time.Now()
 			n.log.Warn("no heartbeat seen for a while; restarting the watchers")
 			select {
 			case n.restart <- struct{}{}:
@@ -312,7 +345,7 @@ func (n *Node) tick() {
 // heartbeat writes this node's key (revision-checked: a second process under this id is
 // found out here). It reports whether the write succeeded.
 func (n *Node) heartbeat() bool {
-	ctx, cancel := context.WithTimeout(n.ctx, n.renewEvery)
+	ctx, cancel := n.opCtx()
 	defer cancel()
 	key, val := nodeKey(n.cfg.NodeID), n.heartbeatValue()
 	rev, err := n.nodes.Update(ctx, key, val, n.nodeRev.Load())
@@ -406,6 +439,9 @@ wait:
 // node and seen so by this one for a second: until then requests that reach this node are
 // answered "moved" and replayed, while once it exits they would find nobody.
 func (n *Node) waitHandedOver(ctx context.Context) {
+	if others := slices.DeleteFunc(n.view.liveNodes(time.Now()), func(id string) bool { return id == n.cfg.NodeID }); len(others) == 0 {
+		return // the last node: nobody takes its partitions
+	}
 	deadline := time.Now().Add(HoldMax + time.Second)
 	var since time.Time
 	for time.Now().Before(deadline) && ctx.Err() == nil {
@@ -494,9 +530,10 @@ func (n *Node) Owner(p int) (node string, ok bool) {
 	return s.value.Node, true
 }
 
-// freshLocked: the lease is within its fence deadline (last renewal sent + TTL − FenceMargin).
+// freshLocked: the lease is within its fence deadline (last renewal sent + TTL − the fence
+// margin).
 func (n *Node) freshLocked(p *part) bool {
-	return time.Now().Before(p.renewed.Add(n.cfg.LeaseTTL - FenceMargin))
+	return time.Now().Before(p.renewed.Add(n.cfg.LeaseTTL - n.margin))
 }
 
 // Enter lets a request of partition p run on this node: ok when p is owned here, active and
@@ -528,16 +565,14 @@ func (n *Node) Enter(p int) (done func(), ok bool) {
 	}, true
 }
 
-// Lease is what the store needs to fence a partition's commits.
+// Lease is this node's hold on a partition, as tests and the cluster's screen see it.
 type Lease struct {
 	Partition int
 	// Revision is the lease key's revision in the leases bucket (changes at every renewal).
 	Revision uint64
-	// FenceSubject and Fence: every commit of the partition carries
-	// Nats-Expected-Last-Subject-Sequence-Subject: FenceSubject and
-	// Nats-Expected-Last-Subject-Sequence: Fence ("" and 0 without Config.FenceSubject).
-	FenceSubject string
-	Fence        uint64
+	// Fence is the acquisition's fence token: Config.Fences' sequences, one per lane (nil
+	// without Config.Fences).
+	Fence []uint64
 	// Deadline is when this node stops using the partition unless the lease is renewed
 	// (monotonic clock).
 	Deadline time.Time
@@ -545,8 +580,7 @@ type Lease struct {
 
 // Lease returns partition p's lease while this node holds it within its fence deadline
 // (starting, active or releasing: the engine writes while it starts and while it flushes).
-// Not ok: the partition is not this node's to write; refuse the commit with
-// domain.ErrNodeUnavailable.
+// Not ok: the partition is not this node's to write.
 func (n *Node) Lease(p int) (Lease, bool) {
 	if p < 0 || p >= len(n.parts) {
 		return Lease{}, false
@@ -557,11 +591,7 @@ func (n *Node) Lease(p int) (Lease, bool) {
 	if pt.state == stFree || !pt.fenced || !n.freshLocked(pt) {
 		return Lease{}, false
 	}
-	l := Lease{Partition: p, Revision: pt.rev, Fence: pt.fence, Deadline: pt.renewed.Add(n.cfg.LeaseTTL - FenceMargin)}
-	if n.cfg.FenceSubject != nil {
-		l.FenceSubject = n.cfg.FenceSubject(p)
-	}
-	return l, true
+	return Lease{Partition: p, Revision: pt.rev, Fence: pt.fence, Deadline: pt.renewed.Add(n.cfg.LeaseTTL - n.margin)}, true
 }
 
 // UnavailableError is domain.ErrNodeUnavailable with its cause and when to retry: httpapi

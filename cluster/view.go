@@ -73,7 +73,8 @@ type leaseSeen struct {
 	value   leaseValue
 	rev     uint64
 	seen    time.Time // local monotonic time the watcher delivered it
-	deleted bool      // released gracefully (or purged): free now
+	deleted bool      // released gracefully: free now
+	lapsed  bool      // the server's lapse marker (value: the last holder's): not held now
 }
 
 type nodeSeen struct {
@@ -90,12 +91,13 @@ type nodeSeen struct {
 type view struct {
 	ttl time.Duration
 
-	mu      sync.Mutex
-	leases  []*leaseSeen         // by partition; nil: never seen
-	nodes   map[string]*nodeSeen // by node id (kept after they go, for the snapshot)
-	changed chan struct{}        // closed and replaced on every change of ownership
-	wake    func()               // tells the node's loop that balancing may have work
-	lastAny time.Time            // last entry of the nodes bucket (heartbeats flow every tick)
+	mu        sync.Mutex
+	leases    []*leaseSeen         // by partition; nil: never seen
+	nodes     map[string]*nodeSeen // by node id (kept after they go, for the snapshot)
+	changed   chan struct{}        // closed and replaced on every change of ownership
+	wake      func()               // tells the node's loop that balancing may have work
+	lastAny   time.Time            // last entry of the nodes bucket (heartbeats flow every tick)
+	lastLease time.Time            // last entry of the leases bucket (renewals flow every tick)
 }
 
 func newView(partitions int, ttl time.Duration, wake func()) *view {
@@ -125,14 +127,23 @@ func (v *view) applyLease(e jetstream.KeyValueEntry) {
 		return
 	}
 	s := &leaseSeen{rev: e.Revision(), seen: time.Now()}
-	if e.Operation() != jetstream.KeyValuePut {
+	switch e.Operation() {
+	case jetstream.KeyValuePut:
+		if json.Unmarshal(e.Value(), &s.value) != nil {
+			return
+		}
+	case jetstream.KeyValuePurge: // the marker the server writes when the key lapses (MaxAge)
+		s.lapsed = true
+	default:
 		s.deleted = true
-	} else if json.Unmarshal(e.Value(), &s.value) != nil {
-		return
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.lastLease = s.seen
 	old := v.leases[p]
+	if s.lapsed && old != nil {
+		s.value = old.value // who held it last (it retakes its own first)
+	}
 	if old != nil && old.rev > s.rev {
 		return // an older entry delivered late (a watcher restarted)
 	}
@@ -141,7 +152,7 @@ func (v *view) applyLease(e jetstream.KeyValueEntry) {
 	}
 	v.leases[p] = s
 	// A renewal that changes nothing but the revision is not a change of ownership.
-	if old == nil || old.deleted != s.deleted || old.value.Instance != s.value.Instance || old.value.State != s.value.State {
+	if old == nil || old.deleted != s.deleted || old.lapsed != s.lapsed || old.value.Instance != s.value.Instance || old.value.State != s.value.State {
 		v.notifyLocked()
 	}
 }
@@ -191,7 +202,16 @@ func (v *view) lease(p int) *leaseSeen {
 
 // alive tells whether a lease entry is still within its TTL as seen here.
 func (v *view) alive(s *leaseSeen, now time.Time) bool {
-	return s != nil && !s.deleted && now.Before(s.seen.Add(v.ttl))
+	return s != nil && !s.deleted && !s.lapsed && now.Before(s.seen.Add(v.ttl))
+}
+
+// lapsedAt is when a lease that is not alive lapsed, as seen here: its marker's arrival, else
+// its last renewal seen + the TTL.
+func (v *view) lapsedAt(s *leaseSeen) time.Time {
+	if s.lapsed {
+		return s.seen
+	}
+	return s.seen.Add(v.ttl)
 }
 
 // nodeAliveLocked tells whether a node heartbeats and is not leaving.
@@ -212,6 +232,29 @@ func (v *view) liveNodes(now time.Time) []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// instanceGone tells whether the view knows process instance is no more: its node's
+// heartbeat was deleted or lapsed, or no node heartbeats under it (a node restarted under the
+// same id is another instance).
+func (v *view) instanceGone(instance string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, s := range v.nodes {
+		if s.value.Instance == instance {
+			return s.deleted
+		}
+	}
+	return true
+}
+
+// nodeFresh tells whether node id's heartbeat was seen within d (a live node's come every
+// renewal interval).
+func (v *view) nodeFresh(id string, now time.Time, d time.Duration) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	s := v.nodes[id]
+	return v.nodeAliveLocked(id, now) && now.Sub(s.seen) < d
 }
 
 // nodeUpSince is since when a live node heartbeats without a gap (zero if it is not live).

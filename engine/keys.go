@@ -349,5 +349,15 @@ func (k *Keys) Authorize(raw []byte, scope string) (domain.Grant, error) {
 	case <-call.timer.C:
 		// The reply may still come: this call (and its channel) is not reused.
 		return domain.Grant{}, fmt.Errorf("%w: key actor did not answer", domain.ErrUnavailable)
+	case <-k.e.stopCtx.Done():
+		call.timer.Stop()
+		select {
+		case r := <-call.msg.Reply:
+			return r.Grant, r.Err
+		default:
+		}
+		// The partition stopped here (fenced: its lease lapsed while NATS elected a leader)
+		// and its actors with it. Nothing of the request was stored: the next owner runs it.
+		return domain.Grant{}, fmt.Errorf("%w: the key's partition stopped on this node", domain.ErrNodeUnavailable)
 	}
 }

@@ -524,6 +524,21 @@ func (ms *Messages) recover() (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("engine: outbox: %w", err)
 	}
+	// One forced reservation per user for all of its charged entries, handed out one per
+	// message: a partition taken over with thousands of messages queued asks each account
+	// actor once, not once per message.
+	charged := map[string]int64{}
+	for _, entry := range pending {
+		if entry.Message.Kind.Charged() && e.Sessions.idx.get(entry.SessionID) != nil {
+			charged[entry.UserID]++
+		}
+	}
+	held := make(map[string]*Reservation, len(charged))
+	for uid, n := range charged {
+		if held[uid], err = ms.reserve(context.Background(), uid, n, ReserveOpts{Force: true, Reclaim: true}); err != nil {
+			return 0, fmt.Errorf("engine: outbox: reserve %d queued messages of %s: %w", n, uid, err)
+		}
+	}
 	for _, entry := range pending {
 		ent := e.Sessions.idx.get(entry.SessionID)
 		if ent == nil {
@@ -532,9 +547,7 @@ func (ms *Messages) recover() (int, error) {
 		}
 		res := ms.adopt(entry.UserID, 0) // an edit or a revoke: not charged
 		if entry.Message.Kind.Charged() {
-			if res, err = ms.reserve(context.Background(), entry.UserID, 1, ReserveOpts{Force: true, Reclaim: true}); err != nil {
-				return 0, fmt.Errorf("engine: outbox: reserve for %s: %w", entry.ID, err)
-			}
+			res = held[entry.UserID].Take(1)
 		}
 		if entry.Status == domain.MsgScheduled {
 			// Accepted for later: back on the schedule (at once when its time has passed).

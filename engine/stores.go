@@ -250,6 +250,12 @@ func (st *Stores) actorOf(ent *storeEntry) *actor.PID {
 	if ent.pid != nil {
 		return ent.pid
 	}
+	if st.e.stopCtx.Err() != nil {
+		// The engine stops (a partition released or fenced while a request still held it):
+		// no new actor, which would wait on a closed store for good; what it would have run
+		// is in the durable inbox for the partition's next owner. Sends to nil are dropped.
+		return nil
+	}
 	s := st.s
 	deps := storeevents.Deps{
 		Store: storeEventsStore{s.inbox, s}, Orders: s, Composer: s,

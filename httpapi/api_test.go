@@ -359,3 +359,26 @@ func eventually(t testing.TB, total time.Duration, what string, cond func() bool
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Shutdown does not wait for a connection a client opened and never sent a request on (Go's
+// http.Transport parks one it dialed for a request another connection served): it closes it,
+// and an idle keep-alive connection, and returns at once.
+func TestShutdownClosesUnusedConnections(t *testing.T) {
+	a := newAPI(t)
+	a.do(t, "GET", "/healthz", "", nil, nil) // a keep-alive connection, idle after this
+	unused, err := net.Dial("tcp", strings.TrimPrefix(a.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unused.Close()
+	time.Sleep(50 * time.Millisecond) // accepted
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	began := time.Now()
+	if err := a.srv.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	if took := time.Since(began); took > 2*time.Second {
+		t.Fatalf("shutdown took %v with an unused connection open", took)
+	}
+}

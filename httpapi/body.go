@@ -124,15 +124,34 @@ func (s *Server) refuseUnread(ctx *fasthttp.RequestCtx, err error) {
 	s.writeError(ctx, err)
 }
 
-// lingerListener hands out lingerConns.
-type lingerListener struct{ net.Listener }
+// lingerListener hands out lingerConns, and keeps those a client opened without sending a
+// request yet (fresh): fasthttp's shutdown closes idle connections but waits for those (Go's
+// http.Transport parks a connection it dialed for a request another connection served, for up
+// to 90 s), so Server.Shutdown closes them itself (closeFresh).
+type lingerListener struct {
+	net.Listener
+	fresh *sync.Map // *lingerConn → struct{}, until its first byte or its close
+}
 
 func (l lingerListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	return &lingerConn{Conn: c}, nil
+	lc := &lingerConn{Conn: c, fresh: l.fresh}
+	l.fresh.Store(lc, struct{}{})
+	return lc, nil
+}
+
+// closeFresh closes the connections that never sent a byte (a shutdown).
+func closeFresh(fresh *sync.Map) {
+	fresh.Range(func(k, _ any) bool {
+		if c := k.(*lingerConn); c.used.CompareAndSwap(false, true) {
+			_ = c.Conn.Close()
+		}
+		fresh.Delete(k)
+		return true
+	})
 }
 
 // lingerConn closes a connection whose request body was left unread gracefully: see the top of
@@ -141,9 +160,20 @@ type lingerConn struct {
 	net.Conn
 	linger atomic.Bool
 	once   sync.Once
+	used   atomic.Bool // a byte came (or closeFresh closed it)
+	fresh  *sync.Map
+}
+
+func (c *lingerConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && !c.used.Load() && c.used.CompareAndSwap(false, true) {
+		c.fresh.Delete(c)
+	}
+	return n, err
 }
 
 func (c *lingerConn) Close() error {
+	c.fresh.Delete(c)
 	if !c.linger.Load() {
 		return c.Conn.Close()
 	}

@@ -110,6 +110,7 @@ const (
 	ctxPrincipal = "cluster_principal"
 	ctxBackend   = "cluster_backend"
 	ctxForwarded = "cluster_forwarded" // the forwarding's context (reqContext)
+	ctxNotRun    = "cluster_not_run"   // a forwarded request stored nothing (notRun): run it again
 )
 
 // engine is the engine a request runs on: its partition's in a cluster.
@@ -177,7 +178,11 @@ func (s *Server) clustered(method, path string, part *partitionOf, h handler) ha
 	find := part.find
 	return func(ctx *fasthttp.RequestCtx) error {
 		if b, forwarded := ctx.UserValue(ctxBackend).(*Backend); forwarded {
-			return s.settled(b, h(ctx)) // run here for the node that received it
+			err := s.settled(b, h(ctx)) // run here for the node that received it
+			if notRun(err) {
+				ctx.SetUserValue(ctxNotRun, true) // that node runs it again on the new owner
+			}
+			return err
 		}
 		p, who, err := find(s, ctx)
 		if err != nil {
@@ -187,15 +192,28 @@ func (s *Server) clustered(method, path string, part *partitionOf, h handler) ha
 	}
 }
 
-// runOn runs h on partition p: here, or on its owner.
+// runOn runs h on partition p: here, or on its owner. A run the partition's loss stopped
+// before it stored anything (notRun) is run again on the partition's next owner (Forward holds
+// it while there is none, cluster.HoldMax): a client sees latency, not a 503 (DESIGN.md
+// section 19).
 func (s *Server) runOn(ctx *fasthttp.RequestCtx, p int, who *principal, route string, h handler) error {
 	cl := s.cfg.Cluster
+	began := time.Now()
 	for {
 		if b, done, ok := cl.Enter(p); ok {
-			defer done()
 			ctx.SetUserValue(ctxBackend, b)
 			ctx.SetUserValue(ctxPrincipal, who)
-			return s.settled(b, h(ctx))
+			err := s.settled(b, h(ctx))
+			done()
+			// Held at most HoldMax after each such failure (a run may itself have waited for
+			// the store), 3 × HoldMax in all.
+			if notRun(err) && time.Since(began) < 3*cluster.HoldMax {
+				ctx.Response.Reset()
+				ctx.SetUserValue(ctxBackend, nil)
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			return err
 		}
 		resp, err := cl.Forward(s.reqContext(ctx), p, s.envelope(ctx, route, who))
 		if errors.Is(err, cluster.ErrLocal) {
@@ -211,6 +229,17 @@ func (s *Server) runOn(ctx *fasthttp.RequestCtx, p int, who *principal, route st
 		ctx.Response.SetBodyRaw(resp.Body)
 		return nil
 	}
+}
+
+// errLeft marks a request's unexpected error while its partition left this node: it may have
+// stored part of what it did, so it is not run again.
+var errLeft = errors.New("partition left this node while the request ran")
+
+// notRun tells whether a request's error says it stored nothing because its partition was no
+// longer this node's to write (the store refused before sending, or the server refused on the
+// partition's fence), so it may run again on the partition's next owner.
+func notRun(err error) bool {
+	return err != nil && errors.Is(err, domain.ErrNodeUnavailable) && !errors.Is(err, errLeft)
 }
 
 // settled is a request's error as the client gets it: one the gateway did not expect (a 500)
@@ -229,7 +258,7 @@ func (s *Server) settled(b *Backend, err error) error {
 			return err
 		}
 	}
-	return fmt.Errorf("%w: partition %d left this node while the request ran: %v", domain.ErrNodeUnavailable, b.Partition, err)
+	return fmt.Errorf("%w: partition %d: %w: %v", domain.ErrNodeUnavailable, b.Partition, errLeft, err)
 }
 
 // hopHeaders are not forwarded either way.
@@ -300,6 +329,7 @@ func (s *Server) ServeForwarded(ctx context.Context, b *Backend, env *cluster.En
 	rc.SetUserValue(ctxForwarded, ctx)
 	s.router.Handler(&rc)
 	resp := &cluster.Response{Status: rc.Response.StatusCode(), Body: append([]byte(nil), rc.Response.Body()...)}
+	resp.NotRun, _ = rc.UserValue(ctxNotRun).(bool)
 	for k, v := range rc.Response.Header.All() {
 		if name := string(k); !hopHeaders[name] {
 			resp.Header = append(resp.Header, cluster.Header{Name: name, Value: string(v)})

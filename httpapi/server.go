@@ -128,6 +128,7 @@ type Server struct {
 	// shutdown does not wait for them.
 	streams      chan struct{}
 	closeStreams sync.Once
+	fresh        sync.Map // connections that sent nothing yet (lingerListener)
 	// access is the batched access log (nil: none, or through the logger).
 	access *accessLog
 }
@@ -247,13 +248,19 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 // Serve accepts connections on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
 	s.ready.Store(true)
-	return s.srv.Serve(lingerListener{ln})
+	return s.srv.Serve(lingerListener{Listener: ln, fresh: &s.fresh})
 }
 
 // Shutdown stops accepting, then waits for in-flight requests to finish, within ctx.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.ready.Store(false)
 	s.closeStreams.Do(func() { close(s.streams) })
+	go func() { // after fasthttp has stopped accepting; again in case one came meanwhile
+		for range 2 {
+			time.Sleep(50 * time.Millisecond)
+			closeFresh(&s.fresh)
+		}
+	}()
 	err := s.srv.ShutdownWithContext(ctx)
 	s.cancelBase()
 	if s.access != nil {

@@ -3,11 +3,13 @@ package node
 // A node of a cluster (serve --cluster, DESIGN.md section 13): the cluster's membership
 // (cluster.Node: leases, heartbeats, balancing, forwarding) on one NATS connection with the
 // records stream (persist/natskv), and one runtime per partition this node owns. A partition's
-// runtime sits on the partition's view of the store, whose every commit carries the
-// partition's fence: Acquire builds it from the partition's records (cluster.Node calls it only
-// once the previous owner's lease lapsed or was handed back), Release stops it the way a
-// single node stops (finish in flight, flush counters), Fenced stops it without waiting (its
-// writes are refused anyway).
+// runtime sits on the partition's view of the store, whose every commit carries the fence of
+// the acquisition that started it (cluster.Acquisition: DESIGN.md section 19), and its network
+// is guarded by the same acquisition: Acquire builds it from the partition's records
+// (cluster.Node calls it only once the previous owner's lease lapsed or was handed back; when
+// this node ran the partition before, only once that runtime has stopped), Release stops it the
+// way a single node stops (finish in flight, flush counters), Fenced stops it without waiting
+// (its writes are refused anyway, and a later acquisition's fence is not its).
 
 import (
 	"context"
@@ -51,6 +53,9 @@ type clusterNode struct {
 
 	mu    sync.RWMutex
 	parts map[int]*partition
+	// stopping: the partitions whose runtime a Fenced is stopping (closed once stopped); a
+	// later Acquire of the partition waits for it.
+	stopping map[int]chan struct{}
 	// retired holds the counters of the partitions that stopped here, so the node's counters
 	// never go back when a partition moves away.
 	retired      engine.Stats
@@ -74,7 +79,7 @@ const adoptRoute = "internal: adopt session"
 
 func newClusterNode(sh shared, log *slog.Logger, st storage, net network.Network) *clusterNode {
 	n := &clusterNode{sh: sh, log: log, nc: st.nc, store: st.nats, net: net,
-		started: make(chan struct{}), parts: map[int]*partition{}}
+		started: make(chan struct{}), parts: map[int]*partition{}, stopping: map[int]chan struct{}{}}
 	n.live = newLiveEvents(st.nc, sh.c.NATSPrefix, log)
 	return n
 }
@@ -89,8 +94,8 @@ func (n *clusterNode) start(ctx context.Context) error {
 	c := n.sh.c
 	node, err := cluster.Start(ctx, cluster.Config{
 		Conn: n.nc, Prefix: c.NATSPrefix, NodeID: c.NodeID, Partitions: c.Partitions, LeaseTTL: c.LeaseTTL,
-		Replicas: n.store.Replicas(), Handler: n, Serve: n.serve, Sessions: n.sessions,
-		FenceSubject: n.store.FenceSubject, Logger: n.log.With("component", "cluster"), Metrics: n.sh.reg,
+		Replicas: n.store.Replicas(), Handler: n, Serve: n.serve, Sessions: n.sessions, Secret: []byte(c.SecretKey),
+		Fences: n.store, Logger: n.log.With("component", "cluster"), Metrics: n.sh.reg,
 	})
 	if err != nil {
 		return err
@@ -113,36 +118,37 @@ func (n *clusterNode) leave(ctx context.Context) {
 		if n.dir != nil {
 			n.dir.close()
 		}
-		n.live.hub.Close()
+		n.live.close()
 	})
 }
 
-// fence is partition p's fence for its view: the lease's, while this node holds it within its
-// fence deadline.
-func (n *clusterNode) fence(p int) natskv.FenceFunc {
-	return func() (string, uint64, error) {
-		l, ok := n.node.Lease(p)
-		if !ok {
-			return "", 0, fmt.Errorf("%w: partition %d is not this node's to write", domain.ErrNodeUnavailable, p)
-		}
-		return l.FenceSubject, l.Fence, nil
-	}
-}
-
-// Acquire starts partition p from its records (cluster.Handler).
-func (n *clusterNode) Acquire(ctx context.Context, p int) error {
+// Acquire starts partition p of acquisition a from its records (cluster.Handler): its view of
+// the store writes under a's fence token and its network sends while a is valid, never under a
+// later acquisition of the same partition. A runtime of an earlier acquisition of p that a
+// Fenced is still stopping is waited for first, so two runtimes never run one partition here.
+func (n *clusterNode) Acquire(ctx context.Context, a *cluster.Acquisition) error {
 	select {
 	case <-n.started:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	p := a.Partition()
+	n.mu.Lock()
+	prev := n.stopping[p]
+	n.mu.Unlock()
+	if prev != nil {
+		select {
+		case <-prev:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	began := time.Now()
-	leased := func() bool { _, ok := n.node.Lease(p); return ok }
-	pt := &partition{id: p, view: n.store.Partition(p, n.fence(p)), net: fencedNetwork{n.net, leased}}
+	pt := &partition{id: p, view: n.store.Partition(p, a), net: fencedNetwork{n.net, a.Valid}}
 	log := n.log.With("partition", p)
-	cloudNet := fencedCloud{fencedNetwork{n.sh.cloud, leased}, n.sh.cloud}
+	cloudNet := fencedCloud{fencedNetwork{n.sh.cloud, a.Valid}, n.sh.cloud}
 	rt, err := newRuntime(ctx, n.sh, runtimeOptions{
-		kv: pt.view, log: log, live: n.live, net: pt.net, cloud: cloudNet,
+		kv: pt.view, log: log, live: n.live, net: pt.net, cloud: cloudNet, askTimeout: natsAskTimeout,
 		mover: func(recs *persist.Records) engine.Mover { return &mover{n: n, p: p, from: recs} },
 	})
 	if err != nil {
@@ -172,13 +178,29 @@ func (n *clusterNode) Release(ctx context.Context, p int) error {
 // nothing of it may write (its view refuses) or send (its network refuses).
 func (n *clusterNode) Fenced(p int) {
 	if pt := n.take(p); pt != nil {
+		done := make(chan struct{})
+		n.mu.Lock()
+		n.stopping[p] = done
+		n.mu.Unlock()
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			// A second at most: it can no longer write (its acquisition is over, its view
+			// closes) nor send (its network refuses); what it still waits for (a send in
+			// flight) would only delay the partition's next start here.
+			ctx, cancel := context.WithTimeout(context.Background(), fencedStop)
 			defer cancel()
 			pt.stop(ctx)
+			n.mu.Lock()
+			if n.stopping[p] == done {
+				delete(n.stopping, p)
+			}
+			n.mu.Unlock()
+			close(done)
 		}()
 	}
 }
+
+// fencedStop bounds how long a fenced partition's runtime is waited for.
+const fencedStop = time.Second
 
 func (n *clusterNode) take(p int) *partition {
 	n.mu.Lock()
@@ -232,12 +254,24 @@ func (n *clusterNode) serve(ctx context.Context, p int, env *cluster.Envelope) *
 			Body: []byte(`{"success":false,"error":"the partition is starting or stopping here; retry shortly","code":"node_unavailable"}`)}
 	}
 	if env.Route == adoptRoute {
+		if err := n.syncView(ctx, p); err != nil {
+			return &cluster.Response{Status: 503, Body: []byte(err.Error())}
+		}
 		if err := pt.rt.engine.Sessions.Adopt(ctx, string(env.Body)); err != nil {
 			return &cluster.Response{Status: 503, Body: []byte(err.Error())}
 		}
 		return &cluster.Response{Status: 200}
 	}
 	return n.http.ServeForwarded(ctx, pt.backend, env)
+}
+
+// syncView has partition p's view read what another node (or this node's unfenced view: a
+// session moved in) wrote into it: as the stream's leader has it now.
+func (n *clusterNode) syncView(ctx context.Context, p int) error {
+	if pt := n.part(p); pt != nil {
+		return pt.view.Sync(ctx)
+	}
+	return nil
 }
 
 // sessions counts the sessions running here (the heartbeat's and the snapshot's).

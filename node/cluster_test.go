@@ -66,6 +66,24 @@ func owned(n *served) []int {
 	return out
 }
 
+// startFirst starts the cluster's first node and waits until it runs every partition.
+func startFirst(t *testing.T, c Config) *served {
+	t.Helper()
+	a := start(t, c)
+	eventually(t, 20*time.Second, "a runs every partition", func() bool { return len(owned(a)) == testPartitions })
+	return a
+}
+
+// startSecond starts a second node beside a and waits until each runs half the partitions.
+func startSecond(t *testing.T, a *served, c Config) *served {
+	t.Helper()
+	b := start(t, c)
+	eventually(t, 30*time.Second, "two partitions on each node", func() bool {
+		return len(owned(a)) == testPartitions/2 && len(owned(b)) == testPartitions/2
+	})
+	return b
+}
+
 // A cluster of two nodes in one process, on one embedded NATS server and one sim: node a
 // starts alone and runs every partition; b joins and a hands half of them over (Release on a,
 // then Acquire on b, from the records a wrote); requests to either node run on the owner;
@@ -73,8 +91,7 @@ func owned(n *served) []int {
 func TestTwoNodeCluster(t *testing.T) {
 	srv := natstest.Start(t)
 	simNet, simURL := startSim(t)
-	a := start(t, clusterConfig(t, "a", srv.URL, simURL))
-	eventually(t, 20*time.Second, "a runs every partition", func() bool { return len(owned(a)) == testPartitions })
+	a := startFirst(t, clusterConfig(t, "a", srv.URL, simURL))
 
 	// One user on each partition, signed in, linked, with a key: all on a alone.
 	admin := a.token(t, "root", "admin")
@@ -111,10 +128,7 @@ func TestTwoNodeCluster(t *testing.T) {
 		nets[p] = a.cluster.part(p).net
 	}
 
-	b := start(t, clusterConfig(t, "b", srv.URL, simURL))
-	eventually(t, 30*time.Second, "two partitions on each node", func() bool {
-		return len(owned(a)) == testPartitions/2 && len(owned(b)) == testPartitions/2
-	})
+	b := startSecond(t, a, clusterConfig(t, "b", srv.URL, simURL))
 	onB := owned(b)
 
 	t.Run("release, then acquire elsewhere", func(t *testing.T) {
@@ -238,6 +252,19 @@ func TestTwoNodeCluster(t *testing.T) {
 		})
 		if _, ok := has(from); ok {
 			t.Fatalf("the session is still on partition %d", from)
+		}
+		// The admin list reads every partition's records: the old partition's delete, newer
+		// than the new partition's record, hides nothing.
+		for _, n := range []*served{a, b} {
+			var found map[string]any
+			for _, v := range n.must(t, 200, "GET", "/api/admin/sessions", admin, nil).list() {
+				if v["id"] == id {
+					found = v
+				}
+			}
+			if found == nil || found["assignedTo"] != uid {
+				t.Fatalf("the admin list after the move: %v", found)
+			}
 		}
 	})
 

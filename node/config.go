@@ -36,8 +36,14 @@ type Config struct {
 	NATSMaxBytes int64 // 0: the server's store limit
 	NATSCreds    string
 	NATSTLSCA    string
-	NodeID       string        // the lease holder's name (main's default: <host name>:<port>)
-	LeaseTTL     time.Duration // --store nats: the single-writer lease's, or the partitions'
+	NodeID       string // the lease holder's name (main's default: <host name>:<port>)
+	// LeaseTTL is the single-writer lease's (--store nats; 0: DefaultSingleLeaseTTL), or with
+	// Cluster the partitions' (0: the cluster's, fixed in its buckets; a new cluster's:
+	// DefaultLeaseTTL).
+	LeaseTTL time.Duration
+	// NATSStreams is how many records streams a new cluster's partitions are spread over (0:
+	// DefaultNATSStreams; one on a single NATS server: persist/natskv.Options.Streams).
+	NATSStreams int
 
 	// Cluster runs the node as one of a cluster (DESIGN.md section 13) on NATS, with
 	// Partitions partitions; SimURL is a `gateway sim` process's address (the network every
@@ -117,8 +123,10 @@ func (c Config) Check() error {
 		return fmt.Errorf("--store must be badger or nats")
 	case c.Store == "nats" && c.NATSURL == "":
 		return fmt.Errorf("--store nats needs --nats (the NATS servers' URLs)")
-	case c.Store == "nats" && c.LeaseTTL < 2*time.Second:
+	case c.Store == "nats" && c.LeaseTTL != 0 && c.LeaseTTL < 2*time.Second:
 		return fmt.Errorf("--lease-ttl must be at least 2s")
+	case c.NATSStreams < 0 || c.NATSStreams > 64:
+		return fmt.Errorf("--nats-streams must be 1 to 64")
 	case c.Network != "sim" && c.Network != "whatsapp":
 		return fmt.Errorf("--network must be sim or whatsapp")
 	case c.WhatsAppStore != "" && !whatsapp.IsPostgresURL(c.WhatsAppStore):
@@ -254,3 +262,17 @@ func validGraphVersion(v string) bool {
 	major, minor, dot := strings.Cut(rest, ".")
 	return ok && dot && major != "" && minor != "" && strings.Trim(major, "0123456789") == "" && strings.Trim(minor, "0123456789") == ""
 }
+
+// DefaultLeaseTTL is the partitions' lease TTL in a new cluster (DESIGN.md section 19): a
+// lost node's partitions are taken over when it lapses.
+const DefaultLeaseTTL = cluster.DefaultLeaseTTL
+
+// DefaultSingleLeaseTTL is a lone --store nats gateway's single-writer lease TTL. No other
+// gateway waits on it but the same one restarted after a kill -9, and the gateway stops
+// writing when it has not renewed it for the TTL less a second: a 2 s lease would turn a
+// second's stall (a CPU-starved machine, a long GC) into 503s.
+const DefaultSingleLeaseTTL = 5 * time.Second
+
+// DefaultNATSStreams is how many records streams a new cluster spreads its partitions over
+// (DESIGN.md section 19): their leaders spread over three NATS servers.
+const DefaultNATSStreams = 3

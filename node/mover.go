@@ -43,7 +43,10 @@ func (m *mover) Move(ctx context.Context, st domain.Session) error {
 	}
 	for {
 		if b, done, ok := m.n.Enter(q); ok {
-			err := b.Engine.Sessions.Adopt(ctx, st.ID)
+			err := m.n.syncView(ctx, q)
+			if err == nil {
+				err = b.Engine.Sessions.Adopt(ctx, st.ID)
+			}
 			done()
 			return err
 		}

@@ -119,7 +119,11 @@ func Open(ctx context.Context, c Config, log *slog.Logger) (_ *Node, err error) 
 	if c.Cluster {
 		return n, n.joinCluster(ctx, sh, hc)
 	}
-	if n.single, err = newRuntime(ctx, sh, runtimeOptions{kv: n.st.kv, log: log, net: n.net, cloud: n.cloud, adoptInbound: true}); err != nil {
+	ro := runtimeOptions{kv: n.st.kv, log: log, net: n.net, cloud: n.cloud, adoptInbound: true}
+	if n.st.nats != nil {
+		ro.askTimeout = natsAskTimeout
+	}
+	if n.single, err = newRuntime(ctx, sh, ro); err != nil {
 		return nil, err
 	}
 	hc.Engine, hc.Webhooks = n.single.engine, n.single.events
@@ -160,6 +164,14 @@ func (n *Node) metrics() *prometheus.Registry {
 		Name: "gateway_build_info", Help: "Always 1; the labels name the running build.",
 		ConstLabels: prometheus.Labels{"version": n.c.Version, "goversion": goruntime.Version()},
 	}, func() float64 { return 1 }))
+	if s := n.st.nats; s != nil {
+		stat := func(i int) func() float64 {
+			return func() float64 { g, b := s.Stats(); return float64([]uint64{g, b}[i]) }
+		}
+		reg.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_storage_commits_total", Help: "Commit groups sent to NATS JetStream (a message or an atomic batch each)."}, stat(0)),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_storage_batches_total", Help: "Of those, atomic batches of more than one message."}, stat(1)))
+	}
 	if b, ok := n.st.kv.(*persist.Badger); ok {
 		// What the records cost the store (bench/README.md reads them per message).
 		stat := func(i int) func() float64 {

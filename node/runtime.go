@@ -74,6 +74,10 @@ type runtimeOptions struct {
 	// adoptInbound runs the one-time move of incoming messages into the history index (stores
 	// written by versions before it; a cluster's records never had the old table).
 	adoptInbound bool
+	// askTimeout bounds the engine's waits for its actors (0: the engine's default): on NATS,
+	// longer than the store holds a write while a stream elects its leader, so a request waits
+	// for the store instead of giving up before it.
+	askTimeout time.Duration
 }
 
 // newRuntime builds a runtime and starts it from its records: events out first (the engine
@@ -125,7 +129,7 @@ func newRuntime(ctx context.Context, sh shared, o runtimeOptions) (_ *runtime, e
 		Store: recs.Store, Records: engineRecords(recs), Logger: o.log.With("component", "engine"), Plans: sh.plans,
 		DefaultPlan: c.DefaultPlan, AdminUIDs: c.AdminUIDs, DevRoles: c.Auth == "dev",
 		Network: o.net, Cloud: o.cloud, Stores: sh.stores, Now: c.Now, AfterFunc: c.AfterFunc, Pacing: c.pacing(), BootWindow: c.bootWindow(),
-		Events: rt.events, Mover: mover,
+		Events: rt.events, Mover: mover, AskTimeout: o.askTimeout,
 	})
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,16 +62,17 @@ func openStorage(ctx context.Context, c Config, log *slog.Logger) (st storage, e
 	}()
 	o := natskv.Options{
 		URL: c.NATSURL, Prefix: c.NATSPrefix, Replicas: c.NATSReplicas, MaxBytes: c.NATSMaxBytes,
-		Creds: c.NATSCreds, TLSCA: c.NATSTLSCA, NodeID: c.NodeID, LeaseTTL: c.LeaseTTL,
+		Creds: c.NATSCreds, TLSCA: c.NATSTLSCA, NodeID: c.NodeID, LeaseTTL: cmp.Or(c.LeaseTTL, DefaultSingleLeaseTTL),
 		Logger: log.With("component", "nats"),
 	}
 	if c.Cluster {
 		// One connection for the store and the membership; no single-writer lease (the
-		// partitions' leases and fences take its place), and fenced commits are batches.
+		// partitions' leases and fences take its place); the partitions spread over
+		// --nats-streams records streams.
 		if st.nc, err = natskv.Connect(o); err != nil {
 			return st, fmt.Errorf("open storage: %w", err)
 		}
-		o.Conn, o.LeaseTTL, o.MaxBatches = st.nc, 0, 16
+		o.Conn, o.LeaseTTL, o.Streams, o.Partitions = st.nc, 0, cmp.Or(c.NATSStreams, DefaultNATSStreams), c.Partitions
 	} else if err := refuseBesideCluster(ctx, c, o); err != nil {
 		return st, err
 	}
@@ -84,13 +86,14 @@ func openStorage(ctx context.Context, c Config, log *slog.Logger) (st storage, e
 			return st, err
 		}
 	}
-	// An accepted media message is stored whole (base64 in its outbox record): the server must
-	// take a message that large, or such sends would fail after being accepted.
-	if need := c.MediaMaxBytes*4/3 + 64<<10; need > int64(s.MaxValue()) {
-		return st, fmt.Errorf("--media-max-bytes %d needs NATS messages of %d bytes, the server takes %d: raise max_payload in the NATS configuration (README: NATS) or lower --media-max-bytes", c.MediaMaxBytes, need, s.MaxValue())
-	}
+	// Media over persist.BlobMin goes to the store's object store (its outbox record holds a
+	// reference): a stock nats-server's 1 MiB messages serve the gateway (DESIGN.md section 19).
 	return st, nil
 }
+
+// natsAskTimeout is the engine's wait for its actors on NATS: the store's hold of a write while a
+// stream elects a leader (natskv.DefaultHold), and 5 s more.
+const natsAskTimeout = natskv.DefaultHold + 5*time.Second
 
 // close closes the store, then the NATS connection it shared.
 func (st *storage) close(log *slog.Logger) {

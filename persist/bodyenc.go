@@ -67,6 +67,7 @@ func appendBody(out []byte, b *body) ([]byte, error) {
 	if b.Waiting {
 		out = append(out, `,"waiting":true`...)
 	}
+	out = jsonenc.AppendField(out, `,"dataRef":`, b.DataRef)
 	if b.SendAt != 0 {
 		out = strconv.AppendInt(append(out, `,"sendAt":`...), int64(b.SendAt), 10)
 	}

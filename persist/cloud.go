@@ -222,7 +222,11 @@ func (w Windows) DeleteSession(ctx context.Context, sessionID string) error {
 // its contact, now sent through the session the contact wrote to: its session, phone, via and
 // reason), and its history entry with its session; its pending mark stays.
 func (o *Outbox) Requeue(ctx context.Context, e domain.OutboxEntry) error {
-	put, err := bodyOp(e, bodyTTL)
+	ref, err := o.putMedia(ctx, e)
+	if err != nil {
+		return err
+	}
+	put, err := bodyOp(e, bodyTTL, ref)
 	if err != nil {
 		return err
 	}

@@ -83,6 +83,47 @@ func Has(kv KV, keys [][]byte) ([]bool, error) {
 	return out, nil
 }
 
+// Blobs is a store of large values beside a KV, for a KV whose records must stay small
+// (JetStream: a message is at most the server's max_payload, 1 MiB by default; persist/natskv
+// keeps such values in an object store). Objects are named by the caller and expire on their
+// own (natskv.BlobTTL) after the records that name them.
+type Blobs interface {
+	PutBlob(ctx context.Context, name string, data []byte) error
+	GetBlob(ctx context.Context, name string) ([]byte, error) // ErrRecordNotFound when absent
+	DeleteBlob(ctx context.Context, name string) error
+}
+
+// BlobMin: a message's media over this many bytes goes to the KV's Blobs when it has them, its
+// outbox record holding a reference (DESIGN.md section 19).
+const BlobMin = 512 << 10
+
+// Getter is implemented by the stores that read many keys in few round trips (persist/natskv:
+// 1,024 keys per request).
+type Getter interface {
+	GetMany(keys [][]byte) ([][]byte, error)
+}
+
+// GetMany reads keys (values[i] nil for an absent key), in as few reads as kv allows.
+func GetMany(kv KV, keys [][]byte) ([][]byte, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	if g, ok := kv.(Getter); ok {
+		return g.GetMany(keys)
+	}
+	out := make([][]byte, len(keys))
+	for i, k := range keys {
+		v, err := kv.Get(k)
+		switch {
+		case err == nil:
+			out[i] = v
+		case !errors.Is(err, domain.ErrRecordNotFound):
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 // IfAbsentOp is the condition "key is absent".
 func IfAbsentOp(key []byte) Op { return Op{Key: key, IfAbsent: true} }
 

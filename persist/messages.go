@@ -186,7 +186,7 @@ func (l *MessageLog) ScanLog(uid string, s domain.LogScan, fn func(next string, 
 	}
 	var err error
 	if s.Since.IsZero() {
-		err = scanBefore(l.kv, prefix, after, walk)
+		err = l.scanNewest(prefix, after, walk)
 	} else {
 		start := append(slices.Clone(prefix), fmt.Sprintf("%013d", max(s.Since.UnixMilli(), 0))...)
 		if after != nil && bytes.Compare(after, start) >= 0 {
@@ -198,6 +198,65 @@ func (l *MessageLog) ScanLog(uid string, s domain.LogScan, fn func(next string, 
 		err = nil
 	}
 	return err
+}
+
+// sinceScanner is a KV that reads the records of a prefix written since a time without reading
+// the older ones (persist/natskv: the stream's time index; its records have no key order).
+type sinceScanner interface {
+	ScanSince(prefix []byte, since time.Time, fn func(key, value []byte) error) error
+}
+
+// logWindows are how far back a newest-first walk of a user's history reads, one window after
+// the other, on a store without a reverse scan; the last covers the whole retention.
+var logWindows = []time.Duration{time.Hour, 6 * time.Hour, 24 * time.Hour, 3 * 24 * time.Hour, domain.InboundRetention + 24*time.Hour}
+
+// logSkew: an entry is written at its key's time or later (an outgoing one when accepted, an
+// incoming one when received), give or take the clocks of the gateway, the network and the
+// NATS server being apart (NTP: within a second; this margin is generous).
+const logSkew = time.Minute
+
+// scanNewest walks the history under prefix before end (nil: all), newest first. With a
+// reverse scan (Badger, Memory) it is one seek; on a store whose records keep no key order but
+// can be read from a time on (NATS JetStream), it reads the last hour, then the last 6 hours,
+// and so on: every entry whose key time is at least a window's start (+ logSkew) was written
+// within the window, so those come out in order before the next window is read, and a page of
+// recent history never reads the week.
+func (l *MessageLog) scanNewest(prefix, end []byte, fn func(key, value []byte) error) error {
+	ss, ok := l.kv.(sinceScanner)
+	if _, rev := l.kv.(reverseScanner); rev || !ok {
+		return scanBefore(l.kv, prefix, end, fn)
+	}
+	type kvp struct{ k, v []byte }
+	bound := end // keys at or past it were given to fn
+	now := time.Now()
+	for i, w := range logWindows {
+		since := now.Add(-w)
+		var cut []byte // the smallest key this window is complete for
+		if i < len(logWindows)-1 {
+			cut = fmt.Appendf(slices.Clone(prefix), "%013d", since.Add(logSkew).UnixMilli())
+		} else {
+			cut, since = prefix, time.Time{}
+		}
+		var got []kvp
+		err := ss.ScanSince(prefix, since, func(key, value []byte) error {
+			if (bound == nil || bytes.Compare(key, bound) < 0) && bytes.Compare(key, cut) >= 0 {
+				got = append(got, kvp{slices.Clone(key), slices.Clone(value)})
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for j := len(got) - 1; j >= 0; j-- {
+			if err := fn(got[j].k, got[j].v); err != nil {
+				return err
+			}
+		}
+		if bound == nil || bytes.Compare(cut, bound) < 0 {
+			bound = cut
+		}
+	}
+	return nil
 }
 
 // AdoptInbound moves the incoming messages kept by earlier versions (the "inbound" table,

@@ -46,6 +46,7 @@ const (
 // Renew, at boot and daily, before it could expire.
 type Outbox struct {
 	kv       KV
+	blobs    Blobs // nil: media stays in the body record
 	status   *Table[outcome]
 	receipts *Table[domain.StatusChange]
 	idem     *Table[domain.IdemRecord]
@@ -165,6 +166,9 @@ type body struct {
 	Via       string `json:"via,omitempty"`
 	ViaReason string `json:"viaReason,omitempty"`
 	Waiting   bool   `json:"waiting,omitempty"`
+	// DataRef names the media object holding Message.Data (Blobs), which the record leaves
+	// out: media over BlobMin on a store whose records must stay small.
+	DataRef string `json:"dataRef,omitempty"`
 	// SendAt: accepted for later (scheduled until then); Transactional: may go to a phone on
 	// the suppression list.
 	SendAt        domain.Millis `json:"sendAt,omitempty"`
@@ -173,30 +177,34 @@ type body struct {
 
 const bodyVersion = 2
 
-// encodeBody is an entry's body record. A message id other than the entry's (none is) is
-// kept.
-func encodeBody(e domain.OutboxEntry) ([]byte, error) {
+// encodeBody is an entry's body record, its media left out when ref names the object that
+// holds it. A message id other than the entry's (none is) is kept.
+func encodeBody(e domain.OutboxEntry, ref string) ([]byte, error) {
 	b := body{ID: e.ID, SessionID: e.SessionID, UserID: e.UserID, Origin: e.Origin, From: e.From, Message: e.Message, CreatedAt: e.CreatedAt,
 		Via: e.Via, ViaReason: e.ViaReason, Waiting: e.Waiting,
-		SendAt: e.SendAt, Transactional: e.Transactional}
+		DataRef: ref, SendAt: e.SendAt, Transactional: e.Transactional}
 	if b.Message.ID == e.ID {
 		b.Message.ID = ""
 	}
+	if ref != "" {
+		b.Message.Data = nil
+	}
 	m := &b.Message
-	size := 160 + len(b.ID) + len(b.SessionID) + len(b.UserID) + len(b.Origin) + len(b.From) + len(m.ID) + len(m.To) +
+	size := 180 + len(b.ID) + len(b.SessionID) + len(b.UserID) + len(b.Origin) + len(b.From) + len(b.DataRef) + len(m.ID) + len(m.To) +
 		len(m.Text) + len(m.Caption) + len(m.FileName) + len(m.MimeType) + len(m.Address) + len(m.ContactName) + len(m.ContactPhone) +
 		(len(m.Data)+2)/3*4
 	return appendBody(append(make([]byte, 0, size), bodyVersion), &b)
 }
 
 // decodeBody reads a body record: version 2 (above), or version 1, the whole entry (the
-// older layout's outcome record, or a pending entry it held).
-func decodeBody(data []byte) (domain.OutboxEntry, error) {
+// older layout's outcome record, or a pending entry it held); ref names the object holding
+// its media, if any (the entry's Data is then empty).
+func decodeBody(data []byte) (e domain.OutboxEntry, ref string, err error) {
 	var b body
 	v, err := Decode(data, bodyVersion, &b)
 	if err != nil || v == bodyVersion {
 		if err != nil {
-			return domain.OutboxEntry{}, err
+			return domain.OutboxEntry{}, "", err
 		}
 		e := domain.OutboxEntry{ID: b.ID, SessionID: b.SessionID, UserID: b.UserID, Origin: b.Origin, From: b.From,
 			Message: b.Message, CreatedAt: b.CreatedAt, Via: b.Via, ViaReason: b.ViaReason, Waiting: b.Waiting,
@@ -209,28 +217,27 @@ func decodeBody(data []byte) (domain.OutboxEntry, error) {
 		} else {
 			e.SetStatus(domain.MsgQueued, b.CreatedAt.Time())
 		}
-		return e, nil
+		return e, b.DataRef, nil
 	}
-	var e domain.OutboxEntry
 	_, err = Decode(data, recordVersion1, &e)
-	return e, err
+	return e, "", err
 }
 
 func bodyKey(id string) []byte { return append([]byte(outboxTable+"/"), id...) }
 
-// bodyOp is the write of an entry's body, to live ttl.
-func bodyOp(e domain.OutboxEntry, ttl time.Duration) (Op, error) {
+// bodyOp is the write of an entry's body, to live ttl, its media in the object ref (if any).
+func bodyOp(e domain.OutboxEntry, ttl time.Duration, ref string) (Op, error) {
 	if e.ID == "" {
 		return Op{}, fmt.Errorf("%w: %s: empty id", domain.ErrRecordInvalid, outboxTable)
 	}
-	v, err := encodeBody(e)
+	v, err := encodeBody(e, ref)
 	if err != nil {
 		return Op{}, fmt.Errorf("%s %q: %w", outboxTable, e.ID, err)
 	}
 	return Op{Key: bodyKey(e.ID), Value: v, TTL: ttl}, nil
 }
 
-// getBody reads an entry's body.
+// getBody reads an entry's body, its media included (read from the object its record names).
 func (o *Outbox) getBody(id string) (domain.OutboxEntry, error) {
 	if id == "" {
 		return domain.OutboxEntry{}, domain.ErrRecordNotFound
@@ -239,17 +246,56 @@ func (o *Outbox) getBody(id string) (domain.OutboxEntry, error) {
 	if err != nil {
 		return domain.OutboxEntry{}, err
 	}
-	e, err := decodeBody(data)
+	return o.bodyOf(id, data)
+}
+
+// bodyOf decodes an entry's body read as data (nil: absent), its media included.
+func (o *Outbox) bodyOf(id string, data []byte) (domain.OutboxEntry, error) {
+	if data == nil {
+		return domain.OutboxEntry{}, domain.ErrRecordNotFound
+	}
+	e, ref, err := decodeBody(data)
 	if err != nil {
 		return e, fmt.Errorf("%s %q: %w", outboxTable, id, err)
 	}
-	return e, nil
+	return e, o.loadMedia(&e, ref)
+}
+
+// loadMedia reads the media an entry's body names (none: nothing to do).
+func (o *Outbox) loadMedia(e *domain.OutboxEntry, ref string) error {
+	if ref == "" {
+		return nil
+	}
+	if o.blobs == nil {
+		return fmt.Errorf("%w: %s %q names media object %s, and this store keeps none", domain.ErrRecordInvalid, outboxTable, e.ID, ref)
+	}
+	data, err := o.blobs.GetBlob(context.Background(), ref)
+	if err != nil {
+		return fmt.Errorf("%s %q: media: %w", outboxTable, e.ID, err)
+	}
+	e.Message.Data = data
+	return nil
+}
+
+// putMedia stores an entry's media in an object of its own when the store keeps large values
+// apart (Blobs) and the media is over BlobMin; it returns the object's name ("": the media
+// stays in the body record).
+func (o *Outbox) putMedia(ctx context.Context, e domain.OutboxEntry) (string, error) {
+	if o.blobs == nil || len(e.Message.Data) <= BlobMin {
+		return "", nil
+	}
+	ref := "media-" + e.ID
+	if err := o.blobs.PutBlob(ctx, ref, e.Message.Data); err != nil {
+		return "", fmt.Errorf("%s %q: media: %w", outboxTable, e.ID, err)
+	}
+	return ref, nil
 }
 
 // NewOutbox returns the outbox on kv.
 func NewOutbox(kv KV) *Outbox {
 	o := &Outbox{
 		kv:       kv,
+		blobs:    blobsOf(kv),
 		status:   NewTable[outcome](kv, outboxStatusTable, 1),
 		receipts: NewTable[domain.StatusChange](kv, outboxReceiptTable, 1),
 		idem:     NewTable[domain.IdemRecord](kv, idemTable, 1),
@@ -273,10 +319,19 @@ func pendingMark(expires time.Time) []byte {
 	return binary.BigEndian.AppendUint64([]byte{pendingMarkV2}, uint64(max(expires.Unix(), 0)))
 }
 
+// blobsOf is kv's large-value store, if it has one.
+func blobsOf(kv KV) Blobs {
+	if b, ok := kv.(Blobs); ok {
+		return b
+	}
+	return nil
+}
+
 // Accept commits a queued entry durably with its history entry (MessageLog), and with them the
-// idempotency record when idemID is not empty: one commit, so a crash leaves all or none.
+// idempotency record when idemID is not empty: one commit, so a crash leaves all or none (its
+// media, when stored apart, first: an object no committed record names just expires).
 func (o *Outbox) Accept(ctx context.Context, e domain.OutboxEntry, idemID string, rec domain.IdemRecord) error {
-	ops, err := o.acceptOps(make([]Op, 0, 4), e, time.Now())
+	ops, err := o.acceptOps(ctx, make([]Op, 0, 4), e, time.Now())
 	if err != nil {
 		return err
 	}
@@ -296,7 +351,7 @@ func (o *Outbox) AcceptMany(ctx context.Context, es []domain.OutboxEntry) error 
 	now := time.Now()
 	for _, e := range es {
 		var err error
-		if ops, err = o.acceptOps(ops, e, now); err != nil {
+		if ops, err = o.acceptOps(ctx, ops, e, now); err != nil {
 			return err
 		}
 	}
@@ -310,8 +365,12 @@ func listed(k domain.Kind) bool {
 }
 
 // acceptOps appends a queued entry's writes: its body, its pending mark and its history entry.
-func (o *Outbox) acceptOps(ops []Op, e domain.OutboxEntry, now time.Time) ([]Op, error) {
-	put, err := bodyOp(e, bodyTTL)
+func (o *Outbox) acceptOps(ctx context.Context, ops []Op, e domain.OutboxEntry, now time.Time) ([]Op, error) {
+	ref, err := o.putMedia(ctx, e)
+	if err != nil {
+		return ops, err
+	}
+	put, err := bodyOp(e, bodyTTL, ref)
 	if err != nil {
 		return ops, err
 	}
@@ -491,7 +550,11 @@ func (o *Outbox) ops(w bgWrite, now time.Time) ([]Op, error) {
 	}
 	ops := []Op{put, {Key: pendingKey(w.entry.ID), Delete: true}}
 	if now.Sub(w.entry.CreatedAt.Time()) > bodyTTL-OutboxRetention-time.Hour {
-		body, err := bodyOp(w.entry, OutboxRetention+time.Hour)
+		ref, err := o.putMedia(context.Background(), w.entry) // put again: it outlives the body
+		if err != nil {
+			return nil, err
+		}
+		body, err := bodyOp(w.entry, OutboxRetention+time.Hour, ref)
 		if err != nil {
 			return nil, err
 		}
@@ -610,17 +673,35 @@ func (o *Outbox) scanPending(now time.Time, list bool, renewed *int) ([]domain.O
 		ops, size = nil, 0
 		return err
 	}
+	// The bodies to read, read many at a time (a JetStream store answers up to 1,024 keys in one
+	// round trip: a new owner of a partition with thousands queued boots in a few).
+	var want [][]byte
+	for _, m := range marks {
+		if m.old == nil && (list || m.expires.Sub(now) < renewBelow) {
+			want = append(want, bodyKey(m.id))
+		}
+	}
+	bodies, err := GetMany(o.kv, want)
+	if err != nil {
+		return nil, err
+	}
+	next := 0
 	for _, m := range marks {
 		stale := m.old != nil || m.expires.Sub(now) < renewBelow
 		if !list && !stale {
 			continue
 		}
 		var e domain.OutboxEntry
+		var data []byte
+		if m.old == nil {
+			data = bodies[next]
+			next++
+		}
 		if m.old != nil {
 			if _, err := Decode(m.old, recordVersion1, &e); err != nil {
 				return nil, fmt.Errorf("%s %q: %w", outboxPendingTable, m.id, err)
 			}
-		} else if e, err = o.getBody(m.id); errors.Is(err, domain.ErrRecordNotFound) {
+		} else if e, err = o.bodyOf(m.id, data); errors.Is(err, domain.ErrRecordNotFound) {
 			o.logger.Load().Error("outbox: a queued message's body expired before it could be sent: dropped",
 				"message_id", m.id, "expired_at", m.expires)
 			ops = append(ops, Op{Key: pendingKey(m.id), Delete: true})
@@ -629,7 +710,11 @@ func (o *Outbox) scanPending(now time.Time, list bool, renewed *int) ([]domain.O
 			return nil, err
 		}
 		if stale {
-			put, err := bodyOp(e, bodyTTL)
+			ref, err := o.putMedia(context.Background(), e) // put again: it outlives the body
+			if err != nil {
+				return nil, err
+			}
+			put, err := bodyOp(e, bodyTTL, ref)
 			if err != nil {
 				return nil, err
 			}

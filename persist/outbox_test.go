@@ -355,3 +355,85 @@ func TestHandWrittenRecordsDecode(t *testing.T) {
 		t.Fatalf("history entry read back as %+v %v", e, err)
 	}
 }
+
+// blobKV is a KV with large values kept apart (what persist/natskv's object store is to the
+// records stream), counting what goes where.
+type blobKV struct {
+	*Memory
+	mu      sync.Mutex
+	objects map[string][]byte
+	puts    int
+}
+
+func (b *blobKV) PutBlob(_ context.Context, name string, data []byte) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.objects[name] = slices.Clone(data)
+	b.puts++
+	return nil
+}
+
+func (b *blobKV) GetBlob(_ context.Context, name string) ([]byte, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d, ok := b.objects[name]
+	if !ok {
+		return nil, domain.ErrRecordNotFound
+	}
+	return slices.Clone(d), nil
+}
+
+func (b *blobKV) DeleteBlob(_ context.Context, name string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.objects, name)
+	return nil
+}
+
+// Media over BlobMin on a store that keeps large values apart: the body record holds a
+// reference (it stays small), and the message reads back whole (Get, Pending) from the object.
+// Small media stays in the record.
+func TestOutboxMediaApart(t *testing.T) {
+	kv := &blobKV{Memory: NewMemory(), objects: map[string][]byte{}}
+	o := NewOutbox(kv)
+	ctx := context.Background()
+	now := time.Now()
+	big, small := queued("big", now), queued("small", now)
+	big.Message.Kind, big.Message.Data = domain.KindImage, bytes.Repeat([]byte("0123456789"), 300_000) // 3 MB
+	small.Message.Kind, small.Message.Data = domain.KindImage, []byte("tiny image")
+	for _, e := range []domain.OutboxEntry{big, small} {
+		if err := o.Accept(ctx, e, "", domain.IdemRecord{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if kv.puts != 1 || len(kv.objects["media-big"]) != len(big.Message.Data) {
+		t.Fatalf("%d objects put (%v), want the big media's only", kv.puts, len(kv.objects))
+	}
+	rec, err := kv.Get(bodyKey("big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec) > 4<<10 || !bytes.Contains(rec, []byte(`"dataRef":"media-big"`)) {
+		t.Fatalf("the big message's body record: %d bytes, %.200q", len(rec), rec)
+	}
+	for _, e := range []domain.OutboxEntry{big, small} {
+		got, err := o.Get(e.ID)
+		if err != nil || !bytes.Equal(got.Message.Data, e.Message.Data) {
+			t.Fatalf("Get(%s): %d bytes of media, %v; want %d", e.ID, len(got.Message.Data), err, len(e.Message.Data))
+		}
+	}
+	pending, err := o.Pending()
+	if err != nil || len(pending) != 2 {
+		t.Fatalf("Pending: %d, %v", len(pending), err)
+	}
+	for _, e := range pending {
+		if want := map[string]int{"big": len(big.Message.Data), "small": len(small.Message.Data)}[e.ID]; len(e.Message.Data) != want {
+			t.Fatalf("pending %s: %d bytes of media, want %d", e.ID, len(e.Message.Data), want)
+		}
+	}
+	// Its object gone (expired), the message says so instead of sending without its media.
+	delete(kv.objects, "media-big")
+	if _, err := o.Get("big"); !errors.Is(err, domain.ErrRecordNotFound) {
+		t.Fatalf("Get without its media object: %v", err)
+	}
+}

@@ -3,8 +3,8 @@
 // server, or three routed into one cluster with clustered JetStream, so R3 streams and their
 // leader elections are the real thing. A server can be killed and restarted on the same ports
 // and store directory, which is how tests lose one NATS server of three. The servers run with
-// the limits the gateway's records stream needs (persist/natstest's: 32 MiB messages, atomic
-// batches of 4,000 messages, 200 open batches per stream); the shape follows natstest
+// nats-server's default limits, as a stock server does (1 MiB messages, atomic batches of 1,000
+// messages, 50 open batches per stream: DESIGN.md section 19); the shape follows natstest
 // (StartCluster, URLs), with a process mode beside it.
 //
 // StartProcesses runs the same cluster as nats-server processes (built once from the module's
@@ -32,13 +32,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-)
-
-// Limits the servers run with (deploy/nats.conf raises the same ones).
-const (
-	MaxPayload         = 32 << 20
-	MaxBatchSize       = 4000
-	MaxBatchesInflight = 200
 )
 
 // Cluster is a set of NATS servers started by StartCluster or StartProcesses.
@@ -83,9 +76,7 @@ func StartProcesses(t testing.TB, n int) *Cluster {
 		}
 	}
 	for _, o := range c.opts {
-		conf := fmt.Sprintf("server_name: %s\nlisten: 127.0.0.1:%d\nmax_payload: %d\nmax_pending: %d\n"+
-			"jetstream { store_dir: %q, limits { batch { max_msgs: %d, max_inflight_per_stream: %d } } }\n",
-			o.ServerName, o.Port, MaxPayload, 2*MaxPayload, o.StoreDir, MaxBatchSize, MaxBatchesInflight)
+		conf := fmt.Sprintf("server_name: %s\nlisten: 127.0.0.1:%d\njetstream { store_dir: %q }\n", o.ServerName, o.Port, o.StoreDir)
 		if len(routes) > 0 {
 			conf += fmt.Sprintf("cluster { name: %s, listen: 127.0.0.1:%d, routes: [%s] }\n", c.name, o.Cluster.Port, strings.Join(routes, ", "))
 		}
@@ -129,9 +120,6 @@ func newCluster(t testing.TB, n int) *Cluster {
 			// Small store limits: tests never need more, and 2-core CI machines run several at once.
 			JetStreamMaxMemory: 256 << 20,
 			JetStreamMaxStore:  1 << 30,
-			MaxPayload:         MaxPayload,
-			MaxPending:         2 * MaxPayload,
-			JetStreamLimits:    server.JSLimitOpts{MaxBatchSize: MaxBatchSize, MaxBatchInflightPerStream: MaxBatchesInflight},
 		}
 		if n > 1 {
 			o.Cluster = server.ClusterOpts{Name: c.name, Host: "127.0.0.1", Port: routePorts[i]}

@@ -2,7 +2,6 @@ package natskv
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/gateway/gateway/domain"
@@ -26,8 +26,16 @@ type commitReq struct {
 	keys   []string // every subject it touches, for the dispatcher's exclusion
 	size   int
 	done   chan error // buffered: a group never blocks on a caller that left
-	// fence is the partition's fence (a View's commits in a cluster); nil: none.
+	// view is the View that made it (nil: the Store); fence its partition's fence (a fenced
+	// View's commits in a cluster; nil: none), checked on lane.
+	view  *View
 	fence *fence
+	lane  int
+	// tok is the partition token of a Store commit's keys (a View's is its own).
+	tok string
+	// id marks the commit's first write (Gw-Commit), so a commit whose answer was lost can be
+	// found out applied or not (resolve).
+	id string
 }
 
 type write struct {
@@ -42,7 +50,7 @@ type cond struct {
 	absent  bool // IfAbsent; else IfPresent
 }
 
-// Commit applies ops atomically: one message, or one atomic batch, to the records stream.
+// Commit applies ops atomically: one message, or one atomic batch, to a records stream.
 // Commits that touch no common key are grouped into one batch while others are in flight
 // (group commit); commits that touch a common key run one after the other. If ctx ends while
 // waiting, Commit returns ctx.Err() and the outcome is unknown, as with Badger.
@@ -50,9 +58,9 @@ func (s *Store) Commit(ctx context.Context, ops ...persist.Op) error {
 	return s.commit(ctx, "", nil, ops)
 }
 
-// commit is Commit in partition tok ("" = Options.Partition's), carrying f's check when f is
-// not nil.
-func (s *Store) commit(ctx context.Context, tok string, f *fence, ops []persist.Op) error {
+// commit is Commit in partition tok ("" = Options.Partition's) for view v (nil: the Store),
+// carrying v's fence check when it has one.
+func (s *Store) commit(ctx context.Context, tok string, v *View, ops []persist.Op) error {
 	if !s.enter() {
 		return persist.ErrClosed
 	}
@@ -60,25 +68,26 @@ func (s *Store) commit(ctx context.Context, tok string, f *fence, ops []persist.
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	req, err := s.prepare(tok, ops)
+	req, rs, err := s.prepare(tok, ops)
 	if err != nil || req == nil {
 		return err
 	}
-	if f != nil {
-		if _, _, err := f.get(); err != nil {
+	if v != nil && v.fence != nil {
+		if _, err := v.fence.f.Fence(); err != nil {
 			return err // not this node's partition to write: nothing is queued
 		}
 		if len(req.writes)+len(req.conds)+1 > s.maxBatch {
 			return fmt.Errorf("%w: a commit of %d messages exceeds the NATS batch limit of %d", domain.ErrRecordInvalid, len(req.writes)+len(req.conds)+1, s.maxBatch)
 		}
-		req.fence = f
+		req.fence = v.fence
 	}
-	if err := s.Health(); err != nil && !s.full.Load() {
+	req.view = v
+	if err := s.awaitConnected(ctx); err != nil && !rs.full.Load() {
 		return err // disconnected: fail now, never queue behind a dead connection
 	}
 	req.ctx = ctx
 	select {
-	case s.reqs <- req:
+	case rs.reqs <- req:
 	case <-ctx.Done():
 		return s.ctxErr(ctx)
 	}
@@ -87,6 +96,36 @@ func (s *Store) commit(ctx context.Context, tok string, f *fence, ops []persist.
 		return err
 	case <-ctx.Done():
 		return s.ctxErr(ctx)
+	}
+}
+
+// awaitConnected is nil once the store can take a commit. A connection that lost its server
+// while the NATS cluster has others is moving to one of them (a few hundred milliseconds):
+// the commit waits for it, at most the store's Hold, instead of failing; with no other server
+// to go to (a lone NATS server down) it fails at once, storage_unavailable.
+func (s *Store) awaitConnected(ctx context.Context) error {
+	err := s.Health()
+	if err == nil || !errors.Is(err, domain.ErrStorageUnavailable) || s.nc.IsClosed() || len(s.nc.Servers()) < 2 || s.lease.writable() != nil {
+		return err
+	}
+	for _, rs := range s.streams {
+		if rs.full.Load() {
+			return err
+		}
+	}
+	hctx, cancel := context.WithTimeout(ctx, s.hold)
+	defer cancel()
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-hctx.Done():
+			return err
+		case <-t.C:
+		}
+		if err = s.Health(); err == nil {
+			return nil
+		}
 	}
 }
 
@@ -100,31 +139,41 @@ func (s *Store) ctxErr(ctx context.Context) error {
 }
 
 // prepare validates ops and reduces them to what goes to the server; nil for a commit that
-// writes and checks nothing.
-func (s *Store) prepare(tok string, ops []persist.Op) (*commitReq, error) {
+// writes and checks nothing. Every key must be in one stream (a commit is one batch).
+func (s *Store) prepare(tok string, ops []persist.Op) (*commitReq, *recStream, error) {
 	if err := persist.ValidateOps(ops); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(ops) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	req := &commitReq{done: make(chan error, 1)}
+	req := &commitReq{done: make(chan error, 1), tok: tok, id: nuid.Next()}
 	last := map[string]int{} // subject → index in writes
 	seen := map[string]bool{}
+	var rs *recStream
 	for i, op := range ops {
-		subject, err := s.subject(tok, op.Key)
+		ktok := tok
+		if ktok == "" {
+			ktok = strconv.FormatUint(uint64(s.partition(op.Key)), 10)
+		}
+		subject, err := s.subject(ktok, op.Key)
 		if err != nil {
-			return nil, fmt.Errorf("op %d: %w", i, err)
+			return nil, nil, fmt.Errorf("op %d: %w", i, err)
+		}
+		switch krs := s.streamOfToken(ktok); {
+		case rs == nil:
+			rs, req.tok = krs, ktok
+		case krs != rs:
+			return nil, nil, fmt.Errorf("%w: op %d: a commit's keys must be in one records stream", domain.ErrRecordInvalid, i)
 		}
 		if len(op.Value) > s.maxValue {
-			return nil, fmt.Errorf("%w: op %d: value of %d bytes exceeds the NATS server's max_payload (%d)", domain.ErrRecordInvalid, i, len(op.Value), s.maxValue)
+			return nil, nil, fmt.Errorf("%w: op %d: value of %d bytes exceeds the NATS server's max_payload (%d)", domain.ErrRecordInvalid, i, len(op.Value), s.maxValue)
 		}
 		if !seen[subject] {
 			seen[subject] = true
 			req.keys = append(req.keys, subject)
 		}
-		switch {
-		case op.IfAbsent || op.IfPresent:
+		if op.IfAbsent || op.IfPresent {
 			req.conds = append(req.conds, cond{subject: subject, absent: op.IfAbsent})
 			continue
 		}
@@ -138,22 +187,29 @@ func (s *Store) prepare(tok string, ops []persist.Op) (*commitReq, error) {
 		req.size += len(op.Value) + len(subject)
 	}
 	if n := len(req.writes) + len(req.conds); n > s.maxBatch {
-		return nil, fmt.Errorf("%w: a commit of %d messages exceeds the NATS batch limit of %d", domain.ErrRecordInvalid, n, s.maxBatch)
+		return nil, nil, fmt.Errorf("%w: a commit of %d messages exceeds the NATS batch limit of %d", domain.ErrRecordInvalid, n, s.maxBatch)
 	}
-	return req, nil
+	return req, rs, nil
 }
 
 // dispatch forms groups of waiting commits with disjoint keys and runs up to maxGroups of them
-// at once, of which at most maxBatchesInflight are multi-message batches; a commit that shares
-// a key with one in flight (or with an earlier waiting one) waits for it, so commits of one key
-// apply in the order they came.
+// at once, of which at most maxBatches are multi-message batches; a commit that shares a key
+// with one in flight (or with an earlier waiting one) waits for it, so commits of one key
+// apply in the order they came. A group merges the commits of every partition of the stream
+// (group commit per node, not per partition: DESIGN.md section 19).
 //
 // Why two limits: a one-message commit is a plain publish, cheap on the server and pipelined
 // on the connection; an atomic batch costs the server more (on R1 file storage it stages in a
-// temporary file store of its own, about 10 ms here), so while a few batches are in flight the
-// commits waiting behind them gather into the next one (group commit).
-func (s *Store) dispatch() {
-	defer close(s.dispatched)
+// temporary file store of its own), so while a batch is in flight the commits waiting behind
+// it gather into the next one.
+//
+// Fences: a replicated stream refuses a check of a subject while another proposal checking it
+// is in flight, so each partition has FenceLanes fence subjects, written together at each
+// acquisition; a group checks one lane per partition it carries, and no two groups in flight
+// check one lane. One server (R1) checks at once and allows any number: no exclusion.
+func (rs *recStream) dispatch() {
+	defer close(rs.dispatched)
+	s := rs.s
 	var pending []*commitReq
 	inflight := map[string]bool{}
 	running, batches := 0, 0
@@ -166,7 +222,7 @@ func (s *Store) dispatch() {
 	for open || len(pending) > 0 || running > 0 {
 		var in chan *commitReq
 		if open {
-			in = s.reqs
+			in = rs.reqs
 		}
 		select {
 		case r, ok := <-in:
@@ -178,7 +234,7 @@ func (s *Store) dispatch() {
 		more:
 			for {
 				select {
-				case r, ok := <-s.reqs:
+				case r, ok := <-rs.reqs:
 					if !ok {
 						open = false
 						break more
@@ -198,13 +254,13 @@ func (s *Store) dispatch() {
 					delete(inflight, k)
 				}
 				if r.fence != nil {
-					delete(inflight, fenceKey(r.fence.subject))
+					delete(inflight, laneKey(r.fence, r.lane))
 				}
 			}
 		}
 		for running < s.maxGroups && len(pending) > 0 {
 			var group []*commitReq
-			group, pending = s.pick(pending, inflight, batches < s.maxBatches)
+			group, pending = rs.pick(pending, inflight, batches < s.maxBatches)
 			if len(group) == 0 {
 				break
 			}
@@ -214,7 +270,7 @@ func (s *Store) dispatch() {
 				batches++
 			}
 			go func() {
-				s.runGroup(group)
+				rs.runGroup(group)
 				finished <- result{group, batch}
 			}()
 		}
@@ -222,52 +278,70 @@ func (s *Store) dispatch() {
 }
 
 // messageCount is how many messages r is when it goes alone: its writes and conditions, and
-// the carrier of its fence unless the fence rides on its only write (fencedAlone).
+// the carrier of its fence unless the fence rides on one of its unconditioned writes.
 func messageCount(r *commitReq) int {
 	n := len(r.writes) + len(r.conds)
-	if r.fence != nil && !fencedAlone(r) {
+	if r.fence != nil && !hasFreeWrite(r) {
 		n++
 	}
 	return n
 }
 
-// fencedAlone: r is one unconditioned write, whose own message can carry the fence check.
-func fencedAlone(r *commitReq) bool { return len(r.writes) == 1 && len(r.conds) == 0 }
+// hasFreeWrite: r writes a key it puts no condition on, whose message can carry the fence check.
+func hasFreeWrite(r *commitReq) bool {
+	for _, w := range r.writes {
+		if !r.conditions(w.subject) {
+			return true
+		}
+	}
+	return false
+}
 
-// fenceKey is a fence's entry among the dispatcher's keys in flight: a replicated stream
-// refuses a check on a subject while another proposal checking it is in flight, so the
-// commits of one partition go one group at a time (a group may hold several of them: one
-// carrier checks the fence for all).
-func fenceKey(subject string) string { return "\x00fence " + subject }
+func (r *commitReq) conditions(subject string) bool {
+	for _, c := range r.conds {
+		if c.subject == subject {
+			return true
+		}
+	}
+	return false
+}
+
+// laneKey is a fence lane's entry among the dispatcher's keys in flight (replicated streams).
+func laneKey(f *fence, lane int) string { return "\x00fence " + f.subjects[lane] }
 
 // pick takes from pending, in order, the commits that fit one group: none touches a key in
-// flight, in the group, or of an earlier commit left waiting, and none is of a partition
-// whose fence another group in flight checks. Without batch, it takes one commit of one
-// message. It returns the group and what is left waiting.
-func (s *Store) pick(pending []*commitReq, inflight map[string]bool, batch bool) (group, rest []*commitReq) {
+// flight, in the group, or of an earlier commit left waiting, and on a replicated stream each
+// partition it carries has a fence lane no group in flight checks. Without batch, it takes one
+// commit of one message. It returns the group and what is left waiting.
+func (rs *recStream) pick(pending []*commitReq, inflight map[string]bool, batch bool) (group, rest []*commitReq) {
+	s := rs.s
 	blocked := map[string]bool{}
-	fences := map[string]bool{} // the fences this group checks
+	lanes := map[*fence]int{} // the lane each fence of this group checks
 	msgs, size := 0, 0
 	for i, r := range pending {
 		if r.ctx.Err() != nil {
 			r.done <- r.ctx.Err() // its caller has left; nothing was sent
 			continue
 		}
-		n := messageCount(r)
+		n := len(r.writes) + len(r.conds)
+		lane, carried := 0, false
 		if r.fence != nil {
-			// Counted as one carrier per fence in the group (at most what is sent).
-			n = len(r.writes) + len(r.conds)
-			if !fences[r.fence.subject] {
-				n++
-			}
-			if len(group) == 0 && fencedAlone(r) {
-				n = 1
+			lane, carried = lanes[r.fence]
+			if !carried {
+				if !hasFreeWrite(r) {
+					n++ // its carrier, unless a later commit of the partition brings a free write
+				}
+				lane = -1
+				for l := range r.fence.subjects {
+					if !rs.replicated() || !inflight[laneKey(r.fence, l)] {
+						lane = l
+						break
+					}
+				}
 			}
 		}
-		free := msgs+n <= s.maxBatch && (len(group) == 0 || size+r.size <= maxGroupBytes) && (batch || (n == 1 && len(group) == 0))
-		if r.fence != nil && !fences[r.fence.subject] && inflight[fenceKey(r.fence.subject)] {
-			free = false
-		}
+		free := lane >= 0 && msgs+n <= s.maxBatch && (len(group) == 0 || size+r.size <= maxGroupBytes) &&
+			(batch || (n == 1 && len(group) == 0))
 		for _, k := range r.keys {
 			if inflight[k] || blocked[k] {
 				free = false
@@ -287,8 +361,13 @@ func (s *Store) pick(pending []*commitReq, inflight map[string]bool, batch bool)
 			inflight[k], blocked[k] = true, true
 		}
 		if r.fence != nil {
-			fences[r.fence.subject] = true
-			inflight[fenceKey(r.fence.subject)] = true
+			r.lane = lane
+			if !carried {
+				lanes[r.fence] = lane
+				if rs.replicated() {
+					inflight[laneKey(r.fence, lane)] = true
+				}
+			}
 		}
 		group = append(group, r)
 		msgs += n
@@ -299,16 +378,33 @@ func (s *Store) pick(pending []*commitReq, inflight map[string]bool, batch bool)
 
 // runGroup sends one group as one message or one atomic batch and answers its commits. A
 // group that fails on a condition another writer broke between our read and the server's
-// check (a wrong last sequence) is retried commit by commit.
-func (s *Store) runGroup(group []*commitReq) {
-	s.groups.Add(1)
-	failed, err := s.send(group)
+// check (a wrong last sequence) is read again and sent again once, without the commits whose
+// conditions now fail; what still fails is retried commit by commit.
+func (rs *recStream) runGroup(group []*commitReq) {
+	rs.s.groups.Add(1)
+	failed, err := rs.send(group, false)
+	if errors.Is(err, errWrongSequence) && len(group) > 1 {
+		var again []*commitReq
+		for _, r := range group {
+			if _, ok := failed[r]; !ok {
+				again = append(again, r)
+			}
+		}
+		var f2 map[*commitReq]error
+		f2, err = rs.send(again, true)
+		for r, e := range f2 {
+			if failed == nil {
+				failed = map[*commitReq]error{}
+			}
+			failed[r] = e
+		}
+	}
 	for _, r := range group {
 		switch f, ok := failed[r]; {
 		case ok:
 			r.done <- f
 		case errors.Is(err, errWrongSequence):
-			r.done <- s.sendAlone(r)
+			r.done <- rs.sendAlone(r)
 		default:
 			r.done <- err
 		}
@@ -317,20 +413,20 @@ func (s *Store) runGroup(group []*commitReq) {
 
 // sendAlone retries one commit whose conditions were overtaken, reading them again each time.
 // A fenced commit refused because its partition's fence moved is not retried: another node
-// owns the partition now.
-func (s *Store) sendAlone(r *commitReq) error {
+// owns the partition now (and the view's Fencer is told, so the node gives the lease up).
+func (rs *recStream) sendAlone(r *commitReq) error {
 	for attempt := 1; ; attempt++ {
-		failed, err := s.send([]*commitReq{r})
+		if r.fence != nil {
+			if err := rs.s.checkFence(r.fence, r.lane); err != nil {
+				return err
+			}
+		}
+		failed, err := rs.send([]*commitReq{r}, true)
 		if f, ok := failed[r]; ok {
 			return f
 		}
 		if !errors.Is(err, errWrongSequence) {
 			return err
-		}
-		if r.fence != nil {
-			if err := s.checkFence(r.fence); err != nil {
-				return err
-			}
 		}
 		if attempt == 20 {
 			return fmt.Errorf("natskv: commit: %w: a condition stayed contended", domain.ErrStorageUnavailable)
@@ -343,23 +439,24 @@ var errWrongSequence = errors.New("natskv: wrong last sequence")
 
 // send resolves the group's conditions and publishes the commits whose conditions hold. It
 // returns the commits whose conditions failed, with their errors, and the publish's error for
-// the others.
-func (s *Store) send(group []*commitReq) (map[*commitReq]error, error) {
+// the others. fresh: read the conditions from the stream leader (a retry after a stale read),
+// never from the views' caches.
+func (rs *recStream) send(group []*commitReq, fresh bool) (map[*commitReq]error, error) {
+	s := rs.s
 	if err := s.lease.writable(); err != nil {
 		return nil, err
 	}
-	ctx, cancel := s.ctx()
+	ctx, cancel := s.holdCtx()
 	defer cancel()
-	seqs, err := s.conditionSeqs(ctx, group)
+	seqs, err := rs.conditionSeqs(ctx, group, fresh)
 	if err != nil {
 		return nil, err
 	}
 	var (
-		msgs     []*nats.Msg
-		failed   map[*commitReq]error
-		fences   []*nats.Msg       // one carrier per partition fenced in the group
-		fenceSeq map[*fence]uint64 // each fence read once per send
-		sent     []*commitReq
+		msgs   []*nats.Msg
+		failed map[*commitReq]error
+		sent   []*commitReq
+		firsts []int // sent[i]'s first message in msgs (after the carriers go in front)
 	)
 	fail := func(r *commitReq, err error) {
 		if failed == nil {
@@ -367,38 +464,67 @@ func (s *Store) send(group []*commitReq) (map[*commitReq]error, error) {
 		}
 		failed[r] = err
 	}
+	type fenceUse struct {
+		seq     uint64
+		carried bool
+	}
+	fences := map[*fence]*fenceUse{}
+	var carriers []*nats.Msg
 	now := time.Now()
 	for _, r := range group {
-		if f := r.fence; f != nil {
-			if _, ok := fenceSeq[f]; !ok {
-				subject, seq, err := f.get()
+		f := r.fence
+		if f != nil {
+			if _, ok := fences[f]; !ok {
+				toks, err := f.f.Fence()
+				if err == nil && len(toks) != len(f.subjects) {
+					err = fmt.Errorf("%w: the partition's fence has %d lanes, not %d", domain.ErrNodeUnavailable, len(toks), len(f.subjects))
+				}
 				if err != nil {
 					fail(r, err)
 					continue
 				}
-				if fenceSeq == nil {
-					fenceSeq = map[*fence]uint64{}
-				}
-				fenceSeq[f] = seq
-				fences = append(fences, fenceCarrier(s.carrier, subject, seq))
+				fences[f] = &fenceUse{seq: toks[r.lane]}
 			}
 		}
-		m, err := s.messages(r, seqs, now)
+		m, cs, err := s.messages(r, seqs, now)
 		if err != nil {
 			fail(r, err)
 			continue
 		}
+		if len(m) > 0 {
+			m[0].Header.Set(hdrCommit, r.id)
+		}
+		if f != nil && !fences[f].carried {
+			// The fence check rides on one of the partition's unconditioned writes.
+			for i, w := range r.writes {
+				if !r.conditions(w.subject) && m[i].Header.Get(jetstream.ExpectedLastSubjSeqHeader) == "" {
+					setFenceCheck(m[i], f.subjects[r.lane], fences[f].seq)
+					fences[f].carried = true
+					break
+				}
+			}
+		}
+		carriers = append(carriers, cs...)
+		firsts = append(firsts, len(msgs))
 		msgs = append(msgs, m...)
 		sent = append(sent, r)
 	}
-	if len(fences) > 0 {
-		if len(sent) == 1 && fencedAlone(sent[0]) && len(fences) == 1 && len(msgs) == 1 {
-			// One unconditioned write: its own message checks the fence.
-			msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, fences[0].Header.Get(jetstream.ExpectedLastSubjSeqSubjHeader))
-			msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, fences[0].Header.Get(jetstream.ExpectedLastSubjSeqHeader))
-		} else if len(msgs) > 0 {
-			msgs = append(fences, msgs...) // first: a check on a subject the batch wrote would fail
+	for f, u := range fences {
+		if !u.carried {
+			for _, r := range sent {
+				if r.fence == f {
+					c := nats.NewMsg(f.carrier)
+					setFenceCheck(c, f.subjects[r.lane], u.seq)
+					c.Header.Set(jetstream.MsgTTLHeader, "1")
+					carriers = append(carriers, c)
+					break
+				}
+			}
 		}
+	}
+	// Carriers first: a check on a subject the batch wrote earlier would fail.
+	if len(carriers) > 0 {
+		msgs = append(carriers, msgs...)
 	}
 	if len(msgs) == 0 {
 		return failed, nil
@@ -406,37 +532,147 @@ func (s *Store) send(group []*commitReq) (map[*commitReq]error, error) {
 	if len(msgs) > 1 {
 		s.batches.Add(1)
 	}
-	// Tried again while no server has the stream's subjects (whileUnrouted: nothing was stored).
-	err = whileUnrouted(ctx, func() error {
+	var last uint64
+	tries := 0
+	// Tried again while no server has the stream's subjects (nothing was stored), as long as
+	// every partition of the group is still this node's to write (else the callers hear so at
+	// once, and run again on the partition's next owner).
+	err = s.retry(ctx, func(ctx context.Context) error {
+		if tries++; tries > 1 {
+			for f := range fences {
+				if _, err := f.f.Fence(); err != nil {
+					return err
+				}
+			}
+		}
 		if len(msgs) == 1 {
-			_, err := s.js.PublishMsg(ctx, msgs[0], jetstream.WithRetryAttempts(0))
+			ack, err := s.js.PublishMsg(ctx, msgs[0], jetstream.WithRetryAttempts(0))
+			if err == nil {
+				last = ack.Sequence
+			}
 			return err
 		}
-		_, err := jetstreamext.PublishMsgBatch(ctx, s.js, msgs, jetstreamext.BatchFlowControl{AckFirst: false, AckTimeout: s.timeout})
+		ack, err := jetstreamext.PublishMsgBatch(ctx, s.js, msgs, jetstreamext.BatchFlowControl{AckFirst: false, AckTimeout: s.timeout})
+		if err == nil {
+			last = ack.Sequence
+		}
 		return err
 	})
-	return failed, s.publishErr(err)
+	if errors.Is(err, domain.ErrNodeUnavailable) {
+		return failed, err // a partition left this node while the stream had no leader: not sent
+	}
+	if timedOut(err) {
+		// The answer was lost (a server died with it, a leader changed): find out.
+		return rs.resolve(sent, failed, err)
+	}
+	err = rs.publishErr(err)
+	if err == nil && last > 0 {
+		rs.ackSeen(last)
+		// A batch is stored in order under consecutive sequences.
+		first := last - uint64(len(msgs)) + 1 + uint64(len(carriers))
+		for i, r := range sent {
+			if r.view != nil {
+				r.view.committed(r, first+uint64(firsts[i]), now)
+			}
+		}
+	}
+	if errors.Is(err, errWrongSequence) {
+		for _, r := range sent {
+			if r.view != nil {
+				r.view.forget(r)
+			}
+		}
+	}
+	return failed, err
 }
 
-// conditionSeqs reads the last message of every subject the group's conditions name, in one
-// multi-subject direct get.
-func (s *Store) conditionSeqs(ctx context.Context, group []*commitReq) (map[string]record, error) {
+// hdrCommit marks a commit's first message with the commit's id.
+const hdrCommit = "Gw-Commit"
+
+// timedOut: a request's answer did not come; what it sent may or may not have been applied.
+func timedOut(err error) bool {
+	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// resolve settles the commits of a group whose publish timed out: each commit whose first write
+// is its subject's last message (its Gw-Commit), as the stream's leader has it once it answers
+// again, was applied; the others were not (a batch is applied whole or not at all; this store
+// writes none of their keys meanwhile: they stay in flight) and are sent again, their
+// conditions read afresh. A commit found applied is answered nil; the owner cache forgets what
+// it touched. Without an answer within the store's Hold, the timeout stands.
+func (rs *recStream) resolve(sent []*commitReq, failed map[*commitReq]error, cause error) (map[*commitReq]error, error) {
+	s := rs.s
+	ctx, cancel := s.holdCtx()
+	defer cancel()
+	if failed == nil {
+		failed = map[*commitReq]error{}
+	}
+	var again []*commitReq
+	for _, r := range sent {
+		if r.view != nil {
+			r.view.forget(r)
+		}
+		if len(r.writes) == 0 {
+			again = append(again, r) // a check alone: nothing to find, safe to send again
+			continue
+		}
+		cur, err := s.last(ctx, r.writes[0].subject)
+		if err != nil {
+			failed[r] = fmt.Errorf("natskv: commit: %w (the outcome of a publish whose answer was lost is unknown: %v)", domain.ErrStorageUnavailable, cause)
+			continue
+		}
+		if cur.commit == r.id {
+			failed[r] = nil // applied
+			continue
+		}
+		again = append(again, r)
+	}
+	if len(again) == 0 {
+		return failed, nil
+	}
+	f2, err := rs.send(again, true)
+	for r, e := range f2 {
+		failed[r] = e
+	}
+	if err != nil {
+		for _, r := range again {
+			if _, ok := failed[r]; !ok {
+				failed[r] = err
+			}
+		}
+	}
+	return failed, nil
+}
+
+func setFenceCheck(m *nats.Msg, subject string, seq uint64) {
+	m.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, subject)
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(seq, 10))
+}
+
+// conditionSeqs reads the last message of every subject the group's conditions name: from the
+// views' caches (the owner of a partition is its only writer), then in one multi-subject direct
+// get for the rest (any replica: a stale answer fails the commit on the server's own check,
+// and the retry reads fresh, from the leader).
+func (rs *recStream) conditionSeqs(ctx context.Context, group []*commitReq, fresh bool) (map[string]record, error) {
 	var subjects []string
+	out := map[string]record{}
 	for _, r := range group {
 		for _, c := range r.conds {
+			if !fresh && r.view != nil {
+				if rec, ok := r.view.cached(c.subject); ok {
+					out[c.subject] = rec
+					continue
+				}
+			}
 			subjects = append(subjects, c.subject)
 		}
 	}
-	out := make(map[string]record, len(subjects))
 	if len(subjects) == 0 {
 		return out, nil
 	}
-	for _, subj := range subjects {
-		out[subj] = record{deleted: true}
-	}
-	if len(subjects) == 1 || s.leaderGet {
+	if fresh && rs.replicated() {
 		for _, subj := range subjects {
-			r, err := s.last(ctx, subj)
+			r, err := rs.s.last(ctx, subj)
 			if err != nil {
 				return nil, err
 			}
@@ -444,45 +680,36 @@ func (s *Store) conditionSeqs(ctx context.Context, group []*commitReq) (map[stri
 		}
 		return out, nil
 	}
-	err := whileUnrouted(ctx, func() error {
-		it, err := jetstreamext.GetLastMsgsFor(ctx, s.js, s.name, subjects)
-		if err != nil {
-			return err
-		}
-		now := time.Now()
-		for msg, err := range it {
-			if errors.Is(err, jetstreamext.ErrNoMessages) {
-				break
-			}
-			if err != nil {
-				return err
-			}
-			out[msg.Subject] = readRecord(msg.Sequence, msg.Header, msg.Data, now)
-		}
-		return nil
-	})
+	got, err := rs.multiLast(ctx, subjects, 0, "")
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, err
+	}
+	for _, subj := range subjects {
+		out[subj] = got[subj]
 	}
 	return out, nil
 }
 
-// messages builds r's messages: each write with the expected-sequence check of its key's
-// condition, and a carrier message for each condition on a key r does not write. It fails
-// with ErrExists or ErrNotFound when a condition does not hold now.
-func (s *Store) messages(r *commitReq, seqs map[string]record, now time.Time) ([]*nats.Msg, error) {
+// messages builds r's messages, in the order of r.writes, each write with the expected-sequence
+// check of its key's condition, and the carrier messages of the conditions on keys r does not
+// write (they go first in the batch). It fails with ErrExists or ErrNotFound when a condition
+// does not hold now.
+func (s *Store) messages(r *commitReq, seqs map[string]record, now time.Time) (msgs, carriers []*nats.Msg, err error) {
 	expect := map[string]uint64{}
 	for _, c := range r.conds {
-		cur := seqs[c.subject]
+		cur, ok := seqs[c.subject]
+		if !ok {
+			cur.deleted = true
+		}
 		switch {
 		case c.absent && !cur.deleted:
-			return nil, domain.ErrRecordExists
+			return nil, nil, domain.ErrRecordExists
 		case !c.absent && cur.deleted:
-			return nil, domain.ErrRecordNotFound
+			return nil, nil, domain.ErrRecordNotFound
 		}
 		expect[c.subject] = cur.seq
 	}
-	msgs := make([]*nats.Msg, 0, len(r.writes)+len(r.conds))
+	msgs = make([]*nats.Msg, 0, len(r.writes))
 	for _, w := range r.writes {
 		m := nats.NewMsg(w.subject)
 		m.Data = w.value
@@ -505,29 +732,41 @@ func (s *Store) messages(r *commitReq, seqs map[string]record, now time.Time) ([
 		}
 		msgs = append(msgs, m)
 	}
-	// Conditions on keys the commit does not write ride on carrier messages, first in the
-	// batch (a check on a subject the batch already wrote would fail).
-	var carriers []*nats.Msg
+	// Conditions on keys the commit does not write ride on carrier messages of the partition.
 	for _, c := range r.conds {
 		seq, ok := expect[c.subject]
 		if !ok {
 			continue
 		}
 		delete(expect, c.subject)
-		m := nats.NewMsg(s.carrier)
+		m := nats.NewMsg(s.carrierSubject(r.tok))
 		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(seq, 10))
 		m.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, c.subject)
 		m.Header.Set(jetstream.MsgTTLHeader, "1")
 		carriers = append(carriers, m)
 	}
-	return append(carriers, msgs...), nil
+	return msgs, carriers, nil
 }
 
+// carrierSubject is the subject of the messages that carry a check for partition tok: one of
+// the store's own records in the partition's stream, which no key encodes to.
+func (s *Store) carrierSubject(tok string) string {
+	return s.prefix + "." + internalTable + "." + tok + ".c"
+}
+
+// Error codes of atomic batches the server dropped without storing anything (nats-server
+// jetstream_errors_generated.go): another leader took over mid-batch, or the stream has too
+// many batches open (a budget all the cluster's nodes share).
+const (
+	errIncompleteBatch = 10176
+	errTooManyInflight = 10210
+)
+
 // publishErr maps a publish failure: a broken condition, a full stream, an unreachable server.
-func (s *Store) publishErr(err error) error {
+func (rs *recStream) publishErr(err error) error {
 	if err == nil {
-		if s.full.Load() {
-			s.full.Store(false)
+		if rs.full.Load() {
+			rs.full.Store(false)
 		}
 		return nil
 	}
@@ -537,7 +776,7 @@ func (s *Store) publishErr(err error) error {
 		case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
 			return errWrongSequence
 		case 10077 /* store failed: maximum bytes/messages exceeded */ :
-			s.markFull()
+			rs.markFull()
 			return fmt.Errorf("natskv: commit: %w: the records stream is full: %w", domain.ErrStorageUnavailable, err)
 		case 10199 /* batch too large */ :
 			return fmt.Errorf("natskv: commit: %w: %w", domain.ErrRecordInvalid, err)
@@ -550,65 +789,27 @@ func (s *Store) publishErr(err error) error {
 }
 
 // markFull reports the stream full until a commit succeeds or its stream info shows room.
-func (s *Store) markFull() {
-	if s.full.Swap(true) {
+func (rs *recStream) markFull() {
+	if rs.full.Swap(true) {
 		return
 	}
-	s.log.Warn("the records stream is full: writes answer 503 until space returns (raise max_bytes, README: NATS)", "stream", s.name)
+	s := rs.s
+	s.log.Warn("the records stream is full: writes answer 503 until space returns (raise max_bytes, README: NATS)", "stream", rs.name)
 	s.bg.Go(func() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
-		for s.full.Load() {
+		for rs.full.Load() {
 			select {
 			case <-s.stop:
 				return
 			case <-t.C:
 			}
 			ctx, cancel := s.ctx()
-			info, err := s.stream.Info(ctx)
+			info, err := rs.stream.Info(ctx)
 			cancel()
 			if err == nil && (info.Config.MaxBytes <= 0 || info.State.Bytes+64<<10 < uint64(info.Config.MaxBytes)) {
-				s.full.Store(false)
+				rs.full.Store(false)
 			}
 		}
 	})
-}
-
-// leaderLast reads subject's last message from the stream leader (STREAM.MSG.GET), which has
-// applied every acknowledged commit; a replica answering a direct get may not have yet.
-func (s *Store) leaderLast(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
-	req, _ := json.Marshal(map[string]string{"last_by_subj": subject})
-	resp, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+s.name, req)
-	if err != nil {
-		return nil, err
-	}
-	var r struct {
-		Error   *jetstream.APIError `json:"error"`
-		Message *struct {
-			Subject string    `json:"subject"`
-			Seq     uint64    `json:"seq"`
-			Header  []byte    `json:"hdrs"`
-			Data    []byte    `json:"data"`
-			Time    time.Time `json:"time"`
-		} `json:"message"`
-	}
-	if err := json.Unmarshal(resp.Data, &r); err != nil {
-		return nil, err
-	}
-	if r.Error != nil {
-		if r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
-			return nil, jetstream.ErrMsgNotFound
-		}
-		return nil, r.Error
-	}
-	if r.Message == nil {
-		return nil, jetstream.ErrMsgNotFound
-	}
-	msg := &jetstream.RawStreamMsg{Subject: r.Message.Subject, Sequence: r.Message.Seq, Data: r.Message.Data, Time: r.Message.Time}
-	if len(r.Message.Header) > 0 {
-		if msg.Header, err = nats.DecodeHeadersMsg(r.Message.Header); err != nil {
-			return nil, err
-		}
-	}
-	return msg, nil
 }

@@ -118,12 +118,12 @@ func (l *lease) write(ctx context.Context, seq uint64, now time.Time) error {
 	cctx, cancel := context.WithTimeout(ctx, l.s.timeout)
 	defer cancel()
 	var ack *jetstream.PubAck
-	err := whileUnrouted(cctx, func() (err error) {
-		ack, err = l.s.js.PublishMsg(cctx, m, jetstream.WithRetryAttempts(0))
+	err := l.s.retry(cctx, func(ctx context.Context) (err error) {
+		ack, err = l.s.js.PublishMsg(ctx, m, jetstream.WithRetryAttempts(0))
 		return err
 	})
 	if err != nil {
-		return l.s.publishErr(err)
+		return l.s.streams[0].publishErr(err)
 	}
 	l.mu.Lock()
 	l.seq, l.renewed = ack.Sequence, now

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -24,13 +23,24 @@ import (
 type Options struct {
 	// URL is the NATS servers, comma-separated.
 	URL string
-	// Prefix starts every subject and the stream's name, so several gateways (or test runs)
+	// Prefix starts every subject and the streams' names, so several gateways (or test runs)
 	// share one NATS server ("" = "gateway"). Letters, digits, "_" and "-", at most 32.
 	Prefix string
-	// Replicas is the records stream's replica count; 0 = 3 when the servers are clustered
-	// (fewer if fewer JetStream peers take it), else 1. Ignored for an existing stream unless set.
+	// Replicas is the records streams' replica count; 0 = 3 when the servers are clustered
+	// (fewer if fewer JetStream peers take it), else 1. Ignored for existing streams unless set.
 	Replicas int
-	// MaxBytes bounds the records stream (0 = no bound of its own; the server's store limit
+	// Streams is how many records streams hold the partitions (default 1): partition p's
+	// records live in stream p mod Streams, so the streams' leaders, which serialise their
+	// stream's writes, spread over the NATS servers. More than one needs Partitions, and a NATS
+	// cluster: on a single server the leaders cannot spread, and more streams would only cut
+	// the commits into more, smaller batches (each staged and synced on R1), so a new layout on
+	// one server has one stream. Fixed when the streams are first made: an existing layout wins
+	// over this (logged).
+	Streams int
+	// Partitions is the partition count (the cluster's), which lays the subjects out over the
+	// streams when Streams > 1.
+	Partitions int
+	// MaxBytes bounds each records stream (0 = no bound of its own; the server's store limit
 	// applies). A full stream refuses writes (ErrStorageUnavailable), never drops records.
 	MaxBytes int64
 	// Partition maps a key to its partition token (nil: every key in partition 0). It must be
@@ -38,15 +48,18 @@ type Options struct {
 	Partition func(key []byte) uint32
 	// Timeout bounds one round trip (default 5 s).
 	Timeout time.Duration
+	// Hold bounds how long a request that found no stream leader (an election: no responders)
+	// is tried again before it answers storage_unavailable (default DefaultHold, at least
+	// Timeout): a NATS server's loss costs clients latency, not errors (DESIGN.md section 19).
+	Hold time.Duration
 	// MaxBatch is the most messages in one atomic batch (default 1000, the server's default
 	// max_batch_size); a commit of more ops is refused with ErrInvalid.
 	MaxBatch int
-	// MaxInflight is the most commit groups in flight at once (default 16; the server allows 50
-	// open batches per stream by default).
+	// MaxInflight is the most commit groups in flight at once per stream (default 16).
 	MaxInflight int
-	// MaxBatches is the most of those that are multi-message batches (default 2: on R1 file
-	// storage a batch stages in a file store of its own; a cluster's R3 stream stages in
-	// memory, and its fenced commits are batches, so it allows more).
+	// MaxBatches is the most of those that are multi-message batches, per stream (default 2:
+	// one in flight and one filling, so the commits waiting behind them merge into large
+	// groups; the server allows 50 open batches per stream by default, shared by every node).
 	MaxBatches int
 	// Creds and TLSCA are the NATS credentials file and the CA of its TLS certificates.
 	Creds, TLSCA string
@@ -61,25 +74,29 @@ type Options struct {
 	Conn *nats.Conn
 }
 
-// Store is the KV on a JetStream stream (see the package doc).
+// Store is the KV on JetStream streams (see the package doc).
 //
-// Concurrency: Get and Scan run on the caller's goroutine; Commit hands its ops to the
-// dispatcher goroutine, which forms groups and runs each in its own goroutine; Close waits for
-// the calls in flight, then for the dispatcher and its groups. Counted by gate like Badger's.
+// Concurrency: Get and Scan run on the caller's goroutine (Gets of one stream share round
+// trips: read.go); Commit hands its ops to its stream's dispatcher goroutine, which forms
+// groups and runs each in its own goroutine; Close waits for the calls in flight, then for
+// the dispatchers and their groups.
 type Store struct {
 	nc        *nats.Conn
 	ownConn   bool
 	js        jetstream.JetStream
-	stream    jetstream.Stream
-	name      string // stream name
 	prefix    string
-	carrier   string // the condition carriers' subject
 	log       *slog.Logger
 	timeout   time.Duration
-	leaderGet bool // R>1: Get asks the stream leader (read-your-writes), not any replica
+	hold      time.Duration
 	maxBatch  int
 	maxValue  int // largest value a message takes under the server's max_payload
 	partition func(key []byte) uint32
+	streams   []*recStream
+	replicas  int
+	blobs     *blobs // media bodies over BlobMin (blobs.go); nil until first used
+
+	maxGroups  int
+	maxBatches int
 
 	inflightMu sync.Mutex
 	calls      sync.WaitGroup
@@ -87,15 +104,12 @@ type Store struct {
 	closeOnce  sync.Once
 	closeErr   error
 
-	reqs       chan *commitReq
-	dispatched chan struct{} // closed when the dispatcher has answered every request
-	maxGroups  int
-	maxBatches int
-
-	full  atomic.Bool // a commit found the stream full; cleared when space returns
-	lease *lease      // nil without Options.LeaseTTL
+	lease *lease // nil without Options.LeaseTTL
 	stop  chan struct{}
 	bg    sync.WaitGroup
+
+	blobsOnce sync.Once
+	blobsErr  error
 
 	groups, batches atomic.Uint64 // for tests and the bench: commit groups, multi-message batches
 }
@@ -116,7 +130,10 @@ const (
 	msgOverhead = 4 << 10
 )
 
-// Open connects, creates or updates the records stream and, with Options.LeaseTTL, takes the
+// DefaultHold is how long a request is tried again while a stream has no leader (Options.Hold).
+const DefaultHold = 10 * time.Second
+
+// Open connects, creates or updates the records streams and, with Options.LeaseTTL, takes the
 // single-writer lease.
 func Open(ctx context.Context, o Options) (*Store, error) {
 	o.Prefix = cmp.Or(o.Prefix, "gateway")
@@ -124,17 +141,21 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, fmt.Errorf("%w: NATS prefix %q (letters, digits, _ and -, at most 32)", domain.ErrRecordInvalid, o.Prefix)
 	}
 	o.Timeout = cmp.Or(o.Timeout, 5*time.Second)
+	o.Hold = max(cmp.Or(o.Hold, DefaultHold), o.Timeout)
 	o.MaxBatch = cmp.Or(o.MaxBatch, 1000)
 	o.MaxInflight = cmp.Or(o.MaxInflight, 16)
 	o.MaxBatches = min(cmp.Or(o.MaxBatches, 2), o.MaxInflight)
+	o.Streams = max(o.Streams, 1)
+	if o.Streams > 1 && o.Partitions < o.Streams {
+		return nil, fmt.Errorf("%w: %d records streams need a partition count of at least as many (have %d)", domain.ErrRecordInvalid, o.Streams, o.Partitions)
+	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{
-		nc: o.Conn, prefix: o.Prefix, name: o.Prefix + "_records", carrier: o.Prefix + "." + internalTable + ".0.c",
-		log: log, timeout: o.Timeout, maxBatch: o.MaxBatch, maxGroups: o.MaxInflight, partition: o.Partition,
-		reqs: make(chan *commitReq, 4096), dispatched: make(chan struct{}), stop: make(chan struct{}), maxBatches: o.MaxBatches,
+		nc: o.Conn, prefix: o.Prefix, log: log, timeout: o.Timeout, hold: o.Hold, maxBatch: o.MaxBatch,
+		maxGroups: o.MaxInflight, maxBatches: o.MaxBatches, partition: o.Partition, stop: make(chan struct{}),
 	}
 	if s.partition == nil {
 		s.partition = func([]byte) uint32 { return 0 }
@@ -146,6 +167,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		}
 		s.nc, s.ownConn = nc, true
 	}
+	if o.Streams > 1 && s.nc.ConnectedClusterName() == "" {
+		o.Streams = 1 // one server: see Options.Streams
+	}
 	fail := func(err error) (*Store, error) {
 		if s.ownConn {
 			s.nc.Close()
@@ -156,11 +180,14 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if s.js, err = jetstream.New(s.nc, jetstream.WithDefaultTimeout(o.Timeout)); err != nil {
 		return fail(fmt.Errorf("natskv: %w", err))
 	}
-	if err := s.ensureStream(ctx, o); err != nil {
+	if err := s.ensureStreams(ctx, o); err != nil {
 		return fail(err)
 	}
 	s.maxValue = int(s.nc.MaxPayload()) - msgOverhead
-	go s.dispatch()
+	for _, rs := range s.streams {
+		go rs.dispatch()
+		go rs.getter()
+	}
 	if o.LeaseTTL > 0 {
 		if err := s.takeLease(ctx, o.NodeID, o.LeaseTTL); err != nil {
 			s.Close()
@@ -169,6 +196,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	return s, nil
 }
+
+// InboxPrefix is where the replies to a gateway's NATS requests go: _INBOX_<prefix>.
+func InboxPrefix(prefix string) string { return "_INBOX_" + prefix }
 
 // Connect connects to o.URL as Open does (reconnecting for ever, nothing buffered while
 // disconnected), for a caller that shares the connection (Options.Conn): a cluster node's
@@ -186,6 +216,10 @@ func Connect(o Options) (*nats.Conn, error) {
 func connect(o Options, log *slog.Logger) (*nats.Conn, error) {
 	opts := []nats.Option{
 		nats.Name("gateway " + o.Prefix),
+		// Replies come to _INBOX_<prefix>.> (not the shared _INBOX.>), so a NATS user of the
+		// gateway's needs no rights on other clients' inboxes (README: Cluster, "NATS
+		// permissions").
+		nats.CustomInboxPrefix(InboxPrefix(o.Prefix)),
 		nats.Timeout(o.Timeout),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
@@ -213,78 +247,6 @@ func connect(o Options, log *slog.Logger) (*nats.Conn, error) {
 	return nc, nil
 }
 
-// ensureStream creates the records stream, or updates the settings the options name.
-func (s *Store) ensureStream(ctx context.Context, o Options) error {
-	cfg := jetstream.StreamConfig{
-		Name:        s.name,
-		Description: "gateway records (persist/natskv)",
-		Subjects:    []string{s.prefix + ".*.*.>"},
-		Storage:     jetstream.FileStorage,
-		// One message per subject: a record is its subject's last message.
-		MaxMsgsPerSubject: 1,
-		// A full stream refuses new messages; the default (discard old) would drop records.
-		Discard:            jetstream.DiscardNew,
-		MaxBytes:           -1,
-		MaxMsgs:            -1,
-		MaxAge:             0,
-		AllowDirect:        true,
-		AllowAtomicPublish: true,
-		AllowMsgTTL:        true,
-	}
-	if o.MaxBytes > 0 {
-		cfg.MaxBytes = o.MaxBytes
-	}
-	cctx, cancel := context.WithTimeout(ctx, 4*o.Timeout)
-	defer cancel()
-	st, err := s.js.Stream(cctx, s.name)
-	switch {
-	case err == nil:
-		cur := st.CachedInfo().Config
-		cfg.Replicas = cur.Replicas
-		if o.Replicas > 0 {
-			cfg.Replicas = o.Replicas
-		}
-		if o.MaxBytes == 0 {
-			cfg.MaxBytes = cur.MaxBytes
-		}
-		if cfg.Replicas != cur.Replicas || cfg.MaxBytes != cur.MaxBytes || !cur.AllowAtomicPublish || !cur.AllowMsgTTL || !cur.AllowDirect {
-			cur.Replicas, cur.MaxBytes = cfg.Replicas, cfg.MaxBytes
-			cur.AllowAtomicPublish, cur.AllowMsgTTL, cur.AllowDirect = true, true, true
-			if st, err = s.js.UpdateStream(cctx, cur); err != nil {
-				return fmt.Errorf("natskv: update stream %s: %w", s.name, err)
-			}
-		}
-	case errors.Is(err, jetstream.ErrStreamNotFound):
-		replicas := []int{o.Replicas}
-		if o.Replicas == 0 {
-			replicas = []int{1}
-			if s.nc.ConnectedClusterName() != "" {
-				replicas = []int{3, 2, 1}
-			}
-		}
-		for _, r := range replicas {
-			cfg.Replicas = r
-			if st, err = s.js.CreateStream(cctx, cfg); err == nil || !replicaRefusal(err) {
-				break
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("natskv: create stream %s: %w", s.name, err)
-		}
-	default:
-		return fmt.Errorf("natskv: stream %s: %w", s.name, unavailable(err))
-	}
-	s.stream = st
-	s.leaderGet = st.CachedInfo().Config.Replicas > 1
-	return nil
-}
-
-func replicaRefusal(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == 10023 /* insufficient resources */ ||
-		apiErr.ErrorCode == 10074 /* replicas > 1 not supported in non-clustered mode */)
-}
-
 func (s *Store) enter() bool {
 	s.inflightMu.Lock()
 	defer s.inflightMu.Unlock()
@@ -299,15 +261,21 @@ func (s *Store) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), s.timeout)
 }
 
+// holdCtx bounds a request that may wait out a stream leader election (Options.Hold).
+func (s *Store) holdCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), s.hold)
+}
+
 // record is a subject's last message as the store reads it.
 type record struct {
 	seq     uint64
 	value   []byte
-	deleted bool // a tombstone, or a TTL'd record past its expiry
+	deleted bool   // a tombstone, or a TTL'd record past its expiry
+	commit  string // the id of the commit whose first write it is (Gw-Commit), if it is one
 }
 
 func readRecord(seq uint64, h nats.Header, data []byte, now time.Time) record {
-	r := record{seq: seq, value: data}
+	r := record{seq: seq, value: data, commit: h.Get(hdrCommit)}
 	if h.Get(hdrOp) == opDelete {
 		r.deleted = true
 	} else if exp := h.Get(hdrExpires); exp != "" {
@@ -317,17 +285,19 @@ func readRecord(seq uint64, h nats.Header, data []byte, now time.Time) record {
 	return r
 }
 
-// last reads subject's last message; a subject without one is the zero record, deleted.
+// last reads subject's last message as the stream leader has it (a replicated stream: every
+// acknowledged commit, whoever made it); a subject without one is the zero record, deleted.
 func (s *Store) last(ctx context.Context, subject string) (record, error) {
+	rs := s.streamOfSubject(subject)
 	var (
 		msg *jetstream.RawStreamMsg
 		err error
 	)
-	err = whileUnrouted(ctx, func() (err error) {
-		if s.leaderGet {
-			msg, err = s.leaderLast(ctx, subject)
+	err = s.retryRead(ctx, func(ctx context.Context) (err error) {
+		if rs.replicated() {
+			msg, err = rs.leaderLast(ctx, subject)
 		} else {
-			msg, err = s.stream.GetLastMsgForSubject(ctx, subject)
+			msg, err = rs.stream.GetLastMsgForSubject(ctx, subject)
 		}
 		return err
 	})
@@ -341,10 +311,11 @@ func (s *Store) last(ctx context.Context, subject string) (record, error) {
 }
 
 // Get returns a copy of the value at key.
-func (s *Store) Get(key []byte) ([]byte, error) { return s.get("", key) }
+func (s *Store) Get(key []byte) ([]byte, error) { return s.get("", key, nil) }
 
-// get is Get in partition tok ("" = Options.Partition's).
-func (s *Store) get(tok string, key []byte) ([]byte, error) {
+// get is Get in partition tok ("" = Options.Partition's); a fenced view's reads (v) come from
+// its cache or any replica that has applied what the view must see (read.go).
+func (s *Store) get(tok string, key []byte, v *View) ([]byte, error) {
 	if !s.enter() {
 		return nil, persist.ErrClosed
 	}
@@ -356,9 +327,16 @@ func (s *Store) get(tok string, key []byte) ([]byte, error) {
 	if err != nil {
 		return nil, domain.ErrRecordNotFound // a key too long to encode was never written
 	}
-	ctx, cancel := s.ctx()
+	ctx, cancel := s.holdCtx()
 	defer cancel()
-	r, err := s.last(ctx, subject)
+	var r record
+	if v != nil {
+		r, err = v.read(ctx, subject)
+	} else if rs := s.streamOfSubject(subject); rs.replicated() {
+		r, err = s.last(ctx, subject)
+	} else {
+		r, err = rs.lastBatched(ctx, subject, 0, "")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("natskv: get: %w", err)
 	}
@@ -368,106 +346,8 @@ func (s *Store) get(tok string, key []byte) ([]byte, error) {
 	return r.value, nil
 }
 
-// scanPage is how many messages one direct batch get asks for.
-const scanPage = 512
-
-// Scan calls fn for every live key under prefix in key order. It reads the stream forward from
-// its first message with the prefix's subject filter, in pages, keeping each key's newest
-// message, then sorts: a key written during the scan is seen with its old or its new value
-// (never half of a commit: a page is read under the stream's isolation, and a commit's messages
-// all come after any page that read none of them); a key present throughout is always seen. It
-// holds the prefix's records in memory until fn has seen them.
-func (s *Store) Scan(prefix []byte, fn func(key, value []byte) error) error {
-	return s.scan("*", prefix, fn)
-}
-
-// scan is Scan in partition tok ("*": every partition; a key held by several is seen with its
-// newest record).
-func (s *Store) scan(tok string, prefix []byte, fn func(key, value []byte) error) error {
-	if !s.enter() {
-		return persist.ErrClosed
-	}
-	defer s.calls.Done()
-	type entry struct {
-		key string
-		rec record
-	}
-	found := map[string]record{}
-	filter := s.filter(tok, prefix)
-	now := time.Now()
-	// R>1: the newest message under the filter as the stream leader had it when the scan
-	// began. A direct get may be answered by a follower that has not applied the last
-	// acknowledged commits (nats-server's direct get subscription is a queue group of every
-	// replica): a new owner of a partition scanning right after the old owner's last commits
-	// would miss them. A page is complete up to its last message (a replica applies the stream
-	// in order), so only a scan that ends early can miss anything: one that ends before it saw
-	// that newest message asks again, from where it got to.
-	var want uint64
-	if s.leaderGet {
-		var err error
-		if want, err = s.leaderNewest(filter); err != nil {
-			return fmt.Errorf("natskv: scan: %w", unavailable(err))
-		}
-	}
-	var seen uint64
-	wait := 2 * time.Millisecond
-	for seq := uint64(1); ; {
-		ctx, cancel := s.ctx()
-		msgs, pending, err := s.scanPage(ctx, seq, filter)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("natskv: scan: %w", unavailable(err))
-		}
-		for _, msg := range msgs {
-			seq, seen = msg.seq+1, max(seen, msg.seq)
-			key, ok := s.keyOf(msg.subject)
-			if !ok || !hasPrefix(key, prefix) {
-				continue
-			}
-			if old, ok := found[string(key)]; !ok || old.seq < msg.seq {
-				found[string(key)] = readRecord(msg.seq, msg.header, msg.data, now)
-			}
-		}
-		if len(msgs) > 0 && pending > 0 {
-			continue
-		}
-		if seen >= want {
-			break
-		}
-		// A follower behind answered. The newest message may also have gone meanwhile (a
-		// tombstone's TTL): the leader's answer again, never later than the first.
-		if time.Since(now) > s.timeout {
-			return fmt.Errorf("natskv: scan: %w: the replicas did not catch up with the stream leader", domain.ErrStorageUnavailable)
-		}
-		time.Sleep(wait)
-		wait = min(2*wait, 100*time.Millisecond)
-		again, err := s.leaderNewest(filter)
-		if err != nil {
-			return fmt.Errorf("natskv: scan: %w", unavailable(err))
-		}
-		want = min(want, again)
-	}
-	live := make([]entry, 0, len(found))
-	for k, r := range found {
-		if !r.deleted {
-			live = append(live, entry{k, r})
-		}
-	}
-	slices.SortFunc(live, func(a, b entry) int { return cmp.Compare(a.key, b.key) })
-	for _, e := range live {
-		if err := fn([]byte(e.key), e.rec.value); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func hasPrefix(key, prefix []byte) bool {
-	return len(key) >= len(prefix) && string(key[:len(prefix)]) == string(prefix)
-}
-
-// Health is nil while commits can be accepted: connected, the stream not known full, the lease
-// (if any) held.
+// Health is nil while commits can be accepted: connected, no stream known full, the lease (if
+// any) held.
 func (s *Store) Health() error {
 	if s.closed.Load() {
 		return persist.ErrClosed
@@ -475,8 +355,10 @@ func (s *Store) Health() error {
 	if st := s.nc.Status(); st != nats.CONNECTED {
 		return fmt.Errorf("%w: NATS %s", domain.ErrStorageUnavailable, st)
 	}
-	if s.full.Load() {
-		return fmt.Errorf("%w: the records stream %s is full (max_bytes)", domain.ErrStorageUnavailable, s.name)
+	for _, rs := range s.streams {
+		if rs.full.Load() {
+			return fmt.Errorf("%w: the records stream %s is full (max_bytes)", domain.ErrStorageUnavailable, rs.name)
+		}
 	}
 	return s.lease.health()
 }
@@ -489,8 +371,13 @@ func (s *Store) Close() error {
 		s.closed.Store(true)
 		s.inflightMu.Unlock()
 		s.calls.Wait()
-		close(s.reqs)
-		<-s.dispatched
+		for _, rs := range s.streams {
+			close(rs.reqs)
+			close(rs.gets)
+		}
+		for _, rs := range s.streams {
+			<-rs.dispatched
+		}
 		close(s.stop)
 		s.bg.Wait()
 		s.releaseLease()
@@ -503,8 +390,12 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
-// Replicas is the records stream's replica count.
-func (s *Store) Replicas() int { return s.stream.CachedInfo().Config.Replicas }
+// Replicas is the records streams' replica count.
+func (s *Store) Replicas() int { return s.replicas }
+
+// Streams is how many records streams hold the partitions (Options.Streams, or the existing
+// layout's).
+func (s *Store) Streams() int { return len(s.streams) }
 
 // MaxValue is the largest value a commit may write: the server's max_payload less what a
 // message adds to its value.
@@ -514,7 +405,7 @@ func (s *Store) MaxValue() int { return s.maxValue }
 func (s *Store) Stats() (groups, batches uint64) { return s.groups.Load(), s.batches.Load() }
 
 // unavailable turns a NATS failure (no connection, no responders, a timeout, a server out of
-// resources) into ErrStorageUnavailable; the caller retries later.
+// resources, a batch the server dropped) into ErrStorageUnavailable; the caller retries later.
 func unavailable(err error) error {
 	if err == nil || errors.Is(err, domain.ErrStorageUnavailable) {
 		return err
@@ -524,7 +415,8 @@ func unavailable(err error) error {
 		switch apiErr.ErrorCode {
 		case jetstream.JSErrCodeStreamNotFound:
 			return fmt.Errorf("%w: the records stream is gone: %w", domain.ErrStorageUnavailable, err)
-		case 10023 /* insufficient resources */, 10002 /* account resources exceeded */, 10077 /* store failed: maximum bytes */, jetstream.JSErrCodeJetStreamNotEnabled:
+		case 10023 /* insufficient resources */, 10002 /* account resources exceeded */, 10077, /* store failed: maximum bytes */
+			jetstream.JSErrCodeJetStreamNotEnabled, errIncompleteBatch, errTooManyInflight:
 			return fmt.Errorf("%w: %w", domain.ErrStorageUnavailable, err)
 		}
 		return err

@@ -3,15 +3,14 @@ package natskv
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/persist"
 )
 
@@ -19,55 +18,15 @@ import (
 // with the partition's token, <prefix>.<table>.<partition>.<id tokens>, so a node that takes a
 // partition over scans that partition's records only. A View is the store seen through one
 // partition: its keys are its own namespace (the same key in two partitions is two records),
-// and, with a fence, every commit it makes carries the partition's fence check, so a former
-// owner that was paused cannot write once a new owner has written its fence.
-
-// FenceFunc is what a node knows of the partition it writes: the fence subject its owner wrote
-// at acquisition and that message's sequence (cluster.Node.Lease). An error (the partition is
-// not this node's to write now: domain.ErrNodeUnavailable) fails the commit before anything
-// is sent.
-type FenceFunc func() (subject string, seq uint64, err error)
-
-// fence is a view's fence: its subject (the partition's, which the dispatcher keys on) and
-// where its sequence comes from.
-type fence struct {
-	subject string
-	fn      FenceFunc
-}
-
-func (f *fence) get() (string, uint64, error) { return f.fn() }
-
-// fenceCarrier is the message that carries a partition's fence check in a batch: it expects
-// the fence subject's last sequence to be the one this owner wrote.
-func fenceCarrier(carrier, subject string, seq uint64) *nats.Msg {
-	m := nats.NewMsg(carrier)
-	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(seq, 10))
-	m.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, subject)
-	m.Header.Set(jetstream.MsgTTLHeader, "1")
-	return m
-}
-
-// ErrFenced: a commit's partition fence moved: another node took the partition over.
-var ErrFenced = fmt.Errorf("%w: the partition was taken over by another node", domain.ErrNodeUnavailable)
-
-// checkFence reads f's subject: ErrFenced when its last message is no longer the one this
-// owner's fence names.
-func (s *Store) checkFence(f *fence) error {
-	subject, seq, err := f.get()
-	if err != nil {
-		return err
-	}
-	ctx, cancel := s.ctx()
-	defer cancel()
-	cur, err := s.last(ctx, subject)
-	if err != nil {
-		return err
-	}
-	if cur.seq != seq {
-		return ErrFenced
-	}
-	return nil
-}
+// and, with a Fencer, every commit it makes carries the partition's fence check (fence.go).
+//
+// A fenced view is its partition's only writer while its fence holds (other nodes write into
+// a partition only where a key is absent: a session moved in). So on a replicated stream it
+// keeps what it wrote (the owner cache: small values, bounded) and reads it back without a
+// round trip, and reads from any replica that has applied at least the partition's newest
+// record when the view began and everything the view wrote since (a replica's answer carries
+// its last sequence); Sync moves that floor to the leader's present, for a read that must see
+// another node's write.
 
 // View is the store through one partition (Partition) or through the records of no partition
 // (Global). It is a persist.Durable whose Close ends the view only (the calls in flight finish,
@@ -76,7 +35,13 @@ func (s *Store) checkFence(f *fence) error {
 type View struct {
 	s     *Store
 	tok   string
+	rs    *recStream
 	fence *fence
+	cache *ownerCache // fenced views only
+
+	floorMu  sync.Mutex
+	floorSet bool
+	floor    uint64 // replicated fenced reads: the least last sequence a replica's answer needs
 
 	mu     sync.Mutex
 	closed bool
@@ -93,13 +58,19 @@ func (v *View) enter() bool {
 	return true
 }
 
-// Partition is the store through partition p. With fn, every commit carries p's fence (see
-// FenceFunc); without, commits are not fenced (reads, and writes a cluster makes into a
-// partition it does not own, each under a condition of its own).
-func (s *Store) Partition(p int, fn FenceFunc) *View {
-	v := &View{s: s, tok: strconv.Itoa(p)}
-	if fn != nil {
-		v.fence = &fence{subject: s.FenceSubject(p), fn: fn}
+// Partition is the store through partition p. With f, every commit carries p's fence (see
+// Fencer); without, commits are not fenced (reads, and writes a cluster makes into a partition
+// it does not own, each under a condition of its own).
+func (s *Store) Partition(p int, f Fencer) *View {
+	tok := strconv.Itoa(p)
+	v := &View{s: s, tok: tok, rs: s.streamOfToken(tok)}
+	if f != nil {
+		v.fence = &fence{subjects: s.FenceSubjects(p), carrier: s.carrierSubject(tok), f: f}
+		if v.rs.replicated() {
+			// A replicated stream's reads cost a leader's or a caught-up replica's answer; one
+			// server's are direct gets that cost less than keeping every write here.
+			v.cache = newOwnerCache()
+		}
 	}
 	return v
 }
@@ -109,12 +80,8 @@ func (s *Store) Partition(p int, fn FenceFunc) *View {
 const globalToken = "g"
 
 // Global is the store through the records of no partition.
-func (s *Store) Global() *View { return &View{s: s, tok: globalToken} }
-
-// FenceSubject is partition p's fence subject: one of the store's own records, which no key
-// encodes to and no scan returns.
-func (s *Store) FenceSubject(p int) string {
-	return s.prefix + "." + internalTable + "." + strconv.Itoa(p) + ".fence"
+func (s *Store) Global() *View {
+	return &View{s: s, tok: globalToken, rs: s.streamOfToken(globalToken)}
 }
 
 // Get reads key in the view's partition.
@@ -123,7 +90,20 @@ func (v *View) Get(key []byte) ([]byte, error) {
 		return nil, persist.ErrClosed
 	}
 	defer v.calls.Done()
-	return v.s.get(v.tok, key)
+	if v.fence == nil {
+		return v.s.get(v.tok, key, nil)
+	}
+	return v.s.get(v.tok, key, v)
+}
+
+// GetMany reads keys in the view's partition in as few round trips as the server allows
+// (persist.Getter): values[i] is nil for a key that is absent.
+func (v *View) GetMany(keys [][]byte) ([][]byte, error) {
+	if !v.enter() {
+		return nil, persist.ErrClosed
+	}
+	defer v.calls.Done()
+	return v.s.getMany(v.tok, keys, v)
 }
 
 // Scan scans prefix in the view's partition.
@@ -135,13 +115,23 @@ func (v *View) Scan(prefix []byte, fn func(key, value []byte) error) error {
 	return v.s.scan(v.tok, prefix, fn)
 }
 
+// ScanSince scans prefix in the view's partition, the records written since since only (see
+// Store.ScanSince).
+func (v *View) ScanSince(prefix []byte, since time.Time, fn func(key, value []byte) error) error {
+	if !v.enter() {
+		return persist.ErrClosed
+	}
+	defer v.calls.Done()
+	return v.s.scanSince(v.tok, prefix, since, fn)
+}
+
 // Commit commits ops in the view's partition, with its fence.
 func (v *View) Commit(ctx context.Context, ops ...persist.Op) error {
 	if !v.enter() {
 		return persist.ErrClosed
 	}
 	defer v.calls.Done()
-	return v.s.commit(ctx, v.tok, v.fence, ops)
+	return v.s.commit(ctx, v.tok, v, ops)
 }
 
 // Health is the store's; a partition's fence is checked per commit.
@@ -164,9 +154,191 @@ func (v *View) Close() error {
 	return nil
 }
 
-// Locate finds the partition that holds key: the partition token of the newest record of key
-// in any partition (a record moved between partitions leaves a tombstone behind, older than
-// its new record), ok false when none holds it live. One round trip, to the stream leader.
+// Sync makes the view's later reads see every commit the stream's leader has acknowledged now,
+// whoever made it (a fenced view otherwise reads its own writes and what was there when it
+// began): one round trip to the leader. A node calls it before reading what another node wrote
+// into the partition (a session moved in).
+func (v *View) Sync(ctx context.Context) error {
+	if v.fence == nil || !v.rs.replicated() {
+		return nil
+	}
+	seq, err := v.leaderNewest(ctx)
+	if err != nil {
+		return err
+	}
+	v.raiseFloor(seq)
+	return nil
+}
+
+func (v *View) leaderNewest(ctx context.Context) (uint64, error) {
+	msg, err := v.rs.leaderLastRouted(ctx, v.s.prefix+".*."+v.tok+".>")
+	if err != nil || msg == nil {
+		return 0, err
+	}
+	return msg.Sequence, nil
+}
+
+func (v *View) raiseFloor(seq uint64) {
+	v.floorMu.Lock()
+	v.floor = max(v.floor, seq)
+	v.floorMu.Unlock()
+}
+
+// readFloor is the least last sequence a replica must have applied to answer this view: at
+// first, its fence's (the acquisition's fence write comes after every write of the partition's
+// earlier owners, so a replica that has it has theirs: no round trip to the leader, which a
+// stream electing one has not), then past each commit of the view's.
+func (v *View) readFloor(ctx context.Context) (uint64, error) {
+	v.floorMu.Lock()
+	set := v.floorSet
+	v.floorMu.Unlock()
+	if !set {
+		var seq uint64
+		toks, err := v.fence.f.Fence()
+		if err != nil {
+			return 0, err
+		}
+		for _, t := range toks {
+			seq = max(seq, t)
+		}
+		v.floorMu.Lock()
+		v.floor, v.floorSet = max(v.floor, seq), true
+		v.floorMu.Unlock()
+	}
+	v.floorMu.Lock()
+	defer v.floorMu.Unlock()
+	return v.floor, nil
+}
+
+// read reads subject for a fenced view: from its cache, else from any replica that has applied
+// the view's floor (one server: the server), else from the leader.
+func (v *View) read(ctx context.Context, subject string) (record, error) {
+	if r, ok := v.cached(subject); ok {
+		return r, nil
+	}
+	if !v.rs.replicated() {
+		return v.rs.lastBatched(ctx, subject, 0, "")
+	}
+	floor, err := v.readFloor(ctx)
+	if err != nil {
+		return record{}, err
+	}
+	for try := 0; ; try++ {
+		r, err := v.rs.lastBatched(ctx, subject, floor, v.fence.subjects[0])
+		if err != errStale {
+			return r, err
+		}
+		if try == 3 { // a replica catches up within milliseconds; else the leader
+			return v.s.last(ctx, subject)
+		}
+		time.Sleep(time.Duration(1<<try) * time.Millisecond)
+	}
+}
+
+// cached is subject's record in the owner cache, if it is there and live.
+func (v *View) cached(subject string) (record, bool) {
+	if v.cache == nil {
+		return record{}, false
+	}
+	return v.cache.get(subject, time.Now())
+}
+
+// committed updates the owner cache with what r wrote, its first write stored at sequence base.
+func (v *View) committed(r *commitReq, base uint64, now time.Time) {
+	if v.cache == nil {
+		return
+	}
+	for j, w := range r.writes {
+		if w.delete {
+			v.cache.del(w.subject)
+			continue
+		}
+		var exp int64
+		if w.ttl > 0 {
+			exp = now.Add(w.ttl).UnixMilli()
+		}
+		v.cache.put(w.subject, base+uint64(j), w.value, exp)
+	}
+	v.raiseFloor(base + uint64(len(r.writes)) - 1)
+}
+
+// forget drops what r touches from the owner cache (the server refused one of its conditions:
+// what the cache holds may not be the record's last message).
+func (v *View) forget(r *commitReq) {
+	if v.cache == nil {
+		return
+	}
+	for _, k := range r.keys {
+		v.cache.del(k)
+	}
+}
+
+// ownerCache keeps, per subject, the last message a fenced view wrote: small values only, a
+// bounded number of bytes, evicted at random (the first key of a map's iteration).
+type ownerCache struct {
+	mu    sync.Mutex
+	m     map[string]cacheEntry
+	bytes int
+}
+
+type cacheEntry struct {
+	seq   uint64
+	value []byte
+	exp   int64 // Unix ms; 0: none
+}
+
+const (
+	cacheValueMax = 4 << 10
+	cacheBytesMax = 512 << 10
+)
+
+func newOwnerCache() *ownerCache { return &ownerCache{m: map[string]cacheEntry{}} }
+
+func (c *ownerCache) get(subject string, now time.Time) (record, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[subject]
+	if !ok || (e.exp != 0 && now.UnixMilli() >= e.exp) {
+		return record{}, false
+	}
+	return record{seq: e.seq, value: slices.Clone(e.value)}, true
+}
+
+func (c *ownerCache) put(subject string, seq uint64, value []byte, exp int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.delLocked(subject)
+	if len(value) > cacheValueMax {
+		return
+	}
+	for c.bytes+len(subject)+len(value) > cacheBytesMax && len(c.m) > 0 {
+		for k := range c.m { // a map's iteration starts at random: a random entry
+			c.delLocked(k)
+			break
+		}
+	}
+	c.m[subject] = cacheEntry{seq: seq, value: value, exp: exp}
+	c.bytes += len(subject) + len(value)
+}
+
+func (c *ownerCache) del(subject string) {
+	c.mu.Lock()
+	c.delLocked(subject)
+	c.mu.Unlock()
+}
+
+func (c *ownerCache) delLocked(subject string) {
+	if e, ok := c.m[subject]; ok {
+		c.bytes -= len(subject) + len(e.value)
+		delete(c.m, subject)
+	}
+}
+
+// Locate finds the partition that holds key: the partition token of its newest live record in
+// any partition, ok false when none holds it live. One round trip to each stream's leader; when
+// the newest record is a delete, every partition's record of key is read (a session moved
+// between partitions is written in its new one before it is deleted from its old one: the
+// newer delete says nothing of the new record).
 func (s *Store) Locate(key []byte) (partition string, ok bool, err error) {
 	if !s.enter() {
 		return "", false, persist.ErrClosed
@@ -176,16 +348,40 @@ func (s *Store) Locate(key []byte) (partition string, ok bool, err error) {
 	if err != nil {
 		return "", false, nil
 	}
-	ctx, cancel := s.ctx()
+	ctx, cancel := s.holdCtx()
 	defer cancel()
-	msg, err := s.leaderLastRouted(ctx, subject)
-	if err != nil {
-		return "", false, fmt.Errorf("natskv: locate: %w", unavailable(err))
+	var newest *jetstream.RawStreamMsg
+	for _, rs := range s.streams {
+		msg, err := rs.leaderLastRouted(ctx, subject)
+		if err != nil {
+			return "", false, fmt.Errorf("natskv: locate: %w", unavailable(err))
+		}
+		if msg != nil && (newest == nil || msg.Time.After(newest.Time)) {
+			newest = msg
+		}
 	}
-	if msg == nil || readRecord(msg.Sequence, msg.Header, msg.Data, time.Now()).deleted {
+	if newest == nil {
 		return "", false, nil
 	}
-	return s.partitionOf(msg.Subject), true, nil
+	now := time.Now()
+	if !readRecord(newest.Sequence, newest.Header, newest.Data, now).deleted {
+		return s.partitionOf(newest.Subject), true, nil
+	}
+	var live *pageMsg
+	for _, rs := range s.streams {
+		err := rs.pages(subject, time.Time{}, func(msg pageMsg) {
+			if !readRecord(msg.seq, msg.header, msg.data, now).deleted && (live == nil || msg.time.After(live.time)) {
+				live = &msg
+			}
+		})
+		if err != nil {
+			return "", false, fmt.Errorf("natskv: locate: %w", err)
+		}
+	}
+	if live == nil {
+		return "", false, nil
+	}
+	return s.partitionOf(live.subject), true, nil
 }
 
 // WatchEntry is one record change a Watch reports: its key, partition token and whether it
@@ -198,42 +394,56 @@ type WatchEntry struct {
 
 // Watch reports the records of tables (their keys and partitions, never their values): first
 // the current record of every key, then every change, until ctx ends. ready is closed once the
-// records present at the start were reported. It is nats.go's ordered consumer on the records
+// records present at the start were reported. It is nats.go's ordered consumer on each records
 // stream (headers only), which recreates itself after a gap or a lost server. fn runs on one
-// goroutine, in stream order.
+// goroutine per stream, in that stream's order.
 func (s *Store) Watch(ctx context.Context, tables []string, fn func(WatchEntry)) (ready <-chan struct{}, err error) {
-	filters := make([]string, 0, len(tables))
-	for _, t := range tables {
-		filters = append(filters, s.filter("*", []byte(t+"/")))
-	}
-	cons, err := s.js.OrderedConsumer(ctx, s.name, jetstream.OrderedConsumerConfig{
-		FilterSubjects: filters, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy, HeadersOnly: true,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("natskv: watch: %w", unavailable(err))
-	}
 	readyC := make(chan struct{})
-	var once sync.Once
-	markReady := func() { once.Do(func() { close(readyC) }) }
-	if info := cons.CachedInfo(); info == nil || info.NumPending == 0 {
-		markReady()
-	}
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		meta, _ := m.Metadata()
-		key, ok := s.keyOf(m.Subject())
-		if ok {
-			fn(WatchEntry{Key: key, Partition: s.partitionOf(m.Subject()), Deleted: readRecord(0, m.Headers(), nil, time.Now()).deleted})
+	var wg sync.WaitGroup
+	var ccs []jetstream.ConsumeContext
+	stop := func() {
+		for _, cc := range ccs {
+			cc.Stop()
 		}
-		if meta == nil || meta.NumPending == 0 {
+	}
+	for _, rs := range s.streams {
+		filters := make([]string, 0, len(tables))
+		for _, t := range tables {
+			filters = append(filters, s.filter("*", []byte(t+"/")))
+		}
+		cons, err := s.js.OrderedConsumer(ctx, rs.name, jetstream.OrderedConsumerConfig{
+			FilterSubjects: filters, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy, HeadersOnly: true,
+		})
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("natskv: watch: %w", unavailable(err))
+		}
+		var once sync.Once
+		wg.Add(1)
+		markReady := func() { once.Do(wg.Done) }
+		if info := cons.CachedInfo(); info == nil || info.NumPending == 0 {
 			markReady()
 		}
-	})
-	if err != nil {
-		return nil, fmt.Errorf("natskv: watch: %w", unavailable(err))
+		cc, err := cons.Consume(func(m jetstream.Msg) {
+			meta, _ := m.Metadata()
+			key, ok := s.keyOf(m.Subject())
+			if ok {
+				fn(WatchEntry{Key: key, Partition: s.partitionOf(m.Subject()), Deleted: readRecord(0, m.Headers(), nil, time.Now()).deleted})
+			}
+			if meta == nil || meta.NumPending == 0 {
+				markReady()
+			}
+		})
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("natskv: watch: %w", unavailable(err))
+		}
+		ccs = append(ccs, cc)
 	}
+	go func() { wg.Wait(); close(readyC) }()
 	go func() {
 		<-ctx.Done()
-		cc.Stop()
+		stop()
 	}()
 	return readyC, nil
 }

@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/persist"
 	"github.com/gateway/gateway/persist/kvtest"
@@ -20,47 +17,50 @@ import (
 )
 
 // owner plays a cluster node for one partition: it writes the partition's fence (as a node
-// does at each acquisition) and gives the view that fence.
+// does at each acquisition: every lane, expecting what it read) and is the view's Fencer.
 type owner struct {
-	js      jetstream.JetStream
-	subject string
-	seq     atomic.Uint64
-	lost    atomic.Bool
+	s      *natskv.Store
+	p      int
+	mu     sync.Mutex
+	seqs   []uint64
+	lost   atomic.Bool
+	fenced atomic.Int64 // times the store said the fence moved
 }
 
-func newOwner(t *testing.T, url string, s *natskv.Store, p int) *owner {
+func newOwner(t *testing.T, s *natskv.Store, p int) *owner {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := &owner{js: js, subject: s.FenceSubject(p)}
+	o := &owner{s: s, p: p}
 	o.acquire(t)
 	return o
 }
 
-// acquire writes a new fence: from now on only commits carrying its sequence pass.
-func (o *owner) acquire(t *testing.T) uint64 {
+// acquire writes a new fence: from now on only commits carrying its sequences pass.
+func (o *owner) acquire(t *testing.T) []uint64 {
 	t.Helper()
-	ack, err := o.js.Publish(context.Background(), o.subject, []byte("owner"))
+	cur, err := o.s.ReadFence(context.Background(), o.p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.seq.Store(ack.Sequence)
-	return ack.Sequence
+	seqs, err := o.s.WriteFence(context.Background(), o.p, cur, []byte("owner"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.mu.Lock()
+	o.seqs = seqs
+	o.mu.Unlock()
+	return seqs
 }
 
-func (o *owner) fence() (string, uint64, error) {
+func (o *owner) Fence() ([]uint64, error) {
 	if o.lost.Load() {
-		return "", 0, fmt.Errorf("%w: lease lost", domain.ErrNodeUnavailable)
+		return nil, fmt.Errorf("%w: lease lost", domain.ErrNodeUnavailable)
 	}
-	return o.subject, o.seq.Load(), nil
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.seqs, nil
 }
+
+func (o *owner) Fenced() { o.fenced.Add(1) }
 
 // A fenced partition view passes the whole KV contract, on one server and on a cluster (where
 // the server refuses a second check of the fence while one is in flight).
@@ -74,8 +74,8 @@ func TestViewContract(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { s.Close() })
-			o := newOwner(t, url, s, 7)
-			return s.Partition(7, o.fence)
+			o := newOwner(t, s, 7)
+			return s.Partition(7, o)
 		}
 	}
 	t.Run("single", func(t *testing.T) {
@@ -155,6 +155,20 @@ func TestPartitionsAreNamespaces(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// And back the way node's mover moves a session: the put in its new partition first, then
+	// the delete from its old one, newer than the live record in another partition.
+	kvtest.MustCommit(t, a, kvtest.Put("session/x", "back in a"))
+	kvtest.MustCommit(t, b, persist.Op{Key: []byte("session/x"), Delete: true})
+	if p, ok, err := s.Locate([]byte("session/x")); err != nil || !ok || p != "1" {
+		t.Fatalf("Locate after the move back: %q %v %v", p, ok, err)
+	}
+	var values []string
+	if err := s.Scan([]byte("session/"), func(_, v []byte) error { values = append(values, string(v)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(values) != 1 || values[0] != "back in a" {
+		t.Fatalf("a scan of every partition after the move back: %q", values)
+	}
 	if _, ok, err := s.Locate([]byte("session/none")); ok || err != nil {
 		t.Fatalf("Locate of a missing key: %v %v", ok, err)
 	}
@@ -162,7 +176,7 @@ func TestPartitionsAreNamespaces(t *testing.T) {
 
 // A former owner cannot write once a new owner wrote its fence: its commits (single writes
 // and batches) are refused with ErrNodeUnavailable, at once, not retried; a view whose
-// FenceFunc fails sends nothing.
+// Fencer fails sends nothing; the stale owner's Fencer is told.
 func TestFencing(t *testing.T) {
 	srv := natstest.Start(t)
 	s, err := natskv.Open(context.Background(), natskv.Options{URL: srv.URL, Prefix: "fence"})
@@ -170,13 +184,13 @@ func TestFencing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	old := newOwner(t, srv.URL, s, 3)
-	v := s.Partition(3, old.fence)
+	old := newOwner(t, s, 3)
+	v := s.Partition(3, old)
 	kvtest.MustCommit(t, v, kvtest.Put("k/1", "old"))
 	// A new owner takes the partition (its own fence); the old one does not know yet.
-	newer := &owner{js: old.js, subject: old.subject}
+	newer := &owner{s: s, p: 3}
 	newer.acquire(t)
-	nv := s.Partition(3, newer.fence)
+	nv := s.Partition(3, newer)
 	for _, ops := range [][]persist.Op{
 		{kvtest.Put("k/1", "stale")},
 		{kvtest.Put("k/1", "stale"), kvtest.Put("k/2", "stale")},
@@ -190,6 +204,9 @@ func TestFencing(t *testing.T) {
 		if d := time.Since(began); d > time.Second {
 			t.Fatalf("a fenced commit took %v (retried?)", d)
 		}
+	}
+	if old.fenced.Load() == 0 {
+		t.Fatal("the stale owner's Fencer was never told its fence moved")
 	}
 	kvtest.WantValue(t, nv, "k/1", "old")
 	kvtest.MustCommit(t, nv, kvtest.Put("k/1", "new"), kvtest.Put("k/2", "new"))
@@ -208,15 +225,15 @@ func TestFencedConcurrency(t *testing.T) {
 		t.Skip("a three-node cluster: not in -short")
 	}
 	c := natstest.StartCluster(t, 3)
-	s, err := natskv.Open(context.Background(), natskv.Options{URL: c.URLs(), Prefix: "conc", Replicas: 3, MaxBatches: 16})
+	s, err := natskv.Open(context.Background(), natskv.Options{URL: c.URLs(), Prefix: "conc", Replicas: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	var views []*natskv.View
 	for p := range 4 {
-		o := newOwner(t, c.URLs(), s, p)
-		views = append(views, s.Partition(p, o.fence))
+		o := newOwner(t, s, p)
+		views = append(views, s.Partition(p, o))
 	}
 	const workers, each = 32, 20
 	var wg sync.WaitGroup

@@ -1,8 +1,8 @@
 // Package natstest starts real NATS servers with JetStream for tests: one embedded server
 // (Start, or Run for a server that outlives a test), and a three-node JetStream cluster
-// (StartCluster). Their stores live in temp dirs; nothing is downloaded. The servers raise the
-// limits the gateway's records stream needs (DESIGN.md section 13.1): 32 MiB messages, batches
-// of 4,000 messages and 200 open batches per stream.
+// (StartCluster). Their stores live in temp dirs; nothing is downloaded. The servers run with
+// the server's defaults, as a stock nats-server does (DESIGN.md section 19): 1 MiB messages,
+// atomic batches of 1,000 messages and 50 open batches per stream.
 //
 // Imports: github.com/nats-io/nats-server/v2 and the standard library; test code only imports it.
 package natstest
@@ -21,13 +21,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// Limits the test servers run with (the shipped NATS configuration, deploy/nats.conf, has the
-// same).
-const (
-	MaxPayload         = 32 << 20
-	MaxBatchSize       = 4000
-	MaxBatchesInflight = 200
-)
+// MaxPayload is the test servers' max_payload: nats-server's default, which the gateway runs
+// on (large media bodies go to an object store).
+const MaxPayload = 1 << 20
 
 // Server is one running NATS server with JetStream.
 type Server struct {
@@ -89,10 +85,6 @@ func baseOptions(dir string, port int) server.Options {
 	return server.Options{
 		Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true,
 		JetStream: true, StoreDir: dir,
-		MaxPayload: MaxPayload,
-		JetStreamLimits: server.JSLimitOpts{
-			MaxBatchSize: MaxBatchSize, MaxBatchInflightPerStream: MaxBatchesInflight,
-		},
 	}
 }
 
@@ -171,26 +163,40 @@ func (c *Cluster) URLs() string {
 // suitable peers for placement"); they stop at the test's end.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
+	c, err := RunCluster(n, t.TempDir)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// RunCluster is StartCluster outside a test (the bench): dir makes each server's store
+// directory; Close stops the servers.
+func RunCluster(n int, dir func() string) (*Cluster, error) {
 	if n == 0 {
 		n = 3
 	}
-	ports := freePorts(t, 2*n)
+	ports, err := freePortList(2 * n)
+	if err != nil {
+		return nil, err
+	}
 	routes := make([]string, n)
 	for i := range n {
 		routes[i] = "nats://127.0.0.1:" + strconv.Itoa(ports[n+i])
 	}
 	c := &Cluster{}
 	for i := range n {
-		s := &Server{dir: t.TempDir()}
+		s := &Server{dir: dir()}
 		s.opts = baseOptions(s.dir, ports[i])
 		s.opts.ServerName = fmt.Sprintf("n%d", i+1)
 		s.opts.Cluster = server.ClusterOpts{Name: "natstest", Host: "127.0.0.1", Port: ports[n+i]}
 		s.opts.Routes = server.RoutesFromStr(strings.Join(routes, ","))
 		if err := s.start(); err != nil {
-			t.Fatalf("natstest: node %d: %v", i+1, err)
+			c.Close()
+			return nil, fmt.Errorf("node %d: %w", i+1, err)
 		}
 		s.URL = s.srv.ClientURL()
-		t.Cleanup(s.Close)
 		c.Servers = append(c.Servers, s)
 	}
 	deadline := time.Now().Add(60 * time.Second)
@@ -204,17 +210,24 @@ func StartCluster(t testing.TB, n int) *Cluster {
 			s.mu.Unlock()
 		}
 		if peers == n {
-			return c
+			return c, nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("natstest: after 60s the JetStream meta leader can place on %d of %d peers", peers, n)
+			c.Close()
+			return nil, fmt.Errorf("after 60s the JetStream meta leader can place on %d of %d peers", peers, n)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
+// Close stops every server of the cluster.
+func (c *Cluster) Close() {
+	for _, s := range c.Servers {
+		s.Close()
+	}
+}
+
+func freePortList(n int) ([]int, error) {
 	var lns []net.Listener
 	defer func() {
 		for _, ln := range lns {
@@ -225,10 +238,10 @@ func freePorts(t testing.TB, n int) []int {
 	for i := range ports {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		lns = append(lns, ln)
 		ports[i] = ln.Addr().(*net.TCPAddr).Port
 	}
-	return ports
+	return ports, nil
 }

@@ -1,0 +1,380 @@
+package natskv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/persist"
+)
+
+// Reads. A read of a record is the last message of its subject. One server answers direct gets
+// of the stream it holds; in a cluster a direct get goes to any replica (they answer as a queue
+// group), which may not have applied the newest commits, while the stream leader
+// (STREAM.MSG.GET through the JetStream API, one at a time) has. So:
+//   - reads of one stream share round trips: Gets waiting while one is in flight go out
+//     together as one multi-subject direct get (multi_last, up to 1,024 subjects), as commits
+//     do (the getter below);
+//   - such an answer ends with the answering replica's last sequence (the end of batch's
+//     Nats-UpTo-Sequence; an answer with no message has none, so a fenced view's read always
+//     asks for its fence too, which exists), and a read that must see a commit (a fenced view's
+//     floor, view.go) takes it only from a replica at or past it, else asks the leader;
+//   - the Store's own reads (unfenced: they may follow any node's commit) on a replicated
+//     stream ask the leader.
+
+// multiGetMax is the most subjects one multi_last answers (nats-server stream.go,
+// maxAllowedResponses).
+const multiGetMax = 1024
+
+// errStale: the replica that answered had not applied what the read must see.
+var errStale = errors.New("natskv: the replica is behind")
+
+// getReq is one read waiting for the stream's getter.
+type getReq struct {
+	subject string
+	floor   uint64
+	anchor  string // a subject that exists, asked beside (see above; "" without a floor)
+	ctx     context.Context
+	done    chan getResult
+}
+
+type getResult struct {
+	rec record
+	err error
+}
+
+// lastBatched reads subject's last message through the stream's getter (batched with the reads
+// waiting beside it); errStale when the answering replica's last sequence is below floor
+// (anchor: a subject that exists, so the answer carries it).
+func (rs *recStream) lastBatched(ctx context.Context, subject string, floor uint64, anchor string) (record, error) {
+	r := &getReq{subject: subject, floor: floor, anchor: anchor, ctx: ctx, done: make(chan getResult, 1)}
+	select {
+	case rs.gets <- r:
+	case <-ctx.Done():
+		return record{}, unavailable(ctx.Err())
+	}
+	select {
+	case res := <-r.done:
+		return res.rec, res.err
+	case <-ctx.Done():
+		return record{}, unavailable(ctx.Err())
+	}
+}
+
+// getter sends the stream's waiting reads, at most 2 round trips in flight: one read alone goes
+// at once, the reads that come while those are in flight go together next.
+func (rs *recStream) getter() {
+	sem := make(chan struct{}, 2)
+	for r := range rs.gets {
+		batch := []*getReq{r}
+	more:
+		for len(batch) < multiGetMax {
+			select {
+			case r, ok := <-rs.gets:
+				if !ok {
+					break more
+				}
+				batch = append(batch, r)
+			default:
+				break more
+			}
+		}
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			rs.answer(batch)
+		}()
+	}
+	for range cap(sem) {
+		sem <- struct{}{}
+	}
+}
+
+// answer reads the batch's subjects in one multi-subject direct get and answers each read.
+func (rs *recStream) answer(batch []*getReq) {
+	subjects := make([]string, 0, len(batch))
+	seen := map[string]bool{}
+	for _, r := range batch {
+		for _, subj := range []string{r.subject, r.anchor} {
+			if subj != "" && !seen[subj] {
+				seen[subj] = true
+				subjects = append(subjects, subj)
+			}
+		}
+	}
+	ctx, cancel := rs.s.holdCtx()
+	defer cancel()
+	got, lseq, err := rs.multiLastSeq(ctx, subjects)
+	for _, r := range batch {
+		switch {
+		case err != nil:
+			r.done <- getResult{err: err}
+		case r.floor > 0 && lseq < r.floor:
+			r.done <- getResult{err: errStale}
+		default:
+			r.done <- getResult{rec: got[r.subject]}
+		}
+	}
+}
+
+// multiLast reads the last message of each subject (at most multiGetMax), from any replica;
+// absent subjects are deleted records. With floor > 0, an answer from a replica whose last
+// sequence is below it is errStale (anchor, a subject that exists, is asked beside each part).
+func (rs *recStream) multiLast(ctx context.Context, subjects []string, floor uint64, anchor string) (map[string]record, error) {
+	out := make(map[string]record, len(subjects))
+	for len(subjects) > 0 {
+		part := subjects[:min(len(subjects), multiGetMax-1)]
+		subjects = subjects[len(part):]
+		if anchor != "" {
+			part = append(slices.Clone(part), anchor)
+		}
+		got, lseq, err := rs.multiLastSeq(ctx, part)
+		if err != nil {
+			return nil, err
+		}
+		if floor > 0 && lseq < floor {
+			return nil, errStale
+		}
+		for k, v := range got {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// multiLastSeq is one multi_last direct get: the records found (absent subjects: deleted
+// records) and the answering replica's last sequence (0: unknown, the answer had no message).
+func (rs *recStream) multiLastSeq(ctx context.Context, subjects []string) (map[string]record, uint64, error) {
+	req, _ := json.Marshal(struct {
+		MultiLast []string `json:"multi_last"`
+	}{subjects})
+	out := make(map[string]record, len(subjects))
+	var lseq uint64
+	err := rs.s.retryRead(ctx, func(ctx context.Context) error {
+		clear(out)
+		lseq = 0
+		msgs, err := rs.s.requestMany(ctx, "$JS.API.DIRECT.GET."+rs.name, req)
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		for _, m := range msgs {
+			if l, err := strconv.ParseUint(m.Header.Get("Nats-UpTo-Sequence"), 10, 64); err == nil {
+				lseq = max(lseq, l)
+			}
+			if len(m.Data) == 0 && m.Header.Get("Status") != "" {
+				switch m.Header.Get("Status") {
+				case "204", "404": // end of batch; no results
+					continue
+				default:
+					return fmt.Errorf("direct get: %s %s", m.Header.Get("Status"), m.Header.Get("Description"))
+				}
+			}
+			subj := m.Header.Get(jetstream.SubjectHeader)
+			seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+			if subj == "" || err != nil {
+				return errors.New("direct get: an answer without its subject or sequence")
+			}
+			out[subj] = readRecord(seq, m.Header, m.Data, now)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, unavailable(err)
+	}
+	for _, subj := range subjects {
+		if _, ok := out[subj]; !ok {
+			out[subj] = record{deleted: true}
+		}
+	}
+	return out, lseq, nil
+}
+
+// requestMany sends a direct get and collects its answers up to the end of the batch (a 204
+// "EOB") or a lone status (404: nothing matched; 503: no responders).
+func (s *Store) requestMany(ctx context.Context, subject string, data []byte) ([]*nats.Msg, error) {
+	inbox := s.nc.NewInbox()
+	sub, err := s.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := s.nc.PublishRequest(subject, inbox, data); err != nil {
+		return nil, err
+	}
+	var out []*nats.Msg
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+				return nil, nats.ErrTimeout
+			}
+			return nil, err
+		}
+		st := m.Header.Get("Status")
+		if len(m.Data) == 0 && st == "503" {
+			return nil, nats.ErrNoResponders
+		}
+		out = append(out, m)
+		if len(m.Data) == 0 && (st == "204" || st == "404" || (st != "" && st != "100")) {
+			return out, nil
+		}
+	}
+}
+
+// GetMany reads keys in as few round trips as the server allows (persist.Getter): values[i] is
+// nil for a key that is absent.
+func (s *Store) GetMany(keys [][]byte) ([][]byte, error) { return s.getMany("", keys, nil) }
+
+// getMany reads keys in partition tok ("": Options.Partition's): values[i] nil for an absent
+// key. A fenced view's own writes come from its cache.
+func (s *Store) getMany(tok string, keys [][]byte, v *View) ([][]byte, error) {
+	if !s.enter() {
+		return nil, persist.ErrClosed
+	}
+	defer s.calls.Done()
+	out := make([][]byte, len(keys))
+	subjects := make([]string, len(keys))
+	ask := map[*recStream][]string{}
+	for i, k := range keys {
+		subj, err := s.subject(tok, k)
+		if err != nil {
+			continue
+		}
+		if v != nil {
+			if r, ok := v.cached(subj); ok {
+				out[i] = r.value
+				continue
+			}
+		}
+		subjects[i] = subj
+		rs := s.streamOfSubject(subj)
+		ask[rs] = append(ask[rs], subj)
+	}
+	ctx, cancel := s.holdCtx()
+	defer cancel()
+	for rs, subs := range ask {
+		var floor uint64
+		anchor := ""
+		switch {
+		case !rs.replicated():
+		case v != nil && v.fence != nil:
+			var err error
+			if floor, err = v.readFloor(ctx); err != nil {
+				return nil, fmt.Errorf("natskv: get: %w", err)
+			}
+			anchor = v.fence.subjects[0]
+		default: // another node's writes: the leader's answers
+			got := map[string]record{}
+			for _, subj := range subs {
+				r, err := s.last(ctx, subj)
+				if err != nil {
+					return nil, fmt.Errorf("natskv: get: %w", err)
+				}
+				got[subj] = r
+			}
+			fill(out, subjects, got)
+			continue
+		}
+		got, err := s.multiLastFresh(ctx, rs, subs, floor, anchor)
+		if err != nil {
+			return nil, err
+		}
+		fill(out, subjects, got)
+	}
+	return out, nil
+}
+
+// fill sets out[i] to the value got holds for subjects[i], if live.
+func fill(out [][]byte, subjects []string, got map[string]record) {
+	for i, subj := range subjects {
+		if subj == "" {
+			continue
+		}
+		if r, ok := got[subj]; ok && !r.deleted {
+			out[i] = r.value
+		}
+	}
+}
+
+// multiLastFresh is multiLast that waits for a replica at or past floor (a follower catches up
+// within milliseconds), asking again for at most the store's Timeout.
+func (s *Store) multiLastFresh(ctx context.Context, rs *recStream, subjects []string, floor uint64, anchor string) (map[string]record, error) {
+	deadline := time.Now().Add(s.timeout)
+	wait := 2 * time.Millisecond
+	for {
+		got, err := rs.multiLast(ctx, subjects, floor, anchor)
+		if err != errStale {
+			if err != nil {
+				return nil, fmt.Errorf("natskv: get: %w", err)
+			}
+			return got, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("natskv: get: %w: the replicas did not catch up with the stream leader", domain.ErrStorageUnavailable)
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 100*time.Millisecond)
+	}
+}
+
+// leaderLast reads subject's last message from the stream leader (STREAM.MSG.GET), which has
+// applied every acknowledged commit; a replica answering a direct get may not have yet.
+func (rs *recStream) leaderLast(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	req, _ := json.Marshal(map[string]string{"last_by_subj": subject})
+	resp, err := rs.s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+rs.name, req)
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Error   *jetstream.APIError `json:"error"`
+		Message *struct {
+			Subject string    `json:"subject"`
+			Seq     uint64    `json:"seq"`
+			Header  []byte    `json:"hdrs"`
+			Data    []byte    `json:"data"`
+			Time    time.Time `json:"time"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return nil, err
+	}
+	if r.Error != nil {
+		if r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
+			return nil, jetstream.ErrMsgNotFound
+		}
+		return nil, r.Error
+	}
+	if r.Message == nil {
+		return nil, jetstream.ErrMsgNotFound
+	}
+	msg := &jetstream.RawStreamMsg{Subject: r.Message.Subject, Sequence: r.Message.Seq, Data: r.Message.Data, Time: r.Message.Time}
+	if len(r.Message.Header) > 0 {
+		if msg.Header, err = nats.DecodeHeadersMsg(r.Message.Header); err != nil {
+			return nil, err
+		}
+	}
+	return msg, nil
+}
+
+// leaderLastRouted is leaderLast, asked again while unrouted; nil (and no error) when no
+// message is under subject.
+func (rs *recStream) leaderLastRouted(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	var msg *jetstream.RawStreamMsg
+	err := rs.s.retryRead(ctx, func(ctx context.Context) (err error) {
+		msg, err = rs.leaderLast(ctx, subject)
+		return err
+	})
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	return msg, err
+}

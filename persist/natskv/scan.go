@@ -1,0 +1,248 @@
+package natskv
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/persist"
+)
+
+// scanPage is how many messages one direct batch get asks for.
+const scanPage = 512
+
+// pageMsg is one message of a scan's page.
+type pageMsg struct {
+	subject string
+	seq     uint64
+	time    time.Time
+	header  nats.Header
+	data    []byte
+}
+
+// Scan calls fn for every live key under prefix in key order. It reads each stream forward from
+// its first message with the prefix's subject filter, in pages, keeping each key's newest
+// message, then sorts: a key written during the scan is seen with its old or its new value
+// (never half of a commit: a page is read under the stream's isolation, and a commit's messages
+// all come after any page that read none of them); a key present throughout is always seen. It
+// holds the prefix's records in memory until fn has seen them (NATS keeps no subject order: a
+// record's place in a stream is where it was last written).
+func (s *Store) Scan(prefix []byte, fn func(key, value []byte) error) error {
+	return s.scan("*", prefix, fn)
+}
+
+// ScanSince is Scan of the records under prefix last written at or after since (by the NATS
+// server's clock), and only those, read from the first message at that time on (the stream's
+// time index): a history page reads the last hours of a user's messages, not the week
+// (persist.MessageLog). Records written before since may be left out.
+func (s *Store) ScanSince(prefix []byte, since time.Time, fn func(key, value []byte) error) error {
+	return s.scanSince("*", prefix, since, fn)
+}
+
+// scan is Scan in partition tok ("*": every partition; a key held by several is seen with the
+// newest of its live records: a session moved to another partition was written there before
+// its old partition's record was deleted, and that newer delete says nothing of the new one).
+func (s *Store) scan(tok string, prefix []byte, fn func(key, value []byte) error) error {
+	return s.scanSince(tok, prefix, time.Time{}, fn)
+}
+
+func (s *Store) scanSince(tok string, prefix []byte, since time.Time, fn func(key, value []byte) error) error {
+	if !s.enter() {
+		return persist.ErrClosed
+	}
+	defer s.calls.Done()
+	type found struct {
+		key  string
+		rec  record
+		time time.Time
+	}
+	// older: a was written before the message at t with sequence seq.
+	older := func(a found, t time.Time, seq uint64) bool {
+		return a.time.Before(t) || (a.time.Equal(t) && a.rec.seq < seq)
+	}
+	// Each key's newest record in each partition (the map's key: partition token, key).
+	keys := map[string]found{}
+	filter := s.filter(tok, prefix)
+	now := time.Now()
+	streams := s.streams
+	if tok != "*" {
+		streams = []*recStream{s.streamOfToken(tok)}
+	}
+	for _, rs := range streams {
+		err := rs.pages(filter, since, func(msg pageMsg) {
+			key, ok := s.keyOf(msg.subject)
+			if !ok || !hasPrefix(key, prefix) {
+				return
+			}
+			at := s.partitionOf(msg.subject) + "." + string(key)
+			if old, ok := keys[at]; !ok || older(old, msg.time, msg.seq) {
+				keys[at] = found{string(key), readRecord(msg.seq, msg.header, msg.data, now), msg.time}
+			}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	// Then each key's newest live record over the partitions.
+	byKey := make(map[string]found, len(keys))
+	for _, f := range keys {
+		if f.rec.deleted {
+			continue
+		}
+		if old, ok := byKey[f.key]; !ok || older(old, f.time, f.rec.seq) {
+			byKey[f.key] = f
+		}
+	}
+	live := make([]found, 0, len(byKey))
+	for _, f := range byKey {
+		live = append(live, f)
+	}
+	slices.SortFunc(live, func(a, b found) int { return cmp.Compare(a.key, b.key) })
+	for _, f := range live {
+		if err := fn([]byte(f.key), f.rec.value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func hasPrefix(key, prefix []byte) bool {
+	return len(key) >= len(prefix) && string(key[:len(prefix)]) == string(prefix)
+}
+
+// pages reads rs's messages under filter (from the first at or after since; zero: from the
+// first) in pages and gives each to visit, in stream order.
+//
+// Replicated: a direct get may be answered by a follower that has not applied the last
+// acknowledged commits (nats-server's direct get subscription is a queue group of every
+// replica), so a new owner of a partition scanning right after the old owner's last commits
+// could miss them. The scan asks the leader for the newest message under the filter (while
+// it reads the first pages: a partition's boot makes a dozen scans); a page is complete up to
+// its last message (a replica applies the stream in order), so a scan that ends before it saw
+// that newest message asks again from where it got to.
+func (rs *recStream) pages(filter string, since time.Time, visit func(pageMsg)) error {
+	s := rs.s
+	var leader chan error
+	var want uint64
+	if rs.replicated() {
+		leader = make(chan error, 1)
+		go func() {
+			ctx, cancel := s.holdCtx()
+			defer cancel()
+			msg, err := rs.leaderLastRouted(ctx, filter)
+			if err == nil {
+				want = math.MaxUint64 // no message under the filter: nothing to wait for
+				if msg != nil {
+					want = msg.Sequence
+				}
+			}
+			leader <- err
+		}()
+	}
+	awaitLeader := func() error {
+		if leader == nil {
+			return nil
+		}
+		err := <-leader
+		leader = nil
+		if err != nil {
+			return fmt.Errorf("natskv: scan: %w", unavailable(err))
+		}
+		return nil
+	}
+	defer func() {
+		if leader != nil {
+			<-leader
+		}
+	}()
+	began := time.Now()
+	var seen uint64
+	wait := 2 * time.Millisecond
+	seq := uint64(1)
+	from := since
+	for {
+		ctx, cancel := s.holdCtx()
+		msgs, pending, err := rs.scanPage(ctx, seq, from, filter)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("natskv: scan: %w", unavailable(err))
+		}
+		from = time.Time{}
+		for _, msg := range msgs {
+			seq, seen = msg.seq+1, max(seen, msg.seq)
+			visit(msg)
+		}
+		if len(msgs) > 0 && pending > 0 {
+			continue
+		}
+		if err := awaitLeader(); err != nil {
+			return err
+		}
+		if want == math.MaxUint64 || seen >= want {
+			return nil
+		}
+		// A follower behind answered. The newest message may also have gone meanwhile (a
+		// tombstone's TTL): the leader's answer again, never later than the first.
+		if time.Since(began) > s.timeout {
+			return fmt.Errorf("natskv: scan: %w: the replicas did not catch up with the stream leader", domain.ErrStorageUnavailable)
+		}
+		if seen == 0 && !since.IsZero() {
+			from = since
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 100*time.Millisecond)
+		if wait < 32*time.Millisecond {
+			continue // a replica a few milliseconds behind: read on
+		}
+		ctx, cancel = s.holdCtx()
+		msg, err := rs.leaderLastRouted(ctx, filter)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("natskv: scan: %w", unavailable(err))
+		}
+		if msg == nil {
+			return nil
+		}
+		want = min(want, msg.Sequence)
+	}
+}
+
+// scanPage reads one page of a scan with a direct batch get, from sequence seq, or from the
+// first message at or after from when it is not zero. pending is what the server counted after
+// the page's last message.
+func (rs *recStream) scanPage(ctx context.Context, seq uint64, from time.Time, filter string) (msgs []pageMsg, pending uint64, err error) {
+	err = rs.s.retryRead(ctx, func(ctx context.Context) error {
+		msgs, pending = msgs[:0], 0
+		opts := []jetstreamext.GetBatchOpt{jetstreamext.GetBatchSubject(filter)}
+		if from.IsZero() {
+			opts = append(opts, jetstreamext.GetBatchSeq(seq))
+		} else {
+			opts = append(opts, jetstreamext.GetBatchStartTime(from))
+		}
+		it, err := jetstreamext.GetBatch(ctx, rs.s.js, rs.name, scanPage, opts...)
+		if err != nil {
+			return err
+		}
+		for msg, err := range it {
+			if errors.Is(err, jetstreamext.ErrNoMessages) {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			pending, _ = strconv.ParseUint(msg.Header.Get("Nats-Num-Pending"), 10, 64)
+			msgs = append(msgs, pageMsg{subject: msg.Subject, seq: msg.Sequence, time: msg.Time, header: msg.Header, data: msg.Data})
+		}
+		return nil
+	})
+	return msgs, pending, err
+}
