@@ -124,6 +124,7 @@ deps:
 FUZZTIME ?= 60s
 fuzz:
 	$(GO) test -run XXX -fuzz FuzzRouteBodies -fuzztime $(FUZZTIME) -parallel 2 .
+	$(GO) test -run XXX -fuzz FuzzFastDecoders -fuzztime $(FUZZTIME) -parallel 2 ./httpapi
 
 # bench-cluster: a lone --store nats gateway, a 1-node and a 3-node cluster on one NATS server
 # and on three (R3), bench run's cases, the forwarding overhead and the hand-over times; writes

@@ -557,6 +557,7 @@ const (
 	targetWebhookFloor  = 0.5  // webhook end to end (sustained) over the floor
 	targetReadBare      = 0.9  // validate, client status over bare, both generators
 	targetFixedP99ms    = 20.0 // accept p99 at 50 % of the closed-loop peak, open loop
+	targetFixedP99Floor = 1.5  // the same p99 over the floor's at the same rate (issue 32)
 	targetFixedFraction = 0.5
 )
 
@@ -631,6 +632,15 @@ func checkTargets(rep *report) []targetCheck {
 	if r := find("fsync=batch", "send", 0, "fixed-rate"); r != nil {
 		add(targetCheck{Target: fmt.Sprintf("v1 send, fsync=batch: accept p99 < %.0f ms at %.0f req/s (open loop, %.0f s)", targetFixedP99ms, r.Gateway.TargetRPS, rep.rateSeconds()),
 			Got: r.Gateway.P99, Met: r.Gateway.P99 < targetFixedP99ms && r.Gateway.Missed == 0}, r)
+		if f := r.Floor; f != nil && f.P99 > 0 {
+			floorNote := ""
+			if f.Missed > 0 {
+				floorNote = fmt.Sprintf("; the floor left %d scheduled requests unsent: it cannot carry this rate, so this compares nothing", f.Missed)
+			}
+			add(targetCheck{Target: fmt.Sprintf("v1 send, fsync=batch: accept p99 at %.0f req/s (open loop, %.0f s) <= %.1f x the floor's at the same rate (%.3f ms%s)",
+				r.Gateway.TargetRPS, rep.rateSeconds(), targetFixedP99Floor, f.P99, floorNote),
+				Got: r.Gateway.P99 / f.P99, Met: r.Gateway.P99 <= targetFixedP99Floor*f.P99 && r.Gateway.Missed == 0 && f.Missed == 0}, r)
+		}
 	}
 	return out
 }

@@ -57,7 +57,12 @@ func (ms *Messages) BeginIdempotent(i Idem) (rec domain.IdemRecord, found bool, 
 		delete(x.inflight, id)
 		x.mu.Unlock()
 	}
-	rec, err = ms.msgs.outbox.Idem(id)
+	// A message carries its key's record (its id is derived from the key); a campaign's, and a
+	// message's of the older layout, are records of their own.
+	rec, err = ms.msgs.outbox.IdemOf(i.Derived())
+	if errors.Is(err, domain.ErrRecordNotFound) {
+		rec, err = ms.msgs.outbox.Idem(id)
+	}
 	switch {
 	case err == nil:
 		release()

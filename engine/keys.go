@@ -74,35 +74,33 @@ type keyEntry struct {
 }
 
 // keyIndex finds key actors by key id (the registry) and by the SHA-256 of the raw key
-// (byHash, guarded by the registry's mu).
+// (byHash: written under the registry's mu, read without it; every v1 call reads it, and an
+// RWMutex's reader count is one cache line every core writes).
 type keyIndex struct {
 	registry[string, *keyEntry]
-	byHash map[[sha256.Size]byte]*keyEntry
+	byHash sync.Map // [sha256.Size]byte → *keyEntry
 }
 
-func (x *keyIndex) init() {
-	x.registry.init()
-	x.byHash = map[[sha256.Size]byte]*keyEntry{}
-}
+func (x *keyIndex) init() { x.registry.init() }
 
 func (x *keyIndex) hash(h [sha256.Size]byte) *keyEntry {
-	x.mu.RLock()
-	e := x.byHash[h]
-	x.mu.RUnlock()
-	return e
+	if e, ok := x.byHash.Load(h); ok {
+		return e.(*keyEntry)
+	}
+	return nil
 }
 
 func (x *keyIndex) add(id string, e *keyEntry) {
 	x.mu.Lock()
 	x.byID[id] = e
-	x.byHash[e.hash] = e
+	x.byHash.Store(e.hash, e)
 	x.mu.Unlock()
 }
 
 func (x *keyIndex) remove(id string) {
 	x.mu.Lock()
 	if e := x.byID[id]; e != nil {
-		delete(x.byHash, e.hash)
+		x.byHash.CompareAndDelete(e.hash, e)
 		delete(x.byID, id)
 	}
 	x.mu.Unlock()

@@ -201,7 +201,11 @@ func (ms *Messages) release(id string, now time.Time) {
 	}
 	entry.SetStatus(domain.MsgQueued, now)
 	e.pub.publish(entry.UserID, messageEvent(entry, domain.MsgQueued, now))
-	e.hw.Send(ent.pid, &session.Enqueue{Entry: entry})
+	if entry.Waiting {
+		e.Routing.wait(entry) // until its contact writes (routing.go)
+		return
+	}
+	ent.queue.Push(entry)
 }
 
 // errCancelled is a cancelled message's outcome error: its allowance goes back.

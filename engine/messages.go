@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/gateway/gateway/actors/account"
-	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/domain"
 )
 
@@ -23,7 +22,8 @@ type SendRequest struct {
 	// number, a store event, an Idempotency-Key) makes the accept idempotent: a message that
 	// exists already is answered as it stands and not queued again.
 	Message domain.Message
-	// Idem, when IdemID is set, is committed with the outbox entry (Idempotency-Key).
+	// Idem, when IdemID is set, is committed with the outbox entry (Idempotency-Key): its body
+	// hash, in the message's one record (the message's id is the one derived from the key).
 	IdemID string
 	Idem   domain.IdemRecord
 	// Reserved: the caller holds this message's allowance already (a campaign's batch). When
@@ -55,6 +55,7 @@ type Messages struct {
 	lids         lidMap // the LIDs the network gave for numbers
 	renewMu      sync.Mutex
 	renewal      *time.Timer // the daily Renew of queued bodies (nil once stopped)
+	checkpoints  *time.Timer // the outbox's Checkpoint (nil once stopped)
 }
 
 // messages is the Messages facet's state: it accepts messages into the durable outbox, hands
@@ -196,10 +197,11 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 	entry.Transactional = r.Transactional
 	entry.LID = ms.lids.get(entry.Message.To)
 	way.apply(&entry)
+	idemHash := ""
 	if r.IdemID != "" {
-		r.Idem.MessageID = entry.ID
+		idemHash = r.Idem.BodyHash
 	}
-	if err := m.outbox.Accept(ctx, entry, r.IdemID, r.Idem); err != nil {
+	if err := m.outbox.Accept(ctx, &entry, idemHash); err != nil {
 		if r.Reserved == nil {
 			res.Release()
 		}
@@ -237,7 +239,7 @@ func (ms *Messages) enqueue(ent *sessionEntry, entry domain.OutboxEntry, res *Re
 		ms.e.Routing.wait(entry) // until its contact writes (routing.go)
 		return
 	}
-	ms.e.hw.Send(ent.pid, &session.Enqueue{Entry: entry})
+	ent.queue.Push(entry)
 }
 
 // track registers an accepted message's reservation (and a waiter); false when it was tracked
@@ -560,11 +562,31 @@ func (ms *Messages) recover() (int, error) {
 			e.Routing.wait(entry)
 			continue
 		}
-		e.hw.Send(ent.pid, &session.Enqueue{Entry: entry})
+		ent.queue.Push(entry)
 	}
+	ms.renewMu.Lock()
 	ms.renewal = time.AfterFunc(renewEvery, ms.renew)
+	ms.checkpoints = time.AfterFunc(checkpointEvery, ms.checkpoint)
+	ms.renewMu.Unlock()
 	return len(pending), nil
 }
+
+// checkpoint lets the outbox mark what is pending for long and move its checkpoint on, so a
+// boot reads the accepts of the last half minute or so, not of the day.
+func (ms *Messages) checkpoint() {
+	if err := ms.msgs.outbox.Checkpoint(); err != nil {
+		ms.e.log.Warn("outbox: checkpoint", "err", err)
+	}
+	ms.renewMu.Lock()
+	defer ms.renewMu.Unlock()
+	if ms.checkpoints != nil {
+		ms.checkpoints = time.AfterFunc(checkpointEvery, ms.checkpoint)
+	}
+}
+
+// checkpointEvery is how often the outbox's Checkpoint runs (persist.Outbox: a boot reads the
+// accepts since the last one, and those of its half minute before marking).
+const checkpointEvery = 5 * time.Second
 
 // renewEvery is how often the bodies of long-queued messages are renewed (persist keeps a body
 // two weeks from its last write and renews it when under ten days are left).
@@ -590,5 +612,9 @@ func (ms *Messages) stopRenewal() {
 	if ms.renewal != nil {
 		ms.renewal.Stop()
 		ms.renewal = nil
+	}
+	if ms.checkpoints != nil {
+		ms.checkpoints.Stop()
+		ms.checkpoints = nil
 	}
 }

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 
-	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/domain"
 )
 
@@ -67,7 +66,11 @@ func (ms *Messages) resume(e domain.OutboxEntry) {
 		return
 	}
 	ms.e.log.Warn("outbox: a message accepted by a commit that seemed to fail is queued now", "message_id", e.ID, "session_id", e.SessionID)
-	ms.e.hw.Send(ent.pid, &session.Enqueue{Entry: e})
+	if e.Waiting {
+		ms.e.Routing.wait(e) // until its contact writes (routing.go)
+		return
+	}
+	ent.queue.Push(e)
 }
 
 // tracked: the message is queued here or its outcome is being written (or was, a moment ago).

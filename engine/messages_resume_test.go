@@ -18,8 +18,8 @@ type lostAnswerOutbox struct {
 	lose atomic.Bool
 }
 
-func (o *lostAnswerOutbox) Accept(ctx context.Context, e domain.OutboxEntry, idemID string, rec domain.IdemRecord) error {
-	if err := o.Outbox.Accept(ctx, e, idemID, rec); err != nil {
+func (o *lostAnswerOutbox) Accept(ctx context.Context, e *domain.OutboxEntry, idemHash string) error {
+	if err := o.Outbox.Accept(ctx, e, idemHash); err != nil {
 		return err
 	}
 	if o.lose.Swap(false) {

@@ -84,11 +84,20 @@ type Protections interface {
 
 // Outbox is the durable outbox and the Idempotency-Keys' records (persist.Outbox).
 type Outbox interface {
-	Accept(ctx context.Context, e domain.OutboxEntry, idemID string, rec domain.IdemRecord) error
+	// Accept commits an accepted entry in one record, with the Idempotency-Key's body hash when
+	// idemHash is set (the entry's id is then the one derived from the key). It may move the
+	// entry's time up (a clock stepped back: see persist.Outbox).
+	Accept(ctx context.Context, e *domain.OutboxEntry, idemHash string) error
 	AcceptMany(ctx context.Context, es []domain.OutboxEntry) error
+	// Idem reads an idempotency record of its own (a campaign's); IdemOf the one a message
+	// carries (by the message's id).
 	Idem(idemID string) (domain.IdemRecord, error)
+	IdemOf(messageID string) (domain.IdemRecord, error)
 	Get(id string) (domain.OutboxEntry, error)
+	// Pending lists what is pending (boot), Checkpoint lets the next boot read less (every
+	// checkpointEvery).
 	Pending() ([]domain.OutboxEntry, error)
+	Checkpoint() error
 	// Renew writes again the bodies of messages queued long enough for them to near their
 	// expiry (run daily); it returns how many.
 	Renew() (int, error)
@@ -97,8 +106,8 @@ type Outbox interface {
 	Receipt(id string, c domain.StatusChange, done func(error))
 	// Flush waits for the background writes.
 	Flush()
-	// Requeue writes a queued message's body again (a waiting message released to the
-	// session its contact wrote to).
+	// Requeue writes a queued message's accept record again (a waiting message released to
+	// the session its contact wrote to).
 	Requeue(ctx context.Context, e domain.OutboxEntry) error
 }
 

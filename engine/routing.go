@@ -395,7 +395,7 @@ func (rt *Routing) contactWrote(st domain.Session, contact string) {
 			continue
 		}
 		rt.e.pub.publish(e.UserID, messageEvent(e, domain.MsgQueued, rt.e.now()))
-		rt.e.hw.Send(ent.pid, &session.Enqueue{Entry: e})
+		ent.queue.Push(e)
 	}
 }
 

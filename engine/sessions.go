@@ -41,6 +41,16 @@ func newSessions(e *Engine) *Sessions {
 // sessionEntry is one session's actor and the last view it published (session.Publisher).
 type sessionEntry struct {
 	actorRef[domain.Session]
+	// queue is the session's delivery queue: accepted messages are pushed into it (no actor
+	// message), and its depth and oldest entry are read from it (the view's Queue is stale).
+	queue *session.Queue
+}
+
+// state is the session's view with its queue's counters laid over it.
+func (ent *sessionEntry) state() domain.Session {
+	st := *ent.view.Load()
+	st.Queue = ent.queue.Stats()
+	return st
 }
 
 // sessionIndex finds session actors by id (the registry) and a user's sessions (byUser,
@@ -49,11 +59,36 @@ type sessionIndex struct {
 	registry[string, *sessionEntry]
 	assignMu sync.Mutex          // serialises assignments (read the owner, ask the actor, move the index)
 	byUser   map[string][]string // user id → session ids, most recently assigned last
+	userOf   map[string]string   // session id → the user whose byUser lists it
+	// last: user id → the entry of the last of byUser's ids, read without the lock by
+	// defaultOf (every send and status read asks it; an RWMutex's reader count is one cache
+	// line every core writes). Kept by whatever changes byUser or byID, under mu.
+	last sync.Map
 }
 
 func (x *sessionIndex) init() {
 	x.registry.init()
 	x.byUser = map[string][]string{}
+	x.userOf = map[string]string{}
+}
+
+// refresh sets uid's last entry. Called with mu held.
+func (x *sessionIndex) refresh(uid string) {
+	if ids := x.byUser[uid]; len(ids) > 0 && x.byID[ids[len(ids)-1]] != nil {
+		x.last.Store(uid, x.byID[ids[len(ids)-1]])
+	} else {
+		x.last.Delete(uid)
+	}
+}
+
+// put makes e id's entry.
+func (x *sessionIndex) put(id string, e *sessionEntry) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.byID[id] = e
+	if uid, ok := x.userOf[id]; ok {
+		x.refresh(uid)
+	}
 }
 
 // assign moves a session to a user (from whoever had it).
@@ -62,9 +97,13 @@ func (x *sessionIndex) assign(id, from, to string) {
 	defer x.mu.Unlock()
 	if from != "" {
 		x.byUser[from] = slices.DeleteFunc(x.byUser[from], func(s string) bool { return s == id })
+		delete(x.userOf, id)
+		x.refresh(from)
 	}
 	if to != "" {
 		x.byUser[to] = append(slices.DeleteFunc(x.byUser[to], func(s string) bool { return s == id }), id)
+		x.userOf[id] = to
+		x.refresh(to)
 	}
 }
 
@@ -75,12 +114,21 @@ func (x *sessionIndex) defaultOf(uid string) *sessionEntry { return x.lastOf(uid
 // cloudOf is the user's cloud session (the one assigned last), nil when none.
 func (x *sessionIndex) cloudOf(uid string) *sessionEntry { return x.lastOf(uid, true) }
 
+// lastOf is the user's session of that kind assigned last: the last entry, read without the
+// lock, when it is of that kind (a user with one session: every send), else the last one of
+// byUser's that is.
 func (x *sessionIndex) lastOf(uid string, cloud bool) *sessionEntry {
+	// The published view is the truth about ownership: the index may lag a reassignment.
+	if v, ok := x.last.Load(uid); ok {
+		e := v.(*sessionEntry)
+		if st := e.view.Load(); st.AssignedTo == uid && st.IsCloud() == cloud {
+			return e
+		}
+	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	ids := x.byUser[uid]
 	for i := len(ids) - 1; i >= 0; i-- {
-		// The published view is the truth about ownership: the index may lag a reassignment.
 		if e := x.byID[ids[i]]; e != nil {
 			if v := e.view.Load(); v.AssignedTo == uid && v.IsCloud() == cloud {
 				return e
@@ -97,7 +145,12 @@ func (x *sessionIndex) remove(id, owner string) {
 	delete(x.byID, id)
 	if owner != "" {
 		x.byUser[owner] = slices.DeleteFunc(x.byUser[owner], func(s string) bool { return s == id })
+		x.refresh(owner)
 	}
+	if uid, ok := x.userOf[id]; ok && uid != owner {
+		x.refresh(uid)
+	}
+	delete(x.userOf, id)
 }
 
 func (s *Sessions) boot() (int, error) {
@@ -139,7 +192,7 @@ func (s *Sessions) spawn(st domain.Session) *sessionEntry {
 // spawnDelayed spawns a session actor whose first reconnect (a linked session) waits
 // connectDelay.
 func (s *Sessions) spawnDelayed(st domain.Session, connectDelay time.Duration) *sessionEntry {
-	ent := &sessionEntry{}
+	ent := &sessionEntry{queue: session.NewQueue()}
 	view := st
 	ent.view.Store(&view)
 	deps := session.Deps{
@@ -153,6 +206,7 @@ func (s *Sessions) spawnDelayed(st domain.Session, connectDelay time.Duration) *
 		Records:      s.records,
 		Pacing:       s.pacingOf(st.AssignedTo),
 		SendTimeout:  s.e.cfg.SendTimeout,
+		Queue:        ent.queue,
 	}
 	if st.IsCloud() {
 		s.e.Cloud.deps(st, &deps)
@@ -200,7 +254,7 @@ type SessionView struct {
 }
 
 func (s *Sessions) view(ent *sessionEntry) SessionView {
-	st := *ent.view.Load()
+	st := ent.state()
 	v := SessionView{Session: st}
 	if st.AssignedTo != "" {
 		v.ClientName = s.e.Users.clientName(st.AssignedTo)
@@ -385,7 +439,7 @@ func (s *Sessions) Delete(ctx context.Context, id string) error {
 	if err := s.close(ctx, ent, domain.ErrSessionDeleted); err != nil {
 		return err
 	}
-	depth := ent.view.Load().Queue.Depth
+	depth := ent.queue.Stats().Depth
 	<-s.e.hw.Poison(ent.pid).Done()
 	if err := s.table.DeleteSession(ctx, id); err != nil {
 		return fmt.Errorf("%w: delete session: %w", domain.ErrUnavailable, err)

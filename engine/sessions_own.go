@@ -17,7 +17,7 @@ func (s *Sessions) Status(uid string) domain.Session {
 	if ent == nil {
 		return domain.Session{Status: domain.StatusNotCreated}
 	}
-	st := *ent.view.Load()
+	st := ent.state()
 	st.Status = st.ClientStatus()
 	return st
 }

@@ -30,15 +30,17 @@ type Principal struct {
 // through to storage), authentication of ID-token callers, the admin's user management, and
 // each user's plan.
 type Users struct {
-	e      *Engine
-	mu     sync.RWMutex
-	byID   map[string]domain.User
+	e *Engine
+	// byID: uid → *domain.User (never changed once stored: a change stores a new one). A
+	// sync.Map: every authenticated request reads it, and an RWMutex's reader count is one
+	// cache line all cores write (profiled on client status, issue 32).
+	byID   sync.Map
 	admins map[string]bool // --admin-uids
 	create sync.Mutex      // serialises first-call profile creation
 }
 
 func newUsers(e *Engine, adminUIDs []string) *Users {
-	us := &Users{e: e, byID: map[string]domain.User{}, admins: map[string]bool{}}
+	us := &Users{e: e, admins: map[string]bool{}}
 	for _, uid := range adminUIDs {
 		if uid = strings.TrimSpace(uid); uid != "" {
 			us.admins[uid] = true
@@ -61,16 +63,15 @@ func (us *Users) boot() (int, error) {
 
 // lookup returns a profile from the directory.
 func (us *Users) lookup(id string) (domain.User, bool) {
-	us.mu.RLock()
-	u, ok := us.byID[id]
-	us.mu.RUnlock()
-	return u, ok
+	v, ok := us.byID.Load(id)
+	if !ok {
+		return domain.User{}, false
+	}
+	return *v.(*domain.User), true
 }
 
 func (us *Users) put(u domain.User) {
-	us.mu.Lock()
-	us.byID[u.ID] = u
-	us.mu.Unlock()
+	us.byID.Store(u.ID, &u)
 }
 
 // Authenticate returns the caller's profile, creating it on the first authenticated call, with
@@ -123,12 +124,11 @@ func (us *Users) Get(id string) (domain.User, error) {
 
 // List lists every profile by id.
 func (us *Users) List() []domain.User {
-	us.mu.RLock()
-	out := make([]domain.User, 0, len(us.byID))
-	for _, u := range us.byID {
-		out = append(out, u)
-	}
-	us.mu.RUnlock()
+	var out []domain.User
+	us.byID.Range(func(_, v any) bool {
+		out = append(out, *v.(*domain.User))
+		return true
+	})
 	SortUsers(out)
 	return out
 }

@@ -49,12 +49,18 @@ const (
 	// accessMaxQueued bounds the queue when the output cannot keep up (a blocked pipe):
 	// further records are dropped and counted, never waited for.
 	accessMaxQueued = 1 << 16
+	// accessWriteChunk: a write holds whole lines, about this much (a busy second's batch of
+	// 20 ms is some hundred lines).
+	accessWriteChunk = 256 << 10
 )
 
 // accessRecord is what a request leaves for the access log.
 type accessRecord struct {
-	at       time.Time
+	at time.Time
+	// id is the caller's request id; else it is the server's prefix and seq (appendRequestID),
+	// formatted here and not on the request's path.
 	id       string
+	seq      uint64
 	method   string
 	route    string
 	status   int
@@ -66,6 +72,7 @@ type accessRecord struct {
 type accessLog struct {
 	cfg    AccessLogConfig
 	prefix []byte // the attrs, formatted once
+	reqPfx string // the server's request id prefix (Server.reqPfx)
 
 	mu      sync.Mutex
 	queue   []accessRecord
@@ -80,10 +87,12 @@ type accessLog struct {
 	loc     *time.Location
 	secText []byte
 	zone    []byte
+	idBuf   []byte
 }
 
-func newAccessLog(cfg AccessLogConfig) *accessLog {
-	l := &accessLog{cfg: cfg, wake: make(chan struct{}, 1), done: make(chan struct{})}
+// newAccessLog starts the access log of a server whose request ids start with reqPfx.
+func newAccessLog(cfg AccessLogConfig, reqPfx string) *accessLog {
+	l := &accessLog{cfg: cfg, reqPfx: reqPfx, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	for _, a := range cfg.Attrs {
 		l.prefix = l.appendAttr(l.prefix, a[0], a[1])
 	}
@@ -133,12 +142,17 @@ func (l *accessLog) flush() {
 	b := l.buf[:0]
 	for i := range batch {
 		b = l.appendLine(b, &batch[i])
+		if len(b) >= accessWriteChunk {
+			// A large batch goes out in chunks: the buffer stays one size, never regrown.
+			_, _ = l.cfg.Output.Write(b) // nowhere to report a failed log write
+			b = b[:0]
+		}
 	}
 	if dropped > 0 {
 		b = l.appendNotice(b, dropped)
 	}
 	if len(b) > 0 {
-		_, _ = l.cfg.Output.Write(b) // nowhere to report a failed log write
+		_, _ = l.cfg.Output.Write(b)
 	}
 	clear(batch)
 	l.mu.Lock()
@@ -167,7 +181,12 @@ func (l *accessLog) close() {
 func (l *accessLog) appendLine(b []byte, r *accessRecord) []byte {
 	b = l.appendHead(b, r.at, "request")
 	b = append(b, l.prefix...)
-	b = l.appendAttr(b, "request_id", r.id)
+	id := r.id
+	if id == "" && l.reqPfx != "" {
+		l.idBuf = appendRequestID(l.idBuf[:0], l.reqPfx, r.seq)
+		id = string(l.idBuf)
+	}
+	b = l.appendAttr(b, "request_id", id)
 	b = l.appendAttr(b, "method", r.method)
 	b = l.appendAttr(b, "route", r.route)
 	b = l.appendKey(b, "status")

@@ -66,7 +66,7 @@ func TestAccessLogLinesAreSlogs(t *testing.T) {
 	}
 	for _, text := range []bool{false, true} {
 		out := &syncBuffer{}
-		l := newAccessLog(AccessLogConfig{Output: out, Text: text, Attrs: [][2]string{{"component", "http"}}})
+		l := newAccessLog(AccessLogConfig{Output: out, Text: text, Attrs: [][2]string{{"component", "http"}}}, "")
 		for _, r := range records {
 			l.add(r)
 		}
@@ -116,7 +116,7 @@ func (w *blockedWriter) Write(p []byte) (int, error) {
 // one write; close writes what is left.
 func TestAccessLogNeverBlocksARequest(t *testing.T) {
 	out := &blockedWriter{release: make(chan struct{})}
-	l := newAccessLog(AccessLogConfig{Output: out})
+	l := newAccessLog(AccessLogConfig{Output: out}, "")
 	r := accessRecord{at: time.Now(), id: "x", method: "GET", route: "/", status: 200, remote: net.IPv4(127, 0, 0, 1)}
 	start := time.Now()
 	const n = 3 * accessMaxQueued
@@ -152,7 +152,7 @@ func TestAccessLogNeverBlocksARequest(t *testing.T) {
 	if requests < accessMaxQueued || requests >= n || dropped == "" {
 		t.Fatalf("%d request lines, dropped %q (of %d)", requests, dropped, n)
 	}
-	if out.writes > 4 {
+	if out.writes > 4+len(lines)/1000 { // writes of accessWriteChunk: over a thousand lines each
 		t.Fatalf("%d writes for %d lines", out.writes, len(lines))
 	}
 	l.add(r) // after close: dropped, no panic
@@ -174,7 +174,7 @@ func TestAccessLogThroughARoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &Server{cfg: Config{LogRequests: true, BodyLimit: 1 << 20}, log: slog.New(slog.DiscardHandler), router: router.New(), metrics: metrics,
-		reqPfx: "test", access: newAccessLog(AccessLogConfig{Output: out, Attrs: [][2]string{{"component", "http"}}})}
+		reqPfx: "test", access: newAccessLog(AccessLogConfig{Output: out, Attrs: [][2]string{{"component", "http"}}}, "test")}
 	s.route("GET", "/things/{id}", 0, here, func(ctx *fasthttp.RequestCtx) error {
 		ctx.SetStatusCode(204)
 		return nil
@@ -220,7 +220,7 @@ func BenchmarkAccessLog(b *testing.B) {
 			switch mode {
 			case "batched":
 				s.cfg.LogRequests = true
-				s.access = newAccessLog(AccessLogConfig{Output: devNull, Attrs: [][2]string{{"component", "http"}}})
+				s.access = newAccessLog(AccessLogConfig{Output: devNull, Attrs: [][2]string{{"component", "http"}}}, s.reqPfx)
 			case "slog":
 				s.cfg.LogRequests = true
 			}

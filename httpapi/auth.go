@@ -93,7 +93,7 @@ func (s *Server) verify(ctx *fasthttp.RequestCtx) (identity.Claims, error) {
 	if len(tok) == 0 {
 		return identity.Claims{}, errNoCredentials
 	}
-	c, err := s.cfg.Verifier.Verify(s.reqContext(ctx), string(tok))
+	c, err := s.cfg.Verifier.VerifyBytes(s.reqContext(ctx), tok)
 	if err != nil {
 		return identity.Claims{}, s.tokenRefused(ctx, err)
 	}

@@ -55,6 +55,16 @@ func (s *Server) readBody(ctx *fasthttp.RequestCtx) error {
 	switch n := ctx.Request.Header.ContentLength(); {
 	case n > limit:
 		return fmt.Errorf("%w: the limit is %d bytes", errBodyTooLarge, limit)
+	case n >= 0 && n <= bodyBlock:
+		// Read into a pooled block and copied into the request's own (pooled) body buffer: no
+		// allocation per request.
+		bp := bodyBlocks.Get().(*[]byte)
+		defer bodyBlocks.Put(bp)
+		if _, err := io.ReadFull(stream, (*bp)[:n]); err != nil {
+			return fmt.Errorf("%w: %w", errBodyRead, err)
+		}
+		ctx.Request.SetBody((*bp)[:n])
+		return nil
 	case n >= 0:
 		body = make([]byte, n)
 		if _, err := io.ReadFull(stream, body); err != nil {

@@ -291,8 +291,8 @@ func (s *Server) envelope(ctx *fasthttp.RequestCtx, route string, who *principal
 			env.Header = append(env.Header, cluster.Header{Name: name, Value: string(v)})
 		}
 	}
-	if id, ok := ctx.UserValue(ctxRequestID).(string); ok {
-		env.Header = append(env.Header, cluster.Header{Name: "X-Request-Id", Value: id})
+	if clientRequestID(ctx) == nil { // a caller's own id is among the headers above
+		env.Header = append(env.Header, cluster.Header{Name: requestIDHeader, Value: s.requestID(ctx)})
 	}
 	return env
 }

@@ -115,8 +115,9 @@ func messageID(ctx *fasthttp.RequestCtx) string {
 }
 
 type editRequest struct {
-	Message *string `json:"message"`
-	Text    *string `json:"text"`
+	Message       *string `json:"message"`
+	Text          *string `json:"text"`
+	message, text string  // what Message and Text point to, when the fast decoder read them
 }
 
 // v1Edit is POST /api/v1/messages/{id}/edit (scope send_text): a text the key's owner sent,
@@ -124,7 +125,7 @@ type editRequest struct {
 func (s *Server) v1Edit(ctx *fasthttp.RequestCtx) error {
 	return s.v1Post(ctx, engine.ScopeText, func(key domain.Grant, idem *engine.Idem) error {
 		var req editRequest
-		if err := bind(ctx, &req); err != nil {
+		if err := decodeEdit(ctx, &req); err != nil {
 			return err
 		}
 		if req.Message == nil {

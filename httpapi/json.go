@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
@@ -69,11 +70,18 @@ type timestamp time.Time
 const tsLayout = "2006-01-02T15:04:05.000Z07:00"
 
 func (t timestamp) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, len(tsLayout)+2)
-	b = append(b, '"')
-	b = time.Time(t).UTC().AppendFormat(b, tsLayout)
-	return append(b, '"'), nil
+	return appendTimestamp(make([]byte, 0, len(tsLayout)+2), time.Time(t)), nil
 }
+
+// appendTimestamp appends t as a JSON timestamp (its string, quoted).
+func appendTimestamp(b []byte, t time.Time) []byte {
+	b = append(b, '"')
+	b = t.UTC().AppendFormat(b, tsLayout)
+	return append(b, '"')
+}
+
+// unsafeBytes is s's bytes, for a callee that only reads them and keeps nothing.
+func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // tsPtr is a timestamp that may be null.
 func tsPtr(t *time.Time) *timestamp {

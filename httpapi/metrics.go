@@ -3,6 +3,7 @@ package httpapi
 import (
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,6 +77,8 @@ type routeMetrics struct {
 	latency  prometheus.Observer
 	mu       sync.RWMutex
 	byStatus map[int]prometheus.Counter
+	// ok is byStatus[200] once made: the common answer counted without the lock.
+	ok atomic.Pointer[prometheus.Counter]
 }
 
 func (m *httpMetrics) route(name string) *routeMetrics {
@@ -84,6 +87,10 @@ func (m *httpMetrics) route(name string) *routeMetrics {
 
 func (r *routeMetrics) observe(status int, d time.Duration) {
 	r.latency.Observe(d.Seconds())
+	if c := r.ok.Load(); c != nil && status == 200 {
+		(*c).Inc()
+		return
+	}
 	r.mu.RLock()
 	c := r.byStatus[status]
 	r.mu.RUnlock()
@@ -92,6 +99,9 @@ func (r *routeMetrics) observe(status int, d time.Duration) {
 		r.mu.Lock()
 		r.byStatus[status] = c
 		r.mu.Unlock()
+	}
+	if status == 200 {
+		r.ok.Store(&c)
 	}
 	c.Inc()
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -44,10 +45,13 @@ func newGuessLimitsOf(burst, rate float64) *guessLimits {
 }
 
 // allow says whether key has a failure left to spend.
-func (g *guessLimits) allow(key string) bool {
+func (g *guessLimits) allow(key string) bool { return g.allowBytes(unsafeBytes(key)) }
+
+// allowBytes is allow of a key in bytes (looked up without a copy).
+func (g *guessLimits) allowBytes(key []byte) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	b, ok := g.buckets[key]
+	b, ok := g.buckets[string(key)]
 	if !ok {
 		return true
 	}
@@ -91,10 +95,11 @@ func (g *guessLimits) sweep() {
 
 // limitGuesses refuses a caller (by key) that spent its failures, and charges a failure for
 // every 401, 403 or 404 the handler answers (a wrong key or signature, an unknown store).
-func (s *Server) limitGuesses(key func(*fasthttp.RequestCtx) string, h handler) handler {
+func (s *Server) limitGuesses(key guessKey, h handler) handler {
 	return func(ctx *fasthttp.RequestCtx) error {
-		k := key(ctx)
-		if !s.guesses.allow(k) {
+		var buf [128]byte
+		kb := key.append(buf[:0], ctx)
+		if !s.guesses.allowBytes(kb) {
 			return errTooManyAttempts
 		}
 		err := h(ctx)
@@ -104,22 +109,36 @@ func (s *Server) limitGuesses(key func(*fasthttp.RequestCtx) string, h handler) 
 		}
 		switch status {
 		case fasthttp.StatusUnauthorized, fasthttp.StatusForbidden, fasthttp.StatusNotFound:
-			s.guesses.fail(k)
+			s.guesses.fail(string(kb))
 		}
 		return err
 	}
 }
 
-// byClient keys guesses by the peer address.
-func byClient(prefix string) func(*fasthttp.RequestCtx) string {
-	return func(ctx *fasthttp.RequestCtx) string { return prefix + ctx.RemoteIP().String() }
+// guessKey says whom a guess is charged to: the peer address under a prefix, or the shop a
+// webhook claims to come from. A value, not a func: a static call lets the key's buffer stay
+// on the stack.
+type guessKey struct {
+	prefix string
+	shop   bool
 }
 
+// byClient keys guesses by the peer address.
+func byClient(prefix string) guessKey { return guessKey{prefix: prefix} }
+
 // byShop keys webhook signature guesses by the shop they claim to come from.
-func byShop(ctx *fasthttp.RequestCtx) string {
-	args := ctx.QueryArgs()
-	w := engine.Webhook{UID: args.Peek("uid"), Shop: args.Peek("shop"), Header: &ctx.Request.Header}
-	return "webhook:" + strings.ToLower(string(w.ClaimedShop()))
+var byShop = guessKey{prefix: "webhook:", shop: true}
+
+// append appends the request's key to b.
+func (k guessKey) append(b []byte, ctx *fasthttp.RequestCtx) []byte {
+	b = append(b, k.prefix...)
+	if k.shop {
+		args := ctx.QueryArgs()
+		w := engine.Webhook{UID: args.Peek("uid"), Shop: args.Peek("shop"), Header: &ctx.Request.Header}
+		return append(b, strings.ToLower(string(w.ClaimedShop()))...)
+	}
+	ip, _ := netip.AddrFromSlice(ctx.RemoteIP())
+	return ip.Unmap().AppendTo(b)
 }
 
 // cors answers preflight requests and adds the CORS headers for the allowed origins.

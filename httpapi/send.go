@@ -107,7 +107,7 @@ func (s *Server) replayMessage(ctx *fasthttp.RequestCtx, uid string, rec domain.
 // scope); a body that does not parse is answered once the key is.
 func (s *Server) v1Send(ctx *fasthttp.RequestCtx) error {
 	var req messageRequest
-	perr := decodeBody(ctx, &req)
+	perr := decodeMessage(ctx, &req)
 	scope := engine.ScopeText
 	if perr == nil && domain.Kind(req.Type).Media() {
 		scope = engine.ScopeMedia
@@ -129,11 +129,12 @@ func (s *Server) v1Send(ctx *fasthttp.RequestCtx) error {
 }
 
 type sendImageRequest struct {
-	To        *string `json:"to"`
-	Image     *string `json:"image"`
-	Caption   string  `json:"caption"`
-	FileName  string  `json:"fileName"`
-	SessionID string  `json:"session_id"`
+	To                *string `json:"to"`
+	Image             *string `json:"image"`
+	Caption           string  `json:"caption"`
+	FileName          string  `json:"fileName"`
+	SessionID         string  `json:"session_id"`
+	to, image, sendAt string  // what To, Image and SendAt point to, when the fast decoder read them
 	sendOptions
 }
 
@@ -141,7 +142,7 @@ type sendImageRequest struct {
 func (s *Server) v1SendImage(ctx *fasthttp.RequestCtx) error {
 	return s.v1Post(ctx, engine.ScopeMedia, func(key domain.Grant, idem *engine.Idem) error {
 		var req sendImageRequest
-		if err := bind(ctx, &req); err != nil {
+		if err := decodeSendImage(ctx, &req); err != nil {
 			return err
 		}
 		to, err := requirePhone("to", req.To)
@@ -214,6 +215,8 @@ type messageRequest struct {
 	SessionID string `json:"session_id"`
 	// Send later, and to a phone that opted out (DESIGN.md section 18).
 	sendOptions
+	// vals: what the optional fields point to when the fast decoder read them (fastjson.go).
+	vals messageVals
 }
 
 // Limits of a poll and a reaction's emoji.
@@ -225,7 +228,7 @@ const (
 // clientSend is POST /api/client/send: every message kind from the dashboard.
 func (s *Server) clientSend(ctx *fasthttp.RequestCtx, u domain.User) error {
 	var req messageRequest
-	if err := bind(ctx, &req); err != nil {
+	if err := decodeMessage(ctx, &req); err != nil {
 		return err
 	}
 	msg, err := s.messageOf(ctx, req, "text", "fileUrl")

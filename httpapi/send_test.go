@@ -7,6 +7,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/engine"
 )
 
 // The send's answer, written by hand, is byte for byte what writeJSON writes for it, whatever
@@ -48,4 +49,37 @@ func BenchmarkSentAnswer(b *testing.B) {
 			writeSent(&ctx, e)
 		}
 	})
+}
+
+// The validate and status answers written by hand are byte for byte writeJSON's.
+func TestValidAndStatusAnswersAreWriteJSONs(t *testing.T) {
+	exp := time.Date(2027, 1, 2, 3, 4, 5, 6e6, time.FixedZone("y", -7200))
+	for _, v := range []engine.KeyView{
+		{Grant: domain.Grant{Key: domain.APIKey{ID: "k1", Name: "shop \"one\"", UserID: "u1", CreatedAt: time.Date(2026, 11, 26, 19, 30, 1, 123e6, time.UTC), Scopes: []string{"send_text", "send_media"}}}, ClientName: "Ann <b>\u2028"},
+		{Grant: domain.Grant{Key: domain.APIKey{ID: "k2", ExpiresAt: &exp}}},
+		{},
+	} {
+		var want, got fasthttp.RequestCtx
+		k := v.Key
+		created := timestamp(k.CreatedAt)
+		writeJSON(&want, fasthttp.StatusOK, validateJSON{Valid: true, ID: k.ID, Name: k.Name, UserID: k.UserID, ClientName: v.ClientName,
+			CreatedAt: &created, ExpiresAt: tsPtr(k.ExpiresAt), Scopes: k.Scopes})
+		writeValid(&got, v)
+		if string(got.Response.Body()) != string(want.Response.Body()) || got.Response.StatusCode() != 200 ||
+			string(got.Response.Header.ContentType()) != string(want.Response.Header.ContentType()) {
+			t.Errorf("validate by hand:\n%s\nwriteJSON:\n%s", got.Response.Body(), want.Response.Body())
+		}
+	}
+	for _, st := range []domain.Session{
+		{Status: domain.StatusNotCreated},
+		{ID: "s1", Status: domain.StatusConnected, Phone: "447700900001", StatusReason: "ignored when connected", Queue: domain.QueueStats{Depth: 3, OldestAt: 1764000000123}},
+		{ID: "s\"2", Status: "DISCONNECTED", StatusReason: "banned", Until: exp, TimelockUntil: exp.Add(time.Hour), LogoutAt: exp.Add(2 * time.Hour)},
+	} {
+		var want, got fasthttp.RequestCtx
+		writeJSON(&want, fasthttp.StatusOK, statusOfSession(st))
+		writeStatus(&got, st)
+		if string(got.Response.Body()) != string(want.Response.Body()) || got.Response.StatusCode() != 200 {
+			t.Errorf("status by hand:\n%s\nwriteJSON:\n%s", got.Response.Body(), want.Response.Body())
+		}
+	}
 }

@@ -36,7 +36,9 @@ import (
 
 // TokenVerifier verifies ID tokens (identity.Verifier in both auth modes).
 type TokenVerifier interface {
-	Verify(ctx context.Context, raw string) (identity.Claims, error)
+	// VerifyBytes verifies a token held in a request's header: it reads the bytes during the
+	// call and keeps nothing of them.
+	VerifyBytes(ctx context.Context, raw []byte) (identity.Claims, error)
 }
 
 // Interface guards.
@@ -104,7 +106,6 @@ type Server struct {
 	ecom    *ecomMetrics
 	media   *mediaFetcher
 	ready   atomic.Bool
-	reqSeq  atomic.Uint64
 	reqPfx  string
 	// base is the parent of every request's context, cancelled once the server has shut down.
 	base       context.Context
@@ -134,9 +135,8 @@ type Server struct {
 }
 
 const (
-	ctxRoute     = "route"
-	ctxGrant     = "api_key_grant"
-	ctxRequestID = "request_id"
+	ctxRoute = "route"
+	ctxGrant = "api_key_grant"
 )
 
 // New builds the server and its routes.
@@ -166,7 +166,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	switch {
 	case cfg.LogRequests && cfg.AccessLog.Output != nil:
-		s.access = newAccessLog(cfg.AccessLog)
+		s.access = newAccessLog(cfg.AccessLog, s.reqPfx)
 	case cfg.LogRequests && !cfg.Logger.Enabled(context.Background(), slog.LevelInfo):
 		s.cfg.LogRequests = false // the logger would drop every line
 	}
@@ -284,14 +284,8 @@ func (s *Server) reqContext(ctx *fasthttp.RequestCtx) context.Context {
 	if fc, ok := ctx.UserValue(ctxForwarded).(context.Context); ok {
 		base = fc
 	}
-	if id, ok := ctx.UserValue(ctxRequestID).(string); ok {
-		return context.WithValue(base, requestIDKey{}, id)
-	}
 	return base
 }
-
-// requestIDKey is the context key of the request id.
-type requestIDKey struct{}
 
 // handler is a route's handler, like caddy's Handler: it writes its response and returns nil,
 // or returns an error without writing a body (route drops any it began; headers it set, such
@@ -332,12 +326,12 @@ func (s *Server) handle(method, path string, limit int, part *partitionOf, h han
 	m := s.metrics.route(method + " " + path)
 	s.router.Handle(method, path, func(ctx *fasthttp.RequestCtx) {
 		start := time.Now()
-		s.requestID(ctx)
+		s.markRequest(ctx)
 		defer func() {
 			if v := recover(); v != nil {
 				s.reqLog(ctx).Error("panic in handler", "route", path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 				ctx.Response.Reset()
-				s.requestID(ctx)
+				s.markRequest(ctx)
 				s.writeError(ctx, fmt.Errorf("panic: %v", v))
 			}
 			status := ctx.Response.StatusCode()
@@ -345,10 +339,13 @@ func (s *Server) handle(method, path string, limit int, part *partitionOf, h han
 			m.observe(status, took)
 			switch {
 			case s.access != nil:
-				id, _ := ctx.UserValue(ctxRequestID).(string)
-				s.access.add(accessRecord{at: start.Add(took), id: id, method: method, route: path, status: status, duration: took, remote: ctx.RemoteIP()})
+				r := accessRecord{at: start.Add(took), seq: ctx.ID(), method: method, route: path, status: status, duration: took, remote: ctx.RemoteIP()}
+				if id := clientRequestID(ctx); id != nil {
+					r.id = string(id)
+				}
+				s.access.add(r)
 			case s.cfg.LogRequests:
-				s.log.Info("request", "request_id", ctx.UserValue(ctxRequestID), "method", method, "route", path,
+				s.log.Info("request", "request_id", s.requestID(ctx), "method", method, "route", path,
 					"status", status, "duration_ms", float64(took.Microseconds())/1000, "remote", ctx.RemoteIP().String())
 			}
 		}()
@@ -369,27 +366,47 @@ func (s *Server) handle(method, path string, limit int, part *partitionOf, h han
 	})
 }
 
-// requestID takes the caller's X-Request-Id when it is sane, else makes one, and echoes it.
+// requestID is the request's id: the caller's X-Request-Id when it is sane, else this server's
+// prefix and the request's number (ctx.ID(): unique in this process); it is echoed in the
+// response (markRequest).
 func (s *Server) requestID(ctx *fasthttp.RequestCtx) string {
-	if v, ok := ctx.UserValue(ctxRequestID).(string); ok {
-		ctx.Response.Header.Set("X-Request-Id", v)
-		return v
+	s.markRequest(ctx)
+	return string(ctx.Response.Header.Peek(requestIDHeader))
+}
+
+const requestIDHeader = "X-Request-Id"
+
+// markRequest echoes the request's id in the response, without an allocation (every request
+// does it). It stores nothing: the id follows from the request.
+func (s *Server) markRequest(ctx *fasthttp.RequestCtx) {
+	if len(ctx.Response.Header.Peek(requestIDHeader)) > 0 {
+		return
 	}
-	id := string(ctx.Request.Header.Peek("X-Request-Id"))
+	if id := clientRequestID(ctx); id != nil {
+		ctx.Response.Header.SetBytesV(requestIDHeader, id)
+		return
+	}
+	var buf [48]byte
+	ctx.Response.Header.SetBytesV(requestIDHeader, appendRequestID(buf[:0], s.reqPfx, ctx.ID()))
+}
+
+// clientRequestID is the caller's X-Request-Id when it is sane (nil otherwise).
+func clientRequestID(ctx *fasthttp.RequestCtx) []byte {
+	id := ctx.Request.Header.Peek(requestIDHeader)
 	if len(id) == 0 || len(id) > 128 || !printable(id) {
-		id = s.reqPfx + "-" + strconv.FormatUint(s.reqSeq.Add(1), 36)
+		return nil
 	}
-	ctx.SetUserValue(ctxRequestID, id)
-	ctx.Response.Header.Set("X-Request-Id", id)
 	return id
+}
+
+// appendRequestID appends a request id this server makes: its prefix and the request's number.
+func appendRequestID(b []byte, pfx string, n uint64) []byte {
+	return strconv.AppendUint(append(append(b, pfx...), '-'), n, 36)
 }
 
 // reqLog is the logger of one request: every line carries its request id.
 func (s *Server) reqLog(ctx *fasthttp.RequestCtx) *slog.Logger {
-	if id, ok := ctx.UserValue(ctxRequestID).(string); ok {
-		return s.log.With("request_id", id)
-	}
-	return s.log
+	return s.log.With("request_id", s.requestID(ctx))
 }
 
 // headerReceived gives each request its route's body limit once its headers are read. A
@@ -416,7 +433,9 @@ func (s *Server) bodyLimit(h *fasthttp.RequestHeader) int {
 	if i := bytes.IndexByte(uri, '?'); i >= 0 {
 		uri = uri[:i]
 	}
-	if l, ok := s.limits[string(h.Method())+" "+string(uri)]; ok {
+	var buf [256]byte
+	key := append(append(append(buf[:0], h.Method()...), ' '), uri...)
+	if l, ok := s.limits[string(key)]; ok { // no allocation: a lookup by the bytes
 		return l
 	}
 	return s.cfg.BodyLimit
@@ -436,7 +455,7 @@ func (s *Server) transportError(ctx *fasthttp.RequestCtx, err error) {
 	writeJSON(ctx, fasthttp.StatusBadRequest, errorBody{Error: "malformed HTTP request", Code: "bad_request"})
 }
 
-func printable(s string) bool {
+func printable[T string | []byte](s T) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] < 0x21 || s[i] > 0x7e {
 			return false

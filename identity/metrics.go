@@ -2,6 +2,7 @@ package identity
 
 import (
 	"errors"
+	"sync/atomic"
 
 	"github.com/gateway/gateway/domain"
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,6 +13,9 @@ import (
 type verifierMetrics struct {
 	decisions *prometheus.CounterVec // outcome: ok, cached, invalid, not_allowed, unavailable
 	fetches   *prometheus.CounterVec // result: ok, error
+	// cached is decisions{outcome="cached"} once made: counted on every cached check without a
+	// lookup of its labels.
+	cached atomic.Pointer[prometheus.Counter]
 }
 
 func newVerifierMetrics() *verifierMetrics {
@@ -41,7 +45,15 @@ func (m *verifierMetrics) decision(err error) {
 	}
 }
 
-func (m *verifierMetrics) cacheHit() { m.decisions.WithLabelValues("cached").Inc() }
+func (m *verifierMetrics) cacheHit() {
+	c := m.cached.Load()
+	if c == nil {
+		cc := m.decisions.WithLabelValues("cached")
+		c = &cc
+		m.cached.Store(c)
+	}
+	(*c).Inc()
+}
 
 func (m *verifierMetrics) fetch(err error) {
 	if m == nil {

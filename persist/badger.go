@@ -24,7 +24,8 @@ type Fsync string
 
 const (
 	// FsyncBatch syncs each group commit before any of its callers returns (survives a
-	// machine crash).
+	// machine crash). The syncs are pipelined (badger_sync.go): while one group is synced the
+	// next is written, and each caller waits for the first sync after its group was written.
 	FsyncBatch Fsync = "batch"
 	// FsyncInterval does not sync per commit but every syncInterval (survives a process
 	// crash; a machine crash may lose the last interval).
@@ -73,12 +74,13 @@ const (
 )
 
 // Badger is the durable KV. All writes go through writer goroutines that each gather every
-// Commit waiting into one Badger transaction (group commit), so a synced commit costs one
-// fsync per group (or fewer: Badger syncs concurrent groups together) instead of one per caller.
+// Commit waiting into one Badger transaction (group commit), written without a sync; with
+// FsyncBatch the syncer (badger_sync.go) makes them durable, one sync for every group written
+// since the last, while the writer goes on with the next group, and answers their callers.
 //
 // Concurrency: Get, Scan and Commit run on the caller's goroutine and are counted by gate;
 // only the writer goroutine creates write transactions; Close waits for the calls in flight,
-// then for the writer, then for the background syncer and value-log GC, then closes Badger.
+// then for the writer, the syncer, the background syncs and value-log GC, then closes Badger.
 type Badger struct {
 	db       *badger.DB
 	log      *slog.Logger
@@ -86,6 +88,8 @@ type Badger struct {
 	disk     *diskGuard // nil in memory
 
 	gate       *gate
+	fsync      Fsync
+	sync       *syncer // FsyncBatch on disk: the pipelined syncs
 	reqs       chan *commitReq
 	pool       sync.Pool // *commitReq
 	writerDone chan struct{}
@@ -111,6 +115,10 @@ type commitReq struct {
 	size int
 	done chan error // buffered: the writer never blocks on a caller that left
 	err  error      // set by stage: the request's condition failed (ErrExists)
+	// res is the request's answer once its group was written (the commit's error, or err);
+	// written: its group was committed (to be synced before the answer, with FsyncBatch).
+	res     error
+	written bool
 }
 
 // OpenBadger opens (or creates) the Badger database in dir (DATA/db) and starts its writer.
@@ -139,8 +147,10 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 	}
 	opts = shape.apply(opts).
 		WithLogger(badgerLogger{log}).
-		// batch: each group transaction is synced once, before its callers are answered.
-		WithSyncWrites(o.Fsync == FsyncBatch && !o.InMemory).
+		// No sync in Badger's write path: batch syncs each group (and those written while it
+		// synced) before its callers are answered, in a goroutine of its own, so the next
+		// group is written meanwhile (badger_sync.go); interval syncs every syncInterval.
+		WithSyncWrites(false).
 		// Only the writers write, and concurrent groups hold independent writes (see Writers).
 		WithDetectConflicts(false).
 		WithMetricsEnabled(false).
@@ -188,6 +198,7 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 		inMemory:   o.InMemory,
 		disk:       disk,
 		gate:       newGate(),
+		fsync:      o.Fsync,
 		reqs:       make(chan *commitReq, queueSize),
 		writerDone: make(chan struct{}),
 		stop:       make(chan struct{}),
@@ -197,6 +208,9 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 	if writers <= 0 {
 		writers = 1
 	}
+	if !o.InMemory {
+		b.sync = newSyncer(db, dir, log)
+	}
 	var wg sync.WaitGroup
 	for range writers {
 		wg.Go(b.write)
@@ -205,7 +219,9 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 	if !o.InMemory {
 		disk.check() // allocate the memtable Badger just created
 		b.bg.Go(func() { disk.watch(b.stop) })
-		if o.Fsync == FsyncInterval {
+		if o.Fsync == FsyncBatch {
+			b.bg.Go(b.sync.run)
+		} else {
 			b.bg.Go(b.syncLoop)
 		}
 		b.bg.Go(b.gcLoop)
@@ -289,6 +305,41 @@ func (b *Badger) ScanFrom(prefix, start []byte, fn func(key, value []byte) error
 			if err := visit(it.Item(), fn); err != nil {
 				return err
 			}
+		}
+		return nil
+	})
+}
+
+// ScanGroupsFrom walks, for each group of keys under prefix (the keys sharing the part up to the
+// first '/' after prefix), the group's keys at or after that part followed by from, in one
+// read snapshot, seeking past the keys before it: boot's read of every user's accepts since
+// the outbox's checkpoint costs a seek per user and a step per accept, not a walk of the week.
+func (b *Badger) ScanGroupsFrom(prefix, from []byte, fn func(key, value []byte) error) error {
+	if !b.gate.enter() {
+		return ErrClosed
+	}
+	defer b.gate.leave()
+	return b.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		var seek []byte
+		for it.Seek(prefix); it.Valid(); {
+			key := it.Item().Key()
+			i := bytes.IndexByte(key[len(prefix):], '/')
+			if i < 0 {
+				it.Next()
+				continue
+			}
+			group := key[:len(prefix)+i+1]
+			if bytes.Compare(key[len(group):], from) < 0 {
+				seek = append(append(seek[:0], group...), from...)
+				it.Seek(seek)
+				continue
+			}
+			if err := visit(it.Item(), fn); err != nil {
+				return err
+			}
+			it.Next()
 		}
 		return nil
 	})
@@ -443,13 +494,36 @@ func (b *Badger) write() {
 			continue
 		}
 		b.commitGroup(group)
+		b.answer(group)
 		clear(group)
 	}
 }
 
-// commitGroup writes group, in order, in as few transactions as Badger accepts, and answers
-// every request. A request Badger refuses even alone fails by itself; its neighbours are
-// written.
+// answer answers a written group's callers: at once, or (FsyncBatch on disk) once the syncer
+// made the group durable. A request whose condition failed waits for the sync too: its answer
+// may rest on a write of an earlier group that is not synced yet. A request that was not
+// written (its commit failed) is answered at once.
+func (b *Badger) answer(group []*commitReq) {
+	if b.fsync != FsyncBatch || b.sync == nil {
+		for _, r := range group {
+			r.done <- r.res
+		}
+		return
+	}
+	var durable []*commitReq
+	for _, r := range group {
+		if r.written {
+			durable = append(durable, r)
+		} else {
+			r.done <- r.res
+		}
+	}
+	b.sync.add(durable)
+}
+
+// commitGroup writes group, in order, in as few transactions as Badger accepts, and sets every
+// request's answer (res; written when its transaction was committed). A request Badger refuses
+// even alone fails by itself; its neighbours are written.
 func (b *Badger) commitGroup(group []*commitReq) {
 	for len(group) > 0 {
 		txn := b.db.NewTransaction(true)
@@ -458,7 +532,7 @@ func (b *Badger) commitGroup(group []*commitReq) {
 			txn.Discard() // it may hold part of group[n]
 			if n == 0 || !errors.Is(err, badger.ErrTxnTooBig) {
 				b.commitGroup(group[:n]) // these staged cleanly: one transaction
-				group[n].done <- b.commitErr(err)
+				group[n].res, group[n].written = b.commitErr(err), false
 				group = group[n+1:]
 				continue
 			}
@@ -485,11 +559,12 @@ func (b *Badger) commitGroup(group []*commitReq) {
 			b.writeBytes.Add(uint64(n))
 		}
 		for _, r := range group {
+			r.written = err == nil
 			if r.err != nil {
-				r.done <- r.err
+				r.res = r.err
 				continue
 			}
-			r.done <- err
+			r.res = err
 		}
 		return
 	}
@@ -615,7 +690,7 @@ func (b *Badger) syncLoop() {
 		case <-b.stop:
 			return
 		case <-t.C:
-			if err := b.db.Sync(); err != nil {
+			if err := b.sync.barrier(); err != nil {
 				b.log.Warn("periodic sync failed", "err", err)
 			}
 		}
@@ -666,6 +741,9 @@ func (b *Badger) Close() error {
 		// No caller is between enter and leave any more, so nothing can send on reqs.
 		close(b.reqs)
 		<-b.writerDone
+		if b.sync != nil {
+			b.sync.close() // the groups written last are synced and answered
+		}
 		close(b.stop)
 		b.bg.Wait()
 		if err := b.db.Close(); err != nil {

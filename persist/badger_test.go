@@ -154,7 +154,9 @@ func TestBadgerCommitGroupSplits(t *testing.T) {
 	refused := &commitReq{done: make(chan error, 1)}
 	refused.load([]Op{put("ok-before-refusal", "x"), {Key: nil, Value: []byte("x")}}) // bypasses validateOps
 
-	b.commitGroup([]*commitReq{a, bb, tooBig, refused, small})
+	group := []*commitReq{a, bb, tooBig, refused, small}
+	b.commitGroup(group)
+	b.answer(group)
 
 	for name, r := range map[string]*commitReq{"a": a, "b": bb, "small": small} {
 		if err := <-r.done; err != nil {

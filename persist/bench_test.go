@@ -134,7 +134,7 @@ func BenchmarkOutboxWrites(b *testing.B) {
 						Origin: "api", From: "4915112345678", Message: domain.Message{ID: id, To: fmt.Sprintf("49151%07d", n%100000), Kind: domain.KindText, Text: text},
 						CreatedAt: domain.MillisOf(now)}
 					e.SetStatus(domain.MsgQueued, now)
-					if err := o.Accept(context.Background(), e, "", domain.IdemRecord{}); err != nil {
+					if err := o.Accept(context.Background(), &e, ""); err != nil {
 						b.Error(err)
 						return
 					}

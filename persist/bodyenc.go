@@ -62,6 +62,7 @@ func appendBody(out []byte, b *body) ([]byte, error) {
 		out = append(append(out, ','), rest[1:len(rest)-1]...)
 	}
 	out = strconv.AppendInt(append(out, `},"at":`...), int64(b.CreatedAt), 10)
+	out = jsonenc.AppendField(out, `,"ih":`, b.IdemHash)
 	out = jsonenc.AppendField(out, `,"via":`, b.Via)
 	out = jsonenc.AppendField(out, `,"viaReason":`, b.ViaReason)
 	if b.Waiting {

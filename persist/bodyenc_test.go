@@ -33,11 +33,15 @@ func TestBodyByHandReadsBack(t *testing.T) {
 		{ID: "list", Message: domain.Message{Kind: domain.KindList, ListButton: "Pick", Sections: []domain.ListSection{{Title: "s", Rows: []domain.ListRow{{ID: "r", Title: "R"}}}}, ButtonID: "b"}},
 		{},
 	} {
+		hash := ""
+		if i%2 == 1 {
+			hash = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+		}
 		ref := ""
 		if len(e.Message.Data) > 3 {
 			ref = "media-" + e.ID // media kept apart: the record names it
 		}
-		b := body{ID: e.ID, SessionID: e.SessionID, UserID: e.UserID, Origin: e.Origin, From: e.From, Message: e.Message, CreatedAt: e.CreatedAt,
+		b := body{ID: e.ID, SessionID: e.SessionID, UserID: e.UserID, Origin: e.Origin, From: e.From, Message: e.Message, CreatedAt: e.CreatedAt, IdemHash: hash,
 			Via: e.Via, ViaReason: e.ViaReason, Waiting: e.Waiting,
 			DataRef: ref, SendAt: e.SendAt, Transactional: e.Transactional}
 		if b.Message.ID == e.ID {
@@ -46,11 +50,11 @@ func TestBodyByHandReadsBack(t *testing.T) {
 		if ref != "" {
 			b.Message.Data = nil
 		}
-		want, err := Encode(bodyVersion, b)
+		want, err := Encode(bodyVersion3, b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := encodeBody(e, ref)
+		got, err := encodeBody(e, hash, ref)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,22 +65,22 @@ func TestBodyByHandReadsBack(t *testing.T) {
 		if err := json.Unmarshal(got[1:], &gj); err != nil {
 			t.Fatalf("%d: by hand is not JSON: %v\n%s", i, err, got[1:])
 		}
-		if got[0] != bodyVersion || !reflect.DeepEqual(wj, gj) {
+		if got[0] != bodyVersion3 || !reflect.DeepEqual(wj, gj) {
 			t.Errorf("%d: by hand\n%s\nreflecting\n%s", i, got[1:], want[1:])
 		}
-		we, wref, err := decodeBody(want)
+		we, wh, wref, err := decodeRef(want)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ge, gref, err := decodeBody(got)
+		ge, gh, gref, err := decodeRef(got)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(we, ge) || wref != ref || gref != ref {
+		if !reflect.DeepEqual(we, ge) || wh != hash || gh != hash || wref != ref || gref != ref {
 			t.Errorf("%d: reads back as\n%+v (%q)\nwant\n%+v (%q)", i, ge, gref, we, ref)
 		}
 	}
-	if _, err := encodeBody(domain.OutboxEntry{ID: "x", Message: domain.Message{Lat: math.NaN()}}, ""); err == nil {
+	if _, err := encodeBody(domain.OutboxEntry{ID: "x", Message: domain.Message{Lat: math.NaN()}}, "", ""); err == nil {
 		t.Error("a NaN location was encoded")
 	}
 }
@@ -90,7 +94,7 @@ func BenchmarkBodyEncode(b *testing.B) {
 	b.Run("byHand", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := encodeBody(e, ""); err != nil {
+			if _, err := encodeBody(e, "", ""); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -100,7 +104,7 @@ func BenchmarkBodyEncode(b *testing.B) {
 		for b.Loop() {
 			bd := body{ID: e.ID, SessionID: e.SessionID, UserID: e.UserID, Origin: e.Origin, From: e.From, Message: e.Message, CreatedAt: e.CreatedAt}
 			bd.Message.ID = ""
-			if _, err := Encode(bodyVersion, bd); err != nil {
+			if _, err := Encode(bodyVersion3, bd); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -218,25 +218,20 @@ func (w Windows) DeleteSession(ctx context.Context, sessionID string) error {
 	return w.t.KV().Commit(ctx, ops...)
 }
 
-// Requeue writes a queued message's body again with what changed (a message that waited for
-// its contact, now sent through the session the contact wrote to: its session, phone, via and
-// reason), and its history entry with its session; its pending mark stays.
+// Requeue writes a queued message's accept record again with what changed (a message that
+// waited for its contact, now sent through the session the contact wrote to: its session,
+// phone, via and reason). The record is also its history entry, so both change at once; it is
+// written at the same key (the user and acceptance time the outbox knows it by), with the
+// Idempotency-Key's body hash it carries, and its pending mark, if any, stays.
 func (o *Outbox) Requeue(ctx context.Context, e domain.OutboxEntry) error {
-	ref, err := o.putMedia(ctx, e)
+	cur, hash, err := o.get(e.ID, false)
 	if err != nil {
 		return err
 	}
-	put, err := bodyOp(e, bodyTTL, ref)
+	e.UserID, e.CreatedAt = cur.UserID, cur.CreatedAt
+	op, err := o.acceptOp(ctx, e, hash)
 	if err != nil {
 		return err
 	}
-	ops := []Op{put}
-	if e.UserID != "" && listed(e.Message.Kind) {
-		lop, err := o.log.OutOp(e)
-		if err != nil {
-			return err
-		}
-		ops = append(ops, lop)
-	}
-	return o.kv.Commit(ctx, ops...)
+	return o.kv.Commit(ctx, op)
 }

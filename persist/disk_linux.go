@@ -41,3 +41,13 @@ func allocateFile(path string, upTo int64) error {
 	}
 	return err
 }
+
+// fdatasync writes f's data (and what is needed to read it back) to the disk.
+func fdatasync(f *os.File) error {
+	for {
+		err := syscall.Fdatasync(int(f.Fd()))
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}

@@ -13,15 +13,17 @@ import (
 	"time"
 
 	"github.com/gateway/gateway/domain"
-	"github.com/gateway/gateway/internal/jsonenc"
 )
 
 // MessageLog is the history index of section 15: every user's messages in both directions,
 // keyed by user and time, so a page of the listing is one seek and a walk over that page (never
-// a scan of every message). Outgoing entries are written by Outbox.Accept in the commit that
-// queues the message, incoming ones by Webhooks.SaveInbound with their message.received event.
+// a scan of every message). An outgoing entry is the outbox's accept record (Outbox.Accept: the
+// message itself, its one record at accept), incoming ones are written by Webhooks.SaveInbound
+// with their message.received event.
 //
-//	msg_log/<uid>/<unix ms: 13 digits>/<out|in>/<msgID>   domain.LogEntry (v1), TTL 7 days
+//	msg_log/<uid>/<unix ms: 13 digits>/in/<msgID>    domain.LogEntry (v1), TTL 7 days
+//	msg_log/<uid>/<unix ms: 13 digits>/out/<msgID>   the accept record (v3), TTL 14 days (listed while
+//	                                                   its outcome lives: 7 days)
 //
 // The user id is path-escaped (url.PathEscape), so keys stay printable and one user's prefix
 // never covers another's; a page's cursor is the key after the user's prefix.
@@ -54,9 +56,10 @@ func appendLogPos(b []byte, ms int64, dir, id string) []byte {
 	return append(b, id...)
 }
 
-// logOut is the value of an outgoing message's entry (version 2): its direction, id and time
-// are in its key, so only the rest is stored (version 1 held the whole domain.LogEntry, the time as
-// text).
+// logOut is the value of an outgoing message's entry of the older layout (version 2): its
+// direction, id and time are in its key, so only the rest is stored (version 1 held the whole
+// domain.LogEntry, the time as text). Now an outgoing entry is the outbox's accept record
+// (version 3, outbox.go): the message itself.
 type logOut struct {
 	SessionID string `json:"session"`
 	Peer      string `json:"peer"`
@@ -64,40 +67,37 @@ type logOut struct {
 
 const logOutVersion = 2
 
-// OutOp is the index entry of an outgoing message, for the commit that queues it.
-func (l *MessageLog) OutOp(e domain.OutboxEntry) (Op, error) {
-	if e.UserID == "" || e.ID == "" {
-		return Op{}, fmt.Errorf("%w: a message log entry needs a user and an id", domain.ErrRecordInvalid)
-	}
-	key := append([]byte(messageLogTable+"/"), logUserPrefix(e.UserID)...)
-	key = appendLogPos(key, int64(e.CreatedAt), domain.DirOut, e.ID)
-	// logOut's JSON, written by hand: one per accepted message.
-	v := append(make([]byte, 0, 24+len(e.SessionID)+len(e.Message.To)), logOutVersion)
-	v = jsonenc.AppendString(append(v, `{"session":`...), e.SessionID)
-	v = jsonenc.AppendString(append(v, `,"peer":`...), e.Message.To)
-	return Op{Key: key, Value: append(v, '}'), TTL: domain.InboundRetention}, nil
-}
-
-// decodeLog reads an entry at pos (the key after the user's prefix).
-func decodeLog(pos, value []byte) (domain.LogEntry, error) {
-	var e domain.LogEntry
-	if len(value) > 0 && value[0] == logOutVersion {
-		var o logOut
-		if _, err := Decode(value, logOutVersion, &o); err != nil {
-			return e, err
-		}
-		// pos is "<13 digits>/out/<id>" (OutOp wrote it).
+// decodeLog reads an entry at pos (the key after the user's prefix); listed is false for an
+// outgoing message the history does not list (a reaction, an edit, a revoke: shown on the
+// message they are about).
+func decodeLog(pos, value []byte) (e domain.LogEntry, listed bool, err error) {
+	if len(value) > 0 && (value[0] == logOutVersion || value[0] == bodyVersion3) {
+		// pos is "<13 digits>/out/<id>" (written by the outbox's accept).
 		if len(pos) < 19 || string(pos[13:18]) != "/"+domain.DirOut+"/" {
-			return e, fmt.Errorf("%w: an outgoing entry at %q", domain.ErrRecordInvalid, pos)
+			return e, false, fmt.Errorf("%w: an outgoing entry at %q", domain.ErrRecordInvalid, pos)
 		}
 		ms, err := strconv.ParseInt(string(pos[:13]), 10, 64)
 		if err != nil {
-			return e, fmt.Errorf("%w: an outgoing entry at %q", domain.ErrRecordInvalid, pos)
+			return e, false, fmt.Errorf("%w: an outgoing entry at %q", domain.ErrRecordInvalid, pos)
 		}
-		return domain.LogEntry{Dir: domain.DirOut, ID: string(pos[18:]), SessionID: o.SessionID, Peer: o.Peer, At: time.UnixMilli(ms).UTC()}, nil
+		e = domain.LogEntry{Dir: domain.DirOut, ID: string(pos[18:]), At: time.UnixMilli(ms).UTC()}
+		if value[0] == bodyVersion3 {
+			m, _, err := decodeBody(value)
+			if err != nil {
+				return e, false, err
+			}
+			e.SessionID, e.Peer = m.SessionID, m.Message.To
+			return e, listedKind(m.Message.Kind), nil
+		}
+		var o logOut
+		if _, err := Decode(value, logOutVersion, &o); err != nil {
+			return e, false, err
+		}
+		e.SessionID, e.Peer = o.SessionID, o.Peer
+		return e, true, nil
 	}
-	_, err := Decode(value, recordVersion1, &e)
-	return e, err
+	_, err = Decode(value, recordVersion1, &e)
+	return e, true, err
 }
 
 // InOps are the index entries of an incoming message: the whole message in the history, and
@@ -171,9 +171,12 @@ func (l *MessageLog) ScanLog(uid string, s domain.LogScan, fn func(next string, 
 		after = append(slices.Clone(prefix), pos...)
 	}
 	walk := func(key, value []byte) error {
-		e, err := decodeLog(key[len(prefix):], value)
+		e, listed, err := decodeLog(key[len(prefix):], value)
 		if err != nil {
 			return fmt.Errorf("%s %q: %w", messageLogTable, key, err)
+		}
+		if !listed {
+			return nil // shown on the message it is about
 		}
 		more, err := fn(cursor(string(key[len(prefix):])), e)
 		if err != nil {

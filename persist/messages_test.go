@@ -45,7 +45,7 @@ func TestMessageLog(t *testing.T) {
 					} else {
 						e := domain.OutboxEntry{ID: fmt.Sprintf("out%02d", i), UserID: uid, SessionID: "s", Status: domain.MsgQueued,
 							Message: domain.Message{To: "4915", Kind: domain.KindText, Text: "x"}, CreatedAt: domain.MillisOf(at)}
-						if err := o.Accept(ctx, e, "", domain.IdemRecord{}); err != nil {
+						if err := o.Accept(ctx, &e, ""); err != nil {
 							t.Fatal(err)
 						}
 					}

@@ -23,52 +23,118 @@ const (
 	OutboxRetention = 7 * 24 * time.Hour
 )
 
-// Outbox is the durable outbox. A message is written once, when it is accepted, and what
-// becomes of it is written beside it as small records, never as a second copy:
+// Outbox is the durable outbox. A message costs two records in the common case (issue 32): the
+// accepted message, which is also its history entry and carries its Idempotency-Key's record,
+// and its outcome:
 //
-//	outbox/<id>              the message as accepted (body included), TTL bodyTTL
-//	outbox_pending/<id>      the pending mark: the body's expiry (8 bytes), no TTL; removed
-//	                         in the commit that writes the outcome (boot scans only these)
-//	outbox_status/<id>       the outcome: status, network id, error, attempts, history; TTL
-//	                         OutboxRetention
-//	outbox_receipt/<id>/<st> a receipt (delivered, read), TTL OutboxRetention, so a receipt
-//	                         racing the outcome's commit never overwrites it
+//	msg_log/<uid>/<ms>/out/<id>  the message as accepted (body v3, the Idempotency-Key's body
+//	                             hash included), TTL bodyTTL: written once, at accept; the
+//	                             history lists it (MessageLog), <ms> is its acceptance time
+//	outbox_status/<id>           the outcome: status, network id, error, attempts, history, and
+//	                             where the body is (its uid and ms); TTL OutboxRetention
+//	outbox_receipt/<id>/<st>     a receipt (delivered, read) that came after the outcome's
+//	                             commit, TTL OutboxRetention (one that comes before is folded
+//	                             into the outcome)
+//	outbox_pending/<id>          a pending mark, only for a message still pending after
+//	                             markAfter (a disconnected session's queue, pacing): where its
+//	                             body is and the body's expiry; removed with its outcome
+//	outbox_checkpoint/pending    the checkpoint: every message accepted at or after this time
+//	                             (ms) that is still pending has no mark
 //
-// A message reads as its body with the outcome and the receipts laid over it. Writing the whole
-// entry again with its outcome (and the pending entry before it) put each message's body
-// through Badger's memtable, write-ahead log and compactions twice; the profile of a send
-// spent 13 % of its CPU in those memtable inserts (issue 21).
+// There is no pending mark per message: boot (Pending) finds what is pending by reading the
+// accepts since the checkpoint that have no outcome, and the marks. The checkpoint is the
+// acceptance time of the oldest message pending without a mark, written every few seconds
+// (Checkpoint, run by the engine every 5 s, which marks the messages pending longer than markAfter first, so it moves on
+// past them). An accept is keyed at or after the last checkpoint computed (floor), so no
+// accept can land behind a checkpoint that was written.
 //
-// The body outlives the outcome by at least OutboxRetention (the history lists its text, the
-// network may ask for it again): it is written with bodyTTL, twice the retention, and written
-// again (the one case of a second copy) when its outcome comes so late that less than the
-// retention would be left. A message that stays queued for long has its body renewed by
-// Renew, at boot and daily, before it could expire.
+// This process keeps an index of the messages it knows to be pending (accepting, queued, or
+// whose accept answered an error and may be stored all the same), so Get finds a pending
+// message's body without a record that says where it is.
+//
+// Older layouts are read: the body at outbox/<id> (version 1, the whole entry; version 2, the
+// message as accepted) with the outcome beside it (outbox_status, version 1) or as the whole
+// entry; pending marks of version 1 (the whole entry) and 2 (the body's expiry), which Pending
+// moves to this layout.
 type Outbox struct {
 	kv       KV
 	blobs    Blobs // nil: media stays in the body record
 	status   *Table[outcome]
 	receipts *Table[domain.StatusChange]
 	idem     *Table[domain.IdemRecord]
-	log      *MessageLog
 	logger   atomic.Pointer[slog.Logger]
 	wg       sync.WaitGroup
 
 	bgMu      sync.Mutex
 	bgQueue   []bgWrite
 	bgRunning bool
+
+	// mu guards the index of pending messages and the checkpoint.
+	mu    sync.Mutex
+	index map[string]*pendingMsg
+	// floor: no accept is keyed before it (ms); the checkpoint is never written past it.
+	floor int64
+	// booted: Pending has run, so the index holds every pending message and Checkpoint may
+	// move the checkpoint.
+	booted bool
+	// ckptMu serialises Checkpoint calls.
+	ckptMu sync.Mutex
+	// now is the clock (tests move it).
+	now func() time.Time
 }
 
-// Body lifetimes (see Outbox).
+// pendingMsg is a message this process knows to be pending.
+type pendingMsg struct {
+	uid   string
+	at    int64     // its key's time (ms)
+	since time.Time // when this process indexed it
+	state pendingState
+	mark  markState
+	// expires: the body's expiry (Unix seconds), for a marked message (Renew).
+	expires int64
+}
+
+type pendingState uint8
+
+const (
+	accepting pendingState = iota // its accept's commit is in flight
+	waiting                       // accepted: waiting for its outcome
+	doubtful                      // its accept answered an error: it may be stored all the same
+	settling                      // its outcome is being written
+)
+
+type markState uint8
+
+const (
+	unmarked markState = iota
+	marking            // its mark's commit is in flight
+	marked
+)
+
+// Body lifetimes and the checkpoint's rhythm.
 const (
 	// bodyTTL is how long a message's body lives after it was (last) written.
 	bodyTTL = 2 * OutboxRetention
 	// renewBelow: Renew writes a pending message's body again when less than this is left, so
 	// a gateway that was stopped for up to renewBelow - 1 day still finds every queued body.
 	renewBelow = bodyTTL - 4*24*time.Hour
-	// pendingMarkV2 starts a pending mark of this layout; an older mark (version 1) is the
-	// whole entry, moved to this layout by Pending.
+	// pendingMarkV2 starts a pending mark of the older layout (the body's expiry); an older
+	// mark still (version 1) is the whole entry. pendingMarkV3 starts a mark of this layout.
 	pendingMarkV2 = 2
+	pendingMarkV3 = 3
+	// markAfter: a message pending this long gets a mark (at the next Checkpoint), so the
+	// checkpoint can move on past it. The engine runs Checkpoint every 5 s, so boot reads at
+	// most about 35 s of accepts (with a crash under load: some hundred thousand keys, read in
+	// one walk).
+	markAfter = 30 * time.Second
+	// checkpointSlack: with nothing pending, the checkpoint is this far behind now, so an
+	// accept whose time was taken a moment before it was indexed is never keyed before it.
+	checkpointSlack = 2 * time.Second
+	// bodyVersion3 is the accept record (msg_log); bodyVersion2 the older layout's body.
+	bodyVersion2 = 2
+	bodyVersion3 = 3
+	// statusVersion2 is the outcome with where its body is; version 1 has none (older layout).
+	statusVersion2 = 2
 )
 
 // outcome is what became of a message (the fields of domain.OutboxEntry the deliverer sets),
@@ -83,9 +149,11 @@ type outcome struct {
 	Attempts  int                  `json:"a,omitempty"`
 	UpdatedAt domain.Millis        `json:"u"`
 	// Pricing: the Cloud API's pricing category.
-	Pricing string `json:"p,omitempty"`
+	Pricing string `json:"pc,omitempty"`
 	// History: the steps after the first (queued, which the body holds).
 	History []step `json:"h,omitempty"`
+	// Pos: where the body is (version 2): the history key's user and time, "<uid>/<ms>".
+	Pos string `json:"p,omitempty"`
 }
 
 type step struct {
@@ -95,7 +163,7 @@ type step struct {
 
 func outcomeOf(e domain.OutboxEntry) outcome {
 	c := outcome{Status: e.Status, NetworkID: e.NetworkID, LID: e.LID, SentAt: e.SentAt, Code: e.Code, Error: e.Error,
-		Attempts: e.Attempts, UpdatedAt: e.UpdatedAt, Pricing: e.Pricing}
+		Attempts: e.Attempts, UpdatedAt: e.UpdatedAt, Pricing: e.Pricing, Pos: posOf(e.UserID, int64(e.CreatedAt))}
 	h := e.History
 	if len(h) > 0 && (h[0].Status == domain.MsgQueued || h[0].Status == domain.MsgScheduled) {
 		h = h[1:] // the body's own step: queued, or scheduled (sendAt)
@@ -109,9 +177,9 @@ func outcomeOf(e domain.OutboxEntry) outcome {
 	return c
 }
 
-// encode is the outcome's record (version 1): its JSON, written by hand (one per message).
+// encode is the outcome's record (version 2): its JSON, written by hand (one per message).
 func (c outcome) encode() []byte {
-	b := append(make([]byte, 0, 64+len(c.NetworkID)+len(c.LID)+len(c.Code)+len(c.Error)+24*len(c.History)), recordVersion1)
+	b := append(make([]byte, 0, 80+len(c.NetworkID)+len(c.LID)+len(c.Code)+len(c.Error)+len(c.Pricing)+len(c.Pos)+24*len(c.History)), statusVersion2)
 	b = jsonenc.AppendString(append(b, `{"s":`...), c.Status)
 	b = jsonenc.AppendField(b, `,"n":`, c.NetworkID)
 	b = jsonenc.AppendField(b, `,"l":`, c.LID)
@@ -124,7 +192,7 @@ func (c outcome) encode() []byte {
 		b = strconv.AppendInt(append(b, `,"a":`...), int64(c.Attempts), 10)
 	}
 	b = strconv.AppendInt(append(b, `,"u":`...), int64(c.UpdatedAt), 10)
-	b = jsonenc.AppendField(b, `,"p":`, c.Pricing)
+	b = jsonenc.AppendField(b, `,"pc":`, c.Pricing)
 	if len(c.History) > 0 {
 		b = append(b, `,"h":[`...)
 		for i, st := range c.History {
@@ -137,6 +205,7 @@ func (c outcome) encode() []byte {
 		}
 		b = append(b, ']')
 	}
+	b = jsonenc.AppendField(b, `,"p":`, c.Pos)
 	return append(b, '}')
 }
 
@@ -150,9 +219,10 @@ func (c outcome) apply(e *domain.OutboxEntry) {
 	}
 }
 
-// body is a message as accepted (record version 2): the entry without what acceptance implies
-// (queued, or scheduled with a SendAt; its one history step at its creation; the message's id,
-// the entry's).
+// body is a message as accepted: the entry without what acceptance implies (queued, or
+// scheduled with a SendAt; its one history step at its creation; the message's id, the
+// entry's), and its Idempotency-Key's body hash (the message's id is derived from the key: the
+// record needs nothing else).
 type body struct {
 	ID        string         `json:"id"`
 	SessionID string         `json:"session,omitempty"`
@@ -161,6 +231,7 @@ type body struct {
 	From      string         `json:"from,omitempty"`
 	Message   domain.Message `json:"message"`
 	CreatedAt domain.Millis  `json:"at"`
+	IdemHash  string         `json:"ih,omitempty"`
 	// How the account's routing sent it (DESIGN.md section 17), and whether it waits for its
 	// contact.
 	Via       string `json:"via,omitempty"`
@@ -175,13 +246,11 @@ type body struct {
 	Transactional bool          `json:"tx,omitempty"`
 }
 
-const bodyVersion = 2
-
-// encodeBody is an entry's body record, its media left out when ref names the object that
-// holds it. A message id other than the entry's (none is) is kept.
-func encodeBody(e domain.OutboxEntry, ref string) ([]byte, error) {
-	b := body{ID: e.ID, SessionID: e.SessionID, UserID: e.UserID, Origin: e.Origin, From: e.From, Message: e.Message, CreatedAt: e.CreatedAt,
-		Via: e.Via, ViaReason: e.ViaReason, Waiting: e.Waiting,
+// encodeBody is an entry's accept record (version 3), its media left out when ref names the
+// object that holds it. A message id other than the entry's (none is) is kept.
+func encodeBody(e domain.OutboxEntry, idemHash, ref string) ([]byte, error) {
+	b := body{ID: e.ID, SessionID: e.SessionID, UserID: e.UserID, Origin: e.Origin, From: e.From, Message: e.Message,
+		CreatedAt: e.CreatedAt, IdemHash: idemHash, Via: e.Via, ViaReason: e.ViaReason, Waiting: e.Waiting,
 		DataRef: ref, SendAt: e.SendAt, Transactional: e.Transactional}
 	if b.Message.ID == e.ID {
 		b.Message.ID = ""
@@ -190,22 +259,29 @@ func encodeBody(e domain.OutboxEntry, ref string) ([]byte, error) {
 		b.Message.Data = nil
 	}
 	m := &b.Message
-	size := 180 + len(b.ID) + len(b.SessionID) + len(b.UserID) + len(b.Origin) + len(b.From) + len(b.DataRef) + len(m.ID) + len(m.To) +
+	size := 180 + len(b.DataRef) + len(b.ID) + len(b.SessionID) + len(b.UserID) + len(b.Origin) + len(b.From) + len(m.ID) + len(m.To) +
 		len(m.Text) + len(m.Caption) + len(m.FileName) + len(m.MimeType) + len(m.Address) + len(m.ContactName) + len(m.ContactPhone) +
-		(len(m.Data)+2)/3*4
-	return appendBody(append(make([]byte, 0, size), bodyVersion), &b)
+		len(idemHash) + (len(m.Data)+2)/3*4
+	return appendBody(append(make([]byte, 0, size), bodyVersion3), &b)
 }
 
-// decodeBody reads a body record: version 2 (above), or version 1, the whole entry (the
-// older layout's outcome record, or a pending entry it held); ref names the object holding
-// its media, if any (the entry's Data is then empty).
-func decodeBody(data []byte) (e domain.OutboxEntry, ref string, err error) {
+// decodeBody reads a body record: version 3 (the accept record) or 2 (the older layout's body),
+// or version 1, the whole entry (the older layout's outcome record, or a pending entry it
+// held). It returns the Idempotency-Key's body hash the record carries. Media kept apart is
+// not read (decodeRef names its object; Outbox.decodeFull reads it).
+func decodeBody(data []byte) (domain.OutboxEntry, string, error) {
+	e, hash, _, err := decodeRef(data)
+	return e, hash, err
+}
+
+// decodeRef is decodeBody, and the name of the object holding the media ("": none).
+func decodeRef(data []byte) (domain.OutboxEntry, string, string, error) {
 	var b body
-	v, err := Decode(data, bodyVersion, &b)
-	if err != nil || v == bodyVersion {
-		if err != nil {
-			return domain.OutboxEntry{}, "", err
-		}
+	v, err := Decode(data, bodyVersion3, &b)
+	if err != nil {
+		return domain.OutboxEntry{}, "", "", err
+	}
+	if v == bodyVersion3 || v == bodyVersion2 {
 		e := domain.OutboxEntry{ID: b.ID, SessionID: b.SessionID, UserID: b.UserID, Origin: b.Origin, From: b.From,
 			Message: b.Message, CreatedAt: b.CreatedAt, Via: b.Via, ViaReason: b.ViaReason, Waiting: b.Waiting,
 			SendAt: b.SendAt, Transactional: b.Transactional}
@@ -217,48 +293,20 @@ func decodeBody(data []byte) (e domain.OutboxEntry, ref string, err error) {
 		} else {
 			e.SetStatus(domain.MsgQueued, b.CreatedAt.Time())
 		}
-		return e, b.DataRef, nil
+		return e, b.IdemHash, b.DataRef, nil
 	}
+	var e domain.OutboxEntry
 	_, err = Decode(data, recordVersion1, &e)
-	return e, "", err
+	return e, "", "", err
 }
 
-func bodyKey(id string) []byte { return append([]byte(outboxTable+"/"), id...) }
-
-// bodyOp is the write of an entry's body, to live ttl, its media in the object ref (if any).
-func bodyOp(e domain.OutboxEntry, ttl time.Duration, ref string) (Op, error) {
-	if e.ID == "" {
-		return Op{}, fmt.Errorf("%w: %s: empty id", domain.ErrRecordInvalid, outboxTable)
-	}
-	v, err := encodeBody(e, ref)
+// decodeFull is decodeBody with the media read from the object the record names, if any.
+func (o *Outbox) decodeFull(data []byte) (domain.OutboxEntry, string, error) {
+	e, hash, ref, err := decodeRef(data)
 	if err != nil {
-		return Op{}, fmt.Errorf("%s %q: %w", outboxTable, e.ID, err)
+		return e, hash, err
 	}
-	return Op{Key: bodyKey(e.ID), Value: v, TTL: ttl}, nil
-}
-
-// getBody reads an entry's body, its media included (read from the object its record names).
-func (o *Outbox) getBody(id string) (domain.OutboxEntry, error) {
-	if id == "" {
-		return domain.OutboxEntry{}, domain.ErrRecordNotFound
-	}
-	data, err := o.kv.Get(bodyKey(id))
-	if err != nil {
-		return domain.OutboxEntry{}, err
-	}
-	return o.bodyOf(id, data)
-}
-
-// bodyOf decodes an entry's body read as data (nil: absent), its media included.
-func (o *Outbox) bodyOf(id string, data []byte) (domain.OutboxEntry, error) {
-	if data == nil {
-		return domain.OutboxEntry{}, domain.ErrRecordNotFound
-	}
-	e, ref, err := decodeBody(data)
-	if err != nil {
-		return e, fmt.Errorf("%s %q: %w", outboxTable, id, err)
-	}
-	return e, o.loadMedia(&e, ref)
+	return e, hash, o.loadMedia(&e, ref)
 }
 
 // loadMedia reads the media an entry's body names (none: nothing to do).
@@ -279,7 +327,7 @@ func (o *Outbox) loadMedia(e *domain.OutboxEntry, ref string) error {
 
 // putMedia stores an entry's media in an object of its own when the store keeps large values
 // apart (Blobs) and the media is over BlobMin; it returns the object's name ("": the media
-// stays in the body record).
+// stays in the body record). Put again when the body is written again: it outlives the body.
 func (o *Outbox) putMedia(ctx context.Context, e domain.OutboxEntry) (string, error) {
 	if o.blobs == nil || len(e.Message.Data) <= BlobMin {
 		return "", nil
@@ -291,15 +339,63 @@ func (o *Outbox) putMedia(ctx context.Context, e domain.OutboxEntry) (string, er
 	return ref, nil
 }
 
+// blobsOf is kv's large-value store, if it has one.
+func blobsOf(kv KV) Blobs {
+	if b, ok := kv.(Blobs); ok {
+		return b
+	}
+	return nil
+}
+
+// posOf is where a message's body is: the history key's user (path-escaped) and time.
+func posOf(uid string, at int64) string {
+	return string(appendLogPosPrefix([]byte(logUserPrefix(uid)), at))
+}
+
+// appendLogPosPrefix appends a 13-digit time (ms).
+func appendLogPosPrefix(b []byte, ms int64) []byte {
+	var digits [13]byte
+	v := max(ms, 0)
+	for i := len(digits) - 1; i >= 0; i-- {
+		digits[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return append(b, digits[:]...)
+}
+
+// acceptKey is the accept record's key: msg_log/<uid>/<ms>/out/<id>.
+func acceptKey(uid string, at int64, id string) []byte {
+	k := make([]byte, 0, len(messageLogTable)+len(uid)+len(id)+24)
+	k = append(append(k, messageLogTable...), '/')
+	k = appendLogPosPrefix(append(k, logUserPrefix(uid)...), at)
+	k = append(append(k, "/"+domain.DirOut+"/"...), id...)
+	return k
+}
+
+// acceptKeyAt is the accept record's key from its pos (posOf).
+func acceptKeyAt(pos, id string) []byte {
+	k := make([]byte, 0, len(messageLogTable)+len(pos)+len(id)+8)
+	k = append(append(append(k, messageLogTable...), '/'), pos...)
+	return append(append(k, "/"+domain.DirOut+"/"...), id...)
+}
+
+func bodyKey(id string) []byte { return append([]byte(outboxTable+"/"), id...) }
+
+func pendingKey(id string) []byte { return append([]byte(outboxPendingTable+"/"), id...) }
+
+// checkpointKey is the outbox's checkpoint (one key; schema.go).
+var checkpointKey = []byte("outbox_checkpoint/pending")
+
 // NewOutbox returns the outbox on kv.
 func NewOutbox(kv KV) *Outbox {
 	o := &Outbox{
 		kv:       kv,
 		blobs:    blobsOf(kv),
-		status:   NewTable[outcome](kv, outboxStatusTable, 1),
+		status:   NewTable[outcome](kv, outboxStatusTable, statusVersion2),
 		receipts: NewTable[domain.StatusChange](kv, outboxReceiptTable, 1),
 		idem:     NewTable[domain.IdemRecord](kv, idemTable, 1),
-		log:      NewMessageLog(kv),
+		index:    map[string]*pendingMsg{},
+		now:      time.Now,
 	}
 	o.logger.Store(slog.New(slog.DiscardHandler))
 	return o
@@ -312,77 +408,111 @@ func (o *Outbox) SetLogger(l *slog.Logger) {
 	}
 }
 
-func pendingKey(id string) []byte { return append([]byte(outboxPendingTable+"/"), id...) }
-
-// pendingMark is the value of a pending mark: the body's expiry.
-func pendingMark(expires time.Time) []byte {
-	return binary.BigEndian.AppendUint64([]byte{pendingMarkV2}, uint64(max(expires.Unix(), 0)))
+// markV3 is a pending mark of this layout: where the body is, and its expiry.
+func markV3(pos string, expires time.Time) []byte {
+	v := binary.BigEndian.AppendUint64([]byte{pendingMarkV3}, uint64(max(expires.Unix(), 0)))
+	return append(v, pos...)
 }
 
-// blobsOf is kv's large-value store, if it has one.
-func blobsOf(kv KV) Blobs {
-	if b, ok := kv.(Blobs); ok {
-		return b
+// Accept commits an accepted entry durably in one record: its body, which is also its history
+// entry, with the Idempotency-Key's body hash when idemHash is not empty (the message's id is
+// derived from the key). The entry's time is moved up to the outbox's floor when the clock is
+// behind it (a clock stepped back), so that boot always finds it.
+func (o *Outbox) Accept(ctx context.Context, e *domain.OutboxEntry, idemHash string) error {
+	o.index1(e)
+	op, err := o.acceptOp(ctx, *e, idemHash)
+	if err == nil {
+		err = o.kv.Commit(ctx, op)
 	}
-	return nil
+	o.accepted(e.ID, err)
+	return err
 }
 
-// Accept commits a queued entry durably with its history entry (MessageLog), and with them the
-// idempotency record when idemID is not empty: one commit, so a crash leaves all or none (its
-// media, when stored apart, first: an object no committed record names just expires).
-func (o *Outbox) Accept(ctx context.Context, e domain.OutboxEntry, idemID string, rec domain.IdemRecord) error {
-	ops, err := o.acceptOps(ctx, make([]Op, 0, 4), e, time.Now())
-	if err != nil {
-		return err
-	}
-	if idemID != "" {
-		ip, err := o.idem.PutTTLOp(idemID, rec, domain.IdempotencyTTL)
-		if err != nil {
-			return err
-		}
-		ops = append(ops, ip)
-	}
-	return o.kv.Commit(ctx, ops...)
-}
-
-// AcceptMany commits several queued entries in one commit (a store's queued events).
+// AcceptMany commits several accepted entries in one commit (a store's queued events); their
+// times may be moved up as Accept's.
 func (o *Outbox) AcceptMany(ctx context.Context, es []domain.OutboxEntry) error {
-	ops := make([]Op, 0, 3*len(es))
-	now := time.Now()
-	for _, e := range es {
-		var err error
-		if ops, err = o.acceptOps(ctx, ops, e, now); err != nil {
-			return err
-		}
+	ops := make([]Op, 0, len(es))
+	for i := range es {
+		o.index1(&es[i])
 	}
-	return o.kv.Commit(ctx, ops...)
+	var err error
+	for _, e := range es {
+		var op Op
+		if op, err = o.acceptOp(ctx, e, ""); err != nil {
+			break
+		}
+		ops = append(ops, op)
+	}
+	if err == nil {
+		err = o.kv.Commit(ctx, ops...)
+	}
+	for _, e := range es {
+		o.accepted(e.ID, err)
+	}
+	return err
 }
 
-// listed tells whether messages of a kind are listed in the history: reactions, edits and
+// index1 indexes an entry about to be accepted: its time at or after the floor, or the time of
+// the same message indexed already (an accept of an id that is pending here writes the same
+// record again, never a second one).
+func (o *Outbox) index1(e *domain.OutboxEntry) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	at := int64(e.CreatedAt)
+	if p := o.index[e.ID]; p != nil && p.uid == e.UserID {
+		at = p.at
+		if p.state == doubtful {
+			p.state = accepting
+		}
+	} else {
+		at = max(at, o.floor)
+		o.index[e.ID] = &pendingMsg{uid: e.UserID, at: at, since: o.now(), state: accepting}
+	}
+	if at != int64(e.CreatedAt) {
+		e.CreatedAt = domain.Millis(at)
+		for i := range e.History {
+			if e.History[i].Status == domain.MsgQueued {
+				e.History[i].At = domain.Millis(at)
+			}
+		}
+	}
+}
+
+// accepted records an accept's commit: queued, or doubtful when it answered an error (a
+// commit whose answer was lost may be stored all the same: Checkpoint reads it back).
+func (o *Outbox) accepted(id string, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if p := o.index[id]; p != nil && p.state == accepting {
+		if err != nil {
+			p.state, p.since = doubtful, o.now()
+		} else {
+			p.state = waiting
+		}
+	}
+}
+
+// listedKind tells whether messages of a kind are listed in the history: reactions, edits and
 // revokes are shown on the message they are about (MessageNotes), not as messages of their own.
-func listed(k domain.Kind) bool {
+func listedKind(k domain.Kind) bool {
 	return k != domain.KindReaction && k != domain.KindEdit && k != domain.KindRevoke
 }
 
-// acceptOps appends a queued entry's writes: its body, its pending mark and its history entry.
-func (o *Outbox) acceptOps(ctx context.Context, ops []Op, e domain.OutboxEntry, now time.Time) ([]Op, error) {
+// acceptOp is an entry's accept record (its media, when stored apart, put first: an object no
+// committed record names just expires).
+func (o *Outbox) acceptOp(ctx context.Context, e domain.OutboxEntry, idemHash string) (Op, error) {
+	if e.ID == "" {
+		return Op{}, fmt.Errorf("%w: %s: empty id", domain.ErrRecordInvalid, outboxTable)
+	}
 	ref, err := o.putMedia(ctx, e)
 	if err != nil {
-		return ops, err
+		return Op{}, err
 	}
-	put, err := bodyOp(e, bodyTTL, ref)
+	v, err := encodeBody(e, idemHash, ref)
 	if err != nil {
-		return ops, err
+		return Op{}, fmt.Errorf("%s %q: %w", outboxTable, e.ID, err)
 	}
-	ops = append(ops, put, Op{Key: pendingKey(e.ID), Value: pendingMark(now.Add(bodyTTL))})
-	if e.UserID == "" || !listed(e.Message.Kind) {
-		return ops, nil // not a user's message (tests), or not a message of its own: nothing to list
-	}
-	lop, err := o.log.OutOp(e)
-	if err != nil {
-		return ops, err
-	}
-	return append(ops, lop), nil
+	return Op{Key: acceptKey(e.UserID, int64(e.CreatedAt), e.ID), Value: v, TTL: bodyTTL}, nil
 }
 
 // IdemOp is the write of an idempotency record, for a caller's own commit (a campaign's).
@@ -390,8 +520,22 @@ func (o *Outbox) IdemOp(idemID string, rec domain.IdemRecord) (Op, error) {
 	return o.idem.PutTTLOp(idemID, rec, domain.IdempotencyTTL)
 }
 
-// Idem returns the idempotency record idemID, or domain.ErrRecordNotFound.
+// Idem returns the idempotency record idemID (a campaign's, or a message's of the older
+// layout), or domain.ErrRecordNotFound.
 func (o *Outbox) Idem(idemID string) (domain.IdemRecord, error) { return o.idem.Get(idemID) }
+
+// IdemOf returns the idempotency record a message carries (its id is the one derived from the
+// key), for domain.IdempotencyTTL after its accept; domain.ErrRecordNotFound otherwise.
+func (o *Outbox) IdemOf(messageID string) (domain.IdemRecord, error) {
+	e, hash, err := o.get(messageID, false)
+	if err != nil {
+		return domain.IdemRecord{}, err
+	}
+	if hash == "" || o.now().Sub(e.CreatedAt.Time()) > domain.IdempotencyTTL {
+		return domain.IdemRecord{}, domain.ErrRecordNotFound
+	}
+	return domain.IdemRecord{BodyHash: hash, MessageID: e.ID}, nil
+}
 
 // Settle records a network outcome (sent or failed) in the background: the deliverer does not
 // wait for it (a lost outcome only means the message is sent again under the same id at boot,
@@ -403,6 +547,11 @@ func (o *Outbox) Idem(idemID string) (domain.IdemRecord, error) { return o.idem.
 // folded into it (one record instead of two).
 func (o *Outbox) Settle(e domain.OutboxEntry, done func(error)) {
 	e.History = slices.Clip(e.History) // a folded receipt appends: never into the caller's array
+	o.mu.Lock()
+	if p := o.index[e.ID]; p != nil && p.state != settling {
+		p.state = settling
+	}
+	o.mu.Unlock()
 	o.background(bgWrite{entry: e, outcome: true, done: done})
 }
 
@@ -512,16 +661,24 @@ func (o *Outbox) writeBatch(batch []bgWrite) {
 			}
 		} else {
 			for _, w := range group {
-				w.answer(err)
+				o.answer(w, err)
 			}
 		}
 		ops, group, size = nil, nil, 0
 	}
-	now := time.Now()
-	for _, w := range kept {
-		wops, err := o.ops(w, now)
+	now := o.now()
+	o.mu.Lock()
+	marks := make([]bool, len(kept))
+	for i, w := range kept {
+		if p := o.index[w.entry.ID]; w.outcome && p != nil && p.mark != unmarked {
+			marks[i] = true
+		}
+	}
+	o.mu.Unlock()
+	for i, w := range kept {
+		wops, err := o.ops(w, now, marks[i])
 		if err != nil {
-			w.answer(err)
+			o.answer(w, err)
 			continue
 		}
 		n := 0
@@ -536,10 +693,10 @@ func (o *Outbox) writeBatch(batch []bgWrite) {
 	flush()
 }
 
-// ops are a background write's ops: an outcome is its small record and the pending mark's
-// removal (and the body again when it would not outlive the outcome by the retention); a
-// receipt is its own small record.
-func (o *Outbox) ops(w bgWrite, now time.Time) ([]Op, error) {
+// ops are a background write's ops: an outcome is its small record (and its mark's removal
+// when it has one, and the body again when it would not outlive the outcome by the
+// retention); a receipt is its own small record.
+func (o *Outbox) ops(w bgWrite, now time.Time, marked bool) ([]Op, error) {
 	if !w.outcome {
 		put, err := o.receipts.PutTTLOp(w.entry.ID+"/"+w.receipt.Status, w.receipt, OutboxRetention)
 		return []Op{put}, err
@@ -548,22 +705,39 @@ func (o *Outbox) ops(w bgWrite, now time.Time) ([]Op, error) {
 	if err != nil {
 		return nil, err
 	}
-	ops := []Op{put, {Key: pendingKey(w.entry.ID), Delete: true}}
+	ops := []Op{put}
+	if marked {
+		ops = append(ops, Op{Key: pendingKey(w.entry.ID), Delete: true})
+	}
 	if now.Sub(w.entry.CreatedAt.Time()) > bodyTTL-OutboxRetention-time.Hour {
-		ref, err := o.putMedia(context.Background(), w.entry) // put again: it outlives the body
+		cur, hash, err := o.get(w.entry.ID, false)
 		if err != nil {
 			return nil, err
 		}
-		body, err := bodyOp(w.entry, OutboxRetention+time.Hour, ref)
+		body, err := o.acceptOp(context.Background(), cur, hash)
 		if err != nil {
 			return nil, err
 		}
+		body.TTL = OutboxRetention + time.Hour
 		ops = append(ops, body)
 	}
 	return ops, nil
 }
 
-func (w bgWrite) answer(err error) {
+// answer answers a background write; an outcome's message leaves the index once its record is
+// durable (or goes back to pending when it could not be written).
+func (o *Outbox) answer(w bgWrite, err error) {
+	if w.outcome {
+		o.mu.Lock()
+		if p := o.index[w.entry.ID]; p != nil && p.state == settling {
+			if err == nil {
+				delete(o.index, w.entry.ID)
+			} else {
+				p.state = waiting
+			}
+		}
+		o.mu.Unlock()
+	}
 	w.done(err)
 	for _, f := range w.folded {
 		f(err)
@@ -571,38 +745,124 @@ func (w bgWrite) answer(err error) {
 }
 
 // Get returns a message as it stands: its body with its outcome and receipts laid over it, or
-// the body alone while it is pending. domain.ErrRecordNotFound when there is no body, or when its outcome
-// has expired.
+// the body alone while it is pending. domain.ErrRecordNotFound when there is no body, or when
+// its outcome has expired.
 func (o *Outbox) Get(id string) (domain.OutboxEntry, error) {
-	e, err := o.getBody(id)
-	if err != nil {
-		return e, err
+	e, _, err := o.get(id, true)
+	return e, err
+}
+
+// get reads a message, with its outcome and receipts when full, and the Idempotency-Key's
+// body hash its record carries.
+func (o *Outbox) get(id string, full bool) (domain.OutboxEntry, string, error) {
+	if id == "" {
+		return domain.OutboxEntry{}, "", domain.ErrRecordNotFound
 	}
-	if !e.Final() {
-		c, err := o.status.Get(id)
-		if errors.Is(err, domain.ErrRecordNotFound) {
-			// Pending, or its outcome expired. The outcome's commit writes the status and
-			// removes the mark at once: read the status again after the mark, so that commit
-			// landing between the two reads is seen.
-			if _, merr := o.kv.Get(pendingKey(id)); merr == nil {
-				return e, nil
-			} else if !errors.Is(merr, domain.ErrRecordNotFound) {
-				return e, merr
+	o.mu.Lock()
+	var pos string
+	p := o.index[id]
+	if p != nil {
+		pos = posOf(p.uid, p.at)
+	}
+	o.mu.Unlock()
+	var (
+		c       outcome
+		settled bool
+	)
+	if pos == "" {
+		// Not pending here: its outcome says where its body is.
+		var err error
+		switch c, err = o.status.Get(id); {
+		case err == nil:
+			settled, pos = true, c.Pos
+		case errors.Is(err, domain.ErrRecordNotFound):
+			if m, merr := o.kv.Get(pendingKey(id)); merr == nil && len(m) > 9 && m[0] == pendingMarkV3 {
+				pos = string(m[9:]) // marked by another process (not booted here)
+			} else if merr != nil && !errors.Is(merr, domain.ErrRecordNotFound) {
+				return domain.OutboxEntry{}, "", merr
 			}
-			c, err = o.status.Get(id)
+		default:
+			return domain.OutboxEntry{}, "", err
 		}
-		if err != nil {
+		if pos == "" {
+			e, err := o.getOlder(id, settled, c, full)
+			return e, "", err
+		}
+	}
+	data, err := o.kv.Get(acceptKeyAt(pos, id))
+	if err != nil {
+		return domain.OutboxEntry{}, "", err
+	}
+	e, hash, err := o.decodeFull(data)
+	if err != nil {
+		return e, "", fmt.Errorf("%s %q: %w", messageLogTable, id, err)
+	}
+	if !full {
+		return e, hash, nil
+	}
+	if !settled {
+		// Pending when indexed; its outcome may have landed since.
+		switch c, err = o.status.Get(id); {
+		case err == nil:
+			settled = true
+		case !errors.Is(err, domain.ErrRecordNotFound):
+			return e, "", err
+		}
+	}
+	if settled {
+		c.apply(&e)
+		if err := o.laySettled(&e); err != nil {
+			return e, "", err
+		}
+	}
+	return e, hash, nil
+}
+
+// getOlder reads a message of the older layout (its body at outbox/<id>): settled says c is
+// its outcome, read already.
+func (o *Outbox) getOlder(id string, settled bool, c outcome, full bool) (domain.OutboxEntry, error) {
+	data, err := o.kv.Get(bodyKey(id))
+	if err != nil {
+		return domain.OutboxEntry{}, err
+	}
+	e, _, err := o.decodeFull(data)
+	if err != nil {
+		return e, fmt.Errorf("%s %q: %w", outboxTable, id, err)
+	}
+	switch {
+	case e.Final():
+		// The oldest layout: the whole entry with its outcome.
+		if full {
+			err = o.laySettled(&e)
+		}
+		return e, err
+	case !full:
+		return e, nil
+	case !settled:
+		// Pending, or its outcome expired. The outcome's commit writes the status and removes
+		// the mark at once: read the status again after the mark, so that commit landing
+		// between the two reads is seen.
+		if _, merr := o.kv.Get(pendingKey(id)); merr == nil {
+			return e, nil
+		} else if !errors.Is(merr, domain.ErrRecordNotFound) {
+			return e, merr
+		}
+		if c, err = o.status.Get(id); err != nil {
 			return e, err
 		}
-		c.apply(&e)
 	}
-	// Else a record of the older layout: the whole entry with its outcome.
+	c.apply(&e)
+	return e, o.laySettled(&e)
+}
+
+// laySettled lays a settled message's receipts over it.
+func (o *Outbox) laySettled(e *domain.OutboxEntry) error {
 	var rs []domain.StatusChange
-	if err := o.receipts.Scan(id+"/", func(_ string, c domain.StatusChange) error {
+	if err := o.receipts.Scan(e.ID+"/", func(_ string, c domain.StatusChange) error {
 		rs = append(rs, c)
 		return nil
 	}); err != nil {
-		return e, err
+		return err
 	}
 	sort.Slice(rs, func(i, j int) bool { return domain.StatusRank(rs[i].Status) < domain.StatusRank(rs[j].Status) })
 	for _, c := range rs {
@@ -611,127 +871,7 @@ func (o *Outbox) Get(id string) (domain.OutboxEntry, error) {
 			e.Pricing = c.Category
 		}
 	}
-	return e, nil
-}
-
-// Pending lists every entry without an outcome, in acceptance order. Marks of the older
-// layout (the whole entry) are moved to this one first, and bodies with less than renewBelow
-// left are renewed (Renew), so a boot always leaves every queued body with days to live.
-func (o *Outbox) Pending() ([]domain.OutboxEntry, error) {
-	var n int
-	out, err := o.scanPending(time.Now(), true, &n)
-	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt < out[j].CreatedAt })
-	return out, err
-}
-
-// Renew writes again the bodies of pending messages that have less than renewBelow left (run
-// daily while the gateway runs: a message may stay queued for weeks behind a disconnected
-// session). It returns how many it renewed.
-func (o *Outbox) Renew() (int, error) {
-	n := 0
-	_, err := o.scanPending(time.Now(), false, &n)
-	return n, err
-}
-
-// scanPending walks the pending marks: it moves older-layout marks to this layout, renews
-// bodies close to their expiry, drops the marks whose body is gone (logged: such a message
-// cannot be sent), and with list, returns every pending entry.
-func (o *Outbox) scanPending(now time.Time, list bool, renewed *int) ([]domain.OutboxEntry, error) {
-	type mark struct {
-		id      string
-		old     []byte // an older-layout mark: the whole entry
-		expires time.Time
-	}
-	var marks []mark
-	prefix := []byte(outboxPendingTable + "/")
-	err := o.kv.Scan(prefix, func(key, value []byte) error {
-		m := mark{id: string(key[len(prefix):])}
-		switch {
-		case len(value) == 9 && value[0] == pendingMarkV2:
-			m.expires = time.Unix(int64(binary.BigEndian.Uint64(value[1:])), 0)
-		case len(value) > 0 && value[0] == recordVersion1:
-			m.old = slices.Clone(value)
-		default:
-			return fmt.Errorf("%w: %s %q: unknown pending mark", domain.ErrRecordInvalid, outboxPendingTable, m.id)
-		}
-		marks = append(marks, m)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	var (
-		out  []domain.OutboxEntry
-		ops  []Op
-		size int
-	)
-	flush := func() error {
-		if len(ops) == 0 {
-			return nil
-		}
-		err := o.kv.Commit(context.Background(), ops...)
-		ops, size = nil, 0
-		return err
-	}
-	// The bodies to read, read many at a time (a JetStream store answers up to 1,024 keys in one
-	// round trip: a new owner of a partition with thousands queued boots in a few).
-	var want [][]byte
-	for _, m := range marks {
-		if m.old == nil && (list || m.expires.Sub(now) < renewBelow) {
-			want = append(want, bodyKey(m.id))
-		}
-	}
-	bodies, err := GetMany(o.kv, want)
-	if err != nil {
-		return nil, err
-	}
-	next := 0
-	for _, m := range marks {
-		stale := m.old != nil || m.expires.Sub(now) < renewBelow
-		if !list && !stale {
-			continue
-		}
-		var e domain.OutboxEntry
-		var data []byte
-		if m.old == nil {
-			data = bodies[next]
-			next++
-		}
-		if m.old != nil {
-			if _, err := Decode(m.old, recordVersion1, &e); err != nil {
-				return nil, fmt.Errorf("%s %q: %w", outboxPendingTable, m.id, err)
-			}
-		} else if e, err = o.bodyOf(m.id, data); errors.Is(err, domain.ErrRecordNotFound) {
-			o.logger.Load().Error("outbox: a queued message's body expired before it could be sent: dropped",
-				"message_id", m.id, "expired_at", m.expires)
-			ops = append(ops, Op{Key: pendingKey(m.id), Delete: true})
-			continue
-		} else if err != nil {
-			return nil, err
-		}
-		if stale {
-			ref, err := o.putMedia(context.Background(), e) // put again: it outlives the body
-			if err != nil {
-				return nil, err
-			}
-			put, err := bodyOp(e, bodyTTL, ref)
-			if err != nil {
-				return nil, err
-			}
-			ops = append(ops, put, Op{Key: pendingKey(m.id), Value: pendingMark(now.Add(bodyTTL))})
-			size += len(put.Value)
-			*renewed++
-		}
-		if list {
-			out = append(out, e)
-		}
-		if len(ops) >= bgBatchMax || size >= bgBatchBytes {
-			if err := flush(); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return out, flush()
+	return nil
 }
 
 // Accounts persists account snapshots (the monthly allowance).
@@ -751,7 +891,7 @@ func (a Accounts) GetAccount(uid string) (domain.Allowance, error) {
 
 // PutAccount writes a snapshot. It is written for every user every few milliseconds under
 // load, from a goroutine of its own: the JSON is written by hand (the reflecting encoder's deep
-// stack was grown again in each such goroutine, 2 % of the CPU of a send, profiled).
+// stack was grown again in each save's goroutine, 2 % of the CPU of a send, profiled).
 func (a Accounts) PutAccount(ctx context.Context, s domain.Allowance) error {
 	v := append(make([]byte, 0, 96), recordVersion1)
 	v = append(v, `{"userId":`...)

@@ -38,7 +38,7 @@ func TestOutboxBackgroundWrites(t *testing.T) {
 	}
 	for i := range n {
 		e := queued(fmt.Sprintf("m%04d", i), t0)
-		if err := o.Accept(ctx, e, "", domain.IdemRecord{}); err != nil {
+		if err := o.Accept(ctx, &e, ""); err != nil {
 			t.Fatal(err)
 		}
 		e.SetStatus(domain.MsgSent, t0.Add(time.Second))
@@ -91,7 +91,7 @@ func TestOutboxBackgroundWriteFailsAlone(t *testing.T) {
 	for _, id := range []string{"good1", "bad", "good2"} {
 		e := queued(id, t0)
 		if id != "bad" {
-			if err := o.Accept(ctx, e, "", domain.IdemRecord{}); err != nil {
+			if err := o.Accept(ctx, &e, ""); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -133,10 +133,10 @@ func (r *recordingKV) Commit(ctx context.Context, ops ...Op) error {
 	return r.KV.Commit(ctx, ops...)
 }
 
-// A message's body is written once: its accept writes the body, a pending mark and its history
-// entry; its outcome a small record and the mark's removal; its receipt a small record. Nothing
-// but the body carries the text.
-func TestOutboxWritesTheBodyOnce(t *testing.T) {
+// A message costs two records: its accept record (the body, listed by the history) and its
+// outcome, which carries where the body is; a receipt after the outcome's commit is a small
+// record of its own. Nothing but the accept record carries the text.
+func TestOutboxTwoRecordsPerMessage(t *testing.T) {
 	for _, impl := range kvImpls() {
 		t.Run(impl.name, func(t *testing.T) {
 			rec := &recordingKV{KV: impl.open(t)}
@@ -145,7 +145,7 @@ func TestOutboxWritesTheBodyOnce(t *testing.T) {
 			now := time.Now().UTC().Truncate(time.Millisecond)
 			e := queued("m1", now)
 			e.Message.Text = strings.Repeat("the body of the message ", 10)
-			if err := o.Accept(ctx, e, "", domain.IdemRecord{}); err != nil {
+			if err := o.Accept(ctx, &e, "5e88489"); err != nil {
 				t.Fatal(err)
 			}
 			e.SetStatus(domain.MsgSent, now.Add(time.Second))
@@ -168,31 +168,34 @@ func TestOutboxWritesTheBodyOnce(t *testing.T) {
 				switch {
 				case op.Delete:
 					shape = append(shape, "del "+k)
-				case strings.HasPrefix(k, "msg_log/"):
-					shape = append(shape, "put msg_log")
 				default:
 					shape = append(shape, fmt.Sprintf("put %s ttl=%v", k, op.TTL))
 				}
-				if !strings.HasPrefix(k, "outbox/") && len(op.Value) > 200 {
+				if !strings.HasPrefix(k, "msg_log/") && len(op.Value) > 200 {
 					t.Errorf("%s: %d bytes, want a small record", k, len(op.Value))
 				}
 			}
-			want := []string{"put outbox/m1 ttl=336h0m0s", "put outbox_pending/m1 ttl=0s", "put msg_log",
-				"put outbox_status/m1 ttl=168h0m0s", "del outbox_pending/m1", "put outbox_receipt/m1/read ttl=168h0m0s"}
+			want := []string{fmt.Sprintf("put msg_log/u1/%013d/out/m1 ttl=336h0m0s", now.UnixMilli()),
+				"put outbox_status/m1 ttl=168h0m0s", "put outbox_receipt/m1/read ttl=168h0m0s"}
 			if fmt.Sprint(shape) != fmt.Sprint(want) || bodies != 1 {
 				t.Fatalf("writes:\n%s\nwant:\n%s\n(%d with the body)", strings.Join(shape, "\n"), strings.Join(want, "\n"), bodies)
 			}
-			got, err := o.Get("m1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			var hist []string
-			for _, c := range got.History {
-				hist = append(hist, c.Status)
-			}
-			if got.Status != domain.MsgRead || got.NetworkID != "net1" || got.Attempts != 1 || got.Message.Text != e.Message.Text ||
-				fmt.Sprint(hist) != "[queued sent read]" {
-				t.Fatalf("read back: %+v", got)
+			for _, o := range []*Outbox{o, NewOutbox(rec)} { // this process, and the next
+				got, err := o.Get("m1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				var hist []string
+				for _, c := range got.History {
+					hist = append(hist, c.Status)
+				}
+				if got.Status != domain.MsgRead || got.NetworkID != "net1" || got.Attempts != 1 || got.Message.Text != e.Message.Text ||
+					fmt.Sprint(hist) != "[queued sent read]" {
+					t.Fatalf("read back: %+v", got)
+				}
+				if r, err := o.IdemOf("m1"); err != nil || r.BodyHash != "5e88489" || r.MessageID != "m1" {
+					t.Fatalf("the key's record: %+v %v", r, err)
+				}
 			}
 		})
 	}
@@ -205,7 +208,7 @@ func TestOutboxGetAsItStands(t *testing.T) {
 	o := NewOutbox(kv)
 	ctx := context.Background()
 	now := time.Now().UTC()
-	if err := o.Accept(ctx, queued("m1", now), "", domain.IdemRecord{}); err != nil {
+	if err := o.Accept(ctx, ptr(queued("m1", now)), ""); err != nil {
 		t.Fatal(err)
 	}
 	if e, err := o.Get("m1"); err != nil || e.Status != domain.MsgQueued {
@@ -231,15 +234,27 @@ func TestOutboxGetAsItStands(t *testing.T) {
 	}
 }
 
-// An outbox written by an earlier version (the pending entry whole, the outcome as the whole
-// entry again) reads the same, and Pending moves its pending entries to this layout.
+// An outbox written by an earlier version (the pending entry whole; the body with a pending
+// mark; the outcome as the whole entry again) reads the same, and Pending moves its pending
+// entries to this layout.
 func TestOutboxReadsTheOlderLayout(t *testing.T) {
 	kv := NewMemory()
-	o := NewOutbox(kv)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	old := NewTable[domain.OutboxEntry](kv, "outbox_pending", 1)
 	if err := old.Put(ctx, "p1", queued("p1", now)); err != nil {
+		t.Fatal(err)
+	}
+	// Version 2: the body at outbox/<id> and a mark of the body's expiry.
+	p2 := queued("p2", now.Add(time.Millisecond))
+	v2 := body{ID: p2.ID, SessionID: p2.SessionID, UserID: p2.UserID, Message: p2.Message, CreatedAt: p2.CreatedAt}
+	v2.Message.ID = ""
+	bv2, err := Encode(bodyVersion2, v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Commit(ctx, Op{Key: []byte("outbox/p2"), Value: bv2}, Op{Key: []byte("outbox_pending/p2"),
+		Value: binary.BigEndian.AppendUint64([]byte{pendingMarkV2}, uint64(now.Add(bodyTTL).Unix()))}); err != nil {
 		t.Fatal(err)
 	}
 	done := queued("d1", now)
@@ -250,66 +265,90 @@ func TestOutboxReadsTheOlderLayout(t *testing.T) {
 	if err := NewTable[domain.StatusChange](kv, "outbox_receipt", 1).Put(ctx, "d1/delivered", domain.StatusChange{Status: domain.MsgDelivered, At: domain.MillisOf(now)}); err != nil {
 		t.Fatal(err)
 	}
+	o := NewOutbox(kv)
 	if e, err := o.Get("d1"); err != nil || e.Status != domain.MsgDelivered {
 		t.Fatalf("an older outcome: %+v %v", e, err)
 	}
+	if e, err := o.Get("p2"); err != nil || e.Status != domain.MsgQueued || e.Message.Text != "hi" {
+		t.Fatalf("an older pending body: %+v %v", e, err)
+	}
 	p, err := o.Pending()
-	if err != nil || len(p) != 1 || p[0].ID != "p1" || p[0].Message.Text != "hi" {
+	if err != nil || len(p) != 2 || p[0].ID != "p1" || p[1].ID != "p2" || p[0].Message.Text != "hi" || p[1].Message.Text != "hi" {
 		t.Fatalf("pending: %+v %v", p, err)
 	}
-	mark, err := kv.Get([]byte("outbox_pending/p1"))
-	if err != nil || len(mark) != 9 || mark[0] != pendingMarkV2 {
-		t.Fatalf("mark after the move: %q %v", mark, err)
+	for _, id := range []string{"p1", "p2"} {
+		mark, err := kv.Get([]byte("outbox_pending/" + id))
+		if err != nil || mark[0] != pendingMarkV3 {
+			t.Fatalf("%s: mark after the move: %q %v", id, mark, err)
+		}
+		if _, err := kv.Get([]byte("outbox/" + id)); !errors.Is(err, domain.ErrRecordNotFound) {
+			t.Fatalf("%s: the older body stays: %v", id, err)
+		}
+		// Another process (not booted) finds it by its mark.
+		if e, err := NewOutbox(kv).Get(id); err != nil || e.Status != domain.MsgQueued {
+			t.Fatalf("%s: moved entry: %+v %v", id, e, err)
+		}
 	}
-	if e, err := o.Get("p1"); err != nil || e.Status != domain.MsgQueued {
-		t.Fatalf("moved entry: %+v %v", e, err)
+	for _, sent := range p {
+		sent.SetStatus(domain.MsgSent, now)
+		o.Settle(sent, func(error) {})
 	}
-	sent := p[0]
-	sent.SetStatus(domain.MsgSent, now)
-	o.Settle(sent, func(error) {})
 	o.Flush()
-	if p, err := o.Pending(); err != nil || len(p) != 0 {
+	if p, err := NewOutbox(kv).Pending(); err != nil || len(p) != 0 {
 		t.Fatalf("pending after the outcome: %+v %v", p, err)
+	}
+	if _, err := kv.Get([]byte("outbox_pending/p1")); !errors.Is(err, domain.ErrRecordNotFound) {
+		t.Fatalf("the mark stays after the outcome: %v", err)
 	}
 }
 
-// A body close to its expiry is written again while its message is queued; a mark whose body
-// is gone is dropped (and logged) instead of failing the boot.
+// A marked body close to its expiry is written again while its message is queued; at boot a
+// mark whose body is gone is dropped (and logged) instead of failing the boot.
 func TestOutboxRenewsQueuedBodies(t *testing.T) {
 	kv := NewMemory()
 	o := NewOutbox(kv)
 	ctx := context.Background()
 	now := time.Now()
+	clock := now
+	o.now = func() time.Time { return clock }
+	if _, err := o.Pending(); err != nil {
+		t.Fatal(err)
+	}
 	for _, id := range []string{"a", "b"} {
-		if err := o.Accept(ctx, queued(id, now), "", domain.IdemRecord{}); err != nil {
+		if err := o.Accept(ctx, ptr(queued(id, now)), ""); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := kv.Commit(ctx, Op{Key: []byte("outbox/b"), Delete: true}); err != nil {
+	clock = now.Add(markAfter + time.Second)
+	if err := o.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
-	n := 0
-	later := now.Add(bodyTTL - renewBelow + time.Hour) // less than renewBelow left
-	p, err := o.scanPending(later, true, &n)
-	if err != nil || n != 1 || len(p) != 1 || p[0].ID != "a" {
-		t.Fatalf("renewed %d, pending %+v, %v", n, p, err)
+	if err := kv.Commit(ctx, Op{Key: acceptKey("u1", now.UnixMilli(), "b"), Delete: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := o.Renew(); err != nil || n != 0 {
+		t.Fatalf("Renew with fresh bodies: %d %v", n, err)
+	}
+	clock = now.Add(bodyTTL - renewBelow + time.Hour) // less than renewBelow left
+	if n, err := o.Renew(); err != nil || n != 1 {
+		t.Fatalf("renewed %d, %v", n, err)
 	}
 	mark, err := kv.Get([]byte("outbox_pending/a"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if exp := time.Unix(int64(binary.BigEndian.Uint64(mark[1:])), 0); exp.Before(later.Add(bodyTTL - time.Minute)) {
-		t.Fatalf("renewed body expires %v, want about %v", exp, later.Add(bodyTTL))
+	if exp := time.Unix(int64(binary.BigEndian.Uint64(mark[1:9])), 0); exp.Before(clock.Add(bodyTTL - time.Minute)) {
+		t.Fatalf("renewed body expires %v, want about %v", exp, clock.Add(bodyTTL))
+	}
+	p, err := NewOutbox(kv).Pending()
+	if err != nil || len(p) != 1 || p[0].ID != "a" {
+		t.Fatalf("pending: %+v, %v", p, err)
 	}
 	if _, err := kv.Get([]byte("outbox_pending/b")); !errors.Is(err, domain.ErrRecordNotFound) {
 		t.Fatalf("mark of the expired body: %v", err)
 	}
-	if n, err := o.Renew(); err != nil || n != 0 {
-		t.Fatalf("Renew with fresh bodies: %d %v", n, err)
-	}
 }
 
-// An account snapshot written by hand reads back as the JSON codec wrote it, odd ids included.
 func TestAccountSnapshotRoundTrip(t *testing.T) {
 	a := NewAccounts(NewMemory())
 	for _, uid := range []string{"alice", `we"ird\id` + "\n\x01é\xff"} {
@@ -330,31 +369,39 @@ func TestAccountSnapshotRoundTrip(t *testing.T) {
 	}
 }
 
-// The outcome and history records written by hand read back as their JSON types.
+// The outcome and accept records written by hand read back as their JSON types, and an accept
+// record as its history entry.
 func TestHandWrittenRecordsDecode(t *testing.T) {
 	c := outcome{Status: domain.MsgFailed, NetworkID: "n\"1", LID: "12345", SentAt: 17, Code: "network_error", Error: "boom\n\"quoted\"", Attempts: 2, UpdatedAt: 42,
-		History: []step{{domain.MsgSent, 20}, {domain.MsgFailed, 42}}}
+		History: []step{{domain.MsgSent, 20}, {domain.MsgFailed, 42}}, Pos: "u%2F1/1764000000123"}
 	var back outcome
-	if _, err := Decode(c.encode(), recordVersion1, &back); err != nil {
+	if _, err := Decode(c.encode(), statusVersion2, &back); err != nil {
 		t.Fatal(err)
 	}
 	if fmt.Sprintf("%+v", back) != fmt.Sprintf("%+v", c) {
 		t.Fatalf("outcome read back as %+v, want %+v", back, c)
 	}
 	var short outcome
-	if _, err := Decode(outcome{Status: domain.MsgSent, UpdatedAt: 1}.encode(), recordVersion1, &short); err != nil || short.Status != domain.MsgSent || short.UpdatedAt != 1 {
+	if _, err := Decode(outcome{Status: domain.MsgSent, UpdatedAt: 1}.encode(), statusVersion2, &short); err != nil || short.Status != domain.MsgSent || short.UpdatedAt != 1 {
 		t.Fatalf("short outcome: %+v %v", short, err)
 	}
-	l := NewMessageLog(NewMemory())
-	op, err := l.OutOp(domain.OutboxEntry{ID: "m1", UserID: "u", SessionID: `s"1`, Message: domain.Message{To: "4915"}, CreatedAt: 1764000000123})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := decodeLog(op.Key[len("msg_log/u/"):], op.Value)
-	if err != nil || e.SessionID != `s"1` || e.Peer != "4915" || e.ID != "m1" || e.Dir != domain.DirOut || e.At.UnixMilli() != 1764000000123 {
-		t.Fatalf("history entry read back as %+v %v", e, err)
+	o := NewOutbox(NewMemory())
+	for _, k := range []domain.Kind{domain.KindText, domain.KindReaction} {
+		op, err := o.acceptOp(context.Background(), domain.OutboxEntry{ID: "m1", UserID: "u", SessionID: `s"1`, Message: domain.Message{To: "4915", Kind: k}, CreatedAt: 1764000000123}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, listed, err := decodeLog(op.Key[len("msg_log/u/"):], op.Value)
+		if err != nil || e.SessionID != `s"1` || e.Peer != "4915" || e.ID != "m1" || e.Dir != domain.DirOut || e.At.UnixMilli() != 1764000000123 || listed != (k == domain.KindText) {
+			t.Fatalf("%s: history entry read back as %+v %v %v", k, e, listed, err)
+		}
+		if id, pos, ok := acceptOfKey(op.Key); !ok || id != "m1" || pos != "u/1764000000123" {
+			t.Fatalf("key %q read as %q %q %v", op.Key, id, pos, ok)
+		}
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // blobKV is a KV with large values kept apart (what persist/natskv's object store is to the
 // records stream), counting what goes where.
@@ -402,14 +449,14 @@ func TestOutboxMediaApart(t *testing.T) {
 	big.Message.Kind, big.Message.Data = domain.KindImage, bytes.Repeat([]byte("0123456789"), 300_000) // 3 MB
 	small.Message.Kind, small.Message.Data = domain.KindImage, []byte("tiny image")
 	for _, e := range []domain.OutboxEntry{big, small} {
-		if err := o.Accept(ctx, e, "", domain.IdemRecord{}); err != nil {
+		if err := o.Accept(ctx, &e, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if kv.puts != 1 || len(kv.objects["media-big"]) != len(big.Message.Data) {
 		t.Fatalf("%d objects put (%v), want the big media's only", kv.puts, len(kv.objects))
 	}
-	rec, err := kv.Get(bodyKey("big"))
+	rec, err := kv.Get(acceptKey(big.UserID, int64(big.CreatedAt), big.ID))
 	if err != nil {
 		t.Fatal(err)
 	}

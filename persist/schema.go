@@ -12,22 +12,31 @@ package persist
 //	apikey_usage/<keyID>           domain.KeyUsage (1)       -         key actor (block marks)
 //	account/<uid>                  domain.Allowance (1)      -         account actor
 //	session/<sessionID>            domain.Session (1)        -         session actor
-//	outbox/<msgID>                 body (2): the message as  14 days   accept (outbox.go); version 1,
-//	                               accepted, text included             the whole entry, read as well
-//	outbox_pending/<msgID>         pending mark (2): the     -         accept; removed by the outcome
-//	                               body's expiry (8 bytes)             (version 1: the whole entry,
-//	                                                                   moved by Outbox.Pending)
-//	outbox_status/<msgID>          outcome (1)               7 days    the deliverer's outcome (no body)
+//	msg_log/<uid>/<ms>/out/<msgID> accept record (3): the    14 days   accept (outbox.go): ONE record
+//	                               message as accepted, its            per accepted message, listed by
+//	                               Idempotency-Key's body hash         the history (messages.go)
+//	outbox_status/<msgID>          outcome (2): with where   7 days    the deliverer's outcome (no body)
+//	                               the body is (uid, ms)
 //	outbox_receipt/<msgID>/<st>    domain.StatusChange (1)   7 days    receipts: delivered, read
-//	idem/<keyID>/<Idempotency-Key> IdemRecord (1)            24 h      accept (same commit as the entry)
+//	outbox_pending/<msgID>         pending mark (3): where   -         Checkpoint, for a message pending
+//	                               the body is, its expiry             30 s and more; removed with its
+//	                                                                   outcome
+//	outbox_checkpoint/pending      the oldest unmarked       -         Checkpoint (every 5 s): boot reads
+//	                               pending accept (ms)                 the accepts from it on
+//	outbox/<msgID>                 the older layout's body   14 days   read; version 1 the whole entry,
+//	                               (2)                                 version 2 the message as accepted
+//	outbox_pending/<msgID>         older marks: 1 (the       -         moved to this layout by
+//	                               whole entry), 2 (expiry)            Outbox.Pending at boot
+//	idem/<keyID>/<Idempotency-Key> IdemRecord (1)            24 h      a campaign's accept (a message's
+//	                                                                   is in its accept record)
 //	protect/<sid>/<phone>          domain.Protections (1)    -         session actor (DESIGN.md section 14)
 //	contact_book/<sid>/<phone>/<n> domain.Contact (1)        -         session actor (first messages, replies)
 //	recipient_mark/<sid>/<phone>/<n> domain.RecipientMark (1) until its end  session actor (463 twice)
 //	contact/<sessionID>/<phone>    retired (the book was per session, not per linked phone; never read)
 //	campaign/<id>                  domain.Campaign (1)       30 days   campaign actor (TTL once ended)
 //	campaign_detail/<id>/<index>   domain.CampaignDetail (1) 90 days   campaign actor
-//	msg_log/<uid>/<ms>/<dir>/<id>  LogEntry (1)              7 days    accept (out, with the entry);
-//	                               the history index         saving an incoming message (in)
+//	msg_log/<uid>/<ms>/<dir>/<id>  LogEntry (1), out: the    7 days    saving an incoming message (in);
+//	                               accept record (3)         (14 d)    out: the outbox's accept (above)
 //	                               (messages.go: uid path-escaped, ms 13 digits, dir out|in)
 //	msg_in/<uid>/<id>              the msg_log key after     7 days    saving an incoming message (its
 //	                               the user's prefix (raw)             id → its entry: replies, reads)

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/anthdm/hollywood/actor"
-
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 )
@@ -66,8 +64,8 @@ func (s *Session) call(m *Call) {
 }
 
 // cancel takes a queued message out of the queue; the next job reports it cancelled.
-func (s *Session) cancel(c *actor.Context, m *Cancel) {
-	q := &s.q
+func (s *Session) cancel(m *Cancel) {
+	q := s.q
 	i := slices.IndexFunc(q.items, func(it item) bool { return it.e.ID == m.ID })
 	if i < 0 {
 		m.Reply <- Reply{State: s.st}
@@ -78,8 +76,7 @@ func (s *Session) cancel(c *actor.Context, m *Cancel) {
 	e.SetStatus(domain.MsgCancelled, s.deps.Clock.Now())
 	q.fails = append(q.fails, failure{e: e, err: domain.ErrCancelled})
 	s.stir()
-	if !s.pump(c) {
-		s.publishQueue()
-	}
+	s.publishQueue()
+	s.wake()
 	m.Reply <- Reply{State: s.st, Found: true}
 }

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/anthdm/hollywood/actor"
-
 	"github.com/gateway/gateway/domain"
 )
 
@@ -43,8 +41,6 @@ type (
 		Proxy     *string
 		Reply     chan Reply
 	}
-
-	deliverTick struct{}
 )
 
 // deliverBatch is how many entries one worker run takes when the session has no gap and no
@@ -65,14 +61,14 @@ type item struct {
 	e   domain.OutboxEntry
 }
 
-// queue is a session's delivery queue and its pacing state; the session actor owns it. Order
-// is kept per recipient: a message held for its recipient holds only the later messages to
-// that recipient.
+// queue is a session's delivery queue and its pacing state, in its Queue (worker.go), guarded
+// by the Queue's mutex. Order is kept per recipient: a message held for its recipient holds
+// only the later messages to that recipient.
 type queue struct {
 	items   []item // in acceptance order
 	seq     uint64
-	busy    bool      // a job is with the worker
-	timerAt time.Time // a deliverTick is scheduled for then (zero: none)
+	busy    bool      // the worker is sending a batch
+	timerAt time.Time // the worker is to be woken then (zero: no wake scheduled)
 	pause   time.Time // the whole queue waits until then (429, the unknown-outcome backoff)
 	retry   time.Duration
 	holds   map[string]time.Time // recipient → its next message waits until then
@@ -99,35 +95,36 @@ func (q *queue) stats() domain.QueueStats {
 	return domain.QueueStats{Depth: len(q.items), OldestAt: q.items[0].e.CreatedAt}
 }
 
-// enqueue takes an accepted entry. By pointer, and copied once, into the queue: an entry is
-// large, and the hot path's frames stay small (see Receive).
-func (s *Session) enqueue(c *actor.Context, e *domain.OutboxEntry) {
+// enqueue takes an accepted entry (Queue.Push, or an Enqueue message). By pointer, and copied
+// once, into the queue: an entry is large. Called with the queue's lock held.
+func (s *Session) enqueue(e *domain.OutboxEntry) {
 	e.SessionID = s.st.ID
 	if err := s.accountGone(e); err != nil {
 		s.failEntry(e, err)
-		s.pump(c)
+		s.wake()
 		return
 	}
-	q := &s.q
+	q := s.q
 	q.seq++
 	q.items = append(q.items, item{})
 	last := &q.items[len(q.items)-1]
 	last.seq, last.e = q.seq, *e
+	s.publishQueue()
+	if q.busy {
+		return // the worker looks at the queue again when its batch is done
+	}
 	if now := s.deps.Clock.Now(); q.quiet && now.Before(q.quietUntil) && s.stillQuiet(e.Message.To, now) {
-		s.publishQueue()
 		return
 	}
 	s.stir()
-	if !s.pump(c) {
-		s.publishQueue()
-	}
+	s.wake()
 }
 
 // stillQuiet tells whether a new entry to recipient to leaves the last scan's verdict (nothing
 // may go) standing, so a queue held by a timelock or a full new-contact cap costs one contact
 // read per new entry, not a scan of the queue.
 func (s *Session) stillQuiet(to string, now time.Time) bool {
-	q := &s.q
+	q := s.q
 	if s.marked(to, now) {
 		return false // it fails at once
 	}
@@ -154,13 +151,17 @@ func (s *Session) stillQuiet(to string, now time.Time) bool {
 // stir forgets the last scan's verdict: something changed that may let a message go.
 func (s *Session) stir() { s.q.quiet = false }
 
-// pump hands the worker its next job: the failures settled here, and the next messages pacing
-// lets go (when connected). Otherwise it schedules itself for when pacing will. It reports
-// whether it published the view (a job was handed over).
-func (s *Session) pump(c *actor.Context) bool {
-	q := &s.q
-	if q.busy || s.w == nil {
-		return false
+// wake asks the worker to look at the queue (the state changed in a way that may let a
+// message go). It sends no message and waits for nothing.
+func (s *Session) wake() { s.sq.wake() }
+
+// next is the worker's next job: the failures settled here, and the next messages pacing lets
+// go (when connected); ok false when there is none, after scheduling a wake for when pacing
+// will let one go. Called by the worker with the queue's lock held.
+func (s *Session) next() (j job, ok bool) {
+	q := s.q
+	if q.busy {
+		return job{}, false
 	}
 	now := s.deps.Clock.Now()
 	s.expireTimelock(now)
@@ -171,21 +172,20 @@ func (s *Session) pump(c *actor.Context) bool {
 	}
 	if len(batch) == 0 && len(q.fails) == 0 {
 		if !wake.IsZero() {
-			s.schedule(c, wake)
+			s.schedule(wake)
 		}
-		return false
+		return job{}, false
 	}
-	j := job{client: s.client, fail: q.fails, send: batch}
+	j = job{client: s.client, fail: q.fails, send: batch}
 	q.fails, q.busy = nil, true
-	s.w.submit(j)
 	s.publishQueue()
-	return true
+	return j, true
 }
 
 // pick takes the next messages to send, in order, as pacing and the protections allow; when
 // none may go, it says when to look again (zero: when something changes).
 func (s *Session) pick(now time.Time) ([]item, time.Time) {
-	q := &s.q
+	q := s.q
 	if s.st.Phone != "" && s.prot.Phone != s.st.Phone {
 		if s.loadPhone(s.st.Phone, now); s.prot.Phone != s.st.Phone {
 			return nil, now.Add(retryFirst)
@@ -247,13 +247,16 @@ func (s *Session) pick(now time.Time) ([]item, time.Time) {
 			wake = until
 		}
 	}
+	// The batch comes off the front of the queue; items held (their recipient blocked) stay in
+	// order in kept. When none was held the rest is resliced, not copied: a deep queue (a burst
+	// into one session) is not moved on every batch.
 	kept := q.items[:0]
-	for i := range q.items {
+	i := 0
+	for ; i < len(q.items); i++ {
 		// Items by pointer: an entry is large, and a copy of one in this frame (each loop, each
 		// call's arguments) made it 2.6 KB, which a burst's new goroutine grew its stack for.
 		it := &q.items[i]
 		if len(batch) == n || (p.PerDay > 0 && sends >= p.PerDay) {
-			kept = append(kept, q.items[i:]...)
 			break
 		}
 		to := it.e.Message.To
@@ -287,8 +290,14 @@ func (s *Session) pick(now time.Time) ([]item, time.Time) {
 		batch = appendItem(batch, it)
 		sends++
 	}
-	clear(q.items[len(kept):])
-	q.items = kept
+	if len(kept) == 0 {
+		clear(q.items[:i])
+		q.items = q.items[i:]
+	} else {
+		kept = append(kept, q.items[i:]...)
+		clear(q.items[len(kept):])
+		q.items = kept
+	}
 	if len(batch) == 0 {
 		if p.PerDay > 0 && sends >= p.PerDay {
 			wake = tomorrow
@@ -368,25 +377,37 @@ func mergeItems(a, b []item) []item {
 	return append(append(out, a...), b...)
 }
 
-func (s *Session) schedule(c *actor.Context, at time.Time) {
-	q := &s.q
-	if !q.timerAt.IsZero() && !q.timerAt.After(at) {
-		return // an earlier tick is coming
+// schedule wakes the worker at at (pacing's next slot, a hold's end), unless an earlier wake
+// is coming.
+func (s *Session) schedule(at time.Time) {
+	q := s.q
+	now := s.deps.Clock.Now()
+	if !q.timerAt.IsZero() && !q.timerAt.After(at) && q.timerAt.After(now) {
+		return // an earlier wake is coming
 	}
 	q.timerAt = at
-	hw, self := c.Engine(), c.PID()
-	d := at.Sub(s.deps.Clock.Now())
+	sq := s.sq
+	d := at.Sub(now)
 	if d <= 0 {
-		hw.Send(self, deliverTick{})
+		sq.wake()
 		return
 	}
-	s.deps.Clock.AfterFunc(d, func() { hw.Send(self, deliverTick{}) })
+	s.deps.Clock.AfterFunc(d, func() {
+		sq.mu.Lock()
+		if sq.q.timerAt.Equal(at) {
+			sq.q.timerAt = time.Time{}
+		}
+		sq.q.quiet = false
+		sq.mu.Unlock()
+		sq.wake()
+	})
 }
 
 // batchDone takes a job's result: what pacing records, the holds the network asked for, the
-// entries without an outcome back in their places.
-func (s *Session) batchDone(c *actor.Context, m batchDone) {
-	q := &s.q
+// entries without an outcome back in their places. Called by the worker with the queue's lock
+// held; the worker then looks at the queue again.
+func (s *Session) batchDone(m batchDone) {
+	q := s.q
 	q.busy = false
 	now := s.deps.Clock.Now()
 	s.stir()
@@ -428,9 +449,10 @@ func (s *Session) batchDone(c *actor.Context, m batchDone) {
 	for _, to := range m.marks {
 		s.mark(to, now)
 	}
-	s.sweep()
+	if len(m.back) > 0 {
+		s.sweep() // what came back may belong to an account that moved meanwhile
+	}
 	s.publishQueue()
-	s.pump(c)
 	s.answerClosers()
 }
 
@@ -472,7 +494,7 @@ func (s *Session) failEntry(entry *domain.OutboxEntry, err error) {
 
 // failWhere fails every queued entry for which why says so.
 func (s *Session) failWhere(why func(*domain.OutboxEntry) error) {
-	q := &s.q
+	q := s.q
 	kept := q.items[:0]
 	for i := range q.items {
 		it := &q.items[i]
@@ -484,6 +506,7 @@ func (s *Session) failWhere(why func(*domain.OutboxEntry) error) {
 	}
 	clear(q.items[len(kept):])
 	q.items = kept
+	s.publishQueue()
 }
 
 // sweep fails the queued entries whose account moved (reassigned, logged out, deleted): they

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,6 +69,8 @@ type fakeClient struct {
 	// answer scripts the network's answer to a send (nil: sent).
 	answer func(m domain.Message) error
 	sends  []sendRec
+	// lean: sends record nothing (benchmarks).
+	lean bool
 }
 
 func (c *fakeClient) emit(ev network.Event) {
@@ -109,6 +112,9 @@ func (c *fakeClient) UpdateParticipants(context.Context, string, []string, []str
 }
 
 func (c *fakeClient) Send(_ context.Context, m domain.Message) (network.Receipt, error) {
+	if c.lean {
+		return network.Receipt{ID: m.ID}, nil
+	}
 	buf := make([]byte, 64)
 	g := strings.Fields(string(buf[:runtime.Stack(buf, false)]))[1]
 	c.mu.Lock()
@@ -169,9 +175,15 @@ type outcomeRec struct {
 type fakeDeliveries struct {
 	mu       sync.Mutex
 	outcomes []outcomeRec
+	// n counts the outcomes; countOnly keeps nothing else (benchmarks).
+	n         atomic.Int64
+	countOnly bool
 }
 
 func (d *fakeDeliveries) Outcome(e domain.OutboxEntry, err error) {
+	if d.n.Add(1); d.countOnly {
+		return
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.outcomes = append(d.outcomes, outcomeRec{e, err})
@@ -257,7 +269,9 @@ type probe struct{ *Session }
 
 func (p probe) Receive(c *actor.Context) {
 	if m, ok := c.Message().(inspect); ok {
+		p.sq.mu.Lock()
 		m.f(p.Session)
+		p.sq.mu.Unlock()
 		close(m.done)
 		return
 	}
@@ -266,24 +280,24 @@ func (p probe) Receive(c *actor.Context) {
 
 // rig is one session actor under test, and what it talks to.
 type rig struct {
-	t        *testing.T
-	hw       *actor.Engine
-	pid      *actor.PID
-	id       string
-	clock    *clocktest.Clock
-	net      *fakeNet
-	records  persist.Protections
-	store    *memSessions
-	out      *fakeDeliveries
-	events   *fakeEvents
-	view     *viewBox
-	pacing   domain.Pacing
-	seq      int
-	inflight *sync.WaitGroup
+	t       testing.TB
+	hw      *actor.Engine
+	pid     *actor.PID
+	id      string
+	clock   *clocktest.Clock
+	net     *fakeNet
+	records persist.Protections
+	store   *memSessions
+	out     *fakeDeliveries
+	events  *fakeEvents
+	view    *viewBox
+	pacing  domain.Pacing
+	seq     int
+	queue   *Queue
 }
 
 // newRig starts a session linked to phone (connected) with pacing.
-func newRig(t *testing.T, phone string, pacing domain.Pacing) *rig {
+func newRig(t testing.TB, phone string, pacing domain.Pacing) *rig {
 	t.Helper()
 	hw, err := actor.NewEngine(actor.NewEngineConfig())
 	if err != nil {
@@ -306,11 +320,12 @@ func newRig(t *testing.T, phone string, pacing domain.Pacing) *rig {
 // spawn starts the actor (again: a restart from the records).
 func (r *rig) spawn() {
 	r.view = &viewBox{}
+	r.queue = NewQueue()
 	deps := Deps{
 		Store: r.store, Network: r.net, Clock: testClock{r.clock},
 		Log:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Publisher: r.view, Deliveries: r.out, Records: r.records, Events: r.events,
-		Pacing: r.pacing, SendTimeout: 5 * time.Second,
+		Pacing: r.pacing, SendTimeout: 5 * time.Second, Queue: r.queue,
 	}
 	st, _ := r.store.GetSession(r.id)
 	var s *Session
@@ -321,7 +336,6 @@ func (r *rig) spawn() {
 	if st.Linked {
 		r.waitStatus(domain.StatusConnected)
 	}
-	r.do(func(s *Session) { r.inflight = &s.inflight })
 }
 
 // stop stops the actor gracefully (what a restart does).
@@ -345,13 +359,14 @@ func (r *rig) do(f func(*Session)) {
 	}
 }
 
-// settle waits until the actor has nothing with its worker (every job's result taken).
+// settle waits until the worker has nothing to do that it knows of (every job's result taken,
+// every wake acted on).
 func (r *rig) settle() {
 	r.t.Helper()
 	r.eventually("the deliverer idle", func() bool {
-		busy := true
-		r.do(func(s *Session) { busy = s.q.busy })
-		return !busy
+		idle := false
+		r.do(func(s *Session) { idle = s.sq.idle() })
+		return idle
 	})
 }
 
@@ -378,7 +393,7 @@ func (r *rig) send(to string) string {
 	phone, _ := r.client().Paired()
 	e := domain.OutboxEntry{ID: id, UserID: "u1", From: phone, Message: domain.Message{ID: id, To: to, Kind: domain.KindText, Text: id}, CreatedAt: domain.MillisOf(r.clock.Now())}
 	e.SetStatus(domain.MsgQueued, r.clock.Now())
-	r.hw.Send(r.pid, Enqueue{Entry: e})
+	r.queue.Push(e) // as the engine does: no actor message
 	return id
 }
 
@@ -423,4 +438,4 @@ func (r *rig) waitOutcome(id string) outcomeRec {
 	return o
 }
 
-func (r *rig) depth() int { r.settle(); return r.view.get().Queue.Depth }
+func (r *rig) depth() int { r.settle(); return r.queue.Stats().Depth }

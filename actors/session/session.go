@@ -24,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/gateway/gateway/domain"
@@ -87,6 +86,9 @@ type Deps struct {
 	// ConnectDelay delays a linked session's first reconnect after boot (its slot in the boot
 	// window).
 	ConnectDelay time.Duration
+	// Queue is the session's delivery queue, which the engine pushes accepted entries into
+	// (nil: New makes one; only Enqueue messages fill it then).
+	Queue *Queue
 	// Account is a cloud session's credentials (network.WithAccount; nil for a linked one),
 	// and SendLog its sends (network.WithSendLog).
 	Account *domain.CloudAccount
@@ -152,7 +154,9 @@ func (r Reply) Failure() error { return r.Err }
 
 // Session is the actor of one messaging session: its state machine, latest QR and network
 // client. Network I/O runs on worker goroutines whose outcomes come back as messages, so status
-// and QR queries are answered at once while a call is in flight.
+// and QR queries are answered at once while a call is in flight. Every field is guarded by
+// its Queue's mutex: the actor holds it while it handles a message, the send worker while it
+// picks a batch and takes its result (worker.go).
 type Session struct {
 	deps   Deps
 	st     domain.Session
@@ -160,14 +164,12 @@ type Session struct {
 	// qrWaiters wait for the first QR code after a start.
 	qrWaiters []chan Reply
 	lastSaved time.Time
-	// q is the delivery queue: accepted messages in order, sent one batch at a time.
-	q queue
+	// sq is the shared queue; q its entries and pacing state (accepted messages in order,
+	// sent one batch at a time).
+	sq *Queue
+	q  *queue
 	// lastEvent is the last status reported to deps.Events.
 	lastEvent string
-	// inflight counts the jobs with the send worker: a stop waits for them before it
-	// disconnects, so a graceful shutdown never turns an accepted message into a failure.
-	inflight sync.WaitGroup
-	w        *worker
 	// prot: the linked phone's protections; marks: its recipients refused twice, until when.
 	prot     domain.Protections
 	marks    map[string]time.Time
@@ -189,27 +191,51 @@ func New(st domain.Session, deps Deps) actor.Producer {
 	if deps.SendTimeout <= 0 {
 		deps.SendTimeout = 60 * time.Second
 	}
+	if deps.Queue == nil {
+		deps.Queue = NewQueue()
+	}
 	return func() actor.Receiver {
-		s := &Session{deps: deps, st: st}
-		s.q.base = deps.Pacing
-		s.q.pacing = deps.Pacing.Merge(st.Pacing)
+		s := &Session{deps: deps, st: st, sq: deps.Queue, q: &deps.Queue.q}
 		return s
 	}
 }
 
-// Receive implements actor.Receiver.
+// Receive implements actor.Receiver: every message is handled with the queue's lock held (the
+// worker reads the state this actor keeps), except the final stop, which waits for the
+// worker's batch in flight.
 func (s *Session) Receive(c *actor.Context) {
-	// The hot messages first, each in a call of its own: this frame stays small. Hollywood runs
-	// each burst of messages on a new goroutine, whose stack starts small and is copied at
-	// every doubling; one large frame here (every case's locals) made the hot path need two
-	// doublings (runtime.copystack was 4 % of the CPU of a send, profiled).
+	if _, ok := c.Message().(actor.Stopped); ok {
+		s.stopped()
+		return
+	}
+	s.sq.mu.Lock()
+	defer s.sq.mu.Unlock()
 	switch m := c.Message().(type) {
 	case *Enqueue:
-		s.enqueue(c, &m.Entry)
-	case batchDone:
-		s.batchDone(c, m)
+		s.enqueue(&m.Entry)
 	default:
 		s.receive(c)
+	}
+}
+
+// stopped ends the session for good (not a restart after a panic): the worker picks nothing
+// more, its batch in flight is waited for (at most one send timeout), then it exits and the
+// client disconnects.
+func (s *Session) stopped() {
+	s.sq.mu.Lock()
+	s.sq.stopped = true
+	client := s.client
+	s.sq.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.sq.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(s.deps.SendTimeout):
+		s.deps.Log.Warn("session stopped with sends in flight", "session_id", s.st.ID)
+	}
+	s.sq.stop()
+	if client != nil {
+		client.Disconnect()
 	}
 }
 
@@ -219,7 +245,7 @@ func (s *Session) Receive(c *actor.Context) {
 func (s *Session) receive(c *actor.Context) {
 	switch m := c.Message().(type) {
 	case Enqueue:
-		s.enqueue(c, &m.Entry)
+		s.enqueue(&m.Entry)
 	case actor.Started:
 		s.started(c)
 	case *Start:
@@ -233,20 +259,20 @@ func (s *Session) receive(c *actor.Context) {
 		s.st.AssignedTo, s.st.AssignedAt = m.UserID, s.deps.Clock.Now().UTC()
 		err := s.save()
 		s.sweep()
-		s.pump(c)
+		s.wake()
 		s.publish()
 		m.Reply <- Reply{State: s.st, Err: err}
 	case *Logout:
 		s.logout(c, m)
 	case logoutDone:
 		s.loggedOut(m)
-		s.pump(c)
+		s.wake()
 	case *Call:
 		s.call(m)
 	case *SetAccount:
 		s.setAccount(c, m)
 	case *Cancel:
-		s.cancel(c, m)
+		s.cancel(m)
 	case *Close:
 		s.closing = m.Cause
 		if s.closing == nil {
@@ -254,12 +280,12 @@ func (s *Session) receive(c *actor.Context) {
 		}
 		s.closers = append(s.closers, m.Reply)
 		s.sweep()
-		s.pump(c)
+		s.wake()
 		s.answerClosers()
 	case SetPacing:
 		s.q.base = m.Pacing
 		s.setPacing(m.Pacing.Merge(s.st.Pacing))
-		s.pump(c)
+		s.wake()
 	case *Update:
 		if m.SetPacing {
 			s.st.Pacing = m.Pacing
@@ -272,15 +298,11 @@ func (s *Session) receive(c *actor.Context) {
 		s.publish()
 		m.Reply <- Reply{State: s.st, Err: err}
 		s.stir()
-		s.pump(c)
-	case deliverTick:
-		s.q.timerAt = time.Time{}
-		s.stir()
-		s.pump(c)
+		s.wake()
 	case netEvent:
 		s.onNetEvent(m.ev)
 		s.stir()
-		s.pump(c)
+		s.wake()
 	case connectNow:
 		if s.st.Status != domain.StatusConnected {
 			s.connect(c)
@@ -299,14 +321,6 @@ func (s *Session) receive(c *actor.Context) {
 			return
 		}
 		m.reply <- Reply{State: s.st, Code: m.code}
-	case actor.Stopped:
-		s.drain()
-		if s.w != nil {
-			s.w.stop()
-		}
-		if s.client != nil {
-			s.client.Disconnect()
-		}
 	}
 }
 
@@ -320,7 +334,7 @@ func (s *Session) setPacing(p domain.Pacing) {
 }
 
 // answerClosers answers Close once the queue is settled: nothing queued, nothing with the
-// worker, every failure reported.
+// worker, every failure reported (the reply channels are buffered: the worker may answer).
 func (s *Session) answerClosers() {
 	if len(s.closers) == 0 || s.q.busy || len(s.q.items) > 0 || len(s.q.fails) > 0 {
 		return
@@ -345,8 +359,21 @@ func (s *Session) started(c *actor.Context) {
 	if st, err := s.deps.Store.GetSession(s.st.ID); err == nil {
 		s.st = st
 	}
+	s.q.base = s.deps.Pacing
+	s.q.pacing = s.deps.Pacing.Merge(s.st.Pacing)
 	hw, self := c.Engine(), c.PID()
-	s.w = newWorker(hw, self, s.deps, &s.inflight)
+	// This actor takes the queue over (from the start, or from its predecessor after a panic),
+	// with what was pushed before it started.
+	s.sq.s = s
+	defer func() {
+		early := s.sq.early
+		s.sq.early = nil
+		for i := range early {
+			s.enqueue(&early[i])
+		}
+		s.sq.count()
+		s.wake()
+	}()
 	client, err := s.open(c)
 	if err != nil {
 		s.deps.Log.Error("session: open network client", "session_id", s.st.ID, "err", err)
@@ -439,17 +466,6 @@ func (s *Session) connect(c *actor.Context) {
 		defer cancel()
 		hw.Send(self, connectDone{err: client.Connect(ctx)})
 	}()
-}
-
-// drain waits for the send workers still running, at most one send timeout.
-func (s *Session) drain() {
-	done := make(chan struct{})
-	go func() { s.inflight.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(s.deps.SendTimeout):
-		s.deps.Log.Warn("session stopped with sends in flight", "session_id", s.st.ID)
-	}
 }
 
 func (s *Session) getQR(c *actor.Context, m *GetQR) {
@@ -653,9 +669,9 @@ func (s *Session) touch() {
 	s.publish()
 }
 
-// publishQueue publishes the view when the queue's depth or head changed (status reads and
-// metrics see it without a round trip).
-func (s *Session) publishQueue() { s.publish() }
+// publishQueue publishes the queue's depth and head as counters (Queue.Stats: status reads and
+// metrics see them without a round trip, and without a copy of the view per entry).
+func (s *Session) publishQueue() { s.sq.count() }
 
 func (s *Session) publish() {
 	s.st.Queue = s.q.stats()

@@ -1,41 +1,178 @@
 package session
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
-
-	"github.com/anthdm/hollywood/actor"
 
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 )
 
-// workerIdle is how long a session's send worker waits for its next batch before it exits: a
-// paced session (a send every 8-15 s on WhatsApp, twice that at half rate) keeps its worker,
-// and with it the worker's grown stack, while an idle one costs no goroutine.
+// workerIdle is how long a session's send worker waits for work before it exits: a paced
+// session (a send every 8-15 s on WhatsApp, twice that at half rate) keeps its worker, and with
+// it the worker's grown stack, while an idle one costs no goroutine.
 const workerIdle = time.Minute
 
-// worker is a session's long-lived send goroutine: it takes one job at a time from the actor
-// (which never hands it a second before the first is done), reports each outcome to the
-// message facet and the batch's result back to the actor. One goroutine for as long as the
-// session is busy, not one per batch: a goroutine's stack starts small and grows again on every
-// new goroutine, which cost 11 % of the CPU of a send in a profile (issue 21).
-type worker struct {
-	hw       *actor.Engine
-	self     *actor.PID
-	deps     Deps
-	inflight *sync.WaitGroup
+// Queue is a session's delivery queue, shared by three parties (issue 32): the engine pushes
+// each accepted entry into it (Push: no actor message, no goroutine); the session's long-lived
+// send worker picks the next messages pacing lets go, sends them and takes their results; the
+// session's actor keeps the session's state and its changes (link, status, pacing, the
+// protections), and wakes the worker when one may let a message go. One mutex guards the queue
+// and every field of the actor's Session, so the worker reads the state it picks by as the
+// actor left it. The queue's depth and oldest entry are published as counters (Stats), not as a
+// copy of the session's view per entry.
+//
+// The engine makes a session's Queue (NewQueue) and hands it to the actor (Deps.Queue); it
+// outlives an actor restarted after a panic: the new actor takes over the queue and its worker.
+type Queue struct {
+	mu sync.Mutex
+	q  queue    // the entries and the pacing state (mu)
+	s  *Session // the actor's state; nil until the actor started (mu)
+	// early: entries pushed before the actor started, enqueued by it when it does (mu).
+	early []domain.OutboxEntry
+	// stopped: the actor stopped for good; the worker picks nothing more (mu).
+	stopped bool
 
-	mu      sync.Mutex
-	running bool
-	jobs    chan job // capacity 1: at most one job waits, handed over under mu
-	quit    chan struct{}
+	// Published for readers that take no lock (status reads, metrics).
+	depth  atomic.Int64
+	oldest atomic.Int64 // ms
+
+	// The worker: running while its goroutine lives; kick wakes it (capacity 1); want says a
+	// wake came that it has not acted on yet; sending while it holds a batch (inflight: a
+	// graceful stop waits for it).
+	running  atomic.Bool
+	kick     chan struct{}
+	want     atomic.Bool
+	inflight sync.WaitGroup
+	quit     chan struct{}
+	quitOnce sync.Once
 }
 
-// job is one hand-over to the worker: entries settled as failed by the actor (reported first),
+// NewQueue returns an empty session queue.
+func NewQueue() *Queue {
+	return &Queue{kick: make(chan struct{}, 1), quit: make(chan struct{})}
+}
+
+// Push hands an accepted (durably queued) entry to the session's queue and wakes its worker
+// when the entry may change what goes next. It takes the queue's lock, never the actor's
+// mailbox; it is safe from any goroutine.
+func (x *Queue) Push(e domain.OutboxEntry) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.s == nil {
+		x.early = append(x.early, e)
+		x.count()
+		return
+	}
+	x.s.enqueue(&e)
+}
+
+// Stats is the queue's depth and oldest entry, without the lock.
+func (x *Queue) Stats() domain.QueueStats {
+	d := x.depth.Load()
+	if d <= 0 {
+		return domain.QueueStats{}
+	}
+	return domain.QueueStats{Depth: int(d), OldestAt: domain.Millis(x.oldest.Load())}
+}
+
+// count publishes the depth and the oldest entry. Called with mu held whenever the entries
+// change.
+func (x *Queue) count() {
+	n := len(x.q.items) + len(x.early)
+	var oldest domain.Millis
+	switch {
+	case len(x.q.items) > 0:
+		oldest = x.q.items[0].e.CreatedAt
+	case len(x.early) > 0:
+		oldest = x.early[0].CreatedAt
+	}
+	x.oldest.Store(int64(oldest))
+	x.depth.Store(int64(n))
+}
+
+// wake asks the worker to look at the queue, starting its goroutine when it is not running
+// (after workerIdle without work). Safe with or without mu held.
+func (x *Queue) wake() {
+	x.want.Store(true)
+	select {
+	case x.kick <- struct{}{}:
+	default:
+	}
+	if !x.running.Load() && x.running.CompareAndSwap(false, true) {
+		go x.loop()
+	}
+}
+
+// idle tells whether the worker has nothing to do that it knows of (tests). Called with mu
+// held.
+func (x *Queue) idle() bool { return !x.q.busy && !x.want.Load() }
+
+// stop ends the worker once the actor stopped for good (after its batch in flight: drain).
+func (x *Queue) stop() { x.quitOnce.Do(func() { close(x.quit) }) }
+
+// loop is the worker goroutine: it runs steps while there is work, then waits for a wake, and
+// exits after workerIdle without one.
+func (x *Queue) loop() {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		select {
+		case <-x.kick:
+			for x.step() {
+			}
+			idle.Reset(workerIdle)
+		case <-idle.C:
+			x.running.Store(false)
+			// A wake between the timer and the flag found the worker running and started
+			// nothing: take it here unless another goroutine did.
+			if len(x.kick) == 0 || !x.running.CompareAndSwap(false, true) {
+				return
+			}
+			idle.Reset(workerIdle)
+		case <-x.quit:
+			x.running.Store(false)
+			return
+		}
+	}
+}
+
+// step picks the next job (the failures settled in the queue, the next messages pacing lets go)
+// and runs it; false when there was none.
+func (x *Queue) step() bool {
+	x.mu.Lock()
+	x.want.Store(false)
+	s := x.s
+	if s == nil || x.stopped {
+		x.mu.Unlock()
+		return false
+	}
+	j, ok := s.next()
+	if ok {
+		x.inflight.Add(1)
+	}
+	x.mu.Unlock()
+	if !ok {
+		return false
+	}
+	defer x.inflight.Done()
+	for _, f := range j.fail {
+		s.deps.Deliveries.Outcome(f.e, f.err)
+	}
+	r := deliver(j.client, s.deps, j.send)
+	x.mu.Lock()
+	// The actor may have been restarted meanwhile (a panic): its successor takes the result.
+	if x.s != nil {
+		x.s.batchDone(r)
+	} else {
+		x.q.busy = false
+	}
+	x.mu.Unlock()
+	return true
+}
+
+// job is one batch for the worker: entries settled as failed in the queue (reported first),
 // then a batch to send in order.
 type job struct {
 	client network.Client
@@ -43,248 +180,9 @@ type job struct {
 	send   []item
 }
 
-// failure is an entry the actor settled as failed without sending it (its account moved, its
-// recipient is marked).
+// failure is an entry settled as failed without being sent (its account moved, its recipient
+// is marked, it was cancelled).
 type failure struct {
 	e   domain.OutboxEntry
 	err error
-}
-
-func newWorker(hw *actor.Engine, self *actor.PID, deps Deps, inflight *sync.WaitGroup) *worker {
-	return &worker{hw: hw, self: self, deps: deps, inflight: inflight, jobs: make(chan job, 1), quit: make(chan struct{})}
-}
-
-// submit hands a job over, starting the goroutine when it is not running. Called from the
-// actor only, never while a job is in flight (the actor's busy flag).
-func (w *worker) submit(j job) {
-	w.inflight.Add(1)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.jobs <- j // never blocks: the previous job was taken before its result came back
-	if !w.running {
-		w.running = true
-		go w.loop()
-	}
-}
-
-// stop ends the goroutine once it is idle (the actor stopped).
-func (w *worker) stop() { close(w.quit) }
-
-func (w *worker) loop() {
-	idle := time.NewTimer(workerIdle)
-	defer idle.Stop()
-	for {
-		select {
-		case j := <-w.jobs:
-			w.run(j)
-			idle.Reset(workerIdle)
-		case <-idle.C:
-			w.mu.Lock()
-			select {
-			case j := <-w.jobs:
-				// Handed over while the timer fired: run it; the next idle period decides.
-				w.mu.Unlock()
-				w.run(j)
-				idle.Reset(workerIdle)
-				continue
-			default:
-			}
-			w.running = false
-			w.mu.Unlock()
-			return
-		case <-w.quit:
-			return
-		}
-	}
-}
-
-func (w *worker) run(j job) {
-	defer w.inflight.Done()
-	for _, f := range j.fail {
-		w.deps.Deliveries.Outcome(f.e, f.err)
-	}
-	w.hw.Send(w.self, deliver(j.client, w.deps, j.send))
-}
-
-// batchDone is a job's result, for the actor.
-type batchDone struct {
-	settled  int       // entries whose outcome is known (sent or failed), reported in order
-	attempts int       // sends the network answered (pacing counts them; the refusal rate too)
-	refused  int       // of those, refusals (463, 479, timelock)
-	last     time.Time // when the network last answered
-	back     []item    // entries without an outcome, in batch order, for the queue
-	// holds: recipients whose next message waits until then (a per-message backoff).
-	holds map[string]time.Time
-	// pause: the network asked the whole session to wait until then (429).
-	pause time.Time
-	// backoff: an outcome is unknown or the link is down: the queue's own backoff.
-	backoff bool
-	// marks: recipients refused twice as not reachable (their message failed).
-	marks []string
-	// timelock: the network's account-wide reach-out timelock, until then (zero: none seen).
-	timelock time.Time
-	// sent: the numbers written to (with the LIDs the network addressed them by), for the
-	// contact book.
-	sent []domain.NumberCheck
-}
-
-// What the deliverer does with a send's answer (network.go's list of errors).
-type verdict uint8
-
-const (
-	settle     verdict = iota // sent, or a definite failure
-	holdTo                    // this recipient's messages wait until a time, then go again
-	pauseAll                  // the session's queue waits until a time (429)
-	backoffAll                // outcome unknown or link down: the queue's own backoff
-	timelocked                // account-wide timelock: first messages to new contacts wait
-)
-
-// Retries of per-recipient refusals.
-const (
-	// notReachableRetry: a 463 without the account-wide notice is tried once more after this,
-	// then failed (recipient_not_reachable) and the recipient marked.
-	notReachableRetry = time.Minute
-	// maxRefusedAttempts: 463 (not reachable) and 479 (refused) are tried at most this often.
-	maxRefusedAttempts = 2
-	// timelockUnknownEnd: a timelock whose end the network did not say holds this long.
-	timelockUnknownEnd = time.Hour
-)
-
-// judge says what a send's answer means for the message and the queue, and until when a hold
-// lasts. An unknown outcome is never a failure; a refusal is never tried more than twice.
-func judge(err error, now time.Time, attempts int) (verdict, time.Time) {
-	if err == nil {
-		return settle, time.Time{}
-	}
-	if until, ok := network.TimelockUntil(err); ok {
-		if !until.After(now) {
-			until = now.Add(timelockUnknownEnd)
-		}
-		return timelocked, until
-	}
-	if errors.Is(err, network.ErrNotReachable) {
-		if attempts >= maxRefusedAttempts {
-			return settle, time.Time{}
-		}
-		return holdTo, now.Add(notReachableRetry)
-	}
-	if after, ok := network.RetryAfter(err); ok {
-		if errors.Is(err, network.ErrRateLimited) {
-			return pauseAll, now.Add(after)
-		}
-		if attempts >= maxRefusedAttempts {
-			return settle, time.Time{}
-		}
-		return holdTo, now.Add(after)
-	}
-	switch {
-	case errors.Is(err, domain.ErrNotConnected), errors.Is(err, network.ErrUnknownOutcome),
-		errors.Is(err, network.ErrBanned), errors.Is(err, network.ErrOutdated),
-		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return backoffAll, time.Time{}
-	}
-	return settle, time.Time{}
-}
-
-// refusal tells whether a send's error is the network refusing the message (what the
-// refusal rate counts).
-func refusal(err error) bool {
-	return errors.Is(err, network.ErrNotReachable) || errors.Is(err, network.ErrTimelock) ||
-		errors.Is(err, network.ErrRefused)
-}
-
-// deliver sends a batch in order and reports each final outcome to the message facet. A
-// message held for its recipient holds only the later ones to the same recipient; a hold of
-// the whole session (429, unknown outcome, link down) stops the batch.
-func deliver(client network.Client, deps Deps, batch []item) batchDone {
-	var r batchDone
-	stop := false
-	var skip map[string]struct{} // recipients held or just marked: their later messages wait
-	for _, it := range batch {
-		e := it.e
-		to := e.Message.To
-		if _, held := skip[to]; held || stop {
-			r.back = append(r.back, it)
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), deps.SendTimeout)
-		rc, err := client.Send(ctx, e.Message)
-		cancel()
-		now := deps.Clock.Now()
-		e.Attempts++
-		v, until := judge(err, now, e.Attempts)
-		if v != backoffAll {
-			r.attempts++
-			r.last = now
-			if refusal(err) {
-				r.refused++
-			}
-		}
-		switch v {
-		case settle:
-			if err != nil {
-				err = classify(err)
-				e.Code, e.Error = domain.CodeOf(err), err.Error()
-				e.SetStatus(domain.MsgFailed, now)
-				if errors.Is(err, domain.ErrRecipientNotReachable) {
-					r.marks = append(r.marks, to)
-					skip = addTo(skip, to)
-				}
-			} else {
-				e.NetworkID, e.SentAt, e.LID = rc.ID, domain.MillisOf(now), rc.LID
-				e.SetStatus(domain.MsgSent, now)
-				if !domain.IsGroup(to) {
-					r.sent = append(r.sent, domain.NumberCheck{Phone: to, OnNetwork: true, LID: rc.LID})
-				}
-			}
-			deps.Deliveries.Outcome(e, err)
-			r.settled++
-			continue
-		case holdTo, timelocked:
-			if r.holds == nil {
-				r.holds = map[string]time.Time{}
-			}
-			r.holds[to] = until
-			skip = addTo(skip, to)
-			if v == timelocked {
-				// Whom the timelock spares (contacts who wrote) is the actor's to sort out.
-				r.timelock, stop = until, true
-			}
-		case pauseAll:
-			r.pause, stop = until, true
-		case backoffAll:
-			r.backoff, stop = true, true
-		}
-		it.e = e
-		r.back = append(r.back, it)
-		deps.Log.Warn("deliverer: message held; it is sent again under its id",
-			"session_id", e.SessionID, "message_id", e.ID, "attempts", e.Attempts, "err", err)
-	}
-	return r
-}
-
-func addTo(set map[string]struct{}, k string) map[string]struct{} {
-	if set == nil {
-		set = map[string]struct{}{}
-	}
-	set[k] = struct{}{}
-	return set
-}
-
-// classify turns a network's definite failure into the gateway's error (the network's error
-// stays in the chain, so errors.Is matches either).
-func classify(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, network.ErrNotOnNetwork):
-		return fmt.Errorf("%w: %w", domain.ErrRecipientNotOnNetwork, err)
-	case errors.Is(err, network.ErrNotReachable):
-		return fmt.Errorf("%w: %w", domain.ErrRecipientNotReachable, err)
-	case errors.Is(err, domain.ErrNotConnected):
-		return fmt.Errorf("%w: %w", domain.ErrNotConnected, err)
-	case domain.CodeOf(err) != "":
-		return err // the network named the gateway's code (outside_service_window, ...)
-	}
-	return fmt.Errorf("%w: %w", domain.ErrNetwork, err)
 }

@@ -1,88 +1,53 @@
 package session
 
 import (
-	"context"
-	"io"
-	"log/slog"
+	"fmt"
+	"runtime"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/anthdm/hollywood/actor"
-
-	"github.com/gateway/gateway/actors/internal/clocktest"
 	"github.com/gateway/gateway/domain"
-	"github.com/gateway/gateway/network"
 )
 
-// The deliverer's hand-over, measured against the one it replaced (issue 21): a job through
-// the session's long-lived worker, and the same job on a new goroutine per batch, the way pump
-// did it before. A send's call chain grows its goroutine's stack (the sim's journal encoding,
-// whatsmeow's protobuf and Signal code); a new goroutine grows it again on every batch, the
-// worker once. Compare the two ns/op of one run:
+// BenchmarkEnqueue: messages from their accept to their outcome through a linked session whose
+// fake client answers at once (recording nothing), 64 producers: pushed into the session's queue as the engine does
+// since issue 32 (no actor message, no goroutine; the worker picks them), and handed to the
+// actor as Enqueue messages (the actor's mailbox, a burst goroutine of hollywood's, the actor
+// then waking the worker). Compare the two ns/op of one run:
 //
-//	go test -run XXX -bench Handover -benchtime 20000x ./actors/session
-
-// deepClient is a network client whose send uses about 48 KiB of stack.
-type deepClient struct{ fakeClient }
-
-//go:noinline
-func deep(n int) byte {
-	var buf [1024]byte
-	buf[n%len(buf)] = byte(n)
-	if n == 0 {
-		return buf[0]
+//	go test -run XXX -bench Enqueue -benchtime 100000x ./actors/session
+func BenchmarkEnqueue(b *testing.B) {
+	for _, how := range []string{"push", "actor-message"} {
+		b.Run(how, func(b *testing.B) {
+			r := newRig(b, "447700900001", domain.Pacing{})
+			r.out.countOnly = true
+			r.client().lean = true
+			phone, _ := r.client().Paired()
+			const producers = 64
+			es := make([]domain.OutboxEntry, b.N)
+			for i := range es {
+				id := fmt.Sprintf("m%07d", i)
+				es[i] = domain.OutboxEntry{ID: id, UserID: "u1", From: phone, Message: domain.Message{ID: id, To: fmt.Sprintf("1555%07d", i%1000), Kind: domain.KindText, Text: id}}
+				es[i].SetStatus(domain.MsgQueued, t0)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for p := range producers {
+				wg.Go(func() {
+					for i := p; i < len(es); i += producers {
+						if how == "push" {
+							r.queue.Push(es[i])
+						} else {
+							r.hw.Send(r.pid, &Enqueue{Entry: es[i]})
+						}
+					}
+				})
+			}
+			wg.Wait()
+			for r.out.n.Load() < int64(b.N) {
+				runtime.Gosched()
+			}
+		})
 	}
-	return deep(n-1) + buf[(n*7)%len(buf)]
 }
-
-func (c *deepClient) Send(_ context.Context, m domain.Message) (network.Receipt, error) {
-	deep(48)
-	return network.Receipt{ID: m.ID}, nil
-}
-
-// relay is an actor that hands every batchDone to a channel.
-type relay chan batchDone
-
-func (r relay) Receive(c *actor.Context) {
-	if m, ok := c.Message().(batchDone); ok {
-		r <- m
-	}
-}
-
-func BenchmarkHandover(b *testing.B) {
-	hw, err := actor.NewEngine(actor.NewEngineConfig())
-	if err != nil {
-		b.Fatal(err)
-	}
-	done := make(relay, 1)
-	self := hw.Spawn(func() actor.Receiver { return done }, "relay")
-	deps := Deps{Clock: testClock{clocktest.New(t0)}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Deliveries: &nopDeliveries{}, SendTimeout: time.Minute}
-	client := &deepClient{}
-	batch := []item{{seq: 1, e: domain.OutboxEntry{ID: "m", Message: domain.Message{ID: "m", To: "15550000001", Kind: domain.KindText}}}}
-
-	b.Run("worker", func(b *testing.B) {
-		var inflight sync.WaitGroup
-		w := newWorker(hw, self, deps, &inflight)
-		defer w.stop()
-		b.ReportAllocs()
-		for b.Loop() {
-			w.submit(job{client: client, send: batch})
-			<-done
-		}
-	})
-	b.Run("goroutine-per-batch", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			go func() { hw.Send(self, deliver(client, deps, batch)) }()
-			<-done
-		}
-	})
-}
-
-type nopDeliveries struct{}
-
-func (*nopDeliveries) Outcome(domain.OutboxEntry, error)   {}
-func (*nopDeliveries) Receipt(string, domain.StatusChange) {}
-func (*nopDeliveries) Failed(string, error, time.Time)     {}

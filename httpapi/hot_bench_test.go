@@ -1,0 +1,73 @@
+package httpapi
+
+import (
+	"testing"
+
+	"github.com/valyala/fasthttp"
+)
+
+// BenchmarkHotRoutes is the hot routes' own work, in process: the whole handler (routing,
+// request id, metrics, the access log's record, authentication, the route) against a handler
+// that only writes the same answer (bare), on a RequestCtx reused as fasthttp reuses it (no
+// network: what is left is the gateway's own CPU per request, cpu-ns/op from the process's CPU
+// time, which a shared machine does not inflate as it does ns/op). The load test measures the
+// same routes with the sockets (bench/README.md).
+//
+//	go test -run X -bench HotRoutes -benchtime 200000x ./httpapi
+func BenchmarkHotRoutes(b *testing.B) {
+	a := newAPI(b, func(c *Config) { c.LogRequests = true; c.AccessLog = AccessLogConfig{Output: discard{}} })
+	a.do(b, "GET", "/api/client/apikeys", "alice", nil, nil) // alice signs in
+	r := a.do(b, "POST", "/api/admin/apikeys", "root", nil, map[string]any{"userId": "alice", "name": "bench", "scopes": []string{"send_text"}})
+	raw := r.str("rawKey")
+	if raw == "" {
+		b.Fatalf("no key: %s", r.body)
+	}
+	tok := a.token("alice")
+	cases := []struct {
+		name, method, path, auth string
+		body                     string
+	}{
+		{"validate", "POST", "/api/admin/apikeys/validate", "", `{"rawKey":"` + raw + `"}`},
+		{"status", "GET", "/api/client/status", "Bearer " + tok, ""},
+	}
+	h := a.srv.Handler()
+	for _, c := range cases {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.Header.SetMethod(c.method)
+		ctx.Request.SetRequestURI(c.path)
+		if c.auth != "" {
+			ctx.Request.Header.Set("Authorization", c.auth)
+		}
+		if c.body != "" {
+			ctx.Request.SetBodyString(c.body)
+		}
+		h(&ctx)
+		if ctx.Response.StatusCode() != 200 {
+			b.Fatalf("%s: %d %s", c.name, ctx.Response.StatusCode(), ctx.Response.Body())
+		}
+		answer := append([]byte(nil), ctx.Response.Body()...)
+		b.Run(c.name+"/gateway", func(b *testing.B) {
+			b.ReportAllocs()
+			start := cpuNanos()
+			for b.Loop() {
+				ctx.Response.Reset()
+				h(&ctx)
+			}
+			b.ReportMetric(float64(cpuNanos()-start)/float64(b.N), "cpu-ns/op")
+		})
+		b.Run(c.name+"/bare", func(b *testing.B) {
+			b.ReportAllocs()
+			start := cpuNanos()
+			for b.Loop() {
+				ctx.Response.Reset()
+				ctx.Response.Header.SetContentTypeBytes(contentTypeJSON)
+				ctx.Response.SetBody(answer)
+			}
+			b.ReportMetric(float64(cpuNanos()-start)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }

@@ -1,0 +1,203 @@
+package persist
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Pipelined syncs (issue 32, item 4). Badger's own SyncWrites syncs inside its one write path:
+// a group's memtable inserts, then its fdatasync, then the next group's inserts; every commit
+// waited for the sync of the group before it and then for its own. Here Badger writes without
+// syncing, and the syncer makes the writes durable: it takes every group written since its
+// last sync, syncs once, and answers their callers, while the writer goes on writing the next
+// groups. A caller waits for the first sync that starts after its group was written, never for
+// a sync that began before (the tail of a slow sync holds only the groups written before it
+// started, plus the next round). NATS JetStream's file store and Badger's value log were read
+// for this (bench/README.md, "The accept's tail").
+//
+// What a sync covers (read in badger v4.9.6's source): DB.Sync syncs the active memtable's
+// write-ahead log (an msync of its map) and the newest value-log file only. A memtable that
+// filled after a group was written became immutable, and its log is synced by nobody until the
+// memtable is flushed to a table (which Badger syncs before it deletes the log); a full
+// value-log file likewise (its doneWriting syncs only with SyncWrites). So the barrier also
+// notices when Badger started a new log file (the next one's name exists: <fid>.mem, %05d;
+// <fid>.vlog, %06d) and then fdatasyncs every older log file still there: on Linux an fsync of
+// a file writes back its pages dirtied through any map of it.
+
+// syncer is a Badger's sync pipeline (FsyncBatch), and the barrier every mode uses.
+type syncer struct {
+	db  *badger.DB
+	dir string
+	log *slog.Logger
+
+	mu      sync.Mutex
+	pending []*commitReq // written, waiting for the next sync
+	closed  bool
+	kick    chan struct{} // capacity 1: there is something to sync, or closed
+
+	// barrierMu serialises barriers (the syncer's and the interval loop's, Close's).
+	barrierMu sync.Mutex
+	// mem and vlog: the newest log files the last barrier saw (-1: none yet).
+	mem, vlog int64
+	// syncs counts barriers, rotations those that found a new log file (tests).
+	syncs, rotations atomic.Uint64
+	// beforeBarrier, when a test sets it, runs at the start of each barrier.
+	beforeBarrier func()
+}
+
+func newSyncer(db *badger.DB, dir string, log *slog.Logger) *syncer {
+	s := &syncer{db: db, dir: dir, log: log, kick: make(chan struct{}, 1), mem: -1, vlog: -1}
+	s.mem, s.vlog = s.newest()
+	return s
+}
+
+// add hands written requests to the syncer.
+func (s *syncer) add(reqs []*commitReq) {
+	if len(reqs) == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.pending = append(s.pending, reqs...)
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// close lets run finish: it syncs and answers what was handed to it, then returns. No add may
+// follow (the writers have stopped).
+func (s *syncer) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run is the sync goroutine: one barrier for everything written since the last, then the
+// answers.
+func (s *syncer) run() {
+	var batch []*commitReq
+	for range s.kick {
+		for {
+			s.mu.Lock()
+			batch, s.pending = s.pending, batch[:0]
+			closed := s.closed
+			s.mu.Unlock()
+			if len(batch) == 0 {
+				if closed {
+					return
+				}
+				break
+			}
+			err := s.barrier()
+			if err != nil {
+				err = fmt.Errorf("persist: commit: sync: %w", err)
+			}
+			for _, r := range batch {
+				if r.res == nil {
+					r.res = err
+				}
+				r.done <- r.res
+			}
+			clear(batch)
+		}
+	}
+}
+
+// barrier makes everything Badger was handed before it started durable: DB.Sync, and the log
+// files Badger moved on from since the last barrier (see above).
+func (s *syncer) barrier() error {
+	s.barrierMu.Lock()
+	defer s.barrierMu.Unlock()
+	if s.beforeBarrier != nil {
+		s.beforeBarrier()
+	}
+	s.syncs.Add(1)
+	err := s.db.Sync()
+	if s.exists(s.mem+1, ".mem", 5) || s.exists(s.vlog+1, ".vlog", 6) {
+		s.rotations.Add(1)
+		mem, vlog := s.newest()
+		err = errors.Join(err, s.syncOlder(mem, vlog))
+		s.mem, s.vlog = mem, vlog
+	}
+	return err
+}
+
+// exists tells whether log file fid (with ext, its number in digits) is there.
+func (s *syncer) exists(fid int64, ext string, digits int) bool {
+	_, err := os.Stat(filepath.Join(s.dir, fmt.Sprintf("%0*d%s", digits, fid, ext)))
+	return err == nil
+}
+
+// newest is the highest fid of the .mem and of the .vlog files in the directory (-1: none).
+func (s *syncer) newest() (mem, vlog int64) {
+	mem, vlog = -1, -1
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return mem, vlog
+	}
+	for _, e := range entries {
+		if fid, ext, ok := logFile(e.Name()); ok {
+			if ext == ".mem" {
+				mem = max(mem, fid)
+			} else {
+				vlog = max(vlog, fid)
+			}
+		}
+	}
+	return mem, vlog
+}
+
+// syncOlder fdatasyncs every .mem file older than mem and every .vlog file older than vlog (a
+// file flushed and removed meanwhile needs nothing: Badger synced its table first).
+func (s *syncer) syncOlder(mem, vlog int64) error {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		fid, ext, ok := logFile(e.Name())
+		if !ok || (ext == ".mem" && fid >= mem) || (ext == ".vlog" && fid >= vlog) {
+			continue
+		}
+		if err := syncPath(filepath.Join(s.dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// logFile reads a Badger log file's name: its fid and extension.
+func logFile(name string) (int64, string, bool) {
+	for _, ext := range []string{".mem", ".vlog"} {
+		if stem, ok := strings.CutSuffix(name, ext); ok {
+			fid, err := strconv.ParseInt(stem, 10, 64)
+			return fid, ext, err == nil
+		}
+	}
+	return 0, "", false
+}
+
+// syncPath fdatasyncs the file at path.
+func syncPath(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	err = fdatasync(f)
+	return errors.Join(err, f.Close())
+}

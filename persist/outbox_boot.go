@@ -1,0 +1,389 @@
+package persist
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/gateway/gateway/domain"
+)
+
+// What is pending: the marks, and the accepts since the checkpoint without an outcome (see
+// Outbox). Pending reads them at boot; Checkpoint, every few seconds while the gateway
+// runs (the engine's rhythm), marks the messages pending longer than markAfter and moves the checkpoint on; Renew
+// writes again the bodies of the marked messages that near their expiry.
+
+// checkpointVersion starts the checkpoint's value (then the time, ms, 8 bytes).
+const checkpointVersion = 1
+
+func encodeCheckpoint(ms int64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{checkpointVersion}, uint64(max(ms, 0)))
+}
+
+// readCheckpoint reads the checkpoint (found false: none was written, every accept is read).
+func (o *Outbox) readCheckpoint() (int64, bool, error) {
+	v, err := o.kv.Get(checkpointKey)
+	switch {
+	case errors.Is(err, domain.ErrRecordNotFound):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, err
+	case len(v) != 9 || v[0] != checkpointVersion:
+		return 0, false, fmt.Errorf("%w: %s: a checkpoint of %d bytes, version %d", domain.ErrRecordInvalid, checkpointKey, len(v), v[0])
+	}
+	return int64(binary.BigEndian.Uint64(v[1:])), true, nil
+}
+
+// candidate is a message that may be pending at boot.
+type candidate struct {
+	id, pos string
+	body    []byte // its accept record, when read already
+	marked  bool
+	expires int64 // the mark's body expiry (Unix seconds)
+	e       domain.OutboxEntry
+}
+
+// Pending lists every message without an outcome, in acceptance order, and indexes them (run
+// at boot, before any accept): the marks, and the accepts at or after the checkpoint whose
+// outcome is not written. Marks of the older layouts are moved to this one; stale marks (their
+// outcome written: the outcome's commit raced the mark's) are removed; marked bodies with less
+// than renewBelow left are renewed. Then it writes the checkpoint again.
+func (o *Outbox) Pending() ([]domain.OutboxEntry, error) {
+	now := o.now()
+	ckpt, found, err := o.readCheckpoint()
+	if err != nil {
+		return nil, err
+	}
+	var (
+		cands []*candidate
+		byID  = map[string]*candidate{}
+		ops   []Op
+	)
+	// The marks (every layout).
+	var older []olderMark
+	prefix := []byte(outboxPendingTable + "/")
+	err = o.kv.Scan(prefix, func(key, value []byte) error {
+		id := string(key[len(prefix):])
+		switch {
+		case len(value) > 9 && value[0] == pendingMarkV3:
+			c := &candidate{id: id, pos: string(value[9:]), marked: true, expires: int64(binary.BigEndian.Uint64(value[1:9]))}
+			cands, byID[id] = append(cands, c), c
+		case len(value) == 9 && value[0] == pendingMarkV2:
+			older = append(older, olderMark{id: id})
+		case len(value) > 0 && value[0] == recordVersion1:
+			older = append(older, olderMark{id: id, whole: slices.Clone(value)})
+		default:
+			return fmt.Errorf("%w: %s %q: unknown pending mark", domain.ErrRecordInvalid, outboxPendingTable, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The accepts since the checkpoint.
+	from := appendLogPosPrefix(nil, ckpt)
+	if !found {
+		from = nil
+	}
+	err = scanGroupsFrom(o.kv, []byte(messageLogTable+"/"), from, func(key, value []byte) error {
+		id, pos, ok := acceptOfKey(key)
+		if !ok || len(value) == 0 || value[0] != bodyVersion3 || byID[id] != nil {
+			return nil
+		}
+		c := &candidate{id: id, pos: pos, body: slices.Clone(value)}
+		cands, byID[id] = append(cands, c), c
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Those whose outcome is written are not pending (a mark left behind goes).
+	keys := make([][]byte, len(cands))
+	for i, c := range cands {
+		keys[i] = o.status.key(c.id)
+	}
+	settled, err := Has(o.kv, keys)
+	if err != nil {
+		return nil, err
+	}
+	var out []*candidate
+	for i, c := range cands {
+		if settled[i] {
+			if c.marked {
+				ops = append(ops, Op{Key: pendingKey(c.id), Delete: true})
+			}
+			continue
+		}
+		if c.body == nil {
+			if c.body, err = o.kv.Get(acceptKeyAt(c.pos, c.id)); errors.Is(err, domain.ErrRecordNotFound) {
+				o.logger.Load().Error("outbox: a queued message's body expired before it could be sent: dropped",
+					"message_id", c.id, "expired_at", time.Unix(c.expires, 0))
+				ops = append(ops, Op{Key: pendingKey(c.id), Delete: true})
+				continue
+			} else if err != nil {
+				return nil, err
+			}
+		}
+		if c.e, _, err = o.decodeFull(c.body); err != nil {
+			return nil, fmt.Errorf("%s %q: %w", messageLogTable, c.id, err)
+		}
+		if c.marked && time.Unix(c.expires, 0).Sub(now) < renewBelow {
+			if _, err := o.putMedia(context.Background(), c.e); err != nil { // it outlives the body
+				return nil, err
+			}
+			renewed := Op{Key: acceptKeyAt(c.pos, c.id), Value: c.body, TTL: bodyTTL}
+			c.expires = now.Add(bodyTTL).Unix()
+			ops = append(ops, renewed, Op{Key: pendingKey(c.id), Value: markV3(c.pos, time.Unix(c.expires, 0))})
+		}
+		c.body = nil
+		out = append(out, c)
+	}
+	if err := o.commitChunks(ops); err != nil {
+		return nil, err
+	}
+	// The older layouts' pending messages, moved to this one (marked: they may be older than
+	// the checkpoint).
+	moved, err := o.moveOlder(older, now)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, moved...)
+
+	o.mu.Lock()
+	entries := make([]domain.OutboxEntry, 0, len(out))
+	for _, c := range out {
+		if o.index[c.id] == nil {
+			p := &pendingMsg{uid: c.e.UserID, at: int64(c.e.CreatedAt), since: now, state: waiting}
+			if c.marked {
+				p.mark, p.expires = marked, c.expires
+			}
+			o.index[c.id] = p
+		}
+		entries = append(entries, c.e)
+	}
+	o.booted = true
+	o.mu.Unlock()
+	sort.SliceStable(entries, func(i, j int) bool { return entries[i].CreatedAt < entries[j].CreatedAt })
+	// The checkpoint moves on now (a boot after this one reads from here).
+	return entries, o.Checkpoint()
+}
+
+// olderMark is a pending mark of an older layout: version 2 (the body at outbox/<id>), or the
+// whole entry (version 1).
+type olderMark struct {
+	id    string
+	whole []byte
+}
+
+// moveOlder moves the older layouts' pending messages to this layout: each one's accept
+// record and mark written, its older mark and body removed, in one commit per batch.
+func (o *Outbox) moveOlder(older []olderMark, now time.Time) ([]*candidate, error) {
+	var (
+		out []*candidate
+		ops []Op
+	)
+	for _, m := range older {
+		var e domain.OutboxEntry
+		if m.whole != nil {
+			if _, err := Decode(m.whole, recordVersion1, &e); err != nil {
+				return nil, fmt.Errorf("%s %q: %w", outboxPendingTable, m.id, err)
+			}
+		} else {
+			data, err := o.kv.Get(bodyKey(m.id))
+			if errors.Is(err, domain.ErrRecordNotFound) {
+				o.logger.Load().Error("outbox: a queued message's body expired before it could be sent: dropped", "message_id", m.id)
+				ops = append(ops, Op{Key: pendingKey(m.id), Delete: true})
+				continue
+			} else if err != nil {
+				return nil, err
+			}
+			if e, _, err = o.decodeFull(data); err != nil {
+				return nil, fmt.Errorf("%s %q: %w", outboxTable, m.id, err)
+			}
+		}
+		if e.ID == "" {
+			e.ID = m.id
+		}
+		put, err := o.acceptOp(context.Background(), e, "")
+		if err != nil {
+			return nil, err
+		}
+		pos := posOf(e.UserID, int64(e.CreatedAt))
+		expires := now.Add(bodyTTL)
+		ops = append(ops, put, Op{Key: pendingKey(m.id), Value: markV3(pos, expires)}, Op{Key: bodyKey(m.id), Delete: true})
+		out = append(out, &candidate{id: m.id, pos: pos, marked: true, expires: expires.Unix(), e: e})
+	}
+	return out, o.commitChunks(ops)
+}
+
+// commitChunks commits ops in batches under the store's limits (the ops are independent).
+func (o *Outbox) commitChunks(ops []Op) error {
+	for len(ops) > 0 {
+		n, size := 0, 0
+		for n < len(ops) && n < bgBatchMax && size < bgBatchBytes {
+			size += len(ops[n].Key) + len(ops[n].Value)
+			n++
+		}
+		if err := o.kv.Commit(context.Background(), ops[:n]...); err != nil {
+			return err
+		}
+		ops = ops[n:]
+	}
+	return nil
+}
+
+// acceptOfKey reads an accept record's key: msg_log/<uid>/<ms>/out/<id> → id, "<uid>/<ms>".
+func acceptOfKey(key []byte) (id, pos string, ok bool) {
+	rest := key[len(messageLogTable)+1:]
+	i := bytes.IndexByte(rest, '/')
+	// <uid>/ then 13 digits, then /out/ and the id.
+	if i < 0 || len(rest) < i+1+13+5+1 || string(rest[i+14:i+19]) != "/"+domain.DirOut+"/" {
+		return "", "", false
+	}
+	return string(rest[i+19:]), string(rest[:i+14]), true
+}
+
+// Checkpoint marks the messages pending longer than markAfter, reads back the accepts that
+// answered an error (forgotten when not stored, marked when stored), and writes the checkpoint
+// when it moved: the acceptance time of the oldest message pending without a mark (or a moment
+// ago when there is none), in the same commit as the marks. It does nothing before Pending ran
+// (an index without the messages of the last process could move it past them).
+func (o *Outbox) Checkpoint() error {
+	o.ckptMu.Lock()
+	defer o.ckptMu.Unlock()
+	now := o.now()
+	type job struct {
+		id, pos string
+		at      int64
+	}
+	var marks, doubts []job
+	o.mu.Lock()
+	if !o.booted {
+		o.mu.Unlock()
+		return nil
+	}
+	for id, p := range o.index {
+		if p.mark != unmarked || now.Sub(p.since) < markAfter {
+			continue
+		}
+		switch p.state {
+		case waiting:
+			p.mark = marking
+			marks = append(marks, job{id, posOf(p.uid, p.at), p.at})
+		case doubtful:
+			doubts = append(doubts, job{id, posOf(p.uid, p.at), p.at})
+		}
+	}
+	o.mu.Unlock()
+	for _, d := range doubts {
+		_, err := o.kv.Get(acceptKeyAt(d.pos, d.id))
+		if err != nil && !errors.Is(err, domain.ErrRecordNotFound) {
+			continue // read again at the next checkpoint
+		}
+		o.mu.Lock()
+		if p := o.index[d.id]; p != nil && p.state == doubtful && p.mark == unmarked {
+			if err != nil {
+				delete(o.index, d.id) // not stored: nothing is pending
+			} else {
+				// Stored, and in no queue here: the next boot (or a retry) sends it.
+				p.mark = marking
+				marks = append(marks, d)
+			}
+		}
+		o.mu.Unlock()
+	}
+	var ops []Op
+	for _, m := range marks {
+		ops = append(ops, Op{Key: pendingKey(m.id), Value: markV3(m.pos, time.UnixMilli(m.at).Add(bodyTTL))})
+	}
+	o.mu.Lock()
+	c := max(now.Add(-checkpointSlack).UnixMilli(), o.floor)
+	for _, p := range o.index {
+		if p.mark == unmarked && p.at < c {
+			c = p.at
+		}
+	}
+	o.floor = max(o.floor, c)
+	o.mu.Unlock()
+	ops = append(ops, Op{Key: checkpointKey, Value: encodeCheckpoint(c)})
+	err := o.commitChunks(ops)
+	o.mu.Lock()
+	for _, m := range marks {
+		if p := o.index[m.id]; p != nil && p.mark == marking {
+			if err == nil {
+				p.mark, p.expires = marked, time.UnixMilli(m.at).Add(bodyTTL).Unix()
+			} else {
+				p.mark = unmarked
+			}
+		}
+	}
+	o.mu.Unlock()
+	return err
+}
+
+// Renew writes again the bodies of the marked messages that have less than renewBelow left
+// (run daily while the gateway runs: a message may stay queued for weeks behind a disconnected
+// session). It returns how many it renewed.
+func (o *Outbox) Renew() (int, error) {
+	now := o.now()
+	type job struct{ id, pos string }
+	var jobs []job
+	o.mu.Lock()
+	for id, p := range o.index {
+		if p.mark == marked && time.Unix(p.expires, 0).Sub(now) < renewBelow {
+			jobs = append(jobs, job{id, posOf(p.uid, p.at)})
+		}
+	}
+	o.mu.Unlock()
+	var ops []Op
+	expires := now.Add(bodyTTL)
+	for _, j := range jobs {
+		data, err := o.kv.Get(acceptKeyAt(j.pos, j.id))
+		if errors.Is(err, domain.ErrRecordNotFound) {
+			continue // settled meanwhile (its outcome renews what it needs), or gone (boot says so)
+		} else if err != nil {
+			return 0, err
+		}
+		ops = append(ops, Op{Key: acceptKeyAt(j.pos, j.id), Value: data, TTL: bodyTTL}, Op{Key: pendingKey(j.id), Value: markV3(j.pos, expires)})
+	}
+	if err := o.commitChunks(ops); err != nil {
+		return 0, err
+	}
+	o.mu.Lock()
+	for _, j := range jobs {
+		if p := o.index[j.id]; p != nil && p.mark == marked {
+			p.expires = expires.Unix()
+		}
+	}
+	o.mu.Unlock()
+	return len(ops) / 2, nil
+}
+
+// groupScanner is a KV that walks, for each group of keys under a prefix (the keys sharing the
+// part up to the first '/' after the prefix: a user's history), the group's keys at or after
+// the group followed by from, seeking past the others (Badger).
+type groupScanner interface {
+	ScanGroupsFrom(prefix, from []byte, fn func(key, value []byte) error) error
+}
+
+// scanGroupsFrom is kv's group scan, or a scan of the whole prefix that skips the keys before
+// from in each group (nil from: every key).
+func scanGroupsFrom(kv KV, prefix, from []byte, fn func(key, value []byte) error) error {
+	if g, ok := kv.(groupScanner); ok && from != nil {
+		return g.ScanGroupsFrom(prefix, from, fn)
+	}
+	return kv.Scan(prefix, func(key, value []byte) error {
+		if from != nil {
+			i := bytes.IndexByte(key[len(prefix):], '/')
+			if i < 0 || bytes.Compare(key[len(prefix)+i+1:], from) < 0 {
+				return nil
+			}
+		}
+		return fn(key, value)
+	})
+}
