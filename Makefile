@@ -6,7 +6,7 @@ DATA      ?= ./data
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 # Packages must import one way: main → node → httpapi → engine → actors/* → {domain, network, ecom}.
-ADAPTERS  := persist persist/kvtest persist/natskv persist/natstest natsevents network network/sim network/simhttp network/whatsapp network/networktest ecom identity media domain cluster internal/jsstream
+ADAPTERS  := persist persist/kvtest persist/natskv persist/natstest natsevents network network/sim network/simhttp network/whatsapp network/cloud network/cloud/fakegraph cloudapi network/networktest ecom identity media domain cluster internal/jsstream
 # whatsmeow 2026-08-21 is served by ../shared/goproxy when the default module proxy does not
 # have it yet (see README.md, "WhatsApp"); the same versions and hashes as the public proxy.
 SHARED_GOPROXY := $(abspath ../shared/goproxy)
@@ -36,8 +36,9 @@ test-nats:
 
 # test-cluster (README: Cluster): three nats-server processes in one clustered JetStream, a
 # `gateway sim` process and three `gateway serve --cluster` processes on loopback under load:
-# kill -9 of a gateway, its restart, kill -9 of a NATS server, a SIGTERM; it prints the handover
-# times and the delivery and cap checks. Without -race (DESIGN.md section 13.1), after make test.
+# kill -9 of a gateway, its restart, kill -9 of a NATS server, a SIGTERM, with a Cloud API number
+# on the fake Graph API among the load (it moves with its partition: no device lock); it prints
+# the handover times and the delivery and cap checks. Without -race (DESIGN.md section 13.1), after make test.
 test-cluster:
 	$(GO) test -tags cluster -count=1 -timeout 10m -run TestClusterOfThree -v .
 
@@ -78,7 +79,7 @@ lint: deps
 
 # openapi-lint runs Redocly's recommended rules and Spectral's OpenAPI ruleset on
 # httpapi/openapi.json and fails on any error (warnings are listed; .redocly.lint-ignore.yaml
-# names the one finding skipped, and why). The npm packages are pinned and installed once,
+# names the findings skipped, and why). The npm packages are pinned and installed once,
 # outside the repository, by this target (node and npm are on the machine and on CI's).
 NODE_TOOLS       ?= $(HOME)/.cache/gateway-node-tools
 REDOCLY_VERSION  := 2.77.0

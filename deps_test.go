@@ -48,6 +48,11 @@ var allowedImports = map[string][]string{
 	"network/sim":             {"domain", "network", "internal/jsonenc"},
 	"network/whatsapp":        {"domain", "network"},
 	"network/whatsapp/fakewa": {},
+	// Meta's Cloud API on the wire (both directions: the cloud network, its fake, a
+	// Cloud-API-shaped front); the cloud network; its fake Graph API (tests only).
+	"cloudapi":                {"domain"},
+	"network/cloud":           {"domain", "network", "cloudapi"},
+	"network/cloud/fakegraph": {"cloudapi"},
 	"network/networktest":     {"domain", "network"},
 	"network/simhttp":         {"domain", "network", "network/sim"},
 	"internal/pgtest":         {}, // test helper: throwaway PostgreSQL servers

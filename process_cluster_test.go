@@ -215,6 +215,23 @@ func (c *ctCluster) must(r ctResp, status int, what string) ctResp {
 	return r
 }
 
+// every calls fn(0), fn(1), ... one after another, each after a pause of pace(), in a goroutine
+// counted in wg, until stop is closed: one load worker.
+func every(stop <-chan struct{}, wg *sync.WaitGroup, pace func() time.Duration, fn func(n int)) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for n := 0; ; n++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(pace()):
+			}
+			fn(n)
+		}
+	}()
+}
+
 func (c *ctCluster) token(uid, role string) string {
 	tok, err := c.issuer.Mint(identity.TokenRequest{UID: uid, Role: role, Name: uid, Email: uid + "@example.com"})
 	if err != nil {
@@ -309,9 +326,12 @@ func TestClusterOfThree(t *testing.T) {
 	}
 	c := &ctCluster{t: t, nats: nats, env: append(env, "GATEWAY_SECRET_KEY="+secret),
 		client: &http.Client{Timeout: 90 * time.Second}, live: make([]bool, 3)}
+	cloudNum := newCtCloud(t) // a Cloud API number (process_cluster_cloud_test.go)
+	cloudNum.c = c
 	c.args = []string{"--cluster", "--store", "nats", "--nats", nats.URLs(), "--nats-prefix", ctPrefix,
 		"--sim-url", "http://" + simAddr, "--plans", plans, "--ecom-api-base", fake.APIBase(), "--public-url", testPublicURL,
 		"--log-requests=false", "--log-level", "info", "--shutdown-timeout", "20s"}
+	c.args = append(c.args, cloudNum.args()...)
 	logs := os.Getenv("GATEWAY_CLUSTER_LOGS") // keep the nodes' logs there (default: a temporary dir)
 	if logs == "" {
 		logs = t.TempDir()
@@ -449,94 +469,87 @@ func TestClusterOfThree(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "every session CONNECTED", func() bool { return connected(users) })
 	t.Logf("30 users linked, keyed, 10 stores connected: %v", time.Since(began).Round(time.Millisecond))
+	cloudNum.setup(admin)
 
 	// The load: one worker per user until stop.
 	var seq atomic.Int64
 	var accepted, sends, keyedSends, campaigns, hooks atomic.Int64
 	load := func(stop <-chan struct{}, wg *sync.WaitGroup) {
+		cloudNum.work(stop, wg, func() int64 { return seq.Add(1) })
 		for i, u := range users {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for n := 0; ; n++ {
-					select {
-					case <-stop:
-						return
-					case <-time.After(time.Duration(60+rand.IntN(60)) * time.Millisecond):
+			every(stop, wg, func() time.Duration { return time.Duration(60+rand.IntN(60)) * time.Millisecond }, func(n int) {
+				tag := fmt.Sprintf("m%d-%s", seq.Add(1), u.uid)
+				a := keyAuth(u.key)
+				switch {
+				case i >= ctUsers-ctCapped:
+					r := c.call(-1, "POST", "/api/v1/messages/send", a, map[string]any{"phone": u.to, "message": tag})
+					u.mu.Lock()
+					if r.status != 429 && r.status != 0 {
+						u.capCalls++
 					}
-					tag := fmt.Sprintf("m%d-%s", seq.Add(1), u.uid)
-					a := keyAuth(u.key)
-					switch {
-					case i >= ctUsers-ctCapped:
-						r := c.call(-1, "POST", "/api/v1/messages/send", a, map[string]any{"phone": u.to, "message": tag})
-						u.mu.Lock()
-						if r.status != 429 && r.status != 0 {
-							u.capCalls++
-						}
-						if r.status == 200 {
-							u.capOK++
-							u.accepted[r.str("message_id")] = tag
-							accepted.Add(1)
-							if r.tries > 0 { // no key: a retry after an unknown outcome may double
-								u.retriedNo[tag] = true
-							}
-						} else if r.status != 429 && r.status != 402 && r.status != 403 {
-							c.fail("capped send: %d %s", r.status, r.raw)
-						}
-						u.mu.Unlock()
-					case n%10 == 9:
-						to := []string{fmt.Sprintf("1555030%02d%02d", i, n%100), fmt.Sprintf("1555031%02d%02d", i, n%100)}
-						// With an Idempotency-Key, as a careful client sends campaigns: a retry
-						// after a 503 (the first attempt may have run) is the same campaign.
-						ka := auth{"x-api-key": u.key, "Idempotency-Key": "camp-" + tag}
-						r := c.call(-1, "POST", "/api/v1/messages/send-bulk", ka, map[string]any{"numbers": to, "message": tag, "delay": 0.05, "async": true})
-						if r.status != 202 && r.status != 200 {
-							c.fail("campaign: %d %s", r.status, r.raw)
-							continue
-						}
-						campaigns.Add(1)
-						u.mu.Lock()
-						u.campaigns = append(u.campaigns, ctCampaign{id: r.str("campaign_id"), text: tag, to: to})
-						u.mu.Unlock()
-					case u.shop != "" && n%5 == 2:
-						id := "hook-" + tag
-						body := orderBody(t, 100000+seq.Add(1), "#"+tag, "+1 (312) 555-01"+fmt.Sprintf("%02d", i))
-						h := map[string]string{"X-Shopify-Topic": "orders/create", "X-Shopify-Shop-Domain": u.shop,
-							"X-Shopify-Hmac-Sha256": ecom.SignWebhook(body, u.secret), "X-Shopify-Webhook-Id": id}
-						r := c.call(-1, "POST", "/api/ecom/webhook?uid="+u.uid+"&shop="+u.shop, auth(h), body)
-						if r.status != 200 {
-							c.fail("store webhook: %d %s", r.status, r.raw)
-							continue
-						}
-						hooks.Add(1)
-						u.mu.Lock()
-						u.hooks[id] = true
-						u.mu.Unlock()
-					default:
-						keyed := n%2 == 0
-						if keyed {
-							a = auth{"x-api-key": u.key, "Idempotency-Key": "idem-" + tag}
-						}
-						r := c.call(-1, "POST", "/api/v1/messages/send", a, map[string]any{"phone": u.to, "message": tag})
-						sends.Add(1)
-						if r.status != 200 {
-							c.fail("send: %d %s", r.status, r.raw)
-							continue
-						}
-						accepted.Add(1)
-						u.mu.Lock()
+					if r.status == 200 {
+						u.capOK++
 						u.accepted[r.str("message_id")] = tag
-						if keyed {
-							keyedSends.Add(1)
-							// The same key again, through another node: the same message.
-							u.keyed["idem-"+tag] = r.str("message_id")
-						} else if r.tries > 0 {
+						accepted.Add(1)
+						if r.tries > 0 { // no key: a retry after an unknown outcome may double
 							u.retriedNo[tag] = true
 						}
-						u.mu.Unlock()
+					} else if r.status != 429 && r.status != 402 && r.status != 403 {
+						c.fail("capped send: %d %s", r.status, r.raw)
 					}
+					u.mu.Unlock()
+				case n%10 == 9:
+					to := []string{fmt.Sprintf("1555030%02d%02d", i, n%100), fmt.Sprintf("1555031%02d%02d", i, n%100)}
+					// With an Idempotency-Key, as a careful client sends campaigns: a retry
+					// after a 503 (the first attempt may have run) is the same campaign.
+					ka := auth{"x-api-key": u.key, "Idempotency-Key": "camp-" + tag}
+					r := c.call(-1, "POST", "/api/v1/messages/send-bulk", ka, map[string]any{"numbers": to, "message": tag, "delay": 0.05, "async": true})
+					if r.status != 202 && r.status != 200 {
+						c.fail("campaign: %d %s", r.status, r.raw)
+						return
+					}
+					campaigns.Add(1)
+					u.mu.Lock()
+					u.campaigns = append(u.campaigns, ctCampaign{id: r.str("campaign_id"), text: tag, to: to})
+					u.mu.Unlock()
+				case u.shop != "" && n%5 == 2:
+					id := "hook-" + tag
+					body := orderBody(t, 100000+seq.Add(1), "#"+tag, "+1 (312) 555-01"+fmt.Sprintf("%02d", i))
+					h := map[string]string{"X-Shopify-Topic": "orders/create", "X-Shopify-Shop-Domain": u.shop,
+						"X-Shopify-Hmac-Sha256": ecom.SignWebhook(body, u.secret), "X-Shopify-Webhook-Id": id}
+					r := c.call(-1, "POST", "/api/ecom/webhook?uid="+u.uid+"&shop="+u.shop, auth(h), body)
+					if r.status != 200 {
+						c.fail("store webhook: %d %s", r.status, r.raw)
+						return
+					}
+					hooks.Add(1)
+					u.mu.Lock()
+					u.hooks[id] = true
+					u.mu.Unlock()
+				default:
+					keyed := n%2 == 0
+					if keyed {
+						a = auth{"x-api-key": u.key, "Idempotency-Key": "idem-" + tag}
+					}
+					r := c.call(-1, "POST", "/api/v1/messages/send", a, map[string]any{"phone": u.to, "message": tag})
+					sends.Add(1)
+					if r.status != 200 {
+						c.fail("send: %d %s", r.status, r.raw)
+						return
+					}
+					accepted.Add(1)
+					u.mu.Lock()
+					u.accepted[r.str("message_id")] = tag
+					if keyed {
+						keyedSends.Add(1)
+						// The same key again, through another node: the same message.
+						u.keyed["idem-"+tag] = r.str("message_id")
+					} else if r.tries > 0 {
+						u.retriedNo[tag] = true
+					}
+					u.mu.Unlock()
 				}
-			}()
+			})
 		}
 	}
 
@@ -572,6 +585,8 @@ func TestClusterOfThree(t *testing.T) {
 		}
 	}
 	c.checkDrained(users, "after kill -9")
+	cloudNum.moved(admin)
+	cloudNum.check("after kill -9")
 
 	// Phase 2: gw2 comes back under load and takes its share back.
 	stop = make(chan struct{})
@@ -682,6 +697,7 @@ func TestClusterOfThree(t *testing.T) {
 		c.unexpectedMu.Unlock()
 	}
 	c.checkDrained(users, "at the end")
+	cloudNum.check("at the end")
 
 	c.unexpectedMu.Lock()
 	defer c.unexpectedMu.Unlock()

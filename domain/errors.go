@@ -52,12 +52,29 @@ var (
 	ErrMediaBlocked          = E("media_url_blocked", "media URL not allowed")
 	ErrWebhookURL            = E("invalid_webhook_url", "invalid webhook URL")
 	ErrWebhookBlocked        = E("webhook_url_blocked", "webhook URL not allowed")
+	// The Cloud API (DESIGN.md section 17). ErrOutsideServiceWindow: Meta refused a message
+	// that is not a template because the contact last wrote more than 24 hours ago (131047).
+	ErrOutsideServiceWindow = E("outside_service_window", "more than 24 hours have passed since the contact last wrote: only an approved template may be sent")
+	// ErrTemplateNotApproved: the template is not APPROVED at Meta (or not in the account).
+	ErrTemplateNotApproved = E("template_not_approved", "the template is not approved by Meta")
+	// ErrNotOnCloud: the Cloud API has no such message kind or operation (polls, edits,
+	// revokes, groups, number lookups, pair codes).
+	ErrNotOnCloud = E("not_supported_on_cloud", "the WhatsApp Cloud API has no such message or operation")
+	// ErrNeedsCloud: templates, buttons and lists are the Cloud API's own: a linked session
+	// cannot send them, and the account has no cloud session for them.
+	ErrNeedsCloud = E("cloud_session_required", "this message goes only over a Cloud API number; connect one")
+	// ErrContactNeverWrote: a message to a cold contact with no template to go as waited 72
+	// hours for the contact to write, who did not.
+	ErrContactNeverWrote = E("contact_did_not_write", "the contact did not write within 72 hours; a message to a cold contact without a cold template waits for them")
 
 	// 401: credentials.
 	ErrUnknownKey       = E("invalid_api_key", "Invalid API key") //nolint:staticcheck // SPEC.md's exact text
 	ErrKeyRevoked       = E("key_revoked", "API key has been revoked")
 	ErrKeyExpired       = E("key_expired", "API key has expired")
 	ErrInvalidSignature = E("invalid_signature", "invalid webhook signature")
+	// ErrVerifyToken: a webhook subscription check (GET hub.verify_token) with a token that is
+	// none of the verify tokens shown at connect.
+	ErrVerifyToken = E("verify_token_mismatch", "the webhook verify token does not match")
 
 	// 403: not allowed.
 	ErrInsufficientScope = E("insufficient_scope", "API key lacks the required scope")

@@ -112,6 +112,11 @@ type MessageStatusData struct {
 	Status    string `json:"status"` // queued, sent, delivered, read, failed, cancelled
 	Code      string `json:"code,omitempty"`
 	Error     string `json:"error,omitempty"`
+	// Via and ViaReason: the session kind the message went through and why (DESIGN.md
+	// section 17); Pricing the Cloud API's pricing category.
+	Via       string `json:"via,omitempty"`
+	ViaReason string `json:"viaReason,omitempty"`
+	Pricing   string `json:"pricing,omitempty"`
 	// At is when the status was reached (RFC 3339 UTC with milliseconds on the wire).
 	At time.Time `json:"at"`
 }
@@ -199,9 +204,11 @@ type InboundMessage struct {
 	Options      []string `json:"options,omitempty"`
 	Multiple     bool     `json:"multiple,omitempty"`
 	// ReplyTo is the id of the message this one quotes, Quoted what it said.
-	ReplyTo   string      `json:"replyTo,omitempty"`
-	Quoted    *MessageRef `json:"quoted,omitempty"`
-	Timestamp time.Time   `json:"timestamp"`
+	ReplyTo string      `json:"replyTo,omitempty"`
+	Quoted  *MessageRef `json:"quoted,omitempty"`
+	// ButtonID: a tapped reply button's or list row's id (kind button_reply; Text is its title).
+	ButtonID  string    `json:"buttonId,omitempty"`
+	Timestamp time.Time `json:"timestamp"`
 }
 
 // Content is the message an incoming one carries (what a reply quotes, a vote counts against).
@@ -209,7 +216,7 @@ func (m InboundMessage) Content() Message {
 	return Message{ID: m.ID, Kind: Kind(m.Kind), Text: m.Text, Caption: m.Caption, MimeType: m.MimeType,
 		FileName: m.FileName, Size: m.Bytes, PTT: m.PTT, Lat: m.Lat, Lng: m.Lng, Address: m.Address,
 		ContactName: m.ContactName, ContactPhone: m.ContactPhone, Question: m.Question, Options: m.Options,
-		Multiple: m.Multiple}
+		Multiple: m.Multiple, ButtonID: m.ButtonID}
 }
 
 // Ref is how a reply or a reaction names this message.

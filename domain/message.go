@@ -29,12 +29,20 @@ const (
 	// the session's order), not a message to the recipient: neither is charged.
 	KindEdit   Kind = "edit"
 	KindRevoke Kind = "revoke"
+	// The Cloud API's own kinds (DESIGN.md section 17): a template (Template), reply buttons
+	// (Text, Buttons, Header, Footer), a list (Text, ListButton, Sections, Header, Footer).
+	KindTemplate Kind = "template"
+	KindButtons  Kind = "buttons"
+	KindList     Kind = "list"
+	// KindButtonReply is an incoming message only: the contact tapped a reply button or a list
+	// row (Text is its title, ButtonID its id; ReplyTo the message that offered it).
+	KindButtonReply Kind = "button_reply"
 )
 
 // SendKinds are the kinds POST /api/v1/messages/send takes (edits and revokes have routes of
 // their own).
 var SendKinds = []Kind{KindText, KindImage, KindVideo, KindAudio, KindDocument, KindSticker,
-	KindLocation, KindContact, KindPoll, KindReaction}
+	KindLocation, KindContact, KindPoll, KindReaction, KindTemplate, KindButtons, KindList}
 
 // Media tells whether the kind carries a media file.
 func (k Kind) Media() bool {
@@ -96,6 +104,22 @@ type Message struct {
 	// Typing: the recipient sees "typing…" (or "recording…" before a voice note) for 1-3 s
 	// before the message.
 	Typing bool `json:"typing,omitempty"`
+	// MediaURL is where the media was fetched from when it was given as a link: a network that
+	// can send media by link (the Cloud API) sends the link instead of uploading Data.
+	MediaURL string `json:"mediaUrl,omitempty"`
+	// Template: a template message (KindTemplate).
+	Template *TemplateSend `json:"template,omitempty"`
+	// ColdTemplate is the template this message goes as when it must reach a cold contact
+	// over a cloud session (a store topic's; nil: the account's cold template).
+	ColdTemplate *TemplateSend `json:"coldTemplate,omitempty"`
+	// Interactive messages (KindButtons, KindList): Text is the body.
+	Buttons    []Button      `json:"buttons,omitempty"`
+	ListButton string        `json:"listButton,omitempty"` // a list's button text
+	Sections   []ListSection `json:"sections,omitempty"`
+	Header     string        `json:"header,omitempty"`
+	Footer     string        `json:"footer,omitempty"`
+	// ButtonID is the id of the button or list row an incoming KindButtonReply tapped.
+	ButtonID string `json:"buttonId,omitempty"`
 }
 
 // MessageRef names an earlier message of a conversation, as a reply quotes it or a reaction,
@@ -187,6 +211,9 @@ func StatusRank(s MessageStatus) int {
 type StatusChange struct {
 	Status MessageStatus `json:"status"`
 	At     Millis        `json:"at"`
+	// Category is the pricing category Meta gave with a Cloud API status (marketing, utility,
+	// authentication, service...; "" elsewhere).
+	Category string `json:"category,omitempty"`
 }
 
 // OutboxEntry is one accepted message: committed before it goes to the network, its outcome
@@ -205,11 +232,19 @@ type OutboxEntry struct {
 	NetworkID string        `json:"networkId,omitempty"`
 	// LID is the recipient's network-internal id, as the network named it when it took the
 	// message ("" when it gave none).
-	LID       string         `json:"lid,omitempty"`
-	SentAt    Millis         `json:"sentAt,omitempty"` // 0 until sent
-	Code      string         `json:"code,omitempty"`   // the failure's stable code
-	Error     string         `json:"error,omitempty"`
-	Attempts  int            `json:"attempts,omitempty"` // sends tried on the network
+	LID      string `json:"lid,omitempty"`
+	SentAt   Millis `json:"sentAt,omitempty"` // 0 until sent
+	Code     string `json:"code,omitempty"`   // the failure's stable code
+	Error    string `json:"error,omitempty"`
+	Attempts int    `json:"attempts,omitempty"` // sends tried on the network
+	// Via is the session kind the message went through (linked, cloud) when the account
+	// routes its messages, and ViaReason why (warm, cold, timelock, window; DESIGN.md
+	// section 17). Waiting: it waits for its contact to write (code waiting_for_contact).
+	Via       string `json:"via,omitempty"`
+	ViaReason string `json:"viaReason,omitempty"`
+	Waiting   bool   `json:"waiting,omitempty"`
+	// Pricing is the pricing category Meta charged a Cloud API message under.
+	Pricing   string         `json:"pricing,omitempty"`
 	CreatedAt Millis         `json:"createdAt"`
 	UpdatedAt Millis         `json:"updatedAt"`
 	History   []StatusChange `json:"history,omitempty"`

@@ -18,7 +18,9 @@ const (
 
 // Session is a messaging session's persisted snapshot (and the view its actor publishes).
 type Session struct {
-	ID           string    `json:"id"`
+	ID string `json:"id"`
+	// Kind is linked ("" for sessions made before kinds) or cloud (DESIGN.md section 17).
+	Kind         string    `json:"kind,omitempty"`
 	Name         string    `json:"name"`
 	Status       string    `json:"status"`
 	Phone        string    `json:"phone"`
@@ -52,6 +54,8 @@ type Session struct {
 	// section 13.1); its actor is stopped and the node that holds the record finishes the
 	// move. Empty otherwise.
 	Moving string `json:"moving,omitempty"`
+	// Cloud is a cloud session's phone number at Meta (nil for a linked session).
+	Cloud *CloudNumber `json:"cloud,omitempty"`
 	// Unreachable: the recipients the network refused twice, until when messages to them fail
 	// at once (not persisted here: protection records). Never changed once published.
 	Unreachable map[string]time.Time `json:"-"`

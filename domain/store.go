@@ -101,6 +101,11 @@ type StoreEvent struct {
 type Template struct {
 	Text    string `json:"text,omitempty"` // "" = the default text
 	Enabled bool   `json:"enabled"`
+	// Cloud is the Cloud API template the topic's message goes as when it must reach a cold
+	// contact over a cloud number (DESIGN.md section 17): its parameters are placeholders,
+	// rendered like the text (none: the rendered text is its one parameter). Nil: the
+	// account's cold template.
+	Cloud *TemplateSend `json:"cloud,omitempty"`
 	// Delay holds the topic's message this long (an order topic's delay, checkout_abandoned's
 	// after; nil = the topic's default: none, or domain.DefaultCheckoutAfter).
 	Delay *time.Duration `json:"delay,omitempty"`

@@ -27,6 +27,9 @@ func (ms *Messages) SendGroups(ctx context.Context, uid, origin string, groups [
 		return len(groups), nil
 	}
 	e := ms.e
+	if e.Sessions.idx.cloudOf(uid) != nil {
+		return ms.sendEach(ctx, uid, origin, groups) // routed one by one (routing.go)
+	}
 	ent, err := e.Sessions.forSend(uid, "")
 	if err != nil {
 		return 0, err
@@ -70,4 +73,29 @@ func (ms *Messages) SendGroups(ctx context.Context, uid, origin string, groups [
 	}
 	res.Release() // what whole groups left over
 	return n, nil
+}
+
+// sendEach accepts the groups' messages one by one, each routed between the user's linked and
+// cloud sessions, and returns how many groups it accepted, like SendGroups (an error with
+// nothing accepted). A group the allowance runs out in the middle of keeps what it accepted.
+func (ms *Messages) sendEach(ctx context.Context, uid, origin string, groups [][]storeevents.Outgoing) (int, error) {
+	now := ms.e.now()
+	for n, g := range groups {
+		for i, o := range g {
+			r := SendRequest{UserID: uid, Origin: origin, Message: o.Message}
+			if o.SendAt.After(now) {
+				r.SendAt = o.SendAt
+			}
+			if _, err := ms.Send(ctx, r); err != nil {
+				switch {
+				case n == 0 && i == 0:
+					return 0, err
+				case i == 0:
+					return n, nil
+				}
+				return n + 1, nil
+			}
+		}
+	}
+	return len(groups), nil
 }

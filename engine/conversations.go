@@ -236,6 +236,14 @@ func (ms *Messages) Delete(ctx context.Context, uid, id string, r SendRequest) (
 			return DeleteResult{}, err
 		}
 	}
+	if orig.Status == domain.MsgQueued && orig.Waiting {
+		if e, ok := ms.e.Routing.cancel(uid, id); ok {
+			return DeleteResult{Entry: e}, nil // it waited for its contact: never sent
+		}
+	}
+	if ent := ms.e.Sessions.idx.get(orig.SessionID); ent != nil && ent.view.Load().IsCloud() && orig.Status != domain.MsgQueued {
+		return DeleteResult{}, fmt.Errorf("%w: the Cloud API cannot delete a message once sent", domain.ErrNotOnCloud)
+	}
 	for try := 0; orig.Status == domain.MsgQueued && try < cancelTries; try++ {
 		ent := ms.e.Sessions.idx.get(orig.SessionID)
 		if ent == nil {
@@ -414,6 +422,9 @@ func (in inbound) Inbound(s domain.Session, ev network.Event) {
 	switch ev := ev.(type) {
 	case network.Incoming:
 		ms.lids.put(ev.From, ev.FromLID)
+		if ev.From != "" && ev.Group == "" {
+			go e.Routing.wrote(s, ev.From, ev.At) // the service window, the messages waiting for them
+		}
 		e.storeLoopIncoming(s, ev) // a stop word, START, a confirmation's answer
 		if e.cfg.Events == nil {
 			return
@@ -449,7 +460,7 @@ func inboundMessage(uid, sessionID string, ev network.Incoming) domain.InboundMe
 		Group: ev.Group, Type: string(c.Kind), Kind: string(c.Kind), Text: c.Text, Caption: c.Caption, MimeType: c.MimeType,
 		FileName: c.FileName, Bytes: c.Size, PTT: c.PTT, Lat: c.Lat, Lng: c.Lng, Address: c.Address,
 		ContactName: c.ContactName, ContactPhone: c.ContactPhone, Question: c.Question, Options: c.Options,
-		Multiple: c.Multiple, Timestamp: ev.At,
+		Multiple: c.Multiple, ButtonID: c.ButtonID, Timestamp: ev.At,
 	}
 	if c.Kind == domain.KindLocation && m.Text == "" {
 		m.Text = c.LocationName // what type location carried as text before

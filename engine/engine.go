@@ -79,8 +79,10 @@ type Config struct {
 	KeyBlock int64
 	// AskTimeout bounds every wait for an actor's reply (default 5 s).
 	AskTimeout time.Duration
-	// Network is the messaging network the sessions use.
+	// Network is the messaging network the linked sessions use.
 	Network network.Network
+	// Cloud is the Cloud API network the cloud sessions use (DESIGN.md section 17; nil: none).
+	Cloud CloudNetwork
 	// SessionTimeout bounds a wait for a session's answer that involves the network (a first QR
 	// code, a pair code); default 20 s.
 	SessionTimeout time.Duration
@@ -112,6 +114,8 @@ type Engine struct {
 	OptOuts   *OptOuts
 	Groups    *Groups
 	Contacts  *Contacts
+	Cloud     *Cloud
+	Routing   *Routing
 
 	// What the facets share.
 	cfg     Config
@@ -181,6 +185,7 @@ func New(cfg Config) (*Engine, error) {
 	e.Campaigns = newCampaigns(e)
 	e.Stores = newStores(e)
 	e.Groups, e.Contacts = &Groups{e}, &Contacts{e}
+	e.Cloud, e.Routing = newCloud(e), newRouting(e)
 	e.events = hw.SpawnFunc(e.onEvent, "events", actor.WithInboxSize(64))
 	hw.Subscribe(e.events)
 	if err := e.boot(); err != nil {
@@ -236,6 +241,7 @@ func (e *Engine) Stop(ctx context.Context) {
 	// The outcomes of the sessions' last sends are written, and only then settled into the
 	// accounts (messages.Outcome); accounts last.
 	e.Messages.stopRenewal()
+	e.Routing.stop()
 	e.Messages.msgs.outbox.Flush()
 	// Every change above has been reported: publish what is queued.
 	defer e.pub.stop()

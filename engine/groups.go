@@ -29,6 +29,9 @@ func (s *Sessions) ofUser(uid, sessionID string) (*sessionEntry, error) {
 		if ent := s.idx.defaultOf(uid); ent != nil {
 			return ent, nil
 		}
+		if ent := s.idx.cloudOf(uid); ent != nil {
+			return ent, nil // a Cloud API number only: the operations it has (contacts; the rest are 400)
+		}
 		return nil, fmt.Errorf("%w: no session is assigned to this account; link one first", domain.ErrNotConnected)
 	}
 	if ent := s.idx.get(sessionID); ent != nil && ent.view.Load().AssignedTo == uid {

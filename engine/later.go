@@ -201,6 +201,10 @@ func (ms *Messages) release(id string, now time.Time) {
 	}
 	entry.SetStatus(domain.MsgQueued, now)
 	e.pub.publish(entry.UserID, messageEvent(entry, domain.MsgQueued, now))
+	if entry.Waiting {
+		e.Routing.wait(entry) // until its contact writes (routing.go)
+		return
+	}
 	ent.queue.Push(entry)
 }
 

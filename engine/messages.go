@@ -104,6 +104,8 @@ type pending struct {
 	// durable: the outcome is written; entry (without its body) is kept a little for the
 	// receipts (pendingShard.keep), and nothing else reads it.
 	durable bool
+	// late: the network failed the message (after taking it) before its outcome was known.
+	late *lateFailure
 }
 
 type outcome struct {
@@ -134,6 +136,10 @@ func (m *messages) shard(id string) *pendingShard {
 func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry, error) {
 	e := ms.e
 	if err := ms.resolveRefs(&r); err != nil {
+		return domain.OutboxEntry{}, err
+	}
+	way, err := ms.route(ctx, &r)
+	if err != nil {
 		return domain.OutboxEntry{}, err
 	}
 	ent, err := e.Sessions.forSend(r.UserID, r.SessionID)
@@ -190,6 +196,7 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 	}
 	entry.Transactional = r.Transactional
 	entry.LID = ms.lids.get(entry.Message.To)
+	way.apply(&entry)
 	idemHash := ""
 	if r.IdemID != "" {
 		idemHash = r.Idem.BodyHash
@@ -228,6 +235,10 @@ func queuedEntry(msg domain.Message, sess *domain.Session, uid, origin string, n
 func (ms *Messages) enqueue(ent *sessionEntry, entry domain.OutboxEntry, res *Reservation, ch chan outcome, now time.Time) {
 	ms.msgs.track(entry.ID, res, ch)
 	ms.e.pub.publish(entry.UserID, messageEvent(entry, domain.MsgQueued, now))
+	if entry.Waiting {
+		ms.e.Routing.wait(entry) // until its contact writes (routing.go)
+		return
+	}
 	ent.queue.Push(entry)
 }
 
@@ -313,7 +324,8 @@ func failure(e domain.OutboxEntry) error {
 		return nil
 	}
 	for _, known := range []*domain.Error{domain.ErrRecipientNotOnNetwork, domain.ErrRecipientNotReachable,
-		domain.ErrSessionReassigned, domain.ErrSessionLoggedOut, domain.ErrSessionDeleted} {
+		domain.ErrSessionReassigned, domain.ErrSessionLoggedOut, domain.ErrSessionDeleted, domain.ErrOutsideServiceWindow,
+		domain.ErrTemplateNotApproved, domain.ErrContactNeverWrote} {
 		if e.Code == known.Code {
 			return fmt.Errorf("%w: %s", known, e.Error)
 		}
@@ -337,11 +349,16 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	var (
 		folded  []domain.StatusChange
 		waiters []chan outcome
+		late    *lateFailure
 	)
 	if p != nil {
+		late, p.late = p.late, nil
 		for _, c := range p.early {
 			if e.SetStatus(c.Status, c.At.Time()) {
 				folded = append(folded, c)
+			}
+			if c.Category != "" {
+				e.Pricing = c.Category
 			}
 		}
 		p.early = nil
@@ -400,13 +417,14 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	for _, w := range waiters {
 		w <- outcome{entry: atOutcome, err: waitErr}
 	}
+	if late != nil && sendErr == nil {
+		m.Failed(e.ID, late.err, late.at)
+	}
 }
 
 // Receipt implements session.Deliveries: the recipient's device reported on a message
-// (delivered, read); recorded beside its outcome.
-func (m *messages) Receipt(id string, status domain.MessageStatus, at time.Time) {
-	m.receiptOf(id, domain.StatusChange{Status: status, At: domain.MillisOf(at)})
-}
+// (delivered, read; with the pricing category a network gives); recorded beside its outcome.
+func (m *messages) Receipt(id string, c domain.StatusChange) { m.receiptOf(id, c) }
 
 // receiptOf applies a receipt to message id: held until its outcome when it overtook the
 // deliverer; else recorded and reported, unless the message is there already. Its event is
@@ -422,10 +440,12 @@ func (m *messages) receiptOf(id string, c domain.StatusChange) {
 		return
 	}
 	var e domain.OutboxEntry
+	moved := false // its status moved on (published); else only its pricing changed
 	if p != nil {
-		changed := p.entry.SetStatus(c.Status, c.At.Time())
+		before := p.entry.Status
+		changed := applyReceipt(&p.entry, c)
 		e = p.entry
-		if changed {
+		if moved = changed && e.Status != before; moved {
 			m.e.pub.publish(e.UserID, messageEvent(e, c.Status, c.At.Time()))
 		}
 		sh.mu.Unlock()
@@ -438,14 +458,21 @@ func (m *messages) receiptOf(id string, c domain.StatusChange) {
 		if e, err = m.outbox.Get(id); err != nil {
 			return // not ours (a message sent from the phone), or gone
 		}
-		if !e.SetStatus(c.Status, c.At.Time()) {
+		before := e.Status
+		if !applyReceipt(&e, c) {
 			return // a repeat, or behind what the message reached
 		}
-		m.e.pub.publish(e.UserID, messageEvent(e, c.Status, c.At.Time()))
+		if moved = e.Status != before; moved {
+			m.e.pub.publish(e.UserID, messageEvent(e, c.Status, c.At.Time()))
+		}
+	}
+	what := "outbox: record receipt"
+	if !moved {
+		what = "outbox: record pricing" // recorded, not published
 	}
 	m.outbox.Receipt(e.ID, c, func(err error) {
 		if err != nil {
-			m.e.log.Warn("outbox: record receipt", "message_id", e.ID, "status", c.Status, "err", err)
+			m.e.log.Warn(what, "message_id", e.ID, "status", c.Status, "err", err)
 		}
 	})
 }
@@ -531,6 +558,10 @@ func (ms *Messages) recover() (int, error) {
 			continue
 		}
 		ms.msgs.track(entry.ID, res, nil)
+		if entry.Waiting {
+			e.Routing.wait(entry)
+			continue
+		}
 		ent.queue.Push(entry)
 	}
 	ms.renewMu.Lock()

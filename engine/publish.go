@@ -141,6 +141,10 @@ func messageEvent(e domain.OutboxEntry, status domain.MessageStatus, at time.Tim
 	if status == domain.MsgFailed || status == domain.MsgCancelled {
 		d.Code, d.Error = e.Code, e.Error
 	}
+	if status == domain.MsgQueued && e.Waiting {
+		d.Code = domain.CodeWaitingForContact
+	}
+	d.Via, d.ViaReason, d.Pricing = e.Via, e.ViaReason, e.Pricing
 	return domain.Event{Type: domain.EventMessageStatus, At: at, Data: d}
 }
 

@@ -2,12 +2,14 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"github.com/gateway/gateway/actors/account"
 	"github.com/gateway/gateway/actors/campaign"
 	"github.com/gateway/gateway/actors/key"
 	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/network"
 )
 
 // What the engine needs from storage: typed stores, each declared here (or by the actor that
@@ -36,6 +38,32 @@ type Records struct {
 	History     MessageHistory
 	Notes       NotesStore
 	StoreLoop   StoreLoopStore
+	// The Cloud API's (cloud.go; nil without a cloud network).
+	SendLog        network.SendLog
+	CloudTemplates CloudTemplateStore
+	Routings       RoutingStore
+	Windows        WindowStore
+}
+
+// CloudTemplateStore keeps each cloud session's templates as last synced (persist.CloudTemplates).
+type CloudTemplateStore interface {
+	CloudTemplates(sessionID string) (domain.TemplateSet, error)
+	PutCloudTemplates(ctx context.Context, sessionID string, set domain.TemplateSet) error
+	DeleteCloudTemplates(ctx context.Context, sessionID string) error
+}
+
+// RoutingStore keeps each account's routing (persist.Routings).
+type RoutingStore interface {
+	Routing(uid string) (domain.Routing, error)
+	PutRouting(ctx context.Context, uid string, r domain.Routing) error
+}
+
+// WindowStore keeps each contact's 24-hour service window with a cloud number
+// (persist.Windows): when the contact last wrote.
+type WindowStore interface {
+	LastInbound(sessionID, contact string) (time.Time, error)
+	Wrote(ctx context.Context, sessionID, contact string, at time.Time) error
+	DeleteSession(ctx context.Context, sessionID string) error
 }
 
 // NotesStore keeps what happened to messages after they were written (persist.MessageNotes):
@@ -78,6 +106,9 @@ type Outbox interface {
 	Receipt(id string, c domain.StatusChange, done func(error))
 	// Flush waits for the background writes.
 	Flush()
+	// Requeue writes a queued message's accept record again (a waiting message released to
+	// the session its contact wrote to).
+	Requeue(ctx context.Context, e domain.OutboxEntry) error
 }
 
 // SessionStore is the sessions' records (persist.Sessions).

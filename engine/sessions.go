@@ -107,11 +107,21 @@ func (x *sessionIndex) assign(id, from, to string) {
 	}
 }
 
-// defaultOf is the session a user's sends go through when none is named: the one assigned last.
-func (x *sessionIndex) defaultOf(uid string) *sessionEntry {
+// defaultOf is the session a user's sends go through when none is named: the linked session
+// assigned last (a cloud session is routed to: cloudOf, routing.go).
+func (x *sessionIndex) defaultOf(uid string) *sessionEntry { return x.lastOf(uid, false) }
+
+// cloudOf is the user's cloud session (the one assigned last), nil when none.
+func (x *sessionIndex) cloudOf(uid string) *sessionEntry { return x.lastOf(uid, true) }
+
+// lastOf is the user's session of that kind assigned last: the last entry, read without the
+// lock, when it is of that kind (a user with one session: every send), else the last one of
+// byUser's that is.
+func (x *sessionIndex) lastOf(uid string, cloud bool) *sessionEntry {
 	// The published view is the truth about ownership: the index may lag a reassignment.
 	if v, ok := x.last.Load(uid); ok {
-		if e := v.(*sessionEntry); e.view.Load().AssignedTo == uid {
+		e := v.(*sessionEntry)
+		if st := e.view.Load(); st.AssignedTo == uid && st.IsCloud() == cloud {
 			return e
 		}
 	}
@@ -119,8 +129,10 @@ func (x *sessionIndex) defaultOf(uid string) *sessionEntry {
 	defer x.mu.RUnlock()
 	ids := x.byUser[uid]
 	for i := len(ids) - 1; i >= 0; i-- {
-		if e := x.byID[ids[i]]; e != nil && e.view.Load().AssignedTo == uid {
-			return e
+		if e := x.byID[ids[i]]; e != nil {
+			if v := e.view.Load(); v.AssignedTo == uid && v.IsCloud() == cloud {
+				return e
+			}
 		}
 	}
 	return nil
@@ -195,6 +207,9 @@ func (s *Sessions) spawnDelayed(st domain.Session, connectDelay time.Duration) *
 		Pacing:       s.pacingOf(st.AssignedTo),
 		SendTimeout:  s.e.cfg.SendTimeout,
 		Queue:        ent.queue,
+	}
+	if st.IsCloud() {
+		s.e.Cloud.deps(st, &deps)
 	}
 	s.idx.put(st.ID, ent)
 	if st.AssignedTo != "" {
@@ -333,8 +348,10 @@ func (s *Sessions) Assign(ctx context.Context, sessionID, userID string) error {
 		return err
 	}
 	s.idx.assign(sessionID, from, userID)
-	// The new owner's plan may pace differently.
-	s.e.hw.Send(ent.pid, session.SetPacing{Pacing: s.pacingOf(userID)})
+	// The new owner's plan may pace differently (a cloud number goes at Meta's pace).
+	if v := ent.view.Load(); !v.IsCloud() {
+		s.e.hw.Send(ent.pid, session.SetPacing{Pacing: s.pacingOf(userID)})
+	}
 	return nil
 }
 
@@ -376,6 +393,9 @@ func (s *Sessions) Pacing(sessionID string) (domain.Pacing, error) {
 		return domain.Pacing{}, err
 	}
 	v := ent.view.Load()
+	if v.IsCloud() {
+		return cloudPacing(v).Merge(v.Pacing), nil
+	}
 	return s.pacingOf(v.AssignedTo).Merge(v.Pacing), nil
 }
 

@@ -100,10 +100,13 @@ func (ss storeSender) SendGroups(ctx context.Context, uid, origin string, groups
 	return ss.e.Messages.SendGroups(ctx, uid, origin, groups)
 }
 
-// SessionReady tells whether the user's default session is connected.
+// SessionReady tells whether the user's default session is connected (or their Cloud API
+// number is, which routing may send through).
 func (ss storeSender) SessionReady(uid string) bool {
-	_, err := ss.e.Sessions.forSend(uid, "")
-	return err == nil
+	if _, err := ss.e.Sessions.forSend(uid, ""); err == nil {
+		return true
+	}
+	return ss.e.Sessions.idx.cloudOf(uid) != nil
 }
 
 // Outcome looks a message up in the outbox.

@@ -138,7 +138,8 @@ func (s *storeService) Compose(ctx context.Context, c storeevents.Compose) (stor
 	if !sendAt.After(now) {
 		sendAt = time.Time{}
 	}
-	out := []storeevents.Outgoing{{Message: domain.Message{ID: c.MessageID, To: ev.Phone, Kind: domain.KindText, Text: text}, SendAt: sendAt}}
+	out := []storeevents.Outgoing{{Message: domain.Message{ID: c.MessageID, To: ev.Phone, Kind: domain.KindText, Text: text,
+		ColdTemplate: coldTemplate(t.Cloud, ev, name)}, SendAt: sendAt}}
 	if ev.Topic == ecom.TopicCheckoutAbandoned {
 		return s.composeCheckout(ctx, c, out)
 	}

@@ -21,6 +21,8 @@ type TemplateView struct {
 	Text      string
 	Enabled   bool
 	IsDefault bool // the user has not written their own text
+	// Cloud is the topic's Cloud API template (cloud_store.go; nil: the account's cold one).
+	Cloud *domain.TemplateSend
 	// Delay holds the topic's message this long after the event (an order topic's delay, a
 	// checkout_abandoned's after; its default when unset).
 	Delay time.Duration
@@ -42,7 +44,7 @@ func templateView(topic string, all map[string]domain.Template) TemplateView {
 	if !ok {
 		t.Enabled = true
 	}
-	v := TemplateView{Topic: topic, Text: t.Text, Enabled: t.Enabled, Confirm: t.Confirm}
+	v := TemplateView{Topic: topic, Text: t.Text, Enabled: t.Enabled, Cloud: t.Cloud, Confirm: t.Confirm}
 	if v.Text == "" {
 		v.Text, v.IsDefault = ecom.DefaultTemplate(topic), true
 	}
@@ -114,6 +116,33 @@ func (st *Stores) PutTemplate(ctx context.Context, uid, topic string, p Template
 		}
 		confirm = &c
 	}
+	return st.changeTemplate(ctx, uid, topic, func(t *domain.Template) {
+		if p.Text != nil {
+			t.Text = strings.TrimSpace(*p.Text)
+		}
+		if p.Enabled != nil {
+			t.Enabled = *p.Enabled
+		}
+		if p.Delay != nil {
+			if *p.Delay < 0 {
+				t.Delay = nil
+			} else {
+				d := *p.Delay
+				t.Delay = &d
+			}
+		}
+		switch {
+		case p.ClearConfirm:
+			t.Confirm = nil
+		case confirm != nil:
+			t.Confirm = confirm
+		}
+	})
+}
+
+// changeTemplate applies change to one topic's template (a new one starts enabled) and saves
+// the user's templates, serialised with every other change.
+func (st *Stores) changeTemplate(ctx context.Context, uid, topic string, change func(*domain.Template)) (TemplateView, error) {
 	s := st.s
 	s.tmplMu.Lock()
 	defer s.tmplMu.Unlock()
@@ -128,26 +157,7 @@ func (st *Stores) PutTemplate(ctx context.Context, uid, topic string, p Template
 	if !ok {
 		t.Enabled = true
 	}
-	if p.Text != nil {
-		t.Text = strings.TrimSpace(*p.Text)
-	}
-	if p.Enabled != nil {
-		t.Enabled = *p.Enabled
-	}
-	if p.Delay != nil {
-		if *p.Delay < 0 {
-			t.Delay = nil
-		} else {
-			d := *p.Delay
-			t.Delay = &d
-		}
-	}
-	switch {
-	case p.ClearConfirm:
-		t.Confirm = nil
-	case confirm != nil:
-		t.Confirm = confirm
-	}
+	change(&t)
 	all[topic] = t
 	if err := s.records.PutTemplates(ctx, uid, all); err != nil {
 		return TemplateView{}, fmt.Errorf("%w: save template: %w", domain.ErrUnavailable, err)

@@ -48,7 +48,9 @@ func (s *Server) apiKey(ctx *fasthttp.RequestCtx, scope string) (domain.Grant, e
 		return r, err
 	}
 	s.metrics.keyDecision("allowed")
-	ctx.SetUserValue(ctxGrant, r) // route refunds the call if it is answered 503
+	// route refunds the call if it is answered 503, to the engine that counted it (in a
+	// cluster, the request may be answered after that engine's partition was lost).
+	ctx.SetUserValue(ctxGrant, grantBy{r, s.engine(ctx)})
 	return r, nil
 }
 

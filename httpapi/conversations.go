@@ -43,6 +43,14 @@ type contentJSON struct {
 	Revoked      bool               `json:"revoked,omitempty"`
 	RevokedAt    *timestamp         `json:"revokedAt,omitempty"`
 	Poll         *pollJSON          `json:"poll,omitempty"`
+	// The Cloud API's kinds (cloudsend.go).
+	Template *templateSendJSON    `json:"template,omitempty"`
+	Buttons  []domain.Button      `json:"buttons,omitempty"`
+	Button   string               `json:"button,omitempty"`
+	Sections []domain.ListSection `json:"sections,omitempty"`
+	Header   string               `json:"header,omitempty"`
+	Footer   string               `json:"footer,omitempty"`
+	ButtonID string               `json:"buttonId,omitempty"`
 }
 
 // reactionRow is one person's reaction to a message.
@@ -96,6 +104,7 @@ func contentOf(m domain.Message, peer, lid string, n domain.MessageNotes) conten
 	if m.Kind == domain.KindPoll {
 		c.Poll = &pollJSON{Question: m.Question, Multiple: m.Multiple, Options: domain.Tally(m.Options, n.Votes)}
 	}
+	cloudContent(&c, m)
 	return c
 }
 

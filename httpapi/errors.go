@@ -92,6 +92,8 @@ var statusByCode = map[string]int{
 	"check_limit_reached": 429,
 	"storage_unavailable": 503, "idp_unavailable": 503, "node_unavailable": 503, "sign_in_not_allowed": 403,
 	"unsupported_subject": 403, "too_many_attempts": 429,
+	"outside_service_window": 400, "template_not_approved": 400, "not_supported_on_cloud": 400,
+	"cloud_session_required": 400, "contact_did_not_write": 409, "verify_token_mismatch": 403,
 	"opted_out": 409,
 }
 

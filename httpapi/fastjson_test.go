@@ -30,6 +30,9 @@ var sendBodies = []string{
 	`{"phone":"15550100001","text":"dashboard text"}`,
 	`{"phone":"15550100001","message":"later","sendAt":"2026-12-01T09:00:00Z","transactional":true}`,
 	`{"phone":"15550100001","message":"now","sendAt":null,"transactional":false}`,
+	`{"phone":"15550100001","type":"template","template":{"name":"order_shipped","language":"en_US","parameters":["Ann","1042"]}}`,
+	`{"phone":"15550100001","type":"buttons","text":"Confirm?","buttons":[{"id":"y","title":"Yes"},{"id":"n","title":"No"}],"header":"h","footer":"f"}`,
+	`{"phone":"15550100001","type":"list","text":"Pick","button":"Menu","sections":[{"title":"s","rows":[{"id":"r","title":"R"}]}]}`,
 	`{}`,
 	``,
 	`   `,
@@ -92,7 +95,12 @@ func TestFastDecoderAgreesWithReflection(t *testing.T) {
 		t.Fatalf("the fast path read only %d of the well-formed bodies", read)
 	}
 	// What it gives up on is the reflecting decoder's: an answer identical to before.
-	for _, b := range []string{`{"Phone":"1"}`, `{"phone":"1","phone":"2"}`, `{"phone":"\ud800"}`, `{"phone":"1","extra":1}`, ``} {
+	// The Cloud API's fields (a template with its parameters, buttons, a list) are the
+	// reflecting decoder's too.
+	for _, b := range []string{`{"Phone":"1"}`, `{"phone":"1","phone":"2"}`, `{"phone":"\ud800"}`, `{"phone":"1","extra":1}`, ``,
+		`{"phone":"1","type":"template","template":{"name":"t","language":"en","parameters":["a"]}}`,
+		`{"phone":"1","type":"buttons","text":"?","buttons":[{"id":"y","title":"Yes"}]}`,
+		`{"phone":"1","type":"list","text":"?","button":"b","sections":[]}`, `{"phone":"1","message":"m","header":"h","footer":"f"}`} {
 		var req messageRequest
 		if fastMessage([]byte(b), &req) {
 			t.Errorf("%s: read by the fast path", b)

@@ -4,6 +4,7 @@ package httpapi
 // read_messages) and GET /api/client/messages (ID token), both directions, one page at a time.
 
 import (
+	"cmp"
 	"strconv"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 // outgoingJSON is an outgoing message in the history: GET /api/v1/messages/{id}'s fields without
 // the history, with its direction and content.
 type outgoingJSON struct {
+	routeJSON
 	Direction string     `json:"direction"`
 	ID        string     `json:"id"`
 	MessageID string     `json:"message_id"`
@@ -85,8 +87,8 @@ func (s *Server) history(ctx *fasthttp.RequestCtx, uid string) error {
 		m := it.Out
 		out.Messages = append(out.Messages, outgoingJSON{Direction: domain.DirOut, ID: m.ID, MessageID: m.ID, Status: m.Status,
 			To: m.Message.To, Session: m.SessionID, Type: string(m.Message.Kind), CreatedAt: timestamp(m.CreatedAt.Time()),
-			SentAt: sentAt(m.SentAt), Code: m.Code, Error: m.Error, Attempts: m.Attempts,
-			contentJSON: contentOf(m.Message, m.Message.To, m.LID, it.Notes)})
+			SentAt: sentAt(m.SentAt), Code: cmp.Or(m.Code, waitingCode(m)), Error: m.Error, Attempts: m.Attempts,
+			contentJSON: contentOf(m.Message, m.Message.To, m.LID, it.Notes), routeJSON: routeOf(m)})
 	}
 	writeJSON(ctx, fasthttp.StatusOK, out)
 	return nil

@@ -82,6 +82,17 @@ func (s *Server) routes() {
 	s.route(GET, "/api/client/store", 0, byCaller, s.client(s.clientStore))
 	s.route(DELETE, "/api/client/store", 0, byCaller, s.client(s.deleteStore))
 
+	// The Cloud API as a second network (DESIGN.md section 17): a number, its templates, the
+	// routing between it and the linked session (ID token); Meta's webhooks (public, signed).
+	s.route(POST, "/api/client/cloud/connect", 0, byCloudConnect, s.client(s.clientCloudConnect))
+	s.route(GET, "/api/client/cloud", 0, byCaller, s.client(s.clientCloud))
+	s.route(DELETE, "/api/client/cloud", 0, byCaller, s.client(s.clientCloudDisconnect))
+	s.route(GET, "/api/client/cloud/templates", 0, byCaller, s.client(s.clientCloudTemplates))
+	s.route(GET, "/api/client/routing", 0, byCaller, s.client(s.clientRouting))
+	s.route(PATCH, "/api/client/routing", 0, byCaller, s.client(s.patchRouting))
+	s.route(GET, "/api/cloud/webhook", 0, byCloudWebhook, s.cloudWebhookVerify)
+	s.route(POST, "/api/cloud/webhook", 0, byCloudWebhook, s.cloudWebhook)
+
 	// Events out: webhook subscriptions (ID token).
 	if s.cfg.Webhooks != nil || s.cfg.Cluster != nil {
 		s.route(GET, "/api/client/webhooks", 0, byCaller, s.client(s.listWebhooks))

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -34,6 +35,11 @@ type sentJSON struct {
 	// message.
 	Type   string `json:"type,omitempty"`
 	Target string `json:"target,omitempty"`
+	// Via and ViaReason: the way the account's routing sent it (DESIGN.md section 17); Code
+	// waiting_for_contact while it waits for its contact.
+	Via       string `json:"via,omitempty"`
+	ViaReason string `json:"viaReason,omitempty"`
+	Code      string `json:"code,omitempty"`
 }
 
 func sentResponse(e domain.OutboxEntry) sentJSON {
@@ -50,6 +56,7 @@ func sentResponse(e domain.OutboxEntry) sentJSON {
 	if k := e.Message.Kind; (k == domain.KindEdit || k == domain.KindRevoke) && e.Message.Target != nil {
 		j.Type, j.Target = string(k), e.Message.Target.ID
 	}
+	j.Via, j.ViaReason, j.Code = e.Via, e.ViaReason, waitingCode(e)
 	return j
 }
 
@@ -68,6 +75,9 @@ func (j sentJSON) appendJSON(b []byte) []byte {
 	b = jsonenc.AppendField(b, `,"group":`, j.Group)
 	b = jsonenc.AppendField(b, `,"type":`, j.Type)
 	b = jsonenc.AppendField(b, `,"target":`, j.Target)
+	b = jsonenc.AppendField(b, `,"via":`, j.Via)
+	b = jsonenc.AppendField(b, `,"viaReason":`, j.ViaReason)
+	b = jsonenc.AppendField(b, `,"code":`, j.Code)
 	return append(b, "}\n"...)
 }
 
@@ -191,6 +201,14 @@ type messageRequest struct {
 	// Reaction.
 	MessageID *string `json:"messageId"`
 	Emoji     *string `json:"emoji"`
+	// The Cloud API's kinds (cloudsend.go): a template; buttons and lists (the text is the
+	// body).
+	Template *templateRequest     `json:"template"`
+	Buttons  []domain.Button      `json:"buttons"`
+	Button   string               `json:"button"`
+	Sections []domain.ListSection `json:"sections"`
+	Header   string               `json:"header"`
+	Footer   string               `json:"footer"`
 	// Every kind.
 	ReplyTo   string `json:"replyTo"`
 	Typing    bool   `json:"typing"`
@@ -232,7 +250,7 @@ func (s *Server) messageOf(ctx *fasthttp.RequestCtx, req messageRequest, textFie
 		kind = domain.KindText
 	}
 	if !slices.Contains(domain.SendKinds, kind) {
-		return domain.Message{}, badInput("validation_failed", "type must be one of text, image, video, audio, document, sticker, location, contact, poll, reaction")
+		return domain.Message{}, badInput("validation_failed", "type must be one of text, image, video, audio, document, sticker, location, contact, poll, reaction, template, buttons, list")
 	}
 	msg := domain.Message{Kind: kind, Typing: req.Typing}
 	if kind != domain.KindReaction || (req.Phone != nil && strings.TrimSpace(*req.Phone) != "") {
@@ -290,6 +308,8 @@ func (s *Server) messageOf(ctx *fasthttp.RequestCtx, req messageRequest, textFie
 			return msg, badInput("validation_failed", "emoji must be one emoji")
 		}
 		msg.Target, msg.Emoji = &domain.MessageRef{ID: strings.TrimSpace(*req.MessageID)}, strings.TrimSpace(*req.Emoji)
+	case domain.KindTemplate, domain.KindButtons, domain.KindList:
+		err = cloudKindOf(&msg, req, textField)
 	}
 	return msg, err
 }
@@ -368,6 +388,9 @@ func (s *Server) mediaOf(ctx *fasthttp.RequestCtx, msg *domain.Message, req mess
 		}
 	}
 	msg.Data, msg.MimeType, msg.FileName, msg.PTT = m.Data, m.MimeType, req.FileName, req.PTT
+	if u := strings.TrimSpace(*src); strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") {
+		msg.MediaURL = u // a network that sends media by link (the Cloud API) sends this
+	}
 	if msg.FileName == "" {
 		msg.FileName = m.FileName
 	}
@@ -439,6 +462,7 @@ func (s *Server) send(ctx *fasthttp.RequestCtx, r engine.SendRequest, idem *engi
 }
 
 type messageJSON struct {
+	routeJSON
 	Success   bool          `json:"success"`
 	ID        string        `json:"id"`
 	MessageID string        `json:"message_id"`
@@ -488,8 +512,8 @@ func (s *Server) v1Message(ctx *fasthttp.RequestCtx) error {
 	writeJSON(ctx, fasthttp.StatusOK, messageJSON{
 		Success: true, ID: m.ID, MessageID: m.ID, Status: m.Status, To: m.Message.To, Session: m.SessionID,
 		Type: string(m.Message.Kind), CreatedAt: timestamp(m.CreatedAt.Time()), SentAt: sentAt(m.SentAt),
-		Code: m.Code, Error: m.Error, Attempts: m.Attempts, History: hist, SendAt: sentAt(m.SendAt),
-		contentJSON: contentOf(m.Message, m.Message.To, m.LID, n),
+		Code: cmp.Or(m.Code, waitingCode(m)), Error: m.Error, Attempts: m.Attempts, History: hist, SendAt: sentAt(m.SendAt),
+		contentJSON: contentOf(m.Message, m.Message.To, m.LID, n), routeJSON: routeOf(m),
 	})
 	return nil
 }

@@ -139,6 +139,12 @@ const (
 	ctxGrant = "api_key_grant"
 )
 
+// grantBy is an API-key call's grant and the engine that counted it (ctxGrant).
+type grantBy struct {
+	grant domain.Grant
+	eng   *engine.Engine
+}
+
 // New builds the server and its routes.
 func New(cfg Config) (*Server, error) {
 	if (cfg.Engine == nil && cfg.Cluster == nil) || cfg.Verifier == nil {
@@ -358,9 +364,9 @@ func (s *Server) handle(method, path string, limit int, part *partitionOf, h han
 		if err != nil {
 			ctx.Response.ResetBody()
 			s.writeError(ctx, err)
-			if g, ok := ctx.UserValue(ctxGrant).(domain.Grant); ok && ctx.Response.StatusCode() == fasthttp.StatusServiceUnavailable {
+			if g, ok := ctx.UserValue(ctxGrant).(grantBy); ok && ctx.Response.StatusCode() == fasthttp.StatusServiceUnavailable {
 				// The gateway could not serve the call: it does not count against the key's day.
-				s.engine(ctx).Keys.Refund(g)
+				g.eng.Keys.Refund(g.grant)
 			}
 		}
 	})

@@ -21,6 +21,7 @@ import (
 // sessionJSON is a session record of the admin list (SPEC.md section 2.2).
 type sessionJSON struct {
 	ID           string    `json:"id"`
+	Kind         string    `json:"kind"`
 	Name         string    `json:"name"`
 	Status       string    `json:"status"`
 	Phone        string    `json:"phone"`
@@ -42,7 +43,7 @@ func (s *Server) listSessions(ctx *fasthttp.RequestCtx) error {
 	}
 	out := make([]sessionJSON, len(views))
 	for i, v := range views {
-		out[i] = sessionJSON{ID: v.ID, Name: v.Name, Status: v.Status, Phone: v.Phone,
+		out[i] = sessionJSON{ID: v.ID, Kind: v.KindName(), Name: v.Name, Status: v.Status, Phone: v.Phone,
 			CreatedAt: timestamp(v.CreatedAt), LastActivity: timestamp(v.LastActivity), reasonJSON: reasonOf(v.Session)}
 		if v.AssignedTo != "" {
 			a, c := v.AssignedTo, v.ClientName

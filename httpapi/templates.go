@@ -4,11 +4,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gateway/gateway/domain"
-
 	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/engine"
 )
 
@@ -19,6 +18,8 @@ type templateJSON struct {
 	Text      string `json:"text"`
 	Enabled   bool   `json:"enabled"`
 	IsDefault bool   `json:"isDefault"`
+	// CloudTemplate: the Cloud API template a cold contact gets the topic's message as.
+	CloudTemplate *templateSendJSON `json:"cloudTemplate,omitempty"`
 	// Delay (order topics) and After (checkout_abandoned): how long the message waits.
 	Delay   string       `json:"delay,omitempty"`
 	After   string       `json:"after,omitempty"`
@@ -38,6 +39,9 @@ type confirmJSON struct {
 
 func toTemplateJSON(v engine.TemplateView) templateJSON {
 	j := templateJSON{Topic: v.Topic, Text: v.Text, Enabled: v.Enabled, IsDefault: v.IsDefault}
+	if c := v.Cloud; c != nil {
+		j.CloudTemplate = &templateSendJSON{Name: c.Name, Language: c.Language, Parameters: c.Params}
+	}
 	if v.Topic == domain.TopicCheckoutAbandoned {
 		j.After = fmtDuration(v.Delay)
 	} else {
@@ -80,6 +84,8 @@ type putTemplateRequest struct {
 	// Confirm: an object sets the question (its absent fields take their defaults), null
 	// removes it.
 	Confirm json.RawMessage `json:"confirm"`
+	// CloudTemplate: {name, language, parameters} or null (removes it); absent leaves it.
+	CloudTemplate json.RawMessage `json:"cloudTemplate"`
 }
 
 type confirmRequest struct {
@@ -97,7 +103,8 @@ type templateSavedJSON struct {
 	Template templateJSON `json:"template"`
 }
 
-// putTemplate is PUT /api/client/templates: {topic, text?, enabled?, delay?, after?, confirm?}.
+// putTemplate is PUT /api/client/templates: {topic, text?, enabled?, delay?, after?, confirm?,
+// cloudTemplate?}.
 // An empty text goes back to the default; an absent field is left as it was; delay or after
 // null goes back to the topic's default; confirm null removes the question.
 func (s *Server) putTemplate(ctx *fasthttp.RequestCtx, u domain.User) error {
@@ -150,12 +157,30 @@ func (s *Server) putTemplate(ctx *fasthttp.RequestCtx, u domain.User) error {
 		}
 		p.Confirm = &conf
 	}
-	if p.Text == nil && p.Enabled == nil && p.Delay == nil && p.Confirm == nil && !p.ClearConfirm {
-		return badInput("validation_failed", "text, enabled, delay, after or confirm is required")
+	patch := p.Text != nil || p.Enabled != nil || p.Delay != nil || p.Confirm != nil || p.ClearConfirm
+	if !patch && len(req.CloudTemplate) == 0 {
+		return badInput("validation_failed", "text, enabled, delay, after, confirm or cloudTemplate is required")
 	}
-	v, err := s.engine(ctx).Stores.PutTemplate(s.reqContext(ctx), u.ID, strings.TrimSpace(*req.Topic), p)
-	if err != nil {
-		return err
+	topic, stores := strings.TrimSpace(*req.Topic), s.engine(ctx).Stores
+	var v engine.TemplateView
+	var err error
+	if patch {
+		if v, err = stores.PutTemplate(s.reqContext(ctx), u.ID, topic, p); err != nil {
+			return err
+		}
+	}
+	if len(req.CloudTemplate) > 0 {
+		var t *domain.TemplateSend
+		if string(req.CloudTemplate) != "null" {
+			var tr templateRequest
+			if err := json.Unmarshal(req.CloudTemplate, &tr); err != nil || tr.Name == "" || tr.Language == "" {
+				return badInput("validation_failed", "cloudTemplate: {name, language, parameters} or null")
+			}
+			t = &domain.TemplateSend{Name: strings.TrimSpace(tr.Name), Language: strings.TrimSpace(tr.Language), Params: tr.Parameters}
+		}
+		if v, err = stores.PutCloudTemplate(s.reqContext(ctx), u.ID, topic, t); err != nil {
+			return err
+		}
 	}
 	writeJSON(ctx, fasthttp.StatusOK, templateSavedJSON{Success: true, Template: toTemplateJSON(v)})
 	return nil

@@ -67,6 +67,10 @@ const (
 	ReasonReplaced StatusReason = "replaced"
 	// ReasonLoggedOut: the device was unlinked (LoggedOut carries it); a new link is needed.
 	ReasonLoggedOut StatusReason = "logged_out"
+	// ReasonTokenInvalid: the network refused the session's access token (the Cloud API's
+	// error 190: expired or revoked). Stays down until the session is given a new token; its
+	// queue waits.
+	ReasonTokenInvalid StatusReason = "token_invalid"
 )
 
 // Disconnected: the connection dropped. Reconnecting tells whether the client is reconnecting
@@ -103,6 +107,12 @@ const (
 	StatusDelivered ReceiptStatus = "delivered" // on the recipient's device
 	StatusRead      ReceiptStatus = "read"      // opened (only where the recipient sends read receipts)
 	StatusPlayed    ReceiptStatus = "played"    // a voice note or video was played
+	// StatusSent: the network reports a message it took (the Cloud API's status webhooks);
+	// it only carries the pricing Category, the message being sent already.
+	StatusSent ReceiptStatus = "sent"
+	// StatusFailed: the network could not deliver a message it had taken (Err says why: the
+	// Cloud API reports most delivery errors so).
+	StatusFailed ReceiptStatus = "failed"
 )
 
 // MessageReceipt: the recipient's device reported on sent messages. IDs are Message.ID values
@@ -113,6 +123,12 @@ type MessageReceipt struct {
 	Status ReceiptStatus
 	From   string
 	At     time.Time
+	// Category is the pricing category the network charged the messages under (the Cloud
+	// API's pricing.category; "" elsewhere).
+	Category string
+	// Err is why the messages failed (Status StatusFailed): a domain error where the gateway
+	// has a code for it (domain.ErrOutsideServiceWindow...).
+	Err error
 }
 
 // Origin is who did something on the network, and where: the header of every event a contact
@@ -213,6 +229,49 @@ type ClientOptions struct {
 	// Proxy carries the session's connections to the network: "socks5://user:pass@host:port"
 	// or "http://host:port" ("" = direct). Adapters that have no network connection ignore it.
 	Proxy string
+	// Account is the session's credentials at a network that has an account instead of a
+	// linked device (the Cloud API's phone number, token and app secret); nil elsewhere.
+	Account *domain.CloudAccount
+	// Sends records the sends of a network that does not dedupe on the caller's message id
+	// (the Cloud API), so a send whose answer was lost is not made twice (see SendLog). Nil:
+	// the adapter remembers nothing across restarts.
+	Sends SendLog
+}
+
+// SendLog keeps, for a network that assigns message ids of its own and does not dedupe on the
+// caller's (the Cloud API), what became of each send: begun (the request went out, no answer
+// yet) and the network's id once it took the message. An adapter begins every send durably
+// before it goes; after a crash, a send begun but not taken waits for the network's status
+// report naming it before it is sent again. It also maps the network's ids back to the
+// gateway's (a reply or a reaction to a sent message names the network's id). Implementations
+// must be safe for concurrent use.
+type SendLog interface {
+	// Begin records that message id is about to be sent at at, and returns what an earlier
+	// try recorded (zero when none).
+	Begin(ctx context.Context, id string, at time.Time) (SendRecord, error)
+	// Taken records that the network took message id as networkID.
+	Taken(ctx context.Context, id, networkID string) error
+	// Get returns message id's record (ok false: never begun).
+	Get(id string) (rec SendRecord, ok bool, err error)
+	// ByNetworkID returns the id of the message the network knows as networkID.
+	ByNetworkID(networkID string) (id string, ok bool, err error)
+	// Forget drops message id's record, so it is sent anew (the network failed it in a way
+	// that calls for a new try).
+	Forget(ctx context.Context, id string) error
+}
+
+// SendRecord is one message's send, as a SendLog keeps it: Begun (the first try went out
+// then), NetworkID (the network's id, once it took the message).
+type SendRecord = domain.SendRecord
+
+// WithAccount sets ClientOptions.Account.
+func WithAccount(a domain.CloudAccount) Option {
+	return func(o *ClientOptions) { o.Account = &a }
+}
+
+// WithSendLog sets ClientOptions.Sends.
+func WithSendLog(l SendLog) Option {
+	return func(o *ClientOptions) { o.Sends = l }
 }
 
 // Option sets a ClientOptions field.

@@ -149,8 +149,9 @@ func (n *clusterNode) Acquire(ctx context.Context, a *cluster.Acquisition) error
 	began := time.Now()
 	pt := &partition{id: p, view: n.store.Partition(p, a), net: fencedNetwork{n.net, a.Valid}}
 	log := n.log.With("partition", p)
+	cloudNet := fencedCloud{fencedNetwork{n.sh.cloud, a.Valid}, n.sh.cloud}
 	rt, err := newRuntime(ctx, n.sh, runtimeOptions{
-		kv: pt.view, log: log, live: n.live, watchers: n.live.watchers, net: pt.net, askTimeout: natsAskTimeout,
+		kv: pt.view, log: log, live: n.live, watchers: n.live.watchers, net: pt.net, cloud: cloudNet, askTimeout: natsAskTimeout,
 		mover: func(recs *persist.Records) engine.Mover { return &mover{n: n, p: p, from: recs} },
 	})
 	if err != nil {

@@ -112,6 +112,11 @@ type Config struct {
 	// time.AfterFunc). Not flags: tests move them.
 	Now       func() time.Time
 	AfterFunc func(time.Duration, func()) session.Timer
+	// CloudGraphURL and CloudGraphVersion are the Graph API of the Cloud API network (DESIGN.md
+	// section 17; tests point the URL at a fake); CloudInDoubt how long a cloud send whose
+	// answer was lost waits for Meta's status before it goes again (0: the network's default).
+	CloudGraphURL, CloudGraphVersion string
+	CloudInDoubt                     time.Duration
 	// WhatsAppHTTPClient carries every WhatsApp connection when set (a test build reaches the
 	// fake server with it); nil: the network's own.
 	WhatsAppHTTPClient *http.Client
@@ -145,6 +150,10 @@ func (c Config) Check() error {
 		return fmt.Errorf("--auth oidc needs --oidc-issuer and --oidc-audience")
 	case c.Auth == "oidc" && identity.CheckIssuer(c.OIDCIssuer) != nil:
 		return identity.CheckIssuer(c.OIDCIssuer)
+	case c.CloudGraphURL != "" && !strings.HasPrefix(c.CloudGraphURL, "https://") && !strings.HasPrefix(c.CloudGraphURL, "http://"):
+		return fmt.Errorf("--cloud-graph-url %q: want https://host", c.CloudGraphURL)
+	case c.CloudGraphVersion != "" && !validGraphVersion(c.CloudGraphVersion):
+		return fmt.Errorf("--cloud-graph-version %q: want vN.0 (e.g. v27.0)", c.CloudGraphVersion)
 	case c.MediaMaxBytes <= 0 || c.BulkMaxRecipients <= 0 || c.BodyLimit <= 0:
 		return fmt.Errorf("--media-max-bytes, --bulk-max-recipients and --body-limit must be positive")
 	}
@@ -299,6 +308,13 @@ func (c Config) accessLog(log *slog.Logger) httpapi.AccessLogConfig {
 
 // DefaultPartitions is a cluster's partition count unless --partitions says otherwise.
 const DefaultPartitions = cluster.DefaultPartitions
+
+// validGraphVersion tells whether v reads as a Graph API version: v, digits, a dot, digits.
+func validGraphVersion(v string) bool {
+	rest, ok := strings.CutPrefix(v, "v")
+	major, minor, dot := strings.Cut(rest, ".")
+	return ok && dot && major != "" && minor != "" && strings.Trim(major, "0123456789") == "" && strings.Trim(minor, "0123456789") == ""
+}
 
 // DefaultLeaseTTL is the partitions' lease TTL in a new cluster (DESIGN.md section 19): a
 // lost node's partitions are taken over when it lapses.

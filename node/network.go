@@ -6,9 +6,12 @@ import (
 	"log/slog"
 	"path/filepath"
 
+	"github.com/gateway/gateway/cloudapi"
 	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/engine"
 	"github.com/gateway/gateway/httpapi"
 	"github.com/gateway/gateway/network"
+	"github.com/gateway/gateway/network/cloud"
 	"github.com/gateway/gateway/network/sim"
 	"github.com/gateway/gateway/network/simhttp"
 	"github.com/gateway/gateway/network/whatsapp"
@@ -48,6 +51,42 @@ func openNetwork(c Config, log *slog.Logger) (network.Network, *sim.Network, err
 		return nil, nil, fmt.Errorf("open sim network: %w", err)
 	}
 	return s, s, nil
+}
+
+// The Cloud API network's defaults (`--cloud-graph-url`, `--cloud-graph-version`,
+// `--cloud-in-doubt`).
+const (
+	DefaultCloudGraphURL     = cloudapi.DefaultGraphURL
+	DefaultCloudGraphVersion = cloudapi.DefaultVersion
+	DefaultCloudInDoubt      = cloud.DefaultInDoubt
+)
+
+// openCloud opens the Cloud API network (DESIGN.md section 17): every node has it, whatever
+// --network says; it sends for the sessions of kind cloud.
+func openCloud(c Config, log *slog.Logger) *cloud.Network {
+	return cloud.New(cloud.Options{GraphURL: c.CloudGraphURL, Version: c.CloudGraphVersion, InDoubt: c.CloudInDoubt,
+		Logger: log.With("component", "cloud")})
+}
+
+// fencedCloud is the Cloud API network of a partition: its sessions' clients fenced like the
+// linked network's; what connect, the template sync and the webhooks ask of Meta as it is.
+type fencedCloud struct {
+	fencedNetwork
+	cloud *cloud.Network
+}
+
+var _ engine.CloudNetwork = fencedCloud{}
+
+func (f fencedCloud) Check(ctx context.Context, a domain.CloudAccount) (domain.CloudNumber, error) {
+	return f.cloud.Check(ctx, a)
+}
+
+func (f fencedCloud) Templates(ctx context.Context, a domain.CloudAccount) ([]domain.CloudTemplate, error) {
+	return f.cloud.Templates(ctx, a)
+}
+
+func (f fencedCloud) Webhook(body []byte, signature string) error {
+	return f.cloud.Webhook(body, signature)
 }
 
 // fencedNetwork refuses a partition's network calls once this node may no longer run it (a

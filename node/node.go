@@ -18,6 +18,7 @@ import (
 	"github.com/gateway/gateway/identity"
 	"github.com/gateway/gateway/natsevents"
 	"github.com/gateway/gateway/network"
+	"github.com/gateway/gateway/network/cloud"
 	"github.com/gateway/gateway/network/whatsapp"
 	"github.com/gateway/gateway/persist"
 	"github.com/gateway/gateway/web"
@@ -29,6 +30,7 @@ type Node struct {
 	log      *slog.Logger
 	st       storage
 	net      network.Network
+	cloud    *cloud.Network // the Cloud API network (DESIGN.md section 17)
 	verifier *identity.Verifier
 	issuer   *identity.Issuer // dev auth only
 	http     *httpapi.Server
@@ -117,14 +119,15 @@ func Open(ctx context.Context, c Config, log *slog.Logger) (_ *Node, err error) 
 	if sim != nil { // nil unless the embedded sim (a nil *sim.Network in the interface is not)
 		hc.Sim = sim
 	}
-	sh := shared{c: c, plans: plans, stores: stores, reg: reg}
+	n.cloud = openCloud(c, log)
+	sh := shared{c: c, plans: plans, stores: stores, reg: reg, cloud: n.cloud}
 	if n.eventsTo != nil { // a nil *Publisher in the interface would not be a nil forwarder
 		sh.forward = n.eventsTo
 	}
 	if c.Cluster {
 		return n, n.joinCluster(ctx, sh, hc)
 	}
-	ro := runtimeOptions{kv: n.st.kv, log: log, net: n.net, adoptInbound: true}
+	ro := runtimeOptions{kv: n.st.kv, log: log, net: n.net, cloud: n.cloud, adoptInbound: true}
 	if n.st.nats != nil {
 		ro.askTimeout = natsAskTimeout
 	}
@@ -275,6 +278,9 @@ func (n *Node) Shutdown(ctx context.Context) {
 			if err := n.net.Close(); err != nil {
 				n.log.Warn("close network", "err", err)
 			}
+		}
+		if n.cloud != nil {
+			_ = n.cloud.Close()
 		}
 		if n.verifier != nil {
 			n.verifier.Close()

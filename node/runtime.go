@@ -15,6 +15,7 @@ import (
 	"github.com/gateway/gateway/engine"
 	"github.com/gateway/gateway/media"
 	"github.com/gateway/gateway/network"
+	"github.com/gateway/gateway/network/cloud"
 	"github.com/gateway/gateway/persist"
 )
 
@@ -33,6 +34,11 @@ var (
 	_ engine.EventStore     = (*persist.Webhooks)(nil)
 	_ engine.MessageHistory = (*persist.MessageLog)(nil)
 	_ engine.Sealer         = (*persist.Sealer)(nil)
+	_ network.SendLog       = persist.SendLog{}
+	_ engine.RoutingStore   = persist.Routings{}
+	_ engine.WindowStore    = persist.Windows{}
+
+	_ engine.CloudTemplateStore = persist.CloudTemplates{}
 )
 
 // shared is what every runtime of a node shares.
@@ -43,6 +49,8 @@ type shared struct {
 	reg    prometheus.Registerer
 	// forward publishes every runtime's events to NATS JetStream (--events-nats; nil: off).
 	forward engine.EventForwarder
+	// cloud is the node's Cloud API network (a partition's runtime gets it fenced).
+	cloud *cloud.Network
 }
 
 // runtime is the core on one set of records: the engine and its events facet (webhooks, live
@@ -58,6 +66,8 @@ type runtimeOptions struct {
 	kv  persist.KV
 	log *slog.Logger // the node's; a partition's carries its number
 	net network.Network
+	// cloud is the Cloud API network of the runtime's cloud sessions.
+	cloud engine.CloudNetwork
 	// live carries users' live events across a cluster (nil: the events facet's own streams);
 	// watchers are the users streaming on any node of it, whose events the journal keeps (nil:
 	// the events facet's own, marked by its streams).
@@ -124,7 +134,7 @@ func newRuntime(ctx context.Context, sh shared, o runtimeOptions) (_ *runtime, e
 	rt.engine, err = engine.New(engine.Config{
 		Store: recs.Store, Records: engineRecords(recs), Logger: o.log.With("component", "engine"), Plans: sh.plans,
 		DefaultPlan: c.DefaultPlan, AdminUIDs: c.AdminUIDs, DevRoles: c.Auth == "dev",
-		Network: o.net, Stores: sh.stores, Now: c.Now, AfterFunc: c.AfterFunc, Pacing: c.pacing(), BootWindow: c.bootWindow(),
+		Network: o.net, Cloud: o.cloud, Stores: sh.stores, Now: c.Now, AfterFunc: c.AfterFunc, Pacing: c.pacing(), BootWindow: c.bootWindow(),
 		Events: rt.events, Mover: mover, AskTimeout: o.askTimeout,
 	})
 	if err != nil {
@@ -136,7 +146,8 @@ func newRuntime(ctx context.Context, sh shared, o runtimeOptions) (_ *runtime, e
 // engineRecords hands persist's typed stores to the engine as the interfaces it declares.
 func engineRecords(r *persist.Records) engine.Records {
 	return engine.Records{Outbox: r.Outbox, Accounts: r.Accounts, Sessions: r.Sessions, Protections: r.Protections,
-		Campaigns: r.Campaigns, Shops: r.Stores, Inbox: r.Inbox, History: r.History, Notes: r.Notes, StoreLoop: r.StoreLoop}
+		Campaigns: r.Campaigns, Shops: r.Stores, Inbox: r.Inbox, History: r.History, Notes: r.Notes, StoreLoop: r.StoreLoop,
+		SendLog: r.SendLog, CloudTemplates: r.CloudTemplates, Routings: r.Routings, Windows: r.Windows}
 }
 
 // stop stops the engine (its actors finish what is in flight and flush their state), then the

@@ -47,12 +47,15 @@ func appendBody(out []byte, b *body) ([]byte, error) {
 	out = jsonenc.AppendField(out, `,"contactName":`, m.ContactName)
 	out = jsonenc.AppendField(out, `,"contactPhone":`, m.ContactPhone)
 	if m.Size != 0 || m.PTT || m.LocationName != "" || m.Question != "" || len(m.Options) > 0 || m.Multiple ||
-		m.Emoji != "" || m.ReplyTo != nil || m.Target != nil || m.Typing {
-		// The kinds of DESIGN.md section 16: rarer than texts and media, through the
+		m.Emoji != "" || m.ReplyTo != nil || m.Target != nil || m.Typing || m.MediaURL != "" || m.Template != nil ||
+		m.ColdTemplate != nil || len(m.Buttons) > 0 || m.ListButton != "" || len(m.Sections) > 0 || m.Header != "" ||
+		m.Footer != "" || m.ButtonID != "" {
+		// The kinds of DESIGN.md sections 16 and 17: rarer than texts and media, through the
 		// reflecting encoder (the same names and omissions).
 		rest, err := json.Marshal(conversationFields{Size: m.Size, PTT: m.PTT, LocationName: m.LocationName,
 			Question: m.Question, Options: m.Options, Multiple: m.Multiple, Emoji: m.Emoji, ReplyTo: m.ReplyTo,
-			Target: m.Target, Typing: m.Typing})
+			Target: m.Target, Typing: m.Typing, MediaURL: m.MediaURL, Template: m.Template, ColdTemplate: m.ColdTemplate,
+			Buttons: m.Buttons, ListButton: m.ListButton, Sections: m.Sections, Header: m.Header, Footer: m.Footer, ButtonID: m.ButtonID})
 		if err != nil {
 			return nil, fmt.Errorf("persist: encode: %w", err)
 		}
@@ -60,6 +63,11 @@ func appendBody(out []byte, b *body) ([]byte, error) {
 	}
 	out = strconv.AppendInt(append(out, `},"at":`...), int64(b.CreatedAt), 10)
 	out = jsonenc.AppendField(out, `,"ih":`, b.IdemHash)
+	out = jsonenc.AppendField(out, `,"via":`, b.Via)
+	out = jsonenc.AppendField(out, `,"viaReason":`, b.ViaReason)
+	if b.Waiting {
+		out = append(out, `,"waiting":true`...)
+	}
 	out = jsonenc.AppendField(out, `,"dataRef":`, b.DataRef)
 	if b.SendAt != 0 {
 		out = strconv.AppendInt(append(out, `,"sendAt":`...), int64(b.SendAt), 10)
@@ -82,4 +90,14 @@ type conversationFields struct {
 	ReplyTo      *domain.MessageRef `json:"replyTo,omitempty"`
 	Target       *domain.MessageRef `json:"target,omitempty"`
 	Typing       bool               `json:"typing,omitempty"`
+	// The Cloud API's (DESIGN.md section 17).
+	MediaURL     string               `json:"mediaUrl,omitempty"`
+	Template     *domain.TemplateSend `json:"template,omitempty"`
+	ColdTemplate *domain.TemplateSend `json:"coldTemplate,omitempty"`
+	Buttons      []domain.Button      `json:"buttons,omitempty"`
+	ListButton   string               `json:"listButton,omitempty"`
+	Sections     []domain.ListSection `json:"sections,omitempty"`
+	Header       string               `json:"header,omitempty"`
+	Footer       string               `json:"footer,omitempty"`
+	ButtonID     string               `json:"buttonId,omitempty"`
 }

@@ -26,6 +26,11 @@ func TestBodyByHandReadsBack(t *testing.T) {
 			ReplyTo: &domain.MessageRef{ID: "IN1", From: "15550001111", FromLID: "123", Kind: domain.KindText, Text: "hi"}}},
 		{ID: "react", Message: domain.Message{Kind: domain.KindReaction, To: "120363000000000001@g.us", Emoji: "👍", Target: &domain.MessageRef{ID: "X", FromMe: true, Group: "120363000000000001@g.us"}}},
 		{ID: "voice", Message: domain.Message{Kind: domain.KindAudio, PTT: true, Size: 12, LocationName: "x"}},
+		{ID: "cold", Via: domain.ViaCloud, ViaReason: domain.ViaCold, Waiting: true, Message: domain.Message{Kind: domain.KindTemplate, Text: "Order 1 \"ok\"",
+			Template: &domain.TemplateSend{Name: "order", Language: "en_US", Params: []string{"1"}}, MediaURL: "https://x/y.png"}},
+		{ID: "buttons", Via: domain.ViaLinked, ViaReason: domain.ViaWarm, Message: domain.Message{Kind: domain.KindButtons, Text: "Confirm?", Header: "h", Footer: "f",
+			Buttons: []domain.Button{{ID: "y", Title: "Yes"}}, ColdTemplate: &domain.TemplateSend{Name: "c", Language: "en"}}},
+		{ID: "list", Message: domain.Message{Kind: domain.KindList, ListButton: "Pick", Sections: []domain.ListSection{{Title: "s", Rows: []domain.ListRow{{ID: "r", Title: "R"}}}}, ButtonID: "b"}},
 		{},
 	} {
 		hash := ""
@@ -37,6 +42,7 @@ func TestBodyByHandReadsBack(t *testing.T) {
 			ref = "media-" + e.ID // media kept apart: the record names it
 		}
 		b := body{ID: e.ID, SessionID: e.SessionID, UserID: e.UserID, Origin: e.Origin, From: e.From, Message: e.Message, CreatedAt: e.CreatedAt, IdemHash: hash,
+			Via: e.Via, ViaReason: e.ViaReason, Waiting: e.Waiting,
 			DataRef: ref, SendAt: e.SendAt, Transactional: e.Transactional}
 		if b.Message.ID == e.ID {
 			b.Message.ID = ""

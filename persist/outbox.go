@@ -148,6 +148,8 @@ type outcome struct {
 	Error     string               `json:"e,omitempty"`
 	Attempts  int                  `json:"a,omitempty"`
 	UpdatedAt domain.Millis        `json:"u"`
+	// Pricing: the Cloud API's pricing category.
+	Pricing string `json:"pc,omitempty"`
 	// History: the steps after the first (queued, which the body holds).
 	History []step `json:"h,omitempty"`
 	// Pos: where the body is (version 2): the history key's user and time, "<uid>/<ms>".
@@ -161,7 +163,7 @@ type step struct {
 
 func outcomeOf(e domain.OutboxEntry) outcome {
 	c := outcome{Status: e.Status, NetworkID: e.NetworkID, LID: e.LID, SentAt: e.SentAt, Code: e.Code, Error: e.Error,
-		Attempts: e.Attempts, UpdatedAt: e.UpdatedAt, Pos: posOf(e.UserID, int64(e.CreatedAt))}
+		Attempts: e.Attempts, UpdatedAt: e.UpdatedAt, Pricing: e.Pricing, Pos: posOf(e.UserID, int64(e.CreatedAt))}
 	h := e.History
 	if len(h) > 0 && (h[0].Status == domain.MsgQueued || h[0].Status == domain.MsgScheduled) {
 		h = h[1:] // the body's own step: queued, or scheduled (sendAt)
@@ -177,7 +179,7 @@ func outcomeOf(e domain.OutboxEntry) outcome {
 
 // encode is the outcome's record (version 2): its JSON, written by hand (one per message).
 func (c outcome) encode() []byte {
-	b := append(make([]byte, 0, 80+len(c.NetworkID)+len(c.LID)+len(c.Code)+len(c.Error)+len(c.Pos)+24*len(c.History)), statusVersion2)
+	b := append(make([]byte, 0, 80+len(c.NetworkID)+len(c.LID)+len(c.Code)+len(c.Error)+len(c.Pricing)+len(c.Pos)+24*len(c.History)), statusVersion2)
 	b = jsonenc.AppendString(append(b, `{"s":`...), c.Status)
 	b = jsonenc.AppendField(b, `,"n":`, c.NetworkID)
 	b = jsonenc.AppendField(b, `,"l":`, c.LID)
@@ -190,6 +192,7 @@ func (c outcome) encode() []byte {
 		b = strconv.AppendInt(append(b, `,"a":`...), int64(c.Attempts), 10)
 	}
 	b = strconv.AppendInt(append(b, `,"u":`...), int64(c.UpdatedAt), 10)
+	b = jsonenc.AppendField(b, `,"pc":`, c.Pricing)
 	if len(c.History) > 0 {
 		b = append(b, `,"h":[`...)
 		for i, st := range c.History {
@@ -209,7 +212,7 @@ func (c outcome) encode() []byte {
 // apply lays the outcome over the body (as accepted: queued, one history step).
 func (c outcome) apply(e *domain.OutboxEntry) {
 	e.Status, e.NetworkID, e.LID, e.SentAt, e.Code, e.Error = c.Status, c.NetworkID, c.LID, c.SentAt, c.Code, c.Error
-	e.Attempts, e.UpdatedAt = c.Attempts, c.UpdatedAt
+	e.Attempts, e.UpdatedAt, e.Pricing = c.Attempts, c.UpdatedAt, c.Pricing
 	e.History = slices.Clip(e.History)
 	for _, s := range c.History {
 		e.History = append(e.History, domain.StatusChange{Status: s.Status, At: s.At})
@@ -229,6 +232,11 @@ type body struct {
 	Message   domain.Message `json:"message"`
 	CreatedAt domain.Millis  `json:"at"`
 	IdemHash  string         `json:"ih,omitempty"`
+	// How the account's routing sent it (DESIGN.md section 17), and whether it waits for its
+	// contact.
+	Via       string `json:"via,omitempty"`
+	ViaReason string `json:"viaReason,omitempty"`
+	Waiting   bool   `json:"waiting,omitempty"`
 	// DataRef names the media object holding Message.Data (Blobs), which the record leaves
 	// out: media over BlobMin on a store whose records must stay small.
 	DataRef string `json:"dataRef,omitempty"`
@@ -242,7 +250,8 @@ type body struct {
 // object that holds it. A message id other than the entry's (none is) is kept.
 func encodeBody(e domain.OutboxEntry, idemHash, ref string) ([]byte, error) {
 	b := body{ID: e.ID, SessionID: e.SessionID, UserID: e.UserID, Origin: e.Origin, From: e.From, Message: e.Message,
-		CreatedAt: e.CreatedAt, IdemHash: idemHash, DataRef: ref, SendAt: e.SendAt, Transactional: e.Transactional}
+		CreatedAt: e.CreatedAt, IdemHash: idemHash, Via: e.Via, ViaReason: e.ViaReason, Waiting: e.Waiting,
+		DataRef: ref, SendAt: e.SendAt, Transactional: e.Transactional}
 	if b.Message.ID == e.ID {
 		b.Message.ID = ""
 	}
@@ -274,7 +283,8 @@ func decodeRef(data []byte) (domain.OutboxEntry, string, string, error) {
 	}
 	if v == bodyVersion3 || v == bodyVersion2 {
 		e := domain.OutboxEntry{ID: b.ID, SessionID: b.SessionID, UserID: b.UserID, Origin: b.Origin, From: b.From,
-			Message: b.Message, CreatedAt: b.CreatedAt, SendAt: b.SendAt, Transactional: b.Transactional}
+			Message: b.Message, CreatedAt: b.CreatedAt, Via: b.Via, ViaReason: b.ViaReason, Waiting: b.Waiting,
+			SendAt: b.SendAt, Transactional: b.Transactional}
 		if e.Message.ID == "" {
 			e.Message.ID = e.ID
 		}
@@ -623,6 +633,9 @@ func (o *Outbox) writeBatch(batch []bgWrite) {
 		if !w.outcome {
 			if i, ok := at[w.entry.ID]; ok {
 				kept[i].entry.SetStatus(w.receipt.Status, w.receipt.At.Time())
+				if w.receipt.Category != "" {
+					kept[i].entry.Pricing = w.receipt.Category
+				}
 				kept[i].folded = append(kept[i].folded, w.done)
 				continue
 			}
@@ -854,6 +867,9 @@ func (o *Outbox) laySettled(e *domain.OutboxEntry) error {
 	sort.Slice(rs, func(i, j int) bool { return domain.StatusRank(rs[i].Status) < domain.StatusRank(rs[j].Status) })
 	for _, c := range rs {
 		e.SetStatus(c.Status, c.At.Time())
+		if c.Category != "" {
+			e.Pricing = c.Category
+		}
 	}
 	return nil
 }

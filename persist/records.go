@@ -16,6 +16,11 @@ type Records struct {
 	History     *MessageLog
 	Notes       *MessageNotes
 	StoreLoop   *StoreLoop
+	// The Cloud API's (cloud.go).
+	SendLog        SendLog
+	CloudTemplates CloudTemplates
+	Routings       Routings
+	Windows        Windows
 }
 
 // NewRecords builds every typed store on kv.
@@ -33,5 +38,10 @@ func NewRecords(kv KV) *Records {
 		History:     NewMessageLog(kv),
 		Notes:       NewMessageNotes(kv),
 		StoreLoop:   NewStoreLoop(kv),
+
+		SendLog:        NewSendLog(kv),
+		CloudTemplates: NewCloudTemplates(kv),
+		Routings:       NewRoutings(kv),
+		Windows:        NewWindows(kv),
 	}
 }

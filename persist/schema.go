@@ -42,6 +42,7 @@ package persist
 //	                               the user's prefix (raw)             id → its entry: replies, reads)
 //	msg_note/<uid>/<id>            domain.MessageNotes (1)   7 days    engine: reactions, edit, revoke,
 //	                                                                   poll votes (notes.go)
+//	net_send/, net_id/, cloud_template/, routing/, cloud_window/: the Cloud API's (cloud.go)
 //	inbox/, webhook_seen/, store_sent/, store_event/, store/, nonces, templates: see inbox.go
 //	and stores.go (the store integration's tables); store_order/, store_answer/,
 //	store_writeback/, store_checkout/, optout/: see storeloop.go (the store loop).
@@ -69,6 +70,11 @@ const (
 	messageLogTable    = "msg_log"
 	inboundIDTable     = "msg_in"
 	messageNotesTable  = "msg_note"
+	netSendTable       = "net_send"
+	netIDTable         = "net_id"
+	cloudTemplateTable = "cloud_template"
+	routingTable       = "routing"
+	cloudWindowTable   = "cloud_window"
 	recordVersion1     = 1
 
 	// keyLockStripes: key writes are serialised per key id over this many locks (store.go).

@@ -15,10 +15,14 @@ type Deliveries interface {
 	// Outcome is told the network's final word on an entry: sent (err nil) or failed. It is
 	// called from the deliverer's worker goroutine, in queue order, and must not block long.
 	Outcome(e domain.OutboxEntry, err error)
-	// Receipt is told the recipient's device reported on a sent message (delivered, read).
-	// It is called from the network's event goroutine (not the actor's) and must not block
-	// long.
-	Receipt(id string, status domain.MessageStatus, at time.Time)
+	// Receipt is told the recipient's device reported on a sent message (delivered, read;
+	// c.Category is the pricing category a network reports with it). It is called from the
+	// network's event goroutine (not the actor's) and must not block long.
+	Receipt(id string, c domain.StatusChange)
+	// Failed is told the network could not deliver a message it had taken (the Cloud API
+	// reports most delivery errors after the send's answer); err carries the code. Called
+	// like Receipt.
+	Failed(id string, err error, at time.Time)
 }
 
 // Deliverer messages.

@@ -189,7 +189,9 @@ func (d *fakeDeliveries) Outcome(e domain.OutboxEntry, err error) {
 	d.outcomes = append(d.outcomes, outcomeRec{e, err})
 }
 
-func (d *fakeDeliveries) Receipt(string, domain.MessageStatus, time.Time) {}
+func (d *fakeDeliveries) Receipt(string, domain.StatusChange) {}
+
+func (d *fakeDeliveries) Failed(string, error, time.Time) {}
 
 func (d *fakeDeliveries) all() []outcomeRec {
 	d.mu.Lock()

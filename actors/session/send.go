@@ -187,6 +187,8 @@ func classify(err error) error {
 		return fmt.Errorf("%w: %w", domain.ErrRecipientNotReachable, err)
 	case errors.Is(err, domain.ErrNotConnected):
 		return fmt.Errorf("%w: %w", domain.ErrNotConnected, err)
+	case domain.CodeOf(err) != "":
+		return err // the network named the gateway's code (outside_service_window, ...)
 	}
 	return fmt.Errorf("%w: %w", domain.ErrNetwork, err)
 }

@@ -89,6 +89,10 @@ type Deps struct {
 	// Queue is the session's delivery queue, which the engine pushes accepted entries into
 	// (nil: New makes one; only Enqueue messages fill it then).
 	Queue *Queue
+	// Account is a cloud session's credentials (network.WithAccount; nil for a linked one),
+	// and SendLog its sends (network.WithSendLog).
+	Account *domain.CloudAccount
+	SendLog network.SendLog
 }
 
 // Session-actor messages.
@@ -265,6 +269,8 @@ func (s *Session) receive(c *actor.Context) {
 		s.wake()
 	case *Call:
 		s.call(m)
+	case *SetAccount:
+		s.setAccount(c, m)
 	case *Cancel:
 		s.cancel(m)
 	case *Close:
@@ -368,24 +374,7 @@ func (s *Session) started(c *actor.Context) {
 		s.sq.count()
 		s.wake()
 	}()
-	var opts []network.Option
-	if s.deps.Messages != nil {
-		opts = append(opts, network.WithMessageSource(s.deps.Messages))
-	}
-	if s.st.Proxy != "" {
-		opts = append(opts, network.WithProxy(s.st.Proxy))
-	}
-	deliveries := s.deps.Deliveries
-	client, err := s.deps.Network.Open(s.st.ID, func(ev network.Event) {
-		if r, ok := ev.(network.MessageReceipt); ok {
-			// A receipt changes nothing the actor owns: it goes straight to the message facet
-			// (which holds one that overtakes its message's outcome until then), sparing a
-			// mailbox round and a scan of the queue per message.
-			receipt(deliveries, r)
-			return
-		}
-		hw.Send(self, netEvent{ev})
-	}, opts...)
+	client, err := s.open(c)
 	if err != nil {
 		s.deps.Log.Error("session: open network client", "session_id", s.st.ID, "err", err)
 		return
@@ -420,6 +409,36 @@ func (s *Session) started(c *actor.Context) {
 		s.st.QR = ""
 		s.setStatus(domain.StatusDisconnected)
 	}
+}
+
+// open opens the session's network client with its options (opening it again takes new
+// ones: a cloud session's new token).
+func (s *Session) open(c *actor.Context) (network.Client, error) {
+	hw, self := c.Engine(), c.PID()
+	var opts []network.Option
+	if s.deps.Messages != nil {
+		opts = append(opts, network.WithMessageSource(s.deps.Messages))
+	}
+	if s.st.Proxy != "" {
+		opts = append(opts, network.WithProxy(s.st.Proxy))
+	}
+	if s.deps.Account != nil {
+		opts = append(opts, network.WithAccount(*s.deps.Account))
+	}
+	if s.deps.SendLog != nil {
+		opts = append(opts, network.WithSendLog(s.deps.SendLog))
+	}
+	deliveries := s.deps.Deliveries
+	return s.deps.Network.Open(s.st.ID, func(ev network.Event) {
+		if r, ok := ev.(network.MessageReceipt); ok {
+			// A receipt changes nothing the actor owns: it goes straight to the message facet
+			// (which holds one that overtakes its message's outcome until then), sparing a
+			// mailbox round and a scan of the queue per message.
+			receipt(deliveries, r)
+			return
+		}
+		hw.Send(self, netEvent{ev})
+	}, opts...)
 }
 
 func (s *Session) start(c *actor.Context) {
@@ -576,11 +595,19 @@ func (s *Session) inbound(e network.Event) {
 // receipt reports a network receipt to the message facet.
 func receipt(d Deliveries, e network.MessageReceipt) {
 	st := domain.MsgDelivered
-	if e.Status == network.StatusRead || e.Status == network.StatusPlayed {
+	switch e.Status {
+	case network.StatusRead, network.StatusPlayed:
 		st = domain.MsgRead
+	case network.StatusSent:
+		st = domain.MsgSent // a message sent already: only its pricing is news
+	case network.StatusFailed:
+		for _, id := range e.IDs {
+			d.Failed(id, e.Err, e.At)
+		}
+		return
 	}
 	for _, id := range e.IDs {
-		d.Receipt(id, st, e.At)
+		d.Receipt(id, domain.StatusChange{Status: st, At: domain.MillisOf(e.At), Category: e.Category})
 	}
 }
 

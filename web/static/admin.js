@@ -141,7 +141,7 @@ export function sessions(el) {
       { title: 'Name', cell: (s) => s.name },
       { title: 'Id', cell: (s) => h('code', {}, s.id) },
       { title: 'Status', cell: (s) => [badge(s.status), s.statusReason ? ' ' + s.statusReason : ''] },
-      { title: 'Phone', cell: (s) => (s.phone ? '+' + s.phone : '') },
+      { title: 'Phone', cell: (s) => [s.phone ? '+' + s.phone : '', s.kind === 'cloud' ? h('small', { class: 'muted' }, ' Cloud API') : ''] },
       { title: 'Assigned to', cell: (s) => {
         const i = h('input', { value: s.assignedTo || '', list: 'user-ids', size: 12, placeholder: 'user id', 'aria-label': 'assign ' + s.name });
         const b = h('button', { type: 'button', class: 'small', onclick: async () => {

@@ -10,12 +10,14 @@ import * as admin from './admin.js';
 import { messages } from './messages.js';
 import { campaigns } from './campaigns.js';
 import { webhooks } from './webhooks.js';
+import { cloud } from './cloud.js';
 import { optouts } from './optouts.js';
 
 const root = document.getElementById('app');
 
 const clientScreens = [
   ['session', 'Phone', client.session],
+  ['cloud', 'Cloud API', cloud],
   ['messages', 'Messages', messages],
   ['send', 'Send', client.send],
   ['campaigns', 'Campaigns', campaigns],

@@ -22,6 +22,8 @@ function who(phone, lid) {
 function content(m) {
   const kind = kindOf(m);
   if (kind === 'text') return m.text || '';
+  const cloud = cloudContent(m, kind);
+  if (cloud !== null) return cloud;
   if (kind === 'poll') return '';
   let label = kindNames[kind] || kind;
   if (kind === 'audio' && m.ptt) label = 'Voice message';
@@ -35,6 +37,24 @@ function content(m) {
   }
   const detail = parts.filter(Boolean).join(' ');
   return '[' + label + (m.fileName ? ': ' + m.fileName : '') + ']' + (detail ? ' ' + detail : '');
+}
+
+/** cloudContent is what a Cloud API kind says (a template, buttons, a list, a tap); null for others. */
+function cloudContent(m, kind) {
+  if (kind === 'template') return '[Template ' + (m.template ? m.template.name : '') + '] ' + (m.text || (m.template ? (m.template.parameters || []).join(' · ') : ''));
+  if (kind === 'buttons') return (m.text || '') + ' [' + (m.buttons || []).map((b) => b.title).join(' | ') + ']';
+  if (kind === 'list') return (m.text || '') + ' [List: ' + (m.button || '') + ']';
+  if (kind === 'button_reply') return '[Tapped] ' + (m.text || m.buttonId || '');
+  return null;
+}
+
+/** viaView says which way a message went when the account routes (linked phone or Cloud API number), and why. */
+const viaWords = { warm: 'the contact knows the phone', cold: 'a new contact', timelock: 'the phone is held back for new contacts', window: 'inside the 24-hour window' };
+function viaView(m) {
+  if (!m.via) return null;
+  const label = m.via === 'cloud' ? 'Cloud API' : 'Phone';
+  const why = viaWords[m.viaReason];
+  return h('span', { class: 'via', 'data-via': m.via, 'data-reason': m.viaReason || '', title: why ? 'Why: ' + why : '' }, 'via ' + label + (why ? ' (' + why + ')' : ''));
 }
 
 /** pollOf is a poll's question and results: the history's, or an incoming poll's with no vote yet. */
@@ -170,7 +190,8 @@ export function messages(el) {
         h('strong', {}, title),
         m.name && !out ? h('span', {}, m.name) : null,
         h('span', {}, when(out ? m.created_at : m.timestamp)),
-        out ? badge(m.status) : badge('received'),
+        out ? badge(m.status, m.status === 'queued' && m.code === 'waiting_for_contact' ? 'Waiting for the contact to write' : undefined) : badge('received'),
+        out ? viaView(m) : null,
         m.edited && !m.revoked ? h('span', { class: 'edited', title: m.editedAt ? 'Edited ' + when(m.editedAt) : '' }, 'Edited') : null),
       m.revoked ? null : quoteView(m.quoted),
       text ? h('div', { class: 'text' }, text) : poll ? null : h('div', { class: 'text' }, h('span', { class: 'muted' }, '…')),
@@ -278,12 +299,14 @@ export function messages(el) {
     if (li) {
       const m = { ...li._m, status: rank(d.status) >= rank(li._m.status) ? d.status : li._m.status };
       if (d.status === 'failed') { m.code = d.code; m.error = d.error; }
+      if (d.via) { m.via = d.via; m.viaReason = d.viaReason; }
+      if (d.status !== 'queued' && m.code === 'waiting_for_contact') m.code = '';
       fill(li, m);
       return;
     }
     if (about.has(d.type)) return; // shown on the message it is about, by its own event
     if (!matches('out', d.status, d.phone || d.to)) return;
-    put({ direction: 'out', id: d.messageId, message_id: d.messageId, to: d.to, group: d.group, session: d.session, status: d.status, created_at: d.at, type: d.type || 'text', text: '' }, true);
+    put({ direction: 'out', id: d.messageId, message_id: d.messageId, to: d.to, group: d.group, session: d.session, status: d.status, created_at: d.at, type: d.type || 'text', text: '', via: d.via, viaReason: d.viaReason, code: d.code }, true);
     showEmpty();
     refillSoon();
   });

@@ -295,7 +295,8 @@ func (b *browser) audit(axe, where string) {
 
 func TestEveryScreenPhoneAndDesktop(t *testing.T) {
 	axe := axeSource(t)
-	g := startGateway(t, "--webhook-allow-private")
+	cloudFake, cloudApp := newCloudFake(t)
+	g := startGateway(t, "--webhook-allow-private", "--cloud-graph-url", cloudFake.URL())
 	b := newBrowser(t)
 	admin := g.token("root", "admin", 3600)
 
@@ -322,6 +323,10 @@ func TestEveryScreenPhoneAndDesktop(t *testing.T) {
 	g.call("POST", "/api/client/webhooks", admin, map[string]any{"url": rcv.URL + "/a/rather/long/path/for/the/receiver", "events": []string{"message.status"}})
 	g.fake.AddShop(shop, "Alice's Shop", shopToken)
 	g.call("POST", "/api/ecom/manual-connect", admin, map[string]any{"shop": shop, "accessToken": shopToken})
+	// A Cloud API number with its templates, and a message whose way shows.
+	g.connectCloud(cloudFake, cloudApp, admin)
+	g.call("PATCH", "/api/client/routing", admin, map[string]any{"mode": "auto", "coldTemplate": map[string]any{"name": "cold_notice", "language": "en_US"}})
+	g.call("POST", "/api/client/send", admin, map[string]any{"phone": "4915550004444", "text": "your order is confirmed"})
 	// An order asked to confirm (the store screen's orders), and a customer who opted out.
 	g.call("PUT", "/api/client/templates", admin, map[string]any{"topic": "orders/create", "confirm": map[string]any{"cancelOnNo": true}})
 	g.orderWebhook("root", "1001", "4915550009999")
@@ -329,7 +334,8 @@ func TestEveryScreenPhoneAndDesktop(t *testing.T) {
 
 	screens := []struct{ hash, ready string }{
 		{"#/session", `document.querySelector('#session-status')`},
-		{"#/messages", `document.querySelector('li.msg .poll') && document.querySelector('li.msg blockquote.quote') && document.querySelectorAll('li.msg .reaction').length === 2`},
+		{"#/cloud", `document.querySelector('#cloud-number') && document.querySelectorAll('tr[data-template]').length === 3 && document.querySelector('#routing-form')`},
+		{"#/messages", `document.querySelector('li.msg .poll') && document.querySelector('li.msg blockquote.quote') && document.querySelectorAll('li.msg .reaction').length === 2 && document.querySelector('li.msg .via')`},
 		{"#/send", `document.querySelector('#send-form') && document.querySelector('#send-group option[value$="@g.us"]')`},
 		{"#/campaigns", `document.querySelector('#campaign-list tr[data-campaign]')`},
 		{"#/templates", `document.querySelector('#template-text')`},

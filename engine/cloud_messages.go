@@ -1,0 +1,79 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gateway/gateway/domain"
+)
+
+// What a network says of a message after it was sent, beyond receipts (the Cloud API): its
+// pricing category, and a failure after Meta had taken it.
+
+// applyReceipt lays a receipt over a message: its status (never backwards) and its pricing
+// category. It reports whether anything changed.
+func applyReceipt(e *domain.OutboxEntry, c domain.StatusChange) bool {
+	changed := e.SetStatus(c.Status, c.At.Time())
+	if c.Category != "" && c.Category != e.Pricing {
+		e.Pricing, changed = c.Category, true
+	}
+	return changed
+}
+
+// Failed implements session.Deliveries: the network could not deliver a message it had taken
+// (a failed status of the Cloud API, with Meta's error): the message fails, once, with the
+// code of err. One whose outcome is not known yet fails once it is.
+func (m *messages) Failed(id string, err error, at time.Time) {
+	sh := m.shard(id)
+	sh.mu.Lock()
+	p := sh.m[id]
+	if p != nil && !p.settled {
+		p.late = &lateFailure{err: err, at: at}
+		sh.mu.Unlock()
+		return
+	}
+	var e domain.OutboxEntry
+	if p != nil {
+		e = p.entry
+		sh.mu.Unlock()
+	} else {
+		sh.mu.Unlock()
+		var gerr error
+		if e, gerr = m.outbox.Get(id); gerr != nil {
+			return // not ours, or gone
+		}
+	}
+	if e.Status == domain.MsgFailed || e.Status == domain.MsgCancelled {
+		return
+	}
+	if domain.CodeOf(err) == "" {
+		err = fmt.Errorf("%w: %w", domain.ErrNetwork, err)
+	}
+	e.Code, e.Error = domain.CodeOf(err), err.Error()
+	if !e.SetStatus(domain.MsgFailed, at) {
+		return
+	}
+	m.e.metrics.failed.Add(1)
+	if p != nil {
+		// Published under the lock, as Outcome and receiptOf publish theirs.
+		sh.mu.Lock()
+		if cur := sh.m[id]; cur == p {
+			p.entry = e
+		}
+		m.e.pub.publish(e.UserID, messageEvent(e, domain.MsgFailed, at))
+		sh.mu.Unlock()
+	} else {
+		m.e.pub.publish(e.UserID, messageEvent(e, domain.MsgFailed, at))
+	}
+	m.outbox.Settle(e, func(err error) {
+		if err != nil {
+			m.e.log.Warn("outbox: record a late failure", "message_id", id, "err", err)
+		}
+	})
+}
+
+// lateFailure is a failure the network reported before the message's outcome was known.
+type lateFailure struct {
+	err error
+	at  time.Time
+}

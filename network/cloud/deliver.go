@@ -1,0 +1,222 @@
+package cloud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gateway/gateway/cloudapi"
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/network"
+)
+
+// deliver turns one change of a webhook into the port's events, in order: incoming messages
+// (and reactions), then statuses.
+func (c *Client) deliver(v cloudapi.Value) {
+	acct, sends, _ := c.state()
+	names := map[string]string{}
+	for _, ct := range v.Contacts {
+		if ct.Profile != nil && ct.WaID != "" {
+			names[ct.WaID] = ct.Profile.Name
+		}
+	}
+	for _, m := range v.Messages {
+		o := network.Origin{ID: m.ID, From: m.From, PushName: names[m.From], At: cloudapi.Time(m.Timestamp)}
+		if o.At.IsZero() {
+			o.At = c.n.o.Now()
+		}
+		if m.Type == cloudapi.TypeReaction && m.Reaction != nil {
+			c.emit(network.Reaction{Origin: o, Target: c.ourID(sends, m.Reaction.MessageID), Emoji: m.Reaction.Emoji})
+			continue
+		}
+		msg := m.Message()
+		if msg.ReplyTo != nil {
+			msg.ReplyTo.ID = c.ourID(sends, msg.ReplyTo.ID)
+			msg.ReplyTo.FromMe = m.Context.From == acct.Phone || m.Context.From == ""
+		}
+		c.emit(network.Incoming{Origin: o, Message: msg})
+	}
+	for _, st := range v.Statuses {
+		c.status(sends, st)
+	}
+	for _, e := range v.Errors {
+		c.n.log.Warn("cloud webhook error", "session_id", c.sessionID, "code", e.Code, "err", e.Error())
+	}
+}
+
+// ourID is the gateway's id of a message Meta names by its id (a sent one), else the id as it is.
+func (c *Client) ourID(sends network.SendLog, metaID string) string {
+	if sends == nil || metaID == "" {
+		return metaID
+	}
+	if id, ok, err := sends.ByNetworkID(metaID); err == nil && ok {
+		return id
+	}
+	return metaID
+}
+
+// status reports one status of a sent message: the gateway's id from the callback data (or
+// the send log), the send log told Meta took it, then a receipt; a failure fails the message,
+// unless it is Meta's rate limit, after which it is sent again.
+func (c *Client) status(sends network.SendLog, st cloudapi.Status) {
+	id := st.BizOpaqueCallbackData
+	if id == "" {
+		id = c.ourID(sends, st.ID)
+	}
+	at := cloudapi.Time(st.Timestamp)
+	if at.IsZero() {
+		at = c.n.o.Now()
+	}
+	category := ""
+	if st.Pricing != nil {
+		category = st.Pricing.Category
+	}
+	ctx := context.Background()
+	if st.Status != cloudapi.StatusFailed && sends != nil && id != st.ID {
+		if rec, ok, err := sends.Get(id); err == nil && ok && rec.NetworkID != st.ID {
+			if err := sends.Taken(ctx, id, st.ID); err != nil {
+				c.n.log.Warn("cloud: send log", "session_id", c.sessionID, "message_id", id, "err", err)
+			}
+		}
+	}
+	r := network.MessageReceipt{IDs: []string{id}, From: st.RecipientID, At: at, Category: category}
+	switch st.Status {
+	case cloudapi.StatusSent:
+		r.Status = network.StatusSent
+	case cloudapi.StatusDelivered:
+		r.Status = network.StatusDelivered
+	case cloudapi.StatusRead:
+		r.Status = network.StatusRead
+	case cloudapi.StatusPlayed:
+		r.Status = network.StatusPlayed
+	case cloudapi.StatusFailed:
+		ge := &cloudapi.Error{Code: cloudapi.CodeGeneric, Message: "failed"}
+		if len(st.Errors) > 0 {
+			ge = &st.Errors[0]
+		}
+		if retryable(ge.Code) {
+			c.resendLater(id, st.ID, ge)
+			return
+		}
+		r.Status, r.Err = network.StatusFailed, failure(ge)
+	default:
+		return
+	}
+	c.emit(r)
+}
+
+// ResendLog is a SendLog that also keeps the messages Meta failed for its rate limits until
+// they are sent again, so a restart or a move of the session to another node before the backoff
+// ends does not lose them (persist.SendLog is one). Without it they are kept in memory only.
+type ResendLog interface {
+	ResendLater(ctx context.Context, sessionID, id string, r domain.CloudResend) error
+	Resent(ctx context.Context, sessionID, id string) error
+	Resends(sessionID string, fn func(id string, r domain.CloudResend) error) error
+}
+
+// resendLater sends a message Meta failed for its rate limits (failed: the id Meta gave the
+// try it failed) again, after the backoff, under the same id (never failed for it), until
+// Meta takes it or fails it for another reason; the send log keeps it meanwhile.
+func (c *Client) resendLater(id, failed string, ge *cloudapi.Error) {
+	_, sends, _ := c.state()
+	wait := pairRateWait
+	if ge.Code == cloudapi.CodeThroughput {
+		c.mu.Lock()
+		c.slow = min(max(2*c.slow, throttleFirst), throttleMax)
+		wait = c.slow
+		c.mu.Unlock()
+	}
+	c.n.log.Info("cloud: Meta failed a message for its rate limit; sending it again", "session_id", c.sessionID, "message_id", id, "code", ge.Code, "after", wait)
+	if rl, ok := sends.(ResendLog); ok {
+		r := domain.CloudResend{Due: c.n.o.Now().Add(wait).UTC(), Failed: failed}
+		if err := rl.ResendLater(context.Background(), c.sessionID, id, r); err != nil {
+			c.n.log.Warn("cloud: send log", "session_id", c.sessionID, "message_id", id, "err", err)
+		}
+	}
+	c.schedule(id, failed, wait)
+}
+
+// resumeResends schedules the messages the send log keeps to send again (Meta failed them for
+// its rate limits before a restart, or on the node the session ran on before).
+func (c *Client) resumeResends() {
+	_, sends, _ := c.state()
+	rl, ok := sends.(ResendLog)
+	if !ok {
+		return
+	}
+	now := c.n.o.Now()
+	err := rl.Resends(c.sessionID, func(id string, r domain.CloudResend) error {
+		c.schedule(id, r.Failed, max(r.Due.Sub(now), 0))
+		return nil
+	})
+	if err != nil {
+		c.n.log.Warn("cloud: send log", "session_id", c.sessionID, "err", err)
+	}
+}
+
+// schedule sends message id again after wait, unless it is already scheduled.
+func (c *Client) schedule(id, failed string, wait time.Duration) {
+	c.mu.Lock()
+	if c.resending[id] {
+		c.mu.Unlock()
+		return
+	}
+	if c.resending == nil {
+		c.resending = map[string]bool{}
+	}
+	c.resending[id] = true
+	c.mu.Unlock()
+	time.AfterFunc(wait, func() {
+		c.mu.Lock()
+		delete(c.resending, id)
+		c.mu.Unlock()
+		c.resend(id, failed)
+	})
+}
+
+// resend sends message id again (see resendLater).
+func (c *Client) resend(id, failed string) {
+	c.mu.Lock()
+	msgs, closed := c.msgs, c.closed
+	c.mu.Unlock()
+	if closed || msgs == nil {
+		return // the send log keeps it for the session's next client
+	}
+	_, sends, _ := c.state()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if sends != nil {
+		// The failed try is forgotten (its answer may have been recorded after the status
+		// came), so this one goes to Meta anew; a later try Meta took is kept.
+		if rec, ok, err := sends.Get(id); err == nil && ok && (rec.NetworkID == "" || rec.NetworkID == failed) {
+			if err := sends.Forget(ctx, id); err != nil {
+				c.n.log.Warn("cloud: send log", "session_id", c.sessionID, "message_id", id, "err", err)
+			}
+		}
+	}
+	done := func() {
+		if rl, ok := sends.(ResendLog); ok {
+			if err := rl.Resent(ctx, c.sessionID, id); err != nil {
+				c.n.log.Warn("cloud: send log", "session_id", c.sessionID, "message_id", id, "err", err)
+			}
+		}
+	}
+	m, ok := msgs.Message(ctx, id)
+	if !ok {
+		c.n.log.Warn("cloud: a message to send again is gone", "session_id", c.sessionID, "message_id", id)
+		done()
+		return
+	}
+	_, err := c.Send(ctx, m)
+	switch {
+	case err == nil:
+		done()
+	case errors.Is(err, network.ErrRateLimited), errors.Is(err, network.ErrUnknownOutcome), errors.Is(err, domain.ErrNotConnected):
+		// Not a refusal of the message: try again later, never fail it for this.
+		c.resendLater(id, failed, &cloudapi.Error{Code: cloudapi.CodeThroughput, Message: fmt.Sprintf("again: %v", err)})
+	default:
+		done()
+		c.emit(network.MessageReceipt{IDs: []string{id}, Status: network.StatusFailed, At: c.n.o.Now(), Err: err})
+	}
+}
