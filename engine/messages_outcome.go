@@ -1,0 +1,154 @@
+package engine
+
+// A message's outcome and its receipts: what the network says of a message once it went, and
+// the events that report it, in order.
+
+import (
+	"slices"
+
+	"github.com/gateway/gateway/domain"
+)
+
+// Outcome implements session.Deliveries: the network's final word on a message. The outcome is
+// recorded in the background (a lost one only means a re-send under the same id at boot, which
+// the network treats as the same message), and the reservation is settled only once that
+// record is durable: a message is counted in messagesSent after its pending entry is gone, so
+// a crash between the two can undercount by the last few, never count one message twice.
+// Whoever waits is answered at once.
+func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
+	// Receipts that overtook the outcome go into the same record (one write, not one each).
+	atOutcome := e
+	atOutcome.History = slices.Clip(e.History)
+	sh := m.shard(e.ID)
+	sh.mu.Lock()
+	p := sh.m[e.ID]
+	var (
+		folded  []domain.StatusChange
+		waiters []chan outcome
+		late    *lateFailure
+	)
+	if p != nil {
+		late, p.late = p.late, nil
+		for _, c := range p.early {
+			if e.SetStatus(c.Status, c.At.Time()) {
+				folded = append(folded, c)
+			}
+			if c.Category != "" {
+				e.Pricing = c.Category
+			}
+		}
+		p.early = nil
+		p.settled, p.entry = true, e
+		// Taken under the lock: the record's commit below may land (and clear them) first.
+		waiters, p.waiters = p.waiters, nil
+	}
+	// Published under the lock: a receipt that comes once the entry is settled (receiptOf)
+	// publishes after taking the same lock, so it never overtakes the outcome's event.
+	m.e.pub.publish(e.UserID, messageEvent(atOutcome, atOutcome.Status, atOutcome.UpdatedAt.Time()))
+	for _, c := range folded {
+		m.e.pub.publish(e.UserID, messageEvent(e, c.Status, c.At.Time()))
+	}
+	sh.mu.Unlock()
+	if p != nil {
+		m.depth.Add(-1)
+	}
+	switch {
+	case sendErr == nil:
+		m.e.metrics.sent.Add(1)
+		m.e.Messages.lids.put(e.Message.To, e.LID)
+		m.e.Messages.sentOp(e)
+	case e.Status != domain.MsgCancelled:
+		m.e.metrics.failed.Add(1)
+	}
+	m.outbox.Settle(e, func(err error) {
+		sh.mu.Lock()
+		if cur := sh.m[e.ID]; err == nil && cur != nil && cur == p {
+			cur.durable, cur.waiters = true, nil
+			msg := cur.entry.Message
+			cur.entry.Message = domain.Message{ID: msg.ID, To: msg.To, Kind: msg.Kind}
+			sh.keep(e.ID)
+		} else if cur == p {
+			delete(sh.m, e.ID)
+		}
+		sh.mu.Unlock()
+		if err != nil {
+			// Still pending on disk: the next boot sends it again under its id and settles it
+			// then; this process keeps its reservation held.
+			m.e.log.Error("outbox: record outcome", "message_id", e.ID, "err", err)
+			return
+		}
+		if p == nil {
+			return
+		}
+		if sendErr == nil {
+			p.res.Commit(1)
+		} else {
+			p.res.Release()
+		}
+	})
+	waitErr := sendErr
+	if e.Status == domain.MsgCancelled {
+		waitErr = nil // taken back, not failed: whoever waits reads its status
+	}
+	for _, w := range waiters {
+		w <- outcome{entry: atOutcome, err: waitErr}
+	}
+	if late != nil && sendErr == nil {
+		m.Failed(e.ID, late.err, late.at)
+	}
+}
+
+// Receipt implements session.Deliveries: the recipient's device reported on a message
+// (delivered, read; with the pricing category a network gives); recorded beside its outcome.
+func (m *messages) Receipt(id string, c domain.StatusChange) { m.receiptOf(id, c) }
+
+// receiptOf applies a receipt to message id: held until its outcome when it overtook the
+// deliverer; else recorded and reported, unless the message is there already. Its event is
+// published under the shard's lock when the message is tracked, as Outcome publishes: a
+// receipt that comes just after the outcome never overtakes the outcome's event.
+func (m *messages) receiptOf(id string, c domain.StatusChange) {
+	sh := m.shard(id)
+	sh.mu.Lock()
+	p := sh.m[id]
+	if p != nil && !p.settled {
+		p.early = append(p.early, c)
+		sh.mu.Unlock()
+		return
+	}
+	var e domain.OutboxEntry
+	moved := false // its status moved on (published); else only its pricing changed
+	if p != nil {
+		before := p.entry.Status
+		changed := applyReceipt(&p.entry, c)
+		e = p.entry
+		if moved = changed && e.Status != before; moved {
+			m.e.pub.publish(e.UserID, messageEvent(e, c.Status, c.At.Time()))
+		}
+		sh.mu.Unlock()
+		if !changed {
+			return
+		}
+	} else {
+		sh.mu.Unlock()
+		var err error
+		if e, err = m.outbox.Get(id); err != nil {
+			return // not ours (a message sent from the phone), or gone
+		}
+		before := e.Status
+		if !applyReceipt(&e, c) {
+			return // a repeat, or behind what the message reached
+		}
+		if moved = e.Status != before; moved {
+			m.e.pub.publish(e.UserID, messageEvent(e, c.Status, c.At.Time()))
+		}
+	}
+	what := "outbox: record receipt"
+	if !moved {
+		what = "outbox: record pricing" // recorded, not published
+	}
+	m.outbox.Receipt(e.ID, c, func(err error) {
+		if err != nil {
+			m.e.log.Warn(what, "message_id", e.ID, "status", c.Status, "err", err)
+		}
+	})
+}
