@@ -180,7 +180,7 @@ bench-wastore:
 
 bench-quick: build wrk
 	$(GO) build -o bin/bench ./bench
-	bin/bench run --quick --gateway $(BIN)
+	bin/bench run --quick --duration 1s --gateway $(BIN)
 
 clean:
 	rm -rf bin
