@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -106,7 +105,7 @@ func serve(args []string, stderr io.Writer) error {
 	go func() { errc <- n.Serve(ln) }()
 	log.Info("gateway listening", "addr", ln.Addr().String(), "version", version, "auth", c.Auth, "network", c.Network, "data", c.Data, "store", c.Store, "fsync", c.Fsync)
 	if c.pprofAddr != "" {
-		go servePprof(c.pprofAddr, log)
+		go node.ServePprof(c.pprofAddr, log)
 	}
 	if issuer := n.DevIssuer(); issuer != nil {
 		logDevHelp(log, c, ln.Addr())
@@ -238,20 +237,6 @@ func clusterIssuer(c node.Config) (*identity.Issuer, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return node.ClusterIssuer(ctx, c)
-}
-
-// servePprof serves the runtime profiles (CPU, heap, allocations, goroutines) on their own
-// listener, so they are never reachable through the API's address.
-func servePprof(addr string, log *slog.Logger) {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	log.Info("pprof listening", "addr", addr)
-	if err := http.ListenAndServe(addr, mux); err != nil {
-		log.Error("pprof", "err", err)
-	}
 }
 
 // healthcheck asks a gateway on this machine whether it is ready (GET /readyz on --addr or

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	goruntime "runtime"
 	"sync"
@@ -287,4 +289,18 @@ func (n *Node) Shutdown(ctx context.Context) {
 		}
 		n.st.close(n.log)
 	})
+}
+
+// ServePprof serves the runtime profiles (CPU, heap, allocations, goroutines) on their own
+// listener, so they are never reachable through the API's address.
+func ServePprof(addr string, log *slog.Logger) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	log.Info("pprof listening", "addr", addr)
+	if err := http.ListenAndServe(addr, mux); err != nil {
+		log.Error("pprof", "err", err)
+	}
 }
