@@ -56,25 +56,42 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	case sendErr == nil:
 		m.e.metrics.sent.Add(1)
 		m.e.Messages.lids.put(e.Message.To, e.LID)
-		m.e.Messages.sentOp(e)
+		m.e.Messages.sentOp(&e)
 	case e.Status != domain.MsgCancelled:
 		m.e.metrics.failed.Add(1)
 	}
-	m.outbox.Settle(e, func(err error) {
+	m.outbox.Settle(e, m.settled(sh, p, e.ID, sendErr))
+	waitErr := sendErr
+	if e.Status == domain.MsgCancelled {
+		waitErr = nil // taken back, not failed: whoever waits reads its status
+	}
+	for _, w := range waiters {
+		w <- outcome{entry: atOutcome, err: waitErr}
+	}
+	if late != nil && sendErr == nil {
+		m.Failed(e.ID, late.err, late.at)
+	}
+}
+
+// settled is what Outcome does once the outcome of message id (tracked as p in shard sh) is
+// written. Apart from Outcome so that the callback holds the id, not the whole entry (which
+// would move to the heap with every outcome).
+func (m *messages) settled(sh *pendingShard, p *pending, id string, sendErr error) func(error) {
+	return func(err error) {
 		sh.mu.Lock()
-		if cur := sh.m[e.ID]; err == nil && cur != nil && cur == p {
+		if cur := sh.m[id]; err == nil && cur != nil && cur == p {
 			cur.durable, cur.waiters = true, nil
 			msg := cur.entry.Message
 			cur.entry.Message = domain.Message{ID: msg.ID, To: msg.To, Kind: msg.Kind}
-			sh.keep(e.ID)
+			sh.keep(id)
 		} else if cur == p {
-			delete(sh.m, e.ID)
+			delete(sh.m, id)
 		}
 		sh.mu.Unlock()
 		if err != nil {
 			// Still pending on disk: the next boot sends it again under its id and settles it
 			// then; this process keeps its reservation held.
-			m.e.log.Error("outbox: record outcome", "message_id", e.ID, "err", err)
+			m.e.log.Error("outbox: record outcome", "message_id", id, "err", err)
 			return
 		}
 		if p == nil {
@@ -85,16 +102,6 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 		} else {
 			p.res.Release()
 		}
-	})
-	waitErr := sendErr
-	if e.Status == domain.MsgCancelled {
-		waitErr = nil // taken back, not failed: whoever waits reads its status
-	}
-	for _, w := range waiters {
-		w <- outcome{entry: atOutcome, err: waitErr}
-	}
-	if late != nil && sendErr == nil {
-		m.Failed(e.ID, late.err, late.at)
 	}
 }
 
@@ -142,13 +149,19 @@ func (m *messages) receiptOf(id string, c domain.StatusChange) {
 			m.e.pub.publish(e.UserID, messageEvent(e, c.Status, c.At.Time()))
 		}
 	}
+	m.outbox.Receipt(e.ID, c, m.receiptWritten(e.ID, c.Status, moved))
+}
+
+// receiptWritten logs a receipt's record that failed. Apart from receiptOf so that the callback
+// holds the id, not the whole entry.
+func (m *messages) receiptWritten(id, status string, moved bool) func(error) {
 	what := "outbox: record receipt"
 	if !moved {
 		what = "outbox: record pricing" // recorded, not published
 	}
-	m.outbox.Receipt(e.ID, c, func(err error) {
+	return func(err error) {
 		if err != nil {
-			m.e.log.Warn(what, "message_id", e.ID, "status", c.Status, "err", err)
+			m.e.log.Warn(what, "message_id", id, "status", status, "err", err)
 		}
-	})
+	}
 }

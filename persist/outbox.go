@@ -67,6 +67,7 @@ type Outbox struct {
 
 	bgMu      sync.Mutex
 	bgQueue   []bgWrite
+	bgSpare   []bgWrite // the last batch's array, emptied: the next queue (no growth per batch)
 	bgRunning bool
 
 	// mu guards the index of pending messages and the checkpoint.
@@ -616,10 +617,19 @@ func (o *Outbox) writeBackground() {
 			batch = batch[:bgBatchMax:bgBatchMax]
 			o.bgQueue = o.bgQueue[bgBatchMax:]
 		} else {
-			o.bgQueue = nil
+			o.bgQueue, o.bgSpare = o.bgSpare, nil
 		}
 		o.bgMu.Unlock()
 		o.writeBatch(batch)
+		// The batch's array is the next queue's: a queue grown from nil for every batch
+		// was 4 KB of allocation per message (an entry is large). The rest of a split
+		// queue lies past batch's capacity, so appending to it cannot reach that rest.
+		clear(batch[:cap(batch)])
+		o.bgMu.Lock()
+		if o.bgSpare == nil {
+			o.bgSpare = batch[:0]
+		}
+		o.bgMu.Unlock()
 	}
 }
 
@@ -646,7 +656,7 @@ func (o *Outbox) writeBatch(batch []bgWrite) {
 	}
 	var (
 		ops   []Op
-		group []bgWrite
+		group []int // of kept: an entry is large, not copied again
 		size  int
 	)
 	flush := func() {
@@ -656,15 +666,15 @@ func (o *Outbox) writeBatch(batch []bgWrite) {
 		err := o.kv.Commit(context.Background(), ops...)
 		if err != nil && len(group) > 1 {
 			// One write may be what the store refuses (too large): write each alone.
-			for _, w := range group {
-				o.writeBatch([]bgWrite{w})
+			for _, i := range group {
+				o.writeBatch([]bgWrite{kept[i]})
 			}
 		} else {
-			for _, w := range group {
-				o.answer(w, err)
+			for _, i := range group {
+				o.answer(kept[i], err)
 			}
 		}
-		ops, group, size = nil, nil, 0
+		ops, group, size = ops[:0], group[:0], 0
 	}
 	now := o.now()
 	o.mu.Lock()
@@ -675,8 +685,11 @@ func (o *Outbox) writeBatch(batch []bgWrite) {
 		}
 	}
 	o.mu.Unlock()
+	ops, group = make([]Op, 0, len(kept)+8), make([]int, 0, len(kept))
+	var wops []Op
 	for i, w := range kept {
-		wops, err := o.ops(w, now, marks[i])
+		var err error
+		wops, err = o.ops(wops[:0], w, now, marks[i])
 		if err != nil {
 			o.answer(w, err)
 			continue
@@ -688,24 +701,24 @@ func (o *Outbox) writeBatch(batch []bgWrite) {
 		if size+n > bgBatchBytes {
 			flush()
 		}
-		ops, group, size = append(ops, wops...), append(group, w), size+n
+		ops, group, size = append(ops, wops...), append(group, i), size+n
 	}
 	flush()
 }
 
-// ops are a background write's ops: an outcome is its small record (and its mark's removal
+// ops appends a background write's ops to ops: an outcome is its small record (and its mark's removal
 // when it has one, and the body again when it would not outlive the outcome by the
 // retention); a receipt is its own small record.
-func (o *Outbox) ops(w bgWrite, now time.Time, marked bool) ([]Op, error) {
+func (o *Outbox) ops(ops []Op, w bgWrite, now time.Time, marked bool) ([]Op, error) {
 	if !w.outcome {
 		put, err := o.receipts.PutTTLOp(w.entry.ID+"/"+w.receipt.Status, w.receipt, OutboxRetention)
-		return []Op{put}, err
+		return append(ops, put), err
 	}
 	put, err := o.status.PutRawOp(w.entry.ID, outcomeOf(w.entry).encode(), OutboxRetention)
 	if err != nil {
-		return nil, err
+		return ops, err
 	}
-	ops := []Op{put}
+	ops = append(ops, put)
 	if marked {
 		ops = append(ops, Op{Key: pendingKey(w.entry.ID), Delete: true})
 	}

@@ -104,6 +104,8 @@ func deliver(client network.Client, deps Deps, batch []item) batchDone {
 	var r batchDone
 	stop := false
 	var skip map[string]struct{} // recipients held or just marked: their later messages wait
+	var sends sendContext
+	defer sends.stop()
 	for _, it := range batch {
 		e := it.e
 		to := e.Message.To
@@ -111,9 +113,7 @@ func deliver(client network.Client, deps Deps, batch []item) batchDone {
 			r.back = append(r.back, it)
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), deps.SendTimeout)
-		rc, err := client.Send(ctx, e.Message)
-		cancel()
+		rc, err := client.Send(sends.get(deps.SendTimeout), e.Message)
 		now := deps.Clock.Now()
 		e.Attempts++
 		v, until := judge(err, now, e.Attempts)
@@ -165,6 +165,30 @@ func deliver(client network.Client, deps Deps, batch []item) batchDone {
 			"session_id", e.SessionID, "message_id", e.ID, "attempts", e.Attempts, "err", err)
 	}
 	return r
+}
+
+// sendContext bounds a batch's sends by SendTimeout each with one context for as many sends
+// as fit in its first tenth: a context per send (its timer) cost a microsecond and four
+// allocations per message. Each send so gets between 0.9 and 1 times SendTimeout.
+type sendContext struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	until  time.Time
+}
+
+func (c *sendContext) get(timeout time.Duration) context.Context {
+	if now := time.Now(); c.ctx == nil || now.Add(timeout-timeout/10).After(c.until) {
+		c.stop()
+		c.until = now.Add(timeout)
+		c.ctx, c.cancel = context.WithDeadline(context.Background(), c.until)
+	}
+	return c.ctx
+}
+
+func (c *sendContext) stop() {
+	if c.cancel != nil {
+		c.cancel()
+	}
 }
 
 func addTo(set map[string]struct{}, k string) map[string]struct{} {
