@@ -613,25 +613,24 @@ func (o *Outbox) writeBackground() {
 			o.bgMu.Unlock()
 			return
 		}
-		if len(batch) > bgBatchMax {
-			batch = batch[:bgBatchMax:bgBatchMax]
-			o.bgQueue = o.bgQueue[bgBatchMax:]
-		} else {
-			o.bgQueue, o.bgSpare = o.bgSpare, nil
-		}
+		// Two arrays take turns: the queue fills one while the other's writes are committed
+		// (bgBatchMax at a time). A queue grown from nil for every batch was 3-4 KB of
+		// allocation per message (an entry is large).
+		o.bgQueue, o.bgSpare = o.bgSpare[:0], nil
 		o.bgMu.Unlock()
 		o.writeBatch(batch)
-		// The batch's array is the next queue's: a queue grown from nil for every batch
-		// was 4 KB of allocation per message (an entry is large). The rest of a split
-		// queue lies past batch's capacity, so appending to it cannot reach that rest.
 		clear(batch[:cap(batch)])
-		o.bgMu.Lock()
-		if o.bgSpare == nil {
+		if cap(batch) <= bgSpareMax {
+			o.bgMu.Lock()
 			o.bgSpare = batch[:0]
+			o.bgMu.Unlock()
 		}
-		o.bgMu.Unlock()
 	}
 }
+
+// bgSpareMax is the largest queue array the background writer keeps for the next turn
+// (3.4 MB: a write is 832 bytes).
+const bgSpareMax = 4096
 
 // writeBatch commits batch in as few commits as its size allows and answers every write.
 func (o *Outbox) writeBatch(batch []bgWrite) {
@@ -698,7 +697,7 @@ func (o *Outbox) writeBatch(batch []bgWrite) {
 		for _, op := range wops {
 			n += len(op.Key) + len(op.Value)
 		}
-		if size+n > bgBatchBytes {
+		if size+n > bgBatchBytes || len(group) == bgBatchMax {
 			flush()
 		}
 		ops, group, size = append(ops, wops...), append(group, i), size+n
