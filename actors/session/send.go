@@ -100,12 +100,10 @@ func refusal(err error) bool {
 // deliver sends a batch in order and reports each final outcome to the message facet. A
 // message held for its recipient holds only the later ones to the same recipient; a hold of
 // the whole session (429, unknown outcome, link down) stops the batch.
-func deliver(client network.Client, deps Deps, batch []item) batchDone {
+func deliver(client network.Client, deps Deps, batch []item, sends *sendContext) batchDone {
 	var r batchDone
 	stop := false
 	var skip map[string]struct{} // recipients held or just marked: their later messages wait
-	var sends sendContext
-	defer sends.stop()
 	for _, it := range batch {
 		e := it.e
 		to := e.Message.To
@@ -167,9 +165,10 @@ func deliver(client network.Client, deps Deps, batch []item) batchDone {
 	return r
 }
 
-// sendContext bounds a batch's sends by SendTimeout each with one context for as many sends
-// as fit in its first tenth: a context per send (its timer) cost a microsecond and four
-// allocations per message. Each send so gets between 0.9 and 1 times SendTimeout.
+// sendContext bounds a worker's sends by SendTimeout each with one context for as many sends
+// as start in its first tenth: a context per send (its timer) cost a microsecond and four
+// allocations per message (a batch is often one message). Each send so gets between 0.9 and
+// 1 times SendTimeout. Used by the worker's goroutine only.
 type sendContext struct {
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -189,6 +188,7 @@ func (c *sendContext) stop() {
 	if c.cancel != nil {
 		c.cancel()
 	}
+	c.ctx, c.cancel = nil, nil
 }
 
 func addTo(set map[string]struct{}, k string) map[string]struct{} {
