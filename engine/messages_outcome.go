@@ -44,9 +44,9 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	}
 	// Published under the lock: a receipt that comes once the entry is settled (receiptOf)
 	// publishes after taking the same lock, so it never overtakes the outcome's event.
-	m.e.pub.publish(e.UserID, messageEvent(atOutcome, atOutcome.Status, atOutcome.UpdatedAt.Time()))
+	m.e.pub.message(&atOutcome, atOutcome.Status, atOutcome.UpdatedAt.Time())
 	for _, c := range folded {
-		m.e.pub.publish(e.UserID, messageEvent(e, c.Status, c.At.Time()))
+		m.e.pub.message(&e, c.Status, c.At.Time())
 	}
 	sh.mu.Unlock()
 	if p != nil {
@@ -129,7 +129,7 @@ func (m *messages) receiptOf(id string, c domain.StatusChange) {
 		changed := applyReceipt(&p.entry, c)
 		e = p.entry
 		if moved = changed && e.Status != before; moved {
-			m.e.pub.publish(e.UserID, messageEvent(e, c.Status, c.At.Time()))
+			m.e.pub.message(&e, c.Status, c.At.Time())
 		}
 		sh.mu.Unlock()
 		if !changed {
@@ -146,7 +146,7 @@ func (m *messages) receiptOf(id string, c domain.StatusChange) {
 			return // a repeat, or behind what the message reached
 		}
 		if moved = e.Status != before; moved {
-			m.e.pub.publish(e.UserID, messageEvent(e, c.Status, c.At.Time()))
+			m.e.pub.message(&e, c.Status, c.At.Time())
 		}
 	}
 	m.outbox.Receipt(e.ID, c, m.receiptWritten(e.ID, c.Status, moved))
