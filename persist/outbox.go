@@ -67,7 +67,7 @@ type Outbox struct {
 
 	bgMu      sync.Mutex
 	bgQueue   []bgWrite
-	bgSpare   []bgWrite // the last batch's array, emptied: the next queue (no growth per batch)
+	bgSpare   []bgWrite // the other queue array, emptied, while no batch is being written
 	bgRunning bool
 
 	// mu guards the index of pending messages and the checkpoint.
@@ -705,9 +705,9 @@ func (o *Outbox) writeBatch(batch []bgWrite) {
 	flush()
 }
 
-// ops appends a background write's ops to ops: an outcome is its small record (and its mark's removal
-// when it has one, and the body again when it would not outlive the outcome by the
-// retention); a receipt is its own small record.
+// ops appends a background write's ops to ops: an outcome is its small record (and its
+// mark's removal when it has one, and the body again when it would not outlive the outcome
+// by the retention); a receipt is its own small record.
 func (o *Outbox) ops(ops []Op, w bgWrite, now time.Time, marked bool) ([]Op, error) {
 	if !w.outcome {
 		put, err := o.receipts.PutTTLOp(w.entry.ID+"/"+w.receipt.Status, w.receipt, OutboxRetention)
