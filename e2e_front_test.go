@@ -23,6 +23,7 @@ import (
 
 	"github.com/gateway/gateway/cloudapi"
 	"github.com/gateway/gateway/httpapi/openapitest"
+	"github.com/gateway/gateway/network/cloud/fakegraph"
 )
 
 // frontGW is the gateway and one user's linked session with a key.
@@ -305,4 +306,73 @@ func TestCloudFrontEndToEnd(t *testing.T) {
 			t.Fatalf("a standard body went to a meta subscription: %s", raw)
 		}
 	})
+}
+
+// Over a Cloud API number (on the fake Graph API) the front carries what a linked session
+// cannot: reply buttons, a list and a template; the number's record is the cloud number's, its
+// templates are the synced ones, and Meta's payloads name its phone.
+func TestCloudFrontOverACloudNumber(t *testing.T) {
+	num := &cloudNumber{id: "106540352242931", waba: "102290129340331", display: "+1 555-078-3931", token: "EAAJB-front-token", secret: "front-app-secret"}
+	fake := newFakeGraph(t, num)
+	tg := startGW(t, "--cloud-graph-url", fake.URL(), "--webhook-allow-private")
+	admin := tg.token("root", "admin")
+	tok := tg.newClient("dora")
+	f := frontGW{tg: tg, s: sender{tok: tok, key: tg.newKey(admin, "dora", nil).str("rawKey")}}
+	f.s.session = tg.connectCloud(fake, tok, num)
+	sink := newHookSink(t)
+	sub := tg.do("POST", "/api/client/webhooks", bearerAuth(tok), map[string]any{"url": sink.URL + "/meta", "format": "meta", "events": []string{"message.received"}})
+	want(t, sub, 201, "")
+	const customer = "16505551299"
+	// The customer writes first: the service window is open for free-form messages.
+	in, err := fake.Write(num.id, fakegraph.Inbound{From: customer, Name: "Sheena", Text: "Which slot is free?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "Meta's payload of the incoming message", func() bool {
+		for _, r := range sink.all() {
+			var n cloudapi.Notification
+			if json.Unmarshal(r.body, &n) == nil && len(n.Entry) == 1 && len(n.Entry[0].Changes) == 1 {
+				v := n.Entry[0].Changes[0].Value
+				if len(v.Messages) == 1 && v.Messages[0].ID == in && v.Metadata.DisplayPhoneNumber == num.phone() && v.Metadata.PhoneNumberID == f.s.session &&
+					len(v.Contacts) == 1 && v.Contacts[0].Profile != nil && v.Contacts[0].Profile.Name == "Sheena" &&
+					cloudapi.VerifySignature(r.body, r.header.Get("X-Hub-Signature-256"), sub.str("secret")) {
+					return true
+				}
+			}
+		}
+		return false
+	})
+
+	buttons := f.sent(t, map[string]any{"to": customer, "type": "interactive", "interactive": map[string]any{"type": "button",
+		"body": map[string]any{"text": "Confirm order 1001?"}, "action": map[string]any{"buttons": []any{
+			map[string]any{"type": "reply", "reply": map[string]any{"id": "yes", "title": "Confirm"}},
+			map[string]any{"type": "reply", "reply": map[string]any{"id": "no", "title": "Cancel"}}}}}})
+	list := f.sent(t, map[string]any{"to": customer, "type": "interactive", "interactive": map[string]any{"type": "list",
+		"body": map[string]any{"text": "Pick a slot"}, "action": map[string]any{"button": "Slots", "sections": []any{
+			map[string]any{"title": "Monday", "rows": []any{map[string]any{"id": "m9", "title": "9:00"}}}}}}})
+	tpl := f.sent(t, map[string]any{"to": customer, "type": "template", "template": map[string]any{"name": "order_update",
+		"language": map[string]any{"code": "en_US"}, "components": []any{map[string]any{"type": "body", "parameters": []any{
+			map[string]any{"type": "text", "text": "1001"}, map[string]any{"type": "text", "text": "shipped"}}}}}})
+	eventually(t, 10*time.Second, "the three messages at the fake Graph API", func() bool {
+		got := map[string]cloudapi.SendRequest{}
+		for _, s := range fake.Sent(customer) {
+			got[s.Request.BizOpaqueCallbackData] = s.Request
+		}
+		b, l, p := got[buttons], got[list], got[tpl]
+		return b.Interactive != nil && b.Interactive.Type == "button" && len(b.Interactive.Action.Buttons) == 2 &&
+			l.Interactive != nil && l.Interactive.Type == "list" && l.Interactive.Action.Sections[0].Rows[0].ID == "m9" &&
+			p.Template != nil && p.Template.Name == "order_update" && p.Template.Components[0].Parameters[1].Text == "shipped"
+	})
+	// Polls have no Cloud API body: the front has no way to ask for one, and an edit or a
+	// revoke is not a send. The number's record and its templates are the cloud number's.
+	rec := tg.do("GET", f.path(f.s.session), bearerAuth(f.s.key), nil)
+	want(t, rec, 200, "")
+	if rec.str("platform_type") != "CLOUD_API" || rec.str("verified_name") != "Lucky Shrub" || rec.str("display_phone_number") != num.display {
+		t.Fatalf("cloud number record %s", rec.raw)
+	}
+	tpls := tg.do("GET", f.path(f.s.session+"/message_templates"), bearerAuth(f.s.key), nil)
+	want(t, tpls, 200, "")
+	if d, _ := tpls.obj()["data"].([]any); len(d) != 3 {
+		t.Fatalf("templates %s", tpls.raw)
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
 	"github.com/goccy/go-json"
@@ -293,7 +292,6 @@ func (s *Server) frontDownload(ctx *fasthttp.RequestCtx) error {
 		return err
 	}
 	ctx.SetContentType(m.MimeType)
-	ctx.Response.Header.Set("Content-Length", strconv.Itoa(len(m.Data)))
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetBody(m.Data)
 	return nil
