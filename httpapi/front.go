@@ -52,6 +52,17 @@ func frontIDs(ctx *fasthttp.RequestCtx) (version, id string, err error) {
 	return version, id, nil
 }
 
+// frontCall authorizes a front call for scope ("" = none) and reads its path: the key's user,
+// the version and the id.
+func (s *Server) frontCall(ctx *fasthttp.RequestCtx, scope string) (uid, version, id string, err error) {
+	key, err := s.apiKey(ctx, scope)
+	if err != nil {
+		return "", "", "", err
+	}
+	version, id, err = frontIDs(ctx)
+	return key.Key.UserID, version, id, err
+}
+
 // frontMessages is POST /cloud/{version}/{sessionId}/messages: a message in the Cloud API's
 // body (or a read mark), sent through the session. Scope send_text, send_media for media.
 func (s *Server) frontMessages(ctx *fasthttp.RequestCtx) error {
@@ -168,11 +179,7 @@ func writeFrontSent(ctx *fasthttp.RequestCtx, input string, e domain.OutboxEntry
 // file, type) kept 30 days for the session's sends; answers {id}. Scope send_media. The type is
 // sniffed from the bytes (the form's type only names a file nothing recognises).
 func (s *Server) frontUpload(ctx *fasthttp.RequestCtx) error {
-	key, err := s.apiKey(ctx, engine.ScopeMedia)
-	if err != nil {
-		return err
-	}
-	_, sessionID, err := frontIDs(ctx)
+	uid, _, sessionID, err := s.frontCall(ctx, engine.ScopeMedia)
 	if err != nil {
 		return err
 	}
@@ -204,7 +211,7 @@ func (s *Server) frontUpload(ctx *fasthttp.RequestCtx) error {
 	if t := form.Value["type"]; mime == "application/octet-stream" && len(t) > 0 && strings.Contains(t[0], "/") {
 		mime = strings.TrimSpace(t[0])
 	}
-	up, err := s.engine(ctx).Front.Upload(s.reqContext(ctx), key.Key.UserID, sessionID, mime, fh.Filename, data)
+	up, err := s.engine(ctx).Front.Upload(s.reqContext(ctx), uid, sessionID, mime, fh.Filename, data)
 	if err != nil {
 		return err
 	}
@@ -226,17 +233,13 @@ type frontMediaJSON struct {
 // frontObject is GET /cloud/{version}/{id}: an upload's record (media_...) or a session's, as
 // Meta's phone number record.
 func (s *Server) frontObject(ctx *fasthttp.RequestCtx) error {
-	key, err := s.apiKey(ctx, "")
-	if err != nil {
-		return err
-	}
-	version, id, err := frontIDs(ctx)
+	uid, version, id, err := s.frontCall(ctx, "")
 	if err != nil {
 		return err
 	}
 	eng := s.engine(ctx)
 	if strings.HasPrefix(id, domain.FrontMediaPrefix) {
-		m, err := eng.Front.Media(key.Key.UserID, id)
+		m, err := eng.Front.Media(uid, id)
 		if err != nil {
 			return err
 		}
@@ -244,7 +247,7 @@ func (s *Server) frontObject(ctx *fasthttp.RequestCtx) error {
 			FileSize: m.Size, ID: m.ID, URL: frontBase(ctx) + frontPrefix + version + "/" + m.ID + "/download"})
 		return nil
 	}
-	v, err := eng.Front.Number(key.Key.UserID, id)
+	v, err := eng.Front.Number(uid, id)
 	if err != nil {
 		return err
 	}
@@ -279,15 +282,11 @@ func frontNumber(v engine.SessionView) frontNumberJSON {
 
 // frontDownload is GET /cloud/{version}/{mediaId}/download: the upload's bytes.
 func (s *Server) frontDownload(ctx *fasthttp.RequestCtx) error {
-	key, err := s.apiKey(ctx, "")
+	uid, _, id, err := s.frontCall(ctx, "")
 	if err != nil {
 		return err
 	}
-	_, id, err := frontIDs(ctx)
-	if err != nil {
-		return err
-	}
-	m, err := s.engine(ctx).Front.Media(key.Key.UserID, id)
+	m, err := s.engine(ctx).Front.Media(uid, id)
 	if err != nil {
 		return err
 	}
@@ -302,22 +301,18 @@ func (s *Server) frontDownload(ctx *fasthttp.RequestCtx) error {
 // the session's (what an integration asks for its "business account id"): Chatwoot checks its
 // settings with this call.
 func (s *Server) frontTemplates(ctx *fasthttp.RequestCtx) error {
-	key, err := s.apiKey(ctx, "")
-	if err != nil {
-		return err
-	}
-	_, id, err := frontIDs(ctx)
+	uid, _, id, err := s.frontCall(ctx, "")
 	if err != nil {
 		return err
 	}
 	eng := s.engine(ctx)
-	v, err := eng.Front.Number(key.Key.UserID, id)
+	v, err := eng.Front.Number(uid, id)
 	if err != nil {
 		return err
 	}
 	out := cloudapi.TemplateList{Data: []cloudapi.MessageTemplate{}}
 	if v.IsCloud() {
-		set, err := eng.Cloud.Templates(s.reqContext(ctx), key.Key.UserID)
+		set, err := eng.Cloud.Templates(s.reqContext(ctx), uid)
 		if err != nil {
 			return err
 		}
