@@ -140,6 +140,7 @@ func TestCloudFrontEndToEnd(t *testing.T) {
 		t.Fatalf("subscription %s, want format meta", sub.raw)
 	}
 	secret := sub.str("secret")
+	want(t, tg.do("POST", "/api/client/webhooks", bearerAuth(f.s.tok), map[string]any{"url": sink.URL + "/x", "format": "xml", "events": []string{"message.status"}}), 400, "validation_failed")
 	const customer = "15550100301"
 
 	var textID, imageID string
@@ -270,7 +271,9 @@ func TestCloudFrontEndToEnd(t *testing.T) {
 		in := tg.do("POST", "/api/dev/sim/inbound", nil, map[string]any{"sessionId": f.s.session, "from": customer, "text": "where is my order?"})
 		want(t, in, 200, "")
 		inID := in.str("id")
-		var status, message *cloudapi.Value
+		react := tg.do("POST", "/api/dev/sim/inbound", nil, map[string]any{"sessionId": f.s.session, "from": customer, "type": "reaction", "messageId": textID, "emoji": "🎉"})
+		want(t, react, 200, "")
+		var status, message, reaction *cloudapi.Value
 		eventually(t, 10*time.Second, "Meta's status and message payloads", func() bool {
 			for _, r := range sink.all() {
 				var n cloudapi.Notification
@@ -293,9 +296,12 @@ func TestCloudFrontEndToEnd(t *testing.T) {
 					if m.ID == inID && m.Type == "text" && m.Text != nil && m.Text.Body == "where is my order?" && m.From == customer {
 						message = &c.Value
 					}
+					if m.Type == "reaction" && m.Reaction != nil && m.Reaction.MessageID == textID && m.Reaction.Emoji == "🎉" && m.From == customer {
+						reaction = &c.Value
+					}
 				}
 			}
-			return status != nil && message != nil
+			return status != nil && message != nil && reaction != nil
 		})
 		if c := message.Contacts; len(c) != 1 || c[0].WaID != customer {
 			t.Fatalf("the message's contacts %+v", c)
