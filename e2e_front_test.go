@@ -303,6 +303,13 @@ func TestCloudFrontEndToEnd(t *testing.T) {
 			}
 			return status != nil && message != nil && reaction != nil
 		})
+		// A read mark in the Cloud API's body marks the incoming message read.
+		read := f.send(t, map[string]any{"status": "read", "message_id": inID})
+		want(t, read, 200, "")
+		if read.obj()["success"] != true {
+			t.Fatalf("read mark: %s", read.raw)
+		}
+		wantMeta(t, f.send(t, map[string]any{"status": "read", "message_id": "nope"}), 404, 100, "message_not_found")
 		if c := message.Contacts; len(c) != 1 || c[0].WaID != customer {
 			t.Fatalf("the message's contacts %+v", c)
 		}
