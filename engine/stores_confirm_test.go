@@ -12,7 +12,8 @@ import (
 )
 
 // A confirmation is asked as its presentation says: one poll of the order message and the
-// question (or the message, then the poll, when they overflow a poll's name), or the question
+// question (or the message, then the poll, when they overflow a poll's name), reply buttons
+// the same way within Meta's limits (a cloud session's), or the question
 // in the message's text with "reply 1 or 2" where the session's kind carries no poll; the
 // follow-up is asked the same way; every question's id and the phone find the order.
 func TestConfirmationAsItsPresentationAsks(t *testing.T) {
@@ -77,6 +78,58 @@ func TestConfirmationAsItsPresentationAsks(t *testing.T) {
 			if got, ok := cf.Confirm.AnswerOf(text); !ok || got != want {
 				t.Errorf("%q reads %q %v, want %q", text, got, ok, want)
 			}
+		}
+	})
+
+	t.Run("buttons", func(t *testing.T) {
+		c, out := compose("Thank you for your order #1001.")
+		msgs, cf, answers := confirmation(c, confirm, viaButtons, out, "Acme", now)
+		if len(msgs) != 2 || cf.Via != viaButtons {
+			t.Fatalf("%d messages, confirmation %+v", len(msgs), cf)
+		}
+		q, f := msgs[0].Message, msgs[1]
+		want := []domain.Button{{ID: "yes", Title: "Yes, confirm"}, {ID: "no", Title: "No, cancel"}}
+		if q.ID != c.MessageID || q.Kind != domain.KindButtons || q.Text != "Thank you for your order #1001.\n\nPlease confirm your order #1001" ||
+			!slices.Equal(q.Buttons, want) || cf.MessageID != q.ID {
+			t.Fatalf("the question %+v", q)
+		}
+		if f.Message.Kind != domain.KindButtons || f.Message.Text != "Reminder: Please confirm your order #1001" || !slices.Equal(f.Message.Buttons, want) ||
+			!f.SendAt.Equal(now.Add(2*time.Hour)) || f.Message.ID != cf.FollowUpID {
+			t.Fatalf("the follow-up %+v", f)
+		}
+		keys(t, answers, "p/13125550100", "m/"+q.ID, "m/"+cf.FollowUpID)
+		for id, want := range map[string]string{"yes": domain.AnswerYes, "no": domain.AnswerNo} {
+			if got, ok := tappedAnswer(id); !ok || got != want {
+				t.Errorf("button %q reads %q %v", id, got, ok)
+			}
+		}
+		if _, ok := tappedAnswer("confirm-1001"); ok {
+			t.Error("another button's id read as an answer")
+		}
+	})
+
+	t.Run("buttons within Meta's limits", func(t *testing.T) {
+		// A body over 1024 characters: the message, then the buttons; titles cut to 20.
+		c, out := compose(strings.Repeat("a", domain.InteractiveBody))
+		long := confirm
+		long.Yes, long.No = "Yes, please ship it to me today", "No, I changed my mind"
+		msgs, cf, _ := confirmation(c, long, viaButtons, out, "Acme", now)
+		if len(msgs) != 3 || msgs[0].Message.Kind != domain.KindText || msgs[1].Message.Kind != domain.KindButtons ||
+			msgs[1].Message.Text != "Please confirm your order #1001" || cf.MessageID != msgs[1].Message.ID || msgs[1].Message.ID == c.MessageID {
+			t.Fatalf("messages %+v, confirmation %+v", msgs, cf)
+		}
+		for _, b := range msgs[1].Message.Buttons {
+			if n := len([]rune(b.Title)); n > domain.ButtonTitleMax || n < domain.ButtonTitleMax-1 {
+				t.Fatalf("button title %q (%d characters)", b.Title, n)
+			}
+		}
+		// Two answers alike in their first 20 characters cannot be buttons: asked as text.
+		c, out = compose("Thank you.")
+		alike := confirm
+		alike.Yes, alike.No = "I confirm the order, yes", "I confirm the order, no"
+		msgs, cf, _ = confirmation(c, alike, viaButtons, out, "Acme", now)
+		if cf.Via != viaText || msgs[0].Message.Kind != domain.KindText || !strings.Contains(msgs[0].Message.Text, "Reply 1 or 2.") || msgs[1].Message.Kind != domain.KindText {
+			t.Fatalf("messages %+v, confirmation %+v", msgs, cf)
 		}
 	})
 

@@ -263,7 +263,7 @@ func (s *storeService) composeOrder(ctx context.Context, c storeevents.Compose, 
 	// One question per order: a later topic's confirmation (orders/paid after orders/create)
 	// is not asked again; this event's own, retried, is composed again the same.
 	if cf := o.Confirmation; confirm != nil && (cf == nil || cf.MessageID == c.MessageID || cf.MessageID == derivedID(c.MessageID, "poll")) {
-		out, o.Confirmation, answers = confirmation(c, *confirm, s.presentation(c.UserID), out, storeName, now)
+		out, o.Confirmation, answers = confirmation(c, *confirm, s.presentation(c.UserID, ev.Phone), out, storeName, now)
 	}
 	if !hasMessage(o.Messages, c.MessageID) {
 		for _, m := range out {
@@ -293,7 +293,13 @@ func confirmation(c storeevents.Compose, confirm domain.Confirm, via string, out
 	at := out[0].SendAt
 	first := out[0].Message
 	var msgs []domain.Message
+	if via == viaButtons {
+		if msgs = buttonsQuestion(first, question, confirm); msgs == nil {
+			via = viaText
+		}
+	}
 	switch via {
+	case viaButtons:
 	case viaPoll:
 		combined := first.Text + "\n\n" + question
 		if utf8.RuneCountInString(combined) <= domain.ConfirmTextMax {
@@ -317,9 +323,12 @@ func confirmation(c storeevents.Compose, confirm domain.Confirm, via string, out
 		reminder := "Reminder: " + question
 		answers = append(answers, "m/"+cf.FollowUpID) // its vote, or a reply quoting it
 		var f domain.Message
-		if via == viaPoll {
+		switch via {
+		case viaPoll:
 			f = pollMessage(cf.FollowUpID, first.To, reminder, confirm)
-		} else {
+		case viaButtons:
+			f, _ = buttonsMessage(cf.FollowUpID, first.To, reminder, confirm)
+		default:
 			f = domain.Message{ID: cf.FollowUpID, To: first.To, Kind: domain.KindText, Text: replyPrompt(reminder, confirm)}
 		}
 		out = append(out, storeevents.Outgoing{Message: f, SendAt: cf.FollowUpAt})
