@@ -17,13 +17,14 @@ import (
 // skipped (answered), order.confirmed or order.cancelled is published, and the write-back to
 // the order starts (writeback.go).
 
-// presentation is how a confirmation to phone is asked through the user's sessions, decided
-// here only: the order message's way (routing's, as it will send it) says. Over a linked
-// session, as a poll (its vote is the answer); over a cloud session inside the contact's
-// 24-hour service window, as reply buttons (a tap is the answer); over a cloud session
-// outside it, where Meta takes templates only, as text with "reply 1 or 2" (the order
-// message goes as the topic's or the account's cold template with the question in it).
-func (s *storeService) presentation(uid, phone string) string {
+// presentation is how a confirmation to phone, asked at (now, or the order message's later
+// time), goes through the user's sessions, decided here only: the order message's way
+// (routing's, as it will send it) says. Over a linked session, as a poll (its vote is the
+// answer); over a cloud session inside the contact's 24-hour service window at that time, as
+// reply buttons (a tap is the answer); over a cloud session outside it, where Meta takes
+// templates only, as text with "reply 1 or 2" (the order message goes as the topic's or the
+// account's cold template with the question in it).
+func (s *storeService) presentation(uid, phone string, at time.Time) string {
 	w, err := s.e.Messages.way(uid, domain.Message{Kind: domain.KindText, To: phone})
 	if err != nil {
 		s.e.log.Warn("confirmation: the order message's way not known; asked as text", "user_id", uid, "err", err)
@@ -32,7 +33,7 @@ func (s *storeService) presentation(uid, phone string) string {
 	if w.cloud == nil {
 		return viaPoll
 	}
-	open, err := s.e.Cloud.windowOpen(w.cloud.view.Load().ID, phone)
+	open, err := s.e.Cloud.windowOpenAt(w.cloud.view.Load().ID, phone, at)
 	if err != nil || !open {
 		return viaText
 	}

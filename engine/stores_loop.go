@@ -22,8 +22,9 @@ import (
 //   - an order topic's delay holds its message (scheduled, later.go); the order's record
 //     (StoreOrder) names it, so the order's cancellation (its cancel webhook) skips it
 //     (order_cancelled) while it waits;
-//   - a confirmation question goes with the message (a poll where the session can carry one,
-//     else "reply 1 or 2"), indexed by the customer's phone and by the poll's id, with one
+//   - a confirmation question goes with the message (a poll on a linked session, reply
+//     buttons on a cloud one inside the customer's window, else "reply 1 or 2":
+//     presentation), indexed by the customer's phone and by the question's id, with one
 //     follow-up scheduled after followUpAfter; the answer (answer.go) is written back to the
 //     order (writeback.go);
 //   - an abandoned checkout's reminder is scheduled after `after`; an order from the same
@@ -263,7 +264,7 @@ func (s *storeService) composeOrder(ctx context.Context, c storeevents.Compose, 
 	// One question per order: a later topic's confirmation (orders/paid after orders/create)
 	// is not asked again; this event's own, retried, is composed again the same.
 	if cf := o.Confirmation; confirm != nil && (cf == nil || cf.MessageID == c.MessageID || cf.MessageID == derivedID(c.MessageID, "poll")) {
-		out, o.Confirmation, answers = confirmation(c, *confirm, s.presentation(c.UserID, ev.Phone), out, storeName, now)
+		out, o.Confirmation, answers = confirmation(c, *confirm, s.presentation(c.UserID, ev.Phone, notBefore(out[0].SendAt, now)), out, storeName, now)
 	}
 	if !hasMessage(o.Messages, c.MessageID) {
 		for _, m := range out {
