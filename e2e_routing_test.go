@@ -128,6 +128,14 @@ func TestCloudRouting(t *testing.T) {
 		if s := fake.Sent(windowed); len(s) != 1 || s[0].Request.Text == nil || s[0].Request.Text.Body != "here is the link" {
 			t.Fatalf("the fake got %+v", s)
 		}
+		// A message for after the window's end is routed by the window then: the cold template.
+		later := u.send(t, map[string]any{"phone": windowed, "message": "your order ships tomorrow", "sendAt": clock.Now().Add(25 * time.Hour).UTC().Format(time.RFC3339)})
+		lm := u.message(t, later)
+		if tpl, _ := lm.obj()["template"].(map[string]any); lm.str("status") != "scheduled" || tpl == nil || tpl["name"] != "cold_notice" {
+			t.Fatalf("a message for after the window: %s", lm.raw)
+		}
+		way(t, lm, "cloud", "cold")
+		want(t, tg.do("DELETE", "/api/v1/messages/"+later, keyAuth(u.s.key), nil), 200, "")
 	})
 
 	t.Run("TimelockSendsFirstMessagesOverCloudRepliesLinked", func(t *testing.T) {

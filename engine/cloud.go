@@ -352,14 +352,9 @@ func (c *Cloud) wrote(sessionID, contact string, at time.Time) {
 	}
 }
 
-// windowOpen tells whether a contact's service window with a cloud session is open now.
-func (c *Cloud) windowOpen(sessionID, contact string) (bool, error) {
-	return c.windowOpenAt(sessionID, contact, c.e.now())
-}
-
-// windowOpenAt tells whether a contact's service window with a cloud session will still be
-// open at (unless they write again meanwhile).
-func (c *Cloud) windowOpenAt(sessionID, contact string, at time.Time) (bool, error) {
+// windowOpen tells whether a contact's service window with a cloud session is open at (a time
+// ahead: whether it will still be, unless they write again meanwhile).
+func (c *Cloud) windowOpen(sessionID, contact string, at time.Time) (bool, error) {
 	last, err := c.windows.LastInbound(sessionID, contact)
 	if err != nil {
 		return false, fmt.Errorf("%w: service window: %w", domain.ErrUnavailable, err)

@@ -217,9 +217,10 @@ func (ms *Messages) way(uid string, m domain.Message) (way, error) {
 }
 
 // overCloud sends r over the cloud session ent, by the Cloud API's rules: a template goes
-// (checked and rendered); another message goes as it is inside the contact's service window;
-// outside it a text goes as the cold template (the message's, or the account's), anything
-// else waits for the contact. why is the routing's reason ("": the window says).
+// (checked and rendered); another message goes as it is inside the contact's service window
+// (at the message's time: one for later, at its sendAt); outside it a text goes as the cold
+// template (the message's, or the account's), anything else waits for the contact. why is the
+// routing's reason ("": the window says).
 func (rt *Routing) overCloud(ctx context.Context, r *SendRequest, ent *sessionEntry, why string) (routed, error) {
 	v := ent.view.Load()
 	r.SessionID = v.ID
@@ -227,7 +228,7 @@ func (rt *Routing) overCloud(ctx context.Context, r *SendRequest, ent *sessionEn
 	if !m.Kind.OnCloud() {
 		return routed{}, fmt.Errorf("%w: a %s", domain.ErrNotOnCloud, m.Kind)
 	}
-	open, err := rt.e.Cloud.windowOpen(v.ID, m.To)
+	open, err := rt.e.Cloud.windowOpen(v.ID, m.To, notBefore(r.SendAt, rt.e.now()))
 	if err != nil {
 		return routed{}, err
 	}

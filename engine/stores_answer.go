@@ -33,7 +33,7 @@ func (s *storeService) presentation(uid, phone string, at time.Time) string {
 	if w.cloud == nil {
 		return viaPoll
 	}
-	open, err := s.e.Cloud.windowOpenAt(w.cloud.view.Load().ID, phone, at)
+	open, err := s.e.Cloud.windowOpen(w.cloud.view.Load().ID, phone, at)
 	if err != nil || !open {
 		return viaText
 	}

@@ -24,6 +24,7 @@ func TestConfirmationAsItsPresentationAsks(t *testing.T) {
 			Event: ecom.Event{Topic: ecom.TopicOrderCreated, OrderID: 1001, OrderName: "#1001", Phone: "13125550100"}}
 		return c, []storeevents.Outgoing{{Message: domain.Message{ID: c.MessageID, To: "13125550100", Kind: domain.KindText, Text: text}, SendAt: now}}
 	}
+	asks := func(via string) func(time.Time) string { return func(time.Time) string { return via } }
 	keys := func(t *testing.T, got []string, want ...string) {
 		t.Helper()
 		slices.Sort(got)
@@ -35,7 +36,7 @@ func TestConfirmationAsItsPresentationAsks(t *testing.T) {
 
 	t.Run("poll", func(t *testing.T) {
 		c, out := compose("Thank you for your order #1001.")
-		msgs, cf, answers := confirmation(c, confirm, viaPoll, out, "Acme", now)
+		msgs, cf, answers := confirmation(c, confirm, asks(viaPoll), out, "Acme", now)
 		if len(msgs) != 2 || cf.Via != viaPoll || cf.State != domain.ConfirmAwaiting || !cf.AskedAt.Equal(now) {
 			t.Fatalf("%d messages, confirmation %+v", len(msgs), cf)
 		}
@@ -52,7 +53,7 @@ func TestConfirmationAsItsPresentationAsks(t *testing.T) {
 
 	t.Run("poll after a message too long for a poll's name", func(t *testing.T) {
 		c, out := compose(strings.Repeat("a", domain.ConfirmTextMax))
-		msgs, cf, _ := confirmation(c, confirm, viaPoll, out, "Acme", now)
+		msgs, cf, _ := confirmation(c, confirm, asks(viaPoll), out, "Acme", now)
 		if len(msgs) != 3 || msgs[0].Message.Kind != domain.KindText || msgs[1].Message.Kind != domain.KindPoll ||
 			msgs[1].Message.Question != "Please confirm your order #1001" || cf.MessageID != msgs[1].Message.ID || msgs[1].Message.ID == c.MessageID {
 			t.Fatalf("messages %+v, confirmation %+v", msgs, cf)
@@ -61,7 +62,7 @@ func TestConfirmationAsItsPresentationAsks(t *testing.T) {
 
 	t.Run("text: reply 1 or 2", func(t *testing.T) {
 		c, out := compose("Thank you for your order #1001.")
-		msgs, cf, answers := confirmation(c, confirm, viaText, out, "Acme", now)
+		msgs, cf, answers := confirmation(c, confirm, asks(viaText), out, "Acme", now)
 		if len(msgs) != 2 || cf.Via != viaText {
 			t.Fatalf("%d messages, confirmation %+v", len(msgs), cf)
 		}
@@ -83,7 +84,7 @@ func TestConfirmationAsItsPresentationAsks(t *testing.T) {
 
 	t.Run("buttons", func(t *testing.T) {
 		c, out := compose("Thank you for your order #1001.")
-		msgs, cf, answers := confirmation(c, confirm, viaButtons, out, "Acme", now)
+		msgs, cf, answers := confirmation(c, confirm, asks(viaButtons), out, "Acme", now)
 		if len(msgs) != 2 || cf.Via != viaButtons {
 			t.Fatalf("%d messages, confirmation %+v", len(msgs), cf)
 		}
@@ -108,12 +109,30 @@ func TestConfirmationAsItsPresentationAsks(t *testing.T) {
 		}
 	})
 
+	t.Run("buttons, the follow-up after the window's end as text", func(t *testing.T) {
+		c, out := compose("Thank you for your order #1001.")
+		closes := now.Add(time.Hour) // the customer wrote 23 hours ago
+		how := func(at time.Time) string {
+			if at.Before(closes) {
+				return viaButtons
+			}
+			return viaText
+		}
+		msgs, cf, _ := confirmation(c, confirm, how, out, "Acme", now)
+		if len(msgs) != 2 || cf.Via != viaButtons || msgs[0].Message.Kind != domain.KindButtons {
+			t.Fatalf("messages %+v, confirmation %+v", msgs, cf)
+		}
+		if f := msgs[1].Message; f.Kind != domain.KindText || f.Text != "Reminder: Please confirm your order #1001\n\n1. Yes, confirm\n2. No, cancel\n\nReply 1 or 2." {
+			t.Fatalf("the follow-up %+v", f)
+		}
+	})
+
 	t.Run("buttons within Meta's limits", func(t *testing.T) {
 		// A body over 1024 characters: the message, then the buttons; titles cut to 20.
 		c, out := compose(strings.Repeat("a", domain.InteractiveBody))
 		long := confirm
 		long.Yes, long.No = "Yes, please ship it to me today", "No, I changed my mind"
-		msgs, cf, _ := confirmation(c, long, viaButtons, out, "Acme", now)
+		msgs, cf, _ := confirmation(c, long, asks(viaButtons), out, "Acme", now)
 		if len(msgs) != 3 || msgs[0].Message.Kind != domain.KindText || msgs[1].Message.Kind != domain.KindButtons ||
 			msgs[1].Message.Text != "Please confirm your order #1001" || cf.MessageID != msgs[1].Message.ID || msgs[1].Message.ID == c.MessageID {
 			t.Fatalf("messages %+v, confirmation %+v", msgs, cf)
@@ -127,7 +146,7 @@ func TestConfirmationAsItsPresentationAsks(t *testing.T) {
 		c, out = compose("Thank you.")
 		alike := confirm
 		alike.Yes, alike.No = "I confirm the order, yes", "I confirm the order, no"
-		msgs, cf, _ = confirmation(c, alike, viaButtons, out, "Acme", now)
+		msgs, cf, _ = confirmation(c, alike, asks(viaButtons), out, "Acme", now)
 		if cf.Via != viaText || msgs[0].Message.Kind != domain.KindText || !strings.Contains(msgs[0].Message.Text, "Reply 1 or 2.") || msgs[1].Message.Kind != domain.KindText {
 			t.Fatalf("messages %+v, confirmation %+v", msgs, cf)
 		}
@@ -137,7 +156,7 @@ func TestConfirmationAsItsPresentationAsks(t *testing.T) {
 		c, out := compose("Thank you.")
 		once := confirm
 		once.FollowUpAfter = 0
-		msgs, cf, answers := confirmation(c, once, viaPoll, out, "Acme", now)
+		msgs, cf, answers := confirmation(c, once, asks(viaPoll), out, "Acme", now)
 		if len(msgs) != 1 || cf.FollowUpID != "" {
 			t.Fatalf("messages %+v, confirmation %+v", msgs, cf)
 		}

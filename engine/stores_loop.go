@@ -264,7 +264,8 @@ func (s *storeService) composeOrder(ctx context.Context, c storeevents.Compose, 
 	// One question per order: a later topic's confirmation (orders/paid after orders/create)
 	// is not asked again; this event's own, retried, is composed again the same.
 	if cf := o.Confirmation; confirm != nil && (cf == nil || cf.MessageID == c.MessageID || cf.MessageID == derivedID(c.MessageID, "poll")) {
-		out, o.Confirmation, answers = confirmation(c, *confirm, s.presentation(c.UserID, ev.Phone, notBefore(out[0].SendAt, now)), out, storeName, now)
+		how := func(at time.Time) string { return s.presentation(c.UserID, ev.Phone, at) }
+		out, o.Confirmation, answers = confirmation(c, *confirm, how, out, storeName, now)
 	}
 	if !hasMessage(o.Messages, c.MessageID) {
 		for _, m := range out {
@@ -286,12 +287,15 @@ func hasMessage(ms []domain.OrderMessage, id string) bool {
 	return false
 }
 
-// confirmation builds an order message with its question, as via (the presentation the user's
-// session can carry) asks it, its follow-up, and the answer keys that will find the order.
-func confirmation(c storeevents.Compose, confirm domain.Confirm, via string, out []storeevents.Outgoing, storeName string, now time.Time) ([]storeevents.Outgoing, *domain.Confirmation, []string) {
+// confirmation builds an order message with its question, as how (the presentation the user's
+// session can carry at a time) asks it, its follow-up, and the answer keys that will find the
+// order.
+func confirmation(c storeevents.Compose, confirm domain.Confirm, how func(at time.Time) string, out []storeevents.Outgoing, storeName string, now time.Time) ([]storeevents.Outgoing, *domain.Confirmation, []string) {
 	ev := c.Event
 	question := ecom.Render(confirm.Question, ev, storeName)
 	at := out[0].SendAt
+	asked := notBefore(at, now).UTC()
+	via := how(asked)
 	first := out[0].Message
 	var msgs []domain.Message
 	if via == viaButtons {
@@ -316,7 +320,6 @@ func confirmation(c storeevents.Compose, confirm domain.Confirm, via string, out
 	for _, m := range msgs {
 		out = append(out, storeevents.Outgoing{Message: m, SendAt: at})
 	}
-	asked := notBefore(at, now).UTC()
 	cf := &domain.Confirmation{State: domain.ConfirmAwaiting, Via: via, Confirm: confirm, AskedAt: asked, MessageID: msgs[len(msgs)-1].ID}
 	answers := []string{"p/" + ev.Phone, "m/" + cf.MessageID}
 	if confirm.FollowUpAfter > 0 {
@@ -324,10 +327,14 @@ func confirmation(c storeevents.Compose, confirm domain.Confirm, via string, out
 		reminder := "Reminder: " + question
 		answers = append(answers, "m/"+cf.FollowUpID) // its vote, or a reply quoting it
 		var f domain.Message
-		switch via {
-		case viaPoll:
+		switch fvia := via; {
+		case fvia == viaButtons && how(cf.FollowUpAt) != viaButtons:
+			// The customer's window will have closed by then: Meta takes no buttons, the
+			// reminder goes as text (in the cold template).
+			f = domain.Message{ID: cf.FollowUpID, To: first.To, Kind: domain.KindText, Text: replyPrompt(reminder, confirm)}
+		case fvia == viaPoll:
 			f = pollMessage(cf.FollowUpID, first.To, reminder, confirm)
-		case viaButtons:
+		case fvia == viaButtons:
 			f, _ = buttonsMessage(cf.FollowUpID, first.To, reminder, confirm)
 		default:
 			f = domain.Message{ID: cf.FollowUpID, To: first.To, Kind: domain.KindText, Text: replyPrompt(reminder, confirm)}
