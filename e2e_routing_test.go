@@ -84,6 +84,12 @@ func TestCloudRouting(t *testing.T) {
 
 	t.Run("WarmGoesLinked", func(t *testing.T) {
 		u.act(t, map[string]any{"from": warm, "text": "hi, is my order ready?"})
+		eventually(t, 10*time.Second, "the contact's message kept", func() bool {
+			// The session records the contact as warm before the message is kept: until then
+			// it is cold (seen once under load on NATS).
+			items, _ := tg.historyPage(t, "/api/v1/messages?direction=in&from="+warm, keyAuth(u.s.key))
+			return len(items) == 1
+		})
 		id := u.send(t, map[string]any{"phone": warm, "message": "yes, come by"})
 		m := u.settled(t, id)
 		way(t, m, "linked", "warm")
