@@ -59,7 +59,7 @@ type ctNode struct {
 }
 
 type ctCluster struct {
-	t      *testing.T
+	t      *ctT
 	nats   *clustertest.Cluster
 	args   []string // every node's common flags
 	env    []string
@@ -240,28 +240,39 @@ func (c *ctCluster) token(uid, role string) string {
 	return tok
 }
 
-// state is GET /api/admin/cluster through node i.
+// state is GET /api/admin/cluster through node i: each partition's owner, and how many each
+// node owns (a partition its owner still starts counts as owned).
 func (c *ctCluster) state(i int, admin string) (owners map[int]string, counts map[string]int) {
+	owners, counts, _ = c.states(i, admin)
+	return owners, counts
+}
+
+// states is state with the number of partitions whose owner serves them (state active).
+func (c *ctCluster) states(i int, admin string) (owners map[int]string, counts map[string]int, active int) {
 	res, err := c.client.Do(mustReq("GET", "http://"+c.nodes[i].addr+"/api/admin/cluster", admin))
 	if err != nil {
-		return nil, nil
+		return nil, nil, 0
 	}
 	defer res.Body.Close()
 	var s struct {
 		Partitions []struct {
 			ID    int    `json:"id"`
 			Owner string `json:"owner"`
+			State string `json:"state"`
 		} `json:"partitions"`
 	}
 	if res.StatusCode != 200 || json.NewDecoder(res.Body).Decode(&s) != nil {
-		return nil, nil
+		return nil, nil, 0
 	}
 	owners, counts = map[int]string{}, map[string]int{}
 	for _, p := range s.Partitions {
 		owners[p.ID] = p.Owner
 		counts[p.Owner]++
+		if p.State == "active" {
+			active++
+		}
 	}
-	return owners, counts
+	return owners, counts, active
 }
 
 func mustReq(method, url, tok string) *http.Request {
@@ -305,9 +316,10 @@ type ctCampaign struct {
 	to       []string
 }
 
-func TestClusterOfThree(t *testing.T) {
+func TestClusterOfThree(tt *testing.T) {
 	began := time.Now()
-	nats := clustertest.StartProcesses(t, 3)
+	t := newCtT(tt) // registered first: its summary of the failed checks prints last
+	nats := clustertest.StartProcesses(tt, 3)
 	simAddr := freeAddr(t)
 	startSimProc(t, simAddr, t.TempDir())
 	fake := ecomtest.New()
@@ -350,22 +362,7 @@ func TestClusterOfThree(t *testing.T) {
 				n.logf.Close()
 			}
 			if t.Failed() {
-				b, _ := os.ReadFile(n.log)
-				var errs []string
-				for _, l := range strings.Split(string(b), "\n") {
-					if strings.Contains(l, `"level":"ERROR"`) && len(errs) < 30 {
-						errs = append(errs, l)
-					}
-				}
-				lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-				end := lines[max(0, len(lines)-8):]
-				for i, l := range lines { // a crash: its panic and the first stack
-					if strings.HasPrefix(l, "panic:") || strings.HasPrefix(l, "fatal error:") {
-						end = lines[i:min(len(lines), i+40)]
-						break
-					}
-				}
-				t.Logf("%s's log, its errors:\n%s\nits end:\n%s", n.id, strings.Join(errs, "\n"), strings.Join(end, "\n"))
+				t.Logf("%s's log (%s), its errors and its end:\n%s", n.id, n.log, logDigest(n.log))
 			}
 		}
 	})
