@@ -240,6 +240,15 @@ func (n *Node) Forward(ctx context.Context, p int, req *Envelope) (*Response, er
 				return nil, &UnavailableError{Partition: p, Reason: err.Error(), RetryAfter: time.Second}
 			}
 		}
+		if now := time.Now(); now.After(holdUntil) && n.holdLonger(p, now) {
+			// Its owner is still booting it, or NATS itself was lost a moment ago (no lease
+			// could be written while a stream elected its leader): a new owner is on its way.
+			// Held on, 3 × HoldMax in all.
+			holdUntil = now.Add(time.Second)
+			if end := first.Add(3 * HoldMax); holdUntil.After(end) {
+				holdUntil = end
+			}
+		}
 		if time.Now().After(holdUntil) {
 			n.metrics.forwarded("unavailable")
 			reason := "no node serves it now"
@@ -259,6 +268,30 @@ func (n *Node) Forward(ctx context.Context, p int, req *Envelope) (*Response, er
 		case <-t.C:
 		}
 	}
+}
+
+// holdLonger tells whether a request of partition p held past HoldMax is worth holding on:
+// the partition's lease says its owner is starting it (booting its records, slow while a
+// records stream elects its leader), this node's view of the leases is behind (its watcher lost
+// its NATS server), or this node's own writes to the cluster's buckets failed within the last
+// HoldMax (NATS lost a server: nobody could take the partition while its streams elected their
+// leaders). Fencing is not touched: the request still runs only on an active owner.
+func (n *Node) holdLonger(p int, now time.Time) bool {
+	if s := n.view.lease(p); s != nil && !s.deleted && !s.lapsed && s.value.State == leaseStarting {
+		return true
+	}
+	pt := n.parts[p]
+	pt.mu.Lock()
+	starting := pt.state == stStarting || (pt.state == stFree && pt.busy)
+	pt.mu.Unlock()
+	if starting {
+		return true
+	}
+	n.view.mu.Lock()
+	behind := now.Sub(n.view.lastLease) > n.cfg.LeaseTTL
+	n.view.mu.Unlock()
+	failed := n.natsFailedAt.Load()
+	return behind || (failed != 0 && now.Sub(time.Unix(0, failed)) < HoldMax)
 }
 
 func (n *Node) isActive(p int) bool {
