@@ -199,7 +199,8 @@ func TestScanSince(t *testing.T) {
 }
 
 // GetMany reads many keys in one round trip, absent ones as nil; a fenced view's own writes
-// come from its cache.
+// come from its cache. Has answers the same way (an outbox boot asks it of every pending
+// message's outcome: one request, not a read per message), a present empty value present.
 func TestGetMany(t *testing.T) {
 	srv := natstest.Start(t)
 	s, err := natskv.Open(context.Background(), natskv.Options{URL: srv.URL, Prefix: "many"})
@@ -222,14 +223,28 @@ func TestGetMany(t *testing.T) {
 		}
 	}
 	kvtest.MustCommit(t, v, ops...)
+	kvtest.MustCommit(t, v, persist.Op{Key: []byte("b/empty"), Value: []byte{}})
+	keys = append(keys, []byte("b/empty"))
 	for name, kv := range map[string]persist.KV{"the owner's view": v, "another view": s.Partition(2, nil)} {
-		got, err := persist.GetMany(kv, keys)
+		got, err := persist.GetMany(kv, keys[:1500])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, k := range keys[:1500] {
+			if want := map[bool][]byte{true: nil, false: k}[i%3 == 0]; !bytes.Equal(got[i], want) {
+				t.Fatalf("%s: %s = %q, want %q", name, k, got[i], want)
+			}
+		}
+		if _, ok := kv.(persist.Haver); !ok {
+			t.Fatalf("%s: no Has (an outbox boot would read key by key)", name)
+		}
+		has, err := persist.Has(kv, keys)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i, k := range keys {
-			if want := map[bool][]byte{true: nil, false: k}[i%3 == 0]; !bytes.Equal(got[i], want) {
-				t.Fatalf("%s: %s = %q, want %q", name, k, got[i], want)
+			if want := i == 1500 || i%3 != 0; has[i] != want {
+				t.Fatalf("%s: Has(%s) = %v, want %v", name, k, has[i], want)
 			}
 		}
 	}
