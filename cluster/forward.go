@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,7 +70,11 @@ type Envelope struct {
 	// Wait is the route's own longest wait (a sync bulk send's); the forward's timeout is
 	// Wait + ForwardGrace.
 	Wait time.Duration `json:"wait,omitempty"`
-	Body []byte        `json:"-"`
+	// ID is the same for every send of one request (Forward sets it): an owner that took it
+	// already (its acknowledgement lost with a NATS server, so the requester sent it again)
+	// answers the first run's answer instead of running it twice.
+	ID   string `json:"id,omitempty"`
+	Body []byte `json:"-"`
 }
 
 // Header is one HTTP header.
@@ -144,7 +149,30 @@ type forwarder struct {
 	mu      sync.Mutex
 	pending map[string]chan *nats.Msg
 	xfers   map[string]*xfer
+
+	// The requests taken here by id (Envelope.ID), running or answered within takenFor: a
+	// request sent again is answered by its first run.
+	takenMu sync.Mutex
+	taken   map[string]*takenReq
+	takenQ  []*takenReq // in the order taken, for expiry
 }
+
+// takenReq is a forwarded request an owner took: the replies waiting for its answer, then the
+// answer.
+type takenReq struct {
+	id      string
+	at      time.Time
+	replies []string
+	answer  [][]byte // the answer's messages' data (nil while it runs)
+	hdrs    []nats.Header
+}
+
+// takenFor is how long an owner remembers a request it took: longer than a request is held
+// and sent again (3 × HoldMax) and than a signature is valid (ForwardMaxAge).
+const takenFor = 3*HoldMax + 10*time.Second
+
+// takenMax bounds the requests remembered (a burst beyond it forgets the oldest answered).
+const takenMax = 200_000
 
 type xfer struct {
 	p       int
@@ -161,7 +189,7 @@ func newForwarder(n *Node) (*forwarder, error) {
 	f := &forwarder{n: n, nc: n.cfg.Conn, key: forwardKey(n.cfg.Secret), seen: map[string]struct{}{}, seenSince: time.Now(),
 		subjPre: n.cfg.Prefix + "_fwd.n.", inbox: n.cfg.Conn.NewInbox(),
 		xferBase: n.cfg.Prefix + "_fwd.x." + n.instance, chunk: ChunkSize,
-		pending: map[string]chan *nats.Msg{}, xfers: map[string]*xfer{}}
+		pending: map[string]chan *nats.Msg{}, xfers: map[string]*xfer{}, taken: map[string]*takenReq{}}
 	if mp := int(f.nc.MaxPayload()); mp > 0 && f.chunk > mp-64<<10 {
 		f.chunk = max(mp-64<<10, 32<<10)
 	}
@@ -208,6 +236,9 @@ func (n *Node) Forward(ctx context.Context, p int, req *Envelope) (*Response, er
 	}
 	first := time.Now()
 	holdUntil := first.Add(HoldMax)
+	if req.ID == "" {
+		req.ID = randomID() + randomID()
+	}
 	for {
 		if n.isActive(p) {
 			return nil, ErrLocal
@@ -564,9 +595,15 @@ func (f *forwarder) start(p int, reply string, meta, body, sum []byte) {
 		return
 	}
 	env.Body = body
+	if env.ID != "" && f.again(env.ID, reply) {
+		return // taken already: its first run answers this reply too
+	}
 	done, ok := f.n.Enter(p)
 	r := nats.NewMsg(reply)
 	if !ok {
+		if env.ID != "" {
+			f.forget(env.ID)
+		}
 		r.Header.Set(hdrReply, replyMoved)
 		_ = f.nc.PublishMsg(r)
 		return
@@ -575,6 +612,71 @@ func (f *forwarder) start(p int, reply string, meta, body, sum []byte) {
 	r.Header.Set(hdrAlive, "1")
 	_ = f.nc.PublishMsg(r)
 	go f.run(p, reply, &env, done)
+}
+
+// again registers reply for request id: false when id is new here (it is recorded as running,
+// the caller runs it); true when it was taken already, the reply then acknowledged (running)
+// or answered with the first run's answer.
+func (f *forwarder) again(id, reply string) bool {
+	now := time.Now()
+	f.takenMu.Lock()
+	for len(f.takenQ) > 0 && (now.Sub(f.takenQ[0].at) > takenFor || (len(f.takenQ) > takenMax && f.takenQ[0].answer != nil)) {
+		if t := f.takenQ[0]; f.taken[t.id] == t {
+			delete(f.taken, t.id)
+		}
+		f.takenQ = f.takenQ[1:]
+	}
+	t := f.taken[id]
+	if t == nil {
+		t = &takenReq{id: id, at: now, replies: []string{reply}}
+		f.taken[id] = t
+		f.takenQ = append(f.takenQ, t)
+		f.takenMu.Unlock()
+		return false
+	}
+	answer, hdrs := t.answer, t.hdrs
+	if answer == nil {
+		t.replies = append(t.replies, reply)
+	}
+	f.takenMu.Unlock()
+	if answer == nil {
+		r := nats.NewMsg(reply)
+		r.Header.Set(hdrReply, replyAck)
+		r.Header.Set(hdrAlive, "1")
+		_ = f.nc.PublishMsg(r)
+		return true
+	}
+	for i, data := range answer {
+		r := nats.NewMsg(reply)
+		r.Header, r.Data = hdrs[i], data
+		_ = f.nc.PublishMsg(r)
+	}
+	return true
+}
+
+// forget drops request id (it was not run here: sending it again may run it).
+func (f *forwarder) forget(id string) {
+	f.takenMu.Lock()
+	delete(f.taken, id)
+	f.takenMu.Unlock()
+}
+
+// replies is every reply subject waiting for request id's answer (reply alone when it is not
+// recorded), and records the answer's messages for a request sent again later.
+func (f *forwarder) replies(id, reply string, answer [][]byte, hdrs []nats.Header) []string {
+	if id == "" {
+		return []string{reply}
+	}
+	f.takenMu.Lock()
+	defer f.takenMu.Unlock()
+	t := f.taken[id]
+	if t == nil {
+		return []string{reply}
+	}
+	if answer != nil {
+		t.answer, t.hdrs = answer, hdrs
+	}
+	return slices.Clone(t.replies)
 }
 
 // run answers a request let in by start, saying it still runs every KeepAlive.
@@ -589,9 +691,11 @@ func (f *forwarder) run(p int, reply string, env *Envelope, done func()) {
 			case <-stop:
 				return
 			case <-t.C:
-				r := nats.NewMsg(reply)
-				r.Header.Set(hdrReply, replyAck)
-				_ = f.nc.PublishMsg(r)
+				for _, to := range f.replies(env.ID, reply, nil, nil) {
+					r := nats.NewMsg(to)
+					r.Header.Set(hdrReply, replyAck)
+					_ = f.nc.PublishMsg(r)
+				}
 			}
 		}
 	}()
@@ -608,18 +712,29 @@ func (f *forwarder) run(p int, reply string, env *Envelope, done func()) {
 		return
 	}
 	chunks := split(resp.Body, f.chunk)
+	hdrs := make([]nats.Header, len(chunks))
 	for i, c := range chunks {
-		r := nats.NewMsg(reply)
-		r.Header.Set(hdrReply, replyAns)
-		r.Header.Set(hdrSeq, strconv.Itoa(i))
+		h := nats.Header{}
+		h.Set(hdrReply, replyAns)
+		h.Set(hdrSeq, strconv.Itoa(i))
 		if i == 0 {
-			r.Header.Set(hdrChunks, strconv.Itoa(len(chunks)))
-			c = frame(rm, c)
+			h.Set(hdrChunks, strconv.Itoa(len(chunks)))
+			chunks[i] = frame(rm, c)
 		}
-		r.Data = c
-		if err := f.nc.PublishMsg(r); err != nil {
-			f.n.log.Warn("forwarded request: answer", "partition", p, "err", err)
-			return
+		hdrs[i] = h
+	}
+	to := f.replies(env.ID, reply, chunks, hdrs)
+	if resp.NotRun && env.ID != "" {
+		f.forget(env.ID) // it stored nothing: sent again, it runs again (on the next owner)
+	}
+	for _, to := range to {
+		for i, c := range chunks {
+			r := nats.NewMsg(to)
+			r.Header, r.Data = hdrs[i], c
+			if err := f.nc.PublishMsg(r); err != nil {
+				f.n.log.Warn("forwarded request: answer", "partition", p, "err", err)
+				break
+			}
 		}
 	}
 }
