@@ -765,7 +765,13 @@ func (c *ctCluster) checkDrained(users []*ctUser, when string) {
 					retriedDup++ // a send without a key retried after an unknown outcome
 				} else {
 					dup++
-					t.Errorf("%s: %q delivered %d times", when, tag, texts[tag])
+					var seen []string // the deliveries: one id twice (sent twice) or two ids (accepted twice)
+					for _, m := range got {
+						if m["text"] == tag {
+							seen = append(seen, fmt.Sprint(m))
+						}
+					}
+					t.Errorf("%s: %q delivered %d times: %s", when, tag, texts[tag], strings.Join(seen, "; "))
 				}
 			}
 		}
