@@ -640,26 +640,13 @@ func TestClusterOfThree(tt *testing.T) {
 		}
 	}
 	t.Logf("kill -9 of NATS server %s at %s", nats.Name(victim), time.Now().UTC().Format("15:04:05.000"))
+	killedAt := time.Now()
 	nats.Kill(victim)
 	time.Sleep(12 * time.Second)
 	nats.Restart(victim)
-	nats503 := c.retried503.Load() - before
-	t.Logf("kill -9 of NATS server %s (leading %s) for 12 s under load: %d client-visible 503s", nats.Name(victim), strings.Join(led, ", "), nats503)
-	if nats503 != 0 {
-		// The target is 0 (requests held); not met on every run yet (0, 0, 1, 7 in four runs
-		// on this machine: issue 27 stays open on it). Every one was retried and none failed
-		// (the clients fail the test on a request that never succeeds).
-		c.unexpectedMu.Lock()
-		t.Logf("TARGET MISSED: a NATS server's loss gave %d retried 503s (want 0: requests held), the last: %s", nats503, c.last503)
-		c.unexpectedMu.Unlock()
-	}
-	time.Sleep(2 * time.Second)
-
-	// Phase 4: SIGTERM of gw3 under the load: a graceful hand-over, zero 503s. It starts once
-	// the cluster has settled from the NATS server's loss (every partition served, on every
-	// node's view): a partition still booting then would count its held requests against the
-	// hand-over.
-	eventually(t, 60*time.Second, "balanced again and every partition active before the SIGTERM", func() bool {
+	// Counted until the cluster has settled (every partition served, on every node's view): a
+	// request held meanwhile and refused later counts too.
+	eventually(t, 60*time.Second, "balanced again and every partition active after the NATS server's loss", func() bool {
 		for i := range c.nodes {
 			o, n, active := c.states(i, admin)
 			if !balanced(o, n, ids) || active != cluster.DefaultPartitions {
@@ -668,6 +655,22 @@ func TestClusterOfThree(tt *testing.T) {
 		}
 		return true
 	})
+	settled := time.Since(killedAt)
+	time.Sleep(2 * time.Second)
+	nats503 := c.retried503.Load() - before
+	t.Logf("kill -9 of NATS server %s (leading %s) for 12 s under load: %d client-visible 503s (every partition served again %v after the kill)",
+		nats.Name(victim), strings.Join(led, ", "), nats503, settled.Round(time.Millisecond))
+	if nats503 != 0 {
+		// The target is 0 (requests held); not met on every run yet (0, 0, 1, 7 in four runs
+		// on this machine: issue 27 stays open on it). Every one was retried and none failed
+		// (the clients fail the test on a request that never succeeds).
+		c.unexpectedMu.Lock()
+		t.Logf("TARGET MISSED: a NATS server's loss gave %d retried 503s (want 0: requests held), the last: %s", nats503, c.last503)
+		c.unexpectedMu.Unlock()
+	}
+
+	// Phase 4: SIGTERM of gw3 under the load: a graceful hand-over, zero 503s, from a settled
+	// cluster (a partition still booting would count its held requests against the hand-over).
 	before = c.retried503.Load()
 	c.setLive(2, false)
 	term := time.Now()
@@ -692,6 +695,9 @@ func TestClusterOfThree(tt *testing.T) {
 	wg.Wait()
 	term503 := c.retried503.Load() - before
 	t.Logf("SIGTERM of gw3: exited after %v, 503s during the hand-over: %d", stopped.Round(time.Millisecond), term503)
+	if stopped > sigtermTarget {
+		t.Logf("TARGET MISSED: gw3 exited %v after SIGTERM (want within %v: its partitions handed over and served elsewhere)", stopped.Round(time.Millisecond), sigtermTarget)
+	}
 	if term503 != 0 {
 		// The target is 0. Since the 2 s partition leases (DESIGN.md section 19) a loaded
 		// machine sees a few (0, 0, 1, 1, 13 in five runs at load 12-27: forwarded requests
@@ -855,10 +861,16 @@ func eventuallyOr(t testing.TB, total time.Duration, cond func() bool, format st
 	}
 }
 
+// sigtermTarget: a SIGTERM'd node hands its partitions over and exits within it (1.7-2.4 s at
+// load 13-16 on this 2-core machine); one still running after 15 s is stuck and fails the test.
+const sigtermTarget = 3 * time.Second
+
 // failoverTarget: a killed node's partitions re-owned and their sessions CONNECTED within it
-// (DESIGN.md section 19). Not met on every run yet (partitions 1.7-3.5 s, sessions 3.2-5 s on
-// this 2-core machine: issue 27 stays open on it): a run over it prints "TARGET MISSED", and
-// the test fails over failoverCeiling, the bound the cluster held before section 19.
+// (DESIGN.md section 19). Not met on every run yet (at load 13-16 on this 2-core machine:
+// partitions 2.0-3.2 s, sessions 2.8-3.7 s, with 10,000 messages pending too since the outbox
+// boot asks the pending messages' outcomes in one request: issue 27 stays open on it): a run
+// over it prints "TARGET MISSED", and the test fails over failoverCeiling, the bound the
+// cluster held before section 19.
 const (
 	failoverTarget  = 3 * time.Second
 	failoverCeiling = 10 * time.Second
