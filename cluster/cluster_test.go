@@ -592,8 +592,9 @@ func testForwardChunks(t *testing.T, c *clustertest.Cluster) {
 }
 
 // A request sent again (its acknowledgement lost with a NATS server: the requester cannot
-// tell it from a request never delivered) runs once on its owner: every send of it gets the
-// first run's answer, while it runs and after; another request runs.
+// tell it from a request never delivered; or its answer lost: asked again of the same owner)
+// runs once on its owner: every send of it gets the first run's answer, while it runs and
+// after; another request runs.
 func testForwardSentAgain(t *testing.T, c *clustertest.Cluster) {
 	tc := newTestCluster(t, c)
 	var runs atomic.Int64
@@ -626,6 +627,11 @@ func testForwardSentAgain(t *testing.T, c *clustertest.Cluster) {
 	wg.Wait()
 	resp, err := a.fwd.request(context.Background(), p, b.instance, env("req-1")) // and after it ran
 	if err != nil {
+		t.Fatal(err)
+	}
+	answers = append(answers, string(resp.Body))
+	// Its answer lost (the requester heard nothing for a while): asked again of the same owner.
+	if resp, err = a.fwd.askAgain(context.Background(), p, b.instance, env("req-1")); err != nil {
 		t.Fatal(err)
 	}
 	answers = append(answers, string(resp.Body))

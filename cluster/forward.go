@@ -101,6 +101,9 @@ var ErrLocal = errors.New("cluster: the partition is owned by this node now")
 var (
 	errNotServed = errors.New("not served")
 	errMoved     = fmt.Errorf("%w: the owner is handing the partition over", errNotServed)
+	// errAnswerLost: the owner took the request and then went silent (it died, or its
+	// connection moved to another NATS server with the answer): the request may have run.
+	errAnswerLost = errors.New("the owner's answer was lost")
 )
 
 const (
@@ -249,6 +252,9 @@ func (n *Node) Forward(ctx context.Context, p int, req *Envelope) (*Response, er
 		if target != "" {
 			var resp *Response
 			resp, err = n.fwd.request(ctx, p, target, req)
+			if errors.Is(err, errAnswerLost) {
+				resp, err = n.fwd.askAgain(ctx, p, target, req)
+			}
 			switch {
 			case err == nil && resp.NotRun:
 				err = fmt.Errorf("%w: the owner lost the partition under the request", errNotServed)
@@ -410,7 +416,7 @@ func (f *forwarder) request(ctx context.Context, p int, target string, req *Enve
 				// meanwhile): the owner is lost once its heartbeat is gone (lapsed, deleted,
 				// or its node id up under another process), or after keepAliveMaxSilence.
 				if silent := time.Since(heard); silent > 3*KeepAlive && (silent > keepAliveMaxSilence || f.n.view.instanceGone(target)) {
-					return nil, errors.New("the owner's answer was lost")
+					return nil, errAnswerLost
 				}
 				continue
 			}
@@ -484,6 +490,36 @@ func (f *forwarder) request(ctx context.Context, p int, target string, req *Enve
 			return nil, fmt.Errorf("forward: unknown reply %q", r.Header.Get(hdrReply))
 		}
 	}
+}
+
+// askAgainTries bounds how often askAgain sends a request whose answer was lost.
+const askAgainTries = 5
+
+// askAgain sends a request whose answer was lost to the same owner again, a few times: an
+// owner that took it answers its first run's answer (or says it still runs) instead of running
+// it twice, so a live owner whose connection moved to another NATS server answers after all.
+// "moved" says the owner never took it (not run: sent on to the partition's owner); an owner
+// that stays silent may have run it and died: errAnswerLost (503, the client retries with its
+// Idempotency-Key). The request never goes to another node from here.
+func (f *forwarder) askAgain(ctx context.Context, p int, target string, req *Envelope) (*Response, error) {
+	for try := 1; try <= askAgainTries; try++ {
+		select {
+		case <-ctx.Done():
+			return nil, errAnswerLost
+		case <-time.After(time.Duration(try) * 200 * time.Millisecond):
+		}
+		resp, err := f.request(ctx, p, target, req)
+		switch {
+		case err == nil:
+			return resp, nil
+		case errors.Is(err, errMoved):
+			return nil, err
+		case errors.Is(err, errNotServed), errors.Is(err, errAnswerLost):
+		default:
+			return nil, err
+		}
+	}
+	return nil, errAnswerLost
 }
 
 // onReply routes an answer to the request waiting for it.
@@ -621,10 +657,16 @@ func (f *forwarder) again(id, reply string) bool {
 	now := time.Now()
 	f.takenMu.Lock()
 	for len(f.takenQ) > 0 && (now.Sub(f.takenQ[0].at) > takenFor || (len(f.takenQ) > takenMax && f.takenQ[0].answer != nil)) {
-		if t := f.takenQ[0]; f.taken[t.id] == t {
+		t := f.takenQ[0]
+		f.takenQ = f.takenQ[1:]
+		if t.answer == nil && f.taken[t.id] == t {
+			t.at = now // still running (a long synchronous bulk send): kept until it answers
+			f.takenQ = append(f.takenQ, t)
+			continue
+		}
+		if f.taken[t.id] == t {
 			delete(f.taken, t.id)
 		}
-		f.takenQ = f.takenQ[1:]
 	}
 	t := f.taken[id]
 	if t == nil {
