@@ -675,10 +675,10 @@ func TestClusterOfThree(tt *testing.T) {
 	c.setLive(2, false)
 	term := time.Now()
 	_ = c.nodes[2].cmd.Process.Signal(syscall.SIGTERM)
-	// A hand-over takes a second or two; one still running after 15 s is stuck: its goroutines
-	// go to its log (SIGQUIT) for the failure's report.
-	quit := time.AfterFunc(15*time.Second, func() {
-		t.Errorf("gw3 still running 15 s after SIGTERM: its goroutines are in its log")
+	// A hand-over takes a second or two; one still running after sigtermCeiling is stuck: its
+	// goroutines go to its log (SIGQUIT) for the failure's report.
+	quit := time.AfterFunc(sigtermCeiling, func() {
+		t.Errorf("gw3 still running %v after SIGTERM: its goroutines are in its log", sigtermCeiling)
 		_ = c.nodes[2].cmd.Process.Signal(syscall.SIGQUIT)
 	})
 	if err := c.nodes[2].cmd.Wait(); err != nil && quit.Stop() {
@@ -861,9 +861,13 @@ func eventuallyOr(t testing.TB, total time.Duration, cond func() bool, format st
 	}
 }
 
-// sigtermTarget: a SIGTERM'd node hands its partitions over and exits within it (1.7-2.4 s at
-// load 13-16 on this 2-core machine); one still running after 15 s is stuck and fails the test.
-const sigtermTarget = 3 * time.Second
+// sigtermTarget: a SIGTERM'd node hands its partitions over and exits within it (1.7-3.1 s in
+// nine runs at load 8-16 on this 2-core machine); one still running after sigtermCeiling fails
+// the test (it waited for other nodes' partitions once: 11-12 s).
+const (
+	sigtermTarget  = 3 * time.Second
+	sigtermCeiling = 8 * time.Second
+)
 
 // failoverTarget: a killed node's partitions re-owned and their sessions CONNECTED within it
 // (DESIGN.md section 19). Not met on every run yet (at load 13-16 on this 2-core machine:
