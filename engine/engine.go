@@ -205,6 +205,7 @@ func New(cfg Config) (*Engine, error) {
 // and stores (a message accepted before the restart takes its allowance back, forced, before
 // a campaign reclaims what is left of its batch or a store event sends anew).
 func (e *Engine) boot() error {
+	began := time.Now()
 	users, err := e.Users.boot()
 	if err != nil {
 		return err
@@ -217,10 +218,12 @@ func (e *Engine) boot() error {
 	if err != nil {
 		return err
 	}
+	sessionsAt := time.Now()
 	pending, err := e.Messages.recover()
 	if err != nil {
 		return err
 	}
+	outboxAt := time.Now()
 	campaigns, err := e.Campaigns.boot()
 	if err != nil {
 		return err
@@ -229,7 +232,8 @@ func (e *Engine) boot() error {
 	if err != nil {
 		return err
 	}
-	e.log.Info("engine booted", "users", users, "keys", keys, "sessions", sessions, "outbox_pending", pending, "campaigns", campaigns, "stores", stores)
+	e.log.Info("engine booted", "users", users, "keys", keys, "sessions", sessions, "outbox_pending", pending, "campaigns", campaigns, "stores", stores,
+		"took_ms", time.Since(began).Milliseconds(), "outbox_ms", outboxAt.Sub(sessionsAt).Milliseconds())
 	return nil
 }
 
