@@ -14,7 +14,7 @@ ifneq ($(wildcard $(SHARED_GOPROXY)/.),)
 export GOPROXY := file://$(SHARED_GOPROXY),$(shell GOPROXY= $(GO) env GOPROXY)
 endif
 
-.PHONY: run build test test-nats test-cluster test-short test-ui screenshots web lint deps openapi-lint openapi-codegen fuzz test-scale bench bench-quick bench-events bench-wastore bench-cluster webhook-interop wrk clean
+.PHONY: run build test test-nats test-cluster test-short test-ui screenshots web lint deps openapi-lint openapi-codegen fuzz test-scale bench bench-quick bench-events bench-wastore bench-cluster webhook-interop test-cloudfront wrk clean
 
 run: build
 	$(BIN) serve --data $(DATA) --log-format text
@@ -25,11 +25,12 @@ build:
 
 # make test also runs, on NATS JetStream (an embedded server, README: NATS), the tests that
 # exercise storage across restarts, crashes and outages; test-nats runs the whole root suite
-# (every e2e and process test) on it, and .ci/run runs it after make test.
+# (every e2e and process test) on it, and .ci/run runs it after make test, so .ci/run calls
+# `make test NATS_SUBSET=` (an empty subset skips it: test-nats runs those tests right after).
 NATS_SUBSET := Kill9|SIGTERM|Restart|Survive|TestNATS
 test: lint openapi-lint openapi-codegen web wrk
 	$(GO) test -race -count=1 -timeout 12m ./...
-	GATEWAY_STORE=nats $(GO) test -race -count=1 -timeout 10m -run '$(NATS_SUBSET)' .
+	$(if $(NATS_SUBSET),GATEWAY_STORE=nats $(GO) test -race -count=1 -timeout 10m -run '$(NATS_SUBSET)' .)
 
 test-nats:
 	GATEWAY_STORE=nats $(GO) test -race -count=1 -timeout 30m .
@@ -160,6 +161,23 @@ wrk:
 bench-events:
 	$(GO) test -run XXX -bench 'SignedDeliveries' -benchtime 30000x ./engine
 	$(GO) test -run XXX -bench 'Post$$' -benchtime 30000x ./actors/webhook
+
+# test-cloudfront drives the Cloud-API-shaped front (README, "Integrations") with a real Cloud API
+# client library from npm, @great-detail/whatsapp (its Client takes a base URL), against the
+# built gateway on the sim: a text, an image by upload, a reply, a reaction, the records and the
+# download, a refused kind's error, and the library's webhook parser verifying the gateway's
+# format-meta deliveries (test/cloudfront/cloudfront.mjs). The package is pinned and installed
+# once, outside the repository, like openapi-lint's. A second or so after the build.
+CLOUDFRONT_SDK_VERSION := 8.4.0
+CLOUDFRONT_NODE        ?= $(HOME)/.cache/gateway-node-cloudfront
+test-cloudfront: build
+	@command -v npm >/dev/null || { echo "test-cloudfront needs node and npm"; exit 1; }
+	@mkdir -p $(CLOUDFRONT_NODE); cd $(CLOUDFRONT_NODE) && if [ ! -f .installed-$(CLOUDFRONT_SDK_VERSION) ]; then \
+	  [ -f package.json ] || echo '{"private":true}' > package.json; \
+	  npm install --no-audit --no-fund --silent @great-detail/whatsapp@$(CLOUDFRONT_SDK_VERSION) && \
+	  touch .installed-$(CLOUDFRONT_SDK_VERSION); fi
+	GATEWAY_BIN=$(CURDIR)/$(BIN) CLOUDFRONT_SDK=$(CLOUDFRONT_NODE)/node_modules/@great-detail/whatsapp/dist/index.js \
+	  node test/cloudfront/cloudfront.mjs
 
 # webhook-interop installs the npm package standardwebhooks (the specification's TypeScript
 # library) outside the repository; the engine's webhook tests then also verify every signature

@@ -26,10 +26,10 @@ var allowedImports = map[string][]string{
 	"domain": {},
 	// httpapi names the cluster's forwarding envelope and its errors (a node passes a request
 	// for another node's partition on as it is); main gives it the node.
-	"httpapi": {"domain", "engine", "identity", "media", "web", "internal/jsonenc", "cluster"},
+	"httpapi": {"domain", "engine", "identity", "media", "web", "internal/jsonenc", "cluster", "cloudapi"},
 	// The engine gets its storage as typed stores it declares (engine/records.go), built by main:
 	// it does not import persist.
-	"engine": {"domain", "actors/account", "actors/campaign", "actors/key", "actors/session", "actors/storeevents", "actors/webhook", "network", "ecom", "media"},
+	"engine": {"domain", "actors/account", "actors/campaign", "actors/key", "actors/session", "actors/storeevents", "actors/webhook", "network", "ecom", "media", "cloudapi"},
 	// One package per actor kind (actors itself is only their overview); none imports engine or
 	// another actor's package.
 	"actors":                  {},

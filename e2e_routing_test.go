@@ -84,6 +84,12 @@ func TestCloudRouting(t *testing.T) {
 
 	t.Run("WarmGoesLinked", func(t *testing.T) {
 		u.act(t, map[string]any{"from": warm, "text": "hi, is my order ready?"})
+		eventually(t, 10*time.Second, "the contact's message kept", func() bool {
+			// The session records the contact as warm before the message is kept: until then
+			// it is cold (seen once under load on NATS).
+			items, _ := tg.historyPage(t, "/api/v1/messages?direction=in&from="+warm, keyAuth(u.s.key))
+			return len(items) == 1
+		})
 		id := u.send(t, map[string]any{"phone": warm, "message": "yes, come by"})
 		m := u.settled(t, id)
 		way(t, m, "linked", "warm")
@@ -128,6 +134,14 @@ func TestCloudRouting(t *testing.T) {
 		if s := fake.Sent(windowed); len(s) != 1 || s[0].Request.Text == nil || s[0].Request.Text.Body != "here is the link" {
 			t.Fatalf("the fake got %+v", s)
 		}
+		// A message for after the window's end is routed by the window then: the cold template.
+		later := u.send(t, map[string]any{"phone": windowed, "message": "your order ships tomorrow", "sendAt": clock.Now().Add(25 * time.Hour).UTC().Format(time.RFC3339)})
+		lm := u.message(t, later)
+		if tpl, _ := lm.obj()["template"].(map[string]any); lm.str("status") != "scheduled" || tpl == nil || tpl["name"] != "cold_notice" {
+			t.Fatalf("a message for after the window: %s", lm.raw)
+		}
+		way(t, lm, "cloud", "cold")
+		want(t, tg.do("DELETE", "/api/v1/messages/"+later, keyAuth(u.s.key), nil), 200, "")
 	})
 
 	t.Run("TimelockSendsFirstMessagesOverCloudRepliesLinked", func(t *testing.T) {

@@ -27,14 +27,14 @@ const (
 	bobSecret = "cs_bob_0123456789"
 )
 
-// loopGW starts a gateway on a skew clock with alice's Shopify store (manual token) and bob's
-// WooCommerce store (with REST API keys), each linked to a session.
-func loopGW(t *testing.T) (tg *testGW, fake *ecomtest.Platform, clock *skewClock, alice, bob string) {
+// loopGW starts a gateway on a skew clock (args added) with alice's Shopify store (manual
+// token) and bob's WooCommerce store (with REST API keys), each linked to a session.
+func loopGW(t *testing.T, args ...string) (tg *testGW, fake *ecomtest.Platform, clock *skewClock, alice, bob string) {
 	t.Helper()
 	fake = ecomtest.New()
 	t.Cleanup(fake.Close)
 	clock = newSkewClock()
-	tg = startGWSkew(t, clock, "--ecom-api-base", fake.APIBase(), "--public-url", testPublicURL, "--webhook-allow-private")
+	tg = startGWSkew(t, clock, append([]string{"--ecom-api-base", fake.APIBase(), "--public-url", testPublicURL, "--webhook-allow-private"}, args...)...)
 	alice = connectedStore(t, tg, fake)
 	fake.AddWooStore(bobShop, bobKey, bobSecret)
 	bob = tg.newClient("bob")
@@ -57,6 +57,12 @@ func (tg *testGW) inbound(tok, from, text string) {
 // shopifyOrder posts an orders/* webhook of alice's shop for order id with this customer phone.
 func (tg *testGW) shopifyOrder(topic, hookID string, id int64, phone string, edit func(map[string]any)) {
 	tg.t.Helper()
+	tg.shopifyOrderOf("alice", aliceShop, topic, hookID, id, phone, edit)
+}
+
+// shopifyOrderOf posts an orders/* webhook of user uid's Shopify-type shop.
+func (tg *testGW) shopifyOrderOf(uid, shop, topic, hookID string, id int64, phone string, edit func(map[string]any)) {
+	tg.t.Helper()
 	m := readFixture(tg.t, "shopify/order.json")
 	m["id"], m["name"] = id, fmt.Sprintf("#%d", id)
 	m["customer"].(map[string]any)["phone"] = phone
@@ -64,7 +70,7 @@ func (tg *testGW) shopifyOrder(topic, hookID string, id int64, phone string, edi
 		edit(m)
 	}
 	body := mustJSON(tg.t, m)
-	r := tg.webhook("uid=alice&shop="+aliceShop, shopifyHook(topic, aliceShop, hookSecret, hookID, body), body)
+	r := tg.webhook("uid="+uid+"&shop="+shop, shopifyHook(topic, shop, hookSecret, hookID, body), body)
 	if want(tg.t, r, 200, ""); r.str("status") != "queued" {
 		tg.t.Fatalf("%s: %s", topic, r.raw)
 	}
@@ -119,7 +125,10 @@ func (tg *testGW) setConfirm(tok, topic string, confirm map[string]any) {
 }
 
 func TestStoreLoopConfirmations(t *testing.T) {
-	tg, fake, clock, alice, bob := loopGW(t)
+	num := carolNumber()
+	graph := newFakeGraph(t, num)
+	tg, fake, clock, alice, bob := loopGW(t, "--cloud-graph-url", graph.URL())
+	carol := cloudStore(t, tg, fake, graph, num)
 	tg.setConfirm(alice, "orders/create", map[string]any{"followUpAfter": "2h", "cancelOnNo": true})
 	tg.setConfirm(bob, "orders/create", map[string]any{"question": "Shall we ship order {order_number}?", "cancelOnNo": true, "followUpAfter": "0"})
 	tpl := tg.do("GET", "/api/client/templates", bearerAuth(alice), nil).obj()["templates"].([]any)
@@ -134,12 +143,14 @@ func TestStoreLoopConfirmations(t *testing.T) {
 		secret string
 	}
 	subs := map[string]subscriber{}
-	for who, tok := range map[string]string{"alice": alice, "bob": bob} {
+	for who, tok := range map[string]string{"alice": alice, "bob": bob, "carol": carol} {
 		sink := newHookSink(t)
 		sub := tg.do("POST", "/api/client/webhooks", bearerAuth(tok), map[string]any{"url": sink.URL + "/hook", "events": []string{"order.confirmed", "order.cancelled"}})
 		want(t, sub, 201, "")
 		subs[who] = subscriber{sink, sub.str("secret")}
 	}
+	// First, while the clock is Meta's own: a customer's service window is 24 hours of it.
+	cloudConfirmations(t, tg, fake, graph, num, clock, carol)
 
 	t.Run("shopify yes: tagsAdd with tagYes and the note", func(t *testing.T) {
 		tg := tg.with(t)
@@ -309,9 +320,10 @@ func TestStoreLoopConfirmations(t *testing.T) {
 		for who, want := range map[string][]string{
 			"alice": {"order.confirmed #2001 13125550201 yes vote", "order.cancelled #2002 13125550202 no text", "order.confirmed #2003 13125550203 yes text",
 				"order.confirmed #2004 13125550204 yes text", "order.cancelled #2005 13125550205 no text", "order.confirmed #2006 13125550205 yes text"},
-			"bob": {"order.confirmed #801 15555550301 yes vote", "order.cancelled #802 15555550302 no text", "order.cancelled #803 15555550303 no vote"},
+			"bob":   {"order.confirmed #801 15555550301 yes vote", "order.cancelled #802 15555550302 no text", "order.cancelled #803 15555550303 no vote"},
+			"carol": carolEvents,
 		} {
-			shop := map[string]string{"alice": aliceShop, "bob": bobShop}[who]
+			shop := map[string]string{"alice": aliceShop, "bob": bobShop, "carol": carolShop}[who]
 			var got []string
 			eventually(t, 10*time.Second, fmt.Sprintf("%d events of %s", len(want), who), func() bool {
 				got = got[:0]

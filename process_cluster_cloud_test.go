@@ -23,7 +23,7 @@ import (
 )
 
 type ctCloud struct {
-	t     *testing.T
+	t     testing.TB
 	c     *ctCluster
 	fake  *fakegraph.Server
 	num   *cloudNumber
@@ -38,7 +38,7 @@ type ctCloud struct {
 
 // newCtCloud starts the fake Graph API and the balancer in front of the nodes (c is set once
 // the cluster is made).
-func newCtCloud(t *testing.T) *ctCloud {
+func newCtCloud(t testing.TB) *ctCloud {
 	cc := &ctCloud{t: t, num: &cloudNumber{id: "106540352299001", waba: "102290129399001", display: "+1 555-010-0901",
 		token: "EAAJB-cluster", secret: "cluster-app-secret"}, accepted: map[string]string{}}
 	cc.fake = newFakeGraph(t, cc.num)

@@ -59,7 +59,7 @@ type ctNode struct {
 }
 
 type ctCluster struct {
-	t      *testing.T
+	t      *ctT
 	nats   *clustertest.Cluster
 	args   []string // every node's common flags
 	env    []string
@@ -240,28 +240,39 @@ func (c *ctCluster) token(uid, role string) string {
 	return tok
 }
 
-// state is GET /api/admin/cluster through node i.
+// state is GET /api/admin/cluster through node i: each partition's owner, and how many each
+// node owns (a partition its owner still starts counts as owned).
 func (c *ctCluster) state(i int, admin string) (owners map[int]string, counts map[string]int) {
+	owners, counts, _ = c.states(i, admin)
+	return owners, counts
+}
+
+// states is state with the number of partitions whose owner serves them (state active).
+func (c *ctCluster) states(i int, admin string) (owners map[int]string, counts map[string]int, active int) {
 	res, err := c.client.Do(mustReq("GET", "http://"+c.nodes[i].addr+"/api/admin/cluster", admin))
 	if err != nil {
-		return nil, nil
+		return nil, nil, 0
 	}
 	defer res.Body.Close()
 	var s struct {
 		Partitions []struct {
 			ID    int    `json:"id"`
 			Owner string `json:"owner"`
+			State string `json:"state"`
 		} `json:"partitions"`
 	}
 	if res.StatusCode != 200 || json.NewDecoder(res.Body).Decode(&s) != nil {
-		return nil, nil
+		return nil, nil, 0
 	}
 	owners, counts = map[int]string{}, map[string]int{}
 	for _, p := range s.Partitions {
 		owners[p.ID] = p.Owner
 		counts[p.Owner]++
+		if p.State == "active" {
+			active++
+		}
 	}
-	return owners, counts
+	return owners, counts, active
 }
 
 func mustReq(method, url, tok string) *http.Request {
@@ -305,9 +316,10 @@ type ctCampaign struct {
 	to       []string
 }
 
-func TestClusterOfThree(t *testing.T) {
+func TestClusterOfThree(tt *testing.T) {
 	began := time.Now()
-	nats := clustertest.StartProcesses(t, 3)
+	t := newCtT(tt) // registered first: its summary of the failed checks prints last
+	nats := clustertest.StartProcesses(tt, 3)
 	simAddr := freeAddr(t)
 	startSimProc(t, simAddr, t.TempDir())
 	fake := ecomtest.New()
@@ -350,22 +362,7 @@ func TestClusterOfThree(t *testing.T) {
 				n.logf.Close()
 			}
 			if t.Failed() {
-				b, _ := os.ReadFile(n.log)
-				var errs []string
-				for _, l := range strings.Split(string(b), "\n") {
-					if strings.Contains(l, `"level":"ERROR"`) && len(errs) < 30 {
-						errs = append(errs, l)
-					}
-				}
-				lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-				end := lines[max(0, len(lines)-8):]
-				for i, l := range lines { // a crash: its panic and the first stack
-					if strings.HasPrefix(l, "panic:") || strings.HasPrefix(l, "fatal error:") {
-						end = lines[i:min(len(lines), i+40)]
-						break
-					}
-				}
-				t.Logf("%s's log, its errors:\n%s\nits end:\n%s", n.id, strings.Join(errs, "\n"), strings.Join(end, "\n"))
+				t.Logf("%s's log (%s), its errors and its end:\n%s", n.id, n.log, logDigest(n.log))
 			}
 		}
 	})
@@ -643,11 +640,26 @@ func TestClusterOfThree(t *testing.T) {
 		}
 	}
 	t.Logf("kill -9 of NATS server %s at %s", nats.Name(victim), time.Now().UTC().Format("15:04:05.000"))
+	killedAt := time.Now()
 	nats.Kill(victim)
 	time.Sleep(12 * time.Second)
 	nats.Restart(victim)
+	// Counted until the cluster has settled (every partition served, on every node's view): a
+	// request held meanwhile and refused later counts too.
+	eventually(t, 60*time.Second, "balanced again and every partition active after the NATS server's loss", func() bool {
+		for i := range c.nodes {
+			o, n, active := c.states(i, admin)
+			if !balanced(o, n, ids) || active != cluster.DefaultPartitions {
+				return false
+			}
+		}
+		return true
+	})
+	settled := time.Since(killedAt)
+	time.Sleep(2 * time.Second)
 	nats503 := c.retried503.Load() - before
-	t.Logf("kill -9 of NATS server %s (leading %s) for 12 s under load: %d client-visible 503s", nats.Name(victim), strings.Join(led, ", "), nats503)
+	t.Logf("kill -9 of NATS server %s (leading %s) for 12 s under load: %d client-visible 503s (every partition served again %v after the kill)",
+		nats.Name(victim), strings.Join(led, ", "), nats503, settled.Round(time.Millisecond))
 	if nats503 != 0 {
 		// The target is 0 (requests held); not met on every run yet (0, 0, 1, 7 in four runs
 		// on this machine: issue 27 stays open on it). Every one was retried and none failed
@@ -656,21 +668,17 @@ func TestClusterOfThree(t *testing.T) {
 		t.Logf("TARGET MISSED: a NATS server's loss gave %d retried 503s (want 0: requests held), the last: %s", nats503, c.last503)
 		c.unexpectedMu.Unlock()
 	}
-	time.Sleep(2 * time.Second)
 
-	// Phase 4: SIGTERM of gw3 under the load: a graceful hand-over, zero 503s.
-	eventually(t, 60*time.Second, "balanced again before the SIGTERM", func() bool {
-		o, n := c.state(0, admin)
-		return balanced(o, n, ids)
-	})
+	// Phase 4: SIGTERM of gw3 under the load: a graceful hand-over, zero 503s, from a settled
+	// cluster (a partition still booting would count its held requests against the hand-over).
 	before = c.retried503.Load()
 	c.setLive(2, false)
 	term := time.Now()
 	_ = c.nodes[2].cmd.Process.Signal(syscall.SIGTERM)
-	// A hand-over takes a second or two; one still running after 15 s is stuck: its goroutines
-	// go to its log (SIGQUIT) for the failure's report.
-	quit := time.AfterFunc(15*time.Second, func() {
-		t.Errorf("gw3 still running 15 s after SIGTERM: its goroutines are in its log")
+	// A hand-over takes a second or two; one still running after sigtermCeiling is stuck: its
+	// goroutines go to its log (SIGQUIT) for the failure's report.
+	quit := time.AfterFunc(sigtermCeiling, func() {
+		t.Errorf("gw3 still running %v after SIGTERM: its goroutines are in its log", sigtermCeiling)
 		_ = c.nodes[2].cmd.Process.Signal(syscall.SIGQUIT)
 	})
 	if err := c.nodes[2].cmd.Wait(); err != nil && quit.Stop() {
@@ -687,6 +695,9 @@ func TestClusterOfThree(t *testing.T) {
 	wg.Wait()
 	term503 := c.retried503.Load() - before
 	t.Logf("SIGTERM of gw3: exited after %v, 503s during the hand-over: %d", stopped.Round(time.Millisecond), term503)
+	if stopped > sigtermTarget {
+		t.Logf("TARGET MISSED: gw3 exited %v after SIGTERM (want within %v: its partitions handed over and served elsewhere)", stopped.Round(time.Millisecond), sigtermTarget)
+	}
 	if term503 != 0 {
 		// The target is 0. Since the 2 s partition leases (DESIGN.md section 19) a loaded
 		// machine sees a few (0, 0, 1, 1, 13 in five runs at load 12-27: forwarded requests
@@ -760,7 +771,13 @@ func (c *ctCluster) checkDrained(users []*ctUser, when string) {
 					retriedDup++ // a send without a key retried after an unknown outcome
 				} else {
 					dup++
-					t.Errorf("%s: %q delivered %d times", when, tag, texts[tag])
+					var seen []string // the deliveries: one id twice (sent twice) or two ids (accepted twice)
+					for _, m := range got {
+						if m["text"] == tag {
+							seen = append(seen, fmt.Sprint(m))
+						}
+					}
+					t.Errorf("%s: %q delivered %d times: %s", when, tag, texts[tag], strings.Join(seen, "; "))
 				}
 			}
 		}
@@ -832,7 +849,7 @@ func (c *ctCluster) sim(to string) []map[string]any {
 	return out.Messages
 }
 
-func eventuallyOr(t *testing.T, total time.Duration, cond func() bool, format string, args ...any) {
+func eventuallyOr(t testing.TB, total time.Duration, cond func() bool, format string, args ...any) {
 	t.Helper()
 	deadline := time.Now().Add(total)
 	for !cond() {
@@ -844,17 +861,27 @@ func eventuallyOr(t *testing.T, total time.Duration, cond func() bool, format st
 	}
 }
 
+// sigtermTarget: a SIGTERM'd node hands its partitions over and exits within it (1.7-3.1 s in
+// nine runs at load 8-16 on this 2-core machine); one still running after sigtermCeiling fails
+// the test (it waited for other nodes' partitions once: 11-12 s).
+const (
+	sigtermTarget  = 3 * time.Second
+	sigtermCeiling = 8 * time.Second
+)
+
 // failoverTarget: a killed node's partitions re-owned and their sessions CONNECTED within it
-// (DESIGN.md section 19). Not met on every run yet (partitions 1.7-3.5 s, sessions 3.2-5 s on
-// this 2-core machine: issue 27 stays open on it): a run over it prints "TARGET MISSED", and
-// the test fails over failoverCeiling, the bound the cluster held before section 19.
+// (DESIGN.md section 19). Not met on every run yet (at load 13-16 on this 2-core machine:
+// partitions 2.0-3.2 s, sessions 2.8-3.7 s, with 10,000 messages pending too since the outbox
+// boot asks the pending messages' outcomes in one request: issue 27 stays open on it): a run
+// over it prints "TARGET MISSED", and the test fails over failoverCeiling, the bound the
+// cluster held before section 19.
 const (
 	failoverTarget  = 3 * time.Second
 	failoverCeiling = 10 * time.Second
 )
 
 // checkFailover prints a failover against the target and fails it over the ceiling.
-func checkFailover(t *testing.T, what string, reowned, reconnected time.Duration) {
+func checkFailover(t testing.TB, what string, reowned, reconnected time.Duration) {
 	t.Helper()
 	switch {
 	case reowned > failoverCeiling || reconnected > failoverCeiling:

@@ -33,7 +33,8 @@ func startSimProc(t testing.TB, addr, data string) *proc {
 		logf.Close()
 		if t.Failed() {
 			b, _ := os.ReadFile(logf.Name())
-			t.Logf("gateway sim's log:\n%s", b)
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			t.Logf("gateway sim's log, its last %d of %d lines:\n%s", min(len(lines), 40), len(lines), strings.Join(lines[max(0, len(lines)-40):], "\n"))
 		}
 	})
 	eventually(t, 20*time.Second, "sim process ready", func() bool { return answers(p.url+"/healthz", 200) })

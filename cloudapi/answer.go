@@ -174,6 +174,8 @@ const (
 	CodeUndeliverable = 131026
 	// CodeOutsideWindow: "Re-engagement message": more than 24 hours since the contact wrote.
 	CodeOutsideWindow = 131047
+	// CodeParamValue: "Parameter value is not valid" (a button's title over 20 characters, say).
+	CodeParamValue = 131009
 	// CodeUnsupportedType: "Unsupported message type".
 	CodeUnsupportedType = 131051
 	// CodePairRate: "Spam rate limit hit": too many messages to the same contact.

@@ -80,7 +80,9 @@ func TestIncomingWebhook(t *testing.T) {
 	    {"from":"16505551234","id":"wamid.A","timestamp":"1749416383","type":"text","text":{"body":"Does it come in another color?"},"context":{"from":"15550783881","id":"wamid.Q"}},
 	    {"from":"16505551234","id":"wamid.B","timestamp":"1749416384","type":"location","location":{"latitude":"37.48","longitude":-122.14,"name":"HQ"}},
 	    {"from":"16505551234","id":"wamid.C","timestamp":"1749416385","type":"interactive","interactive":{"type":"list_reply","list_reply":{"id":"m9","title":"9:00"}}},
-	    {"from":"16505551234","id":"wamid.D","timestamp":"1749416386","type":"unsupported","unsupported":{"type":"poll"}}
+	    {"from":"16505551234","id":"wamid.D","timestamp":"1749416386","type":"unsupported","unsupported":{"type":"poll"}},
+	    {"context":{"from":"15550783881","id":"wamid.BUTTONS"},"from":"16505551234","id":"wamid.E","timestamp":"1749416387","type":"interactive",
+	     "interactive":{"type":"button_reply","button_reply":{"id":"yes","title":"Yes, confirm"}}}
 	  ]},"field":"messages"}]}]}`
 	var n cloudapi.Notification
 	if err := json.Unmarshal([]byte(body), &n); err != nil {
@@ -103,6 +105,11 @@ func TestIncomingWebhook(t *testing.T) {
 	if d.Kind != cloudapi.KindOther {
 		t.Fatalf("unsupported %+v", d)
 	}
+	// A tapped reply button names the buttons' message in its context (what the store loop's
+	// confirmation reads its answer by).
+	if e := v.Messages[4].Message(); e.Kind != domain.KindButtonReply || e.ButtonID != "yes" || e.Text != "Yes, confirm" || e.ReplyTo == nil || e.ReplyTo.ID != "wamid.BUTTONS" {
+		t.Fatalf("button reply %+v", e)
+	}
 	if got := cloudapi.Time(v.Messages[0].Timestamp); got.Unix() != 1749416383 {
 		t.Fatalf("time %v", got)
 	}
@@ -120,6 +127,11 @@ func TestTemplateParameters(t *testing.T) {
 	tpl := cloudapi.TemplateOf(domain.TemplateSend{Name: "x", Language: "en", Params: []string{"Ann", "7"}, Names: []string{"name", "order"}})
 	if p := tpl.Components[0].Parameters; p[0].ParameterName != "name" || p[1].Text != "7" || tpl.Language.Policy != "deterministic" {
 		t.Fatalf("%+v", tpl)
+	}
+	// A parameter goes on one line: Meta refuses line breaks, tabs and more than four spaces.
+	tpl = cloudapi.TemplateOf(domain.TemplateSend{Name: "x", Language: "en", Params: []string{"Hi John,\n\nPlease confirm\t#1001:     1. Yes\r\n"}})
+	if p := tpl.Components[0].Parameters[0].Text; p != "Hi John, Please confirm #1001: 1. Yes" {
+		t.Fatalf("a parameter with line breaks went as %q", p)
 	}
 }
 

@@ -90,13 +90,14 @@ func (r *SendRequest) MediaOf() **Media {
 }
 
 // TemplateOf is the Graph template of a template send: its body's parameters, named or in
-// order.
+// order, each on one line (FlatParam: Meta refuses a parameter with a line break, a tab or
+// more than four spaces in a row, and a message's text wrapped in a cold template has them).
 func TemplateOf(t domain.TemplateSend) *Template {
 	out := &Template{Name: t.Name, Language: Language{Code: t.Language, Policy: "deterministic"}}
 	if len(t.Params) > 0 {
 		body := Component{Type: "body"}
 		for i, p := range t.Params {
-			par := Parameter{Type: "text", Text: p}
+			par := Parameter{Type: "text", Text: FlatParam(p)}
 			if i < len(t.Names) {
 				par.ParameterName = t.Names[i]
 			}
@@ -105,6 +106,15 @@ func TemplateOf(t domain.TemplateSend) *Template {
 		out.Components = []Component{body}
 	}
 	return out
+}
+
+// FlatParam is a template parameter as Meta takes it: every run of white space (line breaks,
+// tabs, spaces) one space.
+func FlatParam(p string) string {
+	if !strings.ContainsAny(p, "\n\r\t") && !strings.Contains(p, "     ") {
+		return p
+	}
+	return strings.Join(strings.Fields(p), " ")
 }
 
 func interactiveOf(m domain.Message) *Interactive {

@@ -43,6 +43,7 @@ func TestCluster(t *testing.T) {
 		{"SameNodeIDRefused", testDuplicateID},
 		{"OtherPartitionCountRefused", testPartitionsDiffer},
 		{"ForwardLargeBodies", testForwardChunks},
+		{"ForwardSentAgainRunsOnce", testForwardSentAgain},
 		{"ForwardWithoutOwnerIsUnavailable", testForwardUnavailable},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -587,6 +588,60 @@ func testForwardChunks(t *testing.T, c *clustertest.Cluster) {
 	}
 	if got := metricValue(t, reg, "gateway_cluster_forwarded_total", "ok"); got != 6 {
 		t.Errorf("gateway_cluster_forwarded_total{result=ok} = %v, want 6", got)
+	}
+}
+
+// A request sent again (its acknowledgement lost with a NATS server: the requester cannot
+// tell it from a request never delivered; or its answer lost: asked again of the same owner)
+// runs once on its owner: every send of it gets the first run's answer, while it runs and
+// after; another request runs.
+func testForwardSentAgain(t *testing.T, c *clustertest.Cluster) {
+	tc := newTestCluster(t, c)
+	var runs atomic.Int64
+	a := tc.start("a:1")
+	b := tc.start("b:1", func(c *Config) {
+		c.Serve = func(_ context.Context, _ int, env *Envelope) *Response {
+			n := runs.Add(1)
+			time.Sleep(300 * time.Millisecond)
+			return &Response{Status: 200, Body: []byte(fmt.Sprintf("%s run %d", env.Body, n))}
+		}
+	})
+	eventually(t, 20*time.Second, "32/32", tc.settled(a, b))
+	p := tc.eng.runningOf("b:1")[0]
+	env := func(id string) *Envelope {
+		return &Envelope{Route: "POST /x", Method: "POST", Path: "/x", ID: id, Body: []byte(id)}
+	}
+	var wg sync.WaitGroup
+	answers := make([]string, 3)
+	for i := range answers {
+		wg.Go(func() {
+			time.Sleep(time.Duration(i) * 50 * time.Millisecond) // sent again while it runs
+			resp, err := a.fwd.request(context.Background(), p, b.instance, env("req-1"))
+			if err != nil {
+				t.Errorf("send %d: %v", i, err)
+				return
+			}
+			answers[i] = string(resp.Body)
+		})
+	}
+	wg.Wait()
+	resp, err := a.fwd.request(context.Background(), p, b.instance, env("req-1")) // and after it ran
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers = append(answers, string(resp.Body))
+	// Its answer lost (the requester heard nothing for a while): asked again of the same owner.
+	if resp, err = a.fwd.askAgain(context.Background(), p, b.instance, env("req-1")); err != nil {
+		t.Fatal(err)
+	}
+	answers = append(answers, string(resp.Body))
+	for i, got := range answers {
+		if got != "req-1 run 1" {
+			t.Fatalf("send %d of one request: %q, want the first run's answer", i, got)
+		}
+	}
+	if resp, err := a.Forward(context.Background(), p, env("")); err != nil || string(resp.Body) != " run 2" {
+		t.Fatalf("another request: %v %v, want it run", resp, err)
 	}
 }
 

@@ -50,7 +50,10 @@ import (
 // request acknowledged and then not answered in time may have run: that is a 503 the client
 // retries (with its Idempotency-Key). While the request runs the owner acknowledges it again
 // every KeepAlive (Gw-Keepalive on the first acknowledgement says it will): an answer lost on
-// the way is found out within 3 × KeepAlive.
+// the way is found out within 3 × KeepAlive, and the request asked again of the same owner.
+// Every send of one request carries its id (Envelope.ID): an owner that took it already
+// answers a send again with its first run's answer (forward_taken.go), so a request sent again
+// after a lost acknowledgement, or asked again after a lost answer, runs once on its owner.
 
 // Envelope is a request as the receiving node saw it, after authenticating it.
 type Envelope struct {
@@ -69,7 +72,11 @@ type Envelope struct {
 	// Wait is the route's own longest wait (a sync bulk send's); the forward's timeout is
 	// Wait + ForwardGrace.
 	Wait time.Duration `json:"wait,omitempty"`
-	Body []byte        `json:"-"`
+	// ID is the same for every send of one request (Forward sets it): an owner that took it
+	// already (its acknowledgement lost with a NATS server, so the requester sent it again)
+	// answers the first run's answer instead of running it twice.
+	ID   string `json:"id,omitempty"`
+	Body []byte `json:"-"`
 }
 
 // Header is one HTTP header.
@@ -96,6 +103,9 @@ var ErrLocal = errors.New("cluster: the partition is owned by this node now")
 var (
 	errNotServed = errors.New("not served")
 	errMoved     = fmt.Errorf("%w: the owner is handing the partition over", errNotServed)
+	// errAnswerLost: the owner took the request and then went silent (it died, or its
+	// connection moved to another NATS server with the answer): the request may have run.
+	errAnswerLost = errors.New("the owner's answer was lost")
 )
 
 const (
@@ -144,6 +154,12 @@ type forwarder struct {
 	mu      sync.Mutex
 	pending map[string]chan *nats.Msg
 	xfers   map[string]*xfer
+
+	// The requests taken here by id (Envelope.ID), running or answered within takenFor: a
+	// request sent again is answered by its first run.
+	takenMu sync.Mutex
+	taken   map[string]*takenReq
+	takenQ  []*takenReq // in the order taken, for expiry
 }
 
 type xfer struct {
@@ -161,7 +177,7 @@ func newForwarder(n *Node) (*forwarder, error) {
 	f := &forwarder{n: n, nc: n.cfg.Conn, key: forwardKey(n.cfg.Secret), seen: map[string]struct{}{}, seenSince: time.Now(),
 		subjPre: n.cfg.Prefix + "_fwd.n.", inbox: n.cfg.Conn.NewInbox(),
 		xferBase: n.cfg.Prefix + "_fwd.x." + n.instance, chunk: ChunkSize,
-		pending: map[string]chan *nats.Msg{}, xfers: map[string]*xfer{}}
+		pending: map[string]chan *nats.Msg{}, xfers: map[string]*xfer{}, taken: map[string]*takenReq{}}
 	if mp := int(f.nc.MaxPayload()); mp > 0 && f.chunk > mp-64<<10 {
 		f.chunk = max(mp-64<<10, 32<<10)
 	}
@@ -208,6 +224,9 @@ func (n *Node) Forward(ctx context.Context, p int, req *Envelope) (*Response, er
 	}
 	first := time.Now()
 	holdUntil := first.Add(HoldMax)
+	if req.ID == "" {
+		req.ID = randomID() + randomID()
+	}
 	for {
 		if n.isActive(p) {
 			return nil, ErrLocal
@@ -218,6 +237,9 @@ func (n *Node) Forward(ctx context.Context, p int, req *Envelope) (*Response, er
 		if target != "" {
 			var resp *Response
 			resp, err = n.fwd.request(ctx, p, target, req)
+			if errors.Is(err, errAnswerLost) {
+				resp, err = n.fwd.askAgain(ctx, p, target, req)
+			}
 			switch {
 			case err == nil && resp.NotRun:
 				err = fmt.Errorf("%w: the owner lost the partition under the request", errNotServed)
@@ -240,6 +262,15 @@ func (n *Node) Forward(ctx context.Context, p int, req *Envelope) (*Response, er
 				return nil, &UnavailableError{Partition: p, Reason: err.Error(), RetryAfter: time.Second}
 			}
 		}
+		if now := time.Now(); now.After(holdUntil) && n.holdLonger(p, now) {
+			// Its owner is still booting it, or NATS itself was lost a moment ago (no lease
+			// could be written while a stream elected its leader): a new owner is on its way.
+			// Held on, 3 × HoldMax in all.
+			holdUntil = now.Add(time.Second)
+			if end := first.Add(3 * HoldMax); holdUntil.After(end) {
+				holdUntil = end
+			}
+		}
 		if time.Now().After(holdUntil) {
 			n.metrics.forwarded("unavailable")
 			reason := "no node serves it now"
@@ -259,6 +290,30 @@ func (n *Node) Forward(ctx context.Context, p int, req *Envelope) (*Response, er
 		case <-t.C:
 		}
 	}
+}
+
+// holdLonger tells whether a request of partition p held past HoldMax is worth holding on:
+// the partition's lease says its owner is starting it (booting its records, slow while a
+// records stream elects its leader), this node's view of the leases is behind (its watcher lost
+// its NATS server), or this node's own writes to the cluster's buckets failed within the last
+// HoldMax (NATS lost a server: nobody could take the partition while its streams elected their
+// leaders). Fencing is not touched: the request still runs only on an active owner.
+func (n *Node) holdLonger(p int, now time.Time) bool {
+	if s := n.view.lease(p); s != nil && !s.deleted && !s.lapsed && s.value.State == leaseStarting {
+		return true
+	}
+	pt := n.parts[p]
+	pt.mu.Lock()
+	starting := pt.state == stStarting || (pt.state == stFree && pt.busy)
+	pt.mu.Unlock()
+	if starting {
+		return true
+	}
+	n.view.mu.Lock()
+	behind := now.Sub(n.view.lastLease) > n.cfg.LeaseTTL
+	n.view.mu.Unlock()
+	failed := n.natsFailedAt.Load()
+	return behind || (failed != 0 && now.Sub(time.Unix(0, failed)) < HoldMax)
 }
 
 func (n *Node) isActive(p int) bool {
@@ -346,7 +401,7 @@ func (f *forwarder) request(ctx context.Context, p int, target string, req *Enve
 				// meanwhile): the owner is lost once its heartbeat is gone (lapsed, deleted,
 				// or its node id up under another process), or after keepAliveMaxSilence.
 				if silent := time.Since(heard); silent > 3*KeepAlive && (silent > keepAliveMaxSilence || f.n.view.instanceGone(target)) {
-					return nil, errors.New("the owner's answer was lost")
+					return nil, errAnswerLost
 				}
 				continue
 			}
@@ -420,6 +475,36 @@ func (f *forwarder) request(ctx context.Context, p int, target string, req *Enve
 			return nil, fmt.Errorf("forward: unknown reply %q", r.Header.Get(hdrReply))
 		}
 	}
+}
+
+// askAgainTries bounds how often askAgain sends a request whose answer was lost.
+const askAgainTries = 5
+
+// askAgain sends a request whose answer was lost to the same owner again, a few times: an
+// owner that took it answers its first run's answer (or says it still runs) instead of running
+// it twice, so a live owner whose connection moved to another NATS server answers after all.
+// "moved" says the owner never took it (not run: sent on to the partition's owner); an owner
+// that stays silent may have run it and died: errAnswerLost (503, the client retries with its
+// Idempotency-Key). The request never goes to another node from here.
+func (f *forwarder) askAgain(ctx context.Context, p int, target string, req *Envelope) (*Response, error) {
+	for try := 1; try <= askAgainTries; try++ {
+		select {
+		case <-ctx.Done():
+			return nil, errAnswerLost
+		case <-time.After(time.Duration(try) * 200 * time.Millisecond):
+		}
+		resp, err := f.request(ctx, p, target, req)
+		switch {
+		case err == nil:
+			return resp, nil
+		case errors.Is(err, errMoved):
+			return nil, err
+		case errors.Is(err, errNotServed), errors.Is(err, errAnswerLost):
+		default:
+			return nil, err
+		}
+	}
+	return nil, errAnswerLost
 }
 
 // onReply routes an answer to the request waiting for it.
@@ -531,9 +616,15 @@ func (f *forwarder) start(p int, reply string, meta, body, sum []byte) {
 		return
 	}
 	env.Body = body
+	if env.ID != "" && f.again(env.ID, reply) {
+		return // taken already: its first run answers this reply too
+	}
 	done, ok := f.n.Enter(p)
 	r := nats.NewMsg(reply)
 	if !ok {
+		if env.ID != "" {
+			f.forget(env.ID)
+		}
 		r.Header.Set(hdrReply, replyMoved)
 		_ = f.nc.PublishMsg(r)
 		return
@@ -556,9 +647,11 @@ func (f *forwarder) run(p int, reply string, env *Envelope, done func()) {
 			case <-stop:
 				return
 			case <-t.C:
-				r := nats.NewMsg(reply)
-				r.Header.Set(hdrReply, replyAck)
-				_ = f.nc.PublishMsg(r)
+				for _, to := range f.replies(env.ID, reply, nil, nil) {
+					r := nats.NewMsg(to)
+					r.Header.Set(hdrReply, replyAck)
+					_ = f.nc.PublishMsg(r)
+				}
 			}
 		}
 	}()
@@ -575,18 +668,29 @@ func (f *forwarder) run(p int, reply string, env *Envelope, done func()) {
 		return
 	}
 	chunks := split(resp.Body, f.chunk)
+	hdrs := make([]nats.Header, len(chunks))
 	for i, c := range chunks {
-		r := nats.NewMsg(reply)
-		r.Header.Set(hdrReply, replyAns)
-		r.Header.Set(hdrSeq, strconv.Itoa(i))
+		h := nats.Header{}
+		h.Set(hdrReply, replyAns)
+		h.Set(hdrSeq, strconv.Itoa(i))
 		if i == 0 {
-			r.Header.Set(hdrChunks, strconv.Itoa(len(chunks)))
-			c = frame(rm, c)
+			h.Set(hdrChunks, strconv.Itoa(len(chunks)))
+			chunks[i] = frame(rm, c)
 		}
-		r.Data = c
-		if err := f.nc.PublishMsg(r); err != nil {
-			f.n.log.Warn("forwarded request: answer", "partition", p, "err", err)
-			return
+		hdrs[i] = h
+	}
+	to := f.replies(env.ID, reply, chunks, hdrs)
+	if resp.NotRun && env.ID != "" {
+		f.forget(env.ID) // it stored nothing: sent again, it runs again (on the next owner)
+	}
+	for _, to := range to {
+		for i, c := range chunks {
+			r := nats.NewMsg(to)
+			r.Header, r.Data = hdrs[i], c
+			if err := f.nc.PublishMsg(r); err != nil {
+				f.n.log.Warn("forwarded request: answer", "partition", p, "err", err)
+				break
+			}
 		}
 	}
 }

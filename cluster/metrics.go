@@ -63,11 +63,14 @@ type NodeInfo struct {
 	Sessions   int    `json:"sessions"`
 }
 
-// PartitionInfo is one partition: its owner ("" while none) and since when (null while none).
+// PartitionInfo is one partition: its owner ("" while none), since when (null while none) and
+// how far its owner is: "starting" (booting its records: its requests are held meanwhile),
+// "active" (serving) or "releasing" (handing it over); "" while none.
 type PartitionInfo struct {
 	ID    int        `json:"id"`
 	Owner string     `json:"owner"`
 	Since *time.Time `json:"since"`
+	State string     `json:"state"`
 }
 
 // Snapshot is the cluster as this node sees it now.
@@ -84,10 +87,10 @@ func (n *Node) Snapshot() Snapshot {
 			if owner == n.cfg.NodeID {
 				pt := n.parts[i]
 				pt.mu.Lock()
-				since = pt.since.UTC()
+				since, parts[i].State = pt.since.UTC(), stateName(pt.state)
 				pt.mu.Unlock()
 			} else if s := n.view.lease(i); s != nil {
-				since = s.value.Since
+				since, parts[i].State = s.value.Since, s.value.State
 			}
 			parts[i].Since = &since
 		}

@@ -97,6 +97,9 @@ type Node struct {
 	// leaseOKSince: since when writes to the leases bucket succeed (unix nanoseconds; 0:
 	// the last one failed for want of NATS)
 	leaseOKSince atomic.Int64
+	// natsFailedAt: when a heartbeat or a lease write last failed for want of NATS (unix
+	// nanoseconds; 0: never): held requests are held longer for a while after it.
+	natsFailedAt atomic.Int64
 
 	failOnce sync.Once
 	failErr  error
@@ -269,6 +272,7 @@ func (n *Node) heartbeatValue() []byte {
 func (n *Node) leaseWrite(err error) {
 	if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
 		n.leaseOKSince.Store(0)
+		n.natsFailedAt.Store(time.Now().UnixNano())
 		return
 	}
 	n.leaseOKSince.CompareAndSwap(0, time.Now().UnixNano())
@@ -355,6 +359,7 @@ func (n *Node) heartbeat() bool {
 	}
 	if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
 		n.log.Debug("heartbeat", "err", err)
+		n.natsFailedAt.Store(time.Now().UnixNano())
 		return false
 	}
 	e, gerr := n.nodes.Get(ctx, key)
@@ -413,6 +418,16 @@ func (n *Node) Stop(ctx context.Context) error {
 		return n.failErr
 	default:
 	}
+	// The partitions this node hands over (held, or being taken: a take under way ends in a
+	// release too): the exit waits for their new owners, not for the rest of the cluster.
+	var mine []int
+	for _, p := range n.parts {
+		p.mu.Lock()
+		if p.heldLocked() || p.busy {
+			mine = append(mine, p.id)
+		}
+		p.mu.Unlock()
+	}
 	n.leaving.Store(true)
 	n.heartbeat() // leaving: the others count without this node from now on
 	n.wake()
@@ -427,7 +442,7 @@ wait:
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	n.waitHandedOver(ctx)
+	n.waitHandedOver(ctx, mine)
 	dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	_ = n.nodes.Delete(dctx, nodeKey(n.cfg.NodeID), jetstream.LastRevision(n.nodeRev.Load()))
 	cancel()
@@ -435,11 +450,18 @@ wait:
 	return nil
 }
 
-// waitHandedOver waits, at most HoldMax + 1 s, until every partition is served by another
-// node and seen so by this one for a second: until then requests that reach this node are
-// answered "moved" and replayed, while once it exits they would find nobody.
-func (n *Node) waitHandedOver(ctx context.Context) {
-	if others := slices.DeleteFunc(n.view.liveNodes(time.Now()), func(id string) bool { return id == n.cfg.NodeID }); len(others) == 0 {
+// handedOverFor is how long the partitions handed over must be seen served by their new
+// owners before the node exits: the other nodes' views catch up meanwhile (a request one of
+// them still sends here is answered "moved" and sent again, not lost in "no responders").
+const handedOverFor = 500 * time.Millisecond
+
+// waitHandedOver waits, at most HoldMax + 1 s, until each partition of parts (those this node
+// handed over) is active on another node and seen so here for handedOverFor: until then
+// requests that reach this node are answered "moved" and replayed, while once it exits they
+// would find nobody. Partitions this node never held are not its to wait for (another node
+// still booting one after a NATS server's loss does not hold this exit up).
+func (n *Node) waitHandedOver(ctx context.Context, parts []int) {
+	if others := slices.DeleteFunc(n.view.liveNodes(time.Now()), func(id string) bool { return id == n.cfg.NodeID }); len(others) == 0 || len(parts) == 0 {
 		return // the last node: nobody takes its partitions
 	}
 	deadline := time.Now().Add(HoldMax + time.Second)
@@ -447,7 +469,7 @@ func (n *Node) waitHandedOver(ctx context.Context) {
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		now := time.Now()
 		served := true
-		for p := range n.parts {
+		for _, p := range parts {
 			s := n.view.lease(p)
 			if !n.view.alive(s, now) || s.value.State != leaseActive || s.value.Instance == n.instance {
 				served = false
@@ -459,13 +481,16 @@ func (n *Node) waitHandedOver(ctx context.Context) {
 			since = time.Time{}
 		case since.IsZero():
 			since = now
-		case now.Sub(since) >= time.Second:
+		case now.Sub(since) >= handedOverFor:
 			return
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(25 * time.Millisecond):
 		}
+	}
+	if ctx.Err() == nil {
+		n.log.Warn("leaving before every partition handed over is served elsewhere", "waited", HoldMax+time.Second)
 	}
 }
 

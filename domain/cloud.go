@@ -299,3 +299,27 @@ func (k Kind) OnLinked() bool {
 	}
 	return k.Valid()
 }
+
+// FrontMedia is a file uploaded to the Cloud-API-shaped front (POST /cloud/{version}/{sessionId}/media,
+// DESIGN.md section 20): its owner and session, its type, name and hash, and its bytes (Data, or
+// DataRef, the media object holding them on a store that keeps large values apart). A send
+// names it by ID as Meta's uploads are named; it lives FrontMediaRetention, as Meta keeps one.
+type FrontMedia struct {
+	ID        string    `json:"id"`
+	UserID    string    `json:"userId"`
+	SessionID string    `json:"sessionId"`
+	MimeType  string    `json:"mimeType"`
+	FileName  string    `json:"fileName,omitempty"`
+	SHA256    string    `json:"sha256"`
+	Size      int64     `json:"size"`
+	CreatedAt time.Time `json:"createdAt"`
+	Data      []byte    `json:"data,omitempty"`
+	DataRef   string    `json:"dataRef,omitempty"`
+}
+
+// FrontMediaRetention is how long an upload to the front is kept (Meta keeps one 30 days).
+const FrontMediaRetention = 30 * 24 * time.Hour
+
+// FrontMediaPrefix starts every front media id, so GET /cloud/{version}/{id} tells a medium from
+// a session.
+const FrontMediaPrefix = "media_"

@@ -90,6 +90,7 @@ var (
 	ErrWebhookNotFound  = E("webhook_not_found", "webhook subscription not found") // or not the caller's
 	ErrEventNotFound    = E("event_not_found", "no recent delivery of this event") // to redeliver
 	ErrGroupNotFound    = E("group_not_found", "group not found")                  // or the session is not in it
+	ErrMediaNotFound    = E("media_not_found", "media not found")                  // or not the caller's
 
 	// 409: state conflicts.
 	ErrAlreadyConnected    = E("already_connected", "session is already connected")

@@ -274,12 +274,15 @@ const InboundRetention = 7 * 24 * time.Hour
 
 // WebhookSubscription is a user's webhook endpoint.
 type WebhookSubscription struct {
-	ID        string      `json:"id"`
-	UserID    string      `json:"userId"`
-	URL       string      `json:"url"`
-	Events    []EventType `json:"events"`
-	Secret    string      `json:"secret"` // whsec_ + base64 of 32 random bytes
-	CreatedAt time.Time   `json:"createdAt"`
+	ID     string      `json:"id"`
+	UserID string      `json:"userId"`
+	URL    string      `json:"url"`
+	Events []EventType `json:"events"`
+	Secret string      `json:"secret"` // whsec_ + base64 of 32 random bytes
+	// Format is the deliveries' body: "" (standard: {type, timestamp, data}, Standard Webhooks
+	// signature) or WebhookFormatMeta.
+	Format    string    `json:"format,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
 	// FailingSince is when deliveries started failing without a success since (zero: healthy).
 	FailingSince time.Time `json:"failingSince"`
 	// Disabled is set after WebhookFailureWindow of failures; Reason says why.
@@ -288,8 +291,16 @@ type WebhookSubscription struct {
 	DisabledReason string    `json:"disabledReason,omitempty"`
 }
 
+// WebhookFormatMeta: Meta's Cloud API webhook payloads ({object: "whatsapp_business_account",
+// entry: [...]}) for statuses, incoming messages and reactions, signed X-Hub-Signature-256 with
+// the secret as the app secret (DESIGN.md section 20); other event types are not sent.
+const WebhookFormatMeta = "meta"
+
 // Wants reports whether the subscription takes events of type t now.
 func (s WebhookSubscription) Wants(t EventType) bool {
+	if s.Format == WebhookFormatMeta && t != EventMessageStatus && t != EventMessageReceived && t != EventMessageReaction {
+		return false
+	}
 	return !s.Disabled && slices.Contains(s.Events, t)
 }
 

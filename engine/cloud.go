@@ -352,13 +352,14 @@ func (c *Cloud) wrote(sessionID, contact string, at time.Time) {
 	}
 }
 
-// windowOpen tells whether a contact's service window with a cloud session is open now.
-func (c *Cloud) windowOpen(sessionID, contact string) (bool, error) {
+// windowOpen tells whether a contact's service window with a cloud session is open at (a time
+// ahead: whether it will still be, unless they write again meanwhile).
+func (c *Cloud) windowOpen(sessionID, contact string, at time.Time) (bool, error) {
 	last, err := c.windows.LastInbound(sessionID, contact)
 	if err != nil {
 		return false, fmt.Errorf("%w: service window: %w", domain.ErrUnavailable, err)
 	}
-	return !last.IsZero() && c.e.now().Sub(last) < domain.ServiceWindow, nil
+	return !last.IsZero() && at.Sub(last) < domain.ServiceWindow, nil
 }
 
 // WebhookURL is the callback URL to paste in Meta's app settings for a cloud session: the

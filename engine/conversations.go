@@ -431,15 +431,19 @@ func (in inbound) Inbound(s domain.Session, ev network.Event) {
 	switch ev := ev.(type) {
 	case network.Incoming:
 		ms.lids.put(ev.From, ev.FromLID)
-		if ev.From != "" && ev.Group == "" {
-			go e.Routing.wrote(s, ev.From, ev.At) // the service window, the messages waiting for them
+		wrote := func() {
+			if ev.From != "" && ev.Group == "" {
+				e.Routing.wrote(s, ev.From, ev.At) // the service window, the messages waiting for them
+			}
 		}
 		e.storeLoopIncoming(s, ev) // a stop word, START, a confirmation's answer
 		if e.cfg.Events == nil {
+			go wrote()
 			return
 		}
 		m := inboundMessage(uid, s.ID, ev)
 		go func() {
+			wrote() // first: a message kept (listed in the history) has its contact's window open
 			if err := e.cfg.Events.ReceiveMessage(context.Background(), m); err != nil {
 				e.log.Warn("incoming message not kept", "session_id", s.ID, "err", err)
 			}

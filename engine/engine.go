@@ -116,6 +116,8 @@ type Engine struct {
 	Contacts  *Contacts
 	Cloud     *Cloud
 	Routing   *Routing
+	// Front is the Cloud-API-shaped front's uploads and number records (front.go).
+	Front *Front
 
 	// What the facets share.
 	cfg     Config
@@ -177,6 +179,9 @@ func New(cfg Config) (*Engine, error) {
 	e.Users = newUsers(e, cfg.AdminUIDs)
 	e.Keys = newKeys(e)
 	e.Sessions = newSessions(e)
+	if n, ok := cfg.Events.(interface{ SetNumbers(func(string) string) }); ok {
+		n.SetNumbers(e.Sessions.phoneOf) // Meta's payloads name the session's phone (events_meta.go)
+	}
 	e.Messages = &Messages{e: e, msgs: newMessages(e, cfg.Records.Outbox), accountTable: cfg.Records.Accounts, history: cfg.Records.History,
 		notes: notes{store: cfg.Records.Notes}}
 	e.Messages.accounts.init()
@@ -185,7 +190,7 @@ func New(cfg Config) (*Engine, error) {
 	e.Campaigns = newCampaigns(e)
 	e.Stores = newStores(e)
 	e.Groups, e.Contacts = &Groups{e}, &Contacts{e}
-	e.Cloud, e.Routing = newCloud(e), newRouting(e)
+	e.Cloud, e.Routing, e.Front = newCloud(e), newRouting(e), newFront(e)
 	e.events = hw.SpawnFunc(e.onEvent, "events", actor.WithInboxSize(64))
 	hw.Subscribe(e.events)
 	if err := e.boot(); err != nil {
@@ -200,6 +205,7 @@ func New(cfg Config) (*Engine, error) {
 // and stores (a message accepted before the restart takes its allowance back, forced, before
 // a campaign reclaims what is left of its batch or a store event sends anew).
 func (e *Engine) boot() error {
+	began := time.Now()
 	users, err := e.Users.boot()
 	if err != nil {
 		return err
@@ -212,10 +218,12 @@ func (e *Engine) boot() error {
 	if err != nil {
 		return err
 	}
+	sessionsAt := time.Now()
 	pending, err := e.Messages.recover()
 	if err != nil {
 		return err
 	}
+	outboxAt := time.Now()
 	campaigns, err := e.Campaigns.boot()
 	if err != nil {
 		return err
@@ -224,7 +232,8 @@ func (e *Engine) boot() error {
 	if err != nil {
 		return err
 	}
-	e.log.Info("engine booted", "users", users, "keys", keys, "sessions", sessions, "outbox_pending", pending, "campaigns", campaigns, "stores", stores)
+	e.log.Info("engine booted", "users", users, "keys", keys, "sessions", sessions, "outbox_pending", pending, "campaigns", campaigns, "stores", stores,
+		"took_ms", time.Since(began).Milliseconds(), "outbox_ms", outboxAt.Sub(sessionsAt).Milliseconds())
 	return nil
 }
 

@@ -132,7 +132,9 @@ type Events struct {
 	watchers *Watchers  // the users whose events the journal keeps
 	fwd      *forwarder // nil without a broker (events_forward.go)
 
-	mu     sync.RWMutex
+	mu      sync.RWMutex
+	numbers atomic.Pointer[func(string) string] // a session's phone (events_meta.go)
+
 	byUser map[string][]domain.WebhookSubscription
 	byID   map[string]domain.WebhookSubscription
 	pids   map[string]*actor.PID
@@ -248,6 +250,18 @@ func (e *Events) Stop(ctx context.Context) {
 // Subscribe creates a subscription of uid to types at rawURL. The returned record carries the
 // secret: the only time it is shown.
 func (e *Events) Subscribe(ctx context.Context, uid, rawURL string, types []domain.EventType) (domain.WebhookSubscription, error) {
+	return e.SubscribeAs(ctx, uid, rawURL, types, "")
+}
+
+// SubscribeAs is Subscribe with the deliveries' format: "" or "standard", or
+// domain.WebhookFormatMeta (events_meta.go).
+func (e *Events) SubscribeAs(ctx context.Context, uid, rawURL string, types []domain.EventType, format string) (domain.WebhookSubscription, error) {
+	if format == "standard" {
+		format = ""
+	}
+	if format != "" && format != domain.WebhookFormatMeta {
+		return domain.WebhookSubscription{}, fmt.Errorf("%w: format is standard or meta", domain.ErrValidation)
+	}
 	if uid == "" {
 		return domain.WebhookSubscription{}, fmt.Errorf("%w: no user", domain.ErrValidation)
 	}
@@ -286,7 +300,7 @@ func (e *Events) Subscribe(ctx context.Context, uid, rawURL string, types []doma
 		return domain.WebhookSubscription{}, fmt.Errorf("%w: %w", domain.ErrUnavailable, err)
 	}
 	s := domain.WebhookSubscription{
-		ID: "wh_" + randomID(10), UserID: uid, URL: u.String(), Events: events,
+		ID: "wh_" + randomID(10), UserID: uid, URL: u.String(), Events: events, Format: format,
 		CreatedAt: e.cfg.Clock.Now().UTC().Truncate(time.Millisecond),
 	}
 	stored := s

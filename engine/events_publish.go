@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gateway/gateway/domain"
@@ -174,9 +175,16 @@ func (e *Events) prepare(uid string, ev domain.Event) (PreparedEvent, error) {
 	listening := e.listening(uid)
 	e.mu.RLock()
 	var subs []string
+	var meta map[string]bool // the subscriptions of format meta among subs
 	for _, s := range e.byUser[uid] {
 		if s.Wants(ev.Type) {
 			subs = append(subs, s.ID)
+			if s.Format == domain.WebhookFormatMeta {
+				if meta == nil {
+					meta = map[string]bool{}
+				}
+				meta[s.ID] = true
+			}
 		}
 	}
 	e.mu.RUnlock()
@@ -203,11 +211,25 @@ func (e *Events) prepare(uid string, ev domain.Event) (PreparedEvent, error) {
 	if listening {
 		p.live = &LiveEvent{ID: ev.ID, Type: ev.Type, Body: body}
 	}
+	var metaBody []byte
+	if len(meta) > 0 {
+		b, ok, err := e.metaBody(ev.Type, ev.ID, body)
+		if err != nil {
+			return PreparedEvent{}, fmt.Errorf("%w: event data: %w", domain.ErrValidation, err)
+		}
+		if !ok {
+			subs = slices.DeleteFunc(subs, func(id string) bool { return meta[id] })
+		}
+		metaBody = b
+	}
 	p.deliveries = make([]domain.WebhookDelivery, len(subs))
 	for i, id := range subs {
 		p.deliveries[i] = domain.WebhookDelivery{
 			ID: "msg_" + randomID(10), SubscriptionID: id, Seq: e.seq.Add(1), EventID: ev.ID,
 			Type: ev.Type, CreatedAt: now, Body: body,
+		}
+		if meta[id] {
+			p.deliveries[i].Body = metaBody
 		}
 	}
 	return p, nil

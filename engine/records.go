@@ -43,6 +43,8 @@ type Records struct {
 	CloudTemplates CloudTemplateStore
 	Routings       RoutingStore
 	Windows        WindowStore
+	// The Cloud-API-shaped front's uploads (front.go; nil: uploads are refused).
+	FrontMedia FrontMediaStore
 }
 
 // CloudTemplateStore keeps each cloud session's templates as last synced (persist.CloudTemplates).

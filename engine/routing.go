@@ -143,26 +143,52 @@ func (ms *Messages) route(ctx context.Context, r *SendRequest) (routed, error) {
 		}
 		return routed{}, nil
 	}
-	cloud := s.idx.cloudOf(r.UserID)
+	w, err := ms.way(r.UserID, r.Message)
+	switch {
+	case err != nil:
+		return routed{}, err
+	case w.cloud != nil:
+		return rt.overCloud(ctx, r, w.cloud, w.routed.reason)
+	case w.linked != nil:
+		r.SessionID = w.linked.view.Load().ID
+	}
+	return w.routed, nil
+}
+
+// way is where a message goes when it names no session: over the cloud session (cloud; the
+// routing's reason in routed, "" when the window will say), else over the linked session
+// (linked, nil for the default's; routed its via and reason, zero for an account without a
+// cloud session: it is not routed).
+type way struct {
+	cloud, linked *sessionEntry
+	routed        routed
+}
+
+// way decides the session a message m of the user's goes through when none is named (route;
+// the store loop's presentation asks it how a question will go).
+func (ms *Messages) way(uid string, m domain.Message) (way, error) {
+	s := ms.e.Sessions
+	k := m.Kind
+	cloud := s.idx.cloudOf(uid)
 	if cloud == nil {
 		if !k.OnLinked() {
-			return routed{}, fmt.Errorf("%w: a %s goes only over a Cloud API number", domain.ErrNeedsCloud, k)
+			return way{}, fmt.Errorf("%w: a %s goes only over a Cloud API number", domain.ErrNeedsCloud, k)
 		}
-		return routed{}, nil
+		return way{}, nil
 	}
-	linked := s.idx.defaultOf(r.UserID)
+	linked := s.idx.defaultOf(uid)
 	if linked != nil && !linked.view.Load().Linked {
 		linked = nil // not linked to a phone: it cannot take the message
 	}
-	settings, err := rt.Get(r.UserID)
+	settings, err := ms.e.Routing.Get(uid)
 	if err != nil {
-		return routed{}, err
+		return way{}, err
 	}
 	mode := settings.Mode
 	switch {
-	case (!k.OnCloud() || domain.IsGroup(r.Message.To)) && linked == nil:
-		return routed{}, fmt.Errorf("%w: a %s (the account's only session is a Cloud API number)", domain.ErrNotOnCloud, kindOrGroup(r.Message))
-	case !k.OnCloud() || domain.IsGroup(r.Message.To):
+	case (!k.OnCloud() || domain.IsGroup(m.To)) && linked == nil:
+		return way{}, fmt.Errorf("%w: a %s (the account's only session is a Cloud API number)", domain.ErrNotOnCloud, kindOrGroup(m))
+	case !k.OnCloud() || domain.IsGroup(m.To):
 		mode = domain.RouteLinked // polls, groups: the linked session's
 	case !k.OnLinked() || linked == nil:
 		mode = domain.RouteCloud
@@ -171,33 +197,30 @@ func (ms *Messages) route(ctx context.Context, r *SendRequest) (routed, error) {
 	}
 	switch mode {
 	case domain.RouteLinked:
-		if linked != nil {
-			r.SessionID = linked.view.Load().ID
-		}
-		return routed{via: domain.ViaLinked}, nil
+		return way{routed: routed{via: domain.ViaLinked}, linked: linked}, nil
 	case domain.RouteCloud:
-		return rt.overCloud(ctx, r, cloud, "")
+		return way{cloud: cloud}, nil
 	}
 	// auto: warm on the linked phone and no timelock holding it → linked.
 	v := linked.view.Load()
-	c, err := s.records.Contact(v.ID, v.Phone, r.Message.To)
+	c, err := s.records.Contact(v.ID, v.Phone, m.To)
 	if err != nil {
-		return routed{}, fmt.Errorf("%w: contact book: %w", domain.ErrUnavailable, err)
+		return way{}, fmt.Errorf("%w: contact book: %w", domain.ErrUnavailable, err)
 	}
 	switch timelock := v.TimelockUntil.After(ms.e.now()); {
 	case timelock && c.Wrote == 0:
-		return rt.overCloud(ctx, r, cloud, domain.ViaTimelock)
+		return way{cloud: cloud, routed: routed{reason: domain.ViaTimelock}}, nil
 	case c.Known():
-		r.SessionID = v.ID
-		return routed{via: domain.ViaLinked, reason: domain.ViaWarm}, nil
+		return way{routed: routed{via: domain.ViaLinked, reason: domain.ViaWarm}, linked: linked}, nil
 	}
-	return rt.overCloud(ctx, r, cloud, domain.ViaCold)
+	return way{cloud: cloud, routed: routed{reason: domain.ViaCold}}, nil
 }
 
 // overCloud sends r over the cloud session ent, by the Cloud API's rules: a template goes
-// (checked and rendered); another message goes as it is inside the contact's service window;
-// outside it a text goes as the cold template (the message's, or the account's), anything
-// else waits for the contact. why is the routing's reason ("": the window says).
+// (checked and rendered); another message goes as it is inside the contact's service window
+// (at the message's time: one for later, at its sendAt); outside it a text goes as the cold
+// template (the message's, or the account's), anything else waits for the contact. why is the
+// routing's reason ("": the window says).
 func (rt *Routing) overCloud(ctx context.Context, r *SendRequest, ent *sessionEntry, why string) (routed, error) {
 	v := ent.view.Load()
 	r.SessionID = v.ID
@@ -205,7 +228,7 @@ func (rt *Routing) overCloud(ctx context.Context, r *SendRequest, ent *sessionEn
 	if !m.Kind.OnCloud() {
 		return routed{}, fmt.Errorf("%w: a %s", domain.ErrNotOnCloud, m.Kind)
 	}
-	open, err := rt.e.Cloud.windowOpen(v.ID, m.To)
+	open, err := rt.e.Cloud.windowOpen(v.ID, m.To, notBefore(r.SendAt, rt.e.now()))
 	if err != nil {
 		return routed{}, err
 	}

@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gateway/gateway/domain"
 )
@@ -15,26 +17,92 @@ import (
 // skipped (answered), order.confirmed or order.cancelled is published, and the write-back to
 // the order starts (writeback.go).
 
-// presentation is how a confirmation is asked through the user's session: as a poll on a
-// linked session (its vote is the answer), as buttons on a cloud session, or as text with
-// "reply 1 or 2" where the session's kind can carry neither. One function decides, so buttons
-// slot in with the Cloud API's sessions.
-//
-// Every session today is a linked device, which carries polls; a cloud session (the Cloud API's
-// own issue) answers viaButtons here, and a kind that carries neither viaText.
-func (s *storeService) presentation(string) string { return viaPoll }
+// presentation is how a confirmation to phone, asked at (now, or the order message's later
+// time), goes through the user's sessions, decided here only: the order message's way
+// (routing's, as it will send it) says. Over a linked session, as a poll (its vote is the
+// answer); over a cloud session inside the contact's 24-hour service window at that time, as
+// reply buttons (a tap is the answer); over a cloud session outside it, where Meta takes
+// templates only, as text with "reply 1 or 2" (the order message goes as the topic's or the
+// account's cold template with the question in it).
+func (s *storeService) presentation(uid, phone string, at time.Time) string {
+	w, err := s.e.Messages.way(uid, domain.Message{Kind: domain.KindText, To: phone})
+	if err != nil {
+		s.e.log.Warn("confirmation: the order message's way not known; asked as text", "user_id", uid, "err", err)
+		return viaText
+	}
+	if w.cloud == nil {
+		return viaPoll
+	}
+	open, err := s.e.Cloud.windowOpen(w.cloud.view.Load().ID, phone, at)
+	if err != nil || !open {
+		return viaText
+	}
+	return viaButtons
+}
 
 // pollMessage is a confirmation asked as a poll: the question with the two answers, one choice.
 func pollMessage(id, to, question string, c domain.Confirm) domain.Message {
 	return domain.Message{ID: id, To: to, Kind: domain.KindPoll, Question: question, Options: []string{c.Yes, c.No}}
 }
 
+// The ids of a confirmation's reply buttons: a tap names one (its title is the answer's text,
+// which may be cut to Meta's 20 characters).
+const (
+	buttonYes = "yes"
+	buttonNo  = "no"
+)
+
+// buttonsMessage is a confirmation asked as reply buttons (the Cloud API's interactive
+// "button"): body the question, two buttons whose titles are the answers (cut to Meta's 20
+// characters). ok is false when the two titles cut are the same (Meta refuses that).
+func buttonsMessage(id, to, body string, c domain.Confirm) (domain.Message, bool) {
+	yes, no := buttonTitle(c.Yes), buttonTitle(c.No)
+	return domain.Message{ID: id, To: to, Kind: domain.KindButtons, Text: body,
+		Buttons: []domain.Button{{ID: buttonYes, Title: yes}, {ID: buttonNo, Title: no}}}, yes != no
+}
+
+// buttonsQuestion asks a confirmation as reply buttons after the order message first: one
+// buttons message whose body is the message and the question when they fit Meta's 1024
+// characters of a body, else the message and then the buttons (under the id a poll's own
+// message would have). Nil when the answers cannot be buttons.
+func buttonsQuestion(first domain.Message, question string, c domain.Confirm) []domain.Message {
+	combined := first.Text + "\n\n" + question
+	q, ok := buttonsMessage(first.ID, first.To, combined, c)
+	switch {
+	case !ok || utf8.RuneCountInString(question) > domain.InteractiveBody:
+		return nil // two answers alike in their first 20 characters, or a question too long for a body
+	case utf8.RuneCountInString(combined) <= domain.InteractiveBody:
+		return []domain.Message{q}
+	}
+	q, _ = buttonsMessage(derivedID(first.ID, "poll"), first.To, question, c)
+	return []domain.Message{first, q}
+}
+
+// buttonTitle is an answer as a button's title: at most domain.ButtonTitleMax characters.
+func buttonTitle(s string) string {
+	if utf8.RuneCountInString(s) <= domain.ButtonTitleMax {
+		return s
+	}
+	r := []rune(s)
+	return strings.TrimSpace(string(r[:domain.ButtonTitleMax-1])) + "…"
+}
+
+// tappedAnswer reads a tapped button of a confirmation: its id.
+func tappedAnswer(id string) (string, bool) {
+	switch id {
+	case buttonYes:
+		return domain.AnswerYes, true
+	case buttonNo:
+		return domain.AnswerNo, true
+	}
+	return "", false
+}
+
 // incomingAnswer takes a typed message from phone to one of the user's sessions: when the text
 // is an answer, it answers the question it quotes (quoted, a message id, when the customer
 // replied to one), else the latest question asked of that phone. A quoted question answers its
 // own order only: a customer with two orders replying to the first one's question never answers
-// the second. A button's tap (the Cloud API's, whose reply names the buttons' message) will come
-// this way as well.
+// the second.
 func (s *storeService) incomingAnswer(ctx context.Context, uid, phone, text, quoted string) bool {
 	recognize := func(c domain.Confirm) (string, bool) { return c.AnswerOf(text) }
 	if quoted != "" && s.loop != nil {
@@ -43,6 +111,17 @@ func (s *storeService) incomingAnswer(ctx context.Context, uid, phone, text, quo
 		}
 	}
 	return s.answer(ctx, uid, "p/"+phone, phone, "text", text, recognize)
+}
+
+// buttonAnswer takes a tapped reply button (the Cloud API's button reply, whose context names
+// the buttons' message: quoted, our id of it): when that message asks an order's
+// confirmation, the button's id answers it. A tap on any other message's buttons is no
+// answer, whatever its id.
+func (s *storeService) buttonAnswer(ctx context.Context, uid, phone, buttonID, title, quoted string) bool {
+	if quoted == "" {
+		return false
+	}
+	return s.answer(ctx, uid, "m/"+quoted, phone, "button", title, func(domain.Confirm) (string, bool) { return tappedAnswer(buttonID) })
 }
 
 // voteAnswer takes a vote on a poll: when the poll asks an order's confirmation, the option

@@ -7,24 +7,32 @@ import (
 	"github.com/gateway/gateway/network"
 )
 
-// storeLoopIncoming reads a customer's text to one of the user's sessions for the store loop
-// (DESIGN.md section 18): exactly a stop word or START changes the suppression list; otherwise a
-// "1", "2" or an answer's word answers the order that awaits this phone's answer. In the
-// background: a session actor never waits on storage.
+// storeLoopIncoming reads a customer's message to one of the user's sessions for the store
+// loop (DESIGN.md section 18): a text that is exactly a stop word or START changes the
+// suppression list; otherwise a "1", "2" or an answer's word answers the order that awaits
+// this phone's answer; a tapped reply button (a cloud session's) answers the question whose
+// buttons it names. In the background: a session actor never waits on storage.
 func (e *Engine) storeLoopIncoming(s domain.Session, m network.Incoming) {
-	if m.Message.Kind != domain.KindText || m.Message.Text == "" || m.From == "" || m.Group != "" {
+	if m.From == "" || m.Group != "" {
 		return // a group's chatter is nobody's answer
 	}
 	uid := s.AssignedTo
-	e.inBackground(func(ctx context.Context) {
-		if !e.OptOuts.incoming(ctx, uid, s.ID, m.From, m.Message.Text) {
-			quoted := ""
-			if r := m.Message.ReplyTo; r != nil && r.FromMe {
-				quoted = r.ID
+	quoted := ""
+	if r := m.Message.ReplyTo; r != nil && r.FromMe {
+		quoted = r.ID // our id of the message quoted (a cloud session's network maps Meta's)
+	}
+	switch {
+	case m.Message.Kind == domain.KindButtonReply && m.Message.ButtonID != "":
+		e.inBackground(func(ctx context.Context) {
+			e.Stores.s.buttonAnswer(ctx, uid, m.From, m.Message.ButtonID, m.Message.Text, quoted)
+		})
+	case m.Message.Kind == domain.KindText && m.Message.Text != "":
+		e.inBackground(func(ctx context.Context) {
+			if !e.OptOuts.incoming(ctx, uid, s.ID, m.From, m.Message.Text) {
+				e.Stores.s.incomingAnswer(ctx, uid, m.From, m.Message.Text, quoted)
 			}
-			e.Stores.s.incomingAnswer(ctx, uid, m.From, m.Message.Text, quoted)
-		}
-	})
+		})
+	}
 }
 
 // storeLoopVote reads a vote on a poll: one that asks an order's confirmation is its answer.

@@ -22,8 +22,9 @@ import (
 //   - an order topic's delay holds its message (scheduled, later.go); the order's record
 //     (StoreOrder) names it, so the order's cancellation (its cancel webhook) skips it
 //     (order_cancelled) while it waits;
-//   - a confirmation question goes with the message (a poll where the session can carry one,
-//     else "reply 1 or 2"), indexed by the customer's phone and by the poll's id, with one
+//   - a confirmation question goes with the message (a poll on a linked session, reply
+//     buttons on a cloud one inside the customer's window, else "reply 1 or 2":
+//     presentation), indexed by the customer's phone and by the question's id, with one
 //     follow-up scheduled after followUpAfter; the answer (answer.go) is written back to the
 //     order (writeback.go);
 //   - an abandoned checkout's reminder is scheduled after `after`; an order from the same
@@ -263,7 +264,8 @@ func (s *storeService) composeOrder(ctx context.Context, c storeevents.Compose, 
 	// One question per order: a later topic's confirmation (orders/paid after orders/create)
 	// is not asked again; this event's own, retried, is composed again the same.
 	if cf := o.Confirmation; confirm != nil && (cf == nil || cf.MessageID == c.MessageID || cf.MessageID == derivedID(c.MessageID, "poll")) {
-		out, o.Confirmation, answers = confirmation(c, *confirm, s.presentation(c.UserID), out, storeName, now)
+		how := func(at time.Time) string { return s.presentation(c.UserID, ev.Phone, at) }
+		out, o.Confirmation, answers = confirmation(c, *confirm, how, out, storeName, now)
 	}
 	if !hasMessage(o.Messages, c.MessageID) {
 		for _, m := range out {
@@ -285,15 +287,24 @@ func hasMessage(ms []domain.OrderMessage, id string) bool {
 	return false
 }
 
-// confirmation builds an order message with its question, as via (the presentation the user's
-// session can carry) asks it, its follow-up, and the answer keys that will find the order.
-func confirmation(c storeevents.Compose, confirm domain.Confirm, via string, out []storeevents.Outgoing, storeName string, now time.Time) ([]storeevents.Outgoing, *domain.Confirmation, []string) {
+// confirmation builds an order message with its question, as how (the presentation the user's
+// session can carry at a time) asks it, its follow-up, and the answer keys that will find the
+// order.
+func confirmation(c storeevents.Compose, confirm domain.Confirm, how func(at time.Time) string, out []storeevents.Outgoing, storeName string, now time.Time) ([]storeevents.Outgoing, *domain.Confirmation, []string) {
 	ev := c.Event
 	question := ecom.Render(confirm.Question, ev, storeName)
 	at := out[0].SendAt
+	asked := notBefore(at, now).UTC()
+	via := how(asked)
 	first := out[0].Message
 	var msgs []domain.Message
+	if via == viaButtons {
+		if msgs = buttonsQuestion(first, question, confirm); msgs == nil {
+			via = viaText
+		}
+	}
 	switch via {
+	case viaButtons:
 	case viaPoll:
 		combined := first.Text + "\n\n" + question
 		if utf8.RuneCountInString(combined) <= domain.ConfirmTextMax {
@@ -309,7 +320,6 @@ func confirmation(c storeevents.Compose, confirm domain.Confirm, via string, out
 	for _, m := range msgs {
 		out = append(out, storeevents.Outgoing{Message: m, SendAt: at})
 	}
-	asked := notBefore(at, now).UTC()
 	cf := &domain.Confirmation{State: domain.ConfirmAwaiting, Via: via, Confirm: confirm, AskedAt: asked, MessageID: msgs[len(msgs)-1].ID}
 	answers := []string{"p/" + ev.Phone, "m/" + cf.MessageID}
 	if confirm.FollowUpAfter > 0 {
@@ -317,9 +327,16 @@ func confirmation(c storeevents.Compose, confirm domain.Confirm, via string, out
 		reminder := "Reminder: " + question
 		answers = append(answers, "m/"+cf.FollowUpID) // its vote, or a reply quoting it
 		var f domain.Message
-		if via == viaPoll {
+		switch fvia := via; {
+		case fvia == viaButtons && how(cf.FollowUpAt) != viaButtons:
+			// The customer's window will have closed by then: Meta takes no buttons, the
+			// reminder goes as text (in the cold template).
+			f = domain.Message{ID: cf.FollowUpID, To: first.To, Kind: domain.KindText, Text: replyPrompt(reminder, confirm)}
+		case fvia == viaPoll:
 			f = pollMessage(cf.FollowUpID, first.To, reminder, confirm)
-		} else {
+		case fvia == viaButtons:
+			f, _ = buttonsMessage(cf.FollowUpID, first.To, reminder, confirm)
+		default:
 			f = domain.Message{ID: cf.FollowUpID, To: first.To, Kind: domain.KindText, Text: replyPrompt(reminder, confirm)}
 		}
 		out = append(out, storeevents.Outgoing{Message: f, SendAt: cf.FollowUpAt})

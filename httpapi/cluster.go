@@ -242,7 +242,12 @@ var errLeft = errors.New("partition left this node while the request ran")
 // longer this node's to write (the store refused before sending, or the server refused on the
 // partition's fence), so it may run again on the partition's next owner.
 func notRun(err error) bool {
-	return err != nil && errors.Is(err, domain.ErrNodeUnavailable) && !errors.Is(err, errLeft)
+	if err == nil || errors.Is(err, errLeft) {
+		return false
+	}
+	// The core reports a failed write as unavailable and keeps the storage's error only as text
+	// (writeError reads it so too): a partition's store refusing because the partition left.
+	return errors.Is(err, domain.ErrNodeUnavailable) || strings.Contains(err.Error(), domain.ErrNodeUnavailable.Msg)
 }
 
 // settled is a request's error as the client gets it: one the gateway did not expect (a 500)

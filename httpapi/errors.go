@@ -88,7 +88,7 @@ var statusByCode = map[string]int{
 	"unavailable":       503,
 	"webhook_not_found": 404, "invalid_webhook_url": 400, "webhook_url_blocked": 400, "webhook_limit": 409,
 	"webhook_disabled": 409, "event_not_found": 404,
-	"group_not_found": 404, "not_editable": 409, "not_revocable": 409, "not_group_admin": 403,
+	"group_not_found": 404, "media_not_found": 404, "not_editable": 409, "not_revocable": 409, "not_group_admin": 403,
 	"check_limit_reached": 429,
 	"storage_unavailable": 503, "idp_unavailable": 503, "node_unavailable": 503, "sign_in_not_allowed": 403,
 	"unsupported_subject": 403, "too_many_attempts": 429,
@@ -184,6 +184,10 @@ func (s *Server) writeError(ctx *fasthttp.RequestCtx, err error) {
 		now := time.Now().UTC()
 		next := time.Date(now.Year(), now.Month()+1, 1, 0, 0, 0, 0, time.UTC)
 		ctx.Response.Header.Set("Retry-After", strconv.FormatInt(int64(next.Sub(now).Seconds())+1, 10))
+	}
+	if isFront(ctx) {
+		s.frontError(ctx, status, code, msg)
+		return
 	}
 	writeJSON(ctx, status, errorBody{Error: msg, Code: code})
 }

@@ -70,6 +70,11 @@ func (s *Server) rawKey(ctx *fasthttp.RequestCtx) []byte {
 	if raw := bearer(ctx); len(raw) > 0 {
 		return raw
 	}
+	if isFront(ctx) { // Graph's ?access_token= (Chatwoot checks its settings so)
+		if raw := ctx.QueryArgs().Peek("access_token"); len(raw) > 0 {
+			return raw
+		}
+	}
 	return ctx.Request.Header.Peek("X-Api-Key")
 }
 

@@ -93,6 +93,9 @@ func (s *Server) routes() {
 	s.route(GET, "/api/cloud/webhook", 0, byCloudWebhook, s.cloudWebhookVerify)
 	s.route(POST, "/api/cloud/webhook", 0, byCloudWebhook, s.cloudWebhook)
 
+	// The Cloud-API-shaped front (DESIGN.md section 20; API key as the access token): front.go.
+	s.frontRoutes()
+
 	// Events out: webhook subscriptions (ID token).
 	if s.cfg.Webhooks != nil || s.cfg.Cluster != nil {
 		s.route(GET, "/api/client/webhooks", 0, byCaller, s.client(s.listWebhooks))

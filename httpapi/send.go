@@ -217,6 +217,8 @@ type messageRequest struct {
 	sendOptions
 	// vals: what the optional fields point to when the fast decoder read them (fastjson.go).
 	vals messageVals
+	// uploaded: the media, uploaded to the Cloud-API-shaped front and sent by its id (front.go).
+	uploaded *Media
 }
 
 // Limits of a poll and a reaction's emoji.
@@ -356,12 +358,17 @@ func (s *Server) mediaOf(ctx *fasthttp.RequestCtx, msg *domain.Message, req mess
 		src = req.FileURL
 	}
 	kind := msg.Kind
-	if src == nil || strings.TrimSpace(*src) == "" {
-		return badInput("validation_failed", "%s is required for type %s", field, kind)
-	}
-	m, err := s.media.Load(s.reqContext(ctx), strings.TrimSpace(*src))
-	if err != nil {
-		return err
+	var m Media
+	if req.uploaded != nil { // an upload to the Cloud-API-shaped front, sent by its id
+		m, src = *req.uploaded, new(string)
+	} else {
+		if src == nil || strings.TrimSpace(*src) == "" {
+			return badInput("validation_failed", "%s is required for type %s", field, kind)
+		}
+		var err error
+		if m, err = s.media.Load(s.reqContext(ctx), strings.TrimSpace(*src)); err != nil {
+			return err
+		}
 	}
 	switch kind {
 	case domain.KindDocument:
@@ -437,13 +444,24 @@ const dashboardWait = 15 * time.Second
 // the message's id and status (a dashboard follows it on the Messages screen). v1 answers once
 // queued by default; the dashboard (v1 false) waits dashboardWait.
 func (s *Server) send(ctx *fasthttp.RequestCtx, r engine.SendRequest, idem *engine.Idem, v1 bool) error {
+	entry, err := s.accept(ctx, r, idem, v1)
+	if err != nil {
+		return err
+	}
+	writeSent(ctx, entry)
+	return nil
+}
+
+// accept is send without the answer: the message as accepted (or its outcome, when asked to
+// wait). The Cloud-API-shaped front answers it in Meta's shape (front.go).
+func (s *Server) accept(ctx *fasthttp.RequestCtx, r engine.SendRequest, idem *engine.Idem, v1 bool) (domain.OutboxEntry, error) {
 	def := time.Duration(0)
 	if !v1 {
 		def = dashboardWait
 	}
 	wait, err := waitOf(ctx, def)
 	if err != nil {
-		return err
+		return domain.OutboxEntry{}, err
 	}
 	r.Wait = wait
 	if idem != nil {
@@ -452,13 +470,8 @@ func (s *Server) send(ctx *fasthttp.RequestCtx, r engine.SendRequest, idem *engi
 		r.Idem = domain.IdemRecord{BodyHash: idem.BodyHash}
 	}
 	entry, err := s.engine(ctx).Messages.Send(s.reqContext(ctx), r)
-	if err != nil {
-		s.metrics.send(r.Origin, err)
-		return err
-	}
-	s.metrics.send(r.Origin, nil)
-	writeSent(ctx, entry)
-	return nil
+	s.metrics.send(r.Origin, err)
+	return entry, err
 }
 
 type messageJSON struct {

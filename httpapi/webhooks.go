@@ -3,6 +3,7 @@ package httpapi
 // Events out (DESIGN.md section 10): a user's webhook subscriptions and their recent deliveries.
 
 import (
+	"cmp"
 	"context"
 	"strings"
 
@@ -15,6 +16,8 @@ import (
 // WebhookService is the events facet as the HTTP layer uses it (*engine.Events).
 type WebhookService interface {
 	Subscribe(ctx context.Context, uid, url string, types []domain.EventType) (domain.WebhookSubscription, error)
+	// SubscribeAs is Subscribe with the deliveries' format ("standard" or "meta").
+	SubscribeAs(ctx context.Context, uid, url string, types []domain.EventType, format string) (domain.WebhookSubscription, error)
 	List(uid string) []domain.WebhookSubscription
 	Delete(ctx context.Context, uid, id string) error
 	Deliveries(uid, id string) ([]domain.WebhookAttempt, error)
@@ -35,6 +38,7 @@ type subscriptionJSON struct {
 	ID             string             `json:"id"`
 	URL            string             `json:"url"`
 	Events         []domain.EventType `json:"events"`
+	Format         string             `json:"format"` // standard or meta
 	Secret         string             `json:"secret,omitempty"`
 	Status         string             `json:"status"` // active, failing, disabled
 	CreatedAt      timestamp          `json:"createdAt"`
@@ -44,7 +48,7 @@ type subscriptionJSON struct {
 }
 
 func toSubscriptionJSON(s domain.WebhookSubscription) subscriptionJSON {
-	out := subscriptionJSON{ID: s.ID, URL: s.URL, Events: s.Events, Secret: s.Secret, Status: "active",
+	out := subscriptionJSON{ID: s.ID, URL: s.URL, Events: s.Events, Format: cmp.Or(s.Format, "standard"), Secret: s.Secret, Status: "active",
 		CreatedAt: timestamp(s.CreatedAt), DisabledReason: s.DisabledReason}
 	if !s.FailingSince.IsZero() {
 		out.Status, out.FailingSince = "failing", tsPtr(&s.FailingSince)
@@ -69,6 +73,8 @@ type webhookListJSON struct {
 type createWebhookRequest struct {
 	URL    *string   `json:"url"`
 	Events *[]string `json:"events"`
+	// Format: "standard" (the default) or "meta" (Meta's webhook payloads, DESIGN.md section 20).
+	Format string `json:"format"`
 }
 
 // listWebhooks is GET /api/client/webhooks: the user's subscriptions, without secrets.
@@ -98,7 +104,7 @@ func (s *Server) createWebhook(ctx *fasthttp.RequestCtx, u domain.User) error {
 	for _, t := range *req.Events {
 		types = append(types, domain.EventType(strings.TrimSpace(t)))
 	}
-	sub, err := s.webhooks(ctx).Subscribe(s.reqContext(ctx), u.ID, strings.TrimSpace(*req.URL), types)
+	sub, err := s.webhooks(ctx).SubscribeAs(s.reqContext(ctx), u.ID, strings.TrimSpace(*req.URL), types, strings.TrimSpace(req.Format))
 	if err != nil {
 		return err
 	}

@@ -21,22 +21,23 @@ import (
 
 // Interface guards: persist's typed stores are the interfaces the core declares.
 var (
-	_ account.Store         = persist.Accounts{}
-	_ session.Records       = persist.Protections{}
-	_ engine.Protections    = persist.Protections{}
-	_ session.Store         = persist.Sessions{}
-	_ engine.Store          = (*persist.Store)(nil)
-	_ engine.Outbox         = (*persist.Outbox)(nil)
-	_ engine.SessionStore   = persist.Sessions{}
-	_ engine.CampaignStore  = (*persist.Campaigns)(nil)
-	_ engine.ShopStore      = (*persist.Stores)(nil)
-	_ engine.InboxStore     = (*persist.Inbox)(nil)
-	_ engine.EventStore     = (*persist.Webhooks)(nil)
-	_ engine.MessageHistory = (*persist.MessageLog)(nil)
-	_ engine.Sealer         = (*persist.Sealer)(nil)
-	_ network.SendLog       = persist.SendLog{}
-	_ engine.RoutingStore   = persist.Routings{}
-	_ engine.WindowStore    = persist.Windows{}
+	_ account.Store          = persist.Accounts{}
+	_ session.Records        = persist.Protections{}
+	_ engine.Protections     = persist.Protections{}
+	_ session.Store          = persist.Sessions{}
+	_ engine.Store           = (*persist.Store)(nil)
+	_ engine.Outbox          = (*persist.Outbox)(nil)
+	_ engine.SessionStore    = persist.Sessions{}
+	_ engine.CampaignStore   = (*persist.Campaigns)(nil)
+	_ engine.ShopStore       = (*persist.Stores)(nil)
+	_ engine.InboxStore      = (*persist.Inbox)(nil)
+	_ engine.EventStore      = (*persist.Webhooks)(nil)
+	_ engine.MessageHistory  = (*persist.MessageLog)(nil)
+	_ engine.Sealer          = (*persist.Sealer)(nil)
+	_ network.SendLog        = persist.SendLog{}
+	_ engine.RoutingStore    = persist.Routings{}
+	_ engine.WindowStore     = persist.Windows{}
+	_ engine.FrontMediaStore = persist.FrontMedia{}
 
 	_ engine.CloudTemplateStore = persist.CloudTemplates{}
 )
@@ -147,7 +148,8 @@ func newRuntime(ctx context.Context, sh shared, o runtimeOptions) (_ *runtime, e
 func engineRecords(r *persist.Records) engine.Records {
 	return engine.Records{Outbox: r.Outbox, Accounts: r.Accounts, Sessions: r.Sessions, Protections: r.Protections,
 		Campaigns: r.Campaigns, Shops: r.Stores, Inbox: r.Inbox, History: r.History, Notes: r.Notes, StoreLoop: r.StoreLoop,
-		SendLog: r.SendLog, CloudTemplates: r.CloudTemplates, Routings: r.Routings, Windows: r.Windows}
+		SendLog: r.SendLog, CloudTemplates: r.CloudTemplates, Routings: r.Routings, Windows: r.Windows,
+		FrontMedia: r.FrontMedia}
 }
 
 // stop stops the engine (its actors finish what is in flight and flush their state), then the

@@ -21,6 +21,8 @@ type Records struct {
 	CloudTemplates CloudTemplates
 	Routings       Routings
 	Windows        Windows
+	// The Cloud-API-shaped front's uploads (frontmedia.go).
+	FrontMedia FrontMedia
 }
 
 // NewRecords builds every typed store on kv.
@@ -43,5 +45,6 @@ func NewRecords(kv KV) *Records {
 		CloudTemplates: NewCloudTemplates(kv),
 		Routings:       NewRoutings(kv),
 		Windows:        NewWindows(kv),
+		FrontMedia:     NewFrontMedia(kv),
 	}
 }

@@ -43,6 +43,7 @@ package persist
 //	msg_note/<uid>/<id>            domain.MessageNotes (1)   7 days    engine: reactions, edit, revoke,
 //	                                                                   poll votes (notes.go)
 //	net_send/, net_id/, cloud_template/, routing/, cloud_window/: the Cloud API's (cloud.go)
+//	front_media/<mediaID>: the Cloud-API-shaped front's uploads, 30 days (frontmedia.go)
 //	inbox/, webhook_seen/, store_sent/, store_event/, store/, nonces, templates: see inbox.go
 //	and stores.go (the store integration's tables); store_order/, store_answer/,
 //	store_writeback/, store_checkout/, optout/: see storeloop.go (the store loop).

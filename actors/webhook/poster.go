@@ -99,6 +99,9 @@ func (p *HTTPPoster) Post(ctx context.Context, url string, h Headers, body []byt
 	req.Header.Set(HeaderID, h.ID)
 	req.Header.Set(HeaderTimestamp, h.Timestamp)
 	req.Header.Set(HeaderSignature, h.Signature)
+	if h.HubSignature != "" {
+		req.Header.Set(HubSignatureHeader, h.HubSignature)
+	}
 	req.SetBodyRaw(body)
 	deadline := time.Now().Add(p.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {

@@ -1,8 +1,11 @@
 package webhook
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -38,7 +41,22 @@ func NewSecret() (string, error) {
 }
 
 // Signer signs deliveries with one subscription's secret. Safe for concurrent use.
-type Signer struct{ wh *standardwebhooks.Webhook }
+type Signer struct {
+	wh *standardwebhooks.Webhook
+	// hub, when set, is the secret as a Meta app secret: each body also gets its
+	// X-Hub-Signature-256 (a subscription of format meta, DESIGN.md section 20).
+	hub []byte
+}
+
+// HubSignatureHeader carries "sha256=" and the hex HMAC-SHA256 of the body keyed with the
+// subscription's secret (the whole whsec_... string), as Meta signs its webhooks.
+const HubSignatureHeader = "X-Hub-Signature-256"
+
+// WithHub returns the signer that also signs as Meta does, with secret as the app secret.
+func (s Signer) WithHub(secret string) Signer {
+	s.hub = []byte(secret)
+	return s
+}
 
 // NewSigner decodes secret (whsec_ + base64).
 func NewSigner(secret string) (Signer, error) {
@@ -60,6 +78,8 @@ func NewSigner(secret string) (Signer, error) {
 // Headers are the three Standard Webhooks headers of one attempt.
 type Headers struct {
 	ID, Timestamp, Signature string
+	// HubSignature is the X-Hub-Signature-256 value ("": none).
+	HubSignature string
 }
 
 // Sign returns the headers for body sent as message id at time at (whole seconds: the
@@ -69,5 +89,11 @@ func (s Signer) Sign(id string, at time.Time, body []byte) (Headers, error) {
 	if err != nil {
 		return Headers{}, fmt.Errorf("webhook: sign: %w", err)
 	}
-	return Headers{ID: id, Timestamp: strconv.FormatInt(at.Unix(), 10), Signature: sig}, nil
+	h := Headers{ID: id, Timestamp: strconv.FormatInt(at.Unix(), 10), Signature: sig}
+	if len(s.hub) > 0 {
+		mac := hmac.New(sha256.New, s.hub)
+		mac.Write(body)
+		h.HubSignature = "sha256=" + hex.EncodeToString(mac.Sum(nil))
+	}
+	return h, nil
 }

@@ -265,6 +265,9 @@ func (a *Subscription) load(c *actor.Context) {
 			if m.err == nil {
 				m.signer, m.err = NewSigner(secret)
 			}
+			if m.err == nil && m.sub.Format == domain.WebhookFormatMeta {
+				m.signer = m.signer.WithHub(secret)
+			}
 		}
 		if m.err == nil && !m.missing {
 			m.seqs, m.err = store.Pending(id)

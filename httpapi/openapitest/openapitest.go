@@ -231,6 +231,11 @@ func (s *Spec) Check(method, path string, status int, contentType string, body [
 		return fmt.Errorf("content type %q: %v", contentType, err)
 	}
 	sch, ok := r.content[strings.ToLower(mt)]
+	if !ok { // a range: image/*, */*
+		if sch, ok = r.content[strings.ToLower(strings.Split(mt, "/")[0])+"/*"]; !ok {
+			sch, ok = r.content["*/*"]
+		}
+	}
 	if !ok {
 		return fmt.Errorf("content type %q is not documented at %s (documented: %s)", mt, r.ptr, strings.Join(oaKeys(r.content), ", "))
 	}

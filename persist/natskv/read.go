@@ -237,11 +237,24 @@ func (s *Store) GetMany(keys [][]byte) ([][]byte, error) { return s.getMany("", 
 // getMany reads keys in partition tok ("": Options.Partition's): values[i] nil for an absent
 // key. A fenced view's own writes come from its cache.
 func (s *Store) getMany(tok string, keys [][]byte, v *View) ([][]byte, error) {
+	out, _, err := s.lookupMany(tok, keys, v)
+	return out, err
+}
+
+// Has tells which of keys are present (persist.Haver) in as few round trips as GetMany: an
+// outbox boot asks it of every pending message's outcome at once.
+func (s *Store) Has(keys [][]byte) ([]bool, error) {
+	_, present, err := s.lookupMany("", keys, nil)
+	return present, err
+}
+
+// lookupMany is getMany with each key's presence (a present key's value may be empty).
+func (s *Store) lookupMany(tok string, keys [][]byte, v *View) (out [][]byte, present []bool, err error) {
 	if !s.enter() {
-		return nil, persist.ErrClosed
+		return nil, nil, persist.ErrClosed
 	}
 	defer s.calls.Done()
-	out := make([][]byte, len(keys))
+	out, present = make([][]byte, len(keys)), make([]bool, len(keys))
 	subjects := make([]string, len(keys))
 	ask := map[*recStream][]string{}
 	for i, k := range keys {
@@ -251,7 +264,7 @@ func (s *Store) getMany(tok string, keys [][]byte, v *View) ([][]byte, error) {
 		}
 		if v != nil {
 			if r, ok := v.cached(subj); ok {
-				out[i] = r.value
+				out[i], present[i] = r.value, true
 				continue
 			}
 		}
@@ -269,7 +282,7 @@ func (s *Store) getMany(tok string, keys [][]byte, v *View) ([][]byte, error) {
 		case v != nil && v.fence != nil:
 			var err error
 			if floor, err = v.readFloor(ctx); err != nil {
-				return nil, fmt.Errorf("natskv: get: %w", err)
+				return nil, nil, fmt.Errorf("natskv: get: %w", err)
 			}
 			anchor = v.fence.subjects[0]
 		default: // another node's writes: the leader's answers
@@ -277,35 +290,35 @@ func (s *Store) getMany(tok string, keys [][]byte, v *View) ([][]byte, error) {
 			for _, subj := range subs {
 				r, err := s.last(ctx, subj)
 				if err != nil {
-					return nil, fmt.Errorf("natskv: get: %w", err)
+					return nil, nil, fmt.Errorf("natskv: get: %w", err)
 				}
 				got[subj] = r
 			}
-			fill(out, subjects, got)
+			fill(out, present, subjects, got)
 			continue
 		}
 		got, err := s.multiLastFresh(ctx, rs, subs, floor, anchor)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if v != nil && v.fence != nil {
 			for _, r := range got {
 				v.observed(r)
 			}
 		}
-		fill(out, subjects, got)
+		fill(out, present, subjects, got)
 	}
-	return out, nil
+	return out, present, nil
 }
 
 // fill sets out[i] to the value got holds for subjects[i], if live.
-func fill(out [][]byte, subjects []string, got map[string]record) {
+func fill(out [][]byte, present []bool, subjects []string, got map[string]record) {
 	for i, subj := range subjects {
 		if subj == "" {
 			continue
 		}
 		if r, ok := got[subj]; ok && !r.deleted {
-			out[i] = r.value
+			out[i], present[i] = r.value, true
 		}
 	}
 }

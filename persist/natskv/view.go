@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/persist"
 )
 
@@ -46,6 +47,19 @@ type View struct {
 	mu     sync.Mutex
 	closed bool
 	calls  sync.WaitGroup
+}
+
+// errPartitionLeft is what a partition's view answers once closed: the partition left this
+// node (released, or fenced), so the call stored nothing and may run again on its next owner
+// (domain.ErrNodeUnavailable; still persist.ErrClosed).
+var errPartitionLeft = fmt.Errorf("%w: %w", persist.ErrClosed, domain.ErrNodeUnavailable)
+
+// closedErr is a closed view's answer.
+func (v *View) closedErr() error {
+	if v.fence != nil {
+		return errPartitionLeft
+	}
+	return persist.ErrClosed
 }
 
 func (v *View) enter() bool {
@@ -87,7 +101,7 @@ func (s *Store) Global() *View {
 // Get reads key in the view's partition.
 func (v *View) Get(key []byte) ([]byte, error) {
 	if !v.enter() {
-		return nil, persist.ErrClosed
+		return nil, v.closedErr()
 	}
 	defer v.calls.Done()
 	if v.fence == nil {
@@ -100,16 +114,27 @@ func (v *View) Get(key []byte) ([]byte, error) {
 // (persist.Getter): values[i] is nil for a key that is absent.
 func (v *View) GetMany(keys [][]byte) ([][]byte, error) {
 	if !v.enter() {
-		return nil, persist.ErrClosed
+		return nil, v.closedErr()
 	}
 	defer v.calls.Done()
 	return v.s.getMany(v.tok, keys, v)
 }
 
+// Has tells which of keys are present in the view's partition (persist.Haver), in as few round
+// trips as GetMany.
+func (v *View) Has(keys [][]byte) ([]bool, error) {
+	if !v.enter() {
+		return nil, v.closedErr()
+	}
+	defer v.calls.Done()
+	_, present, err := v.s.lookupMany(v.tok, keys, v)
+	return present, err
+}
+
 // Scan scans prefix in the view's partition.
 func (v *View) Scan(prefix []byte, fn func(key, value []byte) error) error {
 	if !v.enter() {
-		return persist.ErrClosed
+		return v.closedErr()
 	}
 	defer v.calls.Done()
 	return v.s.scan(v.tok, prefix, fn)
@@ -119,7 +144,7 @@ func (v *View) Scan(prefix []byte, fn func(key, value []byte) error) error {
 // Store.ScanSince).
 func (v *View) ScanSince(prefix []byte, since time.Time, fn func(key, value []byte) error) error {
 	if !v.enter() {
-		return persist.ErrClosed
+		return v.closedErr()
 	}
 	defer v.calls.Done()
 	return v.s.scanSince(v.tok, prefix, since, fn)
@@ -128,7 +153,7 @@ func (v *View) ScanSince(prefix []byte, since time.Time, fn func(key, value []by
 // Commit commits ops in the view's partition, with its fence.
 func (v *View) Commit(ctx context.Context, ops ...persist.Op) error {
 	if !v.enter() {
-		return persist.ErrClosed
+		return v.closedErr()
 	}
 	defer v.calls.Done()
 	return v.s.commit(ctx, v.tok, v, ops)
@@ -140,7 +165,7 @@ func (v *View) Health() error {
 	closed := v.closed
 	v.mu.Unlock()
 	if closed {
-		return persist.ErrClosed
+		return v.closedErr()
 	}
 	return v.s.Health()
 }

@@ -215,6 +215,16 @@ func TestFencing(t *testing.T) {
 	if err := nv.Commit(context.Background(), kvtest.Put("k/1", "x")); !errors.Is(err, domain.ErrNodeUnavailable) {
 		t.Fatalf("commit without a lease: %v", err)
 	}
+	// A partition's view closed (the partition left this node): its calls store nothing and
+	// say so as the fence does (the request runs again on the next owner); still ErrClosed.
+	if err := nv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for what, err := range map[string]error{"commit": nv.Commit(context.Background(), kvtest.Put("k/1", "y")), "get": func() error { _, err := nv.Get([]byte("k/1")); return err }()} {
+		if !errors.Is(err, domain.ErrNodeUnavailable) || !errors.Is(err, persist.ErrClosed) {
+			t.Fatalf("%s on a closed partition view: %v, want ErrNodeUnavailable and ErrClosed", what, err)
+		}
+	}
 }
 
 // Concurrent commits of a few partitions on a three-node cluster: every one lands (the

@@ -31,6 +31,11 @@ export function webhooks(el) {
   const list = h('div', { id: 'webhook-list' }, h('p', { class: 'muted' }, 'Loading…'));
   const deliveries = h('div', { id: 'webhook-deliveries' });
   const url = h('input', { name: 'url', type: 'url', placeholder: 'https://example.com/hooks/gateway', required: true });
+  // The body's format: the gateway's own, or Meta's Cloud API webhooks (for Chatwoot and other
+  // Cloud API integrations, README "Integrations"), signed X-Hub-Signature-256 as well.
+  const format = h('select', { name: 'format', id: 'webhook-format' },
+    h('option', { value: 'standard' }, 'Gateway events (Standard Webhooks)'),
+    h('option', { value: 'meta' }, "Meta's Cloud API webhooks (messages and statuses)"));
   const boxes = eventTypes.map(([t, label]) => h('label', { class: 'check' }, h('input', { type: 'checkbox', value: t, checked: true }), label));
   let watching = null;
   const load = async () => {
@@ -39,7 +44,7 @@ export function webhooks(el) {
       const subs = Array.isArray(r) ? r : r.webhooks || r.subscriptions || [];
       mount(list, table([
         { title: 'Address', cell: (s) => h('code', {}, s.url) },
-        { title: 'Events', cell: (s) => (s.events || []).join(', ') },
+        { title: 'Events', cell: (s) => (s.events || []).join(', ') + (s.format === 'meta' ? " (Meta's format)" : '') },
         { title: 'Status', cell: (s) => [badge(s.status || (s.disabled ? 'disabled' : 'active')), s.disabledReason ? ' ' + s.disabledReason : ''] },
         { title: '', label: 'Actions', cell: (s) => h('div', { class: 'row' },
           h('button', { type: 'button', class: 'small', 'data-test-webhook': s.id, onclick: () => sendTest(s) }, 'Send a test event'),
@@ -96,12 +101,14 @@ export function webhooks(el) {
   mount(el,
     h('section', { class: 'card' }, h('h2', {}, 'New subscription'),
       h('p', { class: 'muted' }, 'The gateway posts each event to this address, signed (Standard Webhooks), and tries again for 24 hours until it answers 2xx.'),
-      form({ id: 'webhook-form' }, [field('Address', url), h('fieldset', {}, h('legend', {}, 'Events'), boxes), h('button', { type: 'submit' }, 'Subscribe')], async () => {
+      form({ id: 'webhook-form' }, [field('Address', url), field('Format', format), h('fieldset', {}, h('legend', {}, 'Events'), boxes), h('button', { type: 'submit' }, 'Subscribe')], async () => {
         const events = boxes.map((b) => b.firstChild).filter((i) => i.checked).map((i) => i.value);
         try {
-          const r = await api('POST', '/api/client/webhooks', { url: url.value.trim(), events });
+          const r = await api('POST', '/api/client/webhooks', { url: url.value.trim(), events, format: format.value });
           url.value = '';
-          showOnce(secretBox, 'Signing secret', r.secret, 'Verify each delivery with it (Standard Webhooks). It is shown this once.');
+          showOnce(secretBox, 'Signing secret', r.secret, r.format === 'meta'
+            ? 'Use it as the app secret: each delivery carries X-Hub-Signature-256 keyed with it. It is shown this once.'
+            : 'Verify each delivery with it (Standard Webhooks). It is shown this once.');
           load();
         } catch (e) { say(slot, 'error', sentence(e)); }
       }), secretBox),

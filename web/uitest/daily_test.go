@@ -321,6 +321,7 @@ func TestEveryScreenPhoneAndDesktop(t *testing.T) {
 	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
 	t.Cleanup(rcv.Close)
 	g.call("POST", "/api/client/webhooks", admin, map[string]any{"url": rcv.URL + "/a/rather/long/path/for/the/receiver", "events": []string{"message.status"}})
+	g.call("POST", "/api/client/webhooks", admin, map[string]any{"url": rcv.URL + "/webhooks/whatsapp/+4915550001111", "events": []string{"message.status", "message.received"}, "format": "meta"})
 	g.fake.AddShop(shop, "Alice's Shop", shopToken)
 	g.call("POST", "/api/ecom/manual-connect", admin, map[string]any{"shop": shop, "accessToken": shopToken})
 	// A Cloud API number with its templates, and a message whose way shows.

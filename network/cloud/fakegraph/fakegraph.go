@@ -543,6 +543,9 @@ func (s *Server) check(ctx context.Context, n *Number, req cloudapi.SendRequest)
 			if len(in.Action.Buttons) < 1 || len(in.Action.Buttons) > 3 {
 				return 0, "", 100, "Param interactive['action']['buttons'] must have 1 to 3 buttons"
 			}
+			if msg := checkButtons(in); msg != "" {
+				return 0, "", cloudapi.CodeParamValue, msg
+			}
 		case cloudapi.InteractiveList:
 			if in.Action.Button == "" || len(in.Action.Sections) == 0 {
 				return 0, "", 100, "Param interactive['action'] must have a button and sections"
@@ -556,6 +559,29 @@ func (s *Server) check(ctx context.Context, n *Number, req cloudapi.SendRequest)
 		return 0, "", cloudapi.CodeUnsupportedType, "Unsupported message type"
 	}
 	return 0, "", 0, ""
+}
+
+// checkButtons checks reply buttons as Meta does: a body of at most 1024 characters, titles
+// of 1 to 20 characters and ids of 1 to 256, each unique. It answers the error's text, "" when
+// they pass.
+func checkButtons(in *cloudapi.Interactive) string {
+	if utf8.RuneCountInString(in.Body.Text) > 1024 {
+		return "Body text length invalid. Min length: 1, Max length: 1024"
+	}
+	titles, ids := map[string]bool{}, map[string]bool{}
+	for _, b := range in.Action.Buttons {
+		if n := utf8.RuneCountInString(b.Reply.Title); n < 1 || n > 20 {
+			return "Button title length invalid. Min length: 1, Max length: 20"
+		}
+		if n := len(b.Reply.ID); n < 1 || n > 256 {
+			return "Button id length invalid. Min length: 1, Max length: 256"
+		}
+		if titles[b.Reply.Title] || ids[b.Reply.ID] {
+			return "Button title and id must be unique"
+		}
+		titles[b.Reply.Title], ids[b.Reply.ID] = true, true
+	}
+	return ""
 }
 
 func (s *Server) checkTemplate(n *Number, t *cloudapi.Template) (int, string, int, string) {
@@ -576,6 +602,13 @@ func (s *Server) checkTemplate(n *Number, t *cloudapi.Template) (int, string, in
 		for _, c := range t.Components {
 			if strings.EqualFold(c.Type, "body") {
 				got += len(c.Parameters)
+			}
+		}
+		for _, c := range t.Components {
+			for _, p := range c.Parameters {
+				if strings.ContainsAny(p.Text, "\n\t") || strings.Contains(p.Text, "     ") {
+					return 0, "", cloudapi.CodeInvalidParameter, "Param text cannot have new-line/tab characters or more than 4 consecutive spaces"
+				}
 			}
 		}
 		if got != want {
