@@ -74,6 +74,9 @@ func (l *lidMap) put(phone, lid string) {
 	if phone == "" || lid == "" || domain.IsGroup(phone) {
 		return
 	}
+	if old, ok := l.m.Load(phone); ok && old == lid {
+		return // known: a send to a number does not write its LID again (Swap allocates)
+	}
 	if old, ok := l.m.Swap(phone, lid); !ok || old != lid {
 		if l.n.Add(1) > lidMapMax {
 			l.m.Clear()
@@ -342,7 +345,7 @@ func (ms *Messages) Notes(uid, id string) (domain.MessageNotes, error) {
 // sentOp records what the session's own reaction, edit or revoke did, once the network took
 // it: the target's notes, and the event (fromMe). In the background: the deliverer does not
 // wait on storage.
-func (ms *Messages) sentOp(e domain.OutboxEntry) {
+func (ms *Messages) sentOp(e *domain.OutboxEntry) {
 	m := e.Message
 	if m.Target == nil || (m.Kind != domain.KindReaction && m.Kind != domain.KindEdit && m.Kind != domain.KindRevoke) {
 		return
@@ -355,10 +358,16 @@ func (ms *Messages) sentOp(e domain.OutboxEntry) {
 	if domain.IsGroup(m.To) {
 		o.Group = m.To
 	}
+	ms.noteInBackground(e.UserID, e.SessionID, o, m)
+}
+
+// noteInBackground runs noteChange on a goroutine of its own. Apart from sentOp so that a plain
+// message's entry, which sentOp only looks at, is not moved to the heap for the goroutine.
+func (ms *Messages) noteInBackground(uid, sessionID string, o network.Origin, m domain.Message) {
 	ms.e.bg.Add(1)
 	go func() {
 		defer ms.e.bg.Done()
-		ms.noteChange(e.UserID, e.SessionID, m.Target.ID, o, true, m)
+		ms.noteChange(uid, sessionID, m.Target.ID, o, true, m)
 	}()
 }
 

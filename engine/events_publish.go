@@ -151,6 +151,19 @@ type envelope struct {
 // prepare builds ev's deliveries, one per subscription of uid that takes it, the event for
 // uid's open streams (when one is open), and its record, numbered, for uid's journal (when uid
 // streamed lately) and the broker (when there is one). An event nobody takes costs no encoding.
+// Quiet tells whether nothing would take an event of uid now: no webhook subscription of
+// the user's, no open stream, no journal kept for a stream's resume, no broker (the same test
+// prepare makes; the publisher skips a message's status events on it).
+func (e *Events) Quiet(uid string) bool {
+	if e.fwd != nil || e.listening(uid) || e.watched(uid) {
+		return false
+	}
+	e.mu.RLock()
+	n := len(e.byUser[uid])
+	e.mu.RUnlock()
+	return n == 0
+}
+
 func (e *Events) prepare(uid string, ev domain.Event) (PreparedEvent, error) {
 	if !ev.Type.Valid() {
 		return PreparedEvent{}, fmt.Errorf("%w: unknown event type %q", domain.ErrValidation, ev.Type)

@@ -233,7 +233,7 @@ func queuedEntry(msg domain.Message, sess *domain.Session, uid, origin string, n
 // queued status published, the entry given to its session's deliverer.
 func (ms *Messages) enqueue(ent *sessionEntry, entry domain.OutboxEntry, res *Reservation, ch chan outcome, now time.Time) {
 	ms.msgs.track(entry.ID, res, ch)
-	ms.e.pub.publish(entry.UserID, messageEvent(entry, domain.MsgQueued, now))
+	ms.e.pub.message(&entry, domain.MsgQueued, now)
 	if entry.Waiting {
 		ms.e.Routing.wait(entry) // until its contact writes (routing.go)
 		return

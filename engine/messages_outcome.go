@@ -44,9 +44,9 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	}
 	// Published under the lock: a receipt that comes once the entry is settled (receiptOf)
 	// publishes after taking the same lock, so it never overtakes the outcome's event.
-	m.e.pub.publish(e.UserID, messageEvent(atOutcome, atOutcome.Status, atOutcome.UpdatedAt.Time()))
+	m.e.pub.message(&atOutcome, atOutcome.Status, atOutcome.UpdatedAt.Time())
 	for _, c := range folded {
-		m.e.pub.publish(e.UserID, messageEvent(e, c.Status, c.At.Time()))
+		m.e.pub.message(&e, c.Status, c.At.Time())
 	}
 	sh.mu.Unlock()
 	if p != nil {
@@ -56,25 +56,42 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	case sendErr == nil:
 		m.e.metrics.sent.Add(1)
 		m.e.Messages.lids.put(e.Message.To, e.LID)
-		m.e.Messages.sentOp(e)
+		m.e.Messages.sentOp(&e)
 	case e.Status != domain.MsgCancelled:
 		m.e.metrics.failed.Add(1)
 	}
-	m.outbox.Settle(e, func(err error) {
+	m.outbox.Settle(e, m.settled(sh, p, e.ID, sendErr))
+	waitErr := sendErr
+	if e.Status == domain.MsgCancelled {
+		waitErr = nil // taken back, not failed: whoever waits reads its status
+	}
+	for _, w := range waiters {
+		w <- outcome{entry: atOutcome, err: waitErr}
+	}
+	if late != nil && sendErr == nil {
+		m.Failed(e.ID, late.err, late.at)
+	}
+}
+
+// settled is what Outcome does once the outcome of message id (tracked as p in shard sh) is
+// written. Apart from Outcome so that the callback holds the id, not the whole entry (which
+// would move to the heap with every outcome).
+func (m *messages) settled(sh *pendingShard, p *pending, id string, sendErr error) func(error) {
+	return func(err error) {
 		sh.mu.Lock()
-		if cur := sh.m[e.ID]; err == nil && cur != nil && cur == p {
+		if cur := sh.m[id]; err == nil && cur != nil && cur == p {
 			cur.durable, cur.waiters = true, nil
 			msg := cur.entry.Message
 			cur.entry.Message = domain.Message{ID: msg.ID, To: msg.To, Kind: msg.Kind}
-			sh.keep(e.ID)
+			sh.keep(id)
 		} else if cur == p {
-			delete(sh.m, e.ID)
+			delete(sh.m, id)
 		}
 		sh.mu.Unlock()
 		if err != nil {
 			// Still pending on disk: the next boot sends it again under its id and settles it
 			// then; this process keeps its reservation held.
-			m.e.log.Error("outbox: record outcome", "message_id", e.ID, "err", err)
+			m.e.log.Error("outbox: record outcome", "message_id", id, "err", err)
 			return
 		}
 		if p == nil {
@@ -85,16 +102,6 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 		} else {
 			p.res.Release()
 		}
-	})
-	waitErr := sendErr
-	if e.Status == domain.MsgCancelled {
-		waitErr = nil // taken back, not failed: whoever waits reads its status
-	}
-	for _, w := range waiters {
-		w <- outcome{entry: atOutcome, err: waitErr}
-	}
-	if late != nil && sendErr == nil {
-		m.Failed(e.ID, late.err, late.at)
 	}
 }
 
@@ -122,7 +129,7 @@ func (m *messages) receiptOf(id string, c domain.StatusChange) {
 		changed := applyReceipt(&p.entry, c)
 		e = p.entry
 		if moved = changed && e.Status != before; moved {
-			m.e.pub.publish(e.UserID, messageEvent(e, c.Status, c.At.Time()))
+			m.e.pub.message(&e, c.Status, c.At.Time())
 		}
 		sh.mu.Unlock()
 		if !changed {
@@ -139,16 +146,22 @@ func (m *messages) receiptOf(id string, c domain.StatusChange) {
 			return // a repeat, or behind what the message reached
 		}
 		if moved = e.Status != before; moved {
-			m.e.pub.publish(e.UserID, messageEvent(e, c.Status, c.At.Time()))
+			m.e.pub.message(&e, c.Status, c.At.Time())
 		}
 	}
+	m.outbox.Receipt(e.ID, c, m.receiptWritten(e.ID, c.Status, moved))
+}
+
+// receiptWritten logs a receipt's record that failed. Apart from receiptOf so that the callback
+// holds the id, not the whole entry.
+func (m *messages) receiptWritten(id, status string, moved bool) func(error) {
 	what := "outbox: record receipt"
 	if !moved {
 		what = "outbox: record pricing" // recorded, not published
 	}
-	m.outbox.Receipt(e.ID, c, func(err error) {
+	return func(err error) {
 		if err != nil {
-			m.e.log.Warn(what, "message_id", e.ID, "status", c.Status, "err", err)
+			m.e.log.Warn(what, "message_id", id, "status", status, "err", err)
 		}
-	})
+	}
 }

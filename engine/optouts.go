@@ -46,7 +46,10 @@ func newOptOuts(e *Engine) *OptOuts { return &OptOuts{e: e, store: e.cfg.Records
 // set is the user's list, read from storage on first use (an error is returned, and read
 // again next time).
 func (o *OptOuts) set(uid string) (*optoutSet, error) {
-	v, _ := o.users.LoadOrStore(uid, &optoutSet{})
+	v, ok := o.users.Load(uid)
+	if !ok {
+		v, _ = o.users.LoadOrStore(uid, &optoutSet{}) // a new set only when there is none: not one per send
+	}
 	s := v.(*optoutSet)
 	s.load.Do(func() {
 		s.phones = map[string]domain.OptOut{}

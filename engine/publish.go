@@ -37,6 +37,10 @@ type publisher struct {
 	// partition, a shutdown past its deadline); its event is dropped, not a panic.
 	mu     sync.RWMutex
 	closed bool
+	// quiet, when the sink can tell, says that nothing would take a user's event now (no
+	// webhook subscription, stream, journal or broker): a message's status events are then
+	// not even built (three per message on the send path, for nobody).
+	quiet func(uid string) bool
 }
 
 type pub struct {
@@ -49,6 +53,9 @@ const publishBatch = 512
 
 func newPublisher(sink EventSink, log interface{ Warn(string, ...any) }) *publisher {
 	p := &publisher{sink: sink, log: log, ch: make(chan pub, 4096), done: make(chan struct{})}
+	if q, ok := sink.(interface{ Quiet(uid string) bool }); ok {
+		p.quiet = q.Quiet
+	}
 	go p.run()
 	return p
 }
@@ -68,6 +75,16 @@ func (p *publisher) publish(uid string, ev domain.Event) {
 		return
 	}
 	p.ch <- pub{uid: uid, ev: ev}
+}
+
+// message publishes a message.status event of e as it stands, unless nothing would take it.
+// Whether something would is also what prepare decides on the publisher's goroutine a moment
+// later: a subscription or a stream that starts in between gets the next event.
+func (p *publisher) message(e *domain.OutboxEntry, status domain.MessageStatus, at time.Time) {
+	if p == nil || e.UserID == "" || (p.quiet != nil && p.quiet(e.UserID)) {
+		return
+	}
+	p.publish(e.UserID, messageEvent(*e, status, at))
 }
 
 func (p *publisher) run() {

@@ -3,8 +3,10 @@ package httpapi
 import (
 	stdjson "encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/goccy/go-json"
 )
@@ -216,4 +218,21 @@ func FuzzFastDecoders(f *testing.F) {
 			t.Fatalf("%q:\n fast %s\n slow %s", body, fast, slow)
 		}
 	})
+}
+
+// TestAppendTS: the hand-written timestamp is AppendFormat(tsLayout)'s, to the millisecond
+// (truncated, never rounded), for any instant and zone.
+func TestAppendTS(t *testing.T) {
+	times := []time.Time{{}, time.Unix(0, 0), time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 11, 28, 21, 9, 5, 1_999_999, time.FixedZone("x", -7*3600-1800))}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 10000 {
+		times = append(times, time.Unix(r.Int64N(400*365*86400)-200*365*86400, r.Int64N(1e9)))
+	}
+	for _, tm := range times {
+		if got, want := string(appendTS(nil, tm)), tm.UTC().Format(tsLayout); got != want {
+			t.Fatalf("appendTS(%v) = %s, want %s", tm, got, want)
+		}
+	}
 }

@@ -185,7 +185,7 @@ func (s *Server) validate(ctx *fasthttp.RequestCtx) error {
 }
 
 // writeValid answers a valid key: validateJSON as writeJSON writes it, by hand (the route is one
-// of the hot ones: TestValidAnswerIsWriteJSONs).
+// of the hot ones).
 func writeValid(ctx *fasthttp.RequestCtx, v engine.KeyView) {
 	k := v.Key
 	ctx.Response.Header.SetContentTypeBytes(contentTypeJSON)

@@ -68,7 +68,7 @@ func (j sentJSON) appendJSON(b []byte) []byte {
 	b = jsonenc.AppendString(append(b, `,"message_id":`...), j.MessageID)
 	b = jsonenc.AppendString(append(b, `,"to":`...), j.To)
 	b = jsonenc.AppendString(append(b, `,"session":`...), j.Session)
-	b = time.Time(j.Timestamp).UTC().AppendFormat(append(b, `,"timestamp":"`...), tsLayout)
+	b = appendTS(append(b, `,"timestamp":"`...), time.Time(j.Timestamp))
 	b = jsonenc.AppendString(append(b, `","status":`...), j.Status)
 	b = jsonenc.AppendField(b, `,"phone":`, j.Phone)
 	b = jsonenc.AppendField(b, `,"lid":`, j.LID)

@@ -10,7 +10,6 @@ package identity
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -102,12 +101,11 @@ func (v *Verifier) verify(ctx context.Context, raw []byte) (_ Claims, cached boo
 		return Claims{}, false, invalid("malformed")
 	}
 	now := v.now()
-	sum := sha256.Sum256(raw)
-	if e, ok := v.cache.get(sum, now); ok {
+	if e, ok := v.cache.get(raw, now); ok {
 		if v.provider == nil || v.provider.live(e.kid, e.gen) {
 			return e.claims, true, nil
 		}
-		v.cache.drop(sum) // its key was withdrawn: verify again (and refuse)
+		v.cache.drop(raw) // its key was withdrawn: verify again (and refuse)
 	}
 	var gen uint64
 	if v.provider != nil {
@@ -193,7 +191,7 @@ func (v *Verifier) verify(ctx context.Context, raw []byte) (_ Claims, cached boo
 
 	// Cached until the moment verification itself would start refusing it, or until its key
 	// leaves the provider's set.
-	v.cache.put(sum, cachedClaims{claims: c, until: c.Expiry.Add(ClockSkew), kid: hdr.Kid, gen: gen}, now)
+	v.cache.put(rawToken, cachedClaims{claims: c, until: c.Expiry.Add(ClockSkew), kid: hdr.Kid, gen: gen}, now)
 	return c, false, nil
 }
 

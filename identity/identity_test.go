@@ -11,6 +11,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -404,7 +405,7 @@ func TestCache(t *testing.T) {
 func TestCacheBounded(t *testing.T) {
 	c := newTokenCache(8)
 	now := time.Now()
-	key := func(i int) [32]byte { return [32]byte{byte(i), byte(i >> 8)} }
+	key := func(i int) string { return "token-" + strconv.Itoa(i) }
 
 	for i := range 100 {
 		c.put(key(i), cachedClaims{claims: Claims{UID: "u"}, until: now.Add(time.Hour)}, now)
@@ -412,7 +413,7 @@ func TestCacheBounded(t *testing.T) {
 			t.Fatalf("cache holds %d entries, bound is 8", n)
 		}
 	}
-	if _, ok := c.get(key(99), now); !ok {
+	if _, ok := c.get([]byte(key(99)), now); !ok {
 		t.Error("the newest entry was evicted")
 	}
 
@@ -427,10 +428,10 @@ func TestCacheBounded(t *testing.T) {
 	if n := c.len(); n != 1 {
 		t.Errorf("after evicting expired entries the cache holds %d, want 1", n)
 	}
-	if got, ok := c.get(key(100), later); !ok || got.claims.UID != "live" {
+	if got, ok := c.get([]byte(key(100)), later); !ok || got.claims.UID != "live" {
 		t.Errorf("get = %+v, %v", got, ok)
 	}
-	if _, ok := c.get(key(0), later); ok {
+	if _, ok := c.get([]byte(key(0)), later); ok {
 		t.Error("expired entry returned")
 	}
 }

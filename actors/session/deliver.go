@@ -251,6 +251,7 @@ func (s *Session) pick(now time.Time) ([]item, time.Time) {
 	// order in kept. When none was held the rest is resliced, not copied: a deep queue (a burst
 	// into one session) is not moved on every batch.
 	kept := q.items[:0]
+	batch = make([]item, 0, min(n, len(q.items))) // one allocation, not one per doubling
 	i := 0
 	for ; i < len(q.items); i++ {
 		// Items by pointer: an entry is large, and a copy of one in this frame (each loop, each
@@ -290,10 +291,17 @@ func (s *Session) pick(now time.Time) ([]item, time.Time) {
 		batch = appendItem(batch, it)
 		sends++
 	}
-	if len(kept) == 0 {
+	switch {
+	case len(kept) == 0 && i == len(q.items):
+		clear(q.items)
+		q.items = q.items[:0] // drained: the next entries go into the same array again
+		if cap(q.items) > keptQueueCap {
+			q.items = nil // not a burst's array kept by an idle session
+		}
+	case len(kept) == 0:
 		clear(q.items[:i])
 		q.items = q.items[i:]
-	} else {
+	default:
 		kept = append(kept, q.items[i:]...)
 		clear(q.items[len(kept):])
 		q.items = kept
@@ -355,6 +363,9 @@ func (s *Session) countSends(batch []item, firsts []string) bool {
 	s.prot = next
 	return true
 }
+
+// keptQueueCap is the largest array a drained queue keeps for its next entries.
+const keptQueueCap = 256
 
 // appendItem appends *it to items. Apart from pick (and its copies of the item) so that pick's
 // frame stays small.

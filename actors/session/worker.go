@@ -47,6 +47,7 @@ type Queue struct {
 	inflight sync.WaitGroup
 	quit     chan struct{}
 	quitOnce sync.Once
+	sends    sendContext // the worker's sends' deadline (its goroutine's alone)
 }
 
 // NewQueue returns an empty session queue.
@@ -124,6 +125,7 @@ func (x *Queue) loop() {
 			}
 			idle.Reset(workerIdle)
 		case <-idle.C:
+			x.sends.stop() // before the flag: a new worker may start at once
 			x.running.Store(false)
 			// A wake between the timer and the flag found the worker running and started
 			// nothing: take it here unless another goroutine did.
@@ -132,6 +134,7 @@ func (x *Queue) loop() {
 			}
 			idle.Reset(workerIdle)
 		case <-x.quit:
+			x.sends.stop()
 			x.running.Store(false)
 			return
 		}
@@ -160,7 +163,7 @@ func (x *Queue) step() bool {
 	for _, f := range j.fail {
 		s.deps.Deliveries.Outcome(f.e, f.err)
 	}
-	r := deliver(j.client, s.deps, j.send)
+	r := deliver(j.client, s.deps, j.send, &x.sends)
 	x.mu.Lock()
 	// The actor may have been restarted meanwhile (a panic): its successor takes the result.
 	if x.s != nil {
