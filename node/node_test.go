@@ -54,9 +54,13 @@ func TestSingleNodeSendAndStopOrder(t *testing.T) {
 
 	// A synchronous bulk send (it answers once its campaign is done) running when the shutdown
 	// starts.
+	// A transport error makes do call t.Fatalf, which ends this goroutine only: the deferred
+	// send still gives the test a reply (status 0) to fail on instead of waiting forever.
 	replies := make(chan reply, 1)
 	go func() {
-		replies <- n.do(t, "POST", "/api/v1/messages/send-bulk", key, map[string]any{
+		var r reply
+		defer func() { replies <- r }()
+		r = n.do(t, "POST", "/api/v1/messages/send-bulk", key, map[string]any{
 			"numbers": []string{"15550100002", "15550100003", "15550100004"}, "message": "in flight", "delay": 0})
 	}()
 	out := persist.NewOutbox(kv.Memory)
