@@ -76,6 +76,39 @@ type ctCluster struct {
 	unexpectedMu                                 sync.Mutex
 	unexpectedLog                                []string
 	last503                                      string
+
+	// the calls in flight, by when each began
+	callsMu sync.Mutex
+	calls   map[*time.Time]struct{}
+}
+
+// begin records a call in flight; the function it returns ends it.
+func (c *ctCluster) begin() func() {
+	at := time.Now()
+	c.callsMu.Lock()
+	if c.calls == nil {
+		c.calls = map[*time.Time]struct{}{}
+	}
+	c.calls[&at] = struct{}{}
+	c.callsMu.Unlock()
+	return func() {
+		c.callsMu.Lock()
+		delete(c.calls, &at)
+		c.callsMu.Unlock()
+	}
+}
+
+// callsBegunBefore is how many calls that began before at are still in flight.
+func (c *ctCluster) callsBegunBefore(at time.Time) int {
+	c.callsMu.Lock()
+	defer c.callsMu.Unlock()
+	n := 0
+	for began := range c.calls {
+		if began.Before(at) {
+			n++
+		}
+	}
+	return n
 }
 
 func (c *ctCluster) start(i int) {
@@ -148,6 +181,7 @@ func (c *ctCluster) call(node int, method, path string, a auth, body any) ctResp
 	default:
 		data, _ = json.Marshal(b)
 	}
+	defer c.begin()()
 	deadline := time.Now().Add(60 * time.Second)
 	tries := 0
 	for {
@@ -656,7 +690,10 @@ func TestClusterOfThree(tt *testing.T) {
 		return true
 	})
 	settled := time.Since(killedAt)
-	time.Sleep(2 * time.Second)
+	settledAt := time.Now()
+	eventually(t, 100*time.Second, "every request begun before the cluster settled answered", func() bool {
+		return c.callsBegunBefore(settledAt) == 0
+	})
 	nats503 := c.retried503.Load() - before
 	t.Logf("kill -9 of NATS server %s (leading %s) for 12 s under load: %d client-visible 503s (every partition served again %v after the kill)",
 		nats.Name(victim), strings.Join(led, ", "), nats503, settled.Round(time.Millisecond))
