@@ -39,7 +39,7 @@ var allowedImports = map[string][]string{
 	"actors/key":              {"domain", "actors/internal/mark"},
 	"actors/session":          {"domain", "network"},
 	"actors/storeevents":      {"domain", "ecom"}, // ecom's stateless parsers and renderer
-	"actors/webhook":          {"domain"},
+	"actors/webhook":          {"domain", "cloudapi"},
 	"persist":                 {"domain", "internal/jsonenc"},
 	"persist/kvtest":          {"domain", "persist"},
 	"persist/natskv":          {"domain", "persist", "internal/jsstream"},

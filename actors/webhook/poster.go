@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/gateway/gateway/cloudapi"
 )
 
 // Timeout is how long a receiver has to answer an attempt (DESIGN.md section 10: a 2xx within
@@ -100,7 +102,7 @@ func (p *HTTPPoster) Post(ctx context.Context, url string, h Headers, body []byt
 	req.Header.Set(HeaderTimestamp, h.Timestamp)
 	req.Header.Set(HeaderSignature, h.Signature)
 	if h.HubSignature != "" {
-		req.Header.Set(HubSignatureHeader, h.HubSignature)
+		req.Header.Set(cloudapi.SignatureHeader, h.HubSignature)
 	}
 	req.SetBodyRaw(body)
 	deadline := time.Now().Add(p.timeout)

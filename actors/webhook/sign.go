@@ -1,11 +1,8 @@
 package webhook
 
 import (
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -13,6 +10,8 @@ import (
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/gateway/gateway/cloudapi"
 )
 
 // The Standard Webhooks wire format (https://www.standardwebhooks.com, DESIGN.md section 10):
@@ -45,16 +44,14 @@ type Signer struct {
 	wh *standardwebhooks.Webhook
 	// hub, when set, is the secret as a Meta app secret: each body also gets its
 	// X-Hub-Signature-256 (a subscription of format meta, DESIGN.md section 20).
-	hub []byte
+	hub string
 }
 
-// HubSignatureHeader carries "sha256=" and the hex HMAC-SHA256 of the body keyed with the
-// subscription's secret (the whole whsec_... string), as Meta signs its webhooks.
-const HubSignatureHeader = "X-Hub-Signature-256"
-
-// WithHub returns the signer that also signs as Meta does, with secret as the app secret.
+// WithHub returns the signer that also signs as Meta does (cloudapi.Sign: the hex
+// HMAC-SHA256 of the body in cloudapi.SignatureHeader), with secret, the whole whsec_...
+// string, as the app secret.
 func (s Signer) WithHub(secret string) Signer {
-	s.hub = []byte(secret)
+	s.hub = secret
 	return s
 }
 
@@ -90,10 +87,8 @@ func (s Signer) Sign(id string, at time.Time, body []byte) (Headers, error) {
 		return Headers{}, fmt.Errorf("webhook: sign: %w", err)
 	}
 	h := Headers{ID: id, Timestamp: strconv.FormatInt(at.Unix(), 10), Signature: sig}
-	if len(s.hub) > 0 {
-		mac := hmac.New(sha256.New, s.hub)
-		mac.Write(body)
-		h.HubSignature = "sha256=" + hex.EncodeToString(mac.Sum(nil))
+	if s.hub != "" {
+		h.HubSignature = cloudapi.Sign(body, s.hub)
 	}
 	return h, nil
 }
