@@ -60,10 +60,10 @@ func (m *messages) Failed(id string, err error, at time.Time) {
 		if cur := sh.m[id]; cur == p {
 			p.entry = e
 		}
-		m.e.pub.publish(e.UserID, messageEvent(e, domain.MsgFailed, at))
+		m.e.pub.message(&e, domain.MsgFailed, at)
 		sh.mu.Unlock()
 	} else {
-		m.e.pub.publish(e.UserID, messageEvent(e, domain.MsgFailed, at))
+		m.e.pub.message(&e, domain.MsgFailed, at)
 	}
 	m.outbox.Settle(e, func(err error) {
 		if err != nil {

@@ -200,12 +200,8 @@ func (ms *Messages) release(id string, now time.Time) {
 		return
 	}
 	entry.SetStatus(domain.MsgQueued, now)
-	e.pub.publish(entry.UserID, messageEvent(entry, domain.MsgQueued, now))
-	if entry.Waiting {
-		e.Routing.wait(entry) // until its contact writes (routing.go)
-		return
-	}
-	ent.queue.Push(entry)
+	e.pub.message(&entry, domain.MsgQueued, now)
+	ms.push(ent, entry)
 }
 
 // errCancelled is a cancelled message's outcome error: its allowance goes back.
@@ -248,7 +244,7 @@ func (ms *Messages) CancelScheduled(uid, id, code, why string) (domain.OutboxEnt
 // published, its time on the schedule.
 func (ms *Messages) scheduled(entry domain.OutboxEntry, res *Reservation) {
 	ms.msgs.track(entry.ID, res, nil)
-	ms.e.pub.publish(entry.UserID, messageEvent(entry, domain.MsgScheduled, entry.CreatedAt.Time()))
+	ms.e.pub.message(&entry, domain.MsgScheduled, entry.CreatedAt.Time())
 	ms.later.add(entry.ID, entry.UserID, entry.SendAt.Time())
 }
 

@@ -234,8 +234,14 @@ func queuedEntry(msg domain.Message, sess *domain.Session, uid, origin string, n
 func (ms *Messages) enqueue(ent *sessionEntry, entry domain.OutboxEntry, res *Reservation, ch chan outcome, now time.Time) {
 	ms.msgs.track(entry.ID, res, ch)
 	ms.e.pub.message(&entry, domain.MsgQueued, now)
+	ms.push(ent, entry)
+}
+
+// push gives a queued entry to its session's deliverer, or to Routing to wait for its contact
+// to write (routing.go) when it waits.
+func (ms *Messages) push(ent *sessionEntry, entry domain.OutboxEntry) {
 	if entry.Waiting {
-		ms.e.Routing.wait(entry) // until its contact writes (routing.go)
+		ms.e.Routing.wait(entry)
 		return
 	}
 	ent.queue.Push(entry)
@@ -413,11 +419,7 @@ func (ms *Messages) recover() (int, error) {
 			continue
 		}
 		ms.msgs.track(entry.ID, res, nil)
-		if entry.Waiting {
-			e.Routing.wait(entry)
-			continue
-		}
-		ent.queue.Push(entry)
+		ms.push(ent, entry)
 	}
 	ms.renewMu.Lock()
 	ms.renewal = time.AfterFunc(renewEvery, ms.renew)

@@ -66,11 +66,7 @@ func (ms *Messages) resume(e domain.OutboxEntry) {
 		return
 	}
 	ms.e.log.Warn("outbox: a message accepted by a commit that seemed to fail is queued now", "message_id", e.ID, "session_id", e.SessionID)
-	if e.Waiting {
-		ms.e.Routing.wait(e) // until its contact writes (routing.go)
-		return
-	}
-	ent.queue.Push(e)
+	ms.push(ent, e)
 }
 
 // tracked: the message is queued here or its outcome is being written (or was, a moment ago).

@@ -417,20 +417,9 @@ func (rt *Routing) contactWrote(st domain.Session, contact string) {
 			rt.wait(orig)
 			continue
 		}
-		rt.e.pub.publish(e.UserID, messageEvent(e, domain.MsgQueued, rt.e.now()))
+		rt.e.pub.message(&e, domain.MsgQueued, rt.e.now())
 		ent.queue.Push(e)
 	}
-}
-
-// Waiting is how many messages wait for their contacts (metrics, tests).
-func (rt *Routing) Waiting() int {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	n := 0
-	for _, byID := range rt.waiting {
-		n += len(byID)
-	}
-	return n
 }
 
 // stop stops the expiry timer (Stop): waiting messages stay pending in the outbox.
