@@ -156,8 +156,7 @@ func (c *Cloud) Connect(ctx context.Context, uid string, req CloudConnect) (Clou
 		return CloudConnected{}, fmt.Errorf("%w: seal the secret: %w", domain.ErrUnavailable, err)
 	}
 	verify := newVerifyToken()
-	sum := sha256.Sum256([]byte(verify))
-	num.VerifyHash, num.ConnectedAt = hex.EncodeToString(sum[:]), c.e.now().UTC()
+	num.VerifyHash, num.ConnectedAt = verifyHash(verify), c.e.now().UTC()
 
 	c.connect.Lock()
 	defer c.connect.Unlock()
@@ -328,8 +327,7 @@ func (c *Cloud) Verify(sessionID, mode, token, challenge string) (string, error)
 	if mode != "subscribe" || challenge == "" || token == "" {
 		return "", fmt.Errorf("%w: hub.mode=subscribe, hub.verify_token and hub.challenge are required", domain.ErrValidation)
 	}
-	sum := sha256.Sum256([]byte(token))
-	want := hex.EncodeToString(sum[:])
+	want := verifyHash(token)
 	for _, ent := range c.e.Sessions.idx.all() {
 		v := ent.view.Load()
 		if !v.IsCloud() || v.Cloud == nil || (sessionID != "" && v.ID != sessionID) {
@@ -366,4 +364,11 @@ func (c *Cloud) windowOpen(sessionID, contact string, at time.Time) (bool, error
 // gateway's public URL, naming the session (a cluster routes the webhook by it).
 func (c *Cloud) WebhookURL(sessionID string) string {
 	return c.e.Stores.s.cfg.PublicURL + "/api/cloud/webhook?session=" + url.QueryEscape(sessionID)
+}
+
+// verifyHash is what a cloud number keeps of its webhook verify token (the token itself is
+// shown once, at connect).
+func verifyHash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
 }

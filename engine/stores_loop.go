@@ -327,16 +327,14 @@ func confirmation(c storeevents.Compose, confirm domain.Confirm, how func(at tim
 		reminder := "Reminder: " + question
 		answers = append(answers, "m/"+cf.FollowUpID) // its vote, or a reply quoting it
 		var f domain.Message
-		switch fvia := via; {
-		case fvia == viaButtons && how(cf.FollowUpAt) != viaButtons:
-			// The customer's window will have closed by then: Meta takes no buttons, the
-			// reminder goes as text (in the cold template).
-			f = domain.Message{ID: cf.FollowUpID, To: first.To, Kind: domain.KindText, Text: replyPrompt(reminder, confirm)}
-		case fvia == viaPoll:
+		switch {
+		case via == viaPoll:
 			f = pollMessage(cf.FollowUpID, first.To, reminder, confirm)
-		case fvia == viaButtons:
+		case via == viaButtons && how(cf.FollowUpAt) == viaButtons:
 			f, _ = buttonsMessage(cf.FollowUpID, first.To, reminder, confirm)
 		default:
+			// As text: also buttons whose customer's window will have closed by then (Meta
+			// takes no buttons there; the reminder goes in the cold template).
 			f = domain.Message{ID: cf.FollowUpID, To: first.To, Kind: domain.KindText, Text: replyPrompt(reminder, confirm)}
 		}
 		out = append(out, storeevents.Outgoing{Message: f, SendAt: cf.FollowUpAt})

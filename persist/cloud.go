@@ -207,9 +207,7 @@ func (w Windows) Wrote(ctx context.Context, sessionID, contact string, at time.T
 func (w Windows) DeleteSession(ctx context.Context, sessionID string) error {
 	var ops []Op
 	err := w.t.Scan(sessionID+"/", func(id string, _ domain.Millis) error {
-		if strings.HasPrefix(id, sessionID+"/") {
-			ops = append(ops, w.t.DeleteOp(id))
-		}
+		ops = append(ops, w.t.DeleteOp(id)) // Scan keeps to the prefix
 		return nil
 	})
 	if err != nil || len(ops) == 0 {

@@ -122,10 +122,7 @@ func (c *Client) resendLater(id, failed string, ge *cloudapi.Error) {
 	_, sends, _ := c.state()
 	wait := pairRateWait
 	if ge.Code == cloudapi.CodeThroughput {
-		c.mu.Lock()
-		c.slow = min(max(2*c.slow, throttleFirst), throttleMax)
-		wait = c.slow
-		c.mu.Unlock()
+		wait = c.slower()
 	}
 	c.n.log.Info("cloud: Meta failed a message for its rate limit; sending it again", "session_id", c.sessionID, "message_id", id, "code", ge.Code, "after", wait)
 	if rl, ok := sends.(ResendLog); ok {

@@ -145,11 +145,7 @@ func (c *Client) refusal(ge *cloudapi.Error) error {
 		c.tokenInvalid(ge)
 		return fmt.Errorf("%w: Meta refused the access token", domain.ErrNotConnected)
 	case cloudapi.CodeThroughput:
-		c.mu.Lock()
-		c.slow = min(max(2*c.slow, throttleFirst), throttleMax)
-		wait := c.slow
-		c.mu.Unlock()
-		return &network.RetryLaterError{Err: network.ErrRateLimited, Code: ge.Code, After: wait, Detail: ge}
+		return &network.RetryLaterError{Err: network.ErrRateLimited, Code: ge.Code, After: c.slower(), Detail: ge}
 	case cloudapi.CodePairRate:
 		return &network.RetryLaterError{Err: network.ErrRateLimited, Code: ge.Code, After: pairRateWait, Detail: ge}
 	}
@@ -193,4 +189,13 @@ func (c *Client) typing(ctx context.Context, acct domain.CloudAccount, m domain.
 	case <-t.C:
 	case <-ctx.Done():
 	}
+}
+
+// slower doubles the wait after Meta's throughput limit (throttleFirst to throttleMax) and
+// returns it.
+func (c *Client) slower() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.slow = min(max(2*c.slow, throttleFirst), throttleMax)
+	return c.slow
 }
