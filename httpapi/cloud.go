@@ -157,7 +157,7 @@ func (s *Server) clientCloudTemplates(ctx *fasthttp.RequestCtx, u domain.User) e
 	for _, t := range set.Templates {
 		var comps any = []any{}
 		if len(t.Components) > 0 && string(t.Components) != "null" {
-			comps = rawJSON(t.Components)
+			comps = json.RawMessage(t.Components)
 		}
 		out.Templates = append(out.Templates, cloudTemplateJSON{Name: t.Name, Language: t.Language, Category: t.Category,
 			Status: t.Status, Body: t.Body, Parameters: t.BodyParams(), Components: comps})
@@ -165,11 +165,6 @@ func (s *Server) clientCloudTemplates(ctx *fasthttp.RequestCtx, u domain.User) e
 	writeJSON(ctx, fasthttp.StatusOK, out)
 	return nil
 }
-
-// rawJSON is JSON written as it is.
-type rawJSON []byte
-
-func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }
 
 type routingRequest struct {
 	Mode         *string         `json:"mode"`

@@ -245,8 +245,12 @@ func notRun(err error) bool {
 	if err == nil || errors.Is(err, errLeft) {
 		return false
 	}
-	// The core reports a failed write as unavailable and keeps the storage's error only as text
-	// (writeError reads it so too): a partition's store refusing because the partition left.
+	return nodeUnavailable(err) // a partition's store refusing because the partition left
+}
+
+// nodeUnavailable tells whether err is domain.ErrNodeUnavailable: the core reports a failed
+// write as unavailable and keeps the storage's error only as text (%v), so its text counts too.
+func nodeUnavailable(err error) bool {
 	return errors.Is(err, domain.ErrNodeUnavailable) || strings.Contains(err.Error(), domain.ErrNodeUnavailable.Msg)
 }
 

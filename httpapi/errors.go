@@ -142,7 +142,7 @@ func (s *Server) writeError(ctx *fasthttp.RequestCtx, err error) {
 		// The core reports a failed write as unavailable and keeps the storage's error only
 		// as text (%v): recognise it by its text, or by storage refusing writes right now.
 		// In a cluster, a write refused because the partition moved to another node says so.
-		if errors.Is(err, domain.ErrNodeUnavailable) || strings.Contains(err.Error(), domain.ErrNodeUnavailable.Msg) {
+		if nodeUnavailable(err) {
 			status, code = fasthttp.StatusServiceUnavailable, "node_unavailable"
 		} else if strings.Contains(err.Error(), domain.ErrStorageUnavailable.Msg) {
 			code = "storage_unavailable"

@@ -123,21 +123,18 @@ func (s *Server) stream(ctx *fasthttp.RequestCtx, l *engine.Listener, last strin
 // events and reloads what it shows. false: the stream ends (the client has gone, or the
 // journal could not be read: the client reconnects with the same Last-Event-ID).
 func (s *Server) resume(w *bufio.Writer, last string, replay replayFunc, seen *recentIDs) bool {
-	found, n := false, 0
-	if replay != nil {
-		var err error
-		found, err = replay(last, func(ev engine.LiveEvent) error {
-			writeEvent(w, ev)
-			seen.add(ev.ID)
-			if n++; n%256 == 0 {
-				return w.Flush()
-			}
-			return nil
-		})
-		if err != nil {
-			s.log.Warn("event stream: replay after Last-Event-ID", "err", err)
-			return false
+	n := 0
+	found, err := replay(last, func(ev engine.LiveEvent) error {
+		writeEvent(w, ev)
+		seen.add(ev.ID)
+		if n++; n%256 == 0 {
+			return w.Flush()
 		}
+		return nil
+	})
+	if err != nil {
+		s.log.Warn("event stream: replay after Last-Event-ID", "err", err)
+		return false
 	}
 	if !found {
 		data, _ := json.Marshal(resyncData{LastEventID: last, Reason: "the events after this id are not all kept (24 h): reload what you show"})
