@@ -598,11 +598,12 @@ func testForwardChunks(t *testing.T, c *clustertest.Cluster) {
 func testForwardSentAgain(t *testing.T, c *clustertest.Cluster) {
 	tc := newTestCluster(t, c)
 	var runs atomic.Int64
+	release := make(chan struct{}) // the first run runs until the request was sent again
 	a := tc.start("a:1")
 	b := tc.start("b:1", func(c *Config) {
 		c.Serve = func(_ context.Context, _ int, env *Envelope) *Response {
 			n := runs.Add(1)
-			time.Sleep(300 * time.Millisecond)
+			<-release
 			return &Response{Status: 200, Body: []byte(fmt.Sprintf("%s run %d", env.Body, n))}
 		}
 	})
@@ -615,7 +616,6 @@ func testForwardSentAgain(t *testing.T, c *clustertest.Cluster) {
 	answers := make([]string, 3)
 	for i := range answers {
 		wg.Go(func() {
-			time.Sleep(time.Duration(i) * 50 * time.Millisecond) // sent again while it runs
 			resp, err := a.fwd.request(context.Background(), p, b.instance, env("req-1"))
 			if err != nil {
 				t.Errorf("send %d: %v", i, err)
@@ -624,6 +624,13 @@ func testForwardSentAgain(t *testing.T, c *clustertest.Cluster) {
 			answers[i] = string(resp.Body)
 		})
 	}
+	eventually(t, 10*time.Second, "the request taken three times while its first run runs", func() bool {
+		b.fwd.takenMu.Lock()
+		defer b.fwd.takenMu.Unlock()
+		r := b.fwd.taken["req-1"]
+		return r != nil && len(r.replies) >= 3 && runs.Load() == 1
+	})
+	close(release)
 	wg.Wait()
 	resp, err := a.fwd.request(context.Background(), p, b.instance, env("req-1")) // and after it ran
 	if err != nil {
