@@ -42,12 +42,15 @@ type PreparedEvent struct {
 // Len is how many subscriptions take the event.
 func (p PreparedEvent) Len() int { return len(p.deliveries) }
 
-// Prepare is Publish for a caller that commits many events at once (the publisher): it fixes
-// the event's place in the journal and in every subscription's order; Commit then writes a
-// batch of them, and Committed hands each on once it is durable (and must be called for every
-// prepared event, committed or not). An event prepared and never committed is simply not sent.
-func (e *Events) Prepare(uid string, ev domain.Event) (PreparedEvent, error) {
-	return e.prepare(uid, ev)
+// records appends p's record to journaled and forwarded where it goes (the journal, the broker).
+func (p PreparedEvent) records(journaled, forwarded []domain.EventRecord) ([]domain.EventRecord, []domain.EventRecord) {
+	if p.journal {
+		journaled = append(journaled, p.rec)
+	}
+	if p.forward {
+		forwarded = append(forwarded, p.rec)
+	}
+	return journaled, forwarded
 }
 
 // Commit writes prepared events durably, in order (in as few commits as the store takes).
@@ -56,12 +59,7 @@ func (e *Events) Commit(ctx context.Context, ps []PreparedEvent) error {
 	var journaled, forwarded []domain.EventRecord
 	for _, p := range ps {
 		ds = append(ds, p.deliveries...)
-		if p.journal {
-			journaled = append(journaled, p.rec)
-		}
-		if p.forward {
-			forwarded = append(forwarded, p.rec)
-		}
+		journaled, forwarded = p.records(journaled, forwarded)
 	}
 	if len(ds) == 0 && len(journaled) == 0 && len(forwarded) == 0 {
 		return nil
@@ -122,17 +120,11 @@ func (e *Events) ReceiveMessage(ctx context.Context, m domain.InboundMessage) er
 	if m.Type == "" {
 		m.Type = m.Kind
 	}
-	p, err := e.prepare(m.UserID, domain.Event{Type: domain.EventMessageReceived, At: m.Timestamp, Data: m})
+	p, err := e.Prepare(m.UserID, domain.Event{Type: domain.EventMessageReceived, At: m.Timestamp, Data: m})
 	if err != nil {
 		return err
 	}
-	var journaled, forwarded []domain.EventRecord
-	if p.journal {
-		journaled = []domain.EventRecord{p.rec}
-	}
-	if p.forward {
-		forwarded = []domain.EventRecord{p.rec}
-	}
+	journaled, forwarded := p.records(nil, nil)
 	if err := e.cfg.Store.SaveInbound(ctx, m, p.deliveries, journaled, forwarded); err != nil {
 		e.abandon(p)
 		return fmt.Errorf("%w: keep incoming message: %w", domain.ErrUnavailable, err)
@@ -148,9 +140,6 @@ type envelope struct {
 	Data      any              `json:"data"`
 }
 
-// prepare builds ev's deliveries, one per subscription of uid that takes it, the event for
-// uid's open streams (when one is open), and its record, numbered, for uid's journal (when uid
-// streamed lately) and the broker (when there is one). An event nobody takes costs no encoding.
 // Quiet tells whether nothing would take an event of uid now: no webhook subscription of
 // the user's, no open stream, no journal kept for a stream's resume, no broker (the same test
 // prepare makes; the publisher skips a message's status events on it).
@@ -164,7 +153,14 @@ func (e *Events) Quiet(uid string) bool {
 	return n == 0
 }
 
-func (e *Events) prepare(uid string, ev domain.Event) (PreparedEvent, error) {
+// Prepare is Publish for a caller that commits many events at once (the publisher): it fixes
+// the event's place in the journal and in every subscription's order; Commit then writes a
+// batch of them, and Committed hands each on once it is durable (and must be called for every
+// prepared event, committed or not). An event prepared and never committed is simply not sent.
+// It builds ev's deliveries, one per subscription of uid that takes it, the event for uid's
+// open streams (when one is open), and its record, numbered, for uid's journal (when uid
+// streamed lately) and the broker (when there is one). An event nobody takes costs no encoding.
+func (e *Events) Prepare(uid string, ev domain.Event) (PreparedEvent, error) {
 	if !ev.Type.Valid() {
 		return PreparedEvent{}, fmt.Errorf("%w: unknown event type %q", domain.ErrValidation, ev.Type)
 	}
