@@ -38,8 +38,6 @@ const (
 	eventEpochTable = "event_epoch"
 	eventEpochID    = "boot"
 	eventWatchTable = "event_watch"
-	// maxEventOps bounds one commit of AppendEvents (a JetStream batch takes 1,000 messages).
-	maxEventOps = 512
 )
 
 // eventWire is an event record as stored: the body is the webhook body's JSON, kept as it is.
@@ -63,23 +61,37 @@ func eventLogID(uid string, seq uint64) string { return logUserPrefix(uid) + seq
 // forwarded ones in the broker outbox (an event may be in both).
 func (w *Webhooks) EventOps(journaled, forwarded []domain.EventRecord) ([]Op, error) {
 	ops := make([]Op, 0, len(journaled)+len(forwarded))
-	for i, recs := range [][]domain.EventRecord{journaled, forwarded} {
-		for _, r := range recs {
-			v, err := encodeEvent(r)
-			if err != nil {
-				return nil, err
-			}
-			var op Op
-			if i == 0 {
-				op, err = w.journal.PutRawOp(eventLogID(r.UserID, r.Seq), v, domain.EventJournalRetention)
-			} else {
-				op, err = w.outbox.PutRawOp(seqHex(r.Seq), v, domain.EventOutboxRetention)
-			}
-			if err != nil {
-				return nil, err
-			}
-			ops = append(ops, op)
+	var both map[string][]byte // an event in both is encoded once: its id → its encoding
+	if len(journaled) > 0 && len(forwarded) > 0 {
+		both = make(map[string][]byte, len(journaled))
+	}
+	for _, r := range journaled {
+		v, err := encodeEvent(r)
+		if err != nil {
+			return nil, err
 		}
+		if both != nil {
+			both[r.ID] = v
+		}
+		op, err := w.journal.PutRawOp(eventLogID(r.UserID, r.Seq), v, domain.EventJournalRetention)
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, op)
+	}
+	for _, r := range forwarded {
+		v, ok := both[r.ID]
+		if !ok {
+			var err error
+			if v, err = encodeEvent(r); err != nil {
+				return nil, err
+			}
+		}
+		op, err := w.outbox.PutRawOp(seqHex(r.Seq), v, domain.EventOutboxRetention)
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, op)
 	}
 	return ops, nil
 }
@@ -109,19 +121,14 @@ func encodeEvent(r domain.EventRecord) ([]byte, error) {
 }
 
 // AppendEvents commits ds (events fanned out to their subscriptions) and the events themselves
-// (EventOps). The writes go in commits of at most maxEventOps made one after the other; a
+// (EventOps). The writes go in commits of at most maxCommitOps made one after the other; a
 // caller that gets an error retries them all (each write is idempotent).
 func (w *Webhooks) AppendEvents(ctx context.Context, ds []domain.WebhookDelivery, journaled, forwarded []domain.EventRecord) error {
 	ops, err := w.recordOps(ds, journaled, forwarded)
 	if err != nil {
 		return err
 	}
-	for chunk := range slices.Chunk(ops, maxEventOps) {
-		if err := w.kv.Commit(ctx, chunk...); err != nil {
-			return err
-		}
-	}
-	return nil
+	return w.commitChunks(ctx, ops)
 }
 
 func (w *Webhooks) recordOps(ds []domain.WebhookDelivery, journaled, forwarded []domain.EventRecord) ([]Op, error) {
@@ -178,12 +185,7 @@ func (w *Webhooks) DeleteOutbox(ctx context.Context, seqs []uint64) error {
 	for i, s := range seqs {
 		ops[i] = w.outbox.DeleteOp(seqHex(s))
 	}
-	for chunk := range slices.Chunk(ops, maxEventOps) {
-		if err := w.kv.Commit(ctx, chunk...); err != nil {
-			return err
-		}
-	}
-	return nil
+	return w.commitChunks(ctx, ops)
 }
 
 // OutboxLen counts the events in the broker outbox (boot: how many wait).

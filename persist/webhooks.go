@@ -203,23 +203,25 @@ func (w *Webhooks) EnqueueOps(ds []domain.WebhookDelivery) ([]Op, error) {
 }
 
 // Enqueue commits ds (events fanned out to their subscriptions), in commits of at most
-// maxEnqueueOps deliveries made one after the other (a JetStream batch takes 1,000 messages);
-// a caller that gets an error retries them all (each write is idempotent).
+// maxCommitOps deliveries made one after the other; a caller that gets an error retries them
+// all (each write is idempotent).
 func (w *Webhooks) Enqueue(ctx context.Context, ds []domain.WebhookDelivery) error {
-	ops, err := w.EnqueueOps(ds)
-	if err != nil {
-		return err
-	}
-	for chunk := range slices.Chunk(ops, maxEnqueueOps) {
+	return w.AppendEvents(ctx, ds, nil, nil)
+}
+
+// maxCommitOps bounds one commit of many writes made one after the other (a JetStream batch
+// takes 1,000 messages).
+const maxCommitOps = 512
+
+// commitChunks commits ops in commits of at most maxCommitOps, one after the other.
+func (w *Webhooks) commitChunks(ctx context.Context, ops []Op) error {
+	for chunk := range slices.Chunk(ops, maxCommitOps) {
 		if err := w.kv.Commit(ctx, chunk...); err != nil {
 			return err
 		}
 	}
 	return nil
 }
-
-// maxEnqueueOps bounds one commit of Enqueue.
-const maxEnqueueOps = 512
 
 // Pending returns the queued sequence numbers of subscription subID, in order.
 func (w *Webhooks) Pending(subID string) ([]uint64, error) {
