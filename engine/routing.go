@@ -136,7 +136,7 @@ func (ms *Messages) route(ctx context.Context, r *SendRequest) (routed, error) {
 			return routed{}, nil // forSend answers
 		}
 		if v := ent.view.Load(); v.IsCloud() {
-			return rt.overCloud(ctx, r, ent, "")
+			return rt.overCloud(ctx, r, ent, "", nil)
 		}
 		if !k.OnLinked() {
 			return routed{}, fmt.Errorf("%w: a %s goes over a Cloud API number, not session %s", domain.ErrNeedsCloud, k, r.SessionID)
@@ -148,7 +148,7 @@ func (ms *Messages) route(ctx context.Context, r *SendRequest) (routed, error) {
 	case err != nil:
 		return routed{}, err
 	case w.cloud != nil:
-		return rt.overCloud(ctx, r, w.cloud, w.routed.reason)
+		return rt.overCloud(ctx, r, w.cloud, w.routed.reason, w.settings)
 	case w.linked != nil:
 		r.SessionID = w.linked.view.Load().ID
 	}
@@ -162,6 +162,7 @@ func (ms *Messages) route(ctx context.Context, r *SendRequest) (routed, error) {
 type way struct {
 	cloud, linked *sessionEntry
 	routed        routed
+	settings      *domain.Routing // the account's routing as way read it (with cloud)
 }
 
 // way decides the session a message m of the user's goes through when none is named (route;
@@ -199,7 +200,7 @@ func (ms *Messages) way(uid string, m domain.Message) (way, error) {
 	case domain.RouteLinked:
 		return way{routed: routed{via: domain.ViaLinked}, linked: linked}, nil
 	case domain.RouteCloud:
-		return way{cloud: cloud}, nil
+		return way{cloud: cloud, settings: &settings}, nil
 	}
 	// auto: warm on the linked phone and no timelock holding it → linked.
 	v := linked.view.Load()
@@ -209,19 +210,20 @@ func (ms *Messages) way(uid string, m domain.Message) (way, error) {
 	}
 	switch timelock := v.TimelockUntil.After(ms.e.now()); {
 	case timelock && c.Wrote == 0:
-		return way{cloud: cloud, routed: routed{reason: domain.ViaTimelock}}, nil
+		return way{cloud: cloud, routed: routed{reason: domain.ViaTimelock}, settings: &settings}, nil
 	case c.Known():
 		return way{routed: routed{via: domain.ViaLinked, reason: domain.ViaWarm}, linked: linked}, nil
 	}
-	return way{cloud: cloud, routed: routed{reason: domain.ViaCold}}, nil
+	return way{cloud: cloud, routed: routed{reason: domain.ViaCold}, settings: &settings}, nil
 }
 
 // overCloud sends r over the cloud session ent, by the Cloud API's rules: a template goes
 // (checked and rendered); another message goes as it is inside the contact's service window
 // (at the message's time: one for later, at its sendAt); outside it a text goes as the cold
 // template (the message's, or the account's), anything else waits for the contact. why is the
-// routing's reason ("": the window says).
-func (rt *Routing) overCloud(ctx context.Context, r *SendRequest, ent *sessionEntry, why string) (routed, error) {
+// routing's reason ("": the window says); settings the account's routing when the caller read
+// it already (nil: read here when the cold template is wanted).
+func (rt *Routing) overCloud(ctx context.Context, r *SendRequest, ent *sessionEntry, why string, settings *domain.Routing) (routed, error) {
 	v := ent.view.Load()
 	r.SessionID = v.ID
 	m := &r.Message
@@ -247,11 +249,14 @@ func (rt *Routing) overCloud(ctx context.Context, r *SendRequest, ent *sessionEn
 		return out, nil
 	case m.Kind == domain.KindText:
 		cold := m.ColdTemplate
-		if cold == nil {
-			settings, err := rt.Get(r.UserID)
+		if cold == nil && settings == nil {
+			s, err := rt.Get(r.UserID)
 			if err != nil {
 				return routed{}, err
 			}
+			settings = &s
+		}
+		if cold == nil {
 			if t := settings.ColdTemplate; t != nil {
 				cold = &domain.TemplateSend{Name: t.Name, Language: t.Language}
 			}
