@@ -223,9 +223,9 @@ func digitsOf(s string) string {
 
 // Session is the user's cloud session (ErrSessionNotFound when none).
 func (c *Cloud) Session(uid string) (SessionView, error) {
-	ent := c.e.Sessions.idx.cloudOf(uid)
-	if ent == nil {
-		return SessionView{}, fmt.Errorf("%w: this account has no Cloud API number; connect one", domain.ErrSessionNotFound)
+	ent, err := c.entry(uid)
+	if err != nil {
+		return SessionView{}, err
 	}
 	return c.e.Sessions.view(ent), nil
 }
@@ -233,9 +233,9 @@ func (c *Cloud) Session(uid string) (SessionView, error) {
 // Templates syncs the user's cloud session's templates from its WABA and answers them; when
 // Meta cannot be reached, the last synced (ErrUnavailable when there are none).
 func (c *Cloud) Templates(ctx context.Context, uid string) (domain.TemplateSet, error) {
-	ent := c.e.Sessions.idx.cloudOf(uid)
-	if ent == nil {
-		return domain.TemplateSet{}, fmt.Errorf("%w: this account has no Cloud API number; connect one", domain.ErrSessionNotFound)
+	ent, err := c.entry(uid)
+	if err != nil {
+		return domain.TemplateSet{}, err
 	}
 	set, err := c.sync(ctx, ent)
 	if err == nil {
@@ -295,9 +295,9 @@ func (c *Cloud) template(ctx context.Context, ent *sessionEntry, name, language 
 // Disconnect deletes the user's cloud session: its queued messages fail (session_deleted);
 // the number stays registered at Meta.
 func (c *Cloud) Disconnect(ctx context.Context, uid string) error {
-	ent := c.e.Sessions.idx.cloudOf(uid)
-	if ent == nil {
-		return fmt.Errorf("%w: this account has no Cloud API number", domain.ErrSessionNotFound)
+	ent, err := c.entry(uid)
+	if err != nil {
+		return err
 	}
 	sid := ent.view.Load().ID
 	if err := c.e.Sessions.Delete(ctx, sid); err != nil {
@@ -371,4 +371,12 @@ func (c *Cloud) WebhookURL(sessionID string) string {
 func verifyHash(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:])
+}
+
+// entry is the user's cloud session (ErrSessionNotFound when none).
+func (c *Cloud) entry(uid string) (*sessionEntry, error) {
+	if ent := c.e.Sessions.idx.cloudOf(uid); ent != nil {
+		return ent, nil
+	}
+	return nil, fmt.Errorf("%w: this account has no Cloud API number; connect one", domain.ErrSessionNotFound)
 }
