@@ -28,6 +28,7 @@ type cloudProc struct {
 	fake   *fakegraph.Server
 	num    *cloudNumber
 	sid    string // the cloud session
+	key    string // erin's API key
 	verify string
 }
 
@@ -60,14 +61,14 @@ func (c *cloudProc) onceEach(t *testing.T, ids map[string]string, want string) {
 	t.Helper()
 	for ph, id := range ids {
 		eventually(t, 60*time.Second, "message "+id+" to "+ph+" delivered", func() bool {
-			return c.count(ph, id, want) >= 1 && c.tg.do("GET", "/api/v1/messages/"+id, keyAuth(c.key()), nil).str("status") != "queued"
+			return c.count(ph, id, want) >= 1 && c.tg.do("GET", "/api/v1/messages/"+id, keyAuth(c.key), nil).str("status") != "queued"
 		})
 	}
 	for ph, id := range ids {
 		if n, other := c.count(ph, id, want), c.count(ph, id, otherWay(want)); n != 1 || other != 0 {
 			t.Fatalf("message %s to %s went %d times %s and %d times the other way", id, ph, n, want, other)
 		}
-		m := c.tg.do("GET", "/api/v1/messages/"+id, keyAuth(c.key()), nil)
+		m := c.tg.do("GET", "/api/v1/messages/"+id, keyAuth(c.key), nil)
 		if m.str("status") == "failed" || m.str("via") != want {
 			t.Fatalf("message %s: %s", id, m.raw)
 		}
@@ -80,10 +81,6 @@ func otherWay(w string) string {
 	}
 	return "linked"
 }
-
-var cloudProcKey string
-
-func (c *cloudProc) key() string { return cloudProcKey }
 
 // count is how many times message id reached ph the way w (the sim for linked, the fake for
 // cloud).
@@ -125,7 +122,7 @@ func TestKill9CloudRoutingEveryMessageOnce(t *testing.T) {
 	tg := c.tg
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "erin", "447700900088", nil)
-	cloudProcKey = s.key
+	c.key = s.key
 	c.sid, c.verify = tg.connectCloudVerify(fake, s.tok, num)
 	want(t, tg.do("PATCH", "/api/client/routing", bearerAuth(s.tok), map[string]any{"mode": "auto",
 		"coldTemplate": map[string]any{"name": "cold_notice", "language": "en_US"}}), 200, "")
