@@ -88,15 +88,19 @@ type Node struct {
 	wg      sync.WaitGroup
 
 	leaving atomic.Bool
+	// hbMu serialises the heartbeat's writes (the renewals' and Stop's) with the last one,
+	// Stop's delete; left is set then, and no heartbeat is written after it (one would
+	// claim the id again, and a restart under it would wait for that key to lapse).
+	hbMu    sync.Mutex
+	left    bool
 	frozen  atomic.Bool // tests: a paused process (no renewals, no fencing by the loop)
 	nodeRev atomic.Uint64
 
-	// loop goroutine only
-	healthySince      time.Time // since when heartbeats succeed (zero: failing)
+	// renewals goroutine only
 	watchersRestarted time.Time
-	// leaseOKSince: since when writes to the leases bucket succeed (unix nanoseconds; 0:
-	// the last one failed for want of NATS)
-	leaseOKSince atomic.Int64
+	// health: whether this node's writes to the cluster's buckets reach NATS (an outage:
+	// they failed for a while; after one the node retakes its own partitions first).
+	health writeHealth
 	// natsFailedAt: when a heartbeat or a lease write last failed for want of NATS (unix
 	// nanoseconds; 0: never): held requests are held longer for a while after it.
 	natsFailedAt atomic.Int64
@@ -166,8 +170,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("cluster: reading the buckets: %w", ctx.Err())
 		}
 	}
-	n.healthySince = time.Now()
-	n.leaseOKSince.Store(time.Now().UnixNano())
+	n.goBackground(n.renewals)
 	n.goBackground(n.loop)
 	n.log.Info("joined the cluster", "partitions", cfg.Partitions, "lease_ttl", cfg.LeaseTTL)
 	return n, nil
@@ -267,15 +270,57 @@ func (n *Node) heartbeatValue() []byte {
 	return b
 }
 
-// leaseWrite records whether a write to the leases bucket reached NATS (a revision
+// leaseWrite records whether a write to the cluster's buckets reached NATS (a revision
 // mismatch did: it is an answer).
 func (n *Node) leaseWrite(err error) {
+	now := time.Now()
 	if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
-		n.leaseOKSince.Store(0)
-		n.natsFailedAt.Store(time.Now().UnixNano())
+		n.health.failed(now)
+		n.natsFailedAt.Store(now.UnixNano())
 		return
 	}
-	n.leaseOKSince.CompareAndSwap(0, time.Now().UnixNano())
+	n.health.ok(now, n.outage())
+}
+
+// outage is how long this node's writes must fail in a row to count as NATS lost (a leader
+// election fails them for 4-9 s), not a write that timed out on a loaded machine.
+func (n *Node) outage() time.Duration { return 2 * n.renewEvery }
+
+// writeHealth follows whether a node's writes to the cluster's buckets reach NATS. Safe for
+// concurrent use.
+type writeHealth struct {
+	mu           sync.Mutex
+	failingSince time.Time // the first failure of the current run of them (zero: the last write succeeded)
+	recoveredAt  time.Time // when the last outage (failures for at least the outage length) ended
+}
+
+func (h *writeHealth) failed(now time.Time) {
+	h.mu.Lock()
+	if h.failingSince.IsZero() {
+		h.failingSince = now
+	}
+	h.mu.Unlock()
+}
+
+func (h *writeHealth) ok(now time.Time, outage time.Duration) {
+	h.mu.Lock()
+	if !h.failingSince.IsZero() {
+		if now.Sub(h.failingSince) >= outage {
+			h.recoveredAt = now
+		}
+		h.failingSince = time.Time{}
+	}
+	h.mu.Unlock()
+}
+
+// recovering: the writes fail for at least outage now, or did until less than after ago.
+func (h *writeHealth) recovering(now time.Time, outage, after time.Duration) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.failingSince.IsZero() && now.Sub(h.failingSince) >= outage {
+		return true
+	}
+	return !h.recoveredAt.IsZero() && now.Sub(h.recoveredAt) < after
 }
 
 func (n *Node) goBackground(f func()) {
@@ -290,24 +335,50 @@ func (n *Node) wake() {
 	}
 }
 
-// loop renews, fences and balances: every renewal interval (TTL/3) in full, and balancing
-// again whenever the view changes.
+// loop balances: whenever the view changes (a lease released or lapsed, a node gone or
+// come) and every renewal interval. It never waits for a write to NATS (renewals run on their
+// own goroutine, takes and releases on theirs), so a dead node's partitions are taken the
+// moment their leases' lapse markers arrive, not after this node's own renewals have returned.
+// A lease that is not renewed lapses at its last write seen here + the TTL: a timer runs
+// balancing at that moment (claimLease takes it then).
 func (n *Node) loop() {
 	t := time.NewTicker(n.renewEvery)
 	defer t.Stop()
-	n.tick()
+	lapse := time.NewTimer(n.renewEvery)
+	defer lapse.Stop()
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
 		case <-t.C:
-			if !n.frozen.Load() {
-				n.tick()
-			}
 		case <-n.wakeC:
-			if !n.frozen.Load() {
-				n.balance()
-			}
+		case <-lapse.C:
+		}
+		if !n.frozen.Load() {
+			n.balance()
+		}
+		now := time.Now()
+		next := n.renewEvery
+		if at := n.nextLapse(now); !at.IsZero() && at.Sub(now) < next {
+			next = at.Sub(now) + time.Millisecond
+		}
+		lapse.Reset(next)
+	}
+}
+
+// renewals writes the heartbeat, renews every lease held here and fences the lapsed ones,
+// every renewal interval (TTL/4).
+func (n *Node) renewals() {
+	t := time.NewTicker(n.renewEvery)
+	defer t.Stop()
+	for {
+		if !n.frozen.Load() {
+			n.tick()
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
 }
@@ -317,9 +388,6 @@ func (n *Node) tick() {
 	n.renewAll()
 	n.fenceLapsed()
 	if hbOK {
-		if n.healthySince.IsZero() {
-			n.healthySince = time.Now()
-		}
 		// Heartbeats and renewals are written every renewal interval: a watcher that delivered
 		// none for a lease TTL lost its server (nats.go's ordered consumer notices by itself
 		// only after two missed idle heartbeats, 10 s), and a stale view would take live
@@ -340,26 +408,29 @@ func (n *Node) tick() {
 			default:
 			}
 		}
-	} else {
-		n.healthySince = time.Time{}
 	}
-	n.balance()
+	n.wake() // balance with what the renewals found
 }
 
 // heartbeat writes this node's key (revision-checked: a second process under this id is
 // found out here). It reports whether the write succeeded.
 func (n *Node) heartbeat() bool {
+	n.hbMu.Lock()
+	defer n.hbMu.Unlock()
+	if n.left {
+		return false
+	}
 	ctx, cancel := n.opCtx()
 	defer cancel()
 	key, val := nodeKey(n.cfg.NodeID), n.heartbeatValue()
 	rev, err := n.nodes.Update(ctx, key, val, n.nodeRev.Load())
+	n.leaseWrite(err)
 	if err == nil {
 		n.nodeRev.Store(rev)
 		return true
 	}
 	if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
 		n.log.Debug("heartbeat", "err", err)
-		n.natsFailedAt.Store(time.Now().UnixNano())
 		return false
 	}
 	e, gerr := n.nodes.Get(ctx, key)
@@ -443,9 +514,14 @@ wait:
 		}
 	}
 	n.waitHandedOver(ctx, mine)
+	n.hbMu.Lock()
+	n.left = true
 	dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	_ = n.nodes.Delete(dctx, nodeKey(n.cfg.NodeID), jetstream.LastRevision(n.nodeRev.Load()))
+	if err := n.nodes.Delete(dctx, nodeKey(n.cfg.NodeID), jetstream.LastRevision(n.nodeRev.Load())); err != nil {
+		n.log.Warn("leaving: delete the heartbeat (it lapses instead)", "err", err)
+	}
 	cancel()
+	n.hbMu.Unlock()
 	n.abort()
 	return nil
 }
