@@ -12,12 +12,20 @@
 //   - Leases: one key per partition in the bucket <prefix>_leases (TTL = the lease TTL). A
 //     node takes a partition with a create (the server refuses it while the key exists, so only
 //     after the previous lease lapsed or was released), renews it every interval with the
-//     revision it holds, and releases it with a revision-checked delete. The buckets have
-//     lapse markers (LimitMarkerTTL): the server writes one when a lease expires, the watchers
-//     see it at once, and a live node takes the partition then, not at its next tick.
+//     revision it holds, and releases it with a revision-checked delete. A lease not renewed
+//     is taken at its last write seen here + the TTL (a timer runs balancing then), by a
+//     write expecting the revision seen: the holder stopped using it at its fence deadline,
+//     before that, and a renewal stored since makes the write fail; so a dead node's
+//     partitions move about a TTL after its last renewal, without waiting for the server's
+//     expiry (at least 250 ms apart, its markers proposed through the stream's raft: 0.1-1 s
+//     late on a loaded machine). The buckets have lapse markers (LimitMarkerTTL) too: the
+//     server writes one when a key expires, which the watchers see at once.
 //   - Fair share: each live node takes free partitions up to its share (P/N, the first P%N
 //     nodes by id one more), Parallel at a time, and hands back, gracefully, those above it
 //     when a node joins; Stop (SIGTERM) hands every partition back before the node leaves.
+//     Balancing runs on its own goroutine, on every change of the view, at the next lapse and
+//     every renewal interval; heartbeats and renewals on another, so a slow write never
+//     delays a take.
 //   - Fencing (acquisition.go): a node stops using a partition at its last renewal's send
 //     time + TTL − the fence margin (TTL / 4, at most 1 s) on the monotonic clock (Enter and
 //     Lease refuse from then on, and the engine is told Fenced), before the server can expire

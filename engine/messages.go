@@ -376,17 +376,14 @@ func (ms *Messages) stored(id string) (domain.OutboxEntry, bool) {
 	return m, err == nil
 }
 
-// recover hands every entry without an outcome back to its session's deliverer, which
-// sends it again under the same id once connected. Its reservation died with the last process:
-// it is taken again (forced: the message was accepted) before any new send can use the same
-// allowance. The outbox is read once, before any deliverer runs, so no outcome can land between
-// the read and the re-reservation.
-func (ms *Messages) recover() (int, error) {
+// recover hands every entry without an outcome (pending: the outbox's Pending, read by boot)
+// back to its session's deliverer, which sends it again under the same id once connected. Its
+// reservation died with the last process: it is taken again (forced: the message was accepted)
+// before any new send can use the same allowance. The outbox is read once, before any
+// deliverer runs, so no outcome can land between the read and the re-reservation.
+func (ms *Messages) recover(pending []domain.OutboxEntry) (int, error) {
 	e := ms.e
-	pending, err := ms.msgs.outbox.Pending()
-	if err != nil {
-		return 0, fmt.Errorf("engine: outbox: %w", err)
-	}
+	var err error
 	// One forced reservation per user for all of its charged entries, handed out one per
 	// message: a partition taken over with thousands of messages queued asks each account
 	// actor once, not once per message.
