@@ -392,11 +392,12 @@ func (n *Node) tick() {
 		// none for a lease TTL lost its server (nats.go's ordered consumer notices by itself
 		// only after two missed idle heartbeats, 10 s), and a stale view would take live
 		// owners for dead.
+		// (Not in the node's first TTL: the watchers have not seen the leases it takes yet.)
 		owns := n.ownedCount() > 0
 		n.view.mu.Lock()
 		stale := time.Since(n.view.lastAny) > n.cfg.LeaseTTL || (owns && time.Since(n.view.lastLease) > n.cfg.LeaseTTL)
 		n.view.mu.Unlock()
-		if stale && time.Since(n.watchersRestarted) > n.cfg.LeaseTTL {
+		if stale && time.Since(n.started) > n.cfg.LeaseTTL && time.Since(n.watchersRestarted) > n.cfg.LeaseTTL {
 			n.watchersRestarted = time.Now()
 			n.log.Warn("no heartbeat seen for a while; restarting the watchers")
 			select {
