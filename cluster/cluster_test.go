@@ -39,6 +39,7 @@ func TestCluster(t *testing.T) {
 		{"FencingRefusesAPausedOwner", testFencing},
 		{"StaleFenceWriteRefused", testStaleFenceWrite},
 		{"FencedOwnerGivesTheLeaseUp", testFencedOwnerGivesUp},
+		{"FailedStartTriedAgainUnderTheLease", testFailedStartTriedAgain},
 		{"ForgedEnvelopeRefused", testForgedEnvelope},
 		{"SameNodeIDRefused", testDuplicateID},
 		{"OtherPartitionCountRefused", testPartitionsDiffer},
@@ -432,6 +433,75 @@ func testFencedOwnerGivesUp(t *testing.T, c *clustertest.Cluster) {
 		t.Fatalf("a commit of the new acquisition: %v", err)
 	}
 	t.Logf("fenced, given up and taken again in %v", time.Since(fencedAt).Round(time.Millisecond))
+}
+
+// failingStart fails the first start of partition 0 (a records stream electing its leader),
+// after the stub has recorded it, keeping that acquisition.
+type failingStart struct {
+	Handler
+	mu     sync.Mutex
+	failed *Acquisition
+	since  []time.Time // when the lease of each start of partition 0 was taken
+}
+
+func (h *failingStart) Acquire(ctx context.Context, a *Acquisition) error {
+	a.p.mu.Lock()
+	since := a.p.since
+	a.p.mu.Unlock()
+	h.mu.Lock()
+	first := a.Partition() == 0 && h.failed == nil
+	if first {
+		h.failed = a
+	}
+	if a.Partition() == 0 {
+		h.since = append(h.since, since)
+	}
+	h.mu.Unlock()
+	if first {
+		return errors.New("storage unavailable: the replicas did not catch up")
+	}
+	return h.Handler.Acquire(ctx, a)
+}
+
+// A start that fails is tried again under the same lease, still starting (requests held for
+// the partition wait for it rather than for a new owner), with a new acquisition: the failed
+// one's token no longer writes.
+func testFailedStartTriedAgain(t *testing.T, c *clustertest.Cluster) {
+	tc := newTestCluster(t, c)
+	store := openStore(t, c, tc)
+	h := &failingStart{Handler: tc.eng.handler("a:1")}
+	a := tc.start("a:1", func(c *Config) { c.Handler = h })
+	eventually(t, 20*time.Second, "a owns all, partition 0 at its second try", tc.settled(a))
+	h.mu.Lock()
+	failed := h.failed
+	h.mu.Unlock()
+	if failed == nil {
+		t.Fatal("partition 0's first start was not tried")
+	}
+	if failed.Valid() {
+		t.Fatal("the failed start's acquisition is still valid")
+	}
+	if err := store.Partition(0, failed).Commit(context.Background(), kvtest.Put("k", "left behind")); !errors.Is(err, domain.ErrNodeUnavailable) {
+		t.Fatalf("a commit under the failed start's acquisition: %v, want node_unavailable", err)
+	}
+	if err := store.Partition(0, staleFencer{failed.fence}).Commit(context.Background(), kvtest.Put("k", "left behind")); !errors.Is(err, natskv.ErrFenced) {
+		t.Fatalf("a commit with the failed start's token: %v, want ErrFenced", err)
+	}
+	acq, ok := a.Acquisition(0)
+	if !ok || acq.epoch == failed.epoch {
+		t.Fatalf("partition 0's acquisition after the failed start: %+v, %v", acq, ok)
+	}
+	if err := store.Partition(0, acq).Commit(context.Background(), kvtest.Put("k", "mine")); err != nil {
+		t.Fatalf("a commit of the second start: %v", err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.since) != 2 || !h.since[1].Equal(h.since[0]) {
+		t.Fatalf("partition 0 started %d times, under leases taken at %v: want twice under one lease", len(h.since), h.since)
+	}
+	if tc.eng.released != 0 {
+		t.Fatalf("%d partitions handed over", tc.eng.released)
+	}
 }
 
 // A request published on a node's forwarding subject by anyone but a node of the cluster (no

@@ -47,8 +47,11 @@ type Handler interface {
 	// partition. Everything it starts writes and sends under a (its store view's Fencer, its
 	// network guard), never under a later acquisition of the same partition; if the node ran
 	// the partition before (lost and taken back), Acquire waits for that engine to stop. An
-	// error gives the lease up (another node, or this one later, tries again); Acquire must
-	// leave nothing running then.
+	// error ends the acquisition (nothing it started can write or send from then on); the
+	// node tries again under the same lease, still starting, with a new acquisition a couple
+	// of times (a records stream electing its leader fails a start for a moment), then gives
+	// the lease up (another node, or this one later, tries again). Acquire must leave nothing
+	// running after an error.
 	Acquire(ctx context.Context, a *Acquisition) error
 	// Release hands the partition over gracefully: finish what is in flight, flush counters,
 	// stop its actors. Requests of the partition are no longer let in (Node.Enter refuses) and

@@ -294,45 +294,44 @@ func (n *Node) take(p *part) {
 		return
 	}
 	p.mu.Lock()
-	p.epoch++
-	p.state, p.rev, p.renewed, p.previous, p.fence = stStarting, rev, sent, false, nil
-	p.fenced = n.cfg.Fences == nil
+	p.state, p.rev, p.renewed, p.previous = stStarting, rev, sent, false
 	p.mu.Unlock()
-	if n.cfg.Fences != nil {
-		// The fence's reads and write get a lease TTL (a stream that just elected its leader
-		// answers slowly): the acquisition's deadline, not this, bounds its use.
-		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.LeaseTTL)
-		seqs, err := n.cfg.Fences.ReadFence(ctx, p.id)
-		if err == nil {
-			var seqs2 []uint64
-			if seqs2, err = n.cfg.Fences.WriteFence(ctx, p.id, seqs, val); err != nil && ctx.Err() == nil {
-				// A replica behind answered the read, or an earlier write landed meanwhile:
-				// once more, as the leader has it.
-				if seqs, err = n.cfg.Fences.ReadFenceLeader(ctx, p.id); err == nil {
-					seqs2, err = n.cfg.Fences.WriteFence(ctx, p.id, seqs, val)
-				}
-			}
-			seqs = seqs2
-		}
-		cancel()
+	for try := 1; ; try++ {
+		a, err := n.acquisition(p, val)
 		if err != nil {
 			n.log.Warn("fence write failed; giving the partition up", "partition", p.id, "err", err)
 			n.giveUp(p, n.renewEvery) // NATS trouble, most likely: soon again
 			return
 		}
+		if a == nil { // fenced meanwhile (the fence write took past the deadline)
+			n.giveUp(p, n.renewEvery)
+			return
+		}
+		err = n.cfg.Handler.Acquire(n.ctx, a)
+		if err == nil {
+			break
+		}
+		// This acquisition is over: whatever its start left behind can no longer write (its
+		// token is not the next one's, which replaces it in the fence) nor send.
 		p.mu.Lock()
-		p.fence, p.fenced = seqs, true
+		p.epoch++
+		p.fence, p.fenced = nil, n.cfg.Fences == nil
+		starting := p.state == stStarting
 		p.mu.Unlock()
-	}
-	a, ok := n.Acquisition(p.id)
-	if !ok { // fenced meanwhile (the fence write took past the deadline)
-		n.giveUp(p, n.renewEvery)
-		return
-	}
-	if err := n.cfg.Handler.Acquire(n.ctx, a); err != nil {
-		n.log.Error("acquire failed; giving the partition up", "partition", p.id, "err", err)
-		n.giveUp(p, n.cfg.LeaseTTL)
-		return
+		if try >= acquireTries || !starting || n.ctx.Err() != nil {
+			n.log.Error("acquire failed; giving the partition up", "partition", p.id, "err", err)
+			n.giveUp(p, n.cfg.LeaseTTL)
+			return
+		}
+		// A records stream electing its leader fails a start for a moment: the lease stays
+		// held, saying starting, so requests for the partition are held meanwhile (not answered
+		// 503 after HoldMax, as they were once the lease was given up while this node's own
+		// writes to the leases went through).
+		n.log.Warn("acquire failed; trying again with a new fence", "partition", p.id, "try", try, "err", err)
+		select {
+		case <-n.ctx.Done():
+		case <-time.After(n.renewEvery):
+		}
 	}
 	p.mu.Lock()
 	if p.state != stStarting { // fenced while starting: the engine stops what it started
@@ -390,6 +389,49 @@ func (n *Node) nextLapse(now time.Time) time.Time {
 		}
 	}
 	return next
+}
+
+// acquireTries bounds how often a node starts a partition under one lease before it gives the
+// lease up (each try a new acquisition, with a new fence).
+const acquireTries = 3
+
+// acquisition begins a new acquisition of p (its lease held, starting): a new epoch and, with
+// Config.Fences, a fence written expecting what was read, whose sequences are its token. Nil
+// without error: p was fenced meanwhile.
+func (n *Node) acquisition(p *part, val []byte) (*Acquisition, error) {
+	p.mu.Lock()
+	p.epoch++
+	p.fence, p.fenced = nil, n.cfg.Fences == nil
+	p.mu.Unlock()
+	if n.cfg.Fences != nil {
+		// The fence's reads and write get a lease TTL (a stream that just elected its leader
+		// answers slowly): the acquisition's deadline, not this, bounds its use.
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.LeaseTTL)
+		seqs, err := n.cfg.Fences.ReadFence(ctx, p.id)
+		if err == nil {
+			var seqs2 []uint64
+			if seqs2, err = n.cfg.Fences.WriteFence(ctx, p.id, seqs, val); err != nil && ctx.Err() == nil {
+				// A replica behind answered the read, or an earlier write landed meanwhile:
+				// once more, as the leader has it.
+				if seqs, err = n.cfg.Fences.ReadFenceLeader(ctx, p.id); err == nil {
+					seqs2, err = n.cfg.Fences.WriteFence(ctx, p.id, seqs, val)
+				}
+			}
+			seqs = seqs2
+		}
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		p.mu.Lock()
+		p.fence, p.fenced = seqs, true
+		p.mu.Unlock()
+	}
+	a, ok := n.Acquisition(p.id)
+	if !ok {
+		return nil, nil
+	}
+	return a, nil
 }
 
 // opCtx bounds one write to the cluster's buckets.
