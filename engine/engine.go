@@ -194,10 +194,19 @@ func New(cfg Config) (*Engine, error) {
 	e.events = hw.SpawnFunc(e.onEvent, "events", actor.WithInboxSize(64))
 	hw.Subscribe(e.events)
 	if err := e.boot(); err != nil {
+		// What the boot started stops (its actors flush as at a hand-over; a later boot
+		// reclaims their reservations): a cluster node that tries the partition again must not
+		// leave this engine's timers and actors running beside the next one.
+		ctx, cancel := context.WithTimeout(context.Background(), failedBootStop)
+		e.Stop(ctx)
+		cancel()
 		return nil, err
 	}
 	return e, nil
 }
+
+// failedBootStop bounds the stop of an engine whose boot failed.
+const failedBootStop = 5 * time.Second
 
 // boot rebuilds every facet from storage, in an order that matters: users first (the key and
 // account actors take their caps from the owner's plan); sessions before the outbox is
