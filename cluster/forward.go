@@ -207,6 +207,20 @@ func (f *forwarder) close() {
 	for _, s := range f.subs {
 		_ = s.Unsubscribe()
 	}
+	// A node leaves once every request it took has been answered (each holds its partition,
+	// which is handed over only then): one still running here is an answer its requester
+	// will miss (503 "the owner's answer was lost").
+	f.takenMu.Lock()
+	var running []string
+	for id, t := range f.taken {
+		if t.answer == nil {
+			running = append(running, id)
+		}
+	}
+	f.takenMu.Unlock()
+	if len(running) > 0 {
+		f.n.log.Warn("leaving with forwarded requests not answered", "requests", running)
+	}
 }
 
 // Forward sends a request of partition p to its owner and returns the owner's answer. While
@@ -401,6 +415,8 @@ func (f *forwarder) request(ctx context.Context, p int, target string, req *Enve
 				// meanwhile): the owner is lost once its heartbeat is gone (lapsed, deleted,
 				// or its node id up under another process), or after keepAliveMaxSilence.
 				if silent := time.Since(heard); silent > 3*KeepAlive && (silent > keepAliveMaxSilence || f.n.view.instanceGone(target)) {
+					f.n.log.Warn("forwarded request: the owner went silent", "partition", p, "owner", target, "request", req.ID,
+						"route", req.Route, "silent_ms", silent.Milliseconds(), "owner_gone", f.n.view.instanceGone(target))
 					return nil, errAnswerLost
 				}
 				continue
