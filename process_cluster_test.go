@@ -907,24 +907,18 @@ const (
 )
 
 // failoverTarget: a killed node's partitions re-owned and their sessions CONNECTED within it
-// (DESIGN.md section 19). Not met on every run yet (at load 13-16 on this 2-core machine:
-// partitions 2.0-3.2 s, sessions 2.8-3.7 s, with 10,000 messages pending too since the outbox
-// boot asks the pending messages' outcomes in one request: issue 27 stays open on it): a run
-// over it prints "TARGET MISSED", and the test fails over failoverCeiling, the bound the
-// cluster held before section 19.
-const (
-	failoverTarget  = 3 * time.Second
-	failoverCeiling = 10 * time.Second
-)
+// (DESIGN.md section 19), with 10,000 messages pending too: a run over it fails. The lease
+// lapses 1.5-2 s after the kill and the survivors take it at that moment (cluster.claimLease),
+// leaving about a second to start the partitions (at load 10-22 on this 2-core machine:
+// partitions 1.7-2.2 s, sessions 2.2-2.8 s; with 10,000 pending 1.8-2.0 s and 2.5-3.1 s, the
+// pending read while the users, keys and sessions boot).
+const failoverTarget = 3 * time.Second
 
-// checkFailover prints a failover against the target and fails it over the ceiling.
+// checkFailover fails a failover over the target.
 func checkFailover(t testing.TB, what string, reowned, reconnected time.Duration) {
 	t.Helper()
-	switch {
-	case reowned > failoverCeiling || reconnected > failoverCeiling:
-		t.Errorf("%s over %v: partitions %v, sessions %v", what, failoverCeiling, reowned, reconnected)
-	case reowned > failoverTarget || reconnected > failoverTarget:
-		t.Logf("TARGET MISSED: %s over %v: partitions %v, sessions %v", what, failoverTarget, reowned, reconnected)
+	if reowned > failoverTarget || reconnected > failoverTarget {
+		t.Errorf("%s over %v: partitions %v, sessions %v", what, failoverTarget, reowned, reconnected)
 	}
 }
 
