@@ -906,8 +906,8 @@ const (
 
 // failoverTarget: a killed node's partitions re-owned and their sessions CONNECTED within it
 // (DESIGN.md section 19), with 10,000 messages pending too. The lease lapses 1.5-2 s after the
-// kill and the survivors take it at that moment (cluster.claimLease), leaving about a second to
-// start the partitions. Not met on every run yet at load 10-22 on this 2-core machine (sessions
+// kill and the survivors take it at the server's lapse marker (0.1-1 s later on a loaded
+// machine), leaving about a second to start the partitions. Not met on every run yet at load 10-22 on this 2-core machine (sessions
 // CONNECTED 2.25-3.49 s plain, 2.54-3.10 s with 10,000 pending, in five runs; the misses: every
 // partition's first commit, the events journal's epoch, waiting 1.1 s in the records store):
 // a run over it prints "TARGET MISSED", and the test fails over failoverCeiling, the bound the

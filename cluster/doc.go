@@ -12,14 +12,13 @@
 //   - Leases: one key per partition in the bucket <prefix>_leases (TTL = the lease TTL). A
 //     node takes a partition with a create (the server refuses it while the key exists, so only
 //     after the previous lease lapsed or was released), renews it every interval with the
-//     revision it holds, and releases it with a revision-checked delete. A lease not renewed
-//     is taken at its last write seen here + the TTL (a timer runs balancing then), by a
-//     write expecting the revision seen: the holder stopped using it at its fence deadline,
-//     before that, and a renewal stored since makes the write fail; so a dead node's
-//     partitions move about a TTL after its last renewal, without waiting for the server's
-//     expiry (at least 250 ms apart, its markers proposed through the stream's raft: 0.1-1 s
-//     late on a loaded machine). The buckets have lapse markers (LimitMarkerTTL) too: the
-//     server writes one when a key expires, which the watchers see at once.
+//     revision it holds, and releases it with a revision-checked delete. The buckets have
+//     lapse markers (LimitMarkerTTL): the server writes one when a lease expires, the watchers
+//     see it at once, and a live node takes the partition then (a timer runs balancing at
+//     each lease's last write seen + the TTL too: a lease the server has expired by then is
+//     taken at once), not at its next tick. (Writing over a lease past its TTL, expecting its
+//     revision, would not wait for the server's expiry, but the marker is a rollup proposed
+//     without a condition: it would purge such a write under its new holder.)
 //   - Fair share: each live node takes free partitions up to its share (P/N, the first P%N
 //     nodes by id one more), Parallel at a time, and hands back, gracefully, those above it
 //     when a node joins; Stop (SIGTERM) hands every partition back before the node leaves.

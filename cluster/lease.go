@@ -275,7 +275,7 @@ func (n *Node) take(p *part) {
 	select {
 	case n.sem <- struct{}{}:
 	case <-n.ctx.Done():
-		n.settle(p)
+		n.settle(p, n.renewEvery)
 		return
 	}
 	defer func() { <-n.sem }()
@@ -290,7 +290,13 @@ func (n *Node) take(p *part) {
 	n.leaseWrite(err)
 	if err != nil {
 		n.log.Debug("take", "partition", p.id, "err", err)
-		n.settle(p)
+		retry := n.renewEvery
+		if s := n.view.lease(p.id); errors.Is(err, jetstream.ErrKeyExists) && s != nil && !s.deleted && !s.lapsed && !n.view.alive(s, time.Now()) {
+			// Past its TTL as seen here, not yet expired by the server: taken when its lapse
+			// marker arrives (the view's change wakes balancing), not a renewal interval later.
+			retry = 0
+		}
+		n.settle(p, retry)
 		return
 	}
 	p.mu.Lock()
@@ -348,26 +354,22 @@ func (n *Node) take(p *part) {
 	n.wake()
 }
 
-// claimLease writes partition p's lease for this node. A lease the view last saw written more
-// than a TTL ago is taken at that moment, by a write expecting the revision seen, without
-// waiting for the server to expire it (its expiry runs at least 250 ms apart, and a replicated
-// stream proposes each lapse marker: measured 0.1-1 s late on a loaded machine). It is as safe
-// as the server's lapse: the holder stopped using the partition at its fence deadline, TTL −
-// the fence margin after it sent that renewal, which was before this node saw it; and a
-// renewal stored since makes the write fail. Otherwise (released, lapsed, never held, or the
-// key moved meanwhile) a create, which the server refuses while a live lease exists.
+// claimLease creates partition p's lease for this node: the server refuses it while a lease
+// exists (a lapsed one's key holds the server's lapse marker, which a create replaces).
+//
+// It does not write over a lease past its TTL as this node saw it (expecting the revision
+// seen), though that would take a dead node's partitions 0.1-1 s sooner on a loaded machine:
+// the server's lapse marker is a rollup of the key, decided when the old revision expires and
+// proposed without a condition, so a lease written between the decision and the marker is
+// purged under its new holder, and a second node then creates it too (seen in test-cluster: two
+// nodes started one partition until the first commit of one was refused by the other's fence).
 func (n *Node) claimLease(ctx context.Context, p int, val []byte) (uint64, error) {
-	if s := n.view.lease(p); s != nil && !s.deleted && !s.lapsed && !n.view.alive(s, time.Now()) {
-		rev, err := n.leases.Update(ctx, leaseKey(p), val, s.rev)
-		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return rev, err
-		}
-	}
 	return n.leases.Create(ctx, leaseKey(p), val)
 }
 
 // nextLapse is when the first lease or heartbeat alive in the view now lapses as seen here
-// (its last write seen + the TTL): balancing runs then, not at the next tick.
+// (its last write seen + the TTL): balancing runs then, not at the next tick (a lease the
+// server has expired by then is taken at once; else at its lapse marker).
 func (n *Node) nextLapse(now time.Time) time.Time {
 	v := n.view
 	v.mu.Lock()
@@ -439,11 +441,11 @@ func (n *Node) opCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(n.ctx, max(n.renewEvery, time.Second))
 }
 
-// settle ends a take that did not get the lease.
-func (n *Node) settle(p *part) {
+// settle ends a take that did not get the lease; p is not tried again before retry.
+func (n *Node) settle(p *part, retry time.Duration) {
 	p.mu.Lock()
 	p.busy = false
-	p.retryAt = time.Now().Add(n.renewEvery)
+	p.retryAt = time.Now().Add(retry)
 	p.mu.Unlock()
 }
 

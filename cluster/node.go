@@ -340,7 +340,7 @@ func (n *Node) wake() {
 // own goroutine, takes and releases on theirs), so a dead node's partitions are taken the
 // moment their leases' lapse markers arrive, not after this node's own renewals have returned.
 // A lease that is not renewed lapses at its last write seen here + the TTL: a timer runs
-// balancing at that moment (claimLease takes it then).
+// balancing at that moment.
 func (n *Node) loop() {
 	t := time.NewTicker(n.renewEvery)
 	defer t.Stop()
