@@ -102,6 +102,9 @@ type Counter struct {
 	ghost    int64 // allowance of the last process whose fate is unknown (crash leftovers)
 	wantMark int64
 	loaded   bool // false before the load and after the stop: callers go to the actor
+	// loadErr is why the load failed (a reservation's error says it: a cluster partition whose
+	// store closed under it is node_unavailable, and the request runs again on its next owner)
+	loadErr error
 	failing  bool // the last mark write failed (the actor's mark.Failing, mirrored)
 	dirty    bool
 	// flushQueued: a write of the count is scheduled.
@@ -312,8 +315,12 @@ func (a *Account) reserve(c *actor.Context, m *Reserve) {
 	now := a.deps.Clock.Now()
 	ac.roll(now)
 	if !ac.loaded {
+		var err error = domain.ErrUnavailable
+		if ac.loadErr != nil {
+			err = fmt.Errorf("%w: the account could not be read: %v", domain.ErrUnavailable, ac.loadErr)
+		}
 		ac.mu.Unlock()
-		m.Reply <- Result{Err: domain.ErrUnavailable}
+		m.Reply <- Result{Err: err}
 		return
 	}
 	if m.Reclaim {
@@ -363,6 +370,9 @@ func (a *Account) load(c *actor.Context) {
 	st, err := a.deps.Store.GetAccount(uid)
 	if err != nil {
 		a.deps.Log.Error("account actor: load", "user_id", uid, "err", err)
+		ac.mu.Lock()
+		ac.loadErr = err
+		ac.mu.Unlock()
 		return
 	}
 	st.UserID = uid

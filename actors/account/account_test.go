@@ -3,8 +3,10 @@ package account
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -242,5 +244,23 @@ func TestLateClockReadingsKeepTheNewMonthsLimit(t *testing.T) {
 	<-hw.Poison(pid).Done()
 	if st := store.get(); st.Period != "2026-04" || st.Sent != limit {
 		t.Fatalf("the stop wrote %+v, want April's %d sent", st, limit)
+	}
+}
+
+// closedStore is a cluster partition's store after the partition left the node (its view closed).
+type closedStore struct{ memStore }
+
+func (c *closedStore) GetAccount(string) (domain.Allowance, error) {
+	return domain.Allowance{}, fmt.Errorf("persist: store closed: %w", domain.ErrNodeUnavailable)
+}
+
+// An account that could not be read answers unavailable and says why: a partition that left
+// the node under the request is node_unavailable, so httpapi runs the request again on the
+// partition's next owner instead of answering 503 (test-cluster, a NATS server's loss).
+func TestUnreadAccountSaysWhy(t *testing.T) {
+	hw, pid, _ := spawn(t, &closedStore{}, &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, 5)
+	r := reserve(t, hw, pid, 1)
+	if !errors.Is(r.Err, domain.ErrUnavailable) || !strings.Contains(r.Err.Error(), domain.ErrNodeUnavailable.Msg) {
+		t.Fatalf("a reservation on an account that could not be read: %v, want unavailable saying node_unavailable", r.Err)
 	}
 }
