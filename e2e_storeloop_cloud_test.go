@@ -214,7 +214,7 @@ func cloudConfirmations(t *testing.T, tg *testGW, fake *ecomtest.Platform, graph
 		tg.cloudWrote(graph, num, carol, phone, "can I pay on delivery?")
 		// Meta's timestamps are real time: the question goes 22 h into the customer's window (the
 		// earlier subtests moved the clock already), its follow-up 2 h later, after the window.
-		clock.Advance(22*time.Hour - clock.Now().Sub(time.Now()))
+		clock.Advance(22*time.Hour - time.Until(clock.Now()))
 		tg.shopifyOrderOf("carol", carolShop, "orders/create", "b-wait", 2104, "+1 555-078-3904", nil)
 		confirmButtons(t, graphSent(t, graph, phone, 1)[0], "Please confirm your order #2104")
 		clock.Advance(2*time.Hour + time.Minute)
