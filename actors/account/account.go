@@ -105,8 +105,8 @@ type Counter struct {
 	// loadErr is why the load failed (a reservation's error says it: a cluster partition whose
 	// store closed under it is node_unavailable, and the request runs again on its next owner)
 	loadErr error
-	failing  bool // the last mark write failed (the actor's mark.Failing, mirrored)
-	dirty    bool
+	failing bool // the last mark write failed (the actor's mark.Failing, mirrored)
+	dirty   bool
 	// flushQueued: a write of the count is scheduled.
 	flushQueued bool
 	// periodStart, periodEnd bound st.Period: the hot path compares times, and formats the
