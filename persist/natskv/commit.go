@@ -31,6 +31,8 @@ type commitReq struct {
 	view  *View
 	fence *fence
 	lane  int
+	// rs is the records stream its keys are in (a batch covers one stream).
+	rs *recStream
 	// tok is the partition token of a Store commit's keys (a View's is its own).
 	tok string
 	// id marks the commit's first write (Gw-Commit), so a commit whose answer was lost can be
@@ -81,13 +83,13 @@ func (s *Store) commit(ctx context.Context, tok string, v *View, ops []persist.O
 		}
 		req.fence = v.fence
 	}
-	req.view = v
+	req.view, req.rs = v, rs
 	if err := s.awaitConnected(ctx); err != nil && !rs.full.Load() {
 		return err // disconnected: fail now, never queue behind a dead connection
 	}
 	req.ctx = ctx
 	select {
-	case rs.reqs <- req:
+	case s.reqs <- req:
 	case <-ctx.Done():
 		return s.ctxErr(ctx)
 	}
@@ -195,8 +197,12 @@ func (s *Store) prepare(tok string, ops []persist.Op) (*commitReq, *recStream, e
 // dispatch forms groups of waiting commits with disjoint keys and runs up to maxGroups of them
 // at once, of which at most maxBatches are multi-message batches; a commit that shares a key
 // with one in flight (or with an earlier waiting one) waits for it, so commits of one key
-// apply in the order they came. A group merges the commits of every partition of the stream
-// (group commit per node, not per partition: DESIGN.md section 19).
+// apply in the order they came. One dispatcher serves the whole store (the node): a group
+// merges the commits of every partition the node writes in one records stream (a batch covers
+// one stream), and the limits are the node's, not each stream's, so a node spreading its
+// partitions over several streams sends as few groups per request as one with a single stream
+// (group commit per node, not per partition or per stream: DESIGN.md section 19). Each group
+// is formed for the stream of the oldest waiting commit.
 //
 // Why two limits: a one-message commit is a plain publish, cheap on the server and pipelined
 // on the connection; an atomic batch costs the server more (on R1 file storage it stages in a
@@ -207,9 +213,8 @@ func (s *Store) prepare(tok string, ops []persist.Op) (*commitReq, *recStream, e
 // is in flight, so each partition has FenceLanes fence subjects, written together at each
 // acquisition; a group checks one lane per partition it carries, and no two groups in flight
 // check one lane. One server (R1) checks at once and allows any number: no exclusion.
-func (rs *recStream) dispatch() {
-	defer close(rs.dispatched)
-	s := rs.s
+func (s *Store) dispatch() {
+	defer close(s.dispatched)
 	var pending []*commitReq
 	inflight := map[string]bool{}
 	running, batches := 0, 0
@@ -222,7 +227,7 @@ func (rs *recStream) dispatch() {
 	for open || len(pending) > 0 || running > 0 {
 		var in chan *commitReq
 		if open {
-			in = rs.reqs
+			in = s.reqs
 		}
 		select {
 		case r, ok := <-in:
@@ -234,7 +239,7 @@ func (rs *recStream) dispatch() {
 		more:
 			for {
 				select {
-				case r, ok := <-rs.reqs:
+				case r, ok := <-s.reqs:
 					if !ok {
 						open = false
 						break more
@@ -258,11 +263,19 @@ func (rs *recStream) dispatch() {
 				}
 			}
 		}
+		// Streams a group was tried for in this turn: with several streams, a stream whose
+		// waiting commits all wait for keys in flight leaves the turn to the next stream.
+		var tried []*recStream
 		for running < s.maxGroups && len(pending) > 0 {
+			rs := nextStream(pending, tried)
+			if rs == nil {
+				break
+			}
 			var group []*commitReq
 			group, pending = rs.pick(pending, inflight, batches < s.maxBatches)
 			if len(group) == 0 {
-				break
+				tried = append(tried, rs)
+				continue
 			}
 			batch := len(group) > 1 || messageCount(group[0]) > 1
 			running++
@@ -275,6 +288,17 @@ func (rs *recStream) dispatch() {
 			}()
 		}
 	}
+}
+
+// nextStream is the stream of the oldest waiting commit whose stream is not in tried (nil:
+// none).
+func nextStream(pending []*commitReq, tried []*recStream) *recStream {
+	for _, r := range pending {
+		if !slices.Contains(tried, r.rs) {
+			return r.rs
+		}
+	}
+	return nil
 }
 
 // messageCount is how many messages r is when it goes alone: its writes and conditions, and
@@ -309,10 +333,11 @@ func (r *commitReq) conditions(subject string) bool {
 // laneKey is a fence lane's entry among the dispatcher's keys in flight (replicated streams).
 func laneKey(f *fence, lane int) string { return "\x00fence " + f.subjects[lane] }
 
-// pick takes from pending, in order, the commits that fit one group: none touches a key in
-// flight, in the group, or of an earlier commit left waiting, and on a replicated stream each
-// partition it carries has a fence lane no group in flight checks. Without batch, it takes one
-// commit of one message. It returns the group and what is left waiting.
+// pick takes from pending, in order, the commits of rs that fit one group: none touches a key
+// in flight, in the group, or of an earlier commit left waiting, and on a replicated stream
+// each partition it carries has a fence lane no group in flight checks. Without batch, it
+// takes one commit of one message. It returns the group and what is left waiting (the other
+// streams' commits among it, in their order).
 func (rs *recStream) pick(pending []*commitReq, inflight map[string]bool, batch bool) (group, rest []*commitReq) {
 	s := rs.s
 	blocked := map[string]bool{}
@@ -321,6 +346,10 @@ func (rs *recStream) pick(pending []*commitReq, inflight map[string]bool, batch 
 	for i, r := range pending {
 		if r.ctx.Err() != nil {
 			r.done <- r.ctx.Err() // its caller has left; nothing was sent
+			continue
+		}
+		if r.rs != rs {
+			rest = append(rest, r) // another stream's (its keys are other subjects)
 			continue
 		}
 		n := len(r.writes) + len(r.conds)
