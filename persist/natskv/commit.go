@@ -149,10 +149,14 @@ func (s *Store) prepare(tok string, ops []persist.Op) (*commitReq, *recStream, e
 	if len(ops) == 0 {
 		return nil, nil, nil
 	}
-	req := &commitReq{done: make(chan error, 1), tok: tok, id: nuid.Next()}
-	last := map[string]int{} // subject → index in writes
-	seen := map[string]bool{}
+	req := &commitReq{done: make(chan error, 1), tok: tok, id: nuid.Next(), writes: make([]write, 0, len(ops))}
 	var rs *recStream
+	// A commit has a few ops, mostly: a linear search beats two maps per commit; a large
+	// commit (a boot's chunk, up to 1,000 ops) indexes its subjects.
+	var keyAt, writeAt map[string]int
+	if len(ops) > 16 {
+		keyAt, writeAt = make(map[string]int, len(ops)), make(map[string]int, len(ops))
+	}
 	for i, op := range ops {
 		ktok := tok
 		if ktok == "" {
@@ -171,8 +175,7 @@ func (s *Store) prepare(tok string, ops []persist.Op) (*commitReq, *recStream, e
 		if len(op.Value) > s.maxValue {
 			return nil, nil, fmt.Errorf("%w: op %d: value of %d bytes exceeds the NATS server's max_payload (%d)", domain.ErrRecordInvalid, i, len(op.Value), s.maxValue)
 		}
-		if !seen[subject] {
-			seen[subject] = true
+		if !indexOf(req.keys, keyAt, subject, func(k string) string { return k }, nil) {
 			req.keys = append(req.keys, subject)
 		}
 		if op.IfAbsent || op.IfPresent {
@@ -180,11 +183,12 @@ func (s *Store) prepare(tok string, ops []persist.Op) (*commitReq, *recStream, e
 			continue
 		}
 		w := write{subject: subject, value: slices.Clone(op.Value), delete: op.Delete, ttl: op.TTL}
-		if j, ok := last[subject]; ok {
+		j := -1
+		if indexOf(req.writes, writeAt, subject, func(w write) string { return w.subject }, &j) {
+			req.size += len(op.Value) - len(req.writes[j].value)
 			req.writes[j] = w // a later op on one key wins
 			continue
 		}
-		last[subject] = len(req.writes)
 		req.writes = append(req.writes, w)
 		req.size += len(op.Value) + len(subject)
 	}
@@ -192,6 +196,24 @@ func (s *Store) prepare(tok string, ops []persist.Op) (*commitReq, *recStream, e
 		return nil, nil, fmt.Errorf("%w: a commit of %d messages exceeds the NATS batch limit of %d", domain.ErrRecordInvalid, n, s.maxBatch)
 	}
 	return req, rs, nil
+}
+
+// indexOf tells whether subject is among list (by at, when not nil, which it then extends)
+// and sets *j to its index.
+func indexOf[T any](list []T, at map[string]int, subject string, key func(T) string, j *int) bool {
+	i, ok := -1, false
+	if at != nil {
+		if i, ok = at[subject]; !ok {
+			at[subject] = len(list)
+		}
+	} else {
+		i = slices.IndexFunc(list, func(e T) bool { return key(e) == subject })
+		ok = i >= 0
+	}
+	if j != nil {
+		*j = i
+	}
+	return ok
 }
 
 // dispatch forms groups of waiting commits with disjoint keys and runs up to maxGroups of them
@@ -271,16 +293,25 @@ func (s *Store) dispatch() {
 			if rs == nil {
 				break
 			}
+			slot := batches < s.maxBatches
+			if !slot && rs.replicated() {
+				// A replicated stream's one-message commit costs the servers a raft proposal
+				// as a batch does: it waits for a batch slot and joins the next group.
+				tried = append(tried, rs)
+				continue
+			}
 			var group []*commitReq
-			group, pending = rs.pick(pending, inflight, batches < s.maxBatches)
+			group, pending = rs.pick(pending, inflight, slot)
 			if len(group) == 0 {
 				tried = append(tried, rs)
 				continue
 			}
-			batch := len(group) > 1 || messageCount(group[0]) > 1
+			batch := rs.replicated() || len(group) > 1 || messageCount(group[0]) > 1
 			running++
 			if batch {
-				batches++
+				if batches++; int64(batches) > s.peakBatches.Load() {
+					s.peakBatches.Store(int64(batches))
+				}
 			}
 			go func() {
 				rs.runGroup(group)
@@ -724,7 +755,10 @@ func (rs *recStream) conditionSeqs(ctx context.Context, group []*commitReq, fres
 // write (they go first in the batch). It fails with ErrExists or ErrNotFound when a condition
 // does not hold now.
 func (s *Store) messages(r *commitReq, seqs map[string]record, now time.Time) (msgs, carriers []*nats.Msg, err error) {
-	expect := map[string]uint64{}
+	var expect map[string]uint64
+	if len(r.conds) > 0 {
+		expect = make(map[string]uint64, len(r.conds))
+	}
 	for _, c := range r.conds {
 		cur, ok := seqs[c.subject]
 		if !ok {

@@ -13,3 +13,6 @@ func (v *View) Floor() uint64 {
 	defer v.floorMu.Unlock()
 	return v.floor
 }
+
+// PeakBatches is the most batch slots the store's dispatcher had in use at once.
+func (s *Store) PeakBatches() int64 { return s.peakBatches.Load() }

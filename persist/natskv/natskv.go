@@ -118,6 +118,7 @@ type Store struct {
 	blobsErr  error
 
 	groups, batches atomic.Uint64 // for tests and the bench: commit groups, multi-message batches
+	peakBatches     atomic.Int64  // for tests: the most batch slots the dispatcher had in use at once
 }
 
 var prefixRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)

@@ -266,6 +266,46 @@ func TestFencedConcurrency(t *testing.T) {
 		t.Fatalf("scan found %d keys, want %d", n, 2*workers*each)
 	}
 
+	// Group commit per node, not per stream (on the same cluster): a store whose partitions
+	// spread over three replicated streams keeps two batches in flight in all, and every one-
+	// message commit joins a batch, so its commits go out in as few groups as one stream's.
+	spread, err := natskv.Open(context.Background(), natskv.Options{URL: c.URLs(), Prefix: "conc3", Replicas: 3, Streams: 3, Partitions: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spread.Close()
+	if spread.Streams() != 3 {
+		t.Fatalf("%d streams, want 3", spread.Streams())
+	}
+	views = views[:0]
+	for p := range 6 {
+		views = append(views, spread.Partition(p, newOwner(t, spread, p)))
+	}
+	g0, _ := spread.Stats()
+	for w := range workers {
+		wg.Go(func() {
+			v := views[w%len(views)]
+			for i := range each {
+				if err := v.Commit(context.Background(), kvtest.Put(fmt.Sprintf("s/%d/%d", w, i), "v")); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	g1, _ := spread.Stats()
+	t.Logf("3 streams: %d one-message commits in %d groups, at most %d batches at once", workers*each, g1-g0, spread.PeakBatches())
+	if peak := spread.PeakBatches(); peak > 2 {
+		t.Fatalf("%d batches in flight at once over 3 streams, want at most 2 (the node's budget)", peak)
+	}
+	if g1-g0 > workers*each/3 {
+		t.Fatalf("%d one-message commits over 3 streams went out as %d groups: not merged", workers*each, g1-g0)
+	}
+	if n := len(kvtest.ScanKeys(t, spread, "s/")); n != workers*each {
+		t.Fatalf("scan found %d keys, want %d", n, workers*each)
+	}
+
 	// Monotonic reads (on the same cluster): a record a fenced view has read raises its floor,
 	// so its later reads never come from a replica that has not applied it (a commit whose
 	// answer was lost raised nothing: an Idempotency-Key's record read from one replica, then
