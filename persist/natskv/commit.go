@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -224,7 +225,9 @@ func indexOf[T any](list []T, at map[string]int, subject string, key func(T) str
 // one stream), and the limits are the node's, not each stream's, so a node spreading its
 // partitions over several streams sends as few groups per request as one with a single stream
 // (group commit per node, not per partition or per stream: DESIGN.md section 19). Each group
-// is formed for the stream of the oldest waiting commit.
+// is formed for the stream of the oldest waiting commit. Each stream also keeps the same
+// limits of its own, and a group in flight for longer than stallAfter leaves the node's
+// budget: a stream electing a leader holds its own partitions' commits, not the others'.
 //
 // Why two limits: on one server (R1) a one-message commit is a plain publish, cheap on the
 // server and pipelined on the connection, while an atomic batch costs the server more (it
@@ -244,14 +247,20 @@ func (s *Store) dispatch() {
 	defer close(s.dispatched)
 	var pending []*commitReq
 	inflight := map[string]bool{}
+	// running and batches count the groups in flight that are not stalled (the node's budget);
+	// perStream counts every group in flight by stream, stalled or not (each stream's own
+	// budget, the same limits).
 	running, batches := 0, 0
-	type result struct {
-		group []*commitReq
-		batch bool
+	type streamCount struct{ groups, slots int }
+	perStream := map[*recStream]*streamCount{}
+	for _, rs := range s.streams {
+		perStream[rs] = &streamCount{}
 	}
-	finished := make(chan result, s.maxGroups)
+	flights := map[*flight]bool{}
+	finished := make(chan *flight, s.maxGroups)
+	stalled := make(chan struct{}, 1)
 	open := true
-	for open || len(pending) > 0 || running > 0 {
+	for open || len(pending) > 0 || len(flights) > 0 {
 		var in chan *commitReq
 		if open {
 			in = s.reqs
@@ -276,12 +285,21 @@ func (s *Store) dispatch() {
 					break more
 				}
 			}
-		case res := <-finished:
-			running--
-			if res.batch {
-				batches--
+		case fl := <-finished:
+			fl.timer.Stop()
+			delete(flights, fl)
+			if !fl.released {
+				running--
+				if fl.slot {
+					batches--
+				}
 			}
-			for _, r := range res.group {
+			c := perStream[fl.rs]
+			c.groups--
+			if fl.slot {
+				c.slots--
+			}
+			for _, r := range fl.group {
 				for _, k := range r.keys {
 					delete(inflight, k)
 				}
@@ -289,17 +307,31 @@ func (s *Store) dispatch() {
 					delete(inflight, laneKey(r.fence, r.lane))
 				}
 			}
+		case <-stalled:
+			// A group in flight for longer than stallAfter (a stream electing a leader, a lost
+			// server) leaves the node's budget: one stream's trouble holds its own partitions'
+			// commits, not every stream's. Its stream's own budget still counts it.
+			for fl := range flights {
+				if !fl.released && fl.stalled.Load() {
+					fl.released = true
+					running--
+					if fl.slot {
+						batches--
+					}
+				}
+			}
 		}
-		// Streams a group was tried for in this turn: with several streams, a stream whose
-		// waiting commits all wait for keys in flight leaves the turn to the next stream.
+		// Streams a group was tried for in this turn: a stream whose waiting commits all wait
+		// for keys in flight, or whose own budget is spent, leaves the turn to the next stream.
 		var tried []*recStream
 		for running < s.maxGroups && len(pending) > 0 {
 			rs := nextStream(pending, tried)
 			if rs == nil {
 				break
 			}
-			slot := batches < s.maxBatches
-			if !slot && rs.replicated() {
+			c := perStream[rs]
+			slot := batches < s.maxBatches && c.slots < s.maxBatches
+			if c.groups >= s.maxGroups || (!slot && rs.replicated()) {
 				// A replicated stream's one-message commit costs the servers a raft proposal
 				// as a batch does: it waits for a batch slot and joins the next group.
 				tried = append(tried, rs)
@@ -311,20 +343,53 @@ func (s *Store) dispatch() {
 				tried = append(tried, rs)
 				continue
 			}
-			batch := rs.replicated() || len(group) > 1 || messageCount(group[0]) > 1
+			fl := &flight{group: group, rs: rs, slot: rs.replicated() || len(group) > 1 || messageCount(group[0]) > 1}
+			flights[fl] = true
 			running++
-			if batch {
+			c.groups++
+			if fl.slot {
+				c.slots++
 				if batches++; int64(batches) > s.peakBatches.Load() {
 					s.peakBatches.Store(int64(batches))
 				}
 			}
+			fl.timer = time.AfterFunc(stallAfter, func() {
+				fl.stalled.Store(true)
+				select {
+				case stalled <- struct{}{}:
+				default:
+				}
+			})
 			go func() {
+				if hook := groupHook.Load(); hook != nil {
+					(*hook)(rs.idx)
+				}
 				rs.runGroup(group)
-				finished <- result{group, batch}
+				finished <- fl
 			}()
 		}
 	}
 }
+
+// flight is a group in flight: its commits, its stream, whether it takes a batch slot, and
+// whether it stalled (in flight for longer than stallAfter; released: no longer counted in the
+// node's budget).
+type flight struct {
+	group    []*commitReq
+	rs       *recStream
+	slot     bool
+	timer    *time.Timer
+	stalled  atomic.Bool
+	released bool
+}
+
+// groupHook, when set (tests only), runs before each group is sent, with its stream's index.
+var groupHook atomic.Pointer[func(stream int)]
+
+// stallAfter is how long a group may be in flight before it no longer holds the node's budget
+// (a healthy round trip takes milliseconds; a stream without a leader holds its groups for up
+// to Options.Hold).
+const stallAfter = 250 * time.Millisecond
 
 // nextStream is the stream of the oldest waiting commit whose stream is not in tried (nil:
 // none).

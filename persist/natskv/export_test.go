@@ -16,3 +16,19 @@ func (v *View) Floor() uint64 {
 
 // PeakBatches is the most batch slots the store's dispatcher had in use at once.
 func (s *Store) PeakBatches() int64 { return s.peakBatches.Load() }
+
+// HoldGroups makes every group of stream k wait, before it is sent, until the returned release
+// is called (as a stream electing a leader holds them).
+func HoldGroups(k int) (release func()) {
+	hold := make(chan struct{})
+	hook := func(stream int) {
+		if stream == k {
+			<-hold
+		}
+	}
+	groupHook.Store(&hook)
+	return func() {
+		groupHook.Store(nil)
+		close(hold)
+	}
+}
