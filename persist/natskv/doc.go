@@ -58,7 +58,9 @@
 //     order. On one server a one-message commit may go alone as a plain publish while the
 //     batches are busy (cheap there: an R1 batch stages in a file store of its own); on a
 //     replicated stream every group takes a batch slot (a plain publish costs a raft proposal
-//     as a batch does, so it waits and joins the next batch).
+//     as a batch does, so it waits and joins the next batch). Each stream keeps the same limits
+//     of its own, and a group in flight for over 250 ms leaves the node's budget, so a stream
+//     electing a leader holds only its own partitions' commits.
 //   - Unavailable: a full stream; no answer in Options.Timeout; or no stream leader, no
 //     connection (a NATS server lost), for longer than Options.Hold (see "Retries"):
 //     domain.ErrStorageUnavailable. A fenced commit whose partition moved: ErrFenced
