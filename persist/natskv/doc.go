@@ -132,7 +132,10 @@
 // publish is off, so one rule holds for all. A server's answer (wrong last sequence, a full
 // stream) is not retried here.
 //
-// Imports: persist, nats.go (jetstream) and orbit.go/jetstreamext (batch publish, batch get:
-// the NATS maintainers' own helpers for the newest server APIs, so this package does not
-// hand-roll their wire format), and the standard library.
+// Imports: persist, nats.go (jetstream) and orbit.go/jetstreamext (batch publish: the NATS
+// maintainers' own helper for the newest server API, so this package does not hand-roll its
+// wire format), and the standard library. Direct gets (multi_last, batch gets for scans) are
+// read here, by one request whose answers must end with the server's end of batch: orbit.go's
+// GetBatch ends its iteration silently when its context expires, which a scan cannot tell from
+// the end of the records.
 package natskv

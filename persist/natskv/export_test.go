@@ -1,5 +1,7 @@
 package natskv
 
+import "time"
+
 // Abandon stops the store as a killed process would: the lease is not released and the
 // connection just closes.
 func (s *Store) Abandon() {
@@ -32,3 +34,6 @@ func HoldGroups(k int) (release func()) {
 		close(hold)
 	}
 }
+
+// SetTimeouts sets the store's round-trip bound and its hold (Options.Timeout and Hold).
+func (s *Store) SetTimeouts(timeout, hold time.Duration) { s.timeout, s.hold = timeout, hold }
