@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -162,41 +163,33 @@ type step struct {
 	At     domain.Millis        `json:"t"`
 }
 
-func outcomeOf(e domain.OutboxEntry) outcome {
-	c := outcome{Status: e.Status, NetworkID: e.NetworkID, LID: e.LID, SentAt: e.SentAt, Code: e.Code, Error: e.Error,
-		Attempts: e.Attempts, UpdatedAt: e.UpdatedAt, Pricing: e.Pricing, Pos: posOf(e.UserID, int64(e.CreatedAt))}
+// appendOutcome appends a message's outcome record (version 2) to b: its JSON, written by
+// hand from the entry (one per message, so nothing is allocated on the way: the history's
+// steps and where the body is are written straight from the entry). The steps are those after
+// the body's own first one (queued, or scheduled with a sendAt); pos is the body's history key
+// (posOf).
+func appendOutcome(b []byte, e *domain.OutboxEntry) []byte {
+	b = append(b, statusVersion2)
+	b = jsonenc.AppendString(append(b, `{"s":`...), e.Status)
+	b = jsonenc.AppendField(b, `,"n":`, e.NetworkID)
+	b = jsonenc.AppendField(b, `,"l":`, e.LID)
+	if e.SentAt != 0 {
+		b = strconv.AppendInt(append(b, `,"t":`...), int64(e.SentAt), 10)
+	}
+	b = jsonenc.AppendField(b, `,"c":`, e.Code)
+	b = jsonenc.AppendField(b, `,"e":`, e.Error)
+	if e.Attempts != 0 {
+		b = strconv.AppendInt(append(b, `,"a":`...), int64(e.Attempts), 10)
+	}
+	b = strconv.AppendInt(append(b, `,"u":`...), int64(e.UpdatedAt), 10)
+	b = jsonenc.AppendField(b, `,"pc":`, e.Pricing)
 	h := e.History
 	if len(h) > 0 && (h[0].Status == domain.MsgQueued || h[0].Status == domain.MsgScheduled) {
 		h = h[1:] // the body's own step: queued, or scheduled (sendAt)
 	}
 	if len(h) > 0 {
-		c.History = make([]step, len(h))
-		for i, s := range h {
-			c.History[i] = step{s.Status, s.At}
-		}
-	}
-	return c
-}
-
-// encode is the outcome's record (version 2): its JSON, written by hand (one per message).
-func (c outcome) encode() []byte {
-	b := append(make([]byte, 0, 80+len(c.NetworkID)+len(c.LID)+len(c.Code)+len(c.Error)+len(c.Pricing)+len(c.Pos)+24*len(c.History)), statusVersion2)
-	b = jsonenc.AppendString(append(b, `{"s":`...), c.Status)
-	b = jsonenc.AppendField(b, `,"n":`, c.NetworkID)
-	b = jsonenc.AppendField(b, `,"l":`, c.LID)
-	if c.SentAt != 0 {
-		b = strconv.AppendInt(append(b, `,"t":`...), int64(c.SentAt), 10)
-	}
-	b = jsonenc.AppendField(b, `,"c":`, c.Code)
-	b = jsonenc.AppendField(b, `,"e":`, c.Error)
-	if c.Attempts != 0 {
-		b = strconv.AppendInt(append(b, `,"a":`...), int64(c.Attempts), 10)
-	}
-	b = strconv.AppendInt(append(b, `,"u":`...), int64(c.UpdatedAt), 10)
-	b = jsonenc.AppendField(b, `,"pc":`, c.Pricing)
-	if len(c.History) > 0 {
 		b = append(b, `,"h":[`...)
-		for i, st := range c.History {
+		for i, st := range h {
 			if i > 0 {
 				b = append(b, ',')
 			}
@@ -206,8 +199,11 @@ func (c outcome) encode() []byte {
 		}
 		b = append(b, ']')
 	}
-	b = jsonenc.AppendField(b, `,"p":`, c.Pos)
-	return append(b, '}')
+	// pos, "<uid path-escaped>/<ms>": the escaped uid needs no JSON escape beyond what
+	// AppendString does, and the slash and digits none; the string is reopened after the uid.
+	b = jsonenc.AppendString(append(b, `,"p":`...), url.PathEscape(e.UserID))
+	b = appendLogPosPrefix(append(b[:len(b)-1], '/'), int64(e.CreatedAt))
+	return append(b, `"}`...)
 }
 
 // apply lays the outcome over the body (as accepted: queued, one history step).
@@ -666,6 +662,9 @@ func (o *Outbox) writeBatch(batch []bgWrite) {
 		ops   []Op
 		group []int // of kept: an entry is large, not copied again
 		size  int
+		// buf holds the outcomes' keys and records, one array for the batch (not reused after
+		// a commit: the write that did not fit is encoded in it already).
+		buf []byte
 	)
 	flush := func() {
 		if len(group) == 0 {
@@ -694,10 +693,11 @@ func (o *Outbox) writeBatch(batch []bgWrite) {
 	}
 	o.mu.Unlock()
 	ops, group = make([]Op, 0, len(kept)+8), make([]int, 0, len(kept))
+	buf = make([]byte, 0, len(kept)*160)
 	var wops []Op
 	for i, w := range kept {
 		var err error
-		wops, err = o.ops(wops[:0], w, now, marks[i])
+		wops, err = o.ops(wops[:0], &buf, w, now, marks[i])
 		if err != nil {
 			o.answer(w, err)
 			continue
@@ -717,16 +717,21 @@ func (o *Outbox) writeBatch(batch []bgWrite) {
 // ops appends a background write's ops to ops: an outcome is its small record (and its
 // mark's removal when it has one, and the body again when it would not outlive the outcome
 // by the retention); a receipt is its own small record.
-func (o *Outbox) ops(ops []Op, w bgWrite, now time.Time, marked bool) ([]Op, error) {
+func (o *Outbox) ops(ops []Op, buf *[]byte, w bgWrite, now time.Time, marked bool) ([]Op, error) {
 	if !w.outcome() {
 		put, err := o.receipts.PutTTLOp(w.id+"/"+w.receipt.Status, w.receipt, OutboxRetention)
 		return append(ops, put), err
 	}
-	put, err := o.status.PutRawOp(w.id, outcomeOf(*w.entry).encode(), OutboxRetention)
-	if err != nil {
-		return ops, err
+	if w.id == "" {
+		return ops, fmt.Errorf("%w: %s: empty id", domain.ErrRecordInvalid, outboxStatusTable)
 	}
-	ops = append(ops, put)
+	// The key and the record go into the batch's buffer: one allocation for the batch, not
+	// three or four per outcome.
+	k := len(*buf)
+	*buf = append(append(append(*buf, outboxStatusTable...), '/'), w.id...)
+	v := len(*buf)
+	*buf = appendOutcome(*buf, w.entry)
+	ops = append(ops, Op{Key: (*buf)[k:v:v], Value: (*buf)[v:len(*buf):len(*buf)], TTL: OutboxRetention})
 	if marked {
 		ops = append(ops, Op{Key: pendingKey(w.id), Delete: true})
 	}
