@@ -246,6 +246,12 @@ type body struct {
 // encodeBody is an entry's accept record (version 3), its media left out when ref names the
 // object that holds it. A message id other than the entry's (none is) is kept.
 func encodeBody(e domain.OutboxEntry, idemHash, ref string) ([]byte, error) {
+	b, size := bodyOf(e, idemHash, ref)
+	return appendBody(append(make([]byte, 0, size), bodyVersion3), &b)
+}
+
+// bodyOf is what encodeBody writes, and room enough for its record.
+func bodyOf(e domain.OutboxEntry, idemHash, ref string) (body, int) {
 	b := body{ID: e.ID, SessionID: e.SessionID, UserID: e.UserID, Origin: e.Origin, From: e.From, Message: e.Message,
 		CreatedAt: e.CreatedAt, IdemHash: idemHash, Via: e.Via, ViaReason: e.ViaReason, Waiting: e.Waiting,
 		DataRef: ref, SendAt: e.SendAt, Transactional: e.Transactional}
@@ -259,7 +265,7 @@ func encodeBody(e domain.OutboxEntry, idemHash, ref string) ([]byte, error) {
 	size := 180 + len(b.DataRef) + len(b.ID) + len(b.SessionID) + len(b.UserID) + len(b.Origin) + len(b.From) + len(m.ID) + len(m.To) +
 		len(m.Text) + len(m.Caption) + len(m.FileName) + len(m.MimeType) + len(m.Address) + len(m.ContactName) + len(m.ContactPhone) +
 		len(idemHash) + (len(m.Data)+2)/3*4
-	return appendBody(append(make([]byte, 0, size), bodyVersion3), &b)
+	return b, size
 }
 
 // decodeBody reads a body record: version 3 (the accept record) or 2 (the older layout's body),
@@ -362,11 +368,19 @@ func appendLogPosPrefix(b []byte, ms int64) []byte {
 
 // acceptKey is the accept record's key: msg_log/<uid>/<ms>/out/<id>.
 func acceptKey(uid string, at int64, id string) []byte {
-	k := make([]byte, 0, len(messageLogTable)+len(uid)+len(id)+24)
-	k = append(append(k, messageLogTable...), '/')
-	k = appendLogPosPrefix(append(k, logUserPrefix(uid)...), at)
-	k = append(append(k, "/"+domain.DirOut+"/"...), id...)
-	return k
+	return appendAcceptKey(make([]byte, 0, acceptKeySize(uid, id)), uid, at, id)
+}
+
+// acceptKeySize is room enough for an accept record's key (the uid's path escape is at most
+// three times as long).
+func acceptKeySize(uid, id string) int { return len(messageLogTable) + 3*len(uid) + len(id) + 24 }
+
+// appendAcceptKey appends the accept record's key to k (logUserPrefix's escape, without its
+// string).
+func appendAcceptKey(k []byte, uid string, at int64, id string) []byte {
+	k = append(append(append(k, messageLogTable...), '/'), url.PathEscape(uid)...)
+	k = appendLogPosPrefix(append(k, '/'), at)
+	return append(append(k, "/"+domain.DirOut+"/"...), id...)
 }
 
 // acceptKeyAt is the accept record's key from its pos (posOf).
@@ -505,11 +519,15 @@ func (o *Outbox) acceptOp(ctx context.Context, e domain.OutboxEntry, idemHash st
 	if err != nil {
 		return Op{}, err
 	}
-	v, err := encodeBody(e, idemHash, ref)
+	// The key and the record in one array (one allocation per accept, not three).
+	b, size := bodyOf(e, idemHash, ref)
+	buf := appendAcceptKey(make([]byte, 0, acceptKeySize(e.UserID, e.ID)+size), e.UserID, int64(e.CreatedAt), e.ID)
+	k := len(buf)
+	buf, err = appendBody(append(buf, bodyVersion3), &b)
 	if err != nil {
 		return Op{}, fmt.Errorf("%s %q: %w", outboxTable, e.ID, err)
 	}
-	return Op{Key: acceptKey(e.UserID, int64(e.CreatedAt), e.ID), Value: v, TTL: bodyTTL}, nil
+	return Op{Key: buf[:k:k], Value: buf[k:], TTL: bodyTTL}, nil
 }
 
 // IdemOp is the write of an idempotency record, for a caller's own commit (a campaign's).

@@ -397,6 +397,12 @@ func TestHandWrittenRecordsDecode(t *testing.T) {
 			t.Fatalf("uid %q: outcome read back as %+v, want pos %q and one step", uid, back, posOf(uid, 5))
 		}
 	}
+	// The accept record's key, written in one array with its record, is the key its pos names.
+	for _, uid := range []string{"u1", "a/b c", "\xff\"é"} {
+		if got, want := string(acceptKey(uid, 1764000000123, "m3")), string(acceptKeyAt(posOf(uid, 1764000000123), "m3")); got != want {
+			t.Fatalf("accept key %q, want %q", got, want)
+		}
+	}
 	var short outcome
 	if _, err := Decode(appendOutcome(nil, &domain.OutboxEntry{Status: domain.MsgSent, UpdatedAt: 1}), statusVersion2, &short); err != nil || short.Status != domain.MsgSent || short.UpdatedAt != 1 {
 		t.Fatalf("short outcome: %+v %v", short, err)
