@@ -920,7 +920,7 @@ const (
 // kill and the survivors take it at the server's lapse marker (0.1-1 s later on a loaded
 // machine), leaving about a second to start the partitions. Not met on every run yet at load
 // 8-19 on this 2-core machine (sessions CONNECTED 2.54-4.16 s plain, 2.45-3.34 s with 10,000
-// pending, in five runs; the misses: a partition's boot, 1.0-2.3 s under that load, its
+// pending, in four runs; the misses: a partition's boot, 1.0-2.3 s under that load, its
 // engine's users, keys and sessions read one after the other): issue 27 stays open on it. A run
 // over it prints "TARGET MISSED", and the test fails over failoverCeiling, the bound the
 // cluster held before section 19.
