@@ -215,10 +215,10 @@ func printResult(w io.Writer, r *result) {
 	}
 	if r.Gateway != nil {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "   server\treq/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\terrors\tother CPU\t")
+		fmt.Fprintln(tw, "   server\treq/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\terrors\tother CPU\tµs CPU/req\t")
 		row := func(name string, s *stats) {
 			if s != nil {
-				fmt.Fprintf(tw, "   %s\t%.0f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%d\t%s\t\n", name, s.RPS, s.P50, s.P90, s.P99, s.P999, s.Max, s.Errors, pct(s.OtherCPU))
+				fmt.Fprintf(tw, "   %s\t%.0f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%d\t%s\t%s\t\n", name, s.RPS, s.P50, s.P90, s.P99, s.P999, s.Max, s.Errors, pct(s.OtherCPU), cpuUS(s.ServerCPUUS))
 			}
 		}
 		row("gateway", r.Gateway)
@@ -350,6 +350,14 @@ func pct(f float64) string {
 		return "?"
 	}
 	return fmt.Sprintf("%.0f%%", f*100)
+}
+
+// cpuUS is a server's CPU per request, or "?" when it was not measured.
+func cpuUS(us float64) string {
+	if us <= 0 {
+		return "?"
+	}
+	return fmt.Sprintf("%.1f", us)
 }
 
 func sampleOf(s *stats) []string {
