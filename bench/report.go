@@ -16,14 +16,14 @@ import (
 
 // result is one case at one connection count under one gateway configuration.
 type result struct {
-	Phase         string `json:"phase"` // fsync=batch | fsync=interval | store=nats
-	Case          string `json:"case"`
-	CaseID        string `json:"case_id"`
-	Conns         int    `json:"conns"`
-	Mode          string `json:"mode"` // closed | fixed-rate
+	Phase  string `json:"phase"` // fsync=batch | fsync=interval | store=nats
+	Case   string `json:"case"`
+	CaseID string `json:"case_id"`
+	Conns  int    `json:"conns"`
+	Mode   string `json:"mode"` // closed | fixed-rate
 	// RateBasis is the closed-loop peak a fixed rate is a fraction of: "gateway" (the
 	// gateway's own) or "floor" (the floor's, when it is the lower: harness.go fixedRuns).
-	RateBasis string `json:"rate_basis,omitempty"`
+	RateBasis     string `json:"rate_basis,omitempty"`
 	Sweep         bool   `json:"sweep,omitempty"`
 	Skipped       string `json:"skipped,omitempty"`
 	Failure       string `json:"failure,omitempty"`
