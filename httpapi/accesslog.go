@@ -61,11 +61,31 @@ type accessRecord struct {
 	// formatted here and not on the request's path.
 	id       string
 	seq      uint64
-	method   string
-	route    string
+	route    *accessRoute
 	status   int
 	duration time.Duration
 	remote   net.IP
+}
+
+// accessRoute is a route's method and path, and their attributes as a line writes them in each
+// format, rendered once when the route is registered (a line only copies them).
+type accessRoute struct {
+	method, path string
+	json, text   []byte
+}
+
+func newAccessRoute(method, path string) *accessRoute {
+	r := &accessRoute{method: method, path: path}
+	for _, text := range []bool{false, true} {
+		l := accessLog{cfg: AccessLogConfig{Text: text}}
+		b := l.appendAttr(l.appendAttr(nil, "method", method), "route", path)
+		if text {
+			r.text = b
+		} else {
+			r.json = b
+		}
+	}
+	return r
 }
 
 // accessLog queues records and writes them from its own goroutine.
@@ -87,7 +107,6 @@ type accessLog struct {
 	loc     *time.Location
 	secText []byte
 	zone    []byte
-	idBuf   []byte
 }
 
 // newAccessLog starts the access log of a server whose request ids start with reqPfx.
@@ -181,14 +200,24 @@ func (l *accessLog) close() {
 func (l *accessLog) appendLine(b []byte, r *accessRecord) []byte {
 	b = l.appendHead(b, r.at, "request")
 	b = append(b, l.prefix...)
-	id := r.id
-	if id == "" && l.reqPfx != "" {
-		l.idBuf = appendRequestID(l.idBuf[:0], l.reqPfx, r.seq)
-		id = string(l.idBuf)
+	if r.id == "" && l.reqPfx != "" {
+		// The server's own id: hex, '-' and base 36, which neither format quotes or escapes.
+		b = l.appendKey(b, "request_id")
+		if !l.cfg.Text {
+			b = append(b, '"')
+		}
+		b = appendRequestID(b, l.reqPfx, r.seq)
+		if !l.cfg.Text {
+			b = append(b, '"')
+		}
+	} else {
+		b = l.appendAttr(b, "request_id", r.id)
 	}
-	b = l.appendAttr(b, "request_id", id)
-	b = l.appendAttr(b, "method", r.method)
-	b = l.appendAttr(b, "route", r.route)
+	if l.cfg.Text {
+		b = append(b, r.route.text...)
+	} else {
+		b = append(b, r.route.json...)
+	}
 	b = l.appendKey(b, "status")
 	b = strconv.AppendInt(b, int64(r.status), 10)
 	b = l.appendKey(b, "duration_ms")

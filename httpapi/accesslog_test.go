@@ -37,6 +37,9 @@ func (s *syncBuffer) lines() []string {
 	return strings.Split(strings.TrimSuffix(s.b.String(), "\n"), "\n")
 }
 
+// testReqPfx is the request id prefix of the tests' access logs.
+const testReqPfx = "ab12cd34"
+
 // slogLine is the line slog's own handler writes for the same request, at the same time.
 func slogLine(text bool, r accessRecord) string {
 	var b bytes.Buffer
@@ -50,7 +53,11 @@ func slogLine(text bool, r accessRecord) string {
 	if text {
 		h = slog.NewTextHandler(&b, opts)
 	}
-	slog.New(h).With("component", "http").Info("request", "request_id", r.id, "method", r.method, "route", r.route,
+	id := r.id
+	if id == "" {
+		id = string(appendRequestID(nil, testReqPfx, r.seq))
+	}
+	slog.New(h).With("component", "http").Info("request", "request_id", id, "method", r.route.method, "route", r.route.path,
 		"status", r.status, "duration_ms", float64(r.duration.Microseconds())/1000, "remote", r.remote.String())
 	return strings.TrimSuffix(b.String(), "\n")
 }
@@ -60,13 +67,15 @@ func slogLine(text bool, r accessRecord) string {
 func TestAccessLogLinesAreSlogs(t *testing.T) {
 	at := time.Date(2026, 11, 26, 17, 3, 22, 123456789, time.UTC)
 	records := []accessRecord{
-		{at: at, id: "ab12cd34-1", method: "POST", route: "/api/v1/messages/send", status: 200, duration: 1234567 * time.Nanosecond, remote: net.IPv4(127, 0, 0, 1)},
-		{at: at.Truncate(time.Second).Add(time.Second), id: `a "quoted" id=x`, method: "GET", route: "/api/v1/messages/{id}", status: 404, duration: 5 * time.Millisecond, remote: net.ParseIP("::1")},
-		{at: at.Truncate(time.Second).Add(2500 * time.Millisecond), id: "tab\tand\nnewline é \xff", method: "GET", route: "/", status: 503, duration: 0, remote: net.IPv4(10, 1, 2, 3)},
+		{at: at, id: "ab12cd34-1", route: newAccessRoute("POST", "/api/v1/messages/send"), status: 200, duration: 1234567 * time.Nanosecond, remote: net.IPv4(127, 0, 0, 1)},
+		{at: at.Truncate(time.Second).Add(time.Second), id: `a "quoted" id=x`, route: newAccessRoute("GET", "/api/v1/messages/{id}"), status: 404, duration: 5 * time.Millisecond, remote: net.ParseIP("::1")},
+		{at: at.Truncate(time.Second).Add(2500 * time.Millisecond), id: "tab\tand\nnewline é \xff", route: newAccessRoute("GET", "/"), status: 503, duration: 0, remote: net.IPv4(10, 1, 2, 3)},
+		// The server's own id (no id of the caller's): its prefix and the request's number.
+		{at: at.Add(3 * time.Second), seq: 123456789, route: newAccessRoute("GET", `/odd "route"`), status: 200, remote: net.IPv4(10, 1, 2, 4)},
 	}
 	for _, text := range []bool{false, true} {
 		out := &syncBuffer{}
-		l := newAccessLog(AccessLogConfig{Output: out, Text: text, Attrs: [][2]string{{"component", "http"}}}, "")
+		l := newAccessLog(AccessLogConfig{Output: out, Text: text, Attrs: [][2]string{{"component", "http"}}}, testReqPfx)
 		for _, r := range records {
 			l.add(r)
 		}
@@ -117,7 +126,7 @@ func (w *blockedWriter) Write(p []byte) (int, error) {
 func TestAccessLogNeverBlocksARequest(t *testing.T) {
 	out := &blockedWriter{release: make(chan struct{})}
 	l := newAccessLog(AccessLogConfig{Output: out}, "")
-	r := accessRecord{at: time.Now(), id: "x", method: "GET", route: "/", status: 200, remote: net.IPv4(127, 0, 0, 1)}
+	r := accessRecord{at: time.Now(), id: "x", route: newAccessRoute("GET", "/"), status: 200, remote: net.IPv4(127, 0, 0, 1)}
 	start := time.Now()
 	const n = 3 * accessMaxQueued
 	for range n {

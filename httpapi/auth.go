@@ -20,7 +20,7 @@ var bearerPrefix = []byte("Bearer ")
 
 // bearer returns the token of an `Authorization: Bearer` header, if any.
 func bearer(ctx *fasthttp.RequestCtx) []byte {
-	h := ctx.Request.Header.Peek("Authorization")
+	h := ctx.Request.Header.PeekCanonical(hdrAuthorization)
 	if len(h) > len(bearerPrefix) && bytes.EqualFold(h[:len(bearerPrefix)], bearerPrefix) {
 		return bytes.TrimSpace(h[len(bearerPrefix):])
 	}
