@@ -145,6 +145,10 @@ type grantBy struct {
 	eng   *engine.Engine
 }
 
+// grants pools the grantBy each API-key call leaves in its request's user values (a grant
+// boxed there allocated on every v1 call); route puts it back once the request is answered.
+var grants = sync.Pool{New: func() any { return new(grantBy) }}
+
 // New builds the server and its routes.
 func New(cfg Config) (*Server, error) {
 	if (cfg.Engine == nil && cfg.Cluster == nil) || cfg.Verifier == nil {
@@ -360,6 +364,11 @@ func (s *Server) handle(method, path string, limit int, part *partitionOf, h han
 				s.log.Info("request", "request_id", s.requestID(ctx), "method", method, "route", path,
 					"status", status, "duration_ms", float64(took.Microseconds())/1000, "remote", ctx.RemoteIP().String())
 			}
+			if g, ok := ctx.UserValue(ctxGrant).(*grantBy); ok {
+				ctx.RemoveUserValue(ctxGrant)
+				*g = grantBy{}
+				grants.Put(g)
+			}
 		}()
 		var err error
 		if len(ctx.Request.Body()) > limit {
@@ -370,7 +379,7 @@ func (s *Server) handle(method, path string, limit int, part *partitionOf, h han
 		if err != nil {
 			ctx.Response.ResetBody()
 			s.writeError(ctx, err)
-			if g, ok := ctx.UserValue(ctxGrant).(grantBy); ok && ctx.Response.StatusCode() == fasthttp.StatusServiceUnavailable {
+			if g, ok := ctx.UserValue(ctxGrant).(*grantBy); ok && ctx.Response.StatusCode() == fasthttp.StatusServiceUnavailable {
 				// The gateway could not serve the call: it does not count against the key's day.
 				g.eng.Keys.Refund(g.grant)
 			}
