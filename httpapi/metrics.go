@@ -21,7 +21,7 @@ type httpMetrics struct {
 	outcomes counters[string] // decisions' series by outcome
 
 	sends    *prometheus.CounterVec
-	streams  prometheus.Gauge         // open event streams (GET /api/client/events/stream)
+	streams  prometheus.Gauge    // open event streams (GET /api/client/events/stream)
 	sendByOc counters[[2]string] // sends' series by origin and outcome
 }
 
