@@ -27,7 +27,7 @@ const (
 // carolEvents are carol's order.confirmed and order.cancelled events once cloudConfirmations
 // ran: "type order phone answer via".
 var carolEvents = []string{"order.confirmed #2101 15550783901 yes button", "order.cancelled #2102 15550783902 no button",
-	"order.cancelled #2103 15550783903 no text"}
+	"order.cancelled #2103 15550783903 no text", "order.confirmed #2104 15550783904 yes text"}
 
 // carolNumber is carol's Cloud API number on the fake Graph API.
 func carolNumber() *cloudNumber {
@@ -203,4 +203,66 @@ func cloudConfirmations(t *testing.T, tg *testGW, fake *ecomtest.Platform, graph
 			t.Fatalf("confirmation %v", cf)
 		}
 	})
+
+	t.Run("cloud: no cold template, a follow-up waits for the customer; their answer cancels it, never sent", func(t *testing.T) {
+		tg := tg.with(t)
+		const phone = "15550783904"
+		want(t, tg.do("PATCH", "/api/client/routing", bearerAuth(carol), map[string]any{"coldTemplate": nil}), 200, "")
+		t.Cleanup(func() {
+			tg.do("PATCH", "/api/client/routing", bearerAuth(carol), map[string]any{"coldTemplate": map[string]any{"name": "cold_notice", "language": "en_US"}})
+		})
+		tg.cloudWrote(graph, num, carol, phone, "can I pay on delivery?")
+		// Meta's timestamps are real time: the question goes 22 h into the customer's window (the
+		// earlier subtests moved the clock already), its follow-up 2 h later, after the window.
+		clock.Advance(22*time.Hour - time.Until(clock.Now()))
+		tg.shopifyOrderOf("carol", carolShop, "orders/create", "b-wait", 2104, "+1 555-078-3904", nil)
+		confirmButtons(t, graphSent(t, graph, phone, 1)[0], "Please confirm your order #2104")
+		clock.Advance(2*time.Hour + time.Minute)
+		var followUp string
+		eventually(t, 10*time.Second, "the follow-up waits for the customer", func() bool {
+			followUp = orderMessage(tg.order(carol, 2104), "sendAt")["messageId"].(string)
+			m := tg.outMessage(carol, phone, followUp)
+			return m != nil && m["status"] == "queued" && m["code"] == "waiting_for_contact"
+		})
+		if _, err := graph.Write(num.id, fakegraph.Inbound{From: phone, Text: "1"}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "the order confirmed and its follow-up cancelled", func() bool {
+			o := tg.order(carol, 2104)
+			cf, _ := o["confirmation"].(map[string]any)
+			m := tg.outMessage(carol, phone, followUp)
+			return cf["state"] == "confirmed" && m != nil && m["status"] == "cancelled" && orderMessage(o, "sendAt")["skipped"] == "answered"
+		})
+		// Meta never got it: a template (it goes whatever the window) sent now reaches Meta right
+		// after the question.
+		want(t, tg.do("POST", "/api/client/send", bearerAuth(carol), map[string]any{"phone": phone, "type": "template", "transactional": true,
+			"template": map[string]any{"name": "cold_notice", "language": "en_US", "parameters": []string{"probe"}}}), 200, "")
+		if s := graphSent(t, graph, phone, 2); len(s) != 2 || s[1].Request.Template == nil {
+			t.Fatalf("Meta holds %d messages for %s, want the question and the probe (never the follow-up)", len(s), phone)
+		}
+	})
+}
+
+// outMessage is carol's outgoing message id to phone as the history lists it (nil: not listed).
+func (tg *testGW) outMessage(tok, phone, id string) map[string]any {
+	tg.t.Helper()
+	r := tg.do("GET", "/api/client/messages?direction=out&to="+phone, bearerAuth(tok), nil)
+	items, _ := r.obj()["messages"].([]any)
+	for _, it := range items {
+		if m := it.(map[string]any); id != "" && m["id"] == id {
+			return m
+		}
+	}
+	return nil
+}
+
+// orderMessage is the first of an order's messages (the store screen's) that has field.
+func orderMessage(o map[string]any, field string) map[string]any {
+	ms, _ := o["messages"].([]any)
+	for _, m := range ms {
+		if m := m.(map[string]any); m[field] != nil {
+			return m
+		}
+	}
+	return map[string]any{"messageId": ""}
 }

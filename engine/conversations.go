@@ -240,7 +240,7 @@ func (ms *Messages) Delete(ctx context.Context, uid, id string, r SendRequest) (
 		}
 	}
 	if orig.Status == domain.MsgQueued && orig.Waiting {
-		if e, ok := ms.e.Routing.cancel(uid, id); ok {
+		if e, ok := ms.e.Routing.cancel(uid, id, domain.ErrCancelled.Code, domain.ErrCancelled.Msg); ok {
 			return DeleteResult{Entry: e}, nil // it waited for its contact: never sent
 		}
 	}
@@ -431,23 +431,30 @@ func (in inbound) Inbound(s domain.Session, ev network.Event) {
 	switch ev := ev.(type) {
 	case network.Incoming:
 		ms.lids.put(ev.From, ev.FromLID)
-		wrote := func() {
-			if ev.From != "" && ev.Group == "" {
-				e.Routing.wrote(s, ev.From, ev.At) // the service window, the messages waiting for them
-			}
+		direct := ev.From != "" && ev.Group == ""
+		keep := e.cfg.Events != nil
+		var m domain.InboundMessage
+		if keep {
+			m = inboundMessage(uid, s.ID, ev)
 		}
-		e.storeLoopIncoming(s, ev) // a stop word, START, a confirmation's answer
-		if e.cfg.Events == nil {
-			go wrote()
-			return
-		}
-		m := inboundMessage(uid, s.ID, ev)
-		go func() {
-			wrote() // first: a message kept (listed in the history) has its contact's window open
-			if err := e.cfg.Events.ReceiveMessage(context.Background(), m); err != nil {
-				e.log.Warn("incoming message not kept", "session_id", s.ID, "err", err)
+		e.inBackground(func(ctx context.Context) {
+			if direct {
+				e.Routing.wrote(s, ev.From, ev.At) // first: a message kept (listed in the history) has its contact's window open
 			}
-		}()
+			if keep {
+				go func() {
+					if err := e.cfg.Events.ReceiveMessage(context.Background(), m); err != nil {
+						e.log.Warn("incoming message not kept", "session_id", s.ID, "err", err)
+					}
+				}()
+			}
+			e.storeLoopIncoming(ctx, s, ev) // a stop word, START, a confirmation's answer
+			if direct {
+				// The messages waiting for them go once what they wrote was read as a possible
+				// answer: an answer cancels an order's follow-up waiting for them, never sent.
+				e.Routing.contactWrote(s, ev.From)
+			}
+		})
 	case network.Reaction:
 		go ms.noteChange(uid, s.ID, ev.Target, ev.Origin, false, domain.Message{Kind: domain.KindReaction, Emoji: ev.Emoji})
 	case network.Edited:

@@ -216,7 +216,7 @@ func (ms *Messages) settleCancelled(entry domain.OutboxEntry, code, why string, 
 }
 
 // CancelScheduled cancels one of the user's messages that is still scheduled (its sendAt not
-// come): its outcome cancelled with code and why, its allowance released. It returns the
+// come) or, its time come, still waits for its contact to write: its outcome cancelled with code and why, its allowance released. It returns the
 // message as it stands and whether this call cancelled it (false: not scheduled, or handed to
 // its session meanwhile).
 func (ms *Messages) CancelScheduled(uid, id, code, why string) (domain.OutboxEntry, bool, error) {
@@ -228,6 +228,12 @@ func (ms *Messages) CancelScheduled(uid, id, code, why string) (domain.OutboxEnt
 		return entry, false, fmt.Errorf("%w: outbox: %w", domain.ErrUnavailable, err)
 	}
 	if entry.Status != domain.MsgScheduled || !ms.later.take(id) {
+		if entry.Waiting {
+			// Its time came and it waits for its contact to write (routing): taken back the same.
+			if e, ok := ms.e.Routing.cancel(uid, id, code, why); ok {
+				return e, true, nil
+			}
+		}
 		if cur, ok := ms.msgs.settling(id); ok {
 			entry = cur
 		}

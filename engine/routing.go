@@ -35,12 +35,13 @@ type Routing struct {
 
 	mu      sync.Mutex
 	waiting map[string]map[string]domain.OutboxEntry // uid NUL contact → id → entry
+	keyOf   map[string]string                        // id → its key in waiting
 	timer   session.Timer
 	timerAt time.Time
 }
 
 func newRouting(e *Engine) *Routing {
-	return &Routing{e: e, store: e.cfg.Records.Routings, waiting: map[string]map[string]domain.OutboxEntry{}}
+	return &Routing{e: e, store: e.cfg.Records.Routings, waiting: map[string]map[string]domain.OutboxEntry{}, keyOf: map[string]string{}}
 }
 
 // Get is an account's routing (its mode "" when never set).
@@ -308,6 +309,7 @@ func (rt *Routing) wait(e domain.OutboxEntry) {
 		rt.waiting[key] = map[string]domain.OutboxEntry{}
 	}
 	rt.waiting[key][e.ID] = e
+	rt.keyOf[e.ID] = key
 	rt.scheduleLocked(e.CreatedAt.Time().Add(domain.WaitForContact))
 }
 
@@ -336,6 +338,7 @@ func (rt *Routing) expire() {
 			if !now.Before(end) {
 				due = append(due, e)
 				delete(byID, id)
+				delete(rt.keyOf, id)
 				continue
 			}
 			if next.IsZero() || end.Before(next) {
@@ -359,27 +362,24 @@ func (rt *Routing) expire() {
 	}
 }
 
-// cancel takes a waiting message back (DELETE before it went): cancelled, its allowance
-// released. False when it is not waiting.
-func (rt *Routing) cancel(uid, id string) (domain.OutboxEntry, bool) {
+// cancel takes a waiting message back (DELETE before it went, an answered order's follow-up):
+// cancelled with code and why, its allowance released. False when it is not waiting.
+func (rt *Routing) cancel(uid, id, code, why string) (domain.OutboxEntry, bool) {
 	rt.mu.Lock()
-	var e domain.OutboxEntry
-	found := false
-	for key, byID := range rt.waiting {
-		if cur, ok := byID[id]; ok && cur.UserID == uid {
-			e, found = cur, true
-			delete(byID, id)
-			if len(byID) == 0 {
-				delete(rt.waiting, key)
-			}
-			break
+	key := rt.keyOf[id]
+	e, found := rt.waiting[key][id]
+	if found && e.UserID == uid {
+		delete(rt.waiting[key], id)
+		delete(rt.keyOf, id)
+		if len(rt.waiting[key]) == 0 {
+			delete(rt.waiting, key)
 		}
 	}
 	rt.mu.Unlock()
-	if !found {
-		return e, false
+	if !found || e.UserID != uid {
+		return domain.OutboxEntry{}, false
 	}
-	e.Code, e.Error, e.Waiting = domain.ErrCancelled.Code, domain.ErrCancelled.Msg, false
+	e.Code, e.Error, e.Waiting = code, why, false
 	e.SetStatus(domain.MsgCancelled, rt.e.now())
 	rt.e.Messages.msgs.Outcome(e, domain.ErrCancelled)
 	return e, true
@@ -393,6 +393,9 @@ func (rt *Routing) contactWrote(st domain.Session, contact string) {
 	rt.mu.Lock()
 	byID := rt.waiting[key]
 	delete(rt.waiting, key)
+	for id := range byID {
+		delete(rt.keyOf, id)
+	}
 	rt.mu.Unlock()
 	if len(byID) == 0 {
 		return
@@ -438,12 +441,12 @@ func (rt *Routing) stop() {
 }
 
 // wrote hears that a contact wrote to session st (at at): a cloud number's service window
-// opens for 24 hours, and the messages waiting for them go.
+// opens for 24 hours. The messages waiting for them go with release, called after what they
+// wrote was read as a possible answer (an answer cancels a follow-up that waits for them).
 func (rt *Routing) wrote(st domain.Session, contact string, at time.Time) {
 	if st.IsCloud() {
 		rt.e.Cloud.wrote(st.ID, contact, at)
 	}
-	rt.contactWrote(st, contact)
 }
 
 // WaitingFor is how many of a user's messages wait for their contacts.

@@ -11,8 +11,8 @@ import (
 // loop (DESIGN.md section 18): a text that is exactly a stop word or START changes the
 // suppression list; otherwise a "1", "2" or an answer's word answers the order that awaits
 // this phone's answer; a tapped reply button (a cloud session's) answers the question whose
-// buttons it names. In the background: a session actor never waits on storage.
-func (e *Engine) storeLoopIncoming(s domain.Session, m network.Incoming) {
+// buttons it names. It runs in the background (Inbound): a session actor never waits on storage.
+func (e *Engine) storeLoopIncoming(ctx context.Context, s domain.Session, m network.Incoming) {
 	if m.From == "" || m.Group != "" {
 		return // a group's chatter is nobody's answer
 	}
@@ -23,15 +23,11 @@ func (e *Engine) storeLoopIncoming(s domain.Session, m network.Incoming) {
 	}
 	switch {
 	case m.Message.Kind == domain.KindButtonReply && m.Message.ButtonID != "":
-		e.inBackground(func(ctx context.Context) {
-			e.Stores.s.buttonAnswer(ctx, uid, m.From, m.Message.ButtonID, m.Message.Text, quoted)
-		})
+		e.Stores.s.buttonAnswer(ctx, uid, m.From, m.Message.ButtonID, m.Message.Text, quoted)
 	case m.Message.Kind == domain.KindText && m.Message.Text != "":
-		e.inBackground(func(ctx context.Context) {
-			if !e.OptOuts.incoming(ctx, uid, s.ID, m.From, m.Message.Text) {
-				e.Stores.s.incomingAnswer(ctx, uid, m.From, m.Message.Text, quoted)
-			}
-		})
+		if !e.OptOuts.incoming(ctx, uid, s.ID, m.From, m.Message.Text) {
+			e.Stores.s.incomingAnswer(ctx, uid, m.From, m.Message.Text, quoted)
+		}
 	}
 }
 
