@@ -64,3 +64,24 @@ func TestSessionIndexLookups(t *testing.T) {
 		t.Fatalf("%v allocations per lookup", n)
 	}
 }
+
+// BenchmarkCloudOfWithoutCloud is what every send asks of a user with no cloud number, from
+// every core at once (RunParallel): whether the user has a cloud session.
+//
+//	go test -run X -bench CloudOf -cpu 2 ./engine
+func BenchmarkCloudOfWithoutCloud(b *testing.B) {
+	var x sessionIndex
+	x.init()
+	e := &sessionEntry{}
+	e.Publish(domain.Session{AssignedTo: "u1", Kind: domain.SessionLinked})
+	x.put("s1", e)
+	x.assign("s1", "", "u1")
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if x.cloudOf("u1") != nil || x.defaultOf("u1") != e {
+				b.Fatal("wrong entry")
+			}
+		}
+	})
+}
