@@ -221,7 +221,7 @@ func (l *accessLog) appendLine(b []byte, r *accessRecord) []byte {
 	b = l.appendKey(b, "status")
 	b = strconv.AppendInt(b, int64(r.status), 10)
 	b = l.appendKey(b, "duration_ms")
-	b = strconv.AppendFloat(b, float64(r.duration.Microseconds())/1000, 'g', -1, 64)
+	b = appendMillis(b, r.duration.Microseconds())
 	b = l.appendKey(b, "remote")
 	if ip4 := r.remote.To4(); ip4 != nil {
 		// Dotted quad, never quoted in text; without net.IP.String's allocation.
@@ -333,4 +333,25 @@ func appendTextValue(b []byte, s string) []byte {
 		}
 	}
 	return append(b, s...)
+}
+
+// appendMillis appends us/1000 as strconv.AppendFloat(b, float64(us)/1000, 'g', -1, 64)
+// does (slog's number), by hand below 10^9 µs: the quotient is the double nearest the decimal
+// with three places, whose shortest form is that decimal without its trailing zeros, and 'g'
+// writes it without an exponent below 10^6 (ms). TestAppendMillis checks it against AppendFloat.
+func appendMillis(b []byte, us int64) []byte {
+	if us < 0 || us >= 1e9 {
+		return strconv.AppendFloat(b, float64(us)/1000, 'g', -1, 64)
+	}
+	b = strconv.AppendInt(b, us/1000, 10)
+	frac := us % 1000
+	if frac == 0 {
+		return b
+	}
+	digits := [3]byte{byte('0' + frac/100), byte('0' + frac/10%10), byte('0' + frac%10)}
+	n := 3
+	for digits[n-1] == '0' {
+		n--
+	}
+	return append(append(b, '.'), digits[:n]...)
 }

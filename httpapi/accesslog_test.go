@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -257,4 +258,25 @@ func cpuNanos() int64 {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// The access log's duration is slog's number: AppendFloat's shortest 'g' form of the
+// milliseconds, for every duration under 10^4 µs and a spread of larger ones.
+func TestAppendMillis(t *testing.T) {
+	check := func(us int64) {
+		want := strconv.AppendFloat(nil, float64(us)/1000, 'g', -1, 64)
+		if got := appendMillis(nil, us); string(got) != string(want) {
+			t.Fatalf("%d µs: %s, want %s", us, got, want)
+		}
+	}
+	for us := int64(0); us < 10000; us++ {
+		check(us)
+	}
+	for us := int64(10000); us < 2e9; us = us*13/10 + 7 {
+		check(us)
+		check(us - us%1000)
+	}
+	for _, us := range []int64{999_999_999, 1e9, 1e9 + 1, 123_456_789_000, -1} {
+		check(us)
+	}
 }
