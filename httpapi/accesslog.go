@@ -128,14 +128,15 @@ func (l *accessLog) add(r accessRecord) {
 		return
 	}
 	l.queue = append(l.queue, r)
-	first := len(l.queue) == 1
-	l.mu.Unlock()
-	if first {
+	if len(l.queue) == 1 {
+		// Under the lock: close marks the log closed under it before it closes wake, so wake
+		// is open here (a send after the unlock could meet a closed channel at shutdown).
 		select {
 		case l.wake <- struct{}{}:
 		default:
 		}
 	}
+	l.mu.Unlock()
 }
 
 func (l *accessLog) run() {

@@ -238,6 +238,7 @@ func BenchmarkAccessLog(b *testing.B) {
 			start := cpuNanos()
 			b.RunParallel(func(pb *testing.PB) {
 				var ctx fasthttp.RequestCtx
+				ctx.Init(&fasthttp.Request{}, nil, nil) // a connection of its own (its id)
 				ctx.Request.Header.SetMethod("GET")
 				ctx.Request.SetRequestURI("/things/7")
 				for pb.Next() {
