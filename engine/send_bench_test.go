@@ -79,6 +79,7 @@ func BenchmarkSendPath(b *testing.B) {
 				waitUntil(b, 10*time.Second, "linked", func() bool { return e.Sessions.Status(u.ID).Status == domain.StatusConnected })
 			}
 			var n atomic.Int64
+			_, writes0, _ := db.WriteStats()
 			sent0, cpu0 := e.metrics.sent.Load(), cpuTime()
 			parallel(b, 64, func() {
 				i := n.Add(1)
@@ -95,6 +96,8 @@ func BenchmarkSendPath(b *testing.B) {
 			})
 			waitUntil(b, time.Minute, "every message sent", func() bool { return e.metrics.sent.Load()-sent0 >= int64(b.N) })
 			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/msg")
+			_, writes, _ := db.WriteStats()
+			b.ReportMetric(float64(writes-writes0)/float64(b.N), "writes/msg")
 		})
 	}
 }

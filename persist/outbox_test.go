@@ -372,17 +372,39 @@ func TestAccountSnapshotRoundTrip(t *testing.T) {
 // The outcome and accept records written by hand read back as their JSON types, and an accept
 // record as its history entry.
 func TestHandWrittenRecordsDecode(t *testing.T) {
+	e := domain.OutboxEntry{ID: "m1", UserID: "u/1", Status: domain.MsgFailed, NetworkID: "n\"1", LID: "12345", SentAt: 17, Code: "network_error",
+		Error: "boom\n\"quoted\"", Attempts: 2, UpdatedAt: 42, CreatedAt: 1764000000123,
+		History: []domain.StatusChange{{Status: domain.MsgQueued, At: 10}, {Status: domain.MsgSent, At: 20}, {Status: domain.MsgFailed, At: 42}}}
 	c := outcome{Status: domain.MsgFailed, NetworkID: "n\"1", LID: "12345", SentAt: 17, Code: "network_error", Error: "boom\n\"quoted\"", Attempts: 2, UpdatedAt: 42,
 		History: []step{{domain.MsgSent, 20}, {domain.MsgFailed, 42}}, Pos: "u%2F1/1764000000123"}
 	var back outcome
-	if _, err := Decode(c.encode(), statusVersion2, &back); err != nil {
+	if _, err := Decode(appendOutcome(nil, &e), statusVersion2, &back); err != nil {
 		t.Fatal(err)
 	}
 	if fmt.Sprintf("%+v", back) != fmt.Sprintf("%+v", c) {
 		t.Fatalf("outcome read back as %+v, want %+v", back, c)
 	}
+	// A user id with what JSON escapes (escaped for the path first), and a scheduled message's
+	// first step, which the body holds.
+	for _, uid := range []string{"a\"b\\c<&>", "\xff\x01é"} {
+		e := domain.OutboxEntry{ID: "m2", UserID: uid, Status: domain.MsgSent, UpdatedAt: 1, CreatedAt: 5,
+			History: []domain.StatusChange{{Status: domain.MsgScheduled, At: 1}, {Status: domain.MsgSent, At: 2}}}
+		var back outcome
+		if _, err := Decode(appendOutcome([]byte("prefix"), &e)[len("prefix"):], statusVersion2, &back); err != nil {
+			t.Fatal(err)
+		}
+		if back.Pos != posOf(uid, 5) || len(back.History) != 1 || back.History[0] != (step{domain.MsgSent, 2}) {
+			t.Fatalf("uid %q: outcome read back as %+v, want pos %q and one step", uid, back, posOf(uid, 5))
+		}
+	}
+	// The accept record's key, written in one array with its record, is the key its pos names.
+	for _, uid := range []string{"u1", "a/b c", "\xff\"é"} {
+		if got, want := string(acceptKey(uid, 1764000000123, "m3")), string(acceptKeyAt(posOf(uid, 1764000000123), "m3")); got != want {
+			t.Fatalf("accept key %q, want %q", got, want)
+		}
+	}
 	var short outcome
-	if _, err := Decode(outcome{Status: domain.MsgSent, UpdatedAt: 1}.encode(), statusVersion2, &short); err != nil || short.Status != domain.MsgSent || short.UpdatedAt != 1 {
+	if _, err := Decode(appendOutcome(nil, &domain.OutboxEntry{Status: domain.MsgSent, UpdatedAt: 1}), statusVersion2, &short); err != nil || short.Status != domain.MsgSent || short.UpdatedAt != 1 {
 		t.Fatalf("short outcome: %+v %v", short, err)
 	}
 	o := NewOutbox(NewMemory())
