@@ -52,9 +52,15 @@
 //     stream's time index) in pages, each key's newest message kept, then sorted by key. NATS
 //     keeps no subject order and has no seek, so the scan holds the prefix's records in memory
 //     before calling fn; a key written during the scan shows its old or its new value.
-//   - Group commit (commit.go): one dispatcher per stream merges the commits of every partition
-//     (every View) waiting behind the groups in flight into one batch, at most MaxBatches
-//     batches in flight; commits sharing a key run in order.
+//   - Group commit (commit.go): one dispatcher per store (a node) merges the commits of every
+//     partition (every View) of a stream waiting behind the groups in flight into one batch,
+//     at most MaxBatches batches in flight over all the streams; commits sharing a key run in
+//     order. On one server a one-message commit may go alone as a plain publish while the
+//     batches are busy (cheap there: an R1 batch stages in a file store of its own); on a
+//     replicated stream every group takes a batch slot (a plain publish costs a raft proposal
+//     as a batch does, so it waits and joins the next batch). Each stream keeps the same limits
+//     of its own, and a group in flight for over 250 ms leaves the node's budget, so a stream
+//     electing a leader holds only its own partitions' commits.
 //   - Unavailable: a full stream; no answer in Options.Timeout; or no stream leader, no
 //     connection (a NATS server lost), for longer than Options.Hold (see "Retries"):
 //     domain.ErrStorageUnavailable. A fenced commit whose partition moved: ErrFenced
@@ -126,7 +132,10 @@
 // publish is off, so one rule holds for all. A server's answer (wrong last sequence, a full
 // stream) is not retried here.
 //
-// Imports: persist, nats.go (jetstream) and orbit.go/jetstreamext (batch publish, batch get:
-// the NATS maintainers' own helpers for the newest server APIs, so this package does not
-// hand-roll their wire format), and the standard library.
+// Imports: persist, nats.go (jetstream) and orbit.go/jetstreamext (batch publish: the NATS
+// maintainers' own helper for the newest server API, so this package does not hand-roll its
+// wire format), and the standard library. Direct gets (multi_last, batch gets for scans) are
+// read here, by one request whose answers must end with the server's end of batch: orbit.go's
+// GetBatch ends its iteration silently when its context expires, which a scan cannot tell from
+// the end of the records.
 package natskv

@@ -1,5 +1,7 @@
 package natskv
 
+import "time"
+
 // Abandon stops the store as a killed process would: the lease is not released and the
 // connection just closes.
 func (s *Store) Abandon() {
@@ -13,3 +15,25 @@ func (v *View) Floor() uint64 {
 	defer v.floorMu.Unlock()
 	return v.floor
 }
+
+// PeakBatches is the most batch slots the store's dispatcher had in use at once.
+func (s *Store) PeakBatches() int64 { return s.peakBatches.Load() }
+
+// HoldGroups makes every group of stream k wait, before it is sent, until the returned release
+// is called (as a stream electing a leader holds them).
+func HoldGroups(k int) (release func()) {
+	hold := make(chan struct{})
+	hook := func(stream int) {
+		if stream == k {
+			<-hold
+		}
+	}
+	groupHook.Store(&hook)
+	return func() {
+		groupHook.Store(nil)
+		close(hold)
+	}
+}
+
+// SetTimeouts sets the store's round-trip bound and its hold (Options.Timeout and Hold).
+func (s *Store) SetTimeouts(timeout, hold time.Duration) { s.timeout, s.hold = timeout, hold }

@@ -56,11 +56,14 @@ type Options struct {
 	// MaxBatch is the most messages in one atomic batch (default 1000, the server's default
 	// max_batch_size); a commit of more ops is refused with ErrInvalid.
 	MaxBatch int
-	// MaxInflight is the most commit groups in flight at once per stream (default 16).
+	// MaxInflight is the most commit groups in flight at once, over every records stream
+	// (default 16).
 	MaxInflight int
-	// MaxBatches is the most of those that are multi-message batches, per stream (default 2:
-	// one in flight and one filling, so the commits waiting behind them merge into large
-	// groups; the server allows 50 open batches per stream by default, shared by every node).
+	// MaxBatches is the most of those that are multi-message batches (default 2: one in flight
+	// and one filling, so the commits waiting behind them merge into large groups; the server
+	// allows 50 open batches per stream by default, shared by every node). Both are the
+	// store's (a node's), not each stream's: more streams do not split the node's commits
+	// into more, smaller groups.
 	MaxBatches int
 	// Creds and TLSCA are the NATS credentials file and the CA of its TLS certificates.
 	Creds, TLSCA string
@@ -98,6 +101,8 @@ type Store struct {
 
 	maxGroups  int
 	maxBatches int
+	reqs       chan *commitReq // the commits waiting for the dispatcher (commit.go)
+	dispatched chan struct{}   // closed when the dispatcher has answered every request
 
 	inflightMu sync.Mutex
 	calls      sync.WaitGroup
@@ -113,6 +118,7 @@ type Store struct {
 	blobsErr  error
 
 	groups, batches atomic.Uint64 // for tests and the bench: commit groups, multi-message batches
+	peakBatches     atomic.Int64  // for tests: the most batch slots the dispatcher had in use at once
 }
 
 var prefixRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
@@ -157,6 +163,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	s := &Store{
 		nc: o.Conn, prefix: o.Prefix, log: log, timeout: o.Timeout, hold: o.Hold, maxBatch: o.MaxBatch,
 		maxGroups: o.MaxInflight, maxBatches: o.MaxBatches, partition: o.Partition, stop: make(chan struct{}),
+		reqs: make(chan *commitReq, 4096), dispatched: make(chan struct{}),
 	}
 	if s.partition == nil {
 		s.partition = func([]byte) uint32 { return 0 }
@@ -185,8 +192,8 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return fail(err)
 	}
 	s.maxValue = int(s.nc.MaxPayload()) - msgOverhead
+	go s.dispatch()
 	for _, rs := range s.streams {
-		go rs.dispatch()
 		go rs.getter()
 	}
 	if o.LeaseTTL > 0 {
@@ -367,13 +374,11 @@ func (s *Store) Close() error {
 		s.closed.Store(true)
 		s.inflightMu.Unlock()
 		s.calls.Wait()
+		close(s.reqs)
 		for _, rs := range s.streams {
-			close(rs.reqs)
 			close(rs.gets)
 		}
-		for _, rs := range s.streams {
-			<-rs.dispatched
-		}
+		<-s.dispatched
 		close(s.stop)
 		s.bg.Wait()
 		s.releaseLease()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/persist"
 	"github.com/gateway/gateway/persist/kvtest"
 	"github.com/gateway/gateway/persist/natskv"
@@ -125,6 +126,33 @@ func TestGroupCommit(t *testing.T) {
 	}
 	if n := len(kvtest.ScanKeys(t, s, "g/")); n != workers*each {
 		t.Fatalf("scan found %d keys, want %d", n, workers*each)
+	}
+}
+
+// A scan whose page is not answered within the store's round-trip bound fails (storage
+// unavailable, after the store's hold) instead of ending early: before, an answer slower than
+// the bound read as "no more records", so a loaded machine's scan missed records (the kvtest
+// AtomicMultiOp "partial commit: []" and LargeValues flakes).
+func TestScanSlowAnswerFails(t *testing.T) {
+	srv := natstest.Start(t)
+	s, err := natskv.Open(context.Background(), natskv.Options{URL: srv.URL, Prefix: "slow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	kvtest.MustCommit(t, s, kvtest.Put("k/1", "v"), kvtest.Put("k/2", "v"), kvtest.Put("k/3", "v"))
+	s.SetTimeouts(time.Nanosecond, 100*time.Millisecond) // no answer comes within the bound
+	var keys []string
+	err = s.Scan([]byte("k/"), func(k, _ []byte) error {
+		keys = append(keys, string(k))
+		return nil
+	})
+	if !errors.Is(err, domain.ErrStorageUnavailable) {
+		t.Fatalf("a scan no page of which was answered in time: %d keys %q, err %v; want storage unavailable", len(keys), keys, err)
+	}
+	s.SetTimeouts(5*time.Second, 10*time.Second)
+	if got := kvtest.ScanKeys(t, s, "k/"); len(got) != 3 {
+		t.Fatalf("scan: %q", got)
 	}
 }
 

@@ -3,6 +3,7 @@ package natskv
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -11,7 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/synadia-io/orbit.go/jetstreamext"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/persist"
@@ -218,29 +219,52 @@ func (rs *recStream) pages(filter string, since time.Time, visit func(pageMsg)) 
 
 // scanPage reads one page of a scan with a direct batch get, from sequence seq, or from the
 // first message at or after from when it is not zero. pending is what the server counted after
-// the page's last message.
+// the page's last message. A page is complete only with the server's end of batch (or its "no
+// message"): an answer that does not come within the store's Timeout is tried again, and fails
+// the scan after Hold, never ends it early (orbit.go's GetBatch ends its iteration without an
+// error when its context expires, which read as "no more messages": a scan under load missed
+// records, the kvtest AtomicMultiOp and LargeValues flakes).
 func (rs *recStream) scanPage(ctx context.Context, seq uint64, from time.Time, filter string) (msgs []pageMsg, pending uint64, err error) {
+	req := struct {
+		Seq       uint64     `json:"seq,omitempty"`
+		NextFor   string     `json:"next_by_subj"`
+		Batch     int        `json:"batch"`
+		StartTime *time.Time `json:"start_time,omitempty"`
+	}{NextFor: filter, Batch: scanPage}
+	if from.IsZero() {
+		req.Seq = seq
+	} else {
+		req.StartTime = &from
+	}
+	data, err := json.Marshal(req)
+	if err != nil {
+		return nil, 0, err
+	}
 	err = rs.s.retryRead(ctx, func(ctx context.Context) error {
 		msgs, pending = msgs[:0], 0
-		opts := []jetstreamext.GetBatchOpt{jetstreamext.GetBatchSubject(filter)}
-		if from.IsZero() {
-			opts = append(opts, jetstreamext.GetBatchSeq(seq))
-		} else {
-			opts = append(opts, jetstreamext.GetBatchStartTime(from))
-		}
-		it, err := jetstreamext.GetBatch(ctx, rs.s.js, rs.name, scanPage, opts...)
+		answers, err := rs.s.requestMany(ctx, "$JS.API.DIRECT.GET."+rs.name, data)
 		if err != nil {
 			return err
 		}
-		for msg, err := range it {
-			if errors.Is(err, jetstreamext.ErrNoMessages) {
-				break
+		for _, m := range answers {
+			if len(m.Data) == 0 && m.Header.Get("Status") != "" {
+				switch m.Header.Get("Status") {
+				case "204", "404": // the end of the page; nothing (more) under the filter
+					continue
+				default:
+					return fmt.Errorf("direct get: %s %s", m.Header.Get("Status"), m.Header.Get("Description"))
+				}
 			}
-			if err != nil {
-				return err
+			msg := pageMsg{subject: m.Header.Get(jetstream.SubjectHeader), header: m.Header, data: m.Data}
+			var err error
+			if msg.seq, err = strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64); err != nil || msg.subject == "" {
+				return errors.New("direct get: an answer without its subject or sequence")
 			}
-			pending, _ = strconv.ParseUint(msg.Header.Get("Nats-Num-Pending"), 10, 64)
-			msgs = append(msgs, pageMsg{subject: msg.Subject, seq: msg.Sequence, time: msg.Time, header: msg.Header, data: msg.Data})
+			if msg.time, err = time.Parse(time.RFC3339Nano, m.Header.Get(jetstream.TimeStampHeaer)); err != nil {
+				return fmt.Errorf("direct get: %w", err)
+			}
+			pending, _ = strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
+			msgs = append(msgs, msg)
 		}
 		return nil
 	})

@@ -28,8 +28,8 @@ import (
 // opened on an existing layout keeps it, whatever Options.Streams says (logged), since the
 // subjects of the records decide where they are.
 
-// recStream is one records stream and what the store runs for it: its commit dispatcher
-// (commit.go) and its batched reads (read.go).
+// recStream is one records stream and what the store runs for it: its groups of commits
+// (formed by the store's one dispatcher: commit.go) and its batched reads (read.go).
 type recStream struct {
 	s        *Store
 	idx      int
@@ -37,11 +37,9 @@ type recStream struct {
 	stream   jetstream.Stream
 	replicas int
 
-	reqs       chan *commitReq
-	dispatched chan struct{} // closed when the dispatcher has answered every request
-	gets       chan *getReq
-	full       atomic.Bool // a commit found the stream full; cleared when space returns
-	lastAck    atomic.Uint64
+	gets    chan *getReq
+	full    atomic.Bool // a commit found the stream full; cleared when space returns
+	lastAck atomic.Uint64
 }
 
 // replicated: the stream has more than one replica; a direct get may be answered by a replica
@@ -136,8 +134,7 @@ func (s *Store) ensureStreams(ctx context.Context, o Options) error {
 		return fmt.Errorf("natskv: stream %s: %w", streamName(s.prefix, 0), unavailable(err))
 	}
 	for k := range n {
-		rs := &recStream{s: s, idx: k, name: streamName(s.prefix, k), reqs: make(chan *commitReq, 4096),
-			dispatched: make(chan struct{}), gets: make(chan *getReq, 4096)}
+		rs := &recStream{s: s, idx: k, name: streamName(s.prefix, k), gets: make(chan *getReq, 4096)}
 		if err := s.ensureStream(cctx, o, rs, streamSubjects(s.prefix, k, n, partitions), n, partitions); err != nil {
 			return err
 		}

@@ -266,6 +266,88 @@ func TestFencedConcurrency(t *testing.T) {
 		t.Fatalf("scan found %d keys, want %d", n, 2*workers*each)
 	}
 
+	// Group commit per node, not per stream (on the same cluster): a store whose partitions
+	// spread over three replicated streams keeps two batches in flight in all, and every one-
+	// message commit joins a batch, so its commits go out in as few groups as one stream's.
+	spread, err := natskv.Open(context.Background(), natskv.Options{URL: c.URLs(), Prefix: "conc3", Replicas: 3, Streams: 3, Partitions: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spread.Close()
+	if spread.Streams() != 3 {
+		t.Fatalf("%d streams, want 3", spread.Streams())
+	}
+	views = views[:0]
+	for p := range 6 {
+		views = append(views, spread.Partition(p, newOwner(t, spread, p)))
+	}
+	g0, _ := spread.Stats()
+	for w := range workers {
+		wg.Go(func() {
+			v := views[w%len(views)]
+			for i := range each {
+				if err := v.Commit(context.Background(), kvtest.Put(fmt.Sprintf("s/%d/%d", w, i), "v")); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	g1, _ := spread.Stats()
+	t.Logf("3 streams: %d one-message commits in %d groups, at most %d batches at once", workers*each, g1-g0, spread.PeakBatches())
+	if peak := spread.PeakBatches(); peak > 2 {
+		t.Fatalf("%d batches in flight at once over 3 streams, want at most 2 (the node's budget)", peak)
+	}
+	if g1-g0 > workers*each/3 {
+		t.Fatalf("%d one-message commits over 3 streams went out as %d groups: not merged", workers*each, g1-g0)
+	}
+	if n := len(kvtest.ScanKeys(t, spread, "s/")); n != workers*each {
+		t.Fatalf("scan found %d keys, want %d", n, workers*each)
+	}
+
+	// One stream's trouble holds its own partitions' commits only: while stream 1's groups
+	// hang (as while it elects a leader), holding the node's two batch slots, partition 0's
+	// and 2's commits (streams 0 and 2) go on: a group in flight past stallAfter leaves the
+	// node's budget.
+	release := natskv.HoldGroups(1)
+	stuck := make(chan error, 2)
+	for _, p := range []int{1, 4} { // stream 1: two groups, one per partition's fence lane 0
+		go func() {
+			stuck <- views[p].Commit(context.Background(), kvtest.Put("held", "v"), kvtest.Put("held/x", "v"))
+		}()
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(400 * time.Millisecond) // past stallAfter
+	others := make(chan error, 1)
+	go func() {
+		for _, p := range []int{0, 2, 3, 5} {
+			if err := views[p].Commit(context.Background(), kvtest.Put("other", "v"), kvtest.Put("other/x", "v")); err != nil {
+				others <- err
+				return
+			}
+		}
+		others <- nil
+	}()
+	select {
+	case err := <-others:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		release()
+		t.Fatal("the other streams' commits waited for stream 1's held groups")
+	}
+	if len(stuck) != 0 {
+		t.Fatal("stream 1's commits went through while its groups were held")
+	}
+	release()
+	for range 2 {
+		if err := <-stuck; err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	// Monotonic reads (on the same cluster): a record a fenced view has read raises its floor,
 	// so its later reads never come from a replica that has not applied it (a commit whose
 	// answer was lost raised nothing: an Idempotency-Key's record read from one replica, then
