@@ -93,3 +93,25 @@ func otherCPU(a, b cpuSnap) float64 {
 	other := (b.busy - a.busy) - (b.procs - a.procs)
 	return min(max(other/wall, 0), 1)
 }
+
+// serverCPU is one process's CPU seconds at one instant (ok false: unknown).
+type serverCPU struct {
+	secs float64
+	ok   bool
+}
+
+func snapServer(pid int) serverCPU {
+	if pid == 0 {
+		return serverCPU{}
+	}
+	t, ok := procCPU(pid)
+	return serverCPU{t, ok}
+}
+
+// perRequestUS is the CPU the process used since from, in µs per request (0 unknown).
+func (to serverCPU) perRequestUS(from serverCPU, requests int64) float64 {
+	if !from.ok || !to.ok || requests <= 0 {
+		return 0
+	}
+	return (to.secs - from.secs) * 1e6 / float64(requests)
+}

@@ -181,7 +181,7 @@ func (h *harness) phase(ctx context.Context, work string, spec phaseSpec) error 
 
 	results := map[string]*result{}
 	for _, id := range ids {
-		results[id] = h.runCase(ctx, g, fl, name, caseByID(id), h.o.conns, 0)
+		results[id] = h.runCase(ctx, g, fl, name, caseByID(id), h.o.conns, fixedRun{})
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -211,7 +211,7 @@ func (h *harness) phase(ctx context.Context, work string, spec phaseSpec) error 
 		if conns == h.o.conns {
 			continue // measured above
 		}
-		r := h.runCase(ctx, g, fl, name, caseByID(sweepCase), conns, 0)
+		r := h.runCase(ctx, g, fl, name, caseByID(sweepCase), conns, fixedRun{})
 		r.Sweep = true
 		if r.Gateway != nil && r.Failure == "" && r.Gateway.RPS > peak {
 			peak, peakConns = r.Gateway.RPS, conns
@@ -221,23 +221,60 @@ func (h *harness) phase(ctx context.Context, work string, spec phaseSpec) error 
 		}
 	}
 	results[sweepCase].Sweep = len(sweep) > 0
-	// The fixed-rate run uses the connection count the peak was reached with, so the schedule
-	// is limited by the gateway's speed, not by too few connections to carry it.
+	// The fixed-rate runs use the connection count the peak was reached with, so the schedule
+	// is limited by the servers' speed, not by too few connections to carry it.
 	if first && h.o.rateFraction > 0 && peak > 0 {
-		h.runCase(ctx, g, fl, name, caseByID(sweepCase), peakConns, h.o.rateFraction*peak)
+		for _, f := range fixedRuns(h.o.rateFraction, peak, results[sweepCase].Floor) {
+			h.runCase(ctx, g, fl, name, caseByID(sweepCase), peakConns, f)
+			if ctx.Err() != nil {
+				break
+			}
+		}
 	}
 	return ctx.Err()
+}
+
+// fixedRun is an open-loop run at a fixed rate (rate 0: a closed loop).
+type fixedRun struct {
+	rate float64
+	// basis is the peak the rate is a fraction of: rateBasisGateway or rateBasisFloor.
+	basis string
+	// floor: the floor is measured on the same schedule after the gateway (a durable case).
+	floor bool
+}
+
+// The peak a fixed rate is a fraction of.
+const (
+	rateBasisGateway = "gateway"
+	rateBasisFloor   = "floor"
+)
+
+// fixedRuns are the open-loop runs of a phase. The first is at fraction of the gateway's
+// closed-loop peak (DESIGN.md section 8's accept p99). Its latency is compared with the floor's
+// at the same rate, which makes sense only where the floor can carry that rate: when the
+// floor's own closed-loop peak (the bench's generator, at --conns) is lower than the
+// gateway's, the floor would fall behind its schedule and its p99 would measure its backlog.
+// Then a second run puts the gateway and the floor each on fraction of the lower peak, the
+// floor's, and that one holds the comparison.
+func fixedRuns(fraction, peak float64, floor *stats) []fixedRun {
+	own := fixedRun{rate: fraction * peak, basis: rateBasisGateway, floor: true}
+	if floor == nil || floor.RPS <= 0 || floor.RPS >= peak {
+		return []fixedRun{own}
+	}
+	own.floor = false
+	return []fixedRun{own, {rate: fraction * floor.RPS, basis: rateBasisFloor, floor: true}}
 }
 
 // runCase measures one case at one connection count: against the gateway, then (closed loop
 // only) against the bare server answering the same bytes and, for the cases that write, the
 // floor; all of it with the bench's generator, then again with wrk. Deliveries are checked
 // after each generator's gateway run.
-func (h *harness) runCase(ctx context.Context, g *gatewayProc, fl *fleet, phase string, c *benchCase, conns int, rate float64) *result {
+func (h *harness) runCase(ctx context.Context, g *gatewayProc, fl *fleet, phase string, c *benchCase, conns int, fixed fixedRun) *result {
 	h.run++
+	rate := fixed.rate
 	r := &result{Phase: phase, Case: c.name, CaseID: c.id, Conns: conns, Mode: "closed"}
 	if rate > 0 {
-		r.Mode = "fixed-rate"
+		r.Mode, r.RateBasis = "fixed-rate", fixed.basis
 	}
 	defer func() {
 		h.rep.add(r)
@@ -298,7 +335,7 @@ func (h *harness) runCase(ctx context.Context, g *gatewayProc, fl *fleet, phase 
 			r.Failure = err.Error()
 		}
 	}
-	if rate > 0 && c.durable && ctx.Err() == nil && r.Failure == "" {
+	if rate > 0 && fixed.floor && c.durable && ctx.Err() == nil && r.Failure == "" {
 		// The floor at the same schedule: its p99 is what the gateway's is held against.
 		if err := h.measureFloorAt(ctx, g, r, captured, l, tgt); err != nil {
 			r.Failure = err.Error()

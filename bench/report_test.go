@@ -230,3 +230,42 @@ func TestFloorInResultTableTargetsAndJSON(t *testing.T) {
 		t.Fatalf("JSON targets or non-durable result wrong: %+v %+v", back.Results[2], back.Targets)
 	}
 }
+
+// The open-loop runs: at a share of the gateway's peak, and, when the floor's peak is the
+// lower, the gateway and the floor again at a share of the floor's, which is where their
+// p99s are compared (a floor behind its schedule measures its own backlog).
+func TestFixedRunsAndTheirTargets(t *testing.T) {
+	runs := fixedRuns(0.5, 20000, &stats{RPS: 8000})
+	if len(runs) != 2 || runs[0] != (fixedRun{rate: 10000, basis: rateBasisGateway}) || runs[1] != (fixedRun{rate: 4000, basis: rateBasisFloor, floor: true}) {
+		t.Fatalf("floor slower than the gateway: %+v", runs)
+	}
+	for _, floor := range []*stats{nil, {RPS: 30000}} {
+		if runs := fixedRuns(0.5, 20000, floor); len(runs) != 1 || runs[0] != (fixedRun{rate: 10000, basis: rateBasisGateway, floor: true}) {
+			t.Fatalf("floor %+v: %+v", floor, runs)
+		}
+	}
+
+	rep := newReport("bench run", false, "gateway v1")
+	rep.Config = map[string]any{"rate_duration": "1m0s"}
+	rep.add(&result{Phase: "fsync=batch", Case: "v1 send", CaseID: "send", Conns: 256, Mode: "fixed-rate", RateBasis: rateBasisGateway,
+		figures: figures{Gateway: &stats{RPS: 10000, TargetRPS: 10000, P99: 30}}})
+	rep.add(&result{Phase: "fsync=batch", Case: "v1 send", CaseID: "send", Conns: 256, Mode: "fixed-rate", RateBasis: rateBasisFloor,
+		figures: figures{Gateway: &stats{RPS: 4000, TargetRPS: 4000, P99: 12}, Floor: &stats{RPS: 4000, TargetRPS: 4000, P99: 10}}})
+	rep.Targets = checkTargets(rep)
+	lines := strings.Join(targetLines(rep), "\n")
+	for _, want := range []string{
+		"v1 send, fsync=batch: accept p99 < 20 ms at 10000 req/s (open loop, 60 s): 30.000 (NOT met",
+		"v1 send, fsync=batch: accept p99 at 4000 req/s (open loop, 60 s, a share of the floor's peak, the lower) <= 1.5 x the floor's at the same rate (10.000 ms): 1.200 (met",
+	} {
+		if !strings.Contains(lines, want) {
+			t.Errorf("targets lack %q:\n%s", want, lines)
+		}
+	}
+	if n := strings.Count(lines, "accept p99"); n != 2 {
+		t.Errorf("want 2 accept p99 targets, got %d:\n%s", n, lines)
+	}
+	md := summaryTable(rep, true)
+	if !strings.Contains(md, "| fixed 4000/s (floor's) |") {
+		t.Errorf("summary table does not say the floor's share:\n%s", md)
+	}
+}

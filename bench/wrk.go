@@ -202,9 +202,9 @@ func (w *wrkTool) measure(ctx context.Context, l wrkLoad) (stats, error) {
 		s.Errors += wr.Connect + wr.Read + wr.Write + wr.Status + wr.Timeout
 		s.OK += wr.Requests - wr.Status
 	}
-	from := snapCPU(os.Getpid(), l.pid)
+	from, srvFrom := snapCPU(os.Getpid(), l.pid), snapServer(l.pid)
 	r, wrkCPU, err := run(l.duration, l.pool)
-	to := snapCPU(os.Getpid(), l.pid)
+	to, srvTo := snapCPU(os.Getpid(), l.pid), snapServer(l.pid)
 	if err != nil {
 		return s, err
 	}
@@ -212,6 +212,7 @@ func (w *wrkTool) measure(ctx context.Context, l wrkLoad) (stats, error) {
 	if r.DurationUS > 0 {
 		s.RPS = float64(r.Requests) / (float64(r.DurationUS) / 1e6)
 	}
+	s.ServerCPUUS = srvTo.perRequestUS(srvFrom, r.Requests)
 	s.P50, s.P90, s.P99, s.P999, s.Max, s.Mean = r.P50/1000, r.P90/1000, r.P99/1000, r.P999/1000, r.Max/1000, r.Mean/1000
 	errs := r.Connect + r.Read + r.Write + r.Status + r.Timeout
 	s.Errors += errs

@@ -60,10 +60,11 @@ type sessionIndex struct {
 	assignMu sync.Mutex          // serialises assignments (read the owner, ask the actor, move the index)
 	byUser   map[string][]string // user id → session ids, most recently assigned last
 	userOf   map[string]string   // session id → the user whose byUser lists it
-	// last: user id → the entry of the last of byUser's ids, read without the lock by
-	// defaultOf (every send and status read asks it; an RWMutex's reader count is one cache
-	// line every core writes). Kept by whatever changes byUser or byID, under mu.
-	last sync.Map
+	// users: user id → []*sessionEntry, the entries of byUser's ids in its order (the one
+	// assigned last, last), read without the lock by defaultOf and cloudOf (every send and
+	// status read asks both; an RWMutex's reader count is one cache line every core writes).
+	// Replaced whole, never changed in place, by whatever changes byUser or byID, under mu.
+	users sync.Map
 }
 
 func (x *sessionIndex) init() {
@@ -72,13 +73,20 @@ func (x *sessionIndex) init() {
 	x.userOf = map[string]string{}
 }
 
-// refresh sets uid's last entry. Called with mu held.
+// refresh publishes uid's entries. Called with mu held.
 func (x *sessionIndex) refresh(uid string) {
-	if ids := x.byUser[uid]; len(ids) > 0 && x.byID[ids[len(ids)-1]] != nil {
-		x.last.Store(uid, x.byID[ids[len(ids)-1]])
-	} else {
-		x.last.Delete(uid)
+	ids := x.byUser[uid]
+	ents := make([]*sessionEntry, 0, len(ids))
+	for _, id := range ids {
+		if e := x.byID[id]; e != nil {
+			ents = append(ents, e)
+		}
 	}
+	if len(ents) == 0 {
+		x.users.Delete(uid)
+		return
+	}
+	x.users.Store(uid, ents)
 }
 
 // put makes e id's entry.
@@ -114,25 +122,19 @@ func (x *sessionIndex) defaultOf(uid string) *sessionEntry { return x.lastOf(uid
 // cloudOf is the user's cloud session (the one assigned last), nil when none.
 func (x *sessionIndex) cloudOf(uid string) *sessionEntry { return x.lastOf(uid, true) }
 
-// lastOf is the user's session of that kind assigned last: the last entry, read without the
-// lock, when it is of that kind (a user with one session: every send), else the last one of
-// byUser's that is.
+// lastOf is the user's session of that kind assigned last, read without a lock from the
+// entries refresh published: a user with no session of that kind (cloudOf for a user without
+// a cloud number: every send asks) costs a map read and a look at each of their few views.
 func (x *sessionIndex) lastOf(uid string, cloud bool) *sessionEntry {
-	// The published view is the truth about ownership: the index may lag a reassignment.
-	if v, ok := x.last.Load(uid); ok {
-		e := v.(*sessionEntry)
-		if st := e.view.Load(); st.AssignedTo == uid && st.IsCloud() == cloud {
-			return e
-		}
+	v, ok := x.users.Load(uid)
+	if !ok {
+		return nil
 	}
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	ids := x.byUser[uid]
-	for i := len(ids) - 1; i >= 0; i-- {
-		if e := x.byID[ids[i]]; e != nil {
-			if v := e.view.Load(); v.AssignedTo == uid && v.IsCloud() == cloud {
-				return e
-			}
+	ents := v.([]*sessionEntry)
+	for i := len(ents) - 1; i >= 0; i-- {
+		// The published view is the truth about ownership: the index may lag a reassignment.
+		if st := ents[i].view.Load(); st.AssignedTo == uid && st.IsCloud() == cloud {
+			return ents[i]
 		}
 	}
 	return nil

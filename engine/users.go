@@ -231,11 +231,11 @@ func (us *Users) checkRolePlan(role, plan string) error {
 
 // clientName is the display name of a user ("" when unknown).
 func (us *Users) clientName(uid string) string {
-	u, ok := us.lookup(uid)
+	v, ok := us.byID.Load(uid)
 	if !ok {
 		return ""
 	}
-	return ClientName(u)
+	return ClientName(*v.(*domain.User)) // the published profile, not a copy of it (every validate asks)
 }
 
 // ClientName is the display name of a user in the admin lists: name, else email, else id.

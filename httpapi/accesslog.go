@@ -61,11 +61,31 @@ type accessRecord struct {
 	// formatted here and not on the request's path.
 	id       string
 	seq      uint64
-	method   string
-	route    string
+	route    *accessRoute
 	status   int
 	duration time.Duration
 	remote   net.IP
+}
+
+// accessRoute is a route's method and path, and their attributes as a line writes them in each
+// format, rendered once when the route is registered (a line only copies them).
+type accessRoute struct {
+	method, path string
+	json, text   []byte
+}
+
+func newAccessRoute(method, path string) *accessRoute {
+	r := &accessRoute{method: method, path: path}
+	for _, text := range []bool{false, true} {
+		l := accessLog{cfg: AccessLogConfig{Text: text}}
+		b := l.appendAttr(l.appendAttr(nil, "method", method), "route", path)
+		if text {
+			r.text = b
+		} else {
+			r.json = b
+		}
+	}
+	return r
 }
 
 // accessLog queues records and writes them from its own goroutine.
@@ -87,7 +107,6 @@ type accessLog struct {
 	loc     *time.Location
 	secText []byte
 	zone    []byte
-	idBuf   []byte
 }
 
 // newAccessLog starts the access log of a server whose request ids start with reqPfx.
@@ -109,14 +128,15 @@ func (l *accessLog) add(r accessRecord) {
 		return
 	}
 	l.queue = append(l.queue, r)
-	first := len(l.queue) == 1
-	l.mu.Unlock()
-	if first {
+	if len(l.queue) == 1 {
+		// Under the lock: close marks the log closed under it before it closes wake, so wake
+		// is open here (a send after the unlock could meet a closed channel at shutdown).
 		select {
 		case l.wake <- struct{}{}:
 		default:
 		}
 	}
+	l.mu.Unlock()
 }
 
 func (l *accessLog) run() {
@@ -181,18 +201,28 @@ func (l *accessLog) close() {
 func (l *accessLog) appendLine(b []byte, r *accessRecord) []byte {
 	b = l.appendHead(b, r.at, "request")
 	b = append(b, l.prefix...)
-	id := r.id
-	if id == "" && l.reqPfx != "" {
-		l.idBuf = appendRequestID(l.idBuf[:0], l.reqPfx, r.seq)
-		id = string(l.idBuf)
+	if r.id == "" && l.reqPfx != "" {
+		// The server's own id: hex, '-' and base 36, which neither format quotes or escapes.
+		b = l.appendKey(b, "request_id")
+		if !l.cfg.Text {
+			b = append(b, '"')
+		}
+		b = appendRequestID(b, l.reqPfx, r.seq)
+		if !l.cfg.Text {
+			b = append(b, '"')
+		}
+	} else {
+		b = l.appendAttr(b, "request_id", r.id)
 	}
-	b = l.appendAttr(b, "request_id", id)
-	b = l.appendAttr(b, "method", r.method)
-	b = l.appendAttr(b, "route", r.route)
+	if l.cfg.Text {
+		b = append(b, r.route.text...)
+	} else {
+		b = append(b, r.route.json...)
+	}
 	b = l.appendKey(b, "status")
 	b = strconv.AppendInt(b, int64(r.status), 10)
 	b = l.appendKey(b, "duration_ms")
-	b = strconv.AppendFloat(b, float64(r.duration.Microseconds())/1000, 'g', -1, 64)
+	b = appendMillis(b, r.duration.Microseconds())
 	b = l.appendKey(b, "remote")
 	if ip4 := r.remote.To4(); ip4 != nil {
 		// Dotted quad, never quoted in text; without net.IP.String's allocation.
@@ -304,4 +334,25 @@ func appendTextValue(b []byte, s string) []byte {
 		}
 	}
 	return append(b, s...)
+}
+
+// appendMillis appends us/1000 as strconv.AppendFloat(b, float64(us)/1000, 'g', -1, 64)
+// does (slog's number), by hand below 10^9 µs: the quotient is the double nearest the decimal
+// with three places, whose shortest form is that decimal without its trailing zeros, and 'g'
+// writes it without an exponent below 10^6 (ms). TestAppendMillis checks it against AppendFloat.
+func appendMillis(b []byte, us int64) []byte {
+	if us < 0 || us >= 1e9 {
+		return strconv.AppendFloat(b, float64(us)/1000, 'g', -1, 64)
+	}
+	b = strconv.AppendInt(b, us/1000, 10)
+	frac := us % 1000
+	if frac == 0 {
+		return b
+	}
+	digits := [3]byte{byte('0' + frac/100), byte('0' + frac/10%10), byte('0' + frac%10)}
+	n := 3
+	for digits[n-1] == '0' {
+		n--
+	}
+	return append(append(b, '.'), digits[:n]...)
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,6 +38,9 @@ func (s *syncBuffer) lines() []string {
 	return strings.Split(strings.TrimSuffix(s.b.String(), "\n"), "\n")
 }
 
+// testReqPfx is the request id prefix of the tests' access logs.
+const testReqPfx = "ab12cd34"
+
 // slogLine is the line slog's own handler writes for the same request, at the same time.
 func slogLine(text bool, r accessRecord) string {
 	var b bytes.Buffer
@@ -50,7 +54,11 @@ func slogLine(text bool, r accessRecord) string {
 	if text {
 		h = slog.NewTextHandler(&b, opts)
 	}
-	slog.New(h).With("component", "http").Info("request", "request_id", r.id, "method", r.method, "route", r.route,
+	id := r.id
+	if id == "" {
+		id = string(appendRequestID(nil, testReqPfx, r.seq))
+	}
+	slog.New(h).With("component", "http").Info("request", "request_id", id, "method", r.route.method, "route", r.route.path,
 		"status", r.status, "duration_ms", float64(r.duration.Microseconds())/1000, "remote", r.remote.String())
 	return strings.TrimSuffix(b.String(), "\n")
 }
@@ -60,13 +68,15 @@ func slogLine(text bool, r accessRecord) string {
 func TestAccessLogLinesAreSlogs(t *testing.T) {
 	at := time.Date(2026, 11, 26, 17, 3, 22, 123456789, time.UTC)
 	records := []accessRecord{
-		{at: at, id: "ab12cd34-1", method: "POST", route: "/api/v1/messages/send", status: 200, duration: 1234567 * time.Nanosecond, remote: net.IPv4(127, 0, 0, 1)},
-		{at: at.Truncate(time.Second).Add(time.Second), id: `a "quoted" id=x`, method: "GET", route: "/api/v1/messages/{id}", status: 404, duration: 5 * time.Millisecond, remote: net.ParseIP("::1")},
-		{at: at.Truncate(time.Second).Add(2500 * time.Millisecond), id: "tab\tand\nnewline é \xff", method: "GET", route: "/", status: 503, duration: 0, remote: net.IPv4(10, 1, 2, 3)},
+		{at: at, id: "ab12cd34-1", route: newAccessRoute("POST", "/api/v1/messages/send"), status: 200, duration: 1234567 * time.Nanosecond, remote: net.IPv4(127, 0, 0, 1)},
+		{at: at.Truncate(time.Second).Add(time.Second), id: `a "quoted" id=x`, route: newAccessRoute("GET", "/api/v1/messages/{id}"), status: 404, duration: 5 * time.Millisecond, remote: net.ParseIP("::1")},
+		{at: at.Truncate(time.Second).Add(2500 * time.Millisecond), id: "tab\tand\nnewline é \xff", route: newAccessRoute("GET", "/"), status: 503, duration: 0, remote: net.IPv4(10, 1, 2, 3)},
+		// The server's own id (no id of the caller's): its prefix and the request's number.
+		{at: at.Add(3 * time.Second), seq: 123456789, route: newAccessRoute("GET", `/odd "route"`), status: 200, remote: net.IPv4(10, 1, 2, 4)},
 	}
 	for _, text := range []bool{false, true} {
 		out := &syncBuffer{}
-		l := newAccessLog(AccessLogConfig{Output: out, Text: text, Attrs: [][2]string{{"component", "http"}}}, "")
+		l := newAccessLog(AccessLogConfig{Output: out, Text: text, Attrs: [][2]string{{"component", "http"}}}, testReqPfx)
 		for _, r := range records {
 			l.add(r)
 		}
@@ -117,7 +127,7 @@ func (w *blockedWriter) Write(p []byte) (int, error) {
 func TestAccessLogNeverBlocksARequest(t *testing.T) {
 	out := &blockedWriter{release: make(chan struct{})}
 	l := newAccessLog(AccessLogConfig{Output: out}, "")
-	r := accessRecord{at: time.Now(), id: "x", method: "GET", route: "/", status: 200, remote: net.IPv4(127, 0, 0, 1)}
+	r := accessRecord{at: time.Now(), id: "x", route: newAccessRoute("GET", "/"), status: 200, remote: net.IPv4(127, 0, 0, 1)}
 	start := time.Now()
 	const n = 3 * accessMaxQueued
 	for range n {
@@ -228,6 +238,7 @@ func BenchmarkAccessLog(b *testing.B) {
 			start := cpuNanos()
 			b.RunParallel(func(pb *testing.PB) {
 				var ctx fasthttp.RequestCtx
+				ctx.Init(&fasthttp.Request{}, nil, nil) // a connection of its own (its id)
 				ctx.Request.Header.SetMethod("GET")
 				ctx.Request.SetRequestURI("/things/7")
 				for pb.Next() {
@@ -248,4 +259,25 @@ func cpuNanos() int64 {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// The access log's duration is slog's number: AppendFloat's shortest 'g' form of the
+// milliseconds, for every duration under 10^4 µs and a spread of larger ones.
+func TestAppendMillis(t *testing.T) {
+	check := func(us int64) {
+		want := strconv.AppendFloat(nil, float64(us)/1000, 'g', -1, 64)
+		if got := appendMillis(nil, us); string(got) != string(want) {
+			t.Fatalf("%d µs: %s, want %s", us, got, want)
+		}
+	}
+	for us := int64(0); us < 10000; us++ {
+		check(us)
+	}
+	for us := int64(10000); us < 2e9; us = us*13/10 + 7 {
+		check(us)
+		check(us - us%1000)
+	}
+	for _, us := range []int64{999_999_999, 1e9, 1e9 + 1, 123_456_789_000, -1} {
+		check(us)
+	}
 }

@@ -41,15 +41,18 @@ var bodyBlocks = sync.Pool{New: func() any { b := make([]byte, bodyBlock); retur
 // (headerReceived).
 const bodyRefusedHeader = "X-Gateway-Body-Over-Limit"
 
+// bodyRefusedKey is bodyRefusedHeader as fasthttp keeps it (PeekCanonical: no copy per call).
+var bodyRefusedKey = []byte(bodyRefusedHeader)
+
 // readBody replaces a streamed request body by the body itself, read within the route's limit.
 func (s *Server) readBody(ctx *fasthttp.RequestCtx) error {
-	limit := s.bodyLimit(&ctx.Request.Header)
-	if len(ctx.Request.Header.Peek(bodyRefusedHeader)) > 0 {
-		return fmt.Errorf("%w: the limit is %d bytes", errBodyTooLarge, limit)
+	if len(ctx.Request.Header.PeekCanonical(bodyRefusedKey)) > 0 {
+		return fmt.Errorf("%w: the limit is %d bytes", errBodyTooLarge, s.bodyLimit(&ctx.Request.Header))
 	}
 	if !ctx.Request.IsBodyStream() {
 		return nil
 	}
+	limit := s.bodyLimit(&ctx.Request.Header)
 	stream := ctx.RequestBodyStream()
 	var body []byte
 	switch n := ctx.Request.Header.ContentLength(); {

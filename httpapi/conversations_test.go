@@ -13,7 +13,7 @@ const tinyWebP = "UklGRhoAAABXRUJQVlA4TA0AAAAvAAAAEAcQERGIiP4HAA=="
 
 // linked links alice's session to phone and waits for it to be connected; it keeps its id as
 // {sid}.
-func (a *api) linked(t *testing.T, phone string) {
+func (a *api) linked(t testing.TB, phone string) {
 	t.Helper()
 	a.vars["sid"] = a.do(t, "GET", "/api/client/qr", "alice", nil, nil).str("sessionId")
 	if r := a.do(t, "POST", "/api/dev/sim/scan", "", nil, `{"sessionId":"{sid}","phone":"`+phone+`"}`); r.status != 200 {

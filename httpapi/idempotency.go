@@ -21,7 +21,7 @@ import (
 // the cap is used up still succeeds). The same key with another body is 409
 // idempotency_key_reused. idem is nil without a key.
 func (s *Server) v1Post(ctx *fasthttp.RequestCtx, scope string, h func(key domain.Grant, idem *engine.Idem) error, replay func(uid string, rec domain.IdemRecord) error) error {
-	idemKey := ctx.Request.Header.Peek("Idempotency-Key")
+	idemKey := ctx.Request.Header.PeekCanonical(hdrIdempotencyKey)
 	if len(idemKey) == 0 {
 		key, err := s.apiKey(ctx, scope)
 		if err != nil {
@@ -75,7 +75,7 @@ func (s *Server) rawKey(ctx *fasthttp.RequestCtx) []byte {
 			return raw
 		}
 	}
-	return ctx.Request.Header.Peek("X-Api-Key")
+	return ctx.Request.Header.PeekCanonical(hdrAPIKey)
 }
 
 var preferWait = []byte("wait=")
@@ -85,7 +85,7 @@ var preferWait = []byte("wait=")
 func waitOf(ctx *fasthttp.RequestCtx, def time.Duration) (time.Duration, error) {
 	v := ctx.QueryArgs().Peek("wait")
 	if len(v) == 0 {
-		if p := ctx.Request.Header.Peek("Prefer"); len(p) > 0 {
+		if p := ctx.Request.Header.PeekCanonical(hdrPrefer); len(p) > 0 {
 			for _, part := range bytes.Split(p, []byte(",")) {
 				part = bytes.TrimSpace(part)
 				if bytes.HasPrefix(part, preferWait) {

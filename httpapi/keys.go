@@ -31,7 +31,7 @@ type keyJSON struct {
 }
 
 func keyRecord(v engine.KeyView, withOwner, withCounters bool) keyJSON {
-	k := v.Key
+	k := &v.Key
 	j := keyJSON{
 		ID: k.ID, ClientName: v.ClientName, Name: k.Name, MaskedKey: engine.KeyPrefix + "***" + k.Last4,
 		Status: k.Status, CreatedAt: timestamp(k.CreatedAt), ExpiresAt: tsPtr(k.ExpiresAt), Scopes: k.Scopes,
@@ -180,14 +180,14 @@ func (s *Server) validate(ctx *fasthttp.RequestCtx) error {
 		writeJSON(ctx, fasthttp.StatusUnauthorized, invalidKeyJSON{Valid: false, Error: err.Error()})
 		return nil
 	}
-	writeValid(ctx, v)
+	writeValid(ctx, &v)
 	return nil
 }
 
 // writeValid answers a valid key: validateJSON as writeJSON writes it, by hand (the route is one
 // of the hot ones).
-func writeValid(ctx *fasthttp.RequestCtx, v engine.KeyView) {
-	k := v.Key
+func writeValid(ctx *fasthttp.RequestCtx, v *engine.KeyView) {
+	k := &v.Key
 	ctx.Response.Header.SetContentTypeBytes(contentTypeJSON)
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	var buf [512]byte

@@ -18,13 +18,45 @@ type httpMetrics struct {
 	latency   *prometheus.HistogramVec
 	decisions *prometheus.CounterVec
 
-	mu       sync.RWMutex
-	outcomes map[string]prometheus.Counter
+	outcomes counters[string] // decisions' series by outcome
 
 	sends    *prometheus.CounterVec
-	streams  prometheus.Gauge // open event streams (GET /api/client/events/stream)
-	sendsMu  sync.RWMutex
-	sendByOc map[[2]string]prometheus.Counter
+	streams  prometheus.Gauge    // open event streams (GET /api/client/events/stream)
+	sendByOc counters[[2]string] // sends' series by origin and outcome
+}
+
+// counters caches a CounterVec's series by their labels, read without a lock on every request
+// (an RWMutex's reader count is a cache line every core writes): the map is replaced whole
+// when a series is first made, which happens once per key.
+type counters[K comparable] struct {
+	mu   sync.Mutex
+	m    atomic.Pointer[map[K]prometheus.Counter]
+	make func(K) prometheus.Counter
+}
+
+func (c *counters[K]) get(k K) prometheus.Counter {
+	if m := c.m.Load(); m != nil {
+		if x, ok := (*m)[k]; ok {
+			return x
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var old map[K]prometheus.Counter
+	if m := c.m.Load(); m != nil {
+		old = *m
+	}
+	if x, ok := old[k]; ok {
+		return x
+	}
+	next := make(map[K]prometheus.Counter, len(old)+1)
+	for key, x := range old {
+		next[key] = x
+	}
+	x := c.make(k)
+	next[k] = x
+	c.m.Store(&next)
+	return x
 }
 
 func newHTTPMetrics(reg *prometheus.Registry) (*httpMetrics, error) {
@@ -39,15 +71,15 @@ func newHTTPMetrics(reg *prometheus.Registry) (*httpMetrics, error) {
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_api_key_decisions_total", Help: "API-key authorization decisions by outcome.",
 		}, []string{"outcome"}),
-		outcomes: map[string]prometheus.Counter{},
 		sends: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_sends_total", Help: "Send requests by origin (api, dashboard) and outcome (sent or an error code).",
 		}, []string{"origin", "outcome"}),
-		sendByOc: map[[2]string]prometheus.Counter{},
 		streams: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "gateway_event_streams", Help: "Open dashboard event streams (Server-Sent Events).",
 		}),
 	}
+	m.outcomes.make = func(outcome string) prometheus.Counter { return m.decisions.WithLabelValues(outcome) }
+	m.sendByOc.make = func(k [2]string) prometheus.Counter { return m.sends.WithLabelValues(k[0], k[1]) }
 	for _, c := range []prometheus.Collector{m.requests, m.latency, m.decisions, m.sends, m.streams,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := reg.Register(c); err != nil {
@@ -57,32 +89,21 @@ func newHTTPMetrics(reg *prometheus.Registry) (*httpMetrics, error) {
 	return m, nil
 }
 
-func (m *httpMetrics) keyDecision(outcome string) {
-	m.mu.RLock()
-	c := m.outcomes[outcome]
-	m.mu.RUnlock()
-	if c == nil {
-		c = m.decisions.WithLabelValues(outcome)
-		m.mu.Lock()
-		m.outcomes[outcome] = c
-		m.mu.Unlock()
-	}
-	c.Inc()
-}
+func (m *httpMetrics) keyDecision(outcome string) { m.outcomes.get(outcome).Inc() }
 
-// routeMetrics caches one route's series, so the hot path does no label hashing.
+// routeMetrics caches one route's series, so the hot path does no label hashing and takes
+// no lock.
 type routeMetrics struct {
-	name     string
-	parent   *httpMetrics
 	latency  prometheus.Observer
-	mu       sync.RWMutex
-	byStatus map[int]prometheus.Counter
-	// ok is byStatus[200] once made: the common answer counted without the lock.
+	byStatus counters[int]
+	// ok is byStatus's 200 once made: the common answer counted without a map lookup.
 	ok atomic.Pointer[prometheus.Counter]
 }
 
 func (m *httpMetrics) route(name string) *routeMetrics {
-	return &routeMetrics{name: name, parent: m, latency: m.latency.WithLabelValues(name), byStatus: map[int]prometheus.Counter{}}
+	r := &routeMetrics{latency: m.latency.WithLabelValues(name)}
+	r.byStatus.make = func(status int) prometheus.Counter { return m.requests.WithLabelValues(name, strconv.Itoa(status)) }
+	return r
 }
 
 func (r *routeMetrics) observe(status int, d time.Duration) {
@@ -91,15 +112,7 @@ func (r *routeMetrics) observe(status int, d time.Duration) {
 		(*c).Inc()
 		return
 	}
-	r.mu.RLock()
-	c := r.byStatus[status]
-	r.mu.RUnlock()
-	if c == nil {
-		c = r.parent.requests.WithLabelValues(r.name, strconv.Itoa(status))
-		r.mu.Lock()
-		r.byStatus[status] = c
-		r.mu.Unlock()
-	}
+	c := r.byStatus.get(status)
 	if status == 200 {
 		r.ok.Store(&c)
 	}
@@ -112,17 +125,7 @@ func (m *httpMetrics) send(origin string, err error) {
 	if err != nil {
 		_, outcome = statusOf(err)
 	}
-	k := [2]string{origin, outcome}
-	m.sendsMu.RLock()
-	c := m.sendByOc[k]
-	m.sendsMu.RUnlock()
-	if c == nil {
-		c = m.sends.WithLabelValues(origin, outcome)
-		m.sendsMu.Lock()
-		m.sendByOc[k] = c
-		m.sendsMu.Unlock()
-	}
-	c.Inc()
+	m.sendByOc.get([2]string{origin, outcome}).Inc()
 }
 
 // engineCollectors export the engine's own counters.

@@ -64,7 +64,7 @@ func TestValidAndStatusAnswersAreWriteJSONs(t *testing.T) {
 		created := timestamp(k.CreatedAt)
 		writeJSON(&want, fasthttp.StatusOK, validateJSON{Valid: true, ID: k.ID, Name: k.Name, UserID: k.UserID, ClientName: v.ClientName,
 			CreatedAt: &created, ExpiresAt: tsPtr(k.ExpiresAt), Scopes: k.Scopes})
-		writeValid(&got, v)
+		writeValid(&got, &v)
 		if string(got.Response.Body()) != string(want.Response.Body()) || got.Response.StatusCode() != 200 ||
 			string(got.Response.Header.ContentType()) != string(want.Response.Header.ContentType()) {
 			t.Errorf("validate by hand:\n%s\nwriteJSON:\n%s", got.Response.Body(), want.Response.Body())
@@ -77,7 +77,7 @@ func TestValidAndStatusAnswersAreWriteJSONs(t *testing.T) {
 	} {
 		var want, got fasthttp.RequestCtx
 		writeJSON(&want, fasthttp.StatusOK, statusOfSession(st))
-		writeStatus(&got, st)
+		writeStatus(&got, &st)
 		if string(got.Response.Body()) != string(want.Response.Body()) || got.Response.StatusCode() != 200 {
 			t.Errorf("status by hand:\n%s\nwriteJSON:\n%s", got.Response.Body(), want.Response.Body())
 		}

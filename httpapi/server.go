@@ -145,6 +145,10 @@ type grantBy struct {
 	eng   *engine.Engine
 }
 
+// grants pools the grantBy each API-key call leaves in its request's user values (a grant
+// boxed there allocated on every v1 call); route puts it back once the request is answered.
+var grants = sync.Pool{New: func() any { return new(grantBy) }}
+
 // New builds the server and its routes.
 func New(cfg Config) (*Server, error) {
 	if (cfg.Engine == nil && cfg.Cluster == nil) || cfg.Verifier == nil {
@@ -330,9 +334,15 @@ func (s *Server) handle(method, path string, limit int, part *partitionOf, h han
 		s.limits[method+" "+path] = limit
 	}
 	m := s.metrics.route(method + " " + path)
+	logRoute := newAccessRoute(method, path)
 	s.router.Handle(method, path, func(ctx *fasthttp.RequestCtx) {
-		start := time.Now()
-		s.markRequest(ctx)
+		// fasthttp's own clock reading as it called the handler (time.Now per request is
+		// not free: this is the hottest path).
+		start := ctx.Time()
+		if start.IsZero() { // a RequestCtx not served by fasthttp's server (a benchmark)
+			start = time.Now()
+		}
+		clientID := s.markNew(ctx)
 		defer func() {
 			if v := recover(); v != nil {
 				s.reqLog(ctx).Error("panic in handler", "route", path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
@@ -345,14 +355,19 @@ func (s *Server) handle(method, path string, limit int, part *partitionOf, h han
 			m.observe(status, took)
 			switch {
 			case s.access != nil:
-				r := accessRecord{at: start.Add(took), seq: ctx.ID(), method: method, route: path, status: status, duration: took, remote: ctx.RemoteIP()}
-				if id := clientRequestID(ctx); id != nil {
-					r.id = string(id)
+				r := accessRecord{at: start.Add(took), seq: ctx.ID(), route: logRoute, status: status, duration: took, remote: ctx.RemoteIP()}
+				if clientID != nil {
+					r.id = string(clientID)
 				}
 				s.access.add(r)
 			case s.cfg.LogRequests:
 				s.log.Info("request", "request_id", s.requestID(ctx), "method", method, "route", path,
 					"status", status, "duration_ms", float64(took.Microseconds())/1000, "remote", ctx.RemoteIP().String())
+			}
+			if g, ok := ctx.UserValue(ctxGrant).(*grantBy); ok {
+				ctx.RemoveUserValue(ctxGrant)
+				*g = grantBy{}
+				grants.Put(g)
 			}
 		}()
 		var err error
@@ -364,7 +379,7 @@ func (s *Server) handle(method, path string, limit int, part *partitionOf, h han
 		if err != nil {
 			ctx.Response.ResetBody()
 			s.writeError(ctx, err)
-			if g, ok := ctx.UserValue(ctxGrant).(grantBy); ok && ctx.Response.StatusCode() == fasthttp.StatusServiceUnavailable {
+			if g, ok := ctx.UserValue(ctxGrant).(*grantBy); ok && ctx.Response.StatusCode() == fasthttp.StatusServiceUnavailable {
 				// The gateway could not serve the call: it does not count against the key's day.
 				g.eng.Keys.Refund(g.grant)
 			}
@@ -377,28 +392,46 @@ func (s *Server) handle(method, path string, limit int, part *partitionOf, h han
 // response (markRequest).
 func (s *Server) requestID(ctx *fasthttp.RequestCtx) string {
 	s.markRequest(ctx)
-	return string(ctx.Response.Header.Peek(requestIDHeader))
+	return string(ctx.Response.Header.PeekCanonical(requestIDKey))
 }
 
 const requestIDHeader = "X-Request-Id"
 
-// markRequest echoes the request's id in the response, without an allocation (every request
-// does it). It stores nothing: the id follows from the request.
+// Header names as fasthttp keeps them (normalized: it normalizes what it parses and what is
+// set), read and set with the Canonical methods, which do not copy and normalize the name per
+// call as Peek and Set do: the hot routes read them on every request.
+var (
+	requestIDKey      = []byte(requestIDHeader)
+	hdrAuthorization  = []byte(fasthttp.HeaderAuthorization)
+	hdrAPIKey         = []byte("X-Api-Key")
+	hdrIdempotencyKey = []byte("Idempotency-Key")
+	hdrPrefer         = []byte("Prefer")
+)
+
+// markRequest echoes the request's id in the response unless it is there already, without an
+// allocation. It stores nothing: the id follows from the request.
 func (s *Server) markRequest(ctx *fasthttp.RequestCtx) {
-	if len(ctx.Response.Header.Peek(requestIDHeader)) > 0 {
+	if len(ctx.Response.Header.PeekCanonical(requestIDKey)) > 0 {
 		return
 	}
+	s.markNew(ctx)
+}
+
+// markNew echoes the request's id in a response that has none yet (a route's, as it starts),
+// and returns the caller's own id (nil: the server made one).
+func (s *Server) markNew(ctx *fasthttp.RequestCtx) []byte {
 	if id := clientRequestID(ctx); id != nil {
-		ctx.Response.Header.SetBytesV(requestIDHeader, id)
-		return
+		ctx.Response.Header.SetCanonical(requestIDKey, id)
+		return id
 	}
 	var buf [48]byte
-	ctx.Response.Header.SetBytesV(requestIDHeader, appendRequestID(buf[:0], s.reqPfx, ctx.ID()))
+	ctx.Response.Header.SetCanonical(requestIDKey, appendRequestID(buf[:0], s.reqPfx, ctx.ID()))
+	return nil
 }
 
 // clientRequestID is the caller's X-Request-Id when it is sane (nil otherwise).
 func clientRequestID(ctx *fasthttp.RequestCtx) []byte {
-	id := ctx.Request.Header.Peek(requestIDHeader)
+	id := ctx.Request.Header.PeekCanonical(requestIDKey)
 	if len(id) == 0 || len(id) > 128 || !printable(id) {
 		return nil
 	}
@@ -423,7 +456,9 @@ func (s *Server) reqLog(ctx *fasthttp.RequestCtx) *slog.Logger {
 // default.
 func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 	limit := s.bodyLimit(h)
-	h.Del(bodyRefusedHeader)
+	if h.PeekCanonical(bodyRefusedKey) != nil {
+		h.Del(bodyRefusedHeader)
+	}
 	if h.ContentLength() > limit {
 		h.Set(bodyRefusedHeader, "1")
 		h.SetContentLength(0)

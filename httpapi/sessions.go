@@ -164,7 +164,8 @@ func queueOf(q domain.QueueStats) queueJSON {
 
 // clientStatus reports the live status of the caller's session (NOT_CREATED when none).
 func (s *Server) clientStatus(ctx *fasthttp.RequestCtx, u domain.User) error {
-	writeStatus(ctx, s.engine(ctx).Sessions.Status(u.ID))
+	st := s.engine(ctx).Sessions.Status(u.ID)
+	writeStatus(ctx, &st)
 	return nil
 }
 
@@ -184,7 +185,7 @@ func statusOfSession(st domain.Session) statusJSON {
 
 // writeStatus answers a session's status: statusOfSession as writeJSON writes it, by hand (a hot
 // route: TestStatusAnswerIsWriteJSONs).
-func writeStatus(ctx *fasthttp.RequestCtx, st domain.Session) {
+func writeStatus(ctx *fasthttp.RequestCtx, st *domain.Session) {
 	ctx.Response.Header.SetContentTypeBytes(contentTypeJSON)
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	var buf [512]byte
