@@ -301,6 +301,10 @@ func (n *Node) take(p *part) {
 	}
 	p.mu.Lock()
 	p.state, p.rev, p.renewed, p.previous = stStarting, rev, sent, false
+	// In the same step as the state: an acquisition of an earlier hold (lost, its engine still
+	// stopping) never counts as valid again once the partition is held anew.
+	p.epoch++
+	p.fence, p.fenced = nil, n.cfg.Fences == nil
 	p.mu.Unlock()
 	for try := 1; ; try++ {
 		a, err := n.acquisition(p, val)
@@ -399,9 +403,15 @@ const acquireTries = 3
 
 // acquisition begins a new acquisition of p (its lease held, starting): a new epoch and, with
 // Config.Fences, a fence written expecting what was read, whose sequences are its token. Nil
-// without error: p was fenced meanwhile.
+// without error: p was fenced or lost meanwhile.
 func (n *Node) acquisition(p *part, val []byte) (*Acquisition, error) {
 	p.mu.Lock()
+	if p.state != stStarting {
+		// Lost meanwhile (a retry waited while the lease lapsed): its fence, perhaps another
+		// node's by now, is not written over.
+		p.mu.Unlock()
+		return nil, nil
+	}
 	p.epoch++
 	p.fence, p.fenced = nil, n.cfg.Fences == nil
 	p.mu.Unlock()
