@@ -364,11 +364,7 @@ func (ms *Messages) sentOp(e *domain.OutboxEntry) {
 // noteInBackground runs noteChange on a goroutine of its own. Apart from sentOp so that a plain
 // message's entry, which sentOp only looks at, is not moved to the heap for the goroutine.
 func (ms *Messages) noteInBackground(uid, sessionID string, o network.Origin, m domain.Message) {
-	ms.e.bg.Add(1)
-	go func() {
-		defer ms.e.bg.Done()
-		ms.noteChange(uid, sessionID, m.Target.ID, o, true, m)
-	}()
+	ms.e.goBackground(func() { ms.noteChange(uid, sessionID, m.Target.ID, o, true, m) })
 }
 
 // noteChange records one reaction, edit, revoke or vote (m's kind: reaction, edit, revoke or
@@ -437,16 +433,17 @@ func (in inbound) Inbound(s domain.Session, ev network.Event) {
 		if keep {
 			m = inboundMessage(uid, s.ID, ev)
 		}
-		e.inBackground(func(ctx context.Context) {
+		keepIt := func() {
+			if err := e.cfg.Events.ReceiveMessage(context.Background(), m); err != nil {
+				e.log.Warn("incoming message not kept", "session_id", s.ID, "err", err)
+			}
+		}
+		started := e.inBackground(func(ctx context.Context) {
 			if direct {
 				e.Routing.wrote(s, ev.From, ev.At) // first: a message kept (listed in the history) has its contact's window open
 			}
 			if keep {
-				go func() {
-					if err := e.cfg.Events.ReceiveMessage(context.Background(), m); err != nil {
-						e.log.Warn("incoming message not kept", "session_id", s.ID, "err", err)
-					}
-				}()
+				go keepIt()
 			}
 			e.storeLoopIncoming(ctx, s, ev) // a stop word, START, a confirmation's answer
 			if direct {
@@ -455,6 +452,9 @@ func (in inbound) Inbound(s domain.Session, ev network.Event) {
 				e.Routing.contactWrote(s, ev.From)
 			}
 		})
+		if !started && keep {
+			go keepIt() // the engine stops: the message is still kept, as it came
+		}
 	case network.Reaction:
 		go ms.noteChange(uid, s.ID, ev.Target, ev.Origin, false, domain.Message{Kind: domain.KindReaction, Emoji: ev.Emoji})
 	case network.Edited:

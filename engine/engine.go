@@ -126,8 +126,12 @@ type Engine struct {
 	events  *actor.PID    // logs the actor system's events (onEvent)
 	pub     *publisher    // events out, in order (nil: off)
 	metrics engineMetrics // the counters Stats reads
-	// bg counts the engine's own background work (finishing moves); stopCtx ends it at Stop.
+	// bg counts the engine's own background work (finishing moves, what a session reported);
+	// stopCtx ends it at Stop. bgMu and bgClosed keep an Add from racing Stop's wait
+	// (goBackground).
 	bg         sync.WaitGroup
+	bgMu       sync.Mutex
+	bgClosed   bool
 	stopCtx    context.Context
 	stopCancel context.CancelFunc
 }
@@ -275,6 +279,9 @@ type pendingRead struct {
 func (e *Engine) Stop(ctx context.Context) {
 	e.stopCancel()
 	e.Messages.later.stop() // what waits for its time stays scheduled in the outbox
+	e.bgMu.Lock()
+	e.bgClosed = true // no background work starts after this: the wait below covers all of it
+	e.bgMu.Unlock()
 	waitCtx(ctx, &e.bg)
 	// Store actors before the rest: an event they leave unfinished stays in their durable inbox.
 	e.Stores.stop(ctx)

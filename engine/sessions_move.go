@@ -81,9 +81,7 @@ func (s *Sessions) resumeMoves(marked []domain.Session) {
 	if m == nil || len(marked) == 0 {
 		return
 	}
-	s.e.bg.Add(1)
-	go func() {
-		defer s.e.bg.Done()
+	s.e.goBackground(func() {
 		for _, st := range marked {
 			for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
 				ctx, cancel := context.WithTimeout(s.e.stopCtx, 30*time.Second)
@@ -100,7 +98,7 @@ func (s *Sessions) resumeMoves(marked []domain.Session) {
 				}
 			}
 		}
-	}()
+	})
 }
 
 // Adopt starts a session whose record was moved into this engine's partition (the Mover asks

@@ -40,14 +40,29 @@ func (e *Engine) storeLoopVote(s domain.Session, v network.PollVote) {
 	e.inBackground(func(ctx context.Context) { e.Stores.s.voteAnswer(ctx, uid, v.Poll, v.From, v.Options) })
 }
 
-// inBackground runs the store loop's work on what a session reported off the session actor's
-// goroutine (it never waits on storage), counted for Stop and bounded in time.
-func (e *Engine) inBackground(fn func(ctx context.Context)) {
-	e.bg.Add(1)
-	go func() {
-		defer e.bg.Done()
+// inBackground runs the work on what a session reported off the session actor's goroutine (it
+// never waits on storage), counted for Stop and bounded in time; false when the engine stops
+// (nothing then runs).
+func (e *Engine) inBackground(fn func(ctx context.Context)) bool {
+	return e.goBackground(func() {
 		ctx, cancel := context.WithTimeout(e.stopCtx, 2*e.cfg.AskTimeout)
 		defer cancel()
 		fn(ctx)
+	})
+}
+
+// goBackground runs fn on a goroutine of its own counted in bg, unless Stop has begun (false:
+// fn does not run). The count is taken under bgMu, so no Add races Stop's wait.
+func (e *Engine) goBackground(fn func()) bool {
+	e.bgMu.Lock()
+	defer e.bgMu.Unlock()
+	if e.bgClosed {
+		return false
+	}
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		fn()
 	}()
+	return true
 }

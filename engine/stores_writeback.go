@@ -31,9 +31,7 @@ func (s *storeService) startWriteBack(uid, shop string, id int64) {
 	if _, running := s.writing.LoadOrStore(key, struct{}{}); running {
 		return
 	}
-	s.e.bg.Add(1)
-	go func() {
-		defer s.e.bg.Done()
+	started := s.e.goBackground(func() {
 		defer s.writing.Delete(key)
 		backoff := time.Second
 		for !s.writeBackOnce(shop, id) {
@@ -46,7 +44,10 @@ func (s *storeService) startWriteBack(uid, shop string, id int64) {
 			}
 			backoff = min(2*backoff, 5*time.Minute)
 		}
-	}()
+	})
+	if !started {
+		s.writing.Delete(key) // the engine stops: the mark stays, the next boot goes on
+	}
 }
 
 // resumeWriteBacks starts the write-back of every answer left with a mark (boot).
