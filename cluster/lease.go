@@ -401,20 +401,19 @@ func (n *Node) nextLapse(now time.Time) time.Time {
 // lease up (each try a new acquisition, with a new fence).
 const acquireTries = 3
 
-// acquisition begins a new acquisition of p (its lease held, starting): a new epoch and, with
-// Config.Fences, a fence written expecting what was read, whose sequences are its token. Nil
-// without error: p was fenced or lost meanwhile.
+// acquisition begins a new acquisition of p (its lease held, starting, its epoch new: take
+// bumps it when it takes the lease and again after a failed start) and, with Config.Fences,
+// writes a fence expecting what was read, whose sequences are its token. Nil without error: p
+// was fenced or lost meanwhile.
 func (n *Node) acquisition(p *part, val []byte) (*Acquisition, error) {
 	p.mu.Lock()
-	if p.state != stStarting {
+	lost := p.state != stStarting
+	p.mu.Unlock()
+	if lost {
 		// Lost meanwhile (a retry waited while the lease lapsed): its fence, perhaps another
 		// node's by now, is not written over.
-		p.mu.Unlock()
 		return nil, nil
 	}
-	p.epoch++
-	p.fence, p.fenced = nil, n.cfg.Fences == nil
-	p.mu.Unlock()
 	if n.cfg.Fences != nil {
 		// The fence's reads and write get a lease TTL (a stream that just elected its leader
 		// answers slowly): the acquisition's deadline, not this, bounds its use.
