@@ -176,7 +176,7 @@ func (s *Store) prepare(tok string, ops []persist.Op) (*commitReq, *recStream, e
 		if len(op.Value) > s.maxValue {
 			return nil, nil, fmt.Errorf("%w: op %d: value of %d bytes exceeds the NATS server's max_payload (%d)", domain.ErrRecordInvalid, i, len(op.Value), s.maxValue)
 		}
-		if !indexOf(req.keys, keyAt, subject, func(k string) string { return k }, nil) {
+		if _, ok := indexOf(req.keys, keyAt, subject, func(k string) string { return k }); !ok {
 			req.keys = append(req.keys, subject)
 		}
 		if op.IfAbsent || op.IfPresent {
@@ -184,8 +184,7 @@ func (s *Store) prepare(tok string, ops []persist.Op) (*commitReq, *recStream, e
 			continue
 		}
 		w := write{subject: subject, value: slices.Clone(op.Value), delete: op.Delete, ttl: op.TTL}
-		j := -1
-		if indexOf(req.writes, writeAt, subject, func(w write) string { return w.subject }, &j) {
+		if j, ok := indexOf(req.writes, writeAt, subject, func(w write) string { return w.subject }); ok {
 			req.size += len(op.Value) - len(req.writes[j].value)
 			req.writes[j] = w // a later op on one key wins
 			continue
@@ -199,22 +198,18 @@ func (s *Store) prepare(tok string, ops []persist.Op) (*commitReq, *recStream, e
 	return req, rs, nil
 }
 
-// indexOf tells whether subject is among list (by at, when not nil, which it then extends)
-// and sets *j to its index.
-func indexOf[T any](list []T, at map[string]int, subject string, key func(T) string, j *int) bool {
-	i, ok := -1, false
-	if at != nil {
-		if i, ok = at[subject]; !ok {
-			at[subject] = len(list)
-		}
-	} else {
-		i = slices.IndexFunc(list, func(e T) bool { return key(e) == subject })
-		ok = i >= 0
+// indexOf is subject's index in list and whether it is there (found by at when at is not nil;
+// at then learns that a missing subject goes at the end of list).
+func indexOf[T any](list []T, at map[string]int, subject string, key func(T) string) (int, bool) {
+	if at == nil {
+		i := slices.IndexFunc(list, func(e T) bool { return key(e) == subject })
+		return i, i >= 0
 	}
-	if j != nil {
-		*j = i
+	i, ok := at[subject]
+	if !ok {
+		at[subject] = len(list)
 	}
-	return ok
+	return i, ok
 }
 
 // dispatch forms groups of waiting commits with disjoint keys and runs up to maxGroups of them
