@@ -1,6 +1,9 @@
 package natskv
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Abandon stops the store as a killed process would: the lease is not released and the
 // connection just closes.
@@ -20,19 +23,22 @@ func (v *View) Floor() uint64 {
 func (s *Store) PeakBatches() int64 { return s.peakBatches.Load() }
 
 // HoldGroups makes every group of stream k wait, before it is sent, until the returned release
-// is called (as a stream electing a leader holds them).
-func HoldGroups(k int) (release func()) {
+// is called (as a stream electing a leader holds them); held is how many wait now.
+func HoldGroups(k int) (release func(), held func() int) {
 	hold := make(chan struct{})
+	var n atomic.Int64
 	hook := func(stream int) {
 		if stream == k {
+			n.Add(1)
 			<-hold
+			n.Add(-1)
 		}
 	}
 	groupHook.Store(&hook)
 	return func() {
 		groupHook.Store(nil)
 		close(hold)
-	}
+	}, func() int { return int(n.Load()) }
 }
 
 // SetTimeouts sets the store's round-trip bound and its hold (Options.Timeout and Hold).

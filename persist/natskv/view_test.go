@@ -310,15 +310,23 @@ func TestFencedConcurrency(t *testing.T) {
 	// hang (as while it elects a leader), holding the node's two batch slots, partition 0's
 	// and 2's commits (streams 0 and 2) go on: a group in flight past stallAfter leaves the
 	// node's budget.
-	release := natskv.HoldGroups(1)
+	release, held := natskv.HoldGroups(1)
 	stuck := make(chan error, 2)
-	for _, p := range []int{1, 4} { // stream 1: two groups, one per partition's fence lane 0
+	for i, p := range []int{1, 4} { // stream 1: two groups, each sent once the one before is held
 		go func() {
 			stuck <- views[p].Commit(context.Background(), kvtest.Put("held", "v"), kvtest.Put("held/x", "v"))
 		}()
-		time.Sleep(20 * time.Millisecond)
+		deadline := time.Now().Add(5 * time.Second)
+		for held() < i+1 {
+			if time.Now().After(deadline) {
+				release()
+				t.Fatalf("%d of stream 1's groups held, want %d", held(), i+1)
+			}
+			time.Sleep(time.Millisecond)
+		}
 	}
-	time.Sleep(400 * time.Millisecond) // past stallAfter
+	// The node's two batch slots are stream 1's now: the others' commits go once those groups
+	// are in flight past stallAfter and leave the node's budget (within the 5 s below).
 	others := make(chan error, 1)
 	go func() {
 		for _, p := range []int{0, 2, 3, 5} {
