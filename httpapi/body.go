@@ -52,10 +52,17 @@ func (s *Server) readBody(ctx *fasthttp.RequestCtx) error {
 	if !ctx.Request.IsBodyStream() {
 		return nil
 	}
-	limit := s.bodyLimit(&ctx.Request.Header)
+	// A known length over the route's limit was refused from the header (headerReceived); the
+	// limit is looked up again only for a length over the smallest any route has, or a chunked
+	// body.
+	n := ctx.Request.Header.ContentLength()
+	limit := s.cfg.BodyLimit
+	if n < 0 || n > s.minLimit {
+		limit = s.bodyLimit(&ctx.Request.Header)
+	}
 	stream := ctx.RequestBodyStream()
 	var body []byte
-	switch n := ctx.Request.Header.ContentLength(); {
+	switch {
 	case n > limit:
 		return fmt.Errorf("%w: the limit is %d bytes", errBodyTooLarge, limit)
 	case n >= 0 && n <= bodyBlock:

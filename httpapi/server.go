@@ -110,8 +110,10 @@ type Server struct {
 	base       context.Context
 	cancelBase context.CancelFunc
 	// limits holds the body limits of routes other than the default, by "METHOD /path";
-	// written only while routes are registered.
-	limits map[string]int
+	// written only while routes are registered. minLimit is the smallest of them and the
+	// default.
+	limits   map[string]int
+	minLimit int
 	// parts holds each route's partition (routes.go), by "METHOD /path".
 	parts map[string]*partitionOf
 	// guesses rate-limits failed attempts on the public routes that take guesses.
@@ -225,7 +227,7 @@ func newServer(cfg Config) (*Server, error) {
 	}
 	var pfx [4]byte
 	_, _ = rand.Read(pfx[:])
-	s := &Server{cfg: cfg, log: cfg.Logger, router: router.New(), reqPfx: hex.EncodeToString(pfx[:])}
+	s := &Server{cfg: cfg, log: cfg.Logger, router: router.New(), reqPfx: hex.EncodeToString(pfx[:]), minLimit: cfg.BodyLimit}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
 	var err error
 	if s.metrics, err = newHTTPMetrics(cfg.Registry); err != nil {
@@ -331,6 +333,7 @@ func (s *Server) handle(method, path string, limit int, part *partitionOf, h han
 			s.limits = map[string]int{}
 		}
 		s.limits[method+" "+path] = limit
+		s.minLimit = min(s.minLimit, limit)
 	}
 	m := s.metrics.route(method + " " + path)
 	logRoute := newAccessRoute(method, path)
