@@ -1,6 +1,7 @@
 package session
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,6 +125,12 @@ func (x *Queue) loop() {
 	for {
 		select {
 		case <-x.kick:
+			// Let the goroutines that are ready run first (the accepts of a burst, which push
+			// into this queue): the worker then takes them in one batch, not one wake each.
+			// Measured in process (SendPath/interval/send, 20 sessions, 64 callers): 1.3 → 3.7
+			// messages per batch, 0.79 → 0.36 wakes per message. Without other work ready it
+			// returns at once.
+			runtime.Gosched()
 			for x.step() {
 			}
 			worked = true
