@@ -51,8 +51,9 @@ type contactLanes struct {
 	waiting map[string][]func(context.Context) // by lane; present while the lane's goroutine runs
 }
 
-// inContactLane runs fn on key's lane (after what that lane already holds), as inBackground
-// does: counted for Stop, bounded in time; false when the engine stops (fn does not run).
+// inContactLane runs fn on key's lane (after what that lane already holds), off the session
+// actor's goroutine (it never waits on storage), counted for Stop and bounded in time; false
+// when the engine stops (fn does not run).
 func (e *Engine) inContactLane(key string, fn func(ctx context.Context)) bool {
 	l := &e.lanes
 	l.mu.Lock()
@@ -89,17 +90,6 @@ func (l *contactLanes) next(key string) func(context.Context) {
 	}
 	l.waiting[key] = q[1:]
 	return q[0]
-}
-
-// inBackground runs the work on what a session reported off the session actor's goroutine (it
-// never waits on storage), counted for Stop and bounded in time; false when the engine stops
-// (nothing then runs).
-func (e *Engine) inBackground(fn func(ctx context.Context)) bool {
-	return e.goBackground(func() {
-		ctx, cancel := context.WithTimeout(e.stopCtx, 2*e.cfg.AskTimeout)
-		defer cancel()
-		fn(ctx)
-	})
 }
 
 // goBackground runs fn on a goroutine of its own counted in bg, unless Stop has begun (false:
