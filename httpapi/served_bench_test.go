@@ -24,15 +24,7 @@ import (
 //
 //	go test -run X -bench ServedRoutes -benchtime 200000x ./httpapi
 func BenchmarkServedRoutes(b *testing.B) {
-	a := newAPI(b, func(c *Config) { c.LogRequests = true; c.AccessLog = AccessLogConfig{Output: discard{}} })
-	a.do(b, "GET", "/api/client/apikeys", "alice", nil, nil) // alice signs in
-	r := a.do(b, "POST", "/api/admin/apikeys", "root", nil, map[string]any{"userId": "alice", "name": "bench", "scopes": []string{"send_text"}})
-	raw := r.str("rawKey")
-	if raw == "" {
-		b.Fatalf("no key: %s", r.body)
-	}
-	tok := a.token("alice")
-	a.linked(b, "15550000001")
+	a, raw, tok := hotFixture(b)
 	body := `{"rawKey":"` + raw + `"}`
 	cases := []struct{ name, req string }{
 		{"validate", "POST /api/admin/apikeys/validate HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: " +
