@@ -68,38 +68,127 @@ func (s *Store) commit(ctx context.Context, tok string, v *View, ops []persist.O
 		return persist.ErrClosed
 	}
 	defer s.calls.Done()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	req, rs, err := s.prepare(tok, ops)
+	req, err := s.submit(ctx, tok, v, ops, true)
 	if err != nil || req == nil {
 		return err
 	}
+	return s.await(ctx, req)
+}
+
+// submit prepares a commit and hands it to the dispatcher (nil: nothing to commit, or err).
+// With wait, a disconnected store is waited for (awaitConnected); without, it fails at once.
+func (s *Store) submit(ctx context.Context, tok string, v *View, ops []persist.Op, wait bool) (*commitReq, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	req, rs, err := s.prepare(tok, ops)
+	if err != nil || req == nil {
+		return nil, err
+	}
 	if v != nil && v.fence != nil {
 		if _, err := v.fence.f.Fence(); err != nil {
-			return err // not this node's partition to write: nothing is queued
+			return nil, err // not this node's partition to write: nothing is queued
 		}
 		if len(req.writes)+len(req.conds)+1 > s.maxBatch {
-			return fmt.Errorf("%w: a commit of %d messages exceeds the NATS batch limit of %d", domain.ErrRecordInvalid, len(req.writes)+len(req.conds)+1, s.maxBatch)
+			return nil, fmt.Errorf("%w: a commit of %d messages exceeds the NATS batch limit of %d", domain.ErrRecordInvalid, len(req.writes)+len(req.conds)+1, s.maxBatch)
 		}
 		req.fence = v.fence
 	}
 	req.view, req.rs = v, rs
-	if err := s.awaitConnected(ctx); err != nil && !rs.full.Load() {
-		return err // disconnected: fail now, never queue behind a dead connection
+	if wait {
+		err = s.awaitConnected(ctx)
+	} else {
+		err = s.Health()
+	}
+	if err != nil && !rs.full.Load() {
+		return nil, err // disconnected: fail now, never queue behind a dead connection
 	}
 	req.ctx = ctx
 	select {
 	case s.reqs <- req:
+		return req, nil
 	case <-ctx.Done():
-		return s.ctxErr(ctx)
+		return nil, s.ctxErr(ctx)
 	}
+}
+
+// await is a submitted commit's answer.
+func (s *Store) await(ctx context.Context, req *commitReq) error {
 	select {
 	case err := <-req.done:
 		return err
 	case <-ctx.Done():
 		return s.ctxErr(ctx)
 	}
+}
+
+// CommitParts implements persist.PartsCommitter: every part, each atomic on its own and made
+// through its own View of this store (its partition, with its fence) or the Store itself, is
+// handed to the dispatcher before any is waited for, so the parts of many partitions merge into
+// a few groups (a node's outcome writer: persist.OutcomeWriter). A part through a KV of another
+// store is committed through it, alone.
+func (s *Store) CommitParts(ctx context.Context, parts []persist.Part, errs []error) {
+	type sent struct {
+		req  *commitReq
+		view *View
+	}
+	subs := make([]sent, len(parts))
+	// A disconnected store is waited for once for all the parts, not once per part.
+	_ = s.awaitConnected(ctx)
+	for i, p := range parts {
+		tok, v := "", (*View)(nil)
+		switch kv := p.KV.(type) {
+		case *Store:
+			if kv != s {
+				errs[i] = kv.Commit(ctx, p.Ops...)
+				continue
+			}
+		case *View:
+			if kv.s != s {
+				errs[i] = kv.Commit(ctx, p.Ops...)
+				continue
+			}
+			if !kv.enter() {
+				errs[i] = kv.closedErr()
+				continue
+			}
+			tok, v = kv.tok, kv
+		default:
+			errs[i] = p.KV.Commit(ctx, p.Ops...)
+			continue
+		}
+		if !s.enter() {
+			errs[i] = persist.ErrClosed
+			if v != nil {
+				v.calls.Done()
+			}
+			continue
+		}
+		subs[i].view = v
+		if subs[i].req, errs[i] = s.submit(ctx, tok, v, p.Ops, false); subs[i].req == nil {
+			s.calls.Done()
+			if v != nil {
+				v.calls.Done()
+			}
+		}
+	}
+	for i, sub := range subs {
+		if sub.req == nil {
+			continue
+		}
+		errs[i] = s.await(ctx, sub.req)
+		s.calls.Done()
+		if sub.view != nil {
+			sub.view.calls.Done()
+		}
+	}
+}
+
+// OutcomeWriter implements persist.SharedWriting: the outboxes of every view of this store
+// (a node's partitions) share one outcome writer.
+func (s *Store) OutcomeWriter() *persist.OutcomeWriter {
+	s.writerOnce.Do(func() { s.writer = persist.NewOutcomeWriter(s) })
+	return s.writer
 }
 
 // awaitConnected is nil once the store can take a commit. A connection that lost its server

@@ -117,6 +117,9 @@ type Store struct {
 	blobsOnce sync.Once
 	blobsErr  error
 
+	writerOnce sync.Once
+	writer     *persist.OutcomeWriter // every outbox's on this store (OutcomeWriter)
+
 	groups, batches atomic.Uint64 // for tests and the bench: commit groups, multi-message batches
 	peakBatches     atomic.Int64  // for tests: the most batch slots the dispatcher had in use at once
 }
