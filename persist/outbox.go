@@ -606,9 +606,10 @@ type bgPart struct {
 }
 
 // prepareBatch folds each receipt into its message's outcome when that is in the batch, and
-// encodes the batch's writes into as few commits as their size allows: it returns the writes
-// kept (in batch's array) and the commits. A write that cannot be encoded is answered at once.
-func (o *Outbox) prepareBatch(batch []bgWrite) ([]bgWrite, []bgPart) {
+// encodes the batch's writes into as few commits as their size allows, or with each, one
+// commit per write: it returns the writes kept (in batch's array) and the commits. A write that
+// cannot be encoded is answered at once.
+func (o *Outbox) prepareBatch(batch []bgWrite, each bool) ([]bgWrite, []bgPart) {
 	// Receipts come after their outcome: the engine holds early ones until the outcome is
 	// known.
 	at := map[string]int{}
@@ -658,7 +659,7 @@ func (o *Outbox) prepareBatch(batch []bgWrite) ([]bgWrite, []bgPart) {
 		for _, op := range wops {
 			n += len(op.Key) + len(op.Value)
 		}
-		if len(group) > groupStart && (size+n > bgBatchBytes || len(group)-groupStart == bgBatchMax) {
+		if len(group) > groupStart && (each || size+n > bgBatchBytes || len(group)-groupStart == bgBatchMax) {
 			parts = append(parts, bgPart{ops: ops[opStart:len(ops):len(ops)], group: group[groupStart:len(group):len(group)]})
 			opStart, groupStart, size = len(ops), len(group), 0
 		}
@@ -686,7 +687,7 @@ func (o *Outbox) finishPart(kept []bgWrite, p bgPart, err error) {
 
 // writeAlone commits one write (its receipts folded in already) and answers it.
 func (o *Outbox) writeAlone(w bgWrite) {
-	_, parts := o.prepareBatch([]bgWrite{w})
+	_, parts := o.prepareBatch([]bgWrite{w}, true)
 	for _, p := range parts {
 		o.answer(w, o.kv.Commit(context.Background(), p.ops...))
 	}

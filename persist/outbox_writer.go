@@ -29,7 +29,9 @@ type SharedWriting interface {
 }
 
 // OutcomeWriter writes the outboxes' outcomes and receipts in the background (Outbox.Settle,
-// Outbox.Receipt): it gathers for bgGather, then commits what every outbox queued, each
+// Outbox.Receipt): it gathers for bgGather, then commits what every outbox queued: through a
+// PartsCommitter each write as a commit of its own, all handed over at once (natskv groups
+// them: on one server a one-message commit is a pipelined publish, no atomic batch), else each
 // outbox's writes in as few commits as their size allows. One serves each outbox of a store
 // that shares it (SharedWriting: a cluster node's 64 partition engines), so the outcomes of
 // all partitions go to the store together, in a few large groups, from one goroutine waking
@@ -166,7 +168,7 @@ func (ow *OutcomeWriter) write(batch []bgWrite) {
 	var parts []Part
 	for i, run := range runs {
 		o := run[0].o
-		preps[i].kept, preps[i].parts = o.prepareBatch(run)
+		preps[i].kept, preps[i].parts = o.prepareBatch(run, ow.commit != nil)
 		for _, p := range preps[i].parts {
 			parts = append(parts, Part{KV: o.kv, Ops: p.ops})
 		}

@@ -422,12 +422,21 @@ func (s *Store) dispatch() {
 				continue
 			}
 			var group []*commitReq
-			group, pending = rs.pick(pending, inflight, slot)
+			piped := false
+			if !rs.replicated() {
+				// One server: the one-message commits go as pipelined publishes, without a
+				// batch slot; the others wait for a slot and go as one atomic batch.
+				group, pending = rs.pick(pending, inflight, pickPiped)
+				piped = len(group) > 0
+			}
+			if !piped && slot {
+				group, pending = rs.pick(pending, inflight, pickBatch)
+			}
 			if len(group) == 0 {
 				tried = append(tried, rs)
 				continue
 			}
-			fl := &flight{group: group, rs: rs, slot: rs.replicated() || len(group) > 1 || messageCount(group[0]) > 1}
+			fl := &flight{group: group, rs: rs, piped: piped, slot: !piped}
 			flights[fl] = true
 			running++
 			c.groups++
@@ -448,7 +457,7 @@ func (s *Store) dispatch() {
 				if hook := groupHook.Load(); hook != nil {
 					(*hook)(rs.idx)
 				}
-				rs.runGroup(group)
+				rs.runGroup(group, piped)
 				finished <- fl
 			}()
 		}
@@ -462,6 +471,7 @@ type flight struct {
 	group    []*commitReq
 	rs       *recStream
 	slot     bool
+	piped    bool // one-message commits sent as pipelined publishes (one server)
 	timer    *time.Timer
 	stalled  atomic.Bool
 	released bool
@@ -518,12 +528,23 @@ func (r *commitReq) conditions(subject string) bool {
 // laneKey is a fence lane's entry among the dispatcher's keys in flight (replicated streams).
 func laneKey(f *fence, lane int) string { return "\x00fence " + f.subjects[lane] }
 
+// pickMode is what kind of group pick forms.
+type pickMode uint8
+
+const (
+	// pickBatch: commits sent as one atomic batch (or one message, when that is all).
+	pickBatch pickMode = iota
+	// pickPiped (one server): commits of one message each, its fence check included, sent as
+	// pipelined publishes, each its own (rs.sendPiped).
+	pickPiped
+)
+
 // pick takes from pending, in order, the commits of rs that fit one group: none touches a key
 // in flight, in the group, or of an earlier commit left waiting, and on a replicated stream
-// each partition it carries has a fence lane no group in flight checks. Without batch, it
-// takes one commit of one message. It returns the group and what is left waiting (the other
-// streams' commits among it, in their order).
-func (rs *recStream) pick(pending []*commitReq, inflight map[string]bool, batch bool) (group, rest []*commitReq) {
+// each partition it carries has a fence lane no group in flight checks. With pickPiped, it
+// takes only commits of one message each. It returns the group and what is left waiting (the
+// other streams' commits among it, in their order).
+func (rs *recStream) pick(pending []*commitReq, inflight map[string]bool, mode pickMode) (group, rest []*commitReq) {
 	s := rs.s
 	blocked := map[string]bool{}
 	lanes := map[*fence]int{} // the lane each fence of this group checks
@@ -539,7 +560,9 @@ func (rs *recStream) pick(pending []*commitReq, inflight map[string]bool, batch 
 		}
 		n := len(r.writes) + len(r.conds)
 		lane, carried := 0, false
-		if r.fence != nil {
+		if mode == pickPiped {
+			n = messageCount(r) // each carries its own fence check
+		} else if r.fence != nil {
 			lane, carried = lanes[r.fence]
 			if !carried {
 				if !hasFreeWrite(r) {
@@ -555,7 +578,7 @@ func (rs *recStream) pick(pending []*commitReq, inflight map[string]bool, batch 
 			}
 		}
 		free := lane >= 0 && msgs+n <= s.maxBatch && (len(group) == 0 || size+r.size <= maxGroupBytes) &&
-			(batch || (n == 1 && len(group) == 0))
+			(mode == pickBatch || n == 1)
 		for _, k := range r.keys {
 			if inflight[k] || blocked[k] {
 				free = false
@@ -576,7 +599,7 @@ func (rs *recStream) pick(pending []*commitReq, inflight map[string]bool, batch 
 		}
 		if r.fence != nil {
 			r.lane = lane
-			if !carried {
+			if !carried && mode == pickBatch {
 				lanes[r.fence] = lane
 				if rs.replicated() {
 					inflight[laneKey(r.fence, lane)] = true
@@ -594,9 +617,13 @@ func (rs *recStream) pick(pending []*commitReq, inflight map[string]bool, batch 
 // group that fails on a condition another writer broke between our read and the server's
 // check (a wrong last sequence) is read again and sent again once, without the commits whose
 // conditions now fail; what still fails is retried commit by commit.
-func (rs *recStream) runGroup(group []*commitReq) {
+func (rs *recStream) runGroup(group []*commitReq, piped bool) {
 	rs.s.groups.Add(1)
-	failed, err := rs.send(group, false)
+	send := rs.send
+	if piped {
+		send = rs.sendPiped
+	}
+	failed, err := send(group, false)
 	if errors.Is(err, errWrongSequence) && len(group) > 1 {
 		var again []*commitReq
 		for _, r := range group {
@@ -805,7 +832,7 @@ const hdrCommit = "Gw-Commit"
 
 // timedOut: a request's answer did not come; what it sent may or may not have been applied.
 func timedOut(err error) bool {
-	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
+	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrAsyncPublishTimeout)
 }
 
 // resolve settles the commits of a group whose publish timed out: each commit whose first write

@@ -14,7 +14,8 @@ import (
 )
 
 // Parts handed to the store together (a node's shared outcome writer) are each committed with
-// their own partition's fence: a partition taken over, one whose lease is lost and one whose
+// their own partition's fence (one-message parts as pipelined publishes, the others as atomic
+// batches): a partition taken over, one whose lease is lost and one whose
 // view is closed have their parts refused, the others' parts land.
 func TestCommitPartsKeepsEachFence(t *testing.T) {
 	srv := natstest.Start(t)
@@ -37,10 +38,11 @@ func TestCommitPartsKeepsEachFence(t *testing.T) {
 		{KV: vClosed, Ops: []persist.Op{kvtest.Put("k/1", "stale")}},
 		{KV: vLive, Ops: []persist.Op{kvtest.Put("k/2", "b"), kvtest.Put("k/3", "c")}},
 		{KV: s, Ops: []persist.Op{kvtest.Put("k/9", "store")}},
+		{KV: vTaken, Ops: []persist.Op{kvtest.Put("k/1", "stale")}}, // one message: pipelined
 	}
 	errs := make([]error, len(parts))
 	s.CommitParts(context.Background(), parts, errs)
-	for i, want := range []bool{true, false, false, false, true, true} {
+	for i, want := range []bool{true, false, false, false, true, true, false} {
 		if ok := errs[i] == nil; ok != want {
 			t.Fatalf("part %d: %v (want success %v)", i, errs[i], want)
 		}
