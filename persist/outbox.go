@@ -408,7 +408,7 @@ func NewOutbox(kv KV) *Outbox {
 	if sw, ok := kv.(SharedWriting); ok {
 		o.writer = sw.OutcomeWriter()
 	} else {
-		o.writer = NewOutcomeWriter(nil)
+		o.writer = NewOutcomeWriter(nil, false)
 	}
 	o.logger.Store(slog.New(slog.DiscardHandler))
 	return o

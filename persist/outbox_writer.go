@@ -29,10 +29,10 @@ type SharedWriting interface {
 }
 
 // OutcomeWriter writes the outboxes' outcomes and receipts in the background (Outbox.Settle,
-// Outbox.Receipt): it gathers for bgGather, then commits what every outbox queued: through a
-// PartsCommitter each write as a commit of its own, all handed over at once (natskv groups
-// them: on one server a one-message commit is a pipelined publish, no atomic batch), else each
-// outbox's writes in as few commits as their size allows. One serves each outbox of a store
+// Outbox.Receipt): it gathers for bgGather, then commits what every outbox queued, all handed
+// to the store at once through a PartsCommitter: each outbox's writes in as few commits as
+// their size allows, or each write a commit of its own (natskv on one server, where a
+// one-message commit is a pipelined publish and a larger one an atomic batch). One serves each outbox of a store
 // that shares it (SharedWriting: a cluster node's 64 partition engines), so the outcomes of
 // all partitions go to the store together, in a few large groups, from one goroutine waking
 // once per gather instead of one per partition (bench/README.md, issue 27); other stores give
@@ -46,6 +46,9 @@ type SharedWriting interface {
 // writes refused (and answered so), not the others'.
 type OutcomeWriter struct {
 	commit PartsCommitter // nil: each part committed alone, through its KV, in turn
+	// each: every write a commit of its own (a store where a one-message commit costs less
+	// than its share of a larger one: natskv on one server).
+	each bool
 
 	mu      sync.Mutex
 	queue   []bgWrite
@@ -57,9 +60,9 @@ type OutcomeWriter struct {
 }
 
 // NewOutcomeWriter returns a writer committing through c (nil: each part through its own KV,
-// one after the other: an outbox's own writer).
-func NewOutcomeWriter(c PartsCommitter) *OutcomeWriter {
-	return &OutcomeWriter{commit: c, busy: map[*Outbox]bool{}, freed: make(chan struct{}, 1)}
+// one after the other: an outbox's own writer); with each, every write is a commit of its own.
+func NewOutcomeWriter(c PartsCommitter, each bool) *OutcomeWriter {
+	return &OutcomeWriter{commit: c, each: each, busy: map[*Outbox]bool{}, freed: make(chan struct{}, 1)}
 }
 
 // bgBatchMax bounds one background commit: a batch's ops stay well under Badger's
@@ -168,7 +171,7 @@ func (ow *OutcomeWriter) write(batch []bgWrite) {
 	var parts []Part
 	for i, run := range runs {
 		o := run[0].o
-		preps[i].kept, preps[i].parts = o.prepareBatch(run, ow.commit != nil)
+		preps[i].kept, preps[i].parts = o.prepareBatch(run, ow.each)
 		for _, p := range preps[i].parts {
 			parts = append(parts, Part{KV: o.kv, Ops: p.ops})
 		}

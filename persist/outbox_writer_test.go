@@ -49,7 +49,7 @@ func (c *gatedCommitter) waiting() int {
 func TestSharedWriterOrderPerOutbox(t *testing.T) {
 	mem := NewMemory()
 	c := &gatedCommitter{gate: make(chan struct{})}
-	w := NewOutcomeWriter(c)
+	w := NewOutcomeWriter(c, false)
 	kvA, kvB := &sharedKV{mem, w}, &sharedKV{mem, w}
 	c.held = kvA
 	a, b := NewOutbox(kvA), NewOutbox(kvB)
