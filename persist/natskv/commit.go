@@ -681,21 +681,32 @@ func (rs *recStream) sendAlone(r *commitReq) error {
 
 var errWrongSequence = errors.New("natskv: wrong last sequence")
 
+// sendStart checks the store may write and reads the conditions of a group about to be sent,
+// within the store's Hold (ctx; cancel ends it).
+func (rs *recStream) sendStart(group []*commitReq, fresh bool) (context.Context, context.CancelFunc, map[string]record, error) {
+	if err := rs.s.lease.writable(); err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := rs.s.holdCtx()
+	seqs, err := rs.conditionSeqs(ctx, group, fresh)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	return ctx, cancel, seqs, nil
+}
+
 // send resolves the group's conditions and publishes the commits whose conditions hold. It
 // returns the commits whose conditions failed, with their errors, and the publish's error for
 // the others. fresh: read the conditions from the stream leader (a retry after a stale read),
 // never from the views' caches.
 func (rs *recStream) send(group []*commitReq, fresh bool) (map[*commitReq]error, error) {
 	s := rs.s
-	if err := s.lease.writable(); err != nil {
-		return nil, err
-	}
-	ctx, cancel := s.holdCtx()
-	defer cancel()
-	seqs, err := rs.conditionSeqs(ctx, group, fresh)
+	ctx, cancel, seqs, err := rs.sendStart(group, fresh)
 	if err != nil {
 		return nil, err
 	}
+	defer cancel()
 	var (
 		msgs   []*nats.Msg
 		failed map[*commitReq]error

@@ -27,15 +27,11 @@ import (
 // (those are left out of the answers: runGroup reads them again and sends them again).
 func (rs *recStream) sendPiped(group []*commitReq, fresh bool) (map[*commitReq]error, error) {
 	s := rs.s
-	if err := s.lease.writable(); err != nil {
-		return nil, err
-	}
-	ctx, cancel := s.holdCtx()
-	defer cancel()
-	seqs, err := rs.conditionSeqs(ctx, group, fresh)
+	ctx, cancel, seqs, err := rs.sendStart(group, fresh)
 	if err != nil {
 		return nil, err
 	}
+	defer cancel()
 	answers := make(map[*commitReq]error, len(group))
 	now := time.Now()
 	todo := make([]*commitReq, 0, len(group))
