@@ -151,37 +151,58 @@ func newStores(e *Engine) *Stores {
 	return &Stores{e: e, s: s}
 }
 
-// boot loads every connected store and respawns the actor of every store whose inbox holds
-// entries.
-func (st *Stores) boot() (int, error) {
-	s := st.s
-	recs, err := s.records.All()
-	if err != nil {
-		return 0, fmt.Errorf("engine: load stores: %w", err)
+// storesRead is what the stores' boot reads (Stores.read): the connected stores and their
+// inbox's pending entries.
+type storesRead struct {
+	recs    []domain.Store
+	pending []inboxRef
+}
+
+// inboxRef is one pending inbox entry: its shop and sequence.
+type inboxRef struct{ shop, seq string }
+
+// read reads the connected stores and their pending inbox entries (the engine's boot reads them
+// beside the other facets' records: they change only through requests and store actors, and
+// neither runs before boot).
+func (st *Stores) read() (storesRead, error) {
+	var r storesRead
+	var err error
+	if r.recs, err = st.s.records.All(); err != nil {
+		return r, fmt.Errorf("engine: load stores: %w", err)
 	}
-	for _, r := range recs {
-		ent := s.newEntry(r)
+	err = st.s.inbox.Pending(func(shop, seq string) error {
+		r.pending = append(r.pending, inboxRef{shop, seq})
+		return nil
+	})
+	if err != nil {
+		return r, fmt.Errorf("engine: load store inbox: %w", err)
+	}
+	return r, nil
+}
+
+// boot takes every connected store and respawns the actor of every store whose inbox holds
+// entries (read).
+func (st *Stores) boot(r storesRead) (int, error) {
+	s := st.s
+	for _, rec := range r.recs {
+		ent := s.newEntry(rec)
 		if ent.openErr != nil {
 			st.e.log.Error("store credentials do not open: webhooks with a signature are refused and orders cannot be fetched until it is connected again",
-				"shop", r.Shop, "user_id", r.UserID, "err", ent.openErr)
+				"shop", rec.Shop, "user_id", rec.UserID, "err", ent.openErr)
 		}
-		s.idx.byID[r.Shop], s.idx.byUser[r.UserID] = ent, ent
+		s.idx.byID[rec.Shop], s.idx.byUser[rec.UserID] = ent, ent
 	}
 	// Pending inbox entries: group by shop; entries of stores no longer connected are dropped.
 	counts := map[string]int{}
 	orphans := map[string][]string{}
-	err = s.inbox.Pending(func(shop, seq string) error {
-		ent := s.idx.byID[shop]
+	for _, p := range r.pending {
+		ent := s.idx.byID[p.shop]
 		if ent == nil {
-			orphans[shop] = append(orphans[shop], seq)
-			return nil
+			orphans[p.shop] = append(orphans[p.shop], p.seq)
+			continue
 		}
-		counts[shop]++
-		ent.seq.Observe(seq)
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("engine: load store inbox: %w", err)
+		counts[p.shop]++
+		ent.seq.Observe(p.seq)
 	}
 	for shop, seqs := range orphans {
 		if err := s.inbox.DeleteEntries(context.Background(), shop, seqs); err != nil {
@@ -197,7 +218,7 @@ func (st *Stores) boot() (int, error) {
 			return 0, err
 		}
 	}
-	return len(recs), nil
+	return len(r.recs), nil
 }
 
 // newEntry opens a record's credentials.
