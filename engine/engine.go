@@ -231,7 +231,7 @@ func (e *Engine) Stop(ctx context.Context) {
 	e.Routing.stop()
 	e.Messages.msgs.outbox.Flush()
 	// Every change above has been reported: publish what is queued.
-	defer e.pub.stop()
+	defer e.pub.stop(ctx)
 	var accounts []*actor.PID
 	for _, a := range e.Messages.accounts.drain() {
 		accounts = append(accounts, a.pid)
