@@ -151,19 +151,21 @@ func newStores(e *Engine) *Stores {
 	return &Stores{e: e, s: s}
 }
 
-// storesRead is what the stores' boot reads (Stores.read): the connected stores and their
-// inbox's pending entries.
+// storesRead is what the stores' boot reads (Stores.read).
 type storesRead struct {
-	recs    []domain.Store
-	pending []inboxRef
+	recs       []domain.Store
+	pending    []inboxRef     // the inbox's pending entries
+	writeBacks []writeBackRef // answers left with a write-back mark (with a store loop)
 }
 
 // inboxRef is one pending inbox entry: its shop and sequence.
 type inboxRef struct{ shop, seq string }
 
-// read reads the connected stores and their pending inbox entries (the engine's boot reads them
-// beside the other facets' records: they change only through requests and store actors, and
-// neither runs before boot).
+// read reads the connected stores, their pending inbox entries and the answers left with a
+// write-back mark; the engine's boot reads them beside the other facets' records. Stores and
+// their inbox change only through requests and store actors, neither running before boot; a
+// mark written meanwhile (an answer arriving through a session booted first) has its write-back
+// started by the answer itself, as before.
 func (st *Stores) read() (storesRead, error) {
 	var r storesRead
 	var err error
@@ -177,7 +179,10 @@ func (st *Stores) read() (storesRead, error) {
 	if err != nil {
 		return r, fmt.Errorf("engine: load store inbox: %w", err)
 	}
-	return r, nil
+	if st.s.loop != nil {
+		r.writeBacks, err = st.s.pendingWriteBacks()
+	}
+	return r, err
 }
 
 // boot takes every connected store and respawns the actor of every store whose inbox holds
@@ -214,7 +219,7 @@ func (st *Stores) boot(r storesRead) (int, error) {
 		st.actorOf(s.idx.byID[shop])
 	}
 	if s.loop != nil {
-		if _, err := s.resumeWriteBacks(); err != nil {
+		if _, err := s.resumeWriteBacks(r.writeBacks); err != nil {
 			return 0, err
 		}
 	}
