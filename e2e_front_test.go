@@ -388,4 +388,18 @@ func TestCloudFrontOverACloudNumber(t *testing.T) {
 	if d, _ := tpls.obj()["data"].([]any); len(d) != 3 {
 		t.Fatalf("templates %s", tpls.raw)
 	}
+	// A tool polling the list is answered from the last sync for a minute: one Graph read for
+	// both calls; the dashboard's template screen syncs at once, and the front then shows it.
+	reads := fake.TemplateReads()
+	want(t, tg.do("GET", f.path(f.s.session+"/message_templates"), bearerAuth(f.s.key), nil), 200, "")
+	if got := fake.TemplateReads(); got != reads {
+		t.Fatalf("a second template list within a minute read Meta again (%d reads, %d before)", got, reads)
+	}
+	fake.AddTemplate(num.waba, cloudapi.MessageTemplate{Name: "pickup_ready", Language: "en_US", Status: "APPROVED", Category: "UTILITY",
+		Components: []cloudapi.TemplateComponent{{Type: "BODY", Text: "Order {{1}} is ready"}}})
+	want(t, tg.do("GET", "/api/client/cloud/templates", bearerAuth(tok), nil), 200, "")
+	tpls = tg.do("GET", f.path(f.s.session+"/message_templates"), bearerAuth(f.s.key), nil)
+	if d, _ := tpls.obj()["data"].([]any); len(d) != 4 {
+		t.Fatalf("templates after the dashboard's sync %s", tpls.raw)
+	}
 }

@@ -251,6 +251,23 @@ func (c *Cloud) Templates(ctx context.Context, uid string) (domain.TemplateSet, 
 	return old, nil
 }
 
+// TemplatesFresh is how long a sync answers the Cloud-API-shaped front's template list: tools
+// that poll it (Chatwoot reads it on every inbox screen) do not each cost a Graph call.
+const TemplatesFresh = time.Minute
+
+// RecentTemplates is the user's cloud session's templates as last synced when that was less
+// than TemplatesFresh ago, else synced now (Templates).
+func (c *Cloud) RecentTemplates(ctx context.Context, uid string) (domain.TemplateSet, error) {
+	ent, err := c.entry(uid)
+	if err != nil {
+		return domain.TemplateSet{}, err
+	}
+	if set, err := c.tmpl.CloudTemplates(ent.view.Load().ID); err == nil && !set.SyncedAt.IsZero() && c.e.now().Sub(set.SyncedAt) < TemplatesFresh {
+		return set, nil
+	}
+	return c.Templates(ctx, uid)
+}
+
 // sync reads a cloud session's templates from Meta and keeps them.
 func (c *Cloud) sync(ctx context.Context, ent *sessionEntry) (domain.TemplateSet, error) {
 	st := *ent.view.Load()

@@ -438,7 +438,7 @@ func (in inbound) Inbound(s domain.Session, ev network.Event) {
 				e.log.Warn("incoming message not kept", "session_id", s.ID, "err", err)
 			}
 		}
-		started := e.inBackground(func(ctx context.Context) {
+		started := e.inContactLane(s.ID+"|"+ev.From+"|"+ev.Group, func(ctx context.Context) {
 			if direct {
 				e.Routing.wrote(s, ev.From, ev.At) // first: a message kept (listed in the history) has its contact's window open
 			}

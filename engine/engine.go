@@ -134,6 +134,7 @@ type Engine struct {
 	bgClosed   bool
 	stopCtx    context.Context
 	stopCancel context.CancelFunc
+	lanes      contactLanes // what each contact wrote, read in the order they wrote it
 }
 
 // New builds the engine and rebuilds every actor from storage.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"sync"
 
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
@@ -37,18 +38,58 @@ func (e *Engine) storeLoopVote(s domain.Session, v network.PollVote) {
 		return
 	}
 	uid := s.AssignedTo
-	e.inBackground(func(ctx context.Context) { e.Stores.s.voteAnswer(ctx, uid, v.Poll, v.From, v.Options) })
+	e.inContactLane(s.ID+"|"+v.From, func(ctx context.Context) { e.Stores.s.voteAnswer(ctx, uid, v.Poll, v.From, v.Options) })
 }
 
-// inBackground runs the work on what a session reported off the session actor's goroutine (it
-// never waits on storage), counted for Stop and bounded in time; false when the engine stops
-// (nothing then runs).
-func (e *Engine) inBackground(fn func(ctx context.Context)) bool {
-	return e.goBackground(func() {
-		ctx, cancel := context.WithTimeout(e.stopCtx, 2*e.cfg.AskTimeout)
-		defer cancel()
-		fn(ctx)
+// contactLanes runs the work on what one contact wrote to one session in the order they wrote
+// it, one piece at a time (each contact's lane drains on a background goroutine of its own;
+// different contacts go on at once). An answer and the "thanks" after it are then read in that
+// order: the answer cancels an order's follow-up before the next message releases what waits
+// for the contact.
+type contactLanes struct {
+	mu      sync.Mutex
+	waiting map[string][]func(context.Context) // by lane; present while the lane's goroutine runs
+}
+
+// inContactLane runs fn on key's lane (after what that lane already holds), off the session
+// actor's goroutine (it never waits on storage), counted for Stop and bounded in time; false
+// when the engine stops (fn does not run).
+func (e *Engine) inContactLane(key string, fn func(ctx context.Context)) bool {
+	l := &e.lanes
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if q, busy := l.waiting[key]; busy {
+		l.waiting[key] = append(q, fn)
+		return true
+	}
+	started := e.goBackground(func() {
+		for next := fn; next != nil; {
+			ctx, cancel := context.WithTimeout(e.stopCtx, 2*e.cfg.AskTimeout)
+			next(ctx)
+			cancel()
+			next = l.next(key)
+		}
 	})
+	if started {
+		if l.waiting == nil {
+			l.waiting = map[string][]func(context.Context){}
+		}
+		l.waiting[key] = nil
+	}
+	return started
+}
+
+// next takes the lane's next piece of work, or closes the lane (nil) when it holds none.
+func (l *contactLanes) next(key string) func(context.Context) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	q := l.waiting[key]
+	if len(q) == 0 {
+		delete(l.waiting, key)
+		return nil
+	}
+	l.waiting[key] = q[1:]
+	return q[0]
 }
 
 // goBackground runs fn on a goroutine of its own counted in bg, unless Stop has begun (false:

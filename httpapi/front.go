@@ -299,7 +299,8 @@ func (s *Server) frontDownload(ctx *fasthttp.RequestCtx) error {
 // frontTemplates is GET /cloud/{version}/{id}/message_templates: the templates a cloud
 // session synced from its WABA; none for a linked session (its messages need none). The id is
 // the session's (what an integration asks for its "business account id"): Chatwoot checks its
-// settings with this call.
+// settings with this call. A sync less than a minute old answers it (engine.TemplatesFresh):
+// the dashboard's template screen syncs at once.
 func (s *Server) frontTemplates(ctx *fasthttp.RequestCtx) error {
 	uid, _, id, err := s.frontCall(ctx, "")
 	if err != nil {
@@ -312,7 +313,7 @@ func (s *Server) frontTemplates(ctx *fasthttp.RequestCtx) error {
 	}
 	out := cloudapi.TemplateList{Data: []cloudapi.MessageTemplate{}}
 	if v.IsCloud() {
-		set, err := eng.Cloud.Templates(s.reqContext(ctx), uid)
+		set, err := eng.Cloud.RecentTemplates(s.reqContext(ctx), uid)
 		if err != nil {
 			return err
 		}

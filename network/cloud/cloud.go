@@ -145,9 +145,17 @@ func (n *Network) Check(ctx context.Context, acct domain.CloudAccount) (domain.C
 // mapCheck is a number or template read's error as the gateway answers it: a refused token or
 // a wrong id is the caller's (400), anything else Meta being unavailable (503).
 func mapCheck(err error) error {
+	return graphError(err, func(ge *cloudapi.Error) error {
+		return fmt.Errorf("%w: Meta refused the access token: %s", domain.ErrValidation, ge.Message)
+	})
+}
+
+// graphError is a failed Graph call's error (not a send's): a refused token is what token
+// makes of it, another 4xx the caller's (ErrValidation), anything else Meta being unavailable.
+func graphError(err error, token func(*cloudapi.Error) error) error {
 	if ge, ok := cloudapi.AsError(err); ok {
 		if ge.Code == cloudapi.CodeAccessToken {
-			return fmt.Errorf("%w: Meta refused the access token: %s", domain.ErrValidation, ge.Message)
+			return token(ge)
 		}
 		if ge.HTTPStatus < 500 {
 			return fmt.Errorf("%w: Meta answered: %v", domain.ErrValidation, ge)
@@ -376,18 +384,13 @@ func (c *Client) MarkRead(ctx context.Context, ref domain.MessageRef) error {
 	return nil
 }
 
-// callError is a failed call's error (not a send's) as the gateway answers it.
+// callError is a failed call's error (not a send's) on a connected number: a refused token
+// also marks the session's token invalid.
 func (c *Client) callError(err error) error {
-	if ge, ok := cloudapi.AsError(err); ok {
-		if ge.Code == cloudapi.CodeAccessToken {
-			c.tokenInvalid(err)
-			return fmt.Errorf("%w: Meta refused the access token", domain.ErrNotConnected)
-		}
-		if ge.HTTPStatus < 500 {
-			return fmt.Errorf("%w: %v", domain.ErrValidation, ge)
-		}
-	}
-	return fmt.Errorf("%w: the Graph API: %v", domain.ErrUnavailable, err)
+	return graphError(err, func(*cloudapi.Error) error {
+		c.tokenInvalid(err)
+		return fmt.Errorf("%w: Meta refused the access token", domain.ErrNotConnected)
+	})
 }
 
 // Logout forgets the number here (nothing is undone at Meta: the number stays registered to

@@ -112,6 +112,8 @@ type Server struct {
 	wake      chan struct{}
 	delivered int // webhooks the receiver took
 	seq       int
+
+	templateReads int // template list pages served
 	// AutoDeliver: a message taken is reported sent, then delivered (default true).
 	autoDeliver bool
 	// RetryEvery is the pause between tries of an undelivered webhook (default 100 ms).
@@ -205,6 +207,13 @@ func (s *Server) AddTemplate(waba string, t cloudapi.MessageTemplate) {
 		t.ID = strconv.Itoa(1000000 + s.seq)
 	}
 	s.templates[waba] = append(s.templates[waba], t)
+}
+
+// TemplateReads is how many template list pages were served.
+func (s *Server) TemplateReads() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.templateReads
 }
 
 // Fail makes the next sends to contact answer failure f.
@@ -362,6 +371,7 @@ func (s *Server) phoneNumber(w http.ResponseWriter, r *http.Request, id string) 
 
 func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request, waba string) {
 	s.mu.Lock()
+	s.templateReads++
 	var owner *Number
 	for _, n := range s.numbers {
 		if n.WABA == waba {
