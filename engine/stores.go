@@ -151,7 +151,7 @@ func newStores(e *Engine) *Stores {
 	return &Stores{e: e, s: s}
 }
 
-// storesRead is what the stores' boot reads (Stores.read).
+// storesRead is what the stores' boot reads (records, inbox, writeBacks).
 type storesRead struct {
 	recs       []domain.Store
 	pending    []inboxRef     // the inbox's pending entries
@@ -161,28 +161,37 @@ type storesRead struct {
 // inboxRef is one pending inbox entry: its shop and sequence.
 type inboxRef struct{ shop, seq string }
 
-// read reads the connected stores, their pending inbox entries and the answers left with a
-// write-back mark; the engine's boot reads them beside the other facets' records. Stores and
-// their inbox change only through requests and store actors, neither running before boot; a
-// mark written meanwhile (an answer arriving through a session booted first) has its write-back
-// started by the answer itself, as before.
-func (st *Stores) read() (storesRead, error) {
-	var r storesRead
-	var err error
-	if r.recs, err = st.s.records.All(); err != nil {
-		return r, fmt.Errorf("engine: load stores: %w", err)
+// The stores' boot reads (the engine's boot makes them at once, beside the other facets'):
+// the connected stores, their pending inbox entries and the answers left with a write-back
+// mark. Stores and their inbox change only through requests and store actors, neither running
+// before boot; a mark written meanwhile (an answer arriving through a session booted first) has
+// its write-back started by the answer itself, as before.
+
+func (st *Stores) records() ([]domain.Store, error) {
+	recs, err := st.s.records.All()
+	if err != nil {
+		return nil, fmt.Errorf("engine: load stores: %w", err)
 	}
-	err = st.s.inbox.Pending(func(shop, seq string) error {
-		r.pending = append(r.pending, inboxRef{shop, seq})
+	return recs, nil
+}
+
+func (st *Stores) inbox() ([]inboxRef, error) {
+	var refs []inboxRef
+	err := st.s.inbox.Pending(func(shop, seq string) error {
+		refs = append(refs, inboxRef{shop, seq})
 		return nil
 	})
 	if err != nil {
-		return r, fmt.Errorf("engine: load store inbox: %w", err)
+		return nil, fmt.Errorf("engine: load store inbox: %w", err)
 	}
-	if st.s.loop != nil {
-		r.writeBacks, err = st.s.pendingWriteBacks()
+	return refs, nil
+}
+
+func (st *Stores) writeBacks() ([]writeBackRef, error) {
+	if st.s.loop == nil {
+		return nil, nil
 	}
-	return r, err
+	return st.s.pendingWriteBacks()
 }
 
 // boot takes every connected store and respawns the actor of every store whose inbox holds
