@@ -65,8 +65,11 @@ type item struct {
 // by the Queue's mutex. Order is kept per recipient: a message held for its recipient holds
 // only the later messages to that recipient.
 type queue struct {
-	items   []item // in acceptance order
-	seq     uint64
+	items []item // in acceptance order
+	seq   uint64
+	// spare: the last batch's array, back from the worker and cleared, for the next batch (a
+	// batch is often one message: an 830-byte allocation per message otherwise).
+	spare   []item
 	busy    bool      // the worker is sending a batch
 	timerAt time.Time // the worker is to be woken then (zero: no wake scheduled)
 	pause   time.Time // the whole queue waits until then (429, the unknown-outcome backoff)
@@ -251,7 +254,9 @@ func (s *Session) pick(now time.Time) ([]item, time.Time) {
 	// order in kept. When none was held the rest is resliced, not copied: a deep queue (a burst
 	// into one session) is not moved on every batch.
 	kept := q.items[:0]
-	batch = make([]item, 0, min(n, len(q.items))) // one allocation, not one per doubling
+	if batch, q.spare = q.spare[:0], nil; cap(batch) < min(n, len(q.items)) {
+		batch = make([]item, 0, min(n, len(q.items))) // one allocation, not one per doubling
+	}
 	i := 0
 	for ; i < len(q.items); i++ {
 		// Items by pointer: an entry is large, and a copy of one in this frame (each loop, each
@@ -307,6 +312,7 @@ func (s *Session) pick(now time.Time) ([]item, time.Time) {
 		q.items = kept
 	}
 	if len(batch) == 0 {
+		q.spare = batch
 		if p.PerDay > 0 && sends >= p.PerDay {
 			wake = tomorrow
 		}

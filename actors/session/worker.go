@@ -1,6 +1,7 @@
 package session
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,17 +115,31 @@ func (x *Queue) idle() bool { return !x.q.busy && !x.want.Load() }
 func (x *Queue) stop() { x.quitOnce.Do(func() { close(x.quit) }) }
 
 // loop is the worker goroutine: it runs steps while there is work, then waits for a wake, and
-// exits after workerIdle without one.
+// exits after one to two workerIdle without one. The idle timer is not reset per wake (a wake
+// is often one message, and a timer's reset takes the timer heap's lock): when it fires after
+// a period with work, it is set again.
 func (x *Queue) loop() {
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
+	worked := false // a wake came since the idle timer was set
 	for {
 		select {
 		case <-x.kick:
+			// Let the goroutines that are ready run first (the accepts of a burst, which push
+			// into this queue): the worker then takes them in one batch, not one wake each.
+			// Measured in process (SendPath/interval/send, 20 sessions, 64 callers): 1.3 → 3.7
+			// messages per batch, 0.79 → 0.36 wakes per message. Without other work ready it
+			// returns at once.
+			runtime.Gosched()
 			for x.step() {
 			}
-			idle.Reset(workerIdle)
+			worked = true
 		case <-idle.C:
+			if worked {
+				worked = false
+				idle.Reset(workerIdle)
+				continue
+			}
 			x.sends.stop() // before the flag: a new worker may start at once
 			x.running.Store(false)
 			// A wake between the timer and the flag found the worker running and started
@@ -171,8 +186,20 @@ func (x *Queue) step() bool {
 	} else {
 		x.q.busy = false
 	}
+	x.q.keepSpare(j.send)
 	x.mu.Unlock()
 	return true
+}
+
+// keepSpare keeps a sent batch's array for the next batch (pick): cleared, so that it holds
+// no entry (their bodies) alive, and not a burst's large array. Called with mu held, once the
+// worker is done with the batch (nothing else refers to it: what came back was copied).
+func (q *queue) keepSpare(batch []item) {
+	if cap(batch) == 0 || cap(batch) > keptQueueCap {
+		return
+	}
+	clear(batch)
+	q.spare = batch[:0]
 }
 
 // job is one batch for the worker: entries settled as failed in the queue (reported first),
