@@ -44,9 +44,9 @@ var componentRules = []struct {
 	{"events (publish, webhooks out)", false, []string{
 		"github.com/gateway/gateway/engine.(*publisher)", "github.com/gateway/gateway/engine.(*Events)",
 		"github.com/gateway/gateway/engine.messageEvent", "github.com/gateway/gateway/actors/webhook."}},
-	{"outcome write (outcomes, receipts)", true, []string{"github.com/gateway/gateway/persist.(*Outbox).writeBackground"}},
+	{"outcome write (outcomes, receipts)", true, []string{"github.com/gateway/gateway/persist.(*OutcomeWriter)"}},
 	{"outcome write (outcomes, receipts)", false, []string{
-		"github.com/gateway/gateway/persist.(*Outbox).writeBatch", "github.com/gateway/gateway/persist.(*Outbox).Settle", "github.com/gateway/gateway/persist.(*Outbox).Receipt",
+		"github.com/gateway/gateway/persist.(*Outbox).prepareBatch", "github.com/gateway/gateway/persist.(*Outbox).Settle", "github.com/gateway/gateway/persist.(*Outbox).Receipt",
 		"github.com/gateway/gateway/engine.(*messages).Outcome", "github.com/gateway/gateway/engine.(*messages).Receipt",
 		"github.com/gateway/gateway/engine.(*messages).receiptOf"}},
 	{"store events (parse, render, inbox)", false, []string{

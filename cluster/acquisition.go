@@ -76,16 +76,19 @@ func (a *Acquisition) Fenced() {
 	}
 	n.log.Warn("a commit was refused: the partition's fence moved; giving the lease up", "partition", p.id)
 	n.lose(p, "a commit was refused by the partition's fence")
-	go n.dropLease(p, a.epoch)
+	go n.dropLease(p)
 }
 
-// dropLease deletes p's lease after a loss, if it is still the one of acquisition epoch (a
-// revision-checked delete: one written since by another node stays).
-func (n *Node) dropLease(p *part, epoch uint64) {
+// dropLease deletes p's lost lease, unless this node holds p anew by then (a revision-checked
+// delete of the lost hold's last revision: a lease written since, by another node or by this
+// one's next take, stays). The acquisition's epoch is not what it checks: a start that failed
+// because its commit was refused bumps the epoch when it ends, and the lease then lapsed
+// (its TTL and the server's expiry: 2-2.5 s without an owner) instead of being deleted.
+func (n *Node) dropLease(p *part) {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	p.mu.Lock()
-	rev, same := p.rev, p.epoch == epoch && p.state == stFree
+	rev, same := p.rev, p.state == stFree
 	p.mu.Unlock()
 	if !same || n.ctx.Err() != nil {
 		return

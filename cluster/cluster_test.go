@@ -40,6 +40,7 @@ func TestCluster(t *testing.T) {
 		{"StaleFenceWriteRefused", testStaleFenceWrite},
 		{"FencedOwnerGivesTheLeaseUp", testFencedOwnerGivesUp},
 		{"FailedStartTriedAgainUnderTheLease", testFailedStartTriedAgain},
+		{"FencedStartDeletesItsLease", testFencedStartDeletesLease},
 		{"ForgedEnvelopeRefused", testForgedEnvelope},
 		{"SameNodeIDRefused", testDuplicateID},
 		{"OtherPartitionCountRefused", testPartitionsDiffer},
@@ -460,6 +461,59 @@ func (h *failingStart) Acquire(ctx context.Context, a *Acquisition) error {
 		return errors.New("storage unavailable: the replicas did not catch up")
 	}
 	return h.Handler.Acquire(ctx, a)
+}
+
+// fencedStart fails the first start of partition 0 as a boot whose commit the fence refused
+// does: the store tells the acquisition (Fenced), then the start returns its error. It waits for
+// ready first.
+type fencedStart struct {
+	Handler
+	ready chan struct{}
+	once  sync.Once
+}
+
+func (h *fencedStart) Acquire(ctx context.Context, a *Acquisition) error {
+	first := false
+	if a.Partition() == 0 {
+		h.once.Do(func() { first = true })
+	}
+	if !first {
+		return h.Handler.Acquire(ctx, a)
+	}
+	<-h.ready
+	a.Fenced()
+	return errors.New("engine: load users: the partition's fence moved")
+}
+
+// A start that fails because its commit was refused by the fence deletes the lease it gave up
+// (the failed start's epoch bump had made the delete skip it: the lease lapsed instead, its TTL
+// and the server's expiry without an owner).
+func testFencedStartDeletesLease(t *testing.T, c *clustertest.Cluster) {
+	tc := newTestCluster(t, c)
+	h := &fencedStart{Handler: tc.eng.handler("a:1"), ready: make(chan struct{})}
+	a := tc.start("a:1", func(c *Config) { c.Handler = h })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	w, err := a.leases.Watch(ctx, leaseKey(0), jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Stop() }()
+	close(h.ready)
+	for {
+		select {
+		case e := <-w.Updates():
+			switch {
+			case e == nil:
+			case e.Operation() == jetstream.KeyValueDelete:
+				return
+			case e.Operation() == jetstream.KeyValuePurge:
+				t.Fatal("partition 0's lease lapsed after its start was fenced: it was not deleted")
+			}
+		case <-ctx.Done():
+			t.Fatal("partition 0's lease was not deleted within 20 s of its start being fenced")
+		}
+	}
 }
 
 // A start that fails is tried again under the same lease, still starting (requests held for

@@ -66,8 +66,12 @@ func (n *Node) renew(p *part) {
 	n.leaseWrite(err)
 	if err == nil {
 		p.mu.Lock()
-		if p.heldLocked() && p.rev == rev {
-			p.rev, p.renewed = newRev, sent
+		if p.rev == rev {
+			// Also once lost meanwhile: the lost lease's delete (dropLease) expects this revision.
+			p.rev = newRev
+			if p.heldLocked() {
+				p.renewed = sent
+			}
 		}
 		p.mu.Unlock()
 		return

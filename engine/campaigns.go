@@ -352,26 +352,36 @@ func (c *Campaigns) Cancel(ctx context.Context, uid, id string) (domain.Campaign
 	}
 }
 
-// boot respawns every campaign that had not ended, re-reserving what it still needs
-// (reservations live in memory and died with the last process).
-func (c *Campaigns) boot() (int, error) {
-	var open []string
+// open reads every campaign that had not ended (the engine's boot reads it beside the other
+// facets' records: only campaign actors write campaigns, and none runs before boot).
+func (c *Campaigns) open() ([]domain.Campaign, error) {
+	var ids []string
 	err := c.store.Each(func(s domain.Campaign) error {
 		if !s.Done() {
-			open = append(open, s.ID)
+			ids = append(ids, s.ID)
 		}
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("engine: load campaigns: %w", err)
+		return nil, fmt.Errorf("engine: load campaigns: %w", err)
 	}
-	for _, id := range open {
+	open := make([]domain.Campaign, 0, len(ids))
+	for _, id := range ids {
 		s, err := c.store.LoadCampaign(id)
 		if err != nil {
-			return 0, fmt.Errorf("engine: load campaign %s: %w", id, err)
+			return nil, fmt.Errorf("engine: load campaign %s: %w", id, err)
 		}
+		open = append(open, s)
+	}
+	return open, nil
+}
+
+// boot respawns every campaign that had not ended (open), re-reserving what it still needs
+// (reservations live in memory and died with the last process).
+func (c *Campaigns) boot(open []domain.Campaign) (int, error) {
+	for _, s := range open {
 		if _, err := c.resume(s, ReserveOpts{Reclaim: true}); err != nil {
-			return 0, fmt.Errorf("engine: campaign %s: %w", id, err)
+			return 0, fmt.Errorf("engine: campaign %s: %w", s.ID, err)
 		}
 	}
 	return len(open), nil

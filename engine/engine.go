@@ -213,69 +213,6 @@ func New(cfg Config) (*Engine, error) {
 // failedBootStop bounds the stop of an engine whose boot failed.
 const failedBootStop = 5 * time.Second
 
-// boot rebuilds every facet from storage, in an order that matters: users first (the key and
-// account actors take their caps from the owner's plan); sessions before the outbox is
-// recovered (its entries go back to their sessions' deliverers); the outbox before campaigns
-// and stores (a message accepted before the restart takes its allowance back, forced, before
-// a campaign reclaims what is left of its batch or a store event sends anew).
-//
-// The outbox's pending messages are read while the users, keys and sessions boot: the read needs
-// none of them (handing the messages back does, in recover), and a cluster node that takes over
-// a partition with thousands of messages queued spends most of the partition's boot there.
-func (e *Engine) boot() (err error) {
-	began := time.Now()
-	read := make(chan pendingRead, 1)
-	go func() {
-		entries, err := e.Messages.msgs.outbox.Pending()
-		read <- pendingRead{entries, err}
-	}()
-	defer func() {
-		if err != nil && read != nil {
-			<-read // nothing of a failed boot runs on
-		}
-	}()
-	users, err := e.Users.boot()
-	if err != nil {
-		return err
-	}
-	keys, err := e.Keys.boot()
-	if err != nil {
-		return err
-	}
-	sessions, err := e.Sessions.boot()
-	if err != nil {
-		return err
-	}
-	sessionsAt := time.Now()
-	r := <-read
-	read = nil
-	if r.err != nil {
-		return fmt.Errorf("engine: outbox: %w", r.err)
-	}
-	pending, err := e.Messages.recover(r.entries)
-	if err != nil {
-		return err
-	}
-	outboxAt := time.Now()
-	campaigns, err := e.Campaigns.boot()
-	if err != nil {
-		return err
-	}
-	stores, err := e.Stores.boot()
-	if err != nil {
-		return err
-	}
-	e.log.Info("engine booted", "users", users, "keys", keys, "sessions", sessions, "outbox_pending", pending, "campaigns", campaigns, "stores", stores,
-		"took_ms", time.Since(began).Milliseconds(), "outbox_ms", outboxAt.Sub(sessionsAt).Milliseconds())
-	return nil
-}
-
-// pendingRead is the outbox's pending messages, read at boot (Outbox.Pending).
-type pendingRead struct {
-	entries []domain.OutboxEntry
-	err     error
-}
-
 // Stop stops every actor (each flushes its state) and waits for them, within ctx.
 func (e *Engine) Stop(ctx context.Context) {
 	e.stopCancel()
@@ -295,7 +232,7 @@ func (e *Engine) Stop(ctx context.Context) {
 	e.Routing.stop()
 	e.Messages.msgs.outbox.Flush()
 	// Every change above has been reported: publish what is queued.
-	defer e.pub.stop()
+	defer e.pub.stop(ctx)
 	var accounts []*actor.PID
 	for _, a := range e.Messages.accounts.drain() {
 		accounts = append(accounts, a.pid)

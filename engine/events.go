@@ -127,10 +127,11 @@ type Events struct {
 	seq      atomic.Uint64 // the last delivery sequence number given out
 	workers  sync.WaitGroup
 	metrics  *eventMetrics
-	live     liveHub    // the users' open event streams (events_live.go)
-	journal  journal    // the events' numbers (events_journal.go)
-	watchers *Watchers  // the users whose events the journal keeps
-	fwd      *forwarder // nil without a broker (events_forward.go)
+	live     liveHub        // the users' open event streams (events_live.go)
+	journal  journal        // the events' numbers (events_journal.go)
+	epochs   sync.WaitGroup // the journal's epoch count (Boot); Stop waits for it
+	watchers *Watchers      // the users whose events the journal keeps
+	fwd      *forwarder     // nil without a broker (events_forward.go)
 
 	mu      sync.RWMutex
 	numbers atomic.Pointer[func(string) string] // a session's phone (events_meta.go)
@@ -178,13 +179,29 @@ func NewEvents(cfg EventsConfig) (*Events, error) {
 // Boot loads the subscriptions and restarts delivery of every queued event (DESIGN.md section 3,
 // flow 4: "event deliveries resumed"), and the publishing of the events the broker has not
 // acknowledged. Queues left by a subscription deleted part-way are removed.
+//
+// Its reads are made at once (the journal's, the subscriptions and their queues); the journal's
+// epoch is counted beside the rest of the runtime's boot (Counted).
 func (e *Events) Boot(ctx context.Context) error {
-	if err := e.bootJournal(ctx); err != nil {
+	var (
+		reads            sync.WaitGroup
+		subs             []domain.WebhookSubscription
+		heads            map[string]int
+		maxSeq           uint64
+		subsErr, headErr error
+	)
+	reads.Go(func() { subs, subsErr = e.cfg.Store.ListSubscriptions() })
+	reads.Go(func() { heads, maxSeq, headErr = e.cfg.Store.QueueHeads() })
+	err := e.bootJournal(ctx)
+	reads.Wait()
+	if err != nil {
 		return err
 	}
-	subs, err := e.cfg.Store.ListSubscriptions()
-	if err != nil {
-		return fmt.Errorf("engine: load webhook subscriptions: %w", err)
+	if subsErr != nil {
+		return fmt.Errorf("engine: load webhook subscriptions: %w", subsErr)
+	}
+	if headErr != nil {
+		return fmt.Errorf("engine: load webhook queues: %w", headErr)
 	}
 	e.mu.Lock()
 	for _, s := range subs {
@@ -192,10 +209,6 @@ func (e *Events) Boot(ctx context.Context) error {
 		e.index(s)
 	}
 	e.mu.Unlock()
-	heads, maxSeq, err := e.cfg.Store.QueueHeads()
-	if err != nil {
-		return fmt.Errorf("engine: load webhook queues: %w", err)
-	}
 	// New deliveries are numbered above everything queued, whatever the clock did meanwhile.
 	if cur := e.seq.Load(); maxSeq >= cur {
 		e.seq.Store(maxSeq)
@@ -241,6 +254,7 @@ func (e *Events) Stop(ctx context.Context) {
 	}
 	waitCtx(ctx, &wg)
 	waitCtx(ctx, &e.workers)
+	waitCtx(ctx, &e.epochs)
 	e.metrics.release()
 	if e.fwd != nil {
 		e.fwd.stop(ctx)

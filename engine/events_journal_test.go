@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -282,5 +283,84 @@ func TestForwardDrainsOnStop(t *testing.T) {
 	}
 	if n, _ := persist.NewWebhooks(kv).OutboxLen(); n != 0 {
 		t.Fatalf("%d events left in the outbox", n)
+	}
+}
+
+// epochGate holds (or fails) the commit of the journal's epoch: the rest of the store works.
+type epochGate struct {
+	persist.KV
+	open     chan struct{} // closed: the epoch's commit goes through
+	fail     error         // the epoch's commit fails with it
+	released atomic.Bool   // the epoch's commit went through
+}
+
+func (g *epochGate) Commit(ctx context.Context, ops ...persist.Op) error {
+	for _, op := range ops {
+		if strings.HasPrefix(string(op.Key), "event_epoch/") {
+			if g.fail != nil {
+				return g.fail
+			}
+			<-g.open
+			err := g.KV.Commit(ctx, ops...)
+			g.released.Store(true)
+			return err
+		}
+	}
+	return g.KV.Commit(ctx, ops...)
+}
+
+// The journal's epoch is counted beside the boot, not before it: Boot returns while its commit
+// is held, Counted waits for it, and no event is numbered before it is durable (so every event
+// of the run sorts after the last run's); a count that fails fails Counted and every numbering.
+func TestJournalEpochCountedBesideBoot(t *testing.T) {
+	ctx := context.Background()
+	kv := persist.NewMemory()
+	ev := newForwarding(t, kv, nil, 0)
+	ev.Listen("u1").Close() // u1's events are journaled from now on
+	if err := ev.Publish(ctx, "u1", statusEvent("first run")); err != nil {
+		t.Fatal(err)
+	}
+	j, err := persist.NewWebhooks(kv).JournalFrom("u1", 0, 10)
+	if err != nil || len(j) != 1 {
+		t.Fatalf("the first run's journal: %d entries, %v", len(j), err)
+	}
+	stopEvents(ev)
+
+	gate := &epochGate{KV: kv, open: make(chan struct{})}
+	ev = newForwarding(t, gate, nil, 0) // Boot returned with the epoch's commit held
+	defer stopEvents(ev)
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := ev.Counted(short); err == nil {
+		t.Fatal("Counted returned nil while the epoch's commit was held")
+	}
+	published := make(chan error, 1)
+	go func() {
+		err := ev.Publish(ctx, "u1", statusEvent("second run"))
+		if err == nil && !gate.released.Load() {
+			err = errors.New("an event was published before the epoch was counted")
+		}
+		published <- err
+	}()
+	close(gate.open)
+	if err := ev.Counted(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-published; err != nil {
+		t.Fatal(err)
+	}
+	j, err = persist.NewWebhooks(kv).JournalFrom("u1", 0, 10)
+	if err != nil || len(j) != 2 || j[1].Seq <= j[0].Seq {
+		t.Fatalf("the journal across the runs: %+v, %v (want the second run's event after the first's)", j, err)
+	}
+
+	failing := &epochGate{KV: kv, fail: errors.New("stream unavailable")}
+	ev3 := newForwarding(t, failing, nil, 0)
+	defer stopEvents(ev3)
+	if err := ev3.Counted(ctx); !errors.Is(err, domain.ErrUnavailable) {
+		t.Fatalf("Counted after a failed count: %v, want unavailable", err)
+	}
+	if err := ev3.Publish(ctx, "u1", statusEvent("no epoch")); !errors.Is(err, domain.ErrUnavailable) {
+		t.Fatalf("a publish with no epoch counted: %v, want unavailable", err)
 	}
 }

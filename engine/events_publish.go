@@ -198,7 +198,10 @@ func (e *Events) Prepare(uid string, ev domain.Event) (PreparedEvent, error) {
 	p.forward = e.fwd != nil && e.fwd.admit()
 	p.rec = domain.EventRecord{UserID: uid, Type: ev.Type, Body: body}
 	if p.journal || p.forward {
-		p.rec.Seq = e.journal.next()
+		if p.rec.Seq, err = e.journal.next(); err != nil {
+			e.abandon(p)
+			return PreparedEvent{}, err
+		}
 	}
 	if ev.ID == "" {
 		ev.ID = newEventID(p.rec.Seq)

@@ -52,15 +52,11 @@ func newKeys(e *Engine) *Keys {
 }
 
 // boot respawns one actor per stored key.
-func (k *Keys) boot() (int, error) {
-	keys, err := k.e.cfg.Store.ListKeys()
-	if err != nil {
-		return 0, fmt.Errorf("engine: load keys: %w", err)
-	}
+func (k *Keys) boot(keys []domain.APIKey) int {
 	for _, rec := range keys {
 		k.spawn(rec)
 	}
-	return len(keys), nil
+	return len(keys)
 }
 
 // keyEntry is the registry entry of one key: its actor, the last record it published

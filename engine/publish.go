@@ -32,6 +32,10 @@ type publisher struct {
 	log  interface{ Warn(string, ...any) }
 	ch   chan pub
 	done chan struct{}
+	// ctx is the commits' context: stop cancels it when its own ends, so a store that keeps
+	// refusing (a fenced partition's view) no longer holds the engine's stop.
+	ctx    context.Context
+	cancel context.CancelFunc
 	// mu guards closed against ch's close: work the actors started on goroutines of their own
 	// (a campaign's send in flight) may report a change after Stop (a cluster node stopping a
 	// partition, a shutdown past its deadline); its event is dropped, not a panic.
@@ -53,6 +57,7 @@ const publishBatch = 512
 
 func newPublisher(sink EventSink, log interface{ Warn(string, ...any) }) *publisher {
 	p := &publisher{sink: sink, log: log, ch: make(chan pub, 4096), done: make(chan struct{})}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
 	if q, ok := sink.(interface{ Quiet(uid string) bool }); ok {
 		p.quiet = q.Quiet
 	}
@@ -113,27 +118,41 @@ func (p *publisher) run() {
 			}
 			preps = append(preps, pe)
 		}
-		// Storage may be full or failing for a while: retry, in order, until it takes them.
-		for wait := 50 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
-			err := p.sink.Commit(context.Background(), preps)
-			if err == nil {
-				break
+		if p.commit(preps) {
+			for _, pe := range preps {
+				p.sink.Committed(pe)
 			}
-			if errors.Is(err, domain.ErrRecordInvalid) {
-				p.log.Warn("events: refused by storage, dropped", "events", len(preps), "err", err)
-				break
-			}
-			p.log.Warn("events: commit", "events", len(preps), "err", err, "retry_in", wait)
-			time.Sleep(wait)
-		}
-		for _, pe := range preps {
-			p.sink.Committed(pe)
 		}
 	}
 }
 
-// stop publishes what is queued and returns.
-func (p *publisher) stop() {
+// commit commits a batch: storage may be full or failing for a while, so it retries, in order,
+// until storage takes it or stop gave up waiting (false: the batch is dropped).
+func (p *publisher) commit(preps []PreparedEvent) bool {
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		err := p.sink.Commit(p.ctx, preps)
+		if err == nil {
+			return true
+		}
+		if errors.Is(err, domain.ErrRecordInvalid) {
+			p.log.Warn("events: refused by storage, dropped", "events", len(preps), "err", err)
+			return true
+		}
+		if p.ctx.Err() != nil {
+			p.log.Warn("events: the engine stopped before they were committed, dropped", "events", len(preps), "err", err)
+			return false
+		}
+		p.log.Warn("events: commit", "events", len(preps), "err", err, "retry_in", wait)
+		select {
+		case <-p.ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+}
+
+// stop publishes what is queued and returns, within ctx: past it, what is not committed yet is
+// dropped (as a kill -9 would drop it; the changes it reports are durable already).
+func (p *publisher) stop(ctx context.Context) {
 	if p == nil {
 		return
 	}
@@ -143,7 +162,13 @@ func (p *publisher) stop() {
 		close(p.ch)
 	}
 	p.mu.Unlock()
-	<-p.done
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		p.cancel() // the commit in flight and the rest end at once
+		<-p.done
+	}
+	p.cancel()
 }
 
 // messageEvent is a message.status event of an entry as it stands.

@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gateway/gateway/domain"
 )
@@ -46,13 +48,51 @@ func TestPublisherAfterStop(t *testing.T) {
 			}
 		})
 	}
-	p.stop()
+	p.stop(context.Background())
 	wg.Wait()
 	p.publish("alice", domain.Event{Type: domain.EventMessageStatus})
-	p.stop() // twice: no panic either
+	p.stop(context.Background()) // twice: no panic either
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
 	if sink.committed < 10 {
 		t.Fatalf("%d events published, want at least the 10 queued before stop", sink.committed)
+	}
+}
+
+// refusingSink refuses every commit as a fenced partition's view does.
+type refusingSink struct {
+	countingSink
+	tries atomic.Int64
+}
+
+func (s *refusingSink) Commit(ctx context.Context, _ []PreparedEvent) error {
+	s.tries.Add(1)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return domain.ErrNodeUnavailable
+}
+
+// A stop bounded by its context returns when it ends, though storage keeps refusing the events
+// (a fenced partition's engine stopping; a failed boot's): the events are dropped, not retried
+// for ever behind the stop (the next start of the partition on this node waits for it).
+func TestPublisherStopBounded(t *testing.T) {
+	sink := &refusingSink{}
+	p := newPublisher(sink, quietLog{})
+	p.publish("alice", domain.Event{Type: domain.EventMessageStatus})
+	for sink.tries.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	stopped := make(chan struct{})
+	go func() { p.stop(ctx); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("stop did not return within 10 s of its 100 ms context ending")
+	}
+	if n := sink.committed; n != 0 {
+		t.Fatalf("%d refused events handed on as committed", n)
 	}
 }

@@ -155,11 +155,7 @@ func (x *sessionIndex) remove(id, owner string) {
 	delete(x.userOf, id)
 }
 
-func (s *Sessions) boot() (int, error) {
-	states, err := s.table.ListSessions()
-	if err != nil {
-		return 0, fmt.Errorf("engine: load sessions: %w", err)
-	}
+func (s *Sessions) boot(states []domain.Session) int {
 	// Oldest assignment first, so each user's default is the one assigned last.
 	slices.SortFunc(states, func(a, b domain.Session) int { return a.AssignedAt.Compare(b.AssignedAt) })
 	// Linked sessions reconnect spread over the boot window, in a shuffled order.
@@ -184,7 +180,7 @@ func (s *Sessions) boot() (int, error) {
 		s.spawnDelayed(st, d)
 	}
 	s.resumeMoves(moving)
-	return len(states) - len(moving), nil
+	return len(states) - len(moving)
 }
 
 func (s *Sessions) spawn(st domain.Session) *sessionEntry {

@@ -151,37 +151,72 @@ func newStores(e *Engine) *Stores {
 	return &Stores{e: e, s: s}
 }
 
-// boot loads every connected store and respawns the actor of every store whose inbox holds
-// entries.
-func (st *Stores) boot() (int, error) {
-	s := st.s
-	recs, err := s.records.All()
+// storesRead is what the stores' boot reads (records, inbox, writeBacks).
+type storesRead struct {
+	recs       []domain.Store
+	pending    []inboxRef     // the inbox's pending entries
+	writeBacks []writeBackRef // answers left with a write-back mark (with a store loop)
+}
+
+// inboxRef is one pending inbox entry: its shop and sequence.
+type inboxRef struct{ shop, seq string }
+
+// The stores' boot reads (the engine's boot makes them at once, beside the other facets'):
+// the connected stores, their pending inbox entries and the answers left with a write-back
+// mark. Stores and their inbox change only through requests and store actors, neither running
+// before boot; a mark written meanwhile (an answer arriving through a session booted first) has
+// its write-back started by the answer itself, as before.
+
+func (st *Stores) records() ([]domain.Store, error) {
+	recs, err := st.s.records.All()
 	if err != nil {
-		return 0, fmt.Errorf("engine: load stores: %w", err)
+		return nil, fmt.Errorf("engine: load stores: %w", err)
 	}
-	for _, r := range recs {
-		ent := s.newEntry(r)
+	return recs, nil
+}
+
+func (st *Stores) inbox() ([]inboxRef, error) {
+	var refs []inboxRef
+	err := st.s.inbox.Pending(func(shop, seq string) error {
+		refs = append(refs, inboxRef{shop, seq})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("engine: load store inbox: %w", err)
+	}
+	return refs, nil
+}
+
+func (st *Stores) writeBacks() ([]writeBackRef, error) {
+	if st.s.loop == nil {
+		return nil, nil
+	}
+	return st.s.pendingWriteBacks()
+}
+
+// boot takes every connected store and respawns the actor of every store whose inbox holds
+// entries (read).
+func (st *Stores) boot(r storesRead) (int, error) {
+	s := st.s
+	for _, rec := range r.recs {
+		ent := s.newEntry(rec)
 		if ent.openErr != nil {
 			st.e.log.Error("store credentials do not open: webhooks with a signature are refused and orders cannot be fetched until it is connected again",
-				"shop", r.Shop, "user_id", r.UserID, "err", ent.openErr)
+				"shop", rec.Shop, "user_id", rec.UserID, "err", ent.openErr)
 		}
-		s.idx.byID[r.Shop], s.idx.byUser[r.UserID] = ent, ent
+		s.idx.byID[rec.Shop], s.idx.byUser[rec.UserID] = ent, ent
 	}
 	// Pending inbox entries: group by shop; entries of stores no longer connected are dropped.
 	counts := map[string]int{}
 	orphans := map[string][]string{}
-	err = s.inbox.Pending(func(shop, seq string) error {
-		ent := s.idx.byID[shop]
+	for _, p := range r.pending {
+		ent := s.idx.byID[p.shop]
 		if ent == nil {
-			orphans[shop] = append(orphans[shop], seq)
-			return nil
+			orphans[p.shop] = append(orphans[p.shop], p.seq)
+			continue
 		}
-		counts[shop]++
-		ent.seq.Observe(seq)
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("engine: load store inbox: %w", err)
+		counts[p.shop]++
+		ent.seq.Observe(p.seq)
 	}
 	for shop, seqs := range orphans {
 		if err := s.inbox.DeleteEntries(context.Background(), shop, seqs); err != nil {
@@ -193,11 +228,11 @@ func (st *Stores) boot() (int, error) {
 		st.actorOf(s.idx.byID[shop])
 	}
 	if s.loop != nil {
-		if _, err := s.resumeWriteBacks(); err != nil {
+		if _, err := s.resumeWriteBacks(r.writeBacks); err != nil {
 			return 0, err
 		}
 	}
-	return len(recs), nil
+	return len(r.recs), nil
 }
 
 // newEntry opens a record's credentials.

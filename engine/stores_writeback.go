@@ -50,19 +50,28 @@ func (s *storeService) startWriteBack(uid, shop string, id int64) {
 	}
 }
 
-// resumeWriteBacks starts the write-back of every answer left with a mark (boot).
-func (s *storeService) resumeWriteBacks() (int, error) {
-	type pending struct {
-		shop string
-		id   int64
-	}
-	var ps []pending
+// writeBackRef is one answer left with a write-back mark: its shop and order.
+type writeBackRef struct {
+	shop string
+	id   int64
+}
+
+// pendingWriteBacks reads the answers left with a write-back mark (boot reads them with the
+// stores' other records).
+func (s *storeService) pendingWriteBacks() ([]writeBackRef, error) {
+	var ps []writeBackRef
 	if err := s.loop.PendingWriteBacks(func(shop string, id int64) error {
-		ps = append(ps, pending{shop, id})
+		ps = append(ps, writeBackRef{shop, id})
 		return nil
 	}); err != nil {
-		return 0, fmt.Errorf("engine: pending write-backs: %w", err)
+		return nil, fmt.Errorf("engine: pending write-backs: %w", err)
 	}
+	return ps, nil
+}
+
+// resumeWriteBacks starts the write-back of every answer left with a mark (boot; read by
+// pendingWriteBacks).
+func (s *storeService) resumeWriteBacks(ps []writeBackRef) (int, error) {
 	for _, p := range ps {
 		o, found, err := s.loop.Order(p.shop, p.id)
 		if err != nil {

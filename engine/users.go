@@ -49,16 +49,12 @@ func newUsers(e *Engine, adminUIDs []string) *Users {
 	return us
 }
 
-// boot loads every profile.
-func (us *Users) boot() (int, error) {
-	users, err := us.e.cfg.Store.ListUsers()
-	if err != nil {
-		return 0, fmt.Errorf("engine: load users: %w", err)
-	}
+// boot puts every profile (read by the engine's boot) in the directory.
+func (us *Users) boot(users []domain.User) int {
 	for _, u := range users {
 		us.put(u)
 	}
-	return len(users), nil
+	return len(users)
 }
 
 // lookup returns a profile from the directory.

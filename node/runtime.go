@@ -88,7 +88,8 @@ type runtimeOptions struct {
 
 // newRuntime builds a runtime and starts it from its records: events out first (the engine
 // publishes into it from boot on, and it resumes the deliveries queued before the last stop
-// or crash), then the engine. On error nothing of it runs.
+// or crash), then the engine, while the events journal's epoch is counted; it returns once
+// that count is durable. On error nothing of it runs.
 func newRuntime(ctx context.Context, sh shared, o runtimeOptions) (_ *runtime, err error) {
 	c := sh.c
 	// Every typed store on the one KV; each part of the core gets the ones it uses, as the
@@ -139,6 +140,11 @@ func newRuntime(ctx context.Context, sh shared, o runtimeOptions) (_ *runtime, e
 		Events: rt.events, Mover: mover, AskTimeout: o.askTimeout,
 	})
 	if err != nil {
+		return nil, err
+	}
+	// The journal's epoch was counted beside the boot (engine/events_journal.go): the runtime
+	// serves nothing before it is durable.
+	if err := rt.events.Counted(ctx); err != nil {
 		return nil, err
 	}
 	return rt, nil

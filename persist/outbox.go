@@ -64,12 +64,9 @@ type Outbox struct {
 	receipts *Table[domain.StatusChange]
 	idem     *Table[domain.IdemRecord]
 	logger   atomic.Pointer[slog.Logger]
-	wg       sync.WaitGroup
-
-	bgMu      sync.Mutex
-	bgQueue   []bgWrite
-	bgSpare   []bgWrite // the other queue array, emptied, while no batch is being written
-	bgRunning bool
+	wg       sync.WaitGroup // the outcomes and receipts queued and not yet answered
+	// writer writes them: the store's shared one (SharedWriting), or the outbox's own.
+	writer *OutcomeWriter
 
 	// mu guards the index of pending messages and the checkpoint.
 	mu    sync.Mutex
@@ -408,6 +405,11 @@ func NewOutbox(kv KV) *Outbox {
 		index:    map[string]*pendingMsg{},
 		now:      time.Now,
 	}
+	if sw, ok := kv.(SharedWriting); ok {
+		o.writer = sw.OutcomeWriter()
+	} else {
+		o.writer = NewOutcomeWriter(nil, false)
+	}
 	o.logger.Store(slog.New(slog.DiscardHandler))
 	return o
 }
@@ -583,6 +585,7 @@ func (o *Outbox) Flush() { o.wg.Wait() }
 // and with the entry inline (832 bytes a write) its growth copies were 8 % of the send path's
 // CPU (profiled).
 type bgWrite struct {
+	o       *Outbox
 	id      string
 	entry   *domain.OutboxEntry // an outcome's message (Settle's own copy); nil: a receipt
 	receipt domain.StatusChange
@@ -592,73 +595,23 @@ type bgWrite struct {
 
 func (w *bgWrite) outcome() bool { return w.entry != nil }
 
-// bgBatchMax bounds one background commit: a batch's ops stay well under Badger's
-// transaction limit (a batch that renews large media bodies is also cut by bgBatchBytes).
-const (
-	bgBatchMax   = 256
-	bgBatchBytes = 1 << 20
-	bgGather     = time.Millisecond
-)
+// background queues w for the writer.
+func (o *Outbox) background(w bgWrite) { o.writer.add(o, w) }
 
-// background queues w; a writer goroutine runs while the queue is not empty.
-func (o *Outbox) background(w bgWrite) {
-	o.bgMu.Lock()
-	o.bgQueue = append(o.bgQueue, w)
-	start := !o.bgRunning
-	o.bgRunning = true
-	if start {
-		o.wg.Add(1)
-	}
-	o.bgMu.Unlock()
-	if start {
-		go o.writeBackground()
-	}
+// bgPart is one commit of a background batch: its ops, and the writes (indexes in the batch's
+// kept writes) it carries.
+type bgPart struct {
+	ops   []Op
+	group []int
 }
 
-func (o *Outbox) writeBackground() {
-	defer o.wg.Done()
-	for {
-		o.bgMu.Lock()
-		if len(o.bgQueue) < bgBatchMax {
-			// Gather for a moment: a receipt that follows its outcome by a little (the sim's
-			// comes at once) lands in the outcome's record, and the commit is larger.
-			o.bgMu.Unlock()
-			time.Sleep(bgGather)
-			o.bgMu.Lock()
-		}
-		batch := o.bgQueue
-		if len(batch) == 0 {
-			o.bgRunning = false
-			o.bgMu.Unlock()
-			return
-		}
-		// Two arrays take turns: the queue fills one while the other's writes are committed
-		// (bgBatchMax at a time). A queue grown from nil for every batch was 3-4 KB of
-		// allocation per message (an entry is large).
-		o.bgQueue, o.bgSpare = o.bgSpare[:0], nil
-		o.bgMu.Unlock()
-		o.writeBatch(batch)
-		// Only the writes taken are cleared: past its length an array is still zero (writeBatch
-		// works within the length; a queue that outgrew its array moved to a new, zeroed one).
-		// Clearing the whole capacity (up to 3.4 MB) after every batch of a few writes was 3 %
-		// of the send path's CPU (profiled).
-		clear(batch)
-		if cap(batch) <= bgSpareMax {
-			o.bgMu.Lock()
-			o.bgSpare = batch[:0]
-			o.bgMu.Unlock()
-		}
-	}
-}
-
-// bgSpareMax is the largest queue array the background writer keeps for the next turn
-// (384 KB: a write is 96 bytes).
-const bgSpareMax = 4096
-
-// writeBatch commits batch in as few commits as its size allows and answers every write.
-func (o *Outbox) writeBatch(batch []bgWrite) {
-	// Fold each receipt into its message's outcome when that is in the batch (receipts come
-	// after their outcome: the engine holds early ones until the outcome is known).
+// prepareBatch folds each receipt into its message's outcome when that is in the batch, and
+// encodes the batch's writes into as few commits as their size allows, or with each, one
+// commit per write: it returns the writes kept (in batch's array) and the commits. A write that
+// cannot be encoded is answered at once.
+func (o *Outbox) prepareBatch(batch []bgWrite, each bool) ([]bgWrite, []bgPart) {
+	// Receipts come after their outcome: the engine holds early ones until the outcome is
+	// known.
 	at := map[string]int{}
 	kept := batch[:0]
 	for _, w := range batch {
@@ -677,30 +630,13 @@ func (o *Outbox) writeBatch(batch []bgWrite) {
 		kept = append(kept, w)
 	}
 	var (
-		ops   []Op
-		group []int // of kept: an entry is large, not copied again
+		parts []bgPart
+		ops   = make([]Op, 0, len(kept)+8)
+		group = make([]int, 0, len(kept))
 		size  int
-		// buf holds the outcomes' keys and records, one array for the batch (not reused after
-		// a commit: the write that did not fit is encoded in it already).
-		buf []byte
+		// buf holds the outcomes' keys and records, one array for the batch.
+		buf = make([]byte, 0, len(kept)*160)
 	)
-	flush := func() {
-		if len(group) == 0 {
-			return
-		}
-		err := o.kv.Commit(context.Background(), ops...)
-		if err != nil && len(group) > 1 {
-			// One write may be what the store refuses (too large): write each alone.
-			for _, i := range group {
-				o.writeBatch([]bgWrite{kept[i]})
-			}
-		} else {
-			for _, i := range group {
-				o.answer(kept[i], err)
-			}
-		}
-		ops, group, size = ops[:0], group[:0], 0
-	}
 	now := o.now()
 	o.mu.Lock()
 	marks := make([]bool, len(kept))
@@ -710,8 +646,7 @@ func (o *Outbox) writeBatch(batch []bgWrite) {
 		}
 	}
 	o.mu.Unlock()
-	ops, group = make([]Op, 0, len(kept)+8), make([]int, 0, len(kept))
-	buf = make([]byte, 0, len(kept)*160)
+	opStart, groupStart := 0, 0 // where the part being filled starts, in ops and group
 	var wops []Op
 	for i, w := range kept {
 		var err error
@@ -724,12 +659,38 @@ func (o *Outbox) writeBatch(batch []bgWrite) {
 		for _, op := range wops {
 			n += len(op.Key) + len(op.Value)
 		}
-		if size+n > bgBatchBytes || len(group) == bgBatchMax {
-			flush()
+		if len(group) > groupStart && (each || size+n > bgBatchBytes || len(group)-groupStart == bgBatchMax) {
+			parts = append(parts, bgPart{ops: ops[opStart:len(ops):len(ops)], group: group[groupStart:len(group):len(group)]})
+			opStart, groupStart, size = len(ops), len(group), 0
 		}
 		ops, group, size = append(ops, wops...), append(group, i), size+n
 	}
-	flush()
+	if len(group) > groupStart {
+		parts = append(parts, bgPart{ops: ops[opStart:len(ops):len(ops)], group: group[groupStart:len(group):len(group)]})
+	}
+	return kept, parts
+}
+
+// finishPart answers the writes of a part whose commit answered err. A commit of several
+// writes that failed is tried write by write (one may be what the store refuses: too large).
+func (o *Outbox) finishPart(kept []bgWrite, p bgPart, err error) {
+	if err != nil && len(p.group) > 1 {
+		for _, i := range p.group {
+			o.writeAlone(kept[i])
+		}
+		return
+	}
+	for _, i := range p.group {
+		o.answer(kept[i], err)
+	}
+}
+
+// writeAlone commits one write (its receipts folded in already) and answers it.
+func (o *Outbox) writeAlone(w bgWrite) {
+	_, parts := o.prepareBatch([]bgWrite{w}, true)
+	for _, p := range parts {
+		o.answer(w, o.kv.Commit(context.Background(), p.ops...))
+	}
 }
 
 // ops appends a background write's ops to ops: an outcome is its small record (and its

@@ -112,9 +112,10 @@ func TestBootReconnectsStaggered(t *testing.T) {
 	}
 	start := time.Now()
 	network.ConnectStaggered(context.Background(), clients, window, func(i int, err error) { t.Errorf("connect %d: %v", i, err) })
-	// 10 buckets of 200 ms: each must hold about a tenth of the connects, none at once. The
-	// bounds are loose (a quarter to three times a tenth) because a loaded CI machine delays
-	// some callbacks into the next bucket; connecting all at once still fails by far.
+	// 10 buckets of 200 ms: by the end of each, at most its share of the window (plus two
+	// tenths of slack) may have connected. A loaded machine only delays callbacks into later
+	// buckets, never earlier, so only this bound holds there; connecting all at once still
+	// fails it by far (a lower bound per bucket failed under -race at load 13).
 	var buckets [10]int
 	for range sessions {
 		at := <-times
@@ -124,9 +125,11 @@ func TestBootReconnectsStaggered(t *testing.T) {
 		}
 		buckets[b]++
 	}
+	done := 0
 	for i, got := range buckets {
-		if got < sessions/10/4 || got > sessions/10*3 {
-			t.Fatalf("bucket %d of the window has %d connects (all: %v); want about %d each", i, got, buckets, sessions/10)
+		done += got
+		if limit := sessions*(i+1)/10 + sessions/10*2; done > limit {
+			t.Fatalf("%d connects by the end of bucket %d of the window (all: %v); want at most %d", done, i, buckets, limit)
 		}
 	}
 	if d := time.Since(start); d < window*9/10 {

@@ -68,38 +68,129 @@ func (s *Store) commit(ctx context.Context, tok string, v *View, ops []persist.O
 		return persist.ErrClosed
 	}
 	defer s.calls.Done()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	req, rs, err := s.prepare(tok, ops)
+	req, err := s.submit(ctx, tok, v, ops, true)
 	if err != nil || req == nil {
 		return err
 	}
+	return s.await(ctx, req)
+}
+
+// submit prepares a commit and hands it to the dispatcher (nil: nothing to commit, or err).
+// With wait, a disconnected store is waited for (awaitConnected); without, it fails at once.
+func (s *Store) submit(ctx context.Context, tok string, v *View, ops []persist.Op, wait bool) (*commitReq, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	req, rs, err := s.prepare(tok, ops)
+	if err != nil || req == nil {
+		return nil, err
+	}
 	if v != nil && v.fence != nil {
 		if _, err := v.fence.f.Fence(); err != nil {
-			return err // not this node's partition to write: nothing is queued
+			return nil, err // not this node's partition to write: nothing is queued
 		}
 		if len(req.writes)+len(req.conds)+1 > s.maxBatch {
-			return fmt.Errorf("%w: a commit of %d messages exceeds the NATS batch limit of %d", domain.ErrRecordInvalid, len(req.writes)+len(req.conds)+1, s.maxBatch)
+			return nil, fmt.Errorf("%w: a commit of %d messages exceeds the NATS batch limit of %d", domain.ErrRecordInvalid, len(req.writes)+len(req.conds)+1, s.maxBatch)
 		}
 		req.fence = v.fence
 	}
 	req.view, req.rs = v, rs
-	if err := s.awaitConnected(ctx); err != nil && !rs.full.Load() {
-		return err // disconnected: fail now, never queue behind a dead connection
+	if wait {
+		err = s.awaitConnected(ctx)
+	} else {
+		err = s.Health()
+	}
+	if err != nil && !rs.full.Load() {
+		return nil, err // disconnected: fail now, never queue behind a dead connection
 	}
 	req.ctx = ctx
 	select {
 	case s.reqs <- req:
+		return req, nil
 	case <-ctx.Done():
-		return s.ctxErr(ctx)
+		return nil, s.ctxErr(ctx)
 	}
+}
+
+// await is a submitted commit's answer.
+func (s *Store) await(ctx context.Context, req *commitReq) error {
 	select {
 	case err := <-req.done:
 		return err
 	case <-ctx.Done():
 		return s.ctxErr(ctx)
 	}
+}
+
+// CommitParts implements persist.PartsCommitter: every part, each atomic on its own and made
+// through its own View of this store (its partition, with its fence) or the Store itself, is
+// handed to the dispatcher before any is waited for, so the parts of many partitions merge into
+// a few groups (a node's outcome writer: persist.OutcomeWriter). A part through a KV of another
+// store is committed through it, alone.
+func (s *Store) CommitParts(ctx context.Context, parts []persist.Part, errs []error) {
+	type sent struct {
+		req  *commitReq
+		view *View
+	}
+	subs := make([]sent, len(parts))
+	// A disconnected store is waited for once for all the parts, not once per part.
+	_ = s.awaitConnected(ctx)
+	for i, p := range parts {
+		tok, v := "", (*View)(nil)
+		switch kv := p.KV.(type) {
+		case *Store:
+			if kv != s {
+				errs[i] = kv.Commit(ctx, p.Ops...)
+				continue
+			}
+		case *View:
+			if kv.s != s {
+				errs[i] = kv.Commit(ctx, p.Ops...)
+				continue
+			}
+			if !kv.enter() {
+				errs[i] = kv.closedErr()
+				continue
+			}
+			tok, v = kv.tok, kv
+		default:
+			errs[i] = p.KV.Commit(ctx, p.Ops...)
+			continue
+		}
+		if !s.enter() {
+			errs[i] = persist.ErrClosed
+			if v != nil {
+				v.calls.Done()
+			}
+			continue
+		}
+		subs[i].view = v
+		if subs[i].req, errs[i] = s.submit(ctx, tok, v, p.Ops, false); subs[i].req == nil {
+			s.calls.Done()
+			if v != nil {
+				v.calls.Done()
+			}
+		}
+	}
+	for i, sub := range subs {
+		if sub.req == nil {
+			continue
+		}
+		errs[i] = s.await(ctx, sub.req)
+		s.calls.Done()
+		if sub.view != nil {
+			sub.view.calls.Done()
+		}
+	}
+}
+
+// OutcomeWriter implements persist.SharedWriting: the outboxes of every view of this store
+// (a node's partitions) share one outcome writer.
+func (s *Store) OutcomeWriter() *persist.OutcomeWriter {
+	// On one server each outcome is a commit of its own (a pipelined publish: sendPiped); on
+	// replicated streams each outbox's outcomes of a gather are one commit, as before.
+	s.writerOnce.Do(func() { s.writer = persist.NewOutcomeWriter(s, s.replicas <= 1) })
+	return s.writer
 }
 
 // awaitConnected is nil once the store can take a commit. A connection that lost its server
@@ -225,9 +316,10 @@ func indexOf[T any](list []T, at map[string]int, subject string, key func(T) str
 // budget: a stream electing a leader holds its own partitions' commits, not the others'.
 //
 // Why two limits: on one server (R1) a one-message commit is a plain publish, cheap on the
-// server and pipelined on the connection, while an atomic batch costs the server more (it
-// stages in a temporary file store of its own), so while the batches are in flight the
-// commits waiting behind them gather into the next one and one-message commits may go alone.
+// server and pipelined on the connection, while an atomic batch costs the server far more (it
+// stages in a temporary file store of its own), so the one-message commits go as a group of
+// pipelined publishes (pickPiped, sendPiped) without a batch slot, and only the commits of
+// several messages gather into batches.
 // On a replicated stream a plain publish costs a raft proposal as a batch does, and each
 // group costs this process a round trip: every group there takes a batch slot. Measured on
 // three in-process servers, 64 writers over 12 partitions in 3 streams: 0.46 groups per
@@ -333,12 +425,21 @@ func (s *Store) dispatch() {
 				continue
 			}
 			var group []*commitReq
-			group, pending = rs.pick(pending, inflight, slot)
+			piped := false
+			if !rs.replicated() {
+				// One server: the one-message commits go as pipelined publishes, without a
+				// batch slot; the others wait for a slot and go as one atomic batch.
+				group, pending = rs.pick(pending, inflight, pickPiped)
+				piped = len(group) > 0
+			}
+			if !piped && slot {
+				group, pending = rs.pick(pending, inflight, pickBatch)
+			}
 			if len(group) == 0 {
 				tried = append(tried, rs)
 				continue
 			}
-			fl := &flight{group: group, rs: rs, slot: rs.replicated() || len(group) > 1 || messageCount(group[0]) > 1}
+			fl := &flight{group: group, rs: rs, piped: piped, slot: !piped}
 			flights[fl] = true
 			running++
 			c.groups++
@@ -359,7 +460,7 @@ func (s *Store) dispatch() {
 				if hook := groupHook.Load(); hook != nil {
 					(*hook)(rs.idx)
 				}
-				rs.runGroup(group)
+				rs.runGroup(group, piped)
 				finished <- fl
 			}()
 		}
@@ -373,6 +474,7 @@ type flight struct {
 	group    []*commitReq
 	rs       *recStream
 	slot     bool
+	piped    bool // one-message commits sent as pipelined publishes (one server)
 	timer    *time.Timer
 	stalled  atomic.Bool
 	released bool
@@ -429,12 +531,23 @@ func (r *commitReq) conditions(subject string) bool {
 // laneKey is a fence lane's entry among the dispatcher's keys in flight (replicated streams).
 func laneKey(f *fence, lane int) string { return "\x00fence " + f.subjects[lane] }
 
+// pickMode is what kind of group pick forms.
+type pickMode uint8
+
+const (
+	// pickBatch: commits sent as one atomic batch (or one message, when that is all).
+	pickBatch pickMode = iota
+	// pickPiped (one server): commits of one message each, its fence check included, sent as
+	// pipelined publishes, each its own (rs.sendPiped).
+	pickPiped
+)
+
 // pick takes from pending, in order, the commits of rs that fit one group: none touches a key
 // in flight, in the group, or of an earlier commit left waiting, and on a replicated stream
-// each partition it carries has a fence lane no group in flight checks. Without batch, it
-// takes one commit of one message. It returns the group and what is left waiting (the other
-// streams' commits among it, in their order).
-func (rs *recStream) pick(pending []*commitReq, inflight map[string]bool, batch bool) (group, rest []*commitReq) {
+// each partition it carries has a fence lane no group in flight checks. With pickPiped, it
+// takes only commits of one message each. It returns the group and what is left waiting (the
+// other streams' commits among it, in their order).
+func (rs *recStream) pick(pending []*commitReq, inflight map[string]bool, mode pickMode) (group, rest []*commitReq) {
 	s := rs.s
 	blocked := map[string]bool{}
 	lanes := map[*fence]int{} // the lane each fence of this group checks
@@ -450,7 +563,9 @@ func (rs *recStream) pick(pending []*commitReq, inflight map[string]bool, batch 
 		}
 		n := len(r.writes) + len(r.conds)
 		lane, carried := 0, false
-		if r.fence != nil {
+		if mode == pickPiped {
+			n = messageCount(r) // each carries its own fence check
+		} else if r.fence != nil {
 			lane, carried = lanes[r.fence]
 			if !carried {
 				if !hasFreeWrite(r) {
@@ -466,7 +581,7 @@ func (rs *recStream) pick(pending []*commitReq, inflight map[string]bool, batch 
 			}
 		}
 		free := lane >= 0 && msgs+n <= s.maxBatch && (len(group) == 0 || size+r.size <= maxGroupBytes) &&
-			(batch || (n == 1 && len(group) == 0))
+			(mode == pickBatch || n == 1)
 		for _, k := range r.keys {
 			if inflight[k] || blocked[k] {
 				free = false
@@ -487,7 +602,7 @@ func (rs *recStream) pick(pending []*commitReq, inflight map[string]bool, batch 
 		}
 		if r.fence != nil {
 			r.lane = lane
-			if !carried {
+			if !carried && mode == pickBatch {
 				lanes[r.fence] = lane
 				if rs.replicated() {
 					inflight[laneKey(r.fence, lane)] = true
@@ -505,9 +620,13 @@ func (rs *recStream) pick(pending []*commitReq, inflight map[string]bool, batch 
 // group that fails on a condition another writer broke between our read and the server's
 // check (a wrong last sequence) is read again and sent again once, without the commits whose
 // conditions now fail; what still fails is retried commit by commit.
-func (rs *recStream) runGroup(group []*commitReq) {
+func (rs *recStream) runGroup(group []*commitReq, piped bool) {
 	rs.s.groups.Add(1)
-	failed, err := rs.send(group, false)
+	send := rs.send
+	if piped {
+		send = rs.sendPiped
+	}
+	failed, err := send(group, false)
 	if errors.Is(err, errWrongSequence) && len(group) > 1 {
 		var again []*commitReq
 		for _, r := range group {
@@ -562,21 +681,32 @@ func (rs *recStream) sendAlone(r *commitReq) error {
 
 var errWrongSequence = errors.New("natskv: wrong last sequence")
 
+// sendStart checks the store may write and reads the conditions of a group about to be sent,
+// within the store's Hold (ctx; cancel ends it).
+func (rs *recStream) sendStart(group []*commitReq, fresh bool) (context.Context, context.CancelFunc, map[string]record, error) {
+	if err := rs.s.lease.writable(); err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := rs.s.holdCtx()
+	seqs, err := rs.conditionSeqs(ctx, group, fresh)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	return ctx, cancel, seqs, nil
+}
+
 // send resolves the group's conditions and publishes the commits whose conditions hold. It
 // returns the commits whose conditions failed, with their errors, and the publish's error for
 // the others. fresh: read the conditions from the stream leader (a retry after a stale read),
 // never from the views' caches.
 func (rs *recStream) send(group []*commitReq, fresh bool) (map[*commitReq]error, error) {
 	s := rs.s
-	if err := s.lease.writable(); err != nil {
-		return nil, err
-	}
-	ctx, cancel := s.holdCtx()
-	defer cancel()
-	seqs, err := rs.conditionSeqs(ctx, group, fresh)
+	ctx, cancel, seqs, err := rs.sendStart(group, fresh)
 	if err != nil {
 		return nil, err
 	}
+	defer cancel()
 	var (
 		msgs   []*nats.Msg
 		failed map[*commitReq]error
@@ -716,7 +846,7 @@ const hdrCommit = "Gw-Commit"
 
 // timedOut: a request's answer did not come; what it sent may or may not have been applied.
 func timedOut(err error) bool {
-	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
+	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrAsyncPublishTimeout)
 }
 
 // resolve settles the commits of a group whose publish timed out: each commit whose first write

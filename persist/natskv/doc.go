@@ -55,10 +55,14 @@
 //   - Group commit (commit.go): one dispatcher per store (a node) merges the commits of every
 //     partition (every View) of a stream waiting behind the groups in flight into one batch,
 //     at most MaxBatches batches in flight over all the streams; commits sharing a key run in
-//     order. On one server a one-message commit may go alone as a plain publish while the
-//     batches are busy (cheap there: an R1 batch stages in a file store of its own); on a
-//     replicated stream every group takes a batch slot (a plain publish costs a raft proposal
-//     as a batch does, so it waits and joins the next batch). Each stream keeps the same limits
+//     order. On one server the one-message commits of a group (its fence check riding on its
+//     message) go as pipelined publishes, each answered by its own ack, without a batch slot
+//     (an R1 atomic batch stages in a file store the server makes for it: directory, metadata,
+//     sync; it was most of the server's CPU); only commits of several messages take a batch
+//     slot there. On a replicated stream every group takes a batch slot (a plain publish costs
+//     a raft proposal as a batch does, so it waits and joins the next batch). A node's outboxes
+//     share one outcome writer (persist.OutcomeWriter, through CommitParts): every partition's
+//     outcomes reach the dispatcher together, each a commit with its own view's fence. Each stream keeps the same limits
 //     of its own, and a group in flight for over 250 ms leaves the node's budget, so a stream
 //     electing a leader holds only its own partitions' commits.
 //   - Unavailable: a full stream; no answer in Options.Timeout; or no stream leader, no

@@ -117,6 +117,9 @@ type Store struct {
 	blobsOnce sync.Once
 	blobsErr  error
 
+	writerOnce sync.Once
+	writer     *persist.OutcomeWriter // every outbox's on this store (OutcomeWriter)
+
 	groups, batches atomic.Uint64 // for tests and the bench: commit groups, multi-message batches
 	peakBatches     atomic.Int64  // for tests: the most batch slots the dispatcher had in use at once
 }
@@ -185,7 +188,10 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, err
 	}
 	var err error
-	if s.js, err = jetstream.New(s.nc, jetstream.WithDefaultTimeout(o.Timeout)); err != nil {
+	if s.js, err = jetstream.New(s.nc, jetstream.WithDefaultTimeout(o.Timeout),
+		// Pipelined publishes (commit.go, sendPiped): an ack not come within the timeout is
+		// given up, and every group in flight may be a full one.
+		jetstream.WithPublishAsyncTimeout(o.Timeout), jetstream.WithPublishAsyncMaxPending(o.MaxInflight*o.MaxBatch)); err != nil {
 		return fail(fmt.Errorf("natskv: %w", err))
 	}
 	if err := s.ensureStreams(ctx, o); err != nil {

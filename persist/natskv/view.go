@@ -159,6 +159,9 @@ func (v *View) Commit(ctx context.Context, ops ...persist.Op) error {
 	return v.s.commit(ctx, v.tok, v, ops)
 }
 
+// OutcomeWriter is the store's: every partition's outbox shares it (persist.SharedWriting).
+func (v *View) OutcomeWriter() *persist.OutcomeWriter { return v.s.OutcomeWriter() }
+
 // Health is the store's; a partition's fence is checked per commit.
 func (v *View) Health() error {
 	v.mu.Lock()

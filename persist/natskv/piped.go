@@ -1,0 +1,188 @@
+package natskv
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gateway/gateway/domain"
+)
+
+// sendPiped sends a group of one-message commits on one server (pick's pickPiped) as pipelined
+// publishes, each its own: no atomic batch. Each commit's message carries its commit id and,
+// for a fenced view's commit, its own fence check, and each commit is answered by its own ack,
+// so a commit refused (its fence moved, its condition overtaken, its stream full) fails alone.
+//
+// Why (profiled in process, bench/README.md issue 27): on one server an atomic batch stages
+// in a file store of its own, made for each batch (a directory, its metadata written and
+// synced): 35 % of the NATS server's CPU in a run of outcome writes, about 3 ms of CPU per
+// batch, while the commits of a group need no atomicity between them (each commit's own
+// messages do, and a commit of several messages still goes as a batch).
+//
+// It returns what send returns: the commits answered, with their errors (nil: applied), and
+// errWrongSequence when some commits were refused on a condition overtaken by another writer
+// (those are left out of the answers: runGroup reads them again and sends them again).
+func (rs *recStream) sendPiped(group []*commitReq, fresh bool) (map[*commitReq]error, error) {
+	s := rs.s
+	ctx, cancel, seqs, err := rs.sendStart(group, fresh)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	answers := make(map[*commitReq]error, len(group))
+	now := time.Now()
+	todo := make([]*commitReq, 0, len(group))
+	msgs := make([]*nats.Msg, 0, len(group))
+	for _, r := range group {
+		m, err := s.pipedMessage(r, seqs, now)
+		if err != nil {
+			answers[r] = err
+			continue
+		}
+		todo, msgs = append(todo, r), append(msgs, m)
+	}
+	wrong := false
+	wait := unroutedFirstWait
+	for len(todo) > 0 {
+		var again, lost []*commitReq
+		var againMsgs []*nats.Msg
+		acks := rs.publishAll(msgs)
+		for i, r := range todo {
+			a := acks[i]
+			switch {
+			case a.err == nil:
+				rs.ackSeen(a.seq)
+				if r.view != nil {
+					r.view.committed(r, a.seq, now)
+				}
+				answers[r] = nil
+			case notSent(a.err) && ctx.Err() == nil:
+				again, againMsgs = append(again, r), append(againMsgs, msgs[i]) // nothing stored
+			case timedOut(a.err):
+				lost = append(lost, r) // its answer was lost: applied or not, found out below
+			default:
+				if err := rs.publishErr(a.err); errors.Is(err, errWrongSequence) {
+					wrong = true // read again and sent again by runGroup
+					if r.view != nil {
+						r.view.forget(r)
+					}
+				} else {
+					answers[r] = err
+				}
+			}
+		}
+		if len(lost) > 0 {
+			rs.resolve(lost, answers, nats.ErrTimeout) // answers every commit of lost
+		}
+		todo, msgs = again[:0], againMsgs[:0]
+		if len(again) == 0 {
+			break
+		}
+		// Nothing was stored (the stream has no leader, the connection is moving): again after
+		// a pause, while every partition is still this node's to write.
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		wait = min(2*wait, unroutedMaxWait)
+		for i, r := range again {
+			if r.fence != nil {
+				if _, err := r.fence.f.Fence(); err != nil {
+					answers[r] = err
+					continue
+				}
+			}
+			todo, msgs = append(todo, r), append(msgs, againMsgs[i])
+		}
+	}
+	if wrong {
+		return answers, errWrongSequence
+	}
+	return answers, nil
+}
+
+// pipedMessage is a one-message commit's message, with its commit id and its fence check.
+func (s *Store) pipedMessage(r *commitReq, seqs map[string]record, now time.Time) (*nats.Msg, error) {
+	var fseq uint64
+	if r.fence != nil {
+		toks, err := r.fence.f.Fence()
+		if err == nil && len(toks) != len(r.fence.subjects) {
+			err = fmt.Errorf("%w: the partition's fence has %d lanes, not %d", domain.ErrNodeUnavailable, len(toks), len(r.fence.subjects))
+		}
+		if err != nil {
+			return nil, err
+		}
+		fseq = toks[r.lane]
+	}
+	ms, cs, err := s.messages(r, seqs, now)
+	if err != nil {
+		return nil, err
+	}
+	if len(ms)+len(cs) != 1 {
+		return nil, fmt.Errorf("natskv: a pipelined commit of %d messages", len(ms)+len(cs)) // pick takes none
+	}
+	if len(ms) == 0 {
+		return cs[0], nil // a condition alone, on its carrier (never fenced here: that is two)
+	}
+	m := ms[0]
+	m.Header.Set(hdrCommit, r.id)
+	if r.fence != nil {
+		if m.Header.Get(jetstream.ExpectedLastSubjSeqHeader) != "" {
+			return nil, errors.New("natskv: a pipelined fenced commit with a condition on its write") // pick takes none
+		}
+		setFenceCheck(m, r.fence.subjects[r.lane], fseq)
+	}
+	return m, nil
+}
+
+// pubResult is one pipelined publish's answer.
+type pubResult struct {
+	seq uint64
+	err error
+}
+
+// publishAll publishes msgs without waiting between them and collects each one's ack, within
+// the store's round-trip Timeout (a publish without an answer by then: nats.ErrTimeout).
+func (rs *recStream) publishAll(msgs []*nats.Msg) []pubResult {
+	s := rs.s
+	out := make([]pubResult, len(msgs))
+	futs := make([]jetstream.PubAckFuture, len(msgs))
+	for i, m := range msgs {
+		futs[i], out[i].err = s.js.PublishMsgAsync(m, jetstream.WithRetryAttempts(0))
+	}
+	deadline := time.NewTimer(s.timeout)
+	defer deadline.Stop()
+	expired := false
+	for i, f := range futs {
+		if f == nil {
+			continue
+		}
+		if !expired {
+			select {
+			case ack := <-f.Ok():
+				out[i].seq = ack.Sequence
+			case err := <-f.Err():
+				out[i].err = err
+			case <-deadline.C:
+				expired = true
+			}
+			if !expired {
+				continue
+			}
+		}
+		select { // past the deadline: only what has come
+		case ack := <-f.Ok():
+			out[i].seq = ack.Sequence
+		case err := <-f.Err():
+			out[i].err = err
+		default:
+			out[i].err = fmt.Errorf("natskv: publish: %w", nats.ErrTimeout)
+		}
+	}
+	return out
+}
