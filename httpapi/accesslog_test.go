@@ -281,3 +281,24 @@ func TestAppendMillis(t *testing.T) {
 		check(us)
 	}
 }
+
+// A request id's number is strconv's base 36, at every length up to the largest uint64.
+func TestAppendBase36(t *testing.T) {
+	check := func(n uint64) {
+		if got, want := appendBase36([]byte("x"), n), strconv.AppendUint([]byte("x"), n, 36); string(got) != string(want) {
+			t.Fatalf("%d: %s, want %s", n, got, want)
+		}
+	}
+	for n := uint64(0); n < 50000; n++ {
+		check(n)
+	}
+	for n := uint64(50000); n < 1<<61; n = n/5*7 + 3 {
+		check(n)
+		check(n - 1)
+	}
+	for p, n := uint64(1), 0; n < 13; p, n = p*36, n+1 {
+		check(p)
+		check(p - 1)
+	}
+	check(1<<64 - 1)
+}

@@ -20,7 +20,6 @@ import (
 	"net"
 	"net/netip"
 	"runtime/debug"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,8 +110,10 @@ type Server struct {
 	base       context.Context
 	cancelBase context.CancelFunc
 	// limits holds the body limits of routes other than the default, by "METHOD /path";
-	// written only while routes are registered.
-	limits map[string]int
+	// written only while routes are registered. minLimit is the smallest of them and the
+	// default.
+	limits   map[string]int
+	minLimit int
 	// parts holds each route's partition (routes.go), by "METHOD /path".
 	parts map[string]*partitionOf
 	// guesses rate-limits failed attempts on the public routes that take guesses.
@@ -226,7 +227,7 @@ func newServer(cfg Config) (*Server, error) {
 	}
 	var pfx [4]byte
 	_, _ = rand.Read(pfx[:])
-	s := &Server{cfg: cfg, log: cfg.Logger, router: router.New(), reqPfx: hex.EncodeToString(pfx[:])}
+	s := &Server{cfg: cfg, log: cfg.Logger, router: router.New(), reqPfx: hex.EncodeToString(pfx[:]), minLimit: cfg.BodyLimit}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
 	var err error
 	if s.metrics, err = newHTTPMetrics(cfg.Registry); err != nil {
@@ -332,6 +333,7 @@ func (s *Server) handle(method, path string, limit int, part *partitionOf, h han
 			s.limits = map[string]int{}
 		}
 		s.limits[method+" "+path] = limit
+		s.minLimit = min(s.minLimit, limit)
 	}
 	m := s.metrics.route(method + " " + path)
 	logRoute := newAccessRoute(method, path)
@@ -438,9 +440,30 @@ func clientRequestID(ctx *fasthttp.RequestCtx) []byte {
 	return id
 }
 
-// appendRequestID appends a request id this server makes: its prefix and the request's number.
+// appendRequestID appends a request id this server makes: its prefix and the request's number
+// in base 36 (appendBase36).
 func appendRequestID(b []byte, pfx string, n uint64) []byte {
-	return strconv.AppendUint(append(append(b, pfx...), '-'), n, 36)
+	return appendBase36(append(append(b, pfx...), '-'), n)
+}
+
+// appendBase36 appends n as strconv.AppendUint(b, n, 36) does. A request's number
+// (fasthttp's ctx.ID: the connection's number above bit 32) has 7 to 13 digits, and AppendUint
+// divides by a base it is given, one 64-bit division per digit; by the constant the compiler
+// multiplies instead (TestAppendBase36 compares both): each request formats its id twice, for
+// its header and for its access-log line.
+func appendBase36(b []byte, n uint64) []byte {
+	const digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+	var buf [13]byte // 36^13 > 2^64
+	i := len(buf)
+	for n >= 36 {
+		q := n / 36
+		i--
+		buf[i] = digits[n-q*36]
+		n = q
+	}
+	i--
+	buf[i] = digits[n]
+	return append(b, buf[i:]...)
 }
 
 // reqLog is the logger of one request: every line carries its request id.
