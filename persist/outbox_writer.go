@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -55,8 +56,10 @@ type OutcomeWriter struct {
 	spare   []bgWrite // the other queue array, emptied, while no batch is being taken
 	busy    map[*Outbox]bool
 	running bool
-	// freed is signalled when a batch in flight finishes while the writer waits on it.
-	freed chan struct{}
+	// freed is signalled when a batch in flight finishes or a write is queued, while the
+	// writer waits; parked counts that wait (tests).
+	freed  chan struct{}
+	parked atomic.Int32
 }
 
 // NewOutcomeWriter returns a writer committing through c (nil: each part through its own KV,
@@ -84,6 +87,14 @@ func (ow *OutcomeWriter) add(o *Outbox, w bgWrite) {
 	ow.mu.Unlock()
 	if start {
 		go ow.run()
+		return
+	}
+	// The writer may be waiting for a batch in flight (every write it had queued was its
+	// outbox's next): w may be another outbox's, free to go now. Without this, one partition's
+	// stalled batch held every other partition's outcomes until it ended.
+	select {
+	case ow.freed <- struct{}{}:
+	default:
 	}
 }
 
@@ -104,9 +115,12 @@ func (ow *OutcomeWriter) run() {
 		}
 		batch := ow.take()
 		if len(batch) == 0 {
-			// Every queued write waits for its outbox's batch in flight.
+			// Every queued write waits for its outbox's batch in flight: until one ends or a
+			// write is queued (add).
 			ow.mu.Unlock()
+			ow.parked.Add(1)
 			<-ow.freed
+			ow.parked.Add(-1)
 			continue
 		}
 		for _, w := range batch {

@@ -70,9 +70,17 @@ func TestSharedWriterOrderPerOutbox(t *testing.T) {
 		time.Sleep(time.Millisecond) // poll: a's first batch reaches the store
 	}
 	settle(a, "m1", domain.MsgSent) // its second outcome: must wait for the first
-	settle(b, "m2", domain.MsgSent)
-	if got := <-answered; got != "m2 sent" {
-		t.Fatalf("answered first: %q, want b's outcome while a's batch is held", got)
+	for w.parked.Load() == 0 {
+		time.Sleep(time.Millisecond) // poll: the writer waits, its only queued write a's
+	}
+	settle(b, "m2", domain.MsgSent) // queued while the writer waits: must not wait for a
+	select {
+	case got := <-answered:
+		if got != "m2 sent" {
+			t.Fatalf("answered first: %q, want b's outcome while a's batch is held", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("b's outcome waited for a's held batch")
 	}
 	select {
 	case got := <-answered:
