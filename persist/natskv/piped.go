@@ -61,8 +61,11 @@ func (rs *recStream) sendPiped(group []*commitReq, fresh bool) (map[*commitReq]e
 				answers[r] = nil
 			case notSent(a.err) && ctx.Err() == nil:
 				again, againMsgs = append(again, r), append(againMsgs, msgs[i]) // nothing stored
-			case timedOut(a.err):
-				lost = append(lost, r) // its answer was lost: applied or not, found out below
+			case timedOut(a.err) || errors.Is(a.err, nats.ErrDisconnected):
+				// Its answer was lost (a timeout; or the connection cut: nats.go fails every
+				// pending async publish with ErrDisconnected, sent or not): applied or not,
+				// found out below by its commit id, as the package doc says.
+				lost = append(lost, r)
 			default:
 				if err := rs.publishErr(a.err); errors.Is(err, errWrongSequence) {
 					wrong = true // read again and sent again by runGroup
