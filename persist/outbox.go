@@ -647,6 +647,11 @@ func (o *Outbox) prepareBatch(batch []bgWrite, each bool) ([]bgWrite, []bgPart) 
 	}
 	o.mu.Unlock()
 	opStart, groupStart := 0, 0 // where the part being filled starts, in ops and group
+	// cut ends the part being filled.
+	cut := func() {
+		parts = append(parts, bgPart{ops: ops[opStart:len(ops):len(ops)], group: group[groupStart:len(group):len(group)]})
+		opStart, groupStart, size = len(ops), len(group), 0
+	}
 	var wops []Op
 	for i, w := range kept {
 		var err error
@@ -660,13 +665,12 @@ func (o *Outbox) prepareBatch(batch []bgWrite, each bool) ([]bgWrite, []bgPart) 
 			n += len(op.Key) + len(op.Value)
 		}
 		if len(group) > groupStart && (each || size+n > bgBatchBytes || len(group)-groupStart == bgBatchMax) {
-			parts = append(parts, bgPart{ops: ops[opStart:len(ops):len(ops)], group: group[groupStart:len(group):len(group)]})
-			opStart, groupStart, size = len(ops), len(group), 0
+			cut()
 		}
 		ops, group, size = append(ops, wops...), append(group, i), size+n
 	}
 	if len(group) > groupStart {
-		parts = append(parts, bgPart{ops: ops[opStart:len(ops):len(ops)], group: group[groupStart:len(group):len(group)]})
+		cut()
 	}
 	return kept, parts
 }
