@@ -133,6 +133,12 @@ func (s *Store) CommitParts(ctx context.Context, parts []persist.Part, errs []er
 		view *View
 	}
 	subs := make([]sent, len(parts))
+	leave := func(v *View) { // what enter took for a part
+		s.calls.Done()
+		if v != nil {
+			v.calls.Done()
+		}
+	}
 	// A disconnected store is waited for once for all the parts, not once per part.
 	_ = s.awaitConnected(ctx)
 	for i, p := range parts {
@@ -166,10 +172,7 @@ func (s *Store) CommitParts(ctx context.Context, parts []persist.Part, errs []er
 		}
 		subs[i].view = v
 		if subs[i].req, errs[i] = s.submit(ctx, tok, v, p.Ops, false); subs[i].req == nil {
-			s.calls.Done()
-			if v != nil {
-				v.calls.Done()
-			}
+			leave(v)
 		}
 	}
 	for i, sub := range subs {
@@ -177,10 +180,7 @@ func (s *Store) CommitParts(ctx context.Context, parts []persist.Part, errs []er
 			continue
 		}
 		errs[i] = s.await(ctx, sub.req)
-		s.calls.Done()
-		if sub.view != nil {
-			sub.view.calls.Done()
-		}
+		leave(sub.view)
 	}
 }
 
