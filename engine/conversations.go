@@ -421,6 +421,9 @@ func (in inbound) Inbound(s domain.Session, ev network.Event) {
 	e := in.e
 	uid := s.AssignedTo
 	if uid == "" {
+		if in, ok := ev.(network.Incoming); ok {
+			in.Done.Call(nil) // nobody's session: nothing keeps it
+		}
 		return
 	}
 	ms := e.Messages
@@ -433,10 +436,18 @@ func (in inbound) Inbound(s domain.Session, ev network.Event) {
 		if keep {
 			m = inboundMessage(uid, s.ID, ev)
 		}
+		// The network's Done (the Cloud API answers Meta's webhook on it) once the message is
+		// kept and the store loop has read it.
+		done := ev.Done
+		if keep {
+			done = network.Join(done, 2)
+		}
 		keepIt := func() {
-			if err := e.cfg.Events.ReceiveMessage(context.Background(), m); err != nil {
+			err := e.cfg.Events.ReceiveMessage(context.Background(), m)
+			if err != nil {
 				e.log.Warn("incoming message not kept", "session_id", s.ID, "err", err)
 			}
+			done.Call(err)
 		}
 		started := e.inContactLane(s.ID+"|"+ev.From+"|"+ev.Group, func(ctx context.Context) {
 			if direct {
@@ -451,9 +462,13 @@ func (in inbound) Inbound(s domain.Session, ev network.Event) {
 				// answer: an answer cancels an order's follow-up waiting for them, never sent.
 				e.Routing.contactWrote(s, ev.From)
 			}
+			done.Call(ctx.Err())
 		})
-		if !started && keep {
-			go keepIt() // the engine stops: the message is still kept, as it came
+		if !started {
+			if keep {
+				go keepIt() // the engine stops: the message is still kept, as it came
+			}
+			done.Call(fmt.Errorf("%w: the gateway is stopping", domain.ErrUnavailable))
 		}
 	case network.Reaction:
 		go ms.noteChange(uid, s.ID, ev.Target, ev.Origin, false, domain.Message{Kind: domain.KindReaction, Emoji: ev.Emoji})
