@@ -50,6 +50,12 @@ func (m *messages) Failed(id string, err error, at time.Time, done network.Done)
 		}
 	}
 	if e.Status == domain.MsgFailed || e.Status == domain.MsgCancelled {
+		if p != nil && done != nil && e.Status == domain.MsgFailed && e.Code != "" {
+			// Sent again by a network that waits, when its record may have failed: the entry
+			// here may be ahead of the disk, so it is written again (the same record).
+			m.outbox.Settle(e, m.lateWritten(id, done))
+			return
+		}
 		done.Call(nil)
 		return
 	}
@@ -73,12 +79,17 @@ func (m *messages) Failed(id string, err error, at time.Time, done network.Done)
 	} else {
 		m.e.pub.message(&e, domain.MsgFailed, at)
 	}
-	m.outbox.Settle(e, func(err error) {
+	m.outbox.Settle(e, m.lateWritten(id, done))
+}
+
+// lateWritten logs a late failure's record that failed, and tells done.
+func (m *messages) lateWritten(id string, done network.Done) func(error) {
+	return func(err error) {
 		if err != nil {
 			m.e.log.Warn("outbox: record a late failure", "message_id", id, "err", err)
 		}
 		done.Call(err)
-	})
+	}
 }
 
 // lateFailure is a failure the network reported before the message's outcome was known.
