@@ -111,11 +111,23 @@ func TestCloudWebhookAnsweredOnceDurable(t *testing.T) {
 	num := &cloudNumber{id: "106540352200123", waba: "102290129300123", display: "+1 555-010-0123", token: "EAAJB-inbox", secret: "inbox-secret"}
 	fake := newFakeGraph(t, num)
 	kv := &holdKV{Memory: persist.NewMemory()}
-	tg := startGWKV(t, kv, "--cloud-graph-url", fake.URL())
+	tg := startGWKV(t, kv, "--cloud-graph-url", fake.URL(), "--webhook-allow-private")
 	admin := tg.token("root", "admin")
 	tok := tg.newClient("dora")
 	key := tg.newKey(admin, "dora", nil).str("rawKey")
 	sid := tg.connectCloud(fake, tok, num)
+	sink := newHookSink(t)
+	sub := tg.do("POST", "/api/client/webhooks", bearerAuth(tok), map[string]any{"url": sink.URL + "/hook", "events": []string{"message.received"}})
+	want(t, sub, 201, "")
+	received := func(id string) int {
+		n := 0
+		for _, e := range sink.events(t, sub.str("secret")) {
+			if e.Type == "message.received" && e.Data["id"] == id {
+				n++
+			}
+		}
+		return n
+	}
 	const customer = "16505550123"
 	kept := func(id string) int {
 		items, _ := tg.historyPage(t, "/api/v1/messages?direction=in&limit=100", keyAuth(key))
@@ -193,6 +205,16 @@ func TestCloudWebhookAnsweredOnceDurable(t *testing.T) {
 	want(t, post(), 200, "")
 	if n := kept("wamid.retried-1"); n != 1 {
 		t.Fatalf("a notification sent three times kept its message %d times", n)
+	}
+	// Its message.received went once: a later message's event comes after any second one
+	// (a subscription's events go in order).
+	later, err := fake.Write(num.id, fakegraph.Inbound{From: customer, Text: "thanks"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the later message's event", func() bool { return received(later) == 1 })
+	if n := received("wamid.retried-1"); n != 1 {
+		t.Fatalf("a notification sent three times made %d message.received events", n)
 	}
 	reads := 0
 	for _, h := range tg.do("GET", "/api/v1/messages/"+id, keyAuth(key), nil).obj()["history"].([]any) {
