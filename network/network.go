@@ -132,7 +132,7 @@ type MessageReceipt struct {
 	Err error
 	// Done, when set, is called once what the receipt changes is durable (nil) or could not
 	// be made so (see Done).
-	Done Done
+	Done Done `json:"-"`
 }
 
 // Origin is who did something on the network, and where: the header of every event a contact
@@ -155,7 +155,7 @@ type Incoming struct {
 	Message domain.Message
 	// Done, when set, is called once the message is kept and what it answers is recorded
 	// (nil), or could not be (see Done).
-	Done Done
+	Done Done `json:"-"`
 }
 
 // Done is how a network that must not acknowledge an event to its sender before the event is
