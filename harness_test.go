@@ -56,6 +56,7 @@ func TestMain(m *testing.M) {
 		natsSrv = srv
 	}
 	code := m.Run()
+	removeBuilt()
 	if natsSrv != nil {
 		natsSrv.Close()
 	}
