@@ -364,12 +364,13 @@ func (ms *Messages) sentOp(e *domain.OutboxEntry) {
 // noteInBackground runs noteChange on a goroutine of its own. Apart from sentOp so that a plain
 // message's entry, which sentOp only looks at, is not moved to the heap for the goroutine.
 func (ms *Messages) noteInBackground(uid, sessionID string, o network.Origin, m domain.Message) {
-	ms.e.goBackground(func() { ms.noteChange(uid, sessionID, m.Target.ID, o, true, m) })
+	ms.e.goBackground(func() { _ = ms.noteChange(uid, sessionID, m.Target.ID, o, true, m) }) // logged
 }
 
 // noteChange records one reaction, edit, revoke or vote (m's kind: reaction, edit, revoke or
-// poll for a vote) on message target, and publishes its event.
-func (ms *Messages) noteChange(uid, sessionID, target string, o network.Origin, fromMe bool, m domain.Message) {
+// poll for a vote) on message target, and publishes its event. The error is the record's
+// (logged here).
+func (ms *Messages) noteChange(uid, sessionID, target string, o network.Origin, fromMe bool, m domain.Message) error {
 	ctx, cancel := context.WithTimeout(ms.e.stopCtx, ms.e.cfg.AskTimeout)
 	defer cancel()
 	at := domain.MillisOf(o.At)
@@ -401,12 +402,13 @@ func (ms *Messages) noteChange(uid, sessionID, target string, o network.Origin, 
 	})
 	if err != nil {
 		ms.e.log.Warn("message notes not kept", "message_id", target, "kind", m.Kind, "err", err)
-		return
+		return err
 	}
 	if changed {
 		ev.At = o.At
 		ms.e.pub.publish(uid, ev)
 	}
+	return nil
 }
 
 // inbound takes what people do on the sessions' numbers (session.Inbound): the messages they
@@ -421,9 +423,7 @@ func (in inbound) Inbound(s domain.Session, ev network.Event) {
 	e := in.e
 	uid := s.AssignedTo
 	if uid == "" {
-		if in, ok := ev.(network.Incoming); ok {
-			in.Done.Call(nil) // nobody's session: nothing keeps it
-		}
+		network.DoneOf(ev).Call(nil) // nobody's session: nothing keeps it
 		return
 	}
 	ms := e.Messages
@@ -450,8 +450,9 @@ func (in inbound) Inbound(s domain.Session, ev network.Event) {
 			done.Call(err)
 		}
 		started := e.inContactLane(s.ID+"|"+ev.From+"|"+ev.Group, func(ctx context.Context) {
+			var err error
 			if direct {
-				e.Routing.wrote(s, ev.From, ev.At) // first: a message kept (listed in the history) has its contact's window open
+				err = e.Routing.wrote(s, ev.From, ev.At) // first: a message kept (listed in the history) has its contact's window open
 			}
 			if keep {
 				go keepIt()
@@ -462,7 +463,7 @@ func (in inbound) Inbound(s domain.Session, ev network.Event) {
 				// answer: an answer cancels an order's follow-up waiting for them, never sent.
 				e.Routing.contactWrote(s, ev.From)
 			}
-			done.Call(ctx.Err())
+			done.Call(errors.Join(err, ctx.Err()))
 		})
 		if !started {
 			if keep {
@@ -471,7 +472,9 @@ func (in inbound) Inbound(s domain.Session, ev network.Event) {
 			done.Call(fmt.Errorf("%w: the gateway is stopping", domain.ErrUnavailable))
 		}
 	case network.Reaction:
-		go ms.noteChange(uid, s.ID, ev.Target, ev.Origin, false, domain.Message{Kind: domain.KindReaction, Emoji: ev.Emoji})
+		go func() {
+			ev.Done.Call(ms.noteChange(uid, s.ID, ev.Target, ev.Origin, false, domain.Message{Kind: domain.KindReaction, Emoji: ev.Emoji}))
+		}()
 	case network.Edited:
 		m := ev.Message
 		m.Kind = domain.KindEdit

@@ -210,6 +210,21 @@ type Reaction struct {
 	Origin
 	Target string
 	Emoji  string
+	// Done, when set, is called once the reaction is recorded on its message (see Done).
+	Done Done `json:"-"`
+}
+
+// DoneOf is the Done an event carries (nil when it carries none).
+func DoneOf(ev Event) Done {
+	switch ev := ev.(type) {
+	case Incoming:
+		return ev.Done
+	case MessageReceipt:
+		return ev.Done
+	case Reaction:
+		return ev.Done
+	}
+	return nil
 }
 
 // Edited: someone changed the text of a message they wrote (Target); Message is the new content.

@@ -592,9 +592,7 @@ func (s *Session) inbound(e network.Event) {
 		s.deps.Inbound.Inbound(s.st, e)
 		return
 	}
-	if in, ok := e.(network.Incoming); ok {
-		in.Done.Call(nil) // nothing here keeps it
-	}
+	network.DoneOf(e).Call(nil) // nothing here keeps it
 }
 
 // receipt reports a network receipt to the message facet; its Done, when set, once each of
@@ -730,8 +728,8 @@ func (s *Session) loggedOut(m logoutDone) {
 
 // Inbound takes what people do on a session's number: the messages they write
 // (network.Incoming), their reactions, edits, revokes and poll votes. It is called from the
-// actor's goroutine and must not block. It calls an Incoming's Done (network.Done) once the
-// message is kept and what it answers recorded.
+// actor's goroutine and must not block. It calls an event's Done (network.DoneOf) once the
+// event is recorded: an Incoming kept and what it answers recorded, a Reaction on its message.
 type Inbound interface {
 	Inbound(s domain.Session, ev network.Event)
 }

@@ -143,17 +143,6 @@ type harness struct {
 	hold chan network.Done
 }
 
-// doneOf is the Done an event carries (nil when none).
-func doneOf(ev network.Event) network.Done {
-	switch ev := ev.(type) {
-	case network.Incoming:
-		return ev.Done
-	case network.MessageReceipt:
-		return ev.Done
-	}
-	return nil
-}
-
 const (
 	numberID = "106540352242922"
 	waba     = "102290129340398"
@@ -197,7 +186,7 @@ func newHarness(t *testing.T) *harness {
 		h.events = append(h.events, ev)
 		hold := h.hold
 		h.mu.Unlock()
-		if d := doneOf(ev); d != nil {
+		if d := network.DoneOf(ev); d != nil {
 			if hold != nil {
 				hold <- d
 			} else {
@@ -449,7 +438,7 @@ func TestRateLimitedResendOutlivesItsClient(t *testing.T) {
 	ctx := context.Background()
 	acct := domain.CloudAccount{PhoneNumberID: numberID, WABAID: waba, AccessToken: token, AppSecret: secret, Phone: "15550783881"}
 	src := messages{"r1": {ID: "r1", To: customer, Kind: domain.KindText, Text: "after the rate limit"}}
-	sink := func(ev network.Event) { doneOf(ev).Call(nil) } // recorded at once
+	sink := func(ev network.Event) { network.DoneOf(ev).Call(nil) } // recorded at once
 	if _, err := h.net.Open("s1", sink, network.WithAccount(acct), network.WithSendLog(h.log), network.WithMessageSource(src)); err != nil {
 		t.Fatal(err)
 	}
@@ -501,16 +490,17 @@ func TestRateLimitedResendOutlivesItsClient(t *testing.T) {
 	}
 }
 
-// The webhook is answered only once what it carries is durable: the incoming message and the
-// status each carry a Done, and Webhook returns when both were called; a failed one or one
-// never called (past CommitWait) is domain.ErrUnavailable, Meta's 503.
+// The webhook is answered only once what it carries is durable: the incoming message, the
+// reaction and the status each carry a Done, and Webhook returns when all were called; a
+// failed one or one never called (past CommitWait) is domain.ErrUnavailable, Meta's 503.
 func TestWebhookAnswersOnceDurable(t *testing.T) {
 	h := newHarness(t)
 	h.mu.Lock()
-	h.hold = make(chan network.Done, 4)
+	h.hold = make(chan network.Done, 6)
 	h.mu.Unlock()
 	v := cloudapi.Value{
-		Messages: []cloudapi.InboundMessage{{From: customer, ID: "wamid.in1", Timestamp: "1749416383", Type: "text", Text: &cloudapi.Text{Body: "hello"}}},
+		Messages: []cloudapi.InboundMessage{{From: customer, ID: "wamid.in1", Timestamp: "1749416383", Type: "text", Text: &cloudapi.Text{Body: "hello"}},
+			{From: customer, ID: "wamid.in2", Timestamp: "1749416383", Type: cloudapi.TypeReaction, Reaction: &cloudapi.Reaction{MessageID: "wamid.out0", Emoji: "👍"}}},
 		Statuses: []cloudapi.Status{{ID: "wamid.out1", Status: cloudapi.StatusDelivered, Timestamp: "1749416384", RecipientID: customer,
 			BizOpaqueCallbackData: "msg-1"}},
 	}
@@ -520,18 +510,20 @@ func TestWebhookAnswersOnceDurable(t *testing.T) {
 		go func() { res <- h.net.Webhook(body, cloudapi.Sign(body, secret)) }()
 		return res
 	}
+	// held takes the Dones of the message, the reaction and the status: the first two, and
+	// the third.
 	held := func() (network.Done, network.Done) {
 		t.Helper()
 		var ds []network.Done
-		for len(ds) < 2 {
+		for len(ds) < 3 {
 			select {
 			case d := <-h.hold:
 				ds = append(ds, d)
 			case <-time.After(5 * time.Second):
-				t.Fatalf("%d of the 2 events handed on", len(ds))
+				t.Fatalf("%d of the 3 events handed on", len(ds))
 			}
 		}
-		return ds[0], ds[1]
+		return func(err error) { ds[0](err); ds[1](err) }, ds[2]
 	}
 	notYet := func(res chan error, what string) {
 		t.Helper()

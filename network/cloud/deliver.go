@@ -84,7 +84,7 @@ func (w *commits) wait(d time.Duration) error {
 }
 
 // deliver turns one change of a webhook into the port's events, in order: incoming messages
-// (and reactions), then statuses. The incoming messages and the receipts carry a Done of w.
+// (and reactions), then statuses. Each carries a Done of w.
 func (c *Client) deliver(v cloudapi.Value, w *commits) {
 	acct, sends, _ := c.state()
 	names := map[string]string{}
@@ -99,7 +99,7 @@ func (c *Client) deliver(v cloudapi.Value, w *commits) {
 			o.At = c.n.o.Now()
 		}
 		if m.Type == cloudapi.TypeReaction && m.Reaction != nil {
-			c.emit(network.Reaction{Origin: o, Target: c.ourID(sends, m.Reaction.MessageID), Emoji: m.Reaction.Emoji})
+			c.emitDone(network.Reaction{Origin: o, Target: c.ourID(sends, m.Reaction.MessageID), Emoji: m.Reaction.Emoji, Done: w.add()})
 			continue
 		}
 		msg := m.Message()
@@ -123,13 +123,7 @@ func (c *Client) emitDone(ev network.Event) {
 	if c.emit(ev) {
 		return
 	}
-	err := fmt.Errorf("%w: the session %s is closed here", domain.ErrUnavailable, c.sessionID)
-	switch ev := ev.(type) {
-	case network.Incoming:
-		ev.Done.Call(err)
-	case network.MessageReceipt:
-		ev.Done.Call(err)
-	}
+	network.DoneOf(ev).Call(fmt.Errorf("%w: the session %s is closed here", domain.ErrUnavailable, c.sessionID))
 }
 
 // ourID is the gateway's id of a message Meta names by its id (a sent one), else the id as it is.
