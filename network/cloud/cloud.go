@@ -56,8 +56,8 @@ type Options struct {
 	CommitWait time.Duration
 }
 
-// DefaultCommitWait is Options.CommitWait's default: well inside the time Meta gives a webhook
-// to answer.
+// DefaultCommitWait is Options.CommitWait's default. The commits take milliseconds; this bounds
+// the wait when the store fails or stalls (Meta then retries, for days).
 const DefaultCommitWait = 10 * time.Second
 
 // DefaultInDoubt is Options.InDoubt's default.
