@@ -314,9 +314,12 @@ func (c *conn) startLogin(p *waWa6.ClientPayload) error {
 	c.mu.Lock()
 	c.login = &jid
 	c.mu.Unlock()
-	return c.send(node{Tag: "success", Attrs: attrs{
+	if err := c.send(node{Tag: "success", Attrs: attrs{
 		"t": strconv.FormatInt(time.Now().Unix(), 10), "lid": lid, "location": "fakewa",
-	}})
+	}}); err != nil {
+		return err
+	}
+	return c.redeliver()
 }
 
 // pairSuccess tells a linking client that account a linked it as device devID.
@@ -357,6 +360,7 @@ func (c *conn) pairSuccess(a *account, devID uint16, identityPub [32]byte, advSe
 }
 
 func (c *conn) handle(n *node) error {
+	c.ackOf(n)
 	switch n.Tag {
 	case "iq":
 		typ, _ := n.Attrs["type"].(string)

@@ -247,7 +247,9 @@ func (c *conn) deliver(sender *account, id, group string, plaintext []byte, o Se
 			at["participant_pn"] = types.NewJID(sender.phone, types.DefaultUserServer)
 		}
 	}
-	return c.send(node{Tag: "message", Attrs: at, Content: content})
+	n := node{Tag: "message", Attrs: at, Content: content}
+	c.hold("message", id, n)
+	return c.send(n)
 }
 
 // HasKeys tells whether a logged-in device of phone has uploaded its keys (messages can be

@@ -37,6 +37,7 @@ import (
 	"github.com/coder/websocket"
 	"go.mau.fi/libsignal/ecc"
 	"go.mau.fi/whatsmeow/proto/waCert"
+	"go.mau.fi/whatsmeow/types"
 	"google.golang.org/protobuf/proto"
 
 	"go.mau.fi/whatsmeow/util/keys"
@@ -96,6 +97,11 @@ type Server struct {
 	composing map[string]map[string]bool
 	reads     map[string][]string
 	groups    map[string]*fakeGroup
+	// Acknowledgements (ack.go): what each device was delivered and did not acknowledge, and
+	// what was acknowledged ("class id").
+	pending map[types.JID][]unacked
+	acks    []string
+	onAck   func(class, id string)
 }
 
 // account is a phone number on the network: the phone (device 0) and its linked devices.

@@ -200,6 +200,7 @@ func (s *Server) Receipt(sender, recipient, typ string, ids ...string) (int, err
 		n.Content = []node{{Tag: "list", Content: items}}
 	}
 	for _, c := range conns {
+		c.hold("receipt", ids[0], n)
 		if err := c.send(n); err != nil {
 			return 0, err
 		}
