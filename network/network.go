@@ -161,8 +161,8 @@ type Incoming struct {
 // Done is how a network that must not acknowledge an event to its sender before the event is
 // durable (the Cloud API answers Meta's webhook only then: Meta never sends again what it got
 // a 200 for) learns that it is: whoever takes the event calls it exactly once, with nil once
-// everything the event carries is committed, else with the error. Nil on networks that do
-// not wait (WhatsApp); callers go through Call.
+// everything the event carries is committed, else with the error (WhatsApp's adapter acks a
+// message or receipt to the server only then). Callers go through Call.
 type Done func(error)
 
 // Call calls d, when set.
@@ -225,6 +225,22 @@ func DoneOf(ev Event) Done {
 		return ev.Done
 	}
 	return nil
+}
+
+// WithDone is ev carrying d, for the events that carry a Done (ok false: ev carries none).
+func WithDone(ev Event, d Done) (_ Event, ok bool) {
+	switch e := ev.(type) {
+	case Incoming:
+		e.Done = d
+		return e, true
+	case MessageReceipt:
+		e.Done = d
+		return e, true
+	case Reaction:
+		e.Done = d
+		return e, true
+	}
+	return ev, false
 }
 
 // Edited: someone changed the text of a message they wrote (Target); Message is the new content.

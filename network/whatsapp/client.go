@@ -71,6 +71,8 @@ type client struct {
 	bannedUntil time.Time
 	bannedFor   string
 	banTimer    *time.Timer // reconnects when a ban with a known end is over
+	// redeliver resets the link after an event was left unacked (ack.go).
+	redeliver *time.Timer
 	// keepaliveDown: keepalives are failing; the link looks open but is dead (online false).
 	keepaliveDown bool
 	// outdated: WhatsApp refused this client version (405) since the last Connected.
@@ -168,7 +170,12 @@ func (c *client) newWA(dev *store.Device, gen uint64) *whatsmeow.Client {
 			return false
 		}
 	}
-	wa.AddEventHandler(func(evt any) { c.events.push(queued{gen: gen, evt: evt}) })
+	// A message or receipt is acked to the server only once the gateway has kept it (take); an
+	// unacked one comes again at the next connection, and the event buffer decrypts it again
+	// (its Signal ratchet moved on when it was first decrypted). README, WhatsApp: acks.
+	wa.SynchronousAck = true
+	wa.EnableDecryptedEventBuffer = true
+	wa.AddEventHandlerWithSuccessStatus(func(evt any) bool { return c.take(gen, evt) })
 	return wa
 }
 
@@ -211,6 +218,7 @@ func (c *client) handle(q queued) {
 	c.mu.Lock()
 	if q.gen != c.gen {
 		c.mu.Unlock()
+		q.kept.Call(errors.New("the whatsmeow client was replaced"))
 		return
 	}
 	st := linkState{paired: c.phone != "", phone: c.phone, wa: c.wa}
@@ -336,9 +344,7 @@ func (c *client) handle(q queued) {
 		ctx, cancel := context.WithTimeout(c.n.ctx, dbTimeout)
 		evt := receiptEvent(ctx, e, st.resolvePN)
 		cancel()
-		if evt != nil {
-			c.emit(evt)
-		}
+		c.emitKept(evt, q.kept)
 		return
 	case *events.Message:
 		ctx, cancel := context.WithTimeout(c.n.ctx, dbTimeout)
@@ -349,9 +355,7 @@ func (c *client) handle(q queued) {
 			evt = incomingEvent(ctx, e, st)
 		}
 		cancel()
-		if evt != nil {
-			c.emit(evt)
-		}
+		c.emitKept(evt, q.kept)
 		return
 	case *events.CallOffer:
 		if c.n.rejectCalls {
@@ -784,6 +788,10 @@ func (c *client) shutdown() {
 	c.mu.Lock()
 	c.closed = true
 	c.stopBanTimer()
+	if c.redeliver != nil {
+		c.redeliver.Stop()
+		c.redeliver = nil
+	}
 	if c.phoneTimer != nil {
 		c.phoneTimer.Stop()
 		c.phoneTimer = nil

@@ -20,6 +20,9 @@ import (
 type queued struct {
 	gen uint64
 	evt any
+	// kept, for what must be kept before whatsmeow acks it (client.take), is told once it is
+	// (nil) or is not (the error); nil for the rest.
+	kept network.Done
 }
 
 // qrItem is an item read from whatsmeow's QR channel.

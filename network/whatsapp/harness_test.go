@@ -159,6 +159,9 @@ type recorder struct {
 	at     []time.Time // when each event arrived
 	next   int
 	wake   chan struct{}
+	// keep takes the Done of an event that carries one (an incoming message, a receipt): nil
+	// keeps it at once, as the session does once its commit is done.
+	keep func(network.Event, network.Done)
 }
 
 func newRecorder() *recorder { return &recorder{wake: make(chan struct{}, 1)} }
@@ -167,10 +170,18 @@ func (r *recorder) sink(e network.Event) {
 	r.mu.Lock()
 	r.events = append(r.events, e)
 	r.at = append(r.at, time.Now())
+	keep := r.keep
 	r.mu.Unlock()
 	select {
 	case r.wake <- struct{}{}:
 	default:
+	}
+	if d := network.DoneOf(e); d != nil {
+		if keep == nil {
+			d(nil)
+		} else {
+			keep(e, d)
+		}
 	}
 }
 

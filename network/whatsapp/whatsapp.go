@@ -75,6 +75,14 @@ const (
 	lookupTTL         = 12 * time.Hour
 	negativeLookupTTL = 10 * time.Minute
 	lookupCacheMax    = 50_000
+
+	// keepWait bounds how long whatsmeow's node handler waits for an incoming message or a
+	// receipt to be kept before it leaves it unacked (client.take). The commits take
+	// milliseconds; while it waits, the connection's other nodes wait behind it.
+	keepWait = 10 * time.Second
+	// redeliverAfter: how long after an event was left unacked the link is reset, for the
+	// server to deliver it again (client.redeliverSoon).
+	redeliverAfter = 30 * time.Second
 )
 
 // Network is the WhatsApp implementation of network.Network.
@@ -103,7 +111,9 @@ type Network struct {
 	backoffMax   time.Duration
 	banEndJitter time.Duration
 	// connectedWait: how long a send waits for a dropped link (see the constant).
-	connectedWait time.Duration
+	connectedWait  time.Duration
+	keepWait       time.Duration // see the constant
+	redeliverAfter time.Duration // see the constant
 
 	mu      sync.Mutex // guards clients and closed
 	clients map[string]*client
@@ -146,19 +156,21 @@ func Open(o Options) (*Network, error) {
 		return nil, fmt.Errorf("whatsapp: %s: %w", where, err)
 	}
 	n := &Network{
-		log:           log,
-		db:            db,
-		dialect:       dialect,
-		container:     container,
-		sendTimeout:   o.SendTimeout,
-		backoffBase:   connectBackoffBase,
-		backoffMax:    connectBackoffMax,
-		banEndJitter:  banEndJitter,
-		connectedWait: connectedWait,
-		clients:       make(map[string]*client),
-		rejectCalls:   o.RejectCalls,
-		httpClient:    o.HTTPClient,
-		ffmpeg:        o.FFmpeg,
+		log:            log,
+		db:             db,
+		dialect:        dialect,
+		container:      container,
+		sendTimeout:    o.SendTimeout,
+		backoffBase:    connectBackoffBase,
+		backoffMax:     connectBackoffMax,
+		banEndJitter:   banEndJitter,
+		connectedWait:  connectedWait,
+		keepWait:       keepWait,
+		redeliverAfter: redeliverAfter,
+		clients:        make(map[string]*client),
+		rejectCalls:    o.RejectCalls,
+		httpClient:     o.HTTPClient,
+		ffmpeg:         o.FFmpeg,
 	}
 	n.version = newClientVersion(n, !o.NoVersionFetch)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
