@@ -7,6 +7,7 @@ package main
 import (
 	"encoding/base64"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -14,6 +15,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -98,9 +101,31 @@ func TestWhatsAppProcessOnPostgres(t *testing.T) {
 	voice := map[string]any{"phone": customer, "type": "audio", "fileUrl": "data:audio/wav;base64," + base64.StdEncoding.EncodeToString(wav())}
 	want(t, tg.do("POST", "/api/client/send", bearerAuth(alice), voice), 415, "unsupported_media_type")
 
-	// kill -9: the device, its keys and its lock live in PostgreSQL; the restarted process
-	// takes the lock again (the dead one's went with its connection) and reconnects. With
-	// --ffmpeg the WAV is accepted and goes out as an Ogg/Opus voice note.
+	// The customer writes four messages; the gateway is killed (-9) the moment the server has
+	// the first one's ack (a message is acked only once kept). After the restart every one is in
+	// the history once: the acked one kept before its ack, the others delivered again by the
+	// server at the login (never acked by the dead process).
+	var killed atomic.Bool
+	gw := p.cmd.Process
+	srv.OnAck(func(class, _ string) {
+		if class == "message" && killed.CompareAndSwap(false, true) {
+			_ = gw.Signal(syscall.SIGKILL)
+		}
+	})
+	var asked []string
+	for i := range 4 {
+		id, err := srv.SendText(customer, phone, fmt.Sprintf("where is order %d?", 1001+i))
+		if err != nil {
+			break // the process is gone: the server holds what it wrote for the next login
+		}
+		asked = append(asked, id)
+	}
+	eventually(t, 20*time.Second, "the first message's ack, and the kill", killed.Load)
+	srv.OnAck(nil)
+
+	// kill -9 (done above): the device, its keys and its lock live in PostgreSQL; the restarted
+	// process takes the lock again (the dead one's went with its connection) and reconnects.
+	// With --ffmpeg the WAV is accepted and goes out as an Ogg/Opus voice note.
 	p.kill9(t)
 	ffmpeg, err := exec.LookPath("ffmpeg")
 	if err != nil {
@@ -109,6 +134,20 @@ func TestWhatsAppProcessOnPostgres(t *testing.T) {
 	p = startFakeWAProc(t, srv, data, "--whatsapp-store", store, "--ffmpeg", ffmpeg)
 	tg = p.gw(t, data)
 	tg.waitStatus(alice, "CONNECTED")
+	eventually(t, 20*time.Second, "every message the customer wrote in the history, once", func() bool {
+		items, _ := tg.historyPage(t, "/api/client/messages?direction=in&limit=200", bearerAuth(alice)) // not the key's daily cap
+		seen := map[any]int{}
+		for _, it := range items {
+			seen[it["id"]]++
+		}
+		for _, id := range asked {
+			if seen[id] != 1 {
+				return false
+			}
+		}
+		return len(asked) > 0 && len(seen) == len(items)
+	})
+	eventually(t, 20*time.Second, "nothing left unacked on the server", func() bool { return len(srv.Unacked(phone)) == 0 })
 	sent("after the crash")
 	r := tg.do("POST", "/api/client/send", bearerAuth(alice), voice)
 	want(t, r, 200, "")
