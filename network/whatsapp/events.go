@@ -28,10 +28,9 @@ type queued struct {
 // qrItem is an item read from whatsmeow's QR channel.
 type qrItem struct{ item whatsmeow.QRChannelItem }
 
-// eventQueue is an unbounded FIFO drained by one goroutine: whatsmeow's handlers push and
-// return at once (they run on whatsmeow's goroutines and must never block), and events reach
-// the sink in the order they were pushed. Events are rare (a few per connection change), so
-// the queue stays short.
+// eventQueue is an unbounded FIFO drained by one goroutine: whatsmeow's handler pushes (and
+// returns at once, except for what must be kept before whatsmeow acks it: client.take waits
+// for that), and events reach the sink in the order they were pushed. The queue stays short.
 type eventQueue struct {
 	mu    sync.Mutex
 	items []queued
