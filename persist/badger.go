@@ -209,7 +209,7 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 		writers = 1
 	}
 	if !o.InMemory {
-		b.sync = newSyncer(dir, log)
+		b.sync = newSyncer(db, dir, log)
 	}
 	var wg sync.WaitGroup
 	for range writers {
@@ -746,9 +746,6 @@ func (b *Badger) Close() error {
 		}
 		close(b.stop)
 		b.bg.Wait()
-		if b.sync != nil {
-			b.sync.release()
-		}
 		if err := b.db.Close(); err != nil {
 			b.closeErr = fmt.Errorf("persist: close badger: %w", err)
 		}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/dgraph-io/badger/v4"
 )
 
 // Pipelined syncs (issue 32, item 4). Badger's own SyncWrites syncs inside its one write path:
@@ -22,27 +24,18 @@ import (
 // started, plus the next round). NATS JetStream's file store and Badger's value log were read
 // for this (bench/README.md, "The accept's tail").
 //
-// What a sync covers (read in badger v4.9.6's source): Badger's own DB.Sync syncs the active
-// memtable's write-ahead log (an msync of its map) and the newest value-log file only. A
-// memtable that filled after a group was written became immutable, and its log is synced by
-// nobody until the memtable is flushed to a table (which Badger syncs before it deletes the
-// log); a full value-log file likewise (its doneWriting syncs only with SyncWrites). So the
-// barrier notices when Badger started a new log file (the next one's name exists: <fid>.mem,
-// %05d; <fid>.vlog, %06d) and then fdatasyncs every older log file still there, and it
-// fdatasyncs the newest of each through a descriptor of its own: on Linux an fsync of a file
-// writes back its pages dirtied through any map of it (msync with MS_SYNC is the same
-// vfs_fsync_range on the file).
-//
-// The barrier does not call DB.Sync: DB.Sync holds Badger's DB lock (read) for the whole msync
-// of the memtable's log, and every write takes that lock (ensureRoomForWrite, once per batch of
-// requests), and so does every read once a write waits for it. A slow sync (the disk busy with
-// a compaction's tables) then held every write and read of the gateway: caught in the act,
-// goroutine dumps taken while a commit waited over 150 ms showed Badger's write goroutine in
-// ensureRoomForWrite's Lock behind the syncer's msync (bench/README.md, "The accept's tail").
-// A descriptor of our own takes no Badger lock, so writes go on while a group is synced.
+// What a sync covers (read in badger v4.9.6's source): DB.Sync syncs the active memtable's
+// write-ahead log (an msync of its map) and the newest value-log file only. A memtable that
+// filled after a group was written became immutable, and its log is synced by nobody until the
+// memtable is flushed to a table (which Badger syncs before it deletes the log); a full
+// value-log file likewise (its doneWriting syncs only with SyncWrites). So the barrier also
+// notices when Badger started a new log file (the next one's name exists: <fid>.mem, %05d;
+// <fid>.vlog, %06d) and then fdatasyncs every older log file still there: on Linux an fsync of
+// a file writes back its pages dirtied through any map of it.
 
 // syncer is a Badger's sync pipeline (FsyncBatch), and the barrier every mode uses.
 type syncer struct {
+	db  *badger.DB
 	dir string
 	log *slog.Logger
 
@@ -55,17 +48,14 @@ type syncer struct {
 	barrierMu sync.Mutex
 	// mem and vlog: the newest log files the last barrier saw (-1: none yet).
 	mem, vlog int64
-	// memFile and vlogFile are open on them, for their fdatasync (nil until the first).
-	memFile, vlogFile *os.File
 	// syncs counts barriers, rotations those that found a new log file (tests).
 	syncs, rotations atomic.Uint64
-	// beforeBarrier, when a test sets it, runs at the start of each barrier; beforeFileSync
-	// before each fdatasync of a newest log file.
-	beforeBarrier, beforeFileSync func()
+	// beforeBarrier, when a test sets it, runs at the start of each barrier.
+	beforeBarrier func()
 }
 
-func newSyncer(dir string, log *slog.Logger) *syncer {
-	s := &syncer{dir: dir, log: log, kick: make(chan struct{}, 1), mem: -1, vlog: -1}
+func newSyncer(db *badger.DB, dir string, log *slog.Logger) *syncer {
+	s := &syncer{db: db, dir: dir, log: log, kick: make(chan struct{}, 1), mem: -1, vlog: -1}
 	s.mem, s.vlog = s.newest()
 	return s
 }
@@ -136,55 +126,14 @@ func (s *syncer) barrier() error {
 		s.beforeBarrier()
 	}
 	s.syncs.Add(1)
-	// What was written before this barrier started is in the newest log files now or in
-	// older ones: a rotation seen here syncs the older ones, then the newest are synced. A
-	// rotation after this check leaves the written data in files no newer than mem and vlog.
-	var err error
+	err := s.db.Sync()
 	if s.exists(s.mem+1, ".mem", 5) || s.exists(s.vlog+1, ".vlog", 6) {
 		s.rotations.Add(1)
 		mem, vlog := s.newest()
-		err = s.syncOlder(mem, vlog)
+		err = errors.Join(err, s.syncOlder(mem, vlog))
 		s.mem, s.vlog = mem, vlog
 	}
-	return errors.Join(err, s.syncNewest(&s.memFile, s.mem, ".mem", 5), s.syncNewest(&s.vlogFile, s.vlog, ".vlog", 6))
-}
-
-// syncNewest fdatasyncs log file fid (ext, digits) through *f, which it (re)opens when it is
-// not that file. No file yet (fid -1) needs nothing.
-func (s *syncer) syncNewest(f **os.File, fid int64, ext string, digits int) error {
-	if fid < 0 {
-		return nil
-	}
-	name := filepath.Join(s.dir, fmt.Sprintf("%0*d%s", digits, fid, ext))
-	if *f == nil || (*f).Name() != name {
-		if *f != nil {
-			(*f).Close() // a file synced in full when the rotation was seen
-		}
-		var err error
-		if *f, err = os.OpenFile(name, os.O_RDWR, 0); err != nil {
-			*f = nil
-			if errors.Is(err, os.ErrNotExist) {
-				return nil // rotated, flushed and removed since the check: Badger synced its table
-			}
-			return err
-		}
-	}
-	if s.beforeFileSync != nil {
-		s.beforeFileSync()
-	}
-	return fdatasync(*f)
-}
-
-// release closes the log files the barrier keeps open; no barrier may follow.
-func (s *syncer) release() {
-	s.barrierMu.Lock()
-	defer s.barrierMu.Unlock()
-	for _, f := range []*os.File{s.memFile, s.vlogFile} {
-		if f != nil {
-			f.Close()
-		}
-	}
-	s.memFile, s.vlogFile = nil, nil
+	return err
 }
 
 // exists tells whether log file fid (with ext, its number in digits) is there.

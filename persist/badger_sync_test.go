@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/dgraph-io/badger/v4"
 )
 
 // With FsyncBatch a commit is answered once a sync that began after its group was written is
@@ -52,46 +49,6 @@ func TestBadgerSyncsArePipelined(t *testing.T) {
 	}
 	if n := b.sync.syncs.Load(); n != 2 {
 		t.Fatalf("%d syncs, want 2 (a's, then b's)", n)
-	}
-}
-
-// While the barrier's fdatasync of the newest log files runs, Badger's writes and reads go on:
-// the barrier holds none of Badger's locks (DB.Sync held its DB lock through the msync of the
-// memtable's log, and every write and then every read waited for it: the accept's tail).
-func TestBadgerWritesAndReadsWhileLogsSync(t *testing.T) {
-	b := openTestBadger(t, t.TempDir(), FsyncBatch)
-	release := make(chan struct{})
-	syncing := make(chan struct{}, 1)
-	var once sync.Once
-	b.sync.beforeFileSync = func() {
-		once.Do(func() {
-			syncing <- struct{}{}
-			<-release // the first file sync is slow
-		})
-	}
-	ctx := context.Background()
-	errA := make(chan error, 1)
-	go func() { errA <- b.Commit(ctx, put("a", "1")) }()
-	<-syncing // a's group is written and a log file's sync has begun
-	// Each write takes Badger's DB lock (ensureRoomForWrite), each read its read lock.
-	for i := range 300 {
-		if err := b.db.Update(func(txn *badger.Txn) error {
-			return txn.Set(fmt.Appendf(nil, "w/%05d", i), bytes.Repeat([]byte("v"), 100))
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b.Get([]byte("a")); err != nil {
-			t.Fatalf("a written before its sync, not readable during it: %v", err)
-		}
-	}
-	select {
-	case err := <-errA:
-		t.Fatalf("a answered before its sync ended: %v", err)
-	default:
-	}
-	close(release)
-	if err := <-errA; err != nil {
-		t.Fatal(err)
 	}
 }
 
