@@ -35,7 +35,8 @@ var (
 // by 64 callers at full speed, then accepts at -tail.rate a second for -tail.duration, each
 // started on its schedule (open loop) and its latency taken from its scheduled start, and a
 // read every 2 ms likewise. It reports the latencies' percentiles, the accepts that waited
-// over 200 ms and the syncs a second:
+// over 200 ms, the syncs a second and how long the process waited for a core (on a shared
+// machine, the floor under any tail):
 // `go test -run X -bench AcceptTail -benchtime 1x ./persist -tail.preload 300000 -tail.rate 3000`.
 func BenchmarkAcceptTail(b *testing.B) {
 	kv, err := OpenBadger(b.TempDir(), BadgerOptions{Fsync: Fsync(*tailFsync)})
@@ -90,7 +91,7 @@ func BenchmarkAcceptTail(b *testing.B) {
 		total := int(float64(*tailRate) * tailDuration.Seconds())
 		lat := make([]time.Duration, total)
 		every := time.Second / time.Duration(*tailRate)
-		syncs := kv.sync.syncs.Load()
+		syncs, waited := kv.sync.syncs.Load(), runDelay()
 		begin := time.Now()
 		// Beside the accepts, a read every 2 ms on its schedule (as a status lookup): a
 		// read takes Badger's DB lock too.
@@ -128,7 +129,11 @@ func BenchmarkAcceptTail(b *testing.B) {
 		}
 		wg.Wait()
 		readers.Wait()
-		b.ReportMetric(float64(kv.sync.syncs.Load()-syncs)/time.Since(begin).Seconds(), "syncs/s")
+		window := time.Since(begin).Seconds()
+		b.ReportMetric(float64(kv.sync.syncs.Load()-syncs)/window, "syncs/s")
+		// The time the process's threads were runnable but not running (other processes had
+		// the cores), in ms a second: on a shared machine, the floor under any tail.
+		b.ReportMetric(float64(runDelay()-waited)/1e6/window, "runqueue-ms/s")
 		o.Flush()
 		slices.Sort(reads)
 		b.ReportMetric(float64(reads[len(reads)*99/100])/1e6, "read-p99-ms")
@@ -144,6 +149,24 @@ func BenchmarkAcceptTail(b *testing.B) {
 	}
 }
 
+// runDelay is the time the process's threads spent waiting on a run queue, in ns
+// (/proc/self/task/*/schedstat, second field; 0 off Linux).
+func runDelay() int64 {
+	tasks, _ := filepath.Glob("/proc/self/task/*/schedstat")
+	var total int64
+	for _, t := range tasks {
+		data, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		var run, wait int64
+		if _, err := fmt.Sscan(string(data), &run, &wait); err == nil {
+			total += wait
+		}
+	}
+	return total
+}
+
 var lastDump atomic.Int64
 
 // dump writes the goroutines' stacks into dir, unless it did less than 500 ms ago.
@@ -154,6 +177,14 @@ func dump(b *testing.B, dir string) {
 		return
 	}
 	var buf bytes.Buffer
+	// Each thread's state and kernel stack first (readable as root): a thread blocked in a
+	// page fault or the file system's journal holds its P, which no goroutine dump shows.
+	tasks, _ := filepath.Glob("/proc/self/task/*")
+	for _, task := range tasks {
+		stat, _ := os.ReadFile(task + "/stat")
+		stack, _ := os.ReadFile(task + "/stack")
+		fmt.Fprintf(&buf, "task %s\n%s\n", stat, stack)
+	}
 	pprof.Lookup("goroutine").WriteTo(&buf, 2)
 	name := filepath.Join(dir, time.Now().UTC().Format("150405.000")+".txt")
 	if err := os.WriteFile(name, buf.Bytes(), 0o600); err != nil {
