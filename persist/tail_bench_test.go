@@ -26,20 +26,21 @@ var (
 	tailRate     = flag.Int("tail.rate", 3000, "BenchmarkAcceptTail: accepts a second in the open-loop window")
 	tailDuration = flag.Duration("tail.duration", 30*time.Second, "BenchmarkAcceptTail: the open-loop window")
 	tailFsync    = flag.String("tail.fsync", "batch", "BenchmarkAcceptTail: the store's --fsync mode")
+	tailMemTable = flag.Int64("tail.memtable", 0, "BenchmarkAcceptTail: Badger's memtable size in bytes (0: DefaultMemTableSize)")
 	tailDumps    = flag.String("tail.dumps", "", "BenchmarkAcceptTail: write a goroutine dump here while an accept waits over 200 ms (at most one each 500 ms)")
 )
 
 // BenchmarkAcceptTail is the accept's tail in process, as the bench's fixed-rate run sees it
 // after the send runs (bench/README.md, "The accept's tail"): the outbox on Badger with
-// -tail.fsync (batch or interval), preloaded with -tail.preload messages accepted and settled
-// by 64 callers at full speed, then accepts at -tail.rate a second for -tail.duration, each
-// started on its schedule (open loop) and its latency taken from its scheduled start, and a
-// read every 2 ms likewise. It reports the latencies' percentiles, the accepts that waited
-// over 200 ms, the syncs a second and how long the process waited for a core (on a shared
-// machine, the floor under any tail):
+// -tail.fsync (batch or interval) and memtables of -tail.memtable bytes, preloaded with
+// -tail.preload messages accepted and settled by 64 callers at full speed, then accepts at
+// -tail.rate a second for -tail.duration, each started on its schedule (open loop) and its
+// latency taken from its scheduled start, and a read every 2 ms likewise. It reports the
+// latencies' percentiles, the accepts that waited over 200 ms, the syncs a second and how long
+// the process waited for a core (on a shared machine, the floor under any tail):
 // `go test -run X -bench AcceptTail -benchtime 1x ./persist -tail.preload 300000 -tail.rate 3000`.
 func BenchmarkAcceptTail(b *testing.B) {
-	kv, err := OpenBadger(b.TempDir(), BadgerOptions{Fsync: Fsync(*tailFsync)})
+	kv, err := OpenBadger(b.TempDir(), BadgerOptions{Fsync: Fsync(*tailFsync), MemTableSize: *tailMemTable})
 	if err != nil {
 		b.Fatal(err)
 	}
