@@ -2,9 +2,6 @@ package persist
 
 import (
 	"bytes"
-	"context"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -53,25 +49,7 @@ func BenchmarkAcceptTail(b *testing.B) {
 			b.Errorf("first of the failed accepts: %v", err)
 		}
 	}
-	send := func() error {
-		n := seq.Add(1)
-		var idb [10]byte
-		binary.BigEndian.PutUint64(idb[:8], n*0x9E3779B97F4A7C15) // ids in no order, as random ones
-		id := "3EB0" + strings.ToUpper(hex.EncodeToString(idb[:]))
-		now := time.Now()
-		e := domain.OutboxEntry{ID: id, SessionID: fmt.Sprintf("sess-%02d", n%100), UserID: fmt.Sprintf("user-%02d", n%100),
-			Origin: "api", From: "4915112345678", Message: domain.Message{ID: id, To: fmt.Sprintf("49151%07d", n%100000), Kind: domain.KindText,
-				Text: "Hi Ana, your order #1001 has shipped. Track it at https://example.com/t/1001 - thanks for shopping with us!"},
-			CreatedAt: domain.MillisOf(now)}
-		e.SetStatus(domain.MsgQueued, now)
-		if err := o.Accept(context.Background(), &e, ""); err != nil {
-			return err
-		}
-		e.NetworkID, e.SentAt, e.Attempts = id, domain.MillisOf(now), 1
-		e.SetStatus(domain.MsgSent, now)
-		o.Settle(e, func(error) {})
-		return nil
-	}
+	send := func() error { return benchSend(o, seq.Add(1), func(error) {}) }
 	for b.Loop() {
 		start := time.Now()
 		var wg sync.WaitGroup
