@@ -187,6 +187,10 @@ func (x *Queue) step() bool {
 		x.q.busy = false
 	}
 	x.q.keepSpare(j.send)
+	// The loop steps again at once: until that step takes the lock, the worker has work it
+	// knows of (idle must not report a gap between a batch's result and the next look, in
+	// which a pacing timer is not set yet).
+	x.want.Store(true)
 	x.mu.Unlock()
 	return true
 }
