@@ -79,8 +79,8 @@ type pendingShard struct {
 // pendingShards shards a gateway's in-flight messages; each shard keeps its last recentPerShard
 // settled messages, 4,096 in all (about 1 MB). A partition's engine (Config.Partitions) has its
 // share of the shards, so of the messages kept: what it keeps lasts as long, at its share of the
-// rate, and a node of 64 partitions keeps 4,096, not 262,144 (about 300 MB of small objects the
-// garbage collector marks on every cycle).
+// rate, and a node of 64 partitions keeps 4,096, not 262,144 (most of a 250-300 MB live heap
+// of small objects that the garbage collector marked on every cycle).
 const pendingShards, recentPerShard = 64, 64
 
 // keep remembers a durable message, forgetting the oldest one kept. Called with mu held.
