@@ -28,6 +28,7 @@ import (
 	"github.com/gateway/gateway/httpapi/openapitest"
 	"github.com/gateway/gateway/identity"
 	"github.com/gateway/gateway/node"
+	"github.com/gateway/gateway/persist"
 	"github.com/gateway/gateway/persist/natstest"
 )
 
@@ -55,6 +56,7 @@ func TestMain(m *testing.M) {
 		natsSrv = srv
 	}
 	code := m.Run()
+	removeBuilt()
 	if natsSrv != nil {
 		natsSrv.Close()
 	}
@@ -104,6 +106,8 @@ type gwState struct {
 	clock  func() time.Time // the engine's clock (nil: time.Now)
 	// after: the engine's timers by that clock (nil: time.AfterFunc); see skewClock.
 	after func(time.Duration, func()) session.Timer
+	// kv holds the records instead of the store the flags name (nil: those).
+	kv persist.Durable
 }
 
 // with is the view of the gateway from t (a subtest): its helpers fail t.
@@ -140,7 +144,7 @@ func (tg *testGW) start() {
 	if err != nil {
 		tg.t.Fatalf("flags: %v", err)
 	}
-	cfg.Now, cfg.Version = tg.clock, version
+	cfg.Now, cfg.Version, cfg.KV = tg.clock, version, tg.kv
 	if tg.after != nil {
 		cfg.AfterFunc = tg.after
 	}

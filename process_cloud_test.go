@@ -9,9 +9,12 @@ package main
 // kill leaves a message Meta took whose answer never came back: its status settles it.
 
 import (
+	"bytes"
 	"fmt"
 	"net/url"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -253,10 +256,64 @@ func TestKill9CloudRoutingEveryMessageOnce(t *testing.T) {
 	c.kill9Restart(t)
 	c.onceEach(t, waitCloud, "cloud")
 	c.onceEach(t, waitLinked, "linked")
+
+	c.killAtMetasOK(t, windowIDs)
 	c.p.mu.Lock() // its log is still being written
 	p := c.p.stderr.String()
 	c.p.mu.Unlock()
 	if strings.Contains(p, "panic") {
 		t.Fatalf("the gateway panicked:\n%s", p)
+	}
+}
+
+// killAtMetasOK: Meta's 200 means durable (Meta never sends again a notification it got a 200
+// for). The process is killed the moment Meta has the 200 for a notification of a customer's
+// messages and of read receipts of the cloud messages sent (ids, by phone); after the restart
+// every message is in the history and every receipt applied.
+func (c *cloudProc) killAtMetasOK(t *testing.T, sent map[string]string) {
+	t.Helper()
+	const customer = "15550400701"
+	now := cloudapi.Timestamp(time.Now())
+	v := cloudapi.Value{Contacts: []cloudapi.WebhookContact{{Profile: &cloudapi.Profile{Name: "Kim"}, WaID: customer}}}
+	for i := range 8 {
+		v.Messages = append(v.Messages, cloudapi.InboundMessage{From: customer, ID: fmt.Sprintf("wamid.kill-%d", i), Timestamp: now,
+			Type: cloudapi.TypeText, Text: &cloudapi.Text{Body: fmt.Sprintf("message %d", i)}})
+	}
+	for ph, id := range sent {
+		for _, m := range c.fake.Sent(ph) {
+			if m.Request.BizOpaqueCallbackData == id {
+				v.Statuses = append(v.Statuses, cloudapi.Status{ID: m.ID, Status: cloudapi.StatusRead, Timestamp: now, RecipientID: ph,
+					BizOpaqueCallbackData: id})
+			}
+		}
+	}
+	eventually(t, 10*time.Second, "Meta's webhooks all taken", func() bool { return c.fake.Pending() == 0 })
+	var killed atomic.Bool
+	gw := c.p.cmd.Process
+	c.fake.OnDelivered(func(body []byte) {
+		if bytes.Contains(body, []byte("wamid.kill-0")) && killed.CompareAndSwap(false, true) {
+			_ = gw.Signal(syscall.SIGKILL)
+		}
+	})
+	defer c.fake.OnDelivered(nil)
+	if err := c.fake.Notify(c.num.id, v); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "Meta's 200 for the notification, and the kill", killed.Load)
+	c.kill9Restart(t)
+	items, _ := c.tg.historyPage(t, "/api/v1/messages?direction=in&limit=200", keyAuth(c.key))
+	kept := map[any]bool{}
+	for _, it := range items {
+		kept[it["id"]] = true
+	}
+	for _, m := range v.Messages {
+		if !kept[m.ID] {
+			t.Fatalf("Meta got its 200 for %s, which the restarted gateway does not have", m.ID)
+		}
+	}
+	for _, id := range sent {
+		if m := c.tg.do("GET", "/api/v1/messages/"+id, keyAuth(c.key), nil); m.str("status") != "read" {
+			t.Fatalf("Meta got its 200 for the read receipt of %s, which the restarted gateway does not have: %s", id, m.raw)
+		}
 	}
 }

@@ -36,6 +36,18 @@ var (
 	natsBinary  = builtBinary{pkg: "github.com/nats-io/nats-server/v2", name: "nats-server"}
 )
 
+// builtDirs holds the directories of the binaries built in this run, removed when it ends
+// (each gateway build is 45 MB: left in the temp dir, a day of test runs filled the disk).
+var builtDirs sync.Map
+
+// removeBuilt removes the binaries this run built (TestMain, after the tests).
+func removeBuilt() {
+	builtDirs.Range(func(dir, _ any) bool {
+		_ = os.RemoveAll(dir.(string))
+		return true
+	})
+}
+
 // gatewayBinary builds the gateway once per test run. Every process suite builds its binary
 // with builtBinary.get, so -short (make test-short) skips them all in that one place.
 func gatewayBinary(t testing.TB) string {
@@ -59,6 +71,7 @@ func (b *builtBinary) get(t testing.TB, flags ...string) string {
 			return
 		}
 		b.path = filepath.Join(dir, name)
+		builtDirs.Store(dir, true)
 		cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", b.path, pkg)...)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -358,13 +358,15 @@ func (c *Cloud) Verify(sessionID, mode, token, challenge string) (string, error)
 }
 
 // wrote records that a contact wrote to a cloud session: its service window opens for 24
-// hours from at.
-func (c *Cloud) wrote(sessionID, contact string, at time.Time) {
+// hours from at. The error is the record's (logged here).
+func (c *Cloud) wrote(sessionID, contact string, at time.Time) error {
 	ctx, cancel := context.WithTimeout(c.e.stopCtx, c.e.cfg.AskTimeout)
 	defer cancel()
-	if err := c.windows.Wrote(ctx, sessionID, contact, at); err != nil {
+	err := c.windows.Wrote(ctx, sessionID, contact, at)
+	if err != nil {
 		c.e.log.Warn("cloud: service window not kept", "session_id", sessionID, "err", err)
 	}
+	return err
 }
 
 // windowOpen tells whether a contact's service window with a cloud session is open at (a time

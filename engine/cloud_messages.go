@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/network"
 )
 
 // What a network says of a message after it was sent, beyond receipts (the Cloud API): its
@@ -22,13 +23,17 @@ func applyReceipt(e *domain.OutboxEntry, c domain.StatusChange) bool {
 
 // Failed implements session.Deliveries: the network could not deliver a message it had taken
 // (a failed status of the Cloud API, with Meta's error): the message fails, once, with the
-// code of err. One whose outcome is not known yet fails once it is.
-func (m *messages) Failed(id string, err error, at time.Time) {
+// code of err. One whose outcome is not known yet fails once it is. done is called once the
+// failure is written (or needs no write).
+func (m *messages) Failed(id string, err error, at time.Time, done network.Done) {
 	sh := m.shard(id)
 	sh.mu.Lock()
 	p := sh.m[id]
 	if p != nil && !p.settled {
-		p.late = &lateFailure{err: err, at: at}
+		if p.late != nil {
+			defer p.late.done.Call(nil) // replaced by this one (sh.mu is held: called after it)
+		}
+		p.late = &lateFailure{err: err, at: at, done: done}
 		sh.mu.Unlock()
 		return
 	}
@@ -40,10 +45,18 @@ func (m *messages) Failed(id string, err error, at time.Time) {
 		sh.mu.Unlock()
 		var gerr error
 		if e, gerr = m.outbox.Get(id); gerr != nil {
-			return // not ours, or gone
+			done.Call(unlessGone(gerr)) // not ours, or gone
+			return
 		}
 	}
 	if e.Status == domain.MsgFailed || e.Status == domain.MsgCancelled {
+		if p != nil && done != nil && e.Status == domain.MsgFailed && e.Code != "" {
+			// Sent again by a network that waits, when its record may have failed: the entry
+			// here may be ahead of the disk, so it is written again (the same record).
+			m.outbox.Settle(e, m.lateWritten(id, done))
+			return
+		}
+		done.Call(nil)
 		return
 	}
 	if domain.CodeOf(err) == "" {
@@ -51,6 +64,7 @@ func (m *messages) Failed(id string, err error, at time.Time) {
 	}
 	e.Code, e.Error = domain.CodeOf(err), err.Error()
 	if !e.SetStatus(domain.MsgFailed, at) {
+		done.Call(nil)
 		return
 	}
 	m.e.metrics.failed.Add(1)
@@ -65,15 +79,22 @@ func (m *messages) Failed(id string, err error, at time.Time) {
 	} else {
 		m.e.pub.message(&e, domain.MsgFailed, at)
 	}
-	m.outbox.Settle(e, func(err error) {
+	m.outbox.Settle(e, m.lateWritten(id, done))
+}
+
+// lateWritten logs a late failure's record that failed, and tells done.
+func (m *messages) lateWritten(id string, done network.Done) func(error) {
+	return func(err error) {
 		if err != nil {
 			m.e.log.Warn("outbox: record a late failure", "message_id", id, "err", err)
 		}
-	})
+		done.Call(err)
+	}
 }
 
 // lateFailure is a failure the network reported before the message's outcome was known.
 type lateFailure struct {
-	err error
-	at  time.Time
+	err  error
+	at   time.Time
+	done network.Done
 }

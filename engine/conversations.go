@@ -364,12 +364,13 @@ func (ms *Messages) sentOp(e *domain.OutboxEntry) {
 // noteInBackground runs noteChange on a goroutine of its own. Apart from sentOp so that a plain
 // message's entry, which sentOp only looks at, is not moved to the heap for the goroutine.
 func (ms *Messages) noteInBackground(uid, sessionID string, o network.Origin, m domain.Message) {
-	ms.e.goBackground(func() { ms.noteChange(uid, sessionID, m.Target.ID, o, true, m) })
+	ms.e.goBackground(func() { _ = ms.noteChange(uid, sessionID, m.Target.ID, o, true, m) }) // logged
 }
 
 // noteChange records one reaction, edit, revoke or vote (m's kind: reaction, edit, revoke or
-// poll for a vote) on message target, and publishes its event.
-func (ms *Messages) noteChange(uid, sessionID, target string, o network.Origin, fromMe bool, m domain.Message) {
+// poll for a vote) on message target, and publishes its event. The error is the record's
+// (logged here).
+func (ms *Messages) noteChange(uid, sessionID, target string, o network.Origin, fromMe bool, m domain.Message) error {
 	ctx, cancel := context.WithTimeout(ms.e.stopCtx, ms.e.cfg.AskTimeout)
 	defer cancel()
 	at := domain.MillisOf(o.At)
@@ -401,93 +402,11 @@ func (ms *Messages) noteChange(uid, sessionID, target string, o network.Origin, 
 	})
 	if err != nil {
 		ms.e.log.Warn("message notes not kept", "message_id", target, "kind", m.Kind, "err", err)
-		return
+		return err
 	}
 	if changed {
 		ev.At = o.At
 		ms.e.pub.publish(uid, ev)
 	}
-}
-
-// inbound takes what people do on the sessions' numbers (session.Inbound): the messages they
-// write (kept, message.received), their reactions, edits, revokes and votes (the notes of the
-// message they are about, and their events). In the background: a session actor never waits
-// on storage.
-type inbound struct{ e *Engine }
-
-var _ session.Inbound = inbound{}
-
-func (in inbound) Inbound(s domain.Session, ev network.Event) {
-	e := in.e
-	uid := s.AssignedTo
-	if uid == "" {
-		return
-	}
-	ms := e.Messages
-	switch ev := ev.(type) {
-	case network.Incoming:
-		ms.lids.put(ev.From, ev.FromLID)
-		direct := ev.From != "" && ev.Group == ""
-		keep := e.cfg.Events != nil
-		var m domain.InboundMessage
-		if keep {
-			m = inboundMessage(uid, s.ID, ev)
-		}
-		keepIt := func() {
-			if err := e.cfg.Events.ReceiveMessage(context.Background(), m); err != nil {
-				e.log.Warn("incoming message not kept", "session_id", s.ID, "err", err)
-			}
-		}
-		started := e.inContactLane(s.ID+"|"+ev.From+"|"+ev.Group, func(ctx context.Context) {
-			if direct {
-				e.Routing.wrote(s, ev.From, ev.At) // first: a message kept (listed in the history) has its contact's window open
-			}
-			if keep {
-				go keepIt()
-			}
-			e.storeLoopIncoming(ctx, s, ev) // a stop word, START, a confirmation's answer
-			if direct {
-				// The messages waiting for them go once what they wrote was read as a possible
-				// answer: an answer cancels an order's follow-up waiting for them, never sent.
-				e.Routing.contactWrote(s, ev.From)
-			}
-		})
-		if !started && keep {
-			go keepIt() // the engine stops: the message is still kept, as it came
-		}
-	case network.Reaction:
-		go ms.noteChange(uid, s.ID, ev.Target, ev.Origin, false, domain.Message{Kind: domain.KindReaction, Emoji: ev.Emoji})
-	case network.Edited:
-		m := ev.Message
-		m.Kind = domain.KindEdit
-		if m.Text == "" {
-			m.Text = ev.Message.Preview()
-		}
-		go ms.noteChange(uid, s.ID, ev.Target, ev.Origin, false, m)
-	case network.Revoked:
-		go ms.noteChange(uid, s.ID, ev.Target, ev.Origin, false, domain.Message{Kind: domain.KindRevoke})
-	case network.PollVote:
-		go ms.noteChange(uid, s.ID, ev.Poll, ev.Origin, false, domain.Message{Kind: domain.KindPoll, Options: ev.Options})
-		e.storeLoopVote(s, ev) // a vote on an order's confirmation
-	}
-}
-
-// inboundMessage is an incoming message as it is kept and published (message.received).
-func inboundMessage(uid, sessionID string, ev network.Incoming) domain.InboundMessage {
-	c := ev.Message
-	m := domain.InboundMessage{
-		ID: ev.ID, UserID: uid, SessionID: sessionID, From: ev.From, Phone: ev.From, LID: ev.FromLID, Name: ev.PushName,
-		Group: ev.Group, Type: string(c.Kind), Kind: string(c.Kind), Text: c.Text, Caption: c.Caption, MimeType: c.MimeType,
-		FileName: c.FileName, Bytes: c.Size, PTT: c.PTT, Lat: c.Lat, Lng: c.Lng, Address: c.Address,
-		ContactName: c.ContactName, ContactPhone: c.ContactPhone, Question: c.Question, Options: c.Options,
-		Multiple: c.Multiple, ButtonID: c.ButtonID, Timestamp: ev.At,
-	}
-	if c.Kind == domain.KindLocation && m.Text == "" {
-		m.Text = c.LocationName // what type location carried as text before
-	}
-	if c.ReplyTo != nil && c.ReplyTo.ID != "" {
-		q := *c.ReplyTo
-		m.ReplyTo, m.Quoted = q.ID, &q
-	}
-	return m
+	return nil
 }

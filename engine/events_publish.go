@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -105,7 +106,8 @@ func (e *Events) listening(uid string) bool {
 }
 
 // ReceiveMessage keeps an incoming message (7 days) and publishes its message.received event,
-// in one commit.
+// in one commit. A message kept already under its id (the network sent it again) is neither
+// kept nor published again: nil.
 func (e *Events) ReceiveMessage(ctx context.Context, m domain.InboundMessage) error {
 	if m.UserID == "" || m.ID == "" {
 		return fmt.Errorf("%w: an incoming message needs a user and an id", domain.ErrValidation)
@@ -127,6 +129,9 @@ func (e *Events) ReceiveMessage(ctx context.Context, m domain.InboundMessage) er
 	journaled, forwarded := p.records(nil, nil)
 	if err := e.cfg.Store.SaveInbound(ctx, m, p.deliveries, journaled, forwarded); err != nil {
 		e.abandon(p)
+		if errors.Is(err, domain.ErrRecordExists) {
+			return nil
+		}
 		return fmt.Errorf("%w: keep incoming message: %w", domain.ErrUnavailable, err)
 	}
 	e.Committed(p)

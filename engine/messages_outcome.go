@@ -4,9 +4,11 @@ package engine
 // the events that report it, in order.
 
 import (
+	"errors"
 	"slices"
 
 	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/network"
 )
 
 // Outcome implements session.Deliveries: the network's final word on a message. The outcome is
@@ -26,9 +28,11 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 		folded  []domain.StatusChange
 		waiters []chan outcome
 		late    *lateFailure
+		after   []network.Done // the early receipts' Dones: told once the outcome is written
 	)
 	if p != nil {
 		late, p.late = p.late, nil
+		after, p.earlyDone = p.earlyDone, nil
 		for _, c := range p.early {
 			if e.SetStatus(c.Status, c.At.Time()) {
 				folded = append(folded, c)
@@ -60,7 +64,10 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	case e.Status != domain.MsgCancelled:
 		m.e.metrics.failed.Add(1)
 	}
-	m.outbox.Settle(e, m.settled(sh, p, e.ID, sendErr))
+	if late != nil && sendErr != nil {
+		after = append(after, late.done) // the message failed already: the late failure is moot
+	}
+	m.outbox.Settle(e, thenAll(m.settled(sh, p, e.ID, sendErr), after))
 	waitErr := sendErr
 	if e.Status == domain.MsgCancelled {
 		waitErr = nil // taken back, not failed: whoever waits reads its status
@@ -69,7 +76,7 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 		w <- outcome{entry: atOutcome, err: waitErr}
 	}
 	if late != nil && sendErr == nil {
-		m.Failed(e.ID, late.err, late.at)
+		m.Failed(e.ID, late.err, late.at, late.done)
 	}
 }
 
@@ -107,18 +114,24 @@ func (m *messages) settled(sh *pendingShard, p *pending, id string, sendErr erro
 
 // Receipt implements session.Deliveries: the recipient's device reported on a message
 // (delivered, read; with the pricing category a network gives); recorded beside its outcome.
-func (m *messages) Receipt(id string, c domain.StatusChange) { m.receiptOf(id, c) }
+func (m *messages) Receipt(id string, c domain.StatusChange, done network.Done) {
+	m.receiptOf(id, c, done)
+}
 
 // receiptOf applies a receipt to message id: held until its outcome when it overtook the
 // deliverer; else recorded and reported, unless the message is there already. Its event is
 // published under the shard's lock when the message is tracked, as Outcome publishes: a
-// receipt that comes just after the outcome never overtakes the outcome's event.
-func (m *messages) receiptOf(id string, c domain.StatusChange) {
+// receipt that comes just after the outcome never overtakes the outcome's event. done is
+// called once the receipt is written (or needs no write).
+func (m *messages) receiptOf(id string, c domain.StatusChange, done network.Done) {
 	sh := m.shard(id)
 	sh.mu.Lock()
 	p := sh.m[id]
 	if p != nil && !p.settled {
 		p.early = append(p.early, c)
+		if done != nil {
+			p.earlyDone = append(p.earlyDone, done)
+		}
 		sh.mu.Unlock()
 		return
 	}
@@ -133,28 +146,36 @@ func (m *messages) receiptOf(id string, c domain.StatusChange) {
 		}
 		sh.mu.Unlock()
 		if !changed {
+			if done != nil {
+				// A network that waits sends a receipt again when its record may have failed:
+				// the entry here may be ahead of the disk, so it is written again (a receipt's
+				// record is its own key: rewriting it changes nothing else).
+				m.outbox.Receipt(id, c, m.receiptWritten(id, c.Status, false, done))
+			}
 			return
 		}
 	} else {
 		sh.mu.Unlock()
 		var err error
 		if e, err = m.outbox.Get(id); err != nil {
-			return // not ours (a message sent from the phone), or gone
+			done.Call(unlessGone(err)) // not ours (a message sent from the phone), or gone
+			return
 		}
 		before := e.Status
 		if !applyReceipt(&e, c) {
-			return // a repeat, or behind what the message reached
+			done.Call(nil) // a repeat, or behind what the message reached
+			return
 		}
 		if moved = e.Status != before; moved {
 			m.e.pub.message(&e, c.Status, c.At.Time())
 		}
 	}
-	m.outbox.Receipt(e.ID, c, m.receiptWritten(e.ID, c.Status, moved))
+	m.outbox.Receipt(e.ID, c, m.receiptWritten(e.ID, c.Status, moved, done))
 }
 
-// receiptWritten logs a receipt's record that failed. Apart from receiptOf so that the callback
-// holds the id, not the whole entry.
-func (m *messages) receiptWritten(id, status string, moved bool) func(error) {
+// receiptWritten logs a receipt's record that failed, and tells done. Apart from receiptOf so
+// that the callback holds the id, not the whole entry.
+func (m *messages) receiptWritten(id, status string, moved bool, done network.Done) func(error) {
 	what := "outbox: record receipt"
 	if !moved {
 		what = "outbox: record pricing" // recorded, not published
@@ -163,5 +184,28 @@ func (m *messages) receiptWritten(id, status string, moved bool) func(error) {
 		if err != nil {
 			m.e.log.Warn(what, "message_id", id, "status", status, "err", err)
 		}
+		done.Call(err)
 	}
+}
+
+// thenAll is written followed by each of after (nil ones skipped): written itself when after
+// is empty (the common case allocates nothing).
+func thenAll(written func(error), after []network.Done) func(error) {
+	if len(after) == 0 {
+		return written
+	}
+	return func(err error) {
+		written(err)
+		for _, d := range after {
+			d.Call(err)
+		}
+	}
+}
+
+// unlessGone is err, or nil when it only says the record is not there (nothing to write).
+func unlessGone(err error) error {
+	if errors.Is(err, domain.ErrRecordNotFound) {
+		return nil
+	}
+	return err
 }

@@ -58,7 +58,7 @@ func TestReceiptsAfterTheOutcomeNeedNoRead(t *testing.T) {
 	before := ob.gets.Load()
 	at := time.Now().UTC().Truncate(time.Millisecond)
 	for _, id := range ids {
-		e.Messages.msgs.Receipt(id, domain.StatusChange{Status: domain.MsgRead, At: domain.MillisOf(at)})
+		e.Messages.msgs.Receipt(id, domain.StatusChange{Status: domain.MsgRead, At: domain.MillisOf(at)}, nil)
 	}
 	if n := ob.gets.Load() - before; n != 0 {
 		t.Fatalf("%d reads from storage for %d receipts after their outcomes", n, len(ids))

@@ -441,12 +441,14 @@ func (rt *Routing) stop() {
 }
 
 // wrote hears that a contact wrote to session st (at at): a cloud number's service window
-// opens for 24 hours. The messages waiting for them go with release, called after what they
-// wrote was read as a possible answer (an answer cancels a follow-up that waits for them).
-func (rt *Routing) wrote(st domain.Session, contact string, at time.Time) {
+// opens for 24 hours (the error is its record's). The messages waiting for them go with
+// release, called after what they wrote was read as a possible answer (an answer cancels a
+// follow-up that waits for them).
+func (rt *Routing) wrote(st domain.Session, contact string, at time.Time) error {
 	if st.IsCloud() {
-		rt.e.Cloud.wrote(st.ID, contact, at)
+		return rt.e.Cloud.wrote(st.ID, contact, at)
 	}
+	return nil
 }
 
 // WaitingFor is how many of a user's messages wait for their contacts.

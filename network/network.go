@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gateway/gateway/domain"
@@ -129,6 +130,9 @@ type MessageReceipt struct {
 	// Err is why the messages failed (Status StatusFailed): a domain error where the gateway
 	// has a code for it (domain.ErrOutsideServiceWindow...).
 	Err error
+	// Done, when set, is called once what the receipt changes is durable (nil) or could not
+	// be made so (see Done).
+	Done Done `json:"-"`
 }
 
 // Origin is who did something on the network, and where: the header of every event a contact
@@ -149,6 +153,51 @@ type Origin struct {
 type Incoming struct {
 	Origin
 	Message domain.Message
+	// Done, when set, is called once the message is kept and what it answers is recorded
+	// (nil), or could not be (see Done).
+	Done Done `json:"-"`
+}
+
+// Done is how a network that must not acknowledge an event to its sender before the event is
+// durable (the Cloud API answers Meta's webhook only then: Meta never sends again what it got
+// a 200 for) learns that it is: whoever takes the event calls it exactly once, with nil once
+// everything the event carries is committed, else with the error. Nil on networks that do
+// not wait (WhatsApp); callers go through Call.
+type Done func(error)
+
+// Call calls d, when set.
+func (d Done) Call(err error) {
+	if d != nil {
+		d(err)
+	}
+}
+
+// Join returns a Done to call n times; d is called once, after the n-th call, with the first
+// error given. Join(d, 1) is d; with d nil it returns nil.
+func Join(d Done, n int) Done {
+	if d == nil || n == 1 {
+		return d
+	}
+	if n <= 0 {
+		d(nil)
+		return nil
+	}
+	var (
+		mu    sync.Mutex
+		first error
+	)
+	return func(err error) {
+		mu.Lock()
+		if err != nil && first == nil {
+			first = err
+		}
+		n--
+		last, e := n == 0, first
+		mu.Unlock()
+		if last {
+			d(e)
+		}
+	}
 }
 
 // KindOther is the kind of an incoming message the port has no kind for (a view-once message,
@@ -161,6 +210,21 @@ type Reaction struct {
 	Origin
 	Target string
 	Emoji  string
+	// Done, when set, is called once the reaction is recorded on its message (see Done).
+	Done Done `json:"-"`
+}
+
+// DoneOf is the Done an event carries (nil when it carries none).
+func DoneOf(ev Event) Done {
+	switch ev := ev.(type) {
+	case Incoming:
+		return ev.Done
+	case MessageReceipt:
+		return ev.Done
+	case Reaction:
+		return ev.Done
+	}
+	return nil
 }
 
 // Edited: someone changed the text of a message they wrote (Target); Message is the new content.

@@ -113,14 +113,19 @@ func (l *MessageLog) InOps(m domain.InboundMessage) ([]Op, error) {
 	if err != nil {
 		return nil, err
 	}
-	idx := Op{Key: []byte(inboundIDTable + "/" + logUserPrefix(m.UserID) + m.ID), Value: []byte(pos), TTL: domain.InboundRetention}
+	idx := Op{Key: inboundIDKey(m.UserID, m.ID), Value: []byte(pos), TTL: domain.InboundRetention}
 	return []Op{op, idx}, nil
+}
+
+// inboundIDKey is the key of the index entry of the user's incoming message id.
+func inboundIDKey(uid, id string) []byte {
+	return []byte(inboundIDTable + "/" + logUserPrefix(uid) + id)
 }
 
 // Inbound returns one of the user's incoming messages by id (domain.ErrRecordNotFound when
 // none was kept).
 func (l *MessageLog) Inbound(uid, id string) (domain.InboundMessage, error) {
-	pos, err := l.kv.Get([]byte(inboundIDTable + "/" + logUserPrefix(uid) + id))
+	pos, err := l.kv.Get(inboundIDKey(uid, id))
 	if err != nil {
 		return domain.InboundMessage{}, err
 	}

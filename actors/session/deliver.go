@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/network"
 )
 
 // Deliveries is what a session's deliverer reports to: the engine's message facet, which owns
@@ -17,12 +18,14 @@ type Deliveries interface {
 	Outcome(e domain.OutboxEntry, err error)
 	// Receipt is told the recipient's device reported on a sent message (delivered, read;
 	// c.Category is the pricing category a network reports with it). It is called from the
-	// network's event goroutine (not the actor's) and must not block long.
-	Receipt(id string, c domain.StatusChange)
+	// network's event goroutine (not the actor's) and must not block long. done (nil when
+	// the network does not wait) is called once, when the receipt is recorded (or needs no
+	// record: a repeat, a message not the gateway's) or could not be.
+	Receipt(id string, c domain.StatusChange, done network.Done)
 	// Failed is told the network could not deliver a message it had taken (the Cloud API
 	// reports most delivery errors after the send's answer); err carries the code. Called
 	// like Receipt.
-	Failed(id string, err error, at time.Time)
+	Failed(id string, err error, at time.Time, done network.Done)
 }
 
 // Deliverer messages.

@@ -189,9 +189,9 @@ func (d *fakeDeliveries) Outcome(e domain.OutboxEntry, err error) {
 	d.outcomes = append(d.outcomes, outcomeRec{e, err})
 }
 
-func (d *fakeDeliveries) Receipt(string, domain.StatusChange) {}
+func (d *fakeDeliveries) Receipt(_ string, _ domain.StatusChange, done network.Done) { done.Call(nil) }
 
-func (d *fakeDeliveries) Failed(string, error, time.Time) {}
+func (d *fakeDeliveries) Failed(_ string, _ error, _ time.Time, done network.Done) { done.Call(nil) }
 
 func (d *fakeDeliveries) all() []outcomeRec {
 	d.mu.Lock()

@@ -585,14 +585,18 @@ func (s *Session) onNetEvent(ev network.Event) {
 	}
 }
 
-// inbound hands what someone did on the network to the Inbound (the engine).
+// inbound hands what someone did on the network to the Inbound (the engine), which calls an
+// Incoming's Done.
 func (s *Session) inbound(e network.Event) {
 	if s.deps.Inbound != nil {
 		s.deps.Inbound.Inbound(s.st, e)
+		return
 	}
+	network.DoneOf(e).Call(nil) // nothing here keeps it
 }
 
-// receipt reports a network receipt to the message facet.
+// receipt reports a network receipt to the message facet; its Done, when set, once each of
+// its messages' records is written.
 func receipt(d Deliveries, e network.MessageReceipt) {
 	st := domain.MsgDelivered
 	switch e.Status {
@@ -600,14 +604,14 @@ func receipt(d Deliveries, e network.MessageReceipt) {
 		st = domain.MsgRead
 	case network.StatusSent:
 		st = domain.MsgSent // a message sent already: only its pricing is news
-	case network.StatusFailed:
-		for _, id := range e.IDs {
-			d.Failed(id, e.Err, e.At)
-		}
-		return
 	}
+	done := network.Join(e.Done, len(e.IDs))
 	for _, id := range e.IDs {
-		d.Receipt(id, domain.StatusChange{Status: st, At: domain.MillisOf(e.At), Category: e.Category})
+		if e.Status == network.StatusFailed {
+			d.Failed(id, e.Err, e.At, done)
+		} else {
+			d.Receipt(id, domain.StatusChange{Status: st, At: domain.MillisOf(e.At), Category: e.Category}, done)
+		}
 	}
 }
 
@@ -724,7 +728,8 @@ func (s *Session) loggedOut(m logoutDone) {
 
 // Inbound takes what people do on a session's number: the messages they write
 // (network.Incoming), their reactions, edits, revokes and poll votes. It is called from the
-// actor's goroutine and must not block.
+// actor's goroutine and must not block. It calls an event's Done (network.DoneOf) once the
+// event is recorded: an Incoming kept and what it answers recorded, a Reaction on its message.
 type Inbound interface {
 	Inbound(s domain.Session, ev network.Event)
 }

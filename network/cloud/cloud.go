@@ -51,7 +51,14 @@ type Options struct {
 	InDoubt time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// CommitWait bounds how long a webhook waits for what it carries to be recorded before
+	// it answers (default DefaultCommitWait): then 503, and Meta sends it again.
+	CommitWait time.Duration
 }
+
+// DefaultCommitWait is Options.CommitWait's default. The commits take milliseconds; this bounds
+// the wait when the store fails or stalls (Meta then retries, for days).
+const DefaultCommitWait = 10 * time.Second
 
 // DefaultInDoubt is Options.InDoubt's default.
 const DefaultInDoubt = 2 * time.Minute
@@ -87,6 +94,9 @@ func New(o Options) *Network {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.CommitWait <= 0 {
+		o.CommitWait = DefaultCommitWait
 	}
 	return &Network{o: o, log: o.Logger, clients: map[string]*Client{}, byNumber: map[string]*Client{},
 		graph: &graph{base: strings.TrimRight(o.GraphURL, "/") + "/" + o.Version, client: o.HTTPClient}}
@@ -194,6 +204,12 @@ func (n *Network) Templates(ctx context.Context, acct domain.CloudAccount) ([]do
 // when none matches: nothing is read), then each change goes to the session of the number it
 // names, if that session's app secret is the one that signed it. A notification none of whose
 // numbers has a session open here is domain.ErrUnavailable (Meta retries).
+//
+// It returns only once everything the notification carries is durable: the incoming messages
+// kept (with what they answer) and the statuses recorded on their messages. Meta never sends
+// again a notification it got a 200 for, so one whose writes fail or take longer than
+// Options.CommitWait is domain.ErrUnavailable (a 503: Meta sends it again, and a message or a
+// status seen twice is recorded once).
 func (n *Network) Webhook(body []byte, signature string) error {
 	n.mu.RLock()
 	secrets := map[string]bool{}
@@ -223,6 +239,7 @@ func (n *Network) Webhook(body []byte, signature string) error {
 		return fmt.Errorf("%w: %v", domain.ErrInvalidPayload, err)
 	}
 	delivered, unknown := 0, 0
+	w := newCommits()
 	for _, e := range note.Entry {
 		for _, ch := range e.Changes {
 			if ch.Field != cloudapi.FieldMessages {
@@ -236,9 +253,13 @@ func (n *Network) Webhook(body []byte, signature string) error {
 				n.log.Warn("cloud webhook for a number with no session open here", "phone_number_id", ch.Value.Metadata.PhoneNumberID)
 				continue
 			}
-			c.deliver(ch.Value)
+			c.deliver(ch.Value, w)
 			delivered++
 		}
+	}
+	if err := w.wait(n.o.CommitWait); err != nil {
+		n.log.Warn("cloud webhook answered 503: Meta sends it again", "err", err)
+		return err
 	}
 	if delivered == 0 && unknown > 0 {
 		return fmt.Errorf("%w: the number's session is not open on this gateway", domain.ErrUnavailable)
@@ -281,13 +302,16 @@ func (c *Client) state() (domain.CloudAccount, network.SendLog, func(network.Eve
 	return c.acct, c.sends, c.sink
 }
 
-func (c *Client) emit(ev network.Event) {
+// emit hands ev to the session's sink; false when the client is closed (nothing was).
+func (c *Client) emit(ev network.Event) bool {
 	c.mu.Lock()
 	sink, closed := c.sink, c.closed
 	c.mu.Unlock()
-	if sink != nil && !closed {
-		sink(ev)
+	if sink == nil || closed {
+		return false
 	}
+	sink(ev)
+	return true
 }
 
 // connectRetry bounds the wait between connect tries after Meta could not be reached.

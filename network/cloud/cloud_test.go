@@ -138,6 +138,9 @@ type harness struct {
 	mu       sync.Mutex
 	events   []network.Event
 	rejected int
+	// hold, when set, takes the Dones of the events that carry one (the test answers them);
+	// else they are answered at once, as a store that commits in no time.
+	hold chan network.Done
 }
 
 const (
@@ -181,7 +184,15 @@ func newHarness(t *testing.T) *harness {
 	c, err := h.net.Open("s1", func(ev network.Event) {
 		h.mu.Lock()
 		h.events = append(h.events, ev)
+		hold := h.hold
 		h.mu.Unlock()
+		if d := network.DoneOf(ev); d != nil {
+			if hold != nil {
+				hold <- d
+			} else {
+				d(nil)
+			}
+		}
 	}, network.WithAccount(acct), network.WithSendLog(h.log))
 	if err != nil {
 		t.Fatal(err)
@@ -427,7 +438,7 @@ func TestRateLimitedResendOutlivesItsClient(t *testing.T) {
 	ctx := context.Background()
 	acct := domain.CloudAccount{PhoneNumberID: numberID, WABAID: waba, AccessToken: token, AppSecret: secret, Phone: "15550783881"}
 	src := messages{"r1": {ID: "r1", To: customer, Kind: domain.KindText, Text: "after the rate limit"}}
-	sink := func(network.Event) {}
+	sink := func(ev network.Event) { network.DoneOf(ev).Call(nil) } // recorded at once
 	if _, err := h.net.Open("s1", sink, network.WithAccount(acct), network.WithSendLog(h.log), network.WithMessageSource(src)); err != nil {
 		t.Fatal(err)
 	}
@@ -476,5 +487,84 @@ func TestRateLimitedResendOutlivesItsClient(t *testing.T) {
 	}
 	if n := tries(); n != 2 {
 		t.Fatalf("%d tries, want 2 (the failed one and the one after the backoff)", n)
+	}
+}
+
+// The webhook is answered only once what it carries is durable: the incoming message, the
+// reaction and the status each carry a Done, and Webhook returns when all were called; a
+// failed one or one never called (past CommitWait) is domain.ErrUnavailable, Meta's 503.
+func TestWebhookAnswersOnceDurable(t *testing.T) {
+	h := newHarness(t)
+	h.mu.Lock()
+	h.hold = make(chan network.Done, 6)
+	h.mu.Unlock()
+	v := cloudapi.Value{
+		Messages: []cloudapi.InboundMessage{{From: customer, ID: "wamid.in1", Timestamp: "1749416383", Type: "text", Text: &cloudapi.Text{Body: "hello"}},
+			{From: customer, ID: "wamid.in2", Timestamp: "1749416383", Type: cloudapi.TypeReaction, Reaction: &cloudapi.Reaction{MessageID: "wamid.out0", Emoji: "👍"}}},
+		Statuses: []cloudapi.Status{{ID: "wamid.out1", Status: cloudapi.StatusDelivered, Timestamp: "1749416384", RecipientID: customer,
+			BizOpaqueCallbackData: "msg-1"}},
+	}
+	body := h.fake.Body(numberID, v)
+	post := func() chan error {
+		res := make(chan error, 1)
+		go func() { res <- h.net.Webhook(body, cloudapi.Sign(body, secret)) }()
+		return res
+	}
+	// held takes the Dones of the message, the reaction and the status: the first two, and
+	// the third.
+	held := func() (network.Done, network.Done) {
+		t.Helper()
+		var ds []network.Done
+		for len(ds) < 3 {
+			select {
+			case d := <-h.hold:
+				ds = append(ds, d)
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%d of the 3 events handed on", len(ds))
+			}
+		}
+		return func(err error) { ds[0](err); ds[1](err) }, ds[2]
+	}
+	notYet := func(res chan error, what string) {
+		t.Helper()
+		select {
+		case err := <-res:
+			t.Fatalf("the webhook was answered (%v) before %s", err, what)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+
+	res := post()
+	first, second := held()
+	notYet(res, "anything was recorded")
+	first(nil)
+	notYet(res, "the second event was recorded")
+	second(errors.New("disk full"))
+	if err := <-res; !errors.Is(err, domain.ErrUnavailable) {
+		t.Fatalf("a webhook whose status was not recorded: %v, want ErrUnavailable (503)", err)
+	}
+
+	// Meta sends it again: both recorded now, 200.
+	res = post()
+	first, second = held()
+	first(nil)
+	second(nil)
+	if err := <-res; err != nil {
+		t.Fatal(err)
+	}
+
+	// Nobody answers: CommitWait bounds the wait.
+	n := cloud.New(cloud.Options{GraphURL: h.fake.URL(), CommitWait: 50 * time.Millisecond})
+	acct := domain.CloudAccount{PhoneNumberID: numberID, WABAID: waba, AccessToken: token, AppSecret: secret}
+	if _, err := n.Open("s2", func(network.Event) {}, network.WithAccount(acct)); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Webhook(body, cloudapi.Sign(body, secret)); !errors.Is(err, domain.ErrUnavailable) {
+		t.Fatalf("a webhook nobody recorded: %v, want ErrUnavailable", err)
+	}
+	// A closed session's events are not handed on: 503, nothing waited for.
+	n.Close()
+	if err := n.Webhook(body, cloudapi.Sign(body, secret)); !errors.Is(err, domain.ErrUnavailable) {
+		t.Fatalf("a webhook for a closed session: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/gateway/gateway/cloudapi"
@@ -11,9 +12,80 @@ import (
 	"github.com/gateway/gateway/network"
 )
 
+// commits gathers what a webhook waits for before its answer: each event it hands on carries
+// one of its Dones, called once what the event carries is durable; a failure (of a Done, or of
+// a write here) makes the answer a 503, and Meta sends the notification again.
+type commits struct {
+	mu     sync.Mutex
+	n      int  // Dones given and not called yet
+	sealed bool // every event handed on
+	err    error
+	all    chan struct{} // closed once sealed and n is 0
+}
+
+func newCommits() *commits { return &commits{all: make(chan struct{})} }
+
+// add returns the Done of one more event (a second call of it is ignored).
+func (w *commits) add() network.Done {
+	w.mu.Lock()
+	w.n++
+	w.mu.Unlock()
+	var once sync.Once
+	return func(err error) {
+		once.Do(func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			w.failLocked(err)
+			w.n--
+			w.closeIfDone()
+		})
+	}
+}
+
+// fail records that something the notification carries was not made durable.
+func (w *commits) fail(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.failLocked(err)
+}
+
+func (w *commits) failLocked(err error) {
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+}
+
+func (w *commits) closeIfDone() {
+	if w.sealed && w.n == 0 {
+		close(w.all)
+	}
+}
+
+// wait seals w and waits, at most d, until every event's Done was called: nil when all of it
+// is durable, else domain.ErrUnavailable.
+func (w *commits) wait(d time.Duration) error {
+	w.mu.Lock()
+	w.sealed = true
+	w.closeIfDone()
+	w.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-w.all:
+	case <-t.C:
+		return fmt.Errorf("%w: what the notification carries was not recorded within %s", domain.ErrUnavailable, d)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return fmt.Errorf("%w: what the notification carries was not recorded: %w", domain.ErrUnavailable, w.err)
+	}
+	return nil
+}
+
 // deliver turns one change of a webhook into the port's events, in order: incoming messages
-// (and reactions), then statuses.
-func (c *Client) deliver(v cloudapi.Value) {
+// (and reactions), then statuses. Each carries a Done of w.
+func (c *Client) deliver(v cloudapi.Value, w *commits) {
 	acct, sends, _ := c.state()
 	names := map[string]string{}
 	for _, ct := range v.Contacts {
@@ -27,7 +99,7 @@ func (c *Client) deliver(v cloudapi.Value) {
 			o.At = c.n.o.Now()
 		}
 		if m.Type == cloudapi.TypeReaction && m.Reaction != nil {
-			c.emit(network.Reaction{Origin: o, Target: c.ourID(sends, m.Reaction.MessageID), Emoji: m.Reaction.Emoji})
+			c.emitDone(network.Reaction{Origin: o, Target: c.ourID(sends, m.Reaction.MessageID), Emoji: m.Reaction.Emoji, Done: w.add()})
 			continue
 		}
 		msg := m.Message()
@@ -35,14 +107,23 @@ func (c *Client) deliver(v cloudapi.Value) {
 			msg.ReplyTo.ID = c.ourID(sends, msg.ReplyTo.ID)
 			msg.ReplyTo.FromMe = m.Context.From == acct.Phone || m.Context.From == ""
 		}
-		c.emit(network.Incoming{Origin: o, Message: msg})
+		c.emitDone(network.Incoming{Origin: o, Message: msg, Done: w.add()})
 	}
 	for _, st := range v.Statuses {
-		c.status(sends, st)
+		c.status(sends, st, w)
 	}
 	for _, e := range v.Errors {
 		c.n.log.Warn("cloud webhook error", "session_id", c.sessionID, "code", e.Code, "err", e.Error())
 	}
+}
+
+// emitDone emits an event that carries a Done, which is told the session was closed when the
+// event could not be handed on.
+func (c *Client) emitDone(ev network.Event) {
+	if c.emit(ev) {
+		return
+	}
+	network.DoneOf(ev).Call(fmt.Errorf("%w: the session %s is closed here", domain.ErrUnavailable, c.sessionID))
 }
 
 // ourID is the gateway's id of a message Meta names by its id (a sent one), else the id as it is.
@@ -59,7 +140,7 @@ func (c *Client) ourID(sends network.SendLog, metaID string) string {
 // status reports one status of a sent message: the gateway's id from the callback data (or
 // the send log), the send log told Meta took it, then a receipt; a failure fails the message,
 // unless it is Meta's rate limit, after which it is sent again.
-func (c *Client) status(sends network.SendLog, st cloudapi.Status) {
+func (c *Client) status(sends network.SendLog, st cloudapi.Status, w *commits) {
 	id := st.BizOpaqueCallbackData
 	if id == "" {
 		id = c.ourID(sends, st.ID)
@@ -77,6 +158,7 @@ func (c *Client) status(sends network.SendLog, st cloudapi.Status) {
 		if rec, ok, err := sends.Get(id); err == nil && ok && rec.NetworkID != st.ID {
 			if err := sends.Taken(ctx, id, st.ID); err != nil {
 				c.n.log.Warn("cloud: send log", "session_id", c.sessionID, "message_id", id, "err", err)
+				w.fail(err)
 			}
 		}
 	}
@@ -96,14 +178,15 @@ func (c *Client) status(sends network.SendLog, st cloudapi.Status) {
 			ge = &st.Errors[0]
 		}
 		if retryable(ge.Code) {
-			c.resendLater(id, st.ID, ge)
+			w.fail(c.resendLater(id, st.ID, ge))
 			return
 		}
 		r.Status, r.Err = network.StatusFailed, failure(ge)
 	default:
 		return
 	}
-	c.emit(r)
+	r.Done = w.add()
+	c.emitDone(r)
 }
 
 // ResendLog is a SendLog that also keeps the messages Meta failed for its rate limits until
@@ -117,21 +200,24 @@ type ResendLog interface {
 
 // resendLater sends a message Meta failed for its rate limits (failed: the id Meta gave the
 // try it failed) again, after the backoff, under the same id (never failed for it), until
-// Meta takes it or fails it for another reason; the send log keeps it meanwhile.
-func (c *Client) resendLater(id, failed string, ge *cloudapi.Error) {
+// Meta takes it or fails it for another reason; the send log keeps it meanwhile. The error is
+// the send log's: the resend is scheduled in memory all the same.
+func (c *Client) resendLater(id, failed string, ge *cloudapi.Error) error {
 	_, sends, _ := c.state()
 	wait := pairRateWait
 	if ge.Code == cloudapi.CodeThroughput {
 		wait = c.slower()
 	}
+	var err error
 	c.n.log.Info("cloud: Meta failed a message for its rate limit; sending it again", "session_id", c.sessionID, "message_id", id, "code", ge.Code, "after", wait)
 	if rl, ok := sends.(ResendLog); ok {
 		r := domain.CloudResend{Due: c.n.o.Now().Add(wait).UTC(), Failed: failed}
-		if err := rl.ResendLater(context.Background(), c.sessionID, id, r); err != nil {
+		if err = rl.ResendLater(context.Background(), c.sessionID, id, r); err != nil {
 			c.n.log.Warn("cloud: send log", "session_id", c.sessionID, "message_id", id, "err", err)
 		}
 	}
 	c.schedule(id, failed, wait)
+	return err
 }
 
 // resumeResends schedules the messages the send log keeps to send again (Meta failed them for
@@ -211,7 +297,7 @@ func (c *Client) resend(id, failed string) {
 		done()
 	case errors.Is(err, network.ErrRateLimited), errors.Is(err, network.ErrUnknownOutcome), errors.Is(err, domain.ErrNotConnected):
 		// Not a refusal of the message: try again later, never fail it for this.
-		c.resendLater(id, failed, &cloudapi.Error{Code: cloudapi.CodeThroughput, Message: fmt.Sprintf("again: %v", err)})
+		_ = c.resendLater(id, failed, &cloudapi.Error{Code: cloudapi.CodeThroughput, Message: fmt.Sprintf("again: %v", err)}) // logged; the resend is scheduled
 	default:
 		done()
 		c.emit(network.MessageReceipt{IDs: []string{id}, Status: network.StatusFailed, At: c.n.o.Now(), Err: err})

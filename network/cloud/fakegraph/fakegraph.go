@@ -120,6 +120,8 @@ type Server struct {
 	retryEvery time.Duration
 	// latency: how long a message's answer takes after Meta took it (SetLatency).
 	latency time.Duration
+	// onDelivered: told each webhook the receiver answered 200, at once (OnDelivered).
+	onDelivered func(body []byte)
 }
 
 type upload struct {
@@ -895,7 +897,11 @@ func (s *Server) deliverLoop() {
 			s.mu.Lock()
 			s.queue = s.queue[1:]
 			s.delivered++
+			hook := s.onDelivered
 			s.mu.Unlock()
+			if hook != nil {
+				hook(d.body)
+			}
 			continue
 		}
 		select {
@@ -923,6 +929,14 @@ func (s *Server) send(d delivery) bool {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
+}
+
+// OnDelivered has fn told the body of each webhook the receiver answered 200, the moment the
+// answer came (before the next webhook goes): a test kills the receiver there (nil: none).
+func (s *Server) OnDelivered(fn func(body []byte)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onDelivered = fn
 }
 
 // Delivered is how many webhooks the receiver took.
