@@ -79,8 +79,14 @@ type stats struct {
 	// measured window per request answered in it, in µs (0 unknown). Unlike req/s, a shared
 	// machine inflates it little: the gateway's and bare's side by side say what a request
 	// costs the gateway beyond what fasthttp and the kernel cost any server.
-	ServerCPUUS  float64  `json:"server_cpu_us,omitempty"`
-	ErrorSamples []string `json:"error_samples,omitempty"`
+	ServerCPUUS float64 `json:"server_cpu_us,omitempty"`
+	// GeneratorCPUUS is the load generator's own CPU time over the measured window per request
+	// answered in it, in µs (0 unknown): the bench's process (it also reads the gateway's log
+	// pipe, as a log collector would), or wrk's. Throughput on a shared machine is about its
+	// cores over (server + generator) CPU per request: a generator that costs more per
+	// request against one server than against the other moves the ratio by itself.
+	GeneratorCPUUS float64  `json:"generator_cpu_us,omitempty"`
+	ErrorSamples   []string `json:"error_samples,omitempty"`
 }
 
 // Latencies are recorded in microseconds, from 1 µs to 60 s, to three significant digits.
@@ -110,17 +116,17 @@ func measure(ctx context.Context, l load, t target) stats {
 		pids = append(pids, l.pid)
 	}
 	var cpuFrom, cpuTo cpuSnap
-	var srvFrom, srvTo serverCPU
+	var srvFrom, srvTo, genFrom, genTo serverCPU
 	cpuDone := make(chan struct{})
 	go func() {
 		defer close(cpuDone)
 		time.Sleep(time.Until(m.measureFrom))
-		cpuFrom, srvFrom = snapCPU(pids...), snapServer(l.pid)
+		cpuFrom, srvFrom, genFrom = snapCPU(pids...), snapServer(l.pid), snapServer(os.Getpid())
 		if l.onWindow != nil {
 			l.onWindow(true)
 		}
 		time.Sleep(time.Until(m.end))
-		cpuTo, srvTo = snapCPU(pids...), snapServer(l.pid)
+		cpuTo, srvTo, genTo = snapCPU(pids...), snapServer(l.pid), snapServer(os.Getpid())
 		if l.onWindow != nil {
 			l.onWindow(false)
 		}
@@ -153,6 +159,7 @@ func measure(ctx context.Context, l load, t target) stats {
 	}
 	s.RPS = float64(s.Requests) / l.duration.Seconds()
 	s.ServerCPUUS = srvTo.perRequestUS(srvFrom, s.Requests)
+	s.GeneratorCPUUS = genTo.perRequestUS(genFrom, s.Requests)
 	if l.rate > 0 {
 		// Requests due in the window but answered after it (a server that cannot keep up)
 		// stretch the time they took.

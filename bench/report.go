@@ -218,10 +218,10 @@ func printResult(w io.Writer, r *result) {
 	}
 	if r.Gateway != nil {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "   server\treq/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\terrors\tother CPU\tµs CPU/req\t")
+		fmt.Fprintln(tw, "   server\treq/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\terrors\tother CPU\tµs CPU/req\tgenerator µs/req\t")
 		row := func(name string, s *stats) {
 			if s != nil {
-				fmt.Fprintf(tw, "   %s\t%.0f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%d\t%s\t%s\t\n", name, s.RPS, s.P50, s.P90, s.P99, s.P999, s.Max, s.Errors, pct(s.OtherCPU), cpuUS(s.ServerCPUUS))
+				fmt.Fprintf(tw, "   %s\t%.0f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%d\t%s\t%s\t%s\t\n", name, s.RPS, s.P50, s.P90, s.P99, s.P999, s.Max, s.Errors, pct(s.OtherCPU), cpuUS(s.ServerCPUUS), cpuUS(s.GeneratorCPUUS))
 			}
 		}
 		row("gateway", r.Gateway)

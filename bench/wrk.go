@@ -213,6 +213,9 @@ func (w *wrkTool) measure(ctx context.Context, l wrkLoad) (stats, error) {
 		s.RPS = float64(r.Requests) / (float64(r.DurationUS) / 1e6)
 	}
 	s.ServerCPUUS = srvTo.perRequestUS(srvFrom, r.Requests)
+	if r.Requests > 0 && wrkCPU > 0 {
+		s.GeneratorCPUUS = wrkCPU.Seconds() * 1e6 / float64(r.Requests)
+	}
 	s.P50, s.P90, s.P99, s.P999, s.Max, s.Mean = r.P50/1000, r.P90/1000, r.P99/1000, r.P999/1000, r.Max/1000, r.Mean/1000
 	errs := r.Connect + r.Read + r.Write + r.Status + r.Timeout
 	s.Errors += errs

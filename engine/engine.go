@@ -101,6 +101,20 @@ type Config struct {
 	// Mover moves sessions to the partitions of other users (a cluster node's engine runs one
 	// partition; sessions_move.go); nil on a single node.
 	Mover Mover
+	// Partitions: the engine runs one partition of a cluster of this many (0: a single node's
+	// one engine). What an engine keeps sized for a whole gateway's load (the settled messages
+	// kept for their receipts, the events queue) it then keeps at its partition's share, so a
+	// node of 64 partitions holds what one gateway holds, not 64 times that: each is live heap
+	// the garbage collector marks on every cycle (bench/README.md, issue 27's nodegc section).
+	Partitions int
+}
+
+// share is n divided among the engine's partitions, at least least.
+func (c Config) share(n, least int) int {
+	if c.Partitions <= 1 {
+		return n
+	}
+	return max(n/c.Partitions, least)
 }
 
 // Engine is the running core: its exported fields are the facets (see the package doc).
@@ -179,7 +193,7 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{cfg: cfg, log: cfg.Logger, hw: hw}
 	e.stopCtx, e.stopCancel = context.WithCancel(context.Background())
 	if cfg.Events != nil {
-		e.pub = newPublisher(cfg.Events, e.log)
+		e.pub = newPublisher(cfg.Events, e.log, cfg.share(publishQueue, publishQueueLeast))
 	}
 	e.Users = newUsers(e, cfg.AdminUIDs)
 	e.Keys = newKeys(e)
@@ -187,7 +201,7 @@ func New(cfg Config) (*Engine, error) {
 	if n, ok := cfg.Events.(interface{ SetNumbers(func(string) string) }); ok {
 		n.SetNumbers(e.Sessions.phoneOf) // Meta's payloads name the session's phone (events_meta.go)
 	}
-	e.Messages = &Messages{e: e, msgs: newMessages(e, cfg.Records.Outbox), accountTable: cfg.Records.Accounts, history: cfg.Records.History,
+	e.Messages = &Messages{e: e, msgs: newMessages(e, cfg.Records.Outbox, cfg.share(pendingShards, 1)), accountTable: cfg.Records.Accounts, history: cfg.Records.History,
 		notes: notes{store: cfg.Records.Notes}}
 	e.Messages.accounts.init()
 	e.Messages.later = newLater(e.Messages)

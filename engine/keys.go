@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -67,6 +68,17 @@ type keyEntry struct {
 	// counter is the key's record and daily count, shared with its actor: a call the durable
 	// marks cover is counted without a message (key.Counter).
 	counter *key.Counter
+	// answer is the validate route's answer for this key (ValidAnswer), rendered once.
+	answer atomic.Pointer[keyAnswer]
+}
+
+// keyAnswer is a rendered validate answer and what it was rendered from: the record the
+// actor published and the user directory's version (the answer names the owner's client
+// name). It holds no secret: the answer is what the route returns.
+type keyAnswer struct {
+	rec   *domain.APIKey
+	users uint64
+	body  []byte
 }
 
 // keyIndex finds key actors by key id (the registry) and by the SHA-256 of the raw key
@@ -289,15 +301,45 @@ func (k *Keys) Validate(raw []byte) (KeyView, error) {
 	if ent == nil {
 		return KeyView{}, domain.ErrUnknownKey
 	}
-	rec := *ent.view.Load()
-	v := KeyView{Grant: domain.Grant{Key: rec}, ClientName: k.e.Users.clientName(rec.UserID)}
+	rec := ent.view.Load()
+	return KeyView{Grant: domain.Grant{Key: *rec}, ClientName: k.e.Users.clientName(rec.UserID)}, k.usable(rec)
+}
+
+// usable says why a known key may not be used now (nil: it may).
+func (k *Keys) usable(rec *domain.APIKey) error {
 	if rec.Status != StatusOn {
-		return v, domain.ErrKeyRevoked
+		return domain.ErrKeyRevoked
 	}
 	if rec.ExpiresAt != nil && !k.e.now().Before(*rec.ExpiresAt) {
-		return v, domain.ErrKeyExpired
+		return domain.ErrKeyExpired
 	}
-	return v, nil
+	return nil
+}
+
+// ValidAnswer is Validate for the route that answers it: the answer of a valid key, which
+// render writes from its view. The answer is kept with the key and given again while the key's
+// published record and the user directory are unchanged (a new record, a renamed owner or any
+// other profile change renders it anew); revocation and expiry are checked on every call, as
+// by Validate. The caller must not modify the answer. On an error there is no answer.
+func (k *Keys) ValidAnswer(raw []byte, render func(dst []byte, v *KeyView) []byte) ([]byte, error) {
+	ent := k.idx.hash(sha256.Sum256(raw))
+	if ent == nil {
+		return nil, domain.ErrUnknownKey
+	}
+	rec := ent.view.Load()
+	if err := k.usable(rec); err != nil {
+		return nil, err
+	}
+	// The directory's version is read before the client name: a profile stored after this
+	// read raises the version, so an answer rendered from the older name is never reused.
+	users := k.e.Users.version()
+	if a := ent.answer.Load(); a != nil && a.rec == rec && a.users == users {
+		return a.body, nil
+	}
+	v := KeyView{Grant: domain.Grant{Key: *rec}, ClientName: k.e.Users.clientName(rec.UserID)}
+	a := &keyAnswer{rec: rec, users: users, body: render(nil, &v)}
+	ent.answer.Store(a)
+	return a.body, nil
 }
 
 // setPlan gives a user's keys their new plan's cap.

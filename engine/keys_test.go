@@ -176,3 +176,62 @@ func authz(e *Engine, raw []byte, scope string) key.Result {
 	g, err := e.Keys.Authorize(raw, scope)
 	return key.Result{Grant: g, Err: err}
 }
+
+// ValidAnswer renders a key's answer once and gives it again while nothing it shows changed:
+// a renamed key or owner renders it anew, and revocation and expiry refuse the key at once
+// although an answer is kept.
+func TestValidAnswerFollowsTheKeyAndItsOwner(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	e := newTestEngine(t, persist.NewRecords(persist.NewMemory()), clk, nil)
+	defer e.Stop(context.Background())
+	ctx := context.Background()
+	if _, err := e.Users.Create(ctx, NewUser{ID: "alice", Name: "Alice"}); err != nil {
+		t.Fatal(err)
+	}
+	exp := clk.now().Add(time.Hour)
+	v, raw, err := e.Keys.Create(ctx, KeyRequest{UserID: "alice", Name: "k", ExpiresAt: &exp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	renders := 0
+	render := func(dst []byte, v *KeyView) []byte {
+		renders++
+		return append(dst, v.Key.Name+"/"+v.ClientName...)
+	}
+	answer := func(want string, wantRenders int) {
+		t.Helper()
+		got, err := e.Keys.ValidAnswer([]byte(raw), render)
+		if err != nil || string(got) != want || renders != wantRenders {
+			t.Fatalf("answer %q, %v after %d renders; want %q after %d", got, err, renders, want, wantRenders)
+		}
+	}
+	answer("k/Alice", 1)
+	answer("k/Alice", 1) // kept
+	name := "k2"
+	if err := e.Keys.Update(ctx, v.Key.ID, &name, nil); err != nil {
+		t.Fatal(err)
+	}
+	answer("k2/Alice", 2)
+	owner := "Alice B"
+	if _, err := e.Users.Update(ctx, UserPatch{ID: "alice", Name: &owner}); err != nil {
+		t.Fatal(err)
+	}
+	answer("k2/Alice B", 3)
+	answer("k2/Alice B", 3)
+	if _, err := e.Keys.ValidAnswer([]byte(raw+"x"), render); !errors.Is(err, domain.ErrUnknownKey) {
+		t.Fatalf("unknown key: %v", err)
+	}
+	clk.set(exp)
+	if got, err := e.Keys.ValidAnswer([]byte(raw), render); !errors.Is(err, domain.ErrKeyExpired) || got != nil {
+		t.Fatalf("expired key: %q, %v", got, err)
+	}
+	clk.set(exp.Add(-time.Minute))
+	answer("k2/Alice B", 3)
+	off := StatusOff
+	if err := e.Keys.Update(ctx, v.Key.ID, nil, &off); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.Keys.ValidAnswer([]byte(raw), render); !errors.Is(err, domain.ErrKeyRevoked) || got != nil {
+		t.Fatalf("revoked key: %q, %v", got, err)
+	}
+}

@@ -64,7 +64,7 @@ type Messages struct {
 type messages struct {
 	e      *Engine
 	outbox Outbox
-	shards [64]pendingShard
+	shards []pendingShard
 	depth  atomic.Int64 // accepted, no network outcome yet (gateway_outbox_pending)
 }
 
@@ -77,8 +77,12 @@ type pendingShard struct {
 	recentNext int
 }
 
-// recentPerShard: 64 shards keep the last 4,096 settled messages (about 1 MB).
-const recentPerShard = 64
+// pendingShards shards a gateway's in-flight messages; each shard keeps its last recentPerShard
+// settled messages, 4,096 in all (about 1 MB). A partition's engine (Config.Partitions) has its
+// share of the shards, so of the messages kept: what it keeps lasts as long, at its share of the
+// rate, and a node of 64 partitions keeps 4,096, not 262,144 (most of a 250-300 MB live heap
+// of small objects that the garbage collector marked on every cycle).
+const pendingShards, recentPerShard = 64, 64
 
 // keep remembers a durable message, forgetting the oldest one kept. Called with mu held.
 func (sh *pendingShard) keep(id string) {
@@ -116,8 +120,8 @@ type outcome struct {
 	err   error
 }
 
-func newMessages(e *Engine, o Outbox) *messages {
-	m := &messages{e: e, outbox: o}
+func newMessages(e *Engine, o Outbox, shards int) *messages {
+	m := &messages{e: e, outbox: o, shards: make([]pendingShard, shards)}
 	for i := range m.shards {
 		m.shards[i].m = map[string]*pending{}
 	}

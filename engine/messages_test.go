@@ -81,8 +81,58 @@ func linkedEngine(t *testing.T, recs *persist.Records, ob Outbox) (*Engine, doma
 	return linkedEngineOn(t, recs, r)
 }
 
+// A partition's engine keeps its share of the settled messages a gateway keeps for their
+// receipts (a node of 64 partitions keeps 4,096 in all, not 64 × 4,096: the live heap the
+// garbage collector marks on every cycle), and its share of the events queue.
+func TestPartitionEngineKeepsItsShare(t *testing.T) {
+	if q := (Config{Partitions: 64}).share(publishQueue, publishQueueLeast); q != publishQueueLeast {
+		t.Fatalf("events queue of one partition of 64: %d, want %d", q, publishQueueLeast)
+	}
+	if q := (Config{}).share(publishQueue, publishQueueLeast); q != publishQueue {
+		t.Fatalf("events queue of a single node: %d, want %d", q, publishQueue)
+	}
+	recs := persist.NewRecords(persist.NewMemory())
+	e, u := linkedEngineWith(t, recs, recordsOf(recs), 64)
+	ctx := context.Background()
+	const sent = 3 * recentPerShard
+	for i := range sent {
+		if _, err := e.Messages.Send(ctx, SendRequest{UserID: u.ID, Origin: "api",
+			Message: domain.Message{To: fmt.Sprintf("491510000%03d", i), Kind: domain.KindText, Text: "hi"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := func() (n, durable int) {
+		for i := range e.Messages.msgs.shards {
+			sh := &e.Messages.msgs.shards[i]
+			sh.mu.Lock()
+			for _, p := range sh.m {
+				n++
+				if p.durable {
+					durable++
+				}
+			}
+			sh.mu.Unlock()
+		}
+		return n, durable
+	}
+	waitUntil(t, 20*time.Second, "every outcome written", func() bool {
+		n, durable := kept()
+		return e.Messages.msgs.depth.Load() == 0 && n == durable
+	})
+	if n, _ := kept(); n != recentPerShard || len(e.Messages.msgs.shards) != 1 {
+		t.Fatalf("a partition of 64 keeps %d settled messages of %d in %d shards, want %d in 1", n, sent, len(e.Messages.msgs.shards), recentPerShard)
+	}
+}
+
 // linkedEngineOn is linkedEngine on typed stores r (some of them wrapped by the test).
 func linkedEngineOn(t *testing.T, recs *persist.Records, r Records) (*Engine, domain.User) {
+	t.Helper()
+	return linkedEngineWith(t, recs, r, 0)
+}
+
+// linkedEngineWith is linkedEngineOn for an engine running one partition of partitions (0:
+// a single node's engine).
+func linkedEngineWith(t *testing.T, recs *persist.Records, r Records, partitions int) (*Engine, domain.User) {
 	t.Helper()
 	net, err := sim.Open(sim.Options{Dir: t.TempDir(), AutoPair: time.Millisecond})
 	if err != nil {
@@ -90,7 +140,7 @@ func linkedEngineOn(t *testing.T, recs *persist.Records, r Records) (*Engine, do
 	}
 	t.Cleanup(func() { net.Close() })
 	e, err := New(Config{Store: recs.Store, Records: r, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Plans: Plans{"unlimited": {}}, DefaultPlan: "unlimited", Network: net})
+		Plans: Plans{"unlimited": {}}, DefaultPlan: "unlimited", Network: net, Partitions: partitions})
 	if err != nil {
 		t.Fatal(err)
 	}

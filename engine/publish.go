@@ -55,8 +55,14 @@ type pub struct {
 // publishBatch is the most events one commit carries.
 const publishBatch = 512
 
-func newPublisher(sink EventSink, log interface{ Warn(string, ...any) }) *publisher {
-	p := &publisher{sink: sink, log: log, ch: make(chan pub, 4096), done: make(chan struct{})}
+// publishQueue is the events queue of a gateway's engine: a change waits for room beyond it
+// (storage refusing commits for a while). A partition's engine gets its share of it, at least
+// publishQueueLeast: the queue's buffer is marked whole on every garbage collection, full or
+// not, and a partition takes its share of the changes.
+const publishQueue, publishQueueLeast = 4096, 256
+
+func newPublisher(sink EventSink, log interface{ Warn(string, ...any) }, queue int) *publisher {
+	p := &publisher{sink: sink, log: log, ch: make(chan pub, queue), done: make(chan struct{})}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	if q, ok := sink.(interface{ Quiet(uid string) bool }); ok {
 		p.quiet = q.Quiet

@@ -36,7 +36,7 @@ func (quietLog) Warn(string, ...any) {}
 // before stop is published.
 func TestPublisherAfterStop(t *testing.T) {
 	sink := &countingSink{}
-	p := newPublisher(sink, quietLog{})
+	p := newPublisher(sink, quietLog{}, publishQueue)
 	for range 10 {
 		p.publish("alice", domain.Event{Type: domain.EventMessageStatus})
 	}
@@ -78,7 +78,7 @@ func (s *refusingSink) Commit(ctx context.Context, _ []PreparedEvent) error {
 // for ever behind the stop (the next start of the partition on this node waits for it).
 func TestPublisherStopBounded(t *testing.T) {
 	sink := &refusingSink{}
-	p := newPublisher(sink, quietLog{})
+	p := newPublisher(sink, quietLog{}, publishQueue)
 	p.publish("alice", domain.Event{Type: domain.EventMessageStatus})
 	for sink.tries.Load() == 0 {
 		time.Sleep(time.Millisecond)

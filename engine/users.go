@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gateway/gateway/actors/key"
 	"github.com/gateway/gateway/domain"
@@ -34,7 +35,10 @@ type Users struct {
 	// byID: uid → *domain.User (never changed once stored: a change stores a new one). A
 	// sync.Map: every authenticated request reads it, and an RWMutex's reader count is one
 	// cache line all cores write (profiled on client status, issue 32).
-	byID   sync.Map
+	byID sync.Map
+	// ver counts the profiles stored (put): answers rendered from a profile are reused only
+	// while it is unchanged (Keys.ValidAnswer).
+	ver    atomic.Uint64
 	admins map[string]bool // --admin-uids
 	create sync.Mutex      // serialises first-call profile creation
 }
@@ -68,7 +72,11 @@ func (us *Users) lookup(id string) (domain.User, bool) {
 
 func (us *Users) put(u domain.User) {
 	us.byID.Store(u.ID, &u)
+	us.ver.Add(1) // after the store: a reader that sees the new version reads the new profile
 }
+
+// version is the directory's version: it changes after every profile stored.
+func (us *Users) version() uint64 { return us.ver.Load() }
 
 // Authenticate returns the caller's profile, creating it on the first authenticated call, with
 // the effective role: admin when the uid is in --admin-uids, the profile was promoted, or (dev

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -26,9 +27,13 @@ const (
 )
 
 // guessLimits holds one failure bucket per key. Safe for concurrent use: mu guards buckets.
+// A key without a bucket has its whole budget, and a bucket that refilled is dropped, so while
+// no caller has failures outstanding (held is 0) a call is allowed without taking mu: every
+// validate asks, and a mutex both cores take in turn is a cache line they pass back and forth.
 type guessLimits struct {
 	mu          sync.Mutex
 	buckets     map[string]*guessBucket
+	held        atomic.Int64 // len(buckets), written under mu
 	now         func() time.Time
 	burst, rate float64
 }
@@ -49,13 +54,20 @@ func (g *guessLimits) allow(key string) bool { return g.allowBytes(unsafeBytes(k
 
 // allowBytes is allow of a key in bytes (looked up without a copy).
 func (g *guessLimits) allowBytes(key []byte) bool {
+	if g.held.Load() == 0 {
+		return true
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	b, ok := g.buckets[string(key)]
 	if !ok {
 		return true
 	}
-	g.refill(b)
+	if g.refill(b); b.tokens >= g.burst {
+		delete(g.buckets, string(key)) // refilled: the same as no bucket
+		g.held.Store(int64(len(g.buckets)))
+		return true
+	}
 	return b.tokens >= 1
 }
 
@@ -70,6 +82,7 @@ func (g *guessLimits) fail(key string) {
 		}
 		b = &guessBucket{tokens: g.burst, at: g.now()}
 		g.buckets[key] = b
+		g.held.Store(int64(len(g.buckets)))
 	}
 	g.refill(b)
 	b.tokens = max(b.tokens-1, 0)
@@ -91,6 +104,7 @@ func (g *guessLimits) sweep() {
 	if len(g.buckets) >= guessMaxBuckets {
 		clear(g.buckets)
 	}
+	g.held.Store(int64(len(g.buckets)))
 }
 
 // limitGuesses refuses a caller (by key) that spent its failures, and charges a failure for

@@ -35,9 +35,10 @@ import (
 
 // TokenVerifier verifies ID tokens (identity.Verifier in both auth modes).
 type TokenVerifier interface {
-	// VerifyBytes verifies a token held in a request's header: it reads the bytes during the
-	// call and keeps nothing of them.
-	VerifyBytes(ctx context.Context, raw []byte) (identity.Claims, error)
+	// VerifyBytesAt verifies a token held in a request's header: it reads the bytes during
+	// the call and keeps nothing of them. at is the server's clock reading as the request
+	// began (zero: the verifier reads its own clock).
+	VerifyBytesAt(ctx context.Context, raw []byte, at time.Time) (identity.Claims, error)
 }
 
 // Interface guards.

@@ -389,6 +389,17 @@ func TestCache(t *testing.T) {
 		t.Fatalf("%d signature verifications, want 1 (the rest from the cache)", n)
 	}
 
+	// A cached token is checked against the request's own clock reading when one is given.
+	// Past exp+skew by that reading, the cached entry is dropped and the token verified in full
+	// (by the verifier's clock, here still before exp).
+	late := base.Add(10*time.Minute + ClockSkew + time.Second)
+	if _, err := v.VerifyBytesAt(context.Background(), []byte(tok), late); err != nil || keys.n.Load() != 2 {
+		t.Fatalf("a request that began after exp+skew: %v after %d signature checks, want a second check", err, keys.n.Load())
+	}
+	offset.Store(int64(10*time.Minute + ClockSkew + time.Second))
+	if _, err := v.VerifyBytesAt(context.Background(), []byte(tok), base.Add(time.Minute)); err != nil || keys.n.Load() != 2 {
+		t.Fatalf("a request that began before exp+skew: %v after %d signature checks, want it from the cache", err, keys.n.Load())
+	}
 	// Still served just before exp+skew, refused from then on.
 	offset.Store(int64(10*time.Minute + ClockSkew - time.Second))
 	if _, err := v.Verify(context.Background(), tok); err != nil {

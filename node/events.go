@@ -35,6 +35,15 @@ func openEvents(ctx context.Context, c Config, log *slog.Logger) (*natsevents.Pu
 	return p, nil
 }
 
+// enginePartitions is engine.Config.Partitions: a cluster node's engines each run one
+// partition of c.Partitions; a single node's one engine has the whole load (0).
+func (c Config) enginePartitions() int {
+	if c.Cluster {
+		return c.Partitions
+	}
+	return 0
+}
+
 // eventsBacklog is one runtime's share of --events-nats-backlog: all of it on a single node, a
 // partition's share on a cluster node.
 func (c Config) eventsBacklog() int {
@@ -42,8 +51,8 @@ func (c Config) eventsBacklog() int {
 	if b <= 0 {
 		b = engine.DefaultForwardBacklog
 	}
-	if c.Cluster && c.Partitions > 0 {
-		b = max(b/c.Partitions, 1)
+	if p := c.enginePartitions(); p > 0 {
+		b = max(b/p, 1)
 	}
 	return b
 }

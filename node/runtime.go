@@ -137,7 +137,7 @@ func newRuntime(ctx context.Context, sh shared, o runtimeOptions) (_ *runtime, e
 		Store: recs.Store, Records: engineRecords(recs), Logger: o.log.With("component", "engine"), Plans: sh.plans,
 		DefaultPlan: c.DefaultPlan, AdminUIDs: c.AdminUIDs, DevRoles: c.Auth == "dev",
 		Network: o.net, Cloud: o.cloud, Stores: sh.stores, Now: c.Now, AfterFunc: c.AfterFunc, Pacing: c.pacing(), BootWindow: c.bootWindow(),
-		Events: rt.events, Mover: mover, AskTimeout: o.askTimeout,
+		Events: rt.events, Mover: mover, AskTimeout: o.askTimeout, Partitions: c.enginePartitions(),
 	})
 	if err != nil {
 		return nil, err
