@@ -105,6 +105,9 @@ type Badger struct {
 	writes, writeBytes atomic.Uint64
 	// beforeGroup, when set by a test, runs in the writer before each group is written.
 	beforeGroup func(group []*commitReq)
+	// commitFault, when set by a test, runs after a group is staged: an error fails the
+	// group's commit as Badger's would (a full disk, an I/O error).
+	commitFault func() error
 }
 
 // commitReq is one Commit call handed to the writer. Its ops point into buf, a private copy,
@@ -541,7 +544,14 @@ func (b *Badger) commitGroup(group []*commitReq) {
 			group = group[n:]
 			continue
 		}
-		err = txn.Commit()
+		if b.commitFault != nil {
+			if err = b.commitFault(); err != nil {
+				txn.Discard()
+			}
+		}
+		if err == nil {
+			err = txn.Commit()
+		}
 		b.txns.Add(1)
 		if err != nil {
 			err = b.commitErr(err)
@@ -560,11 +570,15 @@ func (b *Badger) commitGroup(group []*commitReq) {
 		}
 		for _, r := range group {
 			r.written = err == nil
-			if r.err != nil {
+			switch {
+			case err != nil:
+				// Even a request whose condition failed: it may have failed on a write staged
+				// before it in this transaction, which did not land (two copies of a webhook in
+				// one group: the second's "exists" would answer it as kept).
+				r.res = err
+			default:
 				r.res = r.err
-				continue
 			}
-			r.res = err
 		}
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -176,6 +177,32 @@ func TestBadgerCommitGroupSplits(t *testing.T) {
 	}
 	if got := b.txns.Load(); got != 3 {
 		t.Fatalf("%d transactions, want 3 (a, b, small)", got)
+	}
+}
+
+// A group whose commit fails answers every request with the commit's error, a request whose
+// condition failed included: it may have failed on a write staged before it in the same
+// transaction (two copies of one webhook's message, each kept if absent), which did not land.
+// Answered "exists", the second copy would be taken as kept and nothing would be.
+func TestBadgerFailedCommitAnswersConditionsWithItsError(t *testing.T) {
+	b := openTestBadger(t, t.TempDir(), FsyncInterval)
+	ifAbsent := func() *commitReq {
+		r := &commitReq{done: make(chan error, 1)}
+		r.load([]Op{{Key: []byte("msg_in/u1/wamid.1"), IfAbsent: true}, put("msg_in/u1/wamid.1", "kept")})
+		return r
+	}
+	first, second := ifAbsent(), ifAbsent()
+	// The disk refuses the group's commit.
+	b.commitFault = func() error { return syscall.EIO }
+	group := []*commitReq{first, second}
+	b.commitGroup(group)
+	b.commitFault = nil
+	b.answer(group)
+	for name, r := range map[string]*commitReq{"first": first, "second": second} {
+		err := <-r.done
+		if err == nil || errors.Is(err, domain.ErrRecordExists) {
+			t.Fatalf("%s copy answered %v after its group's commit failed, want the commit's error", name, err)
+		}
 	}
 }
 
