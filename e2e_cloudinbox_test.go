@@ -225,6 +225,33 @@ func TestCloudWebhookAnsweredOnceDurable(t *testing.T) {
 	if reads != 1 {
 		t.Fatalf("the read receipt sent three times is in the message's history %d times", reads)
 	}
+	// A STOP whose opt-out cannot be saved is not taken either: 503, and once Meta sends it
+	// again the customer is on the list (an opt-out lost after a 200 would keep them messaged).
+	stop := fake.Body(num.id, cloudapi.Value{
+		Contacts: []cloudapi.WebhookContact{{Profile: &cloudapi.Profile{Name: "Dora's customer"}, WaID: customer}},
+		Messages: []cloudapi.InboundMessage{{From: customer, ID: "wamid.stop-1", Timestamp: cloudapi.Timestamp(time.Now()),
+			Type: cloudapi.TypeText, Text: &cloudapi.Text{Body: "STOP"}}},
+	})
+	postStop := func() resp {
+		return tg.do("POST", "/api/cloud/webhook?session="+sid, auth{cloudapi.SignatureHeader: cloudapi.Sign(stop, num.secret)}, stop)
+	}
+	optedOut := func() int {
+		os, _ := tg.do("GET", "/api/v1/optouts", keyAuth(key), nil).obj()["optouts"].([]any)
+		return len(os)
+	}
+	kv.failing("optout/", errors.New("disk full"))
+	if r := postStop(); r.status != 503 {
+		t.Fatalf("a STOP whose opt-out could not be saved: %d %s", r.status, r.raw)
+	}
+	kv.failing("", nil)
+	want(t, postStop(), 200, "")
+	if n := optedOut(); n != 1 {
+		t.Fatalf("STOP sent again after a 503: %d opted out, want 1", n)
+	}
+	if n := kept("wamid.stop-1"); n != 1 {
+		t.Fatalf("the STOP kept %d times", n)
+	}
+
 	// A forged notification is still refused first.
 	r = tg.do("POST", "/api/cloud/webhook?session="+sid, auth{cloudapi.SignatureHeader: cloudapi.Sign(body, "not-the-secret")}, body)
 	want(t, r, 401, "")

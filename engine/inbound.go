@@ -62,13 +62,16 @@ func (in inbound) Inbound(s domain.Session, ev network.Event) {
 			if keep {
 				go keepIt()
 			}
-			e.storeLoopIncoming(ctx, s, ev) // a stop word, START, a confirmation's answer
+			// A stop word, START, a confirmation's answer: one not recorded fails the Done, so
+			// the network delivers the message again (the history keeps it once; an answer or
+			// an opt-out recorded twice is a no-op).
+			loopErr := e.storeLoopIncoming(ctx, s, ev)
 			if direct {
 				// The messages waiting for them go once what they wrote was read as a possible
 				// answer: an answer cancels an order's follow-up waiting for them, never sent.
 				e.Routing.contactWrote(s, ev.From)
 			}
-			done.Call(errors.Join(err, ctx.Err()))
+			done.Call(errors.Join(err, loopErr, ctx.Err()))
 		})
 		if !started {
 			if keep {

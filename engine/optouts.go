@@ -180,32 +180,32 @@ func (o *OptOuts) Remove(ctx context.Context, uid string, phones []string) (int,
 // incoming takes a customer's message to one of the user's sessions: exactly a stop word puts
 // the phone on the list and answers once with the user's stop reply; START takes it off and
 // answers with the start reply. It reports whether the message was one of them.
-func (o *OptOuts) incoming(ctx context.Context, uid, sessionID, from, text string) bool {
+func (o *OptOuts) incoming(ctx context.Context, uid, sessionID, from, text string) (bool, error) {
 	st := o.e.Users.settings(uid)
 	if word, ok := domain.IsStopWord(text, st.StopWords); ok {
 		added, err := o.Add(ctx, uid, []string{from}, domain.OptOutReply, word)
 		if err != nil {
 			o.e.log.Warn("opt-out not saved", "user_id", uid, "err", err)
-			return true
+			return true, err
 		}
 		if len(added) > 0 {
 			o.reply(ctx, uid, sessionID, from, orDefault(st.StopReply, domain.DefaultStopReply))
 			o.e.log.Info("a customer opted out", "user_id", uid, "word", word)
 		}
-		return true
+		return true, nil
 	}
 	if domain.IsStartWord(text) {
 		n, err := o.Remove(ctx, uid, []string{from})
 		if err != nil {
 			o.e.log.Warn("opt-in not saved", "user_id", uid, "err", err)
-			return true
+			return true, err
 		}
 		if n > 0 {
 			o.reply(ctx, uid, sessionID, from, orDefault(st.StartReply, domain.DefaultStartReply))
 		}
-		return true
+		return true, nil
 	}
-	return false
+	return false, nil
 }
 
 // reply answers the customer through the session they wrote to (a reply: never held by quiet

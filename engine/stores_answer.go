@@ -103,7 +103,7 @@ func tappedAnswer(id string) (string, bool) {
 // replied to one), else the latest question asked of that phone. A quoted question answers its
 // own order only: a customer with two orders replying to the first one's question never answers
 // the second.
-func (s *storeService) incomingAnswer(ctx context.Context, uid, phone, text, quoted string) bool {
+func (s *storeService) incomingAnswer(ctx context.Context, uid, phone, text, quoted string) (bool, error) {
 	recognize := func(c domain.Confirm) (string, bool) { return c.AnswerOf(text) }
 	if quoted != "" && s.loop != nil {
 		if _, found, err := s.loop.Answer(uid, "m/"+quoted); err == nil && found {
@@ -117,16 +117,16 @@ func (s *storeService) incomingAnswer(ctx context.Context, uid, phone, text, quo
 // the buttons' message: quoted, our id of it): when that message asks an order's
 // confirmation, the button's id answers it. A tap on any other message's buttons is no
 // answer, whatever its id.
-func (s *storeService) buttonAnswer(ctx context.Context, uid, phone, buttonID, title, quoted string) bool {
+func (s *storeService) buttonAnswer(ctx context.Context, uid, phone, buttonID, title, quoted string) (bool, error) {
 	if quoted == "" {
-		return false
+		return false, nil
 	}
 	return s.answer(ctx, uid, "m/"+quoted, phone, "button", title, func(domain.Confirm) (string, bool) { return tappedAnswer(buttonID) })
 }
 
 // voteAnswer takes a vote on a poll: when the poll asks an order's confirmation, the option
 // chosen answers it.
-func (s *storeService) voteAnswer(ctx context.Context, uid, pollID, voter string, options []string) bool {
+func (s *storeService) voteAnswer(ctx context.Context, uid, pollID, voter string, options []string) (bool, error) {
 	text := ""
 	if len(options) == 1 {
 		text = options[0]
@@ -135,34 +135,35 @@ func (s *storeService) voteAnswer(ctx context.Context, uid, pollID, voter string
 }
 
 // answer records an answer found under key (the answer index) from phone, when recognize reads
-// one.
-func (s *storeService) answer(ctx context.Context, uid, key, phone, by, text string, recognize func(domain.Confirm) (string, bool)) bool {
+// one. The error is a read or write that failed (the message must be read again: the network
+// is not told it was taken).
+func (s *storeService) answer(ctx context.Context, uid, key, phone, by, text string, recognize func(domain.Confirm) (string, bool)) (bool, error) {
 	if s.loop == nil {
-		return false // an engine built without the store loop's records (tests)
+		return false, nil // an engine built without the store loop's records (tests)
 	}
 	ref, found, err := s.loop.Answer(uid, key)
 	if err != nil {
 		s.e.log.Warn("confirmation answer not read", "user_id", uid, "err", err)
-		return false
+		return false, err
 	}
 	if !found {
-		return false
+		return false, nil
 	}
 	unlock := s.orders.lock(ref.Shop, ref.OrderID)
 	o, found, err := s.loop.Order(ref.Shop, ref.OrderID)
 	if err != nil || !found || o.UserID != uid || o.Confirmation == nil {
 		unlock()
-		return false
+		return false, err
 	}
 	c := o.Confirmation
 	if c.State != domain.ConfirmAwaiting || (phone != "" && o.Phone != "" && phone != o.Phone) || s.e.now().Before(c.AskedAt) {
 		unlock()
-		return false // answered already (the first answer counts), not the customer's phone, or not asked yet (a delayed question)
+		return false, nil // answered already (the first answer counts), not the customer's phone, or not asked yet (a delayed question)
 	}
 	answer, ok := recognize(c.Confirm)
 	if !ok {
 		unlock()
-		return false
+		return false, nil
 	}
 	now := s.e.now().UTC()
 	c.Answer, c.AnsweredBy, c.AnsweredAt, c.AnswerText = answer, by, now, text
@@ -191,7 +192,7 @@ func (s *storeService) answer(ctx context.Context, uid, key, phone, by, text str
 	if err := s.loop.PutOrder(ctx, o, nil, drop, 1); err != nil {
 		unlock()
 		s.e.log.Warn("confirmation answer not recorded", "user_id", uid, "shop", o.Shop, "order_id", o.OrderID, "err", err)
-		return false
+		return false, err
 	}
 	unlock()
 	if s.pub != nil {
@@ -206,7 +207,7 @@ func (s *storeService) answer(ctx context.Context, uid, key, phone, by, text str
 	}
 	s.e.log.Info("order confirmation answered", "user_id", uid, "shop", o.Shop, "order_id", o.OrderID, "answer", answer, "via", by)
 	s.startWriteBack(uid, o.Shop, o.OrderID)
-	return true
+	return true, nil
 }
 
 // answerRetention is how long an answer is kept being written back before it is given up.

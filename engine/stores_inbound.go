@@ -13,9 +13,9 @@ import (
 // suppression list; otherwise a "1", "2" or an answer's word answers the order that awaits
 // this phone's answer; a tapped reply button (a cloud session's) answers the question whose
 // buttons it names. It runs in the background (Inbound): a session actor never waits on storage.
-func (e *Engine) storeLoopIncoming(ctx context.Context, s domain.Session, m network.Incoming) {
+func (e *Engine) storeLoopIncoming(ctx context.Context, s domain.Session, m network.Incoming) error {
 	if m.From == "" || m.Group != "" {
-		return // a group's chatter is nobody's answer
+		return nil // a group's chatter is nobody's answer
 	}
 	uid := s.AssignedTo
 	quoted := ""
@@ -24,12 +24,17 @@ func (e *Engine) storeLoopIncoming(ctx context.Context, s domain.Session, m netw
 	}
 	switch {
 	case m.Message.Kind == domain.KindButtonReply && m.Message.ButtonID != "":
-		e.Stores.s.buttonAnswer(ctx, uid, m.From, m.Message.ButtonID, m.Message.Text, quoted)
+		_, err := e.Stores.s.buttonAnswer(ctx, uid, m.From, m.Message.ButtonID, m.Message.Text, quoted)
+		return err
 	case m.Message.Kind == domain.KindText && m.Message.Text != "":
-		if !e.OptOuts.incoming(ctx, uid, s.ID, m.From, m.Message.Text) {
-			e.Stores.s.incomingAnswer(ctx, uid, m.From, m.Message.Text, quoted)
+		stop, err := e.OptOuts.incoming(ctx, uid, s.ID, m.From, m.Message.Text)
+		if stop || err != nil {
+			return err
 		}
+		_, err = e.Stores.s.incomingAnswer(ctx, uid, m.From, m.Message.Text, quoted)
+		return err
 	}
+	return nil
 }
 
 // storeLoopVote reads a vote on a poll: one that asks an order's confirmation is its answer.
