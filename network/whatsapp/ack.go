@@ -10,13 +10,14 @@ import (
 
 	"go.mau.fi/whatsmeow/types/events"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 )
 
 // take hands a whatsmeow event to the event goroutine. An incoming message or a receipt is
 // waited for, at most keepWait, until the sink has kept what it carries: false (a failed
 // commit, the wait's end, the client closing) and whatsmeow does not ack it, so the server
-// delivers it again. It runs on whatsmeow's node handler, which handles one node at a time.
+// delivers it again; one the sink refused as invalid is acked (a retry cannot keep it). It runs on whatsmeow's node handler, which handles one node at a time.
 func (c *client) take(gen uint64, evt any) bool {
 	switch evt.(type) {
 	case *events.Message, *events.Receipt:
@@ -35,6 +36,13 @@ func (c *client) take(gen uint64, evt any) bool {
 		err = fmt.Errorf("not kept within %s", c.n.keepWait)
 	case <-c.events.stop:
 		err = errors.New("the client is closed")
+	}
+	if err != nil && (errors.Is(err, domain.ErrValidation) || errors.Is(err, domain.ErrRecordInvalid)) {
+		// Refused for what it is, not for the moment: delivered again it would be refused
+		// again, and the link reset every redeliverAfter for ever (review). Acked, and said.
+		c.log.Error("acking an event the gateway refused to keep: delivered again it would be refused again",
+			"event", fmt.Sprintf("%T", evt), "err", err)
+		return true
 	}
 	if err != nil {
 		c.log.Warn("not acking an event the gateway did not keep; the server delivers it again at the next connection",
