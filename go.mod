@@ -99,4 +99,4 @@ require (
 	modernc.org/memory v1.11.0 // indirect
 )
 
-replace go.mau.fi/util v0.10.1-0.20260820140024-eb612d936fde => go.mau.fi/util v0.10.0
+replace go.mau.fi/util v0.10.1-0.20260820140024-eb612d936fde => ./third_party/go.mau.fi/util
