@@ -302,7 +302,12 @@ func (k *Keys) Validate(raw []byte) (KeyView, error) {
 		return KeyView{}, domain.ErrUnknownKey
 	}
 	rec := ent.view.Load()
-	return KeyView{Grant: domain.Grant{Key: *rec}, ClientName: k.e.Users.clientName(rec.UserID)}, k.usable(rec)
+	return k.viewOf(rec), k.usable(rec)
+}
+
+// viewOf is what Validate answers of a key's record.
+func (k *Keys) viewOf(rec *domain.APIKey) KeyView {
+	return KeyView{Grant: domain.Grant{Key: *rec}, ClientName: k.e.Users.clientName(rec.UserID)}
 }
 
 // usable says why a known key may not be used now (nil: it may).
@@ -336,7 +341,7 @@ func (k *Keys) ValidAnswer(raw []byte, render func(dst []byte, v *KeyView) []byt
 	if a := ent.answer.Load(); a != nil && a.rec == rec && a.users == users {
 		return a.body, nil
 	}
-	v := KeyView{Grant: domain.Grant{Key: *rec}, ClientName: k.e.Users.clientName(rec.UserID)}
+	v := k.viewOf(rec)
 	a := &keyAnswer{rec: rec, users: users, body: render(nil, &v)}
 	ent.answer.Store(a)
 	return a.body, nil

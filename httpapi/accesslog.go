@@ -14,8 +14,9 @@ import (
 // The access log: one line per request, in the format of the gateway's other logs (slog's JSON
 // or text handler, level INFO, msg "request"), on by default. A request only appends a small
 // record to a queue; a goroutine formats the queued records by hand and writes them in one
-// write every accessFlushDelay, or as soon as accessBatch are queued. Through slog, the line cost 22 % of the CPU of the cheapest
-// route under load (a JSON handler and a write(2) per request, issue 21).
+// write every accessFlushDelay, or as soon as accessBatch are queued. Through slog, the line
+// cost 22 % of the CPU of the cheapest route under load (a JSON handler and a write(2) per
+// request, issue 21).
 
 // AccessLogConfig is where and how the access log is written (Config.AccessLog).
 type AccessLogConfig struct {

@@ -569,15 +569,12 @@ func (b *Badger) commitGroup(group []*commitReq) {
 			b.writeBytes.Add(uint64(n))
 		}
 		for _, r := range group {
-			r.written = err == nil
-			switch {
-			case err != nil:
+			r.written, r.res = err == nil, r.err
+			if err != nil {
 				// Even a request whose condition failed: it may have failed on a write staged
 				// before it in this transaction, which did not land (two copies of a webhook in
 				// one group: the second's "exists" would answer it as kept).
 				r.res = err
-			default:
-				r.res = r.err
 			}
 		}
 		return

@@ -17,7 +17,8 @@ import (
 // take hands a whatsmeow event to the event goroutine. An incoming message or a receipt is
 // waited for, at most keepWait, until the sink has kept what it carries: false (a failed
 // commit, the wait's end, the client closing) and whatsmeow does not ack it, so the server
-// delivers it again; one the sink refused as invalid is acked (a retry cannot keep it). It runs on whatsmeow's node handler, which handles one node at a time.
+// delivers it again; one the sink refused as invalid is acked (a retry cannot keep it). It
+// runs on whatsmeow's node handler, which handles one node at a time.
 func (c *client) take(gen uint64, evt any) bool {
 	switch evt.(type) {
 	case *events.Message, *events.Receipt:
