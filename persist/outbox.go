@@ -64,7 +64,7 @@ type Outbox struct {
 	receipts *Table[domain.StatusChange]
 	idem     *Table[domain.IdemRecord]
 	logger   atomic.Pointer[slog.Logger]
-	wg       sync.WaitGroup // the outcomes and receipts queued and not yet answered
+	queued   inflight // the outcomes and receipts queued and not yet answered
 	// writer writes them: the store's shared one (SharedWriting), or the outbox's own.
 	writer *OutcomeWriter
 
@@ -578,7 +578,36 @@ func (o *Outbox) Receipt(id string, c domain.StatusChange, done func(error)) {
 }
 
 // Flush waits for the outcomes and receipts being written (graceful shutdown).
-func (o *Outbox) Flush() { o.wg.Wait() }
+func (o *Outbox) Flush() { o.queued.wait() }
+
+// inflight counts writes queued and not yet answered, and waits for none. Unlike a
+// sync.WaitGroup, a write may be added while a wait runs (a network's late receipt while the
+// engine stops: a WaitGroup's Add from zero during its Wait is a misuse the race detector
+// reports); the wait ends once the count is zero.
+type inflight struct {
+	mu   sync.Mutex
+	n    int
+	zero *sync.Cond // on mu
+}
+
+func (f *inflight) add(d int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n += d; f.n == 0 && f.zero != nil {
+		f.zero.Broadcast()
+	}
+}
+
+func (f *inflight) wait() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.zero == nil {
+		f.zero = sync.NewCond(&f.mu)
+	}
+	for f.n > 0 {
+		f.zero.Wait()
+	}
+}
 
 // bgWrite is an outcome or a receipt waiting for the background writer. An outcome's entry is
 // held by pointer: the queue's array is appended to for every message and grows under load,

@@ -78,7 +78,7 @@ const (
 
 // add queues o's write w; the writer goroutine runs while a queue is not empty.
 func (ow *OutcomeWriter) add(o *Outbox, w bgWrite) {
-	o.wg.Add(1) // Flush waits for it
+	o.queued.add(1) // Flush waits for it
 	w.o = o
 	ow.mu.Lock()
 	ow.queue = append(ow.queue, w)
@@ -207,7 +207,7 @@ func (ow *OutcomeWriter) write(batch []bgWrite) {
 		}
 	}
 	for _, run := range runs {
-		run[0].o.wg.Add(-len(run))
+		run[0].o.queued.add(-len(run))
 	}
 	ow.mu.Lock()
 	for _, run := range runs {
