@@ -98,6 +98,7 @@ type Store struct {
 	streams   []*recStream
 	replicas  int
 	blobs     *blobs // media bodies over BlobMin (blobs.go); nil until first used
+	acks      *acker // pipelined publishes' acks (acks.go)
 
 	maxGroups  int
 	maxBatches int
@@ -182,22 +183,26 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		o.Streams = 1 // one server: see Options.Streams
 	}
 	fail := func(err error) (*Store, error) {
+		if s.acks != nil {
+			_ = s.acks.sub.Unsubscribe()
+		}
 		if s.ownConn {
 			s.nc.Close()
 		}
 		return nil, err
 	}
 	var err error
-	if s.js, err = jetstream.New(s.nc, jetstream.WithDefaultTimeout(o.Timeout),
-		// Pipelined publishes (commit.go, sendPiped): an ack not come within the timeout is
-		// given up, and every group in flight may be a full one.
-		jetstream.WithPublishAsyncTimeout(o.Timeout), jetstream.WithPublishAsyncMaxPending(o.MaxInflight*o.MaxBatch)); err != nil {
+	if s.js, err = jetstream.New(s.nc, jetstream.WithDefaultTimeout(o.Timeout)); err != nil {
 		return fail(fmt.Errorf("natskv: %w", err))
+	}
+	if s.acks, err = newAcker(s.nc); err != nil {
+		return fail(fmt.Errorf("natskv: %w", unavailable(err)))
 	}
 	if err := s.ensureStreams(ctx, o); err != nil {
 		return fail(err)
 	}
 	s.maxValue = int(s.nc.MaxPayload()) - msgOverhead
+	s.watchConn()
 	go s.dispatch()
 	for _, rs := range s.streams {
 		go rs.getter()
@@ -387,6 +392,7 @@ func (s *Store) Close() error {
 		<-s.dispatched
 		close(s.stop)
 		s.bg.Wait()
+		_ = s.acks.sub.Unsubscribe()
 		s.releaseLease()
 		if s.ownConn {
 			if err := s.nc.Drain(); err != nil {
