@@ -62,9 +62,9 @@ func (rs *recStream) sendPiped(group []*commitReq, fresh bool) (map[*commitReq]e
 			case notSent(a.err) && ctx.Err() == nil:
 				again, againMsgs = append(again, r), append(againMsgs, msgs[i]) // nothing stored
 			case timedOut(a.err) || errors.Is(a.err, nats.ErrDisconnected):
-				// Its answer was lost (a timeout; or the connection cut: nats.go fails every
-				// pending async publish with ErrDisconnected, sent or not): applied or not,
-				// found out below by its commit id, as the package doc says.
+				// Its answer was lost (a timeout; or the connection cut: the store's acker
+				// fails every publish in flight with ErrDisconnected, sent or not): applied or
+				// not, found out below by its commit id, as the package doc says.
 				lost = append(lost, r)
 			default:
 				if err := rs.publishErr(a.err); errors.Is(err, errWrongSequence) {
