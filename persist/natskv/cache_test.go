@@ -77,3 +77,32 @@ func BenchmarkOwnerCachePut(b *testing.B) {
 		c.put(subjects[i&(1<<16-1)], uint64(i), value, 0)
 	}
 }
+
+// TestUncachedTables: a fenced view's owner cache keeps none of Options.Uncached's records (a
+// message's log record, its outcome) and every other record it writes.
+func TestUncachedTables(t *testing.T) {
+	s := &Store{prefix: "gw"}
+	for _, table := range []string{"msg_log", "outbox_status"} {
+		s.uncached = append(s.uncached, string(appendPart(nil, []byte(table), false)))
+	}
+	v := &View{s: s, cache: newOwnerCache()}
+	subject := func(key string) string {
+		subj, err := s.subject("3", []byte(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return subj
+	}
+	keys := []string{"msg_log/u1/0001/out/m1", "session/s1", "outbox_status/m1", "msg_log_x/1"}
+	r := &commitReq{}
+	for _, k := range keys {
+		r.writes = append(r.writes, write{subject: subject(k), value: []byte(k)})
+	}
+	v.committed(r, 10, time.Now())
+	for i, k := range keys {
+		got, ok := v.cached(subject(k))
+		if want := i == 1 || i == 3; ok != want || (ok && got.seq != uint64(10+i)) {
+			t.Errorf("%s: cached %v (seq %d), want cached %v", k, ok, got.seq, want)
+		}
+	}
+}

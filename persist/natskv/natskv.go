@@ -76,6 +76,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Conn, when set, is used instead of connecting to URL (and not closed by Close).
 	Conn *nats.Conn
+	// Uncached are tables (a key's first part) whose records a fenced view's owner cache
+	// does not keep: records written for every message and seldom read back by their owner
+	// (persist.WriteOnceTables) would only cost each commit a put and push out the records it
+	// does read back. A read of one goes to a replica that has the view's writes (view.go).
+	Uncached []string
 }
 
 // Store is the KV on JetStream streams (see the package doc).
@@ -97,8 +102,9 @@ type Store struct {
 	partition func(key []byte) uint32
 	streams   []*recStream
 	replicas  int
-	blobs     *blobs // media bodies over BlobMin (blobs.go); nil until first used
-	acks      *acker // pipelined publishes' acks (acks.go)
+	blobs     *blobs   // media bodies over BlobMin (blobs.go); nil until first used
+	acks      *acker   // pipelined publishes' acks (acks.go)
+	uncached  []string // Options.Uncached's table tokens
 
 	maxGroups  int
 	maxBatches int
@@ -171,6 +177,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	if s.partition == nil {
 		s.partition = func([]byte) uint32 { return 0 }
+	}
+	for _, t := range o.Uncached {
+		s.uncached = append(s.uncached, string(appendPart(nil, []byte(t), false)))
 	}
 	if s.nc == nil {
 		nc, err := connect(o, log)

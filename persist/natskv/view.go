@@ -291,6 +291,9 @@ func (v *View) committed(r *commitReq, base uint64, now time.Time) {
 		return
 	}
 	for j, w := range r.writes {
+		if !v.s.cachedTable(w.subject) {
+			continue // never cached: nothing to drop either
+		}
 		if w.delete {
 			v.cache.del(w.subject)
 			continue
@@ -302,6 +305,20 @@ func (v *View) committed(r *commitReq, base uint64, now time.Time) {
 		v.cache.put(w.subject, base+uint64(j), w.value, exp)
 	}
 	v.raiseFloor(base + uint64(len(r.writes)) - 1)
+}
+
+// cachedTable tells whether the owner cache keeps records of subject's table (not one of
+// Options.Uncached): a table's records are always or never cached, so one never cached has
+// no entry to go stale.
+func (s *Store) cachedTable(subject string) bool {
+	if len(s.uncached) == 0 || len(subject) <= len(s.prefix) {
+		return true
+	}
+	t := subject[len(s.prefix)+1:]
+	if i := strings.IndexByte(t, '.'); i >= 0 {
+		t = t[:i]
+	}
+	return !slices.Contains(s.uncached, t)
 }
 
 // forget drops what r touches from the owner cache (the server refused one of its conditions:
