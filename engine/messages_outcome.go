@@ -28,11 +28,10 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 		folded  []domain.StatusChange
 		waiters []chan outcome
 		late    *lateFailure
-		after   []network.Done // the early receipts' Dones: told once the outcome is written
+		after   []network.Done // a late failure's Done, when moot: told once the outcome is written
 	)
 	if p != nil {
 		late, p.late = p.late, nil
-		after, p.earlyDone = p.earlyDone, nil
 		for _, c := range p.early {
 			if e.SetStatus(c.Status, c.At.Time()) {
 				folded = append(folded, c)
@@ -128,11 +127,16 @@ func (m *messages) receiptOf(id string, c domain.StatusChange, done network.Done
 	sh.mu.Lock()
 	p := sh.m[id]
 	if p != nil && !p.settled {
+		// Folded into the outcome (its record and its events, in order) when it lands. A
+		// network that waits for the receipt's record (a send in doubt may wait a minute for
+		// its outcome: meanwhile WhatsApp's connection and Meta's webhook would wait) has it
+		// written now, its own record, which the outcome's read lays over it: durable, and
+		// never behind the outcome.
 		p.early = append(p.early, c)
-		if done != nil {
-			p.earlyDone = append(p.earlyDone, done)
-		}
 		sh.mu.Unlock()
+		if done != nil {
+			m.outbox.Receipt(id, c, m.receiptWritten(id, c.Status, false, done))
+		}
 		return
 	}
 	var e domain.OutboxEntry

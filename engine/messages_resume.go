@@ -77,19 +77,33 @@ func (m *messages) tracked(id string) bool {
 	return sh.m[id] != nil
 }
 
-// unclaim undoes resume's track (its reservation goes back).
+// unclaim undoes resume's track (its reservation goes back). What the network reported on the
+// message meanwhile (a receipt, a late failure, held for the outcome with the Done its network
+// waits on) is applied to the message as it stands, as it would be untracked: every Done is
+// told once.
 func (m *messages) unclaim(id string) {
 	sh := m.shard(id)
 	sh.mu.Lock()
 	p := sh.m[id]
+	var (
+		early []domain.StatusChange
+		late  *lateFailure
+	)
 	if p != nil && !p.settled {
 		delete(sh.m, id)
 		m.depth.Add(-1)
+		early, late = p.early, p.late
 	} else {
 		p = nil
 	}
 	sh.mu.Unlock()
 	if p != nil && p.res != nil {
 		p.res.Release()
+	}
+	for _, c := range early {
+		m.receiptOf(id, c, nil)
+	}
+	if late != nil {
+		m.Failed(id, late.err, late.at, late.done)
 	}
 }

@@ -223,6 +223,12 @@ func DoneOf(ev Event) Done {
 		return ev.Done
 	case Reaction:
 		return ev.Done
+	case Edited:
+		return ev.Done
+	case Revoked:
+		return ev.Done
+	case PollVote:
+		return ev.Done
 	}
 	return nil
 }
@@ -239,6 +245,15 @@ func WithDone(ev Event, d Done) (_ Event, ok bool) {
 	case Reaction:
 		e.Done = d
 		return e, true
+	case Edited:
+		e.Done = d
+		return e, true
+	case Revoked:
+		e.Done = d
+		return e, true
+	case PollVote:
+		e.Done = d
+		return e, true
 	}
 	return ev, false
 }
@@ -248,12 +263,16 @@ type Edited struct {
 	Origin
 	Target  string
 	Message domain.Message
+	// Done, when set, is called once the edit is recorded on its message (see Done).
+	Done Done `json:"-"`
 }
 
 // Revoked: someone deleted a message they wrote (Target) for everyone.
 type Revoked struct {
 	Origin
 	Target string
+	// Done, when set, is called once the revoke is recorded on its message (see Done).
+	Done Done `json:"-"`
 }
 
 // PollVote: someone voted in a poll (Poll, its message id) for Options (the options' names,
@@ -263,6 +282,9 @@ type PollVote struct {
 	Origin
 	Poll    string
 	Options []string
+	// Done, when set, is called once the vote is recorded on its poll and read as the answer
+	// of an order's confirmation it may be (see Done).
+	Done Done `json:"-"`
 }
 
 // PhoneOffline: the phone the device is linked to has not been seen for a while; WhatsApp
