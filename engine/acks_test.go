@@ -192,3 +192,140 @@ func TestUnclaimTellsWhatItHeld(t *testing.T) {
 	m.unclaim("UNCLAIMED1")
 	toldOnce(t, "a late failure held when resume's claim was undone", ch)
 }
+
+// heldSink is an EventSink whose commits wait while it is held, and which records the events
+// committed.
+type heldSink struct {
+	mu        sync.Mutex
+	gate      chan struct{}
+	waiting   atomic.Int32
+	committed []domain.EventType
+}
+
+func (s *heldSink) Prepare(uid string, ev domain.Event) (PreparedEvent, error) {
+	return PreparedEvent{uid: uid, rec: domain.EventRecord{Type: ev.Type}}, nil
+}
+
+func (s *heldSink) Commit(ctx context.Context, ps []PreparedEvent) error {
+	s.mu.Lock()
+	g := s.gate
+	s.mu.Unlock()
+	if g != nil {
+		s.waiting.Add(1)
+		defer s.waiting.Add(-1)
+		select {
+		case <-g:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range ps {
+		s.committed = append(s.committed, p.rec.Type)
+	}
+	return nil
+}
+
+func (s *heldSink) Committed(PreparedEvent)                                     {}
+func (s *heldSink) ReceiveMessage(context.Context, domain.InboundMessage) error { return nil }
+
+// hold makes the commits wait; the function returned lets them go.
+func (s *heldSink) hold() (release func()) {
+	g := make(chan struct{})
+	s.mu.Lock()
+	s.gate = g
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.gate = nil
+			s.mu.Unlock()
+			close(g)
+		})
+	}
+}
+
+func (s *heldSink) count(t domain.EventType) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.committed {
+		if c == t {
+			n++
+		}
+	}
+	return n
+}
+
+// untold fails t if the Done is told within a while (what must not happen while its event's
+// commit is held).
+func untold(t *testing.T, what string, ch chan error) {
+	t.Helper()
+	select {
+	case err := <-ch:
+		t.Fatalf("%s: Done told (%v) before the event was committed", what, err)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// A receipt's and a reaction's events are committed before their records, and the network's
+// Done told only after both: a kill -9 between the two leaves the record unwritten and the
+// network unacknowledged (it sends the receipt again, which publishes again), never the
+// record kept and the event lost.
+func TestReceiptAndReactionEventsBeforeTheirRecords(t *testing.T) {
+	mem := persist.NewMemory()
+	recs := persist.NewRecords(mem)
+	sink := &heldSink{}
+	e, u, net := gatedEngine(t, recs, Config{Events: sink})
+	ctx := context.Background()
+	sid := e.Sessions.Status(u.ID).ID
+	m, err := e.Messages.Send(ctx, SendRequest{UserID: u.ID, Origin: "api",
+		Message: domain.Message{To: "4915100000002", Kind: domain.KindText, Text: "your order shipped"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "the outcome written, and the simulated phone's delivery", func() bool {
+		recs.Outbox.Flush()
+		got, err := recs.Outbox.Get(m.ID)
+		return err == nil && got.Status == domain.MsgDelivered
+	})
+
+	release := sink.hold()
+	t.Cleanup(release)
+	d, ch := doneCh()
+	net.emit(sid, network.MessageReceipt{IDs: []string{m.ID}, Status: network.StatusRead, At: time.Now(), Done: d})
+	waitUntil(t, 10*time.Second, "the read event's commit held", func() bool { return sink.waiting.Load() > 0 })
+	untold(t, "the read receipt", ch)
+	recs.Outbox.Flush()
+	if _, err := mem.Get([]byte("outbox_receipt/" + m.ID + "/read")); !errors.Is(err, domain.ErrRecordNotFound) {
+		t.Fatalf("the read receipt's record written before its event: %v", err)
+	}
+	release()
+	toldOnce(t, "the read receipt", ch)
+	if _, err := mem.Get([]byte("outbox_receipt/" + m.ID + "/read")); err != nil {
+		t.Fatalf("the read receipt's Done told, its record: %v", err)
+	}
+	if n := sink.count(domain.EventMessageStatus); n < 4 { // queued, sent, delivered, read
+		t.Fatalf("%d message.status events committed", n)
+	}
+
+	release = sink.hold()
+	t.Cleanup(release)
+	d, ch = doneCh()
+	net.emit(sid, network.Reaction{Origin: network.Origin{ID: "R1", From: "4915100000002", At: time.Now()}, Target: m.ID, Emoji: "👍", Done: d})
+	waitUntil(t, 10*time.Second, "the reaction's event's commit held", func() bool { return sink.waiting.Load() > 0 })
+	untold(t, "the reaction", ch)
+	if n, err := recs.Notes.Notes(u.ID, m.ID); err != nil || len(n.Reactions) != 0 {
+		t.Fatalf("the reaction recorded before its event: %+v %v", n, err)
+	}
+	release()
+	toldOnce(t, "the reaction", ch)
+	if n, err := recs.Notes.Notes(u.ID, m.ID); err != nil || len(n.Reactions) != 1 {
+		t.Fatalf("the reaction's Done told, its record: %+v %v", n, err)
+	}
+	if sink.count(domain.EventMessageReaction) != 1 {
+		t.Fatal("no message.reaction event committed")
+	}
+}

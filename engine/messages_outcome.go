@@ -145,7 +145,11 @@ func (m *messages) receiptOf(id string, c domain.StatusChange, done network.Done
 		before := p.entry.Status
 		changed := applyReceipt(&p.entry, c)
 		e = p.entry
-		if moved = changed && e.Status != before; moved {
+		if moved = changed && e.Status != before; moved && done != nil {
+			m.e.pub.messageThen(&e, c.Status, c.At.Time(), m.recordAfterEvent(id, c, done))
+			sh.mu.Unlock()
+			return
+		} else if moved {
 			m.e.pub.message(&e, c.Status, c.At.Time())
 		}
 		sh.mu.Unlock()
@@ -170,11 +174,30 @@ func (m *messages) receiptOf(id string, c domain.StatusChange, done network.Done
 			done.Call(nil) // a repeat, or behind what the message reached
 			return
 		}
-		if moved = e.Status != before; moved {
+		if moved = e.Status != before; moved && done != nil {
+			m.e.pub.messageThen(&e, c.Status, c.At.Time(), m.recordAfterEvent(id, c, done))
+			return
+		} else if moved {
 			m.e.pub.message(&e, c.Status, c.At.Time())
 		}
 	}
 	m.outbox.Receipt(e.ID, c, m.receiptWritten(e.ID, c.Status, moved, done))
+}
+
+// recordAfterEvent writes a receipt's record once its event (message.delivered, read) is
+// durable, then tells done: a network that waits for the record (done set) sends the receipt
+// again until done is told, and that again finds the record written or not; written before its
+// event, a kill -9 between the two kept the record and lost the event for good (the receipt
+// sent again changes nothing, so publishes nothing). This way the worst is the event twice.
+func (m *messages) recordAfterEvent(id string, c domain.StatusChange, done network.Done) func(error) {
+	return func(err error) {
+		if err != nil {
+			m.e.log.Warn("outbox: receipt's event not committed; its record waits for the network to send it again", "message_id", id, "status", c.Status, "err", err)
+			done.Call(err)
+			return
+		}
+		m.outbox.Receipt(id, c, m.receiptWritten(id, c.Status, true, done))
+	}
 }
 
 // receiptWritten logs a receipt's record that failed, and tells done. Apart from receiptOf so
