@@ -203,7 +203,11 @@ type heldSink struct {
 }
 
 func (s *heldSink) Prepare(uid string, ev domain.Event) (PreparedEvent, error) {
-	return PreparedEvent{uid: uid, rec: domain.EventRecord{Type: ev.Type}}, nil
+	t := ev.Type
+	if d, ok := ev.Data.(domain.MessageStatusData); ok {
+		t += domain.EventType("/" + d.Status)
+	}
+	return PreparedEvent{uid: uid, rec: domain.EventRecord{Type: t}}, nil
 }
 
 func (s *heldSink) Commit(ctx context.Context, ps []PreparedEvent) error {
@@ -307,8 +311,8 @@ func TestReceiptAndReactionEventsBeforeTheirRecords(t *testing.T) {
 	if _, err := mem.Get([]byte("outbox_receipt/" + m.ID + "/read")); err != nil {
 		t.Fatalf("the read receipt's Done told, its record: %v", err)
 	}
-	if n := sink.count(domain.EventMessageStatus); n < 4 { // queued, sent, delivered, read
-		t.Fatalf("%d message.status events committed", n)
+	if n := sink.count(domain.EventMessageStatus + "/read"); n != 1 {
+		t.Fatalf("%d message.status read events committed", n)
 	}
 
 	release = sink.hold()
@@ -328,4 +332,36 @@ func TestReceiptAndReactionEventsBeforeTheirRecords(t *testing.T) {
 	if sink.count(domain.EventMessageReaction) != 1 {
 		t.Fatal("no message.reaction event committed")
 	}
+}
+
+// A receipt recorded on its own before its send's outcome, by a process killed before the
+// outcome: the boot sends the message again, and its outcome folds the receipt in, its record
+// and its event (message.status read after sent).
+func TestReceiptRecordedBeforeAKillFoldedIntoTheOutcome(t *testing.T) {
+	recs := persist.NewRecords(persist.NewMemory())
+	sink := &heldSink{}
+	e, u, net := gatedEngine(t, recs, Config{Events: sink})
+	open := net.shut()
+	t.Cleanup(open)
+	m, err := e.Messages.Send(context.Background(), SendRequest{UserID: u.ID, Origin: "api",
+		Message: domain.Message{To: "4915100000003", Kind: domain.KindText, Text: "your order shipped"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "the send in flight", func() bool { return net.waiting.Load() > 0 })
+	// As the last process left it: the read receipt recorded, the message pending; this boot
+	// sends it again.
+	written := make(chan error, 1)
+	recs.Outbox.Receipt(m.ID, domain.StatusChange{Status: domain.MsgRead, At: domain.MillisOf(time.Now())}, func(err error) { written <- err })
+	if err := <-written; err != nil {
+		t.Fatal(err)
+	}
+	e.Messages.msgs.resumed(m.ID)
+	open()
+	waitUntil(t, 10*time.Second, "the outcome, read", func() bool {
+		recs.Outbox.Flush()
+		got, err := recs.Outbox.Get(m.ID)
+		return err == nil && got.Status == domain.MsgRead
+	})
+	waitUntil(t, 10*time.Second, "the read event", func() bool { return sink.count(domain.EventMessageStatus+"/read") == 1 })
 }

@@ -110,6 +110,9 @@ type pending struct {
 	durable bool
 	// late: the network failed the message (after taking it) before its outcome was known.
 	late *lateFailure
+	// resumed: a boot sends it again; receipts that came before the last process had its
+	// outcome may be recorded on their own (receiptOf), and its outcome folds them in.
+	resumed bool
 }
 
 type outcome struct {
@@ -421,6 +424,7 @@ func (ms *Messages) recover(pending []domain.OutboxEntry) (int, error) {
 			continue
 		}
 		ms.msgs.track(entry.ID, res, nil)
+		ms.msgs.resumed(entry.ID)
 		ms.push(ent, entry)
 	}
 	ms.renewMu.Lock()

@@ -18,6 +18,13 @@ import (
 // a crash between the two can undercount by the last few, never count one message twice.
 // Whoever waits is answered at once.
 func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
+	var before []domain.StatusChange // recorded by the last process, before the boot sent it again
+	if m.wasResumed(e.ID) {
+		var err error
+		if before, err = m.outbox.Receipts(e.ID); err != nil {
+			m.e.log.Warn("outbox: receipts recorded before a boot not read; the message's events leave them out", "message_id", e.ID, "err", err)
+		}
+	}
 	// Receipts that overtook the outcome go into the same record (one write, not one each).
 	atOutcome := e
 	atOutcome.History = slices.Clip(e.History)
@@ -32,7 +39,7 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	)
 	if p != nil {
 		late, p.late = p.late, nil
-		for _, c := range p.early {
+		for _, c := range append(before, p.early...) {
 			if e.SetStatus(c.Status, c.At.Time()) {
 				folded = append(folded, c)
 			}

@@ -107,3 +107,22 @@ func (m *messages) unclaim(id string) {
 		m.Failed(id, late.err, late.at, late.done)
 	}
 }
+
+// resumed marks tracked message id as one a boot sends again (pending.resumed).
+func (m *messages) resumed(id string) {
+	sh := m.shard(id)
+	sh.mu.Lock()
+	if p := sh.m[id]; p != nil {
+		p.resumed = true
+	}
+	sh.mu.Unlock()
+}
+
+// wasResumed tells whether message id is tracked as one a boot sends again.
+func (m *messages) wasResumed(id string) bool {
+	sh := m.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	p := sh.m[id]
+	return p != nil && p.resumed && !p.settled
+}
