@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,14 +15,55 @@ import (
 	"github.com/gateway/gateway/persist"
 )
 
+// gate holds what passes it while shut (a send, a commit) and counts what waits.
+type gate struct {
+	mu      sync.Mutex
+	ch      chan struct{} // set: shut until closed
+	waiting atomic.Int32
+}
+
+// shut holds what passes from now on; the function returned lets it go (once).
+func (g *gate) shut() (open func()) {
+	ch := make(chan struct{})
+	g.mu.Lock()
+	g.ch = ch
+	g.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			g.mu.Lock()
+			g.ch = nil
+			g.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+// pass waits while the gate is shut, within ctx.
+func (g *gate) pass(ctx context.Context) error {
+	g.mu.Lock()
+	ch := g.ch
+	g.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	g.waiting.Add(1)
+	defer g.waiting.Add(-1)
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // gateNet is the simulated network whose sends wait while its gate is shut (a send in doubt:
 // its outcome comes late), and which lets the test play the network's events into a session.
 type gateNet struct {
 	*sim.Network
-	mu      sync.Mutex
-	gate    chan struct{} // set: sends wait until it is closed
-	waiting atomic.Int32
-	sinks   map[string]func(network.Event)
+	gate
+	mu    sync.Mutex
+	sinks map[string]func(network.Event)
 }
 
 func (n *gateNet) Open(id string, sink func(network.Event), opts ...network.Option) (network.Client, error) {
@@ -33,23 +72,6 @@ func (n *gateNet) Open(id string, sink func(network.Event), opts ...network.Opti
 	n.sinks[id] = sink
 	n.mu.Unlock()
 	return gateClient{Client: c, n: n}, err
-}
-
-// shut makes the sends wait; the function returned lets them go.
-func (n *gateNet) shut() (open func()) {
-	g := make(chan struct{})
-	n.mu.Lock()
-	n.gate = g
-	n.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			n.mu.Lock()
-			n.gate = nil
-			n.mu.Unlock()
-			close(g)
-		})
-	}
 }
 
 // emit plays ev as session sid's network reports it.
@@ -66,17 +88,8 @@ type gateClient struct {
 }
 
 func (c gateClient) Send(ctx context.Context, m domain.Message) (network.Receipt, error) {
-	c.n.mu.Lock()
-	g := c.n.gate
-	c.n.mu.Unlock()
-	if g != nil {
-		c.n.waiting.Add(1)
-		defer c.n.waiting.Add(-1)
-		select {
-		case <-g:
-		case <-ctx.Done():
-			return network.Receipt{}, ctx.Err()
-		}
+	if err := c.n.pass(ctx); err != nil {
+		return network.Receipt{}, err
 	}
 	return c.Client.Send(ctx, m)
 }
@@ -91,22 +104,7 @@ func gatedEngine(t *testing.T, recs *persist.Records, cfg Config) (*Engine, doma
 	net := &gateNet{Network: s, sinks: map[string]func(network.Event){}}
 	t.Cleanup(func() { s.Close() })
 	cfg.Store, cfg.Records, cfg.Network = recs.Store, recordsOf(recs), net
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg.Plans, cfg.DefaultPlan = Plans{"unlimited": {}}, "unlimited"
-	e, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Stop(context.Background()) })
-	ctx := context.Background()
-	u, err := e.Users.Create(ctx, NewUser{ID: "u1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.Sessions.QR(ctx, u); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, 10*time.Second, "linked", func() bool { return e.Sessions.Status(u.ID).Status == domain.StatusConnected })
+	e, u := startLinked(t, cfg)
 	return e, u, net
 }
 
@@ -196,9 +194,8 @@ func TestUnclaimTellsWhatItHeld(t *testing.T) {
 // heldSink is an EventSink whose commits wait while it is held, and which records the events
 // committed.
 type heldSink struct {
+	gate
 	mu        sync.Mutex
-	gate      chan struct{}
-	waiting   atomic.Int32
 	committed []domain.EventType
 }
 
@@ -211,17 +208,8 @@ func (s *heldSink) Prepare(uid string, ev domain.Event) (PreparedEvent, error) {
 }
 
 func (s *heldSink) Commit(ctx context.Context, ps []PreparedEvent) error {
-	s.mu.Lock()
-	g := s.gate
-	s.mu.Unlock()
-	if g != nil {
-		s.waiting.Add(1)
-		defer s.waiting.Add(-1)
-		select {
-		case <-g:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if err := s.pass(ctx); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -233,23 +221,6 @@ func (s *heldSink) Commit(ctx context.Context, ps []PreparedEvent) error {
 
 func (s *heldSink) Committed(PreparedEvent)                                     {}
 func (s *heldSink) ReceiveMessage(context.Context, domain.InboundMessage) error { return nil }
-
-// hold makes the commits wait; the function returned lets them go.
-func (s *heldSink) hold() (release func()) {
-	g := make(chan struct{})
-	s.mu.Lock()
-	s.gate = g
-	s.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			s.mu.Lock()
-			s.gate = nil
-			s.mu.Unlock()
-			close(g)
-		})
-	}
-}
 
 func (s *heldSink) count(t domain.EventType) int {
 	s.mu.Lock()
@@ -296,7 +267,7 @@ func TestReceiptAndReactionEventsBeforeTheirRecords(t *testing.T) {
 		return err == nil && got.Status == domain.MsgDelivered
 	})
 
-	release := sink.hold()
+	release := sink.shut()
 	t.Cleanup(release)
 	d, ch := doneCh()
 	net.emit(sid, network.MessageReceipt{IDs: []string{m.ID}, Status: network.StatusRead, At: time.Now(), Done: d})
@@ -315,7 +286,7 @@ func TestReceiptAndReactionEventsBeforeTheirRecords(t *testing.T) {
 		t.Fatalf("%d message.status read events committed", n)
 	}
 
-	release = sink.hold()
+	release = sink.shut()
 	t.Cleanup(release)
 	d, ch = doneCh()
 	net.emit(sid, network.Reaction{Origin: network.Origin{ID: "R1", From: "4915100000002", At: time.Now()}, Target: m.ID, Emoji: "👍", Done: d})
