@@ -163,6 +163,28 @@ func TestReceiptBeforeOutcomeRecordedAtOnce(t *testing.T) {
 		return err == nil && got.Status == domain.MsgRead
 	})
 
+	// A failure Meta reports while the send is in doubt: the same, and the outcome fails.
+	open = net.shut()
+	t.Cleanup(open)
+	f, err := e.Messages.Send(ctx, SendRequest{UserID: u.ID, Origin: "api",
+		Message: domain.Message{To: "4915100000004", Kind: domain.KindText, Text: "your order shipped"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "the second send in flight", func() bool { return net.waiting.Load() > 0 })
+	d, ch = doneCh()
+	net.emit(sid, network.MessageReceipt{IDs: []string{f.ID}, Status: network.StatusFailed, At: time.Now(), Err: domain.ErrOutsideServiceWindow, Done: d})
+	toldOnce(t, "the failure of a send in doubt", ch)
+	if _, err := mem.Get([]byte("outbox_receipt/" + f.ID + "/failed")); err != nil {
+		t.Fatalf("the failure's Done told, its record: %v", err)
+	}
+	open()
+	waitUntil(t, 10*time.Second, "the outcome written, failed", func() bool {
+		recs.Outbox.Flush()
+		got, err := recs.Outbox.Get(f.ID)
+		return err == nil && got.Status == domain.MsgFailed && got.Code == domain.CodeOf(domain.ErrOutsideServiceWindow)
+	})
+
 	// An edit, a revoke, a vote: told once recorded on their message.
 	o := network.Origin{ID: "IN1", From: "4915100000001", At: time.Now()}
 	for _, ev := range []network.Event{
@@ -305,9 +327,9 @@ func TestReceiptAndReactionEventsBeforeTheirRecords(t *testing.T) {
 	}
 }
 
-// A receipt recorded on its own before its send's outcome, by a process killed before the
-// outcome: the boot sends the message again, and its outcome folds the receipt in, its record
-// and its event (message.status read after sent).
+// A receipt (or a failure) recorded on its own before its send's outcome, by a process killed
+// before the outcome: the boot sends the message again, and its outcome folds the receipt in,
+// its record and its event (message.status read after sent; failed, with its code).
 func TestReceiptRecordedBeforeAKillFoldedIntoTheOutcome(t *testing.T) {
 	recs := persist.NewRecords(persist.NewMemory())
 	sink := &heldSink{}
@@ -335,4 +357,26 @@ func TestReceiptRecordedBeforeAKillFoldedIntoTheOutcome(t *testing.T) {
 		return err == nil && got.Status == domain.MsgRead
 	})
 	waitUntil(t, 10*time.Second, "the read event", func() bool { return sink.count(domain.EventMessageStatus+"/read") == 1 })
+
+	// A failure recorded so: the outcome fails with its code, and says so.
+	open = net.shut()
+	t.Cleanup(open)
+	f, err := e.Messages.Send(context.Background(), SendRequest{UserID: u.ID, Origin: "api",
+		Message: domain.Message{To: "4915100000005", Kind: domain.KindText, Text: "your order shipped"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "the second send in flight", func() bool { return net.waiting.Load() > 0 })
+	recs.Outbox.Receipt(f.ID, lateRecord(domain.ErrOutsideServiceWindow, time.Now()), func(err error) { written <- err })
+	if err := <-written; err != nil {
+		t.Fatal(err)
+	}
+	e.Messages.msgs.resumed(f.ID)
+	open()
+	waitUntil(t, 10*time.Second, "the outcome, failed", func() bool {
+		recs.Outbox.Flush()
+		got, err := recs.Outbox.Get(f.ID)
+		return err == nil && got.Status == domain.MsgFailed && got.Code == domain.CodeOf(domain.ErrOutsideServiceWindow)
+	})
+	waitUntil(t, 10*time.Second, "the failed event", func() bool { return sink.count(domain.EventMessageStatus+"/failed") == 1 })
 }

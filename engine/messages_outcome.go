@@ -40,6 +40,12 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	if p != nil {
 		late, p.late = p.late, nil
 		for _, c := range append(before, p.early...) {
+			if c.Status == domain.MsgFailed {
+				if late == nil {
+					late = lateOf(c) // recorded by the last process (Failed)
+				}
+				continue
+			}
 			if e.SetStatus(c.Status, c.At.Time()) {
 				folded = append(folded, c)
 			}

@@ -915,7 +915,9 @@ func (o *Outbox) laySettled(e *domain.OutboxEntry) error {
 		return err
 	}
 	for _, c := range rs {
-		e.SetStatus(c.Status, c.At.Time())
+		if e.SetStatus(c.Status, c.At.Time()) && c.Status == domain.MsgFailed {
+			e.Code, e.Error = c.Code, c.Error // a failure recorded before the outcome
+		}
 		if c.Category != "" {
 			e.Pricing = c.Category
 		}
