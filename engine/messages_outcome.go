@@ -148,7 +148,7 @@ func (m *messages) receiptOf(id string, c domain.StatusChange, done network.Done
 		p.early = append(p.early, c)
 		sh.mu.Unlock()
 		if done != nil {
-			m.outbox.Receipt(id, c, m.receiptWritten(id, c.Status, false, done))
+			m.outbox.Receipt(id, c, m.receiptWritten(id, c.Status, true, done))
 		}
 		return
 	}
