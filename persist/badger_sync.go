@@ -79,10 +79,7 @@ func (s *syncer) add(reqs []*commitReq) {
 	}
 	s.mu.Unlock()
 	if full {
-		select { // non-blocking: a signal already waiting does the same
-		case s.gathered <- struct{}{}:
-		default:
-		}
+		s.endGather()
 	}
 	select {
 	case s.kick <- struct{}{}:
@@ -99,10 +96,7 @@ func (s *syncer) close() {
 	s.want = 0
 	s.mu.Unlock()
 	if full {
-		select { // non-blocking: a signal already waiting does the same
-		case s.gathered <- struct{}{}:
-		default:
-		}
+		s.endGather()
 	}
 	select {
 	case s.kick <- struct{}{}:
@@ -184,6 +178,14 @@ func (s *syncer) gather(answered int, took time.Duration) {
 	s.mu.Unlock()
 	select { // a signal sent after the timer fired
 	case <-s.gathered:
+	default:
+	}
+}
+
+// endGather ends gather's wait (non-blocking: a signal already waiting does the same).
+func (s *syncer) endGather() {
+	select {
+	case s.gathered <- struct{}{}:
 	default:
 	}
 }
