@@ -390,6 +390,20 @@ func TestConnectsAfterLinkWhenReconnectFails(t *testing.T) {
 	s.expect("Connected", isConnected)
 }
 
+// The link's socket closes before the client has handled the server's 515 (a loaded client, or
+// a network that loses the last frame with the socket): whatsmeow expects that disconnect and
+// reports nothing, so the adapter must notice the link connection is gone and log in itself,
+// not leave the device linked and offline.
+func TestLinkLogsInWhenTheRestartIsLost(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.srv.SetCutLink(true)
+	h.link(h.open("s1"), phoneA)
+	if n := h.srv.Online(phoneA); n != 1 {
+		t.Fatalf("%d logged-in connections of the device, want 1", n)
+	}
+}
+
 func TestPairPhoneReturnsCode(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
