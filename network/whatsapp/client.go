@@ -64,6 +64,9 @@ type client struct {
 	loop   *connectLoop
 	// loggingIn: the login after linking was started on wa (relogin).
 	loggingIn bool
+	// wantLogin: the server asked for that login (515) while another connect loop was still
+	// running; awaitLogin starts it once that loop is done.
+	wantLogin bool
 	stayDown  bool // Disconnect was called, or the link stopped for good (no Connect since)
 	// online: the last connection event was Connected. whatsmeow's IsLoggedIn is not reset
 	// by Disconnect or a connect failure, so the adapter keeps its own. onlineCh is closed
@@ -187,7 +190,7 @@ func (c *client) replaceWA(dev *store.Device) *whatsmeow.Client {
 	old := c.wa
 	c.gen++
 	c.wa = c.newWA(dev, c.gen)
-	c.waUsed, c.loggingIn = false, false
+	c.waUsed, c.loggingIn, c.wantLogin = false, false, false
 	if c.qr != nil {
 		c.qr.abandon()
 		c.qr = nil
@@ -461,6 +464,11 @@ func (c *client) relogin(gen uint64) {
 	defer c.ctlMu.Unlock()
 	c.mu.Lock()
 	if gen != c.gen || c.closed || c.loop != nil {
+		if gen == c.gen && c.loop != nil && !c.wantLogin {
+			// The link's first connect loop has not returned yet: awaitLogin logs in after it.
+			c.wantLogin = true
+			c.log.Info("a connection attempt is still under way; the login follows it")
+		}
 		c.mu.Unlock()
 		return
 	}
@@ -481,7 +489,7 @@ func (c *client) relogin(gen uint64) {
 func (c *client) awaitLogin(gen uint64, wa *whatsmeow.Client) {
 	t := time.NewTicker(loginPoll)
 	defer t.Stop()
-	gone := 0
+	gone, warned := 0, false
 	for start := time.Now(); ; {
 		select {
 		case <-t.C:
@@ -490,24 +498,31 @@ func (c *client) awaitLogin(gen uint64, wa *whatsmeow.Client) {
 		}
 		c.mu.Lock()
 		done := gen != c.gen || c.closed || c.stayDown || c.online || c.loggingIn
+		want := c.wantLogin && c.loop == nil
 		c.mu.Unlock()
+		var why string
 		switch {
 		case done:
 			return
+		case want:
 		case wa.IsConnected() && time.Since(start) < loginWait:
 			gone = 0
 			continue
 		case wa.IsConnected():
-			c.log.Warn("no restart from the server after linking; logging in as the linked device", "waited", loginWait)
+			why = "no restart from the server after linking"
 		default:
 			// Twice in a row: whatsmeow finishes closing the socket in between.
 			if gone++; gone < 2 {
 				continue
 			}
-			c.log.Warn("the link connection closed before the login started; logging in as the linked device")
+			why = "the link connection closed before the login started"
 		}
+		if why != "" && !warned {
+			warned = true
+			c.log.Warn(why + "; logging in as the linked device")
+		}
+		// Polled again until it is under way: relogin waits out a connect loop still running.
 		c.relogin(gen)
-		return
 	}
 }
 

@@ -404,6 +404,36 @@ func TestLinkLogsInWhenTheRestartIsLost(t *testing.T) {
 	}
 }
 
+// The server's 515 comes while the link's first connect loop has not returned yet (a loaded
+// machine: its goroutine not scheduled since its connection was made): the login waits for
+// that loop and follows it, rather than being dropped.
+func TestLinkLogsInAfterAConnectLoopStillRunning(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	s := h.open("s1")
+	s.connect()
+	qr := s.expect("QRCode", isQR).(network.QRCode)
+	s.c.mu.Lock()
+	late := &connectLoop{stop: make(chan struct{}), done: make(chan struct{})}
+	s.c.loop = late // as the first connect loop still running
+	s.c.mu.Unlock()
+	if err := h.srv.Scan(qr.Code, phoneA); err != nil {
+		t.Fatal(err)
+	}
+	s.expect("Paired", isPaired)
+	waitFor(t, "the login put off", func() bool {
+		s.c.mu.Lock()
+		defer s.c.mu.Unlock()
+		return s.c.wantLogin
+	})
+	s.c.mu.Lock()
+	if s.c.loop == late {
+		s.c.loop = nil // the loop returns
+	}
+	s.c.mu.Unlock()
+	s.expect("Connected", isConnected)
+}
+
 func TestPairPhoneReturnsCode(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
