@@ -370,13 +370,8 @@ func TestConnectsAfterLinkWhenReconnectFails(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	s := h.open("s1")
-	s.connect()
-	qr := s.expect("QRCode", isQR).(network.QRCode)
-	h.srv.SetDown(true) // the link socket stays up; the reconnection after pair-success fails
-	if err := h.srv.Scan(qr.Code, phoneA); err != nil {
-		t.Fatal(err)
-	}
-	s.expect("Paired", isPaired)
+	// The link socket stays up; the reconnection after pair-success fails.
+	h.scan(s, phoneA, func() { h.srv.SetDown(true) })
 	// The failed reconnection's Disconnected may be reported before or after Paired (two
 	// goroutines of whatsmeow race there): wait for it in either order.
 	deadline := time.Now().Add(wait)
@@ -411,16 +406,12 @@ func TestLinkLogsInAfterAConnectLoopStillRunning(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	s := h.open("s1")
-	s.connect()
-	qr := s.expect("QRCode", isQR).(network.QRCode)
-	s.c.mu.Lock()
 	late := &connectLoop{stop: make(chan struct{}), done: make(chan struct{})}
-	s.c.loop = late // as the first connect loop still running
-	s.c.mu.Unlock()
-	if err := h.srv.Scan(qr.Code, phoneA); err != nil {
-		t.Fatal(err)
-	}
-	s.expect("Paired", isPaired)
+	h.scan(s, phoneA, func() {
+		s.c.mu.Lock()
+		s.c.loop = late // as the first connect loop still running
+		s.c.mu.Unlock()
+	})
 	waitFor(t, "the login put off", func() bool {
 		s.c.mu.Lock()
 		defer s.c.mu.Unlock()
