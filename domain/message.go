@@ -214,6 +214,10 @@ type StatusChange struct {
 	// Category is the pricing category Meta gave with a Cloud API status (marketing, utility,
 	// authentication, service...; "" elsewhere).
 	Category string `json:"category,omitempty"`
+	// Code and Error: why, for a failure the network reported before the message's outcome
+	// was known, recorded on its own (status failed; "" elsewhere).
+	Code  string `json:"code,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 // OutboxEntry is one accepted message: committed before it goes to the network, its outcome

@@ -30,11 +30,14 @@ func (m *messages) Failed(id string, err error, at time.Time, done network.Done)
 	sh.mu.Lock()
 	p := sh.m[id]
 	if p != nil && !p.settled {
-		if p.late != nil {
-			defer p.late.done.Call(nil) // replaced by this one (sh.mu is held: called after it)
-		}
-		p.late = &lateFailure{err: err, at: at, done: done}
+		// Applied when the outcome lands; a network that waits for it (a send in doubt may
+		// wait a minute for its outcome) has it recorded now on its own, which the outcome's
+		// read lays over it, and a boot's outcome folds in (lateRecord).
+		p.late = &lateFailure{err: err, at: at}
 		sh.mu.Unlock()
+		if done != nil {
+			m.outbox.Receipt(id, lateRecord(err, at), m.lateWritten(id, done))
+		}
 		return
 	}
 	var e domain.OutboxEntry
@@ -96,5 +99,18 @@ func (m *messages) lateWritten(id string, done network.Done) func(error) {
 type lateFailure struct {
 	err  error
 	at   time.Time
-	done network.Done
+	done network.Done // nil once recorded on its own (Failed)
+}
+
+// lateRecord is a late failure as its own record (a receipt of status failed, with its code).
+func lateRecord(err error, at time.Time) domain.StatusChange {
+	if domain.CodeOf(err) == "" {
+		err = fmt.Errorf("%w: %w", domain.ErrNetwork, err)
+	}
+	return domain.StatusChange{Status: domain.MsgFailed, At: domain.MillisOf(at), Code: domain.CodeOf(err), Error: err.Error()}
+}
+
+// lateOf is a late failure read back from its own record (lateRecord).
+func lateOf(c domain.StatusChange) *lateFailure {
+	return &lateFailure{err: domain.E(c.Code, c.Error), at: c.At.Time()}
 }

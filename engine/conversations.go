@@ -42,8 +42,9 @@ func (n *notes) get(uid, id string) (domain.MessageNotes, error) {
 	return n.store.Notes(uid, id)
 }
 
-// update applies change to a message's notes and writes them when it reports a change.
-func (n *notes) update(ctx context.Context, uid, id string, change func(*domain.MessageNotes) bool) (bool, error) {
+// update applies change to a message's notes and writes them when it reports a change, after
+// before (when set) returned nil: the change's event is durable (noteChange).
+func (n *notes) update(ctx context.Context, uid, id string, change func(*domain.MessageNotes) bool, before func() error) (bool, error) {
 	if n.store == nil {
 		return false, nil
 	}
@@ -56,6 +57,11 @@ func (n *notes) update(ctx context.Context, uid, id string, change func(*domain.
 	}
 	if !change(&cur) {
 		return false, nil
+	}
+	if before != nil {
+		if err := before(); err != nil {
+			return false, err
+		}
 	}
 	return true, n.store.PutNotes(ctx, uid, id, cur)
 }
@@ -368,8 +374,8 @@ func (ms *Messages) noteInBackground(uid, sessionID string, o network.Origin, m 
 }
 
 // noteChange records one reaction, edit, revoke or vote (m's kind: reaction, edit, revoke or
-// poll for a vote) on message target, and publishes its event. The error is the record's
-// (logged here).
+// poll for a vote) on message target, and publishes its event: committed before the record
+// (notes.update's before). The error is the record's or its event's (logged here).
 func (ms *Messages) noteChange(uid, sessionID, target string, o network.Origin, fromMe bool, m domain.Message) error {
 	ctx, cancel := context.WithTimeout(ms.e.stopCtx, ms.e.cfg.AskTimeout)
 	defer cancel()
@@ -381,7 +387,7 @@ func (ms *Messages) noteChange(uid, sessionID, target string, o network.Origin, 
 	change := domain.MessageChange{MessageID: target, SessionID: sessionID, From: from, Phone: o.From, LID: o.FromLID,
 		FromMe: fromMe, Group: o.Group, At: o.At.UTC()}
 	var ev domain.Event
-	changed, err := ms.notes.update(ctx, uid, target, func(n *domain.MessageNotes) bool {
+	_, err := ms.notes.update(ctx, uid, target, func(n *domain.MessageNotes) bool {
 		switch m.Kind {
 		case domain.KindReaction:
 			ev = domain.Event{Type: domain.EventMessageReaction, Data: domain.ReactionData{MessageChange: change, Emoji: m.Emoji}}
@@ -399,14 +405,23 @@ func (ms *Messages) noteChange(uid, sessionID, target string, o network.Origin, 
 			return n.SetVote(domain.Vote{Voter: from, LID: o.FromLID, Options: options, At: at})
 		}
 		return false
+	}, func() error {
+		// The event first, then the record: written before its event, a kill -9 between the
+		// two kept the note and lost the event for good (the network sending the reaction
+		// again finds nothing changed). This way the worst is the event twice.
+		ev.At = o.At
+		committed := make(chan error, 1)
+		ms.e.pub.publishThen(uid, ev, func(err error) { committed <- err })
+		select {
+		case err := <-committed:
+			return err
+		case <-ctx.Done():
+			return fmt.Errorf("%w: the %s's event: %w", domain.ErrUnavailable, m.Kind, ctx.Err())
+		}
 	})
 	if err != nil {
 		ms.e.log.Warn("message notes not kept", "message_id", target, "kind", m.Kind, "err", err)
 		return err
-	}
-	if changed {
-		ev.At = o.At
-		ms.e.pub.publish(uid, ev)
 	}
 	return nil
 }

@@ -245,8 +245,12 @@ func (e *Engine) Stop(ctx context.Context) {
 	e.Messages.stopRenewal()
 	e.Routing.stop()
 	e.Messages.msgs.outbox.Flush()
-	// Every change above has been reported: publish what is queued.
-	defer e.pub.stop(ctx)
+	// Every change above has been reported: publish what is queued, then write the records
+	// written once their events are (a network's receipts: recordAfterEvent).
+	defer func() {
+		e.pub.stop(ctx)
+		e.Messages.msgs.outbox.Flush()
+	}()
 	var accounts []*actor.PID
 	for _, a := range e.Messages.accounts.drain() {
 		accounts = append(accounts, a.pid)

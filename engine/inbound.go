@@ -89,12 +89,18 @@ func (in inbound) Inbound(s domain.Session, ev network.Event) {
 		if m.Text == "" {
 			m.Text = ev.Message.Preview()
 		}
-		go ms.noteChange(uid, s.ID, ev.Target, ev.Origin, false, m)
+		go func() { ev.Done.Call(ms.noteChange(uid, s.ID, ev.Target, ev.Origin, false, m)) }()
 	case network.Revoked:
-		go ms.noteChange(uid, s.ID, ev.Target, ev.Origin, false, domain.Message{Kind: domain.KindRevoke})
+		go func() {
+			ev.Done.Call(ms.noteChange(uid, s.ID, ev.Target, ev.Origin, false, domain.Message{Kind: domain.KindRevoke}))
+		}()
 	case network.PollVote:
-		go ms.noteChange(uid, s.ID, ev.Poll, ev.Origin, false, domain.Message{Kind: domain.KindPoll, Options: ev.Options})
-		e.storeLoopVote(s, ev) // a vote on an order's confirmation
+		// Told once the vote is on its poll and read as a confirmation's answer it may be.
+		done := network.Join(ev.Done, 2)
+		go func() {
+			done.Call(ms.noteChange(uid, s.ID, ev.Poll, ev.Origin, false, domain.Message{Kind: domain.KindPoll, Options: ev.Options}))
+		}()
+		e.storeLoopVote(s, ev, done) // a vote on an order's confirmation
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/gateway/gateway/actors/account"
 	"github.com/gateway/gateway/domain"
-	"github.com/gateway/gateway/network"
 )
 
 // SendRequest is one message to accept for a user (DESIGN.md section 3, flow 1).
@@ -99,11 +98,9 @@ func (sh *pendingShard) keep(id string) {
 type pending struct {
 	res     *Reservation
 	waiters []chan outcome
-	// receipts that came before the outcome: reported after it, in order; earlyDone, their
-	// networks' Dones (network.Done: the Cloud API's webhook waits for them), called once the
-	// outcome they are folded into is written.
-	early     []domain.StatusChange
-	earlyDone []network.Done
+	// receipts that came before the outcome: folded into it and reported after it, in order
+	// (each is its own record already when its network waits for it: receiptOf).
+	early []domain.StatusChange
 	// settled: the outcome is known and being written; entry is the message as it stands
 	// until that write lands (a receipt or a wait then reads it here, not from storage).
 	settled bool
@@ -113,6 +110,9 @@ type pending struct {
 	durable bool
 	// late: the network failed the message (after taking it) before its outcome was known.
 	late *lateFailure
+	// resumed: a boot sends it again; receipts that came before the last process had its
+	// outcome may be recorded on their own (receiptOf), and its outcome folds them in.
+	resumed bool
 }
 
 type outcome struct {
@@ -424,6 +424,7 @@ func (ms *Messages) recover(pending []domain.OutboxEntry) (int, error) {
 			continue
 		}
 		ms.msgs.track(entry.ID, res, nil)
+		ms.msgs.resumed(entry.ID)
 		ms.push(ent, entry)
 	}
 	ms.renewMu.Lock()

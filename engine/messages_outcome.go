@@ -18,6 +18,13 @@ import (
 // a crash between the two can undercount by the last few, never count one message twice.
 // Whoever waits is answered at once.
 func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
+	var before []domain.StatusChange // recorded by the last process, before the boot sent it again
+	if m.wasResumed(e.ID) {
+		var err error
+		if before, err = m.outbox.Receipts(e.ID); err != nil {
+			m.e.log.Warn("outbox: receipts recorded before a boot not read; the message's events leave them out", "message_id", e.ID, "err", err)
+		}
+	}
 	// Receipts that overtook the outcome go into the same record (one write, not one each).
 	atOutcome := e
 	atOutcome.History = slices.Clip(e.History)
@@ -28,12 +35,17 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 		folded  []domain.StatusChange
 		waiters []chan outcome
 		late    *lateFailure
-		after   []network.Done // the early receipts' Dones: told once the outcome is written
+		after   []network.Done // a late failure's Done, when moot: told once the outcome is written
 	)
 	if p != nil {
 		late, p.late = p.late, nil
-		after, p.earlyDone = p.earlyDone, nil
-		for _, c := range p.early {
+		for _, c := range append(before, p.early...) {
+			if c.Status == domain.MsgFailed {
+				if late == nil {
+					late = lateOf(c) // recorded by the last process (Failed)
+				}
+				continue
+			}
 			if e.SetStatus(c.Status, c.At.Time()) {
 				folded = append(folded, c)
 			}
@@ -128,11 +140,16 @@ func (m *messages) receiptOf(id string, c domain.StatusChange, done network.Done
 	sh.mu.Lock()
 	p := sh.m[id]
 	if p != nil && !p.settled {
+		// Folded into the outcome (its record and its events, in order) when it lands. A
+		// network that waits for the receipt's record (a send in doubt may wait a minute for
+		// its outcome: meanwhile WhatsApp's connection and Meta's webhook would wait) has it
+		// written now, its own record, which the outcome's read lays over it: durable, and
+		// never behind the outcome.
 		p.early = append(p.early, c)
-		if done != nil {
-			p.earlyDone = append(p.earlyDone, done)
-		}
 		sh.mu.Unlock()
+		if done != nil {
+			m.outbox.Receipt(id, c, m.receiptWritten(id, c.Status, true, done))
+		}
 		return
 	}
 	var e domain.OutboxEntry
@@ -141,7 +158,11 @@ func (m *messages) receiptOf(id string, c domain.StatusChange, done network.Done
 		before := p.entry.Status
 		changed := applyReceipt(&p.entry, c)
 		e = p.entry
-		if moved = changed && e.Status != before; moved {
+		if moved = changed && e.Status != before; moved && done != nil {
+			m.e.pub.messageThen(&e, c.Status, c.At.Time(), m.recordAfterEvent(id, c, done))
+			sh.mu.Unlock()
+			return
+		} else if moved {
 			m.e.pub.message(&e, c.Status, c.At.Time())
 		}
 		sh.mu.Unlock()
@@ -166,11 +187,30 @@ func (m *messages) receiptOf(id string, c domain.StatusChange, done network.Done
 			done.Call(nil) // a repeat, or behind what the message reached
 			return
 		}
-		if moved = e.Status != before; moved {
+		if moved = e.Status != before; moved && done != nil {
+			m.e.pub.messageThen(&e, c.Status, c.At.Time(), m.recordAfterEvent(id, c, done))
+			return
+		} else if moved {
 			m.e.pub.message(&e, c.Status, c.At.Time())
 		}
 	}
 	m.outbox.Receipt(e.ID, c, m.receiptWritten(e.ID, c.Status, moved, done))
+}
+
+// recordAfterEvent writes a receipt's record once its event (message.delivered, read) is
+// durable, then tells done: a network that waits for the record (done set) sends the receipt
+// again until done is told, and that again finds the record written or not; written before its
+// event, a kill -9 between the two kept the record and lost the event for good (the receipt
+// sent again changes nothing, so publishes nothing). This way the worst is the event twice.
+func (m *messages) recordAfterEvent(id string, c domain.StatusChange, done network.Done) func(error) {
+	return func(err error) {
+		if err != nil {
+			m.e.log.Warn("outbox: receipt's event not committed; its record waits for the network to send it again", "message_id", id, "status", c.Status, "err", err)
+			done.Call(err)
+			return
+		}
+		m.outbox.Receipt(id, c, m.receiptWritten(id, c.Status, true, done))
+	}
 }
 
 // receiptWritten logs a receipt's record that failed, and tells done. Apart from receiptOf so

@@ -77,14 +77,22 @@ func (m *messages) tracked(id string) bool {
 	return sh.m[id] != nil
 }
 
-// unclaim undoes resume's track (its reservation goes back).
+// unclaim undoes resume's track (its reservation goes back). What the network reported on the
+// message meanwhile (a receipt, a late failure, held for the outcome with the Done its network
+// waits on) is applied to the message as it stands, as it would be untracked: every Done is
+// told once.
 func (m *messages) unclaim(id string) {
 	sh := m.shard(id)
 	sh.mu.Lock()
 	p := sh.m[id]
+	var (
+		early []domain.StatusChange
+		late  *lateFailure
+	)
 	if p != nil && !p.settled {
 		delete(sh.m, id)
 		m.depth.Add(-1)
+		early, late = p.early, p.late
 	} else {
 		p = nil
 	}
@@ -92,4 +100,29 @@ func (m *messages) unclaim(id string) {
 	if p != nil && p.res != nil {
 		p.res.Release()
 	}
+	for _, c := range early {
+		m.receiptOf(id, c, nil)
+	}
+	if late != nil {
+		m.Failed(id, late.err, late.at, late.done)
+	}
+}
+
+// resumed marks tracked message id as one a boot sends again (pending.resumed).
+func (m *messages) resumed(id string) {
+	sh := m.shard(id)
+	sh.mu.Lock()
+	if p := sh.m[id]; p != nil {
+		p.resumed = true
+	}
+	sh.mu.Unlock()
+}
+
+// wasResumed tells whether message id is tracked as one a boot sends again.
+func (m *messages) wasResumed(id string) bool {
+	sh := m.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	p := sh.m[id]
+	return p != nil && p.resumed && !p.settled
 }

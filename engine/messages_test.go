@@ -139,8 +139,16 @@ func linkedEngineWith(t *testing.T, recs *persist.Records, r Records, partitions
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { net.Close() })
-	e, err := New(Config{Store: recs.Store, Records: r, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Plans: Plans{"unlimited": {}}, DefaultPlan: "unlimited", Network: net, Partitions: partitions})
+	return startLinked(t, Config{Store: recs.Store, Records: r, Network: net, Partitions: partitions})
+}
+
+// startLinked starts an engine on cfg (with no logs and an unlimited plan), with user u1 whose
+// session is linked on cfg's network (a simulated one, or one over it); it stops with the test.
+func startLinked(t *testing.T, cfg Config) (*Engine, domain.User) {
+	t.Helper()
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.Plans, cfg.DefaultPlan = Plans{"unlimited": {}}, "unlimited"
+	e, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -50,6 +51,8 @@ type publisher struct {
 type pub struct {
 	uid string
 	ev  domain.Event
+	// then, when set, is told once the event is durable (nil) or will not be (publishThen).
+	then func(error)
 }
 
 // publishBatch is the most events one commit carries.
@@ -72,8 +75,21 @@ func newPublisher(sink EventSink, log interface{ Warn(string, ...any) }, queue i
 }
 
 // publish queues an event (nil publisher: events are off).
-func (p *publisher) publish(uid string, ev domain.Event) {
+func (p *publisher) publish(uid string, ev domain.Event) { p.publishThen(uid, ev, nil) }
+
+// errEventDropped tells publishThen's then that its event was not committed (the engine
+// stopped first).
+var errEventDropped = fmt.Errorf("%w: the engine stopped before the event was committed", domain.ErrUnavailable)
+
+// publishThen is publish telling then (when set) once the event is durable, or with an error
+// once it will not be: at once when events are off. then runs on the publisher's goroutine
+// and must not block. A change whose record must not outlive a lost event (a receipt, a
+// reaction: their network sends them again only while unacknowledged) is written from then.
+func (p *publisher) publishThen(uid string, ev domain.Event, then func(error)) {
 	if p == nil || uid == "" {
+		if then != nil {
+			then(nil)
+		}
 		return
 	}
 	if ev.At.IsZero() {
@@ -83,19 +99,30 @@ func (p *publisher) publish(uid string, ev domain.Event) {
 	defer p.mu.RUnlock()
 	if p.closed {
 		p.log.Warn("events: a change reported after the engine stopped; its event is dropped", "type", ev.Type, "user_id", uid)
+		if then != nil {
+			then(errEventDropped)
+		}
 		return
 	}
-	p.ch <- pub{uid: uid, ev: ev}
+	p.ch <- pub{uid: uid, ev: ev, then: then}
 }
 
 // message publishes a message.status event of e as it stands, unless nothing would take it.
 // Whether something would is also what prepare decides on the publisher's goroutine a moment
 // later: a subscription or a stream that starts in between gets the next event.
 func (p *publisher) message(e *domain.OutboxEntry, status domain.MessageStatus, at time.Time) {
+	p.messageThen(e, status, at, nil)
+}
+
+// messageThen is message telling then as publishThen does (at once when nothing takes it).
+func (p *publisher) messageThen(e *domain.OutboxEntry, status domain.MessageStatus, at time.Time, then func(error)) {
 	if p == nil || e.UserID == "" || (p.quiet != nil && p.quiet(e.UserID)) {
+		if then != nil {
+			then(nil)
+		}
 		return
 	}
-	p.publish(e.UserID, messageEvent(*e, status, at))
+	p.publishThen(e.UserID, messageEvent(*e, status, at), then)
 }
 
 func (p *publisher) run() {
@@ -124,9 +151,19 @@ func (p *publisher) run() {
 			}
 			preps = append(preps, pe)
 		}
-		if p.commit(preps) {
+		committed := p.commit(preps)
+		if committed {
 			for _, pe := range preps {
 				p.sink.Committed(pe)
+			}
+		}
+		for _, b := range batch {
+			switch {
+			case b.then == nil:
+			case committed:
+				b.then(nil) // an event that failed to prepare is one nothing takes
+			default:
+				b.then(errEventDropped)
 			}
 		}
 	}

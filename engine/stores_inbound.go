@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/gateway/gateway/domain"
@@ -38,12 +40,21 @@ func (e *Engine) storeLoopIncoming(ctx context.Context, s domain.Session, m netw
 }
 
 // storeLoopVote reads a vote on a poll: one that asks an order's confirmation is its answer.
-func (e *Engine) storeLoopVote(s domain.Session, v network.PollVote) {
+// done is told once it is read (with the answer's write failing it: the network delivers the
+// vote again, and an answer recorded twice is a no-op).
+func (e *Engine) storeLoopVote(s domain.Session, v network.PollVote, done network.Done) {
 	if s.AssignedTo == "" || v.Group != "" {
+		done.Call(nil)
 		return
 	}
 	uid := s.AssignedTo
-	e.inContactLane(s.ID+"|"+v.From, func(ctx context.Context) { e.Stores.s.voteAnswer(ctx, uid, v.Poll, v.From, v.Options) })
+	started := e.inContactLane(s.ID+"|"+v.From, func(ctx context.Context) {
+		_, err := e.Stores.s.voteAnswer(ctx, uid, v.Poll, v.From, v.Options)
+		done.Call(errors.Join(err, ctx.Err()))
+	})
+	if !started {
+		done.Call(fmt.Errorf("%w: the gateway is stopping", domain.ErrUnavailable))
+	}
 }
 
 // contactLanes runs the work on what one contact wrote to one session in the order they wrote

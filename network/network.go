@@ -216,44 +216,56 @@ type Reaction struct {
 
 // DoneOf is the Done an event carries (nil when it carries none).
 func DoneOf(ev Event) Done {
-	switch ev := ev.(type) {
-	case Incoming:
-		return ev.Done
-	case MessageReceipt:
-		return ev.Done
-	case Reaction:
-		return ev.Done
+	if c, ok := ev.(carrier); ok {
+		return c.done()
 	}
 	return nil
 }
 
 // WithDone is ev carrying d, for the events that carry a Done (ok false: ev carries none).
 func WithDone(ev Event, d Done) (_ Event, ok bool) {
-	switch e := ev.(type) {
-	case Incoming:
-		e.Done = d
-		return e, true
-	case MessageReceipt:
-		e.Done = d
-		return e, true
-	case Reaction:
-		e.Done = d
-		return e, true
+	if c, ok := ev.(carrier); ok {
+		return c.withDone(d), true
 	}
 	return ev, false
 }
+
+// carrier is an event that carries a Done: what a contact does (a message, a reaction, an
+// edit, a revoke, a vote) and a receipt.
+type carrier interface {
+	done() Done
+	withDone(Done) Event
+}
+
+func (e Incoming) done() Done       { return e.Done }
+func (e MessageReceipt) done() Done { return e.Done }
+func (e Reaction) done() Done       { return e.Done }
+func (e Edited) done() Done         { return e.Done }
+func (e Revoked) done() Done        { return e.Done }
+func (e PollVote) done() Done       { return e.Done }
+
+func (e Incoming) withDone(d Done) Event       { e.Done = d; return e }
+func (e MessageReceipt) withDone(d Done) Event { e.Done = d; return e }
+func (e Reaction) withDone(d Done) Event       { e.Done = d; return e }
+func (e Edited) withDone(d Done) Event         { e.Done = d; return e }
+func (e Revoked) withDone(d Done) Event        { e.Done = d; return e }
+func (e PollVote) withDone(d Done) Event       { e.Done = d; return e }
 
 // Edited: someone changed the text of a message they wrote (Target); Message is the new content.
 type Edited struct {
 	Origin
 	Target  string
 	Message domain.Message
+	// Done, when set, is called once the edit is recorded on its message (see Done).
+	Done Done `json:"-"`
 }
 
 // Revoked: someone deleted a message they wrote (Target) for everyone.
 type Revoked struct {
 	Origin
 	Target string
+	// Done, when set, is called once the revoke is recorded on its message (see Done).
+	Done Done `json:"-"`
 }
 
 // PollVote: someone voted in a poll (Poll, its message id) for Options (the options' names,
@@ -263,6 +275,9 @@ type PollVote struct {
 	Origin
 	Poll    string
 	Options []string
+	// Done, when set, is called once the vote is recorded on its poll and read as the answer
+	// of an order's confirmation it may be (see Done).
+	Done Done `json:"-"`
 }
 
 // PhoneOffline: the phone the device is linked to has not been seen for a while; WhatsApp

@@ -21,7 +21,8 @@ import (
 // message itself, its one record at accept), incoming ones are written by Webhooks.SaveInbound
 // with their message.received event.
 //
-//	msg_log/<uid>/<unix ms: 13 digits>/in/<msgID>    domain.LogEntry (v1), TTL 7 days
+//	msg_log/<uid>/<unix ms: 13 digits>/in/<msgID>/<session>  domain.LogEntry (v1), TTL 7 days
+//	                                                   (before: .../in/<msgID>, still read)
 //	msg_log/<uid>/<unix ms: 13 digits>/out/<msgID>   the accept record (v3), TTL 14 days (listed while
 //	                                                   its outcome lives: 7 days)
 //
@@ -101,31 +102,54 @@ func decodeLog(pos, value []byte) (e domain.LogEntry, listed bool, err error) {
 }
 
 // InOps are the index entries of an incoming message: the whole message in the history, and
-// its id's entry (msg_in/<uid>/<id>: the history key after the user's prefix), by which a reply
-// or a read mark finds it.
+// its id's entry (msg_in/<uid>/<id>/<session>: the history key after the user's prefix), by
+// which a reply or a read mark finds it. Both are per session: a group message two of the
+// user's sessions got is two messages (each session's copy kept and published), and the
+// network sending one session's copy again is the same one (Webhooks.SaveInbound).
 func (l *MessageLog) InOps(m domain.InboundMessage) ([]Op, error) {
 	if m.UserID == "" || m.ID == "" {
 		return nil, fmt.Errorf("%w: a message log entry needs a user and an id", domain.ErrRecordInvalid)
 	}
-	pos := logPos(m.Timestamp, domain.DirIn, m.ID)
+	pos := logPos(m.Timestamp, domain.DirIn, m.ID) + "/" + url.PathEscape(m.SessionID)
 	op, err := l.t.PutTTLOp(logUserPrefix(m.UserID)+pos,
 		domain.LogEntry{Dir: domain.DirIn, ID: m.ID, SessionID: m.SessionID, Peer: m.From, At: m.Timestamp, In: &m}, domain.InboundRetention)
 	if err != nil {
 		return nil, err
 	}
-	idx := Op{Key: inboundIDKey(m.UserID, m.ID), Value: []byte(pos), TTL: domain.InboundRetention}
+	idx := Op{Key: inboundIDKey(m.UserID, m.SessionID, m.ID), Value: []byte(pos), TTL: domain.InboundRetention}
 	return []Op{op, idx}, nil
 }
 
-// inboundIDKey is the key of the index entry of the user's incoming message id.
-func inboundIDKey(uid, id string) []byte {
+// inboundIDKey is the key of the index entry of incoming message id as session sid got it.
+func inboundIDKey(uid, sid, id string) []byte {
+	return []byte(inboundIDTable + "/" + logUserPrefix(uid) + id + "/" + url.PathEscape(sid))
+}
+
+// userInboundIDKey is the index entry's key before it was per session (msg_in/<uid>/<id>,
+// one per user; history positions <ms>/in/<id>): still read, and still a message kept under
+// it, whichever session got it, is not kept again (its 7 days run out on their own).
+func userInboundIDKey(uid, id string) []byte {
 	return []byte(inboundIDTable + "/" + logUserPrefix(uid) + id)
 }
 
 // Inbound returns one of the user's incoming messages by id (domain.ErrRecordNotFound when
-// none was kept).
+// none was kept): a message two of the user's sessions got is the first session's copy (by
+// session id).
 func (l *MessageLog) Inbound(uid, id string) (domain.InboundMessage, error) {
-	pos, err := l.kv.Get(inboundIDKey(uid, id))
+	pos, err := l.kv.Get(userInboundIDKey(uid, id))
+	if errors.Is(err, domain.ErrRecordNotFound) {
+		prefix := append(userInboundIDKey(uid, id), '/')
+		err = stopped(l.kv.Scan(prefix, func(k, v []byte) error {
+			if bytes.IndexByte(k[len(prefix):], '/') >= 0 {
+				return nil // another id's ("<id>/..."): a session's part has no '/'
+			}
+			pos = slices.Clone(v)
+			return errStopScan
+		}))
+		if err == nil && pos == nil {
+			err = fmt.Errorf("%w: %s: %s", domain.ErrRecordNotFound, inboundIDTable, id)
+		}
+	}
 	if err != nil {
 		return domain.InboundMessage{}, err
 	}

@@ -126,3 +126,73 @@ func TestAdoptInbound(t *testing.T) {
 		t.Fatalf("a second run moved %d", n)
 	}
 }
+
+// An incoming message is kept once per session: the network sending a session's copy again is
+// the same message, and another session of the user's getting it (a group both numbers are
+// in) keeps its own copy. A message kept under the user's key of before (one per user) is
+// read by id and not kept again.
+func TestInboundKeptPerSession(t *testing.T) {
+	for _, impl := range kvImpls() {
+		t.Run(impl.name, func(t *testing.T) {
+			kv := impl.open(t)
+			ctx := context.Background()
+			w, l := NewWebhooks(kv), NewMessageLog(kv)
+			at := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+			m := domain.InboundMessage{ID: "3EB0GROUP1", UserID: "u", SessionID: "s1", From: "1555", Group: "120363000000000001@g.us",
+				Type: "text", Kind: "text", Text: "who brings the cake?", Timestamp: at}
+			if err := w.SaveInbound(ctx, m, nil, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.SaveInbound(ctx, m, nil, nil, nil); !errors.Is(err, domain.ErrRecordExists) {
+				t.Fatalf("the same session's copy again: %v, want ErrRecordExists", err)
+			}
+			m2 := m
+			m2.SessionID = "s2"
+			if err := w.SaveInbound(ctx, m2, nil, nil, nil); err != nil {
+				t.Fatalf("another session's copy: %v", err)
+			}
+			var sessions []string
+			_ = l.ScanLog("u", domain.LogScan{}, func(_ string, e domain.LogEntry) (bool, error) {
+				sessions = append(sessions, e.ID+"@"+e.SessionID)
+				return true, nil
+			})
+			slices.Sort(sessions)
+			if want := []string{"3EB0GROUP1@s1", "3EB0GROUP1@s2"}; !slices.Equal(sessions, want) {
+				t.Fatalf("history %v, want %v", sessions, want)
+			}
+			if in, err := l.Inbound("u", m.ID); err != nil || in.SessionID != "s1" {
+				t.Fatalf("by id: %+v %v, want s1's copy", in, err)
+			}
+
+			// Kept before the key was per session: read, and not kept again.
+			pos := logPos(at, domain.DirIn, "OLD1")
+			old := m
+			old.ID = "OLD1"
+			put, err := l.t.PutTTLOp(logUserPrefix("u")+pos, domain.LogEntry{Dir: domain.DirIn, ID: "OLD1", SessionID: "s1", Peer: "1555", At: at, In: &old}, domain.InboundRetention)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := kv.Commit(ctx, put, Op{Key: userInboundIDKey("u", "OLD1"), Value: []byte(pos), TTL: domain.InboundRetention}); err != nil {
+				t.Fatal(err)
+			}
+			if in, err := l.Inbound("u", "OLD1"); err != nil || in.Text != m.Text {
+				t.Fatalf("an old message by id: %+v %v", in, err)
+			}
+			if err := w.SaveInbound(ctx, old, nil, nil, nil); !errors.Is(err, domain.ErrRecordExists) {
+				t.Fatalf("an old message sent again: %v, want ErrRecordExists", err)
+			}
+			// Ids are exact: "X" is not "X/Y".
+			slash := m
+			slash.ID = "wamid.X/Y"
+			if err := w.SaveInbound(ctx, slash, nil, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.Inbound("u", "wamid.X"); !errors.Is(err, domain.ErrRecordNotFound) {
+				t.Fatalf("wamid.X found as wamid.X/Y's prefix: %v", err)
+			}
+			if in, err := l.Inbound("u", "wamid.X/Y"); err != nil || in.ID != "wamid.X/Y" {
+				t.Fatalf("wamid.X/Y: %+v %v", in, err)
+			}
+		})
+	}
+}

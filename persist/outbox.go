@@ -893,18 +893,31 @@ func (o *Outbox) getOlder(id string, settled bool, c outcome, full bool) (domain
 	return e, o.laySettled(&e)
 }
 
-// laySettled lays a settled message's receipts over it.
-func (o *Outbox) laySettled(e *domain.OutboxEntry) error {
+// Receipts returns the receipts recorded of message id on their own (Receipt), furthest last:
+// those that came before its outcome are there while it is pending (the engine folds them
+// into the outcome of a message a boot sends again).
+func (o *Outbox) Receipts(id string) ([]domain.StatusChange, error) {
 	var rs []domain.StatusChange
-	if err := o.receipts.Scan(e.ID+"/", func(_ string, c domain.StatusChange) error {
+	if err := o.receipts.Scan(id+"/", func(_ string, c domain.StatusChange) error {
 		rs = append(rs, c)
 		return nil
 	}); err != nil {
-		return err
+		return nil, err
 	}
 	sort.Slice(rs, func(i, j int) bool { return domain.StatusRank(rs[i].Status) < domain.StatusRank(rs[j].Status) })
+	return rs, nil
+}
+
+// laySettled lays a settled message's receipts over it.
+func (o *Outbox) laySettled(e *domain.OutboxEntry) error {
+	rs, err := o.Receipts(e.ID)
+	if err != nil {
+		return err
+	}
 	for _, c := range rs {
-		e.SetStatus(c.Status, c.At.Time())
+		if e.SetStatus(c.Status, c.At.Time()) && c.Status == domain.MsgFailed {
+			e.Code, e.Error = c.Code, c.Error // a failure recorded before the outcome
+		}
 		if c.Category != "" {
 			e.Pricing = c.Category
 		}

@@ -377,9 +377,11 @@ func (w *Webhooks) Attempts(subID string) ([]domain.WebhookAttempt, error) {
 
 // SaveInbound commits incoming message m (its history entry, MessageLog), the deliveries of
 // its message.received event and the event's records (as AppendEvents) in one commit: the
-// message is listed if and only if its event is queued. A message of the user's kept already
-// under its id (the network sent it again: Meta sends a webhook it got no 200 for again) is
-// ErrExists, nothing written: its event is not queued twice.
+// message is listed if and only if its event is queued. A message the session kept already
+// under its id (the network sent it again: Meta sends a webhook it got no 200 for again), or
+// one kept under the user's key of before (MessageLog.InOps), is ErrExists, nothing written:
+// its event is not queued twice. Another session of the user's getting the same message (a
+// group both numbers are in) keeps and publishes its own copy.
 func (w *Webhooks) SaveInbound(ctx context.Context, m domain.InboundMessage, ds []domain.WebhookDelivery, journaled, forwarded []domain.EventRecord) error {
 	in, err := w.log.InOps(m)
 	if err != nil {
@@ -389,7 +391,7 @@ func (w *Webhooks) SaveInbound(ctx context.Context, m domain.InboundMessage, ds 
 	if err != nil {
 		return err
 	}
-	ops = append(ops, IfAbsentOp(inboundIDKey(m.UserID, m.ID)))
+	ops = append(ops, IfAbsentOp(inboundIDKey(m.UserID, m.SessionID, m.ID)), IfAbsentOp(userInboundIDKey(m.UserID, m.ID)))
 	return w.kv.Commit(ctx, append(ops, in...)...)
 }
 

@@ -119,7 +119,7 @@ func TestNewContactCapAndRamp(t *testing.T) {
 	// Ramp: 5 on the day of the link, 7 the next day, 10 from day 2.
 	r := newRig(t, "447700900001", domain.Pacing{NewContactsPerDay: 10, RampDays: 2})
 	r.do(func(s *Session) { s.prot.LinkedAt = domain.MillisOf(t0) })
-	r.hw.Send(r.pid, netEvent{network.Incoming{Origin: network.Origin{From: "15550000099", At: t0}}})
+	r.hw.Send(r.pid, netEvent{ev: network.Incoming{Origin: network.Origin{From: "15550000099", At: t0}}})
 	for i := range 7 {
 		r.send(fmt.Sprint("155500001", i))
 	}
@@ -352,7 +352,7 @@ func TestRestartFromTheRecords(t *testing.T) {
 		}
 		return nil
 	})
-	r.hw.Send(r.pid, netEvent{network.Incoming{Origin: network.Origin{From: "15550000463", At: t0}}}) // it wrote: sent during the timelock
+	r.hw.Send(r.pid, netEvent{ev: network.Incoming{Origin: network.Origin{From: "15550000463", At: t0}}}) // it wrote: sent during the timelock
 	marked := r.send("15550000463")
 	r.advance(notReachableRetry)
 	r.waitOutcome(marked)

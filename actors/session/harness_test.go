@@ -290,6 +290,7 @@ type rig struct {
 	store   *memSessions
 	out     *fakeDeliveries
 	events  *fakeEvents
+	inbound Inbound // nil: none (set before a spawn)
 	view    *viewBox
 	pacing  domain.Pacing
 	seq     int
@@ -325,7 +326,7 @@ func (r *rig) spawn() {
 		Store: r.store, Network: r.net, Clock: testClock{r.clock},
 		Log:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Publisher: r.view, Deliveries: r.out, Records: r.records, Events: r.events,
-		Pacing: r.pacing, SendTimeout: 5 * time.Second, Queue: r.queue,
+		Pacing: r.pacing, SendTimeout: 5 * time.Second, Queue: r.queue, Inbound: r.inbound,
 	}
 	st, _ := r.store.GetSession(r.id)
 	var s *Session

@@ -126,7 +126,11 @@ type (
 		Reply  chan Reply
 	}
 
-	netEvent    struct{ ev network.Event }
+	// netEvent is an event of the network; held, the token of its Done (0: none; held.go).
+	netEvent struct {
+		ev   network.Event
+		held uint64
+	}
 	connectDone struct{ err error }
 	connectNow  struct{}
 	logoutDone  struct {
@@ -181,6 +185,10 @@ type Session struct {
 	closers []chan Reply
 	// booked: numbers the contact book recorded as written to, by the hour (bookSent).
 	booked map[string]int64
+	// inHand: the Done of the network event being handled, until handed on (held.go);
+	// panicked: this actor panicked (hollywood restarts it: its Stopped is not the end).
+	inHand   network.Done
+	panicked bool
 }
 
 // New returns the producer of a session actor starting from its snapshot.
@@ -210,6 +218,7 @@ func (s *Session) Receive(c *actor.Context) {
 	}
 	s.sq.mu.Lock()
 	defer s.sq.mu.Unlock()
+	defer s.failOnPanic()
 	switch m := c.Message().(type) {
 	case *Enqueue:
 		s.enqueue(&m.Entry)
@@ -222,10 +231,23 @@ func (s *Session) Receive(c *actor.Context) {
 // more, its batch in flight is waited for (at most one send timeout), then it exits and the
 // client disconnects.
 func (s *Session) stopped() {
+	if s.panicked {
+		// Hollywood delivers Stopped before restarting an actor that panicked: its successor
+		// takes the queue, the worker and the held Dones over (started). The client
+		// reconnects then, as it always did.
+		if s.client != nil {
+			s.client.Disconnect()
+		}
+		return
+	}
 	s.sq.mu.Lock()
 	s.sq.stopped = true
 	client := s.client
+	held := s.sq.dropHeld()
 	s.sq.mu.Unlock()
+	for _, d := range held {
+		d.Call(errStopped) // never taken: the network delivers them again
+	}
 	done := make(chan struct{})
 	go func() { s.sq.inflight.Wait(); close(done) }()
 	select {
@@ -300,7 +322,15 @@ func (s *Session) receive(c *actor.Context) {
 		s.stir()
 		s.wake()
 	case netEvent:
-		s.onNetEvent(m.ev)
+		ev, ok := s.takeNet(m)
+		if !ok {
+			return
+		}
+		s.onNetEvent(ev)
+		if d := s.inHand; d != nil {
+			s.inHand = nil
+			d.Call(nil) // an event this actor keeps nothing of
+		}
 		s.stir()
 		s.wake()
 	case connectNow:
@@ -428,16 +458,16 @@ func (s *Session) open(c *actor.Context) (network.Client, error) {
 	if s.deps.SendLog != nil {
 		opts = append(opts, network.WithSendLog(s.deps.SendLog))
 	}
-	deliveries := s.deps.Deliveries
+	deliveries, sq := s.deps.Deliveries, s.sq
 	return s.deps.Network.Open(s.st.ID, func(ev network.Event) {
 		if r, ok := ev.(network.MessageReceipt); ok {
 			// A receipt changes nothing the actor owns: it goes straight to the message facet
-			// (which holds one that overtakes its message's outcome until then), sparing a
+			// (which folds one that overtakes its message's outcome into it), sparing a
 			// mailbox round and a scan of the queue per message.
 			receipt(deliveries, r)
 			return
 		}
-		hw.Send(self, netEvent{ev})
+		sq.sendNet(hw, self, ev)
 	}, opts...)
 }
 
@@ -590,8 +620,10 @@ func (s *Session) onNetEvent(ev network.Event) {
 func (s *Session) inbound(e network.Event) {
 	if s.deps.Inbound != nil {
 		s.deps.Inbound.Inbound(s.st, e)
+		s.handOn()
 		return
 	}
+	s.handOn()
 	network.DoneOf(e).Call(nil) // nothing here keeps it
 }
 

@@ -34,6 +34,10 @@ type Queue struct {
 	early []domain.OutboxEntry
 	// stopped: the actor stopped for good; the worker picks nothing more (mu).
 	stopped bool
+	// held: the Dones of the network's events on their way to the actor, by token (mu;
+	// held.go).
+	held    map[uint64]network.Done
+	heldSeq uint64
 
 	// Published for readers that take no lock (status reads, metrics).
 	depth  atomic.Int64

@@ -54,9 +54,10 @@ func (c *client) take(gen uint64, evt any) bool {
 	return true
 }
 
-// emitKept emits evt (nil: nothing) carrying kept, which the sink calls once evt is kept; an
-// event that carries no Done (an edit, a revoke, a vote...) is kept as the port's events always
-// were, and kept is told so at once.
+// emitKept emits evt (nil: nothing) carrying kept, which the sink calls once evt is kept (a
+// message, a reaction, an edit, a revoke, a vote); an event that carries no Done (a message
+// kind the port does not report...) is kept as the port's events always were, and kept is told
+// so at once.
 func (c *client) emitKept(evt network.Event, kept network.Done) {
 	if evt == nil {
 		kept.Call(nil)

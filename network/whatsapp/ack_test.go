@@ -9,6 +9,7 @@ import (
 
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
+	"github.com/gateway/gateway/network/whatsapp/fakewa"
 )
 
 func isIncoming(e network.Event) bool { _, ok := e.(network.Incoming); return ok }
@@ -34,7 +35,7 @@ func (h *harness) ackSeen(what, class, id string) {
 	}
 }
 
-// An incoming message and a receipt are acked to the server only once the sink has kept them
+// An incoming message, a receipt, an edit and a vote are acked to the server only once the sink has kept them
 // (their Done called with nil): while the commit is held the server has no ack. A failed commit
 // leaves the message unacked; the adapter resets the link, the server delivers it again at the
 // login, whatsmeow decrypts it again from its event buffer, and the second delivery, kept, is
@@ -103,6 +104,36 @@ func TestAckOnlyOnceKept(t *testing.T) {
 	h.ackAbsent("the receipt", "receipt", "RC1", 300*time.Millisecond)
 	c.done(nil)
 	h.ackSeen("the receipt", "receipt", "RC1")
+
+	// An edit and a vote on an order's confirmation (a poll): the same (acked at once before,
+	// so a kill -9 before their record lost them).
+	eid, err := h.srv.Do(phoneB, phoneA, fakewa.Act{Type: "edit", MessageID: id, Text: "where is order 1001, please?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = next("the edit")
+	if e, ok := c.ev.(network.Edited); !ok || e.Target != id {
+		t.Fatalf("event %#v, want the edit of %s", c.ev, id)
+	}
+	h.ackAbsent("the edit", "message", eid, 300*time.Millisecond)
+	c.done(nil)
+	h.ackSeen("the edit", "message", eid)
+	poll := domain.Message{ID: "3EB0A0C00000000000000001", To: phoneB, Kind: domain.KindPoll, Question: "Confirm order 1001?",
+		Options: []string{"Yes", "No"}}
+	if _, err := s.c.Send(ctxT(t), poll); err != nil {
+		t.Fatal(err)
+	}
+	vid, err := h.srv.Do(phoneB, phoneA, fakewa.Act{Type: "poll_vote", MessageID: poll.ID, Options: []string{"Yes"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = next("the vote")
+	if v, ok := c.ev.(network.PollVote); !ok || v.Poll != poll.ID || !slices.Equal(v.Options, []string{"Yes"}) {
+		t.Fatalf("event %#v, want the vote Yes on %s", c.ev, poll.ID)
+	}
+	h.ackAbsent("the vote", "message", vid, 300*time.Millisecond)
+	c.done(nil)
+	h.ackSeen("the vote", "message", vid)
 
 	// A failed commit: no ack, the message stays queued on the server.
 	id2, err := h.srv.SendText(phoneB, phoneA, "and order 1002?")
