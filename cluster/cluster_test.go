@@ -60,7 +60,7 @@ func testLeasesTakenAndRenewed(t *testing.T, c *clustertest.Cluster) {
 	reg := prometheus.NewRegistry()
 	a := tc.start("a:1", func(c *Config) { c.Metrics = reg; c.Sessions = func() int { return 7 } })
 	b, d := tc.start("b:1"), tc.start("c:1")
-	eventually(t, 20*time.Second, "fair shares 22/21/21", tc.settled(a, b, d))
+	eventually(t, settleWithin, "fair shares 22/21/21", tc.settled(a, b, d))
 	revs := map[int]uint64{}
 	for p := 0; p < DefaultPartitions; p++ {
 		for _, n := range []*Node{a, b, d} {
@@ -146,7 +146,7 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name, lv string) float6
 func testKilledNodeFailsOver(t *testing.T, c *clustertest.Cluster) {
 	tc := newTestCluster(t, c)
 	a, b, d := tc.start("a:1"), tc.start("b:1"), tc.start("c:1")
-	eventually(t, 20*time.Second, "fair shares", tc.settled(a, b, d))
+	eventually(t, settleWithin, "fair shares", tc.settled(a, b, d))
 	orphans := tc.eng.runningOf(d.ID())
 	killed := time.Now()
 	tc.kill(d)
@@ -179,7 +179,7 @@ func testGracefulStop(t *testing.T, c *clustertest.Cluster) {
 	tc := newTestCluster(t, c)
 	tc.eng.releaseDelay = 50 * time.Millisecond // finishing what is in flight takes a moment
 	a, b, d := tc.start("a:1"), tc.start("b:1"), tc.start("c:1")
-	eventually(t, 20*time.Second, "fair shares", tc.settled(a, b, d))
+	eventually(t, settleWithin, "fair shares", tc.settled(a, b, d))
 
 	// A client sends requests of every partition through node a while c stops.
 	var served, failed atomic.Int64
@@ -254,9 +254,9 @@ func call(n *Node, p int, body []byte) error {
 func testJoin(t *testing.T, c *clustertest.Cluster) {
 	tc := newTestCluster(t, c)
 	a, b := tc.start("a:1"), tc.start("b:1")
-	eventually(t, 20*time.Second, "32/32", tc.settled(a, b))
+	eventually(t, settleWithin, "32/32", tc.settled(a, b))
 	d := tc.start("c:1")
-	eventually(t, 20*time.Second, "22/21/21 after c joined", tc.settled(a, b, d))
+	eventually(t, settleWithin, "22/21/21 after c joined", tc.settled(a, b, d))
 	if tc.eng.fenced != 0 {
 		t.Fatalf("%d partitions fenced while handing back to a joining node", tc.eng.fenced)
 	}
@@ -289,7 +289,7 @@ func testFencing(t *testing.T, c *clustertest.Cluster) {
 	tc := newTestCluster(t, c)
 	store := openStore(t, c, tc)
 	a := tc.start("a:1")
-	eventually(t, 20*time.Second, "a owns all", tc.settled(a))
+	eventually(t, settleWithin, "a owns all", tc.settled(a))
 	acq, ok := a.Acquisition(0)
 	if !ok || len(acq.fence) != natskv.FenceLanes || acq.fence[0] == 0 {
 		t.Fatalf("acquisition %+v, %v", acq, ok)
@@ -339,7 +339,7 @@ func testFencing(t *testing.T, c *clustertest.Cluster) {
 		// when a renewal is late on a loaded machine), and nothing left running from the pause.
 		return tc.eng.fenced >= DefaultPartitions && len(tc.eng.zombies) == 0
 	})
-	eventually(t, 20*time.Second, "a and b share", tc.settled(a, b))
+	eventually(t, settleWithin, "a and b share", tc.settled(a, b))
 }
 
 // lateFences delays the first fence write of partition 0: the take gives up (as when the
@@ -378,7 +378,7 @@ func testStaleFenceWrite(t *testing.T, c *clustertest.Cluster) {
 	var once sync.Once
 	t.Cleanup(func() { once.Do(func() { close(late.land) }) })
 	a := tc.start("a:1", func(c *Config) { c.Fences = late })
-	eventually(t, 20*time.Second, "a owns all, partition 0 at its second try", tc.settled(a))
+	eventually(t, settleWithin, "a owns all, partition 0 at its second try", tc.settled(a))
 	acq, _ := a.Acquisition(0)
 	once.Do(func() { close(late.land) }) // the first try's fence write lands now
 	var err error
@@ -406,7 +406,7 @@ func testFencedOwnerGivesUp(t *testing.T, c *clustertest.Cluster) {
 	tc := newTestCluster(t, c)
 	store := openStore(t, c, tc)
 	a := tc.start("a:1")
-	eventually(t, 20*time.Second, "a owns all", tc.settled(a))
+	eventually(t, settleWithin, "a owns all", tc.settled(a))
 	acq, _ := a.Acquisition(0)
 	view := store.Partition(0, acq)
 	if err := view.Commit(context.Background(), kvtest.Put("k", "1")); err != nil {
@@ -531,7 +531,7 @@ func testFailedStartTriedAgain(t *testing.T, c *clustertest.Cluster) {
 	store := openStore(t, c, tc)
 	h := &failingStart{Handler: tc.eng.handler("a:1")}
 	a := tc.start("a:1", func(c *Config) { c.Handler = h })
-	eventually(t, 20*time.Second, "a owns all, partition 0 at its second try", tc.settled(a))
+	eventually(t, settleWithin, "a owns all, partition 0 at its second try", tc.settled(a))
 	h.mu.Lock()
 	failed := h.failed
 	h.mu.Unlock()
@@ -576,7 +576,7 @@ func testForgedEnvelope(t *testing.T, c *clustertest.Cluster) {
 			return &Response{Status: 200, Body: req.Body}
 		}
 	})
-	eventually(t, 20*time.Second, "32/32", tc.settled(a, b))
+	eventually(t, settleWithin, "32/32", tc.settled(a, b))
 	p := tc.eng.runningOf("b:1")[0]
 	// The legitimate path works and is signed.
 	if err := call(a, p, []byte("x")); err != nil {
@@ -705,7 +705,7 @@ func testForwardChunks(t *testing.T, c *clustertest.Cluster) {
 	reg := prometheus.NewRegistry()
 	a := tc.start("a:1", func(c *Config) { c.Metrics = reg })
 	b := tc.start("b:1")
-	eventually(t, 20*time.Second, "32/32", tc.settled(a, b))
+	eventually(t, settleWithin, "32/32", tc.settled(a, b))
 	p := tc.eng.runningOf("b:1")[0]
 	for _, size := range []int{0, 10, ChunkSize, ChunkSize + 1, 3*ChunkSize + 7, 5 << 20} {
 		body := bytes.Repeat([]byte("0123456789abcdef"), size/16+1)[:size]
@@ -742,7 +742,7 @@ func testForwardSentAgain(t *testing.T, c *clustertest.Cluster) {
 			return &Response{Status: 200, Body: []byte(fmt.Sprintf("%s run %d", env.Body, n))}
 		}
 	})
-	eventually(t, 20*time.Second, "32/32", tc.settled(a, b))
+	eventually(t, settleWithin, "32/32", tc.settled(a, b))
 	p := tc.eng.runningOf("b:1")[0]
 	env := func(id string) *Envelope {
 		return &Envelope{Route: "POST /x", Method: "POST", Path: "/x", ID: id, Body: []byte(id)}
@@ -806,7 +806,7 @@ func testForwardUnavailable(t *testing.T, c *clustertest.Cluster) {
 			return &Response{Status: 200}
 		}
 	})
-	eventually(t, 20*time.Second, "32/32", tc.settled(a, b))
+	eventually(t, settleWithin, "32/32", tc.settled(a, b))
 	p := tc.eng.runningOf("b:1")[0]
 	start := time.Now()
 	_, err := a.Forward(context.Background(), p, &Envelope{Wait: 200 * time.Millisecond})
@@ -838,7 +838,7 @@ func TestNATSServerLoss(t *testing.T) {
 	c := clustertest.StartProcesses(t, 3)
 	tc := newTestCluster(t, c, func(c *Config) { c.LeaseTTL = DefaultLeaseTTL })
 	a, b, d := tc.start("a:1"), tc.start("b:1"), tc.start("c:1")
-	eventually(t, 20*time.Second, "fair shares", tc.settled(a, b, d))
+	eventually(t, settleWithin, "fair shares", tc.settled(a, b, d))
 	before := map[string][]int{}
 	for _, n := range []*Node{a, b, d} {
 		before[n.ID()] = tc.eng.runningOf(n.ID())

@@ -158,6 +158,12 @@ type testCluster struct {
 // are in terms of it.
 const testLeaseTTL = 4 * time.Second
 
+// settleWithin bounds the wait for a cluster's fair shares. Alone they settle in 1-3 s; under
+// the race detector at load 10-15, nodes that start together hand partitions back and forth
+// (a node that saw only itself took all, a view that lost a heartbeat for a moment took more)
+// and took over 20 s. Polled: it costs nothing when they settle sooner.
+const settleWithin = 45 * time.Second
+
 func newTestCluster(t *testing.T, nc *clustertest.Cluster, mods ...func(*Config)) *testCluster {
 	mods = append([]func(*Config){func(c *Config) { c.LeaseTTL = testLeaseTTL }}, mods...)
 	return &testCluster{t: t, nats: nc, prefix: "t" + randomID()[:8], eng: newEngineStub(t), mods: mods}
