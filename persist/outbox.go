@@ -650,7 +650,9 @@ func (o *Outbox) prepareBatch(batch []bgWrite, each bool) ([]bgWrite, []bgPart) 
 	for _, w := range batch {
 		if !w.outcome() {
 			if i, ok := at[w.id]; ok {
-				kept[i].entry.SetStatus(w.receipt.Status, w.receipt.At.Time())
+				if kept[i].entry.SetStatus(w.receipt.Status, w.receipt.At.Time()) && w.receipt.Status == domain.MsgFailed {
+					kept[i].entry.Code, kept[i].entry.Error = w.receipt.Code, w.receipt.Error // as laySettled
+				}
 				if w.receipt.Category != "" {
 					kept[i].entry.Pricing = w.receipt.Category
 				}
