@@ -79,7 +79,8 @@ func BenchmarkSendPath(b *testing.B) {
 				waitUntil(b, 10*time.Second, "linked", func() bool { return e.Sessions.Status(u.ID).Status == domain.StatusConnected })
 			}
 			var n atomic.Int64
-			_, writes0, _ := db.WriteStats()
+			txns0, writes0, _ := db.WriteStats()
+			syncs0 := db.Syncs()
 			sent0, cpu0 := e.metrics.sent.Load(), cpuTime()
 			parallel(b, 64, func() {
 				i := n.Add(1)
@@ -96,8 +97,10 @@ func BenchmarkSendPath(b *testing.B) {
 			})
 			waitUntil(b, time.Minute, "every message sent", func() bool { return e.metrics.sent.Load()-sent0 >= int64(b.N) })
 			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/msg")
-			_, writes, _ := db.WriteStats()
+			txns, writes, _ := db.WriteStats()
 			b.ReportMetric(float64(writes-writes0)/float64(b.N), "writes/msg")
+			b.ReportMetric(float64(txns-txns0)/float64(b.N), "txns/msg")
+			b.ReportMetric(float64(db.Syncs()-syncs0)/float64(b.N), "syncs/msg")
 		})
 	}
 }

@@ -63,7 +63,7 @@ func openStorage(ctx context.Context, c Config, log *slog.Logger) (st storage, e
 	o := natskv.Options{
 		URL: c.NATSURL, Prefix: c.NATSPrefix, Replicas: c.NATSReplicas, MaxBytes: c.NATSMaxBytes,
 		Creds: c.NATSCreds, TLSCA: c.NATSTLSCA, NodeID: c.NodeID, LeaseTTL: cmp.Or(c.LeaseTTL, DefaultSingleLeaseTTL),
-		Logger: log.With("component", "nats"),
+		Logger: log.With("component", "nats"), Uncached: persist.WriteOnceTables(),
 	}
 	if c.Cluster {
 		// One connection for the store and the membership; no single-writer lease (the

@@ -623,6 +623,15 @@ func (b *Badger) WriteStats() (txns, writes, bytes uint64) {
 	return b.txns.Load(), b.writes.Load(), b.writeBytes.Load()
 }
 
+// Syncs is the number of barriers (syncs of Badger's logs) since open: per group written
+// with FsyncBatch, every syncInterval with FsyncInterval; 0 in memory.
+func (b *Badger) Syncs() uint64 {
+	if b.sync == nil {
+		return 0
+	}
+	return b.sync.syncs.Load()
+}
+
 // Health is nil while commits are accepted, else ErrStorageUnavailable with its cause (free
 // space under MinFreeDisk, or a write that found the disk full).
 func (b *Badger) Health() error {

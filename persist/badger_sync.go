@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -43,6 +44,11 @@ type syncer struct {
 	pending []*commitReq // written, waiting for the next sync
 	closed  bool
 	kick    chan struct{} // capacity 1: there is something to sync, or closed
+	// want, while gather waits: the pending count that ends the wait (0: not waiting);
+	// add then sends on gathered (capacity 1) once.
+	want     int
+	gathered chan struct{}
+	timer    *time.Timer // gather's, the syncer goroutine's own
 
 	// barrierMu serialises barriers (the syncer's and the interval loop's, Close's).
 	barrierMu sync.Mutex
@@ -55,7 +61,7 @@ type syncer struct {
 }
 
 func newSyncer(db *badger.DB, dir string, log *slog.Logger) *syncer {
-	s := &syncer{db: db, dir: dir, log: log, kick: make(chan struct{}, 1), mem: -1, vlog: -1}
+	s := &syncer{db: db, dir: dir, log: log, kick: make(chan struct{}, 1), gathered: make(chan struct{}, 1), mem: -1, vlog: -1}
 	s.mem, s.vlog = s.newest()
 	return s
 }
@@ -67,7 +73,14 @@ func (s *syncer) add(reqs []*commitReq) {
 	}
 	s.mu.Lock()
 	s.pending = append(s.pending, reqs...)
+	full := s.want > 0 && len(s.pending) >= s.want
+	if full {
+		s.want = 0
+	}
 	s.mu.Unlock()
+	if full {
+		s.endGather()
+	}
 	select {
 	case s.kick <- struct{}{}:
 	default:
@@ -79,7 +92,12 @@ func (s *syncer) add(reqs []*commitReq) {
 func (s *syncer) close() {
 	s.mu.Lock()
 	s.closed = true
+	full := s.want > 0
+	s.want = 0
 	s.mu.Unlock()
+	if full {
+		s.endGather()
+	}
 	select {
 	case s.kick <- struct{}{}:
 	default:
@@ -102,7 +120,9 @@ func (s *syncer) run() {
 				}
 				break
 			}
+			start := time.Now()
 			err := s.barrier()
+			took := time.Since(start)
 			if err != nil {
 				err = fmt.Errorf("persist: commit: sync: %w", err)
 			}
@@ -112,8 +132,61 @@ func (s *syncer) run() {
 				}
 				r.done <- r.res
 			}
+			n := len(batch)
 			clear(batch)
+			s.gather(n, took)
 		}
+	}
+}
+
+// gatherFraction and gatherMax bound gather's wait: a fraction of the barrier just done, at
+// most gatherMax. Variables so benchmarks can compare (0: no wait).
+var gatherFraction, gatherMax = 0.5, 2 * time.Millisecond
+
+// gather waits a little before the next barrier when the last one answered more than one
+// caller, until as many commits are pending as it answered or a fraction of its time went by.
+// The callers it answered commit again at once; without the wait the next barrier would begin
+// before they were written, and they would wait for the one after it: callers split into two
+// cohorts that take turns, each sync covering half of them. With the wait one sync covers
+// both (PostgreSQL's commit_delay and MySQL's binlog_group_commit_sync_delay, here bounded by
+// the sync's own time). A caller committing alone (one at a time) is never held.
+// bench/README.md, "Sixth pass: the synced send's CPU and tail".
+func (s *syncer) gather(answered int, took time.Duration) {
+	d := min(time.Duration(float64(took)*gatherFraction), gatherMax)
+	if d <= 0 || answered < 2 {
+		return
+	}
+	s.mu.Lock()
+	if s.closed || len(s.pending) >= answered {
+		s.mu.Unlock()
+		return
+	}
+	s.want = answered
+	s.mu.Unlock()
+	if s.timer == nil {
+		s.timer = time.NewTimer(d)
+	} else {
+		s.timer.Reset(d)
+	}
+	select {
+	case <-s.gathered:
+	case <-s.timer.C:
+	}
+	s.timer.Stop()
+	s.mu.Lock()
+	s.want = 0
+	s.mu.Unlock()
+	select { // a signal sent after the timer fired
+	case <-s.gathered:
+	default:
+	}
+}
+
+// endGather ends gather's wait (non-blocking: a signal already waiting does the same).
+func (s *syncer) endGather() {
+	select {
+	case s.gathered <- struct{}{}:
+	default:
 	}
 }
 

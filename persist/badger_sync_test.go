@@ -81,3 +81,78 @@ func TestBadgerBarrierSyncsRotatedLogs(t *testing.T) {
 		t.Fatalf("the barrier knows memtable %d, the newest is %d", b.sync.mem, mem)
 	}
 }
+
+// A barrier that answered several callers waits for them to commit again (up to a bound), so
+// one sync covers them all; a caller alone is never held; Close ends a wait at once.
+func TestBadgerSyncGathersTheCallersItAnswered(t *testing.T) {
+	fraction, most := gatherFraction, gatherMax
+	gatherFraction, gatherMax = 1e6, 10*time.Second // only the callers can end a wait
+	t.Cleanup(func() { gatherFraction, gatherMax = fraction, most })
+	b := openTestBadger(t, t.TempDir(), FsyncBatch)
+	ctx := context.Background()
+
+	for i := range 5 { // one caller: each barrier answers one, and the next commit is not held
+		mustCommit(t, b, put(fmt.Sprint("alone", i), "v"))
+	}
+	if n := b.sync.syncs.Load(); n != 5 {
+		t.Fatalf("%d syncs for 5 commits one after another, want 5", n)
+	}
+
+	// Two callers answered by one barrier: their next commits share the next one.
+	release, entered := make(chan struct{}), make(chan struct{})
+	held := false
+	b.sync.beforeBarrier = func() {
+		if !held {
+			held = true
+			close(entered)
+			<-release
+		}
+	}
+	errC := make(chan error, 1)
+	go func() { errC <- b.Commit(ctx, put("c", "held")) }() // its barrier is held
+	<-entered
+	errs := make(chan error, 2)
+	for _, k := range []string{"a", "b"} {
+		go func() {
+			if err := b.Commit(ctx, put(k, "1")); err != nil { // written during the held barrier
+				errs <- err
+				return
+			}
+			for deadline := time.Now().Add(5 * time.Second); k == "a" && time.Now().Before(deadline); {
+				// a commits again once b's next commit is written
+				if v, err := b.Get([]byte("b")); err == nil && string(v) == "2" {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			errs <- b.Commit(ctx, put(k, "2"))
+		}()
+	}
+	waitFor(t, 5*time.Second, "a and b written during the held barrier", func() bool {
+		b.sync.mu.Lock()
+		defer b.sync.mu.Unlock()
+		return len(b.sync.pending) == 2
+	})
+	close(release)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-errC; err != nil {
+		t.Fatal(err)
+	}
+	if n := b.sync.syncs.Load(); n != 8 {
+		t.Fatalf("%d syncs, want 8: the held one, a1 and b1's, then a2 and b2's together", n)
+	}
+
+	// The last barrier answered two and waits for two more commits, which never come: Close
+	// does not wait out the bound.
+	start := time.Now()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("Close took %v: it waited for gather's bound", took)
+	}
+}

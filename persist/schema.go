@@ -83,3 +83,11 @@ const (
 	// keyLockStripes: key writes are serialised per key id over this many locks (store.go).
 	keyLockStripes = 64
 )
+
+// WriteOnceTables are the tables every message's send writes (its accept's log record, its
+// outcome, its receipts) and that the partition's owner seldom reads back (a status query, a
+// receipt after the engine forgot the message): a store's cache of what it wrote keeps none of
+// them (natskv.Options.Uncached).
+func WriteOnceTables() []string {
+	return []string{messageLogTable, outboxStatusTable, outboxReceiptTable}
+}

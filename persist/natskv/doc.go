@@ -56,10 +56,10 @@
 //     partition (every View) of a stream waiting behind the groups in flight into one batch,
 //     at most MaxBatches batches in flight over all the streams; commits sharing a key run in
 //     order. On one server the one-message commits of a group (its fence check riding on its
-//     message) go as pipelined publishes, each answered by its own ack, without a batch slot
-//     (an R1 atomic batch stages in a file store the server makes for it: directory, metadata,
-//     sync; it was most of the server's CPU); only commits of several messages take a batch
-//     slot there. On a replicated stream every group takes a batch slot (a plain publish costs
+//     message) go as pipelined publishes, each answered by its own ack (read from the store's
+//     one ack subscription: acks.go), without a batch slot (an R1 atomic batch stages in a
+//     file store the server makes for it: directory, metadata, sync; it was most of the
+//     server's CPU); only commits of several messages take a batch slot there. On a replicated stream every group takes a batch slot (a plain publish costs
 //     a raft proposal as a batch does, so it waits and joins the next batch). A node's outboxes
 //     share one outcome writer (persist.OutcomeWriter, through CommitParts): every partition's
 //     outcomes reach the dispatcher together, each a commit with its own view's fence. Each stream keeps the same limits

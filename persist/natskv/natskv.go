@@ -76,6 +76,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Conn, when set, is used instead of connecting to URL (and not closed by Close).
 	Conn *nats.Conn
+	// Uncached are tables (a key's first part) whose records a fenced view's owner cache
+	// does not keep: records written for every message and seldom read back by their owner
+	// (persist.WriteOnceTables) would only cost each commit a put and push out the records it
+	// does read back. A read of one goes to a replica that has the view's writes (view.go).
+	Uncached []string
 }
 
 // Store is the KV on JetStream streams (see the package doc).
@@ -97,7 +102,9 @@ type Store struct {
 	partition func(key []byte) uint32
 	streams   []*recStream
 	replicas  int
-	blobs     *blobs // media bodies over BlobMin (blobs.go); nil until first used
+	blobs     *blobs   // media bodies over BlobMin (blobs.go); nil until first used
+	acks      *acker   // pipelined publishes' acks (acks.go)
+	uncached  []string // Options.Uncached's table tokens
 
 	maxGroups  int
 	maxBatches int
@@ -171,6 +178,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if s.partition == nil {
 		s.partition = func([]byte) uint32 { return 0 }
 	}
+	for _, t := range o.Uncached {
+		s.uncached = append(s.uncached, string(appendPart(nil, []byte(t), false)))
+	}
 	if s.nc == nil {
 		nc, err := connect(o, log)
 		if err != nil {
@@ -182,22 +192,26 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		o.Streams = 1 // one server: see Options.Streams
 	}
 	fail := func(err error) (*Store, error) {
+		if s.acks != nil {
+			_ = s.acks.sub.Unsubscribe()
+		}
 		if s.ownConn {
 			s.nc.Close()
 		}
 		return nil, err
 	}
 	var err error
-	if s.js, err = jetstream.New(s.nc, jetstream.WithDefaultTimeout(o.Timeout),
-		// Pipelined publishes (commit.go, sendPiped): an ack not come within the timeout is
-		// given up, and every group in flight may be a full one.
-		jetstream.WithPublishAsyncTimeout(o.Timeout), jetstream.WithPublishAsyncMaxPending(o.MaxInflight*o.MaxBatch)); err != nil {
+	if s.js, err = jetstream.New(s.nc, jetstream.WithDefaultTimeout(o.Timeout)); err != nil {
 		return fail(fmt.Errorf("natskv: %w", err))
+	}
+	if s.acks, err = newAcker(s.nc); err != nil {
+		return fail(fmt.Errorf("natskv: %w", unavailable(err)))
 	}
 	if err := s.ensureStreams(ctx, o); err != nil {
 		return fail(err)
 	}
 	s.maxValue = int(s.nc.MaxPayload()) - msgOverhead
+	s.watchConn()
 	go s.dispatch()
 	for _, rs := range s.streams {
 		go rs.getter()
@@ -387,6 +401,7 @@ func (s *Store) Close() error {
 		<-s.dispatched
 		close(s.stop)
 		s.bg.Wait()
+		_ = s.acks.sub.Unsubscribe()
 		s.releaseLease()
 		if s.ownConn {
 			if err := s.nc.Drain(); err != nil {

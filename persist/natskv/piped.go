@@ -62,9 +62,9 @@ func (rs *recStream) sendPiped(group []*commitReq, fresh bool) (map[*commitReq]e
 			case notSent(a.err) && ctx.Err() == nil:
 				again, againMsgs = append(again, r), append(againMsgs, msgs[i]) // nothing stored
 			case timedOut(a.err) || errors.Is(a.err, nats.ErrDisconnected):
-				// Its answer was lost (a timeout; or the connection cut: nats.go fails every
-				// pending async publish with ErrDisconnected, sent or not): applied or not,
-				// found out below by its commit id, as the package doc says.
+				// Its answer was lost (a timeout; or the connection cut: the store's acker
+				// fails every publish in flight with ErrDisconnected, sent or not): applied or
+				// not, found out below by its commit id, as the package doc says.
 				lost = append(lost, r)
 			default:
 				if err := rs.publishErr(a.err); errors.Is(err, errWrongSequence) {
@@ -147,45 +147,4 @@ func (s *Store) pipedMessage(r *commitReq, seqs map[string]record, now time.Time
 type pubResult struct {
 	seq uint64
 	err error
-}
-
-// publishAll publishes msgs without waiting between them and collects each one's ack, within
-// the store's round-trip Timeout (a publish without an answer by then: nats.ErrTimeout).
-func (rs *recStream) publishAll(msgs []*nats.Msg) []pubResult {
-	s := rs.s
-	out := make([]pubResult, len(msgs))
-	futs := make([]jetstream.PubAckFuture, len(msgs))
-	for i, m := range msgs {
-		futs[i], out[i].err = s.js.PublishMsgAsync(m, jetstream.WithRetryAttempts(0))
-	}
-	deadline := time.NewTimer(s.timeout)
-	defer deadline.Stop()
-	expired := false
-	for i, f := range futs {
-		if f == nil {
-			continue
-		}
-		if !expired {
-			select {
-			case ack := <-f.Ok():
-				out[i].seq = ack.Sequence
-			case err := <-f.Err():
-				out[i].err = err
-			case <-deadline.C:
-				expired = true
-			}
-			if !expired {
-				continue
-			}
-		}
-		select { // past the deadline: only what has come
-		case ack := <-f.Ok():
-			out[i].seq = ack.Sequence
-		case err := <-f.Err():
-			out[i].err = err
-		default:
-			out[i].err = fmt.Errorf("natskv: publish: %w", nats.ErrTimeout)
-		}
-	}
-	return out
 }

@@ -291,6 +291,9 @@ func (v *View) committed(r *commitReq, base uint64, now time.Time) {
 		return
 	}
 	for j, w := range r.writes {
+		if !v.s.cachedTable(w.subject) {
+			continue // never cached: nothing to drop either
+		}
 		if w.delete {
 			v.cache.del(w.subject)
 			continue
@@ -302,6 +305,20 @@ func (v *View) committed(r *commitReq, base uint64, now time.Time) {
 		v.cache.put(w.subject, base+uint64(j), w.value, exp)
 	}
 	v.raiseFloor(base + uint64(len(r.writes)) - 1)
+}
+
+// cachedTable tells whether the owner cache keeps records of subject's table (not one of
+// Options.Uncached): a table's records are always or never cached, so one never cached has
+// no entry to go stale.
+func (s *Store) cachedTable(subject string) bool {
+	if len(s.uncached) == 0 || len(subject) <= len(s.prefix) {
+		return true
+	}
+	t := subject[len(s.prefix)+1:]
+	if i := strings.IndexByte(t, '.'); i >= 0 {
+		t = t[:i]
+	}
+	return !slices.Contains(s.uncached, t)
 }
 
 // forget drops what r touches from the owner cache (the server refused one of its conditions:
@@ -316,17 +333,31 @@ func (v *View) forget(r *commitReq) {
 }
 
 // ownerCache keeps, per subject, the last message a fenced view wrote: small values only, a
-// bounded number of bytes, evicted at random (the first key of a map's iteration).
+// bounded number of bytes, the oldest written evicted first. A put is one map lookup and one
+// assignment, and an eviction pops the queue's front (a subject written again since is
+// skipped there: its entry's turn comes with its newer write): a node puts every record of
+// every message it sends, so what a put costs is paid per record.
 type ownerCache struct {
 	mu    sync.Mutex
 	m     map[string]cacheEntry
 	bytes int
+	// order is every put's subject and turn, oldest first, from head on; an item whose entry
+	// has a later turn (written again) or is gone is skipped when it comes up.
+	order []cacheTurn
+	head  int
+	turn  uint64
 }
 
 type cacheEntry struct {
 	seq   uint64
 	value []byte
 	exp   int64 // Unix ms; 0: none
+	turn  uint64
+}
+
+type cacheTurn struct {
+	subject string
+	turn    uint64
 }
 
 const (
@@ -349,31 +380,56 @@ func (c *ownerCache) get(subject string, now time.Time) (record, bool) {
 func (c *ownerCache) put(subject string, seq uint64, value []byte, exp int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.delLocked(subject)
+	old, had := c.m[subject]
 	if len(value) > cacheValueMax {
+		if had {
+			c.bytes -= len(subject) + len(old.value)
+			delete(c.m, subject)
+		}
 		return
 	}
-	for c.bytes+len(subject)+len(value) > cacheBytesMax && len(c.m) > 0 {
-		for k := range c.m { // a map's iteration starts at random: a random entry
-			c.delLocked(k)
-			break
+	if had {
+		c.bytes -= len(subject) + len(old.value)
+	}
+	c.turn++
+	c.m[subject] = cacheEntry{seq: seq, value: value, exp: exp, turn: c.turn}
+	c.bytes += len(subject) + len(value)
+	c.order = append(c.order, cacheTurn{subject: subject, turn: c.turn})
+	for c.bytes > cacheBytesMax && c.head < len(c.order) {
+		t := c.order[c.head]
+		c.order[c.head] = cacheTurn{}
+		c.head++
+		if e, ok := c.m[t.subject]; ok && e.turn == t.turn {
+			c.bytes -= len(t.subject) + len(e.value)
+			delete(c.m, t.subject)
 		}
 	}
-	c.m[subject] = cacheEntry{seq: seq, value: value, exp: exp}
-	c.bytes += len(subject) + len(value)
+	// The queue's stale items (subjects written again, or deleted) and its spent front are
+	// dropped once they outnumber the entries: amortized, each put moves at most a few items.
+	if c.head > len(c.order)/2 || len(c.order) > 2*len(c.m)+64 {
+		c.compact()
+	}
+}
+
+// compact keeps the queue's live items only, in their order.
+func (c *ownerCache) compact() {
+	live := c.order[:0]
+	for _, t := range c.order[c.head:] {
+		if e, ok := c.m[t.subject]; ok && e.turn == t.turn {
+			live = append(live, t)
+		}
+	}
+	clear(c.order[len(live):])
+	c.order, c.head = live, 0
 }
 
 func (c *ownerCache) del(subject string) {
 	c.mu.Lock()
-	c.delLocked(subject)
-	c.mu.Unlock()
-}
-
-func (c *ownerCache) delLocked(subject string) {
 	if e, ok := c.m[subject]; ok {
 		c.bytes -= len(subject) + len(e.value)
-		delete(c.m, subject)
+		delete(c.m, subject) // its item in the queue is skipped when it comes up
 	}
+	c.mu.Unlock()
 }
 
 // Locate finds the partition that holds key: the partition token of its newest live record in

@@ -1,0 +1,254 @@
+package natskv
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Pipelined publishes' acks (piped.go), read from one subscription of the store's. nats.go's
+// PublishMsgAsync costs every publish an ack future with its channels, a reply token drawn
+// under a lock, a timer, an options struct and a copy of the message, and every ack a JSON
+// decode by reflection: about 3-4 µs of CPU per one-message commit on one server, of 25-28
+// for the client and the server together (bench/README.md, issue 27, branch r3node). Here a
+// group of publishes registers once: its replies are <inbox>.<group>.<index> (one string for
+// the group, sliced), one timer bounds the whole group, and an ack ({"stream":...,"seq":N}) is
+// parsed by hand; an error answer, rare, is decoded as jetstream's API error, so the callers
+// see what nats.go's publish returned.
+
+// acker routes the acks of the store's pipelined publishes to their groups.
+type acker struct {
+	prefix string // <inbox>. : every reply subject starts so
+	sub    *nats.Subscription
+
+	mu     sync.Mutex
+	next   uint64
+	groups map[uint64]*ackGroup
+}
+
+// ackGroup is one publishAll's publishes waiting for their acks.
+type ackGroup struct {
+	out  []pubResult
+	got  []bool
+	left int
+	done chan struct{} // closed when every publish is answered
+}
+
+// newAcker subscribes to the store's ack inbox.
+func newAcker(nc *nats.Conn) (*acker, error) {
+	a := &acker{prefix: nc.NewInbox() + ".", groups: map[uint64]*ackGroup{}}
+	// The acks waiting for the callback are at most the publishes in flight (the dispatcher's
+	// groups: MaxInflight × MaxBatch), far under the subscription's default pending limits.
+	sub, err := nc.Subscribe(a.prefix+">", a.handle)
+	if err != nil {
+		return nil, err
+	}
+	a.sub = sub
+	return a, nil
+}
+
+// register makes a group of n publishes answered into out, and their reply subjects.
+func (a *acker) register(out []pubResult) (uint64, *ackGroup, []string) {
+	n := len(out)
+	g := &ackGroup{out: out, got: make([]bool, n), left: n, done: make(chan struct{})}
+	a.mu.Lock()
+	a.next++
+	id := a.next
+	a.groups[id] = g
+	a.mu.Unlock()
+	buf := make([]byte, 0, n*(len(a.prefix)+24))
+	ends := make([]int, n)
+	for i := range n {
+		buf = append(buf, a.prefix...)
+		buf = strconv.AppendUint(buf, id, 10)
+		buf = strconv.AppendInt(append(buf, '.'), int64(i), 10)
+		ends[i] = len(buf)
+	}
+	all := string(buf)
+	replies := make([]string, n)
+	start := 0
+	for i, end := range ends {
+		replies[i], start = all[start:end], end
+	}
+	return id, g, replies
+}
+
+// answer sets publish i of group id's result, once (nothing for a group given up).
+func (a *acker) answer(id uint64, i int, seq uint64, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	g := a.groups[id]
+	if g == nil || i < 0 || i >= len(g.out) || g.got[i] {
+		return
+	}
+	g.out[i], g.got[i] = pubResult{seq: seq, err: err}, true
+	if g.left--; g.left == 0 {
+		delete(a.groups, id)
+		close(g.done)
+	}
+}
+
+// finish ends group id: every publish not answered yet gets err, and its waiter wakes. After
+// it, the group's results are the waiter's alone.
+func (a *acker) finish(id uint64, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	g := a.groups[id]
+	if g == nil {
+		return
+	}
+	delete(a.groups, id)
+	for i := range g.out {
+		if !g.got[i] {
+			g.out[i], g.got[i] = pubResult{err: err}, true
+		}
+	}
+	g.left = 0
+	close(g.done)
+}
+
+// failAll ends every group in flight with err (the connection is moving: nats.go fails its
+// async publishes with nats.ErrDisconnected so, sent or not).
+func (a *acker) failAll(err error) {
+	a.mu.Lock()
+	ids := make([]uint64, 0, len(a.groups))
+	for id := range a.groups {
+		ids = append(ids, id)
+	}
+	a.mu.Unlock()
+	for _, id := range ids {
+		a.finish(id, err)
+	}
+}
+
+// handle is the subscription's callback: one ack.
+func (a *acker) handle(m *nats.Msg) {
+	if len(m.Subject) <= len(a.prefix) {
+		return
+	}
+	id, i, ok := parseReply(m.Subject[len(a.prefix):])
+	if !ok {
+		return
+	}
+	seq, err := parseAck(m)
+	a.answer(id, i, seq, err)
+}
+
+// parseReply reads "<group>.<index>".
+func parseReply(s string) (uint64, int, bool) {
+	dot := -1
+	for j := 0; j < len(s); j++ {
+		if s[j] == '.' {
+			dot = j
+			break
+		}
+	}
+	if dot <= 0 {
+		return 0, 0, false
+	}
+	id, err1 := strconv.ParseUint(s[:dot], 10, 64)
+	i, err2 := strconv.Atoi(s[dot+1:])
+	return id, i, err1 == nil && err2 == nil
+}
+
+var (
+	ackSeq    = []byte(`"seq":`)
+	ackStream = []byte(`"stream":"`)
+	ackError  = []byte(`"error"`)
+)
+
+// parseAck is a publish's answer: its sequence, or the error nats.go's publish would return
+// (jetstream.ErrNoStreamResponse for a no-responders status, the server's *jetstream.APIError).
+func parseAck(m *nats.Msg) (uint64, error) {
+	d := m.Data
+	if len(d) == 0 {
+		if m.Header.Get("Status") == "503" {
+			return 0, jetstream.ErrNoStreamResponse
+		}
+		return 0, jetstream.ErrInvalidJSAck
+	}
+	if !bytes.Contains(d, ackError) && bytes.Contains(d, ackStream) {
+		if k := bytes.Index(d, ackSeq); k >= 0 {
+			var seq uint64
+			j := k + len(ackSeq)
+			for j < len(d) && d[j] == ' ' {
+				j++
+			}
+			start := j
+			for ; j < len(d) && d[j] >= '0' && d[j] <= '9'; j++ {
+				seq = seq*10 + uint64(d[j]-'0')
+			}
+			if j > start && j-start < 20 && seq > 0 {
+				return seq, nil
+			}
+		}
+	}
+	var r struct {
+		Error  *jetstream.APIError `json:"error"`
+		Stream string              `json:"stream"`
+		Seq    uint64              `json:"seq"`
+	}
+	if err := json.Unmarshal(d, &r); err != nil {
+		return 0, jetstream.ErrInvalidJSAck
+	}
+	if r.Error != nil {
+		return 0, r.Error
+	}
+	if r.Stream == "" {
+		return 0, jetstream.ErrInvalidJSAck
+	}
+	return r.Seq, nil
+}
+
+// watchConn fails the pipelined publishes in flight when the connection starts to move, as
+// nats.go does for its own: their answers will not come on this connection.
+func (s *Store) watchConn() {
+	ch := s.nc.StatusChanged(nats.RECONNECTING, nats.CLOSED)
+	s.bg.Go(func() {
+		defer s.nc.RemoveStatusListener(ch)
+		for {
+			select {
+			case <-s.stop:
+				return
+			case st, ok := <-ch:
+				if !ok {
+					return
+				}
+				s.acks.failAll(fmt.Errorf("natskv: publish: %w", nats.ErrDisconnected))
+				if st == nats.CLOSED {
+					return
+				}
+			}
+		}
+	})
+}
+
+// publishAll publishes msgs without waiting between them and collects each one's ack, within
+// the store's round-trip Timeout (a publish without an answer by then: nats.ErrTimeout).
+func (rs *recStream) publishAll(msgs []*nats.Msg) []pubResult {
+	s := rs.s
+	out := make([]pubResult, len(msgs))
+	id, g, replies := s.acks.register(out)
+	for i, m := range msgs {
+		m.Reply = replies[i]
+		err := s.nc.PublishMsg(m)
+		m.Reply = ""
+		if err != nil {
+			s.acks.answer(id, i, 0, err)
+		}
+	}
+	deadline := time.NewTimer(s.timeout)
+	defer deadline.Stop()
+	select {
+	case <-g.done:
+	case <-deadline.C:
+	}
+	s.acks.finish(id, fmt.Errorf("natskv: publish: %w", nats.ErrTimeout))
+	return out
+}
