@@ -9,7 +9,8 @@
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
-# go.mod replaces go.mau.fi/util with the patched copy there (third_party/README.md).
+# go.mod replaces go.mau.fi/util and go.mau.fi/whatsmeow with the patched copies there
+# (third_party/README.md).
 COPY third_party ./third_party
 RUN go mod download
 COPY . .

@@ -100,3 +100,4 @@ require (
 )
 
 replace go.mau.fi/util v0.10.1-0.20260820140024-eb612d936fde => ./third_party/go.mau.fi/util
+replace go.mau.fi/whatsmeow v0.0.0-20260821141805-33cfac511629 => ./third_party/go.mau.fi/whatsmeow

@@ -113,12 +113,19 @@ func phones(prefix string, n int) []string {
 	return out
 }
 
+// heldAnswers is the fake Graph API's latency while a kill is coming: no answer comes back
+// before it (the fake drops the answer when the killed process's connection closes).
+const heldAnswers = time.Hour
+
 func TestKill9CloudRoutingEveryMessageOnce(t *testing.T) {
 	num := &cloudNumber{id: "106540352200077", waba: "102290129300077", display: "+1 555-010-0777", token: "EAAJB-proc", secret: "proc-secret"}
 	fake := newFakeGraph(t, num)
 	data := t.TempDir()
 	// A send whose answer was lost waits up to 30 s for Meta's status naming it (the test
-	// points Meta at the restarted process at once).
+	// points Meta at the restarted process at once; the status comes within seconds). Meta's
+	// answers are held until the kill (heldAnswers): a session sends one message at a time, so
+	// the kill finds one message taken by Meta and none begun but not yet at Meta (that one
+	// would wait out the 30 s before going again: cloud_test.go's TestInDoubtSendSettledByItsStatus).
 	args := []string{"--cloud-graph-url", fake.URL(), "--webhook-allow-private", "--cloud-in-doubt", "30s"}
 	c := &cloudProc{p: startProc(t, data, args...), data: data, args: args, fake: fake, num: num}
 	c.tg = c.p.gw(t, data)
@@ -146,7 +153,7 @@ func TestKill9CloudRoutingEveryMessageOnce(t *testing.T) {
 
 	// Warm, cold and window messages in flight: the sim holds its deliveries, Meta its answers.
 	want(t, tg.do("POST", "/api/dev/sim/latency", nil, map[string]any{"ms": 60000}), 200, "")
-	fake.SetLatency(2 * time.Second)
+	fake.SetLatency(heldAnswers)
 	warmIDs, coldIDs, windowIDs := sendAll(t, tg, s.key, warm, "warm"), sendAll(t, tg, s.key, cold, "cold"), sendAll(t, tg, s.key, window, "window")
 	eventually(t, 10*time.Second, "a cloud message taken by Meta, its answer not back", func() bool { return len(sentIDs(fake, "")) >= 1 })
 	c.kill9Restart(t)
@@ -192,7 +199,7 @@ func TestKill9CloudRoutingEveryMessageOnce(t *testing.T) {
 		return tg.do("GET", "/api/client/status", bearerAuth(tg.token("erin", "")), nil).obj()["restrictedUntil"] != nil
 	})
 	want(t, tg.do("POST", "/api/dev/sim/latency", nil, map[string]any{"ms": 60000}), 200, "")
-	fake.SetLatency(2 * time.Second)
+	fake.SetLatency(heldAnswers)
 	firsts := sendAll(t, tg, s.key, phones("155504004", 4), "first")
 	replies := sendAll(t, tg, s.key, warm, "reply")
 	eventually(t, 10*time.Second, "a first message taken by Meta", func() bool {

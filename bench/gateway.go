@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -13,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -70,30 +70,29 @@ func startGateway(ctx context.Context, s gatewaySpec) (*gatewayProc, time.Durati
 		args = append(args, "--pprof", s.pprof)
 	}
 	cmd := exec.Command(s.bin, args...)
-	// Its output goes through a pipe, as to a log collector: access-log lines are counted and
-	// dropped (gigabytes over a run), the rest kept in the log file.
-	out := &logSink{file: logf}
-	pr, pw, err := os.Pipe()
+	// Its output goes to a file, as a production gateway's goes to a log file or journald; no
+	// process reads it while a generator measures (a reader in the bench's process was the
+	// generator's cost, paid against the gateway only). Between measurements and at the exit
+	// the harness reads what was appended: access-log lines are counted and their bytes freed
+	// (gigabytes over a run), everything else is kept in the log file.
+	outf, err := os.OpenFile(s.log+".out", os.O_CREATE|os.O_RDWR|os.O_TRUNC|os.O_APPEND, 0o600)
 	if err != nil {
 		logf.Close()
 		return nil, 0, err
 	}
-	cmd.Stdout, cmd.Stderr = pw, pw
+	out := &logSink{file: logf, raw: outf}
+	cmd.Stdout, cmd.Stderr = outf, outf
 	// The store is the phase's (--store flags in s.extra), never the caller's GATEWAY_STORE.
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GATEWAY_STORE=") })
 	cmd.Env = append(env, s.env...)
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		pr.Close()
-		pw.Close()
+		outf.Close()
 		logf.Close()
 		return nil, 0, fmt.Errorf("start gateway: %w", err)
 	}
-	pw.Close() // the child holds its end
-	drained := make(chan struct{})
-	go func() { out.drain(pr); pr.Close(); logf.Close(); close(drained) }()
 	g := &gatewayProc{bin: s.bin, data: s.data, addr: addr, logPath: s.log, fsync: s.fsync, pprof: s.pprof, cmd: cmd, exited: make(chan struct{}), api: newAPIClient(addr), out: out}
-	go func() { g.waitErr = cmd.Wait(); <-drained; close(g.exited) }()
+	go func() { g.waitErr = cmd.Wait(); out.close(); close(g.exited) }()
 	if err := g.waitReady(ctx, 2*time.Minute); err != nil {
 		g.kill()
 		return nil, 0, err
@@ -134,13 +133,13 @@ func (g *gatewayProc) waitReady(ctx context.Context, total time.Duration) error 
 		}
 		select {
 		case <-g.exited:
-			return fmt.Errorf("gateway exited before ready (%v); log %s:\n%s", g.waitErr, g.logPath, tail(g.logPath, 20))
+			return fmt.Errorf("gateway exited before ready (%v); log %s:\n%s", g.waitErr, g.logPath, g.logTail())
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("gateway not ready after %v; log %s:\n%s", total, g.logPath, tail(g.logPath, 20))
+			return fmt.Errorf("gateway not ready after %v; log %s:\n%s", total, g.logPath, g.logTail())
 		}
 	}
 }
@@ -163,7 +162,7 @@ func (g *gatewayProc) stop(timeout time.Duration) (time.Duration, error) {
 		return time.Since(start), g.waitErr
 	}
 	if g.waitErr != nil {
-		return time.Since(start), fmt.Errorf("gateway exited with %v; log %s:\n%s", g.waitErr, g.logPath, tail(g.logPath, 20))
+		return time.Since(start), fmt.Errorf("gateway exited with %v; log %s:\n%s", g.waitErr, g.logPath, g.logTail())
 	}
 	return time.Since(start), nil
 }
@@ -280,29 +279,88 @@ func workDir(gateway, prefix string, keep bool, out io.Writer) (dir string, clea
 
 func dataDir(work, name string) string { return filepath.Join(work, name) }
 
-// logSink reads the gateway's output: access-log lines are counted, everything else is kept
-// in the log file.
+// logTail returns the last lines of the gateway's log (for error reports), read up to now.
+func (g *gatewayProc) logTail() string {
+	g.out.catchUp()
+	return tail(g.logPath, 20)
+}
+
+// logSink reads the gateway's output file: access-log lines are counted and their bytes
+// freed, everything else is kept in the log file. It reads only when asked (catchUp), never
+// while a generator measures.
 type logSink struct {
-	file     *os.File
+	mu       sync.Mutex
+	file     *os.File // the kept lines
+	raw      *os.File // the gateway's stdout and stderr (append-only); nil once closed
+	read     int64    // bytes of raw read so far
+	partial  []byte   // a line not yet ended
+	buf      []byte
 	requests atomic.Int64 // access-log lines seen
 }
 
 // accessLine marks an access-log line in either log format.
 var accessLine = [][]byte{[]byte(`"msg":"request"`), []byte(" msg=request ")}
 
-func (l *logSink) drain(r io.Reader) {
-	br := bufio.NewReaderSize(r, 1<<20)
+// catchUp reads what the gateway appended since the last call, then frees the bytes read.
+func (l *logSink) catchUp() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.raw == nil {
+		return
+	}
+	if l.buf == nil {
+		l.buf = make([]byte, 1<<20)
+	}
 	for {
-		line, err := br.ReadSlice('\n')
-		if len(line) > 0 {
-			if bytes.Contains(line, accessLine[0]) || bytes.Contains(line, accessLine[1]) {
-				l.requests.Add(1)
-			} else {
-				_, _ = l.file.Write(line)
+		n, err := l.raw.ReadAt(l.buf, l.read)
+		l.read += int64(n)
+		chunk := l.buf[:n]
+		for len(chunk) > 0 {
+			i := bytes.IndexByte(chunk, '\n')
+			if i < 0 {
+				l.partial = append(l.partial, chunk...)
+				break
 			}
+			line := chunk[:i+1]
+			if len(l.partial) > 0 {
+				line = append(l.partial, line...)
+				l.partial = l.partial[:0]
+			}
+			l.line(line)
+			chunk = chunk[i+1:]
 		}
-		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
-			return
+		if err != nil || n == 0 {
+			break
 		}
 	}
+	// Give the disk back (the file keeps its size and the gateway its append offset); a file
+	// system without holes keeps the bytes until the work dir goes.
+	_ = syscall.Fallocate(int(l.raw.Fd()), fallocPunchHole|fallocKeepSize, 0, l.read)
+}
+
+// fallocate(2)'s modes (linux/falloc.h), which package syscall does not name.
+const (
+	fallocKeepSize  = 0x01
+	fallocPunchHole = 0x02
+)
+
+func (l *logSink) line(line []byte) {
+	if bytes.Contains(line, accessLine[0]) || bytes.Contains(line, accessLine[1]) {
+		l.requests.Add(1)
+		return
+	}
+	_, _ = l.file.Write(line)
+}
+
+// close reads the rest once the gateway has exited, then closes both files.
+func (l *logSink) close() {
+	l.catchUp()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.partial) > 0 {
+		l.line(l.partial)
+	}
+	l.raw.Close()
+	l.file.Close()
+	l.raw = nil
 }

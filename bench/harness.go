@@ -536,6 +536,7 @@ const settleLimit = 30 * time.Second
 
 // settle waits for the gateway to go idle and notes in r when it did not.
 func (h *harness) settle(ctx context.Context, g *gatewayProc, r *result) error {
+	g.out.catchUp() // the gateway's output so far, read before the next window, never in it
 	if h.o.settle == 0 {
 		return nil
 	}

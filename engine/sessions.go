@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -44,6 +45,8 @@ type sessionEntry struct {
 	// queue is the session's delivery queue: accepted messages are pushed into it (no actor
 	// message), and its depth and oldest entry are read from it (the view's Queue is stale).
 	queue *session.Queue
+	// answer is the status route's answer rendered from a view (StatusAnswer).
+	answer atomic.Pointer[statusAnswer]
 }
 
 // state is the session's view with its queue's counters laid over it.

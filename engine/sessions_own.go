@@ -22,6 +22,37 @@ func (s *Sessions) Status(uid string) domain.Session {
 	return st
 }
 
+// StatusAnswer is Status for the route that answers it: render writes the answer's parts that
+// follow from the session's view (everything but the queue's counters) and returns where the
+// counters go. The rendering is kept with the session and given again while its published view
+// is the one it was rendered from (a view is replaced, never changed, on every change of the
+// session); the counters are read on every call. ok is false when the user has no session (the
+// answer is then Status's NOT_CREATED). The caller must not modify the answer.
+func (s *Sessions) StatusAnswer(uid string, render func(dst []byte, st *domain.Session) ([]byte, int)) (answer []byte, split int, q domain.QueueStats, ok bool) {
+	ent := s.idx.defaultOf(uid)
+	if ent == nil {
+		return nil, 0, domain.QueueStats{}, false
+	}
+	view := ent.view.Load()
+	q = ent.queue.Stats()
+	if a := ent.answer.Load(); a != nil && a.view == view {
+		return a.body, a.split, q, true
+	}
+	st := *view
+	st.Status = st.ClientStatus()
+	a := &statusAnswer{view: view}
+	a.body, a.split = render(nil, &st)
+	ent.answer.Store(a)
+	return a.body, a.split, q, true
+}
+
+// statusAnswer is a status answer rendered from a session's view (StatusAnswer).
+type statusAnswer struct {
+	view  *domain.Session
+	body  []byte
+	split int
+}
+
 // own returns the user's session, creating one (assigned to them) when they have none.
 func (s *Sessions) own(ctx context.Context, u domain.User) (*sessionEntry, error) {
 	if ent := s.idx.defaultOf(u.ID); ent != nil {

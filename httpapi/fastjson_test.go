@@ -236,3 +236,29 @@ func TestAppendTS(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainPrefix: the word-at-a-time skip stops at or before the first byte a string cannot
+// hold as it is, at every position and for every byte value, and never stops early on a word of
+// plain bytes.
+func TestPlainPrefix(t *testing.T) {
+	plain := func(c byte) bool { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\' }
+	for n := range 24 {
+		for at := range n {
+			for c := range 256 {
+				b := make([]byte, n)
+				for i := range b {
+					b[i] = 'a' + byte(i%26)
+				}
+				b[at] = byte(c)
+				got := plainPrefix(b, 0)
+				first := n
+				if !plain(byte(c)) {
+					first = at
+				}
+				if got > first || got%8 != 0 || first-got >= 8 && first != n || first == n && got != n/8*8 {
+					t.Fatalf("n=%d byte %#x at %d: skipped to %d, first special at %d", n, c, at, got, first)
+				}
+			}
+		}
+	}
+}

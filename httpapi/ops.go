@@ -49,12 +49,15 @@ func newGuessLimitsOf(burst, rate float64) *guessLimits {
 	return &guessLimits{buckets: map[string]*guessBucket{}, now: time.Now, burst: burst, rate: rate}
 }
 
+// anyHeld tells whether some caller has failures outstanding (else every caller is allowed).
+func (g *guessLimits) anyHeld() bool { return g.held.Load() != 0 }
+
 // allow says whether key has a failure left to spend.
 func (g *guessLimits) allow(key string) bool { return g.allowBytes(unsafeBytes(key)) }
 
 // allowBytes is allow of a key in bytes (looked up without a copy).
 func (g *guessLimits) allowBytes(key []byte) bool {
-	if g.held.Load() == 0 {
+	if !g.anyHeld() {
 		return true
 	}
 	g.mu.Lock()
@@ -111,10 +114,16 @@ func (g *guessLimits) sweep() {
 // every 401, 403 or 404 the handler answers (a wrong key or signature, an unknown store).
 func (s *Server) limitGuesses(key guessKey, h handler) handler {
 	return func(ctx *fasthttp.RequestCtx) error {
+		// The caller's key is formatted only when it is needed: while no caller has failures
+		// outstanding every call is allowed (allowBytes), and a call that succeeds charges
+		// nothing. Formatting the peer's address was 70 ns of every validate under load.
 		var buf [128]byte
-		kb := key.append(buf[:0], ctx)
-		if !s.guesses.allowBytes(kb) {
-			return errTooManyAttempts
+		var kb []byte
+		if s.guesses.anyHeld() {
+			kb = key.append(buf[:0], ctx)
+			if !s.guesses.allowBytes(kb) {
+				return errTooManyAttempts
+			}
 		}
 		err := h(ctx)
 		status := ctx.Response.StatusCode()
@@ -123,6 +132,9 @@ func (s *Server) limitGuesses(key guessKey, h handler) handler {
 		}
 		switch status {
 		case fasthttp.StatusUnauthorized, fasthttp.StatusForbidden, fasthttp.StatusNotFound:
+			if kb == nil {
+				kb = key.append(buf[:0], ctx)
+			}
 			s.guesses.fail(string(kb))
 		}
 		return err

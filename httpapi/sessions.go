@@ -162,10 +162,17 @@ func queueOf(q domain.QueueStats) queueJSON {
 	return out
 }
 
-// clientStatus reports the live status of the caller's session (NOT_CREATED when none).
+// clientStatus reports the live status of the caller's session (NOT_CREATED when none). The
+// engine keeps the answer's parts rendered from the session's view and gives them again while
+// the view is unchanged; only the queue's counters are written per call (a hot route: the
+// strings of the view were cache misses under load).
 func (s *Server) clientStatus(ctx *fasthttp.RequestCtx, u domain.User) error {
-	st := s.engine(ctx).Sessions.Status(u.ID)
-	writeStatus(ctx, &st)
+	body, split, q, ok := s.engine(ctx).Sessions.StatusAnswer(u.ID, appendStatus)
+	if !ok {
+		writeStatus(ctx, &domain.Session{Status: domain.StatusNotCreated})
+		return nil
+	}
+	writeStatusParts(ctx, body, split, q)
 	return nil
 }
 
@@ -184,22 +191,39 @@ func statusOfSession(st domain.Session) statusJSON {
 }
 
 // writeStatus answers a session's status: statusOfSession as writeJSON writes it, by hand (a hot
-// route: TestStatusAnswerIsWriteJSONs).
+// route: TestValidAndStatusAnswersAreWriteJSONs).
 func writeStatus(ctx *fasthttp.RequestCtx, st *domain.Session) {
+	var buf [512]byte
+	b, split := appendStatus(buf[:0], st)
+	writeStatusParts(ctx, b, split, st.Queue)
+}
+
+// writeStatusParts writes a status answer from appendStatus's parts and the queue's counters.
+func writeStatusParts(ctx *fasthttp.RequestCtx, b []byte, split int, q domain.QueueStats) {
 	ctx.Response.Header.SetContentTypeBytes(contentTypeJSON)
 	ctx.SetStatusCode(fasthttp.StatusOK)
-	var buf [512]byte
-	b := append(buf[:0], `{"id":`...)
+	var buf [64]byte
+	qb := strconv.AppendInt(buf[:0], int64(q.Depth), 10)
+	qb = append(qb, `,"oldestAt":`...)
+	if q.OldestAt != 0 {
+		qb = appendTimestamp(qb, q.OldestAt.Time())
+	} else {
+		qb = append(qb, "null"...)
+	}
+	_, _ = ctx.Write(b[:split])
+	_, _ = ctx.Write(qb)
+	_, _ = ctx.Write(b[split:])
+}
+
+// appendStatus appends st's answer without the queue's counters (its depth and oldestAt, which
+// go at split): the parts that follow from the session's view.
+func appendStatus(b []byte, st *domain.Session) (_ []byte, split int) {
+	b = append(b, `{"id":`...)
 	b = appendOptString(b, st.ID)
 	b = jsonenc.AppendString(append(b, `,"status":`...), st.Status)
 	b = appendOptString(append(b, `,"phone":`...), st.Phone)
-	b = strconv.AppendInt(append(b, `,"queue":{"depth":`...), int64(st.Queue.Depth), 10)
-	b = append(b, `,"oldestAt":`...)
-	if st.Queue.OldestAt != 0 {
-		b = appendTimestamp(b, st.Queue.OldestAt.Time())
-	} else {
-		b = append(b, "null"...)
-	}
+	b = append(b, `,"queue":{"depth":`...)
+	split = len(b)
 	reason := ""
 	if st.Status != domain.StatusConnected {
 		reason = st.StatusReason
@@ -209,7 +233,7 @@ func writeStatus(ctx *fasthttp.RequestCtx, st *domain.Session) {
 	b = appendOptTime(append(b, `,"restrictedUntil":`...), st.TimelockUntil)
 	b = appendOptTime(append(b, `,"timelockUntil":`...), st.TimelockUntil)
 	b = appendOptTime(append(b, `,"logoutAt":`...), st.LogoutAt)
-	_, _ = ctx.Write(append(b, "}\n"...))
+	return append(b, "}\n"...), split
 }
 
 // appendOptString appends s, or null when it is empty.

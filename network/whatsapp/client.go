@@ -53,16 +53,21 @@ type client struct {
 
 	ctlMu sync.Mutex // serialises Connect, Disconnect, Logout and shutdown
 
-	mu       sync.Mutex // guards the fields below; never held during I/O
-	closed   bool
-	wa       *whatsmeow.Client
-	gen      uint64    // generation of wa; bumped whenever wa is replaced
-	waUsed   bool      // Connect was called on wa
-	phone    string    // linked phone (digits), "" while unpaired
-	device   types.JID // linked device JID, empty while unpaired
-	qr       *qrSession
-	loop     *connectLoop
-	stayDown bool // Disconnect was called, or the link stopped for good (no Connect since)
+	mu     sync.Mutex // guards the fields below; never held during I/O
+	closed bool
+	wa     *whatsmeow.Client
+	gen    uint64    // generation of wa; bumped whenever wa is replaced
+	waUsed bool      // Connect was called on wa
+	phone  string    // linked phone (digits), "" while unpaired
+	device types.JID // linked device JID, empty while unpaired
+	qr     *qrSession
+	loop   *connectLoop
+	// loggingIn: the login after linking was started on wa (relogin).
+	loggingIn bool
+	// wantLogin: the server asked for that login (515) while another connect loop was still
+	// running; awaitLogin starts it once that loop is done.
+	wantLogin bool
+	stayDown  bool // Disconnect was called, or the link stopped for good (no Connect since)
 	// online: the last connection event was Connected. whatsmeow's IsLoggedIn is not reset
 	// by Disconnect or a connect failure, so the adapter keeps its own. onlineCh is closed
 	// while online.
@@ -185,7 +190,7 @@ func (c *client) replaceWA(dev *store.Device) *whatsmeow.Client {
 	old := c.wa
 	c.gen++
 	c.wa = c.newWA(dev, c.gen)
-	c.waUsed = false
+	c.waUsed, c.loggingIn, c.wantLogin = false, false, false
 	if c.qr != nil {
 		c.qr.abandon()
 		c.qr = nil
@@ -239,6 +244,7 @@ func (c *client) handle(q queued) {
 	case *events.PairSuccess:
 		c.paired(e.ID)
 		st = linkState{paired: true, phone: e.ID.User, wa: st.wa}
+		go c.awaitLogin(q.gen, st.wa)
 	case *events.ManualLoginReconnect:
 		c.log.Info("logging in as the linked device")
 		go c.relogin(q.gen)
@@ -458,14 +464,66 @@ func (c *client) relogin(gen uint64) {
 	defer c.ctlMu.Unlock()
 	c.mu.Lock()
 	if gen != c.gen || c.closed || c.loop != nil {
+		if gen == c.gen && c.loop != nil && !c.wantLogin {
+			// The link's first connect loop has not returned yet: awaitLogin logs in after it.
+			c.wantLogin = true
+			c.log.Info("a connection attempt is still under way; the login follows it")
+		}
 		c.mu.Unlock()
 		return
 	}
 	wa := c.wa
 	loop := &connectLoop{stop: make(chan struct{}), done: make(chan struct{})}
-	c.loop, c.waUsed, c.stayDown = loop, true, false
+	c.loop, c.waUsed, c.stayDown, c.loggingIn = loop, true, false, true
 	c.mu.Unlock()
 	go c.runConnect(loop, wa, gen)
+}
+
+// awaitLogin makes sure a device linked a moment ago logs in. The server ends the link's
+// connection with a 515 that starts the login (ManualLoginReconnect, relogin), but the socket
+// can close before whatsmeow has handled that last frame: whatsmeow drops frames still queued
+// when its socket closes, and expects this disconnect (it reports nothing). The device would
+// stay linked and offline with nothing left to connect it. The link connection's end raises no
+// event, so this polls it until the login is under way, the session is connected, or the
+// client was disconnected, replaced or closed.
+func (c *client) awaitLogin(gen uint64, wa *whatsmeow.Client) {
+	t := time.NewTicker(loginPoll)
+	defer t.Stop()
+	gone, warned := 0, false
+	for start := time.Now(); ; {
+		select {
+		case <-t.C:
+		case <-c.n.ctx.Done():
+			return
+		}
+		c.mu.Lock()
+		done := gen != c.gen || c.closed || c.stayDown || c.online || c.loggingIn
+		want := c.wantLogin && c.loop == nil
+		c.mu.Unlock()
+		var why string
+		switch {
+		case done:
+			return
+		case want:
+		case wa.IsConnected() && time.Since(start) < loginWait:
+			gone = 0
+			continue
+		case wa.IsConnected():
+			why = "no restart from the server after linking"
+		default:
+			// Twice in a row: whatsmeow finishes closing the socket in between.
+			if gone++; gone < 2 {
+				continue
+			}
+			why = "the link connection closed before the login started"
+		}
+		if why != "" && !warned {
+			warned = true
+			c.log.Warn(why + "; logging in as the linked device")
+		}
+		// Polled again until it is under way: relogin waits out a connect loop still running.
+		c.relogin(gen)
+	}
 }
 
 // resetDevice replaces a logged-out device with a fresh unpaired one and drops its session

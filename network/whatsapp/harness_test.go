@@ -267,16 +267,26 @@ func (s *session) connect() {
 // link connects an unpaired session, scans its first QR code as phone and waits for Connected.
 func (h *harness) link(s *session, phone string) {
 	h.t.Helper()
+	h.scan(s, phone, nil)
+	if c := s.expect("Connected", isConnected).(network.Connected); c.Phone != phone {
+		h.t.Fatalf("Connected.Phone = %q, want %q", c.Phone, phone)
+	}
+}
+
+// scan connects an unpaired session, runs between (when not nil) once its first QR code is
+// shown, scans the code as phone and waits for Paired.
+func (h *harness) scan(s *session, phone string, between func()) {
+	h.t.Helper()
 	s.connect()
 	qr := s.expect("QRCode", isQR).(network.QRCode)
+	if between != nil {
+		between()
+	}
 	if err := h.srv.Scan(qr.Code, phone); err != nil {
 		h.t.Fatal(err)
 	}
 	if p := s.expect("Paired", isPaired).(network.Paired); p.Phone != phone {
 		h.t.Fatalf("Paired.Phone = %q, want %q", p.Phone, phone)
-	}
-	if c := s.expect("Connected", isConnected).(network.Connected); c.Phone != phone {
-		h.t.Fatalf("Connected.Phone = %q, want %q", c.Phone, phone)
 	}
 }
 

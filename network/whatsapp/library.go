@@ -36,7 +36,9 @@ func libraryIn(info *debug.BuildInfo) (version string, date time.Time, ok bool) 
 		if dep.Path != libraryModule {
 			continue
 		}
-		if dep.Replace != nil {
+		if dep.Replace != nil && dep.Replace.Version != "" {
+			// A module replacement carries its own version; a directory (the patched copy
+			// under third_party/, which is the pinned version) carries none.
 			dep = dep.Replace
 		}
 		date, err := pseudoVersionTime(dep.Version)

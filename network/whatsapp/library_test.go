@@ -48,6 +48,13 @@ func TestLibraryAgeWarning(t *testing.T) {
 	if !ok || version != pinned || date.IsZero() {
 		t.Fatalf("libraryIn = %q, %v, %v", version, date, ok)
 	}
+	// The patched copy under third_party/ (go.mod's replace by directory) is the pinned version.
+	version, _, ok = libraryIn(&debug.BuildInfo{Deps: []*debug.Module{
+		{Path: libraryModule, Version: pinned, Replace: &debug.Module{Path: "./third_party/go.mau.fi/whatsmeow"}},
+	}})
+	if !ok || version != pinned {
+		t.Fatalf("libraryIn with a directory replace = %q, %v", version, ok)
+	}
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	warnAge(log, version, date, date.Add(29*24*time.Hour))

@@ -66,6 +66,11 @@ const (
 	// dbTimeout bounds one statement of the adapter's own (mapping table) queries.
 	dbTimeout = 10 * time.Second
 
+	// After linking (awaitLogin): how often the link connection is checked until the login
+	// starts, and how long the server may leave it open without the 515 that starts it.
+	loginPoll = 100 * time.Millisecond
+	loginWait = 30 * time.Second
+
 	// First-connect retry: capped exponential backoff with jitter.
 	connectBackoffBase = time.Second
 	connectBackoffMax  = time.Minute

@@ -370,13 +370,8 @@ func TestConnectsAfterLinkWhenReconnectFails(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	s := h.open("s1")
-	s.connect()
-	qr := s.expect("QRCode", isQR).(network.QRCode)
-	h.srv.SetDown(true) // the link socket stays up; the reconnection after pair-success fails
-	if err := h.srv.Scan(qr.Code, phoneA); err != nil {
-		t.Fatal(err)
-	}
-	s.expect("Paired", isPaired)
+	// The link socket stays up; the reconnection after pair-success fails.
+	h.scan(s, phoneA, func() { h.srv.SetDown(true) })
 	// The failed reconnection's Disconnected may be reported before or after Paired (two
 	// goroutines of whatsmeow race there): wait for it in either order.
 	deadline := time.Now().Add(wait)
@@ -387,6 +382,46 @@ func TestConnectsAfterLinkWhenReconnectFails(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	h.srv.SetDown(false)
+	s.expect("Connected", isConnected)
+}
+
+// The link's socket closes before the client has handled the server's 515 (a loaded client, or
+// a network that loses the last frame with the socket): whatsmeow expects that disconnect and
+// reports nothing, so the adapter must notice the link connection is gone and log in itself,
+// not leave the device linked and offline.
+func TestLinkLogsInWhenTheRestartIsLost(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.srv.SetCutLink(true)
+	h.link(h.open("s1"), phoneA)
+	if n := h.srv.Online(phoneA); n != 1 {
+		t.Fatalf("%d logged-in connections of the device, want 1", n)
+	}
+}
+
+// The server's 515 comes while the link's first connect loop has not returned yet (a loaded
+// machine: its goroutine not scheduled since its connection was made): the login waits for
+// that loop and follows it, rather than being dropped.
+func TestLinkLogsInAfterAConnectLoopStillRunning(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	s := h.open("s1")
+	late := &connectLoop{stop: make(chan struct{}), done: make(chan struct{})}
+	h.scan(s, phoneA, func() {
+		s.c.mu.Lock()
+		s.c.loop = late // as the first connect loop still running
+		s.c.mu.Unlock()
+	})
+	waitFor(t, "the login put off", func() bool {
+		s.c.mu.Lock()
+		defer s.c.mu.Unlock()
+		return s.c.wantLogin
+	})
+	s.c.mu.Lock()
+	if s.c.loop == late {
+		s.c.loop = nil // the loop returns
+	}
+	s.c.mu.Unlock()
 	s.expect("Connected", isConnected)
 }
 

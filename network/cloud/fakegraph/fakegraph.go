@@ -229,7 +229,8 @@ func (s *Server) Fail(contact string, f Failure) {
 }
 
 // SetLatency makes each message's answer come d after the message was taken (its statuses are
-// queued at once): a sender that dies meanwhile never learns Meta took it.
+// queued at once): a sender that dies meanwhile never learns Meta took it. A message taken
+// before SetLatency keeps the latency it was taken with.
 func (s *Server) SetLatency(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -484,7 +485,14 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, id string) {
 	auto, latency := s.autoDeliver, s.latency
 	s.mu.Unlock()
 	defer func() {
-		time.Sleep(latency)
+		// A sender gone meanwhile (killed) never gets the answer; the handler ends with it.
+		wait := time.NewTimer(latency)
+		defer wait.Stop()
+		select {
+		case <-wait.C:
+		case <-r.Context().Done():
+			return
+		}
 		writeJSON(w, http.StatusOK, cloudapi.SendResponse{MessagingProduct: cloudapi.Product,
 			Contacts: []cloudapi.SentContact{{Input: req.To, WaID: req.To}}, Messages: []cloudapi.SentMessage{{ID: m.ID, MessageStatus: "accepted"}}})
 	}()

@@ -37,6 +37,10 @@ const (
 	qrRefs = 6
 	// endStreamGrace is how long the server keeps a socket open after a final node.
 	endStreamGrace = 250 * time.Millisecond
+	// restartGrace is how long the server keeps the link's socket open after its 515: the
+	// client closes it itself and logs in on a new one (whatsmeow disconnects at once); the
+	// server ends a socket left open after that.
+	restartGrace = 2 * time.Second
 )
 
 // conn is one client websocket.
@@ -259,7 +263,10 @@ func (c *conn) send(n node) error {
 }
 
 // endStream sends a final node and closes the connection the way the server does.
-func (c *conn) endStream(n node) {
+func (c *conn) endStream(n node) { c.endStreamAfter(n, endStreamGrace) }
+
+// endStreamAfter is endStream closing the socket after grace.
+func (c *conn) endStreamAfter(n node, grace time.Duration) {
 	c.mu.Lock()
 	c.ended = true
 	c.mu.Unlock()
@@ -268,7 +275,7 @@ func (c *conn) endStream(n node) {
 	// still queued for its handlers when the socket closes (over a real network the close
 	// arrives later anyway). A client that disconnects by itself (515) ends it sooner. The
 	// close handshake waits for the client's close frame, read by serve's goroutine.
-	time.AfterFunc(endStreamGrace, func() { _ = c.ws.Close(websocket.StatusNormalClosure, "") })
+	time.AfterFunc(grace, func() { _ = c.ws.Close(websocket.StatusNormalClosure, "") })
 }
 
 func (c *conn) startLinking() error {
@@ -409,9 +416,18 @@ func (c *conn) handleClientResult(n *node) error {
 	}
 	c.s.mu.Lock()
 	a.devices[jid.Device] = &device{noisePub: c.noisePub}
+	cut := c.s.cutLink
 	c.s.mu.Unlock()
+	if cut {
+		// SetCutLink: the socket goes before the client has read the 515 (lost with it).
+		c.mu.Lock()
+		c.ended = true
+		c.mu.Unlock()
+		_ = c.ws.CloseNow()
+		return nil
+	}
 	// As the real server: the client must reconnect and log in as the new device.
-	c.endStream(node{Tag: "stream:error", Attrs: attrs{"code": "515"}})
+	c.endStreamAfter(node{Tag: "stream:error", Attrs: attrs{"code": "515"}}, restartGrace)
 	return nil
 }
 

@@ -78,6 +78,7 @@ type Server struct {
 	accounts map[string]*account
 	down     bool
 	outdated bool // logins and links fail with 405 (client outdated)
+	cutLink  bool // SetCutLink
 	silent   map[string]bool
 	minVer   uint32 // with outdated: versions at or above this are accepted (0: none)
 	webVer   uint32 // the client_revision web.whatsapp.com's page names (0: the page has none)
@@ -351,6 +352,15 @@ func (s *Server) RemoveDevices(phone string) int {
 	return s.endStreams(phone, node{Tag: "stream:error", Attrs: attrs{"code": "401"}, Content: []node{
 		{Tag: "conflict", Attrs: attrs{"type": "device_removed"}},
 	}})
+}
+
+// SetCutLink makes the server cut a link's connection once the phone confirmed the device,
+// instead of ending it with the 515 that tells the client to log in: the socket closing
+// before the client has handled its last frame, as a loaded client or a lossy network sees it.
+func (s *Server) SetCutLink(on bool) {
+	s.mu.Lock()
+	s.cutLink = on
+	s.mu.Unlock()
 }
 
 // EndLinking closes every connection that is showing QR codes (the client reports a timeout).

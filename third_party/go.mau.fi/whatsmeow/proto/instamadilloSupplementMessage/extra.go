@@ -1,0 +1,3 @@
+package instamadilloSupplementMessage
+
+func (*SupplementMessagePayload) IsMessageApplicationSub() {}
