@@ -266,6 +266,12 @@ func TestCloudStoreTopicTemplate(t *testing.T) {
 	const back = "13125550103"
 	sid := tg.status(alice)["id"].(string)
 	want(t, tg.do("POST", "/api/dev/sim/inbound", nil, map[string]any{"sessionId": sid, "from": back, "text": "hi again"}), 200, "")
+	// The sim answers before the engine has read the message; once it is in the history, the
+	// contact's window is open (the engine records that first).
+	eventually(t, 15*time.Second, "the customer's message in the history", func() bool {
+		items, _ := tg.historyPage(t, "/api/client/messages?direction=in&from="+back, bearerAuth(alice))
+		return len(items) == 1
+	})
 	body = orderBody(t, 2002, "#2002", "+1 (312) 555-0103")
 	want(t, tg.webhook(q, shopifyHook("orders/create", aliceShop, hookSecret, "w-warm", body), body), 200, "")
 	eventually(t, 15*time.Second, "the order message on the linked phone", func() bool { return len(tg.simMessages(back)) == 1 })

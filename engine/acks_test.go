@@ -380,3 +380,48 @@ func TestReceiptRecordedBeforeAKillFoldedIntoTheOutcome(t *testing.T) {
 	})
 	waitUntil(t, 10*time.Second, "the failed event", func() bool { return sink.count(domain.EventMessageStatus+"/failed") == 1 })
 }
+
+// Receipts of a message this process no longer holds in memory (after a restart, or once the
+// recent ones were forgotten) are read against storage; its events never go back: a read
+// whose record waits for its event's commit, then a delivered (Meta sends statuses in any
+// order), publishes no message.status delivered after read.
+func TestReceiptsOfAMessageReadFromStorageInOrder(t *testing.T) {
+	recs := persist.NewRecords(persist.NewMemory())
+	sink := &heldSink{}
+	e, u, _ := gatedEngine(t, recs, Config{Events: sink})
+	ctx := context.Background()
+	t0 := time.Now().Add(-time.Minute)
+	m := domain.OutboxEntry{ID: "FROMSTORAGE1", SessionID: e.Sessions.Status(u.ID).ID, UserID: u.ID, CreatedAt: domain.MillisOf(t0),
+		Message: domain.Message{ID: "FROMSTORAGE1", To: "4915100000009", Kind: domain.KindText, Text: "your order shipped"}}
+	m.SetStatus(domain.MsgQueued, t0)
+	if err := recs.Outbox.Accept(ctx, &m, ""); err != nil {
+		t.Fatal(err)
+	}
+	m.SetStatus(domain.MsgSent, t0.Add(time.Second))
+	written := make(chan error, 1)
+	recs.Outbox.Settle(m, func(err error) { written <- err })
+	if err := <-written; err != nil {
+		t.Fatal(err)
+	}
+
+	release := sink.shut()
+	t.Cleanup(release)
+	read, readCh := doneCh()
+	delivered, deliveredCh := doneCh()
+	e.Messages.msgs.Receipt(m.ID, domain.StatusChange{Status: domain.MsgRead, At: domain.MillisOf(t0.Add(3 * time.Second))}, read)
+	waitUntil(t, 10*time.Second, "the read event's commit held", func() bool { return sink.waiting.Load() > 0 })
+	e.Messages.msgs.Receipt(m.ID, domain.StatusChange{Status: domain.MsgDelivered, At: domain.MillisOf(t0.Add(2 * time.Second))}, delivered)
+	release()
+	toldOnce(t, "the read receipt", readCh)
+	toldOnce(t, "the delivered receipt", deliveredCh)
+	if n := sink.count(domain.EventMessageStatus + "/delivered"); n != 0 {
+		t.Fatalf("%d message.status delivered events after read", n)
+	}
+	if n := sink.count(domain.EventMessageStatus + "/read"); n != 1 {
+		t.Fatalf("%d message.status read events", n)
+	}
+	recs.Outbox.Flush()
+	if got, err := recs.Outbox.Get(m.ID); err != nil || got.Status != domain.MsgRead {
+		t.Fatalf("as it stands: %s %v, want read", got.Status, err)
+	}
+}

@@ -80,27 +80,36 @@ func (in inbound) Inbound(s domain.Session, ev network.Event) {
 			done.Call(fmt.Errorf("%w: the gateway is stopping", domain.ErrUnavailable))
 		}
 	case network.Reaction:
-		go func() {
-			ev.Done.Call(ms.noteChange(uid, s.ID, ev.Target, ev.Origin, false, domain.Message{Kind: domain.KindReaction, Emoji: ev.Emoji}))
-		}()
+		e.noteLater(ev.Done, func() error {
+			return ms.noteChange(uid, s.ID, ev.Target, ev.Origin, false, domain.Message{Kind: domain.KindReaction, Emoji: ev.Emoji})
+		})
 	case network.Edited:
 		m := ev.Message
 		m.Kind = domain.KindEdit
 		if m.Text == "" {
 			m.Text = ev.Message.Preview()
 		}
-		go func() { ev.Done.Call(ms.noteChange(uid, s.ID, ev.Target, ev.Origin, false, m)) }()
+		e.noteLater(ev.Done, func() error { return ms.noteChange(uid, s.ID, ev.Target, ev.Origin, false, m) })
 	case network.Revoked:
-		go func() {
-			ev.Done.Call(ms.noteChange(uid, s.ID, ev.Target, ev.Origin, false, domain.Message{Kind: domain.KindRevoke}))
-		}()
+		e.noteLater(ev.Done, func() error {
+			return ms.noteChange(uid, s.ID, ev.Target, ev.Origin, false, domain.Message{Kind: domain.KindRevoke})
+		})
 	case network.PollVote:
 		// Told once the vote is on its poll and read as a confirmation's answer it may be.
 		done := network.Join(ev.Done, 2)
-		go func() {
-			done.Call(ms.noteChange(uid, s.ID, ev.Poll, ev.Origin, false, domain.Message{Kind: domain.KindPoll, Options: ev.Options}))
-		}()
+		e.noteLater(done, func() error {
+			return ms.noteChange(uid, s.ID, ev.Poll, ev.Origin, false, domain.Message{Kind: domain.KindPoll, Options: ev.Options})
+		})
 		e.storeLoopVote(s, ev, done) // a vote on an order's confirmation
+	}
+}
+
+// noteLater records an incoming change (a reaction, an edit, a revoke, a vote) off the session's
+// goroutine in the engine's background, which Stop waits for; once the engine stops, the
+// change's Done is told unavailable and the network sends it again.
+func (e *Engine) noteLater(done network.Done, note func() error) {
+	if !e.goBackground(func() { done.Call(note()) }) {
+		done.Call(fmt.Errorf("%w: the gateway is stopping", domain.ErrUnavailable))
 	}
 }
 

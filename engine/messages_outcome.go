@@ -182,9 +182,19 @@ func (m *messages) receiptOf(id string, c domain.StatusChange, done network.Done
 			done.Call(unlessGone(err)) // not ours (a message sent from the phone), or gone
 			return
 		}
+		stored := e
+		stored.History = slices.Clip(e.History)
 		before := e.Status
 		if !applyReceipt(&e, c) {
 			done.Call(nil) // a repeat, or behind what the message reached
+			return
+		}
+		if stored.Final() {
+			// Kept as a settled message is (keep): this receipt and the next are applied to it
+			// under the lock, in order, not each to storage, which lags a receipt whose record
+			// waits for its event (recordAfterEvent): a delivered after a read would go back.
+			m.remember(sh, id, stored)
+			m.receiptOf(id, c, done)
 			return
 		}
 		if moved = e.Status != before; moved && done != nil {
@@ -195,6 +205,21 @@ func (m *messages) receiptOf(id string, c domain.StatusChange, done network.Done
 		}
 	}
 	m.outbox.Receipt(e.ID, c, m.receiptWritten(e.ID, c.Status, moved, done))
+}
+
+// remember keeps message e, read from storage with its outcome, among the shard's recent
+// settled messages (without its body), unless the shard holds it already (tracked or kept
+// meanwhile: a receipt then goes to that).
+func (m *messages) remember(sh *pendingShard, id string, e domain.OutboxEntry) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.m[id] != nil {
+		return
+	}
+	msg := e.Message
+	e.Message = domain.Message{ID: msg.ID, To: msg.To, Kind: msg.Kind}
+	sh.m[id] = &pending{settled: true, durable: true, entry: e}
+	sh.keep(id)
 }
 
 // recordAfterEvent writes a receipt's record once its event (message.delivered, read) is

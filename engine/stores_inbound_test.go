@@ -2,9 +2,12 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gateway/gateway/domain"
 )
 
 // What one contact wrote is read in order, one message after the other; another contact's
@@ -51,5 +54,26 @@ func TestContactLanesKeepEachContactsOrder(t *testing.T) {
 	}
 	if len(e.lanes.waiting) != 0 {
 		t.Fatalf("lanes left open: %v", e.lanes.waiting)
+	}
+}
+
+// An incoming change (reaction, edit, revoke, vote) is recorded in the engine's background,
+// which Stop waits for: before Stop it runs and its Done gets the write's answer; after Stop it
+// does not run and its Done is told unavailable (the network sends it again).
+func TestNoteLaterRunsInTheBackgroundStopWaitsFor(t *testing.T) {
+	e := &Engine{}
+	release, told := make(chan struct{}), make(chan error, 2)
+	e.noteLater(func(err error) { told <- err }, func() error { <-release; return nil })
+	e.bgMu.Lock()
+	e.bgClosed = true
+	e.bgMu.Unlock()
+	e.noteLater(func(err error) { told <- err }, func() error { t.Error("a change ran after Stop"); return nil })
+	if err := <-told; !errors.Is(err, domain.ErrUnavailable) {
+		t.Fatalf("after Stop: %v, want unavailable", err)
+	}
+	close(release)
+	e.bg.Wait()
+	if err := <-told; err != nil {
+		t.Fatalf("before Stop: %v", err)
 	}
 }

@@ -33,9 +33,12 @@ const (
 //	                             history lists it (MessageLog), <ms> is its acceptance time
 //	outbox_status/<id>           the outcome: status, network id, error, attempts, history, and
 //	                             where the body is (its uid and ms); TTL OutboxRetention
-//	outbox_receipt/<id>/<st>     a receipt (delivered, read) that came after the outcome's
-//	                             commit, TTL OutboxRetention (one that comes before is folded
-//	                             into the outcome)
+//	outbox_receipt/<id>/<st>     a receipt (delivered, read; failed with its code: a failure
+//	                             reported while the send was in doubt) that came after the
+//	                             outcome's commit, or before the outcome when its network waits
+//	                             for it (the engine also folds that one into the outcome; a
+//	                             boot's re-send folds in those the last process left), TTL
+//	                             OutboxRetention; laid over the outcome by reads, by rank
 //	outbox_pending/<id>          a pending mark, only for a message still pending after
 //	                             markAfter (a disconnected session's queue, pacing): where its
 //	                             body is and the body's expiry; removed with its outcome
@@ -639,14 +642,17 @@ type bgPart struct {
 // commit per write: it returns the writes kept (in batch's array) and the commits. A write that
 // cannot be encoded is answered at once.
 func (o *Outbox) prepareBatch(batch []bgWrite, each bool) ([]bgWrite, []bgPart) {
-	// Receipts come after their outcome: the engine holds early ones until the outcome is
-	// known.
+	// A receipt queued behind its outcome is folded into it. One queued before it (its
+	// network waited for it while the send was in doubt) is its own record; the engine folds
+	// it into the outcome too.
 	at := map[string]int{}
 	kept := batch[:0]
 	for _, w := range batch {
 		if !w.outcome() {
 			if i, ok := at[w.id]; ok {
-				kept[i].entry.SetStatus(w.receipt.Status, w.receipt.At.Time())
+				if kept[i].entry.SetStatus(w.receipt.Status, w.receipt.At.Time()) && w.receipt.Status == domain.MsgFailed {
+					kept[i].entry.Code, kept[i].entry.Error = w.receipt.Code, w.receipt.Error // as laySettled
+				}
 				if w.receipt.Category != "" {
 					kept[i].entry.Pricing = w.receipt.Category
 				}

@@ -506,3 +506,44 @@ func TestOutboxMediaApart(t *testing.T) {
 		t.Fatalf("Get without its media object: %v", err)
 	}
 }
+
+// A failure the network reported while the send was in doubt (a receipt of status failed,
+// with its code), queued just behind its outcome, is folded into the outcome's record with its
+// code and error, as a read lays it when it is its own record: folded without them, a kill -9
+// before the engine's own failed outcome lands kept a failed message that says not why.
+func TestOutboxFoldedFailureKeepsItsCode(t *testing.T) {
+	o := NewOutbox(NewMemory())
+	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	e := queued("mfail", t0)
+	if err := o.Accept(context.Background(), &e, ""); err != nil {
+		t.Fatal(err)
+	}
+	e.SetStatus(domain.MsgSent, t0.Add(time.Second))
+	failed := domain.StatusChange{Status: domain.MsgFailed, At: domain.MillisOf(t0.Add(2 * time.Second)),
+		Code: "outside_service_window", Error: "outside the 24 h service window"}
+	var answered atomic.Int32
+	done := func(err error) {
+		if err != nil {
+			t.Error(err)
+		}
+		answered.Add(1)
+	}
+	// One batch, the receipt behind its outcome (the background writer's gather).
+	kept, parts := o.prepareBatch([]bgWrite{{id: e.ID, entry: &e, done: done}, {id: e.ID, receipt: failed, done: done}}, false)
+	if len(kept) != 1 {
+		t.Fatalf("%d writes kept, want the receipt folded into the outcome", len(kept))
+	}
+	for _, p := range parts {
+		o.finishPart(kept, p, o.kv.Commit(context.Background(), p.ops...))
+	}
+	if answered.Load() != 2 {
+		t.Fatalf("%d answered, want 2", answered.Load())
+	}
+	got, err := o.Get(e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != domain.MsgFailed || got.Code != failed.Code || got.Error != failed.Error {
+		t.Fatalf("status %s code %q error %q, want failed with the receipt's code and error", got.Status, got.Code, got.Error)
+	}
+}

@@ -37,9 +37,11 @@ package persist
 //	campaign_detail/<id>/<index>   domain.CampaignDetail (1) 90 days   campaign actor
 //	msg_log/<uid>/<ms>/<dir>/<id>  LogEntry (1), out: the    7 days    saving an incoming message (in);
 //	                               accept record (3)         (14 d)    out: the outbox's accept (above)
-//	                               (messages.go: uid path-escaped, ms 13 digits, dir out|in)
-//	msg_in/<uid>/<id>              the msg_log key after     7 days    saving an incoming message (its
-//	                               the user's prefix (raw)             id → its entry: replies, reads)
+//	                               (messages.go: uid path-escaped, ms 13 digits, dir out|in; an
+//	                               incoming one is .../in/<id>/<session>, before: .../in/<id>)
+//	msg_in/<uid>/<id>/<session>    the msg_log key after     7 days    saving an incoming message (its
+//	                               the user's prefix (raw)             id → its entry: replies, reads);
+//	                                                                   msg_in/<uid>/<id> before, still read
 //	msg_note/<uid>/<id>            domain.MessageNotes (1)   7 days    engine: reactions, edit, revoke,
 //	                                                                   poll votes (notes.go)
 //	net_send/, net_id/, cloud_template/, routing/, cloud_window/: the Cloud API's (cloud.go)

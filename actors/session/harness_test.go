@@ -178,6 +178,8 @@ type fakeDeliveries struct {
 	// n counts the outcomes; countOnly keeps nothing else (benchmarks).
 	n         atomic.Int64
 	countOnly bool
+	// held, when set, takes the receipts' Dones instead of telling them (mu).
+	held chan network.Done
 }
 
 func (d *fakeDeliveries) Outcome(e domain.OutboxEntry, err error) {
@@ -189,7 +191,16 @@ func (d *fakeDeliveries) Outcome(e domain.OutboxEntry, err error) {
 	d.outcomes = append(d.outcomes, outcomeRec{e, err})
 }
 
-func (d *fakeDeliveries) Receipt(_ string, _ domain.StatusChange, done network.Done) { done.Call(nil) }
+func (d *fakeDeliveries) Receipt(_ string, _ domain.StatusChange, done network.Done) {
+	d.mu.Lock()
+	held := d.held
+	d.mu.Unlock()
+	if held != nil && done != nil {
+		held <- done
+		return
+	}
+	done.Call(nil)
+}
 
 func (d *fakeDeliveries) Failed(_ string, _ error, _ time.Time, done network.Done) { done.Call(nil) }
 

@@ -77,3 +77,29 @@ func TestNetworkDonesToldOnce(t *testing.T) {
 	r.client().emit(in("late", d))
 	once(t, "a message after the stop", ch, true)
 }
+
+// A receipt that reaches the actor as a netEvent (the sink hands receipts to Deliveries
+// directly, but nothing stops one from coming this way) is told by Deliveries once recorded,
+// not by the actor as an event it keeps nothing of.
+func TestReceiptThroughTheActorToldByDeliveries(t *testing.T) {
+	r := newRig(t, "15550001001", domain.Pacing{})
+	held := make(chan network.Done, 1)
+	r.out.mu.Lock()
+	r.out.held = held
+	r.out.mu.Unlock()
+	d, ch := told()
+	r.hw.Send(r.pid, netEvent{ev: network.MessageReceipt{IDs: []string{"M1"}, Status: network.StatusDelivered, At: t0, Done: d}})
+	var record network.Done
+	select {
+	case record = <-held:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the receipt never reached Deliveries")
+	}
+	select {
+	case err := <-ch:
+		t.Fatalf("the receipt's Done told (%v) before Deliveries recorded it", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	record(nil)
+	once(t, "the receipt", ch, false)
+}

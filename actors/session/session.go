@@ -604,6 +604,7 @@ func (s *Session) onNetEvent(ev network.Event) {
 		s.st.LogoutAt = time.Time{}
 		s.saveStatus(s.st.Status)
 	case network.MessageReceipt:
+		s.handOn() // Deliveries tells it once recorded
 		receipt(s.deps.Deliveries, e)
 	case network.Incoming:
 		if e.Group == "" {
