@@ -36,9 +36,9 @@ func libraryIn(info *debug.BuildInfo) (version string, date time.Time, ok bool) 
 		if dep.Path != libraryModule {
 			continue
 		}
-		if dep.Replace != nil && dep.Replace.Version != "" {
+		if dep.Replace != nil && dep.Replace.Version != "" && dep.Replace.Version != "(devel)" {
 			// A module replacement carries its own version; a directory (the patched copy
-			// under third_party/, which is the pinned version) carries none.
+			// under third_party/, which is the pinned version) carries "(devel)".
 			dep = dep.Replace
 		}
 		date, err := pseudoVersionTime(dep.Version)

@@ -50,7 +50,7 @@ func TestLibraryAgeWarning(t *testing.T) {
 	}
 	// The patched copy under third_party/ (go.mod's replace by directory) is the pinned version.
 	version, _, ok = libraryIn(&debug.BuildInfo{Deps: []*debug.Module{
-		{Path: libraryModule, Version: pinned, Replace: &debug.Module{Path: "./third_party/go.mau.fi/whatsmeow"}},
+		{Path: libraryModule, Version: pinned, Replace: &debug.Module{Path: "./third_party/go.mau.fi/whatsmeow", Version: "(devel)"}},
 	}})
 	if !ok || version != pinned {
 		t.Fatalf("libraryIn with a directory replace = %q, %v", version, ok)
