@@ -36,3 +36,54 @@ func TestWaitHandedOverWaitsForItsOwnOnly(t *testing.T) {
 		}
 	}
 }
+
+// countingHandler counts the engine calls a node makes.
+type countingHandler struct{ acquired, released, fenced int }
+
+func (h *countingHandler) Acquire(context.Context, *Acquisition) error { h.acquired++; return nil }
+func (h *countingHandler) Release(context.Context, int) error          { h.released++; return nil }
+func (h *countingHandler) Fenced(int)                                  { h.fenced++ }
+
+// A partition fenced while its release waited to begin (balancing marked it busy, so lose left
+// telling the engine to the release) is stopped by that release: the engine was told neither
+// Release nor Fenced, kept running a partition the node no longer held, and was told to Acquire
+// it again when the node took it back (seen under load in TestCluster: "partition 39 acquired by
+// a:1 while a:1 runs it").
+func TestReleaseOfALostPartitionFencesIt(t *testing.T) {
+	for _, stopped := range []bool{false, true} {
+		h := &countingHandler{}
+		ctx, cancel := context.WithCancel(context.Background())
+		n := bareNode(ctx, h, 1)
+		p := &part{id: 7, state: stActive, busy: true} // as balance leaves it for its release
+		n.lose(p, "the lease was not renewed in time")
+		if h.fenced != 0 {
+			t.Fatalf("lose told the engine while a release was under way: %+v", h)
+		}
+		if stopped {
+			n.sem <- struct{}{} // the release waits for its turn while the node stops
+			cancel()
+		}
+		n.release(p)
+		cancel()
+		if h.fenced != 1 || h.released != 0 || p.busy {
+			t.Fatalf("node stopping %v: the release of a lost partition told the engine %+v (busy %v), want it fenced once", stopped, *h, p.busy)
+		}
+	}
+	// Not lost: a node aborted (kill -9) while the release waited tells the engine nothing.
+	h := &countingHandler{}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	n := bareNode(ctx, h, 0)
+	p := &part{id: 7, state: stActive, busy: true}
+	n.release(p)
+	if *h != (countingHandler{}) || p.busy {
+		t.Fatalf("an aborted node's release told the engine %+v (busy %v)", *h, p.busy)
+	}
+}
+
+// bareNode is a node without NATS, enough to take its partitions' state through lose and release.
+func bareNode(ctx context.Context, h Handler, parallel int) *Node {
+	n := &Node{cfg: Config{NodeID: "me", Handler: h}, log: slog.New(slog.DiscardHandler), ctx: ctx, sem: make(chan struct{}, parallel)}
+	n.metrics, _ = newMetrics(nil, n)
+	return n
+}

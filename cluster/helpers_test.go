@@ -149,7 +149,23 @@ type testCluster struct {
 	mods   []func(*Config)
 }
 
+// testLeaseTTL is the lease of the tests' clusters (the mods given may change it): 4 s, not the
+// default 2 s. TestCluster's subtests run in parallel under the race detector beside every
+// other package of make test, and a renewal starved of CPU for the default's 1.5 s fence
+// deadline fenced partitions of live nodes again and again (355 fences in one run at load 13):
+// shares that never settled within 20 s, a graceful stop that fenced, a node's heartbeat key
+// that lapsed under it. What the tests check does not depend on the TTL; the waits that do
+// are in terms of it.
+const testLeaseTTL = 4 * time.Second
+
+// settleWithin bounds the wait for a cluster's fair shares. Alone they settle in 1-3 s; under
+// the race detector at load 10-15, nodes that start together hand partitions back and forth
+// (a node that saw only itself took all, a view that lost a heartbeat for a moment took more)
+// and took over 20 s. Polled: it costs nothing when they settle sooner.
+const settleWithin = 45 * time.Second
+
 func newTestCluster(t *testing.T, nc *clustertest.Cluster, mods ...func(*Config)) *testCluster {
+	mods = append([]func(*Config){func(c *Config) { c.LeaseTTL = testLeaseTTL }}, mods...)
 	return &testCluster{t: t, nats: nc, prefix: "t" + randomID()[:8], eng: newEngineStub(t), mods: mods}
 }
 

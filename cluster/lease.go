@@ -488,16 +488,14 @@ func (n *Node) release(p *part) {
 	select {
 	case n.sem <- struct{}{}:
 	case <-n.ctx.Done():
-		p.mu.Lock()
-		p.busy = false
-		p.mu.Unlock()
+		n.releaseDropped(p)
 		return
 	}
 	defer func() { <-n.sem }()
 	p.mu.Lock()
 	if p.state != stActive {
-		p.busy = false
 		p.mu.Unlock()
+		n.releaseDropped(p)
 		return
 	}
 	p.state = stReleasing
@@ -539,4 +537,18 @@ func (n *Node) release(p *part) {
 	n.metrics.handover("released")
 	n.log.Info("partition released", "partition", p.id)
 	n.wake()
+}
+
+// releaseDropped ends a release that never began. A partition fenced while its release waited
+// (lose skips Handler.Fenced while the partition is busy) is stopped here: the engine would
+// otherwise keep running a partition this node no longer holds (and be told to Acquire it again
+// when the node retakes it, with the first run still going).
+func (n *Node) releaseDropped(p *part) {
+	p.mu.Lock()
+	lost := p.state == stFree
+	p.busy = false
+	p.mu.Unlock()
+	if lost {
+		n.cfg.Handler.Fenced(p.id)
+	}
 }

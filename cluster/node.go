@@ -384,8 +384,13 @@ func (n *Node) renewals() {
 }
 
 func (n *Node) tick() {
-	hbOK := n.heartbeat()
+	// The heartbeat and the renewals are written together: a renewal sent only once a slow
+	// heartbeat write returned (up to its 1 s timeout on a loaded machine) brought the fence
+	// deadline that much closer, and two such rounds fenced partitions of a live node.
+	hb := make(chan bool, 1)
+	go func() { hb <- n.heartbeat() }()
 	n.renewAll()
+	hbOK := <-hb
 	n.fenceLapsed()
 	if hbOK {
 		// Heartbeats and renewals are written every renewal interval: a watcher that delivered
