@@ -305,6 +305,11 @@ func (p *provider) keysFor(ctx context.Context, jws *jose.JSONWebSignature, ks *
 func (p *provider) refreshAfterCooldown(ctx context.Context, since time.Time) error {
 	deadline := time.Now().Add(kidCooldown + 100*time.Millisecond)
 	for {
+		// Another request's fetch may have loaded newer keys already (its attempt is what
+		// the cooldown counts from): decide on those instead of waiting the cooldown out.
+		if ks := p.keys.Load(); ks != nil && ks.fetched.After(since) {
+			return nil
+		}
 		p.mu.Lock()
 		wait := kidCooldown - p.now().Sub(p.attempted)
 		p.mu.Unlock()
@@ -325,10 +330,7 @@ func (p *provider) refreshAfterCooldown(ctx context.Context, since time.Time) er
 		if !errors.Is(err, errCooldown) {
 			return err
 		}
-		// Another request fetched first: decide on its keys.
-		if ks := p.keys.Load(); ks != nil && ks.fetched.After(since) {
-			return nil
-		}
+		// Another request fetched first: decide on its keys (above).
 		if err := p.failing(); err != nil {
 			return err
 		}

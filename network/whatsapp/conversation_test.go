@@ -65,6 +65,14 @@ func TestPollVoteDecrypted(t *testing.T) {
 		t.Fatalf("changed vote %+v", v)
 	}
 
+	// The votes acked before the restart (the sink kept them): one still unacked when the
+	// client closes comes again at the next login, before the vote below.
+	for end := time.Now().Add(wait); len(h.srv.Unacked(phoneA)) != 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("unacked before the restart: %v", h.srv.Unacked(phoneA))
+		}
+	}
+
 	// Restarted: the options from the outbox, the secret from the device store.
 	h.reopen()
 	s = h.openWith("s1", src)
