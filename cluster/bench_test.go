@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -64,28 +63,4 @@ func benchStart(b *testing.B, tc *testCluster, id string) *Node {
 	}
 	b.Cleanup(n.abort)
 	return n
-}
-
-// BenchmarkIdle is what one node owning every partition costs with no requests at all (lease
-// renewals, heartbeats, the watches), on three in-process NATS servers, the servers' CPU
-// included: cpu-ms/s, over b.N windows of one second.
-//
-//	go test -run XXX -bench Idle -benchtime 5x ./cluster
-func BenchmarkIdle(b *testing.B) {
-	c := clustertest.StartCluster(b, 3)
-	tc := &testCluster{nats: c, prefix: "b" + randomID()[:8], eng: newEngineStub(b)}
-	a := benchStart(b, tc, "a:1")
-	eventually(b, 30*time.Second, "a owns all", func() bool { return len(tc.eng.runningOf("a:1")) == DefaultPartitions })
-	time.Sleep(2 * time.Second) // the takeover's writes settle
-	var ru0, ru1 syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
-	b.ResetTimer()
-	for range b.N {
-		time.Sleep(time.Second)
-	}
-	b.StopTimer()
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
-	cpu := syscall.TimevalToNsec(ru1.Utime) - syscall.TimevalToNsec(ru0.Utime) + syscall.TimevalToNsec(ru1.Stime) - syscall.TimevalToNsec(ru0.Stime)
-	b.ReportMetric(float64(cpu)/1e6/float64(b.N), "cpu-ms/s")
-	_ = a
 }
