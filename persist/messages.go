@@ -132,6 +132,22 @@ func userInboundIDKey(uid, id string) []byte {
 	return []byte(inboundIDTable + "/" + logUserPrefix(uid) + id)
 }
 
+// InboundOf is Inbound preferring the copy session sid got, when it got one (a reply, a
+// reaction or a read mark goes through that session).
+func (l *MessageLog) InboundOf(uid, id, sid string) (domain.InboundMessage, error) {
+	if sid == "" {
+		return l.Inbound(uid, id)
+	}
+	pos, err := l.kv.Get(inboundIDKey(uid, sid, id))
+	if errors.Is(err, domain.ErrRecordNotFound) {
+		return l.Inbound(uid, id)
+	}
+	if err != nil {
+		return domain.InboundMessage{}, err
+	}
+	return l.inboundAt(uid, id, pos)
+}
+
 // Inbound returns one of the user's incoming messages by id (domain.ErrRecordNotFound when
 // none was kept): a message two of the user's sessions got is the first session's copy (by
 // session id).
@@ -153,6 +169,11 @@ func (l *MessageLog) Inbound(uid, id string) (domain.InboundMessage, error) {
 	if err != nil {
 		return domain.InboundMessage{}, err
 	}
+	return l.inboundAt(uid, id, pos)
+}
+
+// inboundAt reads incoming message id at its history position pos.
+func (l *MessageLog) inboundAt(uid, id string, pos []byte) (domain.InboundMessage, error) {
 	e, err := l.t.Get(logUserPrefix(uid) + string(pos))
 	if err != nil {
 		return domain.InboundMessage{}, err

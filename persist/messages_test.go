@@ -163,6 +163,12 @@ func TestInboundKeptPerSession(t *testing.T) {
 			if in, err := l.Inbound("u", m.ID); err != nil || in.SessionID != "s1" {
 				t.Fatalf("by id: %+v %v, want s1's copy", in, err)
 			}
+			if in, err := l.InboundOf("u", m.ID, "s2"); err != nil || in.SessionID != "s2" {
+				t.Fatalf("by id for s2: %+v %v, want s2's copy", in, err)
+			}
+			if in, err := l.InboundOf("u", m.ID, "s3"); err != nil || in.SessionID != "s1" {
+				t.Fatalf("by id for s3, which got none: %+v %v, want s1's copy", in, err)
+			}
 
 			// Kept before the key was per session: read, and not kept again.
 			pos := logPos(at, domain.DirIn, "OLD1")
