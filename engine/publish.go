@@ -147,7 +147,10 @@ func (p *publisher) drain(ctx context.Context) {
 		p.mu.RUnlock()
 		return
 	}
-	p.ch <- pub{then: func(error) { close(done) }} // no user: a mark, not an event
+	select {
+	case p.ch <- pub{then: func(error) { close(done) }}: // no user: a mark, not an event
+	case <-ctx.Done(): // the queue full, and storage refusing its commits
+	}
 	p.mu.RUnlock()
 	select {
 	case <-done:

@@ -96,3 +96,26 @@ func TestPublisherStopBounded(t *testing.T) {
 		t.Fatalf("%d refused events handed on as committed", n)
 	}
 }
+
+// A drain (an engine's stop waiting for the events its outcomes' records wait for) is bounded
+// by its context too, also with the queue full behind a commit storage keeps refusing.
+func TestPublisherDrainBounded(t *testing.T) {
+	sink := &refusingSink{}
+	p := newPublisher(sink, quietLog{}, 1)
+	defer p.stop(context.Background())
+	defer p.cancel() // the refused batch is dropped at once
+	p.publish("alice", domain.Event{Type: domain.EventMessageStatus})
+	for sink.tries.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	p.publish("alice", domain.Event{Type: domain.EventMessageStatus}) // fills the queue
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	drained := make(chan struct{})
+	go func() { p.drain(ctx); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(10 * time.Second):
+		t.Fatal("drain did not return within 10 s of its 100 ms context ending")
+	}
+}
