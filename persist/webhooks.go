@@ -406,8 +406,12 @@ func (w *Webhooks) SaveInbound(ctx context.Context, m domain.InboundMessage, ds 
 	if !errors.Is(err, domain.ErrRecordExists) {
 		return err
 	}
-	if other, rerr := w.anotherSessionsCopy(m, user); rerr != nil || !other {
-		return errors.Join(err, rerr)
+	other, rerr := w.anotherSessionsCopy(m, user)
+	if rerr != nil {
+		return rerr // not known to be kept: the network sends it again
+	}
+	if !other {
+		return err
 	}
 	ops = append(ops[:base], IfAbsentOp(idx))
 	return w.kv.Commit(ctx, append(ops, in...)...)
