@@ -15,9 +15,9 @@ import (
 // Outcome implements session.Deliveries: the network's final word on a message. The outcome is
 // recorded in the background once its events are committed (a lost one only means a re-send
 // under the same id at boot, which the network treats as the same message, and publishes the
-// events again), and the reservation is settled only once that record is durable: a message is counted in messagesSent after its pending entry is gone, so
-// a crash between the two can undercount by the last few, never count one message twice.
-// Whoever waits is answered at once.
+// events again), and the reservation is settled only once that record is durable: a message
+// is counted in messagesSent after its pending entry is gone, so a crash between the two can
+// undercount by the last few, never count one message twice. Whoever waits is answered at once.
 func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	var before []domain.StatusChange // recorded by the last process, before the boot sent it again
 	if m.wasResumed(e.ID) {
@@ -75,12 +75,14 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 		if len(folded) > 0 {
 			then = nil
 		}
-		m.e.pub.messageThen(&atOutcome, atOutcome.Status, atOutcome.UpdatedAt.Time(), then)
+		// publishThen, not messageThen: takes is not asked again (were it to change between
+		// two events, the record would not wait for the first).
+		m.e.pub.publishThen(e.UserID, messageEvent(atOutcome, atOutcome.Status, atOutcome.UpdatedAt.Time()), then)
 		for i, c := range folded {
 			if i == len(folded)-1 {
 				then = record
 			}
-			m.e.pub.messageThen(&e, c.Status, c.At.Time(), then)
+			m.e.pub.publishThen(e.UserID, messageEvent(e, c.Status, c.At.Time()), then)
 		}
 	}
 	sh.mu.Unlock()
