@@ -12,8 +12,8 @@ import (
 // random. Ids made one after another sort one after another, so the records keyed by them
 // (outbox_status/<id>, outbox_receipt/<id>/...) are inserted beside the ones just written,
 // whose nodes in Badger's memtable are still in the cache: with wholly random ids each insert
-// searched the 32 MiB skiplist through cold memory, 2.6 µs of CPU a record (bench/README.md,
-// "Seventh pass"). The odds that two ids are equal stay those of 80 random bits over any
+// searched the 32 MiB skiplist through cold memory (the inserts 5.0 µs of CPU a message in
+// process, 2.9 with these ids: bench/README.md, "Seventh pass"). The odds that two ids are equal stay those of 80 random bits over any
 // set of ids spread over 71 minutes or more (what the outbox keeps), and two ids made in
 // different microseconds of one such window never are.
 func NewMessageID() string {
