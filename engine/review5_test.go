@@ -59,9 +59,9 @@ func TestPublisherStopBoundedWithASenderWaiting(t *testing.T) {
 	for sink.tries.Load() == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	p.publish("alice", domain.Event{Type: domain.EventMessageStatus}) // fills the queue
+	p.publish("alice", domain.Event{Type: domain.EventMessageStatus})    // fills the queue
 	go p.publish("alice", domain.Event{Type: domain.EventMessageStatus}) // waits for room
-	for p.mu.TryLock() { // until the sender holds the read lock, waiting for room
+	for p.mu.TryLock() {                                                 // until the sender holds the read lock, waiting for room
 		p.mu.Unlock()
 		time.Sleep(time.Millisecond)
 	}
