@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -105,4 +106,48 @@ func TestStopPastDeadlineWithAnOutcomeWaitingForRoom(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	returnsWithin(t, "the publisher's stop", e.pub.stop)
+}
+
+// A fenced partition's engine (its storage refusing every commit, events too) whose events
+// queue filled with the outcomes of its last sends stops within its context: an outcome
+// waiting for room holds its shard's lock and the publisher's read lock, so the stop must end
+// the commits before it takes the publisher's lock (it hung there), and the dropped events'
+// outcomes must be told off the publisher's goroutine (their settled took the shard lock the
+// waiting outcome holds: a partition's engine has few shards).
+func TestFencedEngineStopsWithItsEventsQueueFull(t *testing.T) {
+	mem := persist.NewMemory()
+	recs := persist.NewRecords(mem)
+	sink := &refusingSink{}
+	e, u, _ := gatedEngine(t, recs, Config{Events: sink, Partitions: 64})
+	// Sends until the queue is full: the last accepts and outcomes wait for room.
+	var full atomic.Bool
+	for range 4 {
+		go func() {
+			for !full.Load() {
+				_, _ = e.Messages.Send(context.Background(), SendRequest{UserID: u.ID, Origin: "api",
+					Message: domain.Message{To: "4915100000012", Kind: domain.KindText, Text: "x"}})
+			}
+		}()
+	}
+	waitUntil(t, 10*time.Second, "the events queue full, a change waiting for room", func() bool {
+		return len(e.pub.ch) == cap(e.pub.ch) && readLocked(&e.pub.mu)
+	})
+	full.Store(true)
+	waitUntil(t, 10*time.Second, "an outcome waiting for room with its shard's lock", func() bool {
+		return readLocked(&e.Messages.msgs.shards[0].mu)
+	})
+	returnsWithin(t, "the engine's stop", e.Stop)
+}
+
+// readLocked tells whether someone holds mu (a sender of the publisher holds its read lock
+// while it waits for room in the queue).
+func readLocked(mu interface {
+	TryLock() bool
+	Unlock()
+}) bool {
+	if mu.TryLock() {
+		mu.Unlock()
+		return false
+	}
+	return true
 }
