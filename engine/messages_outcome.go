@@ -152,7 +152,11 @@ func (m *messages) settled(sh *pendingShard, p *pending, id string, sendErr erro
 func (m *messages) settleAfterEvents(e domain.OutboxEntry, written func(error)) func(error) {
 	return func(err error) {
 		if err != nil {
-			written(fmt.Errorf("its events not committed, so not recorded: %w", err))
+			// Not on the teller's goroutine: written (settled) takes the message's shard lock,
+			// which Outcome holds while it publishes (publishThen tells a stopped publisher's
+			// error at once), or while it waits for room in the publisher's full queue (whose
+			// goroutine tells this).
+			go written(fmt.Errorf("its events not committed, so not recorded: %w", err))
 			return
 		}
 		m.outbox.Settle(e, written)

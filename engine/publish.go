@@ -235,6 +235,9 @@ func (p *publisher) stop(ctx context.Context) {
 	if p == nil {
 		return
 	}
+	// A change waiting for room in a full queue holds mu's read lock until a commit makes
+	// room: past ctx the commits end (the batch is dropped), or the lock below never came.
+	defer context.AfterFunc(ctx, p.cancel)()
 	p.mu.Lock()
 	if !p.closed {
 		p.closed = true
