@@ -88,6 +88,23 @@ func (r *Reservation) take(n int64) bool {
 	}
 }
 
+// campaignAllowance gives back a campaign's unused allowance (campaign.Allowance), but for
+// the numbers its resume did not reserve (campaignEntry.unheld).
+type campaignAllowance struct {
+	c  *Campaigns
+	ce *campaignEntry
+}
+
+func (ca campaignAllowance) Release(uid string, n int64) {
+	for {
+		u := ca.ce.unheld.Load()
+		if skip := min(u, n); ca.ce.unheld.CompareAndSwap(u, u-skip) {
+			ca.c.e.Messages.adopt(uid, n-skip).Release()
+			return
+		}
+	}
+}
+
 // accountEntry is a user's account actor (spawned on first use) and the count it shares with
 // the callers (account.Counter: reservations the durable mark covers, and settlements, made
 // without a message). It publishes no view: the allowance is asked for.

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gateway/gateway/domain"
@@ -46,6 +47,9 @@ type campaignEntry struct {
 	// than message an actor that may already be gone.
 	done     chan struct{}
 	doneOnce sync.Once
+	// unheld counts the numbers at the cursor that its resume found in the outbox and reserved
+	// nothing for: the first releases of the campaign are theirs, and give nothing back.
+	unheld atomic.Int64
 }
 
 // CampaignRequest is a bulk send.
@@ -115,20 +119,21 @@ func (c *Campaigns) Start(ctx context.Context, r CampaignRequest) (domain.Campai
 	c.reviveMu.Lock()
 	ce := c.idx.get(st.ID)
 	if ce == nil {
-		ce = c.spawn(st)
+		ce = c.spawn(st, 0)
 	}
 	c.reviveMu.Unlock()
 	c.e.log.Info("campaign started", "campaign_id", st.ID, "user_id", st.UserID, "numbers", len(st.Numbers), "granted", st.Granted)
 	return *ce.view.Load(), nil
 }
 
-func (c *Campaigns) spawn(st domain.Campaign) *campaignEntry {
+func (c *Campaigns) spawn(st domain.Campaign, unheld int) *campaignEntry {
 	ce := &campaignEntry{done: make(chan struct{})}
+	ce.unheld.Store(int64(unheld))
 	view := st
 	ce.view.Store(&view)
 	deps := campaign.Deps{
 		Store: c.store, Clock: clockFunc(c.e.cfg.Now), Log: c.e.log,
-		Numbers: campaignNumbers{}, Sender: campaignSender{c}, Outbox: campaignSender{c}, Allowance: campaignSender{c},
+		Numbers: campaignNumbers{}, Sender: campaignSender{c}, Outbox: campaignSender{c}, Allowance: campaignAllowance{c, ce},
 		Publisher: campaignViews{c, ce}, Observer: &c.late, Audience: campaignAudience{c.e},
 		AfterFunc: func(d time.Duration, f func()) campaign.Timer { return c.e.cfg.AfterFunc(d, f) },
 	}
@@ -205,7 +210,7 @@ func (a campaignAudience) QuietUntil(uid string, t time.Time) (time.Time, bool) 
 }
 
 // campaignSender sends a campaign's numbers through the engine, looks earlier sends up in the
-// outbox and gives back unused allowance (campaign.Sender, Outbox and Allowance).
+// outbox (campaign.Sender and Outbox).
 type campaignSender struct{ c *Campaigns }
 
 func (cs campaignSender) Send(ctx context.Context, s domain.Campaign, to, msgID string) (domain.OutboxEntry, error) {
@@ -215,8 +220,6 @@ func (cs campaignSender) Send(ctx context.Context, s domain.Campaign, to, msgID 
 func (cs campaignSender) Outcome(msgID string) (domain.OutboxEntry, bool) {
 	return cs.c.e.Messages.stored(msgID)
 }
-
-func (cs campaignSender) Release(uid string, n int64) { cs.c.e.Messages.adopt(uid, n).Release() }
 
 // campaignViews takes a campaign actor's views (campaign.Publisher): the entry's view, the
 // campaign events, and at the end the metrics and the index.
@@ -241,7 +244,7 @@ var (
 	_ campaign.Numbers   = campaignNumbers{}
 	_ campaign.Sender    = campaignSender{}
 	_ campaign.Outbox    = campaignSender{}
-	_ campaign.Allowance = campaignSender{}
+	_ campaign.Allowance = campaignAllowance{}
 	_ campaign.Publisher = campaignViews{}
 	_ campaign.Observer  = (*lateness)(nil)
 	_ campaign.Audience  = campaignAudience{}
@@ -390,8 +393,21 @@ func (c *Campaigns) boot(open []domain.Campaign) (int, error) {
 // resume spawns the actor of a stored campaign that has not ended, re-reserving what it still
 // needs (reservations live in memory: they died with the last process, which boot reclaims
 // (o.Reclaim), or went back when the campaign's accept seemed to fail).
+//
+// The numbers at its cursor that the outbox holds already (sent before a kill -9 lost the
+// cursor's write) are not reserved: a settled one was counted by the last process (its count
+// maybe lost with the kill, its allowance then in the ghost of the mark it left, which must
+// stay used), a pending one by recover. Reclaiming them too gave back the allowance of
+// messages that went out, once the campaign found them settled and released them.
 func (c *Campaigns) resume(s domain.Campaign, o ReserveOpts) (*campaignEntry, error) {
-	if need := int64(s.Granted - s.Cursor); need > 0 {
+	held := s.Cursor
+	for held < s.Granted {
+		if _, found := c.e.Messages.stored(CampaignMessageID(s.ID, held)); !found {
+			break
+		}
+		held++
+	}
+	if need := int64(s.Granted - held); need > 0 {
 		res, err := c.e.Messages.reserve(context.Background(), s.UserID, need, o)
 		granted := int64(0)
 		switch {
@@ -401,7 +417,7 @@ func (c *Campaigns) resume(s domain.Campaign, o ReserveOpts) (*campaignEntry, er
 			return nil, err
 		}
 		// Allowance used elsewhere meanwhile clips the rest of the batch.
-		if g := s.Cursor + int(granted); g != s.Granted {
+		if g := held + int(granted); g != s.Granted {
 			s.Granted = g
 			snap := s
 			snap.Details = nil
@@ -413,7 +429,7 @@ func (c *Campaigns) resume(s domain.Campaign, o ReserveOpts) (*campaignEntry, er
 			}
 		}
 	}
-	return c.spawn(s), nil
+	return c.spawn(s, held-s.Cursor), nil
 }
 
 // running counts running campaigns (metrics).
