@@ -337,7 +337,7 @@ func (k *Keys) ValidAnswer(raw []byte, render func(dst []byte, v *KeyView) []byt
 	}
 	// The directory's version is read before the client name: a profile stored after this
 	// read raises the version, so an answer rendered from the older name is never reused.
-	users := k.e.Users.version()
+	users := k.e.Users.Version()
 	if a := ent.answer.Load(); a != nil && a.rec == rec && a.users == users {
 		return a.body, nil
 	}
