@@ -78,25 +78,34 @@ var (
 // user authenticates the caller's ID token and returns the profile (created on a first call).
 // In a cluster, a request the receiving node authenticated carries its principal instead.
 func (s *Server) user(ctx *fasthttp.RequestCtx) (domain.User, error) {
+	u, _, err := s.userMemo(ctx)
+	return u, err
+}
+
+// userMemo is user with what the server keeps with the caller's cached ID token (nil when
+// nothing is kept: a token verified in full, a request a cluster node routed).
+func (s *Server) userMemo(ctx *fasthttp.RequestCtx) (domain.User, *signedIn, error) {
 	if who := principalOf(ctx); who != nil {
 		switch who.Kind {
 		case "admin":
-			return *who.User, nil
+			return *who.User, nil, nil
 		case "user":
-			return s.signIn(ctx, engine.Principal{UID: who.UID, Name: who.Name, Email: who.Email, ClaimsAdmin: who.ClaimsAdmin})
+			u, err := s.signIn(ctx, engine.Principal{UID: who.UID, Name: who.Name, Email: who.Email, ClaimsAdmin: who.ClaimsAdmin})
+			return u, nil, err
 		}
 	}
 	if _, routed := ctx.UserValue(ctxBackend).(*Backend); s.cfg.Cluster != nil && !routed {
-		return s.clusterUser(ctx) // a route this node answers itself (admin lists)
+		u, err := s.clusterUser(ctx) // a route this node answers itself (admin lists)
+		return u, nil, err
 	}
 	c, memo, err := s.verifyMemo(ctx)
 	if err != nil {
-		return domain.User{}, err
+		return domain.User{}, nil, err
 	}
 	eng := s.engine(ctx)
 	if memo != nil {
 		if m, ok := memo.Load().(*signedIn); ok && m.eng == eng && m.ver == eng.Users.Version() {
-			return m.user, nil
+			return m.user, m, nil
 		}
 	}
 	// The directory's version before the profile is read: a profile stored meanwhile raises
@@ -105,10 +114,12 @@ func (s *Server) user(ctx *fasthttp.RequestCtx) (domain.User, error) {
 	u, err := s.signIn(ctx, engine.Principal{
 		UID: c.UID, Name: c.Name, Email: c.Email, ClaimsAdmin: s.cfg.DevRoles && c.Role == engine.RoleAdmin,
 	})
-	if err == nil && memo != nil {
-		memo.Store(&signedIn{eng: eng, ver: ver, user: u})
+	if err != nil || memo == nil {
+		return u, nil, err
 	}
-	return u, err
+	m := &signedIn{eng: eng, ver: ver, user: u}
+	memo.Store(m)
+	return u, m, nil
 }
 
 // signedIn is a cached ID token's profile as signIn gave it (Server.user keeps it in the
@@ -121,6 +132,8 @@ type signedIn struct {
 	eng  *engine.Engine
 	ver  uint64
 	user domain.User
+	// status is where the user's session was found (clientStatus: the dashboard polls it).
+	status engine.StatusRef
 }
 
 // verify authenticates the caller's ID token (user signs the caller in after it; a cluster node
@@ -187,6 +200,18 @@ func (s *Server) client(h userHandler) handler {
 			return err
 		}
 		return h(ctx, u)
+	}
+}
+
+// clientMemo is client for a route that uses what the server keeps with the caller's cached
+// ID token (m; nil when nothing is kept).
+func (s *Server) clientMemo(h func(ctx *fasthttp.RequestCtx, u domain.User, m *signedIn) error) handler {
+	return func(ctx *fasthttp.RequestCtx) error {
+		u, m, err := s.userMemo(ctx)
+		if err != nil {
+			return err
+		}
+		return h(ctx, u, m)
 	}
 }
 
