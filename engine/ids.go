@@ -3,12 +3,23 @@ package engine
 import (
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
+	"time"
 )
 
-// NewMessageID makes a message id in the shape WhatsApp Web uses (3EB0 + 20 hex digits).
+// NewMessageID makes a message id in the shape WhatsApp Web uses (3EB0 + 20 hex digits): its
+// first 4 bytes are the clock in microseconds (modulo 2^32: about 71 minutes), the other 6 are
+// random. Ids made one after another sort one after another, so the records keyed by them
+// (outbox_status/<id>, outbox_receipt/<id>/...) are inserted beside the ones just written,
+// whose nodes in Badger's memtable are still in the cache: with wholly random ids each insert
+// searched the 32 MiB skiplist through cold memory (the inserts 5.0 µs of CPU a message in
+// process, 2.9 with these ids: bench/README.md, "Seventh pass"). The odds that two ids are equal stay those of 80 random bits over any
+// set of ids spread over 71 minutes or more (what the outbox keeps), and two ids made in
+// different microseconds of one such window never are.
 func NewMessageID() string {
 	var b [10]byte
-	_, _ = rand.Read(b[:])
+	binary.BigEndian.PutUint32(b[:4], uint32(time.Now().UnixMicro()))
+	_, _ = rand.Read(b[4:])
 	return messageID(&b)
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -32,6 +33,28 @@ func TestMessageIDShape(t *testing.T) {
 	}
 	if got, want := DerivedID("k1", "order-1042"), "3EB0"+strings.ToUpper(hex.EncodeToString(sha256Sum("k1\x00order-1042")[:10])); got != want {
 		t.Fatalf("DerivedID = %q, want %q", got, want)
+	}
+}
+
+// TestMessageIDsSortAsMade checks that ids made one after another sort one after another
+// (their first 4 bytes are the clock in microseconds, modulo 2^32: compared as such, so that a
+// wrap during the test is no failure), and that their random part differs.
+func TestMessageIDsSortAsMade(t *testing.T) {
+	prev := NewMessageID()
+	for range 2000 {
+		id := NewMessageID()
+		a, errA := strconv.ParseUint(prev[4:12], 16, 32)
+		b, errB := strconv.ParseUint(id[4:12], 16, 32)
+		if errA != nil || errB != nil {
+			t.Fatalf("ids %q, %q: no clock prefix", prev, id)
+		}
+		if uint32(b)-uint32(a) >= 1<<31 {
+			t.Fatalf("%q made after %q sorts before it", id, prev)
+		}
+		if id == prev || id[12:] == prev[12:] {
+			t.Fatalf("two ids %q, %q with one random part", prev, id)
+		}
+		prev = id
 	}
 }
 

@@ -65,6 +65,8 @@ type messages struct {
 	outbox Outbox
 	shards []pendingShard
 	depth  atomic.Int64 // accepted, no network outcome yet (gateway_outbox_pending)
+	// resumedLeft: messages a boot sends again whose outcome has not asked wasResumed yet.
+	resumedLeft atomic.Int64
 }
 
 type pendingShard struct {

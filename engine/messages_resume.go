@@ -112,17 +112,27 @@ func (m *messages) unclaim(id string) {
 func (m *messages) resumed(id string) {
 	sh := m.shard(id)
 	sh.mu.Lock()
-	if p := sh.m[id]; p != nil {
+	if p := sh.m[id]; p != nil && !p.resumed {
 		p.resumed = true
+		m.resumedLeft.Add(1)
 	}
 	sh.mu.Unlock()
 }
 
-// wasResumed tells whether message id is tracked as one a boot sends again.
+// wasResumed tells whether message id is tracked as one a boot sends again, asked once by its
+// outcome (which settles it). Without such a message left (every outcome after the boot's
+// resends were settled: nearly always) it takes no lock: the outcome of every message asked.
 func (m *messages) wasResumed(id string) bool {
+	if m.resumedLeft.Load() == 0 {
+		return false
+	}
 	sh := m.shard(id)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	p := sh.m[id]
-	return p != nil && p.resumed && !p.settled
+	if p != nil && p.resumed && !p.settled {
+		m.resumedLeft.Add(-1) // its outcome is being settled
+		return true
+	}
+	return false
 }

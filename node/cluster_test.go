@@ -24,7 +24,7 @@ import (
 
 // startSim runs the simulated network as `gateway sim` does (its port over HTTP), for the
 // nodes of a cluster to share; the test links sessions on it directly.
-func startSim(t *testing.T) (*sim.Network, string) {
+func startSim(t testing.TB) (*sim.Network, string) {
 	s, err := sim.Open(sim.Options{Dir: t.TempDir(), Logger: testLog()})
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func startSim(t *testing.T) (*sim.Network, string) {
 const testPartitions = 4
 
 // clusterConfig is node id's configuration in a cluster on srv's NATS and simURL's network.
-func clusterConfig(t *testing.T, id, natsURL, simURL string) Config {
+func clusterConfig(t testing.TB, id, natsURL, simURL string) Config {
 	c := testConfig(t)
 	c.Cluster, c.Store, c.NATSURL, c.NATSPrefix, c.NodeID = true, "nats", natsURL, "ct", id
 	c.Partitions, c.SimURL, c.SecretKey = testPartitions, simURL, strings.Repeat("ab", 32)
@@ -67,7 +67,7 @@ func owned(n *served) []int {
 }
 
 // startFirst starts the cluster's first node and waits until it runs every partition.
-func startFirst(t *testing.T, c Config) *served {
+func startFirst(t testing.TB, c Config) *served {
 	t.Helper()
 	a := start(t, c)
 	eventually(t, 20*time.Second, "a runs every partition", func() bool { return len(owned(a)) == testPartitions })

@@ -2,9 +2,12 @@ package natskv_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gateway/gateway/persist"
 	"github.com/gateway/gateway/persist/natskv"
@@ -36,4 +39,68 @@ func BenchmarkPipelinedCommits(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkReplicatedCommits: one-message commits from 64 callers on three clustered servers
+// (R3), the servers in this process: "lone" as a lone --store nats gateway makes them (one
+// records stream, no fences), "node" as a cluster node does (64 fenced partition views over
+// --nats-streams records streams), by stream count and batch budget (MaxBatches). Its ns/op
+// is wall time per commit (the rate: noisy on a shared machine); cpu-µs/commit is the
+// process's CPU per commit, the servers' included, and groups and batches per commit are
+// counts. Run each variant in its own process, alternated (bench/README.md, r3speed):
+//
+//	go test -c -o /tmp/natskv.test ./persist/natskv
+//	/tmp/natskv.test -test.run '^$' -test.bench 'ReplicatedCommits/node/streams=3/batches=2$' -test.benchtime 20000x
+func BenchmarkReplicatedCommits(b *testing.B) {
+	c := natstest.StartCluster(b, 3)
+	for _, v := range []struct {
+		name             string
+		streams, batches int
+	}{{"lone", 1, 2}, {"node", 1, 2}, {"node", 3, 2}, {"node", 3, 1}} {
+		b.Run(fmt.Sprintf("%s/streams=%d/batches=%d", v.name, v.streams, v.batches), func(b *testing.B) {
+			s, err := natskv.Open(context.Background(), natskv.Options{
+				URL: c.URLs(), Prefix: fmt.Sprintf("rb%s%d%d%d", v.name, v.streams, v.batches, b.N), Replicas: 3,
+				Streams: v.streams, Partitions: 64, MaxBatches: v.batches,
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			leaders, conn := s.Leaders()
+			b.Logf("leaders %v, connected to %s", leaders, conn)
+			views := make([]persist.KV, 64)
+			for p := range views {
+				if v.name == "lone" {
+					views[p] = s
+				} else {
+					views[p] = s.Partition(p, newOwner(b, s, p))
+				}
+			}
+			value := make([]byte, 400)
+			var n atomic.Int64
+			var ru0, ru1 syscall.Rusage
+			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+			b.SetParallelism(32)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				for pb.Next() {
+					i := n.Add(1)
+					k := "outbox_status/" + strconv.FormatInt(i, 10)
+					if err := views[i%64].Commit(ctx, persist.Op{Key: []byte(k), Value: value, TTL: persist.OutboxRetention}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+			cpu := time.Duration(syscall.TimevalToNsec(ru1.Utime)-syscall.TimevalToNsec(ru0.Utime)) +
+				time.Duration(syscall.TimevalToNsec(ru1.Stime)-syscall.TimevalToNsec(ru0.Stime))
+			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/commit")
+			groups, batches := s.Stats()
+			b.ReportMetric(float64(groups)/float64(b.N), "groups/commit")
+			b.ReportMetric(float64(batches)/float64(b.N), "batches/commit")
+		})
+	}
 }

@@ -1,6 +1,7 @@
 package natskv
 
 import (
+	"context"
 	"sync/atomic"
 	"time"
 )
@@ -43,3 +44,16 @@ func HoldGroups(k int) (release func(), held func() int) {
 
 // SetTimeouts sets the store's round-trip bound and its hold (Options.Timeout and Hold).
 func (s *Store) SetTimeouts(timeout, hold time.Duration) { s.timeout, s.hold = timeout, hold }
+
+// Leaders is each records stream's leader and the server the store is connected to.
+func (s *Store) Leaders() (leaders []string, connected string) {
+	for _, rs := range s.streams {
+		info, err := rs.stream.Info(context.Background())
+		if err != nil || info.Cluster == nil {
+			leaders = append(leaders, "?")
+			continue
+		}
+		leaders = append(leaders, info.Cluster.Leader)
+	}
+	return leaders, s.nc.ConnectedServerName()
+}

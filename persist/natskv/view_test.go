@@ -27,7 +27,7 @@ type owner struct {
 	fenced atomic.Int64 // times the store said the fence moved
 }
 
-func newOwner(t *testing.T, s *natskv.Store, p int) *owner {
+func newOwner(t testing.TB, s *natskv.Store, p int) *owner {
 	t.Helper()
 	o := &owner{s: s, p: p}
 	o.acquire(t)
@@ -35,7 +35,7 @@ func newOwner(t *testing.T, s *natskv.Store, p int) *owner {
 }
 
 // acquire writes a new fence: from now on only commits carrying its sequences pass.
-func (o *owner) acquire(t *testing.T) []uint64 {
+func (o *owner) acquire(t testing.TB) []uint64 {
 	t.Helper()
 	cur, err := o.s.ReadFence(context.Background(), o.p)
 	if err != nil {
