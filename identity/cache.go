@@ -10,11 +10,13 @@ import (
 
 // tokenCache remembers tokens that verified, so the dashboard's repeated token costs a lookup
 // instead of an RSA verification. It is an open-addressed table of fixed size: a token's slot
-// is found from a seeded hash of its tail (hashOf), and the entry there is honoured only if it holds the very same token (compared
-// whole: exact, where a digest is only unlikely to collide). A lookup takes no lock and walks
-// no tree: a hash of 32 bytes, one or two cache lines of slots, the entry and its token. It replaced a sync.Map keyed by the token (whose trie walk and key comparison were
-// 0.37 µs of a client status request under load, bench/README.md, issue 32's seventh pass),
-// which had replaced a mutex-guarded map keyed by a SHA-256 of the token (0.55 µs).
+// is found from a seeded hash of its tail (hashOf), and the entry there is honoured only if it
+// holds the very same token (compared whole: exact, where a digest is only unlikely to
+// collide). A lookup takes no lock and walks no tree: a hash of 32 bytes, one or two cache
+// lines of slots, the entry and its token. It replaced a sync.Map keyed by the token (whose
+// trie walk and key comparison were 0.33 µs of a client status request under load,
+// bench/README.md, issue 32's seventh pass), which had replaced a mutex-guarded map keyed by a
+// SHA-256 of the token (0.55 µs).
 //
 // The tokens are the ones the server read anyway; 4,096 of them are a few MB. Entries are
 // honoured only until their deadline. Puts, rare, are serialised by mu; the size is bounded by

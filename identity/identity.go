@@ -119,7 +119,7 @@ func (v *Verifier) VerifyBytesMemo(ctx context.Context, rawToken []byte, at time
 	return c, memo, err
 }
 
-func (v *Verifier) verify(ctx context.Context, raw []byte, at time.Time) (_ Claims, cached *Memo, _ error) {
+func (v *Verifier) verify(ctx context.Context, raw []byte, at time.Time) (_ Claims, memo *Memo, _ error) {
 	if len(raw) > maxTokenBytes {
 		return Claims{}, nil, invalid("malformed")
 	}
