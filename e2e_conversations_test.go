@@ -166,14 +166,20 @@ func TestConversationsEndToEnd(t *testing.T) {
 			}
 			return n == 3
 		})
-		v := tg.do("GET", "/api/v1/messages/"+poll+"/votes", keyAuth(c.s.key), nil)
-		want(t, v, 200, "")
+		// A vote's record follows its event's commit (events before records): the last vote may
+		// be recorded a moment after its event is seen.
+		var v resp
 		counts := map[string]float64{}
 		voters := map[string][]any{}
-		for _, o := range v.obj()["options"].([]any) {
-			o := o.(map[string]any)
-			counts[o["name"].(string)], voters[o["name"].(string)] = o["count"].(float64), o["voters"].([]any)
-		}
+		eventually(t, 10*time.Second, "the three votes recorded", func() bool {
+			v = tg.do("GET", "/api/v1/messages/"+poll+"/votes", keyAuth(c.s.key), nil)
+			want(t, v, 200, "")
+			for _, o := range v.obj()["options"].([]any) {
+				o := o.(map[string]any)
+				counts[o["name"].(string)], voters[o["name"].(string)] = o["count"].(float64), o["voters"].([]any)
+			}
+			return counts["Yes"]+counts["No"]+counts["Call me"] == 2 && counts["Yes"] == 0
+		})
 		if counts["Yes"] != 0 || counts["No"] != 2 || counts["Call me"] != 0 || len(voters["No"]) != 2 || v.obj()["question"] != "Confirm order 1001?" {
 			t.Fatalf("votes %s, want No twice (the first voter changed its vote)", v.raw)
 		}

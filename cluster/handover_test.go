@@ -27,8 +27,8 @@ func TestWaitHandedOverWaitsForItsOwnOnly(t *testing.T) {
 	}
 	// Its own partitions not yet served elsewhere are waited for (here until ctx ends).
 	for _, p := range []int{1, 2} {
+		began = time.Now() // before the context: its deadline counts from its creation
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		began = time.Now()
 		n.waitHandedOver(ctx, []int{0, p})
 		cancel()
 		if took := time.Since(began); took < 300*time.Millisecond {

@@ -71,18 +71,26 @@ func (m *messages) Failed(id string, err error, at time.Time, done network.Done)
 		return
 	}
 	m.e.metrics.failed.Add(1)
+	// Recorded once its event is committed, as an outcome is (settleAfterEvents): the network
+	// sends a failure again until done is told.
+	written := m.lateWritten(id, done)
+	events := m.e.pub.takes(e.UserID)
 	if p != nil {
 		// Published under the lock, as Outcome and receiptOf publish theirs.
 		sh.mu.Lock()
 		if cur := sh.m[id]; cur == p {
 			p.entry = e
 		}
-		m.e.pub.message(&e, domain.MsgFailed, at)
-		sh.mu.Unlock()
-	} else {
-		m.e.pub.message(&e, domain.MsgFailed, at)
 	}
-	m.outbox.Settle(e, m.lateWritten(id, done))
+	if events {
+		m.e.pub.messageThen(&e, domain.MsgFailed, at, m.settleAfterEvents(e, written))
+	}
+	if p != nil {
+		sh.mu.Unlock()
+	}
+	if !events {
+		m.outbox.Settle(e, written)
+	}
 }
 
 // lateWritten logs a late failure's record that failed, and tells done.

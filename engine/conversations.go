@@ -103,8 +103,9 @@ func (ms *Messages) LID(phone string) string { return ms.lids.get(phone) }
 
 // refOf names one of the user's messages as a reply or a reaction does, with the session it
 // went through or came in on: one the user sent (the outbox) or one a contact wrote (the
-// history). domain.ErrMessageNotFound when neither has it.
-func (ms *Messages) refOf(uid, id string) (domain.MessageRef, string, error) {
+// history: the copy session sid got when two of the user's sessions got it, else the first
+// session's). domain.ErrMessageNotFound when neither has it.
+func (ms *Messages) refOf(uid, id, sid string) (domain.MessageRef, string, error) {
 	if e, err := ms.Get(uid, id); err == nil {
 		ref := domain.MessageRef{ID: id, FromMe: true, Kind: e.Message.Kind, Text: e.Message.Preview()}
 		if domain.IsGroup(e.Message.To) {
@@ -115,7 +116,7 @@ func (ms *Messages) refOf(uid, id string) (domain.MessageRef, string, error) {
 		}
 		return ref, e.SessionID, nil
 	}
-	in, err := ms.history.Inbound(uid, id)
+	in, err := ms.history.InboundOf(uid, id, sid)
 	if errors.Is(err, domain.ErrRecordNotFound) {
 		return domain.MessageRef{}, "", fmt.Errorf("%w: %s is none of this account's messages of the last 7 days", domain.ErrMessageNotFound, id)
 	}
@@ -142,8 +143,17 @@ func chatOf(ref domain.MessageRef, to string) string {
 // session it is in (unless the send names one); a reply through the session of what it quotes.
 func (ms *Messages) resolveRefs(r *SendRequest) error {
 	m := &r.Message
+	if m.Target == nil && m.ReplyTo == nil {
+		return nil
+	}
+	// Of a message two of the user's sessions got, the copy of the session the send names,
+	// else the default session's (the one a send naming none goes through).
+	via := r.SessionID
+	if via == "" {
+		via = ms.e.Sessions.Status(r.UserID).ID
+	}
 	if m.Target != nil && m.Kind == domain.KindReaction {
-		ref, sid, err := ms.refOf(r.UserID, m.Target.ID)
+		ref, sid, err := ms.refOf(r.UserID, m.Target.ID, via)
 		if err != nil {
 			return fmt.Errorf("messageId: %w", err)
 		}
@@ -166,7 +176,7 @@ func (ms *Messages) resolveRefs(r *SendRequest) error {
 		}
 	}
 	if m.ReplyTo != nil {
-		ref, sid, err := ms.refOf(r.UserID, m.ReplyTo.ID)
+		ref, sid, err := ms.refOf(r.UserID, m.ReplyTo.ID, via)
 		if err != nil {
 			return fmt.Errorf("replyTo: %w", err)
 		}
@@ -295,9 +305,10 @@ func (ms *Messages) Delete(ctx context.Context, uid, id string, r SendRequest) (
 }
 
 // MarkRead marks an incoming message read (blue ticks for its sender, with the messages before
-// it), through the session it came in on.
+// it), through the session it came in on: of a message two of the user's sessions got, the
+// default session's copy when it got one.
 func (ms *Messages) MarkRead(ctx context.Context, uid, id string) (domain.InboundMessage, error) {
-	in, err := ms.history.Inbound(uid, id)
+	in, err := ms.history.InboundOf(uid, id, ms.e.Sessions.Status(uid).ID)
 	if errors.Is(err, domain.ErrRecordNotFound) {
 		return in, fmt.Errorf("%w: no incoming message %s in the last 7 days", domain.ErrMessageNotFound, id)
 	}
@@ -323,7 +334,7 @@ func (ms *Messages) Votes(uid, id string) (Poll, error) {
 	var m domain.Message
 	if e, err := ms.Get(uid, id); err == nil {
 		m = e.Message
-	} else if in, err := ms.history.Inbound(uid, id); err == nil {
+	} else if in, err := ms.history.InboundOf(uid, id, ""); err == nil {
 		m = in.Content()
 	} else if !errors.Is(err, domain.ErrRecordNotFound) {
 		return Poll{}, fmt.Errorf("%w: message history: %w", domain.ErrUnavailable, err)

@@ -244,6 +244,9 @@ func (e *Engine) Stop(ctx context.Context) {
 	// accounts (messages.Outcome); accounts last.
 	e.Messages.stopRenewal()
 	e.Routing.stop()
+	// An outcome is written once its events are committed (settleAfterEvents): those queued
+	// are committed first, then the outcomes written.
+	e.pub.drain(ctx)
 	e.Messages.msgs.outbox.Flush()
 	// Every change above has been reported: publish what is queued, then write the records
 	// written once their events are (a network's receipts: recordAfterEvent).

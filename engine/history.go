@@ -17,8 +17,10 @@ import (
 // did not hand out is domain.ErrBadCursor.
 type MessageHistory interface {
 	ScanLog(uid string, s domain.LogScan, fn func(next string, e domain.LogEntry) (bool, error)) error
-	// Inbound is one of the user's incoming messages by id (domain.ErrRecordNotFound: none kept).
-	Inbound(uid, id string) (domain.InboundMessage, error)
+	// InboundOf is one of the user's incoming messages by id (domain.ErrRecordNotFound: none
+	// kept): the copy session sid got when it got one (a group message two of the user's
+	// sessions got is kept once per session), else the first session's.
+	InboundOf(uid, id, sid string) (domain.InboundMessage, error)
 }
 
 // HistoryMaxLimit is the most items one page of the history holds.

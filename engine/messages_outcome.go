@@ -5,6 +5,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/gateway/gateway/domain"
@@ -12,11 +13,11 @@ import (
 )
 
 // Outcome implements session.Deliveries: the network's final word on a message. The outcome is
-// recorded in the background (a lost one only means a re-send under the same id at boot, which
-// the network treats as the same message), and the reservation is settled only once that
-// record is durable: a message is counted in messagesSent after its pending entry is gone, so
-// a crash between the two can undercount by the last few, never count one message twice.
-// Whoever waits is answered at once.
+// recorded in the background once its events are committed (a lost one only means a re-send
+// under the same id at boot, which the network treats as the same message, and publishes the
+// events again), and the reservation is settled only once that record is durable: a message
+// is counted in messagesSent after its pending entry is gone, so a crash between the two can
+// undercount by the last few, never count one message twice. Whoever waits is answered at once.
 func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	var before []domain.StatusChange // recorded by the last process, before the boot sent it again
 	if m.wasResumed(e.ID) {
@@ -58,11 +59,31 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 		// Taken under the lock: the record's commit below may land (and clear them) first.
 		waiters, p.waiters = p.waiters, nil
 	}
+	if late != nil && sendErr != nil {
+		after = append(after, late.done) // the message failed already: the late failure is moot
+	}
+	written := thenAll(m.settled(sh, p, e.ID, sendErr), after)
 	// Published under the lock: a receipt that comes once the entry is settled (receiptOf)
-	// publishes after taking the same lock, so it never overtakes the outcome's event.
-	m.e.pub.message(&atOutcome, atOutcome.Status, atOutcome.UpdatedAt.Time())
-	for _, c := range folded {
-		m.e.pub.message(&e, c.Status, c.At.Time())
+	// publishes after taking the same lock, so it never overtakes the outcome's event. The
+	// record is written once the events are committed (the last one's then: they commit in
+	// order), as a receipt's is (recordAfterEvent): a kill -9 between leaves the message
+	// pending, and the boot's resend under its id settles and publishes it again.
+	events := m.e.pub.takes(e.UserID)
+	if events {
+		record := m.settleAfterEvents(e, written)
+		then := record
+		if len(folded) > 0 {
+			then = nil
+		}
+		// publishThen, not messageThen: takes is not asked again (were it to change between
+		// two events, the record would not wait for the first).
+		m.e.pub.publishThen(e.UserID, messageEvent(atOutcome, atOutcome.Status, atOutcome.UpdatedAt.Time()), then)
+		for i, c := range folded {
+			if i == len(folded)-1 {
+				then = record
+			}
+			m.e.pub.publishThen(e.UserID, messageEvent(e, c.Status, c.At.Time()), then)
+		}
 	}
 	sh.mu.Unlock()
 	if p != nil {
@@ -76,10 +97,9 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	case e.Status != domain.MsgCancelled:
 		m.e.metrics.failed.Add(1)
 	}
-	if late != nil && sendErr != nil {
-		after = append(after, late.done) // the message failed already: the late failure is moot
+	if !events {
+		m.outbox.Settle(e, written)
 	}
-	m.outbox.Settle(e, thenAll(m.settled(sh, p, e.ID, sendErr), after))
 	waitErr := sendErr
 	if e.Status == domain.MsgCancelled {
 		waitErr = nil // taken back, not failed: whoever waits reads its status
@@ -124,6 +144,25 @@ func (m *messages) settled(sh *pendingShard, p *pending, id string, sendErr erro
 	}
 }
 
+// settleAfterEvents is the then of an outcome's last event: it records outcome e once its
+// events are committed, and tells written; an event the engine stopped before committing
+// leaves the outcome unrecorded (written is told that error: the message stays pending, sent
+// again at the next boot, and its reservation held). Apart from Outcome so that only an
+// outcome whose events are published moves its entry to the heap.
+func (m *messages) settleAfterEvents(e domain.OutboxEntry, written func(error)) func(error) {
+	return func(err error) {
+		if err != nil {
+			// Not on the teller's goroutine: written (settled) takes the message's shard lock,
+			// which Outcome holds while it publishes (publishThen tells a stopped publisher's
+			// error at once), or while it waits for room in the publisher's full queue (whose
+			// goroutine tells this).
+			go written(fmt.Errorf("its events not committed, so not recorded: %w", err))
+			return
+		}
+		m.outbox.Settle(e, written)
+	}
+}
+
 // Receipt implements session.Deliveries: the recipient's device reported on a message
 // (delivered, read; with the pricing category a network gives); recorded beside its outcome.
 func (m *messages) Receipt(id string, c domain.StatusChange, done network.Done) {
@@ -158,12 +197,10 @@ func (m *messages) receiptOf(id string, c domain.StatusChange, done network.Done
 		before := p.entry.Status
 		changed := applyReceipt(&p.entry, c)
 		e = p.entry
-		if moved = changed && e.Status != before; moved && done != nil {
+		if moved = changed && e.Status != before; moved && m.e.pub.takes(e.UserID) {
 			m.e.pub.messageThen(&e, c.Status, c.At.Time(), m.recordAfterEvent(id, c, done))
 			sh.mu.Unlock()
 			return
-		} else if moved {
-			m.e.pub.message(&e, c.Status, c.At.Time())
 		}
 		sh.mu.Unlock()
 		if !changed {
@@ -197,11 +234,9 @@ func (m *messages) receiptOf(id string, c domain.StatusChange, done network.Done
 			m.receiptOf(id, c, done)
 			return
 		}
-		if moved = e.Status != before; moved && done != nil {
+		if moved = e.Status != before; moved && m.e.pub.takes(e.UserID) {
 			m.e.pub.messageThen(&e, c.Status, c.At.Time(), m.recordAfterEvent(id, c, done))
 			return
-		} else if moved {
-			m.e.pub.message(&e, c.Status, c.At.Time())
 		}
 	}
 	m.outbox.Receipt(e.ID, c, m.receiptWritten(e.ID, c.Status, moved, done))

@@ -27,7 +27,9 @@ var _ EventSink = (*Events)(nil)
 // place in every subscription's order is fixed then), commits a batch in one group commit and
 // only then hands them on. The core never waits for a subscriber; an event is durable within
 // milliseconds of the change it reports (a kill -9 in between loses only those milliseconds'
-// events; the changes themselves are durable already).
+// events; the changes themselves are durable already), except for the changes whose record
+// waits for their events (publishThen: a message's outcome and receipts, a reaction), which a
+// kill -9 in between leaves unrecorded, to be reported again.
 type publisher struct {
 	sink EventSink
 	log  interface{ Warn(string, ...any) }
@@ -116,13 +118,44 @@ func (p *publisher) message(e *domain.OutboxEntry, status domain.MessageStatus, 
 
 // messageThen is message telling then as publishThen does (at once when nothing takes it).
 func (p *publisher) messageThen(e *domain.OutboxEntry, status domain.MessageStatus, at time.Time, then func(error)) {
-	if p == nil || e.UserID == "" || (p.quiet != nil && p.quiet(e.UserID)) {
+	if !p.takes(e.UserID) {
 		if then != nil {
 			then(nil)
 		}
 		return
 	}
 	p.publishThen(e.UserID, messageEvent(*e, status, at), then)
+}
+
+// takes tells whether a message's status events of uid are published now (message and
+// messageThen publish nothing otherwise): a caller that writes a record only once its events
+// are committed writes it at once when they are not, and builds nothing to wait with.
+func (p *publisher) takes(uid string) bool {
+	return p != nil && uid != "" && (p.quiet == nil || !p.quiet(uid))
+}
+
+// drain waits, within ctx, until every event queued before it was committed (or dropped) and
+// its then told: the records written once their events are (an outcome, a receipt) are then
+// queued for their writer. The publisher goes on.
+func (p *publisher) drain(ctx context.Context) {
+	if p == nil {
+		return
+	}
+	done := make(chan struct{})
+	p.mu.RLock()
+	if p.closed {
+		p.mu.RUnlock()
+		return
+	}
+	select {
+	case p.ch <- pub{then: func(error) { close(done) }}: // no user: a mark, not an event
+	case <-ctx.Done(): // the queue full, and storage refusing its commits
+	}
+	p.mu.RUnlock()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 func (p *publisher) run() {
@@ -144,6 +177,9 @@ func (p *publisher) run() {
 		}
 		preps := make([]PreparedEvent, 0, len(batch))
 		for _, b := range batch {
+			if b.uid == "" {
+				continue // drain's mark
+			}
 			pe, err := p.sink.Prepare(b.uid, b.ev)
 			if err != nil {
 				p.log.Warn("events: prepare", "type", b.ev.Type, "err", err)
@@ -199,6 +235,9 @@ func (p *publisher) stop(ctx context.Context) {
 	if p == nil {
 		return
 	}
+	// A change waiting for room in a full queue holds mu's read lock until a commit makes
+	// room: past ctx the commits end (the batch is dropped), or the lock below never came.
+	defer context.AfterFunc(ctx, p.cancel)()
 	p.mu.Lock()
 	if !p.closed {
 		p.closed = true

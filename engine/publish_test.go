@@ -83,16 +83,37 @@ func TestPublisherStopBounded(t *testing.T) {
 	for sink.tries.Load() == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	stopped := make(chan struct{})
-	go func() { p.stop(ctx); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(10 * time.Second):
-		t.Fatal("stop did not return within 10 s of its 100 ms context ending")
-	}
+	returnsWithin(t, "stop", p.stop)
 	if n := sink.committed; n != 0 {
 		t.Fatalf("%d refused events handed on as committed", n)
+	}
+}
+
+// A drain (an engine's stop waiting for the events its outcomes' records wait for) is bounded
+// by its context too, also with the queue full behind a commit storage keeps refusing.
+func TestPublisherDrainBounded(t *testing.T) {
+	sink := &refusingSink{}
+	p := newPublisher(sink, quietLog{}, 1)
+	defer p.stop(context.Background())
+	defer p.cancel() // the refused batch is dropped at once
+	p.publish("alice", domain.Event{Type: domain.EventMessageStatus})
+	for sink.tries.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	p.publish("alice", domain.Event{Type: domain.EventMessageStatus}) // fills the queue
+	returnsWithin(t, "drain", p.drain)
+}
+
+// returnsWithin fails t unless f, given a context of 100 ms, returns within 10 s.
+func returnsWithin(t *testing.T, what string, f func(context.Context)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { f(ctx); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not return within 10 s of its 100 ms context ending", what)
 	}
 }

@@ -11,7 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anthdm/hollywood/actor"
+
+	"github.com/gateway/gateway/actors/webhook"
 	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/media"
 	"github.com/gateway/gateway/network/sim"
 	"github.com/gateway/gateway/persist"
 )
@@ -41,68 +45,78 @@ func BenchmarkSendPath(b *testing.B) {
 				}
 			})
 		})
-		b.Run(string(fsync)+"/send", func(b *testing.B) {
-			db, err := persist.OpenBadger(b.TempDir(), persist.BadgerOptions{Fsync: fsync})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer db.Close()
-			net, err := sim.Open(sim.Options{Dir: b.TempDir(), AutoPair: time.Millisecond})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer net.Close()
-			e, err := New(Config{
-				Store: persist.NewRecords(db).Store, Records: recordsOf(persist.NewRecords(db)), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-				Plans: Plans{"unlimited": {}}, DefaultPlan: "unlimited", Network: net,
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer e.Stop(context.Background())
-			ctx := context.Background()
-			const users = 20
-			keys := make([][]byte, users)
-			for i := range keys {
-				u, err := e.Users.Create(ctx, NewUser{ID: fmt.Sprintf("u%02d", i)})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := e.Sessions.QR(ctx, u); err != nil {
-					b.Fatal(err)
-				}
-				_, raw, err := e.Keys.Create(ctx, KeyRequest{UserID: u.ID, Name: "k", Scopes: []string{ScopeText}})
-				if err != nil {
-					b.Fatal(err)
-				}
-				keys[i] = []byte(raw)
-				waitUntil(b, 10*time.Second, "linked", func() bool { return e.Sessions.Status(u.ID).Status == domain.StatusConnected })
-			}
-			var n atomic.Int64
-			txns0, writes0, _ := db.WriteStats()
-			syncs0 := db.Syncs()
-			sent0, cpu0 := e.metrics.sent.Load(), cpuTime()
-			parallel(b, 64, func() {
-				i := n.Add(1)
-				g, err := e.Keys.Authorize(keys[i%users], ScopeText)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				_, err = e.Messages.Send(ctx, SendRequest{UserID: g.Key.UserID, Origin: "api", Message: domain.Message{
-					To: fmt.Sprintf("4915%08d", i%1000), Kind: domain.KindText, Text: "Your order 1042 has shipped and is on its way to you."}})
-				if err != nil {
-					b.Error(err)
-				}
-			})
-			waitUntil(b, time.Minute, "every message sent", func() bool { return e.metrics.sent.Load()-sent0 >= int64(b.N) })
-			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/msg")
-			txns, writes, _ := db.WriteStats()
-			b.ReportMetric(float64(writes-writes0)/float64(b.N), "writes/msg")
-			b.ReportMetric(float64(txns-txns0)/float64(b.N), "txns/msg")
-			b.ReportMetric(float64(db.Syncs()-syncs0)/float64(b.N), "syncs/msg")
-		})
+		b.Run(string(fsync)+"/send", func(b *testing.B) { benchSend(b, fsync, false) })
+		// Every user's events journaled (a stream open lately): each message's status events
+		// are committed, and its outcome recorded once they are (settleAfterEvents).
+		b.Run(string(fsync)+"/journaled", func(b *testing.B) { benchSend(b, fsync, true) })
 	}
+}
+
+// benchSend is BenchmarkSendPath's send: with journaled, every user's events are journaled.
+func benchSend(b *testing.B, fsync persist.Fsync, journaled bool) {
+	db, err := persist.OpenBadger(b.TempDir(), persist.BadgerOptions{Fsync: fsync})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	net, err := sim.Open(sim.Options{Dir: b.TempDir(), AutoPair: time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer net.Close()
+	ctx := context.Background()
+	const users = 20
+	cfg := Config{
+		Store: persist.NewRecords(db).Store, Records: recordsOf(persist.NewRecords(db)), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Plans: Plans{"unlimited": {}}, DefaultPlan: "unlimited", Network: net,
+	}
+	if journaled {
+		cfg.Events = journalingEvents(b, db, users)
+	}
+	e, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Stop(context.Background())
+	keys := make([][]byte, users)
+	for i := range keys {
+		u, err := e.Users.Create(ctx, NewUser{ID: fmt.Sprintf("u%02d", i)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := e.Sessions.QR(ctx, u); err != nil {
+			b.Fatal(err)
+		}
+		_, raw, err := e.Keys.Create(ctx, KeyRequest{UserID: u.ID, Name: "k", Scopes: []string{ScopeText}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		keys[i] = []byte(raw)
+		waitUntil(b, 10*time.Second, "linked", func() bool { return e.Sessions.Status(u.ID).Status == domain.StatusConnected })
+	}
+	var n atomic.Int64
+	txns0, writes0, _ := db.WriteStats()
+	syncs0 := db.Syncs()
+	sent0, cpu0 := e.metrics.sent.Load(), cpuTime()
+	parallel(b, 64, func() {
+		i := n.Add(1)
+		g, err := e.Keys.Authorize(keys[i%users], ScopeText)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		_, err = e.Messages.Send(ctx, SendRequest{UserID: g.Key.UserID, Origin: "api", Message: domain.Message{
+			To: fmt.Sprintf("4915%08d", i%1000), Kind: domain.KindText, Text: "Your order 1042 has shipped and is on its way to you."}})
+		if err != nil {
+			b.Error(err)
+		}
+	})
+	waitUntil(b, time.Minute, "every message sent", func() bool { return e.metrics.sent.Load()-sent0 >= int64(b.N) })
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/msg")
+	txns, writes, _ := db.WriteStats()
+	b.ReportMetric(float64(writes-writes0)/float64(b.N), "writes/msg")
+	b.ReportMetric(float64(txns-txns0)/float64(b.N), "txns/msg")
+	b.ReportMetric(float64(db.Syncs()-syncs0)/float64(b.N), "syncs/msg")
 }
 
 // cpuTime is the process's CPU time (user and system) so far.
@@ -129,4 +143,30 @@ func parallel(b *testing.B, c int, fn func()) {
 	}
 	wg.Wait()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "ops/s")
+}
+
+// journalingEvents is an events facet on db that journals the events of users u00.. (as if each
+// had a stream open lately): every event is committed, none delivered.
+func journalingEvents(b *testing.B, db persist.KV, users int) *Events {
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := NewWatchers()
+	for i := range users {
+		w.Mark(fmt.Sprintf("u%02d", i), time.Now().Add(time.Hour))
+	}
+	guard := media.Guard{}
+	ev, err := NewEvents(EventsConfig{
+		Store: persist.NewWebhooks(db), Actors: hw, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Poster: webhook.NewHTTPPoster(guard.Dialer(time.Second), 0, 0), Guard: guard, Watchers: w,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := ev.Boot(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ev.Stop(context.Background()) })
+	return ev
 }

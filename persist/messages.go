@@ -127,21 +127,42 @@ func inboundIDKey(uid, sid, id string) []byte {
 
 // userInboundIDKey is the index entry's key before it was per session (msg_in/<uid>/<id>,
 // one per user; history positions <ms>/in/<id>): still read, and still a message kept under
-// it, whichever session got it, is not kept again (its 7 days run out on their own).
+// it, whichever session got it, is not kept again (its 7 days run out on their own). This
+// release writes it too, for an id's first copy (pointing at it: <ms>/in/<id>/<session>), for
+// the nodes of the release before during a rolling upgrade (SaveInbound).
 func userInboundIDKey(uid, id string) []byte {
 	return []byte(inboundIDTable + "/" + logUserPrefix(uid) + id)
 }
 
+// InboundOf is Inbound preferring the copy session sid got, when it got one (a reply, a
+// reaction or a read mark goes through that session).
+func (l *MessageLog) InboundOf(uid, id, sid string) (domain.InboundMessage, error) {
+	if sid == "" {
+		return l.Inbound(uid, id)
+	}
+	pos, err := l.kv.Get(inboundIDKey(uid, sid, id))
+	if errors.Is(err, domain.ErrRecordNotFound) {
+		return l.Inbound(uid, id)
+	}
+	if err != nil {
+		return domain.InboundMessage{}, err
+	}
+	return l.inboundAt(uid, id, pos)
+}
+
 // Inbound returns one of the user's incoming messages by id (domain.ErrRecordNotFound when
-// none was kept): a message two of the user's sessions got is the first session's copy (by
-// session id).
+// none was kept): a message two of the user's sessions got is the first copy kept (the user's
+// key points at it, SaveInbound), else the first session's by session id (kept by a release
+// that wrote no user's key).
 func (l *MessageLog) Inbound(uid, id string) (domain.InboundMessage, error) {
 	pos, err := l.kv.Get(userInboundIDKey(uid, id))
 	if errors.Is(err, domain.ErrRecordNotFound) {
 		prefix := append(userInboundIDKey(uid, id), '/')
 		err = stopped(l.kv.Scan(prefix, func(k, v []byte) error {
-			if bytes.IndexByte(k[len(prefix):], '/') >= 0 {
-				return nil // another id's ("<id>/..."): a session's part has no '/'
+			if sid := k[len(prefix):]; bytes.IndexByte(sid, '/') >= 0 || !copyOf(v, id, sid) {
+				// Another id's: "<id>/<x>/<session>" (a session's part has no '/'), or the
+				// user's key of an id "<id>/<x>" (this release writes those too: SaveInbound).
+				return nil
 			}
 			pos = slices.Clone(v)
 			return errStopScan
@@ -153,6 +174,24 @@ func (l *MessageLog) Inbound(uid, id string) (domain.InboundMessage, error) {
 	if err != nil {
 		return domain.InboundMessage{}, err
 	}
+	return l.inboundAt(uid, id, pos)
+}
+
+// copyOf tells whether pos is the history position of the copy of incoming message id that
+// session sid (escaped, as in its index key) got: "<time>/in/<id>/<sid>".
+func copyOf(pos []byte, id string, sid []byte) bool {
+	const dirAt = 14 // the time's 13 digits and '/'
+	if len(pos) != dirAt+len(domain.DirIn)+len(id)+len(sid)+2 {
+		return false
+	}
+	rest := pos[dirAt:]
+	return string(rest[:len(domain.DirIn)]) == domain.DirIn && rest[len(domain.DirIn)] == '/' &&
+		string(rest[len(domain.DirIn)+1:len(domain.DirIn)+1+len(id)]) == id &&
+		rest[len(domain.DirIn)+1+len(id)] == '/' && bytes.Equal(rest[len(domain.DirIn)+2+len(id):], sid)
+}
+
+// inboundAt reads incoming message id at its history position pos.
+func (l *MessageLog) inboundAt(uid, id string, pos []byte) (domain.InboundMessage, error) {
 	e, err := l.t.Get(logUserPrefix(uid) + string(pos))
 	if err != nil {
 		return domain.InboundMessage{}, err

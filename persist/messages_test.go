@@ -151,6 +151,17 @@ func TestInboundKeptPerSession(t *testing.T) {
 			if err := w.SaveInbound(ctx, m2, nil, nil, nil); err != nil {
 				t.Fatalf("another session's copy: %v", err)
 			}
+			if err := w.SaveInbound(ctx, m2, nil, nil, nil); !errors.Is(err, domain.ErrRecordExists) {
+				t.Fatalf("the other session's copy again: %v, want ErrRecordExists", err)
+			}
+			// The user's key of before points at the first copy: a node of the previous release
+			// (which checks only that key) does not keep the message again.
+			if pos, err := kv.Get(userInboundIDKey("u", m.ID)); err != nil || string(pos) != logPos(at, domain.DirIn, m.ID)+"/s1" {
+				t.Fatalf("the user's key: %q %v, want s1's copy's position", pos, err)
+			}
+			if err := kv.Commit(ctx, IfAbsentOp(userInboundIDKey("u", m.ID)), Op{Key: []byte("previous/release"), Value: []byte("x")}); !errors.Is(err, domain.ErrRecordExists) {
+				t.Fatalf("the previous release's save: %v, want ErrRecordExists", err)
+			}
 			var sessions []string
 			_ = l.ScanLog("u", domain.LogScan{}, func(_ string, e domain.LogEntry) (bool, error) {
 				sessions = append(sessions, e.ID+"@"+e.SessionID)
@@ -162,6 +173,12 @@ func TestInboundKeptPerSession(t *testing.T) {
 			}
 			if in, err := l.Inbound("u", m.ID); err != nil || in.SessionID != "s1" {
 				t.Fatalf("by id: %+v %v, want s1's copy", in, err)
+			}
+			if in, err := l.InboundOf("u", m.ID, "s2"); err != nil || in.SessionID != "s2" {
+				t.Fatalf("by id for s2: %+v %v, want s2's copy", in, err)
+			}
+			if in, err := l.InboundOf("u", m.ID, "s3"); err != nil || in.SessionID != "s1" {
+				t.Fatalf("by id for s3, which got none: %+v %v, want s1's copy", in, err)
 			}
 
 			// Kept before the key was per session: read, and not kept again.

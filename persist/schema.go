@@ -41,7 +41,9 @@ package persist
 //	                               incoming one is .../in/<id>/<session>, before: .../in/<id>)
 //	msg_in/<uid>/<id>/<session>    the msg_log key after     7 days    saving an incoming message (its
 //	                               the user's prefix (raw)             id → its entry: replies, reads);
-//	                                                                   msg_in/<uid>/<id> before, still read
+//	                                                                   msg_in/<uid>/<id>: read, and written
+//	                                                                   for an id's first copy (a node of the
+//	                                                                   release before checks only it)
 //	msg_note/<uid>/<id>            domain.MessageNotes (1)   7 days    engine: reactions, edit, revoke,
 //	                                                                   poll votes (notes.go)
 //	net_send/, net_id/, cloud_template/, routing/, cloud_window/: the Cloud API's (cloud.go)

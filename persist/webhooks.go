@@ -4,9 +4,11 @@ package persist
 // delivery queue, its ring of recent attempts, and incoming messages kept 7 days.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -382,6 +384,12 @@ func (w *Webhooks) Attempts(subID string) ([]domain.WebhookAttempt, error) {
 // one kept under the user's key of before (MessageLog.InOps), is ErrExists, nothing written:
 // its event is not queued twice. Another session of the user's getting the same message (a
 // group both numbers are in) keeps and publishes its own copy.
+//
+// The first copy of an id also writes the user's key of before (pointing at that copy), so
+// that a node of the previous release (a cluster's rolling upgrade), which checks only that
+// key, does not keep again what the network sends again after a session moved to it; another
+// session's copy is then refused by that key at first, and committed again without it once the
+// key is read to point at another session's copy (a group message two numbers got: rare).
 func (w *Webhooks) SaveInbound(ctx context.Context, m domain.InboundMessage, ds []domain.WebhookDelivery, journaled, forwarded []domain.EventRecord) error {
 	in, err := w.log.InOps(m)
 	if err != nil {
@@ -391,8 +399,39 @@ func (w *Webhooks) SaveInbound(ctx context.Context, m domain.InboundMessage, ds 
 	if err != nil {
 		return err
 	}
-	ops = append(ops, IfAbsentOp(inboundIDKey(m.UserID, m.SessionID, m.ID)), IfAbsentOp(userInboundIDKey(m.UserID, m.ID)))
+	idx, user := inboundIDKey(m.UserID, m.SessionID, m.ID), userInboundIDKey(m.UserID, m.ID)
+	base := len(ops)
+	ops = append(ops, IfAbsentOp(idx), IfAbsentOp(user), Op{Key: user, Value: in[1].Value, TTL: domain.InboundRetention})
+	err = w.kv.Commit(ctx, append(ops, in...)...)
+	if !errors.Is(err, domain.ErrRecordExists) {
+		return err
+	}
+	other, rerr := w.anotherSessionsCopy(m, user)
+	if rerr != nil {
+		return rerr // not known to be kept: the network sends it again
+	}
+	if !other {
+		return err
+	}
+	ops = append(ops[:base], IfAbsentOp(idx))
 	return w.kv.Commit(ctx, append(ops, in...)...)
+}
+
+// anotherSessionsCopy tells whether the user's key of m's id points at another session's copy
+// of m (written by this release: its history position ends with that session's id), rather
+// than at a copy kept before the key was per session (one per user: m is kept already) or at
+// this session's own.
+func (w *Webhooks) anotherSessionsCopy(m domain.InboundMessage, user []byte) (bool, error) {
+	pos, err := w.kv.Get(user)
+	if errors.Is(err, domain.ErrRecordNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	const dirAt = 14 // the time's 13 digits and '/'
+	sid, ok := bytes.CutPrefix(pos[min(len(pos), dirAt):], []byte(domain.DirIn+"/"+m.ID+"/"))
+	return ok && copyOf(pos, m.ID, sid) && string(sid) != url.PathEscape(m.SessionID), nil
 }
 
 func webhookOwnerKey(userID, subID string) []byte {
