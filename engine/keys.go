@@ -86,29 +86,34 @@ type keyAnswer struct {
 // RWMutex's reader count is one cache line every core writes).
 type keyIndex struct {
 	registry[string, *keyEntry]
-	byHash sync.Map // [sha256.Size]byte → *keyEntry
+	byHash atomic.Pointer[hashTable]
 }
 
-func (x *keyIndex) init() { x.registry.init() }
-
-func (x *keyIndex) hash(h [sha256.Size]byte) *keyEntry {
-	if e, ok := x.byHash.Load(h); ok {
-		return e.(*keyEntry)
-	}
-	return nil
+func (x *keyIndex) init() {
+	x.registry.init()
+	x.byHash.Store(newHashTable(0))
 }
+
+func (x *keyIndex) hash(h [sha256.Size]byte) *keyEntry { return x.byHash.Load().find(&h) }
 
 func (x *keyIndex) add(id string, e *keyEntry) {
 	x.mu.Lock()
 	x.byID[id] = e
-	x.byHash.Store(e.hash, e)
+	t := x.byHash.Load()
+	if t.full() {
+		t = t.rebuilt()
+		t.put(e)
+		x.byHash.Store(t)
+	} else {
+		t.put(e)
+	}
 	x.mu.Unlock()
 }
 
 func (x *keyIndex) remove(id string) {
 	x.mu.Lock()
 	if e := x.byID[id]; e != nil {
-		x.byHash.CompareAndDelete(e.hash, e)
+		x.byHash.Load().remove(e)
 		delete(x.byID, id)
 	}
 	x.mu.Unlock()
@@ -337,7 +342,7 @@ func (k *Keys) ValidAnswer(raw []byte, render func(dst []byte, v *KeyView) []byt
 	}
 	// The directory's version is read before the client name: a profile stored after this
 	// read raises the version, so an answer rendered from the older name is never reused.
-	users := k.e.Users.version()
+	users := k.e.Users.Version()
 	if a := ent.answer.Load(); a != nil && a.rec == rec && a.users == users {
 		return a.body, nil
 	}

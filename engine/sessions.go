@@ -68,6 +68,9 @@ type sessionIndex struct {
 	// status read asks both; an RWMutex's reader count is one cache line every core writes).
 	// Replaced whole, never changed in place, by whatever changes byUser or byID, under mu.
 	users sync.Map
+	// ver rises after every change of users (refresh): what was found in users holds while it
+	// is unchanged (StatusRef).
+	ver atomic.Uint64
 }
 
 func (x *sessionIndex) init() {
@@ -87,9 +90,10 @@ func (x *sessionIndex) refresh(uid string) {
 	}
 	if len(ents) == 0 {
 		x.users.Delete(uid)
-		return
+	} else {
+		x.users.Store(uid, ents)
 	}
-	x.users.Store(uid, ents)
+	x.ver.Add(1) // after the change: a reader that sees the new version finds the new entries
 }
 
 // put makes e id's entry.
@@ -135,12 +139,18 @@ func (x *sessionIndex) lastOf(uid string, cloud bool) *sessionEntry {
 	}
 	ents := v.([]*sessionEntry)
 	for i := len(ents) - 1; i >= 0; i-- {
-		// The published view is the truth about ownership: the index may lag a reassignment.
-		if st := ents[i].view.Load(); st.AssignedTo == uid && st.IsCloud() == cloud {
+		if ents[i].is(uid, cloud) {
 			return ents[i]
 		}
 	}
 	return nil
+}
+
+// is tells whether the session's published view has it assigned to uid, a cloud session or
+// not: the view is the truth about ownership (the index may lag a reassignment).
+func (ent *sessionEntry) is(uid string, cloud bool) bool {
+	st := ent.view.Load()
+	return st.AssignedTo == uid && st.IsCloud() == cloud
 }
 
 // remove drops a session from the index.

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/gateway/gateway/actors/session"
 	"github.com/gateway/gateway/domain"
@@ -29,7 +30,36 @@ func (s *Sessions) Status(uid string) domain.Session {
 // session); the counters are read on every call. ok is false when the user has no session (the
 // answer is then Status's NOT_CREATED). The caller must not modify the answer.
 func (s *Sessions) StatusAnswer(uid string, render func(dst []byte, st *domain.Session) ([]byte, int)) (answer []byte, split int, q domain.QueueStats, ok bool) {
-	ent := s.idx.defaultOf(uid)
+	return s.statusAnswer(s.idx.defaultOf(uid), render)
+}
+
+// StatusRef is where a user's session was found, kept by a caller that asks for the same
+// user's status again and again (the server keeps one with a signed-in caller's profile):
+// StatusAnswerAt uses it while the session index is at the version it was found at. Its zero
+// value is ready to use; it is safe for concurrent use.
+type StatusRef struct{ p atomic.Pointer[statusRef] }
+
+type statusRef struct {
+	ent *sessionEntry // nil: the user had no session
+	ver uint64
+}
+
+// StatusAnswerAt is StatusAnswer with ref, which must be kept for uid only: the user's session
+// is taken from ref while the session index is unchanged (its version rises with every change
+// of a user's session list), and found again, and kept in ref, when it has changed. The
+// session's published view stays the truth about its owner, as for defaultOf: a session whose
+// view no longer has it assigned to uid is found again.
+func (s *Sessions) StatusAnswerAt(ref *StatusRef, uid string, render func(dst []byte, st *domain.Session) ([]byte, int)) (answer []byte, split int, q domain.QueueStats, ok bool) {
+	r := ref.p.Load()
+	if r == nil || r.ver != s.idx.ver.Load() || (r.ent != nil && !r.ent.is(uid, false)) {
+		ver := s.idx.ver.Load() // before the lookup: a change meanwhile makes r stale
+		r = &statusRef{ent: s.idx.defaultOf(uid), ver: ver}
+		ref.p.Store(r)
+	}
+	return s.statusAnswer(r.ent, render)
+}
+
+func (s *Sessions) statusAnswer(ent *sessionEntry, render func(dst []byte, st *domain.Session) ([]byte, int)) (answer []byte, split int, q domain.QueueStats, ok bool) {
 	if ent == nil {
 		return nil, 0, domain.QueueStats{}, false
 	}

@@ -47,3 +47,52 @@ func TestStatusAnswerFollowsTheView(t *testing.T) {
 		t.Fatal("an answer for a user without a session")
 	}
 }
+
+// A StatusRef gives the answer StatusAnswer gives, through every change of the user's sessions:
+// a newer session assigned to them, that session reassigned away, a user with no session who
+// is given one. Each change raises the index's version, so the ref finds the session again.
+func TestStatusRefFollowsTheIndex(t *testing.T) {
+	recs := persist.NewRecords(persist.NewMemory())
+	e, u := linkedEngine(t, recs, recs.Outbox)
+	ctx := context.Background()
+	render := func(dst []byte, st *domain.Session) ([]byte, int) {
+		return append(append(dst, st.ID+"|"...), st.Status...), len(st.ID)
+	}
+	same := func(ref *StatusRef, uid, wantPrefix string) {
+		t.Helper()
+		for range 2 { // found, then from the ref
+			body, split, _, ok := e.Sessions.StatusAnswerAt(ref, uid, render)
+			want, wantSplit, _, wantOK := e.Sessions.StatusAnswer(uid, render)
+			if ok != wantOK || string(body) != string(want) || split != wantSplit || !strings.HasPrefix(string(body), wantPrefix) {
+				t.Fatalf("StatusAnswerAt = %q %v, StatusAnswer = %q %v, want prefix %q", body, ok, want, wantOK, wantPrefix)
+			}
+		}
+	}
+	var ref StatusRef
+	first := e.Sessions.Status(u.ID).ID
+	same(&ref, u.ID, first+"|")
+	second, err := e.Sessions.Create(ctx, "second", u.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same(&ref, u.ID, second.ID+"|")
+	if _, err := e.Users.Create(ctx, NewUser{ID: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Sessions.Assign(ctx, second.ID, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	same(&ref, u.ID, first+"|")
+	var bobs StatusRef
+	same(&bobs, "bob", second.ID+"|")
+	var carols StatusRef
+	if _, err := e.Users.Create(ctx, NewUser{ID: "carol"}); err != nil {
+		t.Fatal(err)
+	}
+	same(&carols, "carol", "")
+	third, err := e.Sessions.Create(ctx, "third", "carol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	same(&carols, "carol", third.ID+"|")
+}

@@ -75,8 +75,9 @@ func (us *Users) put(u domain.User) {
 	us.ver.Add(1) // after the store: a reader that sees the new version reads the new profile
 }
 
-// version is the directory's version: it changes after every profile stored.
-func (us *Users) version() uint64 { return us.ver.Load() }
+// Version is the directory's version: it rises after every profile stored (profiles are never
+// removed), so what was derived from Authenticate's answer holds while it is unchanged.
+func (us *Users) Version() uint64 { return us.ver.Load() }
 
 // Authenticate returns the caller's profile, creating it on the first authenticated call, with
 // the effective role: admin when the uid is in --admin-uids, the profile was promoted, or (dev

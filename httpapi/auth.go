@@ -78,40 +78,84 @@ var (
 // user authenticates the caller's ID token and returns the profile (created on a first call).
 // In a cluster, a request the receiving node authenticated carries its principal instead.
 func (s *Server) user(ctx *fasthttp.RequestCtx) (domain.User, error) {
+	u, _, err := s.userMemo(ctx)
+	return u, err
+}
+
+// userMemo is user with what the server keeps with the caller's cached ID token (nil when
+// nothing is kept: a token verified in full, a request a cluster node routed).
+func (s *Server) userMemo(ctx *fasthttp.RequestCtx) (domain.User, *signedIn, error) {
 	if who := principalOf(ctx); who != nil {
 		switch who.Kind {
 		case "admin":
-			return *who.User, nil
+			return *who.User, nil, nil
 		case "user":
-			return s.signIn(ctx, engine.Principal{UID: who.UID, Name: who.Name, Email: who.Email, ClaimsAdmin: who.ClaimsAdmin})
+			u, err := s.signIn(ctx, engine.Principal{UID: who.UID, Name: who.Name, Email: who.Email, ClaimsAdmin: who.ClaimsAdmin})
+			return u, nil, err
 		}
 	}
 	if _, routed := ctx.UserValue(ctxBackend).(*Backend); s.cfg.Cluster != nil && !routed {
-		return s.clusterUser(ctx) // a route this node answers itself (admin lists)
+		u, err := s.clusterUser(ctx) // a route this node answers itself (admin lists)
+		return u, nil, err
 	}
-	c, err := s.verify(ctx)
+	c, memo, err := s.verifyMemo(ctx)
 	if err != nil {
-		return domain.User{}, err
+		return domain.User{}, nil, err
 	}
-	return s.signIn(ctx, engine.Principal{
+	eng := s.engine(ctx)
+	if memo != nil {
+		if m, ok := memo.Load().(*signedIn); ok && m.eng == eng && m.ver == eng.Users.Version() {
+			return m.user, m, nil
+		}
+	}
+	// The directory's version before the profile is read: a profile stored meanwhile raises
+	// it, so the profile kept below is never given once a newer one is stored.
+	ver := eng.Users.Version()
+	u, err := s.signIn(ctx, engine.Principal{
 		UID: c.UID, Name: c.Name, Email: c.Email, ClaimsAdmin: s.cfg.DevRoles && c.Role == engine.RoleAdmin,
 	})
+	if err != nil || memo == nil {
+		return u, nil, err
+	}
+	m := &signedIn{eng: eng, ver: ver, user: u}
+	memo.Store(m)
+	return u, m, nil
+}
+
+// signedIn is a cached ID token's profile as signIn gave it (Server.user keeps it in the
+// token's Memo): given again, without signIn's lookups, while the engine's user directory is
+// at the version it was read at. The profile follows from the token's claims (fixed for the
+// token), the directory (its version rises on every profile stored; profiles are never
+// removed) and the server's configuration (fixed); a token verified again gets a new Memo.
+// It holds no secret (the profile is what /api/client/me answers).
+type signedIn struct {
+	eng  *engine.Engine
+	ver  uint64
+	user domain.User
+	// status is where the user's session was found (clientStatus: the dashboard polls it).
+	status engine.StatusRef
 }
 
 // verify authenticates the caller's ID token (user signs the caller in after it; a cluster node
 // routing a request needs only the claims).
 func (s *Server) verify(ctx *fasthttp.RequestCtx) (identity.Claims, error) {
+	c, _, err := s.verifyMemo(ctx)
+	return c, err
+}
+
+// verifyMemo is verify with the cached token's Memo (nil on a token verified in full).
+func (s *Server) verifyMemo(ctx *fasthttp.RequestCtx) (identity.Claims, *identity.Memo, error) {
 	tok := bearer(ctx)
 	if len(tok) == 0 {
-		return identity.Claims{}, errNoCredentials
+		return identity.Claims{}, nil, errNoCredentials
 	}
 	// fasthttp's clock reading as the request began (zero outside its server): a cached
 	// token is checked against it, one clock reading less per request.
-	c, err := s.cfg.Verifier.VerifyBytesAt(s.reqContext(ctx), tok, ctx.Time())
+	c, memo, err := s.cfg.Verifier.VerifyBytesMemo(s.reqContext(ctx), tok, ctx.Time())
 	if err != nil {
-		return identity.Claims{}, s.tokenRefused(ctx, err)
+		return identity.Claims{}, nil, s.tokenRefused(ctx, err)
 	}
-	return c, nil
+	return c, memo, nil
 }
 
 // tokenRefused is the answer to an ID token that did not verify.
@@ -156,6 +200,18 @@ func (s *Server) client(h userHandler) handler {
 			return err
 		}
 		return h(ctx, u)
+	}
+}
+
+// clientMemo is client for a route that uses what the server keeps with the caller's cached
+// ID token (m; nil when nothing is kept).
+func (s *Server) clientMemo(h func(ctx *fasthttp.RequestCtx, u domain.User, m *signedIn) error) handler {
+	return func(ctx *fasthttp.RequestCtx) error {
+		u, m, err := s.userMemo(ctx)
+		if err != nil {
+			return err
+		}
+		return h(ctx, u, m)
 	}
 }
 

@@ -363,3 +363,44 @@ func TestDashboardOIDCSignIn(t *testing.T) {
 		}},
 	})
 }
+
+// A signed-in caller's profile is kept with their cached ID token (Server.user) and given again
+// only while the user directory is unchanged: a rename, a promotion and a demotion by an admin
+// show on the very next call with the same token.
+func TestSignedInProfileFollowsTheDirectory(t *testing.T) {
+	a := newAPI(t)
+	tok := map[string]string{"Authorization": "Bearer " + a.token("alice")}
+	me := func() res {
+		t.Helper()
+		r := a.do(t, "GET", "/api/client/me", "", tok, nil)
+		if r.status != 200 {
+			t.Fatalf("me: %d %s", r.status, r.body)
+		}
+		return r
+	}
+	for range 3 { // the first verifies the token, the next ones are from the cache and its Memo
+		if r := me(); r.str("name") != "Alice" || r.str("role") != "client" {
+			t.Fatalf("me = %s", r.body)
+		}
+	}
+	if r := a.do(t, "GET", "/api/admin/users", "", tok, nil); r.status != 403 {
+		t.Fatalf("a client listed users: %d", r.status)
+	}
+	patch := func(body map[string]any) {
+		t.Helper()
+		if r := a.do(t, "PATCH", "/api/admin/users", "root", nil, body); r.status != 200 {
+			t.Fatalf("patch %v: %d %s", body, r.status, r.body)
+		}
+	}
+	patch(map[string]any{"id": "alice", "name": "Ada", "role": "admin"})
+	if r := me(); r.str("name") != "Ada" || r.str("role") != "admin" {
+		t.Fatalf("after the admin's change, me = %s", r.body)
+	}
+	if r := a.do(t, "GET", "/api/admin/users", "", tok, nil); r.status != 200 {
+		t.Fatalf("a promoted user could not list users: %d %s", r.status, r.body)
+	}
+	patch(map[string]any{"id": "alice", "role": "client"})
+	if r := a.do(t, "GET", "/api/admin/users", "", tok, nil); r.status != 403 {
+		t.Fatalf("a demoted user still listed users: %d", r.status)
+	}
+}

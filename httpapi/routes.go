@@ -63,7 +63,7 @@ func (s *Server) routes() {
 	s.route(DELETE, "/api/client/optouts", 0, byCaller, s.client(s.deleteClientOptOuts))
 	s.route(GET, "/api/client/apikeys", 0, byCaller, s.client(s.clientKeys))
 	s.route(GET, "/api/client/qr", 0, byCaller, s.client(s.clientQR))
-	s.route(GET, "/api/client/status", 0, byCaller, s.client(s.clientStatus))
+	s.route(GET, "/api/client/status", 0, byCaller, s.clientMemo(s.clientStatus))
 	s.route(POST, "/api/client/start", 0, byCaller, s.client(s.clientStart))
 	s.route(POST, "/api/client/pair-code", 0, byCaller, s.client(s.clientPairCode))
 	s.route(POST, "/api/client/logout", 0, byCaller, s.client(s.clientLogout))

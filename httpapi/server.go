@@ -39,6 +39,9 @@ type TokenVerifier interface {
 	// the call and keeps nothing of them. at is the server's clock reading as the request
 	// began (zero: the verifier reads its own clock).
 	VerifyBytesAt(ctx context.Context, raw []byte, at time.Time) (identity.Claims, error)
+	// VerifyBytesMemo is VerifyBytesAt with the cached token's Memo (nil when it was not
+	// cached), where the server keeps the caller's profile (Server.user).
+	VerifyBytesMemo(ctx context.Context, raw []byte, at time.Time) (identity.Claims, *identity.Memo, error)
 }
 
 // Interface guards.

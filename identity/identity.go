@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -96,18 +97,31 @@ func (v *Verifier) VerifyBytes(ctx context.Context, rawToken []byte) (Claims, er
 // accepted as it would have been at the request's start). A token verified in full is
 // checked against the verifier's own clock.
 func (v *Verifier) VerifyBytesAt(ctx context.Context, rawToken []byte, at time.Time) (Claims, error) {
-	c, cached, err := v.verify(ctx, rawToken, at)
-	if cached {
+	c, _, err := v.VerifyBytesMemo(ctx, rawToken, at)
+	return c, err
+}
+
+// Memo is where a caller keeps what it derived from a cached token's claims (the gateway: the
+// signed-in profile, with what it was derived from to tell whether it still holds), for as
+// long as the token stays cached. A token verified again gets a new, empty Memo. What is kept
+// there must hold no secret beyond what the claims hold.
+type Memo struct{ atomic.Value }
+
+// VerifyBytesMemo is VerifyBytesAt that also gives the cached token's Memo (nil for a token
+// verified in full: the next call, from the cache, has one).
+func (v *Verifier) VerifyBytesMemo(ctx context.Context, rawToken []byte, at time.Time) (Claims, *Memo, error) {
+	c, memo, err := v.verify(ctx, rawToken, at)
+	if memo != nil {
 		v.metrics.cacheHit()
 	} else {
 		v.metrics.decision(err)
 	}
-	return c, err
+	return c, memo, err
 }
 
-func (v *Verifier) verify(ctx context.Context, raw []byte, at time.Time) (_ Claims, cached bool, _ error) {
+func (v *Verifier) verify(ctx context.Context, raw []byte, at time.Time) (_ Claims, memo *Memo, _ error) {
 	if len(raw) > maxTokenBytes {
-		return Claims{}, false, invalid("malformed")
+		return Claims{}, nil, invalid("malformed")
 	}
 	now := at
 	if now.IsZero() {
@@ -117,12 +131,12 @@ func (v *Verifier) verify(ctx context.Context, raw []byte, at time.Time) (_ Clai
 	// on a miss (the token's bytes are read once per request, by the cache's hash).
 	if e, ok := v.cache.get(raw, now); ok {
 		if v.provider == nil || v.provider.live(e.kid, e.gen) {
-			return e.claims, true, nil
+			return e.claims, &e.memo, nil
 		}
 		v.cache.drop(raw) // its key was withdrawn: verify again (and refuse)
 	}
 	if bytes.Count(raw, []byte(".")) != 2 {
-		return Claims{}, false, invalid("malformed")
+		return Claims{}, nil, invalid("malformed")
 	}
 	if !at.IsZero() {
 		now = v.now() // verified in full: by the verifier's own clock
@@ -135,7 +149,7 @@ func (v *Verifier) verify(ctx context.Context, raw []byte, at time.Time) (_ Clai
 
 	hdr := tokenHeader(rawToken)
 	if accessTokenType(hdr.Typ) {
-		return Claims{}, false, invalid("an access token (typ " + hdr.Typ + "), not an ID token")
+		return Claims{}, nil, invalid("an access token (typ " + hdr.Typ + "), not an ID token")
 	}
 	var sigErr error
 	tok, err := v.oidc.Verify(context.WithValue(ctx, sigErrKey{}, &sigErr), rawToken)
@@ -143,20 +157,20 @@ func (v *Verifier) verify(ctx context.Context, raw []byte, at time.Time) (_ Clai
 		var r *refusal
 		switch {
 		case errors.Is(sigErr, domain.ErrIdPUnavailable):
-			return Claims{}, false, sigErr
+			return Claims{}, nil, sigErr
 		case errors.As(sigErr, &r):
-			return Claims{}, false, invalid(r.reason)
+			return Claims{}, nil, invalid(r.reason)
 		}
-		return Claims{}, false, invalid(oidcReason(err))
+		return Claims{}, nil, invalid(oidcReason(err))
 	}
 	if tok.Subject == "" {
-		return Claims{}, false, invalid("empty sub")
+		return Claims{}, nil, invalid("empty sub")
 	}
 	if tok.IssuedAt.IsZero() {
-		return Claims{}, false, invalid("missing iat")
+		return Claims{}, nil, invalid("missing iat")
 	}
 	if tok.IssuedAt.After(now.Add(ClockSkew)) {
-		return Claims{}, false, invalid("iat in the future")
+		return Claims{}, nil, invalid("iat in the future")
 	}
 
 	c := Claims{UID: tok.Subject, Issuer: tok.Issuer, Expiry: tok.Expiry.UTC()}
@@ -175,44 +189,44 @@ func (v *Verifier) verify(ctx context.Context, raw []byte, at time.Time) (_ Clai
 		NotBefore *float64        `json:"nbf"`
 	}
 	if err := tok.Claims(&extra); err != nil {
-		return Claims{}, false, invalid("malformed claims")
+		return Claims{}, nil, invalid("malformed claims")
 	}
 	// go-oidc allows nbf 5 minutes ahead; the gateway's skew is ClockSkew, as for iat.
 	if extra.NotBefore != nil && time.Unix(int64(*extra.NotBefore), 0).After(now.Add(ClockSkew)) {
-		return Claims{}, false, invalid("nbf in the future")
+		return Claims{}, nil, invalid("nbf in the future")
 	}
 	// auth_time, when present (Firebase: always), is a number not in the future.
 	if len(extra.AuthTime) > 0 || v.firebase {
 		var at float64
 		if err := json.Unmarshal(extra.AuthTime, &at); err != nil || at <= 0 {
-			return Claims{}, false, invalid("missing or malformed auth_time")
+			return Claims{}, nil, invalid("missing or malformed auth_time")
 		}
 		if time.Unix(int64(at), 0).After(now.Add(ClockSkew)) {
-			return Claims{}, false, invalid("auth_time in the future")
+			return Claims{}, nil, invalid("auth_time in the future")
 		}
 	}
 	// A token for several audiences is ours only if we are the party it was issued to
 	// (OIDC Core 3.1.3.7; Dex trusted peers issue such tokens to other clients).
 	if len(tok.Audience) > 1 && extra.AZP != v.audience {
-		return Claims{}, false, invalid("issued to another party (azp)")
+		return Claims{}, nil, invalid("issued to another party (azp)")
 	}
 	if extra.Firebase.SignInProvider == "anonymous" && !v.allowAnonymous {
-		return Claims{}, false, fmt.Errorf("%w: anonymous sign-in is not accepted", domain.ErrSignInNotAllowed)
+		return Claims{}, nil, fmt.Errorf("%w: anonymous sign-in is not accepted", domain.ErrSignInNotAllowed)
 	}
 	if v.requireEmailVerified && (extra.EmailVerified == nil || !*extra.EmailVerified) {
-		return Claims{}, false, fmt.Errorf("%w: the email address is not verified", domain.ErrSignInNotAllowed)
+		return Claims{}, nil, fmt.Errorf("%w: the email address is not verified", domain.ErrSignInNotAllowed)
 	}
 	c.Name, c.Email = extra.Name, extra.Email
 	if v.trustRole && len(extra.Role) > 0 {
 		if err := json.Unmarshal(extra.Role, &c.Role); err != nil {
-			return Claims{}, false, invalid("malformed role claim")
+			return Claims{}, nil, invalid("malformed role claim")
 		}
 	}
 
 	// Cached until the moment verification itself would start refusing it, or until its key
 	// leaves the provider's set.
 	v.cache.put(rawToken, cachedClaims{claims: c, until: c.Expiry.Add(ClockSkew), kid: hdr.Kid, gen: gen}, now)
-	return c, false, nil
+	return c, nil, nil
 }
 
 // Status is the provider's state for /readyz: Ready once keys are loaded (the last good keys

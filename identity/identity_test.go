@@ -446,3 +446,44 @@ func TestCacheBounded(t *testing.T) {
 		t.Error("expired entry returned")
 	}
 }
+
+// A cached token comes with one Memo, the same on every hit; a token verified in full has none,
+// and once it is verified again (its entry expired) it gets a new, empty one.
+func TestMemoPerCachedToken(t *testing.T) {
+	key := testKeys()[0]
+	v := newVerifier(DevIssuer, &oidc.StaticKeySet{PublicKeys: []crypto.PublicKey{&key.PublicKey}}, oidc.Config{ClientID: DevAudience}, true)
+	base := time.Now().Truncate(time.Second)
+	var offset atomic.Int64
+	v.now = func() time.Time { return base.Add(time.Duration(offset.Load())) }
+	tok := []byte(sign(t, key, "", with(devClaims(base), "exp", base.Add(10*time.Minute).Unix())))
+	memo := func() *Memo {
+		t.Helper()
+		_, m, err := v.VerifyBytesMemo(context.Background(), tok, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if m := memo(); m != nil {
+		t.Fatal("a token verified in full came with a Memo")
+	}
+	m := memo()
+	if m == nil || memo() != m {
+		t.Fatal("a cached token's Memo is not one and the same")
+	}
+	m.Store("kept")
+	if got := memo().Load(); got != "kept" {
+		t.Fatalf("Memo holds %v", got)
+	}
+	offset.Store(int64(10*time.Minute + ClockSkew + time.Second)) // the entry expires
+	if _, _, err := v.VerifyBytesMemo(context.Background(), tok, time.Time{}); err == nil {
+		t.Fatal("an expired token verified")
+	}
+	offset.Store(0)
+	if memo() != nil {
+		t.Fatal("a token verified again came with a Memo")
+	}
+	if m2 := memo(); m2 == nil || m2 == m || m2.Load() != nil {
+		t.Fatalf("the token verified again has Memo %p, the old one %p", m2, m)
+	}
+}
