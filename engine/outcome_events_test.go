@@ -11,6 +11,17 @@ import (
 	"github.com/gateway/gateway/persist"
 )
 
+// heldEventsEngine is an engine on memory storage whose events commit through a heldSink, its
+// user, network, storage and records, and the user's session id.
+func heldEventsEngine(t *testing.T) (*Engine, domain.User, *gateNet, *persist.Memory, *persist.Records, *heldSink, string) {
+	t.Helper()
+	mem := persist.NewMemory()
+	recs := persist.NewRecords(mem)
+	sink := &heldSink{}
+	e, u, net := gatedEngine(t, recs, Config{Events: sink})
+	return e, u, net, mem, recs, sink, e.Sessions.Status(u.ID).ID
+}
+
 // A send's outcome is recorded only once its events are committed: message.status sent and
 // the receipts folded into it (a read that overtook the send), the delivered receipt that
 // follows it (a network that does not wait for its record: the sim), and a failure reported
@@ -19,11 +30,7 @@ import (
 // settles and publishes it again (the worst is an event twice). Written the other way round,
 // the kill kept the outcome and lost its events for good.
 func TestOutcomeRecordedOnlyOnceItsEventsAreCommitted(t *testing.T) {
-	mem := persist.NewMemory()
-	recs := persist.NewRecords(mem)
-	sink := &heldSink{}
-	e, u, net := gatedEngine(t, recs, Config{Events: sink})
-	sid := e.Sessions.Status(u.ID).ID
+	e, u, net, mem, recs, sink, sid := heldEventsEngine(t)
 	absent := func(what, key string) {
 		t.Helper()
 		if _, err := mem.Get([]byte(key)); !errors.Is(err, domain.ErrRecordNotFound) {
@@ -114,10 +121,7 @@ func TestOutcomeRecordedOnlyOnceItsEventsAreCommitted(t *testing.T) {
 // An engine stopping with outcomes whose events are still being committed writes them (and
 // counts them into the account) before it stops: the events commit, then the outcomes.
 func TestStopWritesOutcomesWaitingForTheirEvents(t *testing.T) {
-	mem := persist.NewMemory()
-	recs := persist.NewRecords(mem)
-	sink := &heldSink{}
-	e, u, _ := gatedEngine(t, recs, Config{Events: sink})
+	e, u, _, mem, recs, sink, _ := heldEventsEngine(t)
 	release := sink.shut()
 	t.Cleanup(release)
 	sent0 := e.metrics.sent.Load()

@@ -17,11 +17,7 @@ import (
 // publishThen tells then(errEventDropped) at once on a closed publisher, and Outcome called it
 // with the shard's lock held, while settled takes the same lock.
 func TestOutcomeAfterStopDoesNotDeadlock(t *testing.T) {
-	mem := persist.NewMemory()
-	recs := persist.NewRecords(mem)
-	sink := &heldSink{}
-	e, u, _ := gatedEngine(t, recs, Config{Events: sink})
-	sid := e.Sessions.Status(u.ID).ID
+	e, u, _, _, _, _, sid := heldEventsEngine(t)
 	e.Stop(context.Background())
 	entry := domain.OutboxEntry{ID: NewMessageID(), UserID: u.ID, SessionID: sid,
 		Message: domain.Message{To: "4915100000010", Kind: domain.KindText, Text: "late"}}
@@ -75,11 +71,7 @@ func TestPublisherStopBoundedWithASenderWaiting(t *testing.T) {
 // the outcomes of that batch, and one of the same shard (settled) took that lock: neither went
 // on, and the stop never returned.
 func TestStopPastDeadlineWithAnOutcomeWaitingForRoom(t *testing.T) {
-	mem := persist.NewMemory()
-	recs := persist.NewRecords(mem)
-	sink := &heldSink{}
-	e, u, _ := gatedEngine(t, recs, Config{Events: sink})
-	sid := e.Sessions.Status(u.ID).ID
+	e, u, _, _, _, sink, sid := heldEventsEngine(t)
 	m := e.Messages.msgs
 	entry := func(id string) domain.OutboxEntry {
 		en := domain.OutboxEntry{ID: id, UserID: u.ID, SessionID: sid,
