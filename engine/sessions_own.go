@@ -48,8 +48,11 @@ type statusRef struct {
 // is taken from ref while the session index is unchanged (its version rises with every change
 // of a user's session list), and found again, and kept in ref, when it has changed. The
 // session's published view stays the truth about its owner, as for defaultOf: a session whose
-// view no longer has it assigned to uid is found again.
+// view no longer has it assigned to uid is found again. A nil ref: StatusAnswer.
 func (s *Sessions) StatusAnswerAt(ref *StatusRef, uid string, render func(dst []byte, st *domain.Session) ([]byte, int)) (answer []byte, split int, q domain.QueueStats, ok bool) {
+	if ref == nil {
+		return s.StatusAnswer(uid, render)
+	}
 	r := ref.p.Load()
 	if r == nil || r.ver != s.idx.ver.Load() || (r.ent != nil && !r.ent.is(uid, false)) {
 		ver := s.idx.ver.Load() // before the lookup: a change meanwhile makes r stale

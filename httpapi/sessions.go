@@ -167,15 +167,11 @@ func queueOf(q domain.QueueStats) queueJSON {
 // the view is unchanged; only the queue's counters are written per call (a hot route: the
 // strings of the view were cache misses under load).
 func (s *Server) clientStatus(ctx *fasthttp.RequestCtx, u domain.User, m *signedIn) error {
-	var body []byte
-	var split int
-	var q domain.QueueStats
-	var ok bool
-	if m != nil { // the session as found for this caller before, while the index is unchanged
-		body, split, q, ok = s.engine(ctx).Sessions.StatusAnswerAt(&m.status, u.ID, appendStatus)
-	} else {
-		body, split, q, ok = s.engine(ctx).Sessions.StatusAnswer(u.ID, appendStatus)
+	var ref *engine.StatusRef // the session as found for this caller before, while the index is unchanged
+	if m != nil {
+		ref = &m.status
 	}
+	body, split, q, ok := s.engine(ctx).Sessions.StatusAnswerAt(ref, u.ID, appendStatus)
 	if !ok {
 		writeStatus(ctx, &domain.Session{Status: domain.StatusNotCreated})
 		return nil
