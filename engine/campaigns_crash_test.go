@@ -62,14 +62,7 @@ func killedCampaign(t *testing.T, limit int64, numbers []string, delay float64, 
 	r := recordsOf(recs)
 	r.Campaigns, r.Accounts = killedCampaigns{recs.Campaigns}, killedAccounts{recs.Accounts}
 	e1 := start(r)
-	u, err := e1.Users.Create(ctx, NewUser{ID: "u1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e1.Sessions.QR(ctx, u); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, 10*time.Second, "linked", func() bool { return e1.Sessions.Status(u.ID).Status == domain.StatusConnected })
+	u := linkU1(t, e1)
 	c, err := e1.Campaigns.Start(ctx, CampaignRequest{UserID: u.ID, Numbers: numbers, Message: "hi", Delay: delay})
 	if err != nil || c.Granted != len(numbers) {
 		t.Fatalf("start: %+v %v", c, err)

@@ -153,6 +153,12 @@ func startLinked(t *testing.T, cfg Config) (*Engine, domain.User) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Stop(context.Background()) })
+	return e, linkU1(t, e)
+}
+
+// linkU1 creates user u1 on e and links its session, on e's network.
+func linkU1(t *testing.T, e *Engine) domain.User {
+	t.Helper()
 	ctx := context.Background()
 	u, err := e.Users.Create(ctx, NewUser{ID: "u1"})
 	if err != nil {
@@ -162,5 +168,5 @@ func startLinked(t *testing.T, cfg Config) (*Engine, domain.User) {
 		t.Fatal(err)
 	}
 	waitUntil(t, 10*time.Second, "linked", func() bool { return e.Sessions.Status(u.ID).Status == domain.StatusConnected })
-	return e, u
+	return u
 }
