@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 
 	"github.com/gateway/gateway/actors/webhook"
 	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/internal/cputime"
 	"github.com/gateway/gateway/media"
 	"github.com/gateway/gateway/network/sim"
 	"github.com/gateway/gateway/persist"
@@ -97,7 +97,7 @@ func benchSend(b *testing.B, fsync persist.Fsync, journaled bool) {
 	var n atomic.Int64
 	txns0, writes0, _ := db.WriteStats()
 	syncs0 := db.Syncs()
-	sent0, cpu0 := e.metrics.sent.Load(), cpuTime()
+	sent0, cpu0 := e.metrics.sent.Load(), cputime.Process()
 	parallel(b, 64, func() {
 		i := n.Add(1)
 		g, err := e.Keys.Authorize(keys[i%users], ScopeText)
@@ -112,20 +112,11 @@ func benchSend(b *testing.B, fsync persist.Fsync, journaled bool) {
 		}
 	})
 	waitUntil(b, time.Minute, "every message sent", func() bool { return e.metrics.sent.Load()-sent0 >= int64(b.N) })
-	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/msg")
+	b.ReportMetric(float64((cputime.Process()-cpu0).Microseconds())/float64(b.N), "cpu-µs/msg")
 	txns, writes, _ := db.WriteStats()
 	b.ReportMetric(float64(writes-writes0)/float64(b.N), "writes/msg")
 	b.ReportMetric(float64(txns-txns0)/float64(b.N), "txns/msg")
 	b.ReportMetric(float64(db.Syncs()-syncs0)/float64(b.N), "syncs/msg")
-}
-
-// cpuTime is the process's CPU time (user and system) so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // parallel runs b.N calls of fn on c goroutines and reports ops/s.

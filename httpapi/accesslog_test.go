@@ -9,13 +9,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fasthttp/router"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
+
+	"github.com/gateway/gateway/internal/cputime"
 )
 
 // syncBuffer is a buffer safe for the access log's goroutine and the test.
@@ -235,7 +236,7 @@ func BenchmarkAccessLog(b *testing.B) {
 				s.cfg.LogRequests = true
 			}
 			s.route("GET", "/things/{id}", 0, here, func(ctx *fasthttp.RequestCtx) error { ctx.SetStatusCode(204); return nil })
-			start := cpuNanos()
+			start := cputime.Process()
 			b.RunParallel(func(pb *testing.PB) {
 				var ctx fasthttp.RequestCtx
 				ctx.Init(&fasthttp.Request{}, nil, nil) // a connection of its own (its id)
@@ -250,15 +251,9 @@ func BenchmarkAccessLog(b *testing.B) {
 			if s.access != nil {
 				s.access.close()
 			}
-			b.ReportMetric(float64(cpuNanos()-start)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64((cputime.Process()-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}
-}
-
-func cpuNanos() int64 {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // The access log's duration is slog's number: AppendFloat's shortest 'g' form of the

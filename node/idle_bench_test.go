@@ -1,10 +1,10 @@
 package node
 
 import (
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gateway/gateway/internal/cputime"
 	"github.com/gateway/gateway/persist/natstest"
 )
 
@@ -22,14 +22,12 @@ func BenchmarkIdleNode(b *testing.B) {
 	a := start(b, cfg)
 	eventually(b, 60*time.Second, "a runs every partition", func() bool { return len(owned(a)) == DefaultPartitions })
 	time.Sleep(3 * time.Second) // the takeover's writes settle
-	var ru0, ru1 syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	cpu0 := cputime.Process()
 	b.ResetTimer()
 	for range b.N {
 		time.Sleep(time.Second)
 	}
 	b.StopTimer()
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
-	cpu := syscall.TimevalToNsec(ru1.Utime) - syscall.TimevalToNsec(ru0.Utime) + syscall.TimevalToNsec(ru1.Stime) - syscall.TimevalToNsec(ru0.Stime)
-	b.ReportMetric(float64(cpu)/1e6/float64(b.N), "cpu-ms/s")
+	cpu := cputime.Process() - cpu0
+	b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/s")
 }

@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/internal/cputime"
 )
 
 // benchCommitters is how many goroutines per CPU commit at once (64 on 2 cores), about the
@@ -119,7 +119,7 @@ func BenchmarkOutboxWrites(b *testing.B) {
 			defer kv.Close()
 			o := NewOutbox(kv)
 			var seq atomic.Uint64
-			start := cpuTime()
+			start := cputime.Process()
 			b.SetParallelism(benchCommitters)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
@@ -136,7 +136,7 @@ func BenchmarkOutboxWrites(b *testing.B) {
 			})
 			o.Flush()
 			b.StopTimer()
-			b.ReportMetric(float64(cpuTime()-start)/float64(b.N)/1e3, "cpu-µs/msg")
+			b.ReportMetric(float64((cputime.Process()-start).Nanoseconds())/float64(b.N)/1e3, "cpu-µs/msg")
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 		})
 	}
@@ -161,11 +161,4 @@ func benchSend(o *Outbox, n uint64, settled func(error)) error {
 	e.SetStatus(domain.MsgSent, now)
 	o.Settle(e, settled)
 	return nil
-}
-
-// cpuTime is the process's user and system CPU time so far, in nanoseconds.
-func cpuTime() int64 {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }

@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"testing"
-	"time"
 
+	"github.com/gateway/gateway/internal/cputime"
 	"github.com/gateway/gateway/persist"
 	"github.com/gateway/gateway/persist/natskv"
 	"github.com/gateway/gateway/persist/natstest"
@@ -78,8 +77,7 @@ func BenchmarkReplicatedCommits(b *testing.B) {
 			}
 			value := make([]byte, 400)
 			var n atomic.Int64
-			var ru0, ru1 syscall.Rusage
-			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+			cpu0 := cputime.Process()
 			b.SetParallelism(32)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
@@ -94,9 +92,7 @@ func BenchmarkReplicatedCommits(b *testing.B) {
 				}
 			})
 			b.StopTimer()
-			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
-			cpu := time.Duration(syscall.TimevalToNsec(ru1.Utime)-syscall.TimevalToNsec(ru0.Utime)) +
-				time.Duration(syscall.TimevalToNsec(ru1.Stime)-syscall.TimevalToNsec(ru0.Stime))
+			cpu := cputime.Process() - cpu0
 			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/commit")
 			groups, batches := s.Stats()
 			b.ReportMetric(float64(groups)/float64(b.N), "groups/commit")
