@@ -27,9 +27,10 @@ func TestResponseWaiterGivenUpAsItsAnswerArrives(t *testing.T) {
 	go func() {
 		received <- in.ReceiveResponse(ctx, &waBinary.Node{Tag: "iq", Attrs: waBinary.Attrs{"id": "req1"}})
 	}()
-	// The read goroutine has taken the waiter out of the map and waits to send on it.
+	// The read goroutine has taken the waiter out of the map and waits to send on it (blocked
+	// in its select: only entering the function is too early, the waiter still in the map).
 	deadline := time.Now().Add(10 * time.Second)
-	for !goroutineIn("whatsmeow.(*Client).receiveResponse") {
+	for !goroutineIn("whatsmeow.(*Client).receiveResponse", "select") {
 		if time.Now().After(deadline) {
 			t.Fatal("the answer's send never started")
 		}
@@ -45,8 +46,15 @@ func TestResponseWaiterGivenUpAsItsAnswerArrives(t *testing.T) {
 	}
 }
 
-// goroutineIn says whether some goroutine's stack has fn in it.
-func goroutineIn(fn string) bool {
+// goroutineIn says whether some goroutine is blocked in state (a stack header's "[select",
+// "[chan send") with fn in its stack.
+func goroutineIn(fn, state string) bool {
 	buf := make([]byte, 1<<20)
-	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), fn)
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		header, _, _ := strings.Cut(g, "\n")
+		if strings.Contains(header, "["+state) && strings.Contains(g, fn) {
+			return true
+		}
+	}
+	return false
 }
