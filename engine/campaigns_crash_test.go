@@ -166,15 +166,18 @@ func TestCampaignCancelledAfterResumeReleasesOnlyItsOwn(t *testing.T) {
 	}
 }
 
-// faltering is an outbox whose first read of one message fails (storage busy for a moment).
+// faltering is an outbox whose at-th read of one message fails (storage busy for a moment).
 type faltering struct {
 	Outbox
 	id     string
+	at     int32
+	reads  atomic.Int32
 	failed atomic.Bool
 }
 
 func (o *faltering) Get(id string) (domain.OutboxEntry, error) {
-	if id == o.id && o.failed.CompareAndSwap(false, true) {
+	if id == o.id && o.reads.Add(1) == o.at {
+		o.failed.Store(true)
 		return domain.OutboxEntry{}, fmt.Errorf("%w: storage busy", domain.ErrUnavailable)
 	}
 	return o.Outbox.Get(id)
@@ -189,7 +192,7 @@ func TestCampaignResumeThatCannotReadTheOutboxReservesNothing(t *testing.T) {
 	numbers := []string{"491510000001", "491510000002", "491510000003"}
 	var f *faltering
 	e, c := killedCampaign(t, limit, numbers, 0, 1, func(r *Records, c domain.Campaign) {
-		f = &faltering{Outbox: r.Outbox, id: CampaignMessageID(c.ID, 0)}
+		f = &faltering{Outbox: r.Outbox, id: CampaignMessageID(c.ID, 0), at: 1}
 		r.Outbox = f
 	})
 	ctx := context.Background()
@@ -204,5 +207,33 @@ func TestCampaignResumeThatCannotReadTheOutboxReservesNothing(t *testing.T) {
 		Message: domain.Message{To: "491510000009", Kind: domain.KindText, Text: "one more"}})
 	if err == nil {
 		t.Fatalf("a message past the month's limit of %d was accepted", limit)
+	}
+}
+
+// The same when the read that fails is the resumed campaign's own, of the number at its cursor
+// (found sent by the resume, which reserved nothing for it): the campaign does not send it
+// again as a number never sent, whose send finds it stored and gives back an allowance the
+// campaign does not hold (another number's: a message past the limit while it waits).
+func TestResumedCampaignThatCannotReadItsNumberWaitsForIt(t *testing.T) {
+	const limit = 3
+	numbers := []string{"491510000001", "491510000002", "491510000003"}
+	var f *faltering
+	e, c := killedCampaign(t, limit, numbers, 3600, 1, func(r *Records, c domain.Campaign) {
+		f = &faltering{Outbox: r.Outbox, id: CampaignMessageID(c.ID, 0), at: 2} // the resume's read is the first
+		r.Outbox = f
+	})
+	ctx := context.Background()
+	waitUntil(t, 20*time.Second, "the resumed campaign past its first number", func() bool {
+		s, err := e.Campaigns.Get(c.UserID, c.ID)
+		return err == nil && s.Cursor == 1
+	})
+	if !f.failed.Load() {
+		t.Fatal("the campaign did not read the number at its cursor")
+	}
+	// Its first number sent, the two others reserved: nothing left of the month.
+	_, err := e.Messages.Send(ctx, SendRequest{UserID: c.UserID, Origin: "api",
+		Message: domain.Message{To: "491510000009", Kind: domain.KindText, Text: "one more"}})
+	if !errors.Is(err, domain.ErrQuotaExceeded) {
+		t.Fatalf("a message past the month's limit of %d: %v, want quota exceeded", limit, err)
 	}
 }
