@@ -217,8 +217,15 @@ func (cs campaignSender) Send(ctx context.Context, s domain.Campaign, to, msgID 
 	return cs.c.sendMessage(ctx, s, to, msgID)
 }
 
+// Outcome takes a number whose read fails for one pending (asked again in a moment), not for
+// one never sent: its send would find it stored and give back an allowance the campaign may
+// not hold (the numbers its resume found sent: campaignAllowance).
 func (cs campaignSender) Outcome(msgID string) (domain.OutboxEntry, bool) {
-	return cs.c.e.Messages.stored(msgID)
+	e, err := cs.c.e.Messages.msgs.outbox.Get(msgID)
+	if err != nil && !errors.Is(err, domain.ErrRecordNotFound) {
+		return domain.OutboxEntry{ID: msgID, Status: domain.MsgQueued}, true
+	}
+	return e, err == nil
 }
 
 // campaignViews takes a campaign actor's views (campaign.Publisher): the entry's view, the
