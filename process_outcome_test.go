@@ -11,17 +11,13 @@ import (
 	"github.com/goccy/go-json"
 )
 
-// faultBinary is the gateway built with its fault points (-tags faults, engine/messages_fault.go),
-// switched on by GATEWAY_TEST_FAULT.
-var faultBinary builtBinary
-
 // An outcome's events are committed before its record is written: a kill -9 between the two
 // (held there by the test build's fault point, so the kill lands in the window every time)
 // leaves the message pending with its events out. After the restart the message went to the
 // network once, its status is answered, its allowance counted once, and its events come again
 // under the webhook-ids they had (a receiver dedupes them).
 func TestKill9BetweenOutcomeEventAndRecord(t *testing.T) {
-	bin := faultBinary.get(t, "-tags", "faults")
+	bin := gatewayFakeWABinary(t) // the test build: its fault points (engine/messages_fault.go)
 	type got struct{ id, msg, status string }
 	var mu sync.Mutex
 	var recv []got

@@ -1,10 +1,11 @@
-//go:build faults
+//go:build faults || fakewa
 
 package engine
 
-// A test build (go build -tags faults) with fault points the process tests switch on through
-// GATEWAY_TEST_FAULT, to land a kill -9 in a window too short to hit from outside. Never part
-// of a release build.
+// Fault points of the test builds (go build -tags faults, or the process tests' fakewa build,
+// node/fakewa.go, which they share so that make test builds one test binary of the gateway, not
+// two), switched on through GATEWAY_TEST_FAULT, to land a kill -9 in a window too short to hit
+// from outside. Never part of a release build.
 
 import "os"
 
