@@ -82,7 +82,7 @@ type EventRecord struct {
 	// Seq orders the events of one user's partition (or of a single node): an event committed
 	// after another has a higher Seq, across restarts and owners (see engine's journal).
 	Seq    uint64
-	ID     string // evt_...: the SSE id, the webhooks' eventId and the broker's Nats-Msg-Id
+	ID     string // evt_...: the SSE id, the webhooks' eventId and the broker's Nats-Msg-Id (unless DedupeID)
 	UserID string
 	Type   EventType
 	// Body is the webhook body ({type, timestamp, data}) as subscriptions receive it.
