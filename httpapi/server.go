@@ -524,11 +524,19 @@ func (s *Server) reqLog(ctx *fasthttp.RequestCtx) *slog.Logger {
 // copy of the mark is removed first). Otherwise the limit bounds what fasthttp reads ahead of a
 // streamed body, and readBody enforces it. Routes with parameters in their path use the
 // default.
+//
+// A request without a body, or with a Content-Length within the smallest limit any route has
+// (minLimit), is within its route's limit whichever route it is, and fasthttp reads such a body
+// the same under any limit at least its length (min(length, 8 KiB) ahead): its route's limit is
+// not looked up (a map lookup by method and path, about 0.03 µs a request in process).
 func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
-	limit := s.bodyLimit(h)
 	if h.PeekCanonical(bodyRefusedKey) != nil {
 		h.Del(bodyRefusedHeader)
 	}
+	if n := h.ContentLength(); n == -2 || (n >= 0 && n <= s.minLimit) {
+		return fasthttp.RequestConfig{MaxRequestBodySize: s.minLimit}
+	}
+	limit := s.bodyLimit(h)
 	if h.ContentLength() > limit {
 		h.Set(bodyRefusedHeader, "1")
 		h.SetContentLength(0)
