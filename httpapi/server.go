@@ -391,7 +391,10 @@ func (s *Server) handle(method, path string, limit int, part *partitionOf, h han
 			m.observe(status, took)
 			switch {
 			case s.access != nil:
-				r := accessRecord{at: start.Add(took), seq: ctx.ID(), route: logRoute, status: status, duration: took, remote: ctx.RemoteIP()}
+				r := accessRecord{at: start.Add(took), seq: ctx.ID(), route: logRoute, status: status, duration: took, remoteText: remoteText(ctx)}
+				if r.remoteText == "" {
+					r.remote = ctx.RemoteIP()
+				}
 				if clientID != nil {
 					r.id = string(clientID)
 				}
