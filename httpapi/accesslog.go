@@ -271,7 +271,11 @@ func (l *accessLog) appendLine(b []byte, r *accessRecord) []byte {
 		b = append(b, r.route.json...)
 	}
 	b = l.appendKey(b, "status")
-	b = strconv.AppendInt(b, int64(r.status), 10)
+	if st := r.status; st >= 100 && st <= 999 { // every HTTP status: three digits, as AppendInt's
+		b = append(b, byte('0'+st/100), byte('0'+st/10%10), byte('0'+st%10))
+	} else {
+		b = strconv.AppendInt(b, int64(st), 10)
+	}
 	b = l.appendKey(b, "duration_ms")
 	b = appendMillis(b, r.duration.Microseconds())
 	b = l.appendKey(b, "remote")
@@ -347,10 +351,13 @@ func (l *accessLog) appendTime(b []byte, at time.Time, digits int) []byte {
 	ns := at.Nanosecond()
 	var frac [10]byte
 	frac[0] = '.'
-	for i, v := 9, ns; i >= 1; i-- {
-		frac[i] = byte('0' + v%10)
-		v /= 10
+	v := uint32(ns) // under 10^9: nine digits, two at a time, then the first
+	for i := 9; i > 1; i -= 2 {
+		d := v % 100 * 2
+		v /= 100
+		frac[i-1], frac[i] = digitPairs[d], digitPairs[d+1]
 	}
+	frac[1] = byte('0' + v)
 	n := 10
 	if digits >= 0 {
 		n = 1 + digits
@@ -365,6 +372,11 @@ func (l *accessLog) appendTime(b []byte, at time.Time, digits int) []byte {
 	b = append(b, frac[:n]...)
 	return append(b, l.zone...)
 }
+
+// digitPairs holds 00 to 99, two bytes each.
+const digitPairs = "00010203040506070809" + "10111213141516171819" + "20212223242526272829" + "30313233343536373839" +
+	"40414243444546474849" + "50515253545556575859" + "60616263646566676869" + "70717273747576777879" +
+	"80818283848586878889" + "90919293949596979899"
 
 func (l *accessLog) appendKey(b []byte, k string) []byte {
 	if l.cfg.Text {

@@ -79,6 +79,10 @@ func TestAccessLogLinesAreSlogs(t *testing.T) {
 		// slogLine reads remote).
 		{at: at.Add(4 * time.Second), seq: 7, route: newAccessRoute("GET", "/"), status: 200, remote: net.IPv4(192, 168, 1, 20), remoteText: "192.168.1.20"},
 		{at: at.Add(5 * time.Second), seq: 8, route: newAccessRoute("GET", "/"), status: 200, remote: net.ParseIP("2001:db8::1"), remoteText: "2001:db8::1"},
+		// Fractions with inner and leading zeros; statuses outside three digits.
+		{at: at.Truncate(time.Second).Add(6*time.Second + 1002030), seq: 9, route: newAccessRoute("GET", "/"), status: 1000, remote: net.IPv4(10, 0, 0, 1)},
+		{at: at.Truncate(time.Second).Add(7*time.Second + 7), seq: 10, route: newAccessRoute("GET", "/"), status: 99, remote: net.IPv4(10, 0, 0, 1)},
+		{at: at.Truncate(time.Second).Add(8*time.Second + 90000000), seq: 11, route: newAccessRoute("GET", "/"), status: 100, remote: net.IPv4(10, 0, 0, 1)},
 	}
 	for _, text := range []bool{false, true} {
 		out := &syncBuffer{}
@@ -221,10 +225,11 @@ func TestAccessLogThroughARoute(t *testing.T) {
 
 // BenchmarkAccessLog is the cost a request pays for its access-log line, on a route that does
 // nothing else: none, the batched log (its writer's CPU included: the run ends with its last
-// write), and slog's JSON handler writing each line (the earlier way).
+// write) into /dev/null and into a regular file (the kernel's copy into the page cache
+// included), and slog's JSON handler writing each line (the earlier way).
 // `go test -run X -bench AccessLog ./httpapi`.
 func BenchmarkAccessLog(b *testing.B) {
-	for _, mode := range []string{"off", "batched", "slog"} {
+	for _, mode := range []string{"off", "batched", "file", "slog"} {
 		b.Run(mode, func(b *testing.B) {
 			metrics, _ := newHTTPMetrics(prometheus.NewRegistry())
 			devNull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
@@ -237,6 +242,14 @@ func BenchmarkAccessLog(b *testing.B) {
 			case "batched":
 				s.cfg.LogRequests = true
 				s.access = newAccessLog(AccessLogConfig{Output: devNull, Attrs: [][2]string{{"component", "http"}}}, s.reqPfx)
+			case "file":
+				f, err := os.OpenFile(b.TempDir()+"/log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer f.Close()
+				s.cfg.LogRequests = true
+				s.access = newAccessLog(AccessLogConfig{Output: &LockedWriter{W: f}, Attrs: [][2]string{{"component", "http"}}}, s.reqPfx)
 			case "slog":
 				s.cfg.LogRequests = true
 			}
