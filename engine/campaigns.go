@@ -217,8 +217,15 @@ func (cs campaignSender) Send(ctx context.Context, s domain.Campaign, to, msgID 
 	return cs.c.sendMessage(ctx, s, to, msgID)
 }
 
+// Outcome takes a number whose read fails for one pending (asked again in a moment), not for
+// one never sent: its send would find it stored and give back an allowance the campaign may
+// not hold (the numbers its resume found sent: campaignAllowance).
 func (cs campaignSender) Outcome(msgID string) (domain.OutboxEntry, bool) {
-	return cs.c.e.Messages.stored(msgID)
+	e, err := cs.c.e.Messages.msgs.outbox.Get(msgID)
+	if err != nil && !errors.Is(err, domain.ErrRecordNotFound) {
+		return domain.OutboxEntry{ID: msgID, Status: domain.MsgQueued}, true
+	}
+	return e, err == nil
 }
 
 // campaignViews takes a campaign actor's views (campaign.Publisher): the entry's view, the
@@ -401,11 +408,16 @@ func (c *Campaigns) boot(open []domain.Campaign) (int, error) {
 // messages that went out, once the campaign found them settled and released them.
 func (c *Campaigns) resume(s domain.Campaign, o ReserveOpts) (*campaignEntry, error) {
 	held := s.Cursor
-	for held < s.Granted {
-		if _, found := c.e.Messages.stored(CampaignMessageID(s.ID, held)); !found {
+	for ; held < s.Granted; held++ {
+		// A read that fails is no answer: taken for a number never sent, it was reserved
+		// again and given back once found sent (the limit passed by one).
+		_, err := c.e.Messages.msgs.outbox.Get(CampaignMessageID(s.ID, held))
+		if errors.Is(err, domain.ErrRecordNotFound) {
 			break
 		}
-		held++
+		if err != nil {
+			return nil, fmt.Errorf("%w: read the outbox: %w", domain.ErrUnavailable, err)
+		}
 	}
 	if need := int64(s.Granted - held); need > 0 {
 		res, err := c.e.Messages.reserve(context.Background(), s.UserID, need, o)

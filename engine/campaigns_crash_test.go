@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,23 +42,27 @@ func (s killedAccounts) PutAccount(ctx context.Context, a domain.Allowance) erro
 // limit, until its first sent numbers are out, and kills its engine there: the store keeps the
 // campaign at its first number and the account's marks but none of its counted messages. It
 // returns an engine started on the store it left (stopped with the test) and the campaign.
-func killedCampaign(t *testing.T, limit int64, numbers []string, delay float64, sent int) (*Engine, domain.Campaign) {
+// wrap, when given, changes the records the engine after the kill starts on.
+func killedCampaign(t *testing.T, limit int64, numbers []string, delay float64, sent int, wrap ...func(r *Records, c domain.Campaign)) (*Engine, domain.Campaign) {
 	t.Helper()
 	recs := persist.NewRecords(persist.NewMemory())
 	dir := t.TempDir()
 	ctx := context.Background()
-	start := func(r Records) *Engine {
+	boot := func(r Records) (*Engine, error) {
 		net, err := sim.Open(sim.Options{Dir: dir, AutoPair: time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
-		e, err := New(Config{Store: recs.Store, Records: r, Network: net,
+		t.Cleanup(func() { net.Close() })
+		return New(Config{Store: recs.Store, Records: r, Network: net,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Plans:  Plans{"small": {MonthlyMessages: limit}}, DefaultPlan: "small"})
+	}
+	start := func(r Records) *Engine {
+		e, err := boot(r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { net.Close() })
 		return e
 	}
 	r := recordsOf(recs)
@@ -85,7 +91,19 @@ func killedCampaign(t *testing.T, limit int64, numbers []string, delay float64, 
 	if s, err := recs.Campaigns.LoadCampaign(c.ID); err != nil || s.Cursor != 0 || s.Done() {
 		t.Fatalf("the campaign the kill left: %+v %v", s, err)
 	}
-	e2 := start(recordsOf(recs))
+	r = recordsOf(recs)
+	for _, w := range wrap {
+		w(&r, c)
+	}
+	e2, err := boot(r)
+	if err != nil && len(wrap) > 0 {
+		// A boot the wrapped records failed: the next one, as the process's restart.
+		t.Logf("the boot after the kill failed (%v): booted again", err)
+		e2, err = boot(r)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { e2.Stop(ctx) })
 	return e2, c
 }
@@ -145,5 +163,77 @@ func TestCampaignCancelledAfterResumeReleasesOnlyItsOwn(t *testing.T) {
 	// scheduled message.
 	if a, err := e.Messages.Allowance(ctx, c.UserID); err != nil || a.Remaining != limit-3 {
 		t.Fatalf("allowance: %+v %v, want %d left", a, err, limit-3)
+	}
+}
+
+// faltering is an outbox whose at-th read of one message fails (storage busy for a moment).
+type faltering struct {
+	Outbox
+	id     string
+	at     int32
+	reads  atomic.Int32
+	failed atomic.Bool
+}
+
+func (o *faltering) Get(id string) (domain.OutboxEntry, error) {
+	if id == o.id && o.reads.Add(1) == o.at {
+		o.failed.Store(true)
+		return domain.OutboxEntry{}, fmt.Errorf("%w: storage busy", domain.ErrUnavailable)
+	}
+	return o.Outbox.Get(id)
+}
+
+// A campaign's resume that cannot read whether the outbox holds the number at its cursor does
+// not take it for one never sent: it would reserve its allowance again, and give it back once
+// the campaign found the number sent (the limit passed by one, as the kill's resume once did
+// for every number). The boot fails instead (storage unavailable), as for its other reads.
+func TestCampaignResumeThatCannotReadTheOutboxReservesNothing(t *testing.T) {
+	const limit = 3
+	numbers := []string{"491510000001", "491510000002", "491510000003"}
+	var f *faltering
+	e, c := killedCampaign(t, limit, numbers, 0, 1, func(r *Records, c domain.Campaign) {
+		f = &faltering{Outbox: r.Outbox, id: CampaignMessageID(c.ID, 0), at: 1}
+		r.Outbox = f
+	})
+	ctx := context.Background()
+	if !f.failed.Load() {
+		t.Fatal("the resume did not read the number at the cursor")
+	}
+	waitUntil(t, 20*time.Second, "the resumed campaign completed", func() bool {
+		s, err := e.Campaigns.Get(c.UserID, c.ID)
+		return err == nil && s.Status == domain.CampaignCompleted
+	})
+	_, err := e.Messages.Send(ctx, SendRequest{UserID: c.UserID, Origin: "api",
+		Message: domain.Message{To: "491510000009", Kind: domain.KindText, Text: "one more"}})
+	if err == nil {
+		t.Fatalf("a message past the month's limit of %d was accepted", limit)
+	}
+}
+
+// The same when the read that fails is the resumed campaign's own, of the number at its cursor
+// (found sent by the resume, which reserved nothing for it): the campaign does not send it
+// again as a number never sent, whose send finds it stored and gives back an allowance the
+// campaign does not hold (another number's: a message past the limit while it waits).
+func TestResumedCampaignThatCannotReadItsNumberWaitsForIt(t *testing.T) {
+	const limit = 3
+	numbers := []string{"491510000001", "491510000002", "491510000003"}
+	var f *faltering
+	e, c := killedCampaign(t, limit, numbers, 3600, 1, func(r *Records, c domain.Campaign) {
+		f = &faltering{Outbox: r.Outbox, id: CampaignMessageID(c.ID, 0), at: 2} // the resume's read is the first
+		r.Outbox = f
+	})
+	ctx := context.Background()
+	waitUntil(t, 20*time.Second, "the resumed campaign past its first number", func() bool {
+		s, err := e.Campaigns.Get(c.UserID, c.ID)
+		return err == nil && s.Cursor == 1
+	})
+	if !f.failed.Load() {
+		t.Fatal("the campaign did not read the number at its cursor")
+	}
+	// Its first number sent, the two others reserved: nothing left of the month.
+	_, err := e.Messages.Send(ctx, SendRequest{UserID: c.UserID, Origin: "api",
+		Message: domain.Message{To: "491510000009", Kind: domain.KindText, Text: "one more"}})
+	if !errors.Is(err, domain.ErrQuotaExceeded) {
+		t.Fatalf("a message past the month's limit of %d: %v, want quota exceeded", limit, err)
 	}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -229,7 +230,7 @@ func (e *Events) Prepare(uid string, ev domain.Event) (PreparedEvent, error) {
 	p.deliveries = make([]domain.WebhookDelivery, len(subs))
 	for i, id := range subs {
 		p.deliveries[i] = domain.WebhookDelivery{
-			ID: "msg_" + randomID(10), SubscriptionID: id, Seq: e.seq.Add(1), EventID: ev.ID,
+			ID: deliveryID(id, &ev), SubscriptionID: id, Seq: e.seq.Add(1), EventID: ev.ID,
 			Type: ev.Type, CreatedAt: now, Body: body,
 		}
 		if meta[id] {
@@ -237,6 +238,24 @@ func (e *Events) Prepare(uid string, ev domain.Event) (PreparedEvent, error) {
 		}
 	}
 	return p, nil
+}
+
+// deliveryID is the webhook-id of subscription sub's delivery of ev: random, but for a
+// message's status that its record follows (an outcome, a receipt, a late failure: sent,
+// delivered, read, failed, cancelled; each comes at most once in a message's life). Such a
+// record is written only once the event is committed, so a kill -9 between the two has the
+// boot send the message again and publish its status again: the delivery then has the
+// webhook-id of the one before, which a receiver dedupes (Standard Webhooks' idempotency key).
+// A queued event may come again for another reason (routed again, waiting for a contact).
+func deliveryID(sub string, ev *domain.Event) string {
+	d, ok := ev.Data.(domain.MessageStatusData)
+	if !ok || ev.Type != domain.EventMessageStatus || d.MessageID == "" || d.Status == domain.MsgQueued || d.Status == domain.MsgScheduled {
+		return "msg_" + randomID(10)
+	}
+	var buf [160]byte
+	b := append(append(append(append(append(buf[:0], "message.status\x00"...), sub...), 0), d.MessageID...), 0)
+	sum := sha256.Sum256(append(b, d.Status...))
+	return "msg_" + lowerBase32.EncodeToString(sum[:10])
 }
 
 // timestampMillis is RFC 3339 UTC with milliseconds (DESIGN.md section 4).

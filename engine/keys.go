@@ -75,10 +75,18 @@ type keyEntry struct {
 // keyAnswer is a rendered validate answer and what it was rendered from: the record the
 // actor published and the user directory's version (the answer names the owner's client
 // name). It holds no secret: the answer is what the route returns.
+//
+// on, expiring and expires are the record's revocation and expiry (Status == StatusOn,
+// ExpiresAt != nil, *ExpiresAt), copied as the answer is rendered: a published record is never changed (a change
+// publishes a new one, and ExpiresAt is set once, at creation), so each call checks them on
+// the answer's cache line instead of first loading the record's (a miss under load).
 type keyAnswer struct {
-	rec   *domain.APIKey
-	users uint64
-	body  []byte
+	rec      *domain.APIKey
+	users    uint64
+	on       bool
+	expiring bool
+	expires  time.Time
+	body     []byte
 }
 
 // keyIndex finds key actors by key id (the registry) and by the SHA-256 of the raw key
@@ -337,17 +345,27 @@ func (k *Keys) ValidAnswer(raw []byte, render func(dst []byte, v *KeyView) []byt
 		return nil, domain.ErrUnknownKey
 	}
 	rec := ent.view.Load()
-	if err := k.usable(rec); err != nil {
-		return nil, err
-	}
 	// The directory's version is read before the client name: a profile stored after this
 	// read raises the version, so an answer rendered from the older name is never reused.
 	users := k.e.Users.Version()
 	if a := ent.answer.Load(); a != nil && a.rec == rec && a.users == users {
+		// rec's own revocation and expiry, as usable checks them (keyAnswer).
+		switch {
+		case !a.on:
+			return nil, domain.ErrKeyRevoked
+		case a.expiring && !k.e.now().Before(a.expires):
+			return nil, domain.ErrKeyExpired
+		}
 		return a.body, nil
 	}
+	if err := k.usable(rec); err != nil {
+		return nil, err
+	}
 	v := k.viewOf(rec)
-	a := &keyAnswer{rec: rec, users: users, body: render(nil, &v)}
+	a := &keyAnswer{rec: rec, users: users, on: rec.Status == StatusOn, body: render(nil, &v)}
+	if rec.ExpiresAt != nil {
+		a.expiring, a.expires = true, *rec.ExpiresAt
+	}
 	ent.answer.Store(a)
 	return a.body, nil
 }

@@ -159,9 +159,15 @@ func (m *messages) settleAfterEvents(e domain.OutboxEntry, written func(error)) 
 			go written(fmt.Errorf("its events not committed, so not recorded: %w", err))
 			return
 		}
+		if outcomeRecordHeld {
+			return // a test build's fault point: the process is killed before the record
+		}
 		m.outbox.Settle(e, written)
 	}
 }
+
+// outcomeRecordHeld is a fault point of the test build (messages_fault.go): false in a release.
+var outcomeRecordHeld bool
 
 // Receipt implements session.Deliveries: the recipient's device reported on a message
 // (delivered, read; with the pricing category a network gives); recorded beside its outcome.

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -74,6 +75,14 @@ func TestAccessLogLinesAreSlogs(t *testing.T) {
 		{at: at.Truncate(time.Second).Add(2500 * time.Millisecond), id: "tab\tand\nnewline é \xff", route: newAccessRoute("GET", "/"), status: 503, duration: 0, remote: net.IPv4(10, 1, 2, 3)},
 		// The server's own id (no id of the caller's): its prefix and the request's number.
 		{at: at.Add(3 * time.Second), seq: 123456789, route: newAccessRoute("GET", `/odd "route"`), status: 200, remote: net.IPv4(10, 1, 2, 4)},
+		// The address as its connection gave it, formatted as it was accepted (remoteText;
+		// slogLine reads remote).
+		{at: at.Add(4 * time.Second), seq: 7, route: newAccessRoute("GET", "/"), status: 200, remote: net.IPv4(192, 168, 1, 20), remoteText: "192.168.1.20"},
+		{at: at.Add(5 * time.Second), seq: 8, route: newAccessRoute("GET", "/"), status: 200, remote: net.ParseIP("2001:db8::1"), remoteText: "2001:db8::1"},
+		// Fractions with inner and leading zeros; statuses outside three digits.
+		{at: at.Truncate(time.Second).Add(6*time.Second + 1002030), seq: 9, route: newAccessRoute("GET", "/"), status: 1000, remote: net.IPv4(10, 0, 0, 1)},
+		{at: at.Truncate(time.Second).Add(7*time.Second + 7), seq: 10, route: newAccessRoute("GET", "/"), status: 99, remote: net.IPv4(10, 0, 0, 1)},
+		{at: at.Truncate(time.Second).Add(8*time.Second + 90000000), seq: 11, route: newAccessRoute("GET", "/"), status: 100, remote: net.IPv4(10, 0, 0, 1)},
 	}
 	for _, text := range []bool{false, true} {
 		out := &syncBuffer{}
@@ -216,10 +225,11 @@ func TestAccessLogThroughARoute(t *testing.T) {
 
 // BenchmarkAccessLog is the cost a request pays for its access-log line, on a route that does
 // nothing else: none, the batched log (its writer's CPU included: the run ends with its last
-// write), and slog's JSON handler writing each line (the earlier way).
+// write) into /dev/null and into a regular file (the kernel's copy into the page cache
+// included), and slog's JSON handler writing each line (the earlier way).
 // `go test -run X -bench AccessLog ./httpapi`.
 func BenchmarkAccessLog(b *testing.B) {
-	for _, mode := range []string{"off", "batched", "slog"} {
+	for _, mode := range []string{"off", "batched", "file", "slog"} {
 		b.Run(mode, func(b *testing.B) {
 			metrics, _ := newHTTPMetrics(prometheus.NewRegistry())
 			devNull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
@@ -232,6 +242,14 @@ func BenchmarkAccessLog(b *testing.B) {
 			case "batched":
 				s.cfg.LogRequests = true
 				s.access = newAccessLog(AccessLogConfig{Output: devNull, Attrs: [][2]string{{"component", "http"}}}, s.reqPfx)
+			case "file":
+				f, err := os.OpenFile(b.TempDir()+"/log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer f.Close()
+				s.cfg.LogRequests = true
+				s.access = newAccessLog(AccessLogConfig{Output: &LockedWriter{W: f}, Attrs: [][2]string{{"component", "http"}}}, s.reqPfx)
 			case "slog":
 				s.cfg.LogRequests = true
 			}
@@ -296,4 +314,61 @@ func TestAppendBase36(t *testing.T) {
 		check(p - 1)
 	}
 	check(1<<64 - 1)
+}
+
+// A served request's line names the client's address, as fasthttp's RemoteIP gives it: read
+// once from the connection as it was accepted (lingerConn.remote).
+func TestAccessLogRemoteIsTheConnections(t *testing.T) {
+	out := &syncBuffer{}
+	a := newAPI(t, func(c *Config) { c.LogRequests = true; c.AccessLog = AccessLogConfig{Output: out} })
+	for range 3 {
+		if r := a.do(t, "GET", "/healthz", "", nil, nil); r.status != 200 {
+			t.Fatalf("healthz: %d", r.status)
+		}
+	}
+	a.srv.access.close()
+	n := 0
+	for _, line := range out.lines() {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if m["route"] == "/healthz" {
+			n++
+			if m["remote"] != "127.0.0.1" {
+				t.Fatalf("remote %v: %s", m["remote"], line)
+			}
+		}
+	}
+	if n != 3 {
+		t.Fatalf("%d lines of /healthz, want 3: %q", n, out.lines())
+	}
+}
+
+// The access log writes to a regular file in batches of accessFileBatch records (the page
+// cache's cost per byte falls with a write's size); to anything else, a pipe, in accessBatch.
+func TestAccessLogBatchFollowsItsOutput(t *testing.T) {
+	f, err := os.Create(t.TempDir() + "/log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	for _, c := range []struct {
+		out  io.Writer
+		want int
+	}{
+		{f, accessFileBatch}, {&LockedWriter{W: f}, accessFileBatch}, {w, accessBatch}, {&LockedWriter{W: w}, accessBatch}, {&syncBuffer{}, accessBatch},
+	} {
+		l := newAccessLog(AccessLogConfig{Output: c.out}, "x")
+		if l.batch != c.want {
+			t.Errorf("%T: batch %d, want %d", c.out, l.batch, c.want)
+		}
+		l.close()
+	}
 }

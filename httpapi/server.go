@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -120,6 +121,9 @@ type Server struct {
 	minLimit int
 	// parts holds each route's partition (routes.go), by "METHOD /path".
 	parts map[string]*partitionOf
+	// static holds the handlers of the routes without parameters in their path, by
+	// "METHOD /path": dispatch finds them with one map lookup, before the router's tree.
+	static map[string]fasthttp.RequestHandler
 	// guesses rate-limits failed attempts on the public routes that take guesses.
 	guesses *guessLimits
 	// signins limits ID tokens that do not verify, per client address.
@@ -247,7 +251,7 @@ func newServer(cfg Config) (*Server, error) {
 // Handler is the full request handler (tests and benchmarks may serve it themselves): the
 // body is read first, within its route's limit (body.go), then routed.
 func (s *Server) Handler() fasthttp.RequestHandler {
-	h := s.router.Handler
+	h := s.dispatch
 	if len(s.cfg.CORSOrigins) > 0 {
 		h = s.cors(h)
 	}
@@ -258,6 +262,32 @@ func (s *Server) Handler() fasthttp.RequestHandler {
 		}
 		h(ctx)
 	}
+}
+
+// dispatch routes a request: a route without parameters by its method and path in one map
+// lookup (static), else through the router. The router would find the same handler: a path
+// equal to a route's without parameters is that route's, before any route with parameters or a
+// catch-all (fasthttp/router's order; TestStaticDispatchIsTheRouters). Its tree walk compared
+// the path against each level's children: about 0.1 µs a request in process, 0.3 under load
+// (bench/README.md, eighth pass).
+func (s *Server) dispatch(ctx *fasthttp.RequestCtx) {
+	if h := s.staticHandler(ctx); h != nil {
+		h(ctx)
+		return
+	}
+	s.router.Handler(ctx)
+}
+
+// staticHandler is the handler of the route without parameters that the request's method and
+// path name (the path as the router reads it: PathOriginal), or nil.
+func (s *Server) staticHandler(ctx *fasthttp.RequestCtx) fasthttp.RequestHandler {
+	method, path := ctx.Request.Header.Method(), ctx.Request.URI().PathOriginal()
+	var buf [128]byte
+	if len(method)+1+len(path) > len(buf) {
+		return nil // longer than any route's
+	}
+	key := append(append(append(buf[:0], method...), ' '), path...)
+	return s.static[string(key)] // no allocation: a lookup by the bytes
 }
 
 // Serve accepts connections on ln until Shutdown.
@@ -341,7 +371,7 @@ func (s *Server) handle(method, path string, limit int, part *partitionOf, h han
 	}
 	m := s.metrics.route(method + " " + path)
 	logRoute := newAccessRoute(method, path)
-	s.router.Handle(method, path, func(ctx *fasthttp.RequestCtx) {
+	s.handleRoute(method, path, func(ctx *fasthttp.RequestCtx) {
 		// fasthttp's own clock reading as it called the handler (time.Now per request is
 		// not free: this is the hottest path).
 		start := ctx.Time()
@@ -361,7 +391,10 @@ func (s *Server) handle(method, path string, limit int, part *partitionOf, h han
 			m.observe(status, took)
 			switch {
 			case s.access != nil:
-				r := accessRecord{at: start.Add(took), seq: ctx.ID(), route: logRoute, status: status, duration: took, remote: ctx.RemoteIP()}
+				r := accessRecord{at: start.Add(took), seq: ctx.ID(), route: logRoute, status: status, duration: took, remoteText: remoteText(ctx)}
+				if r.remoteText == "" {
+					r.remote = ctx.RemoteIP()
+				}
 				if clientID != nil {
 					r.id = string(clientID)
 				}
@@ -391,6 +424,19 @@ func (s *Server) handle(method, path string, limit int, part *partitionOf, h han
 			}
 		}
 	})
+}
+
+// handleRoute registers a route's whole handler with the router, and with static when its path
+// has no parameters.
+func (s *Server) handleRoute(method, path string, h fasthttp.RequestHandler) {
+	s.router.Handle(method, path, h)
+	if strings.Contains(path, "{") || len(method)+1+len(path) > 128 {
+		return
+	}
+	if s.static == nil {
+		s.static = map[string]fasthttp.RequestHandler{}
+	}
+	s.static[method+" "+path] = h
 }
 
 // requestID is the request's id: the caller's X-Request-Id when it is sane, else this server's
@@ -481,11 +527,19 @@ func (s *Server) reqLog(ctx *fasthttp.RequestCtx) *slog.Logger {
 // copy of the mark is removed first). Otherwise the limit bounds what fasthttp reads ahead of a
 // streamed body, and readBody enforces it. Routes with parameters in their path use the
 // default.
+//
+// A request without a body, or with a Content-Length within the smallest limit any route has
+// (minLimit), is within its route's limit whichever route it is, and fasthttp reads such a body
+// the same under any limit at least its length (min(length, 8 KiB) ahead): its route's limit is
+// not looked up (a map lookup by method and path, about 0.03 µs a request in process).
 func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
-	limit := s.bodyLimit(h)
 	if h.PeekCanonical(bodyRefusedKey) != nil {
 		h.Del(bodyRefusedHeader)
 	}
+	if n := h.ContentLength(); n == -2 || (n >= 0 && n <= s.minLimit) {
+		return fasthttp.RequestConfig{MaxRequestBodySize: s.minLimit}
+	}
+	limit := s.bodyLimit(h)
 	if h.ContentLength() > limit {
 		h.Set(bodyRefusedHeader, "1")
 		h.SetContentLength(0)
