@@ -122,6 +122,19 @@ type commitReq struct {
 	// written: its group was committed (to be synced before the answer, with FsyncBatch).
 	res     error
 	written bool
+	// background: a writer's own commit (outcomes, allowance counts), not a caller's: the
+	// syncer's gather does not wait for it to come back (see gather).
+	background bool
+}
+
+// backgroundKey marks a commit's context as a background writer's (background).
+type backgroundKey struct{}
+
+// background returns ctx marked as a background writer's: with FsyncBatch its commit is synced
+// before it is answered as any other, but the syncer does not hold a barrier for it to come
+// back (its writer commits on a clock of its own, not when answered).
+func background(ctx context.Context) context.Context {
+	return context.WithValue(ctx, backgroundKey{}, true)
 }
 
 // OpenBadger opens (or creates) the Badger database in dir (DATA/db) and starts its writer.
@@ -417,6 +430,7 @@ func (b *Badger) Commit(ctx context.Context, ops ...Op) error {
 	}
 	req := b.pool.Get().(*commitReq)
 	req.load(ops)
+	req.background = ctx.Value(backgroundKey{}) != nil
 	select {
 	case b.reqs <- req:
 	case <-ctx.Done():

@@ -42,6 +42,7 @@ type syncer struct {
 
 	mu      sync.Mutex
 	pending []*commitReq // written, waiting for the next sync
+	callers int          // how many of pending are callers' (not background)
 	closed  bool
 	kick    chan struct{} // capacity 1: there is something to sync, or closed
 	// want, while gather waits: the pending count that ends the wait (0: not waiting);
@@ -73,7 +74,12 @@ func (s *syncer) add(reqs []*commitReq) {
 	}
 	s.mu.Lock()
 	s.pending = append(s.pending, reqs...)
-	full := s.want > 0 && len(s.pending) >= s.want
+	for _, r := range reqs {
+		if !r.background {
+			s.callers++
+		}
+	}
+	full := s.want > 0 && s.callers >= s.want
 	if full {
 		s.want = 0
 	}
@@ -112,6 +118,7 @@ func (s *syncer) run() {
 		for {
 			s.mu.Lock()
 			batch, s.pending = s.pending, batch[:0]
+			s.callers = 0
 			closed := s.closed
 			s.mu.Unlock()
 			if len(batch) == 0 {
@@ -126,13 +133,16 @@ func (s *syncer) run() {
 			if err != nil {
 				err = fmt.Errorf("persist: commit: sync: %w", err)
 			}
+			n := 0 // callers answered (a request answered is its caller's again: counted first)
 			for _, r := range batch {
+				if !r.background {
+					n++
+				}
 				if r.res == nil {
 					r.res = err
 				}
 				r.done <- r.res
 			}
-			n := len(batch)
 			clear(batch)
 			s.gather(n, took)
 		}
@@ -141,27 +151,32 @@ func (s *syncer) run() {
 
 // gatherFraction and gatherMax bound gather's wait: a fraction of the barrier just done, at
 // most gatherMax. Variables so benchmarks can compare (0: no wait).
-var gatherFraction, gatherMax = 0.5, 2 * time.Millisecond
+var gatherFraction, gatherMax = 1.0, 2 * time.Millisecond
 
 // gather waits a little before the next barrier when the last one answered more than one
-// caller, until as many commits are pending as it answered or a fraction of its time went by.
-// The callers it answered commit again at once; without the wait the next barrier would begin
-// before they were written, and they would wait for the one after it: callers split into two
-// cohorts that take turns, each sync covering half of them. With the wait one sync covers
-// both (PostgreSQL's commit_delay and MySQL's binlog_group_commit_sync_delay, here bounded by
-// the sync's own time). A caller committing alone (one at a time) is never held.
-// bench/README.md, "Sixth pass: the synced send's CPU and tail".
+// caller, until every caller in flight is pending again (the callers it answered, on top of
+// those already pending) or a fraction of its time went by. The callers it answered commit
+// again at once; without the wait the next barrier would begin before they were written, and
+// they would wait for the one after it: callers split into two cohorts that take turns, each
+// sync covering half of them. With the wait one sync covers both (PostgreSQL's commit_delay
+// and MySQL's binlog_group_commit_sync_delay, here bounded by the sync's own time). A caller
+// committing alone (one at a time) is never held. Background commits (the outcome writer's,
+// the allowance counts': background) are synced as any other but not waited for: their
+// writers commit on clocks of their own, and counting them made most waits run out (in
+// BenchmarkSendPath/batch/send about 46 commits a barrier, 5 of them background, and 2 of 3
+// gathers ran out). bench/README.md, "Sixth pass: the synced send's CPU and tail" and
+// "Eighth pass: the synced send's CPU".
 func (s *syncer) gather(answered int, took time.Duration) {
 	d := min(time.Duration(float64(took)*gatherFraction), gatherMax)
 	if d <= 0 || answered < 2 {
 		return
 	}
 	s.mu.Lock()
-	if s.closed || len(s.pending) >= answered {
+	if s.closed {
 		s.mu.Unlock()
 		return
 	}
-	s.want = answered
+	s.want = answered + s.callers
 	s.mu.Unlock()
 	if s.timer == nil {
 		s.timer = time.NewTimer(d)

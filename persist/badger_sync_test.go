@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 )
@@ -83,7 +84,8 @@ func TestBadgerBarrierSyncsRotatedLogs(t *testing.T) {
 }
 
 // A barrier that answered several callers waits for them to commit again (up to a bound), so
-// one sync covers them all; a caller alone is never held; Close ends a wait at once.
+// one sync covers them all; a background commit it answered is not waited for; a caller alone
+// is never held; Close ends a wait at once.
 func TestBadgerSyncGathersTheCallersItAnswered(t *testing.T) {
 	fraction, most := gatherFraction, gatherMax
 	gatherFraction, gatherMax = 1e6, 10*time.Second // only the callers can end a wait
@@ -100,6 +102,8 @@ func TestBadgerSyncGathersTheCallersItAnswered(t *testing.T) {
 
 	// Two callers answered by one barrier: their next commits share the next one.
 	release, entered := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // a failure still lets Close finish
 	held := false
 	b.sync.beforeBarrier = func() {
 		if !held {
@@ -128,22 +132,33 @@ func TestBadgerSyncGathersTheCallersItAnswered(t *testing.T) {
 			errs <- b.Commit(ctx, put(k, "2"))
 		}()
 	}
-	waitFor(t, 5*time.Second, "a and b written during the held barrier", func() bool {
+	bg := make(chan error, 1)
+	go func() { bg <- b.Commit(background(ctx), put("bg", "1")) }() // an outcome writer's
+	waitFor(t, 5*time.Second, "a, b and bg written during the held barrier", func() bool {
 		b.sync.mu.Lock()
 		defer b.sync.mu.Unlock()
-		return len(b.sync.pending) == 2
+		return len(b.sync.pending) == 3 && b.sync.callers == 2
 	})
-	close(release)
+	released := time.Now()
+	releaseOnce.Do(func() { close(release) })
 	for range 2 {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
 	}
+	if took := time.Since(released); took > 5*time.Second {
+		t.Fatalf("a2 and b2 answered %v after the release: the wait counted the background commit", took)
+	}
 	if err := <-errC; err != nil {
 		t.Fatal(err)
 	}
+	if err := <-bg; err != nil {
+		t.Fatal(err)
+	}
+	// Had bg counted, the wait after a1, b1 and bg's barrier would have wanted a third commit,
+	// which never comes (the bound is 10 s here): a2 and b2 would wait it out.
 	if n := b.sync.syncs.Load(); n != 8 {
-		t.Fatalf("%d syncs, want 8: the held one, a1 and b1's, then a2 and b2's together", n)
+		t.Fatalf("%d syncs, want 8: the held one, a1, b1 and bg's, then a2 and b2's together", n)
 	}
 
 	// The last barrier answered two and waits for two more commits, which never come: Close

@@ -961,5 +961,5 @@ func (a Accounts) PutAccount(ctx context.Context, s domain.Allowance) error {
 	if err != nil {
 		return err
 	}
-	return a.t.KV().Commit(ctx, op)
+	return a.t.KV().Commit(background(ctx), op) // written behind, on a clock of its own
 }

@@ -192,10 +192,10 @@ func (ow *OutcomeWriter) write(batch []bgWrite) {
 	}
 	errs := make([]error, len(parts))
 	if ow.commit != nil {
-		ow.commit.CommitParts(context.Background(), parts, errs)
+		ow.commit.CommitParts(bgCtx, parts, errs)
 	} else {
 		for i, p := range parts {
-			errs[i] = p.KV.Commit(context.Background(), p.Ops...)
+			errs[i] = p.KV.Commit(bgCtx, p.Ops...)
 		}
 	}
 	k := 0
@@ -226,6 +226,10 @@ func (ow *OutcomeWriter) write(batch []bgWrite) {
 	default:
 	}
 }
+
+// bgCtx is the outcome writer's commits' context: a background writer's (a Badger's syncer
+// does not wait for its next commit to gather a barrier: badger_sync.go).
+var bgCtx = background(context.Background())
 
 // bgSpareMax is the largest queue array the writer keeps for the next turn (384 KB: a write
 // is 96 bytes).
