@@ -82,11 +82,29 @@ type EventRecord struct {
 	// Seq orders the events of one user's partition (or of a single node): an event committed
 	// after another has a higher Seq, across restarts and owners (see engine's journal).
 	Seq    uint64
-	ID     string // evt_...: the SSE id, the webhooks' eventId and the broker's Nats-Msg-Id
+	ID     string // evt_...: the SSE id, the webhooks' eventId and the broker's Nats-Msg-Id (unless DedupeID)
 	UserID string
 	Type   EventType
 	// Body is the webhook body ({type, timestamp, data}) as subscriptions receive it.
 	Body []byte
+	// DedupeID is the broker's Nats-Msg-Id when the event may be published again under a new
+	// ID ("" : ID): a message's status that its record follows (sent, delivered, read, failed,
+	// cancelled), published again by the boot's resend after a kill -9 between the event's
+	// commit and the record. Made of the user, the message and the status (engine).
+	DedupeID string
+}
+
+// FinalStatus is a message's failed or cancelled status as its event was committed, kept
+// beside the event in the same commit (persist: event_final) until the message's record is
+// surely written: a boot that finds the message still pending settles it as that (no send, no
+// second event), for everyone who heard of it was told so.
+type FinalStatus struct {
+	UserID    string
+	MessageID string
+	Status    MessageStatus // failed or cancelled
+	At        time.Time
+	Code      string
+	Error     string
 }
 
 // Retention of the event journal and the broker outbox.

@@ -39,8 +39,12 @@ type EventStore interface {
 	QueueHeads() (pending map[string]int, maxSeq uint64, err error)
 	Attempts(subID string) ([]domain.WebhookAttempt, error)
 	// AppendEvents commits deliveries and events: logged in their users' journals (24 h),
-	// forwarded there and in the broker outbox.
-	AppendEvents(ctx context.Context, ds []domain.WebhookDelivery, logged, forwarded []domain.EventRecord) error
+	// forwarded there and in the broker outbox; finals, the failed or cancelled statuses among
+	// them, in the same commit (FinalStatuses reads them back at boot).
+	AppendEvents(ctx context.Context, ds []domain.WebhookDelivery, logged, forwarded []domain.EventRecord, finals ...domain.FinalStatus) error
+	// FinalStatuses returns the failed or cancelled statuses kept for the messages among es
+	// (a boot's pending messages), by message id.
+	FinalStatuses(es []domain.OutboxEntry) (map[string]domain.FinalStatus, error)
 	// SaveInbound keeps an incoming message, with its event as AppendEvents does, in one commit.
 	SaveInbound(ctx context.Context, m domain.InboundMessage, ds []domain.WebhookDelivery, logged, forwarded []domain.EventRecord) error
 	EventJournal

@@ -1,12 +1,21 @@
 package engine_test
 
 import (
+	"cmp"
 	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
 
 	"github.com/gateway/gateway/actors/webhook"
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/engine"
+	"github.com/gateway/gateway/media"
 	"github.com/gateway/gateway/persist"
 )
 
@@ -67,5 +76,101 @@ func TestStatusEventPublishedAgainKeepsItsWebhookID(t *testing.T) {
 	// Each of the four statuses twice under one id per subscription, queued twice under two.
 	if len(ids) != 2*(2+4+1) {
 		t.Fatalf("%d webhook-ids: %v", len(ids), ids)
+	}
+}
+
+// forwardRecorder is a broker that takes every event (EventForwarder).
+type forwardRecorder struct {
+	mu  sync.Mutex
+	got []domain.EventRecord
+}
+
+func (f *forwardRecorder) Forward(_ context.Context, evs []domain.EventRecord) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.got = append(f.got, evs...)
+	return len(evs), nil
+}
+
+// A message's status published again (the boot's resend after a kill -9 between its event and
+// its record) goes to the broker under the Nats-Msg-Id of the first (DedupeID), which
+// JetStream's duplicate window drops; another
+// user's message of the same id, another status, and a queued event do not share it. A failed
+// or cancelled status is kept beside its event (FinalStatuses: the boot settles the message so).
+func TestStatusEventPublishedAgainKeepsItsBrokerID(t *testing.T) {
+	ctx := context.Background()
+	kv := persist.NewMemory()
+	store := persist.NewWebhooks(kv)
+	fwd := &forwardRecorder{}
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard := media.Guard{}
+	ev, err := engine.NewEvents(engine.EventsConfig{Store: store, Actors: hw, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Forward: fwd,
+		Poster: webhook.NewHTTPPoster(guard.Dialer(5*time.Second), 0, 0), Guard: guard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.Boot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		c, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		ev.Stop(c)
+	}()
+	at := time.UnixMilli(1_790_000_000_000).UTC()
+	publish := func(uid, msg string, st domain.MessageStatus) {
+		t.Helper()
+		d := domain.MessageStatusData{MessageID: msg, Status: st, At: at}
+		if st == domain.MsgFailed {
+			d.Code, d.Error = "network_error", "refused"
+		}
+		if err := ev.Publish(ctx, uid, domain.Event{Type: domain.EventMessageStatus, Data: d}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 { // again, after a kill -9 lost the record
+		publish("u1", "m1", domain.MsgQueued)
+		publish("u1", "m1", domain.MsgSent)
+		publish("u1", "m2", domain.MsgFailed)
+	}
+	publish("u2", "m1", domain.MsgSent)
+	publish("u1", "m1", domain.MsgDelivered)
+	waitUntil(t, 5*time.Second, "the events forwarded", func() bool {
+		fwd.mu.Lock()
+		defer fwd.mu.Unlock()
+		return len(fwd.got) == 8
+	})
+	fwd.mu.Lock()
+	got := slices.Clone(fwd.got)
+	fwd.mu.Unlock()
+	// (The broker outbox keeps DedupeID for a forward after a restart: persist's
+	// TestEventFinalsAndDedupeIDs; here the forwarder removes them as they are taken.)
+	for i, set := range [][]domain.EventRecord{got} {
+		if len(set) != 8 {
+			t.Fatalf("set %d: %d events", i, len(set))
+		}
+		msgID := func(r domain.EventRecord) string { return cmp.Or(r.DedupeID, r.ID) }
+		ids := map[string]bool{}
+		for _, r := range set {
+			ids[msgID(r)] = true
+		}
+		// queued twice under two ids; sent and failed each under one; u2's sent, delivered.
+		if len(ids) != 6 || msgID(set[1]) != msgID(set[4]) || msgID(set[2]) != msgID(set[5]) || set[0].DedupeID != "" || msgID(set[6]) == msgID(set[1]) {
+			t.Fatalf("set %d: Nats-Msg-Ids %v", i, set)
+		}
+		if set[1].ID == set[4].ID {
+			t.Fatalf("set %d: the journal's ids are the same: %s", i, set[1].ID)
+		}
+	}
+	finals, err := store.FinalStatuses([]domain.OutboxEntry{{ID: "m1", UserID: "u1"}, {ID: "m2", UserID: "u1"}, {ID: "m2", UserID: "u2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := domain.FinalStatus{UserID: "u1", MessageID: "m2", Status: domain.MsgFailed, At: at, Code: "network_error", Error: "refused"}
+	if len(finals) != 1 || finals["m2"] != want {
+		t.Fatalf("final statuses %+v", finals)
 	}
 }

@@ -39,6 +39,9 @@ type PreparedEvent struct {
 	rec        domain.EventRecord // the event, numbered when journaled or forwarded
 	journal    bool               // rec goes to the user's journal
 	forward    bool               // rec goes to the broker outbox
+	// final is a message's failed or cancelled status, kept in the event's commit (nil: not
+	// one): a boot that finds the message pending settles it so (messages_told.go).
+	final *domain.FinalStatus
 }
 
 // Len is how many subscriptions take the event.
@@ -59,14 +62,18 @@ func (p PreparedEvent) records(journaled, forwarded []domain.EventRecord) ([]dom
 func (e *Events) Commit(ctx context.Context, ps []PreparedEvent) error {
 	var ds []domain.WebhookDelivery
 	var journaled, forwarded []domain.EventRecord
+	var finals []domain.FinalStatus
 	for _, p := range ps {
 		ds = append(ds, p.deliveries...)
 		journaled, forwarded = p.records(journaled, forwarded)
+		if p.final != nil {
+			finals = append(finals, *p.final)
+		}
 	}
-	if len(ds) == 0 && len(journaled) == 0 && len(forwarded) == 0 {
+	if len(ds) == 0 && len(journaled) == 0 && len(forwarded) == 0 && len(finals) == 0 {
 		return nil
 	}
-	return e.cfg.Store.AppendEvents(ctx, ds, journaled, forwarded)
+	return e.cfg.Store.AppendEvents(ctx, ds, journaled, forwarded, finals...)
 }
 
 // Committed hands a prepared event whose commit returned to its subscriptions' actors, the
@@ -213,6 +220,14 @@ func (e *Events) Prepare(uid string, ev domain.Event) (PreparedEvent, error) {
 		ev.ID = newEventID(p.rec.Seq)
 	}
 	p.rec.ID = ev.ID
+	if d, ok := ev.Data.(domain.MessageStatusData); ok && ev.Type == domain.EventMessageStatus && d.MessageID != "" {
+		if p.forward && statusOnce(d.Status) {
+			p.rec.DedupeID = statusDedupeID(uid, d.MessageID, d.Status)
+		}
+		if d.Status == domain.MsgFailed || d.Status == domain.MsgCancelled {
+			p.final = &domain.FinalStatus{UserID: uid, MessageID: d.MessageID, Status: d.Status, At: d.At, Code: d.Code, Error: d.Error}
+		}
+	}
 	if listening {
 		p.live = &LiveEvent{ID: ev.ID, Type: ev.Type, Body: body}
 	}
@@ -249,13 +264,32 @@ func (e *Events) Prepare(uid string, ev domain.Event) (PreparedEvent, error) {
 // A queued event may come again for another reason (routed again, waiting for a contact).
 func deliveryID(sub string, ev *domain.Event) string {
 	d, ok := ev.Data.(domain.MessageStatusData)
-	if !ok || ev.Type != domain.EventMessageStatus || d.MessageID == "" || d.Status == domain.MsgQueued || d.Status == domain.MsgScheduled {
+	if !ok || ev.Type != domain.EventMessageStatus || d.MessageID == "" || !statusOnce(d.Status) {
 		return "msg_" + randomID(10)
 	}
 	var buf [160]byte
 	b := append(append(append(append(append(buf[:0], "message.status\x00"...), sub...), 0), d.MessageID...), 0)
 	sum := sha256.Sum256(append(b, d.Status...))
 	return "msg_" + lowerBase32.EncodeToString(sum[:10])
+}
+
+// statusOnce: a message reaches status at most once in its life, and its record follows the
+// status's event (sent, delivered, read, failed, cancelled); a queued event may come again for
+// another reason (routed again, waiting for a contact), as may a scheduled one.
+func statusOnce(status string) bool {
+	return status != domain.MsgQueued && status != domain.MsgScheduled
+}
+
+// statusDedupeID is the broker's Nats-Msg-Id of user uid's message id reaching status
+// (statusOnce): the same each time the event is published, so JetStream's duplicate window
+// (natsevents.Duplicates) drops the copy a boot's resend publishes after a kill -9 between the
+// event's commit and the message's record. The user is part of it: a stream's dedupe spans
+// every user, and a caller may choose a message's id.
+func statusDedupeID(uid, id, status string) string {
+	b := make([]byte, 0, 32+len(uid)+len(id))
+	b = append(append(append(append(append(b, "message.status\x00"...), uid...), 0), id...), 0)
+	sum := sha256.Sum256(append(b, status...))
+	return "sts_" + lowerBase32.EncodeToString(sum[:15])
 }
 
 // timestampMillis is RFC 3339 UTC with milliseconds (DESIGN.md section 4).

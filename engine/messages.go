@@ -409,6 +409,10 @@ func (ms *Messages) recover(pending []domain.OutboxEntry) (int, error) {
 			return 0, fmt.Errorf("engine: outbox: reserve %d queued messages of %s: %w", n, uid, err)
 		}
 	}
+	told, err := ms.toldFinal(pending) // failed or cancelled before the restart (messages_told.go)
+	if err != nil {
+		return 0, fmt.Errorf("engine: outbox: read the statuses told of queued messages: %w", err)
+	}
 	for _, entry := range pending {
 		ent := e.Sessions.idx.get(entry.SessionID)
 		if ent == nil {
@@ -418,6 +422,11 @@ func (ms *Messages) recover(pending []domain.OutboxEntry) (int, error) {
 		res := ms.adopt(entry.UserID, 0) // an edit or a revoke: not charged
 		if entry.Message.Kind.Charged() {
 			res = held[entry.UserID].Take(1)
+		}
+		if f, ok := told[entry.ID]; ok {
+			ms.msgs.track(entry.ID, res, nil)
+			ms.msgs.settleTold(entry, f)
+			continue
 		}
 		if entry.Status == domain.MsgScheduled {
 			// Accepted for later: back on the schedule (at once when its time has passed).

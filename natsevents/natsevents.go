@@ -1,7 +1,8 @@
 // Package natsevents publishes the gateway's events to NATS JetStream (DESIGN.md section 20,
 // `--events-nats`): every event on subject <prefix>.<userId>.<type> of a stream the gateway
-// creates (7 days), the event id as Nats-Msg-Id, so a consumer replays from any sequence or time
-// and JetStream drops a second copy of an event it holds. It is the engine's EventForwarder:
+// creates (7 days), the event id as Nats-Msg-Id (a message's status: an id made of the user,
+// the message and the status, the same for every copy), so a consumer replays from any
+// sequence or time and JetStream drops a second copy of an event it holds. It is the engine's EventForwarder:
 // the engine keeps the events not yet acknowledged in its outbox and calls Forward with them in
 // order until they are; nothing here is buffered or retried on its own.
 //
@@ -242,7 +243,9 @@ func (p *Publisher) Forward(ctx context.Context, evs []domain.EventRecord) (int,
 	var sendErr error
 	for _, ev := range evs {
 		m := &nats.Msg{Subject: Subject(p.o.Prefix, ev.UserID, ev.Type), Data: ev.Body, Header: nats.Header{}}
-		m.Header.Set(jetstream.MsgIDHeader, ev.ID)
+		// A message's status has the same id each time it is published (DedupeID): the boot's
+		// resend after a kill -9 publishes it again, and the duplicate window drops that copy.
+		m.Header.Set(jetstream.MsgIDHeader, cmp.Or(ev.DedupeID, ev.ID))
 		m.Header.Set("Gateway-User-Id", ev.UserID)
 		m.Header.Set("Gateway-Event-Type", string(ev.Type))
 		f, err := p.js.PublishMsgAsync(m, jetstream.WithExpectStream(p.stream))

@@ -11,6 +11,9 @@ package persist
 //	                                       number starts with it (engine: events_journal.go)
 //	event_watch/<uid>                      until when the user's events are journaled (unix ms,
 //	                                       decimal), TTL until then: a live stream opened
+//	event_final/<uid>/<message id>         finalWire (v1), TTL 7 days: a message's failed or
+//	                                       cancelled status, in its event's commit (a boot
+//	                                       settles the message so when its record was lost)
 //
 // The user id is path-escaped (url.PathEscape) as in the message history, so one user's
 // prefix never covers another's. Sequence numbers are fixed-width hex, so key order is journal
@@ -38,7 +41,13 @@ const (
 	eventEpochTable = "event_epoch"
 	eventEpochID    = "boot"
 	eventWatchTable = "event_watch"
+	eventFinalTable = "event_final"
 )
+
+// finalRetention is how long a failed or cancelled status is kept beside its event: the
+// message's record is written a moment after, and a boot that finds it missing (a kill -9
+// between the two) comes within this, or the broker outbox's events would be gone too.
+const finalRetention = domain.EventOutboxRetention
 
 // eventWire is an event record as stored: the body is the webhook body's JSON, kept as it is.
 type eventWire struct {
@@ -47,10 +56,12 @@ type eventWire struct {
 	User string           `json:"user"`
 	Type domain.EventType `json:"type"`
 	Body json.RawMessage  `json:"body"`
+	// Dedupe is the broker's Nats-Msg-Id when not the id (domain.EventRecord.DedupeID).
+	Dedupe string `json:"dedupe,omitempty"`
 }
 
 func (w eventWire) record() domain.EventRecord {
-	return domain.EventRecord{Seq: w.Seq, ID: w.ID, UserID: w.User, Type: w.Type, Body: w.Body}
+	return domain.EventRecord{Seq: w.Seq, ID: w.ID, UserID: w.User, Type: w.Type, Body: w.Body, DedupeID: w.Dedupe}
 }
 
 func seqHex(seq uint64) string { return fmt.Sprintf("%016x", seq) }
@@ -115,6 +126,10 @@ func encodeEvent(r domain.EventRecord) ([]byte, error) {
 	b = jsonenc.AppendString(b, r.UserID)
 	b = append(b, `,"type":`...)
 	b = jsonenc.AppendString(b, string(r.Type))
+	if r.DedupeID != "" {
+		b = append(b, `,"dedupe":`...)
+		b = jsonenc.AppendString(b, r.DedupeID)
+	}
 	b = append(b, `,"body":`...)
 	b = append(b, r.Body...)
 	return append(b, '}'), nil
@@ -123,12 +138,95 @@ func encodeEvent(r domain.EventRecord) ([]byte, error) {
 // AppendEvents commits ds (events fanned out to their subscriptions) and the events themselves
 // (EventOps). The writes go in commits of at most maxCommitOps made one after the other; a
 // caller that gets an error retries them all (each write is idempotent).
-func (w *Webhooks) AppendEvents(ctx context.Context, ds []domain.WebhookDelivery, journaled, forwarded []domain.EventRecord) error {
+//
+// finals (failed or cancelled statuses among the events) are kept in the same commit: were
+// they in a later one, a kill -9 between would leave the event told and the boot sending the
+// message again (FinalStatuses).
+func (w *Webhooks) AppendEvents(ctx context.Context, ds []domain.WebhookDelivery, journaled, forwarded []domain.EventRecord, finals ...domain.FinalStatus) error {
 	ops, err := w.recordOps(ds, journaled, forwarded)
 	if err != nil {
 		return err
 	}
+	for _, f := range finals {
+		op, err := finalOp(f)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, op)
+	}
+	if len(finals) > 0 && len(ops) > maxCommitOps {
+		// Split into commits (a large batch): the finals go in the first, so a kill -9 between
+		// two leaves a final without its event (the message settled failed, as its waiter
+		// was told), never its event told and the message sent again.
+		return w.commitChunks(ctx, append(ops[len(ops)-len(finals):len(ops):len(ops)], ops[:len(ops)-len(finals)]...))
+	}
 	return w.commitChunks(ctx, ops)
+}
+
+// finalWire is a kept failed or cancelled status (event_final).
+type finalWire struct {
+	Status domain.MessageStatus `json:"status"`
+	At     int64                `json:"at"` // unix ms
+	Code   string               `json:"code,omitempty"`
+	Error  string               `json:"error,omitempty"`
+}
+
+func finalKey(uid, id string) []byte {
+	return []byte(eventFinalTable + "/" + logUserPrefix(uid) + url.PathEscape(id))
+}
+
+func finalOp(f domain.FinalStatus) (Op, error) {
+	if err := checkID("user id", f.UserID); err != nil {
+		return Op{}, err
+	}
+	if f.MessageID == "" || (f.Status != domain.MsgFailed && f.Status != domain.MsgCancelled) {
+		return Op{}, fmt.Errorf("%w: a final status needs a message id and failed or cancelled, not %q", domain.ErrRecordInvalid, f.Status)
+	}
+	v, err := Encode(recordVersion1, finalWire{Status: f.Status, At: f.At.UnixMilli(), Code: f.Code, Error: f.Error})
+	if err != nil {
+		return Op{}, err
+	}
+	return Op{Key: finalKey(f.UserID, f.MessageID), Value: v, TTL: finalRetention}, nil
+}
+
+// FinalStatuses returns the failed or cancelled statuses kept (AppendEvents) for the messages
+// among es, by message id: a boot's pending messages, nearly always none (one batched
+// presence check, then a read for each found).
+func (w *Webhooks) FinalStatuses(es []domain.OutboxEntry) (map[string]domain.FinalStatus, error) {
+	if len(es) == 0 {
+		return nil, nil
+	}
+	keys := make([][]byte, 0, len(es))
+	for _, e := range es {
+		keys = append(keys, finalKey(e.UserID, e.ID))
+	}
+	found, err := Has(w.kv, keys)
+	if err != nil {
+		return nil, err
+	}
+	var out map[string]domain.FinalStatus
+	for i, ok := range found {
+		if !ok {
+			continue
+		}
+		v, err := w.kv.Get(keys[i])
+		if errors.Is(err, domain.ErrRecordNotFound) {
+			continue // expired meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		var fw finalWire
+		if _, err := Decode(v, recordVersion1, &fw); err != nil {
+			return nil, fmt.Errorf("%s %q: %w", eventFinalTable, keys[i], err)
+		}
+		if out == nil {
+			out = map[string]domain.FinalStatus{}
+		}
+		e := es[i]
+		out[e.ID] = domain.FinalStatus{UserID: e.UserID, MessageID: e.ID, Status: fw.Status, At: time.UnixMilli(fw.At).UTC(), Code: fw.Code, Error: fw.Error}
+	}
+	return out, nil
 }
 
 func (w *Webhooks) recordOps(ds []domain.WebhookDelivery, journaled, forwarded []domain.EventRecord) ([]Op, error) {

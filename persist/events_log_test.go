@@ -115,3 +115,44 @@ func testEventLog(t *testing.T, kv KV) {
 		t.Fatal("a record without id and body was written")
 	}
 }
+
+// A message's failed or cancelled status is kept in its event's commit (also when the commit
+// is split: a large batch), and read back by user and message; an event's broker id (DedupeID)
+// is kept with it in the broker outbox.
+func TestEventFinalsAndDedupeIDs(t *testing.T) {
+	for _, impl := range kvImpls() {
+		t.Run(impl.name, func(t *testing.T) {
+			ctx := context.Background()
+			w := NewWebhooks(impl.open(t))
+			at := time.UnixMilli(1_790_000_000_123).UTC()
+			ds := make([]domain.WebhookDelivery, maxCommitOps+10)
+			for i := range ds {
+				ds[i] = domain.WebhookDelivery{ID: fmt.Sprint("d", i), SubscriptionID: "s1", Seq: uint64(i + 1), Body: []byte(`{}`)}
+			}
+			r := rec(1, "u1")
+			r.DedupeID = "sts_abc"
+			finals := []domain.FinalStatus{
+				{UserID: "u1", MessageID: "m1", Status: domain.MsgFailed, At: at, Code: "network_error", Error: "refused"},
+				{UserID: "u/x", MessageID: "m/1", Status: domain.MsgCancelled, At: at},
+			}
+			if err := w.AppendEvents(ctx, ds, nil, []domain.EventRecord{r}, finals...); err != nil {
+				t.Fatal(err)
+			}
+			got, err := w.FinalStatuses([]domain.OutboxEntry{{ID: "m1", UserID: "u1"}, {ID: "m1", UserID: "u2"}, {ID: "m/1", UserID: "u/x"}, {ID: "m2", UserID: "u1"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 2 || got["m1"] != finals[0] || got["m/1"] != finals[1] {
+				t.Fatalf("finals %+v", got)
+			}
+			out, err := w.OutboxFrom(0, 10)
+			if err != nil || len(out) != 1 || out[0].DedupeID != "sts_abc" || out[0].ID != r.ID {
+				t.Fatalf("outbox %+v, %v", out, err)
+			}
+			bad := domain.FinalStatus{UserID: "u1", MessageID: "m3", Status: domain.MsgSent, At: at}
+			if err := w.AppendEvents(ctx, nil, nil, nil, bad); err == nil {
+				t.Fatal("a sent status kept as final")
+			}
+		})
+	}
+}

@@ -53,7 +53,8 @@ package persist
 //	store_writeback/, store_checkout/, optout/: see storeloop.go (the store loop).
 //	outbox/<msgID>'s body carries sendAt (a message sent later: scheduled until then).
 //	webhook_*/: see webhooks.go; event_log/ (24 h), event_out/ (7 days), event_epoch/: the
-//	event journal and the broker outbox, see events_log.go.
+//	event journal and the broker outbox; event_final/ (7 days): a message's failed or
+//	cancelled status kept with its event; see events_log.go.
 const (
 	usersTable         = "user"
 	keysTable          = "apikey"

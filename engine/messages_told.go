@@ -1,0 +1,60 @@
+package engine
+
+// A message whose failed or cancelled status was told (its event committed, the waiter
+// answered) and whose record a kill -9 lost is still pending at the next boot. Sent again it
+// may then succeed: the caller, the webhook, the stream and the broker were told "failed", and
+// a client that sends again on that gets the recipient two messages. So the event's commit
+// keeps the status beside it (persist: event_final), and the boot settles such a message as
+// that status: the record written, no send, no second event, its allowance given back as a
+// failed send's is.
+
+import (
+	"errors"
+
+	"github.com/gateway/gateway/domain"
+)
+
+// finalsReader is what reads the kept statuses back (Events, over persist.Webhooks).
+type finalsReader interface {
+	FinalStatuses(es []domain.OutboxEntry) (map[string]domain.FinalStatus, error)
+}
+
+// FinalStatuses returns the failed or cancelled statuses committed with their events for the
+// messages among es, by message id.
+func (e *Events) FinalStatuses(es []domain.OutboxEntry) (map[string]domain.FinalStatus, error) {
+	return e.cfg.Store.FinalStatuses(es)
+}
+
+// toldFinal returns the failed or cancelled statuses already told of the boot's pending
+// messages (none without an events sink: nothing was told but the waiter, which the next
+// boot's resend answers again).
+func (ms *Messages) toldFinal(pending []domain.OutboxEntry) (map[string]domain.FinalStatus, error) {
+	r, ok := ms.e.cfg.Events.(finalsReader)
+	if !ok || len(pending) == 0 {
+		return nil, nil
+	}
+	return r.FinalStatuses(pending)
+}
+
+// errToldFinal is the outcome of a message the boot settles as the failed or cancelled status
+// told before: not sent, its reservation released.
+var errToldFinal = errors.New("engine: settled as told before the restart")
+
+// settleTold records pending message e, tracked, as status f (told before the restart), with
+// no send and no event; its reservation goes back once the record is durable (settled).
+func (m *messages) settleTold(e domain.OutboxEntry, f domain.FinalStatus) {
+	e.SetStatus(f.Status, f.At)
+	e.Code, e.Error = f.Code, f.Error
+	sh := m.shard(e.ID)
+	sh.mu.Lock()
+	p := sh.m[e.ID]
+	if p != nil {
+		p.settled, p.entry = true, e
+	}
+	sh.mu.Unlock()
+	if p != nil {
+		m.depth.Add(-1)
+	}
+	m.e.log.Warn("outbox: a message told failed or cancelled before a restart, its record lost, is settled so (not sent again)", "message_id", e.ID, "status", f.Status)
+	m.outbox.Settle(e, m.settled(sh, p, e.ID, errToldFinal))
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/goccy/go-json"
+
+	"github.com/gateway/gateway/persist/natstest"
+)
+
+// A kill -9 between outcomes' events and their records (the test build's fault point holds the
+// records), with a webhook, an event stream and a broker taking alice's events. After the
+// restart a message told failed is not sent again: settled failed, its allowance given back,
+// no second event anywhere. A message told sent goes again under its id (the network dedupes
+// it) and its status events are published again: the broker's copies carry the Nats-Msg-Id of
+// the first, so JetStream's duplicate window drops them (the stream holds each status once).
+func TestKill9BetweenToldOutcomesAndRecords(t *testing.T) {
+	bin := gatewayFakeWABinary(t) // the test build: its fault points (engine/messages_fault.go)
+	ns := natstest.Start(t)
+	const prefix, stream = "told.events", "told_events"
+	statusSubject := prefix + ".alice.message.status"
+	type got struct{ id, msg, status string }
+	var mu sync.Mutex
+	var hooks []got
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var env struct {
+			Data map[string]any `json:"data"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&env)
+		mu.Lock()
+		hooks = append(hooks, got{r.Header.Get("webhook-id"), fmt.Sprint(env.Data["messageId"]), fmt.Sprint(env.Data["status"])})
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	hooked := func(id, status string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, g := range hooks {
+			if g.msg == id && g.status == status {
+				n++
+			}
+		}
+		return n
+	}
+
+	data := t.TempDir()
+	t.Setenv("GATEWAY_TEST_FAULT", "outcome-unrecorded")
+	args := []string{"--webhook-allow-private", "--plans", writePlans(t, 1000), "--events-nats", ns.URL, "--events-subject-prefix", prefix}
+	p := startProcBin(t, bin, data, args...)
+	tg := p.gw(t, data)
+	admin := tg.token("root", "admin")
+	s := tg.newSender(admin, "alice", "447700900001", nil)
+	want(t, tg.do("POST", "/api/client/webhooks", bearerAuth(s.tok), map[string]any{"url": srv.URL + "/hook", "events": []string{"message.status"}}), 201, "")
+	events := "/api/client/events/stream?token=" + s.tok
+	live := openStream(t, tg, events, nil) // alice's events are journaled from now on
+	const refusing, fine, marker = "15550094790", "15550094791", "15550094792"
+	want(t, tg.do("POST", "/api/dev/sim/refuse", nil, map[string]any{"to": refusing, "code": 479}), 200, "")
+	failedID := tg.sendTo(s.key, refusing, "refused")
+	sentID := tg.sendTo(s.key, fine, "fine")
+	// Both outcomes told (the webhook and the broker have them); their records never come.
+	eventually(t, 15*time.Second, "the outcomes' events out", func() bool {
+		return hooked(failedID, "failed") == 1 && hooked(sentID, "sent") == 1 && subjectLen(ns.URL, stream, statusSubject) >= 4
+	})
+	var first string // the stream's first event: a resume after it replays the journal
+	eventually(t, 5*time.Second, "the stream's events", func() bool {
+		live.mu.Lock()
+		defer live.mu.Unlock()
+		if len(live.events) > 0 {
+			first = live.events[0].ID
+		}
+		return len(live.events) >= 4
+	})
+	p.kill9(t)
+
+	t.Setenv("GATEWAY_TEST_FAULT", "") // the fault point off (the sim forgot its refusal too)
+	p = startProcBin(t, bin, data, args...)
+	tg = p.gw(t, data)
+	eventually(t, 15*time.Second, "both messages recorded", func() bool {
+		f := tg.do("GET", "/api/v1/messages/"+failedID, keyAuth(s.key), nil).str("status")
+		st := tg.do("GET", "/api/v1/messages/"+sentID, keyAuth(s.key), nil).str("status")
+		return f != "queued" && (st == "sent" || st == "delivered") && tg.metric("gateway_outbox_pending") == 0
+	})
+	if m := tg.message(s.key, failedID); m["status"] != "failed" || m["code"] != "network_error" {
+		t.Fatalf("the message told failed, after the restart: %v", m)
+	}
+	if got := tg.simMessages(refusing); len(got) != 0 {
+		t.Fatalf("the message told failed was sent after the restart: %v", got)
+	}
+	if got := tg.simMessages(fine); len(got) != 1 {
+		t.Fatalf("the message told sent reached its number %d times", len(got))
+	}
+	// The failed message's allowance given back, the sent one's counted once.
+	eventually(t, 10*time.Second, "the allowance settled", func() bool {
+		a := tg.account(s.key)
+		return a["messagesSent"] == float64(1) && a["remaining_month"] == a["monthly_limit"].(float64)-1
+	})
+	// A marker sent now: its events come after whatever the boot published.
+	markerID := tg.sendTo(s.key, marker, "marker")
+	back := openStream(t, tg, events, http.Header{"Last-Event-ID": {first}})
+	eventually(t, 15*time.Second, "the marker's events everywhere", func() bool {
+		return hooked(markerID, "sent") == 1 && len(back.labels(func(e sseEvent) bool {
+			return e.Body.Data["messageId"] == markerID && e.Body.Data["status"] == "sent"
+		})) == 1 && subjectLen(ns.URL, stream, statusSubject) >= 6
+	})
+	eventually(t, 15*time.Second, "the marker's sent on the broker", func() bool {
+		for _, m := range readStream(t, ns.URL, stream, time.Time{}) {
+			if m.message == markerID && m.status == "sent" {
+				return true
+			}
+		}
+		return false
+	})
+	// No second event of the failed message anywhere, and no sent one.
+	if n, m := hooked(failedID, "failed"), hooked(failedID, "sent"); n != 1 || m != 0 {
+		t.Fatalf("the webhook got the failed message's failed %d times, sent %d times", n, m)
+	}
+	ofFailed := back.labels(func(e sseEvent) bool { return e.Body.Data["messageId"] == failedID })
+	if len(ofFailed) != 1 || ofFailed[0] != "message.status:failed" { // its queued was the first, before the resume's place
+		t.Fatalf("the stream resumed holds the failed message's events %v", ofFailed)
+	}
+	// The broker holds each status of each message once: the repeats were dropped.
+	steps := map[string]int{}
+	for _, m := range readStream(t, ns.URL, stream, time.Time{}) {
+		if m.subject == statusSubject {
+			steps[m.message+"/"+m.status]++
+		}
+	}
+	for k, n := range steps {
+		if n != 1 {
+			t.Errorf("%s on the broker %d times", k, n)
+		}
+	}
+	for _, k := range []string{failedID + "/failed", sentID + "/sent", markerID + "/sent"} {
+		if steps[k] != 1 {
+			t.Errorf("%s on the broker %d times", k, steps[k])
+		}
+	}
+	if steps[failedID+"/sent"] != 0 {
+		t.Errorf("the failed message sent on the broker")
+	}
+}
