@@ -59,6 +59,8 @@ type syncer struct {
 	syncs, rotations atomic.Uint64
 	// beforeBarrier, when a test sets it, runs at the start of each barrier.
 	beforeBarrier func()
+	// afterAnswers, when a test sets it, runs after a barrier's answers, before gather.
+	afterAnswers func(answered int)
 }
 
 func newSyncer(db *badger.DB, dir string, log *slog.Logger) *syncer {
@@ -133,6 +135,12 @@ func (s *syncer) run() {
 			if err != nil {
 				err = fmt.Errorf("persist: commit: sync: %w", err)
 			}
+			// The callers written meanwhile, read before any answer below: an answered caller
+			// may commit again before gather reads the count, and counted twice it would make
+			// gather wait out its bound for a commit that never comes.
+			s.mu.Lock()
+			others := s.callers
+			s.mu.Unlock()
 			n := 0 // callers answered (a request answered is its caller's again: counted first)
 			for _, r := range batch {
 				if !r.background {
@@ -144,7 +152,10 @@ func (s *syncer) run() {
 				r.done <- r.res
 			}
 			clear(batch)
-			s.gather(n, took)
+			if s.afterAnswers != nil {
+				s.afterAnswers(n)
+			}
+			s.gather(n, others, took)
 		}
 	}
 }
@@ -166,17 +177,17 @@ var gatherFraction, gatherMax = 1.0, 2 * time.Millisecond
 // BenchmarkSendPath/batch/send about 46 commits a barrier, 5 of them background, and 2 of 3
 // gathers ran out). bench/README.md, "Sixth pass: the synced send's CPU and tail" and
 // "Eighth pass: the synced send's CPU".
-func (s *syncer) gather(answered int, took time.Duration) {
+func (s *syncer) gather(answered, others int, took time.Duration) {
 	d := min(time.Duration(float64(took)*gatherFraction), gatherMax)
 	if d <= 0 || answered < 2 {
 		return
 	}
 	s.mu.Lock()
-	if s.closed {
+	if s.closed || s.callers >= answered+others { // every one of them is back already
 		s.mu.Unlock()
 		return
 	}
-	s.want = answered + s.callers
+	s.want = answered + others
 	s.mu.Unlock()
 	if s.timer == nil {
 		s.timer = time.NewTimer(d)

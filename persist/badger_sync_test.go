@@ -139,6 +139,24 @@ func TestBadgerSyncGathersTheCallersItAnswered(t *testing.T) {
 		defer b.sync.mu.Unlock()
 		return len(b.sync.pending) == 3 && b.sync.callers == 2
 	})
+	// The barrier that answers a1 and b1 lets b commit again before gather counts what is
+	// pending: the answered callers' new commits must not be counted twice (the wait would
+	// then want a third commit and run out its bound).
+	waited := false // the syncer's goroutine's own
+	b.sync.afterAnswers = func(answered int) {
+		if answered != 2 || waited { // a2 and b2's barrier comes later: no one commits after it
+			return
+		}
+		waited = true
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			b.sync.mu.Lock()
+			back := b.sync.callers
+			b.sync.mu.Unlock()
+			if back >= 1 { // the syncer's goroutine: no t.Fatal here; a missed b2 fails below
+				break
+			}
+		}
+	}
 	released := time.Now()
 	releaseOnce.Do(func() { close(release) })
 	for range 2 {
@@ -147,7 +165,7 @@ func TestBadgerSyncGathersTheCallersItAnswered(t *testing.T) {
 		}
 	}
 	if took := time.Since(released); took > 5*time.Second {
-		t.Fatalf("a2 and b2 answered %v after the release: the wait counted the background commit", took)
+		t.Fatalf("a2 and b2 answered %v after the release: the wait counted the background commit, or an answered caller's new commit twice", took)
 	}
 	if err := <-errC; err != nil {
 		t.Fatal(err)
