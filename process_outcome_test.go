@@ -18,30 +18,12 @@ import (
 // under the webhook-ids they had (a receiver dedupes them).
 func TestKill9BetweenOutcomeEventAndRecord(t *testing.T) {
 	bin := gatewayFakeWABinary(t) // the test build: its fault points (engine/messages_fault.go)
-	type got struct{ id, msg, status string }
-	var mu sync.Mutex
-	var recv []got
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var env struct {
-			Data map[string]any `json:"data"`
-		}
-		_ = json.NewDecoder(r.Body).Decode(&env)
-		mu.Lock()
-		recv = append(recv, got{r.Header.Get("webhook-id"), fmt.Sprint(env.Data["messageId"]), fmt.Sprint(env.Data["status"])})
-		mu.Unlock()
-	}))
-	defer srv.Close()
+	hook := newStatusHook(t)
 	// has tells whether every id's status events reached the receiver.
 	has := func(ids []string, statuses ...string) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		seen := map[string]bool{}
-		for _, g := range recv {
-			seen[g.msg+"/"+g.status] = true
-		}
 		for _, id := range ids {
 			for _, st := range statuses {
-				if !seen[id+"/"+st] {
+				if hook.count(id, st) == 0 {
 					return false
 				}
 			}
@@ -58,7 +40,7 @@ func TestKill9BetweenOutcomeEventAndRecord(t *testing.T) {
 	tg := p.gw(t, data)
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)
-	want(t, tg.do("POST", "/api/client/webhooks", bearerAuth(s.tok), map[string]any{"url": srv.URL + "/hook", "events": []string{"message.status"}}), 201, "")
+	want(t, tg.do("POST", "/api/client/webhooks", bearerAuth(s.tok), map[string]any{"url": hook.url(), "events": []string{"message.status"}}), 201, "")
 	const n = 3
 	var ids []string
 	for i := range n {
@@ -92,16 +74,8 @@ func TestKill9BetweenOutcomeEventAndRecord(t *testing.T) {
 	step("recorded")
 	// Sent again: the events come again (at least once), under their webhook-ids.
 	eventually(t, 10*time.Second, "the events of the messages sent again", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		sent := map[string]int{}
-		for _, g := range recv {
-			if g.status == "sent" {
-				sent[g.msg]++
-			}
-		}
 		for _, id := range ids {
-			if sent[id] < 2 {
+			if hook.count(id, "sent") < 2 {
 				return false
 			}
 		}
@@ -131,21 +105,62 @@ func TestKill9BetweenOutcomeEventAndRecord(t *testing.T) {
 		}
 	}
 	// An event that came twice came under one webhook-id: a receiver dedupes it.
-	mu.Lock()
-	defer mu.Unlock()
-	hooks := map[string]map[string]bool{} // message/status → webhook-ids
-	for _, g := range recv {
-		k := g.msg + "/" + g.status
-		if hooks[k] == nil {
-			hooks[k] = map[string]bool{}
-		}
-		hooks[k][g.id] = true
-	}
 	for _, id := range ids {
 		for _, st := range []string{"sent", "delivered"} {
-			if len(hooks[id+"/"+st]) != 1 {
-				t.Errorf("message %s's %s event came under webhook-ids %v", id, st, hooks[id+"/"+st])
+			if whs := hook.webhookIDs(id, st); len(whs) != 1 {
+				t.Errorf("message %s's %s event came under webhook-ids %v", id, st, whs)
 			}
 		}
 	}
+}
+
+// statusHook is a webhook receiver of message.status events: each delivery's webhook-id, and
+// its message and status.
+type statusHook struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	got []struct{ id, msg, status string }
+}
+
+func newStatusHook(t *testing.T) *statusHook {
+	h := &statusHook{}
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var env struct {
+			Data map[string]any `json:"data"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&env)
+		h.mu.Lock()
+		h.got = append(h.got, struct{ id, msg, status string }{r.Header.Get("webhook-id"), fmt.Sprint(env.Data["messageId"]), fmt.Sprint(env.Data["status"])})
+		h.mu.Unlock()
+	}))
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+func (h *statusHook) url() string { return h.srv.URL + "/hook" }
+
+// count is how many deliveries told message msg's status.
+func (h *statusHook) count(msg, status string) int {
+	return len(h.deliveries(msg, status))
+}
+
+// webhookIDs are the webhook-ids message msg's status came under.
+func (h *statusHook) webhookIDs(msg, status string) map[string]bool {
+	ids := map[string]bool{}
+	for _, id := range h.deliveries(msg, status) {
+		ids[id] = true
+	}
+	return ids
+}
+
+func (h *statusHook) deliveries(msg, status string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var ids []string
+	for _, g := range h.got {
+		if g.msg == msg && g.status == status {
+			ids = append(ids, g.id)
+		}
+	}
+	return ids
 }

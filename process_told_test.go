@@ -1,14 +1,9 @@
 package main
 
 import (
-	"fmt"
 	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/goccy/go-json"
 
 	"github.com/gateway/gateway/persist/natstest"
 )
@@ -24,30 +19,8 @@ func TestKill9BetweenToldOutcomesAndRecords(t *testing.T) {
 	ns := natstest.Start(t)
 	const prefix, stream = "told.events", "told_events"
 	statusSubject := prefix + ".alice.message.status"
-	type got struct{ id, msg, status string }
-	var mu sync.Mutex
-	var hooks []got
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var env struct {
-			Data map[string]any `json:"data"`
-		}
-		_ = json.NewDecoder(r.Body).Decode(&env)
-		mu.Lock()
-		hooks = append(hooks, got{r.Header.Get("webhook-id"), fmt.Sprint(env.Data["messageId"]), fmt.Sprint(env.Data["status"])})
-		mu.Unlock()
-	}))
-	defer srv.Close()
-	hooked := func(id, status string) int {
-		mu.Lock()
-		defer mu.Unlock()
-		n := 0
-		for _, g := range hooks {
-			if g.msg == id && g.status == status {
-				n++
-			}
-		}
-		return n
-	}
+	hook := newStatusHook(t)
+	hooked := hook.count
 
 	data := t.TempDir()
 	t.Setenv("GATEWAY_TEST_FAULT", "outcome-unrecorded")
@@ -56,7 +29,7 @@ func TestKill9BetweenToldOutcomesAndRecords(t *testing.T) {
 	tg := p.gw(t, data)
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)
-	want(t, tg.do("POST", "/api/client/webhooks", bearerAuth(s.tok), map[string]any{"url": srv.URL + "/hook", "events": []string{"message.status"}}), 201, "")
+	want(t, tg.do("POST", "/api/client/webhooks", bearerAuth(s.tok), map[string]any{"url": hook.url(), "events": []string{"message.status"}}), 201, "")
 	events := "/api/client/events/stream?token=" + s.tok
 	live := openStream(t, tg, events, nil) // alice's events are journaled from now on
 	const refusing, fine, marker = "15550094790", "15550094791", "15550094792"
