@@ -246,6 +246,7 @@ func (p *Publisher) Forward(ctx context.Context, evs []domain.EventRecord) (int,
 		// A message's status has the same id each time it is published (DedupeID): the boot's
 		// resend after a kill -9 publishes it again, and the duplicate window drops that copy.
 		m.Header.Set(jetstream.MsgIDHeader, cmp.Or(ev.DedupeID, ev.ID))
+		m.Header.Set("Gateway-Event-Id", ev.ID) // the SSE id and the webhooks' eventId, always
 		m.Header.Set("Gateway-User-Id", ev.UserID)
 		m.Header.Set("Gateway-Event-Type", string(ev.Type))
 		f, err := p.js.PublishMsgAsync(m, jetstream.WithExpectStream(p.stream))

@@ -63,7 +63,7 @@ func TestForward(t *testing.T) {
 	}
 	msgs := all(t, srv.URL, "acme_events", 10)
 	for i, m := range msgs {
-		if m.Subject() != "acme.events.user%2Eone.message.status" || m.Headers().Get("Nats-Msg-Id") != evs[i].ID ||
+		if m.Subject() != "acme.events.user%2Eone.message.status" || m.Headers().Get("Nats-Msg-Id") != evs[i].ID || m.Headers().Get("Gateway-Event-Id") != evs[i].ID ||
 			string(m.Data()) != string(evs[i].Body) || m.Headers().Get("Gateway-User-Id") != "user.one" {
 			t.Fatalf("message %d: %s %v %s", i, m.Subject(), m.Headers(), m.Data())
 		}

@@ -101,12 +101,13 @@ func (s *sse) close() {
 	<-s.done
 }
 
-// streamIDs reads every Nats-Msg-Id of the events stream from its start.
+// streamIDs reads every event id (Gateway-Event-Id: a message's status has a Nats-Msg-Id of its
+// own) of the events stream from its start.
 func streamIDs(t *testing.T, url, stream string) []string {
 	t.Helper()
 	var out []string
 	for _, m := range natstest.Messages(t, url, stream, jetstream.OrderedConsumerConfig{}) {
-		out = append(out, m.Headers().Get("Nats-Msg-Id"))
+		out = append(out, m.Headers().Get("Gateway-Event-Id"))
 	}
 	return out
 }
