@@ -220,13 +220,12 @@ func (e *Events) Prepare(uid string, ev domain.Event) (PreparedEvent, error) {
 		ev.ID = newEventID(p.rec.Seq)
 	}
 	p.rec.ID = ev.ID
-	if d, ok := ev.Data.(domain.MessageStatusData); ok && ev.Type == domain.EventMessageStatus && d.MessageID != "" {
-		if p.forward && statusOnce(d.Status) {
-			p.rec.DedupeID = statusDedupeID(uid, d.MessageID, d.Status)
-		}
-		if d.Status == domain.MsgFailed || d.Status == domain.MsgCancelled {
-			p.final = &domain.FinalStatus{UserID: uid, MessageID: d.MessageID, Status: d.Status, At: d.At, Code: d.Code, Error: d.Error}
-		}
+	st, once := onceStatus(&ev)
+	if once && p.forward {
+		p.rec.DedupeID = statusDedupeID(uid, st.MessageID, st.Status)
+	}
+	if once && (st.Status == domain.MsgFailed || st.Status == domain.MsgCancelled) {
+		p.final = &domain.FinalStatus{UserID: uid, MessageID: st.MessageID, Status: st.Status, At: st.At, Code: st.Code, Error: st.Error}
 	}
 	if listening {
 		p.live = &LiveEvent{ID: ev.ID, Type: ev.Type, Body: body}
@@ -245,7 +244,7 @@ func (e *Events) Prepare(uid string, ev domain.Event) (PreparedEvent, error) {
 	p.deliveries = make([]domain.WebhookDelivery, len(subs))
 	for i, id := range subs {
 		p.deliveries[i] = domain.WebhookDelivery{
-			ID: deliveryID(id, &ev), SubscriptionID: id, Seq: e.seq.Add(1), EventID: ev.ID,
+			ID: deliveryID(id, st, once), SubscriptionID: id, Seq: e.seq.Add(1), EventID: ev.ID,
 			Type: ev.Type, CreatedAt: now, Body: body,
 		}
 		if meta[id] {
@@ -255,41 +254,48 @@ func (e *Events) Prepare(uid string, ev domain.Event) (PreparedEvent, error) {
 	return p, nil
 }
 
-// deliveryID is the webhook-id of subscription sub's delivery of ev: random, but for a
-// message's status that its record follows (an outcome, a receipt, a late failure: sent,
-// delivered, read, failed, cancelled; each comes at most once in a message's life). Such a
-// record is written only once the event is committed, so a kill -9 between the two has the
-// boot send the message again and publish its status again: the delivery then has the
-// webhook-id of the one before, which a receiver dedupes (Standard Webhooks' idempotency key).
-// A queued event may come again for another reason (routed again, waiting for a contact).
-func deliveryID(sub string, ev *domain.Event) string {
-	d, ok := ev.Data.(domain.MessageStatusData)
-	if !ok || ev.Type != domain.EventMessageStatus || d.MessageID == "" || !statusOnce(d.Status) {
+// deliveryID is the webhook-id of subscription sub's delivery of an event: random, but for a
+// message's status that its record follows (once, onceStatus). Such a record is written only
+// once the event is committed, so a kill -9 between the two has the boot send the message again
+// and publish its status again: the delivery then has the webhook-id of the one before, which a
+// receiver dedupes (Standard Webhooks' idempotency key).
+func deliveryID(sub string, st domain.MessageStatusData, once bool) string {
+	if !once {
 		return "msg_" + randomID(10)
 	}
-	var buf [160]byte
-	b := append(append(append(append(append(buf[:0], "message.status\x00"...), sub...), 0), d.MessageID...), 0)
-	sum := sha256.Sum256(append(b, d.Status...))
+	sum := statusDigest(sub, st.MessageID, st.Status)
 	return "msg_" + lowerBase32.EncodeToString(sum[:10])
 }
 
-// statusOnce: a message reaches status at most once in its life, and its record follows the
-// status's event (sent, delivered, read, failed, cancelled); a queued event may come again for
-// another reason (routed again, waiting for a contact), as may a scheduled one.
-func statusOnce(status string) bool {
-	return status != domain.MsgQueued && status != domain.MsgScheduled
+// onceStatus returns ev's message status when ev is one a message reaches at most once in its
+// life and whose record follows the event: an outcome, a receipt, a late failure (sent,
+// delivered, read, failed, cancelled). A queued event may come again for another reason
+// (routed again, waiting for a contact), as may a scheduled one.
+func onceStatus(ev *domain.Event) (domain.MessageStatusData, bool) {
+	d, ok := ev.Data.(domain.MessageStatusData)
+	if !ok || ev.Type != domain.EventMessageStatus || d.MessageID == "" ||
+		d.Status == domain.MsgQueued || d.Status == domain.MsgScheduled {
+		return domain.MessageStatusData{}, false
+	}
+	return d, true
 }
 
 // statusDedupeID is the broker's Nats-Msg-Id of user uid's message id reaching status
-// (statusOnce): the same each time the event is published, so JetStream's duplicate window
+// (onceStatus): the same each time the event is published, so JetStream's duplicate window
 // (natsevents.Duplicates) drops the copy a boot's resend publishes after a kill -9 between the
 // event's commit and the message's record. The user is part of it: a stream's dedupe spans
 // every user, and a caller may choose a message's id.
 func statusDedupeID(uid, id, status string) string {
-	b := make([]byte, 0, 32+len(uid)+len(id))
-	b = append(append(append(append(append(b, "message.status\x00"...), uid...), 0), id...), 0)
-	sum := sha256.Sum256(append(b, status...))
+	sum := statusDigest(uid, id, status)
 	return "sts_" + lowerBase32.EncodeToString(sum[:15])
+}
+
+// statusDigest is the SHA-256 of message id reaching status within scope (a subscription, a
+// user): what the ids a status keeps across its publications are made of.
+func statusDigest(scope, id, status string) [sha256.Size]byte {
+	var buf [160]byte
+	b := append(append(append(append(append(buf[:0], "message.status\x00"...), scope...), 0), id...), 0)
+	return sha256.Sum256(append(b, status...))
 }
 
 // timestampMillis is RFC 3339 UTC with milliseconds (DESIGN.md section 4).

@@ -147,20 +147,21 @@ func (w *Webhooks) AppendEvents(ctx context.Context, ds []domain.WebhookDelivery
 	if err != nil {
 		return err
 	}
+	if len(finals) == 0 {
+		return w.commitChunks(ctx, ops)
+	}
+	// The finals first: when a large batch is split into commits, a kill -9 between two
+	// leaves a final without its event (the message settled failed, as its waiter was told),
+	// never its event told and the message sent again.
+	fops := make([]Op, 0, len(finals)+len(ops))
 	for _, f := range finals {
 		op, err := finalOp(f)
 		if err != nil {
 			return err
 		}
-		ops = append(ops, op)
+		fops = append(fops, op)
 	}
-	if len(finals) > 0 && len(ops) > maxCommitOps {
-		// Split into commits (a large batch): the finals go in the first, so a kill -9 between
-		// two leaves a final without its event (the message settled failed, as its waiter
-		// was told), never its event told and the message sent again.
-		return w.commitChunks(ctx, append(ops[len(ops)-len(finals):len(ops):len(ops)], ops[:len(ops)-len(finals)]...))
-	}
-	return w.commitChunks(ctx, ops)
+	return w.commitChunks(ctx, append(fops, ops...))
 }
 
 // finalWire is a kept failed or cancelled status (event_final).
