@@ -99,7 +99,9 @@ func (e *Events) sendLive(uid string, ev *LiveEvent) {
 	switch {
 	case ev == nil:
 	case e.cfg.Live != nil:
-		e.cfg.Live.Send(uid, *ev)
+		if e.cfg.Live.Listening(uid) { // asked again: the event may be built for the journal only
+			e.cfg.Live.Send(uid, *ev)
+		}
 	default:
 		e.live.send(uid, *ev)
 	}
@@ -227,7 +229,10 @@ func (e *Events) Prepare(uid string, ev domain.Event) (PreparedEvent, error) {
 	if once && (st.Status == domain.MsgFailed || st.Status == domain.MsgCancelled) {
 		p.final = &domain.FinalStatus{UserID: uid, MessageID: st.MessageID, Status: st.Status, At: st.At, Code: st.Code, Error: st.Error}
 	}
-	if listening {
+	if listening || p.journal {
+		// A journaled user's stream may open between now and the commit, and resume from the
+		// journal before the commit lands: Committed hands the event to whatever stream is
+		// open by then.
 		p.live = &LiveEvent{ID: ev.ID, Type: ev.Type, Body: body}
 	}
 	var metaBody []byte
