@@ -99,9 +99,7 @@ func (e *Events) sendLive(uid string, ev *LiveEvent) {
 	switch {
 	case ev == nil:
 	case e.cfg.Live != nil:
-		if e.cfg.Live.Listening(uid) { // asked again: the event may be built for the journal only
-			e.cfg.Live.Send(uid, *ev)
-		}
+		e.cfg.Live.Send(uid, *ev)
 	default:
 		e.live.send(uid, *ev)
 	}
@@ -232,7 +230,9 @@ func (e *Events) Prepare(uid string, ev domain.Event) (PreparedEvent, error) {
 	if listening || p.journal {
 		// A journaled user's stream may open between now and the commit, and resume from the
 		// journal before the commit lands: Committed hands the event to whatever stream is
-		// open by then.
+		// open by then. A cluster's sink publishes it (the node where such a stream opens
+		// may not have told this owner yet): for the users who streamed in the journal's
+		// span only, whose events the journal writes anyway.
 		p.live = &LiveEvent{ID: ev.ID, Type: ev.Type, Body: body}
 	}
 	var metaBody []byte
