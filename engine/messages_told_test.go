@@ -1,0 +1,122 @@
+package engine
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anthdm/hollywood/actor"
+
+	"github.com/gateway/gateway/actors/webhook"
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/media"
+	"github.com/gateway/gateway/network/sim"
+	"github.com/gateway/gateway/persist"
+)
+
+// brokerTakesAll is a broker that takes every event at once (EventForwarder): with it every
+// user's events are taken, so a failed or cancelled status is kept with its event.
+type brokerTakesAll struct{}
+
+func (brokerTakesAll) Forward(_ context.Context, evs []domain.EventRecord) (int, error) {
+	return len(evs), nil
+}
+
+// toldEvents is an events facet on kv forwarding every event (brokerTakesAll), booted, and
+// stopped by the function returned or with the test (after the engine that uses it: cleanups
+// run last first).
+func toldEvents(t *testing.T, kv persist.KV) (*Events, func()) {
+	t.Helper()
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard := media.Guard{}
+	ev, err := NewEvents(EventsConfig{Store: persist.NewWebhooks(kv), Actors: hw, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Forward: brokerTakesAll{}, Poster: webhook.NewHTTPPoster(guard.Dialer(time.Second), 0, 0), Guard: guard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.Boot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	stop := func() { once.Do(func() { ev.Stop(context.Background()) }) }
+	t.Cleanup(stop)
+	return ev, stop
+}
+
+// finalsOf reads the failed or cancelled statuses kept (event_final) of user u1's messages ids.
+func finalsOf(t *testing.T, kv persist.KV, ids ...string) map[string]domain.FinalStatus {
+	t.Helper()
+	es := make([]domain.OutboxEntry, len(ids))
+	for i, id := range ids {
+		es[i] = domain.OutboxEntry{ID: id, UserID: "u1"}
+	}
+	got, err := persist.NewWebhooks(kv).FinalStatuses(es)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// A message told failed (its event committed, its status kept beside it) whose record a kill -9
+// lost (the fault point holds it) is settled failed by the next boot, not sent again, and
+// counted in the failed-messages metric of the process that settled it, as a failure is.
+func TestToldFailureSettledAtBootCounted(t *testing.T) {
+	mem := persist.NewMemory()
+	recs := persist.NewRecords(mem)
+	dir := t.TempDir()
+	ctx := context.Background()
+	const refusing = "4915100000479"
+	open := func() *sim.Network {
+		net, err := sim.Open(sim.Options{Dir: dir, AutoPair: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { net.Close() })
+		if err := net.Refuse(refusing, 479, 0); err != nil {
+			t.Fatal(err)
+		}
+		return net
+	}
+	net1 := open()
+	ev1, stop1 := toldEvents(t, mem)
+	outcomeRecordHeld = true // the process is killed between the outcome's events and its record
+	t.Cleanup(func() { outcomeRecordHeld = false })
+	e1, u := startLinked(t, Config{Store: recs.Store, Records: recordsOf(recs), Network: net1, Events: ev1})
+	m, err := e1.Messages.Send(ctx, SendRequest{UserID: u.ID, Origin: "api",
+		Message: domain.Message{To: refusing, Kind: domain.KindText, Text: "refused"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "the failure's event committed, its status kept", func() bool {
+		return finalsOf(t, mem, m.ID)[m.ID].Status == domain.MsgFailed
+	})
+	e1.Stop(ctx)
+	stop1()
+	outcomeRecordHeld = false
+	if got, err := recs.Outbox.Get(m.ID); err != nil || got.Status != domain.MsgQueued {
+		t.Fatalf("the message the kill left: %+v %v (want it pending)", got.Status, err)
+	}
+
+	recs2 := persist.NewRecords(mem) // the restart's stores, on what the kill left
+	ev2, _ := toldEvents(t, mem)
+	e2, err := New(Config{Store: recs2.Store, Records: recordsOf(recs2), Network: open(), Events: ev2,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Plans: Plans{"unlimited": {}}, DefaultPlan: "unlimited"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e2.Stop(ctx) })
+	waitUntil(t, 10*time.Second, "the message settled failed", func() bool {
+		recs2.Outbox.Flush()
+		got, err := recs2.Outbox.Get(m.ID)
+		return err == nil && got.Status == domain.MsgFailed && e2.Messages.msgs.depth.Load() == 0
+	})
+	if n := e2.metrics.failed.Load(); n != 1 {
+		t.Fatalf("the failed-messages metric after the boot settled the message failed: %d, want 1", n)
+	}
+}
