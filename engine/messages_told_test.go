@@ -65,8 +65,11 @@ func finalsOf(t *testing.T, kv persist.KV, ids ...string) map[string]domain.Fina
 
 // A message told failed (its event committed, its status kept beside it) whose record a kill -9
 // lost (the fault point holds it) is settled failed by the next boot, not sent again, and
-// counted in the failed-messages metric of the process that settled it, as a failure is.
-func TestToldFailureSettledAtBootCounted(t *testing.T) {
+// counted in the failed-messages metric of the process that settled it, as a failure is. Once
+// a failure's record is written its kept status is deleted in the same commit: it would
+// otherwise outlive the message's own record (7 days from the failure, not from the accept),
+// and a message accepted again under the same id (a caller's) settled at a boot by it.
+func TestToldFailureSettledAtBootCountedAndItsKeptStatusGone(t *testing.T) {
 	mem := persist.NewMemory()
 	recs := persist.NewRecords(mem)
 	dir := t.TempDir()
@@ -118,5 +121,27 @@ func TestToldFailureSettledAtBootCounted(t *testing.T) {
 	})
 	if n := e2.metrics.failed.Load(); n != 1 {
 		t.Fatalf("the failed-messages metric after the boot settled the message failed: %d, want 1", n)
+	}
+	if f := finalsOf(t, mem, m.ID); len(f) != 0 {
+		t.Fatalf("the kept status outlives the failure's record: %+v", f)
+	}
+
+	// A failure in a process that lives on: its kept status goes with its record too.
+	waitUntil(t, 10*time.Second, "linked again", func() bool { return e2.Sessions.Status(u.ID).Status == domain.StatusConnected })
+	f, err := e2.Messages.Send(ctx, SendRequest{UserID: u.ID, Origin: "api",
+		Message: domain.Message{To: refusing, Kind: domain.KindText, Text: "refused again"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "the second failure recorded", func() bool {
+		recs2.Outbox.Flush()
+		got, err := recs2.Outbox.Get(f.ID)
+		return err == nil && got.Status == domain.MsgFailed
+	})
+	if got := finalsOf(t, mem, f.ID); len(got) != 0 {
+		t.Fatalf("the kept status outlives the failure's record: %+v", got)
+	}
+	if n := e2.metrics.failed.Load(); n != 2 {
+		t.Fatalf("failed-messages metric %d, want 2", n)
 	}
 }
