@@ -66,9 +66,8 @@ func finalsOf(t *testing.T, kv persist.KV, ids ...string) map[string]domain.Fina
 // A message told failed (its event committed, its status kept beside it) whose record a kill -9
 // lost (the fault point holds it) is settled failed by the next boot, not sent again, and
 // counted in the failed-messages metric of the process that settled it, as a failure is. Once
-// a failure's record is written its kept status is deleted in the same commit: it would
-// otherwise outlive the message's own record (7 days from the failure, not from the accept),
-// and a message accepted again under the same id (a caller's) settled at a boot by it.
+// a failure's record is written its kept status is deleted (in the same commit): no boot
+// reads it any more.
 func TestToldFailureSettledAtBootCountedAndItsKeptStatusGone(t *testing.T) {
 	mem := persist.NewMemory()
 	recs := persist.NewRecords(mem)

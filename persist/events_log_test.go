@@ -159,10 +159,9 @@ func TestEventFinalsAndDedupeIDs(t *testing.T) {
 }
 
 // A message's failed or cancelled status kept with its event (event_final) is deleted by its
-// outcome's record, in the record's own commit (no commit more): once the record is there the
-// boot never reads it, and kept on for its 7 days it would outlive the message's record (kept 7
-// days from its accept) and settle a message accepted again under the same id. A sent outcome
-// deletes nothing (the hot path writes what it wrote).
+// outcome's record, in the record's own commit (no commit more): once the record is there no
+// boot reads it, and it stayed for its 7 days. A sent outcome deletes nothing (the hot path
+// writes what it wrote).
 func TestOutcomeRecordDeletesItsKeptFinalStatus(t *testing.T) {
 	for _, impl := range kvImpls() {
 		t.Run(impl.name, func(t *testing.T) {
