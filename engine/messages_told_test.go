@@ -144,3 +144,88 @@ func TestToldFailureSettledAtBootCountedAndItsKeptStatusGone(t *testing.T) {
 		t.Fatalf("failed-messages metric %d, want 2", n)
 	}
 }
+
+// heldOutbox is an outbox whose outcomes' records wait while its gate is shut (a kill -9 then
+// loses them).
+type heldOutbox struct {
+	Outbox
+	gate
+}
+
+func (o *heldOutbox) Settle(e domain.OutboxEntry, done func(error)) {
+	go func() {
+		_ = o.pass(context.Background())
+		o.Outbox.Settle(e, done)
+	}()
+}
+
+// A failure or a cancellation is told to whoever waits for it (a send's waiter, a DELETE) only
+// once its record is durable, also without an events sink (no webhook, stream or broker keeps
+// it with an event). Told first, a kill -9 before the record had the boot send the message
+// again: a second send of a message the caller was told had failed (and may have sent again
+// itself), or the send of one it cancelled. While the record is held, a waiter's wait ends with
+// the message queued, which the boot's resend then keeps true.
+func TestFailureToldToItsCallerOnlyOnceRecorded(t *testing.T) {
+	mem := persist.NewMemory()
+	recs := persist.NewRecords(mem)
+	held := &heldOutbox{Outbox: recs.Outbox}
+	r := recordsOf(recs)
+	r.Outbox = held
+	net, err := sim.Open(sim.Options{Dir: t.TempDir(), AutoPair: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { net.Close() })
+	const refusing = "4915100000404"
+	net.SetUnregistered([]string{refusing}) // a send fails at once, for good
+	e, u := startLinked(t, Config{Store: recs.Store, Records: r, Network: net})
+	ctx := context.Background()
+	recorded := func(id string) bool {
+		_, err := mem.Get([]byte("outbox_status/" + id))
+		return err == nil
+	}
+	send := func(wait time.Duration, at time.Time) (domain.OutboxEntry, error) {
+		return e.Messages.Send(ctx, SendRequest{UserID: u.ID, Origin: "api", Wait: wait, SendAt: at,
+			Message: domain.Message{To: refusing, Kind: domain.KindText, Text: "refused"}})
+	}
+
+	open := held.shut()
+	t.Cleanup(open)
+	m, err := send(300*time.Millisecond, time.Time{})
+	if err != nil || m.Status != domain.MsgQueued {
+		t.Fatalf("a send whose failure is not recorded answered %s, %v (want queued: its wait ended untold)", m.Status, err)
+	}
+	open()
+	waitUntil(t, 10*time.Second, "the failure recorded", func() bool { return recorded(m.ID) })
+	f, err := send(10*time.Second, time.Time{})
+	if err == nil || f.Status != domain.MsgFailed || !recorded(f.ID) {
+		t.Fatalf("a send that failed answered %s, %v, its record there: %v", f.Status, err, recorded(f.ID))
+	}
+
+	// A DELETE of a message accepted for later answers once its cancellation is recorded.
+	s, err := send(0, time.Now().Add(time.Hour))
+	if err != nil || s.Status != domain.MsgScheduled {
+		t.Fatalf("scheduled: %s %v", s.Status, err)
+	}
+	open = held.shut()
+	t.Cleanup(open)
+	type result struct {
+		d   DeleteResult
+		err error
+	}
+	deleted := make(chan result, 1)
+	go func() {
+		d, err := e.Messages.Delete(ctx, u.ID, s.ID, SendRequest{})
+		deleted <- result{d, err}
+	}()
+	waitUntil(t, 10*time.Second, "the cancellation's record held", func() bool { return held.waiting.Load() > 0 })
+	select {
+	case res := <-deleted:
+		t.Fatalf("DELETE answered %s, %v before its cancellation was recorded", res.d.Entry.Status, res.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	open()
+	if res := <-deleted; res.err != nil || res.d.Entry.Status != domain.MsgCancelled || !recorded(s.ID) {
+		t.Fatalf("DELETE answered %s, %v, its record there: %v", res.d.Entry.Status, res.err, recorded(s.ID))
+	}
+}
