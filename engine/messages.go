@@ -301,12 +301,12 @@ func (m *messages) wait(ctx context.Context, e domain.OutboxEntry, d time.Durati
 	if p != nil && p.durable {
 		p = nil // written: read from storage below
 	}
-	if p != nil && p.settled {
+	if p != nil && p.settled && !toldOnceRecorded(p.entry) {
 		cur := p.entry
 		sh.mu.Unlock()
 		return cur, failure(cur)
 	}
-	if p != nil {
+	if p != nil { // queued, or failed or cancelled and not recorded yet (told once it is: settled)
 		p.waiters = append(p.waiters, ch)
 	}
 	sh.mu.Unlock()
@@ -325,12 +325,21 @@ func (m *messages) await(ctx context.Context, e domain.OutboxEntry, ch chan outc
 	defer t.Stop()
 	select {
 	case o := <-ch:
+		if o.err == errNotRecorded {
+			return e, nil // as a wait that ran out: the outcome is not durable
+		}
 		return o.entry, o.err
 	case <-t.C:
 		return e, nil
 	case <-ctx.Done():
 		return e, nil
 	}
+}
+
+// toldOnceRecorded says whether a settled message's status is told to those who wait for it
+// only once its record is durable: failed or cancelled (Outcome).
+func toldOnceRecorded(e domain.OutboxEntry) bool {
+	return e.Status == domain.MsgFailed || e.Status == domain.MsgCancelled
 }
 
 // failure is a settled entry's error (nil unless it failed).

@@ -10,6 +10,8 @@ package engine
 
 import (
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/gateway/gateway/domain"
 )
@@ -62,4 +64,37 @@ func (m *messages) settleTold(e domain.OutboxEntry, f domain.FinalStatus) {
 	}
 	m.e.log.Warn("outbox: a message told failed or cancelled before a restart, its record lost, is settled so (not sent again)", "message_id", e.ID, "status", f.Status)
 	m.outbox.Settle(e, m.settled(sh, p, e.ID, errToldFinal))
+}
+
+// outcomeRecorded is Outcome for a caller that tells its own client of a cancellation (a
+// DELETE, a store's cancelled order): it returns once the outcome is recorded, as a waiter is
+// told (settled), so that no restart sends a message its client was told was taken back;
+// domain.ErrUnavailable when the record failed or took longer than an actor's answer may
+// (cfg.AskTimeout: it may still land). The message must be tracked and its outcome unknown
+// (taken off the schedule, or out of routing's wait, by this caller).
+func (m *messages) outcomeRecorded(e domain.OutboxEntry, cause error) error {
+	ch := make(chan outcome, 1)
+	sh := m.shard(e.ID)
+	sh.mu.Lock()
+	p := sh.m[e.ID]
+	waits := p != nil && !p.settled
+	if waits {
+		p.waiters = append(p.waiters, ch)
+	}
+	sh.mu.Unlock()
+	m.Outcome(e, cause)
+	if !waits {
+		return nil // not tracked: nothing here holds its outcome
+	}
+	t := time.NewTimer(m.e.cfg.AskTimeout)
+	defer t.Stop()
+	select {
+	case o := <-ch:
+		if o.err == errNotRecorded {
+			return fmt.Errorf("%w: the %s of message %s was not recorded", domain.ErrUnavailable, e.Status, e.ID)
+		}
+		return nil
+	case <-t.C:
+		return fmt.Errorf("%w: the %s of message %s is not recorded yet", domain.ErrUnavailable, e.Status, e.ID)
+	}
 }
