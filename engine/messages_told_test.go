@@ -164,7 +164,8 @@ func (o *heldOutbox) Settle(e domain.OutboxEntry, done func(error)) {
 // it with an event). Told first, a kill -9 before the record had the boot send the message
 // again: a second send of a message the caller was told had failed (and may have sent again
 // itself), or the send of one it cancelled. While the record is held, a waiter's wait ends with
-// the message queued, which the boot's resend then keeps true.
+// the message queued, which the boot's resend then keeps true, and a read finds it as the disk
+// has it.
 func TestFailureToldToItsCallerOnlyOnceRecorded(t *testing.T) {
 	mem := persist.NewMemory()
 	recs := persist.NewRecords(mem)
@@ -195,6 +196,10 @@ func TestFailureToldToItsCallerOnlyOnceRecorded(t *testing.T) {
 	if err != nil || m.Status != domain.MsgQueued {
 		t.Fatalf("a send whose failure is not recorded answered %s, %v (want queued: its wait ended untold)", m.Status, err)
 	}
+	// Nor does a read (GET /api/v1/messages/{id}) tell it before its record.
+	if got, err := e.Messages.Get(u.ID, m.ID); err != nil || got.Status != domain.MsgQueued {
+		t.Fatalf("a message whose failure is not recorded reads %s, %v (want queued)", got.Status, err)
+	}
 	open()
 	waitUntil(t, 10*time.Second, "the failure recorded", func() bool { return recorded(m.ID) })
 	f, err := send(10*time.Second, time.Time{})
@@ -219,6 +224,9 @@ func TestFailureToldToItsCallerOnlyOnceRecorded(t *testing.T) {
 		deleted <- result{d, err}
 	}()
 	waitUntil(t, 10*time.Second, "the cancellation's record held", func() bool { return held.waiting.Load() > 0 })
+	if got, err := e.Messages.Get(u.ID, s.ID); err != nil || got.Status != domain.MsgScheduled {
+		t.Fatalf("a message whose cancellation is not recorded reads %s, %v (want scheduled)", got.Status, err)
+	}
 	select {
 	case res := <-deleted:
 		t.Fatalf("DELETE answered %s, %v before its cancellation was recorded", res.d.Entry.Status, res.err)
