@@ -368,13 +368,21 @@ func (m *messages) Message(_ context.Context, id string) (domain.Message, bool) 
 }
 
 // Get returns one of the user's messages by id, with its history.
+//
+// A failure or a cancellation whose record is being written reads as the disk has the message
+// until it is durable: told first, as a waiter would be (Outcome), a restart before the
+// record would send the message again.
 func (ms *Messages) Get(uid, id string) (domain.OutboxEntry, error) {
-	if m, ok := ms.msgs.settling(id); ok && m.UserID == uid {
-		return m, nil
+	cur, settling := ms.msgs.settling(id)
+	if settling && cur.UserID == uid && !toldOnceRecorded(cur) {
+		return cur, nil
 	}
 	m, err := ms.msgs.outbox.Get(id)
 	if err != nil || m.UserID != uid {
 		return domain.OutboxEntry{}, fmt.Errorf("%w: %s", domain.ErrMessageNotFound, id)
+	}
+	if settling {
+		return m, nil // as stored (a scheduled one taken back reads scheduled, not queued)
 	}
 	return ms.asItStands(m), nil
 }
