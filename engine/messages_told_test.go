@@ -1,10 +1,14 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -235,5 +239,66 @@ func TestFailureToldToItsCallerOnlyOnceRecorded(t *testing.T) {
 	open()
 	if res := <-deleted; res.err != nil || res.d.Entry.Status != domain.MsgCancelled || !recorded(s.ID) {
 		t.Fatalf("DELETE answered %s, %v, its record there: %v", res.d.Entry.Status, res.err, recorded(s.ID))
+	}
+}
+
+// killedAfterCommits is a store killed after its first n commits: the later ones fail (and are
+// not written).
+type killedAfterCommits struct {
+	persist.KV
+	n atomic.Int32
+}
+
+func (k *killedAfterCommits) Commit(ctx context.Context, ops ...persist.Op) error {
+	if k.n.Add(-1) < 0 {
+		return errors.New("killed")
+	}
+	return k.KV.Commit(ctx, ops...)
+}
+
+// A batch of events too large for one commit is written in several; a kill -9 between two
+// never leaves a failed status kept (event_final) without its event, nor its event without the
+// status: kept alone, the boot settled the message failed and its event was lost for good
+// (nobody was told it failed); its event alone, the boot sent again a message told failed.
+func TestKeptFinalStatusCommittedWithItsEvent(t *testing.T) {
+	mem := persist.NewMemory()
+	kv := &killedAfterCommits{KV: mem}
+	kv.n.Store(1 << 20)
+	ev, _ := toldEvents(t, kv)
+	ctx := context.Background()
+	at := time.Now()
+	var ps []PreparedEvent
+	prepare := func(id string, st domain.MessageStatus) {
+		t.Helper()
+		d := domain.MessageStatusData{MessageID: id, Status: st, At: at}
+		if st == domain.MsgFailed {
+			d.Code, d.Error = "network_error", "refused"
+		}
+		p, err := ev.Prepare("u1", domain.Event{Type: domain.EventMessageStatus, Data: d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	for i := range 600 { // more than a commit takes (persist: maxCommitOps)
+		prepare(fmt.Sprint("q", i), domain.MsgQueued)
+	}
+	prepare("f1", domain.MsgFailed)
+	kv.n.Store(1) // the kill: after the first commit
+	t.Cleanup(func() { kv.n.Store(1 << 20) })
+	if err := ev.Commit(ctx, ps); err == nil {
+		t.Fatal("the batch committed whole across the kill")
+	}
+	out, err := persist.NewWebhooks(mem).OutboxFrom(0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	told := false
+	for _, r := range out {
+		told = told || bytes.Contains(r.Body, []byte(`"messageId":"f1"`))
+	}
+	kept := len(finalsOf(t, mem, "f1")) == 1
+	if told != kept {
+		t.Fatalf("after the kill: the failed event committed %v, its status kept %v (%d events of %d committed)", told, kept, len(out), len(ps))
 	}
 }
