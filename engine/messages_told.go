@@ -1,12 +1,13 @@
 package engine
 
-// A message whose failed or cancelled status was told (its event committed, the waiter
-// answered) and whose record a kill -9 lost is still pending at the next boot. Sent again it
-// may then succeed: the caller, the webhook, the stream and the broker were told "failed", and
-// a client that sends again on that gets the recipient two messages. So the event's commit
-// keeps the status beside it (persist: event_final), and the boot settles such a message as
-// that status: the record written, no send, no second event, its allowance given back as a
-// failed send's is.
+// A message whose failed or cancelled status was told (its event committed) and whose record a
+// kill -9 lost is still pending at the next boot. Sent again it may then succeed: the webhook,
+// the stream and the broker were told "failed", and a client that sends again on that gets the
+// recipient two messages. So the event's commit keeps the status beside it (persist:
+// event_final, deleted by the record's commit), and the boot settles such a message as that
+// status: the record written, no send, no second event, its allowance given back as a failed
+// send's is. The caller itself (a send's waiter, a DELETE, a read) is told only once the record
+// is durable (Outcome, outcomeRecorded, Get): no boot before it has anything to settle for it.
 
 import (
 	"errors"
@@ -28,8 +29,7 @@ func (e *Events) FinalStatuses(es []domain.OutboxEntry) (map[string]domain.Final
 }
 
 // toldFinal returns the failed or cancelled statuses already told of the boot's pending
-// messages (none without an events sink: nothing was told but the waiter, which the next
-// boot's resend answers again).
+// messages (none without an events sink: nothing was kept, and nobody told before the record).
 func (ms *Messages) toldFinal(pending []domain.OutboxEntry) (map[string]domain.FinalStatus, error) {
 	r, ok := ms.e.cfg.Events.(finalsReader)
 	if !ok || len(pending) == 0 {
