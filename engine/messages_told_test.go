@@ -77,16 +77,14 @@ func TestToldFailureSettledAtBootCountedAndItsKeptStatusGone(t *testing.T) {
 	recs := persist.NewRecords(mem)
 	dir := t.TempDir()
 	ctx := context.Background()
-	const refusing = "4915100000479"
+	const refusing = "4915100000404"
 	open := func() *sim.Network {
 		net, err := sim.Open(sim.Options{Dir: dir, AutoPair: time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { net.Close() })
-		if err := net.Refuse(refusing, 479, 0); err != nil {
-			t.Fatal(err)
-		}
+		net.SetUnregistered([]string{refusing}) // a send fails at once, for good
 		return net
 	}
 	net1 := open()
