@@ -111,6 +111,10 @@ type accessLog struct {
 	cfg    AccessLogConfig
 	prefix []byte // the attrs, formatted once
 	reqPfx string // the server's request id prefix (Server.reqPfx)
+	// reqHead is what a request's line holds between its time and the number of a request id
+	// the server made, formatted once: the level, msg, the attrs, the request_id key and the
+	// id's prefix (nil without a prefix).
+	reqHead []byte
 
 	mu      sync.Mutex
 	queue   []accessRecord
@@ -121,7 +125,7 @@ type accessLog struct {
 	full    chan struct{} // batch records are queued
 	batch   int           // accessBatch, or accessFileBatch for a regular file
 	done    chan struct{}
-	// The writer goroutine's: its buffer, and the second formatted last (appendTime).
+	// The writer goroutine's: its buffer, and the second formatted last (appendRFC3339).
 	buf     []byte
 	sec     int64
 	loc     *time.Location
@@ -137,6 +141,15 @@ func newAccessLog(cfg AccessLogConfig, reqPfx string) *accessLog {
 	}
 	for _, a := range cfg.Attrs {
 		l.prefix = l.appendAttr(l.prefix, a[0], a[1])
+	}
+	if reqPfx != "" {
+		// The server's own id: hex, '-' and base 36, which neither format quotes or escapes.
+		h := append(l.appendMsg(nil, "request"), l.prefix...)
+		h = l.appendKey(h, "request_id")
+		if !cfg.Text {
+			h = append(h, '"')
+		}
+		l.reqHead = append(append(h, reqPfx...), '-')
 	}
 	go l.run()
 	return l
@@ -250,19 +263,14 @@ func (l *accessLog) close() {
 
 // appendLine formats one record as slog's handler would.
 func (l *accessLog) appendLine(b []byte, r *accessRecord) []byte {
-	b = l.appendHead(b, r.at, "request")
-	b = append(b, l.prefix...)
-	if r.id == "" && l.reqPfx != "" {
-		// The server's own id: hex, '-' and base 36, which neither format quotes or escapes.
-		b = l.appendKey(b, "request_id")
-		if !l.cfg.Text {
-			b = append(b, '"')
-		}
-		b = appendRequestID(b, l.reqPfx, r.seq)
+	if r.id == "" && l.reqHead != nil {
+		b = appendBase36(append(l.appendTime(b, r.at), l.reqHead...), r.seq)
 		if !l.cfg.Text {
 			b = append(b, '"')
 		}
 	} else {
+		b = l.appendHead(b, r.at, "request")
+		b = append(b, l.prefix...)
 		b = l.appendAttr(b, "request_id", r.id)
 	}
 	if l.cfg.Text {
@@ -280,11 +288,19 @@ func (l *accessLog) appendLine(b []byte, r *accessRecord) []byte {
 	b = appendMillis(b, r.duration.Microseconds())
 	b = l.appendKey(b, "remote")
 	if r.remoteText != "" {
-		// A dotted quad or an IPv6 address: the same bytes as below.
-		if l.cfg.Text {
-			b = appendTextValue(b, r.remoteText)
-		} else {
-			b = jsonenc.AppendString(b, r.remoteText)
+		// A dotted quad or an IPv6 address (the same bytes as below): hex digits, '.' and ':',
+		// which neither format quotes or escapes, written as they are once that is checked.
+		switch {
+		case !ipText(r.remoteText):
+			if l.cfg.Text {
+				b = appendTextValue(b, r.remoteText)
+			} else {
+				b = jsonenc.AppendString(b, r.remoteText)
+			}
+		case l.cfg.Text:
+			b = append(b, r.remoteText...)
+		default:
+			b = append(append(append(b, '"'), r.remoteText...), '"')
 		}
 	} else if ip4 := r.remote.To4(); ip4 != nil {
 		// Dotted quad, never quoted in text; without net.IP.String's allocation.
@@ -324,23 +340,29 @@ func (l *accessLog) appendNotice(b []byte, n int) []byte {
 }
 
 func (l *accessLog) appendHead(b []byte, at time.Time, msg string) []byte {
-	if l.cfg.Text {
-		// Milliseconds, as slog's text handler writes them.
-		b = append(b, "time="...)
-		b = l.appendTime(b, at.Truncate(time.Millisecond), 3)
-		b = append(b, " level=INFO msg="...)
-		return appendTextValue(b, msg)
-	}
-	b = append(b, `{"time":"`...)
-	b = l.appendTime(b, at, -1)
-	b = append(b, `","level":"INFO","msg":`...)
-	return jsonenc.AppendString(b, msg)
+	return l.appendMsg(l.appendTime(b, at), msg)
 }
 
-// appendTime writes at as RFC 3339 with digits fraction digits (-1: nanoseconds without
+// appendTime begins a line: its time as slog writes it (text: milliseconds).
+func (l *accessLog) appendTime(b []byte, at time.Time) []byte {
+	if l.cfg.Text {
+		return l.appendRFC3339(append(b, "time="...), at.Truncate(time.Millisecond), 3)
+	}
+	return l.appendRFC3339(append(b, `{"time":"`...), at, -1)
+}
+
+// appendMsg follows appendTime: the level and msg.
+func (l *accessLog) appendMsg(b []byte, msg string) []byte {
+	if l.cfg.Text {
+		return appendTextValue(append(b, " level=INFO msg="...), msg)
+	}
+	return jsonenc.AppendString(append(b, `","level":"INFO","msg":`...), msg)
+}
+
+// appendRFC3339 writes at as RFC 3339 with digits fraction digits (-1: nanoseconds without
 // trailing zeros, as time.RFC3339Nano). The date, hour, minute and second are formatted once
 // per second; most lines only add their fraction.
-func (l *accessLog) appendTime(b []byte, at time.Time, digits int) []byte {
+func (l *accessLog) appendRFC3339(b []byte, at time.Time, digits int) []byte {
 	sec := at.Unix()
 	if sec != l.sec || at.Location() != l.loc {
 		l.sec, l.loc = sec, at.Location()
@@ -393,6 +415,18 @@ func (l *accessLog) appendAttr(b []byte, k, v string) []byte {
 	return jsonenc.AppendString(b, v)
 }
 
+// ipText tells whether s holds only what an IP address's text does (hex digits, '.' and ':'),
+// which slog's JSON handler writes unescaped and its text handler unquoted.
+func ipText(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > ':') && c != '.' && (c|0x20 < 'a' || c|0x20 > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // appendTextValue appends s as slog's text handler does: bare when it needs no quoting.
 func appendTextValue(b []byte, s string) []byte {
 	if s == "" {
@@ -414,7 +448,11 @@ func appendMillis(b []byte, us int64) []byte {
 	if us < 0 || us >= 1e9 {
 		return strconv.AppendFloat(b, float64(us)/1000, 'g', -1, 64)
 	}
-	b = strconv.AppendInt(b, us/1000, 10)
+	if us < 1000 { // under a millisecond, most lines: no integer to format
+		b = append(b, '0')
+	} else {
+		b = strconv.AppendInt(b, us/1000, 10)
+	}
 	frac := us % 1000
 	if frac == 0 {
 		return b
