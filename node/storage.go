@@ -68,11 +68,11 @@ func openStorage(ctx context.Context, c Config, log *slog.Logger) (st storage, e
 	if c.Cluster {
 		// One connection for the store and the membership; no single-writer lease (the
 		// partitions' leases and fences take its place); the partitions spread over
-		// --nats-streams records streams.
+		// --nats-streams records streams (0: as many as the NATS servers can lead, at most 3).
 		if st.nc, err = natskv.Connect(o); err != nil {
 			return st, fmt.Errorf("open storage: %w", err)
 		}
-		o.Conn, o.LeaseTTL, o.Streams, o.Partitions = st.nc, 0, cmp.Or(c.NATSStreams, DefaultNATSStreams), c.Partitions
+		o.Conn, o.LeaseTTL, o.Streams, o.Partitions = st.nc, 0, c.NATSStreams, c.Partitions
 	} else if err := refuseBesideCluster(ctx, c, o); err != nil {
 		return st, err
 	}
