@@ -42,6 +42,10 @@ type Options struct {
 	// Partitions is the partition count (the cluster's), which lays the subjects out over the
 	// streams when Streams > 1.
 	Partitions int
+	// Existing opens only records streams that exist: with none on the prefix yet Open fails
+	// (domain.ErrRecordNotFound) instead of making a layout (`gateway token --store nats` run
+	// before any node must not fix a cluster's layout at one stream).
+	Existing bool
 	// MaxBytes bounds each records stream (0 = no bound of its own; the server's store limit
 	// applies). A full stream refuses writes (ErrStorageUnavailable), never drops records.
 	MaxBytes int64

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/internal/jsstream"
 )
 
@@ -145,6 +146,8 @@ func (s *Store) layout(ctx context.Context, o Options) (n, partitions int, err e
 	first, err := s.js.Stream(ctx, name)
 	made := false
 	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound) && o.Existing:
+		return 0, 0, fmt.Errorf("%w: no records streams on NATS prefix %q yet (the first node makes them)", domain.ErrRecordNotFound, s.prefix)
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		first, err = jsstream.CreateEach(ctx, s.nc, s.js, o.Replicas, func(replicas int) *jetstream.StreamConfig {
 			n := o.Streams

@@ -345,9 +345,19 @@ func TestStreamsFollowServers(t *testing.T) {
 			t.Fatalf("%s: %d streams of %d replicas, want %d of %d", what, s.Streams(), s.Replicas(), streams, replicas)
 		}
 	}
+	// Options.Existing (`gateway token --store nats`) makes no layout on a prefix without one.
+	if _, err := natskv.Open(context.Background(), natskv.Options{URL: one.URL, Prefix: "auto", Existing: true}); !errors.Is(err, domain.ErrRecordNotFound) {
+		t.Fatalf("Existing on a prefix without records streams: %v", err)
+	}
+	want(open(one.URL, "three", 3, 0), "one server, 3 asked for", 3, 1)
+	existing, err := natskv.Open(context.Background(), natskv.Options{URL: one.URL, Prefix: "three", Existing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { existing.Close() })
+	want(existing, "one server, opened with Existing", 3, 1)
 	want(open(one.URL, "auto", 0, 0), "one server, the default", 1, 1)
 	want(open(one.URL, "auto", 3, 0), "one server, reopened asking for 3", 1, 1)
-	want(open(one.URL, "three", 3, 0), "one server, 3 asked for", 3, 1)
 	want(open(one.URL, "three", 0, 0), "one server, reopened with the default", 3, 1)
 	if testing.Short() {
 		t.Skip("a three-node cluster: not in -short")
