@@ -35,7 +35,8 @@ type Options struct {
 	// spread over the NATS servers. 0 follows the servers: as many streams as a records stream
 	// gets replicas (the servers that hold it, any of which can lead one), at most
 	// MaxAutoStreams and Partitions: 1 on a lone server, where more would only cut the commits
-	// into more, smaller batches (each staged and synced on R1), 3 on three servers or more.
+	// into more, smaller batches (each staged and synced on R1), 3 on three servers or more, 2
+	// with Replicas 2 (two servers: README "Cluster").
 	// More than one needs Partitions. Fixed when the streams are first made: an existing
 	// layout wins over this (logged when they differ), whatever the servers are now.
 	Streams int

@@ -137,8 +137,8 @@ func (s *Store) ensureStreams(ctx context.Context, o Options) error {
 
 // layout reads the records streams' layout from stream 0, making stream 0 first when it is
 // missing: with o.Streams streams, or (0) with as many as stream 0 gets replicas, the servers
-// that hold it and any of which can lead a stream (1 on a lone server, 2 on two JetStream
-// servers, 3 on three or more: jsstream.CreateEach tries 3, 2, 1), at most MaxAutoStreams and
+// that hold it and any of which can lead a stream (1 on a lone server, 3 on three or more:
+// jsstream.CreateEach tries 3, 2, 1; R with Replicas R), at most MaxAutoStreams and
 // the partition count. A stream 0 another store made at the same moment wins: its layout is
 // read back, so every node of a cluster has the same.
 func (s *Store) layout(ctx context.Context, o Options) (n, partitions int, err error) {
