@@ -256,7 +256,10 @@ func (ms *Messages) Delete(ctx context.Context, uid, id string, r SendRequest) (
 		}
 	}
 	if orig.Status == domain.MsgQueued && orig.Waiting {
-		if e, ok := ms.e.Routing.cancel(uid, id, domain.ErrCancelled.Code, domain.ErrCancelled.Msg); ok {
+		if e, ok, err := ms.e.Routing.cancel(uid, id, domain.ErrCancelled.Code, domain.ErrCancelled.Msg); ok {
+			if err != nil {
+				return DeleteResult{}, err
+			}
 			return DeleteResult{Entry: e}, nil // it waited for its contact: never sent
 		}
 	}

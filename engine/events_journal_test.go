@@ -364,3 +364,42 @@ func TestJournalEpochCountedBesideBoot(t *testing.T) {
 		t.Fatalf("a publish with no epoch counted: %v, want unavailable", err)
 	}
 }
+
+// A stream that opens while one of its user's events is between its preparation and its commit
+// gets that event: from the journal when the commit came first, else live. (It failed before:
+// an event prepared while no stream was open went to no stream, and a resumed stream whose
+// replay read the journal before the commit lost it; seen in TestKill9BetweenToldOutcomesAndRecords
+// under load.)
+func TestStreamOpenedBetweenPrepareAndCommitGetsTheEvent(t *testing.T) {
+	ctx := context.Background()
+	ev := newForwarding(t, persist.NewMemory(), nil, 0)
+	defer stopEvents(ev)
+	l := ev.Listen("u1") // u1 streams: their events are journaled from now on
+	if err := ev.Publish(ctx, "u1", statusEvent("first")); err != nil {
+		t.Fatal(err)
+	}
+	first := (<-l.C).ID
+	l.Close()
+
+	p, err := ev.Prepare("u1", statusEvent("second")) // no stream open
+	if err != nil {
+		t.Fatal(err)
+	}
+	resumed := ev.Listen("u1")
+	defer resumed.Close()
+	if got, found := replayed(t, ev, "u1", first); !found || len(got) != 0 {
+		t.Fatalf("replay before the commit: %v, %v", got, found)
+	}
+	if err := ev.Commit(ctx, []engine.PreparedEvent{p}); err != nil {
+		t.Fatal(err)
+	}
+	ev.Committed(p)
+	select {
+	case e := <-resumed.C:
+		if !strings.Contains(string(e.Body), `"second"`) {
+			t.Fatalf("the stream got %s", e.Body)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the event committed after the stream's replay never reached the stream")
+	}
+}

@@ -58,8 +58,49 @@ func (p PreparedEvent) records(journaled, forwarded []domain.EventRecord) ([]dom
 	return journaled, forwarded
 }
 
-// Commit writes prepared events durably, in order (in as few commits as the store takes).
+// Commit writes prepared events durably, in order (in as few commits as the store takes). A
+// batch that keeps a failed or cancelled status (final) and takes more writes than one commit
+// goes in commits of whole events, one after the other: the store's own split (persist:
+// AppendEvents) could leave the status and its event in two commits, and a kill -9 between
+// them kept the status alone (the boot settles the message failed, its event lost for good) or
+// the event alone (the boot sends again a message told failed).
 func (e *Events) Commit(ctx context.Context, ps []PreparedEvent) error {
+	total, finals := 0, false
+	for _, p := range ps {
+		total += p.writes()
+		finals = finals || p.final != nil
+	}
+	for finals && total > eventCommitWrites {
+		n, w := 1, ps[0].writes()
+		for n < len(ps) && w+ps[n].writes() <= eventCommitWrites {
+			w += ps[n].writes()
+			n++
+		}
+		if err := e.commit(ctx, ps[:n]); err != nil {
+			return err
+		}
+		ps, total = ps[n:], total-w
+	}
+	return e.commit(ctx, ps)
+}
+
+// eventCommitWrites is how many writes the store commits at once (persist: maxCommitOps).
+const eventCommitWrites = 512
+
+// writes is how many writes p's commit makes (persist.Webhooks.AppendEvents): one for each
+// delivery, its journal record, its broker outbox record, and its final status.
+func (p PreparedEvent) writes() int {
+	n := len(p.deliveries)
+	for _, b := range []bool{p.journal, p.forward, p.final != nil} {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
+// commit writes prepared events durably in one call to the store.
+func (e *Events) commit(ctx context.Context, ps []PreparedEvent) error {
 	var ds []domain.WebhookDelivery
 	var journaled, forwarded []domain.EventRecord
 	var finals []domain.FinalStatus
@@ -227,7 +268,12 @@ func (e *Events) Prepare(uid string, ev domain.Event) (PreparedEvent, error) {
 	if once && (st.Status == domain.MsgFailed || st.Status == domain.MsgCancelled) {
 		p.final = &domain.FinalStatus{UserID: uid, MessageID: st.MessageID, Status: st.Status, At: st.At, Code: st.Code, Error: st.Error}
 	}
-	if listening {
+	if listening || p.journal {
+		// A journaled user's stream may open between now and the commit, and resume from the
+		// journal before the commit lands: Committed hands the event to whatever stream is
+		// open by then. A cluster's sink publishes it (the node where such a stream opens
+		// may not have told this owner yet): for the users who streamed in the journal's
+		// span only, whose events the journal writes anyway.
 		p.live = &LiveEvent{ID: ev.ID, Type: ev.Type, Body: body}
 	}
 	var metaBody []byte

@@ -218,7 +218,8 @@ func (ms *Messages) settleCancelled(entry domain.OutboxEntry, code, why string, 
 // CancelScheduled cancels one of the user's messages that is still scheduled (its sendAt not
 // come) or, its time come, still waits for its contact to write: its outcome cancelled with code and why, its allowance released. It returns the
 // message as it stands and whether this call cancelled it (false: not scheduled, or handed to
-// its session meanwhile).
+// its session meanwhile), once the cancellation is recorded (outcomeRecorded: an error
+// domain.ErrUnavailable when it was not).
 func (ms *Messages) CancelScheduled(uid, id, code, why string) (domain.OutboxEntry, bool, error) {
 	entry, err := ms.msgs.outbox.Get(id)
 	if errors.Is(err, domain.ErrRecordNotFound) || (err == nil && entry.UserID != uid) {
@@ -230,8 +231,8 @@ func (ms *Messages) CancelScheduled(uid, id, code, why string) (domain.OutboxEnt
 	if entry.Status != domain.MsgScheduled || !ms.later.take(id) {
 		if entry.Waiting {
 			// Its time came and it waits for its contact to write (routing): taken back the same.
-			if e, ok := ms.e.Routing.cancel(uid, id, code, why); ok {
-				return e, true, nil
+			if e, ok, err := ms.e.Routing.cancel(uid, id, code, why); ok {
+				return e, true, err
 			}
 		}
 		if cur, ok := ms.msgs.settling(id); ok {
@@ -239,11 +240,9 @@ func (ms *Messages) CancelScheduled(uid, id, code, why string) (domain.OutboxEnt
 		}
 		return entry, false, nil
 	}
-	ms.settleCancelled(entry, code, why, ms.e.now())
-	if cur, ok := ms.msgs.settling(id); ok {
-		entry = cur
-	}
-	return entry, true, nil
+	entry.SetStatus(domain.MsgCancelled, ms.e.now())
+	entry.Code, entry.Error = code, why
+	return entry, true, ms.msgs.outcomeRecorded(entry, errCancelled)
 }
 
 // scheduled registers an accepted (committed) scheduled entry: its reservation, its status

@@ -301,12 +301,12 @@ func (m *messages) wait(ctx context.Context, e domain.OutboxEntry, d time.Durati
 	if p != nil && p.durable {
 		p = nil // written: read from storage below
 	}
-	if p != nil && p.settled {
+	if p != nil && p.settled && !toldOnceRecorded(p.entry) {
 		cur := p.entry
 		sh.mu.Unlock()
 		return cur, failure(cur)
 	}
-	if p != nil {
+	if p != nil { // queued, or failed or cancelled and not recorded yet (told once it is: settled)
 		p.waiters = append(p.waiters, ch)
 	}
 	sh.mu.Unlock()
@@ -325,12 +325,21 @@ func (m *messages) await(ctx context.Context, e domain.OutboxEntry, ch chan outc
 	defer t.Stop()
 	select {
 	case o := <-ch:
+		if o.err == errNotRecorded {
+			return e, nil // as a wait that ran out: the outcome is not durable
+		}
 		return o.entry, o.err
 	case <-t.C:
 		return e, nil
 	case <-ctx.Done():
 		return e, nil
 	}
+}
+
+// toldOnceRecorded says whether a settled message's status is told to those who wait for it
+// only once its record is durable: failed or cancelled (Outcome).
+func toldOnceRecorded(e domain.OutboxEntry) bool {
+	return e.Status == domain.MsgFailed || e.Status == domain.MsgCancelled
 }
 
 // failure is a settled entry's error (nil unless it failed).
@@ -359,13 +368,21 @@ func (m *messages) Message(_ context.Context, id string) (domain.Message, bool) 
 }
 
 // Get returns one of the user's messages by id, with its history.
+//
+// A failure or a cancellation whose record is being written reads as the disk has the message
+// until it is durable: told first, as a waiter would be (Outcome), a restart before the
+// record would send the message again.
 func (ms *Messages) Get(uid, id string) (domain.OutboxEntry, error) {
-	if m, ok := ms.msgs.settling(id); ok && m.UserID == uid {
-		return m, nil
+	cur, settling := ms.msgs.settling(id)
+	if settling && cur.UserID == uid && !toldOnceRecorded(cur) {
+		return cur, nil
 	}
 	m, err := ms.msgs.outbox.Get(id)
 	if err != nil || m.UserID != uid {
 		return domain.OutboxEntry{}, fmt.Errorf("%w: %s", domain.ErrMessageNotFound, id)
+	}
+	if settling {
+		return m, nil // as stored (a scheduled one taken back reads scheduled, not queued)
 	}
 	return ms.asItStands(m), nil
 }
@@ -384,111 +401,4 @@ func (ms *Messages) asItStands(m domain.OutboxEntry) domain.OutboxEntry {
 func (ms *Messages) stored(id string) (domain.OutboxEntry, bool) {
 	m, err := ms.msgs.outbox.Get(id)
 	return m, err == nil
-}
-
-// recover hands every entry without an outcome (pending: the outbox's Pending, read by boot)
-// back to its session's deliverer, which sends it again under the same id once connected. Its
-// reservation died with the last process: it is taken again (forced: the message was accepted)
-// before any new send can use the same allowance. The outbox is read once, before any
-// deliverer runs, so no outcome can land between the read and the re-reservation.
-func (ms *Messages) recover(pending []domain.OutboxEntry) (int, error) {
-	e := ms.e
-	var err error
-	// One forced reservation per user for all of its charged entries, handed out one per
-	// message: a partition taken over with thousands of messages queued asks each account
-	// actor once, not once per message.
-	charged := map[string]int64{}
-	for _, entry := range pending {
-		if entry.Message.Kind.Charged() && e.Sessions.idx.get(entry.SessionID) != nil {
-			charged[entry.UserID]++
-		}
-	}
-	held := make(map[string]*Reservation, len(charged))
-	for uid, n := range charged {
-		if held[uid], err = ms.reserve(context.Background(), uid, n, ReserveOpts{Force: true, Reclaim: true}); err != nil {
-			return 0, fmt.Errorf("engine: outbox: reserve %d queued messages of %s: %w", n, uid, err)
-		}
-	}
-	told, err := ms.toldFinal(pending) // failed or cancelled before the restart (messages_told.go)
-	if err != nil {
-		return 0, fmt.Errorf("engine: outbox: read the statuses told of queued messages: %w", err)
-	}
-	for _, entry := range pending {
-		ent := e.Sessions.idx.get(entry.SessionID)
-		if ent == nil {
-			e.log.Error("outbox entry for an unknown session", "message_id", entry.ID, "session_id", entry.SessionID)
-			continue
-		}
-		res := ms.adopt(entry.UserID, 0) // an edit or a revoke: not charged
-		if entry.Message.Kind.Charged() {
-			res = held[entry.UserID].Take(1)
-		}
-		if f, ok := told[entry.ID]; ok {
-			ms.msgs.track(entry.ID, res, nil)
-			ms.msgs.settleTold(entry, f)
-			continue
-		}
-		if entry.Status == domain.MsgScheduled {
-			// Accepted for later: back on the schedule (at once when its time has passed).
-			ms.msgs.track(entry.ID, res, nil)
-			ms.later.add(entry.ID, entry.UserID, entry.SendAt.Time())
-			continue
-		}
-		ms.msgs.track(entry.ID, res, nil)
-		ms.msgs.resumed(entry.ID)
-		ms.push(ent, entry)
-	}
-	ms.renewMu.Lock()
-	ms.renewal = time.AfterFunc(renewEvery, ms.renew)
-	ms.checkpoints = time.AfterFunc(checkpointEvery, ms.checkpoint)
-	ms.renewMu.Unlock()
-	return len(pending), nil
-}
-
-// checkpoint lets the outbox mark what is pending for long and move its checkpoint on, so a
-// boot reads the accepts of the last half minute or so, not of the day.
-func (ms *Messages) checkpoint() {
-	if err := ms.msgs.outbox.Checkpoint(); err != nil {
-		ms.e.log.Warn("outbox: checkpoint", "err", err)
-	}
-	ms.renewMu.Lock()
-	defer ms.renewMu.Unlock()
-	if ms.checkpoints != nil {
-		ms.checkpoints = time.AfterFunc(checkpointEvery, ms.checkpoint)
-	}
-}
-
-// checkpointEvery is how often the outbox's Checkpoint runs (persist.Outbox: a boot reads the
-// accepts since the last one, and those of its half minute before marking).
-const checkpointEvery = 5 * time.Second
-
-// renewEvery is how often the bodies of long-queued messages are renewed (persist keeps a body
-// two weeks from its last write and renews it when under ten days are left).
-const renewEvery = 24 * time.Hour
-
-func (ms *Messages) renew() {
-	if n, err := ms.msgs.outbox.Renew(); err != nil {
-		ms.e.log.Error("outbox: renew the bodies of long-queued messages", "err", err)
-	} else if n > 0 {
-		ms.e.log.Info("outbox: renewed the bodies of long-queued messages", "messages", n)
-	}
-	ms.renewMu.Lock()
-	defer ms.renewMu.Unlock()
-	if ms.renewal != nil {
-		ms.renewal = time.AfterFunc(renewEvery, ms.renew)
-	}
-}
-
-// stopRenewal stops the daily renewal (Stop).
-func (ms *Messages) stopRenewal() {
-	ms.renewMu.Lock()
-	defer ms.renewMu.Unlock()
-	if ms.renewal != nil {
-		ms.renewal.Stop()
-		ms.renewal = nil
-	}
-	if ms.checkpoints != nil {
-		ms.checkpoints.Stop()
-		ms.checkpoints = nil
-	}
 }

@@ -17,7 +17,8 @@ import (
 // under the same id at boot, which the network treats as the same message, and publishes the
 // events again), and the reservation is settled only once that record is durable: a message
 // is counted in messagesSent after its pending entry is gone, so a crash between the two can
-// undercount by the last few, never count one message twice. Whoever waits is answered at once.
+// undercount by the last few, never count one message twice. Whoever waits is answered at once
+// of a success, and of a failure or a cancellation once its record is durable (settled).
 func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	var before []domain.StatusChange // recorded by the last process, before the boot sent it again
 	if m.wasResumed(e.ID) {
@@ -56,8 +57,14 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 		}
 		p.early = nil
 		p.settled, p.entry = true, e
-		// Taken under the lock: the record's commit below may land (and clear them) first.
-		waiters, p.waiters = p.waiters, nil
+		if sendErr == nil {
+			// Taken under the lock: the record's commit below may land (and clear them)
+			// first. A failure's or a cancellation's waiters are told once its record is
+			// durable (settled): told now, a kill -9 before the record had the boot send
+			// again a message its caller was told would not go. A success is told at once:
+			// sent again under its id, the network takes it as the same message.
+			waiters, p.waiters = p.waiters, nil
+		}
 	}
 	if late != nil && sendErr != nil {
 		after = append(after, late.done) // the message failed already: the late failure is moot
@@ -118,8 +125,13 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 func (m *messages) settled(sh *pendingShard, p *pending, id string, sendErr error) func(error) {
 	return func(err error) {
 		sh.mu.Lock()
+		var waiters []chan outcome // a failure's (Outcome leaves them), or a wait's since
+		var told domain.OutboxEntry
+		if p != nil {
+			waiters, p.waiters, told = p.waiters, nil, p.entry
+		}
 		if cur := sh.m[id]; err == nil && cur != nil && cur == p {
-			cur.durable, cur.waiters = true, nil
+			cur.durable = true
 			msg := cur.entry.Message
 			cur.entry.Message = domain.Message{ID: msg.ID, To: msg.To, Kind: msg.Kind}
 			sh.keep(id)
@@ -127,6 +139,7 @@ func (m *messages) settled(sh *pendingShard, p *pending, id string, sendErr erro
 			delete(sh.m, id)
 		}
 		sh.mu.Unlock()
+		tellRecorded(waiters, told, sendErr, err)
 		if err != nil {
 			// Still pending on disk: the next boot sends it again under its id and settles it
 			// then; this process keeps its reservation held.
@@ -143,6 +156,31 @@ func (m *messages) settled(sh *pendingShard, p *pending, id string, sendErr erro
 		}
 	}
 }
+
+// tellRecorded answers the waiters of message e's failure or cancellation (sendErr) once its
+// record's write returned err: the message as recorded, or, when it was not (still pending on
+// disk: the next boot sends or settles it), errNotRecorded, which ends their waits untold.
+func tellRecorded(waiters []chan outcome, e domain.OutboxEntry, sendErr, err error) {
+	if len(waiters) == 0 {
+		return
+	}
+	o := outcome{entry: e, err: sendErr}
+	switch {
+	case err != nil:
+		o = outcome{err: errNotRecorded}
+	case e.Status == domain.MsgCancelled:
+		o.err = nil // taken back, not failed: whoever waits reads its status
+	case o.err == nil:
+		o.err = failure(e) // a late failure laid over a sent outcome, waited for since (wait)
+	}
+	for _, w := range waiters {
+		w <- o
+	}
+}
+
+// errNotRecorded tells a waiter that the outcome it waits for was not recorded: its wait ends
+// with the message as it was (queued), as a wait that ran out does.
+var errNotRecorded = errors.New("engine: the outcome was not recorded")
 
 // settleAfterEvents is the then of an outcome's last event: it records outcome e once its
 // events are committed, and tells written; an event the engine stopped before committing

@@ -1,15 +1,18 @@
 package engine
 
-// A message whose failed or cancelled status was told (its event committed, the waiter
-// answered) and whose record a kill -9 lost is still pending at the next boot. Sent again it
-// may then succeed: the caller, the webhook, the stream and the broker were told "failed", and
-// a client that sends again on that gets the recipient two messages. So the event's commit
-// keeps the status beside it (persist: event_final), and the boot settles such a message as
-// that status: the record written, no send, no second event, its allowance given back as a
-// failed send's is.
+// A message whose failed or cancelled status was told (its event committed) and whose record a
+// kill -9 lost is still pending at the next boot. Sent again it may then succeed: the webhook,
+// the stream and the broker were told "failed", and a client that sends again on that gets the
+// recipient two messages. So the event's commit keeps the status beside it (persist:
+// event_final, deleted by the record's commit), and the boot settles such a message as that
+// status: the record written, no send, no second event, its allowance given back as a failed
+// send's is. The caller itself (a send's waiter, a DELETE, a read) is told only once the record
+// is durable (Outcome, outcomeRecorded, Get): no boot before it has anything to settle for it.
 
 import (
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/gateway/gateway/domain"
 )
@@ -26,8 +29,7 @@ func (e *Events) FinalStatuses(es []domain.OutboxEntry) (map[string]domain.Final
 }
 
 // toldFinal returns the failed or cancelled statuses already told of the boot's pending
-// messages (none without an events sink: nothing was told but the waiter, which the next
-// boot's resend answers again).
+// messages (none without an events sink: nothing was kept, and nobody told before the record).
 func (ms *Messages) toldFinal(pending []domain.OutboxEntry) (map[string]domain.FinalStatus, error) {
 	r, ok := ms.e.cfg.Events.(finalsReader)
 	if !ok || len(pending) == 0 {
@@ -41,7 +43,9 @@ func (ms *Messages) toldFinal(pending []domain.OutboxEntry) (map[string]domain.F
 var errToldFinal = errors.New("engine: settled as told before the restart")
 
 // settleTold records pending message e, tracked, as status f (told before the restart), with
-// no send and no event; its reservation goes back once the record is durable (settled).
+// no send and no event; its reservation goes back once the record is durable (settled). A
+// failure is counted (gateway_messages_failed_total) as Outcome counts one: the counter is the
+// process's, and the process that told it died before its record.
 func (m *messages) settleTold(e domain.OutboxEntry, f domain.FinalStatus) {
 	e.SetStatus(f.Status, f.At)
 	e.Code, e.Error = f.Code, f.Error
@@ -55,6 +59,42 @@ func (m *messages) settleTold(e domain.OutboxEntry, f domain.FinalStatus) {
 	if p != nil {
 		m.depth.Add(-1)
 	}
+	if f.Status == domain.MsgFailed {
+		m.e.metrics.failed.Add(1) // as Outcome counts a failure: this process settles it
+	}
 	m.e.log.Warn("outbox: a message told failed or cancelled before a restart, its record lost, is settled so (not sent again)", "message_id", e.ID, "status", f.Status)
 	m.outbox.Settle(e, m.settled(sh, p, e.ID, errToldFinal))
+}
+
+// outcomeRecorded is Outcome for a caller that tells its own client of a cancellation (a
+// DELETE, a store's cancelled order): it returns once the outcome is recorded, as a waiter is
+// told (settled), so that no restart sends a message its client was told was taken back;
+// domain.ErrUnavailable when the record failed or took longer than an actor's answer may
+// (cfg.AskTimeout: it may still land). The message must be tracked and its outcome unknown
+// (taken off the schedule, or out of routing's wait, by this caller).
+func (m *messages) outcomeRecorded(e domain.OutboxEntry, cause error) error {
+	ch := make(chan outcome, 1)
+	sh := m.shard(e.ID)
+	sh.mu.Lock()
+	p := sh.m[e.ID]
+	waits := p != nil && !p.settled
+	if waits {
+		p.waiters = append(p.waiters, ch)
+	}
+	sh.mu.Unlock()
+	m.Outcome(e, cause)
+	if !waits {
+		return nil // not tracked: nothing here holds its outcome
+	}
+	t := time.NewTimer(m.e.cfg.AskTimeout)
+	defer t.Stop()
+	select {
+	case o := <-ch:
+		if o.err == errNotRecorded {
+			return fmt.Errorf("%w: the %s of message %s was not recorded", domain.ErrUnavailable, e.Status, e.ID)
+		}
+		return nil
+	case <-t.C:
+		return fmt.Errorf("%w: the %s of message %s is not recorded yet", domain.ErrUnavailable, e.Status, e.ID)
+	}
 }

@@ -363,8 +363,9 @@ func (rt *Routing) expire() {
 }
 
 // cancel takes a waiting message back (DELETE before it went, an answered order's follow-up):
-// cancelled with code and why, its allowance released. False when it is not waiting.
-func (rt *Routing) cancel(uid, id, code, why string) (domain.OutboxEntry, bool) {
+// cancelled with code and why, its allowance released, once that is recorded (an error when it
+// was not: outcomeRecorded). False when it is not waiting.
+func (rt *Routing) cancel(uid, id, code, why string) (domain.OutboxEntry, bool, error) {
 	rt.mu.Lock()
 	key := rt.keyOf[id]
 	e, found := rt.waiting[key][id]
@@ -377,12 +378,11 @@ func (rt *Routing) cancel(uid, id, code, why string) (domain.OutboxEntry, bool) 
 	}
 	rt.mu.Unlock()
 	if !found || e.UserID != uid {
-		return domain.OutboxEntry{}, false
+		return domain.OutboxEntry{}, false, nil
 	}
 	e.Code, e.Error, e.Waiting = code, why, false
 	e.SetStatus(domain.MsgCancelled, rt.e.now())
-	rt.e.Messages.msgs.Outcome(e, domain.ErrCancelled)
-	return e, true
+	return e, true, rt.e.Messages.msgs.outcomeRecorded(e, domain.ErrCancelled)
 }
 
 // contactWrote releases the messages waiting for a contact who wrote to session st: each goes

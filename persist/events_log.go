@@ -13,7 +13,8 @@ package persist
 //	                                       decimal), TTL until then: a live stream opened
 //	event_final/<uid>/<message id>         finalWire (v1), TTL 7 days: a message's failed or
 //	                                       cancelled status, in its event's commit (a boot
-//	                                       settles the message so when its record was lost)
+//	                                       settles the message so when its record was lost);
+//	                                       deleted by that record's commit (outbox.go: ops)
 //
 // The user id is path-escaped (url.PathEscape) as in the message history, so one user's
 // prefix never covers another's. Sequence numbers are fixed-width hex, so key order is journal
@@ -44,9 +45,9 @@ const (
 	eventFinalTable = "event_final"
 )
 
-// finalRetention is how long a failed or cancelled status is kept beside its event: the
-// message's record is written a moment after, and a boot that finds it missing (a kill -9
-// between the two) comes within this, or the broker outbox's events would be gone too.
+// finalRetention is how long a failed or cancelled status is kept beside its event when its
+// message's record never deletes it (a kill -9 between the two, and no boot since): a boot that
+// finds the record missing comes within this, or the broker outbox's events would be gone too.
 const finalRetention = domain.EventOutboxRetention
 
 // eventWire is an event record as stored: the body is the webhook body's JSON, kept as it is.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,6 +153,71 @@ func TestEventFinalsAndDedupeIDs(t *testing.T) {
 			bad := domain.FinalStatus{UserID: "u1", MessageID: "m3", Status: domain.MsgSent, At: at}
 			if err := w.AppendEvents(ctx, nil, nil, nil, bad); err == nil {
 				t.Fatal("a sent status kept as final")
+			}
+		})
+	}
+}
+
+// A message's failed or cancelled status kept with its event (event_final) is deleted by its
+// outcome's record, in the record's own commit (no commit more): once the record is there no
+// boot reads it, and it stayed for its 7 days. A sent outcome deletes nothing (the hot path
+// writes what it wrote).
+func TestOutcomeRecordDeletesItsKeptFinalStatus(t *testing.T) {
+	for _, impl := range kvImpls() {
+		t.Run(impl.name, func(t *testing.T) {
+			ctx := context.Background()
+			kv := impl.open(t)
+			w, o := NewWebhooks(kv), NewOutbox(kv)
+			at := time.UnixMilli(1_790_000_000_123).UTC()
+			var es []domain.OutboxEntry
+			var finals []domain.FinalStatus
+			for i, st := range []domain.MessageStatus{domain.MsgFailed, domain.MsgCancelled, domain.MsgSent} {
+				e := queued(fmt.Sprint("m/", i), at)
+				e.UserID = "u/x"
+				if err := o.Accept(ctx, &e, ""); err != nil {
+					t.Fatal(err)
+				}
+				e.SetStatus(st, at.Add(time.Second))
+				es = append(es, e)
+				if st != domain.MsgSent {
+					finals = append(finals, domain.FinalStatus{UserID: e.UserID, MessageID: e.ID, Status: st, At: at})
+				}
+			}
+			if err := w.AppendEvents(ctx, nil, nil, nil, finals...); err != nil {
+				t.Fatal(err)
+			}
+			// One commit each: the record and the kept status's deletion together.
+			kept, parts := o.prepareBatch([]bgWrite{{o: o, id: es[0].ID, entry: &es[0]}, {o: o, id: es[2].ID, entry: &es[2]}}, true)
+			if len(kept) != 2 || len(parts) != 2 {
+				t.Fatalf("%d writes in %d commits, want 2 in 2", len(kept), len(parts))
+			}
+			deletes := func(p bgPart) (n int) {
+				for _, op := range p.ops {
+					if op.Delete && strings.HasPrefix(string(op.Key), eventFinalTable+"/") {
+						n++
+					}
+				}
+				return n
+			}
+			if deletes(parts[0]) != 1 || deletes(parts[1]) != 0 {
+				t.Fatalf("kept statuses deleted: failed's commit %d, sent's %d (want 1, 0)", deletes(parts[0]), deletes(parts[1]))
+			}
+			done := make(chan error, len(es))
+			for _, e := range es {
+				o.Settle(e, func(err error) { done <- err })
+			}
+			for range es {
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got, err := w.FinalStatuses(es); err != nil || len(got) != 0 {
+				t.Fatalf("kept statuses after their records: %+v %v", got, err)
+			}
+			for _, e := range es {
+				if got, err := o.Get(e.ID); err != nil || got.Status != e.Status {
+					t.Fatalf("%s: %+v %v", e.ID, got.Status, err)
+				}
 			}
 		})
 	}

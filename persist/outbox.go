@@ -733,8 +733,9 @@ func (o *Outbox) writeAlone(w bgWrite) {
 }
 
 // ops appends a background write's ops to ops: an outcome is its small record (and its
-// mark's removal when it has one, and the body again when it would not outlive the outcome
-// by the retention); a receipt is its own small record.
+// mark's removal when it has one, a failure's or cancellation's kept status's removal, and the
+// body again when it would not outlive the outcome by the retention); a receipt is its own
+// small record.
 func (o *Outbox) ops(ops []Op, buf *[]byte, w bgWrite, now time.Time, marked bool) ([]Op, error) {
 	if !w.outcome() {
 		put, err := o.receipts.PutTTLOp(w.id+"/"+w.receipt.Status, w.receipt, OutboxRetention)
@@ -750,6 +751,13 @@ func (o *Outbox) ops(ops []Op, buf *[]byte, w bgWrite, now time.Time, marked boo
 	v := len(*buf)
 	*buf = appendOutcome(*buf, w.entry)
 	ops = append(ops, Op{Key: (*buf)[k:v:v], Value: (*buf)[v:len(*buf):len(*buf)], TTL: OutboxRetention})
+	if st := w.entry.Status; st == domain.MsgFailed || st == domain.MsgCancelled {
+		// The status kept with its event (event_final) until this record: no boot reads it
+		// once the message is not pending, and it stayed for its 7 days, a key per failure.
+		// Deleted in this commit, not one more; a message without one (no events taken)
+		// costs a tombstone, a failure's only, never a sent message's.
+		ops = append(ops, Op{Key: finalKey(w.entry.UserID, w.id), Delete: true})
+	}
 	if marked {
 		ops = append(ops, Op{Key: pendingKey(w.id), Delete: true})
 	}

@@ -54,7 +54,7 @@ package persist
 //	outbox/<msgID>'s body carries sendAt (a message sent later: scheduled until then).
 //	webhook_*/: see webhooks.go; event_log/ (24 h), event_out/ (7 days), event_epoch/: the
 //	event journal and the broker outbox; event_final/ (7 days): a message's failed or
-//	cancelled status kept with its event; see events_log.go.
+//	cancelled status kept with its event until its record; see events_log.go.
 const (
 	usersTable         = "user"
 	keysTable          = "apikey"
