@@ -71,7 +71,7 @@ func parseCluster(args []string, stderr io.Writer) (clusterOptions, error) {
 	fs.BoolVar(&o.handovers, "handovers", true, "on R1's three nodes, measure the forwarding overhead and the hand-over times")
 	fs.StringVar(&o.readme, "readme", "", "README whose cluster figures block is replaced (bench/README.md; empty = none)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work dir (data and logs)")
-	fs.IntVar(&o.streams, "nats-streams", 3, "the cluster nodes' --nats-streams (records streams of a cluster on R3; R1 has one)")
+	fs.IntVar(&o.streams, "nats-streams", 0, "the cluster nodes' --nats-streams (0: not given, the nodes' default: one records stream per NATS server, at most 3)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -311,7 +311,10 @@ func (c *benchCluster) measure(ctx context.Context, topo, setup, natsURLs, simAd
 	c.nodes = make([]*gatewayProc, n)
 	c.args = []string{"--store", "nats", "--nats", natsURLs, "--nats-prefix", c.prefix, "--sim-url", "http://" + simAddr}
 	if !c.lone {
-		c.args = append([]string{"--cluster", "--nats-streams", strconv.Itoa(c.o.streams)}, c.args...)
+		c.args = append([]string{"--cluster"}, c.args...)
+		if c.o.streams > 0 {
+			c.args = append(c.args, "--nats-streams", strconv.Itoa(c.o.streams))
+		}
 	}
 	for i := range n {
 		c.ids = append(c.ids, fmt.Sprintf("node%d", i+1))
@@ -702,7 +705,7 @@ func updateClusterReadme(o clusterOptions, run *clusterRun) error {
 	if !slices.Equal(o.topologies, []string{"r1", "r3"}) {
 		cmd += " --nats " + strings.Join(o.topologies, ",")
 	}
-	if o.streams != 3 {
+	if o.streams > 0 {
 		cmd += fmt.Sprintf(" --nats-streams %d", o.streams)
 	}
 	if !o.handovers {

@@ -44,7 +44,8 @@ type Config struct {
 	// DefaultLeaseTTL).
 	LeaseTTL time.Duration
 	// NATSStreams is how many records streams a new cluster's partitions are spread over (0:
-	// DefaultNATSStreams; one on a single NATS server: persist/natskv.Options.Streams).
+	// follow the NATS servers, one stream per server that can lead one, at most 3:
+	// persist/natskv.Options.Streams); an existing cluster keeps its layout.
 	NATSStreams int
 
 	// Cluster runs the node as one of a cluster (DESIGN.md section 13) on NATS, with
@@ -137,7 +138,7 @@ func (c Config) Check() error {
 	case c.Store == "nats" && c.LeaseTTL != 0 && c.LeaseTTL < 2*time.Second:
 		return fmt.Errorf("--lease-ttl must be at least 2s")
 	case c.NATSStreams < 0 || c.NATSStreams > 64:
-		return fmt.Errorf("--nats-streams must be 1 to 64")
+		return fmt.Errorf("--nats-streams must be 0 (follow the NATS servers) to 64")
 	case c.Network != "sim" && c.Network != "whatsapp":
 		return fmt.Errorf("--network must be sim or whatsapp")
 	case c.WhatsAppStore != "" && !whatsapp.IsPostgresURL(c.WhatsAppStore):
@@ -325,7 +326,3 @@ const DefaultLeaseTTL = cluster.DefaultLeaseTTL
 // writing when it has not renewed it for the TTL less a second: a 2 s lease would turn a
 // second's stall (a CPU-starved machine, a long GC) into 503s.
 const DefaultSingleLeaseTTL = 5 * time.Second
-
-// DefaultNATSStreams is how many records streams a new cluster spreads its partitions over
-// (DESIGN.md section 19): their leaders spread over three NATS servers.
-const DefaultNATSStreams = 3

@@ -68,11 +68,11 @@ func openStorage(ctx context.Context, c Config, log *slog.Logger) (st storage, e
 	if c.Cluster {
 		// One connection for the store and the membership; no single-writer lease (the
 		// partitions' leases and fences take its place); the partitions spread over
-		// --nats-streams records streams.
+		// --nats-streams records streams (0: as many as the NATS servers can lead, at most 3).
 		if st.nc, err = natskv.Connect(o); err != nil {
 			return st, fmt.Errorf("open storage: %w", err)
 		}
-		o.Conn, o.LeaseTTL, o.Streams, o.Partitions = st.nc, 0, cmp.Or(c.NATSStreams, DefaultNATSStreams), c.Partitions
+		o.Conn, o.LeaseTTL, o.Streams, o.Partitions = st.nc, 0, c.NATSStreams, c.Partitions
 	} else if err := refuseBesideCluster(ctx, c, o); err != nil {
 		return st, err
 	}
@@ -204,13 +204,15 @@ func devIssuerKey(ctx context.Context, s *natskv.Store, sealer engine.Sealer) ([
 
 // ClusterIssuer is the dev issuer of the cluster on c's NATS prefix (`gateway token --store
 // nats`): its key from the store, opened with c.SecretKey (made there if no node made it yet).
-// It uses NATSURL, NATSPrefix, NATSCreds, NATSTLSCA and SecretKey.
+// It uses NATSURL, NATSPrefix, NATSCreds, NATSTLSCA and SecretKey. It makes no records streams:
+// on a prefix where no node ran yet it fails (the first node makes them, and their layout
+// follows the NATS servers and the node's flags, which this command does not know).
 func ClusterIssuer(ctx context.Context, c Config) (*identity.Issuer, error) {
 	key, err := persist.ParseSecretKey(c.SecretKey)
 	if err != nil {
 		return nil, fmt.Errorf("GATEWAY_SECRET_KEY: %w", err)
 	}
-	s, err := natskv.Open(ctx, natskv.Options{URL: c.NATSURL, Prefix: c.NATSPrefix, Creds: c.NATSCreds, TLSCA: c.NATSTLSCA})
+	s, err := natskv.Open(ctx, natskv.Options{URL: c.NATSURL, Prefix: c.NATSPrefix, Creds: c.NATSCreds, TLSCA: c.NATSTLSCA, Existing: true})
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,12 @@ import (
 // Create creates the stream cfg with replicas copies; replicas 0 means 1 on a single server
 // and the most a cluster takes (3, else 2, else 1). cfg.Replicas is set to the count used.
 func Create(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *jetstream.StreamConfig, replicas int) (jetstream.Stream, error) {
+	return CreateEach(ctx, nc, js, replicas, func(int) *jetstream.StreamConfig { return cfg })
+}
+
+// CreateEach is Create for a stream whose configuration depends on its replica count: each
+// count tried creates cfg(count), its Replicas set to the count.
+func CreateEach(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, replicas int, cfg func(replicas int) *jetstream.StreamConfig) (jetstream.Stream, error) {
 	counts := []int{replicas}
 	if replicas == 0 {
 		counts = []int{1}
@@ -24,8 +30,9 @@ func Create(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg *jet
 	var st jetstream.Stream
 	var err error
 	for _, r := range counts {
-		cfg.Replicas = r
-		if st, err = js.CreateStream(ctx, *cfg); err == nil || !replicaRefusal(err) {
+		c := cfg(r)
+		c.Replicas = r
+		if st, err = js.CreateStream(ctx, *c); err == nil || !replicaRefusal(err) {
 			break
 		}
 	}

@@ -40,6 +40,58 @@ func BenchmarkPipelinedCommits(b *testing.B) {
 	})
 }
 
+// BenchmarkPartitionCommits: BenchmarkPipelinedCommits's one-message commits from 64 callers
+// on one server (R1, the server in this process), as a lone --store nats gateway makes them
+// (the store: "lone") and as a cluster node does (64 fenced partition views: "node"), each
+// in a store of its own with Uncached as a node sets it. cpu-µs/commit is the process's CPU per
+// commit, the server's included; run each variant in its own process, alternated:
+//
+//	go test -c -o /tmp/natskv.test ./persist/natskv
+//	/tmp/natskv.test -test.run '^$' -test.bench 'PartitionCommits/node$' -test.benchtime 40000x
+func BenchmarkPartitionCommits(b *testing.B) {
+	srv := natstest.Start(b)
+	for _, name := range []string{"lone", "node"} {
+		b.Run(name, func(b *testing.B) {
+			s, err := natskv.Open(context.Background(), natskv.Options{
+				URL: srv.URL, Prefix: fmt.Sprintf("pc%s%d", name, b.N), Partitions: 64, Uncached: persist.WriteOnceTables(),
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			views := make([]persist.KV, 64)
+			for p := range views {
+				if name == "lone" {
+					views[p] = s
+				} else {
+					views[p] = s.Partition(p, newOwner(b, s, p))
+				}
+			}
+			value := make([]byte, 400)
+			var n atomic.Int64
+			cpu0 := cputime.Process()
+			b.SetParallelism(32)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				for pb.Next() {
+					i := n.Add(1)
+					k := "outbox_status/" + strconv.FormatInt(i, 10)
+					if err := views[i%64].Commit(ctx, persist.Op{Key: []byte(k), Value: value, TTL: persist.OutboxRetention}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64((cputime.Process()-cpu0).Microseconds())/float64(b.N), "cpu-µs/commit")
+			groups, batches := s.Stats()
+			b.ReportMetric(float64(groups)/float64(b.N), "groups/commit")
+			b.ReportMetric(float64(batches)/float64(b.N), "batches/commit")
+		})
+	}
+}
+
 // BenchmarkReplicatedCommits: one-message commits from 64 callers on three clustered servers
 // (R3), the servers in this process: "lone" as a lone --store nats gateway makes them (one
 // records stream, no fences), "node" as a cluster node does (64 fenced partition views over

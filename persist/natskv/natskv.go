@@ -30,17 +30,23 @@ type Options struct {
 	// Replicas is the records streams' replica count; 0 = 3 when the servers are clustered
 	// (fewer if fewer JetStream peers take it), else 1. Ignored for existing streams unless set.
 	Replicas int
-	// Streams is how many records streams hold the partitions (default 1): partition p's
-	// records live in stream p mod Streams, so the streams' leaders, which serialise their
-	// stream's writes, spread over the NATS servers. More than one needs Partitions, and a NATS
-	// cluster: on a single server the leaders cannot spread, and more streams would only cut
-	// the commits into more, smaller batches (each staged and synced on R1), so a new layout on
-	// one server has one stream. Fixed when the streams are first made: an existing layout wins
-	// over this (logged).
+	// Streams is how many records streams hold the partitions: partition p's records live in
+	// stream p mod Streams, so the streams' leaders, which serialise their stream's writes,
+	// spread over the NATS servers. 0 follows the servers: as many streams as a records stream
+	// gets replicas (the servers that hold it, any of which can lead one), at most
+	// MaxAutoStreams and Partitions: 1 on a lone server, where more would only cut the commits
+	// into more, smaller batches (each staged and synced on R1), 3 on three servers or more, 2
+	// with Replicas 2 (two servers: README "Cluster").
+	// More than one needs Partitions. Fixed when the streams are first made: an existing
+	// layout wins over this (logged when they differ), whatever the servers are now.
 	Streams int
 	// Partitions is the partition count (the cluster's), which lays the subjects out over the
 	// streams when Streams > 1.
 	Partitions int
+	// Existing opens only records streams that exist: with none on the prefix yet Open fails
+	// (domain.ErrRecordNotFound) instead of making a layout (`gateway token --store nats` run
+	// before any node must not fix a cluster's layout at one stream).
+	Existing bool
 	// MaxBytes bounds each records stream (0 = no bound of its own; the server's store limit
 	// applies). A full stream refuses writes (ErrStorageUnavailable), never drops records.
 	MaxBytes int64
@@ -162,7 +168,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	o.MaxBatch = cmp.Or(o.MaxBatch, 1000)
 	o.MaxInflight = cmp.Or(o.MaxInflight, 16)
 	o.MaxBatches = min(cmp.Or(o.MaxBatches, 2), o.MaxInflight)
-	o.Streams = max(o.Streams, 1)
+	o.Streams = max(o.Streams, 0)
 	if o.Streams > 1 && o.Partitions < o.Streams {
 		return nil, fmt.Errorf("%w: %d records streams need a partition count of at least as many (have %d)", domain.ErrRecordInvalid, o.Streams, o.Partitions)
 	}
@@ -187,9 +193,6 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 			return nil, err
 		}
 		s.nc, s.ownConn = nc, true
-	}
-	if o.Streams > 1 && s.nc.ConnectedClusterName() == "" {
-		o.Streams = 1 // one server: see Options.Streams
 	}
 	fail := func(err error) (*Store, error) {
 		if s.acks != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/internal/jsstream"
 )
 
@@ -100,42 +101,29 @@ func (s *Store) streamOfSubject(subject string) *recStream {
 	return s.streamOfToken(s.partitionOf(subject))
 }
 
+// MaxAutoStreams is the most records streams a new layout follows the NATS servers to
+// (Options.Streams 0): three servers, each leading one stream.
+const MaxAutoStreams = 3
+
 // ensureStreams opens the records streams, making those that are missing and updating the
-// settings the options name; it then spreads their leaders over the servers.
+// settings the options name; it then spreads their leaders over the servers. The layout (how
+// many streams, for how many partitions) is stream 0's: read from it when it exists, chosen by
+// the store that makes it (layout), never changed after.
 func (s *Store) ensureStreams(ctx context.Context, o Options) error {
 	cctx, cancel := context.WithTimeout(ctx, 4*o.Timeout)
 	defer cancel()
-	n, partitions := o.Streams, o.Partitions
-	first, err := s.js.Stream(cctx, streamName(s.prefix, 0))
-	switch {
-	case err == nil:
-		cfg := first.CachedInfo().Config
-		have, _ := strconv.Atoi(cfg.Metadata["gateway_streams"])
-		switch {
-		case have == 0 || slices.Contains(cfg.Subjects, s.prefix+".*.*.>"):
-			have, partitions = 1, 0
-		default:
-			if p, _ := strconv.Atoi(cfg.Metadata["gateway_partitions"]); p > 0 {
-				if o.Partitions > 0 && p != o.Partitions {
-					return fmt.Errorf("natskv: the records streams of prefix %q were made for %d partitions, not %d", s.prefix, p, o.Partitions)
-				}
-				partitions = p
-			}
-		}
-		if have != n {
-			s.log.Warn("the records streams keep the layout they were made with", "streams", have, "asked", n)
-		}
-		n = have
-	case errors.Is(err, jetstream.ErrStreamNotFound):
-		if n == 1 {
-			partitions = 0
-		}
-	default:
-		return fmt.Errorf("natskv: stream %s: %w", streamName(s.prefix, 0), unavailable(err))
+	n, partitions, err := s.layout(cctx, o)
+	if err != nil {
+		return err
 	}
 	for k := range n {
 		rs := &recStream{s: s, idx: k, name: streamName(s.prefix, k), gets: make(chan *getReq, 4096)}
-		if err := s.ensureStream(cctx, o, rs, streamSubjects(s.prefix, k, n, partitions), n, partitions); err != nil {
+		// A stream made after stream 0 gets its replica count (stream 0 exists: k = 0 is found).
+		replicas := o.Replicas
+		if k > 0 && replicas == 0 {
+			replicas = s.streams[0].replicas
+		}
+		if err := s.ensureStream(cctx, o, rs, n, partitions, replicas); err != nil {
 			return err
 		}
 		s.streams = append(s.streams, rs)
@@ -147,12 +135,68 @@ func (s *Store) ensureStreams(ctx context.Context, o Options) error {
 	return nil
 }
 
-// ensureStream creates records stream rs, or updates the settings the options name.
-func (s *Store) ensureStream(ctx context.Context, o Options, rs *recStream, subjects []string, n, partitions int) error {
-	cfg := jetstream.StreamConfig{
-		Name:        rs.name,
+// layout reads the records streams' layout from stream 0, making stream 0 first when it is
+// missing: with o.Streams streams, or (0) with as many as stream 0 gets replicas, the servers
+// that hold it and any of which can lead a stream (1 on a lone server, 3 on three or more:
+// jsstream.CreateEach tries 3, 2, 1; R with Replicas R), at most MaxAutoStreams and
+// the partition count. A stream 0 another store made at the same moment wins: its layout is
+// read back, so every node of a cluster has the same.
+func (s *Store) layout(ctx context.Context, o Options) (n, partitions int, err error) {
+	name := streamName(s.prefix, 0)
+	first, err := s.js.Stream(ctx, name)
+	made := false
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound) && o.Existing:
+		return 0, 0, fmt.Errorf("%w: no records streams on NATS prefix %q yet (the first node makes them)", domain.ErrRecordNotFound, s.prefix)
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		first, err = jsstream.CreateEach(ctx, s.nc, s.js, o.Replicas, func(replicas int) *jetstream.StreamConfig {
+			n := o.Streams
+			if n == 0 {
+				n = min(replicas, MaxAutoStreams, max(o.Partitions, 1))
+			}
+			return streamConfig(s.prefix, o, 0, n, o.Partitions)
+		})
+		if made = err == nil; !made {
+			var err2 error
+			if first, err2 = s.js.Stream(ctx, name); err2 != nil { // made by another node at once?
+				return 0, 0, fmt.Errorf("natskv: create stream %s: %w", name, unavailable(err))
+			}
+		}
+	case err != nil:
+		return 0, 0, fmt.Errorf("natskv: stream %s: %w", name, unavailable(err))
+	}
+	cfg := first.CachedInfo().Config
+	n, _ = strconv.Atoi(cfg.Metadata["gateway_streams"])
+	partitions, _ = strconv.Atoi(cfg.Metadata["gateway_partitions"])
+	switch {
+	case n <= 1 || slices.Contains(cfg.Subjects, s.prefix+".*.*.>"):
+		n, partitions = 1, 0
+	case partitions > 0 && o.Partitions > 0 && partitions != o.Partitions:
+		return 0, 0, fmt.Errorf("natskv: the records streams of prefix %q were made for %d partitions, not %d", s.prefix, partitions, o.Partitions)
+	case partitions == 0:
+		partitions = o.Partitions
+	}
+	switch {
+	case made:
+		s.log.Info("made the records streams", "streams", n, "replicas", cfg.Replicas)
+		if n > 1 && cfg.Replicas == 1 {
+			s.log.Warn("records streams of one replica: their leaders cannot be spread over the servers (until --nats-replicas makes them replicated), so more than one only splits the commits into smaller batches", "streams", n)
+		}
+	case o.Streams > 0 && o.Streams != n:
+		s.log.Warn("the records streams keep the layout they were made with", "streams", n, "asked", o.Streams)
+	}
+	return n, partitions, nil
+}
+
+// streamConfig is records stream k's configuration among n streams of partitions partitions.
+func streamConfig(prefix string, o Options, k, n, partitions int) *jetstream.StreamConfig {
+	if n == 1 {
+		partitions = 0
+	}
+	cfg := &jetstream.StreamConfig{
+		Name:        streamName(prefix, k),
 		Description: "gateway records (persist/natskv)",
-		Subjects:    subjects,
+		Subjects:    streamSubjects(prefix, k, n, partitions),
 		Storage:     jetstream.FileStorage,
 		// One message per subject: a record is its subject's last message.
 		MaxMsgsPerSubject: 1,
@@ -165,32 +209,38 @@ func (s *Store) ensureStream(ctx context.Context, o Options, rs *recStream, subj
 		AllowAtomicPublish: true,
 		AllowMsgTTL:        true,
 	}
-	if n > 1 && rs.idx == 0 {
+	if n > 1 && k == 0 {
 		cfg.Metadata = map[string]string{"gateway_streams": strconv.Itoa(n), "gateway_partitions": strconv.Itoa(partitions)}
 	}
 	if o.MaxBytes > 0 {
 		cfg.MaxBytes = o.MaxBytes
 	}
+	return cfg
+}
+
+// ensureStream creates records stream rs (with replicas copies: 0, as many as the servers
+// take), or updates the settings the options name.
+func (s *Store) ensureStream(ctx context.Context, o Options, rs *recStream, n, partitions, replicas int) error {
 	st, err := s.js.Stream(ctx, rs.name)
 	switch {
 	case err == nil:
 		cur := st.CachedInfo().Config
-		cfg.Replicas = cur.Replicas
+		want := cur
 		if o.Replicas > 0 {
-			cfg.Replicas = o.Replicas
+			want.Replicas = o.Replicas
 		}
-		if o.MaxBytes == 0 {
-			cfg.MaxBytes = cur.MaxBytes
+		if o.MaxBytes > 0 {
+			want.MaxBytes = o.MaxBytes
 		}
-		if cfg.Replicas != cur.Replicas || cfg.MaxBytes != cur.MaxBytes || !cur.AllowAtomicPublish || !cur.AllowMsgTTL || !cur.AllowDirect {
-			cur.Replicas, cur.MaxBytes = cfg.Replicas, cfg.MaxBytes
-			cur.AllowAtomicPublish, cur.AllowMsgTTL, cur.AllowDirect = true, true, true
-			if st, err = s.js.UpdateStream(ctx, cur); err != nil {
+		if want.Replicas != cur.Replicas || want.MaxBytes != cur.MaxBytes || !cur.AllowAtomicPublish || !cur.AllowMsgTTL || !cur.AllowDirect {
+			want.AllowAtomicPublish, want.AllowMsgTTL, want.AllowDirect = true, true, true
+			if st, err = s.js.UpdateStream(ctx, want); err != nil {
 				return fmt.Errorf("natskv: update stream %s: %w", rs.name, err)
 			}
 		}
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		if st, err = jsstream.Create(ctx, s.nc, s.js, &cfg, o.Replicas); err != nil {
+		cfg := streamConfig(s.prefix, o, rs.idx, n, partitions)
+		if st, err = jsstream.Create(ctx, s.nc, s.js, cfg, replicas); err != nil {
 			var err2 error
 			if st, err2 = s.js.Stream(ctx, rs.name); err2 != nil { // made by another node at once?
 				return fmt.Errorf("natskv: create stream %s: %w", rs.name, err)

@@ -19,20 +19,20 @@ import (
 	"github.com/gateway/gateway/persist/natstest"
 )
 
-// Partitions over several records streams (on a NATS cluster; on one server a new layout has
-// one stream): partition p's records are in stream p mod 3, the records of no partition in
-// stream 0; scans, Locate and Watch see every stream; a store opened later keeps the layout the
-// streams were made with.
+// Partitions over several records streams: partition p's records are in stream p mod 3, the
+// records of no partition in stream 0; scans, Locate and Watch see every stream; a store opened
+// later keeps the layout the streams were made with. How many a new layout has: Options.Streams
+// when given (on one server too), else one per server that holds a stream (TestStreamsFollowServers).
 func TestStreamsLayout(t *testing.T) {
 	one := natstest.Start(t)
-	single, err := natskv.Open(context.Background(), natskv.Options{URL: one.URL, Prefix: "lay", Streams: 3, Partitions: 8})
+	asked, err := natskv.Open(context.Background(), natskv.Options{URL: one.URL, Prefix: "lay", Streams: 3, Partitions: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if single.Streams() != 1 {
-		t.Fatalf("one NATS server: %d streams, want 1", single.Streams())
+	if asked.Streams() != 3 {
+		t.Fatalf("one NATS server, 3 streams asked for: %d streams", asked.Streams())
 	}
-	single.Close()
+	asked.Close()
 	if testing.Short() {
 		t.Skip("a three-node cluster: not in -short")
 	}
@@ -321,4 +321,53 @@ func TestHistoryNewestFirst(t *testing.T) {
 	if got, want := strings.Join(append(first, rest...), " "), "m4 m1 m3 m6 m2 m0 m5"; got != want {
 		t.Fatalf("newest first: %s, want %s", got, want)
 	}
+}
+
+// The records streams' default (Options.Streams 0) follows the NATS servers when the streams
+// are first made: one per server that holds a records stream (its replicas), at most 3; a
+// layout once made is kept whatever the servers are later (a cluster made on one server keeps
+// its one stream on three, one made with three keeps them on one), since a record's subject
+// decides its stream.
+func TestStreamsFollowServers(t *testing.T) {
+	one := natstest.Start(t)
+	open := func(url, prefix string, streams, replicas int) *natskv.Store {
+		t.Helper()
+		s, err := natskv.Open(context.Background(), natskv.Options{URL: url, Prefix: prefix, Streams: streams, Replicas: replicas, Partitions: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	want := func(s *natskv.Store, what string, streams, replicas int) {
+		t.Helper()
+		if s.Streams() != streams || s.Replicas() != replicas {
+			t.Fatalf("%s: %d streams of %d replicas, want %d of %d", what, s.Streams(), s.Replicas(), streams, replicas)
+		}
+	}
+	// Options.Existing (`gateway token --store nats`) makes no layout on a prefix without one.
+	if _, err := natskv.Open(context.Background(), natskv.Options{URL: one.URL, Prefix: "auto", Existing: true}); !errors.Is(err, domain.ErrRecordNotFound) {
+		t.Fatalf("Existing on a prefix without records streams: %v", err)
+	}
+	want(open(one.URL, "three", 3, 0), "one server, 3 asked for", 3, 1)
+	existing, err := natskv.Open(context.Background(), natskv.Options{URL: one.URL, Prefix: "three", Existing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { existing.Close() })
+	want(existing, "one server, opened with Existing", 3, 1)
+	want(open(one.URL, "auto", 0, 0), "one server, the default", 1, 1)
+	want(open(one.URL, "auto", 3, 0), "one server, reopened asking for 3", 1, 1)
+	want(open(one.URL, "three", 0, 0), "one server, reopened with the default", 3, 1)
+	if testing.Short() {
+		t.Skip("a three-node cluster: not in -short")
+	}
+	c := natstest.StartCluster(t, 3)
+	want(open(c.URLs(), "auto", 0, 0), "three servers, the default", 3, 3)
+	want(open(c.URLs(), "auto", 0, 0), "three servers, reopened", 3, 3)
+	want(open(c.URLs(), "r2", 0, 2), "three servers, two replicas", 2, 2)
+	want(open(c.URLs(), "r1", 0, 1), "three servers, one replica", 1, 1)
+	// A layout made with one stream (as on one server) stays one on three servers.
+	want(open(c.URLs(), "was1", 1, 0), "three servers, 1 asked for", 1, 3)
+	want(open(c.URLs(), "was1", 0, 0), "three servers, reopened with the default", 1, 3)
 }
