@@ -218,6 +218,11 @@ func TestConversationsEndToEnd(t *testing.T) {
 				}
 			}
 		}
+		// Its note is written after its event (noteChange: the event first, so a kill -9 between
+		// them repeats the event rather than losing it): a second DELETE once the note is there.
+		eventually(t, 5*time.Second, "the revoked message's note", func() bool {
+			return tg.do("GET", "/api/v1/messages/"+gone, keyAuth(c.s.key), nil).obj()["revoked"] == true
+		})
 		want(t, tg.do("DELETE", "/api/v1/messages/"+gone, keyAuth(c.s.key), nil), 409, "not_revocable")
 	})
 
