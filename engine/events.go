@@ -136,6 +136,7 @@ type Events struct {
 	epochs   sync.WaitGroup // the journal's epoch count (Boot); Stop waits for it
 	watchers *Watchers      // the users whose events the journal keeps
 	fwd      *forwarder     // nil without a broker (events_forward.go)
+	stopped  sync.Once      // Stop's work, done once
 
 	mu      sync.RWMutex
 	numbers atomic.Pointer[func(string) string] // a session's phone (events_meta.go)
@@ -241,8 +242,13 @@ func (e *Events) Boot(ctx context.Context) error {
 
 // Stop stops every subscription actor; each commits what it recorded. It returns when they and
 // their workers are done, or when ctx ends (an attempt in flight takes at most webhook.Timeout;
-// what it did not record is sent again after the restart, under the same webhook-id).
+// what it did not record is sent again after the restart, under the same webhook-id). A second
+// call (or one at the same time) returns once the first is done: idempotent.
 func (e *Events) Stop(ctx context.Context) {
+	e.stopped.Do(func() { e.stop(ctx) }) // a second call waits for the first, then returns
+}
+
+func (e *Events) stop(ctx context.Context) {
 	e.live.closeAll()
 	e.mu.Lock()
 	pids := make([]*actor.PID, 0, len(e.pids))
