@@ -137,6 +137,11 @@ type MessageStatusData struct {
 	Pricing   string `json:"pricing,omitempty"`
 	// At is when the status was reached (RFC 3339 UTC with milliseconds on the wire).
 	At time.Time `json:"at"`
+	// Accepted is when the message was accepted (its outbox entry's CreatedAt), not on the
+	// wire: a caller may choose a message's id, and reuse it once the old message's record is
+	// gone; the ids a status keeps across its publications (engine: statusDigest) tell the two
+	// messages apart by it. A boot reads it back from the outbox.
+	Accepted Millis `json:"-"`
 }
 
 // SessionStatusData is the data of session.status.

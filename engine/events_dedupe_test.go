@@ -174,3 +174,63 @@ func TestStatusEventPublishedAgainKeepsItsBrokerID(t *testing.T) {
 		t.Fatalf("final statuses %+v", finals)
 	}
 }
+
+// A caller may choose a message's id and use it again once the old message's record is gone
+// (7 days): the new message's statuses are not the old one's, so their deliveries and broker
+// messages get ids of their own (a receiver deduping by webhook-id, JetStream by Nats-Msg-Id,
+// would drop them), while the same message's status published again keeps its ids. The
+// acceptance time tells the two apart (MessageStatusData.Accepted, read back from the outbox
+// by a boot's resend).
+func TestStatusOfAMessageIDUsedAgainGetsIDsOfItsOwn(t *testing.T) {
+	ctx := context.Background()
+	store := persist.NewWebhooks(persist.NewMemory())
+	fwd := &forwardRecorder{}
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard := media.Guard{AllowPrivate: true}
+	ev, err := engine.NewEvents(engine.EventsConfig{Store: store, Actors: hw, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Forward: fwd,
+		Poster: webhook.NewHTTPPoster(guard.Dialer(5*time.Second), 0, 0), Guard: guard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.Boot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		c, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		ev.Stop(c)
+	}()
+	sub, err := ev.Subscribe(ctx, "u1", "http://127.0.0.1:9/a", []domain.EventType{domain.EventMessageStatus})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := domain.Millis(1_790_000_000_000)
+	again := first + domain.Millis(8*24*time.Hour/time.Millisecond) // the id used again, 8 days on
+	for _, accepted := range []domain.Millis{first, first, again} {
+		d := domain.MessageStatusData{MessageID: "m1", Status: domain.MsgSent, Accepted: accepted, At: accepted.Time()}
+		if err := ev.Publish(ctx, "u1", domain.Event{Type: domain.EventMessageStatus, Data: d}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ds, err := store.DeliveriesFrom(sub.ID, 0, 10) // refused by its receiver: all still queued
+	if err != nil || len(ds) != 3 {
+		t.Fatalf("%d deliveries, %v", len(ds), err)
+	}
+	if ds[0].ID != ds[1].ID || ds[2].ID == ds[0].ID {
+		t.Fatalf("webhook-ids: the message's sent twice %s, %s; the new message's %s", ds[0].ID, ds[1].ID, ds[2].ID)
+	}
+	waitUntil(t, 5*time.Second, "the events forwarded", func() bool {
+		fwd.mu.Lock()
+		defer fwd.mu.Unlock()
+		return len(fwd.got) == 3
+	})
+	fwd.mu.Lock()
+	got := slices.Clone(fwd.got)
+	fwd.mu.Unlock()
+	if got[0].DedupeID == "" || got[0].DedupeID != got[1].DedupeID || got[2].DedupeID == got[0].DedupeID {
+		t.Fatalf("Nats-Msg-Ids: the message's sent twice %s, %s; the new message's %s", got[0].DedupeID, got[1].DedupeID, got[2].DedupeID)
+	}
+}

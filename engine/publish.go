@@ -256,7 +256,7 @@ func (p *publisher) stop(ctx context.Context) {
 // messageEvent is a message.status event of an entry as it stands.
 func messageEvent(e domain.OutboxEntry, status domain.MessageStatus, at time.Time) domain.Event {
 	d := domain.MessageStatusData{MessageID: e.ID, To: e.Message.To, SessionID: e.SessionID, Status: status, At: at.UTC(),
-		LID: e.LID, Type: string(e.Message.Kind)}
+		LID: e.LID, Type: string(e.Message.Kind), Accepted: e.CreatedAt}
 	if domain.IsGroup(e.Message.To) {
 		d.Group = e.Message.To
 	} else {
