@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -263,7 +264,7 @@ func (e *Events) Prepare(uid string, ev domain.Event) (PreparedEvent, error) {
 	p.rec.ID = ev.ID
 	st, once := onceStatus(&ev)
 	if once && p.forward {
-		p.rec.DedupeID = statusDedupeID(uid, st.MessageID, st.Status)
+		p.rec.DedupeID = statusDedupeID(uid, st)
 	}
 	if once && (st.Status == domain.MsgFailed || st.Status == domain.MsgCancelled) {
 		p.final = &domain.FinalStatus{UserID: uid, MessageID: st.MessageID, Status: st.Status, At: st.At, Code: st.Code, Error: st.Error}
@@ -309,7 +310,7 @@ func deliveryID(sub string, st domain.MessageStatusData, once bool) string {
 	if !once {
 		return "msg_" + randomID(10)
 	}
-	sum := statusDigest(sub, st.MessageID, st.Status)
+	sum := statusDigest(sub, st)
 	return "msg_" + lowerBase32.EncodeToString(sum[:10])
 }
 
@@ -326,22 +327,27 @@ func onceStatus(ev *domain.Event) (domain.MessageStatusData, bool) {
 	return d, true
 }
 
-// statusDedupeID is the broker's Nats-Msg-Id of user uid's message id reaching status
+// statusDedupeID is the broker's Nats-Msg-Id of user uid's message reaching status st
 // (onceStatus): the same each time the event is published, so JetStream's duplicate window
 // (natsevents.Duplicates) drops the copy a boot's resend publishes after a kill -9 between the
 // event's commit and the message's record. The user is part of it: a stream's dedupe spans
 // every user, and a caller may choose a message's id.
-func statusDedupeID(uid, id, status string) string {
-	sum := statusDigest(uid, id, status)
+func statusDedupeID(uid string, st domain.MessageStatusData) string {
+	sum := statusDigest(uid, st)
 	return "sts_" + lowerBase32.EncodeToString(sum[:15])
 }
 
-// statusDigest is the SHA-256 of message id reaching status within scope (a subscription, a
-// user): what the ids a status keeps across its publications are made of.
-func statusDigest(scope, id, status string) [sha256.Size]byte {
-	var buf [160]byte
-	b := append(append(append(append(append(buf[:0], "message.status\x00"...), scope...), 0), id...), 0)
-	return sha256.Sum256(append(b, status...))
+// statusDigest is the SHA-256 of a message reaching status st.Status within scope (a
+// subscription, a user): what the ids a status keeps across its publications are made of. The
+// message is its id and its acceptance time (st.Accepted: the same when a boot's resend
+// publishes the status again, read back from the outbox): a caller may choose the id, and use
+// it again once the old message's record is gone, and a receiver deduping by those ids would
+// drop the new message's statuses.
+func statusDigest(scope string, st domain.MessageStatusData) [sha256.Size]byte {
+	var buf [192]byte
+	b := append(append(append(append(append(buf[:0], "message.status\x00"...), scope...), 0), st.MessageID...), 0)
+	b = binary.BigEndian.AppendUint64(append(append(b, st.Status...), 0), uint64(st.Accepted))
+	return sha256.Sum256(b)
 }
 
 // timestampMillis is RFC 3339 UTC with milliseconds (DESIGN.md section 4).
