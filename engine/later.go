@@ -218,8 +218,9 @@ func (ms *Messages) settleCancelled(entry domain.OutboxEntry, code, why string, 
 // CancelScheduled cancels one of the user's messages that is still scheduled (its sendAt not
 // come) or, its time come, still waits for its contact to write: its outcome cancelled with code and why, its allowance released. It returns the
 // message as it stands and whether this call cancelled it (false: not scheduled, or handed to
-// its session meanwhile), once the cancellation is recorded (outcomeRecorded: an error
-// domain.ErrUnavailable when it was not).
+// its session meanwhile; true too when another call's cancellation of it is being recorded),
+// once the cancellation is recorded (outcomeRecorded: an error domain.ErrUnavailable when it
+// was not).
 func (ms *Messages) CancelScheduled(uid, id, code, why string) (domain.OutboxEntry, bool, error) {
 	entry, err := ms.msgs.outbox.Get(id)
 	if errors.Is(err, domain.ErrRecordNotFound) || (err == nil && entry.UserID != uid) {
@@ -234,6 +235,9 @@ func (ms *Messages) CancelScheduled(uid, id, code, why string) (domain.OutboxEnt
 			if e, ok, err := ms.e.Routing.cancel(uid, id, code, why); ok {
 				return e, true, err
 			}
+		}
+		if cur, ok, err := ms.msgs.cancelling(id); ok {
+			return cur, true, err // cancelled by another call, answered as it is (its record)
 		}
 		if cur, ok := ms.msgs.settling(id); ok {
 			entry = cur

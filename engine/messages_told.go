@@ -86,6 +86,12 @@ func (m *messages) outcomeRecorded(e domain.OutboxEntry, cause error) error {
 	if !waits {
 		return nil // not tracked: nothing here holds its outcome
 	}
+	return m.awaitRecord(ch, e)
+}
+
+// awaitRecord waits for the record of message e's outcome (its waiter ch answered by
+// settled), at most cfg.AskTimeout: domain.ErrUnavailable when it failed or took longer.
+func (m *messages) awaitRecord(ch chan outcome, e domain.OutboxEntry) error {
 	t := time.NewTimer(m.e.cfg.AskTimeout)
 	defer t.Stop()
 	select {
@@ -97,4 +103,22 @@ func (m *messages) outcomeRecorded(e domain.OutboxEntry, cause error) error {
 	case <-t.C:
 		return fmt.Errorf("%w: the %s of message %s is not recorded yet", domain.ErrUnavailable, e.Status, e.ID)
 	}
+}
+
+// cancelling returns message id as cancelled by another call whose record is in flight (a
+// DELETE again, a store's cancellation tried again), once that record is durable, as that call
+// answers (awaitRecord); false when the message is not so.
+func (m *messages) cancelling(id string) (domain.OutboxEntry, bool, error) {
+	ch := make(chan outcome, 1)
+	sh := m.shard(id)
+	sh.mu.Lock()
+	p := sh.m[id]
+	if p == nil || !p.settled || p.durable || p.entry.Status != domain.MsgCancelled {
+		sh.mu.Unlock()
+		return domain.OutboxEntry{}, false, nil
+	}
+	p.waiters = append(p.waiters, ch)
+	e := p.entry
+	sh.mu.Unlock()
+	return e, true, m.awaitRecord(ch, e)
 }
