@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,5 +62,61 @@ func TestDeleteAgainWhileTheCancellationIsRecorded(t *testing.T) {
 		if res := <-ch; res.err != nil || res.d.Entry.Status != domain.MsgCancelled {
 			t.Fatalf("DELETE answered %s, %v", res.d.Entry.Status, res.err)
 		}
+	}
+}
+
+// failingOutbox is an outbox whose outcomes' records fail outright while failing is set (a
+// store refusing writes for longer than its retries).
+type failingOutbox struct {
+	Outbox
+	failing atomic.Bool
+}
+
+func (o *failingOutbox) Settle(e domain.OutboxEntry, done func(error)) {
+	if o.failing.Load() {
+		go done(errors.New("the store refuses writes"))
+		return
+	}
+	o.Outbox.Settle(e, done)
+}
+
+// A DELETE of a message accepted for later whose cancellation's record fails answers 503, and
+// the DELETE tried again once the store is back records the cancellation and answers
+// cancelled. The message meanwhile reads as the disk has it (scheduled) and is not sent by this
+// process (a webhook may have been told it was cancelled: its event committed before the record
+// failed). It was forgotten: the DELETE again answered 409 not_revocable ('sent more than 48
+// hours ago'), and only a restart settled or sent it.
+func TestDeleteAgainAfterTheCancellationsRecordFailed(t *testing.T) {
+	recs := persist.NewRecords(persist.NewMemory())
+	failing := &failingOutbox{Outbox: recs.Outbox}
+	r := recordsOf(recs)
+	r.Outbox = failing
+	net, err := sim.Open(sim.Options{Dir: t.TempDir(), AutoPair: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { net.Close() })
+	e, u := startLinked(t, Config{Store: recs.Store, Records: r, Network: net})
+	ctx := context.Background()
+	s, err := e.Messages.Send(ctx, SendRequest{UserID: u.ID, Origin: "api", SendAt: time.Now().Add(time.Hour),
+		Message: domain.Message{To: "491511234567", Kind: domain.KindText, Text: "later"}})
+	if err != nil || s.Status != domain.MsgScheduled {
+		t.Fatalf("scheduled: %s %v", s.Status, err)
+	}
+	failing.failing.Store(true)
+	if d, err := e.Messages.Delete(ctx, u.ID, s.ID, SendRequest{}); !errors.Is(err, domain.ErrUnavailable) {
+		t.Fatalf("a DELETE whose cancellation was not recorded answered %s, %v (want 503)", d.Entry.Status, err)
+	}
+	if got, err := e.Messages.Get(u.ID, s.ID); err != nil || got.Status != domain.MsgScheduled {
+		t.Fatalf("it reads %s, %v (want scheduled)", got.Status, err)
+	}
+	failing.failing.Store(false)
+	d, err := e.Messages.Delete(ctx, u.ID, s.ID, SendRequest{})
+	if err != nil || d.Entry.Status != domain.MsgCancelled {
+		t.Fatalf("the DELETE again answered %s, %v (want cancelled)", d.Entry.Status, err)
+	}
+	recs.Outbox.Flush()
+	if got, err := recs.Outbox.Get(s.ID); err != nil || got.Status != domain.MsgCancelled {
+		t.Fatalf("recorded %s, %v", got.Status, err)
 	}
 }
