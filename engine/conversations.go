@@ -263,6 +263,12 @@ func (ms *Messages) Delete(ctx context.Context, uid, id string, r SendRequest) (
 			return DeleteResult{Entry: e}, nil // it waited for its contact: never sent
 		}
 	}
+	if e, ok, err := ms.msgs.cancelling(id); ok { // taken back by another call: as it answers
+		if err != nil {
+			return DeleteResult{}, err
+		}
+		return DeleteResult{Entry: e}, nil
+	}
 	if ent := ms.e.Sessions.idx.get(orig.SessionID); ent != nil && ent.view.Load().IsCloud() && orig.Status != domain.MsgQueued {
 		return DeleteResult{}, fmt.Errorf("%w: the Cloud API cannot delete a message once sent", domain.ErrNotOnCloud)
 	}

@@ -115,6 +115,9 @@ type pending struct {
 	// resumed: a boot sends it again; receipts that came before the last process had its
 	// outcome may be recorded on their own (receiptOf), and its outcome folds them in.
 	resumed bool
+	// unrecorded: settled cancelled, and its record failed: kept (not durable) until a
+	// cancellation tried again records it (cancelling).
+	unrecorded bool
 }
 
 type outcome struct {

@@ -135,6 +135,8 @@ func (m *messages) settled(sh *pendingShard, p *pending, id string, sendErr erro
 			msg := cur.entry.Message
 			cur.entry.Message = domain.Message{ID: msg.ID, To: msg.To, Kind: msg.Kind}
 			sh.keep(id)
+		} else if cur != nil && cur == p && cur.entry.Status == domain.MsgCancelled && sendErr != errToldFinal {
+			cur.unrecorded = true // a cancellation tried again records it (cancelling)
 		} else if cur == p {
 			delete(sh.m, id)
 		}

@@ -107,7 +107,10 @@ func (m *messages) awaitRecord(ch chan outcome, e domain.OutboxEntry) error {
 
 // cancelling returns message id as cancelled by another call whose record is in flight (a
 // DELETE again, a store's cancellation tried again), once that record is durable, as that call
-// answers (awaitRecord); false when the message is not so.
+// answers (awaitRecord); false when the message is not so. When that record failed
+// (unrecorded), this call records the cancellation again, its event published again (under
+// the same ids: statusDigest) as the first may not have been committed: the message stays
+// pending on disk meanwhile, and this process does not send it.
 func (m *messages) cancelling(id string) (domain.OutboxEntry, bool, error) {
 	ch := make(chan outcome, 1)
 	sh := m.shard(id)
@@ -118,7 +121,19 @@ func (m *messages) cancelling(id string) (domain.OutboxEntry, bool, error) {
 		return domain.OutboxEntry{}, false, nil
 	}
 	p.waiters = append(p.waiters, ch)
-	e := p.entry
+	e, again := p.entry, p.unrecorded
+	p.unrecorded = false
+	var written func(error)
+	if again {
+		written = m.settled(sh, p, id, errCancelled)
+		if m.e.pub.takes(e.UserID) { // under the lock, as Outcome publishes
+			m.e.pub.publishThen(e.UserID, messageEvent(e, e.Status, e.UpdatedAt.Time()), m.settleAfterEvents(e, written))
+			written = nil
+		}
+	}
 	sh.mu.Unlock()
+	if written != nil {
+		m.outbox.Settle(e, written)
+	}
 	return e, true, m.awaitRecord(ch, e)
 }
