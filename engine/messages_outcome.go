@@ -127,7 +127,7 @@ func (m *messages) settled(sh *pendingShard, p *pending, id string, sendErr erro
 		sh.mu.Lock()
 		var waiters []chan outcome // a failure's (Outcome leaves them), or a wait's since
 		var told domain.OutboxEntry
-		if p != nil {
+		if p != nil && len(p.waiters) > 0 { // none on a success (Outcome took them): no copy
 			waiters, p.waiters, told = p.waiters, nil, p.entry
 		}
 		if cur := sh.m[id]; err == nil && cur != nil && cur == p {
