@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -259,19 +260,25 @@ func (s *Store) ensureStream(ctx context.Context, o Options, rs *recStream, n, p
 // restarts the others keep what they took over. A graceful step-down hands the leadership
 // over in milliseconds; requests meanwhile find no responders and are tried again (retry.go).
 func (s *Store) spreadLeaders(ctx context.Context) {
-	leaders := map[string][]*recStream{}
+	var leaders map[string][]*recStream
 	var servers []string
-	for _, rs := range s.streams {
-		info, err := rs.stream.Info(ctx)
-		if err != nil || info.Cluster == nil || info.Cluster.Leader == "" {
+	// A stream just made has no leader for a moment, and a leader moves only to a current
+	// replica (longer on a loaded machine): the layout is read again until every stream has
+	// its leader and every replica is current, for spreadWait at most. (It gave up at once
+	// on a stream with no leader yet: TestStreamLeadersSpread failed so in CI.)
+	for wait := time.Now().Add(spreadWait); ; {
+		var behind, ok bool
+		leaders, servers, behind, ok = s.leaderLayout(ctx)
+		if !ok {
 			return
 		}
-		leaders[info.Cluster.Leader] = append(leaders[info.Cluster.Leader], rs)
-		servers = append(servers, info.Cluster.Leader)
-		for _, r := range info.Cluster.Replicas {
-			if r.Current && !r.Offline {
-				servers = append(servers, r.Name)
-			}
+		if !behind || time.Now().After(wait) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 	slices.Sort(servers)
@@ -295,4 +302,36 @@ func (s *Store) spreadLeaders(ctx context.Context) {
 			s.log.Info("moved a records stream's leader", "stream", rs.name, "from", srv, "to", to)
 		}
 	}
+}
+
+// spreadWait bounds how long spreadLeaders waits for the streams' replicas to be current.
+const spreadWait = 5 * time.Second
+
+// leaderLayout is which streams each server leads and the servers that could lead one (the
+// leaders and the current replicas); behind: a stream is still electing its leader or some
+// replica is catching up; ok false: a stream's state could not be read.
+func (s *Store) leaderLayout(ctx context.Context) (leaders map[string][]*recStream, servers []string, behind, ok bool) {
+	leaders = map[string][]*recStream{}
+	for _, rs := range s.streams {
+		info, err := rs.stream.Info(ctx)
+		if err != nil || info.Cluster == nil {
+			return nil, nil, false, false
+		}
+		if info.Cluster.Leader == "" { // electing its first leader
+			behind = true
+			continue
+		}
+		leaders[info.Cluster.Leader] = append(leaders[info.Cluster.Leader], rs)
+		servers = append(servers, info.Cluster.Leader)
+		behind = behind || len(info.Cluster.Replicas) < info.Config.Replicas-1
+		for _, r := range info.Cluster.Replicas {
+			switch {
+			case r.Current && !r.Offline:
+				servers = append(servers, r.Name)
+			case !r.Offline: // catching up (an offline one is not waited for)
+				behind = true
+			}
+		}
+	}
+	return leaders, servers, behind, true
 }
