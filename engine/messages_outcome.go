@@ -23,7 +23,7 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	var before []domain.StatusChange // recorded by the last process, before the boot sent it again
 	if m.wasResumed(e.ID) {
 		var err error
-		if before, err = m.outbox.Receipts(e.ID, e.CreatedAt); err != nil {
+		if before, err = m.outbox.Receipts(e.ID); err != nil {
 			m.e.log.Warn("outbox: receipts recorded before a boot not read; the message's events leave them out", "message_id", e.ID, "err", err)
 		}
 	}

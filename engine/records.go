@@ -107,9 +107,8 @@ type Outbox interface {
 	Settle(e domain.OutboxEntry, done func(error))
 	Receipt(id string, c domain.StatusChange, done func(error))
 	// Receipts reads the receipts recorded of a message on their own, furthest last (one a
-	// boot sends again may have some from before its outcome), none dated before its
-	// acceptance (accepted: an older message's of the same id).
-	Receipts(id string, accepted domain.Millis) ([]domain.StatusChange, error)
+	// boot sends again may have some from before its outcome).
+	Receipts(id string) ([]domain.StatusChange, error)
 	// Flush waits for the background writes.
 	Flush()
 	// Requeue writes a queued message's accept record again (a waiting message released to

@@ -907,19 +907,13 @@ func (o *Outbox) getOlder(id string, settled bool, c outcome, full bool) (domain
 	return e, o.laySettled(&e)
 }
 
-// Receipts returns the receipts recorded of message id, accepted at accepted, on their own
-// (Receipt), furthest last: those that came before its outcome are there while it is pending
-// (the engine folds them into the outcome of a message a boot sends again). A receipt dated
-// before the acceptance (less receiptSkew) is left out: it is an older message's of the same
-// id (a caller's id, an Idempotency-Key's, used again once that message's outcome expired),
-// whose record outlives the outcome by as long as the receipt came after it.
-func (o *Outbox) Receipts(id string, accepted domain.Millis) ([]domain.StatusChange, error) {
+// Receipts returns the receipts recorded of message id on their own (Receipt), furthest last:
+// those that came before its outcome are there while it is pending (the engine folds them
+// into the outcome of a message a boot sends again).
+func (o *Outbox) Receipts(id string) ([]domain.StatusChange, error) {
 	var rs []domain.StatusChange
-	from := accepted.Time().Add(-receiptSkew)
 	if err := o.receipts.Scan(id+"/", func(_ string, c domain.StatusChange) error {
-		if !c.At.Time().Before(from) {
-			rs = append(rs, c)
-		}
+		rs = append(rs, c)
 		return nil
 	}); err != nil {
 		return nil, err
@@ -928,15 +922,9 @@ func (o *Outbox) Receipts(id string, accepted domain.Millis) ([]domain.StatusCha
 	return rs, nil
 }
 
-// receiptSkew is how far a receipt's time (the network's clock, in whole seconds on some
-// networks) may fall before its message's acceptance (the gateway's clock): generous, as a
-// receipt left out is lost for good, while an older message's receipt within it came a week
-// after that message's outcome (its id is free only once the outcome expired).
-const receiptSkew = time.Hour
-
 // laySettled lays a settled message's receipts over it.
 func (o *Outbox) laySettled(e *domain.OutboxEntry) error {
-	rs, err := o.Receipts(e.ID, e.CreatedAt)
+	rs, err := o.Receipts(e.ID)
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 // outcome, still lives (its record's 7 days run from the receipt). The old message's receipts
 // are not the new one's: a read of the new message, or a boot's resend folding them into its
 // outcome, would report it delivered and read before it went. A receipt dated before the
-// message's acceptance (less an hour of clock skew) is not laid over it.
+// message's acceptance (less a minute of the network's clock) is not laid over it.
 func TestOutboxReceiptsOfAnOlderMessageOfTheSameID(t *testing.T) {
 	for _, impl := range kvImpls() {
 		t.Run(impl.name, func(t *testing.T) {
@@ -29,10 +29,6 @@ func TestOutboxReceiptsOfAnOlderMessageOfTheSameID(t *testing.T) {
 			// Its own delivered receipt, dated by the network's clock a few seconds behind ours.
 			o.Receipt("m1", domain.StatusChange{Status: domain.MsgDelivered, At: domain.MillisOf(t0.Add(-5 * time.Second))}, func(error) {})
 			o.Flush()
-			rs, err := o.Receipts(e.ID, e.CreatedAt) // what a boot's resend folds into its outcome
-			if err != nil || len(rs) != 1 || rs[0].Status != domain.MsgDelivered {
-				t.Fatalf("the new message's receipts %+v, %v", rs, err)
-			}
 			e.SetStatus(domain.MsgSent, t0)
 			o.Settle(e, func(error) {})
 			o.Flush()
