@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gateway/gateway/domain"
-	"github.com/gateway/gateway/network/sim"
 	"github.com/gateway/gateway/persist"
 )
 
@@ -18,23 +17,10 @@ import (
 // scheduled message read as one sent long ago (409 not_revocable), though it was on its way
 // to being cancelled; a store's cancellation tried again so counted the message as sent.
 func TestDeleteAgainWhileTheCancellationIsRecorded(t *testing.T) {
-	mem := persist.NewMemory()
-	recs := persist.NewRecords(mem)
-	held := &heldOutbox{Outbox: recs.Outbox}
-	r := recordsOf(recs)
-	r.Outbox = held
-	net, err := sim.Open(sim.Options{Dir: t.TempDir(), AutoPair: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { net.Close() })
-	e, u := startLinked(t, Config{Store: recs.Store, Records: r, Network: net})
+	var held *heldOutbox
+	e, u, _ := startOnOutbox(t, persist.NewMemory(), func(o *persist.Outbox) Outbox { held = &heldOutbox{Outbox: o}; return held })
 	ctx := context.Background()
-	s, err := e.Messages.Send(ctx, SendRequest{UserID: u.ID, Origin: "api", SendAt: time.Now().Add(time.Hour),
-		Message: domain.Message{To: "491511234567", Kind: domain.KindText, Text: "later"}})
-	if err != nil || s.Status != domain.MsgScheduled {
-		t.Fatalf("scheduled: %s %v", s.Status, err)
-	}
+	s := scheduleLater(t, e, u)
 	open := held.shut()
 	t.Cleanup(open)
 	type result struct {
@@ -67,6 +53,17 @@ func TestDeleteAgainWhileTheCancellationIsRecorded(t *testing.T) {
 
 // failingOutbox is an outbox whose outcomes' records fail outright while failing is set (a
 // store refusing writes for longer than its retries).
+// scheduleLater accepts a text to send in an hour.
+func scheduleLater(t *testing.T, e *Engine, u domain.User) domain.OutboxEntry {
+	t.Helper()
+	s, err := e.Messages.Send(context.Background(), SendRequest{UserID: u.ID, Origin: "api", SendAt: time.Now().Add(time.Hour),
+		Message: domain.Message{To: "491511234567", Kind: domain.KindText, Text: "later"}})
+	if err != nil || s.Status != domain.MsgScheduled {
+		t.Fatalf("scheduled: %s %v", s.Status, err)
+	}
+	return s
+}
+
 type failingOutbox struct {
 	Outbox
 	failing atomic.Bool
@@ -87,22 +84,10 @@ func (o *failingOutbox) Settle(e domain.OutboxEntry, done func(error)) {
 // failed). It was forgotten: the DELETE again answered 409 not_revocable ('sent more than 48
 // hours ago'), and only a restart settled or sent it.
 func TestDeleteAgainAfterTheCancellationsRecordFailed(t *testing.T) {
-	recs := persist.NewRecords(persist.NewMemory())
-	failing := &failingOutbox{Outbox: recs.Outbox}
-	r := recordsOf(recs)
-	r.Outbox = failing
-	net, err := sim.Open(sim.Options{Dir: t.TempDir(), AutoPair: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { net.Close() })
-	e, u := startLinked(t, Config{Store: recs.Store, Records: r, Network: net})
+	var failing *failingOutbox
+	e, u, _ := startOnOutbox(t, persist.NewMemory(), func(o *persist.Outbox) Outbox { failing = &failingOutbox{Outbox: o}; return failing })
 	ctx := context.Background()
-	s, err := e.Messages.Send(ctx, SendRequest{UserID: u.ID, Origin: "api", SendAt: time.Now().Add(time.Hour),
-		Message: domain.Message{To: "491511234567", Kind: domain.KindText, Text: "later"}})
-	if err != nil || s.Status != domain.MsgScheduled {
-		t.Fatalf("scheduled: %s %v", s.Status, err)
-	}
+	s := scheduleLater(t, e, u)
 	failing.failing.Store(true)
 	if d, err := e.Messages.Delete(ctx, u.ID, s.ID, SendRequest{}); !errors.Is(err, domain.ErrUnavailable) {
 		t.Fatalf("a DELETE whose cancellation was not recorded answered %s, %v (want 503)", d.Entry.Status, err)
@@ -115,8 +100,8 @@ func TestDeleteAgainAfterTheCancellationsRecordFailed(t *testing.T) {
 	if err != nil || d.Entry.Status != domain.MsgCancelled {
 		t.Fatalf("the DELETE again answered %s, %v (want cancelled)", d.Entry.Status, err)
 	}
-	recs.Outbox.Flush()
-	if got, err := recs.Outbox.Get(s.ID); err != nil || got.Status != domain.MsgCancelled {
+	failing.Outbox.Flush()
+	if got, err := failing.Outbox.Get(s.ID); err != nil || got.Status != domain.MsgCancelled {
 		t.Fatalf("recorded %s, %v", got.Status, err)
 	}
 }

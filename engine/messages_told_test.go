@@ -149,6 +149,22 @@ func TestToldFailureSettledAtBootCountedAndItsKeptStatusGone(t *testing.T) {
 
 // heldOutbox is an outbox whose outcomes' records wait while its gate is shut (a kill -9 then
 // loses them).
+// startOnOutbox starts a linked engine on records in mem whose outbox is wrap's (of persist's),
+// on a sim network.
+func startOnOutbox(t *testing.T, mem *persist.Memory, wrap func(*persist.Outbox) Outbox) (*Engine, domain.User, *sim.Network) {
+	t.Helper()
+	recs := persist.NewRecords(mem)
+	r := recordsOf(recs)
+	r.Outbox = wrap(recs.Outbox)
+	net, err := sim.Open(sim.Options{Dir: t.TempDir(), AutoPair: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { net.Close() })
+	e, u := startLinked(t, Config{Store: recs.Store, Records: r, Network: net})
+	return e, u, net
+}
+
 type heldOutbox struct {
 	Outbox
 	gate
@@ -170,18 +186,10 @@ func (o *heldOutbox) Settle(e domain.OutboxEntry, done func(error)) {
 // has it.
 func TestFailureToldToItsCallerOnlyOnceRecorded(t *testing.T) {
 	mem := persist.NewMemory()
-	recs := persist.NewRecords(mem)
-	held := &heldOutbox{Outbox: recs.Outbox}
-	r := recordsOf(recs)
-	r.Outbox = held
-	net, err := sim.Open(sim.Options{Dir: t.TempDir(), AutoPair: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { net.Close() })
+	var held *heldOutbox
+	e, u, net := startOnOutbox(t, mem, func(o *persist.Outbox) Outbox { held = &heldOutbox{Outbox: o}; return held })
 	const refusing = "4915100000404"
 	net.SetUnregistered([]string{refusing}) // a send fails at once, for good
-	e, u := startLinked(t, Config{Store: recs.Store, Records: r, Network: net})
 	ctx := context.Background()
 	recorded := func(id string) bool {
 		_, err := mem.Get([]byte("outbox_status/" + id))
