@@ -367,3 +367,8 @@ type WebhookProgress struct {
 	Delivered    []uint64
 	Subscription *WebhookSubscription
 }
+
+// MaxCommitWrites bounds one commit of many writes made one after the other (a JetStream batch
+// takes 1,000 messages): the store splits a larger batch (persist), and the events facet
+// commits a batch that keeps a failed or cancelled status in whole events within it (engine).
+const MaxCommitWrites = 512

@@ -71,9 +71,9 @@ func (e *Events) Commit(ctx context.Context, ps []PreparedEvent) error {
 		total += p.writes()
 		finals = finals || p.final != nil
 	}
-	for finals && total > eventCommitWrites {
+	for finals && total > domain.MaxCommitWrites {
 		n, w := 1, ps[0].writes()
-		for n < len(ps) && w+ps[n].writes() <= eventCommitWrites {
+		for n < len(ps) && w+ps[n].writes() <= domain.MaxCommitWrites {
 			w += ps[n].writes()
 			n++
 		}
@@ -84,9 +84,6 @@ func (e *Events) Commit(ctx context.Context, ps []PreparedEvent) error {
 	}
 	return e.commit(ctx, ps)
 }
-
-// eventCommitWrites is how many writes the store commits at once (persist: maxCommitOps).
-const eventCommitWrites = 512
 
 // writes is how many writes p's commit makes (persist.Webhooks.AppendEvents): one for each
 // delivery, its journal record, its broker outbox record, and its final status.

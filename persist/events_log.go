@@ -148,21 +148,16 @@ func (w *Webhooks) AppendEvents(ctx context.Context, ds []domain.WebhookDelivery
 	if err != nil {
 		return err
 	}
-	if len(finals) == 0 {
-		return w.commitChunks(ctx, ops)
-	}
-	// The finals first: when a large batch is split into commits, a kill -9 between two
-	// leaves a final without its event (the message settled failed, as its waiter was told),
-	// never its event told and the message sent again.
-	fops := make([]Op, 0, len(finals)+len(ops))
+	// A batch with finals comes in whole events of at most one commit (engine: Events.Commit),
+	// so a final and its event land together.
 	for _, f := range finals {
 		op, err := finalOp(f)
 		if err != nil {
 			return err
 		}
-		fops = append(fops, op)
+		ops = append(ops, op)
 	}
-	return w.commitChunks(ctx, append(fops, ops...))
+	return w.commitChunks(ctx, ops)
 }
 
 // finalWire is a kept failed or cancelled status (event_final).

@@ -211,9 +211,8 @@ func (w *Webhooks) Enqueue(ctx context.Context, ds []domain.WebhookDelivery) err
 	return w.AppendEvents(ctx, ds, nil, nil)
 }
 
-// maxCommitOps bounds one commit of many writes made one after the other (a JetStream batch
-// takes 1,000 messages).
-const maxCommitOps = 512
+// maxCommitOps bounds one commit of many writes made one after the other.
+const maxCommitOps = domain.MaxCommitWrites
 
 // commitChunks commits ops in commits of at most maxCommitOps, one after the other.
 func (w *Webhooks) commitChunks(ctx context.Context, ops []Op) error {

@@ -59,35 +59,7 @@ func BenchmarkPartitionCommits(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			views := make([]persist.KV, 64)
-			for p := range views {
-				if name == "lone" {
-					views[p] = s
-				} else {
-					views[p] = s.Partition(p, newOwner(b, s, p))
-				}
-			}
-			value := make([]byte, 400)
-			var n atomic.Int64
-			cpu0 := cputime.Process()
-			b.SetParallelism(32)
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				ctx := context.Background()
-				for pb.Next() {
-					i := n.Add(1)
-					k := "outbox_status/" + strconv.FormatInt(i, 10)
-					if err := views[i%64].Commit(ctx, persist.Op{Key: []byte(k), Value: value, TTL: persist.OutboxRetention}); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-			b.StopTimer()
-			b.ReportMetric(float64((cputime.Process()-cpu0).Microseconds())/float64(b.N), "cpu-µs/commit")
-			groups, batches := s.Stats()
-			b.ReportMetric(float64(groups)/float64(b.N), "groups/commit")
-			b.ReportMetric(float64(batches)/float64(b.N), "batches/commit")
+			commitFromCallers(b, s, name == "lone")
 		})
 	}
 }
@@ -119,36 +91,42 @@ func BenchmarkReplicatedCommits(b *testing.B) {
 			defer s.Close()
 			leaders, conn := s.Leaders()
 			b.Logf("leaders %v, connected to %s", leaders, conn)
-			views := make([]persist.KV, 64)
-			for p := range views {
-				if v.name == "lone" {
-					views[p] = s
-				} else {
-					views[p] = s.Partition(p, newOwner(b, s, p))
-				}
-			}
-			value := make([]byte, 400)
-			var n atomic.Int64
-			cpu0 := cputime.Process()
-			b.SetParallelism(32)
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				ctx := context.Background()
-				for pb.Next() {
-					i := n.Add(1)
-					k := "outbox_status/" + strconv.FormatInt(i, 10)
-					if err := views[i%64].Commit(ctx, persist.Op{Key: []byte(k), Value: value, TTL: persist.OutboxRetention}); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-			b.StopTimer()
-			cpu := cputime.Process() - cpu0
-			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/commit")
-			groups, batches := s.Stats()
-			b.ReportMetric(float64(groups)/float64(b.N), "groups/commit")
-			b.ReportMetric(float64(batches)/float64(b.N), "batches/commit")
+			commitFromCallers(b, s, v.name == "lone")
 		})
 	}
+}
+
+// commitFromCallers makes b.N one-message commits from 64 callers on s (lone) or on 64 fenced
+// partition views of it (a node's), and reports the process's CPU, groups and batches per
+// commit.
+func commitFromCallers(b *testing.B, s *natskv.Store, lone bool) {
+	views := make([]persist.KV, 64)
+	for p := range views {
+		if lone {
+			views[p] = s
+		} else {
+			views[p] = s.Partition(p, newOwner(b, s, p))
+		}
+	}
+	value := make([]byte, 400)
+	var n atomic.Int64
+	cpu0 := cputime.Process()
+	b.SetParallelism(32)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			i := n.Add(1)
+			k := "outbox_status/" + strconv.FormatInt(i, 10)
+			if err := views[i%64].Commit(ctx, persist.Op{Key: []byte(k), Value: value, TTL: persist.OutboxRetention}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64((cputime.Process()-cpu0).Microseconds())/float64(b.N), "cpu-µs/commit")
+	groups, batches := s.Stats()
+	b.ReportMetric(float64(groups)/float64(b.N), "groups/commit")
+	b.ReportMetric(float64(batches)/float64(b.N), "batches/commit")
 }
