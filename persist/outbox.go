@@ -554,7 +554,7 @@ func (o *Outbox) IdemOf(messageID string) (domain.IdemRecord, error) {
 	if hash == "" || o.now().Sub(e.CreatedAt.Time()) > domain.IdempotencyTTL {
 		return domain.IdemRecord{}, domain.ErrRecordNotFound
 	}
-	return domain.IdemRecord{BodyHash: hash, MessageID: e.ID}, nil
+	return domain.IdemRecord{BodyHash: hash, MessageID: e.ID, At: e.CreatedAt}, nil
 }
 
 // Settle records a network outcome (sent or failed) in the background: the deliverer does not
