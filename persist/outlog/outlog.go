@@ -167,22 +167,47 @@ func Open(dir string, o Options) (*Log, Recovery, error) {
 // Append appends rec and returns its position once it is written (SyncBatch: and synced).
 // rec is copied before Append returns; the caller may reuse it.
 func (l *Log) Append(rec []byte) (Pos, error) {
-	g, pos, err := l.enqueue(rec, nil)
+	t, err := l.Queue(rec)
 	if err != nil {
 		return 0, err
 	}
-	<-g.done
-	return pos, g.err
+	return t.Pos, t.Wait()
 }
 
-// AppendAsync queues rec and returns at once; done is called from the writer's goroutine with
-// rec's position once it is written (SyncBatch: and synced), or with the error that stopped
-// it (from AppendAsync itself if rec was refused). done must not block. rec is copied before
-// AppendAsync returns.
-func (l *Log) AppendAsync(rec []byte, done func(Pos, error)) {
-	if _, _, err := l.enqueue(rec, done); err != nil {
+// Ticket is a queued record: where it will lie, and the wait for its write.
+type Ticket struct {
+	Pos Pos
+	g   *group
+}
+
+// Wait returns once the record is written (SyncBatch: and synced), with the error that stopped
+// its write if one did.
+func (t Ticket) Wait() error {
+	<-t.g.done
+	return t.g.err
+}
+
+// Queue queues rec and returns at once with where it will lie: a caller that links records
+// (each holding the position of the one before it) takes the next position under its own lock
+// and waits outside it. rec is copied before Queue returns.
+func (l *Log) Queue(rec []byte) (Ticket, error) {
+	g, pos, err := l.enqueue(rec, nil)
+	if err != nil {
+		return Ticket{}, err
+	}
+	return Ticket{pos, g}, nil
+}
+
+// AppendAsync queues rec and returns at once with where it will lie; done is called from the
+// writer's goroutine with that position once it is written (SyncBatch: and synced), or with
+// the error that stopped it (from AppendAsync itself if rec was refused: it then returns 0).
+// done must not block. rec is copied before AppendAsync returns.
+func (l *Log) AppendAsync(rec []byte, done func(Pos, error)) Pos {
+	_, pos, err := l.enqueue(rec, done)
+	if err != nil {
 		done(0, err)
 	}
+	return pos
 }
 
 // enqueue frames rec into the group being filled, registers done with it, and wakes the writer.

@@ -2,6 +2,7 @@ package outlog
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -345,5 +346,57 @@ func TestIntervalSyncs(t *testing.T) {
 			t.Fatal("no interval sync in 10 s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// The per-user history as a backward chain: each record holds the position of its user's
+// previous one, taken under the user's lock with Queue, and the chain read back from the head
+// by position visits every record of the user, newest first.
+func TestQueueChains(t *testing.T) {
+	l, _ := open(t, t.TempDir(), Options{Sync: SyncInterval, SegmentSize: 8 << 10})
+	const users, each = 4, 50
+	var mu [users]sync.Mutex
+	var head [users]Pos
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range each {
+				u := (w + i) % users
+				mu[u].Lock()
+				rec := binary.LittleEndian.AppendUint64(nil, uint64(head[u]))
+				rec = append(rec, record(w*each+i, 300)...)
+				tk, err := l.Queue(rec)
+				if err != nil {
+					mu[u].Unlock()
+					t.Error(err)
+					return
+				}
+				head[u] = tk.Pos
+				mu[u].Unlock()
+				if err := tk.Wait(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	total := 0
+	for u := range users {
+		prev := Pos(1<<64 - 1)
+		for p := head[u]; p != 0; {
+			if p >= prev {
+				t.Fatalf("user %d's chain goes forward: %v after %v", u, p, prev)
+			}
+			rec, err := l.Read(p)
+			if err != nil {
+				t.Fatalf("user %d's chain at %v: %v", u, p, err)
+			}
+			total++
+			prev, p = p, Pos(binary.LittleEndian.Uint64(rec))
+		}
+	}
+	if total != 8*each {
+		t.Fatalf("the chains hold %d records, %d were queued", total, 8*each)
 	}
 }

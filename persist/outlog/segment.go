@@ -101,7 +101,7 @@ func (l *Log) recover() (*os.File, Recovery, error) {
 	}
 	if end < segHeader {
 		// Torn while it was being created: lay its header anew.
-		if err := f.Truncate(0); err == nil {
+		if err = f.Truncate(0); err == nil {
 			_, err = f.WriteAt(header(last), 0)
 		}
 		if err == nil {
