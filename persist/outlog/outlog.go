@@ -54,9 +54,12 @@ const (
 
 // Options configure Open.
 type Options struct {
-	Sync        Sync          // "" means SyncBatch
-	Interval    time.Duration // SyncInterval's period; 0 means 100 ms (persist's --fsync interval)
-	SegmentSize int64         // a segment is closed before it would pass this; 0 means 64 MiB
+	Sync     Sync          // "" means SyncBatch
+	Interval time.Duration // SyncInterval's period; 0 means 100 ms (persist's --fsync interval)
+	// SegmentSize: a segment is closed before a record would take it past this (a record
+	// larger than it gets a segment of its own); 0 means 64 MiB, at most 1 GiB (offsets are 32
+	// bits, and a record up to MaxRecord may follow the last).
+	SegmentSize int64
 }
 
 // Pos is where a record lies: its segment's number in the high 32 bits and its offset in that
@@ -147,7 +150,7 @@ func Open(dir string, o Options) (*Log, Recovery, error) {
 	if o.SegmentSize <= 0 {
 		o.SegmentSize = 64 << 20
 	}
-	if o.SegmentSize < segHeader+frameHeader+1 || o.SegmentSize > 1<<32-1 {
+	if o.SegmentSize < segHeader+frameHeader+1 || o.SegmentSize > 1<<30 {
 		return nil, Recovery{}, fmt.Errorf("outlog: segment size %d out of range", o.SegmentSize)
 	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
@@ -160,7 +163,7 @@ func Open(dir string, o Options) (*Log, Recovery, error) {
 		return nil, Recovery{}, err
 	}
 	l.written.seg, l.written.end = l.seg, l.end
-	go l.writer(f)
+	go l.writer(f, l.seg)
 	return l, rec, nil
 }
 

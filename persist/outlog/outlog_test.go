@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -144,6 +145,52 @@ func TestRefusedRecordsAndOptions(t *testing.T) {
 	}
 	if _, _, err := Open(t.TempDir(), Options{SegmentSize: 20}); err == nil {
 		t.Fatal("Open took a segment that holds no record")
+	}
+	if _, _, err := Open(t.TempDir(), Options{SegmentSize: 2 << 30}); err == nil {
+		t.Fatal("Open took a segment past 32-bit offsets' reach")
+	}
+}
+
+// A write that fails stops every append after it (fail-stop: the caller answers 503), and the
+// log reopens whole once the cause is gone.
+func TestFailedWriteStopsAppends(t *testing.T) {
+	dir := t.TempDir()
+	l, _, err := Open(dir, Options{SegmentSize: 1 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := l.Append(record(1, 600))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The next segment's name taken by a directory: the roll's create fails.
+	blocker := filepath.Join(dir, segName(2))
+	if err := os.Mkdir(blocker, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(record(2, 600)); err == nil {
+		t.Fatal("an append whose segment could not be made succeeded")
+	}
+	if _, err := l.Append(record(3, 10)); err == nil {
+		t.Fatal("an append after a failed write succeeded")
+	}
+	if err := l.Sync(); err == nil {
+		t.Fatal("Sync after a failed write succeeded")
+	}
+	mustRead(t, l, first, record(1, 600))
+	if err := l.Close(); err == nil {
+		t.Fatal("Close hid the failed write")
+	}
+	if err := os.Remove(blocker); err != nil {
+		t.Fatal(err)
+	}
+	l2, rec := open(t, dir, Options{SegmentSize: 1 << 10})
+	if rec.Records != 1 || rec.Cut != 0 {
+		t.Fatalf("reopened: %+v", rec)
+	}
+	mustRead(t, l2, first, record(1, 600))
+	if p, err := l2.Append(record(2, 600)); err != nil || p != At(2, segHeader) {
+		t.Fatalf("append after reopening: %v at %v", err, p)
 	}
 }
 

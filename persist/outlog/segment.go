@@ -210,11 +210,10 @@ func syncDir(dir string) error {
 	return err
 }
 
-// writer writes the queued groups, f being the segment l.seg was when it started. It is the
-// only goroutine that writes to a segment.
-func (l *Log) writer(f *os.File) {
+// writer writes the queued groups, f being segment fseg, the last at Open. It is the only
+// goroutine that writes to a segment.
+func (l *Log) writer(f *os.File, fseg uint32) {
 	defer close(l.stopped)
-	fseg := l.seg
 	dirty := false // written since the last sync
 	var tick <-chan time.Time
 	if l.sync == SyncInterval {
