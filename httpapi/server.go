@@ -369,7 +369,7 @@ func (s *Server) handle(method, path string, limit int, part *partitionOf, h han
 		s.limits[method+" "+path] = limit
 		s.minLimit = min(s.minLimit, limit)
 	}
-	m := s.metrics.route(method + " " + path)
+	m := s.metrics.routes.route(method + " " + path)
 	logRoute := newAccessRoute(method, path)
 	s.handleRoute(method, path, func(ctx *fasthttp.RequestCtx) {
 		// fasthttp's own clock reading as it called the handler (time.Now per request is
@@ -388,7 +388,7 @@ func (s *Server) handle(method, path string, limit int, part *partitionOf, h han
 			}
 			status := ctx.Response.StatusCode()
 			took := time.Since(start)
-			m.observe(status, took)
+			m.observe(ctx.ConnID(), status, took)
 			switch {
 			case s.access != nil:
 				r := accessRecord{at: start.Add(took), seq: ctx.ID(), route: logRoute, status: status, duration: took, remoteText: remoteText(ctx)}

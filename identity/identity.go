@@ -111,9 +111,7 @@ type Memo struct{ atomic.Value }
 // verified in full: the next call, from the cache, has one).
 func (v *Verifier) VerifyBytesMemo(ctx context.Context, rawToken []byte, at time.Time) (Claims, *Memo, error) {
 	c, memo, err := v.verify(ctx, rawToken, at)
-	if memo != nil {
-		v.metrics.cacheHit()
-	} else {
+	if memo == nil { // a hit is counted by verify
 		v.metrics.decision(err)
 	}
 	return c, memo, err
@@ -131,6 +129,7 @@ func (v *Verifier) verify(ctx context.Context, raw []byte, at time.Time) (_ Clai
 	// on a miss (the token's bytes are read once per request, by the cache's hash).
 	if e, ok := v.cache.get(raw, now); ok {
 		if v.provider == nil || v.provider.live(e.kid, e.gen) {
+			v.metrics.cacheHit(e.hash)
 			return e.claims, &e.memo, nil
 		}
 		v.cache.drop(raw) // its key was withdrawn: verify again (and refuse)

@@ -388,6 +388,10 @@ func TestCache(t *testing.T) {
 	if n := keys.n.Load(); n != 1 {
 		t.Fatalf("%d signature verifications, want 1 (the rest from the cache)", n)
 	}
+	// Every hit is counted once, whichever of the hit counter's shards it went to.
+	if got := decisionCounts(t, v); got["cached"] != 8*50 || got["ok"] != 1 || len(got) != 2 {
+		t.Fatalf("decisions %v, want 400 cached and 1 ok", got)
+	}
 
 	// A cached token is checked against the request's own clock reading when one is given.
 	// Past exp+skew by that reading, the cached entry is dropped and the token verified in full
