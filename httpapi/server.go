@@ -43,6 +43,9 @@ type TokenVerifier interface {
 	// VerifyBytesMemo is VerifyBytesAt with the cached token's Memo (nil when it was not
 	// cached), where the server keeps the caller's profile (Server.user).
 	VerifyBytesMemo(ctx context.Context, raw []byte, at time.Time) (identity.Claims, *identity.Memo, error)
+	// CachedMemo is the cached token's Memo and claims (the cache's copy: read only), nil when
+	// the cache does not answer it (then VerifyBytesMemo verifies it).
+	CachedMemo(raw []byte, at time.Time) (*identity.Memo, *identity.Claims)
 }
 
 // Interface guards.

@@ -468,6 +468,9 @@ func TestMemoPerCachedToken(t *testing.T) {
 		}
 		return m
 	}
+	if m, c := v.CachedMemo(tok, time.Time{}); m != nil || c != nil {
+		t.Fatal("CachedMemo answered a token never verified")
+	}
 	if m := memo(); m != nil {
 		t.Fatal("a token verified in full came with a Memo")
 	}
@@ -475,11 +478,33 @@ func TestMemoPerCachedToken(t *testing.T) {
 	if m == nil || memo() != m {
 		t.Fatal("a cached token's Memo is not one and the same")
 	}
+	// CachedMemo: the same Memo, the claims VerifyBytesMemo gives; nil for a forged token
+	// with the cached one's tail (the cache compares the whole token).
+	want, _, _ := v.VerifyBytesMemo(context.Background(), tok, time.Time{})
+	if cm, c := v.CachedMemo(tok, time.Time{}); cm != m || c == nil || *c != want {
+		t.Fatalf("CachedMemo = %p, %+v; want %p, %+v", cm, c, m, want)
+	}
+	forged := append([]byte(nil), tok...)
+	forged[10] ^= 1
+	if cm, _ := v.CachedMemo(forged, time.Time{}); cm != nil {
+		t.Fatal("CachedMemo answered a token that differs from the cached one in its header")
+	}
 	m.Store("kept")
 	if got := memo().Load(); got != "kept" {
 		t.Fatalf("Memo holds %v", got)
 	}
+	// Expiry: by the request's clock reading (at), then by the verifier's.
+	if cm, _ := v.CachedMemo(tok, base.Add(10*time.Minute+ClockSkew+time.Second)); cm != nil {
+		t.Fatal("CachedMemo answered a token past its deadline by the request's clock")
+	}
+	if got := decisionCounts(t, v); got["cached"] != 5 || got["ok"] != 1 {
+		t.Fatalf("decisions %v, want 5 cached (each answer from the cache once) and 1 ok", got)
+	}
+	memo() // verified in full again (the entry above went)
 	offset.Store(int64(10*time.Minute + ClockSkew + time.Second)) // the entry expires
+	if cm, _ := v.CachedMemo(tok, time.Time{}); cm != nil {
+		t.Fatal("CachedMemo answered an expired token")
+	}
 	if _, _, err := v.VerifyBytesMemo(context.Background(), tok, time.Time{}); err == nil {
 		t.Fatal("an expired token verified")
 	}
