@@ -500,8 +500,9 @@ func TestMemoPerCachedToken(t *testing.T) {
 	if got := decisionCounts(t, v); got["cached"] != 5 || got["ok"] != 1 {
 		t.Fatalf("decisions %v, want 5 cached (each answer from the cache once) and 1 ok", got)
 	}
-	memo() // verified in full again (the entry above went)
-	offset.Store(int64(10*time.Minute + ClockSkew + time.Second)) // the entry expires
+	// Verified in full again (the entry above went), then past its deadline.
+	memo()
+	offset.Store(int64(10*time.Minute + ClockSkew + time.Second))
 	if cm, _ := v.CachedMemo(tok, time.Time{}); cm != nil {
 		t.Fatal("CachedMemo answered an expired token")
 	}
