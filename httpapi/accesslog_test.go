@@ -87,8 +87,8 @@ func TestAccessLogLinesAreSlogs(t *testing.T) {
 	for _, text := range []bool{false, true} {
 		out := &syncBuffer{}
 		l := newAccessLog(AccessLogConfig{Output: out, Text: text, Attrs: [][2]string{{"component", "http"}}}, testReqPfx)
-		for _, r := range records {
-			l.add(r)
+		for i, r := range records {
+			l.add(uint64(i), r) // each on a connection of its own: the shards' lines merged in order
 		}
 		l.close()
 		got := out.lines()
@@ -140,8 +140,8 @@ func TestAccessLogNeverBlocksARequest(t *testing.T) {
 	r := accessRecord{at: time.Now(), id: "x", route: newAccessRoute("GET", "/"), status: 200, remote: net.IPv4(127, 0, 0, 1)}
 	start := time.Now()
 	const n = 3 * accessMaxQueued
-	for range n {
-		l.add(r)
+	for i := range n {
+		l.add(uint64(i), r) // over every shard: together they hold accessMaxQueued
 	}
 	if took := time.Since(start); took > 2*time.Second {
 		t.Fatalf("%d records took %v with the output blocked", n, took)
@@ -175,7 +175,7 @@ func TestAccessLogNeverBlocksARequest(t *testing.T) {
 	if out.writes > 4+len(lines)/1000 { // writes of accessWriteChunk: over a thousand lines each
 		t.Fatalf("%d writes for %d lines", out.writes, len(lines))
 	}
-	l.add(r) // after close: dropped, no panic
+	l.add(0, r) // after close: dropped, no panic
 }
 
 func must[T any](v T, err error) T {

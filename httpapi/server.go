@@ -401,7 +401,7 @@ func (s *Server) handle(method, path string, limit int, part *partitionOf, h han
 				if clientID != nil {
 					r.id = string(clientID)
 				}
-				s.access.add(r)
+				s.access.add(ctx.ConnID(), r)
 			case s.cfg.LogRequests:
 				s.log.Info("request", "request_id", s.requestID(ctx), "method", method, "route", path,
 					"status", status, "duration_ms", float64(took.Microseconds())/1000, "remote", ctx.RemoteIP().String())
