@@ -202,31 +202,21 @@ func writeStatus(ctx *fasthttp.RequestCtx, st *domain.Session) {
 	writeStatusParts(ctx, b, split, st.Queue)
 }
 
-// writeStatusParts writes a status answer from appendStatus's parts and the queue's counters:
-// put together on the stack and written to the response's body once (each Write finds the
-// body's buffer and appends to it), or in three writes when the answer is too long for that.
+// writeStatusParts writes a status answer from appendStatus's parts and the queue's counters.
 func writeStatusParts(ctx *fasthttp.RequestCtx, b []byte, split int, q domain.QueueStats) {
 	ctx.Response.Header.SetContentTypeBytes(contentTypeJSON)
 	ctx.SetStatusCode(fasthttp.StatusOK)
-	var buf [768]byte
-	const queueMax = 64 // the depth and oldestAt: 20 digits, the key and a timestamp
-	if len(b)+queueMax <= len(buf) {
-		out := appendQueue(append(buf[:0], b[:split]...), q)
-		_, _ = ctx.Write(append(out, b[split:]...))
-		return
+	var buf [64]byte
+	qb := strconv.AppendInt(buf[:0], int64(q.Depth), 10)
+	qb = append(qb, `,"oldestAt":`...)
+	if q.OldestAt != 0 {
+		qb = appendTimestamp(qb, q.OldestAt.Time())
+	} else {
+		qb = append(qb, "null"...)
 	}
 	_, _ = ctx.Write(b[:split])
-	_, _ = ctx.Write(appendQueue(buf[:0], q))
+	_, _ = ctx.Write(qb)
 	_, _ = ctx.Write(b[split:])
-}
-
-// appendQueue appends a status answer's queue counters: the depth, then oldestAt.
-func appendQueue(b []byte, q domain.QueueStats) []byte {
-	b = append(strconv.AppendInt(b, int64(q.Depth), 10), `,"oldestAt":`...)
-	if q.OldestAt != 0 {
-		return appendTimestamp(b, q.OldestAt.Time())
-	}
-	return append(b, "null"...)
 }
 
 // appendStatus appends st's answer without the queue's counters (its depth and oldestAt, which

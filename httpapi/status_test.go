@@ -11,8 +11,8 @@ import (
 	"github.com/gateway/gateway/domain"
 )
 
-// TestStatusAnswerOfAnyLength: a status answer written in one piece (it fits the stack buffer,
-// with the largest queue counters) and in three (a long reason) is writeJSON's.
+// TestStatusAnswerOfAnyLength: status answers with the largest queue counters and with a long
+// reason are writeJSON's.
 func TestStatusAnswerOfAnyLength(t *testing.T) {
 	far := time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
 	for _, st := range []domain.Session{
