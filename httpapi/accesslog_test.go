@@ -402,3 +402,28 @@ func BenchmarkAccessLogLine(b *testing.B) {
 		buf = l.appendLine(buf, &r)
 	}
 }
+
+// The writer is woken early once the shards hold a batch in all, whether one connection's
+// shard holds it or many connections' shards share it, and not before.
+func TestAccessLogFullAtABatchInAll(t *testing.T) {
+	r := accessRecord{at: time.Now(), route: newAccessRoute("GET", "/"), status: 200, remoteText: "127.0.0.1"}
+	for _, conns := range []int{1, 2, 3, 4, 64} {
+		// No writer: the signals stay in their channels.
+		l := &accessLog{wake: make(chan struct{}, 1), full: make(chan struct{}, 1), batch: accessBatch, shardBatch: accessBatch / accessShards}
+		for i := range accessBatch - 1 {
+			l.add(uint64(i%conns), r)
+		}
+		if len(l.wake) != 1 || len(l.full) != 0 {
+			t.Fatalf("%d connections, %d records: wake %d, full %d; want 1 and 0", conns, accessBatch-1, len(l.wake), len(l.full))
+		}
+		for i := accessBatch - 1; len(l.full) == 0 && i < accessBatch+accessShards*accessCountEvery; i++ {
+			l.add(uint64(i%conns), r)
+			if len(l.full) == 1 && conns != 3 && i != accessBatch-1 {
+				t.Fatalf("%d connections: full after %d records, want %d", conns, i+1, accessBatch)
+			}
+		}
+		if len(l.full) != 1 {
+			t.Fatalf("%d connections: no full signal after %d records", conns, accessBatch+accessShards*accessCountEvery)
+		}
+	}
+}
