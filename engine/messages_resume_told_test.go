@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/network"
+	"github.com/gateway/gateway/network/sim"
+	"github.com/gateway/gateway/persist"
+)
+
+// refusingNetwork is a network whose sends fail for good (not on the network) while refuse
+// is set.
+type refusingNetwork struct {
+	network.Network
+	refuse atomic.Bool
+}
+
+func (n *refusingNetwork) Open(sessionID string, sink func(network.Event), opts ...network.Option) (network.Client, error) {
+	c, err := n.Network.Open(sessionID, sink, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return refusingClient{Client: c, refuse: &n.refuse}, nil
+}
+
+type refusingClient struct {
+	network.Client
+	refuse *atomic.Bool
+}
+
+func (c refusingClient) Send(ctx context.Context, m domain.Message) (network.Receipt, error) {
+	if c.refuse.Load() {
+		return network.Receipt{}, fmt.Errorf("refused: %w", network.ErrNotOnNetwork)
+	}
+	return c.Client.Send(ctx, m)
+}
+
+// A message whose failure was told (its event committed, the status kept beside it) and whose
+// record then failed stays pending on disk, tracked no more; a send again under its id (a
+// caller's retry, an Idempotency-Key's replay: resume) settles it as told, as a boot does,
+// and does not send it: the webhook, the stream and the broker were told "failed", and a
+// client that sent a new message on that would have the recipient get two.
+func TestToldFailureNotSentByARetryOfItsID(t *testing.T) {
+	mem := persist.NewMemory()
+	ev, _ := toldEvents(t, mem)
+	recs := persist.NewRecords(mem)
+	r := recordsOf(recs)
+	failing := &failingOutbox{Outbox: recs.Outbox}
+	r.Outbox = failing
+	net, err := sim.Open(sim.Options{Dir: t.TempDir(), AutoPair: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { net.Close() })
+	const to = "491510000404"
+	refusing := &refusingNetwork{Network: net}
+	refusing.refuse.Store(true) // a send fails at once, for good
+	e, u := startLinked(t, Config{Store: recs.Store, Records: r, Network: refusing, Events: ev})
+	ctx := context.Background()
+	send := func() (domain.OutboxEntry, error) {
+		return e.Messages.Send(ctx, SendRequest{UserID: u.ID, Origin: "api",
+			Message: domain.Message{ID: "told-1", To: to, Kind: domain.KindText, Text: "refused"}})
+	}
+
+	failing.failing.Store(true) // the failure's record fails
+	if _, err := send(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "the failure told (its status kept), its record failed", func() bool {
+		return finalsOf(t, mem, "told-1")["told-1"].Status == domain.MsgFailed && !e.Messages.msgs.tracked("told-1")
+	})
+	failing.failing.Store(false)
+	refusing.refuse.Store(false) // sent again, it would go now
+
+	if _, err := send(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "the message settled", func() bool {
+		failing.Outbox.Flush()
+		got, err := failing.Outbox.Get("told-1")
+		return err == nil && got.Final()
+	})
+	got, _ := failing.Outbox.Get("told-1")
+	if got.Status != domain.MsgFailed || net.DeliveredCount() != 0 {
+		t.Fatalf("a message told failed was recorded %s after a send again of its id, %d delivered (want failed, none)",
+			got.Status, net.DeliveredCount())
+	}
+}
