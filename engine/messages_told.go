@@ -42,10 +42,11 @@ func (ms *Messages) toldFinal(pending []domain.OutboxEntry) (map[string]domain.F
 // told before: not sent, its reservation released.
 var errToldFinal = errors.New("engine: settled as told before the restart")
 
-// settleTold records pending message e, tracked, as status f (told before the restart), with
-// no send and no event; its reservation goes back once the record is durable (settled). A
-// failure is counted (gateway_messages_failed_total) as Outcome counts one: the counter is the
-// process's, and the process that told it died before its record.
+// settleTold records pending message e, tracked, as status f (told before the restart, or
+// told by this process whose record failed: resume), with no send and no event; its
+// reservation goes back once the record is durable (settled). The boot counts a failure
+// (recover), as Outcome counts one: the counter is the process's, and the process that told
+// it died before its record.
 func (m *messages) settleTold(e domain.OutboxEntry, f domain.FinalStatus) {
 	e.SetStatus(f.Status, f.At)
 	e.Code, e.Error = f.Code, f.Error
@@ -59,10 +60,7 @@ func (m *messages) settleTold(e domain.OutboxEntry, f domain.FinalStatus) {
 	if p != nil {
 		m.depth.Add(-1)
 	}
-	if f.Status == domain.MsgFailed {
-		m.e.metrics.failed.Add(1) // as Outcome counts a failure: this process settles it
-	}
-	m.e.log.Warn("outbox: a message told failed or cancelled before a restart, its record lost, is settled so (not sent again)", "message_id", e.ID, "status", f.Status)
+	m.e.log.Warn("outbox: a message told failed or cancelled, its record lost, is settled so (not sent again)", "message_id", e.ID, "status", f.Status)
 	m.outbox.Settle(e, m.settled(sh, p, e.ID, errToldFinal))
 }
 
