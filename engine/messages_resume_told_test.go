@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -40,12 +41,12 @@ func (c refusingClient) Send(ctx context.Context, m domain.Message) (network.Rec
 	return c.Client.Send(ctx, m)
 }
 
-// A message whose failure was told (its event committed, the status kept beside it) and whose
-// record then failed stays pending on disk, tracked no more; a send again under its id (a
-// caller's retry, an Idempotency-Key's replay: resume) settles it as told, as a boot does,
-// and does not send it: the webhook, the stream and the broker were told "failed", and a
-// client that sent a new message on that would have the recipient get two.
-func TestToldFailureNotSentByARetryOfItsID(t *testing.T) {
+// toldUnrecorded starts an engine whose events are all kept (toldEvents) and sends message
+// told-1, which fails (its event committed, its status kept beside it) while its record fails:
+// pending on disk, tracked no more. It returns the engine, a send of told-1 again waiting
+// wait, which the network now takes, the outbox and the network.
+func toldUnrecorded(t *testing.T) (*Engine, func(wait time.Duration) (domain.OutboxEntry, error), *failingOutbox, *sim.Network) {
+	t.Helper()
 	mem := persist.NewMemory()
 	ev, _ := toldEvents(t, mem)
 	recs := persist.NewRecords(mem)
@@ -57,18 +58,15 @@ func TestToldFailureNotSentByARetryOfItsID(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { net.Close() })
-	const to = "491510000404"
 	refusing := &refusingNetwork{Network: net}
 	refusing.refuse.Store(true) // a send fails at once, for good
 	e, u := startLinked(t, Config{Store: recs.Store, Records: r, Network: refusing, Events: ev})
-	ctx := context.Background()
-	send := func() (domain.OutboxEntry, error) {
-		return e.Messages.Send(ctx, SendRequest{UserID: u.ID, Origin: "api",
-			Message: domain.Message{ID: "told-1", To: to, Kind: domain.KindText, Text: "refused"}})
+	send := func(wait time.Duration) (domain.OutboxEntry, error) {
+		return e.Messages.Send(context.Background(), SendRequest{UserID: u.ID, Origin: "api", Wait: wait,
+			Message: domain.Message{ID: "told-1", To: "491510000404", Kind: domain.KindText, Text: "refused"}})
 	}
-
 	failing.failing.Store(true) // the failure's record fails
-	if _, err := send(); err != nil {
+	if _, err := send(0); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, 10*time.Second, "the failure told (its status kept), its record failed", func() bool {
@@ -76,8 +74,17 @@ func TestToldFailureNotSentByARetryOfItsID(t *testing.T) {
 	})
 	failing.failing.Store(false)
 	refusing.refuse.Store(false) // sent again, it would go now
+	return e, send, failing, net
+}
 
-	if _, err := send(); err != nil {
+// A message whose failure was told (its event committed, the status kept beside it) and whose
+// record then failed stays pending on disk, tracked no more; a send again under its id (a
+// caller's retry, an Idempotency-Key's replay: resume) settles it as told, as a boot does,
+// and does not send it: the webhook, the stream and the broker were told "failed", and a
+// client that sent a new message on that would have the recipient get two.
+func TestToldFailureNotSentByARetryOfItsID(t *testing.T) {
+	_, send, failing, net := toldUnrecorded(t)
+	if _, err := send(0); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, 10*time.Second, "the message settled", func() bool {
@@ -89,5 +96,16 @@ func TestToldFailureNotSentByARetryOfItsID(t *testing.T) {
 	if got.Status != domain.MsgFailed || net.DeliveredCount() != 0 {
 		t.Fatalf("a message told failed was recorded %s after a send again of its id, %d delivered (want failed, none)",
 			got.Status, net.DeliveredCount())
+	}
+}
+
+// A send that waits for a message settled as its told status (settleTold: resume, a boot's
+// recovery) is answered as a failure is (its code: 4xx), once its record is durable; it was
+// answered the engine's internal errToldFinal, a 500.
+func TestWaitForAToldFailureAnswersItsFailure(t *testing.T) {
+	_, send, _, _ := toldUnrecorded(t)
+	got, err := send(5 * time.Second)
+	if got.Status != domain.MsgFailed || !errors.Is(err, domain.ErrRecipientNotOnNetwork) {
+		t.Fatalf("a send again that waited answered %s, %v (want failed, recipient_not_on_network)", got.Status, err)
 	}
 }
