@@ -172,8 +172,10 @@ func tellRecorded(waiters []chan outcome, e domain.OutboxEntry, sendErr, err err
 		o = outcome{err: errNotRecorded}
 	case e.Status == domain.MsgCancelled:
 		o.err = nil // taken back, not failed: whoever waits reads its status
-	case o.err == nil:
-		o.err = failure(e) // a late failure laid over a sent outcome, waited for since (wait)
+	case o.err == nil || o.err == errToldFinal:
+		// A late failure laid over a sent outcome, waited for since (wait); a failure told
+		// before its record failed, settled so (settleTold): the error its code names.
+		o.err = failure(e)
 	}
 	for _, w := range waiters {
 		w <- o
