@@ -70,11 +70,41 @@ func toldUnrecorded(t *testing.T) (*Engine, func(wait time.Duration) (domain.Out
 		t.Fatal(err)
 	}
 	waitUntil(t, 10*time.Second, "the failure told (its status kept), its record failed", func() bool {
-		return finalsOf(t, mem, "told-1")["told-1"].Status == domain.MsgFailed && !e.Messages.msgs.tracked("told-1")
+		return finalsOf(t, mem, "told-1")["told-1"].Status == domain.MsgFailed && unrecorded(e.Messages.msgs, "told-1")
 	})
 	failing.failing.Store(false)
 	refusing.refuse.Store(false) // sent again, it would go now
 	return e, send, failing, net
+}
+
+// unrecorded tells whether message id's outcome was settled and its record failed: tracked
+// no more, or kept as unrecorded.
+func unrecorded(m *messages, id string) bool {
+	sh := m.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	p := sh.m[id]
+	return p == nil || p.unrecorded
+}
+
+// A failure whose record failed (the store refused it for a while) is recorded once the store
+// takes writes again, by the process that told it, its waiters answered then: it was left
+// pending for the next boot, meanwhile read "queued" and a DELETE answered 503 for as long as
+// the process ran, and a boot more than 7 days later (when its kept status had expired) sent
+// the message told failed.
+func TestUnrecordedFailureRecordedOnceTheStoreIsBack(t *testing.T) {
+	e, _, failing, net := toldUnrecorded(t)
+	waitUntil(t, 10*time.Second, "the failure recorded", func() bool {
+		failing.Outbox.Flush()
+		got, err := failing.Outbox.Get("told-1")
+		return err == nil && got.Status == domain.MsgFailed
+	})
+	if n := net.DeliveredCount(); n != 0 {
+		t.Fatalf("%d delivered", n)
+	}
+	if n := e.metrics.failed.Load(); n != 1 {
+		t.Fatalf("the failed-messages metric %d, want 1", n)
+	}
 }
 
 // A message whose failure was told (its event committed, the status kept beside it) and whose
