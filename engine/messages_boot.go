@@ -109,6 +109,7 @@ func (ms *Messages) renew() {
 
 // stopRenewal stops the daily renewal (Stop).
 func (ms *Messages) stopRenewal() {
+	ms.msgs.again.stop()
 	ms.renewMu.Lock()
 	defer ms.renewMu.Unlock()
 	if ms.renewal != nil {

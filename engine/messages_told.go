@@ -12,6 +12,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/gateway/gateway/domain"
@@ -134,4 +135,83 @@ func (m *messages) cancelling(id string) (domain.OutboxEntry, bool, error) {
 		m.outbox.Settle(e, written)
 	}
 	return e, true, m.awaitRecord(ch, e)
+}
+
+// recordAgain records again the failures and cancellations whose record failed (the store
+// refused it for longer than its retries): their events were committed, their statuses kept
+// beside them (event_final), and the messages stay pending on disk until their records land.
+// Left for the next boot, a message read "queued" and a DELETE answered 503 for as long as the
+// process ran, and a boot after the kept status's 7 days sent the message told failed. The
+// records are tried again after recordAgainFirst, then less often while the store refuses them
+// (up to recordAgainMost), until the engine stops; this process never sends such a message.
+type recordAgain struct {
+	mu      sync.Mutex
+	ids     map[string]struct{}
+	timer   *time.Timer
+	wait    time.Duration // the last wait armed; back to 0 once a record tried again lands
+	stopped bool
+}
+
+const recordAgainFirst, recordAgainMost = 250 * time.Millisecond, 30 * time.Second
+
+// errRecordedAgain is the outcome error of a failure or a cancellation recorded again: its
+// waiters are told as a failure's or a cancellation's are (tellRecorded), its reservation goes
+// back.
+var errRecordedAgain = errors.New("engine: the outcome recorded again")
+
+// later queues message id's record to be tried again.
+func (r *recordAgain) later(m *messages, id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return
+	}
+	if r.ids == nil {
+		r.ids = map[string]struct{}{}
+	}
+	r.ids[id] = struct{}{}
+	if r.timer == nil {
+		r.wait = min(max(2*r.wait, recordAgainFirst), recordAgainMost)
+		r.timer = time.AfterFunc(r.wait, m.recordAgain)
+	}
+}
+
+// recorded says a record tried again landed: the next failure is tried again soon.
+func (r *recordAgain) recorded() {
+	r.mu.Lock()
+	r.wait = 0
+	r.mu.Unlock()
+}
+
+// stop ends the tries (the engine stops: the next boot settles what is left).
+func (r *recordAgain) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopped = true
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
+	}
+	r.ids = nil
+}
+
+// recordAgain writes again the record of every message queued (later) that is still unrecorded.
+func (m *messages) recordAgain() {
+	m.again.mu.Lock()
+	ids := m.again.ids
+	m.again.ids, m.again.timer = nil, nil
+	m.again.mu.Unlock()
+	for id := range ids {
+		sh := m.shard(id)
+		sh.mu.Lock()
+		p := sh.m[id]
+		if p == nil || !p.unrecorded || p.durable {
+			sh.mu.Unlock()
+			continue // recorded meanwhile (a cancellation tried again)
+		}
+		p.unrecorded = false
+		e, written := p.entry, m.settled(sh, p, id, errRecordedAgain)
+		sh.mu.Unlock()
+		m.outbox.Settle(e, written)
+	}
 }
