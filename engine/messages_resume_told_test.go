@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -129,13 +131,89 @@ func TestToldFailureNotSentByARetryOfItsID(t *testing.T) {
 	}
 }
 
-// A send that waits for a message settled as its told status (settleTold: resume, a boot's
-// recovery) is answered as a failure is (its code: 4xx), once its record is durable; it was
-// answered the engine's internal errToldFinal, a 500.
+// A send again under its id that waits for a message told failed whose record failed is
+// answered as a failure is (its code: 4xx) once the record lands (recorded again: recordAgain;
+// settled as told by resume before that); it was answered the engine's internal errToldFinal,
+// a 500.
 func TestWaitForAToldFailureAnswersItsFailure(t *testing.T) {
 	_, send, _, _ := toldUnrecorded(t)
 	got, err := send(5 * time.Second)
 	if got.Status != domain.MsgFailed || !errors.Is(err, domain.ErrRecipientNotOnNetwork) {
 		t.Fatalf("a send again that waited answered %s, %v (want failed, recipient_not_on_network)", got.Status, err)
+	}
+}
+
+// A send that waits for a message the boot is settling as its told failure (settleTold: its
+// record held) is answered that failure (its code: 4xx) once the record lands; it was answered
+// the engine's internal errToldFinal, a 500.
+func TestWaitDuringTheBootsSettleAnswersTheFailure(t *testing.T) {
+	mem := persist.NewMemory()
+	dir := t.TempDir()
+	ctx := context.Background()
+	open := func() network.Network {
+		net, err := sim.Open(sim.Options{Dir: dir, AutoPair: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { net.Close() })
+		n := &refusingNetwork{Network: net}
+		n.refuse.Store(true)
+		return n
+	}
+	send := func(e *Engine, wait time.Duration) (domain.OutboxEntry, error) {
+		return e.Messages.Send(ctx, SendRequest{UserID: "u1", Origin: "api", Wait: wait,
+			Message: domain.Message{ID: "told-1", To: "491510000404", Kind: domain.KindText, Text: "refused"}})
+	}
+	ev1, stop1 := toldEvents(t, mem)
+	outcomeRecordHeld = true // the process is killed between the failure's event and its record
+	t.Cleanup(func() { outcomeRecordHeld = false })
+	recs := persist.NewRecords(mem)
+	e1, _ := startLinked(t, Config{Store: recs.Store, Records: recordsOf(recs), Network: open(), Events: ev1})
+	if _, err := send(e1, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "the failure told, its status kept", func() bool {
+		return finalsOf(t, mem, "told-1")["told-1"].Status == domain.MsgFailed
+	})
+	e1.Stop(ctx)
+	stop1()
+	outcomeRecordHeld = false
+
+	recs2 := persist.NewRecords(mem) // the restart, whose settle of the told failure is held
+	r2 := recordsOf(recs2)
+	held := &heldOutbox{Outbox: r2.Outbox}
+	r2.Outbox = held
+	release := held.shut()
+	t.Cleanup(release)
+	ev2, _ := toldEvents(t, mem)
+	e2, err := New(Config{Store: recs2.Store, Records: r2, Network: open(), Events: ev2,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Plans: Plans{"unlimited": {}}, DefaultPlan: "unlimited"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e2.Stop(ctx) })
+	waitUntil(t, 10*time.Second, "the boot's settle held, the session linked", func() bool {
+		return held.waiting.Load() > 0 && e2.Sessions.Status("u1").Status == domain.StatusConnected
+	})
+	type result struct {
+		m   domain.OutboxEntry
+		err error
+	}
+	answered := make(chan result, 1)
+	go func() {
+		m, err := send(e2, 10*time.Second)
+		answered <- result{m, err}
+	}()
+	waitUntil(t, 10*time.Second, "the send waiting", func() bool {
+		sh := e2.Messages.msgs.shard("told-1")
+		sh.mu.Lock()
+		defer sh.mu.Unlock()
+		p := sh.m["told-1"]
+		return p != nil && len(p.waiters) > 0
+	})
+	release()
+	res := <-answered
+	if res.m.Status != domain.MsgFailed || !errors.Is(res.err, domain.ErrRecipientNotOnNetwork) {
+		t.Fatalf("a send that waited for the boot's settle answered %s, %v (want failed, recipient_not_on_network)", res.m.Status, res.err)
 	}
 }
