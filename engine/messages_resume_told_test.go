@@ -49,6 +49,13 @@ func (c refusingClient) Send(ctx context.Context, m domain.Message) (network.Rec
 // wait, which the network now takes, the outbox and the network.
 func toldUnrecorded(t *testing.T) (*Engine, func(wait time.Duration) (domain.OutboxEntry, error), *failingOutbox, *sim.Network) {
 	t.Helper()
+	return toldUnrecordedFor(t, 0)
+}
+
+// toldUnrecordedFor is toldUnrecorded whose store, when tryAgain is not 0, goes on refusing
+// records, the record's first try again (recordAgain) coming after tryAgain.
+func toldUnrecordedFor(t *testing.T, tryAgain time.Duration) (*Engine, func(wait time.Duration) (domain.OutboxEntry, error), *failingOutbox, *sim.Network) {
+	t.Helper()
 	mem := persist.NewMemory()
 	ev, _ := toldEvents(t, mem)
 	recs := persist.NewRecords(mem)
@@ -67,6 +74,9 @@ func toldUnrecorded(t *testing.T) (*Engine, func(wait time.Duration) (domain.Out
 		return e.Messages.Send(context.Background(), SendRequest{UserID: u.ID, Origin: "api", Wait: wait,
 			Message: domain.Message{ID: "told-1", To: "491510000404", Kind: domain.KindText, Text: "refused"}})
 	}
+	e.Messages.msgs.again.mu.Lock()
+	e.Messages.msgs.again.wait = tryAgain / 2 // the first try again waits twice this, at least 250 ms
+	e.Messages.msgs.again.mu.Unlock()
 	failing.failing.Store(true) // the failure's record fails
 	if _, err := send(0); err != nil {
 		t.Fatal(err)
@@ -74,9 +84,30 @@ func toldUnrecorded(t *testing.T) (*Engine, func(wait time.Duration) (domain.Out
 	waitUntil(t, 10*time.Second, "the failure told (its status kept), its record failed", func() bool {
 		return finalsOf(t, mem, "told-1")["told-1"].Status == domain.MsgFailed && unrecorded(e.Messages.msgs, "told-1")
 	})
-	failing.failing.Store(false)
+	failing.failing.Store(tryAgain > 0)
 	refusing.refuse.Store(false) // sent again, it would go now
 	return e, send, failing, net
+}
+
+// A DELETE of a message told failed whose record the store still refuses answers 503 at once:
+// it asked the session (which no longer has it) and waited for the record, up to three times,
+// each wait until the record's next try, 30 s apart while the store refuses it; its client
+// timed out.
+func TestDeleteOfAnUnrecordedFailureAnswers503AtOnce(t *testing.T) {
+	e, _, _, _ := toldUnrecordedFor(t, 20*time.Second)
+	answered := make(chan error, 1)
+	go func() {
+		_, err := e.Messages.Delete(context.Background(), "u1", "told-1", SendRequest{})
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		if !errors.Is(err, domain.ErrUnavailable) {
+			t.Fatalf("DELETE answered %v (want 503: its failure is not recorded yet)", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("DELETE of a message whose failure's record the store refuses has not answered in 5 s")
+	}
 }
 
 // unrecorded tells whether message id's outcome was settled and its record failed: tracked
