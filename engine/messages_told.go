@@ -195,6 +195,16 @@ func (r *recordAgain) stop() {
 	r.ids = nil
 }
 
+// unrecordedFailure tells whether message id failed and its record waits to be tried again:
+// a DELETE answers 503 at once rather than wait for it (a try again may be 30 s away).
+func (m *messages) unrecordedFailure(id string) bool {
+	sh := m.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	p := sh.m[id]
+	return p != nil && p.unrecorded && p.entry.Status == domain.MsgFailed
+}
+
 // recordAgain writes again the record of every message queued (later) that is still unrecorded.
 func (m *messages) recordAgain() {
 	m.again.mu.Lock()
