@@ -176,11 +176,16 @@ func TestCloudEndToEnd(t *testing.T) {
 		if ev["via"] != "cloud" || ev["viaReason"] != "window" || ev["pricing"] != "service" {
 			t.Fatalf("message.status read: %v", ev)
 		}
-		m := c.tg.do("GET", "/api/v1/messages/"+id, keyAuth(key), nil)
+		// A receipt's record may land after its event: the read polls for it.
+		var m resp
 		var hist []string
-		for _, h := range m.obj()["history"].([]any) {
-			hist = append(hist, h.(map[string]any)["status"].(string))
-		}
+		eventually(t, 10*time.Second, "the read receipt in the message's history", func() bool {
+			m, hist = c.tg.do("GET", "/api/v1/messages/"+id, keyAuth(key), nil), nil
+			for _, h := range m.obj()["history"].([]any) {
+				hist = append(hist, h.(map[string]any)["status"].(string))
+			}
+			return slices.Contains(hist, "read")
+		})
 		if !slices.Equal(hist, []string{"queued", "sent", "delivered", "read"}) || m.str("via") != "cloud" || m.str("pricing") != "service" {
 			t.Fatalf("the message: %s", m.raw)
 		}
