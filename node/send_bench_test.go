@@ -53,6 +53,7 @@ func BenchmarkNodeSend(b *testing.B) {
 			if v == "lone" {
 				c = testConfig(b)
 				c.Store, c.NATSURL, c.NATSPrefix, c.SimURL = "nats", url, "lb", simURL
+				c.LeaseTTL = 0 // the single-writer lease's default, as `serve --store nats` has it
 			} else {
 				c = clusterConfig(b, "a:1", url, simURL)
 				c.Partitions = DefaultPartitions
