@@ -117,11 +117,39 @@ func startProc(t testing.TB, data string, args ...string) *proc {
 	return startProcBin(t, gatewayBinary(t), data, args...)
 }
 
-// startProcBin is startProc with another build of the gateway.
+// startProcBin is startProc with another build of the gateway. The address is free when
+// chosen but not held, so another process may take it first: a start that fails on it is made
+// again at a new address. A start that is not ready in time fails with the process's log.
 func startProcBin(t testing.TB, bin, data string, args ...string) *proc {
 	t.Helper()
-	addr := freeAddr(t)
 	args = append(args, storeArgs(data, args)...)
+	for attempt := 1; ; attempt++ {
+		p := launchProc(t, bin, data, args)
+		deadline := time.Now().Add(30 * time.Second)
+		for !answers(p.url+"/readyz", 200) {
+			log := p.log()
+			switch {
+			case strings.Contains(log, "address already in use") && attempt < 3:
+				_ = p.cmd.Wait()
+			case time.Now().After(deadline) || exited(p.cmd.Process.Pid):
+				tail := log[max(0, len(log)-4000):]
+				t.Fatalf("gateway process not ready at %s (exited: %v, %v after its start); its log ends:\n%s",
+					p.url, exited(p.cmd.Process.Pid), time.Since(deadline.Add(-30*time.Second)).Round(time.Millisecond), tail)
+			default:
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			break
+		}
+		if answers(p.url+"/readyz", 200) {
+			return p
+		}
+	}
+}
+
+// launchProc starts `gateway serve` at a free address, its stderr kept in p.
+func launchProc(t testing.TB, bin, data string, args []string) *proc {
+	addr := freeAddr(t)
 	cmd := dieWithTest(exec.Command(bin, append([]string{"serve", "--data", data, "--addr", addr, "--log-requests=false"}, args...)...))
 	p := &proc{cmd: cmd, url: "http://" + addr, stderr: &strings.Builder{}, mu: &sync.Mutex{}}
 	pr, pw := io.Pipe()
@@ -138,8 +166,26 @@ func startProcBin(t testing.TB, bin, data string, args ...string) *proc {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); pw.Close() })
-	eventually(t, 20*time.Second, "gateway process ready", func() bool { return answers(p.url+"/readyz", 200) })
 	return p
+}
+
+// log is what the process wrote to stderr so far.
+func (p *proc) log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
+}
+
+// exited reports whether process pid has ended (a zombie not yet waited for included).
+func exited(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// The state follows the command's closing parenthesis: "pid (comm) S ...".
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z' || s[i+2] == 'X'
 }
 
 func (p *proc) gw(t testing.TB, data string) *testGW {

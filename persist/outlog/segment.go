@@ -1,0 +1,547 @@
+package outlog
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A segment file starts with a header: segMagic, its number (uint32, little-endian) and the
+// CRC-32C of those 12 bytes. Records follow, each framed as its length (uint32), its CRC-32C
+// and its bytes. The CRC covers the record's position, its length and its bytes, so a frame
+// copied elsewhere, or a read at an offset inside another record, does not check.
+const (
+	segMagic    = "OUTLOG\x00\x01"
+	segHeader   = 16
+	frameHeader = 8
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// datasync makes a segment's written bytes durable. The tests that open a log once for each
+// byte of a record swap it for a no-op: they check what recovery finds, not the disk.
+var datasync = fdatasync
+
+func frameCRC(pos Pos, rec []byte) uint32 {
+	var h [12]byte
+	binary.LittleEndian.PutUint64(h[:8], uint64(pos))
+	binary.LittleEndian.PutUint32(h[8:], uint32(len(rec)))
+	return crc32.Update(crc32.Update(0, castagnoli, h[:]), castagnoli, rec)
+}
+
+func appendFrame(b []byte, pos Pos, rec []byte) []byte {
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(rec)))
+	b = binary.LittleEndian.AppendUint32(b, frameCRC(pos, rec))
+	return append(b, rec...)
+}
+
+func header(seg uint32) []byte {
+	b := binary.LittleEndian.AppendUint32([]byte(segMagic), seg)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// segments lists the log's segment numbers, oldest first.
+func listSegments(dir string) ([]uint32, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var segs []uint32
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".seg")
+		if !ok || e.IsDir() {
+			continue
+		}
+		n, err := strconv.ParseUint(name, 10, 32)
+		if err != nil || segName(uint32(n)) != e.Name() {
+			continue
+		}
+		segs = append(segs, uint32(n))
+	}
+	slices.Sort(segs)
+	return segs, nil
+}
+
+// recover finds the segments, checks the last one record by record and cuts it after its last
+// whole record, and returns it open for writing. The segments before it were synced when the
+// writer moved past them (roll), so only the last can end torn.
+func (l *Log) recover() (*os.File, Recovery, error) {
+	segs, err := listSegments(l.dir)
+	if err != nil {
+		return nil, Recovery{}, err
+	}
+	rec := Recovery{Segments: len(segs)}
+	if len(segs) == 0 {
+		f, err := l.create(1)
+		if err != nil {
+			return nil, rec, err
+		}
+		l.seg, l.end, l.first = 1, segHeader, 1
+		rec.Segments, rec.End = 1, At(1, segHeader)
+		return f, rec, nil
+	}
+	last := segs[len(segs)-1]
+	l.first, l.seg = segs[0], last
+	f, err := os.OpenFile(l.segPath(last), os.O_RDWR, 0)
+	if err != nil {
+		return nil, rec, err
+	}
+	end, n, size, err := checkSegment(f, last)
+	if err != nil {
+		_ = f.Close()
+		return nil, rec, err
+	}
+	if end < segHeader {
+		// Torn while it was being created: lay its header anew.
+		if err = f.Truncate(0); err == nil {
+			_, err = f.WriteAt(header(last), 0)
+		}
+		if err == nil {
+			err = datasync(f)
+		}
+		if err != nil {
+			_ = f.Close()
+			return nil, rec, err
+		}
+		rec.Cut, end = size, segHeader
+	} else if end < size {
+		if err := f.Truncate(end); err != nil {
+			_ = f.Close()
+			return nil, rec, err
+		}
+		if err := datasync(f); err != nil {
+			_ = f.Close()
+			return nil, rec, err
+		}
+		rec.Cut = size - end
+	}
+	l.end, rec.Records, rec.End = end, n, At(last, uint32(end))
+	return f, rec, nil
+}
+
+// checkSegment reads segment seg from its start: the offset after its last whole record (0 if
+// its header is torn: the file is no longer than a header), how many records it holds, and the
+// file's size. A header that is whole but wrong is an error: the file is not this log's.
+func checkSegment(f *os.File, seg uint32) (end int64, n int, size int64, err error) {
+	st, err := f.Stat()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	size = st.Size()
+	r := bufio.NewReaderSize(io.NewSectionReader(f, 0, size), 1<<20)
+	var h [segHeader]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil || string(h[:]) != string(header(seg)) {
+		if size <= segHeader {
+			return 0, 0, size, nil
+		}
+		return 0, 0, size, fmt.Errorf("outlog: %s: not a segment of this log (header %x)", segName(seg), h)
+	}
+	end = segHeader
+	var buf []byte
+	for {
+		rec, ok := nextFrame(r, At(seg, uint32(end)), &buf)
+		if !ok {
+			return end, n, size, nil
+		}
+		end += int64(frameHeader + len(rec))
+		n++
+	}
+}
+
+// nextFrame reads the frame at pos from r; ok is false at the end of the reader or at a frame
+// that is torn or does not check. The record is read into *buf (grown as needed).
+func nextFrame(r *bufio.Reader, pos Pos, buf *[]byte) (rec []byte, ok bool) {
+	var h [frameHeader]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return nil, false
+	}
+	ln := binary.LittleEndian.Uint32(h[:4])
+	if ln == 0 || ln > MaxRecord || uint64(pos.Off())+frameHeader+uint64(ln) > 1<<32-1 {
+		return nil, false
+	}
+	if cap(*buf) < int(ln) {
+		*buf = make([]byte, ln)
+	}
+	rec = (*buf)[:ln]
+	if _, err := io.ReadFull(r, rec); err != nil {
+		return nil, false
+	}
+	if binary.LittleEndian.Uint32(h[4:]) != frameCRC(pos, rec) {
+		return nil, false
+	}
+	return rec, true
+}
+
+// create makes segment seg with its header, synced, and syncs the directory that names it.
+func (l *Log) create(seg uint32) (*os.File, error) {
+	f, err := os.OpenFile(l.segPath(seg), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o640)
+	if err != nil {
+		return nil, err
+	}
+	if _, err = f.WriteAt(header(seg), 0); err == nil {
+		if err = datasync(f); err == nil {
+			err = syncDir(l.dir)
+		}
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// writer writes the queued groups, f being segment fseg, the last at Open. It is the only
+// goroutine that writes to a segment.
+func (l *Log) writer(f *os.File, fseg uint32) {
+	defer close(l.stopped)
+	dirty := false // written since the last sync
+	var tick <-chan time.Time
+	if l.sync == SyncInterval {
+		t := time.NewTicker(l.interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	var spare []*group
+	for {
+		select {
+		case <-l.wake:
+		case <-tick:
+			if dirty {
+				dirty = false
+				if err := datasync(f); err != nil {
+					l.fail(err)
+				}
+				l.synced.Add(1)
+			}
+			continue
+		}
+		for {
+			l.mu.Lock()
+			l.seal()
+			batch, syncs, closing, failed := l.queue, l.syncs, l.closed, l.err
+			l.queue, l.syncs, spare = spare[:0], nil, nil
+			if len(batch) == 0 && len(syncs) == 0 {
+				l.busy = false
+				l.mu.Unlock()
+				if closing {
+					if dirty {
+						if err := datasync(f); err != nil {
+							l.fail(err)
+						}
+					}
+					_ = f.Close()
+					return
+				}
+				break
+			}
+			l.mu.Unlock()
+			err := failed
+			for _, g := range batch {
+				if err != nil {
+					break
+				}
+				if g.seg != fseg {
+					var nf *os.File
+					if err = datasync(f); err == nil {
+						nf, err = l.create(g.seg)
+					}
+					if err != nil {
+						break
+					}
+					_ = f.Close()
+					f, fseg, dirty = nf, g.seg, false
+				}
+				if _, err = f.WriteAt(g.buf, g.off); err == nil {
+					dirty = true
+				}
+			}
+			if err == nil && dirty && (l.sync == SyncBatch || len(syncs) > 0) {
+				dirty = false
+				err = datasync(f)
+				l.synced.Add(1)
+			}
+			if err != nil {
+				l.fail(err)
+			} else if k := len(batch); k > 0 {
+				g := batch[k-1]
+				l.written.Lock()
+				l.written.seg, l.written.end = g.seg, g.off+int64(len(g.buf))
+				l.written.Unlock()
+			}
+			for _, g := range batch {
+				g.err = err
+				close(g.done)
+				for _, c := range g.calls {
+					c.done(c.pos, err)
+				}
+			}
+			for _, ch := range syncs {
+				ch <- err
+			}
+			l.mu.Lock()
+			for i, g := range batch {
+				if cap(g.buf) <= 4<<20 && len(l.free) < 4 {
+					l.free = append(l.free, g.buf[:0])
+				}
+				batch[i] = nil
+			}
+			spare = batch
+			l.mu.Unlock()
+		}
+	}
+}
+
+// fail keeps the first write or sync failure: the records after a failed write may follow
+// garbage, and a failed fdatasync may have dropped dirty pages, so the log appends nothing more
+// (Open, after a restart, cuts what did not check).
+func (l *Log) fail(err error) {
+	l.mu.Lock()
+	if l.err == nil {
+		l.err = fmt.Errorf("outlog: %w", err)
+	}
+	l.mu.Unlock()
+}
+
+// Read returns the record at p, read with one pread when it is under 1 KiB less its frame.
+func (l *Log) Read(p Pos) ([]byte, error) {
+	seg, off := p.Seg(), int64(p.Off())
+	l.written.RLock()
+	ws, we := l.written.seg, l.written.end
+	l.written.RUnlock()
+	if off < segHeader || seg > ws || seg == ws && off+frameHeader > we {
+		return nil, ErrNotFound
+	}
+	f, err := l.reader(seg)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 1024)
+	n, err := f.ReadAt(buf, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		if errors.Is(err, os.ErrClosed) {
+			return nil, ErrNotFound
+		}
+		return nil, err
+	}
+	if n < frameHeader {
+		return nil, ErrCorrupt
+	}
+	ln := int64(binary.LittleEndian.Uint32(buf[:4]))
+	if ln == 0 || ln > MaxRecord || seg == ws && off+frameHeader+ln > we {
+		return nil, ErrCorrupt
+	}
+	if frameHeader+ln > int64(n) {
+		if n < len(buf) {
+			return nil, ErrCorrupt // the file ends inside it
+		}
+		big := make([]byte, frameHeader+ln)
+		copy(big, buf[:n])
+		if _, err := f.ReadAt(big[n:], off+int64(n)); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, ErrCorrupt
+			}
+			return nil, err
+		}
+		buf = big
+	}
+	rec := buf[frameHeader : frameHeader+ln : frameHeader+ln]
+	if binary.LittleEndian.Uint32(buf[4:8]) != frameCRC(p, rec) {
+		return nil, ErrCorrupt
+	}
+	return rec, nil
+}
+
+// reader is segment seg open for reading.
+func (l *Log) reader(seg uint32) (*os.File, error) {
+	l.readMu.Lock()
+	defer l.readMu.Unlock()
+	if f, ok := l.readers[seg]; ok {
+		return f, nil
+	}
+	if seg < l.first {
+		return nil, ErrNotFound
+	}
+	f, err := os.Open(l.segPath(seg))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	l.readers[seg] = f
+	return f, nil
+}
+
+// Scan calls fn with each record from position from (0: the oldest segment's first) to the
+// last written when Scan started, in order. rec is valid only during the call. A record that
+// does not check ends the scan with ErrCorrupt (Open has cut the last segment's torn tail, so
+// none should). An error from fn ends it with that error.
+func (l *Log) Scan(from Pos, fn func(p Pos, rec []byte) error) error {
+	l.written.RLock()
+	ws, we := l.written.seg, l.written.end
+	l.written.RUnlock()
+	segs, err := listSegments(l.dir)
+	if err != nil {
+		return err
+	}
+	var buf []byte
+	for _, seg := range segs {
+		if seg < from.Seg() || seg > ws {
+			continue
+		}
+		off := int64(segHeader)
+		if seg == from.Seg() && int64(from.Off()) > off {
+			off = int64(from.Off())
+		}
+		limit := int64(-1)
+		if seg == ws {
+			limit = we
+		}
+		if err := l.scanSegment(seg, off, limit, &buf, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scanSegment scans segment seg from off to limit (-1: to its end).
+func (l *Log) scanSegment(seg uint32, off, limit int64, buf *[]byte, fn func(Pos, []byte) error) error {
+	f, err := os.Open(l.segPath(seg))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // dropped meanwhile
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if limit < 0 {
+		st, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		limit = st.Size()
+	}
+	r := bufio.NewReaderSize(io.NewSectionReader(f, off, limit-off), 256<<10)
+	for off < limit {
+		p := At(seg, uint32(off))
+		rec, ok := nextFrame(r, p, buf)
+		if !ok {
+			return fmt.Errorf("%w at %v", ErrCorrupt, p)
+		}
+		if err := fn(p, rec); err != nil {
+			return err
+		}
+		off += int64(frameHeader + len(rec))
+	}
+	return nil
+}
+
+// Segment describes one segment file.
+type Segment struct {
+	Seg      uint32
+	Size     int64
+	Modified time.Time // its last write
+}
+
+// Segments lists the log's segments, oldest first.
+func (l *Log) Segments() ([]Segment, error) {
+	segs, err := listSegments(l.dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Segment, 0, len(segs))
+	for _, seg := range segs {
+		st, err := os.Stat(l.segPath(seg))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Segment{seg, st.Size(), st.ModTime()})
+	}
+	return out, nil
+}
+
+// Drop deletes every segment numbered through and below, but never the one being written or
+// any after it: their records read as ErrNotFound from then on. It returns how many it deleted.
+func (l *Log) Drop(through uint32) (int, error) {
+	l.mu.Lock()
+	active := l.seg
+	l.mu.Unlock()
+	l.written.RLock()
+	active = min(active, l.written.seg)
+	l.written.RUnlock()
+	if through >= active {
+		through = active - 1
+	}
+	segs, err := listSegments(l.dir)
+	if err != nil {
+		return 0, err
+	}
+	l.readMu.Lock()
+	if through+1 > l.first {
+		l.first = through + 1
+	}
+	for seg, f := range l.readers {
+		if seg <= through {
+			_ = f.Close()
+			delete(l.readers, seg)
+		}
+	}
+	l.readMu.Unlock()
+	n := 0
+	for _, seg := range segs {
+		if seg > through {
+			break
+		}
+		if err := os.Remove(l.segPath(seg)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return n, err
+		}
+		n++
+	}
+	if n > 0 {
+		return n, syncDir(l.dir)
+	}
+	return 0, nil
+}
+
+// DropOlder deletes the oldest segments last written before cutoff, up to the first that was
+// not (segments are written in order), never the one being written: retention by age.
+func (l *Log) DropOlder(cutoff time.Time) (int, error) {
+	segs, err := l.Segments()
+	if err != nil {
+		return 0, err
+	}
+	var through uint32
+	for _, s := range segs {
+		if !s.Modified.Before(cutoff) {
+			break
+		}
+		through = s.Seg
+	}
+	if through == 0 {
+		return 0, nil
+	}
+	return l.Drop(through)
+}
