@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -116,15 +117,19 @@ type accessLog struct {
 	// id's prefix (nil without a prefix).
 	reqHead []byte
 
-	mu      sync.Mutex
-	queue   []accessRecord
-	spare   []accessRecord
-	dropped int
-	closed  bool
-	wake    chan struct{}
-	full    chan struct{} // batch records are queued
-	batch   int           // accessBatch, or accessFileBatch for a regular file
-	done    chan struct{}
+	// shards hold the queued records, a request's in its connection's shard (fasthttp's
+	// ConnID), each under a lock of its own: one queue and lock for all was a lock word, a
+	// length and records that both cores wrote in turn on every request (bench/README.md,
+	// issue 32's tenth pass). The writer takes them all and writes their records in the order
+	// of their times (each shard's are in the order they were added).
+	shards [accessShards]accessShard
+	wake   chan struct{}
+	full   chan struct{} // batch records are queued
+	batch  int           // accessBatch, or accessFileBatch for a regular file
+	// shardBatch is batch over the shards: a shard holding that many records counts what all
+	// of them hold, and wakes the writer without waiting for the delay once that is batch.
+	shardBatch int
+	done       chan struct{}
 	// The writer goroutine's: its buffer, and the second formatted last (appendRFC3339).
 	buf     []byte
 	sec     int64
@@ -139,6 +144,7 @@ func newAccessLog(cfg AccessLogConfig, reqPfx string) *accessLog {
 	if regularFile(cfg.Output) {
 		l.batch = accessFileBatch
 	}
+	l.shardBatch = l.batch / accessShards // a multiple of accessCountEvery
 	for _, a := range cfg.Attrs {
 		l.prefix = l.appendAttr(l.prefix, a[0], a[1])
 	}
@@ -155,30 +161,67 @@ func newAccessLog(cfg AccessLogConfig, reqPfx string) *accessLog {
 	return l
 }
 
-// add queues one request's record (the request path: no formatting, no write).
-func (l *accessLog) add(r accessRecord) {
-	l.mu.Lock()
-	if l.closed || len(l.queue) >= accessMaxQueued {
-		l.dropped++
-		l.mu.Unlock()
+// accessShards is how many queues the records are kept in (accessLog.shards).
+const accessShards = 4
+
+// accessShard is one queue of records, on cache lines of its own.
+type accessShard struct {
+	mu      sync.Mutex
+	queue   []accessRecord
+	spare   []accessRecord
+	n       atomic.Int64 // len(queue) as of its last multiple of accessCountEvery (queued)
+	dropped int
+	closed  bool
+	_       [128 - 8 - 24 - 24 - 8 - 8 - 8]byte
+}
+
+// accessCountEvery: a shard publishes its length to the others' adders every this many
+// records (an atomic store per record was a tenth of the log's cost on one connection).
+const accessCountEvery = 16
+
+// queued is about how many records the shards hold: each as of its last multiple of
+// accessCountEvery, under the truth by less than that per shard.
+func (l *accessLog) queued() (n int64) {
+	for i := range l.shards {
+		n += l.shards[i].n.Load()
+	}
+	return n
+}
+
+// add queues one request's record (the request path: no formatting, no write), in the shard of
+// the connection it came on (conn: fasthttp's ConnID).
+func (l *accessLog) add(conn uint64, r accessRecord) {
+	sh := &l.shards[conn%accessShards]
+	sh.mu.Lock()
+	if sh.closed || len(sh.queue) >= accessMaxQueued/accessShards {
+		sh.dropped++
+		sh.mu.Unlock()
 		return
 	}
-	l.queue = append(l.queue, r)
-	switch len(l.queue) {
-	case 1:
-		// Under the lock: close marks the log closed under it before it closes wake, so wake
-		// is open here (a send after the unlock could meet a closed channel at shutdown).
+	sh.queue = append(sh.queue, r)
+	n := len(sh.queue)
+	switch {
+	case n == 1:
+		// Under the lock: close marks every shard closed under its lock before it closes
+		// wake, so wake is open here (a send after the unlock could meet a closed channel at
+		// shutdown). A record added to an empty shard leaves a wake pending, or the writer
+		// has yet to take the shards: none waits past the delay.
 		select {
 		case l.wake <- struct{}{}:
 		default:
 		}
-	case l.batch:
-		select { // full is never closed
-		case l.full <- struct{}{}:
-		default:
+	case n%accessCountEvery == 0:
+		sh.n.Store(int64(n))
+		// A batch in all: the shards' lengths are read only once this one holds its share
+		// (a few connections fill one shard, many fill all four about evenly).
+		if n >= l.shardBatch && l.queued() >= int64(l.batch) {
+			select { // full is never closed; once signalled, a send is a check of its buffer
+			case l.full <- struct{}{}:
+			default:
+			}
 		}
 	}
-	l.mu.Unlock()
+	sh.mu.Unlock()
 }
 
 // regularFile tells whether w writes to a regular file (through a LockedWriter or not).
@@ -217,15 +260,32 @@ func (l *accessLog) run() {
 	}
 }
 
-// flush writes what is queued in one Write.
+// flush writes what is queued in one Write: the shards' records merged by their times.
 func (l *accessLog) flush() {
-	l.mu.Lock()
-	batch, dropped := l.queue, l.dropped
-	l.queue, l.spare, l.dropped = l.spare[:0], nil, 0
-	l.mu.Unlock()
+	var batches [accessShards][]accessRecord
+	dropped := 0
+	for i := range l.shards {
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		batches[i], dropped = sh.queue, dropped+sh.dropped
+		sh.queue, sh.spare, sh.dropped = sh.spare[:0], nil, 0
+		sh.n.Store(0)
+		sh.mu.Unlock()
+	}
 	b := l.buf[:0]
-	for i := range batch {
-		b = l.appendLine(b, &batch[i])
+	var next [accessShards]int
+	for {
+		first := -1
+		for i := range batches {
+			if next[i] < len(batches[i]) && (first < 0 || batches[i][next[i]].at.Before(batches[first][next[first]].at)) {
+				first = i
+			}
+		}
+		if first < 0 {
+			break
+		}
+		b = l.appendLine(b, &batches[first][next[first]])
+		next[first]++
 		if len(b) >= accessWriteChunk {
 			// A large batch goes out in chunks: the buffer stays one size, never regrown.
 			_, _ = l.cfg.Output.Write(b) // nowhere to report a failed log write
@@ -238,10 +298,13 @@ func (l *accessLog) flush() {
 	if len(b) > 0 {
 		_, _ = l.cfg.Output.Write(b)
 	}
-	clear(batch)
-	l.mu.Lock()
-	l.spare = batch[:0]
-	l.mu.Unlock()
+	for i := range l.shards {
+		clear(batches[i])
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		sh.spare = batches[i][:0]
+		sh.mu.Unlock()
+	}
 	if cap(b) <= 1<<20 {
 		l.buf = b
 	}
@@ -249,14 +312,17 @@ func (l *accessLog) flush() {
 
 // close writes what is queued and stops the goroutine; later records are dropped.
 func (l *accessLog) close() {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		<-l.done
-		return
+	for i := range l.shards {
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		if sh.closed {
+			sh.mu.Unlock()
+			<-l.done
+			return
+		}
+		sh.closed = true
+		sh.mu.Unlock()
 	}
-	l.closed = true
-	l.mu.Unlock()
 	close(l.wake)
 	<-l.done
 }

@@ -87,8 +87,8 @@ func TestAccessLogLinesAreSlogs(t *testing.T) {
 	for _, text := range []bool{false, true} {
 		out := &syncBuffer{}
 		l := newAccessLog(AccessLogConfig{Output: out, Text: text, Attrs: [][2]string{{"component", "http"}}}, testReqPfx)
-		for _, r := range records {
-			l.add(r)
+		for i, r := range records {
+			l.add(uint64(i), r) // each on a connection of its own: the shards' lines merged in order
 		}
 		l.close()
 		got := out.lines()
@@ -140,8 +140,8 @@ func TestAccessLogNeverBlocksARequest(t *testing.T) {
 	r := accessRecord{at: time.Now(), id: "x", route: newAccessRoute("GET", "/"), status: 200, remote: net.IPv4(127, 0, 0, 1)}
 	start := time.Now()
 	const n = 3 * accessMaxQueued
-	for range n {
-		l.add(r)
+	for i := range n {
+		l.add(uint64(i), r) // over every shard: together they hold accessMaxQueued
 	}
 	if took := time.Since(start); took > 2*time.Second {
 		t.Fatalf("%d records took %v with the output blocked", n, took)
@@ -175,7 +175,7 @@ func TestAccessLogNeverBlocksARequest(t *testing.T) {
 	if out.writes > 4+len(lines)/1000 { // writes of accessWriteChunk: over a thousand lines each
 		t.Fatalf("%d writes for %d lines", out.writes, len(lines))
 	}
-	l.add(r) // after close: dropped, no panic
+	l.add(0, r) // after close: dropped, no panic
 }
 
 func must[T any](v T, err error) T {
@@ -400,5 +400,30 @@ func BenchmarkAccessLogLine(b *testing.B) {
 		r.at = r.at.Add(17 * time.Microsecond)
 		r.seq++
 		buf = l.appendLine(buf, &r)
+	}
+}
+
+// The writer is woken early once the shards hold a batch in all, whether one connection's
+// shard holds it or many connections' shards share it, and not before.
+func TestAccessLogFullAtABatchInAll(t *testing.T) {
+	r := accessRecord{at: time.Now(), route: newAccessRoute("GET", "/"), status: 200, remoteText: "127.0.0.1"}
+	for _, conns := range []int{1, 2, 3, 4, 64} {
+		// No writer: the signals stay in their channels.
+		l := &accessLog{wake: make(chan struct{}, 1), full: make(chan struct{}, 1), batch: accessBatch, shardBatch: accessBatch / accessShards}
+		for i := range accessBatch - 1 {
+			l.add(uint64(i%conns), r)
+		}
+		if len(l.wake) != 1 || len(l.full) != 0 {
+			t.Fatalf("%d connections, %d records: wake %d, full %d; want 1 and 0", conns, accessBatch-1, len(l.wake), len(l.full))
+		}
+		for i := accessBatch - 1; len(l.full) == 0 && i < accessBatch+accessShards*accessCountEvery; i++ {
+			l.add(uint64(i%conns), r)
+			if len(l.full) == 1 && conns != 3 && i != accessBatch-1 {
+				t.Fatalf("%d connections: full after %d records, want %d", conns, i+1, accessBatch)
+			}
+		}
+		if len(l.full) != 1 {
+			t.Fatalf("%d connections: no full signal after %d records", conns, accessBatch+accessShards*accessCountEvery)
+		}
 	}
 }

@@ -85,41 +85,51 @@ func (s *Server) user(ctx *fasthttp.RequestCtx) (domain.User, error) {
 // userMemo is user with what the server keeps with the caller's cached ID token (nil when
 // nothing is kept: a token verified in full, a request a cluster node routed).
 func (s *Server) userMemo(ctx *fasthttp.RequestCtx) (domain.User, *signedIn, error) {
+	m, u, err := s.signedInMemo(ctx)
+	if m != nil {
+		return m.user, m, nil
+	}
+	return u, nil, err
+}
+
+// signedInMemo is userMemo without a copy of a kept profile: m when the caller's cached ID
+// token keeps one (u then unset), else the profile (u, m nil).
+func (s *Server) signedInMemo(ctx *fasthttp.RequestCtx) (_ *signedIn, u domain.User, _ error) {
 	if who := principalOf(ctx); who != nil {
 		switch who.Kind {
 		case "admin":
-			return *who.User, nil, nil
+			return nil, *who.User, nil
 		case "user":
 			u, err := s.signIn(ctx, engine.Principal{UID: who.UID, Name: who.Name, Email: who.Email, ClaimsAdmin: who.ClaimsAdmin})
-			return u, nil, err
+			return nil, u, err
 		}
 	}
 	if _, routed := ctx.UserValue(ctxBackend).(*Backend); s.cfg.Cluster != nil && !routed {
 		u, err := s.clusterUser(ctx) // a route this node answers itself (admin lists)
-		return u, nil, err
+		return nil, u, err
 	}
 	c, memo, err := s.verifyMemo(ctx)
 	if err != nil {
-		return domain.User{}, nil, err
+		return nil, u, err
 	}
 	eng := s.engine(ctx)
 	if memo != nil {
 		if m, ok := memo.Load().(*signedIn); ok && m.eng == eng && m.ver == eng.Users.Version() {
-			return m.user, m, nil
+			return m, u, nil
 		}
 	}
 	// The directory's version before the profile is read: a profile stored meanwhile raises
 	// it, so the profile kept below is never given once a newer one is stored.
 	ver := eng.Users.Version()
-	u, err := s.signIn(ctx, engine.Principal{
+	u, err = s.signIn(ctx, engine.Principal{
 		UID: c.UID, Name: c.Name, Email: c.Email, ClaimsAdmin: s.cfg.DevRoles && c.Role == engine.RoleAdmin,
 	})
 	if err != nil || memo == nil {
-		return u, nil, err
+		return nil, u, err
 	}
 	m := &signedIn{eng: eng, ver: ver, user: u}
 	memo.Store(m)
-	return u, m, nil
+	return m, domain.User{}, nil
 }
 
 // signedIn is a cached ID token's profile as signIn gave it (Server.user keeps it in the
@@ -128,34 +138,45 @@ func (s *Server) userMemo(ctx *fasthttp.RequestCtx) (domain.User, *signedIn, err
 // token), the directory (its version rises on every profile stored; profiles are never
 // removed) and the server's configuration (fixed); a token verified again gets a new Memo.
 // It holds no secret (the profile is what /api/client/me answers).
+//
+// A status call reads eng, ver, status and the user's ID: they come first, on the first cache
+// line of the allocation (the rest of the profile is read only by the routes that copy it).
 type signedIn struct {
-	eng  *engine.Engine
-	ver  uint64
-	user domain.User
+	eng *engine.Engine
+	ver uint64
 	// status is where the user's session was found (clientStatus: the dashboard polls it).
 	status engine.StatusRef
+	user   domain.User
 }
 
 // verify authenticates the caller's ID token (user signs the caller in after it; a cluster node
 // routing a request needs only the claims).
 func (s *Server) verify(ctx *fasthttp.RequestCtx) (identity.Claims, error) {
 	c, _, err := s.verifyMemo(ctx)
-	return c, err
+	if err != nil {
+		return identity.Claims{}, err
+	}
+	return *c, nil
 }
 
-// verifyMemo is verify with the cached token's Memo (nil on a token verified in full).
-func (s *Server) verifyMemo(ctx *fasthttp.RequestCtx) (identity.Claims, *identity.Memo, error) {
+// verifyMemo is verify with the cached token's Memo (nil on a token verified in full). The
+// claims of a cached token are the cache's own copy (read only), not read by a caller that
+// finds what it needs in the Memo.
+func (s *Server) verifyMemo(ctx *fasthttp.RequestCtx) (*identity.Claims, *identity.Memo, error) {
 	tok := bearer(ctx)
 	if len(tok) == 0 {
-		return identity.Claims{}, nil, errNoCredentials
+		return nil, nil, errNoCredentials
 	}
 	// fasthttp's clock reading as the request began (zero outside its server): a cached
 	// token is checked against it, one clock reading less per request.
+	if memo, c := s.cfg.Verifier.CachedMemo(tok, ctx.Time()); memo != nil {
+		return c, memo, nil
+	}
 	c, memo, err := s.cfg.Verifier.VerifyBytesMemo(s.reqContext(ctx), tok, ctx.Time())
 	if err != nil {
-		return identity.Claims{}, nil, s.tokenRefused(ctx, err)
+		return nil, nil, s.tokenRefused(ctx, err)
 	}
-	return c, memo, nil
+	return &c, memo, nil
 }
 
 // tokenRefused is the answer to an ID token that did not verify.
@@ -205,14 +226,23 @@ func (s *Server) client(h userHandler) handler {
 
 // clientMemo is client for a route that uses what the server keeps with the caller's cached
 // ID token (m; nil when nothing is kept).
-func (s *Server) clientMemo(h func(ctx *fasthttp.RequestCtx, u domain.User, m *signedIn) error) handler {
+// The profile is given by its address: the kept one is not copied (a status call reads its ID).
+func (s *Server) clientMemo(h func(ctx *fasthttp.RequestCtx, u *domain.User, m *signedIn) error) handler {
 	return func(ctx *fasthttp.RequestCtx) error {
-		u, m, err := s.userMemo(ctx)
-		if err != nil {
+		m, u, err := s.signedInMemo(ctx)
+		switch {
+		case err != nil:
 			return err
+		case m != nil:
+			return h(ctx, &m.user, m)
 		}
-		return h(ctx, u, m)
+		return callWith(ctx, h, u)
 	}
+}
+
+// callWith is h with u, nothing kept: u alone escapes to the heap, on this path only.
+func callWith(ctx *fasthttp.RequestCtx, h func(ctx *fasthttp.RequestCtx, u *domain.User, m *signedIn) error, u domain.User) error {
+	return h(ctx, &u, nil)
 }
 
 // admin wraps a route that needs role admin.

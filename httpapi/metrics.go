@@ -1,10 +1,8 @@
 package httpapi
 
 import (
-	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -14,8 +12,7 @@ import (
 
 // httpMetrics: requests by route and status, latency by route, API-key decisions by outcome.
 type httpMetrics struct {
-	requests  *prometheus.CounterVec
-	latency   *prometheus.HistogramVec
+	routes    *routeCollector // requests and latency by route (routemetrics.go)
 	decisions *prometheus.CounterVec
 
 	outcomes counters[string] // decisions' series by outcome
@@ -61,13 +58,7 @@ func (c *counters[K]) get(k K) prometheus.Counter {
 
 func newHTTPMetrics(reg *prometheus.Registry) (*httpMetrics, error) {
 	m := &httpMetrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gateway_http_requests_total", Help: "HTTP requests by route and status.",
-		}, []string{"route", "status"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "gateway_http_request_duration_seconds", Help: "HTTP request latency by route.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-		}, []string{"route"}),
+		routes: newRouteCollector(),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_api_key_decisions_total", Help: "API-key authorization decisions by outcome.",
 		}, []string{"outcome"}),
@@ -80,7 +71,7 @@ func newHTTPMetrics(reg *prometheus.Registry) (*httpMetrics, error) {
 	}
 	m.outcomes.make = func(outcome string) prometheus.Counter { return m.decisions.WithLabelValues(outcome) }
 	m.sendByOc.make = func(k [2]string) prometheus.Counter { return m.sends.WithLabelValues(k[0], k[1]) }
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.decisions, m.sends, m.streams,
+	for _, c := range []prometheus.Collector{m.routes, m.decisions, m.sends, m.streams,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -90,34 +81,6 @@ func newHTTPMetrics(reg *prometheus.Registry) (*httpMetrics, error) {
 }
 
 func (m *httpMetrics) keyDecision(outcome string) { m.outcomes.get(outcome).Inc() }
-
-// routeMetrics caches one route's series, so the hot path does no label hashing and takes
-// no lock.
-type routeMetrics struct {
-	latency  prometheus.Observer
-	byStatus counters[int]
-	// ok is byStatus's 200 once made: the common answer counted without a map lookup.
-	ok atomic.Pointer[prometheus.Counter]
-}
-
-func (m *httpMetrics) route(name string) *routeMetrics {
-	r := &routeMetrics{latency: m.latency.WithLabelValues(name)}
-	r.byStatus.make = func(status int) prometheus.Counter { return m.requests.WithLabelValues(name, strconv.Itoa(status)) }
-	return r
-}
-
-func (r *routeMetrics) observe(status int, d time.Duration) {
-	r.latency.Observe(d.Seconds())
-	if c := r.ok.Load(); c != nil && status == 200 {
-		(*c).Inc()
-		return
-	}
-	c := r.byStatus.get(status)
-	if status == 200 {
-		r.ok.Store(&c)
-	}
-	c.Inc()
-}
 
 // send counts one send request's outcome.
 func (m *httpMetrics) send(origin string, err error) {

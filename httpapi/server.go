@@ -43,6 +43,9 @@ type TokenVerifier interface {
 	// VerifyBytesMemo is VerifyBytesAt with the cached token's Memo (nil when it was not
 	// cached), where the server keeps the caller's profile (Server.user).
 	VerifyBytesMemo(ctx context.Context, raw []byte, at time.Time) (identity.Claims, *identity.Memo, error)
+	// CachedMemo is the cached token's Memo and claims (the cache's copy: read only), nil when
+	// the cache does not answer it (then VerifyBytesMemo verifies it).
+	CachedMemo(raw []byte, at time.Time) (*identity.Memo, *identity.Claims)
 }
 
 // Interface guards.
@@ -369,7 +372,7 @@ func (s *Server) handle(method, path string, limit int, part *partitionOf, h han
 		s.limits[method+" "+path] = limit
 		s.minLimit = min(s.minLimit, limit)
 	}
-	m := s.metrics.route(method + " " + path)
+	m := s.metrics.routes.route(method + " " + path)
 	logRoute := newAccessRoute(method, path)
 	s.handleRoute(method, path, func(ctx *fasthttp.RequestCtx) {
 		// fasthttp's own clock reading as it called the handler (time.Now per request is
@@ -388,7 +391,7 @@ func (s *Server) handle(method, path string, limit int, part *partitionOf, h han
 			}
 			status := ctx.Response.StatusCode()
 			took := time.Since(start)
-			m.observe(status, took)
+			m.observe(ctx.ConnID(), status, took)
 			switch {
 			case s.access != nil:
 				r := accessRecord{at: start.Add(took), seq: ctx.ID(), route: logRoute, status: status, duration: took, remoteText: remoteText(ctx)}
@@ -398,7 +401,7 @@ func (s *Server) handle(method, path string, limit int, part *partitionOf, h han
 				if clientID != nil {
 					r.id = string(clientID)
 				}
-				s.access.add(r)
+				s.access.add(ctx.ConnID(), r)
 			case s.cfg.LogRequests:
 				s.log.Info("request", "request_id", s.requestID(ctx), "method", method, "route", path,
 					"status", status, "duration_ms", float64(took.Microseconds())/1000, "remote", ctx.RemoteIP().String())

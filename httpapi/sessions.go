@@ -166,7 +166,7 @@ func queueOf(q domain.QueueStats) queueJSON {
 // engine keeps the answer's parts rendered from the session's view and gives them again while
 // the view is unchanged; only the queue's counters are written per call (a hot route: the
 // strings of the view were cache misses under load).
-func (s *Server) clientStatus(ctx *fasthttp.RequestCtx, u domain.User, m *signedIn) error {
+func (s *Server) clientStatus(ctx *fasthttp.RequestCtx, u *domain.User, m *signedIn) error {
 	var ref *engine.StatusRef // the session as found for this caller before, while the index is unchanged
 	if m != nil {
 		ref = &m.status

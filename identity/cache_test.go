@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // The cache's bound holds, an expired entry is never honoured (and goes), a dropped one is
@@ -49,5 +50,17 @@ func TestTokenCacheBoundsAndExpiry(t *testing.T) {
 	key := []byte("token-0-99")
 	if n := testing.AllocsPerRun(100, func() { c.get(key, now) }); n != 0 {
 		t.Fatalf("%v allocations per lookup", n)
+	}
+}
+
+// TestCachedClaimsLayout: what a cache hit reads (the hash, the token, the deadline, the Memo)
+// is the entry's first 64 bytes, and the entry's size class keeps them on one cache line.
+func TestCachedClaimsLayout(t *testing.T) {
+	var e cachedClaims
+	if end := unsafe.Offsetof(e.memo) + unsafe.Sizeof(e.memo); end > 64 {
+		t.Errorf("the hit's fields end at byte %d of the entry", end)
+	}
+	if size := unsafe.Sizeof(e); size%64 != 0 {
+		t.Errorf("the entry is %d bytes, not a multiple of a cache line: its size class does not align it", size)
 	}
 }

@@ -111,12 +111,42 @@ type Memo struct{ atomic.Value }
 // verified in full: the next call, from the cache, has one).
 func (v *Verifier) VerifyBytesMemo(ctx context.Context, rawToken []byte, at time.Time) (Claims, *Memo, error) {
 	c, memo, err := v.verify(ctx, rawToken, at)
-	if memo != nil {
-		v.metrics.cacheHit()
-	} else {
+	if memo == nil { // a hit is counted by verify
 		v.metrics.decision(err)
 	}
 	return c, memo, err
+}
+
+// CachedMemo answers rawToken from the cache alone: the cached token's Memo and its claims (the
+// cache's own copy, which the caller reads and never changes), or nil when the token is not
+// cached, is past its deadline by at (zero: the verifier's clock) or its key left the
+// provider's set: the checks VerifyBytesMemo makes of a cached token, and a cached decision
+// counted likewise. On nil, VerifyBytesMemo verifies it (in full). A caller that needs only
+// the Memo (the gateway's kept profile) reads none of the claims: the cache entry's first
+// cache line holds what a hit reads, and the token.
+func (v *Verifier) CachedMemo(rawToken []byte, at time.Time) (*Memo, *Claims) {
+	if at.IsZero() {
+		at = v.now()
+	}
+	if e := v.cached(rawToken, at); e != nil {
+		return &e.memo, &e.claims
+	}
+	return nil, nil
+}
+
+// cached is rawToken's cache entry if the cache answers it at now (counted as a cached
+// decision), else nil (an entry whose key was withdrawn is dropped: verify again, and refuse).
+func (v *Verifier) cached(raw []byte, now time.Time) *cachedClaims {
+	e, ok := v.cache.get(raw, now)
+	if !ok {
+		return nil
+	}
+	if v.provider != nil && !v.provider.live(e.kid, e.gen) {
+		v.cache.drop(raw)
+		return nil
+	}
+	v.metrics.cacheHit(e.hash)
+	return e
 }
 
 func (v *Verifier) verify(ctx context.Context, raw []byte, at time.Time) (_ Claims, memo *Memo, _ error) {
@@ -129,11 +159,8 @@ func (v *Verifier) verify(ctx context.Context, raw []byte, at time.Time) (_ Clai
 	}
 	// The cache holds only tokens that verified, so a hit is well-formed: the shape is checked
 	// on a miss (the token's bytes are read once per request, by the cache's hash).
-	if e, ok := v.cache.get(raw, now); ok {
-		if v.provider == nil || v.provider.live(e.kid, e.gen) {
-			return e.claims, &e.memo, nil
-		}
-		v.cache.drop(raw) // its key was withdrawn: verify again (and refuse)
+	if e := v.cached(raw, now); e != nil {
+		return e.claims, &e.memo, nil
 	}
 	if bytes.Count(raw, []byte(".")) != 2 {
 		return Claims{}, nil, invalid("malformed")

@@ -388,6 +388,10 @@ func TestCache(t *testing.T) {
 	if n := keys.n.Load(); n != 1 {
 		t.Fatalf("%d signature verifications, want 1 (the rest from the cache)", n)
 	}
+	// Every hit is counted once, whichever of the hit counter's shards it went to.
+	if got := decisionCounts(t, v); got["cached"] != 8*50 || got["ok"] != 1 || len(got) != 2 {
+		t.Fatalf("decisions %v, want 400 cached and 1 ok", got)
+	}
 
 	// A cached token is checked against the request's own clock reading when one is given.
 	// Past exp+skew by that reading, the cached entry is dropped and the token verified in full
@@ -464,6 +468,9 @@ func TestMemoPerCachedToken(t *testing.T) {
 		}
 		return m
 	}
+	if m, c := v.CachedMemo(tok, time.Time{}); m != nil || c != nil {
+		t.Fatal("CachedMemo answered a token never verified")
+	}
 	if m := memo(); m != nil {
 		t.Fatal("a token verified in full came with a Memo")
 	}
@@ -471,11 +478,34 @@ func TestMemoPerCachedToken(t *testing.T) {
 	if m == nil || memo() != m {
 		t.Fatal("a cached token's Memo is not one and the same")
 	}
+	// CachedMemo: the same Memo, the claims VerifyBytesMemo gives; nil for a forged token
+	// with the cached one's tail (the cache compares the whole token).
+	want, _, _ := v.VerifyBytesMemo(context.Background(), tok, time.Time{})
+	if cm, c := v.CachedMemo(tok, time.Time{}); cm != m || c == nil || *c != want {
+		t.Fatalf("CachedMemo = %p, %+v; want %p, %+v", cm, c, m, want)
+	}
+	forged := append([]byte(nil), tok...)
+	forged[10] ^= 1
+	if cm, _ := v.CachedMemo(forged, time.Time{}); cm != nil {
+		t.Fatal("CachedMemo answered a token that differs from the cached one in its header")
+	}
 	m.Store("kept")
 	if got := memo().Load(); got != "kept" {
 		t.Fatalf("Memo holds %v", got)
 	}
-	offset.Store(int64(10*time.Minute + ClockSkew + time.Second)) // the entry expires
+	// Expiry: by the request's clock reading (at), then by the verifier's.
+	if cm, _ := v.CachedMemo(tok, base.Add(10*time.Minute+ClockSkew+time.Second)); cm != nil {
+		t.Fatal("CachedMemo answered a token past its deadline by the request's clock")
+	}
+	if got := decisionCounts(t, v); got["cached"] != 5 || got["ok"] != 1 {
+		t.Fatalf("decisions %v, want 5 cached (each answer from the cache once) and 1 ok", got)
+	}
+	// Verified in full again (the entry above went), then past its deadline.
+	memo()
+	offset.Store(int64(10*time.Minute + ClockSkew + time.Second))
+	if cm, _ := v.CachedMemo(tok, time.Time{}); cm != nil {
+		t.Fatal("CachedMemo answered an expired token")
+	}
 	if _, _, err := v.VerifyBytesMemo(context.Background(), tok, time.Time{}); err == nil {
 		t.Fatal("an expired token verified")
 	}
