@@ -269,6 +269,9 @@ func (ms *Messages) Delete(ctx context.Context, uid, id string, r SendRequest) (
 		}
 		return DeleteResult{Entry: e}, nil
 	}
+	if ms.msgs.unrecordedFailure(id) { // told failed, its record tried again (recordAgain)
+		return DeleteResult{}, fmt.Errorf("%w: the failure of %s is not recorded yet; try again", domain.ErrUnavailable, id)
+	}
 	if ent := ms.e.Sessions.idx.get(orig.SessionID); ent != nil && ent.view.Load().IsCloud() && orig.Status != domain.MsgQueued {
 		return DeleteResult{}, fmt.Errorf("%w: the Cloud API cannot delete a message once sent", domain.ErrNotOnCloud)
 	}

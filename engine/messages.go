@@ -67,6 +67,8 @@ type messages struct {
 	depth  atomic.Int64 // accepted, no network outcome yet (gateway_outbox_pending)
 	// resumedLeft: messages a boot sends again whose outcome has not asked wasResumed yet.
 	resumedLeft atomic.Int64
+	// again: the failures and cancellations whose record failed, recorded again (messages_told.go)
+	again recordAgain
 }
 
 type pendingShard struct {
@@ -115,8 +117,8 @@ type pending struct {
 	// resumed: a boot sends it again; receipts that came before the last process had its
 	// outcome may be recorded on their own (receiptOf), and its outcome folds them in.
 	resumed bool
-	// unrecorded: settled cancelled, and its record failed: kept (not durable) until a
-	// cancellation tried again records it (cancelling).
+	// unrecorded: settled failed or cancelled, and its record failed: kept (not durable) until
+	// it is recorded again (recordAgain; a cancellation tried again: cancelling).
 	unrecorded bool
 }
 

@@ -49,6 +49,9 @@ func (ms *Messages) recover(pending []domain.OutboxEntry) (int, error) {
 			res = held[entry.UserID].Take(1)
 		}
 		if f, ok := told[entry.ID]; ok {
+			if f.Status == domain.MsgFailed {
+				e.metrics.failed.Add(1) // as Outcome counts a failure: this process settles it
+			}
 			ms.msgs.track(entry.ID, res, nil)
 			ms.msgs.settleTold(entry, f)
 			continue
@@ -106,6 +109,7 @@ func (ms *Messages) renew() {
 
 // stopRenewal stops the daily renewal (Stop).
 func (ms *Messages) stopRenewal() {
+	ms.msgs.again.stop()
 	ms.renewMu.Lock()
 	defer ms.renewMu.Unlock()
 	if ms.renewal != nil {

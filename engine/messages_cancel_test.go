@@ -67,10 +67,12 @@ func scheduleLater(t *testing.T, e *Engine, u domain.User) domain.OutboxEntry {
 type failingOutbox struct {
 	Outbox
 	failing atomic.Bool
+	refused atomic.Int32 // how many records it refused
 }
 
 func (o *failingOutbox) Settle(e domain.OutboxEntry, done func(error)) {
 	if o.failing.Load() {
+		o.refused.Add(1)
 		go done(errors.New("the store refuses writes"))
 		return
 	}

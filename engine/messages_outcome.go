@@ -124,6 +124,7 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 // would move to the heap with every outcome).
 func (m *messages) settled(sh *pendingShard, p *pending, id string, sendErr error) func(error) {
 	return func(err error) {
+		again := false
 		sh.mu.Lock()
 		var waiters []chan outcome // a failure's (Outcome leaves them), or a wait's since
 		var told domain.OutboxEntry
@@ -135,18 +136,27 @@ func (m *messages) settled(sh *pendingShard, p *pending, id string, sendErr erro
 			msg := cur.entry.Message
 			cur.entry.Message = domain.Message{ID: msg.ID, To: msg.To, Kind: msg.Kind}
 			sh.keep(id)
-		} else if cur != nil && cur == p && cur.entry.Status == domain.MsgCancelled && sendErr != errToldFinal {
-			cur.unrecorded = true // a cancellation tried again records it (cancelling)
+		} else if cur != nil && cur == p && sendErr != nil && !errors.Is(err, errEventDropped) {
+			// A failure or a cancellation, told (its event committed): kept, not sent, and
+			// recorded again (recordAgain; a cancellation tried again: cancelling).
+			cur.unrecorded = true
+			again = true
 		} else if cur == p {
 			delete(sh.m, id)
 		}
 		sh.mu.Unlock()
 		tellRecorded(waiters, told, sendErr, err)
 		if err != nil {
-			// Still pending on disk: the next boot sends it again under its id and settles it
-			// then; this process keeps its reservation held.
+			// Still pending on disk: a sent outcome is sent again under its id by the next
+			// boot, which settles it then; this process keeps its reservation held.
 			m.e.log.Error("outbox: record outcome", "message_id", id, "err", err)
+			if again {
+				m.again.later(m, id)
+			}
 			return
+		}
+		if sendErr == errRecordedAgain {
+			m.again.recorded()
 		}
 		if p == nil {
 			return
@@ -172,8 +182,11 @@ func tellRecorded(waiters []chan outcome, e domain.OutboxEntry, sendErr, err err
 		o = outcome{err: errNotRecorded}
 	case e.Status == domain.MsgCancelled:
 		o.err = nil // taken back, not failed: whoever waits reads its status
-	case o.err == nil:
-		o.err = failure(e) // a late failure laid over a sent outcome, waited for since (wait)
+	case o.err == nil || o.err == errToldFinal || o.err == errRecordedAgain:
+		// A late failure laid over a sent outcome, waited for since (wait); a failure told
+		// before its record failed, settled so (settleTold) or recorded again (recordAgain):
+		// the error its code names.
+		o.err = failure(e)
 	}
 	for _, w := range waiters {
 		w <- o

@@ -57,8 +57,22 @@ func (ms *Messages) resume(e domain.OutboxEntry) {
 	}
 	// Read again now that it is tracked: an outcome written between the first read and the
 	// claim (a settled message no longer tracked) must not send it again.
-	if cur, err := m.outbox.Get(e.ID); err != nil || cur.Final() {
+	cur, err := m.outbox.Get(e.ID)
+	if err != nil || cur.Final() {
 		m.unclaim(e.ID)
+		return
+	}
+	// A failure or a cancellation told (its event committed, its status kept beside it) whose
+	// record failed is settled so, as a boot settles it (messages_told.go), never sent: the
+	// webhook, the stream and the broker were told it would not go.
+	told, err := ms.toldFinal([]domain.OutboxEntry{cur})
+	if err != nil {
+		ms.e.log.Warn("outbox: a pending message in no queue waits for the next boot (its told status not read)", "message_id", e.ID, "err", err)
+		m.unclaim(e.ID)
+		return
+	}
+	if f, ok := told[e.ID]; ok {
+		m.settleTold(cur, f)
 		return
 	}
 	if e.Status == domain.MsgScheduled {

@@ -12,6 +12,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/gateway/gateway/domain"
@@ -42,10 +43,11 @@ func (ms *Messages) toldFinal(pending []domain.OutboxEntry) (map[string]domain.F
 // told before: not sent, its reservation released.
 var errToldFinal = errors.New("engine: settled as told before the restart")
 
-// settleTold records pending message e, tracked, as status f (told before the restart), with
-// no send and no event; its reservation goes back once the record is durable (settled). A
-// failure is counted (gateway_messages_failed_total) as Outcome counts one: the counter is the
-// process's, and the process that told it died before its record.
+// settleTold records pending message e, tracked, as status f (told before the restart, or
+// told by this process whose record failed: resume), with no send and no event; its
+// reservation goes back once the record is durable (settled). The boot counts a failure
+// (recover), as Outcome counts one: the counter is the process's, and the process that told
+// it died before its record.
 func (m *messages) settleTold(e domain.OutboxEntry, f domain.FinalStatus) {
 	e.SetStatus(f.Status, f.At)
 	e.Code, e.Error = f.Code, f.Error
@@ -59,10 +61,7 @@ func (m *messages) settleTold(e domain.OutboxEntry, f domain.FinalStatus) {
 	if p != nil {
 		m.depth.Add(-1)
 	}
-	if f.Status == domain.MsgFailed {
-		m.e.metrics.failed.Add(1) // as Outcome counts a failure: this process settles it
-	}
-	m.e.log.Warn("outbox: a message told failed or cancelled before a restart, its record lost, is settled so (not sent again)", "message_id", e.ID, "status", f.Status)
+	m.e.log.Warn("outbox: a message told failed or cancelled, its record lost, is settled so (not sent again)", "message_id", e.ID, "status", f.Status)
 	m.outbox.Settle(e, m.settled(sh, p, e.ID, errToldFinal))
 }
 
@@ -136,4 +135,93 @@ func (m *messages) cancelling(id string) (domain.OutboxEntry, bool, error) {
 		m.outbox.Settle(e, written)
 	}
 	return e, true, m.awaitRecord(ch, e)
+}
+
+// recordAgain records again the failures and cancellations whose record failed (the store
+// refused it for longer than its retries): their events were committed, their statuses kept
+// beside them (event_final), and the messages stay pending on disk until their records land.
+// Left for the next boot, a message read "queued" and a DELETE answered 503 for as long as the
+// process ran, and a boot after the kept status's 7 days sent the message told failed. The
+// records are tried again after recordAgainFirst, then less often while the store refuses them
+// (up to recordAgainMost), until the engine stops; this process never sends such a message.
+type recordAgain struct {
+	mu      sync.Mutex
+	ids     map[string]struct{}
+	timer   *time.Timer
+	wait    time.Duration // the last wait armed; back to 0 once a record tried again lands
+	stopped bool
+}
+
+const recordAgainFirst, recordAgainMost = 250 * time.Millisecond, 30 * time.Second
+
+// errRecordedAgain is the outcome error of a failure or a cancellation recorded again: its
+// waiters are told as a failure's or a cancellation's are (tellRecorded), its reservation goes
+// back.
+var errRecordedAgain = errors.New("engine: the outcome recorded again")
+
+// later queues message id's record to be tried again.
+func (r *recordAgain) later(m *messages, id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return
+	}
+	if r.ids == nil {
+		r.ids = map[string]struct{}{}
+	}
+	r.ids[id] = struct{}{}
+	if r.timer == nil {
+		r.wait = min(max(2*r.wait, recordAgainFirst), recordAgainMost)
+		r.timer = time.AfterFunc(r.wait, m.recordAgain)
+	}
+}
+
+// recorded says a record tried again landed: the next failure is tried again soon.
+func (r *recordAgain) recorded() {
+	r.mu.Lock()
+	r.wait = 0
+	r.mu.Unlock()
+}
+
+// stop ends the tries (the engine stops: the next boot settles what is left).
+func (r *recordAgain) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopped = true
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
+	}
+	r.ids = nil
+}
+
+// unrecordedFailure tells whether message id failed and its record waits to be tried again:
+// a DELETE answers 503 at once rather than wait for it (a try again may be 30 s away).
+func (m *messages) unrecordedFailure(id string) bool {
+	sh := m.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	p := sh.m[id]
+	return p != nil && p.unrecorded && p.entry.Status == domain.MsgFailed
+}
+
+// recordAgain writes again the record of every message queued (later) that is still unrecorded.
+func (m *messages) recordAgain() {
+	m.again.mu.Lock()
+	ids := m.again.ids
+	m.again.ids, m.again.timer = nil, nil
+	m.again.mu.Unlock()
+	for id := range ids {
+		sh := m.shard(id)
+		sh.mu.Lock()
+		p := sh.m[id]
+		if p == nil || !p.unrecorded || p.durable {
+			sh.mu.Unlock()
+			continue // recorded meanwhile (a cancellation tried again)
+		}
+		p.unrecorded = false
+		e, written := p.entry, m.settled(sh, p, id, errRecordedAgain)
+		sh.mu.Unlock()
+		m.outbox.Settle(e, written)
+	}
 }
