@@ -31,6 +31,9 @@ type IdemRecord struct {
 	BodyHash   string `json:"bodyHash"` // hex SHA-256 of the request body
 	MessageID  string `json:"messageId,omitempty"`
 	CampaignID string `json:"campaignId,omitempty"`
+	// At is when it was made (the message's acceptance, the campaign's start): it binds its key
+	// for IdempotencyTTL from then, on the engine's clock (engine.Idem). 0 in older records.
+	At Millis `json:"at,omitempty"`
 	// Status and Body: a stored response, for routes whose answer is not rebuilt from a record.
 	Status int    `json:"status,omitempty"`
 	Body   []byte `json:"body,omitempty"`

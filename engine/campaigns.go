@@ -110,7 +110,7 @@ func (c *Campaigns) Start(ctx context.Context, r CampaignRequest) (domain.Campai
 	var idemID string
 	var idem domain.IdemRecord
 	if r.Idem != nil {
-		idemID, idem = r.Idem.ID(), domain.IdemRecord{BodyHash: r.Idem.BodyHash, CampaignID: st.ID}
+		idemID, idem = r.Idem.ID(), domain.IdemRecord{BodyHash: r.Idem.BodyHash, CampaignID: st.ID, At: domain.MillisOf(now)}
 	}
 	if err := c.store.Accept(ctx, st, idemID, idem); err != nil {
 		res.Release()

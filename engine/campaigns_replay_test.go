@@ -43,7 +43,7 @@ func TestCampaignAcceptThatSeemedToFailRunsOnReplay(t *testing.T) {
 	e, u := linkedEngineOn(t, recs, r)
 	ctx := context.Background()
 
-	idem := Idem{KeyID: "k1", Key: "bulk-1", BodyHash: "h"}
+	idem := Idem{KeyID: "k1", Key: "bulk-1", BodyHash: "h", At: e.now()}
 	// A delay between the numbers keeps it running while it is replayed again below.
 	req := CampaignRequest{UserID: u.ID, Numbers: []string{"491510000001", "491510000002"}, Message: "hi", Delay: 0.3,
 		ID: idem.DerivedCampaign(), Idem: &idem}
@@ -51,7 +51,7 @@ func TestCampaignAcceptThatSeemedToFailRunsOnReplay(t *testing.T) {
 	if _, err := e.Campaigns.Start(ctx, req); !errors.Is(err, domain.ErrUnavailable) {
 		t.Fatalf("the accept whose answer was lost: %v, want unavailable", err)
 	}
-	rec, found, _, err := e.Messages.BeginIdempotent(idem)
+	rec, found, _, err := e.Messages.BeginIdempotent(&idem)
 	if err != nil || !found || rec.CampaignID != idem.DerivedCampaign() {
 		t.Fatalf("the key's record: %+v %v %v", rec, found, err)
 	}

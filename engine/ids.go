@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
+	"fmt"
 	"time"
 )
 
@@ -23,11 +24,31 @@ func NewMessageID() string {
 	return messageID(&b)
 }
 
-// DerivedID is the id of what an Idempotency-Key makes (a message, a campaign): a function of
-// the API key and the Idempotency-Key, so a retry after a crash names the same message.
+// DerivedID is the id the release before this one derived from an Idempotency-Key (a function
+// of the API key and the Idempotency-Key alone): a key sent again after its 24 hours named the
+// old message again. It is only looked up now (Idem.Derived is the one made): a record it
+// wrote still answers its retry within its 24 hours.
 func DerivedID(keyID, idemKey string) string {
 	sum := sha256.Sum256([]byte(keyID + "\x00" + idemKey))
 	return messageID((*[10]byte)(sum[:10]))
+}
+
+// DerivedIDOn is the id of the message an Idempotency-Key makes on day (IdemDay): a function of
+// the API key, the Idempotency-Key and the day, so a retry after a crash names the same message
+// and the key used again after its 24 hours names a new one.
+func DerivedIDOn(keyID, idemKey string, day int64) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%d", keyID, idemKey, day))
+	return messageID((*[10]byte)(sum[:10]))
+}
+
+// IdemDay is the 24-hour period t falls in (days since the Unix epoch: UTC days).
+func IdemDay(t time.Time) int64 {
+	const day = int64(24 * time.Hour / time.Second)
+	s := t.Unix()
+	if s < 0 {
+		return (s+1)/day - 1
+	}
+	return s / day
 }
 
 // messageID writes "3EB0" and b in upper-case hex into one string: one allocation (the hex

@@ -48,13 +48,13 @@ func TestAcceptThatSeemedToFailIsSentOnRetry(t *testing.T) {
 	}
 
 	// An Idempotency-Key: the retry is answered from the key's record.
-	idem := Idem{KeyID: "k1", Key: "retry-1", BodyHash: "h"}
+	idem := Idem{KeyID: "k1", Key: "retry-1", BodyHash: "h", At: e.now()}
 	ob.lose.Store(true)
 	if _, err := e.Messages.Send(ctx, SendRequest{UserID: u.ID, Origin: "api", IdemID: idem.ID(), Idem: domain.IdemRecord{BodyHash: "h"},
 		Message: domain.Message{ID: idem.Derived(), To: "491510000001", Kind: domain.KindText, Text: "keyed"}}); err == nil {
 		t.Fatal("the accept whose answer was lost succeeded")
 	}
-	rec, found, _, err := e.Messages.BeginIdempotent(idem)
+	rec, found, _, err := e.Messages.BeginIdempotent(&idem)
 	if err != nil || !found || rec.MessageID != idem.Derived() {
 		t.Fatalf("the key's record: %+v %v %v", rec, found, err)
 	}

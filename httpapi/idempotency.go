@@ -15,8 +15,8 @@ import (
 )
 
 // v1Post runs a v1 POST under its Idempotency-Key (DESIGN.md section 9). With a key, what the
-// request makes gets an id derived from (API key, Idempotency-Key) and the key's record is
-// committed with it; a retry with the same key and body, before or after a crash, is answered
+// request makes gets an id derived from (API key, Idempotency-Key, the day: engine.Idem) and
+// the key's record is committed with it; a retry with the same key and body, before or after a crash, is answered
 // from what the first made, and is looked up before the daily cap is charged (a replay after
 // the cap is used up still succeeds). The same key with another body is 409
 // idempotency_key_reused. idem is nil without a key.
@@ -38,7 +38,7 @@ func (s *Server) v1Post(ctx *fasthttp.RequestCtx, scope string, h func(key domai
 	if k, err := s.engine(ctx).Messages.PeekKey(s.rawKey(ctx), scope); err == nil {
 		sum := sha256.Sum256(ctx.PostBody())
 		idem = &engine.Idem{KeyID: k.ID, Key: string(idemKey), BodyHash: hex.EncodeToString(sum[:])}
-		rec, found, release, err := s.engine(ctx).Messages.BeginIdempotent(*idem)
+		rec, found, release, err := s.engine(ctx).Messages.BeginIdempotent(idem)
 		if err != nil {
 			return err
 		}

@@ -547,14 +547,14 @@ func (o *Outbox) Idem(idemID string) (domain.IdemRecord, error) { return o.idem.
 // IdemOf returns the idempotency record a message carries (its id is the one derived from the
 // key), for domain.IdempotencyTTL after its accept; domain.ErrRecordNotFound otherwise.
 func (o *Outbox) IdemOf(messageID string) (domain.IdemRecord, error) {
-	e, hash, err := o.get(messageID, false)
+	e, hash, err := o.read(messageID, false, false)
 	if err != nil {
 		return domain.IdemRecord{}, err
 	}
 	if hash == "" || o.now().Sub(e.CreatedAt.Time()) > domain.IdempotencyTTL {
 		return domain.IdemRecord{}, domain.ErrRecordNotFound
 	}
-	return domain.IdemRecord{BodyHash: hash, MessageID: e.ID}, nil
+	return domain.IdemRecord{BodyHash: hash, MessageID: e.ID, At: e.CreatedAt}, nil
 }
 
 // Settle records a network outcome (sent or failed) in the background: the deliverer does not
@@ -807,6 +807,13 @@ func (o *Outbox) Get(id string) (domain.OutboxEntry, error) {
 // get reads a message, with its outcome and receipts when full, and the Idempotency-Key's
 // body hash its record carries.
 func (o *Outbox) get(id string, full bool) (domain.OutboxEntry, string, error) {
+	return o.read(id, full, true)
+}
+
+// read is get; without older, a message of the older layout is not read (ErrRecordNotFound):
+// its body carries no Idempotency-Key's hash (IdemOf, which a keyed send calls for 3 ids or
+// more, most of them absent: one read of an absent key fewer each).
+func (o *Outbox) read(id string, full, older bool) (domain.OutboxEntry, string, error) {
 	if id == "" {
 		return domain.OutboxEntry{}, "", domain.ErrRecordNotFound
 	}
@@ -837,6 +844,9 @@ func (o *Outbox) get(id string, full bool) (domain.OutboxEntry, string, error) {
 			return domain.OutboxEntry{}, "", err
 		}
 		if pos == "" {
+			if !older {
+				return domain.OutboxEntry{}, "", domain.ErrRecordNotFound
+			}
 			e, err := o.getOlder(id, settled, c, full)
 			return e, "", err
 		}

@@ -1,0 +1,65 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/network/sim"
+	"github.com/gateway/gateway/persist"
+)
+
+// BenchmarkBeginIdempotent is the look-up of an Idempotency-Key (Badger on disk, 20,000 keyed
+// messages accepted before): new, a key never used (what a keyed send costs before its accept:
+// every id a record may be under read, none there); replay, a key whose message was accepted
+// today. `go test -run X -bench BeginIdempotent -benchtime 200000x ./engine`.
+func BenchmarkBeginIdempotent(b *testing.B) {
+	db, err := persist.OpenBadger(b.TempDir(), persist.BadgerOptions{Fsync: persist.FsyncInterval})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	recs := persist.NewRecords(db)
+	net, err := sim.Open(sim.Options{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer net.Close()
+	e, err := New(Config{Store: recs.Store, Records: recordsOf(recs), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Plans: Plans{"unlimited": {}}, DefaultPlan: "unlimited", Network: net})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Stop(context.Background())
+	ctx := context.Background()
+	const stored = 20000
+	for i := range stored {
+		idem := Idem{KeyID: "k1", Key: fmt.Sprintf("stored-%d", i), At: time.Now()}
+		en := domain.OutboxEntry{ID: idem.Derived(), UserID: "u1", CreatedAt: domain.MillisOf(time.Now()),
+			Message: domain.Message{To: "491510000001", Kind: domain.KindText, Text: "stored"}}
+		if err := recs.Outbox.Accept(ctx, &en, "h"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("new", func(b *testing.B) {
+		for i := range b.N {
+			_, found, release, err := e.Messages.BeginIdempotent(&Idem{KeyID: "k1", Key: fmt.Sprintf("new-%d", i), BodyHash: "h"})
+			if err != nil || found {
+				b.Fatal(found, err)
+			}
+			release()
+		}
+	})
+	b.Run("replay", func(b *testing.B) {
+		for i := range b.N {
+			_, found, _, err := e.Messages.BeginIdempotent(&Idem{KeyID: "k1", Key: fmt.Sprintf("stored-%d", i%stored), BodyHash: "h"})
+			if err != nil || !found {
+				b.Fatal(found, err)
+			}
+		}
+	})
+}
