@@ -249,6 +249,10 @@ func (rs *recStream) publishAll(msgs []*nats.Msg) []pubResult {
 	case <-g.done:
 	case <-deadline.C:
 	}
-	s.acks.finish(id, fmt.Errorf("natskv: publish: %w", nats.ErrTimeout))
+	s.acks.finish(id, errPublishTimeout)
 	return out
 }
+
+// errPublishTimeout answers a pipelined publish the server did not ack within the store's
+// Timeout (one value: a group that was answered whole, the usual case, makes no error).
+var errPublishTimeout = fmt.Errorf("natskv: publish: %w", nats.ErrTimeout)
