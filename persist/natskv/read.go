@@ -212,6 +212,11 @@ func (s *Store) requestMany(ctx context.Context, subject string, data []byte) ([
 	}
 	var out []*nats.Msg
 	for {
+		// The bound is strict: NextMsgWithContext hands over an answer already received even
+		// once ctx is done, so a late page would count as in time.
+		if ctx.Err() != nil {
+			return nil, nats.ErrTimeout
+		}
 		m, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
