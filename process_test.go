@@ -125,26 +125,31 @@ func startProcBin(t testing.TB, bin, data string, args ...string) *proc {
 	args = append(args, storeArgs(data, args)...)
 	for attempt := 1; ; attempt++ {
 		p := launchProc(t, bin, data, args)
-		deadline := time.Now().Add(30 * time.Second)
-		for !answers(p.url+"/readyz", 200) {
-			log := p.log()
-			switch {
-			case strings.Contains(log, "address already in use") && attempt < 3:
-				_ = p.cmd.Wait()
-			case time.Now().After(deadline) || exited(p.cmd.Process.Pid):
-				tail := log[max(0, len(log)-4000):]
-				t.Fatalf("gateway process not ready at %s (exited: %v, %v after its start); its log ends:\n%s",
-					p.url, exited(p.cmd.Process.Pid), time.Since(deadline.Add(-30*time.Second)).Round(time.Millisecond), tail)
-			default:
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			break
-		}
-		if answers(p.url+"/readyz", 200) {
+		if p.ready(t, attempt < 3) {
 			return p
 		}
 	}
+}
+
+// ready waits up to 30 s for /readyz: false when the process lost its address to another
+// (and retry allows starting again), a failure with its log when it exits or is not ready.
+func (p *proc) ready(t testing.TB, retry bool) bool {
+	t.Helper()
+	const wait = 30 * time.Second
+	start := time.Now()
+	for !answers(p.url+"/readyz", 200) {
+		log := p.log()
+		if retry && strings.Contains(log, "address already in use") {
+			_ = p.cmd.Wait()
+			return false
+		}
+		if gone := exited(p.cmd.Process.Pid); gone || time.Since(start) > wait {
+			t.Fatalf("gateway process not ready at %s (exited: %v, %v after its start); its log ends:\n%s",
+				p.url, gone, time.Since(start).Round(time.Millisecond), log[max(0, len(log)-4000):])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
 }
 
 // launchProc starts `gateway serve` at a free address, its stderr kept in p.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,13 +25,20 @@ import (
 
 // startSim runs the simulated network as `gateway sim` does (its port over HTTP), for the
 // nodes of a cluster to share; the test links sessions on it directly.
-func startSim(t testing.TB) (*sim.Network, string) {
+func startSim(t testing.TB) (*sim.Network, string) { return startSimCounting(t, nil) }
+
+// startSimCounting is startSim with its port's requests counted in calls (nil: not counted).
+func startSimCounting(t testing.TB, calls *atomic.Int64) (*sim.Network, string) {
 	s, err := sim.Open(sim.Options{Dir: t.TempDir(), Logger: testLog()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	port := simhttp.NewServer(s, testLog())
-	srv := &fasthttp.Server{Handler: port.Handler, NoDefaultServerHeader: true}
+	handler := port.Handler
+	if calls != nil {
+		handler = func(ctx *fasthttp.RequestCtx) { calls.Add(1); port.Handler(ctx) }
+	}
+	srv := &fasthttp.Server{Handler: handler, NoDefaultServerHeader: true}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

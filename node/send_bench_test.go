@@ -3,7 +3,6 @@ package node
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime/metrics"
@@ -17,8 +16,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/gateway/gateway/internal/cputime"
-	"github.com/gateway/gateway/network/sim"
-	"github.com/gateway/gateway/network/simhttp"
 	"github.com/gateway/gateway/persist/natstest"
 )
 
@@ -165,27 +162,6 @@ func BenchmarkNodeSend(b *testing.B) {
 			b.ReportMetric(float64(readMetric("/gc/heap/live:bytes").Uint64())/(1<<20), "live-MiB")
 		})
 	}
-}
-
-// startSimCounting is startSim with its port's requests counted.
-func startSimCounting(t testing.TB, calls *atomic.Int64) (*sim.Network, string) {
-	s, err := sim.Open(sim.Options{Dir: t.TempDir(), Logger: testLog()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := simhttp.NewServer(s, testLog())
-	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { calls.Add(1); port.Handler(ctx) }, NoDefaultServerHeader: true}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln) //nolint:errcheck // ends with Shutdown
-	t.Cleanup(func() {
-		port.Close()
-		_ = srv.Shutdown()
-		s.Close()
-	})
-	return s, "http://" + ln.Addr().String()
 }
 
 // gcCPU is the garbage collector's CPU so far, in seconds (runtime/metrics' estimate).
