@@ -766,7 +766,7 @@ func (rs *recStream) send(group []*commitReq, fresh bool) (map[*commitReq]error,
 			// The fence check rides on one of the partition's unconditioned writes.
 			for i, w := range r.writes {
 				if !r.conditions(w.subject) && m[i].Header.Get(jetstream.ExpectedLastSubjSeqHeader) == "" {
-					setFenceCheck(m[i], f.subjects[r.lane], fences[f].seq)
+					f.setCheck(m[i], r.lane, fences[f].seq)
 					fences[f].carried = true
 					break
 				}
@@ -782,7 +782,7 @@ func (rs *recStream) send(group []*commitReq, fresh bool) (map[*commitReq]error,
 			for _, r := range sent {
 				if r.fence == f {
 					c := nats.NewMsg(f.carrier)
-					setFenceCheck(c, f.subjects[r.lane], u.seq)
+					f.setCheck(c, r.lane, u.seq)
 					c.Header.Set(jetstream.MsgTTLHeader, "1")
 					carriers = append(carriers, c)
 					break
@@ -910,11 +910,6 @@ func (rs *recStream) resolve(sent []*commitReq, failed map[*commitReq]error, cau
 		}
 	}
 	return failed, nil
-}
-
-func setFenceCheck(m *nats.Msg, subject string, seq uint64) {
-	m.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, subject)
-	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(seq, 10))
 }
 
 // conditionSeqs reads the last message of every subject the group's conditions name: from the
