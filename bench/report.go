@@ -296,7 +296,7 @@ func printResult(w io.Writer, r *result) {
 		fmt.Fprintf(w, "   FAILED: %s\n", r.Failure)
 	}
 	var samples []string
-	for _, s := range r.allStats() {
+	for _, s := range append(r.allStats(), r.ProfileWindow) {
 		samples = append(samples, sampleOf(s)...)
 	}
 	for _, s := range samples {
@@ -313,11 +313,13 @@ func (r *result) allStats() []*stats {
 	return slices.DeleteFunc(out, func(s *stats) bool { return s == nil })
 }
 
-// errorCount is every error of a result's measurements.
+// errorCount is every error of a result's measurements, and of the profile's window.
 func (r *result) errorCount() int64 {
 	var n int64
-	for _, s := range r.allStats() {
-		n += s.Errors
+	for _, s := range append(r.allStats(), r.ProfileWindow) {
+		if s != nil {
+			n += s.Errors
+		}
 	}
 	return n
 }
