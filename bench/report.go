@@ -35,11 +35,15 @@ type result struct {
 	WrkNote  string    `json:"wrk_note,omitempty"` // why wrk did not measure this case
 	Delivery *delivery `json:"delivery,omitempty"`
 	// CPU is the gateway's CPU per message over the measured window, by component from a
-	// profile taken during it (the cases that deliver, at --conns; per request for validate,
-	// where the access log's share shows on the cheapest route).
-	CPU           *cpuFigures `json:"cpu,omitempty"`
-	SettleSeconds float64     `json:"settle_seconds"` // waited for an idle gateway before the measurements
-	Notes         []string    `json:"notes,omitempty"`
+	// profile taken in a window of its own just before (the cases that deliver, at --conns;
+	// per request for validate and status, where the access log's share shows on the
+	// cheapest routes).
+	CPU *cpuFigures `json:"cpu,omitempty"`
+	// ProfileWindow is that window's load (the bench's generator at the gateway): not
+	// measured, its answers are the run's all the same (its messages delivered, its errors).
+	ProfileWindow *stats   `json:"profile_window,omitempty"`
+	SettleSeconds float64  `json:"settle_seconds"` // waited for an idle gateway before the measurements
+	Notes         []string `json:"notes,omitempty"`
 }
 
 // figures are one generator's measurements of a case: the gateway, the bare server and, for
@@ -292,7 +296,7 @@ func printResult(w io.Writer, r *result) {
 		fmt.Fprintf(w, "   FAILED: %s\n", r.Failure)
 	}
 	var samples []string
-	for _, s := range r.allStats() {
+	for _, s := range append(r.allStats(), r.ProfileWindow) {
 		samples = append(samples, sampleOf(s)...)
 	}
 	for _, s := range samples {
@@ -309,11 +313,13 @@ func (r *result) allStats() []*stats {
 	return slices.DeleteFunc(out, func(s *stats) bool { return s == nil })
 }
 
-// errorCount is every error of a result's measurements.
+// errorCount is every error of a result's measurements, and of the profile's window.
 func (r *result) errorCount() int64 {
 	var n int64
-	for _, s := range r.allStats() {
-		n += s.Errors
+	for _, s := range append(r.allStats(), r.ProfileWindow) {
+		if s != nil {
+			n += s.Errors
+		}
 	}
 	return n
 }

@@ -269,3 +269,18 @@ func TestFixedRunsAndTheirTargets(t *testing.T) {
 		t.Errorf("summary table does not say the floor's share:\n%s", md)
 	}
 }
+
+// The profile's own window is not measured, but its error answers are the run's: counted (the
+// run fails on them) and shown, as the measured windows' are.
+func TestProfileWindowErrorsCount(t *testing.T) {
+	r := &result{Case: "v1 send", figures: figures{Gateway: &stats{Requests: 10, OK: 10}}}
+	r.ProfileWindow = &stats{Requests: 10, OK: 8, Errors: 2, ErrorSamples: []string{"status 500: boom"}}
+	if n := r.errorCount(); n != 2 {
+		t.Fatalf("errorCount %d, want the profile window's 2", n)
+	}
+	var b strings.Builder
+	printResult(&b, r)
+	if !strings.Contains(b.String(), "error: status 500: boom") {
+		t.Fatalf("the profile window's error not shown:\n%s", b.String())
+	}
+}

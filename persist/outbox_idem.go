@@ -61,25 +61,31 @@ func (o *Outbox) IdemFind(ids []string, idemID string, keep func(domain.IdemReco
 	if err != nil {
 		return domain.IdemRecord{}, err
 	}
+	// A record that cannot be read is an error where one by one would read it: only if no
+	// record before it in the order is kept (errAt, ownErr).
+	var ownErr error
+	errAt := make([]error, len(ids))
 	if idemID != "" {
 		if v := vals[len(vals)-1]; v != nil {
-			rec, err := o.idem.value(idemID, v)
-			if err != nil {
-				return rec, err
+			if rec, err := o.idem.value(idemID, v); err != nil {
+				ownErr = err
+			} else {
+				own = &rec
 			}
-			own = &rec
 		}
 	}
 	// The places of the ids' accepts, as read() finds them: an outcome names it, else a mark
 	// another process wrote (not booted here).
 	var accepts [][]byte
-	var which []int
+	which := make([]int, len(ids)) // accepts' index of ids[i]'s, -1 when not read
 	for i, id := range ids {
+		which[i] = -1
 		if j := slot[i]; j >= 0 {
 			if st := vals[j]; st != nil {
 				c, err := o.status.value(id, st)
 				if err != nil {
-					return domain.IdemRecord{}, err
+					errAt[i] = err
+					continue
 				}
 				pos[i] = c.Pos
 			} else if m := vals[j+1]; len(m) > 9 && m[0] == pendingMarkV3 {
@@ -87,8 +93,8 @@ func (o *Outbox) IdemFind(ids []string, idemID string, keep func(domain.IdemReco
 			}
 		}
 		if pos[i] != "" {
+			which[i] = len(accepts)
 			accepts = append(accepts, acceptKeyAt(pos[i], id))
-			which = append(which, i)
 		}
 	}
 	if len(accepts) > 0 {
@@ -96,18 +102,24 @@ func (o *Outbox) IdemFind(ids []string, idemID string, keep func(domain.IdemReco
 			return domain.IdemRecord{}, err
 		}
 	}
-	for k := range accepts {
-		if vals[k] == nil {
-			continue // dropped since its outcome was read: as IdemOf, not found
+	for i, k := range which {
+		if errAt[i] != nil {
+			return domain.IdemRecord{}, errAt[i]
+		}
+		if k < 0 || vals[k] == nil {
+			continue // none, or dropped since its outcome was read: as IdemOf, not found
 		}
 		e, hash, err := o.decodeFull(vals[k])
 		if err != nil {
-			return domain.IdemRecord{}, fmt.Errorf("%s %q: %w", messageLogTable, ids[which[k]], err)
+			return domain.IdemRecord{}, fmt.Errorf("%s %q: %w", messageLogTable, ids[i], err)
 		}
 		rec := domain.IdemRecord{BodyHash: hash, MessageID: e.ID, At: e.CreatedAt}
 		if hash != "" && o.now().Sub(e.CreatedAt.Time()) <= domain.IdempotencyTTL && keep(rec) {
 			return rec, nil
 		}
+	}
+	if ownErr != nil {
+		return domain.IdemRecord{}, ownErr
 	}
 	if own != nil && keep(*own) {
 		return *own, nil

@@ -134,3 +134,48 @@ func TestIdemFindAsOneByOne(t *testing.T) {
 		t.Fatalf("none kept: %v", err)
 	}
 }
+
+// A record IdemFind cannot read (a newer build's, say) answers an error only where one by one
+// would have read it: after a record found in force earlier in the order, never.
+func TestIdemFindUnreadableRecordAfterAFoundOne(t *testing.T) {
+	clock := &testClock{}
+	clock.set(time.Now().Truncate(time.Millisecond))
+	ctx := context.Background()
+	mem := NewMemory()
+	defer mem.Close()
+	kv := &countingKV{KV: mem}
+	o, _ := bootOutbox(t, kv, clock)
+	e := queued("found", clock.now())
+	if err := o.Accept(ctx, &e, "h-found"); err != nil {
+		t.Fatal(err)
+	}
+	e.SetStatus(domain.MsgSent, clock.now())
+	o.Settle(e, func(error) {})
+	o.Flush()
+	newer := []byte{9, '{', '}'} // a version this build does not read
+	if err := kv.Commit(ctx, Op{Key: o.status.key("later"), Value: newer}, Op{Key: o.idem.key("k/newer"), Value: newer}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		ids []string
+		own string
+	}{{[]string{"found", "later"}, ""}, {[]string{"found"}, "k/newer"}, {[]string{"found", "later"}, "k/newer"}} {
+		want, werr := idemOneByOne(o, c.ids, c.own)
+		if werr != nil || want.MessageID != "found" {
+			t.Fatalf("%q %q one by one: %+v %v", c.ids, c.own, want, werr)
+		}
+		if got, err := o.IdemFind(c.ids, c.own, func(domain.IdemRecord) bool { return true }); err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%q %q: IdemFind %+v %v, one by one %+v", c.ids, c.own, got, err, want)
+		}
+	}
+	// Read where one by one reads it, it is the error it was.
+	for _, c := range []struct {
+		ids []string
+		own string
+	}{{[]string{"later", "found"}, ""}, {[]string{"none"}, "k/newer"}} {
+		_, werr := idemOneByOne(o, c.ids, c.own)
+		if _, err := o.IdemFind(c.ids, c.own, func(domain.IdemRecord) bool { return true }); !errors.Is(err, ErrNewerVersion) || !errors.Is(werr, ErrNewerVersion) {
+			t.Fatalf("%q %q: IdemFind %v, one by one %v", c.ids, c.own, err, werr)
+		}
+	}
+}
