@@ -39,13 +39,17 @@ func frameCRC(pos Pos, word uint32, rec []byte) uint32 {
 	return crc32.Update(crc32.Update(0, castagnoli, h[:]), castagnoli, rec)
 }
 
-// appendFrame appends rec's frame at pos, with room for slots status slots after it (zeros: no
-// slot written).
-func appendFrame(b []byte, pos Pos, rec []byte, slots int) []byte {
-	word := uint32(len(rec)) | uint32(slots)<<24
-	b = binary.LittleEndian.AppendUint32(b, word)
-	b = binary.LittleEndian.AppendUint32(b, frameCRC(pos, word, rec))
-	b = append(b, rec...)
+// appendFrame appends the frame at pos of a record of size bytes, filled in place by fill,
+// with room for slots status slots after it (zeros: no slot written).
+func appendFrame(b []byte, pos Pos, size, slots int, fill func(Pos, []byte)) []byte {
+	word := uint32(size) | uint32(slots)<<24
+	h := len(b)
+	b = append(b, make([]byte, frameHeader)...)
+	b = append(b, make([]byte, size)...)
+	rec := b[h+frameHeader:]
+	fill(pos, rec)
+	binary.LittleEndian.PutUint32(b[h:], word)
+	binary.LittleEndian.PutUint32(b[h+4:], frameCRC(pos, word, rec))
 	return append(b, make([]byte, slots*SlotSize)...)
 }
 
