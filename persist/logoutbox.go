@@ -57,6 +57,14 @@ type LogOutbox struct {
 	booted  bool
 	ckptMu  sync.Mutex
 	now     func() time.Time
+
+	// The history entries waiting for the background writer (logoutbox_hist.go).
+	hmu       sync.Mutex
+	hq        []histItem
+	hinflight map[outlog.Pos]int
+	hwake     chan struct{}
+	hstop     chan struct{}
+	hdone     chan struct{}
 }
 
 // logPending is a message this process knows to be pending.
@@ -104,8 +112,10 @@ func OpenLogOutbox(dir string, kv KV, o LogOutboxOptions) (*LogOutbox, error) {
 		return nil, err
 	}
 	lo := &LogOutbox{log: l, kv: kv, idem: NewTable[domain.IdemRecord](kv, idemTable, 1),
-		pending: map[string]*logPending{}, now: time.Now}
+		pending: map[string]*logPending{}, now: time.Now, hinflight: map[outlog.Pos]int{},
+		hwake: make(chan struct{}, 1), hstop: make(chan struct{}), hdone: make(chan struct{})}
 	lo.logger.Store(slog.New(slog.DiscardHandler))
+	go lo.historyWriter()
 	return lo, nil
 }
 
@@ -116,9 +126,12 @@ func (lo *LogOutbox) SetLogger(l *slog.Logger) {
 	}
 }
 
-// Close waits for the background writes and closes the log.
+// Close waits for the background writes (outcomes, receipts, history entries) and closes the
+// log.
 func (lo *LogOutbox) Close() error {
 	lo.Flush()
+	close(lo.hstop)
+	<-lo.hdone
 	return lo.log.Close()
 }
 
@@ -240,10 +253,15 @@ func (lo *LogOutbox) finishAccept(ctx context.Context, es []*domain.OutboxEntry,
 	if len(ops) > 0 {
 		err = lo.kv.Commit(ctx, ops...)
 	}
-	for _, t := range ts {
+	ps := make([]outlog.Pos, len(ts))
+	for i, t := range ts {
 		if werr := t.Wait(); err == nil {
 			err = werr
 		}
+		ps[i] = t.Pos
+	}
+	if err == nil {
+		err = lo.queueHistory(es, ps)
 	}
 	lo.mu.Lock()
 	for _, e := range es {
@@ -590,6 +608,9 @@ func (lo *LogOutbox) Requeue(_ context.Context, e domain.OutboxEntry) error {
 	}
 	qp, err := lo.log.Append(rec)
 	if err != nil {
+		return err
+	}
+	if err := lo.queueHistory([]*domain.OutboxEntry{&e}, []outlog.Pos{f.pos}); err != nil {
 		return err
 	}
 	ch := make(chan error, 1)

@@ -97,6 +97,14 @@ func (lo *LogOutbox) Pending() ([]domain.OutboxEntry, error) {
 				return fmt.Errorf("%s at %v: %w", outboxTable, p, err)
 			}
 			byPos[p] = &logCand{id: b.ID, pos: p, body: slices.Clone(rec[acceptHeader:])}
+			// Its history entry, which the crash may have kept from being written.
+			if e, _, err := decodeBody(rec[acceptHeader:]); err != nil {
+				return fmt.Errorf("%s at %v: %w", outboxTable, p, err)
+			} else if op, ok, err := historyOp(&e); err != nil {
+				return err
+			} else if ok {
+				ops = append(ops, op)
+			}
 			if rec[1]&acceptCallerID != 0 {
 				// Its outlog_pos record, which a crash may have kept from being written.
 				ops = append(ops, Op{Key: logPosKey(b.ID), Value: posBytes(p), TTL: OutboxRetention + 24*time.Hour})
@@ -143,10 +151,12 @@ func (lo *LogOutbox) Pending() ([]domain.OutboxEntry, error) {
 	}
 	lo.booted = true
 	lo.mu.Unlock()
-	if len(ops) > 0 {
-		if err := lo.kv.Commit(context.Background(), ops...); err != nil {
+	for len(ops) > 0 {
+		n := min(len(ops), histBatch)
+		if err := lo.kv.Commit(context.Background(), ops[:n]...); err != nil {
 			return nil, err
 		}
+		ops = ops[n:]
 	}
 	return out, lo.Checkpoint()
 }
@@ -218,6 +228,9 @@ func (lo *LogOutbox) Checkpoint() error {
 		}
 	}
 	lo.mu.Unlock()
+	if h := lo.oldestHistory(); h != 0 && h < ckpt {
+		ckpt = h
+	}
 	return lo.kv.Commit(context.Background(), Op{Key: logCheckpointKey, Value: posBytes(ckpt)})
 }
 
