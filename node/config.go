@@ -145,8 +145,6 @@ func (c Config) Check() error {
 		return fmt.Errorf("--store must be badger or nats")
 	case c.Outbox != "" && c.Outbox != "badger" && c.Outbox != "log":
 		return fmt.Errorf("--outbox must be badger or log")
-	case c.Outbox == "log" && c.Store == "nats":
-		return fmt.Errorf("--outbox log is a lone gateway's local disk: not with --store nats (use --outbox badger)")
 	case c.Store == "nats" && c.NATSURL == "":
 		return fmt.Errorf("--store nats needs --nats (the NATS servers' URLs)")
 	case c.Store == "nats" && c.LeaseTTL != 0 && c.LeaseTTL < 2*time.Second:
@@ -178,7 +176,13 @@ func (c Config) Check() error {
 	if err := c.checkEvents(); err != nil {
 		return err
 	}
-	return c.checkCluster()
+	if err := c.checkCluster(); err != nil {
+		return err
+	}
+	if c.Outbox == "log" && c.Store == "nats" {
+		return fmt.Errorf("--outbox log is a lone gateway's local disk: not with --store nats (use --outbox badger)")
+	}
+	return nil
 }
 
 // checkEvents checks the settings of events on NATS (natsevents: DESIGN.md section 20).

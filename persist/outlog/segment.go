@@ -30,6 +30,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // byte of a record swap it for a no-op: they check what recovery finds, not the disk.
 var datasync = fdatasync
 
+// pwrite writes a group (a test makes it fail as a full disk does).
+var pwrite = (*os.File).WriteAt
+
 // frameCRC is the CRC of the record rec at pos, whose frame's length word is word (its length,
 // and its number of status slots in the high byte).
 func frameCRC(pos Pos, word uint32, rec []byte) uint32 {
@@ -290,6 +293,7 @@ func (l *Log) writer(f *os.File, fseg uint32) {
 			}
 			l.mu.Unlock()
 			err := failed
+			var wfail *group // the group whose write failed
 			for _, g := range batch {
 				if err != nil {
 					break
@@ -305,9 +309,15 @@ func (l *Log) writer(f *os.File, fseg uint32) {
 					_ = f.Close()
 					f, fseg, dirty = nf, g.seg, false
 				}
-				if _, err = f.WriteAt(g.buf, g.off); err == nil {
+				if _, err = pwrite(f, g.buf, g.off); err == nil {
 					dirty = true
+				} else {
+					wfail = g
 				}
+			}
+			if wfail != nil && failed == nil && l.rewind(f, fseg, batch, slots, syncs, err) {
+				spare = nil
+				continue
 			}
 			var slotErrs []error
 			if err == nil && len(slots) > 0 {
@@ -613,4 +623,50 @@ func (l *Log) DropOlder(cutoff time.Time) (int, error) {
 		return 0, nil
 	}
 	return l.Drop(through)
+}
+
+// rewind answers a round whose write failed (a full disk: the log goes on once there is room)
+// instead of stopping the log: the round's groups in segment fseg, and every group queued
+// since, are answered err and cut off (the segment is truncated to where the first of them
+// began, and appends go on from there); its groups in earlier segments were synced when the
+// writer left them and are answered nil; its slot writes and syncs are answered err. It
+// returns false, having done nothing, when the segment cannot be truncated (the log then
+// stops, as for any other failure).
+func (l *Log) rewind(f *os.File, fseg uint32, batch []*group, slots []slotWrite, syncs []chan error, err error) bool {
+	cut := int64(-1)
+	for _, g := range batch {
+		if g.seg == fseg && (cut < 0 || g.off < cut) {
+			cut = g.off
+		}
+	}
+	if cut < 0 || f.Truncate(cut) != nil {
+		return false
+	}
+	l.mu.Lock()
+	l.seal()
+	later := l.queue
+	l.queue = nil
+	l.seg, l.end = fseg, cut
+	l.mu.Unlock()
+	l.written.Lock()
+	l.written.seg, l.written.end = fseg, cut
+	l.written.Unlock()
+	for _, g := range append(batch, later...) {
+		gerr := err
+		if g.seg < fseg {
+			gerr = nil
+		}
+		g.err = gerr
+		close(g.done)
+		for _, c := range g.calls {
+			c.done(c.pos, gerr)
+		}
+	}
+	for _, w := range slots {
+		w.done(err)
+	}
+	for _, ch := range syncs {
+		ch <- err
+	}
+	return true
 }
