@@ -55,7 +55,10 @@ type load struct {
 	rate     float64
 	timeout  time.Duration
 	run      int
-	pid      int // the server under test's process, for OtherCPU (0 = this process)
+	// seq0 is where the workers' sequences start: a second window of one run (the profile's)
+	// starts past the first's, so its unique ids (Idempotency-Keys, webhook ids, orders) are new.
+	seq0 uint64
+	pid  int // the server under test's process, for OtherCPU (0 = this process)
 	// onWindow, when set, is called as the measured window starts (true) and ends (false).
 	onWindow func(start bool)
 }
@@ -137,7 +140,7 @@ func measure(ctx context.Context, l load, t target) stats {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := &worker{id: i, run: l.run}
+			w := &worker{id: i, run: l.run, seq: l.seq0}
 			if l.rate > 0 {
 				m.openLoop(ctx, hc, l, t, w, start)
 			} else {

@@ -712,10 +712,10 @@ func cpuMarkdown(rep *report) string {
 			continue
 		}
 		if c.Sent == 0 {
-			fmt.Fprintf(&b, "\nCPU per request, %s %s at %d conns: %.2f s of the gateway's CPU over %.0f s, %d answered: **%.1f µs per request**. By component, from a profile taken during the window (`%s`):\n\n",
+			fmt.Fprintf(&b, "\nCPU per request, %s %s at %d conns: %.2f s of the gateway's CPU over %.0f s, %d answered: **%.1f µs per request**. By component, from a profile taken in a window of its own just before (`%s`):\n\n",
 				fsyncOf(r), r.Case, r.Conns, c.CPUSeconds, c.WindowSeconds, c.Accepted, c.PerMessageUS, c.Profile)
 		} else {
-			fmt.Fprintf(&b, "\nCPU per message, %s %s at %d conns: %.2f s of the gateway's CPU over %.0f s, %d accepted and %d sent: **%.1f µs per message without the sim** (%.1f with it); %.1f storage writes and %.0f bytes per message. By component, from a profile taken during the window (`%s`):\n\n",
+			fmt.Fprintf(&b, "\nCPU per message, %s %s at %d conns: %.2f s of the gateway's CPU over %.0f s, %d accepted and %d sent: **%.1f µs per message without the sim** (%.1f with it); %.1f storage writes and %.0f bytes per message. By component, from a profile taken in a window of its own just before (`%s`):\n\n",
 				fsyncOf(r), r.Case, r.Conns, c.CPUSeconds, c.WindowSeconds, c.Accepted, c.Sent, c.GatewayUS, c.PerMessageUS, c.Writes, c.WriteBytes, c.Profile)
 		}
 		b.WriteString("| component | share | µs per message |\n|---|---:|---:|\n")

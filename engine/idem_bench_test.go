@@ -11,18 +11,35 @@ import (
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network/sim"
 	"github.com/gateway/gateway/persist"
+	"github.com/gateway/gateway/persist/natskv"
+	"github.com/gateway/gateway/persist/natstest"
 )
 
-// BenchmarkBeginIdempotent is the look-up of an Idempotency-Key (Badger on disk, 20,000 keyed
-// messages accepted before): new, a key never used (what a keyed send costs before its accept:
-// every id a record may be under read, none there); replay, a key whose message was accepted
-// today. `go test -run X -bench BeginIdempotent -benchtime 200000x ./engine`.
+// BenchmarkBeginIdempotent is the look-up of an Idempotency-Key (on Badger on disk, and on an
+// embedded NATS server: each read a round trip there; 20,000 keyed messages accepted before):
+// new, a key never used (what a keyed send costs before its accept: every id a record may be
+// under read, none there); replay, a key whose message was accepted today and is pending.
+// `go test -run X -bench BeginIdempotent -benchtime 20000x ./engine`.
 func BenchmarkBeginIdempotent(b *testing.B) {
-	db, err := persist.OpenBadger(b.TempDir(), persist.BadgerOptions{Fsync: persist.FsyncInterval})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
+	b.Run("badger", func(b *testing.B) {
+		db, err := persist.OpenBadger(b.TempDir(), persist.BadgerOptions{Fsync: persist.FsyncInterval})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer db.Close()
+		benchBeginIdempotent(b, db)
+	})
+	b.Run("nats", func(b *testing.B) {
+		db, err := natskv.Open(context.Background(), natskv.Options{URL: natstest.Start(b).URL, Prefix: "idem", Replicas: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer db.Close()
+		benchBeginIdempotent(b, db)
+	})
+}
+
+func benchBeginIdempotent(b *testing.B, db persist.KV) {
 	recs := persist.NewRecords(db)
 	net, err := sim.Open(sim.Options{Dir: b.TempDir()})
 	if err != nil {

@@ -101,6 +101,12 @@ func (ms *Messages) idemRecord(i *Idem) (domain.IdemRecord, error) {
 	if IdemDay(i.At.Add(idemSkew)) != day {
 		ids[3] = DerivedIDOn(i.KeyID, i.Key, day+1)
 	}
+	if f, ok := ms.msgs.outbox.(idemFinder); ok {
+		rec, err := f.IdemFind(ids[:], i.ID(), func(rec domain.IdemRecord) bool { return inForce(rec, i.At) })
+		if !errors.Is(err, errors.ErrUnsupported) {
+			return rec, err
+		}
+	}
 	for _, mid := range ids {
 		if mid == "" {
 			continue
@@ -118,6 +124,13 @@ func (ms *Messages) idemRecord(i *Idem) (domain.IdemRecord, error) {
 		err = domain.ErrRecordNotFound
 	}
 	return rec, err
+}
+
+// idemFinder is an outbox that reads every record a key's look-up needs together
+// (persist.Outbox.IdemFind: one round trip on a networked store, where one read at a time took
+// up to nine; errors.ErrUnsupported on a store where it would not save reads).
+type idemFinder interface {
+	IdemFind(ids []string, idemID string, keep func(domain.IdemRecord) bool) (domain.IdemRecord, error)
 }
 
 // inForce says whether rec still binds its key at now: for domain.IdempotencyTTL after it was

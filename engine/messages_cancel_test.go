@@ -68,12 +68,25 @@ type failingOutbox struct {
 	Outbox
 	failing atomic.Bool
 	refused atomic.Int32 // how many records it refused
+	// hold, when set, holds each refusal until it is closed (a commit that takes its time
+	// before it fails); held counts the refusals held.
+	hold atomic.Pointer[chan struct{}]
+	held atomic.Int32
 }
 
 func (o *failingOutbox) Settle(e domain.OutboxEntry, done func(error)) {
 	if o.failing.Load() {
 		o.refused.Add(1)
-		go done(errors.New("the store refuses writes"))
+		hold := o.hold.Load()
+		if hold != nil {
+			o.held.Add(1)
+		}
+		go func() {
+			if hold != nil {
+				<-*hold
+			}
+			done(errors.New("the store refuses writes"))
+		}()
 		return
 	}
 	o.Outbox.Settle(e, done)

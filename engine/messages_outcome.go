@@ -132,7 +132,7 @@ func (m *messages) settled(sh *pendingShard, p *pending, id string, sendErr erro
 			waiters, p.waiters, told = p.waiters, nil, p.entry
 		}
 		if cur := sh.m[id]; err == nil && cur != nil && cur == p {
-			cur.durable = true
+			cur.durable, cur.unrecorded = true, false
 			msg := cur.entry.Message
 			cur.entry.Message = domain.Message{ID: msg.ID, To: msg.To, Kind: msg.Kind}
 			sh.keep(id)

@@ -110,6 +110,50 @@ func TestDeleteOfAnUnrecordedFailureAnswers503AtOnce(t *testing.T) {
 	}
 }
 
+// A DELETE of a message told failed that comes while its record is being tried again (the
+// try's commit in flight, the store still refusing it) answers 503 at once too: it found the
+// failure marked unrecorded no more, asked the session and waited for the record, which
+// failed, then for the next try (30 s away), three times.
+func TestDeleteDuringAnUnrecordedFailuresTryAgainAnswers503AtOnce(t *testing.T) {
+	e, _, failing, _ := toldUnrecordedFor(t, 20*time.Second)
+	hold := make(chan struct{})
+	failing.hold.Store(&hold)
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(hold)
+		}
+	}
+	t.Cleanup(release)
+	go e.Messages.msgs.recordAgain() // the try again, now: its commit held
+	waitUntil(t, 5*time.Second, "the record tried again, its commit in flight", func() bool { return failing.held.Load() > 0 })
+	answered := make(chan error, 1)
+	go func() {
+		_, err := e.Messages.Delete(context.Background(), "u1", "told-1", SendRequest{})
+		answered <- err
+	}()
+	waitUntil(t, 5*time.Second, "the DELETE answered or waiting for the record", func() bool {
+		if len(answered) > 0 {
+			return true
+		}
+		sh := e.Messages.msgs.shard("told-1")
+		sh.mu.Lock()
+		defer sh.mu.Unlock()
+		p := sh.m["told-1"]
+		return p != nil && len(p.waiters) > 0
+	})
+	release() // the try fails: the next is 30 s away
+	select {
+	case err := <-answered:
+		if !errors.Is(err, domain.ErrUnavailable) {
+			t.Fatalf("DELETE answered %v (want 503: its failure is not recorded yet)", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("DELETE during the try again of a failure's record has not answered in 5 s")
+	}
+}
+
 // unrecorded tells whether message id's outcome was settled and its record failed: tracked
 // no more, or kept as unrecorded.
 func unrecorded(m *messages, id string) bool {

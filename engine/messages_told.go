@@ -195,14 +195,15 @@ func (r *recordAgain) stop() {
 	r.ids = nil
 }
 
-// unrecordedFailure tells whether message id failed and its record waits to be tried again:
-// a DELETE answers 503 at once rather than wait for it (a try again may be 30 s away).
+// unrecordedFailure tells whether message id failed and its record waits to be tried again
+// (or is being tried): a DELETE answers 503 at once rather than wait for it (a try again may
+// be 30 s away).
 func (m *messages) unrecordedFailure(id string) bool {
 	sh := m.shard(id)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	p := sh.m[id]
-	return p != nil && p.unrecorded && p.entry.Status == domain.MsgFailed
+	return p != nil && p.unrecorded && !p.durable && p.entry.Status == domain.MsgFailed
 }
 
 // recordAgain writes again the record of every message queued (later) that is still unrecorded.
@@ -219,7 +220,10 @@ func (m *messages) recordAgain() {
 			sh.mu.Unlock()
 			continue // recorded meanwhile (a cancellation tried again)
 		}
-		p.unrecorded = false
+		// A failure stays marked while its record is tried (a DELETE answers 503 at once, not
+		// once this try failed and the next came); a cancellation's mark is cleared, so a DELETE
+		// again (cancelling) waits for this record instead of writing another.
+		p.unrecorded = p.entry.Status == domain.MsgFailed
 		e, written := p.entry, m.settled(sh, p, id, errRecordedAgain)
 		sh.mu.Unlock()
 		m.outbox.Settle(e, written)

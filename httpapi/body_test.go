@@ -1,9 +1,14 @@
 package httpapi
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"net"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -77,4 +82,66 @@ func TestLingerConnDeadlines(t *testing.T) {
 		t.Fatal("SetDeadline left a deadline to set")
 	}
 	timesOut("read after SetDeadline", read, time.Second)
+}
+
+// streamConn sends what it holds in reads of at most step bytes, then ends; it keeps every
+// answer written.
+type streamConn struct {
+	replayConn
+	in   []byte
+	step int
+	out  bytes.Buffer
+}
+
+func (c *streamConn) Read(p []byte) (int, error) {
+	if len(c.in) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), c.step)], c.in)
+	c.in = c.in[n:]
+	return n, nil
+}
+
+func (c *streamConn) Write(p []byte) (int, error) { return c.out.Write(p) }
+
+// A body of a known length is the bytes sent, whichever way readBody takes it: read ahead by
+// fasthttp (up to bodyPrefetched) and taken as it is, read through the pooled block, or
+// chunked; one request after another on a connection, in reads that split them anywhere. A
+// fasthttp that read ahead less than bodyPrefetched fails this test (each answer 400).
+func TestBodyPrefetched(t *testing.T) {
+	a, raw, _ := hotFixture(t)
+	a.srv.guesses = newGuessLimitsOf(1000, 1) // the wrong key's 401s are not held against the peer
+	wrong := strings.Repeat("x", len(raw))
+	post := func(key string, size int, chunked bool) string {
+		body := `{"rawKey":"` + key + `"}`
+		body += strings.Repeat(" ", max(0, size-len(body))) // JSON's whitespace after the value
+		if chunked {
+			return "POST /api/admin/apikeys/validate HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" +
+				strconv.FormatInt(int64(len(body)), 16) + "\r\n" + body + "\r\n0\r\n\r\n"
+		}
+		return "POST /api/admin/apikeys/validate HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: " +
+			strconv.Itoa(len(body)) + "\r\n\r\n" + body
+	}
+	var in strings.Builder
+	var want []string
+	for _, size := range []int{0, 100, bodyPrefetched - 1, bodyPrefetched, bodyPrefetched + 1, 3 * bodyPrefetched, bodyBlock + 1} {
+		for _, chunked := range []bool{false, true} {
+			in.WriteString(post(raw, size, chunked))
+			in.WriteString(post(wrong, size, chunked))
+			want = append(want, "200", "401")
+		}
+	}
+	for _, step := range []int{1 << 20, 1000, 61} {
+		c := &streamConn{in: []byte(in.String()), step: step}
+		if err := a.srv.srv.ServeConn(c); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, answer := range strings.Split(c.out.String(), "HTTP/1.1 ")[1:] {
+			got = append(got, answer[:3])
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("reads of %d bytes: answers %v, want %v\n%.2000s", step, got, want, c.out.String())
+		}
+	}
 }

@@ -523,6 +523,9 @@ func decodeValidate(ctx *fasthttp.RequestCtx) (string, error) {
 // fastValidate is decodeValidate's fast path: the key, whether it was there and not null, and
 // false when it gave up.
 func fastValidate(body []byte) (key string, present, ok bool) {
+	if key, ok := bareValidate(body); ok {
+		return key, true, true
+	}
 	s := newScanShared(body)
 	seen := false
 	ok = s.fields(func(k []byte) bool {
@@ -541,6 +544,25 @@ func fastValidate(body []byte) (key string, present, ok bool) {
 		return "", false, false
 	}
 	return key, present, true
+}
+
+// bareValidate reads the body every client sends, {"rawKey":"<key>"} with no space and a key
+// of ASCII other than control bytes, the quote and the backslash, without the scanner (about 0.1 µs
+// of a validate in process, where the key's SHA-256 is 0.17): the key is the body's bytes.
+// Anything else is the scanner's (false).
+func bareValidate(body []byte) (string, bool) {
+	const head, tail = `{"rawKey":"`, `"}`
+	if len(body) < len(head)+len(tail) || string(body[:len(head)]) != head || string(body[len(body)-len(tail):]) != tail {
+		return "", false
+	}
+	end := len(body) - len(tail)
+	i := plainPrefix(body[:end], len(head))
+	for ; i < end; i++ {
+		if c := body[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' {
+			return "", false
+		}
+	}
+	return unsafe.String(unsafe.SliceData(body[len(head):]), end-len(head)), true
 }
 
 // isBlank is strings.TrimSpace(v) == "".

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -260,5 +261,46 @@ func TestPlainPrefix(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// bareValidate takes {"rawKey":"<key>"} with a key of plain bytes only, whatever the key's
+// length and wherever a byte the scanner must see sits (the word-at-a-time skip, then the byte
+// loop); what it takes is what the reflecting decoder reads, and it leaves anything else to
+// the scanner.
+func TestBareValidate(t *testing.T) {
+	for n := range 40 {
+		key := strings.Repeat("k", n)
+		body := []byte(`{"rawKey":"` + key + `"}`)
+		if got, ok := bareValidate(body); !ok || got != key {
+			t.Fatalf("%s: %q %v", body, got, ok)
+		}
+		if msg := validateAgrees(body); msg != "" {
+			t.Fatal(msg)
+		}
+		for i := range n {
+			for _, c := range []byte{'"', '\\', 0x00, 0x1f, 0x80, 0xff} {
+				b := slices.Clone(body)
+				b[len(`{"rawKey":"`)+i] = c
+				if got, ok := bareValidate(b); ok {
+					t.Fatalf("%q: read %q", b, got)
+				}
+				if msg := validateAgrees(b); msg != "" {
+					t.Fatal(msg)
+				}
+			}
+		}
+	}
+	for _, b := range []string{`{"rawKey":"a"} `, ` {"rawKey":"a"}`, `{"rawKey": "a"}`, `{"rawKey":"a"}}`, `{"rawKey":"a"}"}`,
+		`{"rawKey":"a","x":"b"}`, `{"rawkey":"a"}`, `{"rawKey":"`, `{"rawKey":"}`, `"}`} {
+		if got, ok := bareValidate([]byte(b)); ok {
+			t.Errorf("%s: read %q", b, got)
+		}
+		if msg := validateAgrees([]byte(b)); msg != "" {
+			t.Error(msg)
+		}
+	}
+	if got, ok := bareValidate([]byte("{\"rawKey\":\"a\x7fb\"}")); !ok || got != "a\x7fb" {
+		t.Errorf("DEL: %q %v", got, ok)
 	}
 }

@@ -77,7 +77,7 @@ func BenchmarkHotRoutes(b *testing.B) {
 
 // hotFixture is the hot routes' server (the access log on, written nowhere) with alice signed
 // in, her API key (raw), her ID token and her session linked.
-func hotFixture(b *testing.B) (a *api, raw, tok string) {
+func hotFixture(b testing.TB) (a *api, raw, tok string) {
 	a = newAPI(b, func(c *Config) { c.LogRequests = true; c.AccessLog = AccessLogConfig{Output: discard{}} })
 	a.do(b, "GET", "/api/client/apikeys", "alice", nil, nil) // alice signs in
 	r := a.do(b, "POST", "/api/admin/apikeys", "root", nil, map[string]any{"userId": "alice", "name": "bench", "scopes": []string{"send_text"}})

@@ -182,9 +182,11 @@ func (s *Server) validate(ctx *fasthttp.RequestCtx) error {
 	}
 	// The engine keeps the answer with the key and gives it again while the key and its
 	// owner's profile are unchanged: the route's answer is rendered once per key, not per call.
+	// It is never modified (ValidAnswer's contract), so the response points at it, as bare's
+	// does at its own (SetBodyRaw: no body buffer from fasthttp's pool, no copy).
 	ctx.Response.Header.SetContentTypeBytes(contentTypeJSON)
 	ctx.SetStatusCode(fasthttp.StatusOK)
-	_, _ = ctx.Write(answer)
+	ctx.Response.SetBodyRaw(answer)
 	return nil
 }
 

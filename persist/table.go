@@ -49,6 +49,12 @@ func (t *Table[T]) Get(id string) (T, error) {
 	if err != nil {
 		return v, err
 	}
+	return t.value(id, data)
+}
+
+// value decodes record id's stored bytes.
+func (t *Table[T]) value(id string, data []byte) (T, error) {
+	var v T
 	if _, err := Decode(data, t.version, &v); err != nil {
 		return v, fmt.Errorf("%s %q: %w", t.name, id, err)
 	}
