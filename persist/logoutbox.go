@@ -148,11 +148,24 @@ func posBytes(p outlog.Pos) []byte { return binary.LittleEndian.AppendUint64(nil
 // synced). An entry without an id gets one that says where its record lies (e.ID and
 // e.Message.ID are set); one with an id gets its outlog_pos record too.
 func (lo *LogOutbox) Accept(ctx context.Context, e *domain.OutboxEntry, idemHash string) error {
+	if err := lo.writable(); err != nil {
+		return err
+	}
 	t, dup, err := lo.queueAccept(e, idemHash)
 	if err != nil || dup {
 		return err
 	}
 	return lo.finishAccept(ctx, []*domain.OutboxEntry{e}, []outlog.Ticket{t})
+}
+
+// writable refuses an accept, before anything is written, while the records' store refuses
+// writes (persist.Badger's disk under --min-free-disk: the log shares its disk), as the
+// outbox on Badger refuses it.
+func (lo *LogOutbox) writable() error {
+	if h, ok := lo.kv.(interface{ Health() error }); ok {
+		return h.Health()
+	}
+	return nil
 }
 
 // minted tells whether e's id is the one its accept at p was given (it says where it is).
@@ -164,6 +177,9 @@ func minted(id string, p outlog.Pos) bool {
 // AcceptMany writes several accepted entries (their ids minted when empty) and returns once
 // all are written.
 func (lo *LogOutbox) AcceptMany(ctx context.Context, es []domain.OutboxEntry) error {
+	if err := lo.writable(); err != nil {
+		return err
+	}
 	var (
 		ents []*domain.OutboxEntry
 		ts   []outlog.Ticket
