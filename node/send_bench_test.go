@@ -30,7 +30,9 @@ var errRetry = errors.New("503: retry")
 // callers' together: the callers' and the sim's are the same for both variants, so two
 // figures differ by what the gateway and its commits on the server cost). Run each variant in
 // its own process, alternated (bench/README.md, cluster8); NODESEND_CPUPROFILE=<file> profiles
-// the measured window alone:
+// the measured window alone; NODESEND_LEASETTL=<duration> sets the cluster variant's lease TTL
+// (its 64 partitions' renewals: every TTL/4). allocs/msg and B/msg are the process's, and
+// groups/msg and batches/msg the store's commit groups (natskv Stats):
 //
 //	go test -c -o /tmp/node.test ./node
 //	/tmp/node.test -test.run '^$' -test.bench 'NodeSend/cluster$' -test.benchtime 20000x
@@ -54,6 +56,9 @@ func BenchmarkNodeSend(b *testing.B) {
 			} else {
 				c = clusterConfig(b, "a:1", url, simURL)
 				c.Partitions = DefaultPartitions
+				if s := os.Getenv("NODESEND_LEASETTL"); s != "" {
+					c.LeaseTTL, _ = time.ParseDuration(s)
+				}
 			}
 			c.PlansFile, c.DefaultPlan = filepath.Join(b.TempDir(), "plans.json"), "bench" // no limit in the way
 			if err := os.WriteFile(c.PlansFile, []byte(`{"bench": {"rate_limit": 1000000000, "monthly_messages": 1000000000}}`), 0o600); err != nil {
@@ -129,6 +134,8 @@ func BenchmarkNodeSend(b *testing.B) {
 				defer pprof.StopCPUProfile()
 			}
 			calls0, gc0, cycles0 := simCalls.Load(), gcCPU(), readMetric("/gc/cycles/total:gc-cycles").Uint64()
+			groups0, batches0 := n.st.nats.Stats()
+			allocs0, bytes0 := readMetric("/gc/heap/allocs:objects").Uint64(), readMetric("/gc/heap/allocs:bytes").Uint64()
 			cpu0 := cputime.Process()
 			b.ResetTimer()
 			for range 64 {
@@ -160,6 +167,11 @@ func BenchmarkNodeSend(b *testing.B) {
 			b.ReportMetric((gcCPU()-gc0)*1e6/float64(b.N), "gc-cpu-µs/msg")
 			b.ReportMetric(float64(readMetric("/gc/cycles/total:gc-cycles").Uint64()-cycles0)*1000/float64(b.N), "gc-cycles/1000msg")
 			b.ReportMetric(float64(readMetric("/gc/heap/live:bytes").Uint64())/(1<<20), "live-MiB")
+			b.ReportMetric(float64(readMetric("/gc/heap/allocs:objects").Uint64()-allocs0)/float64(b.N), "allocs/msg") // the process's: gateway, NATS server, sim, callers
+			b.ReportMetric(float64(readMetric("/gc/heap/allocs:bytes").Uint64()-bytes0)/float64(b.N), "B/msg")
+			groups, batches := n.st.nats.Stats()
+			b.ReportMetric(float64(groups-groups0)/float64(b.N), "groups/msg") // commit groups sent (natskv)
+			b.ReportMetric(float64(batches-batches0)/float64(b.N), "batches/msg")
 		})
 	}
 }

@@ -619,7 +619,11 @@ func (rs *recStream) pick(pending []*commitReq, inflight map[string]bool, mode p
 // runGroup sends one group as one message or one atomic batch and answers its commits. A
 // group that fails on a condition another writer broke between our read and the server's
 // check (a wrong last sequence) is read again and sent again once, without the commits whose
-// conditions now fail; what still fails is retried commit by commit.
+// conditions now fail; what still fails is retried commit by commit. On a replicated stream a
+// commit whose condition failed on the first read (any replica's answer, which may not have
+// applied the newest commits: read.go) is decided again on the leader's (sendAlone): a
+// replica behind passes a condition only for the server's own check to refuse it, but it can
+// fail one that holds (an IfPresent of a record another connection just created).
 func (rs *recStream) runGroup(group []*commitReq, piped bool) {
 	rs.s.groups.Add(1)
 	send := rs.send
@@ -627,6 +631,7 @@ func (rs *recStream) runGroup(group []*commitReq, piped bool) {
 		send = rs.sendPiped
 	}
 	failed, err := send(group, false)
+	var freshly map[*commitReq]bool // answered on conditions read from the leader
 	if errors.Is(err, errWrongSequence) && len(group) > 1 {
 		var again []*commitReq
 		for _, r := range group {
@@ -636,15 +641,18 @@ func (rs *recStream) runGroup(group []*commitReq, piped bool) {
 		}
 		var f2 map[*commitReq]error
 		f2, err = rs.send(again, true)
+		freshly = make(map[*commitReq]bool, len(f2))
 		for r, e := range f2 {
 			if failed == nil {
 				failed = map[*commitReq]error{}
 			}
-			failed[r] = e
+			failed[r], freshly[r] = e, true
 		}
 	}
 	for _, r := range group {
 		switch f, ok := failed[r]; {
+		case ok && !freshly[r] && rs.replicated() && conditionFailed(f):
+			r.done <- rs.sendAlone(r)
 		case ok:
 			r.done <- f
 		case errors.Is(err, errWrongSequence):
@@ -680,6 +688,11 @@ func (rs *recStream) sendAlone(r *commitReq) error {
 }
 
 var errWrongSequence = errors.New("natskv: wrong last sequence")
+
+// conditionFailed: err is a commit's IfAbsent or IfPresent found not to hold.
+func conditionFailed(err error) bool {
+	return errors.Is(err, domain.ErrRecordExists) || errors.Is(err, domain.ErrRecordNotFound)
+}
 
 // sendStart checks the store may write and reads the conditions of a group about to be sent,
 // within the store's Hold (ctx; cancel ends it).
@@ -753,7 +766,7 @@ func (rs *recStream) send(group []*commitReq, fresh bool) (map[*commitReq]error,
 			// The fence check rides on one of the partition's unconditioned writes.
 			for i, w := range r.writes {
 				if !r.conditions(w.subject) && m[i].Header.Get(jetstream.ExpectedLastSubjSeqHeader) == "" {
-					setFenceCheck(m[i], f.subjects[r.lane], fences[f].seq)
+					f.setCheck(m[i], r.lane, fences[f].seq)
 					fences[f].carried = true
 					break
 				}
@@ -769,7 +782,7 @@ func (rs *recStream) send(group []*commitReq, fresh bool) (map[*commitReq]error,
 			for _, r := range sent {
 				if r.fence == f {
 					c := nats.NewMsg(f.carrier)
-					setFenceCheck(c, f.subjects[r.lane], u.seq)
+					f.setCheck(c, r.lane, u.seq)
 					c.Header.Set(jetstream.MsgTTLHeader, "1")
 					carriers = append(carriers, c)
 					break
@@ -897,11 +910,6 @@ func (rs *recStream) resolve(sent []*commitReq, failed map[*commitReq]error, cau
 		}
 	}
 	return failed, nil
-}
-
-func setFenceCheck(m *nats.Msg, subject string, seq uint64) {
-	m.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, subject)
-	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(seq, 10))
 }
 
 // conditionSeqs reads the last message of every subject the group's conditions name: from the

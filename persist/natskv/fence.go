@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -48,6 +49,38 @@ type fence struct {
 	subjects []string
 	carrier  string
 	f        Fencer
+	// A check's header values, made once and shared by every check (read only: nats.Header's
+	// Set replaces a value, never writes into it): each lane's subject, and its last token.
+	laneVals [][]string
+	tokens   []atomic.Pointer[fenceToken]
+}
+
+// fenceToken is a lane's token as a check's header value.
+type fenceToken struct {
+	seq uint64
+	val []string
+}
+
+func newFence(subjects []string, carrier string, f Fencer) *fence {
+	fc := &fence{subjects: subjects, carrier: carrier, f: f, laneVals: make([][]string, len(subjects)),
+		tokens: make([]atomic.Pointer[fenceToken], len(subjects))}
+	for i, subj := range subjects {
+		fc.laneVals[i] = []string{subj}
+	}
+	return fc
+}
+
+// setCheck puts on m the check that lane's last message is still seq (the token): the server
+// refuses m once another owner wrote the fence. No allocation while the token stands (a
+// partition's commits all carry one).
+func (f *fence) setCheck(m *nats.Msg, lane int, seq uint64) {
+	t := f.tokens[lane].Load()
+	if t == nil || t.seq != seq {
+		t = &fenceToken{seq: seq, val: []string{strconv.FormatUint(seq, 10)}}
+		f.tokens[lane].Store(t)
+	}
+	m.Header[jetstream.ExpectedLastSubjSeqSubjHeader] = f.laneVals[lane]
+	m.Header[jetstream.ExpectedLastSubjSeqHeader] = t.val
 }
 
 // ErrFenced: a commit's partition fence moved: another node took the partition over.

@@ -138,7 +138,7 @@ func (s *Store) pipedMessage(r *commitReq, seqs map[string]record, now time.Time
 		if m.Header.Get(jetstream.ExpectedLastSubjSeqHeader) != "" {
 			return nil, errors.New("natskv: a pipelined fenced commit with a condition on its write") // pick takes none
 		}
-		setFenceCheck(m, r.fence.subjects[r.lane], fseq)
+		r.fence.setCheck(m, r.lane, fseq)
 	}
 	return m, nil
 }

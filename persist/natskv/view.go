@@ -79,7 +79,7 @@ func (s *Store) Partition(p int, f Fencer) *View {
 	tok := strconv.Itoa(p)
 	v := &View{s: s, tok: tok, rs: s.streamOfToken(tok)}
 	if f != nil {
-		v.fence = &fence{subjects: s.FenceSubjects(p), carrier: s.carrierSubject(tok), f: f}
+		v.fence = newFence(s.FenceSubjects(p), s.carrierSubject(tok), f)
 		if v.rs.replicated() {
 			// A replicated stream's reads cost a leader's or a caught-up replica's answer; one
 			// server's are direct gets that cost less than keeping every write here.
