@@ -40,7 +40,8 @@ var allowedImports = map[string][]string{
 	"actors/session":          {"domain", "network"},
 	"actors/storeevents":      {"domain", "ecom"}, // ecom's stateless parsers and renderer
 	"actors/webhook":          {"domain", "cloudapi"},
-	"persist":                 {"domain", "internal/jsonenc"},
+	"persist":                 {"domain", "internal/jsonenc", "persist/outlog"},
+	"persist/outlog":          {}, // the outbox's log (standard library only)
 	"persist/kvtest":          {"domain", "persist"},
 	"persist/natskv":          {"domain", "persist", "internal/jsstream"},
 	"persist/natstest":        {},

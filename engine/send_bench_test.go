@@ -18,6 +18,7 @@ import (
 	"github.com/gateway/gateway/media"
 	"github.com/gateway/gateway/network/sim"
 	"github.com/gateway/gateway/persist"
+	"github.com/gateway/gateway/persist/outlog"
 )
 
 // BenchmarkSendPath is the accept path without HTTP: 64 callers authorize a key and accept a
@@ -46,6 +47,8 @@ func BenchmarkSendPath(b *testing.B) {
 			})
 		})
 		b.Run(string(fsync)+"/send", func(b *testing.B) { benchSend(b, fsync, false) })
+		// The outbox on its own log (--outbox log: persist.LogOutbox).
+		b.Run(string(fsync)+"/send-log", func(b *testing.B) { benchSendOn(b, fsync, false, true) })
 		// Every user's events journaled (a stream open lately): each message's status events
 		// are committed, and its outcome recorded once they are (settleAfterEvents).
 		b.Run(string(fsync)+"/journaled", func(b *testing.B) { benchSend(b, fsync, true) })
@@ -54,6 +57,11 @@ func BenchmarkSendPath(b *testing.B) {
 
 // benchSend is BenchmarkSendPath's send: with journaled, every user's events are journaled.
 func benchSend(b *testing.B, fsync persist.Fsync, journaled bool) {
+	benchSendOn(b, fsync, journaled, false)
+}
+
+// benchSendOn is benchSend, the outbox on its own log when onLog.
+func benchSendOn(b *testing.B, fsync persist.Fsync, journaled, onLog bool) {
 	db, err := persist.OpenBadger(b.TempDir(), persist.BadgerOptions{Fsync: fsync})
 	if err != nil {
 		b.Fatal(err)
@@ -69,6 +77,14 @@ func benchSend(b *testing.B, fsync persist.Fsync, journaled bool) {
 	cfg := Config{
 		Store: persist.NewRecords(db).Store, Records: recordsOf(persist.NewRecords(db)), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Plans: Plans{"unlimited": {}}, DefaultPlan: "unlimited", Network: net,
+	}
+	if onLog {
+		lo, err := persist.OpenLogOutbox(b.TempDir(), db, persist.LogOutboxOptions{Sync: outlog.Sync(fsync)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer lo.Close()
+		cfg.Records.Outbox = lo
 	}
 	if journaled {
 		cfg.Events = journalingEvents(b, db, users)

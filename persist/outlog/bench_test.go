@@ -1,4 +1,4 @@
-package outlog
+package outlog_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/gateway/gateway/internal/cputime"
 	"github.com/gateway/gateway/internal/jsonenc"
 	"github.com/gateway/gateway/persist"
+	"github.com/gateway/gateway/persist/outlog"
 )
 
 // benchCallers is how many goroutines per CPU send at once (64 on 2 cores), as persist's
@@ -44,7 +45,7 @@ func BenchmarkSendRecords(b *testing.B) {
 			}
 		}, func() {})
 	})
-	for _, mode := range []Sync{SyncInterval, SyncBatch} {
+	for _, mode := range []outlog.Sync{outlog.SyncInterval, outlog.SyncBatch} {
 		b.Run("badger/"+string(mode), func(b *testing.B) { benchBadger(b, persist.Fsync(mode)) })
 		b.Run("outlog/"+string(mode), func(b *testing.B) { benchOutlog(b, mode, false) })
 		b.Run("outlog+slot/"+string(mode), func(b *testing.B) { benchOutlog(b, mode, true) })
@@ -82,9 +83,9 @@ func benchBadger(b *testing.B, fsync persist.Fsync) {
 // accept's end once written, from the log's writer goroutine, as step 2's status slot would
 // (bench/README.md, "Tenth pass"): here into a scratch file of its own at the same offset, so
 // the system call is paid and the accept's frame is left as it is.
-func benchOutlog(b *testing.B, mode Sync, slot bool) {
+func benchOutlog(b *testing.B, mode outlog.Sync, slot bool) {
 	dir := b.TempDir()
-	l, _, err := Open(dir, Options{Sync: mode})
+	l, _, err := outlog.Open(dir, outlog.Options{Sync: mode})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -101,10 +102,10 @@ func benchOutlog(b *testing.B, mode Sync, slot bool) {
 		sync.Mutex
 		m map[string]V
 	}
-	var heads [64]shard[Pos]
-	var pending [64]shard[Pos]
+	var heads [64]shard[outlog.Pos]
+	var pending [64]shard[outlog.Pos]
 	for i := range heads {
-		heads[i].m, pending[i].m = map[string]Pos{}, map[string]Pos{}
+		heads[i].m, pending[i].m = map[string]outlog.Pos{}, map[string]outlog.Pos{}
 	}
 	var outstanding sync.WaitGroup
 	var bytes atomic.Int64
@@ -139,7 +140,7 @@ func benchOutlog(b *testing.B, mode Sync, slot bool) {
 			bytes.Add(int64(k + len(buf)))
 			outstanding.Add(1)
 			accept, end, id := tk.Pos, int64(tk.Pos.Off())+int64(k), e.ID
-			l.AppendAsync(buf, func(at Pos, err error) {
+			l.AppendAsync(buf, func(at outlog.Pos, err error) {
 				if err == nil && slot {
 					var sb [24]byte
 					binary.LittleEndian.PutUint64(sb[:8], uint64(at))
@@ -190,7 +191,7 @@ func benchEntry(n uint64) domain.OutboxEntry {
 
 // appendAccept is an accept record as step 2 would write it: the fields persist's accept
 // record holds, and the position of the user's previous accept (the history's chain).
-func appendAccept(b []byte, e *domain.OutboxEntry, prev Pos) []byte {
+func appendAccept(b []byte, e *domain.OutboxEntry, prev outlog.Pos) []byte {
 	b = append(b, 'A')
 	b = strconv.AppendUint(append(b, `{"prev":`...), uint64(prev), 10)
 	b = jsonenc.AppendField(b, `,"id":`, e.ID)
@@ -208,7 +209,7 @@ func appendAccept(b []byte, e *domain.OutboxEntry, prev Pos) []byte {
 
 // appendOutcome is an outcome record as step 2 would write it: persist's outcome fields, and
 // its accept's position instead of the history key.
-func appendOutcome(b []byte, e *domain.OutboxEntry, accept Pos) []byte {
+func appendOutcome(b []byte, e *domain.OutboxEntry, accept outlog.Pos) []byte {
 	b = append(b, 'O')
 	b = strconv.AppendUint(append(b, `{"a":`...), uint64(accept), 10)
 	b = jsonenc.AppendField(b, `,"id":`, e.ID)

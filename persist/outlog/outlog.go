@@ -103,6 +103,7 @@ type Log struct {
 	closed bool
 	free   [][]byte     // group buffers the writer gave back
 	syncs  []chan error // Sync's callers, answered after the writer's next sync
+	slotq  []slotWrite  // WriteSlot's writes, written after the groups queued with them
 
 	wake    chan struct{}
 	synced  atomic.Uint64 // the writer's syncs of a written group (tests watch it)
@@ -194,7 +195,30 @@ func (t Ticket) Wait() error {
 // (each holding the position of the one before it) takes the next position under its own lock
 // and waits outside it. rec is copied before Queue returns.
 func (l *Log) Queue(rec []byte) (Ticket, error) {
-	g, pos, err := l.enqueue(rec, nil)
+	return l.QueueWithSlots(rec, 0)
+}
+
+// QueueWithSlots is Queue, the record followed by room for slots status slots (at most
+// MaxSlots), written later in place with WriteSlot and read with ReadSlots.
+func (l *Log) QueueWithSlots(rec []byte, slots int) (Ticket, error) {
+	if slots < 0 || slots > MaxSlots {
+		return Ticket{}, fmt.Errorf("outlog: %d slots (at most %d)", slots, MaxSlots)
+	}
+	g, pos, err := l.enqueue(len(rec), slots, func(_ Pos, b []byte) { copy(b, rec) }, nil)
+	if err != nil {
+		return Ticket{}, err
+	}
+	return Ticket{pos, g}, nil
+}
+
+// QueueFunc is QueueWithSlots for a record of n bytes that names its own position (an id made
+// from it): fill is called, under the log's lock, with the position and the n bytes to fill
+// in place. It must not block or call the log.
+func (l *Log) QueueFunc(n, slots int, fill func(p Pos, rec []byte)) (Ticket, error) {
+	if slots < 0 || slots > MaxSlots {
+		return Ticket{}, fmt.Errorf("outlog: %d slots (at most %d)", slots, MaxSlots)
+	}
+	g, pos, err := l.enqueue(n, slots, fill, nil)
 	if err != nil {
 		return Ticket{}, err
 	}
@@ -206,7 +230,7 @@ func (l *Log) Queue(rec []byte) (Ticket, error) {
 // the error that stopped it (from AppendAsync itself if rec was refused: it then returns 0).
 // done must not block. rec is copied before AppendAsync returns.
 func (l *Log) AppendAsync(rec []byte, done func(Pos, error)) Pos {
-	_, pos, err := l.enqueue(rec, done)
+	_, pos, err := l.enqueue(len(rec), 0, func(_ Pos, b []byte) { copy(b, rec) }, done)
 	if err != nil {
 		done(0, err)
 	}
@@ -214,11 +238,11 @@ func (l *Log) AppendAsync(rec []byte, done func(Pos, error)) Pos {
 }
 
 // enqueue frames rec into the group being filled, registers done with it, and wakes the writer.
-func (l *Log) enqueue(rec []byte, done func(Pos, error)) (*group, Pos, error) {
-	if len(rec) == 0 || len(rec) > MaxRecord {
+func (l *Log) enqueue(size, slots int, fill func(Pos, []byte), done func(Pos, error)) (*group, Pos, error) {
+	if size <= 0 || size > MaxRecord {
 		return nil, 0, ErrTooLarge
 	}
-	n := int64(frameHeader + len(rec))
+	n := frameSize(int64(size), int64(slots))
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.refusing(); err != nil {
@@ -237,7 +261,7 @@ func (l *Log) enqueue(rec []byte, done func(Pos, error)) (*group, Pos, error) {
 	}
 	g := l.cur
 	pos := At(l.seg, uint32(l.end))
-	g.buf = appendFrame(g.buf, pos, rec)
+	g.buf = appendFrame(g.buf, pos, size, slots, fill)
 	l.end += n
 	if done != nil {
 		g.calls = append(g.calls, asyncCall{pos, done})

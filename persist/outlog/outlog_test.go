@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -228,7 +229,7 @@ func TestReadAtNoRecord(t *testing.T) {
 // a forged position cannot make a record of a caller's text.
 func TestFrameInsideARecordDoesNotCheck(t *testing.T) {
 	l, _ := open(t, t.TempDir(), Options{})
-	inner := appendFrame(nil, At(1, 999), []byte("forged record"))
+	inner := appendFrame(nil, At(1, 999), 13, 0, func(_ Pos, b []byte) { copy(b, "forged record") })
 	p, err := l.Append(append([]byte("prefix.."), inner...))
 	if err != nil {
 		t.Fatal(err)
@@ -446,4 +447,46 @@ func TestQueueChains(t *testing.T) {
 	if total != 8*each {
 		t.Fatalf("the chains hold %d records, %d were queued", total, 8*each)
 	}
+}
+
+// A group's write that fails (a full disk: part of it written, then ENOSPC) fails its appends
+// and those queued behind it, cuts the segment back, and the log goes on where they began.
+func TestFailedWriteRewinds(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := open(t, dir, Options{})
+	first, err := l.Append(record(1, 300))
+	if err != nil {
+		t.Fatal(err)
+	}
+	failing := true
+	pwrite = func(f *os.File, b []byte, off int64) (int, error) {
+		if failing {
+			failing = false
+			n, _ := f.WriteAt(b[:len(b)/2], off)
+			return n, syscall.ENOSPC
+		}
+		return f.WriteAt(b, off)
+	}
+	t.Cleanup(func() { pwrite = (*os.File).WriteAt })
+	lost, err := l.Append(record(2, 500))
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("append on a full disk: %v", err)
+	}
+	if _, err := l.Read(lost); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the failed record reads: %v", err)
+	}
+	p, err := l.Append(record(3, 200))
+	if err != nil || p != lost {
+		t.Fatalf("append after the failed write: %v at %v, want %v", err, p, lost)
+	}
+	mustRead(t, l, first, record(1, 300))
+	mustRead(t, l, p, record(3, 200))
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, rec := open(t, dir, Options{})
+	if rec.Records != 2 || rec.Cut != 0 {
+		t.Fatalf("reopened: %+v", rec)
+	}
+	mustRead(t, l, p, record(3, 200))
 }

@@ -30,18 +30,37 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // byte of a record swap it for a no-op: they check what recovery finds, not the disk.
 var datasync = fdatasync
 
-func frameCRC(pos Pos, rec []byte) uint32 {
+// pwrite writes a group (a test makes it fail as a full disk does).
+var pwrite = (*os.File).WriteAt
+
+// frameCRC is the CRC of the record rec at pos, whose frame's length word is word (its length,
+// and its number of status slots in the high byte).
+func frameCRC(pos Pos, word uint32, rec []byte) uint32 {
 	var h [12]byte
 	binary.LittleEndian.PutUint64(h[:8], uint64(pos))
-	binary.LittleEndian.PutUint32(h[8:], uint32(len(rec)))
+	binary.LittleEndian.PutUint32(h[8:], word)
 	return crc32.Update(crc32.Update(0, castagnoli, h[:]), castagnoli, rec)
 }
 
-func appendFrame(b []byte, pos Pos, rec []byte) []byte {
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(rec)))
-	b = binary.LittleEndian.AppendUint32(b, frameCRC(pos, rec))
-	return append(b, rec...)
+// appendFrame appends the frame at pos of a record of size bytes, filled in place by fill,
+// with room for slots status slots after it (zeros: no slot written).
+func appendFrame(b []byte, pos Pos, size, slots int, fill func(Pos, []byte)) []byte {
+	word := uint32(size) | uint32(slots)<<24
+	h := len(b)
+	b = append(b, make([]byte, frameHeader)...)
+	b = append(b, make([]byte, size)...)
+	rec := b[h+frameHeader:]
+	fill(pos, rec)
+	binary.LittleEndian.PutUint32(b[h:], word)
+	binary.LittleEndian.PutUint32(b[h+4:], frameCRC(pos, word, rec))
+	return append(b, make([]byte, slots*SlotSize)...)
 }
+
+// frameWord splits a frame's length word: the record's length and its number of slots.
+func frameWord(w uint32) (ln, slots int64) { return int64(w & MaxRecord), int64(w >> 24) }
+
+// frameSize is the bytes a frame takes: its header, record and slots.
+func frameSize(ln, slots int64) int64 { return frameHeader + ln + slots*SlotSize }
 
 func header(seg uint32) []byte {
 	b := binary.LittleEndian.AppendUint32([]byte(segMagic), seg)
@@ -147,37 +166,43 @@ func checkSegment(f *os.File, seg uint32) (end int64, n int, size int64, err err
 	end = segHeader
 	var buf []byte
 	for {
-		rec, ok := nextFrame(r, At(seg, uint32(end)), &buf)
+		_, fs, ok := nextFrame(r, At(seg, uint32(end)), &buf)
 		if !ok {
 			return end, n, size, nil
 		}
-		end += int64(frameHeader + len(rec))
+		end += fs
 		n++
 	}
 }
 
-// nextFrame reads the frame at pos from r; ok is false at the end of the reader or at a frame
-// that is torn or does not check. The record is read into *buf (grown as needed).
-func nextFrame(r *bufio.Reader, pos Pos, buf *[]byte) (rec []byte, ok bool) {
+// nextFrame reads the frame at pos from r, its slots skipped: the record and the frame's size;
+// ok is false at the end of the reader or at a frame that is torn (its slots' room included)
+// or does not check. The record is read into *buf (grown as needed).
+func nextFrame(r *bufio.Reader, pos Pos, buf *[]byte) (rec []byte, size int64, ok bool) {
 	var h [frameHeader]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return nil, false
+		return nil, 0, false
 	}
-	ln := binary.LittleEndian.Uint32(h[:4])
-	if ln == 0 || ln > MaxRecord || uint64(pos.Off())+frameHeader+uint64(ln) > 1<<32-1 {
-		return nil, false
+	word := binary.LittleEndian.Uint32(h[:4])
+	ln, slots := frameWord(word)
+	size = frameSize(ln, slots)
+	if ln == 0 || slots > MaxSlots || int64(pos.Off())+size > 1<<32-1 {
+		return nil, 0, false
 	}
 	if cap(*buf) < int(ln) {
 		*buf = make([]byte, ln)
 	}
 	rec = (*buf)[:ln]
 	if _, err := io.ReadFull(r, rec); err != nil {
-		return nil, false
+		return nil, 0, false
 	}
-	if binary.LittleEndian.Uint32(h[4:]) != frameCRC(pos, rec) {
-		return nil, false
+	if binary.LittleEndian.Uint32(h[4:]) != frameCRC(pos, word, rec) {
+		return nil, 0, false
 	}
-	return rec, true
+	if _, err := r.Discard(int(slots * SlotSize)); err != nil {
+		return nil, 0, false // torn in its slots' room: the frame was never whole
+	}
+	return rec, size, true
 }
 
 // create makes segment seg with its header, synced, and syncs the directory that names it.
@@ -222,13 +247,21 @@ func (l *Log) writer(f *os.File, fseg uint32) {
 		tick = t.C
 	}
 	var spare []*group
+	others := slotFiles{} // older segments slots were written into
+	defer func() { _ = syncOthers(others) }()
 	for {
 		select {
 		case <-l.wake:
 		case <-tick:
-			if dirty {
-				dirty = false
-				if err := datasync(f); err != nil {
+			if dirty || len(others) > 0 {
+				err := syncOthers(others)
+				if dirty {
+					dirty = false
+					if serr := datasync(f); err == nil {
+						err = serr
+					}
+				}
+				if err != nil {
 					l.fail(err)
 				}
 				l.synced.Add(1)
@@ -238,16 +271,20 @@ func (l *Log) writer(f *os.File, fseg uint32) {
 		for {
 			l.mu.Lock()
 			l.seal()
-			batch, syncs, closing, failed := l.queue, l.syncs, l.closed, l.err
-			l.queue, l.syncs, spare = spare[:0], nil, nil
-			if len(batch) == 0 && len(syncs) == 0 {
+			batch, syncs, slots, closing, failed := l.queue, l.syncs, l.slotq, l.closed, l.err
+			l.queue, l.syncs, l.slotq, spare = spare[:0], nil, nil, nil
+			if len(batch) == 0 && len(syncs) == 0 && len(slots) == 0 {
 				l.busy = false
 				l.mu.Unlock()
 				if closing {
+					err := syncOthers(others)
 					if dirty {
-						if err := datasync(f); err != nil {
-							l.fail(err)
+						if serr := datasync(f); err == nil {
+							err = serr
 						}
+					}
+					if err != nil {
+						l.fail(err)
 					}
 					_ = f.Close()
 					return
@@ -256,6 +293,7 @@ func (l *Log) writer(f *os.File, fseg uint32) {
 			}
 			l.mu.Unlock()
 			err := failed
+			var wfail *group // the group whose write failed
 			for _, g := range batch {
 				if err != nil {
 					break
@@ -271,14 +309,31 @@ func (l *Log) writer(f *os.File, fseg uint32) {
 					_ = f.Close()
 					f, fseg, dirty = nf, g.seg, false
 				}
-				if _, err = f.WriteAt(g.buf, g.off); err == nil {
+				if _, err = pwrite(f, g.buf, g.off); err == nil {
 					dirty = true
+				} else {
+					wfail = g
 				}
 			}
-			if err == nil && dirty && (l.sync == SyncBatch || len(syncs) > 0) {
-				dirty = false
-				err = datasync(f)
-				l.synced.Add(1)
+			if wfail != nil && failed == nil && l.rewind(f, fseg, batch, slots, syncs, err) {
+				spare = nil
+				continue
+			}
+			var slotErrs []error
+			if err == nil && len(slots) > 0 {
+				// After the groups: a slot's record is written before the slot (it was queued
+				// before the slot's write was).
+				slotErrs, err = l.writeSlots(slots, f, fseg, others, &dirty)
+			}
+			if err == nil && (l.sync == SyncBatch || len(syncs) > 0) {
+				if dirty {
+					dirty = false
+					err = datasync(f)
+					l.synced.Add(1)
+				}
+				if err == nil {
+					err = syncOthers(others)
+				}
 			}
 			if err != nil {
 				l.fail(err)
@@ -293,6 +348,16 @@ func (l *Log) writer(f *os.File, fseg uint32) {
 				close(g.done)
 				for _, c := range g.calls {
 					c.done(c.pos, err)
+				}
+			}
+			for k, w := range slots {
+				switch {
+				case err != nil:
+					w.done(err)
+				case slotErrs != nil:
+					w.done(slotErrs[k])
+				default:
+					w.done(nil)
 				}
 			}
 			for _, ch := range syncs {
@@ -324,51 +389,65 @@ func (l *Log) fail(err error) {
 
 // Read returns the record at p, read with one pread when it is under 1 KiB less its frame.
 func (l *Log) Read(p Pos) ([]byte, error) {
+	rec, _, err := l.read(p, false)
+	return rec, err
+}
+
+// read reads the frame at p: its record and, with slots, its slots' bytes (nil without).
+func (l *Log) read(p Pos, slots bool) ([]byte, []byte, error) {
 	seg, off := p.Seg(), int64(p.Off())
 	l.written.RLock()
 	ws, we := l.written.seg, l.written.end
 	l.written.RUnlock()
 	if off < segHeader || seg > ws || seg == ws && off+frameHeader > we {
-		return nil, ErrNotFound
+		return nil, nil, ErrNotFound
 	}
 	f, err := l.reader(seg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	buf := make([]byte, 1024)
 	n, err := f.ReadAt(buf, off)
 	if err != nil && !errors.Is(err, io.EOF) {
 		if errors.Is(err, os.ErrClosed) {
-			return nil, ErrNotFound
+			return nil, nil, ErrNotFound
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	if n < frameHeader {
-		return nil, ErrCorrupt
+		return nil, nil, ErrCorrupt
 	}
-	ln := int64(binary.LittleEndian.Uint32(buf[:4]))
-	if ln == 0 || ln > MaxRecord || seg == ws && off+frameHeader+ln > we {
-		return nil, ErrCorrupt
+	word := binary.LittleEndian.Uint32(buf[:4])
+	ln, ns := frameWord(word)
+	want := frameHeader + ln // what must be read
+	if slots {
+		want = frameSize(ln, ns)
 	}
-	if frameHeader+ln > int64(n) {
+	if ln == 0 || ns > MaxSlots || seg == ws && off+frameSize(ln, ns) > we {
+		return nil, nil, ErrCorrupt
+	}
+	if want > int64(n) {
 		if n < len(buf) {
-			return nil, ErrCorrupt // the file ends inside it
+			return nil, nil, ErrCorrupt // the file ends inside it
 		}
-		big := make([]byte, frameHeader+ln)
+		big := make([]byte, want)
 		copy(big, buf[:n])
 		if _, err := f.ReadAt(big[n:], off+int64(n)); err != nil {
 			if errors.Is(err, io.EOF) {
-				return nil, ErrCorrupt
+				return nil, nil, ErrCorrupt
 			}
-			return nil, err
+			return nil, nil, err
 		}
 		buf = big
 	}
 	rec := buf[frameHeader : frameHeader+ln : frameHeader+ln]
-	if binary.LittleEndian.Uint32(buf[4:8]) != frameCRC(p, rec) {
-		return nil, ErrCorrupt
+	if binary.LittleEndian.Uint32(buf[4:8]) != frameCRC(p, word, rec) {
+		return nil, nil, ErrCorrupt
 	}
-	return rec, nil
+	if !slots {
+		return rec, nil, nil
+	}
+	return rec, buf[frameHeader+ln : want : want], nil
 }
 
 // reader is segment seg open for reading.
@@ -444,14 +523,14 @@ func (l *Log) scanSegment(seg uint32, off, limit int64, buf *[]byte, fn func(Pos
 	r := bufio.NewReaderSize(io.NewSectionReader(f, off, limit-off), 256<<10)
 	for off < limit {
 		p := At(seg, uint32(off))
-		rec, ok := nextFrame(r, p, buf)
+		rec, fs, ok := nextFrame(r, p, buf)
 		if !ok {
 			return fmt.Errorf("%w at %v", ErrCorrupt, p)
 		}
 		if err := fn(p, rec); err != nil {
 			return err
 		}
-		off += int64(frameHeader + len(rec))
+		off += fs
 	}
 	return nil
 }
@@ -544,4 +623,50 @@ func (l *Log) DropOlder(cutoff time.Time) (int, error) {
 		return 0, nil
 	}
 	return l.Drop(through)
+}
+
+// rewind answers a round whose write failed (a full disk: the log goes on once there is room)
+// instead of stopping the log: the round's groups in segment fseg, and every group queued
+// since, are answered err and cut off (the segment is truncated to where the first of them
+// began, and appends go on from there); its groups in earlier segments were synced when the
+// writer left them and are answered nil; its slot writes and syncs are answered err. It
+// returns false, having done nothing, when the segment cannot be truncated (the log then
+// stops, as for any other failure).
+func (l *Log) rewind(f *os.File, fseg uint32, batch []*group, slots []slotWrite, syncs []chan error, err error) bool {
+	cut := int64(-1)
+	for _, g := range batch {
+		if g.seg == fseg && (cut < 0 || g.off < cut) {
+			cut = g.off
+		}
+	}
+	if cut < 0 || f.Truncate(cut) != nil {
+		return false
+	}
+	l.mu.Lock()
+	l.seal()
+	later := l.queue
+	l.queue = nil
+	l.seg, l.end = fseg, cut
+	l.mu.Unlock()
+	l.written.Lock()
+	l.written.seg, l.written.end = fseg, cut
+	l.written.Unlock()
+	for _, g := range append(batch, later...) {
+		gerr := err
+		if g.seg < fseg {
+			gerr = nil
+		}
+		g.err = gerr
+		close(g.done)
+		for _, c := range g.calls {
+			c.done(c.pos, gerr)
+		}
+	}
+	for _, w := range slots {
+		w.done(err)
+	}
+	for _, ch := range syncs {
+		ch <- err
+	}
+	return true
 }

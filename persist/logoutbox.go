@@ -1,0 +1,647 @@
+package persist
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/internal/jsonenc"
+	"github.com/gateway/gateway/persist/outlog"
+)
+
+// LogOutbox is the outbox on a log of its own (persist/outlog) beside the Badger the gateway
+// already has (bench/README.md, "Eleventh pass"): `--outbox log`. A message's accept, outcome
+// and receipts are records in the log; what became of an accept is found from it through its
+// status slots, so a read by id is one pread (and one more per outcome or receipt laid over
+// it), with no index:
+//
+//	accept   'A', flags, 4 random bytes, the body (version 3, as Outbox's msg_log record);
+//	         5 slots: 0 the outcome, 1 delivered, 2 read, 3 a failed receipt, 4 a requeue
+//	outcome  'O', the accept's position (8 bytes), the outcome (as Outbox's outbox_status)
+//	receipt  'R', the accept's position, the domain.StatusChange (version 1)
+//	requeue  'Q', the accept's position, the body as requeued
+//
+// A slot is written (outlog.WriteSlot) once the record it names is written; a reader takes the
+// body from the accept (or the requeue its slot names), the outcome from slot 0 and the
+// receipts from the others. The id minted by Accept (an entry with none) says where its accept
+// is (logID); an id chosen by the caller or derived from an Idempotency-Key is found through
+// outlog_pos/<id> in Badger (the accept carries the flag that says so; boot writes any that a
+// crash kept from being written). Badger also keeps the checkpoint (outlog_ckpt: the position
+// from which boot scans the log) and the marks (outlog_mark/<id>: a message pending longer than
+// markAfter, so the checkpoint can move past it), as Outbox does, and the campaigns' own
+// idempotency records (idem/).
+//
+// Not kept: the per-user history of what the log holds (the chain step 2 designs): a
+// LogOutbox's outbound messages are not listed by the history routes (see the notes).
+type LogOutbox struct {
+	log    *outlog.Log
+	kv     KV
+	idem   *Table[domain.IdemRecord]
+	logger atomic.Pointer[slog.Logger]
+	queued inflight // outcomes and receipts queued and not yet answered
+
+	// mu guards pending, unmark and booted, and is held across each accept's Queue, so that
+	// the checkpoint never passes an accept not yet in pending.
+	mu      sync.Mutex
+	pending map[string]*logPending
+	unmark  []string // marks to delete: their messages settled
+	booted  bool
+	ckptMu  sync.Mutex
+	now     func() time.Time
+
+	// The history entries waiting for the background writer (logoutbox_hist.go).
+	hmu       sync.Mutex
+	hq        []histItem
+	hinflight map[outlog.Pos]int
+	hwake     chan struct{}
+	hstop     chan struct{}
+	hdone     chan struct{}
+}
+
+// logPending is a message this process knows to be pending.
+type logPending struct {
+	pos   outlog.Pos
+	since time.Time
+	state pendingState
+	mark  markState
+	acc   outlog.Ticket // its accept's write (accepting)
+}
+
+// Record kinds, slots and Badger keys.
+const (
+	recAccept  = 'A'
+	recOutcome = 'O'
+	recReceipt = 'R'
+	recRequeue = 'Q'
+
+	acceptHeader = 6 // kind, flags, 4 random bytes
+	// acceptCallerID: the accept's id is not logID's (the caller's, or an Idempotency-Key's).
+	acceptCallerID = 1
+
+	slotOutcome   = 0
+	slotDelivered = 1
+	slotRead      = 2
+	slotFailed    = 3
+	slotRequeue   = 4
+	acceptSlots   = 5
+
+	logPosTable  = "outlog_pos"
+	logMarkTable = "outlog_mark"
+)
+
+var logCheckpointKey = []byte("outlog_ckpt")
+
+// LogOutboxOptions configure OpenLogOutbox.
+type LogOutboxOptions struct {
+	Sync outlog.Sync // SyncBatch (--fsync batch) or SyncInterval
+}
+
+// OpenLogOutbox opens the log in dir and the outbox on it and kv.
+func OpenLogOutbox(dir string, kv KV, o LogOutboxOptions) (*LogOutbox, error) {
+	l, _, err := outlog.Open(dir, outlog.Options{Sync: o.Sync, SegmentSize: logSegmentSize})
+	if err != nil {
+		return nil, err
+	}
+	lo := &LogOutbox{log: l, kv: kv, idem: NewTable[domain.IdemRecord](kv, idemTable, 1),
+		pending: map[string]*logPending{}, now: time.Now, hinflight: map[outlog.Pos]int{},
+		hwake: make(chan struct{}, 1), hstop: make(chan struct{}), hdone: make(chan struct{})}
+	lo.logger.Store(slog.New(slog.DiscardHandler))
+	go lo.historyWriter()
+	return lo, nil
+}
+
+// SetLogger sets where the outbox reports what it cannot fix.
+func (lo *LogOutbox) SetLogger(l *slog.Logger) {
+	if l != nil {
+		lo.logger.Store(l)
+	}
+}
+
+// Close waits for the background writes (outcomes, receipts, history entries) and closes the
+// log.
+func (lo *LogOutbox) Close() error {
+	lo.Flush()
+	close(lo.hstop)
+	<-lo.hdone
+	return lo.log.Close()
+}
+
+// MintsIDs tells the engine to leave a new message's id to Accept (the id says where its
+// accept lies).
+func (lo *LogOutbox) MintsIDs() bool { return true }
+
+func logPosKey(id string) []byte  { return append([]byte(logPosTable+"/"), id...) }
+func logMarkKey(id string) []byte { return append([]byte(logMarkTable+"/"), id...) }
+
+func posBytes(p outlog.Pos) []byte { return binary.LittleEndian.AppendUint64(nil, uint64(p)) }
+
+// Accept writes an accepted entry's record and returns once it is written (SyncBatch: and
+// synced). An entry without an id gets one that says where its record lies (e.ID and
+// e.Message.ID are set); one with an id gets its outlog_pos record too.
+func (lo *LogOutbox) Accept(ctx context.Context, e *domain.OutboxEntry, idemHash string) error {
+	if err := lo.writable(); err != nil {
+		return err
+	}
+	t, dup, err := lo.queueAccept(e, idemHash)
+	if err != nil || dup {
+		return err
+	}
+	return lo.finishAccept(ctx, []*domain.OutboxEntry{e}, []outlog.Ticket{t})
+}
+
+// writable refuses an accept, before anything is written, while the records' store refuses
+// writes (persist.Badger's disk under --min-free-disk: the log shares its disk), as the
+// outbox on Badger refuses it.
+func (lo *LogOutbox) writable() error {
+	if h, ok := lo.kv.(interface{ Health() error }); ok {
+		return h.Health()
+	}
+	return nil
+}
+
+// minted tells whether e's id is the one its accept at p was given (it says where it is).
+func minted(id string, p outlog.Pos) bool {
+	q, _, ok := parseLogID(id, p.Seg())
+	return ok && q == p
+}
+
+// AcceptMany writes several accepted entries (their ids minted when empty) and returns once
+// all are written.
+func (lo *LogOutbox) AcceptMany(ctx context.Context, es []domain.OutboxEntry) error {
+	if err := lo.writable(); err != nil {
+		return err
+	}
+	var (
+		ents []*domain.OutboxEntry
+		ts   []outlog.Ticket
+	)
+	for i := range es {
+		t, dup, err := lo.queueAccept(&es[i], "")
+		if err != nil {
+			if len(ts) > 0 {
+				_ = lo.finishAccept(ctx, ents, ts)
+			}
+			return err
+		}
+		if !dup {
+			ents, ts = append(ents, &es[i]), append(ts, t)
+		}
+	}
+	return lo.finishAccept(ctx, ents, ts)
+}
+
+// queueAccept queues an entry's accept record and indexes it as pending; dup: an accept of an
+// id pending here already (written once; its write was waited for).
+func (lo *LogOutbox) queueAccept(e *domain.OutboxEntry, idemHash string) (outlog.Ticket, bool, error) {
+	caller := e.ID != ""
+	ph := e.ID
+	if !caller {
+		ph = logID(0, 0) // a placeholder of an id's length, replaced in place
+	}
+	b, size := bodyOf(*e, idemHash, "")
+	b.ID = ph
+	rec := make([]byte, acceptHeader, acceptHeader+size)
+	rec[0] = recAccept
+	if caller {
+		rec[1] = acceptCallerID
+	}
+	rnd := rand.Uint32()
+	binary.BigEndian.PutUint32(rec[2:6], rnd)
+	rec, err := appendBody(append(rec, bodyVersion3), &b)
+	if err != nil {
+		return outlog.Ticket{}, false, fmt.Errorf("%s %q: %w", outboxTable, e.ID, err)
+	}
+	idAt := acceptHeader + 1 + len(`{"id":"`) // where the placeholder id lies
+	lo.mu.Lock()
+	if caller {
+		if p := lo.pending[e.ID]; p != nil {
+			t := p.acc
+			lo.mu.Unlock()
+			if t != (outlog.Ticket{}) {
+				return t, true, t.Wait()
+			}
+			return t, true, nil
+		}
+	}
+	var id string
+	t, err := lo.log.QueueFunc(len(rec), acceptSlots, func(p outlog.Pos, dst []byte) {
+		copy(dst, rec)
+		if !caller {
+			id = logID(p, rnd)
+			copy(dst[idAt:], id)
+		}
+	})
+	if err != nil {
+		lo.mu.Unlock()
+		return t, false, err
+	}
+	if !caller {
+		e.ID = id
+		if e.Message.ID == "" {
+			e.Message.ID = id
+		}
+	}
+	lo.pending[e.ID] = &logPending{pos: t.Pos, since: lo.now(), state: accepting, acc: t}
+	lo.mu.Unlock()
+	return t, false, nil
+}
+
+// finishAccept writes the outlog_pos records of the entries with ids of their own, waits for
+// the accepts' writes, and records their outcome in pending.
+func (lo *LogOutbox) finishAccept(ctx context.Context, es []*domain.OutboxEntry, ts []outlog.Ticket) error {
+	var ops []Op
+	for i, e := range es {
+		if minted(e.ID, ts[i].Pos) {
+			continue // it says where it is
+		}
+		ops = append(ops, Op{Key: logPosKey(e.ID), Value: posBytes(ts[i].Pos), TTL: OutboxRetention + 24*time.Hour})
+	}
+	var err error
+	if len(ops) > 0 {
+		err = lo.kv.Commit(ctx, ops...)
+	}
+	ps := make([]outlog.Pos, len(ts))
+	for i, t := range ts {
+		if werr := t.Wait(); err == nil {
+			err = werr
+		}
+		ps[i] = t.Pos
+	}
+	if err == nil {
+		err = lo.queueHistory(es, ps)
+	}
+	lo.mu.Lock()
+	for _, e := range es {
+		if p := lo.pending[e.ID]; p != nil && p.state == accepting {
+			p.acc = outlog.Ticket{}
+			if err != nil {
+				p.state, p.since = doubtful, lo.now()
+			} else {
+				p.state = waiting
+			}
+		}
+	}
+	lo.mu.Unlock()
+	return err
+}
+
+// found is a message's accept as read back: where it lies, its record and its slots.
+type found struct {
+	pos   outlog.Pos
+	rec   []byte
+	slots [][]byte
+}
+
+// resolve finds message id's accept: pending here, by the position its id names, or by its
+// outlog_pos record. domain.ErrRecordNotFound when none is an accept of that id.
+func (lo *LogOutbox) resolve(id string) (found, error) {
+	if id == "" {
+		return found{}, domain.ErrRecordNotFound
+	}
+	lo.mu.Lock()
+	var cands []outlog.Pos
+	if p := lo.pending[id]; p != nil {
+		cands = append(cands, p.pos)
+	}
+	lo.mu.Unlock()
+	if p, _, ok := parseLogID(id, lo.log.End().Seg()); ok {
+		cands = append(cands, p)
+	}
+	tried := false
+	for {
+		for _, p := range cands {
+			f, err := lo.readAccept(p, id)
+			if err == nil {
+				return f, nil
+			}
+			if !errors.Is(err, domain.ErrRecordNotFound) {
+				return found{}, err
+			}
+		}
+		if tried {
+			return found{}, domain.ErrRecordNotFound
+		}
+		tried = true
+		v, err := lo.kv.Get(logPosKey(id))
+		if errors.Is(err, domain.ErrRecordNotFound) {
+			return found{}, err
+		}
+		if err != nil {
+			return found{}, err
+		}
+		if len(v) != 8 {
+			return found{}, fmt.Errorf("%w: %s/%s: %d bytes", domain.ErrRecordInvalid, logPosTable, id, len(v))
+		}
+		cands = []outlog.Pos{outlog.Pos(binary.LittleEndian.Uint64(v))}
+	}
+}
+
+// readAccept reads the record at p with its slots: ErrRecordNotFound unless it is the accept
+// of message id.
+func (lo *LogOutbox) readAccept(p outlog.Pos, id string) (found, error) {
+	rec, slots, err := lo.log.ReadSlots(p)
+	switch {
+	case errors.Is(err, outlog.ErrNotFound), errors.Is(err, outlog.ErrCorrupt):
+		return found{}, domain.ErrRecordNotFound
+	case err != nil:
+		return found{}, err
+	}
+	if !acceptOf(rec, id) || len(slots) != acceptSlots {
+		return found{}, domain.ErrRecordNotFound
+	}
+	return found{p, rec, slots}, nil
+}
+
+// acceptOf tells whether rec is the accept record of message id.
+func acceptOf(rec []byte, id string) bool {
+	if len(rec) < acceptHeader+1 || rec[0] != recAccept || rec[acceptHeader] != bodyVersion3 {
+		return false
+	}
+	want := jsonenc.AppendString(append(make([]byte, 0, 40), `{"id":`...), id)
+	b := rec[acceptHeader+1:]
+	return len(b) > len(want) && string(b[:len(want)]) == string(want) && b[len(want)] == ','
+}
+
+// slotPayload is a slot naming the record at p, of kind k, status st at ms.
+func slotPayload(k byte, st domain.MessageStatus, ms domain.Millis, p outlog.Pos) []byte {
+	b := make([]byte, outlog.SlotPayload)
+	b[0], b[1] = k, byte(domain.StatusRank(st)+2)
+	binary.LittleEndian.PutUint64(b[4:12], uint64(ms))
+	binary.LittleEndian.PutUint64(b[12:20], uint64(p))
+	return b
+}
+
+// slotPos is the position of the record a slot names (0: the slot is empty).
+func slotPos(s []byte) outlog.Pos {
+	if len(s) != outlog.SlotPayload {
+		return 0
+	}
+	return outlog.Pos(binary.LittleEndian.Uint64(s[12:20]))
+}
+
+// readLinked reads the record of kind k a slot names, with its accept's position apos: its
+// bytes after the kind and the position.
+func (lo *LogOutbox) readLinked(s []byte, k byte, apos outlog.Pos) ([]byte, error) {
+	rec, err := lo.log.Read(slotPos(s))
+	if err != nil {
+		return nil, fmt.Errorf("%s: the record a slot names at %v: %w", outboxTable, slotPos(s), err)
+	}
+	if len(rec) < 9 || rec[0] != k || outlog.Pos(binary.LittleEndian.Uint64(rec[1:9])) != apos {
+		return nil, fmt.Errorf("%w: %s: a slot of %v names no record of its own", domain.ErrRecordInvalid, outboxTable, apos)
+	}
+	return rec[9:], nil
+}
+
+// body decodes a found accept's body: the requeued one when its slot names one.
+func (lo *LogOutbox) body(f found) (domain.OutboxEntry, string, error) {
+	data := f.rec[acceptHeader:]
+	if s := f.slots[slotRequeue]; s != nil {
+		q, err := lo.readLinked(s, recRequeue, f.pos)
+		if err != nil {
+			return domain.OutboxEntry{}, "", err
+		}
+		data = q
+	}
+	e, hash, err := decodeBody(data)
+	if err != nil {
+		return e, "", fmt.Errorf("%s at %v: %w", outboxTable, f.pos, err)
+	}
+	return e, hash, nil
+}
+
+// Get returns a message as it stands: its body with its outcome and receipts laid over it, or
+// the body alone while it is pending. domain.ErrRecordNotFound when there is none.
+func (lo *LogOutbox) Get(id string) (domain.OutboxEntry, error) {
+	f, err := lo.resolve(id)
+	if err != nil {
+		return domain.OutboxEntry{}, err
+	}
+	e, _, err := lo.body(f)
+	if err != nil {
+		return e, err
+	}
+	s := f.slots[slotOutcome]
+	if s == nil {
+		return e, nil
+	}
+	data, err := lo.readLinked(s, recOutcome, f.pos)
+	if err != nil {
+		return e, err
+	}
+	var c outcome
+	if _, err := Decode(data, statusVersion2, &c); err != nil {
+		return e, fmt.Errorf("%s %q: outcome: %w", outboxTable, id, err)
+	}
+	c.apply(&e)
+	rs, err := lo.receipts(f)
+	if err != nil {
+		return e, err
+	}
+	for _, c := range rs {
+		if e.SetStatus(c.Status, c.At.Time()) && c.Status == domain.MsgFailed {
+			e.Code, e.Error = c.Code, c.Error
+		}
+		if c.Category != "" {
+			e.Pricing = c.Category
+		}
+	}
+	return e, nil
+}
+
+// Receipts returns the receipts recorded of message id on their own, furthest last.
+func (lo *LogOutbox) Receipts(id string) ([]domain.StatusChange, error) {
+	f, err := lo.resolve(id)
+	if errors.Is(err, domain.ErrRecordNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return lo.receipts(f)
+}
+
+func (lo *LogOutbox) receipts(f found) ([]domain.StatusChange, error) {
+	var rs []domain.StatusChange
+	for _, i := range []int{slotDelivered, slotRead, slotFailed} {
+		s := f.slots[i]
+		if s == nil {
+			continue
+		}
+		data, err := lo.readLinked(s, recReceipt, f.pos)
+		if err != nil {
+			return nil, err
+		}
+		var c domain.StatusChange
+		if _, err := Decode(data, 1, &c); err != nil {
+			return nil, fmt.Errorf("%s at %v: receipt: %w", outboxTable, f.pos, err)
+		}
+		rs = append(rs, c)
+	}
+	sort.SliceStable(rs, func(i, j int) bool { return domain.StatusRank(rs[i].Status) < domain.StatusRank(rs[j].Status) })
+	return rs, nil
+}
+
+// Idem returns the idempotency record idemID (a campaign's).
+func (lo *LogOutbox) Idem(idemID string) (domain.IdemRecord, error) { return lo.idem.Get(idemID) }
+
+// IdemOp is the write of an idempotency record, for a caller's own commit (a campaign's).
+func (lo *LogOutbox) IdemOp(idemID string, rec domain.IdemRecord) (Op, error) {
+	return lo.idem.PutTTLOp(idemID, rec, domain.IdempotencyTTL)
+}
+
+// IdemOf returns the idempotency record a message carries (its id is the one derived from the
+// key), for domain.IdempotencyTTL after its accept; domain.ErrRecordNotFound otherwise.
+func (lo *LogOutbox) IdemOf(messageID string) (domain.IdemRecord, error) {
+	f, err := lo.resolve(messageID)
+	if err != nil {
+		return domain.IdemRecord{}, err
+	}
+	e, hash, err := decodeBody(f.rec[acceptHeader:])
+	if err != nil {
+		return domain.IdemRecord{}, err
+	}
+	if hash == "" || lo.now().Sub(e.CreatedAt.Time()) > domain.IdempotencyTTL {
+		return domain.IdemRecord{}, domain.ErrRecordNotFound
+	}
+	return domain.IdemRecord{BodyHash: hash, MessageID: e.ID, At: e.CreatedAt}, nil
+}
+
+// Settle records a network outcome in the background: its record, then its accept's slot 0;
+// done is called once both are written (the message then leaves pending).
+func (lo *LogOutbox) Settle(e domain.OutboxEntry, done func(error)) {
+	lo.mu.Lock()
+	var apos outlog.Pos
+	if p := lo.pending[e.ID]; p != nil {
+		apos = p.pos
+		if p.state != settling {
+			p.state = settling
+		}
+	}
+	lo.mu.Unlock()
+	lo.queued.add(1)
+	finish := func(err error) {
+		lo.mu.Lock()
+		if p := lo.pending[e.ID]; p != nil && p.state == settling {
+			if err == nil {
+				if p.mark != unmarked {
+					lo.unmark = append(lo.unmark, e.ID)
+				}
+				delete(lo.pending, e.ID)
+			} else {
+				p.state = waiting
+			}
+		}
+		lo.mu.Unlock()
+		done(err)
+		lo.queued.add(-1)
+	}
+	if apos == 0 {
+		f, err := lo.resolve(e.ID)
+		if err != nil {
+			finish(err)
+			return
+		}
+		apos = f.pos
+	}
+	rec := binary.LittleEndian.AppendUint64([]byte{recOutcome}, uint64(apos))
+	rec = appendOutcome(rec, &e)
+	lo.log.AppendAsync(rec, func(op outlog.Pos, err error) {
+		if err != nil {
+			finish(err)
+			return
+		}
+		lo.log.WriteSlot(apos, slotOutcome, slotPayload(recOutcome, e.Status, e.UpdatedAt, op), finish)
+	})
+}
+
+// receiptSlot is the slot a receipt of status st takes.
+func receiptSlot(st domain.MessageStatus) int {
+	switch st {
+	case domain.MsgDelivered:
+		return slotDelivered
+	case domain.MsgRead:
+		return slotRead
+	}
+	return slotFailed
+}
+
+// Receipt records a receipt in the background: its record, then its accept's slot.
+func (lo *LogOutbox) Receipt(id string, c domain.StatusChange, done func(error)) {
+	lo.queued.add(1)
+	finish := func(err error) {
+		done(err)
+		lo.queued.add(-1)
+	}
+	f, err := lo.resolve(id)
+	if err != nil {
+		finish(err)
+		return
+	}
+	v, err := Encode(1, c)
+	if err != nil {
+		finish(err)
+		return
+	}
+	rec := append(binary.LittleEndian.AppendUint64([]byte{recReceipt}, uint64(f.pos)), v...)
+	lo.log.AppendAsync(rec, func(rp outlog.Pos, err error) {
+		if err != nil {
+			finish(err)
+			return
+		}
+		lo.log.WriteSlot(f.pos, receiptSlot(c.Status), slotPayload(recReceipt, c.Status, c.At, rp), finish)
+	})
+}
+
+// Flush waits for the outcomes and receipts being written.
+func (lo *LogOutbox) Flush() { lo.queued.wait() }
+
+// Requeue writes a queued message's body again (a waiting message released to the session
+// its contact wrote to): a requeue record its accept's slot names.
+func (lo *LogOutbox) Requeue(_ context.Context, e domain.OutboxEntry) error {
+	f, err := lo.resolve(e.ID)
+	if err != nil {
+		return err
+	}
+	cur, hash, err := lo.body(f)
+	if err != nil {
+		return err
+	}
+	e.UserID, e.CreatedAt = cur.UserID, cur.CreatedAt
+	b, size := bodyOf(e, hash, "")
+	rec := binary.LittleEndian.AppendUint64(append(make([]byte, 0, 10+size), recRequeue), uint64(f.pos))
+	rec, err = appendBody(append(rec, bodyVersion3), &b)
+	if err != nil {
+		return err
+	}
+	qp, err := lo.log.Append(rec)
+	if err != nil {
+		return err
+	}
+	if err := lo.queueHistory([]*domain.OutboxEntry{&e}, []outlog.Pos{f.pos}); err != nil {
+		return err
+	}
+	ch := make(chan error, 1)
+	lo.log.WriteSlot(f.pos, slotRequeue, slotPayload(recRequeue, domain.MsgQueued, e.CreatedAt, qp), func(err error) { ch <- err })
+	return <-ch
+}
+
+// pendingIDs lists the ids pending here (tests).
+func (lo *LogOutbox) pendingIDs() []string {
+	lo.mu.Lock()
+	defer lo.mu.Unlock()
+	ids := make([]string, 0, len(lo.pending))
+	for id := range lo.pending {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}

@@ -1,0 +1,270 @@
+package persist
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/persist/outlog"
+)
+
+// What is pending in a LogOutbox: the marks (outlog_mark/<id>: a message pending longer than
+// markAfter), and the accepts from the checkpoint on with no outcome. Pending reads them at
+// boot; Checkpoint marks the messages pending long and moves the checkpoint to the oldest
+// accept pending without a mark (or the log's end); Renew drops the segments past retention.
+
+// logCand is a message that may be pending at boot.
+type logCand struct {
+	id     string
+	pos    outlog.Pos
+	body   []byte // its body record (accept or requeue), version byte first
+	marked bool
+}
+
+// Pending lists every message without an outcome, in acceptance order, and indexes them (run
+// at boot, before any accept). Stale marks (their outcome written) are removed, and the
+// outlog_pos records of accepts since the checkpoint written again (a crash may have kept one
+// from being written after its accept). Then it writes the checkpoint again.
+func (lo *LogOutbox) Pending() ([]domain.OutboxEntry, error) {
+	var ckpt outlog.Pos
+	switch v, err := lo.kv.Get(logCheckpointKey); {
+	case errors.Is(err, domain.ErrRecordNotFound):
+	case err != nil:
+		return nil, err
+	case len(v) != 8:
+		return nil, fmt.Errorf("%w: %s: %d bytes", domain.ErrRecordInvalid, logCheckpointKey, len(v))
+	default:
+		ckpt = outlog.Pos(binary.LittleEndian.Uint64(v))
+	}
+	byPos := map[outlog.Pos]*logCand{}
+	var ops []Op
+	// The marks.
+	prefix := []byte(logMarkTable + "/")
+	type mark struct {
+		id  string
+		pos outlog.Pos
+	}
+	var marks []mark
+	if err := lo.kv.Scan(prefix, func(key, value []byte) error {
+		if len(value) != 8 {
+			return fmt.Errorf("%w: %s: %d bytes", domain.ErrRecordInvalid, key, len(value))
+		}
+		marks = append(marks, mark{string(key[len(prefix):]), outlog.Pos(binary.LittleEndian.Uint64(value))})
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	for _, m := range marks {
+		f, err := lo.readAccept(m.pos, m.id)
+		switch {
+		case errors.Is(err, domain.ErrRecordNotFound):
+			lo.logger.Load().Error("a pending message's accept is gone from the log", "id", m.id, "pos", m.pos.String())
+			ops = append(ops, Op{Key: logMarkKey(m.id), Delete: true})
+			continue
+		case err != nil:
+			return nil, err
+		}
+		if f.slots[slotOutcome] != nil {
+			ops = append(ops, Op{Key: logMarkKey(m.id), Delete: true}) // settled: a stale mark
+			continue
+		}
+		body := f.rec[acceptHeader:]
+		if s := f.slots[slotRequeue]; s != nil {
+			if body, err = lo.readLinked(s, recRequeue, f.pos); err != nil {
+				return nil, err
+			}
+		}
+		byPos[m.pos] = &logCand{id: m.id, pos: m.pos, body: slices.Clone(body), marked: true}
+	}
+	// The accepts since the checkpoint, and the outcomes and requeues after them.
+	err := lo.log.Scan(ckpt, func(p outlog.Pos, rec []byte) error {
+		if len(rec) < 9 {
+			return fmt.Errorf("%w: %s at %v: %d bytes", domain.ErrRecordInvalid, outboxTable, p, len(rec))
+		}
+		switch rec[0] {
+		case recAccept:
+			if _, ok := byPos[p]; ok {
+				return nil // marked
+			}
+			var b struct {
+				ID string `json:"id"`
+			}
+			if _, err := Decode(rec[acceptHeader:], bodyVersion3, &b); err != nil {
+				return fmt.Errorf("%s at %v: %w", outboxTable, p, err)
+			}
+			byPos[p] = &logCand{id: b.ID, pos: p, body: slices.Clone(rec[acceptHeader:])}
+			// Its history entry, which the crash may have kept from being written.
+			if e, _, err := decodeBody(rec[acceptHeader:]); err != nil {
+				return fmt.Errorf("%s at %v: %w", outboxTable, p, err)
+			} else if op, ok, err := historyOp(&e); err != nil {
+				return err
+			} else if ok {
+				ops = append(ops, op)
+			}
+			if rec[1]&acceptCallerID != 0 {
+				// Its outlog_pos record, which a crash may have kept from being written.
+				ops = append(ops, Op{Key: logPosKey(b.ID), Value: posBytes(p), TTL: OutboxRetention + 24*time.Hour})
+			}
+		case recOutcome, recRequeue:
+			c := byPos[outlog.Pos(binary.LittleEndian.Uint64(rec[1:9]))]
+			if c == nil {
+				return nil
+			}
+			if rec[0] == recRequeue {
+				c.body = slices.Clone(rec[9:])
+				return nil
+			}
+			if c.marked {
+				ops = append(ops, Op{Key: logMarkKey(c.id), Delete: true})
+			}
+			delete(byPos, c.pos)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	cands := make([]*logCand, 0, len(byPos))
+	for _, c := range byPos {
+		cands = append(cands, c)
+	}
+	slices.SortFunc(cands, func(a, b *logCand) int { return cmpPos(a.pos, b.pos) })
+	out := make([]domain.OutboxEntry, 0, len(cands))
+	now := lo.now()
+	lo.mu.Lock()
+	for _, c := range cands {
+		e, _, err := decodeBody(c.body)
+		if err != nil {
+			lo.mu.Unlock()
+			return nil, fmt.Errorf("%s at %v: %w", outboxTable, c.pos, err)
+		}
+		p := &logPending{pos: c.pos, since: now, state: waiting}
+		if c.marked {
+			p.mark = marked
+		}
+		lo.pending[c.id] = p
+		out = append(out, e)
+	}
+	lo.booted = true
+	lo.mu.Unlock()
+	for len(ops) > 0 {
+		n := min(len(ops), histBatch)
+		if err := lo.kv.Commit(context.Background(), ops[:n]...); err != nil {
+			return nil, err
+		}
+		ops = ops[n:]
+	}
+	return out, lo.Checkpoint()
+}
+
+func cmpPos(a, b outlog.Pos) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Checkpoint marks the messages pending longer than markAfter, removes the marks of those
+// settled since, and writes the checkpoint: the oldest accept pending without a mark, or the
+// log's end. Nothing before boot's Pending.
+func (lo *LogOutbox) Checkpoint() error {
+	lo.ckptMu.Lock()
+	defer lo.ckptMu.Unlock()
+	now := lo.now()
+	var ops []Op
+	var toMark []string
+	lo.mu.Lock()
+	if !lo.booted {
+		lo.mu.Unlock()
+		return nil
+	}
+	for id, p := range lo.pending {
+		if p.mark == unmarked && p.state == waiting && now.Sub(p.since) >= markAfter {
+			p.mark = marking
+			toMark = append(toMark, id)
+			ops = append(ops, Op{Key: logMarkKey(id), Value: posBytes(p.pos)})
+		}
+	}
+	unmark := lo.unmark
+	lo.unmark = nil
+	lo.mu.Unlock()
+	for _, id := range unmark {
+		ops = append(ops, Op{Key: logMarkKey(id), Delete: true})
+	}
+	if len(ops) > 0 {
+		err := lo.kv.Commit(context.Background(), ops...)
+		lo.mu.Lock()
+		for _, id := range toMark {
+			if p := lo.pending[id]; p != nil && p.mark == marking {
+				if err == nil {
+					p.mark = marked
+				} else {
+					p.mark = unmarked
+				}
+			} else if p == nil && err == nil {
+				lo.unmark = append(lo.unmark, id) // settled while its mark was written
+			}
+		}
+		if err != nil {
+			lo.unmark = append(lo.unmark, unmark...)
+		}
+		lo.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	lo.mu.Lock()
+	ckpt := lo.log.End()
+	for _, p := range lo.pending {
+		if p.mark != marked && p.pos < ckpt {
+			ckpt = p.pos
+		}
+	}
+	lo.mu.Unlock()
+	if h := lo.oldestHistory(); h != 0 && h < ckpt {
+		ckpt = h
+	}
+	return lo.kv.Commit(context.Background(), Op{Key: logCheckpointKey, Value: posBytes(ckpt)})
+}
+
+// Renew drops the log's segments last written more than OutboxRetention ago, up to the first
+// that holds a pending message's accept (their bodies are kept where they are, not written
+// again: a segment holding one stays, with every segment after it). It returns 0 (no body is
+// written again).
+func (lo *LogOutbox) Renew() (int, error) {
+	lo.mu.Lock()
+	keep := lo.log.End().Seg()
+	for _, p := range lo.pending {
+		keep = min(keep, p.pos.Seg())
+	}
+	booted := lo.booted
+	lo.mu.Unlock()
+	if !booted {
+		return 0, nil
+	}
+	segs, err := lo.log.Segments()
+	if err != nil {
+		return 0, err
+	}
+	cutoff := lo.now().Add(-OutboxRetention)
+	var through uint32
+	for _, s := range segs {
+		if s.Seg >= keep || !s.Modified.Before(cutoff) {
+			break
+		}
+		through = s.Seg
+	}
+	if through > 0 {
+		if _, err := lo.log.Drop(through); err != nil {
+			return 0, err
+		}
+	}
+	return 0, nil
+}

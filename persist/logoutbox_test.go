@@ -1,0 +1,409 @@
+package persist
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/persist/outlog"
+)
+
+// openLogOutbox is a process's LogOutbox on dir and kv, booted (Pending) on clock: it returns
+// the ids Pending listed.
+func openLogOutbox(t *testing.T, dir string, kv KV, clock *testClock) (*LogOutbox, []string) {
+	t.Helper()
+	lo, err := OpenLogOutbox(dir, kv, LogOutboxOptions{Sync: outlog.SyncInterval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lo.log.Close() })
+	lo.now = clock.now
+	p, err := lo.Pending()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, len(p))
+	for i, e := range p {
+		ids[i] = e.ID
+	}
+	return lo, ids
+}
+
+// crash stops a LogOutbox as a kill would: its log closed, nothing else done.
+func crash(t *testing.T, lo *LogOutbox) {
+	t.Helper()
+	if err := lo.log.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// logQueued is a new message accepted at at, with no id (Accept mints it) unless id is set.
+func logQueued(id string, at time.Time) domain.OutboxEntry {
+	e := queued(id, at)
+	if id == "" {
+		e.Message.ID = ""
+	}
+	e.UserID = "u1"
+	return e
+}
+
+func acceptLog(t *testing.T, lo *LogOutbox, n int, at time.Time) []string {
+	t.Helper()
+	var ids []string
+	for range n {
+		e := logQueued("", at)
+		if err := lo.Accept(context.Background(), &e, ""); err != nil {
+			t.Fatal(err)
+		}
+		if e.ID == "" || e.Message.ID != e.ID {
+			t.Fatalf("minted id %q, message id %q", e.ID, e.Message.ID)
+		}
+		ids = append(ids, e.ID)
+	}
+	return ids
+}
+
+func settleLog(t *testing.T, lo *LogOutbox, id string, st domain.MessageStatus, at time.Time) {
+	t.Helper()
+	e, err := lo.Get(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetStatus(st, at)
+	e.NetworkID = "net-" + id
+	ch := make(chan error, 1)
+	lo.Settle(e, func(err error) { ch <- err })
+	if err := <-ch; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func receiptLog(t *testing.T, lo *LogOutbox, id string, c domain.StatusChange) {
+	t.Helper()
+	ch := make(chan error, 1)
+	lo.Receipt(id, c, func(err error) { ch <- err })
+	if err := <-ch; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func wantStatus(t *testing.T, lo *LogOutbox, id string, st domain.MessageStatus) domain.OutboxEntry {
+	t.Helper()
+	e, err := lo.Get(id)
+	if err != nil || e.ID != id || e.Status != st {
+		t.Fatalf("Get(%s) = %s %s, %v; want %s", id, e.ID, e.Status, err, st)
+	}
+	return e
+}
+
+// A message's life on the log: accepted with an id that says where it is, read back pending,
+// settled, its receipts laid over it, and all of it read again by the next process.
+func TestLogOutboxLife(t *testing.T) {
+	dir, kv, clock := t.TempDir(), NewMemory(), &testClock{}
+	at := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
+	clock.set(at)
+	lo, pend := openLogOutbox(t, dir, kv, clock)
+	if len(pend) != 0 {
+		t.Fatalf("pending on a new log: %v", pend)
+	}
+	ids := acceptLog(t, lo, 3, at)
+	e := wantStatus(t, lo, ids[0], domain.MsgQueued)
+	if e.Message.To == "" || e.Message.ID != ids[0] || e.UserID != "u1" || len(e.History) != 1 {
+		t.Fatalf("read back: %+v", e)
+	}
+	settleLog(t, lo, ids[0], domain.MsgSent, at.Add(time.Second))
+	receiptLog(t, lo, ids[0], domain.StatusChange{Status: domain.MsgRead, At: domain.MillisOf(at.Add(3 * time.Second))})
+	receiptLog(t, lo, ids[0], domain.StatusChange{Status: domain.MsgDelivered, At: domain.MillisOf(at.Add(2 * time.Second))})
+	settleLog(t, lo, ids[1], domain.MsgFailed, at.Add(time.Second))
+	check := func(lo *LogOutbox) {
+		t.Helper()
+		e := wantStatus(t, lo, ids[0], domain.MsgRead)
+		if e.NetworkID != "net-"+ids[0] || len(e.History) != 4 {
+			t.Fatalf("settled: %+v", e)
+		}
+		rs, err := lo.Receipts(ids[0])
+		if err != nil || len(rs) != 2 || rs[0].Status != domain.MsgDelivered || rs[1].Status != domain.MsgRead {
+			t.Fatalf("receipts %+v, %v", rs, err)
+		}
+		wantStatus(t, lo, ids[1], domain.MsgFailed)
+		wantStatus(t, lo, ids[2], domain.MsgQueued)
+	}
+	check(lo)
+	if got := lo.pendingIDs(); !slices.Equal(got, []string{ids[2]}) {
+		t.Fatalf("pending %v, want %v", got, ids[2:])
+	}
+	crash(t, lo)
+	lo, pend = openLogOutbox(t, dir, kv, clock)
+	if !slices.Equal(pend, ids[2:]) {
+		t.Fatalf("boot found %v pending, want %v", pend, ids[2:])
+	}
+	check(lo)
+	// Requeued: read back with its new session.
+	e = wantStatus(t, lo, ids[2], domain.MsgQueued)
+	e.SessionID, e.Waiting = "s2", false
+	if err := lo.Requeue(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	if e := wantStatus(t, lo, ids[2], domain.MsgQueued); e.SessionID != "s2" {
+		t.Fatalf("requeued: session %q", e.SessionID)
+	}
+	crash(t, lo)
+	_, pend = openLogOutbox(t, dir, kv, clock)
+	if !slices.Equal(pend, ids[2:]) {
+		t.Fatalf("boot found %v pending, want %v", pend, ids[2:])
+	}
+}
+
+// Every bit of every id flipped, and every hex digit written in lower case: never another
+// message, always not found; and ids of other shapes.
+func TestLogOutboxForgedIDs(t *testing.T) {
+	dir, kv, clock := t.TempDir(), NewMemory(), &testClock{}
+	clock.set(time.Now())
+	lo, _ := openLogOutbox(t, dir, kv, clock)
+	ids := acceptLog(t, lo, 4, clock.now())
+	settleLog(t, lo, ids[1], domain.MsgSent, clock.now())
+	known := map[string]bool{}
+	for _, id := range ids {
+		known[id] = true
+	}
+	tried := 0
+	for _, id := range ids {
+		wantStatus(t, lo, id, map[bool]domain.MessageStatus{true: domain.MsgSent, false: domain.MsgQueued}[id == ids[1]])
+		raw := []byte(id)
+		for i := 4; i < len(raw); i++ {
+			for bit := range 4 {
+				forged := slices.Clone(raw)
+				v, _ := hexDigit(forged[i])
+				forged[i] = "0123456789ABCDEF"[v^1<<bit]
+				tried++
+				if known[string(forged)] {
+					continue
+				}
+				if e, err := lo.Get(string(forged)); !errors.Is(err, domain.ErrRecordNotFound) {
+					t.Fatalf("forged %s (from %s) = %s, %v", forged, id, e.ID, err)
+				}
+				if _, err := lo.IdemOf(string(forged)); !errors.Is(err, domain.ErrRecordNotFound) {
+					t.Fatalf("IdemOf(forged %s): %v", forged, err)
+				}
+			}
+			if c := raw[i]; c >= 'A' && c <= 'F' {
+				lower := slices.Clone(raw)
+				lower[i] = c + 'a' - 'A'
+				if _, err := lo.Get(string(lower)); !errors.Is(err, domain.ErrRecordNotFound) {
+					t.Fatalf("lower case %s: %v", lower, err)
+				}
+			}
+		}
+	}
+	if tried != 4*80 {
+		t.Fatalf("%d forgeries tried", tried)
+	}
+	for _, id := range []string{"", "3EB0", ids[0][:23], ids[0] + "0", "4EB0" + ids[0][4:], "3EB0FFFFFFFFFFFFFFFFFFFF", "3EB000000000000000000000"} {
+		if _, err := lo.Get(id); !errors.Is(err, domain.ErrRecordNotFound) {
+			t.Fatalf("Get(%q): %v", id, err)
+		}
+	}
+}
+
+// Ids chosen by the caller or derived from an Idempotency-Key: found through outlog_pos, with
+// the key's hash; an accept of an id pending already writes nothing more; a crash that kept
+// the outlog_pos record from being written is repaired at boot.
+func TestLogOutboxCallerIDs(t *testing.T) {
+	dir, kv, clock := t.TempDir(), NewMemory(), &testClock{}
+	clock.set(time.Now())
+	lo, _ := openLogOutbox(t, dir, kv, clock)
+	e := logQueued("3EB0AAAAAAAAAAAAAAAAAAAA", clock.now())
+	if err := lo.Accept(context.Background(), &e, "hash1"); err != nil {
+		t.Fatal(err)
+	}
+	end := lo.log.End()
+	again := logQueued("3EB0AAAAAAAAAAAAAAAAAAAA", clock.now())
+	if err := lo.Accept(context.Background(), &again, "hash1"); err != nil || lo.log.End() != end {
+		t.Fatalf("second accept: %v, log end %v -> %v", err, end, lo.log.End())
+	}
+	es := []domain.OutboxEntry{logQueued("campaign-1-a", clock.now()), logQueued("", clock.now())}
+	if err := lo.AcceptMany(context.Background(), es); err != nil {
+		t.Fatal(err)
+	}
+	if es[1].ID == "" {
+		t.Fatal("AcceptMany minted no id")
+	}
+	check := func(lo *LogOutbox) {
+		t.Helper()
+		for _, id := range []string{e.ID, "campaign-1-a", es[1].ID} {
+			wantStatus(t, lo, id, domain.MsgQueued)
+		}
+		rec, err := lo.IdemOf(e.ID)
+		if err != nil || rec.BodyHash != "hash1" || rec.MessageID != e.ID {
+			t.Fatalf("IdemOf: %+v, %v", rec, err)
+		}
+		if _, err := lo.IdemOf(es[1].ID); !errors.Is(err, domain.ErrRecordNotFound) {
+			t.Fatalf("IdemOf without a key: %v", err)
+		}
+	}
+	check(lo)
+	crash(t, lo)
+	// The crash came before the outlog_pos records were written.
+	if err := kv.Commit(context.Background(), Op{Key: logPosKey(e.ID), Delete: true}, Op{Key: logPosKey("campaign-1-a"), Delete: true}); err != nil {
+		t.Fatal(err)
+	}
+	lo, pend := openLogOutbox(t, dir, kv, clock)
+	if len(pend) != 3 {
+		t.Fatalf("pending %v", pend)
+	}
+	check(lo)
+}
+
+// Messages pending long are marked so the checkpoint moves past them; boot finds exactly the
+// messages not settled, marked or not, and stale marks go.
+func TestLogOutboxMarksAndCheckpoint(t *testing.T) {
+	dir, kv, clock := t.TempDir(), NewMemory(), &testClock{}
+	at := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
+	clock.set(at)
+	lo, _ := openLogOutbox(t, dir, kv, clock)
+	old := acceptLog(t, lo, 3, at)
+	clock.add(markAfter + time.Second)
+	if err := lo.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	newer := acceptLog(t, lo, 2, clock.now())
+	settleLog(t, lo, old[0], domain.MsgSent, clock.now())
+	settleLog(t, lo, newer[0], domain.MsgSent, clock.now())
+	historyWritten(t, lo)
+	if err := lo.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	marks := 0
+	if err := kv.Scan([]byte(logMarkTable+"/"), func(k, _ []byte) error { marks++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if marks != 2 {
+		t.Fatalf("%d marks, want 2 (old[1], old[2])", marks)
+	}
+	v, err := kv.Get(logCheckpointKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _, _ := parseLogID(newer[1], lo.log.End().Seg()); outlog.Pos(leUint64(v)) != p {
+		t.Fatalf("checkpoint at %v, want %v (the oldest unmarked pending)", outlog.Pos(leUint64(v)), p)
+	}
+	// Settled, its mark not yet removed when the process dies: a stale mark.
+	settleLog(t, lo, old[1], domain.MsgFailed, clock.now())
+	crash(t, lo)
+	lo, pend := openLogOutbox(t, dir, kv, clock)
+	if want := []string{old[2], newer[1]}; !slices.Equal(pend, want) {
+		t.Fatalf("boot found %v, want %v", pend, want)
+	}
+	marks = 0
+	_ = kv.Scan([]byte(logMarkTable+"/"), func(k, _ []byte) error { marks++; return nil })
+	if marks != 1 {
+		t.Fatalf("%d marks after boot, want 1", marks)
+	}
+	wantStatus(t, lo, old[1], domain.MsgFailed)
+	// Retention keeps the segment of a pending message.
+	clock.add(OutboxRetention + time.Hour)
+	if n, err := lo.Renew(); err != nil || n != 0 {
+		t.Fatalf("Renew: %d, %v", n, err)
+	}
+	wantStatus(t, lo, old[2], domain.MsgQueued)
+}
+
+// historyWritten waits until no history entry is in flight (they hold the checkpoint back).
+func historyWritten(t *testing.T, lo *LogOutbox) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); lo.oldestHistory() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("history entries not written in 5 s")
+		}
+	}
+}
+
+func leUint64(b []byte) uint64 {
+	var v uint64
+	for i := 7; i >= 0; i-- {
+		v = v<<8 | uint64(b[i])
+	}
+	return v
+}
+
+// Ids decode back to the position they were made from, across the segment numbers' wrap.
+func TestLogIDRoundTrip(t *testing.T) {
+	for _, c := range []struct {
+		p   outlog.Pos
+		cur uint32
+	}{
+		{outlog.At(1, 16), 1}, {outlog.At(5, 1<<26-1), 9}, {outlog.At(1<<22-1, 100), 1<<22 + 3},
+		{outlog.At(1<<22+7, 64), 1<<22 + 7}, {outlog.At(3<<22+1, 99), 3<<22 + 2},
+	} {
+		id := logID(c.p, 0xDEADBEEF)
+		p, rnd, ok := parseLogID(id, c.cur)
+		if !ok || p != c.p || rnd != 0xDEADBEEF {
+			t.Fatalf("%v at %d: %s -> %v %x %v", c.p, c.cur, id, p, rnd, ok)
+		}
+	}
+	if _, _, ok := parseLogID(logID(outlog.At(9, 16), 1), 3); ok {
+		t.Fatal("an id of a segment not yet made decodes")
+	}
+}
+
+// The history lists a LogOutbox's messages (its entries written in the background), and a
+// boot writes again those a crash kept from being written.
+func TestLogOutboxHistory(t *testing.T) {
+	dir, kv, clock := t.TempDir(), NewMemory(), &testClock{}
+	at := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
+	clock.set(at)
+	lo, _ := openLogOutbox(t, dir, kv, clock)
+	var ids []string
+	for i := range 3 {
+		ids = append(ids, acceptLog(t, lo, 1, at.Add(time.Duration(i)*time.Second))...)
+	}
+	react := logQueued("", at.Add(5*time.Second))
+	react.Message.Kind = domain.KindReaction
+	if err := lo.Accept(context.Background(), &react, ""); err != nil {
+		t.Fatal(err)
+	}
+	listed := func() []string {
+		var got []string
+		if err := NewMessageLog(kv).ScanLog("u1", domain.LogScan{}, func(_ string, e domain.LogEntry) (bool, error) {
+			if e.Dir != domain.DirOut || e.SessionID != "s1" || e.Peer == "" {
+				t.Fatalf("entry %+v", e)
+			}
+			got = append(got, e.ID)
+			return true, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	want := []string{ids[2], ids[1], ids[0]} // newest first; the reaction not listed
+	for deadline := time.Now().Add(5 * time.Second); !slices.Equal(listed(), want); {
+		if time.Now().After(deadline) {
+			t.Fatalf("history %v, want %v", listed(), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if lo.oldestHistory() != 0 {
+		t.Fatal("history written, still in flight")
+	}
+	crash(t, lo)
+	// Lost: boot writes them again from the log (the checkpoint is before them).
+	var ops []Op
+	_ = kv.Scan([]byte(messageLogTable+"/"), func(k, _ []byte) error {
+		ops = append(ops, Op{Key: slices.Clone(k), Delete: true})
+		return nil
+	})
+	if err := kv.Commit(context.Background(), ops...); err != nil {
+		t.Fatal(err)
+	}
+	if got := listed(); len(got) != 0 {
+		t.Fatalf("history after delete: %v", got)
+	}
+	lo, _ = openLogOutbox(t, dir, kv, clock)
+	if got := listed(); !slices.Equal(got, want) {
+		t.Fatalf("history after boot %v, want %v", got, want)
+	}
+	_ = lo
+}
