@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"time"
+
+	"github.com/gateway/gateway/domain"
 )
 
 // NewMessageID makes a message id in the shape WhatsApp Web uses (3EB0 + 20 hex digits): its
@@ -21,7 +23,7 @@ func NewMessageID() string {
 	var b [10]byte
 	binary.BigEndian.PutUint32(b[:4], uint32(time.Now().UnixMicro()))
 	_, _ = rand.Read(b[4:])
-	return messageID(&b)
+	return domain.WebMessageID(&b)
 }
 
 // DerivedID is the id the release before this one derived from an Idempotency-Key (a function
@@ -30,7 +32,7 @@ func NewMessageID() string {
 // wrote still answers its retry within its 24 hours.
 func DerivedID(keyID, idemKey string) string {
 	sum := sha256.Sum256([]byte(keyID + "\x00" + idemKey))
-	return messageID((*[10]byte)(sum[:10]))
+	return domain.WebMessageID((*[10]byte)(sum[:10]))
 }
 
 // DerivedIDOn is the id of the message an Idempotency-Key makes on day (IdemDay): a function of
@@ -38,7 +40,7 @@ func DerivedID(keyID, idemKey string) string {
 // and the key used again after its 24 hours names a new one.
 func DerivedIDOn(keyID, idemKey string, day int64) string {
 	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%d", keyID, idemKey, day))
-	return messageID((*[10]byte)(sum[:10]))
+	return domain.WebMessageID((*[10]byte)(sum[:10]))
 }
 
 // IdemDay is the 24-hour period t falls in (days since the Unix epoch: UTC days).
@@ -49,17 +51,4 @@ func IdemDay(t time.Time) int64 {
 		return (s+1)/day - 1
 	}
 	return s / day
-}
-
-// messageID writes "3EB0" and b in upper-case hex into one string: one allocation (the hex
-// encoding, its upper-casing and the concatenation were three, and a tenth of the accept's
-// own work in the send path's profile).
-func messageID(b *[10]byte) string {
-	const digits = "0123456789ABCDEF"
-	var out [24]byte
-	copy(out[:], "3EB0")
-	for i, c := range b {
-		out[4+2*i], out[5+2*i] = digits[c>>4], digits[c&15]
-	}
-	return string(out[:])
 }

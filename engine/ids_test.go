@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gateway/gateway/domain"
 )
 
 // TestMessageIDShape checks the hand-written id against the encoding it replaced, and the
@@ -15,13 +17,13 @@ func TestMessageIDShape(t *testing.T) {
 	for range 1000 {
 		var b [10]byte
 		_, _ = rand.Read(b[:])
-		if got, want := messageID(&b), "3EB0"+strings.ToUpper(hex.EncodeToString(b[:])); got != want {
-			t.Fatalf("messageID(%x) = %q, want %q", b, got, want)
+		if got, want := domain.WebMessageID(&b), "3EB0"+strings.ToUpper(hex.EncodeToString(b[:])); got != want {
+			t.Fatalf("WebMessageID(%x) = %q, want %q", b, got, want)
 		}
 	}
 	for _, b := range [][10]byte{{}, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}} {
-		if got, want := messageID(&b), "3EB0"+strings.ToUpper(hex.EncodeToString(b[:])); got != want {
-			t.Fatalf("messageID(%x) = %q, want %q", b, got, want)
+		if got, want := domain.WebMessageID(&b), "3EB0"+strings.ToUpper(hex.EncodeToString(b[:])); got != want {
+			t.Fatalf("WebMessageID(%x) = %q, want %q", b, got, want)
 		}
 	}
 	if id := NewMessageID(); len(id) != 24 || !strings.HasPrefix(id, "3EB0") || strings.ToUpper(id) != id {

@@ -3,6 +3,7 @@ package persist
 import (
 	"encoding/binary"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/persist/outlog"
 )
 
@@ -27,13 +28,7 @@ func logID(p outlog.Pos, rnd uint32) string {
 	binary.BigEndian.PutUint16(b[:2], uint16(v>>32))
 	binary.BigEndian.PutUint32(b[2:6], uint32(v))
 	binary.BigEndian.PutUint32(b[6:], rnd)
-	const digits = "0123456789ABCDEF"
-	var out [24]byte
-	copy(out[:], "3EB0")
-	for i, c := range b {
-		out[4+2*i], out[5+2*i] = digits[c>>4], digits[c&15]
-	}
-	return string(out[:])
+	return domain.WebMessageID(&b)
 }
 
 // parseLogID decodes an id in logID's shape: the position it names (the newest segment at or
