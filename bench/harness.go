@@ -339,6 +339,7 @@ func (h *harness) runCase(ctx context.Context, g *gatewayProc, fl *fleet, phase 
 	gs := measure(ctx, l, tgt)
 	ended := time.Now()
 	r.Gateway = &gs
+	l.onWindow = nil // the gateway's counters: not scraped again at bare's and the floor's edges
 	if prof != nil {
 		cpu, err := prof.finish(gs.Requests, "")
 		if err != nil {
