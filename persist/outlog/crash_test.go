@@ -33,6 +33,12 @@ func tailLog(t *testing.T, dir string) ([]byte, []Pos, [][]byte) {
 		}
 		ps, rs = append(ps, p), append(rs, r)
 	}
+	return closedSegment(t, l, dir), ps, rs
+}
+
+// closedSegment closes l and returns its first segment's bytes.
+func closedSegment(t *testing.T, l *Log, dir string) []byte {
+	t.Helper()
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +46,7 @@ func tailLog(t *testing.T, dir string) ([]byte, []Pos, [][]byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return data, ps, rs
+	return data
 }
 
 // checkCut opens the log in dir, whose last record was torn or damaged, and checks that Open

@@ -173,14 +173,7 @@ func slotLog(t *testing.T, dir string) ([]byte, []Pos, [][]byte) {
 			t.Fatal(err)
 		}
 	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(filepath.Join(dir, segName(1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data, ps, rs
+	return closedSegment(t, l, dir), ps, rs
 }
 
 // Every byte of every slot damaged, and slot 1 torn at every length while a new payload
