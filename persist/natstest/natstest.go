@@ -106,6 +106,23 @@ func (s *Server) start() error {
 // Dir is the server's JetStream store directory.
 func (s *Server) Dir() string { return s.dir }
 
+// Counts are the messages the server has taken in from its clients (publishes, requests) and
+// handed out to them (acks, replies, deliveries) since it started: a benchmark's round trips
+// per operation, counted (server.Varz's in_msgs and out_msgs). Zero while the server is
+// stopped.
+func (s *Server) Counts() (in, out int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv == nil {
+		return 0, 0
+	}
+	v, err := s.srv.Varz(nil)
+	if err != nil {
+		return 0, 0
+	}
+	return v.InMsgs, v.OutMsgs
+}
+
 // Stop shuts the server down (its store stays); Restart starts it again.
 func (s *Server) Stop() {
 	s.mu.Lock()
