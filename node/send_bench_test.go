@@ -186,7 +186,7 @@ func BenchmarkNodeSend(b *testing.B) {
 			b.ReportMetric(float64(batches-batches0)/float64(b.N), "batches/msg")
 			if srv != nil {
 				in, out := srv.Counts()
-				b.ReportMetric(float64(in-in0)/float64(b.N), "nats-in/msg")   // publishes and requests the server took in
+				b.ReportMetric(float64(in-in0)/float64(b.N), "nats-in/msg")    // publishes and requests the server took in
 				b.ReportMetric(float64(out-out0)/float64(b.N), "nats-out/msg") // acks, replies and deliveries it sent
 			}
 			b.ReportMetric(float64(streamSeqs(b, url)-seqs0)/float64(b.N), "stored/msg") // messages stored in every stream (records, fences, leases)
