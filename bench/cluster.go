@@ -33,6 +33,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/gateway/gateway/persist/natstest"
 )
 
@@ -348,12 +351,12 @@ func runCluster(ctx context.Context, o clusterOptions, out io.Writer) error {
 	run := &clusterRun{rows: map[string]map[string]map[string]*clusterRow{}, cpu: map[string]string{}, load: m.Load}
 	seq := 0
 	for _, topo := range o.topologies {
-		urls, stop, err := startBenchNATS(work, topo)
+		urls, nc, stop, err := startBenchNATS(work, topo)
 		if err != nil {
 			return err
 		}
 		run.rows[topo] = map[string]map[string]*clusterRow{}
-		err = measureTopology(ctx, o, work, topo, urls, simAddr, wrk, run, &seq, out)
+		err = measureTopology(ctx, o, work, topo, urls, nc, simAddr, wrk, run, &seq, out)
 		stop()
 		if err != nil {
 			return err
@@ -372,14 +375,14 @@ func runCluster(ctx context.Context, o clusterOptions, out io.Writer) error {
 	return nil
 }
 
-// startBenchNATS starts the NATS of a setup: one server, or three clustered.
-func startBenchNATS(work, topo string) (urls string, stop func(), err error) {
+// startBenchNATS starts the NATS of a setup: one server, or three clustered (returned too).
+func startBenchNATS(work, topo string) (urls string, cluster *natstest.Cluster, stop func(), err error) {
 	if topo == "r1" {
 		srv, err := natstest.Run(natstest.Options{Dir: filepath.Join(work, "nats-r1")})
 		if err != nil {
-			return "", nil, err
+			return "", nil, nil, err
 		}
-		return srv.URL, srv.Close, nil
+		return srv.URL, nil, srv.Close, nil
 	}
 	n := 0
 	c, err := natstest.RunCluster(3, func() string {
@@ -389,16 +392,54 @@ func startBenchNATS(work, topo string) (urls string, stop func(), err error) {
 		return d
 	})
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
-	return c.URLs(), c.Close, nil
+	return c.URLs(), c, c.Close, nil
+}
+
+// placement says, on three servers, which server the setup's store connection is on and
+// which lead its records streams: a publish to a stream led by another server is routed there
+// and back (r3speed: about 5 µs a commit and a hop), so a lone gateway whose one stream is led
+// where it is connected pays less than one whose stream is not, by the luck of the run.
+func (c *benchCluster) placement(ctx context.Context, urls string, nc *natstest.Cluster) string {
+	conn := nc.ServerOf("gateway " + c.prefix)
+	client, err := nats.Connect(urls)
+	if err != nil {
+		return "placement unknown: " + err.Error()
+	}
+	defer client.Close()
+	js, err := jetstream.New(client)
+	if err != nil {
+		return "placement unknown: " + err.Error()
+	}
+	var leaders []string
+	local := 0
+	for k := 0; ; k++ {
+		name := c.prefix + "_records"
+		if k > 0 {
+			name += "_" + strconv.Itoa(k)
+		}
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			break
+		}
+		info, err := st.Info(ctx)
+		if err != nil || info.Cluster == nil {
+			break
+		}
+		leaders = append(leaders, info.Cluster.Leader)
+		if info.Cluster.Leader == conn {
+			local++
+		}
+	}
+	return fmt.Sprintf("store connection on %s, records streams led by %s (%d of %d on its server)", cmp.Or(conn, "?"), strings.Join(leaders, ", "), local, len(leaders))
 }
 
 // measureTopology measures the setups on one NATS: the lone gateway and the 1-node cluster up
 // at once, their windows alternated for o.rounds rounds (the order swapped each round), then
 // both stopped; then the 3-node cluster, one window per case, with (on R1) the forwarding and
 // the hand-overs.
-func measureTopology(ctx context.Context, o clusterOptions, work, topo, urls, simAddr string, wrk *wrkTool, run *clusterRun, seq *int, out io.Writer) error {
+func measureTopology(ctx context.Context, o clusterOptions, work, topo, urls string, nc *natstest.Cluster, simAddr string, wrk *wrkTool, run *clusterRun, seq *int, out io.Writer) error {
 	newSetup := func(setup string) *benchCluster {
 		*seq++
 		c := &benchCluster{o: o, work: work, setup: setup, prefix: fmt.Sprintf("%s%s%d", setup[:1], topo, *seq)}
@@ -420,6 +461,13 @@ func measureTopology(ctx context.Context, o clusterOptions, work, topo, urls, si
 		}
 	}
 	pair[0].others, pair[1].others = pair[1].nodes, pair[0].nodes
+	if nc != nil {
+		for _, c := range pair {
+			line := fmt.Sprintf("placement, %s %s: %s", strings.ToUpper(topo), c.setup, c.placement(ctx, urls, nc))
+			fmt.Fprintln(out, line)
+			run.extra = append(run.extra, line)
+		}
+	}
 	for r := range o.rounds {
 		for _, i := range roundOrder(r) {
 			c := pair[i]

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"io"
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/gateway/gateway/persist/natskv"
+	"github.com/gateway/gateway/persist/natstest"
 )
 
 func TestClusterRoundsMedianAndSpread(t *testing.T) {
@@ -67,5 +71,24 @@ func TestClusterRoundOrderAlternates(t *testing.T) {
 	o, err := parseCluster(nil, io.Discard)
 	if err != nil || o.rounds != 3 {
 		t.Fatalf("default rounds %d, %v", o.rounds, err)
+	}
+}
+
+func TestClusterPlacementNamesConnectionAndLeaders(t *testing.T) {
+	nc := natstest.StartCluster(t, 3)
+	ctx := context.Background()
+	s, err := natskv.Open(ctx, natskv.Options{URL: nc.URLs(), Prefix: "pl1", Streams: 3, Partitions: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := &benchCluster{prefix: "pl1"}
+	line := c.placement(ctx, nc.URLs(), nc)
+	conn := nc.ServerOf("gateway pl1")
+	if conn == "" || !strings.HasPrefix(line, "store connection on "+conn+", records streams led by ") || !strings.HasSuffix(line, " of 3 on its server)") {
+		t.Fatalf("placement %q (connection on %q)", line, conn)
+	}
+	if got := nc.ServerOf("no such connection"); got != "" {
+		t.Fatalf("ServerOf an unknown name: %q", got)
 	}
 }

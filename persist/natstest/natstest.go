@@ -165,6 +165,30 @@ type Cluster struct {
 	Servers []*Server
 }
 
+// ServerOf is the name of the server (n1, n2, ...) a client connection named name is on, ""
+// if none: where a gateway's store connection landed ("gateway <prefix>"), to compare with
+// its streams' leaders (a publish to a stream led elsewhere is routed to the leader).
+func (c *Cluster) ServerOf(name string) string {
+	for _, s := range c.Servers {
+		s.mu.Lock()
+		srv := s.srv
+		s.mu.Unlock()
+		if srv == nil {
+			continue
+		}
+		z, err := srv.Connz(&server.ConnzOptions{Limit: 1 << 16})
+		if err != nil {
+			continue
+		}
+		for _, ci := range z.Conns {
+			if ci.Name == name {
+				return srv.Name()
+			}
+		}
+	}
+	return ""
+}
+
 // URLs is every node's client URL, comma-separated (what --nats takes).
 func (c *Cluster) URLs() string {
 	urls := make([]string, len(c.Servers))
