@@ -212,12 +212,13 @@ type clusterRow struct {
 	genLoad, wrkLoad string
 	errs             int64
 	note             string
-	// commits and batches per request of the bench generator's windows (every gateway's
-	// gateway_storage_commits_total and _batches_total)
-	commits, batches float64
-	rounds           []clusterRound
-	// the generator's windows' requests, commit groups and batches, summed over the rounds
-	requests, groupsN, batchesN float64
+	// commits, batches and records per request of the bench generator's windows (every
+	// gateway's gateway_storage_commits_total, _batches_total and _writes_total)
+	commits, batches, records float64
+	rounds                    []clusterRound
+	// the generator's windows' requests, commit groups, batches and records, summed over the
+	// rounds
+	requests, groupsN, batchesN, recordsN float64
 }
 
 // clusterRound is one round's windows of a case on one setup.
@@ -227,7 +228,7 @@ type clusterRound struct {
 }
 
 // add records a round and updates the medians, the loads' range and the counts per request.
-func (r *clusterRow) add(x clusterRound, requests, groups, batches float64) {
+func (r *clusterRow) add(x clusterRound, requests, groups, batches, records float64) {
 	r.rounds = append(r.rounds, x)
 	var gens, wrks, genLoads, wrkLoads []float64
 	for _, y := range r.rounds {
@@ -241,9 +242,9 @@ func (r *clusterRow) add(x clusterRound, requests, groups, batches float64) {
 	}
 	r.gen, r.wrk = median(gens), median(wrks)
 	r.genLoad, r.wrkLoad = loadRange(genLoads, x.genLoad), loadRange(wrkLoads, x.wrkLoad)
-	r.requests, r.groupsN, r.batchesN = r.requests+requests, r.groupsN+groups, r.batchesN+batches
+	r.requests, r.groupsN, r.batchesN, r.recordsN = r.requests+requests, r.groupsN+groups, r.batchesN+batches, r.recordsN+records
 	if r.requests > 0 {
-		r.commits, r.batches = r.groupsN/r.requests, r.batchesN/r.requests
+		r.commits, r.batches, r.records = r.groupsN/r.requests, r.batchesN/r.requests, r.recordsN/r.requests
 	}
 }
 
@@ -608,9 +609,9 @@ func (c *benchCluster) measureCases(ctx context.Context, topo string, r int, wrk
 			x.wrk, x.wrkLoad = w.RPS, loadNow()
 			errs += w.Errors
 		}
-		row.add(x, float64(gen.Requests), after[0]-before[0], after[1]-before[1])
+		row.add(x, float64(gen.Requests), after[0]-before[0], after[1]-before[1], after[2]-before[2])
 		row.errs += errs
-		fmt.Fprintf(out, "  %-26s %9.0f req/s  wrk %9.0f req/s  errors %d  (%.2f commit groups, %.3f batches per request; load %s / %s)\n", bc.name, x.gen, x.wrk, errs, row.commits, row.batches, x.genLoad, x.wrkLoad)
+		fmt.Fprintf(out, "  %-26s %9.0f req/s  wrk %9.0f req/s  errors %d  (%.2f commit groups, %.3f batches, %.2f records per request; load %s / %s)\n", bc.name, x.gen, x.wrk, errs, row.commits, row.batches, row.records, x.genLoad, x.wrkLoad)
 		if errs > 0 {
 			// Reported (the figures and the run's end say so), not the end of the run: the
 			// other setups' figures still count.
@@ -626,13 +627,13 @@ func (c *benchCluster) measureCases(ctx context.Context, topo string, r int, wrk
 	return nil
 }
 
-// storeCounters sums the gateways' commit groups and batches (a little after the window: the
-// commits it caused).
-func (c *benchCluster) storeCounters() [2]float64 {
-	var out [2]float64
+// storeCounters sums the gateways' commit groups, batches and records written (a little after
+// the window: the commits it caused).
+func (c *benchCluster) storeCounters() [3]float64 {
+	var out [3]float64
 	for _, g := range c.nodes {
-		if v, err := scrapeCounters(g.api, "gateway_storage_commits_total", "gateway_storage_batches_total"); err == nil {
-			out[0], out[1] = out[0]+v[0], out[1]+v[1]
+		if v, err := scrapeCounters(g.api, "gateway_storage_commits_total", "gateway_storage_batches_total", "gateway_storage_writes_total"); err == nil {
+			out[0], out[1], out[2] = out[0]+v[0], out[1]+v[1], out[2]+v[2]
 		}
 	}
 	return out

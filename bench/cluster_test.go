@@ -14,12 +14,12 @@ import (
 func TestClusterRoundsMedianAndSpread(t *testing.T) {
 	lone, node := &clusterRow{}, &clusterRow{}
 	// three rounds: the node at 0.9, 0.6 (wrk lower: 0.5) and 1.0 of the lone gateway
-	lone.add(clusterRound{gen: 1000, wrk: 1000, genLoad: "2.50", wrkLoad: "3.00"}, 10000, 4000, 500)
-	node.add(clusterRound{gen: 900, wrk: 950, genLoad: "2.00", wrkLoad: "2.10"}, 9000, 4500, 900)
-	lone.add(clusterRound{gen: 2000, wrk: 2000, genLoad: "4.00", wrkLoad: "1.00"}, 20000, 8000, 1000)
-	node.add(clusterRound{gen: 1200, wrk: 1000, genLoad: "5.00", wrkLoad: "1.50"}, 12000, 6000, 1200)
-	lone.add(clusterRound{gen: 1500, wrk: 1500, genLoad: "x", wrkLoad: "2.00"}, 15000, 6000, 750)
-	node.add(clusterRound{gen: 1500, wrk: 1600, genLoad: "3.00", wrkLoad: "1.50"}, 15000, 7500, 1500)
+	lone.add(clusterRound{gen: 1000, wrk: 1000, genLoad: "2.50", wrkLoad: "3.00"}, 10000, 4000, 500, 25000)
+	node.add(clusterRound{gen: 900, wrk: 950, genLoad: "2.00", wrkLoad: "2.10"}, 9000, 4500, 900, 27000)
+	lone.add(clusterRound{gen: 2000, wrk: 2000, genLoad: "4.00", wrkLoad: "1.00"}, 20000, 8000, 1000, 50000)
+	node.add(clusterRound{gen: 1200, wrk: 1000, genLoad: "5.00", wrkLoad: "1.50"}, 12000, 6000, 1200, 36000)
+	lone.add(clusterRound{gen: 1500, wrk: 1500, genLoad: "x", wrkLoad: "2.00"}, 15000, 6000, 750, 37500)
+	node.add(clusterRound{gen: 1500, wrk: 1600, genLoad: "3.00", wrkLoad: "1.50"}, 15000, 7500, 1500, 45000)
 
 	if lone.gen != 1500 || lone.wrk != 1500 || node.gen != 1200 || node.wrk != 1000 {
 		t.Fatalf("medians: lone %v / %v, node %v / %v", lone.gen, lone.wrk, node.gen, node.wrk)
@@ -27,8 +27,8 @@ func TestClusterRoundsMedianAndSpread(t *testing.T) {
 	if lone.genLoad != "2.5-4.0" || node.wrkLoad != "1.5-2.1" {
 		t.Fatalf("load ranges: %q, %q", lone.genLoad, node.wrkLoad)
 	}
-	if math.Abs(lone.commits-0.4) > 1e-9 || math.Abs(node.batches-3600.0/36000) > 1e-9 {
-		t.Fatalf("per request over the rounds: lone %v groups, node %v batches", lone.commits, node.batches)
+	if math.Abs(lone.commits-0.4) > 1e-9 || math.Abs(node.batches-3600.0/36000) > 1e-9 || math.Abs(lone.records-2.5) > 1e-9 || math.Abs(node.records-3) > 1e-9 {
+		t.Fatalf("per request over the rounds: lone %v groups, %v records; node %v batches, %v records", lone.commits, lone.records, node.batches, node.records)
 	}
 	rs := roundRatios(node, lone)
 	want := []float64{0.9, 0.5, 1.0}
