@@ -6,9 +6,9 @@ package main
 // the same NATS, first one server (R1, embedded in this process) then three clustered servers
 // (R3, embedded). The lone gateway and the 1-node cluster are up at once and measured in
 // alternated windows, --rounds rounds (median and spread reported), since one window each moved
-// their ratio by 0.2 from run to run on a shared machine; then, on the three nodes of R1, the forwarding overhead (a request sent to a
-// node that does not own the caller's partition against one sent to its owner) and the
-// hand-over times (kill -9 of a node to every partition owned and every session CONNECTED
+// their ratio by 0.2 from run to run on a shared machine; then, on the three nodes of R1, the
+// forwarding overhead (a request sent to a node that does not own the caller's partition
+// against one sent to its owner) and the hand-over times (kill -9 of a node to every partition owned and every session CONNECTED
 // again; its restart to its share back; SIGTERM to exit and hand-over). Every gateway uses one
 // `gateway sim` process (a cluster needs it; the lone gateway uses it too, so the network is
 // the same). A cluster's connections are spread over its nodes (what a load balancer does),
