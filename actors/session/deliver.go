@@ -119,8 +119,10 @@ func (s *Session) enqueue(e *domain.OutboxEntry) {
 	if q.busy {
 		return // the worker looks at the queue again when its batch is done
 	}
-	if now := s.deps.Clock.Now(); q.quiet && now.Before(q.quietUntil) && s.stillQuiet(e.Message.To, now) {
-		return
+	if q.quiet { // the clock is read only then: a read costs 0.1 µs on the AMD VM, at every accept
+		if now := s.deps.Clock.Now(); now.Before(q.quietUntil) && s.stillQuiet(e.Message.To, now) {
+			return
+		}
 	}
 	s.stir()
 	s.wake()
