@@ -168,7 +168,8 @@ func (s *Session) wake() { s.sq.wake() }
 // will let one go. Called by the worker with the queue's lock held.
 func (s *Session) next() (j job, ok bool) {
 	q := s.q
-	if q.busy {
+	if q.busy || (len(q.items) == 0 && len(q.fails) == 0 && s.prot.TimelockUntil == 0) {
+		// Nothing to pick, nothing to expire: the worker's look after each batch reads no clock.
 		return job{}, false
 	}
 	now := s.deps.Clock.Now()
