@@ -587,14 +587,22 @@ func (c *benchCluster) measureCases(ctx context.Context, topo string, r int, wrk
 		if c.o.profile && r == 0 && n == 1 && id == "send" && c.nodes[0].pprof != "" {
 			prof = &windowProfile{g: c.nodes[0], duration: c.o.duration}
 		}
-		before := c.storeCounters()
-		gen, err := c.measureCase(ctx, bc, fl, run, nil, prof)
+		// The store's counters at the window's start and end: its requests' commits (a
+		// warm-up's and a drain's requests are not in gen.Requests).
+		var edges [2][3]float64
+		gen, err := c.measureCase(ctx, bc, fl, run, nil, prof, func(start bool) {
+			if start {
+				edges[0] = c.storeCounters()
+			} else {
+				edges[1] = c.storeCounters()
+			}
+		})
 		if err != nil {
 			return fmt.Errorf("%s: %w", id, err)
 		}
 		x := clusterRound{gen: gen.RPS, genLoad: loadNow()}
 		errs := gen.Errors
-		after := c.storeCounters()
+		before, after := edges[0], edges[1]
 		if prof != nil {
 			cpu, err := prof.finish(gen.Requests, filepath.Join(c.work, fmt.Sprintf("%s-%s-send-cpu.prof", topo, c.setup)))
 			if err == nil && cpu != nil {
@@ -602,7 +610,7 @@ func (c *benchCluster) measureCases(ctx context.Context, topo string, r int, wrk
 			}
 		}
 		if wrk != nil {
-			w, err := c.measureCase(ctx, bc, fl, run, wrk, nil)
+			w, err := c.measureCase(ctx, bc, fl, run, wrk, nil, nil)
 			if err != nil {
 				return fmt.Errorf("%s (wrk): %w", id, err)
 			}
@@ -627,8 +635,9 @@ func (c *benchCluster) measureCases(ctx context.Context, topo string, r int, wrk
 	return nil
 }
 
-// storeCounters sums the gateways' commit groups, batches and records written (a little after
-// the window: the commits it caused).
+// storeCounters sums the gateways' commit groups, batches and records written (at a window's
+// start and end: in a steady window the commits still due for its last requests match those
+// of the warm-up's last ones it counts).
 func (c *benchCluster) storeCounters() [3]float64 {
 	var out [3]float64
 	for _, g := range c.nodes {
@@ -653,8 +662,9 @@ func cpuLine(cpu *cpuFigures) string {
 
 // measureCase measures one case through every gateway of the setup at once, the connections
 // spread over them: with the bench's generator (w nil) or with wrk. The deliveries are checked
-// after.
-func (c *benchCluster) measureCase(ctx context.Context, bc *benchCase, fl *fleet, run *clusterRun, w *wrkTool, prof *windowProfile) (stats, error) {
+// after. edge, when set, is called as the bench generator's measured window starts (true) and
+// ends (false).
+func (c *benchCluster) measureCase(ctx context.Context, bc *benchCase, fl *fleet, run *clusterRun, w *wrkTool, prof *windowProfile, edge func(start bool)) (stats, error) {
 	n := len(c.nodes)
 	var all stats
 	for _, g := range append(slices.Clip(c.nodes), c.others...) {
@@ -685,8 +695,15 @@ func (c *benchCluster) measureCase(ctx context.Context, bc *benchCase, fl *fleet
 		}
 		wg.Go(func() {
 			l := load{addr: g.addr, conns: conns, warmup: c.o.warmup, duration: c.o.duration, timeout: c.o.timeout, run: id, pid: g.cmd.Process.Pid}
-			if prof != nil && i == 0 {
-				l.onWindow = prof.mark
+			if i == 0 && (prof != nil || edge != nil) {
+				l.onWindow = func(start bool) {
+					if prof != nil {
+						prof.mark(start)
+					}
+					if edge != nil {
+						edge(start)
+					}
+				}
 			}
 			if w == nil {
 				parts[i].s = measure(ctx, l, t)

@@ -2,10 +2,17 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math"
+	"os"
+	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/gateway/gateway/persist/natskv"
 	"github.com/gateway/gateway/persist/natstest"
@@ -90,5 +97,36 @@ func TestClusterPlacementNamesConnectionAndLeaders(t *testing.T) {
 	}
 	if got := nc.ServerOf("no such connection"); got != "" {
 		t.Fatalf("ServerOf an unknown name: %q", got)
+	}
+}
+
+// The commit groups, batches and records per request are the measured window's: counted from
+// its start to its end, not from before the warm-up (whose requests are not in the window's
+// count). A fake gateway counts one commit group and two records per request it answers.
+func TestClusterCountsPerRequestOverTheWindowAlone(t *testing.T) {
+	var answered atomic.Int64
+	addr := serve(t, func(ctx *fasthttp.RequestCtx) {
+		if string(ctx.Path()) == "/metrics" {
+			n := answered.Load()
+			fmt.Fprintf(ctx, "gateway_storage_commits_total %d\ngateway_storage_batches_total 0\ngateway_storage_writes_total %d\n", n, 2*n)
+			return
+		}
+		answered.Add(1)
+		ctx.SetBodyString(`{}`)
+	})
+	g := &gatewayProc{addr: addr, api: newAPIClient(addr), cmd: &exec.Cmd{Process: &os.Process{Pid: os.Getpid()}}}
+	// A warm-up as long as the window: counted from before it, 2 commit groups a request.
+	o := clusterOptions{cases: []string{"account"}, conns: 4, warmup: 300 * time.Millisecond, duration: 300 * time.Millisecond, timeout: 5 * time.Second, rounds: 1}
+	c := &benchCluster{o: o, setup: "lone", nodes: []*gatewayProc{g}, fl: &fleet{users: []benchUser{{key: "k"}}}}
+	run := &clusterRun{rows: map[string]map[string]map[string]*clusterRow{"r1": {"lone": {}}}, cpu: map[string]string{}}
+	if err := c.measureCases(context.Background(), "r1", 0, nil, run, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	row := run.rows["r1"]["lone"]["account"]
+	if row == nil || row.requests < 50 {
+		t.Fatalf("row %+v: too few requests to count", row)
+	}
+	if row.commits < 0.9 || row.commits > 1.1 || row.records < 1.8 || row.records > 2.2 {
+		t.Fatalf("%.2f commit groups and %.2f records per request, want 1 and 2 (the window's)", row.commits, row.records)
 	}
 }

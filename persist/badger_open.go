@@ -18,7 +18,18 @@ import (
 // dgraph-io/badger#2207; the open fix, #2331, skips such files the same way). A file of 0 bytes
 // holds no entry: no write reached it, and no key points into it. Removing it loses nothing, and
 // Badger numbers its next file after the highest one left.
+//
+// Only while no Badger has the directory open: a running one's newest file is empty for a
+// moment too (between its creation and its sizing), and a second process started on the same
+// directory would remove it under the running Badger, which would go on writing it unlinked.
+// The directory's lock (lockBadgerDir) tells; a held lock leaves every file alone, and Badger's
+// open then refuses the directory as before.
 func dropEmptyLogs(dir string, log *slog.Logger) error {
+	unlock, ok := lockBadgerDir(dir)
+	if !ok {
+		return nil
+	}
+	defer unlock()
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("persist: read badger directory %q: %w", dir, err)

@@ -308,3 +308,29 @@ func TestBadgerOpensAfterACrashLeftEmptyLogFiles(t *testing.T) {
 		})
 	}
 }
+
+// A second process opening a directory Badger already has open must not remove the empty file
+// the running Badger has just created and not yet sized (a new memtable or value log, between
+// its creation and its truncate to size): the running Badger would write it unlinked, and its
+// entries would be gone at the next open. The directory's lock (Badger's flock) says a process
+// has it open: the empty files are then left alone, and the open fails on the lock as before.
+func TestBadgerLeavesEmptyLogFilesOfARunningBadger(t *testing.T) {
+	dir := t.TempDir()
+	b := openTestBadger(t, dir, FsyncBatch)
+	mustCommit(t, b, put("k/1", "one"))
+	fresh := filepath.Join(dir, "99999.mem") // the running Badger's next memtable, not yet sized
+	if err := os.WriteFile(fresh, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if second, err := OpenBadger(dir, BadgerOptions{Fsync: FsyncBatch}); err == nil {
+		second.Close()
+		t.Fatal("a second open of a directory Badger holds succeeded")
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Fatalf("the running Badger's empty file: %v (removed by the second open)", err)
+	}
+	if err := os.Remove(fresh); err != nil {
+		t.Fatal(err)
+	}
+	wantValue(t, b, "k/1", "one")
+}

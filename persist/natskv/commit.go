@@ -881,8 +881,9 @@ func timedOut(err error) bool {
 // is its subject's last message (its Gw-Commit), as the stream's leader has it once it answers
 // again, was applied; the others were not (a batch is applied whole or not at all; this store
 // writes none of their keys meanwhile: they stay in flight) and are sent again, their
-// conditions read afresh. A commit found applied is answered nil; the owner cache forgets what
-// it touched. Without an answer within the store's Hold, the timeout stands.
+// conditions read afresh. A commit found applied is answered nil, as is one sent again and
+// applied (every commit of sent is answered); the owner cache forgets what it touched.
+// Without an answer within the store's Hold, the timeout stands.
 func (rs *recStream) resolve(sent []*commitReq, failed map[*commitReq]error, cause error) (map[*commitReq]error, error) {
 	s := rs.s
 	ctx, cancel := s.holdCtx()
@@ -917,11 +918,11 @@ func (rs *recStream) resolve(sent []*commitReq, failed map[*commitReq]error, cau
 	for r, e := range f2 {
 		failed[r] = e
 	}
-	if err != nil {
-		for _, r := range again {
-			if _, ok := failed[r]; !ok {
-				failed[r] = err
-			}
+	for _, r := range again {
+		if _, ok := failed[r]; !ok {
+			// err, or nil: sent again and applied. Every commit is answered: sendPiped's
+			// caller sends again the commits it left unanswered.
+			failed[r] = err
 		}
 	}
 	return failed, nil

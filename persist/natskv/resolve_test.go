@@ -1,0 +1,44 @@
+package natskv
+
+import (
+	"context"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gateway/gateway/persist"
+	"github.com/gateway/gateway/persist/natstest"
+)
+
+// resolve answers every commit it settles: one found applied nil, and one it sends again and
+// the server applies nil too. sendPiped returns resolve's answers as its own, and runGroup sends
+// again every commit of a piped group left unanswered when another of the group was refused on
+// an overtaken condition: a commit whose lost answer resolve had settled by sending it again
+// was sent twice (its IfAbsent then failing on its own write: the caller told the record exists
+// of a commit that was applied).
+func TestResolveAnswersTheCommitsItSendsAgain(t *testing.T) {
+	srv := natstest.Start(t)
+	ctx := context.Background()
+	s, err := Open(ctx, Options{URL: srv.URL, Prefix: "rsv"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// A commit whose publish timed out before the server stored it: resolve finds it not
+	// applied and sends it again.
+	r, rs, err := s.prepare("", []persist.Op{{Key: []byte("t/k"), IfAbsent: true}, {Key: []byte("t/k"), Value: []byte("v")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ctx = ctx
+	answers, err := rs.resolve([]*commitReq{r}, nil, nats.ErrTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := answers[r]; !ok || e != nil {
+		t.Fatalf("the commit sent again and applied: answered %v (%v), want nil", ok, e)
+	}
+	if v, err := s.Get([]byte("t/k")); err != nil || string(v) != "v" {
+		t.Fatalf("the record: %q, %v", v, err)
+	}
+}
