@@ -20,6 +20,7 @@ import (
 	"github.com/gateway/gateway/identity"
 	"github.com/gateway/gateway/persist"
 	"github.com/gateway/gateway/persist/natskv"
+	"github.com/gateway/gateway/persist/outlog"
 )
 
 // Interface guards: the stores the node opens.
@@ -223,4 +224,19 @@ func ClusterIssuer(ctx context.Context, c Config) (*identity.Issuer, error) {
 	}
 	_, issuer, err := identity.NewDevFromPEM(pem)
 	return issuer, err
+}
+
+// openLogOutbox opens the outbox on a log of its own at Data/outbox when --outbox log (nil
+// otherwise): the records' store keeps its idempotency records, checkpoint, marks and history
+// entries.
+func openLogOutbox(c Config, kv persist.KV, log *slog.Logger) (*persist.LogOutbox, error) {
+	if c.Outbox != "log" {
+		return nil, nil
+	}
+	lo, err := persist.OpenLogOutbox(filepath.Join(c.Data, "outbox"), kv, persist.LogOutboxOptions{Sync: outlog.Sync(c.Fsync)})
+	if err != nil {
+		return nil, err
+	}
+	lo.SetLogger(log.With("component", "outbox"))
+	return lo, nil
 }
