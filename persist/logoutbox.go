@@ -53,10 +53,15 @@ type LogOutbox struct {
 	// the checkpoint never passes an accept not yet in pending.
 	mu      sync.Mutex
 	pending map[string]*logPending
-	unmark  []string // marks to delete: their messages settled
-	booted  bool
-	ckptMu  sync.Mutex
-	now     func() time.Time
+	// recent are the accepts' positions of messages settled lately, newest generation first:
+	// a receipt for one writes its record and slot with no read of the accept. A generation
+	// is put aside when it holds recentMax ids; a receipt for an older message reads its
+	// accept back (resolve).
+	recent [2]map[string]outlog.Pos
+	unmark []string // marks to delete: their messages settled
+	booted bool
+	ckptMu sync.Mutex
+	now    func() time.Time
 
 	// The history entries waiting for the background writer (logoutbox_hist.go).
 	hmu       sync.Mutex
@@ -94,6 +99,9 @@ const (
 	slotRequeue   = 4
 	acceptSlots   = 5
 
+	// recentMax is the ids a generation of LogOutbox.recent holds (two are kept).
+	recentMax = 1 << 16
+
 	logPosTable  = "outlog_pos"
 	logMarkTable = "outlog_mark"
 )
@@ -112,7 +120,8 @@ func OpenLogOutbox(dir string, kv KV, o LogOutboxOptions) (*LogOutbox, error) {
 		return nil, err
 	}
 	lo := &LogOutbox{log: l, kv: kv, idem: NewTable[domain.IdemRecord](kv, idemTable, 1),
-		pending: map[string]*logPending{}, now: time.Now, hinflight: map[outlog.Pos]int{},
+		pending: map[string]*logPending{}, now: time.Now,
+		recent: [2]map[string]outlog.Pos{make(map[string]outlog.Pos), make(map[string]outlog.Pos)}, hinflight: map[outlog.Pos]int{},
 		hwake: make(chan struct{}, 1), hstop: make(chan struct{}), hdone: make(chan struct{})}
 	lo.logger.Store(slog.New(slog.DiscardHandler))
 	go lo.historyWriter()
@@ -536,6 +545,7 @@ func (lo *LogOutbox) Settle(e domain.OutboxEntry, done func(error)) {
 					lo.unmark = append(lo.unmark, e.ID)
 				}
 				delete(lo.pending, e.ID)
+				lo.remember(e.ID, p.pos)
 			} else {
 				p.state = waiting
 			}
@@ -563,6 +573,33 @@ func (lo *LogOutbox) Settle(e domain.OutboxEntry, done func(error)) {
 	})
 }
 
+// remember keeps a settled message's accept position for the receipts that follow. mu held.
+func (lo *LogOutbox) remember(id string, p outlog.Pos) {
+	if len(lo.recent[0]) >= recentMax {
+		lo.recent[1], lo.recent[0] = lo.recent[0], make(map[string]outlog.Pos, recentMax)
+	}
+	lo.recent[0][id] = p
+}
+
+// known is the accept position of message id when this process knows its accept written
+// (pending with its write answered, or settled lately); 0 otherwise: no read needed. An
+// accept still being written, or whose write failed, may lie nowhere (a failed write is cut
+// off and the next record takes its place): resolve reads it.
+func (lo *LogOutbox) known(id string) outlog.Pos {
+	lo.mu.Lock()
+	defer lo.mu.Unlock()
+	if p := lo.pending[id]; p != nil {
+		if p.state == waiting || p.state == settling {
+			return p.pos
+		}
+		return 0
+	}
+	if p, ok := lo.recent[0][id]; ok {
+		return p
+	}
+	return lo.recent[1][id]
+}
+
 // receiptSlot is the slot a receipt of status st takes.
 func receiptSlot(st domain.MessageStatus) int {
 	switch st {
@@ -581,23 +618,27 @@ func (lo *LogOutbox) Receipt(id string, c domain.StatusChange, done func(error))
 		done(err)
 		lo.queued.add(-1)
 	}
-	f, err := lo.resolve(id)
-	if err != nil {
-		finish(err)
-		return
+	apos := lo.known(id)
+	if apos == 0 {
+		f, err := lo.resolve(id)
+		if err != nil {
+			finish(err)
+			return
+		}
+		apos = f.pos
 	}
 	v, err := Encode(1, c)
 	if err != nil {
 		finish(err)
 		return
 	}
-	rec := append(binary.LittleEndian.AppendUint64([]byte{recReceipt}, uint64(f.pos)), v...)
+	rec := append(binary.LittleEndian.AppendUint64([]byte{recReceipt}, uint64(apos)), v...)
 	lo.log.AppendAsync(rec, func(rp outlog.Pos, err error) {
 		if err != nil {
 			finish(err)
 			return
 		}
-		lo.log.WriteSlot(f.pos, receiptSlot(c.Status), slotPayload(recReceipt, c.Status, c.At, rp), finish)
+		lo.log.WriteSlot(apos, receiptSlot(c.Status), slotPayload(recReceipt, c.Status, c.At, rp), finish)
 	})
 }
 

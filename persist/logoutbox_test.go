@@ -407,3 +407,52 @@ func TestLogOutboxHistory(t *testing.T) {
 	}
 	_ = lo
 }
+
+// A receipt for a message this process settled lately takes its accept's position from memory
+// (no read); one for a message it never knew (after a restart) or settled too long ago (two
+// generations of recentMax ids later) reads its accept back, and both are laid over the
+// message alike. An accept whose write is not answered is not known.
+func TestLogOutboxReceiptsKnown(t *testing.T) {
+	dir, kv, clock := t.TempDir(), NewMemory(), &testClock{}
+	at := time.Date(2026, 11, 30, 5, 0, 0, 0, time.UTC)
+	clock.set(at)
+	lo, _ := openLogOutbox(t, dir, kv, clock)
+	ids := acceptLog(t, lo, 3, at)
+	for _, id := range ids[:2] {
+		settleLog(t, lo, id, domain.MsgSent, at.Add(time.Second))
+	}
+	for _, id := range ids {
+		if lo.known(id) == 0 {
+			t.Fatalf("%s (pending or settled here) is not known", id)
+		}
+	}
+	receiptLog(t, lo, ids[0], domain.StatusChange{Status: domain.MsgDelivered, At: domain.MillisOf(at.Add(2 * time.Second))})
+	wantStatus(t, lo, ids[0], domain.MsgDelivered)
+	p2 := lo.known(ids[2])
+	lo.mu.Lock()
+	lo.pending["x"] = &logPending{pos: p2, state: accepting}
+	lo.mu.Unlock()
+	if lo.known("x") != 0 {
+		t.Fatal("an accept being written is known")
+	}
+	// Two generations later ids[1] is forgotten, and read back for its receipt.
+	lo.mu.Lock()
+	delete(lo.pending, "x")
+	for i := range 2 * recentMax {
+		lo.remember(logID(outlog.At(1, uint32(i)), 0), outlog.At(1, 16))
+	}
+	lo.mu.Unlock()
+	if lo.known(ids[1]) != 0 {
+		t.Fatalf("%s still known after %d more", ids[1], 2*recentMax)
+	}
+	receiptLog(t, lo, ids[1], domain.StatusChange{Status: domain.MsgRead, At: domain.MillisOf(at.Add(3 * time.Second))})
+	wantStatus(t, lo, ids[1], domain.MsgRead)
+	crash(t, lo)
+	lo, _ = openLogOutbox(t, dir, kv, clock)
+	if lo.known(ids[0]) != 0 {
+		t.Fatal("a settled message known after a restart")
+	}
+	receiptLog(t, lo, ids[0], domain.StatusChange{Status: domain.MsgRead, At: domain.MillisOf(at.Add(4 * time.Second))})
+	wantStatus(t, lo, ids[0], domain.MsgRead)
+	wantStatus(t, lo, ids[1], domain.MsgRead)
+}

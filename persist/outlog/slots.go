@@ -108,12 +108,40 @@ type slotFile struct {
 	dirty bool
 }
 
-// writeSlots writes the slot writes ws, f being segment fseg (the one being written): each
-// after checking that its record has the slot. It returns the error of each write (nil: written)
-// and, as fatal, a write failure that stops the log.
-func (l *Log) writeSlots(ws []slotWrite, f *os.File, fseg uint32, others slotFiles, dirty *bool) (errs []error, fatal error) {
+// writeSlots writes the slot writes ws, f being segment fseg (the one being written) and tl
+// the copy of its last bytes: each after checking that its record has the slot. Those whose
+// records lie in the copy are checked there and written gathered (mirror.go); the others are
+// read and written one by one. It returns the error of each write (nil: written) and, as
+// fatal, a write failure that stops the log.
+func (l *Log) writeSlots(ws []slotWrite, f *os.File, fseg uint32, others slotFiles, dirty *bool, tl *tail) (errs []error, fatal error) {
 	errs = make([]error, len(ws))
+	var ats []int64 // the offsets of the slots written into the copy
+	done := make([]bool, len(ws))
+	for k := range ws {
+		if tl.seg != fseg {
+			break
+		}
+		at, ok, err := tl.slot(&ws[k])
+		if !ok {
+			continue
+		}
+		if err != nil {
+			errs[k] = err
+		} else {
+			ats = append(ats, at)
+		}
+		done[k] = true // settled here: the loop below passes it by
+	}
+	for _, s := range spans(ats) {
+		if _, err := f.WriteAt(tl.bytes(s), s[0]); err != nil {
+			return errs, fmt.Errorf("slots at %v: %w", At(fseg, uint32(s[0])), err)
+		}
+		*dirty = true
+	}
 	for k, w := range ws {
+		if done[k] {
+			continue
+		}
 		file := f
 		if w.pos.Seg() != fseg {
 			sf := others[w.pos.Seg()]
