@@ -7,6 +7,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/persist"
+	"github.com/gateway/gateway/persist/outlog"
 )
 
 // --outbox log: a send is accepted into the log (its id says where), delivered, read back by
@@ -50,5 +54,63 @@ func TestOutboxOnTheLog(t *testing.T) {
 	c.Store, c.NATSURL = "nats", "nats://127.0.0.1:1"
 	if err := c.Check(); err == nil || !strings.Contains(err.Error(), "--outbox log") {
 		t.Fatalf("--outbox log with --store nats: %v", err)
+	}
+}
+
+// A node does not start on one outbox while the other holds pending messages (they would wait
+// unsent): the error names the flag and the way out; with both empty, or the pending ones in
+// the outbox chosen, it starts.
+func TestOutboxSwitchRefusedWhilePending(t *testing.T) {
+	pending := func(id string) domain.OutboxEntry {
+		e := domain.OutboxEntry{ID: id, SessionID: "s1", UserID: "u1", CreatedAt: domain.MillisOf(time.Now()),
+			Message: domain.Message{ID: id, To: "491511234567", Kind: domain.KindText, Text: "hi"}}
+		e.SetStatus(domain.MsgQueued, time.Now())
+		return e
+	}
+	c := testConfig(t)
+	for _, ob := range []string{"badger", "log"} {
+		c.Outbox = ob
+		if err := otherOutboxEmpty(c, persist.NewOutbox(persist.NewMemory()), persist.NewMemory()); err != nil {
+			t.Fatalf("--outbox %s, nothing pending anywhere: %v", ob, err)
+		}
+	}
+	// Pending on the records' store: --outbox log refused, badger starts.
+	kv := persist.NewMemory()
+	e := pending("3EB0AAAAAAAAAAAAAAAAAAAA")
+	if err := persist.NewOutbox(kv).Accept(context.Background(), &e, ""); err != nil {
+		t.Fatal(err)
+	}
+	c.Outbox = "log"
+	if err := otherOutboxEmpty(c, persist.NewOutbox(kv), kv); err == nil || !strings.Contains(err.Error(), "--outbox log") ||
+		!strings.Contains(err.Error(), "1 pending") || !strings.Contains(err.Error(), "--outbox badger") {
+		t.Fatalf("--outbox log with a message pending on the records' store: %v", err)
+	}
+	c.Outbox = "badger"
+	if err := otherOutboxEmpty(c, persist.NewOutbox(kv), kv); err != nil {
+		t.Fatalf("--outbox badger with its own message pending: %v", err)
+	}
+	// Pending on the log: --outbox badger refused, log starts.
+	kv = persist.NewMemory()
+	lo, err := persist.OpenLogOutbox(filepath.Join(c.Data, "outbox"), kv, persist.LogOutboxOptions{Sync: outlog.SyncBatch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lo.Pending(); err != nil {
+		t.Fatal(err)
+	}
+	e = pending("")
+	if err := lo.Accept(context.Background(), &e, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := lo.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := otherOutboxEmpty(c, persist.NewOutbox(kv), kv); err == nil || !strings.Contains(err.Error(), "--outbox badger") ||
+		!strings.Contains(err.Error(), "1 pending") || !strings.Contains(err.Error(), "--outbox log") {
+		t.Fatalf("--outbox badger with a message pending on the log: %v", err)
+	}
+	c.Outbox = "log"
+	if err := otherOutboxEmpty(c, persist.NewOutbox(kv), kv); err != nil {
+		t.Fatalf("--outbox log with its own message pending: %v", err)
 	}
 }

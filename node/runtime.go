@@ -136,6 +136,11 @@ func newRuntime(ctx context.Context, sh shared, o runtimeOptions) (_ *runtime, e
 		mover = o.mover(recs)
 	}
 	ers := engineRecords(recs)
+	if c.Store != "nats" {
+		if err := otherOutboxEmpty(c, recs.Outbox, o.kv); err != nil {
+			return nil, err
+		}
+	}
 	if rt.outbox, err = openLogOutbox(c, o.kv, o.log); err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	} else if rt.outbox != nil {

@@ -29,6 +29,8 @@ import (
 //	outcome  'O', the accept's position (8 bytes), the outcome (as Outbox's outbox_status)
 //	receipt  'R', the accept's position, the domain.StatusChange (version 1)
 //	requeue  'Q', the accept's position, the body as requeued
+//	void     'V', the accept's position: an accept answered as refused (its outlog_pos
+//	         commit failed), which never was; its outcome slot names the void record
 //
 // A slot is written (outlog.WriteSlot) once the record it names is written; a reader takes the
 // body from the accept (or the requeue its slot names), the outcome from slot 0 and the
@@ -87,6 +89,7 @@ const (
 	recOutcome = 'O'
 	recReceipt = 'R'
 	recRequeue = 'Q'
+	recVoid    = 'V' // an accept answered as refused: it never was
 
 	acceptHeader = 6 // kind, flags, 4 random bytes
 	// acceptCallerID: the accept's id is not logID's (the caller's, or an Idempotency-Key's).
@@ -278,29 +281,59 @@ func (lo *LogOutbox) finishAccept(ctx context.Context, es []*domain.OutboxEntry,
 	if len(ops) > 0 {
 		err = lo.kv.Commit(ctx, ops...)
 	}
+	cerr := err
 	ps := make([]outlog.Pos, len(ts))
+	written := make([]bool, len(ts))
 	for i, t := range ts {
-		if werr := t.Wait(); err == nil {
+		werr := t.Wait()
+		if err == nil {
 			err = werr
 		}
-		ps[i] = t.Pos
+		ps[i], written[i] = t.Pos, werr == nil
+	}
+	// The outlog_pos commit failed (the disk under --min-free-disk) with accepts written: they
+	// are voided before the refusal is answered, so that they read as not found and boot
+	// passes them by (on Badger a refused commit writes nothing; a retry must not find a
+	// message nothing will send).
+	voided := make([]bool, len(ts))
+	if cerr != nil {
+		for i, e := range es {
+			if written[i] && !minted(e.ID, ps[i]) {
+				voided[i] = lo.void(ps[i]) == nil
+			}
+		}
 	}
 	if err == nil {
 		err = lo.queueHistory(es, ps)
 	}
 	lo.mu.Lock()
-	for _, e := range es {
+	for i, e := range es {
 		if p := lo.pending[e.ID]; p != nil && p.state == accepting {
 			p.acc = outlog.Ticket{}
-			if err != nil {
+			switch {
+			case voided[i]:
+				delete(lo.pending, e.ID)
+			case err != nil:
 				p.state, p.since = doubtful, lo.now()
-			} else {
+			default:
 				p.state = waiting
 			}
 		}
 	}
 	lo.mu.Unlock()
 	return err
+}
+
+// void writes a void record naming the accept at apos, then the accept's outcome slot naming
+// it: the accept reads as not found from then on (readAccept), and boot's scan drops it.
+func (lo *LogOutbox) void(apos outlog.Pos) error {
+	vp, err := lo.log.Append(binary.LittleEndian.AppendUint64([]byte{recVoid}, uint64(apos)))
+	if err != nil {
+		return err
+	}
+	ch := make(chan error, 1)
+	lo.log.WriteSlot(apos, slotOutcome, slotPayload(recVoid, domain.MsgFailed, domain.MillisOf(lo.now()), vp), func(err error) { ch <- err })
+	return <-ch
 }
 
 // found is a message's accept as read back: where it lies, its record and its slots.
@@ -365,6 +398,9 @@ func (lo *LogOutbox) readAccept(p outlog.Pos, id string) (found, error) {
 		return found{}, err
 	}
 	if !acceptOf(rec, id) || len(slots) != acceptSlots {
+		return found{}, domain.ErrRecordNotFound
+	}
+	if s := slots[slotOutcome]; s != nil && s[0] == recVoid {
 		return found{}, domain.ErrRecordNotFound
 	}
 	return found{p, rec, slots}, nil

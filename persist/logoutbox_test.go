@@ -456,3 +456,56 @@ func TestLogOutboxReceiptsKnown(t *testing.T) {
 	wantStatus(t, lo, ids[0], domain.MsgRead)
 	wantStatus(t, lo, ids[1], domain.MsgRead)
 }
+
+// An accept whose outlog_pos commit fails (the disk under the floor) is answered the error and
+// voided first: it reads as not found, is not pending, boot passes it by (no history entry or
+// outlog_pos written for it), and the same id accepted again once the commit goes through is
+// found, pending, after a restart too. A minted id needs no commit and is not voided.
+func TestLogOutboxVoidedAccept(t *testing.T) {
+	dir, mem, clock := t.TempDir(), NewMemory(), &testClock{}
+	at := time.Date(2026, 11, 30, 5, 30, 0, 0, time.UTC)
+	clock.set(at)
+	lo, err := OpenLogOutbox(dir, failingKV{KV: mem, bad: []byte(logPosTable + "/")}, LogOutboxOptions{Sync: outlog.SyncInterval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo.now = clock.now
+	if _, err := lo.Pending(); err != nil {
+		t.Fatal(err)
+	}
+	const id = "campaign-7-a"
+	e := logQueued(id, at)
+	if err := lo.Accept(context.Background(), &e, ""); err == nil {
+		t.Fatal("an accept whose outlog_pos commit failed was answered ok")
+	}
+	if _, err := lo.Get(id); !errors.Is(err, domain.ErrRecordNotFound) {
+		t.Fatalf("Get of a refused accept: %v; want not found", err)
+	}
+	if got := lo.pendingIDs(); len(got) != 0 {
+		t.Fatalf("pending after a refused accept: %v", got)
+	}
+	minted := acceptLog(t, lo, 1, at)[0]
+	lo.Flush()
+	crash(t, lo)
+	lo, pend := openLogOutbox(t, dir, mem, clock)
+	if !slices.Equal(pend, []string{minted}) {
+		t.Fatalf("boot found %v pending, want only %s", pend, minted)
+	}
+	if _, err := mem.Get(logPosKey(id)); !errors.Is(err, domain.ErrRecordNotFound) {
+		t.Fatalf("boot wrote the voided accept's outlog_pos: %v", err)
+	}
+	if _, err := lo.Get(id); !errors.Is(err, domain.ErrRecordNotFound) {
+		t.Fatalf("Get of a refused accept after a restart: %v", err)
+	}
+	e = logQueued(id, at)
+	if err := lo.Accept(context.Background(), &e, ""); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, lo, id, domain.MsgQueued)
+	crash(t, lo)
+	lo, pend = openLogOutbox(t, dir, mem, clock)
+	if !slices.Equal(pend, []string{minted, id}) {
+		t.Fatalf("boot found %v pending, want %s and %s", pend, minted, id)
+	}
+	wantStatus(t, lo, id, domain.MsgQueued)
+}
