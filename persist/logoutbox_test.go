@@ -509,3 +509,30 @@ func TestLogOutboxVoidedAccept(t *testing.T) {
 	}
 	wantStatus(t, lo, id, domain.MsgQueued)
 }
+
+// A receipt's record written by hand is the one Encode writes, byte for byte, escapes and
+// empty fields included (Encode's HTML escapes apart: < > & are written plain), and reads back
+// the same.
+func TestAppendReceipt(t *testing.T) {
+	for _, c := range []domain.StatusChange{
+		{Status: domain.MsgDelivered, At: 1764480000123},
+		{Status: domain.MsgRead, At: 0},
+		{Status: domain.MsgFailed, At: -5, Code: "131026", Error: "undeliverable \"x\"\n\\ \u2028 \x01 é"},
+		{Status: domain.MsgDelivered, At: 17, Category: "marketing"},
+		{Status: "odd\tstatus", At: 1 << 62, Category: "c", Code: "c", Error: "\xff"},
+		{Status: domain.MsgFailed, At: 3, Category: "<&>", Error: "a<b"},
+	} {
+		want, err := Encode(1, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := appendReceipt([]byte("x"), &c)
+		if string(got[1:]) != string(want) && c.Category != "<&>" {
+			t.Fatalf("appendReceipt(%+v) = %s\nEncode: %s", c, got[1:], want)
+		}
+		var back domain.StatusChange
+		if _, err := Decode(got[1:], 1, &back); err != nil || back != c && c.Error != "\xff" {
+			t.Fatalf("read back %+v, %v; want %+v", back, err, c)
+		}
+	}
+}
