@@ -200,6 +200,9 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 		if disk.check(); disk.low.Load() {
 			return nil, fmt.Errorf("persist: open badger at %q: %w", dir, disk.err())
 		}
+		if err := dropEmptyLogs(dir, log); err != nil {
+			return nil, err
+		}
 	}
 	db, err := badger.Open(opts)
 	if err != nil {

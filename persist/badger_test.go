@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -255,5 +258,53 @@ func TestExpiresAtRoundsUp(t *testing.T) {
 		if got := expiresAt(now, c.ttl); got != c.want {
 			t.Errorf("expiresAt(100s, %v) = %d, want %d", c.ttl, got, c.want)
 		}
+	}
+}
+
+// A process killed between Badger's creation of a memtable or value-log file and its first
+// write leaves the file at 0 bytes; badger v4.9.6 then refuses to open the directory ("while
+// opening memtables ... Create a new file", dgraph-io/badger#2207). The gateway's open removes
+// such files: nothing is lost and the store opens.
+func TestBadgerOpensAfterACrashLeftEmptyLogFiles(t *testing.T) {
+	for _, ext := range []string{".mem", ".vlog"} {
+		t.Run(ext, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			b := openTestBadger(t, dir, FsyncBatch)
+			mustCommit(t, b, put("k/1", "one"))
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			// The next file Badger would have made: memtables are named %05d.mem, value logs
+			// %06d.vlog.
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			next := 1
+			for _, e := range entries {
+				if id, ok := strings.CutSuffix(e.Name(), ext); ok {
+					if v, err := strconv.Atoi(id); err == nil && v >= next {
+						next = v + 1
+					}
+				}
+			}
+			name := fmt.Sprintf("%05d%s", next, ext)
+			if ext == ".vlog" {
+				name = fmt.Sprintf("%06d%s", next, ext)
+			}
+			if err := os.WriteFile(filepath.Join(dir, name), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			b = openTestBadger(t, dir, FsyncBatch)
+			wantValue(t, b, "k/1", "one")
+			mustCommit(t, b, put("k/2", "two"))
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			b = openTestBadger(t, dir, FsyncBatch)
+			wantValue(t, b, "k/1", "one")
+			wantValue(t, b, "k/2", "two")
+		})
 	}
 }
