@@ -328,12 +328,11 @@ func (lo *LogOutbox) finishAccept(ctx context.Context, es []*domain.OutboxEntry,
 // void writes a void record naming the accept at apos, then the accept's outcome slot naming
 // it: the accept reads as not found from then on (readAccept), and boot's scan drops it.
 func (lo *LogOutbox) void(apos outlog.Pos) error {
-	vp, err := lo.log.Append(binary.LittleEndian.AppendUint64([]byte{recVoid}, uint64(apos)))
-	if err != nil {
-		return err
-	}
 	ch := make(chan error, 1)
-	lo.log.WriteSlot(apos, slotOutcome, slotPayload(recVoid, domain.MsgFailed, domain.MillisOf(lo.now()), vp), func(err error) { ch <- err })
+	at := domain.MillisOf(lo.now())
+	lo.log.AppendSlotted(binary.LittleEndian.AppendUint64([]byte{recVoid}, uint64(apos)), apos, slotOutcome,
+		func(vp outlog.Pos) []byte { return slotPayload(recVoid, domain.MsgFailed, at, vp) },
+		func(_ outlog.Pos, err error) { ch <- err })
 	return <-ch
 }
 
@@ -561,8 +560,8 @@ func (lo *LogOutbox) IdemOf(messageID string) (domain.IdemRecord, error) {
 	return domain.IdemRecord{BodyHash: hash, MessageID: e.ID, At: e.CreatedAt}, nil
 }
 
-// Settle records a network outcome in the background: its record, then its accept's slot 0;
-// done is called once both are written (the message then leaves pending).
+// Settle records a network outcome in the background: its record, then its accept's slot 0 in
+// the same round of the log's writer (AppendSlotted); done is called once both are written (the message then leaves pending).
 func (lo *LogOutbox) Settle(e domain.OutboxEntry, done func(error)) {
 	lo.mu.Lock()
 	var apos outlog.Pos
@@ -601,13 +600,9 @@ func (lo *LogOutbox) Settle(e domain.OutboxEntry, done func(error)) {
 	}
 	rec := binary.LittleEndian.AppendUint64([]byte{recOutcome}, uint64(apos))
 	rec = appendOutcome(rec, &e)
-	lo.log.AppendAsync(rec, func(op outlog.Pos, err error) {
-		if err != nil {
-			finish(err)
-			return
-		}
-		lo.log.WriteSlot(apos, slotOutcome, slotPayload(recOutcome, e.Status, e.UpdatedAt, op), finish)
-	})
+	lo.log.AppendSlotted(rec, apos, slotOutcome, func(op outlog.Pos) []byte {
+		return slotPayload(recOutcome, e.Status, e.UpdatedAt, op)
+	}, func(_ outlog.Pos, err error) { finish(err) })
 }
 
 // remember keeps a settled message's accept position for the receipts that follow. mu held.
@@ -650,7 +645,8 @@ func receiptSlot(st domain.MessageStatus) int {
 	return slotFailed
 }
 
-// Receipt records a receipt in the background: its record, then its accept's slot.
+// Receipt records a receipt in the background: its record, then its accept's slot, in one
+// round of the log's writer.
 func (lo *LogOutbox) Receipt(id string, c domain.StatusChange, done func(error)) {
 	lo.queued.add(1)
 	finish := func(err error) {
@@ -667,13 +663,9 @@ func (lo *LogOutbox) Receipt(id string, c domain.StatusChange, done func(error))
 		apos = f.pos
 	}
 	rec := appendReceipt(binary.LittleEndian.AppendUint64(append(make([]byte, 0, 96), recReceipt), uint64(apos)), &c)
-	lo.log.AppendAsync(rec, func(rp outlog.Pos, err error) {
-		if err != nil {
-			finish(err)
-			return
-		}
-		lo.log.WriteSlot(apos, receiptSlot(c.Status), slotPayload(recReceipt, c.Status, c.At, rp), finish)
-	})
+	lo.log.AppendSlotted(rec, apos, receiptSlot(c.Status), func(rp outlog.Pos) []byte {
+		return slotPayload(recReceipt, c.Status, c.At, rp)
+	}, func(_ outlog.Pos, err error) { finish(err) })
 }
 
 // appendReceipt appends a receipt's record body (version 1: the domain.StatusChange's JSON, as

@@ -2,6 +2,7 @@ package outlog
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"sync"
 	"testing"
@@ -108,4 +109,64 @@ func TestSlotsGathered(t *testing.T) {
 		t.Fatalf("reopened: %+v; want %d whole records, nothing cut", rec, n+1)
 	}
 	check(l2)
+}
+
+// AppendSlotted writes a record and a slot naming it in one round (one sync under SyncBatch),
+// the record first: the slot's payload is made from the record's position, both read back and
+// are there after a reopen. A slot the target does not have is refused (the record is still
+// written); a target past the end is not found, and a closed log refuses both.
+func TestAppendSlotted(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := open(t, dir, Options{Sync: SyncBatch})
+	acc := record(1, 300)
+	ap := queueSlots(t, l, acc, 3)
+	bare, err := l.Append(record(2, 40))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slotted := func(rec []byte, p Pos, i int) (Pos, error) {
+		ch := make(chan error, 1)
+		var got Pos
+		l.AppendSlotted(rec, p, i, func(rp Pos) []byte {
+			b := make([]byte, SlotPayload)
+			binary.LittleEndian.PutUint64(b, uint64(rp))
+			b[8] = 'x'
+			return b
+		}, func(rp Pos, err error) { got = rp; ch <- err })
+		return got, <-ch
+	}
+	syncs := l.synced.Load()
+	op, err := slotted(record(3, 90), ap, 1)
+	if err != nil || op == 0 {
+		t.Fatalf("AppendSlotted: %v, %v", op, err)
+	}
+	if n := l.synced.Load() - syncs; n != 1 {
+		t.Fatalf("a record and its slot took %d syncs, want 1", n)
+	}
+	want := make([]byte, SlotPayload)
+	binary.LittleEndian.PutUint64(want, uint64(op))
+	want[8] = 'x'
+	wantSlots(t, l, ap, acc, nil, want, nil)
+	if got, err := l.Read(op); err != nil || !bytes.Equal(got, record(3, 90)) {
+		t.Fatalf("the record: %.20q, %v", got, err)
+	}
+	if rp, err := slotted(record(4, 50), bare, 0); !errors.Is(err, ErrBadSlot) {
+		t.Fatalf("a slot of a record without slots: %v", err)
+	} else if got, err := l.Read(rp); err != nil || !bytes.Equal(got, record(4, 50)) {
+		t.Fatalf("the record of a refused slot: %.20q, %v", got, err)
+	}
+	if _, err := slotted(record(5, 50), ap, 3); !errors.Is(err, ErrBadSlot) {
+		t.Fatalf("slot 3 of a record with 3: %v", err)
+	}
+	if _, err := slotted(record(6, 50), At(9, 100), 0); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a target past the end: %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := slotted(record(7, 50), ap, 0); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+	l2, _ := open(t, dir, Options{Sync: SyncBatch})
+	wantSlots(t, l2, ap, acc, nil, want, nil)
 }

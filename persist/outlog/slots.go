@@ -73,6 +73,41 @@ func (l *Log) WriteSlot(p Pos, i int, payload []byte, done func(error)) {
 	l.mu.Unlock()
 }
 
+// AppendSlotted appends rec and writes, in the same round of the writer, slot i of the record
+// at p with payload(pos), pos being where rec lies (an outcome and the slot of its accept that
+// names it): one round and one sync instead of two, and rec is written before the slot. done
+// is called from the writer's goroutine with rec's position once both are written (SyncBatch:
+// and synced), or with the error that stopped either: rec may have been written when the slot
+// was not (a slot refused as WriteSlot refuses it answers ErrBadSlot, and rec is still
+// written). done must not block. rec is copied before AppendSlotted returns.
+func (l *Log) AppendSlotted(rec []byte, p Pos, i int, payload func(Pos) []byte, done func(Pos, error)) {
+	if i < 0 || i >= MaxSlots || p.Off() < segHeader {
+		done(0, ErrBadSlot)
+		return
+	}
+	l.mu.Lock()
+	if end := At(l.seg, uint32(l.end)); p >= end {
+		l.mu.Unlock()
+		done(0, ErrNotFound)
+		return
+	}
+	_, pos, err := l.enqueueLocked(len(rec), 0, func(_ Pos, b []byte) { copy(b, rec) }, nil)
+	if err != nil {
+		l.mu.Unlock()
+		done(0, err)
+		return
+	}
+	b := payload(pos)
+	w := slotWrite{pos: p, i: i, done: func(err error) { done(pos, err) }}
+	if len(b) != SlotPayload || allZero(b) {
+		w.i = MaxSlots // no record has it: the writer answers ErrBadSlot
+	}
+	binary.LittleEndian.PutUint32(w.b[:4], slotCRC(p, w.i, b))
+	copy(w.b[4:], b)
+	l.slotq = append(l.slotq, w)
+	l.mu.Unlock()
+}
+
 func allZero(b []byte) bool {
 	for _, c := range b {
 		if c != 0 {
