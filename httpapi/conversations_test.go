@@ -90,11 +90,15 @@ func TestConversations(t *testing.T) {
 		return a.do(t, "GET", "/api/v1/messages/{reply}", "key", nil, nil).obj()["revoked"] == true
 	})
 
-	// A message still queued is cancelled: the sim takes 1.5 s per delivery, the second waits.
+	// A message still queued is cancelled: the sim takes 1.5 s per delivery and the session
+	// waits 3 s between sends, so the second waits in the queue. (Without the gap the worker
+	// may take both in one batch when they come together: the second is then in flight, and
+	// its DELETE a revoke. That happened under CI's load.)
 	a.run(t, "conversations_3", []call{
 		{name: "revoke of a failed message", method: "DELETE", path: "/api/v1/messages/{failed}", as: "key", status: 409, code: "not_revocable"},
 		{name: "revoke again", method: "DELETE", path: "/api/v1/messages/{reply}", as: "key", status: 409, code: "not_revocable"},
 		{method: "POST", path: "/api/dev/sim/latency", body: map[string]any{"ms": 1500}, status: 200},
+		{method: "PATCH", path: "/api/admin/sessions", as: "root", body: `{"id":"{sid}","pacing":{"minGapMs":3000}}`, status: 200},
 		{method: "POST", path: "/api/v1/messages/send", as: "key", body: map[string]any{"phone": "15550100102", "message": "first"}, status: 200},
 		{method: "POST", path: "/api/v1/messages/send", as: "key", body: map[string]any{"phone": "15550100103", "message": "second"}, status: 200, keep: map[string]string{"message_id": "queued"}},
 		{name: "cancelled", method: "DELETE", path: "/api/v1/messages/{queued}", as: "key", status: 200, check: func(t testing.TB, r res) {
@@ -104,6 +108,7 @@ func TestConversations(t *testing.T) {
 		}},
 		{name: "cancelled again", method: "DELETE", path: "/api/v1/messages/{queued}", as: "key", status: 200},
 		{method: "POST", path: "/api/dev/sim/latency", body: map[string]any{"ms": 0}, status: 200},
+		{method: "PATCH", path: "/api/admin/sessions", as: "root", body: `{"id":"{sid}","pacing":{"minGapMs":0}}`, status: 200},
 		{name: "the cancelled message", method: "GET", path: "/api/v1/messages/{queued}", as: "key", status: 200},
 	})
 

@@ -101,7 +101,11 @@ func newCluster(t testing.TB, n int) *Cluster {
 		t.Fatalf("clustertest: %d servers", n)
 	}
 	c := &Cluster{t: t, name: "gw-test"}
-	clientPorts, routePorts := freePorts(t, n), freePorts(t, n)
+	// All ports from one call: two calls could each be handed a port the other had just
+	// closed, and a server's client and route listeners would then collide (a server never
+	// ready: seen in CI).
+	ports := freePorts(t, 2*n)
+	clientPorts, routePorts := ports[:n], ports[n:]
 	var routes []*url.URL
 	if n > 1 {
 		for _, p := range routePorts {
