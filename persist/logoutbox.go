@@ -434,9 +434,17 @@ func slotPos(s []byte) outlog.Pos {
 }
 
 // readLinked reads the record of kind k a slot names, with its accept's position apos: its
-// bytes after the kind and the position.
+// bytes after the kind and the position; nil (no error) when that record is not readable (the
+// slot then counts as empty).
 func (lo *LogOutbox) readLinked(s []byte, k byte, apos outlog.Pos) ([]byte, error) {
 	rec, err := lo.log.Read(slotPos(s))
+	if errors.Is(err, outlog.ErrNotFound) {
+		// Not readable yet: the writer writes a record and the slot naming it in one round
+		// (AppendSlotted) and lets readers past the record at the round's end, so a reader
+		// may see the slot first. (Or lost: an interval-mode power cut kept the slot and not
+		// the record.) The slot reads as empty until then.
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: the record a slot names at %v: %w", outboxTable, slotPos(s), err)
 	}
@@ -454,7 +462,9 @@ func (lo *LogOutbox) body(f found) (domain.OutboxEntry, string, error) {
 		if err != nil {
 			return domain.OutboxEntry{}, "", err
 		}
-		data = q
+		if q != nil {
+			data = q
+		}
 	}
 	e, hash, err := decodeBody(data)
 	if err != nil {
@@ -479,7 +489,7 @@ func (lo *LogOutbox) Get(id string) (domain.OutboxEntry, error) {
 		return e, nil
 	}
 	data, err := lo.readLinked(s, recOutcome, f.pos)
-	if err != nil {
+	if err != nil || data == nil {
 		return e, err
 	}
 	var c outcome
@@ -524,6 +534,9 @@ func (lo *LogOutbox) receipts(f found) ([]domain.StatusChange, error) {
 		data, err := lo.readLinked(s, recReceipt, f.pos)
 		if err != nil {
 			return nil, err
+		}
+		if data == nil {
+			continue
 		}
 		var c domain.StatusChange
 		if _, err := Decode(data, 1, &c); err != nil {

@@ -77,8 +77,12 @@ func (lo *LogOutbox) Pending() ([]domain.OutboxEntry, error) {
 		}
 		body := f.rec[acceptHeader:]
 		if s := f.slots[slotRequeue]; s != nil {
-			if body, err = lo.readLinked(s, recRequeue, f.pos); err != nil {
+			q, err := lo.readLinked(s, recRequeue, f.pos)
+			if err != nil {
 				return nil, err
+			}
+			if q != nil {
+				body = q
 			}
 		}
 		byPos[m.pos] = &logCand{id: m.id, pos: m.pos, body: slices.Clone(body), marked: true}

@@ -536,3 +536,34 @@ func TestAppendReceipt(t *testing.T) {
 		}
 	}
 }
+
+// A slot written before the record it names is readable (AppendSlotted's record and slot go in
+// one round, and readers are let past the record at the round's end) reads as empty: the
+// message is as it was, not an error or not found.
+func TestLogOutboxSlotBeforeItsRecord(t *testing.T) {
+	dir, kv, clock := t.TempDir(), NewMemory(), &testClock{}
+	at := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
+	clock.set(at)
+	lo, _ := openLogOutbox(t, dir, kv, clock)
+	id := acceptLog(t, lo, 1, at)[0]
+	apos := lo.known(id)
+	ahead := outlog.At(apos.Seg(), apos.Off()+1<<20) // past what is written
+	for _, w := range []struct {
+		slot int
+		kind byte
+		st   domain.MessageStatus
+	}{{slotOutcome, recOutcome, domain.MsgSent}, {slotRead, recReceipt, domain.MsgRead}, {slotRequeue, recRequeue, domain.MsgQueued}} {
+		ch := make(chan error, 1)
+		lo.log.WriteSlot(apos, w.slot, slotPayload(w.kind, w.st, domain.MillisOf(at), ahead), func(err error) { ch <- err })
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := wantStatus(t, lo, id, domain.MsgQueued)
+	if e.SessionID != "s1" {
+		t.Fatalf("body: %+v", e)
+	}
+	if rs, err := lo.Receipts(id); err != nil || len(rs) != 0 {
+		t.Fatalf("receipts %v, %v", rs, err)
+	}
+}
