@@ -4,9 +4,11 @@ package main
 // (the same users, connections and cases, with the bench's generator and with wrk), measured on
 // a lone `--store nats` gateway, a cluster of one node and a cluster of three, side by side on
 // the same NATS, first one server (R1, embedded in this process) then three clustered servers
-// (R3, embedded); then, on the three nodes of R1, the forwarding overhead (a request sent to a
-// node that does not own the caller's partition against one sent to its owner) and the
-// hand-over times (kill -9 of a node to every partition owned and every session CONNECTED
+// (R3, embedded). The lone gateway and the 1-node cluster are up at once and measured in
+// alternated windows, --rounds rounds (median and spread reported), since one window each moved
+// their ratio by 0.2 from run to run on a shared machine; then, on the three nodes of R1, the
+// forwarding overhead (a request sent to a node that does not own the caller's partition
+// against one sent to its owner) and the hand-over times (kill -9 of a node to every partition owned and every session CONNECTED
 // again; its restart to its share back; SIGTERM to exit and hand-over). Every gateway uses one
 // `gateway sim` process (a cluster needs it; the lone gateway uses it too, so the network is
 // the same). A cluster's connections are spread over its nodes (what a load balancer does),
@@ -31,6 +33,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/gateway/gateway/persist/natstest"
 )
 
@@ -50,6 +55,7 @@ type clusterOptions struct {
 	readme     string
 	streams    int
 	keep       bool
+	rounds     int
 }
 
 func parseCluster(args []string, stderr io.Writer) (clusterOptions, error) {
@@ -71,6 +77,7 @@ func parseCluster(args []string, stderr io.Writer) (clusterOptions, error) {
 	fs.BoolVar(&o.handovers, "handovers", true, "on R1's three nodes, measure the forwarding overhead and the hand-over times")
 	fs.StringVar(&o.readme, "readme", "", "README whose cluster figures block is replaced (bench/README.md; empty = none)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work dir (data and logs)")
+	fs.IntVar(&o.rounds, "rounds", 3, "rounds of the lone gateway's and the 1-node cluster's windows, alternated (both up at once, the order swapped each round): each figure is its rounds' median, \"1 node / lone\" the median of the rounds' ratios with their spread")
 	fs.IntVar(&o.streams, "nats-streams", 0, "the cluster nodes' --nats-streams (0: not given, the nodes' default: one records stream per NATS server, at most 3)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -85,6 +92,9 @@ func parseCluster(args []string, stderr io.Writer) (clusterOptions, error) {
 		if t != "r1" && t != "r3" {
 			return o, fmt.Errorf("--nats: %q (r1 or r3)", t)
 		}
+	}
+	if o.rounds < 1 {
+		return o, fmt.Errorf("--rounds must be 1 or more")
 	}
 	if o.users < 3 || o.conns < 3 {
 		return o, fmt.Errorf("--users and --conns must be 3 or more")
@@ -106,6 +116,11 @@ type benchCluster struct {
 	ids    []string
 	lone   bool
 	admin  string
+	setup  string
+	fl     *fleet
+	// others are gateways of another setup, up beside this one and idle during its windows:
+	// each window waits for them to be idle too
+	others []*gatewayProc
 }
 
 func (c *benchCluster) start(ctx context.Context, i int, pprof string) (time.Duration, error) {
@@ -187,17 +202,108 @@ func partitionOf(uid string) int {
 	return int(h.Sum64() % benchPartitions)
 }
 
-// clusterRow is one case measured on one setup: the rates with each generator.
+// clusterRow is one case measured on one setup, in one window or in several rounds of
+// windows: gen and wrk are the rounds' medians.
 type clusterRow struct {
 	gen, wrk float64
 	// genLoad, wrkLoad: the machine's 1-minute load average as each generator's window ended
-	// (uptime's first figure; other work on a shared machine moves the rates)
+	// (uptime's first figure; other work on a shared machine moves the rates), over the rounds:
+	// the lowest and highest
 	genLoad, wrkLoad string
 	errs             int64
 	note             string
-	// commits and batches per request of the bench generator's window (every gateway's
-	// gateway_storage_commits_total and _batches_total)
-	commits, batches float64
+	// commits, batches and records per request of the bench generator's windows (every
+	// gateway's gateway_storage_commits_total, _batches_total and _writes_total)
+	commits, batches, records float64
+	rounds                    []clusterRound
+	// the generator's windows' requests, commit groups, batches and records, summed over the
+	// rounds
+	requests, groupsN, batchesN, recordsN float64
+}
+
+// clusterRound is one round's windows of a case on one setup.
+type clusterRound struct {
+	gen, wrk         float64
+	genLoad, wrkLoad string
+}
+
+// add records a round and updates the medians, the loads' range and the counts per request.
+func (r *clusterRow) add(x clusterRound, requests, groups, batches, records float64) {
+	r.rounds = append(r.rounds, x)
+	var gens, wrks, genLoads, wrkLoads []float64
+	for _, y := range r.rounds {
+		gens, wrks = append(gens, y.gen), append(wrks, y.wrk)
+		if l, err := strconv.ParseFloat(y.genLoad, 64); err == nil {
+			genLoads = append(genLoads, l)
+		}
+		if l, err := strconv.ParseFloat(y.wrkLoad, 64); err == nil {
+			wrkLoads = append(wrkLoads, l)
+		}
+	}
+	r.gen, r.wrk = median(gens), median(wrks)
+	r.genLoad, r.wrkLoad = loadRange(genLoads, x.genLoad), loadRange(wrkLoads, x.wrkLoad)
+	r.requests, r.groupsN, r.batchesN, r.recordsN = r.requests+requests, r.groupsN+groups, r.batchesN+batches, r.recordsN+records
+	if r.requests > 0 {
+		r.commits, r.batches, r.records = r.groupsN/r.requests, r.batchesN/r.requests, r.recordsN/r.requests
+	}
+}
+
+// median of xs (0 if none): the middle one, or the mean of the two middle ones.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// loadRange is "lo-hi" of the loads seen (the one load if they agree), or last if none parsed.
+func loadRange(loads []float64, last string) string {
+	if len(loads) == 0 {
+		return last
+	}
+	lo, hi := slices.Min(loads), slices.Max(loads)
+	if lo == hi {
+		return strconv.FormatFloat(lo, 'f', 2, 64)
+	}
+	return strconv.FormatFloat(lo, 'f', 1, 64) + "-" + strconv.FormatFloat(hi, 'f', 1, 64)
+}
+
+// roundRatios are a's rates over b's round by round (a round's ratio: each generator against
+// itself, the lower of the two), as `bench run` compares the gateway with bare: the rounds
+// alternate the two setups, so a slow spell of the machine weighs on both.
+func roundRatios(a, b *clusterRow) []float64 {
+	if a == nil || b == nil {
+		return nil
+	}
+	var out []float64
+	for i := range min(len(a.rounds), len(b.rounds)) {
+		x, y := a.rounds[i], b.rounds[i]
+		if y.gen == 0 {
+			continue
+		}
+		r := x.gen / y.gen
+		if x.wrk > 0 && y.wrk > 0 {
+			r = min(r, x.wrk/y.wrk)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// ratioCell is the median of the rounds' ratios and their spread: "0.85 (0.78-0.92, 3 rounds)";
+// one round, its ratio alone.
+func ratioCell(rs []float64) string {
+	switch len(rs) {
+	case 0:
+		return "-"
+	case 1:
+		return fmt.Sprintf("%.2f", rs[0])
+	}
+	return fmt.Sprintf("%.2f (%.2f-%.2f, %d rounds)", median(rs), slices.Min(rs), slices.Max(rs), len(rs))
 }
 
 // clusterRun holds the figures of a whole run, by NATS setup, then setup name, then case.
@@ -246,23 +352,16 @@ func runCluster(ctx context.Context, o clusterOptions, out io.Writer) error {
 	run := &clusterRun{rows: map[string]map[string]map[string]*clusterRow{}, cpu: map[string]string{}, load: m.Load}
 	seq := 0
 	for _, topo := range o.topologies {
-		urls, stop, err := startBenchNATS(work, topo)
+		urls, nc, stop, err := startBenchNATS(work, topo)
 		if err != nil {
 			return err
 		}
 		run.rows[topo] = map[string]map[string]*clusterRow{}
-		for _, setup := range clusterSetups {
-			seq++
-			c := &benchCluster{o: o, work: work, prefix: fmt.Sprintf("%s%s%d", setup[:1], topo, seq)}
-			c.prefix = strings.ReplaceAll(c.prefix, "-", "")
-			rows, err := c.measure(ctx, topo, setup, urls, simAddr, wrk, run, out)
-			run.rows[topo][setup] = rows
-			if err != nil {
-				stop()
-				return fmt.Errorf("%s %s: %w", topo, setup, err)
-			}
-		}
+		err = measureTopology(ctx, o, work, topo, urls, nc, simAddr, wrk, run, &seq, out)
 		stop()
+		if err != nil {
+			return err
+		}
 	}
 	printClusterSummary(out, o, run)
 	if o.readme != "" {
@@ -277,14 +376,14 @@ func runCluster(ctx context.Context, o clusterOptions, out io.Writer) error {
 	return nil
 }
 
-// startBenchNATS starts the NATS of a setup: one server, or three clustered.
-func startBenchNATS(work, topo string) (urls string, stop func(), err error) {
+// startBenchNATS starts the NATS of a setup: one server, or three clustered (returned too).
+func startBenchNATS(work, topo string) (urls string, cluster *natstest.Cluster, stop func(), err error) {
 	if topo == "r1" {
 		srv, err := natstest.Run(natstest.Options{Dir: filepath.Join(work, "nats-r1")})
 		if err != nil {
-			return "", nil, err
+			return "", nil, nil, err
 		}
-		return srv.URL, srv.Close, nil
+		return srv.URL, nil, srv.Close, nil
 	}
 	n := 0
 	c, err := natstest.RunCluster(3, func() string {
@@ -294,15 +393,132 @@ func startBenchNATS(work, topo string) (urls string, stop func(), err error) {
 		return d
 	})
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
-	return c.URLs(), c.Close, nil
+	return c.URLs(), c, c.Close, nil
 }
 
-// measure starts one setup (a lone gateway, or n nodes on their own prefix), provisions it and
-// measures every case through all of its gateways; with three nodes on R1, the forwarding and
-// the hand-overs after. It stops its gateways whatever happens.
-func (c *benchCluster) measure(ctx context.Context, topo, setup, natsURLs, simAddr string, wrk *wrkTool, run *clusterRun, out io.Writer) (map[string]*clusterRow, error) {
+// placement says, on three servers, which server the setup's store connection is on and
+// which lead its records streams: a publish to a stream led by another server is routed there
+// and back (r3speed: about 5 µs a commit and a hop), so a lone gateway whose one stream is led
+// where it is connected pays less than one whose stream is not, by the luck of the run.
+func (c *benchCluster) placement(ctx context.Context, urls string, nc *natstest.Cluster) string {
+	conn := nc.ServerOf("gateway " + c.prefix)
+	client, err := nats.Connect(urls)
+	if err != nil {
+		return "placement unknown: " + err.Error()
+	}
+	defer client.Close()
+	js, err := jetstream.New(client)
+	if err != nil {
+		return "placement unknown: " + err.Error()
+	}
+	var leaders []string
+	local := 0
+	for k := 0; ; k++ {
+		name := c.prefix + "_records"
+		if k > 0 {
+			name += "_" + strconv.Itoa(k)
+		}
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			break
+		}
+		info, err := st.Info(ctx)
+		if err != nil || info.Cluster == nil {
+			break
+		}
+		leaders = append(leaders, info.Cluster.Leader)
+		if info.Cluster.Leader == conn {
+			local++
+		}
+	}
+	return fmt.Sprintf("store connection on %s, records streams led by %s (%d of %d on its server)", cmp.Or(conn, "?"), strings.Join(leaders, ", "), local, len(leaders))
+}
+
+// measureTopology measures the setups on one NATS: the lone gateway and the 1-node cluster up
+// at once, their windows alternated for o.rounds rounds (the order swapped each round), then
+// both stopped; then the 3-node cluster, one window per case, with (on R1) the forwarding and
+// the hand-overs.
+func measureTopology(ctx context.Context, o clusterOptions, work, topo, urls string, nc *natstest.Cluster, simAddr string, wrk *wrkTool, run *clusterRun, seq *int, out io.Writer) error {
+	newSetup := func(setup string) *benchCluster {
+		*seq++
+		c := &benchCluster{o: o, work: work, setup: setup, prefix: fmt.Sprintf("%s%s%d", setup[:1], topo, *seq)}
+		c.prefix = strings.ReplaceAll(c.prefix, "-", "")
+		run.rows[topo][setup] = map[string]*clusterRow{}
+		return c
+	}
+	var pair []*benchCluster
+	defer func() {
+		for _, c := range pair {
+			c.stopAll()
+		}
+	}()
+	for _, setup := range clusterSetups[:2] {
+		c := newSetup(setup)
+		pair = append(pair, c)
+		if err := c.prepare(ctx, topo, urls, simAddr, out); err != nil {
+			return fmt.Errorf("%s %s: %w", topo, setup, err)
+		}
+	}
+	pair[0].others, pair[1].others = pair[1].nodes, pair[0].nodes
+	if nc != nil {
+		for _, c := range pair {
+			line := fmt.Sprintf("placement, %s %s: %s", strings.ToUpper(topo), c.setup, c.placement(ctx, urls, nc))
+			fmt.Fprintln(out, line)
+			run.extra = append(run.extra, line)
+		}
+	}
+	for r := range o.rounds {
+		for _, i := range roundOrder(r) {
+			c := pair[i]
+			if err := c.measureCases(ctx, topo, r, wrk, run, out); err != nil {
+				return fmt.Errorf("%s %s: %w", topo, c.setup, err)
+			}
+		}
+	}
+	for _, c := range pair {
+		c.stopAll()
+	}
+	pair = nil
+	c := newSetup(clusterSetups[2])
+	defer c.stopAll()
+	if err := c.prepare(ctx, topo, urls, simAddr, out); err != nil {
+		return fmt.Errorf("%s %s: %w", topo, c.setup, err)
+	}
+	if err := c.measureCases(ctx, topo, 0, wrk, run, out); err != nil {
+		return fmt.Errorf("%s %s: %w", topo, c.setup, err)
+	}
+	if len(c.nodes) == 3 && topo == "r1" && c.o.handovers {
+		return c.overheadAndHandovers(ctx, c.fl, run, out)
+	}
+	return nil
+}
+
+// roundOrder is the order of the lone gateway's (0) and the 1-node cluster's (1) windows in
+// round r: swapped each round (lone, node; node, lone; ...), so neither always runs first
+// after the other's backlog or always last as the machine's load drifts.
+func roundOrder(r int) [2]int {
+	if r%2 == 1 {
+		return [2]int{1, 0}
+	}
+	return [2]int{0, 1}
+}
+
+// stopAll stops the setup's gateways (SIGTERM, then kill after 30 s).
+func (c *benchCluster) stopAll() {
+	for i, g := range c.nodes {
+		if g != nil {
+			_, _ = g.stop(30 * time.Second)
+			c.nodes[i] = nil
+		}
+	}
+}
+
+// prepare starts one setup (a lone gateway, or n nodes on their own prefix) and provisions it.
+// The caller stops its gateways (stopAll) whatever happens.
+func (c *benchCluster) prepare(ctx context.Context, topo, natsURLs, simAddr string, out io.Writer) error {
+	setup := c.setup
 	n := 1
 	if setup == "cluster-3" {
 		n = 3
@@ -319,84 +535,87 @@ func (c *benchCluster) measure(ctx context.Context, topo, setup, natsURLs, simAd
 	for i := range n {
 		c.ids = append(c.ids, fmt.Sprintf("node%d", i+1))
 	}
-	defer func() {
-		for _, g := range c.nodes {
-			if g != nil {
-				_, _ = g.stop(30 * time.Second)
-			}
-		}
-	}()
-	profile := c.o.profile && n == 1
 	for i := range n {
 		pprof := ""
-		if profile {
+		if c.o.profile && n == 1 {
 			var err error
 			if pprof, err = freeAddr(); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		if _, err := c.start(ctx, i, pprof); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	mint := func(uid, role string) (string, error) { return devToken(c.nodes[0].api, uid, role) }
 	var err error
 	if c.admin, err = mint("bench-admin", "admin"); err != nil {
-		return nil, err
+		return err
 	}
 	if !c.lone {
 		if _, err := c.waitShared(ctx, 0, c.ids, time.Minute); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	needStores := slices.Contains(c.o.cases, "webhook") || slices.Contains(c.o.cases, "webhook-route")
-	fl, err := provision(ctx, c.nodes[0], provisionOptions{users: c.o.users, concurrency: 8, scan: true, keys: true, stores: needStores, mint: mint})
-	if err != nil {
-		return nil, err
+	c.fl, err = provision(ctx, c.nodes[0], provisionOptions{users: c.o.users, concurrency: 8, scan: true, keys: true, stores: needStores, mint: mint})
+	return err
+}
+
+// measureCases measures every case of the setup once (round r of o.rounds), each through all of
+// its gateways, and adds the windows to the setup's rows. The first round of v1 send is profiled
+// on a setup of one process.
+func (c *benchCluster) measureCases(ctx context.Context, topo string, r int, wrk *wrkTool, run *clusterRun, out io.Writer) error {
+	rows, fl, n := run.rows[topo][c.setup], c.fl, len(c.nodes)
+	rounds := ""
+	if c.setup != clusterSetups[2] && c.o.rounds > 1 {
+		rounds = fmt.Sprintf(", round %d of %d", r+1, c.o.rounds)
 	}
-	fmt.Fprintf(out, "\n== NATS %s, %s (%d gateway process(es)):\n", strings.ToUpper(topo), setup, n)
-	rows := map[string]*clusterRow{}
+	fmt.Fprintf(out, "\n== NATS %s, %s (%d gateway process(es)%s):\n", strings.ToUpper(topo), c.setup, n, rounds)
 	for _, id := range c.o.cases {
 		bc := caseByID(id)
-		row := &clusterRow{}
-		rows[id] = row
+		row := rows[id]
+		if row == nil {
+			row = &clusterRow{}
+			rows[id] = row
+		}
 		if bc.needs == "stores" && !fl.stores {
 			row.note = "skipped: " + fl.storesNote
 			continue
 		}
 		var prof *windowProfile
-		if profile && id == "send" && c.nodes[0].pprof != "" {
+		if c.o.profile && r == 0 && n == 1 && id == "send" && c.nodes[0].pprof != "" {
 			prof = &windowProfile{g: c.nodes[0], duration: c.o.duration}
 		}
 		before := c.storeCounters()
 		gen, err := c.measureCase(ctx, bc, fl, run, nil, prof)
 		if err != nil {
-			return rows, fmt.Errorf("%s: %w", id, err)
+			return fmt.Errorf("%s: %w", id, err)
 		}
-		row.gen, row.errs, row.genLoad = gen.RPS, gen.Errors, loadNow()
-		if after := c.storeCounters(); gen.Requests > 0 {
-			row.commits = (after[0] - before[0]) / float64(gen.Requests)
-			row.batches = (after[1] - before[1]) / float64(gen.Requests)
-		}
+		x := clusterRound{gen: gen.RPS, genLoad: loadNow()}
+		errs := gen.Errors
+		after := c.storeCounters()
 		if prof != nil {
-			cpu, err := prof.finish(gen.Requests, filepath.Join(c.work, fmt.Sprintf("%s-%s-send-cpu.prof", topo, setup)))
+			cpu, err := prof.finish(gen.Requests, filepath.Join(c.work, fmt.Sprintf("%s-%s-send-cpu.prof", topo, c.setup)))
 			if err == nil && cpu != nil {
-				run.cpu[topo+" "+setup] = cpuLine(cpu)
+				run.cpu[topo+" "+c.setup] = cpuLine(cpu)
 			}
 		}
 		if wrk != nil {
 			w, err := c.measureCase(ctx, bc, fl, run, wrk, nil)
 			if err != nil {
-				return rows, fmt.Errorf("%s (wrk): %w", id, err)
+				return fmt.Errorf("%s (wrk): %w", id, err)
 			}
-			row.wrk, row.wrkLoad = w.RPS, loadNow()
-			row.errs += w.Errors
+			x.wrk, x.wrkLoad = w.RPS, loadNow()
+			errs += w.Errors
 		}
-		fmt.Fprintf(out, "  %-26s %9.0f req/s  wrk %9.0f req/s  errors %d  (%.2f commit groups, %.3f batches per request; load %s / %s)\n", bc.name, row.gen, row.wrk, row.errs, row.commits, row.batches, row.genLoad, row.wrkLoad)
-		if row.errs > 0 {
+		row.add(x, float64(gen.Requests), after[0]-before[0], after[1]-before[1], after[2]-before[2])
+		row.errs += errs
+		fmt.Fprintf(out, "  %-26s %9.0f req/s  wrk %9.0f req/s  errors %d  (%.2f commit groups, %.3f batches, %.2f records per request; load %s / %s)\n", bc.name, x.gen, x.wrk, errs, row.commits, row.batches, row.records, x.genLoad, x.wrkLoad)
+		if errs > 0 {
 			// Reported (the figures and the run's end say so), not the end of the run: the
 			// other setups' figures still count.
-			line := fmt.Sprintf("errors: NATS %s, %s, %s: %d error responses", strings.ToUpper(topo), setup, bc.name, row.errs)
+			line := fmt.Sprintf("errors: NATS %s, %s, %s: %d error responses", strings.ToUpper(topo), c.setup, bc.name, errs)
 			if len(gen.ErrorSamples) > 0 {
 				line += " (" + strings.Join(gen.ErrorSamples, "; ") + ")"
 			}
@@ -405,21 +624,16 @@ func (c *benchCluster) measure(ctx context.Context, topo, setup, natsURLs, simAd
 			run.failed++
 		}
 	}
-	if n == 3 && topo == "r1" && c.o.handovers {
-		if err := c.overheadAndHandovers(ctx, fl, run, out); err != nil {
-			return rows, err
-		}
-	}
-	return rows, nil
+	return nil
 }
 
-// storeCounters sums the gateways' commit groups and batches (a little after the window: the
-// commits it caused).
-func (c *benchCluster) storeCounters() [2]float64 {
-	var out [2]float64
+// storeCounters sums the gateways' commit groups, batches and records written (a little after
+// the window: the commits it caused).
+func (c *benchCluster) storeCounters() [3]float64 {
+	var out [3]float64
 	for _, g := range c.nodes {
-		if v, err := scrapeCounters(g.api, "gateway_storage_commits_total", "gateway_storage_batches_total"); err == nil {
-			out[0], out[1] = out[0]+v[0], out[1]+v[1]
+		if v, err := scrapeCounters(g.api, "gateway_storage_commits_total", "gateway_storage_batches_total", "gateway_storage_writes_total"); err == nil {
+			out[0], out[1], out[2] = out[0]+v[0], out[1]+v[1], out[2]+v[2]
 		}
 	}
 	return out
@@ -443,8 +657,8 @@ func cpuLine(cpu *cpuFigures) string {
 func (c *benchCluster) measureCase(ctx context.Context, bc *benchCase, fl *fleet, run *clusterRun, w *wrkTool, prof *windowProfile) (stats, error) {
 	n := len(c.nodes)
 	var all stats
-	for _, g := range c.nodes {
-		if c.o.settle > 0 {
+	for _, g := range append(slices.Clip(c.nodes), c.others...) {
+		if g != nil && c.o.settle > 0 {
 			if _, _, err := settle(ctx, g.api, c.o.settle, settleLimit); err != nil {
 				return all, err
 			}
@@ -625,7 +839,8 @@ func loadNow() string {
 	return "?"
 }
 
-// ratio of two rows, each generator's rates compared with the same generator's, the lower kept.
+// ratio of two rows (their medians), each generator's rates compared with the same
+// generator's, the lower kept.
 func ratio(a, b *clusterRow) float64 {
 	if a == nil || b == nil || b.gen == 0 {
 		return 0
@@ -640,7 +855,7 @@ func ratio(a, b *clusterRow) float64 {
 // clusterTable is the run's figures as a markdown table.
 func clusterTable(o clusterOptions, run *clusterRun) string {
 	var b strings.Builder
-	fmt.Fprintln(&b, "| NATS | case | lone req/s, gen / wrk (load) | 1 node, gen / wrk (load) | 3 nodes, gen / wrk (load) | 1 node / lone | 3 nodes / 1 node |")
+	fmt.Fprintf(&b, "| NATS | case | lone req/s, gen / wrk (load)%[1]s | 1 node, gen / wrk (load)%[1]s | 3 nodes, gen / wrk (load) | 1 node / lone%[2]s | 3 nodes / 1 node |\n", medians(o), spread(o))
 	fmt.Fprintln(&b, "| --- | --- | ---: | ---: | ---: | ---: | ---: |")
 	for _, topo := range o.topologies {
 		setups := run.rows[topo]
@@ -656,11 +871,48 @@ func clusterTable(o clusterOptions, run *clusterRun) string {
 				}
 				return fmt.Sprintf("%.0f / %.0f (%s / %s)", r.gen, r.wrk, r.genLoad, cmp.Or(r.wrkLoad, "-"))
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.2f | %.2f |\n", strings.ToUpper(topo), bc.name, cell("lone"), cell("cluster-1"), cell("cluster-3"),
-				ratio(setups["cluster-1"][id], setups["lone"][id]), ratio(setups["cluster-3"][id], setups["cluster-1"][id]))
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %.2f |\n", strings.ToUpper(topo), bc.name, cell("lone"), cell("cluster-1"), cell("cluster-3"),
+				ratioCell(roundRatios(setups["cluster-1"][id], setups["lone"][id])), ratio(setups["cluster-3"][id], setups["cluster-1"][id]))
 		}
 	}
 	return b.String()
+}
+
+// medians and spread say, in the table's header, what its lone and 1-node cells are over
+// several rounds.
+func medians(o clusterOptions) string {
+	if o.rounds > 1 {
+		return fmt.Sprintf(", median of %d", o.rounds)
+	}
+	return ""
+}
+
+func spread(o clusterOptions) string {
+	if o.rounds > 1 {
+		return " (median of the rounds' ratios, lowest-highest)"
+	}
+	return ""
+}
+
+// roundsLines are, for each case, each round's lone and 1-node rates and their ratio.
+func roundsLines(o clusterOptions, run *clusterRun) []string {
+	var out []string
+	for _, topo := range o.topologies {
+		for _, id := range o.cases {
+			lone, node := run.rows[topo]["lone"][id], run.rows[topo]["cluster-1"][id]
+			if lone == nil || node == nil || len(lone.rounds) < 2 {
+				continue
+			}
+			rs := roundRatios(node, lone)
+			var parts []string
+			for i := range min(len(lone.rounds), len(node.rounds), len(rs)) {
+				l, n := lone.rounds[i], node.rounds[i]
+				parts = append(parts, fmt.Sprintf("%.0f / %.0f against %.0f / %.0f: %.2f", n.gen, n.wrk, l.gen, l.wrk, rs[i]))
+			}
+			out = append(out, fmt.Sprintf("rounds, %s %s, 1 node against lone (gen / wrk): %s", strings.ToUpper(topo), caseByID(id).name, strings.Join(parts, "; ")))
+		}
+	}
+	return out
 }
 
 func printClusterSummary(out io.Writer, o clusterOptions, run *clusterRun) {
@@ -668,6 +920,9 @@ func printClusterSummary(out io.Writer, o clusterOptions, run *clusterRun) {
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprint(tw, strings.ReplaceAll(strings.ReplaceAll(clusterTable(o, run), " | ", "\t"), "|", ""))
 	tw.Flush()
+	for _, l := range roundsLines(o, run) {
+		fmt.Fprintln(out, l)
+	}
 	for _, k := range sortedKeys(run.cpu) {
 		fmt.Fprintf(out, "CPU, %s, v1 send: %s\n", k, run.cpu[k])
 	}
@@ -711,10 +966,16 @@ func updateClusterReadme(o clusterOptions, run *clusterRun) error {
 	if !o.handovers {
 		cmd += " --handovers=false"
 	}
+	if o.rounds != 3 {
+		cmd += fmt.Sprintf(" --rounds %d", o.rounds)
+	}
 	fmt.Fprintf(&b, "%s\nRun %s, gateway `%s`, on %s. Command: `%s`. Load average when it started: %s.\n\n",
 		begin, time.Now().UTC().Format("2006-01-02 15:04 UTC"), gatewayVersion(o.gateway), m, cmd, run.load)
 	b.WriteString(clusterTable(o, run))
 	b.WriteString("\n")
+	for _, l := range roundsLines(o, run) {
+		fmt.Fprintf(&b, "- %s\n", l)
+	}
 	for _, k := range sortedKeys(run.cpu) {
 		fmt.Fprintf(&b, "- CPU, %s, v1 send: %s\n", k, run.cpu[k])
 	}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -324,5 +325,78 @@ func needWrk(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("wrk"); err != nil {
 		t.Fatal("wrk is not installed: apt-get install wrk (.ci/run and make bench install it)")
+	}
+}
+
+// The drain is the time the gateway's sent counter reached the messages answered, not the
+// per-recipient check's own reading; a message the counter counts but the sim does not have
+// yet is waited for, and the drain is when it arrived.
+func TestDrainTimedBySentCounter(t *testing.T) {
+	var mu sync.Mutex
+	sent := 10.0
+	delivered := map[string][]string{"1": {"a"}, "2": {"b"}}
+	addr := serve(t, func(ctx *fasthttp.RequestCtx) {
+		if string(ctx.Path()) != "/metrics" {
+			time.Sleep(250 * time.Millisecond) // a listing of a whole phase's messages is slow
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if string(ctx.Path()) == "/metrics" {
+			fmt.Fprintf(ctx, "# TYPE gateway_messages_sent_total counter\ngateway_messages_sent_total %g\n", sent)
+			return
+		}
+		var out struct {
+			Messages []map[string]string `json:"messages"`
+		}
+		out.Messages = []map[string]string{}
+		for _, id := range delivered[string(ctx.QueryArgs().Peek("to"))] {
+			out.Messages = append(out.Messages, map[string]string{"id": id})
+		}
+		b, _ := json.Marshal(out)
+		ctx.SetBody(b)
+	})
+	h := &harness{o: runOptions{duration: time.Second}}
+	g := &gatewayProc{api: newAPIClient(addr)}
+	c := &benchCase{delivers: true}
+	set := func(n float64, to, id string) {
+		mu.Lock()
+		defer mu.Unlock()
+		sent = n
+		if to != "" {
+			delivered[to] = append(delivered[to], id)
+		}
+	}
+
+	// The counter reaches base+3 100 ms after the window; the sim has every message by then.
+	r := &result{sentBase: 10}
+	ended := time.Now()
+	time.AfterFunc(100*time.Millisecond, func() { set(13, "1", "c") })
+	drain, _, err := h.checkDeliveries(context.Background(), g, c, r, []string{"1", "2"}, 3, 0, stats{}, ended)
+	if err != nil || r.Delivery.Lost != 0 {
+		t.Fatalf("all delivered: %v %+v", err, r.Delivery)
+	}
+	if drain < 0.1 || drain > 0.45 {
+		t.Fatalf("drain %.3fs, want the counter's 0.1 s, not the 0.6 s or more of the listings", drain)
+	}
+
+	// Counted as sent, one not at the sim until 300 ms later: the drain waits for it.
+	set(13, "1", "e")
+	set(13, "2", "f")
+	time.AfterFunc(300*time.Millisecond, func() { set(14, "2", "d") })
+	r = &result{sentBase: 8} // 8 + 6 answered: the counter's 13 is past it already
+	ended = time.Now()
+	drain, _, err = h.checkDeliveries(context.Background(), g, c, r, []string{"1", "2"}, 6, 0, stats{}, ended)
+	if err != nil || r.Delivery.Delivered != 6 {
+		t.Fatalf("all delivered at last: %v %+v", err, r.Delivery)
+	}
+	if drain < 0.3 {
+		t.Fatalf("drain %.3fs, want at least the 0.3 s the last message took", drain)
+	}
+
+	// A message delivered twice fails the check though the counter is reached.
+	set(15, "2", "d")
+	r = &result{sentBase: 8}
+	if _, _, err = h.checkDeliveries(context.Background(), g, c, r, []string{"1", "2"}, 7, 0, stats{}, time.Now()); err == nil || r.Delivery.Duplicates != 1 {
+		t.Fatalf("a duplicate: %v %+v", err, r.Delivery)
 	}
 }

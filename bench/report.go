@@ -34,6 +34,9 @@ type result struct {
 	Wrk      *figures  `json:"wrk,omitempty"`
 	WrkNote  string    `json:"wrk_note,omitempty"` // why wrk did not measure this case
 	Delivery *delivery `json:"delivery,omitempty"`
+	// sentBase is the gateway's gateway_messages_sent_total before the case sent anything
+	// (-1: not read): the drain is timed by that counter (harness.go checkDeliveries).
+	sentBase float64
 	// CPU is the gateway's CPU per message over the measured window, by component from a
 	// profile taken in a window of its own just before (the cases that deliver, at --conns;
 	// per request for validate and status, where the access log's share shows on the

@@ -176,11 +176,13 @@ func (n *Node) metrics() *prometheus.Registry {
 	}, func() float64 { return 1 }))
 	if s := n.st.nats; s != nil {
 		stat := func(i int) func() float64 {
-			return func() float64 { g, b := s.Stats(); return float64([]uint64{g, b}[i]) }
+			return func() float64 { g, b := s.Stats(); r, n := s.WriteStats(); return float64([]uint64{g, b, r, n}[i]) }
 		}
 		reg.MustRegister(
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_storage_commits_total", Help: "Commit groups sent to NATS JetStream (a message or an atomic batch each)."}, stat(0)),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_storage_batches_total", Help: "Of those, atomic batches of more than one message."}, stat(1)))
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_storage_batches_total", Help: "Of those, atomic batches of more than one message."}, stat(1)),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_storage_writes_total", Help: "Records written or deleted by the commits NATS JetStream applied (a message each)."}, stat(2)),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_storage_write_bytes_total", Help: "Subject and value bytes of those records."}, stat(3)))
 	}
 	if b, ok := n.st.kv.(*persist.Badger); ok {
 		// What the records cost the store (bench/README.md reads them per message).

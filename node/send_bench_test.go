@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/valyala/fasthttp"
 
 	"github.com/gateway/gateway/internal/cputime"
@@ -30,9 +33,11 @@ var errRetry = errors.New("503: retry")
 // callers' together: the callers' and the sim's are the same for both variants, so two
 // figures differ by what the gateway and its commits on the server cost). Run each variant in
 // its own process, alternated (bench/README.md, cluster8); NODESEND_CPUPROFILE=<file> profiles
-// the measured window alone; NODESEND_LEASETTL=<duration> sets the cluster variant's lease TTL
+// the measured window alone (a %s in it: the variant's name, lone-r3 for lone/r3); NODESEND_LEASETTL=<duration> sets the cluster variant's lease TTL
 // (its 64 partitions' renewals: every TTL/4). allocs/msg and B/msg are the process's, and
-// groups/msg and batches/msg the store's commit groups (natskv Stats):
+// groups/msg and batches/msg the store's commit groups (natskv Stats), nats-in/msg and
+// nats-out/msg the messages the R1 server took in and sent (publishes and requests; acks,
+// replies), stored/msg the messages stored in every stream (the records, fences, leases):
 //
 //	go test -c -o /tmp/node.test ./node
 //	/tmp/node.test -test.run '^$' -test.bench 'NodeSend/cluster$' -test.benchtime 20000x
@@ -41,10 +46,12 @@ func BenchmarkNodeSend(b *testing.B) {
 		b.Run(setup, func(b *testing.B) {
 			v, r3 := strings.CutSuffix(setup, "/r3")
 			url := ""
+			var srv *natstest.Server // R1's: its message counts
 			if r3 {
 				url = natstest.StartCluster(b, 3).URLs()
 			} else {
-				url = natstest.Start(b).URL
+				srv = natstest.Start(b)
+				url = srv.URL
 			}
 			var simCalls atomic.Int64
 			simNet, simURL := startSimCounting(b, &simCalls)
@@ -123,7 +130,7 @@ func BenchmarkNodeSend(b *testing.B) {
 			var wg sync.WaitGroup
 			var failed atomic.Value
 			if path := os.Getenv("NODESEND_CPUPROFILE"); path != "" { // the window alone
-				f, err := os.Create(path)
+				f, err := os.Create(strings.ReplaceAll(path, "%s", strings.ReplaceAll(setup, "/", "-")))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -136,6 +143,11 @@ func BenchmarkNodeSend(b *testing.B) {
 			calls0, gc0, cycles0 := simCalls.Load(), gcCPU(), readMetric("/gc/cycles/total:gc-cycles").Uint64()
 			groups0, batches0 := n.st.nats.Stats()
 			allocs0, bytes0 := readMetric("/gc/heap/allocs:objects").Uint64(), readMetric("/gc/heap/allocs:bytes").Uint64()
+			var in0, out0 int64
+			if srv != nil {
+				in0, out0 = srv.Counts()
+			}
+			seqs0 := streamSeqs(b, url)
 			cpu0 := cputime.Process()
 			b.ResetTimer()
 			for range 64 {
@@ -172,8 +184,37 @@ func BenchmarkNodeSend(b *testing.B) {
 			groups, batches := n.st.nats.Stats()
 			b.ReportMetric(float64(groups-groups0)/float64(b.N), "groups/msg") // commit groups sent (natskv)
 			b.ReportMetric(float64(batches-batches0)/float64(b.N), "batches/msg")
+			if srv != nil {
+				in, out := srv.Counts()
+				b.ReportMetric(float64(in-in0)/float64(b.N), "nats-in/msg")    // publishes and requests the server took in
+				b.ReportMetric(float64(out-out0)/float64(b.N), "nats-out/msg") // acks, replies and deliveries it sent
+			}
+			b.ReportMetric(float64(streamSeqs(b, url)-seqs0)/float64(b.N), "stored/msg") // messages stored in every stream (records, fences, leases)
 		})
 	}
+}
+
+// streamSeqs is the sum of every stream's last sequence on the NATS at url: the messages
+// stored so far (a stream keeps one per subject, but its sequence counts every one).
+func streamSeqs(b *testing.B, url string) uint64 {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n uint64
+	l := js.ListStreams(context.Background())
+	for info := range l.Info() {
+		n += info.State.LastSeq
+	}
+	if err := l.Err(); err != nil {
+		b.Fatal(err)
+	}
+	return n
 }
 
 // gcCPU is the garbage collector's CPU so far, in seconds (runtime/metrics' estimate).

@@ -119,8 +119,10 @@ func (s *Session) enqueue(e *domain.OutboxEntry) {
 	if q.busy {
 		return // the worker looks at the queue again when its batch is done
 	}
-	if now := s.deps.Clock.Now(); q.quiet && now.Before(q.quietUntil) && s.stillQuiet(e.Message.To, now) {
-		return
+	if q.quiet { // the clock is read only then: a read costs 0.1 µs on the AMD VM, at every accept
+		if now := s.deps.Clock.Now(); now.Before(q.quietUntil) && s.stillQuiet(e.Message.To, now) {
+			return
+		}
 	}
 	s.stir()
 	s.wake()
@@ -166,7 +168,8 @@ func (s *Session) wake() { s.sq.wake() }
 // will let one go. Called by the worker with the queue's lock held.
 func (s *Session) next() (j job, ok bool) {
 	q := s.q
-	if q.busy {
+	if q.busy || (len(q.items) == 0 && len(q.fails) == 0 && s.prot.TimelockUntil == 0) {
+		// Nothing to pick, nothing to expire: the worker's look after each batch reads no clock.
 		return job{}, false
 	}
 	now := s.deps.Clock.Now()

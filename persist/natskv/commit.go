@@ -650,17 +650,32 @@ func (rs *recStream) runGroup(group []*commitReq, piped bool) {
 		}
 	}
 	for _, r := range group {
+		var e error
 		switch f, ok := failed[r]; {
 		case ok && !freshly[r] && rs.replicated() && conditionFailed(f):
-			r.done <- rs.sendAlone(r)
+			e = rs.sendAlone(r)
 		case ok:
-			r.done <- f
+			e = f
 		case errors.Is(err, errWrongSequence):
-			r.done <- rs.sendAlone(r)
+			e = rs.sendAlone(r)
 		default:
-			r.done <- err
+			e = err
 		}
+		if e == nil {
+			rs.s.wrote(r)
+		}
+		r.done <- e
 	}
+}
+
+// wrote counts an applied commit's records and their bytes (Stats).
+func (s *Store) wrote(r *commitReq) {
+	n := 0
+	for _, w := range r.writes {
+		n += len(w.subject) + len(w.value)
+	}
+	s.records.Add(uint64(len(r.writes)))
+	s.recordBytes.Add(uint64(n))
 }
 
 // sendAlone retries one commit whose conditions were overtaken, reading them again each time.

@@ -134,7 +134,11 @@ type Store struct {
 	writer     *persist.OutcomeWriter // every outbox's on this store (OutcomeWriter)
 
 	groups, batches atomic.Uint64 // for tests and the bench: commit groups, multi-message batches
-	peakBatches     atomic.Int64  // for tests: the most batch slots the dispatcher had in use at once
+	// records and recordBytes: the records (writes and deletes, each a message) of the commits
+	// applied, and their subjects' and values' bytes: what a message costs the store, beside
+	// Badger's WriteStats
+	records, recordBytes atomic.Uint64
+	peakBatches          atomic.Int64 // for tests: the most batch slots the dispatcher had in use at once
 }
 
 var prefixRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
@@ -428,6 +432,11 @@ func (s *Store) MaxValue() int { return s.maxValue }
 
 // Stats are the store's counters: commit groups sent and how many were multi-message batches.
 func (s *Store) Stats() (groups, batches uint64) { return s.groups.Load(), s.batches.Load() }
+
+// WriteStats are the records the applied commits wrote or deleted (one message each; a
+// condition's carrier and a fence check are not records) and their subjects' and values'
+// bytes, as persist.Badger's WriteStats counts its records.
+func (s *Store) WriteStats() (records, bytes uint64) { return s.records.Load(), s.recordBytes.Load() }
 
 // unavailable turns a NATS failure (no connection, no responders, a timeout, a server out of
 // resources, a batch the server dropped) into ErrStorageUnavailable; the caller retries later.

@@ -106,6 +106,23 @@ func (s *Server) start() error {
 // Dir is the server's JetStream store directory.
 func (s *Server) Dir() string { return s.dir }
 
+// Counts are the messages the server has taken in from its clients (publishes, requests) and
+// handed out to them (acks, replies, deliveries) since it started: a benchmark's round trips
+// per operation, counted (server.Varz's in_msgs and out_msgs). Zero while the server is
+// stopped.
+func (s *Server) Counts() (in, out int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv == nil {
+		return 0, 0
+	}
+	v, err := s.srv.Varz(nil)
+	if err != nil {
+		return 0, 0
+	}
+	return v.InMsgs, v.OutMsgs
+}
+
 // Stop shuts the server down (its store stays); Restart starts it again.
 func (s *Server) Stop() {
 	s.mu.Lock()
@@ -146,6 +163,30 @@ func (s *Server) Close() {
 // Cluster is a three-node JetStream cluster on loopback.
 type Cluster struct {
 	Servers []*Server
+}
+
+// ServerOf is the name of the server (n1, n2, ...) a client connection named name is on, ""
+// if none: where a gateway's store connection landed ("gateway <prefix>"), to compare with
+// its streams' leaders (a publish to a stream led elsewhere is routed to the leader).
+func (c *Cluster) ServerOf(name string) string {
+	for _, s := range c.Servers {
+		s.mu.Lock()
+		srv := s.srv
+		s.mu.Unlock()
+		if srv == nil {
+			continue
+		}
+		z, err := srv.Connz(&server.ConnzOptions{Limit: 1 << 16})
+		if err != nil {
+			continue
+		}
+		for _, ci := range z.Conns {
+			if ci.Name == name {
+				return srv.Name()
+			}
+		}
+	}
+	return ""
 }
 
 // URLs is every node's client URL, comma-separated (what --nats takes).
