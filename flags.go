@@ -32,7 +32,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.addr, "addr", ":8080", "listen address")
 	fs.StringVar(&c.Data, "data", "./data", "data directory (Badger at DATA/db, dev issuer key at DATA/dev-idp.pem)")
-	fs.StringVar(&c.Fsync, "fsync", "batch", "batch: each group commit synced before replying; interval: synced every 100 ms")
+	c.DiskFlags(fs) // --fsync, --outbox
 	fs.StringVar(&c.Store, "store", "badger", "where the records live: badger (DATA/db) or nats (JetStream: --nats)")
 	fs.StringVar(&c.NATSURL, "nats", "", "NATS servers, comma-separated (--store nats)")
 	fs.StringVar(&c.NATSPrefix, "nats-prefix", "gateway", "starts every NATS subject and stream name of this gateway (several gateways may share a NATS server)")

@@ -63,6 +63,9 @@ type Messages struct {
 type messages struct {
 	e      *Engine
 	outbox Outbox
+	// mints: the outbox makes a new message's id in its Accept (persist.LogOutbox: the id says
+	// where the message's record is), so Send leaves it empty.
+	mints  bool
 	shards []pendingShard
 	depth  atomic.Int64 // accepted, no network outcome yet (gateway_outbox_pending)
 	// resumedLeft: messages a boot sends again whose outcome has not asked wasResumed yet.
@@ -129,6 +132,9 @@ type outcome struct {
 
 func newMessages(e *Engine, o Outbox, shards int) *messages {
 	m := &messages{e: e, outbox: o, shards: make([]pendingShard, shards)}
+	if mi, ok := o.(interface{ MintsIDs() bool }); ok {
+		m.mints = mi.MintsIDs()
+	}
 	for i := range m.shards {
 		m.shards[i].m = map[string]*pending{}
 	}
@@ -175,7 +181,7 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 		} else if !errors.Is(err, domain.ErrRecordNotFound) {
 			return domain.OutboxEntry{}, fmt.Errorf("%w: outbox: %w", domain.ErrUnavailable, err)
 		}
-	} else {
+	} else if !m.mints {
 		r.Message.ID = NewMessageID()
 	}
 	view := ent.view.Load()

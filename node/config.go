@@ -3,6 +3,7 @@ package node
 import (
 	"cmp"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,7 +29,10 @@ import (
 // Where a flag's default is -1, -1 here means the network's default too.
 type Config struct {
 	Data  string // data directory (Badger at Data/db, the dev issuer's key, the sim's journal)
-	Fsync string // batch or interval (Badger)
+	Fsync string // batch or interval (Badger, and the outbox's log)
+	// Outbox is where the outbox lives: "badger" (the records' store) or "log" (a log of its
+	// own at Data/outbox: persist.LogOutbox; a lone gateway's, not --store nats).
+	Outbox string
 
 	// Store is where the records live: "badger" (Data/db) or "nats" (JetStream at NATSURL).
 	Store        string
@@ -125,6 +129,12 @@ type Config struct {
 	KV persist.Durable
 }
 
+// DiskFlags registers --fsync and --outbox (the local disk's) on fs.
+func (c *Config) DiskFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Fsync, "fsync", "batch", "batch: each group commit synced before replying; interval: synced every 100 ms")
+	fs.StringVar(&c.Outbox, "outbox", "badger", "where the outbox lives: badger (the records' store) or log (a log of its own at DATA/outbox; not with --store nats)")
+}
+
 // Check refuses a configuration that can never run, before anything is opened (DESIGN.md
 // section 13.1's refusals that need no NATS included). Each error names the flag to change.
 func (c Config) Check() error {
@@ -133,6 +143,8 @@ func (c Config) Check() error {
 		return fmt.Errorf("--fsync must be batch or interval")
 	case c.Store != "badger" && c.Store != "nats":
 		return fmt.Errorf("--store must be badger or nats")
+	case c.Outbox != "" && c.Outbox != "badger" && c.Outbox != "log":
+		return fmt.Errorf("--outbox must be badger or log")
 	case c.Store == "nats" && c.NATSURL == "":
 		return fmt.Errorf("--store nats needs --nats (the NATS servers' URLs)")
 	case c.Store == "nats" && c.LeaseTTL != 0 && c.LeaseTTL < 2*time.Second:
@@ -164,7 +176,13 @@ func (c Config) Check() error {
 	if err := c.checkEvents(); err != nil {
 		return err
 	}
-	return c.checkCluster()
+	if err := c.checkCluster(); err != nil {
+		return err
+	}
+	if c.Outbox == "log" && c.Store == "nats" {
+		return fmt.Errorf("--outbox log is a lone gateway's local disk: not with --store nats (use --outbox badger)")
+	}
+	return nil
 }
 
 // checkEvents checks the settings of events on NATS (natsevents: DESIGN.md section 20).

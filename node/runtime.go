@@ -38,6 +38,7 @@ var (
 	_ engine.RoutingStore    = persist.Routings{}
 	_ engine.WindowStore     = persist.Windows{}
 	_ engine.FrontMediaStore = persist.FrontMedia{}
+	_ engine.Outbox          = (*persist.LogOutbox)(nil)
 
 	_ engine.CloudTemplateStore = persist.CloudTemplates{}
 )
@@ -60,6 +61,7 @@ type shared struct {
 type runtime struct {
 	events *engine.Events
 	engine *engine.Engine
+	outbox *persist.LogOutbox // --outbox log's (nil: the records' own)
 }
 
 // runtimeOptions is what differs between a single node's runtime and a partition's.
@@ -133,8 +135,19 @@ func newRuntime(ctx context.Context, sh shared, o runtimeOptions) (_ *runtime, e
 	if o.mover != nil {
 		mover = o.mover(recs)
 	}
+	ers := engineRecords(recs)
+	if c.Store != "nats" {
+		if err := otherOutboxEmpty(c, recs.Outbox, o.kv); err != nil {
+			return nil, err
+		}
+	}
+	if rt.outbox, err = openLogOutbox(c, o.kv, o.log); err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	} else if rt.outbox != nil {
+		ers.Outbox = rt.outbox
+	}
 	rt.engine, err = engine.New(engine.Config{
-		Store: recs.Store, Records: engineRecords(recs), Logger: o.log.With("component", "engine"), Plans: sh.plans,
+		Store: recs.Store, Records: ers, Logger: o.log.With("component", "engine"), Plans: sh.plans,
 		DefaultPlan: c.DefaultPlan, AdminUIDs: c.AdminUIDs, DevRoles: c.Auth == "dev",
 		Network: o.net, Cloud: o.cloud, Stores: sh.stores, Now: c.Now, AfterFunc: c.AfterFunc, Pacing: c.pacing(), BootWindow: c.bootWindow(),
 		Events: rt.events, Mover: mover, AskTimeout: o.askTimeout, Partitions: c.enginePartitions(),
@@ -167,5 +180,8 @@ func (rt *runtime) stop(ctx context.Context) {
 	}
 	if rt.events != nil {
 		rt.events.Stop(ctx)
+	}
+	if rt.outbox != nil {
+		_ = rt.outbox.Close()
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/gateway/gateway/identity"
 	"github.com/gateway/gateway/persist"
 	"github.com/gateway/gateway/persist/natskv"
+	"github.com/gateway/gateway/persist/outlog"
 )
 
 // Interface guards: the stores the node opens.
@@ -223,4 +224,55 @@ func ClusterIssuer(ctx context.Context, c Config) (*identity.Issuer, error) {
 	}
 	_, issuer, err := identity.NewDevFromPEM(pem)
 	return issuer, err
+}
+
+// openLogOutbox opens the outbox on a log of its own at Data/outbox when --outbox log (nil
+// otherwise): the records' store keeps its idempotency records, checkpoint, marks and history
+// entries.
+func openLogOutbox(c Config, kv persist.KV, log *slog.Logger) (*persist.LogOutbox, error) {
+	if c.Outbox != "log" {
+		return nil, nil
+	}
+	lo, err := persist.OpenLogOutbox(filepath.Join(c.Data, "outbox"), kv, persist.LogOutboxOptions{Sync: outlog.Sync(c.Fsync)})
+	if err != nil {
+		return nil, err
+	}
+	lo.SetLogger(log.With("component", "outbox"))
+	return lo, nil
+}
+
+// otherOutboxEmpty refuses to start on one outbox while the other still holds messages
+// pending (accepted and not sent): the engine boots from the outbox chosen only, so they would
+// wait unsent until the flag is set back. With --outbox log the records' store's outbox is
+// read (its Pending, as its boot would); with badger the log at Data/outbox, when there is one.
+func otherOutboxEmpty(c Config, badger *persist.Outbox, kv persist.KV) error {
+	if c.Outbox == "log" {
+		p, err := badger.Pending()
+		if err != nil {
+			return fmt.Errorf("the outbox on the records' store: %w", err)
+		}
+		if len(p) > 0 {
+			return fmt.Errorf("--outbox log: the outbox on the records' store still holds %d pending messages; start with --outbox badger until they are sent", len(p))
+		}
+		return nil
+	}
+	dir := filepath.Join(c.Data, "outbox")
+	if segs, _ := filepath.Glob(filepath.Join(dir, "*.seg")); len(segs) == 0 {
+		return nil
+	}
+	lo, err := persist.OpenLogOutbox(dir, kv, persist.LogOutboxOptions{Sync: outlog.Sync(c.Fsync)})
+	if err != nil {
+		return fmt.Errorf("the outbox's log at %s: %w", dir, err)
+	}
+	p, err := lo.Pending()
+	if cerr := lo.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("the outbox's log at %s: %w", dir, err)
+	}
+	if len(p) > 0 {
+		return fmt.Errorf("--outbox %s: the outbox's log at %s still holds %d pending messages; start with --outbox log until they are sent", c.Outbox, dir, len(p))
+	}
+	return nil
 }

@@ -23,6 +23,9 @@ type logCand struct {
 	pos    outlog.Pos
 	body   []byte // its body record (accept or requeue), version byte first
 	marked bool
+	// ops[ops:opsEnd] are the Badger records boot writes again for it (its history entry,
+	// its outlog_pos).
+	ops, opsEnd int
 }
 
 // Pending lists every message without an outcome, in acceptance order, and indexes them (run
@@ -74,8 +77,12 @@ func (lo *LogOutbox) Pending() ([]domain.OutboxEntry, error) {
 		}
 		body := f.rec[acceptHeader:]
 		if s := f.slots[slotRequeue]; s != nil {
-			if body, err = lo.readLinked(s, recRequeue, f.pos); err != nil {
+			q, err := lo.readLinked(s, recRequeue, f.pos)
+			if err != nil {
 				return nil, err
+			}
+			if q != nil {
+				body = q
 			}
 		}
 		byPos[m.pos] = &logCand{id: m.id, pos: m.pos, body: slices.Clone(body), marked: true}
@@ -96,7 +103,8 @@ func (lo *LogOutbox) Pending() ([]domain.OutboxEntry, error) {
 			if _, err := Decode(rec[acceptHeader:], bodyVersion3, &b); err != nil {
 				return fmt.Errorf("%s at %v: %w", outboxTable, p, err)
 			}
-			byPos[p] = &logCand{id: b.ID, pos: p, body: slices.Clone(rec[acceptHeader:])}
+			c := &logCand{id: b.ID, pos: p, body: slices.Clone(rec[acceptHeader:]), ops: len(ops)}
+			byPos[p] = c
 			// Its history entry, which the crash may have kept from being written.
 			if e, _, err := decodeBody(rec[acceptHeader:]); err != nil {
 				return fmt.Errorf("%s at %v: %w", outboxTable, p, err)
@@ -108,6 +116,15 @@ func (lo *LogOutbox) Pending() ([]domain.OutboxEntry, error) {
 			if rec[1]&acceptCallerID != 0 {
 				// Its outlog_pos record, which a crash may have kept from being written.
 				ops = append(ops, Op{Key: logPosKey(b.ID), Value: posBytes(p), TTL: OutboxRetention + 24*time.Hour})
+			}
+			c.opsEnd = len(ops)
+		case recVoid:
+			// An accept answered as refused: not pending, and its records are not written.
+			if c := byPos[outlog.Pos(binary.LittleEndian.Uint64(rec[1:9]))]; c != nil && !c.marked {
+				for i := c.ops; i < c.opsEnd; i++ {
+					ops[i] = Op{}
+				}
+				delete(byPos, c.pos)
 			}
 		case recOutcome, recRequeue:
 			c := byPos[outlog.Pos(binary.LittleEndian.Uint64(rec[1:9]))]
@@ -151,6 +168,7 @@ func (lo *LogOutbox) Pending() ([]domain.OutboxEntry, error) {
 	}
 	lo.booted = true
 	lo.mu.Unlock()
+	ops = slices.DeleteFunc(ops, func(o Op) bool { return o.Key == nil })
 	for len(ops) > 0 {
 		n := min(len(ops), histBatch)
 		if err := lo.kv.Commit(context.Background(), ops[:n]...); err != nil {

@@ -407,3 +407,163 @@ func TestLogOutboxHistory(t *testing.T) {
 	}
 	_ = lo
 }
+
+// A receipt for a message this process settled lately takes its accept's position from memory
+// (no read); one for a message it never knew (after a restart) or settled too long ago (two
+// generations of recentMax ids later) reads its accept back, and both are laid over the
+// message alike. An accept whose write is not answered is not known.
+func TestLogOutboxReceiptsKnown(t *testing.T) {
+	dir, kv, clock := t.TempDir(), NewMemory(), &testClock{}
+	at := time.Date(2026, 11, 30, 5, 0, 0, 0, time.UTC)
+	clock.set(at)
+	lo, _ := openLogOutbox(t, dir, kv, clock)
+	ids := acceptLog(t, lo, 3, at)
+	for _, id := range ids[:2] {
+		settleLog(t, lo, id, domain.MsgSent, at.Add(time.Second))
+	}
+	for _, id := range ids {
+		if lo.known(id) == 0 {
+			t.Fatalf("%s (pending or settled here) is not known", id)
+		}
+	}
+	receiptLog(t, lo, ids[0], domain.StatusChange{Status: domain.MsgDelivered, At: domain.MillisOf(at.Add(2 * time.Second))})
+	wantStatus(t, lo, ids[0], domain.MsgDelivered)
+	p2 := lo.known(ids[2])
+	lo.mu.Lock()
+	lo.pending["x"] = &logPending{pos: p2, state: accepting}
+	lo.mu.Unlock()
+	if lo.known("x") != 0 {
+		t.Fatal("an accept being written is known")
+	}
+	// Two generations later ids[1] is forgotten, and read back for its receipt.
+	lo.mu.Lock()
+	delete(lo.pending, "x")
+	for i := range 2 * recentMax {
+		lo.remember(logID(outlog.At(1, uint32(i)), 0), outlog.At(1, 16))
+	}
+	lo.mu.Unlock()
+	if lo.known(ids[1]) != 0 {
+		t.Fatalf("%s still known after %d more", ids[1], 2*recentMax)
+	}
+	receiptLog(t, lo, ids[1], domain.StatusChange{Status: domain.MsgRead, At: domain.MillisOf(at.Add(3 * time.Second))})
+	wantStatus(t, lo, ids[1], domain.MsgRead)
+	crash(t, lo)
+	lo, _ = openLogOutbox(t, dir, kv, clock)
+	if lo.known(ids[0]) != 0 {
+		t.Fatal("a settled message known after a restart")
+	}
+	receiptLog(t, lo, ids[0], domain.StatusChange{Status: domain.MsgRead, At: domain.MillisOf(at.Add(4 * time.Second))})
+	wantStatus(t, lo, ids[0], domain.MsgRead)
+	wantStatus(t, lo, ids[1], domain.MsgRead)
+}
+
+// An accept whose outlog_pos commit fails (the disk under the floor) is answered the error and
+// voided first: it reads as not found, is not pending, boot passes it by (no history entry or
+// outlog_pos written for it), and the same id accepted again once the commit goes through is
+// found, pending, after a restart too. A minted id needs no commit and is not voided.
+func TestLogOutboxVoidedAccept(t *testing.T) {
+	dir, mem, clock := t.TempDir(), NewMemory(), &testClock{}
+	at := time.Date(2026, 11, 30, 5, 30, 0, 0, time.UTC)
+	clock.set(at)
+	lo, err := OpenLogOutbox(dir, failingKV{KV: mem, bad: []byte(logPosTable + "/")}, LogOutboxOptions{Sync: outlog.SyncInterval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo.now = clock.now
+	if _, err := lo.Pending(); err != nil {
+		t.Fatal(err)
+	}
+	const id = "campaign-7-a"
+	e := logQueued(id, at)
+	if err := lo.Accept(context.Background(), &e, ""); err == nil {
+		t.Fatal("an accept whose outlog_pos commit failed was answered ok")
+	}
+	if _, err := lo.Get(id); !errors.Is(err, domain.ErrRecordNotFound) {
+		t.Fatalf("Get of a refused accept: %v; want not found", err)
+	}
+	if got := lo.pendingIDs(); len(got) != 0 {
+		t.Fatalf("pending after a refused accept: %v", got)
+	}
+	minted := acceptLog(t, lo, 1, at)[0]
+	lo.Flush()
+	crash(t, lo)
+	lo, pend := openLogOutbox(t, dir, mem, clock)
+	if !slices.Equal(pend, []string{minted}) {
+		t.Fatalf("boot found %v pending, want only %s", pend, minted)
+	}
+	if _, err := mem.Get(logPosKey(id)); !errors.Is(err, domain.ErrRecordNotFound) {
+		t.Fatalf("boot wrote the voided accept's outlog_pos: %v", err)
+	}
+	if _, err := lo.Get(id); !errors.Is(err, domain.ErrRecordNotFound) {
+		t.Fatalf("Get of a refused accept after a restart: %v", err)
+	}
+	e = logQueued(id, at)
+	if err := lo.Accept(context.Background(), &e, ""); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, lo, id, domain.MsgQueued)
+	crash(t, lo)
+	lo, pend = openLogOutbox(t, dir, mem, clock)
+	if !slices.Equal(pend, []string{minted, id}) {
+		t.Fatalf("boot found %v pending, want %s and %s", pend, minted, id)
+	}
+	wantStatus(t, lo, id, domain.MsgQueued)
+}
+
+// A receipt's record written by hand is the one Encode writes, byte for byte, escapes and
+// empty fields included (Encode's HTML escapes apart: < > & are written plain), and reads back
+// the same.
+func TestAppendReceipt(t *testing.T) {
+	for _, c := range []domain.StatusChange{
+		{Status: domain.MsgDelivered, At: 1764480000123},
+		{Status: domain.MsgRead, At: 0},
+		{Status: domain.MsgFailed, At: -5, Code: "131026", Error: "undeliverable \"x\"\n\\ \u2028 \x01 é"},
+		{Status: domain.MsgDelivered, At: 17, Category: "marketing"},
+		{Status: "odd\tstatus", At: 1 << 62, Category: "c", Code: "c", Error: "\xff"},
+		{Status: domain.MsgFailed, At: 3, Category: "<&>", Error: "a<b"},
+	} {
+		want, err := Encode(1, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := appendReceipt([]byte("x"), &c)
+		if string(got[1:]) != string(want) && c.Category != "<&>" {
+			t.Fatalf("appendReceipt(%+v) = %s\nEncode: %s", c, got[1:], want)
+		}
+		var back domain.StatusChange
+		if _, err := Decode(got[1:], 1, &back); err != nil || back != c && c.Error != "\xff" {
+			t.Fatalf("read back %+v, %v; want %+v", back, err, c)
+		}
+	}
+}
+
+// A slot written before the record it names is readable (AppendSlotted's record and slot go in
+// one round, and readers are let past the record at the round's end) reads as empty: the
+// message is as it was, not an error or not found.
+func TestLogOutboxSlotBeforeItsRecord(t *testing.T) {
+	dir, kv, clock := t.TempDir(), NewMemory(), &testClock{}
+	at := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
+	clock.set(at)
+	lo, _ := openLogOutbox(t, dir, kv, clock)
+	id := acceptLog(t, lo, 1, at)[0]
+	apos := lo.known(id)
+	ahead := outlog.At(apos.Seg(), apos.Off()+1<<20) // past what is written
+	for _, w := range []struct {
+		slot int
+		kind byte
+		st   domain.MessageStatus
+	}{{slotOutcome, recOutcome, domain.MsgSent}, {slotRead, recReceipt, domain.MsgRead}, {slotRequeue, recRequeue, domain.MsgQueued}} {
+		ch := make(chan error, 1)
+		lo.log.WriteSlot(apos, w.slot, slotPayload(w.kind, w.st, domain.MillisOf(at), ahead), func(err error) { ch <- err })
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := wantStatus(t, lo, id, domain.MsgQueued)
+	if e.SessionID != "s1" {
+		t.Fatalf("body: %+v", e)
+	}
+	if rs, err := lo.Receipts(id); err != nil || len(rs) != 0 {
+		t.Fatalf("receipts %v, %v", rs, err)
+	}
+}

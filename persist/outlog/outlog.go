@@ -242,12 +242,17 @@ func (l *Log) enqueue(size, slots int, fill func(Pos, []byte), done func(Pos, er
 	if size <= 0 || size > MaxRecord {
 		return nil, 0, ErrTooLarge
 	}
-	n := frameSize(int64(size), int64(slots))
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.enqueueLocked(size, slots, fill, done)
+}
+
+// enqueueLocked is enqueue with mu held.
+func (l *Log) enqueueLocked(size, slots int, fill func(Pos, []byte), done func(Pos, error)) (*group, Pos, error) {
 	if err := l.refusing(); err != nil {
 		return nil, 0, err
 	}
+	n := frameSize(int64(size), int64(slots))
 	if l.end+n > l.segSize && l.end > segHeader {
 		l.seal()
 		l.seg++

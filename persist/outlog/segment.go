@@ -248,6 +248,7 @@ func (l *Log) writer(f *os.File, fseg uint32) {
 	}
 	var spare []*group
 	others := slotFiles{} // older segments slots were written into
+	tl := tail{seg: fseg} // a copy of the last bytes written to f (mirror.go)
 	defer func() { _ = syncOthers(others) }()
 	for {
 		select {
@@ -311,11 +312,15 @@ func (l *Log) writer(f *os.File, fseg uint32) {
 				}
 				if _, err = pwrite(f, g.buf, g.off); err == nil {
 					dirty = true
+					tl.wrote(g.seg, g.off, g.buf)
 				} else {
 					wfail = g
 				}
 			}
 			if wfail != nil && failed == nil && l.rewind(f, fseg, batch, slots, syncs, err) {
+				l.mu.Lock()
+				tl.cut(fseg, l.end)
+				l.mu.Unlock()
 				spare = nil
 				continue
 			}
@@ -323,7 +328,7 @@ func (l *Log) writer(f *os.File, fseg uint32) {
 			if err == nil && len(slots) > 0 {
 				// After the groups: a slot's record is written before the slot (it was queued
 				// before the slot's write was).
-				slotErrs, err = l.writeSlots(slots, f, fseg, others, &dirty)
+				slotErrs, err = l.writeSlots(slots, f, fseg, others, &dirty, &tl)
 			}
 			if err == nil && (l.sync == SyncBatch || len(syncs) > 0) {
 				if dirty {

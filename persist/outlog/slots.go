@@ -73,6 +73,41 @@ func (l *Log) WriteSlot(p Pos, i int, payload []byte, done func(error)) {
 	l.mu.Unlock()
 }
 
+// AppendSlotted appends rec and writes, in the same round of the writer, slot i of the record
+// at p with payload(pos), pos being where rec lies (an outcome and the slot of its accept that
+// names it): one round and one sync instead of two, and rec is written before the slot. done
+// is called from the writer's goroutine with rec's position once both are written (SyncBatch:
+// and synced), or with the error that stopped either: rec may have been written when the slot
+// was not (a slot refused as WriteSlot refuses it answers ErrBadSlot, and rec is still
+// written). done must not block. rec is copied before AppendSlotted returns.
+func (l *Log) AppendSlotted(rec []byte, p Pos, i int, payload func(Pos) []byte, done func(Pos, error)) {
+	if i < 0 || i >= MaxSlots || p.Off() < segHeader {
+		done(0, ErrBadSlot)
+		return
+	}
+	l.mu.Lock()
+	if end := At(l.seg, uint32(l.end)); p >= end {
+		l.mu.Unlock()
+		done(0, ErrNotFound)
+		return
+	}
+	_, pos, err := l.enqueueLocked(len(rec), 0, func(_ Pos, b []byte) { copy(b, rec) }, nil)
+	if err != nil {
+		l.mu.Unlock()
+		done(0, err)
+		return
+	}
+	b := payload(pos)
+	w := slotWrite{pos: p, i: i, done: func(err error) { done(pos, err) }}
+	if len(b) != SlotPayload || allZero(b) {
+		w.i = MaxSlots // no record has it: the writer answers ErrBadSlot
+	}
+	binary.LittleEndian.PutUint32(w.b[:4], slotCRC(p, w.i, b))
+	copy(w.b[4:], b)
+	l.slotq = append(l.slotq, w)
+	l.mu.Unlock()
+}
+
 func allZero(b []byte) bool {
 	for _, c := range b {
 		if c != 0 {
@@ -108,12 +143,40 @@ type slotFile struct {
 	dirty bool
 }
 
-// writeSlots writes the slot writes ws, f being segment fseg (the one being written): each
-// after checking that its record has the slot. It returns the error of each write (nil: written)
-// and, as fatal, a write failure that stops the log.
-func (l *Log) writeSlots(ws []slotWrite, f *os.File, fseg uint32, others slotFiles, dirty *bool) (errs []error, fatal error) {
+// writeSlots writes the slot writes ws, f being segment fseg (the one being written) and tl
+// the copy of its last bytes: each after checking that its record has the slot. Those whose
+// records lie in the copy are checked there and written gathered (mirror.go); the others are
+// read and written one by one. It returns the error of each write (nil: written) and, as
+// fatal, a write failure that stops the log.
+func (l *Log) writeSlots(ws []slotWrite, f *os.File, fseg uint32, others slotFiles, dirty *bool, tl *tail) (errs []error, fatal error) {
 	errs = make([]error, len(ws))
+	var ats []int64 // the offsets of the slots written into the copy
+	done := make([]bool, len(ws))
+	for k := range ws {
+		if tl.seg != fseg {
+			break
+		}
+		at, ok, err := tl.slot(&ws[k])
+		if !ok {
+			continue
+		}
+		if err != nil {
+			errs[k] = err
+		} else {
+			ats = append(ats, at)
+		}
+		done[k] = true // settled here: the loop below passes it by
+	}
+	for _, s := range spans(ats) {
+		if _, err := f.WriteAt(tl.bytes(s), s[0]); err != nil {
+			return errs, fmt.Errorf("slots at %v: %w", At(fseg, uint32(s[0])), err)
+		}
+		*dirty = true
+	}
 	for k, w := range ws {
+		if done[k] {
+			continue
+		}
 		file := f
 		if w.pos.Seg() != fseg {
 			sf := others[w.pos.Seg()]
