@@ -5,6 +5,7 @@ package uitest
 import (
 	"bytes"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -122,6 +123,17 @@ func TestOptOutList(t *testing.T) {
 	}
 	// The account's own word opts out too.
 	g.call("POST", "/api/dev/sim/inbound", "", map[string]any{"sessionId": sid, "from": "4915550002003", "text": "basta"})
+	// The inbound message is handled after the sim's answer: the page lists the opt-outs once
+	// when it opens, so it opens once the opt-out is recorded (under load it came after).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		list := g.call("GET", "/api/client/optouts", tok, nil)["optouts"].([]any)
+		if slices.ContainsFunc(list, func(o any) bool { return o.(map[string]any)["phone"] == "4915550002003" }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the account's own word opted nobody out: %v", list)
+		}
+	}
 	b.go_("#/session")
 	b.go_("#/optouts")
 	b.waitFor("the customer who wrote the account's own word", `document.querySelector('#optout-list tr[data-phone="4915550002003"]')`)
