@@ -267,7 +267,7 @@ func printResult(w io.Writer, r *result) {
 		if f.Bare != nil {
 			notes = append(notes, fmt.Sprintf("%sratio %.3f%s", g.name, f.Ratio, spreadOf(f, "ratio")))
 		}
-		if f.Floor != nil {
+		if f.Floor != nil && f.Bare != nil { // not on a fixed-rate run: no bare, no ratios
 			notes = append(notes, fmt.Sprintf("%sfloor (bare + %s) %.3f of bare, gateway %.3f%s of the floor",
 				g.name, floorWords(fsyncOf(r)), f.FloorRatio, f.GatewayFloorRatio, spreadOf(f, "gateway_floor_ratio")))
 		}
