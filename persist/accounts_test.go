@@ -97,3 +97,95 @@ func TestAccountsRecount(t *testing.T) {
 		t.Fatalf("December's recount: %+v %v, want none", dec, err)
 	}
 }
+
+// A message sent, counted and then failed by its network (a late failure: its outcome record
+// rewritten failed, its send time kept) is counted in the snapshot's Recent: the recount finds
+// it too, or a message the snapshot left out is not counted.
+func TestAccountsRecountCountsASentMessageFailedLate(t *testing.T) {
+	kv := NewMemory()
+	o, a := NewOutbox(kv), NewAccounts(kv)
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	ms := func(d time.Duration) int64 { return t0.Add(d).UnixMilli() }
+	// The snapshot counts m1 (sent at 12 s, in its window): Recent 1.
+	if err := a.PutAccount(ctx, domain.Allowance{UserID: "u1", Period: "2026-11", Sent: 5, Mark: 20, At: ms(20 * time.Second), Since: ms(10 * time.Second), Recent: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for i, after := range []time.Duration{12 * time.Second, 21 * time.Second} {
+		e := queued(fmt.Sprintf("m%d", i+1), t0.Add(-time.Minute))
+		e.UserID = "u1"
+		if err := o.Accept(ctx, &e, ""); err != nil {
+			t.Fatal(err)
+		}
+		at := t0.Add(after)
+		e.SentAt = domain.MillisOf(at)
+		e.SetStatus(domain.MsgSent, at)
+		if i == 0 {
+			e.SetStatus(domain.MsgFailed, at.Add(time.Second)) // the network's failure after the send
+		}
+		o.Settle(e, func(error) {})
+	}
+	o.Flush()
+	got, err := a.Recount(t0.Add(30*time.Second), 40*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := got["u1"]; r.Allowance.Sent != 6 {
+		t.Fatalf("u1 recounted %+v, want 6 sent (m2 left out of the snapshot's 5)", r.Allowance)
+	}
+}
+
+// A boot that wrote some of its recounted snapshots and then stopped (a write refused) leaves
+// the next boot's recount exact: the snapshots it wrote do not move the recount's bound past
+// the messages of the users it did not write.
+func TestAccountsRecountAfterAPartialWrite(t *testing.T) {
+	kv := NewMemory()
+	o, a := NewOutbox(kv), NewAccounts(kv)
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	ms := func(d time.Duration) int64 { return t0.Add(d).UnixMilli() }
+	for _, s := range []domain.Allowance{
+		{UserID: "u1", Period: "2026-11", Sent: 7, Mark: 20, At: ms(20 * time.Second), Since: ms(10 * time.Second)},
+		{UserID: "u2", Period: "2026-11", Sent: 3, Mark: 20, At: ms(15 * time.Second), Since: ms(5 * time.Second)},
+	} {
+		if err := a.PutAccount(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, uid := range []string{"u1", "u2", "u3"} {
+		e := queued(fmt.Sprintf("m%d", i+1), t0.Add(-time.Minute))
+		e.UserID = uid
+		if err := o.Accept(ctx, &e, ""); err != nil {
+			t.Fatal(err)
+		}
+		at := t0.Add(time.Duration(16+i) * time.Second) // each left out of its user's snapshot
+		e.SentAt = domain.MillisOf(at)
+		e.SetStatus(domain.MsgSent, at)
+		o.Settle(e, func(error) {})
+	}
+	o.Flush()
+	want := map[string]int64{"u1": 8, "u2": 4, "u3": 1}
+	// The process was down five minutes; the boot writes u1's snapshot and fails on u2's.
+	first, err := a.Recount(t0.Add(5*time.Minute), 40*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for uid, sent := range want {
+		if first[uid].Allowance.Sent != sent {
+			t.Fatalf("%s: %+v, want %d sent", uid, first[uid].Allowance, sent)
+		}
+	}
+	if err := a.PutAccount(ctx, first["u1"].Allowance); err != nil {
+		t.Fatal(err)
+	}
+	// The next boot, a minute later.
+	again, err := a.Recount(t0.Add(6*time.Minute), 40*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for uid, sent := range want {
+		if again[uid].Allowance.Sent != sent {
+			t.Fatalf("recounted again, %s: %+v, want %d sent", uid, again[uid].Allowance, sent)
+		}
+	}
+}
