@@ -118,7 +118,10 @@ func (a Accounts) Recount(now time.Time, margin time.Duration) (map[string]domai
 		if v, err := Decode(value, statusVersion2, &c); err != nil || v != statusVersion2 {
 			return nil // not an outcome of this layout: written before any snapshot with At
 		}
-		if c.SentAt == 0 || c.Pos == "" || notTaken(c.Status) {
+		// Counted once sent (the send time set with its sent outcome), whatever came after:
+		// a late failure (the network's, after the send) rewrites the record failed with its
+		// send time kept, and the message stays counted (the snapshot's Recent holds it).
+		if c.SentAt == 0 || c.Pos == "" || c.Status == domain.MsgCancelled {
 			return nil
 		}
 		uid, ok := posUser(c.Pos)
@@ -194,12 +197,6 @@ func (a Accounts) Recount(now time.Time, margin time.Duration) (map[string]domai
 		out[uid] = domain.AccountRecount{Allowance: s, Sent: ats}
 	}
 	return out, nil
-}
-
-// notTaken tells whether a status is not one of a message the network took (sent, delivered,
-// read): those are the ones counted.
-func notTaken(s domain.MessageStatus) bool {
-	return s != domain.MsgSent && s != domain.MsgDelivered && s != domain.MsgRead
 }
 
 // posUser is the user of an outcome's pos (posOf: the path-escaped uid, "/", 13 digits).
