@@ -59,8 +59,10 @@ const RecountSkew = 10 * time.Second
 // snapshot, though its sent outcome is durable in the outbox (a message is counted only once
 // its outcome is durable). Run at boot, before any account is loaded or any message sent; for
 // the outbox on this store (Outbox, not LogOutbox). It returns, per user whose snapshot misses
-// messages, the snapshot as it should be this month (now's), stamped as read at now, and the
-// send times it now counts; the caller writes those snapshots before anything else runs.
+// messages, the snapshot as it should be this month (now's), stamped as read when the dead
+// process was last known alive (not now: a boot that wrote only some of them recounts the
+// same), and the send times it now counts; the caller writes those snapshots before anything
+// else runs.
 //
 // Which messages: a snapshot read its count at At; the messages it counts that were sent at or
 // after Since number Recent; and a message is counted within recentWindow of being sent. So
@@ -153,6 +155,13 @@ func (a Accounts) Recount(now time.Time, margin time.Duration) (map[string]domai
 	y, m, _ := now.UTC().Date()
 	monthStart := time.Date(y, m, 1, 0, 0, 0, 0, time.UTC)
 	period, startMs := monthStart.Format("2006-01"), monthStart.UnixMilli()
+	// read: when the dead process was last known alive, by its own clock: the newest
+	// snapshot's At, or a send time after it. Every message a recounted snapshot counts was
+	// sent by then, and none since (this process sends once they are written).
+	read := newest
+	for _, c := range cands {
+		read = max(read, int64(c.at))
+	}
 	byUser := map[string][]domain.Millis{}
 	for i, c := range cands {
 		if bodies[i] == nil {
@@ -190,9 +199,13 @@ func (a Accounts) Recount(now time.Time, margin time.Duration) (map[string]domai
 		if len(ats) == 0 {
 			continue
 		}
-		// Stamped as read now, counting every message of the window it was recounted from, so
-		// that a snapshot written from it is exact for the next boot's recount too.
-		s.At, s.Since, s.Recent = now.UnixMilli(), max(thr, startMs), int64(len(ats))
+		// Stamped as read at read (not now), counting every message of the window it was
+		// recounted from, so that a snapshot written from it is exact for the next boot's
+		// recount too, and the recount the same again when a boot wrote only some of its
+		// snapshots: read now, one written would move the next recount's bound (the newest
+		// At less the margin) past the messages of the users whose snapshot was not, when the
+		// process was down longer than the margin.
+		s.At, s.Since, s.Recent = read, max(thr, startMs), int64(len(ats))
 		s.Mark = max(s.Mark, s.Sent)
 		out[uid] = domain.AccountRecount{Allowance: s, Sent: ats}
 	}
