@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -446,18 +447,22 @@ func (lo *LogOutbox) ScanLog(uid string, s domain.LogScan, fn func(next string, 
 		return nil
 	}
 	var bound string
+	resume, hinted := outlog.Pos(0), false
 	if s.Cursor != "" {
-		pos, err := parseCursor(s.Cursor)
+		key, p, ok, err := parseChainCursor(s.Cursor)
 		if err != nil {
 			return err
 		}
-		bound = pos
+		bound, resume, hinted = key, p, ok
+		s.Cursor = cursor(key) // the index's own
 	}
 	r := &chainReader{lo: lo, uid: uid, uh: userHash(uid)}
 	var it chainIter
 	var err error
+	var desc *descIter
 	if s.Since.IsZero() {
-		it, err = r.newest(bound)
+		desc, err = r.newest(bound, resume, hinted)
+		it = desc
 	} else {
 		it, err = r.oldest(fmt.Sprintf("%013d", max(s.Since.UnixMilli(), 0)), bound)
 	}
@@ -472,8 +477,15 @@ func (lo *LogOutbox) ScanLog(uid string, s domain.LogScan, fn func(next string, 
 		return a > b
 	}
 	stopped := false
+	// A cursor newest first also says where the chain goes on after it (chainCursor).
+	after := func(key string) string {
+		if desc == nil {
+			return cursor(key)
+		}
+		return chainCursor(key, desc.resume())
+	}
 	emit := func(c *chainEnt) (bool, error) {
-		more, err := fn(cursor(c.key), c.e)
+		more, err := fn(after(c.key), c.e)
 		if err != nil || !more {
 			stopped = true
 		}
@@ -500,7 +512,7 @@ func (lo *LogOutbox) ScanLog(uid string, s domain.LogScan, fn func(next string, 
 				return more, err
 			}
 		}
-		more, err := fn(next, e)
+		more, err := fn(after(k), e)
 		if err != nil || !more {
 			stopped = true
 		}
@@ -521,6 +533,27 @@ func (lo *LogOutbox) ScanLog(uid string, s domain.LogScan, fn func(next string, 
 	}
 }
 
+// chainCursor is the cursor after the history entry at key, newest first, the chain going on
+// at p (0: ended): the index's cursor (the key, url-safe base64) of the key and a NUL and p's 8
+// bytes, so a page after it starts where the last one stopped, not from its hour's newest
+// accept. Keys are printable: the NUL ends one.
+func chainCursor(key string, p outlog.Pos) string {
+	b := binary.BigEndian.AppendUint64(append(append(make([]byte, 0, len(key)+9), key...), 0), uint64(p))
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// parseChainCursor reads a cursor chainCursor or MessageLog handed out: its key and, from
+// chainCursor's, where the chain goes on (ok).
+func parseChainCursor(c string) (key string, p outlog.Pos, ok bool, err error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err == nil && len(b) > 9 && b[len(b)-9] == 0 {
+		p, ok = outlog.Pos(binary.BigEndian.Uint64(b[len(b)-8:])), true
+		c = base64.RawURLEncoding.EncodeToString(b[:len(b)-9])
+	}
+	key, err = parseCursor(c)
+	return key, p, ok, err
+}
+
 // chainIter gives a chain's entries in a listing's order.
 type chainIter interface {
 	peek() (*chainEnt, error) // nil at the end
@@ -534,12 +567,32 @@ type descIter struct {
 	last   outlog.Pos // the last read (positions fall along a chain)
 	bound  string     // only keys before it ("": all)
 	run    []chainEnt
+	runAt  outlog.Pos // where the run's first was read
 	peeked *chainEnt
 }
 
-// newest starts a newest-first walk of r's chain after the key bound ("": from the head). The
-// skip positions lead to the newest accept of bound's hour or earlier first.
-func (r *chainReader) newest(bound string) (chainIter, error) {
+// resume is where a walk after the entries given so far goes on: the run being given (read
+// again: keys at or after the cursor's are left out), else the next.
+func (it *descIter) resume() outlog.Pos {
+	switch {
+	case len(it.run) > 0:
+		return it.runAt
+	case it.peeked != nil:
+		return it.peeked.pos
+	}
+	return it.next
+}
+
+// newest starts a newest-first walk of r's chain after the key bound ("": from the head): at
+// resume when hinted (a cursor of chainCursor's), else the skip positions lead to the newest
+// accept of bound's hour or earlier first.
+func (r *chainReader) newest(bound string, resume outlog.Pos, hinted bool) (*descIter, error) {
+	if hinted {
+		if top := r.lo.headTop(r.uid); resume > top.pos {
+			resume = 0 // never past the head (a cursor not handed out here)
+		}
+		return &descIter{r: r, next: resume, bound: bound}, nil
+	}
 	top := r.lo.headTop(r.uid)
 	it := &descIter{r: r, next: top.pos, bound: bound}
 	if bound != "" && top.pos != 0 {
@@ -585,7 +638,7 @@ func (it *descIter) peek() (*chainEnt, error) {
 			}
 			first = c
 		}
-		run := []chainEnt{first}
+		run, at := []chainEnt{first}, first.pos
 		for {
 			c, ok, err := it.read()
 			if err != nil {
@@ -607,7 +660,7 @@ func (it *descIter) peek() (*chainEnt, error) {
 				out = append(out, c)
 			}
 		}
-		it.run = out
+		it.run, it.runAt = out, at
 	}
 	return &it.run[0], nil
 }

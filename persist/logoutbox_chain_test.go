@@ -208,6 +208,18 @@ func TestChainListing(t *testing.T) {
 	}
 	mid := t0.Add(at.Sub(t0) / 2)
 	checkListing(t, lo, "u1", w, mid)
+	// Newest first, a page goes on where the one before stopped (its cursor says where).
+	lo.chainReads.Store(0)
+	got := listPages(t, lo, "u1", time.Time{}, 7)
+	outs := 0
+	for _, v := range got {
+		if strings.HasPrefix(v, "out:") {
+			outs++
+		}
+	}
+	if n := lo.chainReads.Load(); n > int64(outs+6*(len(got)/7+1)) {
+		t.Fatalf("%d pages newest first read %d records for %d outgoing entries", len(got)/7+1, n, outs)
+	}
 	// A page's cost: the skip positions lead to its hour, and the walk reads that hour (and
 	// the ones the page spans) only, whichever way it goes.
 	lastHour := at.Add(-time.Hour).Truncate(time.Hour)
