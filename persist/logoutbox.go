@@ -25,7 +25,8 @@ import (
 // status slots, so a read by id is one pread (and one more per outcome or receipt laid over
 // it), with no index:
 //
-//	accept   'A', flags, 4 random bytes, the body (version 3, as Outbox's msg_log record);
+//	accept   'A', flags, 4 random bytes, [a listed kind's chain: logoutbox_chain.go], the
+//	         body (version 3, as Outbox's msg_log record);
 //	         5 slots: 0 the outcome, 1 delivered, 2 read, 3 a failed receipt, 4 a requeue
 //	outcome  'O', the accept's position (8 bytes), the outcome (as Outbox's outbox_status)
 //	receipt  'R', the accept's position, the domain.StatusChange (version 1)
@@ -40,8 +41,8 @@ import (
 // outlog_pos/<id> in Badger (the accept carries the flag that says so; boot writes any that a
 // crash kept from being written). Badger also keeps the checkpoint (outlog_ckpt: the position
 // from which boot scans the log) and the marks (outlog_mark/<id>: a message pending longer than
-// markAfter, so the checkpoint can move past it), as Outbox does, and the campaigns' own
-// idempotency records (idem/).
+// markAfter, so the checkpoint can move past it), as Outbox does, the users' chains' heads as
+// of the checkpoint (outlog_head/<uid>), and the campaigns' own idempotency records (idem/).
 //
 // The history of what the log holds is a backward chain per user (logoutbox_chain.go): no
 // Badger record a message.

@@ -741,12 +741,3 @@ func (it *ascIter) peek() (*chainEnt, error) {
 }
 
 func (it *ascIter) pop() { it.seg = it.seg[1:] }
-
-// chainUID reads a chained accept's user from its body (boot).
-func chainUID(body []byte) (string, error) {
-	var b struct {
-		User string `json:"user"`
-	}
-	_, err := Decode(body, bodyVersion3, &b)
-	return b.User, err
-}
