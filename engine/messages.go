@@ -210,18 +210,26 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 			return domain.OutboxEntry{}, err
 		}
 	}
-	entry := queuedEntry(r.Message, view, r.UserID, r.Origin, now)
+	// The entry is made in its pending record's (unused until its outcome) and copied out
+	// once accepted: the outbox takes it by pointer through an interface, which moved a
+	// local entry (768 bytes) to the heap for every message, beside the record.
+	p := &pending{}
+	pe := &p.entry
+	*pe = queuedEntry(r.Message, view, r.UserID, r.Origin, now)
 	if !sendAt.IsZero() {
-		entry = scheduledEntry(r.Message, view, r.UserID, r.Origin, now, sendAt)
+		*pe = scheduledEntry(r.Message, view, r.UserID, r.Origin, now, sendAt)
 	}
-	entry.Transactional = r.Transactional
-	entry.LID = ms.lids.get(entry.Message.To)
-	way.apply(&entry)
+	pe.Transactional = r.Transactional
+	pe.LID = ms.lids.get(pe.Message.To)
+	way.apply(pe)
 	idemHash := ""
 	if r.IdemID != "" {
 		idemHash = r.Idem.BodyHash
 	}
-	if err := m.outbox.Accept(ctx, &entry, idemHash); err != nil {
+	err = m.outbox.Accept(ctx, pe, idemHash)
+	entry := *pe
+	*pe = domain.OutboxEntry{} // the record holds no entry until its outcome
+	if err != nil {
 		if r.Reserved == nil {
 			res.Release()
 		}
@@ -235,7 +243,7 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 	if r.Wait > 0 {
 		ch = make(chan outcome, 1)
 	}
-	ms.enqueue(ent, entry, res, ch, now)
+	ms.enqueueIn(p, ent, entry, res, ch, now)
 	if ch == nil {
 		return entry, nil
 	}
@@ -253,7 +261,12 @@ func queuedEntry(msg domain.Message, sess *domain.Session, uid, origin string, n
 // enqueue hands an accepted (committed) entry on: its reservation and waiter tracked, its
 // queued status published, the entry given to its session's deliverer.
 func (ms *Messages) enqueue(ent *sessionEntry, entry domain.OutboxEntry, res *Reservation, ch chan outcome, now time.Time) {
-	ms.msgs.track(entry.ID, res, ch)
+	ms.enqueueIn(nil, ent, entry, res, ch, now)
+}
+
+// enqueueIn is enqueue tracking the message in record p (nil: a new one).
+func (ms *Messages) enqueueIn(p *pending, ent *sessionEntry, entry domain.OutboxEntry, res *Reservation, ch chan outcome, now time.Time) {
+	ms.msgs.trackIn(p, entry.ID, res, ch)
 	ms.e.pub.message(&entry, domain.MsgQueued, now)
 	ms.push(ent, entry)
 }
@@ -271,12 +284,22 @@ func (ms *Messages) push(ent *sessionEntry, entry domain.OutboxEntry) {
 // track registers an accepted message's reservation (and a waiter); false when it was tracked
 // already (res then goes back).
 func (m *messages) track(id string, res *Reservation, ch chan outcome) bool {
+	return m.trackIn(nil, id, res, ch)
+}
+
+// trackIn is track with the record to keep when the message is new (nil: a new one; its entry
+// zero).
+func (m *messages) trackIn(np *pending, id string, res *Reservation, ch chan outcome) bool {
 	sh := m.shard(id)
 	sh.mu.Lock()
 	p := sh.m[id]
 	fresh := p == nil || p.durable
 	if fresh {
-		p = &pending{res: res}
+		if np == nil {
+			np = &pending{}
+		}
+		p = np
+		p.res = res
 		sh.m[id] = p
 		m.depth.Add(1)
 	} else if res != nil && res != p.res {

@@ -187,7 +187,7 @@ func TestOutcomeRecordDeletesItsKeptFinalStatus(t *testing.T) {
 				t.Fatal(err)
 			}
 			// One commit each: the record and the kept status's deletion together.
-			kept, parts := o.prepareBatch([]bgWrite{{o: o, id: es[0].ID, entry: &es[0]}, {o: o, id: es[2].ID, entry: &es[2]}}, true)
+			kept, parts := o.prepareBatch([]bgWrite{{o: o, id: es[0].ID, entry: settleOf(&es[0])}, {o: o, id: es[2].ID, entry: settleOf(&es[2])}}, true)
 			if len(kept) != 2 || len(parts) != 2 {
 				t.Fatalf("%d writes in %d commits, want 2 in 2", len(kept), len(parts))
 			}

@@ -163,12 +163,51 @@ type step struct {
 	At     domain.Millis        `json:"t"`
 }
 
-// appendOutcome appends a message's outcome record (version 2) to b: its JSON, written by
+// outcomeOf is what an outcome's write (Outbox.Settle) keeps of its message until the
+// background writer encodes it: the fields its record (appendOutcome) and its ops read, about
+// 200 bytes, where the whole entry (a copy for the writer, which folds receipts into it) was 768
+// on the heap for every message.
+type outcomeOf struct {
+	UserID                               string
+	Status                               domain.MessageStatus
+	NetworkID, LID, Code, Error, Pricing string
+	SentAt, UpdatedAt, CreatedAt         domain.Millis
+	Attempts                             int
+	History                              []domain.StatusChange
+}
+
+// settleOf is entry e's outcome as its write keeps it (its history shares e's array).
+func settleOf(e *domain.OutboxEntry) *outcomeOf {
+	o := outcomeOfEntry(e)
+	return &o
+}
+
+func outcomeOfEntry(e *domain.OutboxEntry) outcomeOf {
+	return outcomeOf{UserID: e.UserID, Status: e.Status, NetworkID: e.NetworkID, LID: e.LID, Code: e.Code, Error: e.Error,
+		Pricing: e.Pricing, SentAt: e.SentAt, UpdatedAt: e.UpdatedAt, CreatedAt: e.CreatedAt, Attempts: e.Attempts, History: e.History}
+}
+
+// setStatus is domain.OutboxEntry.SetStatus on the outcome's status and history (the rule is
+// the entry's: applied to an entry holding just these).
+func (c *outcomeOf) setStatus(s domain.MessageStatus, t time.Time) bool {
+	e := domain.OutboxEntry{Status: c.Status, UpdatedAt: c.UpdatedAt, History: c.History}
+	ok := e.SetStatus(s, t)
+	c.Status, c.UpdatedAt, c.History = e.Status, e.UpdatedAt, e.History
+	return ok
+}
+
+// appendOutcome appends a message's outcome record (version 2) to b (appendOutcomeOf).
+func appendOutcome(b []byte, e *domain.OutboxEntry) []byte {
+	c := outcomeOfEntry(e)
+	return appendOutcomeOf(b, &c)
+}
+
+// appendOutcomeOf appends a message's outcome record (version 2) to b: its JSON, written by
 // hand from the entry (one per message, so nothing is allocated on the way: the history's
 // steps and where the body is are written straight from the entry). The steps are those after
 // the body's own first one (queued, or scheduled with a sendAt); pos is the body's history key
 // (posOf).
-func appendOutcome(b []byte, e *domain.OutboxEntry) []byte {
+func appendOutcomeOf(b []byte, e *outcomeOf) []byte {
 	b = append(b, statusVersion2)
 	b = jsonenc.AppendString(append(b, `{"s":`...), e.Status)
 	b = jsonenc.AppendField(b, `,"n":`, e.NetworkID)
@@ -566,13 +605,14 @@ func (o *Outbox) IdemOf(messageID string) (domain.IdemRecord, error) {
 // rate: profiled in bench/README.md), and a receipt queued behind its message's outcome is
 // folded into it (one record instead of two).
 func (o *Outbox) Settle(e domain.OutboxEntry, done func(error)) {
-	e.History = slices.Clip(e.History) // a folded receipt appends: never into the caller's array
+	c := settleOf(&e)
+	c.History = slices.Clip(c.History) // a folded receipt appends: never into the caller's array
 	o.mu.Lock()
 	if p := o.index[e.ID]; p != nil && p.state != settling {
 		p.state = settling
 	}
 	o.mu.Unlock()
-	o.background(bgWrite{id: e.ID, entry: &e, done: done})
+	o.background(bgWrite{id: e.ID, entry: c, done: done})
 }
 
 // Receipt records a receipt (delivered, read) in the background.
@@ -612,14 +652,14 @@ func (f *inflight) wait() {
 	}
 }
 
-// bgWrite is an outcome or a receipt waiting for the background writer. An outcome's entry is
-// held by pointer: the queue's array is appended to for every message and grows under load,
-// and with the entry inline (832 bytes a write) its growth copies were 8 % of the send path's
-// CPU (profiled).
+// bgWrite is an outcome or a receipt waiting for the background writer. An outcome is held by
+// pointer: the queue's array is appended to for every message and grows under load, and with
+// the entry inline (832 bytes a write) its growth copies were 8 % of the send path's CPU
+// (profiled).
 type bgWrite struct {
 	o       *Outbox
 	id      string
-	entry   *domain.OutboxEntry // an outcome's message (Settle's own copy); nil: a receipt
+	entry   *outcomeOf // an outcome's (Settle's own copy); nil: a receipt
 	receipt domain.StatusChange
 	done    func(error)
 	folded  []func(error) // receipts folded into this outcome: answered with it
@@ -650,7 +690,7 @@ func (o *Outbox) prepareBatch(batch []bgWrite, each bool) ([]bgWrite, []bgPart) 
 	for _, w := range batch {
 		if !w.outcome() {
 			if i, ok := at[w.id]; ok {
-				if kept[i].entry.SetStatus(w.receipt.Status, w.receipt.At.Time()) && w.receipt.Status == domain.MsgFailed {
+				if kept[i].entry.setStatus(w.receipt.Status, w.receipt.At.Time()) && w.receipt.Status == domain.MsgFailed {
 					kept[i].entry.Code, kept[i].entry.Error = w.receipt.Code, w.receipt.Error // as laySettled
 				}
 				if w.receipt.Category != "" {
@@ -749,7 +789,7 @@ func (o *Outbox) ops(ops []Op, buf *[]byte, w bgWrite, now time.Time, marked boo
 	k := len(*buf)
 	*buf = append(append(append(*buf, outboxStatusTable...), '/'), w.id...)
 	v := len(*buf)
-	*buf = appendOutcome(*buf, w.entry)
+	*buf = appendOutcomeOf(*buf, w.entry)
 	ops = append(ops, Op{Key: (*buf)[k:v:v], Value: (*buf)[v:len(*buf):len(*buf)], TTL: OutboxRetention})
 	if st := w.entry.Status; st == domain.MsgFailed || st == domain.MsgCancelled {
 		// The status kept with its event (event_final) until this record: no boot reads it

@@ -529,7 +529,7 @@ func TestOutboxFoldedFailureKeepsItsCode(t *testing.T) {
 		answered.Add(1)
 	}
 	// One batch, the receipt behind its outcome (the background writer's gather).
-	kept, parts := o.prepareBatch([]bgWrite{{id: e.ID, entry: &e, done: done}, {id: e.ID, receipt: failed, done: done}}, false)
+	kept, parts := o.prepareBatch([]bgWrite{{id: e.ID, entry: settleOf(&e), done: done}, {id: e.ID, receipt: failed, done: done}}, false)
 	if len(kept) != 1 {
 		t.Fatalf("%d writes kept, want the receipt folded into the outcome", len(kept))
 	}
