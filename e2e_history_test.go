@@ -35,8 +35,15 @@ func itemTime(t *testing.T, m map[string]any) time.Time {
 	return at
 }
 
-func TestMessageHistory(t *testing.T) {
-	tg := startGW(t)
+func TestMessageHistory(t *testing.T) { messageHistory(t) }
+
+// The same on the outbox's own log (--outbox log, a lone gateway's: on Badger whatever
+// GATEWAY_STORE says): its outgoing messages are listed from their users' chains in the log,
+// merged with the incoming ones the index keeps.
+func TestMessageHistoryLog(t *testing.T) { messageHistory(t, "--store", "badger", "--outbox", "log") }
+
+func messageHistory(t *testing.T, args ...string) {
+	tg := startGW(t, args...)
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)
 	other := tg.newSender(admin, "bob", "447700900002", nil)

@@ -23,6 +23,13 @@ type MessageHistory interface {
 	InboundOf(uid, id, sid string) (domain.InboundMessage, error)
 }
 
+// historyLister is an outbox that keeps its outgoing messages' history itself (persist.LogOutbox:
+// a chain per user in its log, no index entry a message) and lists it merged by time with the
+// index's entries, as MessageHistory.ScanLog lists them, with the same cursors.
+type historyLister interface {
+	ScanLog(uid string, s domain.LogScan, fn func(next string, e domain.LogEntry) (bool, error)) error
+}
+
 // HistoryMaxLimit is the most items one page of the history holds.
 const HistoryMaxLimit = 1000
 
@@ -67,7 +74,11 @@ func (ms *Messages) History(uid string, q HistoryQuery) ([]HistoryItem, string, 
 		next string
 		last string
 	)
-	err := ms.history.ScanLog(uid, domain.LogScan{Cursor: q.Cursor, Since: q.Since}, func(after string, e domain.LogEntry) (bool, error) {
+	scan := ms.history.ScanLog
+	if h, ok := ms.msgs.outbox.(historyLister); ok {
+		scan = h.ScanLog // the outbox lists its own outgoing messages with the index's entries
+	}
+	err := scan(uid, domain.LogScan{Cursor: q.Cursor, Since: q.Since}, func(after string, e domain.LogEntry) (bool, error) {
 		item, ok := ms.historyItem(uid, e, q)
 		if !ok {
 			return true, nil

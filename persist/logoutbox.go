@@ -25,7 +25,8 @@ import (
 // status slots, so a read by id is one pread (and one more per outcome or receipt laid over
 // it), with no index:
 //
-//	accept   'A', flags, 4 random bytes, the body (version 3, as Outbox's msg_log record);
+//	accept   'A', flags, 4 random bytes, [a listed kind's chain: logoutbox_chain.go], the
+//	         body (version 3, as Outbox's msg_log record);
 //	         5 slots: 0 the outcome, 1 delivered, 2 read, 3 a failed receipt, 4 a requeue
 //	outcome  'O', the accept's position (8 bytes), the outcome (as Outbox's outbox_status)
 //	receipt  'R', the accept's position, the domain.StatusChange (version 1)
@@ -40,11 +41,11 @@ import (
 // outlog_pos/<id> in Badger (the accept carries the flag that says so; boot writes any that a
 // crash kept from being written). Badger also keeps the checkpoint (outlog_ckpt: the position
 // from which boot scans the log) and the marks (outlog_mark/<id>: a message pending longer than
-// markAfter, so the checkpoint can move past it), as Outbox does, and the campaigns' own
-// idempotency records (idem/).
+// markAfter, so the checkpoint can move past it), as Outbox does, the users' chains' heads as
+// of the checkpoint (outlog_head/<uid>), and the campaigns' own idempotency records (idem/).
 //
-// Not kept: the per-user history of what the log holds (the chain step 2 designs): a
-// LogOutbox's outbound messages are not listed by the history routes (see the notes).
+// The history of what the log holds is a backward chain per user (logoutbox_chain.go): no
+// Badger record a message.
 type LogOutbox struct {
 	log    *outlog.Log
 	kv     KV
@@ -66,13 +67,10 @@ type LogOutbox struct {
 	ckptMu sync.Mutex
 	now    func() time.Time
 
-	// The history entries waiting for the background writer (logoutbox_hist.go).
-	hmu       sync.Mutex
-	hq        []histItem
-	hinflight map[outlog.Pos]int
-	hwake     chan struct{}
-	hstop     chan struct{}
-	hdone     chan struct{}
+	// The users' heads of their chains (logoutbox_chain.go), and the records listings read
+	// (tests: a listing's cost).
+	chains     chains
+	chainReads atomic.Int64
 }
 
 // logPending is a message this process knows to be pending.
@@ -115,20 +113,25 @@ var logCheckpointKey = []byte("outlog_ckpt")
 // LogOutboxOptions configure OpenLogOutbox.
 type LogOutboxOptions struct {
 	Sync outlog.Sync // SyncBatch (--fsync batch) or SyncInterval
+
+	segmentSize int64 // tests: smaller segments (0: logSegmentSize)
 }
 
 // OpenLogOutbox opens the log in dir and the outbox on it and kv.
 func OpenLogOutbox(dir string, kv KV, o LogOutboxOptions) (*LogOutbox, error) {
-	l, _, err := outlog.Open(dir, outlog.Options{Sync: o.Sync, SegmentSize: logSegmentSize})
+	if o.segmentSize == 0 {
+		o.segmentSize = logSegmentSize
+	}
+	l, _, err := outlog.Open(dir, outlog.Options{Sync: o.Sync, SegmentSize: o.segmentSize})
 	if err != nil {
 		return nil, err
 	}
 	lo := &LogOutbox{log: l, kv: kv, idem: NewTable[domain.IdemRecord](kv, idemTable, 1),
 		pending: map[string]*logPending{}, now: time.Now,
-		recent: [2]map[string]outlog.Pos{make(map[string]outlog.Pos), make(map[string]outlog.Pos)}, hinflight: map[outlog.Pos]int{},
-		hwake: make(chan struct{}, 1), hstop: make(chan struct{}), hdone: make(chan struct{})}
+		recent: [2]map[string]outlog.Pos{make(map[string]outlog.Pos), make(map[string]outlog.Pos)}}
+	lo.chains.init()
+	l.SetOnRewind(lo.chains.rewound)
 	lo.logger.Store(slog.New(slog.DiscardHandler))
-	go lo.historyWriter()
 	return lo, nil
 }
 
@@ -139,12 +142,9 @@ func (lo *LogOutbox) SetLogger(l *slog.Logger) {
 	}
 }
 
-// Close waits for the background writes (outcomes, receipts, history entries) and closes the
-// log.
+// Close waits for the background writes (outcomes, receipts) and closes the log.
 func (lo *LogOutbox) Close() error {
 	lo.Flush()
-	close(lo.hstop)
-	<-lo.hdone
 	return lo.log.Close()
 }
 
@@ -220,25 +220,52 @@ func (lo *LogOutbox) queueAccept(e *domain.OutboxEntry, idemHash string) (outlog
 	if !caller {
 		ph = logID(0, 0) // a placeholder of an id's length, replaced in place
 	}
+	hdr := acceptHeader
+	var h *chainHead
+	unlock := func() {}
+	if listedKind(e.Message.Kind) {
+		// On its user's chain: the user's head locked until the accept is queued, its time
+		// not before the head's (the chain's order is the history's).
+		var sh *chainShard
+		var ms int64
+		sh, h, ms = lo.chainUser(e.UserID, int64(e.CreatedAt))
+		unlock = sh.mu.Unlock
+		if ms != int64(e.CreatedAt) {
+			e.CreatedAt = domain.Millis(ms)
+			for i := range e.History {
+				if e.History[i].Status == domain.MsgQueued || e.History[i].Status == domain.MsgScheduled {
+					e.History[i].At = e.CreatedAt
+				}
+			}
+		}
+		hdr = chainHeader
+	}
 	b, size := bodyOf(*e, idemHash, "")
 	b.ID = ph
-	rec := make([]byte, acceptHeader, acceptHeader+size)
+	rec := make([]byte, hdr, hdr+size)
 	rec[0] = recAccept
 	if caller {
 		rec[1] = acceptCallerID
 	}
 	rnd := rand.Uint32()
 	binary.BigEndian.PutUint32(rec[2:6], rnd)
+	if h != nil {
+		rec[1] |= acceptChained
+		binary.LittleEndian.PutUint32(rec[acceptHeader+24:], userHash(e.UserID))
+	}
 	rec, err := appendBody(append(rec, bodyVersion3), &b)
 	if err != nil {
+		unlock()
 		return outlog.Ticket{}, false, fmt.Errorf("%s %q: %w", outboxTable, e.ID, err)
 	}
-	idAt := acceptHeader + 1 + len(`{"id":"`) // where the placeholder id lies
+	idAt := hdr + 1 + len(`{"id":"`) // where the placeholder id lies
+	ms, durable := int64(e.CreatedAt), lo.log.Durable()
 	lo.mu.Lock()
 	if caller {
 		if p := lo.pending[e.ID]; p != nil {
 			t := p.acc
 			lo.mu.Unlock()
+			unlock()
 			if t != (outlog.Ticket{}) {
 				return t, true, t.Wait()
 			}
@@ -252,9 +279,13 @@ func (lo *LogOutbox) queueAccept(e *domain.OutboxEntry, idemHash string) (outlog
 			id = logID(p, rnd)
 			copy(dst[idAt:], id)
 		}
+		if h != nil {
+			lo.link(h, p, ms, durable, dst)
+		}
 	})
 	if err != nil {
 		lo.mu.Unlock()
+		unlock()
 		return t, false, err
 	}
 	if !caller {
@@ -265,6 +296,7 @@ func (lo *LogOutbox) queueAccept(e *domain.OutboxEntry, idemHash string) (outlog
 	}
 	lo.pending[e.ID] = &logPending{pos: t.Pos, since: lo.now(), state: accepting, acc: t}
 	lo.mu.Unlock()
+	unlock()
 	return t, false, nil
 }
 
@@ -303,9 +335,6 @@ func (lo *LogOutbox) finishAccept(ctx context.Context, es []*domain.OutboxEntry,
 				voided[i] = lo.void(ps[i]) == nil
 			}
 		}
-	}
-	if err == nil {
-		err = lo.queueHistory(es, ps)
 	}
 	lo.mu.Lock()
 	for i, e := range es {
@@ -408,11 +437,11 @@ func (lo *LogOutbox) readAccept(p outlog.Pos, id string) (found, error) {
 
 // acceptOf tells whether rec is the accept record of message id.
 func acceptOf(rec []byte, id string) bool {
-	if len(rec) < acceptHeader+1 || rec[0] != recAccept || rec[acceptHeader] != bodyVersion3 {
+	if len(rec) < acceptHeader+1 || rec[0] != recAccept || len(rec) < bodyAt(rec)+1 || rec[bodyAt(rec)] != bodyVersion3 {
 		return false
 	}
 	want := jsonenc.AppendString(append(make([]byte, 0, 40), `{"id":`...), id)
-	b := rec[acceptHeader+1:]
+	b := rec[bodyAt(rec)+1:]
 	return len(b) > len(want) && string(b[:len(want)]) == string(want) && b[len(want)] == ','
 }
 
@@ -456,7 +485,7 @@ func (lo *LogOutbox) readLinked(s []byte, k byte, apos outlog.Pos) ([]byte, erro
 
 // body decodes a found accept's body: the requeued one when its slot names one.
 func (lo *LogOutbox) body(f found) (domain.OutboxEntry, string, error) {
-	data := f.rec[acceptHeader:]
+	data := f.rec[bodyAt(f.rec):]
 	if s := f.slots[slotRequeue]; s != nil {
 		q, err := lo.readLinked(s, recRequeue, f.pos)
 		if err != nil {
@@ -563,7 +592,7 @@ func (lo *LogOutbox) IdemOf(messageID string) (domain.IdemRecord, error) {
 	if err != nil {
 		return domain.IdemRecord{}, err
 	}
-	e, hash, err := decodeBody(f.rec[acceptHeader:])
+	e, hash, err := decodeBody(f.rec[bodyAt(f.rec):])
 	if err != nil {
 		return domain.IdemRecord{}, err
 	}
@@ -718,8 +747,16 @@ func (lo *LogOutbox) Requeue(_ context.Context, e domain.OutboxEntry) error {
 	if err != nil {
 		return err
 	}
-	if err := lo.queueHistory([]*domain.OutboxEntry{&e}, []outlog.Pos{f.pos}); err != nil {
-		return err
+	if f.rec[1]&acceptChained == 0 {
+		// An accept of the layout before the chain: its Badger history entry names the
+		// session it goes by now (a chained accept's listing reads its requeue).
+		if op, ok, err := historyOp(&e); err != nil {
+			return err
+		} else if ok {
+			if err := lo.kv.Commit(context.Background(), op); err != nil {
+				return err
+			}
+		}
 	}
 	ch := make(chan error, 1)
 	lo.log.WriteSlot(f.pos, slotRequeue, slotPayload(recRequeue, domain.MsgQueued, e.CreatedAt, qp), func(err error) { ch <- err })

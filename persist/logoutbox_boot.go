@@ -43,6 +43,9 @@ func (lo *LogOutbox) Pending() ([]domain.OutboxEntry, error) {
 	default:
 		ckpt = outlog.Pos(binary.LittleEndian.Uint64(v))
 	}
+	if err := lo.loadHeads(); err != nil {
+		return nil, err
+	}
 	byPos := map[outlog.Pos]*logCand{}
 	var ops []Op
 	// The marks.
@@ -75,7 +78,7 @@ func (lo *LogOutbox) Pending() ([]domain.OutboxEntry, error) {
 			ops = append(ops, Op{Key: logMarkKey(m.id), Delete: true}) // settled: a stale mark
 			continue
 		}
-		body := f.rec[acceptHeader:]
+		body := f.rec[bodyAt(f.rec):]
 		if s := f.slots[slotRequeue]; s != nil {
 			q, err := lo.readLinked(s, recRequeue, f.pos)
 			if err != nil {
@@ -94,24 +97,33 @@ func (lo *LogOutbox) Pending() ([]domain.OutboxEntry, error) {
 		}
 		switch rec[0] {
 		case recAccept:
+			at := bodyAt(rec)
+			var b struct {
+				ID   string `json:"id"`
+				User string `json:"user"`
+			}
+			if _, err := Decode(rec[at:], bodyVersion3, &b); err != nil {
+				return fmt.Errorf("%s at %v: %w", outboxTable, p, err)
+			}
+			if _, skip, ms, ok := chainOf(rec, userHash(b.User)); ok {
+				// On its user's chain: the head moves to it.
+				lo.bootHead(b.User, chainLink{pos: p, skip: skip, ms: ms}, false)
+			}
 			if _, ok := byPos[p]; ok {
 				return nil // marked
 			}
-			var b struct {
-				ID string `json:"id"`
-			}
-			if _, err := Decode(rec[acceptHeader:], bodyVersion3, &b); err != nil {
-				return fmt.Errorf("%s at %v: %w", outboxTable, p, err)
-			}
-			c := &logCand{id: b.ID, pos: p, body: slices.Clone(rec[acceptHeader:]), ops: len(ops)}
+			c := &logCand{id: b.ID, pos: p, body: slices.Clone(rec[at:]), ops: len(ops)}
 			byPos[p] = c
-			// Its history entry, which the crash may have kept from being written.
-			if e, _, err := decodeBody(rec[acceptHeader:]); err != nil {
-				return fmt.Errorf("%s at %v: %w", outboxTable, p, err)
-			} else if op, ok, err := historyOp(&e); err != nil {
-				return err
-			} else if ok {
-				ops = append(ops, op)
+			if rec[1]&acceptChained == 0 {
+				// An accept of the layout before the chain: its Badger history entry, which
+				// the crash may have kept from being written.
+				if e, _, err := decodeBody(rec[at:]); err != nil {
+					return fmt.Errorf("%s at %v: %w", outboxTable, p, err)
+				} else if op, ok, err := historyOp(&e); err != nil {
+					return err
+				} else if ok {
+					ops = append(ops, op)
+				}
 			}
 			if rec[1]&acceptCallerID != 0 {
 				// Its outlog_pos record, which a crash may have kept from being written.
@@ -238,19 +250,35 @@ func (lo *LogOutbox) Checkpoint() error {
 			return err
 		}
 	}
+	// The heads as they stood at d, on disk, and the checkpoint at or before d: boot takes
+	// them and moves them on with the accepts it scans from the checkpoint. Heads written
+	// before the checkpoint are never ahead of what it scans (a head only moves forward).
+	if err := lo.log.Sync(); err != nil { // SyncInterval: Durable up to what is queued now
+		return err
+	}
+	d := lo.log.Durable()
+	hops, saved := lo.headsOps(d)
+	for len(hops) > 0 {
+		n := min(len(hops), histBatch)
+		if err := lo.kv.Commit(context.Background(), hops[:n]...); err != nil {
+			return err
+		}
+		hops = hops[n:]
+	}
+	saved()
 	lo.mu.Lock()
-	ckpt := lo.log.End()
+	ckpt := min(lo.log.End(), d)
 	for _, p := range lo.pending {
 		if p.mark != marked && p.pos < ckpt {
 			ckpt = p.pos
 		}
 	}
 	lo.mu.Unlock()
-	if h := lo.oldestHistory(); h != 0 && h < ckpt {
-		ckpt = h
-	}
 	return lo.kv.Commit(context.Background(), Op{Key: logCheckpointKey, Value: posBytes(ckpt)})
 }
+
+// histBatch: the most records one of boot's or the checkpoint's commits writes.
+const histBatch = 512
 
 // Renew drops the log's segments last written more than OutboxRetention ago, up to the first
 // that holds a pending message's accept (their bodies are kept where they are, not written
@@ -283,6 +311,7 @@ func (lo *LogOutbox) Renew() (int, error) {
 		if _, err := lo.log.Drop(through); err != nil {
 			return 0, err
 		}
+		lo.dropHeads(through)
 	}
 	return 0, nil
 }

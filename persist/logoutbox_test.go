@@ -272,7 +272,6 @@ func TestLogOutboxMarksAndCheckpoint(t *testing.T) {
 	newer := acceptLog(t, lo, 2, clock.now())
 	settleLog(t, lo, old[0], domain.MsgSent, clock.now())
 	settleLog(t, lo, newer[0], domain.MsgSent, clock.now())
-	historyWritten(t, lo)
 	if err := lo.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
@@ -311,16 +310,6 @@ func TestLogOutboxMarksAndCheckpoint(t *testing.T) {
 	wantStatus(t, lo, old[2], domain.MsgQueued)
 }
 
-// historyWritten waits until no history entry is in flight (they hold the checkpoint back).
-func historyWritten(t *testing.T, lo *LogOutbox) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); lo.oldestHistory() != 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("history entries not written in 5 s")
-		}
-	}
-}
-
 func leUint64(b []byte) uint64 {
 	var v uint64
 	for i := 7; i >= 0; i-- {
@@ -347,65 +336,6 @@ func TestLogIDRoundTrip(t *testing.T) {
 	if _, _, ok := parseLogID(logID(outlog.At(9, 16), 1), 3); ok {
 		t.Fatal("an id of a segment not yet made decodes")
 	}
-}
-
-// The history lists a LogOutbox's messages (its entries written in the background), and a
-// boot writes again those a crash kept from being written.
-func TestLogOutboxHistory(t *testing.T) {
-	dir, kv, clock := t.TempDir(), NewMemory(), &testClock{}
-	at := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
-	clock.set(at)
-	lo, _ := openLogOutbox(t, dir, kv, clock)
-	var ids []string
-	for i := range 3 {
-		ids = append(ids, acceptLog(t, lo, 1, at.Add(time.Duration(i)*time.Second))...)
-	}
-	react := logQueued("", at.Add(5*time.Second))
-	react.Message.Kind = domain.KindReaction
-	if err := lo.Accept(context.Background(), &react, ""); err != nil {
-		t.Fatal(err)
-	}
-	listed := func() []string {
-		var got []string
-		if err := NewMessageLog(kv).ScanLog("u1", domain.LogScan{}, func(_ string, e domain.LogEntry) (bool, error) {
-			if e.Dir != domain.DirOut || e.SessionID != "s1" || e.Peer == "" {
-				t.Fatalf("entry %+v", e)
-			}
-			got = append(got, e.ID)
-			return true, nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	want := []string{ids[2], ids[1], ids[0]} // newest first; the reaction not listed
-	for deadline := time.Now().Add(5 * time.Second); !slices.Equal(listed(), want); {
-		if time.Now().After(deadline) {
-			t.Fatalf("history %v, want %v", listed(), want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if lo.oldestHistory() != 0 {
-		t.Fatal("history written, still in flight")
-	}
-	crash(t, lo)
-	// Lost: boot writes them again from the log (the checkpoint is before them).
-	var ops []Op
-	_ = kv.Scan([]byte(messageLogTable+"/"), func(k, _ []byte) error {
-		ops = append(ops, Op{Key: slices.Clone(k), Delete: true})
-		return nil
-	})
-	if err := kv.Commit(context.Background(), ops...); err != nil {
-		t.Fatal(err)
-	}
-	if got := listed(); len(got) != 0 {
-		t.Fatalf("history after delete: %v", got)
-	}
-	lo, _ = openLogOutbox(t, dir, kv, clock)
-	if got := listed(); !slices.Equal(got, want) {
-		t.Fatalf("history after boot %v, want %v", got, want)
-	}
-	_ = lo
 }
 
 // A receipt for a message this process settled lately takes its accept's position from memory

@@ -114,6 +114,10 @@ type Log struct {
 		seg uint32
 		end int64
 	}
+	// durable: every record before this position is on disk (synced); Durable.
+	durable atomic.Uint64
+	// onRewind is told, under mu, where a rewind cut the log (SetOnRewind).
+	onRewind func(Pos)
 
 	readMu  sync.Mutex
 	readers map[uint32]*os.File // segments opened for reading (the writer's own file apart)
@@ -164,6 +168,13 @@ func Open(dir string, o Options) (*Log, Recovery, error) {
 		return nil, Recovery{}, err
 	}
 	l.written.seg, l.written.end = l.seg, l.end
+	// What a killed process left in the page cache is made durable once, so that Durable
+	// holds from the start (the last segment's; those before were synced at their roll).
+	if err := datasync(f); err != nil {
+		_ = f.Close()
+		return nil, Recovery{}, err
+	}
+	l.durable.Store(uint64(At(l.seg, uint32(l.end))))
 	go l.writer(f, l.seg)
 	return l, rec, nil
 }
@@ -316,6 +327,28 @@ func (l *Log) Sync() error {
 	l.kick()
 	l.mu.Unlock()
 	return <-ch
+}
+
+// Written is the position before which every record is written (readable): a record queued
+// at or after it is not yet.
+func (l *Log) Written() Pos {
+	l.written.RLock()
+	defer l.written.RUnlock()
+	return At(l.written.seg, uint32(l.written.end))
+}
+
+// Durable is the position before which every record is on disk (synced): SyncBatch's records
+// once answered, SyncInterval's after the next tick. A rewind never cuts below it.
+func (l *Log) Durable() Pos { return Pos(l.durable.Load()) }
+
+// SetOnRewind sets fn to be told where a rewind (a failed write, rewind) cut the log: every
+// record queued at or after that position before the cut is gone, and the records queued next
+// go there. fn is called with the log's lock held, before any record is queued at the cut: it
+// must not block or call the log (a caller linking records forgets the links it cut).
+func (l *Log) SetOnRewind(fn func(Pos)) {
+	l.mu.Lock()
+	l.onRewind = fn
+	l.mu.Unlock()
 }
 
 // Dir is the log's directory.

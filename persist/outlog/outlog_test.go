@@ -383,17 +383,30 @@ func TestIntervalSyncs(t *testing.T) {
 	if err := l.Sync(); err != nil {
 		t.Fatal(err)
 	}
+	if d, w := l.Durable(), l.Written(); d != w || w != l.End() {
+		t.Fatalf("after Sync: durable %v, written %v, end %v", d, w, l.End())
+	}
 	if _, err := l.Append(record(9, 300)); err != nil {
 		t.Fatal(err)
 	}
-	// The ticker syncs what was written since, with no Sync asked.
+	// The ticker syncs what was written since, with no Sync asked: Durable follows.
 	before := l.synced.Load()
 	deadline := time.Now().Add(10 * time.Second)
-	for l.synced.Load() == before {
+	for l.synced.Load() == before || l.Durable() != l.Written() {
 		if time.Now().After(deadline) {
 			t.Fatal("no interval sync in 10 s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+	// A reopened log's records are durable from the start (Open syncs its last segment).
+	dir := l.Dir()
+	end := l.End()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l2, _ := open(t, dir, Options{Sync: SyncInterval})
+	if l2.Durable() != end {
+		t.Fatalf("reopened: durable %v, want %v", l2.Durable(), end)
 	}
 }
 
@@ -458,6 +471,9 @@ func TestFailedWriteRewinds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var cut []Pos
+	l.SetOnRewind(func(p Pos) { cut = append(cut, p) }) // under the log's lock
+	durable := l.Durable()
 	failing := true
 	pwrite = func(f *os.File, b []byte, off int64) (int, error) {
 		if failing {
@@ -474,6 +490,12 @@ func TestFailedWriteRewinds(t *testing.T) {
 	}
 	if _, err := l.Read(lost); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("the failed record reads: %v", err)
+	}
+	l.mu.Lock()
+	told := slices.Clone(cut)
+	l.mu.Unlock()
+	if !slices.Equal(told, []Pos{lost}) || l.Durable() != durable || durable > lost {
+		t.Fatalf("rewinds told %v (want the cut at %v); durable %v, was %v", told, lost, l.Durable(), durable)
 	}
 	p, err := l.Append(record(3, 200))
 	if err != nil || p != lost {

@@ -255,6 +255,7 @@ func (l *Log) writer(f *os.File, fseg uint32) {
 		case <-l.wake:
 		case <-tick:
 			if dirty || len(others) > 0 {
+				w := l.Written() // written by this goroutine: all of it is in f or before
 				err := syncOthers(others)
 				if dirty {
 					dirty = false
@@ -264,6 +265,8 @@ func (l *Log) writer(f *os.File, fseg uint32) {
 				}
 				if err != nil {
 					l.fail(err)
+				} else {
+					l.durable.Store(uint64(w))
 				}
 				l.synced.Add(1)
 			}
@@ -330,6 +333,7 @@ func (l *Log) writer(f *os.File, fseg uint32) {
 				// before the slot's write was).
 				slotErrs, err = l.writeSlots(slots, f, fseg, others, &dirty, &tl)
 			}
+			synced := false
 			if err == nil && (l.sync == SyncBatch || len(syncs) > 0) {
 				if dirty {
 					dirty = false
@@ -339,6 +343,7 @@ func (l *Log) writer(f *os.File, fseg uint32) {
 				if err == nil {
 					err = syncOthers(others)
 				}
+				synced = err == nil
 			}
 			if err != nil {
 				l.fail(err)
@@ -347,6 +352,9 @@ func (l *Log) writer(f *os.File, fseg uint32) {
 				l.written.Lock()
 				l.written.seg, l.written.end = g.seg, g.off+int64(len(g.buf))
 				l.written.Unlock()
+			}
+			if synced {
+				l.durable.Store(uint64(l.Written()))
 			}
 			for _, g := range batch {
 				g.err = err
@@ -652,6 +660,9 @@ func (l *Log) rewind(f *os.File, fseg uint32, batch []*group, slots []slotWrite,
 	later := l.queue
 	l.queue = nil
 	l.seg, l.end = fseg, cut
+	if l.onRewind != nil {
+		l.onRewind(At(fseg, uint32(cut)))
+	}
 	l.mu.Unlock()
 	l.written.Lock()
 	l.written.seg, l.written.end = fseg, cut
