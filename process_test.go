@@ -433,12 +433,18 @@ func TestKill9CampaignsResume(t *testing.T) {
 			}
 		}
 	}
-	// messagesSent is written behind (at most every 20 ms, one write in flight): a kill -9 may
-	// lose the increments of that window (README: Allowance): at 3 campaigns of 50 a second,
-	// about 3 per 20 ms, so at most a few times that; the allowance itself stays safe.
+	// messagesSent is written behind (README: Allowance). On Badger (at most every 20 ms, one
+	// write in flight) a kill -9 may lose the increments of that window: at 3 campaigns of 50 a
+	// second, about 3 per 20 ms, so at most a few times that. On NATS (every second) the boot
+	// recounts what the kill left out from the outcome records, so the count is exact. The
+	// allowance itself stays safe on both.
 	a := tg.account(s.key)
-	if sent := int(a["messagesSent"].(float64)); sent > campaigns*per || sent < campaigns*per-12 {
-		t.Fatalf("messagesSent %d, want %d (at most a few lost by the kill)", sent, campaigns*per)
+	lost := 12
+	if testStore == "nats" {
+		lost = 0
+	}
+	if sent := int(a["messagesSent"].(float64)); sent > campaigns*per || sent < campaigns*per-lost {
+		t.Fatalf("messagesSent %d, want %d (at most %d lost by the kill)", sent, campaigns*per, lost)
 	}
 	if rem := int(a["remaining_month"].(float64)); rem > 1000-campaigns*per {
 		t.Fatalf("remaining_month %d after %d messages: the crash gave allowance back", rem, campaigns*per)

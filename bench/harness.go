@@ -75,7 +75,7 @@ func runBench(ctx context.Context, o runOptions, out io.Writer) error {
 	h.rep.Config = map[string]any{
 		"duration": o.duration.String(), "warmup": o.warmup.String(), "conns": o.conns, "sweep": o.sweep,
 		"rate_fraction": o.rateFraction, "rate_duration": o.rateDuration.String(), "users": o.users, "cases": o.cases, "fsync": o.fsync,
-		"wrk": h.wrk != nil,
+		"wrk": h.wrk != nil, "rounds": o.rounds, "rounds_cases": o.roundsCases,
 	}
 	fmt.Fprintf(out, "gateway %s; %s (load average %s); %d users; %v per case after %v warm-up\n", h.rep.Gateway, h.rep.Machine, h.rep.Machine.Load, o.users, o.duration, o.warmup)
 	var phases []phaseSpec
@@ -311,18 +311,16 @@ func (h *harness) runCase(ctx context.Context, g *gatewayProc, fl *fleet, phase 
 		duration = h.o.rateDuration
 	}
 	l := load{addr: g.addr, conns: conns, warmup: h.o.warmup, duration: duration, rate: rate, timeout: h.o.timeout, run: h.run, pid: g.cmd.Process.Pid}
-	if err := h.settle(ctx, g, r); err != nil {
-		r.Failure = err.Error()
-		return r
-	}
-	// CPU per message: the gateway's process over the measured window, split by the shares of
-	// a profile taken in a window of its own just before (the profiler's signals cost the
-	// gateway CPU that bare's windows and wrk's do not pay: measured in the window, they
-	// lowered the bench generator's ratios alone).
-	var prof *windowProfile
-	var split *cpuFigures
-	delivered := int64(1) // the capture's message
+	// CPU per message: the gateway's process over the measured window (the bench generator's
+	// first), split by the shares of a profile taken in a window of its own just before (the
+	// profiler's signals cost the gateway CPU that bare's windows and wrk's do not pay:
+	// measured in the window, they lowered the bench generator's ratios alone).
+	cr := &caseRun{g: g, r: r, c: c, captured: captured, l: l, tgt: tgt, recipients: recipients, delivered: 1} // the capture's message
 	if h.o.profile && (c.delivers || c.id == "validate" || c.id == "status") && rate == 0 && conns == h.o.conns && g.pprof != "" {
+		if err := h.settle(ctx, g, r); err != nil {
+			r.Failure = err.Error()
+			return r
+		}
 		pw := &windowProfile{g: g, duration: duration, perRequest: !c.delivers}
 		pl := l
 		pl.onWindow, pl.seq0 = pw.mark, profileSeq0
@@ -330,54 +328,27 @@ func (h *harness) runCase(ctx context.Context, g *gatewayProc, fl *fleet, phase 
 		// Not measured, but its answers are the run's: its messages delivered, its errors
 		// counted (errorCount: the run fails on them, and the delivery checks allow for them).
 		r.ProfileWindow = &ps
-		delivered += ps.OK
+		cr.delivered += ps.OK
+		cr.errs += ps.Errors
 		var err error
-		if split, err = pw.finish(ps.Requests, h.profilePath(phase, c.id)); err != nil {
+		if cr.split, err = pw.finish(ps.Requests, h.profilePath(phase, c.id)); err != nil {
 			r.Notes = append(r.Notes, "CPU per message not split: "+err.Error())
 		}
-		if err := h.settle(ctx, g, r); err != nil {
-			r.Failure = err.Error()
-			return r
-		}
-		prof = &windowProfile{g: g, duration: duration, perRequest: !c.delivers, counting: true}
-		l.onWindow = prof.mark
+		cr.prof = &windowProfile{g: g, duration: duration, perRequest: !c.delivers, counting: true}
 	}
-	gs := measure(ctx, l, tgt)
-	ended := time.Now()
-	r.Gateway = &gs
-	l.onWindow = nil // the gateway's counters: not scraped again at bare's and the floor's edges
-	if prof != nil {
-		cpu, err := prof.finish(gs.Requests, "")
-		if err != nil {
-			r.Notes = append(r.Notes, "CPU per message not measured: "+err.Error())
-		} else if split != nil && split.Components != nil {
-			cpu.Profile, cpu.Components = split.Profile, split.Components
-			cpu.split()
-		}
-		r.CPU = cpu
-	}
-	// Deliveries first: for the webhook this also waits out the backlog the gateway is still
-	// working through, before the bare server is measured beside it.
-	if c.delivers {
-		delivered += gs.OK
-		r.DrainSeconds, r.DeliveredRPS, err = h.checkDeliveries(ctx, g, c, r, recipients, delivered, 0, gs, ended)
+	if rate > 0 {
+		h.fixedRate(ctx, cr, fixed)
+	} else {
+		// The gateway, bare and (durable cases) the floor in rounds, the bench's generator's
+		// then wrk's (rounds.go); deliveries checked after each gateway window.
+		n := h.roundsFor(c, conns)
+		own, err := h.measureRounds(ctx, cr, nil, n)
+		r.figures = *own
 		if err != nil {
 			r.Failure = err.Error()
 		}
-	}
-	if rate > 0 && fixed.floor && c.durable && ctx.Err() == nil && r.Failure == "" {
-		// The floor at the same schedule: its p99 is what the gateway's is held against.
-		if err := h.measureFloorAt(ctx, g, r, captured, l, tgt); err != nil {
-			r.Failure = err.Error()
-		}
-	}
-	if rate == 0 {
-		if err := h.measureServers(ctx, g, r, &r.figures, c, captured, l, tgt, nil); err != nil && r.Failure == "" {
-			r.Failure = err.Error()
-		}
-		r.ratios()
 		if ctx.Err() == nil && r.Failure == "" {
-			if err := h.measureWrk(ctx, g, r, c, captured, l, tgt, recipients, delivered); err != nil && r.Failure == "" {
+			if err := h.measureWrk(ctx, cr, n); err != nil && r.Failure == "" {
 				r.Failure = err.Error()
 			}
 		}
@@ -386,6 +357,32 @@ func (h *harness) runCase(ctx context.Context, g *gatewayProc, fl *fleet, phase 
 		r.Failure = "error responses"
 	}
 	return r
+}
+
+// fixedRate measures the gateway on the fixed-rate run's schedule (the bench's generator, one
+// window), its deliveries, then (a durable case, when asked) the floor on the same schedule.
+func (h *harness) fixedRate(ctx context.Context, cr *caseRun, fixed fixedRun) {
+	r, c := cr.r, cr.c
+	if err := h.settle(ctx, cr.g, r); err != nil {
+		r.Failure = err.Error()
+		return
+	}
+	gs := measure(ctx, cr.l, cr.tgt)
+	ended := time.Now()
+	r.Gateway = &gs
+	if c.delivers {
+		var err error
+		r.DrainSeconds, r.DeliveredRPS, err = h.checkDeliveries(ctx, cr.g, c, r, cr.recipients, cr.delivered+gs.OK, 0, gs, ended)
+		if err != nil {
+			r.Failure = err.Error()
+		}
+	}
+	if fixed.floor && c.durable && ctx.Err() == nil && r.Failure == "" {
+		// The floor at the same schedule: its p99 is what the gateway's is held against.
+		if err := h.measureFloorAt(ctx, cr.g, r, cr.captured, cr.l, cr.tgt); err != nil {
+			r.Failure = err.Error()
+		}
+	}
 }
 
 // profileSeq0 is where the profile window's sequences start: half of the 10^10 a worker's
@@ -405,6 +402,14 @@ const profileSeq0 = 5_000_000_000
 // each connection unanswered and the gateway may send those: the counter can then reach the
 // count while up to that many answered messages are still queued (a few ms of the drain).
 func (h *harness) checkDeliveries(ctx context.Context, g *gatewayProc, c *benchCase, r *result, recipients []string, want, unanswered int64, s stats, ended time.Time) (float64, float64, error) {
+	return h.deliveries(ctx, g, c, r, recipients, want, unanswered, r.errorCount()+s.Errors, s, ended, true)
+}
+
+// deliveries is checkDeliveries with the error answers so far given (errs) and, when not
+// final (a round before a case's last), the drain timed by the counter alone: the
+// per-recipient read for loss and duplicates is left to the last round's check, which counts
+// every round's messages (without the counter, every round reads).
+func (h *harness) deliveries(ctx context.Context, g *gatewayProc, c *benchCase, r *result, recipients []string, want, unanswered, errs int64, s stats, ended time.Time, final bool) (float64, float64, error) {
 	wait := 10 * time.Second
 	if c.async {
 		wait = time.Minute
@@ -417,7 +422,10 @@ func (h *harness) checkDeliveries(ctx context.Context, g *gatewayProc, c *benchC
 	if r.sentBase >= 0 && !c.async {
 		drained = waitSent(ctx, g.api, r.sentBase+float64(want), ended.Add(wait))
 	}
-	errs := r.errorCount() + s.Errors
+	if !drained.IsZero() && !final {
+		drain := drained.Sub(ended).Seconds()
+		return drain, float64(s.Requests) / (window + drain), nil
+	}
 	if !drained.IsZero() {
 		d, err := checkDeliveries(ctx, g.api, recipients, want, errs, unanswered, 0)
 		if err == nil {
@@ -439,50 +447,6 @@ func (h *harness) checkDeliveries(ctx context.Context, g *gatewayProc, c *benchC
 	drain := time.Since(ended).Seconds()
 	// Accepted within the window, then delivered by the end of the drain.
 	return drain, float64(s.Requests) / (window + drain), nil
-}
-
-// measureServers measures the bare server on the captured bytes and, for a durable case, the
-// floor, with the bench's generator (w nil) or wrk.
-func (h *harness) measureServers(ctx context.Context, g *gatewayProc, r *result, f *figures, c *benchCase, captured bareResponse, l load, tgt target, w *wrkRun) error {
-	if err := h.bare.set(captured); err != nil {
-		return err
-	}
-	if err := h.settle(ctx, g, r); err != nil {
-		return err
-	}
-	bs, err := h.measureOn(ctx, h.bare.addr, h.bare.cmd.Process.Pid, l, tgt, w)
-	if err != nil {
-		return err
-	}
-	f.Bare = &bs
-	if !c.durable || ctx.Err() != nil {
-		return nil
-	}
-	captured.Commit = g.fsync
-	if err := h.bare.set(captured); err != nil {
-		return err
-	}
-	if err := h.settle(ctx, g, r); err != nil {
-		return err
-	}
-	before, err := h.bare.commits()
-	if err != nil {
-		return err
-	}
-	fs, err := h.measureOn(ctx, h.bare.addr, h.bare.cmd.Process.Pid, l, tgt, w)
-	if err != nil {
-		return err
-	}
-	f.Floor = &fs
-	after, err := h.bare.commits()
-	if err != nil {
-		return err
-	}
-	// The floor's commits must have grown by at least its 2xx answers, or it measured nothing.
-	if n := after - before; n < fs.OK {
-		return fmt.Errorf("floor: %d answers but %d commits", fs.OK, n)
-	}
-	return nil
 }
 
 // measureFloorAt measures the floor alone on the fixed-rate run's schedule (the bench's
@@ -517,23 +481,27 @@ func (h *harness) measureOn(ctx context.Context, addr string, pid int, l load, t
 // wrkRun is a case's request pools for wrk.
 type wrkRun struct {
 	warmupPool, pool string
-	cycle            bool // the requests need not be unique: cycle through the pools
-	gatewayPID       int  // against the gateway a pool of unique requests never cycles
+	// pools: the warm-up and measured pools of each round (one pair for every round when the
+	// requests may repeat); at(i) sets warmupPool and pool to round i's
+	pools      [][2]string
+	cycle      bool // the requests need not be unique: cycle through the pools
+	gatewayPID int  // against the gateway a pool of unique requests never cycles
 }
 
-// measureWrk measures the case again with wrk: the gateway (with its deliveries), the bare
-// server and the floor.
-func (h *harness) measureWrk(ctx context.Context, g *gatewayProc, r *result, c *benchCase, captured bareResponse, l load, tgt target, recipients []string, delivered int64) error {
+// measureWrk measures the case again with wrk, in n rounds: the gateway (with its deliveries),
+// the bare server and the floor.
+func (h *harness) measureWrk(ctx context.Context, cr *caseRun, n int) error {
+	r, c, l := cr.r, cr.c, cr.l
 	if h.wrk == nil {
 		r.WrkNote = h.wrkNote
 		return nil
 	}
-	w := &wrkRun{cycle: !c.unique, gatewayPID: g.cmd.Process.Pid}
+	w := &wrkRun{cycle: !c.unique, gatewayPID: cr.g.cmd.Process.Pid}
 	// A pool of unique requests holds more than the gateway can answer meanwhile: twice what
 	// the bench's generator measured, and at least 6,000 a second, over wrk's run (whole
 	// seconds). The floor matters where the bench's generator is slow for its own reasons
 	// (few connections on a busy machine: 783/s where wrk drove the same gateway at 5,449/s).
-	warmN, n := 2048, 8192
+	warmN, size := 2048, 8192
 	if c.unique {
 		rps := max(2*r.Gateway.RPS, 6000)
 		if l.duration < 2*time.Second {
@@ -543,44 +511,27 @@ func (h *harness) measureWrk(ctx context.Context, g *gatewayProc, r *result, c *
 			rps = max(4*r.Gateway.RPS, 25000)
 		}
 		warmN = int(rps*wholeSeconds(h.o.warmup)) + 2000
-		n = int(rps*wholeSeconds(l.duration)) + 2000
+		size = int(rps*wholeSeconds(l.duration)) + 2000
 	}
-	var err error
-	if w.warmupPool, err = h.wrk.writePool(tgt, g.addr, h.run, wrkWarmupWorker, warmN, "warmup"); err != nil {
-		return err
+	defer w.removePools()
+	pairs := 1
+	if c.unique {
+		pairs = n // a round's requests must not repeat another's
 	}
-	if w.pool, err = h.wrk.writePool(tgt, g.addr, h.run, wrkWorker, n, "measure"); err != nil {
-		return err
-	}
-	defer os.Remove(w.warmupPool)
-	defer os.Remove(w.pool)
-	if err := h.bare.set(captured); err != nil { // the gateway's turn: nothing committed here
-		return err
-	}
-	if err := h.settle(ctx, g, r); err != nil {
-		return err
-	}
-	f := &figures{}
-	r.Wrk = f
-	gs, err := h.measureOn(ctx, g.addr, g.cmd.Process.Pid, l, tgt, w)
-	if err != nil {
-		return err
-	}
-	ended := time.Now()
-	f.Gateway = &gs
-	if c.delivers {
-		// wrk stops (after its warm-up, and at the end) with a request in flight on each
-		// connection; the gateway may have accepted those.
-		f.DrainSeconds, f.DeliveredRPS, err = h.checkDeliveries(ctx, g, c, r, recipients, delivered+gs.OK, 2*int64(l.conns), gs, ended)
+	for i := range pairs {
+		seq0 := uint64(i) * roundSeq
+		warm, err := h.wrk.writePoolFrom(cr.tgt, cr.g.addr, h.run, wrkWarmupWorker, seq0, warmN, fmt.Sprintf("warmup-r%d", i))
 		if err != nil {
-			return fmt.Errorf("wrk: %w", err)
+			return err
+		}
+		w.pools = append(w.pools, [2]string{warm, ""})
+		if w.pools[i][1], err = h.wrk.writePoolFrom(cr.tgt, cr.g.addr, h.run, wrkWorker, seq0, size, fmt.Sprintf("measure-r%d", i)); err != nil {
+			return err
 		}
 	}
-	if err := h.measureServers(ctx, g, r, f, c, captured, l, tgt, w); err != nil {
-		return err
-	}
-	f.ratios()
-	return nil
+	f, err := h.measureRounds(ctx, cr, w, n)
+	r.Wrk = f
+	return err
 }
 
 // profilePath is where a run's gateway profile is kept: beside the results, or in the work dir.

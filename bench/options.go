@@ -21,6 +21,8 @@ type runOptions struct {
 	quick        bool
 	wrk          string // wrk binary: "auto" (PATH), a path, or "off"
 	profile      bool   // CPU per message by component, from gateway profiles
+	rounds       int    // rounds of alternated windows per closed-loop case of roundsCases (rounds.go)
+	roundsCases  []string
 	users        int
 	cases        []string
 	fsync        []string
@@ -36,7 +38,7 @@ type runOptions struct {
 
 func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 	var o runOptions
-	var sweep, cases, fsync, stores string
+	var sweep, cases, fsync, stores, roundsCases string
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.gateway, "gateway", "bin/gateway", "gateway binary to start")
@@ -48,6 +50,8 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 	fs.DurationVar(&o.rateDuration, "rate-duration", 60*time.Second, "measured time of the fixed-rate run (quick: --duration)")
 	fs.StringVar(&o.wrk, "wrk", "auto", "wrk binary measuring every closed-loop case beside the bench's generator (auto: from PATH; off: none)")
 	fs.BoolVar(&o.profile, "profile", true, "profile the gateway during v1 send and webhook (CPU per message by component; the gateway gets a loopback --pprof)")
+	fs.IntVar(&o.rounds, "rounds", 3, "rounds per generator of the closed-loop cases of --rounds-cases at --conns: each round one window per server (gateway, bare, floor), the order rotated each round, the servers up throughout; each figure the rounds' median, each ratio the median of the rounds' ratios with its lowest-highest (quick: 1)")
+	fs.StringVar(&roundsCases, "rounds-cases", "send,validate,status", "cases measured in --rounds rounds (the others, the sweep's other counts and the fixed-rate run: one window per server)")
 	fs.BoolVar(&o.quick, "quick", false, "smoke test: short runs, fewer users, no results file or README update unless asked")
 	fs.IntVar(&o.users, "users", 100, "users, each with a linked sim session and an API key (quick: 20)")
 	fs.StringVar(&cases, "cases", strings.Join(caseIDs(), ","), "cases to run")
@@ -68,7 +72,7 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 	if o.quick {
 		given := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-		defaults := map[string]string{"duration": "2s", "warmup": "500ms", "users": "20", "settle": "200ms", "results": "", "readme": "", "rate-duration": "0"}
+		defaults := map[string]string{"duration": "2s", "warmup": "500ms", "users": "20", "settle": "200ms", "results": "", "readme": "", "rate-duration": "0", "rounds": "1"}
 		for name, v := range defaults {
 			if !given[name] {
 				_ = fs.Set(name, v)
@@ -83,6 +87,12 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 	for _, id := range o.cases {
 		if caseByID(id) == nil {
 			return o, fmt.Errorf("--cases: unknown case %q (known: %s)", id, strings.Join(caseIDs(), ", "))
+		}
+	}
+	o.roundsCases = splitList(roundsCases)
+	for _, id := range o.roundsCases {
+		if caseByID(id) == nil {
+			return o, fmt.Errorf("--rounds-cases: unknown case %q (known: %s)", id, strings.Join(caseIDs(), ", "))
 		}
 	}
 	o.stores = splitList(stores)
@@ -109,6 +119,8 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 		return o, fmt.Errorf("--conns must be 1 to %d", maxConns)
 	case o.users < 1 || o.users > maxUsers:
 		return o, fmt.Errorf("--users must be 1 to %d", maxUsers)
+	case o.rounds < 1 || o.rounds > maxRounds:
+		return o, fmt.Errorf("--rounds must be 1 to %d", maxRounds)
 	case o.rateFraction < 0 || o.rateFraction > 1:
 		return o, fmt.Errorf("--rate-fraction must be 0 to 1")
 	}

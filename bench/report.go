@@ -67,6 +67,11 @@ type figures struct {
 	DeliveredRPS        float64 `json:"delivered_rps,omitempty"`
 	SustainedRatio      float64 `json:"sustained_ratio,omitempty"`
 	SustainedFloorRatio float64 `json:"sustained_floor_ratio,omitempty"`
+	// Measured in rounds (rounds.go): the figures above are the rounds' medians, each ratio the
+	// median of the rounds' ratios; RatioRanges holds each ratio's lowest and highest over the
+	// rounds (by the ratio's JSON name), Rounds every round as measured.
+	RatioRanges map[string][2]float64 `json:"ratio_ranges,omitempty"`
+	Rounds      []round               `json:"rounds,omitempty"`
 }
 
 // ratios fills the ratios from the measurements.
@@ -92,13 +97,19 @@ func (f *figures) ratios() {
 // counted is a ratio as it counts: the lower of the two generators' (the bench's own alone
 // when wrk did not measure).
 func (r *result) counted(get func(*figures) float64) float64 {
-	v := get(&r.figures)
+	v, _ := r.countedOf(get)
+	return v
+}
+
+// countedOf is counted and the generator's figures it came from.
+func (r *result) countedOf(get func(*figures) float64) (float64, *figures) {
+	v, f := get(&r.figures), &r.figures
 	if r.Wrk != nil {
 		if w := get(r.Wrk); w > 0 && (v <= 0 || w < v) {
-			v = w
+			v, f = w, r.Wrk
 		}
 	}
-	return v
+	return v, f
 }
 
 // cpuFigures is the gateway's CPU per message over one measured window.
@@ -250,20 +261,23 @@ func printResult(w io.Writer, r *result) {
 		if f == nil || f.Gateway == nil {
 			continue
 		}
-		if f.Bare != nil {
-			notes = append(notes, fmt.Sprintf("%sratio %.3f", g.name, f.Ratio))
+		if len(f.Rounds) > 1 {
+			notes = append(notes, fmt.Sprintf("%smedians of %d rounds", g.name, len(f.Rounds)))
 		}
-		if f.Floor != nil {
-			notes = append(notes, fmt.Sprintf("%sfloor (bare + %s) %.3f of bare, gateway %.3f of the floor",
-				g.name, floorWords(fsyncOf(r)), f.FloorRatio, f.GatewayFloorRatio))
+		if f.Bare != nil {
+			notes = append(notes, fmt.Sprintf("%sratio %.3f%s", g.name, f.Ratio, spreadOf(f, "ratio")))
+		}
+		if f.Floor != nil && f.Bare != nil { // not on a fixed-rate run: no bare, no ratios
+			notes = append(notes, fmt.Sprintf("%sfloor (bare + %s) %.3f of bare, gateway %.3f%s of the floor",
+				g.name, floorWords(fsyncOf(r)), f.FloorRatio, f.GatewayFloorRatio, spreadOf(f, "gateway_floor_ratio")))
 		}
 		if f.DeliveredRPS > 0 {
 			notes = append(notes, fmt.Sprintf("%sdelivered %.0f/s (backlog drained %.2fs after the window)", g.name, f.DeliveredRPS, f.DrainSeconds))
 			if f.SustainedRatio > 0 {
-				notes = append(notes, fmt.Sprintf("%ssustained ratio %.3f", g.name, f.SustainedRatio))
+				notes = append(notes, fmt.Sprintf("%ssustained ratio %.3f%s", g.name, f.SustainedRatio, spreadOf(f, "sustained_ratio")))
 			}
 			if f.SustainedFloorRatio > 0 {
-				notes = append(notes, fmt.Sprintf("%ssustained %.3f of the floor", g.name, f.SustainedFloorRatio))
+				notes = append(notes, fmt.Sprintf("%ssustained %.3f%s of the floor", g.name, f.SustainedFloorRatio, spreadOf(f, "sustained_floor_ratio")))
 			}
 		}
 	}
@@ -285,6 +299,7 @@ func printResult(w io.Writer, r *result) {
 	if len(notes) > 0 {
 		fmt.Fprintf(w, "   %s\n", strings.Join(notes, "; "))
 	}
+	printRounds(w, r)
 	if c := r.CPU; c != nil {
 		fmt.Fprintf(w, "   CPU: %.2f s over %.1f s for %d accepted, %d sent: %.1f µs per message, %.1f without the sim (%.1f); %.1f storage writes, %.0f bytes per message\n",
 			c.CPUSeconds, c.WindowSeconds, c.Accepted, c.Sent, c.PerMessageUS, c.GatewayUS, c.SimUS, c.Writes, c.WriteBytes)
@@ -413,9 +428,13 @@ func summaryTable(rep *report, markdown bool) string {
 		}
 		return fmt.Sprintf("%.0f", s.RPS)
 	}
-	ratio := func(v float64) string {
+	// A ratio measured in rounds: the median, then the rounds' lowest-highest.
+	ratio := func(f *figures, name string, v float64) string {
 		if v <= 0 {
 			return ""
+		}
+		if rg, ok := f.RatioRanges[name]; ok && len(f.Rounds) > 1 {
+			return fmt.Sprintf("%.3f (%.2f-%.2f)", v, rg[0], rg[1])
 		}
 		return fmt.Sprintf("%.3f", v)
 	}
@@ -443,8 +462,8 @@ func summaryTable(rep *report, markdown bool) string {
 		g := r.Gateway
 		line([]string{fsyncOf(r), r.Case, fmt.Sprint(r.Conns), mode, fmt.Sprintf("%.0f", g.RPS),
 			fmt.Sprintf("%.3f", g.P50), fmt.Sprintf("%.3f", g.P99), fmt.Sprint(r.errorCount()),
-			num(r.Bare), ratio(r.Ratio), num(r.Floor), ratio(r.GatewayFloorRatio),
-			num(w.Gateway), num(w.Bare), ratio(w.Ratio), num(w.Floor), ratio(w.GatewayFloorRatio), del, pct(r.otherCPU())})
+			num(r.Bare), ratio(&r.figures, "ratio", r.Ratio), num(r.Floor), ratio(&r.figures, "gateway_floor_ratio", r.GatewayFloorRatio),
+			num(w.Gateway), num(w.Bare), ratio(w, "ratio", w.Ratio), num(w.Floor), ratio(w, "gateway_floor_ratio", w.GatewayFloorRatio), del, pct(r.otherCPU())})
 	}
 	if tw != nil {
 		tw.Flush()
@@ -569,6 +588,11 @@ type targetCheck struct {
 	// run, under FloorFsync (what a server doing nothing but the commit reached).
 	Floor      float64 `json:"floor_ratio,omitempty"`
 	FloorFsync string  `json:"floor_fsync,omitempty"`
+	// Rounds: a ratio measured in rounds (rounds.go), Got the median of the counted
+	// generator's rounds' ratios, Lowest and Highest that generator's rounds' lowest and highest.
+	Rounds  int     `json:"rounds,omitempty"`
+	Lowest  float64 `json:"lowest,omitempty"`
+	Highest float64 `json:"highest,omitempty"`
 }
 
 // Targets of DESIGN.md section 8.
@@ -595,6 +619,15 @@ func checkTargets(rep *report) []targetCheck {
 		}
 		return nil
 	}
+	// ratio is a ratio target's figure (the lower generator's) with its rounds' range.
+	ratio := func(t targetCheck, r *result, get func(*figures) float64) targetCheck {
+		v, f := r.countedOf(get)
+		t.Got = v
+		if vs := valuesOf(f.Rounds, get); len(f.Rounds) > 1 && len(vs) > 0 {
+			t.Rounds, t.Lowest, t.Highest = len(f.Rounds), slices.Min(vs), slices.Max(vs)
+		}
+		return t
+	}
 	add := func(t targetCheck, r *result) {
 		t.Disturbed = r.otherCPU() > disturbed
 		t.Generators = "go"
@@ -620,14 +653,16 @@ func checkTargets(rep *report) []targetCheck {
 			continue
 		}
 		name := "v1 send, " + phase
-		if v := r.counted(func(f *figures) float64 { return f.SustainedFloorRatio }); v > 0 {
-			add(targetCheck{Target: fmt.Sprintf("%s: sustained at 64 conns >= %.2f of the floor, backlog drained within 2 s", name, targetSendFloor),
-				Got: v, Met: v >= targetSendFloor && drained(r, 2)}, r)
+		if get := func(f *figures) float64 { return f.SustainedFloorRatio }; r.counted(get) > 0 {
+			t := ratio(targetCheck{Target: fmt.Sprintf("%s: sustained at 64 conns >= %.2f of the floor, backlog drained within 2 s", name, targetSendFloor)}, r, get)
+			t.Met = t.Got >= targetSendFloor && drained(r, 2)
+			add(t, r)
 		}
 		if phase == "fsync=interval" {
-			if v := r.counted(func(f *figures) float64 { return f.SustainedRatio }); v > 0 {
-				add(targetCheck{Target: fmt.Sprintf("%s: sustained at 64 conns >= %.2f of bare", name, targetSendBare),
-					Got: v, Met: v >= targetSendBare && drained(r, 2)}, r)
+			if get := func(f *figures) float64 { return f.SustainedRatio }; r.counted(get) > 0 {
+				t := ratio(targetCheck{Target: fmt.Sprintf("%s: sustained at 64 conns >= %.2f of bare", name, targetSendBare)}, r, get)
+				t.Met = t.Got >= targetSendBare && drained(r, 2)
+				add(t, r)
 			}
 		}
 		if c := r.CPU; c != nil && c.GatewayUS > 0 && c.Sent > 0 {
@@ -636,20 +671,24 @@ func checkTargets(rep *report) []targetCheck {
 		}
 	}
 	if r := find("fsync=batch", "webhook-route", 64, "closed"); r != nil && r.Bare != nil {
-		if v := r.counted(func(f *figures) float64 { return f.GatewayFloorRatio }); v > 0 {
-			add(targetCheck{Target: fmt.Sprintf("webhook route: at 64 conns >= %.2f of the floor", targetRouteFloor), Got: v, Met: v >= targetRouteFloor}, r)
+		if get := func(f *figures) float64 { return f.GatewayFloorRatio }; r.counted(get) > 0 {
+			t := ratio(targetCheck{Target: fmt.Sprintf("webhook route: at 64 conns >= %.2f of the floor", targetRouteFloor)}, r, get)
+			t.Met = t.Got >= targetRouteFloor
+			add(t, r)
 		}
 	}
 	if r := find("fsync=batch", "webhook", 64, "closed"); r != nil && r.Bare != nil {
-		if v := r.counted(func(f *figures) float64 { return f.SustainedFloorRatio }); v > 0 {
-			add(targetCheck{Target: fmt.Sprintf("webhook end to end: sustained at 64 conns >= %.2f of the floor, backlog drained within 60 s", targetWebhookFloor),
-				Got: v, Met: v >= targetWebhookFloor && drained(r, 60)}, r)
+		if get := func(f *figures) float64 { return f.SustainedFloorRatio }; r.counted(get) > 0 {
+			t := ratio(targetCheck{Target: fmt.Sprintf("webhook end to end: sustained at 64 conns >= %.2f of the floor, backlog drained within 60 s", targetWebhookFloor)}, r, get)
+			t.Met = t.Got >= targetWebhookFloor && drained(r, 60)
+			add(t, r)
 		}
 	}
 	for _, c := range []struct{ id, name string }{{"validate", "validate"}, {"status", "client status"}} {
 		if r := find("fsync=batch", c.id, 64, "closed"); r != nil && r.Bare != nil {
-			v := r.counted(func(f *figures) float64 { return f.Ratio })
-			add(targetCheck{Target: fmt.Sprintf("%s: at 64 conns >= %.2f of bare (the lower of both generators)", c.name, targetReadBare), Got: v, Met: v >= targetReadBare}, r)
+			t := ratio(targetCheck{Target: fmt.Sprintf("%s: at 64 conns >= %.2f of bare (the lower of both generators)", c.name, targetReadBare)}, r, func(f *figures) float64 { return f.Ratio })
+			t.Met = t.Got >= targetReadBare
+			add(t, r)
 		}
 	}
 	for _, r := range rep.Results {
@@ -700,6 +739,9 @@ func targetLines(rep *report) []string {
 			if t.Floor > 0 {
 				mark += fmt.Sprintf("; a bare server with %s: %.3f of bare", floorWords(t.FloorFsync), t.Floor)
 			}
+		}
+		if t.Rounds > 1 {
+			mark = fmt.Sprintf("median of %d rounds, lowest-highest %.3f-%.3f; %s", t.Rounds, t.Lowest, t.Highest, mark)
 		}
 		if t.Generators == "go" {
 			mark += "; the bench's generator only (no wrk)"

@@ -124,6 +124,12 @@ const (
 
 // writePool renders n requests of t (as worker id) into a pool file and returns its path.
 func (w *wrkTool) writePool(t target, addr string, run, id, n int, name string) (string, error) {
+	return w.writePoolFrom(t, addr, run, id, 0, n, name)
+}
+
+// writePoolFrom is writePool with the worker's sequence starting at seq0 (a round's: see
+// roundSeq).
+func (w *wrkTool) writePoolFrom(t target, addr string, run, id int, seq0 uint64, n int, name string) (string, error) {
 	path := filepath.Join(w.dir, fmt.Sprintf("pool-%d-%s.bin", run, name))
 	f, err := os.Create(path)
 	if err != nil {
@@ -133,7 +139,7 @@ func (w *wrkTool) writePool(t target, addr string, run, id, n int, name string) 
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
 	initRequest(req, addr, t)
-	wk := &worker{id: id, run: run}
+	wk := &worker{id: id, run: run, seq: seq0}
 	var raw bytes.Buffer
 	rw := bufio.NewWriter(&raw)
 	for range n {

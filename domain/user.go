@@ -72,6 +72,22 @@ type Allowance struct {
 	// is granted only once a larger mark is committed, so a kill -9 (which can lose the last
 	// increments of Sent) never lets the month's limit be exceeded.
 	Mark int64 `json:"mark"`
+	// At, Since and Recent let a boot after a kill -9 count what the snapshot left out (the
+	// count is written behind): At is when Sent was read (ms), Recent how many of the messages
+	// Sent counts were sent (their send time) at or after Since (ms, a whole second), so the
+	// messages of the outbox sent at or after Since, less Recent, are the ones it does not count.
+	At     int64 `json:"at,omitempty"`
+	Since  int64 `json:"since,omitempty"`
+	Recent int64 `json:"recent,omitempty"`
+}
+
+// AccountRecount is a user's allowance after a kill -9 (persist.Accounts.Recount): the snapshot
+// with Sent counting the messages sent this month that it left out, and the send times of the
+// messages of its window (its Since on) that it now counts, which the next snapshots' Recent
+// must count.
+type AccountRecount struct {
+	Allowance Allowance
+	Sent      []Millis
 }
 
 // Grant is an API key's view as one call was authorized: its record and its daily limits.

@@ -7,6 +7,7 @@ import (
 	"github.com/anthdm/hollywood/actor"
 
 	"github.com/gateway/gateway/actors/account"
+	"github.com/gateway/gateway/domain"
 )
 
 // Reservation is monthly allowance held for messages that have no outcome yet: the one owner
@@ -63,9 +64,13 @@ func (r *Reservation) Take(n int64) *Reservation {
 }
 
 // Commit counts n held messages as sent.
-func (r *Reservation) Commit(n int64) {
+func (r *Reservation) Commit(n int64) { r.CommitAt(n, 0) }
+
+// CommitAt counts n held messages as sent, at (their outcome's send time: a snapshot of the
+// count says how many of its messages were sent lately, for the recount after a kill -9).
+func (r *Reservation) CommitAt(n int64, at domain.Millis) {
 	if r.take(n) {
-		r.ms.account(r.uid).counter.Settle(r.ms.e.now(), n, n)
+		r.ms.account(r.uid).counter.SettleAt(r.ms.e.now(), int64(at), n, n)
 	}
 }
 
@@ -120,6 +125,9 @@ func (ms *Messages) account(uid string) *accountEntry {
 	e := ms.e
 	return ms.accounts.getOrPut(uid, func() *accountEntry {
 		deps := account.Deps{Store: ms.accountTable, Clock: clockFunc(e.cfg.Now), Log: e.log}
+		if _, ok := ms.accountTable.(*recountedAccounts); ok {
+			deps.FlushEvery = recountFlushEvery
+		}
 		c := account.NewCounter(uid, e.Users.planOf(uid).MonthlyMessages)
 		return &accountEntry{pid: e.spawn(account.New(c, deps), "account", uid), counter: c}
 	})

@@ -31,6 +31,9 @@ func (e *Engine) boot() error {
 	storeRecs := readAhead(&reads, e.Stores.records)
 	inbox := readAhead(&reads, e.Stores.inbox)
 	writeBacks := readAhead(&reads, e.Stores.writeBacks)
+	// The allowances a kill -9 left behind their outbox: corrected before any account loads
+	// (recover reserves), by the one writer of the account records until then.
+	recounted := readAhead(&reads, e.Messages.recount)
 
 	us, err := users.get("users")
 	if err != nil {
@@ -48,6 +51,10 @@ func (e *Engine) boot() error {
 	}
 	nSessions := e.Sessions.boot(ss)
 	entries, err := pending.get("outbox")
+	if err != nil {
+		return err
+	}
+	nRecounted, err := recounted.get("")
 	if err != nil {
 		return err
 	}
@@ -78,12 +85,13 @@ func (e *Engine) boot() error {
 		return err
 	}
 	e.log.Info("engine booted", "users", nUsers, "keys", nKeys, "sessions", nSessions, "outbox_pending", nPending, "campaigns", nCampaigns, "stores", nStores,
+		"allowances_recounted", nRecounted,
 		"took_ms", time.Since(began).Milliseconds(),
 		// Each read's time from the boot's start (they run at once), and the outbox's pending
 		// read, the longest when messages are queued.
 		"users_ms", users.took.Milliseconds(), "keys_ms", keys.took.Milliseconds(), "sessions_ms", sessions.took.Milliseconds(),
 		"outbox_ms", pending.took.Milliseconds(), "campaigns_ms", campaigns.took.Milliseconds(),
-		"stores_ms", max(storeRecs.took, inbox.took, writeBacks.took).Milliseconds())
+		"stores_ms", max(storeRecs.took, inbox.took, writeBacks.took).Milliseconds(), "recount_ms", recounted.took.Milliseconds())
 	return nil
 }
 

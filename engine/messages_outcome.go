@@ -162,7 +162,7 @@ func (m *messages) settled(sh *pendingShard, p *pending, id string, sendErr erro
 			return
 		}
 		if sendErr == nil {
-			p.res.Commit(1)
+			p.res.CommitAt(1, p.entry.SentAt)
 		} else {
 			p.res.Release()
 		}

@@ -45,6 +45,9 @@ type Records struct {
 	Windows        WindowStore
 	// The Cloud-API-shaped front's uploads (front.go; nil: uploads are refused).
 	FrontMedia FrontMediaStore
+	// Recount counts at boot what a kill -9 left out of the account snapshots (nil: nothing
+	// is recounted, and the count is written every 20 ms; allowance_recount.go).
+	Recount AccountRecounter
 }
 
 // CloudTemplateStore keeps each cloud session's templates as last synced (persist.CloudTemplates).

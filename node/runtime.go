@@ -43,6 +43,9 @@ var (
 	_ engine.CloudTemplateStore = persist.CloudTemplates{}
 )
 
+// The allowances' recount at boot (--store nats) is persist's.
+var _ engine.AccountRecounter = persist.Accounts{}
+
 // shared is what every runtime of a node shares.
 type shared struct {
 	c      Config
@@ -136,7 +139,11 @@ func newRuntime(ctx context.Context, sh shared, o runtimeOptions) (_ *runtime, e
 		mover = o.mover(recs)
 	}
 	ers := engineRecords(recs)
-	if c.Store != "nats" {
+	if c.Store == "nats" {
+		// The outbox is on the records' store, which reads its records by time: a boot counts
+		// what a kill -9 left out of the allowances, so their count is written seldom.
+		ers.Recount = recs.Accounts
+	} else {
 		if err := otherOutboxEmpty(c, recs.Outbox, o.kv); err != nil {
 			return nil, err
 		}

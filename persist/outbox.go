@@ -988,36 +988,3 @@ func (o *Outbox) laySettled(e *domain.OutboxEntry) error {
 	}
 	return nil
 }
-
-// Accounts persists account snapshots (the monthly allowance).
-type Accounts struct{ t *Table[domain.Allowance] }
-
-// NewAccounts returns the account table on kv.
-func NewAccounts(kv KV) Accounts { return Accounts{NewTable[domain.Allowance](kv, accountTable, 1)} }
-
-// GetAccount returns a user's snapshot (a zero one when none).
-func (a Accounts) GetAccount(uid string) (domain.Allowance, error) {
-	s, err := a.t.Get(uid)
-	if errors.Is(err, domain.ErrRecordNotFound) {
-		return domain.Allowance{UserID: uid}, nil
-	}
-	return s, err
-}
-
-// PutAccount writes a snapshot. It is written for every user every few milliseconds under
-// load, from a goroutine of its own: the JSON is written by hand (the reflecting encoder's deep
-// stack was grown again in each save's goroutine, 2 % of the CPU of a send, profiled).
-func (a Accounts) PutAccount(ctx context.Context, s domain.Allowance) error {
-	v := append(make([]byte, 0, 96), recordVersion1)
-	v = append(v, `{"userId":`...)
-	v = jsonenc.AppendString(v, s.UserID)
-	v = append(v, `,"period":`...)
-	v = jsonenc.AppendString(v, s.Period)
-	v = strconv.AppendInt(append(v, `,"sent":`...), s.Sent, 10)
-	v = strconv.AppendInt(append(v, `,"mark":`...), s.Mark, 10)
-	op, err := a.t.PutRawOp(s.UserID, append(v, '}'), 0)
-	if err != nil {
-		return err
-	}
-	return a.t.KV().Commit(background(ctx), op) // written behind, on a clock of its own
-}

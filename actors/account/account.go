@@ -44,6 +44,9 @@ type Deps struct {
 	Store Store
 	Clock Clock
 	Log   *slog.Logger
+	// FlushEvery is how often, at most, the count alone is written (0: accountFlushEvery): a
+	// store whose boot recounts what a kill -9 left out (Seeds) can write it seldom.
+	FlushEvery time.Duration
 }
 
 // Account-actor messages.
@@ -66,7 +69,10 @@ type (
 	// Settle reports the outcome of reserved messages: Sent succeeded, Unreserve is how much of
 	// the reservation to give back (successes included). A message re-sent at boot after a
 	// crash is reserved again (Force) and settles like any other.
-	Settle struct{ Sent, Unreserve int64 }
+	Settle struct {
+		Sent, Unreserve int64
+		At              int64 // when the Sent messages were sent (ms; 0: unknown)
+	}
 	// Get answers the current allowance.
 	Get struct{ Reply chan Result }
 	// SetLimit changes the monthly limit (the plan changed).
@@ -92,8 +98,10 @@ func (r Result) Failure() error { return r.Err }
 // Counter is one user's monthly count, shared by the account actor and its callers. After a
 // kill -9 the allowance between the persisted Sent and Mark counts as used (at most one block
 // lost, never the limit exceeded); a graceful stop writes the exact count. Sent is written
-// behind (at most every 20 ms, one commit in flight at a time), so the send path waits on the
-// disk only when a reservation passes the durable Mark, which is then raised a block ahead.
+// behind (at most every Deps.FlushEvery, one commit in flight at a time), so the send path
+// waits on the disk only when a reservation passes the durable Mark, which is then raised a
+// block ahead. Each snapshot says how many of its messages were sent lately (recent.go), so
+// that a boot recounting the outbox (Seeds) restores what a kill -9 left out of it.
 type Counter struct {
 	mu       sync.Mutex
 	limit    int64
@@ -115,6 +123,9 @@ type Counter struct {
 	// notify sends a message to the actor: set at its start, before loaded (a settlement
 	// needs a reservation, which needs the account loaded).
 	notify func(msg any)
+	// recent: the messages counted lately, by the second they were sent (snapshots' Recent).
+	recent     recent
+	flushEvery time.Duration
 }
 
 // NewCounter returns user userID's counter, with the monthly limit (0 = none).
@@ -162,21 +173,29 @@ func (a *Counter) TryReserve(now time.Time, n int64) (r Result, ok bool) {
 // Settle reports the outcome of reserved messages (see the Settle message): sent succeeded,
 // unreserve is how much of the reservation to give back (successes included).
 func (a *Counter) Settle(now time.Time, sent, unreserve int64) {
+	a.SettleAt(now, 0, sent, unreserve)
+}
+
+// SettleAt is Settle of sent messages sent at (ms; their outcome's send time, 0: unknown).
+func (a *Counter) SettleAt(now time.Time, at int64, sent, unreserve int64) {
 	a.mu.Lock()
 	if !a.loaded && a.notify != nil {
 		// Before the load (which would overwrite it), the actor applies it after loading.
 		notify := a.notify
 		a.mu.Unlock()
-		notify(Settle{Sent: sent, Unreserve: unreserve})
+		notify(Settle{Sent: sent, Unreserve: unreserve, At: at})
 		return
 	}
-	a.settle(now, sent, unreserve)
+	a.settle(now, at, sent, unreserve)
 }
 
 // settle applies a settlement and unlocks mu.
-func (a *Counter) settle(now time.Time, sent, unreserve int64) {
+func (a *Counter) settle(now time.Time, at, sent, unreserve int64) {
 	a.roll(now)
 	a.st.Sent += sent
+	if sent > 0 && at >= a.periodStart.UnixMilli() {
+		a.recent.note(at, sent)
+	}
 	a.reserved = max(a.reserved-unreserve, 0)
 	flush := sent > 0 && !a.flushQueued && a.notify != nil
 	if flush {
@@ -186,7 +205,7 @@ func (a *Counter) settle(now time.Time, sent, unreserve int64) {
 	notify := a.notify
 	a.mu.Unlock()
 	if flush {
-		time.AfterFunc(accountFlushEvery, func() { notify(accountFlush{}) })
+		time.AfterFunc(a.flushEvery, func() { notify(accountFlush{}) })
 	}
 }
 
@@ -221,6 +240,7 @@ func (a *Counter) roll(now time.Time) {
 	a.periodEnd = a.periodStart.AddDate(0, 1, 0)
 	if p := a.periodStart.Format("2006-01"); p != a.st.Period {
 		a.st.Period, a.st.Sent, a.st.Mark, a.wantMark, a.ghost = p, 0, 0, 0, 0
+		a.recent = recent{}
 	}
 }
 
@@ -263,7 +283,7 @@ func (a *Account) Receive(c *actor.Context) {
 		a.reserve(c, m)
 	case Settle:
 		a.c.mu.Lock()
-		a.c.settle(a.deps.Clock.Now(), m.Sent, m.Unreserve)
+		a.c.settle(a.deps.Clock.Now(), m.At, m.Sent, m.Unreserve)
 	case accountFlush:
 		a.c.mu.Lock()
 		a.c.flushQueued = false
@@ -300,6 +320,7 @@ func (a *Account) Receive(c *actor.Context) {
 		a.c.loaded = false // callers go to the actor, which is gone: no reservation after this
 		st := a.c.st
 		st.Mark = a.c.used()
+		a.c.stamp(&st, a.deps.Clock.Now())
 		a.c.mu.Unlock()
 		if loaded {
 			if err := a.deps.Store.PutAccount(context.Background(), st); err != nil {
@@ -365,6 +386,10 @@ func (a *Account) load(c *actor.Context) {
 	ac := a.c
 	ac.mu.Lock()
 	ac.notify = mark.To(c)
+	ac.flushEvery = a.deps.FlushEvery
+	if ac.flushEvery <= 0 {
+		ac.flushEvery = accountFlushEvery
+	}
 	ac.mu.Unlock()
 	uid := a.uid
 	st, err := a.deps.Store.GetAccount(uid)
@@ -384,6 +409,13 @@ func (a *Account) load(c *actor.Context) {
 	// A mark above the count is allowance a crashed process may have used.
 	ac.ghost = max(ac.st.Mark-ac.st.Sent, 0)
 	ac.wantMark = ac.st.Mark
+	if s, ok := a.deps.Store.(Seeds); ok {
+		for _, at := range s.SentSeeds(uid) {
+			if int64(at) >= ac.periodStart.UnixMilli() {
+				ac.recent.note(int64(at), 1)
+			}
+		}
+	}
 }
 
 // save writes the snapshot with the mark wanted, on the mark's worker (one write in flight; a
@@ -394,6 +426,7 @@ func (a *Account) save(c *actor.Context) {
 	ac.dirty = false
 	st := ac.st
 	st.Mark = max(st.Mark, ac.wantMark)
+	ac.stamp(&st, a.deps.Clock.Now())
 	ac.mu.Unlock()
 	store := a.deps.Store
 	a.mark.Write(c, st, func(ctx context.Context) error { return store.PutAccount(ctx, st) })

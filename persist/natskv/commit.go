@@ -483,6 +483,10 @@ type flight struct {
 // groupHook, when set (tests only), runs before each group is sent, with its stream's index.
 var groupHook atomic.Pointer[func(stream int)]
 
+// readHook, when set (tests only), runs between the reading of a group's conditions and its
+// publish: another writer's change there overtakes them.
+var readHook atomic.Pointer[func()]
+
 // stallAfter is how long a group may be in flight before it no longer holds the node's budget
 // (a healthy round trip takes milliseconds; a stream without a leader holds its groups for up
 // to Options.Hold).
@@ -735,6 +739,9 @@ func (rs *recStream) send(group []*commitReq, fresh bool) (map[*commitReq]error,
 		return nil, err
 	}
 	defer cancel()
+	if hook := readHook.Load(); hook != nil {
+		(*hook)()
+	}
 	var (
 		msgs   []*nats.Msg
 		failed map[*commitReq]error
@@ -919,11 +926,19 @@ func (rs *recStream) resolve(sent []*commitReq, failed map[*commitReq]error, cau
 		failed[r] = e
 	}
 	for _, r := range again {
-		if _, ok := failed[r]; !ok {
-			// err, or nil: sent again and applied. Every commit is answered: sendPiped's
-			// caller sends again the commits it left unanswered.
-			failed[r] = err
+		if _, ok := failed[r]; ok {
+			continue
 		}
+		if errors.Is(err, errWrongSequence) {
+			// Refused again, on a condition another writer changed since it was read (the
+			// store's own error, never the caller's): decided as a group's refusal is
+			// (runGroup), commit by commit on conditions read afresh.
+			failed[r] = rs.sendAlone(r)
+			continue
+		}
+		// err, or nil: sent again and applied. Every commit is answered: sendPiped's caller
+		// sends again the commits it left unanswered.
+		failed[r] = err
 	}
 	return failed, nil
 }

@@ -57,3 +57,16 @@ func (s *Store) Leaders() (leaders []string, connected string) {
 	}
 	return leaders, s.nc.ConnectedServerName()
 }
+
+// AfterRead runs fn once, between the reading of the next group's conditions and its publish
+// (as another writer's commit landing there).
+func AfterRead(fn func()) {
+	var once atomic.Bool
+	hook := func() {
+		if once.CompareAndSwap(false, true) {
+			readHook.Store(nil)
+			fn()
+		}
+	}
+	readHook.Store(&hook)
+}

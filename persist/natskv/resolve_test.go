@@ -2,10 +2,12 @@ package natskv
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/persist"
 	"github.com/gateway/gateway/persist/natstest"
 )
@@ -39,6 +41,41 @@ func TestResolveAnswersTheCommitsItSendsAgain(t *testing.T) {
 		t.Fatalf("the commit sent again and applied: answered %v (%v), want nil", ok, e)
 	}
 	if v, err := s.Get([]byte("t/k")); err != nil || string(v) != "v" {
+		t.Fatalf("the record: %q, %v", v, err)
+	}
+}
+
+// A commit resolve sends again and the server refuses again, on a condition another writer
+// overtook between resolve's read and the publish, is answered the store's own error for it
+// (here: the record exists, as the commit's first refusal on that condition is decided), not
+// the internal wrong-sequence error, which no caller knows.
+func TestResolveAnswersARefusedResendWithTheStoresError(t *testing.T) {
+	srv := natstest.Start(t)
+	ctx := context.Background()
+	s, err := Open(ctx, Options{URL: srv.URL, Prefix: "rsv2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r, rs, err := s.prepare("", []persist.Op{{Key: []byte("t/k"), IfAbsent: true}, {Key: []byte("t/k"), Value: []byte("mine")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ctx = ctx
+	// Another writer creates the key after resolve read it absent, before its publish.
+	AfterRead(func() {
+		if err := s.Commit(ctx, persist.Op{Key: []byte("t/k"), Value: []byte("theirs")}); err != nil {
+			t.Error(err)
+		}
+	})
+	answers, err := rs.resolve([]*commitReq{r}, nil, nats.ErrTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := answers[r]; !errors.Is(e, domain.ErrRecordExists) {
+		t.Fatalf("the resend refused on its overtaken condition: answered %v, want %v", e, domain.ErrRecordExists)
+	}
+	if v, err := s.Get([]byte("t/k")); err != nil || string(v) != "theirs" {
 		t.Fatalf("the record: %q, %v", v, err)
 	}
 }
