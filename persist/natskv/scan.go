@@ -141,8 +141,10 @@ func (rs *recStream) pages(filter string, since time.Time, visit func(pageMsg)) 
 			defer cancel()
 			msg, err := rs.leaderLastRouted(ctx, filter)
 			if err == nil {
-				want = math.MaxUint64 // no message under the filter: nothing to wait for
-				if msg != nil {
+				// No message under the filter, or the newest one written before since (a
+				// scan from since never reads it): nothing to wait for.
+				want = math.MaxUint64
+				if msg != nil && !msg.Time.Before(since) {
 					want = msg.Sequence
 				}
 			}
@@ -210,7 +212,7 @@ func (rs *recStream) pages(filter string, since time.Time, visit func(pageMsg)) 
 		if err != nil {
 			return fmt.Errorf("natskv: scan: %w", unavailable(err))
 		}
-		if msg == nil {
+		if msg == nil || msg.Time.Before(since) {
 			return nil
 		}
 		want = min(want, msg.Sequence)
