@@ -125,7 +125,7 @@ func (ms *Messages) account(uid string) *accountEntry {
 	e := ms.e
 	return ms.accounts.getOrPut(uid, func() *accountEntry {
 		deps := account.Deps{Store: ms.accountTable, Clock: clockFunc(e.cfg.Now), Log: e.log}
-		if _, ok := ms.accountTable.(*recountedAccounts); ok {
+		if e.cfg.Records.Recount != nil {
 			deps.FlushEvery = recountFlushEvery
 		}
 		c := account.NewCounter(uid, e.Users.planOf(uid).MonthlyMessages)

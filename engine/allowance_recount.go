@@ -47,9 +47,10 @@ func (r *recountedAccounts) SentSeeds(uid string) []domain.Millis {
 	return s
 }
 
-// recount runs the boot's recount and returns how many users' snapshots it rewrote (before any account is loaded: the outbox's recovery
-// reserves first) and writes each snapshot it corrected, so that a user whose account is not
-// used before the next kill keeps the messages counted. Without a recounter it does nothing.
+// recount runs the boot's recount before any account is loaded (the outbox's recovery reserves
+// first), writes each snapshot it corrected (a user whose account is not used before the next
+// kill keeps the messages counted) and returns how many it wrote. Without a recounter it does
+// nothing.
 func (ms *Messages) recount() (int, error) {
 	rc := ms.e.cfg.Records.Recount
 	if rc == nil {
