@@ -30,8 +30,8 @@ func TestMessageLog(t *testing.T) {
 		t.Run(impl.name, func(t *testing.T) {
 			kv := impl.open(t)
 			ctx := context.Background()
-			o, w, l := NewOutbox(kv), NewWebhooks(kv), NewMessageLog(kv)
 			base := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+			o, w, l := outboxAt(kv, base.Add(time.Hour)), NewWebhooks(kv), NewMessageLog(kv)
 			var want []string // oldest first
 			for i := range 30 {
 				at := base.Add(time.Duration(i) * time.Second)

@@ -22,12 +22,21 @@ func queued(id string, at time.Time) domain.OutboxEntry {
 	return e
 }
 
+// outboxAt returns an outbox over kv whose clock reads at: a test's fixed dates stay the
+// outbox's present whatever day it runs. With the real clock, messages dated 2026-11-23 took
+// the outcome's body-renewal path from 2026-11-30 on (a week later), and two tests failed in CI.
+func outboxAt(kv KV, at time.Time) *Outbox {
+	o := NewOutbox(kv)
+	o.now = func() time.Time { return at }
+	return o
+}
+
 // Outcomes and receipts go through the background writer: every one lands, each caller is
 // answered once, and a receipt queued behind its outcome ends up in the same record.
 func TestOutboxBackgroundWrites(t *testing.T) {
-	o := NewOutbox(NewMemory())
-	ctx := context.Background()
 	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	o := outboxAt(NewMemory(), t0.Add(time.Minute))
+	ctx := context.Background()
 	const n = 700 // more than one batch
 	var answered, failed atomic.Int64
 	done := func(err error) {
@@ -84,9 +93,9 @@ func (f failingKV) Commit(ctx context.Context, ops ...Op) error {
 
 // A write the store refuses fails alone: the others of its batch land.
 func TestOutboxBackgroundWriteFailsAlone(t *testing.T) {
-	o := NewOutbox(failingKV{NewMemory(), []byte("bad")})
-	ctx := context.Background()
 	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	o := outboxAt(failingKV{NewMemory(), []byte("bad")}, t0.Add(time.Minute))
+	ctx := context.Background()
 	errs := map[string]*atomic.Value{}
 	for _, id := range []string{"good1", "bad", "good2"} {
 		e := queued(id, t0)
@@ -512,8 +521,8 @@ func TestOutboxMediaApart(t *testing.T) {
 // code and error, as a read lays it when it is its own record: folded without them, a kill -9
 // before the engine's own failed outcome lands kept a failed message that says not why.
 func TestOutboxFoldedFailureKeepsItsCode(t *testing.T) {
-	o := NewOutbox(NewMemory())
 	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	o := outboxAt(NewMemory(), t0.Add(time.Minute))
 	e := queued("mfail", t0)
 	if err := o.Accept(context.Background(), &e, ""); err != nil {
 		t.Fatal(err)

@@ -52,8 +52,8 @@ func TestSharedWriterOrderPerOutbox(t *testing.T) {
 	w := NewOutcomeWriter(c, false)
 	kvA, kvB := &sharedKV{mem, w}, &sharedKV{mem, w}
 	c.held = kvA
-	a, b := NewOutbox(kvA), NewOutbox(kvB)
 	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	a, b := outboxAt(kvA, t0.Add(time.Minute)), outboxAt(kvB, t0.Add(time.Minute))
 	answered := make(chan string, 8)
 	settle := func(o *Outbox, id string, st domain.MessageStatus) {
 		e := queued(id, t0)
