@@ -14,9 +14,11 @@ import (
 // BadgerOptions.SlowCommit opens a stall; the commits slow with it join it, and the first
 // commit under the threshold after them (or the stall lasting slowEvery) closes it. A closed
 // stall is logged once, at warn, with what its slowest commit waited on and what the store and
-// the process were doing: at most one line every slowEvery, the stalls in between counted in
-// the next line (slow commits are counted on /metrics: gateway_storage_slow_commits_total). No
-// key, value or message content is logged.
+// the process were doing: one line every slowEvery at most, unless a stall lasted twice as long
+// as the longest logged in that time (so a long stall is never hidden behind a short one, and
+// each extra line in slowEvery doubles: a handful at most); the stalls not logged are counted
+// in the next line (slow commits are counted on /metrics: gateway_storage_slow_commits_total).
+// No key, value or message content is logged.
 //
 // What a commit waits on, in order (the phases, each in ms):
 //   - queued: handed to the writer until the writer took its group (the groups before it
@@ -107,8 +109,9 @@ type slowReport struct {
 
 	mu       sync.Mutex
 	cur      *stall
-	lastLog  time.Time
-	unlogged int // stalls closed since the last line, not logged
+	lastLog  time.Time     // when the window of slowEvery began: its first line
+	longest  time.Duration // the longest stall logged in that window
+	unlogged int           // stalls closed since the last line, not logged
 }
 
 // stall is one run of slow commits.
@@ -169,20 +172,26 @@ func (r *slowReport) flush() {
 	}
 }
 
-// close ends the open stall and logs it unless a line was logged less than slowEvery ago.
-// r.mu is held.
+// close ends the open stall and logs it unless a line was logged less than slowEvery ago
+// for a stall at least half as long. r.mu is held.
 func (r *slowReport) close(now time.Time) {
 	s := r.cur
 	r.cur = nil
 	r.stalling.Store(false)
-	if !r.lastLog.IsZero() && now.Sub(r.lastLog) < slowEvery {
+	d := s.last.Sub(s.first)
+	switch {
+	case r.lastLog.IsZero() || now.Sub(r.lastLog) >= slowEvery:
+		r.lastLog, r.longest = now, d
+	case d >= 2*r.longest:
+		r.longest = d
+	default:
 		r.unlogged++
 		return
 	}
 	n, total, longest := r.gc(s.first, s.last)
 	w, st := s.worst, s.state
 	args := []any{
-		"stall_ms", ms(s.last.Sub(s.first)), "commits", s.commits, "threshold_ms", ms(r.threshold),
+		"stall_ms", ms(d), "commits", s.commits, "threshold_ms", ms(r.threshold),
 		"slowest_ms", w.total, "queued_ms", w.queued, "write_ms", w.write, "wait_ms", w.wait,
 		"gather_ms", w.gather, "sync_ms", w.sync, "rotated", w.rotated, "answer_ms", w.answer,
 		"badger_l0_tables", st.l0Tables, "badger_l0_stall", st.l0Stall,
@@ -196,7 +205,7 @@ func (r *slowReport) close(now time.Time) {
 		args = append(args, r.machine()...)
 	}
 	r.log.Warn("slow commits: a stall of the store's commit path", args...)
-	r.lastLog, r.unlogged = now, 0
+	r.unlogged = 0
 }
 
 func minTime(a, b time.Time) time.Time {

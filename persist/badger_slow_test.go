@@ -48,8 +48,8 @@ const slowMsg = "slow commits"
 
 // A run of slow commits is logged once, when a fast commit ends it, with its slowest commit's
 // phases and the state read when it was seen; the stalls within slowEvery of a line are counted
-// in the next one; a stall lasting slowEvery is logged without waiting for its end; every slow
-// commit is counted.
+// in the next one, unless twice as long as the longest logged; a stall lasting slowEvery is
+// logged without waiting for its end; every slow commit is counted.
 func TestSlowCommitReportOncePerStallRateLimited(t *testing.T) {
 	var buf lockedBuffer
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -111,23 +111,37 @@ func TestSlowCommitReportOncePerStallRateLimited(t *testing.T) {
 	if got := len(buf.lines(t, slowMsg)); got != 1 {
 		t.Fatalf("%d lines after two more stalls within 10 s, want still 1", got)
 	}
-	// The next stall after 10 s is logged, with the two counted.
+	// One twice as long as the longest logged in those 10 s is logged at once, with the two
+	// counted.
+	commit(6*time.Second, 6*time.Second+800*ms, commitTimes{})
+	commit(6*time.Second+900*ms, 6*time.Second+901*ms, commitTimes{})
+	lines = buf.lines(t, slowMsg)
+	if len(lines) != 2 || lines[1]["stall_ms"] != 800.0 || lines[1]["stalls_unlogged"] != 2.0 {
+		t.Fatalf("after a stall of 800 ms: %d lines, last %v; want 2, the last of 800 ms with stalls_unlogged 2", len(lines), lines[len(lines)-1])
+	}
+	// Then one of 1 s, in the same 10 s: under twice 800 ms, counted.
+	commit(7*time.Second, 8*time.Second, commitTimes{})
+	commit(8*time.Second+100*ms, 8*time.Second+101*ms, commitTimes{})
+	if got := len(buf.lines(t, slowMsg)); got != 2 {
+		t.Fatalf("%d lines after a stall under twice the longest logged, want still 2", got)
+	}
+	// The next stall after 10 s is logged, whatever its length.
 	commit(20*time.Second, 20*time.Second+120*ms, commitTimes{})
 	commit(20*time.Second+130*ms, 20*time.Second+131*ms, commitTimes{})
 	lines = buf.lines(t, slowMsg)
-	if len(lines) != 2 || lines[1]["stalls_unlogged"] != 2.0 || lines[1]["commits"] != 1.0 {
-		t.Fatalf("after 10 s: %d lines, last %v; want 2, the last with stalls_unlogged 2 and 1 commit", len(lines), lines[len(lines)-1])
+	if len(lines) != 3 || lines[2]["stalls_unlogged"] != 1.0 || lines[2]["commits"] != 1.0 {
+		t.Fatalf("after 10 s: %d lines, last %v; want 3, the last with stalls_unlogged 1 and 1 commit", len(lines), lines[len(lines)-1])
 	}
 	// A stall that lasts: logged once it has gone on for slowEvery, without a fast commit.
 	for i := range 12 {
 		s := 40*time.Second + time.Duration(i)*time.Second
 		commit(s, s+500*ms, commitTimes{})
 	}
-	if got := len(buf.lines(t, slowMsg)); got != 3 {
-		t.Fatalf("%d lines after a 12 s stall, want 3", got)
+	if got := len(buf.lines(t, slowMsg)); got != 4 {
+		t.Fatalf("%d lines after a 12 s stall, want 4", got)
 	}
-	if n := r.slow.Load(); n != 2+3+12 {
-		t.Fatalf("%d slow commits counted, want 17", n)
+	if n := r.slow.Load(); n != 2+2+1+1+1+12 {
+		t.Fatalf("%d slow commits counted, want 19", n)
 	}
 }
 
