@@ -38,7 +38,9 @@ import (
 //   - badger_l0_tables against badger_l0_stall (NumLevelZeroTablesStall: at it, flushes wait);
 //     badger_memtables (.mem files: the live one and those waiting for their flush) against
 //     badger_memtables_max (NumMemtables: at it, writes wait); badger_tables_building (.sst
-//     files not yet in the tree: a flush or a compaction writing);
+//     files not yet in the tree: a flush or a compaction writing); badger_table_age_ms: how
+//     long before the newest table file was last written (a flush's or a compaction's write,
+//     which the logs' syncs then queue behind on the disk);
 //   - syncing_ms / writing_ms: how long the barrier and the writer's group then in flight
 //     had been running (0: none);
 //   - gc_pauses, gc_pause_ms, gc_pause_max_ms: Go's stop-the-world pauses that ended during
@@ -92,7 +94,7 @@ func ms(d time.Duration) float64 {
 // slowState is what the store was doing when a stall was seen.
 type slowState struct {
 	l0Tables, l0Stall, memtables, memtablesMax, building int
-	syncing, writing                                     time.Duration
+	syncing, writing, tableAge                           time.Duration
 }
 
 // slowReport gathers slow commits into stalls and logs them.
@@ -196,7 +198,7 @@ func (r *slowReport) close(now time.Time) {
 		"gather_ms", w.gather, "sync_ms", w.sync, "rotated", w.rotated, "answer_ms", w.answer,
 		"badger_l0_tables", st.l0Tables, "badger_l0_stall", st.l0Stall,
 		"badger_memtables", st.memtables, "badger_memtables_max", st.memtablesMax,
-		"badger_tables_building", st.building,
+		"badger_tables_building", st.building, "badger_table_age_ms", ms(st.tableAge),
 		"syncing_ms", ms(st.syncing), "writing_ms", ms(st.writing),
 		"gc_pauses", n, "gc_pause_ms", ms(total), "gc_pause_max_ms", ms(longest),
 		"stalls_unlogged", r.unlogged,
@@ -283,13 +285,20 @@ func (b *Badger) slowState(now time.Time) slowState {
 		return st
 	}
 	ssts := 0
+	var newest time.Time
 	for _, e := range entries {
 		switch name := e.Name(); {
 		case strings.HasSuffix(name, ".mem"):
 			st.memtables++
 		case strings.HasSuffix(name, ".sst"):
 			ssts++
+			if info, err := e.Info(); err == nil && info.ModTime().After(newest) {
+				newest = info.ModTime()
+			}
 		}
+	}
+	if !newest.IsZero() {
+		st.tableAge = now.Sub(newest)
 	}
 	st.building = max(ssts-len(b.db.Tables()), 0)
 	return st

@@ -57,7 +57,7 @@ func TestSlowCommitReportOncePerStallRateLimited(t *testing.T) {
 	states := 0
 	r := newSlowReport(100*time.Millisecond, slog.New(slog.NewJSONHandler(&buf, nil)), func(time.Time) slowState {
 		states++
-		return slowState{l0Tables: 5, l0Stall: 5, memtables: 4, memtablesMax: 4, building: 1, syncing: 80 * time.Millisecond}
+		return slowState{l0Tables: 5, l0Stall: 5, memtables: 4, memtablesMax: 4, building: 1, syncing: 80 * time.Millisecond, tableAge: 1500 * time.Millisecond}
 	})
 	r.now = func() time.Time { return now }
 	r.machine = func() []any { return []any{"load1", "1.00"} }
@@ -88,7 +88,7 @@ func TestSlowCommitReportOncePerStallRateLimited(t *testing.T) {
 	want := map[string]any{
 		"level": "WARN", "stall_ms": 365.0, "commits": 2.0, "threshold_ms": 100.0, "slowest_ms": 365.0,
 		"queued_ms": 10.0, "write_ms": 20.0, "wait_ms": 30.0, "gather_ms": 2.0, "sync_ms": 300.0, "rotated": true, "answer_ms": 5.0,
-		"badger_l0_tables": 5.0, "badger_l0_stall": 5.0, "badger_memtables": 4.0, "badger_memtables_max": 4.0, "badger_tables_building": 1.0,
+		"badger_l0_tables": 5.0, "badger_l0_stall": 5.0, "badger_memtables": 4.0, "badger_memtables_max": 4.0, "badger_tables_building": 1.0, "badger_table_age_ms": 1500.0,
 		"syncing_ms": 80.0, "writing_ms": 0.0, "gc_pauses": 2.0, "gc_pause_ms": 3.0, "gc_pause_max_ms": 2.0, "stalls_unlogged": 0.0, "load1": "1.00",
 	}
 	for k, v := range want {
