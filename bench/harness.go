@@ -367,9 +367,16 @@ func (h *harness) fixedRate(ctx context.Context, cr *caseRun, fixed fixedRun) {
 		r.Failure = err.Error()
 		return
 	}
+	slowBefore, slowErr := scrapeCounters(cr.g.api, "gateway_storage_slow_commits_total")
+	began := time.Now()
 	gs := measure(ctx, cr.l, cr.tgt)
 	ended := time.Now()
 	r.Gateway = &gs
+	if slowAfter, err := scrapeCounters(cr.g.api, "gateway_storage_slow_commits_total"); err == nil && slowErr == nil && cr.g.logPath != "" {
+		// The gateway's slow commits in the window and the stalls it logged (stalls.go).
+		stalls, _ := loggedStalls(cr.g.logPath, began, ended.Add(slowLogLag))
+		r.Notes = append(r.Notes, stallNote(slowAfter[0]-slowBefore[0], stalls))
+	}
 	if c.delivers {
 		var err error
 		r.DrainSeconds, r.DeliveredRPS, err = h.checkDeliveries(ctx, cr.g, c, r, cr.recipients, cr.delivered+gs.OK, 0, gs, ended)
