@@ -79,9 +79,13 @@ func stallNote(slow float64, stalls []slowStall) string {
 	note := fmt.Sprintf("%.0f slow commits (over 100 ms) in the window, %d stalls logged", slow, len(stalls))
 	slices.SortFunc(stalls, func(a, b slowStall) int { return cmp.Compare(b.Stall, a.Stall) })
 	for _, s := range stalls[:min(3, len(stalls))] {
-		note += fmt.Sprintf("; at %s %.0f ms (%d commits; slowest: queued %.0f, write %.0f, wait %.0f of which gather %.0f, sync %.0f, answer %.0f; L0 %.0f/%.0f, memtables %.0f/%.0f, tables building %.0f, newest table %.1f s old, GC max %.1f ms; load %s, PSI cpu %s io %s)",
+		table := "no table yet" // the report's age is 0 when the tree has no table file
+		if s.TableAge > 0 {
+			table = fmt.Sprintf("newest table %.1f s old", s.TableAge/1000)
+		}
+		note += fmt.Sprintf("; at %s %.0f ms (%d commits; slowest: queued %.0f, write %.0f, wait %.0f of which gather %.0f, sync %.0f, answer %.0f; L0 %.0f/%.0f, memtables %.0f/%.0f, tables building %.0f, %s, GC max %.1f ms; load %s, PSI cpu %s io %s)",
 			s.Time.UTC().Format("15:04:05.000"), s.Stall, s.Commits, s.Queued, s.Write, s.Wait, s.Gather, s.Sync, s.Answer,
-			s.L0, s.L0Stall, s.Memtables, s.MemtablesMax, s.Building, s.TableAge/1000, s.GCMax, s.Load, s.CPU, s.IO)
+			s.L0, s.L0Stall, s.Memtables, s.MemtablesMax, s.Building, table, s.GCMax, s.Load, s.CPU, s.IO)
 	}
 	return note
 }

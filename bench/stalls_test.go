@@ -34,6 +34,7 @@ func TestStallNoteReadsTheWindowsStalls(t *testing.T) {
 	for _, want := range []string{
 		"215 slow commits (over 100 ms) in the window, 2 stalls logged",
 		"; at 11:41:20.794 443 ms (135 commits; slowest: queued 0, write 0, wait 260",
+		"tables building 0, no table yet,",
 		"; at 11:41:10.738 187 ms (80 commits; slowest: queued 8, write 0, wait 7 of which gather 0, sync 146, answer 20; L0 1/5, memtables 2/4, tables building 1, newest table 1.5 s old, GC max 0.0 ms; load 20.13, PSI cpu 94.89 io 11.14)",
 	} {
 		if !strings.Contains(note, want) {
