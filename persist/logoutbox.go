@@ -242,7 +242,12 @@ func (lo *LogOutbox) queueAccept(e *domain.OutboxEntry, idemHash string) (outlog
 	}
 	b, size := bodyOf(*e, idemHash, "")
 	b.ID = ph
-	rec := make([]byte, hdr, hdr+size)
+	// The record on the stack as a rule (QueueFunc copies it into the log's group).
+	var stack [1024]byte
+	rec := stack[:hdr]
+	if hdr+size > len(stack) {
+		rec = make([]byte, hdr, hdr+size)
+	}
 	rec[0] = recAccept
 	if caller {
 		rec[1] = acceptCallerID
@@ -360,7 +365,7 @@ func (lo *LogOutbox) void(apos outlog.Pos) error {
 	ch := make(chan error, 1)
 	at := domain.MillisOf(lo.now())
 	lo.log.AppendSlotted(binary.LittleEndian.AppendUint64([]byte{recVoid}, uint64(apos)), apos, slotOutcome,
-		func(vp outlog.Pos) []byte { return slotPayload(recVoid, domain.MsgFailed, at, vp) },
+		func(vp outlog.Pos, dst []byte) { fillSlot(dst, recVoid, domain.MsgFailed, at, vp) },
 		func(_ outlog.Pos, err error) { ch <- err })
 	return <-ch
 }
@@ -448,10 +453,16 @@ func acceptOf(rec []byte, id string) bool {
 // slotPayload is a slot naming the record at p, of kind k, status st at ms.
 func slotPayload(k byte, st domain.MessageStatus, ms domain.Millis, p outlog.Pos) []byte {
 	b := make([]byte, outlog.SlotPayload)
+	fillSlot(b, k, st, ms, p)
+	return b
+}
+
+// fillSlot writes slotPayload's bytes into b (outlog.SlotPayload bytes, zeros): in place, for
+// AppendSlotted.
+func fillSlot(b []byte, k byte, st domain.MessageStatus, ms domain.Millis, p outlog.Pos) {
 	b[0], b[1] = k, byte(domain.StatusRank(st)+2)
 	binary.LittleEndian.PutUint64(b[4:12], uint64(ms))
 	binary.LittleEndian.PutUint64(b[12:20], uint64(p))
-	return b
 }
 
 // slotPos is the position of the record a slot names (0: the slot is empty).
@@ -605,9 +616,12 @@ func (lo *LogOutbox) IdemOf(messageID string) (domain.IdemRecord, error) {
 // Settle records a network outcome in the background: its record, then its accept's slot 0 in
 // the same round of the log's writer (AppendSlotted); done is called once both are written (the message then leaves pending).
 func (lo *LogOutbox) Settle(e domain.OutboxEntry, done func(error)) {
+	// What the callbacks need, taken out of e: closures over e itself would move the whole
+	// entry to the heap, an allocation a message.
+	id, st, at := e.ID, e.Status, e.UpdatedAt
 	lo.mu.Lock()
 	var apos outlog.Pos
-	if p := lo.pending[e.ID]; p != nil {
+	if p := lo.pending[id]; p != nil {
 		apos = p.pos
 		if p.state != settling {
 			p.state = settling
@@ -615,15 +629,15 @@ func (lo *LogOutbox) Settle(e domain.OutboxEntry, done func(error)) {
 	}
 	lo.mu.Unlock()
 	lo.queued.add(1)
-	finish := func(err error) {
+	finish := func(_ outlog.Pos, err error) {
 		lo.mu.Lock()
-		if p := lo.pending[e.ID]; p != nil && p.state == settling {
+		if p := lo.pending[id]; p != nil && p.state == settling {
 			if err == nil {
 				if p.mark != unmarked {
-					lo.unmark = append(lo.unmark, e.ID)
+					lo.unmark = append(lo.unmark, id)
 				}
-				delete(lo.pending, e.ID)
-				lo.remember(e.ID, p.pos)
+				delete(lo.pending, id)
+				lo.remember(id, p.pos)
 			} else {
 				p.state = waiting
 			}
@@ -633,18 +647,21 @@ func (lo *LogOutbox) Settle(e domain.OutboxEntry, done func(error)) {
 		lo.queued.add(-1)
 	}
 	if apos == 0 {
-		f, err := lo.resolve(e.ID)
+		f, err := lo.resolve(id)
 		if err != nil {
-			finish(err)
+			finish(0, err)
 			return
 		}
 		apos = f.pos
 	}
-	rec := binary.LittleEndian.AppendUint64([]byte{recOutcome}, uint64(apos))
+	// Room for a sent outcome's record as a rule (about 150 bytes): one allocation, not the
+	// growth of a small one field by field. AppendSlotted copies it.
+	var buf [320]byte
+	rec := binary.LittleEndian.AppendUint64(append(buf[:0], recOutcome), uint64(apos))
 	rec = appendOutcome(rec, &e)
-	lo.log.AppendSlotted(rec, apos, slotOutcome, func(op outlog.Pos) []byte {
-		return slotPayload(recOutcome, e.Status, e.UpdatedAt, op)
-	}, func(_ outlog.Pos, err error) { finish(err) })
+	lo.log.AppendSlotted(rec, apos, slotOutcome, func(op outlog.Pos, dst []byte) {
+		fillSlot(dst, recOutcome, st, at, op)
+	}, finish)
 }
 
 // remember keeps a settled message's accept position for the receipts that follow. mu held.
@@ -691,7 +708,7 @@ func receiptSlot(st domain.MessageStatus) int {
 // round of the log's writer.
 func (lo *LogOutbox) Receipt(id string, c domain.StatusChange, done func(error)) {
 	lo.queued.add(1)
-	finish := func(err error) {
+	finish := func(_ outlog.Pos, err error) {
 		done(err)
 		lo.queued.add(-1)
 	}
@@ -699,15 +716,15 @@ func (lo *LogOutbox) Receipt(id string, c domain.StatusChange, done func(error))
 	if apos == 0 {
 		f, err := lo.resolve(id)
 		if err != nil {
-			finish(err)
+			finish(0, err)
 			return
 		}
 		apos = f.pos
 	}
 	rec := appendReceipt(binary.LittleEndian.AppendUint64(append(make([]byte, 0, 96), recReceipt), uint64(apos)), &c)
-	lo.log.AppendSlotted(rec, apos, receiptSlot(c.Status), func(rp outlog.Pos) []byte {
-		return slotPayload(recReceipt, c.Status, c.At, rp)
-	}, func(_ outlog.Pos, err error) { finish(err) })
+	lo.log.AppendSlotted(rec, apos, receiptSlot(c.Status), func(rp outlog.Pos, dst []byte) {
+		fillSlot(dst, recReceipt, c.Status, c.At, rp)
+	}, finish)
 }
 
 // appendReceipt appends a receipt's record body (version 1: the domain.StatusChange's JSON, as

@@ -127,11 +127,9 @@ func TestAppendSlotted(t *testing.T) {
 	slotted := func(rec []byte, p Pos, i int) (Pos, error) {
 		ch := make(chan error, 1)
 		var got Pos
-		l.AppendSlotted(rec, p, i, func(rp Pos) []byte {
-			b := make([]byte, SlotPayload)
+		l.AppendSlotted(rec, p, i, func(rp Pos, b []byte) {
 			binary.LittleEndian.PutUint64(b, uint64(rp))
 			b[8] = 'x'
-			return b
 		}, func(rp Pos, err error) { got = rp; ch <- err })
 		return got, <-ch
 	}

@@ -215,7 +215,7 @@ func (l *Log) QueueWithSlots(rec []byte, slots int) (Ticket, error) {
 	if slots < 0 || slots > MaxSlots {
 		return Ticket{}, fmt.Errorf("outlog: %d slots (at most %d)", slots, MaxSlots)
 	}
-	g, pos, err := l.enqueue(len(rec), slots, func(_ Pos, b []byte) { copy(b, rec) }, nil)
+	g, pos, err := l.enqueue(rec, len(rec), slots, nil, nil)
 	if err != nil {
 		return Ticket{}, err
 	}
@@ -229,7 +229,7 @@ func (l *Log) QueueFunc(n, slots int, fill func(p Pos, rec []byte)) (Ticket, err
 	if slots < 0 || slots > MaxSlots {
 		return Ticket{}, fmt.Errorf("outlog: %d slots (at most %d)", slots, MaxSlots)
 	}
-	g, pos, err := l.enqueue(n, slots, fill, nil)
+	g, pos, err := l.enqueue(nil, n, slots, fill, nil)
 	if err != nil {
 		return Ticket{}, err
 	}
@@ -241,25 +241,26 @@ func (l *Log) QueueFunc(n, slots int, fill func(p Pos, rec []byte)) (Ticket, err
 // the error that stopped it (from AppendAsync itself if rec was refused: it then returns 0).
 // done must not block. rec is copied before AppendAsync returns.
 func (l *Log) AppendAsync(rec []byte, done func(Pos, error)) Pos {
-	_, pos, err := l.enqueue(len(rec), 0, func(_ Pos, b []byte) { copy(b, rec) }, done)
+	_, pos, err := l.enqueue(rec, len(rec), 0, nil, done)
 	if err != nil {
 		done(0, err)
 	}
 	return pos
 }
 
-// enqueue frames rec into the group being filled, registers done with it, and wakes the writer.
-func (l *Log) enqueue(size, slots int, fill func(Pos, []byte), done func(Pos, error)) (*group, Pos, error) {
+// enqueue frames a record of size bytes into the group being filled (rec's bytes, or those
+// fill writes in place when rec is nil), registers done with it, and wakes the writer.
+func (l *Log) enqueue(rec []byte, size, slots int, fill func(Pos, []byte), done func(Pos, error)) (*group, Pos, error) {
 	if size <= 0 || size > MaxRecord {
 		return nil, 0, ErrTooLarge
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.enqueueLocked(size, slots, fill, done)
+	return l.enqueueLocked(rec, size, slots, fill, done)
 }
 
 // enqueueLocked is enqueue with mu held.
-func (l *Log) enqueueLocked(size, slots int, fill func(Pos, []byte), done func(Pos, error)) (*group, Pos, error) {
+func (l *Log) enqueueLocked(rec []byte, size, slots int, fill func(Pos, []byte), done func(Pos, error)) (*group, Pos, error) {
 	if err := l.refusing(); err != nil {
 		return nil, 0, err
 	}
@@ -277,7 +278,7 @@ func (l *Log) enqueueLocked(size, slots int, fill func(Pos, []byte), done func(P
 	}
 	g := l.cur
 	pos := At(l.seg, uint32(l.end))
-	g.buf = appendFrame(g.buf, pos, size, slots, fill)
+	g.buf = appendFrame(g.buf, pos, rec, size, slots, fill)
 	l.end += n
 	if done != nil {
 		g.calls = append(g.calls, asyncCall{pos, done})

@@ -36,23 +36,35 @@ var pwrite = (*os.File).WriteAt
 // frameCRC is the CRC of the record rec at pos, whose frame's length word is word (its length,
 // and its number of status slots in the high byte).
 func frameCRC(pos Pos, word uint32, rec []byte) uint32 {
-	var h [12]byte
-	binary.LittleEndian.PutUint64(h[:8], uint64(pos))
-	binary.LittleEndian.PutUint32(h[8:], word)
-	return crc32.Update(crc32.Update(0, castagnoli, h[:]), castagnoli, rec)
+	return crc32.Update(crcLE(crcLE(0, uint64(pos), 8), uint64(word), 4), castagnoli, rec)
 }
 
-// appendFrame appends the frame at pos of a record of size bytes, filled in place by fill,
-// with room for slots status slots after it (zeros: no slot written).
-func appendFrame(b []byte, pos Pos, size, slots int, fill func(Pos, []byte)) []byte {
+// crcLE continues the CRC-32C crc over the n low bytes of v, little-endian: crc32.Update over
+// those bytes, without a slice of them (a slice of a local array passed to crc32.Update escapes
+// to the heap: an allocation a record and a slot). A few bytes by the table.
+func crcLE(crc uint32, v uint64, n int) uint32 {
+	crc = ^crc
+	for i := range n {
+		crc = castagnoli[byte(crc)^byte(v>>(8*i))] ^ crc>>8
+	}
+	return ^crc
+}
+
+// appendFrame appends the frame at pos of a record of size bytes (rec's, or filled in place by
+// fill when rec is nil), with room for slots status slots after it (zeros: no slot written).
+func appendFrame(b []byte, pos Pos, rec []byte, size, slots int, fill func(Pos, []byte)) []byte {
 	word := uint32(size) | uint32(slots)<<24
 	h := len(b)
 	b = append(b, make([]byte, frameHeader)...)
-	b = append(b, make([]byte, size)...)
-	rec := b[h+frameHeader:]
-	fill(pos, rec)
+	if rec != nil {
+		b = append(b, rec...)
+	} else {
+		b = append(b, make([]byte, size)...)
+		fill(pos, b[h+frameHeader:])
+	}
+	framed := b[h+frameHeader:] // not rec: reusing it would let rec escape with b
 	binary.LittleEndian.PutUint32(b[h:], word)
-	binary.LittleEndian.PutUint32(b[h+4:], frameCRC(pos, word, rec))
+	binary.LittleEndian.PutUint32(b[h+4:], frameCRC(pos, word, framed))
 	return append(b, make([]byte, slots*SlotSize)...)
 }
 
@@ -248,7 +260,9 @@ func (l *Log) writer(f *os.File, fseg uint32) {
 	}
 	var spare []*group
 	others := slotFiles{} // older segments slots were written into
-	tl := tail{seg: fseg} // a copy of the last bytes written to f (mirror.go)
+	// A copy of the last bytes written to f (mirror.go), its room taken once (not grown
+	// by doubling as the first writes come).
+	tl := tail{seg: fseg, b: make([]byte, 0, tailMax)}
 	defer func() { _ = syncOthers(others) }()
 	for {
 		select {
@@ -366,11 +380,11 @@ func (l *Log) writer(f *os.File, fseg uint32) {
 			for k, w := range slots {
 				switch {
 				case err != nil:
-					w.done(err)
+					w.answer(err)
 				case slotErrs != nil:
-					w.done(slotErrs[k])
+					w.answer(slotErrs[k])
 				default:
-					w.done(nil)
+					w.answer(nil)
 				}
 			}
 			for _, ch := range syncs {
@@ -679,7 +693,7 @@ func (l *Log) rewind(f *os.File, fseg uint32, batch []*group, slots []slotWrite,
 		}
 	}
 	for _, w := range slots {
-		w.done(err)
+		w.answer(err)
 	}
 	for _, ch := range syncs {
 		ch <- err

@@ -29,10 +29,7 @@ const (
 var ErrBadSlot = errors.New("outlog: no such slot")
 
 func slotCRC(pos Pos, i int, payload []byte) uint32 {
-	var h [9]byte
-	binary.LittleEndian.PutUint64(h[:8], uint64(pos))
-	h[8] = byte(i)
-	return crc32.Update(crc32.Update(0, castagnoli, h[:]), castagnoli, payload)
+	return crc32.Update(crcLE(crcLE(0, uint64(pos), 8), uint64(i), 1), castagnoli, payload)
 }
 
 // slotWrite is a WriteSlot waiting for the writer.
@@ -41,6 +38,19 @@ type slotWrite struct {
 	i    int
 	b    [SlotSize]byte
 	done func(error)
+	// AppendSlotted's: its record's position and callback, answered in done's place (no
+	// closure a write).
+	rpos  Pos
+	rdone func(Pos, error)
+}
+
+// answer tells the slot write's caller how it went.
+func (w *slotWrite) answer(err error) {
+	if w.rdone != nil {
+		w.rdone(w.rpos, err)
+		return
+	}
+	w.done(err)
 }
 
 // WriteSlot writes payload (SlotPayload bytes, not all zeros) into slot i of the record at p,
@@ -74,13 +84,15 @@ func (l *Log) WriteSlot(p Pos, i int, payload []byte, done func(error)) {
 }
 
 // AppendSlotted appends rec and writes, in the same round of the writer, slot i of the record
-// at p with payload(pos), pos being where rec lies (an outcome and the slot of its accept that
-// names it): one round and one sync instead of two, and rec is written before the slot. done
+// at p with the payload that payload(pos, dst) fills in dst (SlotPayload bytes, zeros), pos
+// being where rec lies (an outcome and the slot of its accept that names it): one round and
+// one sync instead of two, and rec is written before the slot. payload is called before
+// AppendSlotted returns, under the log's lock: it must not block or call the log. done
 // is called from the writer's goroutine with rec's position once both are written (SyncBatch:
 // and synced), or with the error that stopped either: rec may have been written when the slot
 // was not (a slot refused as WriteSlot refuses it answers ErrBadSlot, and rec is still
 // written). done must not block. rec is copied before AppendSlotted returns.
-func (l *Log) AppendSlotted(rec []byte, p Pos, i int, payload func(Pos) []byte, done func(Pos, error)) {
+func (l *Log) AppendSlotted(rec []byte, p Pos, i int, payload func(pos Pos, dst []byte), done func(Pos, error)) {
 	if i < 0 || i >= MaxSlots || p.Off() < segHeader {
 		done(0, ErrBadSlot)
 		return
@@ -91,20 +103,20 @@ func (l *Log) AppendSlotted(rec []byte, p Pos, i int, payload func(Pos) []byte, 
 		done(0, ErrNotFound)
 		return
 	}
-	_, pos, err := l.enqueueLocked(len(rec), 0, func(_ Pos, b []byte) { copy(b, rec) }, nil)
+	_, pos, err := l.enqueueLocked(rec, len(rec), 0, nil, nil)
 	if err != nil {
 		l.mu.Unlock()
 		done(0, err)
 		return
 	}
-	b := payload(pos)
-	w := slotWrite{pos: p, i: i, done: func(err error) { done(pos, err) }}
-	if len(b) != SlotPayload || allZero(b) {
+	l.slotq = append(l.slotq, slotWrite{pos: p, i: i, rpos: pos, rdone: done})
+	w := &l.slotq[len(l.slotq)-1]
+	b := w.b[4:]
+	payload(pos, b)
+	if allZero(b) {
 		w.i = MaxSlots // no record has it: the writer answers ErrBadSlot
 	}
 	binary.LittleEndian.PutUint32(w.b[:4], slotCRC(p, w.i, b))
-	copy(w.b[4:], b)
-	l.slotq = append(l.slotq, w)
 	l.mu.Unlock()
 }
 

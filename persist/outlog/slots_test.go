@@ -2,8 +2,10 @@ package outlog
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"testing"
@@ -259,5 +261,26 @@ func TestTornInSlotRoom(t *testing.T) {
 		if t.Failed() {
 			t.Fatalf("torn at byte %d", cut)
 		}
+	}
+}
+
+// crcLE is crc32.Update over the bytes it stands for: a frame's and a slot's CRC as before it.
+func TestCRCLEMatchesUpdate(t *testing.T) {
+	for _, c := range []struct {
+		pos  Pos
+		word uint64
+		n    int
+	}{{At(1, 16), 700 | 5<<24, 4}, {At(7, 1<<25), 3, 1}, {Pos(1<<63 | 12345), 1<<32 - 1, 4}, {At(2, 99), 8, 1}} {
+		var h [12]byte
+		binary.LittleEndian.PutUint64(h[:8], uint64(c.pos))
+		binary.LittleEndian.PutUint32(h[8:], uint32(c.word))
+		rec := []byte("a record's bytes")
+		want := crc32.Update(crc32.Update(0, castagnoli, h[:8+c.n]), castagnoli, rec)
+		if got := crc32.Update(crcLE(crcLE(0, uint64(c.pos), 8), c.word, c.n), castagnoli, rec); got != want {
+			t.Errorf("%v %x/%d: %08x, want %08x", c.pos, c.word, c.n, got, want)
+		}
+	}
+	if got, want := frameCRC(At(3, 40), 17, []byte("x")), crc32.Update(crc32.Update(0, castagnoli, []byte{40, 0, 0, 0, 3, 0, 0, 0, 17, 0, 0, 0}), castagnoli, []byte("x")); got != want {
+		t.Errorf("frameCRC %08x, want %08x", got, want)
 	}
 }
