@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"github.com/anthdm/hollywood/actor"
 
@@ -22,7 +23,10 @@ type Reservation struct {
 }
 
 // ReserveOpts are the account actor's options for a reservation (see account.Reserve).
-type ReserveOpts struct{ Force, Reclaim bool }
+type ReserveOpts struct {
+	Force, Reclaim bool
+	at             time.Time // the caller's clock read (Send's), zero: reserve reads the clock
+}
 
 // reserve asks the user's account for up to n messages; the reservation may hold less (a bulk
 // batch is clipped). ErrQuotaExceeded when nothing is left this month.
@@ -30,7 +34,11 @@ func (ms *Messages) reserve(ctx context.Context, uid string, n int64, o ReserveO
 	ent := ms.account(uid)
 	if !o.Force && !o.Reclaim {
 		// Covered by the durable mark: reserved here, without a message to the actor.
-		if r, ok := ent.counter.TryReserve(ms.e.now(), n); ok {
+		at := o.at
+		if at.IsZero() {
+			at = ms.e.now()
+		}
+		if r, ok := ent.counter.TryReserve(at, n); ok {
 			if r.Err != nil {
 				return nil, r.Err
 			}

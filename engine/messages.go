@@ -158,11 +158,16 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 	if err := ms.resolveRefs(&r); err != nil {
 		return domain.OutboxEntry{}, err
 	}
-	way, err := ms.route(ctx, &r)
+	way, def, err := ms.route(ctx, &r)
 	if err != nil {
 		return domain.OutboxEntry{}, err
 	}
-	ent, err := e.Sessions.forSend(r.UserID, r.SessionID)
+	var ent *sessionEntry
+	if def != nil {
+		ent, err = sendable(def) // the user's default session, as route read it
+	} else {
+		ent, err = e.Sessions.forSend(r.UserID, r.SessionID)
+	}
 	if err != nil {
 		return domain.OutboxEntry{}, err
 	}
@@ -190,7 +195,8 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 		return domain.OutboxEntry{}, fmt.Errorf("%w: it was refused until %s unless it writes to the session first",
 			domain.ErrRecipientNotReachable, until.UTC().Format(time.RFC3339))
 	}
-	now := e.now().UTC()
+	at := e.now() // the accept's clock read, shared with its reservation
+	now := at.UTC()
 	sendAt, err := SendAtLimits(r.SendAt, now)
 	if err != nil {
 		return domain.OutboxEntry{}, err
@@ -206,7 +212,7 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 	case !r.Message.Kind.Charged():
 		res = ms.adopt(r.UserID, 0) // an edit or a revoke: the message it changes was counted
 	default:
-		if res, err = ms.reserve(ctx, r.UserID, 1, ReserveOpts{}); err != nil {
+		if res, err = ms.reserve(ctx, r.UserID, 1, ReserveOpts{at: at}); err != nil {
 			return domain.OutboxEntry{}, err
 		}
 	}
