@@ -258,8 +258,16 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 
 // queuedEntry is a message as it is accepted at now, queued on session sess: for the phone the
 // session is linked to, from which alone it may go.
+//
+// Its history has room for the status after queued (the deliverer's sent or failed appends in
+// place: an allocation a message fewer). Room for that one only: the copies of the entry made
+// before it (the caller's answer, the event, the outbox's) read the first status alone, and
+// only the worker that settles the message writes the second; every later status (a receipt,
+// the outbox's outcome record, each on its own copy) finds the array full and appends into a
+// new one, so no two copies ever write one element.
 func queuedEntry(msg domain.Message, sess *domain.Session, uid, origin string, now time.Time) domain.OutboxEntry {
-	entry := domain.OutboxEntry{ID: msg.ID, SessionID: sess.ID, UserID: uid, Origin: origin, From: sess.Phone, Message: msg, CreatedAt: domain.MillisOf(now)}
+	entry := domain.OutboxEntry{ID: msg.ID, SessionID: sess.ID, UserID: uid, Origin: origin, From: sess.Phone, Message: msg, CreatedAt: domain.MillisOf(now),
+		History: make([]domain.StatusChange, 0, 2)}
 	entry.SetStatus(domain.MsgQueued, now)
 	return entry
 }
