@@ -104,6 +104,7 @@ func (sh *pendingShard) keep(id string) {
 // pending is one accepted message without an outcome.
 type pending struct {
 	res     *Reservation
+	resv    Reservation // where Send's reservation is (res points here then): no allocation of its own
 	waiters []chan outcome
 	// receipts that came before the outcome: folded into it and reported after it, in order
 	// (each is its own record already when its network waits for it: receiptOf).
@@ -206,20 +207,27 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 	if k := r.Message.Kind; !r.Transactional && k.Charged() && k != domain.KindReaction && e.OptOuts.Has(r.UserID, r.Message.To) {
 		return domain.OutboxEntry{}, fmt.Errorf("%w (%s)", domain.ErrOptedOut, r.Message.To)
 	}
+	// The message's record, made first: a reservation taken here goes into it (one allocation,
+	// not two), unless the message waits for later (its reservation is kept until then, the
+	// record not).
+	p := &pending{}
+	into := &p.resv
+	if !sendAt.IsZero() {
+		into = nil
+	}
 	res := r.Reserved
 	switch {
 	case res != nil:
 	case !r.Message.Kind.Charged():
-		res = ms.adopt(r.UserID, 0) // an edit or a revoke: the message it changes was counted
+		res = ms.adoptInto(into, r.UserID, 0) // an edit or a revoke: the message it changes was counted
 	default:
-		if res, err = ms.reserve(ctx, r.UserID, 1, ReserveOpts{at: at}); err != nil {
+		if res, err = ms.reserve(ctx, r.UserID, 1, ReserveOpts{at: at, into: into}); err != nil {
 			return domain.OutboxEntry{}, err
 		}
 	}
 	// The entry is made in its pending record's (unused until its outcome) and copied out
 	// once accepted: the outbox takes it by pointer through an interface, which moved a
 	// local entry (768 bytes) to the heap for every message, beside the record.
-	p := &pending{}
 	pe := &p.entry
 	*pe = queuedEntry(r.Message, view, r.UserID, r.Origin, now)
 	if !sendAt.IsZero() {
