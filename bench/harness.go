@@ -367,15 +367,25 @@ func (h *harness) fixedRate(ctx context.Context, cr *caseRun, fixed fixedRun) {
 		r.Failure = err.Error()
 		return
 	}
+	slowBefore, slowErr := scrapeCounters(cr.g.api, "gateway_storage_slow_commits_total")
+	began := time.Now()
 	gs := measure(ctx, cr.l, cr.tgt)
 	ended := time.Now()
 	r.Gateway = &gs
+	slowAfter, err := scrapeCounters(cr.g.api, "gateway_storage_slow_commits_total")
 	if c.delivers {
 		var err error
 		r.DrainSeconds, r.DeliveredRPS, err = h.checkDeliveries(ctx, cr.g, c, r, cr.recipients, cr.delivered+gs.OK, 0, gs, ended)
 		if err != nil {
 			r.Failure = err.Error()
 		}
+	}
+	if err == nil && slowErr == nil && cr.g.logPath != "" {
+		// The gateway's slow commits in the window and the stalls it logged (stalls.go), read
+		// from its output once the window is over.
+		cr.g.out.catchUp()
+		stalls, _ := loggedStalls(cr.g.logPath, began, ended.Add(slowLogLag))
+		r.Notes = append(r.Notes, stallNote(slowAfter[0]-slowBefore[0], stalls))
 	}
 	if fixed.floor && c.durable && ctx.Err() == nil && r.Failure == "" {
 		// The floor at the same schedule: its p99 is what the gateway's is held against.

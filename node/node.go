@@ -192,7 +192,8 @@ func (n *Node) metrics() *prometheus.Registry {
 		reg.MustRegister(
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_storage_commits_total", Help: "Write transactions committed to Badger (group commits)."}, stat(0)),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_storage_writes_total", Help: "Records written or deleted in Badger's committed transactions."}, stat(1)),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_storage_write_bytes_total", Help: "Key and value bytes of those records."}, stat(2)))
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_storage_write_bytes_total", Help: "Key and value bytes of those records."}, stat(2)),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gateway_storage_slow_commits_total", Help: "Commits to Badger that waited over 100 ms (written and synced); each run of them is logged at warn with what it waited on."}, func() float64 { return float64(b.SlowCommits()) }))
 	}
 	if n.c.Network == "whatsapp" {
 		// How old the WhatsApp library is: WhatsApp retires old client builds (README, "Bumping

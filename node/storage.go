@@ -48,7 +48,7 @@ func openStorage(ctx context.Context, c Config, log *slog.Logger) (st storage, e
 	}
 	if c.Store != "nats" {
 		b, err := persist.OpenBadger(filepath.Join(c.Data, "db"), persist.BadgerOptions{
-			Fsync: persist.Fsync(c.Fsync), Logger: log.With("component", "badger"), MinFreeDisk: c.MinFreeDisk,
+			Fsync: persist.Fsync(c.Fsync), Logger: log, MinFreeDisk: c.MinFreeDisk,
 			MemTableSize: c.MemTableSize,
 		})
 		if err != nil {

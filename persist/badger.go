@@ -52,6 +52,10 @@ type BadgerOptions struct {
 	// writes (see disk.go). A floor under MinFreeDiskFor(MemTableSize) is refused: it could not
 	// hold what Badger writes after commits stop.
 	MinFreeDisk int64
+	// SlowCommit: a commit waiting longer is a slow one; a run of them is logged at warn with
+	// what they waited on (badger_slow.go), at most every 10 s. 0: DefaultSlowCommit; below 0:
+	// no report.
+	SlowCommit time.Duration
 	// freeSpace replaces statfs in tests.
 	freeSpace func(dir string) (uint64, error)
 	// tune, in benchmarks, changes Badger's options last.
@@ -103,6 +107,10 @@ type Badger struct {
 	// writes and writeBytes count the ops committed and their keys' and values' bytes
 	// (WriteStats: gateway_storage_writes_total, what a message costs the store).
 	writes, writeBytes atomic.Uint64
+	// slow reports the slow commits (nil: none); writingAt is when the writer took the
+	// group it is writing (UnixNano; 0: none).
+	slow      *slowReport
+	writingAt atomic.Int64
 	// beforeGroup, when set by a test, runs in the writer before each group is written.
 	beforeGroup func(group []*commitReq)
 	// commitFault, when set by a test, runs after a group is staged: an error fails the
@@ -125,6 +133,8 @@ type commitReq struct {
 	// background: a writer's own commit (outcomes, allowance counts), not a caller's: the
 	// syncer's gather does not wait for it to come back (see gather).
 	background bool
+	// times: when it went through the writer and the syncer (the slow-commit report).
+	times commitTimes
 }
 
 // backgroundKey marks a commit's context as a background writer's (background).
@@ -229,6 +239,9 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 	}
 	if !o.InMemory {
 		b.sync = newSyncer(db, dir, log)
+	}
+	if o.SlowCommit >= 0 {
+		b.slow = newSlowReport(cmp.Or(o.SlowCommit, DefaultSlowCommit), log, b.slowState)
 	}
 	var wg sync.WaitGroup
 	for range writers {
@@ -431,9 +444,11 @@ func (b *Badger) Commit(ctx context.Context, ops ...Op) error {
 			}
 		}
 	}
+	start := time.Now()
 	req := b.pool.Get().(*commitReq)
 	req.load(ops)
 	req.background = ctx.Value(backgroundKey{}) != nil
+	req.times = commitTimes{}
 	select {
 	case b.reqs <- req:
 	case <-ctx.Done():
@@ -442,6 +457,9 @@ func (b *Badger) Commit(ctx context.Context, ops ...Op) error {
 	}
 	select {
 	case err := <-req.done:
+		if b.slow != nil {
+			b.slow.observe(&req.times, start)
+		}
 		b.release(req)
 		return err
 	case <-ctx.Done():
@@ -503,10 +521,13 @@ func (b *Badger) write() {
 				break gather
 			}
 		}
+		picked := time.Now()
+		b.writingAt.Store(picked.UnixNano())
 		if b.beforeGroup != nil {
 			b.beforeGroup(group)
 		}
 		if err := b.disk.beforeWrite(); err != nil {
+			b.writingAt.Store(0)
 			for _, r := range group {
 				r.done <- err
 			}
@@ -514,6 +535,11 @@ func (b *Badger) write() {
 			continue
 		}
 		b.commitGroup(group)
+		written := time.Now()
+		b.writingAt.Store(0)
+		for _, r := range group {
+			r.times.picked, r.times.written = picked, written
+		}
 		b.answer(group)
 		clear(group)
 	}
@@ -783,6 +809,9 @@ func (b *Badger) Close() error {
 		}
 		close(b.stop)
 		b.bg.Wait()
+		if b.slow != nil {
+			b.slow.flush()
+		}
 		if err := b.db.Close(); err != nil {
 			b.closeErr = fmt.Errorf("persist: close badger: %w", err)
 		}
@@ -791,7 +820,10 @@ func (b *Badger) Close() error {
 }
 
 // badgerLogger sends Badger's logs to slog, warnings and errors only: its info lines
-// (compactions, flushes) are noise at the gateway's scale.
+// (compactions, flushes) are noise at the gateway's scale, but for the two it writes only when
+// a write path stalled, kept at warn beside the slow-commit report (badger_slow.go): a flush
+// held over a second by level 0 at NumLevelZeroTablesStall ("L0 was stalled for"), and a
+// compaction over 2 s ("LOG Compact", its table names included: ids, no key).
 type badgerLogger struct{ l *slog.Logger }
 
 func (g badgerLogger) Errorf(f string, a ...any) {
@@ -802,7 +834,12 @@ func (g badgerLogger) Warningf(f string, a ...any) {
 	g.l.Warn(strings.TrimSpace(fmt.Sprintf(f, a...)))
 }
 
-func (badgerLogger) Infof(string, ...any)  {}
+func (g badgerLogger) Infof(f string, a ...any) {
+	if strings.HasPrefix(f, "L0 was stalled") || strings.Contains(f, "LOG Compact") {
+		g.l.Warn(strings.TrimSpace(fmt.Sprintf(f, a...)))
+	}
+}
+
 func (badgerLogger) Debugf(string, ...any) {}
 
 // Interface guards.

@@ -57,6 +57,9 @@ type syncer struct {
 	mem, vlog int64
 	// syncs counts barriers, rotations those that found a new log file (tests).
 	syncs, rotations atomic.Uint64
+	// barrierAt is when the barrier running started (UnixNano; 0: none), for the slow-commit
+	// report.
+	barrierAt atomic.Int64
 	// beforeBarrier, when a test sets it, runs at the start of each barrier.
 	beforeBarrier func()
 	// afterAnswers, when a test sets it, runs after a barrier's answers, before gather.
@@ -116,6 +119,7 @@ func (s *syncer) close() {
 // answers.
 func (s *syncer) run() {
 	var batch []*commitReq
+	var gathered time.Duration // the last gather's wait
 	for range s.kick {
 		for {
 			s.mu.Lock()
@@ -130,8 +134,10 @@ func (s *syncer) run() {
 				break
 			}
 			start := time.Now()
+			rotations := s.rotations.Load()
 			err := s.barrier()
 			took := time.Since(start)
+			rotated := s.rotations.Load() != rotations
 			if err != nil {
 				err = fmt.Errorf("persist: commit: sync: %w", err)
 			}
@@ -149,13 +155,14 @@ func (s *syncer) run() {
 				if r.res == nil {
 					r.res = err
 				}
+				r.times.synced, r.times.syncTook, r.times.gather, r.times.rotated = start, took, gathered, rotated
 				r.done <- r.res
 			}
 			clear(batch)
 			if s.afterAnswers != nil {
 				s.afterAnswers(n)
 			}
-			s.gather(n, others, took)
+			gathered = s.gather(n, others, took)
 		}
 	}
 }
@@ -177,16 +184,18 @@ var gatherFraction, gatherMax = 1.0, 2 * time.Millisecond
 // BenchmarkSendPath/batch/send about 46 commits a barrier, 5 of them background, and 2 of 3
 // gathers ran out). bench/README.md, "Sixth pass: the synced send's CPU and tail" and
 // "Eighth pass: the synced send's CPU".
-func (s *syncer) gather(answered, others int, took time.Duration) {
+// It returns how long it waited.
+func (s *syncer) gather(answered, others int, took time.Duration) time.Duration {
 	d := min(time.Duration(float64(took)*gatherFraction), gatherMax)
 	if d <= 0 || answered < 2 {
-		return
+		return 0
 	}
 	s.mu.Lock()
 	if s.closed || s.callers >= answered+others { // every one of them is back already
 		s.mu.Unlock()
-		return
+		return 0
 	}
+	began := time.Now()
 	s.want = answered + others
 	s.mu.Unlock()
 	if s.timer == nil {
@@ -206,6 +215,7 @@ func (s *syncer) gather(answered, others int, took time.Duration) {
 	case <-s.gathered:
 	default:
 	}
+	return time.Since(began)
 }
 
 // endGather ends gather's wait (non-blocking: a signal already waiting does the same).
@@ -221,6 +231,8 @@ func (s *syncer) endGather() {
 func (s *syncer) barrier() error {
 	s.barrierMu.Lock()
 	defer s.barrierMu.Unlock()
+	s.barrierAt.Store(time.Now().UnixNano())
+	defer s.barrierAt.Store(0)
 	if s.beforeBarrier != nil {
 		s.beforeBarrier()
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -36,7 +37,9 @@ var (
 // the process waited for a core (on a shared machine, the floor under any tail):
 // `go test -run X -bench AcceptTail -benchtime 1x ./persist -tail.preload 300000 -tail.rate 3000`.
 func BenchmarkAcceptTail(b *testing.B) {
-	kv, err := OpenBadger(b.TempDir(), BadgerOptions{Fsync: Fsync(*tailFsync), MemTableSize: *tailMemTable})
+	// The store's warnings (the slow-commit report: what each stall waited on) go to stderr.
+	kv, err := OpenBadger(b.TempDir(), BadgerOptions{Fsync: Fsync(*tailFsync), MemTableSize: *tailMemTable,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		b.Fatal(err)
 	}
