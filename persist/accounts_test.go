@@ -15,9 +15,9 @@ import (
 // the margin; for a user without one, those after the margin. Edits and failures do not count.
 func TestAccountsRecount(t *testing.T) {
 	kv := NewMemory()
-	o, a := NewOutbox(kv), NewAccounts(kv)
-	ctx := context.Background()
 	t0 := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	o, a := outboxAt(kv, t0.Add(time.Minute)), NewAccounts(kv)
+	ctx := context.Background()
 	ms := func(d time.Duration) int64 { return t0.Add(d).UnixMilli() }
 	for _, s := range []domain.Allowance{
 		{UserID: "u1", Period: "2026-11", Sent: 7, Mark: 20, At: ms(20 * time.Second), Since: ms(10 * time.Second), Recent: 2},
@@ -103,9 +103,9 @@ func TestAccountsRecount(t *testing.T) {
 // it too, or a message the snapshot left out is not counted.
 func TestAccountsRecountCountsASentMessageFailedLate(t *testing.T) {
 	kv := NewMemory()
-	o, a := NewOutbox(kv), NewAccounts(kv)
-	ctx := context.Background()
 	t0 := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	o, a := outboxAt(kv, t0.Add(time.Minute)), NewAccounts(kv)
+	ctx := context.Background()
 	ms := func(d time.Duration) int64 { return t0.Add(d).UnixMilli() }
 	// The snapshot counts m1 (sent at 12 s, in its window): Recent 1.
 	if err := a.PutAccount(ctx, domain.Allowance{UserID: "u1", Period: "2026-11", Sent: 5, Mark: 20, At: ms(20 * time.Second), Since: ms(10 * time.Second), Recent: 1}); err != nil {
@@ -140,9 +140,9 @@ func TestAccountsRecountCountsASentMessageFailedLate(t *testing.T) {
 // the messages of the users it did not write.
 func TestAccountsRecountAfterAPartialWrite(t *testing.T) {
 	kv := NewMemory()
-	o, a := NewOutbox(kv), NewAccounts(kv)
-	ctx := context.Background()
 	t0 := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	o, a := outboxAt(kv, t0.Add(time.Minute)), NewAccounts(kv)
+	ctx := context.Background()
 	ms := func(d time.Duration) int64 { return t0.Add(d).UnixMilli() }
 	for _, s := range []domain.Allowance{
 		{UserID: "u1", Period: "2026-11", Sent: 7, Mark: 20, At: ms(20 * time.Second), Since: ms(10 * time.Second)},

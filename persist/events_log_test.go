@@ -167,8 +167,8 @@ func TestOutcomeRecordDeletesItsKeptFinalStatus(t *testing.T) {
 		t.Run(impl.name, func(t *testing.T) {
 			ctx := context.Background()
 			kv := impl.open(t)
-			w, o := NewWebhooks(kv), NewOutbox(kv)
 			at := time.UnixMilli(1_790_000_000_123).UTC()
+			w, o := NewWebhooks(kv), outboxAt(kv, at.Add(time.Minute))
 			var es []domain.OutboxEntry
 			var finals []domain.FinalStatus
 			for i, st := range []domain.MessageStatus{domain.MsgFailed, domain.MsgCancelled, domain.MsgSent} {
