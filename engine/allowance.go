@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"github.com/anthdm/hollywood/actor"
 
@@ -22,7 +23,11 @@ type Reservation struct {
 }
 
 // ReserveOpts are the account actor's options for a reservation (see account.Reserve).
-type ReserveOpts struct{ Force, Reclaim bool }
+type ReserveOpts struct {
+	Force, Reclaim bool
+	at             time.Time    // the caller's clock read (Send's), zero: reserve reads the clock
+	into           *Reservation // where the reservation goes (Send's, in its pending record); nil: a new one
+}
 
 // reserve asks the user's account for up to n messages; the reservation may hold less (a bulk
 // batch is clipped). ErrQuotaExceeded when nothing is left this month.
@@ -30,11 +35,15 @@ func (ms *Messages) reserve(ctx context.Context, uid string, n int64, o ReserveO
 	ent := ms.account(uid)
 	if !o.Force && !o.Reclaim {
 		// Covered by the durable mark: reserved here, without a message to the actor.
-		if r, ok := ent.counter.TryReserve(ms.e.now(), n); ok {
+		at := o.at
+		if at.IsZero() {
+			at = ms.e.now()
+		}
+		if r, ok := ent.counter.TryReserve(at, n); ok {
 			if r.Err != nil {
 				return nil, r.Err
 			}
-			return ms.adopt(uid, r.Granted), nil
+			return ms.adoptInto(o.into, uid, r.Granted), nil
 		}
 	}
 	msg := &account.Reserve{N: n, Force: o.Force, Reclaim: o.Reclaim, Reply: make(chan account.Result, 1)}
@@ -42,12 +51,18 @@ func (ms *Messages) reserve(ctx context.Context, uid string, n int64, o ReserveO
 	if err != nil {
 		return nil, err
 	}
-	return ms.adopt(uid, res.Granted), nil
+	return ms.adoptInto(o.into, uid, res.Granted), nil
 }
 
 // adopt wraps allowance reserved already (a campaign's batch, handed out one number at a time).
-func (ms *Messages) adopt(uid string, n int64) *Reservation {
-	r := &Reservation{ms: ms, uid: uid}
+func (ms *Messages) adopt(uid string, n int64) *Reservation { return ms.adoptInto(nil, uid, n) }
+
+// adoptInto is adopt in r (unused; nil: a new one).
+func (ms *Messages) adoptInto(r *Reservation, uid string, n int64) *Reservation {
+	if r == nil {
+		r = &Reservation{}
+	}
+	r.ms, r.uid = ms, uid
 	r.left.Store(n)
 	return r
 }

@@ -104,6 +104,7 @@ func (sh *pendingShard) keep(id string) {
 // pending is one accepted message without an outcome.
 type pending struct {
 	res     *Reservation
+	resv    Reservation // where Send's reservation is (res points here then): no allocation of its own
 	waiters []chan outcome
 	// receipts that came before the outcome: folded into it and reported after it, in order
 	// (each is its own record already when its network waits for it: receiptOf).
@@ -158,11 +159,16 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 	if err := ms.resolveRefs(&r); err != nil {
 		return domain.OutboxEntry{}, err
 	}
-	way, err := ms.route(ctx, &r)
+	way, def, err := ms.route(ctx, &r)
 	if err != nil {
 		return domain.OutboxEntry{}, err
 	}
-	ent, err := e.Sessions.forSend(r.UserID, r.SessionID)
+	var ent *sessionEntry
+	if def != nil {
+		ent, err = sendable(def) // the user's default session, as route read it
+	} else {
+		ent, err = e.Sessions.forSend(r.UserID, r.SessionID)
+	}
 	if err != nil {
 		return domain.OutboxEntry{}, err
 	}
@@ -190,7 +196,8 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 		return domain.OutboxEntry{}, fmt.Errorf("%w: it was refused until %s unless it writes to the session first",
 			domain.ErrRecipientNotReachable, until.UTC().Format(time.RFC3339))
 	}
-	now := e.now().UTC()
+	at := e.now() // the accept's clock read, shared with its reservation
+	now := at.UTC()
 	sendAt, err := SendAtLimits(r.SendAt, now)
 	if err != nil {
 		return domain.OutboxEntry{}, err
@@ -200,20 +207,27 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 	if k := r.Message.Kind; !r.Transactional && k.Charged() && k != domain.KindReaction && e.OptOuts.Has(r.UserID, r.Message.To) {
 		return domain.OutboxEntry{}, fmt.Errorf("%w (%s)", domain.ErrOptedOut, r.Message.To)
 	}
+	// The message's record, made first: a reservation taken here goes into it (one allocation,
+	// not two), unless the message waits for later (its reservation is kept until then, the
+	// record not).
+	p := &pending{}
+	into := &p.resv
+	if !sendAt.IsZero() {
+		into = nil
+	}
 	res := r.Reserved
 	switch {
 	case res != nil:
 	case !r.Message.Kind.Charged():
-		res = ms.adopt(r.UserID, 0) // an edit or a revoke: the message it changes was counted
+		res = ms.adoptInto(into, r.UserID, 0) // an edit or a revoke: the message it changes was counted
 	default:
-		if res, err = ms.reserve(ctx, r.UserID, 1, ReserveOpts{}); err != nil {
+		if res, err = ms.reserve(ctx, r.UserID, 1, ReserveOpts{at: at, into: into}); err != nil {
 			return domain.OutboxEntry{}, err
 		}
 	}
 	// The entry is made in its pending record's (unused until its outcome) and copied out
 	// once accepted: the outbox takes it by pointer through an interface, which moved a
 	// local entry (768 bytes) to the heap for every message, beside the record.
-	p := &pending{}
 	pe := &p.entry
 	*pe = queuedEntry(r.Message, view, r.UserID, r.Origin, now)
 	if !sendAt.IsZero() {
@@ -252,8 +266,16 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 
 // queuedEntry is a message as it is accepted at now, queued on session sess: for the phone the
 // session is linked to, from which alone it may go.
+//
+// Its history has room for the status after queued (the deliverer's sent or failed appends in
+// place: an allocation a message fewer). Room for that one only: the copies of the entry made
+// before it (the caller's answer, the event, the outbox's) read the first status alone, and
+// only the worker that settles the message writes the second; every later status (a receipt,
+// the outbox's outcome record, each on its own copy) finds the array full and appends into a
+// new one, so no two copies ever write one element.
 func queuedEntry(msg domain.Message, sess *domain.Session, uid, origin string, now time.Time) domain.OutboxEntry {
-	entry := domain.OutboxEntry{ID: msg.ID, SessionID: sess.ID, UserID: uid, Origin: origin, From: sess.Phone, Message: msg, CreatedAt: domain.MillisOf(now)}
+	entry := domain.OutboxEntry{ID: msg.ID, SessionID: sess.ID, UserID: uid, Origin: origin, From: sess.Phone, Message: msg, CreatedAt: domain.MillisOf(now),
+		History: make([]domain.StatusChange, 0, 2)}
 	entry.SetStatus(domain.MsgQueued, now)
 	return entry
 }

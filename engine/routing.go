@@ -128,32 +128,38 @@ func (r routed) apply(e *domain.OutboxEntry) {
 // cloud session, and what it goes as: the cloud session's rules (a template checked and
 // rendered; a text outside the window wrapped in the cold template; else waiting). Accounts
 // with a linked session only are not routed.
-func (ms *Messages) route(ctx context.Context, r *SendRequest) (routed, error) {
+//
+// def is the user's default (linked) session as way read it when the message goes there with
+// no session named (nil otherwise, or when the user has none): Send takes it instead of
+// reading the index again (forSend).
+func (ms *Messages) route(ctx context.Context, r *SendRequest) (_ routed, def *sessionEntry, _ error) {
 	rt, s := ms.e.Routing, ms.e.Sessions
 	k := r.Message.Kind
 	if r.SessionID != "" {
 		ent := s.idx.get(r.SessionID)
 		if ent == nil {
-			return routed{}, nil // forSend answers
+			return routed{}, nil, nil // forSend answers
 		}
 		if v := ent.view.Load(); v.IsCloud() {
-			return rt.overCloud(ctx, r, ent, "", nil)
+			rd, err := rt.overCloud(ctx, r, ent, "", nil)
+			return rd, nil, err
 		}
 		if !k.OnLinked() {
-			return routed{}, fmt.Errorf("%w: a %s goes over a Cloud API number, not session %s", domain.ErrNeedsCloud, k, r.SessionID)
+			return routed{}, nil, fmt.Errorf("%w: a %s goes over a Cloud API number, not session %s", domain.ErrNeedsCloud, k, r.SessionID)
 		}
-		return routed{}, nil
+		return routed{}, nil, nil
 	}
 	w, err := ms.way(r.UserID, r.Message)
 	switch {
 	case err != nil:
-		return routed{}, err
+		return routed{}, nil, err
 	case w.cloud != nil:
-		return rt.overCloud(ctx, r, w.cloud, w.routed.reason, w.settings)
+		rd, err := rt.overCloud(ctx, r, w.cloud, w.routed.reason, w.settings)
+		return rd, nil, err
 	case w.linked != nil:
 		r.SessionID = w.linked.view.Load().ID
 	}
-	return w.routed, nil
+	return w.routed, w.def, nil
 }
 
 // way is where a message goes when it names no session: over the cloud session (cloud; the
@@ -164,6 +170,9 @@ type way struct {
 	cloud, linked *sessionEntry
 	routed        routed
 	settings      *domain.Routing // the account's routing as way read it (with cloud)
+	// def: the user's default (linked) session as read, when the user has no cloud session
+	// (the message goes there; nil when the user has none).
+	def *sessionEntry
 }
 
 // way decides the session a message m of the user's goes through when none is named (route;
@@ -171,14 +180,13 @@ type way struct {
 func (ms *Messages) way(uid string, m domain.Message) (way, error) {
 	s := ms.e.Sessions
 	k := m.Kind
-	cloud := s.idx.cloudOf(uid)
+	linked, cloud := s.idx.kindsOf(uid)
 	if cloud == nil {
 		if !k.OnLinked() {
 			return way{}, fmt.Errorf("%w: a %s goes only over a Cloud API number", domain.ErrNeedsCloud, k)
 		}
-		return way{}, nil
+		return way{def: linked}, nil
 	}
-	linked := s.idx.defaultOf(uid)
 	if linked != nil && !linked.view.Load().Linked {
 		linked = nil // not linked to a phone: it cannot take the message
 	}

@@ -129,6 +129,29 @@ func (x *sessionIndex) defaultOf(uid string) *sessionEntry { return x.lastOf(uid
 // cloudOf is the user's cloud session (the one assigned last), nil when none.
 func (x *sessionIndex) cloudOf(uid string) *sessionEntry { return x.lastOf(uid, true) }
 
+// kindsOf is defaultOf and cloudOf from one read of the index (a sync.Map's): a send that
+// names no session asks for both (route, forSend).
+func (x *sessionIndex) kindsOf(uid string) (linked, cloud *sessionEntry) {
+	v, ok := x.users.Load(uid)
+	if !ok {
+		return nil, nil
+	}
+	ents := v.([]*sessionEntry)
+	for i := len(ents) - 1; i >= 0 && (linked == nil || cloud == nil); i-- {
+		st := ents[i].view.Load()
+		switch {
+		case st.AssignedTo != uid:
+		case st.IsCloud():
+			if cloud == nil {
+				cloud = ents[i]
+			}
+		case linked == nil:
+			linked = ents[i]
+		}
+	}
+	return linked, cloud
+}
+
 // lastOf is the user's session of that kind assigned last, read without a lock from the
 // entries refresh published: a user with no session of that kind (cloudOf for a user without
 // a cloud number: every send asks) costs a map read and a look at each of their few views.
@@ -252,6 +275,11 @@ func (s *Sessions) forSend(uid, sessionID string) (*sessionEntry, error) {
 	} else if ent = s.idx.get(sessionID); ent == nil || ent.view.Load().AssignedTo != uid {
 		return nil, fmt.Errorf("%w: session %s is not assigned to this account", domain.ErrForbidden, sessionID)
 	}
+	return sendable(ent)
+}
+
+// sendable is forSend's check of the session found: linked, or connected.
+func sendable(ent *sessionEntry) (*sessionEntry, error) {
 	if v := ent.view.Load(); v.Status != domain.StatusConnected && !v.Linked {
 		return nil, fmt.Errorf("%w: link the session first", domain.ErrNotConnected)
 	}

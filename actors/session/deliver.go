@@ -432,7 +432,14 @@ func (s *Session) schedule(at time.Time) {
 func (s *Session) batchDone(m batchDone) {
 	q := s.q
 	q.busy = false
-	now := s.deps.Clock.Now()
+	// The batch's last answer is now, to within the outcomes' reports after it: the clock is
+	// read again only when no send was answered or the batch ended in the queue's backoff
+	// (whose pause starts now). Two reads a batch fewer (this and touch's), and a batch is
+	// often one message.
+	now := m.last
+	if now.IsZero() || m.backoff {
+		now = s.deps.Clock.Now()
+	}
 	s.stir()
 	if m.attempts > 0 {
 		q.lastSend = m.last
@@ -443,7 +450,7 @@ func (s *Session) batchDone(m batchDone) {
 			}
 		}
 		s.countAnswers(now, m.attempts, m.refused)
-		s.touch()
+		s.touch(now)
 	}
 	s.bookSent(now, m.sent)
 	if m.settled > 0 {

@@ -101,7 +101,7 @@ func refusal(err error) bool {
 // message held for its recipient holds only the later ones to the same recipient; a hold of
 // the whole session (429, unknown outcome, link down) stops the batch.
 func deliver(client network.Client, deps Deps, batch []item, sends *sendContext) batchDone {
-	var r batchDone
+	r := batchDone{sent: sends.sent[:0]}
 	stop := false
 	var skip map[string]struct{} // recipients held or just marked: their later messages wait
 	for _, it := range batch {
@@ -173,6 +173,10 @@ type sendContext struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	until  time.Time
+	// sent: the last batch's batchDone.sent array, back from the actor's bookSent (which keeps
+	// none of it), for the next batch's numbers: an allocation per batch otherwise, and a
+	// batch is often one message.
+	sent []domain.NumberCheck
 }
 
 func (c *sendContext) get(timeout time.Duration) context.Context {

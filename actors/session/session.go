@@ -691,9 +691,10 @@ func (s *Session) save() error {
 	return nil
 }
 
-// touch records activity; the snapshot is written at most every few seconds for it alone.
-func (s *Session) touch() {
-	now := s.deps.Clock.Now().UTC()
+// touch records activity at now (the clock read already); the snapshot is written at most
+// every few seconds for it alone.
+func (s *Session) touch(now time.Time) {
+	now = now.UTC()
 	if now.Sub(s.st.LastActivity) < time.Second {
 		return // second precision is enough for lastActivity; spare the hot path a view copy
 	}
