@@ -124,13 +124,22 @@ func (x *sessionIndex) assign(id, from, to string) {
 
 // defaultOf is the session a user's sends go through when none is named: the linked session
 // assigned last (a cloud session is routed to: cloudOf, routing.go).
-func (x *sessionIndex) defaultOf(uid string) *sessionEntry { return x.lastOf(uid, false) }
+func (x *sessionIndex) defaultOf(uid string) *sessionEntry {
+	linked, _ := x.kindsOf(uid)
+	return linked
+}
 
 // cloudOf is the user's cloud session (the one assigned last), nil when none.
-func (x *sessionIndex) cloudOf(uid string) *sessionEntry { return x.lastOf(uid, true) }
+func (x *sessionIndex) cloudOf(uid string) *sessionEntry {
+	_, cloud := x.kindsOf(uid)
+	return cloud
+}
 
-// kindsOf is defaultOf and cloudOf from one read of the index (a sync.Map's): a send that
-// names no session asks for both (route, forSend).
+// kindsOf is the user's linked and cloud sessions assigned last, from one read of the index
+// (a sync.Map's: a send that names no session asks for both, route and forSend), read without
+// a lock from the entries refresh published: a user without a session of one kind costs a look
+// at each of their few views. The view is the truth about ownership (the index may lag a
+// reassignment).
 func (x *sessionIndex) kindsOf(uid string) (linked, cloud *sessionEntry) {
 	v, ok := x.users.Load(uid)
 	if !ok {
@@ -150,23 +159,6 @@ func (x *sessionIndex) kindsOf(uid string) (linked, cloud *sessionEntry) {
 		}
 	}
 	return linked, cloud
-}
-
-// lastOf is the user's session of that kind assigned last, read without a lock from the
-// entries refresh published: a user with no session of that kind (cloudOf for a user without
-// a cloud number: every send asks) costs a map read and a look at each of their few views.
-func (x *sessionIndex) lastOf(uid string, cloud bool) *sessionEntry {
-	v, ok := x.users.Load(uid)
-	if !ok {
-		return nil
-	}
-	ents := v.([]*sessionEntry)
-	for i := len(ents) - 1; i >= 0; i-- {
-		if ents[i].is(uid, cloud) {
-			return ents[i]
-		}
-	}
-	return nil
 }
 
 // is tells whether the session's published view has it assigned to uid, a cloud session or
