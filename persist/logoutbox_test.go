@@ -497,3 +497,39 @@ func TestLogOutboxSlotBeforeItsRecord(t *testing.T) {
 		t.Fatalf("receipts %v, %v", rs, err)
 	}
 }
+
+// TestLogOutboxSlotNamesAnotherRecord: under --fsync interval a power cut can keep a slot (an
+// older page) and lose the record it names (a newer page); the next record after the cut then
+// takes that position. The slot names a record that is not its own: it reads as empty, like a
+// record not readable, and neither a read nor the next boot fails on it.
+func TestLogOutboxSlotNamesAnotherRecord(t *testing.T) {
+	dir, kv, clock := t.TempDir(), NewMemory(), &testClock{}
+	at := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
+	clock.set(at)
+	lo, _ := openLogOutbox(t, dir, kv, clock)
+	ids := acceptLog(t, lo, 2, at)
+	apos, other := lo.known(ids[0]), lo.known(ids[1]) // other: an accept, not this one's record
+	for _, w := range []struct {
+		slot int
+		kind byte
+		st   domain.MessageStatus
+	}{{slotOutcome, recOutcome, domain.MsgSent}, {slotRead, recReceipt, domain.MsgRead}, {slotRequeue, recRequeue, domain.MsgQueued}} {
+		ch := make(chan error, 1)
+		lo.log.WriteSlot(apos, w.slot, slotPayload(w.kind, w.st, domain.MillisOf(at), other), func(err error) { ch <- err })
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e := wantStatus(t, lo, ids[0], domain.MsgQueued); e.SessionID != "s1" {
+		t.Fatalf("body: %+v", e)
+	}
+	if rs, err := lo.Receipts(ids[0]); err != nil || len(rs) != 0 {
+		t.Fatalf("receipts %v, %v", rs, err)
+	}
+	crash(t, lo)
+	lo, pending := openLogOutbox(t, dir, kv, clock) // the boot reads the requeue slot
+	if !slices.Contains(pending, ids[1]) {
+		t.Fatalf("pending after the boot: %v", pending)
+	}
+	wantStatus(t, lo, ids[0], domain.MsgQueued)
+}
