@@ -47,6 +47,7 @@ var componentRules = []struct {
 	{"outcome write (outcomes, receipts)", true, []string{"github.com/gateway/gateway/persist.(*OutcomeWriter)"}},
 	{"outcome write (outcomes, receipts)", false, []string{
 		"github.com/gateway/gateway/persist.(*Outbox).prepareBatch", "github.com/gateway/gateway/persist.(*Outbox).Settle", "github.com/gateway/gateway/persist.(*Outbox).Receipt",
+		"github.com/gateway/gateway/persist.(*LogOutbox).Settle", "github.com/gateway/gateway/persist.(*LogOutbox).Receipt",
 		"github.com/gateway/gateway/engine.(*messages).Outcome", "github.com/gateway/gateway/engine.(*messages).Receipt",
 		"github.com/gateway/gateway/engine.(*messages).receiptOf"}},
 	{"store events (parse, render, inbox)", false, []string{
@@ -61,6 +62,7 @@ var componentRules = []struct {
 		"github.com/gateway/gateway/persist.Accounts", "github.com/gateway/gateway/persist.(*Store)"}},
 	{"accept commit", false, []string{
 		"github.com/gateway/gateway/persist.(*Outbox).Accept", "github.com/gateway/gateway/persist.(*Outbox).AcceptMany",
+		"github.com/gateway/gateway/persist.(*LogOutbox).Accept", "github.com/gateway/gateway/persist.(*LogOutbox).AcceptMany",
 		"github.com/gateway/gateway/engine.(*Messages).Send", "github.com/gateway/gateway/engine.(*Messages).SendGroups",
 		"github.com/gateway/gateway/engine.queuedEntry"}},
 	{"deliverer (session actors)", false, []string{
@@ -76,6 +78,7 @@ var componentRules = []struct {
 	{"storage writer (group commits of every caller)", false, []string{
 		"github.com/dgraph-io/badger/v4.", "github.com/gateway/gateway/persist.(*Badger).write",
 		"github.com/gateway/gateway/persist.(*Badger).commitGroup", "github.com/gateway/gateway/persist.stage",
+		"github.com/gateway/gateway/persist/outlog.", // --outbox log: its writer and its callers' queueing
 		"github.com/gateway/gateway/persist/natskv.", "github.com/nats-io/"}},
 	{"HTTP (fasthttp, routing, handlers, JSON)", false, []string{
 		"github.com/gateway/gateway/httpapi.", "github.com/valyala/fasthttp", "github.com/fasthttp/router"}},
