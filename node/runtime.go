@@ -65,6 +65,8 @@ type runtime struct {
 	events *engine.Events
 	engine *engine.Engine
 	outbox *persist.LogOutbox // --outbox log's (nil: the records' own)
+	// older: the outbox's log a switch to --outbox badger left behind, open for reads (nil: none).
+	older *persist.LogOutbox
 }
 
 // runtimeOptions is what differs between a single node's runtime and a partition's.
@@ -144,14 +146,19 @@ func newRuntime(ctx context.Context, sh shared, o runtimeOptions) (_ *runtime, e
 		// what a kill -9 left out of the allowances, so their count is written seldom.
 		ers.Recount = recs.Accounts
 	} else {
-		if err := otherOutboxEmpty(c, recs.Outbox, o.kv); err != nil {
+		var older persist.OutboxReader
+		if older, rt.older, err = otherOutbox(c, recs.Outbox, o.kv); err != nil {
 			return nil, err
 		}
-	}
-	if rt.outbox, err = openLogOutbox(c, o.kv, o.log); err != nil {
-		return nil, fmt.Errorf("outbox: %w", err)
-	} else if rt.outbox != nil {
-		ers.Outbox = rt.outbox
+		if rt.outbox, err = openLogOutbox(c, o.kv, o.log); err != nil {
+			return nil, fmt.Errorf("outbox: %w", err)
+		}
+		if rt.outbox != nil {
+			ers.Outbox = rt.outbox
+			rt.outbox.SetOlder(older)
+		} else if older != nil {
+			recs.Outbox.SetOlder(older)
+		}
 	}
 	rt.engine, err = engine.New(engine.Config{
 		Store: recs.Store, Records: ers, Logger: o.log.With("component", "engine"), Plans: sh.plans,
@@ -188,7 +195,9 @@ func (rt *runtime) stop(ctx context.Context) {
 	if rt.events != nil {
 		rt.events.Stop(ctx)
 	}
-	if rt.outbox != nil {
-		_ = rt.outbox.Close()
+	for _, lo := range []*persist.LogOutbox{rt.outbox, rt.older} {
+		if lo != nil {
+			_ = lo.Close()
+		}
 	}
 }

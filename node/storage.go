@@ -241,38 +241,41 @@ func openLogOutbox(c Config, kv persist.KV, log *slog.Logger) (*persist.LogOutbo
 	return lo, nil
 }
 
-// otherOutboxEmpty refuses to start on one outbox while the other still holds messages
-// pending (accepted and not sent): the engine boots from the outbox chosen only, so they would
-// wait unsent until the flag is set back. With --outbox log the records' store's outbox is
-// read (its Pending, as its boot would); with badger the log at Data/outbox, when there is one.
-func otherOutboxEmpty(c Config, badger *persist.Outbox, kv persist.KV) error {
+// otherOutbox refuses to start on one outbox while the other still holds messages pending
+// (accepted and not sent): the engine boots from the outbox chosen only, so they would wait
+// unsent until the flag is set back. With --outbox log the records' store's outbox is read (its
+// Pending, as its boot would); with badger the log at Data/outbox, when there is one. It
+// returns the other outbox, which the one chosen reads for a message it does not hold
+// (persist.OutboxReader: what it sent before the switch), or nil; a log returned is open (the
+// caller closes it).
+func otherOutbox(c Config, badger *persist.Outbox, kv persist.KV) (persist.OutboxReader, *persist.LogOutbox, error) {
 	if c.Outbox == "log" {
 		p, err := badger.Pending()
 		if err != nil {
-			return fmt.Errorf("the outbox on the records' store: %w", err)
+			return nil, nil, fmt.Errorf("the outbox on the records' store: %w", err)
 		}
 		if len(p) > 0 {
-			return fmt.Errorf("--outbox log: the outbox on the records' store still holds %d pending messages; start with --outbox badger until they are sent", len(p))
+			return nil, nil, fmt.Errorf("--outbox log: the outbox on the records' store still holds %d pending messages; start with --outbox badger until they are sent", len(p))
 		}
-		return nil
+		return badger, nil, nil
 	}
 	dir := filepath.Join(c.Data, "outbox")
 	if segs, _ := filepath.Glob(filepath.Join(dir, "*.seg")); len(segs) == 0 {
-		return nil
+		return nil, nil, nil
 	}
 	lo, err := persist.OpenLogOutbox(dir, kv, persist.LogOutboxOptions{Sync: outlog.Sync(c.Fsync)})
 	if err != nil {
-		return fmt.Errorf("the outbox's log at %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("the outbox's log at %s: %w", dir, err)
 	}
 	p, err := lo.Pending()
-	if cerr := lo.Close(); err == nil {
-		err = cerr
+	if err == nil && len(p) > 0 {
+		err = fmt.Errorf("--outbox %s: the outbox's log at %s still holds %d pending messages; start with --outbox log until they are sent", c.Outbox, dir, len(p))
+	} else if err != nil {
+		err = fmt.Errorf("the outbox's log at %s: %w", dir, err)
 	}
 	if err != nil {
-		return fmt.Errorf("the outbox's log at %s: %w", dir, err)
+		_ = lo.Close()
+		return nil, nil, err
 	}
-	if len(p) > 0 {
-		return fmt.Errorf("--outbox %s: the outbox's log at %s still holds %d pending messages; start with --outbox log until they are sent", c.Outbox, dir, len(p))
-	}
-	return nil
+	return lo, lo, nil
 }

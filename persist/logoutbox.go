@@ -49,6 +49,7 @@ import (
 type LogOutbox struct {
 	log    *outlog.Log
 	kv     KV
+	older  OutboxReader // the outbox a switch of --outbox left behind (outbox_older.go), or nil
 	idem   *Table[domain.IdemRecord]
 	logger atomic.Pointer[slog.Logger]
 	queued inflight // outcomes and receipts queued and not yet answered
@@ -523,7 +524,7 @@ func (lo *LogOutbox) body(f found) (domain.OutboxEntry, string, error) {
 func (lo *LogOutbox) Get(id string) (domain.OutboxEntry, error) {
 	f, err := lo.resolve(id)
 	if err != nil {
-		return domain.OutboxEntry{}, err
+		return orOlder(domain.OutboxEntry{}, err, lo.older, func(r OutboxReader) (domain.OutboxEntry, error) { return r.Get(id) })
 	}
 	e, _, err := lo.body(f)
 	if err != nil {
@@ -606,7 +607,7 @@ func (lo *LogOutbox) IdemOp(idemID string, rec domain.IdemRecord) (Op, error) {
 func (lo *LogOutbox) IdemOf(messageID string) (domain.IdemRecord, error) {
 	f, err := lo.resolve(messageID)
 	if err != nil {
-		return domain.IdemRecord{}, err
+		return orOlder(domain.IdemRecord{}, err, lo.older, func(r OutboxReader) (domain.IdemRecord, error) { return r.IdemOf(messageID) })
 	}
 	e, hash, err := decodeBody(f.rec[bodyAt(f.rec):])
 	if err != nil {

@@ -83,6 +83,9 @@ type Outbox struct {
 	ckptMu sync.Mutex
 	// now is the clock (tests move it).
 	now func() time.Time
+	// older: the outbox a switch of --outbox left behind, read for a message not here (nil:
+	// none; outbox_older.go).
+	older OutboxReader
 }
 
 // pendingMsg is a message this process knows to be pending.
@@ -588,7 +591,7 @@ func (o *Outbox) Idem(idemID string) (domain.IdemRecord, error) { return o.idem.
 func (o *Outbox) IdemOf(messageID string) (domain.IdemRecord, error) {
 	e, hash, err := o.read(messageID, false, false)
 	if err != nil {
-		return domain.IdemRecord{}, err
+		return orOlder(domain.IdemRecord{}, err, o.older, func(r OutboxReader) (domain.IdemRecord, error) { return r.IdemOf(messageID) })
 	}
 	if hash == "" || o.now().Sub(e.CreatedAt.Time()) > domain.IdempotencyTTL {
 		return domain.IdemRecord{}, domain.ErrRecordNotFound
@@ -841,7 +844,7 @@ func (o *Outbox) answer(w bgWrite, err error) {
 // its outcome has expired.
 func (o *Outbox) Get(id string) (domain.OutboxEntry, error) {
 	e, _, err := o.get(id, true)
-	return e, err
+	return orOlder(e, err, o.older, func(r OutboxReader) (domain.OutboxEntry, error) { return r.Get(id) })
 }
 
 // get reads a message, with its outcome and receipts when full, and the Idempotency-Key's

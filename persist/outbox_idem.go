@@ -18,8 +18,8 @@ import (
 // one key at a time (Badger), batching saves nothing and reads more for a replay: it answers
 // errors.ErrUnsupported and the caller reads one by one.
 func (o *Outbox) IdemFind(ids []string, idemID string, keep func(domain.IdemRecord) bool) (domain.IdemRecord, error) {
-	if _, ok := o.kv.(Getter); !ok {
-		return domain.IdemRecord{}, errors.ErrUnsupported
+	if _, ok := o.kv.(Getter); !ok || o.older != nil {
+		return domain.IdemRecord{}, errors.ErrUnsupported // (with older: IdemOf each reads it too)
 	}
 	ids = slices.Clone(ids) // those read on their own are blanked
 	var own *domain.IdemRecord
