@@ -236,10 +236,10 @@ func printResult(w io.Writer, r *result) {
 	}
 	if r.Gateway != nil {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "   server\treq/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\terrors\tother CPU\tµs CPU/req\tgenerator µs/req\t")
+		fmt.Fprintln(tw, "   server\treq/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\terrors\tother CPU\tµs CPU/req\tgenerator µs/req\tswitches/req\t")
 		row := func(name string, s *stats) {
 			if s != nil {
-				fmt.Fprintf(tw, "   %s\t%.0f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%d\t%s\t%s\t%s\t\n", name, s.RPS, s.P50, s.P90, s.P99, s.P999, s.Max, s.Errors, pct(s.OtherCPU), cpuUS(s.ServerCPUUS), cpuUS(s.GeneratorCPUUS))
+				fmt.Fprintf(tw, "   %s\t%.0f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%d\t%s\t%s\t%s\t%s\t\n", name, s.RPS, s.P50, s.P90, s.P99, s.P999, s.Max, s.Errors, pct(s.OtherCPU), cpuUS(s.ServerCPUUS), cpuUS(s.GeneratorCPUUS), switchesText(s))
 			}
 		}
 		row("gateway", r.Gateway)
@@ -380,6 +380,18 @@ func pct(f float64) string {
 }
 
 // cpuUS is a server's CPU per request, or "?" when it was not measured.
+// switchesText is a window's context switches per request, the server's then the generator's
+// ("?" unknown).
+func switchesText(s *stats) string {
+	f := func(v float64) string {
+		if v <= 0 {
+			return "?"
+		}
+		return fmt.Sprintf("%.2f", v)
+	}
+	return f(s.ServerSwitches) + " / " + f(s.GeneratorSwitches)
+}
+
 func cpuUS(us float64) string {
 	if us <= 0 {
 		return "?"
