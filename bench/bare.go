@@ -402,8 +402,9 @@ func (b *bareProc) stop() {
 // profile beside the gateway's (<stamp>-<phase>-<case>-bare-cpu.prof): the two profiles, taken
 // under the same load, say what a request costs the gateway beyond what fasthttp and the kernel
 // cost bare under that load, where a profile in process (httpapi's served benchmarks) has no
-// kernel and no other process. Its errors count as any window's. It returns a note for the
-// result when the profile could not be taken ("" when it was).
+// kernel and no other process. Its load is the result's BareProfileWindow, its errors counted
+// as any window's. It returns a note for the result when the profile could not be taken (""
+// when it was).
 func (h *harness) bareProfileWindow(ctx context.Context, cr *caseRun, pl load, phase string) string {
 	captured := cr.captured
 	captured.Commit = "" // bare's own answer, as in its windows: no floor commit
@@ -428,6 +429,7 @@ func (h *harness) bareProfileWindow(ctx context.Context, cr *caseRun, pl load, p
 		}
 	}
 	s := measure(ctx, pl, cr.tgt)
+	cr.r.BareProfileWindow = &s
 	cr.errs += s.Errors
 	if s.Requests == 0 {
 		return "bare not profiled: no requests answered in its window"

@@ -44,9 +44,12 @@ type result struct {
 	CPU *cpuFigures `json:"cpu,omitempty"`
 	// ProfileWindow is that window's load (the bench's generator at the gateway): not
 	// measured, its answers are the run's all the same (its messages delivered, its errors).
-	ProfileWindow *stats   `json:"profile_window,omitempty"`
-	SettleSeconds float64  `json:"settle_seconds"` // waited for an idle gateway before the measurements
-	Notes         []string `json:"notes,omitempty"`
+	ProfileWindow *stats `json:"profile_window,omitempty"`
+	// BareProfileWindow is bare's profile window's load (the same generator, at bare;
+	// bareProfileWindow): not measured, its errors counted all the same.
+	BareProfileWindow *stats   `json:"bare_profile_window,omitempty"`
+	SettleSeconds     float64  `json:"settle_seconds"` // waited for an idle gateway before the measurements
+	Notes             []string `json:"notes,omitempty"`
 }
 
 // figures are one generator's measurements of a case: the gateway, the bare server and, for
@@ -314,7 +317,7 @@ func printResult(w io.Writer, r *result) {
 		fmt.Fprintf(w, "   FAILED: %s\n", r.Failure)
 	}
 	var samples []string
-	for _, s := range append(r.allStats(), r.ProfileWindow) {
+	for _, s := range append(r.allStats(), r.ProfileWindow, r.BareProfileWindow) {
 		samples = append(samples, sampleOf(s)...)
 	}
 	for _, s := range samples {
@@ -331,10 +334,10 @@ func (r *result) allStats() []*stats {
 	return slices.DeleteFunc(out, func(s *stats) bool { return s == nil })
 }
 
-// errorCount is every error of a result's measurements, and of the profile's window.
+// errorCount is every error of a result's measurements, and of the profile windows.
 func (r *result) errorCount() int64 {
 	var n int64
-	for _, s := range append(r.allStats(), r.ProfileWindow) {
+	for _, s := range append(r.allStats(), r.ProfileWindow, r.BareProfileWindow) {
 		if s != nil {
 			n += s.Errors
 		}
