@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -10,10 +11,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,6 +59,12 @@ const (
 	bareControlPath = "/__bare/response"
 	// bareCommitsPath answers GET with {"commits": n}: floor commits made so far.
 	bareCommitsPath = "/__bare/commits"
+	// bareProfilePath answers GET ?seconds=N with the bare process's CPU profile over the next
+	// N seconds (runtime/pprof's, as the gateway's --pprof gives its own), taken in a window
+	// of bare's own beside the gateway's profile window (harness.go, bareProfile).
+	bareProfilePath = "/__bare/profile"
+	// bareProfileMax bounds a profile's seconds.
+	bareProfileMax = 600
 	// floorKeyPrefix starts every key the floor writes (then a big-endian counter).
 	floorKeyPrefix = "floor/"
 )
@@ -221,6 +231,22 @@ func (b *bareServer) handle(ctx *fasthttp.RequestCtx) {
 		}
 		return
 	}
+	if string(ctx.Path()) == bareProfilePath && ctx.IsGet() {
+		secs := ctx.QueryArgs().GetUintOrZero("seconds")
+		if secs <= 0 || secs > bareProfileMax {
+			ctx.Error(fmt.Sprintf("bare profile: seconds must be 1 to %d", bareProfileMax), fasthttp.StatusBadRequest)
+			return
+		}
+		var buf bytes.Buffer
+		if err := pprof.StartCPUProfile(&buf); err != nil {
+			ctx.Error("bare profile: "+err.Error(), fasthttp.StatusConflict) // one at a time
+			return
+		}
+		time.Sleep(time.Duration(secs) * time.Second)
+		pprof.StopCPUProfile()
+		ctx.SetBody(buf.Bytes())
+		return
+	}
 	if string(ctx.Path()) == bareCommitsPath && ctx.IsGet() {
 		ctx.SetBody(mustJSON(map[string]int64{"commits": b.commits.Load()}))
 		return
@@ -323,6 +349,22 @@ func (b *bareProc) set(r bareResponse) error {
 	return want2xx("bare "+bareControlPath, st, body, err)
 }
 
+// profile fetches the bare process's CPU profile over the next d (whole seconds, at least one).
+func (b *bareProc) profile(d time.Duration) ([]byte, error) {
+	secs := max(1, int(d.Round(time.Second)/time.Second))
+	c := &http.Client{Timeout: d + 30*time.Second}
+	res, err := c.Get("http://" + b.addr + bareProfilePath + "?seconds=" + strconv.Itoa(secs))
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err == nil && res.StatusCode != http.StatusOK {
+		err = fmt.Errorf("bare %s answered %d: %.200s", bareProfilePath, res.StatusCode, body)
+	}
+	return body, err
+}
+
 // commits is how many floor commits the bare server has made so far.
 func (b *bareProc) commits() (int64, error) {
 	st, body, err := b.api.do("GET", bareCommitsPath, nil, nil)
@@ -353,4 +395,60 @@ func (b *bareProc) stop() {
 			<-done
 		}
 	})
+}
+
+// bareProfileWindow profiles bare under the profile window's load (pl: the bench's generator,
+// the gateway's profile window's), in a window of bare's own that no ratio uses, and writes the
+// profile beside the gateway's (<stamp>-<phase>-<case>-bare-cpu.prof): the two profiles, taken
+// under the same load, say what a request costs the gateway beyond what fasthttp and the kernel
+// cost bare under that load, where a profile in process (httpapi's served benchmarks) has no
+// kernel and no other process. Its load is the result's BareProfileWindow, its errors counted
+// as any window's. It returns a note for the result when the profile could not be taken (""
+// when it was).
+func (h *harness) bareProfileWindow(ctx context.Context, cr *caseRun, pl load, phase string) string {
+	captured := cr.captured
+	captured.Commit = "" // bare's own answer, as in its windows: no floor commit
+	if err := h.bare.set(captured); err != nil {
+		return "bare not profiled: " + err.Error()
+	}
+	if err := h.settle(ctx, cr.g, cr.r); err != nil {
+		return "bare not profiled: " + err.Error()
+	}
+	pl.addr, pl.pid = h.bare.addr, h.bare.cmd.Process.Pid
+	type fetched struct {
+		raw []byte
+		err error
+	}
+	got := make(chan fetched, 1)
+	pl.onWindow = func(start bool) {
+		if start {
+			go func() {
+				raw, err := h.bare.profile(pl.duration)
+				got <- fetched{raw, err}
+			}()
+		}
+	}
+	s := measure(ctx, pl, cr.tgt)
+	cr.r.BareProfileWindow = &s
+	cr.errs += s.Errors
+	if s.Requests == 0 {
+		return "bare not profiled: no requests answered in its window"
+	}
+	var f fetched
+	select {
+	case f = <-got:
+	case <-ctx.Done():
+		return "bare not profiled: " + ctx.Err().Error()
+	}
+	if f.err != nil {
+		return "bare not profiled: " + f.err.Error()
+	}
+	path := h.profilePath(phase, cr.c.id+"-bare")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "bare not profiled: " + err.Error()
+	}
+	if err := os.WriteFile(path, f.raw, 0o644); err != nil {
+		return "bare not profiled: " + err.Error()
+	}
+	return ""
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -94,10 +95,13 @@ func otherCPU(a, b cpuSnap) float64 {
 	return min(max(other/wall, 0), 1)
 }
 
-// serverCPU is one process's CPU seconds at one instant (ok false: unknown).
+// serverCPU is one process's CPU seconds and context switches at one instant (ok, swOK false:
+// unknown).
 type serverCPU struct {
-	secs float64
-	ok   bool
+	secs     float64
+	ok       bool
+	switches float64
+	swOK     bool
 }
 
 func snapServer(pid int) serverCPU {
@@ -105,7 +109,66 @@ func snapServer(pid int) serverCPU {
 		return serverCPU{}
 	}
 	t, ok := procCPU(pid)
-	return serverCPU{t, ok}
+	sw, swOK := procSwitches(pid)
+	return serverCPU{secs: t, ok: ok, switches: sw, swOK: swOK}
+}
+
+// procSwitches is how many times a process's threads have been switched out (voluntary and
+// involuntary context switches, /proc/<pid>/task/*/status; a thread that exited between two
+// readings takes its count with it: Go's threads seldom exit).
+//
+// Why: under the closed loop both processes share 2 cores, and what a request costs is mostly
+// the kernel's (the loopback write wakes the other side, an idle core is woken, a thread parks
+// in epoll): the same server's CPU per request moved by a third from window to window in the
+// quiet runs (bench/README.md, fifteenth pass). Switches per request, beside CPU per request,
+// say whether a costly window was one where the processes slept and were woken more per
+// request.
+func procSwitches(pid int) (float64, bool) {
+	tasks, err := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/status")
+	if err != nil || len(tasks) == 0 {
+		return 0, false
+	}
+	var n float64
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue // a thread that exited meanwhile
+		}
+		v, ok := parseSwitches(b)
+		if !ok {
+			return 0, false
+		}
+		n += v
+	}
+	return n, true
+}
+
+// parseSwitches is a /proc status file's voluntary_ctxt_switches plus
+// nonvoluntary_ctxt_switches (ok false: either missing).
+func parseSwitches(b []byte) (float64, bool) {
+	var n float64
+	found := 0
+	for line := range strings.SplitSeq(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || (k != "voluntary_ctxt_switches" && k != "nonvoluntary_ctxt_switches") {
+			continue
+		}
+		x, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			return 0, false
+		}
+		n += x
+		found++
+	}
+	return n, found == 2
+}
+
+// switchesPerRequest is the process's context switches since from per request (0 unknown).
+func (to serverCPU) switchesPerRequest(from serverCPU, requests int64) float64 {
+	if !from.swOK || !to.swOK || requests <= 0 {
+		return 0
+	}
+	return (to.switches - from.switches) / float64(requests)
 }
 
 // perRequestUS is the CPU the process used since from, in µs per request (0 unknown).

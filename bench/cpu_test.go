@@ -37,3 +37,41 @@ func TestOtherCPUExcludesTheListedProcesses(t *testing.T) {
 		t.Fatal("unknown snapshot: want -1")
 	}
 }
+
+func TestParseSwitchesSumsBothKinds(t *testing.T) {
+	status := "Name:\tgateway\nState:\tS (sleeping)\nvoluntary_ctxt_switches:\t1200\nnonvoluntary_ctxt_switches:\t34\n"
+	if got, ok := parseSwitches([]byte(status)); !ok || got != 1234 {
+		t.Fatalf("got %v %v, want 1234", got, ok)
+	}
+	if _, ok := parseSwitches([]byte("Name:\tgateway\nvoluntary_ctxt_switches:\t1200\n")); ok {
+		t.Fatal("one kind missing: want not ok")
+	}
+	if _, ok := parseSwitches([]byte("voluntary_ctxt_switches:\tx\nnonvoluntary_ctxt_switches:\t1\n")); ok {
+		t.Fatal("a count that is not a number: want not ok")
+	}
+}
+
+func TestProcSwitchesCountsThisProcesssThreads(t *testing.T) {
+	if _, err := os.Stat("/proc/self/task"); err != nil {
+		t.Skip("no /proc")
+	}
+	a := snapServer(os.Getpid())
+	if !a.swOK || a.switches <= 0 {
+		t.Fatalf("snapshot %+v: no switches read", a)
+	}
+	// A sleep parks this goroutine's thread in the kernel (a voluntary switch); poll until the
+	// count has grown.
+	var b serverCPU
+	for range 100 {
+		time.Sleep(time.Millisecond)
+		if b = snapServer(os.Getpid()); b.switches > a.switches {
+			break
+		}
+	}
+	if got := b.switchesPerRequest(a, 1); got <= 0 {
+		t.Fatalf("switches %v then %v: did not grow", a.switches, b.switches)
+	}
+	if a.switchesPerRequest(serverCPU{}, 1) != 0 || b.switchesPerRequest(a, 0) != 0 {
+		t.Fatal("unknown snapshot or no requests: want 0")
+	}
+}

@@ -335,6 +335,9 @@ func (h *harness) runCase(ctx context.Context, g *gatewayProc, fl *fleet, phase 
 			r.Notes = append(r.Notes, "CPU per message not split: "+err.Error())
 		}
 		cr.prof = &windowProfile{g: g, duration: duration, perRequest: !c.delivers, counting: true}
+		if note := h.bareProfileWindow(ctx, cr, pl, phase); note != "" {
+			r.Notes = append(r.Notes, note)
+		}
 	}
 	if rate > 0 {
 		h.fixedRate(ctx, cr, fixed)

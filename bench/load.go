@@ -88,8 +88,14 @@ type stats struct {
 	// pipe, as a log collector would), or wrk's. Throughput on a shared machine is about its
 	// cores over (server + generator) CPU per request: a generator that costs more per
 	// request against one server than against the other moves the ratio by itself.
-	GeneratorCPUUS float64  `json:"generator_cpu_us,omitempty"`
-	ErrorSamples   []string `json:"error_samples,omitempty"`
+	GeneratorCPUUS float64 `json:"generator_cpu_us,omitempty"`
+	// ServerSwitches and GeneratorSwitches are the server's and the generator's context
+	// switches (their threads', voluntary and not) over the measured window per request (0
+	// unknown): how often each slept and was woken, or was preempted, per request
+	// (procSwitches).
+	ServerSwitches    float64  `json:"server_switches,omitempty"`
+	GeneratorSwitches float64  `json:"generator_switches,omitempty"`
+	ErrorSamples      []string `json:"error_samples,omitempty"`
 }
 
 // Latencies are recorded in microseconds, from 1 µs to 60 s, to three significant digits.
@@ -163,6 +169,8 @@ func measure(ctx context.Context, l load, t target) stats {
 	s.RPS = float64(s.Requests) / l.duration.Seconds()
 	s.ServerCPUUS = srvTo.perRequestUS(srvFrom, s.Requests)
 	s.GeneratorCPUUS = genTo.perRequestUS(genFrom, s.Requests)
+	s.ServerSwitches = srvTo.switchesPerRequest(srvFrom, s.Requests)
+	s.GeneratorSwitches = genTo.switchesPerRequest(genFrom, s.Requests)
 	if l.rate > 0 {
 		// Requests due in the window but answered after it (a server that cannot keep up)
 		// stretch the time they took.

@@ -44,9 +44,12 @@ type result struct {
 	CPU *cpuFigures `json:"cpu,omitempty"`
 	// ProfileWindow is that window's load (the bench's generator at the gateway): not
 	// measured, its answers are the run's all the same (its messages delivered, its errors).
-	ProfileWindow *stats   `json:"profile_window,omitempty"`
-	SettleSeconds float64  `json:"settle_seconds"` // waited for an idle gateway before the measurements
-	Notes         []string `json:"notes,omitempty"`
+	ProfileWindow *stats `json:"profile_window,omitempty"`
+	// BareProfileWindow is bare's profile window's load (the same generator, at bare;
+	// bareProfileWindow): not measured, its errors counted all the same.
+	BareProfileWindow *stats   `json:"bare_profile_window,omitempty"`
+	SettleSeconds     float64  `json:"settle_seconds"` // waited for an idle gateway before the measurements
+	Notes             []string `json:"notes,omitempty"`
 }
 
 // figures are one generator's measurements of a case: the gateway, the bare server and, for
@@ -236,10 +239,10 @@ func printResult(w io.Writer, r *result) {
 	}
 	if r.Gateway != nil {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "   server\treq/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\terrors\tother CPU\tµs CPU/req\tgenerator µs/req\t")
+		fmt.Fprintln(tw, "   server\treq/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\terrors\tother CPU\tµs CPU/req\tgenerator µs/req\tswitches/req\t")
 		row := func(name string, s *stats) {
 			if s != nil {
-				fmt.Fprintf(tw, "   %s\t%.0f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%d\t%s\t%s\t%s\t\n", name, s.RPS, s.P50, s.P90, s.P99, s.P999, s.Max, s.Errors, pct(s.OtherCPU), cpuUS(s.ServerCPUUS), cpuUS(s.GeneratorCPUUS))
+				fmt.Fprintf(tw, "   %s\t%.0f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%d\t%s\t%s\t%s\t%s\t\n", name, s.RPS, s.P50, s.P90, s.P99, s.P999, s.Max, s.Errors, pct(s.OtherCPU), cpuUS(s.ServerCPUUS), cpuUS(s.GeneratorCPUUS), switchesText(s))
 			}
 		}
 		row("gateway", r.Gateway)
@@ -314,7 +317,7 @@ func printResult(w io.Writer, r *result) {
 		fmt.Fprintf(w, "   FAILED: %s\n", r.Failure)
 	}
 	var samples []string
-	for _, s := range append(r.allStats(), r.ProfileWindow) {
+	for _, s := range append(r.allStats(), r.ProfileWindow, r.BareProfileWindow) {
 		samples = append(samples, sampleOf(s)...)
 	}
 	for _, s := range samples {
@@ -331,10 +334,10 @@ func (r *result) allStats() []*stats {
 	return slices.DeleteFunc(out, func(s *stats) bool { return s == nil })
 }
 
-// errorCount is every error of a result's measurements, and of the profile's window.
+// errorCount is every error of a result's measurements, and of the profile windows.
 func (r *result) errorCount() int64 {
 	var n int64
-	for _, s := range append(r.allStats(), r.ProfileWindow) {
+	for _, s := range append(r.allStats(), r.ProfileWindow, r.BareProfileWindow) {
 		if s != nil {
 			n += s.Errors
 		}
@@ -380,6 +383,18 @@ func pct(f float64) string {
 }
 
 // cpuUS is a server's CPU per request, or "?" when it was not measured.
+// switchesText is a window's context switches per request, the server's then the generator's
+// ("?" unknown).
+func switchesText(s *stats) string {
+	f := func(v float64) string {
+		if v <= 0 {
+			return "?"
+		}
+		return fmt.Sprintf("%.2f", v)
+	}
+	return f(s.ServerSwitches) + " / " + f(s.GeneratorSwitches)
+}
+
 func cpuUS(us float64) string {
 	if us <= 0 {
 		return "?"

@@ -284,3 +284,17 @@ func TestProfileWindowErrorsCount(t *testing.T) {
 		t.Fatalf("the profile window's error not shown:\n%s", b.String())
 	}
 }
+
+// Bare's profile window, likewise.
+func TestBareProfileWindowErrorsCount(t *testing.T) {
+	r := &result{Case: "validate", figures: figures{Gateway: &stats{Requests: 10, OK: 10}}}
+	r.BareProfileWindow = &stats{Requests: 10, OK: 7, Errors: 3, ErrorSamples: []string{"status 502: bare"}}
+	if n := r.errorCount(); n != 3 {
+		t.Fatalf("errorCount %d, want bare's profile window's 3", n)
+	}
+	var b strings.Builder
+	printResult(&b, r)
+	if !strings.Contains(b.String(), "error: status 502: bare") {
+		t.Fatalf("bare's profile window's error not shown:\n%s", b.String())
+	}
+}

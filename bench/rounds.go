@@ -316,6 +316,7 @@ func medianStats(ss []*stats) *stats {
 		P99: m(func(s *stats) float64 { return s.P99 }), P999: m(func(s *stats) float64 { return s.P999 }),
 		Max: m(func(s *stats) float64 { return s.Max }), Mean: m(func(s *stats) float64 { return s.Mean }),
 		ServerCPUUS: m(func(s *stats) float64 { return s.ServerCPUUS }), GeneratorCPUUS: m(func(s *stats) float64 { return s.GeneratorCPUUS }),
+		ServerSwitches: m(func(s *stats) float64 { return s.ServerSwitches }), GeneratorSwitches: m(func(s *stats) float64 { return s.GeneratorSwitches }),
 		OtherCPU: -1,
 	}
 	var reqs []float64

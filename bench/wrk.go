@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -182,7 +183,9 @@ func (w *wrkTool) measure(ctx context.Context, l wrkLoad) (stats, error) {
 	if l.cycle {
 		mode = "cycle"
 	}
-	// run runs wrk once; cpu is wrk's own CPU time.
+	// run runs wrk once; cpu is wrk's own CPU time, switches its context switches (its
+	// rusage; 0 unknown).
+	var switches float64
 	run := func(d time.Duration, pool string) (r wrkResult, cpu time.Duration, err error) {
 		secs := int(wholeSeconds(d))
 		args := []string{"-t1", "-c" + strconv.Itoa(l.conns), "-d" + strconv.Itoa(secs) + "s",
@@ -192,6 +195,9 @@ func (w *wrkTool) measure(ctx context.Context, l wrkLoad) (stats, error) {
 		out, err := cmd.CombinedOutput()
 		if cmd.ProcessState != nil {
 			cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+			if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+				switches = float64(ru.Nvcsw + ru.Nivcsw)
+			}
 		}
 		if err != nil {
 			return r, cpu, fmt.Errorf("wrk: %v: %.500s", err, out)
@@ -219,8 +225,10 @@ func (w *wrkTool) measure(ctx context.Context, l wrkLoad) (stats, error) {
 		s.RPS = float64(r.Requests) / (float64(r.DurationUS) / 1e6)
 	}
 	s.ServerCPUUS = srvTo.perRequestUS(srvFrom, r.Requests)
+	s.ServerSwitches = srvTo.switchesPerRequest(srvFrom, r.Requests)
 	if r.Requests > 0 && wrkCPU > 0 {
 		s.GeneratorCPUUS = wrkCPU.Seconds() * 1e6 / float64(r.Requests)
+		s.GeneratorSwitches = switches / float64(r.Requests)
 	}
 	s.P50, s.P90, s.P99, s.P999, s.Max, s.Mean = r.P50/1000, r.P90/1000, r.P99/1000, r.P999/1000, r.Max/1000, r.Mean/1000
 	errs := r.Connect + r.Read + r.Write + r.Status + r.Timeout
