@@ -7,6 +7,37 @@ import (
 	"testing"
 )
 
+// encodeKey is key's table token and id tokens (joined by "."), as appendSubject writes them
+// into a subject, or ErrInvalid when they exceed MaxEncodedKey.
+func encodeKey(key []byte) (table, id []byte, err error) {
+	b, err := appendSubject(nil, "", "", key) // ".<table>..<id>": no token holds a "."
+	if err != nil {
+		return nil, nil, err
+	}
+	b = b[1:]
+	i := bytes.IndexByte(b, '.')
+	return b[:i], b[i+2:], nil
+}
+
+// A subject is the prefix, the table token, the partition and the id tokens.
+func TestSubjectLayout(t *testing.T) {
+	s := &Store{prefix: "gw"}
+	for key, want := range map[string]string{
+		"outbox_status/u1/m-1": "gw.outbox_status.7.u1.m,2D1",
+		"account":              "gw.account!.7.!",
+		"t/":                   "gw.t.7.,",
+		"t//x":                 "gw.t.7.,~.x",
+	} {
+		got, err := s.subject("7", []byte(key))
+		if err != nil || got != want {
+			t.Errorf("subject(%q) = %q, %v; want %q", key, got, err, want)
+		}
+	}
+	if _, err := s.subject("7", bytes.Repeat([]byte("k"), MaxEncodedKey-2)); err == nil {
+		t.Error("a key one letter too long was accepted")
+	}
+}
+
 func encoded(t *testing.T, key []byte) string {
 	t.Helper()
 	table, id, err := encodeKey(key)
