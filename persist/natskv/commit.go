@@ -1089,7 +1089,8 @@ func ttlValue(ttl time.Duration) string {
 		return v.(string)
 	}
 	v := strconv.FormatInt(secs, 10) + "s"
-	if ttlCached.Add(1) <= 64 {
+	if ttlCached.Load() < 64 { // a bound: racing callers may pass it by a few
+		ttlCached.Add(1)
 		ttlValues.Store(secs, v)
 	}
 	return v

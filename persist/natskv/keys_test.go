@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 )
 
 // encodeKey is key's table token and id tokens (joined by "."), as appendSubject writes them
@@ -99,5 +100,22 @@ func TestKeyEncodingLimit(t *testing.T) {
 	idem := append([]byte("idem/k_0123456789abcdef0123/"), bytes.Repeat([]byte{0xff}, 255)...)
 	if _, _, err := encodeKey(idem); err != nil {
 		t.Fatalf("idem key: %v", err)
+	}
+}
+
+// A record's Nats-TTL: whole seconds, rounded up, with their unit.
+func TestTTLValue(t *testing.T) {
+	for ttl, want := range map[time.Duration]string{
+		time.Second:                       "1s",
+		1500 * time.Millisecond:           "2s",
+		time.Millisecond:                  "1s",
+		14 * 24 * time.Hour:               "1209600s",
+		14*24*time.Hour + time.Nanosecond: "1209601s",
+	} {
+		for range 2 { // formatted, then from the cache
+			if got := ttlValue(ttl); got != want {
+				t.Errorf("ttlValue(%v) = %q, want %q", ttl, got, want)
+			}
+		}
 	}
 }
