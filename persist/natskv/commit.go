@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,6 +37,10 @@ type commitReq struct {
 	rs *recStream
 	// tok is the partition token of a Store commit's keys (a View's is its own).
 	tok string
+	// one and key1 back writes and keys for a commit of one op (most: an accept, an outcome):
+	// two allocations a commit fewer.
+	one  [1]write
+	key1 [1]string
 	// id marks the commit's first write (Gw-Commit), so a commit whose answer was lost can be
 	// found out applied or not (resolve).
 	id string
@@ -241,7 +246,12 @@ func (s *Store) prepare(tok string, ops []persist.Op) (*commitReq, *recStream, e
 	if len(ops) == 0 {
 		return nil, nil, nil
 	}
-	req := &commitReq{done: make(chan error, 1), tok: tok, id: nuid.Next(), writes: make([]write, 0, len(ops))}
+	req := &commitReq{done: make(chan error, 1), tok: tok, id: nuid.Next()}
+	if len(ops) == 1 {
+		req.writes, req.keys = req.one[:0], req.key1[:0]
+	} else {
+		req.writes = make([]write, 0, len(ops))
+	}
 	var rs *recStream
 	// A commit has a few ops, mostly: a linear search beats two maps per commit; a large
 	// commit (a boot's chunk, up to 1,000 ops) indexes its subjects.
@@ -781,9 +791,6 @@ func (rs *recStream) send(group []*commitReq, fresh bool) (map[*commitReq]error,
 			fail(r, err)
 			continue
 		}
-		if len(m) > 0 {
-			m[0].Header.Set(hdrCommit, r.id)
-		}
 		if f != nil && !fences[f].carried {
 			// The fence check rides on one of the partition's unconditioned writes.
 			for i, w := range r.writes {
@@ -805,7 +812,7 @@ func (rs *recStream) send(group []*commitReq, fresh bool) (map[*commitReq]error,
 				if r.fence == f {
 					c := nats.NewMsg(f.carrier)
 					f.setCheck(c, r.lane, u.seq)
-					c.Header.Set(jetstream.MsgTTLHeader, "1")
+					c.Header.Set(jetstream.MsgTTLHeader, ttlOneSecond)
 					carriers = append(carriers, c)
 					break
 				}
@@ -1007,25 +1014,29 @@ func (s *Store) messages(r *commitReq, seqs map[string]record, now time.Time) (m
 		expect[c.subject] = cur.seq
 	}
 	msgs = make([]*nats.Msg, 0, len(r.writes))
-	for _, w := range r.writes {
-		m := nats.NewMsg(w.subject)
-		m.Data = w.value
+	for i, w := range r.writes {
+		// Room for every header a record gets here and a fence check (fence.setCheck): one
+		// map of its final size and one array for the values, not a slice per value.
+		h := header{h: make(nats.Header, 6), vals: make([]string, 0, 4)}
+		m := &nats.Msg{Subject: w.subject, Header: h.h, Data: w.value}
 		ttl := w.ttl
 		if w.delete {
 			m.Data = nil
-			m.Header.Set(hdrOp, opDelete)
+			h.set(hdrOp, opDelete)
 			ttl = tombstoneTTL
 		}
 		if ttl > 0 {
-			// Whole seconds, rounded up: the server never removes a record before its TTL.
-			m.Header.Set(jetstream.MsgTTLHeader, strconv.FormatInt(int64((ttl+time.Second-1)/time.Second), 10))
+			h.set(jetstream.MsgTTLHeader, ttlValue(ttl))
 			if !w.delete {
-				m.Header.Set(hdrExpires, strconv.FormatInt(now.Add(ttl).UnixMilli(), 10))
+				h.set(hdrExpires, strconv.FormatInt(now.Add(ttl).UnixMilli(), 10))
 			}
 		}
 		if seq, ok := expect[w.subject]; ok {
-			m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(seq, 10))
+			h.set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(seq, 10))
 			delete(expect, w.subject)
+		}
+		if i == 0 {
+			h.set(hdrCommit, r.id)
 		}
 		msgs = append(msgs, m)
 	}
@@ -1039,11 +1050,56 @@ func (s *Store) messages(r *commitReq, seqs map[string]record, now time.Time) (m
 		m := nats.NewMsg(s.carrierSubject(r.tok))
 		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(seq, 10))
 		m.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, c.subject)
-		m.Header.Set(jetstream.MsgTTLHeader, "1")
+		m.Header.Set(jetstream.MsgTTLHeader, ttlOneSecond)
 		carriers = append(carriers, m)
 	}
 	return msgs, carriers, nil
 }
+
+// header is a message's header being built, its values in one array (nats.Header.Set makes
+// a slice per value: three to four allocations a record on the send path).
+type header struct {
+	h    nats.Header
+	vals []string
+}
+
+// set sets k to v, sharing vals' array while it has room (each value's slice is capped at its
+// one element: an Add to it reallocates, never writes over the next value).
+func (h *header) set(k, v string) {
+	if len(h.vals) == cap(h.vals) {
+		h.h.Set(k, v)
+		return
+	}
+	h.vals = append(h.vals, v)
+	n := len(h.vals)
+	h.h[k] = h.vals[n-1 : n : n]
+}
+
+// ttlOneSecond is a carrier's Nats-TTL.
+const ttlOneSecond = "1s"
+
+// ttlValue is a record's Nats-TTL: whole seconds, rounded up (the server never removes a
+// record before its TTL), with their unit. The server parses the value as a Go duration first
+// and as a bare number of seconds only after that fails: a bare number cost it a formatted
+// error, two allocations a record, on every record (nats-server stream.go parseMessageTTL).
+// The few TTLs the gateway uses are formatted once.
+func ttlValue(ttl time.Duration) string {
+	secs := int64((ttl + time.Second - 1) / time.Second)
+	if v, ok := ttlValues.Load(secs); ok {
+		return v.(string)
+	}
+	v := strconv.FormatInt(secs, 10) + "s"
+	if ttlCached.Load() < 64 { // a bound: racing callers may pass it by a few
+		ttlCached.Add(1)
+		ttlValues.Store(secs, v)
+	}
+	return v
+}
+
+var (
+	ttlValues sync.Map // int64 seconds -> string
+	ttlCached atomic.Int32
+)
 
 // carrierSubject is the subject of the messages that carry a check for partition tok: one of
 // the store's own records in the partition's stream, which no key encodes to.

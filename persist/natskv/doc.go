@@ -39,7 +39,8 @@
 //     adds to each commit one expected-sequence check of a fence lane against the sequence its
 //     acquisition's fence write got; once another node wrote the fence, the server refuses the
 //     commit, the store answers ErrFenced and tells the Fencer.
-//   - TTL: Nats-TTL in whole seconds, rounded up, and the writer's own expiry in Gw-Exp
+//   - TTL: Nats-TTL in whole seconds, rounded up, with their unit ("1209600s": the server
+//     parses a duration first), and the writer's own expiry in Gw-Exp
 //     (milliseconds): a record past Gw-Exp reads as absent before the server removes it.
 //   - Get (read.go): Gets of one stream waiting behind one in flight go out together as one
 //     multi-subject direct get (GetMany likewise). On a replicated stream a direct get may be
@@ -95,7 +96,8 @@
 //   - On R1 file storage an atomic batch is staged in a temporary file store of its own
 //     (newBatchStore), about 10 ms a batch on this machine; R>1 stages in memory. Single
 //     messages are plain publishes.
-//   - Per-message TTL (AllowMsgTTL, Nats-TTL): whole seconds, at least 1 s; "never" allowed.
+//   - Per-message TTL (AllowMsgTTL, Nats-TTL): a Go duration, else a number of seconds; at
+//     least 1 s; "never" allowed.
 //   - Direct batch get (next_by_subj with batch, max_bytes): any number of messages in
 //     sequence order; multi_last (the last message of many subjects) answers at most 1,024
 //     subjects, so scans page with next_by_subj instead.

@@ -5,7 +5,39 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 )
+
+// encodeKey is key's table token and id tokens (joined by "."), as appendSubject writes them
+// into a subject, or ErrInvalid when they exceed MaxEncodedKey.
+func encodeKey(key []byte) (table, id []byte, err error) {
+	b, err := appendSubject(nil, "", "", key) // ".<table>..<id>": no token holds a "."
+	if err != nil {
+		return nil, nil, err
+	}
+	b = b[1:]
+	i := bytes.IndexByte(b, '.')
+	return b[:i], b[i+2:], nil
+}
+
+// A subject is the prefix, the table token, the partition and the id tokens.
+func TestSubjectLayout(t *testing.T) {
+	s := &Store{prefix: "gw"}
+	for key, want := range map[string]string{
+		"outbox_status/u1/m-1": "gw.outbox_status.7.u1.m,2D1",
+		"account":              "gw.account!.7.!",
+		"t/":                   "gw.t.7.,",
+		"t//x":                 "gw.t.7.,~.x",
+	} {
+		got, err := s.subject("7", []byte(key))
+		if err != nil || got != want {
+			t.Errorf("subject(%q) = %q, %v; want %q", key, got, err, want)
+		}
+	}
+	if _, err := s.subject("7", bytes.Repeat([]byte("k"), MaxEncodedKey-2)); err == nil {
+		t.Error("a key one letter too long was accepted")
+	}
+}
 
 func encoded(t *testing.T, key []byte) string {
 	t.Helper()
@@ -68,5 +100,22 @@ func TestKeyEncodingLimit(t *testing.T) {
 	idem := append([]byte("idem/k_0123456789abcdef0123/"), bytes.Repeat([]byte{0xff}, 255)...)
 	if _, _, err := encodeKey(idem); err != nil {
 		t.Fatalf("idem key: %v", err)
+	}
+}
+
+// A record's Nats-TTL: whole seconds, rounded up, with their unit.
+func TestTTLValue(t *testing.T) {
+	for ttl, want := range map[time.Duration]string{
+		time.Second:                       "1s",
+		1500 * time.Millisecond:           "2s",
+		time.Millisecond:                  "1s",
+		14 * 24 * time.Hour:               "1209600s",
+		14*24*time.Hour + time.Nanosecond: "1209601s",
+	} {
+		for range 2 { // formatted, then from the cache
+			if got := ttlValue(ttl); got != want {
+				t.Errorf("ttlValue(%v) = %q, want %q", ttl, got, want)
+			}
+		}
 	}
 }

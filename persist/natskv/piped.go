@@ -132,8 +132,7 @@ func (s *Store) pipedMessage(r *commitReq, seqs map[string]record, now time.Time
 	if len(ms) == 0 {
 		return cs[0], nil // a condition alone, on its carrier (never fenced here: that is two)
 	}
-	m := ms[0]
-	m.Header.Set(hdrCommit, r.id)
+	m := ms[0] // with its commit id (messages)
 	if r.fence != nil {
 		if m.Header.Get(jetstream.ExpectedLastSubjSeqHeader) != "" {
 			return nil, errors.New("natskv: a pipelined fenced commit with a condition on its write") // pick takes none
