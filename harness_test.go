@@ -74,6 +74,17 @@ func storeArgs(data string, args []string) []string {
 	return []string{"--store", "nats", "--nats", natsSrv.URL, "--nats-prefix", "t" + hex.EncodeToString(sum[:8])}
 }
 
+// outboxArgs is GATEWAY_OUTBOX (badger or log) as --outbox, unless args name one: make
+// test-badger-outbox runs the suites on the records' store's outbox, where the default is the
+// log. A gateway on NATS gets none (its outbox is the records' store's whatever the variable).
+func outboxArgs(args []string) []string {
+	v := os.Getenv("GATEWAY_OUTBOX")
+	if v == "" || flagValue(args, "--outbox") != "" || flagValue(args, "--store") == "nats" {
+		return nil
+	}
+	return []string{"--outbox", v}
+}
+
 // flagValue is the last value of flag in args ("" if absent).
 func flagValue(args []string, flag string) string {
 	v := ""
@@ -132,6 +143,7 @@ func startGWTimers(t testing.TB, clock func() time.Time, after func(time.Duratio
 	base := []string{"--data", t.TempDir(), "--addr", "127.0.0.1:0", "--log-level", "warn", "--log-requests=false"}
 	args = append(base, args...)
 	args = append(args, storeArgs(flagValue(args, "--data"), args)...)
+	args = append(args, outboxArgs(args)...)
 	tg := &testGW{t: t, gwState: &gwState{args: args, client: &http.Client{Timeout: 30 * time.Second}, clock: clock, after: after}}
 	tg.start()
 	t.Cleanup(tg.stop)

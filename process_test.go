@@ -123,12 +123,7 @@ func startProc(t testing.TB, data string, args ...string) *proc {
 func startProcBin(t testing.TB, bin, data string, args ...string) *proc {
 	t.Helper()
 	args = append(args, storeArgs(data, args)...)
-	if v := os.Getenv("GATEWAY_OUTBOX"); v != "" && flagValue(args, "--outbox") == "" {
-		if flagValue(args, "--store") == "nats" {
-			v = "badger" // GATEWAY_OUTBOX=log runs the suites on the log: a lone gateway's only
-		}
-		args = append(args, "--outbox", v)
-	}
+	args = append(args, outboxArgs(args)...)
 	for attempt := 1; ; attempt++ {
 		p := launchProc(t, bin, data, args)
 		if p.ready(t, attempt < 3) {
