@@ -14,7 +14,7 @@ ifneq ($(wildcard $(SHARED_GOPROXY)/.),)
 export GOPROXY := file://$(SHARED_GOPROXY),$(shell GOPROXY= $(GO) env GOPROXY)
 endif
 
-.PHONY: run build test test-nats test-log test-cluster test-short test-ui screenshots web lint deps openapi-lint openapi-codegen fuzz test-scale bench bench-quick bench-events bench-wastore bench-cluster webhook-interop test-cloudfront wrk clean
+.PHONY: run build test test-nats test-badger-outbox test-cluster test-short test-ui screenshots web lint deps openapi-lint openapi-codegen fuzz test-scale bench bench-quick bench-events bench-wastore bench-cluster webhook-interop test-cloudfront wrk clean
 
 run: build
 	$(BIN) serve --data $(DATA) --log-format text
@@ -35,10 +35,11 @@ test: lint openapi-lint openapi-codegen web wrk
 test-nats:
 	GATEWAY_STORE=nats $(GO) test -race -count=1 -timeout 30m .
 
-# test-log: the crash, restart and idempotency suites with the outbox on its own log
-# (`--outbox log`, README "Operations"), as test-nats runs the suite on JetStream (CI runs it).
-test-log:
-	GATEWAY_OUTBOX=log $(GO) test -count=1 -timeout 10m -run 'Kill9|KillNine|SIGTERM|Restart|Survive|SendAt|StoreLoop|Media|Idem' .
+# test-badger-outbox: the crash, restart and idempotency suites with the outbox on the records'
+# store (`--outbox badger`; the default is its own log: README "Operations"), as test-nats runs
+# the suite on JetStream (CI runs it).
+test-badger-outbox:
+	GATEWAY_OUTBOX=badger $(GO) test -count=1 -timeout 10m -run 'Kill9|KillNine|SIGTERM|Restart|Survive|SendAt|StoreLoop|Media|Idem' .
 
 # test-cluster (README: Cluster): three nats-server processes in one clustered JetStream, a
 # `gateway sim` process and three `gateway serve --cluster` processes on loopback under load:

@@ -31,7 +31,8 @@ type Config struct {
 	Data  string // data directory (Badger at Data/db, the dev issuer's key, the sim's journal)
 	Fsync string // batch or interval (Badger, and the outbox's log)
 	// Outbox is where the outbox lives: "badger" (the records' store) or "log" (a log of its
-	// own at Data/outbox: persist.LogOutbox; a lone gateway's, not --store nats).
+	// own at Data/outbox: persist.LogOutbox; a lone gateway's, not --store nats); "" picks
+	// (pickOutbox: log, unless --store nats or the records' store's outbox holds pending).
 	Outbox string
 
 	// Store is where the records live: "badger" (Data/db) or "nats" (JetStream at NATSURL).
@@ -132,7 +133,7 @@ type Config struct {
 // DiskFlags registers --fsync and --outbox (the local disk's) on fs.
 func (c *Config) DiskFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Fsync, "fsync", "batch", "batch: each group commit synced before replying; interval: synced every 100 ms")
-	fs.StringVar(&c.Outbox, "outbox", "badger", "where the outbox lives: badger (the records' store) or log (a log of its own at DATA/outbox; not with --store nats)")
+	fs.StringVar(&c.Outbox, "outbox", "", "where the outbox lives: badger (the records' store) or log (a log of its own at DATA/outbox; not with --store nats); default: log, or badger with --store nats or while the records' store's outbox holds pending messages")
 }
 
 // Check refuses a configuration that can never run, before anything is opened (DESIGN.md

@@ -203,3 +203,31 @@ func (s *served) mustIdem(t testing.TB, key, idem string, body any) reply {
 	}
 	return reply{status: res.StatusCode, raw: raw}
 }
+
+// --outbox's default: the log, unless the records' store's outbox holds pending messages (a
+// data directory from a release whose default was badger: they are sent first) or --store nats.
+func TestOutboxDefault(t *testing.T) {
+	c := testConfig(t)
+	c.Outbox = ""
+	kv := persist.NewMemory()
+	if ob, err := pickOutbox(c, persist.NewOutbox(kv), testLog()); err != nil || ob != "log" {
+		t.Fatalf("a new data directory: %q, %v", ob, err)
+	}
+	e := domain.OutboxEntry{ID: "3EB0AAAAAAAAAAAAAAAAAAAA", SessionID: "s1", UserID: "u1", CreatedAt: domain.MillisOf(time.Now()),
+		Message: domain.Message{ID: "3EB0AAAAAAAAAAAAAAAAAAAA", To: "491511234567", Kind: domain.KindText, Text: "hi"}}
+	e.SetStatus(domain.MsgQueued, time.Now())
+	if err := persist.NewOutbox(kv).Accept(context.Background(), &e, ""); err != nil {
+		t.Fatal(err)
+	}
+	if ob, err := pickOutbox(c, persist.NewOutbox(kv), testLog()); err != nil || ob != "badger" {
+		t.Fatalf("a message pending on the records' store: %q, %v", ob, err)
+	}
+	c.Outbox = "log"
+	if ob, _ := pickOutbox(c, persist.NewOutbox(kv), testLog()); ob != "log" {
+		t.Fatalf("--outbox log given: %q", ob)
+	}
+	c.Outbox, c.Store = "", "nats"
+	if ob, _ := pickOutbox(c, persist.NewOutbox(persist.NewMemory()), testLog()); ob != "badger" {
+		t.Fatalf("--store nats: %q", ob)
+	}
+}

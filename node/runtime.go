@@ -146,6 +146,9 @@ func newRuntime(ctx context.Context, sh shared, o runtimeOptions) (_ *runtime, e
 		// what a kill -9 left out of the allowances, so their count is written seldom.
 		ers.Recount = recs.Accounts
 	} else {
+		if c.Outbox, err = pickOutbox(c, recs.Outbox, o.log); err != nil {
+			return nil, err
+		}
 		var older persist.OutboxReader
 		if older, rt.older, err = otherOutbox(c, recs.Outbox, o.kv); err != nil {
 			return nil, err

@@ -241,6 +241,30 @@ func openLogOutbox(c Config, kv persist.KV, log *slog.Logger) (*persist.LogOutbo
 	return lo, nil
 }
 
+// pickOutbox is --outbox's default ("" in Config): the log, a lone gateway's (README,
+// --outbox: it costs less a message), unless the records' store's outbox still holds pending
+// messages (a data directory of a release whose default was badger, or of --outbox badger):
+// then badger until they are sent, and the log from the first start after. With --store nats,
+// badger (the records' store is the cluster's).
+func pickOutbox(c Config, badger *persist.Outbox, log *slog.Logger) (string, error) {
+	if c.Outbox != "" {
+		return c.Outbox, nil
+	}
+	if c.Store == "nats" {
+		return "badger", nil
+	}
+	p, err := badger.Pending()
+	if err != nil {
+		return "", fmt.Errorf("the outbox on the records' store: %w", err)
+	}
+	if len(p) > 0 {
+		log.Info("the outbox stays on the records' store while it holds pending messages; it moves to its own log (DATA/outbox) at the first start after they are sent",
+			"pending", len(p))
+		return "badger", nil
+	}
+	return "log", nil
+}
+
 // otherOutbox refuses to start on one outbox while the other still holds messages pending
 // (accepted and not sent): the engine boots from the outbox chosen only, so they would wait
 // unsent until the flag is set back. With --outbox log the records' store's outbox is read (its
