@@ -38,6 +38,7 @@ func TestSingleNodeSendAndStopOrder(t *testing.T) {
 	kv := newRecordingKV()
 	c := testConfig(t)
 	c.KV, c.SimLatency = kv, 300*time.Millisecond
+	c.Outbox = "badger" // the outbox in the KV, whose pending messages the test reads at its close
 	n := start(t, c)
 	admin := n.token(t, "root", "admin")
 	alice := n.signIn(t, "alice")
