@@ -371,11 +371,13 @@ func (h *harness) fixedRate(ctx context.Context, cr *caseRun, fixed fixedRun) {
 		return
 	}
 	slowBefore, slowErr := scrapeCounters(cr.g.api, "gateway_storage_slow_commits_total")
+	sendsBefore, sendsErr := scrapeCounters(cr.g.api, slowSendCounters...)
 	began := time.Now()
 	gs := measure(ctx, cr.l, cr.tgt)
 	ended := time.Now()
 	r.Gateway = &gs
 	slowAfter, err := scrapeCounters(cr.g.api, "gateway_storage_slow_commits_total")
+	sendsAfter, sendsErr2 := scrapeCounters(cr.g.api, slowSendCounters...)
 	if c.delivers {
 		var err error
 		r.DrainSeconds, r.DeliveredRPS, err = h.checkDeliveries(ctx, cr.g, c, r, cr.recipients, cr.delivered+gs.OK, 0, gs, ended)
@@ -389,6 +391,17 @@ func (h *harness) fixedRate(ctx context.Context, cr *caseRun, fixed fixedRun) {
 		cr.g.out.catchUp()
 		stalls, _ := loggedStalls(cr.g.logPath, began, ended.Add(slowLogLag))
 		r.Notes = append(r.Notes, stallNote(slowAfter[0]-slowBefore[0], stalls))
+	}
+	if c.id == "send" && cr.g.logPath != "" {
+		// The slow sends' phases beside the generator's slow requests (stalls.go).
+		var counted []float64
+		if sendsErr == nil && sendsErr2 == nil {
+			for i := range sendsAfter {
+				counted = append(counted, sendsAfter[i]-sendsBefore[i])
+			}
+		}
+		sends, _ := loggedSends(cr.g.logPath, began, ended.Add(slowLogLag))
+		r.Notes = append(r.Notes, sendNote(counted, sends, &gs))
 	}
 	if fixed.floor && c.durable && ctx.Err() == nil && r.Failure == "" {
 		// The floor at the same schedule: its p99 is what the gateway's is held against.

@@ -96,6 +96,15 @@ type stats struct {
 	ServerSwitches    float64  `json:"server_switches,omitempty"`
 	GeneratorSwitches float64  `json:"generator_switches,omitempty"`
 	ErrorSamples      []string `json:"error_samples,omitempty"`
+	// Open loop: how a request's latency splits (stalls.go). Late: from its due time until the
+	// generator sent it (behind an answer its connection still waited for, or the generator
+	// itself late); round trip: from sent to answered. Slow: latency over slowMs; of them
+	// SlowTrip with a round trip over slowMs (the rest waited to be sent).
+	LateP99  float64 `json:"late_p99_ms,omitempty"`
+	TripP99  float64 `json:"round_trip_p99_ms,omitempty"`
+	TripMax  float64 `json:"round_trip_max_ms,omitempty"`
+	Slow     int64   `json:"slow,omitempty"`
+	SlowTrip int64   `json:"slow_round_trip,omitempty"`
 }
 
 // Latencies are recorded in microseconds, from 1 µs to 60 s, to three significant digits.
@@ -116,6 +125,9 @@ func measure(ctx context.Context, l load, t target) stats {
 	}
 	defer hc.CloseIdleConnections()
 	m := &meter{hists: make([]*hdrhistogram.Histogram, l.conns)}
+	if l.rate > 0 {
+		m.late, m.trip = make([]*hdrhistogram.Histogram, l.conns), make([]*hdrhistogram.Histogram, l.conns)
+	}
 	start := time.Now()
 	m.measureFrom = start.Add(l.warmup)
 	m.end = m.measureFrom.Add(l.duration)
@@ -143,6 +155,9 @@ func measure(ctx context.Context, l load, t target) stats {
 	var wg sync.WaitGroup
 	for i := range l.conns {
 		m.hists[i] = newHist()
+		if l.rate > 0 {
+			m.late[i], m.trip[i] = newHist(), newHist()
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -178,6 +193,13 @@ func measure(ctx context.Context, l load, t target) stats {
 			s.RPS = float64(s.Requests) / last.Sub(m.measureFrom).Seconds()
 		}
 		s.TargetRPS = l.rate
+		late, trip := newHist(), newHist()
+		for i := range m.late {
+			late.Merge(m.late[i])
+			trip.Merge(m.trip[i])
+		}
+		s.LateP99, s.TripP99, s.TripMax = ms(late.ValueAtQuantile(99)), ms(trip.ValueAtQuantile(99)), ms(trip.Max())
+		s.Slow, s.SlowTrip = m.slow.Load(), m.slowTrip.Load()
 	}
 	return s
 }
@@ -188,6 +210,8 @@ func ms(us int64) float64 { return float64(us) / 1000 }
 type meter struct {
 	measureFrom, end time.Time
 	hists            []*hdrhistogram.Histogram // one per worker: no sharing on the hot path
+	late, trip       []*hdrhistogram.Histogram // open loop: the latency's split, per worker
+	slow, slowTrip   atomic.Int64              // open loop: latency, and round trip, over slowMs
 	ok, errors       atomic.Int64
 	missed           atomic.Int64
 	lastDone         atomic.Int64 // open loop: latest answer to a measured request (UnixNano)
@@ -247,11 +271,21 @@ func (m *meter) openLoop(ctx context.Context, hc *fasthttp.HostClient, l load, t
 		}
 		t.prepare(req, w)
 		w.seq++
+		sent := time.Now()
 		err := hc.Do(req, resp)
 		done := time.Now()
 		m.outcome(resp, err)
 		if !due.Before(m.measureFrom) {
-			_ = h.RecordValue(max(done.Sub(due).Microseconds(), histMin))
+			lat, trip := done.Sub(due), done.Sub(sent)
+			_ = h.RecordValue(max(lat.Microseconds(), histMin))
+			_ = m.late[w.id].RecordValue(max(sent.Sub(due).Microseconds(), histMin))
+			_ = m.trip[w.id].RecordValue(max(trip.Microseconds(), histMin))
+			if lat > slowMs*time.Millisecond {
+				m.slow.Add(1)
+				if trip > slowMs*time.Millisecond {
+					m.slowTrip.Add(1)
+				}
+			}
 			for last := m.lastDone.Load(); done.UnixNano() > last && !m.lastDone.CompareAndSwap(last, done.UnixNano()); {
 				last = m.lastDone.Load()
 			}
