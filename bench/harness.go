@@ -74,7 +74,7 @@ func runBench(ctx context.Context, o runOptions, out io.Writer) error {
 	}
 	h.rep.Config = map[string]any{
 		"duration": o.duration.String(), "warmup": o.warmup.String(), "conns": o.conns, "sweep": o.sweep,
-		"rate_fraction": o.rateFraction, "rate_duration": o.rateDuration.String(), "users": o.users, "cases": o.cases, "fsync": o.fsync,
+		"rate_fraction": o.rateFraction, "rate_duration": o.rateDuration.String(), "rate_per_conn": o.ratePerConn, "users": o.users, "cases": o.cases, "fsync": o.fsync,
 		"wrk": h.wrk != nil, "rounds": o.rounds, "rounds_cases": o.roundsCases,
 	}
 	fmt.Fprintf(out, "gateway %s; %s (load average %s); %d users; %v per case after %v warm-up\n", h.rep.Gateway, h.rep.Machine, h.rep.Machine.Load, o.users, o.duration, o.warmup)
@@ -310,7 +310,7 @@ func (h *harness) runCase(ctx context.Context, g *gatewayProc, fl *fleet, phase 
 	if rate > 0 {
 		duration = h.o.rateDuration
 	}
-	l := load{addr: g.addr, conns: conns, warmup: h.o.warmup, duration: duration, rate: rate, timeout: h.o.timeout, run: h.run, pid: g.cmd.Process.Pid}
+	l := load{addr: g.addr, conns: conns, warmup: h.o.warmup, duration: duration, rate: rate, timeout: h.o.timeout, run: h.run, pid: g.cmd.Process.Pid, perConn: h.o.ratePerConn}
 	// CPU per message: the gateway's process over the measured window (the bench generator's
 	// first), split by the shares of a profile taken in a window of its own just before (the
 	// profiler's signals cost the gateway CPU that bare's windows and wrk's do not pay:

@@ -61,6 +61,12 @@ type load struct {
 	pid  int // the server under test's process, for OtherCPU (0 = this process)
 	// onWindow, when set, is called as the measured window starts (true) and ends (false).
 	onWindow func(start bool)
+	// perConn: the open loop's schedule is split between the connections, each sending its
+	// own share in turn (as wrk2 does): a request waits for its connection's answer before,
+	// even while the others are idle. Otherwise (the default) the next request due goes out
+	// on the first connection free: a request waits only while every connection is busy
+	// (bench/README.md, "Fifteenth pass: the accept's tail outside the commit").
+	perConn bool
 }
 
 // stats is one measured load against one server. Latencies are in milliseconds.
@@ -153,6 +159,7 @@ func measure(ctx context.Context, l load, t target) stats {
 		}
 	}()
 	var wg sync.WaitGroup
+	next := new(atomic.Int64) // the open loop's next request due, shared (not perConn)
 	for i := range l.conns {
 		m.hists[i] = newHist()
 		if l.rate > 0 {
@@ -163,7 +170,7 @@ func measure(ctx context.Context, l load, t target) stats {
 			defer wg.Done()
 			w := &worker{id: i, run: l.run, seq: l.seq0}
 			if l.rate > 0 {
-				m.openLoop(ctx, hc, l, t, w, start)
+				m.openLoop(ctx, hc, l, t, w, start, next)
 			} else {
 				m.closedLoop(ctx, hc, l, t, w)
 			}
@@ -212,6 +219,7 @@ type meter struct {
 	hists            []*hdrhistogram.Histogram // one per worker: no sharing on the hot path
 	late, trip       []*hdrhistogram.Histogram // open loop: the latency's split, per worker
 	slow, slowTrip   atomic.Int64              // open loop: latency, and round trip, over slowMs
+	gaveUp           atomic.Bool               // open loop: a worker stopped, behind (missed)
 	ok, errors       atomic.Int64
 	missed           atomic.Int64
 	lastDone         atomic.Int64 // open loop: latest answer to a measured request (UnixNano)
@@ -243,27 +251,39 @@ func (m *meter) closedLoop(ctx context.Context, hc *fasthttp.HostClient, l load,
 	}
 }
 
-// openLoop: this worker's share of a fixed schedule. Request j of worker i of n is due at
-// start + (j*n + i) / rate; a worker that is behind sends at once, and the latency counts
-// from the due time. Requests due after the window are not sent; a worker still behind well
-// after the window stops and counts what it never sent as missed.
-func (m *meter) openLoop(ctx context.Context, hc *fasthttp.HostClient, l load, t target, w *worker, start time.Time) {
+// openLoop: a fixed schedule, request j due at start + j / rate. Each worker (one connection)
+// takes the next request not yet taken (next), waits for its due time and sends it: a request
+// due while every connection waits for an answer goes out on the first one free. With
+// l.perConn, worker i of n sends requests j*n + i alone instead. A worker that is behind sends
+// at once, and the latency counts from the due time. Requests due after the window are not
+// sent; a worker still behind well after the window stops and counts what was never sent as
+// missed.
+func (m *meter) openLoop(ctx context.Context, hc *fasthttp.HostClient, l load, t target, w *worker, start time.Time, next *atomic.Int64) {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
 	initRequest(req, l.addr, t)
 	h := m.hists[w.id]
 	interval := time.Duration(float64(time.Second) / l.rate) // between any two requests
-	every := interval * time.Duration(l.conns)               // between this worker's requests
 	giveUp := m.end.Add(l.duration / 2)
 	for j := 0; ctx.Err() == nil; j++ {
-		due := start.Add(time.Duration(j)*every + time.Duration(w.id)*interval)
+		n := int64(j*l.conns + w.id)
+		if !l.perConn {
+			n = next.Add(1) - 1
+		}
+		due := start.Add(time.Duration(n) * interval)
 		if !due.Before(m.end) {
 			return
 		}
 		now := time.Now()
 		if now.After(giveUp) {
-			m.missed.Add(int64(m.end.Sub(due)/every) + 1)
+			switch {
+			case l.perConn:
+				every := interval * time.Duration(l.conns) // between this worker's requests
+				m.missed.Add(int64(m.end.Sub(due)/every) + 1)
+			case m.gaveUp.CompareAndSwap(false, true): // the first to stop counts the rest
+				m.missed.Add(int64(m.end.Sub(due)/interval) + 1)
+			}
 			return
 		}
 		if wait := due.Sub(now); wait > 0 {
