@@ -26,7 +26,7 @@ var allowedImports = map[string][]string{
 	"domain": {},
 	// httpapi names the cluster's forwarding envelope and its errors (a node passes a request
 	// for another node's partition on as it is); main gives it the node.
-	"httpapi": {"domain", "engine", "identity", "media", "web", "internal/jsonenc", "cluster", "cloudapi"},
+	"httpapi": {"domain", "engine", "identity", "media", "web", "internal/jsonenc", "internal/slowlog", "cluster", "cloudapi"},
 	// The engine gets its storage as typed stores it declares (engine/records.go), built by main:
 	// it does not import persist.
 	"engine": {"domain", "actors/account", "actors/campaign", "actors/key", "actors/session", "actors/storeevents", "actors/webhook", "network", "ecom", "media", "cloudapi"},
@@ -40,7 +40,7 @@ var allowedImports = map[string][]string{
 	"actors/session":          {"domain", "network"},
 	"actors/storeevents":      {"domain", "ecom"}, // ecom's stateless parsers and renderer
 	"actors/webhook":          {"domain", "cloudapi"},
-	"persist":                 {"domain", "internal/jsonenc", "persist/outlog"},
+	"persist":                 {"domain", "internal/jsonenc", "internal/slowlog", "persist/outlog"},
 	"persist/outlog":          {}, // the outbox's log (standard library only)
 	"persist/kvtest":          {"domain", "persist"},
 	"persist/natskv":          {"domain", "persist", "internal/jsstream"},
@@ -58,6 +58,7 @@ var allowedImports = map[string][]string{
 	"network/simhttp":         {"domain", "network", "network/sim"},
 	"internal/pgtest":         {}, // test helper: throwaway PostgreSQL servers
 	"internal/jsonenc":        {}, // the hand-written JSON of the hot paths
+	"internal/slowlog":        {}, // what the slow-commit and slow-send reports share
 	"internal/jsstream":       {}, // a JetStream stream with the replicas the deployment allows
 	// The cluster's membership, leases and forwarding: an adapter over NATS (node wires it).
 	"cluster":             {"domain"},

@@ -74,7 +74,7 @@ func runBench(ctx context.Context, o runOptions, out io.Writer) error {
 	}
 	h.rep.Config = map[string]any{
 		"duration": o.duration.String(), "warmup": o.warmup.String(), "conns": o.conns, "sweep": o.sweep,
-		"rate_fraction": o.rateFraction, "rate_duration": o.rateDuration.String(), "users": o.users, "cases": o.cases, "fsync": o.fsync,
+		"rate_fraction": o.rateFraction, "rate_duration": o.rateDuration.String(), "rate_per_conn": o.ratePerConn, "users": o.users, "cases": o.cases, "fsync": o.fsync,
 		"wrk": h.wrk != nil, "rounds": o.rounds, "rounds_cases": o.roundsCases,
 	}
 	fmt.Fprintf(out, "gateway %s; %s (load average %s); %d users; %v per case after %v warm-up\n", h.rep.Gateway, h.rep.Machine, h.rep.Machine.Load, o.users, o.duration, o.warmup)
@@ -310,7 +310,7 @@ func (h *harness) runCase(ctx context.Context, g *gatewayProc, fl *fleet, phase 
 	if rate > 0 {
 		duration = h.o.rateDuration
 	}
-	l := load{addr: g.addr, conns: conns, warmup: h.o.warmup, duration: duration, rate: rate, timeout: h.o.timeout, run: h.run, pid: g.cmd.Process.Pid}
+	l := load{addr: g.addr, conns: conns, warmup: h.o.warmup, duration: duration, rate: rate, timeout: h.o.timeout, run: h.run, pid: g.cmd.Process.Pid, perConn: h.o.ratePerConn}
 	// CPU per message: the gateway's process over the measured window (the bench generator's
 	// first), split by the shares of a profile taken in a window of its own just before (the
 	// profiler's signals cost the gateway CPU that bare's windows and wrk's do not pay:
@@ -371,11 +371,13 @@ func (h *harness) fixedRate(ctx context.Context, cr *caseRun, fixed fixedRun) {
 		return
 	}
 	slowBefore, slowErr := scrapeCounters(cr.g.api, "gateway_storage_slow_commits_total")
+	sendsBefore, sendsErr := scrapeCounters(cr.g.api, slowSendCounters...)
 	began := time.Now()
 	gs := measure(ctx, cr.l, cr.tgt)
 	ended := time.Now()
 	r.Gateway = &gs
 	slowAfter, err := scrapeCounters(cr.g.api, "gateway_storage_slow_commits_total")
+	sendsAfter, sendsErr2 := scrapeCounters(cr.g.api, slowSendCounters...)
 	if c.delivers {
 		var err error
 		r.DrainSeconds, r.DeliveredRPS, err = h.checkDeliveries(ctx, cr.g, c, r, cr.recipients, cr.delivered+gs.OK, 0, gs, ended)
@@ -389,6 +391,17 @@ func (h *harness) fixedRate(ctx context.Context, cr *caseRun, fixed fixedRun) {
 		cr.g.out.catchUp()
 		stalls, _ := loggedStalls(cr.g.logPath, began, ended.Add(slowLogLag))
 		r.Notes = append(r.Notes, stallNote(slowAfter[0]-slowBefore[0], stalls))
+	}
+	if c.id == "send" && cr.g.logPath != "" {
+		// The slow sends' phases beside the generator's slow requests (stalls.go).
+		var counted []float64
+		if sendsErr == nil && sendsErr2 == nil {
+			for i := range sendsAfter {
+				counted = append(counted, sendsAfter[i]-sendsBefore[i])
+			}
+		}
+		sends, _ := loggedSends(cr.g.logPath, began, ended.Add(slowLogLag))
+		r.Notes = append(r.Notes, sendNote(counted, sends, &gs))
 	}
 	if fixed.floor && c.durable && ctx.Err() == nil && r.Failure == "" {
 		// The floor at the same schedule: its p99 is what the gateway's is held against.

@@ -61,6 +61,12 @@ type load struct {
 	pid  int // the server under test's process, for OtherCPU (0 = this process)
 	// onWindow, when set, is called as the measured window starts (true) and ends (false).
 	onWindow func(start bool)
+	// perConn: the open loop's schedule is split between the connections, each sending its
+	// own share in turn (as wrk2 does): a request waits for its connection's answer before,
+	// even while the others are idle. Otherwise (the default) the next request due goes out
+	// on the first connection free: a request waits only while every connection is busy
+	// (bench/README.md, "Fifteenth pass: the accept's tail outside the commit").
+	perConn bool
 }
 
 // stats is one measured load against one server. Latencies are in milliseconds.
@@ -96,6 +102,15 @@ type stats struct {
 	ServerSwitches    float64  `json:"server_switches,omitempty"`
 	GeneratorSwitches float64  `json:"generator_switches,omitempty"`
 	ErrorSamples      []string `json:"error_samples,omitempty"`
+	// Open loop: how a request's latency splits (stalls.go). Late: from its due time until the
+	// generator sent it (behind an answer its connection still waited for, or the generator
+	// itself late); round trip: from sent to answered. Slow: latency over slowMs; of them
+	// SlowTrip with a round trip over slowMs (the rest waited to be sent).
+	LateP99  float64 `json:"late_p99_ms,omitempty"`
+	TripP99  float64 `json:"round_trip_p99_ms,omitempty"`
+	TripMax  float64 `json:"round_trip_max_ms,omitempty"`
+	Slow     int64   `json:"slow,omitempty"`
+	SlowTrip int64   `json:"slow_round_trip,omitempty"`
 }
 
 // Latencies are recorded in microseconds, from 1 µs to 60 s, to three significant digits.
@@ -116,6 +131,9 @@ func measure(ctx context.Context, l load, t target) stats {
 	}
 	defer hc.CloseIdleConnections()
 	m := &meter{hists: make([]*hdrhistogram.Histogram, l.conns)}
+	if l.rate > 0 {
+		m.late, m.trip = make([]*hdrhistogram.Histogram, l.conns), make([]*hdrhistogram.Histogram, l.conns)
+	}
 	start := time.Now()
 	m.measureFrom = start.Add(l.warmup)
 	m.end = m.measureFrom.Add(l.duration)
@@ -141,14 +159,18 @@ func measure(ctx context.Context, l load, t target) stats {
 		}
 	}()
 	var wg sync.WaitGroup
+	next := new(atomic.Int64) // the open loop's next request due, shared (not perConn)
 	for i := range l.conns {
 		m.hists[i] = newHist()
+		if l.rate > 0 {
+			m.late[i], m.trip[i] = newHist(), newHist()
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			w := &worker{id: i, run: l.run, seq: l.seq0}
 			if l.rate > 0 {
-				m.openLoop(ctx, hc, l, t, w, start)
+				m.openLoop(ctx, hc, l, t, w, start, next)
 			} else {
 				m.closedLoop(ctx, hc, l, t, w)
 			}
@@ -178,6 +200,13 @@ func measure(ctx context.Context, l load, t target) stats {
 			s.RPS = float64(s.Requests) / last.Sub(m.measureFrom).Seconds()
 		}
 		s.TargetRPS = l.rate
+		late, trip := newHist(), newHist()
+		for i := range m.late {
+			late.Merge(m.late[i])
+			trip.Merge(m.trip[i])
+		}
+		s.LateP99, s.TripP99, s.TripMax = ms(late.ValueAtQuantile(99)), ms(trip.ValueAtQuantile(99)), ms(trip.Max())
+		s.Slow, s.SlowTrip = m.slow.Load(), m.slowTrip.Load()
 	}
 	return s
 }
@@ -188,6 +217,9 @@ func ms(us int64) float64 { return float64(us) / 1000 }
 type meter struct {
 	measureFrom, end time.Time
 	hists            []*hdrhistogram.Histogram // one per worker: no sharing on the hot path
+	late, trip       []*hdrhistogram.Histogram // open loop: the latency's split, per worker
+	slow, slowTrip   atomic.Int64              // open loop: latency, and round trip, over slowMs
+	gaveUp           atomic.Bool               // open loop: a worker stopped, behind (missed)
 	ok, errors       atomic.Int64
 	missed           atomic.Int64
 	lastDone         atomic.Int64 // open loop: latest answer to a measured request (UnixNano)
@@ -219,27 +251,39 @@ func (m *meter) closedLoop(ctx context.Context, hc *fasthttp.HostClient, l load,
 	}
 }
 
-// openLoop: this worker's share of a fixed schedule. Request j of worker i of n is due at
-// start + (j*n + i) / rate; a worker that is behind sends at once, and the latency counts
-// from the due time. Requests due after the window are not sent; a worker still behind well
-// after the window stops and counts what it never sent as missed.
-func (m *meter) openLoop(ctx context.Context, hc *fasthttp.HostClient, l load, t target, w *worker, start time.Time) {
+// openLoop: a fixed schedule, request j due at start + j / rate. Each worker (one connection)
+// takes the next request not yet taken (next), waits for its due time and sends it: a request
+// due while every connection waits for an answer goes out on the first one free. With
+// l.perConn, worker i of n sends requests j*n + i alone instead. A worker that is behind sends
+// at once, and the latency counts from the due time. Requests due after the window are not
+// sent; a worker still behind well after the window stops and counts what was never sent as
+// missed.
+func (m *meter) openLoop(ctx context.Context, hc *fasthttp.HostClient, l load, t target, w *worker, start time.Time, next *atomic.Int64) {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
 	initRequest(req, l.addr, t)
 	h := m.hists[w.id]
 	interval := time.Duration(float64(time.Second) / l.rate) // between any two requests
-	every := interval * time.Duration(l.conns)               // between this worker's requests
 	giveUp := m.end.Add(l.duration / 2)
 	for j := 0; ctx.Err() == nil; j++ {
-		due := start.Add(time.Duration(j)*every + time.Duration(w.id)*interval)
+		n := int64(j*l.conns + w.id)
+		if !l.perConn {
+			n = next.Add(1) - 1
+		}
+		due := start.Add(time.Duration(n) * interval)
 		if !due.Before(m.end) {
 			return
 		}
 		now := time.Now()
 		if now.After(giveUp) {
-			m.missed.Add(int64(m.end.Sub(due)/every) + 1)
+			switch {
+			case l.perConn:
+				every := interval * time.Duration(l.conns) // between this worker's requests
+				m.missed.Add(int64(m.end.Sub(due)/every) + 1)
+			case m.gaveUp.CompareAndSwap(false, true): // the first to stop counts the rest
+				m.missed.Add(int64(m.end.Sub(due)/interval) + 1)
+			}
 			return
 		}
 		if wait := due.Sub(now); wait > 0 {
@@ -247,11 +291,21 @@ func (m *meter) openLoop(ctx context.Context, hc *fasthttp.HostClient, l load, t
 		}
 		t.prepare(req, w)
 		w.seq++
+		sent := time.Now()
 		err := hc.Do(req, resp)
 		done := time.Now()
 		m.outcome(resp, err)
 		if !due.Before(m.measureFrom) {
-			_ = h.RecordValue(max(done.Sub(due).Microseconds(), histMin))
+			lat, trip := done.Sub(due), done.Sub(sent)
+			_ = h.RecordValue(max(lat.Microseconds(), histMin))
+			_ = m.late[w.id].RecordValue(max(sent.Sub(due).Microseconds(), histMin))
+			_ = m.trip[w.id].RecordValue(max(trip.Microseconds(), histMin))
+			if lat > slowMs*time.Millisecond {
+				m.slow.Add(1)
+				if trip > slowMs*time.Millisecond {
+					m.slowTrip.Add(1)
+				}
+			}
 			for last := m.lastDone.Load(); done.UnixNano() > last && !m.lastDone.CompareAndSwap(last, done.UnixNano()); {
 				last = m.lastDone.Load()
 			}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -131,6 +132,39 @@ func TestOpenLoopKeepsTheSchedule(t *testing.T) {
 	}
 	if s.OK < s.Requests+60 {
 		t.Fatalf("ok %d: the warm-up's 80 requests are sent but not measured", s.OK)
+	}
+}
+
+// One answer that takes 300 ms: with the schedule split between the connections, the requests
+// due on its connection meanwhile wait for it (a dozen of them over 100 ms); with the next
+// request going out on the first connection free, the other connections carry them and only
+// that one is slow. Either way the latency splits into late (due to sent) and round trip.
+func TestOpenLoopSendsOnTheFirstConnectionFree(t *testing.T) {
+	slowOne := func() string {
+		var n atomic.Int64
+		return serve(t, func(ctx *fasthttp.RequestCtx) {
+			if n.Add(1) == 10 {
+				time.Sleep(300 * time.Millisecond)
+			}
+			ctx.SetBodyString("{}")
+		})
+	}
+	l := load{addr: slowOne(), conns: 4, duration: 500 * time.Millisecond, rate: 200, timeout: 5 * time.Second}
+	pooled := measure(context.Background(), l, getTarget("/"))
+	l.addr, l.perConn = slowOne(), true
+	perConn := measure(context.Background(), l, getTarget("/"))
+	if pooled.Errors+perConn.Errors != 0 {
+		t.Fatalf("errors: %v %v", pooled.ErrorSamples, perConn.ErrorSamples)
+	}
+	if perConn.Slow < 8 || perConn.SlowTrip > 3 || perConn.LateP99 < 100 {
+		t.Errorf("split between the connections: %d slow, %d with a slow round trip, late p99 %.1f ms; want 8 or more slow, nearly all late",
+			perConn.Slow, perConn.SlowTrip, perConn.LateP99)
+	}
+	// A loaded machine may delay a few more requests either way: the split must show, not a
+	// count of exactly one.
+	if pooled.Slow+4 > perConn.Slow || pooled.SlowTrip < 1 || pooled.TripMax < 300 {
+		t.Errorf("the first connection free: %d slow (split between the connections: %d), %d with a slow round trip (max %.0f ms); want the slow answer, not those behind it",
+			pooled.Slow, perConn.Slow, pooled.SlowTrip, pooled.TripMax)
 	}
 }
 

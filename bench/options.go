@@ -18,6 +18,7 @@ type runOptions struct {
 	sweep        []int
 	rateFraction float64
 	rateDuration time.Duration
+	ratePerConn  bool // the fixed-rate schedule split between the connections (load.perConn)
 	quick        bool
 	wrk          string // wrk binary: "auto" (PATH), a path, or "off"
 	profile      bool   // CPU per message by component, from gateway profiles
@@ -48,6 +49,7 @@ func parseRun(args []string, stderr io.Writer) (runOptions, error) {
 	fs.StringVar(&sweep, "sweep", "1,16,64,256", "connection counts of the sweep (run on v1 send; empty = no sweep)")
 	fs.Float64Var(&o.rateFraction, "rate-fraction", 0.5, "fixed-rate (open-loop) run of v1 send at this fraction of the closed-loop peak (0 = none)")
 	fs.DurationVar(&o.rateDuration, "rate-duration", 60*time.Second, "measured time of the fixed-rate run (quick: --duration)")
+	fs.BoolVar(&o.ratePerConn, "rate-per-conn", false, "fixed-rate run: each connection sends its own share of the schedule in turn, behind its own answers, as wrk2 does (default: the next request due goes out on the first connection free)")
 	fs.StringVar(&o.wrk, "wrk", "auto", "wrk binary measuring every closed-loop case beside the bench's generator (auto: from PATH; off: none)")
 	fs.BoolVar(&o.profile, "profile", true, "profile the gateway during v1 send and webhook (CPU per message by component; the gateway gets a loopback --pprof)")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds per generator of the closed-loop cases of --rounds-cases at --conns: each round one window per server (gateway, bare, floor), the order rotated each round, the servers up throughout; each figure the rounds' median, each ratio the median of the rounds' ratios with its lowest-highest (quick: 1)")

@@ -37,6 +37,8 @@ type SendRequest struct {
 	// Transactional sends to a phone on the suppression list (the recipient asked for this
 	// message); without it such a send is refused with domain.ErrOptedOut.
 	Transactional bool
+	// Trace, when set, is given when the accept's steps began (sendtrace.go).
+	Trace *SendTrace
 }
 
 // Messages is the message facet: accepting a message (Send), reading one back (Get), the
@@ -216,6 +218,9 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 		into = nil
 	}
 	res := r.Reserved
+	if t := r.Trace; t != nil {
+		t.Reserve = time.Now()
+	}
 	switch {
 	case res != nil:
 	case !r.Message.Kind.Charged():
@@ -240,7 +245,13 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 	if r.IdemID != "" {
 		idemHash = r.Idem.BodyHash
 	}
+	if t := r.Trace; t != nil {
+		t.Commit = time.Now()
+	}
 	err = m.outbox.Accept(ctx, pe, idemHash)
+	if t := r.Trace; t != nil {
+		t.Committed = time.Now()
+	}
 	entry := *pe
 	*pe = domain.OutboxEntry{} // the record holds no entry until its outcome
 	if err != nil {

@@ -109,12 +109,14 @@ func (s *Server) replayMessage(ctx *fasthttp.RequestCtx, uid string, rec domain.
 func (s *Server) v1Send(ctx *fasthttp.RequestCtx) error {
 	req := messageRequests.Get().(*messageRequest)
 	defer putMessageRequest(req)
+	defer s.slowSends.observe(ctx, &req.times) // after the answer, before the request goes back
 	perr := decodeMessage(ctx, req)
 	scope := engine.ScopeText
 	if perr == nil && domain.Kind(req.Type).Media() {
 		scope = engine.ScopeMedia
 	}
 	return s.v1Post(ctx, scope, func(key domain.Grant, idem *engine.Idem) error {
+		req.times.keyed = time.Now()
 		if perr != nil {
 			return perr
 		}
@@ -122,7 +124,7 @@ func (s *Server) v1Send(ctx *fasthttp.RequestCtx) error {
 		if err != nil {
 			return err
 		}
-		r := engine.SendRequest{UserID: key.Key.UserID, SessionID: req.SessionID, Origin: "api", Message: msg}
+		r := engine.SendRequest{UserID: key.Key.UserID, SessionID: req.SessionID, Origin: "api", Message: msg, Trace: &req.times.trace}
 		if err := req.apply(&r); err != nil {
 			return err
 		}
@@ -232,6 +234,8 @@ type messageRequest struct {
 	vals messageVals
 	// uploaded: the media, uploaded to the Cloud-API-shaped front and sent by its id (front.go).
 	uploaded *Media
+	// times: when a v1 send's steps began (slowsend.go).
+	times sendTimes
 }
 
 // Limits of a poll and a reaction's emoji.

@@ -144,6 +144,8 @@ type Server struct {
 	fresh        sync.Map // connections that sent nothing yet (lingerListener)
 	// access is the batched access log (nil: none, or through the logger).
 	access *accessLog
+	// slowSends reports v1 sends whose handler took long (slowsend.go).
+	slowSends *slowSends
 }
 
 const (
@@ -179,6 +181,9 @@ func New(cfg Config) (*Server, error) {
 	cfg = s.cfg
 	s.eng, s.streams = cfg.Engine, make(chan struct{})
 	if s.ecom, err = newEcomMetrics(cfg.Registry, cfg.StoreStats); err != nil {
+		return nil, err
+	}
+	if s.slowSends, err = newSlowSends(cfg.Registry, s.log); err != nil {
 		return nil, err
 	}
 	for _, c := range engineCollectors(cfg.Stats) {

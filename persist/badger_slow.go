@@ -3,11 +3,12 @@ package persist
 import (
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gateway/gateway/internal/slowlog"
 )
 
 // The slow-commit report (issue 32: the accept's stalls). A commit that waits longer than
@@ -49,9 +50,9 @@ import (
 //     pressure (PSI, the last 10 s' share of time some or all tasks waited) where Linux has
 //     them: a stall with the machine waiting on I/O or on a core is not the store's alone.
 
-// slowEvery is the least time between two slow-commit reports; a stall lasting this long is
-// logged without waiting for its end.
-const slowEvery = 10 * time.Second
+// slowEvery is the least time between two slow-commit reports (slowlog.Gate); a stall lasting
+// this long is logged without waiting for its end.
+const slowEvery = slowlog.Every
 
 // DefaultSlowCommit is BadgerOptions.SlowCommit's default.
 const DefaultSlowCommit = 100 * time.Millisecond
@@ -87,9 +88,7 @@ func phasesOf(t *commitTimes, start, end time.Time) slowPhases {
 }
 
 // ms is d in milliseconds, to a tenth.
-func ms(d time.Duration) float64 {
-	return float64(d.Round(100*time.Microsecond)) / float64(time.Millisecond)
-}
+func ms(d time.Duration) float64 { return slowlog.Ms(d) }
 
 // slowState is what the store was doing when a stall was seen.
 type slowState struct {
@@ -109,11 +108,9 @@ type slowReport struct {
 	slow     atomic.Uint64 // commits over the threshold since open
 	stalling atomic.Bool   // cur != nil: a fast commit must close it
 
-	mu       sync.Mutex
-	cur      *stall
-	lastLog  time.Time     // when the window of slowEvery began: its first line
-	longest  time.Duration // the longest stall logged in that window
-	unlogged int           // stalls closed since the last line, not logged
+	mu   sync.Mutex
+	cur  *stall
+	gate slowlog.Gate // which closed stalls are logged
 }
 
 // stall is one run of slow commits.
@@ -125,7 +122,7 @@ type stall struct {
 }
 
 func newSlowReport(threshold time.Duration, log *slog.Logger, state func(time.Time) slowState) *slowReport {
-	return &slowReport{threshold: threshold, log: log, now: time.Now, state: state, machine: machineFields, gc: gcPauses}
+	return &slowReport{threshold: threshold, log: log, now: time.Now, state: state, machine: slowlog.Machine, gc: slowlog.GCPauses}
 }
 
 // observe takes a commit that started at start, with its steps' times; cheap when the commit
@@ -181,13 +178,8 @@ func (r *slowReport) close(now time.Time) {
 	r.cur = nil
 	r.stalling.Store(false)
 	d := s.last.Sub(s.first)
-	switch {
-	case r.lastLog.IsZero() || now.Sub(r.lastLog) >= slowEvery:
-		r.lastLog, r.longest = now, d
-	case d >= 2*r.longest:
-		r.longest = d
-	default:
-		r.unlogged++
+	ok, unlogged := r.gate.Allow(now, d)
+	if !ok {
 		return
 	}
 	n, total, longest := r.gc(s.first, s.last)
@@ -201,13 +193,12 @@ func (r *slowReport) close(now time.Time) {
 		"badger_tables_building", st.building, "badger_table_age_ms", ms(st.tableAge),
 		"syncing_ms", ms(st.syncing), "writing_ms", ms(st.writing),
 		"gc_pauses", n, "gc_pause_ms", ms(total), "gc_pause_max_ms", ms(longest),
-		"stalls_unlogged", r.unlogged,
+		"stalls_unlogged", unlogged,
 	}
 	if r.machine != nil {
 		args = append(args, r.machine()...)
 	}
 	r.log.Warn("slow commits: a stall of the store's commit path", args...)
-	r.unlogged = 0
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -215,55 +206,6 @@ func minTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// gcPauses counts Go's stop-the-world pauses that ended between from and to (of the last 256
-// the runtime keeps), their total and the longest.
-func gcPauses(from, to time.Time) (n int, total, longest time.Duration) {
-	var st debug.GCStats
-	debug.ReadGCStats(&st)
-	for i, end := range st.PauseEnd {
-		if end.Before(from) {
-			break // newest first
-		}
-		if end.After(to) || i >= len(st.Pause) {
-			continue
-		}
-		n++
-		total += st.Pause[i]
-		longest = max(longest, st.Pause[i])
-	}
-	return n, total, longest
-}
-
-// machineFields reads the load average and the CPU and I/O pressure (Linux; absent elsewhere).
-func machineFields() []any {
-	var out []any
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		if f := strings.Fields(string(b)); len(f) > 0 {
-			out = append(out, "load1", f[0])
-		}
-	}
-	for _, p := range []struct{ file, some, full string }{{"/proc/pressure/cpu", "cpu_some10", ""}, {"/proc/pressure/io", "io_some10", "io_full10"}} {
-		b, err := os.ReadFile(p.file)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			f := strings.Fields(line)
-			if len(f) < 2 || !strings.HasPrefix(f[1], "avg10=") {
-				continue
-			}
-			v := strings.TrimPrefix(f[1], "avg10=")
-			switch {
-			case f[0] == "some":
-				out = append(out, p.some, v)
-			case f[0] == "full" && p.full != "":
-				out = append(out, p.full, v)
-			}
-		}
-	}
-	return out
 }
 
 // slowState reads the store's state for a stall's report.
