@@ -76,11 +76,15 @@ func storeArgs(data string, args []string) []string {
 
 // outboxArgs is GATEWAY_OUTBOX (badger or log) as --outbox, unless args name one: make
 // test-badger-outbox runs the suites on the records' store's outbox, where the default is the
-// log. A gateway on NATS gets none (its outbox is the records' store's whatever the variable).
+// log. A gateway on NATS gets badger (the gateway reads GATEWAY_OUTBOX itself, and refuses the
+// log with --store nats).
 func outboxArgs(args []string) []string {
 	v := os.Getenv("GATEWAY_OUTBOX")
-	if v == "" || flagValue(args, "--outbox") != "" || flagValue(args, "--store") == "nats" {
+	switch {
+	case v == "" || flagValue(args, "--outbox") != "":
 		return nil
+	case flagValue(args, "--store") == "nats":
+		v = "badger"
 	}
 	return []string{"--outbox", v}
 }

@@ -281,6 +281,13 @@ func otherOutbox(c Config, badger *persist.Outbox, kv persist.KV) (persist.Outbo
 		if len(p) > 0 {
 			return nil, nil, fmt.Errorf("--outbox log: the outbox on the records' store still holds %d pending messages; start with --outbox badger until they are sent", len(p))
 		}
+		// Read only when it holds anything: each message the log does not hold (an
+		// Idempotency-Key's lookups, a caller's own id) would cost reads of it.
+		if holds, err := badger.Holds(); err != nil {
+			return nil, nil, fmt.Errorf("the outbox on the records' store: %w", err)
+		} else if !holds {
+			return nil, nil, nil
+		}
 		return badger, nil, nil
 	}
 	dir := filepath.Join(c.Data, "outbox")

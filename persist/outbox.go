@@ -620,6 +620,16 @@ func (o *Outbox) Settle(e domain.OutboxEntry, done func(error)) {
 
 // Receipt records a receipt (delivered, read) in the background.
 func (o *Outbox) Receipt(id string, c domain.StatusChange, done func(error)) {
+	if o.older != nil && !o.holds(id) {
+		// Sent before a switch of --outbox: its receipt goes where it is (outbox_older.go),
+		// still counted here (Flush waits for it).
+		o.queued.add(1)
+		o.older.Receipt(id, c, func(err error) {
+			done(err)
+			o.queued.add(-1)
+		})
+		return
+	}
 	o.background(bgWrite{id: id, receipt: c, done: done})
 }
 

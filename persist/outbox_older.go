@@ -13,13 +13,21 @@ import (
 // status read by its id, and its Idempotency-Key's record for 24 hours. Without it a retry
 // after the switch would not find the message its key made and would send a second one.
 // So the outbox in use reads the other under its own, for a message it does not hold.
+//
+// A receipt (delivered, read, a late failure) for a message the outbox does not hold goes to
+// the other too: it is written where its message is (a receipt failing there would be refused
+// to the network, whose retries would publish its event again each time).
 type OutboxReader interface {
 	Get(id string) (domain.OutboxEntry, error)
 	IdemOf(messageID string) (domain.IdemRecord, error)
+	Receipt(id string, c domain.StatusChange, done func(error))
+	// Holds says whether the outbox holds any message (a switch's other outbox is read only
+	// then: each message the one in use does not hold would cost a read of it).
+	Holds() (bool, error)
 }
 
-// SetOlder makes the outbox read r for a message it does not hold (Get, IdemOf). Call it
-// before the outbox is used.
+// SetOlder makes the outbox read r for a message it does not hold (Get, IdemOf, and a
+// Receipt's write). Call it before the outbox is used.
 func (o *Outbox) SetOlder(r OutboxReader) { o.older = r }
 
 // SetOlder is Outbox.SetOlder.
@@ -31,4 +39,45 @@ func orOlder[T any](v T, err error, older OutboxReader, read func(OutboxReader) 
 		return read(older)
 	}
 	return v, err
+}
+
+// errStop ends a scan early.
+var errStop = errors.New("stop")
+
+// Holds says whether the outbox holds any message: any outcome (a message sent or failed in
+// its last 14 days) or any pending mark.
+func (o *Outbox) Holds() (bool, error) {
+	for _, prefix := range []string{outboxStatusTable + "/", outboxPendingTable + "/"} {
+		found := false
+		err := o.kv.Scan([]byte(prefix), func(_, _ []byte) error {
+			found = true
+			return errStop
+		})
+		if err != nil && !errors.Is(err, errStop) {
+			return false, err
+		}
+		if found {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Holds says whether the log holds any message: any segment (the log drops each once every
+// message in it is past its lifetime).
+func (lo *LogOutbox) Holds() (bool, error) {
+	segs, err := lo.log.Segments()
+	return len(segs) > 0, err
+}
+
+// holds says whether the outbox holds message id: pending here, or with its outcome.
+func (o *Outbox) holds(id string) bool {
+	o.mu.Lock()
+	p := o.index[id]
+	o.mu.Unlock()
+	if p != nil {
+		return true
+	}
+	_, err := o.status.Get(id)
+	return !errors.Is(err, domain.ErrRecordNotFound)
 }
