@@ -470,6 +470,22 @@ func TestAppendReceipt(t *testing.T) {
 // A slot written before the record it names is readable (AppendSlotted's record and slot go in
 // one round, and readers are let past the record at the round's end) reads as empty: the
 // message is as it was, not an error or not found.
+// writeSlotsNaming writes apos's outcome, read and requeue slots, each naming the record at p.
+func writeSlotsNaming(t *testing.T, lo *LogOutbox, apos, p outlog.Pos, at time.Time) {
+	t.Helper()
+	for _, w := range []struct {
+		slot int
+		kind byte
+		st   domain.MessageStatus
+	}{{slotOutcome, recOutcome, domain.MsgSent}, {slotRead, recReceipt, domain.MsgRead}, {slotRequeue, recRequeue, domain.MsgQueued}} {
+		ch := make(chan error, 1)
+		lo.log.WriteSlot(apos, w.slot, slotPayload(w.kind, w.st, domain.MillisOf(at), p), func(err error) { ch <- err })
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestLogOutboxSlotBeforeItsRecord(t *testing.T) {
 	dir, kv, clock := t.TempDir(), NewMemory(), &testClock{}
 	at := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
@@ -478,17 +494,7 @@ func TestLogOutboxSlotBeforeItsRecord(t *testing.T) {
 	id := acceptLog(t, lo, 1, at)[0]
 	apos := lo.known(id)
 	ahead := outlog.At(apos.Seg(), apos.Off()+1<<20) // past what is written
-	for _, w := range []struct {
-		slot int
-		kind byte
-		st   domain.MessageStatus
-	}{{slotOutcome, recOutcome, domain.MsgSent}, {slotRead, recReceipt, domain.MsgRead}, {slotRequeue, recRequeue, domain.MsgQueued}} {
-		ch := make(chan error, 1)
-		lo.log.WriteSlot(apos, w.slot, slotPayload(w.kind, w.st, domain.MillisOf(at), ahead), func(err error) { ch <- err })
-		if err := <-ch; err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeSlotsNaming(t, lo, apos, ahead, at)
 	e := wantStatus(t, lo, id, domain.MsgQueued)
 	if e.SessionID != "s1" {
 		t.Fatalf("body: %+v", e)
@@ -509,17 +515,7 @@ func TestLogOutboxSlotNamesAnotherRecord(t *testing.T) {
 	lo, _ := openLogOutbox(t, dir, kv, clock)
 	ids := acceptLog(t, lo, 2, at)
 	apos, other := lo.known(ids[0]), lo.known(ids[1]) // other: an accept, not this one's record
-	for _, w := range []struct {
-		slot int
-		kind byte
-		st   domain.MessageStatus
-	}{{slotOutcome, recOutcome, domain.MsgSent}, {slotRead, recReceipt, domain.MsgRead}, {slotRequeue, recRequeue, domain.MsgQueued}} {
-		ch := make(chan error, 1)
-		lo.log.WriteSlot(apos, w.slot, slotPayload(w.kind, w.st, domain.MillisOf(at), other), func(err error) { ch <- err })
-		if err := <-ch; err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeSlotsNaming(t, lo, apos, other, at)
 	if e := wantStatus(t, lo, ids[0], domain.MsgQueued); e.SessionID != "s1" {
 		t.Fatalf("body: %+v", e)
 	}
