@@ -8,11 +8,10 @@ import (
 
 // OutboxReader is an outbox read by message id: the one a switch of --outbox left behind.
 //
-// A node starts on one outbox only when the other holds nothing pending (node's
-// otherOutboxEmpty), but the other still holds what it sent in its last days: a message's
-// status read by its id, and its Idempotency-Key's record for 24 hours. Without it a retry
-// after the switch would not find the message its key made and would send a second one.
-// So the outbox in use reads the other under its own, for a message it does not hold.
+// A node starts on one outbox only when the other holds nothing pending (node's otherOutbox),
+// but the other still holds what it sent in its last days: a message's status read by its id
+// (without it, 404 after the switch) and its Idempotency-Key's record for 24 hours. So the
+// outbox in use reads the other under its own, for a message it does not hold.
 //
 // A receipt (delivered, read, a late failure) for a message the outbox does not hold goes to
 // the other too: it is written where its message is (a receipt failing there would be refused
