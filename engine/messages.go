@@ -126,6 +126,10 @@ type pending struct {
 	// unrecorded: settled failed or cancelled, and its record failed: kept (not durable) until
 	// it is recorded again (recordAgain; a cancellation tried again: cancelling).
 	unrecorded bool
+	// lid: the recipient's LID as the LID map held it at the accept (Send's record; set
+	// before the record is tracked, never after): an outcome with the same LID has nothing
+	// to tell the map (Outcome).
+	lid string
 }
 
 type outcome struct {
@@ -240,6 +244,7 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 	}
 	pe.Transactional = r.Transactional
 	pe.LID = ms.lids.get(pe.Message.To)
+	p.lid = pe.LID
 	way.apply(pe)
 	idemHash := ""
 	if r.IdemID != "" {
