@@ -3,45 +3,21 @@ package engine_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
-
-	"github.com/anthdm/hollywood/actor"
 
 	"github.com/gateway/gateway/actors/webhook"
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/engine"
 	"github.com/gateway/gateway/internal/cputime"
-	"github.com/gateway/gateway/media"
 	"github.com/gateway/gateway/persist"
 )
 
-// quietEvents is an events facet on the memory KV sharing watchers w.
+// quietEvents is an events facet on the memory KV with watchers w, stopped at the test's end.
 func quietEvents(tb testing.TB, w *engine.Watchers) *engine.Events {
-	tb.Helper()
-	hw, err := actor.NewEngine(actor.NewEngineConfig())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	guard := media.Guard{AllowPrivate: true}
-	ev, err := engine.NewEvents(engine.EventsConfig{
-		Store: persist.NewWebhooks(persist.NewMemory()), Actors: hw, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Poster: webhook.NewHTTPPoster(guard.Dialer(time.Second), 0, 0), Guard: guard, Watchers: w,
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := ev.Boot(context.Background()); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		ev.Stop(ctx)
-	})
-	return ev
+	h := newEvents(tb, persist.NewMemory(), true, webhook.Policy{}, w)
+	tb.Cleanup(h.stop)
+	return h.ev
 }
 
 // TestQuietSeesEachTaker: Quiet looks at no lock while nobody has a subscription and nobody
