@@ -125,6 +125,7 @@ func writer(f func()) {
 	defer idle.Stop()
 	for {
 		f()
+		f = nil // what the write holds is not kept alive while the writer waits (review17 H5)
 		idle.Reset(writerIdle)
 		select {
 		case f = <-writes:
