@@ -83,9 +83,15 @@ func (r *Reservation) Commit(n int64) { r.CommitAt(n, 0) }
 
 // CommitAt counts n held messages as sent, at (their outcome's send time: a snapshot of the
 // count says how many of its messages were sent lately, for the recount after a kill -9).
+// A send time is the engine's clock read a write's latency ago (the deliverer's, after the
+// send): it stands for now, a clock read a message fewer.
 func (r *Reservation) CommitAt(n int64, at domain.Millis) {
 	if r.take(n) {
-		r.ms.account(r.uid).counter.SettleAt(r.ms.e.now(), int64(at), n, n)
+		now := at.Time()
+		if at <= 0 {
+			now = r.ms.e.now()
+		}
+		r.ms.account(r.uid).counter.SettleAt(now, int64(at), n, n)
 	}
 }
 

@@ -143,6 +143,7 @@ type Events struct {
 
 	byUser map[string][]domain.WebhookSubscription
 	byID   map[string]domain.WebhookSubscription
+	subs   atomic.Int64 // len(byID), read without mu (Quiet: no lock while there are none)
 	pids   map[string]*actor.PID
 }
 
@@ -471,6 +472,7 @@ func (e *Events) index(s domain.WebhookSubscription) {
 		e.unindex(s)
 	}
 	e.byID[s.ID] = s
+	e.subs.Store(int64(len(e.byID)))
 	list := append(e.byUser[s.UserID], s)
 	slices.SortFunc(list, func(a, b domain.WebhookSubscription) int {
 		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
@@ -484,6 +486,7 @@ func (e *Events) index(s domain.WebhookSubscription) {
 // unindex removes s; e.mu is held.
 func (e *Events) unindex(s domain.WebhookSubscription) {
 	delete(e.byID, s.ID)
+	e.subs.Store(int64(len(e.byID)))
 	list := slices.DeleteFunc(slices.Clone(e.byUser[s.UserID]), func(x domain.WebhookSubscription) bool { return x.ID == s.ID })
 	if len(list) == 0 {
 		delete(e.byUser, s.UserID)

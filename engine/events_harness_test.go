@@ -187,7 +187,8 @@ type eventsHarness struct {
 	store *persist.Webhooks
 }
 
-func newEvents(t *testing.T, kv persist.KV, allowPrivate bool, policy webhook.Policy) *eventsHarness {
+// newEvents is an events facet on kv (its watchers w when given: a cluster node's, shared).
+func newEvents(t testing.TB, kv persist.KV, allowPrivate bool, policy webhook.Policy, w ...*engine.Watchers) *eventsHarness {
 	t.Helper()
 	hw, err := actor.NewEngine(actor.NewEngineConfig())
 	if err != nil {
@@ -195,10 +196,14 @@ func newEvents(t *testing.T, kv persist.KV, allowPrivate bool, policy webhook.Po
 	}
 	guard := media.Guard{AllowPrivate: allowPrivate}
 	store := persist.NewWebhooks(kv)
-	ev, err := engine.NewEvents(engine.EventsConfig{
+	cfg := engine.EventsConfig{
 		Store: store, Actors: hw, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Poster: webhook.NewHTTPPoster(guard.Dialer(5*time.Second), 0, 0), Guard: guard, Policy: policy,
-	})
+	}
+	if len(w) > 0 {
+		cfg.Watchers = w[0]
+	}
+	ev, err := engine.NewEvents(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

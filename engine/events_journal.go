@@ -103,7 +103,8 @@ const (
 type Watchers struct {
 	mu    sync.RWMutex
 	until map[string]time.Time
-	marks int // since the last sweep of lapsed marks
+	marks int          // since the last sweep of lapsed marks
+	n     atomic.Int64 // len(until), read without mu: no lock per event while nobody streams
 }
 
 // NewWatchers makes an empty set.
@@ -128,6 +129,7 @@ func (w *Watchers) Mark(uid string, until time.Time) bool {
 			}
 		}
 	}
+	w.n.Store(int64(len(w.until)))
 	return until.Sub(cur) > watchRefresh
 }
 
@@ -136,10 +138,19 @@ const watchSweep = 1024
 
 // Watched tells whether uid's events are journaled now.
 func (w *Watchers) Watched(uid string, now time.Time) bool {
-	w.mu.RLock()
-	until, ok := w.until[uid]
-	w.mu.RUnlock()
+	until, ok := w.markOf(uid)
 	return ok && now.Before(until)
+}
+
+// markOf is uid's mark (ok false: none), without a lock while no user has one.
+func (w *Watchers) markOf(uid string) (until time.Time, ok bool) {
+	if w.n.Load() == 0 {
+		return time.Time{}, false
+	}
+	w.mu.RLock()
+	until, ok = w.until[uid]
+	w.mu.RUnlock()
+	return until, ok
 }
 
 // WatchUntil is how long a stream opening at now keeps its user's events journaled.
@@ -203,7 +214,8 @@ func (e *Events) watch(uid string) {
 
 // watched tells whether uid's events go into the journal.
 func (e *Events) watched(uid string) bool {
-	return e.watchers.Watched(uid, e.cfg.Clock.Now())
+	until, ok := e.watchers.markOf(uid)
+	return ok && e.cfg.Clock.Now().Before(until) // the clock read only for a user with a mark
 }
 
 // bootJournal starts counting this run's epoch (Counted waits for it), loads the marks of the

@@ -199,6 +199,9 @@ func (e *Events) Quiet(uid string) bool {
 	if e.fwd != nil || e.listening(uid) || e.watched(uid) {
 		return false
 	}
+	if e.subs.Load() == 0 {
+		return true // no subscription at all: no lock (Quiet runs for each of a message's events)
+	}
 	e.mu.RLock()
 	n := len(e.byUser[uid])
 	e.mu.RUnlock()

@@ -126,6 +126,13 @@ type pending struct {
 	// unrecorded: settled failed or cancelled, and its record failed: kept (not durable) until
 	// it is recorded again (recordAgain; a cancellation tried again: cancelling).
 	unrecorded bool
+	// lid: the recipient's LID as the LID map held it at the accept (Send's record; set
+	// before the record is tracked, never after): an outcome with the same LID has nothing
+	// to tell the map (Outcome).
+	lid string
+	// minted: Send's record of a message whose id this process minted (NewMessageID, or the
+	// outbox's): no record can hold it yet, and trackIn stores it without looking first.
+	minted bool
 }
 
 type outcome struct {
@@ -175,7 +182,8 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 		return domain.OutboxEntry{}, err
 	}
 	m := ms.msgs
-	if r.Message.ID != "" {
+	minted := r.Message.ID == ""
+	if !minted {
 		// A caller-chosen id: the message may exist already (a retry, a resumed campaign).
 		if old, err := m.outbox.Get(r.Message.ID); err == nil {
 			if r.Reserved != nil {
@@ -212,7 +220,7 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 	// The message's record, made first: a reservation taken here goes into it (one allocation,
 	// not two), unless the message waits for later (its reservation is kept until then, the
 	// record not).
-	p := &pending{}
+	p := &pending{minted: minted}
 	into := &p.resv
 	if !sendAt.IsZero() {
 		into = nil
@@ -240,6 +248,7 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 	}
 	pe.Transactional = r.Transactional
 	pe.LID = ms.lids.get(pe.Message.To)
+	p.lid = pe.LID
 	way.apply(pe)
 	idemHash := ""
 	if r.IdemID != "" {
@@ -325,7 +334,10 @@ func (m *messages) track(id string, res *Reservation, ch chan outcome) bool {
 func (m *messages) trackIn(np *pending, id string, res *Reservation, ch chan outcome) bool {
 	sh := m.shard(id)
 	sh.mu.Lock()
-	p := sh.m[id]
+	var p *pending
+	if np == nil || !np.minted {
+		p = sh.m[id] // a minted id is in no record: one map lookup a message fewer
+	}
 	fresh := p == nil || p.durable
 	if fresh {
 		if np == nil {

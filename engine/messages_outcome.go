@@ -34,12 +34,14 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	sh.mu.Lock()
 	p := sh.m[e.ID]
 	var (
-		folded  []domain.StatusChange
-		waiters []chan outcome
-		late    *lateFailure
-		after   []network.Done // a late failure's Done, when moot: told once the outcome is written
+		folded   []domain.StatusChange
+		waiters  []chan outcome
+		late     *lateFailure
+		after    []network.Done // a late failure's Done, when moot: told once the outcome is written
+		knownLID string         // the LID the accept read from the LID map
 	)
 	if p != nil {
+		knownLID = p.lid
 		late, p.late = p.late, nil
 		for _, c := range append(before, p.early...) {
 			if c.Status == domain.MsgFailed {
@@ -99,7 +101,11 @@ func (m *messages) Outcome(e domain.OutboxEntry, sendErr error) {
 	switch {
 	case sendErr == nil:
 		m.e.metrics.sent.Add(1)
-		m.e.Messages.lids.put(e.Message.To, e.LID)
+		if e.LID != knownLID {
+			// The map held it at the accept already: a lookup a message fewer (one cleared
+			// since, past lidMapMax, learns it again from the number's next send).
+			m.e.Messages.lids.put(e.Message.To, e.LID)
+		}
 		m.e.Messages.sentOp(&e)
 	case e.Status != domain.MsgCancelled:
 		m.e.metrics.failed.Add(1)

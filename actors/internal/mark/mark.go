@@ -92,11 +92,47 @@ func (m *Mark[R]) Write(c *actor.Context, snapshot any, put func(ctx context.Con
 	written := make(chan struct{})
 	m.written = written
 	send := To(c)
-	go func() {
+	runWrite(func() {
 		err := put(context.Background())
 		close(written)
 		send(Saved{Snapshot: snapshot, Err: err})
-	}()
+	})
+}
+
+// writes hands a write to an idle writer (unbuffered: only one waiting for work takes it).
+var writes = make(chan func())
+
+// writerIdle is how long a writer waits for its next write before it ends.
+const writerIdle = 5 * time.Second
+
+// runWrite runs f on a writer: an idle one, else a new one, so a write never waits behind
+// another (a store that stalls one stalls no other actor's). A write goes down to the store's
+// commit, deep enough that a new goroutine's stack grew, and was copied, on each one
+// (runtime.newstack under Mark.Write: 0.07 s of the gateway's 7.9 s profile in the send path,
+// where each busy user's count is written every 20 ms); a writer that stays keeps its grown
+// stack for the next write.
+func runWrite(f func()) {
+	select {
+	case writes <- f:
+	default:
+		go writer(f)
+	}
+}
+
+// writer runs f, then the writes it takes, until writerIdle passes without one.
+func writer(f func()) {
+	idle := time.NewTimer(writerIdle)
+	defer idle.Stop()
+	for {
+		f()
+		f = nil // what the write holds is not kept alive while the writer waits (review17 H5)
+		idle.Reset(writerIdle)
+		select {
+		case f = <-writes:
+		case <-idle.C:
+			return
+		}
+	}
 }
 
 // Landed takes a write's outcome: the requests parked meanwhile (to run again, or to answer

@@ -1,6 +1,9 @@
 package mark
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestBlock(t *testing.T) {
 	for _, c := range []struct{ limit, div, most, want int64 }{
@@ -15,4 +18,25 @@ func TestBlock(t *testing.T) {
 			t.Errorf("Block(%d, %d, %d) = %d, want %d", c.limit, c.div, c.most, got, c.want)
 		}
 	}
+}
+
+// TestWriteNeverWaitsBehindAnother: a write that does not return (a stalled store) holds up
+// no other write, and the writer a finished write leaves takes the next one.
+func TestWriteNeverWaitsBehindAnother(t *testing.T) {
+	stalled, release := make(chan struct{}), make(chan struct{})
+	runWrite(func() { close(stalled); <-release })
+	<-stalled
+	for i := range 3 {
+		done := make(chan struct{})
+		runWrite(func() { close(done) })
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("write %d waited behind the stalled one", i)
+		}
+	}
+	close(release)
+	done := make(chan struct{})
+	runWrite(func() { close(done) })
+	<-done
 }
