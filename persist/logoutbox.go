@@ -459,11 +459,40 @@ func slotPayload(k byte, st domain.MessageStatus, ms domain.Millis, p outlog.Pos
 }
 
 // fillSlot writes slotPayload's bytes into b (outlog.SlotPayload bytes, zeros): in place, for
-// AppendSlotted.
+// AppendSlotted. A slot is its record's kind, its status's rank (+2), a flag telling a
+// cancellation from a failure (they share a rank; a slot written before the flag reads as
+// failed), the status's time and the record's position.
 func fillSlot(b []byte, k byte, st domain.MessageStatus, ms domain.Millis, p outlog.Pos) {
 	b[0], b[1] = k, byte(domain.StatusRank(st)+2)
+	if st == domain.MsgCancelled {
+		b[2] = slotCancelled
+	}
 	binary.LittleEndian.PutUint64(b[4:12], uint64(ms))
 	binary.LittleEndian.PutUint64(b[12:20], uint64(p))
+}
+
+// slotCancelled: the slot's status is a cancellation (a failure's rank).
+const slotCancelled = 1
+
+// slotStatus is the status and time a slot carries (fillSlot).
+func slotStatus(s []byte) (domain.MessageStatus, domain.Millis) {
+	at := domain.Millis(binary.LittleEndian.Uint64(s[4:12]))
+	switch int(s[1]) - 2 {
+	case -1:
+		return domain.MsgScheduled, at
+	case 0:
+		return domain.MsgQueued, at
+	case 1:
+		return domain.MsgSent, at
+	case 2:
+		return domain.MsgDelivered, at
+	case 3:
+		return domain.MsgRead, at
+	}
+	if s[2] == slotCancelled {
+		return domain.MsgCancelled, at
+	}
+	return domain.MsgFailed, at
 }
 
 // slotPos is the position of the record a slot names (0: the slot is empty).
@@ -535,14 +564,23 @@ func (lo *LogOutbox) Get(id string) (domain.OutboxEntry, error) {
 		return e, nil
 	}
 	data, err := lo.readLinked(s, recOutcome, f.pos)
-	if err != nil || data == nil {
+	if err != nil {
 		return e, err
 	}
-	var c outcome
-	if _, err := Decode(data, statusVersion2, &c); err != nil {
-		return e, fmt.Errorf("%s %q: outcome: %w", outboxTable, id, err)
+	if data == nil {
+		// The outcome's record is not readable: being written (its slot seen first), or lost
+		// in a power cut that kept its slot. The slot was written only once Settle had the
+		// outcome, after its record: its status stands (the boot takes it as settled too),
+		// without what the record alone held (the network's id, a failure's reason).
+		st, at := slotStatus(s)
+		e.SetStatus(st, at.Time())
+	} else {
+		var c outcome
+		if _, err := Decode(data, statusVersion2, &c); err != nil {
+			return e, fmt.Errorf("%s %q: outcome: %w", outboxTable, id, err)
+		}
+		c.apply(&e)
 	}
-	c.apply(&e)
 	rs, err := lo.receipts(f)
 	if err != nil {
 		return e, err
