@@ -219,7 +219,7 @@ func (lo *LogOutbox) queueAccept(e *domain.OutboxEntry, idemHash string) (outlog
 	caller := e.ID != ""
 	ph := e.ID
 	if !caller {
-		ph = logID(0, 0) // a placeholder of an id's length, replaced in place
+		ph = idPlaceholder // replaced in place
 	}
 	hdr := acceptHeader
 	var h *chainHead

@@ -336,6 +336,9 @@ func TestLogIDRoundTrip(t *testing.T) {
 	if _, _, ok := parseLogID(logID(outlog.At(9, 16), 1), 3); ok {
 		t.Fatal("an id of a segment not yet made decodes")
 	}
+	if logID(0, 0) != idPlaceholder {
+		t.Fatalf("placeholder %s, want %s", idPlaceholder, logID(0, 0))
+	}
 }
 
 // A receipt for a message this process settled lately takes its accept's position from memory
