@@ -124,20 +124,12 @@ type LogOutboxOptions struct {
 	segmentSize int64 // tests: smaller segments (0: logSegmentSize)
 }
 
-// LogLinger is the log's Options.Linger under SyncInterval (a round's writes cost more than
-// its wait there; under SyncBatch a round's fdatasync spaces them already).
-var LogLinger = 200 * time.Microsecond
-
 // OpenLogOutbox opens the log in dir and the outbox on it and kv.
 func OpenLogOutbox(dir string, kv KV, o LogOutboxOptions) (*LogOutbox, error) {
 	if o.segmentSize == 0 {
 		o.segmentSize = logSegmentSize
 	}
-	var linger time.Duration
-	if o.Sync == outlog.SyncInterval {
-		linger = LogLinger
-	}
-	l, _, err := outlog.Open(dir, outlog.Options{Sync: o.Sync, SegmentSize: o.segmentSize, Linger: linger})
+	l, _, err := outlog.Open(dir, outlog.Options{Sync: o.Sync, SegmentSize: o.segmentSize})
 	if err != nil {
 		return nil, err
 	}

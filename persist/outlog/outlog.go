@@ -56,13 +56,6 @@ const (
 type Options struct {
 	Sync     Sync          // "" means SyncBatch
 	Interval time.Duration // SyncInterval's period; 0 means 100 ms (persist's --fsync interval)
-	// Linger: a round of the writer starts no sooner than this after the one before (0:
-	// at once), so that the records queued meanwhile share its writes: fewer rounds, each
-	// of two pwrites (its records, then its slots) and a wake of the writer, when callers
-	// come one after another. At most this is added to an append's wait, and only while
-	// rounds come faster than this; a round that starts with a Sync waiting does not wait
-	// (one asked during the wait, and Close, wait for it: keep it short).
-	Linger time.Duration
 	// SegmentSize: a segment is closed before a record would take it past this (a record
 	// larger than it gets a segment of its own); 0 means 64 MiB, at most 1 GiB (offsets are 32
 	// bits, and a record up to MaxRecord may follow the last).
@@ -98,7 +91,6 @@ type Log struct {
 	dir      string
 	sync     Sync
 	interval time.Duration
-	linger   time.Duration
 	segSize  int64
 
 	mu     sync.Mutex
@@ -169,7 +161,7 @@ func Open(dir string, o Options) (*Log, Recovery, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, Recovery{}, err
 	}
-	l := &Log{dir: dir, sync: o.Sync, interval: o.Interval, linger: max(o.Linger, 0), segSize: o.SegmentSize,
+	l := &Log{dir: dir, sync: o.Sync, interval: o.Interval, segSize: o.SegmentSize,
 		wake: make(chan struct{}, 1), stopped: make(chan struct{}), readers: map[uint32]*os.File{}}
 	f, rec, err := l.recover()
 	if err != nil {

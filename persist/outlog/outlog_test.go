@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -512,42 +511,4 @@ func TestFailedWriteRewinds(t *testing.T) {
 		t.Fatalf("reopened: %+v", rec)
 	}
 	mustRead(t, l, p, record(3, 200))
-}
-
-// With Options.Linger, records queued while the writer waits after a round share the next
-// round: one write for all of them, though they come a few milliseconds apart (callers one
-// after another; without it each would get a round of its own). The first round, with none
-// before it, does not wait.
-func TestLingerSharesARound(t *testing.T) {
-	l, _ := open(t, t.TempDir(), Options{Sync: SyncInterval, Linger: 300 * time.Millisecond})
-	var writes atomic.Int64
-	pwrite = func(f *os.File, b []byte, off int64) (int, error) {
-		writes.Add(1)
-		return f.WriteAt(b, off)
-	}
-	t.Cleanup(func() { pwrite = (*os.File).WriteAt })
-	if _, err := l.Append(record(0, 100)); err != nil {
-		t.Fatal(err)
-	}
-	if n := writes.Load(); n != 1 {
-		t.Fatalf("%d writes for the first record", n)
-	}
-	const n = 10
-	done := make(chan error, n)
-	ps := make([]Pos, n)
-	for i := range n {
-		ps[i] = l.AppendAsync(record(i+1, 100), func(_ Pos, err error) { done <- err })
-		time.Sleep(3 * time.Millisecond) // the next caller comes later (30 ms in all: within the linger)
-	}
-	for range n {
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-	}
-	if w := writes.Load(); w != 2 {
-		t.Fatalf("%d writes for %d records queued in one linger, want 1", w-1, n)
-	}
-	for i, p := range ps {
-		mustRead(t, l, p, record(i+1, 100))
-	}
 }

@@ -259,8 +259,7 @@ func (l *Log) writer(f *os.File, fseg uint32) {
 		tick = t.C
 	}
 	var spare []*group
-	var lastRound time.Time // when the last round took its batch (Options.Linger)
-	others := slotFiles{}   // older segments slots were written into
+	others := slotFiles{} // older segments slots were written into
 	// A copy of the last bytes written to f (mirror.go), its room taken once (not grown
 	// by doubling as the first writes come).
 	tl := tail{seg: fseg, b: make([]byte, 0, tailMax)}
@@ -289,9 +288,6 @@ func (l *Log) writer(f *os.File, fseg uint32) {
 		}
 		for {
 			l.mu.Lock()
-			if l.linger > 0 {
-				l.lingerLocked(lastRound)
-			}
 			l.seal()
 			batch, syncs, slots, closing, failed := l.queue, l.syncs, l.slotq, l.closed, l.err
 			l.queue, l.syncs, l.slotq, spare = spare[:0], nil, nil, nil
@@ -314,7 +310,6 @@ func (l *Log) writer(f *os.File, fseg uint32) {
 				break
 			}
 			l.mu.Unlock()
-			lastRound = time.Now()
 			err := failed
 			var wfail *group // the group whose write failed
 			for _, g := range batch {
@@ -405,20 +400,6 @@ func (l *Log) writer(f *os.File, fseg uint32) {
 			spare = batch
 			l.mu.Unlock()
 		}
-	}
-}
-
-// lingerLocked waits, mu released meanwhile, until Options.Linger has passed since the last
-// round took its batch (last), unless there is nothing to write yet, a Sync waits, or the log
-// is closing or failed. mu held.
-func (l *Log) lingerLocked(last time.Time) {
-	if l.cur == nil && len(l.queue) == 0 && len(l.slotq) == 0 || len(l.syncs) > 0 || l.closed || l.err != nil {
-		return
-	}
-	if d := l.linger - time.Since(last); d > 0 {
-		l.mu.Unlock()
-		time.Sleep(d)
-		l.mu.Lock()
 	}
 }
 
