@@ -575,9 +575,14 @@ func (lo *LogOutbox) Get(id string) (domain.OutboxEntry, error) {
 	}
 	if data == nil {
 		// The outcome's record is not readable: being written (its slot seen first), or lost
-		// in a power cut that kept its slot. The slot was written only once Settle had the
-		// outcome, after its record: its status stands (the boot takes it as settled too),
-		// without what the record alone held (the network's id, a failure's reason).
+		// in a power cut that kept its slot. Being written, the message stands as its body
+		// says until the record is (under --fsync batch, synced: a failure or a cancellation
+		// is told only once durable; review17 L2). Lost, the slot was written only once Settle
+		// had the outcome, after its record: its status stands (the boot takes it as settled
+		// too), without what the record alone held (the network's id, a failure's reason).
+		if p := slotPos(s); p >= lo.log.Written() && p < lo.log.End() {
+			return e, nil
+		}
 		st, at := slotStatus(s)
 		e.SetStatus(st, at.Time())
 	} else {

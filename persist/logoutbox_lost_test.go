@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -98,5 +99,36 @@ func TestSlotStatusRoundTrip(t *testing.T) {
 		if got, at := slotStatus(s); got != st || at != 1234 {
 			t.Errorf("%s: read back %s at %d", st, got, at)
 		}
+	}
+}
+
+// TestLogOutboxVoidSlotOutlivesItsRecord (review17 L6): an accept answered as refused is voided
+// (a void record, then the accept's outcome slot naming it). A power cut that keeps the slot and
+// loses the void record leaves the accept with no record saying it never was: the boot's scan
+// after the checkpoint reads the slot and drops it (it was refused: sending it would deliver a
+// message its caller was told failed), and it still reads as not found.
+func TestLogOutboxVoidSlotOutlivesItsRecord(t *testing.T) {
+	dir, kv, clock := t.TempDir(), NewMemory(), &testClock{}
+	at := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
+	clock.set(at)
+	lo, _ := openLogOutbox(t, dir, kv, clock)
+	ids := acceptLog(t, lo, 2, at) // ids[1] pending throughout
+	if err := lo.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	lost := lo.log.End() // where the void record goes
+	if err := lo.void(lo.known(ids[0])); err != nil {
+		t.Fatal(err)
+	}
+	crash(t, lo)
+	if err := os.Truncate(filepath.Join(dir, segFile(lost)), int64(lost.Off())); err != nil {
+		t.Fatal(err)
+	}
+	lo, pending := openLogOutbox(t, dir, kv, clock)
+	if slices.Contains(pending, ids[0]) || !slices.Contains(pending, ids[1]) {
+		t.Fatalf("pending after the boot: %v (want %s and not %s)", pending, ids[1], ids[0])
+	}
+	if _, err := lo.Get(ids[0]); !errors.Is(err, domain.ErrRecordNotFound) {
+		t.Fatalf("Get of the voided accept: %v, want not found", err)
 	}
 }
