@@ -65,8 +65,12 @@ type LogOutbox struct {
 	recent [2]map[string]outlog.Pos
 	unmark []string // marks to delete: their messages settled
 	booted bool
-	ckptMu sync.Mutex
-	now    func() time.Time
+	// Records kept for reuse (a message's pending record and its outcome's write in flight):
+	// an allocation each a message otherwise. At most freeMax of each.
+	freePending []*logPending
+	freeSettle  []*settleCall
+	ckptMu      sync.Mutex
+	now         func() time.Time
 
 	// The users' heads of their chains (logoutbox_chain.go), and the records listings read
 	// (tests: a listing's cost).
@@ -104,6 +108,8 @@ const (
 
 	// recentMax is the ids a generation of LogOutbox.recent holds (two are kept).
 	recentMax = 1 << 16
+	// freeMax is the most records of a kind LogOutbox keeps for reuse.
+	freeMax = 1024
 
 	logPosTable  = "outlog_pos"
 	logMarkTable = "outlog_mark"
@@ -219,7 +225,7 @@ func (lo *LogOutbox) queueAccept(e *domain.OutboxEntry, idemHash string) (outlog
 	caller := e.ID != ""
 	ph := e.ID
 	if !caller {
-		ph = logID(0, 0) // a placeholder of an id's length, replaced in place
+		ph = idPlaceholder // replaced in place
 	}
 	hdr := acceptHeader
 	var h *chainHead
@@ -300,7 +306,7 @@ func (lo *LogOutbox) queueAccept(e *domain.OutboxEntry, idemHash string) (outlog
 			e.Message.ID = id
 		}
 	}
-	lo.pending[e.ID] = &logPending{pos: t.Pos, since: lo.now(), state: accepting, acc: t}
+	lo.pending[e.ID] = lo.newPending(logPending{pos: t.Pos, since: lo.now(), state: accepting, acc: t})
 	lo.mu.Unlock()
 	unlock()
 	return t, false, nil
@@ -348,7 +354,7 @@ func (lo *LogOutbox) finishAccept(ctx context.Context, es []*domain.OutboxEntry,
 			p.acc = outlog.Ticket{}
 			switch {
 			case voided[i]:
-				delete(lo.pending, e.ID)
+				lo.dropPending(e.ID, p)
 			case err != nil:
 				p.state, p.since = doubtful, lo.now()
 			default:
@@ -459,11 +465,40 @@ func slotPayload(k byte, st domain.MessageStatus, ms domain.Millis, p outlog.Pos
 }
 
 // fillSlot writes slotPayload's bytes into b (outlog.SlotPayload bytes, zeros): in place, for
-// AppendSlotted.
+// AppendSlotted. A slot is its record's kind, its status's rank (+2), a flag telling a
+// cancellation from a failure (they share a rank; a slot written before the flag reads as
+// failed), the status's time and the record's position.
 func fillSlot(b []byte, k byte, st domain.MessageStatus, ms domain.Millis, p outlog.Pos) {
 	b[0], b[1] = k, byte(domain.StatusRank(st)+2)
+	if st == domain.MsgCancelled {
+		b[2] = slotCancelled
+	}
 	binary.LittleEndian.PutUint64(b[4:12], uint64(ms))
 	binary.LittleEndian.PutUint64(b[12:20], uint64(p))
+}
+
+// slotCancelled: the slot's status is a cancellation (a failure's rank).
+const slotCancelled = 1
+
+// slotStatus is the status and time a slot carries (fillSlot).
+func slotStatus(s []byte) (domain.MessageStatus, domain.Millis) {
+	at := domain.Millis(binary.LittleEndian.Uint64(s[4:12]))
+	switch int(s[1]) - 2 {
+	case -1:
+		return domain.MsgScheduled, at
+	case 0:
+		return domain.MsgQueued, at
+	case 1:
+		return domain.MsgSent, at
+	case 2:
+		return domain.MsgDelivered, at
+	case 3:
+		return domain.MsgRead, at
+	}
+	if s[2] == slotCancelled {
+		return domain.MsgCancelled, at
+	}
+	return domain.MsgFailed, at
 }
 
 // slotPos is the position of the record a slot names (0: the slot is empty).
@@ -535,14 +570,28 @@ func (lo *LogOutbox) Get(id string) (domain.OutboxEntry, error) {
 		return e, nil
 	}
 	data, err := lo.readLinked(s, recOutcome, f.pos)
-	if err != nil || data == nil {
+	if err != nil {
 		return e, err
 	}
-	var c outcome
-	if _, err := Decode(data, statusVersion2, &c); err != nil {
-		return e, fmt.Errorf("%s %q: outcome: %w", outboxTable, id, err)
+	if data == nil {
+		// The outcome's record is not readable: being written (its slot seen first), or lost
+		// in a power cut that kept its slot. Being written, the message stands as its body
+		// says until the record is (under --fsync batch, synced: a failure or a cancellation
+		// is told only once durable; review17 L2). Lost, the slot was written only once Settle
+		// had the outcome, after its record: its status stands (the boot takes it as settled
+		// too), without what the record alone held (the network's id, a failure's reason).
+		if p := slotPos(s); p >= lo.log.Written() && p < lo.log.End() {
+			return e, nil
+		}
+		st, at := slotStatus(s)
+		e.SetStatus(st, at.Time())
+	} else {
+		var c outcome
+		if _, err := Decode(data, statusVersion2, &c); err != nil {
+			return e, fmt.Errorf("%s %q: outcome: %w", outboxTable, id, err)
+		}
+		c.apply(&e)
 	}
-	c.apply(&e)
 	rs, err := lo.receipts(f)
 	if err != nil {
 		return e, err
@@ -622,40 +671,26 @@ func (lo *LogOutbox) IdemOf(messageID string) (domain.IdemRecord, error) {
 // Settle records a network outcome in the background: its record, then its accept's slot 0 in
 // the same round of the log's writer (AppendSlotted); done is called once both are written (the message then leaves pending).
 func (lo *LogOutbox) Settle(e domain.OutboxEntry, done func(error)) {
-	// What the callbacks need, taken out of e: closures over e itself would move the whole
-	// entry to the heap, an allocation a message.
-	id, st, at := e.ID, e.Status, e.UpdatedAt
+	// What the answer needs, taken out of e into a record kept for reuse (settleCall): a
+	// closure over e would move the whole entry to the heap, and any closure is an allocation
+	// a message.
+	st, at := e.Status, e.UpdatedAt
 	lo.mu.Lock()
 	var apos outlog.Pos
-	if p := lo.pending[id]; p != nil {
+	if p := lo.pending[e.ID]; p != nil {
 		apos = p.pos
 		if p.state != settling {
 			p.state = settling
 		}
 	}
+	c := lo.newSettle()
 	lo.mu.Unlock()
+	c.lo, c.id, c.done = lo, e.ID, done
 	lo.queued.add(1)
-	finish := func(_ outlog.Pos, err error) {
-		lo.mu.Lock()
-		if p := lo.pending[id]; p != nil && p.state == settling {
-			if err == nil {
-				if p.mark != unmarked {
-					lo.unmark = append(lo.unmark, id)
-				}
-				delete(lo.pending, id)
-				lo.remember(id, p.pos)
-			} else {
-				p.state = waiting
-			}
-		}
-		lo.mu.Unlock()
-		done(err)
-		lo.queued.add(-1)
-	}
 	if apos == 0 {
-		f, err := lo.resolve(id)
+		f, err := lo.resolve(e.ID)
 		if err != nil {
-			finish(0, err)
+			c.finish(0, err)
 			return
 		}
 		apos = f.pos
@@ -667,7 +702,73 @@ func (lo *LogOutbox) Settle(e domain.OutboxEntry, done func(error)) {
 	rec = appendOutcome(rec, &e)
 	lo.log.AppendSlotted(rec, apos, slotOutcome, func(op outlog.Pos, dst []byte) {
 		fillSlot(dst, recOutcome, st, at, op)
-	}, finish)
+	}, c.fn)
+}
+
+// settleCall is an outcome's write in flight: the message and the caller's done, with finish
+// bound once as fn (LogOutbox keeps these for reuse).
+type settleCall struct {
+	lo   *LogOutbox
+	id   string
+	done func(error)
+	fn   func(outlog.Pos, error)
+}
+
+// finish answers the outcome's write: the message leaves pending once it is written.
+func (c *settleCall) finish(_ outlog.Pos, err error) {
+	lo, id, done := c.lo, c.id, c.done
+	c.lo, c.id, c.done = nil, "", nil
+	lo.mu.Lock()
+	if p := lo.pending[id]; p != nil && p.state == settling {
+		if err == nil {
+			if p.mark != unmarked {
+				lo.unmark = append(lo.unmark, id)
+			}
+			lo.remember(id, p.pos)
+			lo.dropPending(id, p)
+		} else {
+			p.state = waiting
+		}
+	}
+	if len(lo.freeSettle) < freeMax {
+		lo.freeSettle = append(lo.freeSettle, c)
+	}
+	lo.mu.Unlock()
+	done(err)
+	lo.queued.add(-1)
+}
+
+// newSettle is a settleCall, reused when one is kept. mu held.
+func (lo *LogOutbox) newSettle() *settleCall {
+	if k := len(lo.freeSettle); k > 0 {
+		c := lo.freeSettle[k-1]
+		lo.freeSettle = lo.freeSettle[:k-1]
+		return c
+	}
+	c := &settleCall{}
+	c.fn = c.finish
+	return c
+}
+
+// newPending is a pending record holding v, reused when one is kept. mu held.
+func (lo *LogOutbox) newPending(v logPending) *logPending {
+	if k := len(lo.freePending); k > 0 {
+		p := lo.freePending[k-1]
+		lo.freePending = lo.freePending[:k-1]
+		*p = v
+		return p
+	}
+	return &v
+}
+
+// dropPending removes message id's pending record p and keeps it for reuse: nothing holds it
+// outside mu. mu held.
+func (lo *LogOutbox) dropPending(id string, p *logPending) {
+	delete(lo.pending, id)
+	if len(lo.freePending) < freeMax {
+		*p = logPending{}
+		lo.freePending = append(lo.freePending, p)
+	}
 }
 
 // remember keeps a settled message's accept position for the receipts that follow. mu held.
@@ -714,10 +815,13 @@ func receiptSlot(st domain.MessageStatus) int {
 // round of the log's writer.
 func (lo *LogOutbox) Receipt(id string, c domain.StatusChange, done func(error)) {
 	lo.queued.add(1)
-	finish := func(_ outlog.Pos, err error) {
-		done(err)
-		lo.queued.add(-1)
+	rc, _ := receiptCalls.Get().(*receiptCall) // no closure a receipt
+	if rc == nil {
+		rc = &receiptCall{}
+		rc.fn = rc.finish
 	}
+	rc.lo, rc.done = lo, done
+	finish := rc.fn
 	apos := lo.known(id)
 	if apos == 0 {
 		f, err := lo.resolve(id)
@@ -737,6 +841,24 @@ func (lo *LogOutbox) Receipt(id string, c domain.StatusChange, done func(error))
 	lo.log.AppendSlotted(rec, apos, receiptSlot(c.Status), func(rp outlog.Pos, dst []byte) {
 		fillSlot(dst, recReceipt, c.Status, c.At, rp)
 	}, finish)
+}
+
+// receiptCall is a receipt's write in flight: the caller's done, with finish bound once as fn,
+// pooled.
+type receiptCall struct {
+	lo   *LogOutbox
+	done func(error)
+	fn   func(outlog.Pos, error)
+}
+
+var receiptCalls sync.Pool
+
+func (c *receiptCall) finish(_ outlog.Pos, err error) {
+	lo, done := c.lo, c.done
+	c.lo, c.done = nil, nil
+	receiptCalls.Put(c)
+	done(err)
+	lo.queued.add(-1)
 }
 
 // appendReceipt appends a receipt's record body (version 1: the domain.StatusChange's JSON, as

@@ -159,6 +159,23 @@ func (lo *LogOutbox) Pending() ([]domain.OutboxEntry, error) {
 	}
 	cands := make([]*logCand, 0, len(byPos))
 	for _, c := range byPos {
+		if !c.marked {
+			// Its outcome slot, as the marks' loop reads it: an outcome record lost in a
+			// power cut may have left its slot (Get answers the slot's status), and a void
+			// record its slot likewise.
+			settled, err := lo.slotSettled(c.pos)
+			if err != nil {
+				return nil, err
+			}
+			if settled == recVoid {
+				for i := c.ops; i < c.opsEnd; i++ {
+					ops[i] = Op{}
+				}
+			}
+			if settled != 0 {
+				continue
+			}
+		}
 		cands = append(cands, c)
 	}
 	slices.SortFunc(cands, func(a, b *logCand) int { return cmpPos(a.pos, b.pos) })
@@ -189,6 +206,21 @@ func (lo *LogOutbox) Pending() ([]domain.OutboxEntry, error) {
 		ops = ops[n:]
 	}
 	return out, lo.Checkpoint()
+}
+
+// slotSettled is the kind of record the outcome slot of the accept at p names (recOutcome:
+// settled; recVoid: answered as refused), 0 while it is empty. The slot alone decides: it is
+// written once its record is, and under --fsync interval a power cut can keep the slot and
+// lose the record (readLinked).
+func (lo *LogOutbox) slotSettled(p outlog.Pos) (byte, error) {
+	_, slots, err := lo.log.ReadSlots(p)
+	if err != nil {
+		return 0, fmt.Errorf("%s at %v: %w", outboxTable, p, err)
+	}
+	if len(slots) != acceptSlots || slots[slotOutcome] == nil {
+		return 0, nil
+	}
+	return slots[slotOutcome][0], nil
 }
 
 func cmpPos(a, b outlog.Pos) int {

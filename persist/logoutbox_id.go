@@ -21,6 +21,10 @@ const (
 	logSegmentSize = 1 << idOffBits
 )
 
+// idPlaceholder is logID(0, 0): an id's length in a new accept's record until its position,
+// and so its id, is known (a constant: no string made an accept).
+const idPlaceholder = "3EB000000000000000000000"
+
 // logID is the id of the accept at p with random bits rnd.
 func logID(p outlog.Pos, rnd uint32) string {
 	v := uint64(p.Seg()&(1<<idSegBits-1))<<idOffBits | uint64(p.Off()&(1<<idOffBits-1))

@@ -336,6 +336,9 @@ func TestLogIDRoundTrip(t *testing.T) {
 	if _, _, ok := parseLogID(logID(outlog.At(9, 16), 1), 3); ok {
 		t.Fatal("an id of a segment not yet made decodes")
 	}
+	if logID(0, 0) != idPlaceholder {
+		t.Fatalf("placeholder %s, want %s", idPlaceholder, logID(0, 0))
+	}
 }
 
 // A receipt for a message this process settled lately takes its accept's position from memory
@@ -495,7 +498,7 @@ func TestLogOutboxSlotBeforeItsRecord(t *testing.T) {
 	apos := lo.known(id)
 	ahead := outlog.At(apos.Seg(), apos.Off()+1<<20) // past what is written
 	writeSlotsNaming(t, lo, apos, ahead, at)
-	e := wantStatus(t, lo, id, domain.MsgQueued)
+	e := wantStatus(t, lo, id, domain.MsgSent) // the outcome slot's own status: its record is being written
 	if e.SessionID != "s1" {
 		t.Fatalf("body: %+v", e)
 	}
@@ -507,7 +510,8 @@ func TestLogOutboxSlotBeforeItsRecord(t *testing.T) {
 // TestLogOutboxSlotNamesAnotherRecord: under --fsync interval a power cut can keep a slot (an
 // older page) and lose the record it names (a newer page); the next record after the cut then
 // takes that position. The slot names a record that is not its own: it reads as empty, like a
-// record not readable, and neither a read nor the next boot fails on it.
+// record not readable, and neither a read nor the next boot fails on it. An outcome slot's
+// own status stands (TestLogOutboxOutcomeSlotOutlivesItsRecord).
 func TestLogOutboxSlotNamesAnotherRecord(t *testing.T) {
 	dir, kv, clock := t.TempDir(), NewMemory(), &testClock{}
 	at := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
@@ -516,7 +520,7 @@ func TestLogOutboxSlotNamesAnotherRecord(t *testing.T) {
 	ids := acceptLog(t, lo, 2, at)
 	apos, other := lo.known(ids[0]), lo.known(ids[1]) // other: an accept, not this one's record
 	writeSlotsNaming(t, lo, apos, other, at)
-	if e := wantStatus(t, lo, ids[0], domain.MsgQueued); e.SessionID != "s1" {
+	if e := wantStatus(t, lo, ids[0], domain.MsgSent); e.SessionID != "s1" {
 		t.Fatalf("body: %+v", e)
 	}
 	if rs, err := lo.Receipts(ids[0]); err != nil || len(rs) != 0 {
@@ -524,8 +528,8 @@ func TestLogOutboxSlotNamesAnotherRecord(t *testing.T) {
 	}
 	crash(t, lo)
 	lo, pending := openLogOutbox(t, dir, kv, clock) // the boot reads the requeue slot
-	if !slices.Contains(pending, ids[1]) {
+	if !slices.Contains(pending, ids[1]) || slices.Contains(pending, ids[0]) {
 		t.Fatalf("pending after the boot: %v", pending)
 	}
-	wantStatus(t, lo, ids[0], domain.MsgQueued)
+	wantStatus(t, lo, ids[0], domain.MsgSent)
 }
