@@ -10,6 +10,24 @@ import (
 	"github.com/gateway/gateway/persist/outlog"
 )
 
+// checkRecounted fails t unless the recount got recounted exactly the users of want, each to
+// its count in period, read at at, with as many send times as its Recent.
+func checkRecounted(t *testing.T, got map[string]domain.AccountRecount, want map[string]int64, period string, at int64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("recounted %d users (%+v), want %d", len(got), got, len(want))
+	}
+	for uid, sent := range want {
+		r := got[uid]
+		if r.Allowance.Sent != sent || r.Allowance.Period != period || r.Allowance.Mark < sent || r.Allowance.At != at {
+			t.Fatalf("%s: %+v, want %d sent, read at %d", uid, r.Allowance, sent, at)
+		}
+		if int64(len(r.Sent)) != r.Allowance.Recent {
+			t.Fatalf("%s: %d send times, Recent %d", uid, len(r.Sent), r.Allowance.Recent)
+		}
+	}
+}
+
 // recountSend accepts a message of uid's on lo and writes its outcome: status at at (sent:
 // with its send time at; failedLate: sent at at, then failed a second later, its send time
 // kept, as a second outcome record).
@@ -83,19 +101,7 @@ func TestLogRecount(t *testing.T) {
 		t.Fatal(err)
 	}
 	// u1: 7 + 6 sent from Since (10, 12, 15, 21, 22, 26 s) - the 3 the snapshot counts.
-	want := map[string]int64{"u1": 10, "u2": 4, "u3": 1}
-	if len(got) != len(want) {
-		t.Fatalf("recounted %d users (%+v), want %d", len(got), got, len(want))
-	}
-	for uid, sent := range want {
-		r := got[uid]
-		if r.Allowance.Sent != sent || r.Allowance.Period != "2026-11" || r.Allowance.Mark < sent || r.Allowance.At != ms(26*time.Second) {
-			t.Fatalf("%s: %+v, want %d sent, read at 26 s", uid, r.Allowance, sent)
-		}
-		if int64(len(r.Sent)) != r.Allowance.Recent {
-			t.Fatalf("%s: %d send times, Recent %d", uid, len(r.Sent), r.Allowance.Recent)
-		}
-	}
+	checkRecounted(t, got, map[string]int64{"u1": 10, "u2": 4, "u3": 1}, "2026-11", ms(26*time.Second))
 	slices.Sort(got["u1"].Sent)
 	var w []domain.Millis
 	for _, s := range []time.Duration{10, 12, 15, 21, 22, 26} {
