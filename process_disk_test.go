@@ -15,7 +15,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -187,12 +186,7 @@ func TestKill9CostsASmallMonthLittle(t *testing.T) {
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)
 
-	var (
-		mu       sync.Mutex
-		tried    []string
-		answered int
-	)
-	next := 0
+	load := &killedSends{prefix: "1555880"}
 	for kill := range 20 {
 		if kill > 0 {
 			p = startProc(t, data, args...)
@@ -201,53 +195,12 @@ func TestKill9CostsASmallMonthLittle(t *testing.T) {
 		}
 		// A sender sends as fast as it can; the process is killed once it has 3 + kill%5
 		// answers, with requests in flight.
-		var ok atomic.Int64
-		var wg sync.WaitGroup
-		done := make(chan struct{})
-		client := &http.Client{Timeout: 5 * time.Second}
-		wg.Go(func() {
-			for {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				mu.Lock()
-				to := fmt.Sprintf("1555880%04d", next)
-				next++
-				tried = append(tried, to)
-				mu.Unlock()
-				req, _ := http.NewRequest("POST", p.url+"/api/v1/messages/send", strings.NewReader(`{"phone":"`+to+`","message":"hi"}`))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("x-api-key", s.key)
-				res, err := client.Do(req)
-				if err != nil {
-					return // killed
-				}
-				res.Body.Close()
-				if res.StatusCode == 200 {
-					ok.Add(1)
-				}
-			}
-		})
-		eventually(t, 20*time.Second, "sends answered", func() bool { return ok.Load() >= int64(3+kill%5) })
-		p.kill9(t)
-		close(done)
-		wg.Wait()
-		answered += int(ok.Load())
+		load.untilKilled(t, p, s.key, 1, int64(3+kill%5))
 	}
 	p = startProc(t, data, args...)
 	tg = p.gw(t, data)
 	tg.waitStatus(s.tok, "CONNECTED")
-	eventually(t, 30*time.Second, "the outbox drained", func() bool { return tg.metric("gateway_outbox_pending") == 0 })
-	delivered := 0
-	for _, to := range tried {
-		n := len(tg.simMessages(to))
-		if n > 1 {
-			t.Fatalf("%s got %d messages", to, n)
-		}
-		delivered += n
-	}
+	delivered, answered := load.delivered(t, tg), load.answered
 	a := tg.account(s.key)
 	used := 500 - int(a["remaining_month"].(float64))
 	lost := used - delivered

@@ -11,8 +11,9 @@ import (
 )
 
 // AccountRecounter counts, at boot, the messages a kill -9 left out of the account snapshots
-// (persist.Accounts.Recount on a store with a time index, the outbox beside it): per user, the
-// snapshot as it should be, and the send times of the messages of its window it counts.
+// (persist.Accounts.Recount on a store with a time index, the outbox beside it; on a lone
+// gateway's log outbox, persist.LogRecount): per user, the snapshot as it should be, and the
+// send times of the messages of its window it counts.
 type AccountRecounter interface {
 	Recount(now time.Time, margin time.Duration) (map[string]domain.AccountRecount, error)
 }

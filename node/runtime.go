@@ -43,8 +43,11 @@ var (
 	_ engine.CloudTemplateStore = persist.CloudTemplates{}
 )
 
-// The allowances' recount at boot (--store nats) is persist's.
-var _ engine.AccountRecounter = persist.Accounts{}
+// The allowances' recount at boot (--store nats; the log outbox of a lone gateway) is persist's.
+var (
+	_ engine.AccountRecounter = persist.Accounts{}
+	_ engine.AccountRecounter = persist.LogRecount{}
+)
 
 // shared is what every runtime of a node shares.
 type shared struct {
@@ -159,6 +162,10 @@ func newRuntime(ctx context.Context, sh shared, o runtimeOptions) (_ *runtime, e
 		if rt.outbox != nil {
 			ers.Outbox = rt.outbox
 			rt.outbox.SetOlder(older)
+			// The log is in time order: a boot counts from its last records what a kill -9
+			// left out of the allowances, so their count is written seldom here too. (On
+			// --outbox badger, every 20 ms: its outcomes have no time order to start from.)
+			ers.Recount = persist.LogRecount{Accounts: recs.Accounts, Outbox: rt.outbox}
 		} else if older != nil {
 			recs.Outbox.SetOlder(older)
 		}

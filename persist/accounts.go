@@ -58,7 +58,7 @@ const RecountSkew = 10 * time.Second
 // written behind, so a message counted in memory since its user's last snapshot is in no
 // snapshot, though its sent outcome is durable in the outbox (a message is counted only once
 // its outcome is durable). Run at boot, before any account is loaded or any message sent; for
-// the outbox on this store (Outbox, not LogOutbox). It returns, per user whose snapshot misses
+// the outbox on this store (Outbox; the log outbox's is LogRecount, the same count). It returns, per user whose snapshot misses
 // messages, the snapshot as it should be this month (now's), stamped as read when the dead
 // process was last known alive (not now: a boot that wrote only some of them recounts the
 // same), and the send times it now counts; the caller writes those snapshots before anything
@@ -80,33 +80,9 @@ const RecountSkew = 10 * time.Second
 // process (it counted by its own clock, after the outcome; the recount goes by send time),
 // nor one whose send took longer than recentWindow to become durable and counted.
 func (a Accounts) Recount(now time.Time, margin time.Duration) (map[string]domain.AccountRecount, error) {
-	snaps := map[string]domain.Allowance{}
-	var newest int64
-	if err := a.t.Scan("", func(id string, s domain.Allowance) error {
-		s.UserID = id
-		snaps[id] = s
-		newest = max(newest, s.At)
-		return nil
-	}); err != nil {
+	w, err := a.recountWindow(margin)
+	if err != nil || w == nil {
 		return nil, err
-	}
-	if newest == 0 {
-		return nil, nil // no snapshot says when it was read (none, or written by an older release)
-	}
-	bound := newest - margin.Milliseconds()
-	from := bound
-	for _, s := range snaps {
-		if s.At >= bound && s.Since > 0 {
-			from = min(from, s.Since)
-		}
-	}
-	// threshold is the send time from which a user's messages are left out of its snapshot,
-	// and how many of those the snapshot counts.
-	threshold := func(uid string) (int64, int64) {
-		if s, ok := snaps[uid]; ok && s.At >= bound && s.Since > 0 {
-			return s.Since, s.Recent
-		}
-		return bound, 0
 	}
 	type sent struct {
 		id, pos string
@@ -120,24 +96,20 @@ func (a Accounts) Recount(now time.Time, margin time.Duration) (map[string]domai
 		if v, err := Decode(value, statusVersion2, &c); err != nil || v != statusVersion2 {
 			return nil // not an outcome of this layout: written before any snapshot with At
 		}
-		// Counted once sent (the send time set with its sent outcome), whatever came after:
-		// a late failure (the network's, after the send) rewrites the record failed with its
-		// send time kept, and the message stays counted (the snapshot's Recent holds it).
-		if c.SentAt == 0 || c.Pos == "" || c.Status == domain.MsgCancelled {
+		if !c.counts() {
 			return nil
 		}
 		uid, ok := posUser(c.Pos)
 		if !ok {
 			return nil
 		}
-		if thr, _ := threshold(uid); int64(c.SentAt) >= thr {
+		if thr, _ := w.threshold(uid); int64(c.SentAt) >= thr {
 			cands = append(cands, sent{id: string(key[len(prefix):]), pos: c.Pos, at: c.SentAt})
 		}
 		return nil
 	}
-	var err error
 	if ss, ok := kv.(sinceScanner); ok {
-		err = ss.ScanSince(prefix, time.UnixMilli(from).Add(-RecountSkew), visit)
+		err = ss.ScanSince(prefix, time.UnixMilli(w.from).Add(-RecountSkew), visit)
 	} else {
 		err = kv.Scan(prefix, visit)
 	}
@@ -152,18 +124,10 @@ func (a Accounts) Recount(now time.Time, margin time.Duration) (map[string]domai
 	if err != nil {
 		return nil, err
 	}
-	y, m, _ := now.UTC().Date()
-	monthStart := time.Date(y, m, 1, 0, 0, 0, 0, time.UTC)
-	period, startMs := monthStart.Format("2006-01"), monthStart.UnixMilli()
-	// read: when the dead process was last known alive, by its own clock: the newest
-	// snapshot's At, or a send time after it. Every message a recounted snapshot counts was
-	// sent by then, and none since (this process sends once they are written).
-	read := newest
-	for _, c := range cands {
-		read = max(read, int64(c.at))
-	}
+	read := w.newest
 	byUser := map[string][]domain.Millis{}
 	for i, c := range cands {
+		read = max(read, int64(c.at))
 		if bodies[i] == nil {
 			continue
 		}
@@ -173,13 +137,75 @@ func (a Accounts) Recount(now time.Time, margin time.Duration) (map[string]domai
 		}
 		byUser[e.UserID] = append(byUser[e.UserID], c.at)
 	}
+	return w.recounted(now, read, byUser), nil
+}
+
+// counts tells whether an outcome counts its message: counted once sent (the send time set
+// with its sent outcome), whatever came after: a late failure (the network's, after the send)
+// rewrites the record failed with its send time kept, and the message stays counted (the
+// snapshot's Recent holds it). A cancelled message is not.
+func (c *outcome) counts() bool {
+	return c.SentAt != 0 && c.Pos != "" && c.Status != domain.MsgCancelled
+}
+
+// recountWindow is what a recount reads of the snapshots (Accounts.Recount): each user's, the
+// newest one's At, the bound (that less the margin) and from, the earliest send time a
+// message left out of a snapshot can have.
+type recountWindow struct {
+	snaps               map[string]domain.Allowance
+	newest, bound, from int64
+}
+
+// recountWindow reads the snapshots: nil when none says when it was read (none, or written
+// by an older release).
+func (a Accounts) recountWindow(margin time.Duration) (*recountWindow, error) {
+	w := &recountWindow{snaps: map[string]domain.Allowance{}}
+	if err := a.t.Scan("", func(id string, s domain.Allowance) error {
+		s.UserID = id
+		w.snaps[id] = s
+		w.newest = max(w.newest, s.At)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if w.newest == 0 {
+		return nil, nil
+	}
+	w.bound = w.newest - margin.Milliseconds()
+	w.from = w.bound
+	for _, s := range w.snaps {
+		if s.At >= w.bound && s.Since > 0 {
+			w.from = min(w.from, s.Since)
+		}
+	}
+	return w, nil
+}
+
+// threshold is the send time from which a user's messages are left out of its snapshot, and
+// how many of those the snapshot counts.
+func (w *recountWindow) threshold(uid string) (int64, int64) {
+	if s, ok := w.snaps[uid]; ok && s.At >= w.bound && s.Since > 0 {
+		return s.Since, s.Recent
+	}
+	return w.bound, 0
+}
+
+// recounted is the recount's answer from the send times of each user's charged messages sent
+// from its threshold on. read: when the dead process was last known alive, by its own clock:
+// the newest snapshot's At, or a send time after it (of any message the recount read). Every
+// message a recounted snapshot counts was sent by then, and none since (this process sends
+// once they are written).
+func (w *recountWindow) recounted(now time.Time, read int64, byUser map[string][]domain.Millis) map[string]domain.AccountRecount {
+	y, m, _ := now.UTC().Date()
+	monthStart := time.Date(y, m, 1, 0, 0, 0, 0, time.UTC)
+	period, startMs := monthStart.Format("2006-01"), monthStart.UnixMilli()
 	out := map[string]domain.AccountRecount{}
 	for uid, ats := range byUser {
-		s, ok := snaps[uid]
+		s, ok := w.snaps[uid]
 		if !ok {
 			s = domain.Allowance{UserID: uid}
 		}
-		thr, recent := threshold(uid)
+		thr, recent := w.threshold(uid)
 		kept := ats[:0] // this month's (a snapshot's Since is within its month)
 		for _, at := range ats {
 			if int64(at) >= startMs {
@@ -209,7 +235,7 @@ func (a Accounts) Recount(now time.Time, margin time.Duration) (map[string]domai
 		s.Mark = max(s.Mark, s.Sent)
 		out[uid] = domain.AccountRecount{Allowance: s, Sent: ats}
 	}
-	return out, nil
+	return out
 }
 
 // posUser is the user of an outcome's pos (posOf: the path-escaped uid, "/", 13 digits).

@@ -60,18 +60,7 @@ func TestAccountsRecount(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]int64{"u1": 9, "u2": 4, "u3": 1}
-	if len(got) != len(want) {
-		t.Fatalf("recounted %d users (%+v), want %d", len(got), got, len(want))
-	}
-	for uid, sent := range want {
-		r := got[uid]
-		if r.Allowance.Sent != sent || r.Allowance.Period != "2026-11" || r.Allowance.Mark < sent || r.Allowance.At != ms(23*time.Second) {
-			t.Fatalf("%s: %+v, want %d sent", uid, r.Allowance, sent)
-		}
-		if int64(len(r.Sent)) != r.Allowance.Recent {
-			t.Fatalf("%s: %d send times, Recent %d", uid, len(r.Sent), r.Allowance.Recent)
-		}
-	}
+	checkRecounted(t, got, want, "2026-11", ms(23*time.Second))
 	slices.Sort(got["u1"].Sent)
 	if w := []domain.Millis{domain.Millis(ms(12 * time.Second)), domain.Millis(ms(15 * time.Second)), domain.Millis(ms(21 * time.Second)), domain.Millis(ms(22 * time.Second))}; !slices.Equal(got["u1"].Sent, w) || got["u1"].Allowance.Since != ms(10*time.Second) {
 		t.Fatalf("u1's window: %v since %d, want %v since %d", got["u1"].Sent, got["u1"].Allowance.Since, w, ms(10*time.Second))

@@ -1,0 +1,159 @@
+package persist
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/persist/outlog"
+)
+
+// checkRecounted fails t unless the recount got recounted exactly the users of want, each to
+// its count in period, read at at, with as many send times as its Recent.
+func checkRecounted(t *testing.T, got map[string]domain.AccountRecount, want map[string]int64, period string, at int64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("recounted %d users (%+v), want %d", len(got), got, len(want))
+	}
+	for uid, sent := range want {
+		r := got[uid]
+		if r.Allowance.Sent != sent || r.Allowance.Period != period || r.Allowance.Mark < sent || r.Allowance.At != at {
+			t.Fatalf("%s: %+v, want %d sent, read at %d", uid, r.Allowance, sent, at)
+		}
+		if int64(len(r.Sent)) != r.Allowance.Recent {
+			t.Fatalf("%s: %d send times, Recent %d", uid, len(r.Sent), r.Allowance.Recent)
+		}
+	}
+}
+
+// recountSend accepts a message of uid's on lo and writes its outcome: status at at (sent:
+// with its send time at; failedLate: sent at at, then failed a second later, its send time
+// kept, as a second outcome record).
+func recountSend(t *testing.T, lo *LogOutbox, uid string, kind domain.Kind, status domain.MessageStatus, at time.Time, failedLate bool) {
+	t.Helper()
+	e := logQueued("", at.Add(-time.Minute))
+	e.UserID, e.Message.Kind = uid, kind
+	if err := lo.Accept(context.Background(), &e, ""); err != nil {
+		t.Fatal(err)
+	}
+	settle := func(e domain.OutboxEntry) {
+		ch := make(chan error, 1)
+		lo.Settle(e, func(err error) { ch <- err })
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if status == domain.MsgSent {
+		e.SentAt = domain.MillisOf(at)
+	}
+	e.SetStatus(status, at)
+	settle(e)
+	if failedLate {
+		e.SetStatus(domain.MsgFailed, at.Add(time.Second))
+		settle(e)
+	}
+}
+
+// The recount on the log outbox counts what the Badger outbox's does (TestAccountsRecount):
+// per user, the charged messages sent from its snapshot's Since on (one sent exactly at Since
+// included, one a millisecond before not) less the snapshot's Recent; for a snapshot older
+// than the margin, those sent from the newest snapshot's At less the margin; for a user with
+// no snapshot, all of those. An edit is not charged, a failure or a cancellation not counted,
+// and a message sent then failed late (two outcome records) counted once.
+func TestLogRecount(t *testing.T) {
+	kv := NewMemory()
+	t0 := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	clock := &testClock{}
+	clock.set(t0.Add(time.Minute))
+	lo, _ := openLogOutbox(t, t.TempDir(), kv, clock)
+	a := NewAccounts(kv)
+	ms := func(d time.Duration) int64 { return t0.Add(d).UnixMilli() }
+	for _, s := range []domain.Allowance{
+		{UserID: "u1", Period: "2026-11", Sent: 7, Mark: 20, At: ms(20 * time.Second), Since: ms(10 * time.Second), Recent: 3},
+		{UserID: "u2", Period: "2026-11", Sent: 3, Mark: 3, At: ms(-5 * time.Minute), Since: ms(-5*time.Minute - 10*time.Second)},
+	} {
+		if err := a.PutAccount(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send := func(uid string, after time.Duration, kind domain.Kind, status domain.MessageStatus) {
+		recountSend(t, lo, uid, kind, status, t0.Add(after), false)
+	}
+	send("u2", -time.Minute, domain.KindText, domain.MsgSent)                    // before the margin: in its snapshot
+	send("u1", 5*time.Second, domain.KindText, domain.MsgSent)                   // before Since: in the snapshot
+	send("u1", 10*time.Second-time.Millisecond, domain.KindText, domain.MsgSent) // likewise
+	send("u1", 10*time.Second, domain.KindText, domain.MsgSent)                  // at Since: one of the three it counts
+	send("u1", 12*time.Second, domain.KindText, domain.MsgSent)
+	send("u1", 15*time.Second, domain.KindText, domain.MsgSent)
+	send("u2", time.Second, domain.KindText, domain.MsgSent)
+	send("u3", 3*time.Second, domain.KindText, domain.MsgSent)
+	send("u1", 21*time.Second, domain.KindText, domain.MsgSent) // left out
+	send("u1", 22*time.Second, domain.KindImage, domain.MsgSent)
+	send("u1", 23*time.Second, domain.KindEdit, domain.MsgSent) // not charged
+	send("u1", 24*time.Second, domain.KindText, domain.MsgFailed)
+	send("u1", 25*time.Second, domain.KindText, domain.MsgCancelled)
+	recountSend(t, lo, "u1", domain.KindText, domain.MsgSent, t0.Add(26*time.Second), true) // counted once
+
+	got, err := LogRecount{Accounts: a, Outbox: lo}.Recount(t0.Add(30*time.Second), 40*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// u1: 7 + 6 sent from Since (10, 12, 15, 21, 22, 26 s) - the 3 the snapshot counts.
+	checkRecounted(t, got, map[string]int64{"u1": 10, "u2": 4, "u3": 1}, "2026-11", ms(26*time.Second))
+	slices.Sort(got["u1"].Sent)
+	var w []domain.Millis
+	for _, s := range []time.Duration{10, 12, 15, 21, 22, 26} {
+		w = append(w, domain.Millis(ms(s*time.Second)))
+	}
+	if !slices.Equal(got["u1"].Sent, w) || got["u1"].Allowance.Since != ms(10*time.Second) {
+		t.Fatalf("u1: send times %v since %d, want %v since %d", got["u1"].Sent, got["u1"].Allowance.Since, w, ms(10*time.Second))
+	}
+}
+
+// On a log of many segments the recount reads from the segment holding the window's start,
+// not from the oldest, and counts the same as a read of the whole log.
+func TestLogRecountReadsFromTheWindow(t *testing.T) {
+	kv := NewMemory()
+	t0 := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	clock := &testClock{}
+	clock.set(t0)
+	lo := openChainOutbox(t, t.TempDir(), kv, clock, outlog.SyncInterval, 32<<10)
+	a := NewAccounts(kv)
+	// An hour of messages, one every 2 s, then the snapshot read at the last one's time.
+	n := 1800
+	for i := range n {
+		recountSend(t, lo, "u1", domain.KindText, domain.MsgSent, t0.Add(time.Duration(2*i)*time.Second), false)
+	}
+	end := t0.Add(time.Duration(2*(n-1)) * time.Second)
+	// The snapshot counts every message sent before 20 s before its read, and two after.
+	snap := domain.Allowance{UserID: "u1", Period: "2026-11", Sent: int64(n - 8), Mark: int64(n),
+		At: end.UnixMilli(), Since: end.Add(-20 * time.Second).UnixMilli(), Recent: 2}
+	if err := a.PutAccount(context.Background(), snap); err != nil {
+		t.Fatal(err)
+	}
+	segs, err := lo.log.Segments()
+	if err != nil || len(segs) < 10 {
+		t.Fatalf("%d segments (%v), want at least 10", len(segs), err)
+	}
+	w, err := a.recountWindow(40 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := lo.recountStart(w.from - RecountSkew.Milliseconds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if start.Seg() <= segs[0].Seg || start.Seg() < segs[len(segs)-3].Seg {
+		t.Fatalf("the recount reads from segment %d of %d..%d: want one of the last three", start.Seg(), segs[0].Seg, segs[len(segs)-1].Seg)
+	}
+	got, err := LogRecount{Accounts: a, Outbox: lo}.Recount(end.Add(time.Minute), 40*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// From Since (20 s before the end): 11 messages (every 2 s, both ends), 2 counted.
+	if r := got["u1"]; r.Allowance.Sent != int64(n-8)+11-2 || len(r.Sent) != 11 {
+		t.Fatalf("recounted %+v (%d send times), want %d sent", r.Allowance, len(r.Sent), n-8+11-2)
+	}
+}
