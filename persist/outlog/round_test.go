@@ -1,8 +1,11 @@
 package outlog
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -67,4 +70,70 @@ func TestIntervalSyncUnderSteadyLoad(t *testing.T) {
 	if r := rounds.Load(); r < 15 {
 		t.Fatalf("%d rounds: the load was not steady", r)
 	}
+}
+
+// A write that fails (a full disk) cuts the records queued behind it; the slot writes queued
+// with them are answered with its error and dropped, not written next round (review17 L4): an
+// outcome's slot (AppendSlotted) whose record was cut stays empty and its caller is told the
+// failure, and a slot of the cut record itself (WriteSlot) is refused with it too.
+func TestRewindFailsTheSlotsOfCutRecords(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := open(t, dir, Options{})
+	acc := record(1, 300)
+	ap := queueSlots(t, l, acc, 3)
+	type answer struct {
+		pos Pos
+		err error
+	}
+	slotted := make(chan answer, 1)
+	slot := make(chan error, 1)
+	lost := l.End() // where the failing round's record goes
+	payload := make([]byte, SlotPayload)
+	payload[0] = 'x'
+	failing := true
+	pwrite = func(f *os.File, b []byte, off int64) (int, error) {
+		if !failing {
+			return f.WriteAt(b, off)
+		}
+		failing = false
+		// While the round writes, behind it: an outcome and its slot in the accept, and a slot
+		// of the record being written.
+		l.AppendSlotted(record(3, 90), ap, 1, func(_ Pos, dst []byte) { copy(dst, payload) },
+			func(p Pos, err error) { slotted <- answer{p, err} })
+		l.WriteSlot(lost, 0, payload, func(err error) { slot <- err })
+		n, _ := f.WriteAt(b[:len(b)/2], off)
+		return n, syscall.ENOSPC
+	}
+	t.Cleanup(func() { pwrite = (*os.File).WriteAt })
+	tk, err := l.QueueWithSlots(record(2, 500), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk.Pos != lost {
+		t.Fatalf("queued at %v, want %v", tk.Pos, lost)
+	}
+	if err := tk.Wait(); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("append on a full disk: %v", err)
+	}
+	if a := <-slotted; !errors.Is(a.err, syscall.ENOSPC) {
+		t.Fatalf("the outcome whose record was cut: %v at %v, want the full disk's error", a.err, a.pos)
+	}
+	if err := <-slot; !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("the slot of the cut record: %v, want the full disk's error", err)
+	}
+	// The log goes on at the cut, and a round after it writes no slot of the cut outcome.
+	p, err := l.Append(record(4, 100))
+	if err != nil || p != lost {
+		t.Fatalf("append after the failed write: %v at %v, want %v", err, p, lost)
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	wantSlots(t, l, ap, acc, nil, nil, nil)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l2, _ := open(t, dir, Options{})
+	wantSlots(t, l2, ap, acc, nil, nil, nil)
+	mustRead(t, l2, lost, record(4, 100))
 }

@@ -678,7 +678,8 @@ func (l *Log) DropOlder(cutoff time.Time) (int, error) {
 // instead of stopping the log: the round's groups in segment fseg, and every group queued
 // since, are answered err and cut off (the segment is truncated to where the first of them
 // began, and appends go on from there); its groups in earlier segments were synced when the
-// writer left them and are answered nil; its slot writes and syncs are answered err. It
+// writer left them and are answered nil; its slot writes and syncs, and the slot writes queued
+// since that name a cut record or whose record is cut (AppendSlotted), are answered err. It
 // returns false, having done nothing, when the segment cannot be truncated (the log then
 // stops, as for any other failure).
 func (l *Log) rewind(f *os.File, fseg uint32, batch []*group, slots []slotWrite, syncs []chan error, err error) bool {
@@ -691,13 +692,28 @@ func (l *Log) rewind(f *os.File, fseg uint32, batch []*group, slots []slotWrite,
 	if cut < 0 || f.Truncate(cut) != nil {
 		return false
 	}
+	at := At(fseg, uint32(cut))
 	l.mu.Lock()
 	l.seal()
 	later := l.queue
 	l.queue = nil
+	// The slot writes queued since whose records are cut: an AppendSlotted's record, or the
+	// record a slot is written into (review17 L4: written next round, the slot would name a
+	// record never written, and its caller be told it was).
+	var cutSlots []slotWrite
+	kept := l.slotq[:0]
+	for _, w := range l.slotq {
+		if w.pos >= at || w.rdone != nil && w.rpos >= at {
+			cutSlots = append(cutSlots, w)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	clear(l.slotq[len(kept):])
+	l.slotq = kept
 	l.seg, l.end = fseg, cut
 	if l.onRewind != nil {
-		l.onRewind(At(fseg, uint32(cut)))
+		l.onRewind(at)
 	}
 	l.mu.Unlock()
 	l.written.Lock()
@@ -715,6 +731,9 @@ func (l *Log) rewind(f *os.File, fseg uint32, batch []*group, slots []slotWrite,
 		}
 	}
 	for _, w := range slots {
+		w.answer(err)
+	}
+	for _, w := range cutSlots {
 		w.answer(err)
 	}
 	for _, ch := range syncs {
