@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -265,6 +266,7 @@ func (l *Log) writer(f *os.File, fseg uint32) {
 		tick = c
 	}
 	var spare []*group
+	carried := 0          // the records, slot writes and syncs of the last round
 	others := slotFiles{} // older segments slots were written into
 	// A copy of the last bytes written to f (mirror.go), its room taken once (not grown
 	// by doubling as the first writes come).
@@ -278,6 +280,13 @@ func (l *Log) writer(f *os.File, fseg uint32) {
 			continue
 		}
 		for {
+			if carried > 1 {
+				// Callers come together: the handlers already runnable append first and
+				// share this round's writes and wake (issue 32: about one round a message
+				// otherwise, two pwrites each). A yield, not a timer: with nothing else to
+				// run it returns at once, where a sub-millisecond timer waits a millisecond.
+				runtime.Gosched()
+			}
 			l.mu.Lock()
 			l.seal()
 			batch, syncs, slots, closing, failed := l.queue, l.syncs, l.slotq, l.closed, l.err
@@ -301,6 +310,10 @@ func (l *Log) writer(f *os.File, fseg uint32) {
 				break
 			}
 			l.mu.Unlock()
+			carried = len(slots) + len(syncs)
+			for _, g := range batch {
+				carried += g.n
+			}
 			err := failed
 			var wfail *group // the group whose write failed
 			for _, g := range batch {
