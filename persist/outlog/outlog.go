@@ -132,6 +132,7 @@ type group struct {
 	done  chan struct{} // closed once the group is written (and, SyncBatch, synced)
 	err   error         // set before done is closed
 	calls []asyncCall   // AppendAsync's callbacks
+	n     int           // its records
 }
 
 type asyncCall struct {
@@ -280,6 +281,7 @@ func (l *Log) enqueueLocked(rec []byte, size, slots int, fill func(Pos, []byte),
 	pos := At(l.seg, uint32(l.end))
 	g.buf = appendFrame(g.buf, pos, rec, size, slots, fill)
 	l.end += n
+	g.n++
 	if done != nil {
 		g.calls = append(g.calls, asyncCall{pos, done})
 	}
