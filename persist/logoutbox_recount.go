@@ -43,7 +43,7 @@ func (r LogRecount) Recount(now time.Time, margin time.Duration) (map[string]dom
 	}
 	cands := map[outlog.Pos]sent{}
 	var order []outlog.Pos
-	if err := lo.log.Scan(start, func(_ outlog.Pos, rec []byte) error {
+	if err := lo.scanPast(start, func(rec []byte) error {
 		apos, c, ok := outcomeRecord(rec)
 		if !ok {
 			return nil
@@ -105,11 +105,40 @@ func outcomeRecord(rec []byte) (outlog.Pos, outcome, bool) {
 	return outlog.Pos(binary.LittleEndian.Uint64(rec[1:9])), c, true
 }
 
+// scanPast scans the log from start as Scan does, but a record that does not check (a bad
+// sector) skips the rest of its segment with a warning instead of failing the recount, and
+// with it the boot (review18 R2): the log's own boot reads only from its checkpoint, and a
+// recount reading further back must not keep the gateway down over an allowance's count (the
+// messages of the part skipped go uncounted: a user may send a few more this month).
+func (lo *LogOutbox) scanPast(start outlog.Pos, fn func(rec []byte) error) error {
+	from := start
+	for {
+		var last outlog.Pos
+		err := lo.log.Scan(from, func(p outlog.Pos, rec []byte) error {
+			last = p
+			return fn(rec)
+		})
+		if !errors.Is(err, outlog.ErrCorrupt) {
+			return err
+		}
+		seg := max(from.Seg(), last.Seg()) // the corrupt record's segment: none read past it
+		lo.logger.Load().Warn("the allowances' recount skips the rest of a log segment with a record that does not check",
+			"segment", seg, "after", last.String())
+		from = outlog.At(seg+1, 0)
+	}
+}
+
 // recountStart is where a recount reads the log from: the start of the newest segment whose
-// first outcome was written (its time, UpdatedAt, by the gateway's clock) before cutoff (ms),
-// or of the oldest. The log is in write order, and an outcome's send time is no later than
-// its write, so every outcome of an earlier segment was sent before cutoff. Reading backward,
-// segment by segment, it reads each segment's head up to its first outcome.
+// first chained accept's time is before cutoff (ms), or of the oldest. An accept's time is
+// taken as it is queued (its CreatedAt, the engine's now at the accept, or its user's previous
+// accept's when later), and the log is written in queue order: every record of an earlier
+// segment was written before that accept was queued, and an outcome's send time is no later
+// than its write, so every outcome of an earlier segment was sent before cutoff (RecountSkew,
+// taken off cutoff by the caller, covers the accept's time to its queue). An outcome's own
+// time is no such bound (review18 R1): it is the outcome's, not its write's, which can come
+// much later (held behind its events' commit, a failure retried, a late failure's network
+// time). Reading backward, segment by segment, it reads each segment's head up to its first
+// chained accept; a segment with none, or whose head does not check, does not bound.
 func (lo *LogOutbox) recountStart(cutoff int64) (outlog.Pos, error) {
 	segs, err := lo.log.Segments()
 	if err != nil {
@@ -117,18 +146,18 @@ func (lo *LogOutbox) recountStart(cutoff int64) (outlog.Pos, error) {
 	}
 	for i := len(segs) - 1; i > 0; i-- {
 		seg := segs[i].Seg
-		var first int64 // the segment's first outcome's time (0: none)
+		var first int64 // the segment's first chained accept's time (0: none)
 		err := lo.log.Scan(outlog.At(seg, 0), func(p outlog.Pos, rec []byte) error {
 			if p.Seg() != seg {
 				return errStopScan
 			}
-			if _, c, ok := outcomeRecord(rec); ok {
-				first = int64(c.UpdatedAt)
+			if len(rec) > chainHeader && rec[0] == recAccept && rec[1]&acceptChained != 0 {
+				first = int64(binary.LittleEndian.Uint64(rec[acceptHeader+16:]))
 				return errStopScan
 			}
 			return nil
 		})
-		if err != nil && !errors.Is(err, errStopScan) {
+		if err != nil && !errors.Is(err, errStopScan) && !errors.Is(err, outlog.ErrCorrupt) {
 			return 0, err
 		}
 		if first != 0 && first < cutoff {

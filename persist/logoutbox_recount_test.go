@@ -2,6 +2,8 @@ package persist
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -33,7 +35,7 @@ func checkRecounted(t *testing.T, got map[string]domain.AccountRecount, want map
 // kept, as a second outcome record).
 func recountSend(t *testing.T, lo *LogOutbox, uid string, kind domain.Kind, status domain.MessageStatus, at time.Time, failedLate bool) {
 	t.Helper()
-	e := logQueued("", at.Add(-time.Minute))
+	e := logQueued("", at) // accepted as it is sent: an accept's time is when it is queued (recountStart)
 	e.UserID, e.Message.Kind = uid, kind
 	if err := lo.Accept(context.Background(), &e, ""); err != nil {
 		t.Fatal(err)
@@ -155,5 +157,119 @@ func TestLogRecountReadsFromTheWindow(t *testing.T) {
 	// From Since (20 s before the end): 11 messages (every 2 s, both ends), 2 counted.
 	if r := got["u1"]; r.Allowance.Sent != int64(n-8)+11-2 || len(r.Sent) != 11 {
 		t.Fatalf("recounted %+v (%d send times), want %d sent", r.Allowance, len(r.Sent), n-8+11-2)
+	}
+}
+
+// review18 R1: the recount's start is bounded by each segment's first accept, not its first
+// outcome. An outcome's time can be much older than its write (held behind its events'
+// commit, retried): here A's outcome, sent at t0, is written after B's messages and after the
+// log rolled to a new segment (C's pending accepts), whose first outcome it is. Bounded by it,
+// the recount started at that segment and missed B's messages sent in the window before it.
+func TestLogRecountStartsBeforeALateOutcome(t *testing.T) {
+	kv := NewMemory()
+	t0 := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	clock := &testClock{}
+	clock.set(t0)
+	lo := openChainOutbox(t, t.TempDir(), kv, clock, outlog.SyncInterval, 32<<10)
+	a := NewAccounts(kv)
+	old := logQueued("", t0)
+	old.UserID = "uA"
+	if err := lo.Accept(context.Background(), &old, ""); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 { // one a second from t0+100 s
+		recountSend(t, lo, "uB", domain.KindText, domain.MsgSent, t0.Add(time.Duration(100+i)*time.Second), false)
+	}
+	seg := lo.log.End().Seg()
+	for lo.log.End().Seg() == seg { // C's accepts, pending, until the log rolls
+		e := logQueued("", t0.Add(140*time.Second))
+		e.UserID = "uC"
+		if err := lo.Accept(context.Background(), &e, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old.SentAt = domain.MillisOf(t0)
+	old.SetStatus(domain.MsgSent, t0)
+	ch := make(chan error, 1)
+	lo.Settle(old, func(err error) { ch <- err })
+	if err := <-ch; err != nil {
+		t.Fatal(err)
+	}
+	// B's snapshot counts the 20 sent before t0+120 s; the 20 from then on are left out.
+	ms := func(d time.Duration) int64 { return t0.Add(d).UnixMilli() }
+	if err := a.PutAccount(context.Background(), domain.Allowance{UserID: "uB", Period: "2026-11", Sent: 20, Mark: 40,
+		At: ms(140 * time.Second), Since: ms(120 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LogRecount{Accounts: a, Outbox: lo}.Recount(t0.Add(150*time.Second), 40*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecounted(t, got, map[string]int64{"uB": 40}, "2026-11", ms(140*time.Second))
+}
+
+// review18 R2: a record that does not check in the part of the log only the recount reads (a
+// bad sector behind the checkpoint) skips the rest of its segment; it does not fail the recount,
+// and with it the boot. What lies after that segment is still counted.
+func TestLogRecountSkipsACorruptSegment(t *testing.T) {
+	kv := NewMemory()
+	t0 := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	clock := &testClock{}
+	clock.set(t0)
+	lo := openChainOutbox(t, t.TempDir(), kv, clock, outlog.SyncInterval, 32<<10)
+	a := NewAccounts(kv)
+	n := 400
+	for i := range n { // one every 2 s
+		recountSend(t, lo, "u1", domain.KindText, domain.MsgSent, t0.Add(time.Duration(2*i)*time.Second), false)
+	}
+	end := t0.Add(time.Duration(2*(n-1)) * time.Second)
+	// The snapshot counts none of the last 10 minutes' messages: the recount reads several segments.
+	snap := domain.Allowance{UserID: "u1", Period: "2026-11", Sent: int64(n - 300), Mark: int64(n),
+		At: end.UnixMilli(), Since: end.Add(-598 * time.Second).UnixMilli()}
+	if err := a.PutAccount(context.Background(), snap); err != nil {
+		t.Fatal(err)
+	}
+	w, err := a.recountWindow(15 * time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := lo.recountStart(w.from - RecountSkew.Milliseconds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs, _ := lo.log.Segments()
+	if start.Seg() == segs[len(segs)-1].Seg {
+		t.Fatalf("the recount reads one segment (%d): the test needs several", start.Seg())
+	}
+	bad := start
+	if bad == 0 {
+		bad = outlog.At(segs[0].Seg, 0)
+	}
+	f, err := os.OpenFile(filepath.Join(lo.log.Dir(), segFile(bad)), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var at outlog.Pos // the segment's tenth record
+	k := 0
+	_ = lo.log.Scan(bad, func(p outlog.Pos, _ []byte) error {
+		if k++; k == 10 {
+			at = p
+			return errStopScan
+		}
+		return nil
+	})
+	if at.Seg() != bad.Seg() {
+		t.Fatalf("no tenth record in segment %d", bad.Seg())
+	}
+	if _, err := f.WriteAt([]byte{0xff, 0xff, 0xff, 0xff}, int64(at.Off())+12); err != nil { // in its bytes (its checksum's)
+		t.Fatal(err)
+	}
+	f.Close()
+	got, err := LogRecount{Accounts: a, Outbox: lo}.Recount(end.Add(time.Minute), 15*time.Minute)
+	if err != nil {
+		t.Fatalf("the recount failed on a corrupt record: %v", err)
+	}
+	if r := got["u1"]; r.Allowance.Sent <= snap.Sent || r.Allowance.Sent > int64(n) {
+		t.Fatalf("recounted %+v: want more than the snapshot's %d (the later segments counted), at most %d", r.Allowance, snap.Sent, n)
 	}
 }
