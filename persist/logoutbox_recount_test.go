@@ -114,21 +114,27 @@ func TestLogRecount(t *testing.T) {
 	}
 }
 
-// On a log of many segments the recount reads from the segment holding the window's start,
-// not from the oldest, and counts the same as a read of the whole log.
-func TestLogRecountReadsFromTheWindow(t *testing.T) {
+// recountLog is a log of 32 KiB segments holding n messages of u1's, sent one every 2 s, and
+// the accounts beside it; end is the last one's send time.
+func recountLog(t *testing.T, n int) (*LogOutbox, Accounts, time.Time) {
+	t.Helper()
 	kv := NewMemory()
 	t0 := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
 	clock := &testClock{}
 	clock.set(t0)
 	lo := openChainOutbox(t, t.TempDir(), kv, clock, outlog.SyncInterval, 32<<10)
-	a := NewAccounts(kv)
-	// An hour of messages, one every 2 s, then the snapshot read at the last one's time.
-	n := 1800
 	for i := range n {
 		recountSend(t, lo, "u1", domain.KindText, domain.MsgSent, t0.Add(time.Duration(2*i)*time.Second), false)
 	}
-	end := t0.Add(time.Duration(2*(n-1)) * time.Second)
+	return lo, NewAccounts(kv), t0.Add(time.Duration(2*(n-1)) * time.Second)
+}
+
+// On a log of many segments the recount reads from the segment holding the window's start,
+// not from the oldest, and counts the same as a read of the whole log.
+func TestLogRecountReadsFromTheWindow(t *testing.T) {
+	// An hour of messages, one every 2 s, then the snapshot read at the last one's time.
+	n := 1800
+	lo, a, end := recountLog(t, n)
 	// The snapshot counts every message sent before 20 s before its read, and two after.
 	snap := domain.Allowance{UserID: "u1", Period: "2026-11", Sent: int64(n - 8), Mark: int64(n),
 		At: end.UnixMilli(), Since: end.Add(-20 * time.Second).UnixMilli(), Recent: 2}
@@ -212,17 +218,8 @@ func TestLogRecountStartsBeforeALateOutcome(t *testing.T) {
 // bad sector behind the checkpoint) skips the rest of its segment; it does not fail the recount,
 // and with it the boot. What lies after that segment is still counted.
 func TestLogRecountSkipsACorruptSegment(t *testing.T) {
-	kv := NewMemory()
-	t0 := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
-	clock := &testClock{}
-	clock.set(t0)
-	lo := openChainOutbox(t, t.TempDir(), kv, clock, outlog.SyncInterval, 32<<10)
-	a := NewAccounts(kv)
 	n := 400
-	for i := range n { // one every 2 s
-		recountSend(t, lo, "u1", domain.KindText, domain.MsgSent, t0.Add(time.Duration(2*i)*time.Second), false)
-	}
-	end := t0.Add(time.Duration(2*(n-1)) * time.Second)
+	lo, a, end := recountLog(t, n)
 	// The snapshot counts none of the last 10 minutes' messages: the recount reads several segments.
 	snap := domain.Allowance{UserID: "u1", Period: "2026-11", Sent: int64(n - 300), Mark: int64(n),
 		At: end.UnixMilli(), Since: end.Add(-598 * time.Second).UnixMilli()}
