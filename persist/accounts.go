@@ -58,8 +58,8 @@ const RecountSkew = 10 * time.Second
 // written behind, so a message counted in memory since its user's last snapshot is in no
 // snapshot, though its sent outcome is durable in the outbox (a message is counted only once
 // its outcome is durable). Run at boot, before any account is loaded or any message sent; for
-// the outbox on this store (Outbox; the log outbox's is LogRecount, the same count). It returns, per user whose snapshot misses
-// messages, the snapshot as it should be this month (now's), stamped as read when the dead
+// the outbox on this store (Outbox; the log outbox's is LogRecount, the same count). It
+// returns, per user whose snapshot misses messages, the snapshot as it should be this month (now's), stamped as read when the dead
 // process was last known alive (not now: a boot that wrote only some of them recounts the
 // same), and the send times it now counts; the caller writes those snapshots before anything
 // else runs.

@@ -282,11 +282,11 @@ func (l *Log) writer(f *os.File, fseg uint32) {
 		for {
 			if carried > 1 {
 				// Callers come together (counted as the last round's records, slot writes
-				// and syncs: a lone outcome, a record and its slot, counts two, and its yield
-				// returns at once when nothing else is runnable): the handlers already runnable append first and
-				// share this round's writes and wake (issue 32: about one round a message
-				// otherwise, two pwrites each). A yield, not a timer: with nothing else to
-				// run it returns at once, where a sub-millisecond timer waits a millisecond.
+				// and syncs: a lone outcome, a record and its slot, counts two): the
+				// handlers already runnable append first and share this round's writes and
+				// wake (issue 32: about one round a message otherwise, two pwrites each). A
+				// yield, not a timer: with nothing else to run it returns at once, where a
+				// sub-millisecond timer waits a millisecond.
 				runtime.Gosched()
 			}
 			l.mu.Lock()
