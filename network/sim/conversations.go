@@ -41,8 +41,8 @@ var (
 
 // lidOf is the sim's LID of a number: stable, like a real account's, and unlike its number.
 // FNV-1a (64 bits) of "lid:" and the number, written out in decimal: each delivery's receipt
-// carries one, and hash/fnv with fmt took three allocations and 0.6 µs a message in the send
-// path's profile (the hash's interface, the key's bytes, Sprintf); TestLidOf pins the values.
+// carries one, and hash/fnv with fmt took two allocations (one now: the string) and 0.6 µs a
+// message in the send path's profile; TestLidOf pins the values.
 func lidOf(phone string) string {
 	const prime = 1099511628211
 	h := uint64(14695981039346656037)
