@@ -149,6 +149,10 @@ type Engine struct {
 	stopCtx    context.Context
 	stopCancel context.CancelFunc
 	lanes      contactLanes // what each contact wrote, read in the order they wrote it
+
+	// wallClock: the clock is time.Now (Config.Now unset): a send's trace takes the accept's
+	// own clock read (Messages.Send), not one more.
+	wallClock bool
 }
 
 // New builds the engine and rebuilds every actor from storage.
@@ -165,7 +169,8 @@ func New(cfg Config) (*Engine, error) {
 	if _, ok := cfg.Plans[cfg.DefaultPlan]; !ok {
 		return nil, fmt.Errorf("engine: default plan %q is not in the plan table %v", cfg.DefaultPlan, cfg.Plans.Names())
 	}
-	if cfg.Now == nil {
+	wallClock := cfg.Now == nil
+	if wallClock {
 		cfg.Now = time.Now
 	}
 	if cfg.AfterFunc == nil {
@@ -190,7 +195,7 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	e := &Engine{cfg: cfg, log: cfg.Logger, hw: hw}
+	e := &Engine{cfg: cfg, log: cfg.Logger, hw: hw, wallClock: wallClock}
 	e.stopCtx, e.stopCancel = context.WithCancel(context.Background())
 	if cfg.Events != nil {
 		e.pub = newPublisher(cfg.Events, e.log, cfg.share(publishQueue, publishQueueLeast))

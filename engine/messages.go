@@ -227,7 +227,13 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 	}
 	res := r.Reserved
 	if t := r.Trace; t != nil {
-		t.Reserve = time.Now()
+		// On the wall clock, the accept's own read (a few hundred ns earlier, the opt-out check
+		// between): a clock read is 0.1-0.2 µs of a send under load (bench/README.md, seventeenth
+		// pass). A test clock may stand still: the monotonic clock then.
+		t.Reserve = at
+		if !e.wallClock {
+			t.Reserve = time.Now()
+		}
 	}
 	switch {
 	case res != nil:

@@ -144,7 +144,7 @@ func (s *Server) v1Edit(ctx *fasthttp.RequestCtx) error {
 		if err != nil {
 			return err
 		}
-		writeSent(ctx, e)
+		writeSent(ctx, &e)
 		return nil
 	}, func(uid string, rec domain.IdemRecord) error { return s.replayMessage(ctx, uid, rec) })
 }
@@ -164,7 +164,7 @@ func (s *Server) v1Delete(ctx *fasthttp.RequestCtx) error {
 		if err != nil {
 			return err
 		}
-		j := sentResponse(res.Entry)
+		j := sentResponse(&res.Entry)
 		if !res.Revoke {
 			j.Type, j.Target = "cancel", id
 		}

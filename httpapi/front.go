@@ -95,7 +95,7 @@ func (s *Server) frontMessages(ctx *fasthttp.RequestCtx) error {
 			return err
 		}
 		r := engine.SendRequest{UserID: key.Key.UserID, SessionID: sessionID, Origin: "api", Message: msg}
-		entry, err := s.accept(ctx, r, idem, true)
+		entry, err := s.accept(ctx, &r, idem, true)
 		if err != nil {
 			return err
 		}

@@ -20,8 +20,8 @@ func TestSentAnswerIsWriteJSONs(t *testing.T) {
 		{},
 	} {
 		var want, got fasthttp.RequestCtx
-		writeJSON(&want, fasthttp.StatusOK, sentResponse(e))
-		writeSent(&got, e)
+		writeJSON(&want, fasthttp.StatusOK, sentResponse(&e))
+		writeSent(&got, &e)
 		if string(got.Response.Body()) != string(want.Response.Body()) || got.Response.StatusCode() != 200 ||
 			string(got.Response.Header.ContentType()) != string(want.Response.Header.ContentType()) {
 			t.Errorf("by hand:\n%s %q\nwriteJSON:\n%s %q", got.Response.Body(), got.Response.Header.ContentType(), want.Response.Body(), want.Response.Header.ContentType())
@@ -39,14 +39,14 @@ func BenchmarkSentAnswer(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			ctx.Response.ResetBody()
-			writeJSON(&ctx, fasthttp.StatusOK, sentResponse(e))
+			writeJSON(&ctx, fasthttp.StatusOK, sentResponse(&e))
 		}
 	})
 	b.Run("byHand", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			ctx.Response.ResetBody()
-			writeSent(&ctx, e)
+			writeSent(&ctx, &e)
 		}
 	})
 }

@@ -79,6 +79,9 @@ func (c *client) emit(ev network.Event) {
 	go c.drain()
 }
 
+// keptEvents is the most events an idle client's buffer holds room for (drain).
+const keptEvents = 16
+
 func (c *client) drain() {
 	defer c.n.events.Done()
 	var batch []network.Event
@@ -86,7 +89,13 @@ func (c *client) drain() {
 		c.mu.Lock()
 		if len(c.queue) == 0 {
 			c.draining = false
-			c.queue = nil // an idle client keeps no buffer
+			// An idle client keeps a small buffer (its entries cleared below): at one receipt a
+			// message, a new one for each drain was an allocation a message.
+			if cap(batch) <= keptEvents {
+				c.queue = batch[:0]
+			} else {
+				c.queue = nil
+			}
 			c.mu.Unlock()
 			return
 		}

@@ -14,8 +14,8 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"hash/fnv"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -40,10 +40,19 @@ var (
 )
 
 // lidOf is the sim's LID of a number: stable, like a real account's, and unlike its number.
+// FNV-1a (64 bits) of "lid:" and the number, written out in decimal: each delivery's receipt
+// carries one, and hash/fnv with fmt took two allocations (one now: the string) and 0.6 µs a
+// message in the send path's profile; TestLidOf pins the values.
 func lidOf(phone string) string {
-	h := fnv.New64a()
-	h.Write([]byte("lid:" + phone))
-	return fmt.Sprintf("%d", 100_000_000_000_000+h.Sum64()%900_000_000_000_000)
+	const prime = 1099511628211
+	h := uint64(14695981039346656037)
+	for _, s := range [2]string{"lid:", phone} {
+		for i := 0; i < len(s); i++ {
+			h = (h ^ uint64(s[i])) * prime
+		}
+	}
+	var b [20]byte
+	return string(strconv.AppendUint(b[:0], 100_000_000_000_000+h%900_000_000_000_000, 10))
 }
 
 // wrote is a message one of the sim's phones wrote to a session.
