@@ -1,0 +1,81 @@
+package persist
+
+import (
+	"bytes"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// readsTogetherKV is a KV whose checkpoint read and pending-marks scan wait for the accept
+// log's scan to begin: they begin only if the three are made at once. One that gave up waiting
+// is counted in late.
+type readsTogetherKV struct {
+	KV
+	logScan chan struct{} // closed when the accept log's scan begins
+	once    sync.Once
+	late    atomic.Int32
+}
+
+// readsTogetherWait bounds the wait: made one after the other, a read waits this long.
+const readsTogetherWait = 2 * time.Second
+
+func (k *readsTogetherKV) waitLogScan() {
+	select {
+	case <-k.logScan:
+	case <-time.After(readsTogetherWait):
+		k.late.Add(1)
+	}
+}
+
+func (k *readsTogetherKV) Get(key []byte) ([]byte, error) {
+	if bytes.Equal(key, checkpointKey) {
+		k.waitLogScan()
+	}
+	return k.KV.Get(key)
+}
+
+func (k *readsTogetherKV) Scan(prefix []byte, fn func(key, value []byte) error) error {
+	switch {
+	case bytes.HasPrefix(prefix, []byte(messageLogTable+"/")):
+		k.once.Do(func() { close(k.logScan) })
+	case bytes.HasPrefix(prefix, []byte(outboxPendingTable+"/")):
+		k.waitLogScan()
+	}
+	return k.KV.Scan(prefix, fn)
+}
+
+// A boot's pending read makes its three reads at once on a store that scans the whole accept
+// log whatever the checkpoint (natskv, where each is a round trip or a few: one after the other
+// they were a third of a loaded partition's read), and still finds what is pending: the marked
+// messages and the accepts since the checkpoint, not those before it or settled.
+func TestOutboxBootReadsTogether(t *testing.T) {
+	mem := NewMemory()
+	t.Cleanup(func() { mem.Close() })
+	clock := &testClock{}
+	t0 := time.Now().Truncate(time.Millisecond)
+	clock.set(t0)
+	o, _ := bootOutbox(t, mem, clock)
+	// Older ones, settled; then some pending long enough to be marked past the checkpoint.
+	settleAll(o, acceptN(t, o, "u", "old", 5, t0))
+	marked := acceptN(t, o, "u", "marked", 4, t0.Add(time.Millisecond))
+	clock.add(markAfter + time.Minute)
+	if err := o.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	// Then accepts since the checkpoint, some settled, and a crash.
+	recent := acceptN(t, o, "u", "recent", 6, clock.now())
+	settleAll(o, recent[:2])
+	want := append(slices.Clone(marked), recent[2:]...)
+
+	kv := &readsTogetherKV{KV: mem, logScan: make(chan struct{})}
+	_, got := bootOutbox(t, kv, clock)
+	if n := kv.late.Load(); n > 0 {
+		t.Errorf("%d of the checkpoint's and the marks' reads waited for the accept log's scan: made one after the other", n)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("pending:\n%v\nwant\n%v", got, want)
+	}
+}
