@@ -116,6 +116,9 @@ func (o *Outbox) Pending() ([]domain.OutboxEntry, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := o.readMarkedBodies(cands, settled); err != nil {
+		return nil, err
+	}
 	var out []*candidate
 	for i, c := range cands {
 		if settled[i] {
@@ -125,14 +128,10 @@ func (o *Outbox) Pending() ([]domain.OutboxEntry, error) {
 			continue
 		}
 		if c.body == nil {
-			if c.body, err = o.kv.Get(acceptKeyAt(c.pos, c.id)); errors.Is(err, domain.ErrRecordNotFound) {
-				o.logger.Load().Error("outbox: a queued message's body expired before it could be sent: dropped",
-					"message_id", c.id, "expired_at", time.Unix(c.expires, 0))
-				ops = append(ops, Op{Key: pendingKey(c.id), Delete: true})
-				continue
-			} else if err != nil {
-				return nil, err
-			}
+			o.logger.Load().Error("outbox: a queued message's body expired before it could be sent: dropped",
+				"message_id", c.id, "expired_at", time.Unix(c.expires, 0))
+			ops = append(ops, Op{Key: pendingKey(c.id), Delete: true})
+			continue
 		}
 		if c.e, _, err = o.decodeFull(c.body); err != nil {
 			return nil, fmt.Errorf("%s %q: %w", messageLogTable, c.id, err)
@@ -176,6 +175,30 @@ func (o *Outbox) Pending() ([]domain.OutboxEntry, error) {
 	sort.SliceStable(entries, func(i, j int) bool { return entries[i].CreatedAt < entries[j].CreatedAt })
 	// The checkpoint moves on now (a boot after this one reads from here).
 	return entries, o.Checkpoint()
+}
+
+// readMarkedBodies reads the accept records of the marked candidates not settled (the others'
+// came with the accepts' scan) together (GetMany: on NATS in a few round trips, not one per
+// message; a partition taken over after its messages waited past markAfter has thousands). A
+// body not found (expired) stays nil.
+func (o *Outbox) readMarkedBodies(cands []*candidate, settled []bool) error {
+	var (
+		keys [][]byte
+		of   []*candidate
+	)
+	for i, c := range cands {
+		if !settled[i] && c.body == nil {
+			keys, of = append(keys, acceptKeyAt(c.pos, c.id)), append(of, c)
+		}
+	}
+	bodies, err := GetMany(o.kv, keys)
+	if err != nil {
+		return err
+	}
+	for i, c := range of {
+		c.body = bodies[i]
+	}
+	return nil
 }
 
 // scanMarks reads the pending marks of every layout: this layout's as candidates, the older

@@ -2,11 +2,15 @@ package persist
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gateway/gateway/domain"
 )
 
 // readsTogetherKV is a KV whose checkpoint read and pending-marks scan wait for the accept
@@ -77,5 +81,63 @@ func TestOutboxBootReadsTogether(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("pending:\n%v\nwant\n%v", got, want)
+	}
+}
+
+// getsKV is a KV that reads many keys together (Getter) and counts the accept records read one
+// at a time and the batched reads.
+type getsKV struct {
+	KV
+	single, many atomic.Int32
+}
+
+func (k *getsKV) Get(key []byte) ([]byte, error) {
+	if bytes.HasPrefix(key, []byte(messageLogTable+"/")) {
+		k.single.Add(1)
+	}
+	return k.KV.Get(key)
+}
+
+func (k *getsKV) GetMany(keys [][]byte) ([][]byte, error) {
+	k.many.Add(1)
+	out := make([][]byte, len(keys))
+	for i, key := range keys {
+		v, err := k.KV.Get(key)
+		if err != nil && !errors.Is(err, domain.ErrRecordNotFound) {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// A boot reads the bodies of the messages marked pending (queued past markAfter, their accepts
+// before the checkpoint) together, not one at a time, and drops a mark whose body expired.
+func TestOutboxBootReadsMarkedBodiesTogether(t *testing.T) {
+	mem := NewMemory()
+	t.Cleanup(func() { mem.Close() })
+	clock := &testClock{}
+	t0 := time.Now().Truncate(time.Millisecond)
+	clock.set(t0)
+	o, _ := bootOutbox(t, mem, clock)
+	marked := acceptN(t, o, "u", "marked", 20, t0)
+	clock.add(markAfter + time.Minute)
+	if err := o.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	// One body gone (expired) under its mark.
+	if err := mem.Commit(context.Background(), Op{Key: acceptKeyAt(posOf("u", int64(domain.MillisOf(t0))), marked[0]), Delete: true}); err != nil {
+		t.Fatal(err)
+	}
+	kv := &getsKV{KV: mem}
+	_, got := bootOutbox(t, kv, clock)
+	if !slices.Equal(got, marked[1:]) {
+		t.Fatalf("pending:\n%v\nwant\n%v", got, marked[1:])
+	}
+	if s, m := kv.single.Load(), kv.many.Load(); s != 0 || m != 1 {
+		t.Errorf("%d marked bodies read one at a time, %d batched reads; want 0 and 1", s, m)
+	}
+	if _, err := mem.Get(pendingKey(marked[0])); !errors.Is(err, domain.ErrRecordNotFound) {
+		t.Errorf("the mark of the expired body: %v, want it removed", err)
 	}
 }
