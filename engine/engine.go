@@ -260,7 +260,7 @@ func (e *Engine) Stop(ctx context.Context) {
 	}()
 	var accounts []*actor.PID
 	for _, a := range e.Messages.accounts.drain() {
-		accounts = append(accounts, a.pid)
+		accounts = append(accounts, a.actorPID()) // a spawn under way ends first
 	}
 	e.poisonAll(ctx, accounts)
 	e.Messages.msgs.outbox.Flush()
