@@ -51,17 +51,23 @@ func (k *readsTogetherKV) Scan(prefix []byte, fn func(key, value []byte) error) 
 	return k.KV.Scan(prefix, fn)
 }
 
+// memOutbox is an outbox booted on a new memory KV, on a test clock at the present.
+func memOutbox(t *testing.T) (*Memory, *testClock, *Outbox) {
+	mem := NewMemory()
+	t.Cleanup(func() { mem.Close() })
+	clock := &testClock{}
+	clock.set(time.Now().Truncate(time.Millisecond))
+	o, _ := bootOutbox(t, mem, clock)
+	return mem, clock, o
+}
+
 // A boot's pending read makes its three reads at once on a store that scans the whole accept
 // log whatever the checkpoint (natskv, where each is a round trip or a few: one after the other
 // they were a third of a loaded partition's read), and still finds what is pending: the marked
 // messages and the accepts since the checkpoint, not those before it or settled.
 func TestOutboxBootReadsTogether(t *testing.T) {
-	mem := NewMemory()
-	t.Cleanup(func() { mem.Close() })
-	clock := &testClock{}
-	t0 := time.Now().Truncate(time.Millisecond)
-	clock.set(t0)
-	o, _ := bootOutbox(t, mem, clock)
+	mem, clock, o := memOutbox(t)
+	t0 := clock.now()
 	// Older ones, settled; then some pending long enough to be marked past the checkpoint.
 	settleAll(o, acceptN(t, o, "u", "old", 5, t0))
 	marked := acceptN(t, o, "u", "marked", 4, t0.Add(time.Millisecond))
@@ -114,12 +120,8 @@ func (k *getsKV) GetMany(keys [][]byte) ([][]byte, error) {
 // A boot reads the bodies of the messages marked pending (queued past markAfter, their accepts
 // before the checkpoint) together, not one at a time, and drops a mark whose body expired.
 func TestOutboxBootReadsMarkedBodiesTogether(t *testing.T) {
-	mem := NewMemory()
-	t.Cleanup(func() { mem.Close() })
-	clock := &testClock{}
-	t0 := time.Now().Truncate(time.Millisecond)
-	clock.set(t0)
-	o, _ := bootOutbox(t, mem, clock)
+	mem, clock, o := memOutbox(t)
+	t0 := clock.now()
 	marked := acceptN(t, o, "u", "marked", 20, t0)
 	clock.add(markAfter + time.Minute)
 	if err := o.Checkpoint(); err != nil {
