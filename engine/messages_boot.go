@@ -39,8 +39,11 @@ func (ms *Messages) recover(pending []domain.OutboxEntry) (int, error) {
 		firstErr error
 	)
 	asks.Go(func() { told, toldErr = ms.toldFinal(pending) }) // failed or cancelled before the restart (messages_told.go)
+	slots := make(chan struct{}, recoverAsks)
 	for uid, n := range charged {
 		asks.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
 			r, err := ms.reserve(context.Background(), uid, n, ReserveOpts{Force: true, Reclaim: true})
 			mu.Lock()
 			defer mu.Unlock()
@@ -91,6 +94,11 @@ func (ms *Messages) recover(pending []domain.OutboxEntry) (int, error) {
 	ms.renewMu.Unlock()
 	return len(pending), nil
 }
+
+// recoverAsks bounds the users whose reservations a boot asks at once (each a read of the
+// user's account on the store: a partition with thousands of users queued would otherwise
+// send thousands of reads at once).
+const recoverAsks = 32
 
 // checkpoint lets the outbox mark what is pending for long and move its checkpoint on, so a
 // boot reads the accepts of the last half minute or so, not of the day.
