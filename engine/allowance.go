@@ -135,23 +135,39 @@ func (ca campaignAllowance) Release(uid string, n int64) {
 // the callers (account.Counter: reservations the durable mark covers, and settlements, made
 // without a message). It publishes no view: the allowance is asked for.
 type accountEntry struct {
-	pid     *actor.PID
+	pid     *actor.PID // set before ready is closed
 	counter *account.Counter
+	ready   chan struct{} // closed once the actor is spawned
 }
 
-func (a *accountEntry) actorPID() *actor.PID { return a.pid }
+func (a *accountEntry) actorPID() *actor.PID {
+	<-a.ready
+	return a.pid
+}
 
-// account returns the user's account, spawning its actor on first use.
+// account returns the user's account, spawning its actor on first use. The spawn runs its
+// start, which reads the account's record (on NATS a round trip), outside the registry's
+// lock: the first uses of several users' accounts load them at once (a boot hands back the
+// queued messages of every user of a partition taken over), and no other user's lookup waits
+// for a load; a second caller for the same user waits for the first one's spawn.
 func (ms *Messages) account(uid string) *accountEntry {
 	e := ms.e
-	return ms.accounts.getOrPut(uid, func() *accountEntry {
-		deps := account.Deps{Store: ms.accountTable, Clock: clockFunc(e.cfg.Now), Log: e.log}
-		if e.cfg.Records.Recount != nil {
-			deps.FlushEvery = recountFlushEvery
-		}
-		c := account.NewCounter(uid, e.Users.planOf(uid).MonthlyMessages)
-		return &accountEntry{pid: e.spawn(account.New(c, deps), "account", uid), counter: c}
+	mine := false
+	ent := ms.accounts.getOrPut(uid, func() *accountEntry {
+		mine = true
+		return &accountEntry{counter: account.NewCounter(uid, e.Users.planOf(uid).MonthlyMessages), ready: make(chan struct{})}
 	})
+	if !mine {
+		<-ent.ready
+		return ent
+	}
+	deps := account.Deps{Store: ms.accountTable, Clock: clockFunc(e.cfg.Now), Log: e.log}
+	if e.cfg.Records.Recount != nil {
+		deps.FlushEvery = recountFlushEvery
+	}
+	ent.pid = e.spawn(account.New(ent.counter, deps), "account", uid)
+	close(ent.ready)
+	return ent
 }
 
 // Allowance is the user's monthly allowance: the limit, what was sent this month, what is

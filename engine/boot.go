@@ -34,6 +34,13 @@ func (e *Engine) boot() error {
 	// The allowances a kill -9 left behind their outbox: corrected before any account loads
 	// (recover reserves), by the one writer of the account records until then.
 	recounted := readAhead(&reads, e.Messages.recount)
+	// The events facet, booted beside these reads (Config.EventsReady), is ready before
+	// anything built here can publish to it.
+	if e.cfg.EventsReady != nil {
+		if err := e.cfg.EventsReady(); err != nil {
+			return err
+		}
+	}
 
 	us, err := users.get("users")
 	if err != nil {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -113,5 +114,65 @@ func TestBootReconnectsSpreadOverTheWindow(t *testing.T) {
 	}
 	if first := times[0]; first > window/2 {
 		t.Fatalf("the first session waited %v", first)
+	}
+}
+
+// usersScanKV is a KV that closes began when the users' scan begins.
+type usersScanKV struct {
+	*persist.Memory
+	began chan struct{}
+	once  sync.Once
+}
+
+func (k *usersScanKV) Scan(prefix []byte, fn func(key, value []byte) error) error {
+	if string(prefix) == "user/" {
+		k.once.Do(func() { close(k.began) })
+	}
+	return k.Memory.Scan(prefix, fn)
+}
+
+// The boot's reads begin before the events facet is ready (Config.EventsReady: a runtime boots
+// it beside them), the boot waits for it before it builds anything, and its error fails the
+// boot.
+func TestBootReadsBeforeEventsReady(t *testing.T) {
+	for _, refuse := range []bool{false, true} {
+		kv := &usersScanKV{Memory: persist.NewMemory(), began: make(chan struct{})}
+		store := persist.NewRecords(kv)
+		net, err := sim.Open(sim.Options{Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var readFirst, asked bool
+		e, err := New(Config{
+			Store: store.Store, Records: recordsOf(store), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Plans: Plans{"unlimited": {}}, DefaultPlan: "unlimited", Network: net, Events: &countingSink{},
+			EventsReady: func() error {
+				asked = true
+				select {
+				case <-kv.began:
+					readFirst = true
+				case <-time.After(2 * time.Second):
+				}
+				if refuse {
+					return domain.ErrUnavailable
+				}
+				return nil
+			},
+		})
+		if !asked || !readFirst {
+			t.Errorf("refuse %v: EventsReady asked %v, after the users' read began %v", refuse, asked, readFirst)
+		}
+		switch {
+		case refuse && !errors.Is(err, domain.ErrUnavailable):
+			t.Errorf("an events facet that failed its boot: New %v", err)
+		case !refuse && err != nil:
+			t.Errorf("New: %v", err)
+		case !refuse:
+			if _, err := e.Users.Create(context.Background(), NewUser{ID: "alice"}); err != nil {
+				t.Error(err)
+			}
+			e.Stop(context.Background())
+		}
+		net.Close()
 	}
 }

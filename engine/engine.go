@@ -91,6 +91,10 @@ type Config struct {
 	// Events takes the core's events (message.status, session.status, campaigns, stores,
 	// incoming messages); nil: none are published.
 	Events EventSink
+	// EventsReady, when set, is waited for between the boot's reads and what the boot builds
+	// from them (an error fails the boot): a runtime boots its events facet beside the
+	// engine's reads, and nothing of the engine publishes to it before it is ready.
+	EventsReady func() error
 	// BootWindow spreads linked sessions' reconnects at boot over this long (0: at once).
 	BootWindow time.Duration
 	// Pacing is the network's default pacing of every session's queue (DESIGN.md section 9); a
@@ -261,7 +265,7 @@ func (e *Engine) Stop(ctx context.Context) {
 	}()
 	var accounts []*actor.PID
 	for _, a := range e.Messages.accounts.drain() {
-		accounts = append(accounts, a.pid)
+		accounts = append(accounts, a.actorPID()) // a spawn under way ends first
 	}
 	e.poisonAll(ctx, accounts)
 	e.Messages.msgs.outbox.Flush()

@@ -6,6 +6,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/gateway/gateway/domain"
@@ -18,7 +19,6 @@ import (
 // deliverer runs, so no outcome can land between the read and the re-reservation.
 func (ms *Messages) recover(pending []domain.OutboxEntry) (int, error) {
 	e := ms.e
-	var err error
 	// One forced reservation per user for all of its charged entries, handed out one per
 	// message: a partition taken over with thousands of messages queued asks each account
 	// actor once, not once per message.
@@ -28,15 +28,37 @@ func (ms *Messages) recover(pending []domain.OutboxEntry) (int, error) {
 			charged[entry.UserID]++
 		}
 	}
+	// The users' reservations (each its account actor's: a read of its record, a write of its
+	// mark) and the statuses told are independent: asked at once, not one after the other.
 	held := make(map[string]*Reservation, len(charged))
+	var (
+		asks     sync.WaitGroup
+		mu       sync.Mutex
+		told     map[string]domain.FinalStatus
+		toldErr  error
+		firstErr error
+	)
+	asks.Go(func() { told, toldErr = ms.toldFinal(pending) }) // failed or cancelled before the restart (messages_told.go)
+	slots := make(chan struct{}, recoverAsks)
 	for uid, n := range charged {
-		if held[uid], err = ms.reserve(context.Background(), uid, n, ReserveOpts{Force: true, Reclaim: true}); err != nil {
-			return 0, fmt.Errorf("engine: outbox: reserve %d queued messages of %s: %w", n, uid, err)
-		}
+		asks.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			r, err := ms.reserve(context.Background(), uid, n, ReserveOpts{Force: true, Reclaim: true})
+			mu.Lock()
+			defer mu.Unlock()
+			held[uid] = r
+			if err != nil && firstErr == nil {
+				firstErr = fmt.Errorf("engine: outbox: reserve %d queued messages of %s: %w", n, uid, err)
+			}
+		})
 	}
-	told, err := ms.toldFinal(pending) // failed or cancelled before the restart (messages_told.go)
-	if err != nil {
-		return 0, fmt.Errorf("engine: outbox: read the statuses told of queued messages: %w", err)
+	asks.Wait()
+	if firstErr != nil {
+		return 0, firstErr
+	}
+	if toldErr != nil {
+		return 0, fmt.Errorf("engine: outbox: read the statuses told of queued messages: %w", toldErr)
 	}
 	for _, entry := range pending {
 		ent := e.Sessions.idx.get(entry.SessionID)
@@ -72,6 +94,11 @@ func (ms *Messages) recover(pending []domain.OutboxEntry) (int, error) {
 	ms.renewMu.Unlock()
 	return len(pending), nil
 }
+
+// recoverAsks bounds the users whose reservations a boot asks at once (each a read of the
+// user's account on the store: a partition with thousands of users queued would otherwise
+// send thousands of reads at once).
+const recoverAsks = 32
 
 // checkpoint lets the outbox mark what is pending for long and move its checkpoint on, so a
 // boot reads the accepts of the last half minute or so, not of the day.

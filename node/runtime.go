@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/anthdm/hollywood/actor"
@@ -96,10 +97,10 @@ type runtimeOptions struct {
 	askTimeout time.Duration
 }
 
-// newRuntime builds a runtime and starts it from its records: events out first (the engine
-// publishes into it from boot on, and it resumes the deliveries queued before the last stop
-// or crash), then the engine, while the events journal's epoch is counted; it returns once
-// that count is durable. On error nothing of it runs.
+// newRuntime builds a runtime and starts it from its records: events out (it resumes the
+// deliveries queued before the last stop or crash) booted beside the engine's reads and ready
+// before the engine builds anything that publishes into it, while the events journal's epoch
+// is counted; it returns once that count is durable. On error nothing of it runs.
 func newRuntime(ctx context.Context, sh shared, o runtimeOptions) (_ *runtime, err error) {
 	c := sh.c
 	// Every typed store on the one KV; each part of the core gets the ones it uses, as the
@@ -107,8 +108,12 @@ func newRuntime(ctx context.Context, sh shared, o runtimeOptions) (_ *runtime, e
 	recs := persist.NewRecords(o.kv)
 	recs.Outbox.SetLogger(o.log.With("component", "outbox"))
 	rt := &runtime{}
+	var eventsBooted func() error // nil until the events facet's boot is started
 	defer func() {
 		if err != nil {
+			if eventsBooted != nil {
+				_ = eventsBooted() // its boot ends before it stops
+			}
 			rt.stop(context.Background())
 		}
 	}()
@@ -127,9 +132,12 @@ func newRuntime(ctx context.Context, sh shared, o runtimeOptions) (_ *runtime, e
 	}); err != nil {
 		return nil, err
 	}
-	if err := rt.events.Boot(ctx); err != nil {
-		return nil, err
-	}
+	// The events facet boots beside the engine's reads (its subscriptions, queues and journal
+	// are read while the engine reads its records; 60-150 ms of a partition's start at load
+	// 11, before): the engine waits for it before it builds anything that publishes.
+	booted := make(chan error, 1)
+	go func() { booted <- rt.events.Boot(ctx) }()
+	eventsBooted = sync.OnceValue(func() error { return <-booted })
 	if o.adoptInbound {
 		// The history index holds incoming messages now; earlier versions kept them in a table
 		// of their own, moved once here.
@@ -174,9 +182,12 @@ func newRuntime(ctx context.Context, sh shared, o runtimeOptions) (_ *runtime, e
 		Store: recs.Store, Records: ers, Logger: o.log.With("component", "engine"), Plans: sh.plans,
 		DefaultPlan: c.DefaultPlan, AdminUIDs: c.AdminUIDs, DevRoles: c.Auth == "dev",
 		Network: o.net, Cloud: o.cloud, Stores: sh.stores, Now: c.Now, AfterFunc: c.AfterFunc, Pacing: c.pacing(), BootWindow: c.bootWindow(),
-		Events: rt.events, Mover: mover, AskTimeout: o.askTimeout, Partitions: c.enginePartitions(),
+		Events: rt.events, EventsReady: eventsBooted, Mover: mover, AskTimeout: o.askTimeout, Partitions: c.enginePartitions(),
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := eventsBooted(); err != nil { // the engine waited for it, unless it failed first
 		return nil, err
 	}
 	// The journal's epoch was counted beside the boot (engine/events_journal.go): the runtime
