@@ -93,6 +93,10 @@ type Outbox struct {
 	// the one before (under mu).
 	mintedAt, mintedPrev map[uint64]struct{}
 	mintedFrom           uint32
+	// The messages whose outcome this outbox paged in about the last 10 s (from pagedFrom) and
+	// the 10 s before (under mu): a receipt of one goes into its window's next page.
+	pagedAt, pagedPrev map[string]struct{}
+	pagedFrom          time.Time
 }
 
 // pendingMsg is a message this process knows to be pending.
@@ -691,6 +695,7 @@ type bgWrite struct {
 	receipt domain.StatusChange
 	done    func(error)
 	folded  []func(error) // receipts folded into this outcome: answered with it
+	paged   bool          // written in a page (outbox_nats.go)
 }
 
 func (w *bgWrite) outcome() bool { return w.entry != nil }
@@ -747,6 +752,9 @@ func (o *Outbox) prepareBatch(batch []bgWrite, each bool) ([]bgWrite, []bgPart) 
 		if p := o.index[w.id]; w.outcome() && p != nil && p.mark != unmarked {
 			marks[i] = true
 		}
+		if o.pages != nil {
+			kept[i].paged = o.pagedNow(&kept[i])
+		}
 	}
 	o.mu.Unlock()
 	opStart, groupStart := 0, 0 // where the part being filled starts, in ops and group
@@ -760,7 +768,7 @@ func (o *Outbox) prepareBatch(batch []bgWrite, each bool) ([]bgWrite, []bgPart) 
 		paged []int // the outcomes written in pages (outbox_nats.go)
 	)
 	for i, w := range kept {
-		if o.pages != nil && w.outcome() && pagedIn(w.id, int64(w.entry.CreatedAt)) {
+		if w.paged {
 			paged = append(paged, i)
 			continue
 		}
@@ -864,6 +872,9 @@ func (o *Outbox) extraOps(ops []Op, w bgWrite, now time.Time, marked bool) ([]Op
 func (o *Outbox) answer(w bgWrite, err error) {
 	if w.outcome() {
 		o.mu.Lock()
+		if w.paged && err == nil {
+			o.pagedRecently(w.id)
+		}
 		if p := o.index[w.id]; p != nil && p.state == settling {
 			if err == nil {
 				delete(o.index, w.id)
@@ -912,6 +923,7 @@ func (o *Outbox) read(id string, full, older bool) (domain.OutboxEntry, string, 
 	var (
 		c       outcome
 		settled bool
+		paged   []domain.StatusChange // receipts in its pages
 	)
 	if pos == "" {
 		// Not pending here: its outcome says where its body is.
@@ -920,7 +932,7 @@ func (o *Outbox) read(id string, full, older bool) (domain.OutboxEntry, string, 
 			back = domain.IdempotencyTTL + time.Hour // IdemOf: a message accepted within its TTL
 		}
 		var err error
-		switch c, err = o.outcomeByID(id, back); {
+		switch c, paged, err = o.outcomeByID(id, back); {
 		case err == nil:
 			settled, pos = true, c.Pos
 		case errors.Is(err, domain.ErrRecordNotFound):
@@ -953,7 +965,7 @@ func (o *Outbox) read(id string, full, older bool) (domain.OutboxEntry, string, 
 	}
 	if !settled {
 		// Pending when indexed; its outcome may have landed since.
-		switch c, err = o.outcomeByID(id, pageReadBack); {
+		switch c, paged, err = o.outcomeByID(id, pageReadBack); {
 		case err == nil:
 			settled = true
 		case !errors.Is(err, domain.ErrRecordNotFound):
@@ -962,7 +974,7 @@ func (o *Outbox) read(id string, full, older bool) (domain.OutboxEntry, string, 
 	}
 	if settled {
 		c.apply(&e)
-		if err := o.laySettled(&e); err != nil {
+		if err := o.laySettled(&e, paged...); err != nil {
 			return e, "", err
 		}
 	}
@@ -1021,11 +1033,16 @@ func (o *Outbox) Receipts(id string) ([]domain.StatusChange, error) {
 	return rs, nil
 }
 
-// laySettled lays a settled message's receipts over it.
-func (o *Outbox) laySettled(e *domain.OutboxEntry) error {
+// laySettled lays a settled message's receipts over it: its own records, and those of its
+// pages (paged).
+func (o *Outbox) laySettled(e *domain.OutboxEntry, paged ...domain.StatusChange) error {
 	rs, err := o.Receipts(e.ID)
 	if err != nil {
 		return err
+	}
+	if len(paged) > 0 {
+		rs = append(rs, paged...)
+		sort.SliceStable(rs, func(i, j int) bool { return domain.StatusRank(rs[i].Status) < domain.StatusRank(rs[j].Status) })
 	}
 	for _, c := range rs {
 		if e.SetStatus(c.Status, c.At.Time()) && c.Status == domain.MsgFailed {

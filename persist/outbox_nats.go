@@ -33,9 +33,14 @@ import (
 // outboxPageTable holds the outcome pages.
 const outboxPageTable = "outbox_page"
 
-// pageVersion starts a page's value; then each outcome: its id's length (uvarint), the id, its
-// record's length (4 bytes, big-endian), the record (appendOutcomeOf).
-const pageVersion = 1
+// pageVersion starts a page's value; then each outcome or receipt: its id's length (uvarint),
+// the id, its record's length (4 bytes, big-endian), the record: an outcome's
+// (appendOutcomeOf: its version, statusVersion2, first) or a receipt's (domain.StatusChange,
+// version pageReceipt).
+const (
+	pageVersion = 1
+	pageReceipt = 1
+)
 
 // pageMax bounds a page's outcomes and bytes (the records' own bound, bgBatchBytes, covers the
 // ops that go with them).
@@ -136,6 +141,28 @@ func (o *Outbox) mint(e *domain.OutboxEntry, w uint32) {
 	}
 }
 
+// pagedNow tells whether a write goes into a page (under o.mu): an outcome whose id names its
+// accept's window (pagedIn), or a receipt of a message this outbox paged the outcome of
+// lately (an older one's receipt is a record of its own, read by id all the same).
+func (o *Outbox) pagedNow(w *bgWrite) bool {
+	if w.outcome() {
+		return pagedIn(w.id, int64(w.entry.CreatedAt))
+	}
+	if _, ok := o.pagedAt[w.id]; ok {
+		return true
+	}
+	_, ok := o.pagedPrev[w.id]
+	return ok
+}
+
+// pagedRecently notes that message id's outcome is durable in a page (under o.mu).
+func (o *Outbox) pagedRecently(id string) {
+	if now := o.now(); o.pagedAt == nil || now.Sub(o.pagedFrom) >= 10*time.Second {
+		o.pagedPrev, o.pagedAt, o.pagedFrom = o.pagedAt, make(map[string]struct{}, len(o.pagedAt)), now
+	}
+	o.pagedAt[id] = struct{}{}
+}
+
 // pageParts appends to parts the pages of the paged outcomes among kept (their indexes in
 // paged, in the batch's order): per window, as few pages as pageMax allows, each one commit
 // with the ops its outcomes need beside their records (a failure's kept status removed, a mark
@@ -144,6 +171,9 @@ func (o *Outbox) mint(e *domain.OutboxEntry, w uint32) {
 func (o *Outbox) pageParts(parts []bgPart, kept []bgWrite, paged []int, marks []bool, now time.Time, buf *[]byte) []bgPart {
 	last := make(map[string]int, len(paged))
 	for _, i := range paged {
+		if !kept[i].outcome() {
+			continue
+		}
 		if j, ok := last[kept[i].id]; ok {
 			kept[i].folded = append(append(kept[i].folded, kept[j].done), kept[j].folded...)
 			kept[j].done, kept[j].folded = nil, nil
@@ -153,10 +183,15 @@ func (o *Outbox) pageParts(parts []bgPart, kept []bgWrite, paged []int, marks []
 	byWindow := map[uint32][]int{}
 	var windows []uint32
 	for _, i := range paged {
-		if last[kept[i].id] != i {
-			continue
+		var w uint32
+		if kept[i].outcome() {
+			if last[kept[i].id] != i {
+				continue
+			}
+			w = idWindow(int64(kept[i].entry.CreatedAt))
+		} else {
+			w, _ = idWindowOf(kept[i].id) // its outcome's window (pagedNow)
 		}
-		w := idWindow(int64(kept[i].entry.CreatedAt))
 		if _, ok := byWindow[w]; !ok {
 			windows = append(windows, w)
 		}
@@ -176,15 +211,28 @@ func (o *Outbox) pageParts(parts []bgPart, kept []bgWrite, paged []int, marks []
 			for n < len(members) && n < pageMax && len(*buf)-k < pageMaxBytes {
 				i := members[n]
 				n++
-				var err error
-				if extra, err = o.extraOps(extra[:0], kept[i], now, marks[i]); err != nil {
+				var (
+					rec []byte
+					err error
+				)
+				extra = extra[:0]
+				if kept[i].outcome() {
+					extra, err = o.extraOps(extra, kept[i], now, marks[i])
+				} else {
+					rec, err = Encode(pageReceipt, kept[i].receipt)
+				}
+				if err != nil {
 					o.answer(kept[i], err)
 					continue
 				}
 				*buf = binary.AppendUvarint(*buf, uint64(len(kept[i].id)))
 				*buf = append(*buf, kept[i].id...)
 				at := len(*buf)
-				*buf = appendOutcomeOf(append(*buf, 0, 0, 0, 0), kept[i].entry)
+				if rec != nil {
+					*buf = append(append(*buf, 0, 0, 0, 0), rec...)
+				} else {
+					*buf = appendOutcomeOf(append(*buf, 0, 0, 0, 0), kept[i].entry)
+				}
 				binary.BigEndian.PutUint32((*buf)[at:], uint32(len(*buf)-at-4))
 				ops = append(ops, extra...)
 				group = append(group, i)
@@ -215,7 +263,7 @@ func eachPaged(page []byte, fn func(id, rec []byte) error) error {
 		id := b[k : k+int(n)]
 		b = b[k+int(n):]
 		m := int(binary.BigEndian.Uint32(b))
-		if len(b)-4 < m {
+		if m == 0 || len(b)-4 < m {
 			return fmt.Errorf("%w: %s: a page cut short", domain.ErrRecordInvalid, outboxPageTable)
 		}
 		if err := fn(id, b[4:4+m]); err != nil {
@@ -226,19 +274,27 @@ func eachPaged(page []byte, fn func(id, rec []byte) error) error {
 	return nil
 }
 
-// pageOutcome reads message id's newest outcome in its window's pages (found false: none, or
-// its id names no window within back of now).
-func (o *Outbox) pageOutcome(id string, back time.Duration) (c outcome, found bool, err error) {
+// pageOutcome reads message id's newest outcome in its window's pages, and the receipts they
+// hold of it (found false: no outcome, or its id names no window within back of now).
+func (o *Outbox) pageOutcome(id string, back time.Duration) (c outcome, rs []domain.StatusChange, found bool, err error) {
 	if o.pages == nil {
-		return c, false, nil
+		return c, nil, false, nil
 	}
 	w, ok := idWindowOf(id)
 	if !ok || !recentWindow(w, o.now(), back) {
-		return c, false, nil
+		return c, nil, false, nil
 	}
 	err = o.pages.ScanSinceSeq(pagePrefix(w), time.Time{}, func(_, page []byte, _ uint64) error {
 		return eachPaged(page, func(pid, rec []byte) error {
 			if string(pid) != id {
+				return nil
+			}
+			if rec[0] == pageReceipt {
+				var r domain.StatusChange
+				if _, err := Decode(rec, pageReceipt, &r); err != nil {
+					return fmt.Errorf("%s %q: %w", outboxPageTable, id, err)
+				}
+				rs = append(rs, r)
 				return nil
 			}
 			var x outcome
@@ -249,24 +305,24 @@ func (o *Outbox) pageOutcome(id string, back time.Duration) (c outcome, found bo
 			return nil
 		})
 	})
-	return c, found, err
+	return c, rs, found, err
 }
 
 // outcomeByID reads message id's outcome: outbox_status/<id>, or its pages (within back of
-// now). domain.ErrRecordNotFound when neither holds one.
-func (o *Outbox) outcomeByID(id string, back time.Duration) (outcome, error) {
+// now), with the receipts they hold. domain.ErrRecordNotFound when neither holds one.
+func (o *Outbox) outcomeByID(id string, back time.Duration) (outcome, []domain.StatusChange, error) {
 	c, err := o.status.Get(id)
 	if err == nil || !errors.Is(err, domain.ErrRecordNotFound) {
-		return c, err
+		return c, nil, err
 	}
-	c, found, perr := o.pageOutcome(id, back)
+	c, rs, found, perr := o.pageOutcome(id, back)
 	switch {
 	case perr != nil:
-		return c, perr
+		return c, nil, perr
 	case !found:
-		return c, err
+		return c, nil, err
 	}
-	return c, nil
+	return c, rs, nil
 }
 
 // pagedSince calls fn with the newest outcome of each message in the pages of kv (if it keeps
@@ -279,6 +335,9 @@ func pagedSince(kv KV, since time.Time, fn func(id string, c outcome) error) err
 	newest := map[string]outcome{}
 	err := ps.ScanSinceSeq([]byte(outboxPageTable+"/"), since, func(_, page []byte, _ uint64) error {
 		return eachPaged(page, func(id, rec []byte) error {
+			if rec[0] == pageReceipt {
+				return nil
+			}
 			var c outcome
 			if _, err := Decode(rec, statusVersion2, &c); err != nil {
 				return fmt.Errorf("%s %q: %w", outboxPageTable, id, err)
@@ -302,8 +361,10 @@ func pagedSince(kv KV, since time.Time, fn func(id string, c outcome) error) err
 // written since since (zero: all).
 func (o *Outbox) pagedIDs(prefix []byte, since time.Time, into map[string]bool) error {
 	return o.pages.ScanSinceSeq(prefix, since, func(_, page []byte, _ uint64) error {
-		return eachPaged(page, func(id, _ []byte) error {
-			into[string(id)] = true
+		return eachPaged(page, func(id, rec []byte) error {
+			if rec[0] != pageReceipt {
+				into[string(id)] = true
+			}
 			return nil
 		})
 	})

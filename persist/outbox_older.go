@@ -77,6 +77,6 @@ func (o *Outbox) holds(id string) bool {
 	if p != nil {
 		return true
 	}
-	_, err := o.outcomeByID(id, pageReadBack)
+	_, _, err := o.outcomeByID(id, pageReadBack)
 	return !errors.Is(err, domain.ErrRecordNotFound)
 }
