@@ -116,6 +116,9 @@ func pagePrefix(w uint32) []byte {
 // outcomes (the id names its accept's window).
 func (o *Outbox) MintsIDs() bool { return o.pages != nil }
 
+// mintRand draws a minted id's random bits (tests repeat a draw).
+var mintRand = rand.Uint64
+
 // mint gives e a new id naming window w (under o.mu): one no message pending here has, nor any
 // minted in about the last second (only ids of one window can be taken for each other: the
 // check, not the odds of 48 random bits, keeps them apart).
@@ -124,7 +127,7 @@ func (o *Outbox) mint(e *domain.OutboxEntry, w uint32) {
 		o.mintedPrev, o.mintedAt, o.mintedFrom = o.mintedAt, make(map[uint64]struct{}, len(o.mintedAt)), w
 	}
 	for {
-		rnd := rand.Uint64() & (1<<48 - 1)
+		rnd := mintRand() & (1<<48 - 1)
 		if _, ok := o.mintedAt[rnd]; ok {
 			continue
 		}
