@@ -56,6 +56,10 @@ const (
 // whose accept answered an error and may be stored all the same), so Get finds a pending
 // message's body without a record that says where it is.
 //
+// On a store that pages outcomes (NATS JetStream; outbox_nats.go), the outbox mints the ids of
+// messages that come without one, and their outcomes (and the receipts that follow soon after)
+// are written many to a record, outbox_page/<window>/<random>, instead of outbox_status/<id>.
+//
 // Older layouts are read: the body at outbox/<id> (version 1, the whole entry; version 2, the
 // message as accepted) with the outcome beside it (outbox_status, version 1) or as the whole
 // entry; pending marks of version 1 (the whole entry) and 2 (the body's expiry), which Pending
