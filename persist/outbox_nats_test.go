@@ -2,6 +2,11 @@ package persist
 
 import (
 	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,4 +79,124 @@ func TestEachPaged(t *testing.T) {
 	if err := eachPaged([]byte{9}, func(_, _ []byte) error { return nil }); err == nil {
 		t.Fatal("a page of an unknown version read")
 	}
+}
+
+// seqMemory is a Memory that pages outcomes: its scans give each record's place in the order
+// written, and leave out the records written before since (by its clock), as JetStream's
+// time index does; lost makes a page's commit apply and answer an error (its answer lost).
+type seqMemory struct {
+	*Memory
+	clock *testClock
+	mu    sync.Mutex
+	seq   map[string]uint64
+	at    map[string]time.Time
+	n     uint64
+	lost  bool
+}
+
+func newSeqMemory(clock *testClock) *seqMemory {
+	return &seqMemory{Memory: NewMemory(), clock: clock, seq: map[string]uint64{}, at: map[string]time.Time{}}
+}
+
+func (m *seqMemory) Commit(ctx context.Context, ops ...Op) error {
+	if err := m.Memory.Commit(ctx, ops...); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	paged := false
+	for _, op := range ops {
+		m.n++
+		m.seq[string(op.Key)], m.at[string(op.Key)] = m.n, m.clock.now()
+		paged = paged || bytes.HasPrefix(op.Key, []byte(outboxPageTable+"/"))
+	}
+	if paged && m.lost {
+		return errors.New("the answer was lost")
+	}
+	return nil
+}
+
+func (m *seqMemory) ScanSinceSeq(prefix []byte, since time.Time, fn func(key, value []byte, seq uint64) error) error {
+	type rec struct {
+		k, v []byte
+		seq  uint64
+	}
+	var recs []rec
+	err := m.Scan(prefix, func(k, v []byte) error {
+		m.mu.Lock()
+		seq, at := m.seq[string(k)], m.at[string(k)]
+		m.mu.Unlock()
+		if !at.Before(since) {
+			recs = append(recs, rec{slices.Clone(k), slices.Clone(v), seq})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(recs, func(a, b rec) int { return cmp.Compare(a.seq, b.seq) })
+	for _, r := range recs {
+		if err := fn(r.k, r.v, r.seq); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// A page committed whose answer was lost (the message back to pending, then marked) and a
+// checkpoint moved on long past it: the next boot finds the page through the marked message's
+// window, not through the pages written since the checkpoint, and does not send it again.
+func TestPagedStaleMarkFoundThroughItsWindow(t *testing.T) {
+	clock := &testClock{}
+	clock.set(time.Now().Truncate(time.Millisecond))
+	kv := newSeqMemory(clock)
+	o, _ := bootOutbox(t, kv, clock)
+	if !o.MintsIDs() {
+		t.Fatal("an outbox on a store that pages does not mint")
+	}
+	at := clock.now()
+	e := domain.OutboxEntry{SessionID: "s1", UserID: "u1", CreatedAt: domain.MillisOf(at),
+		Message: domain.Message{To: "491511234567", Kind: domain.KindText, Text: "hi"}}
+	e.SetStatus(domain.MsgQueued, at)
+	if err := o.Accept(context.Background(), &e, ""); err != nil {
+		t.Fatal(err)
+	}
+	kv.lost = true
+	e.SetStatus(domain.MsgSent, at.Add(time.Second))
+	e.SentAt = domain.MillisOf(at.Add(time.Second))
+	done := make(chan error, 1)
+	o.Settle(e, func(err error) { done <- err })
+	if err := <-done; err == nil {
+		t.Fatal("the lost answer answered")
+	}
+	kv.lost = false
+	clock.add(markAfter + time.Second)
+	if err := o.Checkpoint(); err != nil { // marks it: pending here, its outcome unanswered
+		t.Fatal(err)
+	}
+	if keysUnder(t, kv, outboxPendingTable+"/") != 1 {
+		t.Fatal("not marked")
+	}
+	clock.add(time.Hour)
+	if err := o.Checkpoint(); err != nil { // the checkpoint moves on past every page
+		t.Fatal(err)
+	}
+	if _, p := bootOutbox(t, kv, clock); len(p) != 0 {
+		t.Fatalf("pending at the next boot: %v", p)
+	}
+	if keysUnder(t, kv, outboxPendingTable+"/") != 0 {
+		t.Fatal("the stale mark stayed")
+	}
+}
+
+func keysUnder(t *testing.T, kv KV, prefix string) int {
+	t.Helper()
+	n := 0
+	if err := kv.Scan([]byte(prefix), func(_, _ []byte) error {
+		n++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
