@@ -174,7 +174,7 @@ func TestPagedStaleMarkFoundThroughItsWindow(t *testing.T) {
 	if err := o.Checkpoint(); err != nil { // marks it: pending here, its outcome unanswered
 		t.Fatal(err)
 	}
-	if keysUnder(t, kv, outboxPendingTable+"/") != 1 {
+	if len(scanKeys(t, kv, outboxPendingTable+"/")) != 1 {
 		t.Fatal("not marked")
 	}
 	clock.add(time.Hour)
@@ -184,19 +184,7 @@ func TestPagedStaleMarkFoundThroughItsWindow(t *testing.T) {
 	if _, p := bootOutbox(t, kv, clock); len(p) != 0 {
 		t.Fatalf("pending at the next boot: %v", p)
 	}
-	if keysUnder(t, kv, outboxPendingTable+"/") != 0 {
+	if len(scanKeys(t, kv, outboxPendingTable+"/")) != 0 {
 		t.Fatal("the stale mark stayed")
 	}
-}
-
-func keysUnder(t *testing.T, kv KV, prefix string) int {
-	t.Helper()
-	n := 0
-	if err := kv.Scan([]byte(prefix), func(_, _ []byte) error {
-		n++
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
