@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gateway/gateway/domain"
@@ -408,19 +409,61 @@ func (o *Outbox) settled(cands []*candidate, ckpt int64, found bool) ([]bool, er
 	if err := o.pagedIDs([]byte(outboxPageTable+"/"), since, ids); err != nil {
 		return nil, err
 	}
+	var windows []uint32
 	read := map[uint32]bool{}
 	for _, i := range paged {
 		if ms := posMillis(cands[i].pos); found && ms < ckpt && !ids[cands[i].id] {
 			if w := idWindow(ms); !read[w] {
 				read[w] = true
-				if err := o.pagedIDs(pagePrefix(w), time.Time{}, ids); err != nil {
-					return nil, err
-				}
+				windows = append(windows, w)
 			}
 		}
+	}
+	if err := o.pagedWindows(windows, ids); err != nil {
+		return nil, err
+	}
+	for _, i := range paged {
 		out[i] = ids[cands[i].id]
 	}
 	return out, nil
+}
+
+// windowReaders: how many windows' pages the boot reads at once (each a round trip).
+const windowReaders = 16
+
+// pagedWindows adds to into the ids with an outcome in the pages of windows, read
+// windowReaders at a time.
+func (o *Outbox) pagedWindows(windows []uint32, into map[string]bool) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		next  = make(chan uint32)
+	)
+	for range min(windowReaders, len(windows)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for w := range next {
+				got := map[string]bool{}
+				err := o.pagedIDs(pagePrefix(w), time.Time{}, got)
+				mu.Lock()
+				if err != nil && first == nil {
+					first = err
+				}
+				for id := range got {
+					into[id] = true
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, w := range windows {
+		next <- w
+	}
+	close(next)
+	wg.Wait()
+	return first
 }
 
 // posMillis is the time (ms) of a body's pos (posOf); -1 when it has none.

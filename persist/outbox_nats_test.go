@@ -154,37 +154,50 @@ func TestPagedStaleMarkFoundThroughItsWindow(t *testing.T) {
 	if !o.MintsIDs() {
 		t.Fatal("an outbox on a store that pages does not mint")
 	}
-	at := clock.now()
-	e := domain.OutboxEntry{SessionID: "s1", UserID: "u1", CreatedAt: domain.MillisOf(at),
-		Message: domain.Message{To: "491511234567", Kind: domain.KindText, Text: "hi"}}
-	e.SetStatus(domain.MsgQueued, at)
-	if err := o.Accept(context.Background(), &e, ""); err != nil {
-		t.Fatal(err)
+	accept := func() domain.OutboxEntry {
+		at := clock.now()
+		e := domain.OutboxEntry{SessionID: "s1", UserID: "u1", CreatedAt: domain.MillisOf(at),
+			Message: domain.Message{To: "491511234567", Kind: domain.KindText, Text: "hi"}}
+		e.SetStatus(domain.MsgQueued, at)
+		if err := o.Accept(context.Background(), &e, ""); err != nil {
+			t.Fatal(err)
+		}
+		clock.add(20 * time.Millisecond) // the next in another window
+		return e
 	}
+	// Five settled with their answers lost (each window's pages read apart at the next boot),
+	// and one never settled, still pending.
+	var lost []domain.OutboxEntry
+	for range 5 {
+		lost = append(lost, accept())
+	}
+	open := accept()
 	kv.lost = true
-	e.SetStatus(domain.MsgSent, at.Add(time.Second))
-	e.SentAt = domain.MillisOf(at.Add(time.Second))
-	done := make(chan error, 1)
-	o.Settle(e, func(err error) { done <- err })
-	if err := <-done; err == nil {
-		t.Fatal("the lost answer answered")
+	for _, e := range lost {
+		e.SetStatus(domain.MsgSent, clock.now())
+		e.SentAt = domain.MillisOf(clock.now())
+		done := make(chan error, 1)
+		o.Settle(e, func(err error) { done <- err })
+		if err := <-done; err == nil {
+			t.Fatal("the lost answer answered")
+		}
 	}
 	kv.lost = false
 	clock.add(markAfter + time.Second)
-	if err := o.Checkpoint(); err != nil { // marks it: pending here, its outcome unanswered
+	if err := o.Checkpoint(); err != nil { // marks them: pending here, their outcomes unanswered
 		t.Fatal(err)
 	}
-	if len(scanKeys(t, kv, outboxPendingTable+"/")) != 1 {
+	if len(scanKeys(t, kv, outboxPendingTable+"/")) != 6 {
 		t.Fatal("not marked")
 	}
 	clock.add(time.Hour)
 	if err := o.Checkpoint(); err != nil { // the checkpoint moves on past every page
 		t.Fatal(err)
 	}
-	if _, p := bootOutbox(t, kv, clock); len(p) != 0 {
-		t.Fatalf("pending at the next boot: %v", p)
+	if _, p := bootOutbox(t, kv, clock); len(p) != 1 || p[0] != open.ID {
+		t.Fatalf("pending at the next boot: %v, want only %s", p, open.ID)
 	}
-	if len(scanKeys(t, kv, outboxPendingTable+"/")) != 0 {
-		t.Fatal("the stale mark stayed")
+	if len(scanKeys(t, kv, outboxPendingTable+"/")) != 1 {
+		t.Fatal("the stale marks stayed")
 	}
 }
