@@ -91,11 +91,7 @@ func (a Accounts) Recount(now time.Time, margin time.Duration) (map[string]domai
 	var cands []sent
 	kv := a.t.KV()
 	prefix := []byte(outboxStatusTable + "/")
-	visit := func(key, value []byte) error {
-		var c outcome
-		if v, err := Decode(value, statusVersion2, &c); err != nil || v != statusVersion2 {
-			return nil // not an outcome of this layout: written before any snapshot with At
-		}
+	count := func(id string, c outcome) error {
 		if !c.counts() {
 			return nil
 		}
@@ -104,14 +100,25 @@ func (a Accounts) Recount(now time.Time, margin time.Duration) (map[string]domai
 			return nil
 		}
 		if thr, _ := w.threshold(uid); int64(c.SentAt) >= thr {
-			cands = append(cands, sent{id: string(key[len(prefix):]), pos: c.Pos, at: c.SentAt})
+			cands = append(cands, sent{id: id, pos: c.Pos, at: c.SentAt})
 		}
 		return nil
 	}
+	visit := func(key, value []byte) error {
+		var c outcome
+		if v, err := Decode(value, statusVersion2, &c); err != nil || v != statusVersion2 {
+			return nil // not an outcome of this layout: written before any snapshot with At
+		}
+		return count(string(key[len(prefix):]), c)
+	}
+	since := time.UnixMilli(w.from).Add(-RecountSkew)
 	if ss, ok := kv.(sinceScanner); ok {
-		err = ss.ScanSince(prefix, time.UnixMilli(w.from).Add(-RecountSkew), visit)
+		err = ss.ScanSince(prefix, since, visit)
 	} else {
 		err = kv.Scan(prefix, visit)
+	}
+	if err == nil {
+		err = pagedSince(kv, since, count) // the outcomes paged (outbox_nats.go)
 	}
 	if err != nil || len(cands) == 0 {
 		return nil, err

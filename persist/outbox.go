@@ -56,6 +56,10 @@ const (
 // whose accept answered an error and may be stored all the same), so Get finds a pending
 // message's body without a record that says where it is.
 //
+// On a store that pages outcomes (NATS JetStream; outbox_nats.go), the outbox mints the ids of
+// messages that come without one, and their outcomes (and the receipts that follow soon after)
+// are written many to a record, outbox_page/<window>/<random>, instead of outbox_status/<id>.
+//
 // Older layouts are read: the body at outbox/<id> (version 1, the whole entry; version 2, the
 // message as accepted) with the outcome beside it (outbox_status, version 1) or as the whole
 // entry; pending marks of version 1 (the whole entry) and 2 (the body's expiry), which Pending
@@ -86,6 +90,17 @@ type Outbox struct {
 	// older: the outbox a switch of --outbox left behind, read for a message not here (nil:
 	// none; outbox_older.go).
 	older OutboxReader
+	// pages: the store, when the outbox mints ids and pages outcomes there (outbox_nats.go);
+	// nil: every outcome is outbox_status/<id>.
+	pages pageScanner
+	// The random bits of the ids minted in the current second (from mintedFrom, a window) and
+	// the one before (under mu).
+	mintedAt, mintedPrev map[uint64]struct{}
+	mintedFrom           uint32
+	// The messages whose outcome this outbox paged in about the last 10 s (from pagedFrom) and
+	// the 10 s before (under mu): a receipt of one goes into its window's next page.
+	pagedAt, pagedPrev map[string]struct{}
+	pagedFrom          time.Time
 }
 
 // pendingMsg is a message this process knows to be pending.
@@ -450,6 +465,9 @@ func NewOutbox(kv KV) *Outbox {
 		index:    map[string]*pendingMsg{},
 		now:      time.Now,
 	}
+	if ps, ok := kv.(pageScanner); ok {
+		o.pages = ps
+	}
 	if sw, ok := kv.(SharedWriting); ok {
 		o.writer = sw.OutcomeWriter()
 	} else {
@@ -512,17 +530,22 @@ func (o *Outbox) AcceptMany(ctx context.Context, es []domain.OutboxEntry) error 
 
 // index1 indexes an entry about to be accepted: its time at or after the floor, or the time of
 // the same message indexed already (an accept of an id that is pending here writes the same
-// record again, never a second one).
+// record again, never a second one). An entry without an id gets one naming its time's window
+// (MintsIDs; an outbox that does not mint leaves it empty: acceptOp refuses it).
 func (o *Outbox) index1(e *domain.OutboxEntry) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	at := int64(e.CreatedAt)
-	if p := o.index[e.ID]; p != nil && p.uid == e.UserID {
+	if e.ID == "" && o.pages != nil {
+		at = max(at, o.floor)
+		o.mint(e, idWindow(at))
+	}
+	if p := o.index[e.ID]; e.ID != "" && p != nil && p.uid == e.UserID {
 		at = p.at
 		if p.state == doubtful {
 			p.state = accepting
 		}
-	} else {
+	} else if e.ID != "" {
 		at = max(at, o.floor)
 		o.index[e.ID] = &pendingMsg{uid: e.UserID, at: at, since: o.now(), state: accepting}
 	}
@@ -676,6 +699,7 @@ type bgWrite struct {
 	receipt domain.StatusChange
 	done    func(error)
 	folded  []func(error) // receipts folded into this outcome: answered with it
+	paged   bool          // written in a page (outbox_nats.go)
 }
 
 func (w *bgWrite) outcome() bool { return w.entry != nil }
@@ -732,6 +756,9 @@ func (o *Outbox) prepareBatch(batch []bgWrite, each bool) ([]bgWrite, []bgPart) 
 		if p := o.index[w.id]; w.outcome() && p != nil && p.mark != unmarked {
 			marks[i] = true
 		}
+		if o.pages != nil {
+			kept[i].paged = o.pagedNow(&kept[i])
+		}
 	}
 	o.mu.Unlock()
 	opStart, groupStart := 0, 0 // where the part being filled starts, in ops and group
@@ -740,8 +767,15 @@ func (o *Outbox) prepareBatch(batch []bgWrite, each bool) ([]bgWrite, []bgPart) 
 		parts = append(parts, bgPart{ops: ops[opStart:len(ops):len(ops)], group: group[groupStart:len(group):len(group)]})
 		opStart, groupStart, size = len(ops), len(group), 0
 	}
-	var wops []Op
+	var (
+		wops  []Op
+		paged []int // the outcomes written in pages (outbox_nats.go)
+	)
 	for i, w := range kept {
+		if w.paged {
+			paged = append(paged, i)
+			continue
+		}
 		var err error
 		wops, err = o.ops(wops[:0], &buf, w, now, marks[i])
 		if err != nil {
@@ -759,6 +793,9 @@ func (o *Outbox) prepareBatch(batch []bgWrite, each bool) ([]bgWrite, []bgPart) 
 	}
 	if len(group) > groupStart {
 		cut()
+	}
+	if len(paged) > 0 {
+		parts = o.pageParts(parts, kept, paged, marks, now, &buf)
 	}
 	return kept, parts
 }
@@ -804,6 +841,11 @@ func (o *Outbox) ops(ops []Op, buf *[]byte, w bgWrite, now time.Time, marked boo
 	v := len(*buf)
 	*buf = appendOutcomeOf(*buf, w.entry)
 	ops = append(ops, Op{Key: (*buf)[k:v:v], Value: (*buf)[v:len(*buf):len(*buf)], TTL: OutboxRetention})
+	return o.extraOps(ops, w, now, marked)
+}
+
+// extraOps appends the ops an outcome's record needs beside it (ops).
+func (o *Outbox) extraOps(ops []Op, w bgWrite, now time.Time, marked bool) ([]Op, error) {
 	if st := w.entry.Status; st == domain.MsgFailed || st == domain.MsgCancelled {
 		// The status kept with its event (event_final) until this record: no boot reads it
 		// once the message is not pending, and it stayed for its 7 days, a key per failure.
@@ -834,6 +876,9 @@ func (o *Outbox) ops(ops []Op, buf *[]byte, w bgWrite, now time.Time, marked boo
 func (o *Outbox) answer(w bgWrite, err error) {
 	if w.outcome() {
 		o.mu.Lock()
+		if w.paged && err == nil {
+			o.pagedRecently(w.id)
+		}
 		if p := o.index[w.id]; p != nil && p.state == settling {
 			if err == nil {
 				delete(o.index, w.id)
@@ -843,7 +888,9 @@ func (o *Outbox) answer(w bgWrite, err error) {
 		}
 		o.mu.Unlock()
 	}
-	w.done(err)
+	if w.done != nil { // nil: answered with a later outcome of its message (pageParts)
+		w.done(err)
+	}
 	for _, f := range w.folded {
 		f(err)
 	}
@@ -880,11 +927,16 @@ func (o *Outbox) read(id string, full, older bool) (domain.OutboxEntry, string, 
 	var (
 		c       outcome
 		settled bool
+		paged   []domain.StatusChange // receipts in its pages
 	)
 	if pos == "" {
 		// Not pending here: its outcome says where its body is.
+		back := pageReadBack
+		if !older {
+			back = domain.IdempotencyTTL + time.Hour // IdemOf: a message accepted within its TTL
+		}
 		var err error
-		switch c, err = o.status.Get(id); {
+		switch c, paged, err = o.outcomeByID(id, back); {
 		case err == nil:
 			settled, pos = true, c.Pos
 		case errors.Is(err, domain.ErrRecordNotFound):
@@ -917,7 +969,7 @@ func (o *Outbox) read(id string, full, older bool) (domain.OutboxEntry, string, 
 	}
 	if !settled {
 		// Pending when indexed; its outcome may have landed since.
-		switch c, err = o.status.Get(id); {
+		switch c, paged, err = o.outcomeByID(id, pageReadBack); {
 		case err == nil:
 			settled = true
 		case !errors.Is(err, domain.ErrRecordNotFound):
@@ -926,7 +978,7 @@ func (o *Outbox) read(id string, full, older bool) (domain.OutboxEntry, string, 
 	}
 	if settled {
 		c.apply(&e)
-		if err := o.laySettled(&e); err != nil {
+		if err := o.laySettled(&e, paged...); err != nil {
 			return e, "", err
 		}
 	}
@@ -985,11 +1037,16 @@ func (o *Outbox) Receipts(id string) ([]domain.StatusChange, error) {
 	return rs, nil
 }
 
-// laySettled lays a settled message's receipts over it.
-func (o *Outbox) laySettled(e *domain.OutboxEntry) error {
+// laySettled lays a settled message's receipts over it: its own records, and those of its
+// pages (paged).
+func (o *Outbox) laySettled(e *domain.OutboxEntry, paged ...domain.StatusChange) error {
 	rs, err := o.Receipts(e.ID)
 	if err != nil {
 		return err
+	}
+	if len(paged) > 0 {
+		rs = append(rs, paged...)
+		sort.SliceStable(rs, func(i, j int) bool { return domain.StatusRank(rs[i].Status) < domain.StatusRank(rs[j].Status) })
 	}
 	for _, c := range rs {
 		if e.SetStatus(c.Status, c.At.Time()) && c.Status == domain.MsgFailed {

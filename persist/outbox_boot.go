@@ -108,11 +108,7 @@ func (o *Outbox) Pending() ([]domain.OutboxEntry, error) {
 		return nil, err
 	}
 	// Those whose outcome is written are not pending (a mark left behind goes).
-	keys := make([][]byte, len(cands))
-	for i, c := range cands {
-		keys[i] = o.status.key(c.id)
-	}
-	settled, err := Has(o.kv, keys)
+	settled, err := o.settled(cands, ckpt, found)
 	if err != nil {
 		return nil, err
 	}

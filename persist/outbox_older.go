@@ -44,9 +44,9 @@ func orOlder[T any](v T, err error, older OutboxReader, read func(OutboxReader) 
 var errStop = errors.New("stop")
 
 // Holds says whether the outbox holds any message: any outcome (a message sent or failed in
-// its last 14 days) or any pending mark.
+// its last 14 days; paged or not) or any pending mark.
 func (o *Outbox) Holds() (bool, error) {
-	for _, prefix := range []string{outboxStatusTable + "/", outboxPendingTable + "/"} {
+	for _, prefix := range []string{outboxStatusTable + "/", outboxPageTable + "/", outboxPendingTable + "/"} {
 		found := false
 		err := o.kv.Scan([]byte(prefix), func(_, _ []byte) error {
 			found = true
@@ -77,6 +77,6 @@ func (o *Outbox) holds(id string) bool {
 	if p != nil {
 		return true
 	}
-	_, err := o.status.Get(id)
+	_, _, err := o.outcomeByID(id, pageReadBack)
 	return !errors.Is(err, domain.ErrRecordNotFound)
 }

@@ -17,6 +17,9 @@ package persist
 //	                               Idempotency-Key's body hash         the history (messages.go)
 //	outbox_status/<msgID>          outcome (2): with where   7 days    the deliverer's outcome (no body)
 //	                               the body is (uid, ms)
+//	outbox_page/<window>/<random>  outcomes (1): many, each  7 days    the outcome writer, on a store
+//	                               its id and its status               that pages them (NATS; ids the
+//	                               record                              outbox minted: outbox_nats.go)
 //	outbox_receipt/<msgID>/<st>    domain.StatusChange (1)   7 days    receipts: delivered, read
 //	outbox_pending/<msgID>         pending mark (3): where   -         Checkpoint, for a message pending
 //	                               the body is, its expiry             30 s and more; removed with its
@@ -92,5 +95,5 @@ const (
 // receipt after the engine forgot the message): a store's cache of what it wrote keeps none of
 // them (natskv.Options.Uncached).
 func WriteOnceTables() []string {
-	return []string{messageLogTable, outboxStatusTable, outboxReceiptTable}
+	return []string{messageLogTable, outboxStatusTable, outboxReceiptTable, outboxPageTable}
 }

@@ -56,16 +56,56 @@ func (s *Store) scan(tok string, prefix []byte, fn func(key, value []byte) error
 	return s.scanSince(tok, prefix, time.Time{}, fn)
 }
 
+// ScanSinceSeq is ScanSince with each record's sequence in its stream, the records given in
+// that order (a partition's records are one stream's: persist's outcome pages, read newest
+// last).
+func (s *Store) ScanSinceSeq(prefix []byte, since time.Time, fn func(key, value []byte, seq uint64) error) error {
+	return s.scanSeq("*", prefix, since, fn)
+}
+
+// found is a key's newest record seen by a scan, and when it was written.
+type found struct {
+	key  string
+	rec  record
+	time time.Time
+}
+
 func (s *Store) scanSince(tok string, prefix []byte, since time.Time, fn func(key, value []byte) error) error {
+	live, err := s.live(tok, prefix, since)
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(live, func(a, b found) int { return cmp.Compare(a.key, b.key) })
+	for _, f := range live {
+		if err := fn([]byte(f.key), f.rec.value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scanSeq is scanSince in the records' stream order (by sequence) with their sequences.
+func (s *Store) scanSeq(tok string, prefix []byte, since time.Time, fn func(key, value []byte, seq uint64) error) error {
+	live, err := s.live(tok, prefix, since)
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(live, func(a, b found) int { return cmp.Compare(a.rec.seq, b.rec.seq) })
+	for _, f := range live {
+		if err := fn([]byte(f.key), f.rec.value, f.rec.seq); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// live is each live key's newest record under prefix in partition tok (every partition: "*"),
+// written at or after since (zero: all), in no order.
+func (s *Store) live(tok string, prefix []byte, since time.Time) ([]found, error) {
 	if !s.enter() {
-		return persist.ErrClosed
+		return nil, persist.ErrClosed
 	}
 	defer s.calls.Done()
-	type found struct {
-		key  string
-		rec  record
-		time time.Time
-	}
 	// older: a was written before the message at t with sequence seq.
 	older := func(a found, t time.Time, seq uint64) bool {
 		return a.time.Before(t) || (a.time.Equal(t) && a.rec.seq < seq)
@@ -90,7 +130,7 @@ func (s *Store) scanSince(tok string, prefix []byte, since time.Time, fn func(ke
 			}
 		})
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
 	// Then each key's newest live record over the partitions.
@@ -107,13 +147,7 @@ func (s *Store) scanSince(tok string, prefix []byte, since time.Time, fn func(ke
 	for _, f := range byKey {
 		live = append(live, f)
 	}
-	slices.SortFunc(live, func(a, b found) int { return cmp.Compare(a.key, b.key) })
-	for _, f := range live {
-		if err := fn([]byte(f.key), f.rec.value); err != nil {
-			return err
-		}
-	}
-	return nil
+	return live, nil
 }
 
 func hasPrefix(key, prefix []byte) bool {

@@ -150,6 +150,16 @@ func (v *View) ScanSince(prefix []byte, since time.Time, fn func(key, value []by
 	return v.s.scanSince(v.tok, prefix, since, fn)
 }
 
+// ScanSinceSeq is ScanSince in the view's partition, in stream order, with each record's
+// sequence (Store.ScanSinceSeq).
+func (v *View) ScanSinceSeq(prefix []byte, since time.Time, fn func(key, value []byte, seq uint64) error) error {
+	if !v.enter() {
+		return v.closedErr()
+	}
+	defer v.calls.Done()
+	return v.s.scanSeq(v.tok, prefix, since, fn)
+}
+
 // Commit commits ops in the view's partition, with its fence.
 func (v *View) Commit(ctx context.Context, ops ...persist.Op) error {
 	if !v.enter() {

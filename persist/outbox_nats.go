@@ -1,0 +1,479 @@
+package persist
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gateway/gateway/domain"
+)
+
+// Outcome pages (issue 27): on a store whose records are each one message of a stream, found
+// only by their key (NATS JetStream: pageScanner), an outcome written as a record of its own
+// cost the lone gateway about a fifth of its CPU a message (bench/README.md, "the lone NATS
+// gateway's second record"). There the outbox mints the ids of the messages that come without
+// one (MintsIDs), each carrying its accept's 10 ms window, and the outcome writer writes the
+// outcomes of those messages that one gather holds, per window, as one record:
+//
+//	outbox_page/<window>/<random>  the outcomes (each its id and its outbox_status record,
+//	                               receipts that came with it folded in), TTL OutboxRetention
+//
+// A message's outcome is paged when its id's window is its accept's (pagedIn): the ids this
+// outbox mints always are; an id a caller chose or an Idempotency-Key derived almost never is
+// (its outcome is outbox_status/<id>, as on every other store), and when one is, by chance, the
+// same rule holds for it everywhere: the writer, a read by id and the boot all decide by the id
+// and the accept's time alone. A read by id finds the outcome in the pages of the id's window,
+// the newest by stream sequence winning (a later outcome of the same message: a late failure,
+// written in a later page); the boot (Pending) reads the pages written since the checkpoint,
+// and the recount (Accounts.Recount) those written since its bound.
+
+// outboxPageTable holds the outcome pages.
+const outboxPageTable = "outbox_page"
+
+// pageVersion starts a page's value; then each outcome or receipt: its id's length (uvarint),
+// the id, its record's length (4 bytes, big-endian), the record: an outcome's
+// (appendOutcomeOf: its version, statusVersion2, first) or a receipt's (domain.StatusChange,
+// version pageReceipt).
+const (
+	pageVersion = 1
+	pageReceipt = 1
+)
+
+// pageMax bounds a page's outcomes and bytes (the records' own bound, bgBatchBytes, covers the
+// ops that go with them).
+const (
+	pageMax      = bgBatchMax
+	pageMaxBytes = 256 << 10
+)
+
+// pageScanner is a store whose scans give each record's sequence in its stream, in that order
+// (persist/natskv): the outbox pages its outcomes there.
+type pageScanner interface {
+	ScanSinceSeq(prefix []byte, since time.Time, fn func(key, value []byte, seq uint64) error) error
+}
+
+// idWindow is the 10 ms window of a time (ms), modulo 2^32 (it wraps every 497 days; a page
+// lives OutboxRetention).
+func idWindow(ms int64) uint32 { return uint32(max(ms, 0) / 10) }
+
+// pagedID is a message id in the gateway's WhatsApp Web shape (3EB0 and 20 upper-case hex
+// digits) whose first 32 bits are window w, and 48 random bits.
+func pagedID(w uint32, rnd uint64) string {
+	var b [10]byte
+	binary.BigEndian.PutUint32(b[:4], w)
+	binary.BigEndian.PutUint16(b[4:6], uint16(rnd>>32))
+	binary.BigEndian.PutUint32(b[6:], uint32(rnd))
+	return domain.WebMessageID(&b)
+}
+
+// idWindowOf is the window an id in pagedID's shape names (ok false for any other string).
+func idWindowOf(id string) (uint32, bool) {
+	if len(id) != 24 || id[:4] != "3EB0" {
+		return 0, false
+	}
+	var w uint32
+	for i := 4; i < 24; i++ {
+		d, ok := hexDigit(id[i])
+		if !ok {
+			return 0, false
+		}
+		if i < 12 {
+			w = w<<4 | uint32(d)
+		}
+	}
+	return w, true
+}
+
+// pagedIn tells whether the outcome of message id, accepted at ms, is paged.
+func pagedIn(id string, ms int64) bool {
+	w, ok := idWindowOf(id)
+	return ok && w == idWindow(ms)
+}
+
+// pageWindows are how far back a read by id looks for a page: a message may wait for its
+// session up to its body's lifetime, and its last outcome lives OutboxRetention after that; a
+// moment ahead, for another owner's clock.
+const (
+	pageReadBack  = bodyTTL + OutboxRetention + 24*time.Hour
+	pageReadAhead = time.Minute
+)
+
+// recentWindow tells whether window w is within back before now (or a minute after it).
+func recentWindow(w uint32, now time.Time, back time.Duration) bool {
+	cur := idWindow(now.UnixMilli())
+	return cur-w <= uint32(back.Milliseconds()/10) || w-cur <= uint32(pageReadAhead.Milliseconds()/10)
+}
+
+// pagePrefix is the prefix of window w's pages.
+func pagePrefix(w uint32) []byte {
+	return fmt.Appendf(nil, "%s/%08X/", outboxPageTable, w)
+}
+
+// MintsIDs tells the engine to leave a new message's id to Accept when the outbox pages its
+// outcomes (the id names its accept's window).
+func (o *Outbox) MintsIDs() bool { return o.pages != nil }
+
+// mintRand draws a minted id's random bits (tests repeat a draw).
+var mintRand = rand.Uint64
+
+// mint gives e a new id naming window w (under o.mu): one no message pending here has, nor any
+// minted in about the last second (only ids of one window can be taken for each other: the
+// check, not the odds of 48 random bits, keeps them apart).
+func (o *Outbox) mint(e *domain.OutboxEntry, w uint32) {
+	if o.mintedAt == nil || w-o.mintedFrom >= 100 && w-o.mintedFrom < 1<<31 {
+		o.mintedPrev, o.mintedAt, o.mintedFrom = o.mintedAt, make(map[uint64]struct{}, len(o.mintedAt)), w
+	}
+	for {
+		rnd := mintRand() & (1<<48 - 1)
+		if _, ok := o.mintedAt[rnd]; ok {
+			continue
+		}
+		if _, ok := o.mintedPrev[rnd]; ok {
+			continue
+		}
+		id := pagedID(w, rnd)
+		if o.index[id] != nil {
+			continue
+		}
+		o.mintedAt[rnd] = struct{}{}
+		e.ID, e.Message.ID = id, id
+		return
+	}
+}
+
+// pagedNow tells whether a write goes into a page (under o.mu): an outcome whose id names its
+// accept's window (pagedIn), or a receipt of a message this outbox paged the outcome of
+// lately (an older one's receipt is a record of its own, read by id all the same).
+func (o *Outbox) pagedNow(w *bgWrite) bool {
+	if w.outcome() {
+		return pagedIn(w.id, int64(w.entry.CreatedAt))
+	}
+	if _, ok := o.pagedAt[w.id]; ok {
+		return true
+	}
+	_, ok := o.pagedPrev[w.id]
+	return ok
+}
+
+// pagedRecently notes that message id's outcome is durable in a page (under o.mu).
+func (o *Outbox) pagedRecently(id string) {
+	if now := o.now(); o.pagedAt == nil || now.Sub(o.pagedFrom) >= 10*time.Second {
+		o.pagedPrev, o.pagedAt, o.pagedFrom = o.pagedAt, make(map[string]struct{}, len(o.pagedAt)), now
+	}
+	o.pagedAt[id] = struct{}{}
+}
+
+// pageParts appends to parts the pages of the paged outcomes among kept (their indexes in
+// paged, in the batch's order): per window, as few pages as pageMax allows, each one commit
+// with the ops its outcomes need beside their records (a failure's kept status removed, a mark
+// removed, a body renewed), atomic with it. A message's earlier outcome in the batch is
+// answered with its later one, which alone is written (it holds all the earlier said).
+func (o *Outbox) pageParts(parts []bgPart, kept []bgWrite, paged []int, marks []bool, now time.Time, buf *[]byte) []bgPart {
+	last := make(map[string]int, len(paged))
+	for _, i := range paged {
+		if !kept[i].outcome() {
+			continue
+		}
+		if j, ok := last[kept[i].id]; ok {
+			kept[i].folded = append(append(kept[i].folded, kept[j].done), kept[j].folded...)
+			kept[j].done, kept[j].folded = nil, nil
+		}
+		last[kept[i].id] = i
+	}
+	byWindow := map[uint32][]int{}
+	var windows []uint32
+	for _, i := range paged {
+		var w uint32
+		if kept[i].outcome() {
+			if last[kept[i].id] != i {
+				continue
+			}
+			w = idWindow(int64(kept[i].entry.CreatedAt))
+		} else {
+			w, _ = idWindowOf(kept[i].id) // its outcome's window (pagedNow)
+		}
+		if _, ok := byWindow[w]; !ok {
+			windows = append(windows, w)
+		}
+		byWindow[w] = append(byWindow[w], i)
+	}
+	var extra []Op
+	for _, w := range windows {
+		members := byWindow[w]
+		for len(members) > 0 {
+			start := len(*buf)
+			*buf = append(append(*buf, pagePrefix(w)...), fmt.Sprintf("%016X", rand.Uint64())...)
+			k := len(*buf)
+			*buf = append(*buf, pageVersion)
+			var ops []Op
+			var group []int
+			n := 0
+			for n < len(members) && n < pageMax && len(*buf)-k < pageMaxBytes {
+				i := members[n]
+				n++
+				var (
+					rec []byte
+					err error
+				)
+				extra = extra[:0]
+				if kept[i].outcome() {
+					extra, err = o.extraOps(extra, kept[i], now, marks[i])
+				} else {
+					rec, err = Encode(pageReceipt, kept[i].receipt)
+				}
+				if err != nil {
+					o.answer(kept[i], err)
+					continue
+				}
+				*buf = binary.AppendUvarint(*buf, uint64(len(kept[i].id)))
+				*buf = append(*buf, kept[i].id...)
+				at := len(*buf)
+				if rec != nil {
+					*buf = append(append(*buf, 0, 0, 0, 0), rec...)
+				} else {
+					*buf = appendOutcomeOf(append(*buf, 0, 0, 0, 0), kept[i].entry)
+				}
+				binary.BigEndian.PutUint32((*buf)[at:], uint32(len(*buf)-at-4))
+				ops = append(ops, extra...)
+				group = append(group, i)
+			}
+			members = members[n:]
+			if len(group) == 0 {
+				*buf = (*buf)[:start]
+				continue
+			}
+			page := Op{Key: (*buf)[start:k:k], Value: (*buf)[k:len(*buf):len(*buf)], TTL: OutboxRetention}
+			parts = append(parts, bgPart{ops: append([]Op{page}, ops...), group: group})
+		}
+	}
+	return parts
+}
+
+// eachPaged calls fn with each outcome a page holds, in the order written (a later one of the
+// same message is newer).
+func eachPaged(page []byte, fn func(id, rec []byte) error) error {
+	if len(page) == 0 || page[0] != pageVersion {
+		return fmt.Errorf("%w: %s: a page of version %v", domain.ErrRecordInvalid, outboxPageTable, page[:min(len(page), 1)])
+	}
+	for b := page[1:]; len(b) > 0; {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < n+4 {
+			return fmt.Errorf("%w: %s: a page cut short", domain.ErrRecordInvalid, outboxPageTable)
+		}
+		id := b[k : k+int(n)]
+		b = b[k+int(n):]
+		m := int(binary.BigEndian.Uint32(b))
+		if m == 0 || len(b)-4 < m {
+			return fmt.Errorf("%w: %s: a page cut short", domain.ErrRecordInvalid, outboxPageTable)
+		}
+		if err := fn(id, b[4:4+m]); err != nil {
+			return err
+		}
+		b = b[4+m:]
+	}
+	return nil
+}
+
+// pageOutcome reads message id's newest outcome in its window's pages, and the receipts they
+// hold of it (found false: no outcome, or its id names no window within back of now).
+func (o *Outbox) pageOutcome(id string, back time.Duration) (c outcome, rs []domain.StatusChange, found bool, err error) {
+	if o.pages == nil {
+		return c, nil, false, nil
+	}
+	w, ok := idWindowOf(id)
+	if !ok || !recentWindow(w, o.now(), back) {
+		return c, nil, false, nil
+	}
+	err = o.pages.ScanSinceSeq(pagePrefix(w), time.Time{}, func(_, page []byte, _ uint64) error {
+		return eachPaged(page, func(pid, rec []byte) error {
+			if string(pid) != id {
+				return nil
+			}
+			if rec[0] == pageReceipt {
+				var r domain.StatusChange
+				if _, err := Decode(rec, pageReceipt, &r); err != nil {
+					return fmt.Errorf("%s %q: %w", outboxPageTable, id, err)
+				}
+				rs = append(rs, r)
+				return nil
+			}
+			var x outcome
+			if _, err := Decode(rec, statusVersion2, &x); err != nil {
+				return fmt.Errorf("%s %q: %w", outboxPageTable, id, err)
+			}
+			c, found = x, true
+			return nil
+		})
+	})
+	return c, rs, found, err
+}
+
+// outcomeByID reads message id's outcome: outbox_status/<id>, or its pages (within back of
+// now), with the receipts they hold. domain.ErrRecordNotFound when neither holds one.
+func (o *Outbox) outcomeByID(id string, back time.Duration) (outcome, []domain.StatusChange, error) {
+	c, err := o.status.Get(id)
+	if err == nil || !errors.Is(err, domain.ErrRecordNotFound) {
+		return c, nil, err
+	}
+	c, rs, found, perr := o.pageOutcome(id, back)
+	switch {
+	case perr != nil:
+		return c, nil, perr
+	case !found:
+		return c, nil, err
+	}
+	return c, rs, nil
+}
+
+// pagedSince calls fn with the newest outcome of each message in the pages of kv (if it keeps
+// any) written since since (by the store's clock), in no order.
+func pagedSince(kv KV, since time.Time, fn func(id string, c outcome) error) error {
+	ps, ok := kv.(pageScanner)
+	if !ok {
+		return nil
+	}
+	newest := map[string]outcome{}
+	err := ps.ScanSinceSeq([]byte(outboxPageTable+"/"), since, func(_, page []byte, _ uint64) error {
+		return eachPaged(page, func(id, rec []byte) error {
+			if rec[0] == pageReceipt {
+				return nil
+			}
+			var c outcome
+			if _, err := Decode(rec, statusVersion2, &c); err != nil {
+				return fmt.Errorf("%s %q: %w", outboxPageTable, id, err)
+			}
+			newest[string(id)] = c // in stream order: a later one is newer
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	for id, c := range newest {
+		if err := fn(id, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pagedIDs adds to into the ids of the messages with an outcome in the pages under prefix
+// written since since (zero: all).
+func (o *Outbox) pagedIDs(prefix []byte, since time.Time, into map[string]bool) error {
+	return o.pages.ScanSinceSeq(prefix, since, func(_, page []byte, _ uint64) error {
+		return eachPaged(page, func(id, rec []byte) error {
+			if rec[0] != pageReceipt {
+				into[string(id)] = true
+			}
+			return nil
+		})
+	})
+}
+
+// settled tells which of the boot's candidates have an outcome (Pending): outbox_status/<id>,
+// or, paged, one in the pages written since the checkpoint (less RecountSkew: the store's
+// clock; every accept since the checkpoint was settled after it), and, for a message accepted
+// before the checkpoint (marked), in its window's pages, read apart.
+func (o *Outbox) settled(cands []*candidate, ckpt int64, found bool) ([]bool, error) {
+	out := make([]bool, len(cands))
+	var (
+		keys           [][]byte
+		unpaged, paged []int
+	)
+	for i, c := range cands {
+		if o.pages != nil && pagedIn(c.id, posMillis(c.pos)) {
+			paged = append(paged, i)
+			continue
+		}
+		keys, unpaged = append(keys, o.status.key(c.id)), append(unpaged, i)
+	}
+	has, err := Has(o.kv, keys)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range unpaged {
+		out[i] = has[j]
+	}
+	if len(paged) == 0 {
+		return out, nil
+	}
+	ids := map[string]bool{}
+	var since time.Time
+	if found {
+		since = time.UnixMilli(ckpt).Add(-RecountSkew)
+	}
+	if err := o.pagedIDs([]byte(outboxPageTable+"/"), since, ids); err != nil {
+		return nil, err
+	}
+	var windows []uint32
+	read := map[uint32]bool{}
+	for _, i := range paged {
+		if ms := posMillis(cands[i].pos); found && ms < ckpt && !ids[cands[i].id] {
+			if w := idWindow(ms); !read[w] {
+				read[w] = true
+				windows = append(windows, w)
+			}
+		}
+	}
+	if err := o.pagedWindows(windows, ids); err != nil {
+		return nil, err
+	}
+	for _, i := range paged {
+		out[i] = ids[cands[i].id]
+	}
+	return out, nil
+}
+
+// windowReaders: how many windows' pages the boot reads at once (each a round trip).
+const windowReaders = 16
+
+// pagedWindows adds to into the ids with an outcome in the pages of windows, read
+// windowReaders at a time.
+func (o *Outbox) pagedWindows(windows []uint32, into map[string]bool) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		next  = make(chan uint32)
+	)
+	for range min(windowReaders, len(windows)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for w := range next {
+				got := map[string]bool{}
+				err := o.pagedIDs(pagePrefix(w), time.Time{}, got)
+				mu.Lock()
+				if err != nil && first == nil {
+					first = err
+				}
+				for id := range got {
+					into[id] = true
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, w := range windows {
+		next <- w
+	}
+	close(next)
+	wg.Wait()
+	return first
+}
+
+// posMillis is the time (ms) of a body's pos (posOf); -1 when it has none.
+func posMillis(pos string) int64 {
+	if len(pos) < 14 || pos[len(pos)-14] != '/' {
+		return -1
+	}
+	ms, err := strconv.ParseInt(pos[len(pos)-13:], 10, 64)
+	if err != nil {
+		return -1
+	}
+	return ms
+}
