@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -114,6 +115,7 @@ func benchSendOn(b *testing.B, fsync persist.Fsync, journaled, onLog bool) {
 	txns0, writes0, _ := db.WriteStats()
 	syncs0 := db.Syncs()
 	sent0, cpu0 := e.metrics.sent.Load(), cputime.Process()
+	sched0 := readSched()
 	parallel(b, 64, func() {
 		i := n.Add(1)
 		g, err := e.Keys.Authorize(keys[i%users], ScopeText)
@@ -129,6 +131,9 @@ func benchSendOn(b *testing.B, fsync persist.Fsync, journaled, onLog bool) {
 	})
 	waitUntil(b, time.Minute, "every message sent", func() bool { return e.metrics.sent.Load()-sent0 >= int64(b.N) })
 	b.ReportMetric(float64((cputime.Process()-cpu0).Microseconds())/float64(b.N), "cpu-µs/msg")
+	sched := readSched()
+	b.ReportMetric(float64(sched.created-sched0.created)/float64(b.N), "goroutines/msg")
+	b.ReportMetric(float64(sched.runs-sched0.runs)/float64(b.N), "sched-runs/msg")
 	txns, writes, _ := db.WriteStats()
 	b.ReportMetric(float64(writes-writes0)/float64(b.N), "writes/msg")
 	b.ReportMetric(float64(txns-txns0)/float64(b.N), "txns/msg")
@@ -176,4 +181,18 @@ func journalingEvents(b *testing.B, db persist.KV, users int) *Events {
 	}
 	b.Cleanup(func() { ev.Stop(context.Background()) })
 	return ev
+}
+
+// schedCounts are the runtime's goroutines started and goroutine runs (a start or a wake-up
+// each: the count of /sched/latencies, which samples one run in 8 and is scaled back here).
+type schedCounts struct{ created, runs uint64 }
+
+func readSched() schedCounts {
+	s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}, {Name: "/sched/latencies:seconds"}}
+	metrics.Read(s)
+	var runs uint64
+	for _, c := range s[1].Value.Float64Histogram().Counts {
+		runs += c
+	}
+	return schedCounts{created: s[0].Value.Uint64(), runs: runs * 8}
 }

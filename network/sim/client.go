@@ -41,7 +41,7 @@ type client struct {
 	timer     *time.Timer // QR rotation or reconnect, per state
 	autoTimer *time.Timer // AutoPair while linking
 	queue     []network.Event
-	draining  bool // a goroutine is delivering queue to sink
+	draining  bool // queue is with the network's event goroutines (drainers.go)
 	// bannedUntil: the account is banned until then (rules.go); zero when not.
 	bannedUntil time.Time
 }
@@ -63,9 +63,9 @@ func (c *client) setState(s linkState) {
 	}
 }
 
-// emit queues ev for the sink. Events reach the sink in order, from a goroutine that lives
-// only while there are events to deliver, so a sink never blocks the sim and an idle client
-// costs no goroutine. Called with mu held.
+// emit queues ev for the sink. Events reach the sink in order, from one of the network's event
+// goroutines (drainers.go), so a sink never blocks the sim and an idle client costs no
+// goroutine. Called with mu held.
 func (c *client) emit(ev network.Event) {
 	if c.n.closed.Load() {
 		return
@@ -76,12 +76,14 @@ func (c *client) emit(ev network.Event) {
 	}
 	c.draining = true
 	c.n.events.Add(1)
-	go c.drain()
+	c.n.drainers.schedule(c)
 }
 
 // keptEvents is the most events an idle client's buffer holds room for (drain).
 const keptEvents = 16
 
+// drain delivers the queued events to the sink until none is left (an event goroutine's,
+// drainers.go).
 func (c *client) drain() {
 	defer c.n.events.Done()
 	var batch []network.Event

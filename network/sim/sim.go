@@ -12,8 +12,8 @@
 // It imports only the standard library, the network port, goccy/go-json and google/uuid.
 //
 // Locks, in the order they may be taken: client.mu, then Network.mu, then conv.mu, then
-// unregMu, rules.mu or deliveries.mu. A client's events reach its sink from a short-lived goroutine that holds no
-// lock while calling the sink.
+// unregMu, rules.mu or deliveries.mu, then drainers.mu. A client's events reach its sink from one of
+// the network's event goroutines (drainers.go), which holds no lock while calling the sink.
 package sim
 
 import (
@@ -81,8 +81,9 @@ type Network struct {
 	reconnectDelay time.Duration
 	latency        atomic.Int64 // time.Duration
 	closed         atomic.Bool
-	done           chan struct{} // closed by Close: wakes sends waiting out the latency
-	events         sync.WaitGroup
+	done           chan struct{}  // closed by Close: wakes sends waiting out the latency
+	events         sync.WaitGroup // clients with events not yet at their sinks
+	drainers       drainers       // the goroutines that deliver them (drainers.go)
 	deliveries     *deliveries
 
 	mu       sync.Mutex
@@ -130,6 +131,7 @@ func Open(o Options) (*Network, error) {
 		clients:        make(map[string]*client),
 		pairings:       make(map[string]string),
 	}
+	n.drainers.cond.L = &n.drainers.mu
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
@@ -244,14 +246,16 @@ func (n *Network) Close() error {
 	}
 	n.mu.Unlock()
 
-	// Once a client's lock has been taken after closed was set, it starts no event goroutine
-	// and its timers do nothing, so the Wait below covers every goroutine there will be.
+	// Once a client's lock has been taken after closed was set, it queues no event and its
+	// timers do nothing, so the Wait below covers every event there will be; then the event
+	// goroutines have nothing left and exit.
 	for _, c := range clients {
 		c.mu.Lock()
 		c.setState(offline)
 		c.mu.Unlock()
 	}
 	n.events.Wait()
+	n.drainers.stop()
 
 	n.mu.Lock()
 	err := n.pairLog.close()
