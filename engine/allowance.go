@@ -158,15 +158,24 @@ func (ms *Messages) account(uid string) *accountEntry {
 		return &accountEntry{counter: account.NewCounter(uid, e.Users.planOf(uid).MonthlyMessages), ready: make(chan struct{})}
 	})
 	if !mine {
-		<-ent.ready
+		if <-ent.ready; ent.pid == nil {
+			return ms.account(uid) // the first caller's spawn panicked and took its entry out: try again
+		}
 		return ent
 	}
+	// A spawn that panics (the HTTP layer recovers a handler's panic) takes its entry out and
+	// lets its waiters go, so this user's next use spawns again instead of waiting for ever.
+	defer func() {
+		if ent.pid == nil {
+			ms.accounts.delete(uid)
+		}
+		close(ent.ready)
+	}()
 	deps := account.Deps{Store: ms.accountTable, Clock: clockFunc(e.cfg.Now), Log: e.log}
 	if e.cfg.Records.Recount != nil {
 		deps.FlushEvery = recountFlushEvery
 	}
 	ent.pid = e.spawn(account.New(ent.counter, deps), "account", uid)
-	close(ent.ready)
 	return ent
 }
 

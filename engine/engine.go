@@ -265,7 +265,9 @@ func (e *Engine) Stop(ctx context.Context) {
 	}()
 	var accounts []*actor.PID
 	for _, a := range e.Messages.accounts.drain() {
-		accounts = append(accounts, a.actorPID()) // a spawn under way ends first
+		if pid := a.actorPID(); pid != nil { // a spawn under way ends first (nil: it panicked)
+			accounts = append(accounts, pid)
+		}
 	}
 	e.poisonAll(ctx, accounts)
 	e.Messages.msgs.outbox.Flush()

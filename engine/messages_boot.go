@@ -44,6 +44,15 @@ func (ms *Messages) recover(pending []domain.OutboxEntry) (int, error) {
 		asks.Go(func() {
 			slots <- struct{}{}
 			defer func() { <-slots }()
+			// Once one user's ask failed the boot fails: the users still waiting for a slot are
+			// not asked (each ask of a store gone away holds for its retries), so a failed boot
+			// ends after one round of asks, not one per 32 users.
+			mu.Lock()
+			failed := firstErr != nil
+			mu.Unlock()
+			if failed {
+				return
+			}
 			r, err := ms.reserve(context.Background(), uid, n, ReserveOpts{Force: true, Reclaim: true})
 			mu.Lock()
 			defer mu.Unlock()
