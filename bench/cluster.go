@@ -19,6 +19,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"hash/fnv"
@@ -420,20 +421,39 @@ func (c *benchCluster) placement(ctx context.Context, urls string, nc *natstest.
 		if k > 0 {
 			name += "_" + strconv.Itoa(k)
 		}
-		st, err := js.Stream(ctx, name)
-		if err != nil {
+		leader, ok := streamLeader(ctx, js, name)
+		if !ok {
 			break
 		}
-		info, err := st.Info(ctx)
-		if err != nil || info.Cluster == nil {
-			break
-		}
-		leaders = append(leaders, info.Cluster.Leader)
-		if info.Cluster.Leader == conn {
+		leaders = append(leaders, leader)
+		if leader == conn {
 			local++
 		}
 	}
 	return fmt.Sprintf("store connection on %s, records streams led by %s (%d of %d on its server)", cmp.Or(conn, "?"), strings.Join(leaders, ", "), local, len(leaders))
+}
+
+// streamLeader is the server leading the stream name; ok false once there is no such stream.
+// A stream whose leader is being elected, or a JetStream API call that fails under load, is
+// asked again for up to 5 s ("?" then): only "stream not found" ends the list.
+func streamLeader(ctx context.Context, js jetstream.JetStream, name string) (leader string, ok bool) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := js.Stream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return "", false
+		}
+		if err == nil {
+			info, err := st.Info(ctx)
+			if err == nil && info.Cluster != nil && info.Cluster.Leader != "" {
+				return info.Cluster.Leader, true
+			}
+		}
+		if time.Now().After(deadline) {
+			return "?", true
+		}
+		time.Sleep(100 * time.Millisecond) // a poll: the election or the API's next answer
+	}
 }
 
 // measureTopology measures the setups on one NATS: the lone gateway and the 1-node cluster up
