@@ -52,6 +52,10 @@ type Config struct {
 	// follow the NATS servers, one stream per server that can lead one, at most 3:
 	// persist/natskv.Options.Streams); an existing cluster keeps its layout.
 	NATSStreams int
+	// NATSOutcomeRecords writes an outcome record per message, as the release before outcome
+	// pages did, instead of pages (persist.Outbox.WriteOutcomeRecords): a cluster's nodes
+	// during a rolling upgrade from that release, until every node runs this one.
+	NATSOutcomeRecords bool
 
 	// Cluster runs the node as one of a cluster (DESIGN.md section 13) on NATS, with
 	// Partitions partitions; SimURL is a `gateway sim` process's address (the network every

@@ -107,6 +107,9 @@ func newRuntime(ctx context.Context, sh shared, o runtimeOptions) (_ *runtime, e
 	// interfaces it declares.
 	recs := persist.NewRecords(o.kv)
 	recs.Outbox.SetLogger(o.log.With("component", "outbox"))
+	if c.NATSOutcomeRecords {
+		recs.Outbox.WriteOutcomeRecords()
+	}
 	rt := &runtime{}
 	var eventsBooted func() error // nil until the events facet's boot is started
 	defer func() {

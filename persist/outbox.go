@@ -93,6 +93,8 @@ type Outbox struct {
 	// pages: the store, when the outbox mints ids and pages outcomes there (outbox_nats.go);
 	// nil: every outcome is outbox_status/<id>.
 	pages pageScanner
+	// recordsOnly: pages are read, never written, and ids not minted (WriteOutcomeRecords).
+	recordsOnly bool
 	// The random bits of the ids minted in the current second (from mintedFrom, a window) and
 	// the one before (under mu).
 	mintedAt, mintedPrev map[uint64]struct{}
@@ -536,7 +538,7 @@ func (o *Outbox) index1(e *domain.OutboxEntry) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	at := int64(e.CreatedAt)
-	if e.ID == "" && o.pages != nil {
+	if e.ID == "" && o.pages != nil && !o.recordsOnly {
 		at = max(at, o.floor)
 		o.mint(e, idWindow(at))
 	}
@@ -756,7 +758,7 @@ func (o *Outbox) prepareBatch(batch []bgWrite, each bool) ([]bgWrite, []bgPart) 
 		if p := o.index[w.id]; w.outcome() && p != nil && p.mark != unmarked {
 			marks[i] = true
 		}
-		if o.pages != nil {
+		if o.pages != nil && !o.recordsOnly {
 			kept[i].paged = o.pagedNow(&kept[i])
 		}
 	}

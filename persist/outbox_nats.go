@@ -115,7 +115,15 @@ func pagePrefix(w uint32) []byte {
 
 // MintsIDs tells the engine to leave a new message's id to Accept when the outbox pages its
 // outcomes (the id names its accept's window).
-func (o *Outbox) MintsIDs() bool { return o.pages != nil }
+func (o *Outbox) MintsIDs() bool { return o.pages != nil && !o.recordsOnly }
+
+// WriteOutcomeRecords makes the outbox write an outcome record per message
+// (`outbox_status/<id>`) and leave ids to the engine, as the release before pages did, on a
+// store that could page: a cluster in a rolling upgrade from that release (whose nodes find a
+// settled message only by that record) until every node runs this one
+// (--nats-outcome-records). Called before the outbox's first use; it still reads the pages a
+// node of this release wrote.
+func (o *Outbox) WriteOutcomeRecords() { o.recordsOnly = true }
 
 // mintRand draws a minted id's random bits (tests repeat a draw).
 var mintRand = rand.Uint64
@@ -422,8 +430,20 @@ func (o *Outbox) settled(cands []*candidate, ckpt int64, found bool) ([]bool, er
 	if err := o.pagedWindows(windows, ids); err != nil {
 		return nil, err
 	}
+	// A paged id not in the pages may still have its own record: written by a node of the
+	// release before pages, or one started with --nats-outcome-records (a rolling upgrade
+	// either way): asked for the few left, at once.
+	keys, unpaged = keys[:0], unpaged[:0]
 	for _, i := range paged {
-		out[i] = ids[cands[i].id]
+		if out[i] = ids[cands[i].id]; !out[i] {
+			keys, unpaged = append(keys, o.status.key(cands[i].id)), append(unpaged, i)
+		}
+	}
+	if has, err = Has(o.kv, keys); err != nil {
+		return nil, err
+	}
+	for j, i := range unpaged {
+		out[i] = has[j]
 	}
 	return out, nil
 }

@@ -319,3 +319,40 @@ func TestPagedOutboxRecount(t *testing.T) {
 		t.Fatalf("recounted %+v, want %d sent", got, 5+len(es))
 	}
 }
+
+// A cluster in a rolling upgrade from the release before pages: a node started with
+// --nats-outcome-records (persist.Outbox.WriteOutcomeRecords) mints no id and settles even a
+// minted id, accepted by a node that pages, with its own outbox_status record, which that
+// release's boot reads; and a paging node's boot finds such a record for a minted id (the
+// outcome a node of that release wrote) instead of sending the message again.
+func TestOutcomeRecordsDuringARollingUpgrade(t *testing.T) {
+	kv := openPaged(t, "pgroll")
+	paging := persist.NewOutbox(kv)
+	if _, err := paging.Pending(); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().UTC().Truncate(time.Millisecond)
+	handed := acceptNew(t, paging, "u1", at) // accepted, then its partition handed over
+	records := persist.NewOutbox(kv)
+	records.WriteOutcomeRecords()
+	if records.MintsIDs() {
+		t.Fatal("an outbox writing outcome records mints ids")
+	}
+	p, err := records.Pending()
+	if err != nil || len(p) != 1 || p[0].ID != handed.ID {
+		t.Fatalf("pending on the node taking over: %+v %v, want %s", p, err, handed.ID)
+	}
+	sent(&handed, at.Add(time.Second))
+	settle(t, records, handed)
+	if keysUnder(t, kv, "outbox_status/"+handed.ID) != 1 || keysUnder(t, kv, "outbox_page/") != 0 {
+		t.Fatalf("a minted id settled with outcome records: %d status records, %d pages",
+			keysUnder(t, kv, "outbox_status/"+handed.ID), keysUnder(t, kv, "outbox_page/"))
+	}
+	next := persist.NewOutbox(kv)
+	if p, err := next.Pending(); err != nil || len(p) != 0 {
+		t.Fatalf("a paging node's boot after it: pending %+v %v, want none (the outcome is a record)", p, err)
+	}
+	if got, err := next.Get(handed.ID); err != nil || got.Status != domain.MsgSent {
+		t.Fatalf("read by id: %s %v", got.Status, err)
+	}
+}
