@@ -538,7 +538,7 @@ func (o *Outbox) index1(e *domain.OutboxEntry) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	at := int64(e.CreatedAt)
-	if e.ID == "" && o.pages != nil && !o.recordsOnly {
+	if e.ID == "" && o.writesPages() {
 		at = max(at, o.floor)
 		o.mint(e, idWindow(at))
 	}
@@ -758,7 +758,7 @@ func (o *Outbox) prepareBatch(batch []bgWrite, each bool) ([]bgWrite, []bgPart) 
 		if p := o.index[w.id]; w.outcome() && p != nil && p.mark != unmarked {
 			marks[i] = true
 		}
-		if o.pages != nil && !o.recordsOnly {
+		if o.writesPages() {
 			kept[i].paged = o.pagedNow(&kept[i])
 		}
 	}

@@ -115,7 +115,11 @@ func pagePrefix(w uint32) []byte {
 
 // MintsIDs tells the engine to leave a new message's id to Accept when the outbox pages its
 // outcomes (the id names its accept's window).
-func (o *Outbox) MintsIDs() bool { return o.pages != nil && !o.recordsOnly }
+func (o *Outbox) MintsIDs() bool { return o.writesPages() }
+
+// writesPages: the outbox mints ids and writes outcomes in pages (a store that pages, not
+// told to write outcome records); one that does not still reads pages others wrote.
+func (o *Outbox) writesPages() bool { return o.pages != nil && !o.recordsOnly }
 
 // WriteOutcomeRecords makes the outbox write an outcome record per message
 // (`outbox_status/<id>`) and leave ids to the engine, as the release before pages did, on a
