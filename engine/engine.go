@@ -200,6 +200,9 @@ func New(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	e := &Engine{cfg: cfg, log: cfg.Logger, hw: hw, wallClock: wallClock}
+	if c, ok := cfg.Records.Outbox.(interface{ SetClock(func() time.Time) }); ok && !wallClock {
+		c.SetClock(cfg.Now) // the outbox's times by the clock that stamps the messages
+	}
 	e.stopCtx, e.stopCancel = context.WithCancel(context.Background())
 	if cfg.Events != nil {
 		e.pub = newPublisher(cfg.Events, e.log, cfg.share(publishQueue, publishQueueLeast))

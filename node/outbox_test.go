@@ -15,6 +15,7 @@ import (
 
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/persist"
+	"github.com/gateway/gateway/persist/natstest"
 	"github.com/gateway/gateway/persist/outlog"
 )
 
@@ -229,5 +230,41 @@ func TestOutboxDefault(t *testing.T) {
 	c.Outbox, c.Store = "", "nats"
 	if ob, _ := pickOutbox(c, persist.NewOutbox(persist.NewMemory()), testLog()); ob != "badger" {
 		t.Fatalf("--store nats: %q", ob)
+	}
+}
+
+// A lone --store nats node whose engine's clock runs ahead of the machine's (a test's, or a
+// host whose time the operator set apart from the process's): a sent message's outcome is
+// paged under the window its id names, by the engine's clock, and read back by id once the
+// page is durable (the outbox reads by the clock that stamps its messages, not time.Now: a
+// window 10 minutes ahead of time.Now is past the read-ahead, and the message read 404).
+func TestPagedOutcomeReadByTheEnginesClock(t *testing.T) {
+	srv := natstest.Start(t)
+	c := testConfig(t)
+	c.Store, c.NATSURL, c.NATSPrefix, c.NodeID = "nats", srv.URL, "ahead", "a"
+	c.Now = func() time.Time { return time.Now().Add(10 * time.Minute) }
+	n := start(t, c)
+	admin := n.token(t, "root", "admin")
+	alice := n.signIn(t, "alice")
+	n.link(t, httpScan{t, n}, alice, "447700900001")
+	key, _ := n.newKey(t, admin, "alice", "shop")
+	id := n.must(t, 200, "POST", "/api/v1/messages/send", key, map[string]any{"phone": "15550100001", "message": "ahead", "type": "text"}).str("message_id")
+	pages, ok := n.st.kv.(interface {
+		ScanSinceSeq(prefix []byte, since time.Time, fn func(key, value []byte, seq uint64) error) error
+	})
+	if !ok {
+		t.Fatalf("the NATS store %T scans no pages", n.st.kv)
+	}
+	eventually(t, 10*time.Second, "the outcome's page", func() bool {
+		found := false
+		err := pages.ScanSinceSeq([]byte("outbox_page/"), time.Time{}, func(_, page []byte, _ uint64) error {
+			found = found || bytes.Contains(page, []byte(id))
+			return nil
+		})
+		return err == nil && found
+	})
+	st := n.must(t, 200, "GET", "/api/v1/messages/"+id, key, nil).str("status")
+	if st != "sent" && st != "delivered" && st != "read" {
+		t.Fatalf("status %q", st)
 	}
 }

@@ -453,6 +453,12 @@ func bodyKey(id string) []byte { return append([]byte(outboxTable+"/"), id...) }
 
 func pendingKey(id string) []byte { return append([]byte(outboxPendingTable+"/"), id...) }
 
+// SetClock sets the clock the outbox reads times by to the one that stamps the messages it
+// holds (the engine's, engine.New): a read by id looks for a page only within a window of that
+// clock's now, and the Idempotency-Key's TTL runs from a message's time. Called before the
+// outbox's first use; the default is time.Now.
+func (o *Outbox) SetClock(now func() time.Time) { o.now = now }
+
 // checkpointKey is the outbox's checkpoint (one key; schema.go).
 var checkpointKey = []byte("outbox_checkpoint/pending")
 
