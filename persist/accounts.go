@@ -91,10 +91,12 @@ func (a Accounts) Recount(now time.Time, margin time.Duration) (map[string]domai
 	var cands []sent
 	kv := a.t.KV()
 	prefix := []byte(outboxStatusTable + "/")
+	seen := map[string]bool{} // a message counts once, read in a record and a page alike
 	count := func(id string, c outcome) error {
-		if !c.counts() {
+		if !c.counts() || seen[id] {
 			return nil
 		}
+		seen[id] = true
 		uid, ok := posUser(c.Pos)
 		if !ok {
 			return nil
@@ -111,7 +113,9 @@ func (a Accounts) Recount(now time.Time, margin time.Duration) (map[string]domai
 		}
 		return count(string(key[len(prefix):]), c)
 	}
-	since := time.UnixMilli(w.from).Add(-RecountSkew)
+	// The snapshots' times are on the engine's clock (now's), the records' on the store's: the
+	// bound moved by the difference (none unless the engine's clock is not time.Now).
+	since := time.Now().Add(time.UnixMilli(w.from).Sub(now)).Add(-RecountSkew)
 	if ss, ok := kv.(sinceScanner); ok {
 		err = ss.ScanSince(prefix, since, visit)
 	} else {

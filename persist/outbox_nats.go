@@ -273,7 +273,7 @@ func eachPaged(page []byte, fn func(id, rec []byte) error) error {
 	}
 	for b := page[1:]; len(b) > 0; {
 		n, k := binary.Uvarint(b)
-		if k <= 0 || uint64(len(b)-k) < n+4 {
+		if k <= 0 || len(b)-k < 4 || n > uint64(len(b)-k-4) { // n+4 would wrap for a damaged n
 			return fmt.Errorf("%w: %s: a page cut short", domain.ErrRecordInvalid, outboxPageTable)
 		}
 		id := b[k : k+int(n)]
@@ -325,20 +325,29 @@ func (o *Outbox) pageOutcome(id string, back time.Duration) (c outcome, rs []dom
 }
 
 // outcomeByID reads message id's outcome: outbox_status/<id>, or its pages (within back of
-// now), with the receipts they hold. domain.ErrRecordNotFound when neither holds one.
+// now), with the receipts they hold. domain.ErrRecordNotFound when neither holds one. An id
+// its outbox minted with a record too (a rolling upgrade: a node with --nats-outcome-records
+// wrote one outcome, a node without it paged a later one) reads the newer of the two.
 func (o *Outbox) outcomeByID(id string, back time.Duration) (outcome, []domain.StatusChange, error) {
 	c, err := o.status.Get(id)
-	if err == nil || !errors.Is(err, domain.ErrRecordNotFound) {
+	if err != nil && !errors.Is(err, domain.ErrRecordNotFound) {
 		return c, nil, err
 	}
-	c, rs, found, perr := o.pageOutcome(id, back)
+	if err == nil {
+		if _, minted := idWindowOf(id); !minted || o.pages == nil {
+			return c, nil, nil
+		}
+	}
+	pc, rs, found, perr := o.pageOutcome(id, back)
 	switch {
 	case perr != nil:
 		return c, nil, perr
 	case !found:
 		return c, nil, err
+	case err == nil && c.UpdatedAt > pc.UpdatedAt:
+		return c, nil, nil // the record is the newer
 	}
-	return c, rs, nil
+	return pc, rs, nil
 }
 
 // pagedSince calls fn with the newest outcome of each message in the pages of kv (if it keeps
@@ -416,7 +425,9 @@ func (o *Outbox) settled(cands []*candidate, ckpt int64, found bool) ([]bool, er
 	ids := map[string]bool{}
 	var since time.Time
 	if found {
-		since = time.UnixMilli(ckpt).Add(-RecountSkew)
+		// The checkpoint is on the outbox's clock, the pages' times on the store's: the bound
+		// moved by the difference (none unless the engine's clock is not time.Now).
+		since = time.Now().Add(time.UnixMilli(ckpt).Sub(o.now())).Add(-RecountSkew)
 	}
 	if err := o.pagedIDs([]byte(outboxPageTable+"/"), since, ids); err != nil {
 		return nil, err
