@@ -98,7 +98,7 @@ func (x *Queue) count() {
 func (x *Queue) wake() {
 	x.want.Store(true)
 	if !x.sched.Load() && x.sched.CompareAndSwap(false, true) {
-		workers.schedule(x)
+		workers.Schedule(x)
 	}
 }
 
@@ -113,7 +113,7 @@ func (x *Queue) stop() {
 	x.wake()
 }
 
-// run is the worker's turn on a send goroutine (runq.run): it steps while there is work, then
+// run is the worker's turn on a send goroutine (workers): it steps while there is work, then
 // leaves the queue parked. A wake is never lost: wake sets want and then reads sched, run
 // clears sched and then reads want (both sequentially consistent), so at least one of them
 // sees the other's write and the queue is run again (here, or scheduled by the wake).

@@ -146,3 +146,23 @@ func TestOneWakeCarriesABurst(t *testing.T) {
 		t.Fatalf("%.3f goroutine runs a message, want at most 0.5 (a wake-up a burst, not a message)", perMsg)
 	}
 }
+
+// The send goroutines are shared: a session whose send hangs on the network holds no other
+// session's sends.
+func TestSlowSendHoldsNoOtherSession(t *testing.T) {
+	slow, fast := newRig(t, "447700900001", domain.Pacing{}), newRig(t, "447700900002", domain.Pacing{})
+	release, sending := make(chan struct{}), make(chan struct{})
+	slow.client().script(func(domain.Message) error {
+		close(sending)
+		<-release
+		return nil
+	})
+	defer close(release)
+	slow.queue.Push(slow.entryTo("s1", "15550000001"))
+	<-sending
+	for i := range 20 {
+		id := fmt.Sprintf("f%02d", i)
+		fast.queue.Push(fast.entryTo(id, "15550000002"))
+		fast.waitOutcome(id)
+	}
+}
