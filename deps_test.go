@@ -37,7 +37,7 @@ var allowedImports = map[string][]string{
 	"actors/internal/mark":    {}, // the durable-mark protocol of key and account
 	"actors/campaign":         {"domain"},
 	"actors/key":              {"domain", "actors/internal/mark"},
-	"actors/session":          {"domain", "network"},
+	"actors/session":          {"domain", "network", "internal/runq"},
 	"actors/storeevents":      {"domain", "ecom"}, // ecom's stateless parsers and renderer
 	"actors/webhook":          {"domain", "cloudapi"},
 	"persist":                 {"domain", "internal/jsonenc", "internal/slowlog", "persist/outlog"},
@@ -46,7 +46,7 @@ var allowedImports = map[string][]string{
 	"persist/natskv":          {"domain", "persist", "internal/jsstream"},
 	"persist/natstest":        {},
 	"network":                 {"domain"},
-	"network/sim":             {"domain", "network", "internal/jsonenc"},
+	"network/sim":             {"domain", "network", "internal/jsonenc", "internal/runq"},
 	"network/whatsapp":        {"domain", "network"},
 	"network/whatsapp/fakewa": {},
 	// Meta's Cloud API on the wire (both directions: the cloud network, its fake, a
@@ -59,6 +59,7 @@ var allowedImports = map[string][]string{
 	"internal/pgtest":         {}, // test helper: throwaway PostgreSQL servers
 	"internal/jsonenc":        {}, // the hand-written JSON of the hot paths
 	"internal/slowlog":        {}, // what the slow-commit and slow-send reports share
+	"internal/runq":           {}, // ready items run on kept goroutines (the sim's events, the sessions' sends)
 	"internal/jsstream":       {}, // a JetStream stream with the replicas the deployment allows
 	// The cluster's membership, leases and forwarding: an adapter over NATS (node wires it).
 	"cluster":             {"domain"},

@@ -50,6 +50,8 @@ func BenchmarkSendPath(b *testing.B) {
 		b.Run(string(fsync)+"/send", func(b *testing.B) { benchSend(b, fsync, false) })
 		// The outbox on its own log (--outbox log: persist.LogOutbox).
 		b.Run(string(fsync)+"/send-log", func(b *testing.B) { benchSendOn(b, fsync, false, true) })
+		// 100 sessions, as `bench run`'s gateway has: a burst is a message or two a session.
+		b.Run(string(fsync)+"/send-log-100", func(b *testing.B) { benchSendUsers(b, fsync, false, true, 100) })
 		// Every user's events journaled (a stream open lately): each message's status events
 		// are committed, and its outcome recorded once they are (settleAfterEvents).
 		b.Run(string(fsync)+"/journaled", func(b *testing.B) { benchSend(b, fsync, true) })
@@ -63,6 +65,11 @@ func benchSend(b *testing.B, fsync persist.Fsync, journaled bool) {
 
 // benchSendOn is benchSend, the outbox on its own log when onLog.
 func benchSendOn(b *testing.B, fsync persist.Fsync, journaled, onLog bool) {
+	benchSendUsers(b, fsync, journaled, onLog, 20)
+}
+
+// benchSendUsers is benchSendOn over users users (a session each).
+func benchSendUsers(b *testing.B, fsync persist.Fsync, journaled, onLog bool, users int) {
 	db, err := persist.OpenBadger(b.TempDir(), persist.BadgerOptions{Fsync: fsync})
 	if err != nil {
 		b.Fatal(err)
@@ -74,7 +81,6 @@ func benchSendOn(b *testing.B, fsync persist.Fsync, journaled, onLog bool) {
 	}
 	defer net.Close()
 	ctx := context.Background()
-	const users = 20
 	cfg := Config{
 		Store: persist.NewRecords(db).Store, Records: recordsOf(persist.NewRecords(db)), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Plans: Plans{"unlimited": {}}, DefaultPlan: "unlimited", Network: net,
@@ -118,7 +124,7 @@ func benchSendOn(b *testing.B, fsync persist.Fsync, journaled, onLog bool) {
 	sched0 := readSched()
 	parallel(b, 64, func() {
 		i := n.Add(1)
-		g, err := e.Keys.Authorize(keys[i%users], ScopeText)
+		g, err := e.Keys.Authorize(keys[i%int64(users)], ScopeText)
 		if err != nil {
 			b.Error(err)
 			return

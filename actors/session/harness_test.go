@@ -71,6 +71,9 @@ type fakeClient struct {
 	sends  []sendRec
 	// lean: sends record nothing (benchmarks).
 	lean bool
+	// active counts the sends under way; overlap is set when two were at once.
+	active  atomic.Int32
+	overlap atomic.Bool
 }
 
 func (c *fakeClient) emit(ev network.Event) {
@@ -112,6 +115,10 @@ func (c *fakeClient) UpdateParticipants(context.Context, string, []string, []str
 }
 
 func (c *fakeClient) Send(_ context.Context, m domain.Message) (network.Receipt, error) {
+	if c.active.Add(1) > 1 {
+		c.overlap.Store(true)
+	}
+	defer c.active.Add(-1)
 	if c.lean {
 		return network.Receipt{ID: m.ID}, nil
 	}
@@ -178,12 +185,18 @@ type fakeDeliveries struct {
 	// n counts the outcomes; countOnly keeps nothing else (benchmarks).
 	n         atomic.Int64
 	countOnly bool
+	// at, when set, is called with the count after each outcome.
+	at func(n int64)
 	// held, when set, takes the receipts' Dones instead of telling them (mu).
 	held chan network.Done
 }
 
 func (d *fakeDeliveries) Outcome(e domain.OutboxEntry, err error) {
-	if d.n.Add(1); d.countOnly {
+	n := d.n.Add(1)
+	if d.at != nil {
+		d.at(n)
+	}
+	if d.countOnly {
 		return
 	}
 	d.mu.Lock()

@@ -1,25 +1,19 @@
 package session
 
 import (
-	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/network"
 )
 
-// workerIdle is how long a session's send worker waits for work before it exits: a paced
-// session (a send every 8-15 s on WhatsApp, twice that at half rate) keeps its worker, and with
-// it the worker's grown stack, while an idle one costs no goroutine.
-const workerIdle = time.Minute
-
 // Queue is a session's delivery queue, shared by three parties (issue 32): the engine pushes
-// each accepted entry into it (Push: no actor message, no goroutine); the session's long-lived
-// send worker picks the next messages pacing lets go, sends them and takes their results; the
-// session's actor keeps the session's state and its changes (link, status, pacing, the
-// protections), and wakes the worker when one may let a message go. One mutex guards the queue
+// each accepted entry into it (Push: no actor message, no goroutine); the session's send
+// worker (its turn on one of the process's send goroutines, runq.go) picks the next messages
+// pacing lets go, sends them and takes their results; the session's actor keeps the session's
+// state and its changes (link, status, pacing, the protections), and wakes the worker when
+// one may let a message go. One mutex guards the queue
 // and every field of the actor's Session, so the worker reads the state it picks by as the
 // actor left it. The queue's depth and oldest entry are published as counters (Stats), not as a
 // copy of the session's view per entry.
@@ -43,21 +37,20 @@ type Queue struct {
 	depth  atomic.Int64
 	oldest atomic.Int64 // ms
 
-	// The worker: running while its goroutine lives; kick wakes it (capacity 1); want says a
-	// wake came that it has not acted on yet; sending while it holds a batch (inflight: a
-	// graceful stop waits for it).
-	running  atomic.Bool
-	kick     chan struct{}
+	// The worker: sched is set while the queue is ready or run by a send goroutine (runq), so
+	// one runs it at a time and a wake meanwhile schedules nothing; want says a wake came that
+	// it has not acted on yet; inflight counts the batch it sends (a graceful stop waits for
+	// it); quitting: the actor stopped for good (the worker's sends' context is released).
+	sched    atomic.Bool
 	want     atomic.Bool
 	inflight sync.WaitGroup
-	quitting atomic.Bool // stop: the worker exits at its next look (kick)
-	quitOnce sync.Once
-	sends    sendContext // the worker's sends' deadline (its goroutine's alone)
+	quitting atomic.Bool
+	sends    sendContext // the worker's sends' deadline (the goroutine running the queue's alone)
 }
 
 // NewQueue returns an empty session queue.
 func NewQueue() *Queue {
-	return &Queue{kick: make(chan struct{}, 1)}
+	return &Queue{}
 }
 
 // Push hands an accepted (durably queued) entry to the session's queue and wakes its worker
@@ -98,21 +91,14 @@ func (x *Queue) count() {
 	x.depth.Store(int64(n))
 }
 
-// wake asks the worker to look at the queue, starting its goroutine when it is not running
-// (after workerIdle without work). Safe with or without mu held.
+// wake asks the worker to look at the queue: the queue is made ready for a send goroutine
+// unless it is ready or being run already (then the goroutine that runs it sees want and
+// steps again). Safe with or without mu held. A wake while the worker runs costs two atomic
+// operations: a burst of accepts into a busy or ready queue wakes no goroutine.
 func (x *Queue) wake() {
 	x.want.Store(true)
-	x.poke()
-	if !x.running.Load() && x.running.CompareAndSwap(false, true) {
-		go x.loop()
-	}
-}
-
-// poke makes the worker look (its kick holds one token: pokes before it looks are one).
-func (x *Queue) poke() {
-	select {
-	case x.kick <- struct{}{}:
-	default:
+	if !x.sched.Load() && x.sched.CompareAndSwap(false, true) {
+		workers.Schedule(x)
 	}
 }
 
@@ -120,67 +106,28 @@ func (x *Queue) poke() {
 // held.
 func (x *Queue) idle() bool { return !x.q.busy && !x.want.Load() }
 
-// stop ends the worker once the actor stopped for good (after its batch in flight: drain).
+// stop releases the worker once the actor stopped for good (after its batch in flight: drain):
+// it picks nothing more (stopped), and its next run releases its sends' context.
 func (x *Queue) stop() {
-	x.quitOnce.Do(func() {
-		x.quitting.Store(true)
-		x.poke()
-	})
+	x.quitting.Store(true)
+	x.wake()
 }
 
-// loop is the worker goroutine: it runs steps while there is work, then waits for a wake, and
-// exits after one to two workerIdle without one. The idle timer is not reset per wake (a wake
-// is often one message, and a timer's reset takes the timer heap's lock): when it fires after
-// a period with work, it is set again.
-//
-// It waits on its kick alone, a plain receive: a wake (want set first), the idle timer (rang)
-// and stop (quitting) each set their flag and then poke, and the worker reads the flags. A
-// select over the kick, the timer's channel and a quit channel cost a lock of each of the
-// three and a sudog each per wait, and a wait is often one message (issue 32: runtime.selectgo
-// under Queue.loop was 0.19 s of the gateway's 13.1 s profile, about 1.4 µs a message).
-func (x *Queue) loop() {
-	rang := new(atomic.Bool) // this loop's own: a timer of an earlier loop firing late sets not it
-	idle := time.AfterFunc(workerIdle, func() {
-		rang.Store(true)
-		x.poke()
-	})
-	defer idle.Stop()
-	worked := false // a wake came since the idle timer was set
+// run is the worker's turn on a send goroutine (workers): it steps while there is work, then
+// leaves the queue parked. A wake is never lost: wake sets want and then reads sched, run
+// clears sched and then reads want (both sequentially consistent), so at least one of them
+// sees the other's write and the queue is run again (here, or scheduled by the wake).
+func (x *Queue) run() {
 	for {
-		<-x.kick
+		for x.step() {
+		}
 		if x.quitting.Load() {
 			x.sends.stop()
-			x.running.Store(false)
+		}
+		x.sched.Store(false)
+		if !x.want.Load() || !x.sched.CompareAndSwap(false, true) {
 			return
 		}
-		if x.want.Load() {
-			// Let the goroutines that are ready run first (the accepts of a burst, which push
-			// into this queue): the worker then takes them in one batch, not one wake each.
-			// Measured in process (SendPath/interval/send, 20 sessions, 64 callers): 1.3 → 3.7
-			// messages per batch, 0.79 → 0.36 wakes per message. Without other work ready it
-			// returns at once.
-			runtime.Gosched()
-			for x.step() {
-			}
-			worked = true
-		}
-		if !rang.Swap(false) {
-			continue
-		}
-		if worked {
-			worked = false
-			idle.Reset(workerIdle)
-			continue
-		}
-		x.sends.stop() // before the flag: a new worker may start at once
-		x.running.Store(false)
-		// A wake between the poke and the flag found the worker running and started nothing
-		// (its poke may be the one this look took): take it here unless another goroutine did.
-		if !x.want.Load() || !x.running.CompareAndSwap(false, true) {
-			return
-		}
-		idle.Reset(workerIdle)
-		x.poke()
 	}
 }
 
@@ -216,7 +163,7 @@ func (x *Queue) step() bool {
 	}
 	x.q.keepSpare(j.send)
 	x.sends.sent = r.sent[:0] // batchDone read it (bookSent keeps none of it)
-	// The loop steps again at once: until that step takes the lock, the worker has work it
+	// run steps again at once: until that step takes the lock, the worker has work it
 	// knows of (idle must not report a gap between a batch's result and the next look, in
 	// which a pacing timer is not set yet).
 	x.want.Store(true)

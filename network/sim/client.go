@@ -76,7 +76,7 @@ func (c *client) emit(ev network.Event) {
 	}
 	c.draining = true
 	c.n.events.Add(1)
-	c.n.drainers.schedule(c)
+	c.n.drainers.Schedule(c)
 }
 
 // keptEvents is the most events an idle client's buffer holds room for (drain).

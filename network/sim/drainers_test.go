@@ -98,7 +98,7 @@ func TestEventsInOrderAcrossClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 1<<20)
-	if st := buf[:runtime.Stack(buf, true)]; bytes.Contains(st, []byte("(*drainers).run")) {
+	if st := buf[:runtime.Stack(buf, true)]; bytes.Contains(st, []byte("runq.(*Q[...]).loop")) {
 		t.Fatalf("an event goroutine outlived Close:\n%s", st)
 	}
 }

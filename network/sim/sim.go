@@ -9,10 +9,11 @@
 // kill -9 of the gateway, as the real network would. A message id is delivered at most once,
 // forever.
 //
-// It imports only the standard library, the network port, goccy/go-json and google/uuid.
+// It imports only the standard library, the network port, internal/runq, goccy/go-json and
+// google/uuid.
 //
 // Locks, in the order they may be taken: client.mu, then Network.mu, then conv.mu, then
-// unregMu, rules.mu or deliveries.mu, then drainers.mu. A client's events reach its sink from one of
+// unregMu, rules.mu or deliveries.mu, then the drainers' queue's. A client's events reach its sink from one of
 // the network's event goroutines (drainers.go), which holds no lock while calling the sink.
 package sim
 
@@ -32,6 +33,7 @@ import (
 
 	"github.com/goccy/go-json"
 
+	"github.com/gateway/gateway/internal/runq"
 	"github.com/gateway/gateway/network"
 )
 
@@ -81,9 +83,9 @@ type Network struct {
 	reconnectDelay time.Duration
 	latency        atomic.Int64 // time.Duration
 	closed         atomic.Bool
-	done           chan struct{}  // closed by Close: wakes sends waiting out the latency
-	events         sync.WaitGroup // clients with events not yet at their sinks
-	drainers       drainers       // the goroutines that deliver them (drainers.go)
+	done           chan struct{}    // closed by Close: wakes sends waiting out the latency
+	events         sync.WaitGroup   // clients with events not yet at their sinks
+	drainers       *runq.Q[*client] // the goroutines that deliver them (drainers.go)
 	deliveries     *deliveries
 
 	mu       sync.Mutex
@@ -131,7 +133,7 @@ func Open(o Options) (*Network, error) {
 		clients:        make(map[string]*client),
 		pairings:       make(map[string]string),
 	}
-	n.drainers.cond.L = &n.drainers.mu
+	n.drainers = newDrainers()
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
@@ -255,7 +257,7 @@ func (n *Network) Close() error {
 		c.mu.Unlock()
 	}
 	n.events.Wait()
-	n.drainers.stop()
+	n.drainers.Stop()
 
 	n.mu.Lock()
 	err := n.pairLog.close()
