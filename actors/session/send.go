@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"github.com/gateway/gateway/domain"
@@ -90,6 +92,24 @@ func judge(err error, now time.Time, attempts int) (verdict, time.Time) {
 	return settle, time.Time{}
 }
 
+// errSendPanicked is a network client's send that panicked: the message settles as failed
+// (whether the network took it is not known; sent again, it could arrive twice), and the
+// session's other messages and every other session go on (a panic on a send goroutine ended
+// the process, with every session in it, and the boot sent the message again).
+var errSendPanicked = errors.New("the network client failed (panic) while sending; not sent again")
+
+// sendRecovered is client.Send with a panic in it turned into errSendPanicked (logged with
+// its stack).
+func sendRecovered(ctx context.Context, client network.Client, m domain.Message, log *slog.Logger) (rc network.Receipt, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error("deliverer: the network client panicked while sending", "message_id", m.ID, "panic", p, "stack", string(debug.Stack()))
+			rc, err = network.Receipt{}, errSendPanicked
+		}
+	}()
+	return client.Send(ctx, m)
+}
+
 // refusal tells whether a send's error is the network refusing the message (what the
 // refusal rate counts).
 func refusal(err error) bool {
@@ -111,7 +131,7 @@ func deliver(client network.Client, deps Deps, batch []item, sends *sendContext)
 			r.back = append(r.back, it)
 			continue
 		}
-		rc, err := client.Send(sends.get(deps.SendTimeout), e.Message)
+		rc, err := sendRecovered(sends.get(deps.SendTimeout), client, e.Message, deps.Log)
 		now := deps.Clock.Now()
 		e.Attempts++
 		v, until := judge(err, now, e.Attempts)

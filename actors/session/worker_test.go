@@ -1,6 +1,7 @@
 package session
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"runtime/metrics"
@@ -164,5 +165,46 @@ func TestSlowSendHoldsNoOtherSession(t *testing.T) {
 		id := fmt.Sprintf("f%02d", i)
 		fast.queue.Push(fast.entryTo(id, "15550000002"))
 		fast.waitOutcome(id)
+	}
+	// Two sessions made ready together, before a send goroutine looks (review22: the part
+	// above passes with Spread off, a new goroutine starting either way): the one behind the
+	// hanging send is sent all the same.
+	slow2, fast2 := newRig(t, "447700900003", domain.Pacing{}), newRig(t, "447700900004", domain.Pacing{})
+	slow2.client().script(func(domain.Message) error {
+		<-release
+		return nil
+	})
+	slow2.queue.Push(slow2.entryTo("s2", "15550000003"))
+	fast2.queue.Push(fast2.entryTo("g1", "15550000004"))
+	fast2.waitOutcome("g1")
+}
+
+// A network client whose send panics (a bug in the adapter or its library): that message
+// settles as failed (not sent again: whether the network took it is not known), the session's
+// next message and another session's go out, and the process lives (the panic on a send
+// goroutine ended it, with every session in it).
+func TestSendPanicFailsTheMessageOnly(t *testing.T) {
+	r := newRig(t, "447700900001", domain.Pacing{})
+	r.client().script(func(m domain.Message) error {
+		if m.ID == "p1" {
+			panic("the adapter's bug")
+		}
+		return nil
+	})
+	other := newRig(t, "447700900002", domain.Pacing{})
+	r.queue.Push(r.entryTo("p1", "15550000001"))
+	r.queue.Push(r.entryTo("p2", "15550000001"))
+	other.queue.Push(other.entryTo("o1", "15550000002"))
+	if o := r.waitOutcome("p1"); o.e.Status != domain.MsgFailed || !errors.Is(o.err, errSendPanicked) {
+		t.Errorf("the panicked send: %s %v, want failed with errSendPanicked", o.e.Status, o.err)
+	}
+	if o := r.waitOutcome("p2"); o.e.Status != domain.MsgSent {
+		t.Errorf("the session's next message: %s %v", o.e.Status, o.err)
+	}
+	if o := other.waitOutcome("o1"); o.e.Status != domain.MsgSent {
+		t.Errorf("another session's message: %s %v", o.e.Status, o.err)
+	}
+	if n := len(r.client().sent()); n != 2 {
+		t.Errorf("%d sends, want 2 (the panicked one not tried again)", n)
 	}
 }
