@@ -124,12 +124,19 @@ func (x *Queue) run() {
 		if x.quitting.Load() {
 			x.sends.stop()
 		}
+		if f := beforePark.Load(); f != nil {
+			(*f)(x)
+		}
 		x.sched.Store(false)
 		if !x.want.Load() || !x.sched.CompareAndSwap(false, true) {
 			return
 		}
 	}
 }
+
+// beforePark, when set (tests), runs in run's window between its last step and the queue's
+// parking: a wake there must not be lost.
+var beforePark atomic.Pointer[func(*Queue)]
 
 // step picks the next job (the failures settled in the queue, the next messages pacing lets go)
 // and runs it; false when there was none.

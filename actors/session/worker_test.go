@@ -21,6 +21,29 @@ func (r *rig) entryTo(id, to string) domain.OutboxEntry {
 	return e
 }
 
+// A push in the window between the worker's last step and its parking (the wake finds the
+// queue still scheduled, so it schedules nothing): the worker sees it and sends the message,
+// every time (a worker that parked without looking again left it unsent for good).
+func TestWakeWhileParkingIsSeen(t *testing.T) {
+	r := newRig(t, "447700900001", domain.Pacing{})
+	var pushed atomic.Int32
+	hook := func(x *Queue) {
+		if x == r.queue {
+			if n := pushed.Add(1); n <= 3 {
+				r.queue.Push(r.entryTo(fmt.Sprintf("w%d", n), "15550000001"))
+			}
+		}
+	}
+	beforePark.Store(&hook)
+	t.Cleanup(func() { beforePark.Store(nil) })
+	r.queue.Push(r.entryTo("w0", "15550000001"))
+	for _, id := range []string{"w0", "w1", "w2", "w3"} {
+		if o := r.waitOutcome(id); o.e.Status != domain.MsgSent {
+			t.Fatalf("%s: %s %v", id, o.e.Status, o.err)
+		}
+	}
+}
+
 // Pushes race the worker's parking (the queue made ready, run, left parked) from many
 // goroutines into many sessions, some through the actor (Enqueue: its own wake), in rounds
 // that each end with every session's last push: a lost wake leaves a round's last message
