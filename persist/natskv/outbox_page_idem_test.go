@@ -38,17 +38,7 @@ func TestPagedOutboxIdemFindReadsPages(t *testing.T) {
 		t.Fatal("the outbox on a partition's view does not page")
 	}
 	at := time.Now().UTC().Truncate(time.Millisecond)
-	accept := func(id, hash string) domain.OutboxEntry {
-		e := domain.OutboxEntry{ID: id, SessionID: "s1", UserID: "u1", CreatedAt: domain.MillisOf(at),
-			Message: domain.Message{ID: id, To: "491511234567", Kind: domain.KindText, Text: "hi"}}
-		e.SetStatus(domain.MsgQueued, at)
-		if err := o.Accept(context.Background(), &e, hash); err != nil {
-			t.Fatal(err)
-		}
-		sent(&e, at.Add(time.Second))
-		settle(t, o, e)
-		return e
-	}
+	accept := func(id, hash string) domain.OutboxEntry { return acceptSent(t, o, id, hash, at) }
 	byChance := accept(fmt.Sprintf("3EB0%08X%012X", uint32(at.UnixMilli()/10), 11), "hash-window")
 	derived := accept("3EB0FFFFFFFF"+"0123456789AB", "hash-derived")
 	all := func(domain.IdemRecord) bool { return true }
