@@ -463,8 +463,13 @@ func (ms *Messages) Get(uid, id string) (domain.OutboxEntry, error) {
 		return cur, nil
 	}
 	m, err := ms.msgs.outbox.Get(id)
-	if err != nil || m.UserID != uid {
+	switch {
+	case errors.Is(err, domain.ErrRecordNotFound) || (err == nil && m.UserID != uid):
 		return domain.OutboxEntry{}, fmt.Errorf("%w: %s", domain.ErrMessageNotFound, id)
+	case err != nil:
+		// The store cannot say (unavailable, the partition handed over): 503, never a 404 for
+		// a message that may exist.
+		return domain.OutboxEntry{}, fmt.Errorf("%w: message %s: %w", domain.ErrUnavailable, id, err)
 	}
 	if settling {
 		return m, nil // as stored (a scheduled one taken back reads scheduled, not queued)

@@ -765,7 +765,7 @@ func (o *Outbox) prepareBatch(batch []bgWrite, each bool) ([]bgWrite, []bgPart) 
 			marks[i] = true
 		}
 		if o.writesPages() {
-			kept[i].paged = o.pagedNow(&kept[i])
+			kept[i].paged = o.pagedNow(&kept[i], now)
 		}
 	}
 	o.mu.Unlock()
@@ -941,7 +941,7 @@ func (o *Outbox) read(id string, full, older bool) (domain.OutboxEntry, string, 
 		// Not pending here: its outcome says where its body is.
 		back := pageReadBack
 		if !older {
-			back = domain.IdempotencyTTL + time.Hour // IdemOf: a message accepted within its TTL
+			back = idemReadBack // IdemOf: a message accepted within its TTL
 		}
 		var err error
 		switch c, paged, err = o.outcomeByID(id, back); {

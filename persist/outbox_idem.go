@@ -90,6 +90,19 @@ func (o *Outbox) IdemFind(ids []string, idemID string, keep func(domain.IdemReco
 				pos[i] = c.Pos
 			} else if m := vals[j+1]; len(m) > 9 && m[0] == pendingMarkV3 {
 				pos[i] = string(m[9:])
+			} else if o.pages != nil {
+				// Neither: its outcome may be in its window's pages (an id that names its
+				// accept's window: a derived one by chance), as read() finds it. Only an id
+				// whose window is within the key's TTL is looked for (a scan about 0.2 % of
+				// the time for an absent id).
+				c, _, found, err := o.pageOutcome(id, idemReadBack)
+				if err != nil {
+					errAt[i] = err
+					continue
+				}
+				if found {
+					pos[i] = c.Pos
+				}
 			}
 		}
 		if pos[i] != "" {

@@ -94,12 +94,19 @@ func pagedIn(id string, ms int64) bool {
 	return ok && w == idWindow(ms)
 }
 
-// pageWindows are how far back a read by id looks for a page: a message may wait for its
-// session up to its body's lifetime, and its last outcome lives OutboxRetention after that; a
-// moment ahead, for another owner's clock.
+// How far back a read by id looks for a page (pageReadBack; a moment ahead, for another
+// owner's clock), and how long after its accept an outcome still goes into a page
+// (pageWriteBack): a page is read for OutboxRetention after it was written, so its window is
+// then at most pageWriteBack + OutboxRetention old, a day within pageReadBack. A message may wait
+// queued for weeks behind a disconnected session (Renew keeps its body): its outcome, written
+// later than pageWriteBack after its accept, is outbox_status/<id>, which every read looks for
+// first, and the boot too for an id not in the pages (settled). IdemOf looks back the key's
+// lifetime only (idemReadBack).
 const (
 	pageReadBack  = bodyTTL + OutboxRetention + 24*time.Hour
+	pageWriteBack = pageReadBack - OutboxRetention - 24*time.Hour
 	pageReadAhead = time.Minute
+	idemReadBack  = domain.IdempotencyTTL + time.Hour
 )
 
 // recentWindow tells whether window w is within back before now (or a minute after it).
@@ -157,12 +164,17 @@ func (o *Outbox) mint(e *domain.OutboxEntry, w uint32) {
 	}
 }
 
-// pagedNow tells whether a write goes into a page (under o.mu): an outcome whose id names its
-// accept's window (pagedIn), or a receipt of a message this outbox paged the outcome of
-// lately (an older one's receipt is a record of its own, read by id all the same).
-func (o *Outbox) pagedNow(w *bgWrite) bool {
-	if w.outcome() {
-		return pagedIn(w.id, int64(w.entry.CreatedAt))
+// pagedNow tells whether a write goes into a page at now (under o.mu): an outcome whose id
+// names its accept's window (pagedIn), written within pageWriteBack of its accept or of an
+// earlier outcome of it paged here lately (a late failure goes where its sent outcome went), or
+// a receipt of a message this outbox paged the outcome of lately (an older one's receipt is a
+// record of its own, read by id all the same).
+func (o *Outbox) pagedNow(w *bgWrite, now time.Time) bool {
+	if w.outcome() && !pagedIn(w.id, int64(w.entry.CreatedAt)) {
+		return false
+	}
+	if w.outcome() && now.Sub(w.entry.CreatedAt.Time()) <= pageWriteBack {
+		return true
 	}
 	if _, ok := o.pagedAt[w.id]; ok {
 		return true

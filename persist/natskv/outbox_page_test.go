@@ -56,6 +56,21 @@ func acceptNew(t *testing.T, o *persist.Outbox, uid string, at time.Time) domain
 	return e
 }
 
+// acceptSent accepts a message of id at at (with the Idempotency-Key's body hash), records
+// it sent a second later and waits for that outcome's answer.
+func acceptSent(t *testing.T, o *persist.Outbox, id, hash string, at time.Time) domain.OutboxEntry {
+	t.Helper()
+	e := domain.OutboxEntry{ID: id, SessionID: "s1", UserID: "u1", CreatedAt: domain.MillisOf(at),
+		Message: domain.Message{ID: id, To: "491511234567", Kind: domain.KindText, Text: "hi"}}
+	e.SetStatus(domain.MsgQueued, at)
+	if err := o.Accept(context.Background(), &e, hash); err != nil {
+		t.Fatal(err)
+	}
+	sent(&e, at.Add(time.Second))
+	settle(t, o, e)
+	return e
+}
+
 // settle records e's outcome and waits for its answer.
 func settle(t *testing.T, o *persist.Outbox, e domain.OutboxEntry) {
 	t.Helper()
@@ -235,17 +250,7 @@ func TestPagedOutboxKeyedAndCallerIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := time.Now().UTC().Truncate(time.Millisecond)
-	accept := func(id, hash string) domain.OutboxEntry {
-		e := domain.OutboxEntry{ID: id, SessionID: "s1", UserID: "u1", CreatedAt: domain.MillisOf(at),
-			Message: domain.Message{ID: id, To: "491511234567", Kind: domain.KindText, Text: "hi"}}
-		e.SetStatus(domain.MsgQueued, at)
-		if err := o.Accept(context.Background(), &e, hash); err != nil {
-			t.Fatal(err)
-		}
-		sent(&e, at.Add(time.Second))
-		settle(t, o, e)
-		return e
-	}
+	accept := func(id, hash string) domain.OutboxEntry { return acceptSent(t, o, id, hash, at) }
 	derived := accept("3EB0FFFFFFFF"+"0123456789AB", "hash-derived")
 	if keysUnder(t, kv, "outbox_status/"+derived.ID) != 1 {
 		t.Fatal("a derived id's outcome is not its outbox_status record")
