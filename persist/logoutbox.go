@@ -751,14 +751,20 @@ func (lo *LogOutbox) newSettle() *settleCall {
 }
 
 // newPending is a pending record holding v, reused when one is kept. mu held.
+//
+// The new record is made with new, not as &v: v's address taken moves v to the heap at
+// every call (newPending is inlined into its callers), so a kept record saved nothing and
+// each accept allocated one.
 func (lo *LogOutbox) newPending(v logPending) *logPending {
+	var p *logPending
 	if k := len(lo.freePending); k > 0 {
-		p := lo.freePending[k-1]
+		p = lo.freePending[k-1]
 		lo.freePending = lo.freePending[:k-1]
-		*p = v
-		return p
+	} else {
+		p = new(logPending)
 	}
-	return &v
+	*p = v
+	return p
 }
 
 // dropPending removes message id's pending record p and keeps it for reuse: nothing holds it
