@@ -56,7 +56,7 @@ func (ms *Messages) SendGroups(ctx context.Context, uid, origin string, groups [
 			if o.SendAt.After(now) {
 				entries = append(entries, scheduledEntry(o.Message, view, uid, origin, now, o.SendAt))
 			} else {
-				entries = append(entries, queuedEntry(o.Message, view, uid, origin, now))
+				entries = append(entries, queuedEntry(o.Message, view, uid, origin, now, nil))
 			}
 		}
 	}

@@ -106,7 +106,8 @@ func (sh *pendingShard) keep(id string) {
 // pending is one accepted message without an outcome.
 type pending struct {
 	res     *Reservation
-	resv    Reservation // where Send's reservation is (res points here then): no allocation of its own
+	resv    Reservation            // where Send's reservation is (res points here then): no allocation of its own
+	hist    [2]domain.StatusChange // where Send's entry's history lies (queuedEntry's room): the same
 	waiters []chan outcome
 	// receipts that came before the outcome: folded into it and reported after it, in order
 	// (each is its own record already when its network waits for it: receiptOf).
@@ -248,7 +249,7 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 	// once accepted: the outbox takes it by pointer through an interface, which moved a
 	// local entry (768 bytes) to the heap for every message, beside the record.
 	pe := &p.entry
-	*pe = queuedEntry(r.Message, view, r.UserID, r.Origin, now)
+	*pe = queuedEntry(r.Message, view, r.UserID, r.Origin, now, p.hist[:0])
 	if !sendAt.IsZero() {
 		*pe = scheduledEntry(r.Message, view, r.UserID, r.Origin, now, sendAt)
 	}
@@ -298,10 +299,14 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 // before it (the caller's answer, the event, the outbox's) read the first status alone, and
 // only the worker that settles the message writes the second; every later status (a receipt,
 // the outbox's outcome record, each on its own copy) finds the array full and appends into a
-// new one, so no two copies ever write one element.
-func queuedEntry(msg domain.Message, sess *domain.Session, uid, origin string, now time.Time) domain.OutboxEntry {
+// new one, so no two copies ever write one element. room is that array (nil: made), Send's in
+// the message's record: never reused, so the history is the message's alone, as a new one.
+func queuedEntry(msg domain.Message, sess *domain.Session, uid, origin string, now time.Time, room []domain.StatusChange) domain.OutboxEntry {
+	if room == nil {
+		room = make([]domain.StatusChange, 0, 2)
+	}
 	entry := domain.OutboxEntry{ID: msg.ID, SessionID: sess.ID, UserID: uid, Origin: origin, From: sess.Phone, Message: msg, CreatedAt: domain.MillisOf(now),
-		History: make([]domain.StatusChange, 0, 2)}
+		History: room[:0:2]}
 	entry.SetStatus(domain.MsgQueued, now)
 	return entry
 }

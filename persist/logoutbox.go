@@ -84,7 +84,11 @@ type logPending struct {
 	since time.Time
 	state pendingState
 	mark  markState
-	acc   outlog.Ticket // its accept's write (accepting)
+	acc   outlog.Ticket // its accept's write (accepting, a caller's id)
+	// An accept with a minted id (queueAccept's answered): its id, and the answer of its write
+	// on the log's writer, bound to this record once (LogOutbox.accepted).
+	id       string
+	accepted func(outlog.Pos, error)
 }
 
 // Record kinds, slots and Badger keys.
@@ -171,12 +175,23 @@ func (lo *LogOutbox) Accept(ctx context.Context, e *domain.OutboxEntry, idemHash
 	if err := lo.writable(); err != nil {
 		return err
 	}
-	t, dup, err := lo.queueAccept(e, idemHash)
+	t, dup, answered, err := lo.queueAccept(e, idemHash, true)
 	if err != nil || dup {
 		return err
 	}
+	if acceptQueued != nil {
+		acceptQueued(lo)
+	}
+	if answered {
+		// A minted id, so no outlog_pos record: its pending state is set by the log's
+		// writer (accepted), and the caller woken by its write takes no lock.
+		return t.Wait()
+	}
 	return lo.finishAccept(ctx, []*domain.OutboxEntry{e}, []outlog.Ticket{t})
 }
+
+// acceptQueued is a test's hook: called by Accept once its record is queued, before its wait.
+var acceptQueued func(*LogOutbox)
 
 // writable refuses an accept, before anything is written, while the records' store refuses
 // writes (persist.Badger's disk under --min-free-disk: the log shares its disk), as the
@@ -205,7 +220,7 @@ func (lo *LogOutbox) AcceptMany(ctx context.Context, es []domain.OutboxEntry) er
 		ts   []outlog.Ticket
 	)
 	for i := range es {
-		t, dup, err := lo.queueAccept(&es[i], "")
+		t, dup, _, err := lo.queueAccept(&es[i], "", false)
 		if err != nil {
 			if len(ts) > 0 {
 				_ = lo.finishAccept(ctx, ents, ts)
@@ -221,8 +236,14 @@ func (lo *LogOutbox) AcceptMany(ctx context.Context, es []domain.OutboxEntry) er
 
 // queueAccept queues an entry's accept record and indexes it as pending; dup: an accept of an
 // id pending here already (written once; its write was waited for).
-func (lo *LogOutbox) queueAccept(e *domain.OutboxEntry, idemHash string) (outlog.Ticket, bool, error) {
+//
+// With onWriter, an accept whose id it mints (answered) has its pending state set on the log's
+// writer goroutine once written (accepted), not by its caller after its wait (finishAccept):
+// the callers of a round, woken together, each took mu at once (issue 32: about a fifth of a
+// contended lock a message at 100 sessions in process, each a park and a wake-up).
+func (lo *LogOutbox) queueAccept(e *domain.OutboxEntry, idemHash string, onWriter bool) (t outlog.Ticket, dup, answered bool, err error) {
 	caller := e.ID != ""
+	answered = onWriter && !caller
 	ph := e.ID
 	if !caller {
 		ph = idPlaceholder // replaced in place
@@ -265,13 +286,14 @@ func (lo *LogOutbox) queueAccept(e *domain.OutboxEntry, idemHash string) (outlog
 		rec[1] |= acceptChained
 		binary.LittleEndian.PutUint32(rec[acceptHeader+24:], userHash(e.UserID))
 	}
-	rec, err := appendBody(append(rec, bodyVersion3), &b)
+	rec, err = appendBody(append(rec, bodyVersion3), &b)
 	if err != nil {
 		unlock()
-		return outlog.Ticket{}, false, fmt.Errorf("%s %q: %w", outboxTable, e.ID, err)
+		return outlog.Ticket{}, false, false, fmt.Errorf("%s %q: %w", outboxTable, e.ID, err)
 	}
 	idAt := hdr + 1 + len(`{"id":"`) // where the placeholder id lies
 	ms, durable := int64(e.CreatedAt), lo.log.Durable()
+	since := lo.now() // read before the lock: mu is the outbox's most contended
 	lo.mu.Lock()
 	if caller {
 		if p := lo.pending[e.ID]; p != nil {
@@ -279,13 +301,25 @@ func (lo *LogOutbox) queueAccept(e *domain.OutboxEntry, idemHash string) (outlog
 			lo.mu.Unlock()
 			unlock()
 			if t != (outlog.Ticket{}) {
-				return t, true, t.Wait()
+				return t, true, false, t.Wait()
 			}
-			return t, true, nil
+			return t, true, false, nil
 		}
 	}
-	var id string
-	t, err := lo.log.QueueFunc(len(rec), acceptSlots, func(p outlog.Pos, dst []byte) {
+	var (
+		id   string
+		pr   *logPending
+		then func(outlog.Pos, error)
+	)
+	if answered {
+		pr = lo.newPending(logPending{since: since, state: accepting})
+		if pr.accepted == nil { // bound once a record: kept records keep it
+			r := pr
+			r.accepted = func(pos outlog.Pos, err error) { lo.accepted(r, pos, err) }
+		}
+		then = pr.accepted
+	}
+	t, err = lo.log.QueueFuncThen(len(rec), acceptSlots, func(p outlog.Pos, dst []byte) {
 		copy(dst, rec)
 		if !caller {
 			id = logID(p, rnd)
@@ -294,11 +328,14 @@ func (lo *LogOutbox) queueAccept(e *domain.OutboxEntry, idemHash string) (outlog
 		if h != nil {
 			lo.link(h, p, ms, durable, dst)
 		}
-	})
+	}, then)
 	if err != nil {
+		if pr != nil {
+			lo.dropPending("", pr) // never indexed
+		}
 		lo.mu.Unlock()
 		unlock()
-		return t, false, err
+		return t, false, false, err
 	}
 	if !caller {
 		e.ID = id
@@ -306,10 +343,31 @@ func (lo *LogOutbox) queueAccept(e *domain.OutboxEntry, idemHash string) (outlog
 			e.Message.ID = id
 		}
 	}
-	lo.pending[e.ID] = lo.newPending(logPending{pos: t.Pos, since: lo.now(), state: accepting, acc: t})
+	if pr != nil {
+		pr.pos, pr.id = t.Pos, e.ID
+	} else {
+		pr = lo.newPending(logPending{pos: t.Pos, since: since, state: accepting, acc: t})
+	}
+	lo.pending[e.ID] = pr
 	lo.mu.Unlock()
 	unlock()
-	return t, false, nil
+	return t, false, answered, nil
+}
+
+// accepted answers an answered accept's write (queueAccept), on the log's writer goroutine,
+// as finishAccept answers the others': its record p, at pos, waits for its outcome once
+// written, and is in doubt if its write failed. Unless p is no longer that accept's (its
+// outcome came first: the caller's Wait returns before this runs).
+func (lo *LogOutbox) accepted(p *logPending, pos outlog.Pos, err error) {
+	lo.mu.Lock()
+	if p.pos == pos && p.state == accepting && lo.pending[p.id] == p {
+		if err == nil {
+			p.state = waiting
+		} else {
+			p.state, p.since = doubtful, lo.now()
+		}
+	}
+	lo.mu.Unlock()
 }
 
 // finishAccept writes the outlog_pos records of the entries with ids of their own, waits for
@@ -751,14 +809,21 @@ func (lo *LogOutbox) newSettle() *settleCall {
 }
 
 // newPending is a pending record holding v, reused when one is kept. mu held.
+//
+// The new record is made with new, not as &v: v's address taken moves v to the heap at
+// every call (newPending is inlined into its callers), so a kept record saved nothing and
+// each accept allocated one.
 func (lo *LogOutbox) newPending(v logPending) *logPending {
+	var p *logPending
 	if k := len(lo.freePending); k > 0 {
-		p := lo.freePending[k-1]
+		p = lo.freePending[k-1]
 		lo.freePending = lo.freePending[:k-1]
-		*p = v
-		return p
+		v.accepted = p.accepted // bound to p
+	} else {
+		p = new(logPending)
 	}
-	return &v
+	*p = v
+	return p
 }
 
 // dropPending removes message id's pending record p and keeps it for reuse: nothing holds it
@@ -766,7 +831,7 @@ func (lo *LogOutbox) newPending(v logPending) *logPending {
 func (lo *LogOutbox) dropPending(id string, p *logPending) {
 	delete(lo.pending, id)
 	if len(lo.freePending) < freeMax {
-		*p = logPending{}
+		*p = logPending{accepted: p.accepted}
 		lo.freePending = append(lo.freePending, p)
 	}
 }

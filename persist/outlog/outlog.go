@@ -227,10 +227,17 @@ func (l *Log) QueueWithSlots(rec []byte, slots int) (Ticket, error) {
 // from it): fill is called, under the log's lock, with the position and the n bytes to fill
 // in place. It must not block or call the log.
 func (l *Log) QueueFunc(n, slots int, fill func(p Pos, rec []byte)) (Ticket, error) {
+	return l.QueueFuncThen(n, slots, fill, nil)
+}
+
+// QueueFuncThen is QueueFunc with done called from the writer's goroutine, with the record's
+// position, once the record is written (SyncBatch: and synced) or with the error that stopped
+// it: after the ticket's Wait returns. done must not block.
+func (l *Log) QueueFuncThen(n, slots int, fill func(p Pos, rec []byte), done func(Pos, error)) (Ticket, error) {
 	if slots < 0 || slots > MaxSlots {
 		return Ticket{}, fmt.Errorf("outlog: %d slots (at most %d)", slots, MaxSlots)
 	}
-	g, pos, err := l.enqueue(nil, n, slots, fill, nil)
+	g, pos, err := l.enqueue(nil, n, slots, fill, done)
 	if err != nil {
 		return Ticket{}, err
 	}
