@@ -289,13 +289,15 @@ func (n *Node) take(p *part) {
 	val := n.leaseValue(p, leaseStarting)
 	p.mu.Unlock()
 	sent := time.Now()
-	rev, err := n.claimLease(ctx, p.id, val)
+	rev, err := n.claimLease(ctx, p.id, val, sent)
 	cancel()
-	n.leaseWrite(err)
+	if !errors.Is(err, errLeaseAlive) { // no write was sent
+		n.leaseWrite(err)
+	}
 	if err != nil {
 		n.log.Debug("take", "partition", p.id, "err", err)
 		retry := n.renewEvery
-		if s := n.view.lease(p.id); errors.Is(err, jetstream.ErrKeyExists) && s != nil && !s.deleted && !s.lapsed && !n.view.alive(s, time.Now()) {
+		if s := n.view.lease(p.id); !n.takeOver && errors.Is(err, jetstream.ErrKeyExists) && s != nil && !s.deleted && !s.lapsed && !n.view.alive(s, time.Now()) {
 			// Past its TTL as seen here, not yet expired by the server: taken when its lapse
 			// marker arrives (the view's change wakes balancing), not a renewal interval later.
 			retry = 0
@@ -362,17 +364,53 @@ func (n *Node) take(p *part) {
 	n.wake()
 }
 
-// claimLease creates partition p's lease for this node: the server refuses it while a lease
-// exists (a lapsed one's key holds the server's lapse marker, which a create replaces).
+// errLeaseAlive: a take found the lease renewed (as this node's view has it) since it was
+// chosen: its holder is alive.
+var errLeaseAlive = errors.New("cluster: the lease is alive")
+
+// claimLease takes partition p's lease for this node (now: when the write is sent).
 //
-// It does not write over a lease past its TTL as this node saw it (expecting the revision
-// seen), though that would take a dead node's partitions 0.1-1 s sooner on a loaded machine:
-// the server's lapse marker is a rollup of the key, decided when the old revision expires and
-// proposed without a condition, so a lease written between the decision and the marker is
-// purged under its new holder, and a second node then creates it too (seen in test-cluster: two
-// nodes started one partition until the first commit of one was refused by the other's fence).
-func (n *Node) claimLease(ctx context.Context, p int, val []byte) (uint64, error) {
-	return n.leases.Create(ctx, leaseKey(p), val)
+// With takeOver (a leases bucket of this release), a lease that exists is taken by a write
+// expecting the revision this node's view holds, once that revision was seen here at least a
+// TTL ago (by now, on this node's monotonic clock): its holder stopped using the partition
+// at its last renewal's send time + TTL − the fence margin on its own monotonic clock, and
+// that send came before the write the view saw, so the take comes at least the margin after
+// the holder stopped, whatever the clocks of the machines say (only their rates count). A
+// renewal that landed meanwhile makes the write fail (the server checks the revision), as
+// does another node's take; a revision the server removed (the bucket's MaxAge, leasesMaxAge
+// TTLs) too, and the lease is then created. No clock of a NATS server is in this, and no
+// server expiry: the take is as early as the holder's fence allows, not when the server's
+// expiry (at least 250 ms apart, proposed through the stream's raft) comes round.
+//
+// Without takeOver (a bucket an earlier release made: MaxAge the TTL, lapse markers), the
+// lease is created: the server refuses that while a lease exists (a lapsed one's key holds the
+// server's lapse marker, which a create replaces). It does not write over a lease past its TTL
+// there: the lapse marker is a rollup of the key, decided when the old revision expires and
+// proposed without a condition, so a lease written between the decision and the marker would
+// be purged under its new holder, and a second node would then create it too (seen in
+// test-cluster: two nodes started one partition until the first commit of one was refused by
+// the other's fence).
+func (n *Node) claimLease(ctx context.Context, p int, val []byte, now time.Time) (uint64, error) {
+	return n.claimOver(ctx, p, val, now, n.view.lease(p))
+}
+
+// claimOver is claimLease over s, the lease as this node's view has it.
+func (n *Node) claimOver(ctx context.Context, p int, val []byte, now time.Time, s *leaseSeen) (uint64, error) {
+	if !n.takeOver || s == nil || s.deleted || s.lapsed {
+		return n.leases.Create(ctx, leaseKey(p), val)
+	}
+	if n.view.alive(s, now) {
+		return 0, errLeaseAlive
+	}
+	rev, err := n.leases.Update(ctx, leaseKey(p), val, s.rev)
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		// Renewed or taken meanwhile (the view will show it), or removed by the server's
+		// expiry (a cluster that stopped whole): then the create takes it.
+		if _, gerr := n.leases.Get(ctx, leaseKey(p)); errors.Is(gerr, jetstream.ErrKeyNotFound) || errors.Is(gerr, jetstream.ErrKeyDeleted) {
+			return n.leases.Create(ctx, leaseKey(p), val)
+		}
+	}
+	return rev, err
 }
 
 // nextLapse is when the first lease or heartbeat alive in the view now lapses as seen here

@@ -74,6 +74,10 @@ type Node struct {
 	instance   string
 	renewEvery time.Duration
 	margin     time.Duration // the fence margin: TTL/4, at most 1 s
+	// takeOver: a lease past its TTL, as this node saw it, is taken by a write expecting the
+	// revision seen (the leases bucket keeps it longer than the TTL: leasesMaxAge), not by a
+	// create once the server expired it (a bucket of an earlier release).
+	takeOver bool
 	parts      []*part
 	view       *view
 	metrics    *metrics
@@ -125,8 +129,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.LeaseTTL == 0 {
 		cfg.LeaseTTL = DefaultLeaseTTL
 		if kv, err := js.KeyValue(ctx, cfg.Prefix+"_leases"); err == nil {
-			if st, err := kv.Status(ctx); err == nil && st.TTL() > 0 {
-				cfg.LeaseTTL = st.TTL() // the cluster's
+			if st, err := kv.Status(ctx); err == nil && bucketTTL(st) > 0 {
+				cfg.LeaseTTL = bucketTTL(st) // the cluster's
 			}
 		}
 	}
@@ -144,10 +148,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	md := map[string]string{"gateway_partitions": strconv.Itoa(cfg.Partitions), "gateway_lease_ttl": cfg.LeaseTTL.String()}
-	if n.leases, err = n.bucket(ctx, cfg.Prefix+"_leases", "partition leases of the gateway cluster", md); err != nil {
+	if n.leases, err = n.bucket(ctx, cfg.Prefix+"_leases", "partition leases of the gateway cluster", md, true); err != nil {
 		return nil, err
 	}
-	if n.nodes, err = n.bucket(ctx, cfg.Prefix+"_nodes", "node heartbeats of the gateway cluster", md); err != nil {
+	if n.nodes, err = n.bucket(ctx, cfg.Prefix+"_nodes", "node heartbeats of the gateway cluster", md, false); err != nil {
 		return nil, err
 	}
 	if err := n.claim(ctx); err != nil {
@@ -180,15 +184,39 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 // watchers see as the lapse; a create replaces it).
 const markerTTL = 5 * time.Second
 
+// leasesMaxAge is how long the server keeps a lease nobody renews in a leases bucket made
+// by this release, in lease TTLs. The lease's TTL is the nodes' (bucketTTL: the bucket's
+// metadata); the server's expiry only clears the leases of a cluster that stopped whole. A
+// lease past its TTL is taken by a write expecting its revision (takeOver), well before the
+// server removes it; the server removes only the revision that expired (no lapse markers in
+// this bucket: a marker is a rollup of the key, proposed without a condition, which would
+// purge a take landing beside the expiry), so a take and an expiry never both succeed.
+const leasesMaxAge = 2
+
+// bucketTTL is the lease TTL a cluster bucket was made with: its metadata's (the leases bucket
+// of this release keeps its leases longer, leasesMaxAge), else its MaxAge (an earlier release's).
+func bucketTTL(st jetstream.KeyValueStatus) time.Duration {
+	if d, err := time.ParseDuration(st.Metadata()["gateway_lease_ttl"]); err == nil && d > 0 {
+		return d
+	}
+	return st.TTL()
+}
+
 // bucket opens a cluster bucket, making it if missing, and checks it was made with this
-// node's partition count and lease TTL.
-func (n *Node) bucket(ctx context.Context, name, desc string, md map[string]string) (jetstream.KeyValue, error) {
+// node's partition count and lease TTL. leases: the leases bucket, which this release makes
+// with a MaxAge of leasesMaxAge TTLs and no lapse markers (takeOver: its leases are taken at
+// their TTL by a revision-checked write); one an earlier release made (MaxAge the TTL, lapse
+// markers) is kept as it is, and its leases are taken at the server's expiry.
+func (n *Node) bucket(ctx context.Context, name, desc string, md map[string]string, leases bool) (jetstream.KeyValue, error) {
 	kv, err := n.js.KeyValue(ctx, name)
-	// The server writes a marker when a key lapses (LimitMarkerTTL), which the watchers see at
-	// once: a dead node's partitions are taken when its leases expire, not at the next tick.
+	// The nodes bucket: the server writes a marker when a key lapses (LimitMarkerTTL), which
+	// the watchers see at once.
 	cfg := jetstream.KeyValueConfig{
 		Bucket: name, Description: desc, History: 1, TTL: n.cfg.LeaseTTL,
 		Storage: jetstream.FileStorage, Replicas: n.cfg.Replicas, Metadata: md, LimitMarkerTTL: markerTTL,
+	}
+	if leases {
+		cfg.TTL, cfg.LimitMarkerTTL = leasesMaxAge*n.cfg.LeaseTTL, 0
 	}
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		kv, err = n.js.CreateKeyValue(ctx, cfg)
@@ -206,6 +234,9 @@ func (n *Node) bucket(ctx context.Context, name, desc string, md map[string]stri
 	if err != nil {
 		return nil, fmt.Errorf("cluster: bucket %s: %w", name, err)
 	}
+	if leases && st.TTL() > bucketTTL(st) {
+		n.takeOver = true
+	}
 	if st.LimitMarkerTTL() == 0 && st.TTL() == n.cfg.LeaseTTL {
 		// Made by an earlier release: add the markers (the watchers' lapse events).
 		cfg.Replicas = st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.Replicas
@@ -216,8 +247,8 @@ func (n *Node) bucket(ctx context.Context, name, desc string, md map[string]stri
 	if got := st.Metadata()["gateway_partitions"]; got != md["gateway_partitions"] {
 		return nil, fmt.Errorf("cluster: %w: the cluster has %s, this node was given %d", ErrPartitionsDiffer, got, n.cfg.Partitions)
 	}
-	if st.TTL() != n.cfg.LeaseTTL {
-		return nil, fmt.Errorf("cluster: %w: the cluster's is %v, this node was given %v", ErrLeaseTTLDiffers, st.TTL(), n.cfg.LeaseTTL)
+	if bucketTTL(st) != n.cfg.LeaseTTL {
+		return nil, fmt.Errorf("cluster: %w: the cluster's is %v, this node was given %v", ErrLeaseTTLDiffers, bucketTTL(st), n.cfg.LeaseTTL)
 	}
 	return kv, nil
 }
