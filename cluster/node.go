@@ -78,11 +78,11 @@ type Node struct {
 	// revision seen (the leases bucket keeps it longer than the TTL: leasesMaxAge), not by a
 	// create once the server expired it (a bucket of an earlier release).
 	takeOver bool
-	parts      []*part
-	view       *view
-	metrics    *metrics
-	fwd        *forwarder
-	started    time.Time
+	parts    []*part
+	view     *view
+	metrics  *metrics
+	fwd      *forwarder
+	started  time.Time
 
 	ctx     context.Context
 	cancel  context.CancelFunc
