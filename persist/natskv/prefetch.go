@@ -123,22 +123,18 @@ func (s *Store) prefetched(tok string) *prefetch {
 	return f
 }
 
-// pagesPrefetched is rs.pages of partition tok, its messages up to a prefetch's upTo taken
-// from it: visit gets the prefetch's messages under prefix written at or after since (in no
-// order; a scan sorts), then the stream's after upTo under filter, written at or after since.
-func (s *Store) pagesPrefetched(rs *recStream, tok, filter string, prefix []byte, since time.Time, visit func(pageMsg)) error {
+// pagesPrefetched is rs.pages of partition tok (no since), its messages up to a prefetch's
+// upTo taken from it: visit gets the prefetch's messages under prefix (in no order; a scan
+// sorts), then the stream's after upTo under filter.
+func (s *Store) pagesPrefetched(rs *recStream, tok, filter string, prefix []byte, visit func(pageMsg)) error {
 	f := s.prefetched(tok)
 	if f == nil {
-		return rs.pages(filter, since, visit)
+		return rs.pages(filter, time.Time{}, visit)
 	}
 	for _, msg := range f.msgs {
-		if key, ok := s.keyOf(msg.subject); ok && hasPrefix(key, prefix) && !msg.time.Before(since) {
+		if key, ok := s.keyOf(msg.subject); ok && hasPrefix(key, prefix) {
 			visit(msg)
 		}
 	}
-	return rs.pagesFrom(filter, time.Time{}, f.upTo, func(msg pageMsg) {
-		if !msg.time.Before(since) {
-			visit(msg)
-		}
-	})
+	return rs.pagesFrom(filter, time.Time{}, f.upTo, visit)
 }

@@ -43,9 +43,6 @@ func TestPrefetchedScansReadOnlyWhatChanged(t *testing.T) {
 			ops = nil
 		}
 	}
-	time.Sleep(20 * time.Millisecond) // the server's timestamps: the a/ records before midway, the rest after
-	midway := time.Now()
-	time.Sleep(20 * time.Millisecond)
 	ttl := kvtest.Put("d/ttl", "soon gone")
 	ttl.TTL = time.Second
 	for _, op := range []persist.Op{kvtest.Put("b/x", "1"), kvtest.Put("c/gone", "1"), ttl} {
@@ -98,24 +95,13 @@ func TestPrefetchedScansReadOnlyWhatChanged(t *testing.T) {
 			t.Errorf("prefetched scan of %q:\n%.300s\nwant (a scan of the stream):\n%.300s", prefix, got, want)
 		}
 	}
-	// A scan since a time (the allowances' recount: the last minute's outcomes) too.
-	var sinceGot, sinceWant strings.Builder
-	if err := boot.ScanSince([]byte(""), midway, func(k, val []byte) error { fmt.Fprintf(&sinceGot, "%s=%s ", k, val); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if err := plainView.ScanSince([]byte(""), midway, func(k, val []byte) error { fmt.Fprintf(&sinceWant, "%s=%s ", k, val); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if sinceGot.String() != sinceWant.String() || !strings.Contains(sinceGot.String(), "b/x=1") || strings.Contains(sinceGot.String(), "a/0002=") {
-		t.Errorf("prefetched scan since: %.300s\nwant: %.300s", sinceGot.String(), sinceWant.String())
-	}
 	if !strings.Contains(scan(boot, "a/0001"), "a/0001=new") || strings.Contains(scan(boot, ""), "c/gone") || strings.Contains(scan(boot, ""), "d/ttl") {
 		t.Errorf("the prefetched scan missed a change: %.200s", scan(boot, ""))
 	}
-	// Eleven scans read the 4 messages written after the prefetch (each under its filter),
+	// Seven scans read the 4 messages written after the prefetch (each under its filter),
 	// not the partition's 600 records each.
-	if reads := taker.ScanReads() - before; reads > 11*4 {
-		t.Errorf("the prefetched scans read %d messages from NATS, want only those written after the prefetch (at most %d)", reads, 11*4)
+	if reads := taker.ScanReads() - before; reads > 7*4 {
+		t.Errorf("the prefetched scans read %d messages from NATS, want only those written after the prefetch (at most %d)", reads, 7*4)
 	}
 	// Dropped: scans read the stream again.
 	taker.DropPrefetch(p)

@@ -120,8 +120,8 @@ func (s *Store) live(tok string, prefix []byte, since time.Time) ([]found, error
 	}
 	for _, rs := range streams {
 		pages := func(visit func(pageMsg)) error { return rs.pages(filter, since, visit) }
-		if tok != "*" {
-			pages = func(visit func(pageMsg)) error { return s.pagesPrefetched(rs, tok, filter, prefix, since, visit) }
+		if tok != "*" && since.IsZero() {
+			pages = func(visit func(pageMsg)) error { return s.pagesPrefetched(rs, tok, filter, prefix, visit) }
 		}
 		err := pages(func(msg pageMsg) {
 			key, ok := s.keyOf(msg.subject)
