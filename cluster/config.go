@@ -65,16 +65,6 @@ type Handler interface {
 	Fenced(partition int)
 }
 
-// Preparer is a Handler that reads a partition ahead of its take: its owner missed two
-// renewals and its heartbeat too (a killed node, most likely), so this node may take the
-// partition when the lease's TTL runs out, a renewal interval or two later. Prepare may read
-// anything (it runs while another node may still write the partition); Acquire then reads what
-// changed since. It is advice: the partition may never be taken here (the owner renews after
-// all, another node takes it).
-type Preparer interface {
-	Prepare(ctx context.Context, partition int)
-}
-
 // Config configures a node.
 type Config struct {
 	// Conn is the connection to the NATS servers (the caller owns and closes it; give it

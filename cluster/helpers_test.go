@@ -22,7 +22,6 @@ type engineStub struct {
 	running    map[int]string
 	zombies    map[int]string // partitions of a paused node (they run there too until it wakes)
 	acquiredAt map[int][]acquisition
-	preparedAt map[int][]acquisition // Preparer.Prepare calls
 	released   int
 	fenced     int
 	violations []string
@@ -36,7 +35,7 @@ type acquisition struct {
 }
 
 func newEngineStub(t testing.TB) *engineStub {
-	e := &engineStub{t: t, running: map[int]string{}, zombies: map[int]string{}, acquiredAt: map[int][]acquisition{}, preparedAt: map[int][]acquisition{}}
+	e := &engineStub{t: t, running: map[int]string{}, zombies: map[int]string{}, acquiredAt: map[int][]acquisition{}}
 	t.Cleanup(func() {
 		e.mu.Lock()
 		defer e.mu.Unlock()
@@ -64,12 +63,6 @@ func (h stubHandler) Acquire(_ context.Context, a *Acquisition) error {
 	h.e.running[p] = h.id
 	h.e.acquiredAt[p] = append(h.e.acquiredAt[p], acquisition{h.id, time.Now()})
 	return nil
-}
-
-func (h stubHandler) Prepare(_ context.Context, p int) {
-	h.e.mu.Lock()
-	defer h.e.mu.Unlock()
-	h.e.preparedAt[p] = append(h.e.preparedAt[p], acquisition{h.id, time.Now()})
 }
 
 func (h stubHandler) Release(_ context.Context, p int) error {

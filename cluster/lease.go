@@ -191,9 +191,6 @@ func (n *Node) balance() {
 		for _, p := range n.candidates(now, want-held) {
 			n.goBackground(func() { n.take(p) })
 		}
-	}
-	n.prepare(now, held)
-	switch {
 	case held > want && releasing == 0:
 		// Hand back the partitions taken last, a few at a time: their requests are held
 		// meanwhile, so handing back everything at once would hold them all.
@@ -208,72 +205,6 @@ func (n *Node) balance() {
 			p.mu.Unlock()
 			n.goBackground(func() { n.release(p) })
 		}
-	}
-}
-
-// suspectAfter is how long a lease and its holder's heartbeat go unseen before this node
-// prepares to take the lease: two renewal intervals (the holder missed two renewals), half a
-// TTL before the take.
-func (n *Node) suspectAfter() time.Duration { return 2 * n.renewEvery }
-
-// prepare calls Handler.Prepare (a Preparer) for the partitions this node expects to take when
-// their leases' TTL runs out: held by another node that missed two renewals, its heartbeat
-// too, up to twice what this node gains of its share without that node (held: the partitions
-// held or being taken here), in the order candidates takes them. Once per lease revision.
-func (n *Node) prepare(now time.Time, held int) {
-	pr, ok := n.cfg.Handler.(Preparer)
-	if !ok || n.leaving.Load() {
-		return
-	}
-	var fresh []string
-	for _, id := range n.view.liveNodes(now) {
-		if id == n.cfg.NodeID || n.view.nodeFresh(id, now, n.suspectAfter()) {
-			fresh = append(fresh, id)
-		}
-	}
-	if !slices.Contains(fresh, n.cfg.NodeID) {
-		fresh = append(fresh, n.cfg.NodeID)
-		slices.Sort(fresh)
-	}
-	// Twice its expected gain: the survivors race for the partitions at the TTL (each takes
-	// its prepared ones first), and a partition one prepared may be taken by another.
-	k := 2 * (share(n.cfg.NodeID, fresh, n.cfg.Partitions) - held)
-	if k <= 0 {
-		return
-	}
-	h := fnv.New32a()
-	h.Write([]byte(n.cfg.NodeID))
-	off := int(h.Sum32() % uint32(len(n.parts)))
-	for i := range n.parts {
-		if k == 0 {
-			return
-		}
-		p := n.parts[(off+i)%len(n.parts)]
-		s := n.view.lease(p.id)
-		if s == nil || s.deleted || s.lapsed || !n.view.alive(s, now) || s.value.Instance == n.instance ||
-			now.Sub(s.seen) < n.suspectAfter() || n.view.nodeFresh(s.value.Node, now, n.suspectAfter()) {
-			continue
-		}
-		p.mu.Lock()
-		ok := p.state == stFree && !p.busy
-		if ok {
-			k--
-			ok = p.prepared != s.rev
-			p.prepared = s.rev
-		}
-		p.mu.Unlock()
-		if !ok {
-			continue
-		}
-		n.goBackground(func() {
-			select {
-			case n.prepSem <- struct{}{}:
-			case <-n.ctx.Done():
-				return
-			}
-			defer func() { <-n.prepSem }()
-			pr.Prepare(n.ctx, p.id)
-		})
 	}
 }
 
@@ -324,10 +255,7 @@ func (n *Node) candidates(now time.Time, k int) []*part {
 				continue
 			}
 		}
-		p.mu.Lock()
-		prepared := p.prepared != 0 && s != nil && p.prepared == s.rev
-		p.mu.Unlock()
-		if prev || prepared { // its own first, and those it read ahead
+		if prev {
 			first = append(first, p)
 		} else {
 			rest = append(rest, p)
@@ -501,15 +429,11 @@ func (n *Node) nextLapse(now time.Time) time.Time {
 	for _, s := range v.leases {
 		if s != nil && !s.deleted && !s.lapsed {
 			at(s.seen.Add(v.ttl))
-			if s.value.Instance != n.instance {
-				at(s.seen.Add(n.suspectAfter())) // prepare then
-			}
 		}
 	}
 	for _, s := range v.nodes {
 		if !s.deleted {
 			at(s.seen.Add(v.ttl))
-			at(s.seen.Add(n.suspectAfter()))
 		}
 	}
 	return next

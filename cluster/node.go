@@ -56,7 +56,6 @@ type part struct {
 	busy     bool          // a take or release goroutine runs for it
 	retryAt  time.Time     // after a failed take: not before
 	previous bool          // this node held it last: it retakes it first
-	prepared uint64        // the lease revision Handler.Prepare was called for
 
 	wmu sync.Mutex // serialises writes of the lease key (renewal, release)
 }
@@ -90,7 +89,6 @@ type Node struct {
 	wakeC   chan struct{}
 	restart chan struct{} // restarts the watchers
 	sem     chan struct{} // bounds concurrent takes and releases
-	prepSem chan struct{} // bounds concurrent Prepare calls
 	wg      sync.WaitGroup
 
 	leaving atomic.Bool
@@ -140,7 +138,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), js: js, instance: randomID(),
 		renewEvery: cfg.LeaseTTL / 4, margin: min(time.Second, cfg.LeaseTTL/4),
 		wakeC: make(chan struct{}, 1), restart: make(chan struct{}),
-		sem: make(chan struct{}, cfg.Parallel), prepSem: make(chan struct{}, cfg.Parallel), done: make(chan struct{}), started: time.Now(),
+		sem: make(chan struct{}, cfg.Parallel), done: make(chan struct{}), started: time.Now(),
 	}
 	for i := 0; i < cfg.Partitions; i++ {
 		n.parts = append(n.parts, &part{id: i})

@@ -82,7 +82,7 @@ func (l *leaseLog) after(p int, instance string) []leaseEntry {
 // revision they saw last, not once the server has expired them: in the leases bucket each
 // orphan's next entry after the dead node's last renewal is its new holder's (before, the
 // server's expiry came first: a lapse marker, 0.1-1 s after the TTL on a loaded machine, and
-// only then the create). And each was prepared (read ahead) before it was taken.
+// only then the create).
 func testKilledNodesLeasesTakenOver(t *testing.T, c *clustertest.Cluster) {
 	tc := newTestCluster(t, c)
 	a, b, d := tc.start("a:1"), tc.start("b:1"), tc.start("c:1")
@@ -111,29 +111,7 @@ func testKilledNodesLeasesTakenOver(t *testing.T, c *clustertest.Cluster) {
 			t.Errorf("partition %d: after the dead node's last renewal (revision %d) came %v by %q, want the new holder's put over it", p, es[0].rev, next.op, next.instance)
 		}
 	}
-	// Each was prepared (Preparer: its records read ahead) by a survivor once the dead node
-	// missed two renewals, before the lease's TTL ran out and a survivor took it.
-	tc.eng.mu.Lock()
-	byTaker := 0
-	for _, p := range orphans {
-		acq := tc.eng.acquiredAt[p]
-		last := acq[len(acq)-1]
-		var first *acquisition
-		for _, pr := range tc.eng.preparedAt[p] {
-			if pr.at.After(killed) && pr.at.Before(last.at) && first == nil {
-				first = &pr
-			}
-			if pr.node == last.node && pr.at.After(killed) && pr.at.Before(last.at) {
-				byTaker++
-				break
-			}
-		}
-		if first == nil {
-			t.Errorf("partition %d was taken by %s %v after the kill without being prepared first", p, last.node, last.at.Sub(killed))
-		}
-	}
-	tc.eng.mu.Unlock()
-	t.Logf("failover of %d partitions: %v; %d prepared by the node that took them", len(orphans), took, byTaker)
+	t.Logf("failover of %d partitions: %v", len(orphans), took)
 }
 
 // A take over a lease past its TTL expects the revision this node's view has: a lease

@@ -146,7 +146,6 @@ func (n *clusterNode) Acquire(ctx context.Context, a *cluster.Acquisition) error
 			return ctx.Err()
 		}
 	}
-	defer n.store.DropPrefetch(p) // what Prepare read serves this boot's scans only
 	began := time.Now()
 	pt := &partition{id: p, view: n.store.Partition(p, a), net: fencedNetwork{n.net, a.Valid}}
 	log := n.log.With("partition", p)
@@ -167,23 +166,6 @@ func (n *clusterNode) Acquire(ctx context.Context, a *cluster.Acquisition) error
 	log.Info("partition started", "took_ms", time.Since(began).Milliseconds())
 	return nil
 }
-
-// Prepare reads partition p's records ahead of its boot (cluster.Preparer: its owner stopped
-// renewing, and this node may take it when the lease's TTL runs out): the boot's scans then
-// read only what was written after (natskv.Store.Prefetch).
-func (n *clusterNode) Prepare(ctx context.Context, p int) {
-	ctx, cancel := context.WithTimeout(ctx, prepareWithin)
-	defer cancel()
-	began := time.Now()
-	if err := n.store.Prefetch(ctx, p); err != nil {
-		n.log.Debug("prefetch", "partition", p, "err", err)
-		return
-	}
-	n.log.Info("partition prefetched", "partition", p, "took_ms", time.Since(began).Milliseconds())
-}
-
-// prepareWithin bounds a prefetch: the take it prepares comes within a lease TTL.
-const prepareWithin = 5 * time.Second
 
 // Release stops partition p gracefully (cluster.Handler): its requests have finished.
 func (n *clusterNode) Release(ctx context.Context, p int) error {
