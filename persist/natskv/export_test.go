@@ -70,6 +70,3 @@ func AfterRead(fn func()) {
 	}
 	readHook.Store(&hook)
 }
-
-// ScanReads is how many messages the store's scans and prefetches have read from NATS.
-func (s *Store) ScanReads() int64 { return s.pre.reads.Load() }

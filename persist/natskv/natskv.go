@@ -124,7 +124,6 @@ type Store struct {
 	closeErr   error
 
 	lease *lease // nil without Options.LeaseTTL
-	pre   prefetches
 	stop  chan struct{}
 	bg    sync.WaitGroup
 

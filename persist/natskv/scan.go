@@ -119,11 +119,7 @@ func (s *Store) live(tok string, prefix []byte, since time.Time) ([]found, error
 		streams = []*recStream{s.streamOfToken(tok)}
 	}
 	for _, rs := range streams {
-		pages := func(visit func(pageMsg)) error { return rs.pages(filter, since, visit) }
-		if tok != "*" && since.IsZero() {
-			pages = func(visit func(pageMsg)) error { return s.pagesPrefetched(rs, tok, filter, prefix, visit) }
-		}
-		err := pages(func(msg pageMsg) {
+		err := rs.pages(filter, since, func(msg pageMsg) {
 			key, ok := s.keyOf(msg.subject)
 			if !ok || !hasPrefix(key, prefix) {
 				return
@@ -169,11 +165,6 @@ func hasPrefix(key, prefix []byte) bool {
 // its last message (a replica applies the stream in order), so a scan that ends before it saw
 // that newest message asks again from where it got to.
 func (rs *recStream) pages(filter string, since time.Time, visit func(pageMsg)) error {
-	return rs.pagesFrom(filter, since, 0, visit)
-}
-
-// pagesFrom is pages of the messages after sequence after only (a prefetch holds the rest).
-func (rs *recStream) pagesFrom(filter string, since time.Time, after uint64, visit func(pageMsg)) error {
 	s := rs.s
 	var leader chan error
 	var want uint64
@@ -211,9 +202,9 @@ func (rs *recStream) pagesFrom(filter string, since time.Time, after uint64, vis
 		}
 	}()
 	began := time.Now()
-	seen := after
+	var seen uint64
 	wait := 2 * time.Millisecond
-	seq := after + 1
+	seq := uint64(1)
 	from := since
 	for {
 		ctx, cancel := s.holdCtx()
@@ -223,7 +214,6 @@ func (rs *recStream) pagesFrom(filter string, since time.Time, after uint64, vis
 			return fmt.Errorf("natskv: scan: %w", unavailable(err))
 		}
 		from = time.Time{}
-		s.pre.reads.Add(int64(len(msgs)))
 		for _, msg := range msgs {
 			seq, seen = msg.seq+1, max(seen, msg.seq)
 			visit(msg)
@@ -242,7 +232,7 @@ func (rs *recStream) pagesFrom(filter string, since time.Time, after uint64, vis
 		if time.Since(began) > s.timeout {
 			return fmt.Errorf("natskv: scan: %w: the replicas did not catch up with the stream leader", domain.ErrStorageUnavailable)
 		}
-		if seen == after && !since.IsZero() {
+		if seen == 0 && !since.IsZero() {
 			from = since
 		}
 		time.Sleep(wait)
