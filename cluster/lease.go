@@ -289,6 +289,12 @@ func (n *Node) take(p *part) {
 	val := n.leaseValue(p, leaseStarting)
 	p.mu.Unlock()
 	sent := time.Now()
+	// How long the lease taken went unrenewed as this node saw it (0: free, released or
+	// lapsed by the server's marker): the log's measure of how close to its TTL a take comes.
+	var unseen time.Duration
+	if s := n.view.lease(p.id); s != nil && !s.deleted && !s.lapsed {
+		unseen = sent.Sub(s.seen)
+	}
 	rev, err := n.claimLease(ctx, p.id, val, sent)
 	cancel()
 	if !errors.Is(err, errLeaseAlive) { // no write was sent
@@ -360,7 +366,7 @@ func (n *Node) take(p *part) {
 	p.mu.Unlock()
 	n.renew(p) // the lease says active: requests held for it go ahead
 	n.metrics.handover("acquired")
-	n.log.Info("partition acquired", "partition", p.id, "took_ms", time.Since(sent).Milliseconds())
+	n.log.Info("partition acquired", "partition", p.id, "took_ms", time.Since(sent).Milliseconds(), "unrenewed_ms", unseen.Milliseconds())
 	n.wake()
 }
 
