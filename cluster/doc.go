@@ -18,12 +18,13 @@
 //     margin after it, whatever the machines' clocks say; a renewal or another take that
 //     landed meanwhile makes the write fail. A timer runs balancing at each lease's last write
 //     seen + the TTL, so the take is at that moment, not at a tick. The bucket (as this release
-//     makes it) keeps a lease leasesMaxAge TTLs, without lapse markers: the server's expiry
-//     only clears the leases of a cluster that stopped whole, and removes the expired revision
-//     alone, never a take written over it. A bucket an earlier release made (MaxAge = the TTL,
-//     lapse markers) is kept as it is, and there a lease is taken by a create once the server
-//     expired it (the marker is a rollup of the key, proposed without a condition: it would
-//     purge a take written over the lease beside the expiry).
+//     makes it) keeps a lease leasesMaxAge TTLs, with lapse markers: the server's expiry only
+//     clears the leases of a cluster that stopped whole, and its marker (a rollup of the key,
+//     proposed without a condition: it would purge a take written beside it) comes a TTL after
+//     the takes; a lease past takeOverWithin is taken by a create once the marker is in. The
+//     markers also keep a node of the release before from rewriting the bucket (leasesMaxAge).
+//     A bucket an earlier release made (MaxAge = the TTL, lapse markers) is kept as it is, and
+//     there a lease is taken by a create once the server expired it.
 //   - Fair share: each live node takes free partitions up to its share (P/N, the first P%N
 //     nodes by id one more), Parallel at a time, and hands back, gracefully, those above it
 //     when a node joins; Stop (SIGTERM) hands every partition back before the node leaves.
@@ -78,9 +79,10 @@
 //     proposed through the stream's raft: a rollup of the subject with no condition
 //     (fileStore.handleRemovalOrSdm), so a write that lands between the expiry and the marker
 //     is purged with it; without, each replica removes the expired sequence only
-//     (removeMsgViaLimits). So the leases bucket this release makes has no markers and a
-//     MaxAge of leasesMaxAge TTLs, and the lease's TTL is in the buckets' metadata
-//     (gateway_lease_ttl; bucketTTL). The nodes bucket keeps MaxAge = the TTL and markers: a
+//     (removeMsgViaLimits). So the leases bucket this release makes has a MaxAge of
+//     leasesMaxAge TTLs (its markers come a TTL after the takes), and the lease's TTL is the
+//     nodes bucket's MaxAge, and in the buckets' metadata (gateway_lease_ttl; clusterTTL,
+//     bucketTTL). The nodes bucket keeps MaxAge = the TTL and markers: a
 //     node's heartbeat key lapses by the server's expiry, which the watchers see at once, and
 //     a restarted node claims its id with a create once its old key lapsed.
 //   - Leader elections. A stream's raft group elects a new leader after its election

@@ -303,7 +303,7 @@ func (n *Node) take(p *part) {
 	if err != nil {
 		n.log.Debug("take", "partition", p.id, "err", err)
 		retry := n.renewEvery
-		if s := n.view.lease(p.id); !n.takeOver && errors.Is(err, jetstream.ErrKeyExists) && s != nil && !s.deleted && !s.lapsed && !n.view.alive(s, time.Now()) {
+		if s := n.view.lease(p.id); errors.Is(err, jetstream.ErrKeyExists) && s != nil && !s.deleted && !s.lapsed && !n.view.alive(s, time.Now()) {
 			// Past its TTL as seen here, not yet expired by the server: taken when its lapse
 			// marker arrives (the view's change wakes balancing), not a renewal interval later.
 			retry = 0
@@ -384,7 +384,8 @@ var errLeaseAlive = errors.New("cluster: the lease is alive")
 // the holder stopped, whatever the clocks of the machines say (only their rates count). A
 // renewal that landed meanwhile makes the write fail (the server checks the revision), as
 // does another node's take; a revision the server removed (the bucket's MaxAge, leasesMaxAge
-// TTLs) too, and the lease is then created. No clock of a NATS server is in this, and no
+// TTLs) too, and the lease is then created. A lease this node comes to near that expiry
+// (takeOverWithin) is created too, once the server's lapse marker is in. No clock of a NATS server is in this, and no
 // server expiry: the take is as early as the holder's fence allows, not when the server's
 // expiry (at least 250 ms apart, proposed through the stream's raft) comes round.
 //
@@ -408,7 +409,15 @@ func (n *Node) claimOver(ctx context.Context, p int, val []byte, now time.Time, 
 	if n.view.alive(s, now) {
 		return 0, errLeaseAlive
 	}
+	if !n.takeOverWithin(s, now) {
+		// Near the server's expiry: its lapse marker (a rollup, no condition) could purge a
+		// take written now; the create takes the lease once the marker is in.
+		return n.leases.Create(ctx, leaseKey(p), val)
+	}
 	rev, err := n.leases.Update(ctx, leaseKey(p), val, s.rev)
+	if err == nil {
+		n.tookOver.Add(1)
+	}
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		// Renewed or taken meanwhile (the view will show it), or removed by the server's
 		// expiry (a cluster that stopped whole): then the create takes it.
@@ -417,6 +426,20 @@ func (n *Node) claimOver(ctx context.Context, p int, val []byte, now time.Time, 
 		}
 	}
 	return rev, err
+}
+
+// takeOverWithin says whether a lease past its TTL is still far enough from the server's
+// expiry (leasesMaxAge TTLs after its last write, then a lapse marker) to be taken by a write
+// over it: seen here less than leasesMaxAge TTLs − half a TTL ago, and written (by the
+// server's clock, against this machine's: a guard for a lease seen first long after its
+// write, as when a cluster that stopped whole starts again) as long ago or less. Past it, the
+// marker comes first and the lease is taken by a create.
+func (n *Node) takeOverWithin(s *leaseSeen, now time.Time) bool {
+	within := leasesMaxAge*n.cfg.LeaseTTL - n.cfg.LeaseTTL/2
+	if now.Sub(s.seen) >= within {
+		return false
+	}
+	return s.written.IsZero() || now.Sub(s.written) < within
 }
 
 // nextLapse is when the first lease or heartbeat alive in the view now lapses as seen here

@@ -78,6 +78,7 @@ type Node struct {
 	// revision seen (the leases bucket keeps it longer than the TTL: leasesMaxAge), not by a
 	// create once the server expired it (a bucket of an earlier release).
 	takeOver bool
+	tookOver atomic.Int64 // leases taken by a write over them (claimOver's update)
 	parts    []*part
 	view     *view
 	metrics  *metrics
@@ -127,12 +128,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	if cfg.LeaseTTL == 0 {
-		cfg.LeaseTTL = DefaultLeaseTTL
-		if kv, err := js.KeyValue(ctx, cfg.Prefix+"_leases"); err == nil {
-			if st, err := kv.Status(ctx); err == nil && bucketTTL(st) > 0 {
-				cfg.LeaseTTL = bucketTTL(st) // the cluster's
-			}
-		}
+		cfg.LeaseTTL = clusterTTL(ctx, js, cfg.Prefix)
 	}
 	n := &Node{
 		cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), js: js, instance: randomID(),
@@ -185,12 +181,21 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 const markerTTL = 5 * time.Second
 
 // leasesMaxAge is how long the server keeps a lease nobody renews in a leases bucket made
-// by this release, in lease TTLs. The lease's TTL is the nodes' (bucketTTL: the bucket's
-// metadata); the server's expiry only clears the leases of a cluster that stopped whole. A
-// lease past its TTL is taken by a write expecting its revision (takeOver), well before the
-// server removes it; the server removes only the revision that expired (no lapse markers in
-// this bucket: a marker is a rollup of the key, proposed without a condition, which would
-// purge a take landing beside the expiry), so a take and an expiry never both succeed.
+// by this release, in lease TTLs. The lease's TTL is the nodes' (the nodes bucket's MaxAge,
+// and the buckets' metadata: bucketTTL). A lease past its TTL is taken by a write expecting
+// its revision (takeOver), a TTL before the server expires it; the server's expiry only clears
+// the leases of a cluster that stopped whole.
+//
+// The bucket keeps lapse markers all the same (markerTTL). A marker is a rollup of the key,
+// proposed without a condition, so it would purge a take landing beside the expiry; but the
+// expiry comes leasesMaxAge TTLs after the key's last write, and a take is written at one TTL
+// (or, past takeOverWithin, not written over the lease: the marker comes first, and the take
+// is a create). The markers are there for a node of the release before this one (lapse
+// markers, MaxAge = its TTL): its start reads the leases bucket's MaxAge as the cluster's TTL
+// and, on a bucket with no markers whose MaxAge is that TTL, rewrites the bucket (markers on,
+// metadata's TTL = leasesMaxAge TTLs) before the nodes bucket makes it refuse; with the
+// markers on it finds nothing to add, and refuses (the nodes bucket's MaxAge, or this
+// bucket's, is not the TTL it took) having written nothing.
 const leasesMaxAge = 2
 
 // bucketTTL is the lease TTL a cluster bucket was made with: its metadata's (the leases bucket
@@ -202,21 +207,37 @@ func bucketTTL(st jetstream.KeyValueStatus) time.Duration {
 	return st.TTL()
 }
 
+// clusterTTL is the lease TTL of the cluster under prefix, for a node given none: the nodes
+// bucket's MaxAge (every release makes it the TTL, and no release rewrites it to another),
+// else the leases bucket's (bucketTTL), else DefaultLeaseTTL (a new cluster).
+func clusterTTL(ctx context.Context, js jetstream.JetStream, prefix string) time.Duration {
+	if kv, err := js.KeyValue(ctx, prefix+"_nodes"); err == nil {
+		if st, err := kv.Status(ctx); err == nil && st.TTL() > 0 {
+			return st.TTL()
+		}
+	}
+	if kv, err := js.KeyValue(ctx, prefix+"_leases"); err == nil {
+		if st, err := kv.Status(ctx); err == nil && bucketTTL(st) > 0 {
+			return bucketTTL(st)
+		}
+	}
+	return DefaultLeaseTTL
+}
+
 // bucket opens a cluster bucket, making it if missing, and checks it was made with this
-// node's partition count and lease TTL. leases: the leases bucket, which this release makes
-// with a MaxAge of leasesMaxAge TTLs and no lapse markers (takeOver: its leases are taken at
-// their TTL by a revision-checked write); one an earlier release made (MaxAge the TTL, lapse
-// markers) is kept as it is, and its leases are taken at the server's expiry.
+// node's partition count and lease TTL. Both buckets have lapse markers (LimitMarkerTTL): the
+// server writes one when a key lapses, which the watchers see at once. leases: the leases
+// bucket, which this release makes with a MaxAge of leasesMaxAge TTLs (takeOver: its leases
+// are taken at their TTL by a revision-checked write); one an earlier release made (MaxAge
+// the TTL) is kept as it is, and its leases are taken at the server's expiry.
 func (n *Node) bucket(ctx context.Context, name, desc string, md map[string]string, leases bool) (jetstream.KeyValue, error) {
 	kv, err := n.js.KeyValue(ctx, name)
-	// The nodes bucket: the server writes a marker when a key lapses (LimitMarkerTTL), which
-	// the watchers see at once.
 	cfg := jetstream.KeyValueConfig{
 		Bucket: name, Description: desc, History: 1, TTL: n.cfg.LeaseTTL,
 		Storage: jetstream.FileStorage, Replicas: n.cfg.Replicas, Metadata: md, LimitMarkerTTL: markerTTL,
 	}
 	if leases {
-		cfg.TTL, cfg.LimitMarkerTTL = leasesMaxAge*n.cfg.LeaseTTL, 0
+		cfg.TTL = leasesMaxAge * n.cfg.LeaseTTL
 	}
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		kv, err = n.js.CreateKeyValue(ctx, cfg)
@@ -234,14 +255,15 @@ func (n *Node) bucket(ctx context.Context, name, desc string, md map[string]stri
 	if err != nil {
 		return nil, fmt.Errorf("cluster: bucket %s: %w", name, err)
 	}
-	if leases && st.TTL() > bucketTTL(st) {
-		n.takeOver = true
-	}
-	if st.LimitMarkerTTL() == 0 && st.TTL() == n.cfg.LeaseTTL {
-		// Made by an earlier release: add the markers (the watchers' lapse events).
+	if st.LimitMarkerTTL() == 0 && (st.TTL() == n.cfg.LeaseTTL || st.TTL() == cfg.TTL) && bucketTTL(st) == n.cfg.LeaseTTL {
+		// Made by a release before the lapse markers (MaxAge the TTL): made this release's
+		// (the leases bucket: MaxAge leasesMaxAge TTLs, markers). Read again below: the take
+		// path is the one the bucket has now.
 		cfg.Replicas = st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.Replicas
 		if _, err := n.js.UpdateKeyValue(ctx, cfg); err != nil {
-			n.log.Warn("could not add lapse markers to a cluster bucket; a lapsed lease is seen at the next renewal instead", "bucket", name, "err", err)
+			n.log.Warn("could not update a cluster bucket to this release's; a lapsed lease is seen at the next renewal instead", "bucket", name, "err", err)
+		} else if st2, err := kv.Status(ctx); err == nil {
+			st = st2
 		}
 	}
 	if got := st.Metadata()["gateway_partitions"]; got != md["gateway_partitions"] {
@@ -249,6 +271,9 @@ func (n *Node) bucket(ctx context.Context, name, desc string, md map[string]stri
 	}
 	if bucketTTL(st) != n.cfg.LeaseTTL {
 		return nil, fmt.Errorf("cluster: %w: the cluster's is %v, this node was given %v", ErrLeaseTTLDiffers, bucketTTL(st), n.cfg.LeaseTTL)
+	}
+	if leases {
+		n.takeOver = st.TTL() >= leasesMaxAge*bucketTTL(st)
 	}
 	return kv, nil
 }
