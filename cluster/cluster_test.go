@@ -34,6 +34,8 @@ func TestCluster(t *testing.T) {
 	}{
 		{"LeasesTakenAndRenewed", testLeasesTakenAndRenewed},
 		{"KilledNodeFailsOver", testKilledNodeFailsOver},
+		{"KilledNodesLeasesTakenOver", testKilledNodesLeasesTakenOver},
+		{"TakeOverExpectsTheRevisionSeen", testTakeOverExpectsTheRevisionSeen},
 		{"GracefulStopHasNoGap", testGracefulStop},
 		{"JoiningNodeGetsItsShare", testJoin},
 		{"FencingRefusesAPausedOwner", testFencing},

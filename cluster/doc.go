@@ -9,16 +9,22 @@
 //   - Heartbeat: its key in the bucket <prefix>_nodes (TTL = the lease TTL, 2 s by default),
 //     written every renewal interval (lease TTL / 4) with a revision check, so a second process
 //     under the same node id is found out; one is refused at start while the other heartbeats.
-//   - Leases: one key per partition in the bucket <prefix>_leases (TTL = the lease TTL). A
-//     node takes a partition with a create (the server refuses it while the key exists, so only
-//     after the previous lease lapsed or was released), renews it every interval with the
-//     revision it holds, and releases it with a revision-checked delete. The buckets have
-//     lapse markers (LimitMarkerTTL): the server writes one when a lease expires, the watchers
-//     see it at once, and a live node takes the partition then (a timer runs balancing at
-//     each lease's last write seen + the TTL too: a lease the server has expired by then is
-//     taken at once), not at its next tick. (Writing over a lease past its TTL, expecting its
-//     revision, would not wait for the server's expiry, but the marker is a rollup proposed
-//     without a condition: it would purge such a write under its new holder.)
+//   - Leases: one key per partition in the bucket <prefix>_leases. A node renews its leases
+//     every interval with the revision it holds, and releases one with a revision-checked
+//     delete. A lease nobody renewed for the TTL, as this node's watcher saw it (its last
+//     revision seen a TTL ago on this node's monotonic clock), is taken by a write expecting
+//     that revision (claimLease): its holder stopped using the partition at that renewal's send
+//     time + TTL − the fence margin, on its own monotonic clock, so the take comes at least the
+//     margin after it, whatever the machines' clocks say; a renewal or another take that
+//     landed meanwhile makes the write fail. A timer runs balancing at each lease's last write
+//     seen + the TTL, so the take is at that moment, not at a tick. The bucket (as this release
+//     makes it) keeps a lease leasesMaxAge TTLs, with lapse markers: the server's expiry only
+//     clears the leases of a cluster that stopped whole, and its marker (a rollup of the key,
+//     proposed without a condition: it would purge a take written beside it) comes a TTL after
+//     the takes; a lease past takeOverWithin is taken by a create once the marker is in. The
+//     markers also keep a node of the release before from rewriting the bucket (leasesMaxAge).
+//     A bucket an earlier release made (MaxAge = the TTL, lapse markers) is kept as it is, and
+//     there a lease is taken by a create once the server expired it.
 //   - Fair share: each live node takes free partitions up to its share (P/N, the first P%N
 //     nodes by id one more), Parallel at a time, and hands back, gracefully, those above it
 //     when a node joins; Stop (SIGTERM) hands every partition back before the node leaves.
@@ -69,13 +75,16 @@
 //   - TTLs. A bucket's TTL is the stream's MaxAge: the server removes a subject's last
 //     message once it is older than that by the stream leader's clock; memstore.go and
 //     filestore.go run the age check at the next expiry, at least 250 ms apart
-//     (resetAgeChk), so a lease lapses at its last write's server timestamp + TTL, or a
-//     little later, never earlier. The owner's fence deadline counts from before the write
-//     was sent, minus the fence margin, which covers the clocks of the servers being apart.
-//     With LimitMarkerTTL the expiry writes a marker (a purge entry, kept markerTTL) that
-//     watchers receive; a bucket made without markers (an earlier release) is updated to have
-//     them, and otherwise a node judges a lease lapsed by the time since its watcher last saw
-//     it written, and the create decides.
+//     (resetAgeChk). With LimitMarkerTTL (SubjectDeleteMarkerTTL) the expiry is a marker
+//     proposed through the stream's raft: a rollup of the subject with no condition
+//     (fileStore.handleRemovalOrSdm), so a write that lands between the expiry and the marker
+//     is purged with it; without, each replica removes the expired sequence only
+//     (removeMsgViaLimits). So the leases bucket this release makes has a MaxAge of
+//     leasesMaxAge TTLs (its markers come a TTL after the takes), and the lease's TTL is the
+//     nodes bucket's MaxAge, and in the buckets' metadata (gateway_lease_ttl; clusterTTL,
+//     bucketTTL). The nodes bucket keeps MaxAge = the TTL and markers: a
+//     node's heartbeat key lapses by the server's expiry, which the watchers see at once, and
+//     a restarted node claims its id with a create once its old key lapsed.
 //   - Leader elections. A stream's raft group elects a new leader after its election
 //     timeout, random between 4 and 9 s (server/raft.go, minElectionTimeoutDefault,
 //     maxElectionTimeoutDefault), with heartbeats every second; it cannot be shortened. A

@@ -289,9 +289,17 @@ func (n *Node) take(p *part) {
 	val := n.leaseValue(p, leaseStarting)
 	p.mu.Unlock()
 	sent := time.Now()
-	rev, err := n.claimLease(ctx, p.id, val)
+	// How long the lease taken went unrenewed as this node saw it (0: free, released or
+	// lapsed by the server's marker): the log's measure of how close to its TTL a take comes.
+	var unseen time.Duration
+	if s := n.view.lease(p.id); s != nil && !s.deleted && !s.lapsed {
+		unseen = sent.Sub(s.seen)
+	}
+	rev, err := n.claimLease(ctx, p.id, val, sent)
 	cancel()
-	n.leaseWrite(err)
+	if !errors.Is(err, errLeaseAlive) { // no write was sent
+		n.leaseWrite(err)
+	}
 	if err != nil {
 		n.log.Debug("take", "partition", p.id, "err", err)
 		retry := n.renewEvery
@@ -358,21 +366,80 @@ func (n *Node) take(p *part) {
 	p.mu.Unlock()
 	n.renew(p) // the lease says active: requests held for it go ahead
 	n.metrics.handover("acquired")
-	n.log.Info("partition acquired", "partition", p.id, "took_ms", time.Since(sent).Milliseconds())
+	n.log.Info("partition acquired", "partition", p.id, "took_ms", time.Since(sent).Milliseconds(), "unrenewed_ms", unseen.Milliseconds())
 	n.wake()
 }
 
-// claimLease creates partition p's lease for this node: the server refuses it while a lease
-// exists (a lapsed one's key holds the server's lapse marker, which a create replaces).
+// errLeaseAlive: a take found the lease renewed (as this node's view has it) since it was
+// chosen: its holder is alive.
+var errLeaseAlive = errors.New("cluster: the lease is alive")
+
+// claimLease takes partition p's lease for this node (now: when the write is sent).
 //
-// It does not write over a lease past its TTL as this node saw it (expecting the revision
-// seen), though that would take a dead node's partitions 0.1-1 s sooner on a loaded machine:
-// the server's lapse marker is a rollup of the key, decided when the old revision expires and
-// proposed without a condition, so a lease written between the decision and the marker is
-// purged under its new holder, and a second node then creates it too (seen in test-cluster: two
-// nodes started one partition until the first commit of one was refused by the other's fence).
-func (n *Node) claimLease(ctx context.Context, p int, val []byte) (uint64, error) {
-	return n.leases.Create(ctx, leaseKey(p), val)
+// With takeOver (a leases bucket of this release), a lease that exists is taken by a write
+// expecting the revision this node's view holds, once that revision was seen here at least a
+// TTL ago (by now, on this node's monotonic clock): its holder stopped using the partition
+// at its last renewal's send time + TTL − the fence margin on its own monotonic clock, and
+// that send came before the write the view saw, so the take comes at least the margin after
+// the holder stopped, whatever the clocks of the machines say (only their rates count). A
+// renewal that landed meanwhile makes the write fail (the server checks the revision), as
+// does another node's take; a revision the server removed (the bucket's MaxAge, leasesMaxAge
+// TTLs) too, and the lease is then created. A lease this node comes to near that expiry
+// (takeOverWithin) is created too, once the server's lapse marker is in. No clock of a NATS server is in this, and no
+// server expiry: the take is as early as the holder's fence allows, not when the server's
+// expiry (at least 250 ms apart, proposed through the stream's raft) comes round.
+//
+// Without takeOver (a bucket an earlier release made: MaxAge the TTL, lapse markers), the
+// lease is created: the server refuses that while a lease exists (a lapsed one's key holds the
+// server's lapse marker, which a create replaces). It does not write over a lease past its TTL
+// there: the lapse marker is a rollup of the key, decided when the old revision expires and
+// proposed without a condition, so a lease written between the decision and the marker would
+// be purged under its new holder, and a second node would then create it too (seen in
+// test-cluster: two nodes started one partition until the first commit of one was refused by
+// the other's fence).
+func (n *Node) claimLease(ctx context.Context, p int, val []byte, now time.Time) (uint64, error) {
+	return n.claimOver(ctx, p, val, now, n.view.lease(p))
+}
+
+// claimOver is claimLease over s, the lease as this node's view has it.
+func (n *Node) claimOver(ctx context.Context, p int, val []byte, now time.Time, s *leaseSeen) (uint64, error) {
+	if !n.takeOver || s == nil || s.deleted || s.lapsed {
+		return n.leases.Create(ctx, leaseKey(p), val)
+	}
+	if n.view.alive(s, now) {
+		return 0, errLeaseAlive
+	}
+	if !n.takeOverWithin(s, now) {
+		// Near the server's expiry: its lapse marker (a rollup, no condition) could purge a
+		// take written now; the create takes the lease once the marker is in.
+		return n.leases.Create(ctx, leaseKey(p), val)
+	}
+	rev, err := n.leases.Update(ctx, leaseKey(p), val, s.rev)
+	if err == nil {
+		n.tookOver.Add(1)
+	}
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		// Renewed or taken meanwhile (the view will show it), or removed by the server's
+		// expiry (a cluster that stopped whole): then the create takes it.
+		if _, gerr := n.leases.Get(ctx, leaseKey(p)); errors.Is(gerr, jetstream.ErrKeyNotFound) || errors.Is(gerr, jetstream.ErrKeyDeleted) {
+			return n.leases.Create(ctx, leaseKey(p), val)
+		}
+	}
+	return rev, err
+}
+
+// takeOverWithin says whether a lease past its TTL is still far enough from the server's
+// expiry (leasesMaxAge TTLs after its last write, then a lapse marker) to be taken by a write
+// over it: seen here less than leasesMaxAge TTLs − half a TTL ago, and written (by the
+// server's clock, against this machine's: a guard for a lease seen first long after its
+// write, as when a cluster that stopped whole starts again) as long ago or less. Past it, the
+// marker comes first and the lease is taken by a create.
+func (n *Node) takeOverWithin(s *leaseSeen, now time.Time) bool {
+	within := leasesMaxAge*n.cfg.LeaseTTL - n.cfg.LeaseTTL/2
+	if now.Sub(s.seen) >= within {
+		return false
+	}
+	return s.written.IsZero() || now.Sub(s.written) < within
 }
 
 // nextLapse is when the first lease or heartbeat alive in the view now lapses as seen here

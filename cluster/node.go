@@ -74,11 +74,16 @@ type Node struct {
 	instance   string
 	renewEvery time.Duration
 	margin     time.Duration // the fence margin: TTL/4, at most 1 s
-	parts      []*part
-	view       *view
-	metrics    *metrics
-	fwd        *forwarder
-	started    time.Time
+	// takeOver: a lease past its TTL, as this node saw it, is taken by a write expecting the
+	// revision seen (the leases bucket keeps it longer than the TTL: leasesMaxAge), not by a
+	// create once the server expired it (a bucket of an earlier release).
+	takeOver bool
+	tookOver atomic.Int64 // leases taken by a write over them (claimOver's update)
+	parts    []*part
+	view     *view
+	metrics  *metrics
+	fwd      *forwarder
+	started  time.Time
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -123,12 +128,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	if cfg.LeaseTTL == 0 {
-		cfg.LeaseTTL = DefaultLeaseTTL
-		if kv, err := js.KeyValue(ctx, cfg.Prefix+"_leases"); err == nil {
-			if st, err := kv.Status(ctx); err == nil && st.TTL() > 0 {
-				cfg.LeaseTTL = st.TTL() // the cluster's
-			}
-		}
+		cfg.LeaseTTL = clusterTTL(ctx, js, cfg.Prefix)
 	}
 	n := &Node{
 		cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), js: js, instance: randomID(),
@@ -144,10 +144,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	md := map[string]string{"gateway_partitions": strconv.Itoa(cfg.Partitions), "gateway_lease_ttl": cfg.LeaseTTL.String()}
-	if n.leases, err = n.bucket(ctx, cfg.Prefix+"_leases", "partition leases of the gateway cluster", md); err != nil {
+	if n.leases, err = n.bucket(ctx, cfg.Prefix+"_leases", "partition leases of the gateway cluster", md, true); err != nil {
 		return nil, err
 	}
-	if n.nodes, err = n.bucket(ctx, cfg.Prefix+"_nodes", "node heartbeats of the gateway cluster", md); err != nil {
+	if n.nodes, err = n.bucket(ctx, cfg.Prefix+"_nodes", "node heartbeats of the gateway cluster", md, false); err != nil {
 		return nil, err
 	}
 	if err := n.claim(ctx); err != nil {
@@ -180,15 +180,64 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 // watchers see as the lapse; a create replaces it).
 const markerTTL = 5 * time.Second
 
+// leasesMaxAge is how long the server keeps a lease nobody renews in a leases bucket made
+// by this release, in lease TTLs. The lease's TTL is the nodes' (the nodes bucket's MaxAge,
+// and the buckets' metadata: bucketTTL). A lease past its TTL is taken by a write expecting
+// its revision (takeOver), a TTL before the server expires it; the server's expiry only clears
+// the leases of a cluster that stopped whole.
+//
+// The bucket keeps lapse markers all the same (markerTTL). A marker is a rollup of the key,
+// proposed without a condition, so it would purge a take landing beside the expiry; but the
+// expiry comes leasesMaxAge TTLs after the key's last write, and a take is written at one TTL
+// (or, past takeOverWithin, not written over the lease: the marker comes first, and the take
+// is a create). The markers are there for a node of the release before this one (lapse
+// markers, MaxAge = its TTL): its start reads the leases bucket's MaxAge as the cluster's TTL
+// and, on a bucket with no markers whose MaxAge is that TTL, rewrites the bucket (markers on,
+// metadata's TTL = leasesMaxAge TTLs) before the nodes bucket makes it refuse; with the
+// markers on it finds nothing to add, and refuses (the nodes bucket's MaxAge, or this
+// bucket's, is not the TTL it took) having written nothing.
+const leasesMaxAge = 2
+
+// bucketTTL is the lease TTL a cluster bucket was made with: its metadata's (the leases bucket
+// of this release keeps its leases longer, leasesMaxAge), else its MaxAge (an earlier release's).
+func bucketTTL(st jetstream.KeyValueStatus) time.Duration {
+	if d, err := time.ParseDuration(st.Metadata()["gateway_lease_ttl"]); err == nil && d > 0 {
+		return d
+	}
+	return st.TTL()
+}
+
+// clusterTTL is the lease TTL of the cluster under prefix, for a node given none: the nodes
+// bucket's MaxAge (every release makes it the TTL, and no release rewrites it to another),
+// else the leases bucket's (bucketTTL), else DefaultLeaseTTL (a new cluster).
+func clusterTTL(ctx context.Context, js jetstream.JetStream, prefix string) time.Duration {
+	if kv, err := js.KeyValue(ctx, prefix+"_nodes"); err == nil {
+		if st, err := kv.Status(ctx); err == nil && st.TTL() > 0 {
+			return st.TTL()
+		}
+	}
+	if kv, err := js.KeyValue(ctx, prefix+"_leases"); err == nil {
+		if st, err := kv.Status(ctx); err == nil && bucketTTL(st) > 0 {
+			return bucketTTL(st)
+		}
+	}
+	return DefaultLeaseTTL
+}
+
 // bucket opens a cluster bucket, making it if missing, and checks it was made with this
-// node's partition count and lease TTL.
-func (n *Node) bucket(ctx context.Context, name, desc string, md map[string]string) (jetstream.KeyValue, error) {
+// node's partition count and lease TTL. Both buckets have lapse markers (LimitMarkerTTL): the
+// server writes one when a key lapses, which the watchers see at once. leases: the leases
+// bucket, which this release makes with a MaxAge of leasesMaxAge TTLs (takeOver: its leases
+// are taken at their TTL by a revision-checked write); one an earlier release made (MaxAge
+// the TTL) is kept as it is, and its leases are taken at the server's expiry.
+func (n *Node) bucket(ctx context.Context, name, desc string, md map[string]string, leases bool) (jetstream.KeyValue, error) {
 	kv, err := n.js.KeyValue(ctx, name)
-	// The server writes a marker when a key lapses (LimitMarkerTTL), which the watchers see at
-	// once: a dead node's partitions are taken when its leases expire, not at the next tick.
 	cfg := jetstream.KeyValueConfig{
 		Bucket: name, Description: desc, History: 1, TTL: n.cfg.LeaseTTL,
 		Storage: jetstream.FileStorage, Replicas: n.cfg.Replicas, Metadata: md, LimitMarkerTTL: markerTTL,
+	}
+	if leases {
+		cfg.TTL = leasesMaxAge * n.cfg.LeaseTTL
 	}
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		kv, err = n.js.CreateKeyValue(ctx, cfg)
@@ -206,18 +255,25 @@ func (n *Node) bucket(ctx context.Context, name, desc string, md map[string]stri
 	if err != nil {
 		return nil, fmt.Errorf("cluster: bucket %s: %w", name, err)
 	}
-	if st.LimitMarkerTTL() == 0 && st.TTL() == n.cfg.LeaseTTL {
-		// Made by an earlier release: add the markers (the watchers' lapse events).
+	if st.LimitMarkerTTL() == 0 && (st.TTL() == n.cfg.LeaseTTL || st.TTL() == cfg.TTL) && bucketTTL(st) == n.cfg.LeaseTTL {
+		// Made by a release before the lapse markers (MaxAge the TTL): made this release's
+		// (the leases bucket: MaxAge leasesMaxAge TTLs, markers). Read again below: the take
+		// path is the one the bucket has now.
 		cfg.Replicas = st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.Replicas
 		if _, err := n.js.UpdateKeyValue(ctx, cfg); err != nil {
-			n.log.Warn("could not add lapse markers to a cluster bucket; a lapsed lease is seen at the next renewal instead", "bucket", name, "err", err)
+			n.log.Warn("could not update a cluster bucket to this release's; a lapsed lease is seen at the next renewal instead", "bucket", name, "err", err)
+		} else if st2, err := kv.Status(ctx); err == nil {
+			st = st2
 		}
 	}
 	if got := st.Metadata()["gateway_partitions"]; got != md["gateway_partitions"] {
 		return nil, fmt.Errorf("cluster: %w: the cluster has %s, this node was given %d", ErrPartitionsDiffer, got, n.cfg.Partitions)
 	}
-	if st.TTL() != n.cfg.LeaseTTL {
-		return nil, fmt.Errorf("cluster: %w: the cluster's is %v, this node was given %v", ErrLeaseTTLDiffers, st.TTL(), n.cfg.LeaseTTL)
+	if bucketTTL(st) != n.cfg.LeaseTTL {
+		return nil, fmt.Errorf("cluster: %w: the cluster's is %v, this node was given %v", ErrLeaseTTLDiffers, bucketTTL(st), n.cfg.LeaseTTL)
+	}
+	if leases {
+		n.takeOver = st.TTL() >= leasesMaxAge*bucketTTL(st)
 	}
 	return kv, nil
 }

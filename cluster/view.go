@@ -73,6 +73,7 @@ type leaseSeen struct {
 	value   leaseValue
 	rev     uint64
 	seen    time.Time // local monotonic time the watcher delivered it
+	written time.Time // the server's timestamp of the entry (its clock: a guard only)
 	deleted bool      // released gracefully: free now
 	lapsed  bool      // the server's lapse marker (value: the last holder's): not held now
 }
@@ -126,7 +127,7 @@ func (v *view) applyLease(e jetstream.KeyValueEntry) {
 	if !ok || p >= len(v.leases) {
 		return
 	}
-	s := &leaseSeen{rev: e.Revision(), seen: time.Now()}
+	s := &leaseSeen{rev: e.Revision(), seen: time.Now(), written: e.Created()}
 	switch e.Operation() {
 	case jetstream.KeyValuePut:
 		if json.Unmarshal(e.Value(), &s.value) != nil {
