@@ -36,6 +36,7 @@ func TestCluster(t *testing.T) {
 		{"KilledNodeFailsOver", testKilledNodeFailsOver},
 		{"KilledNodesLeasesTakenOver", testKilledNodesLeasesTakenOver},
 		{"TakeOverExpectsTheRevisionSeen", testTakeOverExpectsTheRevisionSeen},
+		{"LateRenewalNotWritten", testLateRenewalNotWritten},
 		{"GracefulStopHasNoGap", testGracefulStop},
 		{"JoiningNodeGetsItsShare", testJoin},
 		{"FencingRefusesAPausedOwner", testFencing},

@@ -20,8 +20,8 @@
 //     seen + the TTL, so the take is at that moment, not at a tick. The bucket (as this release
 //     makes it) keeps a lease leasesMaxAge TTLs, with lapse markers: the server's expiry only
 //     clears the leases of a cluster that stopped whole, and its marker (a rollup of the key,
-//     proposed without a condition: it would purge a take written beside it) comes a TTL after
-//     the takes; a lease past takeOverWithin is taken by a create once the marker is in. The
+//     proposed without a condition: it would purge a take written beside it) comes two TTLs
+//     after the takes; a lease past takeOverWithin is taken by a create once the marker is in. The
 //     markers also keep a node of the release before from rewriting the bucket (leasesMaxAge).
 //     A bucket an earlier release made (MaxAge = the TTL, lapse markers) is kept as it is, and
 //     there a lease is taken by a create once the server expired it.
@@ -80,7 +80,7 @@
 //     (fileStore.handleRemovalOrSdm), so a write that lands between the expiry and the marker
 //     is purged with it; without, each replica removes the expired sequence only
 //     (removeMsgViaLimits). So the leases bucket this release makes has a MaxAge of
-//     leasesMaxAge TTLs (its markers come a TTL after the takes), and the lease's TTL is the
+//     leasesMaxAge TTLs (its markers come two TTLs after the takes), and the lease's TTL is the
 //     nodes bucket's MaxAge, and in the buckets' metadata (gateway_lease_ttl; clusterTTL,
 //     bucketTTL). The nodes bucket keeps MaxAge = the TTL and markers: a
 //     node's heartbeat key lapses by the server's expiry, which the watchers see at once, and

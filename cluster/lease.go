@@ -52,7 +52,11 @@ func (n *Node) renew(p *part) {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	p.mu.Lock()
-	if !p.heldLocked() {
+	if !p.heldLocked() || !n.freshLocked(p) {
+		// Past its fence deadline (a stall, renewals that failed for a TTL): not renewed, but
+		// fenced (fenceLapsed). Another node may be taking it; and a renewal this late could
+		// land beside the server's expiry, whose lapse marker (a rollup, no condition) would
+		// purge it while this node went on as the holder.
 		p.mu.Unlock()
 		return
 	}
@@ -430,12 +434,15 @@ func (n *Node) claimOver(ctx context.Context, p int, val []byte, now time.Time, 
 
 // takeOverWithin says whether a lease past its TTL is still far enough from the server's
 // expiry (leasesMaxAge TTLs after its last write, then a lapse marker) to be taken by a write
-// over it: seen here less than leasesMaxAge TTLs − half a TTL ago, and written (by the
-// server's clock, against this machine's: a guard for a lease seen first long after its
-// write, as when a cluster that stopped whole starts again) as long ago or less. Past it, the
-// marker comes first and the lease is taken by a create.
+// over it: seen here less than 1.5 TTLs ago, and written (by the server's clock, against this
+// machine's: a guard for a lease seen first long after its write, as when a cluster that
+// stopped whole starts again) as long ago or less. Past it, the marker comes first and the
+// lease is taken by a create. A take written by then lands within its write's timeout (opCtx:
+// half the default TTL), so by 2 TTLs after the lease's write: a whole TTL before the expiry
+// at leasesMaxAge (3) TTLs, the room for the watcher's lag and for this machine's clock
+// behind the leases stream leader's (the written guard) or a leader whose clock is ahead.
 func (n *Node) takeOverWithin(s *leaseSeen, now time.Time) bool {
-	within := leasesMaxAge*n.cfg.LeaseTTL - n.cfg.LeaseTTL/2
+	within := n.cfg.LeaseTTL + n.cfg.LeaseTTL/2
 	if now.Sub(s.seen) >= within {
 		return false
 	}

@@ -183,20 +183,21 @@ const markerTTL = 5 * time.Second
 // leasesMaxAge is how long the server keeps a lease nobody renews in a leases bucket made
 // by this release, in lease TTLs. The lease's TTL is the nodes' (the nodes bucket's MaxAge,
 // and the buckets' metadata: bucketTTL). A lease past its TTL is taken by a write expecting
-// its revision (takeOver), a TTL before the server expires it; the server's expiry only clears
-// the leases of a cluster that stopped whole.
+// its revision (takeOver), two TTLs before the server expires it; the server's expiry only
+// clears the leases of a cluster that stopped whole.
 //
 // The bucket keeps lapse markers all the same (markerTTL). A marker is a rollup of the key,
 // proposed without a condition, so it would purge a take landing beside the expiry; but the
 // expiry comes leasesMaxAge TTLs after the key's last write, and a take is written at one TTL
-// (or, past takeOverWithin, not written over the lease: the marker comes first, and the take
-// is a create). The markers are there for a node of the release before this one (lapse
+// and at most 1.5 (past takeOverWithin, not written over the lease: the marker comes first,
+// and the take is a create), landing by 2 TTLs: a TTL of room for clocks and lag. (At 2 TTLs,
+// as first built, a take sent at 1.5 TTLs with its 1 s timeout could land at the expiry.) The markers are there for a node of the release before this one (lapse
 // markers, MaxAge = its TTL): its start reads the leases bucket's MaxAge as the cluster's TTL
 // and, on a bucket with no markers whose MaxAge is that TTL, rewrites the bucket (markers on,
 // metadata's TTL = leasesMaxAge TTLs) before the nodes bucket makes it refuse; with the
 // markers on it finds nothing to add, and refuses (the nodes bucket's MaxAge, or this
 // bucket's, is not the TTL it took) having written nothing.
-const leasesMaxAge = 2
+const leasesMaxAge = 3
 
 // bucketTTL is the lease TTL a cluster bucket was made with: its metadata's (the leases bucket
 // of this release keeps its leases longer, leasesMaxAge), else its MaxAge (an earlier release's).

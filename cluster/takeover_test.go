@@ -138,6 +138,15 @@ func testTakeOverExpectsTheRevisionSeen(t *testing.T, c *clustertest.Cluster) {
 	if !a.takeOver {
 		t.Fatal("a leases bucket made by this release is not taken over by revision")
 	}
+	// A take written at the latest (takeOverWithin), with its write's timeout, lands at least
+	// a TTL before the server's expiry (the bucket's MaxAge): the room for clocks and lag.
+	st, err := a.leases.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if room := st.TTL() - (testLeaseTTL + testLeaseTTL/2) - max(a.renewEvery, time.Second); room < testLeaseTTL {
+		t.Fatalf("a take lands %v before the server's expiry (MaxAge %v), want at least a TTL (%v)", room, st.TTL(), testLeaseTTL)
+	}
 	la, ok := a.Lease(0)
 	if !ok {
 		t.Fatal("a does not hold partition 0")
@@ -164,20 +173,22 @@ func testTakeOverExpectsTheRevisionSeen(t *testing.T, c *clustertest.Cluster) {
 		var v leaseValue
 		return json.Unmarshal(e.Value(), &v) == nil && v.Instance == a.instance && e.Revision() >= l.Revision
 	})
-	// Near the server's expiry (seen here, or written by the server's clock, more than
-	// leasesMaxAge TTLs − half a TTL ago): not written over, whatever the revision (the lapse
+	// Near the server's expiry (seen here, or written by the server's clock, more than 1.5
+	// TTLs ago: the take's write, with its timeout, could land by the expiry's lapse marker
+	// less than a TTL of clock skew and lag): not written over, whatever the revision (the
 	// marker could purge the take), but created, which the server refuses while the lease is in.
 	cur, ok := a.Lease(0)
 	if !ok {
 		t.Fatal("a does not hold partition 0")
 	}
 	late := *stale
-	late.rev, late.seen = cur.Revision, now.Add(-leasesMaxAge*testLeaseTTL+testLeaseTTL/4)
+	lateBy := testLeaseTTL + testLeaseTTL/2 + testLeaseTTL/8
+	late.rev, late.seen = cur.Revision, now.Add(-lateBy)
 	old := *stale
-	old.rev, old.written = cur.Revision, now.Add(-leasesMaxAge*testLeaseTTL+testLeaseTTL/4)
+	old.rev, old.written = cur.Revision, now.Add(-lateBy)
 	for what, s := range map[string]*leaseSeen{"seen": &late, "written": &old} {
 		if _, err := a.claimOver(context.Background(), 0, val, now, s); !errors.Is(err, jetstream.ErrKeyExists) {
-			t.Fatalf("take over a lease %s %v ago: %v, want a create refused", what, leasesMaxAge*testLeaseTTL-testLeaseTTL/4, err)
+			t.Fatalf("take over a lease %s %v ago: %v, want a create refused", what, lateBy, err)
 		}
 	}
 	if _, ok := a.Lease(0); !ok {
@@ -189,4 +200,34 @@ func testTakeOverExpectsTheRevisionSeen(t *testing.T, c *clustertest.Cluster) {
 	if _, err := a.claimOver(context.Background(), 0, val, now, &fresh); !errors.Is(err, errLeaseAlive) {
 		t.Fatalf("take over a lease seen %v ago: %v, want errLeaseAlive", testLeaseTTL/2, err)
 	}
+}
+
+// A holder past its fence deadline (a stall, renewals that failed for a TTL) does not renew:
+// it is fenced. A renewal that late could land beside the server's expiry, and the expiry's
+// lapse marker (a rollup of the key, no condition) purge it while the holder went on.
+func testLateRenewalNotWritten(t *testing.T, c *clustertest.Cluster) {
+	tc := newTestCluster(t, c)
+	a := tc.start("a:1")
+	eventually(t, settleWithin, "a owns all", tc.settled(a))
+	a.frozen.Store(true) // the loop stands still: this test renews and fences by hand
+	p := a.parts[0]
+	p.mu.Lock()
+	rev := p.rev
+	p.renewed = time.Now().Add(-testLeaseTTL) // past the fence deadline
+	p.mu.Unlock()
+	a.renew(p)
+	e, err := a.leases.Get(context.Background(), leaseKey(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Revision() != rev {
+		t.Fatalf("a lease past its fence deadline renewed: revision %d → %d, want no write", rev, e.Revision())
+	}
+	a.fenceLapsed()
+	if _, ok := a.Lease(0); ok {
+		t.Fatal("a still holds partition 0 past its fence deadline")
+	}
+	// Its loop going again, the partition comes back (the lease is a's, taken anew).
+	a.frozen.Store(false)
+	eventually(t, 3*testLeaseTTL+5*time.Second, "a holds partition 0 again", func() bool { _, ok := a.Lease(0); return ok })
 }
