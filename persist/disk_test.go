@@ -247,7 +247,7 @@ func TestBadgerFullTmpfs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 5*time.Second, "storage available again", func() bool { return b.Health() == nil })
+	waitFor(t, 30*time.Second, "storage available again", func() bool { return b.Health() == nil })
 	mustCommit(t, b, put("k/after", "ok"))
 	if err := b.Close(); err != nil {
 		t.Fatal(err)

@@ -296,7 +296,12 @@ func (lo *LogOutbox) queueAccept(e *domain.OutboxEntry, idemHash string, onWrite
 	since := lo.now() // read before the lock: mu is the outbox's most contended
 	lo.mu.Lock()
 	if caller {
-		if p := lo.pending[e.ID]; p != nil {
+		if p := lo.pending[e.ID]; p != nil && p.state == doubtful {
+			// Its earlier write failed with the log stopped (a cut one leaves no record: see
+			// accepted): written again, which the stopped log refuses. Never answered as a
+			// duplicate: nothing says it lies anywhere (review25 H1).
+			lo.dropPending(e.ID, p)
+		} else if p != nil {
 			t := p.acc
 			lo.mu.Unlock()
 			unlock()
@@ -361,13 +366,25 @@ func (lo *LogOutbox) queueAccept(e *domain.OutboxEntry, idemHash string, onWrite
 func (lo *LogOutbox) accepted(p *logPending, pos outlog.Pos, err error) {
 	lo.mu.Lock()
 	if p.pos == pos && p.state == accepting && lo.pending[p.id] == p {
-		if err == nil {
-			p.state = waiting
-		} else {
-			p.state, p.since = doubtful, lo.now()
-		}
+		lo.answerAccept(p.id, p, err)
 	}
 	lo.mu.Unlock()
+}
+
+// answerAccept records the answer of accept id's write in its pending record p (mu held): it
+// waits for its outcome once written; a write the log cut off (outlog.ErrCut: a full disk) is
+// stored nowhere, and its position is the next record's, so the record goes (kept, it held the
+// checkpoint and every segment from its own until a restart, and a retry of a caller's id was
+// answered a duplicate: review25); any other failure stopped the log, and leaves it in doubt.
+func (lo *LogOutbox) answerAccept(id string, p *logPending, err error) {
+	switch {
+	case err == nil:
+		p.state = waiting
+	case errors.Is(err, outlog.ErrCut):
+		lo.dropPending(id, p)
+	default:
+		p.state, p.since = doubtful, lo.now()
+	}
 }
 
 // finishAccept writes the outlog_pos records of the entries with ids of their own, waits for
@@ -387,12 +404,13 @@ func (lo *LogOutbox) finishAccept(ctx context.Context, es []*domain.OutboxEntry,
 	cerr := err
 	ps := make([]outlog.Pos, len(ts))
 	written := make([]bool, len(ts))
+	werrs := make([]error, len(ts))
 	for i, t := range ts {
 		werr := t.Wait()
 		if err == nil {
 			err = werr
 		}
-		ps[i], written[i] = t.Pos, werr == nil
+		ps[i], written[i], werrs[i] = t.Pos, werr == nil, werr
 	}
 	// The outlog_pos commit failed (the disk under --min-free-disk) with accepts written: they
 	// are voided before the refusal is answered, so that they read as not found and boot
@@ -413,6 +431,8 @@ func (lo *LogOutbox) finishAccept(ctx context.Context, es []*domain.OutboxEntry,
 			switch {
 			case voided[i]:
 				lo.dropPending(e.ID, p)
+			case werrs[i] != nil:
+				lo.answerAccept(e.ID, p, werrs[i])
 			case err != nil:
 				p.state, p.since = doubtful, lo.now()
 			default:

@@ -34,6 +34,10 @@ var (
 	ErrClosed = errors.New("outlog: closed")
 	// ErrTooLarge: a record over MaxRecord bytes, or an empty one.
 	ErrTooLarge = errors.New("outlog: record empty or over MaxRecord bytes")
+	// ErrCut wraps the error a record's write is answered with when the write failed and the
+	// log cut it off and went on (a full disk: rewind): the record lies nowhere, and its
+	// position is the next record's. Any other write error leaves the record in doubt.
+	ErrCut = errors.New("outlog: write cut off")
 )
 
 // MaxRecord is the largest record (16 MiB less one byte): a larger length in a frame is damage.

@@ -485,8 +485,8 @@ func TestFailedWriteRewinds(t *testing.T) {
 	}
 	t.Cleanup(func() { pwrite = (*os.File).WriteAt })
 	lost, err := l.Append(record(2, 500))
-	if !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("append on a full disk: %v", err)
+	if !errors.Is(err, syscall.ENOSPC) || !errors.Is(err, ErrCut) {
+		t.Fatalf("append on a full disk: %v, want ENOSPC and ErrCut (the record lies nowhere)", err)
 	}
 	if _, err := l.Read(lost); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("the failed record reads: %v", err)

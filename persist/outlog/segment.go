@@ -734,8 +734,9 @@ func (l *Log) rewind(f *os.File, fseg uint32, batch []*group, slots []slotWrite,
 	l.written.Lock()
 	l.written.seg, l.written.end = fseg, cut
 	l.written.Unlock()
+	cutErr := fmt.Errorf("%w: %w", ErrCut, err)
 	for _, g := range append(batch, later...) {
-		gerr := err
+		gerr := cutErr
 		if g.seg < fseg {
 			gerr = nil
 		}
