@@ -316,9 +316,8 @@ func (h holdClient) Send(ctx context.Context, _ domain.Message) (network.Receipt
 // bootLog is a slog.Handler that keeps the integer attributes of the engine's "engine booted"
 // line and drops every other record.
 type bootLog struct {
-	mu   sync.Mutex
-	got  map[string]int64
-	with []slog.Attr
+	mu  sync.Mutex
+	got map[string]int64
 }
 
 func (l *bootLog) Enabled(context.Context, slog.Level) bool { return true }
