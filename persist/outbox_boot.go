@@ -87,14 +87,12 @@ func (o *Outbox) Pending() ([]domain.OutboxEntry, error) {
 		return errors.Join(ckErr, marksErr)
 	}
 	// The accepts since the checkpoint (those of marked messages are read with their mark).
-	prefix := []byte(messageLogTable + "/")
-	from := func() ([]byte, error) {
+	err := scanGroupsFromLazy(o.kv, []byte(messageLogTable+"/"), func() ([]byte, error) {
 		if err := waitReads(); err != nil || !found {
 			return nil, err
 		}
 		return appendLogPosPrefix(nil, ckpt), nil
-	}
-	visit := func(key, value []byte) error {
+	}, func(key, value []byte) error {
 		id, pos, ok := acceptOfKey(key)
 		if !ok || len(value) == 0 || value[0] != bodyVersion3 || byID[id] != nil {
 			return nil
@@ -102,36 +100,7 @@ func (o *Outbox) Pending() ([]domain.OutboxEntry, error) {
 		c := &candidate{id: id, pos: pos, body: slices.Clone(value)}
 		cands, byID[id] = append(cands, c), c
 		return nil
-	}
-	var err error
-	if ss, ok := o.kv.(sinceScanner); ok {
-		// A store that reads records by their write time (NATS) reads the accepts written
-		// since a while before the checkpoint can be, beside the checkpoint's read, and not
-		// the whole history (each user's messages of the last days: 1,000 settled ones were
-		// as much of a boot's reads as its 1,000 queued; bench/README.md, branch boot9). An
-		// accept is written after its key's time, so every one at or after the checkpoint
-		// was written since (on the store's clock, less RecountSkew); one older than the
-		// checkpoint is skipped as the whole scan skips it. A checkpoint older than that (the
-		// partition run by nobody for a while) is read from again, or, without one, the
-		// whole history.
-		early := now.Add(-acceptsBack)
-		err = filterGroupsFrom(func(p []byte, fn func(key, value []byte) error) error {
-			return ss.ScanSince(p, o.storeTime(early), fn)
-		}, prefix, from, visit)
-		if err == nil {
-			err = waitReads()
-		}
-		if err == nil && (!found || ckpt < early.UnixMilli()) {
-			err = filterGroupsFrom(func(p []byte, fn func(key, value []byte) error) error {
-				if !found {
-					return o.kv.Scan(p, fn)
-				}
-				return ss.ScanSince(p, o.storeTime(time.UnixMilli(ckpt)), fn)
-			}, prefix, from, visit)
-		}
-	} else {
-		err = scanGroupsFromLazy(o.kv, prefix, from, visit)
-	}
+	})
 	if err == nil {
 		err = waitReads() // no accept seen: the scan did not wait
 	}
@@ -202,18 +171,6 @@ func (o *Outbox) Pending() ([]domain.OutboxEntry, error) {
 	sort.SliceStable(entries, func(i, j int) bool { return entries[i].CreatedAt < entries[j].CreatedAt })
 	// The checkpoint moves on now (a boot after this one reads from here).
 	return entries, o.Checkpoint()
-}
-
-// acceptsBack is how far before now a boot on a store that reads by write time first reads the
-// accepts (Pending): the checkpoint lags now by markAfter, the engine's rhythm (5 s) and a
-// commit, so nearly always less.
-const acceptsBack = 2 * time.Minute
-
-// storeTime is t, a time on the outbox's clock, on the store's, less RecountSkew: a record
-// written at t or later was written at this time or later by the store's clock (none but a
-// test's clock differs from time.Now; the NATS server's is within a second of it).
-func (o *Outbox) storeTime(t time.Time) time.Time {
-	return time.Now().Add(t.Sub(o.now())).Add(-RecountSkew)
 }
 
 // readMarkedBodies reads the accept records of the marked candidates not settled (the others'
@@ -481,18 +438,11 @@ func scanGroupsFromLazy(kv KV, prefix []byte, from func() ([]byte, error), fn fu
 		}
 		return kv.Scan(prefix, fn)
 	}
-	return filterGroupsFrom(kv.Scan, prefix, from, fn)
-}
-
-// filterGroupsFrom is scanGroupsFromLazy's walk on a store without a group scan: scan reads
-// the whole prefix (or, on a store that reads by write time, what was written since a time)
-// and the keys before from in each group are skipped, from asked when the first key comes.
-func filterGroupsFrom(scan func(prefix []byte, fn func(key, value []byte) error) error, prefix []byte, from func() ([]byte, error), fn func(key, value []byte) error) error {
 	var (
 		f     []byte
 		asked bool
 	)
-	return scan(prefix, func(key, value []byte) error {
+	return kv.Scan(prefix, func(key, value []byte) error {
 		if !asked {
 			var err error
 			if f, err = from(); err != nil {
