@@ -877,6 +877,12 @@ func (lo *LogOutbox) known(id string) outlog.Pos {
 		if p.state == waiting || p.state == settling {
 			return p.pos
 		}
+		if p.state == accepting && p.acc == (outlog.Ticket{}) && p.pos != 0 && p.pos < lo.log.Written() {
+			// An accept answered on the log's writer (queueAccept's answered), written, whose
+			// callback (accepted) has not run yet: its caller may be back already. A cut one
+			// is dropped by that callback before the writer writes anything at its position.
+			return p.pos
+		}
 		return 0
 	}
 	if p, ok := lo.recent[0][id]; ok {
