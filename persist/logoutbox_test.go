@@ -363,14 +363,20 @@ func TestLogOutboxReceiptsKnown(t *testing.T) {
 	wantStatus(t, lo, ids[0], domain.MsgDelivered)
 	p2 := lo.known(ids[2])
 	lo.mu.Lock()
-	lo.pending["x"] = &logPending{pos: p2, state: accepting}
+	lo.pending["x"] = &logPending{pos: lo.log.End(), state: accepting} // queued, not yet written
+	// Written, its writer's callback (accepted) not yet run: its caller may be back already.
+	lo.pending["y"] = &logPending{pos: p2, state: accepting}
 	lo.mu.Unlock()
 	if lo.known("x") != 0 {
 		t.Fatal("an accept being written is known")
 	}
+	if got := lo.known("y"); got != p2 {
+		t.Fatalf("an accept written, its callback to come: known %v, want %v", got, p2)
+	}
 	// Two generations later ids[1] is forgotten, and read back for its receipt.
 	lo.mu.Lock()
 	delete(lo.pending, "x")
+	delete(lo.pending, "y")
 	for i := range 2 * recentMax {
 		lo.remember(logID(outlog.At(1, uint32(i)), 0), outlog.At(1, 16))
 	}
