@@ -113,9 +113,8 @@ func (a Accounts) Recount(now time.Time, margin time.Duration) (map[string]domai
 		}
 		return count(string(key[len(prefix):]), c)
 	}
-	// The snapshots' times are on the engine's clock (now's), the records' on the store's: the
-	// bound moved by the difference (none unless the engine's clock is not time.Now).
-	since := time.Now().Add(time.UnixMilli(w.from).Sub(now)).Add(-RecountSkew)
+	// The snapshots' times are on the engine's clock (now's), the records' on the store's.
+	since := onStoreClock(time.UnixMilli(w.from), now).Add(-RecountSkew)
 	if ss, ok := kv.(sinceScanner); ok {
 		err = ss.ScanSince(prefix, since, visit)
 	} else {

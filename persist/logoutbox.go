@@ -403,14 +403,13 @@ func (lo *LogOutbox) finishAccept(ctx context.Context, es []*domain.OutboxEntry,
 	}
 	cerr := err
 	ps := make([]outlog.Pos, len(ts))
-	written := make([]bool, len(ts))
-	werrs := make([]error, len(ts))
+	werrs := make([]error, len(ts)) // nil: written
 	for i, t := range ts {
 		werr := t.Wait()
 		if err == nil {
 			err = werr
 		}
-		ps[i], written[i], werrs[i] = t.Pos, werr == nil, werr
+		ps[i], werrs[i] = t.Pos, werr
 	}
 	// The outlog_pos commit failed (the disk under --min-free-disk) with accepts written: they
 	// are voided before the refusal is answered, so that they read as not found and boot
@@ -419,7 +418,7 @@ func (lo *LogOutbox) finishAccept(ctx context.Context, es []*domain.OutboxEntry,
 	voided := make([]bool, len(ts))
 	if cerr != nil {
 		for i, e := range es {
-			if written[i] && !minted(e.ID, ps[i]) {
+			if werrs[i] == nil && !minted(e.ID, ps[i]) {
 				voided[i] = lo.void(ps[i]) == nil
 			}
 		}

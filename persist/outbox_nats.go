@@ -109,6 +109,11 @@ const (
 	idemReadBack  = domain.IdempotencyTTL + time.Hour
 )
 
+// onStoreClock is t, a time on a clock whose now is now (the engine's: a test's may be hours
+// off), on the store's clock (time.Now: a record's write time): moved by their difference,
+// none unless the engine's clock is not time.Now.
+func onStoreClock(t, now time.Time) time.Time { return time.Now().Add(t.Sub(now)) }
+
 // recentWindow tells whether window w is within back before now (or a minute after it).
 func recentWindow(w uint32, now time.Time, back time.Duration) bool {
 	cur := idWindow(now.UnixMilli())
@@ -437,9 +442,8 @@ func (o *Outbox) settled(cands []*candidate, ckpt int64, found bool) ([]bool, er
 	ids := map[string]bool{}
 	var since time.Time
 	if found {
-		// The checkpoint is on the outbox's clock, the pages' times on the store's: the bound
-		// moved by the difference (none unless the engine's clock is not time.Now).
-		since = time.Now().Add(time.UnixMilli(ckpt).Sub(o.now())).Add(-RecountSkew)
+		// The checkpoint is on the outbox's clock, the pages' times on the store's.
+		since = onStoreClock(time.UnixMilli(ckpt), o.now()).Add(-RecountSkew)
 	}
 	if err := o.pagedIDs([]byte(outboxPageTable+"/"), since, ids); err != nil {
 		return nil, err
