@@ -108,6 +108,9 @@ type Log struct {
 	free   [][]byte     // group buffers the writer gave back
 	syncs  []chan error // Sync's callers, answered after the writer's next sync
 	slotq  []slotWrite  // WriteSlot's writes, written after the groups queued with them
+	// freeCalls are group callback lists the writer gave back, emptied: a round's list grew
+	// from nothing by appends under mu (and, for an accept, under the outbox's lock too).
+	freeCalls [][]asyncCall
 
 	wake    chan struct{}
 	synced  atomic.Uint64 // the writer's syncs of a written group (tests watch it)
@@ -286,6 +289,9 @@ func (l *Log) enqueueLocked(rec []byte, size, slots int, fill func(Pos, []byte),
 		l.cur = &group{seg: l.seg, off: l.end, done: make(chan struct{})}
 		if k := len(l.free); k > 0 {
 			l.cur.buf, l.free = l.free[k-1], l.free[:k-1]
+		}
+		if k := len(l.freeCalls); k > 0 {
+			l.cur.calls, l.freeCalls = l.freeCalls[k-1], l.freeCalls[:k-1]
 		}
 	}
 	g := l.cur

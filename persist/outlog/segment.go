@@ -401,6 +401,13 @@ func (l *Log) writer(f *os.File, fseg uint32) {
 				if cap(g.buf) <= 4<<20 && len(l.free) < 4 {
 					l.free = append(l.free, g.buf[:0])
 				}
+				if cap(g.calls) <= 1<<14 && len(l.freeCalls) < 4 {
+					// Answered above, and read by nothing else: a ticket's Wait reads done
+					// and err only.
+					clear(g.calls)
+					l.freeCalls = append(l.freeCalls, g.calls[:0])
+				}
+				g.calls = nil
 				batch[i] = nil
 			}
 			spare = batch
