@@ -291,11 +291,18 @@ func (m Millis) Time() time.Time { return time.UnixMilli(int64(m)).UTC() }
 // Web message id: one allocation (the hex encoding, its upper-casing and the concatenation
 // were three, and a tenth of the accept's own work in the send path's profile).
 func WebMessageID(b *[10]byte) string {
+	out := WebMessageIDBytes(b)
+	return string(out[:])
+}
+
+// WebMessageIDBytes is WebMessageID's bytes: for a caller that writes the id where it is
+// made and makes its string later (outside a lock).
+func WebMessageIDBytes(b *[10]byte) [24]byte {
 	const digits = "0123456789ABCDEF"
 	var out [24]byte
 	copy(out[:], "3EB0")
 	for i, c := range b {
 		out[4+2*i], out[5+2*i] = digits[c>>4], digits[c&15]
 	}
-	return string(out[:])
+	return out
 }

@@ -312,7 +312,7 @@ func (lo *LogOutbox) queueAccept(e *domain.OutboxEntry, idemHash string, onWrite
 		}
 	}
 	var (
-		id   string
+		idb  [24]byte // the minted id, made a string once the log's lock is let go
 		pr   *logPending
 		then func(outlog.Pos, error)
 	)
@@ -327,8 +327,8 @@ func (lo *LogOutbox) queueAccept(e *domain.OutboxEntry, idemHash string, onWrite
 	t, err = lo.log.QueueFuncThen(len(rec), acceptSlots, func(p outlog.Pos, dst []byte) {
 		copy(dst, rec)
 		if !caller {
-			id = logID(p, rnd)
-			copy(dst[idAt:], id)
+			idb = logIDBytes(p, rnd)
+			copy(dst[idAt:], idb[:])
 		}
 		if h != nil {
 			lo.link(h, p, ms, durable, dst)
@@ -343,6 +343,7 @@ func (lo *LogOutbox) queueAccept(e *domain.OutboxEntry, idemHash string, onWrite
 		return t, false, false, err
 	}
 	if !caller {
+		id := string(idb[:])
 		e.ID = id
 		if e.Message.ID == "" {
 			e.Message.ID = id
