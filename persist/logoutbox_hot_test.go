@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/persist/outlog"
 )
 
 // A kept pending record is reused with no allocation: newPending took v's address, which moved
@@ -84,4 +85,38 @@ func TestAcceptAnsweredWithoutTheLock(t *testing.T) {
 	}
 	settleLog(t, lo, e.ID, domain.MsgSent, at.Add(time.Second))
 	wantStatus(t, lo, e.ID, domain.MsgSent)
+}
+
+// A settled message whose id the outbox minted is remembered in its slot of settled, not in
+// the generations' map of ids: no string kept, hashed or compared a message (issue 32); its
+// receipts find its accept all the same, and an id that differs in its random bits alone is
+// not taken for it.
+func TestSettledMintedIDsInTheirSlots(t *testing.T) {
+	dir, kv, clock := t.TempDir(), NewMemory(), &testClock{}
+	at := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
+	clock.set(at)
+	lo, _ := openLogOutbox(t, dir, kv, clock)
+	ids := acceptLog(t, lo, 3, at)
+	ps := make([]outlog.Pos, len(ids))
+	for i, id := range ids {
+		ps[i] = lo.known(id)
+		settleLog(t, lo, id, domain.MsgSent, at.Add(time.Second))
+	}
+	lo.mu.Lock()
+	inMap := len(lo.recent[0]) + len(lo.recent[1])
+	lo.mu.Unlock()
+	if inMap != 0 {
+		t.Fatalf("%d minted ids settled went into the map", inMap)
+	}
+	for i, id := range ids {
+		if got := lo.known(id); got != ps[i] || got == 0 {
+			t.Fatalf("%s settled: known %v, want %v", id, got, ps[i])
+		}
+		v, rnd, _ := idBits(id)
+		if other := logID(ps[i], rnd+1); lo.known(other) != 0 || posBits(ps[i]) != v {
+			t.Fatalf("%s (another id at %v) is known", other, ps[i])
+		}
+	}
+	receiptLog(t, lo, ids[2], domain.StatusChange{Status: domain.MsgDelivered, At: domain.MillisOf(at.Add(2 * time.Second))})
+	wantStatus(t, lo, ids[2], domain.MsgDelivered)
 }

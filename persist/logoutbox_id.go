@@ -34,7 +34,7 @@ func logID(p outlog.Pos, rnd uint32) string {
 // logIDBytes is logID's bytes: queueAccept writes them into the record under the log's lock
 // and makes the string after it (an allocation fewer under the log's lock).
 func logIDBytes(p outlog.Pos, rnd uint32) [24]byte {
-	v := uint64(p.Seg()&(1<<idSegBits-1))<<idOffBits | uint64(p.Off()&(1<<idOffBits-1))
+	v := posBits(p)
 	var b [10]byte
 	binary.BigEndian.PutUint16(b[:2], uint16(v>>32))
 	binary.BigEndian.PutUint32(b[2:6], uint32(v))
@@ -42,10 +42,15 @@ func logIDBytes(p outlog.Pos, rnd uint32) [24]byte {
 	return domain.WebMessageIDBytes(&b)
 }
 
-// parseLogID decodes an id in logID's shape: the position it names (the newest segment at or
-// before cur with its number's low 22 bits) and its random bits; ok is false for any other
-// string (lower-case hex included: logID writes upper case only).
-func parseLogID(id string, cur uint32) (p outlog.Pos, rnd uint32, ok bool) {
+// posBits are the 48 bits of position p that an id in logID's shape holds: its segment's
+// number modulo 2^22 and its offset.
+func posBits(p outlog.Pos) uint64 {
+	return uint64(p.Seg()&(1<<idSegBits-1))<<idOffBits | uint64(p.Off()&(1<<idOffBits-1))
+}
+
+// idBits decodes an id in logID's shape as it stands: its position's bits (posBits) and its
+// random bits; ok is false for any other string (lower-case hex included).
+func idBits(id string) (v uint64, rnd uint32, ok bool) {
 	if len(id) != 24 || id[:4] != "3EB0" {
 		return 0, 0, false
 	}
@@ -58,7 +63,18 @@ func parseLogID(id string, cur uint32) (p outlog.Pos, rnd uint32, ok bool) {
 		}
 		b[i] = hi<<4 | lo
 	}
-	v := uint64(binary.BigEndian.Uint16(b[:2]))<<32 | uint64(binary.BigEndian.Uint32(b[2:6]))
+	v = uint64(binary.BigEndian.Uint16(b[:2]))<<32 | uint64(binary.BigEndian.Uint32(b[2:6]))
+	return v, binary.BigEndian.Uint32(b[6:]), true
+}
+
+// parseLogID decodes an id in logID's shape: the position it names (the newest segment at or
+// before cur with its number's low 22 bits) and its random bits; ok is false for any other
+// string (lower-case hex included: logID writes upper case only).
+func parseLogID(id string, cur uint32) (p outlog.Pos, rnd uint32, ok bool) {
+	v, rnd, ok := idBits(id)
+	if !ok {
+		return 0, 0, false
+	}
 	low, off := uint32(v>>idOffBits), uint32(v&(1<<idOffBits-1))
 	seg := cur&^(1<<idSegBits-1) | low
 	if seg > cur {
@@ -70,7 +86,7 @@ func parseLogID(id string, cur uint32) (p outlog.Pos, rnd uint32, ok bool) {
 	if seg == 0 {
 		return 0, 0, false
 	}
-	return outlog.At(seg, off), binary.BigEndian.Uint32(b[6:]), true
+	return outlog.At(seg, off), rnd, true
 }
 
 func hexDigit(c byte) (byte, bool) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -373,16 +374,37 @@ func TestLogOutboxReceiptsKnown(t *testing.T) {
 	if got := lo.known("y"); got != p2 {
 		t.Fatalf("an accept written, its callback to come: known %v, want %v", got, p2)
 	}
-	// Two generations later ids[1] is forgotten, and read back for its receipt.
+	// A newer accept that takes ids[1]'s slot forgets it, and it is read back for its receipt.
+	p1 := lo.known(ids[1])
 	lo.mu.Lock()
 	delete(lo.pending, "x")
 	delete(lo.pending, "y")
-	for i := range 2 * recentMax {
-		lo.remember(logID(outlog.At(1, uint32(i)), 0), outlog.At(1, 16))
+	newer := outlog.At(p1.Seg()+1, 16)
+	for settledSlot(posBits(newer)) != settledSlot(posBits(p1)) {
+		newer = outlog.At(newer.Seg(), newer.Off()+1)
 	}
+	lo.remember(logID(newer, 7), newer)
 	lo.mu.Unlock()
 	if lo.known(ids[1]) != 0 {
-		t.Fatalf("%s still known after %d more", ids[1], 2*recentMax)
+		t.Fatalf("%s still known after %v took its slot", ids[1], newer)
+	}
+	if lo.known(logID(newer, 7)) != newer || lo.known(logID(newer, 8)) != 0 {
+		t.Fatalf("the newer accept at %v not known by its id alone", newer)
+	}
+	// A caller's id is kept two generations of recentMax ids.
+	lo.mu.Lock()
+	lo.remember("caller-1", p1)
+	lo.mu.Unlock()
+	if lo.known("caller-1") != p1 {
+		t.Fatal("a caller's id settled here is not known")
+	}
+	lo.mu.Lock()
+	for i := range 2 * recentMax {
+		lo.remember("caller-"+strconv.Itoa(i+2), p1)
+	}
+	lo.mu.Unlock()
+	if lo.known("caller-1") != 0 {
+		t.Fatalf("a caller's id still known after %d more", 2*recentMax)
 	}
 	receiptLog(t, lo, ids[1], domain.StatusChange{Status: domain.MsgRead, At: domain.MillisOf(at.Add(3 * time.Second))})
 	wantStatus(t, lo, ids[1], domain.MsgRead)
