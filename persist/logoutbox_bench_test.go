@@ -3,7 +3,6 @@ package persist
 import (
 	"context"
 	"fmt"
-	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -44,7 +43,7 @@ func BenchmarkLogOutboxSend(b *testing.B) {
 		settled.Done()
 	}
 	var next atomic.Int64
-	cpu0, runs0 := cputime.Process(), schedRuns()
+	cpu0, runs0 := cputime.Process(), cputime.Runs()
 	b.ResetTimer()
 	var callers sync.WaitGroup
 	for c := range 64 {
@@ -71,17 +70,5 @@ func BenchmarkLogOutboxSend(b *testing.B) {
 	settled.Wait()
 	b.StopTimer()
 	b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N)/1e3, "cpu-µs/msg")
-	b.ReportMetric(float64(schedRuns()-runs0)/float64(b.N), "sched-runs/msg")
-}
-
-// schedRuns is the runtime's goroutine runs so far (a start or a wake-up each; /sched/latencies
-// samples one in 8).
-func schedRuns() uint64 {
-	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
-	metrics.Read(s)
-	var runs uint64
-	for _, c := range s[0].Value.Float64Histogram().Counts {
-		runs += c
-	}
-	return runs * 8
+	b.ReportMetric(float64(cputime.Runs()-runs0)/float64(b.N), "sched-runs/msg")
 }

@@ -4,13 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/internal/cputime"
 )
 
 // entryTo is an accepted entry from the rig's linked phone (id is also its text).
@@ -116,18 +116,6 @@ func TestWakesNeverLost(t *testing.T) {
 	}
 }
 
-// schedRuns counts goroutine runs (a start or a wake-up each): /sched/latencies samples one
-// run in 8.
-func schedRuns() uint64 {
-	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
-	metrics.Read(s)
-	var n uint64
-	for _, c := range s[0].Value.Float64Histogram().Counts {
-		n += c
-	}
-	return n * 8
-}
-
 // A burst of accepts, a message to each of 50 sessions, is sent on far fewer goroutine
 // wake-ups than messages: the sessions made ready while a send goroutine is on its way wake
 // none, and it takes them all (runq.go). A worker goroutine a session was woken once a
@@ -160,11 +148,11 @@ func TestOneWakeCarriesABurst(t *testing.T) {
 		}
 	}
 	round(0) // the workers started
-	runs0 := schedRuns()
+	runs0 := cputime.Runs()
 	for n := 1; n <= rounds; n++ {
 		round(n)
 	}
-	perMsg := float64(schedRuns()-runs0) / (sessions * rounds)
+	perMsg := float64(cputime.Runs()-runs0) / (sessions * rounds)
 	t.Logf("%.3f goroutine runs a message", perMsg)
 	if perMsg > 0.5 {
 		t.Fatalf("%.3f goroutine runs a message, want at most 0.5 (a wake-up a burst, not a message)", perMsg)
