@@ -51,7 +51,7 @@ func (s *Server) apiKey(ctx *fasthttp.RequestCtx, scope string) (domain.Grant, e
 	// route refunds the call if it is answered 503, to the engine that counted it (in a
 	// cluster, the request may be answered after that engine's partition was lost).
 	g := grants.Get().(*grantBy)
-	*g = grantBy{r, s.engine(ctx)}
+	*g = grantBy{r.Key.ID, r.Reset, s.engine(ctx)}
 	ctx.SetUserValue(ctxGrant, g)
 	return r, nil
 }

@@ -54,7 +54,7 @@ func cloudContent(c *contentJSON, m domain.Message) {
 
 // cloudKindOf reads a template, buttons or list send (textField: the route's name of the text,
 // a buttons' or list's body).
-func cloudKindOf(msg *domain.Message, req messageRequest, textField string) error {
+func cloudKindOf(msg *domain.Message, req *messageRequest, textField string) error {
 	if msg.ReplyTo != nil && msg.Kind == domain.KindTemplate {
 		return badInput("validation_failed", "a template cannot reply to a message")
 	}

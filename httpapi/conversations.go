@@ -168,7 +168,7 @@ func (s *Server) v1Delete(ctx *fasthttp.RequestCtx) error {
 		if !res.Revoke {
 			j.Type, j.Target = "cancel", id
 		}
-		writeSentJSON(ctx, j)
+		writeSentJSON(ctx, &j)
 		return nil
 	}, func(uid string, rec domain.IdemRecord) error { return s.replayMessage(ctx, uid, rec) })
 }

@@ -90,7 +90,7 @@ func (s *Server) frontMessages(ctx *fasthttp.RequestCtx) error {
 		if err != nil {
 			return err
 		}
-		msg, err := s.messageOf(ctx, mr, "text.body", req.Type+".link")
+		msg, err := s.messageOf(ctx, &mr, "text.body", req.Type+".link")
 		if err != nil {
 			return err
 		}

@@ -16,7 +16,7 @@ import (
 	"github.com/gateway/gateway/internal/cputime"
 )
 
-// BenchmarkServedRoutes is validate and client status through the gateway's own fasthttp.Server
+// BenchmarkServedRoutes is validate, client status and the v1 send through the gateway's own fasthttp.Server
 // (its options, HeaderReceived, the streamed body, the listener's connection wrapper, the
 // router and every middleware), against a server with bench/bare.go's options that answers
 // with the gateway's captured answer, as the load test's bare server does. The connection is
@@ -27,11 +27,20 @@ import (
 //	go test -run X -bench ServedRoutes -benchtime 200000x ./httpapi
 func BenchmarkServedRoutes(b *testing.B) {
 	a, raw, tok := hotFixture(b)
+	// The load test's plan (caps of 10^9: the key's day and the allowance count every send).
+	if r := a.do(b, "PATCH", "/api/admin/users", "root", nil, map[string]any{"id": "alice", "plan": "bench"}); r.status != 200 {
+		b.Fatalf("plan: %d %s", r.status, r.body)
+	}
 	body := `{"rawKey":"` + raw + `"}`
+	send := `{"phone":"15550001234","message":"hello from the bench"}`
 	cases := []struct{ name, req string }{
 		{"validate", "POST /api/admin/apikeys/validate HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: " +
 			itoa(len(body)) + "\r\n\r\n" + body},
 		{"status", "GET /api/client/status HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer " + tok + "\r\n\r\n"},
+		// The v1 send as the load test sends it (x-api-key); the engine's accept runs on the
+		// in-memory store and the sim, so the HTTP layer's share is read off its profile.
+		{"send", "POST /api/v1/messages/send HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nx-api-key: " + raw +
+			"\r\nContent-Length: " + itoa(len(send)) + "\r\n\r\n" + send},
 	}
 	for _, c := range cases {
 		answer := serveOnce(b, a.srv.srv, c.req)

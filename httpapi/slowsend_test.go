@@ -118,3 +118,34 @@ func labelsOf(m *dto.Metric) string {
 	}
 	return b.String()
 }
+
+// A served v1 send is timed from fasthttp's clock reading to its answer, its key's check
+// between: with every send slow (a threshold of 0), one send is counted once, its phases each
+// at least 0 and summing to a time under the client's own.
+func TestServedSendIsTimed(t *testing.T) {
+	a, raw, _ := hotFixture(t)
+	a.srv.slowSends.threshold = 0
+	began := time.Now()
+	if r := a.do(t, "POST", "/api/v1/messages/send", "", map[string]string{"x-api-key": raw},
+		`{"phone":"15550001234","message":"timed"}`); r.status != 200 {
+		t.Fatalf("send: %d %s", r.status, r.body)
+	}
+	took := time.Since(began)
+	if n := a.srv.slowSends.count.Load(); n != 1 {
+		t.Fatalf("%d slow sends counted, want 1", n)
+	}
+	var sum int64
+	for i := range a.srv.slowSends.sums {
+		d := a.srv.slowSends.sums[i].Load()
+		if d < 0 {
+			t.Errorf("phase %s: %v", phaseNames[i], time.Duration(d))
+		}
+		sum += d
+	}
+	if sum <= 0 || time.Duration(sum) > took {
+		t.Errorf("phases sum to %v; the client's round trip took %v", time.Duration(sum), took)
+	}
+	if a.srv.slowSends.sums[phaseKey].Load() <= 0 || a.srv.slowSends.sums[phaseAnswer].Load() <= 0 {
+		t.Errorf("key %v, answer %v: each a time", time.Duration(a.srv.slowSends.sums[phaseKey].Load()), time.Duration(a.srv.slowSends.sums[phaseAnswer].Load()))
+	}
+}
