@@ -147,7 +147,9 @@ func TestHeldPagesPerPartition(t *testing.T) {
 		}
 		writerTook(t, w)
 		if r < rounds-1 && len(done) > 0 {
-			early.Do(func() { t.Errorf("round %d: an outcome was answered before its page was written (or a page per gather)", r) })
+			early.Do(func() {
+				t.Errorf("round %d: an outcome was answered before its page was written (or a page per gather)", r)
+			})
 		}
 	}
 	answered(t, done, 2*parts*rounds, "settle")

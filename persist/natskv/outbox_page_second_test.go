@@ -1,0 +1,75 @@
+package natskv_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gateway/gateway/domain"
+	"github.com/gateway/gateway/persist"
+	"github.com/gateway/gateway/persist/natskv"
+	"github.com/gateway/gateway/persist/natstest"
+)
+
+// A cluster's partition on JetStream pages its outcomes per second (persist.Outbox.HoldPages)
+// while a node of a rolling upgrade pages per window (--nats-window-pages): a message's later
+// outcome may be in either. Another node's view of the partition, booted and not, reads each
+// message's newest outcome by stream order over both (a late failure in a window's page after
+// a sent outcome in a second's, and the other way round), a keyed retry of a derived id naming
+// its window finds it, and the boot finds nothing pending.
+func TestSecondPagesBesideWindowPages(t *testing.T) {
+	srv := natstest.Start(t)
+	open := func() *natskv.Store {
+		kv, err := natskv.Open(context.Background(), natskv.Options{URL: srv.URL, Prefix: "pgsec", Timeout: 10 * time.Second, Partitions: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { kv.Close() })
+		return kv
+	}
+	boot := func(o *persist.Outbox) *persist.Outbox {
+		if _, err := o.Pending(); err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	view := open().Partition(2, nil)
+	coarse := persist.NewOutbox(view)
+	coarse.HoldPages()
+	boot(coarse)
+	windowed := boot(persist.NewOutbox(open().Partition(2, nil)))
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	a := acceptNew(t, coarse, "u1", now) // sent in a second's page, failed in a window's
+	b := acceptNew(t, coarse, "u1", now) // sent in a window's page, failed in a second's
+	keyed := acceptSent(t, coarse, fmt.Sprintf("3EB0%08X00000000ABCD", uint32(now.UnixMilli()/10)), "hash-keyed", now)
+	sent(&a, now)
+	settle(t, coarse, a)
+	sent(&b, now)
+	settle(t, windowed, b)
+	for _, c := range []struct {
+		o *persist.Outbox
+		e domain.OutboxEntry
+	}{{windowed, a}, {coarse, b}} {
+		c.e.SetStatus(domain.MsgFailed, now.Add(2*time.Second))
+		c.e.Code, c.e.Error = "x", "late"
+		settle(t, c.o, c.e)
+	}
+	if keysUnder(t, view, "outbox_page/s") == 0 || keysUnder(t, view, "outbox_page/") == keysUnder(t, view, "outbox_page/s") {
+		t.Fatal("not both kinds of pages: the test tests nothing")
+	}
+	third := open()
+	for name, o := range map[string]*persist.Outbox{"not booted": persist.NewOutbox(third.Partition(2, nil)), "booted": boot(persist.NewOutbox(third.Partition(2, nil)))} {
+		for _, e := range []domain.OutboxEntry{a, b} {
+			if got, err := o.Get(e.ID); err != nil || got.Status != domain.MsgFailed {
+				t.Fatalf("%s: %s read %s, %v; want its later outcome, failed", name, e.ID, got.Status, err)
+			}
+		}
+		if r, err := o.IdemFind([]string{keyed.ID}, "", func(domain.IdemRecord) bool { return true }); err != nil || r.MessageID != keyed.ID {
+			t.Fatalf("%s: keyed retry %+v, %v", name, r, err)
+		}
+	}
+	if p, err := persist.NewOutbox(third.Partition(2, nil)).Pending(); err != nil || len(p) != 0 {
+		t.Fatalf("pending: %d, %v", len(p), err)
+	}
+}
