@@ -57,7 +57,7 @@ type Config struct {
 	// during a rolling upgrade from that release, until every node runs this one.
 	NATSOutcomeRecords bool
 	// NATSWindowPages keeps a cluster's outcome pages per 10 ms window, written as they come,
-	// as the release before coarse pages (persist.Outbox.HoldPages, which that release's reads
+	// as the release before coarse pages (persist.Outbox.PagesPerSecond, which that release's reads
 	// by id and boots do not find): every node during a rolling upgrade from that release,
 	// until every node runs this one.
 	NATSWindowPages bool

@@ -10,7 +10,7 @@ import (
 	"github.com/gateway/gateway/persist/natstest"
 )
 
-// A cluster node pages its partitions' outcomes per second, held (persist.Outbox.HoldPages),
+// A cluster node pages its partitions' outcomes per second, held (persist.Outbox.PagesPerSecond),
 // which a node of the release before does not read: with --nats-window-pages (every node of a
 // rolling upgrade from that release) it writes a page per 10 ms window, as that release does,
 // and without it a second's pages. Either way a read by id answers the message sent.

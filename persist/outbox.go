@@ -95,9 +95,10 @@ type Outbox struct {
 	pages pageScanner
 	// recordsOnly: pages are read, never written, and ids not minted (WriteOutcomeRecords).
 	recordsOnly bool
-	// coarse: the writer holds the paged outcomes a while and pages them per second, not per
-	// window (a cluster's partition: HoldPages).
-	coarse bool
+	// seconds: a read by id and the boot read a second's pages beside a window's, and with
+	// coarse the writer holds the paged outcomes a while and pages them per second, not per
+	// window (a cluster's partition: PagesPerSecond).
+	seconds, coarse bool
 	// flushing counts the Flush calls waiting: while one does, nothing is held.
 	flushing atomic.Int32
 	// The random bits of the ids minted in the current second (from mintedFrom, a window) and

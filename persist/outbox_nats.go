@@ -32,7 +32,7 @@ import (
 // written in a later page); the boot (Pending) reads the pages written since the checkpoint,
 // and the recount (Accounts.Recount) those written since its bound.
 //
-// A cluster's partition (HoldPages) pages coarser: at 5,000-7,000 sends a second over 64
+// A cluster's partition (PagesPerSecond) pages coarser: at 5,000-7,000 sends a second over 64
 // partitions, a partition has about one outcome a window, so a page per window was about one
 // record for every two messages on a node, against one for every nine on the lone gateway
 // (bench/README.md, issue 27, page8 and page9). Its writer holds the partition's paged outcomes
@@ -151,26 +151,29 @@ func secondPrefix(s uint32) []byte {
 	return fmt.Appendf(nil, "%s/s%08X/", outboxPageTable, s)
 }
 
-// How many paged outcomes of one outbox the writer holds at most, and how long (HoldPages): a
+// How many paged outcomes of one outbox the writer holds at most, and how long (PagesPerSecond): a
 // page of about the lone gateway's size at a node's rate per partition.
 const pageHold = 8
 
 var pageHoldFor = 100 * time.Millisecond // (tests lengthen it)
 
-// HoldPages makes the writer hold this outbox's paged outcomes and page them per second (a
-// cluster's partition; the package comment above). A store that any node of the release before
-// it still reads must not get them: that release reads a window's pages only
-// (--nats-window-pages). Called before the outbox's first use.
-func (o *Outbox) HoldPages() { o.coarse = true }
+// PagesPerSecond makes a read by id and the boot read a second's pages beside a window's (a
+// cluster's partition: every node of a cluster, which may find them written by another), and
+// with write the writer hold this outbox's paged outcomes and page them per second (the
+// package comment above). A store that any node of the release before it still reads must not
+// get them: that release reads a window's pages only (--nats-window-pages). The lone gateway
+// neither writes nor reads them (its second would be about 900 KB of pages). Called before the
+// outbox's first use.
+func (o *Outbox) PagesPerSecond(write bool) { o.seconds, o.coarse = true, write }
 
 // holdable tells whether the writer may hold run, one outbox's writes in order, and how many
 // paged outcomes it holds: every outcome paged (a sent one, its mark and its body untouched)
 // and every receipt folded into an outcome of the run or paged itself.
-func (o *Outbox) holdable(run []bgWrite, now time.Time) (int, bool) {
+func (o *Outbox) holdable(run []bgWrite) (int, bool) {
 	if !o.coarse || !o.writesPages() || o.flushing.Load() > 0 {
 		return 0, false
 	}
-	n := 0
+	n, now := 0, o.now()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for i := range run {
@@ -393,12 +396,15 @@ func (o *Outbox) pageOutcome(id string, back time.Duration) (c outcome, rs []dom
 	if !ok || !recentWindow(w, o.now(), back) {
 		return c, nil, false, nil
 	}
-	// The window's pages and its second's (coarse: HoldPages), read together; both are the
+	// The window's pages and its second's (PagesPerSecond), read together; both are the
 	// partition's, in one stream, so their sequences order them.
-	var sec pagedOf
+	var sec, win pagedOf
 	done := make(chan error, 1)
-	go func() { done <- o.scanPagedOf(secondPrefix(w/100), id, &sec) }()
-	var win pagedOf
+	if o.seconds {
+		go func() { done <- o.scanPagedOf(secondPrefix(w/100), id, &sec) }()
+	} else {
+		done <- nil
+	}
 	err = o.scanPagedOf(pagePrefix(w), id, &win)
 	if serr := <-done; err == nil {
 		err = serr
@@ -550,13 +556,16 @@ func (o *Outbox) settled(cands []*candidate, ckpt int64, found bool) ([]bool, er
 	if err := o.pagedIDs([]byte(outboxPageTable+"/"), since, ids); err != nil {
 		return nil, err
 	}
-	// A marked message's pages: its window's and its second's (coarse), each read once.
+	// A marked message's pages: its window's and its second's (PagesPerSecond), each read once.
 	var prefixes [][]byte
 	read := map[string]bool{}
 	for _, i := range paged {
 		if ms := posMillis(cands[i].pos); found && ms < ckpt && !ids[cands[i].id] {
 			w := idWindow(ms)
 			for _, p := range [][]byte{pagePrefix(w), secondPrefix(w / 100)} {
+				if p[len(outboxPageTable)+1] == 's' && !o.seconds {
+					continue
+				}
 				if !read[string(p)] {
 					read[string(p)] = true
 					prefixes = append(prefixes, p)

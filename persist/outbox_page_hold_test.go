@@ -44,16 +44,37 @@ func holdLong(t *testing.T) {
 	t.Cleanup(func() { pageHoldFor = old })
 }
 
-// pagedOutbox is a partition's outbox that holds its pages (HoldPages), booted, on clock.
+// pagedOutbox is a partition's outbox that holds its pages (PagesPerSecond), booted, on clock.
 func pagedOutbox(t *testing.T, kv KV, clock *testClock) *Outbox {
 	t.Helper()
 	o := NewOutbox(kv)
 	o.now = clock.now
-	o.HoldPages()
+	o.PagesPerSecond(true)
 	if _, err := o.Pending(); err != nil {
 		t.Fatal(err)
 	}
 	return o
+}
+
+// nodeOutbox is another cluster node's outbox of the partition (it reads a second's pages),
+// booted (its pending ids returned) or not.
+func nodeOutbox(t *testing.T, kv KV, clock *testClock, boot bool) (*Outbox, []string) {
+	t.Helper()
+	o := NewOutbox(kv)
+	o.now = clock.now
+	o.PagesPerSecond(false)
+	if !boot {
+		return o, nil
+	}
+	p, err := o.Pending()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, e := range p {
+		ids = append(ids, e.ID)
+	}
+	return o, ids
 }
 
 // acceptMinted accepts a message without an id (the outbox mints one) at the clock's now.
@@ -288,9 +309,8 @@ func TestCoarsePagesReadByIDAfterATakeover(t *testing.T) {
 	answered(t, done, 1, "window page")
 	o.coarse = true
 
-	notBooted := NewOutbox(kv)
-	notBooted.now = clock.now
-	booted, pending := bootOutbox(t, kv, clock)
+	notBooted, _ := nodeOutbox(t, kv, clock, false)
+	booted, pending := nodeOutbox(t, kv, clock, true)
 	if len(pending) != 0 {
 		t.Fatalf("pending after a takeover: %v", pending)
 	}
@@ -356,12 +376,12 @@ func TestCoarsePageOfAMarkedMessageFoundAtBoot(t *testing.T) {
 	if err := o.Checkpoint(); err != nil { // the checkpoint moves on past every page
 		t.Fatal(err)
 	}
-	if _, p := bootOutbox(t, kv, clock); len(p) != 1 || p[0] != open.ID {
+	if _, p := nodeOutbox(t, kv, clock, true); len(p) != 1 || p[0] != open.ID {
 		t.Fatalf("pending at the next owner's boot: %v, want only %s", p, open.ID)
 	}
 }
 
-// The lone gateway (no HoldPages) keeps a page per window, written at once.
+// The lone gateway (no PagesPerSecond) keeps a page per window, written at once.
 func TestLonePagesNotHeld(t *testing.T) {
 	holdLong(t)
 	clock := &testClock{}

@@ -61,7 +61,7 @@ type OutcomeWriter struct {
 	freed  chan struct{}
 	parked atomic.Int32
 	// held: per outbox, the paged outcomes (and their receipts) the writer holds for a coarser
-	// page (Outbox.HoldPages; outbox_nats.go), in order; an outbox with writes held has no
+	// page (Outbox.PagesPerSecond; outbox_nats.go), in order; an outbox with writes held has no
 	// batch in flight, and its next writes are taken behind them. heldSince: since when,
 	// until they are written (a hold taken up again with more writes ends at the same time).
 	held      map[*Outbox][]bgWrite
@@ -225,7 +225,7 @@ func (ow *OutcomeWriter) take() []bgWrite {
 
 // write commits a batch: each outbox's writes in as few commits as their size allows, every
 // outbox's commits handed to the store together, and answers every write. An outbox that holds
-// its pages (Outbox.HoldPages) and whose writes may be held (Outbox.holdable) has them held,
+// its pages (Outbox.PagesPerSecond) and whose writes may be held (Outbox.holdable) has them held,
 // not written, until pageHold paged outcomes or pageHoldFor since the first (full: the gather
 // took bgBatchMax writes, and nothing is held).
 func (ow *OutcomeWriter) write(batch []bgWrite, now time.Time, full bool) {
@@ -321,7 +321,7 @@ func (ow *OutcomeWriter) hold(runs [][]bgWrite, now time.Time) [][]bgWrite {
 		if !ok {
 			since = now
 		}
-		n, ok := o.holdable(run, now)
+		n, ok := o.holdable(run)
 		if !ok || n >= pageHold || now.Sub(since) >= pageHoldFor {
 			rest = append(rest, run)
 			continue

@@ -12,7 +12,7 @@ import (
 	"github.com/gateway/gateway/persist/natstest"
 )
 
-// A cluster's partition on JetStream pages its outcomes per second (persist.Outbox.HoldPages)
+// A cluster's partition on JetStream pages its outcomes per second (persist.Outbox.PagesPerSecond)
 // while a node of a rolling upgrade pages per window (--nats-window-pages): a message's later
 // outcome may be in either. Another node's view of the partition, booted and not, reads each
 // message's newest outcome by stream order over both (a late failure in a window's page after
@@ -36,9 +36,14 @@ func TestSecondPagesBesideWindowPages(t *testing.T) {
 	}
 	view := open().Partition(2, nil)
 	coarse := persist.NewOutbox(view)
-	coarse.HoldPages()
+	coarse.PagesPerSecond(true)
 	boot(coarse)
-	windowed := boot(persist.NewOutbox(open().Partition(2, nil)))
+	node := func(kv persist.KV) *persist.Outbox { // another node's, with --nats-window-pages
+		o := persist.NewOutbox(kv)
+		o.PagesPerSecond(false)
+		return o
+	}
+	windowed := boot(node(open().Partition(2, nil)))
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	a := acceptNew(t, coarse, "u1", now) // sent in a second's page, failed in a window's
 	b := acceptNew(t, coarse, "u1", now) // sent in a window's page, failed in a second's
@@ -59,7 +64,7 @@ func TestSecondPagesBesideWindowPages(t *testing.T) {
 		t.Fatal("not both kinds of pages: the test tests nothing")
 	}
 	third := open()
-	for name, o := range map[string]*persist.Outbox{"not booted": persist.NewOutbox(third.Partition(2, nil)), "booted": boot(persist.NewOutbox(third.Partition(2, nil)))} {
+	for name, o := range map[string]*persist.Outbox{"not booted": node(third.Partition(2, nil)), "booted": boot(node(third.Partition(2, nil)))} {
 		for _, e := range []domain.OutboxEntry{a, b} {
 			if got, err := o.Get(e.ID); err != nil || got.Status != domain.MsgFailed {
 				t.Fatalf("%s: %s read %s, %v; want its later outcome, failed", name, e.ID, got.Status, err)
@@ -69,7 +74,7 @@ func TestSecondPagesBesideWindowPages(t *testing.T) {
 			t.Fatalf("%s: keyed retry %+v, %v", name, r, err)
 		}
 	}
-	if p, err := persist.NewOutbox(third.Partition(2, nil)).Pending(); err != nil || len(p) != 0 {
+	if p, err := node(third.Partition(2, nil)).Pending(); err != nil || len(p) != 0 {
 		t.Fatalf("pending: %d, %v", len(p), err)
 	}
 }
