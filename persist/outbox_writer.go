@@ -126,8 +126,9 @@ func (ow *OutcomeWriter) run() {
 		}
 		full := len(ow.queue) >= bgBatchMax
 		now := time.Now()
-		batch := ow.withHeld(ow.take(), now, full)
-		if len(batch) == 0 {
+		batch := ow.take()
+		joined := ow.joinHeld(batch, now, full)
+		if len(batch) == 0 && len(joined) == 0 {
 			// Every queued write waits for its outbox's batch in flight, and every held one
 			// for its time: until a batch ends, a write is queued (add) or Flush (wake).
 			wait := ow.nextDue(now)
@@ -149,38 +150,31 @@ func (ow *OutcomeWriter) run() {
 		for _, w := range batch {
 			ow.busy[w.o] = true
 		}
+		for _, run := range joined {
+			ow.busy[run[0].o] = true
+		}
 		ow.mu.Unlock()
 		if ow.commit == nil {
-			ow.write(batch, now, full)
+			ow.write(batch, joined, now, full)
 		} else {
-			go ow.write(batch, now, full)
+			go ow.write(batch, joined, now, full)
 		}
 	}
 }
 
-// withHeld puts ahead of batch the held writes of each outbox that has writes in it, whose
-// hold is over, that is flushed, or all of them when the gather is full (under mu).
-func (ow *OutcomeWriter) withHeld(batch []bgWrite, now time.Time, full bool) []bgWrite {
-	if len(ow.held) == 0 {
-		return batch
-	}
-	var ahead []bgWrite
+// joinHeld takes out of held the writes of each outbox that has writes in batch, whose hold
+// is over, that is flushed, or all of them when the gather is full (under mu): each outbox's
+// run, to go ahead of its writes in batch.
+func (ow *OutcomeWriter) joinHeld(batch []bgWrite, now time.Time, full bool) [][]bgWrite {
+	var joined [][]bgWrite
 	for o, ws := range ow.held {
 		if full || o.flushing.Load() > 0 || now.Sub(ow.heldSince[o]) >= pageHoldFor ||
 			slices.ContainsFunc(batch, func(w bgWrite) bool { return w.o == o }) {
-			ahead = append(ahead, ws...)
+			joined = append(joined, ws)
 			delete(ow.held, o)
 		}
 	}
-	if len(ahead) == 0 {
-		return batch
-	}
-	ahead = append(ahead, batch...)
-	clear(batch)
-	if cap(batch) <= bgSpareMax && ow.spare == nil {
-		ow.spare = batch[:0]
-	}
-	return ahead
+	return joined
 }
 
 // nextDue is how long until the first held outbox's hold is over (or one is flushed: 0); -1
@@ -228,12 +222,19 @@ func (ow *OutcomeWriter) take() []bgWrite {
 // its pages (Outbox.PagesPerSecond) and whose writes may be held (Outbox.holdable) has them held,
 // not written, until pageHold paged outcomes or pageHoldFor since the first (full: the gather
 // took bgBatchMax writes, and nothing is held).
-func (ow *OutcomeWriter) write(batch []bgWrite, now time.Time, full bool) {
-	runs := [][]bgWrite{batch}
-	if o := batch[0].o; slices.ContainsFunc(batch, func(w bgWrite) bool { return w.o != o }) {
-		// Several outboxes: each one's writes apart, in their order.
-		runs = runs[:0]
-		at := map[*Outbox]int{}
+func (ow *OutcomeWriter) write(batch []bgWrite, joined [][]bgWrite, now time.Time, full bool) {
+	var runs [][]bgWrite
+	alone := len(batch) > 0 && len(joined) == 0 && !slices.ContainsFunc(batch, func(w bgWrite) bool { return w.o != batch[0].o })
+	if alone {
+		runs = [][]bgWrite{batch} // one outbox's (its array the batch's)
+	} else {
+		// Several outboxes, or held writes: each one's writes apart, in their order, those
+		// held first (their arrays the writer's own, appended to).
+		runs = joined
+		at := make(map[*Outbox]int, len(joined))
+		for i, run := range joined {
+			at[run[0].o] = i
+		}
 		for _, w := range batch {
 			i, ok := at[w.o]
 			if !ok {
@@ -245,7 +246,7 @@ func (ow *OutcomeWriter) write(batch []bgWrite, now time.Time, full bool) {
 		}
 	}
 	if !full {
-		runs = ow.hold(runs, now)
+		runs = ow.hold(runs, now, alone)
 	}
 	if len(runs) == 0 {
 		ow.done(batch, nil)
@@ -306,8 +307,9 @@ func (ow *OutcomeWriter) done(batch []bgWrite, runs [][]bgWrite) {
 }
 
 // hold takes out of runs those their outboxes may hold (write), and holds them: the rest is
-// written now.
-func (ow *OutcomeWriter) hold(runs [][]bgWrite, now time.Time) [][]bgWrite {
+// written now. inBatch: the one run is the batch's array (copied when held: it is the next
+// gather's).
+func (ow *OutcomeWriter) hold(runs [][]bgWrite, now time.Time, inBatch bool) [][]bgWrite {
 	rest := runs[:0]
 	for _, run := range runs {
 		o := run[0].o
@@ -326,8 +328,11 @@ func (ow *OutcomeWriter) hold(runs [][]bgWrite, now time.Time) [][]bgWrite {
 			rest = append(rest, run)
 			continue
 		}
+		if inBatch {
+			run = slices.Clone(run)
+		}
 		ow.mu.Lock()
-		ow.held[o], ow.heldSince[o] = slices.Clone(run), since
+		ow.held[o], ow.heldSince[o] = run, since
 		delete(ow.busy, o)
 		if !ow.running {
 			// The writer ended while this batch was in flight: held writes need it again.
