@@ -2,7 +2,6 @@ package persist
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -22,19 +21,7 @@ type sharedSeq struct {
 func (k *sharedSeq) OutcomeWriter() *OutcomeWriter { return k.w }
 
 // GetMany reads many keys in one call, as natskv does (Getter: the outbox's IdemFind).
-func (k *sharedSeq) GetMany(keys [][]byte) ([][]byte, error) {
-	out := make([][]byte, len(keys))
-	for i, key := range keys {
-		v, err := k.Get(key)
-		switch {
-		case err == nil:
-			out[i] = v
-		case !errors.Is(err, domain.ErrRecordNotFound):
-			return nil, err
-		}
-	}
-	return out, nil
-}
+func (k *sharedSeq) GetMany(keys [][]byte) ([][]byte, error) { return GetMany(k.seqMemory, keys) }
 
 // holdLong makes the writer hold pages until pageHold outcomes, Flush or another end (not the
 // time: a loaded machine's slow round never ends a hold early here).
@@ -42,6 +29,18 @@ func holdLong(t *testing.T) {
 	old := pageHoldFor
 	pageHoldFor = time.Hour
 	t.Cleanup(func() { pageHoldFor = old })
+}
+
+// heldPartition is a partition's store and booted outbox that holds its pages, its writer
+// holding them long (holdLong).
+func heldPartition(t *testing.T) (*testClock, *OutcomeWriter, *sharedSeq, *Outbox) {
+	t.Helper()
+	holdLong(t)
+	clock := &testClock{}
+	clock.set(time.Now().Truncate(time.Millisecond))
+	w := NewOutcomeWriter(nil, false)
+	kv := &sharedSeq{newSeqMemory(clock), w}
+	return clock, w, kv, pagedOutbox(t, kv, clock)
 }
 
 // pagedOutbox is a partition's outbox that holds its pages (PagesPerSecond), booted, on clock.
@@ -56,13 +55,13 @@ func pagedOutbox(t *testing.T, kv KV, clock *testClock) *Outbox {
 	return o
 }
 
-// nodeOutbox is another cluster node's outbox of the partition (it reads a second's pages),
-// booted (its pending ids returned) or not.
-func nodeOutbox(t *testing.T, kv KV, clock *testClock, boot bool) (*Outbox, []string) {
+// nodeOutbox is a cluster node's outbox of the partition (it reads a second's pages, and
+// writes them with write), booted (its pending ids returned) or not.
+func nodeOutbox(t *testing.T, kv KV, clock *testClock, write, boot bool) (*Outbox, []string) {
 	t.Helper()
 	o := NewOutbox(kv)
 	o.now = clock.now
-	o.PagesPerSecond(false)
+	o.PagesPerSecond(write)
 	if !boot {
 		return o, nil
 	}
@@ -204,12 +203,7 @@ func TestHeldPagesPerPartition(t *testing.T) {
 // bgBatchMax each end the hold at once (the engine tells a failure only once it is written;
 // a graceful stop or handover flushes before the partition's fence moves on).
 func TestHeldPagesEndAtOnce(t *testing.T) {
-	holdLong(t)
-	clock := &testClock{}
-	clock.set(time.Now().Truncate(time.Millisecond))
-	w := NewOutcomeWriter(nil, false)
-	kv := &sharedSeq{newSeqMemory(clock), w}
-	o := pagedOutbox(t, kv, clock)
+	clock, w, _, o := heldPartition(t)
 	done := make(chan error, bgBatchMax+8)
 
 	e := acceptMinted(t, o, clock)
@@ -265,12 +259,7 @@ func TestHeldPagesEndAtOnce(t *testing.T) {
 // left the index; a late failure written after the sent outcome wins by stream order, and the
 // window's pages of the release before are still read.
 func TestCoarsePagesReadByIDAfterATakeover(t *testing.T) {
-	holdLong(t)
-	clock := &testClock{}
-	clock.set(time.Now().Truncate(time.Millisecond))
-	w := NewOutcomeWriter(nil, false)
-	kv := &sharedSeq{newSeqMemory(clock), w}
-	o := pagedOutbox(t, kv, clock)
+	clock, w, kv, o := heldPartition(t)
 	at := clock.now()
 	// A keyed send whose derived id names its accept's window by chance is paged.
 	keyed := queued(fmt.Sprintf("3EB0%08X%012X", idWindow(at.UnixMilli()), 77), at)
@@ -309,8 +298,8 @@ func TestCoarsePagesReadByIDAfterATakeover(t *testing.T) {
 	answered(t, done, 1, "window page")
 	o.coarse = true
 
-	notBooted, _ := nodeOutbox(t, kv, clock, false)
-	booted, pending := nodeOutbox(t, kv, clock, true)
+	notBooted, _ := nodeOutbox(t, kv, clock, false, false)
+	booted, pending := nodeOutbox(t, kv, clock, false, true)
 	if len(pending) != 0 {
 		t.Fatalf("pending after a takeover: %v", pending)
 	}
@@ -331,53 +320,6 @@ func TestCoarsePagesReadByIDAfterATakeover(t *testing.T) {
 		if r, err := ob.IdemOf(keyed.ID); err != nil || r.MessageID != keyed.ID {
 			t.Fatalf("%s: IdemOf: %+v, %v", name, r, err)
 		}
-	}
-}
-
-// A marked message (queued long, accepted before the checkpoint) whose coarse page was
-// committed but its answer lost, and a checkpoint moved on long past the page: the next
-// owner's boot finds it through the marked message's second, and does not send it again.
-func TestCoarsePageOfAMarkedMessageFoundAtBoot(t *testing.T) {
-	clock := &testClock{}
-	clock.set(time.Now().Truncate(time.Millisecond))
-	// The store's clock (its records' times), which the boot reads the pages since the
-	// checkpoint by (onStoreClock: time.Now's): the page an hour before it, as the outbox's.
-	stored := &testClock{}
-	stored.set(time.Now().Add(-time.Hour))
-	kv := &sharedSeq{newSeqMemory(stored), NewOutcomeWriter(nil, false)}
-	o := pagedOutbox(t, kv, clock)
-	var lost []domain.OutboxEntry
-	for range 3 {
-		lost = append(lost, acceptMinted(t, o, clock))
-		clock.add(20 * time.Millisecond)
-	}
-	open := acceptMinted(t, o, clock)
-	kv.lost = true
-	for _, e := range lost {
-		done := make(chan error, 1)
-		o.Settle(sentAt(e, clock.now()), func(err error) { done <- err })
-		o.Flush()
-		if err := <-done; err == nil {
-			t.Fatal("the lost answer answered")
-		}
-	}
-	kv.lost = false
-	if n := len(scanKeys(t, kv, outboxPageTable+"/s")); n == 0 {
-		t.Fatal("no second's page: the test tests nothing")
-	}
-	clock.add(markAfter + time.Second)
-	if err := o.Checkpoint(); err != nil { // marks all four: pending here
-		t.Fatal(err)
-	}
-	if len(scanKeys(t, kv, outboxPendingTable+"/")) != 4 {
-		t.Fatal("not marked")
-	}
-	clock.add(time.Hour)
-	if err := o.Checkpoint(); err != nil { // the checkpoint moves on past every page
-		t.Fatal(err)
-	}
-	if _, p := nodeOutbox(t, kv, clock, true); len(p) != 1 || p[0] != open.ID {
-		t.Fatalf("pending at the next owner's boot: %v, want only %s", p, open.ID)
 	}
 }
 

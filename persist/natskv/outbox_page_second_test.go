@@ -20,14 +20,7 @@ import (
 // its window finds it, and the boot finds nothing pending.
 func TestSecondPagesBesideWindowPages(t *testing.T) {
 	srv := natstest.Start(t)
-	open := func() *natskv.Store {
-		kv, err := natskv.Open(context.Background(), natskv.Options{URL: srv.URL, Prefix: "pgsec", Timeout: 10 * time.Second, Partitions: 4})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { kv.Close() })
-		return kv
-	}
+	open := func() *natskv.Store { return openPartitioned(t, srv.URL, "pgsec") }
 	boot := func(o *persist.Outbox) *persist.Outbox {
 		if _, err := o.Pending(); err != nil {
 			t.Fatal(err)
@@ -77,4 +70,16 @@ func TestSecondPagesBesideWindowPages(t *testing.T) {
 	if p, err := node(third.Partition(2, nil)).Pending(); err != nil || len(p) != 0 {
 		t.Fatalf("pending: %d, %v", len(p), err)
 	}
+}
+
+// openPartitioned opens a store of 4 partitions on the server at url (another node's, each
+// call).
+func openPartitioned(t *testing.T, url, prefix string) *natskv.Store {
+	t.Helper()
+	kv, err := natskv.Open(context.Background(), natskv.Options{URL: url, Prefix: prefix, Timeout: 10 * time.Second, Partitions: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { kv.Close() })
+	return kv
 }
