@@ -43,6 +43,7 @@ func parseServe(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.StringVar(&c.NodeID, "node-id", "", "this gateway's name in NATS leases (default: the host name)")
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", 0, "lifetime of a --store nats gateway's single-writer lease on its prefix (0: 5s); with --cluster, of the partitions' leases (0: the cluster's, fixed when its buckets are first made; 2s for a new cluster)")
 	fs.BoolVar(&c.NATSOutcomeRecords, "nats-outcome-records", false, "write an outcome record per message instead of outcome pages, as the release before pages: on every node of a cluster while any still runs that release (a rolling upgrade), then restart without it")
+	fs.BoolVar(&c.NATSWindowPages, "nats-window-pages", false, "--cluster: write outcome pages per 10 ms window as they are written, as the release before coarse pages, not held and per second: on every node while any still runs that release (a rolling upgrade), then restart without it")
 	fs.IntVar(&c.NATSStreams, "nats-streams", 0, "records streams a new cluster spreads its partitions over (partition p in stream p mod N), their leaders spread over the NATS servers; 0: one per server that can lead one, at most 3 (1 on a single NATS server); fixed when they are first made")
 	fs.StringVar(&c.Network, "network", "sim", "messaging network: sim (embedded) or whatsapp")
 	fs.StringVar(&c.Auth, "auth", "dev", "ID tokens: dev (embedded issuer) or oidc")

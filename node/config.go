@@ -56,6 +56,11 @@ type Config struct {
 	// pages did, instead of pages (persist.Outbox.WriteOutcomeRecords): a cluster's nodes
 	// during a rolling upgrade from that release, until every node runs this one.
 	NATSOutcomeRecords bool
+	// NATSWindowPages keeps a cluster's outcome pages per 10 ms window, written as they come,
+	// as the release before coarse pages (persist.Outbox.PagesPerSecond, which that release's reads
+	// by id and boots do not find): every node during a rolling upgrade from that release,
+	// until every node runs this one.
+	NATSWindowPages bool
 
 	// Cluster runs the node as one of a cluster (DESIGN.md section 13) on NATS, with
 	// Partitions partitions; SimURL is a `gateway sim` process's address (the network every

@@ -110,6 +110,12 @@ func newRuntime(ctx context.Context, sh shared, o runtimeOptions) (_ *runtime, e
 	if c.NATSOutcomeRecords {
 		recs.Outbox.WriteOutcomeRecords()
 	}
+	if c.Cluster {
+		// A partition has about one outcome a 10 ms window at a node's rate: its pages held
+		// and per second (the lone gateway's window holds about nine: it keeps them), read by
+		// every node, written once none runs the release before (--nats-window-pages).
+		recs.Outbox.PagesPerSecond(!c.NATSWindowPages)
+	}
 	rt := &runtime{}
 	var eventsBooted func() error // nil until the events facet's boot is started
 	defer func() {

@@ -95,6 +95,12 @@ type Outbox struct {
 	pages pageScanner
 	// recordsOnly: pages are read, never written, and ids not minted (WriteOutcomeRecords).
 	recordsOnly bool
+	// seconds: a read by id and the boot read a second's pages beside a window's, and with
+	// coarse the writer holds the paged outcomes a while and pages them per second, not per
+	// window (a cluster's partition: PagesPerSecond).
+	seconds, coarse bool
+	// flushing counts the Flush calls waiting: while one does, nothing is held.
+	flushing atomic.Int32
 	// The random bits of the ids minted in the current second (from mintedFrom, a window) and
 	// the one before (under mu).
 	mintedAt, mintedPrev map[uint64]struct{}
@@ -664,8 +670,14 @@ func (o *Outbox) Receipt(id string, c domain.StatusChange, done func(error)) {
 	o.background(bgWrite{id: id, receipt: c, done: done})
 }
 
-// Flush waits for the outcomes and receipts being written (graceful shutdown).
-func (o *Outbox) Flush() { o.queued.wait() }
+// Flush waits for the outcomes and receipts being written (graceful shutdown); the paged
+// outcomes the writer holds are written at once.
+func (o *Outbox) Flush() {
+	o.flushing.Add(1)
+	defer o.flushing.Add(-1)
+	o.writer.wake()
+	o.queued.wait()
+}
 
 // inflight counts writes queued and not yet answered, and waits for none. Unlike a
 // sync.WaitGroup, a write may be added while a wait runs (a network's late receipt while the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -30,6 +31,25 @@ import (
 // the newest by stream sequence winning (a later outcome of the same message: a late failure,
 // written in a later page); the boot (Pending) reads the pages written since the checkpoint,
 // and the recount (Accounts.Recount) those written since its bound.
+//
+// A cluster's partition (PagesPerSecond) pages coarser: at 5,000-7,000 sends a second over 64
+// partitions, a partition has about one outcome a window, so a page per window was about one
+// record for every two messages on a node, against one for every nine on the lone gateway
+// (bench/README.md, issue 27, page8 and page9). Its writer holds the partition's paged outcomes
+// until pageHold are held or pageHoldFor has passed, and writes them a page per second of
+// their ids' windows:
+//
+//	outbox_page/s<window/100>/<random>
+//
+// still the partition's own (its fence rides on it, and a takeover reads its partition's pages
+// as before). An id keeps its 10 ms window; a read by id scans its second's pages beside its
+// window's, the newest by stream sequence winning over both; the boot and the recount read
+// outbox_page/ since their bound, which holds both. Nothing waits for a held outcome: the
+// engine answers a read by id of it from what it keeps of a message whose outcome is being
+// written, as for an outcome in flight; a failure, an outcome with ops beside its record (a
+// mark's removal, a body renewed), a receipt that is a record of its own, Flush, and a gather of
+// bgBatchMax end the hold at once. A kill -9 loses the held outcomes, as it loses those in
+// flight: the next owner sends those messages again under their ids.
 
 // outboxPageTable holds the outcome pages.
 const outboxPageTable = "outbox_page"
@@ -125,6 +145,57 @@ func pagePrefix(w uint32) []byte {
 	return fmt.Appendf(nil, "%s/%08X/", outboxPageTable, w)
 }
 
+// secondPrefix is the prefix of the coarse pages of second s (a window's is its window / 100);
+// "s" keeps it apart from every window's prefix (hex digits).
+func secondPrefix(s uint32) []byte {
+	return fmt.Appendf(nil, "%s/s%08X/", outboxPageTable, s)
+}
+
+// How many paged outcomes of one outbox the writer holds at most, and how long (PagesPerSecond): a
+// page of about the lone gateway's size at a node's rate per partition.
+const pageHold = 8
+
+var pageHoldFor = 100 * time.Millisecond // (tests lengthen it)
+
+// PagesPerSecond makes a read by id and the boot read a second's pages beside a window's (a
+// cluster's partition: every node of a cluster, which may find them written by another), and
+// with write the writer hold this outbox's paged outcomes and page them per second (the
+// package comment above). A store that any node of the release before it still reads must not
+// get them: that release reads a window's pages only (--nats-window-pages). The lone gateway
+// neither writes nor reads them (its second would be about 900 KB of pages). Called before the
+// outbox's first use.
+func (o *Outbox) PagesPerSecond(write bool) { o.seconds, o.coarse = true, write }
+
+// holdable tells whether the writer may hold run, one outbox's writes in order, and how many
+// paged outcomes it holds: every outcome paged (a sent one, its mark and its body untouched)
+// and every receipt folded into an outcome of the run or paged itself.
+func (o *Outbox) holdable(run []bgWrite) (int, bool) {
+	if !o.coarse || !o.writesPages() || o.flushing.Load() > 0 {
+		return 0, false
+	}
+	n, now := 0, o.now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i := range run {
+		w := &run[i]
+		if !w.outcome() {
+			if !slices.ContainsFunc(run[:i], func(x bgWrite) bool { return x.outcome() && x.id == w.id }) && !o.pagedNow(w, now) {
+				return n, false
+			}
+			continue
+		}
+		if st := w.entry.Status; st == domain.MsgFailed || st == domain.MsgCancelled || !o.pagedNow(w, now) ||
+			now.Sub(w.entry.CreatedAt.Time()) > bodyTTL-OutboxRetention-time.Hour {
+			return n, false
+		}
+		if p := o.index[w.id]; p != nil && p.mark != unmarked {
+			return n, false
+		}
+		n++
+	}
+	return n, true
+}
+
 // MintsIDs tells the engine to leave a new message's id to Accept when the outbox pages its
 // outcomes (the id names its accept's window).
 func (o *Outbox) MintsIDs() bool { return o.writesPages() }
@@ -213,6 +284,7 @@ func (o *Outbox) pageParts(parts []bgPart, kept []bgWrite, paged []int, marks []
 		}
 		last[kept[i].id] = i
 	}
+	// Per window, or per second (coarse).
 	byWindow := map[uint32][]int{}
 	var windows []uint32
 	for _, i := range paged {
@@ -225,6 +297,9 @@ func (o *Outbox) pageParts(parts []bgPart, kept []bgWrite, paged []int, marks []
 		} else {
 			w, _ = idWindowOf(kept[i].id) // its outcome's window (pagedNow)
 		}
+		if o.coarse {
+			w /= 100
+		}
 		if _, ok := byWindow[w]; !ok {
 			windows = append(windows, w)
 		}
@@ -233,9 +308,13 @@ func (o *Outbox) pageParts(parts []bgPart, kept []bgWrite, paged []int, marks []
 	var extra []Op
 	for _, w := range windows {
 		members := byWindow[w]
+		prefix := pagePrefix(w)
+		if o.coarse {
+			prefix = secondPrefix(w)
+		}
 		for len(members) > 0 {
 			start := len(*buf)
-			*buf = append(append(*buf, pagePrefix(w)...), fmt.Sprintf("%016X", rand.Uint64())...)
+			*buf = append(append(*buf, prefix...), fmt.Sprintf("%016X", rand.Uint64())...)
 			k := len(*buf)
 			*buf = append(*buf, pageVersion)
 			var ops []Op
@@ -317,7 +396,37 @@ func (o *Outbox) pageOutcome(id string, back time.Duration) (c outcome, rs []dom
 	if !ok || !recentWindow(w, o.now(), back) {
 		return c, nil, false, nil
 	}
-	err = o.pages.ScanSinceSeq(pagePrefix(w), time.Time{}, func(_, page []byte, _ uint64) error {
+	// The window's pages and its second's (PagesPerSecond), read together; both are the
+	// partition's, in one stream, so their sequences order them.
+	var sec, win pagedOf
+	done := make(chan error, 1)
+	if o.seconds {
+		go func() { done <- o.scanPagedOf(secondPrefix(w/100), id, &sec) }()
+	} else {
+		done <- nil
+	}
+	err = o.scanPagedOf(pagePrefix(w), id, &win)
+	if serr := <-done; err == nil {
+		err = serr
+	}
+	if sec.found && (!win.found || sec.seq > win.seq) {
+		win.c, win.found = sec.c, true
+	}
+	return win.c, append(win.rs, sec.rs...), win.found, err
+}
+
+// pagedOf is what the pages under one prefix hold of one message: its newest outcome (and that
+// page's sequence) and its receipts.
+type pagedOf struct {
+	c     outcome
+	seq   uint64
+	found bool
+	rs    []domain.StatusChange
+}
+
+// scanPagedOf reads into p what the pages under prefix hold of message id.
+func (o *Outbox) scanPagedOf(prefix []byte, id string, p *pagedOf) error {
+	return o.pages.ScanSinceSeq(prefix, time.Time{}, func(_, page []byte, seq uint64) error {
 		return eachPaged(page, func(pid, rec []byte) error {
 			if string(pid) != id {
 				return nil
@@ -327,18 +436,17 @@ func (o *Outbox) pageOutcome(id string, back time.Duration) (c outcome, rs []dom
 				if _, err := Decode(rec, pageReceipt, &r); err != nil {
 					return fmt.Errorf("%s %q: %w", outboxPageTable, id, err)
 				}
-				rs = append(rs, r)
+				p.rs = append(p.rs, r)
 				return nil
 			}
 			var x outcome
 			if _, err := Decode(rec, statusVersion2, &x); err != nil {
 				return fmt.Errorf("%s %q: %w", outboxPageTable, id, err)
 			}
-			c, found = x, true
+			p.c, p.seq, p.found = x, seq, true
 			return nil
 		})
 	})
-	return c, rs, found, err
 }
 
 // outcomeByID reads message id's outcome: outbox_status/<id>, or its pages (within back of
@@ -448,17 +556,24 @@ func (o *Outbox) settled(cands []*candidate, ckpt int64, found bool) ([]bool, er
 	if err := o.pagedIDs([]byte(outboxPageTable+"/"), since, ids); err != nil {
 		return nil, err
 	}
-	var windows []uint32
-	read := map[uint32]bool{}
+	// A marked message's pages: its window's and its second's (PagesPerSecond), each read once.
+	var prefixes [][]byte
+	read := map[string]bool{}
 	for _, i := range paged {
 		if ms := posMillis(cands[i].pos); found && ms < ckpt && !ids[cands[i].id] {
-			if w := idWindow(ms); !read[w] {
-				read[w] = true
-				windows = append(windows, w)
+			w := idWindow(ms)
+			for _, p := range [][]byte{pagePrefix(w), secondPrefix(w / 100)} {
+				if p[len(outboxPageTable)+1] == 's' && !o.seconds {
+					continue
+				}
+				if !read[string(p)] {
+					read[string(p)] = true
+					prefixes = append(prefixes, p)
+				}
 			}
 		}
 	}
-	if err := o.pagedWindows(windows, ids); err != nil {
+	if err := o.pagedPrefixes(prefixes, ids); err != nil {
 		return nil, err
 	}
 	// A paged id not in the pages may still have its own record: written by a node of the
@@ -479,25 +594,25 @@ func (o *Outbox) settled(cands []*candidate, ckpt int64, found bool) ([]bool, er
 	return out, nil
 }
 
-// windowReaders: how many windows' pages the boot reads at once (each a round trip).
+// windowReaders: how many prefixes of pages the boot reads at once (each a round trip).
 const windowReaders = 16
 
-// pagedWindows adds to into the ids with an outcome in the pages of windows, read
+// pagedPrefixes adds to into the ids with an outcome in the pages under prefixes, read
 // windowReaders at a time.
-func (o *Outbox) pagedWindows(windows []uint32, into map[string]bool) error {
+func (o *Outbox) pagedPrefixes(prefixes [][]byte, into map[string]bool) error {
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		first error
-		next  = make(chan uint32)
+		next  = make(chan []byte)
 	)
-	for range min(windowReaders, len(windows)) {
+	for range min(windowReaders, len(prefixes)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for w := range next {
+			for p := range next {
 				got := map[string]bool{}
-				err := o.pagedIDs(pagePrefix(w), time.Time{}, got)
+				err := o.pagedIDs(p, time.Time{}, got)
 				mu.Lock()
 				if err != nil && first == nil {
 					first = err
@@ -509,8 +624,8 @@ func (o *Outbox) pagedWindows(windows []uint32, into map[string]bool) error {
 			}
 		}()
 	}
-	for _, w := range windows {
-		next <- w
+	for _, p := range prefixes {
+		next <- p
 	}
 	close(next)
 	wg.Wait()

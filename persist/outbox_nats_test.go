@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -145,44 +146,50 @@ func (m *seqMemory) ScanSinceSeq(prefix []byte, since time.Time, fn func(key, va
 
 // A page committed whose answer was lost (the message back to pending, then marked) and a
 // checkpoint moved on long past it: the next boot finds the page through the marked message's
-// window, not through the pages written since the checkpoint, and does not send it again.
+// window (or, a cluster's partition, its second: PagesPerSecond), not through the pages
+// written since the checkpoint, and does not send it again.
 func TestPagedStaleMarkFoundThroughItsWindow(t *testing.T) {
+	for _, perSecond := range []bool{false, true} {
+		t.Run(fmt.Sprintf("per-second=%v", perSecond), func(t *testing.T) { stalePageFoundAtBoot(t, perSecond) })
+	}
+}
+
+func stalePageFoundAtBoot(t *testing.T, perSecond bool) {
 	clock := &testClock{}
 	clock.set(time.Now().Truncate(time.Millisecond))
-	kv := newSeqMemory(clock)
-	o, _ := bootOutbox(t, kv, clock)
+	// The store's clock (its records' times), by which the boot reads the pages since the
+	// checkpoint (onStoreClock: time.Now's): an hour behind, as the checkpoint will be ahead,
+	// so that only the marked messages' own windows or seconds can find their pages.
+	stored := &testClock{}
+	stored.set(time.Now().Add(-time.Hour))
+	kv := newSeqMemory(stored)
+	// A node of a cluster (a node with --nats-window-pages without perSecond).
+	boot := func() (*Outbox, []string) { return nodeOutbox(t, kv, clock, perSecond, true) }
+	o, _ := boot()
 	if !o.MintsIDs() {
 		t.Fatal("an outbox on a store that pages does not mint")
-	}
-	accept := func() domain.OutboxEntry {
-		at := clock.now()
-		e := domain.OutboxEntry{SessionID: "s1", UserID: "u1", CreatedAt: domain.MillisOf(at),
-			Message: domain.Message{To: "491511234567", Kind: domain.KindText, Text: "hi"}}
-		e.SetStatus(domain.MsgQueued, at)
-		if err := o.Accept(context.Background(), &e, ""); err != nil {
-			t.Fatal(err)
-		}
-		clock.add(20 * time.Millisecond) // the next in another window
-		return e
 	}
 	// Five settled with their answers lost (each window's pages read apart at the next boot),
 	// and one never settled, still pending.
 	var lost []domain.OutboxEntry
 	for range 5 {
-		lost = append(lost, accept())
+		lost = append(lost, acceptMinted(t, o, clock))
+		clock.add(20 * time.Millisecond) // the next in another window
 	}
-	open := accept()
+	open := acceptMinted(t, o, clock)
 	kv.lost = true
 	for _, e := range lost {
-		e.SetStatus(domain.MsgSent, clock.now())
-		e.SentAt = domain.MillisOf(clock.now())
 		done := make(chan error, 1)
-		o.Settle(e, func(err error) { done <- err })
+		o.Settle(sentAt(e, clock.now()), func(err error) { done <- err })
+		o.Flush() // (a hold ends)
 		if err := <-done; err == nil {
 			t.Fatal("the lost answer answered")
 		}
 	}
 	kv.lost = false
+	if got := len(scanKeys(t, kv, outboxPageTable+"/s")) > 0; got != perSecond {
+		t.Fatalf("pages per second: %v, want %v", got, perSecond)
+	}
 	clock.add(markAfter + time.Second)
 	if err := o.Checkpoint(); err != nil { // marks them: pending here, their outcomes unanswered
 		t.Fatal(err)
@@ -194,7 +201,7 @@ func TestPagedStaleMarkFoundThroughItsWindow(t *testing.T) {
 	if err := o.Checkpoint(); err != nil { // the checkpoint moves on past every page
 		t.Fatal(err)
 	}
-	if _, p := bootOutbox(t, kv, clock); len(p) != 1 || p[0] != open.ID {
+	if _, p := boot(); len(p) != 1 || p[0] != open.ID {
 		t.Fatalf("pending at the next boot: %v, want only %s", p, open.ID)
 	}
 	if len(scanKeys(t, kv, outboxPendingTable+"/")) != 1 {

@@ -60,12 +60,18 @@ type OutcomeWriter struct {
 	// writer waits; parked counts that wait (tests).
 	freed  chan struct{}
 	parked atomic.Int32
+	// held: per outbox, the paged outcomes (and their receipts) the writer holds for a coarser
+	// page (Outbox.PagesPerSecond; outbox_nats.go), in order; an outbox with writes held has no
+	// batch in flight, and its next writes are taken behind them. heldSince: since when,
+	// until they are written (a hold taken up again with more writes ends at the same time).
+	held      map[*Outbox][]bgWrite
+	heldSince map[*Outbox]time.Time
 }
 
 // NewOutcomeWriter returns a writer committing through c (nil: each part through its own KV,
 // one after the other: an outbox's own writer); with each, every write is a commit of its own.
 func NewOutcomeWriter(c PartsCommitter, each bool) *OutcomeWriter {
-	return &OutcomeWriter{commit: c, each: each, busy: map[*Outbox]bool{}, freed: make(chan struct{}, 1)}
+	return &OutcomeWriter{commit: c, each: each, busy: map[*Outbox]bool{}, held: map[*Outbox][]bgWrite{}, heldSince: map[*Outbox]time.Time{}, freed: make(chan struct{}, 1)}
 }
 
 // bgBatchMax bounds one background commit: a batch's ops stay well under Badger's
@@ -92,6 +98,11 @@ func (ow *OutcomeWriter) add(o *Outbox, w bgWrite) {
 	// The writer may be waiting for a batch in flight (every write it had queued was its
 	// outbox's next): w may be another outbox's, free to go now. Without this, one partition's
 	// stalled batch held every other partition's outcomes until it ended.
+	ow.wake()
+}
+
+// wake wakes the writer when it waits (for a batch in flight, or a held page's time).
+func (ow *OutcomeWriter) wake() {
 	select {
 	case ow.freed <- struct{}{}:
 	default:
@@ -108,31 +119,78 @@ func (ow *OutcomeWriter) run() {
 			time.Sleep(bgGather)
 			ow.mu.Lock()
 		}
-		if len(ow.queue) == 0 {
+		if len(ow.queue) == 0 && len(ow.held) == 0 {
 			ow.running = false
 			ow.mu.Unlock()
 			return
 		}
+		full := len(ow.queue) >= bgBatchMax
+		now := time.Now()
 		batch := ow.take()
-		if len(batch) == 0 {
-			// Every queued write waits for its outbox's batch in flight: until one ends or a
-			// write is queued (add).
+		joined := ow.joinHeld(batch, now, full)
+		if len(batch) == 0 && len(joined) == 0 {
+			// Every queued write waits for its outbox's batch in flight, and every held one
+			// for its time: until a batch ends, a write is queued (add) or Flush (wake).
+			wait := ow.nextDue(now)
 			ow.mu.Unlock()
 			ow.parked.Add(1)
-			<-ow.freed
+			if wait < 0 {
+				<-ow.freed
+			} else {
+				t := time.NewTimer(wait)
+				select {
+				case <-ow.freed:
+				case <-t.C:
+				}
+				t.Stop()
+			}
 			ow.parked.Add(-1)
 			continue
 		}
 		for _, w := range batch {
 			ow.busy[w.o] = true
 		}
+		for _, run := range joined {
+			ow.busy[run[0].o] = true
+		}
 		ow.mu.Unlock()
 		if ow.commit == nil {
-			ow.write(batch)
+			ow.write(batch, joined, now, full)
 		} else {
-			go ow.write(batch)
+			go ow.write(batch, joined, now, full)
 		}
 	}
+}
+
+// joinHeld takes out of held the writes of each outbox that has writes in batch, whose hold
+// is over, that is flushed, or all of them when the gather is full (under mu): each outbox's
+// run, to go ahead of its writes in batch.
+func (ow *OutcomeWriter) joinHeld(batch []bgWrite, now time.Time, full bool) [][]bgWrite {
+	var joined [][]bgWrite
+	for o, ws := range ow.held {
+		if full || o.flushing.Load() > 0 || now.Sub(ow.heldSince[o]) >= pageHoldFor ||
+			slices.ContainsFunc(batch, func(w bgWrite) bool { return w.o == o }) {
+			joined = append(joined, ws)
+			delete(ow.held, o)
+		}
+	}
+	return joined
+}
+
+// nextDue is how long until the first held outbox's hold is over (or one is flushed: 0); -1
+// when none is held (under mu).
+func (ow *OutcomeWriter) nextDue(now time.Time) time.Duration {
+	d := time.Duration(-1)
+	for o := range ow.held {
+		left := max(pageHoldFor-now.Sub(ow.heldSince[o]), 0)
+		if o.flushing.Load() > 0 {
+			left = 0
+		}
+		if d < 0 || left < d {
+			d = left
+		}
+	}
+	return d
 }
 
 // take takes the queued writes of every outbox without a batch in flight (the others stay
@@ -160,13 +218,23 @@ func (ow *OutcomeWriter) take() []bgWrite {
 }
 
 // write commits a batch: each outbox's writes in as few commits as their size allows, every
-// outbox's commits handed to the store together, and answers every write.
-func (ow *OutcomeWriter) write(batch []bgWrite) {
-	runs := [][]bgWrite{batch}
-	if o := batch[0].o; slices.ContainsFunc(batch, func(w bgWrite) bool { return w.o != o }) {
-		// Several outboxes: each one's writes apart, in their order.
-		runs = runs[:0]
-		at := map[*Outbox]int{}
+// outbox's commits handed to the store together, and answers every write. An outbox that holds
+// its pages (Outbox.PagesPerSecond) and whose writes may be held (Outbox.holdable) has them held,
+// not written, until pageHold paged outcomes or pageHoldFor since the first (full: the gather
+// took bgBatchMax writes, and nothing is held).
+func (ow *OutcomeWriter) write(batch []bgWrite, joined [][]bgWrite, now time.Time, full bool) {
+	var runs [][]bgWrite
+	alone := len(batch) > 0 && len(joined) == 0 && !slices.ContainsFunc(batch, func(w bgWrite) bool { return w.o != batch[0].o })
+	if alone {
+		runs = [][]bgWrite{batch} // one outbox's (its array the batch's)
+	} else {
+		// Several outboxes, or held writes: each one's writes apart, in their order, those
+		// held first (their arrays the writer's own, appended to).
+		runs = joined
+		at := make(map[*Outbox]int, len(joined))
+		for i, run := range joined {
+			at[run[0].o] = i
+		}
 		for _, w := range batch {
 			i, ok := at[w.o]
 			if !ok {
@@ -176,6 +244,13 @@ func (ow *OutcomeWriter) write(batch []bgWrite) {
 			}
 			runs[i] = append(runs[i], w)
 		}
+	}
+	if !full {
+		runs = ow.hold(runs, now, alone)
+	}
+	if len(runs) == 0 {
+		ow.done(batch, nil)
+		return
 	}
 	type prepared struct {
 		kept  []bgWrite
@@ -209,9 +284,16 @@ func (ow *OutcomeWriter) write(batch []bgWrite) {
 	for _, run := range runs {
 		run[0].o.queued.add(-len(run))
 	}
+	ow.done(batch, runs)
+}
+
+// done ends a batch whose runs were written (the others held): their outboxes free for their
+// next writes, the batch's array spare.
+func (ow *OutcomeWriter) done(batch []bgWrite, runs [][]bgWrite) {
 	ow.mu.Lock()
 	for _, run := range runs {
 		delete(ow.busy, run[0].o)
+		delete(ow.heldSince, run[0].o)
 	}
 	// Only the writes taken are cleared: past its length an array is still zero. Clearing
 	// the whole capacity (up to 3.4 MB) after every batch of a few writes was 3 % of the send
@@ -221,10 +303,45 @@ func (ow *OutcomeWriter) write(batch []bgWrite) {
 		ow.spare = batch[:0]
 	}
 	ow.mu.Unlock()
-	select {
-	case ow.freed <- struct{}{}:
-	default:
+	ow.wake()
+}
+
+// hold takes out of runs those their outboxes may hold (write), and holds them: the rest is
+// written now. inBatch: the one run is the batch's array (copied when held: it is the next
+// gather's).
+func (ow *OutcomeWriter) hold(runs [][]bgWrite, now time.Time, inBatch bool) [][]bgWrite {
+	rest := runs[:0]
+	for _, run := range runs {
+		o := run[0].o
+		if !o.coarse {
+			rest = append(rest, run)
+			continue
+		}
+		ow.mu.Lock()
+		since, ok := ow.heldSince[o]
+		ow.mu.Unlock()
+		if !ok {
+			since = now
+		}
+		n, ok := o.holdable(run)
+		if !ok || n >= pageHold || now.Sub(since) >= pageHoldFor {
+			rest = append(rest, run)
+			continue
+		}
+		if inBatch {
+			run = slices.Clone(run)
+		}
+		ow.mu.Lock()
+		ow.held[o], ow.heldSince[o] = run, since
+		delete(ow.busy, o)
+		if !ow.running {
+			// The writer ended while this batch was in flight: held writes need it again.
+			ow.running = true
+			go ow.run()
+		}
+		ow.mu.Unlock()
 	}
+	return rest
 }
 
 // bgCtx is the outcome writer's commits' context: a background writer's (a Badger's syncer

@@ -1,7 +1,6 @@
 package natskv_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -21,14 +20,7 @@ import (
 // as a new message under the same id and sent twice. IdemFind skipped the pages.
 func TestPagedOutboxIdemFindReadsPages(t *testing.T) {
 	srv := natstest.Start(t)
-	open := func() *natskv.Store {
-		kv, err := natskv.Open(context.Background(), natskv.Options{URL: srv.URL, Prefix: "pgfind", Timeout: 10 * time.Second, Partitions: 4})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { kv.Close() })
-		return kv
-	}
+	open := func() *natskv.Store { return openPartitioned(t, srv.URL, "pgfind") }
 	first := open()
 	o := persist.NewOutbox(first.Partition(3, nil))
 	if _, err := o.Pending(); err != nil {
