@@ -4,6 +4,9 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Abandon stops the store as a killed process would: the lease is not released and the
@@ -69,4 +72,21 @@ func AfterRead(fn func()) {
 		}
 	}
 	readHook.Store(&hook)
+}
+
+// DropAnswer drops, once, the answer of a direct get that carries key's record (in
+// Options.Partition's partition), as nats.go drops an answer its subscription has no room for;
+// dropped tells whether it did. The hook is removed when t ends.
+func (s *Store) DropAnswer(t interface{ Cleanup(func()) }, key string) (dropped func() bool) {
+	subj, err := s.subject("", []byte(key))
+	if err != nil {
+		panic(err)
+	}
+	var done atomic.Bool
+	hook := func(m *nats.Msg) bool {
+		return m.Header.Get(jetstream.SubjectHeader) != subj || !done.CompareAndSwap(false, true)
+	}
+	answerHook.Store(&hook)
+	t.Cleanup(func() { answerHook.Store(nil) })
+	return done.Load
 }

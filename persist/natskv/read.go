@@ -199,7 +199,8 @@ func (rs *recStream) multiLastSeq(ctx context.Context, subjects []string) (map[s
 }
 
 // requestMany sends a direct get and collects its answers up to the end of the batch (a 204
-// "EOB") or a lone status (404: nothing matched; 503: no responders).
+// "EOB") or a lone status (404: nothing matched; 503: no responders); an answer with one
+// missing is errAnswerLost (answers.go).
 func (s *Store) requestMany(ctx context.Context, subject string, data []byte) ([]*nats.Msg, error) {
 	inbox := s.nc.NewInbox()
 	sub, err := s.nc.SubscribeSync(inbox)
@@ -211,6 +212,7 @@ func (s *Store) requestMany(ctx context.Context, subject string, data []byte) ([
 		return nil, err
 	}
 	var out []*nats.Msg
+	var last uint64 // the sequence of the last record answered (answers.go)
 	for {
 		// The bound is strict: NextMsgWithContext hands over an answer already received even
 		// once ctx is done, so a late page would count as in time.
@@ -224,9 +226,15 @@ func (s *Store) requestMany(ctx context.Context, subject string, data []byte) ([
 			}
 			return nil, err
 		}
+		if hook := answerHook.Load(); hook != nil && !(*hook)(m) {
+			continue
+		}
 		st := m.Header.Get("Status")
 		if len(m.Data) == 0 && st == "503" {
 			return nil, nats.ErrNoResponders
+		}
+		if last, err = follows(m, last); err != nil {
+			return nil, err
 		}
 		out = append(out, m)
 		if len(m.Data) == 0 && (st == "204" || st == "404" || (st != "" && st != "100")) {
