@@ -27,8 +27,12 @@ import (
 var errAnswerLost = errors.New("natskv: a direct get's answers came with one missing")
 
 // answerHook, when set (tests only), sees each answer of a direct get as it arrives; false
-// drops it, as nats.go drops one its subscription has no room for.
-var answerHook atomic.Pointer[func(*nats.Msg) bool]
+// drops it, as nats.go drops one its subscription has no room for. answersHook, when set
+// (tests only), runs once a direct get is sent, before its answers are read.
+var (
+	answerHook  atomic.Pointer[func(*nats.Msg) bool]
+	answersHook atomic.Pointer[func(*nats.Subscription)]
+)
 
 // follows tells whether answer m comes right after the record answer whose sequence is last (0:
 // m is the first answer) and returns the sequence the next answer must follow. A server that

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
+	"github.com/gateway/gateway/persist"
 	"github.com/gateway/gateway/persist/kvtest"
 	"github.com/gateway/gateway/persist/natskv"
 	"github.com/gateway/gateway/persist/natstest"
@@ -68,5 +70,63 @@ func TestGetLostAnswerReadAgain(t *testing.T) {
 	v, err := s.Get([]byte("k/3"))
 	if err != nil || string(v) != "v" || !dropped() {
 		t.Fatalf("Get with its answer lost: %q, %v (dropped: %v)", v, err, dropped())
+	}
+}
+
+// A direct get's answers fit the channel they come on (requestMany: made the size of the
+// request, not nats.go's 65,536) even when the reader takes none until the server has sent
+// them all: a scan's full pages (512 records and the end of batch) and the largest
+// multi-subject reads (GetMany's parts: 1,023 keys) drop nothing. A channel a size too small
+// dropped the end of batch, and the read never ended.
+func TestDirectGetAnswersFitTheirChannel(t *testing.T) {
+	srv := natstest.Start(t)
+	s, err := natskv.Open(context.Background(), natskv.Options{URL: srv.URL, Prefix: "fit"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	s.SetTimeouts(5*time.Second, 5*time.Second)
+	const n = 1100
+	keys := make([][]byte, n)
+	for i := 0; i < n; i += 100 {
+		var ops []persist.Op
+		for j := i; j < i+100; j++ {
+			keys[j] = fmt.Appendf(nil, "k/%04d", j)
+			ops = append(ops, kvtest.Put(string(keys[j]), "v"))
+		}
+		kvtest.MustCommit(t, s, ops...)
+	}
+	// Each read in turn: its part of the records left, and the end of batch.
+	left := 0
+	part := func(most int) func() int {
+		return func() int {
+			got := min(left, most)
+			left -= got
+			return got + 1
+		}
+	}
+
+	left = n
+	dropped := natskv.HoldAnswers(t, part(natskv.ScanPage))
+	if got := kvtest.ScanKeys(t, s, "k/"); len(got) != n {
+		t.Fatalf("scan: %d keys, want %d", len(got), n)
+	}
+	if d := dropped(); d > 0 {
+		t.Fatalf("a scan's pages dropped %d answers", d)
+	}
+
+	left = n
+	dropped = natskv.HoldAnswers(t, part(natskv.MultiGetMax-1))
+	vals, err := s.GetMany(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range vals {
+		if string(v) != "v" {
+			t.Fatalf("GetMany: %s is %q", keys[i], v)
+		}
+	}
+	if d := dropped(); d > 0 {
+		t.Fatalf("GetMany's reads dropped %d answers", d)
 	}
 }

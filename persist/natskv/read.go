@@ -30,6 +30,10 @@ import (
 //   - the Store's own reads (unfenced: they may follow any node's commit) on a replicated
 //     stream ask the leader.
 
+// directGetSlack: the answers a direct get can get beyond its messages (the end of batch, and
+// room to spare; requestMany).
+const directGetSlack = 4
+
 // multiGetMax is the most subjects one multi_last answers (nats-server stream.go,
 // maxAllowedResponses).
 const multiGetMax = 1024
@@ -161,7 +165,7 @@ func (rs *recStream) multiLastSeq(ctx context.Context, subjects []string) (map[s
 	err := rs.s.retryRead(ctx, func(ctx context.Context) error {
 		clear(out)
 		lseq = 0
-		msgs, err := rs.s.requestMany(ctx, "$JS.API.DIRECT.GET."+rs.name, req)
+		msgs, err := rs.s.requestMany(ctx, "$JS.API.DIRECT.GET."+rs.name, req, len(subjects)+directGetSlack)
 		if err != nil {
 			return err
 		}
@@ -200,10 +204,18 @@ func (rs *recStream) multiLastSeq(ctx context.Context, subjects []string) (map[s
 
 // requestMany sends a direct get and collects its answers up to the end of the batch (a 204
 // "EOB") or a lone status (404: nothing matched; 503: no responders); an answer with one
-// missing is errAnswerLost (answers.go).
-func (s *Store) requestMany(ctx context.Context, subject string, data []byte) ([]*nats.Msg, error) {
+// missing is errAnswerLost (answers.go). most bounds the answers the request can get (its
+// batch or its subjects, and the end of batch): their channel is made that size. nats.go's
+// SubscribeSync makes every subscription a channel of 65,536 (8 bytes each, zeroed): 512 KiB
+// a read, 32 MB of the 71 MB a partition's boot allocated with 1,000 messages queued
+// (bench/README.md, branch boot9). A channel that is full drops an answer (nats.go's slow
+// consumer), so most must be a true bound (the server sends at most one message a subject or
+// the batch asks, then its end of batch: TestDirectGetAnswersFitTheirChannel); were it not,
+// the gap is seen and the read asked again, never taken short.
+func (s *Store) requestMany(ctx context.Context, subject string, data []byte, most int) ([]*nats.Msg, error) {
 	inbox := s.nc.NewInbox()
-	sub, err := s.nc.SubscribeSync(inbox)
+	ch := make(chan *nats.Msg, most)
+	sub, err := s.nc.ChanSubscribe(inbox, ch)
 	if err != nil {
 		return nil, err
 	}
@@ -211,20 +223,22 @@ func (s *Store) requestMany(ctx context.Context, subject string, data []byte) ([
 	if err := s.nc.PublishRequest(subject, inbox, data); err != nil {
 		return nil, err
 	}
-	var out []*nats.Msg
+	if hook := answersHook.Load(); hook != nil {
+		(*hook)(sub)
+	}
+	out := make([]*nats.Msg, 0, most)
 	var last uint64 // the sequence of the last record answered (answers.go)
 	for {
-		// The bound is strict: NextMsgWithContext hands over an answer already received even
-		// once ctx is done, so a late page would count as in time.
+		// The bound is strict: an answer already received once ctx is done is not taken, so a
+		// late page does not count as in time.
 		if ctx.Err() != nil {
 			return nil, nats.ErrTimeout
 		}
-		m, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-				return nil, nats.ErrTimeout
-			}
-			return nil, err
+		var m *nats.Msg
+		select {
+		case m = <-ch:
+		case <-ctx.Done():
+			return nil, nats.ErrTimeout
 		}
 		if hook := answerHook.Load(); hook != nil && !(*hook)(m) {
 			continue
