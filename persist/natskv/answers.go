@@ -2,8 +2,10 @@ package natskv
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -61,4 +63,36 @@ func follows(m *nats.Msg, last uint64) (uint64, error) {
 		return 0, errors.New("direct get: an answer without its sequence")
 	}
 	return seq, nil
+}
+
+// takeMulti puts the records of a multi_last direct get's answers in out and returns the
+// answering replica's last sequence (0: unknown, the answer had no message) and whether the
+// server cut the answer short (its max_pending bytes reached: the end of batch counts records
+// still pending).
+func takeMulti(msgs []*nats.Msg, out map[string]record) (upTo uint64, cut bool, err error) {
+	now := time.Now()
+	for _, m := range msgs {
+		if l, err := strconv.ParseUint(m.Header.Get("Nats-UpTo-Sequence"), 10, 64); err == nil {
+			upTo = max(upTo, l)
+		}
+		if len(m.Data) == 0 && m.Header.Get("Status") != "" {
+			switch m.Header.Get("Status") {
+			case "204": // end of batch
+				np, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
+				cut = np > 0
+				continue
+			case "404": // no results
+				continue
+			default:
+				return 0, false, fmt.Errorf("direct get: %s %s", m.Header.Get("Status"), m.Header.Get("Description"))
+			}
+		}
+		subj := m.Header.Get(jetstream.SubjectHeader)
+		seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+		if subj == "" || err != nil {
+			return 0, false, errors.New("direct get: an answer without its subject or sequence")
+		}
+		out[subj] = readRecord(seq, m.Header, m.Data, now)
+	}
+	return upTo, cut, nil
 }

@@ -3,6 +3,7 @@ package natskv_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,5 +129,33 @@ func TestDirectGetAnswersFitTheirChannel(t *testing.T) {
 	}
 	if d := dropped(); d > 0 {
 		t.Fatalf("GetMany's reads dropped %d answers", d)
+	}
+}
+
+// A multi-subject read whose answer the server stops at its bytes' bound (multiMaxBytes, 8
+// MiB; without one, the server's max_pending: 64 MiB, 1,023 accept records of 64 KiB with their
+// media) asks again for the subjects not answered: before, they read as deleted records, and an
+// outbox boot took a queued message's accept record for expired.
+func TestGetManyCutAnswerReadsOn(t *testing.T) {
+	srv := natstest.Start(t)
+	s, err := natskv.Open(context.Background(), natskv.Options{URL: srv.URL, Prefix: "cut"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	value := strings.Repeat("v", 200<<10)
+	keys := make([][]byte, 100) // 20 MiB: three answers
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "k/%02d", i)
+		kvtest.MustCommit(t, s, kvtest.Put(string(keys[i]), value))
+	}
+	vals, err := s.GetMany(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range vals {
+		if string(v) != value {
+			t.Fatalf("GetMany of 20 MiB: %s has %d bytes", keys[i], len(v))
+		}
 	}
 }

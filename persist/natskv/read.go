@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -33,6 +32,12 @@ import (
 // directGetSlack: the answers a direct get can get beyond its messages (the end of batch, and
 // room to spare; requestMany).
 const directGetSlack = 4
+
+// multiMaxBytes bounds one multi_last answer's records (the server stops once past it: the
+// rest are asked again, multiLastSeq). Without it the bound is the server's max_pending, 64 MiB,
+// which is also where it disconnects a client slow to read what it was sent; 1,023 accept
+// records of 64 KiB with their media reach it.
+const multiMaxBytes = 8 << 20
 
 // multiGetMax is the most subjects one multi_last answers (nats-server stream.go,
 // maxAllowedResponses).
@@ -156,38 +161,38 @@ func (rs *recStream) multiLast(ctx context.Context, subjects []string, floor uin
 
 // multiLastSeq is one multi_last direct get: the records found (absent subjects: deleted
 // records) and the answering replica's last sequence (0: unknown, the answer had no message).
+// The server stops an answer past multiMaxBytes and says so by the end of batch's
+// Nats-Num-Pending: the subjects not answered are asked again, the last sequence then the least
+// of the parts' (each part's replica had applied at least that much). Before, they read as
+// deleted records.
 func (rs *recStream) multiLastSeq(ctx context.Context, subjects []string) (map[string]record, uint64, error) {
-	req, _ := json.Marshal(struct {
-		MultiLast []string `json:"multi_last"`
-	}{subjects})
 	out := make(map[string]record, len(subjects))
 	var lseq uint64
 	err := rs.s.retryRead(ctx, func(ctx context.Context) error {
 		clear(out)
 		lseq = 0
-		msgs, err := rs.s.requestMany(ctx, "$JS.API.DIRECT.GET."+rs.name, req, len(subjects)+directGetSlack)
-		if err != nil {
-			return err
-		}
-		now := time.Now()
-		for _, m := range msgs {
-			if l, err := strconv.ParseUint(m.Header.Get("Nats-UpTo-Sequence"), 10, 64); err == nil {
-				lseq = max(lseq, l)
+		for ask, part := subjects, 0; len(ask) > 0; part++ {
+			req, _ := json.Marshal(struct {
+				MultiLast []string `json:"multi_last"`
+				MaxBytes  int      `json:"max_bytes"`
+			}{ask, multiMaxBytes})
+			msgs, err := rs.s.requestMany(ctx, "$JS.API.DIRECT.GET."+rs.name, req, len(ask)+directGetSlack)
+			if err != nil {
+				return err
 			}
-			if len(m.Data) == 0 && m.Header.Get("Status") != "" {
-				switch m.Header.Get("Status") {
-				case "204", "404": // end of batch; no results
-					continue
-				default:
-					return fmt.Errorf("direct get: %s %s", m.Header.Get("Status"), m.Header.Get("Description"))
-				}
+			upTo, cut, err := takeMulti(msgs, out)
+			if err != nil {
+				return err
 			}
-			subj := m.Header.Get(jetstream.SubjectHeader)
-			seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
-			if subj == "" || err != nil {
-				return errors.New("direct get: an answer without its subject or sequence")
+			if part == 0 {
+				lseq = upTo
+			} else {
+				lseq = min(lseq, upTo)
 			}
-			out[subj] = readRecord(seq, m.Header, m.Data, now)
+			if !cut {
+				break
+			}
+			ask = slices.DeleteFunc(slices.Clone(ask), func(subj string) bool { _, ok := out[subj]; return ok })
 		}
 		return nil
 	})
