@@ -1,7 +1,6 @@
 package natskv_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,19 +9,13 @@ import (
 	"github.com/gateway/gateway/persist"
 	"github.com/gateway/gateway/persist/kvtest"
 	"github.com/gateway/gateway/persist/natskv"
-	"github.com/gateway/gateway/persist/natstest"
 )
 
 // answersStore is a store on a server of its own holding k/0 to k/9, each its own commit (so
 // the records' sequences follow the keys).
 func answersStore(t *testing.T) *natskv.Store {
 	t.Helper()
-	srv := natstest.Start(t)
-	s, err := natskv.Open(context.Background(), natskv.Options{URL: srv.URL, Prefix: "answers"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openPaged(t, "answers")
 	for i := range 10 {
 		kvtest.MustCommit(t, s, kvtest.Put(fmt.Sprintf("k/%d", i), "v"))
 	}
@@ -80,12 +73,7 @@ func TestGetLostAnswerReadAgain(t *testing.T) {
 // multi-subject reads (GetMany's parts: 1,023 keys) drop nothing. A channel a size too small
 // dropped the end of batch, and the read never ended.
 func TestDirectGetAnswersFitTheirChannel(t *testing.T) {
-	srv := natstest.Start(t)
-	s, err := natskv.Open(context.Background(), natskv.Options{URL: srv.URL, Prefix: "fit"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openPaged(t, "fit")
 	s.SetTimeouts(5*time.Second, 5*time.Second)
 	const n = 1100
 	keys := make([][]byte, n)
@@ -137,12 +125,7 @@ func TestDirectGetAnswersFitTheirChannel(t *testing.T) {
 // media) asks again for the subjects not answered: before, they read as deleted records, and an
 // outbox boot took a queued message's accept record for expired.
 func TestGetManyCutAnswerReadsOn(t *testing.T) {
-	srv := natstest.Start(t)
-	s, err := natskv.Open(context.Background(), natskv.Options{URL: srv.URL, Prefix: "cut"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openPaged(t, "cut")
 	value := strings.Repeat("v", 200<<10)
 	keys := make([][]byte, 100) // 20 MiB: three answers
 	for i := range keys {
