@@ -4,6 +4,9 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Abandon stops the store as a killed process would: the lease is not released and the
@@ -69,4 +72,52 @@ func AfterRead(fn func()) {
 		}
 	}
 	readHook.Store(&hook)
+}
+
+// DropAnswer drops, once, the answer of a direct get that carries key's record (in
+// Options.Partition's partition), as nats.go drops an answer its subscription has no room for;
+// dropped tells whether it did. The hook is removed when t ends.
+func (s *Store) DropAnswer(t interface{ Cleanup(func()) }, key string) (dropped func() bool) {
+	subj, err := s.subject("", []byte(key))
+	if err != nil {
+		panic(err)
+	}
+	var done atomic.Bool
+	hook := func(m *nats.Msg) bool {
+		return m.Header.Get(jetstream.SubjectHeader) != subj || !done.CompareAndSwap(false, true)
+	}
+	answerHook.Store(&hook)
+	t.Cleanup(func() { answerHook.Store(nil) })
+	return done.Load
+}
+
+// ScanPage and MultiGetMax: the most records a scan's page and a multi-subject read answer.
+const (
+	ScanPage    = scanPage
+	MultiGetMax = multiGetMax
+)
+
+// HoldAnswers makes each direct get wait, once sent and before it reads an answer, until its
+// subscription has had all the answers the server sends (total: how many the read gets), put in
+// its channel or dropped, or 10 s have passed: the channel then holds the whole answer at once,
+// as it does when the reader is slow. dropped is how many answers the subscriptions dropped.
+// The hook is removed when t ends.
+func HoldAnswers(t interface{ Cleanup(func()) }, total func() int) (dropped func() int) {
+	var lost atomic.Int64
+	hook := func(sub *nats.Subscription) {
+		want := int64(total())
+		var got int64
+		var drop int
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+			got, _ = sub.Delivered()
+			drop, _ = sub.Dropped()
+			if got+int64(drop) >= want {
+				break
+			}
+		}
+		lost.Add(int64(drop))
+	}
+	answersHook.Store(&hook)
+	t.Cleanup(func() { answersHook.Store(nil) })
+	return func() int { return int(lost.Load()) }
 }

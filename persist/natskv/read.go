@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,6 +28,16 @@ import (
 //     floor, view.go) takes it only from a replica at or past it, else asks the leader;
 //   - the Store's own reads (unfenced: they may follow any node's commit) on a replicated
 //     stream ask the leader.
+
+// directGetSlack: the answers a direct get can get beyond its messages (the end of batch, and
+// room to spare; requestMany).
+const directGetSlack = 4
+
+// multiMaxBytes bounds one multi_last answer's records (the server stops once past it: the
+// rest are asked again, multiLastSeq). Without it the bound is the server's max_pending, 64 MiB,
+// which is also where it disconnects a client slow to read what it was sent; 1,023 accept
+// records of 64 KiB with their media reach it.
+const multiMaxBytes = 8 << 20
 
 // multiGetMax is the most subjects one multi_last answers (nats-server stream.go,
 // maxAllowedResponses).
@@ -152,38 +161,38 @@ func (rs *recStream) multiLast(ctx context.Context, subjects []string, floor uin
 
 // multiLastSeq is one multi_last direct get: the records found (absent subjects: deleted
 // records) and the answering replica's last sequence (0: unknown, the answer had no message).
+// The server stops an answer past multiMaxBytes and says so by the end of batch's
+// Nats-Num-Pending: the subjects not answered are asked again, the last sequence then the least
+// of the parts' (each part's replica had applied at least that much). Before, they read as
+// deleted records.
 func (rs *recStream) multiLastSeq(ctx context.Context, subjects []string) (map[string]record, uint64, error) {
-	req, _ := json.Marshal(struct {
-		MultiLast []string `json:"multi_last"`
-	}{subjects})
 	out := make(map[string]record, len(subjects))
 	var lseq uint64
 	err := rs.s.retryRead(ctx, func(ctx context.Context) error {
 		clear(out)
 		lseq = 0
-		msgs, err := rs.s.requestMany(ctx, "$JS.API.DIRECT.GET."+rs.name, req)
-		if err != nil {
-			return err
-		}
-		now := time.Now()
-		for _, m := range msgs {
-			if l, err := strconv.ParseUint(m.Header.Get("Nats-UpTo-Sequence"), 10, 64); err == nil {
-				lseq = max(lseq, l)
+		for ask, part := subjects, 0; len(ask) > 0; part++ {
+			req, _ := json.Marshal(struct {
+				MultiLast []string `json:"multi_last"`
+				MaxBytes  int      `json:"max_bytes"`
+			}{ask, multiMaxBytes})
+			msgs, err := rs.s.requestMany(ctx, "$JS.API.DIRECT.GET."+rs.name, req, len(ask)+directGetSlack)
+			if err != nil {
+				return err
 			}
-			if len(m.Data) == 0 && m.Header.Get("Status") != "" {
-				switch m.Header.Get("Status") {
-				case "204", "404": // end of batch; no results
-					continue
-				default:
-					return fmt.Errorf("direct get: %s %s", m.Header.Get("Status"), m.Header.Get("Description"))
-				}
+			upTo, cut, err := takeMulti(msgs, out)
+			if err != nil {
+				return err
 			}
-			subj := m.Header.Get(jetstream.SubjectHeader)
-			seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
-			if subj == "" || err != nil {
-				return errors.New("direct get: an answer without its subject or sequence")
+			if part == 0 {
+				lseq = upTo
+			} else {
+				lseq = min(lseq, upTo)
 			}
-			out[subj] = readRecord(seq, m.Header, m.Data, now)
+			if !cut {
+				break
+			}
+			ask = slices.DeleteFunc(slices.Clone(ask), func(subj string) bool { _, ok := out[subj]; return ok })
 		}
 		return nil
 	})
@@ -199,10 +208,19 @@ func (rs *recStream) multiLastSeq(ctx context.Context, subjects []string) (map[s
 }
 
 // requestMany sends a direct get and collects its answers up to the end of the batch (a 204
-// "EOB") or a lone status (404: nothing matched; 503: no responders).
-func (s *Store) requestMany(ctx context.Context, subject string, data []byte) ([]*nats.Msg, error) {
+// "EOB") or a lone status (404: nothing matched; 503: no responders); an answer with one
+// missing is errAnswerLost (answers.go). most bounds the answers the request can get (its
+// batch or its subjects, and the end of batch): their channel is made that size. nats.go's
+// SubscribeSync makes every subscription a channel of 65,536 (8 bytes each, zeroed): 512 KiB
+// a read, 32 MB of the 71 MB a partition's boot allocated with 1,000 messages queued
+// (bench/README.md, branch boot9). A channel that is full drops an answer (nats.go's slow
+// consumer), so most must be a true bound (the server sends at most one message a subject or
+// the batch asks, then its end of batch: TestDirectGetAnswersFitTheirChannel); were it not,
+// the gap is seen and the read asked again, never taken short.
+func (s *Store) requestMany(ctx context.Context, subject string, data []byte, most int) ([]*nats.Msg, error) {
 	inbox := s.nc.NewInbox()
-	sub, err := s.nc.SubscribeSync(inbox)
+	ch := make(chan *nats.Msg, most)
+	sub, err := s.nc.ChanSubscribe(inbox, ch)
 	if err != nil {
 		return nil, err
 	}
@@ -210,23 +228,32 @@ func (s *Store) requestMany(ctx context.Context, subject string, data []byte) ([
 	if err := s.nc.PublishRequest(subject, inbox, data); err != nil {
 		return nil, err
 	}
-	var out []*nats.Msg
+	if hook := answersHook.Load(); hook != nil {
+		(*hook)(sub)
+	}
+	out := make([]*nats.Msg, 0, most)
+	var last uint64 // the sequence of the last record answered (answers.go)
 	for {
-		// The bound is strict: NextMsgWithContext hands over an answer already received even
-		// once ctx is done, so a late page would count as in time.
+		// The bound is strict: an answer already received once ctx is done is not taken, so a
+		// late page does not count as in time.
 		if ctx.Err() != nil {
 			return nil, nats.ErrTimeout
 		}
-		m, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-				return nil, nats.ErrTimeout
-			}
-			return nil, err
+		var m *nats.Msg
+		select {
+		case m = <-ch:
+		case <-ctx.Done():
+			return nil, nats.ErrTimeout
+		}
+		if hook := answerHook.Load(); hook != nil && !(*hook)(m) {
+			continue
 		}
 		st := m.Header.Get("Status")
 		if len(m.Data) == 0 && st == "503" {
 			return nil, nats.ErrNoResponders
+		}
+		if last, err = follows(m, last); err != nil {
+			return nil, err
 		}
 		out = append(out, m)
 		if len(m.Data) == 0 && (st == "204" || st == "404" || (st != "" && st != "100")) {

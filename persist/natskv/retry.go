@@ -74,10 +74,11 @@ func (s *Store) retry(ctx context.Context, op func(ctx context.Context) error) e
 }
 
 // retryRead is retry for a read, which may be sent again whatever became of it: a try that
-// timed out (its answer lost with a server, a leader stepping down) is tried again too.
+// timed out (its answer lost with a server, a leader stepping down) or whose answers came with
+// one missing (errAnswerLost) is tried again too.
 func (s *Store) retryRead(ctx context.Context, op func(ctx context.Context) error) error {
 	return retryWhile(ctx, func(err error) bool {
-		return notSent(err) || (ctx.Err() == nil && (errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)))
+		return notSent(err) || (ctx.Err() == nil && (errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errAnswerLost)))
 	}, func() error {
 		tctx, cancel := context.WithTimeout(ctx, s.timeout)
 		defer cancel()

@@ -278,7 +278,7 @@ func (rs *recStream) scanPage(ctx context.Context, seq uint64, from time.Time, f
 	}
 	err = rs.s.retryRead(ctx, func(ctx context.Context) error {
 		msgs, pending = msgs[:0], 0
-		answers, err := rs.s.requestMany(ctx, "$JS.API.DIRECT.GET."+rs.name, data)
+		answers, err := rs.s.requestMany(ctx, "$JS.API.DIRECT.GET."+rs.name, data, scanPage+directGetSlack)
 		if err != nil {
 			return err
 		}
