@@ -242,6 +242,12 @@ const failedBootStop = 5 * time.Second
 // Stop stops every actor (each flushes its state) and waits for them, within ctx.
 func (e *Engine) Stop(ctx context.Context) {
 	e.stopCancel()
+	// An outbox that holds outcomes a while before it writes them (a cluster's partition on
+	// NATS) holds none from now on: a send still in flight past the stop's bound is written
+	// while the view is open.
+	if h, ok := e.Messages.msgs.outbox.(interface{ EndHolds() }); ok {
+		h.EndHolds()
+	}
 	e.Messages.later.stop() // what waits for its time stays scheduled in the outbox
 	e.bgMu.Lock()
 	e.bgClosed = true // no background work starts after this: the wait below covers all of it

@@ -101,6 +101,8 @@ type Outbox struct {
 	seconds, coarse bool
 	// flushing counts the Flush calls waiting: while one does, nothing is held.
 	flushing atomic.Int32
+	// holdsEnded: the engine is stopping (EndHolds), so nothing is held from then on.
+	holdsEnded atomic.Bool
 	// The random bits of the ids minted in the current second (from mintedFrom, a window) and
 	// the one before (under mu).
 	mintedAt, mintedPrev map[uint64]struct{}
@@ -669,6 +671,19 @@ func (o *Outbox) Receipt(id string, c domain.StatusChange, done func(error)) {
 	}
 	o.background(bgWrite{id: id, receipt: c, done: done})
 }
+
+// EndHolds ends the writer's hold of this outbox's paged outcomes for good: the engine
+// stops, and an outcome that comes after its last Flush (a send still in flight past the
+// stop's bound) is written at once, while the partition's view is still open, not held
+// until after it closed (the next owner would then send that message again).
+func (o *Outbox) EndHolds() {
+	o.holdsEnded.Store(true)
+	o.writer.wake()
+}
+
+// unheld tells whether nothing of this outbox may be held now: a Flush waits, or the engine
+// is stopping.
+func (o *Outbox) unheld() bool { return o.flushing.Load() > 0 || o.holdsEnded.Load() }
 
 // Flush waits for the outcomes and receipts being written (graceful shutdown); the paged
 // outcomes the writer holds are written at once.

@@ -168,9 +168,9 @@ func (o *Outbox) PagesPerSecond(write bool) { o.seconds, o.coarse = true, write 
 
 // holdable tells whether the writer may hold run, one outbox's writes in order, and how many
 // paged outcomes it holds: every outcome paged (a sent one, its mark and its body untouched)
-// and every receipt folded into an outcome of the run or paged itself.
+// and every receipt folded into an outcome of the run.
 func (o *Outbox) holdable(run []bgWrite) (int, bool) {
-	if !o.coarse || !o.writesPages() || o.flushing.Load() > 0 {
+	if !o.coarse || !o.writesPages() || o.unheld() {
 		return 0, false
 	}
 	n, now := 0, o.now()
@@ -179,7 +179,10 @@ func (o *Outbox) holdable(run []bgWrite) (int, bool) {
 	for i := range run {
 		w := &run[i]
 		if !w.outcome() {
-			if !slices.ContainsFunc(run[:i], func(x bgWrite) bool { return x.outcome() && x.id == w.id }) && !o.pagedNow(w, now) {
+			// A receipt is held only with its own outcome: one of an outcome already
+			// written is what a read by id answers from the store, and its event is
+			// already out (recordAfterEvent), so held it would read the older status.
+			if !slices.ContainsFunc(run[:i], func(x bgWrite) bool { return x.outcome() && x.id == w.id }) {
 				return n, false
 			}
 			continue

@@ -168,7 +168,7 @@ func (ow *OutcomeWriter) run() {
 func (ow *OutcomeWriter) joinHeld(batch []bgWrite, now time.Time, full bool) [][]bgWrite {
 	var joined [][]bgWrite
 	for o, ws := range ow.held {
-		if full || o.flushing.Load() > 0 || now.Sub(ow.heldSince[o]) >= pageHoldFor ||
+		if full || o.unheld() || now.Sub(ow.heldSince[o]) >= pageHoldFor ||
 			slices.ContainsFunc(batch, func(w bgWrite) bool { return w.o == o }) {
 			joined = append(joined, ws)
 			delete(ow.held, o)
@@ -183,7 +183,7 @@ func (ow *OutcomeWriter) nextDue(now time.Time) time.Duration {
 	d := time.Duration(-1)
 	for o := range ow.held {
 		left := max(pageHoldFor-now.Sub(ow.heldSince[o]), 0)
-		if o.flushing.Load() > 0 {
+		if o.unheld() {
 			left = 0
 		}
 		if d < 0 || left < d {
