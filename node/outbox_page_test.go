@@ -39,11 +39,13 @@ func TestClusterPagesWindowedDuringARollingUpgrade(t *testing.T) {
 				err := n.st.nats.ScanSinceSeq([]byte("outbox_page/"), time.Time{}, func(k, page []byte, _ uint64) error {
 					keys = append(keys, string(k))
 					for _, id := range ids {
-						held[id] = held[id] || bytes.Contains(page, []byte(id))
+						if bytes.Contains(page, []byte(id)) {
+							held[id] = true
+						}
 					}
 					return nil
 				})
-				return err == nil && len(held) == len(ids)
+				return err == nil && len(held) == len(ids) // each id in a page
 			})
 			for _, k := range keys {
 				if second := strings.HasPrefix(k, "outbox_page/s"); second == windowed {
