@@ -265,7 +265,7 @@ func (o *Outbox) Pending() ([]domain.OutboxEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	settled, err := o.settled(cands, ckpt, found)
+	settled, err := o.settled(cands, ckpt, found, floor)
 	if err != nil {
 		return nil, err
 	}
