@@ -44,6 +44,9 @@ const (
 //	                             body is and the body's expiry; removed with its outcome
 //	outbox_checkpoint/pending    the checkpoint: every message accepted at or after this time
 //	                             (ms) that is still pending has no mark
+//	outbox_checkpoint/floor      the accepts' floor, on a store that stamps its records (NATS):
+//	                             every message still pending without a mark was stored at or
+//	                             after this time (ms, the store's clock; outbox_boot.go)
 //
 // There is no pending mark per message: boot (Pending) finds what is pending by reading the
 // accepts since the checkpoint that have no outcome, and the marks. The checkpoint is the

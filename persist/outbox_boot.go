@@ -541,8 +541,8 @@ func (o *Outbox) checkpointLocked(ref storeTime) error {
 	o.floor = max(o.floor, c)
 	af, withFloor := o.acceptsFloor(ref)
 	o.mu.Unlock()
-	// The floor is in the last commit, with the checkpoint: every mark this one writes has
-	// landed before it (commitChunks stops at the first error).
+	// The floor after every mark this one writes: it counts none of them unmarked (commitChunks
+	// commits in order and stops at the first error).
 	ops = append(ops, Op{Key: checkpointKey, Value: encodeCheckpoint(c)})
 	if withFloor {
 		ops = append(ops, Op{Key: floorKey, Value: binary.BigEndian.AppendUint64([]byte{floorVersion}, uint64(max(af, 1)))})
