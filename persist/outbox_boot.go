@@ -469,9 +469,11 @@ func (o *Outbox) Checkpoint() error {
 	// A time on the store's clock that has passed, for the accepts' floor, read before the
 	// messages pending are looked at (a message indexed after it is stored after it). None
 	// when the read fails: the floor written last still holds.
-	_, ref, err := o.readWritten(checkpointKey)
-	if err != nil {
-		ref = storeTime{}
+	var ref storeTime
+	if _, ok := o.kv.(WrittenReader); ok {
+		if _, r, err := o.readWritten(checkpointKey); err == nil {
+			ref = r
+		}
 	}
 	return o.checkpointLocked(ref)
 }

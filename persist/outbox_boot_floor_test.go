@@ -117,8 +117,8 @@ func bootNode(t *testing.T, kv *stampedKV, skew time.Duration) *floorNode {
 // paceBy makes o measure the floor's durations by the store's clock (a test's store stamps by
 // a clock the test moves).
 func paceBy(o *Outbox, server *testClock) {
-	_ = server
-
+	o.paced = server.now
+	o.base = server.now()
 }
 
 // pass moves time on by d for the store and every node (one real clock, read differently).
