@@ -129,6 +129,16 @@ func pass(kv *stampedKV, d time.Duration, nodes ...*floorNode) {
 	}
 }
 
+// takeOver is the next owner's boot, after d (its clock the store's plus skew), which finds
+// want pending.
+func takeOver(t *testing.T, kv *stampedKV, d, skew time.Duration, want []string) *floorNode {
+	t.Helper()
+	pass(kv, d)
+	n := bootNode(t, kv, skew)
+	sameIDs(t, n.got, want)
+	return n
+}
+
 // rhythm is the engine's Checkpoint every 5 s, n times.
 func rhythm(t *testing.T, kv *stampedKV, n *floorNode, times int) {
 	t.Helper()
@@ -162,10 +172,8 @@ func TestOutboxBootReadsTheAcceptsSinceTheFloor(t *testing.T) {
 			recent := acceptN(t, a.o, "u", "recent", 5, a.clock.now())
 			settleAll(a.o, recent[:2])
 			rhythm(t, kv, a, 2)
-			pass(kv, 10*time.Minute) // a kill -9; the next owner's boot ten minutes later
-			kv.scanned.Store(0)
-			b := bootNode(t, kv, 0)
-			sameIDs(t, b.got, append(long, recent[2:]...))
+			kv.scanned.Store(0) // a kill -9; the next owner's boot ten minutes later
+			takeOver(t, kv, 10*time.Minute, 0, append(long, recent[2:]...))
 			if n := kv.scanned.Load(); n > int32(len(recent)) {
 				t.Errorf("the boot read %d accept records, want at most the %d written since the floor", n, len(recent))
 			}
@@ -201,9 +209,7 @@ func TestOutboxFloorTakeovers(t *testing.T) {
 			t.Fatal(err)
 		}
 		kv.setHold(nil)
-		pass(kv, time.Minute)
-		b := bootNode(t, kv, 0)
-		sameIDs(t, b.got, m)
+		takeOver(t, kv, time.Minute, 0, m)
 	})
 	// A checkpoint written by another node: the message the first owner left is found by the
 	// second's boot (from the first's floor), which writes its own checkpoints and dies before
@@ -212,13 +218,9 @@ func TestOutboxFloorTakeovers(t *testing.T) {
 		kv, a := setup(t)
 		m := acceptN(t, a.o, "u", "m", 1, a.clock.now())
 		rhythm(t, kv, a, 2)
-		pass(kv, 10*time.Minute)
-		b := bootNode(t, kv, -time.Hour)
-		sameIDs(t, b.got, m)
+		b := takeOver(t, kv, 10*time.Minute, -time.Hour, m)
 		rhythm(t, kv, b, 3)
-		pass(kv, time.Hour)
-		c := bootNode(t, kv, 0)
-		sameIDs(t, c.got, m)
+		takeOver(t, kv, time.Hour, 0, m)
 	})
 	// A boot that read every accept (no floor: a store the release before wrote) knows no
 	// floor for what it found: it writes none until those are marked or settled.
@@ -229,16 +231,12 @@ func TestOutboxFloorTakeovers(t *testing.T) {
 		if err := kv.Memory.Commit(context.Background(), Op{Key: []byte("outbox_checkpoint/floor"), Delete: true}); err != nil {
 			t.Fatal(err)
 		}
-		pass(kv, 10*time.Minute)
-		b := bootNode(t, kv, 0)
-		sameIDs(t, b.got, m)
+		b := takeOver(t, kv, 10*time.Minute, 0, m)
 		rhythm(t, kv, b, 3)
 		if kv.has("outbox_checkpoint/floor") {
 			t.Error("a floor written while a message the boot found by reading every accept waits unmarked")
 		}
-		pass(kv, time.Hour)
-		c := bootNode(t, kv, 0)
-		sameIDs(t, c.got, m)
+		c := takeOver(t, kv, time.Hour, 0, m)
 		rhythm(t, kv, c, 7) // past markAfter: marked, a floor again
 		if !kv.has("outbox_checkpoint/floor") {
 			t.Error("no floor written once every message found was marked")
@@ -282,9 +280,7 @@ func TestOutboxFloorTakeovers(t *testing.T) {
 			t.Fatal(err)
 		}
 		rhythm(t, kv, a, 2)
-		pass(kv, 10*time.Minute)
-		b := bootNode(t, kv, 0)
-		sameIDs(t, b.got, []string{"doubt", "flying"})
+		takeOver(t, kv, 10*time.Minute, 0, []string{"doubt", "flying"})
 	})
 }
 
