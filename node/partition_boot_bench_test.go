@@ -47,6 +47,9 @@ import (
 // boots alone (a %d in it: one file per boot, else the last boot's); PARTBOOT_MEMPROFILE=<file>
 // writes the allocations of the boots and their stops (the heap profile's alloc_space, from
 // the first boot on: `go tool pprof -sample_index=alloc_space -diff_base <file>.base <file>`).
+// PARTBOOT_GAP=<duration> waits that long between the settled messages and the pending ones,
+// the first owner's engine checkpointing meanwhile: the settled are then history older than the
+// outbox's accepts' floor (persist/outbox_boot.go), as a partition's days of it are.
 //
 //	go test -c -o /tmp/node.test ./node
 //	/tmp/node.test -test.run '^$' -test.bench 'PartitionBoot/r1$' -test.benchtime 10x
@@ -86,6 +89,13 @@ func benchPartitionBoot(b *testing.B, r3 bool) {
 		pt := n.cluster.part(p)
 		return pt != nil && pt.rt.engine.Stats().OutboxDepth == 0 && simNet.DeliveredCount() >= int64(settled)
 	})
+	if gap := os.Getenv("PARTBOOT_GAP"); gap != "" {
+		d, err := time.ParseDuration(gap)
+		if err != nil {
+			b.Fatalf("PARTBOOT_GAP: %v", err)
+		}
+		time.Sleep(d) // the history ages; the engine's checkpoints run
+	}
 	simNet.SetLatency(time.Hour) // every send from here on waits
 	sendAll(b, n, key, pending, "pending")
 	// Cut off: nothing of the partition's runtime writes once its view is closed (a kill -9's

@@ -44,6 +44,9 @@ const (
 //	                             body is and the body's expiry; removed with its outcome
 //	outbox_checkpoint/pending    the checkpoint: every message accepted at or after this time
 //	                             (ms) that is still pending has no mark
+//	outbox_checkpoint/floor      the accepts' floor, on a store that stamps its records (NATS):
+//	                             every message still pending without a mark was stored at or
+//	                             after this time (ms, the store's clock; outbox_boot.go)
 //
 // There is no pending mark per message: boot (Pending) finds what is pending by reading the
 // accepts since the checkpoint that have no outcome, and the marks. The checkpoint is the
@@ -87,6 +90,14 @@ type Outbox struct {
 	ckptMu sync.Mutex
 	// now is the clock (tests move it).
 	now func() time.Time
+	// paced is a clock that runs at the store's pace (time.Now; a test's store may stamp its
+	// records by its own clock), from base: the accepts' floor (outbox_boot.go) measures how
+	// long ago each pending message was indexed by it, never by the engine's clock.
+	paced func() time.Time
+	base  time.Time
+	// bootFloor: the floor the boot read the accepts from (ms on the store's clock), which the
+	// messages it found were written at or after; 0: the boot read every accept.
+	bootFloor int64
 	// older: the outbox a switch of --outbox left behind, read for a message not here (nil:
 	// none; outbox_older.go).
 	older OutboxReader
@@ -118,8 +129,11 @@ type pendingMsg struct {
 	uid   string
 	at    int64     // its key's time (ms)
 	since time.Time // when this process indexed it
-	state pendingState
-	mark  markState
+	// indexed: when this process first indexed it, on the paced clock from the outbox's base
+	// (ns, at least 1), before its accept was sent; 0: the boot found it.
+	indexed int64
+	state   pendingState
+	mark    markState
 	// expires: the body's expiry (Unix seconds), for a marked message (Renew).
 	expires int64
 }
@@ -480,7 +494,9 @@ func NewOutbox(kv KV) *Outbox {
 		idem:     NewTable[domain.IdemRecord](kv, idemTable, 1),
 		index:    map[string]*pendingMsg{},
 		now:      time.Now,
+		paced:    time.Now,
 	}
+	o.base = o.paced()
 	if ps, ok := kv.(pageScanner); ok {
 		o.pages = ps
 	}
@@ -563,7 +579,7 @@ func (o *Outbox) index1(e *domain.OutboxEntry) {
 		}
 	} else if e.ID != "" {
 		at = max(at, o.floor)
-		o.index[e.ID] = &pendingMsg{uid: e.UserID, at: at, since: o.now(), state: accepting}
+		o.index[e.ID] = &pendingMsg{uid: e.UserID, at: at, since: o.now(), state: accepting, indexed: o.pacedNow()}
 	}
 	if at != int64(e.CreatedAt) {
 		e.CreatedAt = domain.Millis(at)

@@ -28,16 +28,142 @@ func encodeCheckpoint(ms int64) []byte {
 
 // readCheckpoint reads the checkpoint (found false: none was written, every accept is read).
 func (o *Outbox) readCheckpoint() (int64, bool, error) {
-	v, err := o.kv.Get(checkpointKey)
+	ms, found, _, err := o.readCheckpointAt()
+	return ms, found, err
+}
+
+// readCheckpointAt is readCheckpoint with, on a store that answers it (WrittenReader), a time
+// on the store's clock that had passed when the read ended (zero: unknown).
+func (o *Outbox) readCheckpointAt() (int64, bool, storeTime, error) {
+	v, ref, err := o.readWritten(checkpointKey)
+	switch {
+	case errors.Is(err, domain.ErrRecordNotFound):
+		return 0, false, storeTime{}, nil
+	case err != nil:
+		return 0, false, storeTime{}, err
+	case len(v) != 9 || v[0] != checkpointVersion:
+		return 0, false, storeTime{}, fmt.Errorf("%w: %s: a checkpoint of %d bytes, version %d", domain.ErrRecordInvalid, checkpointKey, len(v), v[0])
+	}
+	return int64(binary.BigEndian.Uint64(v[1:])), true, ref, nil
+}
+
+// The accepts' floor. On a store that reads records by their write time (NATS: ScanSince, by
+// the server's clock), the boot reads the accepts written at or after the floor, a time on the
+// store's clock kept beside the checkpoint (floorKey), instead of the partition's whole accept
+// log (two weeks of it: bodyTTL). The floor is a bound no node's clock takes part in:
+//
+//   - Checkpoint first reads the checkpoint record with the time the server stored it (W), and
+//     notes when the read ended on the outbox's paced clock (seen); W had passed on the
+//     server's clock by then.
+//   - Every pending message this process accepted was indexed (index1) before its accept was
+//     sent, however long it then waited in a commit's queue or a batch in flight: the server
+//     stored it at or after the moment it was indexed, which on the server's clock is at or
+//     after W less the time from its indexing to seen (the paced clock runs at the server
+//     clock's pace). A message indexed after seen is stored after W.
+//   - The floor written is the least of those bounds over the messages pending without a mark
+//     once the commit that writes it lands (those this Checkpoint marks are in that commit or
+//     one before it), less RecountSkew: W and every later record are stamped by whichever
+//     server leads the stream, and a leader's clock may be behind the last one's.
+//   - A message the boot found (not accepted here) was stored at or after the floor the boot
+//     read from (bootFloor), which the floor written never passes while one is pending
+//     without a mark; after a boot that read every accept, no floor is written until each of
+//     them is marked or settled (markAfter).
+//
+// So every message pending without a mark when a floor is computed was stored at or after it,
+// and every accept sent later is stored later: a floor holds from when it is written on, an
+// older one is only a longer read. A message accepted by another node before this one fenced
+// it is in the stream before the fence and was read by this node's boot (or is refused by the
+// fence), so it is one of the boot's; a checkpoint written by another node carries that
+// node's own floor. A write whose answer was lost (doubtful) was sent after it was indexed,
+// whenever it lands. What the argument assumes: the NATS servers' clocks do not step back, and
+// a leader's is at most RecountSkew behind an earlier leader's; and the paced clock does not
+// run slower than the server's over the half minute a message waits unmarked (a process
+// paused, a VM suspended: time.Now's monotonic reading counts a pause, not a suspend).
+// Without a server time (Badger, Memory), without a checkpoint or a floor (a store written
+// by a release before this one, or one that never ran Checkpoint), every accept is read.
+
+// floorKey holds the accepts' floor (floorVersion, then ms on the store's clock, 8 bytes).
+var floorKey = []byte("outbox_checkpoint/floor")
+
+const floorVersion = 1
+
+// WrittenReader is a store that answers when it stored a record, by its own clock (natskv).
+type WrittenReader interface {
+	ReadWritten(key []byte) ([]byte, time.Time, error)
+}
+
+// storeTime is a time on the store's clock (at, zero: unknown) that had passed at seen (the
+// paced clock, ns from the outbox's base).
+type storeTime struct {
+	at   time.Time
+	seen int64
+}
+
+// readWritten reads key with a time on the store's clock that had passed when the read ended,
+// or reads it plainly (the time unknown) on a store that does not answer it.
+func (o *Outbox) readWritten(key []byte) ([]byte, storeTime, error) {
+	wr, ok := o.kv.(WrittenReader)
+	if !ok {
+		v, err := o.kv.Get(key)
+		return v, storeTime{}, err
+	}
+	v, at, err := wr.ReadWritten(key)
+	if err != nil {
+		return nil, storeTime{}, err
+	}
+	return v, storeTime{at: at, seen: o.pacedNow()}, nil
+}
+
+// pacedNow is now on the paced clock, in ns from the outbox's base (at least 1).
+func (o *Outbox) pacedNow() int64 {
+	now := time.Now
+	if o.paced != nil {
+		now = o.paced
+	}
+	return max(int64(now().Sub(o.base)), 1)
+}
+
+// readFloor reads the accepts' floor (found false: none, or a store that does not read by
+// write time: every accept is read).
+func (o *Outbox) readFloor() (int64, bool, error) {
+	if _, ok := o.kv.(sinceScanner); !ok {
+		return 0, false, nil
+	}
+	if _, ok := o.kv.(WrittenReader); !ok {
+		return 0, false, nil
+	}
+	v, err := o.kv.Get(floorKey)
 	switch {
 	case errors.Is(err, domain.ErrRecordNotFound):
 		return 0, false, nil
 	case err != nil:
 		return 0, false, err
-	case len(v) != 9 || v[0] != checkpointVersion:
-		return 0, false, fmt.Errorf("%w: %s: a checkpoint of %d bytes, version %d", domain.ErrRecordInvalid, checkpointKey, len(v), v[0])
+	case len(v) != 9 || v[0] != floorVersion:
+		return 0, false, nil // a later release's: read every accept
 	}
-	return int64(binary.BigEndian.Uint64(v[1:])), true, nil
+	ms := int64(binary.BigEndian.Uint64(v[1:]))
+	return ms, ms > 0, nil
+}
+
+// acceptsFloor is the floor Checkpoint writes (ok false: none can be, the last one stays): the
+// least bound over the messages pending without a mark (see above). Called under mu.
+func (o *Outbox) acceptsFloor(ref storeTime) (int64, bool) {
+	if ref.at.IsZero() {
+		return 0, false
+	}
+	f := ref.at.UnixMilli()
+	for _, p := range o.index {
+		switch {
+		case p.mark != unmarked:
+		case p.indexed == 0 && o.bootFloor == 0:
+			return 0, false // found by a boot that read every accept
+		case p.indexed == 0:
+			f = min(f, o.bootFloor)
+		case p.indexed < ref.seen:
+			f = min(f, ref.at.UnixMilli()-time.Duration(ref.seen-p.indexed).Milliseconds()-1)
+		}
+	}
+	return f - RecountSkew.Milliseconds(), true
 }
 
 // candidate is a message that may be pending at boot.
@@ -64,7 +190,11 @@ func (o *Outbox) Pending() ([]domain.OutboxEntry, error) {
 		reads      sync.WaitGroup
 		ckpt       int64
 		found      bool
+		ref        storeTime
 		ckErr      error
+		floor      int64
+		floorFound bool
+		floorErr   error
 		cands      []*candidate
 		older      []olderMark
 		marksErr   error
@@ -73,8 +203,10 @@ func (o *Outbox) Pending() ([]domain.OutboxEntry, error) {
 		readsEnded bool
 	)
 	defer reads.Wait() // nothing of a failed read runs on
-	reads.Go(func() { ckpt, found, ckErr = o.readCheckpoint() })
+	reads.Go(func() { ckpt, found, ref, ckErr = o.readCheckpointAt() })
 	reads.Go(func() { cands, older, marksErr = o.scanMarks() })
+	var floorRead sync.WaitGroup
+	floorRead.Go(func() { floor, floorFound, floorErr = o.readFloor() })
 	// waitReads waits for the checkpoint and the marks (once) and indexes the marks.
 	waitReads := func() error {
 		if !readsEnded {
@@ -86,13 +218,16 @@ func (o *Outbox) Pending() ([]domain.OutboxEntry, error) {
 		}
 		return errors.Join(ckErr, marksErr)
 	}
-	// The accepts since the checkpoint (those of marked messages are read with their mark).
-	err := scanGroupsFromLazy(o.kv, []byte(messageLogTable+"/"), func() ([]byte, error) {
+	// The accepts since the checkpoint (those of marked messages are read with their mark):
+	// on a store that reads by write time, those written since the floor, when there is one.
+	prefix := []byte(messageLogTable + "/")
+	from := func() ([]byte, error) {
 		if err := waitReads(); err != nil || !found {
 			return nil, err
 		}
 		return appendLogPosPrefix(nil, ckpt), nil
-	}, func(key, value []byte) error {
+	}
+	visit := func(key, value []byte) error {
 		id, pos, ok := acceptOfKey(key)
 		if !ok || len(value) == 0 || value[0] != bodyVersion3 || byID[id] != nil {
 			return nil
@@ -100,7 +235,20 @@ func (o *Outbox) Pending() ([]domain.OutboxEntry, error) {
 		c := &candidate{id: id, pos: pos, body: slices.Clone(value)}
 		cands, byID[id] = append(cands, c), c
 		return nil
-	})
+	}
+	floorRead.Wait()
+	if floorErr != nil {
+		return nil, floorErr
+	}
+	var err error
+	if ss, ok := o.kv.(sinceScanner); ok && floorFound {
+		err = filterGroupsFrom(func(p []byte, fn func(key, value []byte) error) error {
+			return ss.ScanSince(p, time.UnixMilli(floor), fn)
+		}, prefix, from, visit)
+	} else {
+		floor = 0
+		err = scanGroupsFromLazy(o.kv, prefix, from, visit)
+	}
 	if err == nil {
 		err = waitReads() // no accept seen: the scan did not wait
 	}
@@ -108,7 +256,16 @@ func (o *Outbox) Pending() ([]domain.OutboxEntry, error) {
 		return nil, err
 	}
 	// Those whose outcome is written are not pending (a mark left behind goes).
-	settled, err := o.settled(cands, ckpt, found)
+	if err == nil && floor > 0 && !found {
+		// A floor without a checkpoint: not one this code writes (both go in one commit);
+		// every accept is read.
+		floor = 0
+		err = scanGroupsFromLazy(o.kv, prefix, from, visit)
+	}
+	if err != nil {
+		return nil, err
+	}
+	settled, err := o.settled(cands, ckpt, found, floor)
 	if err != nil {
 		return nil, err
 	}
@@ -167,10 +324,12 @@ func (o *Outbox) Pending() ([]domain.OutboxEntry, error) {
 		entries = append(entries, c.e)
 	}
 	o.booted = true
+	o.bootFloor = floor
 	o.mu.Unlock()
 	sort.SliceStable(entries, func(i, j int) bool { return entries[i].CreatedAt < entries[j].CreatedAt })
-	// The checkpoint moves on now (a boot after this one reads from here).
-	return entries, o.Checkpoint()
+	// The checkpoint moves on now (a boot after this one reads from here), its floor from the
+	// store's time the checkpoint's read brought.
+	return entries, o.checkpoint(ref)
 }
 
 // readMarkedBodies reads the accept records of the marked candidates not settled (the others'
@@ -301,6 +460,34 @@ func acceptOfKey(key []byte) (id, pos string, ok bool) {
 func (o *Outbox) Checkpoint() error {
 	o.ckptMu.Lock()
 	defer o.ckptMu.Unlock()
+	o.mu.Lock()
+	booted := o.booted
+	o.mu.Unlock()
+	if !booted {
+		return nil
+	}
+	// A time on the store's clock that has passed, for the accepts' floor, read before the
+	// messages pending are looked at (a message indexed after it is stored after it). None
+	// when the read fails: the floor written last still holds.
+	var ref storeTime
+	if _, ok := o.kv.(WrittenReader); ok {
+		if _, r, err := o.readWritten(checkpointKey); err == nil {
+			ref = r
+		}
+	}
+	return o.checkpointLocked(ref)
+}
+
+// checkpoint is Checkpoint with ref read already (the boot's read of the checkpoint).
+func (o *Outbox) checkpoint(ref storeTime) error {
+	o.ckptMu.Lock()
+	defer o.ckptMu.Unlock()
+	return o.checkpointLocked(ref)
+}
+
+// checkpointLocked is Checkpoint under ckptMu, ref a time on the store's clock (zero: no floor
+// is written).
+func (o *Outbox) checkpointLocked(ref storeTime) error {
 	now := o.now()
 	type job struct {
 		id, pos string
@@ -354,8 +541,14 @@ func (o *Outbox) Checkpoint() error {
 		}
 	}
 	o.floor = max(o.floor, c)
+	af, withFloor := o.acceptsFloor(ref)
 	o.mu.Unlock()
+	// The floor after every mark this one writes: it counts none of them unmarked (commitChunks
+	// commits in order and stops at the first error).
 	ops = append(ops, Op{Key: checkpointKey, Value: encodeCheckpoint(c)})
+	if withFloor {
+		ops = append(ops, Op{Key: floorKey, Value: binary.BigEndian.AppendUint64([]byte{floorVersion}, uint64(max(af, 1)))})
+	}
 	err := o.commitChunks(ops)
 	o.mu.Lock()
 	for _, m := range marks {
@@ -438,11 +631,18 @@ func scanGroupsFromLazy(kv KV, prefix []byte, from func() ([]byte, error), fn fu
 		}
 		return kv.Scan(prefix, fn)
 	}
+	return filterGroupsFrom(kv.Scan, prefix, from, fn)
+}
+
+// filterGroupsFrom is scanGroupsFromLazy's walk on a store without a group scan: scan reads
+// the whole prefix (or, on a store that reads by write time, what was written since a time)
+// and the keys before from in each group are skipped, from asked when the first key comes.
+func filterGroupsFrom(scan func(prefix []byte, fn func(key, value []byte) error) error, prefix []byte, from func() ([]byte, error), fn func(key, value []byte) error) error {
 	var (
 		f     []byte
 		asked bool
 	)
-	return kv.Scan(prefix, func(key, value []byte) error {
+	return scan(prefix, func(key, value []byte) error {
 		if !asked {
 			var err error
 			if f, err = from(); err != nil {

@@ -526,8 +526,11 @@ func (o *Outbox) pagedIDs(prefix []byte, since time.Time, into map[string]bool) 
 // settled tells which of the boot's candidates have an outcome (Pending): outbox_status/<id>,
 // or, paged, one in the pages written since the checkpoint (less RecountSkew: the store's
 // clock; every accept since the checkpoint was settled after it), and, for a message accepted
-// before the checkpoint (marked), in its window's pages, read apart.
-func (o *Outbox) settled(cands []*candidate, ckpt int64, found bool) ([]bool, error) {
+// before the checkpoint or marked, in its window's pages, read apart. With the accepts' floor
+// (outbox_boot.go; 0: none), from it if earlier: every candidate not marked was stored at or
+// after it and its outcome later, whatever clock keyed it (a checkpoint keyed by a clock ahead
+// of the server's asked for pages not yet written).
+func (o *Outbox) settled(cands []*candidate, ckpt int64, found bool, floor int64) ([]bool, error) {
 	out := make([]bool, len(cands))
 	var (
 		keys           [][]byte
@@ -555,6 +558,9 @@ func (o *Outbox) settled(cands []*candidate, ckpt int64, found bool) ([]bool, er
 	if found {
 		// The checkpoint is on the outbox's clock, the pages' times on the store's.
 		since = onStoreClock(time.UnixMilli(ckpt), o.now()).Add(-RecountSkew)
+		if floor > 0 && time.UnixMilli(floor).Before(since) {
+			since = time.UnixMilli(floor)
+		}
 	}
 	if err := o.pagedIDs([]byte(outboxPageTable+"/"), since, ids); err != nil {
 		return nil, err
@@ -563,7 +569,7 @@ func (o *Outbox) settled(cands []*candidate, ckpt int64, found bool) ([]bool, er
 	var prefixes [][]byte
 	read := map[string]bool{}
 	for _, i := range paged {
-		if ms := posMillis(cands[i].pos); found && ms < ckpt && !ids[cands[i].id] {
+		if ms := posMillis(cands[i].pos); (found && ms < ckpt || cands[i].marked) && !ids[cands[i].id] {
 			w := idWindow(ms)
 			for _, p := range [][]byte{pagePrefix(w), secondPrefix(w / 100)} {
 				if p[len(outboxPageTable)+1] == 's' && !o.seconds {

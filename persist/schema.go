@@ -26,6 +26,9 @@ package persist
 //	                                                                   outcome
 //	outbox_checkpoint/pending      the oldest unmarked       -         Checkpoint (every 5 s): boot reads
 //	                               pending accept (ms)                 the accepts from it on
+//	outbox_checkpoint/floor        the accepts' floor (1):   -         Checkpoint, on a store that stamps
+//	                               ms on the store's clock             its records (NATS): boot reads the
+//	                                                                   accepts written since it
 //	outbox/<msgID>                 the older layout's body   14 days   read; version 1 the whole entry,
 //	                               (2)                                 version 2 the message as accepted
 //	outbox_pending/<msgID>         older marks: 1 (the       -         moved to this layout by
