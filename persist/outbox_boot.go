@@ -76,7 +76,11 @@ func (o *Outbox) readCheckpointAt() (int64, bool, storeTime, error) {
 // fence), so it is one of the boot's; a checkpoint written by another node carries that
 // node's own floor. A write whose answer was lost (doubtful) was sent after it was indexed,
 // whenever it lands. What the argument assumes: the NATS servers' clocks do not step back, and
-// a leader's is at most RecountSkew behind an earlier leader's; and the paced clock does not
+// a leader's is at most RecountSkew behind an earlier leader's, nor ahead of it by more than
+// RecountSkew less the time since the floor's least message was indexed (W is stamped by the
+// leader of the checkpoint's read, the accept by the leader of its write: a later leader
+// ahead by more passes the floor over the accept; review rev28, the README's "Clocks": the
+// cluster assumes its servers' clocks within 2 s already); and the paced clock does not
 // run slower than the server's over the half minute a message waits unmarked (a process
 // paused, a VM suspended: time.Now's monotonic reading counts a pause, not a suspend).
 // Without a server time (Badger, Memory), without a checkpoint or a floor (a store written
