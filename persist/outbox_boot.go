@@ -259,16 +259,15 @@ func (o *Outbox) Pending() ([]domain.OutboxEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Those whose outcome is written are not pending (a mark left behind goes).
-	if err == nil && floor > 0 && !found {
+	if floor > 0 && !found {
 		// A floor without a checkpoint: not one this code writes (both go in one commit);
 		// every accept is read.
 		floor = 0
-		err = scanGroupsFromLazy(o.kv, prefix, from, visit)
+		if err := scanGroupsFromLazy(o.kv, prefix, from, visit); err != nil {
+			return nil, err
+		}
 	}
-	if err != nil {
-		return nil, err
-	}
+	// Those whose outcome is written are not pending (a mark left behind goes).
 	settled, err := o.settled(cands, ckpt, found, floor)
 	if err != nil {
 		return nil, err

@@ -41,15 +41,17 @@ import (
 //
 //	outbox_page/s<window/100>/<random>
 //
-// still the partition's own (its fence rides on it, and a takeover reads its partition's pages
-// as before). An id keeps its 10 ms window; a read by id scans its second's pages beside its
-// window's, the newest by stream sequence winning over both; the boot and the recount read
-// outbox_page/ since their bound, which holds both. Nothing waits for a held outcome: the
-// engine answers a read by id of it from what it keeps of a message whose outcome is being
-// written, as for an outcome in flight; a failure, an outcome with ops beside its record (a
-// mark's removal, a body renewed), a receipt that is a record of its own, Flush, and a gather of
-// bgBatchMax end the hold at once. A kill -9 loses the held outcomes, as it loses those in
-// flight: the next owner sends those messages again under their ids.
+// still the partition's own (its fence rides on it, and a takeover reads its partition's pages as
+// before). An id keeps its 10 ms window; a read by id scans its second's pages beside its window's,
+// the newest by stream sequence winning over both; the boot and the recount read outbox_page/ since
+// their bound, which holds both. Nothing waits for a held outcome: the engine answers a read by id
+// of it from what it keeps of a message whose outcome is being written, as for an outcome in
+// flight; a failure, an outcome with ops beside its record (a mark's removal, a body renewed), an
+// outcome or receipt that is a record of its own, Flush, a gather of bgBatchMax end the hold at
+// once, and once the engine stops (EndHolds) nothing is held. A receipt is held only with its own
+// outcome (one of an outcome written already is what a read by id answers from the store). A
+// kill -9 loses the held outcomes, as it loses those in flight: the next owner sends those messages
+// again under their ids.
 
 // outboxPageTable holds the outcome pages.
 const outboxPageTable = "outbox_page"
@@ -571,10 +573,11 @@ func (o *Outbox) settled(cands []*candidate, ckpt int64, found bool, floor int64
 	for _, i := range paged {
 		if ms := posMillis(cands[i].pos); (found && ms < ckpt || cands[i].marked) && !ids[cands[i].id] {
 			w := idWindow(ms)
-			for _, p := range [][]byte{pagePrefix(w), secondPrefix(w / 100)} {
-				if p[len(outboxPageTable)+1] == 's' && !o.seconds {
-					continue
-				}
+			ps := [][]byte{pagePrefix(w)}
+			if o.seconds {
+				ps = append(ps, secondPrefix(w/100))
+			}
+			for _, p := range ps {
 				if !read[string(p)] {
 					read[string(p)] = true
 					prefixes = append(prefixes, p)

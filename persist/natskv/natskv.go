@@ -318,6 +318,13 @@ func readRecord(seq uint64, h nats.Header, data []byte, now time.Time) record {
 // last reads subject's last message as the stream leader has it (a replicated stream: every
 // acknowledged commit, whoever made it); a subject without one is the zero record, deleted.
 func (s *Store) last(ctx context.Context, subject string) (record, error) {
+	r, _, err := s.lastAt(ctx, subject)
+	return r, err
+}
+
+// lastAt is last with the time the server stored that message (its leader's clock when it
+// took the write; zero for none).
+func (s *Store) lastAt(ctx context.Context, subject string) (record, time.Time, error) {
 	rs := s.streamOfSubject(subject)
 	var (
 		msg *jetstream.RawStreamMsg
@@ -332,12 +339,12 @@ func (s *Store) last(ctx context.Context, subject string) (record, error) {
 		return err
 	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return record{deleted: true}, nil
+		return record{deleted: true}, time.Time{}, nil
 	}
 	if err != nil {
-		return record{}, unavailable(err)
+		return record{}, time.Time{}, unavailable(err)
 	}
-	return readRecord(msg.Sequence, msg.Header, msg.Data, time.Now()), nil
+	return readRecord(msg.Sequence, msg.Header, msg.Data, time.Now()), msg.Time, nil
 }
 
 // Get returns a copy of the value at key.

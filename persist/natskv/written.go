@@ -1,12 +1,8 @@
 package natskv
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/persist"
@@ -41,20 +37,12 @@ func (s *Store) readWritten(tok string, key []byte) ([]byte, time.Time, error) {
 	}
 	ctx, cancel := s.holdCtx()
 	defer cancel()
-	rs := s.streamOfSubject(subject)
-	var msg *jetstream.RawStreamMsg
-	err = s.retryRead(ctx, func(ctx context.Context) (err error) {
-		msg, err = rs.leaderLast(ctx, subject)
-		return err
-	})
+	r, at, err := s.lastAt(ctx, subject)
 	switch {
-	case errors.Is(err, jetstream.ErrMsgNotFound):
-		return nil, time.Time{}, domain.ErrRecordNotFound
 	case err != nil:
-		return nil, time.Time{}, fmt.Errorf("natskv: get: %w", unavailable(err))
+		return nil, time.Time{}, fmt.Errorf("natskv: get: %w", err)
+	case r.deleted:
+		return nil, time.Time{}, domain.ErrRecordNotFound
 	}
-	if r := readRecord(msg.Sequence, msg.Header, msg.Data, time.Now()); !r.deleted {
-		return r.value, msg.Time, nil
-	}
-	return nil, time.Time{}, domain.ErrRecordNotFound
+	return r.value, at, nil
 }
