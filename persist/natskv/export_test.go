@@ -121,3 +121,49 @@ func HoldAnswers(t interface{ Cleanup(func()) }, total func() int) (dropped func
 	t.Cleanup(func() { answersHook.Store(nil) })
 	return func() int { return int(lost.Load()) }
 }
+
+// ReadBeside reads key through its stream's getter with anchor's subject asked beside it, as a
+// fenced view's read asks its fence (anchor: a key; floor 0, so any answer is taken).
+func (s *Store) ReadBeside(key, anchor string) ([]byte, error) {
+	subj, err := s.subject("", []byte(key))
+	if err != nil {
+		return nil, err
+	}
+	asubj, err := s.subject("", []byte(anchor))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.holdCtx()
+	defer cancel()
+	r, err := s.streamOfSubject(subj).lastBatched(ctx, subj, 0, asubj)
+	if err != nil || r.deleted {
+		return nil, err
+	}
+	return r.value, nil
+}
+
+// QueuedReads is how many reads wait in the streams' getters' queues.
+func (s *Store) QueuedReads() int {
+	n := 0
+	for _, rs := range s.streams {
+		n += len(rs.gets)
+	}
+	return n
+}
+
+// HoldReads makes each direct get wait, once sent and before it reads its answers, until the
+// returned release is called; held is how many wait now. The hook is removed by release.
+func HoldReads() (release func(), held func() int) {
+	hold := make(chan struct{})
+	var n atomic.Int64
+	hook := func(*nats.Subscription) {
+		n.Add(1)
+		<-hold
+		n.Add(-1)
+	}
+	answersHook.Store(&hook)
+	return func() {
+		answersHook.Store(nil)
+		close(hold)
+	}, func() int { return int(n.Load()) }
+}

@@ -79,19 +79,35 @@ func (rs *recStream) lastBatched(ctx context.Context, subject string, floor uint
 }
 
 // getter sends the stream's waiting reads, at most 2 round trips in flight: one read alone goes
-// at once, the reads that come while those are in flight go together next.
+// at once, the reads that come while those are in flight go together next, as many as one
+// multi_last answers: multiGetMax subjects, a fenced view's anchor counted (the server refuses
+// a request matching more than that: 413 Too Many Results, every read of it failed). A read
+// that would pass the bound starts the next batch.
 func (rs *recStream) getter() {
 	sem := make(chan struct{}, 2)
-	for r := range rs.gets {
-		batch := []*getReq{r}
+	var next *getReq
+	for {
+		r := next
+		if r == nil {
+			var ok bool
+			if r, ok = <-rs.gets; !ok {
+				break
+			}
+		}
+		next = nil
+		b := &getBatch{seen: map[string]bool{}}
+		b.add(r)
 	more:
-		for len(batch) < multiGetMax {
+		for {
 			select {
 			case r, ok := <-rs.gets:
 				if !ok {
 					break more
 				}
-				batch = append(batch, r)
+				if !b.add(r) {
+					next = r
+					break more
+				}
 			default:
 				break more
 			}
@@ -99,7 +115,7 @@ func (rs *recStream) getter() {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem }()
-			rs.answer(batch)
+			rs.answer(b)
 		}()
 	}
 	for range cap(sem) {
@@ -107,22 +123,41 @@ func (rs *recStream) getter() {
 	}
 }
 
-// answer reads the batch's subjects in one multi-subject direct get and answers each read.
-func (rs *recStream) answer(batch []*getReq) {
-	subjects := make([]string, 0, len(batch))
-	seen := map[string]bool{}
-	for _, r := range batch {
-		for _, subj := range []string{r.subject, r.anchor} {
-			if subj != "" && !seen[subj] {
-				seen[subj] = true
-				subjects = append(subjects, subj)
-			}
+// getBatch is the reads one multi_last answers and their subjects (each once, anchors too).
+type getBatch struct {
+	reqs     []*getReq
+	subjects []string
+	seen     map[string]bool
+}
+
+// add adds r to the batch unless its subjects would take the batch past multiGetMax (a batch's
+// first read always fits).
+func (b *getBatch) add(r *getReq) bool {
+	n := 0
+	for _, subj := range []string{r.subject, r.anchor} {
+		if subj != "" && !b.seen[subj] {
+			n++
 		}
 	}
+	if len(b.reqs) > 0 && len(b.subjects)+n > multiGetMax {
+		return false
+	}
+	b.reqs = append(b.reqs, r)
+	for _, subj := range []string{r.subject, r.anchor} {
+		if subj != "" && !b.seen[subj] {
+			b.seen[subj] = true
+			b.subjects = append(b.subjects, subj)
+		}
+	}
+	return true
+}
+
+// answer reads the batch's subjects in one multi-subject direct get and answers each read.
+func (rs *recStream) answer(b *getBatch) {
 	ctx, cancel := rs.s.holdCtx()
 	defer cancel()
-	got, lseq, err := rs.multiLastSeq(ctx, subjects)
-	for _, r := range batch {
+	got, lseq, err := rs.multiLastSeq(ctx, b.subjects)
+	for _, r := range b.reqs {
 		switch {
 		case err != nil:
 			r.done <- getResult{err: err}

@@ -1,0 +1,92 @@
+package natskv_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gateway/gateway/persist"
+	"github.com/gateway/gateway/persist/kvtest"
+	"github.com/gateway/gateway/persist/natskv"
+)
+
+// A getter's batch stays within what one multi_last answers, its reads' anchors counted
+// (nats-server v2.15.2 stream.go getDirectMulti, maxAllowedResponses: a request matching more
+// than 1,024 existing subjects is answered 413 Too Many Results). Reads queued behind two held
+// round trips, 1,100 of distinct existing keys each with one of two anchors beside it (as
+// fenced views of two partitions of one stream ask their fences), all read their values: before,
+// the getter took 1,024 reads into one request, 1,026 subjects with the anchors, and every read
+// of it failed.
+func TestGetterBatchCountsAnchors(t *testing.T) {
+	s := openPaged(t, "anchors")
+	const n = 1100
+	var ops []persist.Op
+	commit := func() {
+		kvtest.MustCommit(t, s, ops...)
+		ops = ops[:0]
+	}
+	for i := range n {
+		ops = append(ops, kvtest.Put(fmt.Sprintf("k/%04d", i), fmt.Sprint(i)))
+		if len(ops) == 500 {
+			commit()
+		}
+	}
+	ops = append(ops, kvtest.Put("anchor/0", "a"), kvtest.Put("anchor/1", "a"))
+	commit()
+
+	release, held := natskv.HoldReads()
+	released := false
+	defer func() {
+		if !released {
+			release()
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, n+3)
+	read := func(i int) {
+		key := fmt.Sprintf("k/%04d", i)
+		v, err := s.ReadBeside(key, fmt.Sprintf("anchor/%d", i%2))
+		switch {
+		case err != nil:
+			errs <- fmt.Errorf("%s: %w", key, err)
+		case string(v) != fmt.Sprint(i):
+			errs <- fmt.Errorf("%s: read %q", key, v)
+		}
+	}
+	// Two round trips in flight, held; a third read waits for a slot in the getter.
+	for i := range 2 {
+		wg.Go(func() { read(i) })
+	}
+	waitFor(t, "two reads held", func() bool { return held() == 2 })
+	wg.Go(func() { read(2) })
+	waitFor(t, "the third read taken by the getter", func() bool { return s.QueuedReads() == 0 })
+	for i := 3; i < n; i++ {
+		wg.Go(func() { read(i) })
+	}
+	waitFor(t, "the reads queued", func() bool { return s.QueuedReads() == n-3 })
+	release()
+	released = true
+	wg.Wait()
+	close(errs)
+	failed := 0
+	for err := range errs {
+		if failed < 3 {
+			t.Error(err)
+		}
+		failed++
+	}
+	if failed > 0 {
+		t.Fatalf("%d of %d reads failed", failed, n)
+	}
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting: %s", what)
+		}
+	}
+}
