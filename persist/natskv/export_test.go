@@ -2,6 +2,8 @@ package natskv
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -96,6 +98,36 @@ const (
 	ScanPage    = scanPage
 	MultiGetMax = multiGetMax
 )
+
+// ScanMaxBytes bounds the records' bytes of a scan's page.
+const ScanMaxBytes = scanMaxBytes
+
+// WatchPages records, for each direct get answered while t runs (one at a time: a scan's
+// pages), how many records its answer held and their data's bytes.
+func WatchPages(t interface{ Cleanup(func()) }) (pages func() (records, bytes []int)) {
+	var mu sync.Mutex
+	var recs, sizes []int
+	n, size := 0, 0
+	hook := func(m *nats.Msg) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if st := m.Header.Get("Status"); len(m.Data) == 0 && st != "" {
+			recs, sizes = append(recs, n), append(sizes, size)
+			n, size = 0, 0
+			return true
+		}
+		n++
+		size += len(m.Data)
+		return true
+	}
+	answerHook.Store(&hook)
+	t.Cleanup(func() { answerHook.Store(nil) })
+	return func() ([]int, []int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(recs), slices.Clone(sizes)
+	}
+}
 
 // HoldAnswers makes each direct get wait, once sent and before it reads an answer, until its
 // subscription has had all the answers the server sends (total: how many the read gets), put in

@@ -18,8 +18,15 @@ import (
 	"github.com/gateway/gateway/persist"
 )
 
-// scanPage is how many messages one direct batch get asks for.
-const scanPage = 512
+// scanPage is how many messages one direct batch get asks for, and scanMaxBytes the records'
+// bytes (nats-server counts subject, headers and data): the server stops a page once past it,
+// and the scan reads on from the page's last message. Without it the bound is the server's
+// max_pending, 64 MiB, where it disconnects a client slow to read what it was sent: a page of
+// 512 records near max_payload (1 MiB) reaches it.
+const (
+	scanPage     = 512
+	scanMaxBytes = multiMaxBytes
+)
 
 // pageMsg is one message of a scan's page.
 type pageMsg struct {
@@ -265,8 +272,9 @@ func (rs *recStream) scanPage(ctx context.Context, seq uint64, from time.Time, f
 		Seq       uint64     `json:"seq,omitempty"`
 		NextFor   string     `json:"next_by_subj"`
 		Batch     int        `json:"batch"`
+		MaxBytes  int        `json:"max_bytes"`
 		StartTime *time.Time `json:"start_time,omitempty"`
-	}{NextFor: filter, Batch: scanPage}
+	}{NextFor: filter, Batch: scanPage, MaxBytes: scanMaxBytes}
 	if from.IsZero() {
 		req.Seq = seq
 	} else {
