@@ -66,7 +66,8 @@ const (
 )
 
 // pageMax bounds a page's outcomes and bytes (the records' own bound, bgBatchBytes, covers the
-// ops that go with them).
+// ops that go with them); a page's bytes also stay within the store's MaxValue (a NATS server's
+// max_payload less a message's headers), its first outcome alone excepted.
 const (
 	pageMax      = bgBatchMax
 	pageMaxBytes = 256 << 10
@@ -310,6 +311,12 @@ func (o *Outbox) pageParts(parts []bgPart, kept []bgWrite, paged []int, marks []
 		}
 		byWindow[w] = append(byWindow[w], i)
 	}
+	// A page is one message: within the store's largest value (a server's max_payload may be
+	// under pageMaxBytes: nats-server takes any).
+	limit := pageMaxBytes
+	if mv, ok := o.kv.(interface{ MaxValue() int }); ok && mv.MaxValue() > 0 {
+		limit = min(limit, mv.MaxValue())
+	}
 	var extra []Op
 	for _, w := range windows {
 		members := byWindow[w]
@@ -325,23 +332,18 @@ func (o *Outbox) pageParts(parts []bgPart, kept []bgWrite, paged []int, marks []
 			var ops []Op
 			var group []int
 			n := 0
-			for n < len(members) && n < pageMax && len(*buf)-k < pageMaxBytes {
+			for n < len(members) && n < pageMax && len(*buf)-k < limit {
 				i := members[n]
-				n++
-				var (
-					rec []byte
-					err error
-				)
-				extra = extra[:0]
-				if kept[i].outcome() {
-					extra, err = o.extraOps(extra, kept[i], now, marks[i])
-				} else {
-					rec, err = Encode(pageReceipt, kept[i].receipt)
+				var rec []byte
+				if !kept[i].outcome() {
+					var err error
+					if rec, err = Encode(pageReceipt, kept[i].receipt); err != nil {
+						n++
+						o.answer(kept[i], err)
+						continue
+					}
 				}
-				if err != nil {
-					o.answer(kept[i], err)
-					continue
-				}
+				from := len(*buf)
 				*buf = binary.AppendUvarint(*buf, uint64(len(kept[i].id)))
 				*buf = append(*buf, kept[i].id...)
 				at := len(*buf)
@@ -351,6 +353,20 @@ func (o *Outbox) pageParts(parts []bgPart, kept []bgWrite, paged []int, marks []
 					*buf = appendOutcomeOf(append(*buf, 0, 0, 0, 0), kept[i].entry)
 				}
 				binary.BigEndian.PutUint32((*buf)[at:], uint32(len(*buf)-at-4))
+				if len(group) > 0 && len(*buf)-k > limit {
+					*buf = (*buf)[:from] // the next page's first
+					break
+				}
+				n++
+				extra = extra[:0]
+				if kept[i].outcome() {
+					var err error
+					if extra, err = o.extraOps(extra, kept[i], now, marks[i]); err != nil {
+						*buf = (*buf)[:from]
+						o.answer(kept[i], err)
+						continue
+					}
+				}
 				ops = append(ops, extra...)
 				group = append(group, i)
 			}
