@@ -154,24 +154,27 @@ func HoldAnswers(t interface{ Cleanup(func()) }, total func() int) (dropped func
 	return func() int { return int(lost.Load()) }
 }
 
-// ReadBeside reads key through its stream's getter with anchor's subject asked beside it, as a
-// fenced view's read asks its fence (anchor: a key; floor 0, so any answer is taken).
-func (s *Store) ReadBeside(key, anchor string) ([]byte, error) {
+// ReadBeside queues a read of key for its stream's getter with anchor's subject asked beside
+// it, as a fenced view's read asks its fence (anchor: a key; floor 0, so any answer is taken),
+// and returns once it is queued; wait waits for its answer.
+func (s *Store) ReadBeside(key, anchor string) (wait func() ([]byte, error)) {
 	subj, err := s.subject("", []byte(key))
 	if err != nil {
-		return nil, err
+		panic(err)
 	}
 	asubj, err := s.subject("", []byte(anchor))
 	if err != nil {
-		return nil, err
+		panic(err)
 	}
-	ctx, cancel := s.holdCtx()
-	defer cancel()
-	r, err := s.streamOfSubject(subj).lastBatched(ctx, subj, 0, asubj)
-	if err != nil || r.deleted {
-		return nil, err
+	r := &getReq{subject: subj, anchor: asubj, ctx: context.Background(), done: make(chan getResult, 1)}
+	s.streamOfSubject(subj).gets <- r
+	return func() ([]byte, error) {
+		res := <-r.done
+		if res.err != nil || res.rec.deleted {
+			return nil, res.err
+		}
+		return res.rec.value, nil
 	}
-	return r.value, nil
 }
 
 // QueuedReads is how many reads wait in the streams' getters' queues.

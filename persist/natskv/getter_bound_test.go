@@ -13,14 +13,14 @@ import (
 
 // A getter's batch stays within what one multi_last answers, its reads' anchors counted
 // (nats-server v2.15.2 stream.go getDirectMulti, maxAllowedResponses: a request matching more
-// than 1,024 existing subjects is answered 413 Too Many Results). Reads queued behind two held
-// round trips, 1,100 of distinct existing keys each with one of two anchors beside it (as
-// fenced views of two partitions of one stream ask their fences), all read their values: before,
-// the getter took 1,024 reads into one request, 1,026 subjects with the anchors, and every read
-// of it failed.
+// than 1,024 existing subjects is answered 413 Too Many Results). 2,200 reads of distinct
+// existing keys, each with one of two anchors beside it (as fenced views of two partitions of
+// one stream ask their fences), queued behind two held round trips and a third batch, all read
+// their values: before, the getter took 1,024 of them into one request, 1,026 subjects with the
+// anchors, and every read of it failed.
 func TestGetterBatchCountsAnchors(t *testing.T) {
 	s := openPaged(t, "anchors")
-	const n = 1100
+	const n = 2200
 	var ops []persist.Op
 	commit := func() {
 		kvtest.MustCommit(t, s, ops...)
@@ -43,28 +43,34 @@ func TestGetterBatchCountsAnchors(t *testing.T) {
 		}
 	}()
 	var wg sync.WaitGroup
-	errs := make(chan error, n+3)
+	errs := make(chan error, n)
 	read := func(i int) {
 		key := fmt.Sprintf("k/%04d", i)
-		v, err := s.ReadBeside(key, fmt.Sprintf("anchor/%d", i%2))
-		switch {
-		case err != nil:
-			errs <- fmt.Errorf("%s: %w", key, err)
-		case string(v) != fmt.Sprint(i):
-			errs <- fmt.Errorf("%s: read %q", key, v)
-		}
+		wait := s.ReadBeside(key, fmt.Sprintf("anchor/%d", i%2))
+		wg.Go(func() {
+			v, err := wait()
+			switch {
+			case err != nil:
+				errs <- fmt.Errorf("%s: %w", key, err)
+			case string(v) != fmt.Sprint(i):
+				errs <- fmt.Errorf("%s: read %q", key, v)
+			}
+		})
 	}
-	// Two round trips in flight, held; a third read waits for a slot in the getter.
-	for i := range 2 {
-		wg.Go(func() { read(i) })
-	}
+	// Two round trips in flight, held; a third read taken by the getter, waiting for a slot.
+	read(0)
+	waitFor(t, "a read held", func() bool { return held() == 1 })
+	read(1)
 	waitFor(t, "two reads held", func() bool { return held() == 2 })
-	wg.Go(func() { read(2) })
+	read(2)
 	waitFor(t, "the third read taken by the getter", func() bool { return s.QueuedReads() == 0 })
 	for i := 3; i < n; i++ {
-		wg.Go(func() { read(i) })
+		read(i)
 	}
-	waitFor(t, "the reads queued", func() bool { return s.QueuedReads() == n-3 })
+	// The third batch may have gathered some of them (at most 1,024 reads) before its wait.
+	if q := s.QueuedReads(); q < natskv.MultiGetMax {
+		t.Fatalf("%d reads queued, want %d or more", q, natskv.MultiGetMax)
+	}
 	release()
 	released = true
 	wg.Wait()
