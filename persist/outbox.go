@@ -90,11 +90,10 @@ type Outbox struct {
 	ckptMu sync.Mutex
 	// now is the clock (tests move it).
 	now func() time.Time
-	// paced is a clock that runs at the store's pace (time.Now; a test's store may stamp its
-	// records by its own clock), from base: the accepts' floor (outbox_boot.go) measures how
-	// long ago each pending message was indexed by it, never by the engine's clock.
-	paced func() time.Time
-	base  time.Time
+	// stored: the store time the outbox read last (ms on the store's clock, readWritten; 0:
+	// none yet), which a message indexed from then on is stored after (the accepts' floor,
+	// outbox_boot.go). Under mu.
+	stored int64
 	// bootFloor: the floor the boot read the accepts from (ms on the store's clock), which the
 	// messages it found were written at or after; 0: the boot read every accept.
 	bootFloor int64
@@ -129,11 +128,13 @@ type pendingMsg struct {
 	uid   string
 	at    int64     // its key's time (ms)
 	since time.Time // when this process indexed it
-	// indexed: when this process first indexed it, on the paced clock from the outbox's base
-	// (ns, at least 1), before its accept was sent; 0: the boot found it.
-	indexed int64
-	state   pendingState
-	mark    markState
+	// after: the store time the outbox had read last when this process first indexed it
+	// (Outbox.stored, ms), before its accept was sent; 0: none had been read.
+	after int64
+	// found: the boot found it (not indexed by this process).
+	found bool
+	state pendingState
+	mark  markState
 	// expires: the body's expiry (Unix seconds), for a marked message (Renew).
 	expires int64
 }
@@ -494,9 +495,7 @@ func NewOutbox(kv KV) *Outbox {
 		idem:     NewTable[domain.IdemRecord](kv, idemTable, 1),
 		index:    map[string]*pendingMsg{},
 		now:      time.Now,
-		paced:    time.Now,
 	}
-	o.base = o.paced()
 	if ps, ok := kv.(pageScanner); ok {
 		o.pages = ps
 	}
@@ -579,7 +578,7 @@ func (o *Outbox) index1(e *domain.OutboxEntry) {
 		}
 	} else if e.ID != "" {
 		at = max(at, o.floor)
-		o.index[e.ID] = &pendingMsg{uid: e.UserID, at: at, since: o.now(), state: accepting, indexed: o.pacedNow()}
+		o.index[e.ID] = &pendingMsg{uid: e.UserID, at: at, since: o.now(), state: accepting, after: o.stored}
 	}
 	if at != int64(e.CreatedAt) {
 		e.CreatedAt = domain.Millis(at)

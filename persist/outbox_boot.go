@@ -34,15 +34,15 @@ func (o *Outbox) readCheckpoint() (int64, bool, error) {
 
 // readCheckpointAt is readCheckpoint with, on a store that answers it (WrittenReader), a time
 // on the store's clock that had passed when the read ended (zero: unknown).
-func (o *Outbox) readCheckpointAt() (int64, bool, storeTime, error) {
+func (o *Outbox) readCheckpointAt() (int64, bool, time.Time, error) {
 	v, ref, err := o.readWritten(checkpointKey)
 	switch {
 	case errors.Is(err, domain.ErrRecordNotFound):
-		return 0, false, storeTime{}, nil
+		return 0, false, time.Time{}, nil
 	case err != nil:
-		return 0, false, storeTime{}, err
+		return 0, false, time.Time{}, err
 	case len(v) != 9 || v[0] != checkpointVersion:
-		return 0, false, storeTime{}, fmt.Errorf("%w: %s: a checkpoint of %d bytes, version %d", domain.ErrRecordInvalid, checkpointKey, len(v), v[0])
+		return 0, false, time.Time{}, fmt.Errorf("%w: %s: a checkpoint of %d bytes, version %d", domain.ErrRecordInvalid, checkpointKey, len(v), v[0])
 	}
 	return int64(binary.BigEndian.Uint64(v[1:])), true, ref, nil
 }
@@ -52,18 +52,21 @@ func (o *Outbox) readCheckpointAt() (int64, bool, storeTime, error) {
 // store's clock kept beside the checkpoint (floorKey), instead of the partition's whole accept
 // log (two weeks of it: bodyTTL). The floor is a bound no node's clock takes part in:
 //
-//   - Checkpoint first reads the checkpoint record with the time the server stored it (W), and
-//     notes when the read ended on the outbox's paced clock (seen); W had passed on the
-//     server's clock by then.
-//   - Every pending message this process accepted was indexed (index1) before its accept was
-//     sent, however long it then waited in a commit's queue or a batch in flight: the server
-//     stored it at or after the moment it was indexed, which on the server's clock is at or
-//     after W less the time from its indexing to seen (the paced clock runs at the server
-//     clock's pace). A message indexed after seen is stored after W.
-//   - The floor written is the least of those bounds over the messages pending without a mark
+//   - The outbox keeps the store time it read last (stored): Checkpoint, and the boot, read
+//     the checkpoint record with the time the server stored it (readWritten); that time had
+//     passed on the stamping server's clock when the read ended.
+//   - Every pending message this process accepted was indexed (index1) after that read, with
+//     the time it read (after), and before its accept was sent, however long it then waited
+//     in a commit's queue or a batch in flight: the server stored the accept later in real
+//     time than it stored the record whose time was read, so stamped it at or after that
+//     time, less how far the accept's stamping server's clock is behind the other's.
+//   - The floor written is the least of those times over the messages pending without a mark
 //     once the commit that writes it lands (those this Checkpoint marks are in that commit or
-//     one before it), less RecountSkew: W and every later record are stamped by whichever
-//     server leads the stream, and a leader's clock may be behind the last one's.
+//     one before it), and the time this Checkpoint read (a message indexed later is indexed
+//     after that read), less RecountSkew: the stream's records are stamped by whichever
+//     server leads it, and a leader's clock may be behind the last one's. A message indexed
+//     before the outbox read any store time has no bound: while one is pending without a
+//     mark no floor is written (the last one stays).
 //   - A message the boot found (not accepted here) was stored at or after the floor the boot
 //     read from (bootFloor), which the floor written never passes while one is pending
 //     without a mark; after a boot that read every accept, no floor is written until each of
@@ -74,15 +77,16 @@ func (o *Outbox) readCheckpointAt() (int64, bool, storeTime, error) {
 // older one is only a longer read. A message accepted by another node before this one fenced
 // it is in the stream before the fence and was read by this node's boot (or is refused by the
 // fence), so it is one of the boot's; a checkpoint written by another node carries that
-// node's own floor. A write whose answer was lost (doubtful) was sent after it was indexed,
-// whenever it lands. What the argument assumes: the NATS servers' clocks do not step back, and
-// a leader's is at most RecountSkew behind an earlier leader's, nor ahead of it by more than
-// RecountSkew less the time since the floor's least message was indexed (W is stamped by the
-// leader of the checkpoint's read, the accept by the leader of its write: a later leader
-// ahead by more passes the floor over the accept; review rev28, the README's "Clocks": the
-// cluster assumes its servers' clocks within 2 s already); and the paced clock does not
-// run slower than the server's over the half minute a message waits unmarked (a process
-// paused, a VM suspended: time.Now's monotonic reading counts a pause, not a suspend).
+// node's own floor. A write whose answer was lost (doubtful) or sent again was indexed once,
+// before its first send, whenever it lands. What the argument assumes: a record the stream
+// stores later in real time is stamped at most RecountSkew before any record it stored
+// earlier, whichever servers lead it (a server's clock does not step back by more; a new
+// leader's is not behind an earlier one's by more). A leader AHEAD of an earlier one by any
+// amount is safe (review rev28: the floor taken as W less the time since indexing, on the
+// process's clock, assumed it within RecountSkew and lost a message past it); a move back
+// from it is a leader behind (the README's "Clocks": the cluster assumes its servers' clocks
+// within 2 s). No process's clock takes part (a process paused or a VM suspended between the
+// read and its indexing only makes the time read older).
 // Without a server time (Badger, Memory), without a checkpoint or a floor (a store written
 // by a release before this one, or one that never ran Checkpoint), every accept is read.
 
@@ -96,35 +100,25 @@ type WrittenReader interface {
 	ReadWritten(key []byte) ([]byte, time.Time, error)
 }
 
-// storeTime is a time on the store's clock (at, zero: unknown) that had passed at seen (the
-// paced clock, ns from the outbox's base).
-type storeTime struct {
-	at   time.Time
-	seen int64
-}
-
-// readWritten reads key with a time on the store's clock that had passed when the read ended,
-// or reads it plainly (the time unknown) on a store that does not answer it.
-func (o *Outbox) readWritten(key []byte) ([]byte, storeTime, error) {
+// readWritten reads key with the time the store stored it, by its own clock, and keeps that
+// time as the last read (stored), or reads it plainly (the time zero: unknown) on a store that
+// does not answer it.
+func (o *Outbox) readWritten(key []byte) ([]byte, time.Time, error) {
 	wr, ok := o.kv.(WrittenReader)
 	if !ok {
 		v, err := o.kv.Get(key)
-		return v, storeTime{}, err
+		return v, time.Time{}, err
 	}
 	v, at, err := wr.ReadWritten(key)
 	if err != nil {
-		return nil, storeTime{}, err
+		return nil, time.Time{}, err
 	}
-	return v, storeTime{at: at, seen: o.pacedNow()}, nil
-}
-
-// pacedNow is now on the paced clock, in ns from the outbox's base (at least 1).
-func (o *Outbox) pacedNow() int64 {
-	now := time.Now
-	if o.paced != nil {
-		now = o.paced
+	if !at.IsZero() {
+		o.mu.Lock()
+		o.stored = max(at.UnixMilli(), 1)
+		o.mu.Unlock()
 	}
-	return max(int64(now().Sub(o.base)), 1)
+	return v, at, nil
 }
 
 // readFloor reads the accepts' floor (found false: none, or a store that does not read by
@@ -151,20 +145,22 @@ func (o *Outbox) readFloor() (int64, bool, error) {
 
 // acceptsFloor is the floor Checkpoint writes (ok false: none can be, the last one stays): the
 // least bound over the messages pending without a mark (see above). Called under mu.
-func (o *Outbox) acceptsFloor(ref storeTime) (int64, bool) {
-	if ref.at.IsZero() {
+func (o *Outbox) acceptsFloor(ref time.Time) (int64, bool) {
+	if ref.IsZero() {
 		return 0, false
 	}
-	f := ref.at.UnixMilli()
+	f := ref.UnixMilli()
 	for _, p := range o.index {
 		switch {
 		case p.mark != unmarked:
-		case p.indexed == 0 && o.bootFloor == 0:
+		case p.found && o.bootFloor == 0:
 			return 0, false // found by a boot that read every accept
-		case p.indexed == 0:
+		case p.found:
 			f = min(f, o.bootFloor)
-		case p.indexed < ref.seen:
-			f = min(f, ref.at.UnixMilli()-time.Duration(ref.seen-p.indexed).Milliseconds()-1)
+		case p.after == 0:
+			return 0, false // indexed before any store time was read
+		default:
+			f = min(f, p.after)
 		}
 	}
 	return f - RecountSkew.Milliseconds(), true
@@ -194,7 +190,7 @@ func (o *Outbox) Pending() ([]domain.OutboxEntry, error) {
 		reads      sync.WaitGroup
 		ckpt       int64
 		found      bool
-		ref        storeTime
+		ref        time.Time
 		ckErr      error
 		floor      int64
 		floorFound bool
@@ -318,7 +314,7 @@ func (o *Outbox) Pending() ([]domain.OutboxEntry, error) {
 	entries := make([]domain.OutboxEntry, 0, len(out))
 	for _, c := range out {
 		if o.index[c.id] == nil {
-			p := &pendingMsg{uid: c.e.UserID, at: int64(c.e.CreatedAt), since: now, state: waiting}
+			p := &pendingMsg{uid: c.e.UserID, at: int64(c.e.CreatedAt), since: now, state: waiting, found: true}
 			if c.marked {
 				p.mark, p.expires = marked, c.expires
 			}
@@ -472,7 +468,7 @@ func (o *Outbox) Checkpoint() error {
 	// A time on the store's clock that has passed, for the accepts' floor, read before the
 	// messages pending are looked at (a message indexed after it is stored after it). None
 	// when the read fails: the floor written last still holds.
-	var ref storeTime
+	var ref time.Time
 	if _, ok := o.kv.(WrittenReader); ok {
 		if _, r, err := o.readWritten(checkpointKey); err == nil {
 			ref = r
@@ -482,7 +478,7 @@ func (o *Outbox) Checkpoint() error {
 }
 
 // checkpoint is Checkpoint with ref read already (the boot's read of the checkpoint).
-func (o *Outbox) checkpoint(ref storeTime) error {
+func (o *Outbox) checkpoint(ref time.Time) error {
 	o.ckptMu.Lock()
 	defer o.ckptMu.Unlock()
 	return o.checkpointLocked(ref)
@@ -490,7 +486,7 @@ func (o *Outbox) checkpoint(ref storeTime) error {
 
 // checkpointLocked is Checkpoint under ckptMu, ref a time on the store's clock (zero: no floor
 // is written).
-func (o *Outbox) checkpointLocked(ref storeTime) error {
+func (o *Outbox) checkpointLocked(ref time.Time) error {
 	now := o.now()
 	type job struct {
 		id, pos string
