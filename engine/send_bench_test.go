@@ -85,6 +85,7 @@ func benchSendUsers(b *testing.B, fsync persist.Fsync, journaled, onLog bool, us
 		Store: persist.NewRecords(db).Store, Records: recordsOf(persist.NewRecords(db)), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Plans: Plans{"unlimited": {}}, DefaultPlan: "unlimited", Network: net,
 	}
+	var logStats func() outlog.Stats // the log outbox's writer's (onLog)
 	if onLog {
 		lo, err := persist.OpenLogOutbox(b.TempDir(), db, persist.LogOutboxOptions{Sync: outlog.Sync(fsync)})
 		if err != nil {
@@ -92,6 +93,7 @@ func benchSendUsers(b *testing.B, fsync persist.Fsync, journaled, onLog bool, us
 		}
 		defer lo.Close()
 		cfg.Records.Outbox = lo
+		logStats = lo.LogStats
 	}
 	if journaled {
 		cfg.Events = journalingEvents(b, db, users)
@@ -122,6 +124,10 @@ func benchSendUsers(b *testing.B, fsync persist.Fsync, journaled, onLog bool, us
 	syncs0 := db.Syncs()
 	sent0, cpu0 := e.metrics.sent.Load(), cputime.Process()
 	sched0 := readSched()
+	var st0 outlog.Stats
+	if logStats != nil {
+		st0 = logStats()
+	}
 	parallel(b, 64, func() {
 		i := n.Add(1)
 		g, err := e.Keys.Authorize(keys[i%int64(users)], ScopeText)
@@ -144,6 +150,17 @@ func benchSendUsers(b *testing.B, fsync persist.Fsync, journaled, onLog bool, us
 	b.ReportMetric(float64(writes-writes0)/float64(b.N), "writes/msg")
 	b.ReportMetric(float64(txns-txns0)/float64(b.N), "txns/msg")
 	b.ReportMetric(float64(db.Syncs()-syncs0)/float64(b.N), "syncs/msg")
+	if logStats != nil {
+		// The log's writer: its rounds a message, what a round carried (records, slot writes,
+		// syncs), and its wakes by a caller that found it idle, a message (outlog.Stats).
+		st := logStats()
+		rounds := float64(st.Rounds - st0.Rounds)
+		b.ReportMetric(rounds/float64(b.N), "log-rounds/msg")
+		if rounds > 0 {
+			b.ReportMetric(float64(st.Carried-st0.Carried)/rounds, "log-carried/round")
+		}
+		b.ReportMetric(float64(st.Wakes-st0.Wakes)/float64(b.N), "log-wakes/msg")
+	}
 }
 
 // parallel runs b.N calls of fn on c goroutines and reports ops/s.

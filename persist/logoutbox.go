@@ -170,6 +170,9 @@ func (lo *LogOutbox) Close() error {
 	return lo.log.Close()
 }
 
+// LogStats is what the log's writer did since Open (benchmarks report it: outlog.Stats).
+func (lo *LogOutbox) LogStats() outlog.Stats { return lo.log.Stats() }
+
 // MintsIDs tells the engine to leave a new message's id to Accept (the id says where its
 // accept lies).
 func (lo *LogOutbox) MintsIDs() bool { return true }

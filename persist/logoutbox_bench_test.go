@@ -43,7 +43,7 @@ func BenchmarkLogOutboxSend(b *testing.B) {
 		settled.Done()
 	}
 	var next atomic.Int64
-	cpu0, runs0 := cputime.Process(), cputime.Runs()
+	cpu0, runs0, st0 := cputime.Process(), cputime.Runs(), lo.LogStats()
 	b.ResetTimer()
 	var callers sync.WaitGroup
 	for c := range 64 {
@@ -71,4 +71,17 @@ func BenchmarkLogOutboxSend(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N)/1e3, "cpu-µs/msg")
 	b.ReportMetric(float64(cputime.Runs()-runs0)/float64(b.N), "sched-runs/msg")
+	reportLogStats(b, st0, lo.LogStats())
+}
+
+// reportLogStats reports the log's writer's rounds a message, what a round carried (records,
+// slot writes and syncs), and the writer's wakes by a caller that found it idle, a message
+// (outlog.Stats): the count behind issue 32's leader/follower question.
+func reportLogStats(b *testing.B, s0, s outlog.Stats) {
+	n, rounds := float64(b.N), float64(s.Rounds-s0.Rounds)
+	b.ReportMetric(rounds/n, "rounds/msg")
+	if rounds > 0 {
+		b.ReportMetric(float64(s.Carried-s0.Carried)/rounds, "carried/round")
+	}
+	b.ReportMetric(float64(s.Wakes-s0.Wakes)/n, "wakes/msg")
 }

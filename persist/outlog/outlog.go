@@ -114,6 +114,7 @@ type Log struct {
 
 	wake    chan struct{}
 	synced  atomic.Uint64 // the writer's syncs of a written group (tests watch it)
+	stats   struct{ rounds, carried, wakes atomic.Uint64 }
 	stopped chan struct{} // closed when the writer returns
 
 	written struct { // what readers may read: every record before (seg, end) is written
@@ -319,6 +320,7 @@ func (l *Log) refusing() error {
 func (l *Log) kick() {
 	if !l.busy {
 		l.busy = true
+		l.stats.wakes.Add(1)
 		select {
 		case l.wake <- struct{}{}:
 		default:
@@ -347,6 +349,20 @@ func (l *Log) Sync() error {
 	l.kick()
 	l.mu.Unlock()
 	return <-ch
+}
+
+// Stats counts the writer's work since Open: how large its rounds are, and how often a caller
+// found it idle and woke it (issue 32: an accept that finds the writer idle is the one a write
+// by its caller, leader/follower, would save a wake-up for; bench/README.md, "Twentieth pass").
+type Stats struct {
+	Rounds  uint64 // the writer's rounds: each one write of what was queued since the last
+	Carried uint64 // the records, slot writes and Sync calls those rounds took
+	Wakes   uint64 // the appends, slot writes and Sync calls that found the writer idle and woke it
+}
+
+// Stats is what the writer did since Open.
+func (l *Log) Stats() Stats {
+	return Stats{Rounds: l.stats.rounds.Load(), Carried: l.stats.carried.Load(), Wakes: l.stats.wakes.Load()}
 }
 
 // Written is the position before which every record is written (readable): a record queued

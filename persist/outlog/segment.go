@@ -316,6 +316,8 @@ func (l *Log) writer(f *os.File, fseg uint32) {
 			for _, g := range batch {
 				carried += g.n
 			}
+			l.stats.rounds.Add(1)
+			l.stats.carried.Add(uint64(carried))
 			err := failed
 			var wfail *group // the group whose write failed
 			for _, g := range batch {
