@@ -243,14 +243,32 @@ func (rs *recStream) publishAll(msgs []*nats.Msg) []pubResult {
 			s.acks.answer(id, i, 0, err)
 		}
 	}
-	deadline := time.NewTimer(s.timeout)
-	defer deadline.Stop()
+	deadline := takeTimer(s.timeout)
 	select {
 	case <-g.done:
 	case <-deadline.C:
 	}
+	putTimer(deadline)
 	s.acks.finish(id, errPublishTimeout)
 	return out
+}
+
+// deadlines are publishAll's stopped timers, used again: one timer a group, made once.
+var deadlines sync.Pool
+
+// takeTimer is a timer that fires after d, from deadlines or new.
+func takeTimer(d time.Duration) *time.Timer {
+	if t, ok := deadlines.Get().(*time.Timer); ok {
+		t.Reset(d) // stopped by putTimer: since Go 1.23 no stale tick is left in its channel
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+// putTimer stops t and keeps it for the next takeTimer.
+func putTimer(t *time.Timer) {
+	t.Stop()
+	deadlines.Put(t)
 }
 
 // errPublishTimeout answers a pipelined publish the server did not ack within the store's
