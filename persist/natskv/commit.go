@@ -1025,12 +1025,20 @@ func (s *Store) messages(r *commitReq, seqs map[string]record, now time.Time) (m
 		}
 		expect[c.subject] = cur.seq
 	}
-	msgs = make([]*nats.Msg, 0, len(r.writes))
+	if len(r.writes) != 1 {
+		msgs = make([]*nats.Msg, 0, len(r.writes))
+	}
 	for i, w := range r.writes {
 		// Room for every header a record gets here and a fence check (fence.setCheck): one
-		// map of its final size and one array for the values, not a slice per value.
-		h := header{h: make(nats.Header, 6), vals: make([]string, 0, 4)}
-		m := &nats.Msg{Subject: w.subject, Header: h.h, Data: w.value}
+		// map of its final size and one array for the values, not a slice per value. The
+		// message, its values' array and (a one-write commit's) msgs are one allocation.
+		rm := &recMsg{}
+		if msgs == nil {
+			msgs = rm.one[:0]
+		}
+		h := header{h: make(nats.Header, 6), vals: rm.vals[:0]}
+		m := &rm.m
+		m.Subject, m.Header, m.Data = w.subject, h.h, w.value
 		ttl := w.ttl
 		if w.delete {
 			m.Data = nil
@@ -1066,6 +1074,14 @@ func (s *Store) messages(r *commitReq, seqs map[string]record, now time.Time) (m
 		carriers = append(carriers, m)
 	}
 	return msgs, carriers, nil
+}
+
+// recMsg is a record's message with its header values' array and, for a one-write commit,
+// the commit's slice of messages: allocated as one.
+type recMsg struct {
+	m    nats.Msg
+	vals [4]string
+	one  [1]*nats.Msg
 }
 
 // header is a message's header being built, its values in one array (nats.Header.Set makes

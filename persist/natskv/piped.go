@@ -199,4 +199,5 @@ func (s *Store) pipedMessage(r *commitReq, seqs map[string]record, now time.Time
 type pubResult struct {
 	seq uint64
 	err error
+	got bool // answered (acker: each publish once)
 }
