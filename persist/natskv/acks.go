@@ -34,8 +34,7 @@ type acker struct {
 
 // ackGroup is one publishAll's publishes waiting for their acks.
 type ackGroup struct {
-	out  []pubResult
-	got  []bool
+	out  []pubResult // each with its got: answered
 	left int
 	done chan struct{} // closed when every publish is answered
 }
@@ -56,24 +55,26 @@ func newAcker(nc *nats.Conn) (*acker, error) {
 // register makes a group of n publishes answered into out, and their reply subjects.
 func (a *acker) register(out []pubResult) (uint64, *ackGroup, []string) {
 	n := len(out)
-	g := &ackGroup{out: out, got: make([]bool, n), left: n, done: make(chan struct{})}
+	g := &ackGroup{out: out, left: n, done: make(chan struct{})}
 	a.mu.Lock()
 	a.next++
 	id := a.next
 	a.groups[id] = g
 	a.mu.Unlock()
 	buf := make([]byte, 0, n*(len(a.prefix)+24))
-	ends := make([]int, n)
 	for i := range n {
 		buf = append(buf, a.prefix...)
 		buf = strconv.AppendUint(buf, id, 10)
 		buf = strconv.AppendInt(append(buf, '.'), int64(i), 10)
-		ends[i] = len(buf)
 	}
 	all := string(buf)
+	// Reply i is the prefix, the group's id, a dot and i: its length is known, so the replies
+	// are cut from all without noting where each ended.
+	fixed := len(a.prefix) + decimalLen(id) + 1
 	replies := make([]string, n)
 	start := 0
-	for i, end := range ends {
+	for i := range n {
+		end := start + fixed + decimalLen(uint64(i))
 		replies[i], start = all[start:end], end
 	}
 	return id, g, replies
@@ -84,10 +85,10 @@ func (a *acker) answer(id uint64, i int, seq uint64, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	g := a.groups[id]
-	if g == nil || i < 0 || i >= len(g.out) || g.got[i] {
+	if g == nil || i < 0 || i >= len(g.out) || g.out[i].got {
 		return
 	}
-	g.out[i], g.got[i] = pubResult{seq: seq, err: err}, true
+	g.out[i] = pubResult{seq: seq, err: err, got: true}
 	if g.left--; g.left == 0 {
 		delete(a.groups, id)
 		close(g.done)
@@ -105,8 +106,8 @@ func (a *acker) finish(id uint64, err error) {
 	}
 	delete(a.groups, id)
 	for i := range g.out {
-		if !g.got[i] {
-			g.out[i], g.got[i] = pubResult{err: err}, true
+		if !g.out[i].got {
+			g.out[i] = pubResult{err: err, got: true}
 		}
 	}
 	g.left = 0
@@ -125,6 +126,16 @@ func (a *acker) failAll(err error) {
 	for _, id := range ids {
 		a.finish(id, err)
 	}
+}
+
+// decimalLen is the number of decimal digits of v.
+func decimalLen(v uint64) int {
+	n := 1
+	for v >= 10 {
+		v /= 10
+		n++
+	}
+	return n
 }
 
 // handle is the subscription's callback: one ack.
@@ -243,14 +254,32 @@ func (rs *recStream) publishAll(msgs []*nats.Msg) []pubResult {
 			s.acks.answer(id, i, 0, err)
 		}
 	}
-	deadline := time.NewTimer(s.timeout)
-	defer deadline.Stop()
+	deadline := takeTimer(s.timeout)
 	select {
 	case <-g.done:
 	case <-deadline.C:
 	}
+	putTimer(deadline)
 	s.acks.finish(id, errPublishTimeout)
 	return out
+}
+
+// deadlines are publishAll's stopped timers, used again: one timer a group, made once.
+var deadlines sync.Pool
+
+// takeTimer is a timer that fires after d, from deadlines or new.
+func takeTimer(d time.Duration) *time.Timer {
+	if t, ok := deadlines.Get().(*time.Timer); ok {
+		t.Reset(d) // stopped by putTimer: since Go 1.23 no stale tick is left in its channel
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+// putTimer stops t and keeps it for the next takeTimer.
+func putTimer(t *time.Timer) {
+	t.Stop()
+	deadlines.Put(t)
 }
 
 // errPublishTimeout answers a pipelined publish the server did not ack within the store's

@@ -355,7 +355,16 @@ func (s *Store) dispatch() {
 	}
 	flights := map[*flight]bool{}
 	finished := make(chan *flight, s.maxGroups)
-	stalled := make(chan struct{}, 1)
+	// One ticker finds the groups in flight for longer than stallAfter (a timer a group
+	// before: one made, armed and stopped for every group). It runs while groups are in
+	// flight and stops at the first tick that finds none.
+	var stallTicker *time.Ticker
+	var stalled <-chan time.Time
+	defer func() {
+		if stallTicker != nil {
+			stallTicker.Stop()
+		}
+	}()
 	open := true
 	for open || len(pending) > 0 || len(flights) > 0 {
 		var in chan *commitReq
@@ -383,7 +392,6 @@ func (s *Store) dispatch() {
 				}
 			}
 		case fl := <-finished:
-			fl.timer.Stop()
 			delete(flights, fl)
 			if !fl.released {
 				running--
@@ -404,12 +412,16 @@ func (s *Store) dispatch() {
 					delete(inflight, laneKey(r.fence, r.lane))
 				}
 			}
-		case <-stalled:
+		case now := <-stalled:
 			// A group in flight for longer than stallAfter (a stream electing a leader, a lost
 			// server) leaves the node's budget: one stream's trouble holds its own partitions'
 			// commits, not every stream's. Its stream's own budget still counts it.
+			if len(flights) == 0 {
+				stallTicker.Stop()
+				stallTicker, stalled = nil, nil
+			}
 			for fl := range flights {
-				if !fl.released && fl.stalled.Load() {
+				if !fl.released && now.Sub(fl.started) >= stallAfter {
 					fl.released = true
 					running--
 					if fl.slot {
@@ -449,7 +461,7 @@ func (s *Store) dispatch() {
 				tried = append(tried, rs)
 				continue
 			}
-			fl := &flight{group: group, rs: rs, piped: piped, slot: !piped}
+			fl := &flight{group: group, rs: rs, piped: piped, slot: !piped, started: time.Now()}
 			flights[fl] = true
 			running++
 			c.groups++
@@ -459,13 +471,10 @@ func (s *Store) dispatch() {
 					s.peakBatches.Store(int64(batches))
 				}
 			}
-			fl.timer = time.AfterFunc(stallAfter, func() {
-				fl.stalled.Store(true)
-				select {
-				case stalled <- struct{}{}:
-				default:
-				}
-			})
+			if stallTicker == nil {
+				stallTicker = time.NewTicker(stallTick)
+				stalled = stallTicker.C
+			}
 			go func() {
 				if hook := groupHook.Load(); hook != nil {
 					(*hook)(rs.idx)
@@ -485,8 +494,7 @@ type flight struct {
 	rs       *recStream
 	slot     bool
 	piped    bool // one-message commits sent as pipelined publishes (one server)
-	timer    *time.Timer
-	stalled  atomic.Bool
+	started  time.Time
 	released bool
 }
 
@@ -501,6 +509,10 @@ var readHook atomic.Pointer[func()]
 // (a healthy round trip takes milliseconds; a stream without a leader holds its groups for up
 // to Options.Hold).
 const stallAfter = 250 * time.Millisecond
+
+// stallTick is how often the dispatcher looks for stalled groups: a group leaves the node's
+// budget between stallAfter and stallAfter+stallTick after it was sent.
+const stallTick = stallAfter / 5
 
 // nextStream is the stream of the oldest waiting commit whose stream is not in tried (nil:
 // none).
@@ -1013,12 +1025,20 @@ func (s *Store) messages(r *commitReq, seqs map[string]record, now time.Time) (m
 		}
 		expect[c.subject] = cur.seq
 	}
-	msgs = make([]*nats.Msg, 0, len(r.writes))
+	if len(r.writes) != 1 {
+		msgs = make([]*nats.Msg, 0, len(r.writes))
+	}
 	for i, w := range r.writes {
 		// Room for every header a record gets here and a fence check (fence.setCheck): one
-		// map of its final size and one array for the values, not a slice per value.
-		h := header{h: make(nats.Header, 6), vals: make([]string, 0, 4)}
-		m := &nats.Msg{Subject: w.subject, Header: h.h, Data: w.value}
+		// map of its final size and one array for the values, not a slice per value. The
+		// message, its values' array and (a one-write commit's) msgs are one allocation.
+		rm := &recMsg{}
+		if msgs == nil {
+			msgs = rm.one[:0]
+		}
+		h := header{h: make(nats.Header, 6), vals: rm.vals[:0]}
+		m := &rm.m
+		m.Subject, m.Header, m.Data = w.subject, h.h, w.value
 		ttl := w.ttl
 		if w.delete {
 			m.Data = nil
@@ -1054,6 +1074,14 @@ func (s *Store) messages(r *commitReq, seqs map[string]record, now time.Time) (m
 		carriers = append(carriers, m)
 	}
 	return msgs, carriers, nil
+}
+
+// recMsg is a record's message with its header values' array and, for a one-write commit,
+// the commit's slice of messages: allocated as one.
+type recMsg struct {
+	m    nats.Msg
+	vals [4]string
+	one  [1]*nats.Msg
 }
 
 // header is a message's header being built, its values in one array (nats.Header.Set makes

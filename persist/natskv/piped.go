@@ -1,6 +1,7 @@
 package natskv
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -27,13 +28,24 @@ import (
 // (those are left out of the answers: runGroup reads them again and sends them again).
 func (rs *recStream) sendPiped(group []*commitReq, fresh bool) (map[*commitReq]error, error) {
 	s := rs.s
-	ctx, cancel, seqs, err := rs.sendStart(group, fresh)
-	if err != nil {
+	now := time.Now()
+	// The group's Hold: a context only when one is needed (conditions to read, a publish to
+	// send again); the usual group, one-message commits without conditions answered at the
+	// first try, needs none: no context, no timer of its own.
+	hold := pipedHold{deadline: now.Add(s.hold)}
+	var seqs map[string]record
+	if hasConds(group) {
+		ctx, cancel, sq, err := rs.sendStart(group, fresh)
+		if err != nil {
+			return nil, err
+		}
+		hold.ctx, hold.cancel, seqs = ctx, cancel, sq
+		now = time.Now() // after the read, as the records' expiry was
+	} else if err := s.lease.writable(); err != nil {
 		return nil, err
 	}
-	defer cancel()
+	defer hold.end()
 	answers := make(map[*commitReq]error, len(group))
-	now := time.Now()
 	todo := make([]*commitReq, 0, len(group))
 	msgs := make([]*nats.Msg, 0, len(group))
 	for _, r := range group {
@@ -59,7 +71,7 @@ func (rs *recStream) sendPiped(group []*commitReq, fresh bool) (map[*commitReq]e
 					r.view.committed(r, a.seq, now)
 				}
 				answers[r] = nil
-			case notSent(a.err) && ctx.Err() == nil:
+			case notSent(a.err) && !hold.over():
 				again, againMsgs = append(again, r), append(againMsgs, msgs[i]) // nothing stored
 			case timedOut(a.err) || errors.Is(a.err, nats.ErrDisconnected):
 				// Its answer was lost (a timeout; or the connection cut: the store's acker
@@ -88,7 +100,7 @@ func (rs *recStream) sendPiped(group []*commitReq, fresh bool) (map[*commitReq]e
 		// a pause, while every partition is still this node's to write.
 		t := time.NewTimer(wait)
 		select {
-		case <-ctx.Done():
+		case <-hold.done():
 		case <-t.C:
 		}
 		t.Stop()
@@ -107,6 +119,47 @@ func (rs *recStream) sendPiped(group []*commitReq, fresh bool) (map[*commitReq]e
 		return answers, errWrongSequence
 	}
 	return answers, nil
+}
+
+// hasConds: some commit of group has a condition (a read before the publish).
+func hasConds(group []*commitReq) bool {
+	for _, r := range group {
+		if len(r.conds) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// pipedHold is a piped group's Hold: its deadline, and its context once one was made (by
+// sendStart for a group with conditions, or by done for a pause before a publish sent again).
+type pipedHold struct {
+	deadline time.Time
+	ctx      context.Context
+	cancel   context.CancelFunc
+}
+
+// over: the Hold has ended.
+func (h *pipedHold) over() bool {
+	if h.ctx != nil {
+		return h.ctx.Err() != nil
+	}
+	return !time.Now().Before(h.deadline)
+}
+
+// done is closed when the Hold ends.
+func (h *pipedHold) done() <-chan struct{} {
+	if h.ctx == nil {
+		h.ctx, h.cancel = context.WithDeadline(context.Background(), h.deadline)
+	}
+	return h.ctx.Done()
+}
+
+// end releases the Hold's context, if one was made.
+func (h *pipedHold) end() {
+	if h.cancel != nil {
+		h.cancel()
+	}
 }
 
 // pipedMessage is a one-message commit's message, with its commit id and its fence check.
@@ -146,4 +199,5 @@ func (s *Store) pipedMessage(r *commitReq, seqs map[string]record, now time.Time
 type pubResult struct {
 	seq uint64
 	err error
+	got bool // answered (acker: each publish once)
 }
