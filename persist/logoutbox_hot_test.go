@@ -40,7 +40,10 @@ func TestAcceptAnsweredWithoutTheLock(t *testing.T) {
 	at := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
 	clock.set(at)
 	lo, _ := openLogOutbox(t, dir, kv, clock)
-	acceptLog(t, lo, 1, at)
+	first := acceptLog(t, lo, 1, at)[0]
+	// The writer moves that accept to waiting after its caller's Wait returned, under mu: held
+	// before then, mu stops the writer itself (a flake under load, seen in CI). Wait for it.
+	waitState(t, lo, first)
 
 	held := make(chan struct{})
 	acceptQueued = func(o *LogOutbox) {
@@ -119,4 +122,23 @@ func TestSettledMintedIDsInTheirSlots(t *testing.T) {
 	}
 	receiptLog(t, lo, ids[2], domain.StatusChange{Status: domain.MsgDelivered, At: domain.MillisOf(at.Add(2 * time.Second))})
 	wantStatus(t, lo, ids[2], domain.MsgDelivered)
+}
+
+// waitState polls until id's pending record is waiting (the writer's answer to its accept).
+func waitState(t *testing.T, lo *LogOutbox, id string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		lo.mu.Lock()
+		p := lo.pending[id]
+		ok := p != nil && p.state == waiting
+		lo.mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("accept %s never waiting", id)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
