@@ -69,20 +69,7 @@ func TestAcceptAnsweredWithoutTheLock(t *testing.T) {
 		t.Fatal("the accept waited for the outbox's lock after its write")
 	}
 	lo.mu.Unlock()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		lo.mu.Lock()
-		p := lo.pending[e.ID]
-		ok := p != nil && p.state == waiting
-		lo.mu.Unlock()
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the accepted message's record: %+v, want it waiting", p)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitState(t, lo, e.ID)
 	if lo.known(e.ID) == 0 {
 		t.Fatal("known: the accepted message's position not known")
 	}
