@@ -96,6 +96,7 @@ func serve(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	gc := node.TuneGC(c.Config) // process-wide, so here and not in Open
 	n, err := node.Open(ctx, c.Config, log)
 	if err != nil {
 		ln.Close()
@@ -103,7 +104,7 @@ func serve(args []string, stderr io.Writer) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- n.Serve(ln) }()
-	log.Info("gateway listening", "addr", ln.Addr().String(), "version", version, "auth", c.Auth, "network", c.Network, "data", c.Data, "store", c.Store, "fsync", c.Fsync)
+	log.Info("gateway listening", "addr", ln.Addr().String(), "version", version, "auth", c.Auth, "network", c.Network, "data", c.Data, "store", c.Store, "fsync", c.Fsync, "gogc", gc.Percent, "gomemlimit", gc.MemLimit)
 	if c.pprofAddr != "" {
 		go node.ServePprof(c.pprofAddr, log)
 	}
