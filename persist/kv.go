@@ -94,8 +94,19 @@ type Blobs interface {
 }
 
 // BlobMin: a message's media over this many bytes goes to the KV's Blobs when it has them, its
-// outbox record holding a reference (DESIGN.md section 19).
+// outbox record holding a reference (DESIGN.md section 19). So does smaller media whose record
+// (the media in base64, 4/3 of it, and the message's other fields) would be over the store's
+// largest value (maxValueOf): a NATS server's max_payload may be under BlobMin's record.
 const BlobMin = 512 << 10
+
+// maxValueOf is the largest value kv takes: its MaxValue (a NATS store's: its server's
+// max_payload less what a message adds), or MaxValueSize.
+func maxValueOf(kv KV) int {
+	if mv, ok := kv.(interface{ MaxValue() int }); ok && mv.MaxValue() > 0 {
+		return min(mv.MaxValue(), MaxValueSize)
+	}
+	return MaxValueSize
+}
 
 // Getter is implemented by the stores that read many keys in few round trips (persist/natskv:
 // 1,024 keys per request).

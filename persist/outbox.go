@@ -70,6 +70,7 @@ const (
 type Outbox struct {
 	kv       KV
 	blobs    Blobs // nil: media stays in the body record
+	maxValue int   // the store's largest value (maxValueOf): a body over it keeps its media apart
 	status   *Table[outcome]
 	receipts *Table[domain.StatusChange]
 	idem     *Table[domain.IdemRecord]
@@ -417,6 +418,11 @@ func (o *Outbox) putMedia(ctx context.Context, e domain.OutboxEntry) (string, er
 	if o.blobs == nil || len(e.Message.Data) <= BlobMin {
 		return "", nil
 	}
+	return o.putMediaObject(ctx, e)
+}
+
+// putMediaObject stores an entry's media as its object and returns the object's name.
+func (o *Outbox) putMediaObject(ctx context.Context, e domain.OutboxEntry) (string, error) {
 	ref := "media-" + e.ID
 	if err := o.blobs.PutBlob(ctx, ref, e.Message.Data); err != nil {
 		return "", fmt.Errorf("%s %q: media: %w", outboxTable, e.ID, err)
@@ -490,6 +496,7 @@ func NewOutbox(kv KV) *Outbox {
 	o := &Outbox{
 		kv:       kv,
 		blobs:    blobsOf(kv),
+		maxValue: maxValueOf(kv),
 		status:   NewTable[outcome](kv, outboxStatusTable, statusVersion2),
 		receipts: NewTable[domain.StatusChange](kv, outboxReceiptTable, 1),
 		idem:     NewTable[domain.IdemRecord](kv, idemTable, 1),
@@ -620,11 +627,25 @@ func (o *Outbox) acceptOp(ctx context.Context, e domain.OutboxEntry, idemHash st
 	if err != nil {
 		return Op{}, err
 	}
+	op, err := acceptRecord(e, idemHash, ref)
+	if err != nil || ref != "" || o.blobs == nil || len(e.Message.Data) == 0 || len(op.Value) <= o.maxValue {
+		return op, err
+	}
+	// Media under BlobMin whose record is over the store's largest value (a NATS server's
+	// max_payload under about 700 KiB): kept apart too, as media over BlobMin is.
+	if ref, err = o.putMediaObject(ctx, e); err != nil {
+		return Op{}, err
+	}
+	return acceptRecord(e, idemHash, ref)
+}
+
+// acceptRecord is an entry's accept record, its media left out when ref names its object.
+func acceptRecord(e domain.OutboxEntry, idemHash, ref string) (Op, error) {
 	// The key and the record in one array (one allocation per accept, not three).
 	b, size := bodyOf(e, idemHash, ref)
 	buf := appendAcceptKey(make([]byte, 0, acceptKeySize(e.UserID, e.ID)+size), e.UserID, int64(e.CreatedAt), e.ID)
 	k := len(buf)
-	buf, err = appendBody(append(buf, bodyVersion3), &b)
+	buf, err := appendBody(append(buf, bodyVersion3), &b)
 	if err != nil {
 		return Op{}, fmt.Errorf("%s %q: %w", outboxTable, e.ID, err)
 	}

@@ -285,12 +285,18 @@ func (o *Outbox) Pending() ([]domain.OutboxEntry, error) {
 			ops = append(ops, Op{Key: pendingKey(c.id), Delete: true})
 			continue
 		}
-		if c.e, _, err = o.decodeFull(c.body); err != nil {
+		var ref string
+		if c.e, _, ref, err = decodeRef(c.body); err == nil {
+			err = o.loadMedia(&c.e, ref)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("%s %q: %w", messageLogTable, c.id, err)
 		}
 		if c.marked && time.Unix(c.expires, 0).Sub(now) < renewBelow {
-			if _, err := o.putMedia(context.Background(), c.e); err != nil { // it outlives the body
-				return nil, err
+			if ref != "" { // put again: it outlives the body
+				if _, err := o.putMediaObject(context.Background(), c.e); err != nil {
+					return nil, err
+				}
 			}
 			renewed := Op{Key: acceptKeyAt(c.pos, c.id), Value: c.body, TTL: bodyTTL}
 			c.expires = now.Add(bodyTTL).Unix()

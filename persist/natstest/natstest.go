@@ -42,6 +42,8 @@ type Options struct {
 	Dir string
 	// MaxStore bounds the JetStream file store (0 = the server's default, a share of the disk).
 	MaxStore int64
+	// MaxPayload is the server's max_payload (0 = its default, MaxPayload).
+	MaxPayload int32
 }
 
 // Run starts an embedded server on a random loopback port.
@@ -56,6 +58,7 @@ func Run(o Options) (*Server, error) {
 	}
 	s.opts = baseOptions(s.dir, -1)
 	s.opts.JetStreamMaxStore = o.MaxStore
+	s.opts.MaxPayload = o.MaxPayload
 	if err := s.start(); err != nil {
 		s.Close()
 		return nil, err
