@@ -36,7 +36,8 @@
 //
 //  1. config.go: Config, its checks and the defaults that follow from it; fakewa.go (the
 //     fakewa test build's hook, which points Config at the fake WhatsApp server) and
-//     release.go (the same hook in a release build: nothing).
+//     release.go (the same hook in a release build: nothing); gc.go (TuneGC: the garbage
+//     collector's target and soft memory limit for --store nats).
 //  2. storage.go (the records store, the dev issuer key of a cluster), network.go (the
 //     messaging network, and its fenced form for a partition) and events.go (the publisher of
 //     events to NATS JetStream, --events-nats).

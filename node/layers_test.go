@@ -19,7 +19,7 @@ import (
 var layers = map[string]int{
 	"doc.go": 0,
 	// config
-	"config.go": 1, "fakewa.go": 1, "release.go": 1,
+	"config.go": 1, "fakewa.go": 1, "release.go": 1, "gc.go": 1,
 	// storage and network
 	"storage.go": 2, "network.go": 2, "events.go": 2,
 	// the runtime: the engine and its events
