@@ -211,10 +211,15 @@ func testLateRenewalNotWritten(t *testing.T, c *clustertest.Cluster) {
 	eventually(t, settleWithin, "a owns all", tc.settled(a))
 	a.frozen.Store(true) // the loop stands still: this test renews and fences by hand
 	p := a.parts[0]
+	// A renewal the loop sent before it stood still holds p.wmu until its answer sets p.rev and
+	// p.renewed: waited for here, so the revision read is the last one and the deadline set
+	// back is not written over (a renewal after this finds it past and writes nothing).
+	p.wmu.Lock()
 	p.mu.Lock()
 	rev := p.rev
 	p.renewed = time.Now().Add(-testLeaseTTL) // past the fence deadline
 	p.mu.Unlock()
+	p.wmu.Unlock()
 	a.renew(p)
 	e, err := a.leases.Get(context.Background(), leaseKey(0))
 	if err != nil {
