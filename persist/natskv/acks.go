@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -37,6 +38,10 @@ type ackGroup struct {
 	out  []pubResult // each with its got: answered
 	left int
 	done chan struct{} // closed when every publish is answered
+	// early, when it has commits (sendPiped's), answers a publish's commit to its caller at
+	// once when its ack is a success, from this callback: the caller is not woken by the
+	// group's goroutine after the group's last ack (one goroutine hop a commit fewer).
+	early earlyAnswers
 }
 
 // newAcker subscribes to the store's ack inbox.
@@ -52,10 +57,11 @@ func newAcker(nc *nats.Conn) (*acker, error) {
 	return a, nil
 }
 
-// register makes a group of n publishes answered into out, and their reply subjects.
-func (a *acker) register(out []pubResult) (uint64, *ackGroup, []string) {
+// register makes a group of n publishes answered into out (and each success answered early,
+// when early has commits), and their reply subjects.
+func (a *acker) register(out []pubResult, early earlyAnswers) (uint64, *ackGroup, []string) {
 	n := len(out)
-	g := &ackGroup{out: out, left: n, done: make(chan struct{})}
+	g := &ackGroup{out: out, left: n, done: make(chan struct{}), early: early}
 	a.mu.Lock()
 	a.next++
 	id := a.next
@@ -80,7 +86,10 @@ func (a *acker) register(out []pubResult) (uint64, *ackGroup, []string) {
 	return id, g, replies
 }
 
-// answer sets publish i of group id's result, once (nothing for a group given up).
+// answer sets publish i of group id's result, once (nothing for a group given up). A success
+// of a group with early answers is answered to its commit's caller here, under the lock: before
+// the group's done is closed and before finish can give the group up, so the group's goroutine
+// (and the dispatcher after it) sees every early answer made, as when it made them itself.
 func (a *acker) answer(id uint64, i int, seq uint64, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -88,7 +97,12 @@ func (a *acker) answer(id uint64, i int, seq uint64, err error) {
 	if g == nil || i < 0 || i >= len(g.out) || g.out[i].got {
 		return
 	}
-	g.out[i] = pubResult{seq: seq, err: err, got: true}
+	res := pubResult{seq: seq, err: err, got: true}
+	if err == nil && i < len(g.early.reqs) {
+		g.early.answer(i, seq)
+		res.early = true
+	}
+	g.out[i] = res
 	if g.left--; g.left == 0 {
 		delete(a.groups, id)
 		close(g.done)
@@ -148,8 +162,15 @@ func (a *acker) handle(m *nats.Msg) {
 		return
 	}
 	seq, err := parseAck(m)
+	if hook := ackHook.Load(); hook != nil {
+		(*hook)(i)
+	}
 	a.answer(id, i, seq, err)
 }
+
+// ackHook, when set (tests only), runs in the ack callback before each ack is answered, with
+// the publish's index in its group: a test holds an ack back there.
+var ackHook atomic.Pointer[func(i int)]
 
 // parseReply reads "<group>.<index>".
 func parseReply(s string) (uint64, int, bool) {
@@ -241,11 +262,14 @@ func (s *Store) watchConn() {
 }
 
 // publishAll publishes msgs without waiting between them and collects each one's ack, within
-// the store's round-trip Timeout (a publish without an answer by then: nats.ErrTimeout).
-func (rs *recStream) publishAll(msgs []*nats.Msg) []pubResult {
+// the store's round-trip Timeout (a publish without an answer by then: nats.ErrTimeout). With
+// early's commits (early.reqs[i] is msgs[i]'s), each publish acked successfully has its commit
+// answered at once by the ack callback (its result marked early); the others are left to the
+// caller, as every result is without.
+func (rs *recStream) publishAll(msgs []*nats.Msg, early earlyAnswers) []pubResult {
 	s := rs.s
 	out := make([]pubResult, len(msgs))
-	id, g, replies := s.acks.register(out)
+	id, g, replies := s.acks.register(out, early)
 	for i, m := range msgs {
 		m.Reply = replies[i]
 		err := s.nc.PublishMsg(m)

@@ -36,7 +36,7 @@ func TestPipelinedAcks(t *testing.T) {
 	wrong.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "999")
 	msgs := []*nats.Msg{nats.NewMsg(subj("a")), wrong, nats.NewMsg("acks-nostream"), nats.NewMsg("acks-silent"), nats.NewMsg(subj("c"))}
 	began := time.Now()
-	out := rs.publishAll(msgs)
+	out := rs.publishAll(msgs, earlyAnswers{})
 	if out[0].err != nil || out[4].err != nil || out[0].seq == 0 || out[4].seq != out[0].seq+1 {
 		t.Fatalf("stored: %+v, %+v", out[0], out[4])
 	}
@@ -59,7 +59,7 @@ func TestPipelinedAcks(t *testing.T) {
 
 	// A connection that starts to move: the group in flight ends at once.
 	done := make(chan []pubResult)
-	go func() { done <- rs.publishAll([]*nats.Msg{nats.NewMsg("acks-silent")}) }()
+	go func() { done <- rs.publishAll([]*nats.Msg{nats.NewMsg("acks-silent")}, earlyAnswers{}) }()
 	for !waitGroups(s, 1) {
 	}
 	began = time.Now()

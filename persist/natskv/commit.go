@@ -678,6 +678,8 @@ func (rs *recStream) runGroup(group []*commitReq, piped bool) {
 	for _, r := range group {
 		var e error
 		switch f, ok := failed[r]; {
+		case ok && f == errAnsweredEarly: // a marker, never wrapped
+			continue // answered by its ack's callback (sendPiped: earlyAnswers)
 		case ok && !freshly[r] && rs.replicated() && conditionFailed(f):
 			e = rs.sendAlone(r)
 		case ok:

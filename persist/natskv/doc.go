@@ -58,7 +58,8 @@
 //     at most MaxBatches batches in flight over all the streams; commits sharing a key run in
 //     order. On one server the one-message commits of a group (its fence check riding on its
 //     message) go as pipelined publishes, each answered by its own ack (read from the store's
-//     one ack subscription: acks.go), without a batch slot (an R1 atomic batch stages in a
+//     one ack subscription: acks.go; a success is answered to its caller from the ack's
+//     callback at once, piped.go earlyAnswers), without a batch slot (an R1 atomic batch stages in a
 //     file store the server makes for it: directory, metadata, sync; it was most of the
 //     server's CPU); only commits of several messages take a batch slot there. On a replicated stream every group takes a batch slot (a plain publish costs
 //     a raft proposal as a batch does, so it waits and joins the next batch). A node's outboxes

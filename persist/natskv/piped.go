@@ -61,11 +61,16 @@ func (rs *recStream) sendPiped(group []*commitReq, fresh bool) (map[*commitReq]e
 	for len(todo) > 0 {
 		var again, lost []*commitReq
 		var againMsgs []*nats.Msg
-		acks := rs.publishAll(msgs)
+		// Each commit acked successfully is answered to its caller by the ack callback at
+		// once (earlyAnswers.answer), not after the group's slowest ack: the group's goroutine
+		// settles the others, and the group still ends (its keys free) after its last ack.
+		acks := rs.publishAll(msgs, earlyAnswers{rs: rs, reqs: todo, now: now})
 		for i, r := range todo {
 			a := acks[i]
 			switch {
-			case a.err == nil:
+			case a.early:
+				answers[r] = errAnsweredEarly // runGroup answers it no more
+			case a.err == nil: // (publishAll answers every success early: not reached)
 				rs.ackSeen(a.seq)
 				if r.view != nil {
 					r.view.committed(r, a.seq, now)
@@ -197,7 +202,41 @@ func (s *Store) pipedMessage(r *commitReq, seqs map[string]record, now time.Time
 
 // pubResult is one pipelined publish's answer.
 type pubResult struct {
-	seq uint64
-	err error
-	got bool // answered (acker: each publish once)
+	seq   uint64
+	err   error
+	got   bool // answered (acker: each publish once)
+	early bool // a success whose commit the ack callback answered (earlyAnswers)
 }
+
+// earlyAnswers are the commits of one round of sendPiped's publishes (reqs[i] is publish i's),
+// each answered to its caller by the ack callback as soon as its ack is a success, in the
+// order the group's goroutine answered a success before (sendPiped, then runGroup): the
+// stream's acked sequence, the view's owner cache and floor, the write counts, and the answer.
+// Each step is safe beside the group goroutines: ackSeen is a compare-and-swap, committed
+// takes the owner cache's and the floor's own locks (leaves: nothing is taken under them),
+// wrote adds to atomic counters. A group's commits touch disjoint keys, and a key's next
+// commit is sent only after its group ended, which is after every early answer of the group
+// (acker.answer makes them before closing the group's done): the owner cache gets a key's
+// writes in their order, as before. r.done is buffered (one answer) and this is the only
+// answer of a commit answered early (runGroup skips it: errAnsweredEarly): the send never
+// blocks the callback.
+type earlyAnswers struct {
+	rs   *recStream
+	reqs []*commitReq
+	now  time.Time
+}
+
+// answer answers publish i's commit, applied at sequence seq.
+func (e *earlyAnswers) answer(i int, seq uint64) {
+	r := e.reqs[i]
+	e.rs.ackSeen(seq)
+	if r.view != nil {
+		r.view.committed(r, seq, e.now)
+	}
+	e.rs.s.wrote(r)
+	r.done <- nil
+}
+
+// errAnsweredEarly marks, among sendPiped's answers, a commit the ack callback answered
+// already (earlyAnswers): runGroup answers it no more. Never a caller's error.
+var errAnsweredEarly = errors.New("natskv: answered by its ack")
