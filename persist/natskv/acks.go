@@ -97,12 +97,10 @@ func (a *acker) answer(id uint64, i int, seq uint64, err error) {
 	if g == nil || i < 0 || i >= len(g.out) || g.out[i].got {
 		return
 	}
-	res := pubResult{seq: seq, err: err, got: true}
 	if err == nil && i < len(g.early.reqs) {
 		g.early.answer(i, seq)
-		res.early = true
 	}
-	g.out[i] = res
+	g.out[i] = pubResult{seq: seq, err: err, got: true}
 	if g.left--; g.left == 0 {
 		delete(a.groups, id)
 		close(g.done)
@@ -264,8 +262,8 @@ func (s *Store) watchConn() {
 // publishAll publishes msgs without waiting between them and collects each one's ack, within
 // the store's round-trip Timeout (a publish without an answer by then: nats.ErrTimeout). With
 // early's commits (early.reqs[i] is msgs[i]'s), each publish acked successfully has its commit
-// answered at once by the ack callback (its result marked early); the others are left to the
-// caller, as every result is without.
+// answered at once by the ack callback; the others are left to the caller, as every result is
+// without.
 func (rs *recStream) publishAll(msgs []*nats.Msg, early earlyAnswers) []pubResult {
 	s := rs.s
 	out := make([]pubResult, len(msgs))

@@ -68,14 +68,10 @@ func (rs *recStream) sendPiped(group []*commitReq, fresh bool) (map[*commitReq]e
 		for i, r := range todo {
 			a := acks[i]
 			switch {
-			case a.early:
-				answers[r] = errAnsweredEarly // runGroup answers it no more
-			case a.err == nil: // (publishAll answers every success early: not reached)
-				rs.ackSeen(a.seq)
-				if r.view != nil {
-					r.view.committed(r, a.seq, now)
-				}
-				answers[r] = nil
+			case a.err == nil:
+				// Answered by the ack callback (earlyAnswers: every success here has its
+				// commit): runGroup answers it no more.
+				answers[r] = errAnsweredEarly
 			case notSent(a.err) && !hold.over():
 				again, againMsgs = append(again, r), append(againMsgs, msgs[i]) // nothing stored
 			case timedOut(a.err) || errors.Is(a.err, nats.ErrDisconnected):
@@ -202,10 +198,9 @@ func (s *Store) pipedMessage(r *commitReq, seqs map[string]record, now time.Time
 
 // pubResult is one pipelined publish's answer.
 type pubResult struct {
-	seq   uint64
-	err   error
-	got   bool // answered (acker: each publish once)
-	early bool // a success whose commit the ack callback answered (earlyAnswers)
+	seq uint64
+	err error
+	got bool // answered (acker: each publish once)
 }
 
 // earlyAnswers are the commits of one round of sendPiped's publishes (reqs[i] is publish i's),
