@@ -23,7 +23,7 @@ build:
 	@mkdir -p bin
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
 
-# make test also runs, on NATS JetStream (an embedded server, README: NATS), the tests that
+# make test also runs, on NATS JetStream (one nats-server process, README: Tests), the tests that
 # exercise storage across restarts, crashes and outages; test-nats runs the whole root suite
 # (every e2e and process test) on it, and .ci/run runs it after make test, so .ci/run calls
 # `make test NATS_SUBSET=` (an empty subset skips it: test-nats runs those tests right after).

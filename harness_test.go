@@ -15,10 +15,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,15 +31,16 @@ import (
 	"github.com/gateway/gateway/identity"
 	"github.com/gateway/gateway/node"
 	"github.com/gateway/gateway/persist"
-	"github.com/gateway/gateway/persist/natstest"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // testStore is where the gateways of the e2e and process tests keep their records:
-// GATEWAY_STORE=nats puts them on NATS JetStream (one real server embedded in the test binary,
-// its store in a temp dir, each gateway on a prefix of its own), anything else on Badger.
+// GATEWAY_STORE=nats puts them on NATS JetStream (one real nats-server process for the whole
+// run, its store in a temp dir, each gateway on a prefix of its own), anything else on Badger.
 var (
 	testStore = "badger"
-	natsSrv   *natstest.Server
+	natsSrv   *sharedNATS
 )
 
 func TestMain(m *testing.M) {
@@ -48,19 +51,107 @@ func TestMain(m *testing.M) {
 		os.Unsetenv("GATEWAY_STORE")
 	}
 	if testStore == "nats" {
-		srv, err := natstest.Run(natstest.Options{})
+		srv, err := startSharedNATS()
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "embedded NATS:", err)
+			fmt.Fprintln(os.Stderr, "shared NATS server:", err)
+			removeBuilt()
 			os.Exit(2)
 		}
 		natsSrv = srv
 	}
 	code := m.Run()
-	removeBuilt()
 	if natsSrv != nil {
-		natsSrv.Close()
+		natsSrv.close()
 	}
+	removeBuilt()
 	os.Exit(code)
+}
+
+// sharedNATS is the NATS server of a GATEWAY_STORE=nats run: nats-server built from the module
+// go.mod pins (natsBinary, which the NATS fault suites build anyway) and run as its own process
+// with the server's defaults (a stock server: 1 MiB messages). Not embedded in the test binary:
+// under -race (make test-nats) an embedded server is instrumented too, and every gateway's
+// records went through a server several times slower than the one it runs against in
+// production; the suite took about a minute longer for it. The gateways' own code (in process
+// and in their binaries) is what the suite checks, and the NATS client in the test binary is
+// still instrumented.
+type sharedNATS struct {
+	URL    string
+	dir    string
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once the process is reaped
+}
+
+// startSharedNATS builds nats-server if needed and starts it on a free loopback port.
+func startSharedNATS() (*sharedNATS, error) {
+	bin, err := natsBinary.build()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "natstest-")
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	conf := filepath.Join(dir, "nats.conf")
+	cfg := fmt.Sprintf("listen: %q\njetstream {\n  store_dir: %q\n}\n", addr, filepath.Join(dir, "js"))
+	if err := os.WriteFile(conf, []byte(cfg), 0o600); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	s := &sharedNATS{URL: "nats://" + addr, dir: dir}
+	s.cmd = dieWithTest(exec.Command(bin, "-c", conf))
+	var out strings.Builder
+	s.cmd.Stdout, s.cmd.Stderr = &out, &out
+	if err := s.cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	s.exited = make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(s.exited) }()
+	// Ready once JetStream answers, not only the port: a gateway started at once creates its
+	// streams.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if nc, err := nats.Connect(s.URL, nats.Timeout(time.Second)); err == nil {
+			js, jerr := jetstream.New(nc)
+			if jerr == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				_, jerr = js.AccountInfo(ctx)
+				cancel()
+			}
+			nc.Close()
+			if jerr == nil {
+				return s, nil
+			}
+		}
+		select {
+		case <-s.exited:
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("nats-server exited at start:\n%s", out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.close()
+			return nil, fmt.Errorf("nats-server not ready after 30s:\n%s", out.String())
+		}
+	}
+}
+
+// Dir is the server's store directory (dataFiles looks there too).
+func (s *sharedNATS) Dir() string { return s.dir }
+
+// close kills the server and removes its store once it is gone.
+func (s *sharedNATS) close() {
+	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.exited
+	os.RemoveAll(s.dir)
 }
 
 // storeArgs are the flags that put a gateway on data dir data on the test store, unless args

@@ -63,6 +63,16 @@ func (b *builtBinary) get(t testing.TB, flags ...string) string {
 	if testing.Short() {
 		t.Skip("-short: the process suites build and run the gateway binary")
 	}
+	path, err := b.build(flags...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// build builds the binary with extra go build flags (once: the first call's flags) and
+// returns its path; TestMain calls it where no test is there to fail.
+func (b *builtBinary) build(flags ...string) (string, error) {
 	b.once.Do(func() {
 		pkg, name := cmp.Or(b.pkg, "."), cmp.Or(b.name, "gateway")
 		dir, err := os.MkdirTemp("", name+"-bin-")
@@ -78,10 +88,7 @@ func (b *builtBinary) get(t testing.TB, flags ...string) string {
 			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 		}
 	})
-	if b.err != nil {
-		t.Fatal(b.err)
-	}
-	return b.path
+	return b.path, b.err
 }
 
 // proc is a gateway process.
