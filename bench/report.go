@@ -797,6 +797,40 @@ func cpuMarkdown(rep *report) string {
 				fmt.Fprintf(&b, "| %s, apart | %.1f %% | %.1f |\n", comp.Name, comp.Share*100, comp.MicrosPerMsg)
 			}
 		}
+		if c.Sent > 0 {
+			b.WriteString(roundsCPU(r))
+		}
 	}
 	return b.String()
+}
+
+// roundsCPU is a line of the gateway's CPU a request in each round's window beside the
+// window's rate, by generator ("" without rounds): the figure above is one window's, and a
+// message's CPU falls as the rate rises (more requests share each wake-up, log round and
+// delivery burst), so the rounds show how much of it is the window's rate (bench/README.md,
+// "Twenty-first look").
+func roundsCPU(r *result) string {
+	var parts []string
+	for _, g := range []struct {
+		name string
+		f    *figures
+	}{{"the bench's generator", &r.figures}, {"wrk", r.Wrk}} {
+		if g.f == nil || len(g.f.Rounds) < 2 {
+			continue
+		}
+		var each []string
+		for _, rd := range g.f.Rounds {
+			if s := rd.Gateway; s != nil && s.ServerCPUUS > 0 {
+				each = append(each, fmt.Sprintf("%.1f at %.0f req/s", s.ServerCPUUS, s.RPS))
+			}
+		}
+		if len(each) > 0 {
+			parts = append(parts, g.name+" "+strings.Join(each, ", "))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "\nThe gateway's CPU a request in each round's window (µs, its own /proc CPU time, the sim included), beside the window's rate: " +
+		strings.Join(parts, "; ") + ".\n"
 }

@@ -298,3 +298,26 @@ func TestBareProfileWindowErrorsCount(t *testing.T) {
 		t.Fatalf("bare's profile window's error not shown:\n%s", b.String())
 	}
 }
+
+// The README's CPU paragraph lists the gateway's CPU a request in each round's window, by
+// generator, beside the window's rate; without rounds it lists none.
+func TestCPUByRoundInTheFigures(t *testing.T) {
+	rep := floorReport()
+	if fig := figuresMarkdown(rep); strings.Contains(fig, "each round's window") {
+		t.Fatalf("a run without rounds lists rounds' CPU:\n%s", fig)
+	}
+	r := rep.Results[0]
+	r.Rounds = []round{
+		{figures: figures{Gateway: &stats{RPS: 17984, ServerCPUUS: 69.9}}},
+		{figures: figures{Gateway: &stats{RPS: 29709, ServerCPUUS: 40.9}}},
+	}
+	r.Wrk.Rounds = []round{
+		{figures: figures{Gateway: &stats{RPS: 18216, ServerCPUUS: 74.3}}},
+		{figures: figures{Gateway: &stats{RPS: 23025, ServerCPUUS: 58.5}}},
+	}
+	want := "The gateway's CPU a request in each round's window (µs, its own /proc CPU time, the sim included), beside the window's rate: " +
+		"the bench's generator 69.9 at 17984 req/s, 40.9 at 29709 req/s; wrk 74.3 at 18216 req/s, 58.5 at 23025 req/s."
+	if fig := figuresMarkdown(rep); !strings.Contains(fig, want) {
+		t.Fatalf("README figures lack %q:\n%s", want, fig)
+	}
+}
