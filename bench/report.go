@@ -811,13 +811,7 @@ func cpuMarkdown(rep *report) string {
 // "Twenty-first look").
 func roundsCPU(r *result) string {
 	var parts []string
-	for _, g := range []struct {
-		name string
-		f    *figures
-	}{{"the bench's generator", &r.figures}, {"wrk", r.Wrk}} {
-		if g.f == nil || len(g.f.Rounds) < 2 {
-			continue
-		}
+	for _, g := range r.inRounds() {
 		var each []string
 		for _, rd := range g.f.Rounds {
 			if s := rd.Gateway; s != nil && s.ServerCPUUS > 0 {

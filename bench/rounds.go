@@ -347,16 +347,27 @@ func spreadOf(f *figures, name string) string {
 	return fmt.Sprintf(" (%.3f-%.3f, %d rounds)", rg[0], rg[1], len(f.Rounds))
 }
 
+// generatorRounds is one generator's figures of a case, by the generator's name.
+type generatorRounds struct {
+	name string
+	f    *figures
+}
+
+// inRounds are the generators that measured r in rounds (two or more), the bench's own first.
+func (r *result) inRounds() []generatorRounds {
+	var out []generatorRounds
+	for _, g := range []generatorRounds{{"the bench's generator", &r.figures}, {"wrk", r.Wrk}} {
+		if g.f != nil && len(g.f.Rounds) >= 2 {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
 // printRounds prints, for each generator measured in rounds, one line listing every round:
 // its servers in the order measured with their req/s, its ratios, its load and its mark.
 func printRounds(w io.Writer, r *result) {
-	for _, g := range []struct {
-		name string
-		f    *figures
-	}{{"the bench's generator", &r.figures}, {"wrk", r.Wrk}} {
-		if g.f == nil || len(g.f.Rounds) < 2 {
-			continue
-		}
+	for _, g := range r.inRounds() {
 		var parts []string
 		for i, rd := range g.f.Rounds {
 			var srv []string
