@@ -92,16 +92,12 @@ func startSharedNATS() (*sharedNATS, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
+	addr, err := freeLoopbackAddr()
+	var conf string
+	if err == nil {
+		conf, err = writeNATSConf(dir, addr)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	conf := filepath.Join(dir, "nats.conf")
-	cfg := fmt.Sprintf("listen: %q\njetstream {\n  store_dir: %q\n}\n", addr, filepath.Join(dir, "js"))
-	if err := os.WriteFile(conf, []byte(cfg), 0o600); err != nil {
+	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}

@@ -33,16 +33,23 @@ func startNATSProc(t testing.TB) *natsProc {
 	t.Helper()
 	dir := t.TempDir()
 	addr := freeAddr(t)
-	conf := filepath.Join(dir, "nats.conf")
-	// JetStream on, everything else nats-server's defaults (a stock server: 1 MiB messages).
-	cfg := fmt.Sprintf("listen: %q\njetstream {\n  store_dir: %q\n}\n", addr, filepath.Join(dir, "js"))
-	if err := os.WriteFile(conf, []byte(cfg), 0o600); err != nil {
+	conf, err := writeNATSConf(dir, addr)
+	if err != nil {
 		t.Fatal(err)
 	}
 	n := &natsProc{t: t, conf: conf, url: "nats://" + addr}
 	n.start()
 	t.Cleanup(func() { n.kill() })
 	return n
+}
+
+// writeNATSConf writes a nats-server configuration listening on addr with its JetStream store
+// under dir, everything else nats-server's defaults (a stock server: 1 MiB messages), and
+// returns its path.
+func writeNATSConf(dir, addr string) (string, error) {
+	conf := filepath.Join(dir, "nats.conf")
+	cfg := fmt.Sprintf("listen: %q\njetstream {\n  store_dir: %q\n}\n", addr, filepath.Join(dir, "js"))
+	return conf, os.WriteFile(conf, []byte(cfg), 0o600)
 }
 
 func (n *natsProc) start() {

@@ -100,12 +100,21 @@ type proc struct {
 }
 
 func freeAddr(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeLoopbackAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return addr
+}
+
+// freeLoopbackAddr is a loopback address free a moment ago (freeAddr without a test).
+func freeLoopbackAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
 	defer ln.Close()
-	return ln.Addr().String()
+	return ln.Addr().String(), nil
 }
 
 // answers reports whether GET url answers status (false while nothing answers there).
