@@ -275,6 +275,8 @@ func TestSendScopeOwnershipAndState(t *testing.T) {
 	// An unregistered number: an error once the caller waits for the outcome, and
 	// messagesSent unchanged.
 	want(t, tg.do("POST", "/api/dev/sim/unregistered", nil, map[string]any{"numbers": []string{"15550109999"}}), 200, "")
+	// Bob's one message above is counted once its outcome's record lands, which can trail it.
+	eventually(t, 5*time.Second, "bob's first message counted", func() bool { return tg.account(bob.key)["messagesSent"] == float64(1) })
 	before := tg.account(bob.key)["messagesSent"]
 	r = tg.do("POST", "/api/v1/messages/send?wait=10", keyAuth(bob.key), map[string]any{"phone": "15550109999", "message": "x"})
 	want(t, r, 400, "recipient_not_on_network")
