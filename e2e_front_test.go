@@ -207,8 +207,9 @@ func TestCloudFrontEndToEnd(t *testing.T) {
 		wantMeta(t, f.send(t, map[string]any{"to": "not a phone", "type": "text", "text": map[string]any{"body": "x"}}), 400, 100, "invalid_phone")
 		wantMeta(t, f.send(t, map[string]any{"to": customer, "type": "image", "image": map[string]any{"id": "media_nope"}}), 404, 100, "media_not_found")
 		wantMeta(t, tg.do("POST", "/cloud/latest/"+f.s.session+"/messages", bearerAuth(f.s.key), map[string]any{"messaging_product": "whatsapp"}), 400, 100, "validation_failed")
-		// Another user's session is not the key's.
-		wantMeta(t, tg.do("POST", f.path(bob.session+"/messages"), bearerAuth(f.s.key), map[string]any{"messaging_product": "whatsapp", "to": customer, "type": "text", "text": map[string]any{"body": "x"}}), 403, 10, "forbidden")
+		// Another user's session is not the key's: "no such object", as Graph answers a number
+		// the token cannot reach (and as GET /{id} answers here).
+		wantMeta(t, tg.do("POST", f.path(bob.session+"/messages"), bearerAuth(f.s.key), map[string]any{"messaging_product": "whatsapp", "to": customer, "type": "text", "text": map[string]any{"body": "x"}}), 404, 100, "session_not_found")
 	})
 
 	t.Run("AuthFailures", func(t *testing.T) {
@@ -253,6 +254,9 @@ func TestCloudFrontEndToEnd(t *testing.T) {
 			t.Fatalf("number record %s", num.raw)
 		}
 		wantMeta(t, tg.do("GET", f.path(bob.session), bearerAuth(f.s.key), nil), 404, 100, "session_not_found")
+		// A send through a number that does not exist: the same answer as another user's.
+		text := map[string]any{"messaging_product": "whatsapp", "to": customer, "type": "text", "text": map[string]any{"body": "x"}}
+		wantMeta(t, tg.do("POST", f.path("00000000-0000-4000-8000-000000000000/messages"), bearerAuth(f.s.key), text), 404, 100, "session_not_found")
 	})
 
 	t.Run("IdempotencyKeyNamesOneMessage", func(t *testing.T) {

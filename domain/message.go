@@ -7,6 +7,10 @@ import (
 	"time"
 )
 
+// MaxTextBytes is the longest text a message carries: the messaging network's own limit. The
+// API refuses a longer one; a store's rendered message is cut to it (ecom.Render).
+const MaxTextBytes = 65536
+
 // Kind is a message kind: SPEC.md section 4.4's, and those of DESIGN.md section 16. One Kind
 // and one Message carry a message from the API through the outbox to the network and back
 // (network.Incoming carries a Message too).

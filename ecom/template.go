@@ -3,6 +3,9 @@ package ecom
 import (
 	"strconv"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/gateway/gateway/domain"
 )
 
 // DefaultTemplate returns the message sent for topic when the user has not written one
@@ -91,7 +94,22 @@ func Render(tmpl string, ev Event, storeName string) string {
 		b.WriteByte('{') // not a placeholder: keep it and look again from the next byte
 		i = open + 1
 	}
-	return strings.TrimSpace(b.String())
+	return capText(strings.TrimSpace(b.String()))
+}
+
+// capText keeps a rendered message within the network's text limit (domain.MaxTextBytes): a
+// longer one (a template filled with a platform's very long value) is cut at a character
+// boundary and ends with "…", so the customer gets the message rather than none.
+func capText(s string) string {
+	if len(s) <= domain.MaxTextBytes {
+		return s
+	}
+	const more = "…"
+	cut := domain.MaxTextBytes - len(more)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + more
 }
 
 // placeholderValue is the single table behind Render and Placeholders (a test keeps them in step).
@@ -148,12 +166,23 @@ func placeholderValue(name string, ev *Event, storeName string) (string, bool) {
 	return "", false
 }
 
-// itemsList renders one "title x quantity" line per item.
+// maxItemLines is how many of an order's items {items_list} names: the rest are counted in a
+// last line ("… and 4950 more"), so a wholesale order's message stays readable and within the
+// network's text limit.
+const maxItemLines = 50
+
+// itemsList renders one "title x quantity" line per item, at most maxItemLines of them.
 func itemsList(items []Item) string {
 	var b strings.Builder
 	for i, it := range items {
 		if i > 0 {
 			b.WriteByte('\n')
+		}
+		if i == maxItemLines {
+			b.WriteString("… and ")
+			b.WriteString(strconv.Itoa(len(items) - i))
+			b.WriteString(" more")
+			break
 		}
 		b.WriteString(it.Title)
 		if it.Quantity > 0 { // an abandoned cart's lines may come without quantities

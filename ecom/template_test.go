@@ -1,8 +1,12 @@
 package ecom
 
 import (
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/gateway/gateway/domain"
 )
 
 func sampleEvent() Event {
@@ -140,5 +144,23 @@ func TestDefaultTemplates(t *testing.T) {
 	}
 	if len(Topics()) != 5 {
 		t.Fatalf("Topics() = %v", Topics())
+	}
+}
+
+// A wholesale order's {items_list} names its first 50 items and counts the rest, and no
+// rendered message is longer than the network takes (domain.MaxTextBytes).
+func TestRenderStaysWithinTheTextLimit(t *testing.T) {
+	items := make([]Item, 5000)
+	for i := range items {
+		items[i] = Item{Title: "Widget " + strconv.Itoa(i+1), Quantity: 1}
+	}
+	got := Render("Items:\n{items_list}\nThanks!", Event{Items: items}, "S")
+	lines := strings.Split(got, "\n")
+	if len(lines) != 53 || lines[50] != "Widget 50 x 1" || lines[51] != "… and 4950 more" || lines[52] != "Thanks!" {
+		t.Fatalf("a 5,000-item order rendered %d lines: %q … %q", len(lines), lines[:2], lines[max(0, len(lines)-3):])
+	}
+	long := Render("{customer_address} é", Event{Address: strings.Repeat("é", domain.MaxTextBytes)}, "S")
+	if len(long) > domain.MaxTextBytes || !utf8.ValidString(long) || !strings.HasSuffix(long, "…") {
+		t.Fatalf("a rendered message of %d bytes (valid UTF-8 %v), want at most %d ending in …", len(long), utf8.ValidString(long), domain.MaxTextBytes)
 	}
 }

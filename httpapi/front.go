@@ -77,6 +77,10 @@ func (s *Server) frontMessages(ctx *fasthttp.RequestCtx) error {
 		if err != nil {
 			return err
 		}
+		// A number that is not the caller's is "no such object" (100/33), as GET /{id} answers.
+		if _, err := s.engine(ctx).Front.Number(key.Key.UserID, sessionID); err != nil {
+			return err
+		}
 		if perr != nil {
 			return badInput("invalid_json", "the body is not a Cloud API message: %v", perr)
 		}

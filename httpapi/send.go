@@ -17,8 +17,8 @@ import (
 	"github.com/gateway/gateway/internal/jsonenc"
 )
 
-// maxText is the longest text body accepted (the messaging network's own limit is 65,536).
-const maxText = 65536
+// maxText is the longest text body accepted (the messaging network's own limit).
+const maxText = domain.MaxTextBytes
 
 type sentJSON struct {
 	Success   bool      `json:"success"`

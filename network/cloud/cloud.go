@@ -257,7 +257,11 @@ func (n *Network) Webhook(body []byte, signature string) error {
 			delivered++
 		}
 	}
-	if err := w.wait(n.o.CommitWait); err != nil {
+	err := w.wait(n.o.CommitWait)
+	for _, e := range w.skipped() {
+		n.log.Warn("cloud webhook: an item refused as invalid, skipped (Meta is not asked to send it again)", "err", e)
+	}
+	if err != nil {
 		n.log.Warn("cloud webhook answered 503: Meta sends it again", "err", err)
 		return err
 	}

@@ -3,6 +3,7 @@ package cloud_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -566,5 +567,36 @@ func TestWebhookAnswersOnceDurable(t *testing.T) {
 	n.Close()
 	if err := n.Webhook(body, cloudapi.Sign(body, secret)); !errors.Is(err, domain.ErrUnavailable) {
 		t.Fatalf("a webhook for a closed session: %v", err)
+	}
+}
+
+// An item the gateway refuses as invalid (here a message with no id) is skipped: the rest of
+// the notification is recorded and answered 200, not a 503 Meta would retry for 7 days.
+func TestWebhookSkipsAnInvalidItem(t *testing.T) {
+	h := newHarness(t)
+	h.mu.Lock()
+	h.hold = make(chan network.Done, 4)
+	h.mu.Unlock()
+	v := cloudapi.Value{Messages: []cloudapi.InboundMessage{
+		{From: customer, ID: "wamid.good", Timestamp: "1749416383", Type: "text", Text: &cloudapi.Text{Body: "hello"}},
+		{From: customer, ID: "", Timestamp: "1749416383", Type: "text", Text: &cloudapi.Text{Body: "no id"}},
+	}}
+	body := h.fake.Body(numberID, v)
+	res := make(chan error, 1)
+	go func() { res <- h.net.Webhook(body, cloudapi.Sign(body, secret)) }()
+	for i := range 2 {
+		select {
+		case d := <-h.hold:
+			if i == 0 {
+				d(nil)
+			} else {
+				d(fmt.Errorf("%w: an incoming message needs a user and an id", domain.ErrValidation))
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d of the 2 events handed on", i)
+		}
+	}
+	if err := <-res; err != nil {
+		t.Fatalf("a notification with one invalid item: %v, want it answered (the item skipped)", err)
 	}
 }

@@ -14,13 +14,17 @@ import (
 
 // commits gathers what a webhook waits for before its answer: each event it hands on carries
 // one of its Dones, called once what the event carries is durable; a failure (of a Done, or of
-// a write here) makes the answer a 503, and Meta sends the notification again.
+// a write here) makes the answer a 503, and Meta sends the notification again. An item the
+// gateway refuses as invalid (domain.ErrValidation: a message with no id, say) is not a
+// failure: sent again it would be refused again, for the 7 days Meta retries, and hold back
+// the answer for the rest of the notification. It is skipped, and the webhook logs it.
 type commits struct {
-	mu     sync.Mutex
-	n      int  // Dones given and not called yet
-	sealed bool // every event handed on
-	err    error
-	all    chan struct{} // closed once sealed and n is 0
+	mu      sync.Mutex
+	n       int  // Dones given and not called yet
+	sealed  bool // every event handed on
+	err     error
+	invalid []error       // items refused as invalid: skipped, logged
+	all     chan struct{} // closed once sealed and n is 0
 }
 
 func newCommits() *commits { return &commits{all: make(chan struct{})} }
@@ -50,9 +54,20 @@ func (w *commits) fail(err error) {
 }
 
 func (w *commits) failLocked(err error) {
-	if err != nil && w.err == nil {
+	switch {
+	case err == nil:
+	case errors.Is(err, domain.ErrValidation):
+		w.invalid = append(w.invalid, err)
+	case w.err == nil:
 		w.err = err
 	}
+}
+
+// skipped is what was refused as invalid (once wait returned).
+func (w *commits) skipped() []error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.invalid
 }
 
 func (w *commits) closeIfDone() {
