@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -100,6 +101,8 @@ func TestConversationsEndToEnd(t *testing.T) {
 		if got["replyTo"] != first || q["text"] != "order 1001 shipped" || q["fromMe"] != true || got["phone"] != customer || got["lid"] == nil || got["kind"] != "text" {
 			t.Fatalf("message.received %v, want a reply quoting %s", got, first)
 		}
+		// Another customer's message is not quoted to this one (it would show it to them).
+		want(t, tg.do("POST", "/api/v1/messages/send", keyAuth(c.s.key), map[string]any{"phone": other, "message": "yes", "replyTo": in}), 400, "validation_failed")
 		// The answer quotes the customer's message: the phone shows which.
 		reply := c.send(t, map[string]any{"phone": customer, "message": "the first one", "replyTo": in, "typing": true})
 		c.settled(t, reply)
@@ -231,6 +234,34 @@ func TestConversationsEndToEnd(t *testing.T) {
 				}
 			}
 		}
+		// One revoke a message, even while the first is still on its way (each delivery held 1 s)
+		// and with DELETEs racing: every other one is refused.
+		twice := c.send(t, map[string]any{"phone": customer, "message": "sent twice by mistake"})
+		c.settled(t, twice)
+		want(t, tg.do("POST", "/api/dev/sim/latency", nil, map[string]any{"ms": 1000}), 200, "")
+		codes := make(chan int, 6)
+		var wg sync.WaitGroup
+		for range 6 {
+			wg.Go(func() { codes <- tg.do("DELETE", "/api/v1/messages/"+twice, keyAuth(c.s.key), nil).status })
+		}
+		wg.Wait()
+		close(codes)
+		ok := 0
+		for code := range codes {
+			switch code {
+			case 200:
+				ok++
+			case 409:
+			default:
+				t.Fatalf("a racing DELETE answered %d", code)
+			}
+		}
+		if ok != 1 {
+			t.Fatalf("%d of 6 racing DELETEs revoked the message, want 1", ok)
+		}
+		want(t, tg.do("DELETE", "/api/v1/messages/"+twice, keyAuth(c.s.key), nil), 409, "not_revocable")
+		want(t, tg.do("POST", "/api/dev/sim/latency", nil, map[string]any{"ms": 0}), 200, "")
+		c.event(t, "message.revoked", func(d map[string]any) bool { return d["messageId"] == twice })
 		// Its note is written after its event (noteChange: the event first, so a kill -9 between
 		// them repeats the event rather than losing it): a second DELETE once the note is there.
 		eventually(t, 5*time.Second, "the revoked message's note", func() bool {
@@ -271,6 +302,8 @@ func TestConversationsEndToEnd(t *testing.T) {
 		if m := tina.settled(t, queued); m.str("status") != "cancelled" {
 			t.Fatalf("the cancelled message reads %s", m.raw)
 		}
+		// Taken back once: a second DELETE has nothing left to take back.
+		want(t, tg.do("DELETE", "/api/v1/messages/"+queued, keyAuth(tina.s.key), nil), 409, "not_revocable")
 		eventually(t, 5*time.Second, "messagesSent 3", func() bool { return tina.account(t).obj()["messagesSent"].(float64) == 3 })
 	})
 

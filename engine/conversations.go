@@ -180,6 +180,17 @@ func (ms *Messages) resolveRefs(r *SendRequest) error {
 		if err != nil {
 			return fmt.Errorf("replyTo: %w", err)
 		}
+		// A reply quotes a message of its own chat (or, privately, a group member's message to
+		// that member): quoting another customer's message would show it to this one.
+		to := ""
+		if ref.FromMe {
+			if e, err := ms.Get(r.UserID, ref.ID); err == nil {
+				to = e.Message.To
+			}
+		}
+		if chat := chatOf(ref, to); m.To != "" && m.To != chat && (ref.Group == "" || ref.FromMe || ref.From != m.To) {
+			return fmt.Errorf("%w: replyTo: message %s is in another conversation (%s)", domain.ErrValidation, ref.ID, chat)
+		}
 		m.ReplyTo = &ref
 		if r.SessionID == "" {
 			r.SessionID = sid
@@ -269,6 +280,10 @@ func (ms *Messages) Delete(ctx context.Context, uid, id string, r SendRequest) (
 		}
 		return DeleteResult{Entry: e}, nil
 	}
+	if orig.Status == domain.MsgCancelled {
+		// Taken back before, its record written: nothing is left to take back.
+		return DeleteResult{}, fmt.Errorf("%w: %s was cancelled already", domain.ErrNotRevocable, id)
+	}
 	if ms.msgs.unrecordedFailure(id) { // told failed, its record tried again (recordAgain)
 		return DeleteResult{}, fmt.Errorf("%w: the failure of %s is not recorded yet; try again", domain.ErrUnavailable, id)
 	}
@@ -305,6 +320,23 @@ func (ms *Messages) Delete(ctx context.Context, uid, id string, r SendRequest) (
 	}
 	if n, err := ms.notes.get(uid, id); err == nil && n.Revoked != nil {
 		return DeleteResult{}, fmt.Errorf("%w: %s was revoked already", domain.ErrNotRevocable, id)
+	}
+	// One revoke a message: its id is derived from the message's, so a second DELETE (or one
+	// racing this one, held off by the lock) finds it queued or sent and is refused, instead of
+	// a second revoke going to the network. One that failed may be tried again, under a new id.
+	key := uid + "\x00" + id
+	if _, busy := ms.revoking.LoadOrStore(key, struct{}{}); busy {
+		return DeleteResult{}, fmt.Errorf("%w: %s is being revoked by another call", domain.ErrNotRevocable, id)
+	}
+	defer ms.revoking.Delete(key)
+	r.Message.ID = revokeID(id)
+	switch prev, err := ms.Get(uid, r.Message.ID); {
+	case err == nil && prev.Status != domain.MsgFailed && prev.Status != domain.MsgCancelled:
+		return DeleteResult{}, fmt.Errorf("%w: %s is revoked already (revoke %s, %s)", domain.ErrNotRevocable, id, prev.ID, prev.Status)
+	case err == nil:
+		r.Message.ID = "" // the last revoke failed: a new one
+	case !errors.Is(err, domain.ErrMessageNotFound):
+		return DeleteResult{}, err
 	}
 	r.UserID, r.SessionID = uid, orig.SessionID
 	r.Message.To, r.Message.Kind = orig.Message.To, domain.KindRevoke

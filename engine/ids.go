@@ -52,3 +52,10 @@ func IdemDay(t time.Time) int64 {
 	}
 	return s / day
 }
+
+// revokeID is the id of the revoke of message id: derived from it, so the one revoke a message
+// gets is found again (Messages.Delete).
+func revokeID(id string) string {
+	sum := sha256.Sum256([]byte("revoke\x00" + id))
+	return domain.WebMessageID((*[10]byte)(sum[:10]))
+}

@@ -51,9 +51,10 @@ type Messages struct {
 	accountTable account.Store
 	idem         idempotency
 	history      MessageHistory
-	later        *later // the messages accepted for later (later.go)
-	notes        notes  // what happened to each message after it was written (conversations.go)
-	lids         lidMap // the LIDs the network gave for numbers
+	later        *later   // the messages accepted for later (later.go)
+	notes        notes    // what happened to each message after it was written (conversations.go)
+	revoking     sync.Map // uid\x00id of the messages a Delete is revoking now (conversations.go)
+	lids         lidMap   // the LIDs the network gave for numbers
 	renewMu      sync.Mutex
 	renewal      *time.Timer // the daily Renew of queued bodies (nil once stopped)
 	checkpoints  *time.Timer // the outbox's Checkpoint (nil once stopped)
