@@ -52,7 +52,7 @@ func (s *Server) routes() {
 	s.route(GET, "/api/admin/sessions", 0, here, s.internal(s.listSessions))
 	s.route(POST, "/api/admin/sessions/create", 0, internalActsOn(newSession), s.internal(s.createSession))
 	s.route(POST, "/api/admin/sessions/assign", 0, internalActsOn(bodyRecord("sessionId", "session")), s.internal(s.assignSession))
-	s.route(PATCH, "/api/admin/sessions", 0, adminActsOn(bodyRecord("sessionId", "session")), s.admin(s.setSessionPacing))
+	s.route(PATCH, "/api/admin/sessions", 0, adminActsOn(bodyRecord("id", "session")), s.admin(s.setSessionPacing))
 	s.route(DELETE, "/api/admin/sessions", 0, adminActsOn(queryRecord("id", "session")), s.admin(s.deleteSession))
 
 	// Dashboard (ID token).

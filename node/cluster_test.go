@@ -284,6 +284,19 @@ func TestTwoNodeCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("an admin paces a session on any partition through either node", func(t *testing.T) {
+		for p := range testPartitions {
+			for i, n := range []*served{a, b} {
+				gap := 100 * (i + 1)
+				r := n.must(t, 200, "PATCH", "/api/admin/sessions", admin, map[string]any{"id": users[p].session, "pacing": map[string]any{"minGapMs": gap}})
+				if r.str("id") != users[p].session {
+					t.Fatalf("PATCH of partition %d's session through node %d answered %v", p, i, r.obj())
+				}
+			}
+			a.must(t, 200, "PATCH", "/api/admin/sessions", admin, map[string]any{"id": users[p].session, "pacing": nil})
+		}
+	})
+
 	t.Run("the admin key list has a single node's order", func(t *testing.T) {
 		// More keys, made in turn through both nodes on every partition.
 		for i := range 2 {
