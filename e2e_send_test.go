@@ -169,6 +169,11 @@ func TestSendEveryKind(t *testing.T) {
 			func(m map[string]any) bool {
 				return m["type"] == "location" && m["lat"] == 51.5 && m["lng"] == -0.12 && m["address"] == "London"
 			}},
+		{map[string]any{"phone": "15550100018", "type": "location", "lat": 51.4779, "lng": 0, "name": "Greenwich"},
+			func(m map[string]any) bool {
+				lng, ok := m["lng"]
+				return m["type"] == "location" && m["lat"] == 51.4779 && ok && lng == 0.0
+			}},
 		{map[string]any{"phone": "15550100016", "type": "contact", "contactName": "Bob", "contactPhone": "+44 7700 900555"},
 			func(m map[string]any) bool {
 				return m["type"] == "contact" && m["contactName"] == "Bob" && m["contactPhone"] == "447700900555"
@@ -190,7 +195,13 @@ func TestSendEveryKind(t *testing.T) {
 		t.Fatalf("template test: %v", got)
 	}
 	// A message is counted once its outcome is durable, a moment after the answer.
-	eventually(t, 5*time.Second, "messagesSent to reach 10", func() bool { return tg.account(s.key)["messagesSent"] == float64(10) })
+	eventually(t, 5*time.Second, "messagesSent to reach 11", func() bool { return tg.account(s.key)["messagesSent"] == float64(11) })
+	// The API shows a location's coordinate of 0 too.
+	loc := tg.do("POST", "/api/v1/messages/send", keyAuth(s.key), map[string]any{"phone": "15550100019", "type": "location", "lat": 0, "lng": 0})
+	want(t, loc, 200, "")
+	if m := tg.do("GET", "/api/v1/messages/"+loc.str("message_id"), keyAuth(s.key), nil).obj(); m["lat"] != 0.0 || m["lng"] != 0.0 {
+		t.Fatalf("a location at 0, 0 reads %v", m)
+	}
 }
 
 func TestSendBadInput(t *testing.T) {

@@ -705,6 +705,11 @@ func TestSendLaterAndQuietHours(t *testing.T) {
 		t.Fatalf("scheduled: %s", r.raw)
 	}
 	id := r.str("message_id")
+	// The history lists it by its status (the OpenAPI's MessageStatus has scheduled).
+	eventually(t, 5*time.Second, "the scheduled message listed as scheduled", func() bool {
+		items, _ := tg.historyPage(t, "/api/v1/messages?status=scheduled", keyAuth(s.key))
+		return len(items) == 1 && items[0]["id"] == id
+	})
 	if remaining() != before-1 {
 		t.Fatal("no allowance reserved")
 	}

@@ -14,8 +14,8 @@ type Delivered struct {
 	MimeType     string    `json:"mimeType,omitempty"`
 	Bytes        int       `json:"bytes,omitempty"`
 	PTT          bool      `json:"ptt,omitempty"`
-	Lat          float64   `json:"lat,omitempty"`
-	Lng          float64   `json:"lng,omitempty"`
+	Lat          *float64  `json:"lat,omitempty"` // a location's (0 included)
+	Lng          *float64  `json:"lng,omitempty"`
 	Address      string    `json:"address,omitempty"`
 	LocationName string    `json:"locationName,omitempty"`
 	ContactName  string    `json:"contactName,omitempty"`

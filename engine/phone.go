@@ -7,7 +7,10 @@ import (
 	"github.com/gateway/gateway/domain"
 )
 
-// NormalizePhone strips +, spaces, -, (, ) and . and checks that 8 to 15 digits remain.
+// NormalizePhone strips +, spaces, -, (, ) and . and checks that 8 to 15 digits remain. A
+// leading 00 (the international prefix most countries dial) is read as +; a number that still
+// begins with 0 is refused: no country code does, so it is a national number whose country is
+// unknown here, and sent as written it would reach nobody, or someone else.
 func NormalizePhone(s string) (string, error) {
 	var b strings.Builder
 	b.Grow(len(s))
@@ -20,10 +23,17 @@ func NormalizePhone(s string) (string, error) {
 			return "", domain.ErrInvalidPhone
 		}
 	}
-	if n := b.Len(); n < 8 || n > 15 {
+	d := b.String()
+	if strings.HasPrefix(d, "00") && !strings.Contains(s, "+") {
+		d = d[2:]
+	}
+	if n := len(d); n < 8 || n > 15 {
 		return "", domain.ErrInvalidPhone
 	}
-	return b.String(), nil
+	if d[0] == '0' {
+		return "", fmt.Errorf("%w (no country code begins with 0: write the number with its country code)", domain.ErrInvalidPhone)
+	}
+	return d, nil
 }
 
 // NormalizeRecipient normalises a send's recipient: a phone number (NormalizePhone) or a group

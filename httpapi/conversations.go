@@ -27,8 +27,8 @@ type contentJSON struct {
 	MimeType     string             `json:"mimeType,omitempty"`
 	FileName     string             `json:"fileName,omitempty"`
 	PTT          bool               `json:"ptt,omitempty"`
-	Lat          float64            `json:"lat,omitempty"`
-	Lng          float64            `json:"lng,omitempty"`
+	Lat          *float64           `json:"lat,omitempty"` // a location's, 0 included
+	Lng          *float64           `json:"lng,omitempty"`
 	Name         string             `json:"name,omitempty"`
 	Address      string             `json:"address,omitempty"`
 	ContactName  string             `json:"contactName,omitempty"`
@@ -73,7 +73,10 @@ type pollJSON struct {
 // recipient or sender).
 func contentOf(m domain.Message, peer, lid string, n domain.MessageNotes) contentJSON {
 	c := contentJSON{LID: lid, Text: m.Text, Caption: m.Caption, MimeType: m.MimeType, FileName: m.FileName, PTT: m.PTT,
-		Lat: m.Lat, Lng: m.Lng, Name: m.LocationName, Address: m.Address, ContactName: m.ContactName, ContactPhone: m.ContactPhone}
+		Name: m.LocationName, Address: m.Address, ContactName: m.ContactName, ContactPhone: m.ContactPhone}
+	if m.Kind == domain.KindLocation || m.Lat != 0 || m.Lng != 0 {
+		c.Lat, c.Lng = &m.Lat, &m.Lng
+	}
 	if domain.IsGroup(peer) {
 		c.Group = peer
 	} else {

@@ -114,8 +114,8 @@ func incomingItem(m domain.InboundMessage, n domain.MessageNotes) incomingJSON {
 	return j
 }
 
-var messageStatuses = map[string]bool{domain.MsgQueued: true, domain.MsgSent: true, domain.MsgDelivered: true, domain.MsgRead: true,
-	domain.MsgFailed: true, domain.MsgCancelled: true}
+var messageStatuses = map[string]bool{domain.MsgScheduled: true, domain.MsgQueued: true, domain.MsgSent: true, domain.MsgDelivered: true,
+	domain.MsgRead: true, domain.MsgFailed: true, domain.MsgCancelled: true}
 
 // historyQuery reads the listing's query parameters.
 func historyQuery(args *fasthttp.Args) (engine.HistoryQuery, error) {
@@ -128,7 +128,7 @@ func historyQuery(args *fasthttp.Args) (engine.HistoryQuery, error) {
 	}
 	if st := string(args.Peek("status")); st != "" {
 		if !messageStatuses[st] {
-			return q, badInput("validation_failed", "status must be queued, sent, delivered, read, failed or cancelled")
+			return q, badInput("validation_failed", "status must be scheduled, queued, sent, delivered, read, failed or cancelled")
 		}
 		q.Status = st
 	}

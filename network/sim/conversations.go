@@ -184,7 +184,7 @@ func (n *Network) delivery(from string, m domain.Message) (domain.Delivered, err
 			return d, fmt.Errorf("sim: a sticker must be WebP, not %q: %w", m.MimeType, network.ErrUnsupported)
 		}
 	case domain.KindLocation:
-		d.Lat, d.Lng, d.Address, d.LocationName = m.Lat, m.Lng, m.Address, m.LocationName
+		d.Lat, d.Lng, d.Address, d.LocationName = &m.Lat, &m.Lng, m.Address, m.LocationName
 	case domain.KindContact:
 		d.ContactName, d.ContactPhone = m.ContactName, m.ContactPhone
 	case domain.KindPoll:

@@ -27,11 +27,9 @@ func appendDelivery(b []byte, d *domain.Delivered) []byte {
 	if d.Bytes != 0 {
 		b = strconv.AppendInt(append(b, `,"bytes":`...), int64(d.Bytes), 10)
 	}
-	if d.Lat != 0 {
-		b = strconv.AppendFloat(append(b, `,"lat":`...), d.Lat, 'g', -1, 64)
-	}
-	if d.Lng != 0 {
-		b = strconv.AppendFloat(append(b, `,"lng":`...), d.Lng, 'g', -1, 64)
+	if d.Lat != nil && d.Lng != nil { // a location's, 0 included (the equator, Greenwich)
+		b = strconv.AppendFloat(append(b, `,"lat":`...), *d.Lat, 'g', -1, 64)
+		b = strconv.AppendFloat(append(b, `,"lng":`...), *d.Lng, 'g', -1, 64)
 	}
 	if d.PTT {
 		b = append(b, `,"ptt":true`...)

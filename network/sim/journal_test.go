@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ func TestDeliveryLineIsJSON(t *testing.T) {
 		{ID: "m1", From: "15550000001", To: "15551112222", Type: "text", Text: "hello", Timestamp: at},
 		{ID: `q"uo\te`, From: "1", To: "2", Type: "text", Text: "tab\tnl\ncr\r bell\x07 é 日本 \xff\xfe end\u2028", Timestamp: at.Truncate(time.Second)},
 		{ID: "m3", From: "1", To: "2", Type: "image", Caption: "<b>&</b>", FileName: "a.jpg", MimeType: "image/jpeg", Bytes: 12345, Timestamp: at},
-		{ID: "m4", From: "1", To: "2", Type: "location", Lat: -23.5505, Lng: 1e-7, Address: "São Paulo", Timestamp: at},
+		{ID: "m4", From: "1", To: "2", Type: "location", Lat: new(-23.5505), Lng: new(1e-7), Address: "São Paulo", Timestamp: at},
 		{ID: "m5", From: "1", To: "2", Type: "contact", ContactName: "Ana", ContactPhone: "+1 555", Timestamp: at},
 	} {
 		got := appendDelivery(nil, &d)
@@ -34,7 +35,7 @@ func TestDeliveryLineIsJSON(t *testing.T) {
 		}
 		var wantBack domain.Delivered
 		_ = json.Unmarshal(want, &wantBack)
-		if fmt.Sprintf("%+v", back) != fmt.Sprintf("%+v", wantBack) {
+		if !reflect.DeepEqual(back, wantBack) {
 			t.Fatalf("%s: reads back as\n%+v\nwant\n%+v", d.ID, back, wantBack)
 		}
 		if d.ID == "m1" && string(got) != string(want) {

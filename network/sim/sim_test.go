@@ -263,7 +263,7 @@ func TestSendRecordsEveryKind(t *testing.T) {
 		{ID: "m3", Type: "video", Caption: "clip", FileName: "v.mp4", MimeType: "video/mp4", Bytes: 10},
 		{ID: "m4", Type: "audio", FileName: "a.ogg", MimeType: "audio/ogg", Bytes: 7},
 		{ID: "m5", Type: "document", Caption: "invoice", FileName: "inv.pdf", MimeType: "application/pdf", Bytes: 99},
-		{ID: "m6", Type: "location", Lat: 48.8584, Lng: 2.2945, Address: "Eiffel Tower"},
+		{ID: "m6", Type: "location", Lat: new(48.8584), Lng: new(2.2945), Address: "Eiffel Tower"},
 		{ID: "m7", Type: "contact", ContactName: "Ann", ContactPhone: "15553334444"},
 	}
 	receipts := map[string]network.Receipt{}
@@ -307,7 +307,7 @@ func TestSendRecordsEveryKind(t *testing.T) {
 
 func TestDeliveredJSONNames(t *testing.T) {
 	d := domain.Delivered{ID: "i", From: "f", To: "t", Type: "x", Text: "x", Caption: "x", FileName: "x",
-		MimeType: "x", Bytes: 1, Lat: 1, Lng: 1, Address: "x", ContactName: "x", ContactPhone: "x",
+		MimeType: "x", Bytes: 1, Lat: new(1.0), Lng: new(1.0), Address: "x", ContactName: "x", ContactPhone: "x",
 		Timestamp: time.Now()}
 	b, _ := json.Marshal(d)
 	var m map[string]any
