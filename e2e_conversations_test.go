@@ -339,6 +339,12 @@ func TestConversationsEndToEnd(t *testing.T) {
 		if got := tg.simMessages(group); len(got) != 1 || got[0]["group"] != group {
 			t.Fatalf("the group got %v", got)
 		}
+		// send-image takes a group for its "to" as send takes it for its "phone".
+		img := tg.do("POST", "/api/v1/messages/send-image?wait=10", keyAuth(c.s.key), map[string]any{"to": group, "image": pngDataURI(t, 4)})
+		want(t, img, 200, "")
+		if got := tg.simMessages(group); len(got) != 2 || got[1]["type"] != "image" {
+			t.Fatalf("the group got %v after an image", got)
+		}
 		// A member writes in the group: message.received names the group and the member.
 		in := c.act(t, map[string]any{"from": other, "text": "great!", "group": group})
 		e := c.event(t, "message.received", func(d map[string]any) bool { return d["id"] == in })

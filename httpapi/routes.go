@@ -11,6 +11,10 @@ func (s *Server) routes() {
 
 	s.route(GET, "/healthz", 0, here, s.healthz)
 	s.route(GET, "/readyz", 0, here, s.readyz)
+	// HEAD too, as RFC 9110 asks of what answers GET: probes and uptime checkers often send it
+	// (fasthttp writes no body for HEAD).
+	s.route(fasthttp.MethodHead, "/healthz", 0, here, s.healthz)
+	s.route(fasthttp.MethodHead, "/readyz", 0, here, s.readyz)
 	s.route(GET, "/metrics", 0, here, s.metricsText)
 	s.route(GET, "/api/openapi.json", 0, here, s.openapi)
 

@@ -148,3 +148,15 @@ func TestStaticDispatchIsTheRouters(t *testing.T) {
 		}
 	}
 }
+
+// The probes' routes answer HEAD as GET, without a body (RFC 9110): uptime checkers send it.
+func TestHealthAnswersHEAD(t *testing.T) {
+	a := newAPI(t)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		get := a.do(t, "GET", path, "", nil, nil)
+		head := a.do(t, "HEAD", path, "", nil, nil)
+		if head.status != get.status || len(head.body) != 0 {
+			t.Errorf("HEAD %s: %d with %d bytes, want %d with none", path, head.status, len(head.body), get.status)
+		}
+	}
+}

@@ -180,7 +180,7 @@ func (s *Server) v1SendImage(ctx *fasthttp.RequestCtx) error {
 		if err := decodeSendImage(ctx, &req); err != nil {
 			return err
 		}
-		to, err := requirePhone("to", req.To)
+		to, err := requireRecipient("to", req.To)
 		if err != nil {
 			return err
 		}
