@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -466,6 +467,70 @@ func TestCountersSurviveGracefulRestart(t *testing.T) {
 	if l := tg.do("GET", "/api/admin/apikeys", bearerAuth(admin), nil).list(); len(l) != 1 || l[0]["api_calls"] != float64(38) {
 		t.Fatalf("admin list after restart: %v", l)
 	}
+}
+
+// A gateway restarted with a plan table that lacks a user's plan gives that user the default
+// plan's caps (daily, with its X-RateLimit-* headers, and monthly), never "no cap"; the admin
+// still sees the plan the profile names and can edit the profile without changing it, but
+// cannot set a plan that is not in the table.
+func TestRemovedPlanFallsBackToTheDefault(t *testing.T) {
+	dir := t.TempDir()
+	withTiny, withoutTiny := filepath.Join(dir, "p1.json"), filepath.Join(dir, "p2.json")
+	for p, body := range map[string]string{
+		withTiny:    `{"free": {"rate_limit": 3, "monthly_messages": 7}, "tiny": {"rate_limit": 50, "monthly_messages": 100}}`,
+		withoutTiny: `{"free": {"rate_limit": 3, "monthly_messages": 7}}`,
+	} {
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tg := startGW(t, "--plans", withTiny)
+	admin := tg.token("root", "admin")
+	bobTok := tg.newClient("bob")
+	want(t, tg.do("PATCH", "/api/admin/users", bearerAuth(admin), map[string]any{"id": "bob", "plan": "tiny"}), 200, "")
+	raw := tg.newKey(admin, "bob", nil).str("rawKey")
+
+	tg.stop()
+	for i, a := range tg.args {
+		if a == withTiny {
+			tg.args[i] = withoutTiny
+		}
+	}
+	tg.start()
+
+	for i := range 3 {
+		r := tg.do("GET", "/api/v1/account", keyAuth(raw), nil)
+		want(t, r, 200, "")
+		a := r.obj()
+		if a["plan"] != "free" || a["rate_limit"] != float64(3) || a["remaining_today"] != float64(2-i) || a["monthly_limit"] != float64(7) {
+			t.Fatalf("call %d: account %v", i, a)
+		}
+		if r.header.Get("X-RateLimit-Limit") != "3" || r.header.Get("X-RateLimit-Remaining") != strconv.Itoa(2-i) {
+			t.Fatalf("call %d: headers %v", i, r.header)
+		}
+	}
+	want(t, tg.do("GET", "/api/v1/account", keyAuth(raw), nil), 429, "rate_limited")
+	if u := tg.do("GET", "/api/client/usage", bearerAuth(bobTok), nil).obj(); u["plan"] != "free" || u["monthlyLimit"] != float64(7) {
+		t.Fatalf("usage: %v", u)
+	}
+	if l := tg.do("GET", "/api/admin/apikeys", bearerAuth(admin), nil).list(); len(l) != 1 || l[0]["plan"] != "free" || l[0]["rate_limit"] != float64(3) {
+		t.Fatalf("admin key list: %v", l)
+	}
+
+	// The profile names its own plan still, and can be edited without changing it.
+	r := tg.do("PATCH", "/api/admin/users", bearerAuth(admin), map[string]any{"id": "bob", "name": "B"})
+	want(t, r, 200, "")
+	found := false
+	for _, u := range tg.do("GET", "/api/admin/users", bearerAuth(admin), nil).list() {
+		if u["id"] == "bob" {
+			found = u["plan"] == "tiny" && u["name"] == "B"
+		}
+	}
+	if !found {
+		t.Fatalf("admin user list lacks bob on plan tiny named B (patch: %s)", r.raw)
+	}
+	want(t, tg.do("PATCH", "/api/admin/users", bearerAuth(admin), map[string]any{"id": "bob", "plan": "tiny"}), 400, "")
+	want(t, tg.do("PATCH", "/api/admin/users", bearerAuth(admin), map[string]any{"id": "bob", "plan": "free"}), 200, "")
 }
 
 func TestHealthAndMetrics(t *testing.T) {

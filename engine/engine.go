@@ -168,7 +168,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg.Plans = DefaultPlans()
 	}
 	if cfg.DefaultPlan == "" {
-		cfg.DefaultPlan = "free"
+		cfg.DefaultPlan = BuiltinDefaultPlan
 	}
 	if _, ok := cfg.Plans[cfg.DefaultPlan]; !ok {
 		return nil, fmt.Errorf("engine: default plan %q is not in the plan table %v", cfg.DefaultPlan, cfg.Plans.Names())

@@ -14,6 +14,9 @@ import (
 // Plans maps a plan name to its caps.
 type Plans map[string]domain.Plan
 
+// BuiltinDefaultPlan is the plan of new users when no --default-plan is given.
+const BuiltinDefaultPlan = "free"
+
 // DefaultPlans is the built-in plan table.
 func DefaultPlans() Plans {
 	return Plans{
@@ -47,6 +50,17 @@ func LoadPlans(path string) (Plans, error) {
 		}
 	}
 	return p, nil
+}
+
+// Resolve is the plan in force for a user whose profile names plan name: that plan, or def
+// (the --default-plan, which the engine checks is in the table) when name is empty or no
+// longer in the table. A plan removed from the table since the user was put on it must fail
+// closed to the operator's default: the zero plan a missing entry would give means "no cap".
+func (p Plans) Resolve(name, def string) (string, domain.Plan) {
+	if pl, ok := p[name]; ok && name != "" {
+		return name, pl
+	}
+	return def, p[def]
 }
 
 // Names lists the plan names in order.

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -53,10 +54,20 @@ func newUsers(e *Engine, adminUIDs []string) *Users {
 	return us
 }
 
-// boot puts every profile (read by the engine's boot) in the directory.
+// boot puts every profile (read by the engine's boot) in the directory, and warns of each plan
+// a profile names that the plan table no longer has: those users get the default plan's caps
+// (planOf) until an admin moves them to a plan in the table.
 func (us *Users) boot(users []domain.User) int {
+	missing := map[string]int{}
 	for _, u := range users {
 		us.put(u)
+		if _, ok := us.e.cfg.Plans[u.Plan]; !ok && u.Plan != "" {
+			missing[u.Plan]++
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(missing)) {
+		us.e.log.Warn("users are on a plan not in the plan table; they get the default plan's caps",
+			"plan", name, "users", missing[name], "default_plan", us.e.cfg.DefaultPlan)
 	}
 	return len(users)
 }
@@ -209,8 +220,17 @@ func (us *Users) Update(ctx context.Context, p UserPatch) (domain.User, error) {
 	if p.Plan != nil {
 		u.Plan = *p.Plan
 	}
-	if err := us.checkRolePlan(u.Role, u.Plan); err != nil {
+	// The plan is checked only when the patch names one: a profile whose plan left the table
+	// (it has the default plan's caps meanwhile) can still be renamed or have its role changed,
+	// while a patch that sets a plan, even the one the profile already names, must name a plan
+	// in the table.
+	if err := us.checkRole(u.Role); err != nil {
 		return domain.User{}, err
+	}
+	if p.Plan != nil {
+		if err := us.checkPlan(u.Plan); err != nil {
+			return domain.User{}, err
+		}
 	}
 	u.UpdatedAt = us.e.now().UTC()
 	if err := us.e.cfg.Store.PutUser(ctx, u); err != nil {
@@ -225,9 +245,20 @@ func (us *Users) Update(ctx context.Context, p UserPatch) (domain.User, error) {
 }
 
 func (us *Users) checkRolePlan(role, plan string) error {
+	if err := us.checkRole(role); err != nil {
+		return err
+	}
+	return us.checkPlan(plan)
+}
+
+func (us *Users) checkRole(role string) error {
 	if role != RoleClient && role != RoleAdmin {
 		return fmt.Errorf("%w: role must be client or admin", domain.ErrValidation)
 	}
+	return nil
+}
+
+func (us *Users) checkPlan(plan string) error {
 	if _, ok := us.e.cfg.Plans[plan]; !ok {
 		return fmt.Errorf("%w: unknown plan %q (plans: %s)", domain.ErrValidation, plan, strings.Join(us.e.cfg.Plans.Names(), ", "))
 	}
@@ -254,20 +285,27 @@ func ClientName(u domain.User) string {
 	return u.ID
 }
 
-// keyPlan is the daily cap of a user's keys.
+// keyPlan is the daily cap of a user's keys, named after the plan in force (PlanInForce).
 func (us *Users) keyPlan(uid string) key.Plan {
-	name := us.planName(uid)
-	return key.Plan{Name: name, Limit: us.e.cfg.Plans[name].RateLimit}
+	name, p := us.PlanInForce(uid)
+	return key.Plan{Name: name, Limit: p.RateLimit}
 }
 
-// planOf is the user's plan (the default plan for an unknown user).
-func (us *Users) planOf(uid string) domain.Plan { return us.e.cfg.Plans[us.planName(uid)] }
+// planOf is the user's plan in force (PlanInForce).
+func (us *Users) planOf(uid string) domain.Plan {
+	_, p := us.PlanInForce(uid)
+	return p
+}
 
-func (us *Users) planName(uid string) string {
-	if u, ok := us.lookup(uid); ok && u.Plan != "" {
-		return u.Plan
+// PlanInForce is the plan whose caps a user has, and its name: the plan the profile names, or
+// the default plan for an unknown user, a profile without a plan, or a plan no longer in the
+// table (Plans.Resolve). Every cap is read through it, so none falls open to "no cap".
+func (us *Users) PlanInForce(uid string) (string, domain.Plan) {
+	var name string
+	if u, ok := us.lookup(uid); ok {
+		name = u.Plan
 	}
-	return us.e.cfg.DefaultPlan
+	return us.e.cfg.Plans.Resolve(name, us.e.cfg.DefaultPlan)
 }
 
 // Plans is the plan table in force.

@@ -22,7 +22,10 @@ func (s *Server) clientUsage(ctx *fasthttp.RequestCtx, u domain.User) error {
 	if err != nil {
 		return err
 	}
-	out := usageJSON{Success: true, Plan: u.Plan, MessagesSent: acct.Sent, MonthlyLimit: acct.Limit, ResetsAt: timestamp(acct.Reset)}
+	// The plan named beside the allowance is the one whose allowance it is: the default plan
+	// for a profile whose plan left the plan table (the profile itself still names its own).
+	plan, _ := s.engine(ctx).Users.PlanInForce(u.ID)
+	out := usageJSON{Success: true, Plan: plan, MessagesSent: acct.Sent, MonthlyLimit: acct.Limit, ResetsAt: timestamp(acct.Reset)}
 	if acct.Limit > 0 {
 		rem := acct.Remaining
 		out.Remaining = &rem

@@ -48,11 +48,10 @@ func (r clusterRecords) Keys() ([]engine.KeyView, error) {
 	out := make([]engine.KeyView, 0, len(keys))
 	for _, k := range keys {
 		u, known := users[k.UserID]
-		plan := u.Plan
-		if plan == "" {
-			plan = c.DefaultPlan
-		}
-		v := engine.KeyView{Grant: domain.Grant{Key: k, Plan: plan, Limit: r.n.sh.plans[plan].RateLimit}}
+		// The plan in force, as the key's own engine resolves it (Users.PlanInForce): a plan
+		// no longer in this node's table is the default plan, never the zero plan's "no cap".
+		plan, p := r.n.sh.plans.Resolve(u.Plan, c.DefaultPlan)
+		v := engine.KeyView{Grant: domain.Grant{Key: k, Plan: plan, Limit: p.RateLimit}}
 		if known {
 			v.ClientName = engine.ClientName(u)
 		}

@@ -53,6 +53,11 @@ func Open(ctx context.Context, c Config, log *slog.Logger) (_ *Node, err error) 
 	if err := c.Check(); err != nil {
 		return nil, err
 	}
+	if c.DefaultPlan == "" {
+		// The engine's own default, set here too: the cluster's key list resolves plans
+		// without an engine (clusterRecords.Keys) and must fall back to the same plan.
+		c.DefaultPlan = engine.BuiltinDefaultPlan
+	}
 	stores, err := storeConfig(c)
 	if err != nil {
 		return nil, err
