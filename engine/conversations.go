@@ -281,8 +281,10 @@ func (ms *Messages) Delete(ctx context.Context, uid, id string, r SendRequest) (
 		return DeleteResult{Entry: e}, nil
 	}
 	if orig.Status == domain.MsgCancelled {
-		// Taken back before, its record written: nothing is left to take back.
-		return DeleteResult{}, fmt.Errorf("%w: %s was cancelled already", domain.ErrNotRevocable, id)
+		// Taken back before: answered as it stands, as a DELETE racing the one that cancelled
+		// it is (cancelling, above), so a DELETE sent again gets the same answer whenever it
+		// comes (README: a cancel is idempotent).
+		return DeleteResult{Entry: orig}, nil
 	}
 	if ms.msgs.unrecordedFailure(id) { // told failed, its record tried again (recordAgain)
 		return DeleteResult{}, fmt.Errorf("%w: the failure of %s is not recorded yet; try again", domain.ErrUnavailable, id)
