@@ -244,6 +244,9 @@ func TestCloudStoreTopicTemplate(t *testing.T) {
 	// A template taking another number of parameters is refused.
 	want(t, tg.do("PUT", "/api/client/templates", bearerAuth(alice), map[string]any{"topic": "orders/create",
 		"cloudTemplate": map[string]any{"name": "order_confirmed", "language": "en_US", "parameters": []string{"{customer_name}"}}}), 400, "validation_failed")
+	// So is a parameter naming no placeholder: Meta would get "{bogus}" as written.
+	want(t, tg.do("PUT", "/api/client/templates", bearerAuth(alice), map[string]any{"topic": "orders/create",
+		"cloudTemplate": map[string]any{"name": "order_confirmed", "language": "en_US", "parameters": []string{"{bogus}", "{order_number}"}}}), 400, "validation_failed")
 	r := tg.do("PUT", "/api/client/templates", bearerAuth(alice), map[string]any{"topic": "orders/create",
 		"cloudTemplate": map[string]any{"name": "order_confirmed", "language": "en_US", "parameters": []string{"{customer_name}", "{order_number}"}}})
 	want(t, r, 200, "")

@@ -550,6 +550,15 @@ func TestStoreWebhookRefusalsAndDedupe(t *testing.T) {
 	for _, bad := range [][]byte{[]byte(`{"id": 1, "name": `), []byte(`[{"id": 1}]`), nil} {
 		want(t, tg.webhook(q, shopifyHook("orders/create", aliceShop, hookSecret, "w-malformed", bad), bad), 400, "invalid_json")
 	}
+	// An order with no usable id, which no message can be made of: 400 at once, with the
+	// reason (the platform shows the store owner a refused delivery), not accepted and failed.
+	for _, id := range []string{`null`, `-1`, `1e300`} {
+		noID := []byte(`{"id": ` + id + `, "name": "#9", "customer": {"phone": "+1 312 555 0101"}}`)
+		r := tg.webhook(q, shopifyHook("orders/create", aliceShop, hookSecret, "w-noid-"+id, noID), noID)
+		if want(t, r, 400, "invalid_json"); !strings.Contains(r.str("error"), "order without id") {
+			t.Fatalf("an order with id %s answered %s", id, r.raw)
+		}
+	}
 	// No topic: 400.
 	h = shopifyHook("orders/create", aliceShop, hookSecret, "w-notopic", body)
 	delete(h, "X-Shopify-Topic")

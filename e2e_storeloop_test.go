@@ -555,7 +555,10 @@ func TestStoreLoopDelaysAndCheckouts(t *testing.T) {
 		path := strings.TrimPrefix(addr, testPublicURL)
 		// Without the key the unsigned form is refused (the store has a secret).
 		bad := strings.Replace(path, "key=", "key=0", 1)
-		want(t, tg.do("POST", bad, auth{"Content-Type": "application/x-www-form-urlencoded"}, string(form)), 401, "invalid_signature")
+		refused := tg.do("POST", bad, auth{"Content-Type": "application/x-www-form-urlencoded"}, string(form))
+		if want(t, refused, 401, "invalid_signature"); !strings.Contains(refused.str("error"), "key does not match") {
+			t.Fatalf("a wrong key answered %s, want the key named as what is wrong", refused.raw)
+		}
 		r := tg.do("POST", path, auth{"Content-Type": "application/x-www-form-urlencoded"}, string(form))
 		if want(t, r, 200, ""); r.str("status") != "queued" {
 			t.Fatalf("cart: %s", r.raw)

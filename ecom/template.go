@@ -1,6 +1,7 @@
 package ecom
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -110,6 +111,27 @@ func capText(s string) string {
 		cut--
 	}
 	return s[:cut] + more
+}
+
+// UnknownPlaceholders lists the {names} in tmpl that are no placeholder of Render's (which
+// leaves them as written), each once, in order.
+func UnknownPlaceholders(tmpl string) []string {
+	var unknown []string
+	for rest := tmpl; ; {
+		open := strings.IndexByte(rest, '{')
+		if open < 0 {
+			return unknown
+		}
+		end := strings.IndexByte(rest[open:], '}')
+		if end < 0 {
+			return unknown
+		}
+		name := strings.Trim(rest[open+1:open+end], "{")
+		if _, ok := placeholderValue(name, &Event{}, ""); !ok && name != "" && !slices.Contains(unknown, "{"+name+"}") {
+			unknown = append(unknown, "{"+name+"}")
+		}
+		rest = rest[open+end+1:]
+	}
 }
 
 // placeholderValue is the single table behind Render and Placeholders (a test keeps them in step).

@@ -1,6 +1,7 @@
 package ecom
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -162,5 +163,15 @@ func TestRenderStaysWithinTheTextLimit(t *testing.T) {
 	long := Render("{customer_address} é", Event{Address: strings.Repeat("é", domain.MaxTextBytes)}, "S")
 	if len(long) > domain.MaxTextBytes || !utf8.ValidString(long) || !strings.HasSuffix(long, "…") {
 		t.Fatalf("a rendered message of %d bytes (valid UTF-8 %v), want at most %d ending in …", len(long), utf8.ValidString(long), domain.MaxTextBytes)
+	}
+}
+
+func TestUnknownPlaceholders(t *testing.T) {
+	got := UnknownPlaceholders("{customer_name} {bogus} {{order_number}} {bogus} {nope} {} {open")
+	if !slices.Equal(got, []string{"{bogus}", "{nope}"}) {
+		t.Fatalf("unknown placeholders %q", got)
+	}
+	if got := UnknownPlaceholders("Hi {customerName}, #{order_number}"); got != nil {
+		t.Fatalf("known ones reported unknown: %q", got)
 	}
 }

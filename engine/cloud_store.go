@@ -35,6 +35,14 @@ func (st *Stores) PutCloudTemplate(ctx context.Context, uid, topic string, t *do
 		return TemplateView{}, fmt.Errorf("%w: topic must be one of %s", domain.ErrValidation, strings.Join(ecom.TemplateTopics(), ", "))
 	}
 	if t != nil {
+		for i, param := range t.Params {
+			// Render leaves an unknown name as written: Meta would get "{bogus}" in a template
+			// it charges for.
+			if unknown := ecom.UnknownPlaceholders(param); len(unknown) > 0 {
+				return TemplateView{}, fmt.Errorf("%w: cloudTemplate.parameters[%d]: %s is no placeholder (GET /api/client/templates lists them)",
+					domain.ErrValidation, i, strings.Join(unknown, ", "))
+			}
+		}
 		ent := st.e.Sessions.idx.cloudOf(uid)
 		if ent == nil {
 			return TemplateView{}, fmt.Errorf("%w: a topic's cloud template is one of the Cloud API number's; connect one first", domain.ErrNeedsCloud)

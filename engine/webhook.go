@@ -101,6 +101,12 @@ func (st *Stores) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, 
 		res.Status, res.Reason = WebhookIgnored, "webhook ping"
 		return res, nil
 	}
+	if !keyed && len(signature) == 0 && len(w.Key) > 0 && ent.hasSecret() {
+		// A key in the address, and not this store's for this topic: say so, not that a
+		// signature header is missing (the sender that uses the key cannot send one).
+		s.signatureN.Add(1)
+		return res, fmt.Errorf("%w: the address's key does not match this store's for topic %q", domain.ErrInvalidSignature, topicH)
+	}
 	if !keyed {
 		if err := s.verify(ent, p, signature, w.Body); err != nil {
 			s.signatureN.Add(1)
@@ -139,6 +145,12 @@ func (st *Stores) AcceptWebhook(ctx context.Context, w Webhook) (WebhookResult, 
 		return res, nil
 	}
 
+	// What the worker could never make a message of (an order without a usable id) is refused
+	// now, 400 with the reason, rather than accepted and failed later: the platform shows the
+	// store owner a refused delivery.
+	if _, err := p.Parse(topic, w.Body); errors.Is(err, ecom.ErrMalformed) {
+		return res, fmt.Errorf("%w: %w", domain.ErrInvalidPayload, err)
+	}
 	var seenID string
 	if len(deliveryID) > 0 {
 		seenID = ent.rec.Shop + "/" + string(deliveryID)
