@@ -713,6 +713,11 @@ func TestSendLaterAndQuietHours(t *testing.T) {
 		items, _ := tg.historyPage(t, "/api/v1/messages?status=scheduled", keyAuth(s.key))
 		return len(items) == 1 && items[0]["id"] == id
 	})
+	// Not sent yet: not editable, and the answer says why.
+	edit := tg.do("POST", "/api/v1/messages/"+id+"/edit", keyAuth(s.key), map[string]any{"message": "new text"})
+	if want(t, edit, 409, "not_editable"); !strings.Contains(edit.str("error"), "not sent yet") {
+		t.Fatalf("edit of a scheduled message: %s", edit.raw)
+	}
 	if remaining() != before-1 {
 		t.Fatal("no allowance reserved")
 	}

@@ -2,6 +2,7 @@ package domain
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -10,6 +11,26 @@ import (
 // MaxTextBytes is the longest text a message carries: the messaging network's own limit. The
 // API refuses a longer one; a store's rendered message is cut to it (ecom.Render).
 const MaxTextBytes = 65536
+
+// MaxNameBytes bounds a message's short fields: a file name, a place's name and address, a
+// contact's name.
+const MaxNameBytes = 1024
+
+// CheckSizes refuses a message whose text or caption is over MaxTextBytes, or a short field
+// over MaxNameBytes (the network refuses or cuts them; every way in is held to the same).
+func (m *Message) CheckSizes() error {
+	for _, f := range [...]struct {
+		name string
+		v    string
+		max  int
+	}{{"text", m.Text, MaxTextBytes}, {"caption", m.Caption, MaxTextBytes}, {"fileName", m.FileName, MaxNameBytes},
+		{"name", m.LocationName, MaxNameBytes}, {"address", m.Address, MaxNameBytes}, {"contactName", m.ContactName, MaxNameBytes}} {
+		if len(f.v) > f.max {
+			return fmt.Errorf("%w: %s must be at most %d bytes", ErrValidation, f.name, f.max)
+		}
+	}
+	return nil
+}
 
 // Kind is a message kind: SPEC.md section 4.4's, and those of DESIGN.md section 16. One Kind
 // and one Message carry a message from the API through the outbox to the network and back

@@ -211,7 +211,7 @@ func (ms *Messages) Edit(ctx context.Context, uid, id, text string, r SendReques
 	switch {
 	case orig.Message.Kind != domain.KindText:
 		return domain.OutboxEntry{}, fmt.Errorf("%w: %s is a %s, not a text", domain.ErrNotEditable, id, orig.Message.Kind)
-	case orig.Status == domain.MsgQueued:
+	case orig.Status == domain.MsgQueued || orig.Status == domain.MsgScheduled:
 		return domain.OutboxEntry{}, fmt.Errorf("%w: %s is not sent yet (cancel it with DELETE and send the new text)", domain.ErrNotEditable, id)
 	case orig.Status == domain.MsgFailed || orig.Status == domain.MsgCancelled:
 		return domain.OutboxEntry{}, fmt.Errorf("%w: %s was never delivered (%s)", domain.ErrNotEditable, id, orig.Status)

@@ -202,6 +202,9 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 	} else if !m.mints {
 		r.Message.ID = NewMessageID()
 	}
+	if err := r.Message.CheckSizes(); err != nil {
+		return domain.OutboxEntry{}, err
+	}
 	view := ent.view.Load()
 	if until, ok := view.Unreachable[r.Message.To]; ok && e.now().Before(until) {
 		// The network refused this recipient twice: nothing is charged, nothing queued.

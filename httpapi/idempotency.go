@@ -98,7 +98,7 @@ func waitOf(ctx *fasthttp.RequestCtx, def time.Duration) (time.Duration, error) 
 		return def, nil
 	}
 	n, err := strconv.ParseFloat(string(v), 64)
-	if err != nil || n < 0 || n > 60 {
+	if err != nil || !(n >= 0 && n <= 60) { // NaN too
 		return 0, badInput("validation_failed", "wait must be a number of seconds from 0 to 60")
 	}
 	return time.Duration(n * float64(time.Second)), nil
