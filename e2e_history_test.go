@@ -132,6 +132,10 @@ func messageHistory(t *testing.T, args ...string) {
 	if !slices.Equal(rev, ids(newest)) {
 		t.Fatalf("oldest first is not newest first reversed (%d vs %d items)", len(rev), len(newest))
 	}
+	// since at Go's zero time (what an unset time.Time serialises to) is a since too: oldest first.
+	if items, _ := tg.historyPage(t, "/api/v1/messages?limit=1&since=0001-01-01T00:00:00Z", keyAuth(s.key)); len(items) != 1 || items[0]["id"] != oldest[0]["id"] {
+		t.Fatalf("since=0001-01-01 listed %v first, want the oldest, %v", items, oldest[0]["id"])
+	}
 
 	// The first message sent, out 0, is listed first, but for others of its millisecond: the
 	// history is ordered by time to the millisecond (DESIGN.md section 15), an outgoing message's

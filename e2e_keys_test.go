@@ -335,6 +335,7 @@ func TestBadInput(t *testing.T) {
 		{"user patch unknown", "PATCH", "/api/admin/users", `{"id":"nobody","plan":"starter"}`, 404, "user_not_found"},
 		{"user patch nothing", "PATCH", "/api/admin/users", `{"id":"alice"}`, 400, "validation_failed"},
 		{"user patch bad plan", "PATCH", "/api/admin/users", `{"id":"alice","plan":"gold"}`, 400, "validation_failed"},
+		{"user patch id with spaces names alice", "PATCH", "/api/admin/users", `{"id":"  alice ","name":"Alice"}`, 200, ""},
 		{"user patch plan number", "PATCH", "/api/admin/users", `{"id":"alice","plan":3}`, 400, "validation_failed"},
 		{"unknown route", "GET", "/api/nope", nil, 404, "not_found"},
 		{"wrong method", "PUT", "/api/admin/apikeys", nil, 405, "method_not_allowed"},

@@ -149,6 +149,9 @@ func historyQuery(args *fasthttp.Args) (engine.HistoryQuery, error) {
 		if err != nil {
 			return q, badInput("validation_failed", "since must be an RFC 3339 timestamp")
 		}
+		if epoch := time.Unix(0, 0).UTC(); t.Before(epoch) {
+			t = epoch // every message is after it; the zero time would read as no since at all
+		}
 		q.Since = t
 	}
 	q.Limit = 100

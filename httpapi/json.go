@@ -131,7 +131,9 @@ type reqField struct {
 func need(name string, v **string) reqField { return reqField{name: name, v: v} }
 
 // bind decodes the JSON body into req and checks the required fields, in order: the error is
-// a 400 (invalid_json, or validation_failed naming the field).
+// a 400 (invalid_json, or validation_failed naming the field). A required field (an id, a
+// token, a name) is trimmed of blank space, as a cluster routes the request by it (bodyField)
+// and as a user's id is created: " bob " names bob everywhere.
 func bind(ctx *fasthttp.RequestCtx, req any, fields ...reqField) error {
 	if err := decodeBody(ctx, req); err != nil {
 		return err
@@ -139,6 +141,9 @@ func bind(ctx *fasthttp.RequestCtx, req any, fields ...reqField) error {
 	for _, f := range fields {
 		if *f.v == nil || strings.TrimSpace(**f.v) == "" {
 			return missing(f.name)
+		}
+		if t := strings.TrimSpace(**f.v); t != **f.v {
+			*f.v = &t
 		}
 	}
 	return nil
