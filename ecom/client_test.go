@@ -3,6 +3,7 @@ package ecom
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -429,4 +430,14 @@ func TestClientTransportFailures(t *testing.T) {
 			t.Fatalf("err = %v", err)
 		}
 	})
+}
+
+// A store domain that does not resolve is named in the error a client reads, but the resolver
+// the gateway asked (its own network's address) is not.
+func TestErrorLeavesTheResolverOut(t *testing.T) {
+	err := &detailError{kind: domain.ErrStorePlatform, detail: "shop query", cause: &url.Error{Op: "Get", URL: "https://nope.example/x",
+		Err: &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "nope.example", Server: "10.255.255.53:53", IsNotFound: true}}}}
+	if msg := err.Error(); strings.Contains(msg, "10.255.255.53") || !strings.Contains(msg, "lookup nope.example: no such host") {
+		t.Fatalf("error %q", msg)
+	}
 }

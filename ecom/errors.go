@@ -1,5 +1,10 @@
 package ecom
 
+import (
+	"errors"
+	"net"
+)
+
 // detailError carries one of the package's sentinel errors (matched with errors.Is) plus
 // detail for logs, and optionally the cause (a network or context error).
 type detailError struct {
@@ -13,7 +18,13 @@ func (e *detailError) Error() string {
 	if e.detail != "" {
 		s += ": " + e.detail
 	}
-	if e.cause != nil {
+	var dns *net.DNSError
+	switch {
+	case errors.As(e.cause, &dns):
+		// Without the resolver's address, which DNSError's text names: the answer goes to a
+		// client, and the gateway's network is none of its business.
+		s += ": lookup " + dns.Name + ": " + dns.Err
+	case e.cause != nil:
 		s += ": " + e.cause.Error()
 	}
 	return s
