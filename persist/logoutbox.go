@@ -833,14 +833,13 @@ func (lo *LogOutbox) Settle(e domain.OutboxEntry, done func(error)) {
 	lo.queued.add(1)
 	if apos == 0 {
 		f, err := lo.resolve(e.ID)
-		if err == nil {
-			_, _, media, err = lo.body(f)
-		}
 		if err != nil {
 			c.finish(0, err)
 			return
 		}
 		apos = f.pos
+		// Its media file, if any: one its body cannot name is left to the next boot's sweep.
+		_, _, media, _ = lo.body(f)
 	}
 	c.media = media
 	// Room for a sent outcome's record as a rule (about 150 bytes): one allocation, not the
