@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/gateway/gateway/actors/storeevents"
 	"github.com/gateway/gateway/domain"
@@ -62,7 +61,7 @@ func (ms *Messages) SendGroups(ctx context.Context, uid, origin string, groups [
 	}
 	if err := ms.msgs.outbox.AcceptMany(ctx, entries); err != nil {
 		res.Release()
-		return 0, fmt.Errorf("%w: outbox: %w", domain.ErrUnavailable, err)
+		return 0, acceptErr(err)
 	}
 	for _, entry := range entries {
 		if entry.Status == domain.MsgScheduled {

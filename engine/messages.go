@@ -278,7 +278,7 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 		if r.Reserved == nil {
 			res.Release()
 		}
-		return domain.OutboxEntry{}, fmt.Errorf("%w: outbox: %w", domain.ErrUnavailable, err)
+		return domain.OutboxEntry{}, acceptErr(err)
 	}
 	if !sendAt.IsZero() {
 		ms.scheduled(entry, res)
@@ -293,6 +293,15 @@ func (ms *Messages) Send(ctx context.Context, r SendRequest) (domain.OutboxEntry
 		return entry, nil
 	}
 	return m.await(ctx, entry, ch, r.Wait)
+}
+
+// acceptErr is an outbox's refusal of an accept as answered: a message too large for it to
+// hold is the caller's to make smaller (413); anything else is the storage's, retried (503).
+func acceptErr(err error) error {
+	if errors.Is(err, domain.ErrMediaTooLarge) {
+		return err
+	}
+	return fmt.Errorf("%w: outbox: %w", domain.ErrUnavailable, err)
 }
 
 // queuedEntry is a message as it is accepted at now, queued on session sess: for the phone the

@@ -197,3 +197,19 @@ func TestSendHistoryInItsRecord(t *testing.T) {
 		t.Fatal("the history lies outside the message's record: an allocation of its own")
 	}
 }
+
+// An outbox's refusal of a message too large for it is answered as such (413), not as the
+// storage's failure (503 with Retry-After), which a client would retry for ever.
+func TestAcceptErr(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		code string
+	}{
+		{fmt.Errorf("outlog record of 17000000 bytes: %w", domain.ErrMediaTooLarge), "media_too_large"},
+		{fmt.Errorf("disk full"), "unavailable"},
+	} {
+		if got := domain.CodeOf(acceptErr(c.err)); got != c.code {
+			t.Errorf("acceptErr(%v): code %q, want %q", c.err, got, c.code)
+		}
+	}
+}

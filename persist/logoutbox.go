@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -45,10 +46,12 @@ import (
 // of the checkpoint (outlog_head/<uid>), and the campaigns' own idempotency records (idem/).
 //
 // The history of what the log holds is a backward chain per user (logoutbox_chain.go): no
-// Badger record a message.
+// Badger record a message. A message's media over BlobMin is a file of its own beside the log,
+// the accept naming it (logoutbox_media.go).
 type LogOutbox struct {
 	log    *outlog.Log
 	kv     KV
+	media  logMedia
 	older  OutboxReader // the outbox a switch of --outbox left behind (outbox_older.go), or nil
 	idem   *Table[domain.IdemRecord]
 	logger atomic.Pointer[slog.Logger]
@@ -71,7 +74,10 @@ type LogOutbox struct {
 	// recentMax ids.
 	recent [2]map[string]outlog.Pos
 	unmark []string // marks to delete: their messages settled
-	booted bool
+	// unmedia are the media files to remove: their messages settled (once the log is durable
+	// past their outcomes) or their accepts never were.
+	unmedia []mediaDrop
+	booted  bool
 	// Records kept for reuse (a message's pending record and its outcome's write in flight):
 	// an allocation each a message otherwise. At most freeMax of each.
 	freePending []*logPending
@@ -96,6 +102,8 @@ type logPending struct {
 	// on the log's writer, bound to this record once (LogOutbox.accepted).
 	id       string
 	accepted func(outlog.Pos, error)
+	// media: the file holding its media ("": none, or in its record).
+	media string
 }
 
 // Record kinds, slots and Badger keys.
@@ -147,7 +155,7 @@ func OpenLogOutbox(dir string, kv KV, o LogOutboxOptions) (*LogOutbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	lo := &LogOutbox{log: l, kv: kv, idem: NewTable[domain.IdemRecord](kv, idemTable, 1),
+	lo := &LogOutbox{log: l, kv: kv, media: logMedia{dir: filepath.Join(dir, logMediaDir)}, idem: NewTable[domain.IdemRecord](kv, idemTable, 1),
 		pending: map[string]*logPending{}, now: time.Now,
 		recent:  [2]map[string]outlog.Pos{make(map[string]outlog.Pos), make(map[string]outlog.Pos)},
 		settled: make([]settledAccept, 1<<settledBits)}
@@ -164,9 +172,13 @@ func (lo *LogOutbox) SetLogger(l *slog.Logger) {
 	}
 }
 
-// Close waits for the background writes (outcomes, receipts) and closes the log.
+// Close waits for the background writes (outcomes, receipts), removes the media files of the
+// messages settled, and closes the log.
 func (lo *LogOutbox) Close() error {
 	lo.Flush()
+	if lo.log.Sync() == nil {
+		lo.removeMedia(lo.log.Durable())
+	}
 	return lo.log.Close()
 }
 
@@ -189,8 +201,13 @@ func (lo *LogOutbox) Accept(ctx context.Context, e *domain.OutboxEntry, idemHash
 	if err := lo.writable(); err != nil {
 		return err
 	}
-	t, dup, answered, err := lo.queueAccept(e, idemHash, true)
+	ref, err := lo.putMedia(e)
+	if err != nil {
+		return err
+	}
+	t, dup, answered, err := lo.queueAccept(e, idemHash, ref, true)
 	if err != nil || dup {
+		lo.unused(ref) // no record names it (a duplicate's names its own)
 		return err
 	}
 	if acceptQueued != nil {
@@ -234,7 +251,17 @@ func (lo *LogOutbox) AcceptMany(ctx context.Context, es []domain.OutboxEntry) er
 		ts   []outlog.Ticket
 	)
 	for i := range es {
-		t, dup, _, err := lo.queueAccept(&es[i], "", false)
+		ref, err := lo.putMedia(&es[i])
+		var (
+			t   outlog.Ticket
+			dup bool
+		)
+		if err == nil {
+			t, dup, _, err = lo.queueAccept(&es[i], "", ref, false)
+		}
+		if err != nil || dup {
+			lo.unused(ref)
+		}
 		if err != nil {
 			if len(ts) > 0 {
 				_ = lo.finishAccept(ctx, ents, ts)
@@ -249,13 +276,14 @@ func (lo *LogOutbox) AcceptMany(ctx context.Context, es []domain.OutboxEntry) er
 }
 
 // queueAccept queues an entry's accept record and indexes it as pending; dup: an accept of an
-// id pending here already (written once; its write was waited for).
+// id pending here already (written once; its write was waited for). ref names the file holding
+// its media (putMedia; "": the record holds it).
 //
 // With onWriter, an accept whose id it mints (answered) has its pending state set on the log's
 // writer goroutine once written (accepted), not by its caller after its wait (finishAccept):
 // the callers of a round, woken together, each took mu at once (issue 32: about a fifth of a
 // contended lock a message at 100 sessions in process, each a park and a wake-up).
-func (lo *LogOutbox) queueAccept(e *domain.OutboxEntry, idemHash string, onWriter bool) (t outlog.Ticket, dup, answered bool, err error) {
+func (lo *LogOutbox) queueAccept(e *domain.OutboxEntry, idemHash, ref string, onWriter bool) (t outlog.Ticket, dup, answered bool, err error) {
 	caller := e.ID != ""
 	answered = onWriter && !caller
 	ph := e.ID
@@ -282,7 +310,7 @@ func (lo *LogOutbox) queueAccept(e *domain.OutboxEntry, idemHash string, onWrite
 		}
 		hdr = chainHeader
 	}
-	b, size := bodyOf(*e, idemHash, "")
+	b, size := bodyOf(*e, idemHash, ref)
 	b.ID = ph
 	// The record on the stack as a rule (QueueFunc copies it into the log's group).
 	var stack [1024]byte
@@ -304,6 +332,12 @@ func (lo *LogOutbox) queueAccept(e *domain.OutboxEntry, idemHash string, onWrite
 	if err != nil {
 		unlock()
 		return outlog.Ticket{}, false, false, fmt.Errorf("%s %q: %w", outboxTable, e.ID, err)
+	}
+	if len(rec) > outlog.MaxRecord {
+		// The log would refuse it (outlog.ErrTooLarge), and the same message again each time:
+		// the caller's to make smaller, not a storage's failure to retry (503).
+		unlock()
+		return outlog.Ticket{}, false, false, recordTooLarge(len(rec))
 	}
 	idAt := hdr + 1 + len(`{"id":"`) // where the placeholder id lies
 	ms, durable := int64(e.CreatedAt), lo.log.Durable()
@@ -368,6 +402,7 @@ func (lo *LogOutbox) queueAccept(e *domain.OutboxEntry, idemHash string, onWrite
 	} else {
 		pr = lo.newPending(logPending{pos: t.Pos, since: since, state: accepting, acc: t})
 	}
+	pr.media = ref
 	lo.pending[e.ID] = pr
 	lo.mu.Unlock()
 	unlock()
@@ -396,6 +431,7 @@ func (lo *LogOutbox) answerAccept(id string, p *logPending, err error) {
 	case err == nil:
 		p.state = waiting
 	case errors.Is(err, outlog.ErrCut):
+		lo.dropMedia(0, p.media)
 		lo.dropPending(id, p)
 	default:
 		p.state, p.since = doubtful, lo.now()
@@ -431,10 +467,13 @@ func (lo *LogOutbox) finishAccept(ctx context.Context, es []*domain.OutboxEntry,
 	// passes them by (on Badger a refused commit writes nothing; a retry must not find a
 	// message nothing will send).
 	voided := make([]bool, len(ts))
+	voidAt := make([]outlog.Pos, len(ts))
 	if cerr != nil {
 		for i, e := range es {
 			if werrs[i] == nil && !minted(e.ID, ps[i]) {
-				voided[i] = lo.void(ps[i]) == nil
+				var verr error
+				voidAt[i], verr = lo.void(ps[i])
+				voided[i] = verr == nil
 			}
 		}
 	}
@@ -444,6 +483,7 @@ func (lo *LogOutbox) finishAccept(ctx context.Context, es []*domain.OutboxEntry,
 			p.acc = outlog.Ticket{}
 			switch {
 			case voided[i]:
+				lo.dropMedia(voidAt[i], p.media) // once the void record is durable
 				lo.dropPending(e.ID, p)
 			case werrs[i] != nil:
 				lo.answerAccept(e.ID, p, werrs[i])
@@ -459,14 +499,20 @@ func (lo *LogOutbox) finishAccept(ctx context.Context, es []*domain.OutboxEntry,
 }
 
 // void writes a void record naming the accept at apos, then the accept's outcome slot naming
-// it: the accept reads as not found from then on (readAccept), and boot's scan drops it.
-func (lo *LogOutbox) void(apos outlog.Pos) error {
-	ch := make(chan error, 1)
+// it: the accept reads as not found from then on (readAccept), and boot's scan drops it. It
+// returns where the void record lies.
+func (lo *LogOutbox) void(apos outlog.Pos) (outlog.Pos, error) {
+	type answer struct {
+		pos outlog.Pos
+		err error
+	}
+	ch := make(chan answer, 1)
 	at := domain.MillisOf(lo.now())
 	lo.log.AppendSlotted(binary.LittleEndian.AppendUint64([]byte{recVoid}, uint64(apos)), apos, slotOutcome,
 		func(vp outlog.Pos, dst []byte) { fillSlot(dst, recVoid, domain.MsgFailed, at, vp) },
-		func(_ outlog.Pos, err error) { ch <- err })
-	return <-ch
+		func(vp outlog.Pos, err error) { ch <- answer{vp, err} })
+	a := <-ch
+	return a.pos, a.err
 }
 
 // found is a message's accept as read back: where it lies, its record and its slots.
@@ -627,23 +673,24 @@ func (lo *LogOutbox) readLinked(s []byte, k byte, apos outlog.Pos) ([]byte, erro
 	return rec[9:], nil
 }
 
-// body decodes a found accept's body: the requeued one when its slot names one.
-func (lo *LogOutbox) body(f found) (domain.OutboxEntry, string, error) {
+// body decodes a found accept's body: the requeued one when its slot names one. It returns the
+// Idempotency-Key's body hash, and the file holding its media ("": none; not read).
+func (lo *LogOutbox) body(f found) (domain.OutboxEntry, string, string, error) {
 	data := f.rec[bodyAt(f.rec):]
 	if s := f.slots[slotRequeue]; s != nil {
 		q, err := lo.readLinked(s, recRequeue, f.pos)
 		if err != nil {
-			return domain.OutboxEntry{}, "", err
+			return domain.OutboxEntry{}, "", "", err
 		}
 		if q != nil {
 			data = q
 		}
 	}
-	e, hash, err := decodeBody(data)
+	e, hash, ref, err := decodeRef(data)
 	if err != nil {
-		return e, "", fmt.Errorf("%s at %v: %w", outboxTable, f.pos, err)
+		return e, "", "", fmt.Errorf("%s at %v: %w", outboxTable, f.pos, err)
 	}
-	return e, hash, nil
+	return e, hash, ref, nil
 }
 
 // Get returns a message as it stands: its body with its outcome and receipts laid over it, or
@@ -653,13 +700,15 @@ func (lo *LogOutbox) Get(id string) (domain.OutboxEntry, error) {
 	if err != nil {
 		return orOlder(domain.OutboxEntry{}, err, lo.older, func(r OutboxReader) (domain.OutboxEntry, error) { return r.Get(id) })
 	}
-	e, _, err := lo.body(f)
+	e, _, ref, err := lo.body(f)
 	if err != nil {
 		return e, err
 	}
 	s := f.slots[slotOutcome]
 	if s == nil {
-		return e, nil
+		// Pending: its media is read, to be sent. A settled message's is not (its file is
+		// removed once its outcome is durable; a status read needs none of it).
+		return e, lo.loadMedia(&e, ref)
 	}
 	data, err := lo.readLinked(s, recOutcome, f.pos)
 	if err != nil {
@@ -768,9 +817,12 @@ func (lo *LogOutbox) Settle(e domain.OutboxEntry, done func(error)) {
 	// a message.
 	st, at := e.Status, e.UpdatedAt
 	lo.mu.Lock()
-	var apos outlog.Pos
+	var (
+		apos  outlog.Pos
+		media string
+	)
 	if p := lo.pending[e.ID]; p != nil {
-		apos = p.pos
+		apos, media = p.pos, p.media
 		if p.state != settling {
 			p.state = settling
 		}
@@ -786,7 +838,10 @@ func (lo *LogOutbox) Settle(e domain.OutboxEntry, done func(error)) {
 			return
 		}
 		apos = f.pos
+		// Its media file, if any: one its body cannot name is left to the next boot's sweep.
+		_, _, media, _ = lo.body(f)
 	}
+	c.media = media
 	// Room for a sent outcome's record as a rule (about 150 bytes): one allocation, not the
 	// growth of a small one field by field. AppendSlotted copies it.
 	var buf [320]byte
@@ -800,17 +855,22 @@ func (lo *LogOutbox) Settle(e domain.OutboxEntry, done func(error)) {
 // settleCall is an outcome's write in flight: the message and the caller's done, with finish
 // bound once as fn (LogOutbox keeps these for reuse).
 type settleCall struct {
-	lo   *LogOutbox
-	id   string
-	done func(error)
-	fn   func(outlog.Pos, error)
+	lo    *LogOutbox
+	id    string
+	media string // the file holding the message's media ("": none)
+	done  func(error)
+	fn    func(outlog.Pos, error)
 }
 
-// finish answers the outcome's write: the message leaves pending once it is written.
-func (c *settleCall) finish(_ outlog.Pos, err error) {
-	lo, id, done := c.lo, c.id, c.done
-	c.lo, c.id, c.done = nil, "", nil
+// finish answers the outcome's write: the message leaves pending once it is written, and its
+// media file goes once the outcome is durable.
+func (c *settleCall) finish(op outlog.Pos, err error) {
+	lo, id, media, done := c.lo, c.id, c.media, c.done
+	c.lo, c.id, c.media, c.done = nil, "", "", nil
 	lo.mu.Lock()
+	if err == nil && op != 0 {
+		lo.dropMedia(op, media)
+	}
 	if p := lo.pending[id]; p != nil && p.state == settling {
 		if err == nil {
 			if p.mark != unmarked {
@@ -1007,12 +1067,16 @@ func (lo *LogOutbox) Requeue(_ context.Context, e domain.OutboxEntry) error {
 	if err != nil {
 		return err
 	}
-	cur, hash, err := lo.body(f)
+	cur, hash, ref, err := lo.body(f)
 	if err != nil {
 		return err
 	}
 	e.UserID, e.CreatedAt = cur.UserID, cur.CreatedAt
-	b, size := bodyOf(e, hash, "")
+	if len(e.Message.Data) == 0 {
+		ref = "" // its media, if any, is no longer the accept's
+	}
+	// The media is the accept's: its file is named again, never written a second time.
+	b, size := bodyOf(e, hash, ref)
 	rec := binary.LittleEndian.AppendUint64(append(make([]byte, 0, 10+size), recRequeue), uint64(f.pos))
 	rec, err = appendBody(append(rec, bodyVersion3), &b)
 	if err != nil {

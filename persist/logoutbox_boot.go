@@ -180,23 +180,51 @@ func (lo *LogOutbox) Pending() ([]domain.OutboxEntry, error) {
 	}
 	slices.SortFunc(cands, func(a, b *logCand) int { return cmpPos(a.pos, b.pos) })
 	out := make([]domain.OutboxEntry, 0, len(cands))
-	now := lo.now()
-	lo.mu.Lock()
+	refs := make([]string, 0, len(cands))
+	kept := cands[:0]
+	named := map[string]bool{} // the media files pending messages name
 	for _, c := range cands {
-		e, _, err := decodeBody(c.body)
+		e, _, ref, err := decodeRef(c.body)
+		if err == nil {
+			err = lo.loadMedia(&e, ref)
+		}
+		if errors.Is(err, domain.ErrRecordNotFound) {
+			// Its file is written and synced before its accept is queued, and removed only
+			// once its outcome is durable: gone, it was removed by hand. Passed by, as a body
+			// expired on the outbox on Badger is, so that the others are sent.
+			lo.logger.Load().Error("outbox: a pending message's media file is gone: not sent", "message_id", c.id, "err", err)
+			if c.marked {
+				ops = append(ops, Op{Key: logMarkKey(c.id), Delete: true})
+			}
+			continue
+		}
 		if err != nil {
-			lo.mu.Unlock()
 			return nil, fmt.Errorf("%s at %v: %w", outboxTable, c.pos, err)
 		}
-		p := &logPending{pos: c.pos, since: now, state: waiting}
+		named[ref] = true
+		out, refs, kept = append(out, e), append(refs, ref), append(kept, c)
+	}
+	now := lo.now()
+	lo.mu.Lock()
+	first := !lo.booted
+	for i, c := range kept {
+		p := &logPending{pos: c.pos, since: now, state: waiting, media: refs[i]}
 		if c.marked {
 			p.mark = marked
 		}
 		lo.pending[c.id] = p
-		out = append(out, e)
 	}
 	lo.booted = true
 	lo.mu.Unlock()
+	if first {
+		// The files no pending message names: settled before a crash removed them, or
+		// written for an accept that never was.
+		if n, err := lo.media.sweep(named); err != nil {
+			lo.logger.Load().Warn("outbox: remove the media files no pending message names", "err", err)
+		} else if n > 0 {
+			lo.logger.Load().Info("outbox: removed the media files no pending message names", "files", n)
+		}
+	}
 	ops = slices.DeleteFunc(ops, func(o Op) bool { return o.Key == nil })
 	for len(ops) > 0 {
 		n := min(len(ops), histBatch)
@@ -289,6 +317,7 @@ func (lo *LogOutbox) Checkpoint() error {
 		return err
 	}
 	d := lo.log.Durable()
+	lo.removeMedia(d) // the media of the messages settled before d: their outcomes are on disk
 	hops, saved := lo.headsOps(d)
 	for len(hops) > 0 {
 		n := min(len(hops), histBatch)

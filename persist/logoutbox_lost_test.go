@@ -117,7 +117,7 @@ func TestLogOutboxVoidSlotOutlivesItsRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	lost := lo.log.End() // where the void record goes
-	if err := lo.void(lo.known(ids[0])); err != nil {
+	if _, err := lo.void(lo.known(ids[0])); err != nil {
 		t.Fatal(err)
 	}
 	crash(t, lo)
