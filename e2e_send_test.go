@@ -225,6 +225,8 @@ func TestSendBadInput(t *testing.T) {
 		{"bad type", "/api/v1/messages/send", k, map[string]any{"phone": "15550100001", "message": "x", "type": "image"}, 400, "validation_failed", "type"},
 		{"malformed", "/api/v1/messages/send", k, `{"phone"`, 400, "invalid_json", ""},
 		{"national number", "/api/v1/messages/send", k, map[string]any{"phone": "0 555 010 0430", "message": "x"}, 400, "invalid_phone", "country code"},
+		{"reaction of three emoji", "/api/v1/messages/send", k, map[string]any{"type": "reaction", "messageId": "3EB0AA", "emoji": "👍👍👍"}, 400, "validation_failed", "emoji"},
+		{"reaction not an emoji", "/api/v1/messages/send", k, map[string]any{"type": "reaction", "messageId": "3EB0AA", "emoji": "<b>"}, 400, "validation_failed", "emoji"},
 		{"wait NaN", "/api/v1/messages/send?wait=NaN", k, map[string]any{"phone": "15550100001", "message": "x"}, 400, "validation_failed", "wait"},
 		{"contact name too long", "/api/v1/messages/send", k, map[string]any{"phone": "15550100001", "type": "contact", "contactName": strings.Repeat("n", 1025), "contactPhone": "15550100002"}, 400, "validation_failed", "contactName"},
 		{"address too long", "/api/client/send", c, map[string]any{"phone": "15550100001", "type": "location", "lat": 1, "lng": 1, "address": strings.Repeat("a", 1025)}, 400, "validation_failed", "address"},

@@ -152,3 +152,66 @@ const (
 // ContactsCheckPerDay is how many numbers a session may look up on the network per UTC day
 // (POST /api/v1/contacts/check): a lookup in bulk is a ban signal.
 const ContactsCheckPerDay = 200
+
+// IsOneEmoji reports whether s is one emoji as a reaction carries it: one pictograph with its
+// presentation selector, skin tone, keycap or tag sequence, several joined by zero-width
+// joiners (a family), or a flag's two regional indicators. "👍👍" and "ok" are not.
+func IsOneEmoji(s string) bool {
+	bases, ris, afterZWJ, keycapBase := 0, 0, false, false
+	for _, r := range s {
+		switch {
+		case r == 0x200D: // zero-width joiner
+			if bases == 0 || afterZWJ {
+				return false
+			}
+			afterZWJ = true
+			continue
+		case r == 0xFE0F || r == 0xFE0E || (r >= 0x1F3FB && r <= 0x1F3FF) || (r >= 0xE0020 && r <= 0xE007F):
+			// presentation selectors, skin tones, tag characters: modify what precedes them
+			if bases == 0 && ris == 0 {
+				return false
+			}
+			continue
+		case r == 0x20E3: // combining keycap: after a digit, # or *
+			if !keycapBase {
+				return false
+			}
+			keycapBase = false
+			continue
+		case r >= 0x1F1E6 && r <= 0x1F1FF: // regional indicator: two make a flag
+			if ris++; ris > 2 || bases > 0 {
+				return false
+			}
+			continue
+		case (r >= '0' && r <= '9') || r == '#' || r == '*':
+			if bases > 0 || ris > 0 {
+				return false
+			}
+			keycapBase, bases = true, 1
+			continue
+		case !pictograph(r):
+			return false
+		}
+		if ris > 0 || keycapBase || (bases > 0 && !afterZWJ) {
+			return false
+		}
+		bases++
+		afterZWJ = false
+	}
+	return !afterZWJ && !keycapBase && ((bases > 0 && ris == 0) || (bases == 0 && ris == 2))
+}
+
+// pictograph reports whether r is in one of Unicode's emoji blocks (or one of the older
+// symbols that have emoji presentation).
+func pictograph(r rune) bool {
+	switch {
+	case r >= 0x1F000 && r <= 0x1FAFF, r >= 0x2600 && r <= 0x27BF, r >= 0x2300 && r <= 0x23FF,
+		r >= 0x2B00 && r <= 0x2BFF, r >= 0x2190 && r <= 0x21FF, r >= 0x25A0 && r <= 0x25FF, r >= 0x2900 && r <= 0x297F:
+		return true
+	}
+	switch r {
+	case 0x00A9, 0x00AE, 0x203C, 0x2049, 0x2122, 0x2139, 0x24C2, 0x3030, 0x303D, 0x3297, 0x3299:
+		return true
+	}
+	return false
+}

@@ -80,3 +80,16 @@ func TestGroupsAndPreview(t *testing.T) {
 		t.Fatal("kinds: edits and revokes are not charged, reactions and polls are; stickers are media")
 	}
 }
+
+func TestIsOneEmoji(t *testing.T) {
+	for _, s := range []string{"👍", "❤️", "🎉", "🙏", "👍🏽", "👨‍👩‍👧", "🏳️‍🌈", "🇩🇪", "1️⃣", "#️⃣", "©️", "☺", "🏴\U000E0067\U000E0062\U000E0073\U000E0063\U000E0074\U000E007F", "🫠"} {
+		if !IsOneEmoji(s) {
+			t.Errorf("%q (%U) is one emoji", s, []rune(s))
+		}
+	}
+	for _, s := range []string{"", "<b>", "ok", "👍👍👍", "👍 ", "a👍", "👍a", "🇩", "🇩🇪🇫", "🇩🇪👍", "1", "12️⃣", "\u200d👍", "👍\u200d", "\ufe0f", "⃣"} {
+		if IsOneEmoji(s) {
+			t.Errorf("%q (%U) is not one emoji", s, []rune(s))
+		}
+	}
+}

@@ -344,7 +344,7 @@ func (s *Server) messageOf(ctx *fasthttp.RequestCtx, req *messageRequest, textFi
 		if req.Emoji == nil {
 			return msg, badInput("validation_failed", `emoji is required for type reaction ("" takes the reaction back)`)
 		}
-		if e := strings.TrimSpace(*req.Emoji); len(e) > emojiMax || !utf8.ValidString(e) || strings.ContainsAny(e, " \t\n") {
+		if e := strings.TrimSpace(*req.Emoji); e != "" && (len(e) > emojiMax || !domain.IsOneEmoji(e)) {
 			return msg, badInput("validation_failed", "emoji must be one emoji")
 		}
 		msg.Target, msg.Emoji = &domain.MessageRef{ID: strings.TrimSpace(*req.MessageID)}, strings.TrimSpace(*req.Emoji)
