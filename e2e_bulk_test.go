@@ -185,6 +185,8 @@ func TestBulkInvalidInput(t *testing.T) {
 		})
 	}
 	want(t, tg.do("POST", "/api/v1/messages/send-bulk", keyAuth(s.key), `{"numbers":`), 400, "invalid_json")
+	// A null in the list is no string, as 5 is not.
+	want(t, tg.do("POST", "/api/v1/messages/send-bulk", keyAuth(s.key), `{"numbers":["15550100001",null],"message":"m"}`), 400, "validation_failed")
 	// Invalid numbers inside the list are failed entries.
 	r := tg.bulk(s.key, map[string]any{"numbers": []string{"12", "15550100001", "abc"}, "message": "m", "delay": 0})
 	want(t, r, 200, "")

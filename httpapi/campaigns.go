@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -152,8 +153,13 @@ func (s *Server) bulkCampaign(req bulkRequest) (engine.CampaignRequest, error) {
 	if len(req.Numbers) == 0 || string(req.Numbers) == "null" {
 		return r, missing("numbers")
 	}
-	if err := json.Unmarshal(req.Numbers, &r.Numbers); err != nil {
+	var numbers []*string // a null entry is no string either (as a []string it reads as "")
+	if err := json.Unmarshal(req.Numbers, &numbers); err != nil || slices.Contains(numbers, nil) {
 		return r, badInput("validation_failed", "numbers must be an array of strings")
+	}
+	r.Numbers = make([]string, len(numbers))
+	for i, n := range numbers {
+		r.Numbers[i] = *n
 	}
 	if len(r.Numbers) == 0 {
 		return r, badInput("validation_failed", "numbers must not be empty")
