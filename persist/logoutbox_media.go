@@ -79,7 +79,7 @@ func (m logMedia) write(name string, data []byte) error {
 		err = cerr
 	}
 	if err == nil {
-		err = syncDir(m.dir)
+		err = outlog.SyncDir(m.dir)
 	}
 	if err != nil {
 		_ = os.Remove(path)
@@ -135,19 +135,6 @@ func (m logMedia) sweep(keep map[string]bool) (int, error) {
 // validMediaName tells whether name is one put gives: a record's name is never a path.
 func validMediaName(name string) bool {
 	return strings.HasPrefix(name, logMediaPrefix) && filepath.Base(name) == name && !strings.ContainsAny(name, `/\`)
-}
-
-// syncDir syncs directory dir, so that a file created in it stays listed after a power cut.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // recordTooLarge is the error of an accept whose record the log cannot hold: a 413 to the

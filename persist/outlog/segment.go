@@ -232,7 +232,7 @@ func (l *Log) create(seg uint32) (*os.File, error) {
 	}
 	if _, err = f.WriteAt(header(seg), 0); err == nil {
 		if err = datasync(f); err == nil {
-			err = syncDir(l.dir)
+			err = SyncDir(l.dir)
 		}
 	}
 	if err != nil {
@@ -242,7 +242,8 @@ func (l *Log) create(seg uint32) (*os.File, error) {
 	return f, nil
 }
 
-func syncDir(dir string) error {
+// SyncDir syncs directory dir, so that a file created in it stays listed after a power cut.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
@@ -673,7 +674,7 @@ func (l *Log) Drop(through uint32) (int, error) {
 		n++
 	}
 	if n > 0 {
-		return n, syncDir(l.dir)
+		return n, SyncDir(l.dir)
 	}
 	return 0, nil
 }
