@@ -102,10 +102,10 @@ func (l *lidMap) get(phone string) string {
 func (ms *Messages) LID(phone string) string { return ms.lids.get(phone) }
 
 // refOf names one of the user's messages as a reply or a reaction does, with the session it
-// went through or came in on: one the user sent (the outbox) or one a contact wrote (the
-// history: the copy session sid got when two of the user's sessions got it, else the first
-// session's). domain.ErrMessageNotFound when neither has it.
-func (ms *Messages) refOf(uid, id, sid string) (domain.MessageRef, string, error) {
+// went through or came in on and the chat it is in (chatOf): one the user sent (the outbox) or
+// one a contact wrote (the history: the copy session sid got when two of the user's sessions got
+// it, else the first session's). domain.ErrMessageNotFound when neither has it.
+func (ms *Messages) refOf(uid, id, sid string) (ref domain.MessageRef, session, chat string, err error) {
 	if e, err := ms.Get(uid, id); err == nil {
 		ref := domain.MessageRef{ID: id, FromMe: true, Kind: e.Message.Kind, Text: e.Message.Preview()}
 		if domain.IsGroup(e.Message.To) {
@@ -114,16 +114,17 @@ func (ms *Messages) refOf(uid, id, sid string) (domain.MessageRef, string, error
 		if n, err := ms.notes.get(uid, id); err == nil && n.Edit != nil {
 			ref.Text = n.Edit.Text
 		}
-		return ref, e.SessionID, nil
+		return ref, e.SessionID, chatOf(ref, e.Message.To), nil
 	}
 	in, err := ms.history.InboundOf(uid, id, sid)
 	if errors.Is(err, domain.ErrRecordNotFound) {
-		return domain.MessageRef{}, "", fmt.Errorf("%w: %s is none of this account's messages of the last 7 days", domain.ErrMessageNotFound, id)
+		return ref, "", "", fmt.Errorf("%w: %s is none of this account's messages of the last 7 days", domain.ErrMessageNotFound, id)
 	}
 	if err != nil {
-		return domain.MessageRef{}, "", fmt.Errorf("%w: message history: %w", domain.ErrUnavailable, err)
+		return ref, "", "", fmt.Errorf("%w: message history: %w", domain.ErrUnavailable, err)
 	}
-	return in.Ref(), in.SessionID, nil
+	ref = in.Ref()
+	return ref, in.SessionID, chatOf(ref, ""), nil
 }
 
 // chatOf is the chat a message named by ref is in, from the session's side: its group, or the
@@ -153,17 +154,10 @@ func (ms *Messages) resolveRefs(r *SendRequest) error {
 		via = ms.e.Sessions.Status(r.UserID).ID
 	}
 	if m.Target != nil && m.Kind == domain.KindReaction {
-		ref, sid, err := ms.refOf(r.UserID, m.Target.ID, via)
+		ref, sid, chat, err := ms.refOf(r.UserID, m.Target.ID, via)
 		if err != nil {
 			return fmt.Errorf("messageId: %w", err)
 		}
-		to := ""
-		if ref.FromMe {
-			if e, err := ms.Get(r.UserID, ref.ID); err == nil {
-				to = e.Message.To
-			}
-		}
-		chat := chatOf(ref, to)
 		if chat == "" {
 			return fmt.Errorf("%w: messageId: the network did not say who wrote %s", domain.ErrValidation, ref.ID)
 		}
@@ -176,19 +170,13 @@ func (ms *Messages) resolveRefs(r *SendRequest) error {
 		}
 	}
 	if m.ReplyTo != nil {
-		ref, sid, err := ms.refOf(r.UserID, m.ReplyTo.ID, via)
+		ref, sid, chat, err := ms.refOf(r.UserID, m.ReplyTo.ID, via)
 		if err != nil {
 			return fmt.Errorf("replyTo: %w", err)
 		}
 		// A reply quotes a message of its own chat (or, privately, a group member's message to
 		// that member): quoting another customer's message would show it to this one.
-		to := ""
-		if ref.FromMe {
-			if e, err := ms.Get(r.UserID, ref.ID); err == nil {
-				to = e.Message.To
-			}
-		}
-		if chat := chatOf(ref, to); m.To != "" && m.To != chat && (ref.Group == "" || ref.FromMe || ref.From != m.To) {
+		if m.To != "" && m.To != chat && (ref.Group == "" || ref.FromMe || ref.From != m.To) {
 			return fmt.Errorf("%w: replyTo: message %s is in another conversation (%s)", domain.ErrValidation, ref.ID, chat)
 		}
 		m.ReplyTo = &ref
