@@ -257,14 +257,6 @@ func (ms *Messages) scheduled(entry domain.OutboxEntry, res *Reservation) {
 	ms.later.add(entry.ID, entry.UserID, entry.SendAt.Time())
 }
 
-// scheduledEntry is msg accepted at now to go at sendAt.
-func scheduledEntry(msg domain.Message, sess *domain.Session, uid, origin string, now, sendAt time.Time) domain.OutboxEntry {
-	entry := domain.OutboxEntry{ID: msg.ID, SessionID: sess.ID, UserID: uid, Origin: origin, From: sess.Phone, Message: msg,
-		CreatedAt: domain.MillisOf(now), SendAt: domain.MillisOf(sendAt)}
-	entry.SetStatus(domain.MsgScheduled, now)
-	return entry
-}
-
 // Later is how many messages wait for their time here (metrics).
 func (ms *Messages) Later() int { return ms.later.len() }
 
