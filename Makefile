@@ -29,17 +29,17 @@ build:
 # `make test NATS_SUBSET=` (an empty subset skips it: test-nats runs those tests right after).
 NATS_SUBSET := Kill9|SIGTERM|Restart|Survive|TestNATS
 test: lint openapi-lint openapi-codegen web wrk
-	$(GO) test -race -count=1 -timeout 12m ./...
+	$(GO) test -race -count=1 -timeout 12m -parallel 4 ./...
 	$(if $(NATS_SUBSET),GATEWAY_STORE=nats $(GO) test -race -count=1 -timeout 10m -run '$(NATS_SUBSET)' .)
 
 test-nats:
-	GATEWAY_STORE=nats $(GO) test -race -count=1 -timeout 30m .
+	GATEWAY_STORE=nats $(GO) test -race -count=1 -timeout 30m -parallel 4 .
 
 # test-badger-outbox: the crash, restart and idempotency suites with the outbox on the records'
 # store (`--outbox badger`; the default is its own log: README "Operations"), as test-nats runs
 # the suite on JetStream (CI runs it).
 test-badger-outbox:
-	GATEWAY_OUTBOX=badger $(GO) test -count=1 -timeout 10m -run 'Kill9|KillNine|SIGTERM|Restart|Survive|SendAt|StoreLoop|Media|Idem' .
+	GATEWAY_OUTBOX=badger $(GO) test -count=1 -timeout 10m -parallel 4 -run 'Kill9|KillNine|SIGTERM|Restart|Survive|SendAt|StoreLoop|Media|Idem' .
 
 # test-cluster (README: Cluster): three nats-server processes in one clustered JetStream, a
 # `gateway sim` process and three `gateway serve --cluster` processes on loopback under load:

@@ -253,6 +253,7 @@ func TestBulkAsyncProgressAndCancel(t *testing.T) {
 // A graceful restart in the middle of a campaign keeps its whole batch: the reservation the
 // last process held is taken back, not taken twice (which would clip the rest of the batch).
 func TestBulkSurvivesRestartWithinAllowance(t *testing.T) {
+	longWait(t)
 	tg := startGW(t, "--plans", writePlans(t, 0)) // 100 messages a month
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)
@@ -290,6 +291,7 @@ func TestBulkSurvivesRestartWithinAllowance(t *testing.T) {
 // A campaign waits out a dropped link (or a session reconnecting after a restart) rather than
 // failing the numbers it reaches meanwhile.
 func TestBulkWaitsForSessionToReconnect(t *testing.T) {
+	longWait(t)
 	tg := startGW(t)
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)

@@ -77,6 +77,7 @@ func (c conversation) account(t *testing.T) resp {
 }
 
 func TestConversationsEndToEnd(t *testing.T) {
+	longWait(t)
 	clock := newSkewClock()
 	plans := filepath.Join(t.TempDir(), "plans.json")
 	if err := os.WriteFile(plans, []byte(`{"free": {"rate_limit": 1000, "monthly_messages": 1000}, "tiny": {"rate_limit": 1000, "monthly_messages": 3}}`), 0o600); err != nil {
@@ -93,8 +94,11 @@ func TestConversationsEndToEnd(t *testing.T) {
 
 	t.Run("ReplyQuotesTheRightMessage", func(t *testing.T) {
 		first := c.send(t, map[string]any{"phone": customer, "message": "order 1001 shipped"})
-		c.send(t, map[string]any{"phone": customer, "message": "order 1002 shipped"})
-		// The customer quotes the first of the two.
+		second := c.send(t, map[string]any{"phone": customer, "message": "order 1002 shipped"})
+		// The customer quotes the first of the two, once both reached the phone (a phone quotes
+		// only what it has: on a busy machine an accepted message may still be queued).
+		c.settled(t, first)
+		c.settled(t, second)
 		in := c.act(t, map[string]any{"from": customer, "text": "which one is mine?", "replyTo": first})
 		got := c.event(t, "message.received", func(d map[string]any) bool { return d["id"] == in })
 		q, _ := got["quoted"].(map[string]any)

@@ -385,6 +385,7 @@ func TestSendMediaLimits(t *testing.T) {
 // whichever outbox the gateway picks (its log by default, where the record's base64 of 15 MiB
 // was over the log's largest record and answered 503 for ever).
 func TestSendMediaNearTheLimit(t *testing.T) {
+	longWait(t)
 	tg := startGW(t)
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)

@@ -572,6 +572,7 @@ func TestStoreLoopDelaysAndCheckouts(t *testing.T) {
 }
 
 func TestOptOutsHonouredByCampaigns(t *testing.T) {
+	longWait(t)
 	tg := startGW(t)
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "carol", "447700900003", nil)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -44,6 +45,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if !testing.Short() {
+		prebuild()
+	}
 	if v := os.Getenv("GATEWAY_STORE"); v != "" {
 		testStore = v
 		// The gateways get --store from storeArgs, never from the environment (GATEWAY_STORE
@@ -186,6 +191,14 @@ func flagValue(args []string, flag string) string {
 	}
 	return v
 }
+
+// longWait marks a test that spends seconds waiting (on a wall clock, a restart, a provider, a
+// static build) and bounds no latency: it runs beside the other such tests once the serial ones
+// are done (make test and make test-nats pass -parallel 4), so their waits overlap. Every
+// gateway a test starts has its own data dir, port and NATS prefix, and its metrics of its own.
+// A test that sets environment variables (t.Setenv), bounds a latency or a rate, or starts a
+// thousand sessions stays serial: it runs alone, as before.
+func longWait(t *testing.T) { t.Parallel() }
 
 // testGW is one gateway under test, seen from one test: its helpers fail t. A subtest takes its
 // own view with tg.with(t), so a failure (a timeout in eventually, say) fails the subtest that

@@ -17,6 +17,7 @@ import (
 // network once, its status is answered, its allowance counted once, and its events come again
 // under the webhook-ids they had (a receiver dedupes them).
 func TestKill9BetweenOutcomeEventAndRecord(t *testing.T) {
+	longWait(t)
 	bin := gatewayFakeWABinary(t) // the test build: its fault points (engine/messages_fault.go)
 	hook := newStatusHook(t)
 	// has tells whether every id's status events reached the receiver.
@@ -34,9 +35,9 @@ func TestKill9BetweenOutcomeEventAndRecord(t *testing.T) {
 	start := time.Now()
 	step := func(what string) { t.Logf("%6.2fs %s", time.Since(start).Seconds(), what) }
 	data := t.TempDir()
-	t.Setenv("GATEWAY_TEST_FAULT", "outcome-unrecorded")
 	plans := writePlans(t, 1000) // 100 messages a month
-	p := startProcBin(t, bin, data, "--webhook-allow-private", "--plans", plans)
+	fault := []string{"GATEWAY_TEST_FAULT=outcome-unrecorded"}
+	p := startProcEnv(t, bin, data, fault, "--webhook-allow-private", "--plans", plans)
 	tg := p.gw(t, data)
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)
@@ -53,7 +54,7 @@ func TestKill9BetweenOutcomeEventAndRecord(t *testing.T) {
 	step("events at the receiver")
 	p.kill9(t)
 
-	t.Setenv("GATEWAY_TEST_FAULT", "") // the fault point off
+	// The fault point off (the test's own environment never had it).
 	p = startProcBin(t, bin, data, "--webhook-allow-private", "--plans", plans)
 	tg = p.gw(t, data)
 	step("restarted")

@@ -17,6 +17,7 @@ import (
 // it) and its status events are published again: the broker's copies carry the Nats-Msg-Id of
 // the first, so JetStream's duplicate window drops them (the stream holds each status once).
 func TestKill9BetweenToldOutcomesAndRecords(t *testing.T) {
+	longWait(t)
 	bin := gatewayFakeWABinary(t) // the test build: its fault points (engine/messages_fault.go)
 	ns := natstest.Start(t)
 	const prefix, stream = "told.events", "told_events"
@@ -27,9 +28,8 @@ func TestKill9BetweenToldOutcomesAndRecords(t *testing.T) {
 	hooked := func(msg, status string) int { return len(hook.webhookIDs(msg, status)) }
 
 	data := t.TempDir()
-	t.Setenv("GATEWAY_TEST_FAULT", "outcome-unrecorded")
 	args := []string{"--webhook-allow-private", "--plans", writePlans(t, 1000), "--events-nats", ns.URL, "--events-subject-prefix", prefix}
-	p := startProcBin(t, bin, data, args...)
+	p := startProcEnv(t, bin, data, []string{"GATEWAY_TEST_FAULT=outcome-unrecorded"}, args...)
 	tg := p.gw(t, data)
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)
@@ -59,7 +59,8 @@ func TestKill9BetweenToldOutcomesAndRecords(t *testing.T) {
 	})
 	p.kill9(t)
 
-	t.Setenv("GATEWAY_TEST_FAULT", "") // the fault point off (the sim forgot its refusal too)
+	// The fault point off (the test's own environment never had it; the sim forgot its refusal
+	// too).
 	p = startProcBin(t, bin, data, args...)
 	tg = p.gw(t, data)
 	eventually(t, 15*time.Second, "both messages recorded", func() bool {

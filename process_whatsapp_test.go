@@ -32,7 +32,7 @@ var fakeWABinary builtBinary
 // gatewayFakeWABinary builds the gateway with the fakewa hook once per test run.
 func gatewayFakeWABinary(t testing.TB) string {
 	t.Helper()
-	return fakeWABinary.get(t, "-tags", "fakewa")
+	return fakeWABinary.get(t, fakeWAFlags...)
 }
 
 // startFakeWAProc starts the fakewa build of the gateway on network whatsapp against srv.
