@@ -412,10 +412,14 @@ func (ms *Messages) sentOp(e *domain.OutboxEntry) {
 	ms.noteInBackground(e.UserID, e.SessionID, o, m)
 }
 
-// noteInBackground runs noteChange on a goroutine of its own. Apart from sentOp so that a plain
-// message's entry, which sentOp only looks at, is not moved to the heap for the goroutine.
+// noteInBackground runs noteChange in the background, on the lane of the message it changes
+// (noteLane: after the changes to it taken before, a reaction's removal after the reaction).
+// Apart from sentOp so that a plain message's entry, which sentOp only looks at, is not moved to
+// the heap for the goroutine.
 func (ms *Messages) noteInBackground(uid, sessionID string, o network.Origin, m domain.Message) {
-	ms.e.goBackground(func() { _ = ms.noteChange(uid, sessionID, m.Target.ID, o, true, m) }) // logged
+	ms.e.inContactLane(noteLane(uid, m.Target.ID), func(context.Context) {
+		_ = ms.noteChange(uid, sessionID, m.Target.ID, o, true, m) // logged
+	})
 }
 
 // noteChange records one reaction, edit, revoke or vote (m's kind: reaction, edit, revoke or

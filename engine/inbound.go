@@ -80,7 +80,7 @@ func (in inbound) Inbound(s domain.Session, ev network.Event) {
 			done.Call(fmt.Errorf("%w: the gateway is stopping", domain.ErrUnavailable))
 		}
 	case network.Reaction:
-		e.noteLater(ev.Done, func() error {
+		e.noteLater(noteLane(uid, ev.Target), ev.Done, func() error {
 			return ms.noteChange(uid, s.ID, ev.Target, ev.Origin, false, domain.Message{Kind: domain.KindReaction, Emoji: ev.Emoji})
 		})
 	case network.Edited:
@@ -89,15 +89,15 @@ func (in inbound) Inbound(s domain.Session, ev network.Event) {
 		if m.Text == "" {
 			m.Text = ev.Message.Preview()
 		}
-		e.noteLater(ev.Done, func() error { return ms.noteChange(uid, s.ID, ev.Target, ev.Origin, false, m) })
+		e.noteLater(noteLane(uid, ev.Target), ev.Done, func() error { return ms.noteChange(uid, s.ID, ev.Target, ev.Origin, false, m) })
 	case network.Revoked:
-		e.noteLater(ev.Done, func() error {
+		e.noteLater(noteLane(uid, ev.Target), ev.Done, func() error {
 			return ms.noteChange(uid, s.ID, ev.Target, ev.Origin, false, domain.Message{Kind: domain.KindRevoke})
 		})
 	case network.PollVote:
 		// Told once the vote is on its poll and read as a confirmation's answer it may be.
 		done := network.Join(ev.Done, 2)
-		e.noteLater(done, func() error {
+		e.noteLater(noteLane(uid, ev.Poll), done, func() error {
 			return ms.noteChange(uid, s.ID, ev.Poll, ev.Origin, false, domain.Message{Kind: domain.KindPoll, Options: ev.Options})
 		})
 		e.storeLoopVote(s, ev, done) // a vote on an order's confirmation
@@ -106,12 +106,21 @@ func (in inbound) Inbound(s domain.Session, ev network.Event) {
 
 // noteLater records an incoming change (a reaction, an edit, a revoke, a vote) off the session's
 // goroutine in the engine's background, which Stop waits for; once the engine stops, the
-// change's Done is told unavailable and the network sends it again.
-func (e *Engine) noteLater(done network.Done, note func() error) {
-	if !e.goBackground(func() { done.Call(note()) }) {
+// change's Done is told unavailable and the network sends it again. The changes to one message
+// run on its lane (noteLane), one at a time in the order the network reported them: on a
+// goroutine each, a voter's second choice could be recorded before the first, which then
+// either had no event (older than what was on record) or, cast in the same second (WhatsApp's
+// timestamps are seconds), replaced the voter's last choice.
+func (e *Engine) noteLater(lane string, done network.Done, note func() error) {
+	if !e.inContactLane(lane, func(context.Context) { done.Call(note()) }) {
 		done.Call(fmt.Errorf("%w: the gateway is stopping", domain.ErrUnavailable))
 	}
 }
+
+// noteLane is the lane of the changes to user uid's message id (the session's own reactions,
+// edits and revokes too: conversations.go, sentOp). Beside the contacts' lanes (their session
+// and contact, never starting "note|").
+func noteLane(uid, id string) string { return "note|" + uid + "|" + id }
 
 // inboundMessage is an incoming message as it is kept and published (message.received).
 func inboundMessage(uid, sessionID string, ev network.Incoming) domain.InboundMessage {

@@ -61,7 +61,8 @@ func (e *Engine) storeLoopVote(s domain.Session, v network.PollVote, done networ
 // it, one piece at a time (each contact's lane drains on a background goroutine of its own;
 // different contacts go on at once). An answer and the "thanks" after it are then read in that
 // order: the answer cancels an order's follow-up before the next message releases what waits
-// for the contact.
+// for the contact. The changes to one message (reactions, edits, revokes, votes) have a lane
+// of their own the same way (noteLane).
 type contactLanes struct {
 	mu      sync.Mutex
 	waiting map[string][]func(context.Context) // by lane; present while the lane's goroutine runs

@@ -61,13 +61,13 @@ func TestContactLanesKeepEachContactsOrder(t *testing.T) {
 // which Stop waits for: before Stop it runs and its Done gets the write's answer; after Stop it
 // does not run and its Done is told unavailable (the network sends it again).
 func TestNoteLaterRunsInTheBackgroundStopWaitsFor(t *testing.T) {
-	e := &Engine{}
+	e := &Engine{cfg: Config{AskTimeout: time.Second}, stopCtx: context.Background()}
 	release, told := make(chan struct{}), make(chan error, 2)
-	e.noteLater(func(err error) { told <- err }, func() error { <-release; return nil })
+	e.noteLater(noteLane("u1", "m1"), func(err error) { told <- err }, func() error { <-release; return nil })
 	e.bgMu.Lock()
 	e.bgClosed = true
 	e.bgMu.Unlock()
-	e.noteLater(func(err error) { told <- err }, func() error { t.Error("a change ran after Stop"); return nil })
+	e.noteLater(noteLane("u1", "m2"), func(err error) { told <- err }, func() error { t.Error("a change ran after Stop"); return nil })
 	if err := <-told; !errors.Is(err, domain.ErrUnavailable) {
 		t.Fatalf("after Stop: %v, want unavailable", err)
 	}
