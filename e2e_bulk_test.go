@@ -13,6 +13,7 @@ func (tg *testGW) bulk(key string, body map[string]any) resp {
 }
 
 func TestBulkSyncResult(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)
@@ -99,6 +100,7 @@ func TestBulkDelay(t *testing.T) {
 }
 
 func TestBulkClippedToAllowance(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t, "--plans", writePlans(t, 0)) // 100 messages a month
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)
@@ -157,6 +159,7 @@ func TestBulkClippedToAllowance(t *testing.T) {
 }
 
 func TestBulkInvalidInput(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t, "--bulk-max-recipients", "3")
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)
@@ -201,6 +204,7 @@ func TestBulkInvalidInput(t *testing.T) {
 }
 
 func TestBulkAsyncProgressAndCancel(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)
@@ -253,7 +257,7 @@ func TestBulkAsyncProgressAndCancel(t *testing.T) {
 // A graceful restart in the middle of a campaign keeps its whole batch: the reservation the
 // last process held is taken back, not taken twice (which would clip the rest of the batch).
 func TestBulkSurvivesRestartWithinAllowance(t *testing.T) {
-	longWait(t)
+	sideBySide(t)
 	tg := startGW(t, "--plans", writePlans(t, 0)) // 100 messages a month
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)
@@ -291,7 +295,7 @@ func TestBulkSurvivesRestartWithinAllowance(t *testing.T) {
 // A campaign waits out a dropped link (or a session reconnecting after a restart) rather than
 // failing the numbers it reaches meanwhile.
 func TestBulkWaitsForSessionToReconnect(t *testing.T) {
-	longWait(t)
+	sideBySide(t)
 	tg := startGW(t)
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)
@@ -319,6 +323,7 @@ func TestBulkWaitsForSessionToReconnect(t *testing.T) {
 // The dashboard's campaign list: the signed-in user's campaigns, newest first, running ones as
 // they stand; another user sees none of them; the dashboard's cancel is the API's.
 func TestClientCampaignListAndCancel(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)

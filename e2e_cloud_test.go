@@ -103,7 +103,7 @@ func sentIDs(fake *fakegraph.Server, to string) []string {
 }
 
 func TestCloudEndToEnd(t *testing.T) {
-	longWait(t)
+	sideBySide(t)
 	num := &cloudNumber{id: "106540352242922", waba: "102290129340398", display: "+1 555-078-3881", token: "EAAJB-cloud-token", secret: "cloud-app-secret"}
 	fake := newFakeGraph(t, num)
 	png := pngBytes(t)

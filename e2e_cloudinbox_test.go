@@ -111,6 +111,7 @@ func stays(t testing.TB, what string, cond func() bool) {
 }
 
 func TestCloudWebhookAnsweredOnceDurable(t *testing.T) {
+	sideBySide(t)
 	num := &cloudNumber{id: "106540352200123", waba: "102290129300123", display: "+1 555-010-0123", token: "EAAJB-inbox", secret: "inbox-secret"}
 	fake := newFakeGraph(t, num)
 	kv := &holdKV{Memory: persist.NewMemory()}

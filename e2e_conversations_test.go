@@ -77,7 +77,7 @@ func (c conversation) account(t *testing.T) resp {
 }
 
 func TestConversationsEndToEnd(t *testing.T) {
-	longWait(t)
+	sideBySide(t)
 	clock := newSkewClock()
 	plans := filepath.Join(t.TempDir(), "plans.json")
 	if err := os.WriteFile(plans, []byte(`{"free": {"rate_limit": 1000, "monthly_messages": 1000}, "tiny": {"rate_limit": 1000, "monthly_messages": 3}}`), 0o600); err != nil {

@@ -167,6 +167,7 @@ func TestEventStream(t *testing.T) {
 }
 
 func TestDashboardCampaign(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)
@@ -214,6 +215,7 @@ func TestDashboardCampaign(t *testing.T) {
 }
 
 func TestWebhookTestAndRedeliver(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t, "--webhook-allow-private")
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)

@@ -16,6 +16,7 @@ import (
 )
 
 func TestDashboardPages(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	t.Cleanup(noRedirect.CloseIdleConnections)
@@ -134,6 +135,7 @@ func TestDashboardPages(t *testing.T) {
 }
 
 func TestClientUsage(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	alice := tg.token("alice", "")
 	r := tg.do("GET", "/api/client/usage", bearerAuth(alice), nil)
@@ -146,6 +148,7 @@ func TestClientUsage(t *testing.T) {
 }
 
 func TestDashboardDevTokenInternalOnly(t *testing.T) {
+	sideBySide(t)
 	// Loopback is not internal here: the dev sign-in is refused and not offered.
 	tg := startGW(t, "--internal-cidrs", "10.99.0.0/16")
 	want(t, tg.do("POST", "/api/dev/token", nil, map[string]any{"uid": "mallory", "role": "admin"}), 403, "internal_only")
@@ -158,6 +161,7 @@ func TestDashboardDevTokenInternalOnly(t *testing.T) {
 
 // `make run` prints a ready dashboard link for an admin and a client, whose tokens work.
 func TestDevHelpPrintsDashboardLinks(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	var out strings.Builder
 	addr, err := net.ResolveTCPAddr("tcp", strings.TrimPrefix(tg.url, "http://"))

@@ -52,6 +52,7 @@ func labels(evs []hookEvent, keep func(hookEvent) bool) []string {
 }
 
 func TestEventsFromTheCore(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t, "--webhook-allow-private")
 	sink := newHookSink(t)
 	admin := tg.token("root", "admin")

@@ -31,6 +31,7 @@ func (s *sseStream) count() int {
 // 30, in order, then live ones; ?lastEventId= does the same for a client that opens a new
 // EventSource; an id the journal does not hold gets a "resync" event.
 func TestEventStreamResumes(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)

@@ -122,6 +122,7 @@ func wantMeta(t *testing.T, r resp, status, code int, gatewayCode string) {
 }
 
 func TestCloudFrontEndToEnd(t *testing.T) {
+	sideBySide(t)
 	png := pngBytes(t)
 	files := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "image/png")
@@ -329,6 +330,7 @@ func TestCloudFrontEndToEnd(t *testing.T) {
 // cannot: reply buttons, a list and a template; the number's record is the cloud number's, its
 // templates are the synced ones, and Meta's payloads name its phone.
 func TestCloudFrontOverACloudNumber(t *testing.T) {
+	sideBySide(t)
 	num := &cloudNumber{id: "106540352242931", waba: "102290129340331", display: "+1 555-078-3931", token: "EAAJB-front-token", secret: "front-app-secret"}
 	fake := newFakeGraph(t, num)
 	tg := startGW(t, "--cloud-graph-url", fake.URL(), "--webhook-allow-private")

@@ -17,6 +17,7 @@ func (c *skewClock) toBeforeMidnight(d time.Duration) {
 // were a function of the key alone: the key used again was answered with the old message and
 // sent nothing.
 func TestIdempotencyKeyAfterItsDay(t *testing.T) {
+	sideBySide(t)
 	clock := newSkewClock()
 	tg := startGWSkew(t, clock)
 	admin := tg.token("root", "admin")

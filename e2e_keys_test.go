@@ -46,6 +46,7 @@ func (tg *testGW) newKey(admin, uid string, extra map[string]any) resp {
 }
 
 func TestKeyLifecycle(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	admin := tg.token("root", "admin")
 	alice := tg.newClient("alice")
@@ -249,6 +250,7 @@ var (
 )
 
 func TestAuthMatrix(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	admin := tg.token("root", "admin")
 	client := tg.newClient("alice")
@@ -293,6 +295,7 @@ func TestAuthMatrix(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	admin := tg.token("root", "admin")
 	tg.newClient("alice")
@@ -369,6 +372,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestUsersAndPromotion(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t, "--admin-uids", "boss")
 	boss := tg.token("boss", "client") // an --admin-uids uid is admin whatever the token says
 	want(t, tg.do("GET", "/api/admin/users", bearerAuth(boss), nil), 200, "")
@@ -415,6 +419,7 @@ func writePlans(t testing.TB, rateLimit int) string {
 }
 
 func TestDailyCapExactUnderConcurrency(t *testing.T) {
+	sideBySide(t)
 	const capacity, calls = 250, 400
 	tg := startGW(t, "--plans", writePlans(t, capacity))
 	admin := tg.token("root", "admin")
@@ -452,6 +457,7 @@ func TestDailyCapExactUnderConcurrency(t *testing.T) {
 }
 
 func TestCountersSurviveGracefulRestart(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t, "--plans", writePlans(t, 1000))
 	admin := tg.token("root", "admin")
 	tg.newClient("alice")
@@ -475,6 +481,7 @@ func TestCountersSurviveGracefulRestart(t *testing.T) {
 // still sees the plan the profile names and can edit the profile without changing it, but
 // cannot set a plan that is not in the table.
 func TestRemovedPlanFallsBackToTheDefault(t *testing.T) {
+	sideBySide(t)
 	dir := t.TempDir()
 	withTiny, withoutTiny := filepath.Join(dir, "p1.json"), filepath.Join(dir, "p2.json")
 	for p, body := range map[string]string{
@@ -535,6 +542,7 @@ func TestRemovedPlanFallsBackToTheDefault(t *testing.T) {
 }
 
 func TestHealthAndMetrics(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	want(t, tg.do("GET", "/healthz", nil, nil), 200, "")
 	want(t, tg.do("GET", "/readyz", nil, nil), 200, "")
@@ -572,6 +580,7 @@ func TestHealthAndMetrics(t *testing.T) {
 // Sign-in guesses: a client sending ID tokens that do not verify is refused with 429 once it
 // spent its failures; a good token is never charged.
 func TestIDTokenGuessesLimited(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	good := tg.token("alice", "client")
 	for range 5 {

@@ -127,6 +127,7 @@ func TestSessionPacing(t *testing.T) {
 // Receipts: a sent message becomes delivered (the sim's receipt after its latency), then read
 // when the recipient reads it; the history has every step in order.
 func TestMessageReceipts(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)

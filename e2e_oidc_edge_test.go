@@ -21,7 +21,7 @@ import (
 )
 
 func TestOIDCEdgeCases(t *testing.T) {
-	longWait(t)
+	sideBySide(t)
 	o := startRealOP(t)
 	tg := startGW(t, "--auth", "oidc", "--oidc-issuer", o.issuer, "--oidc-audience", opClient, "--dashboard-client-id", opClient)
 	client := o.idToken("test-user2", opClient)

@@ -284,7 +284,7 @@ func (tg *testGW) pollStatus(path, tok string, want int, total time.Duration) (o
 }
 
 func TestOIDCAgainstRealProvider(t *testing.T) {
-	longWait(t)
+	sideBySide(t)
 	o := startRealOP(t)
 	const adminUID, clientUID = "id1", "id2" // the example server's users
 	data := t.TempDir()

@@ -37,6 +37,7 @@ func rawStatus(t *testing.T, url, method, path string, length int, wait time.Dur
 }
 
 func TestBodyLimitsFromHeaders(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	// A 1 MiB route refuses a 2 MiB body from its Content-Length alone.
 	if got := rawStatus(t, tg.url, "POST", "/api/admin/apikeys/validate", 2<<20, 5*time.Second); !strings.Contains(got, " 413 ") {
@@ -76,6 +77,7 @@ func TestBodyLimitsFromHeaders(t *testing.T) {
 }
 
 func TestGuessLimits(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	admin := tg.token("root", "admin")
 	tg.newClient("alice")
@@ -120,6 +122,7 @@ func TestGuessLimits(t *testing.T) {
 const guessBurstForTest = 20
 
 func TestCORS(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t, "--cors-origins", "https://app.example.com")
 	req, _ := http.NewRequest("OPTIONS", tg.url+"/api/client/status", nil)
 	req.Header.Set("Origin", "https://app.example.com")
@@ -144,6 +147,7 @@ func TestCORS(t *testing.T) {
 }
 
 func TestRouterErrorsCarryRequestIDs(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	for _, c := range []struct {
 		method, path string
@@ -160,6 +164,7 @@ func TestRouterErrorsCarryRequestIDs(t *testing.T) {
 // A subject of up to 255 characters (the OIDC limit) is a user id; a longer one is refused
 // with 403 unsupported_subject, not a 401 that would send the dashboard back to sign-in.
 func TestLongSubjects(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	long := strings.Repeat("s", 255)
 	want(t, tg.do("GET", "/api/client/status", bearerAuth(tg.token(long, "")), nil), 200, "")
@@ -167,6 +172,7 @@ func TestLongSubjects(t *testing.T) {
 }
 
 func TestBuildInfoMetric(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	r := tg.do("GET", "/metrics", nil, nil)
 	for _, name := range []string{`gateway_build_info{goversion="go`} {
@@ -180,6 +186,7 @@ func TestBuildInfoMetric(t *testing.T) {
 // Expect) reads the 413 of a body over the route's limit, by length or chunked, instead of a
 // connection reset: the server closes after the answer, reading and dropping the rest.
 func TestRefusedBodyIsReadBySendFirstClients(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	host := strings.TrimPrefix(tg.url, "http://")
 	const size = 21 << 20
@@ -247,6 +254,7 @@ print(r.status, r.read().decode())
 // GET /api/admin/cluster on a single node: admins only, cluster false, empty lists (the
 // dashboard hides its cluster panel).
 func TestAdminClusterOnSingleNode(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	admin := tg.token("root", "admin")
 	r := tg.do("GET", "/api/admin/cluster", bearerAuth(admin), nil)

@@ -94,6 +94,7 @@ func fakeSign(body []byte, secret string) string {
 }
 
 func TestNewPlatformThroughTheRegistry(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	alice := tg.newClient("alice")
 	tg.link(alice, "447700900001")

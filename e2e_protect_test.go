@@ -89,6 +89,7 @@ func (tg *testGW) texts(to string) []string {
 // later message to it is refused at accept with nothing charged, and a message from it clears
 // the mark.
 func TestRecipientRefusing463NeverHoldsTheQueue(t *testing.T) {
+	sideBySide(t)
 	clk := newSkewClock()
 	tg := startGWSkew(t, clk)
 	admin := tg.token("root", "admin")
@@ -159,7 +160,7 @@ func TestRecipientRefusing463NeverHoldsTheQueue(t *testing.T) {
 // holds the session's queue (the message behind it waits) and never fails a message; over
 // 10 % of an hour's sends refused slows the session with a session.warning.
 func TestRefusalsAndRateLimitThroughTheSim(t *testing.T) {
-	longWait(t)
+	sideBySide(t)
 	tg := startGW(t, "--webhook-allow-private")
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)
@@ -215,7 +216,7 @@ func TestRefusalsAndRateLimitThroughTheSim(t *testing.T) {
 // released, and the old owner hears it; a logout fails them session_logged_out, a deletion
 // session_deleted.
 func TestQueuedMessagesFollowTheirAccount(t *testing.T) {
-	longWait(t)
+	sideBySide(t)
 	tg := startGW(t, "--webhook-allow-private")
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)

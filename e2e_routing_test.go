@@ -63,6 +63,7 @@ func (u routedUser) cloudCount(to, id string) int {
 }
 
 func TestCloudRouting(t *testing.T) {
+	sideBySide(t)
 	clock := newSkewClock()
 	num := &cloudNumber{id: "106540352200001", waba: "102290129300001", display: "+1 555-010-0999", token: "EAAJB-routing", secret: "routing-secret"}
 	fake := newFakeGraph(t, num)
@@ -233,6 +234,7 @@ func TestCloudRouting(t *testing.T) {
 // parameters rendered from the order (DESIGN.md section 17: a store topic can name its cloud
 // template); a returning customer who wrote to the linked phone gets the usual text there.
 func TestCloudStoreTopicTemplate(t *testing.T) {
+	sideBySide(t)
 	num := &cloudNumber{id: "106540352200002", waba: "102290129300002", display: "+1 555-010-0998", token: "EAAJB-store", secret: "store-secret"}
 	graph := newFakeGraph(t, num)
 	graph.AddTemplate(num.waba, cloudapi.MessageTemplate{Name: "order_confirmed", Language: "en_US", Status: "APPROVED", Category: "UTILITY",

@@ -87,6 +87,7 @@ func (tg *testGW) account(key string) map[string]any {
 }
 
 func TestSendEveryKind(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)
@@ -205,6 +206,7 @@ func TestSendEveryKind(t *testing.T) {
 }
 
 func TestSendBadInput(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)
@@ -265,6 +267,7 @@ func TestSendBadInput(t *testing.T) {
 }
 
 func TestSendScopeOwnershipAndState(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	admin := tg.token("root", "admin")
 	alice := tg.newSender(admin, "alice", "447700900001", []string{"send_media"})
@@ -306,6 +309,7 @@ func TestSendScopeOwnershipAndState(t *testing.T) {
 }
 
 func TestMonthlyAllowance(t *testing.T) {
+	sideBySide(t)
 	p := writePlans(t, 0) // free: no daily cap, 100 messages a month
 	tg := startGW(t, "--plans", p)
 	admin := tg.token("root", "admin")
@@ -352,6 +356,7 @@ func TestMonthlyAllowance(t *testing.T) {
 }
 
 func TestSendMediaLimits(t *testing.T) {
+	sideBySide(t)
 	const capBytes = 4096
 	tg := startGW(t, "--media-max-bytes", fmt.Sprint(capBytes))
 	admin := tg.token("root", "admin")
@@ -385,7 +390,7 @@ func TestSendMediaLimits(t *testing.T) {
 // whichever outbox the gateway picks (its log by default, where the record's base64 of 15 MiB
 // was over the log's largest record and answered 503 for ever).
 func TestSendMediaNearTheLimit(t *testing.T) {
-	longWait(t)
+	sideBySide(t)
 	tg := startGW(t)
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)
@@ -418,6 +423,7 @@ func TestSendMediaNearTheLimit(t *testing.T) {
 }
 
 func TestIdempotencyKey(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)

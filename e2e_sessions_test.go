@@ -43,6 +43,7 @@ func (tg *testGW) link(tok, phone string) string {
 }
 
 func TestSessionLinkByQRLifecycle(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	alice := tg.newClient("alice")
 	if st := tg.status(alice); st["status"] != "NOT_CREATED" || st["id"] != nil {
@@ -101,6 +102,7 @@ func TestSessionLinkByQRLifecycle(t *testing.T) {
 }
 
 func TestSessionLinkByPairCode(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	bob := tg.newClient("bob")
 	r := tg.do("POST", "/api/client/pair-code", bearerAuth(bob), map[string]any{"phone": "+1 (555) 010-2030"})
@@ -121,6 +123,7 @@ func TestSessionLinkByPairCode(t *testing.T) {
 }
 
 func TestAdminSessions(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	tg.newClient("alice")
 	carol := tg.newClient("carol")
@@ -176,6 +179,7 @@ func TestAdminSessions(t *testing.T) {
 }
 
 func TestLinkedSessionReconnectsAfterRestart(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	alice := tg.newClient("alice")
 	id := tg.link(alice, "447700900123")
@@ -188,6 +192,7 @@ func TestLinkedSessionReconnectsAfterRestart(t *testing.T) {
 }
 
 func TestInternalRoutesOutsideInternalCIDRs(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t, "--internal-cidrs", "10.0.0.0/8")
 	admin := tg.token("root", "admin")
 	client := tg.newClient("alice")
@@ -213,6 +218,7 @@ func TestInternalRoutesOutsideInternalCIDRs(t *testing.T) {
 // Unlinking: the user logs their session out; an admin reassigning a linked session logs the
 // previous owner's device out first; an admin deletes a session.
 func TestSessionLogoutReassignDelete(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "alice", "447700900001", nil)

@@ -139,6 +139,7 @@ func (tg *testGW) callback(t *testing.T, q url.Values) string {
 }
 
 func TestStoreOAuthRoundTrip(t *testing.T) {
+	sideBySide(t)
 	tg, fake := storeGW(t)
 	fake.AddShop(aliceShop, "Alice Shop", "")
 	fake.SetApp("app-client-id", "app-client-secret")
@@ -264,6 +265,7 @@ func TestStoreOAuthRoundTrip(t *testing.T) {
 }
 
 func TestStoreManualConnect(t *testing.T) {
+	sideBySide(t)
 	tg, fake := storeGW(t)
 	fake.AddShop(aliceShop, "Alice Shop", aliceToken)
 	alice := tg.newClient("alice")
@@ -353,6 +355,7 @@ func connectedStore(t *testing.T, tg *testGW, fake *ecomtest.Platform) (alice st
 }
 
 func TestStoreWebhooksEveryTopic(t *testing.T) {
+	sideBySide(t)
 	tg, fake := storeGW(t)
 	alice := connectedStore(t, tg, fake)
 	q := "uid=alice&shop=" + aliceShop
@@ -473,6 +476,7 @@ func TestStoreWebhooksEveryTopic(t *testing.T) {
 }
 
 func TestStoreWebhookRefusalsAndDedupe(t *testing.T) {
+	sideBySide(t)
 	tg, fake := storeGW(t)
 	alice := connectedStore(t, tg, fake)
 	q := "uid=alice&shop=" + aliceShop
@@ -585,6 +589,7 @@ func TestStoreWebhookRefusalsAndDedupe(t *testing.T) {
 }
 
 func TestStoreRequireWebhookSignature(t *testing.T) {
+	sideBySide(t)
 	tg, _ := storeGW(t, "--require-webhook-signature")
 	alice := tg.newClient("alice")
 	want(t, tg.do("POST", "/api/ecom/native-connect", bearerAuth(alice), map[string]any{"shop": aliceShop}), 200, "")
@@ -604,6 +609,7 @@ func TestStoreRequireWebhookSignature(t *testing.T) {
 }
 
 func TestStoreWooCommerce(t *testing.T) {
+	sideBySide(t)
 	tg, _ := storeGW(t)
 	alice := tg.newClient("alice")
 	tg.link(alice, "447700900001")
@@ -671,6 +677,7 @@ func TestStoreWooCommerce(t *testing.T) {
 }
 
 func TestStoreWebhookWhileSessionDisconnected(t *testing.T) {
+	sideBySide(t)
 	tg, fake := storeGW(t)
 	alice := connectedStore(t, tg, fake)
 	sid := tg.status(alice)["id"].(string)
@@ -708,6 +715,7 @@ func TestStoreWebhookWhileSessionDisconnected(t *testing.T) {
 // An OAuth nonce lives 10 minutes: a callback after that is sent to the error page, over HTTP,
 // and nothing is saved.
 func TestStoreOAuthExpiredNonce(t *testing.T) {
+	sideBySide(t)
 	var mu sync.Mutex
 	now := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }

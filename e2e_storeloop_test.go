@@ -572,7 +572,7 @@ func TestStoreLoopDelaysAndCheckouts(t *testing.T) {
 }
 
 func TestOptOutsHonouredByCampaigns(t *testing.T) {
-	longWait(t)
+	sideBySide(t)
 	tg := startGW(t)
 	admin := tg.token("root", "admin")
 	s := tg.newSender(admin, "carol", "447700900003", nil)
@@ -687,6 +687,7 @@ func TestOptOutsHonouredByCampaigns(t *testing.T) {
 }
 
 func TestSendLaterAndQuietHours(t *testing.T) {
+	sideBySide(t)
 	clock := newSkewClock()
 	tg := startGWSkew(t, clock)
 	admin := tg.token("root", "admin")

@@ -64,6 +64,7 @@ func eventSchema(t *testing.T, typ string) *jsonschema.Schema {
 }
 
 func TestWebhookURLOnAPrivateAddressIsRefused(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t)
 	tok := tg.token("alice", "client")
 	r := tg.do("POST", "/api/client/webhooks", bearerAuth(tok), map[string]any{"url": "http://127.0.0.1:9/hook", "events": []string{"message.status"}})
@@ -73,6 +74,7 @@ func TestWebhookURLOnAPrivateAddressIsRefused(t *testing.T) {
 }
 
 func TestWebhooksEndToEnd(t *testing.T) {
+	sideBySide(t)
 	tg := startGW(t, "--webhook-allow-private")
 	sink := newHookSink(t)
 	tok := tg.token("alice", "client")

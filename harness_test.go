@@ -192,13 +192,14 @@ func flagValue(args []string, flag string) string {
 	return v
 }
 
-// longWait marks a test that spends seconds waiting (on a wall clock, a restart, a provider, a
-// static build) and bounds no latency: it runs beside the other such tests once the serial ones
-// are done (make test and make test-nats pass -parallel 4), so their waits overlap. Every
-// gateway a test starts has its own data dir, port and NATS prefix, and its metrics of its own.
-// A test that sets environment variables (t.Setenv), bounds a latency or a rate, or starts a
-// thousand sessions stays serial: it runs alone, as before.
-func longWait(t *testing.T) { t.Parallel() }
+// sideBySide marks a test that runs beside the other such tests once the serial ones are done
+// (make test and make test-nats pass -parallel 4): every end-to-end test that bounds no latency
+// or rate, and the process suites that spend seconds waiting (on a wall clock, a restart, a
+// provider, a static build) and bound none, so their waits overlap. Every gateway a test starts
+// has its own data dir, port and NATS prefix, and its metrics of its own. A test that sets
+// environment variables (t.Setenv), bounds a latency or a rate, or starts a thousand sessions
+// stays serial: it runs alone, before the others.
+func sideBySide(t *testing.T) { t.Parallel() }
 
 // testGW is one gateway under test, seen from one test: its helpers fail t. A subtest takes its
 // own view with tg.with(t), so a failure (a timeout in eventually, say) fails the subtest that

@@ -46,7 +46,7 @@ func parseDockerfile(t *testing.T, path string) []dockerInstr {
 // docker build is not available here: the Dockerfile is checked by reading it, and the static
 // binary it builds is built the same way and run.
 func TestDockerfile(t *testing.T) {
-	longWait(t)
+	sideBySide(t)
 	instrs := parseDockerfile(t, "Dockerfile")
 	var (
 		stages                     []string

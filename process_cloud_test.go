@@ -118,7 +118,7 @@ func phones(prefix string, n int) []string {
 const heldAnswers = time.Hour
 
 func TestKill9CloudRoutingEveryMessageOnce(t *testing.T) {
-	longWait(t)
+	sideBySide(t)
 	num := &cloudNumber{id: "106540352200077", waba: "102290129300077", display: "+1 555-010-0777", token: "EAAJB-proc", secret: "proc-secret"}
 	fake := newFakeGraph(t, num)
 	data := t.TempDir()

@@ -69,7 +69,7 @@ func startOnSmallDisk(t *testing.T) (p *proc, data string, floor uint64) {
 // itself once space returns: each number delivered once, its progress readable (200) with
 // the API key all along, and the outage logged once, not once per request.
 func TestFullDiskCampaignGoesOnByItself(t *testing.T) {
-	longWait(t)
+	sideBySide(t)
 	p, data, _ := startOnSmallDisk(t)
 	tg := p.gw(t, data)
 	admin := tg.token("root", "admin")
@@ -172,7 +172,7 @@ func TestFullDiskCampaignGoesOnByItself(t *testing.T) {
 // 20 kill -9 while a user of a 500-message month sends cost at most 5 % of the month: the
 // allowance counted as used is at most 25 more than what was delivered.
 func TestKill9CostsASmallMonthLittle(t *testing.T) {
-	longWait(t)
+	sideBySide(t)
 	data := t.TempDir()
 	plans := filepath.Join(t.TempDir(), "plans.json")
 	if err := os.WriteFile(plans, []byte(`{"small": {"rate_limit": 0, "monthly_messages": 500}}`), 0o600); err != nil {

@@ -139,7 +139,7 @@ func (tg *testGW) keptTexts(tok string) []string {
 // gateway, and go when it is back; a kill -9 between commits and publishes loses none, and a
 // repeat carries the same Nats-Msg-Id, which JetStream drops.
 func TestEventsOnJetStream(t *testing.T) {
-	longWait(t)
+	sideBySide(t)
 	ns := natstest.Start(t)
 	const prefix, stream = "acme.events", "acme_events"
 	received, statusSubject := prefix+".alice.message.received", prefix+".alice.message.status"

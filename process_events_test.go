@@ -21,7 +21,7 @@ import (
 // GATEWAY_TEST_OUTAGE sets how long the receiver stays down (the 30s; 3s by default to
 // keep make test short).
 func TestKill9EventsSurviveReceiverOutage(t *testing.T) {
-	longWait(t)
+	sideBySide(t)
 	outage := 3 * time.Second
 	if v := os.Getenv("GATEWAY_TEST_OUTAGE"); v != "" {
 		d, err := time.ParseDuration(v)

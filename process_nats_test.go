@@ -81,7 +81,7 @@ func (n *natsProc) kill() {
 // succeed again without restarting the gateway, and every message accepted before, during or
 // after is delivered exactly once.
 func TestNATSServerRestart(t *testing.T) {
-	longWait(t)
+	sideBySide(t)
 	n := startNATSProc(t)
 	data := t.TempDir()
 	p := startProc(t, data, "--store", "nats", "--nats", n.url, "--nats-prefix", "restart")

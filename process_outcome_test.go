@@ -17,7 +17,7 @@ import (
 // network once, its status is answered, its allowance counted once, and its events come again
 // under the webhook-ids they had (a receiver dedupes them).
 func TestKill9BetweenOutcomeEventAndRecord(t *testing.T) {
-	longWait(t)
+	sideBySide(t)
 	bin := gatewayFakeWABinary(t) // the test build: its fault points (engine/messages_fault.go)
 	hook := newStatusHook(t)
 	// has tells whether every id's status events reached the receiver.

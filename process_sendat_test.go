@@ -11,7 +11,7 @@ import (
 // time (±1 s), exactly once, and a second kill -9 after the first went sends nothing twice.
 // GATEWAY_STORE=nats (make test-nats) runs it on NATS JetStream.
 func TestSendAtAcrossKillNine(t *testing.T) {
-	longWait(t)
+	sideBySide(t)
 	data := t.TempDir()
 	var args []string
 	if testStore == "nats" {

@@ -17,7 +17,7 @@ import (
 // it) and its status events are published again: the broker's copies carry the Nats-Msg-Id of
 // the first, so JetStream's duplicate window drops them (the stream holds each status once).
 func TestKill9BetweenToldOutcomesAndRecords(t *testing.T) {
-	longWait(t)
+	sideBySide(t)
 	bin := gatewayFakeWABinary(t) // the test build: its fault points (engine/messages_fault.go)
 	ns := natstest.Start(t)
 	const prefix, stream = "told.events", "told_events"
