@@ -137,6 +137,11 @@ func (m *messages) settled(sh *pendingShard, p *pending, id string, sendErr erro
 		if p != nil && len(p.waiters) > 0 { // none on a success (Outcome took them): no copy
 			waiters, p.waiters, told = p.waiters, nil, p.entry
 		}
+		// Read under the lock: a late failure (Failed) replaces p.entry under it meanwhile.
+		var sentAt domain.Millis
+		if p != nil {
+			sentAt = p.entry.SentAt
+		}
 		if cur := sh.m[id]; err == nil && cur != nil && cur == p {
 			cur.durable, cur.unrecorded = true, false
 			msg := cur.entry.Message
@@ -168,7 +173,7 @@ func (m *messages) settled(sh *pendingShard, p *pending, id string, sendErr erro
 			return
 		}
 		if sendErr == nil {
-			p.res.CommitAt(1, p.entry.SentAt)
+			p.res.CommitAt(1, sentAt)
 		} else {
 			p.res.Release()
 		}
