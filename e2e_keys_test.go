@@ -372,7 +372,6 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestUsersAndPromotion(t *testing.T) {
-	sideBySide(t)
 	tg := startGW(t, "--admin-uids", "boss")
 	boss := tg.token("boss", "client") // an --admin-uids uid is admin whatever the token says
 	want(t, tg.do("GET", "/api/admin/users", bearerAuth(boss), nil), 200, "")

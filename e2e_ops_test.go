@@ -77,7 +77,6 @@ func TestBodyLimitsFromHeaders(t *testing.T) {
 }
 
 func TestGuessLimits(t *testing.T) {
-	sideBySide(t)
 	tg := startGW(t)
 	admin := tg.token("root", "admin")
 	tg.newClient("alice")
