@@ -26,13 +26,16 @@ import (
 // of the module's dependencies (nats-server).
 type builtBinary struct {
 	pkg, name string
+	flags     []string // go build's flags beside -o
 	once      sync.Once
 	path      string
 	err       error
 }
 
 var (
-	plainBinary builtBinary
+	// The gateway as the Dockerfile builds it (static, -trimpath), so TestDockerfile's build of
+	// the same binary only links.
+	plainBinary = builtBinary{flags: []string{"-trimpath"}}
 	natsBinary  = builtBinary{pkg: "github.com/nats-io/nats-server/v2", name: "nats-server"}
 )
 
@@ -52,17 +55,8 @@ func removeBuilt() {
 // with builtBinary.get, so -short (make test-short) skips them all in that one place.
 func gatewayBinary(t testing.TB) string {
 	t.Helper()
-	return plainBinary.get(t, plainFlags...)
+	return plainBinary.get(t)
 }
-
-// The process suites' build flags: the gateway as the Dockerfile builds it (static, -trimpath),
-// so TestDockerfile's build of the same binary only links; the fakewa build with the same
-// -trimpath, so it recompiles only what its tag changes (without it every package compiled
-// again: about a minute on a clean cache).
-var (
-	plainFlags  = []string{"-trimpath"}
-	fakeWAFlags = []string{"-trimpath", "-tags", "fakewa"}
-)
 
 // prebuild builds the process suites' gateway binaries in the background at the lowest CPU
 // priority (TestMain, unless -short): the in-process tests that run first leave a core mostly
@@ -70,30 +64,30 @@ var (
 // cache's compile. A test that needs a binary still being built waits for it (sync.Once).
 func prebuild() {
 	go func() {
-		_, _ = plainBinary.buildAt(true, plainFlags...)
-		_, _ = fakeWABinary.buildAt(true, fakeWAFlags...)
+		_, _ = plainBinary.buildAt(true)
+		_, _ = fakeWABinary.buildAt(true)
 	}()
 }
 
-// get builds the binary with extra go build flags (once) and returns its path.
-func (b *builtBinary) get(t testing.TB, flags ...string) string {
+// get builds the binary (once) and returns its path.
+func (b *builtBinary) get(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("-short: the process suites build and run the gateway binary")
 	}
-	path, err := b.build(flags...)
+	path, err := b.build()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return path
 }
 
-// build builds the binary with extra go build flags (once: the first call's flags) and
-// returns its path; TestMain calls it where no test is there to fail.
-func (b *builtBinary) build(flags ...string) (string, error) { return b.buildAt(false, flags...) }
+// build builds the binary (once) and returns its path; TestMain calls it where no test is
+// there to fail.
+func (b *builtBinary) build() (string, error) { return b.buildAt(false) }
 
 // buildAt is build, the compiler niced to the lowest priority when low (and nice is there).
-func (b *builtBinary) buildAt(low bool, flags ...string) (string, error) {
+func (b *builtBinary) buildAt(low bool) (string, error) {
 	b.once.Do(func() {
 		pkg, name := cmp.Or(b.pkg, "."), cmp.Or(b.name, "gateway")
 		dir, err := os.MkdirTemp("", name+"-bin-")
@@ -103,11 +97,13 @@ func (b *builtBinary) buildAt(low bool, flags ...string) (string, error) {
 		}
 		b.path = filepath.Join(dir, name)
 		builtDirs.Store(dir, true)
-		args := append(append([]string{"build"}, flags...), "-o", b.path, pkg)
+		args := append(append([]string{"build"}, b.flags...), "-o", b.path, pkg)
 		cmd := exec.Command("go", args...)
-		if nice, err := exec.LookPath("nice"); low && err == nil {
-			// Killed with the test binary: a short run that ends first leaves no build behind.
-			cmd = dieWithTest(exec.Command(nice, append([]string{"-n", "19", "go"}, args...)...))
+		if low {
+			if nice, err := exec.LookPath("nice"); err == nil {
+				// Killed with the test binary: a short run that ends first leaves no build behind.
+				cmd = dieWithTest(exec.Command(nice, append([]string{"-n", "19", "go"}, args...)...))
+			}
 		}
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
