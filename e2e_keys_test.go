@@ -146,11 +146,7 @@ func TestKeyLifecycle(t *testing.T) {
 	// The raw keys are stored nowhere in the data dir.
 	data := tg.data
 	tg.stop()
-	for _, f := range dataFiles(t, data) {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for f, b := range dataFiles(t, data, 1<<40) {
 		for _, r := range []string{raw, past.str("rawKey"), future.str("rawKey")} {
 			if bytes.Contains(b, []byte(r)) || bytes.Contains(b, []byte(r[9:])) {
 				t.Fatalf("raw key found in %s", f)

@@ -247,11 +247,7 @@ func TestStoreOAuthRoundTrip(t *testing.T) {
 	// the value log, read while the gateway runs, hold every record as written; records from
 	// 128 bytes are in the value log, a sparse file of which only the start is written here).
 	sawRecord := false
-	for _, f := range dataFiles(t, tg.data) {
-		b, err := readStart(f, 16<<20)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for f, b := range dataFiles(t, tg.data, 16<<20) {
 		sawRecord = sawRecord || bytes.Contains(b, []byte(`"shopName":"Alice Shop"`))
 		for _, secret := range []string{aliceToken, "app-client-secret"} {
 			if bytes.Contains(b, []byte(secret)) {
@@ -749,14 +745,4 @@ func TestStoreOAuthExpiredNonce(t *testing.T) {
 	if subs := fake.Subscriptions(aliceShop); len(subs) != 0 {
 		t.Fatalf("webhooks registered after an expired nonce: %v", subs)
 	}
-}
-
-// readStart reads at most n bytes from the start of a file.
-func readStart(path string, n int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, n))
 }

@@ -9,9 +9,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -423,19 +425,34 @@ func eventually(t testing.TB, total time.Duration, what string, cond func() bool
 	}
 }
 
-// dataFiles lists every regular file under dir and, on the NATS store, under the NATS
-// server's store (for "the raw key is stored nowhere" checks).
-func dataFiles(t testing.TB, dir string) []string {
+// dataFiles reads the first limit bytes of every regular file under dir and, on the NATS
+// store, under the NATS server's store (for "the raw key is stored nowhere" checks).
+func dataFiles(t testing.TB, dir string, limit int64) map[string][]byte {
 	dirs := []string{dir}
 	if natsSrv != nil {
 		dirs = append(dirs, natsSrv.Dir())
 	}
-	var out []string
+	out := map[string][]byte{}
 	for _, d := range dirs {
 		err := filepath.Walk(d, func(p string, info os.FileInfo, err error) error {
-			if err == nil && info.Mode().IsRegular() {
-				out = append(out, p)
+			if err != nil || !info.Mode().IsRegular() {
+				return nil
 			}
+			f, err := os.Open(p)
+			if errors.Is(err, fs.ErrNotExist) {
+				// Another test's NATS stream (the server is shared, the tests run side by
+				// side) was deleted between the walk and the read: not this test's data.
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			b, err := io.ReadAll(io.LimitReader(f, limit))
+			if err != nil {
+				return err
+			}
+			out[p] = b
 			return nil
 		})
 		if err != nil {
