@@ -126,7 +126,11 @@ func TestClusterCountsPerRequestOverTheWindowAlone(t *testing.T) {
 	if row == nil || row.requests < 50 {
 		t.Fatalf("row %+v: too few requests to count", row)
 	}
-	if row.commits < 0.9 || row.commits > 1.1 || row.records < 1.8 || row.records > 2.2 {
+	// The counters are read by HTTP once the window's edges have passed (after the CPU
+	// snapshots): on a loaded machine under -race each read lands some milliseconds late,
+	// which in a 300 ms window moves the count by a tenth or more (CI saw 0.90). Counted from
+	// before the warm-up it would be 2 and 4: a quarter either way still tells them apart.
+	if row.commits < 0.75 || row.commits > 1.25 || row.records < 1.5 || row.records > 2.5 {
 		t.Fatalf("%.2f commit groups and %.2f records per request, want 1 and 2 (the window's)", row.commits, row.records)
 	}
 }
