@@ -412,13 +412,14 @@ func (ms *Messages) sentOp(e *domain.OutboxEntry) {
 	ms.noteInBackground(e.UserID, e.SessionID, o, m)
 }
 
-// noteInBackground runs noteChange in the background, on the lane of the message it changes
-// (noteLane: after the changes to it taken before, a reaction's removal after the reaction).
-// Apart from sentOp so that a plain message's entry, which sentOp only looks at, is not moved to
-// the heap for the goroutine.
+// noteInBackground records the session's own change as noteLater records an incoming one, on
+// the lane of the message it changes (after the changes to it taken before, a reaction's
+// removal after the reaction); no one waits for it (a stopping engine drops it). Apart from
+// sentOp so that a plain message's entry, which sentOp only looks at, is not moved to the heap
+// for the closure.
 func (ms *Messages) noteInBackground(uid, sessionID string, o network.Origin, m domain.Message) {
-	ms.e.inContactLane(noteLane(uid, m.Target.ID), func(context.Context) {
-		_ = ms.noteChange(uid, sessionID, m.Target.ID, o, true, m) // logged
+	ms.e.noteLater(noteLane(uid, m.Target.ID), nil, func() error {
+		return ms.noteChange(uid, sessionID, m.Target.ID, o, true, m) // logged
 	})
 }
 

@@ -134,13 +134,13 @@ func (m *messages) settled(sh *pendingShard, p *pending, id string, sendErr erro
 		sh.mu.Lock()
 		var waiters []chan outcome // a failure's (Outcome leaves them), or a wait's since
 		var told domain.OutboxEntry
-		if p != nil && len(p.waiters) > 0 { // none on a success (Outcome took them): no copy
-			waiters, p.waiters, told = p.waiters, nil, p.entry
-		}
-		// Read under the lock: a late failure (Failed) replaces p.entry under it meanwhile.
 		var sentAt domain.Millis
 		if p != nil {
+			// Read under the lock: a late failure (Failed) replaces p.entry under it meanwhile.
 			sentAt = p.entry.SentAt
+			if len(p.waiters) > 0 { // none on a success (Outcome took them): no copy
+				waiters, p.waiters, told = p.waiters, nil, p.entry
+			}
 		}
 		if cur := sh.m[id]; err == nil && cur != nil && cur == p {
 			cur.durable, cur.unrecorded = true, false
