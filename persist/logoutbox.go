@@ -32,18 +32,21 @@ import (
 //	outcome  'O', the accept's position (8 bytes), the outcome (as Outbox's outbox_status)
 //	receipt  'R', the accept's position, the domain.StatusChange (version 1)
 //	requeue  'Q', the accept's position, the body as requeued
-//	void     'V', the accept's position: an accept answered as refused (its outlog_pos
-//	         commit failed), which never was; its outcome slot names the void record
+//	void     'V', the accept's position: an accept answered as refused, which never was; its
+//	         outcome slot names the void record (written by versions that committed
+//	         outlog_pos on the accept's path when that commit failed; read still)
 //
 // A slot is written (outlog.WriteSlot) once the record it names is written; a reader takes the
 // body from the accept (or the requeue its slot names), the outcome from slot 0 and the
 // receipts from the others. The id minted by Accept (an entry with none) says where its accept
 // is (logID); an id chosen by the caller or derived from an Idempotency-Key is found through
-// outlog_pos/<id> in Badger (the accept carries the flag that says so; boot writes any that a
-// crash kept from being written). Badger also keeps the checkpoint (outlog_ckpt: the position
-// from which boot scans the log) and the marks (outlog_mark/<id>: a message pending longer than
-// markAfter, so the checkpoint can move past it), as Outbox does, the users' chains' heads as
-// of the checkpoint (outlog_head/<uid>), and the campaigns' own idempotency records (idem/).
+// outlog_pos/<id> in Badger, written by the next checkpoint (held in memory until then, so
+// that an accept commits nothing to Badger; the accept carries the flag that says so, and boot
+// writes those of the accepts since the checkpoint, which a crash kept from being written).
+// Badger also keeps the checkpoint (outlog_ckpt: the position from which boot scans the log)
+// and the marks (outlog_mark/<id>: a message pending longer than markAfter, so the checkpoint
+// can move past it), as Outbox does, the users' chains' heads as of the checkpoint
+// (outlog_head/<uid>), and the campaigns' own idempotency records (idem/).
 //
 // The history of what the log holds is a backward chain per user (logoutbox_chain.go): no
 // Badger record a message. A message's media over BlobMin is a file of its own beside the log,
@@ -57,8 +60,8 @@ type LogOutbox struct {
 	logger atomic.Pointer[slog.Logger]
 	queued inflight // outcomes and receipts queued and not yet answered
 
-	// mu guards pending, unmark and booted, and is held across each accept's Queue, so that
-	// the checkpoint never passes an accept not yet in pending.
+	// mu guards pending, unindexed, unmark and booted, and is held across each accept's Queue,
+	// so that the checkpoint never passes an accept not yet in pending.
 	mu      sync.Mutex
 	pending map[string]*logPending
 	// settled are the accepts of messages with minted ids settled lately: a receipt for one
@@ -73,7 +76,10 @@ type LogOutbox struct {
 	// an Idempotency-Key's), newest generation first. A generation is put aside when it holds
 	// recentMax ids.
 	recent [2]map[string]outlog.Pos
-	unmark []string // marks to delete: their messages settled
+	// unindexed are the accepts with ids of their own whose outlog_pos records are not yet
+	// written (finishAccept; the next Checkpoint writes them).
+	unindexed map[string]outlog.Pos
+	unmark    []string // marks to delete: their messages settled
 	// unmedia are the media files to remove: their messages settled (once the log is durable
 	// past their outcomes) or their accepts never were.
 	unmedia []mediaDrop
@@ -134,6 +140,7 @@ const (
 	freeMax = 1024
 
 	logPosTable  = "outlog_pos"
+	logPosTTL    = OutboxRetention + 24*time.Hour
 	logMarkTable = "outlog_mark"
 )
 
@@ -156,7 +163,7 @@ func OpenLogOutbox(dir string, kv KV, o LogOutboxOptions) (*LogOutbox, error) {
 		return nil, err
 	}
 	lo := &LogOutbox{log: l, kv: kv, media: logMedia{dir: filepath.Join(dir, logMediaDir)}, idem: NewTable[domain.IdemRecord](kv, idemTable, 1),
-		pending: map[string]*logPending{}, now: time.Now,
+		pending: map[string]*logPending{}, unindexed: map[string]outlog.Pos{}, now: time.Now,
 		recent:  [2]map[string]outlog.Pos{make(map[string]outlog.Pos), make(map[string]outlog.Pos)},
 		settled: make([]settledAccept, 1<<settledBits)}
 	lo.chains.init()
@@ -218,7 +225,7 @@ func (lo *LogOutbox) Accept(ctx context.Context, e *domain.OutboxEntry, idemHash
 		// writer (accepted), and the caller woken by its write takes no lock.
 		return t.Wait()
 	}
-	return lo.finishAccept(ctx, []*domain.OutboxEntry{e}, []outlog.Ticket{t})
+	return lo.finishAccept([]*domain.OutboxEntry{e}, []outlog.Ticket{t})
 }
 
 // acceptQueued is a test's hook: called by Accept once its record is queued, before its wait.
@@ -264,7 +271,7 @@ func (lo *LogOutbox) AcceptMany(ctx context.Context, es []domain.OutboxEntry) er
 		}
 		if err != nil {
 			if len(ts) > 0 {
-				_ = lo.finishAccept(ctx, ents, ts)
+				_ = lo.finishAccept(ents, ts)
 			}
 			return err
 		}
@@ -272,7 +279,7 @@ func (lo *LogOutbox) AcceptMany(ctx context.Context, es []domain.OutboxEntry) er
 			ents, ts = append(ents, &es[i]), append(ts, t)
 		}
 	}
-	return lo.finishAccept(ctx, ents, ts)
+	return lo.finishAccept(ents, ts)
 }
 
 // queueAccept queues an entry's accept record and indexes it as pending; dup: an accept of an
@@ -438,53 +445,31 @@ func (lo *LogOutbox) answerAccept(id string, p *logPending, err error) {
 	}
 }
 
-// finishAccept writes the outlog_pos records of the entries with ids of their own, waits for
-// the accepts' writes, and records their outcome in pending.
-func (lo *LogOutbox) finishAccept(ctx context.Context, es []*domain.OutboxEntry, ts []outlog.Ticket) error {
-	var ops []Op
-	for i, e := range es {
-		if minted(e.ID, ts[i].Pos) {
-			continue // it says where it is
-		}
-		ops = append(ops, Op{Key: logPosKey(e.ID), Value: posBytes(ts[i].Pos), TTL: OutboxRetention + 24*time.Hour})
-	}
+// finishAccept waits for the accepts' writes and records their outcome in pending. An entry
+// with an id of its own (a caller's or an Idempotency-Key's: it does not say where its record
+// lies) goes into unindexed, and its outlog_pos record is written by the next Checkpoint, not
+// here: an accept commits nothing to the records' store before it is answered (issue 32: with
+// an Idempotency-Key, that commit, one Badger transaction a message, was most of a send's
+// storage CPU, and under --fsync batch a second sync on its path). Boot writes the outlog_pos
+// records of the accepts since the checkpoint again, and the checkpoint never passes one still
+// in unindexed.
+func (lo *LogOutbox) finishAccept(es []*domain.OutboxEntry, ts []outlog.Ticket) error {
 	var err error
-	if len(ops) > 0 {
-		err = lo.kv.Commit(ctx, ops...)
-	}
-	cerr := err
-	ps := make([]outlog.Pos, len(ts))
 	werrs := make([]error, len(ts)) // nil: written
 	for i, t := range ts {
-		werr := t.Wait()
+		werrs[i] = t.Wait()
 		if err == nil {
-			err = werr
-		}
-		ps[i], werrs[i] = t.Pos, werr
-	}
-	// The outlog_pos commit failed (the disk under --min-free-disk) with accepts written: they
-	// are voided before the refusal is answered, so that they read as not found and boot
-	// passes them by (on Badger a refused commit writes nothing; a retry must not find a
-	// message nothing will send).
-	voided := make([]bool, len(ts))
-	voidAt := make([]outlog.Pos, len(ts))
-	if cerr != nil {
-		for i, e := range es {
-			if werrs[i] == nil && !minted(e.ID, ps[i]) {
-				var verr error
-				voidAt[i], verr = lo.void(ps[i])
-				voided[i] = verr == nil
-			}
+			err = werrs[i]
 		}
 	}
 	lo.mu.Lock()
 	for i, e := range es {
+		if werrs[i] == nil && !minted(e.ID, ts[i].Pos) {
+			lo.unindexed[e.ID] = ts[i].Pos
+		}
 		if p := lo.pending[e.ID]; p != nil && p.state == accepting {
 			p.acc = outlog.Ticket{}
 			switch {
-			case voided[i]:
-				lo.dropMedia(voidAt[i], p.media) // once the void record is durable
-				lo.dropPending(e.ID, p)
 			case werrs[i] != nil:
 				lo.answerAccept(e.ID, p, werrs[i])
 			case err != nil:
@@ -498,21 +483,40 @@ func (lo *LogOutbox) finishAccept(ctx context.Context, es []*domain.OutboxEntry,
 	return err
 }
 
-// void writes a void record naming the accept at apos, then the accept's outcome slot naming
-// it: the accept reads as not found from then on (readAccept), and boot's scan drops it. It
-// returns where the void record lies.
-func (lo *LogOutbox) void(apos outlog.Pos) (outlog.Pos, error) {
-	type answer struct {
+// writePositions writes the outlog_pos records of the accepts in unindexed that are durable
+// before d, and forgets each written (unless its id was accepted again meanwhile).
+func (lo *LogOutbox) writePositions(d outlog.Pos) error {
+	type indexed struct {
+		id  string
 		pos outlog.Pos
-		err error
 	}
-	ch := make(chan answer, 1)
-	at := domain.MillisOf(lo.now())
-	lo.log.AppendSlotted(binary.LittleEndian.AppendUint64([]byte{recVoid}, uint64(apos)), apos, slotOutcome,
-		func(vp outlog.Pos, dst []byte) { fillSlot(dst, recVoid, domain.MsgFailed, at, vp) },
-		func(vp outlog.Pos, err error) { ch <- answer{vp, err} })
-	a := <-ch
-	return a.pos, a.err
+	lo.mu.Lock()
+	due := make([]indexed, 0, len(lo.unindexed))
+	for id, pos := range lo.unindexed {
+		if pos < d {
+			due = append(due, indexed{id, pos})
+		}
+	}
+	lo.mu.Unlock()
+	for len(due) > 0 {
+		n := min(len(due), histBatch)
+		ops := make([]Op, n)
+		for i, x := range due[:n] {
+			ops[i] = Op{Key: logPosKey(x.id), Value: posBytes(x.pos), TTL: logPosTTL}
+		}
+		if err := lo.kv.Commit(context.Background(), ops...); err != nil {
+			return err
+		}
+		lo.mu.Lock()
+		for _, x := range due[:n] {
+			if lo.unindexed[x.id] == x.pos {
+				delete(lo.unindexed, x.id)
+			}
+		}
+		lo.mu.Unlock()
+		due = due[n:]
+	}
+	return nil
 }
 
 // found is a message's accept as read back: where it lies, its record and its slots.
@@ -532,6 +536,9 @@ func (lo *LogOutbox) resolve(id string) (found, error) {
 	var cands []outlog.Pos
 	if p := lo.pending[id]; p != nil {
 		cands = append(cands, p.pos)
+	}
+	if pos, ok := lo.unindexed[id]; ok {
+		cands = append(cands, pos)
 	}
 	lo.mu.Unlock()
 	if p, _, ok := parseLogID(id, lo.log.End().Seg()); ok {

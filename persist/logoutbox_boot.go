@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/gateway/gateway/domain"
 	"github.com/gateway/gateway/persist/outlog"
@@ -127,7 +126,7 @@ func (lo *LogOutbox) Pending() ([]domain.OutboxEntry, error) {
 			}
 			if rec[1]&acceptCallerID != 0 {
 				// Its outlog_pos record, which a crash may have kept from being written.
-				ops = append(ops, Op{Key: logPosKey(b.ID), Value: posBytes(p), TTL: OutboxRetention + 24*time.Hour})
+				ops = append(ops, Op{Key: logPosKey(b.ID), Value: posBytes(p), TTL: logPosTTL})
 			}
 			c.opsEnd = len(ops)
 		case recVoid:
@@ -262,8 +261,9 @@ func cmpPos(a, b outlog.Pos) int {
 }
 
 // Checkpoint marks the messages pending longer than markAfter, removes the marks of those
-// settled since, and writes the checkpoint: the oldest accept pending without a mark, or the
-// log's end. Nothing before boot's Pending.
+// settled since, writes the outlog_pos records of the accepts with ids of their own since the
+// last (unindexed), and writes the checkpoint: the oldest accept pending without a mark or not
+// yet indexed, or the log's end. Nothing before boot's Pending.
 func (lo *LogOutbox) Checkpoint() error {
 	lo.ckptMu.Lock()
 	defer lo.ckptMu.Unlock()
@@ -327,6 +327,9 @@ func (lo *LogOutbox) Checkpoint() error {
 		hops = hops[n:]
 	}
 	saved()
+	// The outlog_pos records of the accepts since the last checkpoint (finishAccept leaves them
+	// to it); one not written holds the checkpoint, so that boot writes it.
+	perr := lo.writePositions(d)
 	lo.mu.Lock()
 	ckpt := min(lo.log.End(), d)
 	for _, p := range lo.pending {
@@ -334,7 +337,13 @@ func (lo *LogOutbox) Checkpoint() error {
 			ckpt = p.pos
 		}
 	}
+	for _, pos := range lo.unindexed {
+		ckpt = min(ckpt, pos)
+	}
 	lo.mu.Unlock()
+	if perr != nil {
+		return perr
+	}
 	return lo.kv.Commit(context.Background(), Op{Key: logCheckpointKey, Value: posBytes(ckpt)})
 }
 

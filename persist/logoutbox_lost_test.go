@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -131,4 +132,22 @@ func TestLogOutboxVoidSlotOutlivesItsRecord(t *testing.T) {
 	if _, err := lo.Get(ids[0]); !errors.Is(err, domain.ErrRecordNotFound) {
 		t.Fatalf("Get of the voided accept: %v, want not found", err)
 	}
+}
+
+// void writes what versions before the checkpoint wrote outlog_pos did for an accept whose
+// outlog_pos commit failed, which boot still reads: a void record naming the accept at apos,
+// then the accept's outcome slot naming it. The accept reads as not found from then on
+// (readAccept), and boot's scan drops it. It returns where the void record lies.
+func (lo *LogOutbox) void(apos outlog.Pos) (outlog.Pos, error) {
+	type answer struct {
+		pos outlog.Pos
+		err error
+	}
+	ch := make(chan answer, 1)
+	at := domain.MillisOf(lo.now())
+	lo.log.AppendSlotted(binary.LittleEndian.AppendUint64([]byte{recVoid}, uint64(apos)), apos, slotOutcome,
+		func(vp outlog.Pos, dst []byte) { fillSlot(dst, recVoid, domain.MsgFailed, at, vp) },
+		func(vp outlog.Pos, err error) { ch <- answer{vp, err} })
+	a := <-ch
+	return a.pos, a.err
 }

@@ -2,6 +2,7 @@ package persist
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"slices"
 	"strconv"
@@ -418,11 +419,12 @@ func TestLogOutboxReceiptsKnown(t *testing.T) {
 	wantStatus(t, lo, ids[1], domain.MsgRead)
 }
 
-// An accept whose outlog_pos commit fails (the disk under the floor) is answered the error and
-// voided first: it reads as not found, is not pending, boot passes it by (no history entry or
-// outlog_pos written for it), and the same id accepted again once the commit goes through is
-// found, pending, after a restart too. A minted id needs no commit and is not voided.
-func TestLogOutboxVoidedAccept(t *testing.T) {
+// An accept with an id of its own commits nothing to the records' store before it is answered
+// (issue 32): its outlog_pos record is written by the next checkpoint, and until then it is
+// found by id (settled too, and forgotten by the recently settled). A checkpoint whose
+// outlog_pos commit fails (the disk under the floor) fails and does not move past it, so that
+// boot writes it after a crash; the next checkpoint that can write it does.
+func TestLogOutboxPositionsAtTheCheckpoint(t *testing.T) {
 	dir, mem, clock := t.TempDir(), NewMemory(), &testClock{}
 	at := time.Date(2026, 11, 30, 5, 30, 0, 0, time.UTC)
 	clock.set(at)
@@ -434,41 +436,63 @@ func TestLogOutboxVoidedAccept(t *testing.T) {
 	if _, err := lo.Pending(); err != nil {
 		t.Fatal(err)
 	}
-	const id = "campaign-7-a"
-	e := logQueued(id, at)
-	if err := lo.Accept(context.Background(), &e, ""); err == nil {
-		t.Fatal("an accept whose outlog_pos commit failed was answered ok")
-	}
-	if _, err := lo.Get(id); !errors.Is(err, domain.ErrRecordNotFound) {
-		t.Fatalf("Get of a refused accept: %v; want not found", err)
-	}
-	if got := lo.pendingIDs(); len(got) != 0 {
-		t.Fatalf("pending after a refused accept: %v", got)
-	}
-	minted := acceptLog(t, lo, 1, at)[0]
-	lo.Flush()
-	crash(t, lo)
-	lo, pend := openLogOutbox(t, dir, mem, clock)
-	if !slices.Equal(pend, []string{minted}) {
-		t.Fatalf("boot found %v pending, want only %s", pend, minted)
+	const id, other = "campaign-7-a", "campaign-7-b"
+	for _, x := range []string{id, other} {
+		e := logQueued(x, at)
+		if err := lo.Accept(context.Background(), &e, ""); err != nil {
+			t.Fatalf("accept %s with outlog_pos commits refused: %v", x, err)
+		}
 	}
 	if _, err := mem.Get(logPosKey(id)); !errors.Is(err, domain.ErrRecordNotFound) {
-		t.Fatalf("boot wrote the voided accept's outlog_pos: %v", err)
+		t.Fatalf("outlog_pos written on the accept's path: %v", err)
 	}
-	if _, err := lo.Get(id); !errors.Is(err, domain.ErrRecordNotFound) {
-		t.Fatalf("Get of a refused accept after a restart: %v", err)
+	settleLog(t, lo, id, domain.MsgSent, at.Add(time.Second))
+	lo.Flush()
+	lo.mu.Lock()
+	for i := range 2 * recentMax {
+		lo.remember("caller-"+strconv.Itoa(i), 1)
 	}
-	e = logQueued(id, at)
+	lo.mu.Unlock()
+	if lo.known(id) != 0 {
+		t.Fatal("the settled id still among the recently settled")
+	}
+	wantStatus(t, lo, id, domain.MsgSent)
+	wantStatus(t, lo, other, domain.MsgQueued)
+	if err := lo.Checkpoint(); err == nil {
+		t.Fatal("a checkpoint whose outlog_pos commit failed answered ok")
+	}
+	if v, err := mem.Get(logCheckpointKey); err == nil && outlog.Pos(binary.LittleEndian.Uint64(v)) > lo.unindexed[id] {
+		t.Fatalf("the checkpoint %v moved past %s's accept at %v, not indexed", outlog.Pos(binary.LittleEndian.Uint64(v)), id, lo.unindexed[id])
+	}
+	crash(t, lo)
+	lo, pend := openLogOutbox(t, dir, mem, clock)
+	if !slices.Equal(pend, []string{other}) {
+		t.Fatalf("boot found %v pending, want %s", pend, other)
+	}
+	for _, x := range []string{id, other} {
+		if _, err := mem.Get(logPosKey(x)); err != nil {
+			t.Fatalf("boot did not write %s's outlog_pos: %v", x, err)
+		}
+	}
+	wantStatus(t, lo, id, domain.MsgSent)
+	// On a store that takes them, the checkpoint writes them and forgets them.
+	e := logQueued("campaign-8", at)
 	if err := lo.Accept(context.Background(), &e, ""); err != nil {
 		t.Fatal(err)
 	}
-	wantStatus(t, lo, id, domain.MsgQueued)
-	crash(t, lo)
-	lo, pend = openLogOutbox(t, dir, mem, clock)
-	if !slices.Equal(pend, []string{minted, id}) {
-		t.Fatalf("boot found %v pending, want %s and %s", pend, minted, id)
+	if err := lo.Checkpoint(); err != nil {
+		t.Fatal(err)
 	}
-	wantStatus(t, lo, id, domain.MsgQueued)
+	if v, err := mem.Get(logPosKey("campaign-8")); err != nil || len(v) != 8 {
+		t.Fatalf("the checkpoint did not write campaign-8's outlog_pos: %v", err)
+	}
+	lo.mu.Lock()
+	left := len(lo.unindexed)
+	lo.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d accepts left unindexed after a checkpoint that wrote them", left)
+	}
+	wantStatus(t, lo, "campaign-8", domain.MsgQueued)
 }
 
 // A receipt's record written by hand is the one Encode writes, byte for byte, escapes and
