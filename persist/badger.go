@@ -315,6 +315,40 @@ func (b *Badger) Has(keys [][]byte) ([]bool, error) {
 	return out, nil
 }
 
+// readMany reads keys in one read transaction: values[i] is a copy of key i's value, nil when
+// it is absent (or the key empty). One transaction's set-up (its read timestamp from the
+// oracle) for many keys, where Get takes one each (manyReader: the log outbox's look-ups of an
+// Idempotency-Key's ids).
+func (b *Badger) readMany(keys [][]byte) ([][]byte, error) {
+	if !b.gate.enter() {
+		return nil, ErrClosed
+	}
+	defer b.gate.leave()
+	out := make([][]byte, len(keys))
+	err := b.db.View(func(txn *badger.Txn) error {
+		for i, k := range keys {
+			if len(k) == 0 {
+				continue
+			}
+			item, err := txn.Get(k)
+			switch {
+			case errors.Is(err, badger.ErrKeyNotFound):
+				continue
+			case err != nil:
+				return err
+			}
+			if out[i], err = item.ValueCopy(nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("persist: get: %w", err)
+	}
+	return out, nil
+}
+
 // Scan calls fn for every live key under prefix in key order, within one read snapshot.
 // The slices passed to fn are only valid during the call.
 func (b *Badger) Scan(prefix []byte, fn func(key, value []byte) error) error {
