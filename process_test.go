@@ -180,11 +180,14 @@ func startProcEnv(t testing.TB, bin, data string, env []string, args ...string) 
 
 // ready waits up to 30 s for /readyz: false when the process lost its address to another
 // (and retry allows starting again), a failure with its log when it exits or is not ready.
+// An answer counts once the process has logged that it listens on its address: another
+// program that took the address first (an httptest server answering 200 to any path) would
+// pass for the gateway otherwise.
 func (p *proc) ready(t testing.TB, retry bool) bool {
 	t.Helper()
 	const wait = 30 * time.Second
 	start := time.Now()
-	for !answers(p.url+"/readyz", 200) {
+	for !p.listening() || !answers(p.url+"/readyz", 200) {
 		log := p.log()
 		if retry && strings.Contains(log, "address already in use") {
 			_ = p.cmd.Wait()
@@ -222,6 +225,18 @@ func launchProc(t testing.TB, bin, data string, env, args []string) *proc {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); pw.Close() })
 	return p
+}
+
+// listening reports whether the process logged that it listens on its own address (main.go's
+// "gateway listening", written once the address is bound).
+func (p *proc) listening() bool {
+	log := p.log()
+	i := strings.Index(log, "gateway listening")
+	if i < 0 {
+		return false
+	}
+	line, _, _ := strings.Cut(log[i:], "\n")
+	return strings.Contains(line, strings.TrimPrefix(p.url, "http://"))
 }
 
 // log is what the process wrote to stderr so far.
