@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +28,42 @@ type natsProc struct {
 	conf string
 	url  string
 	cmd  *exec.Cmd
+	log  *procLog // this start's output: ready once it says so
+}
+
+// procLog is a process's output, written by its pipe while a test reads it.
+type procLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *procLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *procLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// natsReady waits until the server at addr answers and its own output says it is ready: a
+// server that lost its freed port to another test's exits, and the one answering there is not
+// it.
+func natsReady(t testing.TB, addr string, log *procLog) {
+	t.Helper()
+	eventually(t, 20*time.Second, "nats-server listening", func() bool {
+		if !strings.Contains(log.String(), "Server is ready") {
+			return false
+		}
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
 }
 
 func startNATSProc(t testing.TB) *natsProc {
@@ -55,16 +92,12 @@ func writeNATSConf(dir, addr string) (string, error) {
 func (n *natsProc) start() {
 	n.t.Helper()
 	n.cmd = dieWithTest(exec.Command(natsServerBinary(n.t), "-c", n.conf))
+	n.log = &procLog{}
+	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
 	if err := n.cmd.Start(); err != nil {
 		n.t.Fatal(err)
 	}
-	eventually(n.t, 20*time.Second, "nats-server listening", func() bool {
-		c, err := net.DialTimeout("tcp", strings.TrimPrefix(n.url, "nats://"), time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	natsReady(n.t, strings.TrimPrefix(n.url, "nats://"), n.log)
 }
 
 func (n *natsProc) kill() {
@@ -200,19 +233,14 @@ func TestNATSStockServer(t *testing.T) {
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	host, port, _ := net.SplitHostPort(addr)
-	n := &natsProc{t: t, url: "nats://" + addr}
+	n := &natsProc{t: t, url: "nats://" + addr, log: &procLog{}}
 	n.cmd = dieWithTest(exec.Command(natsServerBinary(t), "-js", "-a", host, "-p", port, "-sd", filepath.Join(dir, "js")))
+	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
 	if err := n.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(n.kill)
-	eventually(t, 20*time.Second, "nats-server listening", func() bool {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	natsReady(t, addr, n.log)
 	data := t.TempDir()
 	args := []string{"--store", "nats", "--nats", n.url, "--nats-prefix", "stock"}
 	p := startProc(t, data, args...)
