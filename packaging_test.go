@@ -162,7 +162,7 @@ func TestHealthcheckCommand(t *testing.T) {
 		t.Fatalf("healthcheck of a ready gateway: %v %s", err, out)
 	}
 	cmd := exec.Command(bin, "healthcheck")
-	cmd.Env = append(os.Environ(), "GATEWAY_ADDR="+freeAddr(t))
+	cmd.Env = append(os.Environ(), "GATEWAY_ADDR="+deadAddr(t))
 	if out, err := cmd.CombinedOutput(); err == nil {
 		t.Fatalf("healthcheck with nothing listening succeeded: %s", out)
 	}

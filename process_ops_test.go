@@ -39,7 +39,7 @@ func TestStartupFailuresExit1(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	idpDown := "http://" + freeAddr(t) // nothing listens there
+	idpDown := "http://" + deadAddr(t)
 	type startCase struct {
 		name  string
 		args  []string
@@ -107,7 +107,7 @@ func TestStartupFailuresExit1(t *testing.T) {
 // An unreachable identity provider is not a start-up failure: the gateway starts, is ready,
 // and /readyz reports the provider.
 func TestStartsWithIdentityProviderDown(t *testing.T) {
-	down := freeAddr(t) // nothing listens there
+	down := deadAddr(t)
 	p := startProc(t, t.TempDir(), "--auth", "oidc", "--oidc-issuer", "http://"+down, "--oidc-audience", "gw")
 	res, err := http.Get(p.url + "/readyz")
 	if err != nil {

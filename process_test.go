@@ -129,6 +129,26 @@ func freeAddr(t testing.TB) string {
 	return addr
 }
 
+// deadAddr is a loopback address where nothing listens for as long as the test runs: a socket
+// bound to it and never listening holds it, so no other test's server can take it (a freed
+// port can be) and a connection to it is refused.
+func deadAddr(t testing.TB) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+}
+
 // freeLoopbackAddr is a loopback address free a moment ago (freeAddr without a test).
 func freeLoopbackAddr() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
