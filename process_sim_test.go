@@ -37,7 +37,12 @@ func startSimProc(t testing.TB, addr, data string) *proc {
 			t.Logf("gateway sim's log, its last %d of %d lines:\n%s", min(len(lines), 40), len(lines), strings.Join(lines[max(0, len(lines)-40):], "\n"))
 		}
 	})
-	eventually(t, 20*time.Second, "sim process ready", func() bool { return answers(p.url+"/healthz", 200) })
+	// Ready once its own log says it listens on addr (another test's server may have taken
+	// the freed port and would answer in its place) and /healthz answers.
+	eventually(t, 20*time.Second, "sim process ready", func() bool {
+		b, _ := os.ReadFile(logf.Name())
+		return strings.Contains(string(b), `msg="sim network listening" addr=`+addr) && answers(p.url+"/healthz", 200)
+	})
 	return p
 }
 
