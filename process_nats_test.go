@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,34 +27,24 @@ type natsProc struct {
 	conf string
 	url  string
 	cmd  *exec.Cmd
-	log  *procLog // this start's output: ready once it says so
 }
 
-// procLog is a process's output, written by its pipe while a test reads it.
-type procLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *procLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *procLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// natsReady waits until the server at addr answers and its own output says it is ready: a
-// server that lost its freed port to another test's exits, and the one answering there is not
-// it.
-func natsReady(t testing.TB, addr string, log *procLog) {
+// startNATS starts cmd (a nats-server listening on addr) with its output in a file of its own
+// and waits until the server answers and that output says it is ready: a server that lost its
+// freed port to another test's exits, and the one answering there is not it.
+func startNATS(t testing.TB, cmd *exec.Cmd, addr string) {
 	t.Helper()
+	out, err := os.Create(filepath.Join(t.TempDir(), "nats.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { out.Close() })
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, 20*time.Second, "nats-server listening", func() bool {
-		if !strings.Contains(log.String(), "Server is ready") {
+		if b, _ := os.ReadFile(out.Name()); !strings.Contains(string(b), "Server is ready") {
 			return false
 		}
 		c, err := net.DialTimeout("tcp", addr, time.Second)
@@ -92,12 +81,7 @@ func writeNATSConf(dir, addr string) (string, error) {
 func (n *natsProc) start() {
 	n.t.Helper()
 	n.cmd = dieWithTest(exec.Command(natsServerBinary(n.t), "-c", n.conf))
-	n.log = &procLog{}
-	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
-	if err := n.cmd.Start(); err != nil {
-		n.t.Fatal(err)
-	}
-	natsReady(n.t, strings.TrimPrefix(n.url, "nats://"), n.log)
+	startNATS(n.t, n.cmd, strings.TrimPrefix(n.url, "nats://"))
 }
 
 func (n *natsProc) kill() {
@@ -233,14 +217,10 @@ func TestNATSStockServer(t *testing.T) {
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	host, port, _ := net.SplitHostPort(addr)
-	n := &natsProc{t: t, url: "nats://" + addr, log: &procLog{}}
+	n := &natsProc{t: t, url: "nats://" + addr}
 	n.cmd = dieWithTest(exec.Command(natsServerBinary(t), "-js", "-a", host, "-p", port, "-sd", filepath.Join(dir, "js")))
-	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
-	if err := n.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(n.kill)
-	natsReady(t, addr, n.log)
+	startNATS(t, n.cmd, addr)
 	data := t.TempDir()
 	args := []string{"--store", "nats", "--nats", n.url, "--nats-prefix", "stock"}
 	p := startProc(t, data, args...)
