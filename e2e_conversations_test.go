@@ -278,9 +278,14 @@ func TestConversationsEndToEnd(t *testing.T) {
 		// A user on a plan of 3 messages a month.
 		want(t, tg.do("POST", "/api/admin/users", bearerAuth(admin), map[string]any{"id": "tina", "plan": "tiny"}), 201, "")
 		tina := conversation{tg: tg, s: tg.newSender(admin, "tina", "447700900032", nil)}
-		// Each delivery takes 1.5 s: the second message waits in the queue behind the first.
+		// Each delivery takes 1.5 s: the second message waits in the queue behind the first,
+		// sent once the first is on its way (the deliverer took it out of the queue; sent at
+		// once, both could go in one batch, and the second would be revoked, not cancelled).
 		want(t, tg.do("POST", "/api/dev/sim/latency", nil, map[string]any{"ms": 1500}), 200, "")
 		tina.send(t, map[string]any{"phone": customer, "message": "one"})
+		eventually(t, 5*time.Second, "the first message taken by the deliverer", func() bool {
+			return tg.status(tina.s.tok)["queue"].(map[string]any)["depth"] == 0.0
+		})
 		queued := tina.send(t, map[string]any{"phone": customer, "message": "two"})
 		before := tina.account(t).obj()["remaining_month"].(float64)
 		r := tg.do("DELETE", "/api/v1/messages/"+queued, keyAuth(tina.s.key), nil)
