@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -149,14 +150,74 @@ func deadAddr(t testing.TB) string {
 	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 }
 
-// freeLoopbackAddr is a loopback address free a moment ago (freeAddr without a test).
+// freeLoopbackAddr is a loopback address free a moment ago (freeAddr without a test), on a port
+// below the kernel's ephemeral range when it has room there, never the same one twice in a
+// test binary. A process killed and started again on its address leaves the port free while
+// it is down: a port the kernel picks (an httptest server's, a connection's own end) comes from
+// the ephemeral range, so it cannot take one from below it, and no other freeAddr hands it out
+// again (a port of the ephemeral range was taken so once: process_test.go, proc.listening).
 func freeLoopbackAddr() (string, error) {
+	if addr, ok := lowPorts.next(); ok {
+		return addr, nil
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
 	}
 	defer ln.Close()
 	return ln.Addr().String(), nil
+}
+
+// lowPorts hands out loopback ports between lowPortsFrom and the start of the kernel's
+// ephemeral range (net.ipv4.ip_local_port_range), each once, from a random place (test
+// binaries running side by side rarely meet; one that does finds the port bound and moves on).
+var lowPorts portPicker
+
+const lowPortsFrom = 20000
+
+type portPicker struct {
+	once     sync.Once
+	mu       sync.Mutex
+	lo, hi   int // [lo, hi): empty when the range could not be read or leaves no room
+	next0    int
+	given    int
+	disabled bool
+}
+
+func (p *portPicker) init() {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	var start, end int
+	if err == nil {
+		_, err = fmt.Sscan(string(b), &start, &end)
+	}
+	if err != nil || start-lowPortsFrom < 1000 {
+		p.disabled = true
+		return
+	}
+	p.lo, p.hi = lowPortsFrom, start
+	p.next0 = p.lo + int(time.Now().UnixNano()%int64(p.hi-p.lo))
+}
+
+// next is a free loopback address from the range, or false when there is none.
+func (p *portPicker) next() (string, bool) {
+	p.once.Do(p.init)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.disabled {
+		return "", false
+	}
+	for p.given < p.hi-p.lo {
+		port := p.lo + (p.next0-p.lo+p.given)%(p.hi-p.lo)
+		p.given++
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue // another program's
+		}
+		_ = ln.Close()
+		return addr, true
+	}
+	return "", false
 }
 
 // answers reports whether GET url answers status (false while nothing answers there).
@@ -527,5 +588,39 @@ func TestKill9CampaignsResume(t *testing.T) {
 	}
 	if rem := int(a["remaining_month"].(float64)); rem > 1000-campaigns*per {
 		t.Fatalf("remaining_month %d after %d messages: the crash gave allowance back", rem, campaigns*per)
+	}
+}
+
+// TestFreeAddrBelowTheEphemeralRange: freeAddr's ports lie below the kernel's ephemeral range
+// (where no port the kernel picks can take one while its process is down), each handed out
+// once, each free.
+func TestFreeAddrBelowTheEphemeralRange(t *testing.T) {
+	lowPorts.once.Do(lowPorts.init)
+	if lowPorts.disabled {
+		t.Skip("the ephemeral range leaves no room below it here (or /proc is not Linux's)")
+	}
+	seen := map[string]bool{}
+	for range 200 {
+		addr := freeAddr(t)
+		if seen[addr] {
+			t.Fatalf("%s handed out twice", addr)
+		}
+		seen[addr] = true
+		_, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := strconv.Atoi(port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n < lowPortsFrom || n >= lowPorts.hi {
+			t.Fatalf("%s outside [%d, %d)", addr, lowPortsFrom, lowPorts.hi)
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatalf("%s is not free: %v", addr, err)
+		}
+		_ = ln.Close()
 	}
 }
