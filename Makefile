@@ -14,7 +14,7 @@ ifneq ($(wildcard $(SHARED_GOPROXY)/.),)
 export GOPROXY := file://$(SHARED_GOPROXY),$(shell GOPROXY= $(GO) env GOPROXY)
 endif
 
-.PHONY: run build test test-nats test-badger-outbox test-cluster test-short test-ui screenshots web lint deps openapi-lint openapi-codegen fuzz test-scale bench bench-quick bench-events bench-wastore bench-cluster webhook-interop test-cloudfront wrk clean pgo
+.PHONY: run build test test-nats test-badger-outbox test-cluster test-short test-ui screenshots web lint deps openapi-lint openapi-codegen fuzz test-scale bench bench-quick bench-events bench-wastore bench-cluster webhook-interop test-cloudfront wrk clean
 
 run: build
 	$(BIN) serve --data $(DATA) --log-format text
@@ -201,15 +201,6 @@ BURST_MESSAGES ?= 3
 bench-wastore:
 	$(GO) test -run XXX -bench DecryptionBurst -benchtime 1x -timeout 30m ./network/whatsapp \
 		-burst-devices $(BURST_DEVICES) -burst-messages $(BURST_MESSAGES) | grep -E '^(Benchmark|ok|FAIL|PASS)'
-
-# pgo writes default.pgo, the profile `go build` of the gateway optimizes with (Go's
-# profile-guided optimization; bench/README.md "Twenty-fourth look"): the gateway's CPU profiles
-# of the newest `make bench` run (each case's own window, bare's left out), merged.
-pgo:
-	@run=$$(ls bench/results/*-fsync-interval-send-cpu.prof | sort | tail -1 | sed 's/-fsync-interval-send-cpu.prof$$//'); \
-	profs=$$(ls $$run-*-cpu.prof | grep -v -- '-bare-cpu.prof$$'); \
-	echo "merging $$profs"; \
-	$(GO) tool pprof -proto $$profs > default.pgo.tmp && mv default.pgo.tmp default.pgo
 
 bench-quick: build wrk
 	$(GO) build -o bin/bench ./bench
