@@ -176,26 +176,24 @@ var lowPorts portPicker
 const lowPortsFrom = 20000
 
 type portPicker struct {
-	once     sync.Once
-	mu       sync.Mutex
-	lo, hi   int // [lo, hi): empty when the range could not be read or leaves no room
-	next0    int
-	given    int
-	disabled bool
+	once  sync.Once
+	mu    sync.Mutex
+	hi    int // the ports are [lowPortsFrom, hi); 0 when the range could not be read or leaves no room
+	start int // the first port's place in the range
+	given int
 }
 
 func (p *portPicker) init() {
 	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	var start, end int
+	var first, last int
 	if err == nil {
-		_, err = fmt.Sscan(string(b), &start, &end)
+		_, err = fmt.Sscan(string(b), &first, &last)
 	}
-	if err != nil || start-lowPortsFrom < 1000 {
-		p.disabled = true
+	if err != nil || first-lowPortsFrom < 1000 {
 		return
 	}
-	p.lo, p.hi = lowPortsFrom, start
-	p.next0 = p.lo + int(time.Now().UnixNano()%int64(p.hi-p.lo))
+	p.hi = first
+	p.start = int(time.Now().UnixNano() % int64(p.hi-lowPortsFrom))
 }
 
 // next is a free loopback address from the range, or false when there is none.
@@ -203,11 +201,8 @@ func (p *portPicker) next() (string, bool) {
 	p.once.Do(p.init)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.disabled {
-		return "", false
-	}
-	for p.given < p.hi-p.lo {
-		port := p.lo + (p.next0-p.lo+p.given)%(p.hi-p.lo)
+	for n := p.hi - lowPortsFrom; p.given < n; {
+		port := lowPortsFrom + (p.start+p.given)%n
 		p.given++
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		ln, err := net.Listen("tcp", addr)
@@ -596,7 +591,7 @@ func TestKill9CampaignsResume(t *testing.T) {
 // once, each free.
 func TestFreeAddrBelowTheEphemeralRange(t *testing.T) {
 	lowPorts.once.Do(lowPorts.init)
-	if lowPorts.disabled {
+	if lowPorts.hi == 0 {
 		t.Skip("the ephemeral range leaves no room below it here (or /proc is not Linux's)")
 	}
 	seen := map[string]bool{}
