@@ -13,12 +13,14 @@ import (
 	"github.com/gateway/gateway/persist"
 	"github.com/gateway/gateway/persist/natskv"
 	"github.com/gateway/gateway/persist/natstest"
+	"github.com/gateway/gateway/persist/outlog"
 )
 
 // BenchmarkBeginIdempotent is the look-up of an Idempotency-Key (on Badger on disk, and on an
 // embedded NATS server: each read a round trip there; 20,000 keyed messages accepted before):
 // new, a key never used (what a keyed send costs before its accept: every id a record may be
 // under read, none there); replay, a key whose message was accepted today and is pending.
+// badger-log is the outbox a lone gateway runs by default (persist.LogOutbox), on Badger.
 // `go test -run X -bench BeginIdempotent -benchtime 20000x ./engine`.
 func BenchmarkBeginIdempotent(b *testing.B) {
 	b.Run("badger", func(b *testing.B) {
@@ -27,7 +29,15 @@ func BenchmarkBeginIdempotent(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer db.Close()
-		benchBeginIdempotent(b, db)
+		benchBeginIdempotent(b, db, false)
+	})
+	b.Run("badger-log", func(b *testing.B) {
+		db, err := persist.OpenBadger(b.TempDir(), persist.BadgerOptions{Fsync: persist.FsyncInterval})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer db.Close()
+		benchBeginIdempotent(b, db, true)
 	})
 	b.Run("nats", func(b *testing.B) {
 		db, err := natskv.Open(context.Background(), natskv.Options{URL: natstest.Start(b).URL, Prefix: "idem", Replicas: 1})
@@ -35,18 +45,27 @@ func BenchmarkBeginIdempotent(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer db.Close()
-		benchBeginIdempotent(b, db)
+		benchBeginIdempotent(b, db, false)
 	})
 }
 
-func benchBeginIdempotent(b *testing.B, db persist.KV) {
+func benchBeginIdempotent(b *testing.B, db persist.KV, onLog bool) {
 	recs := persist.NewRecords(db)
 	net, err := sim.Open(sim.Options{Dir: b.TempDir()})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer net.Close()
-	e, err := New(Config{Store: recs.Store, Records: recordsOf(recs), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	records := recordsOf(recs)
+	if onLog {
+		lo, err := persist.OpenLogOutbox(b.TempDir(), db, persist.LogOutboxOptions{Sync: outlog.SyncInterval})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer lo.Close()
+		records.Outbox = lo
+	}
+	e, err := New(Config{Store: recs.Store, Records: records, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Plans: Plans{"unlimited": {}}, DefaultPlan: "unlimited", Network: net})
 	if err != nil {
 		b.Fatal(err)
@@ -58,7 +77,7 @@ func benchBeginIdempotent(b *testing.B, db persist.KV) {
 		idem := Idem{KeyID: "k1", Key: fmt.Sprintf("stored-%d", i), At: time.Now()}
 		en := domain.OutboxEntry{ID: idem.Derived(), UserID: "u1", CreatedAt: domain.MillisOf(time.Now()),
 			Message: domain.Message{To: "491510000001", Kind: domain.KindText, Text: "stored"}}
-		if err := recs.Outbox.Accept(ctx, &en, "h"); err != nil {
+		if err := records.Outbox.Accept(ctx, &en, "h"); err != nil {
 			b.Fatal(err)
 		}
 	}

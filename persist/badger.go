@@ -113,6 +113,9 @@ type Badger struct {
 	writingAt atomic.Int64
 	// beforeGroup, when set by a test, runs in the writer before each group is written.
 	beforeGroup func(group []*commitReq)
+	// absent holds the keys under outlog_pos/ and idem/, so a look-up of one never written
+	// reads nothing (badger_absent.go).
+	absent *absentKeys
 	// commitFault, when set by a test, runs after a group is staged: an error fails the
 	// group's commit as Badger's would (a full disk, an I/O error).
 	commitFault func() error
@@ -231,6 +234,7 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 		reqs:       make(chan *commitReq, queueSize),
 		writerDone: make(chan struct{}),
 		stop:       make(chan struct{}),
+		absent:     newAbsentKeys(absentPrefixes),
 	}
 	b.pool.New = func() any { return &commitReq{done: make(chan error, 1)} }
 	writers := o.Writers
@@ -248,6 +252,7 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 		wg.Go(b.write)
 	}
 	go func() { wg.Wait(); close(b.writerDone) }()
+	b.bg.Go(func() { b.absent.run(db, b.stop, b.log.Warn) })
 	if !o.InMemory {
 		disk.check() // allocate the memtable Badger just created
 		b.bg.Go(func() { disk.watch(b.stop) })
@@ -267,7 +272,7 @@ func (b *Badger) Get(key []byte) ([]byte, error) {
 		return nil, ErrClosed
 	}
 	defer b.gate.leave()
-	if len(key) == 0 {
+	if len(key) == 0 || b.absent.absent(key) {
 		return nil, domain.ErrRecordNotFound
 	}
 	var value []byte
@@ -297,7 +302,7 @@ func (b *Badger) Has(keys [][]byte) ([]bool, error) {
 	out := make([]bool, len(keys))
 	err := b.db.View(func(txn *badger.Txn) error {
 		for i, k := range keys {
-			if len(k) == 0 {
+			if len(k) == 0 || b.absent.absent(k) {
 				continue
 			}
 			switch _, err := txn.Get(k); {
@@ -325,12 +330,19 @@ func (b *Badger) readMany(keys [][]byte) ([][]byte, error) {
 	}
 	defer b.gate.leave()
 	out := make([][]byte, len(keys))
+	var at [8]int
+	read := at[:0] // the keys to read: not empty, not known absent
+	for i, k := range keys {
+		if len(k) != 0 && !b.absent.absent(k) {
+			read = append(read, i)
+		}
+	}
+	if len(read) == 0 {
+		return out, nil
+	}
 	err := b.db.View(func(txn *badger.Txn) error {
-		for i, k := range keys {
-			if len(k) == 0 {
-				continue
-			}
-			item, err := txn.Get(k)
+		for _, i := range read {
+			item, err := txn.Get(keys[i])
 			switch {
 			case errors.Is(err, badger.ErrKeyNotFound):
 				continue
@@ -470,6 +482,7 @@ func (b *Badger) Commit(ctx context.Context, ops ...Op) error {
 	if len(ops) == 0 {
 		return nil
 	}
+	b.absent.written(ops, time.Now())
 	if b.inMemory {
 		// In-memory Badger refuses values at or above its value threshold (1 MiB).
 		for i, op := range ops {
