@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -63,4 +64,21 @@ func TestMessageIDsSortAsMade(t *testing.T) {
 func sha256Sum(s string) []byte {
 	sum := sha256.Sum256([]byte(s))
 	return sum[:]
+}
+
+// DerivedIDOn names the message an Idempotency-Key made on a day: the same bytes hashed as the
+// release that wrote its records (fmt's "%s\x00%s\x00%d"), or a retry after an upgrade would
+// name a new message and send it again.
+func TestDerivedIDOnUnchanged(t *testing.T) {
+	long := strings.Repeat("k", 300) // past DerivedIDOn's buffer on the stack
+	for _, c := range []struct {
+		keyID, key string
+		day        int64
+	}{{"k1", "order-1", 20425}, {"", "", 0}, {"key_abc", "x\x00y", -1}, {"k", long, 1 << 40}, {long, "é", -20425}} {
+		sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%d", c.keyID, c.key, c.day))
+		want := domain.WebMessageID((*[10]byte)(sum[:10]))
+		if got := DerivedIDOn(c.keyID, c.key, c.day); got != want {
+			t.Errorf("DerivedIDOn(%q, %q, %d) = %s, want %s", c.keyID, c.key, c.day, got, want)
+		}
+	}
 }
