@@ -60,6 +60,9 @@ type BadgerOptions struct {
 	freeSpace func(dir string) (uint64, error)
 	// tune, in benchmarks, changes Badger's options last.
 	tune func(badger.Options) badger.Options
+	// absentHold, when set by a test, holds the scan of the keys known absent (after its read
+	// snapshot) until closed.
+	absentHold chan struct{}
 }
 
 // Group commit limits and background periods.
@@ -133,6 +136,9 @@ type commitReq struct {
 	// written: its group was committed (to be synced before the answer, with FsyncBatch).
 	res     error
 	written bool
+	// at is when Commit was called: the ops' TTLs count from it (stage), as the keys known
+	// absent reckon their expiry (absentKeys.written).
+	at time.Time
 	// background: a writer's own commit (outcomes, allowance counts), not a caller's: the
 	// syncer's gather does not wait for it to come back (see gather).
 	background bool
@@ -236,6 +242,7 @@ func OpenBadger(dir string, o BadgerOptions) (*Badger, error) {
 		stop:       make(chan struct{}),
 		absent:     newAbsentKeys(absentPrefixes),
 	}
+	b.absent.hold = o.absentHold
 	b.pool.New = func() any { return &commitReq{done: make(chan error, 1)} }
 	writers := o.Writers
 	if writers <= 0 {
@@ -482,7 +489,8 @@ func (b *Badger) Commit(ctx context.Context, ops ...Op) error {
 	if len(ops) == 0 {
 		return nil
 	}
-	b.absent.written(ops, time.Now())
+	at := time.Now()
+	b.absent.written(ops, at)
 	if b.inMemory {
 		// In-memory Badger refuses values at or above its value threshold (1 MiB).
 		for i, op := range ops {
@@ -494,6 +502,7 @@ func (b *Badger) Commit(ctx context.Context, ops ...Op) error {
 	start := time.Now()
 	req := b.pool.Get().(*commitReq)
 	req.load(ops)
+	req.at = at
 	req.background = ctx.Value(backgroundKey{}) != nil
 	req.times = commitTimes{}
 	select {
@@ -767,7 +776,7 @@ func stage(txn *badger.Txn, group []*commitReq) (int, error) {
 			} else {
 				e := badger.NewEntry(op.Key, op.Value)
 				if op.TTL > 0 {
-					e.ExpiresAt = expiresAt(time.Now(), op.TTL)
+					e.ExpiresAt = expiresAt(cmp.Or(r.at, time.Now()), op.TTL)
 				}
 				err = txn.SetEntry(e)
 			}

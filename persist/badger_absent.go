@@ -28,8 +28,10 @@ import (
 // its commit is handed to the writer (Commit), and the keys on disk at open by a scan in the
 // background; until that scan ends, every read goes to Badger. A key it holds may be absent
 // (deleted, expired, its commit failed, two keys' hashes equal): that costs a read, as before.
-// Only Badger's own TTL removes keys under these prefixes without a commit, and a hash leaves
-// the set only an hour after its key's expiry.
+// Only Badger's own TTL removes keys under these prefixes without a commit: a hash leaves the
+// set an hour after its key's expiry, which Commit reckons from the same clock read as the
+// writer (commitReq.at). A wall clock stepped back over that hour makes a key Badger had
+// expired (and the set dropped) readable again: only a record already past its TTL.
 //
 // Its size is bounded by absentMax hashes (at most about 40 MB): a store with more live keys
 // under the prefixes (more than about a million keyed or caller-id sends within the outbox's
@@ -48,14 +50,20 @@ type absentKeys struct {
 	max   int         // absentMax; tests set a smaller one
 
 	hits atomic.Uint64 // reads answered absent without Badger (tests, benchmarks)
+	// hold, when set by a test, holds load after its read snapshot until closed.
+	hold chan struct{}
+	// checked, when set by a test, runs in absent between its checks and its read of keys.
+	checked func()
 }
 
 const (
 	// absentMax is the most key hashes absentKeys holds.
 	absentMax = 1 << 20
-	// absentSlack is how long a hash stays past its key's expiry: Commit reckons the expiry
-	// from its own clock, and the writer stages the op (which sets Badger's) a little later.
+	// absentSlack is how long a hash stays past its key's expiry (a margin: Commit and the
+	// writer reckon it from the same clock read).
 	absentSlack = time.Hour
+	// absentBatch is how many hashes load adds under one hold of the lock.
+	absentBatch = 1024
 	// absentSweep is how often the hashes of expired keys are dropped.
 	absentSweep = 10 * time.Minute
 )
@@ -87,13 +95,19 @@ func (a *absentKeys) absent(key []byte) bool {
 		return false
 	}
 	h := maphash.Bytes(a.seed, key)
+	if a.checked != nil {
+		a.checked()
+	}
 	a.mu.RLock()
-	_, ok := a.keys[h]
+	held := a.keys == nil // off since the check above: every key may be there
+	if !held {
+		_, held = a.keys[h]
+	}
 	a.mu.RUnlock()
-	if !ok {
+	if !held {
 		a.hits.Add(1)
 	}
-	return !ok
+	return !held
 }
 
 // written adds the keys ops put under a's prefixes (before their commit is handed to the
@@ -138,52 +152,78 @@ func (a *absentKeys) addLocked(h uint64, exp int64) {
 	}
 }
 
-// sweep drops the hashes of the keys expired over absentSlack before now.
+// sweep drops the hashes of the keys expired over absentSlack before now: found under the read
+// lock (commits wait, look-ups go on), then dropped under the write lock, each only if it was
+// not written again meanwhile with a later expiry.
 func (a *absentKeys) sweep(now time.Time) {
 	if a == nil || a.off.Load() {
 		return
 	}
 	before := now.Add(-absentSlack).Unix()
-	a.mu.Lock()
+	var expired []uint64
+	a.mu.RLock()
 	for h, exp := range a.keys {
 		if exp != 0 && exp < before {
+			expired = append(expired, h)
+		}
+	}
+	a.mu.RUnlock()
+	a.mu.Lock()
+	for _, h := range expired {
+		if exp, ok := a.keys[h]; ok && exp != 0 && exp < before {
 			delete(a.keys, h)
 		}
 	}
 	a.mu.Unlock()
 }
 
-// load adds the live keys under a's prefixes in db, then marks a ready; it gives up (a stays
-// not ready) when stop is closed or a read fails.
+// load adds the live keys under a's prefixes in db, absentBatch at a time (the lock is not held
+// while the iterator reads), then marks a ready; it gives up (a stays not ready) when stop is
+// closed or a read fails.
 func (a *absentKeys) load(db *badger.DB, stop <-chan struct{}) error {
+	batch := make([]uint64, 0, absentBatch)
+	exps := make([]int64, 0, absentBatch)
+	flush := func() bool {
+		a.mu.Lock()
+		for i, h := range batch {
+			a.addLocked(h, exps[i])
+		}
+		off := a.keys == nil
+		a.mu.Unlock()
+		batch, exps = batch[:0], exps[:0]
+		return !off
+	}
 	for _, p := range a.prefixes {
 		err := db.View(func(txn *badger.Txn) error {
+			if a.hold != nil {
+				<-a.hold
+			}
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: p}) // keys only: no values prefetched
 			defer it.Close()
-			n := 0
-			a.mu.Lock()
-			defer func() { a.mu.Unlock() }()
 			for it.Seek(p); it.Valid(); it.Next() {
 				item := it.Item()
-				a.addLocked(maphash.Bytes(a.seed, item.Key()), int64(item.ExpiresAt()))
-				if a.keys == nil {
+				batch = append(batch, maphash.Bytes(a.seed, item.Key()))
+				exps = append(exps, int64(item.ExpiresAt()))
+				if len(batch) < absentBatch {
+					continue
+				}
+				if !flush() {
 					return nil // off
 				}
-				if n++; n%1024 == 0 { // let the look-ups and commits in between
-					a.mu.Unlock()
-					select {
-					case <-stop:
-						a.mu.Lock()
-						return errStopped
-					default:
-					}
-					a.mu.Lock()
+				select {
+				case <-stop:
+					return errStopped
+				default:
 				}
 			}
+			flush()
 			return nil
 		})
 		if err != nil {
 			return err
+		}
+		if a.off.Load() {
+			return nil
 		}
 	}
 	if !a.off.Load() {
