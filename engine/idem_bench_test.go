@@ -23,22 +23,16 @@ import (
 // badger-log is the outbox a lone gateway runs by default (persist.LogOutbox), on Badger.
 // `go test -run X -bench BeginIdempotent -benchtime 20000x ./engine`.
 func BenchmarkBeginIdempotent(b *testing.B) {
-	b.Run("badger", func(b *testing.B) {
-		db, err := persist.OpenBadger(b.TempDir(), persist.BadgerOptions{Fsync: persist.FsyncInterval})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer db.Close()
-		benchBeginIdempotent(b, db, false)
-	})
-	b.Run("badger-log", func(b *testing.B) {
-		db, err := persist.OpenBadger(b.TempDir(), persist.BadgerOptions{Fsync: persist.FsyncInterval})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer db.Close()
-		benchBeginIdempotent(b, db, true)
-	})
+	for name, onLog := range map[string]bool{"badger": false, "badger-log": true} {
+		b.Run(name, func(b *testing.B) {
+			db, err := persist.OpenBadger(b.TempDir(), persist.BadgerOptions{Fsync: persist.FsyncInterval})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			benchBeginIdempotent(b, db, onLog)
+		})
+	}
 	b.Run("nats", func(b *testing.B) {
 		db, err := natskv.Open(context.Background(), natskv.Options{URL: natstest.Start(b).URL, Prefix: "idem", Replicas: 1})
 		if err != nil {
