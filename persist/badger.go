@@ -489,8 +489,8 @@ func (b *Badger) Commit(ctx context.Context, ops ...Op) error {
 	if len(ops) == 0 {
 		return nil
 	}
-	at := time.Now()
-	b.absent.written(ops, at)
+	start := time.Now() // also the ops' TTLs' start (commitReq.at)
+	b.absent.written(ops, start)
 	if b.inMemory {
 		// In-memory Badger refuses values at or above its value threshold (1 MiB).
 		for i, op := range ops {
@@ -499,10 +499,9 @@ func (b *Badger) Commit(ctx context.Context, ops ...Op) error {
 			}
 		}
 	}
-	start := time.Now()
 	req := b.pool.Get().(*commitReq)
 	req.load(ops)
-	req.at = at
+	req.at = start
 	req.background = ctx.Value(backgroundKey{}) != nil
 	req.times = commitTimes{}
 	select {
@@ -776,7 +775,7 @@ func stage(txn *badger.Txn, group []*commitReq) (int, error) {
 			} else {
 				e := badger.NewEntry(op.Key, op.Value)
 				if op.TTL > 0 {
-					e.ExpiresAt = expiresAt(cmp.Or(r.at, time.Now()), op.TTL)
+					e.ExpiresAt = expiresAt(r.at, op.TTL)
 				}
 				err = txn.SetEntry(e)
 			}

@@ -91,7 +91,7 @@ func (a *absentKeys) covers(key []byte) bool {
 // absent tells whether key is certainly not stored: a covered key whose hash a does not hold,
 // once the boot scan ended. False means "read it".
 func (a *absentKeys) absent(key []byte) bool {
-	if a == nil || !a.ready.Load() || a.off.Load() || !a.covers(key) {
+	if !a.ready.Load() || a.off.Load() || !a.covers(key) {
 		return false
 	}
 	h := maphash.Bytes(a.seed, key)
@@ -113,7 +113,7 @@ func (a *absentKeys) absent(key []byte) bool {
 // written adds the keys ops put under a's prefixes (before their commit is handed to the
 // writer), with their expiry from now.
 func (a *absentKeys) written(ops []Op, now time.Time) {
-	if a == nil || a.off.Load() {
+	if a.off.Load() {
 		return
 	}
 	locked := false
@@ -156,7 +156,7 @@ func (a *absentKeys) addLocked(h uint64, exp int64) {
 // lock (commits wait, look-ups go on), then dropped under the write lock, each only if it was
 // not written again meanwhile with a later expiry.
 func (a *absentKeys) sweep(now time.Time) {
-	if a == nil || a.off.Load() {
+	if a.off.Load() {
 		return
 	}
 	before := now.Add(-absentSlack).Unix()
@@ -179,7 +179,7 @@ func (a *absentKeys) sweep(now time.Time) {
 
 // load adds the live keys under a's prefixes in db, absentBatch at a time (the lock is not held
 // while the iterator reads), then marks a ready; it gives up (a stays not ready) when stop is
-// closed or a read fails.
+// closed, a read fails or a goes off.
 func (a *absentKeys) load(db *badger.DB, stop <-chan struct{}) error {
 	batch := make([]uint64, 0, absentBatch)
 	exps := make([]int64, 0, absentBatch)
@@ -226,9 +226,7 @@ func (a *absentKeys) load(db *badger.DB, stop <-chan struct{}) error {
 			return nil
 		}
 	}
-	if !a.off.Load() {
-		a.ready.Store(true)
-	}
+	a.ready.Store(true) // off from here on too: absent checks off first
 	return nil
 }
 
