@@ -56,15 +56,17 @@ func TestReservationSettlesEachUnitOnce(t *testing.T) {
 	}
 }
 
-// The key's durable block scales with its daily cap: a kill -9 costs at most 1 % of the day.
+// The key's durable block scales with its daily cap: a kill -9 costs at most 1 % of the day,
+// and at most the engine's block (10 here; the default, 1,000).
 func TestKeyBlockScalesWithCap(t *testing.T) {
 	for _, tc := range []struct {
+		most  int64 // the engine's KeyBlock (0: its default)
 		limit int64
 		block int64
-	}{{300, 3}, {50, 1}, {100000, 10}, {0, 10}} {
+	}{{10, 300, 3}, {10, 50, 1}, {10, 100000, 10}, {10, 0, 10}, {0, 300, 3}, {0, 50000, 500}, {0, 10000000, 1000}, {0, 0, 1000}} {
 		clk := &clock{t: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)}
 		store := persist.NewRecords(persist.NewMemory())
-		e := newTestEngine(t, store, clk, Plans{"free": {RateLimit: tc.limit, MonthlyMessages: 10}})
+		e := newTestEngineBlock(t, store, clk, Plans{"free": {RateLimit: tc.limit, MonthlyMessages: 10}}, tc.most)
 		raw := []byte(setupKey(t, e, nil))
 		if r := authz(e, raw, ""); r.Err != nil {
 			t.Fatal(r.Err)
@@ -76,9 +78,9 @@ func TestKeyBlockScalesWithCap(t *testing.T) {
 		})
 		keys, _ := store.Store.ListKeys()
 		u, _ := store.Store.GetKeyUsage(keys[0].ID)
-		// The first call reserved one block ahead of the call it covers.
-		if u.DayMark > 1+tc.block || u.DayMark < 1 {
-			t.Errorf("cap %d: mark %d after one call, want at most 1+%d", tc.limit, u.DayMark, tc.block)
+		// The first mark reserved one block (ahead of the first call, or of the call it covers).
+		if u.DayMark < tc.block || u.DayMark > 1+tc.block {
+			t.Errorf("block %d, cap %d: mark %d after one call, want %d or 1+%[4]d", tc.most, tc.limit, u.DayMark, tc.block)
 		}
 		e.Stop(context.Background())
 	}

@@ -27,6 +27,12 @@ func (c *clock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 
 func newTestEngine(t *testing.T, store *persist.Records, clk *clock, plans Plans) *Engine {
 	t.Helper()
+	return newTestEngineBlock(t, store, clk, plans, 10)
+}
+
+// newTestEngineBlock is newTestEngine with the key counters' block given (0: the default).
+func newTestEngineBlock(t *testing.T, store *persist.Records, clk *clock, plans Plans, keyBlock int64) *Engine {
+	t.Helper()
 	net, err := sim.Open(sim.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +40,7 @@ func newTestEngine(t *testing.T, store *persist.Records, clk *clock, plans Plans
 	t.Cleanup(func() { net.Close() })
 	e, err := New(Config{
 		Store: store.Store, Records: recordsOf(store), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Plans: plans,
-		Now: clk.now, KeyBlock: 10, Network: net,
+		Now: clk.now, KeyBlock: keyBlock, Network: net,
 	})
 	if err != nil {
 		t.Fatal(err)

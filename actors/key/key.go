@@ -59,8 +59,8 @@ type Deps struct {
 	Store Store
 	Clock Clock
 	Log   *slog.Logger
-	// Block is how many requests (and api_calls) are reserved durably at a time: the hot path
-	// writes once per Block requests, and a crash loses at most one Block of allowance.
+	// Block is the most requests (and api_calls) reserved durably at a time (0: 1,000): the hot
+	// path writes about once per half block, and a crash loses at most one block of allowance.
 	Block int64
 	// Publisher is optional (nil: nothing is published).
 	Publisher Publisher
@@ -254,7 +254,7 @@ type Key struct {
 // New returns the producer of the actor of counter c's key.
 func New(c *Counter, deps Deps) actor.Producer {
 	if deps.Block <= 0 {
-		deps.Block = 100
+		deps.Block = 1000
 	}
 	return func() actor.Receiver { return &Key{deps: deps, id: c.id, c: c} }
 }
