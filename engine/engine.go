@@ -75,10 +75,10 @@ type Config struct {
 	// protection waits); nil = time.AfterFunc. Tests that move Now give one that fires when
 	// they move it.
 	AfterFunc func(d time.Duration, f func()) session.Timer
-	// KeyBlock is the most a key counter reserves at a time (default 1,000; a key with a daily
-	// cap reserves 1 % of it when that is less). One durable mark per half block: at 100 a key
-	// calling 800 times a second made 16 Badger commits a second, each synced on its own with
-	// --fsync batch (bench/README.md, "Twenty-sixth look").
+	// KeyBlock is the most a key counter reserves at a time (0: key.New's default, 1,000; a
+	// key with a daily cap reserves 1 % of it when that is less). One durable mark per half
+	// block: at 100 a key calling 800 times a second made 16 Badger commits a second, each
+	// synced on its own with --fsync batch (bench/README.md, "Twenty-sixth look").
 	KeyBlock int64
 	// AskTimeout bounds every wait for an actor's reply (default 5 s).
 	AskTimeout time.Duration
@@ -182,9 +182,6 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.AfterFunc == nil {
 		cfg.AfterFunc = func(d time.Duration, f func()) session.Timer { return time.AfterFunc(d, f) }
-	}
-	if cfg.KeyBlock <= 0 {
-		cfg.KeyBlock = 1000
 	}
 	if cfg.AskTimeout <= 0 {
 		cfg.AskTimeout = 5 * time.Second
