@@ -23,14 +23,17 @@ import (
 // badger-log is the outbox a lone gateway runs by default (persist.LogOutbox), on Badger.
 // `go test -run X -bench BeginIdempotent -benchtime 20000x ./engine`.
 func BenchmarkBeginIdempotent(b *testing.B) {
-	for name, onLog := range map[string]bool{"badger": false, "badger-log": true} {
-		b.Run(name, func(b *testing.B) {
+	for _, v := range []struct {
+		name  string
+		onLog bool
+	}{{"badger", false}, {"badger-log", true}} {
+		b.Run(v.name, func(b *testing.B) {
 			db, err := persist.OpenBadger(b.TempDir(), persist.BadgerOptions{Fsync: persist.FsyncInterval})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer db.Close()
-			benchBeginIdempotent(b, db, onLog)
+			benchBeginIdempotent(b, db, v.onLog)
 		})
 	}
 	b.Run("nats", func(b *testing.B) {
