@@ -33,3 +33,15 @@ func mapFile(f *os.File, old []byte, capacity int64) ([]byte, error) {
 }
 
 func unmapFile(m []byte) { _ = syscall.Munmap(m) }
+
+// madvPopulateWrite is MADV_POPULATE_WRITE (linux/mman.h, Linux 5.14), which the frozen
+// syscall package does not name.
+const madvPopulateWrite = 23
+
+// populateWrite faults m's pages in for writing, as a write to each would.
+func populateWrite(m []byte) error {
+	if len(m) == 0 {
+		return nil
+	}
+	return syscall.Madvise(m, madvPopulateWrite)
+}

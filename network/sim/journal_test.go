@@ -60,6 +60,13 @@ func TestMappedJournalAfterAKill(t *testing.T) {
 		if _, fresh, err := d.deliver(&domain.Delivered{ID: fmt.Sprintf("m%05d", i), From: "1", To: "2", Type: "text", Text: text, Timestamp: time.Now()}); err != nil || !fresh {
 			t.Fatalf("deliver %d: %v %v", i, fresh, err)
 		}
+		// Each copy lands in pages faulted in ahead (prefault), within the map.
+		if mapJournals && !d.j.noPrefault && (d.j.faulted < d.j.size || d.j.faulted > int64(len(d.j.m))) {
+			t.Fatalf("deliver %d: records end at %d, pages faulted in to %d of a %d-byte map", i, d.j.size, d.j.faulted, len(d.j.m))
+		}
+	}
+	if mapJournals && d.j.noPrefault {
+		t.Log("this kernel cannot prefault (MADV_POPULATE_WRITE, Linux 5.14): the copies fault page by page")
 	}
 	path := filepath.Join(dir, "deliveries.jsonl")
 	if mapJournals {
