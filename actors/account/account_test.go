@@ -264,3 +264,91 @@ func TestUnreadAccountSaysWhy(t *testing.T) {
 		t.Fatalf("a reservation on an account that could not be read: %v, want unavailable saying node_unavailable", r.Err)
 	}
 }
+
+// untilTick runs to the next multiple of its period: never zero, never more than the period.
+func TestUntilTick(t *testing.T) {
+	base := time.Date(2026, 12, 3, 20, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		at   time.Duration
+		want time.Duration
+	}{
+		{0, time.Second}, {300 * time.Millisecond, 700 * time.Millisecond},
+		{999 * time.Millisecond, time.Millisecond}, {time.Second + 1, time.Second - 1},
+	} {
+		if got := untilTick(base.Add(c.at), time.Second); got != c.want {
+			t.Errorf("at +%v: %v, want %v", c.at, got, c.want)
+		}
+	}
+}
+
+// countWrites records when each user's count (Sent) was first written.
+type countWrites struct {
+	mu    sync.Mutex
+	first map[string]time.Time
+}
+
+func (w *countWrites) GetAccount(uid string) (domain.Allowance, error) {
+	return domain.Allowance{UserID: uid}, nil
+}
+
+func (w *countWrites) PutAccount(_ context.Context, s domain.Allowance) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.first[s.UserID]; !ok && s.Sent > 0 {
+		w.first[s.UserID] = time.Now()
+	}
+	return nil
+}
+
+func (w *countWrites) at(uid string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	at, ok := w.first[uid]
+	return at, ok
+}
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+// Two users who send 150 ms apart have their counts written on the same tick, so that the
+// writes share a commit and its sync, not each on a phase of its own.
+func TestCountsWrittenOnTheSameTick(t *testing.T) {
+	const every = 400 * time.Millisecond
+	hw, err := actor.NewEngine(actor.NewEngineConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &countWrites{first: map[string]time.Time{}}
+	deps := Deps{Store: store, Clock: wallClock{}, Log: slog.New(slog.DiscardHandler), FlushEvery: every}
+	pids := map[string]*actor.PID{}
+	for _, uid := range []string{"u1", "u2"} {
+		pids[uid] = hw.Spawn(New(NewCounter(uid, 0), deps), "account", actor.WithID(uid))
+	}
+	// Both sends within one period: start just after a tick.
+	time.Sleep(untilTick(time.Now(), every) + 10*time.Millisecond)
+	for i, uid := range []string{"u1", "u2"} {
+		if i > 0 {
+			time.Sleep(150 * time.Millisecond)
+		}
+		if r := reserve(t, hw, pids[uid], 1); r.Err != nil || r.Granted != 1 {
+			t.Fatalf("%s: %+v", uid, r)
+		}
+		hw.Send(pids[uid], Settle{Sent: 1, Unreserve: 1, At: time.Now().UnixMilli()})
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		t1, ok1 := store.at("u1")
+		t2, ok2 := store.at("u2")
+		if ok1 && ok2 {
+			if d := t1.Sub(t2).Abs(); d > 75*time.Millisecond {
+				t.Fatalf("counts written %v apart (sent 150 ms apart, flushed every %v)", d, every)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("counts not written: u1 %v, u2 %v", ok1, ok2)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
