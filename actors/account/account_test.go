@@ -325,6 +325,11 @@ func TestCountsWrittenOnTheSameTick(t *testing.T) {
 	for _, uid := range []string{"u1", "u2"} {
 		pids[uid] = hw.Spawn(New(NewCounter(uid, 0), deps), "account", actor.WithID(uid))
 	}
+	defer func() {
+		for _, pid := range pids {
+			<-hw.Poison(pid).Done()
+		}
+	}()
 	// Both sends within one period: start just after a tick.
 	time.Sleep(untilTick(time.Now(), every) + 10*time.Millisecond)
 	for i, uid := range []string{"u1", "u2"} {
