@@ -396,6 +396,11 @@ func (p *provider) refresh(ctx context.Context, forKid bool) error {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
 	ks, err := p.load(fctx)
 	cancel()
+	p.metrics.fetch(err)
+
+	// The keys and the fetch's outcome change together under mu, so that status never reads
+	// the new keys beside the last fetch's error.
+	p.mu.Lock()
 	if err == nil {
 		if old := p.keys.Load(); old != nil {
 			ks.gen = old.gen + 1
@@ -403,9 +408,6 @@ func (p *provider) refresh(ctx context.Context, forKid bool) error {
 		ks.fetched = now
 		p.keys.Store(ks)
 	}
-	p.metrics.fetch(err)
-
-	p.mu.Lock()
 	recovered := err == nil && p.lastErr != nil
 	p.lastErr = err
 	p.inflight = nil
@@ -606,11 +608,13 @@ func (p *provider) warn(err error) {
 
 // status says whether keys are loaded, and the last fetch's error.
 func (p *provider) status() (loaded bool, age time.Duration, err error) {
-	ks := p.keys.Load()
+	p.mu.Lock()
+	ks, err := p.keys.Load(), p.lastErr
+	p.mu.Unlock()
 	if ks != nil {
 		age = p.now().Sub(ks.fetched)
 	}
-	return ks != nil, age, p.failing()
+	return ks != nil, age, err
 }
 
 // live says whether a token verified with kid (or, without kid, under generation gen) may
