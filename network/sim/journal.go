@@ -174,7 +174,7 @@ func (j *journal) grow(end int64) error {
 }
 
 // prefault faults the map's pages in for writing ahead of the appends, up to at least end,
-// journalPrefault at a time: one madvise(MADV_POPULATE_WRITE) for 256 pages instead of a
+// journalPrefault at a time: one madvise(MADV_POPULATE_WRITE) for a megabyte of pages instead of a
 // page fault on each page's first copy (a fault into a shared file map costs the sim about
 // as much as the rest of a delivery's append). A kernel without it (before 5.14) says EINVAL
 // and the copies fault as before.
